@@ -1,0 +1,275 @@
+/**
+ * The run's event log: the single source of truth (principle 3, R8).
+ *
+ * Every transition, model call, tool call, recovery step, reminder, termination
+ * decision and validation check appends one typed event. `RunState` and the
+ * termination counters are folds over this log (see `Counters.fold`), a live
+ * subscriber reads it as a `Stream`, and the result carries it as the timeline.
+ *
+ * Order within a run: `run.started` first and `run.finished` last, exactly once each.
+ * Each `model.requested` is followed by `model.responded` or `model.failed`; each
+ * `tool.started` by one of `tool.succeeded`, `tool.failed`; a `tool.blocked` stands
+ * alone (the handler never ran). `seq` numbers the events from 0 without gaps.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import * as Failure from "./Failure.ts"
+import * as Model from "./Model.ts"
+import * as RunState from "./RunState.ts"
+import * as StopReason from "./StopReason.ts"
+import * as Tool from "./Tool.ts"
+import * as ToolResult from "./ToolResult.ts"
+
+const base = {
+  runId: Schema.String,
+  seq: Schema.Int,
+  /** Milliseconds since the epoch, from Effect's `Clock` (so `TestClock` in tests). */
+  at: Schema.Finite
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const RunStarted = Schema.TaggedStruct("run.started", {
+  ...base,
+  goal: Schema.String,
+  tools: Schema.Array(Schema.String),
+  deadlineAt: Schema.Finite
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const StateChanged = Schema.TaggedStruct("state.changed", { ...base, from: RunState.State, to: RunState.State })
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const PlanSet = Schema.TaggedStruct("plan.set", {
+  ...base,
+  steps: Schema.Array(Schema.Struct({ id: Schema.String, description: Schema.String, required: Schema.Boolean }))
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ModelRequested = Schema.TaggedStruct("model.requested", { ...base, iteration: Schema.Int })
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ModelResponded = Schema.TaggedStruct("model.responded", {
+  ...base,
+  iteration: Schema.Int,
+  text: Schema.String,
+  toolCalls: Schema.Array(Model.ToolCall),
+  /** Canonical signature of each tool call, in call order (tool name + canonical JSON). */
+  signatures: Schema.Array(Schema.String),
+  usage: Model.Usage
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ModelFailed = Schema.TaggedStruct("model.failed", {
+  ...base,
+  iteration: Schema.Int,
+  failure: Failure.Summary
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolStarted = Schema.TaggedStruct("tool.started", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  signature: Schema.String
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolSucceeded = Schema.TaggedStruct("tool.succeeded", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  sideEffect: Tool.SideEffect,
+  /** A digest of the observation, so loop detection can tell "nothing changed". */
+  observationDigest: Schema.String,
+  /** The validated input, encoded: what validation's evidence criteria match on. */
+  input: Schema.Unknown,
+  output: Schema.Unknown
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolFailed = Schema.TaggedStruct("tool.failed", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  error: ToolResult.ToolError,
+  /** The tool's retry limit, so the repeated-failure policy can be a pure fold. */
+  maxRetries: Schema.Int
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolBlocked = Schema.TaggedStruct("tool.blocked", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  error: ToolResult.ToolError
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const RecoveryKind = Schema.Literals(["tool_argument_correction", "provider_retry", "tool_retry"])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const RecoveryStarted = Schema.TaggedStruct("recovery.started", {
+  ...base,
+  kind: RecoveryKind,
+  attempt: Schema.Int,
+  delayMillis: Schema.Finite,
+  cause: Schema.String
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const RecoveryCompleted = Schema.TaggedStruct("recovery.completed", {
+  ...base,
+  kind: RecoveryKind,
+  attempt: Schema.Int
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const RecoveryFailed = Schema.TaggedStruct("recovery.failed", {
+  ...base,
+  kind: RecoveryKind,
+  attempts: Schema.Int,
+  cause: Schema.String
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ReminderInjected = Schema.TaggedStruct("reminder.injected", {
+  ...base,
+  kind: Schema.String,
+  text: Schema.String
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const TerminationDecided = Schema.TaggedStruct("termination.decided", {
+  ...base,
+  policy: Schema.String,
+  reason: StopReason.StopReason,
+  detail: Schema.String
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const Check = Schema.Struct({
+  name: Schema.String,
+  kind: Schema.Literals(["plan_step", "stop_hook", "artifact", "evidence"]),
+  passed: Schema.Boolean,
+  detail: Schema.String
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Check = typeof Check.Type
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ValidationChecked = Schema.TaggedStruct("validation.checked", { ...base, check: Check })
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const RunFinished = Schema.TaggedStruct("run.finished", {
+  ...base,
+  status: RunState.Status,
+  stopReason: StopReason.StopReason
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const Event = Schema.Union([
+  RunStarted,
+  StateChanged,
+  PlanSet,
+  ModelRequested,
+  ModelResponded,
+  ModelFailed,
+  ToolStarted,
+  ToolSucceeded,
+  ToolFailed,
+  ToolBlocked,
+  RecoveryStarted,
+  RecoveryCompleted,
+  RecoveryFailed,
+  ReminderInjected,
+  TerminationDecided,
+  ValidationChecked,
+  RunFinished
+])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Event = typeof Event.Type
+
+/**
+ * An event before the run stamps it with its id, sequence number and time.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Draft = Event extends infer E ? (E extends Event ? Omit<E, "runId" | "seq" | "at"> : never) : never
+
+/**
+ * The events of one tag.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Of<Tag extends Event["_tag"]> = Extract<Event, { readonly _tag: Tag }>

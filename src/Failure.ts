@@ -1,0 +1,189 @@
+/**
+ * The failure algebra: every failure that crosses a boundary (provider, tool,
+ * subprocess, store) is converted, at that boundary, into exactly one of three typed
+ * outcomes (R3.1):
+ *
+ * - {@link Retryable}: transient; trying again may succeed.
+ * - {@link Permanent}: trying the same thing again will fail the same way.
+ * - {@link UnknownOutcome}: a side effect may or may not have happened; never retried blindly.
+ *
+ * Each carries its source, a category, a stable code, how many attempts were already
+ * made (so an outer layer does not retry again, R3.4) and a `hint` that is safe to show
+ * the model or a user. Diagnostic detail stays in `diagnostic`, which never reaches an
+ * observation or an event.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Predicate, Schema } from "effect"
+
+/**
+ * Where a failure came from.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Source = Schema.Literals(["provider", "tool", "subprocess", "store", "runtime"])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Source = typeof Source.Type
+
+/**
+ * How a failure may be recovered.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Classification = "retryable" | "permanent" | "unknown"
+
+const fields = {
+  source: Source,
+  category: Schema.String,
+  code: Schema.String,
+  attempts: Schema.Int,
+  hint: Schema.String,
+  diagnostic: Schema.optional(Schema.String)
+}
+
+/**
+ * A transient failure: the same request may succeed later.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class Retryable extends Schema.TaggedError<Retryable>()("Retryable", {
+  ...fields,
+  retryAfterMillis: Schema.optional(Schema.Finite)
+}) {
+  get classification(): Classification {
+    return "retryable"
+  }
+  override get message(): string {
+    return `${this.source} ${this.code}: ${this.hint}`
+  }
+}
+
+/**
+ * A failure that will repeat if the same request is sent again.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class Permanent extends Schema.TaggedError<Permanent>()("Permanent", fields) {
+  get classification(): Classification {
+    return "permanent"
+  }
+  override get message(): string {
+    return `${this.source} ${this.code}: ${this.hint}`
+  }
+}
+
+/**
+ * A side effect may or may not have happened (R3.8).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class UnknownOutcome extends Schema.TaggedError<UnknownOutcome>()("UnknownOutcome", fields) {
+  get classification(): Classification {
+    return "unknown"
+  }
+  override get message(): string {
+    return `${this.source} ${this.code}: ${this.hint}`
+  }
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Failure = Retryable | Permanent | UnknownOutcome
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const Failure = Schema.Union([Retryable, Permanent, UnknownOutcome])
+
+/**
+ * @category guards
+ * @since 0.1.0
+ */
+export const isFailure = (u: unknown): u is Failure =>
+  Predicate.isTagged(u, "Retryable") || Predicate.isTagged(u, "Permanent") || Predicate.isTagged(u, "UnknownOutcome")
+
+/**
+ * The safe, serialisable summary of a failure that events and observations carry.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Summary = Schema.Struct({
+  classification: Schema.Literals(["retryable", "permanent", "unknown"]),
+  source: Source,
+  category: Schema.String,
+  code: Schema.String,
+  attempts: Schema.Int,
+  hint: Schema.String
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Summary = typeof Summary.Type
+
+/**
+ * Drops the diagnostic detail, keeping only what is safe to show.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const summarize = (failure: Failure): Summary => ({
+  classification: failure.classification,
+  source: failure.source,
+  category: failure.category,
+  code: failure.code,
+  attempts: failure.attempts,
+  hint: failure.hint
+})
+
+const firstLine = (text: string): string => {
+  const line = text.split("\n", 1)[0] ?? ""
+  return line.length > 300 ? `${line.slice(0, 300)}…` : line
+}
+
+/**
+ * Converts a defect (a thrown exception, a rejected promise, anything that is not
+ * already in the algebra) into a {@link Permanent} failure. The stack and the full
+ * text stay in `diagnostic`; the hint names only the error's class and first line.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fromDefect = (source: Source, defect: unknown, code = "defect"): Permanent => {
+  const name = Predicate.isError(defect) ? defect.name : typeof defect
+  const text = Predicate.isError(defect) ? defect.message : String(defect)
+  return new Permanent({
+    source,
+    category: "defect",
+    code,
+    attempts: 1,
+    hint: `${name}: ${firstLine(text)}`,
+    diagnostic: Predicate.isError(defect) ? (defect.stack ?? text) : text
+  })
+}
+
+/**
+ * Converts a whole `Cause` at a boundary: the first typed failure if it is already
+ * in the algebra, otherwise the defect or unexpected error as a {@link Permanent}.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fromCause = <E>(source: Source, cause: Cause.Cause<E>): Failure => {
+  const squashed = Cause.squash(cause)
+  return isFailure(squashed) ? squashed : fromDefect(source, squashed)
+}

@@ -1,0 +1,399 @@
+/**
+ * Termination policies: small pure values that decide, at each checkpoint, whether a
+ * run should stop (R2.2, R2.3).
+ *
+ * The loop evaluates the list after every model response (`after_model`, before any
+ * tool of that response runs) and after every tool batch (`after_tools`). Policies are
+ * evaluated in list order; warnings are collected, and the first `Stop` wins. The
+ * default order, which the README documents, is:
+ *
+ * 1. `final_answer`: text with no tool calls is a completion *candidate* (R6).
+ * 2. `run_timeout`: the run deadline has passed.
+ * 3. `max_tool_calls`: the calls of the pending batch are already counted, so a batch
+ *    that would pass the limit is rejected whole before any handler runs.
+ * 4. `max_iterations`: all model responses used.
+ * 5. `repeated_tool_call`: one canonical call signature requested too often.
+ * 6. `repeated_tool_failure`: one failure signature past its tool's `maxRetries`.
+ * 7. `recovery_exhausted`: a recovery or correction budget was spent.
+ * 8. `max_tool_errors`: the run's error budget was spent.
+ * 9. `empty_output`: empty responses past their budget.
+ * 10. `loop_detected`: an unchanged observation warns first, then stops.
+ * 11. `budget_exhausted`: token or cost budget spent.
+ * 12. `same_class_errors`: never stops; reminds the model after failures in a row
+ *     that share an error code (R2.4).
+ *
+ * Users add, remove, replace and reorder policies with the combinators below.
+ *
+ * @since 0.1.0
+ */
+import type * as Counters from "./Counters.ts"
+import { reminderCount } from "./Counters.ts"
+import type * as StopReason from "./StopReason.ts"
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Checkpoint {
+  readonly phase: "after_model" | "after_tools"
+  readonly counters: Counters.Counters
+  /** Milliseconds since the epoch, by the run's `Clock`. */
+  readonly now: number
+  readonly deadlineAt: number
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Decision =
+  | { readonly _tag: "Continue" }
+  | { readonly _tag: "Warn"; readonly kind: string; readonly text: string }
+  | { readonly _tag: "Stop"; readonly reason: StopReason.StopReason; readonly detail: string }
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Policy {
+  readonly name: string
+  readonly decide: (checkpoint: Checkpoint) => Decision
+}
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const continue_: Decision = { _tag: "Continue" }
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const stop = (reason: StopReason.StopReason, detail: string): Decision => ({ _tag: "Stop", reason, detail })
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const warn = (kind: string, text: string): Decision => ({ _tag: "Warn", kind, text })
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = (name: string, decide: (checkpoint: Checkpoint) => Decision): Policy => ({ name, decide })
+
+const positiveInt = (policy: string, field: string, value: number): number => {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new RangeError(`Termination.${policy}: ${field} must be an integer >= 1, got ${value}`)
+  }
+  return value
+}
+
+const nonNegative = (policy: string, field: string, value: number): number => {
+  if (!Number.isFinite(value) || value < 0) {
+    throw new RangeError(`Termination.${policy}: ${field} must be a finite number >= 0, got ${value}`)
+  }
+  return value
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const finalAnswer: Policy = make("final_answer", ({ counters, phase }) =>
+  phase === "after_model" && counters.finalAnswerReceived
+    ? stop("goal_reached", "the model gave a final answer; it is a candidate until validation agrees")
+    : continue_
+)
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const runTimeout: Policy = make("run_timeout", ({ deadlineAt, now }) =>
+  now >= deadlineAt ? stop("run_timeout", `the run deadline passed ${now - deadlineAt} ms ago`) : continue_
+)
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const maxToolCalls = (limit: number): Policy => {
+  positiveInt("maxToolCalls", "limit", limit)
+  return make("max_tool_calls", ({ counters }) =>
+    counters.toolCalls > limit
+      ? stop("max_tool_calls", `the batch would bring tool calls to ${counters.toolCalls}, over the limit of ${limit}`)
+      : continue_
+  )
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const maxIterations = (limit: number): Policy => {
+  positiveInt("maxIterations", "limit", limit)
+  return make("max_iterations", ({ counters }) =>
+    counters.iterations >= limit
+      ? stop("max_iterations", `${counters.iterations} model responses of ${limit}`)
+      : continue_
+  )
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const repeatedToolCall = (threshold: number): Policy => {
+  positiveInt("repeatedToolCall", "threshold", threshold)
+  return make("repeated_tool_call", ({ counters }) =>
+    counters.repeatedToolCallCount >= threshold
+      ? stop("repeated_tool_call", `the same tool call was requested ${counters.repeatedToolCallCount} times`)
+      : continue_
+  )
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const repeatedToolFailure: Policy = make("repeated_tool_failure", ({ counters }) =>
+  counters.repeatedFailureOverLimit > 0
+    ? stop(
+        "repeated_tool_failure",
+        `the same failure occurred ${counters.repeatedFailureCount} times, past the tool's retry limit`
+      )
+    : continue_
+)
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const recoveryExhausted: Policy = make("recovery_exhausted", ({ counters }) =>
+  counters.recoveryExhausted
+    ? stop("recovery_exhausted", `recovery budget spent after ${counters.recoveryAttempts} attempts`)
+    : continue_
+)
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const maxToolErrors = (limit: number): Policy => {
+  nonNegative("maxToolErrors", "limit", limit)
+  return make("max_tool_errors", ({ counters }) =>
+    counters.toolErrors > limit
+      ? stop("max_tool_errors", `${counters.toolErrors} tool errors, over the budget of ${limit}`)
+      : continue_
+  )
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const emptyOutput = (budget: number): Policy => {
+  nonNegative("emptyOutput", "budget", budget)
+  return make("empty_output", ({ counters }) =>
+    counters.emptyOutputs > budget
+      ? stop("empty_output", `${counters.emptyOutputs} empty model responses, over the budget of ${budget}`)
+      : continue_
+  )
+}
+
+/**
+ * Warns the model once per unchanged observation, and stops at the threshold.
+ *
+ * @category policies
+ * @since 0.1.0
+ */
+export const loopDetected = (threshold: number): Policy => {
+  positiveInt("loopDetected", "threshold", threshold)
+  return make("loop_detected", ({ counters }) => {
+    const repeats = counters.unchangedObservations
+    if (repeats >= threshold) {
+      return stop("loop_detected", `${repeats} actions returned an observation already seen with no state change`)
+    }
+    if (repeats > reminderCount(counters, "loop_warning")) {
+      return warn(
+        "loop_warning",
+        "The last action repeated an earlier one and the state is unchanged. Try a different approach or give your final answer."
+      )
+    }
+    return continue_
+  })
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const budget = (limits: {
+  readonly maxTokens?: number | undefined
+  readonly maxCostUsd?: number | undefined
+}): Policy => {
+  const maxTokens =
+    limits.maxTokens === undefined ? Number.POSITIVE_INFINITY : nonNegative("budget", "maxTokens", limits.maxTokens)
+  const maxCost =
+    limits.maxCostUsd === undefined ? Number.POSITIVE_INFINITY : nonNegative("budget", "maxCostUsd", limits.maxCostUsd)
+  return make("budget_exhausted", ({ counters }) => {
+    const tokens = counters.inputTokens + counters.outputTokens
+    if (tokens > maxTokens) return stop("budget_exhausted", `${tokens} tokens used, over the budget of ${maxTokens}`)
+    if (counters.costUsd > maxCost) {
+      return stop("budget_exhausted", `$${counters.costUsd.toFixed(4)} spent, over the budget of $${maxCost}`)
+    }
+    return continue_
+  })
+}
+
+/**
+ * Reminds the model when failures in a row share one error code (R2.4), e.g. three
+ * `not_found` on different paths: "list the directory first".
+ *
+ * @category policies
+ * @since 0.1.0
+ */
+export const sameClassErrors = (threshold: number): Policy => {
+  positiveInt("sameClassErrors", "threshold", threshold)
+  return make("same_class_errors", ({ counters, phase }) =>
+    phase === "after_tools" && counters.sameClassStreak > 0 && counters.sameClassStreak % threshold === 0
+      ? warn(
+          "same_class_errors",
+          `${counters.sameClassStreak} tool calls in a row failed with "${counters.sameClassCode}". Stop guessing: inspect the environment first (for files, list the directory), then act on what you find.`
+        )
+      : continue_
+  )
+}
+
+/**
+ * The tunable limits of the default policies.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Limits {
+  readonly maxIterations?: number | undefined
+  readonly maxToolCalls?: number | undefined
+  readonly repeatedToolCall?: number | undefined
+  readonly maxToolErrors?: number | undefined
+  readonly maxEmptyOutputs?: number | undefined
+  readonly loopThreshold?: number | undefined
+  readonly sameClassErrors?: number | undefined
+  readonly maxTokens?: number | undefined
+  readonly maxCostUsd?: number | undefined
+}
+
+/**
+ * The built-in policies in their documented order.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> => [
+  finalAnswer,
+  runTimeout,
+  maxToolCalls(limits.maxToolCalls ?? 50),
+  maxIterations(limits.maxIterations ?? 20),
+  repeatedToolCall(limits.repeatedToolCall ?? 3),
+  repeatedToolFailure,
+  recoveryExhausted,
+  maxToolErrors(limits.maxToolErrors ?? 8),
+  emptyOutput(limits.maxEmptyOutputs ?? 2),
+  loopDetected(limits.loopThreshold ?? 3),
+  budget({ maxTokens: limits.maxTokens, maxCostUsd: limits.maxCostUsd }),
+  sameClassErrors(limits.sameClassErrors ?? 3)
+]
+
+/**
+ * What the policies decided at one checkpoint: the first stop, if any, and every
+ * warning raised by a policy evaluated before it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Verdict {
+  readonly stop:
+    | { readonly policy: string; readonly reason: StopReason.StopReason; readonly detail: string }
+    | undefined
+  readonly warnings: ReadonlyArray<{ readonly policy: string; readonly kind: string; readonly text: string }>
+}
+
+/**
+ * @category combinators
+ * @since 0.1.0
+ */
+export const evaluate = (policies: ReadonlyArray<Policy>, checkpoint: Checkpoint): Verdict => {
+  let warnings: Array<Verdict["warnings"][number]> | undefined
+  for (const policy of policies) {
+    const decision = policy.decide(checkpoint)
+    if (decision._tag === "Stop") {
+      return {
+        stop: { policy: policy.name, reason: decision.reason, detail: decision.detail },
+        warnings: warnings ?? []
+      }
+    }
+    if (decision._tag === "Warn") {
+      if (warnings === undefined) warnings = []
+      warnings.push({ policy: policy.name, kind: decision.kind, text: decision.text })
+    }
+  }
+  return { stop: undefined, warnings: warnings ?? [] }
+}
+
+const indexOf = (policies: ReadonlyArray<Policy>, name: string): number => {
+  const index = policies.findIndex((p) => p.name === name)
+  if (index < 0) {
+    throw new RangeError(`Termination: no policy named "${name}" in [${policies.map((p) => p.name).join(", ")}]`)
+  }
+  return index
+}
+
+/**
+ * @category combinators
+ * @since 0.1.0
+ */
+export const remove = (policies: ReadonlyArray<Policy>, name: string): ReadonlyArray<Policy> => {
+  const index = indexOf(policies, name)
+  return [...policies.slice(0, index), ...policies.slice(index + 1)]
+}
+
+/**
+ * @category combinators
+ * @since 0.1.0
+ */
+export const replace = (policies: ReadonlyArray<Policy>, name: string, policy: Policy): ReadonlyArray<Policy> => {
+  const index = indexOf(policies, name)
+  return [...policies.slice(0, index), policy, ...policies.slice(index + 1)]
+}
+
+/**
+ * @category combinators
+ * @since 0.1.0
+ */
+export const insertBefore = (policies: ReadonlyArray<Policy>, name: string, policy: Policy): ReadonlyArray<Policy> => {
+  const index = indexOf(policies, name)
+  return [...policies.slice(0, index), policy, ...policies.slice(index)]
+}
+
+/**
+ * @category combinators
+ * @since 0.1.0
+ */
+export const insertAfter = (policies: ReadonlyArray<Policy>, name: string, policy: Policy): ReadonlyArray<Policy> => {
+  const index = indexOf(policies, name)
+  return [...policies.slice(0, index + 1), policy, ...policies.slice(index + 1)]
+}
+
+/**
+ * Puts the named policies first, in the given order, keeping the others' order.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const prioritize = (policies: ReadonlyArray<Policy>, names: ReadonlyArray<string>): ReadonlyArray<Policy> => {
+  const first = names.map((name) => policies[indexOf(policies, name)] as Policy)
+  return [...first, ...policies.filter((p) => !names.includes(p.name))]
+}
