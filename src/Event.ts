@@ -8,8 +8,9 @@
  *
  * Order within a run: `run.started` first and `run.finished` last, exactly once each.
  * Each `model.requested` is followed by `model.responded` or `model.failed`; each
- * `tool.started` by one of `tool.succeeded`, `tool.failed`; a `tool.blocked` stands
- * alone (the handler never ran). `seq` numbers the events from 0 without gaps.
+ * `tool.started` by exactly one of `tool.succeeded`, `tool.failed` or `tool.blocked`
+ * (blocked: the permission policy refused it and the handler never ran). `seq`
+ * numbers the events from 0 without gaps.
  *
  * @since 0.1.0
  */
@@ -106,7 +107,7 @@ export const ToolSucceeded = Schema.TaggedStruct("tool.succeeded", {
   sideEffect: Tool.SideEffect,
   /** A digest of the observation, so loop detection can tell "nothing changed". */
   observationDigest: Schema.String,
-  /** The validated input, encoded: what validation's evidence criteria match on. */
+  /** The arguments as the model sent them, parsed, once they validated: what evidence criteria match on. */
   input: Schema.Unknown,
   output: Schema.Unknown
 })

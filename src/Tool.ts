@@ -94,8 +94,8 @@ export interface Any<out R = unknown> {
   readonly _tag: "Tool"
   readonly name: string
   readonly description: string
-  readonly input: Schema.Top
-  readonly output: Schema.Top
+  readonly input: Schema.Codec<unknown, unknown>
+  readonly output: Schema.Codec<unknown, unknown>
   readonly metadata: Metadata
   readonly handler: (input: never, context: CallContext) => Effect.Effect<unknown, Failure.Failure, R>
   readonly postcondition:
@@ -198,4 +198,33 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
       contentFields: options.contentFields ?? []
     }
   }
+}
+
+const definitions = new WeakMap<
+  Any,
+  { readonly name: string; readonly description: string; readonly parameters: unknown }
+>()
+
+/**
+ * What the model is told about a tool: its name, its description and the JSON Schema
+ * (draft 2020-12) of its input, generated from the input `Schema` once per tool.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const definition = (
+  tool: Any
+): { readonly name: string; readonly description: string; readonly parameters: unknown } => {
+  let entry = definitions.get(tool)
+  if (entry === undefined) {
+    const document = Schema.toJsonSchemaDocument(tool.input)
+    const hasDefinitions = Object.keys(document.definitions).length > 0
+    entry = {
+      name: tool.name,
+      description: tool.description,
+      parameters: hasDefinitions ? { ...document.schema, $defs: document.definitions } : document.schema
+    }
+    definitions.set(tool, entry)
+  }
+  return entry
 }

@@ -1,0 +1,224 @@
+/**
+ * The agent loop: ask the model, check the termination policies, run the tool batch,
+ * check again, until a policy or a hard stop ends it.
+ *
+ * The loop never decides whether the run *succeeded*: it returns an {@link Outcome}
+ * (why it stopped, and the final answer if there was one), and `Run` takes it through
+ * validation. A final answer is only a candidate (R6.1).
+ *
+ * @since 0.1.0
+ */
+import { Cause, Effect, Exit, Option } from "effect"
+import * as Failure from "./Failure.ts"
+import * as RunContext from "./internal/RunContext.ts"
+import * as Model from "./Model.ts"
+import * as Signature from "./Signature.ts"
+import type * as StopReason from "./StopReason.ts"
+import * as Termination from "./Termination.ts"
+import * as ToolExecutor from "./ToolExecutor.ts"
+import type * as ToolResult from "./ToolResult.ts"
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Config {
+  readonly registry: ToolExecutor.Registry
+  readonly toolDefinitions: ReadonlyArray<Model.ToolDefinition>
+  readonly policies: ReadonlyArray<Termination.Policy>
+  /** How many calls of one batch run at once. Default 1 (sequential); results keep call order. */
+  readonly concurrency: number
+  /** How many argument corrections the model gets in one run (R3.5). */
+  readonly correctionBudget: number
+}
+
+/**
+ * Why the loop stopped.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Outcome {
+  readonly reason: StopReason.StopReason
+  /** The policy that decided, or `runtime` for a hard stop the loop itself took. */
+  readonly policy: string
+  readonly detail: string
+  readonly finalAnswer: string | undefined
+}
+
+const decide = (
+  ctx: RunContext.RunContext,
+  policy: string,
+  reason: StopReason.StopReason,
+  detail: string,
+  finalAnswer?: string
+): Outcome => {
+  RunContext.emit(ctx, { _tag: "termination.decided", policy, reason, detail })
+  return { reason, policy, detail, finalAnswer }
+}
+
+const remind = (ctx: RunContext.RunContext, kind: string, text: string): void => {
+  RunContext.emit(ctx, { _tag: "reminder.injected", kind, text })
+  ctx.messages.push({ _tag: "user", content: `[runtime reminder: ${kind}] ${text}` })
+}
+
+const checkpoint = (
+  ctx: RunContext.RunContext,
+  config: Config,
+  phase: Termination.Checkpoint["phase"],
+  finalAnswer?: string
+): Outcome | undefined => {
+  const verdict = Termination.evaluate(config.policies, {
+    phase,
+    counters: ctx.counters,
+    now: RunContext.now(ctx),
+    deadlineAt: ctx.deadlineAt
+  })
+  for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
+  if (verdict.stop === undefined) return undefined
+  const { policy, reason, detail } = verdict.stop
+  return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
+}
+
+/** Hard stops a tool result forces, whatever the policies say (R3.7, R3.8, R6.4). */
+const hardStop = (ctx: RunContext.RunContext, config: Config, results: ReadonlyArray<ToolResult.ToolResult>) => {
+  for (const result of results) {
+    if (result.status === "inconsistent") {
+      return decide(
+        ctx,
+        "runtime",
+        "inconsistent_result",
+        `${result.name} (${result.callId}): ${result.error?.message}`
+      )
+    }
+    const failure = result.error?.failure
+    if (failure === undefined) continue
+    if (failure.classification === "unknown") {
+      return decide(ctx, "runtime", "unknown_outcome", `${result.name} (${result.callId}): ${failure.hint}`)
+    }
+    if (config.registry.tools.get(result.name)?.metadata.recoverErrors !== true) {
+      return decide(
+        ctx,
+        "runtime",
+        "tool_error",
+        `${result.name} (${result.callId}) failed with ${failure.code}: ${failure.hint}; the tool does not opt in to recovering its errors`
+      )
+    }
+  }
+  return undefined
+}
+
+/**
+ * Runs the loop until it stops.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, config: Config) {
+  const model = yield* Model.Model
+  // Tools with an argument correction outstanding, and the attempt number it was.
+  const corrections = new Map<string, number>()
+
+  while (true) {
+    yield* RunContext.transition(ctx, "model_thinking")
+    const iteration = ctx.counters.iterations + 1
+    const remaining = RunContext.remainingMillis(ctx)
+    if (remaining <= 0)
+      return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call")
+    RunContext.emit(ctx, { _tag: "model.requested", iteration })
+    const exit = yield* Effect.exit(
+      Effect.timeoutOption(
+        model.generate({ runId: ctx.runId, iteration, messages: ctx.messages, tools: config.toolDefinitions }),
+        remaining
+      )
+    )
+    if (Exit.isFailure(exit)) {
+      if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
+      const failure = Failure.fromCause("provider", exit.cause)
+      RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
+      return decide(ctx, "runtime", "model_error", `the model call failed: ${failure.hint}`)
+    }
+    if (Option.isNone(exit.value)) {
+      const failure = new Failure.Retryable({
+        source: "provider",
+        category: "timeout",
+        code: "run_deadline",
+        attempts: 1,
+        hint: "the model call was cut off by the run deadline"
+      })
+      RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
+      return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the model call")
+    }
+    const response = exit.value.value
+    const calls = response.toolCalls
+    const signatures = calls.map((call) => Signature.toolCall(call.name, call.arguments))
+    RunContext.emit(ctx, {
+      _tag: "model.responded",
+      iteration,
+      text: response.text,
+      toolCalls: calls,
+      signatures,
+      usage: response.usage
+    })
+    ctx.messages.push({ _tag: "assistant", content: response.text, toolCalls: calls })
+
+    const afterModel = checkpoint(ctx, config, "after_model", response.text)
+    if (afterModel !== undefined) return afterModel
+    if (calls.length === 0) {
+      remind(ctx, "empty_output", "Your last response was empty. Call a tool, or give your final answer as text.")
+      continue
+    }
+
+    yield* RunContext.transition(ctx, "tool_executing")
+    const results = yield* Effect.forEach(
+      calls,
+      (call, i) => ToolExecutor.execute(ctx, config.registry, call, signatures[i] ?? ""),
+      { concurrency: config.concurrency }
+    )
+    for (const result of results) {
+      ctx.messages.push({ _tag: "tool", toolCallId: result.callId, name: result.name, content: result.observation })
+    }
+
+    const needCorrection: Array<ToolResult.ToolResult> = []
+    for (const result of results) {
+      const pending = corrections.get(result.name)
+      if (result.status === "succeeded" && pending !== undefined) {
+        corrections.delete(result.name)
+        RunContext.emit(ctx, { _tag: "recovery.completed", kind: "tool_argument_correction", attempt: pending })
+      }
+      if (result.status === "failed" && result.error?.correctable === true) needCorrection.push(result)
+    }
+
+    const forced = hardStop(ctx, config, results)
+    if (forced !== undefined) return forced
+
+    let exhausted = false
+    for (const result of needCorrection) {
+      if (ctx.counters.toolCorrectionAttempts >= config.correctionBudget) {
+        if (!exhausted) {
+          RunContext.emit(ctx, {
+            _tag: "recovery.failed",
+            kind: "tool_argument_correction",
+            attempts: ctx.counters.toolCorrectionAttempts,
+            cause: result.error?.code ?? "input_validation_failed"
+          })
+        }
+        exhausted = true
+        continue
+      }
+      yield* RunContext.transition(ctx, "recovering")
+      const attempt = ctx.counters.toolCorrectionAttempts + 1
+      corrections.set(result.name, attempt)
+      RunContext.emit(ctx, {
+        _tag: "recovery.started",
+        kind: "tool_argument_correction",
+        attempt,
+        delayMillis: 0,
+        cause: result.error?.code ?? "input_validation_failed"
+      })
+    }
+
+    const afterTools = checkpoint(ctx, config, "after_tools")
+    if (afterTools !== undefined) return afterTools
+  }
+})

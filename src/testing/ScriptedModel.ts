@@ -1,0 +1,116 @@
+/**
+ * A model that plays a script: the responses (or failures) it returns, one per call,
+ * in order; or a function of the conversation. Tests and the demo use it to drive the
+ * real loop without a network.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Layer, Predicate } from "effect"
+import * as Failure from "../Failure.ts"
+import * as Model from "../Model.ts"
+
+/**
+ * One scripted turn: a response, a failure to return, or a function of the request.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Step =
+  | Model.Response
+  | Failure.Failure
+  | ((request: Model.Request) => Model.Response | Effect.Effect<Model.Response, Failure.Failure>)
+
+const play = (step: Step, request: Model.Request): Effect.Effect<Model.Response, Failure.Failure> => {
+  if (Failure.isFailure(step)) return Effect.fail(step)
+  if (Predicate.isFunction(step)) {
+    return Effect.suspend(() => {
+      const out = step(request)
+      return Effect.isEffect(out) ? out : Effect.succeed(out)
+    })
+  }
+  return Effect.succeed(step)
+}
+
+/**
+ * The model service for a script. Once the script runs out, every further call fails
+ * with a `Permanent` failure coded `script_exhausted`, naming the call.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = (script: ReadonlyArray<Step>): Model.Model["Service"] => {
+  let next = 0
+  return {
+    generate: (request) => {
+      const step = script[next]
+      if (step === undefined) {
+        return Effect.fail(
+          new Failure.Permanent({
+            source: "provider",
+            category: "script",
+            code: "script_exhausted",
+            attempts: 1,
+            hint: `the scripted model has ${script.length} responses and was asked for response ${next + 1}`
+          })
+        )
+      }
+      next++
+      return play(step, request)
+    }
+  }
+}
+
+/**
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer = (script: ReadonlyArray<Step>): Layer.Layer<Model.Model> =>
+  Layer.sync(Model.Model, () => make(script))
+
+/**
+ * A model answering every call with a function of the request.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerFunction = (
+  respond: (request: Model.Request) => Model.Response | Effect.Effect<Model.Response, Failure.Failure>
+): Layer.Layer<Model.Model> => Layer.succeed(Model.Model, { generate: (request) => play(respond, request) })
+
+let callCounter = 0
+
+/**
+ * A response that calls tools. Each call is `[name, arguments]` or
+ * `[name, arguments, id]`; arguments that are not a string are sent as JSON text,
+ * as a chat API would.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const toolCalls = (
+  ...calls: ReadonlyArray<readonly [name: string, args: unknown, id?: string]>
+): Model.Response =>
+  Model.response({
+    toolCalls: calls.map(([name, args, id]) => ({
+      id: id ?? `call_${++callCounter}`,
+      name,
+      arguments: Predicate.isString(args) ? args : JSON.stringify(args)
+    }))
+  })
+
+/**
+ * A response that calls one tool.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const toolCall = (name: string, args: unknown, id?: string): Model.Response =>
+  id === undefined ? toolCalls([name, args]) : toolCalls([name, args, id])
+
+/**
+ * A final answer: text and no tool calls.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const finalAnswer = (text: string): Model.Response => Model.response({ text })

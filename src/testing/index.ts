@@ -1,0 +1,8 @@
+/**
+ * Test support for agents built on the runtime: scripted models and fault layers.
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as ScriptedModel from "./ScriptedModel.ts"
