@@ -130,6 +130,15 @@ export class InvalidToolDefinition extends Schema.TaggedError<InvalidToolDefinit
 const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
 
 /**
+ * The retry limit of a tool that does not set one, and of calls to tools that do not
+ * exist (so a model that misspells a name a few times is stopped like any repeated failure).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const defaultMaxRetries = 2
+
+/**
  * @category models
  * @since 0.1.0
  */
@@ -171,7 +180,7 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
       reason: "the name must be 1 to 64 characters of letters, digits, '_' or '-'"
     })
   }
-  const maxRetries = options.maxRetries ?? 2
+  const maxRetries = options.maxRetries ?? defaultMaxRetries
   if (!Number.isInteger(maxRetries) || maxRetries < 0) {
     throw new InvalidToolDefinition({
       tool: options.name,

@@ -19,7 +19,7 @@ import * as RunContext from "./internal/RunContext.ts"
 import type * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
 import * as Signature from "./Signature.ts"
-import type * as Tool from "./Tool.ts"
+import * as Tool from "./Tool.ts"
 import * as ToolResult from "./ToolResult.ts"
 
 /**
@@ -52,7 +52,7 @@ const compiled = (tool: Tool.Any): Compiled => {
   let entry = compiledCache.get(tool)
   if (entry === undefined) {
     entry = {
-      decode: Schema.decodeUnknownEffect(tool.input),
+      decode: Schema.decodeUnknownEffect(tool.input, { errors: "all" }),
       encode: Schema.encodeUnknownEffect(tool.output)
     }
     compiledCache.set(tool, entry)
@@ -202,7 +202,7 @@ export const execute = Effect.fnUntraced(function* <R>(
         message: `there is no tool named "${call.name}"; the tools are: ${known}`,
         correctable: true
       },
-      0
+      Tool.defaultMaxRetries
     )
   }
   const maxRetries = tool.metadata.maxRetries

@@ -1,0 +1,280 @@
+/**
+ * The permission policy (R3.6): a hard stop, checked before a tool's arguments are
+ * even validated, that no model action and no recovery can bypass. A denial becomes a
+ * *blocked* result with code `permission_denied`; it is never retried and never spends
+ * the correction budget.
+ *
+ * `Permission` is a `Context.Reference` whose default allows everything, so a run needs
+ * no layer. {@link layer} installs a policy built by {@link make}, which confines the
+ * fields a tool declares as paths (`pathFields`) to a set of roots, refuses `.env`
+ * files and symbolic links that lead out of the roots, and caps the size of the fields
+ * it declares as content (`contentFields`).
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, FileSystem, Layer, Path, Predicate, Result, Schema } from "effect"
+import type * as Tool from "./Tool.ts"
+
+/**
+ * Why a call was refused.
+ *
+ * - `tool_not_allowed`: the tool is not on the allow-list.
+ * - `outside_roots`: a path field leaves the allowed roots.
+ * - `symlink_escape`: a path inside the roots reaches outside them through a symbolic link.
+ * - `env_file`: a path field names a `.env` or `.env.*` file, or goes through a `.env` directory.
+ * - `content_too_large`: a content field is over the size limit.
+ * - `invalid_path`: a path field is empty or holds a NUL byte.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Rule = Schema.Literals([
+  "tool_not_allowed",
+  "outside_roots",
+  "symlink_escape",
+  "env_file",
+  "content_too_large",
+  "invalid_path"
+])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Rule = typeof Rule.Type
+
+/**
+ * What the policy decided about one call. `reason` names the tool, the field and the
+ * offending value (for content, only its size), and is safe to show the model.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Decision = Schema.Union([
+  Schema.TaggedStruct("Allow", {}),
+  Schema.TaggedStruct("Deny", { rule: Rule, reason: Schema.String })
+])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Decision = typeof Decision.Type
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const allow: Decision = { _tag: "Allow" }
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const deny = (rule: Rule, reason: string): Decision => ({ _tag: "Deny", rule, reason })
+
+/**
+ * One tool call as the policy sees it: the raw parsed arguments, before schema
+ * validation, so that a malformed call cannot slip past the policy.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Request {
+  readonly tool: Tool.Any
+  readonly arguments: Readonly<Record<string, unknown>>
+  readonly runId: string
+  readonly callId: string
+}
+
+/**
+ * A policy. `check` has no error channel and no requirements: a policy captures what
+ * it needs when it is built, and a policy that cannot decide must deny.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface PermissionService {
+  readonly check: (request: Request) => Effect.Effect<Decision>
+}
+
+/**
+ * Allows every call.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const allowAll: PermissionService = { check: () => Effect.succeed(allow) }
+
+/**
+ * The policy in force. Defaults to {@link allowAll}.
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class Permission extends Context.Reference<PermissionService>("effect-agent-runtime/Permission", {
+  defaultValue: () => allowAll
+}) {}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options {
+  /** Only these tools may be called. Default: every tool. */
+  readonly allowTools?: ReadonlyArray<string> | undefined
+  /**
+   * Path fields must stay inside one of these directories; relative paths are resolved
+   * against the first. Default: no confinement.
+   */
+  readonly roots?: ReadonlyArray<string> | undefined
+  /** Refuse `.env` and `.env.*` files (`.envrc`, `.environment` are not refused). Default `true`. */
+  readonly denyEnvFiles?: boolean | undefined
+  /** Largest content field, in UTF-8 bytes (JSON text for non-string values). Default 1 MiB. */
+  readonly maxContentBytes?: number | undefined
+}
+
+const maxShownChars = 200
+
+// The path as the model sent it, quoted and escaped (a NUL shows as \u0000), and cut short.
+const show = (value: string): string =>
+  JSON.stringify(value.length > maxShownChars ? `${value.slice(0, maxShownChars)}…` : value)
+
+const isEnvName = (segment: string): boolean => {
+  const name = segment.toLowerCase()
+  return name === ".env" || name.startsWith(".env.")
+}
+
+// Both separators, whatever the platform: a name with a backslash is refused rather than missed.
+const isEnvPath = (value: string): boolean => {
+  const segments = value.split(/[\\/]/).filter((segment) => segment.length > 0)
+  const last = segments[segments.length - 1]
+  return (last !== undefined && isEnvName(last)) || segments.some((segment) => segment.toLowerCase() === ".env")
+}
+
+const contentBytes = (value: unknown): number | undefined => {
+  if (Predicate.isString(value)) return Buffer.byteLength(value, "utf8")
+  const text = Result.try(() => JSON.stringify(value))
+  return Result.isSuccess(text) && Predicate.isString(text.success)
+    ? Buffer.byteLength(text.success, "utf8")
+    : undefined
+}
+
+// Symbolic links followed before giving up; the kernel's own limit is 40.
+const maxLinkDepth = 40
+
+/**
+ * Builds a policy. Rules run in this order, and the first that fails decides:
+ *
+ * 1. the tool must be in `allowTools` (`tool_not_allowed`);
+ * 2. for each string path field: not empty and no NUL byte (`invalid_path`); not a
+ *    `.env` file (`env_file`); inside a root after resolving `..` (`outside_roots`);
+ *    still inside a root after following symbolic links, for a file that does not exist
+ *    yet through its nearest existing ancestor (`symlink_escape`);
+ * 3. each content field within `maxContentBytes` (`content_too_large`).
+ *
+ * Absent or wrongly typed fields are left to schema validation, which runs next.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = Effect.fnUntraced(function* (
+  options: Options
+): Effect.fn.Return<PermissionService, never, FileSystem.FileSystem | Path.Path> {
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
+  const allowTools = options.allowTools === undefined ? undefined : new Set(options.allowTools)
+  const roots = (options.roots ?? []).map((root) => path.resolve(root))
+  const denyEnvFiles = options.denyEnvFiles ?? true
+  const maxContentBytes = options.maxContentBytes ?? 1024 * 1024
+
+  const isInside = (root: string, target: string): boolean =>
+    target === root || target.startsWith(root.endsWith(path.sep) ? root : `${root}${path.sep}`)
+
+  // The canonical path, also for a path that does not exist yet: the real path of its
+  // nearest existing ancestor plus the missing rest. A dangling link is followed to its
+  // target, so writing through it is judged by where the write would land. `undefined`
+  // means a link loop.
+  const realPath = (target: string, depth: number): Effect.Effect<string | undefined> =>
+    fs.realPath(target).pipe(
+      Effect.catch(() =>
+        Effect.gen(function* () {
+          const info = yield* Effect.option(fs.lstat(target))
+          if (info._tag === "Some" && info.value.type === "SymbolicLink") {
+            if (depth >= maxLinkDepth) return undefined
+            const link = yield* Effect.option(fs.readLink(target))
+            if (link._tag === "None") return undefined
+            return yield* realPath(path.resolve(path.dirname(target), link.value), depth + 1)
+          }
+          const parent = path.dirname(target)
+          if (parent === target) return target
+          const realParent = yield* realPath(parent, depth)
+          return realParent === undefined ? undefined : path.join(realParent, path.basename(target))
+        })
+      )
+    )
+
+  const checkPath = Effect.fnUntraced(function* (tool: string, field: string, value: string) {
+    const subject = `${tool}: arguments.${field} ${show(value)}`
+    if (value.length === 0 || value.includes("\0")) {
+      return deny("invalid_path", `${subject} is empty or contains a NUL byte`)
+    }
+    if (denyEnvFiles && isEnvPath(value)) {
+      return deny("env_file", `${subject} names a .env file, which may hold secrets`)
+    }
+    const first = roots[0]
+    if (first === undefined) return allow
+    const target = path.resolve(first, value)
+    if (!roots.some((root) => isInside(root, target))) {
+      return deny("outside_roots", `${subject} resolves outside the allowed roots`)
+    }
+    const real = yield* realPath(target, 0)
+    if (real === undefined) {
+      return deny("symlink_escape", `${subject} goes through a loop of symbolic links`)
+    }
+    const realRoots = yield* Effect.forEach(roots, (root) => realPath(root, 0))
+    if (!realRoots.some((root) => root !== undefined && isInside(root, real))) {
+      return deny("symlink_escape", `${subject} leads outside the allowed roots through a symbolic link`)
+    }
+    if (denyEnvFiles && isEnvPath(real)) {
+      return deny("env_file", `${subject} leads to a .env file through a symbolic link`)
+    }
+    return allow
+  })
+
+  const check = Effect.fnUntraced(function* (request: Request) {
+    const { tool } = request
+    if (allowTools !== undefined && !allowTools.has(tool.name)) {
+      return deny("tool_not_allowed", `${tool.name}: the tool is not on the allow-list`)
+    }
+    for (const field of tool.metadata.pathFields) {
+      const value = request.arguments[field]
+      if (!Predicate.isString(value)) continue
+      const decision = yield* checkPath(tool.name, field, value)
+      if (decision._tag === "Deny") return decision
+    }
+    for (const field of tool.metadata.contentFields) {
+      const value = request.arguments[field]
+      if (value === undefined) continue
+      const bytes = contentBytes(value)
+      if (bytes !== undefined && bytes > maxContentBytes) {
+        return deny(
+          "content_too_large",
+          `${tool.name}: arguments.${field} is ${bytes} bytes, over the limit of ${maxContentBytes} bytes`
+        )
+      }
+    }
+    return allow
+  })
+
+  return { check }
+})
+
+/**
+ * Installs the policy built by {@link make} in place of the default.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer = (options: Options): Layer.Layer<never, never, FileSystem.FileSystem | Path.Path> =>
+  Layer.effect(Permission, make(options))

@@ -1,0 +1,227 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Ref, Schema } from "effect"
+import type * as Event from "../src/Event.ts"
+import * as Model from "../src/Model.ts"
+import * as Permission from "../src/Permission.ts"
+import * as Run from "../src/Run.ts"
+import * as Tool from "../src/Tool.ts"
+import * as ToolExecutor from "../src/ToolExecutor.ts"
+import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import { echo, makeStore } from "./support/tools.ts"
+
+const withScript = (script: ReadonlyArray<ScriptedModel.Step>) =>
+  Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer)
+
+const raw = (name: string, args: string, id = "c1"): Model.Response =>
+  Model.response({ toolCalls: [{ id, name, arguments: args }] })
+
+const toolEvents = (timeline: ReadonlyArray<Event.Event>) =>
+  timeline.filter((e) => e._tag === "tool.failed" || e._tag === "tool.blocked" || e._tag === "tool.succeeded")
+
+/** Every tool.started has exactly one terminal tool event with the same call id. */
+const assertConsistent = (timeline: ReadonlyArray<Event.Event>) => {
+  const started = timeline.flatMap((e) => (e._tag === "tool.started" ? [e.callId] : []))
+  const ended = toolEvents(timeline).map((e) => e.callId)
+  assert.deepStrictEqual([...ended].sort(), [...started].sort())
+  assert.strictEqual(timeline[timeline.length - 1]?._tag, "run.finished")
+}
+
+const firstFailure = (timeline: ReadonlyArray<Event.Event>) => {
+  const event = timeline.find((e) => e._tag === "tool.failed")
+  if (event?._tag !== "tool.failed") throw new Error("no tool.failed event")
+  return event.error
+}
+
+describe("ToolExecutor", () => {
+  it.effect("R3.5 an unknown tool name is a correctable failure naming the real tools", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "x", tools: [echo] })
+      const error = firstFailure(result.timeline)
+      assert.strictEqual(error.code, "unknown_tool")
+      assert.isTrue(error.correctable)
+      assert.include(error.message, "echo")
+      assert.strictEqual(result.status, "completed")
+      assertConsistent(result.timeline)
+    }).pipe(Effect.provide(withScript([raw("ech0", "{}"), ScriptedModel.finalAnswer("ok")])))
+  )
+
+  it.effect("R3.5 arguments that are not JSON are a correctable invalid_arguments result", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "x", tools: [echo] })
+      const error = firstFailure(result.timeline)
+      assert.strictEqual(error.code, "invalid_arguments")
+      assert.include(error.message, "not valid JSON")
+      assertConsistent(result.timeline)
+    }).pipe(Effect.provide(withScript([raw("echo", '{"text": "unterminated'), ScriptedModel.finalAnswer("ok")])))
+  )
+
+  it.effect("R3.5 arguments that are a JSON array, number or null are refused as not an object", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "x", tools: [echo] })
+      const messages = result.timeline.flatMap((e) => (e._tag === "tool.failed" ? [e.error.message] : []))
+      assert.deepStrictEqual(messages, [
+        "arguments must be a JSON object, got an array",
+        "arguments must be a JSON object, got a number",
+        "arguments must be a JSON object, got null"
+      ])
+      assertConsistent(result.timeline)
+    }).pipe(
+      Effect.provide(
+        withScript([
+          raw("echo", "[1,2]", "a"),
+          raw("echo", "42", "b"),
+          raw("echo", "null", "c"),
+          ScriptedModel.finalAnswer("ok")
+        ])
+      )
+    )
+  )
+
+  it.effect("R3.5 a __proto__ key anywhere is refused and pollutes nothing", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "x", tools: [echo] })
+      const error = firstFailure(result.timeline)
+      assert.strictEqual(error.code, "invalid_arguments")
+      assert.include(error.message, "arguments.nested.__proto__")
+      assert.isUndefined(({} as Record<string, unknown>).polluted)
+      assertConsistent(result.timeline)
+    }).pipe(
+      Effect.provide(
+        withScript([
+          raw("echo", '{"text":"a","nested":{"__proto__":{"polluted":true}}}'),
+          ScriptedModel.finalAnswer("ok")
+        ])
+      )
+    )
+  )
+
+  it.effect("R3.5 huge arguments are refused with their size and the limit, before parsing", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "x", tools: [echo], limits: { maxArgumentChars: 1000 } })
+      const error = firstFailure(result.timeline)
+      assert.strictEqual(error.code, "invalid_arguments")
+      assert.include(error.message, "over the limit of 1000")
+      assertConsistent(result.timeline)
+    }).pipe(
+      Effect.provide(
+        withScript([raw("echo", JSON.stringify({ text: "x".repeat(5000) })), ScriptedModel.finalAnswer("ok")])
+      )
+    )
+  )
+
+  it.effect("R3.5 schema errors name every field path", () =>
+    Effect.gen(function* () {
+      const store = makeStore()
+      const result = yield* Run.run({ goal: "x", tools: [store.write] })
+      const error = firstFailure(result.timeline)
+      assert.strictEqual(error.code, "input_validation_failed")
+      assert.deepStrictEqual(error.fieldPaths, ["arguments.artifact_name", "arguments.content"])
+      assert.strictEqual(
+        error.message,
+        "arguments.artifact_name: Expected string; arguments.content: field is required"
+      )
+    }).pipe(
+      Effect.provide(withScript([raw("write_json_file", '{"artifact_name":42}'), ScriptedModel.finalAnswer("ok")]))
+    )
+  )
+
+  it.effect("R3.6 a permission denial is a blocked result: not retried, no correction spent", () =>
+    Effect.gen(function* () {
+      const calls = yield* Ref.make(0)
+      const counted = Tool.make({
+        name: "counted",
+        description: "counts calls",
+        input: Schema.Struct({}),
+        output: Schema.Int,
+        handler: () => Ref.updateAndGet(calls, (n) => n + 1)
+      })
+      const result = yield* Run.run({ goal: "x", tools: [counted, echo] }).pipe(
+        Effect.provide(Permission.layer({ allowTools: ["echo"] }))
+      )
+      const blocked = result.timeline.find((e) => e._tag === "tool.blocked")
+      assert.strictEqual(blocked?._tag, "tool.blocked")
+      if (blocked?._tag === "tool.blocked") {
+        assert.strictEqual(blocked.error.code, "permission_denied")
+        assert.isFalse(blocked.error.correctable)
+        assert.include(blocked.error.message, "tool_not_allowed")
+      }
+      assert.strictEqual(yield* Ref.get(calls), 0)
+      assert.strictEqual(result.counters.toolCorrectionAttempts, 0)
+      assert.strictEqual(result.counters.recoveryAttempts, 0)
+      assert.strictEqual(result.status, "completed")
+    }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("counted", {}), ScriptedModel.finalAnswer("ok")])))
+  )
+
+  it.effect("a tool whose output breaks its own schema fails with output_validation_failed", () =>
+    Effect.gen(function* () {
+      const liar = Tool.make({
+        name: "liar",
+        description: "returns the wrong type",
+        input: Schema.Struct({}),
+        output: Schema.Int,
+        recoverErrors: true,
+        handler: () => Effect.succeed("not a number" as unknown as number)
+      })
+      const result = yield* Run.run({ goal: "x", tools: [liar] })
+      const error = firstFailure(result.timeline)
+      assert.strictEqual(error.code, "output_validation_failed")
+      assert.isFalse(error.correctable)
+      assertConsistent(result.timeline)
+    }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("liar", {}), ScriptedModel.finalAnswer("ok")])))
+  )
+
+  it.effect("R6.4 a success its postcondition contradicts stops the run with inconsistent_result", () =>
+    Effect.gen(function* () {
+      const flaky = Tool.make({
+        name: "publish",
+        description: "claims to publish",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        handler: () => Effect.succeed("published"),
+        postcondition: () => Effect.succeed(false)
+      })
+      const result = yield* Run.run({ goal: "x", tools: [flaky] })
+      assert.strictEqual(result.stopReason, "inconsistent_result")
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(firstFailure(result.timeline).code, "inconsistent_result")
+    }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("publish", {}), ScriptedModel.finalAnswer("ok")])))
+  )
+
+  it.live(
+    "a batch runs with the configured concurrency and returns results in call order",
+    () =>
+      Effect.gen(function* () {
+        const slow = Tool.make({
+          name: "slow",
+          description: "sleeps then answers",
+          input: Schema.Struct({ ms: Schema.Int }),
+          output: Schema.Int,
+          sideEffect: "none",
+          handler: ({ ms }) => Effect.sleep(ms).pipe(Effect.as(ms))
+        })
+        const seen: Array<ReadonlyArray<Model.Message>> = []
+        const layer = Layer.mergeAll(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls(["slow", { ms: 30 }, "a"], ["slow", { ms: 1 }, "b"], ["slow", { ms: 10 }, "c"]),
+            (request) => {
+              seen.push(request.messages.slice())
+              return ScriptedModel.finalAnswer("ok")
+            }
+          ]),
+          NodeServices.layer
+        )
+        const result = yield* Run.run({ goal: "x", tools: [slow], concurrency: 3 }).pipe(Effect.provide(layer))
+        const toolMessages = (seen[0] ?? []).flatMap((m) => (m._tag === "tool" ? [m.toolCallId] : []))
+        assert.deepStrictEqual(toolMessages, ["a", "b", "c"])
+        const finished = result.timeline.flatMap((e) => (e._tag === "tool.succeeded" ? [e.callId] : []))
+        assert.deepStrictEqual(finished, ["b", "c", "a"])
+      }),
+    { timeout: 10_000 }
+  )
+
+  it("parseArguments treats empty text as an empty object and keeps objects as given", () => {
+    assert.deepStrictEqual(ToolExecutor.parseArguments(""), { _tag: "Ok", value: {} })
+    assert.deepStrictEqual(ToolExecutor.parseArguments({ a: 1 }), { _tag: "Ok", value: { a: 1 } })
+  })
+})
