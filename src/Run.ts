@@ -193,7 +193,7 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
         report
       } satisfies Ending
     }
-    const failing = report.checks.filter((c) => !c.passed).map((c) => c.detail)
+    const failing = report.failed.map((c) => c.detail)
     return {
       status: "failed",
       stopReason: "validation_failed",

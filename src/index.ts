@@ -32,6 +32,8 @@ export * as StopReason from "./StopReason.ts"
 /** @since 0.1.0 */
 export * as Termination from "./Termination.ts"
 /** @since 0.1.0 */
+export * as Timeline from "./Timeline.ts"
+/** @since 0.1.0 */
 export * as Tool from "./Tool.ts"
 /** @since 0.1.0 */
 export * as ToolExecutor from "./ToolExecutor.ts"
