@@ -178,6 +178,8 @@ export const make = Effect.fnUntraced(function* (
     output: Schema.Struct({ path: Schema.String, content: Schema.String }),
     sideEffect: "read",
     idempotent: true,
+    // Read-only, so a failure (a wrong path) is safe to hand back to the model as an observation.
+    recoverErrors: true,
     maxRetries: 2,
     pathFields: ["path"],
     handler: Effect.fnUntraced(function* ({ path: input }) {
@@ -196,6 +198,8 @@ export const make = Effect.fnUntraced(function* (
     output: Schema.Struct({ path: Schema.String, entries: Schema.Array(Entry) }),
     sideEffect: "read",
     idempotent: true,
+    // Read-only, so a failure (a wrong path) is safe to hand back to the model as an observation.
+    recoverErrors: true,
     maxRetries: 2,
     pathFields: ["path"],
     handler: Effect.fnUntraced(function* ({ path: input }) {

@@ -1,0 +1,76 @@
+/**
+ * The demo: a scripted agent writes a small report through the real file tools in a
+ * temporary folder. It sends one bad tool argument (a write without `content`), gets the
+ * field-level error back as an observation, corrects the call, finishes, and passes
+ * validation (plan steps backed by tool results, artifact contracts on the files).
+ *
+ *   npm run demo
+ */
+import { NodeServices } from "@effect/platform-node"
+import { Console, Effect, FileSystem, Layer, Schema } from "effect"
+import { Criterion, FileTools, Permission, Run, Timeline, Validation } from "../src/index.ts"
+import { ScriptedModel } from "../src/testing/index.ts"
+
+const Summary = Schema.Struct({ title: Schema.String, findings: Schema.Array(Schema.String) })
+
+const report = `# Weekly insight report
+
+- Sign-ups rose 12% week over week.
+- Churn held at 2.1%.
+`
+
+// What a model might do: look around, write the report but forget `content`, read the
+// field error, write it properly, add a JSON summary, and say it is done.
+const script = [
+  ScriptedModel.toolCall("list_files", { path: "." }),
+  ScriptedModel.toolCall("write_markdown_file", { path: "report.md" }),
+  ScriptedModel.toolCall("write_markdown_file", { path: "report.md", content: report }),
+  ScriptedModel.toolCall("write_json_file", {
+    path: "summary.json",
+    content: { title: "Weekly insight report", findings: ["sign-ups +12%", "churn 2.1%"] }
+  }),
+  ScriptedModel.finalAnswer("The report is in report.md and its summary in summary.json.")
+]
+
+const program = Effect.gen(function* () {
+  const fs = yield* FileSystem.FileSystem
+  const root = yield* fs.makeTempDirectoryScoped({ prefix: "agent-demo-" })
+  const tools = yield* FileTools.make({ root })
+
+  const result = yield* Run.run({
+    goal: "Write this week's insight report as report.md and a JSON summary as summary.json.",
+    tools: tools.all,
+    limits: { maxIterations: 10, runTimeout: "2 minutes" },
+    validation: {
+      root,
+      plan: [
+        Validation.step("report", "write the markdown report", [
+          Criterion.toolSucceeded("write_markdown_file", (input) =>
+            Schema.is(Schema.Struct({ path: Schema.Literal("report.md") }))(input)
+          )
+        ]),
+        Validation.step("summary", "write the JSON summary", [Criterion.toolSucceeded("write_json_file")])
+      ],
+      artifacts: [Validation.artifact("report.md"), Validation.artifact("summary.json", { schema: Summary })]
+    }
+  }).pipe(Effect.provide(Permission.layer({ roots: [root] })))
+
+  yield* Console.log("Timeline\n" + Timeline.format(result.timeline))
+  yield* Console.log(`
+Result
+  status       ${result.status}
+  stopReason   ${result.stopReason}
+  finalAnswer  ${result.finalAnswer ?? "-"}
+  checks       ${result.checks.map((c) => `${c.passed ? "✓" : "✗"} ${c.name}`).join("  ")}
+  evidence     ${result.evidence.map((e) => `${e.item} ← ${e.kind} ${e.ref}`).join("; ")}
+  counters     iterations=${result.counters.iterations} toolCalls=${result.counters.toolCalls} toolErrors=${result.counters.toolErrors} corrections=${result.counters.toolCorrectionAttempts}
+  elapsed      ${result.elapsedMillis} ms`)
+  if (result.status !== "completed") return yield* Effect.fail(new Error(`demo run ended ${result.status}`))
+})
+
+Effect.runPromise(
+  program.pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer)))
+).catch((error: unknown) => {
+  console.error(error)
+  process.exitCode = 1
+})
