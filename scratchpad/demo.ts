@@ -55,7 +55,7 @@ const program = Effect.gen(function* () {
     }
   }).pipe(Effect.provide(Permission.layer({ roots: [root] })))
 
-  yield* Console.log("Timeline\n" + Timeline.format(result.timeline))
+  yield* Console.log(`Timeline\n${Timeline.format(result.timeline)}`)
   yield* Console.log(`
 Result
   status       ${result.status}

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Schema } from "effect"
+import { Effect, FileSystem, Schema } from "effect"
 import * as Criterion from "../src/Criterion.ts"
 import type * as Event from "../src/Event.ts"
 import * as Permission from "../src/Permission.ts"
