@@ -1,0 +1,24 @@
+// The README's example, verbatim: `node scratchpad/readme-example.ts`.
+import { NodeServices } from "@effect/platform-node"
+import { Effect, Layer, Schema } from "effect"
+import { Run, Timeline, Tool } from "effect-agent-runtime"
+import { ScriptedModel } from "effect-agent-runtime/testing"
+
+const add = Tool.make({
+  name: "add",
+  description: "Add two numbers",
+  input: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+  output: Schema.Number,
+  sideEffect: "none",
+  handler: ({ a, b }) => Effect.succeed(a + b)
+})
+
+const model = ScriptedModel.layer([ScriptedModel.toolCall("add", { a: 2, b: 3 }), ScriptedModel.finalAnswer("5")])
+
+const result = await Effect.runPromise(
+  Run.run({ goal: "What is 2 + 3?", tools: [add], limits: { maxIterations: 5 } }).pipe(
+    Effect.provide(Layer.mergeAll(model, NodeServices.layer))
+  )
+)
+console.log(result.status, result.stopReason) // completed goal_reached
+console.log(Timeline.format(result.timeline))
