@@ -151,7 +151,8 @@ const onEvent = (c: Counters, e: Event.Event): Counters => {
       }
     }
     case "tool.failed":
-      return failureStep(c, e.name, e.error.code, e.error.message, e.maxRetries)
+      // The class of a handler failure is its own code (`not_found`), not the pipeline's `tool_failed`.
+      return failureStep(c, e.name, e.error.failure?.code ?? e.error.code, e.error.message, e.maxRetries)
     case "tool.blocked":
       // A denial is feedback, not a failure of the tool: it spends the error budget but
       // never counts against the tool's retry limit.

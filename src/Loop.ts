@@ -96,6 +96,10 @@ const hardStop = (ctx: RunContext.RunContext, config: Config, results: ReadonlyA
     if (failure.classification === "unknown") {
       return decide(ctx, "runtime", "unknown_outcome", `${result.name} (${result.callId}): ${failure.hint}`)
     }
+    // A call the run deadline cut off is the deadline's stop, not the tool's error.
+    if (RunContext.remainingMillis(ctx) <= 0) {
+      return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
+    }
     if (config.registry.tools.get(result.name)?.metadata.recoverErrors !== true) {
       return decide(
         ctx,

@@ -7,8 +7,8 @@
  *
  * @since 0.1.0
  */
-import type { Duration, Effect } from "effect"
-import { Schema } from "effect"
+import type { Effect } from "effect"
+import { Duration, Option, Schema } from "effect"
 import type * as Failure from "./Failure.ts"
 
 /**
@@ -186,6 +186,15 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
       tool: options.name,
       reason: `maxRetries must be an integer >= 0, got ${maxRetries}`
     })
+  }
+  if (options.timeout !== undefined) {
+    const timeout = Option.getOrUndefined(Duration.fromInput(options.timeout))
+    if (timeout === undefined || !(Duration.toMillis(timeout) > 0)) {
+      throw new InvalidToolDefinition({
+        tool: options.name,
+        reason: `timeout must be a positive duration, got ${String(options.timeout)}`
+      })
+    }
   }
   return {
     _tag: "Tool",

@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit, Predicate, Schema, SchemaIssue } from "effect"
+import { Cause, Duration, Effect, Exit, Predicate, Schema, SchemaIssue } from "effect"
 import * as Failure from "./Failure.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import type * as Model from "./Model.ts"
@@ -156,6 +156,43 @@ const truncate = (text: string, max: number): string =>
   text.length <= max ? text : `${text.slice(0, max)}… [observation cut: ${text.length - max} more characters]`
 
 /**
+ * Bounds a handler by min(the tool's own timeout, what is left of the run) (R4.2). A
+ * call cut off is a `timeout` failure saying which layer fired; for a tool that is not
+ * idempotent it is an `UnknownOutcome` (R3.8): stopping the wait does not undo the effect.
+ */
+const within =
+  (ctx: RunContext.RunContext, tool: Tool.Any) =>
+  <A, R>(self: Effect.Effect<A, Failure.Failure, R>): Effect.Effect<A, Failure.Failure, R> => {
+    const runLeft = RunContext.remainingMillis(ctx)
+    const own =
+      tool.metadata.timeout === undefined
+        ? undefined
+        : Duration.toMillis(Duration.fromInputUnsafe(tool.metadata.timeout))
+    const layer = own !== undefined && own < runLeft ? "tool" : "run"
+    const limit = layer === "tool" ? (own as number) : runLeft
+    return Effect.timeoutOrElse(self, {
+      duration: limit,
+      orElse: () => {
+        const mayHaveEffects = tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
+        const fields = {
+          source: "tool" as const,
+          category: "timeout",
+          code: layer === "tool" ? "tool_timeout" : "run_deadline",
+          attempts: 1,
+          hint: `${tool.name} was cut off by the ${layer} ${layer === "tool" ? "timeout" : "deadline"} after ${limit} ms${
+            mayHaveEffects ? "; its side effects may or may not have happened" : ""
+          }`
+        }
+        return Effect.fail(
+          tool.metadata.idempotent || !mayHaveEffects
+            ? new Failure.Retryable(fields)
+            : new Failure.UnknownOutcome(fields)
+        )
+      }
+    })
+  }
+
+/**
  * What the executor needs to know about the run it serves.
  *
  * @category models
@@ -249,7 +286,8 @@ export const execute = Effect.fnUntraced(function* <R>(
   ) => Effect.Effect<unknown, Failure.Failure, R>
   const ran = yield* Effect.exit(
     Effect.suspend(() => handler(input, context)).pipe(
-      Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect")))
+      Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
+      within(ctx, tool)
     )
   )
   if (Exit.isFailure(ran)) {

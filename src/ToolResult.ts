@@ -29,8 +29,7 @@ export const ErrorCode = Schema.Literals([
   "permission_denied",
   "tool_failed",
   "output_validation_failed",
-  "inconsistent_result",
-  "batch_rejected"
+  "inconsistent_result"
 ])
 
 /**
