@@ -1,6 +1,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Ref, Schema } from "effect"
+import { Effect, Fiber, Layer, Ref, Schema } from "effect"
+import { TestClock } from "effect/testing"
 import type * as Event from "../src/Event.ts"
 import * as Model from "../src/Model.ts"
 import * as Permission from "../src/Permission.ts"
@@ -219,6 +220,48 @@ describe("ToolExecutor", () => {
       }),
     { timeout: 10_000 }
   )
+
+  it.effect(
+    "R4.3 R3.8 a non-idempotent write cut off by its own timeout is an unknown outcome naming the tool layer",
+    () =>
+      Effect.gen(function* () {
+        const pay = Tool.make({
+          name: "pay",
+          description: "a payment that hangs",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          idempotent: false,
+          timeout: "2 seconds",
+          handler: () => Effect.never
+        })
+        const fiber = yield* Effect.forkChild(Run.run({ goal: "x", tools: [pay], limits: { runTimeout: "1 minute" } }))
+        yield* TestClock.adjust("3 seconds")
+        const result = yield* Fiber.join(fiber)
+        assert.strictEqual(result.status, "unknown_outcome")
+        assert.strictEqual(result.stopReason, "unknown_outcome")
+        const error = firstFailure(result.timeline)
+        assert.strictEqual(error.failure?.classification, "unknown")
+        assert.strictEqual(error.failure?.code, "tool_timeout")
+        assert.include(error.message, "cut off by the tool timeout after 2000 ms")
+        assert.strictEqual(result.elapsedMillis, 2000)
+      }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("pay", {})])))
+  )
+
+  it("R4.1 a tool timeout that is not a positive duration is refused at definition", () => {
+    assert.throws(
+      () =>
+        Tool.make({
+          name: "t",
+          description: "",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          timeout: "-1 seconds",
+          handler: () => Effect.succeed("")
+        }),
+      /timeout must be a positive duration/
+    )
+  })
 
   it("parseArguments treats empty text as an empty object and keeps objects as given", () => {
     assert.deepStrictEqual(ToolExecutor.parseArguments(""), { _tag: "Ok", value: {} })
