@@ -366,6 +366,8 @@ export interface Handle {
   readonly runId: string
   /** Every event from the first, then live ones, ending with `run.finished`. */
   readonly events: Stream.Stream<Event.Event>
+  /** The run's current state, for a UI that shows the phase (R1.3). */
+  readonly state: Effect.Effect<RunState.State>
   /** Waits for the result. */
   readonly result: Effect.Effect<RunResult.RunResult>
   /** Cancels the run (R5.1) and waits for its result, which is then `cancelled` unless it had already ended. */
@@ -401,6 +403,7 @@ export const start = <T extends Tool.Any, RV = never>(
     return {
       runId: ctx.runId,
       events,
+      state: Effect.sync(() => ctx.counters.state),
       result,
       cancel: Deferred.succeed(cancelled, undefined).pipe(Effect.andThen(result))
     } satisfies Handle

@@ -4,6 +4,7 @@ import { Effect, Layer } from "effect"
 import * as Counters from "../src/Counters.ts"
 import type * as Event from "../src/Event.ts"
 import * as Run from "../src/Run.ts"
+import * as Termination from "../src/Termination.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
 import { echo, makeStore, thrower } from "./support/tools.ts"
 
@@ -119,4 +120,41 @@ describe("Run", () => {
       )
     )
   })
+
+  it.effect("a defect in a user's termination policy ends the run failed with internal_error, never a crash", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({
+        goal: "x",
+        tools: [echo],
+        policies: (defaults) => [
+          Termination.make("broken", () => {
+            throw new Error("policy bug")
+          }),
+          ...defaults
+        ]
+      })
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.stopReason, "internal_error")
+      assert.include(result.detail, "policy bug")
+      assert.strictEqual(result.timeline[result.timeline.length - 1]?._tag, "run.finished")
+    }).pipe(Effect.provide(withScript([ScriptedModel.finalAnswer("hi")])))
+  )
+
+  it.effect("a model that throws instead of failing ends the run with model_error and a safe hint", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "x", tools: [echo] })
+      assert.strictEqual(result.stopReason, "model_error")
+      assert.include(result.detail, "TypeError: bad provider")
+      const failed = result.timeline.find((e) => e._tag === "model.failed")
+      assert.isTrue(failed?._tag === "model.failed" && failed.failure.code === "defect")
+    }).pipe(
+      Effect.provide(
+        withScript([
+          () => {
+            throw new TypeError("bad provider")
+          }
+        ])
+      )
+    )
+  )
 })

@@ -47,7 +47,9 @@ describe("Run.start", () => {
       })
       const handle = yield* Run.start({ goal: "x", tools: [hang, echo] })
       yield* Deferred.await(entered)
+      assert.strictEqual(yield* handle.state, "tool_executing")
       const result = yield* handle.cancel
+      assert.strictEqual(yield* handle.state, "cancelled")
       assert.strictEqual(result.status, "cancelled")
       assert.strictEqual(result.stopReason, "cancelled")
       assert.isTrue(yield* Deferred.isDone(interrupted))
