@@ -9,8 +9,8 @@
  *    the timeline; every required step must hold;
  * 2. stop hooks: your own effectful checks, run in order; a hook that dies becomes a
  *    failed check, never a crashed validation;
- * 3. artifact contracts: required files exist under `root`, are files, are non-empty,
- *    parse, and match their schema;
+ * 3. artifact contracts (see `Artifact`): required files exist under `root`, are
+ *    files, are non-empty, parse, and match their schema;
  * 4. the evidence index: every completed plan step must be backed by a tool result
  *    that is in the timeline (R6.2).
  *
@@ -20,7 +20,8 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, FileSystem, Option, Path, Result, Schema, SchemaIssue } from "effect"
+import { Cause, Effect, type FileSystem, Option, type Path, Schema } from "effect"
+import * as Artifact from "./Artifact.ts"
 import type * as Counters from "./Counters.ts"
 import type { Criterion } from "./Criterion.ts"
 import * as Event from "./Event.ts"
@@ -122,23 +123,20 @@ export interface StopHook<R = never> {
 }
 
 /**
- * @category models
- * @since 0.1.0
- */
-export type ArtifactFormat = "text" | "markdown" | "json"
-
-/**
- * A file the run must deliver. `schema` (json only) must need no services to decode.
+ * Alias of `Artifact.Format`.
  *
  * @category models
  * @since 0.1.0
  */
-export interface ArtifactContract {
-  readonly path: string
-  readonly format: ArtifactFormat
-  readonly schema?: Schema.Decoder<unknown> | undefined
-  readonly nonEmpty: boolean
-}
+export type ArtifactFormat = Artifact.Format
+
+/**
+ * A file the run must deliver: alias of `Artifact.Contract`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ArtifactContract = Artifact.Contract
 
 /**
  * What to validate. Artifact paths are resolved against `root`, which defaults to
@@ -197,36 +195,15 @@ export const stopHook = <R = never>(name: string, check: StopHook<R>["check"]): 
   return { name, check }
 }
 
-const inferFormat = (path: string): ArtifactFormat => {
-  const lower = path.toLowerCase()
-  if (lower.endsWith(".md") || lower.endsWith(".markdown")) return "markdown"
-  return lower.endsWith(".json") ? "json" : "text"
-}
-
 /**
- * An artifact contract. The format defaults from the extension (`.md` → markdown,
- * `.json` → json, else text) and `nonEmpty` to true. Throws a `RangeError` for an
- * empty path or a schema on a format other than json.
+ * An artifact contract: `Artifact.make`. The format defaults from the extension
+ * (`.md` → markdown, `.json` → json, else text) and `nonEmpty` to true. Throws a
+ * `RangeError` for an empty path or a schema on a format other than json.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const artifact = (
-  path: string,
-  options?: {
-    readonly format?: ArtifactFormat | undefined
-    readonly schema?: Schema.Decoder<unknown> | undefined
-    readonly nonEmpty?: boolean | undefined
-  }
-): ArtifactContract => {
-  requireNonEmpty("Validation.artifact", "path", path)
-  const format = options?.format ?? inferFormat(path)
-  const schema = options?.schema
-  if (schema !== undefined && format !== "json") {
-    throw new RangeError(`Validation.artifact: ${JSON.stringify(path)} has format ${format}; only json takes a schema`)
-  }
-  return { path, format, nonEmpty: options?.nonEmpty ?? true, ...(schema === undefined ? {} : { schema }) }
-}
+export const artifact: typeof Artifact.make = Artifact.make
 
 interface Part {
   readonly check: Event.Check
@@ -332,70 +309,6 @@ const runHook = <R>(hook: StopHook<R>, context: Context): Effect.Effect<Part, ne
     })
   )
 
-const issueFormatter = SchemaIssue.makeFormatterStandardSchemaV1()
-
-const formatIssue = (issue: SchemaIssue.Issue): string =>
-  issueFormatter(issue)
-    .issues.map(({ message, path }) => {
-      const keys = (path ?? []).map((segment) => (typeof segment === "object" ? segment.key : segment))
-      if (keys.length === 0) return message
-      const at = keys.map((key) => `[${typeof key === "string" ? JSON.stringify(key) : String(key)}]`).join("")
-      return `${message} at ${at}`
-    })
-    .join("; ")
-
-const parseJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
-
-// `stat` follows symbolic links, so anything but a file here is a directory or a special file.
-const entryKind = (type: FileSystem.File.Type): string =>
-  type === "Directory" ? "a directory" : `an entry of type ${type}`
-
-const hasHeading = (text: string): boolean => /^ {0,3}#{1,6}(\s|$)/m.test(text) || /^.+\n(=+|-+)\s*$/m.test(text)
-
-const checkArtifact = Effect.fnUntraced(function* (contract: ArtifactContract, root: string) {
-  const fs = yield* FileSystem.FileSystem
-  const path = yield* Path.Path
-  const name = `artifact:${contract.path}`
-  const verdict =
-    (passed: boolean) =>
-    (clause: string): Part => ({
-      check: part(name, "artifact", passed, clause),
-      blocking: true,
-      evidence: passed ? [{ item: name, kind: "artifact", ref: contract.path, detail: clause }] : []
-    })
-  const [pass, fail] = [verdict(true), verdict(false)]
-  const full = path.resolve(root, contract.path)
-  const info = yield* Effect.result(fs.stat(full))
-  if (Result.isFailure(info)) {
-    const tag = info.failure.reason._tag
-    return fail(tag === "NotFound" ? `missing (no file at ${contract.path})` : `unreadable (${tag})`)
-  }
-  if (info.success.type !== "File") {
-    return fail(`not a file (found ${entryKind(info.success.type)} at ${contract.path})`)
-  }
-  const read = yield* Effect.result(fs.readFileString(full))
-  if (Result.isFailure(read)) return fail(`unreadable (${read.failure.reason._tag})`)
-  const text = read.success
-  if (contract.nonEmpty && text.trim() === "") return fail("empty (no content after trimming whitespace)")
-  const size = `${text.length} characters`
-  switch (contract.format) {
-    case "text":
-      return pass(`text, ${size}`)
-    case "markdown":
-      return pass(`markdown, ${size}, ${hasHeading(text) ? "has a heading" : "no heading"}`)
-    case "json": {
-      const parsed = parseJson(text)
-      if (Result.isFailure(parsed)) return fail("does not parse as JSON")
-      if (contract.schema === undefined) return pass(`valid JSON, ${size}`)
-      const decoded = yield* Effect.result(
-        Schema.decodeUnknownEffect(contract.schema)(parsed.success, { errors: "all" })
-      )
-      if (Result.isFailure(decoded)) return fail(`schema mismatch: ${formatIssue(decoded.failure.issue)}`)
-      return pass(`valid JSON matching its schema, ${size}`)
-    }
-  }
-})
-
 const evidenceIndex = (steps: ReadonlyArray<StepResult>): Part => {
   const done = steps.filter((s) => s.done)
   const problems = done.flatMap((s) => [
@@ -430,7 +343,7 @@ export const validate = <R = never>(
     const succeededCalls = new Set(context.timeline.flatMap((e) => (e._tag === "tool.succeeded" ? [e.callId] : [])))
     const steps = yield* Effect.forEach(spec.plan ?? [], (s) => checkStep(s, context.timeline, succeededCalls))
     const hooks = yield* Effect.forEach(spec.stopHooks ?? [], (hook) => runHook(hook, context))
-    const artifacts = yield* Effect.forEach(spec.artifacts ?? [], (a) => checkArtifact(a, spec.root ?? "."))
+    const artifacts = yield* Effect.forEach(spec.artifacts ?? [], (a) => Artifact.check(a, spec.root ?? "."))
     const parts: ReadonlyArray<Part> = [...steps, ...hooks, ...artifacts, evidenceIndex(steps)]
     const failed = parts.filter((p) => p.blocking && !p.check.passed).map((p) => p.check)
     return {

@@ -6,6 +6,8 @@
  */
 
 /** @since 0.1.0 */
+export * as Artifact from "./Artifact.ts"
+/** @since 0.1.0 */
 export * as Counters from "./Counters.ts"
 /** @since 0.1.0 */
 export * as Criterion from "./Criterion.ts"
