@@ -42,6 +42,8 @@ export * as ToolExecutor from "./ToolExecutor.ts"
 /** @since 0.1.0 */
 export * as ToolResult from "./ToolResult.ts"
 /** @since 0.1.0 */
+export * as FailureBoundary from "./FailureBoundary.ts"
+/** @since 0.1.0 */
 export * as FileTools from "./tools/FileTools.ts"
 /** @since 0.1.0 */
 export * as Validation from "./Validation.ts"

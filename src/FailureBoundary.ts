@@ -1,0 +1,212 @@
+/**
+ * Conversions at the edge: raw failures of providers, tools, subprocesses and stores
+ * become the failure algebra here, once, so the loop never inspects an HTTP status, an
+ * exception or an errno (R3.1, R3.2).
+ *
+ * Provider classification (R3.2):
+ *
+ * | what happened                      | outcome     | category         |
+ * |------------------------------------|-------------|------------------|
+ * | HTTP 408, 409, 429, 5xx            | Retryable   | `transient_http` |
+ * | timeout (connect, first byte, read) | Retryable  | `timeout`        |
+ * | connection error (reset, refused)  | Retryable   | `connection`     |
+ * | corrupt or truncated JSON          | Retryable   | `corrupt_response` |
+ * | any other 4xx                      | Permanent   | `permanent_http` |
+ * | anything else                      | Permanent   | `request_failed` |
+ *
+ * `Retry-After` (seconds or an HTTP date) is read into `retryAfterMillis`.
+ *
+ * @since 0.1.0
+ */
+import { Predicate } from "effect"
+import * as Failure from "./Failure.ts"
+
+/**
+ * Reads a `Retry-After` header: delay-seconds or an HTTP-date, relative to `now`
+ * (milliseconds since the epoch, from the run's `Clock`). `undefined` when absent or
+ * unreadable; never negative.
+ *
+ * @category parsing
+ * @since 0.1.0
+ */
+export const retryAfterMillis = (header: string | null | undefined, now: number): number | undefined => {
+  if (header === null || header === undefined) return undefined
+  const text = header.trim()
+  if (text === "") return undefined
+  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000)
+  const date = Date.parse(text)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+}
+
+/**
+ * @category predicates
+ * @since 0.1.0
+ */
+export const isRetryableStatus = (status: number): boolean =>
+  status === 408 || status === 409 || status === 429 || (status >= 500 && status <= 599)
+
+const reasonPhrase = (status: number): string => {
+  switch (status) {
+    case 400:
+      return "bad request"
+    case 401:
+      return "unauthorized: check the API key"
+    case 403:
+      return "forbidden"
+    case 404:
+      return "not found: check the base URL and model name"
+    case 408:
+      return "request timeout"
+    case 409:
+      return "conflict"
+    case 413:
+      return "request too large"
+    case 422:
+      return "unprocessable request"
+    case 429:
+      return "rate limited"
+    default:
+      return status >= 500 ? "server error" : "client error"
+  }
+}
+
+/**
+ * Classifies an HTTP error response from a provider.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const http = (options: {
+  readonly status: number
+  readonly retryAfter?: string | null | undefined
+  readonly now: number
+  readonly attempts?: number | undefined
+  readonly diagnostic?: string | undefined
+}): Failure.Failure => {
+  const { status } = options
+  const base = {
+    source: "provider" as const,
+    code: `http_${status}`,
+    attempts: options.attempts ?? 1,
+    hint: `the provider answered HTTP ${status} (${reasonPhrase(status)})`,
+    diagnostic: options.diagnostic
+  }
+  if (isRetryableStatus(status)) {
+    const wait = retryAfterMillis(options.retryAfter, options.now)
+    return new Failure.Retryable({
+      ...base,
+      category: "transient_http",
+      ...(wait === undefined ? {} : { retryAfterMillis: wait })
+    })
+  }
+  if (status >= 400 && status <= 499) return new Failure.Permanent({ ...base, category: "permanent_http" })
+  return new Failure.Permanent({ ...base, category: "request_failed", code: "request_failed" })
+}
+
+/**
+ * Which time layer fired (R4.3).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type TimeoutLayer = "run" | "step" | "attempt" | "tool" | "approval" | "connect" | "first_byte" | "idle_read"
+
+/**
+ * A timeout: retryable for the request itself, but the caller decides whether a side
+ * effect may exist (see `Failure.UnknownOutcome`).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const timeout = (options: {
+  readonly source: Failure.Source
+  readonly layer: TimeoutLayer
+  readonly afterMillis: number
+  readonly attempts?: number | undefined
+}): Failure.Retryable =>
+  new Failure.Retryable({
+    source: options.source,
+    category: "timeout",
+    code: `${options.layer}_timeout`,
+    attempts: options.attempts ?? 1,
+    hint: `no answer within the ${options.layer.replace("_", "-")} timeout of ${options.afterMillis} ms`
+  })
+
+/**
+ * A connection error (reset, refused, DNS): retryable.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const connection = (options: {
+  readonly source: Failure.Source
+  readonly detail: string
+  readonly attempts?: number | undefined
+}): Failure.Retryable =>
+  new Failure.Retryable({
+    source: options.source,
+    category: "connection",
+    code: "connection_error",
+    attempts: options.attempts ?? 1,
+    hint: "the connection failed before a complete answer arrived",
+    diagnostic: options.detail
+  })
+
+/**
+ * A response that does not parse (corrupt or truncated JSON, a broken event stream):
+ * retryable, with its own code so it can be told apart from transport errors.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const corruptResponse = (options: {
+  readonly source: Failure.Source
+  readonly detail: string
+  readonly attempts?: number | undefined
+}): Failure.Retryable =>
+  new Failure.Retryable({
+    source: options.source,
+    category: "corrupt_response",
+    code: "corrupt_response",
+    attempts: options.attempts ?? 1,
+    hint: "the response could not be parsed (corrupt or truncated)",
+    diagnostic: options.detail
+  })
+
+/**
+ * Anything not classified above: a permanent request failure. The detail stays in
+ * `diagnostic`; the hint only names the error's class.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const unknown = (source: Failure.Source, error: unknown): Failure.Failure => {
+  if (Failure.isFailure(error)) return error
+  const name = Predicate.isError(error) ? error.name : typeof error
+  return new Failure.Permanent({
+    source,
+    category: "request_failed",
+    code: "request_failed",
+    attempts: 1,
+    hint: `the request failed (${name})`,
+    diagnostic: Predicate.isError(error) ? (error.stack ?? error.message) : String(error)
+  })
+}
+
+/**
+ * The same failure, with the number of attempts its owner already made (R3.4): an
+ * outer layer reads it and does not retry again.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const withAttempts = (failure: Failure.Failure, attempts: number): Failure.Failure => {
+  switch (failure._tag) {
+    case "Retryable":
+      return new Failure.Retryable({ ...failure, attempts })
+    case "Permanent":
+      return new Failure.Permanent({ ...failure, attempts })
+    case "UnknownOutcome":
+      return new Failure.UnknownOutcome({ ...failure, attempts })
+  }
+}
