@@ -137,6 +137,22 @@ export const ToolBlocked = Schema.TaggedStruct("tool.blocked", {
 })
 
 /**
+ * A call that was interrupted (cancel, deadline or timeout), and what became of its
+ * action (R5.2). Follows the call's `tool.started`; a `tool.failed` may follow when a
+ * timeout turned the interruption into a result.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolInterrupted = Schema.TaggedStruct("tool.interrupted", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  settlement: Tool.Settlement,
+  detail: Schema.String
+})
+
+/**
  * @category models
  * @since 0.1.0
  */
@@ -244,6 +260,7 @@ export const Event = Schema.Union([
   ToolSucceeded,
   ToolFailed,
   ToolBlocked,
+  ToolInterrupted,
   RecoveryStarted,
   RecoveryCompleted,
   RecoveryFailed,

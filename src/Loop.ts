@@ -132,7 +132,13 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
     RunContext.emit(ctx, { _tag: "model.requested", iteration })
     const exit = yield* Effect.exit(
       Effect.timeoutOption(
-        model.generate({ runId: ctx.runId, iteration, messages: ctx.messages, tools: config.toolDefinitions }),
+        model.generate({
+          runId: ctx.runId,
+          iteration,
+          messages: ctx.messages,
+          tools: config.toolDefinitions,
+          deadlineAt: ctx.deadlineAt
+        }),
         remaining
       )
     )

@@ -103,6 +103,12 @@ export interface Request {
    */
   readonly messages: ReadonlyArray<Message>
   readonly tools: ReadonlyArray<ToolDefinition>
+  /**
+   * When this call must have answered, in milliseconds since the epoch by the run's
+   * `Clock`: the tightest of the run, step and attempt deadlines. A provider derives its
+   * request timeouts from it (R4.2, R11); the runtime also enforces it from outside.
+   */
+  readonly deadlineAt: number
 }
 
 /**

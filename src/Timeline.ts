@@ -42,6 +42,8 @@ export const describe = (event: Event.Event): string => {
     case "tool.failed":
     case "tool.blocked":
       return `${event.name} [${event.callId}] ${event.error.code}: ${clip(event.error.message, 100)}`
+    case "tool.interrupted":
+      return `${event.name} [${event.callId}] ${event.settlement}: ${clip(event.detail, 100)}`
     case "recovery.started":
       return `${event.kind} attempt ${event.attempt} after ${event.delayMillis} ms (cause: ${event.cause})`
     case "recovery.completed":

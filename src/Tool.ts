@@ -41,7 +41,32 @@ export interface CallContext {
   readonly callId: string
   /** Stable for this call across every retry of it (R3.8). */
   readonly idempotencyKey: string
+  /**
+   * Says what became of the action when the call is interrupted (cancel, deadline,
+   * timeout): a handler that knows (a supervised subprocess that exited on SIGTERM, or
+   * had to be killed) reports it here, and the run records it (R5.2).
+   */
+  readonly settle: (settlement: Settlement, detail: string) => void
 }
+
+/**
+ * What became of an action whose call was interrupted (R5.2):
+ *
+ * - `completed`: it had finished anyway.
+ * - `cancelled`: it stopped on the cancel signal; nothing is left running.
+ * - `outcome_unknown`: it was killed or ignored the signal: it may have had its effect,
+ *   or may still be running, and must be reclaimed or reconciled.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Settlement = Schema.Literals(["completed", "cancelled", "outcome_unknown"])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Settlement = typeof Settlement.Type
 
 /**
  * @category models

@@ -278,7 +278,26 @@ export const execute = Effect.fnUntraced(function* <R>(
     )
   }
   const input = decoded.value
-  const context: Tool.CallContext = { runId: ctx.runId, callId: call.id, idempotencyKey: `${ctx.runId}:${call.id}` }
+  let settled: { readonly settlement: Tool.Settlement; readonly detail: string } | undefined
+  const context: Tool.CallContext = {
+    runId: ctx.runId,
+    callId: call.id,
+    idempotencyKey: `${ctx.runId}:${call.id}`,
+    settle: (settlement, detail) => {
+      settled = { settlement, detail }
+    }
+  }
+  // Without a handler's own word, an interrupted call that could change the world may have.
+  const onInterrupt = Effect.sync(() => {
+    const mayHaveEffects = tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
+    const { settlement, detail } = settled ?? {
+      settlement: mayHaveEffects ? "outcome_unknown" : "cancelled",
+      detail: mayHaveEffects
+        ? `interrupted; a ${tool.metadata.sideEffect} action may or may not have taken effect`
+        : `interrupted; a ${tool.metadata.sideEffect === "none" ? "pure" : "read-only"} call leaves nothing behind`
+    }
+    RunContext.emit(ctx, { _tag: "tool.interrupted", callId: call.id, name: call.name, settlement, detail })
+  })
 
   const handler = tool.handler as (
     input: unknown,
@@ -287,6 +306,7 @@ export const execute = Effect.fnUntraced(function* <R>(
   const ran = yield* Effect.exit(
     Effect.suspend(() => handler(input, context)).pipe(
       Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
+      Effect.onInterrupt(() => onInterrupt),
       within(ctx, tool)
     )
   )

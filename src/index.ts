@@ -16,6 +16,8 @@ export * as Event from "./Event.ts"
 /** @since 0.1.0 */
 export * as Failure from "./Failure.ts"
 /** @since 0.1.0 */
+export * as FailureBoundary from "./FailureBoundary.ts"
+/** @since 0.1.0 */
 export * as Loop from "./Loop.ts"
 /** @since 0.1.0 */
 export * as Model from "./Model.ts"
@@ -41,8 +43,6 @@ export * as Tool from "./Tool.ts"
 export * as ToolExecutor from "./ToolExecutor.ts"
 /** @since 0.1.0 */
 export * as ToolResult from "./ToolResult.ts"
-/** @since 0.1.0 */
-export * as FailureBoundary from "./FailureBoundary.ts"
 /** @since 0.1.0 */
 export * as FileTools from "./tools/FileTools.ts"
 /** @since 0.1.0 */

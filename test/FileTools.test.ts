@@ -5,7 +5,7 @@ import { Effect, Exit, FileSystem, Layer, Path, Schema } from "effect"
 import * as Failure from "../src/Failure.ts"
 import * as FileTools from "../src/tools/FileTools.ts"
 
-const context = { runId: "run-1", callId: "call-1", idempotencyKey: "run-1/call-1" }
+const context = { runId: "run-1", callId: "call-1", idempotencyKey: "run-1/call-1", settle: () => {} }
 
 // base/root is the tools' root; base/outside is a neighbour they must not touch.
 const workspace = Effect.gen(function* () {
