@@ -164,7 +164,7 @@ const onEvent = (c: Counters, e: Event.Event): Counters => {
         toolCorrectionAttempts: c.toolCorrectionAttempts + (e.kind === "tool_argument_correction" ? 1 : 0)
       }
     case "recovery.failed":
-      return { ...c, recoveryExhausted: true }
+      return e.scope === "run" ? { ...c, recoveryExhausted: true } : c
     case "reminder.injected":
       return { ...c, reminders: bump(c.reminders, e.kind)[0] }
     default:

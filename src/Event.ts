@@ -188,7 +188,9 @@ export const RecoveryFailed = Schema.TaggedStruct("recovery.failed", {
   ...base,
   kind: RecoveryKind,
   attempts: Schema.Int,
-  cause: Schema.String
+  cause: Schema.String,
+  /** `run`: a budget the whole run shares is spent (the run stops); `call`: only this call gave up. */
+  scope: Schema.Literals(["call", "run"])
 })
 
 /**

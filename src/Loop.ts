@@ -8,10 +8,12 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit, Option } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import * as Failure from "./Failure.ts"
+import * as FailureBoundary from "./FailureBoundary.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as Model from "./Model.ts"
+import * as Recovery from "./Recovery.ts"
 import * as Signature from "./Signature.ts"
 import type * as StopReason from "./StopReason.ts"
 import * as Termination from "./Termination.ts"
@@ -30,6 +32,7 @@ export interface Config {
   readonly concurrency: number
   /** How many argument corrections the model gets in one run (R3.5). */
   readonly correctionBudget: number
+  readonly recovery: Recovery.Settings
 }
 
 /**
@@ -78,6 +81,23 @@ const checkpoint = (
   if (verdict.stop === undefined) return undefined
   const { policy, reason, detail } = verdict.stop
   return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
+}
+
+/** Maps a model call recovery gave up on to the run's stop (R3.3). */
+const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outcome => {
+  const { failure, why, detail } = exhausted
+  const what = `the model call failed with ${failure.code} (${failure.hint})`
+  switch (why) {
+    case "deadline":
+      return decide(ctx, "run_timeout", "run_timeout", `${what}; ${detail}`)
+    case "not_retryable":
+    case "not_allowed":
+      return decide(ctx, "runtime", "model_error", `${what}; ${detail}`)
+    case "owner_retried":
+    case "schedule_exhausted":
+    case "run_budget":
+      return decide(ctx, "recovery_exhausted", "recovery_exhausted", `${what}; ${detail}`)
+  }
 }
 
 /** Hard stops a tool result forces, whatever the policies say (R3.7, R3.8, R6.4). */
@@ -129,37 +149,55 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
     const remaining = RunContext.remainingMillis(ctx)
     if (remaining <= 0)
       return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call")
-    RunContext.emit(ctx, { _tag: "model.requested", iteration })
-    const exit = yield* Effect.exit(
-      Effect.timeoutOption(
-        model.generate({
+    const call = Effect.suspend(() => {
+      RunContext.emit(ctx, { _tag: "model.requested", iteration })
+      const left = RunContext.remainingMillis(ctx)
+      return model
+        .generate({
           runId: ctx.runId,
           iteration,
           messages: ctx.messages,
           tools: config.toolDefinitions,
           deadlineAt: ctx.deadlineAt
-        }),
-        remaining
+        })
+        .pipe(
+          Effect.timeoutOrElse({
+            duration: left,
+            orElse: () => Effect.fail(FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis: left }))
+          }),
+          Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("provider", defect))),
+          Effect.tapError((failure) =>
+            Effect.sync(() => {
+              RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
+            })
+          )
+        )
+    })
+    const exit = yield* Effect.exit(
+      Recovery.retry(
+        ctx,
+        {
+          kind: "provider_retry",
+          source: "provider",
+          resume: "model_thinking",
+          schedule: config.recovery.schedule,
+          maxRecoveries: config.recovery.maxRecoveries,
+          maxRetries: Number.POSITIVE_INFINITY,
+          allowed: true
+        },
+        () => call
       )
     )
     if (Exit.isFailure(exit)) {
       if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
-      const failure = Failure.fromCause("provider", exit.cause)
-      RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
-      return decide(ctx, "runtime", "model_error", `the model call failed: ${failure.hint}`)
+      const squashed = Cause.squash(exit.cause)
+      if (!Recovery.isExhausted(squashed)) {
+        const failure = Failure.fromCause("provider", exit.cause)
+        return decide(ctx, "runtime", "model_error", `the model call failed: ${failure.hint}`)
+      }
+      return giveUp(ctx, squashed)
     }
-    if (Option.isNone(exit.value)) {
-      const failure = new Failure.Retryable({
-        source: "provider",
-        category: "timeout",
-        code: "run_deadline",
-        attempts: 1,
-        hint: "the model call was cut off by the run deadline"
-      })
-      RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
-      return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the model call")
-    }
-    const response = exit.value.value
+    const response = exit.value
     const calls = response.toolCalls
     const signatures = calls.map((call) => Signature.toolCall(call.name, call.arguments))
     RunContext.emit(ctx, {
@@ -210,6 +248,7 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
             _tag: "recovery.failed",
             kind: "tool_argument_correction",
             attempts: ctx.counters.toolCorrectionAttempts,
+            scope: "run",
             cause: result.error?.code ?? "input_validation_failed"
           })
         }

@@ -36,6 +36,7 @@ import * as Failure from "./Failure.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as Loop from "./Loop.ts"
 import type * as Model from "./Model.ts"
+import * as Recovery from "./Recovery.ts"
 import type * as RunResult from "./RunResult.ts"
 import type * as RunState from "./RunState.ts"
 import type * as StopReason from "./StopReason.ts"
@@ -67,6 +68,11 @@ export interface Options<T extends Tool.Any = Tool.Any, RV = never> {
   readonly validation?: Validation.Spec<RV> | undefined
   /** Default: a random UUID. */
   readonly runId?: string | undefined
+  /**
+   * The delays of one recovery episode (R3.3). Default `Recovery.backoff()`: 50 ms then
+   * 100 ms, jittered. Every retry also draws on `limits.maxRecoveries`.
+   */
+  readonly recovery?: Recovery.Backoff | undefined
 }
 
 /**
@@ -78,6 +84,8 @@ export interface Limits extends Termination.Limits {
   readonly runTimeout?: Duration.Input | undefined
   /** How many argument corrections the model gets in one run (R3.5). Default 3. */
   readonly correctionBudget?: number | undefined
+  /** How many retries the run may make in all, provider and tools together (R3.4). Default 8. */
+  readonly maxRecoveries?: number | undefined
   readonly maxArgumentChars?: number | undefined
   readonly maxObservationChars?: number | undefined
 }
@@ -136,10 +144,19 @@ const resolve = <RV>(options: Options<Tool.Any, RV>): Resolved<RV> | string => {
   } catch (error) {
     return error instanceof Error ? error.message : String(error)
   }
-  const registry = ToolExecutor.registry(options.tools, {
-    maxArgumentChars: limits.maxArgumentChars ?? ToolExecutor.defaultLimits.maxArgumentChars,
-    maxObservationChars: limits.maxObservationChars ?? ToolExecutor.defaultLimits.maxObservationChars
-  })
+  const maxRecoveries = limits.maxRecoveries ?? Recovery.defaults.maxRecoveries
+  if (!Number.isInteger(maxRecoveries) || maxRecoveries < 0) {
+    return `maxRecoveries must be an integer >= 0, got ${maxRecoveries}`
+  }
+  const recovery: Recovery.Settings = { schedule: options.recovery ?? Recovery.defaults.schedule, maxRecoveries }
+  const registry = ToolExecutor.registry(
+    options.tools,
+    {
+      maxArgumentChars: limits.maxArgumentChars ?? ToolExecutor.defaultLimits.maxArgumentChars,
+      maxObservationChars: limits.maxObservationChars ?? ToolExecutor.defaultLimits.maxObservationChars
+    },
+    recovery
+  )
   return {
     registry,
     timeoutMillis: Duration.toMillis(timeout),
@@ -149,7 +166,8 @@ const resolve = <RV>(options: Options<Tool.Any, RV>): Resolved<RV> | string => {
       toolDefinitions: options.tools.map(Tool.definition),
       policies,
       concurrency,
-      correctionBudget
+      correctionBudget,
+      recovery
     }
   }
 }

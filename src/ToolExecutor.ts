@@ -18,6 +18,7 @@ import * as Failure from "./Failure.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import type * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
+import * as Recovery from "./Recovery.ts"
 import * as Signature from "./Signature.ts"
 import * as Tool from "./Tool.ts"
 import * as ToolResult from "./ToolResult.ts"
@@ -162,35 +163,37 @@ const truncate = (text: string, max: number): string =>
  */
 const within =
   (ctx: RunContext.RunContext, tool: Tool.Any) =>
-  <A, R>(self: Effect.Effect<A, Failure.Failure, R>): Effect.Effect<A, Failure.Failure, R> => {
-    const runLeft = RunContext.remainingMillis(ctx)
-    const own =
-      tool.metadata.timeout === undefined
-        ? undefined
-        : Duration.toMillis(Duration.fromInputUnsafe(tool.metadata.timeout))
-    const layer = own !== undefined && own < runLeft ? "tool" : "run"
-    const limit = layer === "tool" ? (own as number) : runLeft
-    return Effect.timeoutOrElse(self, {
-      duration: limit,
-      orElse: () => {
-        const mayHaveEffects = tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
-        const fields = {
-          source: "tool" as const,
-          category: "timeout",
-          code: layer === "tool" ? "tool_timeout" : "run_deadline",
-          attempts: 1,
-          hint: `${tool.name} was cut off by the ${layer} ${layer === "tool" ? "timeout" : "deadline"} after ${limit} ms${
-            mayHaveEffects ? "; its side effects may or may not have happened" : ""
-          }`
+  <A, R>(self: Effect.Effect<A, Failure.Failure, R>): Effect.Effect<A, Failure.Failure, R> =>
+    // Measured when each attempt starts, so a retry gets only what is left.
+    Effect.suspend(() => {
+      const runLeft = RunContext.remainingMillis(ctx)
+      const own =
+        tool.metadata.timeout === undefined
+          ? undefined
+          : Duration.toMillis(Duration.fromInputUnsafe(tool.metadata.timeout))
+      const layer = own !== undefined && own < runLeft ? "tool" : "run"
+      const limit = layer === "tool" ? (own as number) : runLeft
+      return Effect.timeoutOrElse(self, {
+        duration: limit,
+        orElse: () => {
+          const mayHaveEffects = tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
+          const fields = {
+            source: "tool" as const,
+            category: "timeout",
+            code: layer === "tool" ? "tool_timeout" : "run_timeout",
+            attempts: 1,
+            hint: `${tool.name} was cut off by the ${layer} ${layer === "tool" ? "timeout" : "deadline"} after ${limit} ms${
+              mayHaveEffects ? "; its side effects may or may not have happened" : ""
+            }`
+          }
+          return Effect.fail(
+            tool.metadata.idempotent || !mayHaveEffects
+              ? new Failure.Retryable(fields)
+              : new Failure.UnknownOutcome(fields)
+          )
         }
-        return Effect.fail(
-          tool.metadata.idempotent || !mayHaveEffects
-            ? new Failure.Retryable(fields)
-            : new Failure.UnknownOutcome(fields)
-        )
-      }
+      })
     })
-  }
 
 /**
  * What the executor needs to know about the run it serves.
@@ -201,15 +204,21 @@ const within =
 export interface Registry {
   readonly tools: ReadonlyMap<string, Tool.Any>
   readonly limits: Limits
+  readonly recovery: Recovery.Settings
 }
 
 /**
  * @category constructors
  * @since 0.1.0
  */
-export const registry = (tools: ReadonlyArray<Tool.Any>, limits: Limits = defaultLimits): Registry => ({
+export const registry = (
+  tools: ReadonlyArray<Tool.Any>,
+  limits: Limits = defaultLimits,
+  recovery: Recovery.Settings = Recovery.defaults
+): Registry => ({
   tools: new Map(tools.map((tool) => [tool.name, tool])),
-  limits
+  limits,
+  recovery
 })
 
 /**
@@ -303,16 +312,31 @@ export const execute = Effect.fnUntraced(function* <R>(
     input: unknown,
     context: Tool.CallContext
   ) => Effect.Effect<unknown, Failure.Failure, R>
+  const once = Effect.suspend(() => handler(input, context)).pipe(
+    Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
+    Effect.onInterrupt(() => onInterrupt),
+    within(ctx, tool)
+  )
   const ran = yield* Effect.exit(
-    Effect.suspend(() => handler(input, context)).pipe(
-      Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
-      Effect.onInterrupt(() => onInterrupt),
-      within(ctx, tool)
+    Recovery.retry(
+      ctx,
+      {
+        kind: "tool_retry",
+        source: "tool",
+        resume: "tool_executing",
+        schedule: registry.recovery.schedule,
+        maxRecoveries: registry.recovery.maxRecoveries,
+        maxRetries,
+        // Only an idempotent call is safe to send twice (R3.7).
+        allowed: tool.metadata.idempotent
+      },
+      () => once
     )
   )
   if (Exit.isFailure(ran)) {
     if (Cause.hasInterruptsOnly(ran.cause)) return yield* Effect.failCause(ran.cause)
-    const failure = Failure.fromCause("tool", ran.cause)
+    const squashed = Cause.squash(ran.cause)
+    const failure = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", ran.cause)
     return fail(
       { code: "tool_failed", message: failure.hint, correctable: false, failure: Failure.summarize(failure) },
       maxRetries

@@ -136,9 +136,14 @@ describe("Counters.step (unit)", () => {
     const c = Counters.fold([
       started("tool_argument_correction"),
       started("provider_retry"),
-      ev({ _tag: "recovery.failed", kind: "tool_argument_correction", attempts: 1, cause: "x" })
+      ev({ _tag: "recovery.failed", kind: "provider_retry", attempts: 3, cause: "x", scope: "call" })
     ])
-    assert.deepStrictEqual([c.recoveryAttempts, c.toolCorrectionAttempts, c.recoveryExhausted], [2, 1, true])
+    assert.deepStrictEqual([c.recoveryAttempts, c.toolCorrectionAttempts, c.recoveryExhausted], [2, 1, false])
+    const spent = Counters.step(
+      c,
+      ev({ _tag: "recovery.failed", kind: "tool_argument_correction", attempts: 1, cause: "x", scope: "run" })
+    )
+    assert.isTrue(spent.recoveryExhausted)
   })
 
   it("R2.1 step is pure: it never mutates the counters it is given", () => {

@@ -321,7 +321,7 @@ describe("Termination in a run (R2.3)", () => {
       assertStop(result, "run_timeout", "run_timeout")
       assert.isFalse(answered)
       assert.strictEqual(result.elapsedMillis, 1000)
-      assert.strictEqual(ofTag(result.timeline, "model.failed")[0]?.failure.code, "run_deadline")
+      assert.strictEqual(ofTag(result.timeline, "model.failed")[0]?.failure.code, "run_timeout")
     })
   )
 

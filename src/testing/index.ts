@@ -5,4 +5,6 @@
  */
 
 /** @since 0.1.0 */
+export * as FaultyModel from "./FaultyModel.ts"
+/** @since 0.1.0 */
 export * as ScriptedModel from "./ScriptedModel.ts"
