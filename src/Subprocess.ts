@@ -1,0 +1,540 @@
+/**
+ * The supervised subprocess executor (R5.2): runs a tool that cannot cooperate with
+ * cancellation (blocking or foreign code) in a child process that the run can always
+ * stop and reclaim.
+ *
+ * When the fiber running a process is interrupted (a cancelled run, the run deadline,
+ * the tool's own timeout), its finalizer, which cannot itself be interrupted:
+ *
+ * 1. sends SIGTERM to the child's process group,
+ * 2. waits up to `graceMillis` (default 2000) for it to exit,
+ * 3. sends SIGKILL to the group if anything is still alive,
+ * 4. waits for the exit to be reaped,
+ *
+ * and reports what became of the action as a {@link Settled} record: `completed` (it had
+ * already exited), `cancelled` (it stopped on SIGTERM within the grace period) or
+ * `outcome_unknown` (it ignored SIGTERM and was killed mid-action). Stopping the wait,
+ * cancelling the task and the remote work stopping are three different results: a
+ * child that had to be killed may have done part of its work, so it is never recorded
+ * as cancelled.
+ *
+ * Output is bounded: stdout and stderr together may hold `maxOutputBytes` (default
+ * 1 MiB); beyond that the child is stopped and the call fails. A non-zero exit or a
+ * crash of the child is a typed {@link Failure.Permanent}, never a crash of the run.
+ *
+ * {@link tool} wraps a command as a {@link Tool.Tool} whose handler forwards the
+ * settlement to the call's `settle`, so the run's `tool.interrupted` event says the truth.
+ *
+ * The process is spawned with effect's `ChildProcessSpawner` (`NodeServices.layer` on
+ * Node), in its own process group, so a signal reaches the children it started too.
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Exit, Fiber, Predicate, Stream } from "effect"
+import type { Schema } from "effect"
+import type * as PlatformError from "effect/PlatformError"
+import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import * as Failure from "./Failure.ts"
+import * as Tool from "./Tool.ts"
+
+/**
+ * What to run.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Spec {
+  /** The executable (looked up on `PATH`); no shell is involved. */
+  readonly command: string
+  readonly args?: ReadonlyArray<string> | undefined
+  readonly cwd?: string | undefined
+  /** Variables to set (a value `undefined` removes the variable). */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** Default `true`: `env` is added to this process's environment; `false` gives the child only `env`. */
+  readonly extendEnv?: boolean | undefined
+  /** Written to the child's stdin, which is then closed. Without it, stdin is `/dev/null`. */
+  readonly stdin?: string | Uint8Array | undefined
+}
+
+/**
+ * A process that exited with code 0.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Result {
+  readonly pid: number
+  readonly exitCode: number
+  readonly stdout: string
+  readonly stderr: string
+  /** From the spawn to the exit. */
+  readonly elapsedMillis: number
+}
+
+/**
+ * A signal the supervisor sends.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Signal = "SIGTERM" | "SIGKILL"
+
+/**
+ * What the supervisor did to a child whose run stopped waiting for it, and what became
+ * of the child's action.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Settled {
+  readonly pid: number
+  /**
+   * - `completed`: the child had already exited; nothing was sent.
+   * - `cancelled`: it exited on SIGTERM within the grace period.
+   * - `outcome_unknown`: it (or a process it started) outlived the grace period and was
+   *   SIGKILLed; its action may or may not have taken effect.
+   */
+  readonly settlement: Tool.Settlement
+  /** The signals sent to the process group, in order. */
+  readonly signals: ReadonlyArray<Signal>
+  /** Whether the exit was reaped (false only if the child survived SIGKILL for {@link killWaitMillis}). */
+  readonly reaped: boolean
+  /** From the first signal to the reap (0 when nothing was sent). */
+  readonly millis: number
+  /** One sentence for the timeline. */
+  readonly detail: string
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options {
+  /** How long a child gets between SIGTERM and SIGKILL, in milliseconds. Default 2000. */
+  readonly graceMillis?: number | undefined
+  /** The most stdout and stderr together may hold, in bytes. Default 1 MiB. */
+  readonly maxOutputBytes?: number | undefined
+  /** Called once the child is running, with its pid (which is also its process group id). */
+  readonly onSpawn?: ((pid: number) => void) | undefined
+  /**
+   * Called when the running effect was interrupted (cancel, deadline, timeout), after the
+   * child was reclaimed, with what became of it. Not called when the effect ends any
+   * other way (an exit, a failure).
+   */
+  readonly onSettled?: ((settled: Settled) => void) | undefined
+}
+
+/**
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultGraceMillis = 2000
+
+/**
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultMaxOutputBytes = 1024 * 1024
+
+/**
+ * How long the supervisor waits for the exit after SIGKILL before it gives up and
+ * reports the child as not reaped (a process stuck in the kernel cannot be killed).
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const killWaitMillis = 5000
+
+/**
+ * How long, after the child exited, the reader waits for the rest of its output. A
+ * process the child started may hold the pipes open; its group is then stopped by the
+ * spawner's own finalizer.
+ */
+const outputDrainMillis = 1000
+
+const stderrTailChars = 4000
+
+// The grace period and the waits around it are measured in real time, not by Effect's
+// `Clock`: the child lives in real time, and a `TestClock` that is never advanced must
+// not be able to stall the reclamation of a real process.
+const sleepReal = (millis: number): Effect.Effect<void> =>
+  Effect.callback<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), millis)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+/** Whether `effect` ended (either way) within `millis` of real time; it is interrupted otherwise. */
+const endsWithin = <A, E>(effect: Effect.Effect<A, E>, millis: number): Effect.Effect<boolean> =>
+  Effect.raceFirst(Effect.as(Effect.exit(effect), true), Effect.as(sleepReal(millis), false))
+
+const isRunning = (handle: ChildProcessSpawner.ChildProcessHandle): Effect.Effect<boolean> =>
+  Effect.orElseSucceed(handle.isRunning, () => false)
+
+const round = (millis: number): number => Math.round(millis)
+
+/**
+ * Stops a child and reaps it: SIGTERM to its group, up to `graceMillis` for it to exit,
+ * then SIGKILL and a bounded wait for the reap.
+ *
+ * Built on the handle's `kill` rather than on the spawner's own scope release: that
+ * release (and `kill({ forceKillAfter })`) does send SIGTERM, wait and send SIGKILL,
+ * but does not say which of them ended the process, and without `forceKillAfter` it
+ * waits for a child that ignores SIGTERM forever. Here each step is a separate `kill`
+ * bounded by a real-time timer, so the record says what happened. The command still
+ * carries `forceKillAfter` as a safety net for the spawner's release.
+ */
+const reclaim = Effect.fnUntraced(function* (handle: ChildProcessSpawner.ChildProcessHandle, graceMillis: number) {
+  const pid: number = handle.pid
+  if (!(yield* isRunning(handle))) {
+    return {
+      pid,
+      settlement: "completed",
+      signals: [],
+      reaped: true,
+      millis: 0,
+      detail: `pid ${pid} had already exited`
+    } satisfies Settled
+  }
+  const start = performance.now()
+  // `kill` signals the whole group, then waits for the leader and the group to exit.
+  const stopped = yield* endsWithin(handle.kill({ killSignal: "SIGTERM" }), graceMillis)
+  if (stopped && !(yield* isRunning(handle))) {
+    const millis = performance.now() - start
+    return {
+      pid,
+      settlement: "cancelled",
+      signals: ["SIGTERM"],
+      reaped: true,
+      millis,
+      detail: `pid ${pid} stopped on SIGTERM after ${round(millis)} ms`
+    } satisfies Settled
+  }
+  const killedAt = performance.now()
+  yield* endsWithin(handle.kill({ killSignal: "SIGKILL" }), killWaitMillis)
+  const reaped = !(yield* isRunning(handle))
+  const end = performance.now()
+  return {
+    pid,
+    settlement: "outcome_unknown",
+    signals: ["SIGTERM", "SIGKILL"],
+    reaped,
+    millis: end - start,
+    detail: reaped
+      ? `pid ${pid} did not stop within the ${graceMillis} ms grace period after SIGTERM; it was SIGKILLed and reaped ${round(
+          end - killedAt
+        )} ms later, and its action may or may not have taken effect`
+      : `pid ${pid} was still running ${killWaitMillis} ms after SIGKILL; it must be reclaimed, and its action may or may not have taken effect`
+  } satisfies Settled
+})
+
+const commandName = (spec: Spec): string => spec.command.split(/[\\/]/).pop() ?? spec.command
+
+const tail = (text: string): string => (text.length <= stderrTailChars ? text : `…${text.slice(-stderrTailChars)}`)
+
+const invalid = (hint: string) =>
+  new Failure.Permanent({ source: "subprocess", category: "invalid_options", code: "invalid_options", attempts: 1, hint })
+
+const validateOptions = (options: Options): string | undefined => {
+  const grace = options.graceMillis ?? defaultGraceMillis
+  if (!Number.isFinite(grace) || grace < 0) return `graceMillis must be a finite number >= 0, got ${grace}`
+  const max = options.maxOutputBytes ?? defaultMaxOutputBytes
+  if (!Number.isInteger(max) || max < 1) return `maxOutputBytes must be an integer >= 1, got ${max}`
+  return undefined
+}
+
+const spawnFailure = (spec: Spec, error: PlatformError.PlatformError): Failure.Failure => {
+  const fields = {
+    source: "subprocess" as const,
+    category: "spawn",
+    code: "spawn_failed",
+    attempts: 1,
+    hint: `${commandName(spec)} could not be started (${error.reason._tag === "BadArgument" ? "bad argument" : error.reason._tag})`,
+    diagnostic: error.message
+  }
+  // Nothing ran, so trying again is safe; but a missing or forbidden executable stays so.
+  return error.reason._tag === "SystemError" ||
+    error.reason._tag === "BadArgument" ||
+    error.reason._tag === "NotFound" ||
+    error.reason._tag === "PermissionDenied" ||
+    error.reason._tag === "BadResource"
+    ? new Failure.Permanent(fields)
+    : new Failure.Retryable(fields)
+}
+
+// The handle reports a death by signal only as an error whose message names the signal.
+const signalOf = (error: PlatformError.PlatformError): string => {
+  const cause = error.reason.cause
+  const text = Predicate.isError(cause) ? cause.message : error.message
+  return /signal: '([A-Z0-9]+)'/.exec(text)?.[1] ?? "unknown_signal"
+}
+
+interface OutputTooLarge {
+  readonly _tag: "OutputTooLarge"
+}
+
+const outputTooLarge: OutputTooLarge = { _tag: "OutputTooLarge" }
+
+const decoder = new TextDecoder()
+
+const decode = (chunks: ReadonlyArray<Uint8Array>): string => decoder.decode(Buffer.concat(chunks))
+
+const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
+  const problem = validateOptions(options)
+  if (problem !== undefined) return yield* Effect.fail(invalid(problem))
+  const graceMillis = options.graceMillis ?? defaultGraceMillis
+  const maxOutputBytes = options.maxOutputBytes ?? defaultMaxOutputBytes
+  const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
+  const command = ChildProcess.make(spec.command, spec.args ?? [], {
+    cwd: spec.cwd,
+    env: spec.env,
+    extendEnv: spec.extendEnv ?? true,
+    stdin:
+      spec.stdin === undefined
+        ? "ignore"
+        : Stream.make(typeof spec.stdin === "string" ? new TextEncoder().encode(spec.stdin) : spec.stdin),
+    stdout: "pipe",
+    stderr: "pipe",
+    killSignal: "SIGTERM",
+    // A safety net for the spawner's own release, which runs after `reclaim` has already
+    // stopped the child; see `reclaim`.
+    forceKillAfter: Duration.millis(graceMillis)
+  })
+
+  const output = { stdout: [] as Array<Uint8Array>, stderr: [] as Array<Uint8Array>, bytes: 0 }
+  const read = (stream: Stream.Stream<Uint8Array, PlatformError.PlatformError>, into: Array<Uint8Array>) =>
+    Stream.runForEachArray(stream, (chunks) =>
+      Effect.suspend(() => {
+        for (const chunk of chunks) {
+          const room = maxOutputBytes - output.bytes
+          if (chunk.length > room) {
+            into.push(chunk.subarray(0, room))
+            output.bytes = maxOutputBytes
+            return Effect.fail(outputTooLarge)
+          }
+          into.push(chunk)
+          output.bytes += chunk.length
+        }
+        return Effect.void
+      })
+    )
+  const stopReading = (readers: Fiber.Fiber<unknown, unknown> | undefined) =>
+    readers === undefined ? Effect.void : Effect.asVoid(Fiber.interrupt(readers))
+
+  // Spawning, registering the supervisor and starting the readers happen as one
+  // uninterruptible step, so an interruption can never fall between a live child and its
+  // supervisor. The supervisor is added after the spawner's own release, so it runs first.
+  let readers: Fiber.Fiber<void, PlatformError.PlatformError | OutputTooLarge> | undefined
+  const started = performance.now()
+  const handle = yield* Effect.uninterruptible(
+    Effect.gen(function* () {
+      const handle = yield* spawner.spawn(command).pipe(Effect.mapError((error) => spawnFailure(spec, error)))
+      yield* Effect.addFinalizer((exit) =>
+        Effect.gen(function* () {
+          const interrupted = Exit.hasInterrupts(exit)
+          if (!interrupted && !(yield* isRunning(handle))) return yield* stopReading(readers)
+          // The readers keep draining the pipes meanwhile, so a child that flushes its
+          // output on SIGTERM is not blocked on a full pipe.
+          const settled = yield* reclaim(handle, graceMillis)
+          yield* stopReading(readers)
+          const onSettled = options.onSettled
+          if (interrupted && onSettled !== undefined) yield* Effect.exit(Effect.sync(() => onSettled(settled)))
+        })
+      )
+      readers = yield* Effect.forkChild(
+        Effect.all([read(handle.stdout, output.stdout), read(handle.stderr, output.stderr)], {
+          concurrency: 2,
+          discard: true
+        }),
+        { startImmediately: true }
+      )
+      return handle
+    })
+  )
+  const pid: number = handle.pid
+  const onSpawn = options.onSpawn
+  if (onSpawn !== undefined) yield* Effect.exit(Effect.sync(() => onSpawn(pid)))
+  const reading = readers as unknown as Fiber.Fiber<void, PlatformError.PlatformError | OutputTooLarge>
+  const name = commandName(spec)
+
+  const tooLarge = (how: string) =>
+    new Failure.Permanent({
+      source: "subprocess",
+      category: "output_limit",
+      code: "output_too_large",
+      attempts: 1,
+      hint: `${name} wrote more than ${maxOutputBytes} bytes of output and was stopped`,
+      diagnostic: how
+    })
+  const readFailure = (cause: unknown) =>
+    new Failure.Permanent({
+      source: "subprocess",
+      category: "output",
+      code: "output_read_failed",
+      attempts: 1,
+      hint: `reading the output of ${name} failed`,
+      diagnostic: String(cause)
+    })
+
+  // Wait for the exit, unless reading fails first (too much output, a broken pipe).
+  const first = yield* Effect.raceFirst(
+    Effect.map(Effect.exit(handle.exitCode), (exit) => ({ _tag: "Exited", exit }) as const),
+    Effect.flatMap(Effect.exit(Fiber.join(reading)), (exit) =>
+      Exit.isFailure(exit) ? Effect.succeed({ _tag: "ReadFailed", exit } as const) : Effect.never
+    )
+  )
+  if (first._tag === "ReadFailed") {
+    const settled = yield* Effect.uninterruptible(reclaim(handle, graceMillis))
+    const error = Exit.findErrorOption(first.exit)
+    if (error._tag === "Some" && error.value._tag === "OutputTooLarge") return yield* Effect.fail(tooLarge(settled.detail))
+    return yield* Effect.fail(readFailure(first.exit))
+  }
+  const elapsedMillis = performance.now() - started
+  // The child has exited; the rest of its output is still in the pipes.
+  const drained = yield* endsWithin(Fiber.await(reading), outputDrainMillis)
+  yield* stopReading(reading)
+  const readExit = drained ? reading.pollUnsafe() : undefined
+  if (readExit !== undefined && Exit.isFailure(readExit)) {
+    const error = Exit.findErrorOption(readExit)
+    if (error._tag === "Some" && error.value._tag === "OutputTooLarge") {
+      return yield* Effect.fail(tooLarge(`${name} had already exited`))
+    }
+    if (!Exit.hasInterrupts(readExit)) return yield* Effect.fail(readFailure(readExit))
+  }
+  const stdout = decode(output.stdout)
+  const stderr = decode(output.stderr)
+  const exit = first.exit
+  if (Exit.isFailure(exit)) {
+    const error = Exit.findErrorOption(exit)
+    const signal = error._tag === "Some" ? signalOf(error.value) : "unknown_signal"
+    return yield* Effect.fail(
+      new Failure.Permanent({
+        source: "subprocess",
+        category: "crash",
+        code: `killed_${signal}`,
+        attempts: 1,
+        hint: `${name} was killed by ${signal}`,
+        diagnostic: tail(stderr)
+      })
+    )
+  }
+  const exitCode: number = exit.value
+  if (exitCode !== 0) {
+    return yield* Effect.fail(
+      new Failure.Permanent({
+        source: "subprocess",
+        category: "exit",
+        code: `exit_${exitCode}`,
+        attempts: 1,
+        hint: `${name} exited with code ${exitCode}`,
+        diagnostic: tail(stderr)
+      })
+    )
+  }
+  return { pid, exitCode, stdout, stderr, elapsedMillis } satisfies Result
+})
+
+/**
+ * Runs a process to its exit and collects its output. Succeeds only on exit code 0;
+ * a non-zero exit (`exit_<n>`), a death by signal (`killed_<signal>`), too much output
+ * (`output_too_large`) and a failure to start (`spawn_failed`) are typed failures, with
+ * the tail of stderr in `diagnostic` (never in `hint`, which the model may see).
+ *
+ * Interrupting the effect stops the child (SIGTERM, grace, SIGKILL, reap; see the module
+ * doc) before the interruption completes, and reports the {@link Settled} record to
+ * `onSettled`. No child outlives the effect.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const run = (
+  spec: Spec,
+  options: Options = {}
+): Effect.Effect<Result, Failure.Failure, ChildProcessSpawner.ChildProcessSpawner> =>
+  Effect.scoped(runScoped(spec, options))
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface ToolOptions<I, O, R> {
+  readonly name: string
+  readonly description: string
+  readonly input: Schema.Codec<I, unknown>
+  readonly output: Schema.Codec<O, unknown>
+  /** The process to run for an input. */
+  readonly command: (input: I) => Spec
+  /** Turns a successful exit into the tool's output. */
+  readonly parse: (result: Result, input: I) => O | Effect.Effect<O, Failure.Failure, R>
+  /** Default `"external"`, the most cautious class. */
+  readonly sideEffect?: Tool.SideEffect | undefined
+  readonly idempotent?: boolean | undefined
+  readonly maxRetries?: number | undefined
+  readonly timeout?: Duration.Input | undefined
+  readonly needsApproval?: boolean | undefined
+  readonly recoverErrors?: boolean | undefined
+  readonly pathFields?: ReadonlyArray<string> | undefined
+  readonly contentFields?: ReadonlyArray<string> | undefined
+  readonly observe?: ((output: O) => string) | undefined
+  /** Default 2000. */
+  readonly graceMillis?: number | undefined
+  /** Default 1 MiB. */
+  readonly maxOutputBytes?: number | undefined
+  /** Called once the child of a call is running. */
+  readonly onSpawn?: ((pid: number, context: Tool.CallContext) => void) | undefined
+}
+
+/**
+ * A tool that runs a supervised process per call (R5.2). When the call is interrupted,
+ * the handler reports to `context.settle` whether the child had already exited
+ * (`completed`), stopped on SIGTERM (`cancelled`) or had to be SIGKILLed
+ * (`outcome_unknown`), so the run's `tool.interrupted` event records it. Throws
+ * {@link Tool.InvalidToolDefinition} for options that cannot work.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const tool = <I, O, R = never>(
+  options: ToolOptions<I, O, R>
+): Tool.Tool<I, O, R | ChildProcessSpawner.ChildProcessSpawner> => {
+  const problem = validateOptions(options)
+  if (problem !== undefined) throw new Tool.InvalidToolDefinition({ tool: options.name, reason: problem })
+  const onSpawn = options.onSpawn
+  return Tool.make<I, O, R | ChildProcessSpawner.ChildProcessSpawner>({
+    name: options.name,
+    description: options.description,
+    input: options.input,
+    output: options.output,
+    sideEffect: options.sideEffect,
+    idempotent: options.idempotent,
+    maxRetries: options.maxRetries,
+    timeout: options.timeout,
+    needsApproval: options.needsApproval,
+    recoverErrors: options.recoverErrors,
+    pathFields: options.pathFields,
+    contentFields: options.contentFields,
+    observe: options.observe,
+    handler: (input, context) => {
+      let exited: Result | undefined
+      return Effect.suspend(() =>
+        run(options.command(input), {
+          graceMillis: options.graceMillis,
+          maxOutputBytes: options.maxOutputBytes,
+          onSpawn: onSpawn === undefined ? undefined : (pid) => onSpawn(pid, context),
+          onSettled: (settled) => context.settle(settled.settlement, settled.detail)
+        })
+      ).pipe(
+        Effect.flatMap((result) => {
+          exited = result
+          const parsed = options.parse(result, input)
+          return Effect.isEffect(parsed) ? parsed : Effect.succeed(parsed)
+        }),
+        // Interrupted while parsing: the process had finished its work.
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            if (exited !== undefined) context.settle("completed", `pid ${exited.pid} had already exited with code 0`)
+          })
+        )
+      )
+    }
+  })
+}
