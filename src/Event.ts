@@ -153,6 +153,22 @@ export const ToolInterrupted = Schema.TaggedStruct("tool.interrupted", {
 })
 
 /**
+ * The answer of a tool's status query for a call of unknown outcome (R3.8). Follows the
+ * call's failure and precedes its final `tool.succeeded` or `tool.failed`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolReconciled = Schema.TaggedStruct("tool.reconciled", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  idempotencyKey: Schema.String,
+  verdict: Schema.Literals(["applied", "not_applied", "undecidable"]),
+  detail: Schema.String
+})
+
+/**
  * @category models
  * @since 0.1.0
  */
@@ -263,6 +279,7 @@ export const Event = Schema.Union([
   ToolFailed,
   ToolBlocked,
   ToolInterrupted,
+  ToolReconciled,
   RecoveryStarted,
   RecoveryCompleted,
   RecoveryFailed,

@@ -30,8 +30,9 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Exit, Fiber, Predicate, Stream } from "effect"
+
 import type { Schema } from "effect"
+import { Duration, Effect, Exit, Fiber, Option, Predicate, Stream } from "effect"
 import type * as PlatformError from "effect/PlatformError"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Failure from "./Failure.ts"
@@ -163,9 +164,9 @@ const sleepReal = (millis: number): Effect.Effect<void> =>
     return Effect.sync(() => clearTimeout(timer))
   })
 
-/** Whether `effect` ended (either way) within `millis` of real time; it is interrupted otherwise. */
-const endsWithin = <A, E>(effect: Effect.Effect<A, E>, millis: number): Effect.Effect<boolean> =>
-  Effect.raceFirst(Effect.as(Effect.exit(effect), true), Effect.as(sleepReal(millis), false))
+/** How `effect` ended, if it did within `millis` of real time; it is interrupted otherwise. */
+const withinReal = <A, E>(effect: Effect.Effect<A, E>, millis: number): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
+  Effect.raceFirst(Effect.map(Effect.exit(effect), Option.some), Effect.as(sleepReal(millis), Option.none()))
 
 const isRunning = (handle: ChildProcessSpawner.ChildProcessHandle): Effect.Effect<boolean> =>
   Effect.orElseSucceed(handle.isRunning, () => false)
@@ -197,8 +198,8 @@ const reclaim = Effect.fnUntraced(function* (handle: ChildProcessSpawner.ChildPr
   }
   const start = performance.now()
   // `kill` signals the whole group, then waits for the leader and the group to exit.
-  const stopped = yield* endsWithin(handle.kill({ killSignal: "SIGTERM" }), graceMillis)
-  if (stopped && !(yield* isRunning(handle))) {
+  const stopped = yield* withinReal(handle.kill({ killSignal: "SIGTERM" }), graceMillis)
+  if (Option.isSome(stopped) && !(yield* isRunning(handle))) {
     const millis = performance.now() - start
     return {
       pid,
@@ -210,7 +211,7 @@ const reclaim = Effect.fnUntraced(function* (handle: ChildProcessSpawner.ChildPr
     } satisfies Settled
   }
   const killedAt = performance.now()
-  yield* endsWithin(handle.kill({ killSignal: "SIGKILL" }), killWaitMillis)
+  yield* withinReal(handle.kill({ killSignal: "SIGKILL" }), killWaitMillis)
   const reaped = !(yield* isRunning(handle))
   const end = performance.now()
   return {
@@ -232,9 +233,18 @@ const commandName = (spec: Spec): string => spec.command.split(/[\\/]/).pop() ??
 const tail = (text: string): string => (text.length <= stderrTailChars ? text : `…${text.slice(-stderrTailChars)}`)
 
 const invalid = (hint: string) =>
-  new Failure.Permanent({ source: "subprocess", category: "invalid_options", code: "invalid_options", attempts: 1, hint })
+  new Failure.Permanent({
+    source: "subprocess",
+    category: "invalid_options",
+    code: "invalid_options",
+    attempts: 1,
+    hint
+  })
 
-const validateOptions = (options: Options): string | undefined => {
+const validateOptions = (options: {
+  readonly graceMillis?: number | undefined
+  readonly maxOutputBytes?: number | undefined
+}): string | undefined => {
   const grace = options.graceMillis ?? defaultGraceMillis
   if (!Number.isFinite(grace) || grace < 0) return `graceMillis must be a finite number >= 0, got ${grace}`
   const max = options.maxOutputBytes ?? defaultMaxOutputBytes
@@ -252,8 +262,7 @@ const spawnFailure = (spec: Spec, error: PlatformError.PlatformError): Failure.F
     diagnostic: error.message
   }
   // Nothing ran, so trying again is safe; but a missing or forbidden executable stays so.
-  return error.reason._tag === "SystemError" ||
-    error.reason._tag === "BadArgument" ||
+  return error.reason._tag === "BadArgument" ||
     error.reason._tag === "NotFound" ||
     error.reason._tag === "PermissionDenied" ||
     error.reason._tag === "BadResource"
@@ -325,7 +334,7 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
   // supervisor. The supervisor is added after the spawner's own release, so it runs first.
   let readers: Fiber.Fiber<void, PlatformError.PlatformError | OutputTooLarge> | undefined
   const started = performance.now()
-  const handle = yield* Effect.uninterruptible(
+  const { handle, reading } = yield* Effect.uninterruptible(
     Effect.gen(function* () {
       const handle = yield* spawner.spawn(command).pipe(Effect.mapError((error) => spawnFailure(spec, error)))
       yield* Effect.addFinalizer((exit) =>
@@ -340,20 +349,20 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
           if (interrupted && onSettled !== undefined) yield* Effect.exit(Effect.sync(() => onSettled(settled)))
         })
       )
-      readers = yield* Effect.forkChild(
+      const reading = yield* Effect.forkChild(
         Effect.all([read(handle.stdout, output.stdout), read(handle.stderr, output.stderr)], {
           concurrency: 2,
           discard: true
         }),
         { startImmediately: true }
       )
-      return handle
+      readers = reading
+      return { handle, reading }
     })
   )
   const pid: number = handle.pid
   const onSpawn = options.onSpawn
   if (onSpawn !== undefined) yield* Effect.exit(Effect.sync(() => onSpawn(pid)))
-  const reading = readers as unknown as Fiber.Fiber<void, PlatformError.PlatformError | OutputTooLarge>
   const name = commandName(spec)
 
   const tooLarge = (how: string) =>
@@ -385,15 +394,16 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
   if (first._tag === "ReadFailed") {
     const settled = yield* Effect.uninterruptible(reclaim(handle, graceMillis))
     const error = Exit.findErrorOption(first.exit)
-    if (error._tag === "Some" && error.value._tag === "OutputTooLarge") return yield* Effect.fail(tooLarge(settled.detail))
+    if (error._tag === "Some" && error.value._tag === "OutputTooLarge")
+      return yield* Effect.fail(tooLarge(settled.detail))
     return yield* Effect.fail(readFailure(first.exit))
   }
   const elapsedMillis = performance.now() - started
   // The child has exited; the rest of its output is still in the pipes.
-  const drained = yield* endsWithin(Fiber.await(reading), outputDrainMillis)
+  const drained = yield* withinReal(Fiber.join(reading), outputDrainMillis)
   yield* stopReading(reading)
-  const readExit = drained ? reading.pollUnsafe() : undefined
-  if (readExit !== undefined && Exit.isFailure(readExit)) {
+  if (Option.isSome(drained) && Exit.isFailure(drained.value)) {
+    const readExit = drained.value
     const error = Exit.findErrorOption(readExit)
     if (error._tag === "Some" && error.value._tag === "OutputTooLarge") {
       return yield* Effect.fail(tooLarge(`${name} had already exited`))
@@ -526,7 +536,7 @@ export const tool = <I, O, R = never>(
         Effect.flatMap((result) => {
           exited = result
           const parsed = options.parse(result, input)
-          return Effect.isEffect(parsed) ? parsed : Effect.succeed(parsed)
+          return Effect.isEffect(parsed) ? (parsed as Effect.Effect<O, Failure.Failure, R>) : Effect.succeed(parsed)
         }),
         // Interrupted while parsing: the process had finished its work.
         Effect.onInterrupt(() =>

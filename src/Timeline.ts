@@ -44,6 +44,8 @@ export const describe = (event: Event.Event): string => {
       return `${event.name} [${event.callId}] ${event.error.code}: ${clip(event.error.message, 100)}`
     case "tool.interrupted":
       return `${event.name} [${event.callId}] ${event.settlement}: ${clip(event.detail, 100)}`
+    case "tool.reconciled":
+      return `${event.name} [${event.callId}] ${event.verdict}: ${clip(event.detail, 100)}`
     case "recovery.started":
       return `${event.kind} attempt ${event.attempt} after ${event.delayMillis} ms (cause: ${event.cause})`
     case "recovery.completed":

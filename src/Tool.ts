@@ -107,7 +107,29 @@ export interface Tool<in out I, in out O, out R = never> {
     | undefined
   /** Renders a success for the model; the default is the JSON of the encoded output. */
   readonly observe: ((output: O) => string) | undefined
+  /**
+   * A status query for an action whose outcome is unknown (R3.8): did the call with this
+   * `idempotencyKey` take effect? The runtime asks it instead of retrying blindly.
+   */
+  readonly reconcile:
+    | ((input: I, context: CallContext) => Effect.Effect<Reconciliation<O>, Failure.Failure, R>)
+    | undefined
 }
+
+/**
+ * What a status query found out about an action of unknown outcome (R3.8).
+ *
+ * - `Applied`: it took effect; `output` is its real result.
+ * - `NotApplied`: it did not take effect; sending it again (same idempotency key) is safe.
+ * - `Undecidable`: nobody can tell yet; the run ends `unknown_outcome` with the action pending.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Reconciliation<O> =
+  | { readonly _tag: "Applied"; readonly output: O }
+  | { readonly _tag: "NotApplied" }
+  | { readonly _tag: "Undecidable"; readonly detail: string }
 
 /**
  * A tool of any input and output type, as the registry holds it.
@@ -127,6 +149,9 @@ export interface Any<out R = unknown> {
     | ((input: never, output: never, context: CallContext) => Effect.Effect<boolean, Failure.Failure, R>)
     | undefined
   readonly observe: ((output: never) => string) | undefined
+  readonly reconcile:
+    | ((input: never, context: CallContext) => Effect.Effect<Reconciliation<unknown>, Failure.Failure, R>)
+    | undefined
 }
 
 /**
@@ -188,6 +213,9 @@ export interface Options<I, O, R> {
     | ((input: I, output: O, context: CallContext) => Effect.Effect<boolean, Failure.Failure, R>)
     | undefined
   readonly observe?: ((output: O) => string) | undefined
+  readonly reconcile?:
+    | ((input: I, context: CallContext) => Effect.Effect<Reconciliation<O>, Failure.Failure, R>)
+    | undefined
 }
 
 /**
@@ -230,6 +258,7 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
     handler: options.handler,
     postcondition: options.postcondition,
     observe: options.observe,
+    reconcile: options.reconcile,
     metadata: {
       idempotent: options.idempotent ?? false,
       maxRetries,

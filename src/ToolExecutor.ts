@@ -18,6 +18,7 @@ import * as Failure from "./Failure.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import type * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
+import * as Reconciliation from "./Reconciliation.ts"
 import * as Recovery from "./Recovery.ts"
 import * as Signature from "./Signature.ts"
 import * as Tool from "./Tool.ts"
@@ -333,16 +334,23 @@ export const execute = Effect.fnUntraced(function* <R>(
       () => once
     )
   )
+  let output: unknown
   if (Exit.isFailure(ran)) {
     if (Cause.hasInterruptsOnly(ran.cause)) return yield* Effect.failCause(ran.cause)
     const squashed = Cause.squash(ran.cause)
-    const failure = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", ran.cause)
-    return fail(
-      { code: "tool_failed", message: failure.hint, correctable: false, failure: Failure.summarize(failure) },
-      maxRetries
-    )
+    const first = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", ran.cause)
+    const reconciled = yield* Reconciliation.reconcile(ctx, tool, input, context, first)
+    if (reconciled._tag === "Failed") {
+      const failure = reconciled.failure
+      return fail(
+        { code: "tool_failed", message: failure.hint, correctable: false, failure: Failure.summarize(failure) },
+        maxRetries
+      )
+    }
+    output = reconciled.output
+  } else {
+    output = ran.value
   }
-  const output = ran.value
   const encoded = yield* Effect.exit(codec.encode(output))
   if (Exit.isFailure(encoded)) {
     const schemaError = Cause.squash(encoded.cause)

@@ -24,6 +24,10 @@ export * as Model from "./Model.ts"
 /** @since 0.1.0 */
 export * as Permission from "./Permission.ts"
 /** @since 0.1.0 */
+export * as Reconciliation from "./Reconciliation.ts"
+/** @since 0.1.0 */
+export * as Recovery from "./Recovery.ts"
+/** @since 0.1.0 */
 export * as Run from "./Run.ts"
 /** @since 0.1.0 */
 export * as RunResult from "./RunResult.ts"

@@ -1,0 +1,95 @@
+/**
+ * Reconciling an action whose outcome is unknown (R3.8).
+ *
+ * A non-idempotent call that timed out or lost its connection may or may not have taken
+ * effect. It is never retried blindly: if the tool declares a `reconcile` status query,
+ * the runtime asks it, by the call's idempotency key, what really happened. `Applied`
+ * yields the real result; `NotApplied` becomes a retryable failure (sending it again
+ * with the same key is safe); `Undecidable`, or a query that itself fails, keeps the
+ * outcome unknown, and the run ends `unknown_outcome` with the action listed as pending.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Effect, Exit } from "effect"
+import * as Failure from "./Failure.ts"
+import * as RunContext from "./internal/RunContext.ts"
+import type * as Tool from "./Tool.ts"
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Outcome =
+  | { readonly _tag: "Applied"; readonly output: unknown }
+  | { readonly _tag: "Failed"; readonly failure: Failure.Failure }
+
+/**
+ * Asks the tool's status query about a call that ended with `failure`, when the failure
+ * is an unknown outcome and the tool has a query; otherwise returns the failure as is.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const reconcile = Effect.fnUntraced(function* <R>(
+  ctx: RunContext.RunContext,
+  tool: Tool.Any<R>,
+  input: unknown,
+  context: Tool.CallContext,
+  failure: Failure.Failure
+) {
+  if (failure._tag !== "UnknownOutcome" || tool.reconcile === undefined) {
+    return { _tag: "Failed", failure } satisfies Outcome as Outcome
+  }
+  const query = tool.reconcile as (
+    input: unknown,
+    context: Tool.CallContext
+  ) => Effect.Effect<Tool.Reconciliation<unknown>, Failure.Failure, R>
+  const left = RunContext.remainingMillis(ctx)
+  const asked = yield* Effect.exit(
+    Effect.suspend(() => query(input, context)).pipe(
+      Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "reconcile_defect"))),
+      Effect.timeoutOption(left)
+    )
+  )
+  if (Exit.isFailure(asked) && Cause.hasInterruptsOnly(asked.cause)) return yield* Effect.failCause(asked.cause)
+  const record = (verdict: "applied" | "not_applied" | "undecidable", detail: string) =>
+    RunContext.emit(ctx, {
+      _tag: "tool.reconciled",
+      callId: context.callId,
+      name: tool.name,
+      idempotencyKey: context.idempotencyKey,
+      verdict,
+      detail
+    })
+  const undecided = (detail: string): Outcome => {
+    record("undecidable", detail)
+    return {
+      _tag: "Failed",
+      failure: new Failure.UnknownOutcome({ ...Failure.summarize(failure), hint: `${failure.hint}; ${detail}` })
+    }
+  }
+  if (Exit.isFailure(asked)) {
+    return undecided(`the status query failed: ${Failure.fromCause("tool", asked.cause).hint}`)
+  }
+  if (asked.value._tag === "None") return undecided(`the status query did not answer within the ${left} ms left`)
+  const answer = asked.value.value
+  switch (answer._tag) {
+    case "Applied":
+      record("applied", "the status query found the action applied")
+      return { _tag: "Applied", output: answer.output } satisfies Outcome as Outcome
+    case "NotApplied":
+      record("not_applied", "the status query found the action not applied; sending it again is safe")
+      return {
+        _tag: "Failed",
+        failure: new Failure.Retryable({
+          source: "tool",
+          category: "not_applied",
+          code: "not_applied",
+          attempts: failure.attempts,
+          hint: `${tool.name} did not take effect (${failure.hint}); calling it again with the same arguments is safe`
+        })
+      } satisfies Outcome as Outcome
+    case "Undecidable":
+      return undecided(answer.detail)
+  }
+})

@@ -1,0 +1,117 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import type * as Event from "../src/Event.ts"
+import * as Failure from "../src/Failure.ts"
+import * as Run from "../src/Run.ts"
+import * as Tool from "../src/Tool.ts"
+import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+
+/** A payment API whose answer gets lost after it charged: the side effect happened once. */
+const makePayments = (answer: "applied" | "not_applied" | "undecidable" | "none") => {
+  const charges: Array<string> = []
+  const keys: Array<string> = []
+  const lost = new Failure.UnknownOutcome({
+    source: "tool",
+    category: "connection",
+    code: "connection_lost",
+    attempts: 1,
+    hint: "the connection broke after the request was sent"
+  })
+  const pay = Tool.make({
+    name: "pay",
+    description: "charge a card",
+    input: Schema.Struct({ amount: Schema.Number }),
+    output: Schema.Struct({ receipt: Schema.String }),
+    sideEffect: "external",
+    idempotent: false,
+    handler: (_, context) =>
+      Effect.sync(() => {
+        charges.push(context.idempotencyKey)
+      }).pipe(Effect.andThen(Effect.fail(lost))),
+    ...(answer === "none"
+      ? {}
+      : {
+          reconcile: (_: { readonly amount: number }, context: Tool.CallContext) =>
+            Effect.sync((): Tool.Reconciliation<{ readonly receipt: string }> => {
+              keys.push(context.idempotencyKey)
+              switch (answer) {
+                case "applied":
+                  return { _tag: "Applied", output: { receipt: `r-${context.idempotencyKey}` } }
+                case "not_applied":
+                  return { _tag: "NotApplied" }
+                case "undecidable":
+                  return { _tag: "Undecidable", detail: "the payment provider has no record yet" }
+              }
+            })
+        })
+  })
+  return { pay, charges, keys }
+}
+
+const run = (tool: Tool.Any<never>) =>
+  Run.run({ goal: "pay 10", tools: [tool], runId: "run-1" }).pipe(
+    Effect.provide(
+      Layer.mergeAll(
+        ScriptedModel.layer([
+          ScriptedModel.toolCall("pay", { amount: 10 }, "call-1"),
+          ScriptedModel.finalAnswer("paid")
+        ]),
+        NodeServices.layer
+      )
+    )
+  )
+
+const reconciled = (timeline: ReadonlyArray<Event.Event>) =>
+  timeline.flatMap((e) => (e._tag === "tool.reconciled" ? [e.verdict] : []))
+
+describe("Reconciliation", () => {
+  it.effect("R3.8 an unknown outcome that the status query finds applied yields the real result, charged once", () =>
+    Effect.gen(function* () {
+      const payments = makePayments("applied")
+      const result = yield* run(payments.pay)
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(payments.charges, ["run-1:call-1"])
+      assert.deepStrictEqual(payments.keys, ["run-1:call-1"])
+      assert.deepStrictEqual(reconciled(result.timeline), ["applied"])
+      const success = result.timeline.find((e) => e._tag === "tool.succeeded")
+      assert.deepStrictEqual(success?._tag === "tool.succeeded" ? success.output : undefined, {
+        receipt: "r-run-1:call-1"
+      })
+    })
+  )
+
+  it.effect("R3.8 without a status query an unknown outcome ends the run unknown_outcome, never retried", () =>
+    Effect.gen(function* () {
+      const payments = makePayments("none")
+      const result = yield* run(payments.pay)
+      assert.strictEqual(result.status, "unknown_outcome")
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.deepStrictEqual(payments.charges, ["run-1:call-1"])
+      assert.strictEqual(result.counters.recoveryAttempts, 0)
+    })
+  )
+
+  it.effect("R3.8 an undecidable status ends the run unknown_outcome, saying why", () =>
+    Effect.gen(function* () {
+      const payments = makePayments("undecidable")
+      const result = yield* run(payments.pay)
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.include(result.detail, "the payment provider has no record yet")
+      assert.deepStrictEqual(reconciled(result.timeline), ["undecidable"])
+      assert.deepStrictEqual(payments.charges, ["run-1:call-1"])
+    })
+  )
+
+  it.effect("R3.8 a status query that finds nothing applied turns the failure retryable, not unknown", () =>
+    Effect.gen(function* () {
+      const payments = makePayments("not_applied")
+      const result = yield* run(payments.pay)
+      assert.deepStrictEqual(reconciled(result.timeline), ["not_applied"])
+      const failed = result.timeline.find((e) => e._tag === "tool.failed")
+      assert.strictEqual(failed?._tag === "tool.failed" ? failed.error.failure?.classification : undefined, "retryable")
+      // The tool does not opt in to recovering errors, so the run fails fast; but not as unknown_outcome.
+      assert.strictEqual(result.stopReason, "tool_error")
+    })
+  )
+})
