@@ -180,7 +180,16 @@ const onEvent = (c: Counters, e: Event.Event): Counters => {
  */
 export const step = (counters: Counters, event: Event.Event): Counters => {
   const next = onEvent(counters, event)
-  return { ...next, lastEventAt: event.at, elapsedMillis: event.at - next.startedAt }
+  const elapsedMillis = event.at - next.startedAt
+  if (next.lastEventAt === event.at && next.elapsedMillis === elapsedMillis) return next
+  // `onEvent` already copied: stamp the copy instead of copying again.
+  if (next !== counters) {
+    const stamped = next as { -readonly [K in keyof Counters]: Counters[K] }
+    stamped.lastEventAt = event.at
+    stamped.elapsedMillis = elapsedMillis
+    return stamped
+  }
+  return { ...next, lastEventAt: event.at, elapsedMillis }
 }
 
 /**

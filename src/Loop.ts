@@ -151,7 +151,6 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
       return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call")
     const call = Effect.suspend(() => {
       RunContext.emit(ctx, { _tag: "model.requested", iteration })
-      const left = RunContext.remainingMillis(ctx)
       return model
         .generate({
           runId: ctx.runId,
@@ -161,10 +160,16 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
           deadlineAt: ctx.deadlineAt
         })
         .pipe(
-          Effect.timeoutOrElse({
-            duration: left,
-            orElse: () => Effect.fail(FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis: left }))
-          }),
+          // No timer per call: the run's one deadline timer interrupts whatever is waiting,
+          // and the timeline says which call it cut off.
+          Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              if (ctx.stop !== "deadline") return
+              const left = Math.max(0, ctx.deadlineAt - ctx.startedAt)
+              const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis: left })
+              RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
+            })
+          ),
           Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("provider", defect))),
           Effect.tapError((failure) =>
             Effect.sync(() => {
@@ -199,7 +204,14 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
     }
     const response = exit.value
     const calls = response.toolCalls
-    const signatures = calls.map((call) => Signature.toolCall(call.name, call.arguments))
+    // Each call's arguments are parsed once, for its signature and for the executor.
+    const parsed = calls.map((call) => ToolExecutor.parseArguments(call.arguments, config.registry.limits))
+    const signatures = calls.map((call, i) => {
+      const args = parsed[i]
+      return args?._tag === "Ok"
+        ? Signature.toolCallParsed(call.name, args.value)
+        : Signature.toolCall(call.name, call.arguments)
+    })
     RunContext.emit(ctx, {
       _tag: "model.responded",
       iteration,
@@ -220,7 +232,7 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
     yield* RunContext.transition(ctx, "tool_executing")
     const results = yield* Effect.forEach(
       calls,
-      (call, i) => ToolExecutor.execute(ctx, config.registry, call, signatures[i] ?? ""),
+      (call, i) => ToolExecutor.execute(ctx, config.registry, call, signatures[i] ?? "", parsed[i]),
       { concurrency: config.concurrency }
     )
     for (const result of results) {

@@ -15,35 +15,16 @@
  *
  * @since 0.1.0
  */
-import {
-  Cause,
-  Clock,
-  Deferred,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  type FileSystem,
-  Option,
-  type Path,
-  PubSub,
-  type Scope,
-  Stream
-} from "effect"
-import * as Counters from "./Counters.ts"
+import { Deferred, type Duration, Effect, type FileSystem, type Path, PubSub, type Scope, Stream } from "effect"
 import type * as Event from "./Event.ts"
-import * as Failure from "./Failure.ts"
-import * as RunContext from "./internal/RunContext.ts"
-import * as Loop from "./Loop.ts"
+import * as Lifecycle from "./internal/Lifecycle.ts"
 import type * as Model from "./Model.ts"
-import * as Recovery from "./Recovery.ts"
+import type * as Recovery from "./Recovery.ts"
 import type * as RunResult from "./RunResult.ts"
 import type * as RunState from "./RunState.ts"
-import type * as StopReason from "./StopReason.ts"
-import * as Termination from "./Termination.ts"
-import * as Tool from "./Tool.ts"
-import * as ToolExecutor from "./ToolExecutor.ts"
-import * as Validation from "./Validation.ts"
+import type * as Termination from "./Termination.ts"
+import type * as Tool from "./Tool.ts"
+import type * as Validation from "./Validation.ts"
 
 /**
  * @category models
@@ -90,260 +71,6 @@ export interface Limits extends Termination.Limits {
   readonly maxObservationChars?: number | undefined
 }
 
-/** Stops after which validation still runs, to tell `partial` from `failed` (R6.3). */
-const assessed: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopReason>([
-  "run_timeout",
-  "max_tool_calls",
-  "max_iterations",
-  "repeated_tool_call",
-  "repeated_tool_failure",
-  "recovery_exhausted",
-  "max_tool_errors",
-  "empty_output",
-  "loop_detected",
-  "budget_exhausted",
-  "tool_error",
-  "model_error",
-  "inconsistent_result"
-])
-
-interface Resolved<RV> {
-  readonly registry: ToolExecutor.Registry
-  readonly loop: Loop.Config
-  readonly timeoutMillis: number
-  readonly validation: Validation.Spec<RV>
-}
-
-const resolve = <RV>(options: Options<Tool.Any, RV>): Resolved<RV> | string => {
-  const names = new Set<string>()
-  for (const tool of options.tools) {
-    if (names.has(tool.name)) return `two tools are named "${tool.name}"; tool names must be unique`
-    names.add(tool.name)
-  }
-  const limits = options.limits ?? {}
-  const concurrency = options.concurrency ?? 1
-  if (!Number.isInteger(concurrency) || concurrency < 1)
-    return `concurrency must be an integer >= 1, got ${concurrency}`
-  const correctionBudget = limits.correctionBudget ?? 3
-  if (!Number.isInteger(correctionBudget) || correctionBudget < 0) {
-    return `correctionBudget must be an integer >= 0, got ${correctionBudget}`
-  }
-  const timeout = Option.getOrUndefined(Duration.fromInput(limits.runTimeout ?? "10 minutes"))
-  if (timeout === undefined || !(Duration.toMillis(timeout) > 0)) {
-    return `runTimeout must be a positive duration, got ${String(limits.runTimeout)}`
-  }
-  let policies: ReadonlyArray<Termination.Policy>
-  try {
-    const defaults = Termination.defaults(limits)
-    policies =
-      options.policies === undefined
-        ? defaults
-        : typeof options.policies === "function"
-          ? options.policies(defaults)
-          : options.policies
-  } catch (error) {
-    return error instanceof Error ? error.message : String(error)
-  }
-  const maxRecoveries = limits.maxRecoveries ?? Recovery.defaults.maxRecoveries
-  if (!Number.isInteger(maxRecoveries) || maxRecoveries < 0) {
-    return `maxRecoveries must be an integer >= 0, got ${maxRecoveries}`
-  }
-  const recovery: Recovery.Settings = { schedule: options.recovery ?? Recovery.defaults.schedule, maxRecoveries }
-  const registry = ToolExecutor.registry(
-    options.tools,
-    {
-      maxArgumentChars: limits.maxArgumentChars ?? ToolExecutor.defaultLimits.maxArgumentChars,
-      maxObservationChars: limits.maxObservationChars ?? ToolExecutor.defaultLimits.maxObservationChars
-    },
-    recovery
-  )
-  return {
-    registry,
-    timeoutMillis: Duration.toMillis(timeout),
-    validation: options.validation ?? Validation.empty,
-    loop: {
-      registry,
-      toolDefinitions: options.tools.map(Tool.definition),
-      policies,
-      concurrency,
-      correctionBudget,
-      recovery
-    }
-  }
-}
-
-const sideEffectsOf = (timeline: ReadonlyArray<Event.Event>): RunResult.RunResult["sideEffects"] =>
-  timeline.flatMap((e) =>
-    e._tag === "tool.succeeded" && (e.sideEffect === "write" || e.sideEffect === "external")
-      ? [{ callId: e.callId, name: e.name, sideEffect: e.sideEffect, seq: e.seq }]
-      : []
-  )
-
-interface Ending {
-  readonly status: RunState.Status
-  readonly stopReason: StopReason.StopReason
-  readonly policy: string
-  readonly detail: string
-  readonly finalAnswer?: string | undefined
-  readonly report?: Validation.Report | undefined
-}
-
-const validateOutcome = Effect.fnUntraced(function* <RV>(
-  ctx: RunContext.RunContext,
-  spec: Validation.Spec<RV>,
-  outcome: Loop.Outcome
-) {
-  yield* RunContext.transition(ctx, "validating")
-  const report = yield* Validation.validate(spec, {
-    timeline: ctx.events,
-    finalAnswer: outcome.finalAnswer,
-    counters: ctx.counters
-  })
-  for (const check of report.checks) RunContext.emit(ctx, { _tag: "validation.checked", check })
-  if (outcome.reason === "goal_reached") {
-    if (report.passed) {
-      return {
-        status: "completed",
-        stopReason: "goal_reached",
-        policy: outcome.policy,
-        detail: outcome.detail,
-        finalAnswer: outcome.finalAnswer,
-        report
-      } satisfies Ending
-    }
-    const failing = report.failed.map((c) => c.detail)
-    return {
-      status: "failed",
-      stopReason: "validation_failed",
-      policy: "validation",
-      detail: `the final answer is not backed: ${failing.join("; ")}`,
-      finalAnswer: outcome.finalAnswer,
-      report
-    } satisfies Ending
-  }
-  const status: RunState.Status = report.completed.length > 0 ? "partial" : "failed"
-  return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail, report } satisfies Ending
-})
-
-const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResult => {
-  const report = ending.report
-  const unfinished = report?.unfinished ?? []
-  const counters = Counters.snapshot(ctx.counters)
-  return {
-    runId: ctx.runId,
-    status: ending.status,
-    stopReason: ending.stopReason,
-    policy: ending.policy,
-    detail: ending.detail,
-    ...(ending.finalAnswer !== undefined ? { finalAnswer: ending.finalAnswer } : {}),
-    checks: report?.checks ?? [],
-    evidence: report?.evidence ?? [],
-    completed: report?.completed ?? [],
-    unfinished,
-    sideEffects: sideEffectsOf(ctx.events),
-    ...(unfinished[0] !== undefined ? { nextStep: unfinished[0].description } : {}),
-    checkpoint: ctx.events.length - 1,
-    counters,
-    elapsedMillis: counters.elapsedMillis,
-    timeline: ctx.events
-  }
-}
-
-/** Ends the run on whatever the lifecycle produced, through the one terminal entry point. */
-const finalize = (ctx: RunContext.RunContext, exit: Exit.Exit<Ending, unknown>): Effect.Effect<RunResult.RunResult> => {
-  let ending: Ending
-  if (Exit.isSuccess(exit)) {
-    ending = exit.value
-  } else if (Cause.hasInterruptsOnly(exit.cause)) {
-    RunContext.emit(ctx, {
-      _tag: "termination.decided",
-      policy: "runtime",
-      reason: "cancelled",
-      detail: "the run was cancelled"
-    })
-    ending = { status: "cancelled", stopReason: "cancelled", policy: "runtime", detail: "the run was cancelled" }
-  } else {
-    const failure = Failure.fromCause("runtime", exit.cause)
-    const detail = `${failure.hint}`
-    RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail })
-    ending = { status: "failed", stopReason: "internal_error", policy: "runtime", detail }
-  }
-  return RunContext.finish(ctx, ending.status, ending.stopReason).pipe(
-    Effect.catch((illegal) =>
-      // Only a run that already ended can refuse a terminal status; keep its own ending.
-      Effect.sync(() => {
-        ending = { ...ending, detail: `${ending.detail} (${illegal.message})` }
-      })
-    ),
-    Effect.map(() => conclude(ctx, ending))
-  )
-}
-
-const lifecycle = Effect.fnUntraced(function* <RV>(
-  ctx: RunContext.RunContext,
-  options: Options<Tool.Any, RV>,
-  resolved: Resolved<RV> | string,
-  cancelled: Deferred.Deferred<void>
-) {
-  yield* RunContext.transition(ctx, "initializing")
-  if (typeof resolved === "string") {
-    RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail: resolved })
-    return {
-      status: "failed",
-      stopReason: "internal_error",
-      policy: "runtime",
-      detail: `invalid run options: ${resolved}`
-    } satisfies Ending
-  }
-  if (options.system !== undefined) ctx.messages.push({ _tag: "system", content: options.system })
-  ctx.messages.push({ _tag: "user", content: options.goal })
-  yield* RunContext.transition(ctx, "planning")
-  const plan = resolved.validation.plan ?? []
-  if (plan.length > 0) {
-    RunContext.emit(ctx, {
-      _tag: "plan.set",
-      steps: plan.map((s) => ({ id: s.id, description: s.description, required: s.required }))
-    })
-  }
-  const outcome = yield* Effect.raceFirst(
-    Loop.run(ctx, resolved.loop),
-    Deferred.await(cancelled).pipe(Effect.andThen(Effect.interrupt))
-  )
-  if (outcome.reason === "goal_reached" || assessed.has(outcome.reason)) {
-    return yield* validateOutcome(ctx, resolved.validation, outcome)
-  }
-  const status: RunState.Status = outcome.reason === "unknown_outcome" ? "unknown_outcome" : "failed"
-  return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail } satisfies Ending
-})
-
-const prepare = Effect.fnUntraced(function* <RV>(options: Options<Tool.Any, RV>) {
-  const clock = yield* Clock.Clock
-  const resolved = resolve(options)
-  const timeoutMillis = typeof resolved === "string" ? 0 : resolved.timeoutMillis
-  const ctx = RunContext.make({
-    runId: options.runId ?? crypto.randomUUID(),
-    clock,
-    deadlineAt: clock.currentTimeMillisUnsafe() + timeoutMillis
-  })
-  return { ctx, resolved }
-})
-
-const execute = <RV, R>(
-  ctx: RunContext.RunContext,
-  options: Options<Tool.Any, RV>,
-  resolved: Resolved<RV> | string,
-  cancelled: Deferred.Deferred<void>
-): Effect.Effect<RunResult.RunResult, never, R> => {
-  RunContext.emit(ctx, {
-    _tag: "run.started",
-    goal: options.goal,
-    tools: options.tools.map((t) => t.name),
-    deadlineAt: ctx.deadlineAt
-  })
-  const body = lifecycle(ctx, options, resolved, cancelled) as Effect.Effect<Ending, unknown, R>
-  return Effect.exit(body).pipe(Effect.flatMap((exit) => finalize(ctx, exit)))
-}
-
 /**
  * The services a run needs: the model, what its tools and validation hooks need, and
  * the file system validation reads artifacts with (`NodeServices.layer` on Node).
@@ -359,8 +86,10 @@ export type Requirements<T extends Tool.Any, RV> =
   | Path.Path
 
 /**
- * Runs an agent to its end, inline. Interrupting the fiber cancels the run, but the
- * caller then gets no result: to cancel and still read the result, use {@link start}.
+ * Runs an agent to its end. The run works in a child fiber, so that its deadline and
+ * cancellation can interrupt everything it started and still produce a result.
+ * Interrupting the caller cancels the run; the caller then gets no result: to cancel
+ * and still read the result, use {@link start}.
  *
  * @category combinators
  * @since 0.1.0
@@ -369,9 +98,12 @@ export const run = <T extends Tool.Any, RV = never>(
   options: Options<T, RV>
 ): Effect.Effect<RunResult.RunResult, never, Requirements<T, RV>> =>
   Effect.gen(function* () {
-    const { ctx, resolved } = yield* prepare(options)
-    const cancelled = yield* Deferred.make<void>()
-    return yield* execute<RV, Requirements<T, RV>>(ctx, options, resolved, cancelled)
+    const { ctx, resolved } = yield* Lifecycle.prepare(options)
+    const done = yield* Deferred.make<RunResult.RunResult>()
+    yield* Effect.forkChild(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {
+      startImmediately: true
+    })
+    return yield* Deferred.await(done)
   })
 
 /**
@@ -402,27 +134,41 @@ export const start = <T extends Tool.Any, RV = never>(
   options: Options<T, RV>
 ): Effect.Effect<Handle, never, Requirements<T, RV> | Scope.Scope> =>
   Effect.gen(function* () {
-    const { ctx, resolved } = yield* prepare(options)
-    const pubsub = yield* PubSub.unbounded<Event.Event>()
-    ctx.listeners.push((event) => {
-      PubSub.publishUnsafe(pubsub, event)
+    const { ctx, resolved } = yield* Lifecycle.prepare(options)
+    const done = yield* Deferred.make<RunResult.RunResult>()
+    const fiber = yield* Effect.forkScoped(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {
+      startImmediately: true
     })
-    const cancelled = yield* Deferred.make<void>()
-    const fiber = yield* Effect.forkScoped(execute<RV, Requirements<T, RV>>(ctx, options, resolved, cancelled))
+    // The live feed exists only once somebody subscribes; the past comes from the log.
+    let pubsub: PubSub.PubSub<Event.Event> | undefined
+    const feed = Effect.suspend(() => {
+      if (pubsub !== undefined) return Effect.succeed(pubsub)
+      return Effect.map(PubSub.unbounded<Event.Event>(), (created) => {
+        pubsub = created
+        ctx.listeners.push((event) => {
+          PubSub.publishUnsafe(created, event)
+        })
+        return created
+      })
+    })
     const events = Stream.unwrap(
       Effect.gen(function* () {
-        const subscription = yield* PubSub.subscribe(pubsub)
+        const subscription = yield* PubSub.subscribe(yield* feed)
         const past = ctx.events.slice()
         const live = Stream.fromSubscription(subscription).pipe(Stream.filter((e) => e.seq >= past.length))
         return Stream.concat(Stream.fromIterable(past), live).pipe(Stream.takeUntil((e) => e._tag === "run.finished"))
       })
     )
-    const result = Fiber.join(fiber)
+    const result = Deferred.await(done)
     return {
       runId: ctx.runId,
       events,
       state: Effect.sync(() => ctx.counters.state),
       result,
-      cancel: Deferred.succeed(cancelled, undefined).pipe(Effect.andThen(result))
+      cancel: Effect.suspend(() => {
+        if (ctx.stop === undefined) ctx.stop = "cancel"
+        fiber.interruptUnsafe()
+        return result
+      })
     } satisfies Handle
   })

@@ -49,6 +49,21 @@ export const SideEffectRecord = Schema.Struct({
 })
 
 /**
+ * An action that may or may not have taken effect: reconcile it by its idempotency key,
+ * or reclaim it, before acting on the same thing again (R3.8, R5.2).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const PendingAction = Schema.Struct({
+  callId: Schema.String,
+  name: Schema.String,
+  idempotencyKey: Schema.String,
+  detail: Schema.String,
+  seq: Schema.Int
+})
+
+/**
  * @category models
  * @since 0.1.0
  */
@@ -65,6 +80,8 @@ export const RunResult = Schema.Struct({
   completed: Schema.Array(Validation.Item),
   unfinished: Schema.Array(Validation.Item),
   sideEffects: Schema.Array(SideEffectRecord),
+  /** Actions of unknown outcome, still to reconcile or reclaim. */
+  pendingActions: Schema.Array(PendingAction),
   /** The first unfinished required step, when there is one: where a resumed run should start. */
   nextStep: Schema.optional(Schema.String),
   /** The sequence number of the last event: the point a resume would replay up to (R9). */

@@ -13,15 +13,17 @@ import { Hash, Predicate } from "effect"
 const canonicalValue = (value: unknown): unknown => {
   if (Array.isArray(value)) return value.map(canonicalValue)
   if (Predicate.isObject(value) && !Predicate.isFunction(value)) {
+    const keys = Object.keys(value)
+    if (keys.length > 1) keys.sort()
     const out: Record<string, unknown> = {}
-    for (const key of Object.keys(value).sort()) {
-      // `__proto__` as an own key is data here; defineProperty keeps it from touching the prototype.
-      Object.defineProperty(out, key, {
-        value: canonicalValue((value as Record<string, unknown>)[key]),
-        enumerable: true,
-        writable: true,
-        configurable: true
-      })
+    for (const key of keys) {
+      const item = canonicalValue((value as Record<string, unknown>)[key])
+      if (key === "__proto__") {
+        // As an own key `__proto__` is data; defineProperty keeps it from touching the prototype.
+        Object.defineProperty(out, key, { value: item, enumerable: true, writable: true, configurable: true })
+      } else {
+        out[key] = item
+      }
     }
     return out
   }
@@ -58,6 +60,14 @@ export const parsedArguments = (raw: unknown): unknown => {
  */
 export const toolCall = (name: string, rawArguments: unknown): string =>
   `${name}:${canonicalJson(parsedArguments(rawArguments))}`
+
+/**
+ * The signature of a call whose arguments are already parsed.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const toolCallParsed = (name: string, args: unknown): string => `${name}:${canonicalJson(args)}`
 
 /**
  * @category constructors

@@ -107,17 +107,22 @@ const describeType = (value: unknown): string =>
   value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`
 
 /**
+ * Arguments parsed into a plain JSON object, or why they could not be.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ParsedArguments =
+  | { readonly _tag: "Ok"; readonly value: Record<string, unknown> }
+  | { readonly _tag: "Invalid"; readonly message: string }
+
+/**
  * Parses the raw arguments into a plain JSON object, or explains why not.
  *
  * @category combinators
  * @since 0.1.0
  */
-export const parseArguments = (
-  raw: unknown,
-  limits: Limits = defaultLimits
-):
-  | { readonly _tag: "Ok"; readonly value: Record<string, unknown> }
-  | { readonly _tag: "Invalid"; readonly message: string } => {
+export const parseArguments = (raw: unknown, limits: Limits = defaultLimits): ParsedArguments => {
   let value: unknown = raw
   if (Predicate.isString(raw)) {
     if (raw.length > limits.maxArgumentChars) {
@@ -164,37 +169,38 @@ const truncate = (text: string, max: number): string =>
  */
 const within =
   (ctx: RunContext.RunContext, tool: Tool.Any) =>
-  <A, R>(self: Effect.Effect<A, Failure.Failure, R>): Effect.Effect<A, Failure.Failure, R> =>
-    // Measured when each attempt starts, so a retry gets only what is left.
-    Effect.suspend(() => {
-      const runLeft = RunContext.remainingMillis(ctx)
-      const own =
-        tool.metadata.timeout === undefined
-          ? undefined
-          : Duration.toMillis(Duration.fromInputUnsafe(tool.metadata.timeout))
-      const layer = own !== undefined && own < runLeft ? "tool" : "run"
-      const limit = layer === "tool" ? (own as number) : runLeft
-      return Effect.timeoutOrElse(self, {
-        duration: limit,
-        orElse: () => {
-          const mayHaveEffects = tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
-          const fields = {
-            source: "tool" as const,
-            category: "timeout",
-            code: layer === "tool" ? "tool_timeout" : "run_timeout",
-            attempts: 1,
-            hint: `${tool.name} was cut off by the ${layer} ${layer === "tool" ? "timeout" : "deadline"} after ${limit} ms${
-              mayHaveEffects ? "; its side effects may or may not have happened" : ""
-            }`
-          }
-          return Effect.fail(
-            tool.metadata.idempotent || !mayHaveEffects
-              ? new Failure.Retryable(fields)
-              : new Failure.UnknownOutcome(fields)
-          )
-        }
-      })
-    })
+  <A, R>(self: Effect.Effect<A, Failure.Failure, R>): Effect.Effect<A, Failure.Failure, R> => {
+    const own = tool.metadata.timeout
+    if (own === undefined) return self
+    const ownMillis = Duration.toMillis(Duration.fromInputUnsafe(own))
+    // Measured when each attempt starts, so a retry gets only what is left. When the
+    // run has less time left than the tool's own limit, the run's deadline timer is the
+    // one that fires, and no second timer is needed.
+    return Effect.suspend(() =>
+      ownMillis >= RunContext.remainingMillis(ctx)
+        ? self
+        : Effect.timeoutOrElse(self, {
+            duration: ownMillis,
+            orElse: () => {
+              const mayHaveEffects = tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
+              const fields = {
+                source: "tool" as const,
+                category: "timeout",
+                code: "tool_timeout",
+                attempts: 1,
+                hint: `${tool.name} was cut off by the tool timeout after ${ownMillis} ms${
+                  mayHaveEffects ? "; its side effects may or may not have happened" : ""
+                }`
+              }
+              return Effect.fail(
+                tool.metadata.idempotent || !mayHaveEffects
+                  ? new Failure.Retryable(fields)
+                  : new Failure.UnknownOutcome(fields)
+              )
+            }
+          })
+    )
+  }
 
 /**
  * What the executor needs to know about the run it serves.
@@ -233,7 +239,8 @@ export const execute = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
   registry: Registry,
   call: Model.ToolCall,
-  signature: string
+  signature: string,
+  preParsed?: ParsedArguments
 ) {
   RunContext.emit(ctx, { _tag: "tool.started", callId: call.id, name: call.name, signature })
   const tool = registry.tools.get(call.name)
@@ -253,7 +260,7 @@ export const execute = Effect.fnUntraced(function* <R>(
     )
   }
   const maxRetries = tool.metadata.maxRetries
-  const parsed = parseArguments(call.arguments, registry.limits)
+  const parsed = preParsed ?? parseArguments(call.arguments, registry.limits)
   if (parsed._tag === "Invalid") {
     return fail({ code: "invalid_arguments", message: parsed.message, correctable: true }, maxRetries)
   }

@@ -19,6 +19,8 @@ export interface RunContext {
   readonly messages: Array<Model.Message>
   counters: Counters.Counters
   readonly listeners: Array<(event: Event.Event) => void>
+  /** Who stopped the run from outside the loop (the deadline timer or a cancel), if anyone. */
+  stop: "deadline" | "cancel" | undefined
 }
 
 export const make = (options: {
@@ -33,7 +35,8 @@ export const make = (options: {
   events: [],
   messages: [],
   counters: Counters.empty,
-  listeners: []
+  listeners: [],
+  stop: undefined
 })
 
 export const now = (ctx: RunContext): number => ctx.clock.currentTimeMillisUnsafe()
