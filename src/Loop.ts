@@ -230,11 +230,14 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
     }
 
     yield* RunContext.transition(ctx, "tool_executing")
-    const results = yield* Effect.forEach(
-      calls,
-      (call, i) => ToolExecutor.execute(ctx, config.registry, call, signatures[i] ?? "", parsed[i]),
-      { concurrency: config.concurrency }
-    )
+    const results =
+      calls.length === 1 && calls[0] !== undefined
+        ? [yield* ToolExecutor.execute(ctx, config.registry, calls[0], signatures[0] ?? "", parsed[0])]
+        : yield* Effect.forEach(
+            calls,
+            (call, i) => ToolExecutor.execute(ctx, config.registry, call, signatures[i] ?? "", parsed[i]),
+            { concurrency: config.concurrency }
+          )
     for (const result of results) {
       ctx.messages.push({ _tag: "tool", toolCallId: result.callId, name: result.name, content: result.observation })
     }

@@ -155,15 +155,25 @@ const exhausted = (failure: Failure.Failure, why: GiveUp, detail: string): Exhau
  * @category combinators
  * @since 0.1.0
  */
-export const retry = Effect.fnUntraced(function* <A, R>(
+export const retry = <A, R>(
   ctx: RunContext.RunContext,
   episode: Episode,
   attempt: (n: number) => Effect.Effect<A, Failure.Failure, R>
+) =>
+  // The first attempt runs bare: a call that succeeds pays nothing for recovery.
+  Effect.catchCause(attempt(1), (cause) => recover(ctx, episode, attempt, cause))
+
+const recover = Effect.fnUntraced(function* <A, R>(
+  ctx: RunContext.RunContext,
+  episode: Episode,
+  attempt: (n: number) => Effect.Effect<A, Failure.Failure, R>,
+  firstCause: Cause.Cause<Failure.Failure>
 ) {
   const step = yield* Schedule.toStep(episode.schedule)
   let n = 1
+  let exit: Exit.Exit<A, Failure.Failure> = Exit.failCause(firstCause)
   while (true) {
-    const exit = yield* Effect.exit(attempt(n))
+    if (n > 1) exit = yield* Effect.exit(attempt(n))
     if (Exit.isSuccess(exit)) {
       if (n > 1) RunContext.emit(ctx, { _tag: "recovery.completed", kind: episode.kind, attempt: n - 1 })
       return exit.value

@@ -44,8 +44,9 @@ export interface Limits {
 export const defaultLimits: Limits = { maxArgumentChars: 256 * 1024, maxObservationChars: 32 * 1024 }
 
 interface Compiled {
-  readonly decode: (input: unknown) => Effect.Effect<unknown, Schema.SchemaError>
-  readonly encode: (output: unknown) => Effect.Effect<unknown, Schema.SchemaError>
+  // Synchronous: tool schemas need no services, and an Exit costs no fiber step.
+  readonly decode: (input: unknown) => Exit.Exit<unknown, Schema.SchemaError>
+  readonly encode: (output: unknown) => Exit.Exit<unknown, Schema.SchemaError>
 }
 
 const compiledCache = new WeakMap<Tool.Any, Compiled>()
@@ -54,8 +55,8 @@ const compiled = (tool: Tool.Any): Compiled => {
   let entry = compiledCache.get(tool)
   if (entry === undefined) {
     entry = {
-      decode: Schema.decodeUnknownEffect(tool.input, { errors: "all" }),
-      encode: Schema.encodeUnknownEffect(tool.output)
+      decode: Schema.decodeUnknownExit(tool.input, { errors: "all" }),
+      encode: Schema.encodeUnknownExit(tool.output)
     }
     compiledCache.set(tool, entry)
   }
@@ -278,7 +279,7 @@ export const execute = Effect.fnUntraced(function* <R>(
   }
 
   const codec = compiled(tool)
-  const decoded = yield* Effect.exit(codec.decode(parsed.value))
+  const decoded = codec.decode(parsed.value)
   if (Exit.isFailure(decoded)) {
     const schemaError = Cause.squash(decoded.cause)
     const described = Schema.isSchemaError(schemaError)
@@ -358,7 +359,7 @@ export const execute = Effect.fnUntraced(function* <R>(
   } else {
     output = ran.value
   }
-  const encoded = yield* Effect.exit(codec.encode(output))
+  const encoded = codec.encode(output)
   if (Exit.isFailure(encoded)) {
     const schemaError = Cause.squash(encoded.cause)
     const detail = Schema.isSchemaError(schemaError) ? describeIssue(schemaError.issue).message : "invalid output"
