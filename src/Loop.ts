@@ -144,7 +144,8 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
   const corrections = new Map<string, number>()
 
   while (true) {
-    yield* RunContext.transition(ctx, "model_thinking")
+    const thinking = RunContext.advance(ctx, "model_thinking")
+    if (thinking !== undefined) return yield* thinking
     const iteration = ctx.counters.iterations + 1
     const remaining = RunContext.remainingMillis(ctx)
     if (remaining <= 0)
@@ -229,7 +230,8 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
       continue
     }
 
-    yield* RunContext.transition(ctx, "tool_executing")
+    const executing = RunContext.advance(ctx, "tool_executing")
+    if (executing !== undefined) return yield* executing
     const results =
       calls.length === 1 && calls[0] !== undefined
         ? [yield* ToolExecutor.execute(ctx, config.registry, calls[0], signatures[0] ?? "", parsed[0])]

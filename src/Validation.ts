@@ -340,8 +340,11 @@ export const validate = <R = never>(
   context: Context
 ): Effect.Effect<Report, never, R | FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function* () {
-    const succeededCalls = new Set(context.timeline.flatMap((e) => (e._tag === "tool.succeeded" ? [e.callId] : [])))
-    const steps = yield* Effect.forEach(spec.plan ?? [], (s) => checkStep(s, context.timeline, succeededCalls))
+    const plan = spec.plan ?? []
+    // Only plan criteria cite calls; a spec without a plan need not index the timeline.
+    const succeededCalls = new Set<string>()
+    if (plan.length > 0) for (const e of context.timeline) if (e._tag === "tool.succeeded") succeededCalls.add(e.callId)
+    const steps = yield* Effect.forEach(plan, (s) => checkStep(s, context.timeline, succeededCalls))
     const hooks = yield* Effect.forEach(spec.stopHooks ?? [], (hook) => runHook(hook, context))
     const artifacts = yield* Effect.forEach(spec.artifacts ?? [], (a) => Artifact.check(a, spec.root ?? "."))
     const parts: ReadonlyArray<Part> = [...steps, ...hooks, ...artifacts, evidenceIndex(steps)]

@@ -46,11 +46,17 @@ export const remainingMillis = (ctx: RunContext): number => Math.max(0, ctx.dead
 /** Stamps a draft with the run id, the next sequence number and the time, then appends and folds it. */
 export const emit = (ctx: RunContext, draft: Event.Draft): Event.Event => {
   // The one erased boundary: a draft plus its stamp is exactly one member of the union.
-  const event = { ...draft, runId: ctx.runId, seq: ctx.events.length, at: now(ctx) } as Event.Event
-  ctx.events.push(event)
-  ctx.counters = Counters.step(ctx.counters, event)
-  for (const listener of ctx.listeners) listener(event)
-  return event
+  // Drafts are built fresh for each emit and never shared, so stamping one in place is
+  // safe, and it saves a copy of every event.
+  const event = draft as { -readonly [K in keyof Event.Event]: Event.Event[K] } & Event.Draft
+  event.runId = ctx.runId
+  event.seq = ctx.events.length
+  event.at = now(ctx)
+  const stamped = event as Event.Event
+  ctx.events.push(stamped)
+  ctx.counters = Counters.step(ctx.counters, stamped)
+  for (const listener of ctx.listeners) listener(stamped)
+  return stamped
 }
 
 export const state = (ctx: RunContext): RunState.State => ctx.counters.state
@@ -70,6 +76,18 @@ const move = (ctx: RunContext, to: RunState.State): Effect.Effect<void, RunState
  */
 export const transition = (ctx: RunContext, to: RunState.Phase): Effect.Effect<void, RunState.IllegalTransition> =>
   ctx.counters.state === to ? Effect.void : move(ctx, to)
+
+/**
+ * `transition` without an Effect, for the loop's hot path: returns the error instead of
+ * failing with it (`if (illegal) return yield* illegal`).
+ */
+export const advance = (ctx: RunContext, to: RunState.Phase): RunState.IllegalTransition | undefined => {
+  const from = ctx.counters.state
+  if (from === to) return undefined
+  if (!RunState.canTransition(from, to)) return new RunState.IllegalTransition({ from, to })
+  emit(ctx, { _tag: "state.changed", from, to })
+  return undefined
+}
 
 /** The single entry point for a terminal status (R1.2): the transition, then `run.finished`. */
 export const finish = (

@@ -36,9 +36,8 @@ export interface Settled {
   readonly detail: string
 }
 
-/** Poll period while the leader runs (its exit also wakes the wait) and after it exited. */
-const pollMillis = 5
-const groupPollMillis = 20
+/** How often the group is polled once its leader has exited (the leader's exit is an event). */
+const groupPollMillis = 10
 
 export const sleepReal = (millis: number): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
@@ -107,13 +106,14 @@ const awaitGone = (handle: ChildProcessSpawner.ChildProcessHandle, millis: numbe
   Effect.gen(function* () {
     const deadline = performance.now() + millis
     while (true) {
-      const running = yield* leaderRunning(handle)
       if (!(yield* isAlive(handle))) return true
       const left = deadline - performance.now()
       if (left <= 0) return false
-      const nap = sleepReal(Math.min(running ? pollMillis : groupPollMillis, left))
-      // The leader's exit wakes the wait at once; the rest of the group is polled.
-      yield* running ? Effect.raceFirst(Effect.ignore(handle.exitCode), nap) : nap
+      // While the leader runs the group is alive: one timer, woken early by the leader's
+      // exit. After it, what it left in the group is polled.
+      yield* (yield* leaderRunning(handle))
+        ? Effect.raceFirst(Effect.ignore(handle.exitCode), sleepReal(left))
+        : sleepReal(Math.min(groupPollMillis, left))
     }
   })
 
