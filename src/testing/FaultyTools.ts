@@ -1,0 +1,427 @@
+/**
+ * Tools that misbehave on cue, for users' own tests (R10, R3.7, R3.8): a flaky
+ * idempotent tool, a tool with a side-effect ledger whose answer can get lost after the
+ * effect happened, and a slow tool. Each comes with an inspection handle, so a test can
+ * assert what really happened in the world, e.g. "the payment was applied exactly once":
+ *
+ * ```ts
+ * const payments = FaultyTools.ledgered({
+ *   name: "pay",
+ *   idempotent: false,
+ *   sideEffect: "external",
+ *   behaviour: ["apply_then_lose"],
+ *   reconcile: true
+ * })
+ * const result = yield* Run.run({ goal: "pay", tools: [payments.tool] })
+ * assert.strictEqual(payments.ledger.total, 1)
+ * ```
+ *
+ * Every handler records its calls with the time by Effect's `Clock`, so on `TestClock`
+ * the times are exact.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Effect, Predicate, Schema } from "effect"
+import * as Failure from "../Failure.ts"
+import * as FailureBoundary from "../FailureBoundary.ts"
+import * as Tool from "../Tool.ts"
+
+/**
+ * The arguments every faulty tool accepts: any JSON object, so a test can vary the
+ * arguments (and with them the call's signature) freely.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Input = Schema.Record(Schema.String, Schema.Unknown)
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Input = typeof Input.Type
+
+/**
+ * One handler invocation, as the tool saw it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Call {
+  /** 1-based: the n-th invocation of this tool's handler in all. */
+  readonly n: number
+  readonly callId: string
+  readonly idempotencyKey: string
+  /** 1-based: the n-th invocation for this idempotency key (2 and up are retries of one call). */
+  readonly attempt: number
+  readonly input: Input
+  /** When the handler started, by Effect's `Clock`. */
+  readonly at: number
+}
+
+/**
+ * The calls a faulty tool received.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Calls {
+  readonly all: ReadonlyArray<Call>
+  /** Handler invocations in all (retries included). */
+  readonly count: number
+  /** The invocations for one idempotency key. */
+  readonly forKey: (idempotencyKey: string) => ReadonlyArray<Call>
+  /** The invocations for one tool call id. */
+  readonly forCall: (callId: string) => ReadonlyArray<Call>
+  /** The distinct idempotency keys seen, in order of first use. */
+  readonly keys: ReadonlyArray<string>
+}
+
+const makeCalls = () => {
+  const all: Array<Call> = []
+  const record = (input: Input, context: Tool.CallContext): Effect.Effect<Call> =>
+    Effect.map(Clock.currentTimeMillis, (at) => {
+      const call: Call = {
+        n: all.length + 1,
+        callId: context.callId,
+        idempotencyKey: context.idempotencyKey,
+        attempt: all.filter((c) => c.idempotencyKey === context.idempotencyKey).length + 1,
+        input,
+        at
+      }
+      all.push(call)
+      return call
+    })
+  const calls: Calls = {
+    all,
+    get count() {
+      return all.length
+    },
+    forKey: (key) => all.filter((c) => c.idempotencyKey === key),
+    forCall: (callId) => all.filter((c) => c.callId === callId),
+    get keys() {
+      return [...new Set(all.map((c) => c.idempotencyKey))]
+    }
+  }
+  return { calls, record }
+}
+
+/**
+ * A flaky tool and what it received.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Flaky {
+  readonly tool: Tool.Tool<Input, string>
+  readonly calls: Calls
+}
+
+/**
+ * A tool whose first `failures` handler invocations fail with a retryable failure
+ * (default: `FailureBoundary.connection`, code `connection_error`), and every later one
+ * succeeds with `output` (default `"ok"`). The count is over all its invocations, so a
+ * retry of the same call and a new call both move it on.
+ *
+ * Idempotent by default, with `sideEffect: "read"`: the runtime may retry it (R3.7).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const flaky = (options: {
+  readonly name: string
+  readonly failures: number
+  /** The failure of the failing invocations, or a function of the invocation. */
+  readonly failure?: Failure.Failure | ((call: Call) => Failure.Failure) | undefined
+  readonly idempotent?: boolean | undefined
+  readonly maxRetries?: number | undefined
+  readonly recoverErrors?: boolean | undefined
+  readonly sideEffect?: Tool.SideEffect | undefined
+  readonly output?: string | undefined
+  readonly description?: string | undefined
+}): Flaky => {
+  if (!Number.isInteger(options.failures) || options.failures < 0) {
+    throw new RangeError(`FaultyTools.flaky: failures must be an integer >= 0, got ${options.failures}`)
+  }
+  const { calls, record } = makeCalls()
+  const failureOf = (call: Call): Failure.Failure => {
+    const failure = options.failure
+    if (failure === undefined) {
+      return FailureBoundary.connection({ source: "tool", detail: `ECONNRESET (flaky call ${call.n})` })
+    }
+    return Predicate.isFunction(failure) ? failure(call) : failure
+  }
+  const tool = Tool.make({
+    name: options.name,
+    description: options.description ?? `fails its first ${options.failures} calls, then succeeds`,
+    input: Input,
+    output: Schema.String,
+    idempotent: options.idempotent ?? true,
+    sideEffect: options.sideEffect ?? "read",
+    maxRetries: options.maxRetries,
+    recoverErrors: options.recoverErrors,
+    handler: (input, context) =>
+      Effect.flatMap(record(input, context), (call) =>
+        call.n <= options.failures ? Effect.fail(failureOf(call)) : Effect.succeed(options.output ?? "ok")
+      )
+  })
+  return { tool, calls }
+}
+
+/**
+ * What a ledgered call does, scripted per invocation:
+ *
+ * - `apply`: the side effect happens and the call answers with its receipt.
+ * - `apply_then_lose`: the side effect happens, then the answer is lost (the connection
+ *   broke): the call fails with `Failure.UnknownOutcome`, code `connection_lost`.
+ * - `lose_before_apply`: the connection broke before the request arrived: nothing
+ *   happened, but the caller cannot know that: `UnknownOutcome`, code `connection_lost`.
+ * - `fail_before_apply`: refused before anything happened, and the caller knows it:
+ *   `Failure.Retryable`, code `unavailable`.
+ * - `hang`: never answers and applies nothing (only a timeout, the deadline or a cancel
+ *   ends it).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Behaviour = "apply" | "apply_then_lose" | "lose_before_apply" | "fail_before_apply" | "hang"
+
+/**
+ * The output of a ledgered call that applied.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Receipt = Schema.Struct({
+  receipt: Schema.String,
+  idempotencyKey: Schema.String
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Receipt = typeof Receipt.Type
+
+/**
+ * One application of the side effect.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Entry {
+  readonly idempotencyKey: string
+  readonly callId: string
+  readonly input: Input
+  readonly output: Receipt
+  readonly at: number
+}
+
+/**
+ * The record of what really happened in the world.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Ledger {
+  readonly entries: ReadonlyArray<Entry>
+  /** Applications in all. */
+  readonly total: number
+  /** Applications under one idempotency key: the number a test asserts is exactly 1. */
+  readonly count: (idempotencyKey: string) => number
+  /** The first application under a key, if any. */
+  readonly lookup: (idempotencyKey: string) => Entry | undefined
+}
+
+/**
+ * A ledgered tool, what it received, what it applied, and which keys its status
+ * query was asked about.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Ledgered {
+  readonly tool: Tool.Tool<Input, Receipt>
+  readonly calls: Calls
+  readonly ledger: Ledger
+  /** The idempotency keys the runtime asked the `reconcile` status query about. */
+  readonly reconciled: ReadonlyArray<string>
+}
+
+const lost = (name: string, call: Call, applied: boolean) =>
+  new Failure.UnknownOutcome({
+    source: "tool",
+    category: "connection",
+    code: "connection_lost",
+    attempts: 1,
+    hint: `${name}: the connection broke before an answer arrived; the action may or may not have taken effect`,
+    diagnostic: `call ${call.callId} (${call.idempotencyKey}) ${applied ? "was" : "was not"} applied`
+  })
+
+/**
+ * A tool with a side-effect ledger keyed by the call's `idempotencyKey` (R3.8).
+ *
+ * `behaviour` scripts each handler invocation: an array is played in order, and once it
+ * runs out every further invocation is `apply`; a function decides from the invocation.
+ *
+ * An `idempotent` tool behaves like an API that deduplicates by idempotency key: a
+ * second `apply` under a key already in the ledger answers the recorded receipt and
+ * applies nothing. A tool that is not idempotent applies again every time, which is the
+ * hazard a test wants to see never happen.
+ *
+ * `reconcile: true` gives the tool a status query that answers from the ledger:
+ * `Applied` with the recorded receipt when the key is there, `NotApplied` otherwise. A
+ * function answers as it likes, from the entry (if any) under the key.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const ledgered = (options: {
+  readonly name: string
+  readonly idempotent: boolean
+  readonly sideEffect: Tool.SideEffect
+  readonly behaviour: ReadonlyArray<Behaviour> | ((call: Call) => Behaviour)
+  readonly reconcile?:
+    | boolean
+    | ((entry: Entry | undefined, idempotencyKey: string) => Tool.Reconciliation<Receipt>)
+    | undefined
+  readonly maxRetries?: number | undefined
+  readonly recoverErrors?: boolean | undefined
+  readonly timeout?: Tool.Metadata["timeout"]
+  readonly description?: string | undefined
+}): Ledgered => {
+  const { calls, record } = makeCalls()
+  const entries: Array<Entry> = []
+  const reconciled: Array<string> = []
+  const ledger: Ledger = {
+    entries,
+    get total() {
+      return entries.length
+    },
+    count: (key) => entries.filter((e) => e.idempotencyKey === key).length,
+    lookup: (key) => entries.find((e) => e.idempotencyKey === key)
+  }
+  const behaviourOf = (call: Call): Behaviour => {
+    const script = options.behaviour
+    return Predicate.isFunction(script) ? script(call) : (script[call.n - 1] ?? "apply")
+  }
+  const apply = (call: Call): Receipt => {
+    const existing = options.idempotent ? ledger.lookup(call.idempotencyKey) : undefined
+    if (existing !== undefined) return existing.output
+    const output: Receipt = {
+      receipt: `${options.name}-${entries.length + 1}`,
+      idempotencyKey: call.idempotencyKey
+    }
+    entries.push({ idempotencyKey: call.idempotencyKey, callId: call.callId, input: call.input, output, at: call.at })
+    return output
+  }
+  const reconcileOption = options.reconcile
+  const reconcile =
+    reconcileOption === undefined || reconcileOption === false
+      ? undefined
+      : (_: Input, context: Tool.CallContext) =>
+          Effect.sync((): Tool.Reconciliation<Receipt> => {
+            reconciled.push(context.idempotencyKey)
+            const entry = ledger.lookup(context.idempotencyKey)
+            if (reconcileOption !== true) return reconcileOption(entry, context.idempotencyKey)
+            return entry === undefined ? { _tag: "NotApplied" } : { _tag: "Applied", output: entry.output }
+          })
+  const tool = Tool.make({
+    name: options.name,
+    description: options.description ?? "an action with a side effect, recorded in a ledger",
+    input: Input,
+    output: Receipt,
+    idempotent: options.idempotent,
+    sideEffect: options.sideEffect,
+    maxRetries: options.maxRetries,
+    recoverErrors: options.recoverErrors,
+    timeout: options.timeout,
+    ...(reconcile === undefined ? {} : { reconcile }),
+    handler: (input, context) =>
+      Effect.flatMap(record(input, context), (call): Effect.Effect<Receipt, Failure.Failure> => {
+        switch (behaviourOf(call)) {
+          case "apply":
+            return Effect.sync(() => apply(call))
+          case "apply_then_lose":
+            return Effect.suspend(() => {
+              apply(call)
+              return Effect.fail(lost(options.name, call, true))
+            })
+          case "lose_before_apply":
+            return Effect.fail(lost(options.name, call, false))
+          case "fail_before_apply":
+            return Effect.fail(
+              new Failure.Retryable({
+                source: "tool",
+                category: "unavailable",
+                code: "unavailable",
+                attempts: 1,
+                hint: `${options.name}: the service refused the request before doing anything; try again`
+              })
+            )
+          case "hang":
+            return Effect.never
+        }
+      })
+  })
+  return { tool, calls, ledger, reconciled }
+}
+
+/**
+ * A slow tool and what it received. `finished` holds the clock time at which each
+ * invocation that was not cut off answered.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Slow {
+  readonly tool: Tool.Tool<Input, string>
+  readonly calls: Calls
+  readonly finished: ReadonlyArray<number>
+}
+
+/**
+ * A tool that sleeps `millis` on Effect's `Clock` (so `TestClock` in tests) and then
+ * answers `output` (default `"done"`). Idempotent and read-only unless told otherwise.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const slow = (options: {
+  readonly name: string
+  readonly millis: number
+  readonly idempotent?: boolean | undefined
+  readonly sideEffect?: Tool.SideEffect | undefined
+  readonly timeout?: Tool.Metadata["timeout"]
+  readonly maxRetries?: number | undefined
+  readonly recoverErrors?: boolean | undefined
+  readonly output?: string | undefined
+  readonly description?: string | undefined
+}): Slow => {
+  if (!(options.millis >= 0) || !Number.isFinite(options.millis)) {
+    throw new RangeError(`FaultyTools.slow: millis must be a finite number >= 0, got ${options.millis}`)
+  }
+  const { calls, record } = makeCalls()
+  const finished: Array<number> = []
+  const tool = Tool.make({
+    name: options.name,
+    description: options.description ?? `answers after ${options.millis} ms`,
+    input: Input,
+    output: Schema.String,
+    idempotent: options.idempotent ?? true,
+    sideEffect: options.sideEffect ?? "read",
+    timeout: options.timeout,
+    maxRetries: options.maxRetries,
+    recoverErrors: options.recoverErrors,
+    handler: (input, context) =>
+      record(input, context).pipe(
+        Effect.andThen(Effect.sleep(options.millis)),
+        Effect.andThen(Clock.currentTimeMillis),
+        Effect.map((at) => {
+          finished.push(at)
+          return options.output ?? "done"
+        })
+      )
+  })
+  return { tool, calls, finished }
+}
