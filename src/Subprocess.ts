@@ -6,8 +6,8 @@
  * When the fiber running a process is interrupted (a cancelled run, the run deadline,
  * the tool's own timeout), its finalizer, which cannot itself be interrupted:
  *
- * 1. sends SIGTERM to the child's process group,
- * 2. waits up to `graceMillis` (default 2000) for it to exit,
+ * 1. sends SIGTERM to the child's process group (the child and what it started),
+ * 2. waits up to `graceMillis` (default 2000, real time) for all of it to exit,
  * 3. sends SIGKILL to the group if anything is still alive,
  * 4. waits for the exit to be reaped,
  *
@@ -16,7 +16,10 @@
  * `outcome_unknown` (it ignored SIGTERM and was killed mid-action). Stopping the wait,
  * cancelling the task and the remote work stopping are three different results: a
  * child that had to be killed may have done part of its work, so it is never recorded
- * as cancelled.
+ * as cancelled. The interruption completes only after the reap, so a run's result is
+ * never available while its child still runs. After a normal exit the same finalizer
+ * stops whatever the child left running in its group; a process that leaves the group
+ * on purpose (`setsid`, a daemon) is out of reach.
  *
  * Output is bounded: stdout and stderr together may hold `maxOutputBytes` (default
  * 1 MiB); beyond that the child is stopped and the call fails. A non-zero exit or a
@@ -36,6 +39,7 @@ import { Duration, Effect, Exit, Fiber, Option, Predicate, Stream } from "effect
 import type * as PlatformError from "effect/PlatformError"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Failure from "./Failure.ts"
+import * as ProcessGroup from "./internal/processGroup.ts"
 import * as Tool from "./Tool.ts"
 
 /**
@@ -78,7 +82,7 @@ export interface Result {
  * @category models
  * @since 0.1.0
  */
-export type Signal = "SIGTERM" | "SIGKILL"
+export type Signal = ProcessGroup.Signal
 
 /**
  * What the supervisor did to a child whose run stopped waiting for it, and what became
@@ -87,12 +91,14 @@ export type Signal = "SIGTERM" | "SIGKILL"
  * @category models
  * @since 0.1.0
  */
-export interface Settled {
+export interface Settled extends ProcessGroup.Settled {
   readonly pid: number
   /**
-   * - `completed`: the child had already exited; nothing was sent.
-   * - `cancelled`: it exited on SIGTERM within the grace period.
-   * - `outcome_unknown`: it (or a process it started) outlived the grace period and was
+   * - `completed`: the child had already exited, and nothing it started was left
+   *   running in its group; nothing was sent.
+   * - `cancelled`: the child (or what it left running in its group) exited on SIGTERM
+   *   within the grace period.
+   * - `outcome_unknown`: something in the group outlived the grace period and was
    *   SIGKILLed; its action may or may not have taken effect.
    */
   readonly settlement: Tool.Settlement
@@ -147,86 +153,12 @@ export const defaultMaxOutputBytes = 1024 * 1024
 export const killWaitMillis = 5000
 
 /**
- * How long, after the child exited, the reader waits for the rest of its output. A
- * process the child started may hold the pipes open; its group is then stopped by the
- * spawner's own finalizer.
+ * How long, after the child exited, the reader waits for the rest of its output. Only a
+ * process the child started can hold the pipes open longer; it is stopped with the group.
  */
-const outputDrainMillis = 1000
+const outputDrainMillis = 250
 
 const stderrTailChars = 4000
-
-// The grace period and the waits around it are measured in real time, not by Effect's
-// `Clock`: the child lives in real time, and a `TestClock` that is never advanced must
-// not be able to stall the reclamation of a real process.
-const sleepReal = (millis: number): Effect.Effect<void> =>
-  Effect.callback<void>((resume) => {
-    const timer = setTimeout(() => resume(Effect.void), millis)
-    return Effect.sync(() => clearTimeout(timer))
-  })
-
-/** How `effect` ended, if it did within `millis` of real time; it is interrupted otherwise. */
-const withinReal = <A, E>(effect: Effect.Effect<A, E>, millis: number): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
-  Effect.raceFirst(Effect.map(Effect.exit(effect), Option.some), Effect.as(sleepReal(millis), Option.none()))
-
-const isRunning = (handle: ChildProcessSpawner.ChildProcessHandle): Effect.Effect<boolean> =>
-  Effect.orElseSucceed(handle.isRunning, () => false)
-
-const round = (millis: number): number => Math.round(millis)
-
-/**
- * Stops a child and reaps it: SIGTERM to its group, up to `graceMillis` for it to exit,
- * then SIGKILL and a bounded wait for the reap.
- *
- * Built on the handle's `kill` rather than on the spawner's own scope release: that
- * release (and `kill({ forceKillAfter })`) does send SIGTERM, wait and send SIGKILL,
- * but does not say which of them ended the process, and without `forceKillAfter` it
- * waits for a child that ignores SIGTERM forever. Here each step is a separate `kill`
- * bounded by a real-time timer, so the record says what happened. The command still
- * carries `forceKillAfter` as a safety net for the spawner's release.
- */
-const reclaim = Effect.fnUntraced(function* (handle: ChildProcessSpawner.ChildProcessHandle, graceMillis: number) {
-  const pid: number = handle.pid
-  if (!(yield* isRunning(handle))) {
-    return {
-      pid,
-      settlement: "completed",
-      signals: [],
-      reaped: true,
-      millis: 0,
-      detail: `pid ${pid} had already exited`
-    } satisfies Settled
-  }
-  const start = performance.now()
-  // `kill` signals the whole group, then waits for the leader and the group to exit.
-  const stopped = yield* withinReal(handle.kill({ killSignal: "SIGTERM" }), graceMillis)
-  if (Option.isSome(stopped) && !(yield* isRunning(handle))) {
-    const millis = performance.now() - start
-    return {
-      pid,
-      settlement: "cancelled",
-      signals: ["SIGTERM"],
-      reaped: true,
-      millis,
-      detail: `pid ${pid} stopped on SIGTERM after ${round(millis)} ms`
-    } satisfies Settled
-  }
-  const killedAt = performance.now()
-  yield* withinReal(handle.kill({ killSignal: "SIGKILL" }), killWaitMillis)
-  const reaped = !(yield* isRunning(handle))
-  const end = performance.now()
-  return {
-    pid,
-    settlement: "outcome_unknown",
-    signals: ["SIGTERM", "SIGKILL"],
-    reaped,
-    millis: end - start,
-    detail: reaped
-      ? `pid ${pid} did not stop within the ${graceMillis} ms grace period after SIGTERM; it was SIGKILLed and reaped ${round(
-          end - killedAt
-        )} ms later, and its action may or may not have taken effect`
-      : `pid ${pid} was still running ${killWaitMillis} ms after SIGKILL; it must be reclaimed, and its action may or may not have taken effect`
-  } satisfies Settled
-})
 
 const commandName = (spec: Spec): string => spec.command.split(/[\\/]/).pop() ?? spec.command
 
@@ -293,6 +225,10 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
   const graceMillis = options.graceMillis ?? defaultGraceMillis
   const maxOutputBytes = options.maxOutputBytes ?? defaultMaxOutputBytes
   const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
+  // `spawn` blocks the event loop for a few milliseconds (fork and exec). Yield first, so
+  // that timers raced against this call (the run deadline, the tool timeout) are armed
+  // before it, not after: a timer armed after the spawn fires that much late.
+  yield* Effect.yieldNow
   const command = ChildProcess.make(spec.command, spec.args ?? [], {
     cwd: spec.cwd,
     env: spec.env,
@@ -303,9 +239,9 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
         : Stream.make(typeof spec.stdin === "string" ? new TextEncoder().encode(spec.stdin) : spec.stdin),
     stdout: "pipe",
     stderr: "pipe",
+    // The supervisor below stops the child before the spawner's own release runs; these
+    // bound that release should it ever find something alive.
     killSignal: "SIGTERM",
-    // A safety net for the spawner's own release, which runs after `reclaim` has already
-    // stopped the child; see `reclaim`.
     forceKillAfter: Duration.millis(graceMillis)
   })
 
@@ -337,16 +273,21 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
   const { handle, reading } = yield* Effect.uninterruptible(
     Effect.gen(function* () {
       const handle = yield* spawner.spawn(command).pipe(Effect.mapError((error) => spawnFailure(spec, error)))
+      // The supervisor: however the effect ends, nothing of the child's group is left
+      // running (after a normal exit this stops only what the child left behind).
       yield* Effect.addFinalizer((exit) =>
         Effect.gen(function* () {
-          const interrupted = Exit.hasInterrupts(exit)
-          if (!interrupted && !(yield* isRunning(handle))) return yield* stopReading(readers)
           // The readers keep draining the pipes meanwhile, so a child that flushes its
           // output on SIGTERM is not blocked on a full pipe.
-          const settled = yield* reclaim(handle, graceMillis)
+          const settled = yield* ProcessGroup.reclaim(handle, graceMillis, killWaitMillis)
           yield* stopReading(readers)
+          // The group is gone: keep the spawner's release from signalling it and waiting
+          // again (it does so after an exit code 0 or a death by signal while referenced).
+          yield* Effect.ignore(handle.unref)
           const onSettled = options.onSettled
-          if (interrupted && onSettled !== undefined) yield* Effect.exit(Effect.sync(() => onSettled(settled)))
+          if (Exit.hasInterrupts(exit) && onSettled !== undefined) {
+            yield* Effect.exit(Effect.sync(() => onSettled(settled)))
+          }
         })
       )
       const reading = yield* Effect.forkChild(
@@ -392,7 +333,7 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
     )
   )
   if (first._tag === "ReadFailed") {
-    const settled = yield* Effect.uninterruptible(reclaim(handle, graceMillis))
+    const settled = yield* Effect.uninterruptible(ProcessGroup.reclaim(handle, graceMillis, killWaitMillis))
     const error = Exit.findErrorOption(first.exit)
     if (error._tag === "Some" && error.value._tag === "OutputTooLarge")
       return yield* Effect.fail(tooLarge(settled.detail))
@@ -400,7 +341,7 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
   }
   const elapsedMillis = performance.now() - started
   // The child has exited; the rest of its output is still in the pipes.
-  const drained = yield* withinReal(Fiber.join(reading), outputDrainMillis)
+  const drained = yield* ProcessGroup.withinReal(Fiber.join(reading), outputDrainMillis)
   yield* stopReading(reading)
   if (Option.isSome(drained) && Exit.isFailure(drained.value)) {
     const readExit = drained.value
@@ -491,6 +432,8 @@ export interface ToolOptions<I, O, R> {
   readonly maxOutputBytes?: number | undefined
   /** Called once the child of a call is running. */
   readonly onSpawn?: ((pid: number, context: Tool.CallContext) => void) | undefined
+  /** Called, besides `context.settle`, with the whole record when a call is interrupted. */
+  readonly onSettled?: ((settled: Settled, context: Tool.CallContext) => void) | undefined
 }
 
 /**
@@ -508,7 +451,7 @@ export const tool = <I, O, R = never>(
 ): Tool.Tool<I, O, R | ChildProcessSpawner.ChildProcessSpawner> => {
   const problem = validateOptions(options)
   if (problem !== undefined) throw new Tool.InvalidToolDefinition({ tool: options.name, reason: problem })
-  const onSpawn = options.onSpawn
+  const { onSettled, onSpawn } = options
   return Tool.make<I, O, R | ChildProcessSpawner.ChildProcessSpawner>({
     name: options.name,
     description: options.description,
@@ -530,7 +473,10 @@ export const tool = <I, O, R = never>(
           graceMillis: options.graceMillis,
           maxOutputBytes: options.maxOutputBytes,
           onSpawn: onSpawn === undefined ? undefined : (pid) => onSpawn(pid, context),
-          onSettled: (settled) => context.settle(settled.settlement, settled.detail)
+          onSettled: (settled) => {
+            context.settle(settled.settlement, settled.detail)
+            onSettled?.(settled, context)
+          }
         })
       ).pipe(
         Effect.flatMap((result) => {

@@ -36,8 +36,12 @@ export interface Settled {
   readonly detail: string
 }
 
-/** How often the group is polled once its leader has exited (the leader's exit is an event). */
-const groupPollMillis = 10
+/**
+ * Once the leader has exited (an event), what it left in the group is polled: first
+ * after 1 ms (members signalled with it are usually gone by then), doubling up to 20 ms,
+ * since a poll may read every `/proc/<pid>/stat` (some milliseconds).
+ */
+const groupPollMaxMillis = 20
 
 export const sleepReal = (millis: number): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
@@ -105,15 +109,19 @@ const signal = (handle: ChildProcessSpawner.ChildProcessHandle, name: Signal): E
 const awaitGone = (handle: ChildProcessSpawner.ChildProcessHandle, millis: number): Effect.Effect<boolean> =>
   Effect.gen(function* () {
     const deadline = performance.now() + millis
+    let poll = 1
     while (true) {
       if (!(yield* isAlive(handle))) return true
       const left = deadline - performance.now()
       if (left <= 0) return false
       // While the leader runs the group is alive: one timer, woken early by the leader's
       // exit. After it, what it left in the group is polled.
-      yield* (yield* leaderRunning(handle))
-        ? Effect.raceFirst(Effect.ignore(handle.exitCode), sleepReal(left))
-        : sleepReal(Math.min(groupPollMillis, left))
+      if (yield* leaderRunning(handle)) {
+        yield* Effect.raceFirst(Effect.ignore(handle.exitCode), sleepReal(left))
+      } else {
+        yield* sleepReal(Math.min(poll, left))
+        poll = Math.min(poll * 2, groupPollMaxMillis)
+      }
     }
   })
 
