@@ -24,6 +24,10 @@ export * as Model from "./Model.ts"
 /** @since 0.1.0 */
 export * as Permission from "./Permission.ts"
 /** @since 0.1.0 */
+export * as LanguageModelAdapter from "./providers/LanguageModelAdapter.ts"
+/** @since 0.1.0 */
+export * as OpenAiCompatible from "./providers/OpenAiCompatible.ts"
+/** @since 0.1.0 */
 export * as Reconciliation from "./Reconciliation.ts"
 /** @since 0.1.0 */
 export * as Recovery from "./Recovery.ts"
@@ -37,6 +41,8 @@ export * as RunState from "./RunState.ts"
 export * as Signature from "./Signature.ts"
 /** @since 0.1.0 */
 export * as StopReason from "./StopReason.ts"
+/** @since 0.1.0 */
+export * as Subprocess from "./Subprocess.ts"
 /** @since 0.1.0 */
 export * as Termination from "./Termination.ts"
 /** @since 0.1.0 */

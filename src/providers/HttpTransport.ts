@@ -16,18 +16,19 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option, type Scope } from "effect"
+
+import * as Http from "node:http"
+import * as Https from "node:https"
+import { TLSSocket } from "node:tls"
+import { NodeHttpIncomingMessage } from "@effect/platform-node/NodeHttpIncomingMessage"
+import { Context, Effect, Layer, type Scope } from "effect"
 import * as Cookies from "effect/http/Cookies"
 import * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientError from "effect/http/HttpClientError"
 import type * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as HttpClientResponse from "effect/http/HttpClientResponse"
-import type * as Socket from "effect/socket/Socket"
-import { NodeHttpIncomingMessage } from "@effect/platform-node/NodeHttpIncomingMessage"
-import * as Http from "node:http"
-import * as Https from "node:https"
-import { TLSSocket } from "node:tls"
 import { pipeArguments } from "effect/Pipeable"
+import type * as Socket from "effect/socket/Socket"
 
 /**
  * What a transport reports about one request: `started` when it begins (so the caller
@@ -79,7 +80,13 @@ export const make = (agents: { readonly http: Http.Agent; readonly https: Https.
   HttpClient.make((request, url, signal, fiber) => {
     const body = request.body
     const bytes =
-      body._tag === "Empty" ? undefined : body._tag === "Uint8Array" ? body.body : body._tag === "Raw" ? body.body : null
+      body._tag === "Empty"
+        ? undefined
+        : body._tag === "Uint8Array"
+          ? body.body
+          : body._tag === "Raw"
+            ? body.body
+            : null
     if (bytes !== undefined && !(bytes instanceof Uint8Array)) {
       return Effect.fail(
         new HttpClientError.HttpClientError({
@@ -94,7 +101,12 @@ export const make = (agents: { readonly http: Http.Agent; readonly https: Https.
     return Effect.callback<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>((resume) => {
       progress?.started()
       const secure = url.protocol === "https:"
-      const options = { agent: secure ? agents.https : agents.http, method: request.method, headers: request.headers, signal }
+      const options = {
+        agent: secure ? agents.https : agents.http,
+        method: request.method,
+        headers: request.headers,
+        signal
+      }
       const nodeRequest = secure ? Https.request(url, options) : Http.request(url, options)
       nodeRequest.on("socket", (socket) => {
         if (progress === undefined) return
@@ -184,10 +196,6 @@ class NodeResponse
 
   get upgrade(): Effect.Effect<Socket.Socket, HttpClientError.HttpClientError> {
     return Effect.fail(this.unsupported("connection upgrades"))
-  }
-
-  override get remoteAddress(): Option.Option<string> {
-    return Option.fromNullishOr(this.source.socket?.remoteAddress)
   }
 
   private unsupported(what: string) {

@@ -5,6 +5,12 @@
  */
 
 /** @since 0.1.0 */
+export * as FakeOpenAiServer from "./FakeOpenAiServer.ts"
+/** @since 0.1.0 */
 export * as FaultyModel from "./FaultyModel.ts"
+/** @since 0.1.0 */
+export * as FaultyTools from "./FaultyTools.ts"
+/** @since 0.1.0 */
+export * as Properties from "./Properties.ts"
 /** @since 0.1.0 */
 export * as ScriptedModel from "./ScriptedModel.ts"

@@ -1,0 +1,244 @@
+/**
+ * Any effect `ai/LanguageModel` (e.g. from the Effect AI provider packages) as the
+ * run's {@link Model.Model} (R11).
+ *
+ * The adapter asks for one response and hands back the tool calls the model proposed:
+ * it never lets effect/ai run a tool. The tools are passed as dynamic tools (their
+ * JSON Schema as is) with tool-call resolution disabled and validation deferred, so
+ * effect/ai neither invokes a handler nor rejects a call with invalid parameters: the
+ * runtime's tool pipeline validates them and gives the model a correctable result.
+ *
+ * `AiError` is mapped onto the failure algebra by its reason, not by its own
+ * `isRetryable` (which marks "send the request again" and "ask the model again" alike,
+ * and has no unknown-outcome class): an HTTP status goes through `FailureBoundary.http`
+ * (R3.2); a transport error is a connection error, or a timeout when its cause is one;
+ * a response or output that does not decode is `corrupt_response`; an exhausted quota
+ * is permanent even when its status was 429; anything else is a permanent request
+ * failure.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Clock, Duration, Effect, Layer, Predicate, Result, Schema } from "effect"
+import { type AiError, LanguageModel, Prompt, type Response, Tool, Toolkit } from "effect/ai"
+import type * as Failure from "../Failure.ts"
+import * as FailureBoundary from "../FailureBoundary.ts"
+import * as Model from "../Model.ts"
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options {
+  /** Prices in USD per million tokens, to fill `usage.costUsd`. */
+  readonly costPerMillionTokens?: { readonly input: number; readonly output: number } | undefined
+}
+
+const source = "provider" as const
+
+const decodeJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
+const decodeObject = Schema.decodeUnknownResult(Schema.Record(Schema.String, Schema.Unknown))
+
+/** Raw argument text becomes the parameters effect/ai encodes; text that is not JSON stays text. */
+const params = (args: unknown): unknown => {
+  if (!Predicate.isString(args)) return args
+  const parsed = decodeJson(args)
+  return Result.isSuccess(parsed) ? parsed.success : args
+}
+
+const toMessage = (message: Model.Message): Prompt.Message => {
+  switch (message._tag) {
+    case "system":
+      return Prompt.systemMessage({ content: message.content })
+    case "user":
+      return Prompt.userMessage({ content: [Prompt.textPart({ text: message.content })] })
+    case "assistant":
+      return Prompt.assistantMessage({
+        content: [
+          ...(message.content === "" ? [] : [Prompt.textPart({ text: message.content })]),
+          ...message.toolCalls.map((call) =>
+            Prompt.toolCallPart({
+              id: call.id,
+              name: call.name,
+              params: params(call.arguments),
+              providerExecuted: false
+            })
+          )
+        ]
+      })
+    case "tool":
+      return Prompt.toolMessage({
+        content: [
+          Prompt.toolResultPart({
+            id: message.toolCallId,
+            name: message.name,
+            isFailure: false,
+            result: message.content,
+            // The text itself, not its JSON encoding as a string.
+            modelOutput: [Prompt.textPart({ text: message.content })],
+            providerExecuted: false
+          })
+        ]
+      })
+  }
+}
+
+/**
+ * The conversation as an effect/ai `Prompt`.
+ *
+ * @category converting
+ * @since 0.1.0
+ */
+export const toPrompt = (messages: ReadonlyArray<Model.Message>): Prompt.Prompt =>
+  Prompt.fromMessages(messages.map(toMessage))
+
+/**
+ * The tool definitions as an effect/ai toolkit of dynamic tools. Their handlers are
+ * never called (resolution is disabled); `failureMode: "return"` is a second guard.
+ *
+ * @category converting
+ * @since 0.1.0
+ */
+export const toToolkit = (tools: ReadonlyArray<Model.ToolDefinition>) =>
+  Toolkit.make(
+    ...tools.map((tool) => {
+      const schema = decodeObject(tool.parameters)
+      return Tool.dynamic(tool.name, {
+        description: tool.description,
+        parameters: Result.isSuccess(schema) ? schema.success : { type: "object" },
+        failureMode: "return"
+      })
+    })
+  )
+
+const retryAfterOf = (reason: AiError.AiErrorReason): string | undefined => {
+  if (reason._tag === "RateLimitError" && reason.retryAfter !== undefined) {
+    return String(Duration.toMillis(reason.retryAfter) / 1000)
+  }
+  const header = "http" in reason ? reason.http?.response?.headers["retry-after"] : undefined
+  return Predicate.isString(header) ? header : undefined
+}
+
+/**
+ * Classifies an `AiError` by its reason (see the module doc).
+ *
+ * @category converting
+ * @since 0.1.0
+ */
+export const fromAiError = (error: AiError.AiError, now: number, elapsedMillis: number): Failure.Failure => {
+  const reason = error.reason
+  const diagnostic = `${error.module}.${error.method}: ${reason._tag}: ${reason.message}`
+  const status = "http" in reason ? reason.http?.response?.status : undefined
+  const http = (fallback: number) =>
+    FailureBoundary.http({ status: status ?? fallback, retryAfter: retryAfterOf(reason), now, diagnostic })
+  const other = () => {
+    const named = new Error(diagnostic)
+    named.name = reason._tag
+    return FailureBoundary.unknown(source, named)
+  }
+  switch (reason._tag) {
+    case "NetworkError":
+      if (reason.reason !== "TransportError") return other()
+      return Cause.isTimeoutError(reason.cause)
+        ? FailureBoundary.timeout({ source, layer: "attempt", afterMillis: elapsedMillis })
+        : FailureBoundary.connection({ source, detail: diagnostic })
+    case "InvalidOutputError":
+    case "InvalidResponseError":
+    case "StructuredOutputError":
+      return status !== undefined && status >= 400
+        ? http(status)
+        : FailureBoundary.corruptResponse({ source, detail: diagnostic })
+    case "QuotaExhaustedError":
+      return other()
+    case "RateLimitError":
+      return http(429)
+    case "InternalProviderError":
+      return http(500)
+    case "AuthenticationError":
+      return http(401)
+    case "InvalidRequestError":
+    case "ContentPolicyError":
+      return http(400)
+    default:
+      return status !== undefined && status >= 400 ? http(status) : other()
+  }
+}
+
+const toolkits = new WeakMap<ReadonlyArray<Model.ToolDefinition>, ReturnType<typeof toToolkit>>()
+
+/**
+ * The model service over the `LanguageModel` in context.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = Effect.fnUntraced(function* (options: Options = {}) {
+  const model = yield* LanguageModel.LanguageModel
+  const prices = options.costPerMillionTokens
+
+  const toolkitFor = (tools: ReadonlyArray<Model.ToolDefinition>) => {
+    let toolkit = toolkits.get(tools)
+    if (toolkit === undefined) {
+      toolkit = toToolkit(tools)
+      toolkits.set(tools, toolkit)
+    }
+    return toolkit
+  }
+
+  const toResponse = (response: {
+    readonly text: string
+    readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }>
+    readonly usage: Response.Usage
+  }): Model.Response => {
+    const inputTokens = response.usage.inputTokens.total ?? 0
+    const outputTokens = response.usage.outputTokens.total ?? 0
+    return Model.response({
+      text: response.text,
+      toolCalls: response.toolCalls.map((call) => ({ id: call.id, name: call.name, arguments: call.params })),
+      usage:
+        prices === undefined
+          ? { inputTokens, outputTokens }
+          : {
+              inputTokens,
+              outputTokens,
+              costUsd: (inputTokens * prices.input + outputTokens * prices.output) / 1_000_000
+            }
+    })
+  }
+
+  const generate = Effect.fnUntraced(function* (request: Model.Request) {
+    const start = yield* Clock.currentTimeMillis
+    const left = request.deadlineAt - start
+    if (left <= 0) return yield* FailureBoundary.timeout({ source, layer: "attempt", afterMillis: 0 })
+    const prompt = toPrompt(request.messages)
+    const call: Effect.Effect<Model.Response, AiError.AiError> =
+      request.tools.length === 0
+        ? Effect.map(model.generateText({ prompt }), toResponse)
+        : Effect.map(
+            model.generateText({
+              prompt,
+              toolkit: toolkitFor(request.tools),
+              disableToolCallResolution: true,
+              toolCallValidation: "deferred"
+            }),
+            toResponse
+          )
+    return yield* call.pipe(
+      Effect.catch((error) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.fail(fromAiError(error, now, now - start)))
+      ),
+      Effect.timeoutOrElse({
+        duration: left,
+        orElse: () => Effect.fail(FailureBoundary.timeout({ source, layer: "attempt", afterMillis: left }))
+      })
+    )
+  })
+
+  return Model.Model.of({ generate })
+})
+
+/**
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer = (options: Options = {}): Layer.Layer<Model.Model, never, LanguageModel.LanguageModel> =>
+  Layer.effect(Model.Model, make(options))
