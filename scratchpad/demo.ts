@@ -5,10 +5,20 @@
  * validation (plan steps backed by tool results, artifact contracts on the files).
  *
  *   npm run demo
+ *   npm run demo -- --provider openai   (or deepseek: a real model; needs OPENAI_API_KEY or DEEPSEEK_API_KEY)
  */
 import { NodeServices } from "@effect/platform-node"
-import { Console, Effect, FileSystem, Layer, Schema } from "effect"
-import { Criterion, FileTools, Permission, Run, Timeline, Validation } from "../src/index.ts"
+import { Cause, Console, Effect, FileSystem, Layer, Schema } from "effect"
+import {
+  Criterion,
+  FileTools,
+  type Model,
+  OpenAiCompatible,
+  Permission,
+  Run,
+  Timeline,
+  Validation
+} from "../src/index.ts"
 import { ScriptedModel } from "../src/testing/index.ts"
 
 const Summary = Schema.Struct({ title: Schema.String, findings: Schema.Array(Schema.String) })
@@ -68,9 +78,28 @@ Result
   if (result.status !== "completed") return yield* Effect.fail(new Error(`demo run ended ${result.status}`))
 })
 
+// `--provider openai|deepseek` runs the same task against a real model; the default is the script.
+const flag = process.argv.indexOf("--provider")
+const provider = flag >= 0 ? process.argv[flag + 1] : undefined
+if (provider !== undefined && provider !== "openai" && provider !== "deepseek") {
+  console.error(`Unknown provider "${provider}". Use --provider openai or --provider deepseek.`)
+  process.exit(2)
+}
+const model: Layer.Layer<Model.Model, unknown> =
+  provider === undefined
+    ? ScriptedModel.layer(script)
+    : OpenAiCompatible.layerConfig(provider).pipe(Layer.provide(OpenAiCompatible.layerHttpClient()))
+
 Effect.runPromise(
-  program.pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer)))
-).catch((error: unknown) => {
-  console.error(error)
+  program.pipe(Effect.scoped, Effect.provide(Layer.mergeAll(model, NodeServices.layer)), Effect.exit)
+).then((exit) => {
+  if (exit._tag === "Success") return
+  const error = Cause.squash(exit.cause)
+  const message = error instanceof Error ? error.message : String(error)
+  console.error(
+    provider !== undefined && message.includes("API_KEY")
+      ? `Cannot run the demo against ${provider}: ${message}`
+      : Cause.pretty(exit.cause)
+  )
   process.exitCode = 1
 })

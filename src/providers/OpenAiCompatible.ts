@@ -406,7 +406,7 @@ export const layerConfig = (
         Config.orElse(() =>
           Config.fail(
             new ConfigProvider.SourceError({
-              message: `${known.env.apiKey} is not set: set it to a ${known.name} API key to use ${known.baseUrl}`
+              message: `${known.env.apiKey} is not set: set it to your ${known.name} API key to use ${known.baseUrl}`
             })
           )
         )
