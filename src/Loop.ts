@@ -8,12 +8,13 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit } from "effect"
+import { Cause, Effect, Exit, Result } from "effect"
 import * as Failure from "./Failure.ts"
-import * as FailureBoundary from "./FailureBoundary.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as Model from "./Model.ts"
+import * as Permission from "./Permission.ts"
 import * as Recovery from "./Recovery.ts"
+import type * as RunState from "./RunState.ts"
 import * as Signature from "./Signature.ts"
 import type * as StopReason from "./StopReason.ts"
 import * as Termination from "./Termination.ts"
@@ -132,139 +133,328 @@ const hardStop = (ctx: RunContext.RunContext, config: Config, results: ReadonlyA
   return undefined
 }
 
-/**
- * Runs the loop until it stops.
- *
- * @category combinators
- * @since 0.1.0
- */
-export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, config: Config) {
-  const model = yield* Model.Model
-  // Tools with an argument correction outstanding, and the attempt number it was.
-  const corrections = new Map<string, number>()
+/** A model call that ended the run instead of answering. */
+class Stopped {
+  readonly outcome: Outcome
+  constructor(outcome: Outcome) {
+    this.outcome = outcome
+  }
+}
 
-  while (true) {
-    const thinking = RunContext.advance(ctx, "model_thinking")
-    if (thinking !== undefined) return yield* thinking
-    const iteration = ctx.counters.iterations + 1
-    const remaining = RunContext.remainingMillis(ctx)
-    if (remaining <= 0)
-      return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call")
-    const call = Effect.suspend(() => {
-      RunContext.emit(ctx, { _tag: "model.requested", iteration })
-      return model
-        .generate({
-          runId: ctx.runId,
-          iteration,
-          messages: ctx.messages,
-          tools: config.toolDefinitions,
-          deadlineAt: ctx.deadlineAt
-        })
-        .pipe(
-          // No timer per call: the run's one deadline timer interrupts whatever is waiting,
-          // and the timeline says which call it cut off.
-          Effect.onInterrupt(() =>
-            Effect.sync(() => {
-              if (ctx.stop !== "deadline") return
-              const left = Math.max(0, ctx.deadlineAt - ctx.startedAt)
-              const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis: left })
-              RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
-            })
-          ),
-          Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("provider", defect))),
-          Effect.tapError((failure) =>
-            Effect.sync(() => {
-              RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
-            })
-          )
-        )
+/** What the loop fails with: only what reaches it through an interruption or a broken invariant. */
+type LoopError = Failure.Failure | RunState.IllegalTransition | Recovery.Exhausted
+
+const modelError = (ctx: RunContext.RunContext, cause: Cause.Cause<LoopError>): Effect.Effect<Stopped, LoopError> => {
+  if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+  const squashed = Cause.squash(cause)
+  if (!Recovery.isExhausted(squashed)) {
+    const failure = Failure.fromCause("provider", cause)
+    return Exit.succeed(new Stopped(decide(ctx, "runtime", "model_error", `the model call failed: ${failure.hint}`)))
+  }
+  return Exit.succeed(new Stopped(giveUp(ctx, squashed)))
+}
+
+const recordModelFailure = (ctx: RunContext.RunContext, iteration: number, failure: Failure.Failure): void => {
+  RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
+}
+
+/**
+ * What the wrapper of a model call makes of its failure: a defect is the provider's
+ * failure, and every failure is recorded on the timeline.
+ */
+const modelFailure = (
+  ctx: RunContext.RunContext,
+  iteration: number,
+  cause: Cause.Cause<Failure.Failure>
+): Cause.Cause<Failure.Failure> => {
+  const defect = Cause.findDefect(cause)
+  const settled = Result.isSuccess(defect) ? Cause.fail(Failure.fromDefect("provider", defect.success)) : cause
+  const error = Cause.findError(settled)
+  if (Result.isSuccess(error)) recordModelFailure(ctx, iteration, error.success)
+  return settled
+}
+
+/** Calls the model now, recording the request; a call that throws is a defect of the provider. */
+const generate = (
+  ctx: RunContext.RunContext,
+  config: Config,
+  model: Model.Model["Service"],
+  iteration: number
+): Effect.Effect<Model.Response, Failure.Failure> => {
+  RunContext.record(ctx, { _tag: "model.requested", iteration, runId: ctx.runId, seq: 0, at: 0 })
+  try {
+    return model.generate({
+      runId: ctx.runId,
+      iteration,
+      messages: ctx.messages,
+      tools: config.toolDefinitions,
+      deadlineAt: ctx.deadlineAt
     })
-    const exit = yield* Effect.exit(
-      Recovery.retry(
-        ctx,
-        {
-          kind: "provider_retry",
-          source: "provider",
-          resume: "model_thinking",
-          schedule: config.recovery.schedule,
-          maxRecoveries: config.recovery.maxRecoveries,
-          maxRetries: Number.POSITIVE_INFINITY,
-          allowed: true
-        },
-        () => call
-      )
-    )
-    if (Exit.isFailure(exit)) {
-      if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
-      const squashed = Cause.squash(exit.cause)
-      if (!Recovery.isExhausted(squashed)) {
-        const failure = Failure.fromCause("provider", exit.cause)
-        return decide(ctx, "runtime", "model_error", `the model call failed: ${failure.hint}`)
+  } catch (defect) {
+    return Exit.die(defect)
+  }
+}
+
+/**
+ * One model call with its wrapper, for retries: waits are marked for the deadline
+ * (see `RunContext.waitingOnModel`), failures recorded.
+ */
+const attempt = (
+  ctx: RunContext.RunContext,
+  config: Config,
+  model: Model.Model["Service"],
+  iteration: number
+): Effect.Effect<Model.Response, Failure.Failure> =>
+  Effect.suspend(() => {
+    const call = generate(ctx, config, model, iteration)
+    ctx.waitingOnModel = iteration
+    return Effect.matchCauseEffect(call, {
+      onSuccess: (response) => {
+        ctx.waitingOnModel = undefined
+        return Exit.succeed(response)
+      },
+      onFailure: (cause) => {
+        ctx.waitingOnModel = undefined
+        return Exit.failCause(modelFailure(ctx, iteration, cause))
       }
-      return giveUp(ctx, squashed)
+    })
+  })
+
+/** Recovery of a failed first call (R3.3), and the stop it ends in when recovery gives up. */
+const recoverModel = (
+  ctx: RunContext.RunContext,
+  config: Config,
+  model: Model.Model["Service"],
+  iteration: number,
+  cause: Cause.Cause<Failure.Failure>
+): Effect.Effect<Model.Response | Stopped, LoopError> =>
+  Effect.catchCause(
+    Recovery.recoverFrom(
+      ctx,
+      {
+        kind: "provider_retry",
+        source: "provider",
+        resume: "model_thinking",
+        schedule: config.recovery.schedule,
+        maxRecoveries: config.recovery.maxRecoveries,
+        maxRetries: Number.POSITIVE_INFINITY,
+        allowed: true
+      },
+      () => attempt(ctx, config, model, iteration),
+      modelFailure(ctx, iteration, cause)
+    ),
+    (cause) => modelError(ctx, cause)
+  )
+
+/**
+ * The model call of one iteration: the response, or the stop a failure recovery gave
+ * up on ended in. No timer per call: the run's one deadline timer interrupts whatever
+ * is waiting, and the timeline says which call it cut off (`waitingOnModel`). A call
+ * that has already finished (an `Exit`) is used as it is.
+ */
+const callModel = (
+  ctx: RunContext.RunContext,
+  config: Config,
+  model: Model.Model["Service"],
+  iteration: number
+): Effect.Effect<Model.Response | Stopped, LoopError> => {
+  const call = generate(ctx, config, model, iteration)
+  if (Exit.isExit(call)) {
+    const done = call as Exit.Exit<Model.Response, Failure.Failure>
+    return Exit.isSuccess(done) ? done : recoverModel(ctx, config, model, iteration, done.cause)
+  }
+  ctx.waitingOnModel = iteration
+  return Effect.catchCause(call, (cause) => {
+    ctx.waitingOnModel = undefined
+    return recoverModel(ctx, config, model, iteration, cause)
+  })
+}
+
+/** A response with no tool calls that was not an answer: ask again. */
+const again: unique symbol = Symbol.for("effect-agent-runtime/Loop/again")
+
+/** What one phase of an iteration hands to the next. */
+type Signal = Model.Response | ReadonlyArray<ToolResult.ToolResult> | Stopped | typeof again
+
+const batchOfOne = (result: ToolResult.ToolResult): ReadonlyArray<ToolResult.ToolResult> => [result]
+
+/** Where an iteration stands: about to ask the model, holding its answer, or holding the tool results. */
+type Phase = "ask" | "answered" | "executed"
+
+/** The result of an effect that has already finished, or `undefined` when it is still to run. */
+const finished = <A, E, R>(effect: Effect.Effect<A, E, R>): Exit.Exit<A, E> | undefined =>
+  Exit.isExit(effect) ? (effect as Exit.Exit<A, E>) : undefined
+
+/**
+ * One run of the loop. The iterations run synchronously for as long as every call
+ * has already finished (an `Exit`); a call that has to be waited on suspends the loop
+ * in one continuation, which resumes it in the phase after the wait.
+ */
+class Turns {
+  readonly ctx: RunContext.RunContext
+  readonly config: Config
+  readonly model: Model.Model["Service"]
+  readonly permission: Permission.PermissionService
+  /** Tools with an argument correction outstanding, and the attempt number it was. */
+  corrections: Map<string, number> | undefined = undefined
+  /** The iteration being run. */
+  iteration = 0
+  constructor(
+    ctx: RunContext.RunContext,
+    config: Config,
+    model: Model.Model["Service"],
+    permission: Permission.PermissionService
+  ) {
+    this.ctx = ctx
+    this.config = config
+    this.model = model
+    this.permission = permission
+  }
+
+  /** Runs from `phase` with `signal` until the loop stops (an `Exit`) or waits (an effect that resumes it). */
+  drive(phase: Phase, signal: Signal | undefined): Effect.Effect<Outcome, LoopError, unknown> {
+    while (true) {
+      if (signal instanceof Stopped) return Exit.succeed(signal.outcome)
+      if (signal === again) phase = "ask"
+      let next: Effect.Effect<Signal, LoopError, unknown>
+      switch (phase) {
+        case "ask":
+          next = this.ask()
+          phase = "answered"
+          break
+        case "answered":
+          next = this.answered(signal as Model.Response)
+          phase = "executed"
+          break
+        case "executed": {
+          const stop = this.executed(signal as ReadonlyArray<ToolResult.ToolResult>)
+          if (stop instanceof Stopped) return Exit.succeed(stop.outcome)
+          if (stop !== undefined) return Exit.fail(stop)
+          phase = "ask"
+          signal = undefined
+          continue
+        }
+      }
+      const done = finished(next)
+      if (done === undefined) {
+        const resume = phase
+        return Effect.flatMap(next, (signal) => this.drive(resume, signal))
+      }
+      if (Exit.isFailure(done)) return Exit.failCause(done.cause)
+      signal = done.value
     }
-    const response = exit.value
+  }
+
+  /** The top of an iteration: the phase, the deadline, then the model call. */
+  ask(): Effect.Effect<Model.Response | Stopped, LoopError> {
+    const ctx = this.ctx
+    const thinking = RunContext.advance(ctx, "model_thinking")
+    if (thinking !== undefined) return Exit.fail(thinking)
+    this.iteration = ctx.tally.iterations + 1
+    if (RunContext.remainingMillis(ctx) <= 0) {
+      return Exit.succeed(
+        new Stopped(decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call"))
+      )
+    }
+    return callModel(ctx, this.config, this.model, this.iteration)
+  }
+
+  /** The model answered: record it, check the policies, then run its tool batch. */
+  answered(
+    response: Model.Response
+  ): Effect.Effect<ReadonlyArray<ToolResult.ToolResult> | Stopped | typeof again, LoopError, unknown> {
+    const { ctx, config } = this
+    ctx.waitingOnModel = undefined
     const calls = response.toolCalls
     // Each call's arguments are parsed once, for its signature and for the executor.
-    const parsed = calls.map((call) => ToolExecutor.parseArguments(call.arguments, config.registry.limits))
-    const signatures = calls.map((call, i) => {
-      const args = parsed[i]
-      return args?._tag === "Ok"
-        ? Signature.toolCallParsed(call.name, args.value)
-        : Signature.toolCall(call.name, call.arguments)
-    })
-    RunContext.emit(ctx, {
+    const parsed: Array<ToolExecutor.ParsedArguments> = new Array(calls.length)
+    const signatures: Array<string> = new Array(calls.length)
+    for (let i = 0; i < calls.length; i++) {
+      const call = calls[i] as Model.ToolCall
+      const args = ToolExecutor.parseArguments(call.arguments, config.registry.limits)
+      parsed[i] = args
+      signatures[i] =
+        args._tag === "Ok"
+          ? Signature.toolCallParsed(call.name, args.value)
+          : Signature.toolCall(call.name, call.arguments)
+    }
+    RunContext.record(ctx, {
       _tag: "model.responded",
-      iteration,
+      iteration: this.iteration,
       text: response.text,
       toolCalls: calls,
       signatures,
-      usage: response.usage
+      usage: response.usage,
+      runId: ctx.runId,
+      seq: 0,
+      at: 0
     })
     ctx.messages.push({ _tag: "assistant", content: response.text, toolCalls: calls })
 
     const afterModel = checkpoint(ctx, config, "after_model", response.text)
-    if (afterModel !== undefined) return afterModel
+    if (afterModel !== undefined) return Exit.succeed(new Stopped(afterModel))
     if (calls.length === 0) {
       remind(ctx, "empty_output", "Your last response was empty. Call a tool, or give your final answer as text.")
-      continue
+      return Exit.succeed(again)
     }
 
     const executing = RunContext.advance(ctx, "tool_executing")
-    if (executing !== undefined) return yield* executing
-    const results =
-      calls.length === 1 && calls[0] !== undefined
-        ? [yield* ToolExecutor.execute(ctx, config.registry, calls[0], signatures[0] ?? "", parsed[0])]
-        : yield* Effect.forEach(
-            calls,
-            (call, i) => ToolExecutor.execute(ctx, config.registry, call, signatures[i] ?? "", parsed[i]),
-            { concurrency: config.concurrency }
-          )
+    if (executing !== undefined) return Exit.fail(executing)
+    const first = calls[0]
+    if (calls.length === 1 && first !== undefined) {
+      const one = ToolExecutor.executeNow(ctx, config.registry, first, signatures[0] ?? "", parsed[0], this.permission)
+      const done = finished(one)
+      if (done === undefined) return Effect.map(one, batchOfOne)
+      return Exit.isSuccess(done) ? Exit.succeed([done.value]) : Exit.failCause(done.cause)
+    }
+    return this.batch(calls, signatures, parsed)
+  }
+
+  /** Several calls: `concurrency` at a time, results in call order. */
+  batch(
+    calls: ReadonlyArray<Model.ToolCall>,
+    signatures: ReadonlyArray<string>,
+    parsed: ReadonlyArray<ToolExecutor.ParsedArguments>
+  ): Effect.Effect<ReadonlyArray<ToolResult.ToolResult>, LoopError, unknown> {
+    const { ctx, config, permission } = this
+    return Effect.forEach(
+      calls,
+      (call, i) =>
+        Effect.suspend(() =>
+          ToolExecutor.executeNow(ctx, config.registry, call, signatures[i] ?? "", parsed[i], permission)
+        ),
+      { concurrency: config.concurrency }
+    )
+  }
+
+  /** The batch ran: feed the results back, corrections, hard stops, then the policies again. */
+  executed(results: ReadonlyArray<ToolResult.ToolResult>): Stopped | RunState.IllegalTransition | undefined {
+    const { ctx, config } = this
     for (const result of results) {
       ctx.messages.push({ _tag: "tool", toolCallId: result.callId, name: result.name, content: result.observation })
     }
 
     const needCorrection: Array<ToolResult.ToolResult> = []
     for (const result of results) {
-      const pending = corrections.get(result.name)
+      const pending = this.corrections?.get(result.name)
       if (result.status === "succeeded" && pending !== undefined) {
-        corrections.delete(result.name)
+        this.corrections?.delete(result.name)
         RunContext.emit(ctx, { _tag: "recovery.completed", kind: "tool_argument_correction", attempt: pending })
       }
       if (result.status === "failed" && result.error?.correctable === true) needCorrection.push(result)
     }
 
     const forced = hardStop(ctx, config, results)
-    if (forced !== undefined) return forced
+    if (forced !== undefined) return new Stopped(forced)
 
     let exhausted = false
     for (const result of needCorrection) {
-      if (ctx.counters.toolCorrectionAttempts >= config.correctionBudget) {
+      if (ctx.tally.toolCorrectionAttempts >= config.correctionBudget) {
         if (!exhausted) {
           RunContext.emit(ctx, {
             _tag: "recovery.failed",
             kind: "tool_argument_correction",
-            attempts: ctx.counters.toolCorrectionAttempts,
+            attempts: ctx.tally.toolCorrectionAttempts,
             scope: "run",
             cause: result.error?.code ?? "input_validation_failed"
           })
@@ -272,9 +462,11 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
         exhausted = true
         continue
       }
-      yield* RunContext.transition(ctx, "recovering")
-      const attempt = ctx.counters.toolCorrectionAttempts + 1
-      corrections.set(result.name, attempt)
+      const recovering = RunContext.advance(ctx, "recovering")
+      if (recovering !== undefined) return recovering
+      const attempt = ctx.tally.toolCorrectionAttempts + 1
+      if (this.corrections === undefined) this.corrections = new Map()
+      this.corrections.set(result.name, attempt)
       RunContext.emit(ctx, {
         _tag: "recovery.started",
         kind: "tool_argument_correction",
@@ -285,6 +477,19 @@ export const run = Effect.fnUntraced(function* (ctx: RunContext.RunContext, conf
     }
 
     const afterTools = checkpoint(ctx, config, "after_tools")
-    if (afterTools !== undefined) return afterTools
+    return afterTools === undefined ? undefined : new Stopped(afterTools)
   }
-})
+}
+
+/**
+ * Runs the loop until it stops.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const run = (ctx: RunContext.RunContext, config: Config): Effect.Effect<Outcome, LoopError, unknown> =>
+  Effect.flatMap(Effect.service(Model.Model), (model) =>
+    Effect.withFiber((fiber) =>
+      new Turns(ctx, config, model, fiber.getRef(Permission.Permission)).drive("ask", undefined)
+    )
+  )

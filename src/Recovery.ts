@@ -161,9 +161,22 @@ export const retry = <A, R>(
   attempt: (n: number) => Effect.Effect<A, Failure.Failure, R>
 ) =>
   // The first attempt runs bare: a call that succeeds pays nothing for recovery.
-  Effect.catchCause(attempt(1), (cause) => recover(ctx, episode, attempt, cause))
+  Effect.catchCause(attempt(1), (cause) => recoverFrom(ctx, episode, attempt, cause))
 
-const recover = Effect.fnUntraced(function* <A, R>(
+/**
+ * What `retry` does once the first attempt has failed with `firstCause`: for a caller
+ * that ran the first attempt itself (and saw it fail) and wants the same recovery.
+ * Attempts from the second on come from `attempt`.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const recoverFrom: <A, R>(
+  ctx: RunContext.RunContext,
+  episode: Episode,
+  attempt: (n: number) => Effect.Effect<A, Failure.Failure, R>,
+  firstCause: Cause.Cause<Failure.Failure>
+) => Effect.Effect<A, Failure.Failure | RunState.IllegalTransition | Exhausted, R> = Effect.fnUntraced(function* <A, R>(
   ctx: RunContext.RunContext,
   episode: Episode,
   attempt: (n: number) => Effect.Effect<A, Failure.Failure, R>,
@@ -205,7 +218,7 @@ const recover = Effect.fnUntraced(function* <A, R>(
     if (!episode.allowed) return yield* giveUp("not_allowed", "this call may not be retried automatically")
     if (n > episode.maxRetries)
       return yield* giveUp("schedule_exhausted", `retry limit of ${episode.maxRetries} reached`)
-    if (ctx.counters.recoveryAttempts >= episode.maxRecoveries) {
+    if (ctx.tally.recoveryAttempts >= episode.maxRecoveries) {
       return yield* giveUp("run_budget", `the run's recovery budget of ${episode.maxRecoveries} retries is spent`)
     }
     const retryable = squashed as Failure.Retryable

@@ -15,9 +15,21 @@
  *
  * @since 0.1.0
  */
-import { Deferred, type Duration, Effect, type FileSystem, type Path, PubSub, type Scope, Stream } from "effect"
+import {
+  Clock,
+  Deferred,
+  type Duration,
+  Effect,
+  type Fiber,
+  type FileSystem,
+  type Path,
+  PubSub,
+  type Scope,
+  Stream
+} from "effect"
 import type * as Event from "./Event.ts"
 import * as Lifecycle from "./internal/Lifecycle.ts"
+import type * as RunContext from "./internal/RunContext.ts"
 import type * as Model from "./Model.ts"
 import type * as Recovery from "./Recovery.ts"
 import type * as RunResult from "./RunResult.ts"
@@ -97,13 +109,15 @@ export type Requirements<T extends Tool.Any, RV> =
 export const run = <T extends Tool.Any, RV = never>(
   options: Options<T, RV>
 ): Effect.Effect<RunResult.RunResult, never, Requirements<T, RV>> =>
-  Effect.gen(function* () {
-    const { ctx, resolved } = yield* Lifecycle.prepare(options)
-    const done = yield* Deferred.make<RunResult.RunResult>()
-    yield* Effect.forkChild(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {
-      startImmediately: true
-    })
-    return yield* Deferred.await(done)
+  Effect.withFiber((caller) => {
+    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock))
+    const done = Deferred.makeUnsafe<RunResult.RunResult>()
+    return Effect.andThen(
+      Effect.forkChild(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {
+        startImmediately: true
+      }),
+      Deferred.await(done)
+    )
   })
 
 /**
@@ -124,6 +138,48 @@ export interface Handle {
   readonly cancel: Effect.Effect<RunResult.RunResult>
 }
 
+/** Every event of a started run from the first, then live ones, ending with `run.finished`. */
+const timeline = Effect.fnUntraced(function* (
+  ctx: RunContext.RunContext,
+  feed: Effect.Effect<PubSub.PubSub<Event.Event>>
+) {
+  const subscription = yield* PubSub.subscribe(yield* feed)
+  const past = ctx.events.slice()
+  const live = Stream.fromSubscription(subscription).pipe(Stream.filter((e) => e.seq >= past.length))
+  return Stream.concat(Stream.fromIterable(past), live).pipe(Stream.takeUntil((e) => e._tag === "run.finished"))
+})
+
+const handle = (
+  ctx: RunContext.RunContext,
+  done: Deferred.Deferred<RunResult.RunResult>,
+  fiber: Fiber.Fiber<void>
+): Handle => {
+  // The live feed exists only once somebody subscribes; the past comes from the log.
+  let pubsub: PubSub.PubSub<Event.Event> | undefined
+  const feed = Effect.suspend(() => {
+    if (pubsub !== undefined) return Effect.succeed(pubsub)
+    return Effect.map(PubSub.unbounded<Event.Event>(), (created) => {
+      pubsub = created
+      ctx.listeners.push((event) => {
+        PubSub.publishUnsafe(created, event)
+      })
+      return created
+    })
+  })
+  const result = Deferred.await(done)
+  return {
+    runId: ctx.runId,
+    events: Stream.unwrap(timeline(ctx, feed)),
+    state: Effect.sync(() => ctx.tally.state),
+    result,
+    cancel: Effect.suspend(() => {
+      if (ctx.stop === undefined) ctx.stop = "cancel"
+      fiber.interruptUnsafe()
+      return result
+    })
+  }
+}
+
 /**
  * Starts a run in the background, in the current scope: closing the scope cancels it.
  *
@@ -133,42 +189,13 @@ export interface Handle {
 export const start = <T extends Tool.Any, RV = never>(
   options: Options<T, RV>
 ): Effect.Effect<Handle, never, Requirements<T, RV> | Scope.Scope> =>
-  Effect.gen(function* () {
-    const { ctx, resolved } = yield* Lifecycle.prepare(options)
-    const done = yield* Deferred.make<RunResult.RunResult>()
-    const fiber = yield* Effect.forkScoped(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {
-      startImmediately: true
-    })
-    // The live feed exists only once somebody subscribes; the past comes from the log.
-    let pubsub: PubSub.PubSub<Event.Event> | undefined
-    const feed = Effect.suspend(() => {
-      if (pubsub !== undefined) return Effect.succeed(pubsub)
-      return Effect.map(PubSub.unbounded<Event.Event>(), (created) => {
-        pubsub = created
-        ctx.listeners.push((event) => {
-          PubSub.publishUnsafe(created, event)
-        })
-        return created
-      })
-    })
-    const events = Stream.unwrap(
-      Effect.gen(function* () {
-        const subscription = yield* PubSub.subscribe(yield* feed)
-        const past = ctx.events.slice()
-        const live = Stream.fromSubscription(subscription).pipe(Stream.filter((e) => e.seq >= past.length))
-        return Stream.concat(Stream.fromIterable(past), live).pipe(Stream.takeUntil((e) => e._tag === "run.finished"))
-      })
+  Effect.withFiber((caller) => {
+    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock))
+    const done = Deferred.makeUnsafe<RunResult.RunResult>()
+    return Effect.map(
+      Effect.forkScoped(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {
+        startImmediately: true
+      }),
+      (fiber) => handle(ctx, done, fiber)
     )
-    const result = Deferred.await(done)
-    return {
-      runId: ctx.runId,
-      events,
-      state: Effect.sync(() => ctx.counters.state),
-      result,
-      cancel: Effect.suspend(() => {
-        if (ctx.stop === undefined) ctx.stop = "cancel"
-        fiber.interruptUnsafe()
-        return result
-      })
-    } satisfies Handle
   })

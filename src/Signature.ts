@@ -82,4 +82,17 @@ export const failure = (name: string, code: string, message: string): string => 
  * @category constructors
  * @since 0.1.0
  */
-export const digest = (text: string): string => `${(Hash.string(text) >>> 0).toString(16)}:${text.length}`
+export const digest = (text: string): string => `${hex(Hash.string(text) >>> 0)}:${text.length}`
+
+const hexByte = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"))
+const hexDigit = Array.from({ length: 16 }, (_, i) => i.toString(16))
+
+/** `n.toString(16)` for a 32-bit unsigned `n`, a byte at a time (`toString(16)` is slow in V8). */
+const hex = (n: number): string => {
+  let out = ""
+  while (n >= 0x100) {
+    out = `${hexByte[n & 0xff]}${out}`
+    n >>>= 8
+  }
+  return `${n < 0x10 ? hexDigit[n] : hexByte[n]}${out}`
+}

@@ -26,8 +26,7 @@
  *
  * @since 0.1.0
  */
-import type * as Counters from "./Counters.ts"
-import { reminderCount } from "./Counters.ts"
+import * as Counters from "./Counters.ts"
 import type * as StopReason from "./StopReason.ts"
 
 /**
@@ -84,6 +83,18 @@ export const warn = (kind: string, text: string): Decision => ({ _tag: "Warn", k
  */
 export const make = (name: string, decide: (checkpoint: Checkpoint) => Decision): Policy => ({ name, decide })
 
+/**
+ * The policies of this module: they read the counters' fields and `reminders`, never
+ * the per-key maps, so they may be given the run's counters as they are (see `evaluate`).
+ */
+const builtIn = new WeakSet<Policy>()
+
+const builtInPolicy = (name: string, decide: (checkpoint: Checkpoint) => Decision): Policy => {
+  const policy = make(name, decide)
+  builtIn.add(policy)
+  return policy
+}
+
 const positiveInt = (policy: string, field: string, value: number): number => {
   if (!Number.isInteger(value) || value < 1) {
     throw new RangeError(`Termination.${policy}: ${field} must be an integer >= 1, got ${value}`)
@@ -102,7 +113,7 @@ const nonNegative = (policy: string, field: string, value: number): number => {
  * @category policies
  * @since 0.1.0
  */
-export const finalAnswer: Policy = make("final_answer", ({ counters, phase }) =>
+export const finalAnswer: Policy = builtInPolicy("final_answer", ({ counters, phase }) =>
   phase === "after_model" && counters.finalAnswerReceived
     ? stop("goal_reached", "the model gave a final answer; it is a candidate until validation agrees")
     : continue_
@@ -112,7 +123,7 @@ export const finalAnswer: Policy = make("final_answer", ({ counters, phase }) =>
  * @category policies
  * @since 0.1.0
  */
-export const runTimeout: Policy = make("run_timeout", ({ deadlineAt, now }) =>
+export const runTimeout: Policy = builtInPolicy("run_timeout", ({ deadlineAt, now }) =>
   now >= deadlineAt ? stop("run_timeout", `the run deadline passed ${now - deadlineAt} ms ago`) : continue_
 )
 
@@ -122,7 +133,7 @@ export const runTimeout: Policy = make("run_timeout", ({ deadlineAt, now }) =>
  */
 export const maxToolCalls = (limit: number): Policy => {
   positiveInt("maxToolCalls", "limit", limit)
-  return make("max_tool_calls", ({ counters }) =>
+  return builtInPolicy("max_tool_calls", ({ counters }) =>
     counters.toolCalls > limit
       ? stop("max_tool_calls", `the batch would bring tool calls to ${counters.toolCalls}, over the limit of ${limit}`)
       : continue_
@@ -135,7 +146,7 @@ export const maxToolCalls = (limit: number): Policy => {
  */
 export const maxIterations = (limit: number): Policy => {
   positiveInt("maxIterations", "limit", limit)
-  return make("max_iterations", ({ counters }) =>
+  return builtInPolicy("max_iterations", ({ counters }) =>
     counters.iterations >= limit
       ? stop("max_iterations", `${counters.iterations} model responses of ${limit}`)
       : continue_
@@ -148,7 +159,7 @@ export const maxIterations = (limit: number): Policy => {
  */
 export const repeatedToolCall = (threshold: number): Policy => {
   positiveInt("repeatedToolCall", "threshold", threshold)
-  return make("repeated_tool_call", ({ counters }) =>
+  return builtInPolicy("repeated_tool_call", ({ counters }) =>
     counters.repeatedToolCallCount >= threshold
       ? stop("repeated_tool_call", `the same tool call was requested ${counters.repeatedToolCallCount} times`)
       : continue_
@@ -159,7 +170,7 @@ export const repeatedToolCall = (threshold: number): Policy => {
  * @category policies
  * @since 0.1.0
  */
-export const repeatedToolFailure: Policy = make("repeated_tool_failure", ({ counters }) =>
+export const repeatedToolFailure: Policy = builtInPolicy("repeated_tool_failure", ({ counters }) =>
   counters.repeatedFailureOverLimit > 0
     ? stop(
         "repeated_tool_failure",
@@ -172,7 +183,7 @@ export const repeatedToolFailure: Policy = make("repeated_tool_failure", ({ coun
  * @category policies
  * @since 0.1.0
  */
-export const recoveryExhausted: Policy = make("recovery_exhausted", ({ counters }) =>
+export const recoveryExhausted: Policy = builtInPolicy("recovery_exhausted", ({ counters }) =>
   counters.recoveryExhausted
     ? stop("recovery_exhausted", `recovery budget spent after ${counters.recoveryAttempts} attempts`)
     : continue_
@@ -184,7 +195,7 @@ export const recoveryExhausted: Policy = make("recovery_exhausted", ({ counters 
  */
 export const maxToolErrors = (limit: number): Policy => {
   nonNegative("maxToolErrors", "limit", limit)
-  return make("max_tool_errors", ({ counters }) =>
+  return builtInPolicy("max_tool_errors", ({ counters }) =>
     counters.toolErrors > limit
       ? stop("max_tool_errors", `${counters.toolErrors} tool errors, over the budget of ${limit}`)
       : continue_
@@ -197,7 +208,7 @@ export const maxToolErrors = (limit: number): Policy => {
  */
 export const emptyOutput = (budget: number): Policy => {
   nonNegative("emptyOutput", "budget", budget)
-  return make("empty_output", ({ counters }) =>
+  return builtInPolicy("empty_output", ({ counters }) =>
     counters.emptyOutputs > budget
       ? stop("empty_output", `${counters.emptyOutputs} empty model responses, over the budget of ${budget}`)
       : continue_
@@ -212,12 +223,12 @@ export const emptyOutput = (budget: number): Policy => {
  */
 export const loopDetected = (threshold: number): Policy => {
   positiveInt("loopDetected", "threshold", threshold)
-  return make("loop_detected", ({ counters }) => {
+  return builtInPolicy("loop_detected", ({ counters }) => {
     const repeats = counters.unchangedObservations
     if (repeats >= threshold) {
       return stop("loop_detected", `${repeats} actions returned an observation already seen with no state change`)
     }
-    if (repeats > reminderCount(counters, "loop_warning")) {
+    if (repeats > 0 && repeats > Counters.reminderCount(counters, "loop_warning")) {
       return warn(
         "loop_warning",
         "The last action repeated an earlier one and the state is unchanged. Try a different approach or give your final answer."
@@ -239,7 +250,7 @@ export const budget = (limits: {
     limits.maxTokens === undefined ? Number.POSITIVE_INFINITY : nonNegative("budget", "maxTokens", limits.maxTokens)
   const maxCost =
     limits.maxCostUsd === undefined ? Number.POSITIVE_INFINITY : nonNegative("budget", "maxCostUsd", limits.maxCostUsd)
-  return make("budget_exhausted", ({ counters }) => {
+  return builtInPolicy("budget_exhausted", ({ counters }) => {
     const tokens = counters.inputTokens + counters.outputTokens
     if (tokens > maxTokens) return stop("budget_exhausted", `${tokens} tokens used, over the budget of ${maxTokens}`)
     if (counters.costUsd > maxCost) {
@@ -258,7 +269,7 @@ export const budget = (limits: {
  */
 export const sameClassErrors = (threshold: number): Policy => {
   positiveInt("sameClassErrors", "threshold", threshold)
-  return make("same_class_errors", ({ counters, phase }) =>
+  return builtInPolicy("same_class_errors", ({ counters, phase }) =>
     phase === "after_tools" && counters.sameClassStreak > 0 && counters.sameClassStreak % threshold === 0
       ? warn(
           "same_class_errors",
@@ -286,26 +297,57 @@ export interface Limits {
   readonly maxCostUsd?: number | undefined
 }
 
+const defaultsKey = (limits: Limits): ReadonlyArray<number | undefined> => [
+  limits.maxToolCalls ?? 50,
+  limits.maxIterations ?? 20,
+  limits.repeatedToolCall ?? 3,
+  limits.maxToolErrors ?? 8,
+  limits.maxEmptyOutputs ?? 2,
+  limits.loopThreshold ?? 3,
+  limits.sameClassErrors ?? 3,
+  limits.maxTokens,
+  limits.maxCostUsd
+]
+
+const sameKey = (a: ReadonlyArray<number | undefined>, b: ReadonlyArray<number | undefined>): boolean => {
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false
+  return true
+}
+
+/** The last few default lists built: runs with the same limits share one (the policies are pure values). */
+const recentDefaults: Array<{
+  readonly key: ReadonlyArray<number | undefined>
+  readonly policies: ReadonlyArray<Policy>
+}> = []
+
 /**
- * The built-in policies in their documented order.
+ * The built-in policies in their documented order. The list is frozen, and the same
+ * limits give the same list.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> => [
-  finalAnswer,
-  runTimeout,
-  maxToolCalls(limits.maxToolCalls ?? 50),
-  maxIterations(limits.maxIterations ?? 20),
-  repeatedToolCall(limits.repeatedToolCall ?? 3),
-  repeatedToolFailure,
-  recoveryExhausted,
-  maxToolErrors(limits.maxToolErrors ?? 8),
-  emptyOutput(limits.maxEmptyOutputs ?? 2),
-  loopDetected(limits.loopThreshold ?? 3),
-  budget({ maxTokens: limits.maxTokens, maxCostUsd: limits.maxCostUsd }),
-  sameClassErrors(limits.sameClassErrors ?? 3)
-]
+export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> => {
+  const key = defaultsKey(limits)
+  for (const entry of recentDefaults) if (sameKey(entry.key, key)) return entry.policies
+  const policies = Object.freeze([
+    finalAnswer,
+    runTimeout,
+    maxToolCalls(limits.maxToolCalls ?? 50),
+    maxIterations(limits.maxIterations ?? 20),
+    repeatedToolCall(limits.repeatedToolCall ?? 3),
+    repeatedToolFailure,
+    recoveryExhausted,
+    maxToolErrors(limits.maxToolErrors ?? 8),
+    emptyOutput(limits.maxEmptyOutputs ?? 2),
+    loopDetected(limits.loopThreshold ?? 3),
+    budget({ maxTokens: limits.maxTokens, maxCostUsd: limits.maxCostUsd }),
+    sameClassErrors(limits.sameClassErrors ?? 3)
+  ])
+  recentDefaults.unshift({ key, policies })
+  if (recentDefaults.length > 8) recentDefaults.pop()
+  return policies
+}
 
 /**
  * What the policies decided at one checkpoint: the first stop, if any, and every
@@ -321,14 +363,28 @@ export interface Verdict {
   readonly warnings: ReadonlyArray<{ readonly policy: string; readonly kind: string; readonly text: string }>
 }
 
+/** The verdict of a checkpoint where no policy had anything to say. */
+const proceed: Verdict = Object.freeze({ stop: undefined, warnings: Object.freeze([]) })
+
 /**
  * @category combinators
  * @since 0.1.0
  */
 export const evaluate = (policies: ReadonlyArray<Policy>, checkpoint: Checkpoint): Verdict => {
   let warnings: Array<Verdict["warnings"][number]> | undefined
+  // A run's counters build their per-key maps on first read, as getters; a policy of
+  // the user's gets them as a plain object, which it may copy or serialize.
+  let plain: Checkpoint | undefined
   for (const policy of policies) {
-    const decision = policy.decide(checkpoint)
+    let given = checkpoint
+    if (!builtIn.has(policy)) {
+      if (plain === undefined) {
+        const counters = Counters.plain(checkpoint.counters)
+        plain = counters === checkpoint.counters ? checkpoint : { ...checkpoint, counters }
+      }
+      given = plain
+    }
+    const decision = policy.decide(given)
     if (decision._tag === "Stop") {
       return {
         stop: { policy: policy.name, reason: decision.reason, detail: decision.detail },
@@ -340,7 +396,7 @@ export const evaluate = (policies: ReadonlyArray<Policy>, checkpoint: Checkpoint
       warnings.push({ policy: policy.name, kind: decision.kind, text: decision.text })
     }
   }
-  return { stop: undefined, warnings: warnings ?? [] }
+  return warnings === undefined ? proceed : { stop: undefined, warnings }
 }
 
 const indexOf = (policies: ReadonlyArray<Policy>, name: string): number => {

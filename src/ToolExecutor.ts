@@ -13,13 +13,14 @@
  *
  * @since 0.1.0
  */
-import { Cause, Duration, Effect, Exit, Predicate, Schema, SchemaIssue } from "effect"
+import { Cause, Duration, Effect, Exit, Predicate, Result, Schema, SchemaIssue } from "effect"
 import * as Failure from "./Failure.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import type * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
 import * as Reconciliation from "./Reconciliation.ts"
 import * as Recovery from "./Recovery.ts"
+import type * as RunState from "./RunState.ts"
 import * as Signature from "./Signature.ts"
 import * as Tool from "./Tool.ts"
 import * as ToolResult from "./ToolResult.ts"
@@ -84,6 +85,21 @@ export const describeIssue = (
     return `${fieldPaths[n]}: ${text}`
   })
   return { message: lines.join("; "), fieldPaths }
+}
+
+/** Whether `__proto__` is an own key anywhere in `value`: the common answer, no, without building paths. */
+const hasProtoKey = (value: unknown): boolean => {
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (hasProtoKey(value[i])) return true
+    return false
+  }
+  if (Predicate.isObject(value)) {
+    for (const key in value) {
+      if (!Object.hasOwn(value, key)) continue
+      if (key === "__proto__" || hasProtoKey((value as Record<string, unknown>)[key])) return true
+    }
+  }
+  return false
 }
 
 const findProtoKey = (value: unknown, path: string): string | undefined => {
@@ -155,7 +171,7 @@ export const parseArguments = (raw: unknown, limits: Limits = defaultLimits): Pa
   if (!Predicate.isObject(value) || Array.isArray(value)) {
     return { _tag: "Invalid", message: `arguments must be a JSON object, got ${describeType(value)}` }
   }
-  const proto = findProtoKey(value, "arguments")
+  const proto = hasProtoKey(value) ? findProtoKey(value, "arguments") : undefined
   if (proto !== undefined) return { _tag: "Invalid", message: `${proto}: the key "__proto__" is not allowed` }
   return { _tag: "Ok", value: value as Record<string, unknown> }
 }
@@ -229,45 +245,242 @@ export const registry = (
   recovery
 })
 
+const failed = (
+  ctx: RunContext.RunContext,
+  call: Model.ToolCall,
+  error: ToolResult.ToolError,
+  maxRetries: number,
+  status: "failed" | "inconsistent" = "failed"
+): ToolResult.ToolResult => {
+  RunContext.emit(ctx, { _tag: "tool.failed", callId: call.id, name: call.name, error, maxRetries })
+  return ToolResult.failed(call.id, call.name, error, status)
+}
+
+const mayHaveEffects = (tool: Tool.Any): boolean =>
+  tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
+
+type Handler = (input: unknown, context: Tool.CallContext) => Effect.Effect<unknown, Failure.Failure, unknown>
+
+/** One call that passed its checks: what its attempts and its ending need. */
+interface Call {
+  readonly ctx: RunContext.RunContext
+  readonly registry: Registry
+  readonly call: Model.ToolCall
+  readonly tool: Tool.Any
+  readonly codec: Compiled
+  readonly args: Record<string, unknown>
+  readonly input: unknown
+  readonly context: Tool.CallContext
+  /** What the handler said became of its action, if it said (`context.settle`). */
+  settled: { readonly settlement: Tool.Settlement; readonly detail: string } | undefined
+}
+
+type Ran = Effect.Effect<
+  ToolResult.ToolResult,
+  Failure.Failure | RunState.IllegalTransition | Recovery.Exhausted,
+  unknown
+>
+
+/** The effect as its `Exit` when it has already finished (an `Exit` is an `Effect`), else `undefined`. */
+const finished = <A, E, R>(effect: Effect.Effect<A, E, R>): Exit.Exit<A, E> | undefined =>
+  Exit.isExit(effect) ? (effect as Exit.Exit<A, E>) : undefined
+
+/** Without a handler's own word, an interrupted call that could change the world may have. */
+const recordInterrupt = (c: Call): void => {
+  const tool = c.tool
+  const effects = mayHaveEffects(tool)
+  const { settlement, detail } = c.settled ?? {
+    settlement: effects ? "outcome_unknown" : "cancelled",
+    detail: effects
+      ? `interrupted; a ${tool.metadata.sideEffect} action may or may not have taken effect`
+      : `interrupted; a ${tool.metadata.sideEffect === "none" ? "pure" : "read-only"} call leaves nothing behind`
+  }
+  RunContext.emit(c.ctx, { _tag: "tool.interrupted", callId: c.call.id, name: c.call.name, settlement, detail })
+}
+
+/** A defect in the handler is a failure of the tool, never a crash of the run. */
+const defectToFailure = (defect: unknown) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))
+
+/** One attempt with the whole wrapper: defects caught, interruption recorded, the tool's own timeout. */
+const attempt = (c: Call): Effect.Effect<unknown, Failure.Failure> =>
+  Effect.suspend(() => (c.tool.handler as Handler)(c.input, c.context)).pipe(
+    Effect.catchDefect(defectToFailure),
+    Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
+    within(c.ctx, c.tool)
+  ) as Effect.Effect<unknown, Failure.Failure>
+
+const episodeOf = (c: Call): Recovery.Episode => ({
+  kind: "tool_retry",
+  source: "tool",
+  resume: "tool_executing",
+  schedule: c.registry.recovery.schedule,
+  maxRecoveries: c.registry.recovery.maxRecoveries,
+  maxRetries: c.tool.metadata.maxRetries,
+  // Only an idempotent call is safe to send twice (R3.7).
+  allowed: c.tool.metadata.idempotent
+})
+
+/** The recovery of a first attempt that failed (R3.3, R3.7), then reconciliation of what is left (R3.8). */
+const recover = (c: Call, cause: Cause.Cause<Failure.Failure>): Ran =>
+  Effect.matchCauseEffect(
+    Recovery.recoverFrom(c.ctx, episodeOf(c), () => attempt(c), cause),
+    {
+      onSuccess: (output) => afterHandler(c, output),
+      onFailure: (cause): Ran => {
+        if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+        const squashed = Cause.squash(cause)
+        const first = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", cause)
+        return Effect.flatMap(Reconciliation.reconcile(c.ctx, c.tool, c.input, c.context, first), (reconciled): Ran => {
+          if (reconciled._tag === "Applied") return afterHandler(c, reconciled.output)
+          const failure = reconciled.failure
+          return Exit.succeed(
+            failed(
+              c.ctx,
+              c.call,
+              { code: "tool_failed", message: failure.hint, correctable: false, failure: Failure.summarize(failure) },
+              c.tool.metadata.maxRetries
+            )
+          )
+        })
+      }
+    }
+  )
+
 /**
- * Runs one call to a result, publishing `tool.started` and then exactly one of
- * `tool.succeeded`, `tool.failed` or `tool.blocked` on the run's timeline.
- *
- * @category combinators
- * @since 0.1.0
+ * A first attempt that ended before anyone waited on it (the handler returned a
+ * finished `Exit`): what the wrapper of `attempt` would have made of its failure.
  */
-export const execute = Effect.fnUntraced(function* <R>(
+const recoverFinished = (c: Call, cause: Cause.Cause<Failure.Failure>): Ran => {
+  const defect = Cause.findDefect(cause)
+  if (Result.isSuccess(defect)) return recover(c, Cause.fail(Failure.fromDefect("tool", defect.success, "tool_defect")))
+  if (Cause.hasInterrupts(cause)) recordInterrupt(c)
+  return recover(c, cause)
+}
+
+/** The interruption observer of a handler that is still running when the executor waits on it. */
+const observe =
+  (c: Call) =>
+  (exit: Exit.Exit<unknown, Failure.Failure>): undefined => {
+    if (exit._tag === "Failure" && Cause.hasInterrupts(exit.cause)) recordInterrupt(c)
+    return undefined
+  }
+
+/** `Effect.catchDefect(defectToFailure)`, as one handler of the whole cause. */
+const catchDefects = (cause: Cause.Cause<Failure.Failure>): Effect.Effect<never, Failure.Failure> => {
+  const defect = Cause.findDefect(cause)
+  return Result.isSuccess(defect) ? defectToFailure(defect.success) : Effect.failCause(cause)
+}
+
+/**
+ * A first attempt still running: `attempt`'s wrapper without the suspension and the
+ * timeout (defects caught, then interruption observed), and no recovery unless it fails.
+ */
+const awaitHandler = (c: Call, running: Effect.Effect<unknown, Failure.Failure, unknown>): Ran =>
+  Effect.matchCauseEffect(Effect.onExitPrimitive(Effect.catchCause(running, catchDefects), observe(c)), {
+    onSuccess: (output) => afterHandler(c, output),
+    onFailure: (cause) => recover(c, cause)
+  }) as Ran
+
+/** Output schema, postcondition, observation: the steps after a handler succeeded. */
+const afterHandler = (c: Call, output: unknown): Ran => {
+  const { ctx, call, tool } = c
+  const encoded = c.codec.encode(output)
+  if (Exit.isFailure(encoded)) {
+    const schemaError = Cause.squash(encoded.cause)
+    const detail = Schema.isSchemaError(schemaError) ? describeIssue(schemaError.issue).message : "invalid output"
+    return Exit.succeed(
+      failed(
+        ctx,
+        call,
+        {
+          code: "output_validation_failed",
+          message: `the tool returned output that does not match its output schema (${detail.replaceAll("arguments", "output")})`,
+          correctable: false
+        },
+        tool.metadata.maxRetries
+      )
+    )
+  }
+  if (tool.postcondition === undefined) return Exit.succeed(succeeded(c, output, encoded.value))
+  const postcondition = tool.postcondition as (
+    input: unknown,
+    output: unknown,
+    context: Tool.CallContext
+  ) => Effect.Effect<boolean, Failure.Failure, unknown>
+  return Effect.flatMap(
+    Effect.exit(Effect.suspend(() => postcondition(c.input, output, c.context))),
+    (confirmed): Ran => {
+      if (Exit.isFailure(confirmed) && Cause.hasInterruptsOnly(confirmed.cause))
+        return Effect.failCause(confirmed.cause)
+      if (Exit.isFailure(confirmed) || !confirmed.value) {
+        const why = Exit.isFailure(confirmed)
+          ? `the check failed: ${Failure.fromCause("tool", confirmed.cause).hint}`
+          : "the check answered false"
+        return Exit.succeed(
+          failed(
+            ctx,
+            call,
+            {
+              code: "inconsistent_result",
+              message: `the tool reported success but its postcondition does not hold (${why})`,
+              correctable: false
+            },
+            tool.metadata.maxRetries,
+            "inconsistent"
+          )
+        )
+      }
+      return Exit.succeed(succeeded(c, output, encoded.value))
+    }
+  ) as Ran
+}
+
+/** Renders the observation and records the success. */
+const succeeded = (c: Call, output: unknown, encoded: unknown): ToolResult.ToolResult => {
+  const { ctx, call, tool } = c
+  const observe = tool.observe as ((output: unknown) => string) | undefined
+  let rendered: string
+  try {
+    rendered = observe !== undefined ? observe(output) : (JSON.stringify(encoded) ?? "null")
+  } catch (defect) {
+    const failure = Failure.fromCause("tool", Cause.die(defect))
+    return failed(
+      ctx,
+      call,
+      {
+        code: "tool_failed",
+        message: `rendering the output failed: ${failure.hint}`,
+        correctable: false,
+        failure: Failure.summarize(failure)
+      },
+      tool.metadata.maxRetries
+    )
+  }
+  const observation = truncate(rendered, c.registry.limits.maxObservationChars)
+  RunContext.record(ctx, {
+    _tag: "tool.succeeded",
+    callId: call.id,
+    name: call.name,
+    sideEffect: tool.metadata.sideEffect,
+    observationDigest: Signature.digest(observation),
+    input: c.args,
+    output: encoded,
+    runId: ctx.runId,
+    seq: 0,
+    at: 0
+  })
+  return { callId: call.id, name: call.name, status: "succeeded", output: encoded, observation }
+}
+
+/** Input schema, then the handler's first attempt. */
+const afterPermission = (
   ctx: RunContext.RunContext,
   registry: Registry,
   call: Model.ToolCall,
-  signature: string,
-  preParsed?: ParsedArguments
-) {
-  RunContext.emit(ctx, { _tag: "tool.started", callId: call.id, name: call.name, signature })
-  const tool = registry.tools.get(call.name)
-  const fail = (error: ToolResult.ToolError, maxRetries: number, status: "failed" | "inconsistent" = "failed") => {
-    RunContext.emit(ctx, { _tag: "tool.failed", callId: call.id, name: call.name, error, maxRetries })
-    return ToolResult.failed(call.id, call.name, error, status)
-  }
-  if (tool === undefined) {
-    const known = [...registry.tools.keys()].join(", ")
-    return fail(
-      {
-        code: "unknown_tool",
-        message: `there is no tool named "${call.name}"; the tools are: ${known}`,
-        correctable: true
-      },
-      Tool.defaultMaxRetries
-    )
-  }
-  const maxRetries = tool.metadata.maxRetries
-  const parsed = preParsed ?? parseArguments(call.arguments, registry.limits)
-  if (parsed._tag === "Invalid") {
-    return fail({ code: "invalid_arguments", message: parsed.message, correctable: true }, maxRetries)
-  }
-
-  const permission = yield* Permission.Permission
-  const decision = yield* permission.check({ tool, arguments: parsed.value, runId: ctx.runId, callId: call.id })
+  tool: Tool.Any,
+  args: Record<string, unknown>,
+  decision: Permission.Decision
+): Ran => {
   if (decision._tag === "Deny") {
     const error: ToolResult.ToolError = {
       code: "permission_denied",
@@ -275,159 +488,147 @@ export const execute = Effect.fnUntraced(function* <R>(
       correctable: false
     }
     RunContext.emit(ctx, { _tag: "tool.blocked", callId: call.id, name: call.name, error })
-    return ToolResult.failed(call.id, call.name, error, "blocked")
+    return Exit.succeed(ToolResult.failed(call.id, call.name, error, "blocked"))
   }
-
   const codec = compiled(tool)
-  const decoded = codec.decode(parsed.value)
+  const decoded = codec.decode(args)
   if (Exit.isFailure(decoded)) {
     const schemaError = Cause.squash(decoded.cause)
     const described = Schema.isSchemaError(schemaError)
       ? describeIssue(schemaError.issue)
       : { message: "arguments do not match the tool's input schema", fieldPaths: [] }
-    return fail(
-      {
-        code: "input_validation_failed",
-        message: described.message,
-        correctable: true,
-        fieldPaths: described.fieldPaths
-      },
-      maxRetries
-    )
-  }
-  const input = decoded.value
-  let settled: { readonly settlement: Tool.Settlement; readonly detail: string } | undefined
-  const context: Tool.CallContext = {
-    runId: ctx.runId,
-    callId: call.id,
-    idempotencyKey: `${ctx.runId}:${call.id}`,
-    settle: (settlement, detail) => {
-      settled = { settlement, detail }
-    }
-  }
-  // Without a handler's own word, an interrupted call that could change the world may have.
-  const onInterrupt = Effect.sync(() => {
-    const mayHaveEffects = tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
-    const { settlement, detail } = settled ?? {
-      settlement: mayHaveEffects ? "outcome_unknown" : "cancelled",
-      detail: mayHaveEffects
-        ? `interrupted; a ${tool.metadata.sideEffect} action may or may not have taken effect`
-        : `interrupted; a ${tool.metadata.sideEffect === "none" ? "pure" : "read-only"} call leaves nothing behind`
-    }
-    RunContext.emit(ctx, { _tag: "tool.interrupted", callId: call.id, name: call.name, settlement, detail })
-  })
-
-  const handler = tool.handler as (
-    input: unknown,
-    context: Tool.CallContext
-  ) => Effect.Effect<unknown, Failure.Failure, R>
-  const once = Effect.suspend(() => handler(input, context)).pipe(
-    Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
-    Effect.onInterrupt(() => onInterrupt),
-    within(ctx, tool)
-  )
-  const ran = yield* Effect.exit(
-    Recovery.retry(
-      ctx,
-      {
-        kind: "tool_retry",
-        source: "tool",
-        resume: "tool_executing",
-        schedule: registry.recovery.schedule,
-        maxRecoveries: registry.recovery.maxRecoveries,
-        maxRetries,
-        // Only an idempotent call is safe to send twice (R3.7).
-        allowed: tool.metadata.idempotent
-      },
-      () => once
-    )
-  )
-  let output: unknown
-  if (Exit.isFailure(ran)) {
-    if (Cause.hasInterruptsOnly(ran.cause)) return yield* Effect.failCause(ran.cause)
-    const squashed = Cause.squash(ran.cause)
-    const first = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", ran.cause)
-    const reconciled = yield* Reconciliation.reconcile(ctx, tool, input, context, first)
-    if (reconciled._tag === "Failed") {
-      const failure = reconciled.failure
-      return fail(
-        { code: "tool_failed", message: failure.hint, correctable: false, failure: Failure.summarize(failure) },
-        maxRetries
-      )
-    }
-    output = reconciled.output
-  } else {
-    output = ran.value
-  }
-  const encoded = codec.encode(output)
-  if (Exit.isFailure(encoded)) {
-    const schemaError = Cause.squash(encoded.cause)
-    const detail = Schema.isSchemaError(schemaError) ? describeIssue(schemaError.issue).message : "invalid output"
-    return fail(
-      {
-        code: "output_validation_failed",
-        message: `the tool returned output that does not match its output schema (${detail.replaceAll("arguments", "output")})`,
-        correctable: false
-      },
-      maxRetries
-    )
-  }
-  if (tool.postcondition !== undefined) {
-    const postcondition = tool.postcondition as (
-      input: unknown,
-      output: unknown,
-      context: Tool.CallContext
-    ) => Effect.Effect<boolean, Failure.Failure, R>
-    const confirmed = yield* Effect.exit(Effect.suspend(() => postcondition(input, output, context)))
-    if (Exit.isFailure(confirmed) && Cause.hasInterruptsOnly(confirmed.cause))
-      return yield* Effect.failCause(confirmed.cause)
-    if (Exit.isFailure(confirmed) || !confirmed.value) {
-      const why = Exit.isFailure(confirmed)
-        ? `the check failed: ${Failure.fromCause("tool", confirmed.cause).hint}`
-        : "the check answered false"
-      return fail(
+    return Exit.succeed(
+      failed(
+        ctx,
+        call,
         {
-          code: "inconsistent_result",
-          message: `the tool reported success but its postcondition does not hold (${why})`,
-          correctable: false
+          code: "input_validation_failed",
+          message: described.message,
+          correctable: true,
+          fieldPaths: described.fieldPaths
         },
-        maxRetries,
-        "inconsistent"
+        tool.metadata.maxRetries
       )
-    }
-  }
-  const observe = tool.observe as ((output: unknown) => string) | undefined
-  const rendered = yield* Effect.exit(
-    Effect.sync(() => (observe !== undefined ? observe(output) : (JSON.stringify(encoded.value) ?? "null")))
-  )
-  if (Exit.isFailure(rendered)) {
-    const failure = Failure.fromCause("tool", rendered.cause)
-    return fail(
-      {
-        code: "tool_failed",
-        message: `rendering the output failed: ${failure.hint}`,
-        correctable: false,
-        failure: Failure.summarize(failure)
-      },
-      maxRetries
     )
   }
-  const observation = truncate(rendered.value, registry.limits.maxObservationChars)
-  RunContext.emit(ctx, {
-    _tag: "tool.succeeded",
-    callId: call.id,
-    name: call.name,
-    sideEffect: tool.metadata.sideEffect,
-    observationDigest: Signature.digest(observation),
-    input: parsed.value,
-    output: encoded.value
-  })
-  const result: ToolResult.ToolResult = {
-    callId: call.id,
-    name: call.name,
-    status: "succeeded",
-    output: encoded.value,
-    observation
+  const c: Call = {
+    ctx,
+    registry,
+    call,
+    tool,
+    codec,
+    args,
+    input: decoded.value,
+    context: {
+      runId: ctx.runId,
+      callId: call.id,
+      idempotencyKey: `${ctx.runId}:${call.id}`,
+      settle: (settlement, detail) => {
+        c.settled = { settlement, detail }
+      }
+    },
+    settled: undefined
   }
-  return result
-})
+  // A tool with its own timeout races it on every attempt: the whole wrapper, always.
+  if (tool.metadata.timeout !== undefined) {
+    return Effect.matchCauseEffect(attempt(c), {
+      onSuccess: (output) => afterHandler(c, output),
+      onFailure: (cause) => recover(c, cause)
+    }) as Ran
+  }
+  // Otherwise the first attempt runs bare: nothing to wrap for a handler that has
+  // already finished (an `Exit`), and for one still running only an observer that
+  // records its interruption; recovery is built only for a failure.
+  let running: Effect.Effect<unknown, Failure.Failure, unknown>
+  try {
+    running = (tool.handler as Handler)(c.input, c.context)
+  } catch (defect) {
+    running = Exit.die(defect)
+  }
+  const done = finished(running)
+  if (done !== undefined) {
+    return Exit.isSuccess(done) ? afterHandler(c, done.value) : recoverFinished(c, done.cause)
+  }
+  return awaitHandler(c, running)
+}
+
+/**
+ * `execute` run now, for a caller that has the run's permission policy and yields the
+ * result at once (the loop). Everything up to the handler is synchronous, and a call
+ * that never waits returns a finished `Exit`.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const executeNow = (
+  ctx: RunContext.RunContext,
+  registry: Registry,
+  call: Model.ToolCall,
+  signature: string,
+  preParsed: ParsedArguments | undefined,
+  permission: Permission.PermissionService
+): Ran => {
+  RunContext.record(ctx, {
+    _tag: "tool.started",
+    callId: call.id,
+    name: call.name,
+    signature,
+    runId: ctx.runId,
+    seq: 0,
+    at: 0
+  })
+  const tool = registry.tools.get(call.name)
+  if (tool === undefined) {
+    const known = [...registry.tools.keys()].join(", ")
+    return Exit.succeed(
+      failed(
+        ctx,
+        call,
+        {
+          code: "unknown_tool",
+          message: `there is no tool named "${call.name}"; the tools are: ${known}`,
+          correctable: true
+        },
+        Tool.defaultMaxRetries
+      )
+    )
+  }
+  const parsed = preParsed ?? parseArguments(call.arguments, registry.limits)
+  if (parsed._tag === "Invalid") {
+    return Exit.succeed(
+      failed(
+        ctx,
+        call,
+        { code: "invalid_arguments", message: parsed.message, correctable: true },
+        tool.metadata.maxRetries
+      )
+    )
+  }
+  const args = parsed.value
+  const checked = permission.check({ tool, arguments: args, runId: ctx.runId, callId: call.id })
+  const decided = finished(checked)
+  if (decided !== undefined) {
+    return Exit.isSuccess(decided)
+      ? afterPermission(ctx, registry, call, tool, args, decided.value)
+      : Exit.failCause(decided.cause)
+  }
+  return Effect.flatMap(checked, (decision) => afterPermission(ctx, registry, call, tool, args, decision))
+}
+
+/**
+ * Runs one call to a result, publishing `tool.started` and then exactly one of
+ * `tool.succeeded`, `tool.failed` or `tool.blocked` on the run's timeline.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const execute = <_R = unknown>(
+  ctx: RunContext.RunContext,
+  registry: Registry,
+  call: Model.ToolCall,
+  signature: string,
+  preParsed?: ParsedArguments
+): Effect.Effect<ToolResult.ToolResult, Failure.Failure | RunState.IllegalTransition | Recovery.Exhausted, unknown> =>
+  Effect.withFiber((fiber) =>
+    executeNow(ctx, registry, call, signature, preParsed, fiber.getRef(Permission.Permission))
+  )

@@ -3,15 +3,17 @@
  * deadline timer, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Option } from "effect"
+import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Option, Result } from "effect"
 import * as Counters from "../Counters.ts"
 import type * as Event from "../Event.ts"
 import * as Failure from "../Failure.ts"
+import * as FailureBoundary from "../FailureBoundary.ts"
 import * as Loop from "../Loop.ts"
+import type * as Model from "../Model.ts"
 import * as Recovery from "../Recovery.ts"
 import type * as Run from "../Run.ts"
 import type * as RunResult from "../RunResult.ts"
-import type * as RunState from "../RunState.ts"
+import * as RunState from "../RunState.ts"
 import type * as StopReason from "../StopReason.ts"
 import * as Termination from "../Termination.ts"
 import * as Tool from "../Tool.ts"
@@ -43,12 +45,41 @@ export interface Resolved<RV> {
   readonly validation: Validation.Spec<RV>
 }
 
-export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | string => {
-  const names = new Set<string>()
-  for (const tool of options.tools) {
-    if (names.has(tool.name)) return `two tools are named "${tool.name}"; tool names must be unique`
-    names.add(tool.name)
+/** The default run deadline, `"10 minutes"`, without parsing it for every run. */
+const defaultTimeoutMillis = 10 * 60 * 1000
+
+/** What a tool list resolves to: checked once per list (and re-checked if it changed). */
+interface ToolSet {
+  readonly tools: ReadonlyArray<Tool.Any>
+  readonly byName: ReadonlyMap<string, Tool.Any>
+  readonly definitions: ReadonlyArray<Model.ToolDefinition>
+}
+
+const toolSets = new WeakMap<ReadonlyArray<Tool.Any>, ToolSet>()
+
+const sameTools = (a: ReadonlyArray<Tool.Any>, b: ReadonlyArray<Tool.Any>): boolean => {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+/** The tools by name and their definitions, or why the list is invalid. */
+const toolSet = (tools: ReadonlyArray<Tool.Any>): ToolSet | string => {
+  const cached = toolSets.get(tools)
+  if (cached !== undefined && sameTools(cached.tools, tools)) return cached
+  const byName = new Map<string, Tool.Any>()
+  for (const tool of tools) {
+    if (byName.has(tool.name)) return `two tools are named "${tool.name}"; tool names must be unique`
+    byName.set(tool.name, tool)
   }
+  const set: ToolSet = { tools: tools.slice(), byName, definitions: tools.map(Tool.definition) }
+  toolSets.set(tools, set)
+  return set
+}
+
+export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | string => {
+  const tools = toolSet(options.tools)
+  if (typeof tools === "string") return tools
   const limits = options.limits ?? {}
   const concurrency = options.concurrency ?? 1
   if (!Number.isInteger(concurrency) || concurrency < 1)
@@ -57,8 +88,14 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
   if (!Number.isInteger(correctionBudget) || correctionBudget < 0) {
     return `correctionBudget must be an integer >= 0, got ${correctionBudget}`
   }
-  const timeout = Option.getOrUndefined(Duration.fromInput(limits.runTimeout ?? "10 minutes"))
-  if (timeout === undefined || !(Duration.toMillis(timeout) > 0)) {
+  const timeoutMillis =
+    limits.runTimeout === undefined
+      ? defaultTimeoutMillis
+      : Option.match(Duration.fromInput(limits.runTimeout), {
+          onNone: () => Number.NaN,
+          onSome: Duration.toMillis
+        })
+  if (!(timeoutMillis > 0)) {
     return `runTimeout must be a positive duration, got ${String(limits.runTimeout)}`
   }
   let policies: ReadonlyArray<Termination.Policy>
@@ -77,22 +114,28 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
   if (!Number.isInteger(maxRecoveries) || maxRecoveries < 0) {
     return `maxRecoveries must be an integer >= 0, got ${maxRecoveries}`
   }
-  const recovery: Recovery.Settings = { schedule: options.recovery ?? Recovery.defaults.schedule, maxRecoveries }
-  const registry = ToolExecutor.registry(
-    options.tools,
-    {
-      maxArgumentChars: limits.maxArgumentChars ?? ToolExecutor.defaultLimits.maxArgumentChars,
-      maxObservationChars: limits.maxObservationChars ?? ToolExecutor.defaultLimits.maxObservationChars
-    },
+  const recovery: Recovery.Settings =
+    options.recovery === undefined && maxRecoveries === Recovery.defaults.maxRecoveries
+      ? Recovery.defaults
+      : { schedule: options.recovery ?? Recovery.defaults.schedule, maxRecoveries }
+  const maxArgumentChars = limits.maxArgumentChars ?? ToolExecutor.defaultLimits.maxArgumentChars
+  const maxObservationChars = limits.maxObservationChars ?? ToolExecutor.defaultLimits.maxObservationChars
+  const registry: ToolExecutor.Registry = {
+    tools: tools.byName,
+    limits:
+      maxArgumentChars === ToolExecutor.defaultLimits.maxArgumentChars &&
+      maxObservationChars === ToolExecutor.defaultLimits.maxObservationChars
+        ? ToolExecutor.defaultLimits
+        : { maxArgumentChars, maxObservationChars },
     recovery
-  )
+  }
   return {
     registry,
-    timeoutMillis: Duration.toMillis(timeout),
+    timeoutMillis,
     validation: options.validation ?? Validation.empty,
     loop: {
       registry,
-      toolDefinitions: options.tools.map(Tool.definition),
+      toolDefinitions: tools.definitions,
       policies,
       concurrency,
       correctionBudget,
@@ -101,27 +144,43 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
   }
 }
 
-const sideEffectsOf = (timeline: ReadonlyArray<Event.Event>): RunResult.RunResult["sideEffects"] =>
-  timeline.flatMap((e) =>
-    e._tag === "tool.succeeded" && (e.sideEffect === "write" || e.sideEffect === "external")
-      ? [{ callId: e.callId, name: e.name, sideEffect: e.sideEffect, seq: e.seq }]
-      : []
-  )
-
-/** Actions that may or may not have taken effect: they must be reconciled or reclaimed (R3.8, R5.2). */
-const pendingOf = (timeline: ReadonlyArray<Event.Event>): RunResult.RunResult["pendingActions"] =>
-  timeline.flatMap((e) => {
-    if (e._tag === "tool.interrupted" && e.settlement === "outcome_unknown") {
-      return [
-        { callId: e.callId, name: e.name, idempotencyKey: `${e.runId}:${e.callId}`, detail: e.detail, seq: e.seq }
-      ]
-    }
-    if (e._tag === "tool.failed" && e.error.failure?.classification === "unknown") {
+/** Calls that changed the world, and actions that may or may not have taken effect (R3.8, R5.2), in one pass. */
+const effectsOf = (
+  timeline: ReadonlyArray<Event.Event>
+): {
+  readonly sideEffects: RunResult.RunResult["sideEffects"]
+  readonly pendingActions: RunResult.RunResult["pendingActions"]
+} => {
+  const sideEffects: Array<RunResult.RunResult["sideEffects"][number]> = []
+  const pendingActions: Array<RunResult.RunResult["pendingActions"][number]> = []
+  for (const e of timeline) {
+    if (e._tag === "tool.succeeded") {
+      if (e.sideEffect === "write" || e.sideEffect === "external") {
+        sideEffects.push({ callId: e.callId, name: e.name, sideEffect: e.sideEffect, seq: e.seq })
+      }
+    } else if (e._tag === "tool.interrupted") {
+      if (e.settlement === "outcome_unknown") {
+        pendingActions.push({
+          callId: e.callId,
+          name: e.name,
+          idempotencyKey: `${e.runId}:${e.callId}`,
+          detail: e.detail,
+          seq: e.seq
+        })
+      }
+    } else if (e._tag === "tool.failed" && e.error.failure?.classification === "unknown") {
       const detail = e.error.failure.hint
-      return [{ callId: e.callId, name: e.name, idempotencyKey: `${e.runId}:${e.callId}`, detail, seq: e.seq }]
+      pendingActions.push({
+        callId: e.callId,
+        name: e.name,
+        idempotencyKey: `${e.runId}:${e.callId}`,
+        detail,
+        seq: e.seq
+      })
     }
-    return []
-  })
+  }
+  return { sideEffects, pendingActions }
+}
 
 interface Ending {
   readonly status: RunState.Status
@@ -132,18 +191,7 @@ interface Ending {
   readonly report?: Validation.Report | undefined
 }
 
-const validateOutcome = Effect.fnUntraced(function* <RV>(
-  ctx: RunContext.RunContext,
-  spec: Validation.Spec<RV>,
-  outcome: Loop.Outcome
-) {
-  yield* RunContext.transition(ctx, "validating")
-  const report = yield* Validation.validate(spec, {
-    timeline: ctx.events,
-    finalAnswer: outcome.finalAnswer,
-    counters: ctx.counters
-  })
-  for (const check of report.checks) RunContext.emit(ctx, { _tag: "validation.checked", check })
+const judge = (outcome: Loop.Outcome, report: Validation.Report): Ending => {
   if (outcome.reason === "goal_reached") {
     if (report.passed) {
       return {
@@ -153,7 +201,7 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
         detail: outcome.detail,
         finalAnswer: outcome.finalAnswer,
         report
-      } satisfies Ending
+      }
     }
     const failing = report.failed.map((c) => c.detail)
     return {
@@ -163,16 +211,38 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
       detail: `the final answer is not backed: ${failing.join("; ")}`,
       finalAnswer: outcome.finalAnswer,
       report
-    } satisfies Ending
+    }
   }
   const status: RunState.Status = report.completed.length > 0 ? "partial" : "failed"
-  return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail, report } satisfies Ending
-})
+  return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail, report }
+}
+
+const validateOutcome = <RV>(
+  ctx: RunContext.RunContext,
+  spec: Validation.Spec<RV>,
+  outcome: Loop.Outcome
+): Effect.Effect<Ending, RunState.IllegalTransition, unknown> => {
+  const illegal = RunContext.advance(ctx, "validating")
+  if (illegal !== undefined) return Effect.fail(illegal)
+  return Effect.map(
+    Validation.validate(spec, {
+      timeline: ctx.events,
+      finalAnswer: outcome.finalAnswer,
+      // Stop hooks are user code: they get the counters as a plain object.
+      counters: (spec.stopHooks?.length ?? 0) > 0 ? Counters.plain(ctx.counters) : ctx.counters
+    }),
+    (report) => {
+      for (const check of report.checks) RunContext.emit(ctx, { _tag: "validation.checked", check })
+      return judge(outcome, report)
+    }
+  )
+}
 
 const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResult => {
   const report = ending.report
   const unfinished = report?.unfinished ?? []
   const counters = Counters.snapshot(ctx.counters)
+  const { sideEffects, pendingActions } = effectsOf(ctx.events)
   return {
     runId: ctx.runId,
     status: ending.status,
@@ -184,8 +254,8 @@ const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResu
     evidence: report?.evidence ?? [],
     completed: report?.completed ?? [],
     unfinished,
-    sideEffects: sideEffectsOf(ctx.events),
-    pendingActions: pendingOf(ctx.events),
+    sideEffects,
+    pendingActions,
     ...(unfinished[0] !== undefined ? { nextStep: unfinished[0].description } : {}),
     checkpoint: ctx.events.length - 1,
     counters,
@@ -200,66 +270,91 @@ const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResu
  * timeline alone, while stop hooks and artifact checks would need time the run no
  * longer has.
  */
-const interrupted = Effect.fnUntraced(function* <RV>(ctx: RunContext.RunContext, spec: Validation.Spec<RV>) {
+const interrupted = <RV>(
+  ctx: RunContext.RunContext,
+  spec: Validation.Spec<RV>
+): Effect.Effect<Ending, unknown, unknown> => {
   if (ctx.stop !== "deadline") {
     const detail = "the run was cancelled"
     RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "cancelled", detail })
-    return { status: "cancelled", stopReason: "cancelled", policy: "runtime", detail } satisfies Ending as Ending
+    return Exit.succeed({ status: "cancelled", stopReason: "cancelled", policy: "runtime", detail })
   }
-  const detail = `the run deadline passed while the run was ${ctx.counters.state}`
+  const detail = `the run deadline passed while the run was ${ctx.tally.state}`
   RunContext.emit(ctx, { _tag: "termination.decided", policy: "run_timeout", reason: "run_timeout", detail })
-  return yield* validateOutcome(
+  return validateOutcome(
     ctx,
     { plan: spec.plan },
     { reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }
   )
-})
+}
 
-/** Ends the run on whatever the lifecycle produced, through the one terminal entry point. */
-const finalize = Effect.fnUntraced(function* <RV>(
+const timedOut: Ending = {
+  status: "failed",
+  stopReason: "run_timeout",
+  policy: "run_timeout",
+  detail: "the run deadline passed"
+}
+
+/** Ends the run with `ending`, through the one terminal entry point. */
+const end = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResult => {
+  const from = ctx.tally.state
+  const moved = RunState.transition(from, ending.status)
+  if (Result.isFailure(moved)) {
+    // Only a run that already ended can refuse a terminal status; keep its own ending.
+    return conclude(ctx, { ...ending, detail: `${ending.detail} (${Cause.pretty(Cause.fail(moved.failure))})` })
+  }
+  RunContext.record(ctx, { _tag: "state.changed", from, to: ending.status, runId: ctx.runId, seq: 0, at: 0 })
+  RunContext.emit(ctx, { _tag: "run.finished", status: ending.status, stopReason: ending.stopReason })
+  return conclude(ctx, ending)
+}
+
+/** Ends the run on whatever the lifecycle produced. */
+const finalize = <RV>(
   ctx: RunContext.RunContext,
   exit: Exit.Exit<Ending, unknown>,
   spec: Validation.Spec<RV>
-) {
-  let ending: Ending
-  if (Exit.isSuccess(exit)) {
-    ending = exit.value
-  } else if (Cause.hasInterruptsOnly(exit.cause)) {
-    const assessedExit = yield* Effect.exit(interrupted(ctx, spec))
-    ending = Exit.isSuccess(assessedExit)
-      ? assessedExit.value
-      : { status: "failed", stopReason: "run_timeout", policy: "run_timeout", detail: "the run deadline passed" }
-  } else {
-    const detail = Failure.fromCause("runtime", exit.cause).hint
-    RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail })
-    ending = { status: "failed", stopReason: "internal_error", policy: "runtime", detail }
+): Effect.Effect<RunResult.RunResult, never, unknown> => {
+  // A model call the deadline cut off is recorded as failed (no timer of its own fired).
+  const waited = ctx.waitingOnModel
+  if (waited !== undefined) {
+    ctx.waitingOnModel = undefined
+    if (ctx.stop === "deadline") {
+      const afterMillis = Math.max(0, ctx.deadlineAt - ctx.startedAt)
+      const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis })
+      RunContext.emit(ctx, { _tag: "model.failed", iteration: waited, failure: Failure.summarize(failure) })
+    }
   }
-  const finished = yield* Effect.exit(RunContext.finish(ctx, ending.status, ending.stopReason))
-  if (Exit.isFailure(finished)) {
-    // Only a run that already ended can refuse a terminal status; keep its own ending.
-    ending = { ...ending, detail: `${ending.detail} (${Cause.pretty(finished.cause)})` }
+  if (Exit.isSuccess(exit)) return Exit.succeed(end(ctx, exit.value))
+  if (Cause.hasInterruptsOnly(exit.cause)) {
+    return Effect.map(Effect.exit(interrupted(ctx, spec)), (assessed) =>
+      end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
+    )
   }
-  return conclude(ctx, ending)
-})
+  const detail = Failure.fromCause("runtime", exit.cause).hint
+  RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail })
+  return Exit.succeed(end(ctx, { status: "failed", stopReason: "internal_error", policy: "runtime", detail }))
+}
 
-const lifecycle = Effect.fnUntraced(function* <RV>(
+const lifecycle = <RV>(
   ctx: RunContext.RunContext,
   options: Run.Options<Tool.Any, RV>,
   resolved: Resolved<RV> | string
-) {
-  yield* RunContext.transition(ctx, "initializing")
+): Effect.Effect<Ending, unknown, unknown> => {
+  const initializing = RunContext.advance(ctx, "initializing")
+  if (initializing !== undefined) return Effect.fail(initializing)
   if (typeof resolved === "string") {
     RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail: resolved })
-    return {
+    return Exit.succeed({
       status: "failed",
       stopReason: "internal_error",
       policy: "runtime",
       detail: `invalid run options: ${resolved}`
-    } satisfies Ending as Ending
+    })
   }
   if (options.system !== undefined) ctx.messages.push({ _tag: "system", content: options.system })
   ctx.messages.push({ _tag: "user", content: options.goal })
-  yield* RunContext.transition(ctx, "planning")
+  const planning = RunContext.advance(ctx, "planning")
+  if (planning !== undefined) return Effect.fail(planning)
   const plan = resolved.validation.plan ?? []
   if (plan.length > 0) {
     RunContext.emit(ctx, {
@@ -267,36 +362,103 @@ const lifecycle = Effect.fnUntraced(function* <RV>(
       steps: plan.map((s) => ({ id: s.id, description: s.description, required: s.required }))
     })
   }
-  const outcome = yield* Loop.run(ctx, resolved.loop)
-  if (outcome.reason === "goal_reached" || assessed.has(outcome.reason)) {
-    return yield* validateOutcome(ctx, resolved.validation, outcome)
-  }
-  const status: RunState.Status = outcome.reason === "unknown_outcome" ? "unknown_outcome" : "failed"
-  return {
-    status,
-    stopReason: outcome.reason,
-    policy: outcome.policy,
-    detail: outcome.detail
-  } satisfies Ending as Ending
-})
+  return Effect.flatMap(Loop.run(ctx, resolved.loop), (outcome): Effect.Effect<Ending, unknown, unknown> => {
+    if (outcome.reason === "goal_reached" || assessed.has(outcome.reason)) {
+      return validateOutcome(ctx, resolved.validation, outcome)
+    }
+    const status: RunState.Status = outcome.reason === "unknown_outcome" ? "unknown_outcome" : "failed"
+    return Exit.succeed({ status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail })
+  })
+}
 
-export const prepare = Effect.fnUntraced(function* <RV>(options: Run.Options<Tool.Any, RV>) {
-  const clock = yield* Clock.Clock
+const hexDigits = "0123456789abcdef"
+/** Random bytes for run ids, drawn from the system's CSPRNG in batches. */
+let entropy = new Uint8Array(0)
+let entropyUsed = 0
+const idCodes: Array<number> = new Array(36).fill(0)
+
+/**
+ * A random (version 4) UUID, as `crypto.randomUUID()` makes, but built as one flat
+ * string: `randomUUID` returns a chain of concatenations that costs a run ~400 bytes
+ * for as long as it lives.
+ */
+const randomRunId = (): string => {
+  if (entropyUsed + 16 > entropy.length) {
+    entropy = crypto.getRandomValues(new Uint8Array(4096))
+    entropyUsed = 0
+  }
+  let at = 0
+  for (let i = 0; i < 16; i++) {
+    let byte = entropy[entropyUsed + i] ?? 0
+    if (i === 6) byte = (byte & 0x0f) | 0x40
+    else if (i === 8) byte = (byte & 0x3f) | 0x80
+    if (i === 4 || i === 6 || i === 8 || i === 10) idCodes[at++] = 45 // "-"
+    idCodes[at++] = hexDigits.charCodeAt(byte >> 4)
+    idCodes[at++] = hexDigits.charCodeAt(byte & 0x0f)
+  }
+  entropyUsed += 16
+  return String.fromCharCode.apply(null, idCodes)
+}
+
+/** The run's context, with its options resolved once; the clock is the caller's. */
+export const prepare = <RV>(
+  options: Run.Options<Tool.Any, RV>,
+  clock: Clock.Clock
+): { readonly ctx: RunContext.RunContext; readonly resolved: Resolved<RV> | string } => {
   const resolved = resolve(options)
   const timeoutMillis = typeof resolved === "string" ? 0 : resolved.timeoutMillis
   const ctx = RunContext.make({
-    runId: options.runId ?? crypto.randomUUID(),
+    runId: options.runId ?? randomRunId(),
     clock,
     deadlineAt: clock.currentTimeMillisUnsafe() + timeoutMillis
   })
   return { ctx, resolved }
-})
+}
+
+/** Interrupts the run at its deadline (the timer has fired), saying who stopped it. */
+const expire = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>): void => {
+  if (ctx.stop === undefined) ctx.stop = "deadline"
+  run.interruptUnsafe()
+}
+
+/**
+ * The run's one deadline timer on any `Clock` (a `TestClock` in tests): a fiber that
+ * sleeps on the clock until the deadline, then interrupts the run's fiber.
+ */
+const deadlineFiber = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>): Effect.Effect<void> =>
+  Effect.map(ctx.clock.sleep(Duration.millis(RunContext.remainingMillis(ctx))), () => expire(ctx, run))
+
+/** Effect's own clock, the one a run uses unless a test or a layer provides another. */
+const systemClock = Context.get(Context.empty(), Clock.Clock)
+
+/** `setTimeout`'s limit, which Effect's clock also splits longer sleeps at. */
+const maxTimerMillis = 2 ** 31 - 1
+
+/**
+ * The same timer on Effect's own clock, which sleeps with `setTimeout`: a plain
+ * `setTimeout`, without the fiber (and its async context) a sleep needs. Returns how
+ * to stop it.
+ */
+const deadlineTimeout = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>): (() => void) => {
+  let handle: ReturnType<typeof setTimeout> | undefined
+  const arm = (millis: number): void => {
+    // Like the clock's sleep: an infinite deadline never fires; a long one is waited in parts.
+    if (!Number.isFinite(millis)) return
+    handle =
+      millis > maxTimerMillis
+        ? setTimeout(() => arm(millis - maxTimerMillis), maxTimerMillis)
+        : setTimeout(() => expire(ctx, run), Math.max(0, millis))
+  }
+  arm(RunContext.remainingMillis(ctx))
+  return () => clearTimeout(handle)
+}
 
 /**
  * The whole run, to be run in its own fiber: the lifecycle, interruptible by the run's
- * one deadline timer (a child fiber that interrupts this one, so no wait inside the run
- * needs a timer of its own) and by `cancel`; then, uninterruptibly, the ending, which
- * completes `done` (the fiber's own exit is an interruption when it was interrupted).
+ * one deadline timer (a fiber of its own that interrupts this one, so no wait inside
+ * the run needs a timer of its own) and by `cancel`; then, uninterruptibly, the
+ * ending, which completes `done` (the fiber's own exit is an interruption when it was
+ * interrupted). The timer stops as soon as the lifecycle has ended.
  */
 export const execute = <RV, R>(
   ctx: RunContext.RunContext,
@@ -305,27 +467,36 @@ export const execute = <RV, R>(
   done: Deferred.Deferred<RunResult.RunResult>
 ): Effect.Effect<void, never, R> =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.gen(function* () {
-      RunContext.emit(ctx, {
+    Effect.withFiber((self) => {
+      RunContext.record(ctx, {
         _tag: "run.started",
         goal: options.goal,
         tools: options.tools.map((t) => t.name),
-        deadlineAt: ctx.deadlineAt
+        deadlineAt: ctx.deadlineAt,
+        runId: ctx.runId,
+        seq: 0,
+        at: 0
       })
-      const self = yield* Effect.fiber
-      const timer = Effect.sleep(RunContext.remainingMillis(ctx)).pipe(
-        Effect.andThen(
-          Effect.sync(() => {
-            if (ctx.stop === undefined) ctx.stop = "deadline"
-            self.interruptUnsafe()
-          })
-        )
+      const body = Effect.exit(restore(Effect.suspend(() => lifecycle(ctx, options, resolved))))
+      const ending = (exit: Exit.Exit<Ending, unknown>) => {
+        const spec = typeof resolved === "string" ? Validation.empty : resolved.validation
+        // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
+        return Effect.flatMap(finalize(ctx, exit, spec), (result) => Deferred.succeed(done, result))
+      }
+      // Invalid options end the run at once: no deadline to watch.
+      if (typeof resolved === "string") return Effect.flatMap(body, ending)
+      if (ctx.clock === systemClock) {
+        const stop = deadlineTimeout(ctx, self)
+        return Effect.flatMap(body, (exit) => {
+          stop()
+          return ending(exit)
+        })
+      }
+      return Effect.flatMap(Effect.forkDetach(deadlineFiber(ctx, self), { startImmediately: true }), (timer) =>
+        Effect.flatMap(body, (exit) => {
+          timer.interruptUnsafe()
+          return ending(exit)
+        })
       )
-      const body = Effect.andThen(Effect.forkChild(timer), lifecycle(ctx, options, resolved))
-      const exit = yield* Effect.exit(restore(body as Effect.Effect<Ending, unknown, R>))
-      const spec = typeof resolved === "string" ? Validation.empty : resolved.validation
-      const result = yield* finalize(ctx, exit, spec) as Effect.Effect<RunResult.RunResult, never, R>
-      // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
-      yield* Deferred.succeed(done, result)
     })
-  )
+  ) as Effect.Effect<void, never, R>

@@ -1,7 +1,8 @@
 /**
  * The mutable heart of one run, private to the runtime: the event log, the folded
  * counters and state, and the conversation. Only the run's own fiber writes to it;
- * every write goes through `emit`, so the log stays the single source of truth.
+ * every write goes through `emit` (or `record`), so the log stays the single source
+ * of truth.
  */
 import { type Clock, Effect, Result } from "effect"
 import * as Counters from "../Counters.ts"
@@ -17,55 +18,96 @@ export interface RunContext {
   readonly deadlineAt: number
   readonly events: Array<Event.Event>
   readonly messages: Array<Model.Message>
-  counters: Counters.Counters
+  /**
+   * The counters as of the last event: an immutable value (policies may keep the one
+   * they were given), made from `tally` when read after a change.
+   */
+  readonly counters: Counters.Counters
+  /** The live fold of `events`, updated in place by `emit`. Read it, never write it. */
+  readonly tally: Counters.Live
   readonly listeners: Array<(event: Event.Event) => void>
   /** Who stopped the run from outside the loop (the deadline timer or a cancel), if anyone. */
   stop: "deadline" | "cancel" | undefined
+  /**
+   * The iteration whose model call the run is waiting on, if any: when the deadline
+   * interrupts that wait, the ending records the call as failed (see `Lifecycle`).
+   */
+  waitingOnModel: number | undefined
+}
+
+class Context implements RunContext {
+  readonly events: Array<Event.Event> = []
+  readonly messages: Array<Model.Message> = []
+  readonly listeners: Array<(event: Event.Event) => void> = []
+  stop: "deadline" | "cancel" | undefined = undefined
+  waitingOnModel: number | undefined = undefined
+  readonly tally = new Counters.Live(this.events)
+  readonly runId: string
+  readonly clock: Clock.Clock
+  readonly startedAt: number
+  readonly deadlineAt: number
+  constructor(runId: string, clock: Clock.Clock, startedAt: number, deadlineAt: number) {
+    this.runId = runId
+    this.clock = clock
+    this.startedAt = startedAt
+    this.deadlineAt = deadlineAt
+  }
+  get counters(): Counters.Counters {
+    return this.tally.counters()
+  }
 }
 
 export const make = (options: {
   readonly runId: string
   readonly clock: Clock.Clock
   readonly deadlineAt: number
-}): RunContext => ({
-  runId: options.runId,
-  clock: options.clock,
-  startedAt: options.clock.currentTimeMillisUnsafe(),
-  deadlineAt: options.deadlineAt,
-  events: [],
-  messages: [],
-  counters: Counters.empty,
-  listeners: [],
-  stop: undefined
-})
+}): RunContext => new Context(options.runId, options.clock, options.clock.currentTimeMillisUnsafe(), options.deadlineAt)
 
 export const now = (ctx: RunContext): number => ctx.clock.currentTimeMillisUnsafe()
 
 export const remainingMillis = (ctx: RunContext): number => Math.max(0, ctx.deadlineAt - now(ctx))
+
+type Writable = { -readonly [K in keyof Event.Event]: Event.Event[K] }
+
+const append = (ctx: RunContext, event: Event.Event): Event.Event => {
+  ctx.events.push(event)
+  ctx.tally.step(event)
+  const listeners = ctx.listeners
+  for (let i = 0; i < listeners.length; i++) listeners[i]?.(event)
+  return event
+}
 
 /** Stamps a draft with the run id, the next sequence number and the time, then appends and folds it. */
 export const emit = (ctx: RunContext, draft: Event.Draft): Event.Event => {
   // The one erased boundary: a draft plus its stamp is exactly one member of the union.
   // Drafts are built fresh for each emit and never shared, so stamping one in place is
   // safe, and it saves a copy of every event.
-  const event = draft as { -readonly [K in keyof Event.Event]: Event.Event[K] } & Event.Draft
+  const event = draft as Writable & Event.Draft
   event.runId = ctx.runId
   event.seq = ctx.events.length
   event.at = now(ctx)
-  const stamped = event as Event.Event
-  ctx.events.push(stamped)
-  ctx.counters = Counters.step(ctx.counters, stamped)
-  for (const listener of ctx.listeners) listener(stamped)
-  return stamped
+  return append(ctx, event as Event.Event)
 }
 
-export const state = (ctx: RunContext): RunState.State => ctx.counters.state
+/**
+ * `emit` for an event built whole, its `seq` and `at` placeholders (`0`) to be set
+ * here: for the events of every step, an object built with all its fields is smaller
+ * than a draft stamped afterwards. Same rule: built fresh, never shared.
+ */
+export const record = (ctx: RunContext, event: Event.Event): Event.Event => {
+  const stamped = event as Writable
+  stamped.seq = ctx.events.length
+  stamped.at = now(ctx)
+  return append(ctx, event)
+}
+
+export const state = (ctx: RunContext): RunState.State => ctx.tally.state
 
 const move = (ctx: RunContext, to: RunState.State): Effect.Effect<void, RunState.IllegalTransition> => {
-  const from = ctx.counters.state
+  const from = ctx.tally.state
   const result = RunState.transition(from, to)
   if (Result.isFailure(result)) return Effect.fail(result.failure)
-  emit(ctx, { _tag: "state.changed", from, to })
+  record(ctx, { _tag: "state.changed", from, to, runId: ctx.runId, seq: 0, at: 0 })
   return Effect.void
 }
 
@@ -75,17 +117,17 @@ const move = (ctx: RunContext, to: RunState.State): Effect.Effect<void, RunState
  * Terminal statuses are out of its reach by type: only `finish` writes them.
  */
 export const transition = (ctx: RunContext, to: RunState.Phase): Effect.Effect<void, RunState.IllegalTransition> =>
-  ctx.counters.state === to ? Effect.void : move(ctx, to)
+  ctx.tally.state === to ? Effect.void : move(ctx, to)
 
 /**
  * `transition` without an Effect, for the loop's hot path: returns the error instead of
  * failing with it (`if (illegal) return yield* illegal`).
  */
 export const advance = (ctx: RunContext, to: RunState.Phase): RunState.IllegalTransition | undefined => {
-  const from = ctx.counters.state
+  const from = ctx.tally.state
   if (from === to) return undefined
   if (!RunState.canTransition(from, to)) return new RunState.IllegalTransition({ from, to })
-  emit(ctx, { _tag: "state.changed", from, to })
+  record(ctx, { _tag: "state.changed", from, to, runId: ctx.runId, seq: 0, at: 0 })
   return undefined
 }
 
