@@ -103,6 +103,13 @@ const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outc
 
 /** Hard stops a tool result forces, whatever the policies say (R3.7, R3.8, R6.4). */
 const hardStop = (ctx: RunContext.RunContext, config: Config, results: ReadonlyArray<ToolResult.ToolResult>) => {
+  // An unknown outcome anywhere in the batch outranks any other stop: it must be reconciled.
+  for (const result of results) {
+    const failure = result.error?.failure
+    if (failure?.classification === "unknown") {
+      return decide(ctx, "runtime", "unknown_outcome", `${result.name} (${result.callId}): ${failure.hint}`)
+    }
+  }
   for (const result of results) {
     if (result.status === "inconsistent") {
       return decide(

@@ -212,13 +212,18 @@ export const recoverFrom: <A, R>(
         `${failure._tag === "Permanent" ? "a permanent" : "an unknown-outcome"} failure is never retried`
       )
     }
+    // A business conflict (the version changed) is resolved by re-reading, not by resending (R3.10).
+    if (failure.category === "conflict") {
+      return yield* giveUp("not_retryable", "a conflict is handed to the model to re-read the current state")
+    }
     if (n === 1 && squashed.attempts > 1) {
       return yield* giveUp("owner_retried", `already retried ${squashed.attempts - 1} times by its owner`)
     }
     if (!episode.allowed) return yield* giveUp("not_allowed", "this call may not be retried automatically")
     if (n > episode.maxRetries)
       return yield* giveUp("schedule_exhausted", `retry limit of ${episode.maxRetries} reached`)
-    if (ctx.tally.recoveryAttempts >= episode.maxRecoveries) {
+    // Argument corrections are the model's to spend (R3.5), not this retry budget (R3.4).
+    if (ctx.tally.recoveryAttempts - ctx.tally.toolCorrectionAttempts >= episode.maxRecoveries) {
       return yield* giveUp("run_budget", `the run's recovery budget of ${episode.maxRecoveries} retries is spent`)
     }
     const retryable = squashed as Failure.Retryable

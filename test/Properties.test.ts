@@ -9,24 +9,12 @@ import * as Properties from "../src/testing/Properties.ts"
 const runs = Math.max(1_000, Number(process.env.PROPERTY_RUNS ?? 1_000))
 const options = { timeout: 120_000, arbitrary: { runs } }
 
-/**
- * Bugs the properties found, filed with the lead (see the regression tests at the end).
- * Each entry drops only its own violation; the `.fails` tests below turn red once the
- * bug is fixed, and then both go.
- */
-const knownBugs: ReadonlyArray<(violation: Properties.Violation, result: RunResult.RunResult) => boolean> = [
-  (v) => v.invariant === Properties.correctionsSpendRetries,
-  (v, result) => v.invariant === Properties.unknownOutcomeEndsRun && result.stopReason === "tool_error"
-]
-
 /** Runs a generated case and returns the violations of the invariants named by `prefixes`. */
 const violations = (c: Properties.Case, prefixes: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const scenario = Properties.toScenario(c)
     const result = yield* Properties.runScenario(scenario)
-    return Properties.checkScenario(scenario, result).filter(
-      (v) => prefixes.some((p) => v.invariant.startsWith(p)) && !knownBugs.some((known) => known(v, result))
-    )
+    return Properties.checkScenario(scenario, result).filter((v) => prefixes.some((p) => v.invariant.startsWith(p)))
   }).pipe(Effect.provide(NodeServices.layer))
 
 /** How many generated cases each property evaluated. */
@@ -209,8 +197,8 @@ describe("Properties.check catches broken runs", () => {
   )
 })
 
-describe("bugs the properties found (remove `.fails` once fixed, with the knownBugs entry)", () => {
-  it.effect.fails("R3.4 an argument correction must not spend the run's retry budget", () =>
+describe("regressions the properties found", () => {
+  it.effect("R3.4 an argument correction must not spend the run's retry budget", () =>
     Effect.gen(function* () {
       // Minimal: one invalid-argument call (a correction), then one 429, with maxRecoveries 1.
       const { scenario, result } = yield* run({
@@ -227,7 +215,7 @@ describe("bugs the properties found (remove `.fails` once fixed, with the knownB
     })
   )
 
-  it.effect.fails("R3.8 a batch with an unknown outcome ends unknown_outcome whatever the order of its calls", () =>
+  it.effect("R3.8 a batch with an unknown outcome ends unknown_outcome whatever the order of its calls", () =>
     Effect.gen(function* () {
       // Minimal: a failing call that does not recover its errors, then a payment whose answer was lost.
       const { result } = yield* run({

@@ -227,6 +227,39 @@ describe("Recovery", () => {
     })
   )
 
+  it.effect("R3.10 a conflict is not resent, even by an idempotent tool: the model re-reads", () =>
+    Effect.gen(function* () {
+      const calls = yield* Ref.make(0)
+      const save = Tool.make({
+        name: "save",
+        description: "fails with a version conflict",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        idempotent: true,
+        recoverErrors: true,
+        handler: () =>
+          Ref.update(calls, (n) => n + 1).pipe(
+            Effect.andThen(
+              Effect.fail(
+                new Failure.Retryable({
+                  source: "tool",
+                  category: "conflict",
+                  code: "version_conflict",
+                  attempts: 1,
+                  hint: "the document changed since you read it"
+                })
+              )
+            )
+          )
+      })
+      const model = FaultyModel.make([FaultyModel.respond(ScriptedModel.toolCall("save", {})), final])
+      const result = yield* runWith(model, { tools: [save], recovery: exact })
+      assert.strictEqual(yield* Ref.get(calls), 1)
+      assert.strictEqual(ofTag(result.timeline, "recovery.started").length, 0)
+      assert.strictEqual(result.status, "completed")
+    })
+  )
+
   it("Recovery.backoff refuses nonsense", () => {
     assert.throws(() => Recovery.backoff({ retries: -1 }), /retries must be an integer >= 0/)
     assert.throws(() => Recovery.backoff({ factor: 0.5 }), /factor must be >= 1/)
