@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Duration, Effect, Exit, Predicate, Result, Schema, SchemaIssue } from "effect"
+import { Cause, Duration, Effect, Exit, Result, Schema } from "effect"
 import * as Failure from "./Failure.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import type * as Model from "./Model.ts"
@@ -23,26 +23,22 @@ import * as Recovery from "./Recovery.ts"
 import type * as RunState from "./RunState.ts"
 import * as Signature from "./Signature.ts"
 import * as Tool from "./Tool.ts"
+import * as ToolArguments from "./ToolArguments.ts"
 import * as ToolResult from "./ToolResult.ts"
 
 /**
- * Limits the pipeline enforces on what the model sends and what it sees back.
+ * Argument parsing and schema-issue messages live in `ToolArguments`; re-exported here
+ * because they are steps of this pipeline.
  *
- * @category models
  * @since 0.1.0
  */
-export interface Limits {
-  /** Arguments larger than this (JSON text, in characters) are refused. Default 256 KiB. */
-  readonly maxArgumentChars: number
-  /** Observations longer than this are cut, saying how much was cut. Default 32 KiB. */
-  readonly maxObservationChars: number
-}
-
-/**
- * @category constructors
- * @since 0.1.0
- */
-export const defaultLimits: Limits = { maxArgumentChars: 256 * 1024, maxObservationChars: 32 * 1024 }
+export {
+  defaultLimits,
+  describeIssue,
+  type Limits,
+  type ParsedArguments,
+  parseArguments
+} from "./ToolArguments.ts"
 
 interface Compiled {
   // Synchronous: tool schemas need no services, and an Exit costs no fiber step.
@@ -62,118 +58,6 @@ const compiled = (tool: Tool.Any): Compiled => {
     compiledCache.set(tool, entry)
   }
   return entry
-}
-
-const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
-
-const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
-  path.reduce<string>((acc, key) => (Predicate.isNumber(key) ? `${acc}[${key}]` : `${acc}.${String(key)}`), "arguments")
-
-/**
- * Field-level messages for a schema error: `arguments.content: field is required`.
- *
- * @category combinators
- * @since 0.1.0
- */
-export const describeIssue = (
-  issue: SchemaIssue.Issue
-): { readonly message: string; readonly fieldPaths: ReadonlyArray<string> } => {
-  const issues = formatter(issue).issues
-  const fieldPaths = issues.map((i) => formatPath((i.path ?? []).map((p) => (typeof p === "object" ? p.key : p))))
-  const lines = issues.map((i, n) => {
-    const text = i.message === "Missing key" ? "field is required" : i.message
-    return `${fieldPaths[n]}: ${text}`
-  })
-  return { message: lines.join("; "), fieldPaths }
-}
-
-/** Whether `__proto__` is an own key anywhere in `value`: the common answer, no, without building paths. */
-const hasProtoKey = (value: unknown): boolean => {
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (hasProtoKey(value[i])) return true
-    return false
-  }
-  if (Predicate.isObject(value)) {
-    for (const key in value) {
-      if (!Object.hasOwn(value, key)) continue
-      if (key === "__proto__" || hasProtoKey((value as Record<string, unknown>)[key])) return true
-    }
-  }
-  return false
-}
-
-const findProtoKey = (value: unknown, path: string): string | undefined => {
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = findProtoKey(value[i], `${path}[${i}]`)
-      if (found !== undefined) return found
-    }
-    return undefined
-  }
-  if (Predicate.isObject(value)) {
-    for (const key of Object.keys(value)) {
-      if (key === "__proto__") return `${path}.__proto__`
-      const found = findProtoKey((value as Record<string, unknown>)[key], `${path}.${key}`)
-      if (found !== undefined) return found
-    }
-  }
-  return undefined
-}
-
-const describeType = (value: unknown): string =>
-  value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`
-
-/**
- * Arguments parsed into a plain JSON object, or why they could not be.
- *
- * @category models
- * @since 0.1.0
- */
-export type ParsedArguments =
-  | { readonly _tag: "Ok"; readonly value: Record<string, unknown> }
-  | { readonly _tag: "Invalid"; readonly message: string }
-
-/**
- * Parses the raw arguments into a plain JSON object, or explains why not.
- *
- * @category combinators
- * @since 0.1.0
- */
-export const parseArguments = (raw: unknown, limits: Limits = defaultLimits): ParsedArguments => {
-  let value: unknown = raw
-  if (Predicate.isString(raw)) {
-    if (raw.length > limits.maxArgumentChars) {
-      return {
-        _tag: "Invalid",
-        message: `arguments are ${raw.length} characters, over the limit of ${limits.maxArgumentChars}`
-      }
-    }
-    if (raw.trim() === "") return { _tag: "Ok", value: {} }
-    try {
-      value = JSON.parse(raw)
-    } catch (error) {
-      return {
-        _tag: "Invalid",
-        message: `arguments are not valid JSON (${Predicate.isError(error) ? error.message : "parse error"})`
-      }
-    }
-  } else if (raw !== undefined) {
-    const size = JSON.stringify(raw)?.length ?? 0
-    if (size > limits.maxArgumentChars) {
-      return {
-        _tag: "Invalid",
-        message: `arguments are ${size} characters, over the limit of ${limits.maxArgumentChars}`
-      }
-    }
-  } else {
-    value = {}
-  }
-  if (!Predicate.isObject(value) || Array.isArray(value)) {
-    return { _tag: "Invalid", message: `arguments must be a JSON object, got ${describeType(value)}` }
-  }
-  const proto = hasProtoKey(value) ? findProtoKey(value, "arguments") : undefined
-  if (proto !== undefined) return { _tag: "Invalid", message: `${proto}: the key "__proto__" is not allowed` }
-  return { _tag: "Ok", value: value as Record<string, unknown> }
 }
 
 const truncate = (text: string, max: number): string =>
@@ -227,7 +111,7 @@ const within =
  */
 export interface Registry {
   readonly tools: ReadonlyMap<string, Tool.Any>
-  readonly limits: Limits
+  readonly limits: ToolArguments.Limits
   readonly recovery: Recovery.Settings
 }
 
@@ -237,7 +121,7 @@ export interface Registry {
  */
 export const registry = (
   tools: ReadonlyArray<Tool.Any>,
-  limits: Limits = defaultLimits,
+  limits: ToolArguments.Limits = ToolArguments.defaultLimits,
   recovery: Recovery.Settings = Recovery.defaults
 ): Registry => ({
   tools: new Map(tools.map((tool) => [tool.name, tool])),
@@ -387,7 +271,9 @@ const afterHandler = (c: Call, output: unknown): Ran => {
   const encoded = c.codec.encode(output)
   if (Exit.isFailure(encoded)) {
     const schemaError = Cause.squash(encoded.cause)
-    const detail = Schema.isSchemaError(schemaError) ? describeIssue(schemaError.issue).message : "invalid output"
+    const detail = Schema.isSchemaError(schemaError)
+      ? ToolArguments.describeIssue(schemaError.issue).message
+      : "invalid output"
     return Exit.succeed(
       failed(
         ctx,
@@ -495,7 +381,7 @@ const afterPermission = (
   if (Exit.isFailure(decoded)) {
     const schemaError = Cause.squash(decoded.cause)
     const described = Schema.isSchemaError(schemaError)
-      ? describeIssue(schemaError.issue)
+      ? ToolArguments.describeIssue(schemaError.issue)
       : { message: "arguments do not match the tool's input schema", fieldPaths: [] }
     return Exit.succeed(
       failed(
@@ -565,7 +451,7 @@ export const executeNow = (
   registry: Registry,
   call: Model.ToolCall,
   signature: string,
-  preParsed: ParsedArguments | undefined,
+  preParsed: ToolArguments.ParsedArguments | undefined,
   permission: Permission.PermissionService
 ): Ran => {
   RunContext.record(ctx, {
@@ -593,7 +479,7 @@ export const executeNow = (
       )
     )
   }
-  const parsed = preParsed ?? parseArguments(call.arguments, registry.limits)
+  const parsed = preParsed ?? ToolArguments.parseArguments(call.arguments, registry.limits)
   if (parsed._tag === "Invalid") {
     return Exit.succeed(
       failed(
@@ -627,7 +513,7 @@ export const execute = <_R = unknown>(
   registry: Registry,
   call: Model.ToolCall,
   signature: string,
-  preParsed?: ParsedArguments
+  preParsed?: ToolArguments.ParsedArguments
 ): Effect.Effect<ToolResult.ToolResult, Failure.Failure | RunState.IllegalTransition | Recovery.Exhausted, unknown> =>
   Effect.withFiber((fiber) =>
     executeNow(ctx, registry, call, signature, preParsed, fiber.getRef(Permission.Permission))

@@ -50,6 +50,8 @@ export * as Timeline from "./Timeline.ts"
 /** @since 0.1.0 */
 export * as Tool from "./Tool.ts"
 /** @since 0.1.0 */
+export * as ToolArguments from "./ToolArguments.ts"
+/** @since 0.1.0 */
 export * as ToolExecutor from "./ToolExecutor.ts"
 /** @since 0.1.0 */
 export * as ToolResult from "./ToolResult.ts"
