@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Ref, Schema } from "effect"
+import { Effect, Fiber, Layer, Redacted, Ref, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../src/Event.ts"
 import * as Model from "../src/Model.ts"
@@ -262,6 +262,35 @@ describe("ToolExecutor", () => {
       /timeout must be a positive duration/
     )
   })
+
+  it.effect("R3.1 a value the tool marks Redacted never reaches an observation, an event or the model", () =>
+    Effect.gen(function* () {
+      const creds = Tool.make({
+        name: "creds",
+        description: "returns a token",
+        input: Schema.Struct({}),
+        output: Schema.Struct({ user: Schema.String, token: Schema.Redacted(Schema.String) }),
+        sideEffect: "read",
+        handler: () => Effect.succeed({ user: "ada", token: Redacted.make("sk-SECRET-123") })
+      })
+      const seen: Array<string> = []
+      const layer = Layer.mergeAll(
+        ScriptedModel.layer([
+          ScriptedModel.toolCall("creds", {}),
+          (request) => {
+            seen.push(JSON.stringify(request.messages))
+            return ScriptedModel.finalAnswer("ok")
+          }
+        ]),
+        NodeServices.layer
+      )
+      const result = yield* Run.run({ goal: "x", tools: [creds] }).pipe(Effect.provide(layer))
+      assert.strictEqual(result.status, "completed")
+      assert.notInclude(JSON.stringify(result), "sk-SECRET")
+      assert.notInclude(seen.join(""), "sk-SECRET")
+      assert.include(seen.join(""), "<redacted>")
+    })
+  )
 
   it("parseArguments treats empty text as an empty object and keeps objects as given", () => {
     assert.deepStrictEqual(ToolExecutor.parseArguments(""), { _tag: "Ok", value: {} })
