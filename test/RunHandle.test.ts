@@ -10,6 +10,24 @@ import { echo } from "./support/tools.ts"
 const withScript = (script: ReadonlyArray<ScriptedModel.Step>) =>
   Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer)
 
+/** A tool that waits forever, saying when it was entered and when it was interrupted. */
+const makeHang = Effect.gen(function* () {
+  const entered = yield* Deferred.make<void>()
+  const interrupted = yield* Deferred.make<void>()
+  const hang = Tool.make({
+    name: "hang",
+    description: "waits forever",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    handler: () =>
+      Deferred.succeed(entered, undefined).pipe(
+        Effect.andThen(Effect.never),
+        Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))
+      )
+  })
+  return { entered, interrupted, hang }
+})
+
 describe("Run.start", () => {
   it.effect("R8 the live stream replays past events, then follows the run, and ends with run.finished", () =>
     Effect.gen(function* () {
@@ -32,19 +50,7 @@ describe("Run.start", () => {
 
   it.effect("R5.1 cancel ends the run cancelled, interrupts the tool in flight, and starts no new action", () =>
     Effect.gen(function* () {
-      const entered = yield* Deferred.make<void>()
-      const interrupted = yield* Deferred.make<void>()
-      const hang = Tool.make({
-        name: "hang",
-        description: "waits forever",
-        input: Schema.Struct({}),
-        output: Schema.String,
-        handler: () =>
-          Deferred.succeed(entered, undefined).pipe(
-            Effect.andThen(Effect.never),
-            Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))
-          )
-      })
+      const { entered, interrupted, hang } = yield* makeHang
       const handle = yield* Run.start({ goal: "x", tools: [hang, echo] })
       yield* Deferred.await(entered)
       assert.strictEqual(yield* handle.state, "tool_executing")
@@ -66,19 +72,7 @@ describe("Run.start", () => {
 
   it.effect("R5.1 interrupting an inline run interrupts its tools", () =>
     Effect.gen(function* () {
-      const entered = yield* Deferred.make<void>()
-      const interrupted = yield* Deferred.make<void>()
-      const hang = Tool.make({
-        name: "hang",
-        description: "waits forever",
-        input: Schema.Struct({}),
-        output: Schema.String,
-        handler: () =>
-          Deferred.succeed(entered, undefined).pipe(
-            Effect.andThen(Effect.never),
-            Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))
-          )
-      })
+      const { entered, interrupted, hang } = yield* makeHang
       const fiber = yield* Effect.forkChild(Run.run({ goal: "x", tools: [hang] }))
       yield* Deferred.await(entered)
       yield* Fiber.interrupt(fiber)

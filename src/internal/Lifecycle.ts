@@ -14,29 +14,30 @@ import * as Recovery from "../Recovery.ts"
 import type * as Run from "../Run.ts"
 import type * as RunResult from "../RunResult.ts"
 import * as RunState from "../RunState.ts"
-import type * as StopReason from "../StopReason.ts"
+import * as StopReason from "../StopReason.ts"
 import * as Termination from "../Termination.ts"
 import * as Tool from "../Tool.ts"
 import * as ToolExecutor from "../ToolExecutor.ts"
 import * as Validation from "../Validation.ts"
 import * as RunContext from "./RunContext.ts"
 
-/** Stops after which validation still runs, to tell `partial` from `failed` (R6.3). */
-const assessed: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopReason>([
-  "run_timeout",
-  "max_tool_calls",
-  "max_iterations",
-  "repeated_tool_call",
-  "repeated_tool_failure",
-  "recovery_exhausted",
-  "max_tool_errors",
-  "empty_output",
-  "loop_detected",
-  "budget_exhausted",
-  "tool_error",
-  "model_error",
-  "inconsistent_result"
+/**
+ * Stops that end the run without weighing its progress: the final answer goes through
+ * validation on its own terms, and cancellation, an unknown outcome, approvals and
+ * defects end the run as they are. Every other stop still runs validation, to tell
+ * `partial` from `failed` (R6.3).
+ */
+const unassessed: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopReason>([
+  "goal_reached",
+  "validation_failed",
+  "unknown_outcome",
+  "approval_rejected",
+  "approval_expired",
+  "cancelled",
+  "internal_error"
 ])
+
+const assessed: ReadonlySet<StopReason.StopReason> = new Set(StopReason.all.filter((reason) => !unassessed.has(reason)))
 
 export interface Resolved<RV> {
   readonly registry: ToolExecutor.Registry

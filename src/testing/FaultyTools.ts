@@ -27,7 +27,7 @@ import * as FailureBoundary from "../FailureBoundary.ts"
 import * as Tool from "../Tool.ts"
 
 /**
- * The arguments every faulty tool accepts: any JSON object, so a test can vary the
+ * The arguments every faulty tool accepts: whatever JSON object a test sends, so it can vary the
  * arguments (and with them the call's signature) freely.
  *
  * @category models
