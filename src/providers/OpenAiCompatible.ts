@@ -43,6 +43,7 @@ import * as Failure from "../Failure.ts"
 import * as FailureBoundary from "../FailureBoundary.ts"
 import * as Model from "../Model.ts"
 import * as HttpTransport from "./HttpTransport.ts"
+import { DeepSeek, OpenAi, type Preset, type PresetOptions } from "./OpenAiPresets.ts"
 import * as OpenAiWire from "./OpenAiWire.ts"
 import * as Sse from "./Sse.ts"
 
@@ -317,75 +318,11 @@ export const layerHttpClient: (options?: HttpTransport.Options) => Layer.Layer<H
   HttpTransport.layer
 
 /**
- * Options for a preset: everything but the base URL and model is as in
- * {@link Options}, and those two have defaults.
+ * The presets live in `OpenAiPresets`; they are re-exported here.
  *
- * @category models
  * @since 0.1.0
  */
-export type PresetOptions = Omit<Options, "baseUrl" | "model"> & {
-  readonly baseUrl?: string | undefined
-  readonly model?: string | undefined
-}
-
-/**
- * A known endpoint: its defaults and the environment variables it reads.
- *
- * @category models
- * @since 0.1.0
- */
-export interface Preset {
-  readonly name: string
-  readonly baseUrl: string
-  readonly model: string
-  readonly env: { readonly apiKey: string; readonly baseUrl: string; readonly model: string }
-}
-
-/**
- * @category presets
- * @since 0.1.0
- */
-export const OpenAi: Preset = {
-  name: "openai",
-  baseUrl: "https://api.openai.com/v1",
-  model: "gpt-4o-mini",
-  env: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL", model: "OPENAI_MODEL" }
-}
-
-/**
- * @category presets
- * @since 0.1.0
- */
-export const DeepSeek: Preset = {
-  name: "deepseek",
-  baseUrl: "https://api.deepseek.com",
-  model: "deepseek-chat",
-  env: { apiKey: "DEEPSEEK_API_KEY", baseUrl: "DEEPSEEK_BASE_URL", model: "DEEPSEEK_MODEL" }
-}
-
-const fromPreset =
-  (preset: Preset) =>
-  (options: PresetOptions): Options => ({
-    ...options,
-    baseUrl: options.baseUrl ?? preset.baseUrl,
-    model: options.model ?? preset.model
-  })
-
-/**
- * Options for OpenAI (`https://api.openai.com/v1`, default model `gpt-4o-mini`).
- *
- * @category presets
- * @since 0.1.0
- */
-export const openai: (options: PresetOptions) => Options = fromPreset(OpenAi)
-
-/**
- * Options for DeepSeek (`https://api.deepseek.com`, default model `deepseek-chat`).
- *
- * @category presets
- * @since 0.1.0
- */
-export const deepseek: (options: PresetOptions) => Options = fromPreset(DeepSeek)
+export { DeepSeek, deepseek, OpenAi, openai, type Preset, type PresetOptions } from "./OpenAiPresets.ts"
 
 /**
  * The client configured from the environment: the preset's API key variable

@@ -15,135 +15,28 @@
  */
 
 import * as Http from "node:http"
-import * as Net from "node:net"
-import { Worker } from "node:worker_threads"
 import { Deferred, Effect, Exit, Result, Schema, type Scope } from "effect"
 import type * as Model from "../Model.ts"
 import * as OpenAiWire from "../providers/OpenAiWire.ts"
+import { type Step, status } from "./internal/FakeOpenAiSteps.ts"
 
 /**
- * A tool call the server returns. `arguments` is sent as is, so it may be malformed.
+ * The steps and their constructors live in `internal/FakeOpenAiSteps.ts`; they are
+ * re-exported here.
  *
- * @category models
  * @since 0.1.0
  */
-export interface ToolCall {
-  readonly id?: string | undefined
-  readonly name: string
-  readonly arguments: string
-}
-
-/**
- * One scripted answer.
- *
- * @category models
- * @since 0.1.0
- */
-export type Step =
-  | {
-      readonly _tag: "Reply"
-      readonly text: string
-      readonly toolCalls: ReadonlyArray<ToolCall>
-      readonly usage: { readonly input: number; readonly output: number }
-    }
-  | {
-      readonly _tag: "Status"
-      readonly status: number
-      readonly retryAfter?: string | undefined
-      readonly message: string
-    }
-  | { readonly _tag: "Delay"; readonly millis: number; readonly next: Step }
-  | { readonly _tag: "Stall"; readonly afterChunks: number; readonly millis: number; readonly next: Step }
-  | { readonly _tag: "Reset"; readonly afterChunks: number | undefined }
-  | { readonly _tag: "Corrupt" }
-  | { readonly _tag: "Truncated" }
-
-/**
- * A response: text and/or tool calls, with token usage.
- *
- * @category constructors
- * @since 0.1.0
- */
-export const reply = (options: {
-  readonly text?: string | undefined
-  readonly toolCalls?: ReadonlyArray<ToolCall> | undefined
-  readonly usage?: { readonly input: number; readonly output: number } | undefined
-}): Step => ({
-  _tag: "Reply",
-  text: options.text ?? "",
-  toolCalls: options.toolCalls ?? [],
-  usage: options.usage ?? { input: 10, output: 5 }
-})
-
-/**
- * An error status (429, 500, 502, 503, 400, 401, 404, …) with an OpenAI-style error body.
- *
- * @category constructors
- * @since 0.1.0
- */
-export const status = (
-  code: number,
-  options: { readonly retryAfter?: string | undefined; readonly message?: string | undefined } = {}
-): Step => ({
-  _tag: "Status",
-  status: code,
-  retryAfter: options.retryAfter,
-  message: options.message ?? `status ${code}`
-})
-
-/**
- * Waits before sending any header, then plays `next`.
- *
- * @category constructors
- * @since 0.1.0
- */
-export const delay = (millis: number, next: Step): Step => ({ _tag: "Delay", millis, next })
-
-/**
- * Sends the headers and `afterChunks` events of `next` (for a plain answer: half its
- * body), waits `millis`, then sends the rest.
- *
- * @category constructors
- * @since 0.1.0
- */
-export const stall = (options: {
-  readonly afterChunks?: number
-  readonly millis: number
-  readonly next: Step
-}): Step => ({
-  _tag: "Stall",
-  afterChunks: options.afterChunks ?? 1,
-  millis: options.millis,
-  next: options.next
-})
-
-/**
- * Destroys the connection: before any header, or after `afterChunks` events of a
- * streamed answer (half the body of a plain one).
- *
- * @category constructors
- * @since 0.1.0
- */
-export const reset = (options: { readonly afterChunks?: number | undefined } = {}): Step => ({
-  _tag: "Reset",
-  afterChunks: options.afterChunks
-})
-
-/**
- * A 200 answer whose JSON does not parse (for a stream: one event).
- *
- * @category constructors
- * @since 0.1.0
- */
-export const corrupt: Step = { _tag: "Corrupt" }
-
-/**
- * A 200 answer that ends early but cleanly: half the JSON, or a stream without `[DONE]`.
- *
- * @category constructors
- * @since 0.1.0
- */
-export const truncated: Step = { _tag: "Truncated" }
+export {
+  corrupt,
+  delay,
+  reply,
+  reset,
+  type Step,
+  stall,
+  status,
+  type ToolCall,
+  truncated
+} from "./internal/FakeOpenAiSteps.ts"
 
 /**
  * What the server got.
@@ -387,51 +280,8 @@ export const make = (script: Script): Effect.Effect<FakeOpenAiServer, never, Sco
   ).pipe(Effect.map(({ handle }) => handle))
 
 /**
- * An address on 127.0.0.1 where TCP connects hang (a listener that never accepts and
- * whose backlog is full), to test connect timeouts without leaving the machine.
+ * `unreachable` lives in `internal/Unreachable.ts`; it is re-exported here.
  *
- * @category constructors
  * @since 0.1.0
  */
-export const unreachable: Effect.Effect<{ readonly url: string }, never, Scope.Scope> = Effect.acquireRelease(
-  Effect.callback<{ url: string; worker: Worker; gate: Int32Array; fillers: Array<Net.Socket> }>((resume) => {
-    const gate = new Int32Array(new SharedArrayBuffer(4))
-    // The listener lives on a worker thread that then blocks, so nothing ever accepts.
-    const worker = new Worker(
-      `const net = require("node:net"); const { parentPort, workerData } = require("node:worker_threads")
-       const server = net.createServer(); server.listen({ host: "127.0.0.1", port: 0, backlog: 1 }, () => {
-         parentPort.postMessage(server.address().port); Atomics.wait(workerData, 0, 0); server.close() })`,
-      { eval: true, workerData: gate }
-    )
-    const fillers: Array<Net.Socket> = []
-    worker.once("message", (port: number) => {
-      let settled = false
-      const done = () => {
-        if (settled) return
-        settled = true
-        resume(Effect.succeed({ url: `http://127.0.0.1:${port}/v1`, worker, gate, fillers }))
-      }
-      // Fill the accept queue until a connect no longer completes (bounded).
-      const fill = (tries: number) => {
-        const socket = Net.connect({ host: "127.0.0.1", port })
-        socket.on("error", () => {})
-        fillers.push(socket)
-        const timer = setTimeout(done, 50)
-        socket.once("connect", () => {
-          clearTimeout(timer)
-          if (settled) return
-          if (tries > 0) fill(tries - 1)
-          else done()
-        })
-      }
-      fill(8)
-    })
-  }),
-  ({ worker, gate, fillers }) =>
-    Effect.promise(() => {
-      for (const socket of fillers) socket.destroy()
-      Atomics.store(gate, 0, 1)
-      Atomics.notify(gate, 0)
-      return worker.terminate()
-    }).pipe(Effect.asVoid)
-).pipe(Effect.map(({ url }) => ({ url })))
+export { unreachable } from "./internal/Unreachable.ts"
