@@ -3,23 +3,20 @@
  * deadline timer, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Option, Result } from "effect"
+import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Result } from "effect"
 import * as Counters from "../Counters.ts"
-import type * as Event from "../Event.ts"
 import * as Failure from "../Failure.ts"
 import * as FailureBoundary from "../FailureBoundary.ts"
 import * as Loop from "../Loop.ts"
-import type * as Model from "../Model.ts"
-import * as Recovery from "../Recovery.ts"
 import type * as Run from "../Run.ts"
 import type * as RunResult from "../RunResult.ts"
 import * as RunState from "../RunState.ts"
 import * as StopReason from "../StopReason.ts"
-import * as Termination from "../Termination.ts"
-import * as Tool from "../Tool.ts"
-import * as ToolExecutor from "../ToolExecutor.ts"
+import type * as Tool from "../Tool.ts"
 import * as Validation from "../Validation.ts"
 import * as RunContext from "./RunContext.ts"
+import { type Resolved, resolve } from "./RunOptions.ts"
+import { conclude, type Ending } from "./RunOutcome.ts"
 
 /**
  * Stops that end the run without weighing its progress: the final answer goes through
@@ -38,159 +35,6 @@ const unassessed: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopRe
 ])
 
 const assessed: ReadonlySet<StopReason.StopReason> = new Set(StopReason.all.filter((reason) => !unassessed.has(reason)))
-
-export interface Resolved<RV> {
-  readonly registry: ToolExecutor.Registry
-  readonly loop: Loop.Config
-  readonly timeoutMillis: number
-  readonly validation: Validation.Spec<RV>
-}
-
-/** The default run deadline, `"10 minutes"`, without parsing it for every run. */
-const defaultTimeoutMillis = 10 * 60 * 1000
-
-/** What a tool list resolves to: checked once per list (and re-checked if it changed). */
-interface ToolSet {
-  readonly tools: ReadonlyArray<Tool.Any>
-  readonly byName: ReadonlyMap<string, Tool.Any>
-  readonly definitions: ReadonlyArray<Model.ToolDefinition>
-}
-
-const toolSets = new WeakMap<ReadonlyArray<Tool.Any>, ToolSet>()
-
-const sameTools = (a: ReadonlyArray<Tool.Any>, b: ReadonlyArray<Tool.Any>): boolean => {
-  if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
-  return true
-}
-
-/** The tools by name and their definitions, or why the list is invalid. */
-const toolSet = (tools: ReadonlyArray<Tool.Any>): ToolSet | string => {
-  const cached = toolSets.get(tools)
-  if (cached !== undefined && sameTools(cached.tools, tools)) return cached
-  const byName = new Map<string, Tool.Any>()
-  for (const tool of tools) {
-    if (byName.has(tool.name)) return `two tools are named "${tool.name}"; tool names must be unique`
-    byName.set(tool.name, tool)
-  }
-  const set: ToolSet = { tools: tools.slice(), byName, definitions: tools.map(Tool.definition) }
-  toolSets.set(tools, set)
-  return set
-}
-
-export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | string => {
-  const tools = toolSet(options.tools)
-  if (typeof tools === "string") return tools
-  const limits = options.limits ?? {}
-  const concurrency = options.concurrency ?? 1
-  if (!Number.isInteger(concurrency) || concurrency < 1)
-    return `concurrency must be an integer >= 1, got ${concurrency}`
-  const correctionBudget = limits.correctionBudget ?? 3
-  if (!Number.isInteger(correctionBudget) || correctionBudget < 0) {
-    return `correctionBudget must be an integer >= 0, got ${correctionBudget}`
-  }
-  const timeoutMillis =
-    limits.runTimeout === undefined
-      ? defaultTimeoutMillis
-      : Option.match(Duration.fromInput(limits.runTimeout), {
-          onNone: () => Number.NaN,
-          onSome: Duration.toMillis
-        })
-  if (!(timeoutMillis > 0)) {
-    return `runTimeout must be a positive duration, got ${String(limits.runTimeout)}`
-  }
-  let policies: ReadonlyArray<Termination.Policy>
-  try {
-    const defaults = Termination.defaults(limits)
-    policies =
-      options.policies === undefined
-        ? defaults
-        : typeof options.policies === "function"
-          ? options.policies(defaults)
-          : options.policies
-  } catch (error) {
-    return error instanceof Error ? error.message : String(error)
-  }
-  const maxRecoveries = limits.maxRecoveries ?? Recovery.defaults.maxRecoveries
-  if (!Number.isInteger(maxRecoveries) || maxRecoveries < 0) {
-    return `maxRecoveries must be an integer >= 0, got ${maxRecoveries}`
-  }
-  const recovery: Recovery.Settings =
-    options.recovery === undefined && maxRecoveries === Recovery.defaults.maxRecoveries
-      ? Recovery.defaults
-      : { schedule: options.recovery ?? Recovery.defaults.schedule, maxRecoveries }
-  const maxArgumentChars = limits.maxArgumentChars ?? ToolExecutor.defaultLimits.maxArgumentChars
-  const maxObservationChars = limits.maxObservationChars ?? ToolExecutor.defaultLimits.maxObservationChars
-  const registry: ToolExecutor.Registry = {
-    tools: tools.byName,
-    limits:
-      maxArgumentChars === ToolExecutor.defaultLimits.maxArgumentChars &&
-      maxObservationChars === ToolExecutor.defaultLimits.maxObservationChars
-        ? ToolExecutor.defaultLimits
-        : { maxArgumentChars, maxObservationChars },
-    recovery
-  }
-  return {
-    registry,
-    timeoutMillis,
-    validation: options.validation ?? Validation.empty,
-    loop: {
-      registry,
-      toolDefinitions: tools.definitions,
-      policies,
-      concurrency,
-      correctionBudget,
-      recovery
-    }
-  }
-}
-
-/** Calls that changed the world, and actions that may or may not have taken effect (R3.8, R5.2), in one pass. */
-const effectsOf = (
-  timeline: ReadonlyArray<Event.Event>
-): {
-  readonly sideEffects: RunResult.RunResult["sideEffects"]
-  readonly pendingActions: RunResult.RunResult["pendingActions"]
-} => {
-  const sideEffects: Array<RunResult.RunResult["sideEffects"][number]> = []
-  const pendingActions: Array<RunResult.RunResult["pendingActions"][number]> = []
-  for (const e of timeline) {
-    if (e._tag === "tool.succeeded") {
-      if (e.sideEffect === "write" || e.sideEffect === "external") {
-        sideEffects.push({ callId: e.callId, name: e.name, sideEffect: e.sideEffect, seq: e.seq })
-      }
-    } else if (e._tag === "tool.interrupted") {
-      if (e.settlement === "outcome_unknown") {
-        pendingActions.push({
-          callId: e.callId,
-          name: e.name,
-          idempotencyKey: `${e.runId}:${e.callId}`,
-          detail: e.detail,
-          seq: e.seq
-        })
-      }
-    } else if (e._tag === "tool.failed" && e.error.failure?.classification === "unknown") {
-      const detail = e.error.failure.hint
-      pendingActions.push({
-        callId: e.callId,
-        name: e.name,
-        idempotencyKey: `${e.runId}:${e.callId}`,
-        detail,
-        seq: e.seq
-      })
-    }
-  }
-  return { sideEffects, pendingActions }
-}
-
-interface Ending {
-  readonly status: RunState.Status
-  readonly stopReason: StopReason.StopReason
-  readonly policy: string
-  readonly detail: string
-  readonly finalAnswer?: string | undefined
-  readonly report?: Validation.Report | undefined
-}
 
 const judge = (outcome: Loop.Outcome, report: Validation.Report): Ending => {
   if (outcome.reason === "goal_reached") {
@@ -237,32 +81,6 @@ const validateOutcome = <RV>(
       return judge(outcome, report)
     }
   )
-}
-
-const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResult => {
-  const report = ending.report
-  const unfinished = report?.unfinished ?? []
-  const counters = Counters.snapshot(ctx.counters)
-  const { sideEffects, pendingActions } = effectsOf(ctx.events)
-  return {
-    runId: ctx.runId,
-    status: ending.status,
-    stopReason: ending.stopReason,
-    policy: ending.policy,
-    detail: ending.detail,
-    ...(ending.finalAnswer !== undefined ? { finalAnswer: ending.finalAnswer } : {}),
-    checks: report?.checks ?? [],
-    evidence: report?.evidence ?? [],
-    completed: report?.completed ?? [],
-    unfinished,
-    sideEffects,
-    pendingActions,
-    ...(unfinished[0] !== undefined ? { nextStep: unfinished[0].description } : {}),
-    checkpoint: ctx.events.length - 1,
-    counters,
-    elapsedMillis: counters.elapsedMillis,
-    timeline: ctx.events
-  }
 }
 
 /**

@@ -1,0 +1,84 @@
+/**
+ * The result of one run, assembled from its ending and its timeline. Private to the
+ * runtime.
+ */
+import * as Counters from "../Counters.ts"
+import type * as Event from "../Event.ts"
+import type * as RunResult from "../RunResult.ts"
+import type * as RunState from "../RunState.ts"
+import type * as StopReason from "../StopReason.ts"
+import type * as Validation from "../Validation.ts"
+import type * as RunContext from "./RunContext.ts"
+
+/** Calls that changed the world, and actions that may or may not have taken effect (R3.8, R5.2), in one pass. */
+const effectsOf = (
+  timeline: ReadonlyArray<Event.Event>
+): {
+  readonly sideEffects: RunResult.RunResult["sideEffects"]
+  readonly pendingActions: RunResult.RunResult["pendingActions"]
+} => {
+  const sideEffects: Array<RunResult.RunResult["sideEffects"][number]> = []
+  const pendingActions: Array<RunResult.RunResult["pendingActions"][number]> = []
+  for (const e of timeline) {
+    if (e._tag === "tool.succeeded") {
+      if (e.sideEffect === "write" || e.sideEffect === "external") {
+        sideEffects.push({ callId: e.callId, name: e.name, sideEffect: e.sideEffect, seq: e.seq })
+      }
+    } else if (e._tag === "tool.interrupted") {
+      if (e.settlement === "outcome_unknown") {
+        pendingActions.push({
+          callId: e.callId,
+          name: e.name,
+          idempotencyKey: `${e.runId}:${e.callId}`,
+          detail: e.detail,
+          seq: e.seq
+        })
+      }
+    } else if (e._tag === "tool.failed" && e.error.failure?.classification === "unknown") {
+      const detail = e.error.failure.hint
+      pendingActions.push({
+        callId: e.callId,
+        name: e.name,
+        idempotencyKey: `${e.runId}:${e.callId}`,
+        detail,
+        seq: e.seq
+      })
+    }
+  }
+  return { sideEffects, pendingActions }
+}
+
+export interface Ending {
+  readonly status: RunState.Status
+  readonly stopReason: StopReason.StopReason
+  readonly policy: string
+  readonly detail: string
+  readonly finalAnswer?: string | undefined
+  readonly report?: Validation.Report | undefined
+}
+
+export const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResult => {
+  const report = ending.report
+  const unfinished = report?.unfinished ?? []
+  const counters = Counters.snapshot(ctx.counters)
+  const { sideEffects, pendingActions } = effectsOf(ctx.events)
+  return {
+    runId: ctx.runId,
+    status: ending.status,
+    stopReason: ending.stopReason,
+    policy: ending.policy,
+    detail: ending.detail,
+    ...(ending.finalAnswer !== undefined ? { finalAnswer: ending.finalAnswer } : {}),
+    checks: report?.checks ?? [],
+    evidence: report?.evidence ?? [],
+    completed: report?.completed ?? [],
+    unfinished,
+    sideEffects,
+    pendingActions,
+    ...(unfinished[0] !== undefined ? { nextStep: unfinished[0].description } : {}),
+    checkpoint: ctx.events.length - 1,
+    counters,
+    elapsedMillis: counters.elapsedMillis,
+    timeline: ctx.events
+  }
+}
