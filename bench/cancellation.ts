@@ -10,7 +10,10 @@
  *    the call is recorded `outcome_unknown` and the child's pid is gone (ESRCH) when the
  *    result appears.
  * 2. For comparison, an in-process tool that ignores cancellation (an uninterruptible
- *    1 s sleep): the run cannot stop before the tool does (no target).
+ *    1 s sleep): the run cannot stop before the tool does (no target). And its remedy
+ *    (R5.1): an `Abortable.handler` promise that ignores its `AbortSignal` (a 1 s timer),
+ *    with grace period G = 50 and 200 ms: the run gives up on it after G, so the floor is
+ *    G and the target G + 10 ms; each run is checked to record the call `outcome_unknown`.
  * 3. Cancellation latency with cooperative in-process tools (R5.1): a batch of 1, 10 or
  *    100 calls to a tool that waits forever (`Effect.never`), `concurrency: 100`; once
  *    every call is inside its handler, `handle.cancel` is timed until the run's result is
@@ -22,6 +25,7 @@
 import * as path from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { Deferred, Effect, Layer, Schema } from "effect"
+import * as Abortable from "../src/Abortable.ts"
 import * as Run from "../src/Run.ts"
 import * as Subprocess from "../src/Subprocess.ts"
 import * as Tool from "../src/Tool.ts"
@@ -41,6 +45,7 @@ const RUN_TIMEOUT_MS = 300
 const GRACES = [200, 500] as const
 const OVERSHOOT_RUNS = Number(argValue("runs") ?? 15)
 const INPROCESS_RUNS = 5
+const ABORTABLE_GRACES = [50, 200] as const
 const BATCHES = [1, 10, 100] as const
 const LATENCY_WARMUP = 20
 const LATENCY_RUNS = 60
@@ -208,6 +213,45 @@ const inProcessOvershoot = Effect.gen(function* () {
   } satisfies Overshoot
 })
 
+const abortableOvershoot = (graceMillis: number) =>
+  Effect.gen(function* () {
+    const ignoring = Tool.make({
+      name: "ignore_abort",
+      description: "an in-process promise that ignores its AbortSignal",
+      input: Schema.Struct({}),
+      output: Schema.String,
+      sideEffect: "external",
+      handler: Abortable.handler(
+        () => new Promise<string>((resolve) => setTimeout(() => resolve("done"), 1000).unref()),
+        { grace: graceMillis }
+      )
+    })
+    const samples: Array<number> = []
+    for (let i = 0; i < OVERSHOOT_RUNS; i++) {
+      const result = yield* Run.run({
+        goal: "x",
+        tools: [ignoring],
+        limits: { runTimeout: `${RUN_TIMEOUT_MS} millis` }
+      }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("ignore_abort", {})])))
+      const now = wallNow()
+      const started = result.timeline[0]
+      if (started?._tag !== "run.started") {
+        error(`abortable run ${i}: no run.started event`)
+        continue
+      }
+      samples.push(now - started.deadlineAt)
+      const interrupted = result.timeline.find((e) => e._tag === "tool.interrupted")
+      if (interrupted?._tag !== "tool.interrupted" || interrupted.settlement !== "outcome_unknown") {
+        error(`abortable run ${i}: the call is not recorded outcome_unknown`)
+      }
+    }
+    return {
+      label: `Abortable promise ignoring its AbortSignal, G = ${graceMillis} ms`,
+      target: graceMillis + TARGET_OVERSHOOT_SLACK_MS,
+      samples
+    } satisfies Overshoot
+  })
+
 // ---------------------------------------------------------------------------------
 // 3. Cancellation latency, cooperative tools
 // ---------------------------------------------------------------------------------
@@ -274,6 +318,7 @@ const program = Effect.gen(function* () {
     for (const grace of GRACES) figures.push(yield* subprocessOvershoot("node", grace))
     figures.push(yield* subprocessOvershoot("shell", GRACES[0]))
     figures.push(yield* inProcessOvershoot)
+    for (const grace of ABORTABLE_GRACES) figures.push(yield* abortableOvershoot(grace))
     table([
       ["case", "runs", "min", "median", "p90", "max", "median - G"],
       ...figures.map((f) => {

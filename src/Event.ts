@@ -169,6 +169,41 @@ export const ToolReconciled = Schema.TaggedStruct("tool.reconciled", {
 })
 
 /**
+ * A call that needs approval was put on the approval gate (R7); the run is now
+ * `awaiting_approval`. Follows the call's `tool.started`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ApprovalRequested = Schema.TaggedStruct("approval.requested", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  /** The validated arguments the person approves or rejects. */
+  arguments: Schema.Unknown,
+  expiresAt: Schema.Finite
+})
+
+/**
+ * What became of a call waiting for approval (R7): `approved` (the exact call runs
+ * next), `rejected` (the run ends `approval_rejected`), `expired` (no decision in time;
+ * `layer` says which deadline: `approval` ends the run `approval_expired`, `step`
+ * ends it `step_timeout`), or `withdrawn` (the run was cancelled or hit its deadline).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ApprovalDecided = Schema.TaggedStruct("approval.decided", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  decision: Schema.Literals(["approved", "rejected", "expired", "withdrawn"]),
+  by: Schema.optional(Schema.String),
+  reason: Schema.optional(Schema.String),
+  layer: Schema.optional(Failure.TimeoutLayer)
+})
+
+/**
  * @category models
  * @since 0.1.0
  */
@@ -280,6 +315,8 @@ export const Event = Schema.Union([
   ToolBlocked,
   ToolInterrupted,
   ToolReconciled,
+  ApprovalRequested,
+  ApprovalDecided,
   RecoveryStarted,
   RecoveryCompleted,
   RecoveryFailed,

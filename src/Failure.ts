@@ -38,13 +38,59 @@ export type Source = typeof Source.Type
  */
 export type Classification = "retryable" | "permanent" | "unknown"
 
+/**
+ * The time layers a deadline or timeout belongs to (R4.1), from the whole run down to
+ * the transport's own timeouts.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const TimeoutLayer = Schema.Literals([
+  "run",
+  "step",
+  "attempt",
+  "tool",
+  "approval",
+  "connect",
+  "first_byte",
+  "idle_read"
+])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type TimeoutLayer = typeof TimeoutLayer.Type
+
+/**
+ * What a timeout says about itself (R4.3): which layer fired, after how long, and
+ * whether the action it cut off may have left side effects. Whether it is retryable is
+ * the failure's own class.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Timeout = Schema.Struct({
+  layer: TimeoutLayer,
+  elapsedMillis: Schema.Finite,
+  mayHaveSideEffects: Schema.Boolean
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Timeout = typeof Timeout.Type
+
 const fields = {
   source: Source,
   category: Schema.String,
   code: Schema.String,
   attempts: Schema.Int,
   hint: Schema.String,
-  diagnostic: Schema.optional(Schema.String)
+  diagnostic: Schema.optional(Schema.String),
+  /** Set on a timeout: the layer that fired (R4.3). */
+  timeout: Schema.optional(Timeout)
 }
 
 /**
@@ -126,7 +172,8 @@ export const Summary = Schema.Struct({
   category: Schema.String,
   code: Schema.String,
   attempts: Schema.Int,
-  hint: Schema.String
+  hint: Schema.String,
+  timeout: Schema.optional(Timeout)
 })
 
 /**
@@ -147,7 +194,8 @@ export const summarize = (failure: Failure): Summary => ({
   category: failure.category,
   code: failure.code,
   attempts: failure.attempts,
-  hint: failure.hint
+  hint: failure.hint,
+  ...(failure.timeout !== undefined ? { timeout: failure.timeout } : {})
 })
 
 const firstLine = (text: string): string => {

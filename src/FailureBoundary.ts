@@ -109,28 +109,61 @@ export const http = (options: {
  * @category models
  * @since 0.1.0
  */
-export type TimeoutLayer = "run" | "step" | "attempt" | "tool" | "approval" | "connect" | "first_byte" | "idle_read"
+export type TimeoutLayer = Failure.TimeoutLayer
 
-/**
- * A timeout: retryable for the request itself, but the caller decides whether a side
- * effect may exist (see `Failure.UnknownOutcome`).
- *
- * @category constructors
- * @since 0.1.0
- */
-export const timeout = (options: {
+interface TimeoutOptions {
   readonly source: Failure.Source
   readonly layer: TimeoutLayer
   readonly afterMillis: number
   readonly attempts?: number | undefined
-}): Failure.Retryable =>
-  new Failure.Retryable({
+  /** What was cut off, for the hint (`"write_file"`); default: the answer. */
+  readonly what?: string | undefined
+}
+
+const timeoutFields = (options: TimeoutOptions, mayHaveSideEffects: boolean) => {
+  const layer = options.layer.replace("_", "-")
+  const kind = options.layer === "run" || options.layer === "step" ? "deadline" : "timeout"
+  return {
     source: options.source,
     category: "timeout",
     code: `${options.layer}_timeout`,
     attempts: options.attempts ?? 1,
-    hint: `no answer within the ${options.layer.replace("_", "-")} timeout of ${options.afterMillis} ms`
-  })
+    hint:
+      options.what === undefined
+        ? `no answer within the ${layer} ${kind} of ${options.afterMillis} ms`
+        : `${options.what} was cut off by the ${layer} ${kind} after ${options.afterMillis} ms${
+            mayHaveSideEffects ? "; its side effects may or may not have happened" : ""
+          }`,
+    timeout: { layer: options.layer, elapsedMillis: options.afterMillis, mayHaveSideEffects }
+  }
+}
+
+/**
+ * A timeout of a wait that cannot have left a side effect (a model call, a read): it
+ * says which layer fired and after how long (R4.3), and it is retryable.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const timeout = (options: TimeoutOptions): Failure.Retryable =>
+  new Failure.Retryable(timeoutFields(options, false))
+
+/**
+ * A timeout of an action (a tool call): `Retryable` when the action cannot have had a
+ * side effect or is idempotent, and otherwise an `UnknownOutcome` (R3.8, R4.3):
+ * stopping the wait does not undo the effect.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const actionTimeout = (
+  options: TimeoutOptions & { readonly mayHaveSideEffects: boolean; readonly idempotent: boolean }
+): Failure.Failure => {
+  const fields = timeoutFields(options, options.mayHaveSideEffects)
+  return options.mayHaveSideEffects && !options.idempotent
+    ? new Failure.UnknownOutcome(fields)
+    : new Failure.Retryable(fields)
+}
 
 /**
  * A connection error (reset, refused, DNS): retryable.

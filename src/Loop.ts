@@ -10,6 +10,8 @@
  */
 import { Cause, Effect, Exit, Result } from "effect"
 import * as Failure from "./Failure.ts"
+import * as FailureBoundary from "./FailureBoundary.ts"
+import * as ApprovalWait from "./internal/ApprovalWait.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
@@ -34,6 +36,8 @@ export interface Config {
   /** How many argument corrections the model gets in one run (R3.5). */
   readonly correctionBudget: number
   readonly recovery: Recovery.Settings
+  /** Whether any tool needs approval (R7): only then can a batch end in an approval's stop. */
+  readonly approvals: boolean
 }
 
 /**
@@ -91,6 +95,8 @@ const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outc
   switch (why) {
     case "deadline":
       return decide(ctx, "run_timeout", "run_timeout", `${what}; ${detail}`)
+    case "step_deadline":
+      return decide(ctx, "step_timeout", "step_timeout", `${what}; ${detail}`)
     case "not_retryable":
     case "not_allowed":
       return decide(ctx, "runtime", "model_error", `${what}; ${detail}`)
@@ -128,7 +134,13 @@ const hardStop = (ctx: RunContext.RunContext, config: Config, results: ReadonlyA
     if (RunContext.remainingMillis(ctx) <= 0) {
       return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
     }
-    if (config.registry.tools.get(result.name)?.metadata.recoverErrors !== true) {
+    const recovers = config.registry.tools.get(result.name)?.metadata.recoverErrors === true
+    // A call the step deadline cut off ends the step: the step's stop, unless the tool
+    // hands its errors to the model (which then gets a fresh step).
+    if (failure.code === "step_timeout" && !recovers) {
+      return decide(ctx, "step_timeout", "step_timeout", `${result.name} (${result.callId}): ${failure.hint}`)
+    }
+    if (!recovers) {
       return decide(
         ctx,
         "runtime",
@@ -149,7 +161,7 @@ class Stopped {
 }
 
 /** What the loop fails with: only what reaches it through an interruption or a broken invariant. */
-type LoopError = Failure.Failure | RunState.IllegalTransition | Recovery.Exhausted
+type LoopError = ToolExecutor.ExecutionError
 
 const modelError = (ctx: RunContext.RunContext, cause: Cause.Cause<LoopError>): Effect.Effect<Stopped, LoopError> => {
   if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
@@ -181,7 +193,13 @@ const modelFailure = (
   return settled
 }
 
-/** Calls the model now, recording the request; a call that throws is a defect of the provider. */
+/**
+ * Calls the model now, recording the request; a call that throws is a defect of the
+ * provider. The call gets min(the attempt timeout, what is left of the step, what is
+ * left of the run) (R4.2): its request says so (`deadlineAt`), and a call still
+ * running then is cut off here with a timeout naming the layer. When the run's own
+ * deadline is the tightest, its timer does the cutting and no second timer is needed.
+ */
 const generate = (
   ctx: RunContext.RunContext,
   config: Config,
@@ -189,17 +207,27 @@ const generate = (
   iteration: number
 ): Effect.Effect<Model.Response, Failure.Failure> => {
   RunContext.record(ctx, { _tag: "model.requested", iteration, runId: ctx.runId, seq: 0, at: 0 })
+  const attemptMillis = config.registry.time.attemptMillis
+  const bounded = attemptMillis !== undefined || ctx.stepDeadlineAt !== Number.POSITIVE_INFINITY
+  const limit = bounded ? RunContext.bound(ctx, attemptMillis, "attempt") : undefined
+  let call: Effect.Effect<Model.Response, Failure.Failure>
   try {
-    return model.generate({
+    call = model.generate({
       runId: ctx.runId,
       iteration,
       messages: ctx.messages,
       tools: config.toolDefinitions,
-      deadlineAt: ctx.deadlineAt
+      deadlineAt: limit === undefined ? ctx.deadlineAt : RunContext.now(ctx) + limit.millis
     })
   } catch (defect) {
     return Exit.die(defect)
   }
+  if (limit === undefined || limit.layer === "run" || Exit.isExit(call)) return call
+  const { millis, layer } = limit
+  return Effect.timeoutOrElse(call, {
+    duration: millis,
+    orElse: () => Effect.fail(FailureBoundary.timeout({ source: "provider", layer, afterMillis: millis }))
+  })
 }
 
 /**
@@ -363,6 +391,8 @@ class Turns {
         new Stopped(decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call"))
       )
     }
+    const stepMillis = this.config.registry.time.stepMillis
+    if (stepMillis !== undefined) ctx.stepDeadlineAt = RunContext.now(ctx) + stepMillis
     return callModel(ctx, this.config, this.model, this.iteration)
   }
 
@@ -407,9 +437,31 @@ class Turns {
 
     const executing = RunContext.advance(ctx, "tool_executing")
     if (executing !== undefined) return Exit.fail(executing)
+    if (!config.approvals) return this.execute(calls, signatures, parsed)
+    // A rejected or expired approval fails the batch (the rest of it is interrupted) and stops the run.
+    return Effect.catchIf(this.execute(calls, signatures, parsed), ApprovalWait.isStop, (stop) =>
+      Exit.succeed(
+        new Stopped(decide(ctx, stop.reason === "step_timeout" ? "step_timeout" : "approval", stop.reason, stop.detail))
+      )
+    )
+  }
+
+  /** The batch: one call at once, several `concurrency` at a time. */
+  execute(
+    calls: ReadonlyArray<Model.ToolCall>,
+    signatures: ReadonlyArray<string>,
+    parsed: ReadonlyArray<ToolExecutor.ParsedArguments>
+  ): Effect.Effect<ReadonlyArray<ToolResult.ToolResult>, LoopError, unknown> {
     const first = calls[0]
     if (calls.length === 1 && first !== undefined) {
-      const one = ToolExecutor.executeNow(ctx, config.registry, first, signatures[0] ?? "", parsed[0], this.permission)
+      const one = ToolExecutor.executeNow(
+        this.ctx,
+        this.config.registry,
+        first,
+        signatures[0] ?? "",
+        parsed[0],
+        this.permission
+      )
       const done = finished(one)
       if (done === undefined) return Effect.map(one, batchOfOne)
       return Exit.isSuccess(done) ? Exit.succeed([done.value]) : Exit.failCause(done.cause)

@@ -9,7 +9,8 @@
  * - the caller allows it (for tools: only idempotent ones, up to their `maxRetries`);
  * - the episode's schedule has a next delay;
  * - the run's shared budget (`maxRecoveries` retries) is not spent;
- * - the delay, or the failure's `Retry-After` if longer, ends before the run deadline.
+ * - the delay, or the failure's `Retry-After` if longer, ends before the run deadline
+ *   and before the step deadline.
  *   Otherwise it stops early and says why, rather than sleeping past the deadline.
  *
  * Each retry moves the run to `recovering`, appends `recovery.started` (attempt, delay,
@@ -100,6 +101,7 @@ export type GiveUp =
   | "schedule_exhausted"
   | "run_budget"
   | "deadline"
+  | "step_deadline"
 
 /**
  * A failure recovery did not (or could no longer) retry, with the attempts made in total.
@@ -195,7 +197,13 @@ export const recoverFrom: <A, R>(
     const squashed = Failure.fromCause(episode.source, exit.cause)
     const failure = n > 1 ? FailureBoundary.withAttempts(squashed, n) : squashed
     const giveUp = (why: GiveUp, detail: string) => {
-      if (n > 1 || why === "schedule_exhausted" || why === "run_budget" || why === "deadline") {
+      if (
+        n > 1 ||
+        why === "schedule_exhausted" ||
+        why === "run_budget" ||
+        why === "deadline" ||
+        why === "step_deadline"
+      ) {
         RunContext.emit(ctx, {
           _tag: "recovery.failed",
           kind: episode.kind,
@@ -234,11 +242,12 @@ export const recoverFrom: <A, R>(
     })
     if (next === undefined) return yield* giveUp("schedule_exhausted", `the schedule allows no retry ${n}`)
     const delay = Math.max(next, retryable.retryAfterMillis ?? 0)
-    const left = RunContext.remainingMillis(ctx)
+    // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.
+    const { millis: left, layer } = RunContext.bound(ctx, undefined, "run")
     if (delay >= left) {
       return yield* giveUp(
-        "deadline",
-        `retry ${n} would wait ${Math.round(delay)} ms but only ${left} ms of the run are left`
+        layer === "step" ? "step_deadline" : "deadline",
+        `retry ${n} would wait ${Math.round(delay)} ms but only ${left} ms of the ${layer} are left`
       )
     }
     yield* RunContext.transition(ctx, "recovering")

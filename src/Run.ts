@@ -27,6 +27,7 @@ import {
   type Scope,
   Stream
 } from "effect"
+import * as Approval from "./Approval.ts"
 import type * as Event from "./Event.ts"
 import * as Lifecycle from "./internal/Lifecycle.ts"
 import type * as RunContext from "./internal/RunContext.ts"
@@ -75,6 +76,19 @@ export interface Options<T extends Tool.Any = Tool.Any, RV = never> {
 export interface Limits extends Termination.Limits {
   /** The run deadline, from the run's start by Effect's `Clock`. Default 10 minutes. */
   readonly runTimeout?: Duration.Input | undefined
+  /**
+   * The step deadline: one iteration (the model call and the tool batch it asks for,
+   * with their retries) gets this long, counted from its start. Default: none (the run
+   * deadline bounds it).
+   */
+  readonly stepTimeout?: Duration.Input | undefined
+  /** The attempt timeout: one model call gets this long; a call cut off is retried (R3.3). Default: none. */
+  readonly attemptTimeout?: Duration.Input | undefined
+  /**
+   * How long a call that needs approval waits for a decision before the run ends
+   * `approval_expired` (R7). Default: none (the step and run deadlines bound it).
+   */
+  readonly approvalTimeout?: Duration.Input | undefined
   /** How many argument corrections the model gets in one run (R3.5). Default 3. */
   readonly correctionBudget?: number | undefined
   /** How many retries the run may make in all, provider and tools together (R3.4). Default 8. */
@@ -136,6 +150,22 @@ export interface Handle {
   readonly result: Effect.Effect<RunResult.RunResult>
   /** Cancels the run (R5.1) and waits for its result, which is then `cancelled` unless it had already ended. */
   readonly cancel: Effect.Effect<RunResult.RunResult>
+  /**
+   * Approves the call `callId` this run is waiting on (R7): the run resumes and runs
+   * that exact call. Fails with `NotPending` when the call is not waiting.
+   */
+  readonly approve: (
+    callId: string,
+    options?: { readonly by?: string | undefined }
+  ) => Effect.Effect<void, Approval.NotPending>
+  /** Rejects the call `callId` this run is waiting on (R7): the run ends `approval_rejected`. */
+  readonly reject: (
+    callId: string,
+    reason: string,
+    options?: { readonly by?: string | undefined }
+  ) => Effect.Effect<void, Approval.NotPending>
+  /** The calls of this run waiting for approval now. */
+  readonly pendingApprovals: Effect.Effect<ReadonlyArray<Approval.Request>>
 }
 
 /** Every event of a started run from the first, then live ones, ending with `run.finished`. */
@@ -152,7 +182,8 @@ const timeline = Effect.fnUntraced(function* (
 const handle = (
   ctx: RunContext.RunContext,
   done: Deferred.Deferred<RunResult.RunResult>,
-  fiber: Fiber.Fiber<void>
+  fiber: Fiber.Fiber<void>,
+  gate: Approval.Gate
 ): Handle => {
   // The live feed exists only once somebody subscribes; the past comes from the log.
   let pubsub: PubSub.PubSub<Event.Event> | undefined
@@ -176,7 +207,10 @@ const handle = (
       if (ctx.stop === undefined) ctx.stop = "cancel"
       fiber.interruptUnsafe()
       return result
-    })
+    }),
+    approve: (callId, options) => gate.decide(ctx.runId, callId, Approval.approved(options?.by)),
+    reject: (callId, reason, options) => gate.decide(ctx.runId, callId, Approval.rejected(reason, options?.by)),
+    pendingApprovals: Effect.map(gate.pending, (all) => all.filter((request) => request.runId === ctx.runId))
   }
 }
 
@@ -196,6 +230,6 @@ export const start = <T extends Tool.Any, RV = never>(
       Effect.forkScoped(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {
         startImmediately: true
       }),
-      (fiber) => handle(ctx, done, fiber)
+      (fiber) => handle(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
     )
   })

@@ -46,6 +46,14 @@ export const describe = (event: Event.Event): string => {
       return `${event.name} [${event.callId}] ${event.settlement}: ${clip(event.detail, 100)}`
     case "tool.reconciled":
       return `${event.name} [${event.callId}] ${event.verdict}: ${clip(event.detail, 100)}`
+    case "approval.requested":
+      return `${event.name} [${event.callId}] ${clip(JSON.stringify(event.arguments) ?? "", 60)}, expires at +${
+        event.expiresAt - event.at
+      } ms`
+    case "approval.decided":
+      return `${event.name} [${event.callId}] ${event.decision}${event.by !== undefined ? ` by ${event.by}` : ""}${
+        event.reason !== undefined ? `: ${clip(event.reason, 80)}` : ""
+      }${event.layer !== undefined ? ` (${event.layer} layer)` : ""}`
     case "recovery.started":
       return `${event.kind} attempt ${event.attempt} after ${event.delayMillis} ms (cause: ${event.cause})`
     case "recovery.completed":

@@ -15,6 +15,8 @@
  */
 import { Cause, Duration, Effect, Exit, Result, Schema } from "effect"
 import * as Failure from "./Failure.ts"
+import * as FailureBoundary from "./FailureBoundary.ts"
+import * as ApprovalWait from "./internal/ApprovalWait.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import type * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
@@ -63,45 +65,52 @@ const compiled = (tool: Tool.Any): Compiled => {
 const truncate = (text: string, max: number): string =>
   text.length <= max ? text : `${text.slice(0, max)}… [observation cut: ${text.length - max} more characters]`
 
+const ownTimeouts = new WeakMap<Tool.Any, number>()
+
+/** A tool's own timeout in milliseconds, parsed once per tool. */
+const ownTimeout = (tool: Tool.Any): number | undefined => {
+  const own = tool.metadata.timeout
+  if (own === undefined) return undefined
+  let millis = ownTimeouts.get(tool)
+  if (millis === undefined) {
+    millis = Duration.toMillis(Duration.fromInputUnsafe(own))
+    ownTimeouts.set(tool, millis)
+  }
+  return millis
+}
+
 /**
- * Bounds a handler by min(the tool's own timeout, what is left of the run) (R4.2). A
- * call cut off is a `timeout` failure saying which layer fired; for a tool that is not
- * idempotent it is an `UnknownOutcome` (R3.8): stopping the wait does not undo the effect.
+ * Bounds a handler by min(the tool's own timeout, what is left of the step, what is
+ * left of the run) (R4.2), measured when each attempt starts, so a retry gets only what
+ * is left. A call cut off is a timeout failure naming the layer that fired; for a tool
+ * that may have had a side effect and is not idempotent it is an `UnknownOutcome`
+ * (R3.8): stopping the wait does not undo the effect, unless the handler said, when it
+ * was interrupted, that it stopped before doing anything (`settle("cancelled")`). When
+ * the run's deadline is the tightest, the run's timer is the one that fires, and no
+ * second timer is needed.
  */
 const within =
-  (ctx: RunContext.RunContext, tool: Tool.Any) =>
-  <A, R>(self: Effect.Effect<A, Failure.Failure, R>): Effect.Effect<A, Failure.Failure, R> => {
-    const own = tool.metadata.timeout
-    if (own === undefined) return self
-    const ownMillis = Duration.toMillis(Duration.fromInputUnsafe(own))
-    // Measured when each attempt starts, so a retry gets only what is left. When the
-    // run has less time left than the tool's own limit, the run's deadline timer is the
-    // one that fires, and no second timer is needed.
-    return Effect.suspend(() =>
-      ownMillis >= RunContext.remainingMillis(ctx)
-        ? self
-        : Effect.timeoutOrElse(self, {
-            duration: ownMillis,
-            orElse: () => {
-              const mayHaveEffects = tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
-              const fields = {
-                source: "tool" as const,
-                category: "timeout",
-                code: "tool_timeout",
-                attempts: 1,
-                hint: `${tool.name} was cut off by the tool timeout after ${ownMillis} ms${
-                  mayHaveEffects ? "; its side effects may or may not have happened" : ""
-                }`
-              }
-              return Effect.fail(
-                tool.metadata.idempotent || !mayHaveEffects
-                  ? new Failure.Retryable(fields)
-                  : new Failure.UnknownOutcome(fields)
-              )
-            }
-          })
-    )
-  }
+  (c: Call) =>
+  <A, R>(self: Effect.Effect<A, Failure.Failure, R>): Effect.Effect<A, Failure.Failure, R> =>
+    Effect.suspend(() => {
+      const tool = c.tool
+      const { millis, layer } = RunContext.bound(c.ctx, ownTimeout(tool), "tool")
+      if (layer === "run") return self
+      return Effect.timeoutOrElse(self, {
+        duration: millis,
+        orElse: () =>
+          Effect.fail(
+            FailureBoundary.actionTimeout({
+              source: "tool",
+              layer,
+              afterMillis: millis,
+              what: tool.name,
+              mayHaveSideEffects: c.settled?.settlement !== "cancelled" && mayHaveEffects(tool),
+              idempotent: tool.metadata.idempotent
+            })
+          )
+      })
+    })
 
 /**
  * What the executor needs to know about the run it serves.
@@ -113,7 +122,29 @@ export interface Registry {
   readonly tools: ReadonlyMap<string, Tool.Any>
   readonly limits: ToolArguments.Limits
   readonly recovery: Recovery.Settings
+  readonly time: TimeLimits
 }
+
+/**
+ * The time layers below the run deadline (R4.1), in milliseconds; `undefined` when a
+ * layer is not set. A tool's own timeout is in its metadata.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TimeLimits {
+  readonly stepMillis: number | undefined
+  readonly attemptMillis: number | undefined
+  readonly approvalMillis: number | undefined
+}
+
+/**
+ * No layer below the run deadline.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const noTimeLimits: TimeLimits = { stepMillis: undefined, attemptMillis: undefined, approvalMillis: undefined }
 
 /**
  * @category constructors
@@ -122,11 +153,13 @@ export interface Registry {
 export const registry = (
   tools: ReadonlyArray<Tool.Any>,
   limits: ToolArguments.Limits = ToolArguments.defaultLimits,
-  recovery: Recovery.Settings = Recovery.defaults
+  recovery: Recovery.Settings = Recovery.defaults,
+  time: TimeLimits = noTimeLimits
 ): Registry => ({
   tools: new Map(tools.map((tool) => [tool.name, tool])),
   limits,
-  recovery
+  recovery,
+  time
 })
 
 const failed = (
@@ -159,11 +192,16 @@ interface Call {
   settled: { readonly settlement: Tool.Settlement; readonly detail: string } | undefined
 }
 
-type Ran = Effect.Effect<
-  ToolResult.ToolResult,
-  Failure.Failure | RunState.IllegalTransition | Recovery.Exhausted,
-  unknown
->
+type Ran = Effect.Effect<ToolResult.ToolResult, ExecutionError, unknown>
+
+/**
+ * What running a call fails with: only an interruption, a broken invariant, or a stop
+ * the run must take (an approval that was rejected or expired, R7).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ExecutionError = Failure.Failure | RunState.IllegalTransition | Recovery.Exhausted | ApprovalWait.Stop
 
 /** The effect as its `Exit` when it has already finished (an `Exit` is an `Effect`), else `undefined`. */
 const finished = <A, E, R>(effect: Effect.Effect<A, E, R>): Exit.Exit<A, E> | undefined =>
@@ -190,7 +228,7 @@ const attempt = (c: Call): Effect.Effect<unknown, Failure.Failure> =>
   Effect.suspend(() => (c.tool.handler as Handler)(c.input, c.context)).pipe(
     Effect.catchDefect(defectToFailure),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
-    within(c.ctx, c.tool)
+    within(c)
   ) as Effect.Effect<unknown, Failure.Failure>
 
 const episodeOf = (c: Call): Recovery.Episode => ({
@@ -415,8 +453,19 @@ const afterPermission = (
     },
     settled: undefined
   }
-  // A tool with its own timeout races it on every attempt: the whole wrapper, always.
-  if (tool.metadata.timeout !== undefined) {
+  if (tool.metadata.needsApproval) {
+    return Effect.flatMap(ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, args), () =>
+      firstAttempt(c)
+    )
+  }
+  return firstAttempt(c)
+}
+
+/** The handler's first attempt, then whatever its result needs. */
+const firstAttempt = (c: Call): Ran => {
+  // A tool with its own timeout, or in a step with a deadline, races it on every
+  // attempt: the whole wrapper, always.
+  if (c.tool.metadata.timeout !== undefined || c.ctx.stepDeadlineAt !== Number.POSITIVE_INFINITY) {
     return Effect.matchCauseEffect(attempt(c), {
       onSuccess: (output) => afterHandler(c, output),
       onFailure: (cause) => recover(c, cause)
@@ -427,7 +476,7 @@ const afterPermission = (
   // records its interruption; recovery is built only for a failure.
   let running: Effect.Effect<unknown, Failure.Failure, unknown>
   try {
-    running = (tool.handler as Handler)(c.input, c.context)
+    running = (c.tool.handler as Handler)(c.input, c.context)
   } catch (defect) {
     running = Exit.die(defect)
   }
@@ -514,7 +563,7 @@ export const execute = <_R = unknown>(
   call: Model.ToolCall,
   signature: string,
   preParsed?: ToolArguments.ParsedArguments
-): Effect.Effect<ToolResult.ToolResult, Failure.Failure | RunState.IllegalTransition | Recovery.Exhausted, unknown> =>
+): Effect.Effect<ToolResult.ToolResult, ExecutionError, unknown> =>
   Effect.withFiber((fiber) =>
     executeNow(ctx, registry, call, signature, preParsed, fiber.getRef(Permission.Permission))
   )

@@ -27,6 +27,8 @@ export const ErrorCode = Schema.Literals([
   "invalid_arguments",
   "input_validation_failed",
   "permission_denied",
+  "approval_rejected",
+  "approval_expired",
   "tool_failed",
   "output_validation_failed",
   "inconsistent_result"

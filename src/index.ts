@@ -6,7 +6,13 @@
  */
 
 /** @since 0.1.0 */
+export * as Abortable from "./Abortable.ts"
+/** @since 0.1.0 */
+export * as Approval from "./Approval.ts"
+/** @since 0.1.0 */
 export * as Artifact from "./Artifact.ts"
+/** @since 0.1.0 */
+export * as Breakers from "./Breakers.ts"
 /** @since 0.1.0 */
 export * as Counters from "./Counters.ts"
 /** @since 0.1.0 */

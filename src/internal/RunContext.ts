@@ -7,6 +7,7 @@
 import { type Clock, Effect, Result } from "effect"
 import * as Counters from "../Counters.ts"
 import type * as Event from "../Event.ts"
+import type * as Failure from "../Failure.ts"
 import type * as Model from "../Model.ts"
 import * as RunState from "../RunState.ts"
 import type * as StopReason from "../StopReason.ts"
@@ -16,6 +17,11 @@ export interface RunContext {
   readonly clock: Clock.Clock
   readonly startedAt: number
   readonly deadlineAt: number
+  /**
+   * When the current step (one model call and its tool batch, with their retries) must
+   * end: set at the top of each iteration; infinite without a step timeout.
+   */
+  stepDeadlineAt: number
   readonly events: Array<Event.Event>
   readonly messages: Array<Model.Message>
   /**
@@ -41,6 +47,7 @@ class Context implements RunContext {
   readonly listeners: Array<(event: Event.Event) => void> = []
   stop: "deadline" | "cancel" | undefined = undefined
   waitingOnModel: number | undefined = undefined
+  stepDeadlineAt = Number.POSITIVE_INFINITY
   readonly tally = new Counters.Live(this.events)
   readonly runId: string
   readonly clock: Clock.Clock
@@ -66,6 +73,36 @@ export const make = (options: {
 export const now = (ctx: RunContext): number => ctx.clock.currentTimeMillisUnsafe()
 
 export const remainingMillis = (ctx: RunContext): number => Math.max(0, ctx.deadlineAt - now(ctx))
+
+/** What is left of the current step, in milliseconds (infinite without a step timeout). */
+export const stepRemainingMillis = (ctx: RunContext): number => Math.max(0, ctx.stepDeadlineAt - now(ctx))
+
+/**
+ * How long one wait may last (R4.2): min(its own limit, what is left of the step, what
+ * is left of the run), and the layer that sets it.
+ *
+ * @param own the wait's own limit in milliseconds (`undefined`: none), and its layer.
+ */
+export const bound = (
+  ctx: RunContext,
+  own: number | undefined,
+  layer: Failure.TimeoutLayer
+): { readonly millis: number; readonly layer: Failure.TimeoutLayer } => {
+  const at = now(ctx)
+  const run = Math.max(0, ctx.deadlineAt - at)
+  const step = Math.max(0, ctx.stepDeadlineAt - at)
+  let millis = own ?? Number.POSITIVE_INFINITY
+  let by = layer
+  if (step < millis) {
+    millis = step
+    by = "step"
+  }
+  if (run <= millis) {
+    millis = run
+    by = "run"
+  }
+  return { millis, layer: by }
+}
 
 type Writable = { -readonly [K in keyof Event.Event]: Event.Event[K] }
 

@@ -27,6 +27,7 @@ interface ToolSet {
   readonly tools: ReadonlyArray<Tool.Any>
   readonly byName: ReadonlyMap<string, Tool.Any>
   readonly definitions: ReadonlyArray<Model.ToolDefinition>
+  readonly approvals: boolean
 }
 
 const toolSets = new WeakMap<ReadonlyArray<Tool.Any>, ToolSet>()
@@ -46,9 +47,35 @@ const toolSet = (tools: ReadonlyArray<Tool.Any>): ToolSet | string => {
     if (byName.has(tool.name)) return `two tools are named "${tool.name}"; tool names must be unique`
     byName.set(tool.name, tool)
   }
-  const set: ToolSet = { tools: tools.slice(), byName, definitions: tools.map(Tool.definition) }
+  const set: ToolSet = {
+    tools: tools.slice(),
+    byName,
+    definitions: tools.map(Tool.definition),
+    approvals: tools.some((tool) => tool.metadata.needsApproval)
+  }
   toolSets.set(tools, set)
   return set
+}
+
+/** A positive duration in milliseconds, `undefined` when not set, or why it is invalid. */
+const positiveMillis = (name: string, input: Duration.Input | undefined): number | undefined | string => {
+  if (input === undefined) return undefined
+  const millis = Option.match(Duration.fromInput(input), { onNone: () => Number.NaN, onSome: Duration.toMillis })
+  return millis > 0 ? millis : `${name} must be a positive duration, got ${String(input)}`
+}
+
+/** The step, attempt and approval layers (R4.1), or why one of them is invalid. */
+const timeLimits = (limits: Run.Limits): ToolExecutor.TimeLimits | string => {
+  const stepMillis = positiveMillis("stepTimeout", limits.stepTimeout)
+  if (typeof stepMillis === "string") return stepMillis
+  const attemptMillis = positiveMillis("attemptTimeout", limits.attemptTimeout)
+  if (typeof attemptMillis === "string") return attemptMillis
+  const approvalMillis = positiveMillis("approvalTimeout", limits.approvalTimeout)
+  if (typeof approvalMillis === "string") return approvalMillis
+  if (stepMillis === undefined && attemptMillis === undefined && approvalMillis === undefined) {
+    return ToolExecutor.noTimeLimits
+  }
+  return { stepMillis, attemptMillis, approvalMillis }
 }
 
 export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | string => {
@@ -62,16 +89,10 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
   if (!Number.isInteger(correctionBudget) || correctionBudget < 0) {
     return `correctionBudget must be an integer >= 0, got ${correctionBudget}`
   }
-  const timeoutMillis =
-    limits.runTimeout === undefined
-      ? defaultTimeoutMillis
-      : Option.match(Duration.fromInput(limits.runTimeout), {
-          onNone: () => Number.NaN,
-          onSome: Duration.toMillis
-        })
-  if (!(timeoutMillis > 0)) {
-    return `runTimeout must be a positive duration, got ${String(limits.runTimeout)}`
-  }
+  const timeoutMillis = positiveMillis("runTimeout", limits.runTimeout) ?? defaultTimeoutMillis
+  if (typeof timeoutMillis === "string") return timeoutMillis
+  const time = timeLimits(limits)
+  if (typeof time === "string") return time
   let policies: ReadonlyArray<Termination.Policy>
   try {
     const defaults = Termination.defaults(limits)
@@ -101,7 +122,8 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
       maxObservationChars === ToolExecutor.defaultLimits.maxObservationChars
         ? ToolExecutor.defaultLimits
         : { maxArgumentChars, maxObservationChars },
-    recovery
+    recovery,
+    time
   }
   return {
     registry,
@@ -113,7 +135,8 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
       policies,
       concurrency,
       correctionBudget,
-      recovery
+      recovery,
+      approvals: tools.approvals
     }
   }
 }

@@ -18,7 +18,8 @@ const effectsOf = (
   readonly pendingActions: RunResult.RunResult["pendingActions"]
 } => {
   const sideEffects: Array<RunResult.RunResult["sideEffects"][number]> = []
-  const pendingActions: Array<RunResult.RunResult["pendingActions"][number]> = []
+  // One entry per call: a timeout both interrupts a call and fails it; the later word stands.
+  const pending = new Map<string, RunResult.RunResult["pendingActions"][number]>()
   for (const e of timeline) {
     if (e._tag === "tool.succeeded") {
       if (e.sideEffect === "write" || e.sideEffect === "external") {
@@ -26,7 +27,7 @@ const effectsOf = (
       }
     } else if (e._tag === "tool.interrupted") {
       if (e.settlement === "outcome_unknown") {
-        pendingActions.push({
+        pending.set(e.callId, {
           callId: e.callId,
           name: e.name,
           idempotencyKey: `${e.runId}:${e.callId}`,
@@ -36,7 +37,7 @@ const effectsOf = (
       }
     } else if (e._tag === "tool.failed" && e.error.failure?.classification === "unknown") {
       const detail = e.error.failure.hint
-      pendingActions.push({
+      pending.set(e.callId, {
         callId: e.callId,
         name: e.name,
         idempotencyKey: `${e.runId}:${e.callId}`,
@@ -45,7 +46,7 @@ const effectsOf = (
       })
     }
   }
-  return { sideEffects, pendingActions }
+  return { sideEffects, pendingActions: Array.from(pending.values()) }
 }
 
 export interface Ending {

@@ -1,0 +1,153 @@
+/**
+ * Human approval (R7). A tool marked `needsApproval` does not run when the model asks
+ * for it: the run moves to `awaiting_approval`, puts the pending call (its run id, call
+ * id, tool and arguments) and an expiry on the {@link ApprovalGate}, and waits for a
+ * person's decision. Waiting is a state, not a failure:
+ *
+ * - approve → the run goes back to `tool_executing` and runs the exact pending call
+ *   (same arguments, same call id, same idempotency key);
+ * - reject → the run ends `approval_rejected`;
+ * - no decision before the expiry → the run ends `approval_expired`;
+ * - cancel (or the run deadline) while waiting → the request is withdrawn and the run
+ *   ends as the cancel or the deadline says.
+ *
+ * The model never sees a guessed decision: nothing about the call reaches it until the
+ * call has run.
+ *
+ * The gate is a `Context.Reference`: without a layer, every run shares one in-memory
+ * gate, which {@link Run.Handle}'s `approve` and `reject` decide on. Provide
+ * {@link layerMemory} for a gate of your own (one per test), or your own {@link Gate}
+ * (a queue your UI reads) with `Layer.succeed(ApprovalGate, gate)`.
+ *
+ * @since 0.1.0
+ */
+import { Context, Deferred, Effect, Layer, Schema } from "effect"
+import type * as Tool from "./Tool.ts"
+
+/**
+ * A call waiting for a decision.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Request {
+  readonly runId: string
+  readonly callId: string
+  readonly tool: string
+  /** The arguments as the model sent them, parsed and validated against the tool's input schema. */
+  readonly arguments: Readonly<Record<string, unknown>>
+  readonly sideEffect: Tool.SideEffect
+  /** Milliseconds since the epoch, by the run's `Clock`. */
+  readonly requestedAt: number
+  /** When the wait ends without a decision (R4.2: the tightest of the approval, step and run layers). */
+  readonly expiresAt: number
+}
+
+/**
+ * A person's decision on a pending call.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Decision =
+  | { readonly _tag: "Approved"; readonly by?: string | undefined }
+  | { readonly _tag: "Rejected"; readonly reason: string; readonly by?: string | undefined }
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const approved = (by?: string): Decision => ({ _tag: "Approved", by })
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const rejected = (reason: string, by?: string): Decision => ({ _tag: "Rejected", reason, by })
+
+/**
+ * Raised by {@link Gate.decide} when no call with that run id and call id is waiting:
+ * it was never requested, was decided already, or was withdrawn (expiry, cancel).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
+  runId: Schema.String,
+  callId: Schema.String
+}) {
+  override get message(): string {
+    return `No call ${this.callId} of run ${this.runId} is waiting for approval (never requested, already decided, or withdrawn)`
+  }
+}
+
+/**
+ * Where pending calls wait for decisions.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Gate {
+  /**
+   * Used by the runtime: registers `request` and waits for its decision. Interrupting
+   * the wait (expiry, cancel, deadline) withdraws the request.
+   */
+  readonly request: (request: Request) => Effect.Effect<Decision>
+  /** Decides the pending call `callId` of run `runId`. */
+  readonly decide: (runId: string, callId: string, decision: Decision) => Effect.Effect<void, NotPending>
+  /** The calls waiting now, oldest first. */
+  readonly pending: Effect.Effect<ReadonlyArray<Request>>
+}
+
+const keyOf = (runId: string, callId: string): string => `${runId}\u0000${callId}`
+
+/**
+ * A gate that keeps pending calls in memory.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const makeMemory = (): Gate => {
+  const waiting = new Map<string, { readonly request: Request; readonly decision: Deferred.Deferred<Decision> }>()
+  return {
+    request: (request) =>
+      Effect.suspend(() => {
+        const key = keyOf(request.runId, request.callId)
+        const decision = Deferred.makeUnsafe<Decision>()
+        waiting.set(key, { request, decision })
+        return Effect.ensuring(
+          Deferred.await(decision),
+          Effect.sync(() => {
+            if (waiting.get(key)?.decision === decision) waiting.delete(key)
+          })
+        )
+      }),
+    decide: (runId, callId, decision) =>
+      Effect.suspend(() => {
+        const key = keyOf(runId, callId)
+        const entry = waiting.get(key)
+        if (entry === undefined) return Effect.fail(new NotPending({ runId, callId }))
+        waiting.delete(key)
+        return Deferred.succeed(entry.decision, decision)
+      }),
+    pending: Effect.sync(() => Array.from(waiting.values(), (entry) => entry.request))
+  }
+}
+
+/**
+ * The gate runs put their calls on. Defaults to one in-memory gate for the process.
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class ApprovalGate extends Context.Reference<Gate>("effect-agent-runtime/ApprovalGate", {
+  defaultValue: makeMemory
+}) {}
+
+/**
+ * A fresh in-memory gate, in place of the process-wide default.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerMemory: Layer.Layer<never> = Layer.sync(ApprovalGate, makeMemory)

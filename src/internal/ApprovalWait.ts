@@ -1,0 +1,159 @@
+/**
+ * The approval step of the tool pipeline (R7), between the input schema and the
+ * handler: the run waits in `awaiting_approval` for a person's decision on the
+ * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
+ * the step, what is left of the run) (R4.2). Private to the runtime.
+ */
+import { Effect, Exit, Predicate } from "effect"
+import * as Approval from "../Approval.ts"
+import type * as Model from "../Model.ts"
+import type * as RunState from "../RunState.ts"
+import type * as StopReason from "../StopReason.ts"
+import type * as Tool from "../Tool.ts"
+import type * as ToolResult from "../ToolResult.ts"
+import * as RunContext from "./RunContext.ts"
+
+/**
+ * A decision that ends the run: a rejection, or no decision in time. The executor
+ * fails the batch with it (interrupting the rest of the batch), and the loop turns it
+ * into the run's stop.
+ */
+export class Stop {
+  readonly _tag = "ApprovalStop"
+  readonly reason: Extract<StopReason.StopReason, "approval_rejected" | "approval_expired" | "step_timeout">
+  readonly detail: string
+  constructor(reason: Stop["reason"], detail: string) {
+    this.reason = reason
+    this.detail = detail
+  }
+}
+
+export const isStop = (u: unknown): u is Stop => Predicate.isTagged(u, "ApprovalStop")
+
+/** How many calls of the run are waiting; the run is `awaiting_approval` while any is. */
+const waiting = new WeakMap<RunContext.RunContext, number>()
+
+const enter = (ctx: RunContext.RunContext): RunState.IllegalTransition | undefined => {
+  const n = waiting.get(ctx) ?? 0
+  waiting.set(ctx, n + 1)
+  return n === 0 ? RunContext.advance(ctx, "awaiting_approval") : undefined
+}
+
+const leave = (ctx: RunContext.RunContext): RunState.IllegalTransition | undefined => {
+  const n = (waiting.get(ctx) ?? 1) - 1
+  waiting.set(ctx, n)
+  return n === 0 ? RunContext.advance(ctx, "tool_executing") : undefined
+}
+
+const expired: unique symbol = Symbol.for("effect-agent-runtime/ApprovalWait/expired")
+
+/**
+ * Puts `call` on the gate and waits for its decision. Succeeds when it is approved;
+ * fails with a {@link Stop} when it is rejected or expires. An interruption (cancel,
+ * run deadline) withdraws the request and records the call as cancelled: it never ran.
+ */
+export const awaitDecision = (
+  ctx: RunContext.RunContext,
+  approvalMillis: number | undefined,
+  call: Model.ToolCall,
+  tool: Tool.Any,
+  args: Record<string, unknown>
+): Effect.Effect<void, Stop | RunState.IllegalTransition> =>
+  Effect.withFiber((fiber) => {
+    const gate = fiber.getRef(Approval.ApprovalGate)
+    const { millis, layer } = RunContext.bound(ctx, approvalMillis, "approval")
+    const requestedAt = RunContext.now(ctx)
+    const illegal = enter(ctx)
+    if (illegal !== undefined) return Exit.fail(illegal)
+    const request: Approval.Request = {
+      runId: ctx.runId,
+      callId: call.id,
+      tool: tool.name,
+      arguments: args,
+      sideEffect: tool.metadata.sideEffect,
+      requestedAt,
+      expiresAt: requestedAt + millis
+    }
+    RunContext.emit(ctx, {
+      _tag: "approval.requested",
+      callId: call.id,
+      name: call.name,
+      arguments: args,
+      expiresAt: request.expiresAt
+    })
+    const decided = (
+      decision: "approved" | "rejected" | "expired",
+      extra: { readonly by?: string | undefined; readonly reason?: string | undefined }
+    ): RunState.IllegalTransition | undefined => {
+      RunContext.emit(ctx, {
+        _tag: "approval.decided",
+        callId: call.id,
+        name: call.name,
+        decision,
+        ...(extra.by !== undefined ? { by: extra.by } : {}),
+        ...(extra.reason !== undefined ? { reason: extra.reason } : {}),
+        ...(decision === "expired" ? { layer } : {})
+      })
+      return leave(ctx)
+    }
+    // The run deadline's own timer interrupts the wait; a tighter layer needs one here.
+    const wait: Effect.Effect<Approval.Decision | typeof expired> =
+      layer === "run"
+        ? gate.request(request)
+        : Effect.timeoutOrElse(gate.request(request), { duration: millis, orElse: () => Effect.succeed(expired) })
+    const withdrawn = Effect.sync(() => {
+      RunContext.emit(ctx, { _tag: "approval.decided", callId: call.id, name: call.name, decision: "withdrawn" })
+      RunContext.emit(ctx, {
+        _tag: "tool.interrupted",
+        callId: call.id,
+        name: call.name,
+        settlement: "cancelled",
+        detail: "withdrawn while waiting for approval; it never ran"
+      })
+      waiting.set(ctx, (waiting.get(ctx) ?? 1) - 1)
+    })
+    return Effect.flatMap(
+      Effect.onInterrupt(wait, () => withdrawn),
+      (decision): Effect.Effect<void, Stop | RunState.IllegalTransition> => {
+        if (decision === expired) {
+          const moved = decided("expired", {})
+          if (moved !== undefined) return Exit.fail(moved)
+          const what = `${call.name} (${call.id}) waited ${millis} ms for approval`
+          return Exit.fail(
+            layer === "step"
+              ? blocked(ctx, call, "step_timeout", "approval_expired", `${what}: the step deadline passed`)
+              : blocked(ctx, call, "approval_expired", "approval_expired", `${what}: no decision before it expired`)
+          )
+        }
+        if (decision._tag === "Approved") {
+          const moved = decided("approved", { by: decision.by })
+          return moved === undefined ? Exit.void : Exit.fail(moved)
+        }
+        const moved = decided("rejected", { by: decision.by, reason: decision.reason })
+        if (moved !== undefined) return Exit.fail(moved)
+        const who = decision.by !== undefined ? ` by ${decision.by}` : ""
+        return Exit.fail(
+          blocked(
+            ctx,
+            call,
+            "approval_rejected",
+            "approval_rejected",
+            `${call.name} (${call.id}) was rejected${who}: ${decision.reason}`
+          )
+        )
+      }
+    )
+  })
+
+/** Ends the call's events (`tool.blocked`) and makes the run's stop. */
+const blocked = (
+  ctx: RunContext.RunContext,
+  call: Model.ToolCall,
+  reason: Stop["reason"],
+  code: "approval_rejected" | "approval_expired",
+  detail: string
+): Stop => {
+  const error: ToolResult.ToolError = { code, message: detail, correctable: false }
+  RunContext.emit(ctx, { _tag: "tool.blocked", callId: call.id, name: call.name, error })
+  return new Stop(reason, detail)
+}

@@ -1,0 +1,180 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Option, Schema, Stream } from "effect"
+import * as Approval from "../src/Approval.ts"
+import type * as Event from "../src/Event.ts"
+import * as Run from "../src/Run.ts"
+import type * as RunResult from "../src/RunResult.ts"
+import * as Tool from "../src/Tool.ts"
+import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+
+/** A payment tool that needs approval, with a ledger of what it really did. */
+const makePay = () => {
+  const ledger: Array<{ readonly amount: number; readonly to: string; readonly callId: string; readonly key: string }> =
+    []
+  const pay = Tool.make({
+    name: "pay",
+    description: "Pay an amount",
+    input: Schema.Struct({ amount: Schema.Finite, to: Schema.String }),
+    output: Schema.String,
+    sideEffect: "external",
+    needsApproval: true,
+    handler: ({ amount, to }, context) =>
+      Effect.sync(() => {
+        ledger.push({ amount, to, callId: context.callId, key: context.idempotencyKey })
+        return `paid ${amount} to ${to}`
+      })
+  })
+  return { pay, ledger }
+}
+
+const script = [
+  ScriptedModel.toolCall("pay", { amount: 42, to: "acme" }, "call_pay"),
+  ScriptedModel.finalAnswer("paid")
+]
+
+const layers = Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer, Approval.layerMemory)
+
+/** Starts a run and waits until it asks for approval. */
+const startWaiting = (tools: ReadonlyArray<Tool.Any<never>>) =>
+  Effect.gen(function* () {
+    const handle = yield* Run.start({ goal: "pay acme", tools })
+    const requested = yield* Stream.runHead(
+      Stream.filter(handle.events, (e): e is Event.Of<"approval.requested"> => e._tag === "approval.requested")
+    )
+    return { handle, requested: Option.getOrThrow(requested) }
+  })
+
+const tags = (result: RunResult.RunResult) => result.timeline.map((e) => e._tag)
+
+describe("R7 approvals", () => {
+  it.effect("R7 a call that needs approval puts the run in awaiting_approval with the pending call and an expiry", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle, requested } = yield* startWaiting([pay])
+      assert.strictEqual(yield* handle.state, "awaiting_approval")
+      assert.deepStrictEqual(requested.arguments, { amount: 42, to: "acme" })
+      const [pending] = yield* handle.pendingApprovals
+      assert.strictEqual(pending?.callId, "call_pay")
+      assert.strictEqual(pending?.tool, "pay")
+      assert.strictEqual(pending?.sideEffect, "external")
+      assert.strictEqual(pending?.expiresAt, requested.expiresAt)
+      // Bounded by the run deadline (10 minutes by default) when no approval timeout is set.
+      assert.strictEqual(requested.expiresAt - requested.at, 10 * 60 * 1000)
+      assert.lengthOf(ledger, 0)
+      yield* handle.cancel
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R7 approve resumes the exact pending call: same arguments, call id and idempotency key, once", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle } = yield* startWaiting([pay])
+      yield* handle.approve("call_pay", { by: "alice" })
+      const result = yield* handle.result
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(ledger, [{ amount: 42, to: "acme", callId: "call_pay", key: `${result.runId}:call_pay` }])
+      const decided = result.timeline.find((e): e is Event.Of<"approval.decided"> => e._tag === "approval.decided")
+      assert.strictEqual(decided?.decision, "approved")
+      assert.strictEqual(decided?.by, "alice")
+      const states = result.timeline.flatMap((e) => (e._tag === "state.changed" ? [`${e.from}>${e.to}`] : []))
+      assert.includeMembers(states, ["tool_executing>awaiting_approval", "awaiting_approval>tool_executing"])
+      const t = tags(result)
+      assert.isBelow(t.indexOf("approval.decided"), t.indexOf("tool.succeeded"))
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R7 reject ends the run approval_rejected; the tool never runs and the model is never asked again", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle } = yield* startWaiting([pay])
+      yield* handle.reject("call_pay", "not this vendor", { by: "bob" })
+      const result = yield* handle.result
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.stopReason, "approval_rejected")
+      assert.include(result.detail, "not this vendor")
+      assert.lengthOf(ledger, 0)
+      assert.lengthOf(
+        result.timeline.filter((e) => e._tag === "model.requested"),
+        1
+      )
+      const blocked = result.timeline.find((e): e is Event.Of<"tool.blocked"> => e._tag === "tool.blocked")
+      assert.strictEqual(blocked?.error.code, "approval_rejected")
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R7 R5.3 cancel while waiting ends the run cancelled and withdraws the request", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle } = yield* startWaiting([pay])
+      const result = yield* handle.cancel
+      assert.strictEqual(result.status, "cancelled")
+      assert.strictEqual(result.stopReason, "cancelled")
+      assert.lengthOf(yield* handle.pendingApprovals, 0)
+      const late = yield* Effect.exit(handle.approve("call_pay"))
+      assert.isTrue(Exit.isFailure(late))
+      assert.lengthOf(ledger, 0)
+      const decided = result.timeline.find((e): e is Event.Of<"approval.decided"> => e._tag === "approval.decided")
+      assert.strictEqual(decided?.decision, "withdrawn")
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R7 deciding a call that is not waiting is a typed NotPending error with a clear message", () =>
+    Effect.gen(function* () {
+      const gate = Approval.makeMemory()
+      const error = yield* Effect.flip(gate.decide("run-1", "call-9", Approval.approved()))
+      assert.instanceOf(error, Approval.NotPending)
+      assert.strictEqual(
+        error.message,
+        "No call call-9 of run run-1 is waiting for approval (never requested, already decided, or withdrawn)"
+      )
+    })
+  )
+
+  it.effect("R7 a decision made on the gate by run id and call id (a UI, not the handle) resumes the run", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle } = yield* startWaiting([pay])
+      const gate = yield* Approval.ApprovalGate
+      const [pending] = yield* gate.pending
+      assert.strictEqual(pending?.runId, handle.runId)
+      yield* gate.decide(handle.runId, "call_pay", Approval.approved("ops"))
+      assert.strictEqual((yield* handle.result).status, "completed")
+      assert.lengthOf(ledger, 1)
+      // Decided once: a second decision finds nothing pending.
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(gate.decide(handle.runId, "call_pay", Approval.approved()))))
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R7 a rejection in a concurrent batch interrupts the rest of the batch", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const twoPayments = ScriptedModel.toolCalls(
+        ["pay", { amount: 1, to: "a" }, "call_a"],
+        ["pay", { amount: 2, to: "b" }, "call_b"]
+      )
+      const handle = yield* Run.start({ goal: "pay", tools: [pay], concurrency: 2 }).pipe(
+        Effect.provide(ScriptedModel.layer([twoPayments, ScriptedModel.finalAnswer("paid")]))
+      )
+      const both = yield* Stream.runCollect(
+        Stream.take(
+          Stream.filter(handle.events, (e) => e._tag === "approval.requested"),
+          2
+        )
+      )
+      assert.lengthOf(both, 2)
+      yield* handle.reject("call_a", "no")
+      const result = yield* handle.result
+      assert.strictEqual(result.stopReason, "approval_rejected")
+      const withdrawn = result.timeline.filter(
+        (e): e is Event.Of<"approval.decided"> => e._tag === "approval.decided" && e.decision === "withdrawn"
+      )
+      assert.deepStrictEqual(
+        withdrawn.map((e) => e.callId),
+        ["call_b"]
+      )
+      assert.lengthOf(ledger, 0)
+      assert.lengthOf(yield* handle.pendingApprovals, 0)
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+})
