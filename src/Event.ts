@@ -15,6 +15,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import * as Breakers from "./Breakers.ts"
 import * as Failure from "./Failure.ts"
 import * as Model from "./Model.ts"
 import * as RunState from "./RunState.ts"
@@ -36,6 +37,8 @@ const base = {
 export const RunStarted = Schema.TaggedStruct("run.started", {
   ...base,
   goal: Schema.String,
+  /** The name of the model the run starts with (`Run.Options.modelName`). */
+  model: Schema.String,
   tools: Schema.Array(Schema.String),
   deadlineAt: Schema.Finite
 })
@@ -84,6 +87,31 @@ export const ModelFailed = Schema.TaggedStruct("model.failed", {
   iteration: Schema.Int,
   failure: Failure.Summary
 })
+
+/**
+ * The run switched to its next fallback model (R3.9), for the rest of the run, after
+ * the model in use failed for good (`failure`) or its circuit was open.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ModelFallback = Schema.TaggedStruct("model.fallback", {
+  ...base,
+  iteration: Schema.Int,
+  from: Schema.String,
+  to: Schema.String,
+  failure: Failure.Summary
+})
+
+/**
+ * A circuit breaker changed state (R3.9) because of one of this run's calls: `closed`
+ * → `open` (with how long it stays open), `open` → `half_open` (a probe goes through),
+ * `half_open` → `closed` or `open`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const CircuitChanged = Schema.TaggedStruct("circuit.changed", { ...base, ...Breakers.Transition.fields })
 
 /**
  * @category models
@@ -309,6 +337,8 @@ export const Event = Schema.Union([
   ModelRequested,
   ModelResponded,
   ModelFailed,
+  ModelFallback,
+  CircuitChanged,
   ToolStarted,
   ToolSucceeded,
   ToolFailed,

@@ -8,10 +8,9 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit, Result } from "effect"
-import * as Failure from "./Failure.ts"
-import * as FailureBoundary from "./FailureBoundary.ts"
+import { Effect, Exit } from "effect"
 import * as ApprovalWait from "./internal/ApprovalWait.ts"
+import * as ModelCall from "./internal/ModelCall.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
@@ -38,6 +37,18 @@ export interface Config {
   readonly recovery: Recovery.Settings
   /** Whether any tool needs approval (R7): only then can a batch end in an approval's stop. */
   readonly approvals: boolean
+  readonly models: Models
+}
+
+/**
+ * The model a run starts with, by name, and the fallbacks after it (R3.9).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Models {
+  readonly name: string
+  readonly fallbacks: ReadonlyArray<Model.Fallback>
 }
 
 /**
@@ -163,153 +174,21 @@ class Stopped {
 /** What the loop fails with: only what reaches it through an interruption or a broken invariant. */
 type LoopError = ToolExecutor.ExecutionError
 
-const modelError = (ctx: RunContext.RunContext, cause: Cause.Cause<LoopError>): Effect.Effect<Stopped, LoopError> => {
-  if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
-  const squashed = Cause.squash(cause)
-  if (!Recovery.isExhausted(squashed)) {
-    const failure = Failure.fromCause("provider", cause)
-    return Exit.succeed(new Stopped(decide(ctx, "runtime", "model_error", `the model call failed: ${failure.hint}`)))
-  }
-  return Exit.succeed(new Stopped(giveUp(ctx, squashed)))
-}
-
-const recordModelFailure = (ctx: RunContext.RunContext, iteration: number, failure: Failure.Failure): void => {
-  RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
-}
-
-/**
- * What the wrapper of a model call makes of its failure: a defect is the provider's
- * failure, and every failure is recorded on the timeline.
- */
-const modelFailure = (
-  ctx: RunContext.RunContext,
-  iteration: number,
-  cause: Cause.Cause<Failure.Failure>
-): Cause.Cause<Failure.Failure> => {
-  const defect = Cause.findDefect(cause)
-  const settled = Result.isSuccess(defect) ? Cause.fail(Failure.fromDefect("provider", defect.success)) : cause
-  const error = Cause.findError(settled)
-  if (Result.isSuccess(error)) recordModelFailure(ctx, iteration, error.success)
-  return settled
-}
-
-/**
- * Calls the model now, recording the request; a call that throws is a defect of the
- * provider. The call gets min(the attempt timeout, what is left of the step, what is
- * left of the run) (R4.2): its request says so (`deadlineAt`), and a call still
- * running then is cut off here with a timeout naming the layer. When the run's own
- * deadline is the tightest, its timer does the cutting and no second timer is needed.
- */
-const generate = (
-  ctx: RunContext.RunContext,
-  config: Config,
-  model: Model.Model["Service"],
-  iteration: number
-): Effect.Effect<Model.Response, Failure.Failure> => {
-  RunContext.record(ctx, { _tag: "model.requested", iteration, runId: ctx.runId, seq: 0, at: 0 })
-  const attemptMillis = config.registry.time.attemptMillis
-  const bounded = attemptMillis !== undefined || ctx.stepDeadlineAt !== Number.POSITIVE_INFINITY
-  const limit = bounded ? RunContext.bound(ctx, attemptMillis, "attempt") : undefined
-  let call: Effect.Effect<Model.Response, Failure.Failure>
-  try {
-    call = model.generate({
-      runId: ctx.runId,
-      iteration,
-      messages: ctx.messages,
-      tools: config.toolDefinitions,
-      deadlineAt: limit === undefined ? ctx.deadlineAt : RunContext.now(ctx) + limit.millis
-    })
-  } catch (defect) {
-    return Exit.die(defect)
-  }
-  if (limit === undefined || limit.layer === "run" || Exit.isExit(call)) return call
-  const { millis, layer } = limit
-  return Effect.timeoutOrElse(call, {
-    duration: millis,
-    orElse: () => Effect.fail(FailureBoundary.timeout({ source: "provider", layer, afterMillis: millis }))
-  })
-}
-
-/**
- * One model call with its wrapper, for retries: waits are marked for the deadline
- * (see `RunContext.waitingOnModel`), failures recorded.
- */
-const attempt = (
-  ctx: RunContext.RunContext,
-  config: Config,
-  model: Model.Model["Service"],
-  iteration: number
-): Effect.Effect<Model.Response, Failure.Failure> =>
-  Effect.suspend(() => {
-    const call = generate(ctx, config, model, iteration)
-    ctx.waitingOnModel = iteration
-    return Effect.matchCauseEffect(call, {
-      onSuccess: (response) => {
-        ctx.waitingOnModel = undefined
-        return Exit.succeed(response)
-      },
-      onFailure: (cause) => {
-        ctx.waitingOnModel = undefined
-        return Exit.failCause(modelFailure(ctx, iteration, cause))
-      }
-    })
-  })
-
-/** Recovery of a failed first call (R3.3), and the stop it ends in when recovery gives up. */
-const recoverModel = (
-  ctx: RunContext.RunContext,
-  config: Config,
-  model: Model.Model["Service"],
-  iteration: number,
-  cause: Cause.Cause<Failure.Failure>
-): Effect.Effect<Model.Response | Stopped, LoopError> =>
-  Effect.catchCause(
-    Recovery.recoverFrom(
-      ctx,
-      {
-        kind: "provider_retry",
-        source: "provider",
-        resume: "model_thinking",
-        schedule: config.recovery.schedule,
-        maxRecoveries: config.recovery.maxRecoveries,
-        maxRetries: Number.POSITIVE_INFINITY,
-        allowed: true
-      },
-      () => attempt(ctx, config, model, iteration),
-      modelFailure(ctx, iteration, cause)
-    ),
-    (cause) => modelError(ctx, cause)
+/** Maps a model call that ended without a response to the run's stop. */
+const modelStop = (ctx: RunContext.RunContext, gaveUp: ModelCall.GaveUp): Stopped => {
+  const reason = gaveUp.reason
+  return new Stopped(
+    Recovery.isExhausted(reason)
+      ? giveUp(ctx, reason)
+      : decide(ctx, "runtime", "model_error", `the model call failed: ${reason.hint}`)
   )
-
-/**
- * The model call of one iteration: the response, or the stop a failure recovery gave
- * up on ended in. No timer per call: the run's one deadline timer interrupts whatever
- * is waiting, and the timeline says which call it cut off (`waitingOnModel`). A call
- * that has already finished (an `Exit`) is used as it is.
- */
-const callModel = (
-  ctx: RunContext.RunContext,
-  config: Config,
-  model: Model.Model["Service"],
-  iteration: number
-): Effect.Effect<Model.Response | Stopped, LoopError> => {
-  const call = generate(ctx, config, model, iteration)
-  if (Exit.isExit(call)) {
-    const done = call as Exit.Exit<Model.Response, Failure.Failure>
-    return Exit.isSuccess(done) ? done : recoverModel(ctx, config, model, iteration, done.cause)
-  }
-  ctx.waitingOnModel = iteration
-  return Effect.catchCause(call, (cause) => {
-    ctx.waitingOnModel = undefined
-    return recoverModel(ctx, config, model, iteration, cause)
-  })
 }
 
 /** A response with no tool calls that was not an answer: ask again. */
 const again: unique symbol = Symbol.for("effect-agent-runtime/Loop/again")
 
 /** What one phase of an iteration hands to the next. */
-type Signal = Model.Response | ReadonlyArray<ToolResult.ToolResult> | Stopped | typeof again
+type Signal = Model.Response | ModelCall.GaveUp | ReadonlyArray<ToolResult.ToolResult> | Stopped | typeof again
 
 const batchOfOne = (result: ToolResult.ToolResult): ReadonlyArray<ToolResult.ToolResult> => [result]
 
@@ -328,7 +207,7 @@ const finished = <A, E, R>(effect: Effect.Effect<A, E, R>): Exit.Exit<A, E> | un
 class Turns {
   readonly ctx: RunContext.RunContext
   readonly config: Config
-  readonly model: Model.Model["Service"]
+  readonly models: ModelCall.ModelCall
   readonly permission: Permission.PermissionService
   /** Tools with an argument correction outstanding, and the attempt number it was. */
   corrections: Map<string, number> | undefined = undefined
@@ -342,7 +221,10 @@ class Turns {
   ) {
     this.ctx = ctx
     this.config = config
-    this.model = model
+    this.models = new ModelCall.ModelCall(ctx, config, [
+      { name: config.models.name, model },
+      ...config.models.fallbacks
+    ])
     this.permission = permission
   }
 
@@ -350,6 +232,7 @@ class Turns {
   drive(phase: Phase, signal: Signal | undefined): Effect.Effect<Outcome, LoopError, unknown> {
     while (true) {
       if (signal instanceof Stopped) return Exit.succeed(signal.outcome)
+      if (signal instanceof ModelCall.GaveUp) return Exit.succeed(modelStop(this.ctx, signal).outcome)
       if (signal === again) phase = "ask"
       let next: Effect.Effect<Signal, LoopError, unknown>
       switch (phase) {
@@ -381,7 +264,7 @@ class Turns {
   }
 
   /** The top of an iteration: the phase, the deadline, then the model call. */
-  ask(): Effect.Effect<Model.Response | Stopped, LoopError> {
+  ask(): Effect.Effect<Model.Response | ModelCall.GaveUp | Stopped, LoopError> {
     const ctx = this.ctx
     const thinking = RunContext.advance(ctx, "model_thinking")
     if (thinking !== undefined) return Exit.fail(thinking)
@@ -393,7 +276,7 @@ class Turns {
     }
     const stepMillis = this.config.registry.time.stepMillis
     if (stepMillis !== undefined) ctx.stepDeadlineAt = RunContext.now(ctx) + stepMillis
-    return callModel(ctx, this.config, this.model, this.iteration)
+    return this.models.call(this.iteration)
   }
 
   /** The model answered: record it, check the policies, then run its tool batch. */

@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { Context, type Effect, Schema } from "effect"
+import { Context, Effect, Layer, Schema, type Scope } from "effect"
 import type * as Failure from "./Failure.ts"
 
 /**
@@ -137,6 +137,32 @@ export class Model extends Context.Service<
     readonly generate: (request: Request) => Effect.Effect<Response, Failure.Failure>
   }
 >()("effect-agent-runtime/Model") {}
+
+/**
+ * A named model, for the run's fallback chain (R3.9) and its circuit breaker: when the
+ * model in use fails for good (recovery gave up, or its circuit is open), the run
+ * switches to the next one for the rest of the run, and the result says so.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Fallback {
+  readonly name: string
+  readonly model: Model["Service"]
+}
+
+/**
+ * Builds a fallback from a layer that provides a `Model` (a provider's `layer`), in the
+ * current scope.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fallback = <E, R>(
+  name: string,
+  layer: Layer.Layer<Model, E, R>
+): Effect.Effect<Fallback, E, R | Scope.Scope> =>
+  Effect.map(Layer.build(layer), (context) => ({ name, model: Context.get(context, Model) }))
 
 /**
  * @category constructors

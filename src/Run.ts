@@ -28,6 +28,7 @@ import {
   Stream
 } from "effect"
 import * as Approval from "./Approval.ts"
+import * as Breakers from "./Breakers.ts"
 import type * as Event from "./Event.ts"
 import * as Lifecycle from "./internal/Lifecycle.ts"
 import type * as RunContext from "./internal/RunContext.ts"
@@ -62,6 +63,18 @@ export interface Options<T extends Tool.Any = Tool.Any, RV = never> {
   readonly validation?: Validation.Spec<RV> | undefined
   /** Default: a random UUID. */
   readonly runId?: string | undefined
+  /**
+   * The name of the `Model` service the run uses: the key of its circuit breaker and
+   * what the result's `model` says. Default `"model"`.
+   */
+  readonly modelName?: string | undefined
+  /**
+   * Models to switch to, in order, when the model in use fails for good (recovery gave
+   * up on it) or its circuit is open (R3.9). A switch lasts for the rest of the run and
+   * is recorded (`model.fallback`, the result's `fallbacks`). Build one from a layer with
+   * `Model.fallback(name, layer)`.
+   */
+  readonly fallbackModels?: ReadonlyArray<Model.Fallback> | undefined
   /**
    * The delays of one recovery episode (R3.3). Default `Recovery.backoff()`: 50 ms then
    * 100 ms, jittered. Every retry also draws on `limits.maxRecoveries`.
@@ -124,7 +137,7 @@ export const run = <T extends Tool.Any, RV = never>(
   options: Options<T, RV>
 ): Effect.Effect<RunResult.RunResult, never, Requirements<T, RV>> =>
   Effect.withFiber((caller) => {
-    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock))
+    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
     return Effect.andThen(
       Effect.forkChild(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {
@@ -224,7 +237,7 @@ export const start = <T extends Tool.Any, RV = never>(
   options: Options<T, RV>
 ): Effect.Effect<Handle, never, Requirements<T, RV> | Scope.Scope> =>
   Effect.withFiber((caller) => {
-    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock))
+    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
     return Effect.map(
       Effect.forkScoped(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {

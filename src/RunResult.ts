@@ -8,6 +8,7 @@
  */
 import { Schema } from "effect"
 import * as Event from "./Event.ts"
+import * as Failure from "./Failure.ts"
 import * as RunState from "./RunState.ts"
 import * as StopReason from "./StopReason.ts"
 import * as Tool from "./Tool.ts"
@@ -64,6 +65,21 @@ export const PendingAction = Schema.Struct({
 })
 
 /**
+ * A switch to a fallback model (R3.9): at which iteration, from which model to which,
+ * and the failure that caused it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ModelSwitch = Schema.Struct({
+  iteration: Schema.Int,
+  from: Schema.String,
+  to: Schema.String,
+  failure: Failure.Summary,
+  seq: Schema.Int
+})
+
+/**
  * @category models
  * @since 0.1.0
  */
@@ -82,6 +98,10 @@ export const RunResult = Schema.Struct({
   sideEffects: Schema.Array(SideEffectRecord),
   /** Actions of unknown outcome, still to reconcile or reclaim. */
   pendingActions: Schema.Array(PendingAction),
+  /** The model in use when the run ended: the one it started with unless it fell back (R3.9). */
+  model: Schema.String,
+  /** Every switch to a fallback model, in order. */
+  fallbacks: Schema.Array(ModelSwitch),
   /** The first unfinished required step, when there is one: where a resumed run should start. */
   nextStep: Schema.optional(Schema.String),
   /** The sequence number of the last event: the point a resume would replay up to (R9). */

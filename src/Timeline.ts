@@ -35,6 +35,12 @@ export const describe = (event: Event.Event): string => {
         : `final answer: ${clip(event.text)}`
     case "model.failed":
       return `${event.failure.classification} ${event.failure.code}: ${event.failure.hint}`
+    case "model.fallback":
+      return `${event.from} → ${event.to} after ${event.failure.code}: ${clip(event.failure.hint, 80)}`
+    case "circuit.changed":
+      return `${event.key} ${event.from} → ${event.to}${
+        event.retryAfterMillis !== undefined ? ` for ${event.retryAfterMillis} ms` : ""
+      }`
     case "tool.started":
       return `${event.name} [${event.callId}]`
     case "tool.succeeded":

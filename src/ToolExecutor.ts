@@ -224,12 +224,16 @@ const recordInterrupt = (c: Call): void => {
 const defectToFailure = (defect: unknown) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))
 
 /** One attempt with the whole wrapper: defects caught, interruption recorded, the tool's own timeout. */
-const attempt = (c: Call): Effect.Effect<unknown, Failure.Failure> =>
-  Effect.suspend(() => (c.tool.handler as Handler)(c.input, c.context)).pipe(
+const attempt = (c: Call): Effect.Effect<unknown, Failure.Failure> => {
+  const wrapped = Effect.suspend(() => (c.tool.handler as Handler)(c.input, c.context)).pipe(
     Effect.catchDefect(defectToFailure),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
     within(c)
   ) as Effect.Effect<unknown, Failure.Failure>
+  // The tool's circuit breaker (R3.9) sees one outcome per attempt, its timeout inside it.
+  const breakers = c.ctx.breakers
+  return breakers === undefined ? wrapped : breakers.guard("tool", c.tool.name, wrapped)
+}
 
 const episodeOf = (c: Call): Recovery.Episode => ({
   kind: "tool_retry",
@@ -463,9 +467,13 @@ const afterPermission = (
 
 /** The handler's first attempt, then whatever its result needs. */
 const firstAttempt = (c: Call): Ran => {
-  // A tool with its own timeout, or in a step with a deadline, races it on every
-  // attempt: the whole wrapper, always.
-  if (c.tool.metadata.timeout !== undefined || c.ctx.stepDeadlineAt !== Number.POSITIVE_INFINITY) {
+  // A tool with its own timeout, in a step with a deadline, or behind a circuit
+  // breaker runs every attempt in the whole wrapper.
+  if (
+    c.tool.metadata.timeout !== undefined ||
+    c.ctx.stepDeadlineAt !== Number.POSITIVE_INFINITY ||
+    c.ctx.breakers !== undefined
+  ) {
     return Effect.matchCauseEffect(attempt(c), {
       onSuccess: (output) => afterHandler(c, output),
       onFailure: (cause) => recover(c, cause)

@@ -77,7 +77,10 @@ const failing = (options: {
 
 describe("Counters.step (unit)", () => {
   it("R2.1 model responses count iterations, requested calls, tokens, cost, empty outputs and final answers", () => {
-    let c = Counters.step(Counters.empty, ev({ _tag: "run.started", goal: "g", tools: [], deadlineAt: 9 }, 100))
+    let c = Counters.step(
+      Counters.empty,
+      ev({ _tag: "run.started", goal: "g", model: "model", tools: [], deadlineAt: 9 }, 100)
+    )
     c = Counters.step(
       c,
       responded(

@@ -1,7 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schema } from "effect"
-import { TestClock } from "effect/testing"
+import { Effect, Layer, Schema } from "effect"
 import type * as Event from "../src/Event.ts"
 import type * as Failure from "../src/Failure.ts"
 import * as FailureBoundary from "../src/FailureBoundary.ts"
@@ -10,6 +9,7 @@ import * as Run from "../src/Run.ts"
 import type * as RunResult from "../src/RunResult.ts"
 import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import { drive } from "./support/clock.ts"
 
 /** A model call that never answers: only a time layer can end it. */
 const silent: ScriptedModel.Step = () => Effect.never
@@ -26,13 +26,9 @@ const hangingTool = (options: Partial<Tool.Options<Record<string, never>, string
 
 /** Runs in the background on the TestClock, moving it 10 ms at a time until the run ends. */
 const runOn = (script: ReadonlyArray<ScriptedModel.Step>, options: Omit<Run.Options<Tool.Any<never>>, "goal">) =>
-  Effect.gen(function* () {
-    const fiber = yield* Effect.forkChild(
-      Run.run({ goal: "x", recovery: Recovery.backoff({ jitter: false }), ...options })
-    )
-    for (let i = 0; i < 3000 && fiber.pollUnsafe() === undefined; i++) yield* TestClock.adjust("10 millis")
-    return yield* Fiber.join(fiber)
-  }).pipe(Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer)))
+  drive(Run.run({ goal: "x", recovery: Recovery.backoff({ jitter: false }), ...options })).pipe(
+    Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer))
+  )
 
 const events = <Tag extends Event.Event["_tag"]>(result: RunResult.RunResult, tag: Tag) =>
   result.timeline.filter((e): e is Event.Of<Tag> => e._tag === tag)

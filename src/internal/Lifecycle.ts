@@ -4,6 +4,7 @@
  * runtime; `Run` is the public face.
  */
 import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Result } from "effect"
+import * as Breakers from "../Breakers.ts"
 import * as Counters from "../Counters.ts"
 import * as Failure from "../Failure.ts"
 import * as FailureBoundary from "../FailureBoundary.ts"
@@ -222,14 +223,16 @@ const randomRunId = (): string => {
 /** The run's context, with its options resolved once; the clock is the caller's. */
 export const prepare = <RV>(
   options: Run.Options<Tool.Any, RV>,
-  clock: Clock.Clock
+  clock: Clock.Clock,
+  breakers: Breakers.Service | undefined
 ): { readonly ctx: RunContext.RunContext; readonly resolved: Resolved<RV> | string } => {
   const resolved = resolve(options)
   const timeoutMillis = typeof resolved === "string" ? 0 : resolved.timeoutMillis
   const ctx = RunContext.make({
     runId: options.runId ?? randomRunId(),
     clock,
-    deadlineAt: clock.currentTimeMillisUnsafe() + timeoutMillis
+    deadlineAt: clock.currentTimeMillisUnsafe() + timeoutMillis,
+    breakers
   })
   return { ctx, resolved }
 }
@@ -290,13 +293,22 @@ export const execute = <RV, R>(
       RunContext.record(ctx, {
         _tag: "run.started",
         goal: options.goal,
+        model: options.modelName ?? "model",
         tools: options.tools.map((t) => t.name),
         deadlineAt: ctx.deadlineAt,
         runId: ctx.runId,
         seq: 0,
         at: 0
       })
-      const body = Effect.exit(restore(Effect.suspend(() => lifecycle(ctx, options, resolved))))
+      const run = Effect.suspend(() => lifecycle(ctx, options, resolved))
+      // With circuit breakers, the changes this run's calls cause reach its timeline (R3.9).
+      const observed =
+        ctx.breakers === undefined
+          ? run
+          : Effect.provideService(run, Breakers.Observer, (transition) => {
+              RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
+            })
+      const body = Effect.exit(restore(observed))
       const ending = (exit: Exit.Exit<Ending, unknown>) => {
         const spec = typeof resolved === "string" ? Validation.empty : resolved.validation
         // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.

@@ -5,6 +5,7 @@
  * of truth.
  */
 import { type Clock, Effect, Result } from "effect"
+import type * as Breakers from "../Breakers.ts"
 import * as Counters from "../Counters.ts"
 import type * as Event from "../Event.ts"
 import type * as Failure from "../Failure.ts"
@@ -32,6 +33,8 @@ export interface RunContext {
   /** The live fold of `events`, updated in place by `emit`. Read it, never write it. */
   readonly tally: Counters.Live
   readonly listeners: Array<(event: Event.Event) => void>
+  /** The application's circuit breakers (R3.9), if it has any. */
+  readonly breakers: Breakers.Service | undefined
   /** Who stopped the run from outside the loop (the deadline timer or a cancel), if anyone. */
   stop: "deadline" | "cancel" | undefined
   /**
@@ -53,11 +56,19 @@ class Context implements RunContext {
   readonly clock: Clock.Clock
   readonly startedAt: number
   readonly deadlineAt: number
-  constructor(runId: string, clock: Clock.Clock, startedAt: number, deadlineAt: number) {
+  readonly breakers: Breakers.Service | undefined
+  constructor(
+    runId: string,
+    clock: Clock.Clock,
+    startedAt: number,
+    deadlineAt: number,
+    breakers: Breakers.Service | undefined
+  ) {
     this.runId = runId
     this.clock = clock
     this.startedAt = startedAt
     this.deadlineAt = deadlineAt
+    this.breakers = breakers
   }
   get counters(): Counters.Counters {
     return this.tally.counters()
@@ -68,7 +79,15 @@ export const make = (options: {
   readonly runId: string
   readonly clock: Clock.Clock
   readonly deadlineAt: number
-}): RunContext => new Context(options.runId, options.clock, options.clock.currentTimeMillisUnsafe(), options.deadlineAt)
+  readonly breakers?: Breakers.Service | undefined
+}): RunContext =>
+  new Context(
+    options.runId,
+    options.clock,
+    options.clock.currentTimeMillisUnsafe(),
+    options.deadlineAt,
+    options.breakers
+  )
 
 export const now = (ctx: RunContext): number => ctx.clock.currentTimeMillisUnsafe()
 

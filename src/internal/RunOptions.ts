@@ -22,6 +22,9 @@ export interface Resolved<RV> {
 /** The default run deadline, `"10 minutes"`, without parsing it for every run. */
 const defaultTimeoutMillis = 10 * 60 * 1000
 
+/** One model, named `"model"`, and no fallbacks: shared by every run that sets neither. */
+const defaultModels: Loop.Models = { name: "model", fallbacks: [] }
+
 /** What a tool list resolves to: checked once per list (and re-checked if it changed). */
 interface ToolSet {
   readonly tools: ReadonlyArray<Tool.Any>
@@ -78,9 +81,29 @@ const timeLimits = (limits: Run.Limits): ToolExecutor.TimeLimits | string => {
   return { stepMillis, attemptMillis, approvalMillis }
 }
 
+/** The name of the model in use and the fallback chain after it, or why they are invalid. */
+const modelChain = (options: Run.Options<Tool.Any, unknown>): Loop.Models | string => {
+  if (options.modelName === undefined && (options.fallbackModels?.length ?? 0) === 0) return defaultModels
+  const name = options.modelName ?? "model"
+  const fallbacks = options.fallbackModels ?? []
+  const seen = new Set<string>([name])
+  if (name.trim() === "") return "modelName must not be empty"
+  for (const fallback of fallbacks) {
+    if (typeof fallback?.model?.generate !== "function") {
+      return `fallbackModels: "${String(fallback?.name)}" has no model service (build one with Model.fallback(name, layer))`
+    }
+    if (seen.has(fallback.name))
+      return `fallbackModels: the name "${fallback.name}" is used twice; model names must be unique`
+    seen.add(fallback.name)
+  }
+  return { name, fallbacks }
+}
+
 export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | string => {
   const tools = toolSet(options.tools)
   if (typeof tools === "string") return tools
+  const models = modelChain(options)
+  if (typeof models === "string") return models
   const limits = options.limits ?? {}
   const concurrency = options.concurrency ?? 1
   if (!Number.isInteger(concurrency) || concurrency < 1)
@@ -136,7 +159,8 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
       concurrency,
       correctionBudget,
       recovery,
-      approvals: tools.approvals
+      approvals: tools.approvals,
+      models
     }
   }
 }

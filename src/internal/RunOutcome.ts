@@ -49,6 +49,22 @@ const effectsOf = (
   return { sideEffects, pendingActions: Array.from(pending.values()) }
 }
 
+/** The model the run ended with, and its switches to fallbacks (R3.9). */
+const modelsOf = (
+  timeline: ReadonlyArray<Event.Event>
+): { readonly model: string; readonly fallbacks: RunResult.RunResult["fallbacks"] } => {
+  const first = timeline[0]
+  let model = first?._tag === "run.started" ? first.model : "model"
+  const fallbacks: Array<RunResult.RunResult["fallbacks"][number]> = []
+  for (const e of timeline) {
+    if (e._tag === "model.fallback") {
+      fallbacks.push({ iteration: e.iteration, from: e.from, to: e.to, failure: e.failure, seq: e.seq })
+      model = e.to
+    }
+  }
+  return { model, fallbacks }
+}
+
 export interface Ending {
   readonly status: RunState.Status
   readonly stopReason: StopReason.StopReason
@@ -63,6 +79,7 @@ export const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.
   const unfinished = report?.unfinished ?? []
   const counters = Counters.snapshot(ctx.counters)
   const { sideEffects, pendingActions } = effectsOf(ctx.events)
+  const { model, fallbacks } = modelsOf(ctx.events)
   return {
     runId: ctx.runId,
     status: ending.status,
@@ -76,6 +93,8 @@ export const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.
     unfinished,
     sideEffects,
     pendingActions,
+    model,
+    fallbacks,
     ...(unfinished[0] !== undefined ? { nextStep: unfinished[0].description } : {}),
     checkpoint: ctx.events.length - 1,
     counters,
