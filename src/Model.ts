@@ -109,6 +109,12 @@ export interface Request {
    * request timeouts from it (R4.2, R11); the runtime also enforces it from outside.
    */
   readonly deadlineAt: number
+  /**
+   * Which time layer `deadlineAt` is (R4.3): `run`, `step` or `attempt`, so that a
+   * provider whose own timer fires at the deadline reports the right layer. Default
+   * `attempt`.
+   */
+  readonly deadlineLayer?: Failure.TimeoutLayer | undefined
 }
 
 /**

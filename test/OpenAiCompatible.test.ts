@@ -36,7 +36,13 @@ const transport = OpenAiCompatible.layerHttpClient()
 const live = <E>(name: string, body: () => Effect.Effect<void, E, Scope.Scope | HttpClient.HttpClient>) =>
   it.live(name, () => body().pipe(Effect.provide(transport)))
 
-const request = (options: { readonly deadlineIn?: number; readonly messages?: ReadonlyArray<Model.Message> } = {}) =>
+const request = (
+  options: {
+    readonly deadlineIn?: number
+    readonly deadlineLayer?: Model.Request["deadlineLayer"]
+    readonly messages?: ReadonlyArray<Model.Message>
+  } = {}
+) =>
   Effect.map(
     Clock.currentTimeMillis,
     (now): Model.Request => ({
@@ -44,7 +50,8 @@ const request = (options: { readonly deadlineIn?: number; readonly messages?: Re
       iteration: 3,
       messages: options.messages ?? [{ _tag: "user", content: "hi" }],
       tools: [],
-      deadlineAt: now + (options.deadlineIn ?? 5_000)
+      deadlineAt: now + (options.deadlineIn ?? 5_000),
+      deadlineLayer: options.deadlineLayer
     })
   )
 
@@ -336,6 +343,22 @@ describe("OpenAiCompatible", () => {
         const past = yield* once(FakeOpenAiServer.reply({}), {}, -1)
         assert.strictEqual(failureOf(past.exit).code, "attempt_timeout")
         assert.strictEqual(past.requests.length, 0)
+      })
+    )
+
+    live("R4.3 a deadline that is the step's or the run's is reported as that layer", () =>
+      Effect.gen(function* () {
+        const long = { connect: 10_000, firstByte: 10_000, idleRead: 10_000 }
+        for (const layer of ["step", "run"] as const) {
+          const { model } = yield* setup([FakeOpenAiServer.delay(3_000, FakeOpenAiServer.reply({}))], {
+            timeouts: long
+          })
+          const failure = failureOf(
+            yield* Effect.exit(model.generate(yield* request({ deadlineIn: 100, deadlineLayer: layer })))
+          )
+          assert.strictEqual(failure.code, `${layer}_timeout`)
+          assert.strictEqual(failure.timeout?.layer, layer)
+        }
       })
     )
   })

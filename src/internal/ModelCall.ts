@@ -81,7 +81,8 @@ export class ModelCall {
         iteration,
         messages: ctx.messages,
         tools: settings.toolDefinitions,
-        deadlineAt: limit === undefined ? ctx.deadlineAt : RunContext.now(ctx) + limit.millis
+        deadlineAt: limit === undefined ? ctx.deadlineAt : RunContext.now(ctx) + limit.millis,
+        deadlineLayer: limit === undefined ? "run" : limit.layer
       })
     } catch (defect) {
       return Exit.die(defect)

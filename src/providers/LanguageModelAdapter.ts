@@ -208,7 +208,8 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
   const generate = Effect.fnUntraced(function* (request: Model.Request) {
     const start = yield* Clock.currentTimeMillis
     const left = request.deadlineAt - start
-    if (left <= 0) return yield* FailureBoundary.timeout({ source, layer: "attempt", afterMillis: 0 })
+    const layer = request.deadlineLayer ?? "attempt"
+    if (left <= 0) return yield* FailureBoundary.timeout({ source, layer, afterMillis: 0 })
     const prompt = toPrompt(request.messages)
     const call: Effect.Effect<Model.Response, AiError.AiError> =
       request.tools.length === 0
@@ -228,7 +229,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
       ),
       Effect.timeoutOrElse({
         duration: left,
-        orElse: () => Effect.fail(FailureBoundary.timeout({ source, layer: "attempt", afterMillis: left }))
+        orElse: () => Effect.fail(FailureBoundary.timeout({ source, layer, afterMillis: left }))
       })
     )
   })

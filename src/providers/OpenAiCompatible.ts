@@ -90,9 +90,22 @@ interface Phase {
   readonly millis: number
 }
 
-/** A phase's own limit, or what is left before the deadline if that is shorter. */
-const cap = (layer: FailureBoundary.TimeoutLayer, own: number, left: number): Phase =>
-  own <= left ? { layer, millis: own } : { layer: "attempt", millis: Math.max(0, Math.floor(left)) }
+/** The request's deadline and the time layer it belongs to. */
+interface Deadline {
+  readonly at: number
+  readonly layer: FailureBoundary.TimeoutLayer
+}
+
+const deadlineOf = (request: Model.Request): Deadline => ({
+  at: request.deadlineAt,
+  layer: request.deadlineLayer ?? "attempt"
+})
+
+/** A phase's own limit, or what is left before the deadline (named by its layer) if that is shorter. */
+const cap = (layer: FailureBoundary.TimeoutLayer, own: number, deadline: Deadline, now: number): Phase => {
+  const left = deadline.at - now
+  return own <= left ? { layer, millis: own } : { layer: deadline.layer, millis: Math.max(0, Math.floor(left)) }
+}
 
 const timedOut = (phase: Phase) => FailureBoundary.timeout({ source, layer: phase.layer, afterMillis: phase.millis })
 
@@ -160,22 +173,22 @@ export const make = Effect.fnUntraced(function* (options: Options) {
 
   /** Fails once a phase passes without headers: connect, then first byte. */
   const headersTimer = Effect.fnUntraced(function* (
-    deadlineAt: number,
+    deadline: Deadline,
     connected: Deferred.Deferred<void>,
     transport: { started: boolean }
   ) {
-    const connect = cap("connect", connectMillis, deadlineAt - (yield* Effect.clockWith((c) => c.currentTimeMillis)))
+    const connect = cap("connect", connectMillis, deadline, yield* Effect.clockWith((c) => c.currentTimeMillis))
     const reported = yield* Effect.timeoutOption(Deferred.await(connected), connect.millis)
     // A transport that never reports connections gets one wait: connect, then first byte.
     if (Option.isNone(reported) && transport.started) return yield* timedOut(connect)
     const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
-    const firstByte = cap("first_byte", firstByteMillis, deadlineAt - now)
+    const firstByte = cap("first_byte", firstByteMillis, deadline, now)
     yield* Effect.sleep(firstByte.millis)
     return yield* timedOut(firstByte)
   })
 
-  const bounded = <A>(effect: Effect.Effect<A, Failure.Failure>, now: number, deadlineAt: number) => {
-    const left = cap("attempt", Number.POSITIVE_INFINITY, deadlineAt - now)
+  const bounded = <A>(effect: Effect.Effect<A, Failure.Failure>, now: number, deadline: Deadline) => {
+    const left = cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, now)
     return Effect.timeoutOrElse(effect, { duration: left.millis, orElse: () => Effect.fail(timedOut(left)) })
   }
 
@@ -183,8 +196,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
    * A whole (non-streamed) body: it comes in one piece once the provider has finished,
    * so it must arrive within one idle-read period, capped by the deadline.
    */
-  const wholeBody = (response: HttpClientResponse.HttpClientResponse, now: number, deadlineAt: number) => {
-    const idle = cap("idle_read", idleMillis, deadlineAt - now)
+  const wholeBody = (response: HttpClientResponse.HttpClientResponse, now: number, deadline: Deadline) => {
+    const idle = cap("idle_read", idleMillis, deadline, now)
     return Effect.timeoutOrElse(Effect.mapError(response.text, fromHttpError), {
       duration: idle.millis,
       orElse: () => Effect.fail(timedOut(idle))
@@ -206,7 +219,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     function* (response: HttpClientResponse.HttpClientResponse, request: Model.Request, now: number) {
       let done = false
       const pull = yield* Stream.toPull(response.stream)
-      const idle = cap("idle_read", idleMillis, request.deadlineAt - now)
+      const idle = cap("idle_read", idleMillis, deadlineOf(request), now)
       const next = pull.pipe(
         Pull.catchDone(() => Effect.succeed(undefined)),
         Effect.mapError(fromHttpError),
@@ -248,13 +261,14 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       })
     },
     Effect.scoped,
-    (effect, _response, request, now) => bounded(effect, now, request.deadlineAt)
+    (effect, _response, request, now) => bounded(effect, now, deadlineOf(request))
   )
 
   const generate = Effect.fnUntraced(
     function* (request: Model.Request) {
       const start = yield* Effect.clockWith((c) => c.currentTimeMillis)
-      if (request.deadlineAt - start <= 0) return yield* timedOut({ layer: "attempt", millis: 0 })
+      if (request.deadlineAt - start <= 0)
+        return yield* timedOut({ layer: request.deadlineLayer ?? "attempt", millis: 0 })
       const httpRequest = HttpClientRequest.bodyUint8Array(
         base,
         encoder.encode(JSON.stringify(OpenAiWire.requestBody(wire, request))),
@@ -274,12 +288,12 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         client
           .execute(httpRequest)
           .pipe(Effect.mapError(fromHttpError), Effect.provideService(HttpTransport.CurrentProgress, progress)),
-        headersTimer(request.deadlineAt, connected, transport)
+        headersTimer(deadlineOf(request), connected, transport)
       )
       const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
       if (response.status < 200 || response.status >= 300) {
         // Read the error body (bounded) so the diagnostic says what the provider said.
-        const text = yield* wholeBody(response, now, request.deadlineAt).pipe(Effect.orElseSucceed(() => ""))
+        const text = yield* wholeBody(response, now, deadlineOf(request)).pipe(Effect.orElseSucceed(() => ""))
         const said = OpenAiWire.errorMessage(text) ?? clip(text, 300)
         return yield* FailureBoundary.http({
           status: response.status,
@@ -290,7 +304,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       }
       const eventStream = (response.headers["content-type"] ?? "").includes("text/event-stream")
       if (eventStream) return yield* readEvents(response, request, now)
-      const text = yield* wholeBody(response, now, request.deadlineAt)
+      const text = yield* wholeBody(response, now, deadlineOf(request))
       return yield* readPlain(text, request.iteration)
     },
     (effect) => Effect.mapError(effect, (failure) => scrub(failure, Redacted.value(options.apiKey)))
