@@ -110,6 +110,7 @@ const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outc
       return decide(ctx, "step_timeout", "step_timeout", `${what}; ${detail}`)
     case "not_retryable":
     case "not_allowed":
+    case "circuit_open":
       return decide(ctx, "runtime", "model_error", `${what}; ${detail}`)
     case "owner_retried":
     case "schedule_exhausted":

@@ -102,6 +102,7 @@ export type GiveUp =
   | "run_budget"
   | "deadline"
   | "step_deadline"
+  | "circuit_open"
 
 /**
  * A failure recovery did not (or could no longer) retry, with the attempts made in total.
@@ -134,6 +135,12 @@ export interface Episode {
   readonly maxRetries: number
   /** Whether this failure may be retried at all (e.g. only idempotent tools). */
   readonly allowed: boolean
+  /**
+   * Whether someone else can take over when the dependency's circuit is open (a
+   * fallback model): then a call refused by an open circuit is handed over at once
+   * instead of waiting for the circuit (R3.9). Default `false`.
+   */
+  readonly handOff?: boolean | undefined
 }
 
 /**
@@ -202,7 +209,8 @@ export const recoverFrom: <A, R>(
         why === "schedule_exhausted" ||
         why === "run_budget" ||
         why === "deadline" ||
-        why === "step_deadline"
+        why === "step_deadline" ||
+        why === "circuit_open"
       ) {
         RunContext.emit(ctx, {
           _tag: "recovery.failed",
@@ -228,6 +236,11 @@ export const recoverFrom: <A, R>(
       return yield* giveUp("owner_retried", `already retried ${squashed.attempts - 1} times by its owner`)
     }
     if (!episode.allowed) return yield* giveUp("not_allowed", "this call may not be retried automatically")
+    // A call an open (or probing) circuit refused never ran (R3.9).
+    const refused = failure.category === "circuit_open" || failure.category === "circuit_half_open"
+    if (refused && episode.handOff === true) {
+      return yield* giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
+    }
     if (n > episode.maxRetries)
       return yield* giveUp("schedule_exhausted", `retry limit of ${episode.maxRetries} reached`)
     // Argument corrections are the model's to spend (R3.5), not this retry budget (R3.4).
@@ -244,13 +257,18 @@ export const recoverFrom: <A, R>(
     const delay = Math.max(next, retryable.retryAfterMillis ?? 0)
     // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.
     const { millis: left, layer } = RunContext.bound(ctx, undefined, "run")
+    // A circuit that stays open past the deadline is the circuit's stop, not the deadline's.
+    if (refused && delay >= left) {
+      return yield* giveUp("circuit_open", `${failure.hint}, past what is left of the ${layer} (${left} ms)`)
+    }
     if (delay >= left) {
       return yield* giveUp(
         layer === "step" ? "step_deadline" : "deadline",
         `retry ${n} would wait ${Math.round(delay)} ms but only ${left} ms of the ${layer} are left`
       )
     }
-    yield* RunContext.transition(ctx, "recovering")
+    const recovering = RunContext.hold(ctx, "recovering", episode.resume)
+    if (recovering !== undefined) return yield* recovering
     RunContext.emit(ctx, {
       _tag: "recovery.started",
       kind: episode.kind,
@@ -258,8 +276,11 @@ export const recoverFrom: <A, R>(
       delayMillis: delay,
       cause: failure.code
     })
-    yield* Effect.sleep(delay)
-    yield* RunContext.transition(ctx, episode.resume)
+    yield* Effect.onInterrupt(Effect.sleep(delay), () =>
+      Effect.sync(() => RunContext.release(ctx, "recovering", episode.resume))
+    )
+    const resumed = RunContext.release(ctx, "recovering", episode.resume)
+    if (resumed !== undefined) return yield* resumed
     n++
   }
 })

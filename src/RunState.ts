@@ -77,7 +77,10 @@ const anyActiveMayEnd: ReadonlyArray<State> = ["failed", "cancelled", "unknown_o
  *
  * Happy path: created → initializing → planning → model_thinking ⇄ tool_executing →
  * model_thinking → validating → completed. Recovery leaves model_thinking or
- * tool_executing for recovering and returns to either. A budget stop also passes
+ * tool_executing for recovering and returns to either. In a concurrent batch, one call
+ * may wait for approval while another's retry sleeps: the run is `awaiting_approval`
+ * while any call waits for a person, else `recovering` while any retry sleeps, and
+ * moves directly between the two. A budget stop also passes
  * through validating, which decides between partial and failed (R6.3).
  *
  * @category models
@@ -89,8 +92,8 @@ export const table: { readonly [K in State]: ReadonlyArray<State> } = {
   planning: ["model_thinking", ...anyActiveMayEnd],
   model_thinking: ["tool_executing", "recovering", "validating", ...anyActiveMayEnd],
   tool_executing: ["model_thinking", "recovering", "awaiting_approval", "validating", ...anyActiveMayEnd],
-  recovering: ["model_thinking", "tool_executing", "validating", ...anyActiveMayEnd],
-  awaiting_approval: ["tool_executing", ...anyActiveMayEnd],
+  recovering: ["model_thinking", "tool_executing", "awaiting_approval", "validating", ...anyActiveMayEnd],
+  awaiting_approval: ["tool_executing", "recovering", ...anyActiveMayEnd],
   validating: ["completed", "partial", "failed", "cancelled"],
   completed: [],
   partial: [],

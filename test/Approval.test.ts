@@ -1,12 +1,18 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Option, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as Approval from "../src/Approval.ts"
+import * as Criterion from "../src/Criterion.ts"
 import type * as Event from "../src/Event.ts"
+import * as FailureBoundary from "../src/FailureBoundary.ts"
+import * as Recovery from "../src/Recovery.ts"
 import * as Run from "../src/Run.ts"
 import type * as RunResult from "../src/RunResult.ts"
 import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import * as Validation from "../src/Validation.ts"
+import { drive } from "./support/clock.ts"
 
 /** A payment tool that needs approval, with a ledger of what it really did. */
 const makePay = () => {
@@ -176,5 +182,129 @@ describe("R7 approvals", () => {
       assert.lengthOf(ledger, 0)
       assert.lengthOf(yield* handle.pendingApprovals, 0)
     }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+})
+
+/** An idempotent read that fails once with a connection reset, then succeeds: its retry sleeps 50 ms. */
+const makeFlaky = () => {
+  let calls = 0
+  const flaky = Tool.make({
+    name: "flaky",
+    description: "a read that fails once",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    sideEffect: "read",
+    idempotent: true,
+    handler: () =>
+      Effect.suspend(() =>
+        ++calls === 1
+          ? Effect.fail(FailureBoundary.connection({ source: "tool", detail: "reset" }))
+          : Effect.succeed("fine")
+      )
+  })
+  return { flaky, calls: () => calls }
+}
+
+const transitions = (result: RunResult.RunResult) =>
+  result.timeline.flatMap((e) => (e._tag === "state.changed" ? [`${e.from}>${e.to}`] : []))
+
+/** Starts a batch of `calls` (concurrency 2), waits for its approval request, lets the retry sleep pass, approves. */
+const concurrentBatch = (calls: ScriptedModel.Step) =>
+  Effect.gen(function* () {
+    const { pay, ledger } = makePay()
+    const { flaky, calls: flakyCalls } = makeFlaky()
+    const handle = yield* Run.start({
+      goal: "x",
+      tools: [pay, flaky],
+      concurrency: 2,
+      recovery: Recovery.backoff({ jitter: false })
+    }).pipe(Effect.provide(ScriptedModel.layer([calls, ScriptedModel.finalAnswer("done")])))
+    yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+    yield* TestClock.adjust("1 second")
+    // The retry has slept and succeeded; the approval still waits, and the run says so.
+    assert.strictEqual(flakyCalls(), 2)
+    assert.strictEqual(yield* handle.state, "awaiting_approval")
+    yield* handle.approve("call_pay")
+    const result = yield* handle.result
+    return { result, ledger }
+  }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+
+describe("R7 approvals in concurrent batches and at deadlines", () => {
+  it.effect("R7 R1 an approval waits while a sibling's retry sleeps: awaiting_approval wins, no illegal move", () =>
+    Effect.gen(function* () {
+      const { result, ledger } = yield* concurrentBatch(
+        ScriptedModel.toolCalls(["pay", { amount: 1, to: "a" }, "call_pay"], ["flaky", {}, "call_flaky"])
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.lengthOf(ledger, 1)
+      assert.notInclude(transitions(result), "awaiting_approval>recovering")
+    })
+  )
+
+  it.effect("R7 R1 a sibling's retry sleeps first, then an approval is requested: recovering → awaiting_approval", () =>
+    Effect.gen(function* () {
+      const { result, ledger } = yield* concurrentBatch(
+        ScriptedModel.toolCalls(["flaky", {}, "call_flaky"], ["pay", { amount: 1, to: "a" }, "call_pay"])
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.lengthOf(ledger, 1)
+      assert.include(transitions(result), "recovering>awaiting_approval")
+    })
+  )
+
+  it.effect("R7 R4.2 two approvals in one batch, the step deadline passes: step_timeout, the other is withdrawn", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const result = yield* drive(
+        Run.run({
+          goal: "x",
+          tools: [pay],
+          concurrency: 2,
+          limits: { runTimeout: "10 seconds", stepTimeout: "1 second", approvalTimeout: "3 seconds" }
+        })
+      ).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls(
+              ["pay", { amount: 1, to: "a" }, "call_a"],
+              ["pay", { amount: 2, to: "b" }, "call_b"]
+            )
+          ])
+        )
+      )
+      assert.strictEqual(result.stopReason, "step_timeout")
+      const decisions = result.timeline.flatMap((e) => (e._tag === "approval.decided" ? [e.decision] : []))
+      assert.sameMembers(decisions, ["expired", "withdrawn"])
+      assert.lengthOf(ledger, 0)
+    }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+
+  it.effect("R7 R6.3 the run deadline while a call awaits approval: plan steps already done make it partial", () =>
+    Effect.gen(function* () {
+      const { pay } = makePay()
+      const { flaky } = makeFlaky()
+      const result = yield* drive(
+        Run.run({
+          goal: "x",
+          tools: [pay, flaky],
+          recovery: Recovery.backoff({ jitter: false }),
+          limits: { runTimeout: "2 seconds" },
+          validation: { plan: [Validation.step("read", "read it", [Criterion.toolSucceeded("flaky")])] }
+        })
+      ).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCall("flaky", {}, "call_flaky"),
+            ScriptedModel.toolCall("pay", { amount: 1, to: "a" }, "call_pay")
+          ])
+        )
+      )
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.strictEqual(result.status, "partial")
+      assert.deepStrictEqual(
+        result.completed.map((item) => item.id),
+        ["read"]
+      )
+    }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
   )
 })

@@ -220,10 +220,55 @@ describe("R3.9 circuit breakers in a run", () => {
     }).pipe(Effect.provide(breakers))
   )
 
+  it.effect("R3.9 a circuit that opens during the retries hands over to the fallback at once, not after its wait", () =>
+    Effect.gen(function* () {
+      const primary = failing(unavailable)
+      const result = yield* run(primary.model, {
+        fallbackModels: [backup()],
+        recovery: Recovery.backoff({ jitter: false, retries: 4 }),
+        limits: { runTimeout: "60 seconds" }
+      }).pipe(
+        Effect.provide(
+          Breakers.layerMemory({ provider: { tripPolicy: CircuitBreaker.consecutive(2), openDuration: "30 seconds" } })
+        )
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(primary.calls(), 2)
+      assert.strictEqual(result.fallbacks[0]?.failure.code, "circuit_open")
+      // Two attempts and one 50 ms backoff; then the refused third attempt goes to the backup at 150 ms, not after 30 s.
+      assert.strictEqual(result.elapsedMillis, 150)
+    })
+  )
+
+  it.effect(
+    "R3.9 with no fallback, a circuit open past the deadline stops the run as the circuit's doing, at once",
+    () =>
+      Effect.gen(function* () {
+        const primary = failing(unavailable)
+        const result = yield* run(primary.model, {
+          recovery: Recovery.backoff({ jitter: false, retries: 4 }),
+          limits: { runTimeout: "3 seconds" }
+        }).pipe(
+          Effect.provide(
+            Breakers.layerMemory({
+              provider: { tripPolicy: CircuitBreaker.consecutive(2), openDuration: "30 seconds" }
+            })
+          )
+        )
+        assert.strictEqual(result.stopReason, "model_error")
+        assert.include(result.detail, "circuit for primary is open")
+        assert.strictEqual(result.elapsedMillis, 150)
+      })
+  )
+
   it.effect("R3.9 without breakers nothing is guarded and no circuit events appear", () =>
     Effect.gen(function* () {
       const primary = failing(unavailable)
-      for (let i = 0; i < 3; i++) yield* run(primary.model)
+      for (let i = 0; i < 3; i++) {
+        const result = yield* run(primary.model)
+        assert.deepStrictEqual(transitions(result), [])
+        assert.strictEqual(result.stopReason, "recovery_exhausted")
+      }
       assert.strictEqual(primary.calls(), 9)
     })
   )

@@ -30,20 +30,8 @@ export class Stop {
 
 export const isStop = (u: unknown): u is Stop => Predicate.isTagged(u, "ApprovalStop")
 
-/** How many calls of the run are waiting; the run is `awaiting_approval` while any is. */
-const waiting = new WeakMap<RunContext.RunContext, number>()
-
-const enter = (ctx: RunContext.RunContext): RunState.IllegalTransition | undefined => {
-  const n = waiting.get(ctx) ?? 0
-  waiting.set(ctx, n + 1)
-  return n === 0 ? RunContext.advance(ctx, "awaiting_approval") : undefined
-}
-
-const leave = (ctx: RunContext.RunContext): RunState.IllegalTransition | undefined => {
-  const n = (waiting.get(ctx) ?? 1) - 1
-  waiting.set(ctx, n)
-  return n === 0 ? RunContext.advance(ctx, "tool_executing") : undefined
-}
+const enter = (ctx: RunContext.RunContext) => RunContext.hold(ctx, "awaiting_approval", "tool_executing")
+const leave = (ctx: RunContext.RunContext) => RunContext.release(ctx, "awaiting_approval", "tool_executing")
 
 const expired: unique symbol = Symbol.for("effect-agent-runtime/ApprovalWait/expired")
 
@@ -110,7 +98,8 @@ export const awaitDecision = (
         settlement: "cancelled",
         detail: "withdrawn while waiting for approval; it never ran"
       })
-      waiting.set(ctx, (waiting.get(ctx) ?? 1) - 1)
+      // The run is ending (cancel, deadline, or another call's stop): back to the batch's phase.
+      leave(ctx)
     })
     return Effect.flatMap(
       Effect.onInterrupt(wait, () => withdrawn),

@@ -32,14 +32,12 @@ type CallError = ToolExecutor.ExecutionError
 
 /** Why recovery gave up, when the next model may do better: not the run's own limits. */
 const switchable: ReadonlySet<Recovery.GiveUp> = new Set<Recovery.GiveUp>([
+  "circuit_open",
   "not_retryable",
   "owner_retried",
   "not_allowed",
   "schedule_exhausted"
 ])
-
-const rejected = (failure: Failure.Failure): boolean =>
-  failure.code === "circuit_open" || failure.code === "circuit_half_open"
 
 /**
  * The model chain of one run: the model in use first, then its fallbacks in order. A
@@ -155,10 +153,6 @@ export class ModelCall {
   /** Recovery of a failed first call (R3.3); a rejection by an open circuit goes to the next model at once. */
   recover(iteration: number, cause: Cause.Cause<Failure.Failure>): Effect.Effect<Model.Response | GaveUp, CallError> {
     const recorded = this.failure(iteration, cause)
-    const first = Cause.findError(recorded)
-    if (Result.isSuccess(first) && rejected(first.success) && this.active + 1 < this.chain.length) {
-      return this.fallBack(iteration, first.success)
-    }
     const { recovery } = this.settings
     return Effect.catchCause(
       Recovery.recoverFrom(
@@ -170,7 +164,9 @@ export class ModelCall {
           schedule: recovery.schedule,
           maxRecoveries: recovery.maxRecoveries,
           maxRetries: Number.POSITIVE_INFINITY,
-          allowed: true
+          allowed: true,
+          // With a next model, an open circuit hands over at once, on any attempt.
+          handOff: this.active + 1 < this.chain.length
         },
         () => this.attempt(iteration),
         recorded
@@ -183,6 +179,10 @@ export class ModelCall {
   gaveUp(iteration: number, cause: Cause.Cause<CallError>): Effect.Effect<Model.Response | GaveUp, CallError> {
     if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
     const squashed = Cause.squash(cause)
+    // A broken invariant (an illegal transition) is not the provider's failure: it goes on up.
+    if (Cause.hasFails(cause) && !Failure.isFailure(squashed) && !Recovery.isExhausted(squashed)) {
+      return Effect.failCause(cause)
+    }
     const reason = Recovery.isExhausted(squashed) ? squashed : Failure.fromCause("provider", cause)
     const failure = Recovery.isExhausted(reason) ? reason.failure : reason
     const canSwitch = !Recovery.isExhausted(reason) || switchable.has(reason.why)

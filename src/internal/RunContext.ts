@@ -42,6 +42,10 @@ export interface RunContext {
    * interrupts that wait, the ending records the call as failed (see `Lifecycle`).
    */
   waitingOnModel: number | undefined
+  /** Calls waiting for a person now (see {@link hold}). */
+  approvalsWaiting: number
+  /** Retries sleeping now (see {@link hold}). */
+  retriesSleeping: number
 }
 
 class Context implements RunContext {
@@ -51,6 +55,8 @@ class Context implements RunContext {
   stop: "deadline" | "cancel" | undefined = undefined
   waitingOnModel: number | undefined = undefined
   stepDeadlineAt = Number.POSITIVE_INFINITY
+  approvalsWaiting = 0
+  retriesSleeping = 0
   readonly tally = new Counters.Live(this.events)
   readonly runId: string
   readonly clock: Clock.Clock
@@ -185,6 +191,42 @@ export const advance = (ctx: RunContext, to: RunState.Phase): RunState.IllegalTr
   if (!RunState.canTransition(from, to)) return new RunState.IllegalTransition({ from, to })
   record(ctx, { _tag: "state.changed", from, to, runId: ctx.runId, seq: 0, at: 0 })
   return undefined
+}
+
+/**
+ * The phase of a run whose current work is `base` (the model call, or a tool batch):
+ * `awaiting_approval` while any call waits for a person, else `recovering` while any
+ * retry sleeps, else `base`. Calls of one batch run concurrently, so these overlap.
+ */
+const phaseOf = (ctx: RunContext, base: RunState.Phase): RunState.Phase =>
+  ctx.approvalsWaiting > 0 ? "awaiting_approval" : ctx.retriesSleeping > 0 ? "recovering" : base
+
+/**
+ * Starts a wait that puts the run in a phase of its own (a call waiting for approval,
+ * a retry sleeping) and moves the run to the phase all its waits add up to. Every
+ * `hold` is matched by one {@link release}, also when the wait is interrupted.
+ */
+export const hold = (
+  ctx: RunContext,
+  what: "awaiting_approval" | "recovering",
+  base: RunState.Phase
+): RunState.IllegalTransition | undefined => {
+  if (what === "awaiting_approval") ctx.approvalsWaiting++
+  else ctx.retriesSleeping++
+  return advance(ctx, phaseOf(ctx, base))
+}
+
+/** Ends a wait begun with {@link hold}, and moves the run to the phase what is left adds up to. */
+export const release = (
+  ctx: RunContext,
+  what: "awaiting_approval" | "recovering",
+  base: RunState.Phase
+): RunState.IllegalTransition | undefined => {
+  if (what === "awaiting_approval") ctx.approvalsWaiting = Math.max(0, ctx.approvalsWaiting - 1)
+  else ctx.retriesSleeping = Math.max(0, ctx.retriesSleeping - 1)
+  // A run that has already ended stays where it is.
+  if (RunState.isTerminal(ctx.tally.state)) return undefined
+  return advance(ctx, phaseOf(ctx, base))
 }
 
 /** The single entry point for a terminal status (R1.2): the transition, then `run.finished`. */
