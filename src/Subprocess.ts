@@ -35,12 +35,24 @@
  */
 
 import type { Schema } from "effect"
-import { Duration, Effect, Exit, Fiber, Option, Predicate, Stream } from "effect"
+import { Duration, Effect, Exit, Fiber, Option, Stream } from "effect"
 import type * as PlatformError from "effect/PlatformError"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
-import * as Failure from "./Failure.ts"
+import type * as Failure from "./Failure.ts"
 import * as ProcessGroup from "./internal/processGroup.ts"
+import * as SubprocessFailure from "./internal/SubprocessFailure.ts"
+import { defaultGraceMillis, defaultMaxOutputBytes, validateOptions } from "./internal/SubprocessOptions.ts"
+import * as SubprocessOutput from "./internal/SubprocessOutput.ts"
 import * as Tool from "./Tool.ts"
+
+/**
+ * The default grace period and output limit live in `internal/SubprocessOptions`, with
+ * the validation of the options; re-exported here.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export { defaultGraceMillis, defaultMaxOutputBytes } from "./internal/SubprocessOptions.ts"
 
 /**
  * What to run.
@@ -132,18 +144,6 @@ export interface Options {
 }
 
 /**
- * @category constants
- * @since 0.1.0
- */
-export const defaultGraceMillis = 2000
-
-/**
- * @category constants
- * @since 0.1.0
- */
-export const defaultMaxOutputBytes = 1024 * 1024
-
-/**
  * How long the supervisor waits for the exit after SIGKILL before it gives up and
  * reports the child as not reaped (a process stuck in the kernel cannot be killed).
  *
@@ -152,76 +152,9 @@ export const defaultMaxOutputBytes = 1024 * 1024
  */
 export const killWaitMillis = 5000
 
-/**
- * How long, after the child exited, the reader waits for the rest of its output. Only a
- * process the child started can hold the pipes open longer; it is stopped with the group.
- */
-const outputDrainMillis = 250
-
-const stderrTailChars = 4000
-
-const commandName = (spec: Spec): string => spec.command.split(/[\\/]/).pop() ?? spec.command
-
-const tail = (text: string): string => (text.length <= stderrTailChars ? text : `…${text.slice(-stderrTailChars)}`)
-
-const invalid = (hint: string) =>
-  new Failure.Permanent({
-    source: "subprocess",
-    category: "invalid_options",
-    code: "invalid_options",
-    attempts: 1,
-    hint
-  })
-
-const validateOptions = (options: {
-  readonly graceMillis?: number | undefined
-  readonly maxOutputBytes?: number | undefined
-}): string | undefined => {
-  const grace = options.graceMillis ?? defaultGraceMillis
-  if (!Number.isFinite(grace) || grace < 0) return `graceMillis must be a finite number >= 0, got ${grace}`
-  const max = options.maxOutputBytes ?? defaultMaxOutputBytes
-  if (!Number.isInteger(max) || max < 1) return `maxOutputBytes must be an integer >= 1, got ${max}`
-  return undefined
-}
-
-const spawnFailure = (spec: Spec, error: PlatformError.PlatformError): Failure.Failure => {
-  const fields = {
-    source: "subprocess" as const,
-    category: "spawn",
-    code: "spawn_failed",
-    attempts: 1,
-    hint: `${commandName(spec)} could not be started (${error.reason._tag === "BadArgument" ? "bad argument" : error.reason._tag})`,
-    diagnostic: error.message
-  }
-  // Nothing ran, so trying again is safe; but a missing or forbidden executable stays so.
-  return error.reason._tag === "BadArgument" ||
-    error.reason._tag === "NotFound" ||
-    error.reason._tag === "PermissionDenied" ||
-    error.reason._tag === "BadResource"
-    ? new Failure.Permanent(fields)
-    : new Failure.Retryable(fields)
-}
-
-// The handle reports a death by signal only as an error whose message names the signal.
-const signalOf = (error: PlatformError.PlatformError): string => {
-  const cause = error.reason.cause
-  const text = Predicate.isError(cause) ? cause.message : error.message
-  return /signal: '([A-Z0-9]+)'/.exec(text)?.[1] ?? "unknown_signal"
-}
-
-interface OutputTooLarge {
-  readonly _tag: "OutputTooLarge"
-}
-
-const outputTooLarge: OutputTooLarge = { _tag: "OutputTooLarge" }
-
-const decoder = new TextDecoder()
-
-const decode = (chunks: ReadonlyArray<Uint8Array>): string => decoder.decode(Buffer.concat(chunks))
-
 const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
   const problem = validateOptions(options)
-  if (problem !== undefined) return yield* Effect.fail(invalid(problem))
+  if (problem !== undefined) return yield* Effect.fail(SubprocessFailure.invalid(problem))
   const graceMillis = options.graceMillis ?? defaultGraceMillis
   const maxOutputBytes = options.maxOutputBytes ?? defaultMaxOutputBytes
   const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
@@ -245,34 +178,20 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
     forceKillAfter: Duration.millis(graceMillis)
   })
 
-  const output = { stdout: [] as Array<Uint8Array>, stderr: [] as Array<Uint8Array>, bytes: 0 }
-  const read = (stream: Stream.Stream<Uint8Array, PlatformError.PlatformError>, into: Array<Uint8Array>) =>
-    Stream.runForEachArray(stream, (chunks) =>
-      Effect.suspend(() => {
-        for (const chunk of chunks) {
-          const room = maxOutputBytes - output.bytes
-          if (chunk.length > room) {
-            into.push(chunk.subarray(0, room))
-            output.bytes = maxOutputBytes
-            return Effect.fail(outputTooLarge)
-          }
-          into.push(chunk)
-          output.bytes += chunk.length
-        }
-        return Effect.void
-      })
-    )
+  const output = SubprocessOutput.empty()
   const stopReading = (readers: Fiber.Fiber<unknown, unknown> | undefined) =>
     readers === undefined ? Effect.void : Effect.asVoid(Fiber.interrupt(readers))
 
   // Spawning, registering the supervisor and starting the readers happen as one
   // uninterruptible step, so an interruption can never fall between a live child and its
   // supervisor. The supervisor is added after the spawner's own release, so it runs first.
-  let readers: Fiber.Fiber<void, PlatformError.PlatformError | OutputTooLarge> | undefined
+  let readers: Fiber.Fiber<void, PlatformError.PlatformError | SubprocessOutput.OutputTooLarge> | undefined
   const started = performance.now()
   const { handle, reading } = yield* Effect.uninterruptible(
     Effect.gen(function* () {
-      const handle = yield* spawner.spawn(command).pipe(Effect.mapError((error) => spawnFailure(spec, error)))
+      const handle = yield* spawner
+        .spawn(command)
+        .pipe(Effect.mapError((error) => SubprocessFailure.spawnFailure(spec, error)))
       // The supervisor: however the effect ends, nothing of the child's group is left
       // running (after a normal exit this stops only what the child left behind).
       yield* Effect.addFinalizer((exit) =>
@@ -291,10 +210,7 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
         })
       )
       const reading = yield* Effect.forkChild(
-        Effect.all([read(handle.stdout, output.stdout), read(handle.stderr, output.stderr)], {
-          concurrency: 2,
-          discard: true
-        }),
+        SubprocessOutput.collect(output, maxOutputBytes, handle.stdout, handle.stderr),
         { startImmediately: true }
       )
       readers = reading
@@ -304,26 +220,7 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
   const pid: number = handle.pid
   const onSpawn = options.onSpawn
   if (onSpawn !== undefined) yield* Effect.exit(Effect.sync(() => onSpawn(pid)))
-  const name = commandName(spec)
-
-  const tooLarge = (how: string) =>
-    new Failure.Permanent({
-      source: "subprocess",
-      category: "output_limit",
-      code: "output_too_large",
-      attempts: 1,
-      hint: `${name} wrote more than ${maxOutputBytes} bytes of output and was stopped`,
-      diagnostic: how
-    })
-  const readFailure = (cause: unknown) =>
-    new Failure.Permanent({
-      source: "subprocess",
-      category: "output",
-      code: "output_read_failed",
-      attempts: 1,
-      hint: `reading the output of ${name} failed`,
-      diagnostic: String(cause)
-    })
+  const name = SubprocessFailure.commandName(spec)
 
   // Wait for the exit, unless reading fails first (too much output, a broken pipe).
   const first = yield* Effect.raceFirst(
@@ -336,50 +233,32 @@ const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
     const settled = yield* Effect.uninterruptible(ProcessGroup.reclaim(handle, graceMillis, killWaitMillis))
     const error = Exit.findErrorOption(first.exit)
     if (error._tag === "Some" && error.value._tag === "OutputTooLarge")
-      return yield* Effect.fail(tooLarge(settled.detail))
-    return yield* Effect.fail(readFailure(first.exit))
+      return yield* Effect.fail(SubprocessFailure.tooLarge(name, maxOutputBytes, settled.detail))
+    return yield* Effect.fail(SubprocessFailure.readFailure(name, first.exit))
   }
   const elapsedMillis = performance.now() - started
   // The child has exited; the rest of its output is still in the pipes.
-  const drained = yield* ProcessGroup.withinReal(Fiber.join(reading), outputDrainMillis)
+  const drained = yield* ProcessGroup.withinReal(Fiber.join(reading), SubprocessOutput.outputDrainMillis)
   yield* stopReading(reading)
   if (Option.isSome(drained) && Exit.isFailure(drained.value)) {
     const readExit = drained.value
     const error = Exit.findErrorOption(readExit)
     if (error._tag === "Some" && error.value._tag === "OutputTooLarge") {
-      return yield* Effect.fail(tooLarge(`${name} had already exited`))
+      return yield* Effect.fail(SubprocessFailure.tooLarge(name, maxOutputBytes, `${name} had already exited`))
     }
-    if (!Exit.hasInterrupts(readExit)) return yield* Effect.fail(readFailure(readExit))
+    if (!Exit.hasInterrupts(readExit)) return yield* Effect.fail(SubprocessFailure.readFailure(name, readExit))
   }
-  const stdout = decode(output.stdout)
-  const stderr = decode(output.stderr)
+  const stdout = SubprocessOutput.decode(output.stdout)
+  const stderr = SubprocessOutput.decode(output.stderr)
   const exit = first.exit
   if (Exit.isFailure(exit)) {
     const error = Exit.findErrorOption(exit)
-    const signal = error._tag === "Some" ? signalOf(error.value) : "unknown_signal"
-    return yield* Effect.fail(
-      new Failure.Permanent({
-        source: "subprocess",
-        category: "crash",
-        code: `killed_${signal}`,
-        attempts: 1,
-        hint: `${name} was killed by ${signal}`,
-        diagnostic: tail(stderr)
-      })
-    )
+    const signal = error._tag === "Some" ? SubprocessFailure.signalOf(error.value) : "unknown_signal"
+    return yield* Effect.fail(SubprocessFailure.killed(name, signal, stderr))
   }
   const exitCode: number = exit.value
   if (exitCode !== 0) {
-    return yield* Effect.fail(
-      new Failure.Permanent({
-        source: "subprocess",
-        category: "exit",
-        code: `exit_${exitCode}`,
-        attempts: 1,
-        hint: `${name} exited with code ${exitCode}`,
-        diagnostic: tail(stderr)
-      })
-    )
+    return yield* Effect.fail(SubprocessFailure.exited(name, exitCode, stderr))
   }
   return { pid, exitCode, stdout, stderr, elapsedMillis } satisfies Result
 })

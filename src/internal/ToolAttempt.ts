@@ -1,0 +1,105 @@
+/**
+ * The attempts of a tool call's handler (R3.3, R3.7, R3.8, R3.9): one attempt in its
+ * whole wrapper (defects caught, interruption recorded, time bound, circuit breaker),
+ * the recovery of a first attempt that failed, and reconciliation of what is left; and
+ * the cheaper paths of a first attempt that ran bare. Private to the runtime.
+ */
+import { Cause, Effect, Exit, Result } from "effect"
+import * as Failure from "../Failure.ts"
+import * as Reconciliation from "../Reconciliation.ts"
+import * as Recovery from "../Recovery.ts"
+import { type Call, failed, type Handler, type Ran } from "./ToolCall.ts"
+import { recordInterrupt } from "./ToolInterruption.ts"
+import { afterHandler } from "./ToolOutput.ts"
+import { within } from "./ToolTimeout.ts"
+
+/** A defect in the handler is a failure of the tool, never a crash of the run. */
+const defectToFailure = (defect: unknown) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))
+
+/** One attempt with the whole wrapper: defects caught, interruption recorded, the tool's own timeout. */
+export const attempt = (c: Call): Effect.Effect<unknown, Failure.Failure> => {
+  const wrapped = Effect.suspend(() => (c.tool.handler as Handler)(c.input, c.context)).pipe(
+    Effect.catchDefect(defectToFailure),
+    Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
+    within(c)
+  ) as Effect.Effect<unknown, Failure.Failure>
+  // The tool's circuit breaker (R3.9) sees one outcome per attempt, its timeout inside it.
+  const breakers = c.ctx.breakers
+  return breakers === undefined ? wrapped : breakers.guard("tool", c.tool.name, wrapped)
+}
+
+const episodeOf = (c: Call): Recovery.Episode => ({
+  kind: "tool_retry",
+  source: "tool",
+  resume: "tool_executing",
+  schedule: c.registry.recovery.schedule,
+  maxRecoveries: c.registry.recovery.maxRecoveries,
+  maxRetries: c.tool.metadata.maxRetries,
+  // Only an idempotent call is safe to send twice (R3.7).
+  allowed: c.tool.metadata.idempotent
+})
+
+/** The recovery of a first attempt that failed (R3.3, R3.7), then reconciliation of what is left (R3.8). */
+export const recover = (c: Call, cause: Cause.Cause<Failure.Failure>): Ran =>
+  Effect.matchCauseEffect(
+    Recovery.recoverFrom(c.ctx, episodeOf(c), () => attempt(c), cause),
+    {
+      onSuccess: (output) => afterHandler(c, output),
+      onFailure: (cause): Ran => {
+        if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+        const squashed = Cause.squash(cause)
+        // A broken invariant (an illegal transition) is not the tool's failure: it goes on up.
+        if (Cause.hasFails(cause) && !Failure.isFailure(squashed) && !Recovery.isExhausted(squashed)) {
+          return Effect.failCause(cause) as Ran
+        }
+        const first = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", cause)
+        return Effect.flatMap(Reconciliation.reconcile(c.ctx, c.tool, c.input, c.context, first), (reconciled): Ran => {
+          if (reconciled._tag === "Applied") return afterHandler(c, reconciled.output)
+          const failure = reconciled.failure
+          return Exit.succeed(
+            failed(
+              c.ctx,
+              c.call,
+              { code: "tool_failed", message: failure.hint, correctable: false, failure: Failure.summarize(failure) },
+              c.tool.metadata.maxRetries
+            )
+          )
+        })
+      }
+    }
+  )
+
+/**
+ * A first attempt that ended before anyone waited on it (the handler returned a
+ * finished `Exit`): what the wrapper of `attempt` would have made of its failure.
+ */
+export const recoverFinished = (c: Call, cause: Cause.Cause<Failure.Failure>): Ran => {
+  const defect = Cause.findDefect(cause)
+  if (Result.isSuccess(defect)) return recover(c, Cause.fail(Failure.fromDefect("tool", defect.success, "tool_defect")))
+  if (Cause.hasInterrupts(cause)) recordInterrupt(c)
+  return recover(c, cause)
+}
+
+/** The interruption observer of a handler that is still running when the executor waits on it. */
+const observe =
+  (c: Call) =>
+  (exit: Exit.Exit<unknown, Failure.Failure>): undefined => {
+    if (exit._tag === "Failure" && Cause.hasInterrupts(exit.cause)) recordInterrupt(c)
+    return undefined
+  }
+
+/** `Effect.catchDefect(defectToFailure)`, as one handler of the whole cause. */
+const catchDefects = (cause: Cause.Cause<Failure.Failure>): Effect.Effect<never, Failure.Failure> => {
+  const defect = Cause.findDefect(cause)
+  return Result.isSuccess(defect) ? defectToFailure(defect.success) : Effect.failCause(cause)
+}
+
+/**
+ * A first attempt still running: `attempt`'s wrapper without the suspension and the
+ * timeout (defects caught, then interruption observed), and no recovery unless it fails.
+ */
+export const awaitHandler = (c: Call, running: Effect.Effect<unknown, Failure.Failure, unknown>): Ran =>
+  Effect.matchCauseEffect(Effect.onExitPrimitive(Effect.catchCause(running, catchDefects), observe(c)), {
+    onSuccess: (output) => afterHandler(c, output),
+    onFailure: (cause) => recover(c, cause)
+  }) as Ran

@@ -1,0 +1,49 @@
+/**
+ * One tool call that passed its checks, as the tool executor's later stages see it
+ * (its attempts, its timeout, its output, its interruption), and the `tool.failed`
+ * result that any stage may end it with. Private to the runtime.
+ */
+import type { Effect } from "effect"
+import type * as Failure from "../Failure.ts"
+import type * as Model from "../Model.ts"
+import type * as Tool from "../Tool.ts"
+import type * as ToolExecutor from "../ToolExecutor.ts"
+import * as ToolResult from "../ToolResult.ts"
+import * as RunContext from "./RunContext.ts"
+import type * as ToolCodec from "./ToolCodec.ts"
+
+/** One call that passed its checks: what its attempts and its ending need. */
+export interface Call {
+  readonly ctx: RunContext.RunContext
+  readonly registry: ToolExecutor.Registry
+  readonly call: Model.ToolCall
+  readonly tool: Tool.Any
+  readonly codec: ToolCodec.Compiled
+  readonly args: Record<string, unknown>
+  readonly input: unknown
+  readonly context: Tool.CallContext
+  /** What the handler said became of its action, if it said (`context.settle`). */
+  settled: { readonly settlement: Tool.Settlement; readonly detail: string } | undefined
+}
+
+/** A tool's handler, its input and requirements erased. */
+export type Handler = (input: unknown, context: Tool.CallContext) => Effect.Effect<unknown, Failure.Failure, unknown>
+
+/** What a stage of the pipeline returns: the call's result, or what running it fails with. */
+export type Ran = Effect.Effect<ToolResult.ToolResult, ToolExecutor.ExecutionError, unknown>
+
+/** Records a `tool.failed` event and returns the failed result. */
+export const failed = (
+  ctx: RunContext.RunContext,
+  call: Model.ToolCall,
+  error: ToolResult.ToolError,
+  maxRetries: number,
+  status: "failed" | "inconsistent" = "failed"
+): ToolResult.ToolResult => {
+  RunContext.emit(ctx, { _tag: "tool.failed", callId: call.id, name: call.name, error, maxRetries })
+  return ToolResult.failed(call.id, call.name, error, status)
+}
+
+/** Whether a call of the tool may have changed the world. */
+export const mayHaveEffects = (tool: Tool.Any): boolean =>
+  tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"

@@ -1,0 +1,20 @@
+/**
+ * The `tool.interrupted` record of a call whose handler was interrupted (R3.8, R5.2):
+ * what the handler said became of its action, or, without its word, what its side
+ * effect class allows. Private to the runtime.
+ */
+import * as RunContext from "./RunContext.ts"
+import { type Call, mayHaveEffects } from "./ToolCall.ts"
+
+/** Without a handler's own word, an interrupted call that could change the world may have. */
+export const recordInterrupt = (c: Call): void => {
+  const tool = c.tool
+  const effects = mayHaveEffects(tool)
+  const { settlement, detail } = c.settled ?? {
+    settlement: effects ? "outcome_unknown" : "cancelled",
+    detail: effects
+      ? `interrupted; a ${tool.metadata.sideEffect} action may or may not have taken effect`
+      : `interrupted; a ${tool.metadata.sideEffect === "none" ? "pure" : "read-only"} call leaves nothing behind`
+  }
+  RunContext.emit(c.ctx, { _tag: "tool.interrupted", callId: c.call.id, name: c.call.name, settlement, detail })
+}
