@@ -10,15 +10,16 @@
  */
 import { Effect, Exit } from "effect"
 import * as ApprovalWait from "./internal/ApprovalWait.ts"
+import { checkpoint, decide, hardStop, modelStop, remind, Stopped } from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
-import * as Recovery from "./Recovery.ts"
+import type * as Recovery from "./Recovery.ts"
 import type * as RunState from "./RunState.ts"
 import * as Signature from "./Signature.ts"
 import type * as StopReason from "./StopReason.ts"
-import * as Termination from "./Termination.ts"
+import type * as Termination from "./Termination.ts"
 import * as ToolExecutor from "./ToolExecutor.ts"
 import type * as ToolResult from "./ToolResult.ts"
 
@@ -65,125 +66,8 @@ export interface Outcome {
   readonly finalAnswer: string | undefined
 }
 
-const decide = (
-  ctx: RunContext.RunContext,
-  policy: string,
-  reason: StopReason.StopReason,
-  detail: string,
-  finalAnswer?: string
-): Outcome => {
-  RunContext.emit(ctx, { _tag: "termination.decided", policy, reason, detail })
-  return { reason, policy, detail, finalAnswer }
-}
-
-const remind = (ctx: RunContext.RunContext, kind: string, text: string): void => {
-  RunContext.emit(ctx, { _tag: "reminder.injected", kind, text })
-  ctx.messages.push({ _tag: "user", content: `[runtime reminder: ${kind}] ${text}` })
-}
-
-const checkpoint = (
-  ctx: RunContext.RunContext,
-  config: Config,
-  phase: Termination.Checkpoint["phase"],
-  finalAnswer?: string
-): Outcome | undefined => {
-  const verdict = Termination.evaluate(config.policies, {
-    phase,
-    counters: ctx.counters,
-    now: RunContext.now(ctx),
-    deadlineAt: ctx.deadlineAt
-  })
-  for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
-  if (verdict.stop === undefined) return undefined
-  const { policy, reason, detail } = verdict.stop
-  return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
-}
-
-/** Maps a model call recovery gave up on to the run's stop (R3.3). */
-const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outcome => {
-  const { failure, why, detail } = exhausted
-  const what = `the model call failed with ${failure.code} (${failure.hint})`
-  switch (why) {
-    case "deadline":
-      return decide(ctx, "run_timeout", "run_timeout", `${what}; ${detail}`)
-    case "step_deadline":
-      return decide(ctx, "step_timeout", "step_timeout", `${what}; ${detail}`)
-    case "not_retryable":
-    case "not_allowed":
-    case "circuit_open":
-      return decide(ctx, "runtime", "model_error", `${what}; ${detail}`)
-    case "owner_retried":
-    case "schedule_exhausted":
-    case "run_budget":
-      return decide(ctx, "recovery_exhausted", "recovery_exhausted", `${what}; ${detail}`)
-  }
-}
-
-/** Hard stops a tool result forces, whatever the policies say (R3.7, R3.8, R6.4). */
-const hardStop = (ctx: RunContext.RunContext, config: Config, results: ReadonlyArray<ToolResult.ToolResult>) => {
-  // An unknown outcome anywhere in the batch outranks any other stop: it must be reconciled.
-  for (const result of results) {
-    const failure = result.error?.failure
-    if (failure?.classification === "unknown") {
-      return decide(ctx, "runtime", "unknown_outcome", `${result.name} (${result.callId}): ${failure.hint}`)
-    }
-  }
-  for (const result of results) {
-    if (result.status === "inconsistent") {
-      return decide(
-        ctx,
-        "runtime",
-        "inconsistent_result",
-        `${result.name} (${result.callId}): ${result.error?.message}`
-      )
-    }
-    const failure = result.error?.failure
-    if (failure === undefined) continue
-    if (failure.classification === "unknown") {
-      return decide(ctx, "runtime", "unknown_outcome", `${result.name} (${result.callId}): ${failure.hint}`)
-    }
-    // A call the run deadline cut off is the deadline's stop, not the tool's error.
-    if (RunContext.remainingMillis(ctx) <= 0) {
-      return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
-    }
-    const recovers = config.registry.tools.get(result.name)?.metadata.recoverErrors === true
-    // A call the step deadline cut off ends the step: the step's stop, unless the tool
-    // hands its errors to the model (which then gets a fresh step).
-    if (failure.code === "step_timeout" && !recovers) {
-      return decide(ctx, "step_timeout", "step_timeout", `${result.name} (${result.callId}): ${failure.hint}`)
-    }
-    if (!recovers) {
-      return decide(
-        ctx,
-        "runtime",
-        "tool_error",
-        `${result.name} (${result.callId}) failed with ${failure.code}: ${failure.hint}; the tool does not opt in to recovering its errors`
-      )
-    }
-  }
-  return undefined
-}
-
-/** A model call that ended the run instead of answering. */
-class Stopped {
-  readonly outcome: Outcome
-  constructor(outcome: Outcome) {
-    this.outcome = outcome
-  }
-}
-
 /** What the loop fails with: only what reaches it through an interruption or a broken invariant. */
 type LoopError = ToolExecutor.ExecutionError
-
-/** Maps a model call that ended without a response to the run's stop. */
-const modelStop = (ctx: RunContext.RunContext, gaveUp: ModelCall.GaveUp): Stopped => {
-  const reason = gaveUp.reason
-  return new Stopped(
-    Recovery.isExhausted(reason)
-      ? giveUp(ctx, reason)
-      : decide(ctx, "runtime", "model_error", `the model call failed: ${reason.hint}`)
-  )
-}
 
 /** A response with no tool calls that was not an answer: ask again. */
 const again: unique symbol = Symbol.for("effect-agent-runtime/Loop/again")

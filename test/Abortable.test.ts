@@ -300,25 +300,27 @@ describe("Abortable.handler in a run", () => {
     }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("worker", { mode: "ignore" })])))
   )
 
-  it.live("R4 R5.1 R3.8 a tool timeout on a cooperating write tool: the promise stops (cancelled), the outcome is still unknown", () =>
-    Effect.gen(function* () {
-      const result = yield* Run.run({ goal: "x", tools: [makeWorker({ timeout: "100 millis" })] })
-      assert.deepStrictEqual(
-        interruptedEvents(result.timeline).map((e) => e.settlement),
-        ["cancelled"]
+  it.live(
+    "R4 R5.1 R3.8 a tool timeout on a cooperating write tool: the promise stops (cancelled), the outcome is still unknown",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "x", tools: [makeWorker({ timeout: "100 millis" })] })
+        assert.deepStrictEqual(
+          interruptedEvents(result.timeline).map((e) => e.settlement),
+          ["cancelled"]
+        )
+        // The failure names the layer that fired (R4.3).
+        const failed = result.timeline.find((e) => e._tag === "tool.failed")
+        const failure = failed?._tag === "tool.failed" ? failed.error.failure : undefined
+        assert.strictEqual(failure?.code, "tool_timeout")
+        // It stopped on the signal, so nothing is left running; but a write that was cut off
+        // may still have taken effect: the outcome is unknown, to be reconciled (R3.8).
+        assert.strictEqual(failure?.classification, "unknown")
+        assert.strictEqual(failure?.timeout?.mayHaveSideEffects, true)
+        assert.strictEqual(result.stopReason, "unknown_outcome")
+        assert.lengthOf(result.pendingActions, 1)
+      }).pipe(
+        Effect.provide(withScript([ScriptedModel.toolCall("worker", { mode: "stop" }), ScriptedModel.finalAnswer("x")]))
       )
-      // The failure names the layer that fired (R4.3).
-      const failed = result.timeline.find((e) => e._tag === "tool.failed")
-      const failure = failed?._tag === "tool.failed" ? failed.error.failure : undefined
-      assert.strictEqual(failure?.code, "tool_timeout")
-      // It stopped on the signal, so nothing is left running; but a write that was cut off
-      // may still have taken effect: the outcome is unknown, to be reconciled (R3.8).
-      assert.strictEqual(failure?.classification, "unknown")
-      assert.strictEqual(failure?.timeout?.mayHaveSideEffects, true)
-      assert.strictEqual(result.stopReason, "unknown_outcome")
-      assert.lengthOf(result.pendingActions, 1)
-    }).pipe(
-      Effect.provide(withScript([ScriptedModel.toolCall("worker", { mode: "stop" }), ScriptedModel.finalAnswer("x")]))
-    )
   )
 })
