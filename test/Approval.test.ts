@@ -13,6 +13,7 @@ import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
 import * as Validation from "../src/Validation.ts"
 import { drive } from "./support/clock.ts"
+import { assertRoundTrips } from "./support/schema.ts"
 
 /** A payment tool that needs approval, with a ledger of what it really did. */
 const makePay = () => {
@@ -87,6 +88,7 @@ describe("R7 approvals", () => {
       assert.includeMembers(states, ["tool_executing>awaiting_approval", "awaiting_approval>tool_executing"])
       const t = tags(result)
       assert.isBelow(t.indexOf("approval.decided"), t.indexOf("tool.succeeded"))
+      assertRoundTrips(result)
     }).pipe(Effect.scoped, Effect.provide(layers))
   )
 
@@ -275,6 +277,7 @@ describe("R7 approvals in concurrent batches and at deadlines", () => {
       assert.strictEqual(result.stopReason, "step_timeout")
       const decisions = result.timeline.flatMap((e) => (e._tag === "approval.decided" ? [e.decision] : []))
       assert.sameMembers(decisions, ["expired", "withdrawn"])
+      assertRoundTrips(result)
       assert.lengthOf(ledger, 0)
     }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
   )

@@ -14,6 +14,7 @@ import type * as RunResult from "../src/RunResult.ts"
 import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
 import { drive } from "./support/clock.ts"
+import { assertRoundTrips } from "./support/schema.ts"
 
 const unavailable = FailureBoundary.http({ status: 503, now: 0 })
 const badRequest = FailureBoundary.http({ status: 400, now: 0 })
@@ -146,6 +147,7 @@ describe("R3.9 circuit breakers in a run", () => {
       const first = yield* run(primary.model, { fallbackModels: [backup()] })
       assert.deepStrictEqual(transitions(first), ["provider:primary closed>open"])
       assert.strictEqual(events(first, "circuit.changed")[0]?.retryAfterMillis, 30_000)
+      assertRoundTrips(first)
       assert.strictEqual(primary.calls(), 3)
 
       const second = yield* run(primary.model, { fallbackModels: [backup()] })

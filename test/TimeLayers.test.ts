@@ -10,6 +10,7 @@ import type * as RunResult from "../src/RunResult.ts"
 import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
 import { drive } from "./support/clock.ts"
+import { assertRoundTrips } from "./support/schema.ts"
 
 /** A model call that never answers: only a time layer can end it. */
 const silent: ScriptedModel.Step = () => Effect.never
@@ -122,6 +123,7 @@ describe("R4 time layers: each layer fires first in turn", () => {
       })
       assert.lengthOf(events(result, "recovery.started"), 0)
       assert.lengthOf(result.pendingActions, 1)
+      assertRoundTrips(result)
       withinRunDeadline(result)
     })
   )
