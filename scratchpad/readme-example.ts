@@ -1,4 +1,4 @@
-// The README's example, verbatim: `node scratchpad/readme-example.ts`.
+// The README's example, verbatim: `npm run example`.
 import { NodeServices } from "@effect/platform-node"
 import { Effect, Layer, Schema } from "effect"
 import { Run, Timeline, Tool } from "effect-agent-runtime"
