@@ -4,8 +4,8 @@
  * A non-idempotent call that timed out or lost its connection may or may not have taken
  * effect. It is never retried blindly: if the tool declares a `reconcile` status query,
  * the runtime asks it, by the call's idempotency key, what really happened. `Applied`
- * yields the real result; `NotApplied` becomes a retryable failure (sending it again
- * with the same key is safe); `Undecidable`, or a query that itself fails, keeps the
+ * yields the real result; `NotApplied` means sending it again with the same key is safe,
+ * and the runtime does so itself, as one of its retries; `Undecidable`, or a query that itself fails, keeps the
  * outcome unknown, and the run ends `unknown_outcome` with the action listed as pending.
  *
  * @since 0.1.0
@@ -21,6 +21,8 @@ import type * as Tool from "./Tool.ts"
  */
 export type Outcome =
   | { readonly _tag: "Applied"; readonly output: unknown }
+  /** It did not take effect: a fresh retryable failure (one attempt), for the runtime to resend. */
+  | { readonly _tag: "NotApplied"; readonly failure: Failure.Retryable }
   | { readonly _tag: "Failed"; readonly failure: Failure.Failure }
 
 /**
@@ -80,12 +82,12 @@ export const reconcile = Effect.fnUntraced(function* <R>(
     case "NotApplied":
       record("not_applied", "the status query found the action not applied; sending it again is safe")
       return {
-        _tag: "Failed",
+        _tag: "NotApplied",
         failure: new Failure.Retryable({
           source: "tool",
           category: "not_applied",
           code: "not_applied",
-          attempts: failure.attempts,
+          attempts: 1,
           hint: `${tool.name} did not take effect (${failure.hint}); calling it again with the same arguments is safe`
         })
       } satisfies Outcome as Outcome

@@ -126,35 +126,35 @@ describe("FaultyTools", () => {
       })
     )
 
-    it.effect("R3.8 a status query answering NotApplied is a retryable failure; no second application follows", () =>
-      Effect.gen(function* () {
-        const pay = FaultyTools.ledgered({
-          name: "pay",
-          idempotent: false,
-          sideEffect: "external",
-          behaviour: ["lose_before_apply", "apply"],
-          reconcile: true,
-          recoverErrors: true
+    it.effect(
+      "R3.8 a status query answering NotApplied: the runtime sends it again under the same key, applied once",
+      () =>
+        Effect.gen(function* () {
+          const pay = FaultyTools.ledgered({
+            name: "pay",
+            idempotent: false,
+            sideEffect: "external",
+            behaviour: ["lose_before_apply", "apply"],
+            reconcile: true
+          })
+          const model = FaultyModel.make([call("pay", { amount: 10 }, "c1"), final])
+          const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: exact })
+          assert.strictEqual(result.status, "completed")
+          assert.lengthOf(ofTag(result.timeline, "tool.failed"), 0)
+          assert.deepStrictEqual(
+            ofTag(result.timeline, "tool.reconciled").map((e) => e.verdict),
+            ["not_applied"]
+          )
+          // Sent twice under one key: lost before applying, then applied by the runtime's resend.
+          assert.strictEqual(pay.calls.forKey("run-1:c1").length, 2)
+          assert.strictEqual(pay.ledger.count("run-1:c1"), 1)
+          assert.strictEqual(pay.ledger.total, 1)
+          const [resend] = ofTag(result.timeline, "recovery.started")
+          assert.strictEqual(resend?.kind, "tool_retry")
+          assert.strictEqual(resend?.cause, "not_applied")
+          // The model was asked once more only for its final answer: it never had to resend.
+          assert.strictEqual(model.calls.length, 2)
         })
-        const model = FaultyModel.make([call("pay", { amount: 10 }, "c1"), call("pay", { amount: 10 }, "c2"), final])
-        const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: exact })
-        assert.strictEqual(result.status, "completed")
-        const failed = ofTag(result.timeline, "tool.failed")
-        assert.strictEqual(failed.length, 1)
-        assert.strictEqual(failed[0]?.callId, "c1")
-        assert.strictEqual(failed[0]?.error.failure?.classification, "retryable")
-        assert.strictEqual(failed[0]?.error.failure?.code, "not_applied")
-        assert.deepStrictEqual(
-          ofTag(result.timeline, "tool.reconciled").map((e) => e.verdict),
-          ["not_applied"]
-        )
-        // The first call's key was sent once and never applied; the one application is the model's new call.
-        assert.strictEqual(pay.calls.forKey("run-1:c1").length, 1)
-        assert.strictEqual(pay.ledger.count("run-1:c1"), 0)
-        assert.strictEqual(pay.ledger.count("run-1:c2"), 1)
-        assert.strictEqual(pay.ledger.total, 1)
-        assert.strictEqual(ofTag(result.timeline, "recovery.started").length, 0)
-      })
     )
 
     it.effect("R3.8 an undecidable status query ends the run unknown_outcome with the action applied once", () =>

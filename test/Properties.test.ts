@@ -25,7 +25,7 @@ const holds =
   ([c]: readonly [Properties.Case]) =>
     Effect.map(violations(c, prefixes), (found) => {
       evaluated.set(name, (evaluated.get(name) ?? 0) + 1)
-      assert.deepStrictEqual(found, [])
+      assert.deepStrictEqual(found, [], JSON.stringify(found))
     })
 
 describe("Properties", () => {

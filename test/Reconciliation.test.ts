@@ -6,10 +6,12 @@ import * as Failure from "../src/Failure.ts"
 import * as Run from "../src/Run.ts"
 import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import { drive } from "./support/clock.ts"
 
 /** A payment API whose answer gets lost after it charged: the side effect happened once. */
 const makePayments = (answer: "applied" | "not_applied" | "undecidable" | "none") => {
   const charges: Array<string> = []
+  const sends: Array<string> = []
   const keys: Array<string> = []
   const lost = new Failure.UnknownOutcome({
     source: "tool",
@@ -26,9 +28,17 @@ const makePayments = (answer: "applied" | "not_applied" | "undecidable" | "none"
     sideEffect: "external",
     idempotent: false,
     handler: (_, context) =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
+        sends.push(context.idempotencyKey)
+        // "not_applied": the first request is lost before it charges; a resend charges.
+        if (answer === "not_applied") {
+          if (sends.length === 1) return Effect.fail(lost)
+          charges.push(context.idempotencyKey)
+          return Effect.succeed({ receipt: `r-${context.idempotencyKey}` })
+        }
         charges.push(context.idempotencyKey)
-      }).pipe(Effect.andThen(Effect.fail(lost))),
+        return Effect.fail(lost)
+      }),
     ...(answer === "none"
       ? {}
       : {
@@ -46,7 +56,7 @@ const makePayments = (answer: "applied" | "not_applied" | "undecidable" | "none"
             })
         })
   })
-  return { pay, charges, keys }
+  return { pay, charges, sends, keys }
 }
 
 const run = (tool: Tool.Any<never>) =>
@@ -103,15 +113,18 @@ describe("Reconciliation", () => {
     })
   )
 
-  it.effect("R3.8 a status query that finds nothing applied turns the failure retryable, not unknown", () =>
-    Effect.gen(function* () {
-      const payments = makePayments("not_applied")
-      const result = yield* run(payments.pay)
-      assert.deepStrictEqual(reconciled(result.timeline), ["not_applied"])
-      const failed = result.timeline.find((e) => e._tag === "tool.failed")
-      assert.strictEqual(failed?._tag === "tool.failed" ? failed.error.failure?.classification : undefined, "retryable")
-      // The tool does not opt in to recovering errors, so the run fails fast; but not as unknown_outcome.
-      assert.strictEqual(result.stopReason, "tool_error")
-    })
+  it.effect(
+    "R3.8 a status query that finds nothing applied: the runtime resends under the same key, charged once",
+    () =>
+      Effect.gen(function* () {
+        const payments = makePayments("not_applied")
+        const result = yield* drive(run(payments.pay))
+        assert.deepStrictEqual(reconciled(result.timeline), ["not_applied"])
+        assert.strictEqual(result.status, "completed")
+        // Two sends, one key, one charge: the resend is the runtime's, not a new call of the model.
+        assert.deepStrictEqual(payments.sends, ["run-1:call-1", "run-1:call-1"])
+        assert.deepStrictEqual(payments.charges, ["run-1:call-1"])
+        assert.strictEqual(result.counters.recoveryAttempts, 1)
+      })
   )
 })

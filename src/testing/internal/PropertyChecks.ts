@@ -239,9 +239,18 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
       violate("R3.1 never retried", `${call.name} (${call.callId}) was refused, then retried (seq ${e.seq})`)
     }
   }
+  // A call its status query found not applied is sent again by the runtime (R3.8): that is no blind retry.
+  const resent = new Set(
+    timeline.flatMap((e) => (e._tag === "tool.reconciled" && e.verdict === "not_applied" ? [e.callId] : []))
+  )
   for (const e of ofTag(timeline, "tool.failed")) {
     const failure = e.error.failure
-    if (failure !== undefined && failure.classification !== "retryable" && failure.attempts > 1) {
+    if (
+      failure !== undefined &&
+      failure.classification !== "retryable" &&
+      failure.attempts > 1 &&
+      !resent.has(e.callId)
+    ) {
       violate(
         "R3.1 never retried",
         `${e.name} (${e.callId}) ended ${failure.classification} after ${failure.attempts} attempts`

@@ -212,11 +212,14 @@ export const toScenario = (c: Case): Scenario => {
     behaviour: ["apply_then_lose"],
     reconcile: false
   })
+  // A call planned "not applied" is lost before it applies; the runtime's resend under
+  // the same key (after the status query said so) then applies it.
   const loses = (call: FaultyTools.Call): FaultyTools.Behaviour => {
     const outcome = plan.get(call.callId)
-    return outcome?._tag === "UnknownOutcome" && outcome.reconcile === "not_applied"
-      ? "lose_before_apply"
-      : "apply_then_lose"
+    if (outcome?._tag === "UnknownOutcome" && outcome.reconcile === "not_applied") {
+      return call.attempt === 1 ? "lose_before_apply" : "apply"
+    }
+    return "apply_then_lose"
   }
   const payChecked = FaultyTools.ledgered({
     name: "pay_checked",

@@ -13,8 +13,9 @@ import type { Scenario } from "./PropertyScenario.ts"
  * - `R1.2`: the run never ends `internal_error` (a defect);
  * - `R3.8`: every handler invocation carried its call's key, `runId:callId`;
  * - `R3.6`: the refused tool's handler never ran;
- * - `R3.8`: each payment key was sent once and applied at most once (never retried
- *   blindly), and a key the status query found not applied was never applied;
+ * - `R3.8`: each payment key was applied at most once, and sent once (never retried
+ *   blindly), or twice when the status query found the first send not applied and the
+ *   runtime sent it again under the same key; such a key was applied only by that resend;
  * - `R3.7`: a non-idempotent call was sent once, a permanent failure once, and an
  *   idempotent call at most 1 + min(schedule retries, `maxRetries`) times.
  *
@@ -44,10 +45,18 @@ export const checkScenario = (scenario: Scenario, result: RunResult.RunResult): 
   if (tools.forbidden.calls.count > 0) {
     violate("R3.6 permission", `the refused tool ran ${tools.forbidden.calls.count} times`)
   }
+  const notApplied = new Set(
+    result.timeline.flatMap((e) =>
+      e._tag === "tool.reconciled" && e.verdict === "not_applied" ? [e.idempotencyKey] : []
+    )
+  )
   for (const ledgered of [tools.pay, tools.payChecked, tools.payUndecidable]) {
     for (const key of ledgered.calls.keys) {
       const sent = ledgered.calls.forKey(key).length
-      if (sent !== 1) violate("R3.8 unknown outcome", `${ledgered.tool.name} ${key} was sent ${sent} times`)
+      const allowed = notApplied.has(key) ? 2 : 1
+      if (sent < 1 || sent > allowed) {
+        violate("R3.8 unknown outcome", `${ledgered.tool.name} ${key} was sent ${sent} times`)
+      }
       if (ledgered.ledger.count(key) > 1) {
         violate("R3.8 unknown outcome", `${ledgered.tool.name} ${key} was applied ${ledgered.ledger.count(key)} times`)
       }
@@ -56,10 +65,11 @@ export const checkScenario = (scenario: Scenario, result: RunResult.RunResult): 
   for (const call of tools.payChecked.calls.all) {
     const outcome = plan.get(call.callId)
     const applied = tools.payChecked.ledger.count(call.idempotencyKey)
-    if (outcome?._tag === "UnknownOutcome" && outcome.reconcile === "not_applied" && applied > 0) {
+    const lost = outcome?._tag === "UnknownOutcome" && outcome.reconcile === "not_applied"
+    if (lost && call.attempt === 1 && applied > 0 && tools.payChecked.calls.forKey(call.idempotencyKey).length < 2) {
       violate(
         "R3.8 unknown outcome",
-        `pay_checked ${call.idempotencyKey} was lost before applying, yet applied ${applied} times`
+        `pay_checked ${call.idempotencyKey} was lost before applying and never resent, yet applied ${applied} times`
       )
     }
   }
