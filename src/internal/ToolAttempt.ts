@@ -43,39 +43,47 @@ const episodeOf = (c: Call): Recovery.Episode => ({
 export const recover = (c: Call, cause: Cause.Cause<Failure.Failure>): Ran => recoverIn(c, episodeOf(c), cause)
 
 const recoverIn = (c: Call, episode: Recovery.Episode, cause: Cause.Cause<Failure.Failure>): Ran =>
-  Effect.matchCauseEffect(Recovery.recoverFrom(c.ctx, episode, () => attempt(c), cause), {
-    onSuccess: (output) => afterHandler(c, output),
-    onFailure: (cause): Ran => {
-      if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
-      const squashed = Cause.squash(cause)
-      // A broken invariant (an illegal transition) is not the tool's failure: it goes on up.
-      if (Cause.hasFails(cause) && !Failure.isFailure(squashed) && !Recovery.isExhausted(squashed)) {
-        return Effect.failCause(cause) as Ran
-      }
-      const first = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", cause)
-      return Effect.flatMap(Reconciliation.reconcile(c.ctx, c.tool, c.input, c.context, first), (reconciled): Ran => {
-        switch (reconciled._tag) {
-          case "Applied":
-            return afterHandler(c, reconciled.output)
-          case "NotApplied":
-            // It did not take effect: the runtime sends it again itself, with the same
-            // idempotency key, as a retry of its own (budget, backoff, deadline) (R3.8).
-            return recoverIn(c, { ...episodeOf(c), allowed: true }, Cause.fail(reconciled.failure))
-          case "Failed": {
-            const failure = reconciled.failure
-            return Exit.succeed(
-              failed(
-                c.ctx,
-                c.call,
-                { code: "tool_failed", message: failure.hint, correctable: false, failure: Failure.summarize(failure) },
-                c.tool.metadata.maxRetries
-              )
-            )
-          }
+  Effect.matchCauseEffect(
+    Recovery.recoverFrom(c.ctx, episode, () => attempt(c), cause),
+    {
+      onSuccess: (output) => afterHandler(c, output),
+      onFailure: (cause): Ran => {
+        if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+        const squashed = Cause.squash(cause)
+        // A broken invariant (an illegal transition) is not the tool's failure: it goes on up.
+        if (Cause.hasFails(cause) && !Failure.isFailure(squashed) && !Recovery.isExhausted(squashed)) {
+          return Effect.failCause(cause) as Ran
         }
-      })
+        const first = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", cause)
+        return Effect.flatMap(Reconciliation.reconcile(c.ctx, c.tool, c.input, c.context, first), (reconciled): Ran => {
+          switch (reconciled._tag) {
+            case "Applied":
+              return afterHandler(c, reconciled.output)
+            case "NotApplied":
+              // It did not take effect: the runtime sends it again itself, with the same
+              // idempotency key, as a retry of its own (budget, backoff, deadline) (R3.8).
+              return recoverIn(c, { ...episodeOf(c), allowed: true }, Cause.fail(reconciled.failure))
+            case "Failed": {
+              const failure = reconciled.failure
+              return Exit.succeed(
+                failed(
+                  c.ctx,
+                  c.call,
+                  {
+                    code: "tool_failed",
+                    message: failure.hint,
+                    correctable: false,
+                    failure: Failure.summarize(failure)
+                  },
+                  c.tool.metadata.maxRetries
+                )
+              )
+            }
+          }
+        })
+      }
     }
-  })
+  )
 
 /**
  * A first attempt that ended before anyone waited on it (the handler returned a
