@@ -243,6 +243,8 @@ export const RecoveryKind = Schema.Literals(["tool_argument_correction", "provid
  */
 export const RecoveryStarted = Schema.TaggedStruct("recovery.started", {
   ...base,
+  /** The tool call being retried or corrected; absent for a model call. */
+  callId: Schema.optional(Schema.String),
   kind: RecoveryKind,
   attempt: Schema.Int,
   delayMillis: Schema.Finite,
@@ -255,6 +257,8 @@ export const RecoveryStarted = Schema.TaggedStruct("recovery.started", {
  */
 export const RecoveryCompleted = Schema.TaggedStruct("recovery.completed", {
   ...base,
+  /** The tool call being retried or corrected; absent for a model call. */
+  callId: Schema.optional(Schema.String),
   kind: RecoveryKind,
   attempt: Schema.Int
 })
@@ -265,6 +269,8 @@ export const RecoveryCompleted = Schema.TaggedStruct("recovery.completed", {
  */
 export const RecoveryFailed = Schema.TaggedStruct("recovery.failed", {
   ...base,
+  /** The tool call being retried or corrected; absent for a model call. */
+  callId: Schema.optional(Schema.String),
   kind: RecoveryKind,
   attempts: Schema.Int,
   cause: Schema.String,

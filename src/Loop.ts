@@ -266,7 +266,12 @@ class Turns {
       const pending = this.corrections?.get(result.name)
       if (result.status === "succeeded" && pending !== undefined) {
         this.corrections?.delete(result.name)
-        RunContext.emit(ctx, { _tag: "recovery.completed", kind: "tool_argument_correction", attempt: pending })
+        RunContext.emit(ctx, {
+          _tag: "recovery.completed",
+          kind: "tool_argument_correction",
+          attempt: pending,
+          callId: result.callId
+        })
       }
       if (result.status === "failed" && result.error?.correctable === true) needCorrection.push(result)
     }
@@ -281,6 +286,7 @@ class Turns {
           RunContext.emit(ctx, {
             _tag: "recovery.failed",
             kind: "tool_argument_correction",
+            callId: result.callId,
             attempts: ctx.tally.toolCorrectionAttempts,
             scope: "run",
             cause: result.error?.code ?? "input_validation_failed"
@@ -297,6 +303,7 @@ class Turns {
       RunContext.emit(ctx, {
         _tag: "recovery.started",
         kind: "tool_argument_correction",
+        callId: result.callId,
         attempt,
         delayMillis: 0,
         cause: result.error?.code ?? "input_validation_failed"

@@ -141,6 +141,8 @@ export interface Episode {
    * instead of waiting for the circuit (R3.9). Default `false`.
    */
   readonly handOff?: boolean | undefined
+  /** The tool call retried, for the events; absent for a model call. */
+  readonly callId?: string | undefined
 }
 
 /**
@@ -148,6 +150,9 @@ export interface Episode {
  * @since 0.1.0
  */
 export const isExhausted = (u: unknown): u is Exhausted => Predicate.isTagged(u, "Exhausted")
+
+const callOf = (episode: Episode): { readonly callId?: string } =>
+  episode.callId === undefined ? {} : { callId: episode.callId }
 
 const exhausted = (failure: Failure.Failure, why: GiveUp, detail: string): Exhausted => ({
   _tag: "Exhausted",
@@ -197,7 +202,9 @@ export const recoverFrom: <A, R>(
   while (true) {
     if (n > 1) exit = yield* Effect.exit(attempt(n))
     if (Exit.isSuccess(exit)) {
-      if (n > 1) RunContext.emit(ctx, { _tag: "recovery.completed", kind: episode.kind, attempt: n - 1 })
+      if (n > 1) {
+        RunContext.emit(ctx, { _tag: "recovery.completed", kind: episode.kind, attempt: n - 1, ...callOf(episode) })
+      }
       return exit.value
     }
     if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
@@ -215,6 +222,7 @@ export const recoverFrom: <A, R>(
         RunContext.emit(ctx, {
           _tag: "recovery.failed",
           kind: episode.kind,
+          ...callOf(episode),
           attempts: n,
           cause: `${failure.code}: ${detail}`,
           scope: why === "run_budget" ? "run" : "call"
@@ -272,6 +280,7 @@ export const recoverFrom: <A, R>(
     RunContext.emit(ctx, {
       _tag: "recovery.started",
       kind: episode.kind,
+      ...callOf(episode),
       attempt: n,
       delayMillis: delay,
       cause: failure.code

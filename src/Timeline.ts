@@ -13,6 +13,9 @@ const clip = (text: string, max = 80): string => {
   return line.length > max ? `${line.slice(0, max - 1)}…` : line
 }
 
+const callOf = (event: { readonly callId?: string | undefined }): string =>
+  event.callId === undefined ? "" : ` [${event.callId}]`
+
 /**
  * What one event says, without its time.
  *
@@ -61,11 +64,11 @@ export const describe = (event: Event.Event): string => {
         event.reason !== undefined ? `: ${clip(event.reason, 80)}` : ""
       }${event.layer !== undefined ? ` (${event.layer} layer)` : ""}`
     case "recovery.started":
-      return `${event.kind} attempt ${event.attempt} after ${event.delayMillis} ms (cause: ${event.cause})`
+      return `${event.kind}${callOf(event)} attempt ${event.attempt} after ${event.delayMillis} ms (cause: ${event.cause})`
     case "recovery.completed":
-      return `${event.kind} attempt ${event.attempt}`
+      return `${event.kind}${callOf(event)} attempt ${event.attempt}`
     case "recovery.failed":
-      return `${event.kind} after ${event.attempts} attempts (cause: ${event.cause})`
+      return `${event.kind}${callOf(event)} after ${event.attempts} attempts (cause: ${event.cause})`
     case "reminder.injected":
       return `${event.kind}: ${clip(event.text)}`
     case "termination.decided":

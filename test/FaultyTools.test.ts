@@ -152,6 +152,7 @@ describe("FaultyTools", () => {
           const [resend] = ofTag(result.timeline, "recovery.started")
           assert.strictEqual(resend?.kind, "tool_retry")
           assert.strictEqual(resend?.cause, "not_applied")
+          assert.strictEqual(resend?.callId, "c1")
           // The model was asked once more only for its final answer: it never had to resend.
           assert.strictEqual(model.calls.length, 2)
         })

@@ -68,6 +68,8 @@ describe("R3.9 fallback model", () => {
       assert.strictEqual(switched?.iteration, 1)
       assert.strictEqual(switched?.failure.code, "http_503")
       assert.strictEqual(events(result, "model.fallback")[0]?.seq, switched?.seq)
+      // A model retry names no tool call.
+      assert.strictEqual(events(result, "recovery.started")[0]?.callId, undefined)
     })
   )
 

@@ -36,7 +36,8 @@ const episodeOf = (c: Call): Recovery.Episode => ({
   maxRecoveries: c.registry.recovery.maxRecoveries,
   maxRetries: c.tool.metadata.maxRetries,
   // Only an idempotent call is safe to send twice (R3.7).
-  allowed: c.tool.metadata.idempotent
+  allowed: c.tool.metadata.idempotent,
+  callId: c.call.id
 })
 
 /** The recovery of a first attempt that failed (R3.3, R3.7), then reconciliation of what is left (R3.8). */

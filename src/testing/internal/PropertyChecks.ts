@@ -81,14 +81,23 @@ const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Even
 
 const terminal: ReadonlySet<string> = new Set(["completed", "partial", "failed", "cancelled", "unknown_outcome"])
 
-/** The tool call each event belongs to, for runs whose batches run one call at a time. */
+/**
+ * The tool call each event belongs to: by the `callId` it names (recovery events of a
+ * tool call name it, so this holds for concurrent batches too), or else the call last
+ * started before it in the same iteration.
+ */
 const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, Event.Of<"tool.started">> => {
   const owner = new Map<number, Event.Of<"tool.started">>()
+  const byId = new Map<string, Event.Of<"tool.started">>()
   let current: Event.Of<"tool.started"> | undefined
   for (const e of timeline) {
-    if (e._tag === "tool.started") current = e
-    else if (e._tag === "model.requested") current = undefined
-    if (current !== undefined) owner.set(e.seq, current)
+    if (e._tag === "tool.started") {
+      current = e
+      byId.set(e.callId, e)
+    } else if (e._tag === "model.requested") current = undefined
+    const named = "callId" in e && typeof e.callId === "string" ? byId.get(e.callId) : undefined
+    const call = named ?? current
+    if (call !== undefined) owner.set(e.seq, call)
   }
   return owner
 }
