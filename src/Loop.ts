@@ -10,7 +10,7 @@
  */
 import { Effect, Exit } from "effect"
 import * as ApprovalWait from "./internal/ApprovalWait.ts"
-import { checkpoint, decide, hardStop, modelStop, remind, Stopped } from "./internal/LoopStops.ts"
+import { approvalStop, checkpoint, decide, hardStop, modelStop, remind, Stopped } from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as Model from "./Model.ts"
@@ -207,10 +207,9 @@ class Turns {
     if (executing !== undefined) return Exit.fail(executing)
     if (!config.approvals) return this.execute(calls, signatures, parsed)
     // A rejected or expired approval fails the batch (the rest of it is interrupted) and stops the run.
+    const from = ctx.events.length
     return Effect.catchIf(this.execute(calls, signatures, parsed), ApprovalWait.isStop, (stop) =>
-      Exit.succeed(
-        new Stopped(decide(ctx, stop.reason === "step_timeout" ? "step_timeout" : "approval", stop.reason, stop.detail))
-      )
+      Exit.succeed(new Stopped(approvalStop(ctx, stop, from)))
     )
   }
 

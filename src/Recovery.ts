@@ -143,6 +143,12 @@ export interface Episode {
   readonly handOff?: boolean | undefined
   /** The tool call retried, for the events; absent for a model call. */
   readonly callId?: string | undefined
+  /**
+   * Called when the run interrupts the wait between two attempts (cancel, deadline,
+   * another call's stop), when no attempt is running: so the call can record what
+   * became of it (R5.2).
+   */
+  readonly onInterruptedWait?: (() => void) | undefined
 }
 
 /**
@@ -286,7 +292,10 @@ export const recoverFrom: <A, R>(
       cause: failure.code
     })
     yield* Effect.onInterrupt(Effect.sleep(delay), () =>
-      Effect.sync(() => RunContext.release(ctx, "recovering", episode.resume))
+      Effect.sync(() => {
+        RunContext.release(ctx, "recovering", episode.resume)
+        episode.onInterruptedWait?.()
+      })
     )
     const resumed = RunContext.release(ctx, "recovering", episode.resume)
     if (resumed !== undefined) return yield* resumed

@@ -9,6 +9,7 @@ import * as Recovery from "../Recovery.ts"
 import type * as StopReason from "../StopReason.ts"
 import * as Termination from "../Termination.ts"
 import type * as ToolResult from "../ToolResult.ts"
+import type * as ApprovalWait from "./ApprovalWait.ts"
 import type * as ModelCall from "./ModelCall.ts"
 import * as RunContext from "./RunContext.ts"
 
@@ -127,4 +128,20 @@ export const modelStop = (ctx: RunContext.RunContext, gaveUp: ModelCall.GaveUp):
       ? giveUp(ctx, reason)
       : decide(ctx, "runtime", "model_error", `the model call failed: ${reason.hint}`)
   )
+}
+
+/**
+ * The stop of a batch an approval ended (rejected or expired, R7): unless a call of the
+ * same batch (its events from `from` on) ended with an unknown outcome, which outranks
+ * any other stop (R3.8), as in {@link hardStop}.
+ */
+export const approvalStop = (ctx: RunContext.RunContext, stop: ApprovalWait.Stop, from: number): Outcome => {
+  for (let i = from; i < ctx.events.length; i++) {
+    const e = ctx.events[i]
+    const failure = e?._tag === "tool.failed" ? e.error.failure : undefined
+    if (e?._tag === "tool.failed" && failure?.classification === "unknown") {
+      return decide(ctx, "runtime", "unknown_outcome", `${e.name} (${e.callId}): ${failure.hint}`)
+    }
+  }
+  return decide(ctx, stop.reason === "step_timeout" ? "step_timeout" : "approval", stop.reason, stop.detail)
 }

@@ -9,7 +9,7 @@ import * as Failure from "../Failure.ts"
 import * as Reconciliation from "../Reconciliation.ts"
 import * as Recovery from "../Recovery.ts"
 import { type Call, failed, type Handler, type Ran } from "./ToolCall.ts"
-import { recordInterrupt } from "./ToolInterruption.ts"
+import { recordInterrupt, recordInterruptedReconcile, recordInterruptedWait } from "./ToolInterruption.ts"
 import { afterHandler } from "./ToolOutput.ts"
 import { within } from "./ToolTimeout.ts"
 
@@ -37,7 +37,8 @@ const episodeOf = (c: Call): Recovery.Episode => ({
   maxRetries: c.tool.metadata.maxRetries,
   // Only an idempotent call is safe to send twice (R3.7).
   allowed: c.tool.metadata.idempotent,
-  callId: c.call.id
+  callId: c.call.id,
+  onInterruptedWait: () => recordInterruptedWait(c)
 })
 
 /** The recovery of a first attempt that failed (R3.3, R3.7), then reconciliation of what is left (R3.8). */
@@ -56,7 +57,13 @@ const recoverIn = (c: Call, episode: Recovery.Episode, cause: Cause.Cause<Failur
           return Effect.failCause(cause) as Ran
         }
         const first = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", cause)
-        return Effect.flatMap(Reconciliation.reconcile(c.ctx, c.tool, c.input, c.context, first), (reconciled): Ran => {
+        const asked = Reconciliation.reconcile(c.ctx, c.tool, c.input, c.context, first)
+        // Only a status query can be waiting here; its call's outcome stays unknown if it is cut off.
+        const query =
+          first._tag === "UnknownOutcome" && c.tool.reconcile !== undefined
+            ? Effect.onInterrupt(asked, () => Effect.sync(() => recordInterruptedReconcile(c)))
+            : asked
+        return Effect.flatMap(query, (reconciled): Ran => {
           switch (reconciled._tag) {
             case "Applied":
               return afterHandler(c, reconciled.output)

@@ -18,3 +18,32 @@ export const recordInterrupt = (c: Call): void => {
   }
   RunContext.emit(c.ctx, { _tag: "tool.interrupted", callId: c.call.id, name: c.call.name, settlement, detail })
 }
+
+/**
+ * The record of a call interrupted between its attempts, while it waited to retry: no
+ * attempt was running, and the last one failed retryably (only a safe call is retried),
+ * or was found not applied; so nothing is left behind.
+ */
+export const recordInterruptedWait = (c: Call): void => {
+  RunContext.emit(c.ctx, {
+    _tag: "tool.interrupted",
+    callId: c.call.id,
+    name: c.call.name,
+    settlement: "cancelled",
+    detail: "interrupted while waiting to retry; no attempt was running"
+  })
+}
+
+/**
+ * The record of a call interrupted while its status query ran (R3.8): its outcome was
+ * unknown and stays so.
+ */
+export const recordInterruptedReconcile = (c: Call): void => {
+  RunContext.emit(c.ctx, {
+    _tag: "tool.interrupted",
+    callId: c.call.id,
+    name: c.call.name,
+    settlement: "outcome_unknown",
+    detail: "interrupted while its status query ran; whether it took effect is still unknown"
+  })
+}

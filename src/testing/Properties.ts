@@ -1,23 +1,33 @@
 /**
- * Property-test helpers (R10, R3): generate fault sequences, turn each into a run, and
- * check the invariants recovery must keep whatever happens.
+ * Property-test helpers (R10, R3, R4, R7): generate fault sequences, turn each into a
+ * run, and check the invariants recovery, the time layers and approvals must keep
+ * whatever happens.
  *
  * - {@link Case} is a `Schema` (a falsified case prints, shrinks and decodes back
  *   readably), and {@link arbitrary} generates it with a mix weighted toward runs that get
  *   far enough to retry; `it.effect.prop` takes either. A case is a script of model steps
  *   (retryable provider faults: 429 with `Retry-After` 0–3 s, 500, timeout, connection
- *   reset, corrupt JSON, a hang; permanent ones: 400, 401; tool batches whose calls
- *   succeed, fail retryably, permanently, with an unknown outcome, are refused by the
- *   permission policy, send invalid arguments or are slow), and the budgets: run deadline
- *   1–120 s, `maxRecoveries` 0–10, schedule retries per episode 0–4, and more.
+ *   reset, corrupt JSON, a hang; permanent ones: 400, 401; tool batches of one to three
+ *   calls that succeed, fail retryably, permanently, with an unknown outcome, are refused
+ *   by the permission policy, send invalid arguments, are slow, or need approval, which
+ *   the scenario's gate gives or refuses after a delay, or never), and the budgets: run
+ *   deadline 1–120 s, `maxRecoveries` 0–10, schedule retries per episode 0–4, and more;
+ *   optionally a step timeout, an attempt timeout, an approval timeout and a tool
+ *   timeout (each in half the cases, often tighter than the faults' delays), and a batch
+ *   concurrency of 2 or 3. {@link arbitraryConcurrent} weights the mix toward concurrent
+ *   batches where approvals wait next to retries.
  * - {@link toScenario} builds the `FaultyModel`, the tools (with their inspection
- *   handles) and the run options of a case; {@link runScenario} runs it on `TestClock`.
+ *   handles), the approval gate and the run options of a case; {@link runScenario} runs
+ *   it on `TestClock`.
  * - {@link check} returns the invariants a `RunResult` violates against a {@link Budget}:
  *   retries within the run budget, the episode's schedule and the tool's `maxRetries`;
- *   no wait past the run deadline; permanent, unknown-outcome and blocked results never
- *   retried; exactly one terminal `run.finished`, last, with a `StopReason` of the
- *   enumeration; counters equal to the fold of the timeline.
- *   {@link checkScenario} adds what only the tools saw (handler invocations, the ledger).
+ *   no wait past the run deadline or its step's deadline; every timeout naming a layer
+ *   the run has, within its limit; permanent, unknown-outcome and blocked results never
+ *   retried; approvals before handlers, and rejections and expiries ending the run as
+ *   R7 says; every state change an edge of `RunState.table`; exactly one terminal
+ *   `run.finished`, last, with a `StopReason` of the enumeration; counters equal to the
+ *   fold of the timeline. {@link checkScenario} adds what only the tools and the gate
+ *   saw (handler invocations, the ledger, the requests and decisions).
  *
  * ```ts
  * it.effect.prop("R3 recovery invariants", [Properties.arbitrary], ([c]) =>
@@ -31,7 +41,7 @@
  *
  * @since 0.1.0
  */
-export { arbitrary, Case, ModelFault, Step, ToolOutcome } from "./internal/PropertyCase.ts"
+export { arbitrary, arbitraryConcurrent, Case, ModelFault, Step, ToolOutcome } from "./internal/PropertyCase.ts"
 export {
   type Budget,
   check,
@@ -40,5 +50,13 @@ export {
   unknownOutcomeEndsRun,
   type Violation
 } from "./internal/PropertyChecks.ts"
-export { drive, runScenario, type Scenario, type Tools, toScenario } from "./internal/PropertyScenario.ts"
+export {
+  type Approvals,
+  drive,
+  type Gated,
+  runScenario,
+  type Scenario,
+  type Tools,
+  toScenario
+} from "./internal/PropertyScenario.ts"
 export { checkScenario } from "./internal/PropertyScenarioChecks.ts"

@@ -42,6 +42,11 @@ export type ModelFault = typeof ModelFault.Type
  * - `PermissionDenied`: a tool the permission policy refuses.
  * - `InvalidArgument`: arguments that fail the tool's input schema.
  * - `Slow`: an idempotent read that answers after `millis`.
+ * - `NeedsApproval`: a call of a tool that needs approval (R7): idempotent (`transfer`)
+ *   or not (`wire`). The approval gate of the scenario decides it `afterMillis` after
+ *   the request (`approve` or `reject`), or never (`never`: it waits until the approval
+ *   timeout, the step or the run deadline ends the wait). Once approved, its handler
+ *   takes `millis`, then fails retryably its first `failures` invocations.
  *
  * @category models
  * @since 0.1.0
@@ -55,7 +60,14 @@ export const ToolOutcome = Schema.Union([
   }),
   Schema.TaggedStruct("PermissionDenied", {}),
   Schema.TaggedStruct("InvalidArgument", {}),
-  Schema.TaggedStruct("Slow", { millis: between(0, 5_000) })
+  Schema.TaggedStruct("Slow", { millis: between(0, 5_000) }),
+  Schema.TaggedStruct("NeedsApproval", {
+    decision: Schema.Literals(["approve", "reject", "never"]),
+    afterMillis: between(0, 10_000),
+    idempotent: Schema.Boolean,
+    millis: between(0, 3_000),
+    failures: between(0, 2)
+  })
 ])
 
 /**
@@ -65,14 +77,14 @@ export const ToolOutcome = Schema.Union([
 export type ToolOutcome = typeof ToolOutcome.Type
 
 /**
- * One model call of the script: a fault, or a response calling one or two tools.
+ * One model call of the script: a fault, or a response calling one to three tools.
  *
  * @category models
  * @since 0.1.0
  */
 export const Step = Schema.Union([
   ModelFault,
-  Schema.TaggedStruct("CallTools", { calls: Schema.Array(ToolOutcome).check(Schema.isBetweenLength(1, 2)) })
+  Schema.TaggedStruct("CallTools", { calls: Schema.Array(ToolOutcome).check(Schema.isBetweenLength(1, 3)) })
 ])
 
 /**
@@ -83,7 +95,9 @@ export type Step = typeof Step.Type
 
 /**
  * A generated case: the model's script, how it ends (a final answer, or the script runs
- * out and every further call fails permanently), and the run's budgets.
+ * out and every further call fails permanently), and the run's budgets. The time layers
+ * below the run deadline (R4.1) and the batch concurrency are optional: absent, the run
+ * has no such layer and runs its batches one call at a time.
  *
  * @category models
  * @since 0.1.0
@@ -104,7 +118,17 @@ export const Case = Schema.Struct({
   recoverErrors: Schema.Boolean,
   jitter: Schema.Boolean,
   /** Seeds `Random`, so the jittered delays are the same every time a case is replayed. */
-  seed: between(0, 2_147_483_647)
+  seed: between(0, 2_147_483_647),
+  /** `limits.stepTimeout`: one iteration (model call and tool batch, with retries) gets this long. */
+  stepTimeoutMillis: Schema.optionalKey(between(1, 30_000)),
+  /** `limits.attemptTimeout`: one model call gets this long. */
+  attemptTimeoutMillis: Schema.optionalKey(between(1, 30_000)),
+  /** `limits.approvalTimeout`: how long a call waits for a decision. */
+  approvalTimeoutMillis: Schema.optionalKey(between(1, 30_000)),
+  /** The own `timeout` of the tools whose handlers take time (`lookup`, `transfer`, `wire`). */
+  toolTimeoutMillis: Schema.optionalKey(between(1, 10_000)),
+  /** How many calls of one batch run at once. Default 1. */
+  concurrency: Schema.optionalKey(between(1, 3))
 })
 
 /**
@@ -128,16 +152,60 @@ const weighted = <A>(choices: ReadonlyArray<readonly [weight: number, value: Arb
 
 const member = <S extends Schema.Top>(schema: S) => Arbitrary.schema(schema)
 
-const toolOutcome: Arbitrary.Arbitrary<ToolOutcome> = weighted<ToolOutcome>([
-  [2, Arbitrary.Constant({ _tag: "Succeeds" })],
-  [2, member(ToolOutcome.members[1]).pipe(Arbitrary.map((o) => ({ ...o, idempotent: true })))],
-  [1, member(ToolOutcome.members[1]).pipe(Arbitrary.map((o) => ({ ...o, idempotent: false })))],
-  [1, Arbitrary.Constant({ _tag: "Permanent" })],
-  [2, member(ToolOutcome.members[3])],
-  [1, Arbitrary.Constant({ _tag: "PermissionDenied" })],
-  [1, Arbitrary.Constant({ _tag: "InvalidArgument" })],
-  [1, member(ToolOutcome.members[6])]
-])
+/** The relative weights of a mix of cases: of tool outcomes, of steps, and of batch concurrency. */
+interface Weights {
+  readonly succeeds: number
+  readonly retryableIdempotent: number
+  readonly retryableOnce: number
+  readonly permanent: number
+  readonly unknownOutcome: number
+  readonly permissionDenied: number
+  readonly invalidArgument: number
+  readonly slow: number
+  readonly needsApproval: number
+  readonly callTools: number
+  /** The fewest calls in one batch (the most is 3). */
+  readonly minCalls: number
+  readonly retryableFault: number
+  readonly permanentFault: number
+  readonly hang: number
+  /** Weights of concurrency 1 (the default, left absent), 2 and 3. */
+  readonly concurrency: readonly [number, number, number]
+  /** Weights of `recoverErrors` false and true. */
+  readonly recoverErrors: readonly [number, number]
+}
+
+const needsApproval: Arbitrary.Arbitrary<ToolOutcome> = Arbitrary.all({
+  _tag: Arbitrary.Constant("NeedsApproval" as const),
+  decision: weighted<"approve" | "reject" | "never">([
+    [3, Arbitrary.Constant("approve" as const)],
+    [1, Arbitrary.Constant("reject" as const)],
+    [1, Arbitrary.Constant("never" as const)]
+  ]),
+  afterMillis: weighted<number>([
+    [3, member(between(0, 1_500))],
+    [1, member(between(1_500, 10_000))]
+  ]),
+  idempotent: member(Schema.Boolean),
+  millis: weighted<number>([
+    [2, Arbitrary.Constant(0)],
+    [1, member(between(0, 3_000))]
+  ]),
+  failures: member(between(0, 2))
+})
+
+const toolOutcome = (w: Weights): Arbitrary.Arbitrary<ToolOutcome> =>
+  weighted<ToolOutcome>([
+    [w.succeeds, Arbitrary.Constant({ _tag: "Succeeds" })],
+    [w.retryableIdempotent, member(ToolOutcome.members[1]).pipe(Arbitrary.map((o) => ({ ...o, idempotent: true })))],
+    [w.retryableOnce, member(ToolOutcome.members[1]).pipe(Arbitrary.map((o) => ({ ...o, idempotent: false })))],
+    [w.permanent, Arbitrary.Constant({ _tag: "Permanent" })],
+    [w.unknownOutcome, member(ToolOutcome.members[3])],
+    [w.permissionDenied, Arbitrary.Constant({ _tag: "PermissionDenied" })],
+    [w.invalidArgument, Arbitrary.Constant({ _tag: "InvalidArgument" })],
+    [w.slow, member(ToolOutcome.members[6])],
+    [w.needsApproval, needsApproval]
+  ])
 
 const retryableFault: Arbitrary.Arbitrary<ModelFault> = weighted<ModelFault>([
   [2, member(ModelFault.members[0])],
@@ -147,44 +215,142 @@ const retryableFault: Arbitrary.Arbitrary<ModelFault> = weighted<ModelFault>([
   [1, Arbitrary.Constant({ _tag: "CorruptJson" })]
 ])
 
-const step: Arbitrary.Arbitrary<Step> = weighted<Step>([
-  [
-    9,
-    Arbitrary.all({
-      _tag: Arbitrary.Constant("CallTools" as const),
-      calls: Arbitrary.array(toolOutcome, { minLength: 1, maxLength: 2 })
-    })
-  ],
-  [7, retryableFault],
+const permanentFault: Arbitrary.Arbitrary<ModelFault> = weighted<ModelFault>([
   [1, Arbitrary.Constant({ _tag: "BadRequest" })],
-  [1, Arbitrary.Constant({ _tag: "Unauthorized" })],
-  [1, Arbitrary.Constant({ _tag: "Hang" })]
+  [1, Arbitrary.Constant({ _tag: "Unauthorized" })]
 ])
+
+const step = (w: Weights): Arbitrary.Arbitrary<Step> =>
+  weighted<Step>([
+    [
+      w.callTools,
+      Arbitrary.all({
+        _tag: Arbitrary.Constant("CallTools" as const),
+        calls: Arbitrary.array(toolOutcome(w), { minLength: w.minCalls, maxLength: 3 })
+      })
+    ],
+    [w.retryableFault, retryableFault],
+    [w.permanentFault, permanentFault],
+    [w.hang, Arbitrary.Constant({ _tag: "Hang" })]
+  ])
+
+/**
+ * An optional time layer: absent half the time; otherwise tight (at most 1.5 s, below
+ * most fault delays and retry waits), middling (1.5–6 s) or loose (6 s up to `loose`,
+ * often past the run deadline) in the ratio 2 : 1 : 1.
+ */
+const timeLayer = (loose: number): Arbitrary.Arbitrary<number | undefined> =>
+  weighted<number | undefined>([
+    [4, Arbitrary.Constant(undefined)],
+    [2, member(between(1, 1_500))],
+    [1, member(between(1_500, 6_000))],
+    [1, member(between(6_000, loose))]
+  ])
+
+/** The optional fields of a case, without the keys that are absent. */
+const optional = <A extends Record<string, unknown>>(fields: A): { [K in keyof A]?: Exclude<A[K], undefined> } =>
+  Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as {
+    [K in keyof A]?: Exclude<A[K], undefined>
+  }
+
+/** Cases of the mix `w` (Weights are not edited during shrinking, so shrinking keeps the mix). */
+const mix = (w: Weights): Arbitrary.Arbitrary<Case> =>
+  Arbitrary.map(
+    Arbitrary.all({
+      base: Arbitrary.all({
+        steps: Arbitrary.array(step(w), { minLength: 1, maxLength: 8 }),
+        ending: weighted<Case["ending"]>([
+          [9, Arbitrary.Constant("final_answer" as const)],
+          [1, Arbitrary.Constant("script_exhausted" as const)]
+        ]),
+        runTimeoutSeconds: member(Case.fields.runTimeoutSeconds),
+        maxRecoveries: member(Case.fields.maxRecoveries),
+        scheduleRetries: member(Case.fields.scheduleRetries),
+        toolMaxRetries: member(Case.fields.toolMaxRetries),
+        correctionBudget: member(Case.fields.correctionBudget),
+        maxIterations: member(Case.fields.maxIterations),
+        maxToolCalls: member(Case.fields.maxToolCalls),
+        recoverErrors: weighted<boolean>([
+          [w.recoverErrors[0], Arbitrary.Constant(false)],
+          [w.recoverErrors[1], Arbitrary.Constant(true)]
+        ]),
+        jitter: member(Case.fields.jitter),
+        seed: member(Case.fields.seed)
+      }),
+      layers: Arbitrary.all({
+        stepTimeoutMillis: timeLayer(30_000),
+        attemptTimeoutMillis: timeLayer(30_000),
+        approvalTimeoutMillis: timeLayer(30_000),
+        toolTimeoutMillis: timeLayer(10_000),
+        concurrency: weighted<number | undefined>([
+          [w.concurrency[0], Arbitrary.Constant(undefined)],
+          [w.concurrency[1], Arbitrary.Constant(2)],
+          [w.concurrency[2], Arbitrary.Constant(3)]
+        ])
+      })
+    }),
+    ({ base, layers }): Case => ({ ...base, ...optional(layers) })
+  )
 
 /**
  * Generated cases, for `it.effect.prop` or `Arbitrary.checkEffect`. Every value is a
  * valid {@link Case}; the mix is weighted so that most runs get far enough to retry:
  * about half the steps call tools, a third are retryable provider faults, and a tenth
- * are permanent faults or hangs; nine cases in ten end with a final answer.
- * `Arbitrary.schema(Case)` gives the unweighted mix.
+ * are permanent faults or hangs; nine cases in ten end with a final answer. About one
+ * tool call in five needs approval (decided after a delay: approved three times in
+ * five, rejected or never decided once each), so about half the cases have one. Each
+ * time layer (step, attempt, approval, tool timeout) is set in half the cases,
+ * independently, tight more often than loose; half the cases run their batches two or
+ * three calls at a time. `Arbitrary.schema(Case)` gives the unweighted mix.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const arbitrary: Arbitrary.Arbitrary<Case> = Arbitrary.all({
-  steps: Arbitrary.array(step, { minLength: 1, maxLength: 8 }),
-  ending: weighted<Case["ending"]>([
-    [9, Arbitrary.Constant("final_answer" as const)],
-    [1, Arbitrary.Constant("script_exhausted" as const)]
-  ]),
-  runTimeoutSeconds: member(Case.fields.runTimeoutSeconds),
-  maxRecoveries: member(Case.fields.maxRecoveries),
-  scheduleRetries: member(Case.fields.scheduleRetries),
-  toolMaxRetries: member(Case.fields.toolMaxRetries),
-  correctionBudget: member(Case.fields.correctionBudget),
-  maxIterations: member(Case.fields.maxIterations),
-  maxToolCalls: member(Case.fields.maxToolCalls),
-  recoverErrors: member(Case.fields.recoverErrors),
-  jitter: member(Case.fields.jitter),
-  seed: member(Case.fields.seed)
+export const arbitrary: Arbitrary.Arbitrary<Case> = mix({
+  succeeds: 2,
+  retryableIdempotent: 2,
+  retryableOnce: 1,
+  permanent: 1,
+  unknownOutcome: 2,
+  permissionDenied: 1,
+  invalidArgument: 1,
+  slow: 1,
+  needsApproval: 3,
+  callTools: 9,
+  minCalls: 1,
+  retryableFault: 7,
+  permanentFault: 2,
+  hang: 1,
+  concurrency: [2, 1, 1],
+  recoverErrors: [1, 1]
+})
+
+/**
+ * Generated cases weighted toward the riskiest corner: batches of two or three calls
+ * run two or three at a time, where calls that need approval wait next to calls that
+ * retry, are slow, or fail; with the same time layers as {@link arbitrary}. Two steps in
+ * three call tools, a third of the calls need approval and a quarter fail retryably;
+ * there are no permanent provider faults, and three cases in four hand tool errors back
+ * to the model, so most runs reach several batches.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const arbitraryConcurrent: Arbitrary.Arbitrary<Case> = mix({
+  succeeds: 1,
+  retryableIdempotent: 3,
+  retryableOnce: 1,
+  permanent: 1,
+  unknownOutcome: 1,
+  permissionDenied: 1,
+  invalidArgument: 1,
+  slow: 2,
+  needsApproval: 5,
+  callTools: 10,
+  minCalls: 2,
+  retryableFault: 4,
+  permanentFault: 0,
+  hang: 1,
+  concurrency: [0, 1, 1],
+  recoverErrors: [1, 3]
 })

@@ -1,10 +1,12 @@
 /**
- * A case made runnable: the `Tools` and `Scenario` of a case, `toScenario` that builds
- * them, and `drive` and `runScenario` that run one on `TestClock`.
+ * A case made runnable: the `Tools`, the approval gate (`Approvals`) and the `Scenario`
+ * of a case, `toScenario` that builds them, and `drive` and `runScenario` that run one
+ * on `TestClock`.
  * Private to the testing kit; `Properties` is the public face.
  */
 import { Effect, Fiber, type FileSystem, Layer, type Path, Random, Schema } from "effect"
 import { TestClock } from "effect/testing"
+import * as Approval from "../../Approval.ts"
 import * as Failure from "../../Failure.ts"
 import * as Permission from "../../Permission.ts"
 import * as Recovery from "../../Recovery.ts"
@@ -34,6 +36,48 @@ export interface Tools {
   readonly payUndecidable: FaultyTools.Ledgered
   /** Refused by the permission policy: its handler must never run. */
   readonly forbidden: FaultyTools.Flaky
+  /** Needs approval, idempotent: after approval, slow and failing retryably as its call's plan says. */
+  readonly transfer: Gated
+  /** Needs approval, not idempotent: likewise, but never retried. */
+  readonly wire: Gated
+}
+
+/**
+ * A tool that needs approval, and what its handler saw.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Gated {
+  readonly tool: Tool.Tool<FaultyTools.Input, string>
+  readonly calls: FaultyTools.Calls
+  /** Handler invocations made before the gate had delivered an approval of their call. */
+  readonly unapproved: ReadonlyArray<FaultyTools.Call>
+}
+
+/**
+ * What the scenario's approval gate saw and did. It decides each call as the call's
+ * plan says, from the fiber that waits: `afterMillis` after the request it delivers the
+ * decision (on `TestClock`, so exactly then), or never.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Approvals {
+  /** The gate the run is given (`Layer.succeed(Approval.ApprovalGate, gate)`). */
+  readonly gate: Approval.Gate
+  /** Every request the run put on the gate, in order. */
+  readonly requests: ReadonlyArray<Approval.Request>
+  /** Every decision the gate delivered, when it delivered it. */
+  readonly delivered: ReadonlyArray<{
+    readonly callId: string
+    readonly decision: "approved" | "rejected"
+    readonly at: number
+  }>
+  /** Requests whose wait was interrupted before a decision (expiry, a deadline, a sibling's stop). */
+  readonly withdrawn: ReadonlyArray<{ readonly callId: string; readonly at: number }>
+  /** The requests waiting now: none once the run has ended. */
+  readonly pending: ReadonlyArray<Approval.Request>
 }
 
 /**
@@ -46,6 +90,7 @@ export interface Scenario {
   readonly case: Case
   readonly model: FaultyModel.FaultyModel
   readonly tools: Tools
+  readonly approvals: Approvals
   readonly options: Run.Options<Tool.Any<never>>
   readonly permission: Permission.Options
   readonly budget: Budget
@@ -93,6 +138,98 @@ const toolFor = (outcome: ToolOutcome): string => {
       return "pay"
     case "PermissionDenied":
       return "forbidden"
+    case "NeedsApproval":
+      return outcome.idempotent ? "transfer" : "wire"
+  }
+}
+
+/** A call record over `all`, as `FaultyTools` keeps one. */
+const callsOf = (all: ReadonlyArray<FaultyTools.Call>): FaultyTools.Calls => ({
+  all,
+  get count() {
+    return all.length
+  },
+  forKey: (key) => all.filter((x) => x.idempotencyKey === key),
+  forCall: (callId) => all.filter((x) => x.callId === callId),
+  get keys() {
+    return [...new Set(all.map((x) => x.idempotencyKey))]
+  }
+})
+
+/** Appends one handler invocation to `all`, at the clock's time. */
+const recordCall = (
+  all: Array<FaultyTools.Call>,
+  input: FaultyTools.Input,
+  context: Tool.CallContext
+): Effect.Effect<FaultyTools.Call> =>
+  Effect.clockWith((clock) =>
+    Effect.sync(() => {
+      const call: FaultyTools.Call = {
+        n: all.length + 1,
+        callId: context.callId,
+        idempotencyKey: context.idempotencyKey,
+        attempt: all.filter((x) => x.idempotencyKey === context.idempotencyKey).length + 1,
+        input,
+        at: clock.currentTimeMillisUnsafe()
+      }
+      all.push(call)
+      return call
+    })
+  )
+
+/** The approval gate of a scenario: decides each call as `plan` says, after its delay. */
+const makeApprovals = (plan: ReadonlyMap<string, ToolOutcome>): Approvals & { readonly approved: Set<string> } => {
+  const requests: Array<Approval.Request> = []
+  const delivered: Array<Approvals["delivered"][number]> = []
+  const withdrawn: Array<Approvals["withdrawn"][number]> = []
+  const waiting = new Map<string, Approval.Request>()
+  const approved = new Set<string>()
+  const at = Effect.clockWith((clock) => clock.currentTimeMillis)
+  const gate: Approval.Gate = {
+    request: (request) =>
+      Effect.suspend(() => {
+        const callId = request.callId
+        requests.push(request)
+        waiting.set(callId, request)
+        const outcome = plan.get(callId)
+        const script = outcome?._tag === "NeedsApproval" ? outcome : undefined
+        const wait: Effect.Effect<Approval.Decision> =
+          script === undefined || script.decision === "never"
+            ? Effect.never
+            : Effect.as(
+                Effect.sleep(script.afterMillis),
+                script.decision === "approve"
+                  ? Approval.approved("property")
+                  : Approval.rejected("the scripted decision", "property")
+              )
+        return wait.pipe(
+          Effect.tap((decision) =>
+            Effect.map(at, (now) => {
+              waiting.delete(callId)
+              if (decision._tag === "Approved") approved.add(callId)
+              delivered.push({ callId, decision: decision._tag === "Approved" ? "approved" : "rejected", at: now })
+            })
+          ),
+          Effect.onInterrupt(() =>
+            Effect.map(at, (now) => {
+              waiting.delete(callId)
+              withdrawn.push({ callId, at: now })
+            })
+          )
+        )
+      }),
+    decide: (runId, callId) => Effect.fail(new Approval.NotPending({ runId, callId })),
+    pending: Effect.sync(() => [...waiting.values()])
+  }
+  return {
+    gate,
+    requests,
+    delivered,
+    withdrawn,
+    get pending() {
+      return [...waiting.values()]
+    },
+    approved
   }
 }
 
@@ -122,7 +259,12 @@ const faultStep = (fault: ModelFault): FaultyModel.Step => {
  * fresh tools and a fresh model, so build the scenario inside each property evaluation.
  *
  * Tool calls are numbered `c1`, `c2`, … in script order; each call's arguments name its
- * id, so no two calls share a signature. The run id is `"prop"`.
+ * id, so no two calls share a signature. The run id is `"prop"`. The tools that need
+ * approval (`transfer`, `wire`) are offered only when the case calls them; the scenario's
+ * approval gate (`approvals`) decides each of their calls as its plan says. The case's
+ * time layers become `limits.stepTimeout`, `attemptTimeout` and `approvalTimeout`, its
+ * tool timeout the own `timeout` of `lookup`, `transfer` and `wire`, and its concurrency
+ * the run's `concurrency`.
  *
  * @category constructors
  * @since 0.1.0
@@ -148,10 +290,12 @@ export const toScenario = (c: Case): Scenario => {
   if (c.ending === "final_answer") script.push(FaultyModel.respond(ScriptedModel.finalAnswer("done")))
 
   const common = { maxRetries: c.toolMaxRetries, recoverErrors: c.recoverErrors }
+  // The tools whose handlers take time get the case's own tool timeout (R4.1), if any.
+  const timed = c.toolTimeoutMillis === undefined ? {} : { timeout: c.toolTimeoutMillis }
   // Fails the first `failures` invocations of a call, counted per call id.
   const failing = (callId: string): number | undefined => {
     const outcome = plan.get(callId)
-    if (outcome?._tag !== "Retryable") return undefined
+    if (outcome?._tag !== "Retryable" && outcome?._tag !== "NeedsApproval") return undefined
     const seen = (failuresSeen.get(callId) ?? 0) + 1
     failuresSeen.set(callId, seen)
     return seen <= outcome.failures ? seen : undefined
@@ -166,17 +310,10 @@ export const toScenario = (c: Case): Scenario => {
     idempotent: true,
     sideEffect: "read",
     ...common,
+    ...timed,
     handler: (input, context) =>
       Effect.gen(function* () {
-        const at = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-        lookupCalls.push({
-          n: lookupCalls.length + 1,
-          callId: context.callId,
-          idempotencyKey: context.idempotencyKey,
-          attempt: lookupCalls.filter((x) => x.idempotencyKey === context.idempotencyKey).length + 1,
-          input,
-          at
-        })
+        yield* recordCall(lookupCalls, input, context)
         const outcome = plan.get(context.callId)
         if (outcome?._tag === "Permanent") return yield* rejected("lookup")
         if (outcome?._tag === "Slow") yield* Effect.sleep(outcome.millis)
@@ -185,17 +322,38 @@ export const toScenario = (c: Case): Scenario => {
         return `found ${input.q}`
       })
   })
-  const lookupHandle: FaultyTools.Calls = {
-    all: lookupCalls,
-    get count() {
-      return lookupCalls.length
-    },
-    forKey: (key) => lookupCalls.filter((x) => x.idempotencyKey === key),
-    forCall: (callId) => lookupCalls.filter((x) => x.callId === callId),
-    get keys() {
-      return [...new Set(lookupCalls.map((x) => x.idempotencyKey))]
-    }
+  const lookupHandle = callsOf(lookupCalls)
+
+  const approvals = makeApprovals(plan)
+  // A tool that needs approval: its handler notes whether the gate had approved its call.
+  const gated = (name: string, idempotent: boolean): Gated => {
+    const all: Array<FaultyTools.Call> = []
+    const unapproved: Array<FaultyTools.Call> = []
+    const tool = Tool.make({
+      name,
+      description: `needs approval; ${idempotent ? "idempotent" : "not idempotent"}`,
+      input: FaultyTools.Input,
+      output: Schema.String,
+      idempotent,
+      sideEffect: idempotent ? "write" : "external",
+      needsApproval: true,
+      ...common,
+      ...timed,
+      handler: (input, context) =>
+        Effect.gen(function* () {
+          const call = yield* recordCall(all, input, context)
+          if (!approvals.approved.has(context.callId)) unapproved.push(call)
+          const outcome = plan.get(context.callId)
+          if (outcome?._tag === "NeedsApproval" && outcome.millis > 0) yield* Effect.sleep(outcome.millis)
+          const failure = failing(context.callId)
+          if (failure !== undefined) return yield* busy(name, failure)
+          return `${name} done`
+        })
+    })
+    return { tool, calls: callsOf(all), unapproved }
   }
+  const transfer = gated("transfer", true)
+  const wire = gated("wire", false)
 
   const submit = FaultyTools.ledgered({
     name: "submit",
@@ -239,30 +397,49 @@ export const toScenario = (c: Case): Scenario => {
   })
   const forbidden = FaultyTools.flaky({ name: "forbidden", failures: 0, ...common })
 
+  // The tools that need approval are offered only when the case calls them, so a run
+  // without them takes the loop's path without approvals.
+  const needsApproval = [...plan.values()].some((o) => o._tag === "NeedsApproval")
   const tools: ReadonlyArray<Tool.Any<never>> = [
     lookup,
     submit.tool,
     pay.tool,
     payChecked.tool,
     payUndecidable.tool,
-    forbidden.tool
+    forbidden.tool,
+    ...(needsApproval ? [transfer.tool, wire.tool] : [])
   ]
   const runTimeoutMillis = c.runTimeoutSeconds * 1000
+  const { approved: _approved, ...approvalsHandle } = approvals
   return {
     case: c,
     model: FaultyModel.make(script),
-    tools: { lookup: lookupHandle, submit, pay, payChecked, payUndecidable, forbidden },
+    tools: {
+      lookup: lookupHandle,
+      submit,
+      pay,
+      payChecked,
+      payUndecidable,
+      forbidden,
+      transfer,
+      wire
+    },
+    approvals: approvalsHandle,
     options: {
       goal: "a generated case",
       runId: "prop",
       tools,
       recovery: Recovery.backoff({ retries: c.scheduleRetries, jitter: c.jitter }),
+      ...(c.concurrency !== undefined ? { concurrency: c.concurrency } : {}),
       limits: {
         runTimeout: runTimeoutMillis,
         maxRecoveries: c.maxRecoveries,
         correctionBudget: c.correctionBudget,
         maxIterations: c.maxIterations,
-        maxToolCalls: c.maxToolCalls
+        maxToolCalls: c.maxToolCalls,
+        ...(c.stepTimeoutMillis !== undefined ? { stepTimeout: c.stepTimeoutMillis } : {}),
+        ...(c.attemptTimeoutMillis !== undefined ? { attemptTimeout: c.attemptTimeoutMillis } : {}),
+        ...(c.approvalTimeoutMillis !== undefined ? { approvalTimeout: c.approvalTimeoutMillis } : {})
       }
     },
     permission: { allowTools: tools.filter((t) => t.name !== "forbidden").map((t) => t.name) },
@@ -273,7 +450,13 @@ export const toScenario = (c: Case): Scenario => {
       correctionBudget: c.correctionBudget,
       maxIterations: c.maxIterations,
       maxToolCalls: c.maxToolCalls,
-      toolMaxRetries: Object.fromEntries(tools.map((t) => [t.name, t.metadata.maxRetries]))
+      toolMaxRetries: Object.fromEntries(tools.map((t) => [t.name, t.metadata.maxRetries])),
+      stepTimeoutMillis: c.stepTimeoutMillis,
+      attemptTimeoutMillis: c.attemptTimeoutMillis,
+      approvalTimeoutMillis: c.approvalTimeoutMillis,
+      toolTimeoutMillis: Object.fromEntries(
+        tools.flatMap((t) => (typeof t.metadata.timeout === "number" ? [[t.name, t.metadata.timeout]] : []))
+      )
     },
     plan
   }
@@ -304,8 +487,8 @@ export const drive = <A, E, R>(
   })
 
 /**
- * Runs a scenario on `TestClock` with its model, its permission policy and `Random`
- * seeded from the case. The clock moves by the run timeout plus a second at a time, so
+ * Runs a scenario on `TestClock` with its model, its permission policy, its approval
+ * gate and `Random` seeded from the case. The clock moves by the run timeout plus a second at a time, so
  * a run that keeps going past its deadline fails the check with a defect.
  *
  * @category combinators
@@ -316,5 +499,11 @@ export const runScenario = (
 ): Effect.Effect<RunResult.RunResult, never, FileSystem.FileSystem | Path.Path> =>
   drive(Run.run(scenario.options), { step: scenario.budget.runTimeoutMillis + 1000, maxSteps: 3 }).pipe(
     Random.withSeed(scenario.case.seed),
-    Effect.provide(Layer.merge(FaultyModel.layer(scenario.model), Permission.layer(scenario.permission)))
+    Effect.provide(
+      Layer.mergeAll(
+        FaultyModel.layer(scenario.model),
+        Permission.layer(scenario.permission),
+        Layer.succeed(Approval.ApprovalGate, scenario.approvals.gate)
+      )
+    )
   )

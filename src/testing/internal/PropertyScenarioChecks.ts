@@ -3,9 +3,84 @@
  * keys, the ledger), checked on top of `check` by `checkScenario`.
  * Private to the testing kit; `Properties` is the public face.
  */
+import type * as Event from "../../Event.ts"
 import type * as RunResult from "../../RunResult.ts"
 import { check, type Violation } from "./PropertyChecks.ts"
 import type { Scenario } from "./PropertyScenario.ts"
+
+/** R7: what the tools that need approval and the approval gate saw, against the timeline. */
+const checkApprovals = (scenario: Scenario, result: RunResult.RunResult): ReadonlyArray<Violation> => {
+  const violations: Array<Violation> = []
+  const violate = (invariant: string, detail: string) => violations.push({ invariant, detail })
+  const { tools, approvals } = scenario
+  const timeline = result.timeline
+  const requested = new Map<string, Event.Of<"approval.requested">>()
+  const decided = new Map<string, Event.Of<"approval.decided">>()
+  for (const e of timeline) {
+    if (e._tag === "approval.requested") requested.set(e.callId, e)
+    if (e._tag === "approval.decided") decided.set(e.callId, e)
+  }
+  const stops = timeline.filter((e): e is Event.Of<"termination.decided"> => e._tag === "termination.decided")
+  for (const gated of [tools.transfer, tools.wire]) {
+    for (const call of gated.unapproved) {
+      violate("R7 approval first", `${call.callId}'s handler ran (at ${call.at}) before the gate approved it`)
+    }
+    for (const call of gated.calls.all) {
+      const decision = decided.get(call.callId)
+      if (decision?.decision !== "approved") {
+        violate(
+          "R7 approval first",
+          `${call.callId}'s handler ran (at ${call.at}) though its approval was ${decision?.decision ?? "never decided"}`
+        )
+      } else if (decision.at > call.at) {
+        violate(
+          "R7 approval first",
+          `${call.callId}'s handler ran at ${call.at}, before its approval at ${decision.at}`
+        )
+      }
+    }
+  }
+  for (const [callId, decision] of decided) {
+    if (decision.decision !== "approved") continue
+    const ran = tools.transfer.calls.forCall(callId).length + tools.wire.calls.forCall(callId).length
+    // Only a stop at the instant of the approval (a sibling's, or the deadline) may keep it from running.
+    if (ran === 0 && !stops.some((e) => e.at === decision.at)) {
+      violate("R7 approvals", `${callId} was approved at ${decision.at}, and its handler never ran`)
+    }
+  }
+  for (const request of approvals.requests) {
+    const event = requested.get(request.callId)
+    if (event === undefined) violate("R7 approvals", `the gate got a request for ${request.callId} the timeline lacks`)
+    else if (event.expiresAt !== request.expiresAt || event.at !== request.requestedAt) {
+      violate(
+        "R7 approvals",
+        `${request.callId}: the gate got ${request.requestedAt}–${request.expiresAt}, the timeline says ${event.at}–${event.expiresAt}`
+      )
+    }
+  }
+  if (approvals.requests.length !== requested.size) {
+    violate("R7 approvals", `the gate got ${approvals.requests.length} requests, the timeline has ${requested.size}`)
+  }
+  const started = timeline[0]
+  const deadlineAt = started?._tag === "run.started" ? started.deadlineAt : Number.POSITIVE_INFINITY
+  for (const delivered of approvals.delivered) {
+    const decision = decided.get(delivered.callId)
+    // A decision delivered at the deadline's instant may lose the race to the deadline.
+    if (
+      decision?.decision !== delivered.decision &&
+      !(delivered.at >= deadlineAt && decision?.decision === "withdrawn")
+    ) {
+      violate(
+        "R7 approvals",
+        `the gate delivered ${delivered.decision} for ${delivered.callId} at ${delivered.at}, the timeline says ${decision?.decision ?? "nothing"}`
+      )
+    }
+  }
+  for (const pending of approvals.pending) {
+    violate("R7 approvals", `${pending.callId} is still waiting on the gate after the run ended`)
+  }
+  return violations
+}
 
 /**
  * {@link check}, plus what only the scenario's tools saw:
@@ -17,7 +92,14 @@ import type { Scenario } from "./PropertyScenario.ts"
  *   blindly), or twice when the status query found the first send not applied and the
  *   runtime sent it again under the same key; such a key was applied only by that resend;
  * - `R3.7`: a non-idempotent call was sent once, a permanent failure once, and an
- *   idempotent call at most 1 + min(schedule retries, `maxRetries`) times.
+ *   idempotent call at most 1 + min(schedule retries, `maxRetries`) times;
+ * - `R7 approval first`: the handler of a tool that needs approval ran only for a call the
+ *   gate had approved before, and after its `approval.decided` approved; the handler of a
+ *   call rejected, expired or withdrawn never ran; `R7 approvals`: an approved call's
+ *   handler ran (unless the run stopped at that very instant), every request the gate got
+ *   is the timeline's `approval.requested` (same call, same expiry), every decision the
+ *   gate delivered is on the timeline, and no request is left waiting on the gate once
+ *   the run has ended (an interrupted wait withdraws it).
  *
  * @category checks
  * @since 0.1.0
@@ -33,7 +115,9 @@ export const checkScenario = (scenario: Scenario, result: RunResult.RunResult): 
     tools.submit.calls,
     tools.pay.calls,
     tools.payChecked.calls,
-    tools.payUndecidable.calls
+    tools.payUndecidable.calls,
+    tools.transfer.calls,
+    tools.wire.calls
   ]
   for (const calls of handles) {
     for (const call of calls.all) {
@@ -73,11 +157,19 @@ export const checkScenario = (scenario: Scenario, result: RunResult.RunResult): 
       )
     }
   }
-  for (const key of tools.submit.calls.keys) {
-    const sent = tools.submit.calls.forKey(key).length
-    if (sent !== 1) violate("R3.7 idempotent only", `submit (not idempotent) ${key} was sent ${sent} times`)
+  for (const calls of [tools.submit.calls, tools.wire.calls]) {
+    for (const key of calls.keys) {
+      const sent = calls.forKey(key).length
+      const name = calls === tools.wire.calls ? "wire" : "submit"
+      if (sent !== 1) violate("R3.7 idempotent only", `${name} (not idempotent) ${key} was sent ${sent} times`)
+    }
   }
   const limit = 1 + Math.min(budget.scheduleRetries, scenario.case.toolMaxRetries)
+  for (const key of tools.transfer.calls.keys) {
+    const sent = tools.transfer.calls.forKey(key).length
+    if (sent > limit) violate("R3.7 maxRetries", `transfer ${key} was sent ${sent} times, over ${limit}`)
+  }
+  violations.push(...checkApprovals(scenario, result))
   for (const key of tools.lookup.keys) {
     const sent = tools.lookup.forKey(key)
     const outcome = plan.get(sent[0]?.callId ?? "")
