@@ -1,0 +1,86 @@
+/**
+ * The shape of a finished run's timeline (R8, R5.2, R2.5): `checkCalls` (each tool call
+ * starts once, ends at most once, or is recorded interrupted) and `checkEnding` (one
+ * `run.finished`, last, agreeing with the result; `seq` without gaps; the counters its
+ * fold), both part of `check`; and `ofTag`, the events of one tag.
+ * Private to the testing kit; `Properties` is the public face.
+ */
+import * as Counters from "../../Counters.ts"
+import type * as Event from "../../Event.ts"
+import type * as RunResult from "../../RunResult.ts"
+import * as StopReason from "../../StopReason.ts"
+import type { Violate } from "./PropertyViolation.ts"
+
+/** The events of `timeline` tagged `tag`, in order. */
+export const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
+  timeline.filter((e): e is Event.Of<T> => e._tag === tag)
+
+const terminal: ReadonlySet<string> = new Set(["completed", "partial", "failed", "cancelled", "unknown_outcome"])
+
+/**
+ * R8: each tool call starts once and ends (succeeded, failed or blocked) at most once,
+ * after its start. R5.2: a call that started and never ended has a `tool.interrupted`.
+ */
+export const checkCalls = (result: RunResult.RunResult, violate: Violate): void => {
+  const timeline = result.timeline
+  const starts = new Map<string, number>()
+  const ends = new Map<string, number>()
+  for (const e of timeline) {
+    if (e._tag === "tool.started") starts.set(e.callId, (starts.get(e.callId) ?? 0) + 1)
+    if (e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked") {
+      ends.set(e.callId, (ends.get(e.callId) ?? 0) + 1)
+      if (!starts.has(e.callId)) violate("R8 timeline", `${e._tag} for ${e.callId} before its tool.started`)
+    }
+  }
+  for (const [callId, n] of starts) if (n > 1) violate("R8 timeline", `${callId} started ${n} times`)
+  // R5.2: a call that started and did not end was interrupted, and the timeline says what became of it.
+  const interrupted = new Set(ofTag(timeline, "tool.interrupted").map((e) => e.callId))
+  for (const callId of starts.keys()) {
+    if (!ends.has(callId) && !interrupted.has(callId)) {
+      const last = timeline.findLast((e) => "callId" in e && e.callId === callId)
+      violate(
+        "R5.2 calls accounted for",
+        `${callId} started and neither ended nor was recorded interrupted (its last event: ${last?._tag} at seq ${last?.seq}); the run ended ${result.stopReason}`
+      )
+    }
+  }
+  for (const [callId, n] of ends) if (n > 1) violate("R8 timeline", `${callId} ended ${n} times`)
+}
+
+/**
+ * R2.5: `run.started` first, exactly one `run.finished`, last, agreeing with the result;
+ * a terminal status and a `StopReason` from `StopReason.all`. R8: `seq` numbered without
+ * gaps, and the result's counters equal to the timeline's fold.
+ */
+export const checkEnding = (result: RunResult.RunResult, violate: Violate): void => {
+  const timeline = result.timeline
+  const started = timeline[0]
+  if (started?._tag !== "run.started") violate("R2.5 ending", `the first event is ${started?._tag ?? "missing"}`)
+  const finished = ofTag(timeline, "run.finished")
+  const last = timeline[timeline.length - 1]
+  if (finished.length !== 1) violate("R2.5 ending", `${finished.length} run.finished events`)
+  if (last?._tag !== "run.finished") violate("R2.5 ending", `the last event is ${last?._tag ?? "missing"}`)
+  else if (last.status !== result.status || last.stopReason !== result.stopReason) {
+    violate(
+      "R2.5 ending",
+      `run.finished says ${last.status}/${last.stopReason}, the result ${result.status}/${result.stopReason}`
+    )
+  }
+  if (!terminal.has(result.status)) violate("R2.5 ending", `status ${result.status} is not terminal`)
+  if (!StopReason.all.includes(result.stopReason))
+    violate("R2.5 ending", `stop reason ${result.stopReason} is not in StopReason.all`)
+  if ((result.status === "completed") !== (result.stopReason === "goal_reached")) {
+    violate("R2.5 ending", `status ${result.status} with stop reason ${result.stopReason}`)
+  }
+  if ((result.status === "unknown_outcome") !== (result.stopReason === "unknown_outcome")) {
+    violate("R2.5 ending", `status ${result.status} with stop reason ${result.stopReason}`)
+  }
+  const gap = timeline.findIndex((e, i) => e.seq !== i)
+  if (gap >= 0) violate("R8 timeline", `event ${gap} has seq ${timeline[gap]?.seq}`)
+  const folded = Counters.snapshot(Counters.fold(timeline))
+  for (const key of Object.keys(folded) as Array<keyof Counters.Snapshot>) {
+    if (folded[key] !== result.counters[key]) {
+      violate("R8 counters", `${key}: the result says ${result.counters[key]}, the timeline folds to ${folded[key]}`)
+    }
+  }
+}
