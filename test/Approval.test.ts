@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Option, Schema, Stream } from "effect"
+import { Effect, Exit, Fiber, Layer, Option, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Approval from "../src/Approval.ts"
 import * as Criterion from "../src/Criterion.ts"
@@ -280,6 +280,39 @@ describe("R7 approvals in concurrent batches and at deadlines", () => {
       assertRoundTrips(result)
       assert.lengthOf(ledger, 0)
     }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+
+  it.effect("R7 R6.3 a rejection after plan steps were done ends the run partial, listing what was done", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { flaky } = makeFlaky()
+      const handle = yield* Run.start({
+        goal: "x",
+        tools: [pay, flaky],
+        recovery: Recovery.backoff({ jitter: false }),
+        validation: { plan: [Validation.step("read", "read it", [Criterion.toolSucceeded("flaky")])] }
+      }).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCall("flaky", {}, "call_flaky"),
+            ScriptedModel.toolCall("pay", { amount: 1, to: "a" }, "call_pay")
+          ])
+        )
+      )
+      const requested = Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+      const waiting = yield* Effect.forkChild(requested)
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(waiting)
+      yield* handle.reject("call_pay", "no")
+      const result = yield* handle.result
+      assert.strictEqual(result.stopReason, "approval_rejected")
+      assert.strictEqual(result.status, "partial")
+      assert.deepStrictEqual(
+        result.completed.map((item) => item.id),
+        ["read"]
+      )
+      assert.lengthOf(ledger, 0)
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
   )
 
   it.effect("R7 R6.3 the run deadline while a call awaits approval: plan steps already done make it partial", () =>

@@ -21,16 +21,14 @@ import { conclude, type Ending } from "./RunOutcome.ts"
 
 /**
  * Stops that end the run without weighing its progress: the final answer goes through
- * validation on its own terms, and cancellation, an unknown outcome, approvals and
- * defects end the run as they are. Every other stop still runs validation, to tell
- * `partial` from `failed` (R6.3).
+ * validation on its own terms, and cancellation, an unknown outcome and defects end the
+ * run as they are. Every other stop (a rejected or expired approval included) still runs
+ * validation, to tell `partial` from `failed` (R6.3).
  */
 const unassessed: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopReason>([
   "goal_reached",
   "validation_failed",
   "unknown_outcome",
-  "approval_rejected",
-  "approval_expired",
   "cancelled",
   "internal_error"
 ])
