@@ -33,7 +33,7 @@ export interface RunContext {
   /** The live fold of `events`, updated in place by `emit`. Read it, never write it. */
   readonly tally: Counters.Live
   readonly listeners: Array<(event: Event.Event) => void>
-  /** The application's circuit breakers (R3.9), if it has any. */
+  /** The application's circuit breakers (R3.9), when it has breakers. */
   readonly breakers: Breakers.Service | undefined
   /** Who stopped the run from outside the loop (the deadline timer or a cancel), if anyone. */
   stop: "deadline" | "cancel" | undefined
