@@ -149,6 +149,14 @@ export interface Episode {
    * became of it (R5.2).
    */
   readonly onInterruptedWait?: (() => void) | undefined
+  /**
+   * How many attempts of this call were already made when the episode starts: its
+   * first cause is the failure of attempt number `attemptsMade` (default 1). An episode
+   * that continues an earlier one (a resend after a status query found the call not
+   * applied, R3.8) keeps its count, so `maxRetries` and the schedule's growing delays
+   * hold across both.
+   */
+  readonly attemptsMade?: number | undefined
 }
 
 /**
@@ -203,12 +211,22 @@ export const recoverFrom: <A, R>(
   firstCause: Cause.Cause<Failure.Failure>
 ) {
   const step = yield* Schedule.toStep(episode.schedule)
-  let n = 1
+  const made = episode.attemptsMade ?? 1
+  // A continued episode resumes the schedule where the earlier one left it.
+  if (made > 1) {
+    const seed = Failure.fromCause(episode.source, firstCause)
+    if (seed._tag === "Retryable") {
+      for (let i = 1; i < made; i++) yield* Effect.ignore(step(RunContext.now(ctx), seed))
+    }
+  }
+  let n = made
   let exit: Exit.Exit<A, Failure.Failure> = Exit.failCause(firstCause)
+  let first = true
   while (true) {
-    if (n > 1) exit = yield* Effect.exit(attempt(n))
+    if (!first) exit = yield* Effect.exit(attempt(n))
+    first = false
     if (Exit.isSuccess(exit)) {
-      if (n > 1) {
+      if (n > made) {
         RunContext.emit(ctx, { _tag: "recovery.completed", kind: episode.kind, attempt: n - 1, ...callOf(episode) })
       }
       return exit.value

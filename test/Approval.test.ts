@@ -282,6 +282,37 @@ describe("R7 approvals in concurrent batches and at deadlines", () => {
     }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
   )
 
+  it.effect("R7 R3.8 a rejection that cuts off a running write in its batch ends the run unknown_outcome", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const send = Tool.make({
+        name: "send",
+        description: "send an e-mail (never answers)",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "external",
+        handler: () => Effect.never
+      })
+      const handle = yield* Run.start({ goal: "x", tools: [pay, send], concurrency: 2 }).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls(["pay", { amount: 1, to: "a" }, "call_pay"], ["send", {}, "call_send"])
+          ])
+        )
+      )
+      yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+      yield* handle.reject("call_pay", "no")
+      const result = yield* handle.result
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.strictEqual(result.status, "unknown_outcome")
+      assert.deepStrictEqual(
+        result.pendingActions.map((a) => a.callId),
+        ["call_send"]
+      )
+      assert.lengthOf(ledger, 0)
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+
   it.effect("R7 R6.3 a rejection after plan steps were done ends the run partial, listing what was done", () =>
     Effect.gen(function* () {
       const { pay, ledger } = makePay()

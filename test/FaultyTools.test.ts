@@ -126,6 +126,33 @@ describe("FaultyTools", () => {
       })
     )
 
+    it.effect("R3.8 R3.3 resends after NotApplied keep the tool's maxRetries and the growing backoff", () =>
+      Effect.gen(function* () {
+        const pay = FaultyTools.ledgered({
+          name: "pay",
+          idempotent: false,
+          sideEffect: "external",
+          maxRetries: 2,
+          behaviour: () => "lose_before_apply",
+          reconcile: true
+        })
+        const model = FaultyModel.make([call("pay", { amount: 10 }, "c1"), final])
+        const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: exact })
+        // One call plus maxRetries resends, never more, and nothing applied.
+        assert.strictEqual(pay.calls.forKey("run-1:c1").length, 3)
+        assert.strictEqual(pay.ledger.total, 0)
+        const retries = ofTag(result.timeline, "recovery.started")
+        assert.deepStrictEqual(
+          retries.map((e) => [e.attempt, e.delayMillis]),
+          [
+            [1, 50],
+            [2, 100]
+          ]
+        )
+        assert.strictEqual(result.stopReason, "tool_error")
+      })
+    )
+
     it.effect(
       "R3.8 a status query answering NotApplied: the runtime sends it again under the same key, applied once",
       () =>

@@ -240,6 +240,8 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
       assert.strictEqual(result.stopReason, "run_timeout")
       assert.strictEqual(events(result, "approval.decided")[0]?.decision, "withdrawn")
       assert.strictEqual(events(result, "tool.interrupted")[0]?.settlement, "cancelled")
+      // The detail names the state the deadline found, not the one the cleanup left.
+      assert.include(result.detail, "while the run was awaiting_approval")
       withinRunDeadline(result)
     })
   )

@@ -97,7 +97,7 @@ const interrupted = <RV>(
     RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "cancelled", detail })
     return Exit.succeed({ status: "cancelled", stopReason: "cancelled", policy: "runtime", detail })
   }
-  const detail = `the run deadline passed while the run was ${ctx.tally.state}`
+  const detail = `the run deadline passed while the run was ${ctx.stoppedIn ?? ctx.tally.state}`
   RunContext.emit(ctx, { _tag: "termination.decided", policy: "run_timeout", reason: "run_timeout", detail })
   return validateOutcome(
     ctx,
@@ -237,7 +237,10 @@ export const prepare = <RV>(
 
 /** Interrupts the run at its deadline (the timer has fired), saying who stopped it. */
 const expire = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>): void => {
-  if (ctx.stop === undefined) ctx.stop = "deadline"
+  if (ctx.stop === undefined) {
+    ctx.stop = "deadline"
+    ctx.stoppedIn = ctx.tally.state
+  }
   run.interruptUnsafe()
 }
 

@@ -132,15 +132,23 @@ export const modelStop = (ctx: RunContext.RunContext, gaveUp: ModelCall.GaveUp):
 
 /**
  * The stop of a batch an approval ended (rejected or expired, R7): unless a call of the
- * same batch (its events from `from` on) ended with an unknown outcome, which outranks
- * any other stop (R3.8), as in {@link hardStop}.
+ * same batch (its events from `from` on) ended with an unknown outcome, or was cut off
+ * by the stop while its action may have taken effect, which outranks any other stop
+ * (R3.8), as in {@link hardStop}.
  */
 export const approvalStop = (ctx: RunContext.RunContext, stop: ApprovalWait.Stop, from: number): Outcome => {
   for (let i = from; i < ctx.events.length; i++) {
     const e = ctx.events[i]
-    const failure = e?._tag === "tool.failed" ? e.error.failure : undefined
-    if (e?._tag === "tool.failed" && failure?.classification === "unknown") {
-      return decide(ctx, "runtime", "unknown_outcome", `${e.name} (${e.callId}): ${failure.hint}`)
+    if (e?._tag === "tool.failed" && e.error.failure?.classification === "unknown") {
+      return decide(ctx, "runtime", "unknown_outcome", `${e.name} (${e.callId}): ${e.error.failure.hint}`)
+    }
+    if (e?._tag === "tool.interrupted" && e.settlement === "outcome_unknown") {
+      return decide(
+        ctx,
+        "runtime",
+        "unknown_outcome",
+        `${e.name} (${e.callId}) was cut off when ${stop.reason} stopped the batch: ${e.detail}`
+      )
     }
   }
   return decide(ctx, stop.reason === "step_timeout" ? "step_timeout" : "approval", stop.reason, stop.detail)

@@ -37,6 +37,8 @@ export interface RunContext {
   readonly breakers: Breakers.Service | undefined
   /** Who stopped the run from outside the loop (the deadline timer or a cancel), if anyone. */
   stop: "deadline" | "cancel" | undefined
+  /** The state the run was in when it was stopped from outside, before any cleanup moved it. */
+  stoppedIn: RunState.State | undefined
   /**
    * The iteration whose model call the run is waiting on, if any: when the deadline
    * interrupts that wait, the ending records the call as failed (see `Lifecycle`).
@@ -53,6 +55,7 @@ class Context implements RunContext {
   readonly messages: Array<Model.Message> = []
   readonly listeners: Array<(event: Event.Event) => void> = []
   stop: "deadline" | "cancel" | undefined = undefined
+  stoppedIn: RunState.State | undefined = undefined
   waitingOnModel: number | undefined = undefined
   stepDeadlineAt = Number.POSITIVE_INFINITY
   approvalsWaiting = 0

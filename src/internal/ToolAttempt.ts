@@ -70,7 +70,12 @@ const recoverIn = (c: Call, episode: Recovery.Episode, cause: Cause.Cause<Failur
             case "NotApplied":
               // It did not take effect: the runtime sends it again itself, with the same
               // idempotency key, as a retry of its own (budget, backoff, deadline) (R3.8).
-              return recoverIn(c, { ...episodeOf(c), allowed: true }, Cause.fail(reconciled.failure))
+              // One episode with the attempts before it: maxRetries and the backoff hold across both.
+              return recoverIn(
+                c,
+                { ...episodeOf(c), allowed: true, attemptsMade: first.attempts },
+                Cause.fail(reconciled.failure)
+              )
             case "Failed": {
               const failure = reconciled.failure
               return Exit.succeed(
