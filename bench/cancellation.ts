@@ -30,6 +30,7 @@ import * as Run from "../src/Run.ts"
 import * as Subprocess from "../src/Subprocess.ts"
 import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import { median, quantile } from "./stats.ts"
 
 // ---------------------------------------------------------------------------------
 // Settings
@@ -58,21 +59,6 @@ const child = path.join(import.meta.dirname, "..", "test", "fixtures", "child.mj
 // ---------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------
-
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = s.length >> 1
-  return s.length === 0
-    ? Number.NaN
-    : s.length % 2 === 1
-      ? (s[mid] ?? Number.NaN)
-      : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2
-}
-
-const quantile = (xs: ReadonlyArray<number>, q: number): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.max(0, Math.floor(q * (s.length - 1))))] ?? Number.NaN
-}
 
 const verdict = (ok: boolean): string => (ok ? "PASS" : "MISS")
 const ms = (x: number, digits = 1): string => `${x.toFixed(digits)} ms`

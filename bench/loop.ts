@@ -18,6 +18,7 @@ import * as Run from "../src/Run.ts"
 import type * as RunResult from "../src/RunResult.ts"
 import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import { median, quantile } from "./stats.ts"
 
 // ---------------------------------------------------------------------------------
 // Settings
@@ -43,21 +44,6 @@ const TARGET_BYTES = 10 * 1024
 // ---------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------
-
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = s.length >> 1
-  return s.length === 0
-    ? Number.NaN
-    : s.length % 2 === 1
-      ? (s[mid] ?? Number.NaN)
-      : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2
-}
-
-const quantile = (xs: ReadonlyArray<number>, q: number): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.max(0, Math.floor(q * (s.length - 1))))] ?? Number.NaN
-}
 
 const us = (ms: number): string => `${(ms * 1000).toFixed(2)} µs`
 const kb = (bytes: number): string => `${(bytes / 1024).toFixed(2)} KB`

@@ -1,31 +1,22 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schema } from "effect"
-import { TestClock } from "effect/testing"
+import { Effect, Layer, Schema } from "effect"
 import type * as Event from "../src/Event.ts"
 import * as Failure from "../src/Failure.ts"
 import type * as Model from "../src/Model.ts"
 import * as Permission from "../src/Permission.ts"
 import * as Recovery from "../src/Recovery.ts"
 import * as Run from "../src/Run.ts"
-import type * as RunResult from "../src/RunResult.ts"
 import * as Tool from "../src/Tool.ts"
 import * as FaultyModel from "../src/testing/FaultyModel.ts"
 import * as FaultyTools from "../src/testing/FaultyTools.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import { drive } from "./support/clock.ts"
 import { echo } from "./support/tools.ts"
 
 const exact = Recovery.backoff({ jitter: false })
 const final = FaultyModel.respond(ScriptedModel.finalAnswer("done"))
 const call = (name: string, args: unknown, id: string) => FaultyModel.respond(ScriptedModel.toolCall(name, args, id))
-
-/** Runs in the background and moves the TestClock in 10 ms steps until the run ends. */
-const drive = <E, R>(run: Effect.Effect<RunResult.RunResult, E, R>) =>
-  Effect.gen(function* () {
-    const fiber = yield* Effect.forkChild(run)
-    for (let i = 0; i < 2_000 && fiber.pollUnsafe() === undefined; i++) yield* TestClock.adjust("10 millis")
-    return yield* Fiber.join(fiber)
-  })
 
 const runWith = (
   model: Layer.Layer<Model.Model>,

@@ -1,7 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Random, Ref, Schema } from "effect"
-import { TestClock } from "effect/testing"
+import { Effect, Layer, Random, Ref, Schema } from "effect"
 import type * as Event from "../src/Event.ts"
 import * as Failure from "../src/Failure.ts"
 import * as FailureBoundary from "../src/FailureBoundary.ts"
@@ -10,6 +9,7 @@ import * as Run from "../src/Run.ts"
 import * as Tool from "../src/Tool.ts"
 import * as FaultyModel from "../src/testing/FaultyModel.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import { drive } from "./support/clock.ts"
 import { echo } from "./support/tools.ts"
 
 const final = FaultyModel.respond(ScriptedModel.finalAnswer("done"))
@@ -17,11 +17,9 @@ const exact = Recovery.backoff({ jitter: false })
 
 /** Runs in the background and moves the TestClock until the run ends. */
 const runWith = (model: FaultyModel.FaultyModel, options: Omit<Run.Options<Tool.Any<never>>, "goal">) =>
-  Effect.gen(function* () {
-    const fiber = yield* Effect.forkChild(Run.run({ goal: "x", ...options }))
-    for (let i = 0; i < 200 && fiber.pollUnsafe() === undefined; i++) yield* TestClock.adjust("10 millis")
-    return yield* Fiber.join(fiber)
-  }).pipe(Effect.provide(Layer.mergeAll(FaultyModel.layer(model), NodeServices.layer)))
+  drive(Run.run({ goal: "x", ...options }), "10 millis", 200).pipe(
+    Effect.provide(Layer.mergeAll(FaultyModel.layer(model), NodeServices.layer))
+  )
 
 const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
   timeline.filter((e): e is Event.Of<T> => e._tag === tag)
