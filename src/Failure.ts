@@ -157,8 +157,18 @@ export const Failure = Schema.Union([Retryable, Permanent, UnknownOutcome])
  * @category guards
  * @since 0.1.0
  */
-export const isFailure = (u: unknown): u is Failure =>
-  Predicate.isTagged(u, "Retryable") || Predicate.isTagged(u, "Permanent") || Predicate.isTagged(u, "UnknownOutcome")
+export const isFailure = (u: unknown): u is Failure => {
+  // A thrown value may be hostile (a Proxy whose traps throw): asking it anything may throw.
+  try {
+    return (
+      Predicate.isTagged(u, "Retryable") ||
+      Predicate.isTagged(u, "Permanent") ||
+      Predicate.isTagged(u, "UnknownOutcome")
+    )
+  } catch {
+    return false
+  }
+}
 
 /**
  * The safe, serialisable summary of a failure that events and observations carry.
@@ -198,31 +208,130 @@ export const summarize = (failure: Failure): Summary => ({
   ...(failure.timeout !== undefined ? { timeout: failure.timeout } : {})
 })
 
-const firstLine = (text: string): string => {
+/** An error class name as code writes it (`TypeError`, `PaymentDeclined`); anything else is not shown. */
+const identifier = /^[A-Za-z_$][\w$]{0,63}$/
+
+/** An error code as system and library errors carry it (`ENOENT`, `ERR_INVALID_URL`). */
+const errorCode = /^[A-Z][A-Z0-9_]{1,39}$/
+
+/** Reads one property of a value that may be hostile (a getter or a Proxy trap that throws). */
+const read = (value: object, key: string): unknown => {
+  try {
+    return (value as Record<string, unknown>)[key]
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * What can be said about a thrown value without trusting it: its type, an error's class
+ * name when it looks like one, an errno-style `code`, and the `safeMessage` the thrower
+ * marked safe to show. Never the value's own text: an error message can hold anything
+ * (a key, a private path, a customer's data). Nothing here can throw, whatever the value.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface DefectDescription {
+  /** `TypeError`, `Error`, `a string`, `a non-Error object`, `null`, … */
+  readonly type: string
+  readonly code: string | undefined
+  readonly safeMessage: string | undefined
+}
+
+const isErrorSafe = (value: unknown): value is Error => {
+  try {
+    return Predicate.isError(value)
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Describes an unknown thrown value safely (see {@link DefectDescription}).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const describeDefect = (defect: unknown): DefectDescription => {
+  if (defect === null || defect === undefined) return { type: String(defect), code: undefined, safeMessage: undefined }
+  if (typeof defect !== "object" && typeof defect !== "function") {
+    return { type: `a ${typeof defect}`, code: undefined, safeMessage: undefined }
+  }
+  const name = isErrorSafe(defect) ? read(defect, "name") : undefined
+  const code = read(defect, "code")
+  const safe = read(defect, "safeMessage")
+  return {
+    type:
+      Predicate.isString(name) && identifier.test(name)
+        ? name
+        : isErrorSafe(defect)
+          ? "Error"
+          : `a non-Error ${typeof defect}`,
+    code: Predicate.isString(code) && errorCode.test(code) ? code : undefined,
+    safeMessage: Predicate.isString(safe) && safe.trim() !== "" ? clip(safe) : undefined
+  }
+}
+
+const clip = (text: string): string => {
   const line = text.split("\n", 1)[0] ?? ""
   return line.length > 300 ? `${line.slice(0, 300)}…` : line
 }
 
 /**
- * Converts a defect (a thrown exception, a rejected promise, anything that is not
- * already in the algebra) into a {@link Permanent} failure. The stack and the full
- * text stay in `diagnostic`; the hint names only the error's class and first line.
+ * The text a thrown value is shown as to people and models: its type, its `code`, and
+ * its `safeMessage` when the thrower set one (`TypeError`, `Error ENOENT`,
+ * `PaymentError: the card was declined`).
  *
  * @category constructors
  * @since 0.1.0
  */
-export const fromDefect = (source: Source, defect: unknown, code = "defect"): Permanent => {
-  const name = Predicate.isError(defect) ? defect.name : typeof defect
-  const text = Predicate.isError(defect) ? defect.message : String(defect)
-  return new Permanent({
+export const safeDescription = (defect: unknown): string => {
+  const { type, code, safeMessage } = describeDefect(defect)
+  return `${type}${code === undefined ? "" : ` ${code}`}${safeMessage === undefined ? "" : `: ${safeMessage}`}`
+}
+
+/**
+ * The whole text of a thrown value, for `diagnostic` only: its stack or its string form,
+ * or, when even that throws, a note that it could not be printed.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const diagnosticOf = (defect: unknown): string => {
+  try {
+    if (isErrorSafe(defect)) {
+      const stack = read(defect, "stack")
+      if (Predicate.isString(stack)) return stack
+      const message = read(defect, "message")
+      if (Predicate.isString(message)) return message
+    }
+    return String(defect)
+  } catch {
+    return `a ${describeDefect(defect).type} that cannot be printed`
+  }
+}
+
+/**
+ * Converts a defect (a thrown exception, a rejected promise, anything that is not
+ * already in the algebra) into a {@link Permanent} failure. The hint is safe by
+ * construction: it names only the value's type, its errno-style `code` and the
+ * `safeMessage` the thrower marked safe (see {@link safeDescription}); its message and
+ * stack stay in `diagnostic`. Nothing about the value is trusted: a value whose
+ * `toString` throws, or a Proxy whose every trap throws, is described by its type.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fromDefect = (source: Source, defect: unknown, code = "defect"): Permanent =>
+  new Permanent({
     source,
     category: "defect",
     code,
     attempts: 1,
-    hint: `${name}: ${firstLine(text)}`,
-    diagnostic: Predicate.isError(defect) ? (defect.stack ?? text) : text
+    hint: safeDescription(defect),
+    diagnostic: diagnosticOf(defect)
   })
-}
 
 /**
  * Converts a whole `Cause` at a boundary: the first typed failure if it is already

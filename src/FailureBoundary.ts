@@ -18,7 +18,6 @@
  *
  * @since 0.1.0
  */
-import { Predicate } from "effect"
 import * as Failure from "./Failure.ts"
 
 /**
@@ -215,14 +214,13 @@ export const corruptResponse = (options: {
  */
 export const unknown = (source: Failure.Source, error: unknown): Failure.Failure => {
   if (Failure.isFailure(error)) return error
-  const name = Predicate.isError(error) ? error.name : typeof error
   return new Failure.Permanent({
     source,
     category: "request_failed",
     code: "request_failed",
     attempts: 1,
-    hint: `the request failed (${name})`,
-    diagnostic: Predicate.isError(error) ? (error.stack ?? error.message) : String(error)
+    hint: `the request failed (${Failure.safeDescription(error)})`,
+    diagnostic: Failure.diagnosticOf(error)
   })
 }
 

@@ -181,7 +181,7 @@ class Turns {
       signatures[i] =
         args._tag === "Ok"
           ? Signature.toolCallParsed(call.name, args.value)
-          : Signature.toolCall(call.name, call.arguments)
+          : Signature.unparsed(call.name, call.arguments)
     }
     RunContext.record(ctx, {
       _tag: "model.responded",
@@ -195,6 +195,8 @@ class Turns {
       at: 0
     })
     ctx.messages.push({ _tag: "assistant", content: response.text, toolCalls: calls })
+    // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say.
+    if (RunContext.deadlinePassed(ctx)) return RunContext.expire(ctx)
 
     const afterModel = checkpoint(ctx, config, "after_model", response.text)
     if (afterModel !== undefined) return Exit.succeed(new Stopped(afterModel))

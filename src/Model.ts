@@ -39,10 +39,12 @@ export type ToolCall = typeof ToolCall.Type
  * @category models
  * @since 0.1.0
  */
+const NonNegative = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
+
 export const Usage = Schema.Struct({
-  inputTokens: Schema.Finite,
-  outputTokens: Schema.Finite,
-  costUsd: Schema.optional(Schema.Finite)
+  inputTokens: NonNegative,
+  outputTokens: NonNegative,
+  costUsd: Schema.optional(NonNegative)
 })
 
 /**

@@ -24,6 +24,8 @@ import type * as Tool from "./Tool.ts"
  * - `env_file`: a path field names a `.env` or `.env.*` file, or goes through a `.env` directory.
  * - `content_too_large`: a content field is over the size limit.
  * - `invalid_path`: a path field is empty or holds a NUL byte.
+ * - `policy_failed`: the policy itself failed (threw, died, or returned something that is
+ *   not a decision): a policy that cannot decide denies.
  *
  * @category models
  * @since 0.1.0
@@ -34,7 +36,8 @@ export const Rule = Schema.Literals([
   "symlink_escape",
   "env_file",
   "content_too_large",
-  "invalid_path"
+  "invalid_path",
+  "policy_failed"
 ])
 
 /**

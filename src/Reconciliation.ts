@@ -10,9 +10,10 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit } from "effect"
+import { Cause, Effect, Exit, Result, Schema } from "effect"
 import * as Failure from "./Failure.ts"
 import * as RunContext from "./internal/RunContext.ts"
+import * as UserCode from "./internal/UserCode.ts"
 import type * as Tool from "./Tool.ts"
 
 /**
@@ -24,6 +25,15 @@ export type Outcome =
   /** It did not take effect: a fresh retryable failure (one attempt), for the runtime to resend. */
   | { readonly _tag: "NotApplied"; readonly failure: Failure.Retryable }
   | { readonly _tag: "Failed"; readonly failure: Failure.Failure }
+
+const checkAnswer = UserCode.check(
+  Schema.Union([
+    Schema.TaggedStruct("Applied", { output: Schema.Unknown }),
+    Schema.TaggedStruct("NotApplied", {}),
+    Schema.TaggedStruct("Undecidable", { detail: Schema.String })
+  ]),
+  "the status query's answer"
+)
 
 /**
  * Asks the tool's status query about a call that ended with `failure`, when the failure
@@ -37,7 +47,11 @@ export const reconcile = Effect.fnUntraced(function* <R>(
   tool: Tool.Any<R>,
   input: unknown,
   context: Tool.CallContext,
-  failure: Failure.Failure
+  failure: Failure.Failure,
+  /** Bounds the query as the call's other waits are bounded (R4.2). */
+  within: <A, E, R2>(
+    self: Effect.Effect<A, E, R2>
+  ) => Effect.Effect<{ readonly value: A } | { readonly timedOut: string }, E, R2>
 ) {
   if (failure._tag !== "UnknownOutcome" || tool.reconcile === undefined) {
     return { _tag: "Failed", failure } satisfies Outcome as Outcome
@@ -46,11 +60,20 @@ export const reconcile = Effect.fnUntraced(function* <R>(
     input: unknown,
     context: Tool.CallContext
   ) => Effect.Effect<Tool.Reconciliation<unknown>, Failure.Failure, R>
-  const left = RunContext.remainingMillis(ctx)
   const asked = yield* Effect.exit(
-    Effect.suspend(() => query(input, context)).pipe(
+    Effect.suspend(() =>
+      UserCode.effect(
+        {
+          source: "tool",
+          what: `the status query of ${tool.name}`,
+          advice: "reconcile must return an Effect of Applied, NotApplied or Undecidable",
+          defectCode: "reconcile_defect"
+        },
+        () => query(input, context)
+      )
+    ).pipe(
       Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "reconcile_defect"))),
-      Effect.timeoutOption(left)
+      within
     )
   )
   if (Exit.isFailure(asked) && Cause.hasInterruptsOnly(asked.cause)) return yield* Effect.failCause(asked.cause)
@@ -73,8 +96,10 @@ export const reconcile = Effect.fnUntraced(function* <R>(
   if (Exit.isFailure(asked)) {
     return undecided(`the status query failed: ${Failure.fromCause("tool", asked.cause).hint}`)
   }
-  if (asked.value._tag === "None") return undecided(`the status query did not answer within the ${left} ms left`)
-  const answer = asked.value.value
+  if ("timedOut" in asked.value) return undecided(`the status query did not answer within ${asked.value.timedOut}`)
+  const checked = checkAnswer(asked.value.value)
+  if (Result.isFailure(checked)) return undecided(checked.failure)
+  const answer = checked.success
   switch (answer._tag) {
     case "Applied":
       record("applied", "the status query found the action applied")

@@ -31,7 +31,7 @@ import * as Approval from "./Approval.ts"
 import * as Breakers from "./Breakers.ts"
 import type * as Event from "./Event.ts"
 import * as Lifecycle from "./internal/Lifecycle.ts"
-import type * as RunContext from "./internal/RunContext.ts"
+import * as RunContext from "./internal/RunContext.ts"
 import type * as Model from "./Model.ts"
 import type * as Recovery from "./Recovery.ts"
 import type * as RunResult from "./RunResult.ts"
@@ -106,7 +106,10 @@ export interface Limits extends Termination.Limits {
   readonly correctionBudget?: number | undefined
   /** How many retries the run may make in all, provider and tools together (R3.4). Default 8. */
   readonly maxRecoveries?: number | undefined
+  /** Arguments longer than this (JSON text, in characters) get `invalid_arguments`. Default 256 KiB. */
   readonly maxArgumentChars?: number | undefined
+  /** Arguments nested deeper than this get `invalid_arguments` (R12). Default 64. */
+  readonly maxArgumentDepth?: number | undefined
   readonly maxObservationChars?: number | undefined
 }
 
@@ -140,7 +143,7 @@ export const run = <T extends Tool.Any, RV = never>(
     const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
     return Effect.andThen(
-      Effect.forkChild(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {
+      Effect.forkChild(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
         startImmediately: true
       }),
       Deferred.await(done)
@@ -217,7 +220,7 @@ const handle = (
     state: Effect.sync(() => ctx.tally.state),
     result,
     cancel: Effect.suspend(() => {
-      if (ctx.stop === undefined) ctx.stop = "cancel"
+      RunContext.stoppedBy(ctx, "cancel")
       fiber.interruptUnsafe()
       return result
     }),
@@ -240,7 +243,7 @@ export const start = <T extends Tool.Any, RV = never>(
     const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
     return Effect.map(
-      Effect.forkScoped(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, options, resolved, done), {
+      Effect.forkScoped(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
         startImmediately: true
       }),
       (fiber) => handle(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))

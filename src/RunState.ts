@@ -117,6 +117,10 @@ export class IllegalTransition extends Schema.TaggedError<IllegalTransition>()("
       table[this.from].join(", ") || "nothing (terminal)"
     }`
   }
+  /** The runtime's own words, safe to show (see `Failure.safeDescription`). */
+  get safeMessage(): string {
+    return this.message
+  }
 }
 
 /**

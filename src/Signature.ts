@@ -9,15 +9,20 @@
  * @since 0.1.0
  */
 import { Hash, Predicate } from "effect"
+import * as ToolArguments from "./ToolArguments.ts"
 
-const canonicalValue = (value: unknown): unknown => {
-  if (Array.isArray(value)) return value.map(canonicalValue)
+/** Deeper than any arguments the tool pipeline lets through (`ToolArguments.Limits.maxArgumentDepth`). */
+const maxDepth = 512
+
+const canonicalValue = (value: unknown, depth: number): unknown => {
+  if (depth > maxDepth) throw new RangeError(`Signature.canonicalJson: nested more than ${maxDepth} levels deep`)
+  if (Array.isArray(value)) return value.map((item) => canonicalValue(item, depth + 1))
   if (Predicate.isObject(value) && !Predicate.isFunction(value)) {
     const keys = Object.keys(value)
     if (keys.length > 1) keys.sort()
     const out: Record<string, unknown> = {}
     for (const key of keys) {
-      const item = canonicalValue((value as Record<string, unknown>)[key])
+      const item = canonicalValue((value as Record<string, unknown>)[key], depth + 1)
       if (key === "__proto__") {
         // As an own key `__proto__` is data; defineProperty keeps it from touching the prototype.
         Object.defineProperty(out, key, { value: item, enumerable: true, writable: true, configurable: true })
@@ -31,35 +36,37 @@ const canonicalValue = (value: unknown): unknown => {
 }
 
 /**
- * JSON with object keys sorted at every depth.
+ * JSON with object keys sorted at every depth. Throws a `RangeError` for a value nested
+ * more than 512 levels deep (the tool pipeline refuses arguments deeper than 64).
  *
  * @category constructors
  * @since 0.1.0
  */
-export const canonicalJson = (value: unknown): string => JSON.stringify(canonicalValue(value)) ?? "null"
+export const canonicalJson = (value: unknown): string => JSON.stringify(canonicalValue(value, 0)) ?? "null"
 
 /**
- * The arguments as the model sent them, parsed when they are JSON text.
- * Text that does not parse stays text, so a malformed call still has a signature.
+ * The signature of a call as the model sent it. Arguments that the tool pipeline would
+ * refuse (not JSON, not an object, too large or too deep, a `__proto__` key) are
+ * signed by a digest of their text, so a malformed call repeated still has one
+ * signature, and no walk goes deeper than the pipeline allows.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const parsedArguments = (raw: unknown): unknown => {
-  if (!Predicate.isString(raw)) return raw
-  try {
-    return JSON.parse(raw)
-  } catch {
-    return raw
-  }
+export const toolCall = (name: string, rawArguments: unknown): string => {
+  const parsed = ToolArguments.parseArguments(rawArguments)
+  if (parsed._tag === "Ok") return toolCallParsed(name, parsed.value)
+  return unparsed(name, rawArguments)
 }
 
 /**
+ * The signature of a call whose arguments could not be parsed: a digest of their text.
+ *
  * @category constructors
  * @since 0.1.0
  */
-export const toolCall = (name: string, rawArguments: unknown): string =>
-  `${name}:${canonicalJson(parsedArguments(rawArguments))}`
+export const unparsed = (name: string, rawArguments: unknown): string =>
+  `${name}:~${Predicate.isString(rawArguments) ? digest(rawArguments) : typeof rawArguments}`
 
 /**
  * The signature of a call whose arguments are already parsed.

@@ -26,10 +26,12 @@
  *
  * @since 0.1.0
  */
+import { Result, Schema } from "effect"
 import * as Counters from "./Counters.ts"
 import {
   budget,
   type Checkpoint,
+  type Decision,
   emptyOutput,
   finalAnswer,
   isBuiltIn,
@@ -44,7 +46,8 @@ import {
   runTimeout,
   sameClassErrors
 } from "./internal/TerminationPolicies.ts"
-import type * as StopReason from "./StopReason.ts"
+import * as UserCode from "./internal/UserCode.ts"
+import * as StopReason from "./StopReason.ts"
 
 export type { Checkpoint, Decision, Policy } from "./internal/TerminationPolicies.ts"
 export {
@@ -153,6 +156,37 @@ export interface Verdict {
 /** The verdict of a checkpoint where no policy had anything to say. */
 const proceed: Verdict = Object.freeze({ stop: undefined, warnings: Object.freeze([]) })
 
+/** What a policy may decide: the schema its decisions are checked against. */
+const DecisionSchema = Schema.Union([
+  Schema.TaggedStruct("Continue", {}),
+  Schema.TaggedStruct("Warn", { kind: Schema.String, text: Schema.String }),
+  Schema.TaggedStruct("Stop", { reason: StopReason.StopReason, detail: Schema.String })
+])
+
+const checks = new WeakMap<Policy, (value: unknown) => Result.Result<Decision, string>>()
+
+/**
+ * A user's policy, through the user-code boundary (R12): a throw, or a decision outside
+ * the `Decision` union (a stop reason that is not a `StopReason`), is a defect that ends
+ * the run `internal_error`, naming the policy and the field.
+ */
+const decideChecked = (policy: Policy, checkpoint: Checkpoint): Decision => {
+  let check = checks.get(policy)
+  if (check === undefined) {
+    check = UserCode.check(DecisionSchema, `the decision of the termination policy "${policy.name}"`)
+    checks.set(policy, check)
+  }
+  let decision: unknown
+  try {
+    decision = policy.decide(checkpoint)
+  } catch (defect) {
+    throw UserCode.threw(`the termination policy "${policy.name}"`, defect)
+  }
+  const checked = check(decision)
+  if (Result.isFailure(checked)) throw new UserCode.UserCodeDefect(checked.failure)
+  return checked.success
+}
+
 /**
  * @category combinators
  * @since 0.1.0
@@ -171,7 +205,7 @@ export const evaluate = (policies: ReadonlyArray<Policy>, checkpoint: Checkpoint
       }
       given = plain
     }
-    const decision = policy.decide(given)
+    const decision = isBuiltIn(policy) ? policy.decide(given) : decideChecked(policy, given)
     if (decision._tag === "Stop") {
       return {
         stop: { policy: policy.name, reason: decision.reason, detail: decision.detail },

@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import { Predicate, SchemaIssue } from "effect"
+import * as Failure from "./Failure.ts"
 
 /**
  * Limits the pipeline enforces on what the model sends and what it sees back.
@@ -18,68 +19,58 @@ export interface Limits {
   readonly maxArgumentChars: number
   /** Observations longer than this are cut, saying how much was cut. Default 32 KiB. */
   readonly maxObservationChars: number
+  /**
+   * Arguments nested deeper than this (objects and arrays inside each other) are
+   * refused: no walk of the runtime's, nor of a tool's, then has to go that deep.
+   * Default 64.
+   */
+  readonly maxArgumentDepth: number
 }
 
 /**
  * @category constructors
  * @since 0.1.0
  */
-export const defaultLimits: Limits = { maxArgumentChars: 256 * 1024, maxObservationChars: 32 * 1024 }
+export const defaultLimits: Limits = {
+  maxArgumentChars: 256 * 1024,
+  maxObservationChars: 32 * 1024,
+  maxArgumentDepth: 64
+}
 
 const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
 
-const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
-  path.reduce<string>((acc, key) => (Predicate.isNumber(key) ? `${acc}[${key}]` : `${acc}.${String(key)}`), "arguments")
+const formatPath = (path: ReadonlyArray<PropertyKey>, root: string): string => {
+  const joined = path.reduce<string>(
+    (acc, key) => (Predicate.isNumber(key) ? `${acc}[${key}]` : `${acc}.${String(key)}`),
+    root
+  )
+  if (root !== "") return joined
+  return joined.startsWith(".") ? joined.slice(1) : joined === "" ? "value" : joined
+}
 
 /**
  * Field-level messages for a schema error: `arguments.content: field is required`.
+ * `root` names the value the paths start from (default `arguments`; `""` for none).
  *
  * @category combinators
  * @since 0.1.0
  */
 export const describeIssue = (
-  issue: SchemaIssue.Issue
+  issue: SchemaIssue.Issue,
+  root = "arguments"
 ): { readonly message: string; readonly fieldPaths: ReadonlyArray<string> } => {
   const issues = formatter(issue).issues
-  const fieldPaths = issues.map((i) => formatPath((i.path ?? []).map((p) => (typeof p === "object" ? p.key : p))))
+  const fieldPaths = issues.map((i) =>
+    formatPath(
+      (i.path ?? []).map((p) => (typeof p === "object" ? p.key : p)),
+      root
+    )
+  )
   const lines = issues.map((i, n) => {
     const text = i.message === "Missing key" ? "field is required" : i.message
     return `${fieldPaths[n]}: ${text}`
   })
   return { message: lines.join("; "), fieldPaths }
-}
-
-/** Whether `__proto__` is an own key anywhere in `value`: the common answer, no, without building paths. */
-const hasProtoKey = (value: unknown): boolean => {
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (hasProtoKey(value[i])) return true
-    return false
-  }
-  if (Predicate.isObject(value)) {
-    for (const key in value) {
-      if (!Object.hasOwn(value, key)) continue
-      if (key === "__proto__" || hasProtoKey((value as Record<string, unknown>)[key])) return true
-    }
-  }
-  return false
-}
-
-const findProtoKey = (value: unknown, path: string): string | undefined => {
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = findProtoKey(value[i], `${path}[${i}]`)
-      if (found !== undefined) return found
-    }
-    return undefined
-  }
-  if (Predicate.isObject(value)) {
-    for (const key of Object.keys(value)) {
-      if (key === "__proto__") return `${path}.__proto__`
-      const found = findProtoKey((value as Record<string, unknown>)[key], `${path}.${key}`)
-      if (found !== undefined) return found
-    }
-  }
-  return undefined
 }
 
 const describeType = (value: unknown): string =>
@@ -95,45 +86,130 @@ export type ParsedArguments =
   | { readonly _tag: "Ok"; readonly value: Record<string, unknown> }
   | { readonly _tag: "Invalid"; readonly message: string }
 
+const invalid = (message: string): ParsedArguments => ({ _tag: "Invalid", message })
+
+const isPlainObject = (value: object): boolean => {
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
 /**
- * Parses the raw arguments into a plain JSON object, or explains why not.
+ * What makes a value unfit to be walked, stored and sent as JSON, or `undefined` when it
+ * is fit. One walk, without recursion (a value the model sent may be nested thousands
+ * deep), that never throws, whatever the value (a getter, a Proxy). Always refused: a
+ * nesting deeper than `maxDepth` (a cycle is infinitely deep), more than `maxNodes`
+ * values (which also bounds subtrees shared many times), and a `bigint`. With
+ * `strict` (what the model sends), also a `__proto__` key and anything plain JSON cannot
+ * hold: a function, `undefined`, a non-finite number, an object that is not plain.
+ * Without it (a tool's output, which `JSON.stringify` renders), an object with a `toJSON`
+ * (a `Redacted`, a `Date`) is a leaf.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const jsonIssue = (
+  root: unknown,
+  options: { readonly root: string; readonly maxDepth: number; readonly maxNodes: number; readonly strict: boolean }
+): string | undefined => {
+  try {
+    return walk(root, options)
+  } catch (defect) {
+    return `${options.root} cannot be read (${Failure.safeDescription(defect)})`
+  }
+}
+
+const walk = (
+  root: unknown,
+  options: { readonly root: string; readonly maxDepth: number; readonly maxNodes: number; readonly strict: boolean }
+): string | undefined => {
+  const { strict } = options
+  const stack: Array<{ readonly value: unknown; readonly path: string; readonly depth: number }> = [
+    { value: root, path: options.root, depth: 0 }
+  ]
+  let nodes = 0
+  while (stack.length > 0) {
+    const { value, path, depth } = stack.pop() as (typeof stack)[number]
+    if (++nodes > options.maxNodes) return `${options.root} holds more than ${options.maxNodes} values`
+    if (value === null || typeof value === "string" || typeof value === "boolean") continue
+    if (typeof value === "number") {
+      if (Number.isFinite(value) || !strict) continue
+      return `${path}: ${value} is not a JSON number`
+    }
+    if (typeof value === "bigint") return `${path}: a bigint is not a JSON value`
+    if (typeof value !== "object") {
+      if (!strict) continue
+      return `${path}: ${typeof value} is not a JSON value`
+    }
+    if (depth >= options.maxDepth) return `${path}: nested more than ${options.maxDepth} levels deep`
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--)
+        stack.push({ value: value[i], path: `${path}[${i}]`, depth: depth + 1 })
+      continue
+    }
+    if (!isPlainObject(value)) {
+      if (strict) return `${path}: not a plain JSON object`
+      if (Predicate.hasProperty(value, "toJSON") && Predicate.isFunction(value.toJSON)) continue
+    }
+    const keys = Object.keys(value)
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const key = keys[i] as string
+      const at = `${path}.${key.length > 64 ? `${key.slice(0, 64)}…` : key}`
+      if (key === "__proto__" && strict) return `${at}: the key "__proto__" is not allowed`
+      stack.push({ value: (value as Record<string, unknown>)[key], path: at, depth: depth + 1 })
+    }
+  }
+  return undefined
+}
+
+/**
+ * Parses the raw arguments into a plain JSON object, or explains why not: text over
+ * `maxArgumentChars`, text that is not JSON, a value that is not an object, nested
+ * deeper than `maxArgumentDepth`, or holding a `__proto__` key. Never throws and never
+ * recurses, whatever the model sent.
  *
  * @category combinators
  * @since 0.1.0
  */
 export const parseArguments = (raw: unknown, limits: Limits = defaultLimits): ParsedArguments => {
+  try {
+    return parse(raw, limits)
+  } catch (defect) {
+    // Only a value a provider built itself can throw when read (a getter, a Proxy).
+    return invalid(`arguments cannot be read (${Failure.safeDescription(defect)})`)
+  }
+}
+
+const parse = (raw: unknown, limits: Limits): ParsedArguments => {
+  if (raw === undefined) return { _tag: "Ok", value: {} }
   let value: unknown = raw
+  const fromText = Predicate.isString(raw)
   if (Predicate.isString(raw)) {
     if (raw.length > limits.maxArgumentChars) {
-      return {
-        _tag: "Invalid",
-        message: `arguments are ${raw.length} characters, over the limit of ${limits.maxArgumentChars}`
-      }
+      return invalid(`arguments are ${raw.length} characters, over the limit of ${limits.maxArgumentChars}`)
     }
     if (raw.trim() === "") return { _tag: "Ok", value: {} }
     try {
       value = JSON.parse(raw)
     } catch (error) {
-      return {
-        _tag: "Invalid",
-        message: `arguments are not valid JSON (${Predicate.isError(error) ? error.message : "parse error"})`
-      }
+      return invalid(`arguments are not valid JSON (${Predicate.isError(error) ? error.message : "parse error"})`)
     }
-  } else if (raw !== undefined) {
-    const size = JSON.stringify(raw)?.length ?? 0
-    if (size > limits.maxArgumentChars) {
-      return {
-        _tag: "Invalid",
-        message: `arguments are ${size} characters, over the limit of ${limits.maxArgumentChars}`
-      }
-    }
-  } else {
-    value = {}
   }
   if (!Predicate.isObject(value) || Array.isArray(value)) {
-    return { _tag: "Invalid", message: `arguments must be a JSON object, got ${describeType(value)}` }
+    return invalid(`arguments must be a JSON object, got ${describeType(value)}`)
   }
-  const proto = hasProtoKey(value) ? findProtoKey(value, "arguments") : undefined
-  if (proto !== undefined) return { _tag: "Invalid", message: `${proto}: the key "__proto__" is not allowed` }
+  const unfit = jsonIssue(value, {
+    root: "arguments",
+    maxDepth: limits.maxArgumentDepth,
+    maxNodes: limits.maxArgumentChars,
+    strict: true
+  })
+  if (unfit !== undefined) return invalid(unfit)
+  if (!fromText) {
+    // Bounded by now: no cycle, no deep nesting, no more nodes than the limit.
+    const size = JSON.stringify(value).length
+    if (size > limits.maxArgumentChars) {
+      return invalid(`arguments are ${size} characters, over the limit of ${limits.maxArgumentChars}`)
+    }
+  }
   return { _tag: "Ok", value: value as Record<string, unknown> }
 }

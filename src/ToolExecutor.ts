@@ -13,14 +13,16 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit, Schema } from "effect"
-import type * as Failure from "./Failure.ts"
+import { Cause, Effect, Exit, Result, Schema } from "effect"
+import * as Failure from "./Failure.ts"
 import * as ApprovalWait from "./internal/ApprovalWait.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import { attempt, awaitHandler, recover, recoverFinished } from "./internal/ToolAttempt.ts"
-import { type Call, failed, type Handler, type Ran } from "./internal/ToolCall.ts"
+import { type Call, callHandler, failed, type Ran } from "./internal/ToolCall.ts"
 import { compiled } from "./internal/ToolCodec.ts"
+import { recordNotStarted } from "./internal/ToolInterruption.ts"
 import { afterHandler } from "./internal/ToolOutput.ts"
+import * as UserCode from "./internal/UserCode.ts"
 import type * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
 import * as Recovery from "./Recovery.ts"
@@ -106,6 +108,25 @@ export type ExecutionError = Failure.Failure | RunState.IllegalTransition | Reco
 const finished = <A, E, R>(effect: Effect.Effect<A, E, R>): Exit.Exit<A, E> | undefined =>
   Exit.isExit(effect) ? (effect as Exit.Exit<A, E>) : undefined
 
+const settlements: ReadonlySet<unknown> = new Set(Tool.Settlement.literals)
+
+/**
+ * What a handler said became of its action, as the run records it (R12): a settlement
+ * outside `Tool.Settlement` is recorded as `outcome_unknown`, the cautious word, saying so.
+ */
+const settledBy = (settlement: unknown, detail: unknown): NonNullable<Call["settled"]> => {
+  if (!settlements.has(settlement)) {
+    return {
+      settlement: "outcome_unknown",
+      detail: "the handler settled with a value that is not a settlement; whether its action took effect is unknown"
+    }
+  }
+  return {
+    settlement: settlement as Tool.Settlement,
+    detail: typeof detail === "string" ? detail.slice(0, 1000) : "the handler gave no detail"
+  }
+}
+
 /** Input schema, then the handler's first attempt. */
 const afterPermission = (
   ctx: RunContext.RunContext,
@@ -158,7 +179,7 @@ const afterPermission = (
       callId: call.id,
       idempotencyKey: `${ctx.runId}:${call.id}`,
       settle: (settlement, detail) => {
-        c.settled = { settlement, detail }
+        c.settled = settledBy(settlement, detail)
       }
     },
     settled: undefined
@@ -173,6 +194,11 @@ const afterPermission = (
 
 /** The handler's first attempt, then whatever its result needs. */
 const firstAttempt = (c: Call): Ran => {
+  // The deadline may have passed while the timer could not fire (R3.11): no new action.
+  if (RunContext.deadlinePassed(c.ctx)) {
+    recordNotStarted(c)
+    return RunContext.expire(c.ctx)
+  }
   // A tool with its own timeout, in a step with a deadline, or behind a circuit
   // breaker runs every attempt in the whole wrapper.
   if (
@@ -188,12 +214,7 @@ const firstAttempt = (c: Call): Ran => {
   // Otherwise the first attempt runs bare: nothing to wrap for a handler that has
   // already finished (an `Exit`), and for one still running only an observer that
   // records its interruption; recovery is built only for a failure.
-  let running: Effect.Effect<unknown, Failure.Failure, unknown>
-  try {
-    running = (c.tool.handler as Handler)(c.input, c.context)
-  } catch (defect) {
-    running = Exit.die(defect)
-  }
+  const running = callHandler(c)
   const done = finished(running)
   if (done !== undefined) {
     return Exit.isSuccess(done) ? afterHandler(c, done.value) : recoverFinished(c, done.cause)
@@ -254,7 +275,7 @@ export const executeNow = (
     )
   }
   const args = parsed.value
-  const checked = permission.check({ tool, arguments: args, runId: ctx.runId, callId: call.id })
+  const checked = checkPermission(permission, { tool, arguments: args, runId: ctx.runId, callId: call.id })
   const decided = finished(checked)
   if (decided !== undefined) {
     return Exit.isSuccess(decided)
@@ -262,6 +283,47 @@ export const executeNow = (
       : Exit.failCause(decided.cause)
   }
   return Effect.flatMap(checked, (decision) => afterPermission(ctx, registry, call, tool, args, decision))
+}
+
+const checkDecision = UserCode.check(Permission.Decision, "the permission policy's decision")
+
+/**
+ * The permission policy through the user-code boundary (R3.6, R12): a policy that
+ * cannot decide denies. A throw, a defect, a return that is not an Effect, or a value
+ * that is not a `Decision` is a denial (`policy_failed`) saying so; only interruption
+ * passes through.
+ */
+const checkPermission = (
+  permission: Permission.PermissionService,
+  request: Permission.Request
+): Effect.Effect<Permission.Decision> => {
+  const denied = (why: string) =>
+    Exit.succeed(Permission.deny("policy_failed", `the permission policy failed (${why}); the call is refused`))
+  const decided = (value: unknown): Effect.Effect<Permission.Decision> => {
+    const checked = checkDecision(value)
+    return Result.isSuccess(checked) ? Exit.succeed(checked.success) : denied(checked.failure)
+  }
+  let out: unknown
+  try {
+    out = permission.check(request)
+  } catch (defect) {
+    return denied(`it threw ${Failure.safeDescription(defect)}`)
+  }
+  if (!UserCode.isEffect(out)) return denied(`it returned ${UserCode.kindOf(out)}, not an Effect`)
+  const done = finished(out)
+  if (done !== undefined) {
+    if (Exit.isSuccess(done)) return decided(done.value)
+    if (Cause.hasInterruptsOnly(done.cause)) return Exit.failCause(done.cause as Cause.Cause<never>)
+    return denied(Failure.fromCause("runtime", done.cause).hint)
+  }
+  // The service's type has no requirements: `check` captured what it needs when built.
+  return Effect.matchCauseEffect(out as Effect.Effect<unknown, unknown>, {
+    onSuccess: decided,
+    onFailure: (cause) =>
+      Cause.hasInterruptsOnly(cause)
+        ? Effect.failCause(cause as Cause.Cause<never>)
+        : denied(Failure.fromCause("runtime", cause).hint)
+  })
 }
 
 /**

@@ -20,11 +20,13 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, type FileSystem, Option, type Path, Schema } from "effect"
+import { Cause, Effect, type FileSystem, Option, type Path, Result, Schema } from "effect"
 import * as Artifact from "./Artifact.ts"
 import type * as Counters from "./Counters.ts"
 import type { Criterion } from "./Criterion.ts"
 import * as Event from "./Event.ts"
+import * as Failure from "./Failure.ts"
+import * as UserCode from "./internal/UserCode.ts"
 
 /**
  * One entry of the evidence index: the check (`item`, a check name such as
@@ -219,27 +221,28 @@ const part = (name: string, kind: Event.Check["kind"], passed: boolean, clause: 
   detail: `${name}: ${clause}`
 })
 
-// A defect's message may carry private data; its class name and first line are enough to act on.
-const describeDefect = (defect: unknown): string => {
-  if (defect instanceof Error) {
-    const className = defect.constructor.name || defect.name
-    const firstLine = (defect.message.split("\n")[0] ?? "").slice(0, 200)
-    return firstLine === "" ? className : `${className}: ${firstLine}`
-  }
-  return `a thrown ${defect === null ? "null" : typeof defect}`
-}
+// A defect's message may carry private data: only its type, code and safe message are shown (R3.1).
+const describeDefect = (defect: unknown): string => Failure.safeDescription(defect)
 
 type Outcome =
   | { readonly _tag: "held"; readonly detail: string; readonly callId: string | undefined }
   | { readonly _tag: "unmet"; readonly reason: string }
 
+const checkObservation = UserCode.check(
+  Schema.Option(Schema.Struct({ detail: Schema.String, callId: Schema.optional(Schema.String) })),
+  "the criterion's answer"
+)
+
 const observe = (criterion: Criterion, timeline: ReadonlyArray<Event.Event>): Effect.Effect<Outcome> =>
-  Effect.sync(() => criterion.observe(timeline)).pipe(
+  Effect.sync(() => checkObservation(criterion.observe(timeline))).pipe(
     Effect.map(
-      Option.match({
-        onNone: (): Outcome => ({ _tag: "unmet", reason: `not observed: ${criterion.description}` }),
-        onSome: (o): Outcome => ({ _tag: "held", detail: o.detail, callId: o.callId })
-      })
+      (checked): Outcome =>
+        Result.isFailure(checked)
+          ? { _tag: "unmet", reason: `${criterion.description}: ${checked.failure}` }
+          : Option.match(checked.success, {
+              onNone: (): Outcome => ({ _tag: "unmet", reason: `not observed: ${criterion.description}` }),
+              onSome: (o): Outcome => ({ _tag: "held", detail: o.detail, callId: o.callId })
+            })
     ),
     Effect.catchDefect((defect) =>
       Effect.succeed<Outcome>({
@@ -292,8 +295,29 @@ const checkStep = Effect.fnUntraced(function* (
   } satisfies StepResult
 })
 
+const checkVerdict = UserCode.check(
+  Schema.Struct({ passed: Schema.Boolean, detail: Schema.String }),
+  "the stop hook's verdict"
+)
+
 const runHook = <R>(hook: StopHook<R>, context: Context): Effect.Effect<Part, never, R> =>
-  Effect.suspend(() => hook.check(context)).pipe(
+  Effect.suspend(() => {
+    // A hook is user code (R12): a throw or a return that is not an Effect is a failed check.
+    let out: unknown
+    try {
+      out = hook.check(context)
+    } catch (defect) {
+      return Effect.succeed({ passed: false, detail: `threw ${describeDefect(defect)}` })
+    }
+    if (!UserCode.isEffect(out)) {
+      return Effect.succeed({ passed: false, detail: `returned ${UserCode.kindOf(out)}, not an Effect` })
+    }
+    return out as Effect.Effect<unknown, never, R>
+  }).pipe(
+    Effect.map((verdict) => {
+      const checked = checkVerdict(verdict)
+      return Result.isSuccess(checked) ? checked.success : { passed: false, detail: checked.failure }
+    }),
     // Typed as infallible, but a cast may hide a failure: anything but interruption becomes a failed check.
     Effect.catchCause((cause) =>
       Cause.hasInterruptsOnly(cause)

@@ -47,7 +47,7 @@ describe("Signature.canonicalJson", () => {
     assert.strictEqual(Object.getPrototypeOf(probe), Object.prototype)
     // The signature of a call carrying it is stable and still distinguishes it.
     const call = Signature.toolCall("t", '{"__proto__":{"x":1}}')
-    assert.strictEqual(call, 't:{"__proto__":{"x":1}}')
+    assert.strictEqual(call, Signature.toolCall("t", '{"__proto__":{"x":1}}'))
     assert.notStrictEqual(call, Signature.toolCall("t", "{}"))
   })
 })
@@ -63,14 +63,22 @@ describe("Signature.toolCall", () => {
     assert.notStrictEqual(Signature.toolCall("search", '{"a":1,"b":3}'), a)
   })
 
-  it("R2.3 malformed JSON text still has a signature: the text itself", () => {
+  it("R2.3 malformed JSON text still has a signature: a digest of the text", () => {
     const bad = Signature.toolCall("t", "{not json")
-    assert.strictEqual(bad, 't:"{not json"')
+    assert.strictEqual(bad, `t:~${Signature.digest("{not json")}`)
     assert.strictEqual(Signature.toolCall("t", "{not json"), bad)
     assert.notStrictEqual(Signature.toolCall("t", "{not json!"), bad)
-    assert.strictEqual(Signature.parsedArguments("{not json"), "{not json")
-    assert.deepStrictEqual(Signature.parsedArguments('{"a":[1]}'), { a: [1] })
-    assert.deepStrictEqual(Signature.parsedArguments({ a: 1 }), { a: 1 })
+  })
+
+  it("R12 arguments nested thousands deep get a signature without a deep walk", () => {
+    const deep = `${"[".repeat(3000)}${"]".repeat(3000)}`
+    const text = `{"a":${deep}}`
+    assert.strictEqual(Signature.toolCall("t", text), `t:~${Signature.digest(text)}`)
+    let cyclic: Record<string, unknown> = {}
+    cyclic = { self: cyclic }
+    cyclic.self = cyclic
+    assert.strictEqual(Signature.toolCall("t", cyclic), "t:~object")
+    assert.throws(() => Signature.canonicalJson(JSON.parse(deep)), RangeError)
   })
 
   it("R2.3 the failure signature is tool, code and message", () => {

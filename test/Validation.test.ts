@@ -218,7 +218,7 @@ layer(NodeServices.layer)("Validation", (it) => {
         )
         assert.strictEqual(
           check(report, "plan:test").detail,
-          "plan:test: not done: tool \"run_tests\" succeeded with matching input/output: criterion died (TypeError: cannot read 'failed')"
+          'plan:test: not done: tool "run_tests" succeeded with matching input/output: criterion died (TypeError)'
         )
         assert.notInclude(check(report, "plan:test").detail, "secret")
       })
@@ -251,9 +251,9 @@ layer(NodeServices.layer)("Validation", (it) => {
           [
             ["plan:test", true, "plan:test: done: run_tests succeeded with matching input/output (call c3)"],
             ["hook:lint", false, "hook:lint: 3 lint errors"],
-            ["hook:throws", false, "hook:throws: died: RangeError: bad config"],
-            ["hook:dies", false, "hook:dies: died: Error: db down"],
-            ["hook:fails", false, "hook:fails: died: SyntaxError: bad output"],
+            ["hook:throws", false, "hook:throws: threw RangeError"],
+            ["hook:dies", false, "hook:dies: died: Error"],
+            ["hook:fails", false, "hook:fails: died: SyntaxError"],
             ["hook:after", true, "hook:after: ran after"],
             ["evidence:index", true, "evidence:index: 1 completed plan step(s) backed by 1 tool result(s)"]
           ]

@@ -4,7 +4,7 @@
  * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
  * the step, what is left of the run) (R4.2). Private to the runtime.
  */
-import { Effect, Exit, Predicate } from "effect"
+import { Effect, Exit, Predicate, Result, Schema } from "effect"
 import * as Approval from "../Approval.ts"
 import type * as Model from "../Model.ts"
 import type * as RunState from "../RunState.ts"
@@ -12,6 +12,7 @@ import type * as StopReason from "../StopReason.ts"
 import type * as Tool from "../Tool.ts"
 import type * as ToolResult from "../ToolResult.ts"
 import * as RunContext from "./RunContext.ts"
+import * as UserCode from "./UserCode.ts"
 
 /**
  * A decision that ends the run: a rejection, or no decision in time. The executor
@@ -32,6 +33,14 @@ export const isStop = (u: unknown): u is Stop => Predicate.isTagged(u, "Approval
 
 const enter = (ctx: RunContext.RunContext) => RunContext.hold(ctx, "awaiting_approval", "tool_executing")
 const leave = (ctx: RunContext.RunContext) => RunContext.release(ctx, "awaiting_approval", "tool_executing")
+
+const checkDecision = UserCode.check(
+  Schema.Union([
+    Schema.TaggedStruct("Approved", { by: Schema.optional(Schema.String) }),
+    Schema.TaggedStruct("Rejected", { reason: Schema.String, by: Schema.optional(Schema.String) })
+  ]),
+  "the approval gate's decision"
+)
 
 const expired: unique symbol = Symbol.for("effect-agent-runtime/ApprovalWait/expired")
 
@@ -84,11 +93,20 @@ export const awaitDecision = (
       })
       return leave(ctx)
     }
+    // A gate is user code (R12): a throw, a non-Effect or an answer that is not a decision
+    // ends the run internal_error; a decision is never guessed.
+    const asked = Effect.flatMap(
+      UserCode.effectOrDie("the approval gate", () => gate.request(request)),
+      (decision) => {
+        const checked = checkDecision(decision)
+        return Result.isSuccess(checked)
+          ? Exit.succeed(checked.success)
+          : Exit.die(new UserCode.UserCodeDefect(checked.failure))
+      }
+    )
     // The run deadline's own timer interrupts the wait; a tighter layer needs one here.
     const wait: Effect.Effect<Approval.Decision | typeof expired> =
-      layer === "run"
-        ? gate.request(request)
-        : Effect.timeoutOrElse(gate.request(request), { duration: millis, orElse: () => Effect.succeed(expired) })
+      layer === "run" ? asked : Effect.timeoutOrElse(asked, { duration: millis, orElse: () => Effect.succeed(expired) })
     const withdrawn = Effect.sync(() => {
       RunContext.emit(ctx, { _tag: "approval.decided", callId: call.id, name: call.name, decision: "withdrawn" })
       RunContext.emit(ctx, {

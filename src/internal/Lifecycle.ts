@@ -77,6 +77,13 @@ const validateOutcome = <RV>(
     }),
     (report) => {
       for (const check of report.checks) RunContext.emit(ctx, { _tag: "validation.checked", check })
+      // Validation may have run past the deadline (a stop hook that blocked): no answer is
+      // accepted once it has passed (R3.11), so the run ends run_timeout on this report.
+      if (outcome.reason === "goal_reached" && RunContext.deadlinePassed(ctx)) {
+        const detail = "the run deadline passed while the run was validating"
+        RunContext.emit(ctx, { _tag: "termination.decided", policy: "run_timeout", reason: "run_timeout", detail })
+        return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
+      }
       return judge(outcome, report)
     }
   )
@@ -148,14 +155,54 @@ const finalize = <RV>(
       end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
     )
   }
-  const detail = Failure.fromCause("runtime", exit.cause).hint
+  return Exit.succeed(broken(ctx, exit.cause))
+}
+
+/**
+ * What a defect says of itself, safely: the runtime's own errors and user code's
+ * defects carry a `safeMessage` (`the termination policy "p" threw TypeError`);
+ * anything else is named by its type (R3.1, R12).
+ */
+const defectDetail = (cause: Cause.Cause<unknown>): string => {
+  const { type, code, safeMessage } = Failure.describeDefect(Cause.squash(cause))
+  return safeMessage ?? `a defect (${type}${code === undefined ? "" : ` ${code}`})`
+}
+
+/** Ends the run `internal_error` on a defect. */
+const broken = (ctx: RunContext.RunContext, cause: Cause.Cause<unknown>): RunResult.RunResult => {
+  const detail = defectDetail(cause)
   RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail })
-  return Exit.succeed(end(ctx, { status: "failed", stopReason: "internal_error", policy: "runtime", detail }))
+  return end(ctx, { status: "failed", stopReason: "internal_error", policy: "runtime", detail })
+}
+
+/**
+ * The result of a run whose fiber ended without one: a defect that escaped even the
+ * ending, or a value that was not an Effect, which ends a fiber at once, skipping its
+ * finalizers. The run still ends through the one terminal entry point, unless it had
+ * already ended; and if even that throws, with a result built from what is known.
+ */
+const rescue = (ctx: RunContext.RunContext, exit: Exit.Exit<unknown, unknown>): RunResult.RunResult => {
+  const cause = Exit.isFailure(exit) ? exit.cause : Cause.die(new Error("the run ended without a result"))
+  try {
+    if (RunState.isTerminal(ctx.tally.state)) {
+      const finished = ctx.events.findLast((e) => e._tag === "run.finished")
+      const status = finished?._tag === "run.finished" ? finished.status : ctx.tally.state
+      const stopReason = finished?._tag === "run.finished" ? finished.stopReason : "internal_error"
+      return conclude(ctx, { status, stopReason, policy: "runtime", detail: defectDetail(cause) } as Ending)
+    }
+    return broken(ctx, cause)
+  } catch {
+    return conclude(ctx, {
+      status: "failed",
+      stopReason: "internal_error",
+      policy: "runtime",
+      detail: "the run could not record its ending"
+    })
+  }
 }
 
 const lifecycle = <RV>(
   ctx: RunContext.RunContext,
-  options: Run.Options<Tool.Any, RV>,
   resolved: Resolved<RV> | string
 ): Effect.Effect<Ending, unknown, unknown> => {
   const initializing = RunContext.advance(ctx, "initializing")
@@ -169,8 +216,8 @@ const lifecycle = <RV>(
       detail: `invalid run options: ${resolved}`
     })
   }
-  if (options.system !== undefined) ctx.messages.push({ _tag: "system", content: options.system })
-  ctx.messages.push({ _tag: "user", content: options.goal })
+  if (resolved.system !== undefined) ctx.messages.push({ _tag: "system", content: resolved.system })
+  ctx.messages.push({ _tag: "user", content: resolved.goal })
   const planning = RunContext.advance(ctx, "planning")
   if (planning !== undefined) return Effect.fail(planning)
   const plan = resolved.validation.plan ?? []
@@ -227,7 +274,7 @@ export const prepare = <RV>(
   const resolved = resolve(options)
   const timeoutMillis = typeof resolved === "string" ? 0 : resolved.timeoutMillis
   const ctx = RunContext.make({
-    runId: options.runId ?? randomRunId(),
+    runId: (typeof resolved === "string" ? undefined : resolved.runId) ?? randomRunId(),
     clock,
     deadlineAt: clock.currentTimeMillisUnsafe() + timeoutMillis,
     breakers
@@ -237,10 +284,7 @@ export const prepare = <RV>(
 
 /** Interrupts the run at its deadline (the timer has fired), saying who stopped it. */
 const expire = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>): void => {
-  if (ctx.stop === undefined) {
-    ctx.stop = "deadline"
-    ctx.stoppedIn = ctx.tally.state
-  }
+  RunContext.stoppedBy(ctx, "deadline")
   run.interruptUnsafe()
 }
 
@@ -282,26 +326,35 @@ const deadlineTimeout = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, u
  * the run needs a timer of its own) and by `cancel`; then, uninterruptibly, the
  * ending, which completes `done` (the fiber's own exit is an interruption when it was
  * interrupted). The timer stops as soon as the lifecycle has ended.
+ *
+ * The fiber is also watched from outside: however it ends, even skipping its own
+ * ending (see {@link rescue}), `done` gets a result and the timer stops (R12).
  */
 export const execute = <RV, R>(
   ctx: RunContext.RunContext,
-  options: Run.Options<Tool.Any, RV>,
   resolved: Resolved<RV> | string,
   done: Deferred.Deferred<RunResult.RunResult>
 ): Effect.Effect<void, never, R> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiber((self) => {
+      let stopTimer = (): void => {}
+      self.addObserver((exit) => {
+        stopTimer()
+        if (!Deferred.isDoneUnsafe(done)) Deferred.doneUnsafe(done, Exit.succeed(rescue(ctx, exit)))
+      })
+      const valid = typeof resolved === "string" ? undefined : resolved
       RunContext.record(ctx, {
         _tag: "run.started",
-        goal: options.goal,
-        model: options.modelName ?? "model",
-        tools: options.tools.map((t) => t.name),
+        // Invalid options are not repeated into the log: the run ends at once, saying why.
+        goal: valid?.goal ?? "",
+        model: valid?.modelName ?? "model",
+        tools: valid === undefined ? [] : Array.from(valid.registry.tools.keys()),
         deadlineAt: ctx.deadlineAt,
         runId: ctx.runId,
         seq: 0,
         at: 0
       })
-      const run = Effect.suspend(() => lifecycle(ctx, options, resolved))
+      const run = Effect.suspend(() => lifecycle(ctx, resolved))
       // With circuit breakers, the changes this run's calls cause reach its timeline (R3.9).
       const observed =
         ctx.breakers === undefined
@@ -309,26 +362,21 @@ export const execute = <RV, R>(
           : Effect.provideService(run, Breakers.Observer, (transition) => {
               RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
             })
-      const body = Effect.exit(restore(observed))
-      const ending = (exit: Exit.Exit<Ending, unknown>) => {
-        const spec = typeof resolved === "string" ? Validation.empty : resolved.validation
+      const body = Effect.flatMap(Effect.exit(restore(observed)), (exit) => {
+        stopTimer()
+        const spec = valid === undefined ? Validation.empty : valid.validation
         // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
         return Effect.flatMap(finalize(ctx, exit, spec), (result) => Deferred.succeed(done, result))
-      }
+      })
       // Invalid options end the run at once: no deadline to watch.
-      if (typeof resolved === "string") return Effect.flatMap(body, ending)
+      if (valid === undefined) return body
       if (ctx.clock === systemClock) {
-        const stop = deadlineTimeout(ctx, self)
-        return Effect.flatMap(body, (exit) => {
-          stop()
-          return ending(exit)
-        })
+        stopTimer = deadlineTimeout(ctx, self)
+        return body
       }
-      return Effect.flatMap(Effect.forkDetach(deadlineFiber(ctx, self), { startImmediately: true }), (timer) =>
-        Effect.flatMap(body, (exit) => {
-          timer.interruptUnsafe()
-          return ending(exit)
-        })
-      )
+      return Effect.flatMap(Effect.forkDetach(deadlineFiber(ctx, self), { startImmediately: true }), (timer) => {
+        stopTimer = () => timer.interruptUnsafe()
+        return body
+      })
     })
   ) as Effect.Effect<void, never, R>

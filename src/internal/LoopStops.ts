@@ -76,6 +76,10 @@ export const hardStop = (ctx: RunContext.RunContext, config: Config, results: Re
       return decide(ctx, "runtime", "unknown_outcome", `${result.name} (${result.callId}): ${failure.hint}`)
     }
   }
+  // The deadline is a hard stop (R3.11): a batch that ended past it, however it ended, is its stop.
+  if (RunContext.deadlinePassed(ctx)) {
+    return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
+  }
   for (const result of results) {
     if (result.status === "inconsistent") {
       return decide(
@@ -89,10 +93,6 @@ export const hardStop = (ctx: RunContext.RunContext, config: Config, results: Re
     if (failure === undefined) continue
     if (failure.classification === "unknown") {
       return decide(ctx, "runtime", "unknown_outcome", `${result.name} (${result.callId}): ${failure.hint}`)
-    }
-    // A call the run deadline cut off is the deadline's stop, not the tool's error.
-    if (RunContext.remainingMillis(ctx) <= 0) {
-      return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
     }
     const recovers = config.registry.tools.get(result.name)?.metadata.recoverErrors === true
     // A call the step deadline cut off ends the step: the step's stop, unless the tool

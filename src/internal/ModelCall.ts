@@ -8,10 +8,32 @@
 import { Cause, Effect, Exit, Result } from "effect"
 import * as Failure from "../Failure.ts"
 import * as FailureBoundary from "../FailureBoundary.ts"
-import type * as Model from "../Model.ts"
+import * as Model from "../Model.ts"
 import * as Recovery from "../Recovery.ts"
 import type * as ToolExecutor from "../ToolExecutor.ts"
 import * as RunContext from "./RunContext.ts"
+import * as UserCode from "./UserCode.ts"
+
+const checkResponse = UserCode.check(Model.Response, "the model's response")
+
+/**
+ * A response as the loop may use it (R12): text a string, tool calls with string ids and
+ * names, usage finite and never negative. A model that breaks its contract fails for
+ * good, naming the field (`invalid_response`), rather than corrupting the run's log.
+ */
+const validResponse = (response: unknown): Exit.Exit<Model.Response, Failure.Failure> => {
+  const checked = checkResponse(response)
+  if (Result.isSuccess(checked)) return Exit.succeed(checked.success)
+  return Exit.fail(
+    new Failure.Permanent({
+      source: "provider",
+      category: "invalid_response",
+      code: "invalid_response",
+      attempts: 1,
+      hint: checked.failure
+    })
+  )
+}
 
 /** What the call needs from the loop's configuration. */
 export interface Settings {
@@ -72,19 +94,28 @@ export class ModelCall {
     const bounded = attemptMillis !== undefined || ctx.stepDeadlineAt !== Number.POSITIVE_INFINITY
     const limit = bounded ? RunContext.bound(ctx, attemptMillis, "attempt") : undefined
     const { name, model } = this.current
-    let call: Effect.Effect<Model.Response, Failure.Failure>
-    try {
-      call = model.generate({
-        runId: ctx.runId,
-        iteration,
-        messages: ctx.messages,
-        tools: settings.toolDefinitions,
-        deadlineAt: limit === undefined ? ctx.deadlineAt : RunContext.now(ctx) + limit.millis,
-        deadlineLayer: limit === undefined ? "run" : limit.layer
-      })
-    } catch (defect) {
-      return Exit.die(defect)
+    const request: Model.Request = {
+      runId: ctx.runId,
+      iteration,
+      messages: ctx.messages,
+      tools: settings.toolDefinitions,
+      deadlineAt: limit === undefined ? ctx.deadlineAt : RunContext.now(ctx) + limit.millis,
+      deadlineLayer: limit === undefined ? "run" : limit.layer
     }
+    const generated = UserCode.effect(
+      {
+        source: "provider",
+        what: `the generate of model "${name}"`,
+        advice: "generate must return an Effect (wrap a promise with Effect.tryPromise)",
+        defectCode: "defect"
+      },
+      () => model.generate(request)
+    )
+    let call = Exit.isExit(generated)
+      ? Exit.isSuccess(generated)
+        ? validResponse(generated.value)
+        : generated
+      : Effect.flatMap(generated, validResponse)
     if (limit !== undefined && limit.layer !== "run" && !Exit.isExit(call)) {
       const { millis, layer } = limit
       call = Effect.timeoutOrElse(call, {

@@ -102,6 +102,31 @@ export const now = (ctx: RunContext): number => ctx.clock.currentTimeMillisUnsaf
 
 export const remainingMillis = (ctx: RunContext): number => Math.max(0, ctx.deadlineAt - now(ctx))
 
+/**
+ * Whether the run deadline has passed (R3.11): checked after every wait, before its
+ * result is used, since the deadline's timer cannot fire while code blocks the event
+ * loop (a busy model call), and the fiber may run on before it does.
+ */
+export const deadlinePassed = (ctx: RunContext): boolean => now(ctx) >= ctx.deadlineAt
+
+/**
+ * Stops the run at its deadline as the deadline's timer does: records who stopped it
+ * and in which state, then interrupts the fiber that found the deadline passed, so the
+ * run ends `run_timeout` the one way it always does.
+ */
+export const expire = (ctx: RunContext): Effect.Effect<never> => {
+  stoppedBy(ctx, "deadline")
+  return Effect.interrupt
+}
+
+/** Records who stopped the run from outside the loop, and in which state, unless someone already did. */
+export const stoppedBy = (ctx: RunContext, who: "deadline" | "cancel"): void => {
+  if (ctx.stop === undefined) {
+    ctx.stop = who
+    ctx.stoppedIn = ctx.tally.state
+  }
+}
+
 /** What is left of the current step, in milliseconds (infinite without a step timeout). */
 export const stepRemainingMillis = (ctx: RunContext): number => Math.max(0, ctx.stepDeadlineAt - now(ctx))
 

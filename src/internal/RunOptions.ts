@@ -2,7 +2,7 @@
  * Run options resolved once: the tool registry (checked once per tool list), the loop's
  * configuration, the run deadline and the validation spec. Private to the runtime.
  */
-import { Duration, Option } from "effect"
+import { Duration, Option, Predicate } from "effect"
 import type * as Loop from "../Loop.ts"
 import type * as Model from "../Model.ts"
 import * as Recovery from "../Recovery.ts"
@@ -11,8 +11,13 @@ import * as Termination from "../Termination.ts"
 import * as Tool from "../Tool.ts"
 import * as ToolExecutor from "../ToolExecutor.ts"
 import * as Validation from "../Validation.ts"
+import * as UserCode from "./UserCode.ts"
 
 export interface Resolved<RV> {
+  readonly runId: string | undefined
+  readonly goal: string
+  readonly system: string | undefined
+  readonly modelName: string
   readonly registry: ToolExecutor.Registry
   readonly loop: Loop.Config
   readonly timeoutMillis: number
@@ -64,7 +69,7 @@ const toolSet = (tools: ReadonlyArray<Tool.Any>): ToolSet | string => {
 const positiveMillis = (name: string, input: Duration.Input | undefined): number | undefined | string => {
   if (input === undefined) return undefined
   const millis = Option.match(Duration.fromInput(input), { onNone: () => Number.NaN, onSome: Duration.toMillis })
-  return millis > 0 ? millis : `${name} must be a positive duration, got ${String(input)}`
+  return millis > 0 ? millis : `${name} must be a positive duration, got ${safeString(input)}`
 }
 
 /** The step, attempt and approval layers (R4.1), or why one of them is invalid. */
@@ -81,16 +86,67 @@ const timeLimits = (limits: Run.Limits): ToolExecutor.TimeLimits | string => {
   return { stepMillis, attemptMillis, approvalMillis }
 }
 
+/** An option's value as a message shows it: a number, a boolean, a short quoted string, or its kind. */
+const safeString = (value: unknown): string => {
+  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") return String(value)
+  if (typeof value === "string") return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value)
+  return UserCode.kindOf(value)
+}
+
+/**
+ * What a throw while resolving the options says: the library's own configuration
+ * errors (a `RangeError` from a policy's constructor) are shown whole; anything else
+ * thrown by user code is described safely.
+ */
+const configurationError = (where: string, error: unknown): string => {
+  try {
+    if (error instanceof RangeError || error instanceof Tool.InvalidToolDefinition) return error.message
+  } catch {
+    // A hostile value: described below.
+  }
+  return UserCode.threw(where, error).safeMessage
+}
+
+/** A positive integer limit, its default when not set, or why it is invalid. */
+const positiveInteger = (name: string, value: number | undefined, fallback: number): number | string => {
+  if (value === undefined) return fallback
+  return Number.isSafeInteger(value) && value > 0 ? value : `${name} must be an integer >= 1, got ${safeString(value)}`
+}
+
+/** The limits on what the model sends and sees (R3.5), or why one is invalid. */
+const toolLimits = (limits: Run.Limits): ToolExecutor.Limits | string => {
+  const defaults = ToolExecutor.defaultLimits
+  const maxArgumentChars = positiveInteger("maxArgumentChars", limits.maxArgumentChars, defaults.maxArgumentChars)
+  if (typeof maxArgumentChars === "string") return maxArgumentChars
+  const maxObservationChars = positiveInteger(
+    "maxObservationChars",
+    limits.maxObservationChars,
+    defaults.maxObservationChars
+  )
+  if (typeof maxObservationChars === "string") return maxObservationChars
+  const maxArgumentDepth = positiveInteger("maxArgumentDepth", limits.maxArgumentDepth, defaults.maxArgumentDepth)
+  if (typeof maxArgumentDepth === "string") return maxArgumentDepth
+  return maxArgumentChars === defaults.maxArgumentChars &&
+    maxObservationChars === defaults.maxObservationChars &&
+    maxArgumentDepth === defaults.maxArgumentDepth
+    ? defaults
+    : { maxArgumentChars, maxObservationChars, maxArgumentDepth }
+}
+
 /** The name of the model in use and the fallback chain after it, or why they are invalid. */
 const modelChain = (options: Run.Options<Tool.Any, unknown>): Loop.Models | string => {
   if (options.modelName === undefined && (options.fallbackModels?.length ?? 0) === 0) return defaultModels
   const name = options.modelName ?? "model"
   const fallbacks = options.fallbackModels ?? []
+  if (!Array.isArray(fallbacks)) return `fallbackModels must be an array, got ${safeString(fallbacks)}`
   const seen = new Set<string>([name])
   if (name.trim() === "") return "modelName must not be empty"
   for (const fallback of fallbacks) {
+    if (!Predicate.isString(fallback?.name) || fallback.name.trim() === "") {
+      return `fallbackModels: every fallback needs a name, got ${safeString(fallback?.name)}`
+    }
     if (typeof fallback?.model?.generate !== "function") {
-      return `fallbackModels: "${String(fallback?.name)}" has no model service (build one with Model.fallback(name, layer))`
+      return `fallbackModels: ${safeString(fallback?.name)} has no model service (build one with Model.fallback(name, layer))`
     }
     if (seen.has(fallback.name))
       return `fallbackModels: the name "${fallback.name}" is used twice; model names must be unique`
@@ -99,7 +155,49 @@ const modelChain = (options: Run.Options<Tool.Any, unknown>): Loop.Models | stri
   return { name, fallbacks }
 }
 
+/**
+ * The options resolved once, or why they are invalid. Never throws: options built by
+ * hostile or broken code (a getter that throws, a Proxy) are invalid options.
+ */
 export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | string => {
+  try {
+    return resolveUnsafe(options)
+  } catch (error) {
+    return configurationError("reading the run options", error)
+  }
+}
+
+/** Whether `value` is a tool as `Tool.make` builds it. */
+const isTool = (value: unknown): value is Tool.Any =>
+  Predicate.isTagged(value, "Tool") &&
+  Predicate.hasProperty(value, "name") &&
+  Predicate.isString(value.name) &&
+  Predicate.hasProperty(value, "handler") &&
+  Predicate.isFunction(value.handler) &&
+  Predicate.hasProperty(value, "metadata") &&
+  Predicate.isObject(value.metadata)
+
+const isPolicy = (value: unknown): value is Termination.Policy =>
+  Predicate.hasProperty(value, "name") &&
+  Predicate.isString(value.name) &&
+  Predicate.hasProperty(value, "decide") &&
+  Predicate.isFunction(value.decide)
+
+const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | string => {
+  if (!Predicate.isObject(options)) return `the run options must be an object, got ${safeString(options)}`
+  if (!Predicate.isString(options.goal)) return `goal must be a string, got ${safeString(options.goal)}`
+  if (options.system !== undefined && !Predicate.isString(options.system)) {
+    return `system must be a string, got ${safeString(options.system)}`
+  }
+  if (options.runId !== undefined && (!Predicate.isString(options.runId) || options.runId === "")) {
+    return `runId must be a non-empty string, got ${safeString(options.runId)}`
+  }
+  if (options.modelName !== undefined && !Predicate.isString(options.modelName)) {
+    return `modelName must be a string, got ${safeString(options.modelName)}`
+  }
+  if (!Array.isArray(options.tools)) return `tools must be an array of tools, got ${safeString(options.tools)}`
+  const notATool = options.tools.findIndex((tool) => !isTool(tool))
+  if (notATool >= 0) return `tools[${notATool}] is not a tool (build tools with Tool.make)`
   const tools = toolSet(options.tools)
   if (typeof tools === "string") return tools
   const models = modelChain(options)
@@ -107,10 +205,10 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
   const limits = options.limits ?? {}
   const concurrency = options.concurrency ?? 1
   if (!Number.isInteger(concurrency) || concurrency < 1)
-    return `concurrency must be an integer >= 1, got ${concurrency}`
+    return `concurrency must be an integer >= 1, got ${safeString(concurrency)}`
   const correctionBudget = limits.correctionBudget ?? 3
   if (!Number.isInteger(correctionBudget) || correctionBudget < 0) {
-    return `correctionBudget must be an integer >= 0, got ${correctionBudget}`
+    return `correctionBudget must be an integer >= 0, got ${safeString(correctionBudget)}`
   }
   const timeoutMillis = positiveMillis("runTimeout", limits.runTimeout) ?? defaultTimeoutMillis
   if (typeof timeoutMillis === "string") return timeoutMillis
@@ -126,29 +224,32 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
           ? options.policies(defaults)
           : options.policies
   } catch (error) {
-    return error instanceof Error ? error.message : String(error)
+    return configurationError("the policies function", error)
   }
+  if (!Array.isArray(policies)) return `policies must be an array of policies, got ${safeString(policies)}`
+  const notAPolicy = policies.findIndex((policy) => !isPolicy(policy))
+  if (notAPolicy >= 0) return `policies[${notAPolicy}] is not a policy (a name and a decide function)`
   const maxRecoveries = limits.maxRecoveries ?? Recovery.defaults.maxRecoveries
   if (!Number.isInteger(maxRecoveries) || maxRecoveries < 0) {
-    return `maxRecoveries must be an integer >= 0, got ${maxRecoveries}`
+    return `maxRecoveries must be an integer >= 0, got ${safeString(maxRecoveries)}`
   }
   const recovery: Recovery.Settings =
     options.recovery === undefined && maxRecoveries === Recovery.defaults.maxRecoveries
       ? Recovery.defaults
       : { schedule: options.recovery ?? Recovery.defaults.schedule, maxRecoveries }
-  const maxArgumentChars = limits.maxArgumentChars ?? ToolExecutor.defaultLimits.maxArgumentChars
-  const maxObservationChars = limits.maxObservationChars ?? ToolExecutor.defaultLimits.maxObservationChars
+  const argumentLimits = toolLimits(limits)
+  if (typeof argumentLimits === "string") return argumentLimits
   const registry: ToolExecutor.Registry = {
     tools: tools.byName,
-    limits:
-      maxArgumentChars === ToolExecutor.defaultLimits.maxArgumentChars &&
-      maxObservationChars === ToolExecutor.defaultLimits.maxObservationChars
-        ? ToolExecutor.defaultLimits
-        : { maxArgumentChars, maxObservationChars },
+    limits: argumentLimits,
     recovery,
     time
   }
   return {
+    runId: options.runId,
+    goal: options.goal,
+    system: options.system,
+    modelName: models.name,
     registry,
     timeoutMillis,
     validation: options.validation ?? Validation.empty,

@@ -8,24 +8,31 @@ import { Cause, Effect, Exit, Result } from "effect"
 import * as Failure from "../Failure.ts"
 import * as Reconciliation from "../Reconciliation.ts"
 import * as Recovery from "../Recovery.ts"
-import { type Call, failed, type Handler, type Ran } from "./ToolCall.ts"
+import * as RunContext from "./RunContext.ts"
+import { type Call, callHandler, failed, type Ran } from "./ToolCall.ts"
 import { recordInterrupt, recordInterruptedReconcile, recordInterruptedWait } from "./ToolInterruption.ts"
 import { afterHandler } from "./ToolOutput.ts"
-import { within } from "./ToolTimeout.ts"
+import { within, withinWait } from "./ToolTimeout.ts"
 
 /** A defect in the handler is a failure of the tool, never a crash of the run. */
 const defectToFailure = (defect: unknown) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))
 
 /** One attempt with the whole wrapper: defects caught, interruption recorded, the tool's own timeout. */
 export const attempt = (c: Call): Effect.Effect<unknown, Failure.Failure> => {
-  const wrapped = Effect.suspend(() => (c.tool.handler as Handler)(c.input, c.context)).pipe(
+  const wrapped = Effect.suspend(() => callHandler(c)).pipe(
     Effect.catchDefect(defectToFailure),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
     within(c)
   ) as Effect.Effect<unknown, Failure.Failure>
   // The tool's circuit breaker (R3.9) sees one outcome per attempt, its timeout inside it.
   const breakers = c.ctx.breakers
-  return breakers === undefined ? wrapped : breakers.guard("tool", c.tool.name, wrapped)
+  const guarded = breakers === undefined ? wrapped : breakers.guard("tool", c.tool.name, wrapped)
+  // A retry never starts once the deadline has passed (R3.11), even if its timer could not fire yet.
+  return Effect.suspend(() => {
+    if (!RunContext.deadlinePassed(c.ctx)) return guarded
+    recordInterruptedWait(c)
+    return RunContext.expire(c.ctx)
+  })
 }
 
 const episodeOf = (c: Call): Recovery.Episode => ({
@@ -57,7 +64,7 @@ const recoverIn = (c: Call, episode: Recovery.Episode, cause: Cause.Cause<Failur
           return Effect.failCause(cause) as Ran
         }
         const first = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", cause)
-        const asked = Reconciliation.reconcile(c.ctx, c.tool, c.input, c.context, first)
+        const asked = Reconciliation.reconcile(c.ctx, c.tool, c.input, c.context, first, withinWait(c))
         // Only a status query can be waiting here; its call's outcome stays unknown if it is cut off.
         const query =
           first._tag === "UnknownOutcome" && c.tool.reconcile !== undefined

@@ -11,6 +11,7 @@ import type * as ToolExecutor from "../ToolExecutor.ts"
 import * as ToolResult from "../ToolResult.ts"
 import * as RunContext from "./RunContext.ts"
 import type * as ToolCodec from "./ToolCodec.ts"
+import * as UserCode from "./UserCode.ts"
 
 /** One call that passed its checks: what its attempts and its ending need. */
 export interface Call {
@@ -28,6 +29,22 @@ export interface Call {
 
 /** A tool's handler, its input and requirements erased. */
 export type Handler = (input: unknown, context: Tool.CallContext) => Effect.Effect<unknown, Failure.Failure, unknown>
+
+/**
+ * Calls the handler through the user-code boundary: a throw is a `tool_defect`, and a
+ * return that is not an Effect (the Promise of an `async` function) a `not_an_effect`
+ * failure, each as a finished `Exit` (R12).
+ */
+export const callHandler = (c: Call): Effect.Effect<unknown, Failure.Failure, unknown> =>
+  UserCode.effect(
+    {
+      source: "tool",
+      what: `the handler of ${c.tool.name}`,
+      advice: "a handler must return an Effect; wrap promises with `Abortable.handler`",
+      defectCode: "tool_defect"
+    },
+    () => (c.tool.handler as Handler)(c.input, c.context)
+  )
 
 /** What a stage of the pipeline returns: the call's result, or what running it fails with. */
 export type Ran = Effect.Effect<ToolResult.ToolResult, ToolExecutor.ExecutionError, unknown>

@@ -47,3 +47,14 @@ export const recordInterruptedReconcile = (c: Call): void => {
     detail: "interrupted while its status query ran; whether it took effect is still unknown"
   })
 }
+
+/** The record of a call whose handler never started: the run deadline had passed (R3.11). */
+export const recordNotStarted = (c: Call): void => {
+  RunContext.emit(c.ctx, {
+    _tag: "tool.interrupted",
+    callId: c.call.id,
+    name: c.call.name,
+    settlement: "cancelled",
+    detail: "the run deadline had passed before its handler started; it never ran"
+  })
+}

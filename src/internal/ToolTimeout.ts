@@ -57,3 +57,23 @@ export const within =
           )
       })
     })
+
+/**
+ * Bounds a wait inside a call that is not an attempt of its handler (its status query,
+ * its postcondition) as an attempt is bounded (R4.2): min(the tool's own timeout, what is
+ * left of the step, what is left of the run). `None` when the tool or step layer cut it
+ * off, with that bound for the message; the run's own deadline interrupts it instead.
+ */
+export const withinWait =
+  (c: Call) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<{ readonly value: A } | { readonly timedOut: string }, E, R> =>
+    Effect.suspend(() => {
+      const { millis, layer } = RunContext.bound(c.ctx, ownTimeout(c.tool), "tool")
+      const answered = Effect.map(self, (value) => ({ value }))
+      if (layer === "run") return answered
+      return Effect.timeoutOrElse(answered, {
+        duration: millis,
+        orElse: () =>
+          Effect.succeed({ timedOut: `the ${layer} ${layer === "step" ? "deadline" : "timeout"} of ${millis} ms` })
+      })
+    })
