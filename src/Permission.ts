@@ -23,7 +23,7 @@ import type * as Tool from "./Tool.ts"
  * - `symlink_escape`: a path inside the roots reaches outside them through a symbolic link.
  * - `env_file`: a path field names a `.env` or `.env.*` file, or goes through a `.env` directory.
  * - `content_too_large`: a content field is over the size limit.
- * - `invalid_path`: a path field is empty or holds a NUL byte.
+ * - `invalid_path`: a path field is empty, holds a NUL byte or is longer than 4096 bytes.
  *
  * @category models
  * @since 0.1.0
@@ -134,6 +134,17 @@ export interface Options {
   readonly maxContentBytes?: number | undefined
 }
 
+/**
+ * The default content limit, in bytes (1 MiB). The file tools' read and write limits
+ * default to it too, and the run's argument limit leaves room for a content field of this
+ * size in its worst JSON encoding, so that oversize content is denied here (blocked,
+ * spending nothing) rather than refused earlier as a correctable argument error.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const defaultMaxContentBytes = 1024 * 1024
+
 const maxShownChars = 200
 
 // The path as the model sent it, quoted and escaped (a NUL shows as \u0000), and cut short.
@@ -163,11 +174,15 @@ const contentBytes = (value: unknown): number | undefined => {
 // Symbolic links followed before giving up; the kernel's own limit is 40.
 const maxLinkDepth = 40
 
+// Linux's PATH_MAX: no longer path names anything, and resolving one name at a time would
+// cost a system call per component.
+const maxPathBytes = 4096
+
 /**
  * Builds a policy. Rules run in this order, and the first that fails decides:
  *
  * 1. the tool must be in `allowTools` (`tool_not_allowed`);
- * 2. for each string path field: not empty and no NUL byte (`invalid_path`); not a
+ * 2. for each string path field: not empty, no NUL byte, at most 4096 bytes (`invalid_path`); not a
  *    `.env` file (`env_file`); inside a root after resolving `..` (`outside_roots`);
  *    still inside a root after following symbolic links, for a file that does not exist
  *    yet through its nearest existing ancestor (`symlink_escape`);
@@ -186,7 +201,7 @@ export const make = Effect.fnUntraced(function* (
   const allowTools = options.allowTools === undefined ? undefined : new Set(options.allowTools)
   const roots = (options.roots ?? []).map((root) => path.resolve(root))
   const denyEnvFiles = options.denyEnvFiles ?? true
-  const maxContentBytes = options.maxContentBytes ?? 1024 * 1024
+  const maxContentBytes = options.maxContentBytes ?? defaultMaxContentBytes
 
   const isInside = (root: string, target: string): boolean =>
     target === root || target.startsWith(root.endsWith(path.sep) ? root : `${root}${path.sep}`)
@@ -218,6 +233,10 @@ export const make = Effect.fnUntraced(function* (
     const subject = `${tool}: arguments.${field} ${show(value)}`
     if (value.length === 0 || value.includes("\0")) {
       return deny("invalid_path", `${subject} is empty or contains a NUL byte`)
+    }
+    const bytes = Buffer.byteLength(value, "utf8")
+    if (bytes > maxPathBytes) {
+      return deny("invalid_path", `${subject} is ${bytes} bytes long, over the limit of ${maxPathBytes} bytes`)
     }
     if (denyEnvFiles && isEnvPath(value)) {
       return deny("env_file", `${subject} names a .env file, which may hold secrets`)

@@ -14,7 +14,11 @@ import { Predicate, SchemaIssue } from "effect"
  * @since 0.1.0
  */
 export interface Limits {
-  /** Arguments larger than this (JSON text, in characters) are refused. Default 256 KiB. */
+  /**
+   * Arguments larger than this (JSON text, in characters) are refused. Default 8 MiB:
+   * room for a content field at the permission policy's 1 MiB limit even in its worst JSON
+   * encoding (six characters a byte), so oversize content is denied by the policy (R3.6).
+   */
   readonly maxArgumentChars: number
   /** Observations longer than this are cut, saying how much was cut. Default 32 KiB. */
   readonly maxObservationChars: number
@@ -24,7 +28,7 @@ export interface Limits {
  * @category constructors
  * @since 0.1.0
  */
-export const defaultLimits: Limits = { maxArgumentChars: 256 * 1024, maxObservationChars: 32 * 1024 }
+export const defaultLimits: Limits = { maxArgumentChars: 8 * 1024 * 1024, maxObservationChars: 32 * 1024 }
 
 const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
 
