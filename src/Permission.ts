@@ -10,6 +10,10 @@
  * files and symbolic links that lead out of the roots, and caps the size of the fields
  * it declares as content (`contentFields`).
  *
+ * The policy judges a path when the call is made; a link can change before the tool
+ * uses it. So the policy is the early, blocking refusal, and a tool that touches the file
+ * system must still hold its own root when it opens a file, as `FileTools` does.
+ *
  * @since 0.1.0
  */
 import { Context, Effect, FileSystem, Layer, Path, Predicate, Result, Schema } from "effect"
@@ -207,24 +211,40 @@ export const make = Effect.fnUntraced(function* (
     target === root || target.startsWith(root.endsWith(path.sep) ? root : `${root}${path.sep}`)
 
   // The canonical path, also for a path that does not exist yet: the real path of its
-  // nearest existing ancestor plus the missing rest. A dangling link is followed to its
-  // target, so writing through it is judged by where the write would land. `undefined`
-  // means a link loop.
-  const realPath = (target: string, depth: number): Effect.Effect<string | undefined> =>
+  // nearest existing ancestor plus the missing rest. Resolved one name at a time from the
+  // top, as the kernel (and the file tools) would: a link, even a dangling one, is
+  // followed, so a write through it is judged by where it would land, and a `..` after a
+  // link is the parent of where the link led. One `lstat` a name, up to the first missing
+  // one. `undefined` means a loop of links.
+  const realPath = (target: string): Effect.Effect<string | undefined> =>
     fs.realPath(target).pipe(
       Effect.catch(() =>
         Effect.gen(function* () {
-          const info = yield* Effect.option(fs.lstat(target))
-          if (info._tag === "Some" && info.value.type === "SymbolicLink") {
-            if (depth >= maxLinkDepth) return undefined
-            const link = yield* Effect.option(fs.readLink(target))
+          const split = (value: string) => value.split(path.sep).filter((name) => name.length > 0 && name !== ".")
+          const queue = split(target)
+          let current = path.parse(target).root
+          let links = 0
+          for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
+            // `current` holds no link, so its parent by name is its parent on disk.
+            if (name === "..") {
+              current = path.dirname(current)
+              continue
+            }
+            const next = path.join(current, name)
+            const info = yield* Effect.option(fs.lstat(next))
+            if (info._tag === "None") return path.join(next, ...queue)
+            if (info.value.type !== "SymbolicLink") {
+              current = next
+              continue
+            }
+            links += 1
+            if (links > maxLinkDepth) return undefined
+            const link = yield* Effect.option(fs.readLink(next))
             if (link._tag === "None") return undefined
-            return yield* realPath(path.resolve(path.dirname(target), link.value), depth + 1)
+            if (path.isAbsolute(link.value)) current = path.parse(link.value).root
+            queue.unshift(...split(link.value))
           }
-          const parent = path.dirname(target)
-          if (parent === target) return target
-          const realParent = yield* realPath(parent, depth)
-          return realParent === undefined ? undefined : path.join(realParent, path.basename(target))
+          return current
         })
       )
     )
@@ -247,11 +267,11 @@ export const make = Effect.fnUntraced(function* (
     if (!roots.some((root) => isInside(root, target))) {
       return deny("outside_roots", `${subject} resolves outside the allowed roots`)
     }
-    const real = yield* realPath(target, 0)
+    const real = yield* realPath(target)
     if (real === undefined) {
       return deny("symlink_escape", `${subject} goes through a loop of symbolic links`)
     }
-    const realRoots = yield* Effect.forEach(roots, (root) => realPath(root, 0))
+    const realRoots = yield* Effect.forEach(roots, realPath)
     if (!realRoots.some((root) => root !== undefined && isInside(root, real))) {
       return deny("symlink_escape", `${subject} leads outside the allowed roots through a symbolic link`)
     }

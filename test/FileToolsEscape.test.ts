@@ -4,6 +4,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect, FileSystem, Layer, Path } from "effect"
 import type * as Failure from "../src/Failure.ts"
 import * as FileTools from "../src/tools/FileTools.ts"
+import * as Workspace from "../src/tools/internal/Workspace.ts"
 
 const context = { runId: "run-1", callId: "call-1", idempotencyKey: "run-1/call-1", settle: () => {} }
 
@@ -186,6 +187,32 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools without a
         )
         assertCode(error, "not_a_directory", at())
         assert.strictEqual(readFileSync(at("top.txt"), "utf8"), "top")
+      })
+    )
+  })
+
+  describe("without /proc/self/fd (the walk by path, as on macOS)", () => {
+    it.effect("R3.6 links are still resolved against the root: inside ones work, outside ones are refused", () =>
+      Effect.gen(function* () {
+        const { root, outside, at } = yield* workspace
+        const byPath = yield* Workspace.make({ root, descriptorPaths: false })
+        symlinkSync("a/b", at("to-b"))
+        symlinkSync(outside, at("out-dir"))
+        symlinkSync("..", at("up"))
+        linkSync(`${outside}/secret.txt`, at("hard.txt"))
+        const reason = (effect: Effect.Effect<unknown, Workspace.WorkspaceError>) =>
+          Effect.map(Effect.flip(effect), (error) => error.reason)
+        assert.strictEqual((yield* byPath.read(["to-b", "inner.txt"], 100)).toString(), "inner")
+        assert.strictEqual(yield* reason(byPath.read(["out-dir", "secret.txt"], 100)), "outside_root")
+        assert.strictEqual(yield* reason(byPath.read(["up", "outside", "secret.txt"], 100)), "outside_root")
+        assert.strictEqual(yield* reason(byPath.write(["out-dir", "x.txt"], Buffer.from("x"))), "outside_root")
+        yield* byPath.write(["to-b", "new", "w.txt"], Buffer.from("w"))
+        assert.strictEqual(readFileSync(at("a", "b", "new", "w.txt"), "utf8"), "w")
+        yield* byPath.write(["hard.txt"], Buffer.from("new"))
+        assert.strictEqual(readFileSync(`${outside}/secret.txt`, "utf8"), "OUTSIDE SECRET")
+        assert.deepStrictEqual(readdirSync(outside), ["secret.txt"])
+        const listed = yield* byPath.list([])
+        assert.deepStrictEqual(listed.map((entry) => entry.name).sort(), ["a", "hard.txt", "to-b", "top.txt"])
       })
     )
   })

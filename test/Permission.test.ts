@@ -174,6 +174,20 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
       })
     )
 
+    it.effect("R3.6 `..` after a link is the parent of where the link led, as the file system sees it", () =>
+      Effect.gen(function* () {
+        const { policy, root, outside, path } = yield* workspace
+        // By text, "sub/../x" is "x", inside; on disk sub/.. is the outside directory.
+        symlinkSync(path.join(outside), path.join(root, "sub"))
+        symlinkSync("sub/../x", path.join(root, "sneaky"))
+        assertDenied(yield* check(policy, { path: "sneaky" }), "symlink_escape")
+        // And the other way round: "docs-link/.." is the root, inside.
+        symlinkSync(path.join(root, "docs"), path.join(root, "docs-link"))
+        symlinkSync("docs-link/../docs/notes.md", path.join(root, "fine"))
+        assertAllowed(yield* check(policy, { path: "fine" }))
+      })
+    )
+
     it.effect("R3.6 a loop of links is denied as symlink_escape", () =>
       Effect.gen(function* () {
         const { policy, root, path } = yield* workspace
