@@ -49,7 +49,14 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools under a r
           const child = spawn(process.execPath, [flipper, link, inside, outside], {
             stdio: ["ignore", "pipe", "inherit"]
           })
-          yield* Effect.addFinalizer(() => Effect.sync(() => child.kill("SIGKILL")))
+          // Waits until the flipper is gone, so that it cannot touch the directory being removed.
+          const stop = Effect.promise(async () => {
+            if (child.exitCode !== null || child.signalCode !== null) return
+            const exited = once(child, "exit")
+            child.kill("SIGKILL")
+            await exited
+          })
+          yield* Effect.addFinalizer(() => stop)
           yield* Effect.promise(() => once(child.stdout, "data"))
 
           const refusedOr = (code: string): Outcome => (code === "outside_root" ? "refused" : `failed: ${code}`)
@@ -86,7 +93,7 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools under a r
             ],
             { concurrency: "unbounded" }
           )
-          child.kill("SIGKILL")
+          yield* stop
 
           assert.strictEqual(count(reads, "outside"), 0, "reads of the outside file")
           assert.deepStrictEqual(readdirSync(outside).sort(), ["outside-marker.txt", "secret.txt"])

@@ -255,9 +255,10 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
   })
 
   const writeJson = Effect.fnUntraced(function* (input: string, content: Schema.Json) {
-    // Sized before the text exists: the pretty-printed text can be many times the compact one.
+    const { display } = yield* locate(input)
+    // Sized before the text exists: the pretty-printed text can be many times the compact
+    // one (indentation grows with depth), and must not be built to find that out.
     if (prettyJsonBytes(content, maxWriteBytes - 1) === undefined) {
-      const { display } = yield* locate(input)
       return yield* tooLarge(display, "the pretty-printed JSON", `more than ${maxWriteBytes} bytes`)
     }
     const text = Result.try(() => `${JSON.stringify(content, null, 2)}\n`)
@@ -269,7 +270,7 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
 
   const readFile = Tool.make({
     name: "read_file",
-    description: "Reads a UTF-8 text file. `path` is relative to the workspace root.",
+    description: `Reads a UTF-8 text file of at most ${maxReadBytes} bytes. \`path\` is relative to the workspace root.`,
     input: PathInput,
     output: Schema.Struct({ path: Schema.String, content: Schema.String }),
     sideEffect: "read",
