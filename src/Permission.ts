@@ -10,6 +10,10 @@
  * files and symbolic links that lead out of the roots, and caps the size of the fields
  * it declares as content (`contentFields`).
  *
+ * The policy judges a path when the call is made; a link can change before the tool
+ * uses it. So the policy is the early, blocking refusal, and a tool that touches the file
+ * system must still hold its own root when it opens a file, as `FileTools` does.
+ *
  * @since 0.1.0
  */
 import { Context, Effect, FileSystem, Layer, Path, Predicate, Result, Schema } from "effect"
@@ -23,7 +27,7 @@ import type * as Tool from "./Tool.ts"
  * - `symlink_escape`: a path inside the roots reaches outside them through a symbolic link.
  * - `env_file`: a path field names a `.env` or `.env.*` file, or goes through a `.env` directory.
  * - `content_too_large`: a content field is over the size limit.
- * - `invalid_path`: a path field is empty or holds a NUL byte.
+ * - `invalid_path`: a path field is empty, holds a NUL byte or is longer than 4096 bytes.
  * - `policy_failed`: the policy itself failed (threw, died, or returned something that is
  *   not a decision): a policy that cannot decide denies.
  *
@@ -137,6 +141,17 @@ export interface Options {
   readonly maxContentBytes?: number | undefined
 }
 
+/**
+ * The default content limit, in bytes (1 MiB). The file tools' read and write limits
+ * default to it too, and the run's argument limit leaves room for a content field of this
+ * size in its worst JSON encoding, so that oversize content is denied here (blocked,
+ * spending nothing) rather than refused earlier as a correctable argument error.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const defaultMaxContentBytes = 1024 * 1024
+
 const maxShownChars = 200
 
 // The path as the model sent it, quoted and escaped (a NUL shows as \u0000), and cut short.
@@ -166,11 +181,15 @@ const contentBytes = (value: unknown): number | undefined => {
 // Symbolic links followed before giving up; the kernel's own limit is 40.
 const maxLinkDepth = 40
 
+// Linux's PATH_MAX: no longer path names anything, and resolving one name at a time would
+// cost a system call per component.
+const maxPathBytes = 4096
+
 /**
  * Builds a policy. Rules run in this order, and the first that fails decides:
  *
  * 1. the tool must be in `allowTools` (`tool_not_allowed`);
- * 2. for each string path field: not empty and no NUL byte (`invalid_path`); not a
+ * 2. for each string path field: not empty, no NUL byte, at most 4096 bytes (`invalid_path`); not a
  *    `.env` file (`env_file`); inside a root after resolving `..` (`outside_roots`);
  *    still inside a root after following symbolic links, for a file that does not exist
  *    yet through its nearest existing ancestor (`symlink_escape`);
@@ -189,30 +208,46 @@ export const make = Effect.fnUntraced(function* (
   const allowTools = options.allowTools === undefined ? undefined : new Set(options.allowTools)
   const roots = (options.roots ?? []).map((root) => path.resolve(root))
   const denyEnvFiles = options.denyEnvFiles ?? true
-  const maxContentBytes = options.maxContentBytes ?? 1024 * 1024
+  const maxContentBytes = options.maxContentBytes ?? defaultMaxContentBytes
 
   const isInside = (root: string, target: string): boolean =>
     target === root || target.startsWith(root.endsWith(path.sep) ? root : `${root}${path.sep}`)
 
   // The canonical path, also for a path that does not exist yet: the real path of its
-  // nearest existing ancestor plus the missing rest. A dangling link is followed to its
-  // target, so writing through it is judged by where the write would land. `undefined`
-  // means a link loop.
-  const realPath = (target: string, depth: number): Effect.Effect<string | undefined> =>
+  // nearest existing ancestor plus the missing rest. Resolved one name at a time from the
+  // top, as the kernel (and the file tools) would: a link, even a dangling one, is
+  // followed, so a write through it is judged by where it would land, and a `..` after a
+  // link is the parent of where the link led. One `lstat` a name, up to the first missing
+  // one. `undefined` means a loop of links.
+  const realPath = (target: string): Effect.Effect<string | undefined> =>
     fs.realPath(target).pipe(
       Effect.catch(() =>
         Effect.gen(function* () {
-          const info = yield* Effect.option(fs.lstat(target))
-          if (info._tag === "Some" && info.value.type === "SymbolicLink") {
-            if (depth >= maxLinkDepth) return undefined
-            const link = yield* Effect.option(fs.readLink(target))
+          const split = (value: string) => value.split(path.sep).filter((name) => name.length > 0 && name !== ".")
+          const queue = split(target)
+          let current = path.parse(target).root
+          let links = 0
+          for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
+            // `current` holds no link, so its parent by name is its parent on disk.
+            if (name === "..") {
+              current = path.dirname(current)
+              continue
+            }
+            const next = path.join(current, name)
+            const info = yield* Effect.option(fs.lstat(next))
+            if (info._tag === "None") return path.join(next, ...queue)
+            if (info.value.type !== "SymbolicLink") {
+              current = next
+              continue
+            }
+            links += 1
+            if (links > maxLinkDepth) return undefined
+            const link = yield* Effect.option(fs.readLink(next))
             if (link._tag === "None") return undefined
-            return yield* realPath(path.resolve(path.dirname(target), link.value), depth + 1)
+            if (path.isAbsolute(link.value)) current = path.parse(link.value).root
+            queue.unshift(...split(link.value))
           }
-          const parent = path.dirname(target)
-          if (parent === target) return target
-          const realParent = yield* realPath(parent, depth)
-          return realParent === undefined ? undefined : path.join(realParent, path.basename(target))
+          return current
         })
       )
     )
@@ -221,6 +256,10 @@ export const make = Effect.fnUntraced(function* (
     const subject = `${tool}: arguments.${field} ${show(value)}`
     if (value.length === 0 || value.includes("\0")) {
       return deny("invalid_path", `${subject} is empty or contains a NUL byte`)
+    }
+    const bytes = Buffer.byteLength(value, "utf8")
+    if (bytes > maxPathBytes) {
+      return deny("invalid_path", `${subject} is ${bytes} bytes long, over the limit of ${maxPathBytes} bytes`)
     }
     if (denyEnvFiles && isEnvPath(value)) {
       return deny("env_file", `${subject} names a .env file, which may hold secrets`)
@@ -231,11 +270,11 @@ export const make = Effect.fnUntraced(function* (
     if (!roots.some((root) => isInside(root, target))) {
       return deny("outside_roots", `${subject} resolves outside the allowed roots`)
     }
-    const real = yield* realPath(target, 0)
+    const real = yield* realPath(target)
     if (real === undefined) {
       return deny("symlink_escape", `${subject} goes through a loop of symbolic links`)
     }
-    const realRoots = yield* Effect.forEach(roots, (root) => realPath(root, 0))
+    const realRoots = yield* Effect.forEach(roots, realPath)
     if (!realRoots.some((root) => root !== undefined && isInside(root, real))) {
       return deny("symlink_escape", `${subject} leads outside the allowed roots through a symbolic link`)
     }

@@ -106,7 +106,7 @@ export interface Limits extends Termination.Limits {
   readonly correctionBudget?: number | undefined
   /** How many retries the run may make in all, provider and tools together (R3.4). Default 8. */
   readonly maxRecoveries?: number | undefined
-  /** Arguments longer than this (JSON text, in characters) get `invalid_arguments`. Default 256 KiB. */
+  /** Arguments longer than this (JSON text, in characters) get `invalid_arguments`. Default 8 MiB. */
   readonly maxArgumentChars?: number | undefined
   /** Arguments nested deeper than this get `invalid_arguments` (R12). Default 64. */
   readonly maxArgumentDepth?: number | undefined

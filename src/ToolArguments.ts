@@ -15,7 +15,11 @@ import * as Failure from "./Failure.ts"
  * @since 0.1.0
  */
 export interface Limits {
-  /** Arguments larger than this (JSON text, in characters) are refused. Default 256 KiB. */
+  /**
+   * Arguments larger than this (JSON text, in characters) are refused. Default 8 MiB:
+   * room for a content field at the permission policy's 1 MiB limit even in its worst JSON
+   * encoding (six characters a byte), so oversize content is denied by the policy (R3.6).
+   */
   readonly maxArgumentChars: number
   /** Observations longer than this are cut, saying how much was cut. Default 32 KiB. */
   readonly maxObservationChars: number
@@ -32,7 +36,7 @@ export interface Limits {
  * @since 0.1.0
  */
 export const defaultLimits: Limits = {
-  maxArgumentChars: 256 * 1024,
+  maxArgumentChars: 8 * 1024 * 1024,
   maxObservationChars: 32 * 1024,
   maxArgumentDepth: 64
 }

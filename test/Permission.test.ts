@@ -1,9 +1,14 @@
-import { symlinkSync } from "node:fs"
+import { existsSync, symlinkSync } from "node:fs"
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, FileSystem, Layer, Path, Schema } from "effect"
+import type * as Event from "../src/Event.ts"
 import * as Permission from "../src/Permission.ts"
+import * as Run from "../src/Run.ts"
 import * as Tool from "../src/Tool.ts"
+import * as ToolArguments from "../src/ToolArguments.ts"
+import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import * as FileTools from "../src/tools/FileTools.ts"
 
 const probe = (name: string) =>
   Tool.make({
@@ -169,6 +174,20 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
       })
     )
 
+    it.effect("R3.6 `..` after a link is the parent of where the link led, as the file system sees it", () =>
+      Effect.gen(function* () {
+        const { policy, root, outside, path } = yield* workspace
+        // By text, "sub/../x" is "x", inside; on disk sub/.. is the outside directory.
+        symlinkSync(path.join(outside), path.join(root, "sub"))
+        symlinkSync("sub/../x", path.join(root, "sneaky"))
+        assertDenied(yield* check(policy, { path: "sneaky" }), "symlink_escape")
+        // And the other way round: "docs-link/.." is the root, inside.
+        symlinkSync(path.join(root, "docs"), path.join(root, "docs-link"))
+        symlinkSync("docs-link/../docs/notes.md", path.join(root, "fine"))
+        assertAllowed(yield* check(policy, { path: "fine" }))
+      })
+    )
+
     it.effect("R3.6 a loop of links is denied as symlink_escape", () =>
       Effect.gen(function* () {
         const { policy, root, path } = yield* workspace
@@ -237,6 +256,15 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
       })
     )
 
+    it.effect("R3.6 a path longer than 4096 bytes is denied as invalid_path, with its size", () =>
+      Effect.gen(function* () {
+        const { policy } = yield* workspace
+        const long = `${"d/".repeat(2048)}x`
+        assertDenied(yield* check(policy, { path: long }), "invalid_path", "4097 bytes", "4096")
+        assertAllowed(yield* check(policy, { path: `${"d/".repeat(2047)}xy` }))
+      })
+    )
+
     it.effect("R3.6 content over the limit is denied as content_too_large, with sizes and no content", () =>
       Effect.gen(function* () {
         const policy = yield* Permission.make({ maxContentBytes: 10 })
@@ -275,6 +303,75 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
         const policy = yield* Permission.make({ roots: [root], maxContentBytes: 1 })
         assertDenied(yield* check(policy, { path: "../x", content: "too long" }), "outside_roots")
         assertDenied(yield* check(policy, { path: "x", content: "too long" }), "content_too_large")
+      })
+    )
+  })
+
+  describe("default limits", () => {
+    const blockedOrFailed = (timeline: ReadonlyArray<Event.Event>) =>
+      timeline.flatMap((e) => (e._tag === "tool.blocked" || e._tag === "tool.failed" ? [e] : []))
+
+    const runWrites = (root: string, contents: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        const tools = yield* FileTools.make({ root })
+        return yield* Run.run({ goal: "write", tools: tools.all }).pipe(
+          Effect.provide(
+            ScriptedModel.layer([
+              ...contents.map((content, n) =>
+                ScriptedModel.toolCall("write_text_file", { path: `out-${n}.txt`, content }, `call-${n}`)
+              ),
+              ScriptedModel.finalAnswer("done")
+            ])
+          ),
+          Effect.provide(Permission.layer({ roots: [root] }))
+        )
+      })
+
+    it.effect(
+      "R3.6 at default limits, content just over the policy's limit is permission_denied and spends nothing",
+      () =>
+        Effect.gen(function* () {
+          const { root, path } = yield* workspace
+          const over = Permission.defaultMaxContentBytes + 1
+          // Plain text, and text whose JSON encoding is six characters a byte (the worst case).
+          const result = yield* runWrites(root, ["x".repeat(over), "\u0001".repeat(over)])
+          const ended = blockedOrFailed(result.timeline)
+          assert.deepStrictEqual(
+            ended.map((e) => [e._tag, e.error.code, e.error.correctable]),
+            [
+              ["tool.blocked", "permission_denied", false],
+              ["tool.blocked", "permission_denied", false]
+            ]
+          )
+          for (const e of ended) assert.include(e.error.message, "content_too_large")
+          assert.strictEqual(result.counters.toolCorrectionAttempts, 0)
+          assert.strictEqual(result.status, "completed")
+          assert.isFalse(existsSync(path.join(root, "out-0.txt")))
+        })
+    )
+
+    it.effect("R3.6 at default limits, arguments over the argument limit are a correctable invalid_arguments", () =>
+      Effect.gen(function* () {
+        const { root, path } = yield* workspace
+        const result = yield* runWrites(root, ["x".repeat(ToolArguments.defaultLimits.maxArgumentChars)])
+        const ended = blockedOrFailed(result.timeline)
+        assert.deepStrictEqual(
+          ended.map((e) => [e._tag, e.error.code, e.error.correctable]),
+          [["tool.failed", "invalid_arguments", true]]
+        )
+        assert.include(
+          ended[0]?.error.message ?? "",
+          `over the limit of ${ToolArguments.defaultLimits.maxArgumentChars}`
+        )
+        assert.strictEqual(result.counters.toolCorrectionAttempts, 1)
+        assert.isFalse(existsSync(path.join(root, "out-0.txt")))
+      })
+    )
+
+    it.effect("R3.6 the argument limit leaves room for the content limit in its worst JSON encoding", () =>
+      Effect.sync(() => {
+        // Six characters a byte (`\u0001`), plus room for the other fields.
+        assert.isAtLeast(ToolArguments.defaultLimits.maxArgumentChars, 6 * Permission.defaultMaxContentBytes + 4096)
       })
     )
   })

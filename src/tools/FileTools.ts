@@ -2,20 +2,32 @@
  * File tools confined to one workspace root: `read_file`, `list_files`,
  * `write_text_file`, `write_markdown_file` and `write_json_file`.
  *
- * Paths are relative to the root. The permission policy (R3.6) is what confines a
- * run; each tool also refuses, by itself, a path that resolves outside its root, so a
- * run without a policy still cannot wander off. Every path a tool reports back, in its
- * output or in a failure's hint, is relative to the root: absolute paths and platform
- * error text stay in `diagnostic`.
+ * Paths are relative to the root. The tools hold their root by themselves, policy or
+ * not, races included (R3.6, R3.11, R12): a path is resolved one name at a time from the
+ * root without the kernel ever following a symbolic link, so a link (or a `..` in one)
+ * that leads out of the root is refused as `outside_root`, and the file checked is the
+ * file used. Links that stay inside the root keep working. A write replaces its target
+ * atomically (a new file renamed over it), so it never writes through a link or a hard
+ * link into a file elsewhere. Only regular files are read or written: a FIFO, a socket or
+ * a device is refused without being opened for blocking I/O. Reads and writes are
+ * bounded (`maxReadBytes`, `maxWriteBytes`).
+ *
+ * Every path a tool reports back, in its output or in a failure's hint, is relative to
+ * the root: absolute paths and platform error text stay in `diagnostic`.
  *
  * @since 0.1.0
  */
-import { Array as Arr, Effect, FileSystem, Order, Path, type PlatformError, Predicate, Schema } from "effect"
+import { Array as Arr, Effect, Order, Path, Result, Schema } from "effect"
 import * as Failure from "../Failure.ts"
+import * as Permission from "../Permission.ts"
 import * as Tool from "../Tool.ts"
+import { prettyJsonBytes } from "./internal/prettyJson.ts"
+import * as Workspace from "./internal/Workspace.ts"
 
 /**
- * One entry of a directory listing. A symbolic link is listed as what it points to.
+ * One entry of a directory listing. A symbolic link is listed as what it points to;
+ * entries that are neither files nor directories, and links that dangle or lead out of
+ * the root, are left out.
  *
  * @category models
  * @since 0.1.0
@@ -55,6 +67,17 @@ export type Written = typeof Written.Type
 export interface Options {
   /** The workspace root; relative paths resolve against it. */
   readonly root: string
+  /**
+   * The largest file `read_file` reads, in bytes; a larger one fails `file_too_large`
+   * without being read. Default 1 MiB.
+   */
+  readonly maxReadBytes?: number | undefined
+  /**
+   * The most bytes a writer writes (for `write_json_file`, the pretty-printed text); more
+   * fails `content_too_large` and writes nothing. Default 1 MiB, the permission policy's
+   * content limit.
+   */
+  readonly maxWriteBytes?: number | undefined
 }
 
 /**
@@ -83,62 +106,123 @@ const permanent = (code: string, category: string, hint: string, diagnostic?: st
 
 type Operation = "read" | "list" | "write"
 
-// `EISDIR` and `ENOTDIR` share the `BadResource` tag, so tell them apart by the errno code.
-const errnoCode = (error: PlatformError.PlatformError): string | undefined => {
-  const cause = error.reason.cause
-  return Predicate.hasProperty(cause, "code") && Predicate.isString(cause.code) ? cause.code : undefined
-}
+// Linux's PATH_MAX: no longer path can name anything.
+const maxPathBytes = 4096
 
-const fromPlatformError =
-  (operation: Operation, display: string) =>
-  (error: PlatformError.PlatformError): Failure.Permanent => {
-    const diagnostic = error.message
-    if (error.reason._tag === "NotFound") {
-      const hint =
-        operation === "read"
-          ? `no file at ${display}; list the directory first`
-          : operation === "list"
-            ? `no directory at ${display}; list its parent first`
-            : `could not write ${display}: a directory on the way is missing`
-      return permanent("not_found", "not_found", hint, diagnostic)
+const maxShownChars = 200
+
+// A path as a hint shows it: relative to the root, and cut short.
+const shown = (display: string): string =>
+  display.length > maxShownChars ? `${display.slice(0, maxShownChars)}…` : display
+
+const fromWorkspaceError =
+  (operation: Operation, display: string, maxReadBytes: number) =>
+  (error: Workspace.WorkspaceError): Failure.Permanent => {
+    const diagnostic = error.detail
+    const at = shown(display)
+    switch (error.reason) {
+      case "not_found": {
+        const hint =
+          operation === "read"
+            ? `no file at ${at}; list the directory first`
+            : operation === "list"
+              ? `no directory at ${at}; list its parent first`
+              : `could not write ${at}: a directory on the way is missing`
+        return permanent("not_found", "not_found", hint, diagnostic)
+      }
+      case "is_a_directory": {
+        const hint =
+          operation === "read"
+            ? `${at} is a directory; use list_files`
+            : `${at} is a directory; write to a file path inside it`
+        return permanent("is_a_directory", "invalid_target", hint, diagnostic)
+      }
+      case "not_a_directory": {
+        const hint =
+          operation === "list"
+            ? `${at} is a file, not a directory; use read_file`
+            : `a parent of ${at} is a file, not a directory`
+        return permanent("not_a_directory", "invalid_target", hint, diagnostic)
+      }
+      case "not_a_regular_file":
+        return permanent(
+          "not_a_regular_file",
+          "invalid_target",
+          `${at} is not a regular file (a FIFO, a socket or a device); the file tools only read and write regular files`,
+          diagnostic
+        )
+      case "outside_root":
+        return permanent(
+          "outside_root",
+          "permission",
+          `${at} leads outside the workspace root through a symbolic link; use a path inside it`,
+          diagnostic
+        )
+      case "link_loop":
+        return permanent("link_loop", "invalid_target", `${at} goes through a loop of symbolic links`, diagnostic)
+      case "name_too_long":
+        return permanent(
+          "invalid_path",
+          "invalid_argument",
+          "a name in the path is longer than the file system allows (255 bytes); use shorter names",
+          diagnostic
+        )
+      case "too_large": {
+        const size = error.size === undefined ? `more than ${maxReadBytes} bytes` : `${error.size} bytes`
+        return permanent(
+          "file_too_large",
+          "too_large",
+          `${at} is ${size}, over the read limit of ${maxReadBytes} bytes; read_file does not read it`,
+          diagnostic
+        )
+      }
+      case "io":
+        return permanent("io_error", "io", `could not ${operation} ${at}`, diagnostic)
     }
-    const code = errnoCode(error)
-    if (code === "EISDIR") {
-      return permanent("is_a_directory", "invalid_target", `${display} is a directory; use list_files`, diagnostic)
-    }
-    if (code === "ENOTDIR") {
-      const hint =
-        operation === "list"
-          ? `${display} is a file, not a directory; use read_file`
-          : `a parent of ${display} is a file, not a directory`
-      return permanent("not_a_directory", "invalid_target", hint, diagnostic)
-    }
-    return permanent("io_error", "io", `could not ${operation} ${display}`, diagnostic)
   }
 
 const byName = Order.mapInput(Order.String, (entry: Entry) => entry.name)
 
+const checkLimit = (name: string, value: number | undefined, fallback: number): number => {
+  const limit = value ?? fallback
+  if (!Number.isSafeInteger(limit) || limit < 0) {
+    throw new RangeError(`FileTools.make: ${name} must be an integer >= 0, got ${limit}`)
+  }
+  return limit
+}
+
 /**
- * Builds the file tools for one root. The file system and path services are captured
- * here, so the handlers need nothing.
+ * Builds the file tools for one root. The path service is captured here, so the
+ * handlers need nothing.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const make = Effect.fnUntraced(function* (
-  options: Options
-): Effect.fn.Return<FileTools, never, FileSystem.FileSystem | Path.Path> {
-  const fs = yield* FileSystem.FileSystem
+export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Return<FileTools, never, Path.Path> {
   const path = yield* Path.Path
   const root = path.resolve(options.root)
+  const maxReadBytes = checkLimit("maxReadBytes", options.maxReadBytes, Permission.defaultMaxContentBytes)
+  const maxWriteBytes = checkLimit("maxWriteBytes", options.maxWriteBytes, Permission.defaultMaxContentBytes)
+  const workspace = yield* Workspace.make({ root })
 
-  // Defence in depth: the policy should already have refused such a path. The hint never
-  // repeats an absolute path.
+  // The path as names below the root, `..` resolved by text first (as the permission
+  // policy does), so a path that is outside on its face never reaches the file system.
+  // The hint never repeats an absolute path.
   const locate = (
     input: string
-  ): Effect.Effect<{ readonly absolute: string; readonly display: string }, Failure.Permanent> => {
+  ): Effect.Effect<{ readonly names: ReadonlyArray<string>; readonly display: string }, Failure.Permanent> => {
     if (input.length === 0 || input.includes("\0")) {
       return Effect.fail(permanent("invalid_path", "invalid_argument", "the path is empty or contains a NUL byte"))
+    }
+    const bytes = Buffer.byteLength(input, "utf8")
+    if (bytes > maxPathBytes) {
+      return Effect.fail(
+        permanent(
+          "invalid_path",
+          "invalid_argument",
+          `the path is ${bytes} bytes long, over the limit of ${maxPathBytes} bytes; use a shorter path`
+        )
+      )
     }
     const absolute = path.resolve(root, input)
     const relative = path.relative(root, absolute)
@@ -147,33 +231,46 @@ export const make = Effect.fnUntraced(function* (
         permanent("outside_root", "permission", "the path is outside the workspace root; use a path inside it")
       )
     }
-    return Effect.succeed({ absolute, display: relative === "" ? "." : relative })
+    return Effect.succeed({
+      names: relative.split(path.sep).filter((name) => name.length > 0),
+      display: relative === "" ? "." : relative
+    })
   }
 
-  const kindOf = Effect.fnUntraced(function* (directory: string, entry: FileSystem.DirectoryEntry) {
-    if (entry.type === "File") return "file" as const
-    if (entry.type === "Directory") return "directory" as const
-    if (entry.type !== "SymbolicLink" && entry.type !== "Unknown") return undefined
-    const info = yield* Effect.option(fs.stat(path.join(directory, entry.name)))
-    if (info._tag === "None") return undefined
-    return info.value.type === "Directory"
-      ? ("directory" as const)
-      : info.value.type === "File"
-        ? ("file" as const)
-        : undefined
+  const tooLarge = (display: string, what: string, bytes: string) =>
+    permanent(
+      "content_too_large",
+      "too_large",
+      `${what} for ${shown(display)} is ${bytes}, over the write limit of ${maxWriteBytes} bytes; write less`
+    )
+
+  const write = Effect.fnUntraced(function* (input: string, text: string, what = "the content") {
+    const { names, display } = yield* locate(input)
+    const bytes = Buffer.byteLength(text, "utf8")
+    if (bytes > maxWriteBytes) return yield* tooLarge(display, what, `${bytes} bytes`)
+    yield* workspace
+      .write(names, Buffer.from(text, "utf8"))
+      .pipe(Effect.mapError(fromWorkspaceError("write", display, maxReadBytes)))
+    return { path: display, bytes }
   })
 
-  const write = Effect.fnUntraced(function* (input: string, text: string) {
-    const { absolute, display } = yield* locate(input)
-    const onError = fromPlatformError("write", display)
-    yield* fs.makeDirectory(path.dirname(absolute), { recursive: true }).pipe(Effect.mapError(onError))
-    yield* fs.writeFileString(absolute, text).pipe(Effect.mapError(onError))
-    return { path: display, bytes: Buffer.byteLength(text, "utf8") }
+  const writeJson = Effect.fnUntraced(function* (input: string, content: Schema.Json) {
+    const { display } = yield* locate(input)
+    // Sized before the text exists: the pretty-printed text can be many times the compact
+    // one (indentation grows with depth), and must not be built to find that out.
+    if (prettyJsonBytes(content, maxWriteBytes - 1) === undefined) {
+      return yield* tooLarge(display, "the pretty-printed JSON", `more than ${maxWriteBytes} bytes`)
+    }
+    const text = Result.try(() => `${JSON.stringify(content, null, 2)}\n`)
+    if (Result.isFailure(text)) {
+      return yield* permanent("invalid_json", "invalid_argument", "the content cannot be written as JSON")
+    }
+    return yield* write(input, text.success, "the pretty-printed JSON")
   })
 
   const readFile = Tool.make({
     name: "read_file",
-    description: "Reads a UTF-8 text file. `path` is relative to the workspace root.",
+    description: `Reads a UTF-8 text file of at most ${maxReadBytes} bytes. \`path\` is relative to the workspace root.`,
     input: PathInput,
     output: Schema.Struct({ path: Schema.String, content: Schema.String }),
     sideEffect: "read",
@@ -183,9 +280,11 @@ export const make = Effect.fnUntraced(function* (
     maxRetries: 2,
     pathFields: ["path"],
     handler: Effect.fnUntraced(function* ({ path: input }) {
-      const { absolute, display } = yield* locate(input)
-      const content = yield* fs.readFileString(absolute).pipe(Effect.mapError(fromPlatformError("read", display)))
-      return { path: display, content }
+      const { names, display } = yield* locate(input)
+      const bytes = yield* workspace
+        .read(names, maxReadBytes)
+        .pipe(Effect.mapError(fromWorkspaceError("read", display, maxReadBytes)))
+      return { path: display, content: bytes.toString("utf8") }
     })
   })
 
@@ -203,13 +302,10 @@ export const make = Effect.fnUntraced(function* (
     maxRetries: 2,
     pathFields: ["path"],
     handler: Effect.fnUntraced(function* ({ path: input }) {
-      const { absolute, display } = yield* locate(input)
-      const listed = yield* fs.readDirectoryEntries(absolute).pipe(Effect.mapError(fromPlatformError("list", display)))
-      const entries: Array<Entry> = []
-      for (const entry of listed) {
-        const kind = yield* kindOf(absolute, entry)
-        if (kind !== undefined) entries.push({ name: entry.name, kind })
-      }
+      const { names, display } = yield* locate(input)
+      const entries = yield* workspace
+        .list(names)
+        .pipe(Effect.mapError(fromWorkspaceError("list", display, maxReadBytes)))
       return { path: display, entries: Arr.sort(entries, byName) }
     })
   })
@@ -269,7 +365,7 @@ export const make = Effect.fnUntraced(function* (
     idempotent: true,
     pathFields: ["path"],
     contentFields: ["content"],
-    handler: ({ path: input, content }) => write(input, `${JSON.stringify(content, null, 2)}\n`)
+    handler: ({ path: input, content }) => writeJson(input, content)
   })
 
   return {
