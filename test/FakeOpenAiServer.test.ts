@@ -118,6 +118,36 @@ describe("FakeOpenAiServer", () => {
       })
     )
 
+    for (const stream of [false, true]) {
+      it.live(
+        `R3.8 numbers tool-call ids across the whole script and keeps the script's own (${stream ? "streamed" : "plain"})`,
+        () =>
+          Effect.gen(function* () {
+            const call = (id?: string) => ({ ...(id === undefined ? {} : { id }), name: "echo", arguments: "{}" })
+            const server = yield* FakeOpenAiServer.make([
+              FakeOpenAiServer.reply({ toolCalls: [call(), call()] }),
+              FakeOpenAiServer.reply({ toolCalls: [call("reused"), call()] }),
+              FakeOpenAiServer.reply({ toolCalls: [call(), call("reused")] })
+            ])
+            const ids: Array<string> = []
+            for (let turn = 0; turn < 3; turn++) {
+              const answer = yield* chat(server, stream)
+              if (!stream) {
+                for (const c of JSON.parse(answer.text).choices[0].message.tool_calls) ids.push(c.id)
+                continue
+              }
+              for (const event of answer.text.split("\n\n")) {
+                const data = event.replace(/^data: /, "")
+                if (data === "" || data === "[DONE]") continue
+                for (const c of JSON.parse(data).choices[0]?.delta.tool_calls ?? [])
+                  if (c.id !== undefined) ids.push(c.id)
+              }
+            }
+            assert.deepStrictEqual(ids, ["call_0", "call_1", "reused", "call_2", "call_3", "reused"])
+          })
+      )
+    }
+
     it.live("R10 plays a script function for every request", () =>
       Effect.gen(function* () {
         const server = yield* FakeOpenAiServer.make((i) => FakeOpenAiServer.reply({ text: `answer ${i}` }))
