@@ -41,8 +41,8 @@ describe("OpenAiCompatible", () => {
         ': ping\r\ndata: {"a":1}\r\n\r\nevent: x\nid: 7\ndata: line1\ndata:line2\n\ndata: [DONE]\r\rdata: cut'
       const expected = ['{"a":1}', "line1\nline2", "[DONE]"]
       const feedAll = (parts: ReadonlyArray<string>) => {
-        const parser = Sse.parser()
-        return parts.flatMap((part) => Sse.feedText(parser, part))
+        const parser = Sse.parser({ maxEventLength: 1_000 })
+        return parts.flatMap((part) => Result.getOrThrow(parser.feed(part)))
       }
       assert.deepStrictEqual(feedAll([text]), expected)
       assert.deepStrictEqual(feedAll([...text]), expected)
