@@ -205,6 +205,36 @@ describe("FakeOpenAiServer", () => {
       })
     )
 
+    it.live("R10 a raw step sends its status, headers and body as given", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([
+          FakeOpenAiServer.raw({ status: 418, headers: { "x-teapot": "yes" }, body: "not json at all" })
+        ])
+        const answer = yield* chat(server)
+        assert.strictEqual(answer.status, 418)
+        assert.strictEqual(answer.headers.get("x-teapot"), "yes")
+        assert.strictEqual(answer.text, "not json at all")
+        assert.strictEqual((yield* server.whenClosed(0)).bytesSent, "not json at all".length)
+      })
+    )
+
+    it.live("R10 an endless body goes on as fast as it is read, until the client closes", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.endless({ prefix: "[", chunk: "1," })])
+        const read = yield* Effect.tryPromise(async () => {
+          const response = await fetch(`${server.url}/chat/completions`, { method: "POST", body: "{}" })
+          const reader = response.body?.getReader()
+          let bytes = 0
+          while (reader !== undefined && bytes < 1_000_000) bytes += (await reader.read()).value?.length ?? 0
+          await reader?.cancel()
+          return bytes
+        })
+        const record = yield* server.whenClosed(0).pipe(Effect.timeout("2 seconds"))
+        assert.isTrue(record.closedEarly)
+        assert.isAtLeast(record.bytesSent, read)
+      })
+    )
+
     it.live("R5.1 records that the client closed the connection before the answer was complete", () =>
       Effect.gen(function* () {
         const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.delay(5_000, FakeOpenAiServer.reply({}))])
