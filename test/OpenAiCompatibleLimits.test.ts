@@ -6,7 +6,7 @@ import type * as Failure from "../src/Failure.ts"
 import * as OpenAiCompatible from "../src/providers/OpenAiCompatible.ts"
 import * as Sse from "../src/providers/Sse.ts"
 import * as FakeOpenAiServer from "../src/testing/FakeOpenAiServer.ts"
-import { classOf, failureOf, KEY, once, request, setup } from "./support/provider.ts"
+import { apiKey, classOf, failureOf, KEY, once, request, setup } from "./support/provider.ts"
 
 const MiB = 1024 * 1024
 /** Far more than reading to a cap takes; reading to a deadline would hold what the server sent meanwhile. */
@@ -98,6 +98,17 @@ describe("OpenAiCompatible limits", () => {
         const { exit } = yield* once(step)
         assert.deepStrictEqual(classOf(failureOf(exit)), tooLarge)
       })
+    )
+
+    it.effect("R12 maxResponseBytes must be a whole number of bytes, at least 1", () =>
+      Effect.gen(function* () {
+        for (const maxResponseBytes of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+          const exit = yield* Effect.exit(
+            OpenAiCompatible.make({ baseUrl: "http://127.0.0.1:9", model: "m", apiKey, maxResponseBytes })
+          )
+          assert.isTrue(Exit.hasDies(exit), String(maxResponseBytes))
+        }
+      }).pipe(Effect.provide(OpenAiCompatible.layerHttpClient()))
     )
 
     live("R11 an answer just under maxResponseBytes is whole, plain and streamed", () =>

@@ -94,7 +94,12 @@ export interface Options {
   readonly maxResponseBytes?: number | undefined
 }
 
-/** The default of {@link Options.maxResponseBytes}: 16 MiB. */
+/**
+ * The default of {@link Options.maxResponseBytes}: 16 MiB.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
 export const defaultMaxResponseBytes = 16 * 1024 * 1024
 
 /** An error body is read for its diagnostic only. */
@@ -179,16 +184,13 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     return yield* timedOut(firstByte)
   })
 
-  const bounded = <A>(effect: Effect.Effect<A, Failure.Failure>, now: number, deadline: Deadline) => {
-    const left = cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, now)
-    return Effect.timeoutOrElse(effect, { duration: left.millis, orElse: () => Effect.fail(timedOut(left)) })
-  }
+  /** Fails with the phase's timeout once it passes. */
+  const within = <A>(effect: Effect.Effect<A, Failure.Failure>, phase: Phase) =>
+    Effect.timeoutOrElse(effect, { duration: phase.millis, orElse: () => Effect.fail(timedOut(phase)) })
 
-  /** Bounds a whole-body read: it must arrive within one idle-read period, capped by the deadline. */
-  const withinIdle = <A>(effect: Effect.Effect<A, Failure.Failure>, now: number, deadline: Deadline) => {
-    const idle = cap("idle_read", idleMillis, deadline, now)
-    return Effect.timeoutOrElse(effect, { duration: idle.millis, orElse: () => Effect.fail(timedOut(idle)) })
-  }
+  /** A whole-body read must arrive within one idle-read period, capped by the deadline. */
+  const withinIdle = <A>(effect: Effect.Effect<A, Failure.Failure>, now: number, deadline: Deadline) =>
+    within(effect, cap("idle_read", idleMillis, deadline, now))
 
   /**
    * A whole (non-streamed) body: it comes in one piece once the provider has finished,
@@ -291,7 +293,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       })
     },
     Effect.scoped,
-    (effect, _response, request, now) => bounded(effect, now, deadlineOf(request))
+    (effect, _response, request, now) =>
+      within(effect, cap(deadlineOf(request).layer, Number.POSITIVE_INFINITY, deadlineOf(request), now))
   )
 
   const generate = Effect.fnUntraced(
