@@ -49,8 +49,10 @@ describe("OpenAiCompatible limits", () => {
     live("R12 a plain body declared longer than maxResponseBytes fails before it is read", () =>
       Effect.gen(function* () {
         const body = JSON.stringify({ choices: [{ message: { content: "y".repeat(2 * MiB) } }] })
-        const { exit } = yield* once(FakeOpenAiServer.raw({ body }), { maxResponseBytes: MiB })
+        const headers = { "content-length": String(body.length) }
+        const { exit } = yield* once(FakeOpenAiServer.raw({ body, headers }), { maxResponseBytes: MiB })
         assert.deepStrictEqual(classOf(failureOf(exit)), tooLarge)
+        assert.include(failureOf(exit).diagnostic, `the declared body length (${body.length} bytes)`)
         assert.include(failureOf(exit).diagnostic, `${MiB} bytes`)
       })
     )
@@ -199,6 +201,21 @@ describe("OpenAiCompatible limits", () => {
             assert.deepStrictEqual(classOf(failure), ["Retryable", "corrupt_response", "corrupt_response"])
             assert.include(failure.diagnostic, "usage")
           }
+        }
+      })
+    )
+
+    live("R11 text, a tool-call name or an id that is not a string is a corrupt_response", () =>
+      Effect.gen(function* () {
+        const messages: ReadonlyArray<unknown> = [
+          { content: 42 },
+          { content: ["parts"] },
+          { content: null, tool_calls: [{ id: "a", function: { name: 7, arguments: "{}" } }] },
+          { content: null, tool_calls: [{ id: { x: 1 }, function: { name: "echo", arguments: "{}" } }] }
+        ]
+        for (const message of messages) {
+          const { exit } = yield* once(FakeOpenAiServer.raw({ body: JSON.stringify({ choices: [{ message }] }) }))
+          assert.deepStrictEqual(classOf(failureOf(exit)), ["Retryable", "corrupt_response", "corrupt_response"])
         }
       })
     )
