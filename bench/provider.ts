@@ -20,6 +20,9 @@
  * interleaved round by round against drift. Prints figures and the ratio to `fetch`
  * (target: the client's median latency at most 1.3x fetch's; compare `client/stream`
  * with `fetch/stream`); it never asserts.
+ *
+ * Last, the SSE parser alone: one event of 1 MiB and one of 4 MiB, fed in 64 KiB
+ * pieces. Linear parsing shows as a ratio near 4 between the two.
  * Options: `--rounds=N` (default 10), `--batch=N` requests per case and round (default 200).
  */
 import { NodeHttpClient } from "@effect/platform-node"
@@ -27,6 +30,7 @@ import { Clock, Effect, Layer, Redacted, Tracer } from "effect"
 import type * as Model from "../src/Model.ts"
 import * as OpenAiCompatible from "../src/providers/OpenAiCompatible.ts"
 import * as OpenAiWire from "../src/providers/OpenAiWire.ts"
+import * as Sse from "../src/providers/Sse.ts"
 import * as FakeOpenAiServer from "../src/testing/FakeOpenAiServer.ts"
 
 const argValue = (name: string): string | undefined =>
@@ -179,6 +183,23 @@ const program = Effect.gen(function* () {
   console.log(
     `\nclient added latency: ${((median(cases[1]?.latencies ?? []) - base) * 1000).toFixed(0)} µs per request; ` +
       `ratio ${ratio.toFixed(2)}x (target <= ${TARGET_RATIO}x: ${ratio <= TARGET_RATIO ? "PASS" : "MISS"})`
+  )
+  console.log("\nSSE parser, one event fed in 64 KiB pieces (median of 5):")
+  const parseMillis = (size: number) => {
+    const text = `data: ${"x".repeat(size)}\n\n`
+    const runs: Array<number> = []
+    for (let run = 0; run < 5; run++) {
+      const parser = Sse.parser({ maxEventLength: 2 * size })
+      const start = performance.now()
+      for (let i = 0; i < text.length; i += 65_536) parser.feed(text.slice(i, i + 65_536))
+      runs.push(performance.now() - start)
+    }
+    return median(runs)
+  }
+  const one = parseMillis(1024 * 1024)
+  const four = parseMillis(4 * 1024 * 1024)
+  console.log(
+    `1 MiB: ${one.toFixed(2)} ms; 4 MiB: ${four.toFixed(2)} ms; ratio ${(four / one).toFixed(1)} (linear: ~4)`
   )
 }).pipe(Effect.scoped)
 

@@ -23,7 +23,7 @@ import * as Failure from "./Failure.ts"
 /**
  * Reads a `Retry-After` header: delay-seconds or an HTTP-date, relative to `now`
  * (milliseconds since the epoch, from the run's `Clock`). `undefined` when absent or
- * unreadable; never negative.
+ * unreadable; never negative, never more than `Number.MAX_SAFE_INTEGER`.
  *
  * @category parsing
  * @since 0.1.0
@@ -32,7 +32,8 @@ export const retryAfterMillis = (header: string | null | undefined, now: number)
   if (header === null || header === undefined) return undefined
   const text = header.trim()
   if (text === "") return undefined
-  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000)
+  // A delay too long to represent is still "longer than any deadline", never Infinity.
+  if (/^\d+(\.\d+)?$/.test(text)) return Math.min(Math.round(Number(text) * 1000), Number.MAX_SAFE_INTEGER)
   const date = Date.parse(text)
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }

@@ -118,6 +118,36 @@ describe("FakeOpenAiServer", () => {
       })
     )
 
+    for (const stream of [false, true]) {
+      it.live(
+        `R3.8 numbers tool-call ids across the whole script and keeps the script's own (${stream ? "streamed" : "plain"})`,
+        () =>
+          Effect.gen(function* () {
+            const call = (id?: string) => ({ ...(id === undefined ? {} : { id }), name: "echo", arguments: "{}" })
+            const server = yield* FakeOpenAiServer.make([
+              FakeOpenAiServer.reply({ toolCalls: [call(), call()] }),
+              FakeOpenAiServer.reply({ toolCalls: [call("reused"), call()] }),
+              FakeOpenAiServer.reply({ toolCalls: [call(), call("reused")] })
+            ])
+            const ids: Array<string> = []
+            for (let turn = 0; turn < 3; turn++) {
+              const answer = yield* chat(server, stream)
+              if (!stream) {
+                for (const c of JSON.parse(answer.text).choices[0].message.tool_calls) ids.push(c.id)
+                continue
+              }
+              for (const event of answer.text.split("\n\n")) {
+                const data = event.replace(/^data: /, "")
+                if (data === "" || data === "[DONE]") continue
+                for (const c of JSON.parse(data).choices[0]?.delta.tool_calls ?? [])
+                  if (c.id !== undefined) ids.push(c.id)
+              }
+            }
+            assert.deepStrictEqual(ids, ["call_0", "call_1", "reused", "call_2", "call_3", "reused"])
+          })
+      )
+    }
+
     it.live("R10 plays a script function for every request", () =>
       Effect.gen(function* () {
         const server = yield* FakeOpenAiServer.make((i) => FakeOpenAiServer.reply({ text: `answer ${i}` }))
@@ -172,6 +202,36 @@ describe("FakeOpenAiServer", () => {
         assert.strictEqual(records.length, 4)
         // A reset by the server is not the client closing early.
         assert.isFalse((yield* server.whenClosed(0)).closedEarly)
+      })
+    )
+
+    it.live("R10 a raw step sends its status, headers and body as given", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([
+          FakeOpenAiServer.raw({ status: 418, headers: { "x-teapot": "yes" }, body: "not json at all" })
+        ])
+        const answer = yield* chat(server)
+        assert.strictEqual(answer.status, 418)
+        assert.strictEqual(answer.headers.get("x-teapot"), "yes")
+        assert.strictEqual(answer.text, "not json at all")
+        assert.strictEqual((yield* server.whenClosed(0)).bytesSent, "not json at all".length)
+      })
+    )
+
+    it.live("R10 an endless body goes on as fast as it is read, until the client closes", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.endless({ prefix: "[", chunk: "1," })])
+        const read = yield* Effect.tryPromise(async () => {
+          const response = await fetch(`${server.url}/chat/completions`, { method: "POST", body: "{}" })
+          const reader = response.body?.getReader()
+          let bytes = 0
+          while (reader !== undefined && bytes < 1_000_000) bytes += (await reader.read()).value?.length ?? 0
+          await reader?.cancel()
+          return bytes
+        })
+        const record = yield* server.whenClosed(0).pipe(Effect.timeout("2 seconds"))
+        assert.isTrue(record.closedEarly)
+        assert.isAtLeast(record.bytesSent, read)
       })
     )
 

@@ -226,6 +226,39 @@ describe("LanguageModelAdapter", () => {
     }).pipe(Effect.provide(layer))
   })
 
+  it.effect("R2.1 a negative token count is a corrupt_response, never a count (effect/ai refuses the rest)", () => {
+    const text = { type: "text", text: "a" } as const
+    const { layer } = scripted([
+      Effect.succeed([text, finish(-3, 1)]),
+      Effect.succeed([text, finish(1, -1)]),
+      Effect.succeed([text, finish(1.5, 1)]),
+      Effect.succeed([text, finish(Number.NaN, 1)])
+    ])
+    return Effect.gen(function* () {
+      for (let i = 0; i < 4; i++) {
+        const failure = failureOf(yield* Effect.exit(generate(request())))
+        assert.deepStrictEqual([failure._tag, failure.code], ["Retryable", "corrupt_response"], `answer ${i}`)
+      }
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("R3.1 a credential an AiError's message carries is scrubbed from the diagnostic", () => {
+    const key = "sk-live-abcdefghijklmnopqrstuvwxyz0123"
+    const { layer } = scripted([
+      fail(new AiError.InvalidRequestError({ description: `Authorization: Bearer ${key} was rejected` })),
+      fail(new AiError.AuthenticationError({ kind: "InvalidKey", http: { response: { status: 401, headers: {} } } })),
+      fail(new AiError.UnknownError({ description: `${"u".repeat(600)} ${key}` }))
+    ])
+    return Effect.gen(function* () {
+      for (let i = 0; i < 3; i++) {
+        const failure = failureOf(yield* Effect.exit(generate(request())))
+        for (const text of [failure.hint, failure.diagnostic ?? "", JSON.stringify(failure)]) {
+          assert.notInclude(text, "abcdefghijklmnop")
+        }
+      }
+    }).pipe(Effect.provide(layer))
+  })
+
   it.effect("R4.2 a call still running at the request's deadline fails with an attempt timeout", () => {
     const { layer } = scripted([Effect.never])
     return Effect.gen(function* () {

@@ -9,7 +9,6 @@ import {
   Fiber,
   FileSystem,
   Layer,
-  Redacted,
   Result,
   Schema,
   type Scope
@@ -27,67 +26,13 @@ import * as Run from "../src/Run.ts"
 import * as FakeOpenAiServer from "../src/testing/FakeOpenAiServer.ts"
 import * as FileTools from "../src/tools/FileTools.ts"
 import * as Validation from "../src/Validation.ts"
+import { apiKey, classOf, failureOf, KEY, once, request, setup } from "./support/provider.ts"
 
-const KEY = "sk-test-SECRET-7f3a9c1e5b"
-const apiKey = Redacted.make(KEY)
 const transport = OpenAiCompatible.layerHttpClient()
 
 /** A test on real time and real sockets, with the reporting transport. */
 const live = <E>(name: string, body: () => Effect.Effect<void, E, Scope.Scope | HttpClient.HttpClient>) =>
   it.live(name, () => body().pipe(Effect.provide(transport)))
-
-const request = (
-  options: {
-    readonly deadlineIn?: number
-    readonly deadlineLayer?: Model.Request["deadlineLayer"]
-    readonly messages?: ReadonlyArray<Model.Message>
-  } = {}
-) =>
-  Effect.map(
-    Clock.currentTimeMillis,
-    (now): Model.Request => ({
-      runId: "run-1",
-      iteration: 3,
-      messages: options.messages ?? [{ _tag: "user", content: "hi" }],
-      tools: [],
-      deadlineAt: now + (options.deadlineIn ?? 5_000),
-      deadlineLayer: options.deadlineLayer
-    })
-  )
-
-/** A server playing `script` and a client of it; both live in the test's scope. */
-const setup = Effect.fnUntraced(function* (
-  script: FakeOpenAiServer.Script,
-  options: Partial<OpenAiCompatible.Options> = {}
-) {
-  const server = yield* FakeOpenAiServer.make(script)
-  const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "fake-model", apiKey, ...options })
-  return { server, model }
-})
-
-/** One `generate` against one scripted step: its exit, time taken and the requests the server got. */
-const once = Effect.fnUntraced(function* (
-  step: FakeOpenAiServer.Step,
-  options: Partial<OpenAiCompatible.Options> = {},
-  deadlineIn?: number
-) {
-  const { server, model } = yield* setup([step], options)
-  const start = yield* Clock.currentTimeMillis
-  const exit = yield* Effect.exit(
-    model.generate(yield* request({ ...(deadlineIn === undefined ? {} : { deadlineIn }) }))
-  )
-  const elapsed = (yield* Clock.currentTimeMillis) - start
-  return { exit, elapsed, requests: yield* server.requests, server }
-})
-
-const failureOf = (exit: Exit.Exit<Model.Response, Failure.Failure>): Failure.Failure => {
-  if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${JSON.stringify(exit.value)}`)
-  const failure = Cause.squash(exit.cause)
-  if (!Failure.isFailure(failure)) throw new Error(`expected a Failure, got ${String(failure)}`)
-  return failure
-}
-
-const classOf = (failure: Failure.Failure) => [failure._tag, failure.category, failure.code]
 
 describe("OpenAiCompatible", () => {
   describe("wire format", () => {
@@ -96,8 +41,8 @@ describe("OpenAiCompatible", () => {
         ': ping\r\ndata: {"a":1}\r\n\r\nevent: x\nid: 7\ndata: line1\ndata:line2\n\ndata: [DONE]\r\rdata: cut'
       const expected = ['{"a":1}', "line1\nline2", "[DONE]"]
       const feedAll = (parts: ReadonlyArray<string>) => {
-        const parser = Sse.parser()
-        return parts.flatMap((part) => Sse.feedText(parser, part))
+        const parser = Sse.parser({ maxEventLength: 1_000 })
+        return parts.flatMap((part) => Result.getOrThrow(parser.feed(part)))
       }
       assert.deepStrictEqual(feedAll([text]), expected)
       assert.deepStrictEqual(feedAll([...text]), expected)

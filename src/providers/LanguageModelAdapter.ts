@@ -14,7 +14,11 @@
  * (R3.2); a transport error is a connection error, or a timeout when its cause is one;
  * a response or output that does not decode is `corrupt_response`; an exhausted quota
  * is permanent even when its status was 429; anything else is a permanent request
- * failure.
+ * failure. The diagnostic keeps the error's message with credentials scrubbed
+ * (`Bearer` values, `sk-…` keys) and cut to 500 characters (R3.1).
+ *
+ * Token usage feeds the run's counters and budgets: effect/ai decodes its counts as
+ * integers, and a negative one is refused here as a `corrupt_response` too (R2.1).
  *
  * @since 0.1.0
  */
@@ -23,6 +27,7 @@ import { type AiError, LanguageModel, Prompt, type Response, Tool, Toolkit } fro
 import type * as Failure from "../Failure.ts"
 import * as FailureBoundary from "../FailureBoundary.ts"
 import * as Model from "../Model.ts"
+import * as Redact from "./internal/Redact.ts"
 
 /**
  * @category models
@@ -34,6 +39,9 @@ export interface Options {
 }
 
 const source = "provider" as const
+
+// effect/ai's provider holds the key, so only key-shaped text can be recognised here.
+const scrub = Redact.redactor(undefined)
 
 const decodeJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
 const decodeObject = Schema.decodeUnknownResult(Schema.Record(Schema.String, Schema.Unknown))
@@ -126,7 +134,7 @@ const retryAfterOf = (reason: AiError.AiErrorReason): string | undefined => {
  */
 export const fromAiError = (error: AiError.AiError, now: number, elapsedMillis: number): Failure.Failure => {
   const reason = error.reason
-  const diagnostic = `${error.module}.${error.method}: ${reason._tag}: ${reason.message}`
+  const diagnostic = Redact.clip(scrub(`${error.module}.${error.method}: ${reason._tag}: ${reason.message}`))
   const status = "http" in reason ? reason.http?.response?.status : undefined
   const http = (fallback: number) =>
     FailureBoundary.http({ status: status ?? fallback, retryAfter: retryAfterOf(reason), now, diagnostic })
@@ -188,21 +196,27 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     readonly text: string
     readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }>
     readonly usage: Response.Usage
-  }): Model.Response => {
+  }): Effect.Effect<Model.Response, Failure.Failure> => {
     const inputTokens = response.usage.inputTokens.total ?? 0
     const outputTokens = response.usage.outputTokens.total ?? 0
-    return Model.response({
-      text: response.text,
-      toolCalls: response.toolCalls.map((call) => ({ id: call.id, name: call.name, arguments: call.params })),
-      usage:
-        prices === undefined
-          ? { inputTokens, outputTokens }
-          : {
-              inputTokens,
-              outputTokens,
-              costUsd: (inputTokens * prices.input + outputTokens * prices.output) / 1_000_000
-            }
-    })
+    if (inputTokens < 0 || outputTokens < 0) {
+      const detail = `the usage has a negative token count (input ${inputTokens}, output ${outputTokens})`
+      return Effect.fail(FailureBoundary.corruptResponse({ source, detail }))
+    }
+    return Effect.succeed(
+      Model.response({
+        text: response.text,
+        toolCalls: response.toolCalls.map((call) => ({ id: call.id, name: call.name, arguments: call.params })),
+        usage:
+          prices === undefined
+            ? { inputTokens, outputTokens }
+            : {
+                inputTokens,
+                outputTokens,
+                costUsd: (inputTokens * prices.input + outputTokens * prices.output) / 1_000_000
+              }
+      })
+    )
   }
 
   const generate = Effect.fnUntraced(function* (request: Model.Request) {
@@ -211,10 +225,10 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     const layer = request.deadlineLayer ?? "attempt"
     if (left <= 0) return yield* FailureBoundary.timeout({ source, layer, afterMillis: 0 })
     const prompt = toPrompt(request.messages)
-    const call: Effect.Effect<Model.Response, AiError.AiError> =
+    const call: Effect.Effect<Model.Response, AiError.AiError | Failure.Failure> =
       request.tools.length === 0
-        ? Effect.map(model.generateText({ prompt }), toResponse)
-        : Effect.map(
+        ? Effect.flatMap(model.generateText({ prompt }), toResponse)
+        : Effect.flatMap(
             model.generateText({
               prompt,
               toolkit: toolkitFor(request.tools),
@@ -224,7 +238,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
             toResponse
           )
     return yield* call.pipe(
-      Effect.catch((error) =>
+      Effect.catchTag("AiError", (error) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.fail(fromAiError(error, now, now - start)))
       ),
       Effect.timeoutOrElse({

@@ -10,8 +10,16 @@
  * is what binds, the timeout reports the `attempt` layer. Interrupting the fiber aborts
  * the HTTP request.
  *
+ * Memory is bounded by `maxResponseBytes`, not by what the server sends (R12): a plain
+ * body, a streamed one (each event and the whole stream, so the text and tool-call
+ * arguments folded from its deltas too) and an error body (64 KiB, read for the
+ * diagnostic only) are read up to their limit, and a response that goes past it is
+ * aborted there and fails `response_too_large` (retryable). Headers are bounded by the
+ * HTTP client (16 KiB by default in node:http and undici) and fail the same way.
+ *
  * The API key is `Redacted`, sent only in the `Authorization` header, and scrubbed from
- * every failure's diagnostic.
+ * every failure: server text is scrubbed before it is cut, so no piece of the key
+ * survives a cut (R3.1).
  *
  * The client runs over the `HttpClient` in context: {@link layerHttpClient} (keep-alive
  * `node:http` that reports connections) tells the connect phase apart; over any other
@@ -29,20 +37,21 @@ import {
   Exit,
   Layer,
   Option,
-  Predicate,
   Pull,
   Redacted,
   Result,
   Stream
 } from "effect"
 import * as HttpClient from "effect/http/HttpClient"
-import type * as HttpClientError from "effect/http/HttpClientError"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
-import * as Failure from "../Failure.ts"
+import type * as Failure from "../Failure.ts"
 import * as FailureBoundary from "../FailureBoundary.ts"
 import * as Model from "../Model.ts"
 import * as HttpTransport from "./HttpTransport.ts"
+import * as Body from "./internal/Body.ts"
+import * as ProviderFailure from "./internal/ProviderFailure.ts"
+import * as Redact from "./internal/Redact.ts"
 import { DeepSeek, OpenAi, type Preset, type PresetOptions } from "./OpenAiPresets.ts"
 import * as OpenAiWire from "./OpenAiWire.ts"
 import * as Sse from "./Sse.ts"
@@ -78,7 +87,26 @@ export interface Options {
   /** Prices in USD per million tokens, to fill `usage.costUsd`. */
   readonly costPerMillionTokens?: OpenAiWire.Prices | undefined
   readonly temperature?: number | undefined
+  /**
+   * The largest response body read, plain or streamed; a longer one fails
+   * `response_too_large` and its request is aborted. Default 16 MiB.
+   */
+  readonly maxResponseBytes?: number | undefined
 }
+
+/**
+ * The default of {@link Options.maxResponseBytes}: 16 MiB.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export const defaultMaxResponseBytes = 16 * 1024 * 1024
+
+/** An error body is read for its diagnostic only. */
+const maxErrorBodyBytes = 64 * 1024
+
+/** How long the rest of a stream is drained after `[DONE]`, at most. */
+const drainMillis = 1_000
 
 const source = "provider" as const
 
@@ -109,47 +137,6 @@ const cap = (layer: FailureBoundary.TimeoutLayer, own: number, deadline: Deadlin
 
 const timedOut = (phase: Phase) => FailureBoundary.timeout({ source, layer: phase.layer, afterMillis: phase.millis })
 
-const describe = (cause: unknown): string => {
-  if (!Predicate.isError(cause)) return String(cause)
-  const code = Predicate.hasProperty(cause, "code") && Predicate.isString(cause.code) ? ` ${cause.code}` : ""
-  return `${cause.name}${code}: ${cause.message}`
-}
-
-const clip = (text: string, max = 500) => (text.length > max ? `${text.slice(0, max)}…` : text)
-
-/** Transport failures; the diagnostic names the cause, never the request (it has the headers). */
-const fromHttpError = (error: HttpClientError.HttpClientError): Failure.Failure => {
-  const reason = error.reason
-  const cause = "cause" in reason ? reason.cause : undefined
-  const detail = `${reason._tag}: ${cause === undefined ? (reason.description ?? "") : describe(cause)}`
-  const programmerError =
-    Predicate.hasProperty(cause, "code") && Predicate.isString(cause.code) && cause.code.startsWith("ERR_")
-  if ((reason._tag === "TransportError" || reason._tag === "DecodeError") && !programmerError) {
-    return FailureBoundary.connection({ source, detail })
-  }
-  const named = new Error(detail)
-  named.name = reason._tag
-  return FailureBoundary.unknown(source, named)
-}
-
-const scrub = (failure: Failure.Failure, secret: string): Failure.Failure => {
-  if (secret === "" || failure.diagnostic === undefined || !failure.diagnostic.includes(secret)) return failure
-  const diagnostic = failure.diagnostic.replaceAll(secret, "<redacted>")
-  switch (failure._tag) {
-    case "Retryable":
-      return new Failure.Retryable({ ...failure, diagnostic })
-    case "Permanent":
-      return new Failure.Permanent({ ...failure, diagnostic })
-    case "UnknownOutcome":
-      return new Failure.UnknownOutcome({ ...failure, diagnostic })
-  }
-}
-
-const retryAfter = (response: HttpClientResponse.HttpClientResponse): string | undefined => {
-  const ms = Number(response.headers["retry-after-ms"])
-  return Number.isFinite(ms) && ms >= 0 ? String(ms / 1000) : response.headers["retry-after"]
-}
-
 /**
  * The model service over the `HttpClient` in context.
  *
@@ -164,6 +151,16 @@ export const make = Effect.fnUntraced(function* (options: Options) {
   const firstByteMillis = millis(options.timeouts?.firstByte, 300_000)
   const idleMillis = millis(options.timeouts?.idleRead, 60_000)
   const prices = options.costPerMillionTokens
+  const maxBytes = options.maxResponseBytes ?? defaultMaxResponseBytes
+  if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
+    return yield* Effect.die(
+      new RangeError(`OpenAiCompatible: maxResponseBytes must be an integer >= 1, got ${String(maxBytes)}`)
+    )
+  }
+  const scrub = Redact.redactor(Redacted.value(options.apiKey))
+  /** Server text for a diagnostic: scrubbed first, then cut, so no cut leaves a piece of the key. */
+  const said = (text: string, max?: number) => Redact.clip(scrub(text), max)
+  const tooLarge = (what: string) => ProviderFailure.responseTooLarge(what, `maxResponseBytes (${maxBytes} bytes)`)
   const wire: OpenAiWire.RequestOptions = { model: options.model, temperature: options.temperature, stream }
   const encoder = new TextEncoder()
   const base = HttpClientRequest.post(url).pipe(
@@ -187,33 +184,53 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     return yield* timedOut(firstByte)
   })
 
-  const bounded = <A>(effect: Effect.Effect<A, Failure.Failure>, now: number, deadline: Deadline) => {
-    const left = cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, now)
-    return Effect.timeoutOrElse(effect, { duration: left.millis, orElse: () => Effect.fail(timedOut(left)) })
-  }
+  /** Fails with the phase's timeout once it passes. */
+  const within = <A>(effect: Effect.Effect<A, Failure.Failure>, phase: Phase) =>
+    Effect.timeoutOrElse(effect, { duration: phase.millis, orElse: () => Effect.fail(timedOut(phase)) })
+
+  /** A whole-body read must arrive within one idle-read period, capped by the deadline. */
+  const withinIdle = <A>(effect: Effect.Effect<A, Failure.Failure>, now: number, deadline: Deadline) =>
+    within(effect, cap("idle_read", idleMillis, deadline, now))
 
   /**
    * A whole (non-streamed) body: it comes in one piece once the provider has finished,
-   * so it must arrive within one idle-read period, capped by the deadline.
+   * so it must arrive within one idle-read period. One declared or found longer than
+   * `maxResponseBytes` is not read on.
    */
-  const wholeBody = (response: HttpClientResponse.HttpClientResponse, now: number, deadline: Deadline) => {
-    const idle = cap("idle_read", idleMillis, deadline, now)
-    return Effect.timeoutOrElse(Effect.mapError(response.text, fromHttpError), {
-      duration: idle.millis,
-      orElse: () => Effect.fail(timedOut(idle))
-    })
-  }
+  const wholeBody = Effect.fnUntraced(function* (response: HttpClientResponse.HttpClientResponse) {
+    if ((Body.declaredLength(response) ?? 0) > maxBytes) {
+      yield* Body.discard(response)
+      return yield* tooLarge(`the declared body length (${Body.declaredLength(response)} bytes)`)
+    }
+    const read = yield* Effect.mapError(Body.readUpTo(response, maxBytes), ProviderFailure.fromHttpError)
+    if (!read.complete) return yield* tooLarge("the response body")
+    return read.text
+  })
+
+  /** What the provider said in an error response, from at most 64 KiB of its body; never a failure of its own. */
+  const errorText = (response: HttpClientResponse.HttpClientResponse, now: number, deadline: Deadline) =>
+    withinIdle(
+      Effect.mapError(Body.readUpTo(response, maxErrorBodyBytes), ProviderFailure.fromHttpError),
+      now,
+      deadline
+    ).pipe(
+      Effect.map((read) => {
+        const text = said(OpenAiWire.errorMessage(read.text) ?? read.text, 300)
+        return read.complete ? text : `${text} (the body went on past 64 KiB and was not read)`
+      }),
+      Effect.orElseSucceed(() => "(the body could not be read)")
+    )
 
   const readPlain = (text: string, iteration: number) =>
     Result.match(OpenAiWire.parseCompletion(text), {
-      onFailure: (detail) => Effect.fail(FailureBoundary.corruptResponse({ source, detail: clip(detail) })),
+      onFailure: (detail) => Effect.fail(FailureBoundary.corruptResponse({ source, detail: said(detail) })),
       onSuccess: (completion) => Effect.succeed(OpenAiWire.fromCompletion(completion, iteration, prices))
     })
 
   /**
    * Folds the events of a streamed answer as they arrive. Each read must come within
-   * the idle-read timeout; after `[DONE]`, the rest is drained so the connection can be
-   * reused, and a server that then keeps it open has still answered.
+   * the idle-read timeout, and the bytes read stay within `maxResponseBytes` (so does
+   * everything folded from them: text, tool-call arguments).
    */
   const readEvents = Effect.fnUntraced(
     function* (response: HttpClientResponse.HttpClientResponse, request: Model.Request, now: number) {
@@ -222,22 +239,25 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       const idle = cap("idle_read", idleMillis, deadlineOf(request), now)
       const next = pull.pipe(
         Pull.catchDone(() => Effect.succeed(undefined)),
-        Effect.mapError(fromHttpError),
+        Effect.mapError(ProviderFailure.fromHttpError),
         Effect.timeoutOrElse({
           duration: idle.millis,
           orElse: () => (done ? Effect.succeed(undefined) : Effect.fail(timedOut(idle)))
         })
       )
       const decoder = new TextDecoder()
-      const parser = Sse.parser()
+      const parser = Sse.parser({ maxEventLength: maxBytes })
       const acc = OpenAiWire.accumulator()
-      while (true) {
+      let received = 0
+      while (!done) {
         const chunks = yield* next
         if (chunks === undefined) break
-        if (done) continue
         for (const bytes of chunks) {
-          for (const data of Sse.feedText(parser, decoder.decode(bytes, { stream: true }))) {
-            if (done) break
+          received += bytes.length
+          if (received > maxBytes) return yield* tooLarge("the event stream")
+          const events = parser.feed(decoder.decode(bytes, { stream: true }))
+          if (Result.isFailure(events)) return yield* tooLarge("one event of the stream")
+          for (const data of events.success) {
             if (data === "[DONE]") {
               done = true
               break
@@ -246,22 +266,35 @@ export const make = Effect.fnUntraced(function* (options: Options) {
             if (Result.isFailure(chunk)) {
               const message = OpenAiWire.errorMessage(data)
               const detail = message === undefined ? chunk.failure : `the stream carried an error: ${message}`
-              return yield* FailureBoundary.corruptResponse({ source, detail: clip(detail) })
+              return yield* FailureBoundary.corruptResponse({ source, detail: said(detail) })
             }
             OpenAiWire.accumulate(acc, chunk.success)
           }
+          if (done) break
         }
       }
       if (!done) {
         return yield* FailureBoundary.corruptResponse({ source, detail: "the event stream ended without [DONE]" })
       }
+      // The answer is whole. Drain what follows so the connection can be reused, but only
+      // briefly and within the byte limit: a server that keeps sending, stalls or resets
+      // after [DONE] has still answered (stopping the read aborts its connection).
+      const drain = Effect.gen(function* () {
+        while (received <= maxBytes) {
+          const chunks = yield* next
+          if (chunks === undefined) return
+          for (const bytes of chunks) received += bytes.length
+        }
+      })
+      yield* drain.pipe(Effect.timeoutOption(Math.min(idle.millis, drainMillis)), Effect.ignore)
       return yield* Result.match(OpenAiWire.fromAccumulator(acc, request.iteration, prices), {
-        onFailure: (detail) => Effect.fail(FailureBoundary.corruptResponse({ source, detail })),
+        onFailure: (detail) => Effect.fail(FailureBoundary.corruptResponse({ source, detail: said(detail) })),
         onSuccess: Effect.succeed
       })
     },
     Effect.scoped,
-    (effect, _response, request, now) => bounded(effect, now, deadlineOf(request))
+    (effect, _response, request, now) =>
+      within(effect, cap(deadlineOf(request).layer, Number.POSITIVE_INFINITY, deadlineOf(request), now))
   )
 
   const generate = Effect.fnUntraced(
@@ -287,27 +320,30 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       const response = yield* Effect.raceFirst(
         client
           .execute(httpRequest)
-          .pipe(Effect.mapError(fromHttpError), Effect.provideService(HttpTransport.CurrentProgress, progress)),
+          .pipe(
+            Effect.mapError(ProviderFailure.fromHttpError),
+            Effect.provideService(HttpTransport.CurrentProgress, progress)
+          ),
         headersTimer(deadlineOf(request), connected, transport)
       )
       const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
       if (response.status < 200 || response.status >= 300) {
-        // Read the error body (bounded) so the diagnostic says what the provider said.
-        const text = yield* wholeBody(response, now, deadlineOf(request)).pipe(Effect.orElseSucceed(() => ""))
-        const said = OpenAiWire.errorMessage(text) ?? clip(text, 300)
+        // Read (a bounded part of) the error body so the diagnostic says what the provider said.
+        const text = yield* errorText(response, now, deadlineOf(request))
         return yield* FailureBoundary.http({
           status: response.status,
-          retryAfter: retryAfter(response),
+          retryAfter: ProviderFailure.retryAfter(response),
           now,
-          diagnostic: `HTTP ${response.status} from ${url}: ${said}`
+          diagnostic: `HTTP ${response.status} from ${url}: ${text}`
         })
       }
       const eventStream = (response.headers["content-type"] ?? "").includes("text/event-stream")
       if (eventStream) return yield* readEvents(response, request, now)
-      const text = yield* wholeBody(response, now, deadlineOf(request))
+      const text = yield* withinIdle(wholeBody(response), now, deadlineOf(request))
       return yield* readPlain(text, request.iteration)
     },
-    (effect) => Effect.mapError(effect, (failure) => scrub(failure, Redacted.value(options.apiKey)))
+    // The last guard: whatever text reached a failure, no key leaves it.
+    (effect) => Effect.mapError(effect, (failure) => ProviderFailure.scrubbed(failure, scrub))
   )
 
   return Model.Model.of({ generate })

@@ -73,9 +73,11 @@ export const requestBody = (options: RequestOptions, request: Model.Request): ob
 
 const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
 
+// Token counts feed the run's counters and budgets: a negative, fractional or huge count
+// would bend them, so a usage that is not whole, non-negative, safe integers does not decode.
 const WireUsage = Schema.Struct({
-  prompt_tokens: Schema.Finite,
-  completion_tokens: Schema.Finite
+  prompt_tokens: Schema.Natural,
+  completion_tokens: Schema.Natural
 })
 
 const WireToolCall = Schema.Struct({

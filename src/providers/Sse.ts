@@ -4,90 +4,65 @@
  * `:` are comments (keep-alive pings). Only the data of each event matters here; the
  * `event`, `id` and `retry` fields are read past.
  *
- * An event the body ends in the middle of is dropped, as the SSE standard says: a
- * stream cut short therefore never yields a half event.
+ * The parsing is effect's own (`effect/encoding/Sse`): it handles text cut anywhere
+ * (a CRLF split between two pieces included), reads each piece once, so an event of
+ * any size costs time linear in its size, and holds at most `maxEventLength`
+ * characters of a pending event. An event the body ends in the middle of is dropped, as the SSE
+ * standard says: a stream cut short therefore never yields a half event.
  *
  * @since 0.1.0
  */
-import { Stream } from "effect"
+import { Result } from "effect"
+import * as EffectSse from "effect/encoding/Sse"
 
 /**
- * The data lines of the event being read, and the text of a line not yet ended.
+ * An event longer than the parser's cap.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface EventTooLarge {
+  readonly _tag: "EventTooLarge"
+  readonly maxEventLength: number
+}
+
+/**
+ * A parser of one stream. Once it has refused an event it refuses everything after:
+ * the rest of that stream cannot be trusted to line up.
  *
  * @category models
  * @since 0.1.0
  */
 export interface Parser {
-  readonly data: Array<string>
-  pending: string
+  /** Feeds a piece of text, cut anywhere; returns the data of the events it completes. */
+  readonly feed: (text: string) => Result.Result<Array<string>, EventTooLarge>
 }
 
 /**
  * @category constructors
  * @since 0.1.0
  */
-export const parser = (): Parser => ({ data: [], pending: "" })
-
-/**
- * Feeds one line (without its line ending). Returns the data of the event the line
- * completes, if it completes one.
- *
- * @category combinators
- * @since 0.1.0
- */
-export const feed = (state: Parser, line: string): string | undefined => {
-  if (line === "") {
-    if (state.data.length === 0) return undefined
-    const data = state.data.join("\n")
-    state.data.length = 0
-    return data
-  }
-  if (line.startsWith(":")) return undefined
-  const colon = line.indexOf(":")
-  const field = colon === -1 ? line : line.slice(0, colon)
-  if (field !== "data") return undefined
-  const value = colon === -1 ? "" : line.slice(colon + 1)
-  state.data.push(value.startsWith(" ") ? value.slice(1) : value)
-  return undefined
-}
-
-/**
- * Feeds a piece of text, cut anywhere. Lines end with LF, CRLF or CR; the rest of an
- * unended line waits for the next piece. Returns the data of the events completed.
- *
- * @category combinators
- * @since 0.1.0
- */
-export const feedText = (state: Parser, text: string): Array<string> => {
-  const completed: Array<string> = []
-  const buffer = state.pending === "" ? text : state.pending + text
-  let start = 0
-  let i = 0
-  while (i < buffer.length) {
-    const c = buffer.charCodeAt(i)
-    if (c !== 10 && c !== 13) {
-      i++
-      continue
-    }
-    // A CR at the end may be the first half of a CRLF.
-    if (c === 13 && i + 1 === buffer.length) break
-    const data = feed(state, buffer.slice(start, i))
-    if (data !== undefined) completed.push(data)
-    i += c === 13 && buffer.charCodeAt(i + 1) === 10 ? 2 : 1
-    start = i
-  }
-  state.pending = buffer.slice(start)
-  return completed
-}
-
-/**
- * The data of each complete event of a byte stream.
- *
- * @category combinators
- * @since 0.1.0
- */
-export const events = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>): Stream.Stream<string, E, R> =>
-  bytes.pipe(
-    Stream.decodeText(),
-    Stream.mapAccum(parser, (state, text) => [state, feedText(state, text)] as const)
+export const parser = (options: {
+  /** UTF-16 code units of one event; a decoded text never has more of them than it had UTF-8 bytes. */
+  readonly maxEventLength: number
+}): Parser => {
+  let completed: Array<string> = []
+  let refused: EventTooLarge | undefined
+  const inner = EffectSse.makeParser(
+    (event) => {
+      if (event._tag === "Event") completed.push(event.data)
+    },
+    { maxEventSize: options.maxEventLength }
   )
+  return {
+    feed: (text) => {
+      if (refused === undefined && inner.feed(text) !== undefined) {
+        refused = { _tag: "EventTooLarge", maxEventLength: options.maxEventLength }
+      }
+      if (refused !== undefined) return Result.fail(refused)
+      const out = completed
+      completed = []
+      return Result.succeed(out)
+    }
+  }
+}

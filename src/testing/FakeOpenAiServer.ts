@@ -3,9 +3,14 @@
  * provider clients over a real socket (R10, R11): each request gets the next step, a
  * response (text and/or tool calls, with usage) or a fault on cue: an HTTP status with
  * `Retry-After`, a delay before the headers, a stall mid-stream, a connection reset,
- * corrupt JSON, a truncated body. It answers plain and streaming (`stream: true`,
- * server-sent events) requests alike, and records every request it gets, including
- * whether the client closed the connection before the answer was complete.
+ * corrupt JSON, a truncated body, a body given byte for byte, a body that never ends.
+ * It answers plain and streaming (`stream: true`, server-sent events) requests alike,
+ * and records every request it gets, including whether the client closed the
+ * connection before the answer was complete and how many body bytes it sent.
+ *
+ * Tool calls without an id get `call_0`, `call_1`, ... numbered across the whole
+ * script, as real providers give ids unique in a conversation; an id the script gives
+ * is sent as is (so a test can reuse one on purpose).
  *
  * The server is scoped: it listens on a random port when acquired and is closed, with
  * its connections and timers, when the scope closes. When the script runs out it
@@ -29,6 +34,8 @@ import { type Step, status } from "./internal/FakeOpenAiSteps.ts"
 export {
   corrupt,
   delay,
+  endless,
+  raw,
   reply,
   reset,
   type Step,
@@ -55,6 +62,8 @@ export interface RecordedRequest {
   readonly stream: boolean
   /** The client closed the connection before the answer was complete. Set once closed. */
   closedEarly: boolean
+  /** Body bytes handed to the socket so far. */
+  bytesSent: number
 }
 
 /**
@@ -85,10 +94,12 @@ const MODEL = "fake-model"
 
 const parseJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
 
-const asResponse = (step: Extract<Step, { _tag: "Reply" }>): Model.Response => ({
+type Reply = Extract<Step, { _tag: "Reply" }>
+
+const asResponse = (step: Reply, nextId: () => string): Model.Response => ({
   text: step.text,
-  toolCalls: step.toolCalls.map((call, i) => ({
-    id: call.id ?? `call_${i}`,
+  toolCalls: step.toolCalls.map((call) => ({
+    id: call.id ?? nextId(),
     name: call.name,
     arguments: call.arguments
   })),
@@ -97,49 +108,66 @@ const asResponse = (step: Extract<Step, { _tag: "Reply" }>): Model.Response => (
 
 const errorBody = (message: string) => JSON.stringify({ error: { message, type: "fake_server_error" } })
 
-/** Plays one step on one response. `later` schedules on the server's timers. */
-const play = (
-  step: Step,
-  streamed: boolean,
-  res: Http.ServerResponse,
-  later: (ms: number, f: () => void) => void,
-  destroy: () => void
-): void => {
+/** What playing a step needs: the response, the server's timers and id counter, the record. */
+interface Playback {
+  readonly res: Http.ServerResponse
+  readonly streamed: boolean
+  /** Schedules on the server's timers, cleared when it closes. */
+  readonly later: (ms: number, f: () => void) => void
+  /** Destroys the connection from the server's side. */
+  readonly destroy: () => void
+  readonly nextId: () => string
+  readonly record: RecordedRequest
+}
+
+/** Plays one step on one response. */
+const play = (step: Step, playback: Playback): void => {
+  const { res, streamed, later, destroy, record } = playback
   if (res.destroyed) return
+  const write = (text: string): boolean => {
+    record.bytesSent += Buffer.byteLength(text)
+    return res.write(text)
+  }
+  const end = (text: string) => {
+    write(text)
+    res.end()
+  }
+  const contentType = { "content-type": streamed ? "text/event-stream" : "application/json" }
   const headers = (code: number, extra: Record<string, string> = {}) =>
-    res.writeHead(code, { "content-type": streamed ? "text/event-stream" : "application/json", ...extra })
+    res.writeHead(code, { ...contentType, ...extra })
   /** The body of a 200 answer as parts: events for a stream, two halves of the JSON otherwise. */
-  const parts = (reply: Extract<Step, { _tag: "Reply" }>): Array<string> => {
-    if (streamed) return OpenAiWire.chunkData(asResponse(reply), MODEL).map((data) => `data: ${data}\n\n`)
-    const json = JSON.stringify(OpenAiWire.completionBody(asResponse(reply), MODEL))
+  const parts = (reply: Reply): Array<string> => {
+    const response = asResponse(reply, playback.nextId)
+    if (streamed) return OpenAiWire.chunkData(response, MODEL).map((data) => `data: ${data}\n\n`)
+    const json = JSON.stringify(OpenAiWire.completionBody(response, MODEL))
     return [json.slice(0, json.length >> 1), json.slice(json.length >> 1)]
   }
   const cut = (afterChunks: number) => (streamed ? afterChunks : 1)
   switch (step._tag) {
     case "Reply":
       headers(200)
-      res.end(parts(step).join(""))
+      end(parts(step).join(""))
       return
     case "Status":
       res.writeHead(step.status, {
         "content-type": "application/json",
         ...(step.retryAfter === undefined ? {} : { "retry-after": step.retryAfter })
       })
-      res.end(errorBody(step.message))
+      end(errorBody(step.message))
       return
     case "Delay":
-      later(step.millis, () => play(step.next, streamed, res, later, destroy))
+      later(step.millis, () => play(step.next, playback))
       return
     case "Stall": {
       if (step.next._tag !== "Reply") {
-        play(step.next, streamed, res, later, destroy)
+        play(step.next, playback)
         return
       }
       const all = parts(step.next)
       headers(200)
-      res.write(all.slice(0, cut(step.afterChunks)).join(""))
+      write(all.slice(0, cut(step.afterChunks)).join(""))
       later(step.millis, () => {
-        if (!res.destroyed) res.end(all.slice(cut(step.afterChunks)).join(""))
+        if (!res.destroyed) end(all.slice(cut(step.afterChunks)).join(""))
       })
       return
     }
@@ -155,16 +183,14 @@ const play = (
         usage: { input: 1, output: 1 }
       })
       headers(200)
-      res.write(all.slice(0, cut(step.afterChunks)).join(""))
+      write(all.slice(0, cut(step.afterChunks)).join(""))
       // Let the written bytes leave before the reset.
       later(20, destroy)
       return
     }
     case "Corrupt":
       headers(200)
-      res.end(
-        streamed ? `data: {"choices": [{"delta": {"content": "hel\n\ndata: [DONE]\n\n` : `{"choices": [{"message": `
-      )
+      end(streamed ? `data: {"choices": [{"delta": {"content": "hel\n\ndata: [DONE]\n\n` : `{"choices": [{"message": `)
       return
     case "Truncated": {
       const all = parts({
@@ -174,7 +200,26 @@ const play = (
         usage: { input: 1, output: 1 }
       })
       headers(200)
-      res.end((streamed ? all.slice(0, -1) : all.slice(0, 1)).join(""))
+      end((streamed ? all.slice(0, -1) : all.slice(0, 1)).join(""))
+      return
+    }
+    case "Raw":
+      headers(step.status, step.headers)
+      end(step.body)
+      return
+    case "Endless": {
+      headers(step.status, step.headers)
+      write(step.prefix)
+      // As fast as the client reads: write until the socket pushes back, then wait for it to drain.
+      const pump = () => {
+        while (!res.destroyed) {
+          if (!write(step.chunk)) {
+            res.once("drain", pump)
+            return
+          }
+        }
+      }
+      pump()
       return
     }
   }
@@ -208,6 +253,8 @@ export const make = (script: Script): Effect.Effect<FakeOpenAiServer, never, Sco
         timers.add(timer)
       }
       let connections = 0
+      let ids = 0
+      const nextId = () => `call_${ids++}`
       const server = Http.createServer({ keepAlive: true }, (req, res) => {
         const chunks: Array<Buffer> = []
         req.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -224,7 +271,8 @@ export const make = (script: Script): Effect.Effect<FakeOpenAiServer, never, Sco
             body,
             rawBody,
             stream: typeof body === "object" && body !== null && "stream" in body && body.stream === true,
-            closedEarly: false
+            closedEarly: false,
+            bytesSent: 0
           }
           recorded.push(record)
           let destroyedByServer = false
@@ -243,11 +291,12 @@ export const make = (script: Script): Effect.Effect<FakeOpenAiServer, never, Sco
                 status(500, {
                   message: `FakeOpenAiServer: the script has ${script.length} steps and got request ${index + 1}`
                 }))
+          const playback = { res, streamed: record.stream, later, destroy, nextId, record }
           if (req.method !== "POST" || !(req.url ?? "").endsWith("/chat/completions")) {
-            play(status(404, { message: `no route ${req.method} ${req.url}` }), false, res, later, destroy)
+            play(status(404, { message: `no route ${req.method} ${req.url}` }), { ...playback, streamed: false })
             return
           }
-          play(step, record.stream, res, later, destroy)
+          play(step, playback)
         })
       })
       server.on("connection", () => {

@@ -1,7 +1,8 @@
 /**
  * The script steps of `FakeOpenAiServer`: the `Step` model and its constructors (a
- * reply, an error status, a delay, a stall, a reset, a corrupt or truncated body).
- * Re-exported from `FakeOpenAiServer`, which plays them.
+ * reply, an error status, a delay, a stall, a reset, a corrupt or truncated body, a
+ * body given byte for byte, a body that never ends). Re-exported from
+ * `FakeOpenAiServer`, which plays them.
  */
 
 /**
@@ -40,6 +41,19 @@ export type Step =
   | { readonly _tag: "Reset"; readonly afterChunks: number | undefined }
   | { readonly _tag: "Corrupt" }
   | { readonly _tag: "Truncated" }
+  | {
+      readonly _tag: "Raw"
+      readonly status: number
+      readonly headers: Readonly<Record<string, string>>
+      readonly body: string
+    }
+  | {
+      readonly _tag: "Endless"
+      readonly status: number
+      readonly headers: Readonly<Record<string, string>>
+      readonly prefix: string
+      readonly chunk: string
+    }
 
 /**
  * A response: text and/or tool calls, with token usage.
@@ -127,3 +141,37 @@ export const corrupt: Step = { _tag: "Corrupt" }
  * @since 0.1.0
  */
 export const truncated: Step = { _tag: "Truncated" }
+
+/**
+ * An answer sent exactly as given: a status (default 200), headers (the content type
+ * defaults to what the request asked for) and a body, byte for byte.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const raw = (options: {
+  readonly body: string
+  readonly status?: number | undefined
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}): Step => ({ _tag: "Raw", status: options.status ?? 200, headers: options.headers ?? {}, body: options.body })
+
+/**
+ * A body that never ends: the headers, `prefix`, then `chunk` again and again, as fast
+ * as the client reads it, until the client closes the connection (the server's scope
+ * closing ends it too). `RecordedRequest.bytesSent` says how much got out.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const endless = (options: {
+  readonly chunk: string
+  readonly prefix?: string | undefined
+  readonly status?: number | undefined
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}): Step => ({
+  _tag: "Endless",
+  status: options.status ?? 200,
+  headers: options.headers ?? {},
+  prefix: options.prefix ?? "",
+  chunk: options.chunk
+})

@@ -1,0 +1,49 @@
+/**
+ * Scrubbing credentials out of text a server sent (an error body, an error event, a
+ * decoder's message quoting a body) before it goes into a failure's `diagnostic`
+ * (R3.1). A server may echo the key whole, as a `Bearer` header, or cut: any piece of
+ * the key of {@link PIECE} characters or more is replaced, wherever it stands. Without
+ * a known key (an effect/ai provider holds its own), `Bearer` values and keys of the
+ * common `sk-…` shape are still replaced.
+ *
+ * Scrub before cutting: a cut made first can leave a part of the key that no longer
+ * matches it whole.
+ */
+
+/** Shorter pieces of a key say too little to matter (a masked key's last 4 characters). */
+export const PIECE = 8
+
+const REDACTED = "<redacted>"
+const BEARER = /\b(Bearer\s+)[^\s"'`,;]+/gi
+const KEY_SHAPED = /\bsk-[A-Za-z0-9_-]{16,}/g
+
+/** A scrubber of `secret` (none if `undefined` or empty). */
+export const redactor = (secret: string | undefined): ((text: string) => string) => {
+  const pieces = new Set<string>()
+  if (secret !== undefined) for (let i = 0; i + PIECE <= secret.length; i++) pieces.add(secret.slice(i, i + PIECE))
+  const shortSecret = secret !== undefined && secret !== "" && secret.length < PIECE ? secret : undefined
+  return (text) => {
+    const scrubbed = text.replace(BEARER, `$1${REDACTED}`).replace(KEY_SHAPED, REDACTED)
+    if (shortSecret !== undefined) return scrubbed.replaceAll(shortSecret, REDACTED)
+    if (pieces.size === 0) return scrubbed
+    let out = ""
+    let kept = 0
+    let i = 0
+    while (i + PIECE <= scrubbed.length) {
+      if (!pieces.has(scrubbed.slice(i, i + PIECE))) {
+        i++
+        continue
+      }
+      // Extend over every following window that is a piece of the key too.
+      let end = i + PIECE
+      while (end < scrubbed.length && pieces.has(scrubbed.slice(end + 1 - PIECE, end + 1))) end++
+      out += scrubbed.slice(kept, i) + REDACTED
+      kept = end
+      i = end
+    }
+    return out + scrubbed.slice(kept)
+  }
+}
+
+/** Cuts text to `max` characters, marking the cut. Scrub first. */
+export const clip = (text: string, max = 500): string => (text.length > max ? `${text.slice(0, max)}…` : text)

@@ -1,0 +1,65 @@
+/**
+ * Helpers shared by the provider tests: a request with a deadline, a client of a
+ * scripted `FakeOpenAiServer`, and the failure an exit carries.
+ */
+import { Cause, Clock, Effect, Exit, Redacted } from "effect"
+import * as Failure from "../../src/Failure.ts"
+import type * as Model from "../../src/Model.ts"
+import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
+import * as FakeOpenAiServer from "../../src/testing/FakeOpenAiServer.ts"
+
+export const KEY = "sk-test-SECRET-7f3a9c1e5b"
+export const apiKey = Redacted.make(KEY)
+
+export const request = (
+  options: {
+    readonly deadlineIn?: number
+    readonly deadlineLayer?: Model.Request["deadlineLayer"]
+    readonly messages?: ReadonlyArray<Model.Message>
+  } = {}
+) =>
+  Effect.map(
+    Clock.currentTimeMillis,
+    (now): Model.Request => ({
+      runId: "run-1",
+      iteration: 3,
+      messages: options.messages ?? [{ _tag: "user", content: "hi" }],
+      tools: [],
+      deadlineAt: now + (options.deadlineIn ?? 5_000),
+      deadlineLayer: options.deadlineLayer
+    })
+  )
+
+/** A server playing `script` and a client of it; both live in the test's scope. */
+export const setup = Effect.fnUntraced(function* (
+  script: FakeOpenAiServer.Script,
+  options: Partial<OpenAiCompatible.Options> = {}
+) {
+  const server = yield* FakeOpenAiServer.make(script)
+  const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "fake-model", apiKey, ...options })
+  return { server, model }
+})
+
+/** One `generate` against one scripted step: its exit, time taken and the requests the server got. */
+export const once = Effect.fnUntraced(function* (
+  step: FakeOpenAiServer.Step,
+  options: Partial<OpenAiCompatible.Options> = {},
+  deadlineIn?: number
+) {
+  const { server, model } = yield* setup([step], options)
+  const start = yield* Clock.currentTimeMillis
+  const exit = yield* Effect.exit(
+    model.generate(yield* request({ ...(deadlineIn === undefined ? {} : { deadlineIn }) }))
+  )
+  const elapsed = (yield* Clock.currentTimeMillis) - start
+  return { exit, elapsed, requests: yield* server.requests, server }
+})
+
+export const failureOf = (exit: Exit.Exit<Model.Response, Failure.Failure>): Failure.Failure => {
+  if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${JSON.stringify(exit.value).slice(0, 300)}`)
+  const failure = Cause.squash(exit.cause)
+  if (!Failure.isFailure(failure)) throw new Error(`expected a Failure, got ${String(failure)}`)
+  return failure
+}
+
+export const classOf = (failure: Failure.Failure) => [failure._tag, failure.category, failure.code]
