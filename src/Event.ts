@@ -72,7 +72,13 @@ export const ModelResponded = Schema.TaggedStruct("model.responded", {
   ...base,
   iteration: Schema.Int,
   text: Schema.String,
+  /** The tool calls as the model sent them, with the model's own ids. */
   toolCalls: Schema.Array(Model.ToolCall),
+  /**
+   * The run's own identity of each tool call, in call order: unique in the run, whatever
+   * ids the model reuses, and the `callId` every later event of the call carries (R3.8).
+   */
+  callIds: Schema.Array(Schema.String),
   /** Canonical signature of each tool call, in call order (tool name + canonical JSON). */
   signatures: Schema.Array(Schema.String),
   usage: Model.Usage
@@ -119,7 +125,10 @@ export const CircuitChanged = Schema.TaggedStruct("circuit.changed", { ...base, 
  */
 export const ToolStarted = Schema.TaggedStruct("tool.started", {
   ...base,
+  /** The run's own identity of the call (see `model.responded`'s `callIds`). */
   callId: Schema.String,
+  /** The id the model gave the call, which its result carries back in the conversation. */
+  toolCallId: Schema.String,
   name: Schema.String,
   signature: Schema.String
 })

@@ -17,7 +17,6 @@ import * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
 import type * as Recovery from "./Recovery.ts"
 import type * as RunState from "./RunState.ts"
-import * as Signature from "./Signature.ts"
 import type * as StopReason from "./StopReason.ts"
 import type * as Termination from "./Termination.ts"
 import * as ToolExecutor from "./ToolExecutor.ts"
@@ -98,6 +97,8 @@ class Turns {
   corrections: Map<string, number> | undefined = undefined
   /** The iteration being run. */
   iteration = 0
+  /** The model's id of each call of the batch running, by the run's identity of it. */
+  readonly toolCallIds = new Map<string, string>()
   constructor(
     ctx: RunContext.RunContext,
     config: Config,
@@ -171,24 +172,15 @@ class Turns {
     const { ctx, config } = this
     ctx.waitingOnModel = undefined
     const calls = response.toolCalls
-    // Each call's arguments are parsed once, for its signature and for the executor.
-    const parsed: Array<ToolExecutor.ParsedArguments> = new Array(calls.length)
-    const signatures: Array<string> = new Array(calls.length)
-    for (let i = 0; i < calls.length; i++) {
-      const call = calls[i] as Model.ToolCall
-      const args = ToolExecutor.parseArguments(call.arguments, config.registry.limits)
-      parsed[i] = args
-      signatures[i] =
-        args._tag === "Ok"
-          ? Signature.toolCallParsed(call.name, args.value)
-          : Signature.unparsed(call.name, call.arguments)
-    }
+    // Each call is made ready once: its identity, its arguments parsed, its signature.
+    const prepared = calls.map((call) => ToolExecutor.prepare(config.registry, ctx.callIds, call))
     RunContext.record(ctx, {
       _tag: "model.responded",
       iteration: this.iteration,
       text: response.text,
       toolCalls: calls,
-      signatures,
+      callIds: prepared.map((p) => p.call.id),
+      signatures: prepared.map((p) => p.signature),
       usage: response.usage,
       runId: ctx.runId,
       seq: 0,
@@ -207,50 +199,37 @@ class Turns {
 
     const executing = RunContext.advance(ctx, "tool_executing")
     if (executing !== undefined) return Exit.fail(executing)
-    if (!config.approvals) return this.execute(calls, signatures, parsed)
+    for (const p of prepared) this.toolCallIds.set(p.call.id, p.toolCallId)
+    if (!config.approvals) return this.execute(prepared)
     // A rejected or expired approval fails the batch (the rest of it is interrupted) and stops the run.
     const from = ctx.events.length
-    return Effect.catchIf(this.execute(calls, signatures, parsed), ApprovalWait.isStop, (stop) =>
+    return Effect.catchIf(this.execute(prepared), ApprovalWait.isStop, (stop) =>
       Exit.succeed(new Stopped(approvalStop(ctx, stop, from)))
     )
   }
 
   /** The batch: one call at once, several `concurrency` at a time. */
   execute(
-    calls: ReadonlyArray<Model.ToolCall>,
-    signatures: ReadonlyArray<string>,
-    parsed: ReadonlyArray<ToolExecutor.ParsedArguments>
+    prepared: ReadonlyArray<ToolExecutor.Prepared>
   ): Effect.Effect<ReadonlyArray<ToolResult.ToolResult>, LoopError, unknown> {
-    const first = calls[0]
-    if (calls.length === 1 && first !== undefined) {
-      const one = ToolExecutor.executeNow(
-        this.ctx,
-        this.config.registry,
-        first,
-        signatures[0] ?? "",
-        parsed[0],
-        this.permission
-      )
+    const first = prepared[0]
+    if (prepared.length === 1 && first !== undefined) {
+      const one = ToolExecutor.executeNow(this.ctx, this.config.registry, first, this.permission)
       const done = finished(one)
       if (done === undefined) return Effect.map(one, batchOfOne)
       return Exit.isSuccess(done) ? Exit.succeed([done.value]) : Exit.failCause(done.cause)
     }
-    return this.batch(calls, signatures, parsed)
+    return this.batch(prepared)
   }
 
   /** Several calls: `concurrency` at a time, results in call order. */
   batch(
-    calls: ReadonlyArray<Model.ToolCall>,
-    signatures: ReadonlyArray<string>,
-    parsed: ReadonlyArray<ToolExecutor.ParsedArguments>
+    prepared: ReadonlyArray<ToolExecutor.Prepared>
   ): Effect.Effect<ReadonlyArray<ToolResult.ToolResult>, LoopError, unknown> {
     const { ctx, config, permission } = this
     return Effect.forEach(
-      calls,
-      (call, i) =>
-        Effect.suspend(() =>
-          ToolExecutor.executeNow(ctx, config.registry, call, signatures[i] ?? "", parsed[i], permission)
-        ),
+      prepared,
+      (p) => Effect.suspend(() => ToolExecutor.executeNow(ctx, config.registry, p, permission)),
       { concurrency: config.concurrency }
     )
   }
@@ -258,8 +237,11 @@ class Turns {
   /** The batch ran: feed the results back, corrections, hard stops, then the policies again. */
   executed(results: ReadonlyArray<ToolResult.ToolResult>): Stopped | RunState.IllegalTransition | undefined {
     const { ctx, config } = this
+    // The conversation carries the model's own ids; everything else the run's (R3.8).
     for (const result of results) {
-      ctx.messages.push({ _tag: "tool", toolCallId: result.callId, name: result.name, content: result.observation })
+      const toolCallId = this.toolCallIds.get(result.callId) ?? result.callId
+      this.toolCallIds.delete(result.callId)
+      ctx.messages.push({ _tag: "tool", toolCallId, name: result.name, content: result.observation })
     }
 
     const needCorrection: Array<ToolResult.ToolResult> = []

@@ -16,6 +16,8 @@
 import { Cause, Effect, Exit, Result, Schema } from "effect"
 import * as Failure from "./Failure.ts"
 import * as ApprovalWait from "./internal/ApprovalWait.ts"
+import * as CallId from "./internal/CallId.ts"
+import * as Redaction from "./internal/Redaction.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import { attempt, awaitHandler, recover, recoverFinished } from "./internal/ToolAttempt.ts"
 import { type Call, callHandler, failed, type Ran } from "./internal/ToolCall.ts"
@@ -27,6 +29,7 @@ import type * as Model from "./Model.ts"
 import * as Permission from "./Permission.ts"
 import * as Recovery from "./Recovery.ts"
 import type * as RunState from "./RunState.ts"
+import * as Signature from "./Signature.ts"
 import * as Tool from "./Tool.ts"
 import * as ToolArguments from "./ToolArguments.ts"
 import * as ToolResult from "./ToolResult.ts"
@@ -131,22 +134,23 @@ const settledBy = (settlement: unknown, detail: unknown): NonNullable<Call["sett
 const afterPermission = (
   ctx: RunContext.RunContext,
   registry: Registry,
-  call: Model.ToolCall,
+  prepared: Prepared,
   tool: Tool.Any,
   args: Record<string, unknown>,
   decision: Permission.Decision
 ): Ran => {
+  const call = prepared.call
   if (decision._tag === "Deny") {
     const error: ToolResult.ToolError = {
       code: "permission_denied",
-      message: `${decision.rule}: ${decision.reason}`,
+      message: Redaction.maskText(`${decision.rule}: ${decision.reason}`, prepared.secrets),
       correctable: false
     }
     RunContext.emit(ctx, { _tag: "tool.blocked", callId: call.id, name: call.name, error })
     return Exit.succeed(ToolResult.failed(call.id, call.name, error, "blocked"))
   }
   const codec = compiled(tool)
-  const decoded = codec.decode(args)
+  const decoded = prepared.decoded ?? codec.decode(args)
   if (Exit.isFailure(decoded)) {
     const schemaError = Cause.squash(decoded.cause)
     const described = Schema.isSchemaError(schemaError)
@@ -158,7 +162,7 @@ const afterPermission = (
         call,
         {
           code: "input_validation_failed",
-          message: described.message,
+          message: Redaction.maskText(described.message, prepared.secrets),
           correctable: true,
           fieldPaths: described.fieldPaths
         },
@@ -172,7 +176,8 @@ const afterPermission = (
     call,
     tool,
     codec,
-    args,
+    args: prepared.shown,
+    secrets: prepared.secrets,
     input: decoded.value,
     context: {
       runId: ctx.runId,
@@ -185,8 +190,9 @@ const afterPermission = (
     settled: undefined
   }
   if (tool.metadata.needsApproval) {
-    return Effect.flatMap(ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, args), () =>
-      firstAttempt(c)
+    return Effect.flatMap(
+      ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, prepared.shown),
+      () => firstAttempt(c)
     )
   }
   return firstAttempt(c)
@@ -223,9 +229,62 @@ const firstAttempt = (c: Call): Ran => {
 }
 
 /**
- * `execute` run now, for a caller that has the run's permission policy and yields the
- * result at once (the loop). Everything up to the handler is synchronous, and a call
- * that never waits returns a finished `Exit`.
+ * One call of a batch, made ready before any of the batch runs: its run-unique identity
+ * (R3.8), its arguments parsed (R3.5), its input decoded ahead when it parses (only to
+ * find the `Redacted` values it holds: the pipeline still reports in its own order), and
+ * its signature, with those values masked (R3.1).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Prepared {
+  /** The call, under the run's own identity (`call.id`). */
+  readonly call: Model.ToolCall
+  /** The id the model gave the call, for the conversation. */
+  readonly toolCallId: string
+  readonly parsed: ToolArguments.ParsedArguments
+  /** The decoded input, when the tool exists and the arguments parsed. */
+  readonly decoded: Exit.Exit<unknown, Schema.SchemaError> | undefined
+  /** The plain values of the `Redacted`s in the decoded input. */
+  readonly secrets: ReadonlyArray<string>
+  /** The arguments as events and approvals show them: parsed, with the secrets masked. */
+  readonly shown: Record<string, unknown>
+  readonly signature: string
+}
+
+const nameShown = (name: string): string => (name.length > 64 ? `${name.slice(0, 64)}…` : name)
+
+/**
+ * Prepares one call the model asked for (see {@link Prepared}); `used` holds the
+ * identities this run has given so far.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const prepare = (registry: Registry, used: Set<string>, call: Model.ToolCall): Prepared => {
+  const id = CallId.assign(used, call.id)
+  const parsed = ToolArguments.parseArguments(call.arguments, registry.limits)
+  const tool = registry.tools.get(call.name)
+  const decoded = parsed._tag === "Ok" && tool !== undefined ? compiled(tool).decode(parsed.value) : undefined
+  const secrets = decoded !== undefined && Exit.isSuccess(decoded) ? Redaction.secretsOf(decoded.value) : []
+  const shown = parsed._tag === "Ok" ? (Redaction.maskValue(parsed.value, secrets) as Record<string, unknown>) : {}
+  return {
+    call: id === call.id ? call : { ...call, id },
+    toolCallId: call.id,
+    parsed,
+    decoded,
+    secrets,
+    shown,
+    signature:
+      parsed._tag === "Ok" ? Signature.toolCallParsed(call.name, shown) : Signature.unparsed(call.name, call.arguments)
+  }
+}
+
+/**
+ * Runs one prepared call now, for a caller that has the run's permission policy and
+ * yields the result at once (the loop). Everything up to the handler is synchronous,
+ * and a call that never waits returns a finished `Exit`. Publishes `tool.started`, then
+ * exactly one of `tool.succeeded`, `tool.failed` or `tool.blocked`, or `tool.interrupted`.
  *
  * @category combinators
  * @since 0.1.0
@@ -233,16 +292,16 @@ const firstAttempt = (c: Call): Ran => {
 export const executeNow = (
   ctx: RunContext.RunContext,
   registry: Registry,
-  call: Model.ToolCall,
-  signature: string,
-  preParsed: ToolArguments.ParsedArguments | undefined,
+  prepared: Prepared,
   permission: Permission.PermissionService
 ): Ran => {
+  const call = prepared.call
   RunContext.record(ctx, {
     _tag: "tool.started",
     callId: call.id,
+    toolCallId: prepared.toolCallId,
     name: call.name,
-    signature,
+    signature: prepared.signature,
     runId: ctx.runId,
     seq: 0,
     at: 0
@@ -256,14 +315,14 @@ export const executeNow = (
         call,
         {
           code: "unknown_tool",
-          message: `there is no tool named "${call.name}"; the tools are: ${known}`,
+          message: `there is no tool named ${JSON.stringify(nameShown(call.name))}; the tools are: ${known}`,
           correctable: true
         },
         Tool.defaultMaxRetries
       )
     )
   }
-  const parsed = preParsed ?? ToolArguments.parseArguments(call.arguments, registry.limits)
+  const parsed = prepared.parsed
   if (parsed._tag === "Invalid") {
     return Exit.succeed(
       failed(
@@ -279,10 +338,10 @@ export const executeNow = (
   const decided = finished(checked)
   if (decided !== undefined) {
     return Exit.isSuccess(decided)
-      ? afterPermission(ctx, registry, call, tool, args, decided.value)
+      ? afterPermission(ctx, registry, prepared, tool, args, decided.value)
       : Exit.failCause(decided.cause)
   }
-  return Effect.flatMap(checked, (decision) => afterPermission(ctx, registry, call, tool, args, decision))
+  return Effect.flatMap(checked, (decision) => afterPermission(ctx, registry, prepared, tool, args, decision))
 }
 
 const checkDecision = UserCode.check(Permission.Decision, "the permission policy's decision")
@@ -325,21 +384,3 @@ const checkPermission = (
         : denied(Failure.fromCause("runtime", cause).hint)
   })
 }
-
-/**
- * Runs one call to a result, publishing `tool.started` and then exactly one of
- * `tool.succeeded`, `tool.failed` or `tool.blocked` on the run's timeline.
- *
- * @category combinators
- * @since 0.1.0
- */
-export const execute = <_R = unknown>(
-  ctx: RunContext.RunContext,
-  registry: Registry,
-  call: Model.ToolCall,
-  signature: string,
-  preParsed?: ToolArguments.ParsedArguments
-): Effect.Effect<ToolResult.ToolResult, ExecutionError, unknown> =>
-  Effect.withFiber((fiber) =>
-    executeNow(ctx, registry, call, signature, preParsed, fiber.getRef(Permission.Permission))
-  )

@@ -40,6 +40,7 @@ const responded = (text: string, calls: ReadonlyArray<readonly [string, string]>
     iteration: 1,
     text,
     toolCalls: calls.map(([name, args], i) => ({ id: `c${i}`, name, arguments: args })),
+    callIds: calls.map((_, i) => `c${i}`),
     signatures: calls.map(([name, args]) => `${name}:${args}`),
     usage
   })

@@ -25,6 +25,8 @@ export interface RunContext {
   stepDeadlineAt: number
   readonly events: Array<Event.Event>
   readonly messages: Array<Model.Message>
+  /** The identities given to tool calls so far (see `CallId`): each is unique in the run. */
+  readonly callIds: Set<string>
   /**
    * The counters as of the last event: an immutable value (policies may keep the one
    * they were given), made from `tally` when read after a change.
@@ -53,6 +55,7 @@ export interface RunContext {
 class Context implements RunContext {
   readonly events: Array<Event.Event> = []
   readonly messages: Array<Model.Message> = []
+  readonly callIds = new Set<string>()
   readonly listeners: Array<(event: Event.Event) => void> = []
   stop: "deadline" | "cancel" | undefined = undefined
   stoppedIn: RunState.State | undefined = undefined

@@ -8,6 +8,7 @@ import { Cause, Effect, Exit, Result } from "effect"
 import * as Failure from "../Failure.ts"
 import * as Reconciliation from "../Reconciliation.ts"
 import * as Recovery from "../Recovery.ts"
+import * as Redaction from "./Redaction.ts"
 import * as RunContext from "./RunContext.ts"
 import { type Call, callHandler, failed, type Ran } from "./ToolCall.ts"
 import { recordInterrupt, recordInterruptedReconcile, recordInterruptedWait } from "./ToolInterruption.ts"
@@ -91,9 +92,9 @@ const recoverIn = (c: Call, episode: Recovery.Episode, cause: Cause.Cause<Failur
                   c.call,
                   {
                     code: "tool_failed",
-                    message: failure.hint,
+                    message: Redaction.maskText(failure.hint, c.secrets),
                     correctable: false,
-                    failure: Failure.summarize(failure)
+                    failure: Redaction.maskSummary(Failure.summarize(failure), c.secrets)
                   },
                   c.tool.metadata.maxRetries
                 )

@@ -20,7 +20,10 @@ export interface Call {
   readonly call: Model.ToolCall
   readonly tool: Tool.Any
   readonly codec: ToolCodec.Compiled
+  /** The arguments as events show them: parsed, the call's secrets masked (see `Redaction`). */
   readonly args: Record<string, unknown>
+  /** The plain values of the `Redacted`s in the decoded input: never copied into what the run derives. */
+  readonly secrets: ReadonlyArray<string>
   readonly input: unknown
   readonly context: Tool.CallContext
   /** What the handler said became of its action, if it said (`context.settle`). */

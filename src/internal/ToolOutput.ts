@@ -9,6 +9,7 @@ import * as Signature from "../Signature.ts"
 import type * as Tool from "../Tool.ts"
 import * as ToolArguments from "../ToolArguments.ts"
 import type * as ToolResult from "../ToolResult.ts"
+import * as Redaction from "./Redaction.ts"
 import * as RunContext from "./RunContext.ts"
 import { type Call, failed, type Ran } from "./ToolCall.ts"
 import { withinWait } from "./ToolTimeout.ts"
@@ -137,7 +138,10 @@ const succeeded = (c: Call, output: unknown, encoded: unknown): ToolResult.ToolR
   if (typeof rendered !== "string") {
     return invalidOutput(c, `was rendered by observe as ${UserCode.kindOf(rendered)}, not a string`)
   }
-  const observation = truncate(rendered, c.registry.limits.maxObservationChars)
+  // Nothing the run derives copies a Redacted value of the input or the output (R3.1).
+  const secrets = [...c.secrets, ...Redaction.secretsOf(output)]
+  const shown = Redaction.maskValue(encoded, secrets)
+  const observation = truncate(Redaction.maskText(rendered, secrets), c.registry.limits.maxObservationChars)
   RunContext.record(ctx, {
     _tag: "tool.succeeded",
     callId: call.id,
@@ -145,10 +149,10 @@ const succeeded = (c: Call, output: unknown, encoded: unknown): ToolResult.ToolR
     sideEffect: tool.metadata.sideEffect,
     observationDigest: Signature.digest(observation),
     input: c.args,
-    output: encoded,
+    output: shown,
     runId: ctx.runId,
     seq: 0,
     at: 0
   })
-  return { callId: call.id, name: call.name, status: "succeeded", output: encoded, observation }
+  return { callId: call.id, name: call.name, status: "succeeded", output: shown, observation }
 }
