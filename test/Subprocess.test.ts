@@ -1,5 +1,3 @@
-import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -10,8 +8,8 @@ import * as Run from "../src/Run.ts"
 import * as Subprocess from "../src/Subprocess.ts"
 import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import { childPids, fixtures, isGone, isGroupGone, nap, tempDir, waitReady } from "./support/processes.ts"
 
-const fixtures = path.join(import.meta.dirname, "fixtures")
 const child = path.join(fixtures, "child.mjs")
 
 /** The node fixture in one of its modes (see test/fixtures/child.mjs). */
@@ -21,68 +19,6 @@ const node = (mode: string, ...args: ReadonlyArray<string>): Subprocess.Spec => 
 })
 
 const GRACE = 200
-
-const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "subprocess-test-"))
-
-/** True once no process has this pid: `kill(pid, 0)` fails with ESRCH (a zombie would still answer). */
-const isGone = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "ESRCH"
-  }
-}
-
-/**
- * True once nothing is left running in the group led by `pid` (the child and anything it
- * started). A grandchild orphaned by the child's exit is reaped by PID 1, which in some
- * containers happens seconds later: such a zombie has finished and does not count.
- */
-const isGroupGone = (pid: number): boolean => {
-  if (!isGone(pid)) return false
-  for (const entry of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    let stat = ""
-    try {
-      stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8")
-    } catch {
-      continue
-    }
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    if (Number(fields[2]) === pid && fields[0] !== "Z") return false
-  }
-  return true
-}
-
-/** The pids of this process's children, from /proc. */
-const childPids = (): ReadonlySet<number> => {
-  const pids = new Set<number>()
-  for (const task of fs.readdirSync("/proc/self/task")) {
-    const text = fs.readFileSync(`/proc/self/task/${task}/children`, "utf8")
-    for (const word of text.split(/\s+/)) if (word !== "") pids.add(Number(word))
-  }
-  return pids
-}
-
-/** Sleeps in real time, whatever the clock (some tests run on the TestClock). */
-const nap = (millis: number): Effect.Effect<void> =>
-  Effect.callback<void>((resume) => {
-    const timer = setTimeout(() => resume(Effect.void), millis)
-    return Effect.sync(() => clearTimeout(timer))
-  })
-
-/** Waits (in real time) until the child wrote its pid to `file`, i.e. its signal handlers are set. */
-const waitReady = (file: string): Effect.Effect<number> =>
-  Effect.gen(function* () {
-    const start = performance.now()
-    while (performance.now() - start < 10_000) {
-      const text = fs.existsSync(file) ? fs.readFileSync(file, "utf8").trim() : ""
-      if (text !== "") return Number(text)
-      yield* nap(5)
-    }
-    return yield* Effect.die(new Error(`${file} never appeared`))
-  })
 
 const failureOf = <A>(exit: Exit.Exit<A, Failure.Failure>): Failure.Failure => {
   assert.isTrue(Exit.isFailure(exit), "expected a failure")
@@ -163,7 +99,8 @@ describe("Subprocess.run", () => {
     Effect.gen(function* () {
       // The shell exits at once; a `sleep` it moved to a session of its own keeps stdout
       // open, so the call waits (up to 250 ms) for the rest of the output and is
-      // interrupted meanwhile. The child's group is empty by then.
+      // interrupted meanwhile. The child's group is empty by then. (Kept to its process
+      // group: a cgroup would hold the sleep, see SubprocessContainment.test.ts.)
       const escaped = path.join(tempDir(), "escaped")
       const settled: Array<Subprocess.Settled> = []
       let pid = 0
@@ -172,6 +109,7 @@ describe("Subprocess.run", () => {
           { command: "/bin/sh", args: ["-c", `setsid sleep 2 & echo $! > ${escaped}`] },
           {
             graceMillis: GRACE,
+            cgroup: false,
             onSpawn: (p) => {
               pid = p
             },
