@@ -1,7 +1,8 @@
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { type Duration, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import { type Duration, Effect, Exit, Fiber, Layer, Redacted, Schema, Stream } from "effect"
 import type * as Event from "../src/Event.ts"
 import * as Failure from "../src/Failure.ts"
 import * as Run from "../src/Run.ts"
@@ -19,6 +20,8 @@ const node = (mode: string, ...args: ReadonlyArray<string>): Subprocess.Spec => 
 })
 
 const GRACE = 200
+
+const cgroupsHere = (await Effect.runPromise(Subprocess.cgroupSupport)).available
 
 const failureOf = <A>(exit: Exit.Exit<A, Failure.Failure>): Failure.Failure => {
   assert.isTrue(Exit.isFailure(exit), "expected a failure")
@@ -242,11 +245,90 @@ describe("Subprocess.run", () => {
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
-  it.live("R5.2 a command that cannot start is a typed spawn_failed failure", () =>
+  for (const cgroup of [true, false]) {
+    it.live(
+      `R5.2 a command that is not found or not executable is a typed spawn_failed failure (cgroup: ${cgroup})`,
+      () =>
+        Effect.gen(function* () {
+          const dir = tempDir()
+          const plain = path.join(dir, "not-executable.sh")
+          fs.writeFileSync(plain, "#!/bin/sh\necho hi\n", { mode: 0o644 })
+          const cases: ReadonlyArray<readonly [Subprocess.Spec, string]> = [
+            [{ command: "/nonexistent/no-such-tool" }, "NotFound"],
+            [{ command: "no-such-tool-on-path-7f3a" }, "NotFound"],
+            [{ command: plain }, "PermissionDenied"],
+            [{ command: dir }, "PermissionDenied"]
+          ]
+          for (const [spec, reason] of cases) {
+            const failure = failureOf(yield* Effect.exit(Subprocess.run(spec, { cgroup })))
+            assert.instanceOf(failure, Failure.Permanent, spec.command)
+            assert.strictEqual(failure.code, "spawn_failed", spec.command)
+            assert.strictEqual(failure.category, "spawn")
+            assert.include(failure.hint, `(${reason})`, spec.command)
+            // The hint names the command, never the directory it was looked up in.
+            assert.notInclude(failure.hint, dir)
+          }
+          // A command without a slash is looked up on the child's own PATH.
+          const onPath = yield* Subprocess.run({ command: "sh", args: ["-c", "echo found"] }, { cgroup })
+          assert.strictEqual(onPath.stdout, "found\n")
+          const noPath = failureOf(
+            yield* Effect.exit(Subprocess.run({ command: "sh", args: ["-c", "true"], env: { PATH: dir } }, { cgroup }))
+          )
+          assert.strictEqual(noPath.code, "spawn_failed")
+        }).pipe(Effect.provide(NodeServices.layer))
+    )
+  }
+
+  it.live("R5.2 a command that closes its stdin or its stdout early still ends by its exit", () =>
     Effect.gen(function* () {
-      const failure = failureOf(yield* Effect.exit(Subprocess.run({ command: "/nonexistent/no-such-tool" })))
-      assert.instanceOf(failure, Failure.Permanent)
-      assert.strictEqual(failure.code, "spawn_failed")
+      const big = "x".repeat(4 * 1024 * 1024)
+      for (let i = 0; i < 5; i++) {
+        // It reads one byte of 4 MiB and exits: the rest of the write fails, which is not the child's failure.
+        const head = yield* Subprocess.run({ command: "head", args: ["-c", "1"], stdin: big })
+        assert.strictEqual(head.stdout, "x")
+        const ignoring = yield* Subprocess.run({ command: "/bin/sh", args: ["-c", "exec 0<&-; echo ok"], stdin: big })
+        assert.strictEqual(ignoring.stdout, "ok\n")
+      }
+      // It closes stdout and goes on: the call waits for its exit, and keeps its stderr.
+      const closed = yield* Subprocess.run({
+        command: "/bin/sh",
+        args: ["-c", "exec 1>&-; sleep 0.2; echo late >&2; exit 4"]
+      }).pipe(Effect.exit)
+      const failure = failureOf(closed)
+      assert.strictEqual(failure.code, "exit_4")
+      assert.match(failure.diagnostic ?? "", /late/)
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.live("R3.1 R5.2 Redacted arguments and environment values reach the child, but not its output or failures", () =>
+    Effect.gen(function* () {
+      const token = "sk-live-0123456789abcdef"
+      const arg = "sk-arg-fedcba9876543210"
+      const spec: Subprocess.Spec = {
+        command: "/bin/sh",
+        args: ["-c", 'printf "%s %s" "$TOKEN" "$1"; printf "%s" "$TOKEN" >&2; exit "$2"', "sh", Redacted.make(arg)],
+        env: { TOKEN: Redacted.make(token) }
+      }
+      // The child got both values (it compares them itself), and the output shows neither.
+      const check = yield* Subprocess.run({
+        ...spec,
+        args: ["-c", `[ "$TOKEN" = ${token} ] && [ "$1" = ${arg} ] && echo same`, "sh", Redacted.make(arg)]
+      })
+      assert.strictEqual(check.stdout, "same\n")
+      const ok = yield* Subprocess.run({ ...spec, args: [...(spec.args ?? []), "0"] })
+      assert.strictEqual(ok.stdout, "<redacted> <redacted>")
+      assert.strictEqual(ok.stderr, "<redacted>")
+      const failed = failureOf(yield* Effect.exit(Subprocess.run({ ...spec, args: [...(spec.args ?? []), "3"] })))
+      assert.strictEqual(failed.code, "exit_3")
+      assert.notInclude(`${failed.hint} ${failed.diagnostic}`, token)
+      // A spawn error names the command line with the argument redacted.
+      const unstartable = failureOf(
+        yield* Effect.exit(
+          Subprocess.run({ command: "/bin/sh", args: [Redacted.make(arg)], cwd: "/nonexistent" }, { cgroup: false })
+        )
+      )
+      assert.strictEqual(unstartable.code, "spawn_failed")
+      assert.notInclude(`${unstartable.hint} ${unstartable.diagnostic}`, arg)
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
@@ -270,22 +352,32 @@ describe("Subprocess.run", () => {
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
-  it.live("R5.2 seeds exercise, subprocess level: finished, stopped on the signal, ignored it", () =>
-    Effect.gen(function* () {
-      // 1. A child that finishes in 100 ms: the call completes with its output.
-      const finished = yield* Subprocess.run(node("finish", "100"), { graceMillis: GRACE })
-      assert.strictEqual(finished.stdout, "done\n")
-      // 2. One that stops on the signal: cancelled.
-      const stopped = yield* interruptWhenReady("exit-on-term")
-      // 3. One that ignores it: outcome unknown, killed and reaped.
-      const ignored = yield* interruptWhenReady("ignore-term")
-      assert.deepStrictEqual(
-        [stopped.settled[0]?.settlement, ignored.settled[0]?.settlement],
-        ["cancelled", "outcome_unknown"]
-      )
-      assert.isTrue(isGone(finished.pid) && isGone(stopped.pid) && isGone(ignored.pid))
-    }).pipe(Effect.provide(NodeServices.layer))
-  )
+  for (const cgroup of [true, false]) {
+    it.live(
+      `R5.2 seeds exercise, subprocess level: finished, stopped on the signal, ignored it (cgroup: ${cgroup})`,
+      () =>
+        Effect.gen(function* () {
+          // 1. A child that finishes in 100 ms: the call completes with its output.
+          const finished = yield* Subprocess.run(node("finish", "100"), { graceMillis: GRACE, cgroup })
+          assert.strictEqual(finished.stdout, "done\n")
+          // 2. One that stops on the signal: cancelled.
+          const stopped = yield* interruptWhenReady("exit-on-term", { cgroup })
+          // 3. One that ignores it: outcome unknown, killed and reaped, after the grace period.
+          const ignored = yield* interruptWhenReady("ignore-term", { cgroup })
+          assert.deepStrictEqual(
+            [stopped.settled[0]?.settlement, ignored.settled[0]?.settlement],
+            ["cancelled", "outcome_unknown"]
+          )
+          assert.isAtLeast(ignored.millis, GRACE)
+          assert.isTrue(isGone(finished.pid) && isGone(stopped.pid) && isGone(ignored.pid))
+          const expected = cgroup && cgroupsHere ? "cgroup" : "process_group"
+          assert.deepStrictEqual(
+            [finished.containment, stopped.settled[0]?.containment, ignored.settled[0]?.containment],
+            [expected, expected, expected]
+          )
+        }).pipe(Effect.provide(NodeServices.layer))
+    )
+  }
 })
 
 // ---------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ export const isGroupGone = (pid: number): boolean => {
   if (!isGone(pid)) return false
   for (const entry of pids()) {
     const fields = statOf(entry)
-    if (fields !== undefined && Number(fields[1]) === pid && fields[0] !== "Z") return false
+    if (fields !== undefined && Number(fields[2]) === pid && fields[0] !== "Z") return false
   }
   return true
 }
