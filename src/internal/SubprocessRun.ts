@@ -57,8 +57,9 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
   // Starting the supervisor, making the cgroup, spawning, registering the reclamation
   // and starting the readers happen as one uninterruptible step, so an interruption can
   // never fall between a live child and what stops it. Finalizers run in reverse: the
-  // reclamation first, then the spawner's release, the cgroup's removal, and last the
-  // supervisor's release (so that it covers everything up to the end).
+  // reclamation first (which then removes the cgroup and lets the supervisor go), the
+  // spawner's release, the cgroup's removal (for a spawn that failed), and last the
+  // wait for the supervisor's exit.
   let readers: Fiber.Fiber<void, PlatformError.PlatformError | SubprocessOutput.OutputTooLarge> | undefined
   const started = performance.now()
   const { target, reading } = yield* Effect.uninterruptible(
@@ -74,6 +75,7 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
       const cgroup = made !== undefined && "path" in made ? made : undefined
       if (cgroup !== undefined) {
         supervisor.contain(cgroup.path)
+        // Removed by the reclamation below; this covers a spawn that failed.
         yield* Effect.addFinalizer(() => SubprocessCgroup.remove(cgroup))
       }
       const handle = yield* spawner
@@ -88,6 +90,10 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
           // The readers keep draining the pipes meanwhile, so a child that flushes its
           // output on SIGTERM is not blocked on a full pipe.
           const settled = yield* ProcessGroup.reclaim(target, graceMillis, killWaitMillis)
+          // Nothing is left for the supervisor to stop: it exits while the rest is
+          // cleaned up (its release, last, waits for that).
+          if (cgroup !== undefined) yield* SubprocessCgroup.remove(cgroup)
+          supervisor.finish()
           yield* stopReading(readers)
           // The child is gone: keep the spawner's release from signalling its group and
           // waiting again (it does so after an exit code 0 or a death by signal while referenced).

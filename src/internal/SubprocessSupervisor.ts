@@ -75,11 +75,13 @@ export interface Supervisor {
   readonly contain: (cgroup: string) => void
   /** Should the host die, the supervisor stops this process group (unless it has a cgroup). */
   readonly watch: (pgid: number) => void
-  /** The host reclaimed everything: the supervisor exits, touching nothing; waits for its exit. */
+  /** The host reclaimed everything: the supervisor is to exit, touching nothing. Returns at once. */
+  readonly finish: () => void
+  /** Finishes the supervisor (if not done yet) and waits for its exit. */
   readonly release: Effect.Effect<void>
 }
 
-const none: Supervisor = { pid: 0, contain: () => {}, watch: () => {}, release: Effect.void }
+const none: Supervisor = { pid: 0, contain: () => {}, watch: () => {}, finish: () => {}, release: Effect.void }
 
 /** How long the host waits for a released supervisor to exit before it kills it. */
 const releaseWaitMillis = 1000
@@ -96,12 +98,16 @@ const make = (child: ChildProcess): Supervisor => {
     child.once("exit", onExit)
     return Effect.sync(() => child.off("exit", onExit))
   })
+  const finish = () => {
+    if (child.stdin?.writableEnded === false) child.stdin.end("done\n")
+  }
   return {
     pid: child.pid ?? 0,
     contain: (cgroup) => send(`cgroup ${cgroup}`),
     watch: (pgid) => send(`pgid ${pgid}`),
+    finish,
     release: Effect.gen(function* () {
-      child.stdin?.end("done\n")
+      finish()
       const gone = yield* withinReal(awaitExit, releaseWaitMillis)
       if (gone._tag === "None") child.kill("SIGKILL")
     })
