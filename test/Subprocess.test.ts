@@ -268,9 +268,9 @@ describe("Subprocess.run", () => {
             // The hint names the command, never the directory it was looked up in.
             assert.notInclude(failure.hint, dir)
           }
-          // A command without a slash is looked up on the child's own PATH.
-          const onPath = yield* Subprocess.run({ command: "sh", args: ["-c", "echo found"] }, { cgroup })
-          assert.strictEqual(onPath.stdout, "found\n")
+          // A command without a slash is looked up on the child's own PATH, and keeps its name as argv[0].
+          const onPath = yield* Subprocess.run({ command: "cat", args: ["/proc/self/cmdline"] }, { cgroup })
+          assert.strictEqual(onPath.stdout, "cat\0/proc/self/cmdline\0")
           const noPath = failureOf(
             yield* Effect.exit(Subprocess.run({ command: "sh", args: ["-c", "true"], env: { PATH: dir } }, { cgroup }))
           )

@@ -37,15 +37,13 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
   const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
   const support = options.cgroup === false ? undefined : yield* SubprocessCgroup.support
   const cgroups = support?.available === true ? support : undefined
-  // The trampoline `exec`s the file, so a missing command is found here, as typed as the
-  // spawner's own error without a cgroup.
-  let file = spec.command
+  // Behind the trampoline a missing command would be the shell's exit 127: it is found
+  // here, as typed as the spawner's own error without a cgroup.
   if (cgroups !== undefined) {
-    const resolved = SubprocessSpawn.resolveExecutable(spec)
-    if ("reason" in resolved) {
-      return yield* Effect.fail(SubprocessFailure.notStartable(spec, resolved.reason, resolved.detail))
+    const problem = SubprocessSpawn.findExecutable(spec)
+    if (problem !== undefined) {
+      return yield* Effect.fail(SubprocessFailure.notStartable(spec, problem.reason, problem.detail))
     }
-    file = resolved.file
   }
   const secrets = SubprocessSpawn.secretsOf(spec)
   // `spawn` blocks the event loop for a few milliseconds (fork and exec). Yield first, so
@@ -79,7 +77,7 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
         yield* Effect.addFinalizer(() => SubprocessCgroup.remove(cgroup))
       }
       const handle = yield* spawner
-        .spawn(SubprocessSpawn.command(spec, { graceMillis, cgroup, file }))
+        .spawn(SubprocessSpawn.command(spec, { graceMillis, cgroup }))
         .pipe(Effect.mapError((error) => SubprocessFailure.spawnFailure(spec, error)))
       supervisor.watch(handle.pid)
       const target: ProcessGroup.Target = { handle, cgroup }

@@ -40,14 +40,14 @@ const isExecutableFile = (file: string): "yes" | "no" | "missing" => {
 }
 
 /**
- * The file the command names, looked up as `execvp` does (relative to the child's cwd,
- * on the child's PATH), or why it cannot run: nothing there (`NotFound`), or something
- * that is not an executable file (`PermissionDenied`). The trampoline `exec`s the
- * absolute path, so a missing command is the same typed failure as without it.
+ * Why the command cannot run, looked up as `execvp` does (relative to the child's cwd, on
+ * the child's PATH): nothing there (`NotFound`), or only what is not an executable file
+ * (`PermissionDenied`); `undefined` when it can. The trampoline then `exec`s the command
+ * as given, so the child's `argv[0]` is what the caller wrote.
  */
-export const resolveExecutable = (
+export const findExecutable = (
   spec: Spec
-): { readonly file: string } | { readonly reason: "NotFound" | "PermissionDenied"; readonly detail: string } => {
+): { readonly reason: "NotFound" | "PermissionDenied"; readonly detail: string } | undefined => {
   const cwd = path.resolve(spec.cwd ?? ".")
   const candidates = spec.command.includes("/")
     ? [path.resolve(cwd, spec.command)]
@@ -55,7 +55,7 @@ export const resolveExecutable = (
   let denied: string | undefined
   for (const file of candidates) {
     const found = spec.command === "" ? "missing" : isExecutableFile(file)
-    if (found === "yes") return { file }
+    if (found === "yes") return undefined
     if (found === "no") denied ??= file
   }
   return denied === undefined
@@ -78,11 +78,11 @@ export const scrub = (text: string, secrets: ReadonlyArray<string>): string =>
 
 /**
  * The command for the spawner: `spec` itself, or (with a cgroup) `/bin/sh` running the
- * trampoline with the resolved file. Detached, so the child leads its own process group.
+ * trampoline. Detached, so the child leads its own process group.
  */
 export const command = (
   spec: Spec,
-  options: { readonly graceMillis: number; readonly cgroup: SubprocessCgroup.Cgroup | undefined; readonly file: string }
+  options: { readonly graceMillis: number; readonly cgroup: SubprocessCgroup.Cgroup | undefined }
 ): ChildProcess.Command => {
   const args = spec.args ?? []
   const stdin = spec.stdin
@@ -102,5 +102,5 @@ export const command = (
   }
   return options.cgroup === undefined
     ? ChildProcess.make(spec.command, args, commandOptions)
-    : ChildProcess.make("/bin/sh", SubprocessCgroup.trampolineArgs(options.cgroup, options.file, args), commandOptions)
+    : ChildProcess.make("/bin/sh", SubprocessCgroup.trampolineArgs(options.cgroup, spec.command, args), commandOptions)
 }
