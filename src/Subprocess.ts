@@ -6,9 +6,9 @@
  * When the fiber running a process is interrupted (a cancelled run, the run deadline,
  * the tool's own timeout), its finalizer, which cannot itself be interrupted:
  *
- * 1. sends SIGTERM to the child's process group (the child and what it started),
+ * 1. sends SIGTERM to the child and everything it started,
  * 2. waits up to `graceMillis` (default 2000, real time) for all of it to exit,
- * 3. sends SIGKILL to the group if anything is still alive,
+ * 3. sends SIGKILL to all of it if anything is still alive,
  * 4. waits for the exit to be reaped,
  *
  * and reports what became of the action as a {@link Settled} record: `completed` (it had
@@ -18,12 +18,21 @@
  * child that had to be killed may have done part of its work, so it is never recorded
  * as cancelled. The interruption completes only after the reap, so a run's result is
  * never available while its child still runs. After a normal exit the same finalizer
- * stops whatever the child left running in its group; a process that leaves the group
- * on purpose (`setsid`, a daemon) is out of reach.
+ * stops whatever the child left running.
+ *
+ * "Everything it started" is its {@link Containment}: where the machine allows it
+ * (Linux with a writable cgroup v2 hierarchy, see {@link cgroupSupport}), a cgroup of its
+ * own, which holds every descendant, including one that left the process group on
+ * purpose (`setsid`, a daemon's double fork); elsewhere, or with `cgroup: false`, its
+ * process group, which such a descendant escapes. Each process also gets a supervisor, a
+ * small `sh` process tied to the host by a pipe: if the host dies without stopping the
+ * child (SIGKILL, `process.exit`, a crash), the supervisor stops it the same way.
  *
  * Output is bounded: stdout and stderr together may hold `maxOutputBytes` (default
  * 1 MiB); beyond that the child is stopped and the call fails. A non-zero exit or a
  * crash of the child is a typed {@link Failure.Permanent}, never a crash of the run.
+ * `Redacted` arguments and environment values reach the child only: they are replaced
+ * by `<redacted>` in its output, in failures and in errors.
  *
  * {@link tool} wraps a command as a {@link Tool.Tool} whose handler forwards the
  * settlement to the call's `settle`, so the run's `tool.interrupted` event says the truth.
@@ -34,15 +43,14 @@
  * @since 0.1.0
  */
 
-import type { Schema } from "effect"
-import { Duration, Effect, Exit, Fiber, Option, Stream } from "effect"
-import type * as PlatformError from "effect/PlatformError"
-import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import type { Duration, Redacted, Schema } from "effect"
+import { Effect } from "effect"
+import type { ChildProcessSpawner } from "effect/process"
 import type * as Failure from "./Failure.ts"
-import * as ProcessGroup from "./internal/processGroup.ts"
-import * as SubprocessFailure from "./internal/SubprocessFailure.ts"
-import { defaultGraceMillis, defaultMaxOutputBytes, validateOptions } from "./internal/SubprocessOptions.ts"
-import * as SubprocessOutput from "./internal/SubprocessOutput.ts"
+import type * as ProcessGroup from "./internal/processGroup.ts"
+import * as SubprocessCgroup from "./internal/SubprocessCgroup.ts"
+import { validateOptions } from "./internal/SubprocessOptions.ts"
+import * as SubprocessRun from "./internal/SubprocessRun.ts"
 import * as Tool from "./Tool.ts"
 
 /**
@@ -63,15 +71,45 @@ export { defaultGraceMillis, defaultMaxOutputBytes } from "./internal/Subprocess
 export interface Spec {
   /** The executable (looked up on `PATH`); no shell is involved. */
   readonly command: string
-  readonly args?: ReadonlyArray<string> | undefined
+  /** `Redacted` values reach the child and nothing else (see the module doc). */
+  readonly args?: ReadonlyArray<string | Redacted.Redacted<string>> | undefined
   readonly cwd?: string | undefined
-  /** Variables to set (a value `undefined` removes the variable). */
-  readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** Variables to set (a value `undefined` removes the variable); `Redacted` values reach the child only. */
+  readonly env?: Readonly<Record<string, string | Redacted.Redacted<string> | undefined>> | undefined
   /** Default `true`: `env` is added to this process's environment; `false` gives the child only `env`. */
   readonly extendEnv?: boolean | undefined
   /** Written to the child's stdin, which is then closed. Without it, stdin is `/dev/null`. */
   readonly stdin?: string | Uint8Array | undefined
 }
+
+/**
+ * What held a child and everything it started: a cgroup of its own (nothing escapes
+ * it but a process privileged to move itself to another cgroup), or its process group
+ * (a descendant that calls `setsid` escapes it).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Containment = ProcessGroup.Containment
+
+/**
+ * Whether processes can have cgroups of their own on this machine, and if not, why.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type CgroupSupport = SubprocessCgroup.Support
+
+/**
+ * Finds out, once per process, whether a supervised process can have a cgroup of its
+ * own here: Linux, a cgroup2 file system this process's cgroup is in, a cgroup created
+ * below it, and a process moved into that (root, or a delegated subtree). `parent` is
+ * the directory the processes' cgroups are created in; `kill` is how they are killed.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const cgroupSupport: Effect.Effect<CgroupSupport> = SubprocessCgroup.support
 
 /**
  * A process that exited with code 0.
@@ -86,6 +124,8 @@ export interface Result {
   readonly stderr: string
   /** From the spawn to the exit. */
   readonly elapsedMillis: number
+  /** What held the process and what it started. */
+  readonly containment: Containment
 }
 
 /**
@@ -105,16 +145,18 @@ export type Signal = ProcessGroup.Signal
  */
 export interface Settled extends ProcessGroup.Settled {
   readonly pid: number
+  /** What held the child and what it started: what was signalled and waited for. */
+  readonly containment: Containment
   /**
    * - `completed`: the child had already exited, and nothing it started was left
-   *   running in its group; nothing was sent.
-   * - `cancelled`: the child (or what it left running in its group) exited on SIGTERM
-   *   within the grace period.
-   * - `outcome_unknown`: something in the group outlived the grace period and was
-   *   SIGKILLed; its action may or may not have taken effect.
+   *   running in its containment; nothing was sent.
+   * - `cancelled`: the child (or what it left running) exited on SIGTERM within the
+   *   grace period.
+   * - `outcome_unknown`: something outlived the grace period and was SIGKILLed; its
+   *   action may or may not have taken effect.
    */
   readonly settlement: Tool.Settlement
-  /** The signals sent to the process group, in order. */
+  /** The signals sent, in order. */
   readonly signals: ReadonlyArray<Signal>
   /** Whether the exit was reaped (false only if the child survived SIGKILL for {@link killWaitMillis}). */
   readonly reaped: boolean
@@ -133,6 +175,12 @@ export interface Options {
   readonly graceMillis?: number | undefined
   /** The most stdout and stderr together may hold, in bytes. Default 1 MiB. */
   readonly maxOutputBytes?: number | undefined
+  /**
+   * Default `true`: where {@link cgroupSupport} finds cgroups available, the process runs
+   * in a cgroup of its own, so that nothing it starts escapes. `false` keeps to its
+   * process group (for a process manager that owns the cgroup tree, say).
+   */
+  readonly cgroup?: boolean | undefined
   /** Called once the child is running, with its pid (which is also its process group id). */
   readonly onSpawn?: ((pid: number) => void) | undefined
   /**
@@ -150,118 +198,7 @@ export interface Options {
  * @category constants
  * @since 0.1.0
  */
-export const killWaitMillis = 5000
-
-const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
-  const problem = validateOptions(options)
-  if (problem !== undefined) return yield* Effect.fail(SubprocessFailure.invalid(problem))
-  const graceMillis = options.graceMillis ?? defaultGraceMillis
-  const maxOutputBytes = options.maxOutputBytes ?? defaultMaxOutputBytes
-  const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
-  // `spawn` blocks the event loop for a few milliseconds (fork and exec). Yield first, so
-  // that timers raced against this call (the run deadline, the tool timeout) are armed
-  // before it, not after: a timer armed after the spawn fires that much late.
-  yield* Effect.yieldNow
-  const command = ChildProcess.make(spec.command, spec.args ?? [], {
-    cwd: spec.cwd,
-    env: spec.env,
-    extendEnv: spec.extendEnv ?? true,
-    stdin:
-      spec.stdin === undefined
-        ? "ignore"
-        : Stream.make(typeof spec.stdin === "string" ? new TextEncoder().encode(spec.stdin) : spec.stdin),
-    stdout: "pipe",
-    stderr: "pipe",
-    // The supervisor below stops the child before the spawner's own release runs; these
-    // bound that release should it ever find something alive.
-    killSignal: "SIGTERM",
-    forceKillAfter: Duration.millis(graceMillis)
-  })
-
-  const output = SubprocessOutput.empty()
-  const stopReading = (readers: Fiber.Fiber<unknown, unknown> | undefined) =>
-    readers === undefined ? Effect.void : Effect.asVoid(Fiber.interrupt(readers))
-
-  // Spawning, registering the supervisor and starting the readers happen as one
-  // uninterruptible step, so an interruption can never fall between a live child and its
-  // supervisor. The supervisor is added after the spawner's own release, so it runs first.
-  let readers: Fiber.Fiber<void, PlatformError.PlatformError | SubprocessOutput.OutputTooLarge> | undefined
-  const started = performance.now()
-  const { handle, reading } = yield* Effect.uninterruptible(
-    Effect.gen(function* () {
-      const handle = yield* spawner
-        .spawn(command)
-        .pipe(Effect.mapError((error) => SubprocessFailure.spawnFailure(spec, error)))
-      // The supervisor: however the effect ends, nothing of the child's group is left
-      // running (after a normal exit this stops only what the child left behind).
-      yield* Effect.addFinalizer((exit) =>
-        Effect.gen(function* () {
-          // The readers keep draining the pipes meanwhile, so a child that flushes its
-          // output on SIGTERM is not blocked on a full pipe.
-          const settled = yield* ProcessGroup.reclaim(handle, graceMillis, killWaitMillis)
-          yield* stopReading(readers)
-          // The group is gone: keep the spawner's release from signalling it and waiting
-          // again (it does so after an exit code 0 or a death by signal while referenced).
-          yield* Effect.ignore(handle.unref)
-          const onSettled = options.onSettled
-          if (Exit.hasInterrupts(exit) && onSettled !== undefined) {
-            yield* Effect.exit(Effect.sync(() => onSettled(settled)))
-          }
-        })
-      )
-      const reading = yield* Effect.forkChild(
-        SubprocessOutput.collect(output, maxOutputBytes, handle.stdout, handle.stderr),
-        { startImmediately: true }
-      )
-      readers = reading
-      return { handle, reading }
-    })
-  )
-  const pid: number = handle.pid
-  const onSpawn = options.onSpawn
-  if (onSpawn !== undefined) yield* Effect.exit(Effect.sync(() => onSpawn(pid)))
-  const name = SubprocessFailure.commandName(spec)
-
-  // Wait for the exit, unless reading fails first (too much output, a broken pipe).
-  const first = yield* Effect.raceFirst(
-    Effect.map(Effect.exit(handle.exitCode), (exit) => ({ _tag: "Exited", exit }) as const),
-    Effect.flatMap(Effect.exit(Fiber.join(reading)), (exit) =>
-      Exit.isFailure(exit) ? Effect.succeed({ _tag: "ReadFailed", exit } as const) : Effect.never
-    )
-  )
-  if (first._tag === "ReadFailed") {
-    const settled = yield* Effect.uninterruptible(ProcessGroup.reclaim(handle, graceMillis, killWaitMillis))
-    const error = Exit.findErrorOption(first.exit)
-    if (error._tag === "Some" && error.value._tag === "OutputTooLarge")
-      return yield* Effect.fail(SubprocessFailure.tooLarge(name, maxOutputBytes, settled.detail))
-    return yield* Effect.fail(SubprocessFailure.readFailure(name, first.exit))
-  }
-  const elapsedMillis = performance.now() - started
-  // The child has exited; the rest of its output is still in the pipes.
-  const drained = yield* ProcessGroup.withinReal(Fiber.join(reading), SubprocessOutput.outputDrainMillis)
-  yield* stopReading(reading)
-  if (Option.isSome(drained) && Exit.isFailure(drained.value)) {
-    const readExit = drained.value
-    const error = Exit.findErrorOption(readExit)
-    if (error._tag === "Some" && error.value._tag === "OutputTooLarge") {
-      return yield* Effect.fail(SubprocessFailure.tooLarge(name, maxOutputBytes, `${name} had already exited`))
-    }
-    if (!Exit.hasInterrupts(readExit)) return yield* Effect.fail(SubprocessFailure.readFailure(name, readExit))
-  }
-  const stdout = SubprocessOutput.decode(output.stdout)
-  const stderr = SubprocessOutput.decode(output.stderr)
-  const exit = first.exit
-  if (Exit.isFailure(exit)) {
-    const error = Exit.findErrorOption(exit)
-    const signal = error._tag === "Some" ? SubprocessFailure.signalOf(error.value) : "unknown_signal"
-    return yield* Effect.fail(SubprocessFailure.killed(name, signal, stderr))
-  }
-  const exitCode: number = exit.value
-  if (exitCode !== 0) {
-    return yield* Effect.fail(SubprocessFailure.exited(name, exitCode, stderr))
-  }
-  return { pid, exitCode, stdout, stderr, elapsedMillis } satisfies Result
-})
+export { killWaitMillis } from "./internal/SubprocessRun.ts"
 
 /**
  * Runs a process to its exit and collects its output. Succeeds only on exit code 0;
@@ -280,7 +217,7 @@ export const run = (
   spec: Spec,
   options: Options = {}
 ): Effect.Effect<Result, Failure.Failure, ChildProcessSpawner.ChildProcessSpawner> =>
-  Effect.scoped(runScoped(spec, options))
+  Effect.scoped(SubprocessRun.runScoped(spec, options))
 
 /**
  * @category models
@@ -309,6 +246,8 @@ export interface ToolOptions<I, O, R> {
   readonly graceMillis?: number | undefined
   /** Default 1 MiB. */
   readonly maxOutputBytes?: number | undefined
+  /** Default `true`: a cgroup per call where the machine allows it (see {@link Options}). */
+  readonly cgroup?: boolean | undefined
   /** Called once the child of a call is running. */
   readonly onSpawn?: ((pid: number, context: Tool.CallContext) => void) | undefined
   /** Called, besides `context.settle`, with the whole record when a call is interrupted. */
@@ -351,6 +290,7 @@ export const tool = <I, O, R = never>(
         run(options.command(input), {
           graceMillis: options.graceMillis,
           maxOutputBytes: options.maxOutputBytes,
+          cgroup: options.cgroup,
           onSpawn: onSpawn === undefined ? undefined : (pid) => onSpawn(pid, context),
           onSettled: (settled) => {
             context.settle(settled.settlement, settled.detail)

@@ -1,17 +1,16 @@
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { type Duration, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import { type Duration, Effect, Exit, Fiber, Layer, Redacted, Schema, Stream } from "effect"
 import type * as Event from "../src/Event.ts"
 import * as Failure from "../src/Failure.ts"
 import * as Run from "../src/Run.ts"
 import * as Subprocess from "../src/Subprocess.ts"
 import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import { childPids, fixtures, isGone, isGroupGone, nap, tempDir, waitReady } from "./support/processes.ts"
 
-const fixtures = path.join(import.meta.dirname, "fixtures")
 const child = path.join(fixtures, "child.mjs")
 
 /** The node fixture in one of its modes (see test/fixtures/child.mjs). */
@@ -22,67 +21,7 @@ const node = (mode: string, ...args: ReadonlyArray<string>): Subprocess.Spec => 
 
 const GRACE = 200
 
-const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "subprocess-test-"))
-
-/** True once no process has this pid: `kill(pid, 0)` fails with ESRCH (a zombie would still answer). */
-const isGone = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "ESRCH"
-  }
-}
-
-/**
- * True once nothing is left running in the group led by `pid` (the child and anything it
- * started). A grandchild orphaned by the child's exit is reaped by PID 1, which in some
- * containers happens seconds later: such a zombie has finished and does not count.
- */
-const isGroupGone = (pid: number): boolean => {
-  if (!isGone(pid)) return false
-  for (const entry of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    let stat = ""
-    try {
-      stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8")
-    } catch {
-      continue
-    }
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    if (Number(fields[2]) === pid && fields[0] !== "Z") return false
-  }
-  return true
-}
-
-/** The pids of this process's children, from /proc. */
-const childPids = (): ReadonlySet<number> => {
-  const pids = new Set<number>()
-  for (const task of fs.readdirSync("/proc/self/task")) {
-    const text = fs.readFileSync(`/proc/self/task/${task}/children`, "utf8")
-    for (const word of text.split(/\s+/)) if (word !== "") pids.add(Number(word))
-  }
-  return pids
-}
-
-/** Sleeps in real time, whatever the clock (some tests run on the TestClock). */
-const nap = (millis: number): Effect.Effect<void> =>
-  Effect.callback<void>((resume) => {
-    const timer = setTimeout(() => resume(Effect.void), millis)
-    return Effect.sync(() => clearTimeout(timer))
-  })
-
-/** Waits (in real time) until the child wrote its pid to `file`, i.e. its signal handlers are set. */
-const waitReady = (file: string): Effect.Effect<number> =>
-  Effect.gen(function* () {
-    const start = performance.now()
-    while (performance.now() - start < 10_000) {
-      const text = fs.existsSync(file) ? fs.readFileSync(file, "utf8").trim() : ""
-      if (text !== "") return Number(text)
-      yield* nap(5)
-    }
-    return yield* Effect.die(new Error(`${file} never appeared`))
-  })
+const cgroupsHere = (await Effect.runPromise(Subprocess.cgroupSupport)).available
 
 const failureOf = <A>(exit: Exit.Exit<A, Failure.Failure>): Failure.Failure => {
   assert.isTrue(Exit.isFailure(exit), "expected a failure")
@@ -163,7 +102,8 @@ describe("Subprocess.run", () => {
     Effect.gen(function* () {
       // The shell exits at once; a `sleep` it moved to a session of its own keeps stdout
       // open, so the call waits (up to 250 ms) for the rest of the output and is
-      // interrupted meanwhile. The child's group is empty by then.
+      // interrupted meanwhile. The child's group is empty by then. (Kept to its process
+      // group: a cgroup would hold the sleep, see SubprocessContainment.test.ts.)
       const escaped = path.join(tempDir(), "escaped")
       const settled: Array<Subprocess.Settled> = []
       let pid = 0
@@ -172,6 +112,7 @@ describe("Subprocess.run", () => {
           { command: "/bin/sh", args: ["-c", `setsid sleep 2 & echo $! > ${escaped}`] },
           {
             graceMillis: GRACE,
+            cgroup: false,
             onSpawn: (p) => {
               pid = p
             },
@@ -304,11 +245,90 @@ describe("Subprocess.run", () => {
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
-  it.live("R5.2 a command that cannot start is a typed spawn_failed failure", () =>
+  for (const cgroup of [true, false]) {
+    it.live(
+      `R5.2 a command that is not found or not executable is a typed spawn_failed failure (cgroup: ${cgroup})`,
+      () =>
+        Effect.gen(function* () {
+          const dir = tempDir()
+          const plain = path.join(dir, "not-executable.sh")
+          fs.writeFileSync(plain, "#!/bin/sh\necho hi\n", { mode: 0o644 })
+          const cases: ReadonlyArray<readonly [Subprocess.Spec, string]> = [
+            [{ command: "/nonexistent/no-such-tool" }, "NotFound"],
+            [{ command: "no-such-tool-on-path-7f3a" }, "NotFound"],
+            [{ command: plain }, "PermissionDenied"],
+            [{ command: dir }, "PermissionDenied"]
+          ]
+          for (const [spec, reason] of cases) {
+            const failure = failureOf(yield* Effect.exit(Subprocess.run(spec, { cgroup })))
+            assert.instanceOf(failure, Failure.Permanent, spec.command)
+            assert.strictEqual(failure.code, "spawn_failed", spec.command)
+            assert.strictEqual(failure.category, "spawn")
+            assert.include(failure.hint, `(${reason})`, spec.command)
+            // The hint names the command, never the directory it was looked up in.
+            assert.notInclude(failure.hint, dir)
+          }
+          // A command without a slash is looked up on the child's own PATH, and keeps its name as argv[0].
+          const onPath = yield* Subprocess.run({ command: "cat", args: ["/proc/self/cmdline"] }, { cgroup })
+          assert.strictEqual(onPath.stdout, "cat\0/proc/self/cmdline\0")
+          const noPath = failureOf(
+            yield* Effect.exit(Subprocess.run({ command: "sh", args: ["-c", "true"], env: { PATH: dir } }, { cgroup }))
+          )
+          assert.strictEqual(noPath.code, "spawn_failed")
+        }).pipe(Effect.provide(NodeServices.layer))
+    )
+  }
+
+  it.live("R5.2 a command that closes its stdin or its stdout early still ends by its exit", () =>
     Effect.gen(function* () {
-      const failure = failureOf(yield* Effect.exit(Subprocess.run({ command: "/nonexistent/no-such-tool" })))
-      assert.instanceOf(failure, Failure.Permanent)
-      assert.strictEqual(failure.code, "spawn_failed")
+      const big = "x".repeat(4 * 1024 * 1024)
+      for (let i = 0; i < 5; i++) {
+        // It reads one byte of 4 MiB and exits: the rest of the write fails, which is not the child's failure.
+        const head = yield* Subprocess.run({ command: "head", args: ["-c", "1"], stdin: big })
+        assert.strictEqual(head.stdout, "x")
+        const ignoring = yield* Subprocess.run({ command: "/bin/sh", args: ["-c", "exec 0<&-; echo ok"], stdin: big })
+        assert.strictEqual(ignoring.stdout, "ok\n")
+      }
+      // It closes stdout and goes on: the call waits for its exit, and keeps its stderr.
+      const closed = yield* Subprocess.run({
+        command: "/bin/sh",
+        args: ["-c", "exec 1>&-; sleep 0.2; echo late >&2; exit 4"]
+      }).pipe(Effect.exit)
+      const failure = failureOf(closed)
+      assert.strictEqual(failure.code, "exit_4")
+      assert.match(failure.diagnostic ?? "", /late/)
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.live("R3.1 R5.2 Redacted arguments and environment values reach the child, but not its output or failures", () =>
+    Effect.gen(function* () {
+      const token = "sk-live-0123456789abcdef"
+      const arg = "sk-arg-fedcba9876543210"
+      const spec: Subprocess.Spec = {
+        command: "/bin/sh",
+        args: ["-c", 'printf "%s %s" "$TOKEN" "$1"; printf "%s" "$TOKEN" >&2; exit "$2"', "sh", Redacted.make(arg)],
+        env: { TOKEN: Redacted.make(token) }
+      }
+      // The child got both values (it compares them itself), and the output shows neither.
+      const check = yield* Subprocess.run({
+        ...spec,
+        args: ["-c", `[ "$TOKEN" = ${token} ] && [ "$1" = ${arg} ] && echo same`, "sh", Redacted.make(arg)]
+      })
+      assert.strictEqual(check.stdout, "same\n")
+      const ok = yield* Subprocess.run({ ...spec, args: [...(spec.args ?? []), "0"] })
+      assert.strictEqual(ok.stdout, "<redacted> <redacted>")
+      assert.strictEqual(ok.stderr, "<redacted>")
+      const failed = failureOf(yield* Effect.exit(Subprocess.run({ ...spec, args: [...(spec.args ?? []), "3"] })))
+      assert.strictEqual(failed.code, "exit_3")
+      assert.notInclude(`${failed.hint} ${failed.diagnostic}`, token)
+      // A spawn error names the command line with the argument redacted.
+      const unstartable = failureOf(
+        yield* Effect.exit(
+          Subprocess.run({ command: "/bin/sh", args: [Redacted.make(arg)], cwd: "/nonexistent" }, { cgroup: false })
+        )
+      )
+      assert.strictEqual(unstartable.code, "spawn_failed")
+      assert.notInclude(`${unstartable.hint} ${unstartable.diagnostic}`, arg)
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
@@ -332,22 +352,32 @@ describe("Subprocess.run", () => {
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
-  it.live("R5.2 seeds exercise, subprocess level: finished, stopped on the signal, ignored it", () =>
-    Effect.gen(function* () {
-      // 1. A child that finishes in 100 ms: the call completes with its output.
-      const finished = yield* Subprocess.run(node("finish", "100"), { graceMillis: GRACE })
-      assert.strictEqual(finished.stdout, "done\n")
-      // 2. One that stops on the signal: cancelled.
-      const stopped = yield* interruptWhenReady("exit-on-term")
-      // 3. One that ignores it: outcome unknown, killed and reaped.
-      const ignored = yield* interruptWhenReady("ignore-term")
-      assert.deepStrictEqual(
-        [stopped.settled[0]?.settlement, ignored.settled[0]?.settlement],
-        ["cancelled", "outcome_unknown"]
-      )
-      assert.isTrue(isGone(finished.pid) && isGone(stopped.pid) && isGone(ignored.pid))
-    }).pipe(Effect.provide(NodeServices.layer))
-  )
+  for (const cgroup of [true, false]) {
+    it.live(
+      `R5.2 seeds exercise, subprocess level: finished, stopped on the signal, ignored it (cgroup: ${cgroup})`,
+      () =>
+        Effect.gen(function* () {
+          // 1. A child that finishes in 100 ms: the call completes with its output.
+          const finished = yield* Subprocess.run(node("finish", "100"), { graceMillis: GRACE, cgroup })
+          assert.strictEqual(finished.stdout, "done\n")
+          // 2. One that stops on the signal: cancelled.
+          const stopped = yield* interruptWhenReady("exit-on-term", { cgroup })
+          // 3. One that ignores it: outcome unknown, killed and reaped, after the grace period.
+          const ignored = yield* interruptWhenReady("ignore-term", { cgroup })
+          assert.deepStrictEqual(
+            [stopped.settled[0]?.settlement, ignored.settled[0]?.settlement],
+            ["cancelled", "outcome_unknown"]
+          )
+          assert.isAtLeast(ignored.millis, GRACE)
+          assert.isTrue(isGone(finished.pid) && isGone(stopped.pid) && isGone(ignored.pid))
+          const expected = cgroup && cgroupsHere ? "cgroup" : "process_group"
+          assert.deepStrictEqual(
+            [finished.containment, stopped.settled[0]?.containment, ignored.settled[0]?.containment],
+            [expected, expected, expected]
+          )
+        }).pipe(Effect.provide(NodeServices.layer))
+    )
+  }
 })
 
 // ---------------------------------------------------------------------------------

@@ -52,6 +52,43 @@ export const signalOf = (error: PlatformError.PlatformError): string => {
   return /signal: '([A-Z0-9]+)'/.exec(text)?.[1] ?? "unknown_signal"
 }
 
+/**
+ * The command cannot be started: nothing executable has its name (`NotFound`), or what
+ * has it is not an executable file (`PermissionDenied`). Found before anything is
+ * spawned, as the spawner finds it without a cgroup.
+ */
+export const notStartable = (spec: Spec, reason: "NotFound" | "PermissionDenied", detail: string) =>
+  new Failure.Permanent({
+    source: "subprocess",
+    category: "spawn",
+    code: "spawn_failed",
+    attempts: 1,
+    hint: `${commandName(spec)} could not be started (${reason})`,
+    diagnostic: detail
+  })
+
+/** The trampoline could not move itself into the cgroup, so the command never ran. */
+export const joinFailed = (spec: Spec, stderr: string) =>
+  new Failure.Permanent({
+    source: "subprocess",
+    category: "spawn",
+    code: "spawn_failed",
+    attempts: 1,
+    hint: `${commandName(spec)} could not be started (its cgroup could not be joined)`,
+    diagnostic: `${tail(stderr)} (run it with \`cgroup: false\` to keep to its process group)`
+  })
+
+/** The supervisor that ties the child to its host could not be started, so the child was not. */
+export const supervisorFailure = (spec: Spec, error: Error) =>
+  new Failure.Retryable({
+    source: "subprocess",
+    category: "spawn",
+    code: "spawn_failed",
+    attempts: 1,
+    hint: `${commandName(spec)} could not be started (its supervisor could not be started)`,
+    diagnostic: `/bin/sh: ${error.message}`
+  })
+
 /** The child wrote more than `maxOutputBytes` and was stopped; `how` says how it ended. */
 export const tooLarge = (name: string, maxOutputBytes: number, how: string) =>
   new Failure.Permanent({

@@ -1,8 +1,9 @@
 /**
- * Stopping and reaping a child's process group (R5.2), private to `Subprocess`.
+ * Stopping and reaping a supervised child (R5.2), private to `Subprocess`: its process
+ * group, or its cgroup where it has one.
  *
  * Built on top of effect's `ChildProcessHandle` (its `pid`, `isRunning` and `exitCode`)
- * rather than on its `kill` or the spawner's scope release, for two reasons:
+ * rather than on its `kill` or the spawner's scope release, for three reasons:
  *
  * - They do send SIGTERM, wait and send SIGKILL (`forceKillAfter`), but do not say which
  *   of them ended the process; the run must record whether the child stopped on the
@@ -11,24 +12,30 @@
  * - They count a zombie in the group as alive. A grandchild orphaned by the child's exit
  *   is reaped by PID 1, which some containers do late (seconds) or never (node as PID 1),
  *   so every wait would run to its bound. A zombie has finished: here it counts as gone.
+ * - They know the process group only; a child with a cgroup (see `SubprocessCgroup`) is
+ *   signalled and waited for through it, which reaches what left the group.
  *
  * The spawner starts the child detached, as the leader of its own process group, so a
  * signal to `-pid` reaches what the child started too. The grace period and the waits
- * are measured in real time, not by Effect's `Clock`: the child lives in real time, and
- * a `TestClock` that is never advanced must not be able to stall the reclamation of a
- * real process.
+ * are measured in real time, not by Effect's `Clock` (see `SubprocessTime`).
  */
 import * as fs from "node:fs"
-import { Effect, type Exit, Option } from "effect"
+import { Effect } from "effect"
 import type { ChildProcessSpawner } from "effect/process"
 import type * as Tool from "../Tool.ts"
+import * as SubprocessCgroup from "./SubprocessCgroup.ts"
+import { sleepReal } from "./SubprocessTime.ts"
 
 /** A signal the supervisor sends. */
 export type Signal = "SIGTERM" | "SIGKILL"
 
+/** What holds a child and everything it started: its cgroup, or only its process group. */
+export type Containment = "cgroup" | "process_group"
+
 /** What the supervisor did to a child, and what became of the child's action. */
 export interface Settled {
   readonly pid: number
+  readonly containment: Containment
   readonly settlement: Tool.Settlement
   readonly signals: ReadonlyArray<Signal>
   readonly reaped: boolean
@@ -36,25 +43,18 @@ export interface Settled {
   readonly detail: string
 }
 
+/** A running child: its handle (its pid is its process group id) and its cgroup, if it has one. */
+export interface Target {
+  readonly handle: ChildProcessSpawner.ChildProcessHandle
+  readonly cgroup: SubprocessCgroup.Cgroup | undefined
+}
+
 /**
- * Once the leader has exited (an event), what it left in the group is polled: first
- * after 1 ms (members signalled with it are usually gone by then), doubling up to 20 ms,
- * since a poll may read every `/proc/<pid>/stat` (some milliseconds).
+ * Once the leader has exited (an event), what it left is polled: first after 1 ms
+ * (members signalled with it are usually gone by then), doubling up to 20 ms, since a
+ * poll of a process group may read every `/proc/<pid>/stat` (some milliseconds).
  */
-const groupPollMaxMillis = 20
-
-export const sleepReal = (millis: number): Effect.Effect<void> =>
-  Effect.callback<void>((resume) => {
-    const timer = setTimeout(() => resume(Effect.void), millis)
-    return Effect.sync(() => clearTimeout(timer))
-  })
-
-/** How `effect` ended, if it did within `millis` of real time; it is interrupted otherwise. */
-export const withinReal = <A, E>(
-  effect: Effect.Effect<A, E>,
-  millis: number
-): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
-  Effect.raceFirst(Effect.map(Effect.exit(effect), Option.some), Effect.as(sleepReal(millis), Option.none()))
+const pollMaxMillis = 20
 
 const errnoOf = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "code" in error && typeof error.code === "string"
@@ -86,41 +86,52 @@ const groupAlive = (pgid: number): boolean => {
   return false
 }
 
-const leaderRunning = (handle: ChildProcessSpawner.ChildProcessHandle): Effect.Effect<boolean> =>
-  Effect.orElseSucceed(handle.isRunning, () => false)
+const leaderRunning = (target: Target): Effect.Effect<boolean> =>
+  Effect.orElseSucceed(target.handle.isRunning, () => false)
 
-/** The child or anything left in its group is still running. */
-export const isAlive = (handle: ChildProcessSpawner.ChildProcessHandle): Effect.Effect<boolean> =>
-  Effect.flatMap(leaderRunning(handle), (running) =>
-    running || process.platform === "win32" ? Effect.succeed(running) : Effect.sync(() => groupAlive(handle.pid))
+/** The child or anything it left in its cgroup (or, without one, its group) is still running. */
+export const isAlive = (target: Target): Effect.Effect<boolean> =>
+  Effect.flatMap(leaderRunning(target), (running) =>
+    running || process.platform === "win32"
+      ? Effect.succeed(running)
+      : Effect.sync(() =>
+          target.cgroup === undefined ? groupAlive(target.handle.pid) : SubprocessCgroup.populated(target.cgroup)
+        )
   )
 
 // ESRCH (gone already) is not an error: the wait that follows says what is left.
-const signal = (handle: ChildProcessSpawner.ChildProcessHandle, name: Signal): Effect.Effect<void> =>
-  Effect.ignore(
-    Effect.try({
-      // No process groups on Windows: the leader only.
-      try: () => process.kill(process.platform === "win32" ? handle.pid : -handle.pid, name),
-      catch: errnoOf
-    })
-  )
+const signalGroup = (pid: number, name: Signal): void => {
+  try {
+    // No process groups on Windows: the leader only.
+    process.kill(process.platform === "win32" ? pid : -pid, name)
+  } catch {
+    // gone already
+  }
+}
 
-/** Waits until nothing of the group is alive, for at most `millis`; says whether that happened. */
-const awaitGone = (handle: ChildProcessSpawner.ChildProcessHandle, millis: number): Effect.Effect<boolean> =>
+const signal = (target: Target, name: Signal): Effect.Effect<void> => {
+  const cgroup = target.cgroup
+  if (cgroup === undefined) return Effect.sync(() => signalGroup(target.handle.pid, name))
+  // Each member gets one SIGTERM, whatever group it is in; SIGKILL goes to the whole cgroup.
+  return name === "SIGTERM" ? Effect.sync(() => SubprocessCgroup.terminate(cgroup)) : SubprocessCgroup.kill(cgroup)
+}
+
+/** Waits until nothing of the child is alive, for at most `millis`; says whether that happened. */
+const awaitGone = (target: Target, millis: number): Effect.Effect<boolean> =>
   Effect.gen(function* () {
     const deadline = performance.now() + millis
     let poll = 1
     while (true) {
-      if (!(yield* isAlive(handle))) return true
+      if (!(yield* isAlive(target))) return true
       const left = deadline - performance.now()
       if (left <= 0) return false
-      // While the leader runs the group is alive: one timer, woken early by the leader's
-      // exit. After it, what it left in the group is polled.
-      if (yield* leaderRunning(handle)) {
-        yield* Effect.raceFirst(Effect.ignore(handle.exitCode), sleepReal(left))
+      // While the leader runs the child is alive: one timer, woken early by the leader's
+      // exit. After it, what it left is polled.
+      if (yield* leaderRunning(target)) {
+        yield* Effect.raceFirst(Effect.ignore(target.handle.exitCode), sleepReal(left))
       } else {
         yield* sleepReal(Math.min(poll, left))
-        poll = Math.min(poll * 2, groupPollMaxMillis)
+        poll = Math.min(poll * 2, pollMaxMillis)
       }
     }
   })
@@ -128,53 +139,54 @@ const awaitGone = (handle: ChildProcessSpawner.ChildProcessHandle, millis: numbe
 const round = (millis: number): number => Math.round(millis)
 
 /**
- * Stops the child's group and reaps it: SIGTERM, up to `graceMillis` for everything in
- * the group to exit, then SIGKILL and up to `killWaitMillis` for the reap. Never fails;
+ * Stops the child and what it started, and reaps it: SIGTERM, up to `graceMillis` for
+ * all of it to exit, then SIGKILL and up to `killWaitMillis` for the reap. Never fails;
  * run it uninterruptibly.
  */
-export const reclaim = Effect.fnUntraced(function* (
-  handle: ChildProcessSpawner.ChildProcessHandle,
-  graceMillis: number,
-  killWaitMillis: number
-) {
-  const pid: number = handle.pid
-  if (!(yield* isAlive(handle))) {
+export const reclaim = Effect.fnUntraced(function* (target: Target, graceMillis: number, killWaitMillis: number) {
+  const pid: number = target.handle.pid
+  const containment: Containment = target.cgroup === undefined ? "process_group" : "cgroup"
+  const who = `pid ${pid} (${containment === "cgroup" ? "cgroup" : "process group"})`
+  if (!(yield* isAlive(target))) {
     return {
       pid,
+      containment,
       settlement: "completed",
       signals: [],
       reaped: true,
       millis: 0,
-      detail: `pid ${pid} had already exited`
+      detail: `${who} had already exited`
     } satisfies Settled
   }
   const start = performance.now()
-  yield* signal(handle, "SIGTERM")
-  if (yield* awaitGone(handle, graceMillis)) {
+  yield* signal(target, "SIGTERM")
+  if (yield* awaitGone(target, graceMillis)) {
     const millis = performance.now() - start
     return {
       pid,
+      containment,
       settlement: "cancelled",
       signals: ["SIGTERM"],
       reaped: true,
       millis,
-      detail: `pid ${pid} stopped on SIGTERM after ${round(millis)} ms`
+      detail: `${who} stopped on SIGTERM after ${round(millis)} ms`
     } satisfies Settled
   }
   const killedAt = performance.now()
-  yield* signal(handle, "SIGKILL")
-  const reaped = yield* awaitGone(handle, killWaitMillis)
+  yield* signal(target, "SIGKILL")
+  const reaped = yield* awaitGone(target, killWaitMillis)
   const end = performance.now()
   return {
     pid,
+    containment,
     settlement: "outcome_unknown",
     signals: ["SIGTERM", "SIGKILL"],
     reaped,
     millis: end - start,
     detail: reaped
-      ? `pid ${pid} did not stop within the ${graceMillis} ms grace period after SIGTERM; it was SIGKILLed and reaped ${round(
+      ? `${who} did not stop within the ${graceMillis} ms grace period after SIGTERM; it was SIGKILLed and reaped ${round(
           end - killedAt
         )} ms later, and its action may or may not have taken effect`
-      : `pid ${pid} was still running ${killWaitMillis} ms after SIGKILL; it must be reclaimed, and its action may or may not have taken effect`
+      : `${who} was still running ${killWaitMillis} ms after SIGKILL; it must be reclaimed, and its action may or may not have taken effect`
   } satisfies Settled
 })
