@@ -174,9 +174,14 @@ export const ToolBlocked = Schema.TaggedStruct("tool.blocked", {
 })
 
 /**
- * A call that was interrupted (cancel, deadline or timeout), and what became of its
- * action (R5.2). Follows the call's `tool.started`; a `tool.failed` may follow when a
- * timeout turned the interruption into a result.
+ * What became of one attempt of a call that was interrupted (cancel, the run or step
+ * deadline, the tool's own timeout), or of a call interrupted while no attempt ran
+ * (R5.2). `attempt` says which: the attempt it settles, from 1, or 0 when none was
+ * running (the call waited for approval, to retry, or on its status query, or never
+ * started). Follows the call's `tool.started`. A call has at most one per attempt,
+ * plus one with `attempt` 0; when a timeout turned an attempt's interruption into a
+ * failure, the call goes on to a retry or to its `tool.failed`; a call that ends
+ * without `tool.succeeded`, `tool.failed` or `tool.blocked` ends with its last one.
  *
  * @category models
  * @since 0.1.0
@@ -185,6 +190,7 @@ export const ToolInterrupted = Schema.TaggedStruct("tool.interrupted", {
   ...base,
   callId: Schema.String,
   name: Schema.String,
+  attempt: Schema.Int,
   settlement: Tool.Settlement,
   detail: Schema.String
 })

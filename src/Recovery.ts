@@ -264,7 +264,8 @@ export const recoverFrom: <A, R>(
     if (failure.category === "conflict") {
       return yield* giveUp("not_retryable", "a conflict is handed to the model to re-read the current state")
     }
-    if (n === 1 && squashed.attempts > 1) {
+    // On every attempt, not only the first: a failure its owner retried is not retried again (R3.4).
+    if (squashed.attempts > 1) {
       return yield* giveUp("owner_retried", `already retried ${squashed.attempts - 1} times by its owner`)
     }
     if (!episode.allowed) return yield* giveUp("not_allowed", "this call may not be retried automatically")

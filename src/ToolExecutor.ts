@@ -187,6 +187,7 @@ const afterPermission = (
         c.settled = settledBy(settlement, detail)
       }
     },
+    attempt: 0,
     settled: undefined
   }
   if (tool.metadata.needsApproval) {

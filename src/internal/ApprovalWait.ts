@@ -113,6 +113,7 @@ export const awaitDecision = (
         _tag: "tool.interrupted",
         callId: call.id,
         name: call.name,
+        attempt: 0,
         settlement: "cancelled",
         detail: "withdrawn while waiting for approval; it never ran"
       })

@@ -10,7 +10,14 @@ import type * as StopReason from "../StopReason.ts"
 import type * as Validation from "../Validation.ts"
 import type * as RunContext from "./RunContext.ts"
 
-/** Calls that changed the world, and actions that may or may not have taken effect (R3.8, R5.2), in one pass. */
+/**
+ * Calls that changed the world, and actions that may or may not have taken effect (R3.8,
+ * R5.2), in one pass. A call is pending when something left its outcome unknown (an
+ * attempt cut off while it may have acted, a failure of unknown outcome) and nothing
+ * later settled it: a success, or a status query that found it applied or not applied.
+ * A later failure does not settle it: an attempt that fails says nothing of an earlier
+ * one that may have acted.
+ */
 const effectsOf = (
   timeline: ReadonlyArray<Event.Event>
 ): {
@@ -18,32 +25,33 @@ const effectsOf = (
   readonly pendingActions: RunResult.RunResult["pendingActions"]
 } => {
   const sideEffects: Array<RunResult.RunResult["sideEffects"][number]> = []
-  // One entry per call: a timeout both interrupts a call and fails it; the later word stands.
+  // One entry per call; the latest word that leaves it unknown stands.
   const pending = new Map<string, RunResult.RunResult["pendingActions"][number]>()
+  const unknown = (e: Event.Event & { readonly callId: string; readonly name: string }, detail: string) =>
+    pending.set(e.callId, {
+      callId: e.callId,
+      name: e.name,
+      idempotencyKey: `${e.runId}:${e.callId}`,
+      detail,
+      seq: e.seq
+    })
   for (const e of timeline) {
-    if (e._tag === "tool.succeeded") {
-      if (e.sideEffect === "write" || e.sideEffect === "external") {
-        sideEffects.push({ callId: e.callId, name: e.name, sideEffect: e.sideEffect, seq: e.seq })
-      }
-    } else if (e._tag === "tool.interrupted") {
-      if (e.settlement === "outcome_unknown") {
-        pending.set(e.callId, {
-          callId: e.callId,
-          name: e.name,
-          idempotencyKey: `${e.runId}:${e.callId}`,
-          detail: e.detail,
-          seq: e.seq
-        })
-      }
-    } else if (e._tag === "tool.failed" && e.error.failure?.classification === "unknown") {
-      const detail = e.error.failure.hint
-      pending.set(e.callId, {
-        callId: e.callId,
-        name: e.name,
-        idempotencyKey: `${e.runId}:${e.callId}`,
-        detail,
-        seq: e.seq
-      })
+    switch (e._tag) {
+      case "tool.succeeded":
+        pending.delete(e.callId)
+        if (e.sideEffect === "write" || e.sideEffect === "external") {
+          sideEffects.push({ callId: e.callId, name: e.name, sideEffect: e.sideEffect, seq: e.seq })
+        }
+        break
+      case "tool.reconciled":
+        if (e.verdict !== "undecidable") pending.delete(e.callId)
+        break
+      case "tool.interrupted":
+        if (e.settlement === "outcome_unknown") unknown(e, e.detail)
+        break
+      case "tool.failed":
+        if (e.error.failure?.classification === "unknown") unknown(e, e.error.failure.hint)
+        break
     }
   }
   return { sideEffects, pendingActions: Array.from(pending.values()) }

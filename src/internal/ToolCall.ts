@@ -26,7 +26,9 @@ export interface Call {
   readonly secrets: ReadonlyArray<string>
   readonly input: unknown
   readonly context: Tool.CallContext
-  /** What the handler said became of its action, if it said (`context.settle`). */
+  /** The attempt of the handler running or last run, from 1 (0 before the first). */
+  attempt: number
+  /** What the handler said became of the current attempt's action, if it said (`context.settle`). */
   settled: { readonly settlement: Tool.Settlement; readonly detail: string } | undefined
 }
 
@@ -38,8 +40,11 @@ export type Handler = (input: unknown, context: Tool.CallContext) => Effect.Effe
  * return that is not an Effect (the Promise of an `async` function) a `not_an_effect`
  * failure, each as a finished `Exit` (R12).
  */
-export const callHandler = (c: Call): Effect.Effect<unknown, Failure.Failure, unknown> =>
-  UserCode.effect(
+export const callHandler = (c: Call): Effect.Effect<unknown, Failure.Failure, unknown> => {
+  // Each attempt says what became of its own action: an earlier attempt's word does not carry over.
+  c.attempt++
+  c.settled = undefined
+  return UserCode.effect(
     {
       source: "tool",
       what: `the handler of ${c.tool.name}`,
@@ -48,6 +53,7 @@ export const callHandler = (c: Call): Effect.Effect<unknown, Failure.Failure, un
     },
     () => (c.tool.handler as Handler)(c.input, c.context)
   )
+}
 
 /** What a stage of the pipeline returns: the call's result, or what running it fails with. */
 export type Ran = Effect.Effect<ToolResult.ToolResult, ToolExecutor.ExecutionError, unknown>

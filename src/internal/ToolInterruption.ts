@@ -16,7 +16,14 @@ export const recordInterrupt = (c: Call): void => {
       ? `interrupted; a ${tool.metadata.sideEffect} action may or may not have taken effect`
       : `interrupted; a ${tool.metadata.sideEffect === "none" ? "pure" : "read-only"} call leaves nothing behind`
   }
-  RunContext.emit(c.ctx, { _tag: "tool.interrupted", callId: c.call.id, name: c.call.name, settlement, detail })
+  RunContext.emit(c.ctx, {
+    _tag: "tool.interrupted",
+    callId: c.call.id,
+    name: c.call.name,
+    attempt: c.attempt,
+    settlement,
+    detail
+  })
 }
 
 /**
@@ -29,6 +36,7 @@ export const recordInterruptedWait = (c: Call): void => {
     _tag: "tool.interrupted",
     callId: c.call.id,
     name: c.call.name,
+    attempt: 0,
     settlement: "cancelled",
     detail: "interrupted while waiting to retry; no attempt was running"
   })
@@ -43,6 +51,7 @@ export const recordInterruptedReconcile = (c: Call): void => {
     _tag: "tool.interrupted",
     callId: c.call.id,
     name: c.call.name,
+    attempt: 0,
     settlement: "outcome_unknown",
     detail: "interrupted while its status query ran; whether it took effect is still unknown"
   })
@@ -54,6 +63,7 @@ export const recordNotStarted = (c: Call): void => {
     _tag: "tool.interrupted",
     callId: c.call.id,
     name: c.call.name,
+    attempt: 0,
     settlement: "cancelled",
     detail: "the run deadline had passed before its handler started; it never ran"
   })
