@@ -275,7 +275,7 @@ export const describeDefect = (defect: unknown): DefectDescription => {
 
 const clip = (text: string): string => {
   const line = text.split("\n", 1)[0] ?? ""
-  return line.length > 300 ? `${line.slice(0, 300)}…` : line
+  return line.length > 1000 ? `${line.slice(0, 1000)}…` : line
 }
 
 /**
