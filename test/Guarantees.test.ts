@@ -79,6 +79,7 @@ const failureOf = (result: RunResult.RunResult, tag: "tool.failed" | "model.fail
 describe("R12 user code that returns something other than an Effect", () => {
   const returns: ReadonlyArray<readonly [string, unknown, string]> = [
     ["the Promise of an async function", async () => 1, "a Promise"],
+    // biome-ignore lint/suspicious/noThenProperty: a thenable is what this case is about
     ["a thenable", () => ({ then: (resolve: (n: number) => void) => resolve(1) }), "a Promise"],
     ["undefined", () => undefined, "undefined"],
     ["a number", () => 42, "a number"]
