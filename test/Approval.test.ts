@@ -374,4 +374,42 @@ describe("R7 approvals in concurrent batches and at deadlines", () => {
       )
     }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
   )
+
+  it.effect("R7 R3.1 an approval shows a Redacted argument masked: to the person, in the events, in the result", () =>
+    Effect.gen(function* () {
+      const transfer = Tool.make({
+        name: "transfer",
+        description: "Transfer with a one-time code",
+        input: Schema.Struct({ to: Schema.String, code: Schema.RedactedFromValue(Schema.String) }),
+        output: Schema.String,
+        sideEffect: "external",
+        needsApproval: true,
+        handler: ({ to }) => Effect.succeed(`sent to ${to}`)
+      })
+      const handle = yield* Run.start({ goal: "transfer", tools: [transfer] })
+      const requested = yield* Stream.runHead(
+        Stream.filter(handle.events, (e): e is Event.Of<"approval.requested"> => e._tag === "approval.requested")
+      )
+      const request = Option.getOrThrow(requested)
+      assert.deepStrictEqual(request.arguments, { to: "acme", code: "<redacted>" })
+      const pending = yield* handle.pendingApprovals
+      assert.deepStrictEqual(pending[0]?.arguments, { to: "acme", code: "<redacted>" })
+      yield* handle.approve(request.callId)
+      const result = yield* handle.result
+      assert.strictEqual(result.status, "completed")
+      assert.notInclude(JSON.stringify(result.timeline.filter((e) => e._tag !== "model.responded")), "otp-98765")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(
+        Layer.mergeAll(
+          ScriptedModel.layer([
+            ScriptedModel.toolCall("transfer", { to: "acme", code: "otp-98765" }),
+            ScriptedModel.finalAnswer("sent")
+          ]),
+          NodeServices.layer,
+          Approval.layerMemory
+        )
+      )
+    )
+  )
 })

@@ -127,4 +127,72 @@ describe("Reconciliation", () => {
         assert.strictEqual(result.counters.recoveryAttempts, 1)
       })
   )
+
+  /** A write that hangs past its timeout, whose status query answers `answer` (or never, for `hang`). */
+  const makeHangingPay = (answer: "applied" | "not_applied" | "hang") => {
+    const sends: Array<string> = []
+    const pay = Tool.make({
+      name: "pay",
+      description: "charge a card",
+      input: Schema.Struct({ amount: Schema.Number }),
+      output: Schema.Struct({ receipt: Schema.String }),
+      sideEffect: "external",
+      timeout: "1 second",
+      handler: (_, context) =>
+        Effect.suspend(() => {
+          sends.push(context.idempotencyKey)
+          // The first send hangs (its outcome unknown); a resend answers.
+          return sends.length === 1 ? Effect.never : Effect.succeed({ receipt: "r-2" })
+        }),
+      reconcile: () =>
+        answer === "hang"
+          ? Effect.never
+          : Effect.succeed<Tool.Reconciliation<{ readonly receipt: string }>>(
+              answer === "applied" ? { _tag: "Applied", output: { receipt: "r-1" } } : { _tag: "NotApplied" }
+            )
+    })
+    return { pay, sends }
+  }
+
+  it.effect("R3.8 R6.3 a call settled by its status query, or resent and answered, is not pending at the end", () =>
+    Effect.gen(function* () {
+      for (const answer of ["applied", "not_applied"] as const) {
+        const { pay, sends } = makeHangingPay(answer)
+        const result = yield* drive(run(pay))
+        assert.strictEqual(result.status, "completed")
+        // The first attempt was cut off while it may have acted: recorded, then settled.
+        assert.isTrue(result.timeline.some((e) => e._tag === "tool.interrupted" && e.settlement === "outcome_unknown"))
+        assert.deepStrictEqual(result.pendingActions, [])
+        assert.strictEqual(sends.length, answer === "applied" ? 1 : 2)
+      }
+    })
+  )
+
+  it.effect("R4.2 R3.8 a status query that hangs is bounded by the tool timeout, not the run deadline", () =>
+    Effect.gen(function* () {
+      const { pay } = makeHangingPay("hang")
+      const result = yield* drive(
+        Run.run({ goal: "pay", tools: [pay], runId: "run-1", limits: { stepTimeout: "3 seconds" } }).pipe(
+          Effect.provide(
+            Layer.mergeAll(
+              ScriptedModel.layer([
+                ScriptedModel.toolCall("pay", { amount: 10 }, "call-1"),
+                ScriptedModel.finalAnswer("paid")
+              ]),
+              NodeServices.layer
+            )
+          )
+        ),
+        "100 millis"
+      )
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.include(result.detail, "the status query did not answer within the tool timeout of 1000 ms")
+      // One second for the attempt, one for the query: far below the step's 3 s and the run's 10 minutes.
+      assert.isAtMost(result.elapsedMillis, 2100)
+      assert.deepStrictEqual(
+        result.pendingActions.map((p) => p.idempotencyKey),
+        ["run-1:call-1"]
+      )
+    })
+  )
 })

@@ -127,6 +127,34 @@ describe("Recovery", () => {
     })
   )
 
+  it.effect("R3.4 an owner's attempts are honoured on every attempt, not only the first", () =>
+    Effect.gen(function* () {
+      const calls = yield* Ref.make(0)
+      // The first attempt fails once; the second reports that its owner already retried it twice.
+      const tool = Tool.make({
+        name: "lookup",
+        description: "retries inside from its second call on",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        idempotent: true,
+        maxRetries: 5,
+        handler: () =>
+          Ref.updateAndGet(calls, (n) => n + 1).pipe(
+            Effect.flatMap((n) => {
+              const failure = FailureBoundary.http({ status: 503, now: 0 })
+              return Effect.fail(n === 1 ? failure : FailureBoundary.withAttempts(failure, 3))
+            })
+          )
+      })
+      const model = FaultyModel.make([FaultyModel.respond(ScriptedModel.toolCall("lookup", {})), final])
+      const result = yield* runWith(model, { tools: [tool], recovery: exact })
+      assert.strictEqual(yield* Ref.get(calls), 2)
+      assert.strictEqual(ofTag(result.timeline, "recovery.started").length, 1)
+      const failed = ofTag(result.timeline, "recovery.failed")[0]
+      assert.include(failed?.cause, "already retried 2 times by its owner")
+    })
+  )
+
   it.effect("R3.4 nested layers cannot multiply attempts: a tool that retries inside is run once by the loop", () =>
     Effect.gen(function* () {
       const attempts = yield* Ref.make(0)

@@ -259,4 +259,43 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
       }
     })
   )
+
+  it.effect("R4.2 R6.4 a postcondition that hangs is bounded by the tool timeout: inconsistent_result", () =>
+    Effect.gen(function* () {
+      const checked = Tool.make({
+        name: "write",
+        description: "write and confirm",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "write",
+        timeout: "1 second",
+        handler: () => Effect.succeed("ok"),
+        postcondition: () => Effect.never
+      })
+      const result = yield* runOn([ScriptedModel.toolCall("write", {}), ScriptedModel.finalAnswer("done")], {
+        tools: [checked],
+        limits: { stepTimeout: "3 seconds" }
+      })
+      assert.strictEqual(result.stopReason, "inconsistent_result")
+      assert.include(result.detail, "the check did not answer within the tool timeout of 1000 ms")
+      assert.isAtMost(result.elapsedMillis, 1100)
+    })
+  )
+
+  it.effect("R5.2 R4.3 a call cut off on several attempts has one tool.interrupted per attempt, naming it", () =>
+    Effect.gen(function* () {
+      const read = hangingTool({ sideEffect: "read", idempotent: true, timeout: "1 second", maxRetries: 2 })
+      const result = yield* runOn([ScriptedModel.toolCall("hang", {}, "c1"), ScriptedModel.finalAnswer("done")], {
+        tools: [read],
+        limits: { maxRecoveries: 8 }
+      })
+      const interrupted = events(result, "tool.interrupted").filter((e) => e.callId === "c1")
+      assert.deepStrictEqual(
+        interrupted.map((e) => e.attempt),
+        [1, 2, 3]
+      )
+      assert.strictEqual(events(result, "tool.failed").filter((e) => e.callId === "c1").length, 1)
+      assertRoundTrips(result)
+    })
+  )
 })

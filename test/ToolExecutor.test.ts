@@ -172,6 +172,104 @@ describe("ToolExecutor", () => {
     }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("liar", {}), ScriptedModel.finalAnswer("ok")])))
   )
 
+  it.effect(
+    "R3.7 output that fails its schema is a tool execution error: fail fast, or to the model with recoverErrors",
+    () =>
+      Effect.gen(function* () {
+        const liar = (recoverErrors: boolean) =>
+          Tool.make({
+            name: "liar",
+            description: "returns the wrong type",
+            input: Schema.Struct({}),
+            output: Schema.Int,
+            recoverErrors,
+            handler: () => Effect.succeed("not a number" as unknown as number)
+          })
+        const script = [ScriptedModel.toolCall("liar", {}), ScriptedModel.finalAnswer("ok")]
+        const fast = yield* Run.run({ goal: "x", tools: [liar(false)] }).pipe(Effect.provide(withScript(script)))
+        assert.strictEqual(fast.stopReason, "tool_error")
+        assert.include(fast.detail, "output_validation_failed")
+        assert.include(firstFailure(fast.timeline).message, "does not match its output schema (output: Expected")
+        const recovered = yield* Run.run({ goal: "x", tools: [liar(true)] }).pipe(Effect.provide(withScript(script)))
+        assert.strictEqual(recovered.status, "completed")
+        assert.strictEqual(firstFailure(recovered.timeline).failure?.code, "output_validation_failed")
+      })
+  )
+
+  it.effect("R3.1 a thrown error's message never reaches an event or the model; a safeMessage does", () =>
+    Effect.gen(function* () {
+      const seen: Array<string> = []
+      const leaky = Tool.make({
+        name: "leaky",
+        description: "throws with a key in its message",
+        input: Schema.Struct({ kind: Schema.String }),
+        output: Schema.String,
+        recoverErrors: true,
+        handler: ({ kind }) => {
+          if (kind === "safe") {
+            throw Object.assign(new Error("sk-live-0123456789abcdef"), { safeMessage: "the card was declined" })
+          }
+          throw new TypeError("upstream said: key sk-live-0123456789abcdef is over quota")
+        }
+      })
+      const result = yield* Run.run({ goal: "x", tools: [leaky] }).pipe(
+        Effect.provide(
+          withScript([
+            ScriptedModel.toolCall("leaky", { kind: "raw" }),
+            ScriptedModel.toolCall("leaky", { kind: "safe" }),
+            (request) => {
+              seen.push(JSON.stringify(request.messages))
+              return ScriptedModel.finalAnswer("ok")
+            }
+          ])
+        )
+      )
+      assert.notInclude(JSON.stringify(result), "sk-live")
+      assert.notInclude(seen.join(""), "sk-live")
+      const hints = result.timeline.flatMap((e) => (e._tag === "tool.failed" ? [e.error.failure?.hint] : []))
+      assert.deepStrictEqual(hints, ["TypeError", "Error: the card was declined"])
+    })
+  )
+
+  it.effect("R3.1 a Redacted input never reaches a signature, an event, an approval or an observation", () =>
+    Effect.gen(function* () {
+      const seen: Array<string> = []
+      const login = Tool.make({
+        name: "login",
+        description: "logs in with a token",
+        input: Schema.Struct({ user: Schema.String, token: Schema.RedactedFromValue(Schema.String) }),
+        output: Schema.Struct({ user: Schema.String, echoed: Schema.String }),
+        sideEffect: "read",
+        // A careless tool that echoes the token back in its output.
+        handler: ({ user, token }) => Effect.succeed({ user, echoed: `logged in with ${Redacted.value(token)}` })
+      })
+      const result = yield* Run.run({ goal: "x", tools: [login] }).pipe(
+        Effect.provide(
+          withScript([
+            ScriptedModel.toolCall("login", { user: "ada", token: "tok-SECRET-42" }),
+            (request) => {
+              seen.push(JSON.stringify(request.messages.slice(-1)))
+              return ScriptedModel.finalAnswer("ok")
+            }
+          ])
+        )
+      )
+      assert.strictEqual(result.status, "completed")
+      // What the model sent is kept as sent; nothing derived from it copies the token.
+      const derived = result.timeline.filter((e) => e._tag !== "model.responded")
+      assert.notInclude(JSON.stringify(derived), "tok-SECRET")
+      const responded = result.timeline.find((e) => e._tag === "model.responded")
+      assert.isTrue(responded?._tag === "model.responded" && !responded.signatures.join("").includes("tok-SECRET"))
+      assert.notInclude(seen.join(""), "tok-SECRET")
+      assert.include(seen.join(""), "<redacted>")
+      const succeeded = result.timeline.find((e) => e._tag === "tool.succeeded")
+      assert.deepStrictEqual(succeeded?._tag === "tool.succeeded" ? succeeded.input : undefined, {
+        user: "ada",
+        token: "<redacted>"
+      })
+    })
+  )
+
   it.effect("R6.4 a success its postcondition contradicts stops the run with inconsistent_result", () =>
     Effect.gen(function* () {
       const flaky = Tool.make({
