@@ -171,9 +171,13 @@ class Turns {
   ): Effect.Effect<ReadonlyArray<ToolResult.ToolResult> | Stopped | typeof again, LoopError, unknown> {
     const { ctx, config } = this
     ctx.waitingOnModel = undefined
-    const calls = response.toolCalls
     // Each call is made ready once: its identity, its arguments parsed, its signature.
-    const prepared = calls.map((call) => ToolExecutor.prepare(config.registry, ctx.callIds, call))
+    const prepared = response.toolCalls.map((call) => ToolExecutor.prepare(config.registry, ctx.callIds, call))
+    // The log and the conversation hold what the model sent, in a form they can keep (R12).
+    const calls = response.toolCalls.map((call) => {
+      const args = ToolExecutor.recordable(call.arguments, config.registry.limits)
+      return args === call.arguments ? call : { ...call, arguments: args }
+    })
     RunContext.record(ctx, {
       _tag: "model.responded",
       iteration: this.iteration,

@@ -22,7 +22,7 @@ import * as RunContext from "./internal/RunContext.ts"
 import { attempt, awaitHandler, recover, recoverFinished } from "./internal/ToolAttempt.ts"
 import { type Call, callHandler, failed, type Ran } from "./internal/ToolCall.ts"
 import { compiled } from "./internal/ToolCodec.ts"
-import { recordNotStarted } from "./internal/ToolInterruption.ts"
+import { lateDetail, recordNeverRan } from "./internal/ToolInterruption.ts"
 import { afterHandler } from "./internal/ToolOutput.ts"
 import * as UserCode from "./internal/UserCode.ts"
 import type * as Model from "./Model.ts"
@@ -45,7 +45,8 @@ export {
   describeIssue,
   type Limits,
   type ParsedArguments,
-  parseArguments
+  parseArguments,
+  recordable
 } from "./ToolArguments.ts"
 
 /**
@@ -140,6 +141,11 @@ const afterPermission = (
   decision: Permission.Decision
 ): Ran => {
   const call = prepared.call
+  // The policy may have taken its time: past the deadline, nothing more of the call starts.
+  if (RunContext.deadlinePassed(ctx)) {
+    recordNeverRan(ctx, call, lateDetail)
+    return RunContext.expire(ctx)
+  }
   if (decision._tag === "Deny") {
     const error: ToolResult.ToolError = {
       code: "permission_denied",
@@ -203,7 +209,7 @@ const afterPermission = (
 const firstAttempt = (c: Call): Ran => {
   // The deadline may have passed while the timer could not fire (R3.11): no new action.
   if (RunContext.deadlinePassed(c.ctx)) {
-    recordNotStarted(c)
+    recordNeverRan(c.ctx, c.call, lateDetail)
     return RunContext.expire(c.ctx)
   }
   // A tool with its own timeout, in a step with a deadline, or behind a circuit
@@ -297,6 +303,8 @@ export const executeNow = (
   permission: Permission.PermissionService
 ): Ran => {
   const call = prepared.call
+  // No new action once the deadline has passed (R3.11), even if its timer could not fire yet.
+  if (RunContext.deadlinePassed(ctx)) return RunContext.expire(ctx)
   RunContext.record(ctx, {
     _tag: "tool.started",
     callId: call.id,
@@ -342,7 +350,11 @@ export const executeNow = (
       ? afterPermission(ctx, registry, prepared, tool, args, decided.value)
       : Exit.failCause(decided.cause)
   }
-  return Effect.flatMap(checked, (decision) => afterPermission(ctx, registry, prepared, tool, args, decision))
+  // A policy that takes its time is a wait like any other: interrupted, the call never ran (R5.2).
+  const waited = Effect.onInterrupt(checked, () =>
+    Effect.sync(() => recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran"))
+  )
+  return Effect.flatMap(waited, (decision) => afterPermission(ctx, registry, prepared, tool, args, decision))
 }
 
 const checkDecision = UserCode.check(Permission.Decision, "the permission policy's decision")

@@ -96,7 +96,10 @@ export const awaitDecision = (
     // A gate is user code (R12): a throw, a non-Effect or an answer that is not a decision
     // ends the run internal_error; a decision is never guessed.
     const asked = Effect.flatMap(
-      UserCode.effectOrDie("the approval gate", () => gate.request(request)),
+      UserCode.orDie(
+        "the approval gate",
+        UserCode.effectOrDie("the approval gate", () => gate.request(request))
+      ),
       (decision) => {
         const checked = checkDecision(decision)
         return Result.isSuccess(checked)
@@ -107,21 +110,25 @@ export const awaitDecision = (
     // The run deadline's own timer interrupts the wait; a tighter layer needs one here.
     const wait: Effect.Effect<Approval.Decision | typeof expired> =
       layer === "run" ? asked : Effect.timeoutOrElse(asked, { duration: millis, orElse: () => Effect.succeed(expired) })
-    const withdrawn = Effect.sync(() => {
-      RunContext.emit(ctx, { _tag: "approval.decided", callId: call.id, name: call.name, decision: "withdrawn" })
-      RunContext.emit(ctx, {
-        _tag: "tool.interrupted",
-        callId: call.id,
-        name: call.name,
-        attempt: 0,
-        settlement: "cancelled",
-        detail: "withdrawn while waiting for approval; it never ran"
+    const withdraw = (detail: string) =>
+      Effect.sync(() => {
+        RunContext.emit(ctx, { _tag: "approval.decided", callId: call.id, name: call.name, decision: "withdrawn" })
+        RunContext.emit(ctx, {
+          _tag: "tool.interrupted",
+          callId: call.id,
+          name: call.name,
+          attempt: 0,
+          settlement: "cancelled",
+          detail
+        })
+        // The run is ending (cancel, deadline, another call's stop, a broken gate): back to the batch's phase.
+        leave(ctx)
       })
-      // The run is ending (cancel, deadline, or another call's stop): back to the batch's phase.
-      leave(ctx)
-    })
     return Effect.flatMap(
-      Effect.onInterrupt(wait, () => withdrawn),
+      wait.pipe(
+        Effect.onInterrupt(() => withdraw("withdrawn while waiting for approval; it never ran")),
+        Effect.tapDefect(() => withdraw("the approval gate failed; the call never ran"))
+      ),
       (decision): Effect.Effect<void, Stop | RunState.IllegalTransition> => {
         if (decision === expired) {
           const moved = decided("expired", {})

@@ -18,6 +18,7 @@ import * as Validation from "../Validation.ts"
 import * as RunContext from "./RunContext.ts"
 import { type Resolved, resolve } from "./RunOptions.ts"
 import { conclude, type Ending } from "./RunOutcome.ts"
+import { recordAbandoned } from "./ToolInterruption.ts"
 
 /**
  * Stops that end the run without weighing its progress: the final answer goes through
@@ -137,7 +138,8 @@ const end = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResult =>
 const finalize = <RV>(
   ctx: RunContext.RunContext,
   exit: Exit.Exit<Ending, unknown>,
-  spec: Validation.Spec<RV>
+  spec: Validation.Spec<RV>,
+  tools: ReadonlyMap<string, Tool.Any>
 ): Effect.Effect<RunResult.RunResult, never, unknown> => {
   // A model call the deadline cut off is recorded as failed (no timer of its own fired).
   const waited = ctx.waitingOnModel
@@ -155,7 +157,7 @@ const finalize = <RV>(
       end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
     )
   }
-  return Exit.succeed(broken(ctx, exit.cause))
+  return Exit.succeed(broken(ctx, exit.cause, tools))
 }
 
 /**
@@ -168,8 +170,17 @@ const defectDetail = (cause: Cause.Cause<unknown>): string => {
   return safeMessage ?? `a defect (${type}${code === undefined ? "" : ` ${code}`})`
 }
 
-/** Ends the run `internal_error` on a defect. */
-const broken = (ctx: RunContext.RunContext, cause: Cause.Cause<unknown>): RunResult.RunResult => {
+/**
+ * Ends the run `internal_error` on a defect. A defect may have ended a call's fiber
+ * outright, skipping the records its interruption would have made: every call still open
+ * is recorded now.
+ */
+const broken = (
+  ctx: RunContext.RunContext,
+  cause: Cause.Cause<unknown>,
+  tools: ReadonlyMap<string, Tool.Any>
+): RunResult.RunResult => {
+  recordAbandoned(ctx, tools)
   const detail = defectDetail(cause)
   RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail })
   return end(ctx, { status: "failed", stopReason: "internal_error", policy: "runtime", detail })
@@ -181,7 +192,11 @@ const broken = (ctx: RunContext.RunContext, cause: Cause.Cause<unknown>): RunRes
  * finalizers. The run still ends through the one terminal entry point, unless it had
  * already ended; and if even that throws, with a result built from what is known.
  */
-const rescue = (ctx: RunContext.RunContext, exit: Exit.Exit<unknown, unknown>): RunResult.RunResult => {
+const rescue = (
+  ctx: RunContext.RunContext,
+  exit: Exit.Exit<unknown, unknown>,
+  tools: ReadonlyMap<string, Tool.Any>
+): RunResult.RunResult => {
   const cause = Exit.isFailure(exit) ? exit.cause : Cause.die(new Error("the run ended without a result"))
   try {
     if (RunState.isTerminal(ctx.tally.state)) {
@@ -190,7 +205,7 @@ const rescue = (ctx: RunContext.RunContext, exit: Exit.Exit<unknown, unknown>): 
       const stopReason = finished?._tag === "run.finished" ? finished.stopReason : "internal_error"
       return conclude(ctx, { status, stopReason, policy: "runtime", detail: defectDetail(cause) } as Ending)
     }
-    return broken(ctx, cause)
+    return broken(ctx, cause, tools)
   } catch {
     return conclude(ctx, {
       status: "failed",
@@ -228,6 +243,9 @@ const lifecycle = <RV>(
     })
   }
   return Effect.flatMap(Loop.run(ctx, resolved.loop), (outcome): Effect.Effect<Ending, unknown, unknown> => {
+    // Past the deadline only the plan's criteria are checked: they read the timeline alone,
+    // while stop hooks and artifact checks would need time the run no longer has.
+    if (outcome.reason === "run_timeout") return validateOutcome(ctx, { plan: resolved.validation.plan }, outcome)
     if (outcome.reason === "goal_reached" || assessed.has(outcome.reason)) {
       return validateOutcome(ctx, resolved.validation, outcome)
     }
@@ -295,6 +313,8 @@ const expire = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>):
 const deadlineFiber = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>): Effect.Effect<void> =>
   Effect.map(ctx.clock.sleep(Duration.millis(RunContext.remainingMillis(ctx))), () => expire(ctx, run))
 
+const noTools: ReadonlyMap<string, Tool.Any> = new Map()
+
 /** Effect's own clock, the one a run uses unless a test or a layer provides another. */
 const systemClock = Context.get(Context.empty(), Clock.Clock)
 
@@ -338,9 +358,10 @@ export const execute = <RV, R>(
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiber((self) => {
       let stopTimer = (): void => {}
+      const tools = typeof resolved === "string" ? noTools : resolved.registry.tools
       self.addObserver((exit) => {
         stopTimer()
-        if (!Deferred.isDoneUnsafe(done)) Deferred.doneUnsafe(done, Exit.succeed(rescue(ctx, exit)))
+        if (!Deferred.isDoneUnsafe(done)) Deferred.doneUnsafe(done, Exit.succeed(rescue(ctx, exit, tools)))
       })
       const valid = typeof resolved === "string" ? undefined : resolved
       RunContext.record(ctx, {
@@ -366,7 +387,7 @@ export const execute = <RV, R>(
         stopTimer()
         const spec = valid === undefined ? Validation.empty : valid.validation
         // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
-        return Effect.flatMap(finalize(ctx, exit, spec), (result) => Deferred.succeed(done, result))
+        return Effect.flatMap(finalize(ctx, exit, spec, tools), (result) => Deferred.succeed(done, result))
       })
       // Invalid options end the run at once: no deadline to watch.
       if (valid === undefined) return body

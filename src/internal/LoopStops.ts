@@ -35,12 +35,17 @@ export const checkpoint = (
   phase: Termination.Checkpoint["phase"],
   finalAnswer?: string
 ): Outcome | undefined => {
+  // The deadline is a hard stop (R3.11): no policy outranks it, before or after they run.
+  const late = () => decide(ctx, "run_timeout", "run_timeout", `the run deadline passed at the ${phase} checkpoint`)
+  if (RunContext.deadlinePassed(ctx)) return late()
   const verdict = Termination.evaluate(config.policies, {
     phase,
     counters: ctx.counters,
     now: RunContext.now(ctx),
     deadlineAt: ctx.deadlineAt
   })
+  // A policy is user code and may have blocked past the deadline.
+  if (RunContext.deadlinePassed(ctx)) return late()
   for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
   if (verdict.stop === undefined) return undefined
   const { policy, reason, detail } = verdict.stop

@@ -132,13 +132,12 @@ export class ModelCall {
    * failure, and every failure is recorded on the timeline.
    */
   failure(iteration: number, cause: Cause.Cause<Failure.Failure>): Cause.Cause<Failure.Failure> {
-    const defect = Cause.findDefect(cause)
-    const settled = Result.isSuccess(defect) ? Cause.fail(Failure.fromDefect("provider", defect.success)) : cause
-    const error = Cause.findError(settled)
-    if (Result.isSuccess(error)) {
-      RunContext.emit(this.ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(error.success) })
-    }
-    return settled
+    // Interruption passes through; a defect, or an error outside the algebra (a Model that
+    // broke its contract), is the provider's failure as `Failure.fromCause` makes it.
+    if (Cause.hasInterruptsOnly(cause)) return cause
+    const failure = Failure.fromCause("provider", cause)
+    RunContext.emit(this.ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
+    return Cause.fail(failure)
   }
 
   /**

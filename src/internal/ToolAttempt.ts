@@ -65,6 +65,11 @@ const recoverIn = (c: Call, episode: Recovery.Episode, cause: Cause.Cause<Failur
           return Effect.failCause(cause) as Ran
         }
         const first = Recovery.isExhausted(squashed) ? squashed.failure : Failure.fromCause("tool", cause)
+        // No status query starts past the deadline (R3.11): the outcome stays unknown.
+        if (first._tag === "UnknownOutcome" && c.tool.reconcile !== undefined && RunContext.deadlinePassed(c.ctx)) {
+          recordInterruptedReconcile(c)
+          return RunContext.expire(c.ctx)
+        }
         const asked = Reconciliation.reconcile(c.ctx, c.tool, c.input, c.context, first, withinWait(c))
         // Only a status query can be waiting here; its call's outcome stays unknown if it is cut off.
         const query =

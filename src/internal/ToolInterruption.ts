@@ -3,6 +3,7 @@
  * what the handler said became of its action, or, without its word, what its side
  * effect class allows. Private to the runtime.
  */
+import type * as Tool from "../Tool.ts"
 import * as RunContext from "./RunContext.ts"
 import { type Call, mayHaveEffects } from "./ToolCall.ts"
 
@@ -57,14 +58,74 @@ export const recordInterruptedReconcile = (c: Call): void => {
   })
 }
 
-/** The record of a call whose handler never started: the run deadline had passed (R3.11). */
-export const recordNotStarted = (c: Call): void => {
+/**
+ * The record of a call interrupted while its postcondition ran (R6.4): its handler had
+ * finished, so its action is done; only the confirmation is missing.
+ */
+export const recordInterruptedCheck = (c: Call): void => {
   RunContext.emit(c.ctx, {
     _tag: "tool.interrupted",
     callId: c.call.id,
     name: c.call.name,
     attempt: 0,
-    settlement: "cancelled",
-    detail: "the run deadline had passed before its handler started; it never ran"
+    settlement: "completed",
+    detail: "interrupted before its postcondition answered; the handler had finished, unconfirmed"
   })
+}
+
+/**
+ * The record of a call interrupted before its handler ever ran (while the permission
+ * policy decided, or found past the run deadline, R3.11): nothing is left behind.
+ */
+export const recordNeverRan = (
+  ctx: RunContext.RunContext,
+  call: { readonly id: string; readonly name: string },
+  detail: string
+): void => {
+  RunContext.emit(ctx, {
+    _tag: "tool.interrupted",
+    callId: call.id,
+    name: call.name,
+    attempt: 0,
+    settlement: "cancelled",
+    detail
+  })
+}
+
+/** What a call found past the run deadline before its handler ran says (R3.11). */
+export const lateDetail = "the run deadline had passed before its handler started; it never ran"
+
+/**
+ * The records of the calls still in flight when the run's fiber ended outright (a value
+ * that was not an Effect deep inside user code, which ends a fiber without running its
+ * finalizers): nobody saw what became of them, so a call that could change the world
+ * may have (R3.8, R5.2).
+ */
+export const recordAbandoned = (ctx: RunContext.RunContext, tools: ReadonlyMap<string, Tool.Any>): void => {
+  const open = new Map<string, string>()
+  for (const e of ctx.events) {
+    if (e._tag === "tool.started") open.set(e.callId, e.name)
+    else if (
+      e._tag === "tool.succeeded" ||
+      e._tag === "tool.failed" ||
+      e._tag === "tool.blocked" ||
+      (e._tag === "tool.interrupted" && e.attempt === 0)
+    ) {
+      open.delete(e.callId)
+    }
+  }
+  for (const [callId, name] of open) {
+    const tool = tools.get(name)
+    const effects = tool !== undefined && mayHaveEffects(tool)
+    RunContext.emit(ctx, {
+      _tag: "tool.interrupted",
+      callId,
+      name,
+      attempt: 0,
+      settlement: effects ? "outcome_unknown" : "cancelled",
+      detail: `the run ended on a defect while the call was in flight${
+        effects ? "; its action may or may not have taken effect" : ""
+      }`
+    })
+  }
 }

@@ -12,6 +12,7 @@ import type * as ToolResult from "../ToolResult.ts"
 import * as Redaction from "./Redaction.ts"
 import * as RunContext from "./RunContext.ts"
 import { type Call, failed, type Ran } from "./ToolCall.ts"
+import { recordInterruptedCheck } from "./ToolInterruption.ts"
 import { withinWait } from "./ToolTimeout.ts"
 import * as UserCode from "./UserCode.ts"
 
@@ -69,6 +70,11 @@ export const afterHandler = (c: Call, output: unknown): Ran => {
   })
   if (notJson !== undefined) return Exit.succeed(invalidOutput(c, `is not plain JSON (${notJson})`))
   if (tool.postcondition === undefined) return Exit.succeed(succeeded(c, output, encoded.value))
+  // The handler may have finished past the deadline: no check starts then (R3.11).
+  if (RunContext.deadlinePassed(ctx)) {
+    recordInterruptedCheck(c)
+    return RunContext.expire(ctx)
+  }
   const postcondition = tool.postcondition as (
     input: unknown,
     output: unknown,
@@ -85,7 +91,11 @@ export const afterHandler = (c: Call, output: unknown): Ran => {
       () => postcondition(c.input, output, c.context)
     )
   )
-  return Effect.flatMap(Effect.exit(check.pipe(withinWait(c))), (confirmed): Ran => {
+  const bounded = check.pipe(
+    withinWait(c),
+    Effect.onInterrupt(() => Effect.sync(() => recordInterruptedCheck(c)))
+  )
+  return Effect.flatMap(Effect.exit(bounded), (confirmed): Ran => {
     if (Exit.isFailure(confirmed) && Cause.hasInterruptsOnly(confirmed.cause)) return Effect.failCause(confirmed.cause)
     const answer = Exit.isSuccess(confirmed) && "value" in confirmed.value ? confirmed.value.value : undefined
     if (answer !== true) {

@@ -8,7 +8,7 @@
  * fiber that meets one at once, skipping its finalizers, so the check is made on the
  * value before it is yielded. Private to the runtime.
  */
-import { Effect, Exit, Predicate, Result, Schema } from "effect"
+import { Cause, Effect, Exit, Predicate, Result, Schema } from "effect"
 import * as Failure from "../Failure.ts"
 import * as ToolArguments from "../ToolArguments.ts"
 
@@ -20,6 +20,22 @@ export const isEffect = (value: unknown): value is Effect.Effect<unknown, unknow
     return false
   }
 }
+
+/**
+ * Makes whatever a piece of user code outside a tool handler failed with (a typed
+ * error it was not allowed to have, a defect) a {@link UserCodeDefect} that names it;
+ * interruption passes through.
+ */
+export const orDie = <A, E, R>(what: string, self: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> =>
+  Effect.catchCause(self, (cause) => {
+    if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+    const squashed = Cause.squash(cause)
+    return Exit.die(
+      squashed instanceof UserCodeDefect
+        ? squashed
+        : new UserCodeDefect(`${what} failed with ${Failure.safeDescription(squashed)}`, { cause: squashed })
+    )
+  })
 
 const isThenable = (value: unknown): boolean => {
   try {

@@ -19,7 +19,8 @@ const terminal: ReadonlySet<string> = new Set(["completed", "partial", "failed",
 
 /**
  * R8: each tool call starts once and ends (succeeded, failed or blocked) at most once,
- * after its start. R5.2: a call that started and never ended has a `tool.interrupted`.
+ * after its start. R5.2: a call that started and never ended has a `tool.interrupted`,
+ * and no attempt of a call is settled twice.
  */
 export const checkCalls = (result: RunResult.RunResult, violate: Violate): void => {
   const timeline = result.timeline
@@ -45,6 +46,13 @@ export const checkCalls = (result: RunResult.RunResult, violate: Violate): void 
     }
   }
   for (const [callId, n] of ends) if (n > 1) violate("R8 timeline", `${callId} ended ${n} times`)
+  // R5.2: each attempt of a call is settled at most once, and so is the call between its attempts.
+  const settled = new Set<string>()
+  for (const e of ofTag(timeline, "tool.interrupted")) {
+    const key = `${e.callId}#${e.attempt}`
+    if (settled.has(key)) violate("R5.2 one settlement per attempt", `${e.callId} attempt ${e.attempt} settled twice`)
+    settled.add(key)
+  }
 }
 
 /**
