@@ -16,12 +16,51 @@ import * as UserCode from "./UserCode.ts"
 
 const checkResponse = UserCode.check(Model.Response, "the model's response")
 
+const isCount = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value) && value >= 0
+
+/**
+ * A response that is plainly valid, rebuilt from exactly its schema's fields; `undefined`
+ * for anything else, which the schema then judges (and explains). The schema's decode
+ * costs a step more than the rest of the loop's checks together, and nearly every
+ * response is plainly valid. Accepts only what the schema accepts.
+ */
+const plainResponse = (response: unknown): Model.Response | undefined => {
+  if (typeof response !== "object" || response === null) return undefined
+  const { text, toolCalls, usage } = response as Partial<Record<keyof Model.Response, unknown>>
+  if (typeof text !== "string" || !Array.isArray(toolCalls)) return undefined
+  if (typeof usage !== "object" || usage === null) return undefined
+  const { inputTokens, outputTokens, costUsd } = usage as Partial<Record<keyof Model.Usage, unknown>>
+  if (!isCount(inputTokens) || !isCount(outputTokens) || (costUsd !== undefined && !isCount(costUsd))) {
+    return undefined
+  }
+  const calls: Array<Model.ToolCall> = new Array(toolCalls.length)
+  for (let i = 0; i < toolCalls.length; i++) {
+    const call: unknown = toolCalls[i]
+    if (typeof call !== "object" || call === null) return undefined
+    const { id, name } = call as Partial<Record<keyof Model.ToolCall, unknown>>
+    if (typeof id !== "string" || typeof name !== "string") return undefined
+    calls[i] = { id, name, arguments: (call as Model.ToolCall).arguments }
+  }
+  return {
+    text,
+    toolCalls: calls,
+    usage: costUsd === undefined ? { inputTokens, outputTokens } : { inputTokens, outputTokens, costUsd }
+  }
+}
+
 /**
  * A response as the loop may use it (R12): text a string, tool calls with string ids and
  * names, usage finite and never negative. A model that breaks its contract fails for
  * good, naming the field (`invalid_response`), rather than corrupting the run's log.
  */
 const validResponse = (response: unknown): Exit.Exit<Model.Response, Failure.Failure> => {
+  let plain: Model.Response | undefined
+  try {
+    plain = plainResponse(response)
+  } catch {
+    // A hostile value (a getter, a Proxy): the schema's check reports it.
+  }
+  if (plain !== undefined) return Exit.succeed(plain)
   const checked = checkResponse(response)
   if (Result.isSuccess(checked)) return Exit.succeed(checked.success)
   return Exit.fail(
