@@ -13,8 +13,8 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit, Result, Schema } from "effect"
-import * as Failure from "./Failure.ts"
+import { Cause, Effect, Exit, Schema } from "effect"
+import type * as Failure from "./Failure.ts"
 import * as ApprovalWait from "./internal/ApprovalWait.ts"
 import * as CallId from "./internal/CallId.ts"
 import * as Redaction from "./internal/Redaction.ts"
@@ -24,9 +24,9 @@ import { type Call, callHandler, failed, type Ran } from "./internal/ToolCall.ts
 import { compiled } from "./internal/ToolCodec.ts"
 import { lateDetail, recordNeverRan } from "./internal/ToolInterruption.ts"
 import { afterHandler } from "./internal/ToolOutput.ts"
-import * as UserCode from "./internal/UserCode.ts"
+import { checkPermission } from "./internal/ToolPermission.ts"
 import type * as Model from "./Model.ts"
-import * as Permission from "./Permission.ts"
+import type * as Permission from "./Permission.ts"
 import * as Recovery from "./Recovery.ts"
 import type * as RunState from "./RunState.ts"
 import * as Signature from "./Signature.ts"
@@ -355,47 +355,4 @@ export const executeNow = (
     Effect.sync(() => recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran"))
   )
   return Effect.flatMap(waited, (decision) => afterPermission(ctx, registry, prepared, tool, args, decision))
-}
-
-const checkDecision = UserCode.check(Permission.Decision, "the permission policy's decision")
-
-/**
- * The permission policy through the user-code boundary (R3.6, R12): a policy that
- * cannot decide denies. A throw, a defect, a return that is not an Effect, or a value
- * that is not a `Decision` is a denial (`policy_failed`) saying so; only interruption
- * passes through.
- */
-const checkPermission = (
-  permission: Permission.PermissionService,
-  request: Permission.Request
-): Effect.Effect<Permission.Decision> => {
-  const denied = (why: string) =>
-    Exit.succeed(Permission.deny("policy_failed", `the permission policy failed (${why}); the call is refused`))
-  const decided = (value: unknown): Effect.Effect<Permission.Decision> => {
-    // Nearly every answer is the shared `Permission.allow`; the schema judges the rest.
-    if (value === Permission.allow) return Exit.succeed(Permission.allow)
-    const checked = checkDecision(value)
-    return Result.isSuccess(checked) ? Exit.succeed(checked.success) : denied(checked.failure)
-  }
-  let out: unknown
-  try {
-    out = permission.check(request)
-  } catch (defect) {
-    return denied(`it threw ${Failure.safeDescription(defect)}`)
-  }
-  if (!UserCode.isEffect(out)) return denied(`it returned ${UserCode.kindOf(out)}, not an Effect`)
-  const done = finished(out)
-  if (done !== undefined) {
-    if (Exit.isSuccess(done)) return decided(done.value)
-    if (Cause.hasInterruptsOnly(done.cause)) return Exit.failCause(done.cause as Cause.Cause<never>)
-    return denied(Failure.fromCause("runtime", done.cause).hint)
-  }
-  // The service's type has no requirements: `check` captured what it needs when built.
-  return Effect.matchCauseEffect(out as Effect.Effect<unknown, unknown>, {
-    onSuccess: decided,
-    onFailure: (cause) =>
-      Cause.hasInterruptsOnly(cause)
-        ? Effect.failCause(cause as Cause.Cause<never>)
-        : denied(Failure.fromCause("runtime", cause).hint)
-  })
 }

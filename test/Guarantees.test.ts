@@ -11,36 +11,8 @@ import * as Termination from "../src/Termination.ts"
 import * as Tool from "../src/Tool.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
 import * as Validation from "../src/Validation.ts"
+import { hostile, unprintable } from "./support/hostile.ts"
 import { assertRoundTrips } from "./support/schema.ts"
-
-/** A value whose every conversion to text throws. */
-const unprintable = {
-  toString() {
-    throw new Error("toString")
-  },
-  valueOf() {
-    throw new Error("valueOf")
-  }
-}
-
-/** A value whose every trap throws: even asking whether it is an Error throws. */
-const hostile = new Proxy(
-  {},
-  {
-    get: () => {
-      throw new Error("get")
-    },
-    has: () => {
-      throw new Error("has")
-    },
-    getPrototypeOf: () => {
-      throw new Error("getPrototypeOf")
-    },
-    ownKeys: () => {
-      throw new Error("ownKeys")
-    }
-  }
-)
 
 type Handler = (input: unknown, context: Tool.CallContext) => Effect.Effect<unknown, never>
 

@@ -12,6 +12,7 @@ import type * as StopReason from "../StopReason.ts"
 import type * as Tool from "../Tool.ts"
 import type * as ToolResult from "../ToolResult.ts"
 import * as RunContext from "./RunContext.ts"
+import { recordNeverRan } from "./ToolInterruption.ts"
 import * as UserCode from "./UserCode.ts"
 
 /**
@@ -113,14 +114,7 @@ export const awaitDecision = (
     const withdraw = (detail: string) =>
       Effect.sync(() => {
         RunContext.emit(ctx, { _tag: "approval.decided", callId: call.id, name: call.name, decision: "withdrawn" })
-        RunContext.emit(ctx, {
-          _tag: "tool.interrupted",
-          callId: call.id,
-          name: call.name,
-          attempt: 0,
-          settlement: "cancelled",
-          detail
-        })
+        recordNeverRan(ctx, call, detail)
         // The run is ending (cancel, deadline, another call's stop, a broken gate): back to the batch's phase.
         leave(ctx)
       })

@@ -16,6 +16,7 @@ import * as StopReason from "../StopReason.ts"
 import type * as Tool from "../Tool.ts"
 import * as Validation from "../Validation.ts"
 import * as RunContext from "./RunContext.ts"
+import { randomRunId } from "./RunId.ts"
 import { type Resolved, resolve } from "./RunOptions.ts"
 import { conclude, type Ending } from "./RunOutcome.ts"
 import { recordAbandoned } from "./ToolInterruption.ts"
@@ -252,35 +253,6 @@ const lifecycle = <RV>(
     const status: RunState.Status = outcome.reason === "unknown_outcome" ? "unknown_outcome" : "failed"
     return Exit.succeed({ status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail })
   })
-}
-
-const hexDigits = "0123456789abcdef"
-/** Random bytes for run ids, drawn from the system's CSPRNG in batches. */
-let entropy = new Uint8Array(0)
-let entropyUsed = 0
-const idCodes: Array<number> = new Array(36).fill(0)
-
-/**
- * A random (version 4) UUID, as `crypto.randomUUID()` makes, but built as one flat
- * string: `randomUUID` returns a chain of concatenations that costs a run ~400 bytes
- * for as long as it lives.
- */
-const randomRunId = (): string => {
-  if (entropyUsed + 16 > entropy.length) {
-    entropy = crypto.getRandomValues(new Uint8Array(4096))
-    entropyUsed = 0
-  }
-  let at = 0
-  for (let i = 0; i < 16; i++) {
-    let byte = entropy[entropyUsed + i] ?? 0
-    if (i === 6) byte = (byte & 0x0f) | 0x40
-    else if (i === 8) byte = (byte & 0x3f) | 0x80
-    if (i === 4 || i === 6 || i === 8 || i === 10) idCodes[at++] = 45 // "-"
-    idCodes[at++] = hexDigits.charCodeAt(byte >> 4)
-    idCodes[at++] = hexDigits.charCodeAt(byte & 0x0f)
-  }
-  entropyUsed += 16
-  return String.fromCharCode.apply(null, idCodes)
 }
 
 /** The run's context, with its options resolved once; the clock is the caller's. */

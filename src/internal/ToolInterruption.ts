@@ -7,6 +7,17 @@ import type * as Tool from "../Tool.ts"
 import * as RunContext from "./RunContext.ts"
 import { type Call, mayHaveEffects } from "./ToolCall.ts"
 
+/** Appends the `tool.interrupted` record of `call`: what became of `attempt` (0: none was running). */
+const record = (
+  ctx: RunContext.RunContext,
+  call: { readonly id: string; readonly name: string },
+  attempt: number,
+  settlement: Tool.Settlement,
+  detail: string
+): void => {
+  RunContext.emit(ctx, { _tag: "tool.interrupted", callId: call.id, name: call.name, attempt, settlement, detail })
+}
+
 /** Without a handler's own word, an interrupted call that could change the world may have. */
 export const recordInterrupt = (c: Call): void => {
   const tool = c.tool
@@ -17,14 +28,7 @@ export const recordInterrupt = (c: Call): void => {
       ? `interrupted; a ${tool.metadata.sideEffect} action may or may not have taken effect`
       : `interrupted; a ${tool.metadata.sideEffect === "none" ? "pure" : "read-only"} call leaves nothing behind`
   }
-  RunContext.emit(c.ctx, {
-    _tag: "tool.interrupted",
-    callId: c.call.id,
-    name: c.call.name,
-    attempt: c.attempt,
-    settlement,
-    detail
-  })
+  record(c.ctx, c.call, c.attempt, settlement, detail)
 }
 
 /**
@@ -33,14 +37,7 @@ export const recordInterrupt = (c: Call): void => {
  * or was found not applied; so nothing is left behind.
  */
 export const recordInterruptedWait = (c: Call): void => {
-  RunContext.emit(c.ctx, {
-    _tag: "tool.interrupted",
-    callId: c.call.id,
-    name: c.call.name,
-    attempt: 0,
-    settlement: "cancelled",
-    detail: "interrupted while waiting to retry; no attempt was running"
-  })
+  record(c.ctx, c.call, 0, "cancelled", "interrupted while waiting to retry; no attempt was running")
 }
 
 /**
@@ -48,14 +45,13 @@ export const recordInterruptedWait = (c: Call): void => {
  * unknown and stays so.
  */
 export const recordInterruptedReconcile = (c: Call): void => {
-  RunContext.emit(c.ctx, {
-    _tag: "tool.interrupted",
-    callId: c.call.id,
-    name: c.call.name,
-    attempt: 0,
-    settlement: "outcome_unknown",
-    detail: "interrupted while its status query ran; whether it took effect is still unknown"
-  })
+  record(
+    c.ctx,
+    c.call,
+    0,
+    "outcome_unknown",
+    "interrupted while its status query ran; whether it took effect is still unknown"
+  )
 }
 
 /**
@@ -63,14 +59,13 @@ export const recordInterruptedReconcile = (c: Call): void => {
  * finished, so its action is done; only the confirmation is missing.
  */
 export const recordInterruptedCheck = (c: Call): void => {
-  RunContext.emit(c.ctx, {
-    _tag: "tool.interrupted",
-    callId: c.call.id,
-    name: c.call.name,
-    attempt: 0,
-    settlement: "completed",
-    detail: "interrupted before its postcondition answered; the handler had finished, unconfirmed"
-  })
+  record(
+    c.ctx,
+    c.call,
+    0,
+    "completed",
+    "interrupted before its postcondition answered; the handler had finished, unconfirmed"
+  )
 }
 
 /**
@@ -82,14 +77,7 @@ export const recordNeverRan = (
   call: { readonly id: string; readonly name: string },
   detail: string
 ): void => {
-  RunContext.emit(ctx, {
-    _tag: "tool.interrupted",
-    callId: call.id,
-    name: call.name,
-    attempt: 0,
-    settlement: "cancelled",
-    detail
-  })
+  record(ctx, call, 0, "cancelled", detail)
 }
 
 /** What a call found past the run deadline before its handler ran says (R3.11). */
@@ -117,15 +105,9 @@ export const recordAbandoned = (ctx: RunContext.RunContext, tools: ReadonlyMap<s
   for (const [callId, name] of open) {
     const tool = tools.get(name)
     const effects = tool !== undefined && mayHaveEffects(tool)
-    RunContext.emit(ctx, {
-      _tag: "tool.interrupted",
-      callId,
-      name,
-      attempt: 0,
-      settlement: effects ? "outcome_unknown" : "cancelled",
-      detail: `the run ended on a defect while the call was in flight${
-        effects ? "; its action may or may not have taken effect" : ""
-      }`
-    })
+    const detail = `the run ended on a defect while the call was in flight${
+      effects ? "; its action may or may not have taken effect" : ""
+    }`
+    record(ctx, { id: callId, name }, 0, effects ? "outcome_unknown" : "cancelled", detail)
   }
 }

@@ -79,7 +79,8 @@ export type Case = typeof Case.Type
 /** The secret an `error_with_secret` carries: it must never reach the result. */
 export const secret = "sk-live-HOSTILE-0123456789"
 
-const unprintable = {
+/** A value whose every conversion to text throws. */
+export const unprintable = {
   toString() {
     throw new Error("toString")
   },
@@ -88,7 +89,8 @@ const unprintable = {
   }
 }
 
-const proxy = new Proxy(
+/** A value whose every trap throws: even asking whether it is an Error throws. */
+export const hostile = new Proxy(
   {},
   {
     get: () => {
@@ -121,7 +123,7 @@ const thrownValue = (value: Thrown): unknown => {
     case "unprintable":
       return unprintable
     case "proxy":
-      return proxy
+      return hostile
     case "symbol":
       return Symbol(secret)
     case "function":
@@ -278,8 +280,7 @@ export const toRun = (c: Case, skew: SkewClock) => {
     ...(c.toolTimeoutMillis === null ? {} : { timeout: Duration.millis(c.toolTimeoutMillis) }),
     handler: (_: unknown, context: Tool.CallContext) => {
       if (c.settle === "valid") context.settle("cancelled", "stopped")
-      if (c.settle === "invalid")
-        context.settle(thrownValue("unprintable") as Tool.Settlement, thrownValue("proxy") as string)
+      if (c.settle === "invalid") context.settle(thrownValue("unprintable") as Tool.Settlement, hostile as string)
       return perform(c.handler, skew, () => "ok", toolFailure) as Effect.Effect<unknown>
     },
     ...(c.postcondition === null
