@@ -31,7 +31,7 @@ export const orDie = <A, E, R>(what: string, self: Effect.Effect<A, E, R>): Effe
     if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
     const squashed = Cause.squash(cause)
     return Exit.die(
-      squashed instanceof UserCodeDefect
+      isUserCodeDefect(squashed)
         ? squashed
         : new UserCodeDefect(`${what} failed with ${Failure.safeDescription(squashed)}`, { cause: squashed })
     )
@@ -73,6 +73,14 @@ export class UserCodeDefect extends Error {
   constructor(safeMessage: string, options?: { readonly cause?: unknown }) {
     super(safeMessage, options?.cause === undefined ? undefined : { cause: options.cause })
     this.safeMessage = safeMessage
+  }
+}
+
+const isUserCodeDefect = (value: unknown): value is UserCodeDefect => {
+  try {
+    return value instanceof UserCodeDefect
+  } catch {
+    return false
   }
 }
 
