@@ -102,6 +102,14 @@ export interface Limits extends Termination.Limits {
    * `approval_expired` (R7). Default: none (the step and run deadlines bound it).
    */
   readonly approvalTimeout?: Duration.Input | undefined
+  /**
+   * How long, after the run deadline or a cancel, the run waits for the work it
+   * interrupted to stop (real time) before it gives its result anyway: user code that
+   * cannot be interrupted (an uninterruptible region, a finalizer that never ends) is
+   * then left behind, and its calls recorded `outcome_unknown`. Longer than any
+   * `Subprocess` or `Abortable` grace you use. Default 5 seconds.
+   */
+  readonly stopGrace?: Duration.Input | undefined
   /** How many argument corrections the model gets in one run (R3.5). Default 3. */
   readonly correctionBudget?: number | undefined
   /** How many retries the run may make in all, provider and tools together (R3.4). Default 8. */
@@ -128,10 +136,22 @@ export type Requirements<T extends Tool.Any, RV> =
   | Path.Path
 
 /**
- * Runs an agent to its end. The run works in a child fiber, so that its deadline and
- * cancellation can interrupt everything it started and still produce a result.
- * Interrupting the caller cancels the run; the caller then gets no result: to cancel
- * and still read the result, use {@link start}.
+ * Stops a run from outside (a cancel) and waits for its result, which comes within the
+ * run's stop grace even when what it interrupted cannot be interrupted.
+ */
+const stop = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Deferred.Deferred<RunResult.RunResult>) =>
+  Effect.suspend(() => {
+    RunContext.stoppedBy(ctx, "cancel")
+    fiber.interruptUnsafe()
+    return Deferred.await(done)
+  })
+
+/**
+ * Runs an agent to its end. The run works in a fiber of its own, so that its deadline and
+ * cancellation can interrupt everything it started and still produce a result, and so
+ * that user code that cannot be interrupted never holds the caller past the run's stop
+ * grace. Interrupting the caller cancels the run and waits for it to stop; the caller
+ * then gets no result: to cancel and still read the result, use {@link start}.
  *
  * @category combinators
  * @since 0.1.0
@@ -142,11 +162,15 @@ export const run = <T extends Tool.Any, RV = never>(
   Effect.withFiber((caller) => {
     const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
-    return Effect.andThen(
-      Effect.forkChild(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
-        startImmediately: true
-      }),
-      Deferred.await(done)
+    // Uninterruptible until the wait: an interruption between the fork and the wait would
+    // leave the run's fiber behind, detached.
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(
+        Effect.forkDetach(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
+          startImmediately: true
+        }),
+        (fiber) => Effect.onInterrupt(restore(Deferred.await(done)), () => stop(ctx, fiber, done))
+      )
     )
   })
 
@@ -219,11 +243,7 @@ const handle = (
     events: Stream.unwrap(timeline(ctx, feed)),
     state: Effect.sync(() => ctx.tally.state),
     result,
-    cancel: Effect.suspend(() => {
-      RunContext.stoppedBy(ctx, "cancel")
-      fiber.interruptUnsafe()
-      return result
-    }),
+    cancel: stop(ctx, fiber, done),
     approve: (callId, options) => gate.decide(ctx.runId, callId, Approval.approved(options?.by)),
     reject: (callId, reason, options) => gate.decide(ctx.runId, callId, Approval.rejected(reason, options?.by)),
     pendingApprovals: Effect.map(gate.pending, (all) => all.filter((request) => request.runId === ctx.runId))
@@ -242,10 +262,17 @@ export const start = <T extends Tool.Any, RV = never>(
   Effect.withFiber((caller) => {
     const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
-    return Effect.map(
-      Effect.forkScoped(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
-        startImmediately: true
-      }),
-      (fiber) => handle(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
+    // Uninterruptible until the finalizer is in the scope, for the same reason.
+    return Effect.uninterruptible(
+      Effect.flatMap(
+        Effect.forkDetach(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
+          startImmediately: true
+        }),
+        (fiber) =>
+          Effect.as(
+            Effect.addFinalizer(() => stop(ctx, fiber, done)),
+            handle(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
+          )
+      )
     )
   })

@@ -539,3 +539,45 @@ describe("R3.8 one call id, one effect", () => {
     assert.isTrue(Option.isSome(Option.fromNullishOr(result.timeline.find((e) => e._tag === "run.finished"))))
   })
 })
+
+describe("R12 R4.2 R5.1 user code that cannot be interrupted", () => {
+  const stuck = () => Effect.uninterruptible(Effect.sleep("1 hour"))
+  const limits = { runTimeout: "200 millis", stopGrace: "300 millis" } as const
+
+  it.live(
+    "R12 R4.2 a handler in an uninterruptible region: the run ends by deadline + stop grace, the call left behind",
+    () =>
+      Effect.gen(function* () {
+        const started = performance.now()
+        const result = yield* Run.run({ goal: "x", tools: [toolOf(stuck, { sideEffect: "read" })], limits }).pipe(
+          Effect.provide(callThenAnswer)
+        )
+        assert.isBelow(performance.now() - started, 2_000)
+        assert.strictEqual(result.stopReason, "run_timeout")
+        const left = result.timeline.find((e): e is Event.Of<"tool.interrupted"> => e._tag === "tool.interrupted")
+        assert.strictEqual(left?.settlement, "outcome_unknown")
+        assert.include(left?.detail, "still running")
+        assert.include(result.detail, "stop grace of 300 ms")
+        assert.strictEqual(result.timeline.at(-1)?._tag, "run.finished")
+        assertRoundTrips(result)
+      })
+  )
+
+  it.live(
+    "R5.1 R12 cancelling a run whose model call cannot be interrupted returns cancelled within the stop grace",
+    () =>
+      Effect.gen(function* () {
+        const handle = yield* Run.start({ goal: "x", tools: noTools, limits: { stopGrace: "300 millis" } })
+        yield* Effect.sleep("20 millis")
+        const started = performance.now()
+        const result = yield* handle.cancel
+        assert.isBelow(performance.now() - started, 2_000)
+        assert.strictEqual(result.status, "cancelled")
+        assertRoundTrips(result)
+        // The log is closed: what the stuck code does later changes nothing.
+        const length = result.timeline.length
+        yield* Effect.sleep("50 millis")
+        assert.strictEqual(result.timeline.length, length)
+      }).pipe(Effect.scoped, Effect.provide(modelLayer(stuck)))
+  )
+})

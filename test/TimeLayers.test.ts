@@ -255,7 +255,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
       ] as const) {
         const result = yield* runOn([], { tools: [], limits: { [field]: value } })
         assert.strictEqual(result.stopReason, "internal_error")
-        assert.include(result.detail, `${field} must be a positive duration`)
+        assert.include(result.detail, `${field} must be a positive, finite duration`)
       }
     })
   )

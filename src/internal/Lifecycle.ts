@@ -217,6 +217,41 @@ const rescue = (
   }
 }
 
+/**
+ * The result of a run stopped from outside (the deadline, a cancel) whose interrupted
+ * work did not stop within the stop grace: user code that cannot be interrupted. The run
+ * ends now, as it would have; what was in flight is left behind, recorded as such, and
+ * the log is closed, so nothing it does later changes the result.
+ */
+const leftBehind = (
+  ctx: RunContext.RunContext,
+  tools: ReadonlyMap<string, Tool.Any>,
+  graceMillis: number
+): RunResult.RunResult => {
+  const cancelled = ctx.stop === "cancel"
+  const by = cancelled ? "the cancel" : "the run deadline"
+  try {
+    recordAbandoned(
+      ctx,
+      tools,
+      `still running: it did not stop within the stop grace of ${graceMillis} ms after ${by}`,
+      true
+    )
+    const detail = `${by} stopped the run while it was ${ctx.stoppedIn ?? ctx.tally.state}, and what it interrupted did not stop within the stop grace of ${graceMillis} ms; it was left behind`
+    const reason = cancelled ? "cancelled" : "run_timeout"
+    const policy = cancelled ? "runtime" : "run_timeout"
+    RunContext.emit(ctx, { _tag: "termination.decided", policy, reason, detail })
+    return end(ctx, { status: cancelled ? "cancelled" : "failed", stopReason: reason, policy, detail })
+  } catch {
+    return conclude(ctx, {
+      status: cancelled ? "cancelled" : "failed",
+      stopReason: cancelled ? "cancelled" : "run_timeout",
+      policy: "runtime",
+      detail: "the run could not record its ending"
+    })
+  }
+}
+
 const lifecycle = <RV>(
   ctx: RunContext.RunContext,
   resolved: Resolved<RV> | string
@@ -331,7 +366,21 @@ export const execute = <RV, R>(
     Effect.withFiber((self) => {
       let stopTimer = (): void => {}
       const tools = typeof resolved === "string" ? noTools : resolved.registry.tools
+      // Stopped from outside, the run gives its result within the stop grace, even if what it
+      // interrupted cannot be interrupted (real time: a TestClock never advanced must not stall it).
+      let grace: ReturnType<typeof setTimeout> | undefined
+      if (typeof resolved !== "string") {
+        const graceMillis = resolved.stopGraceMillis
+        ctx.onStop = () => {
+          grace = setTimeout(() => {
+            if (!Deferred.isDoneUnsafe(done))
+              Deferred.doneUnsafe(done, Exit.succeed(leftBehind(ctx, tools, graceMillis)))
+          }, graceMillis)
+          grace.unref?.()
+        }
+      }
       self.addObserver((exit) => {
+        clearTimeout(grace)
         stopTimer()
         if (!Deferred.isDoneUnsafe(done)) Deferred.doneUnsafe(done, Exit.succeed(rescue(ctx, exit, tools)))
       })
@@ -356,6 +405,7 @@ export const execute = <RV, R>(
               RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
             })
       const body = Effect.flatMap(Effect.exit(restore(observed)), (exit) => {
+        clearTimeout(grace)
         stopTimer()
         const spec = valid === undefined ? Validation.empty : valid.validation
         // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.

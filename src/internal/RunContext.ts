@@ -39,6 +39,10 @@ export interface RunContext {
   readonly breakers: Breakers.Service | undefined
   /** Who stopped the run from outside the loop (the deadline timer or a cancel), if anyone. */
   stop: "deadline" | "cancel" | undefined
+  /** Called once, when the run is first stopped from outside (see {@link stoppedBy}). */
+  onStop: (() => void) | undefined
+  /** Whether `run.finished` is in the log: the log is then closed, and nothing more is appended. */
+  finished: boolean
   /** The state the run was in when it was stopped from outside, before any cleanup moved it. */
   stoppedIn: RunState.State | undefined
   /**
@@ -58,6 +62,8 @@ class Context implements RunContext {
   readonly callIds = new Set<string>()
   readonly listeners: Array<(event: Event.Event) => void> = []
   stop: "deadline" | "cancel" | undefined = undefined
+  onStop: (() => void) | undefined = undefined
+  finished = false
   stoppedIn: RunState.State | undefined = undefined
   waitingOnModel: number | undefined = undefined
   stepDeadlineAt = Number.POSITIVE_INFINITY
@@ -127,6 +133,7 @@ export const stoppedBy = (ctx: RunContext, who: "deadline" | "cancel"): void => 
   if (ctx.stop === undefined) {
     ctx.stop = who
     ctx.stoppedIn = ctx.tally.state
+    ctx.onStop?.()
   }
 }
 
@@ -163,6 +170,10 @@ export const bound = (
 type Writable = { -readonly [K in keyof Event.Event]: Event.Event[K] }
 
 const append = (ctx: RunContext, event: Event.Event): Event.Event => {
+  // The log ends with `run.finished`: code still running after the run's result was given
+  // (user code that could not be interrupted) cannot change it.
+  if (ctx.finished) return event
+  if (event._tag === "run.finished") ctx.finished = true
   ctx.events.push(event)
   ctx.tally.step(event)
   const listeners = ctx.listeners

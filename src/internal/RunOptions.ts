@@ -21,11 +21,16 @@ export interface Resolved<RV> {
   readonly registry: ToolExecutor.Registry
   readonly loop: Loop.Config
   readonly timeoutMillis: number
+  /** See `Run.Limits.stopGrace`. */
+  readonly stopGraceMillis: number
   readonly validation: Validation.Spec<RV>
 }
 
 /** The default run deadline, `"10 minutes"`, without parsing it for every run. */
 const defaultTimeoutMillis = 10 * 60 * 1000
+
+/** The default `stopGrace`: past the default `Subprocess` grace (2 s) and its reaping. */
+const defaultStopGraceMillis = 5_000
 
 /** One model, named `"model"`, and no fallbacks: shared by every run that sets neither. */
 const defaultModels: Loop.Models = { name: "model", fallbacks: [] }
@@ -69,7 +74,9 @@ const toolSet = (tools: ReadonlyArray<Tool.Any>): ToolSet | string => {
 const positiveMillis = (name: string, input: Duration.Input | undefined): number | undefined | string => {
   if (input === undefined) return undefined
   const millis = Option.match(Duration.fromInput(input), { onNone: () => Number.NaN, onSome: Duration.toMillis })
-  return millis > 0 ? millis : `${name} must be a positive duration, got ${safeString(input)}`
+  return millis > 0 && Number.isFinite(millis)
+    ? millis
+    : `${name} must be a positive, finite duration, got ${safeString(input)}`
 }
 
 /** The step, attempt and approval layers (R4.1), or why one of them is invalid. */
@@ -212,6 +219,8 @@ const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | s
   }
   const timeoutMillis = positiveMillis("runTimeout", limits.runTimeout) ?? defaultTimeoutMillis
   if (typeof timeoutMillis === "string") return timeoutMillis
+  const stopGraceMillis = positiveMillis("stopGrace", limits.stopGrace) ?? defaultStopGraceMillis
+  if (typeof stopGraceMillis === "string") return stopGraceMillis
   const time = timeLimits(limits)
   if (typeof time === "string") return time
   let policies: ReadonlyArray<Termination.Policy>
@@ -252,6 +261,7 @@ const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | s
     modelName: models.name,
     registry,
     timeoutMillis,
+    stopGraceMillis,
     validation: options.validation ?? Validation.empty,
     loop: {
       registry,

@@ -89,7 +89,13 @@ export const lateDetail = "the run deadline had passed before its handler starte
  * finalizers): nobody saw what became of them, so a call that could change the world
  * may have (R3.8, R5.2).
  */
-export const recordAbandoned = (ctx: RunContext.RunContext, tools: ReadonlyMap<string, Tool.Any>): void => {
+export const recordAbandoned = (
+  ctx: RunContext.RunContext,
+  tools: ReadonlyMap<string, Tool.Any>,
+  /** Why nobody saw the calls end; with `stillRunning`, they may still be running. */
+  why = "the run ended on a defect while the call was in flight",
+  stillRunning = false
+): void => {
   const open = new Map<string, string>()
   for (const e of ctx.events) {
     if (e._tag === "tool.started") open.set(e.callId, e.name)
@@ -104,10 +110,8 @@ export const recordAbandoned = (ctx: RunContext.RunContext, tools: ReadonlyMap<s
   }
   for (const [callId, name] of open) {
     const tool = tools.get(name)
-    const effects = tool !== undefined && mayHaveEffects(tool)
-    const detail = `the run ended on a defect while the call was in flight${
-      effects ? "; its action may or may not have taken effect" : ""
-    }`
+    const effects = stillRunning || (tool !== undefined && mayHaveEffects(tool))
+    const detail = `${why}${effects ? "; its action may or may not have taken effect" : ""}`
     record(ctx, { id: callId, name }, 0, effects ? "outcome_unknown" : "cancelled", detail)
   }
 }
