@@ -93,7 +93,8 @@ const graceMillisOf = (grace: Duration.Input | undefined): number => {
   return millis
 }
 
-const nameOf = (error: unknown): string => (error instanceof Error ? error.name : typeof error)
+// A rejection's name is shown only as `Failure.describeDefect` vets it: never raw text, never a throw.
+const nameOf = (error: unknown): string => Failure.describeDefect(error).type
 
 /**
  * A tool handler from a function that returns a promise and honours `signal`.

@@ -20,7 +20,9 @@ export const compiled = (tool: Tool.Any): Compiled => {
   if (entry === undefined) {
     entry = {
       decode: Schema.decodeUnknownExit(tool.input, { errors: "all" }),
-      encode: Schema.encodeUnknownExit(tool.output)
+      // The output as JSON: the log stores it and the model reads it (a `Date` as its ISO
+      // text, an `Option` as JSON), so the result always encodes and round-trips (R12).
+      encode: Schema.encodeUnknownExit(Schema.toCodecJson(tool.output))
     }
     compiledCache.set(tool, entry)
   }

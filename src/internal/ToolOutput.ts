@@ -66,7 +66,7 @@ export const afterHandler = (c: Call, output: unknown): Ran => {
     root: "output",
     maxDepth: outputDepth,
     maxNodes: outputNodes,
-    strict: false
+    strict: true
   })
   if (notJson !== undefined) return Exit.succeed(invalidOutput(c, `is not plain JSON (${notJson})`))
   if (tool.postcondition === undefined) return Exit.succeed(succeeded(c, output, encoded.value))
