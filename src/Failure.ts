@@ -160,15 +160,27 @@ export const Failure = Schema.Union([Retryable, Permanent, UnknownOutcome])
 export const isFailure = (u: unknown): u is Failure => {
   // A thrown value may be hostile (a Proxy whose traps throw): asking it anything may throw.
   try {
-    return (
-      Predicate.isTagged(u, "Retryable") ||
-      Predicate.isTagged(u, "Permanent") ||
-      Predicate.isTagged(u, "UnknownOutcome")
-    )
+    if (u instanceof Retryable || u instanceof Permanent || u instanceof UnknownOutcome) return true
+    // Not one of ours (another copy of this library, or a look-alike): only with every field as ours has it.
+    return isShaped(u) && Predicate.hasProperty(u, "classification") && u.classification === classifications[u._tag]
   } catch {
     return false
   }
 }
+
+const classifications: Record<Failure["_tag"], Classification> = {
+  Retryable: "retryable",
+  Permanent: "permanent",
+  UnknownOutcome: "unknown"
+}
+
+const isShaped = Schema.is(
+  Schema.Struct({
+    ...fields,
+    _tag: Schema.Literals(["Retryable", "Permanent", "UnknownOutcome"]),
+    retryAfterMillis: Schema.optional(Schema.Finite)
+  })
+)
 
 /**
  * The safe, serialisable summary of a failure that events and observations carry.

@@ -215,7 +215,28 @@ describe("R12 user code that throws a value that cannot be printed", () => {
     const cases: ReadonlyArray<readonly [unknown, string]> = [
       [{ goal: 42, tools: [] }, "goal must be a string, got 42"],
       [{ goal: "x", tools: "all" }, 'tools must be an array of tools, got "all"'],
-      [{ goal: "x", tools: [{}] }, "tools[0] is not a tool"],
+      [{ goal: "x", tools: [{}] }, "tools[0]: it is not a tool"],
+      [
+        {
+          goal: "x",
+          tools: [
+            { ...toolOf(() => Effect.void), metadata: { ...toolOf(() => Effect.void).metadata, sideEffect: "banana" } }
+          ]
+        },
+        "tools[0]: its metadata is invalid: sideEffect: Expected"
+      ],
+      [
+        { goal: "x", tools: [], limits: { runTimeout: Number.POSITIVE_INFINITY } },
+        "runTimeout must be a positive, finite duration"
+      ],
+      [
+        { goal: "x", tools: [], validation: { plan: [{ id: 7, description: "d", required: true, criteria: [] }] } },
+        "validation is invalid: plan[0].id: Expected string"
+      ],
+      [
+        { goal: "x", tools: [], validation: { stopHooks: [{ name: 99, check: () => Effect.void }] } },
+        "validation is invalid: stopHooks[0].name: Expected string"
+      ],
       [{ goal: "x", tools: [], policies: () => undefined }, "policies must be an array of policies, got undefined"],
       [{ goal: "x", tools: [], limits: { maxArgumentDepth: 0 } }, "maxArgumentDepth must be an integer >= 1, got 0"],
       [{ goal: "x", tools: [], concurrency: Symbol("c") }, "concurrency must be an integer >= 1, got a symbol"]
@@ -262,6 +283,42 @@ describe("R12 values user code hands back are checked", () => {
       const result = yield* Run.run({ goal: "x", tools: [settleBadly] }).pipe(Effect.provide(callThenAnswer))
       const interrupted = result.timeline.find((e) => e._tag === "tool.interrupted")
       assert.isTrue(interrupted?._tag === "tool.interrupted" && interrupted.settlement === "outcome_unknown")
+      assertRoundTrips(result)
+    })
+  )
+
+  it.effect("R12 a failure that only looks like one of the algebra is a defect, and the result encodes", () =>
+    Effect.gen(function* () {
+      const fake = toolOf(() => Effect.fail({ _tag: "Retryable" }), { recoverErrors: true })
+      const result = yield* Run.run({ goal: "x", tools: [fake] }).pipe(Effect.provide(callThenAnswer))
+      assert.strictEqual(failureOf(result)?.code, "defect")
+      assert.strictEqual(failureOf(result)?.classification, "permanent")
+      assertRoundTrips(result)
+      const model = yield* Run.run({ goal: "x", tools: noTools }).pipe(
+        Effect.provide(modelLayer(() => Effect.fail({ _tag: "Permanent", code: 5 })))
+      )
+      assert.strictEqual(model.stopReason, "model_error")
+      assertRoundTrips(model)
+    })
+  )
+
+  it.effect("R12 outputs whose schemas are not JSON (Date, Option, NaN) are kept as their JSON encoding", () =>
+    Effect.gen(function* () {
+      const dated = Tool.make({
+        name: "t",
+        description: "returns a date",
+        input: Schema.Struct({}),
+        output: Schema.Struct({ at: Schema.Date, maybe: Schema.Option(Schema.String), n: Schema.Number }),
+        sideEffect: "none",
+        handler: () => Effect.succeed({ at: new Date(0), maybe: Option.some("x"), n: Number.NaN })
+      })
+      const result = yield* Run.run({ goal: "x", tools: [dated] }).pipe(Effect.provide(callThenAnswer))
+      assert.strictEqual(result.status, "completed")
+      const succeeded = result.timeline.find((e) => e._tag === "tool.succeeded")
+      assert.strictEqual(
+        JSON.stringify(succeeded?._tag === "tool.succeeded" ? succeeded.output : undefined),
+        JSON.stringify({ at: "1970-01-01T00:00:00.000Z", maybe: { _tag: "Some", value: "x" }, n: "NaN" })
+      )
       assertRoundTrips(result)
     })
   )

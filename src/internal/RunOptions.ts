@@ -11,6 +11,7 @@ import * as Termination from "../Termination.ts"
 import * as Tool from "../Tool.ts"
 import * as ToolExecutor from "../ToolExecutor.ts"
 import * as Validation from "../Validation.ts"
+import { policiesOf, toolIssue, validationIssue } from "./RunOptionsCheck.ts"
 import * as UserCode from "./UserCode.ts"
 
 export interface Resolved<RV> {
@@ -174,22 +175,6 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
   }
 }
 
-/** Whether `value` is a tool as `Tool.make` builds it. */
-const isTool = (value: unknown): value is Tool.Any =>
-  Predicate.isTagged(value, "Tool") &&
-  Predicate.hasProperty(value, "name") &&
-  Predicate.isString(value.name) &&
-  Predicate.hasProperty(value, "handler") &&
-  Predicate.isFunction(value.handler) &&
-  Predicate.hasProperty(value, "metadata") &&
-  Predicate.isObject(value.metadata)
-
-const isPolicy = (value: unknown): value is Termination.Policy =>
-  Predicate.hasProperty(value, "name") &&
-  Predicate.isString(value.name) &&
-  Predicate.hasProperty(value, "decide") &&
-  Predicate.isFunction(value.decide)
-
 const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | string => {
   if (!Predicate.isObject(options)) return `the run options must be an object, got ${safeString(options)}`
   if (!Predicate.isString(options.goal)) return `goal must be a string, got ${safeString(options.goal)}`
@@ -203,8 +188,10 @@ const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | s
     return `modelName must be a string, got ${safeString(options.modelName)}`
   }
   if (!Array.isArray(options.tools)) return `tools must be an array of tools, got ${safeString(options.tools)}`
-  const notATool = options.tools.findIndex((tool) => !isTool(tool))
-  if (notATool >= 0) return `tools[${notATool}] is not a tool (build tools with Tool.make)`
+  for (let i = 0; i < options.tools.length; i++) {
+    const issue = toolIssue(options.tools[i])
+    if (issue !== undefined) return `tools[${i}]: ${issue}`
+  }
   const tools = toolSet(options.tools)
   if (typeof tools === "string") return tools
   const models = modelChain(options)
@@ -236,8 +223,11 @@ const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | s
     return configurationError("the policies function", error)
   }
   if (!Array.isArray(policies)) return `policies must be an array of policies, got ${safeString(policies)}`
-  const notAPolicy = policies.findIndex((policy) => !isPolicy(policy))
-  if (notAPolicy >= 0) return `policies[${notAPolicy}] is not a policy (a name and a decide function)`
+  const kept = policiesOf(policies)
+  if ("issue" in kept) return kept.issue
+  const validation = options.validation ?? Validation.empty
+  const invalid = validationIssue(validation)
+  if (invalid !== undefined) return invalid
   const maxRecoveries = limits.maxRecoveries ?? Recovery.defaults.maxRecoveries
   if (!Number.isInteger(maxRecoveries) || maxRecoveries < 0) {
     return `maxRecoveries must be an integer >= 0, got ${safeString(maxRecoveries)}`
@@ -262,11 +252,11 @@ const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | s
     registry,
     timeoutMillis,
     stopGraceMillis,
-    validation: options.validation ?? Validation.empty,
+    validation,
     loop: {
       registry,
       toolDefinitions: tools.definitions,
-      policies,
+      policies: kept.policies,
       concurrency,
       correctionBudget,
       recovery,

@@ -72,7 +72,7 @@ export const make = (name: string, decide: (checkpoint: Checkpoint) => Decision)
 const builtIn = new WeakSet<Policy>()
 
 /** Whether `policy` is one of this module's built-in policies. */
-export const isBuiltIn = (policy: Policy): boolean => builtIn.has(policy)
+export const isBuiltIn = (policy: object): boolean => builtIn.has(policy as Policy)
 
 const builtInPolicy = (name: string, decide: (checkpoint: Checkpoint) => Decision): Policy => {
   const policy = make(name, decide)
