@@ -101,8 +101,8 @@ const isPlainObject = (value: object): boolean => {
  * What makes a value unfit to be walked, stored and sent as JSON, or `undefined` when it
  * is fit. One walk, without recursion (a value the model sent may be nested thousands
  * deep), that never throws, whatever the value (a getter, a Proxy). Always refused: a
- * nesting deeper than `maxDepth` (a cycle is infinitely deep), more than `maxNodes`
- * values (which also bounds subtrees shared many times), and a `bigint`. With
+ * nesting deeper than `maxDepth`, an object met twice (a cycle, or a subtree shared:
+ * JSON has neither), more than `maxNodes` values, and a `bigint`. With
  * `strict` (what the model sends), also a `__proto__` key and anything plain JSON cannot
  * hold: a function, `undefined`, a non-finite number, an object that is not plain.
  * Without it (a tool's output, which `JSON.stringify` renders), an object with a `toJSON`
@@ -122,44 +122,92 @@ export const jsonIssue = (
   }
 }
 
-const walk = (
-  root: unknown,
-  options: { readonly root: string; readonly maxDepth: number; readonly maxNodes: number; readonly strict: boolean }
-): string | undefined => {
+/** Where the walk is: the value, its depth, and how to name it if it is at fault. */
+interface Frame {
+  readonly value: unknown
+  readonly depth: number
+  readonly parent: Frame | undefined
+  readonly key: string | number
+}
+
+/** The path of a frame, built only for the message of a value at fault. */
+const pathOf = (frame: Frame | undefined, root: string): string => {
+  const keys: Array<string | number> = []
+  for (let f = frame; f?.parent !== undefined; f = f.parent) keys.push(f.key)
+  let path = root
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const key = keys[i] as string | number
+    path += typeof key === "number" ? `[${key}]` : `.${key.length > 64 ? `${key.slice(0, 64)}…` : key}`
+  }
+  return path
+}
+
+type WalkOptions = {
+  readonly root: string
+  readonly maxDepth: number
+  readonly maxNodes: number
+  readonly strict: boolean
+}
+
+/** What is wrong with one value that is not an object or an array, or `undefined`. */
+const leafIssue = (value: unknown, strict: boolean): string | undefined => {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return undefined
+    case "number":
+      return Number.isFinite(value) || !strict ? undefined : `${value} is not a JSON number`
+    case "bigint":
+      return "a bigint is not a JSON value"
+    default:
+      return value === null || !strict ? undefined : `${typeof value} is not a JSON value`
+  }
+}
+
+const walk = (root: unknown, options: WalkOptions): string | undefined => {
   const { strict } = options
-  const stack: Array<{ readonly value: unknown; readonly path: string; readonly depth: number }> = [
-    { value: root, path: options.root, depth: 0 }
-  ]
+  // No object may be met twice: JSON has no shared values, and sharing would let a small
+  // value make the walk visit an exponential number of nodes.
+  const seen = new Set<object>()
+  const stack: Array<Frame> = [{ value: root, depth: 0, parent: undefined, key: "" }]
   let nodes = 0
+  const at = (frame: Frame | undefined, message: string) => `${pathOf(frame, options.root)}: ${message}`
   while (stack.length > 0) {
-    const { value, path, depth } = stack.pop() as (typeof stack)[number]
+    const frame = stack.pop() as Frame
+    const { value, depth } = frame
     if (++nodes > options.maxNodes) return `${options.root} holds more than ${options.maxNodes} values`
-    if (value === null || typeof value === "string" || typeof value === "boolean") continue
-    if (typeof value === "number") {
-      if (Number.isFinite(value) || !strict) continue
-      return `${path}: ${value} is not a JSON number`
+    if (typeof value !== "object" || value === null) {
+      const issue = leafIssue(value, strict)
+      if (issue !== undefined) return at(frame, issue)
+      continue
     }
-    if (typeof value === "bigint") return `${path}: a bigint is not a JSON value`
-    if (typeof value !== "object") {
-      if (!strict) continue
-      return `${path}: ${typeof value} is not a JSON value`
-    }
-    if (depth >= options.maxDepth) return `${path}: nested more than ${options.maxDepth} levels deep`
+    if (depth >= options.maxDepth) return at(frame, `nested more than ${options.maxDepth} levels deep`)
+    if (seen.has(value)) return at(frame, "the same object appears twice (a cycle or a shared value): not JSON")
+    seen.add(value)
     if (Array.isArray(value)) {
-      for (let i = value.length - 1; i >= 0; i--)
-        stack.push({ value: value[i], path: `${path}[${i}]`, depth: depth + 1 })
+      for (let i = value.length - 1; i >= 0; i--) {
+        const item: unknown = value[i]
+        if (typeof item === "object" && item !== null) {
+          stack.push({ value: item, depth: depth + 1, parent: frame, key: i })
+          continue
+        }
+        if (++nodes > options.maxNodes) return `${options.root} holds more than ${options.maxNodes} values`
+        const issue = leafIssue(item, strict)
+        if (issue !== undefined) return at({ value: item, depth: depth + 1, parent: frame, key: i }, issue)
+      }
       continue
     }
     if (!isPlainObject(value)) {
-      if (strict) return `${path}: not a plain JSON object`
+      if (strict) return at(frame, "not a plain JSON object")
       if (Predicate.hasProperty(value, "toJSON") && Predicate.isFunction(value.toJSON)) continue
     }
     const keys = Object.keys(value)
     for (let i = keys.length - 1; i >= 0; i--) {
       const key = keys[i] as string
-      const at = `${path}.${key.length > 64 ? `${key.slice(0, 64)}…` : key}`
-      if (key === "__proto__" && strict) return `${at}: the key "__proto__" is not allowed`
-      stack.push({ value: (value as Record<string, unknown>)[key], path: at, depth: depth + 1 })
+      if (key === "__proto__" && strict) {
+        return at({ value: undefined, depth, parent: frame, key }, 'the key "__proto__" is not allowed')
+      }
+      stack.push({ value: (value as Record<string, unknown>)[key], depth: depth + 1, parent: frame, key })
     }
   }
   return undefined
@@ -209,11 +257,14 @@ const parse = (raw: unknown, limits: Limits): ParsedArguments => {
   })
   if (unfit !== undefined) return invalid(unfit)
   if (!fromText) {
-    // Bounded by now: no cycle, no deep nesting, no more nodes than the limit.
-    const size = JSON.stringify(value).length
-    if (size > limits.maxArgumentChars) {
-      return invalid(`arguments are ${size} characters, over the limit of ${limits.maxArgumentChars}`)
+    // Bounded by now: no cycle, no deep nesting, no more nodes than the limit. The value is
+    // taken as its JSON text and parsed again: a snapshot, so a getter cannot show the
+    // permission policy one thing and the handler another.
+    const text = JSON.stringify(value)
+    if (text.length > limits.maxArgumentChars) {
+      return invalid(`arguments are ${text.length} characters, over the limit of ${limits.maxArgumentChars}`)
     }
+    return parse(text, limits)
   }
   return { _tag: "Ok", value: value as Record<string, unknown> }
 }

@@ -366,7 +366,7 @@ describe("R12 whatever arguments the model sends", () => {
       let nested: unknown = {}
       for (let i = 0; i < 10_000; i++) nested = { a: nested }
       for (const [args, why] of [
-        [cyclic, "nested more than 64 levels deep"],
+        [cyclic, "the same object appears twice (a cycle or a shared value)"],
         [nested, "nested more than 64 levels deep"],
         [{ f: () => 1 }, "function is not a JSON value"],
         [{ n: Number.NaN }, "NaN is not a JSON number"],
