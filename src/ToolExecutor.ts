@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit, Schema } from "effect"
+import { Cause, Effect, Exit, Predicate, Schema } from "effect"
 import type * as Failure from "./Failure.ts"
 import * as ApprovalWait from "./internal/ApprovalWait.ts"
 import * as CallId from "./internal/CallId.ts"
@@ -259,6 +259,38 @@ export interface Prepared {
   readonly signature: string
 }
 
+// A JSON syntax error quotes the text around it: for a sensitive tool, it could be the secret.
+const notJson = "arguments are not valid JSON"
+
+/**
+ * The secrets of a call and what it shows of its arguments (see `Redaction`): for a tool
+ * whose input schema holds no `Redacted`, the arguments as parsed and no secret.
+ */
+const redacted = (
+  codec: ReturnType<typeof compiled> | undefined,
+  parsed: ToolArguments.ParsedArguments,
+  decoded: Exit.Exit<unknown, Schema.SchemaError> | undefined
+): { readonly secrets: ReadonlyArray<string>; readonly shown: Record<string, unknown> } => {
+  if (parsed._tag === "Invalid") return { secrets: [], shown: {} }
+  if (codec === undefined || !codec.sensitiveInput) return { secrets: [], shown: parsed.value }
+  if (decoded === undefined || Exit.isFailure(decoded)) {
+    // It did not decode: nobody knows which part is secret, so every part is.
+    const secrets = Redaction.allLeaves(parsed.value)
+    return { secrets, shown: Redaction.maskValue(parsed.value, secrets) as Record<string, unknown> }
+  }
+  const secrets = Redaction.secretsOf(decoded.value)
+  const shown = Redaction.shownBy(codec.encodeInput, decoded.value, secrets)
+  return Predicate.isObject(shown) && !Array.isArray(shown)
+    ? { secrets, shown: shown as Record<string, unknown> }
+    : {
+        secrets,
+        shown: Redaction.maskValue(parsed.value, [...secrets, ...Redaction.allLeaves(parsed.value)]) as Record<
+          string,
+          unknown
+        >
+      }
+}
+
 const nameShown = (name: string): string => (name.length > 64 ? `${name.slice(0, 64)}…` : name)
 
 /**
@@ -272,13 +304,16 @@ export const prepare = (registry: Registry, used: Set<string>, call: Model.ToolC
   const id = CallId.assign(used, call.id)
   const parsed = ToolArguments.parseArguments(call.arguments, registry.limits)
   const tool = registry.tools.get(call.name)
-  const decoded = parsed._tag === "Ok" && tool !== undefined ? compiled(tool).decode(parsed.value) : undefined
-  const secrets = decoded !== undefined && Exit.isSuccess(decoded) ? Redaction.secretsOf(decoded.value) : []
-  const shown = parsed._tag === "Ok" ? (Redaction.maskValue(parsed.value, secrets) as Record<string, unknown>) : {}
+  const codec = tool === undefined ? undefined : compiled(tool)
+  const decoded = parsed._tag === "Ok" && codec !== undefined ? codec.decode(parsed.value) : undefined
+  const { secrets, shown } = redacted(codec, parsed, decoded)
   return {
     call: id === call.id ? call : { ...call, id },
     toolCallId: call.id,
-    parsed,
+    parsed:
+      codec?.sensitiveInput === true && parsed._tag === "Invalid" && parsed.message.startsWith(notJson)
+        ? { _tag: "Invalid", message: notJson }
+        : parsed,
     decoded,
     secrets,
     shown,

@@ -149,9 +149,11 @@ const succeeded = (c: Call, output: unknown, encoded: unknown): ToolResult.ToolR
     return invalidOutput(c, `was rendered by observe as ${UserCode.kindOf(rendered)}, not a string`)
   }
   // Nothing the run derives copies a Redacted value of the input or the output (R3.1).
-  const secrets = [...c.secrets, ...Redaction.secretsOf(output)]
-  const shown = Redaction.maskValue(encoded, secrets)
-  const observation = truncate(Redaction.maskText(rendered, secrets), c.registry.limits.maxObservationChars)
+  const sensitive = c.codec.sensitiveOutput || c.secrets.length > 0
+  const secrets = c.codec.sensitiveOutput ? [...c.secrets, ...Redaction.secretsOf(output)] : c.secrets
+  const shown = sensitive ? (Redaction.shownBy(c.codec.encode, output, secrets) ?? Redaction.mask) : encoded
+  const text = sensitive && observe === undefined ? (JSON.stringify(shown) ?? "null") : rendered
+  const observation = truncate(Redaction.maskText(text, secrets), c.registry.limits.maxObservationChars)
   RunContext.record(ctx, {
     _tag: "tool.succeeded",
     callId: call.id,
