@@ -223,8 +223,12 @@ export const summarize = (failure: Failure): Summary => ({
 /** An error class name as code writes it (`TypeError`, `PaymentDeclined`); anything else is not shown. */
 const identifier = /^[A-Za-z_$][\w$]{0,63}$/
 
-/** An error code as system and library errors carry it (`ENOENT`, `ERR_INVALID_URL`). */
-const errorCode = /^[A-Z][A-Z0-9_]{1,39}$/
+/**
+ * An error code as system and library errors carry it: an errno (`ENOENT`) or words
+ * joined by `_` (`ERR_INVALID_URL`, `UND_ERR_SOCKET`). Not any run of capitals and
+ * digits: an access key id looks like one.
+ */
+const errorCode = /^(E[A-Z]{2,15}|[A-Z][A-Z0-9]*(_[A-Z0-9]+){1,6})$/
 
 /** Reads one property of a value that may be hostile (a getter or a Proxy trap that throws). */
 const read = (value: object, key: string): unknown => {

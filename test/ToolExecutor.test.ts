@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Redacted, Ref, Schema } from "effect"
+import { Effect, Fiber, Layer, Redacted, Ref, Schema, SchemaGetter } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../src/Event.ts"
 import * as Model from "../src/Model.ts"
@@ -267,6 +267,49 @@ describe("ToolExecutor", () => {
         user: "ada",
         token: "<redacted>"
       })
+    })
+  )
+
+  it.effect("R3.1 a Redacted struct, a transformed secret and arguments that do not decode are masked too", () =>
+    Effect.gen(function* () {
+      const upper = Schema.String.pipe(
+        Schema.decodeTo(Schema.String, {
+          decode: SchemaGetter.transform((s: string) => s.toUpperCase()),
+          encode: SchemaGetter.transform((s: string) => s.toLowerCase())
+        })
+      )
+      const login = Tool.make({
+        name: "login",
+        description: "logs in",
+        input: Schema.Struct({
+          user: Schema.String,
+          credentials: Schema.RedactedFromValue(Schema.Struct({ password: Schema.String })),
+          code: Schema.RedactedFromValue(upper),
+          attempt: Schema.Int
+        }),
+        output: Schema.String,
+        sideEffect: "read",
+        recoverErrors: true,
+        handler: () => Effect.succeed("ok")
+      })
+      const good = { user: "ada", credentials: { password: "pw-SECRET-1" }, code: "otp-secret-2", attempt: 1 }
+      const bad = { user: "ada", credentials: { password: "pw-SECRET-3" }, code: "otp-secret-4", attempt: "one" }
+      const result = yield* Run.run({ goal: "x", tools: [login] }).pipe(
+        Effect.provide(
+          withScript([
+            ScriptedModel.toolCall("login", good),
+            ScriptedModel.toolCall("login", bad),
+            ScriptedModel.finalAnswer("ok")
+          ])
+        )
+      )
+      const derived = JSON.stringify(result.timeline.filter((e) => e._tag !== "model.responded"))
+      for (const secret of ["pw-SECRET-1", "otp-secret-2", "OTP-SECRET-2", "pw-SECRET-3", "otp-secret-4"]) {
+        assert.notInclude(derived, secret)
+      }
+      const responded = result.timeline.filter((e) => e._tag === "model.responded")
+      assert.notInclude(JSON.stringify(responded.map((e) => e._tag === "model.responded" && e.signatures)), "SECRET")
+      assert.strictEqual(firstFailure(result.timeline).code, "input_validation_failed")
     })
   )
 
