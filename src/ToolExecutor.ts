@@ -237,8 +237,8 @@ const firstAttempt = (c: Call): Ran => {
 
 /**
  * One call of a batch, made ready before any of the batch runs: its run-unique identity
- * (R3.8), its arguments parsed (R3.5), its input decoded ahead when it parses (only to
- * find the `Redacted` values it holds: the pipeline still reports in its own order), and
+ * (R3.8), its arguments parsed (R3.5), its input decoded ahead when its schema holds a
+ * `Redacted` (only to find the secrets: the pipeline still reports in its own order), and
  * its signature, with those values masked (R3.1).
  *
  * @category models
@@ -250,7 +250,7 @@ export interface Prepared {
   /** The id the model gave the call, for the conversation. */
   readonly toolCallId: string
   readonly parsed: ToolArguments.ParsedArguments
-  /** The decoded input, when the tool exists and the arguments parsed. */
+  /** The decoded input, when it was decoded ahead (a sensitive tool whose arguments parsed). */
   readonly decoded: Exit.Exit<unknown, Schema.SchemaError> | undefined
   /** The plain values of the `Redacted`s in the decoded input. */
   readonly secrets: ReadonlyArray<string>
@@ -300,12 +300,15 @@ const nameShown = (name: string): string => (name.length > 64 ? `${name.slice(0,
  * @category constructors
  * @since 0.1.0
  */
-export const prepare = (registry: Registry, used: Set<string>, call: Model.ToolCall): Prepared => {
+export const prepare = (registry: Registry, used: CallId.Identities, call: Model.ToolCall): Prepared => {
   const id = CallId.assign(used, call.id)
   const parsed = ToolArguments.parseArguments(call.arguments, registry.limits)
   const tool = registry.tools.get(call.name)
   const codec = tool === undefined ? undefined : compiled(tool)
-  const decoded = parsed._tag === "Ok" && codec !== undefined ? codec.decode(parsed.value) : undefined
+  // Decoded ahead only to find a sensitive tool's secrets: the others decode in the pipeline,
+  // and only if the batch gets that far.
+  const decoded =
+    parsed._tag === "Ok" && codec !== undefined && codec.sensitiveInput ? codec.decode(parsed.value) : undefined
   const { secrets, shown } = redacted(codec, parsed, decoded)
   return {
     call: id === call.id ? call : { ...call, id },

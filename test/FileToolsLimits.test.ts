@@ -97,6 +97,24 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools limits", 
   })
 
   describe("bounded reads", () => {
+    it.effect("R12 list_files lists the first maxListEntries entries by name and counts the rest", () =>
+      Effect.gen(function* () {
+        const { tools, at } = yield* workspace({ maxListEntries: 3 })
+        for (let i = 0; i < 2_000; i++) writeFileSync(at(`f-${String(i).padStart(4, "0")}.txt`), "")
+        const listed = yield* tools.listFiles.handler({ path: "." }, context)
+        assert.deepStrictEqual(
+          listed.entries.map((e) => e.name),
+          ["f-0000.txt", "f-0001.txt", "f-0002.txt"]
+        )
+        assert.strictEqual(listed.omitted, 1_997)
+        const byDefault = yield* workspace()
+        for (let i = 0; i < 1_500; i++) writeFileSync(byDefault.at(`g-${i}`), "")
+        const all = yield* byDefault.tools.listFiles.handler({ path: "." }, context)
+        assert.strictEqual(all.entries.length, 1_000)
+        assert.strictEqual(all.omitted, 500)
+      })
+    )
+
     it.effect("R3.11 a file over maxReadBytes is file_too_large, naming the size and the limit", () =>
       Effect.gen(function* () {
         const { tools, at } = yield* workspace({ maxReadBytes: 10 })

@@ -6,19 +6,37 @@
  * conversation only. Private to the runtime.
  */
 
-/** An id as providers make them (`call_abc123`, `toolu_01…`): kept as the call's identity when unused. */
-const usable = /^[A-Za-z0-9_.:-]{1,64}$/
+/**
+ * An id as providers make them (`call_abc123`, `toolu_01…`): kept as the call's identity
+ * when unused. Never a `:` (the idempotency key is `<runId>:<callId>`, so a call id with
+ * one could make two keys equal) and never a `#` (the suffix below).
+ */
+const usable = /^[A-Za-z0-9_.-]{1,64}$/
+
+/** The identities a run has given: each one, and the next free suffix of each base. */
+export interface Identities {
+  readonly used: Set<string>
+  readonly next: Map<string, number>
+}
+
+export const make = (): Identities => ({ used: new Set(), next: new Map() })
 
 /**
  * The identity of a call the model named `modelId`: the model's id when it is usable and
- * no call of this run has had it yet, else that id (or `call`) with the first free
- * `#n` suffix. `used` holds the identities given so far and is updated. A suffix is never
- * part of a usable model id, so an identity given here cannot collide with a later one.
+ * no call of this run has had it yet, else that id (or `call`) with the next `#n` suffix.
+ * A suffixed identity is never a usable model id, so it cannot collide with a later one;
+ * and each base counts its own suffixes, so a model that reuses one id ten thousand
+ * times costs no more than one that does not.
  */
-export const assign = (used: Set<string>, modelId: string): string => {
+export const assign = (identities: Identities, modelId: string): string => {
   const base = usable.test(modelId) ? modelId : "call"
-  let id = base === modelId ? base : `${base}#1`
-  for (let n = 2; used.has(id); n++) id = `${base}#${n}`
-  used.add(id)
+  if (base === modelId && !identities.used.has(base)) {
+    identities.used.add(base)
+    return base
+  }
+  const n = identities.next.get(base) ?? (base === modelId ? 2 : 1)
+  identities.next.set(base, n + 1)
+  const id = `${base}#${n}`
+  identities.used.add(id)
   return id
 }

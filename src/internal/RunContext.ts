@@ -12,6 +12,7 @@ import type * as Failure from "../Failure.ts"
 import type * as Model from "../Model.ts"
 import * as RunState from "../RunState.ts"
 import type * as StopReason from "../StopReason.ts"
+import * as CallId from "./CallId.ts"
 
 export interface RunContext {
   readonly runId: string
@@ -26,7 +27,7 @@ export interface RunContext {
   readonly events: Array<Event.Event>
   readonly messages: Array<Model.Message>
   /** The identities given to tool calls so far (see `CallId`): each is unique in the run. */
-  readonly callIds: Set<string>
+  readonly callIds: CallId.Identities
   /**
    * The counters as of the last event: an immutable value (policies may keep the one
    * they were given), made from `tally` when read after a change.
@@ -59,7 +60,7 @@ export interface RunContext {
 class Context implements RunContext {
   readonly events: Array<Event.Event> = []
   readonly messages: Array<Model.Message> = []
-  readonly callIds = new Set<string>()
+  readonly callIds = CallId.make()
   readonly listeners: Array<(event: Event.Event) => void> = []
   stop: "deadline" | "cancel" | undefined = undefined
   onStop: (() => void) | undefined = undefined

@@ -78,6 +78,11 @@ export interface Options {
    * content limit.
    */
   readonly maxWriteBytes?: number | undefined
+  /**
+   * The most entries `list_files` lists (the first by name); `omitted` then says how many
+   * more there are. Default 1,000.
+   */
+  readonly maxListEntries?: number | undefined
 }
 
 /**
@@ -88,7 +93,7 @@ export interface FileTools {
   readonly readFile: Tool.Tool<{ readonly path: string }, { readonly path: string; readonly content: string }>
   readonly listFiles: Tool.Tool<
     { readonly path: string },
-    { readonly path: string; readonly entries: ReadonlyArray<Entry> }
+    { readonly path: string; readonly entries: ReadonlyArray<Entry>; readonly omitted?: number }
   >
   readonly writeTextFile: Tool.Tool<{ readonly path: string; readonly content: string }, Written>
   readonly writeMarkdownFile: Tool.Tool<{ readonly path: string; readonly content: string }, Written>
@@ -203,6 +208,7 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
   const root = path.resolve(options.root)
   const maxReadBytes = checkLimit("maxReadBytes", options.maxReadBytes, Permission.defaultMaxContentBytes)
   const maxWriteBytes = checkLimit("maxWriteBytes", options.maxWriteBytes, Permission.defaultMaxContentBytes)
+  const maxListEntries = checkLimit("maxListEntries", options.maxListEntries, 1_000)
   const workspace = yield* Workspace.make({ root })
 
   // The path as names below the root, `..` resolved by text first (as the permission
@@ -292,9 +298,14 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     name: "list_files",
     description:
       "Lists a directory: each entry's name and whether it is a file or a directory, sorted by name. " +
+      `At most ${maxListEntries} entries; \`omitted\` then counts the rest. ` +
       '`path` is relative to the workspace root; "." is the root itself.',
     input: PathInput,
-    output: Schema.Struct({ path: Schema.String, entries: Schema.Array(Entry) }),
+    output: Schema.Struct({
+      path: Schema.String,
+      entries: Schema.Array(Entry),
+      omitted: Schema.optionalKey(Schema.Int)
+    }),
     sideEffect: "read",
     idempotent: true,
     // Read-only, so a failure (a wrong path) is safe to hand back to the model as an observation.
@@ -303,10 +314,11 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     pathFields: ["path"],
     handler: Effect.fnUntraced(function* ({ path: input }) {
       const { names, display } = yield* locate(input)
-      const entries = yield* workspace
-        .list(names)
+      const { entries, more } = yield* workspace
+        .list(names, maxListEntries)
         .pipe(Effect.mapError(fromWorkspaceError("list", display, maxReadBytes)))
-      return { path: display, entries: Arr.sort(entries, byName) }
+      const sorted = Arr.sort(entries, byName)
+      return more > 0 ? { path: display, entries: sorted, omitted: more } : { path: display, entries: sorted }
     })
   })
 

@@ -42,10 +42,17 @@ export type Kind = "file" | "directory"
 export interface Workspace {
   /** The file's bytes, at most `maxBytes` of them, else `too_large`. */
   readonly read: (names: ReadonlyArray<string>, maxBytes: number) => Effect.Effect<Buffer, WorkspaceError>
-  /** The entries that are files or directories inside the root, links resolved; nothing else. */
+  /**
+   * The entries that are files or directories inside the root, links resolved; nothing
+   * else: the first `maxEntries` by name, and how many entries were not looked at.
+   */
   readonly list: (
-    names: ReadonlyArray<string>
-  ) => Effect.Effect<ReadonlyArray<{ readonly name: string; readonly kind: Kind }>, WorkspaceError>
+    names: ReadonlyArray<string>,
+    maxEntries: number
+  ) => Effect.Effect<
+    { readonly entries: ReadonlyArray<{ readonly name: string; readonly kind: Kind }>; readonly more: number },
+    WorkspaceError
+  >
   /** Replaces the file (creating missing directories) with `data`, atomically. */
   readonly write: (names: ReadonlyArray<string>, data: Uint8Array) => Effect.Effect<void, WorkspaceError>
 }
@@ -339,7 +346,9 @@ export const make = Effect.fnUntraced(function* (options: {
       })
     )
 
-  const list = (names: ReadonlyArray<string>) =>
+  // The first `maxEntries` entries by name, and how many more there are: a directory of a
+  // million files costs one `readdir`, never a million `lstat`s or a million-entry output.
+  const list = (names: ReadonlyArray<string>, maxEntries: number) =>
     Effect.scoped(
       Effect.gen(function* () {
         const root = yield* openRoot(false)
@@ -347,8 +356,12 @@ export const make = Effect.fnUntraced(function* (options: {
         const entries = yield* call(() => Fsp.readdir(pathOf(root, directory), { withFileTypes: true })).pipe(
           Effect.mapError(fromErrno(shownAt(root, directory)))
         )
+        entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
         const listed: Array<{ readonly name: string; readonly kind: Kind }> = []
+        let seen = 0
         for (const entry of entries) {
+          if (listed.length >= maxEntries) break
+          seen++
           const kind: Kind | undefined = entry.isFile()
             ? "file"
             : entry.isDirectory()
@@ -359,7 +372,7 @@ export const make = Effect.fnUntraced(function* (options: {
                 : undefined
           if (kind !== undefined) listed.push({ name: entry.name, kind })
         }
-        return listed
+        return { entries: listed, more: entries.length - seen }
       })
     )
 
