@@ -11,7 +11,7 @@ import * as Termination from "../Termination.ts"
 import * as Tool from "../Tool.ts"
 import * as ToolExecutor from "../ToolExecutor.ts"
 import * as Validation from "../Validation.ts"
-import { policiesOf, toolIssue, validationIssue } from "./RunOptionsCheck.ts"
+import { policiesOf, snapshotSpec, snapshotTool, toolIssue, validationIssue } from "./RunOptionsCheck.ts"
 import * as UserCode from "./UserCode.ts"
 
 export interface Resolved<RV> {
@@ -59,7 +59,7 @@ const toolSet = (tools: ReadonlyArray<Tool.Any>): ToolSet | string => {
   const byName = new Map<string, Tool.Any>()
   for (const tool of tools) {
     if (byName.has(tool.name)) return `two tools are named "${tool.name}"; tool names must be unique`
-    byName.set(tool.name, tool)
+    byName.set(tool.name, snapshotTool(tool))
   }
   const set: ToolSet = {
     tools: tools.slice(),
@@ -225,9 +225,10 @@ const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | s
   if (!Array.isArray(policies)) return `policies must be an array of policies, got ${safeString(policies)}`
   const kept = policiesOf(policies)
   if ("issue" in kept) return kept.issue
-  const validation = options.validation ?? Validation.empty
-  const invalid = validationIssue(validation)
+  const given = options.validation ?? Validation.empty
+  const invalid = validationIssue(given)
   if (invalid !== undefined) return invalid
+  const validation = snapshotSpec(given)
   const maxRecoveries = limits.maxRecoveries ?? Recovery.defaults.maxRecoveries
   if (!Number.isInteger(maxRecoveries) || maxRecoveries < 0) {
     return `maxRecoveries must be an integer >= 0, got ${safeString(maxRecoveries)}`

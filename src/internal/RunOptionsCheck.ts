@@ -115,3 +115,53 @@ export const validationIssue = (spec: Validation.Spec<unknown>): string | undefi
   }
   return undefined
 }
+
+/**
+ * A tool as the run keeps it: its fields read once, when it was checked, so that code
+ * changing the tool object later (a getter, an assignment) cannot put into the log a
+ * value that was never checked.
+ */
+export const snapshotTool = (tool: Tool.Any): Tool.Any =>
+  Object.freeze({
+    _tag: "Tool",
+    name: tool.name,
+    description: tool.description,
+    input: tool.input,
+    output: tool.output,
+    handler: tool.handler,
+    postcondition: tool.postcondition,
+    observe: tool.observe,
+    reconcile: tool.reconcile,
+    metadata: Object.freeze({
+      ...tool.metadata,
+      pathFields: Object.freeze([...tool.metadata.pathFields]),
+      contentFields: Object.freeze([...tool.metadata.contentFields])
+    })
+  })
+
+/** The validation spec as the run keeps it, read once when it was checked (as {@link snapshotTool}). */
+export const snapshotSpec = <R>(spec: Validation.Spec<R>): Validation.Spec<R> => ({
+  ...(spec.plan === undefined
+    ? {}
+    : {
+        plan: spec.plan.map((step) => ({
+          id: step.id,
+          description: step.description,
+          required: step.required,
+          criteria: step.criteria.map((criterion) => ({
+            description: criterion.description,
+            observe: (timeline: Parameters<typeof criterion.observe>[0]) => criterion.observe(timeline)
+          }))
+        }))
+      }),
+  ...(spec.stopHooks === undefined
+    ? {}
+    : {
+        stopHooks: spec.stopHooks.map((hook) => ({
+          name: hook.name,
+          check: (context: Validation.Context) => hook.check(context)
+        }))
+      }),
+  ...(spec.artifacts === undefined ? {} : { artifacts: spec.artifacts.map((artifact) => ({ ...artifact })) }),
+  ...(spec.root === undefined ? {} : { root: spec.root })
+})
