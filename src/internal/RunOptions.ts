@@ -56,16 +56,26 @@ const sameTools = (a: ReadonlyArray<Tool.Any>, b: ReadonlyArray<Tool.Any>): bool
 const toolSet = (tools: ReadonlyArray<Tool.Any>): ToolSet | string => {
   const cached = toolSets.get(tools)
   if (cached !== undefined && sameTools(cached.tools, tools)) return cached
+  // Each tool is read once, into a snapshot, and the snapshot is what is checked and used.
+  const snapshots: Array<Tool.Any> = []
+  for (let i = 0; i < tools.length; i++) {
+    const value: unknown = tools[i]
+    if (!Predicate.isTagged(value, "Tool")) return `tools[${i}]: it is not a tool (build tools with Tool.make)`
+    const snapshot = snapshotTool(value as Tool.Any)
+    const issue = toolIssue(snapshot)
+    if (issue !== undefined) return `tools[${i}]: ${issue}`
+    snapshots.push(snapshot)
+  }
   const byName = new Map<string, Tool.Any>()
-  for (const tool of tools) {
+  for (const tool of snapshots) {
     if (byName.has(tool.name)) return `two tools are named "${tool.name}"; tool names must be unique`
-    byName.set(tool.name, snapshotTool(tool))
+    byName.set(tool.name, tool)
   }
   const set: ToolSet = {
     tools: tools.slice(),
     byName,
-    definitions: tools.map(Tool.definition),
-    approvals: tools.some((tool) => tool.metadata.needsApproval)
+    definitions: snapshots.map(Tool.definition),
+    approvals: snapshots.some((tool) => tool.metadata.needsApproval)
   }
   toolSets.set(tools, set)
   return set
@@ -188,10 +198,6 @@ const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | s
     return `modelName must be a string, got ${safeString(options.modelName)}`
   }
   if (!Array.isArray(options.tools)) return `tools must be an array of tools, got ${safeString(options.tools)}`
-  for (let i = 0; i < options.tools.length; i++) {
-    const issue = toolIssue(options.tools[i])
-    if (issue !== undefined) return `tools[${i}]: ${issue}`
-  }
   const tools = toolSet(options.tools)
   if (typeof tools === "string") return tools
   const models = modelChain(options)
@@ -225,10 +231,9 @@ const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | s
   if (!Array.isArray(policies)) return `policies must be an array of policies, got ${safeString(policies)}`
   const kept = policiesOf(policies)
   if ("issue" in kept) return kept.issue
-  const given = options.validation ?? Validation.empty
-  const invalid = validationIssue(given)
+  const validation = snapshotSpec(options.validation ?? Validation.empty)
+  const invalid = validationIssue(validation)
   if (invalid !== undefined) return invalid
-  const validation = snapshotSpec(given)
   const maxRecoveries = limits.maxRecoveries ?? Recovery.defaults.maxRecoveries
   if (!Number.isInteger(maxRecoveries) || maxRecoveries < 0) {
     return `maxRecoveries must be an integer >= 0, got ${safeString(maxRecoveries)}`

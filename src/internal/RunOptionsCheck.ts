@@ -5,6 +5,7 @@
  * which value is wrong, or `undefined`. Private to the runtime.
  */
 import { Predicate, Schema } from "effect"
+import type { Criterion } from "../Criterion.ts"
 import type * as Termination from "../Termination.ts"
 import * as Tool from "../Tool.ts"
 import type * as Validation from "../Validation.ts"
@@ -132,36 +133,61 @@ export const snapshotTool = (tool: Tool.Any): Tool.Any =>
     postcondition: tool.postcondition,
     observe: tool.observe,
     reconcile: tool.reconcile,
-    metadata: Object.freeze({
-      ...tool.metadata,
-      pathFields: Object.freeze([...tool.metadata.pathFields]),
-      contentFields: Object.freeze([...tool.metadata.contentFields])
-    })
+    metadata: Predicate.isObject(tool.metadata)
+      ? Object.freeze({
+          ...tool.metadata,
+          pathFields: Array.isArray(tool.metadata.pathFields)
+            ? Object.freeze([...tool.metadata.pathFields])
+            : tool.metadata.pathFields,
+          contentFields: Array.isArray(tool.metadata.contentFields)
+            ? Object.freeze([...tool.metadata.contentFields])
+            : tool.metadata.contentFields
+        })
+      : tool.metadata
   })
 
 /** The validation spec as the run keeps it, read once when it was checked (as {@link snapshotTool}). */
 export const snapshotSpec = <R>(spec: Validation.Spec<R>): Validation.Spec<R> => ({
-  ...(spec.plan === undefined
-    ? {}
+  ...(!Array.isArray(spec.plan)
+    ? spec.plan === undefined
+      ? {}
+      : { plan: spec.plan }
     : {
         plan: spec.plan.map((step) => ({
           id: step.id,
           description: step.description,
           required: step.required,
-          criteria: step.criteria.map((criterion) => ({
-            description: criterion.description,
-            observe: (timeline: Parameters<typeof criterion.observe>[0]) => criterion.observe(timeline)
-          }))
+          criteria: Array.isArray(step.criteria)
+            ? step.criteria.map((criterion: Criterion) => {
+                const observe = criterion.observe
+                return {
+                  description: criterion.description,
+                  observe:
+                    typeof observe === "function"
+                      ? (timeline: Parameters<typeof observe>[0]) => observe.call(criterion, timeline)
+                      : observe
+                }
+              })
+            : step.criteria
         }))
       }),
-  ...(spec.stopHooks === undefined
-    ? {}
+  ...(!Array.isArray(spec.stopHooks)
+    ? spec.stopHooks === undefined
+      ? {}
+      : { stopHooks: spec.stopHooks }
     : {
-        stopHooks: spec.stopHooks.map((hook) => ({
-          name: hook.name,
-          check: (context: Validation.Context) => hook.check(context)
-        }))
+        stopHooks: spec.stopHooks.map((hook) => {
+          const check = hook.check
+          return {
+            name: hook.name,
+            check: typeof check === "function" ? (context: Validation.Context) => check.call(hook, context) : check
+          }
+        })
       }),
-  ...(spec.artifacts === undefined ? {} : { artifacts: spec.artifacts.map((artifact) => ({ ...artifact })) }),
+  ...(!Array.isArray(spec.artifacts)
+    ? spec.artifacts === undefined
+      ? {}
+      : { artifacts: spec.artifacts }
+    : { artifacts: spec.artifacts.map((artifact) => ({ ...artifact })) }),
   ...(spec.root === undefined ? {} : { root: spec.root })
 })
