@@ -78,12 +78,12 @@ export const policiesOf = (
   return { policies }
 }
 
-const Criterion = Schema.Struct({ description: Schema.String, observe: Schema.Unknown })
+const CriterionShape = Schema.Struct({ description: Schema.String, observe: Schema.Unknown })
 const PlanStep = Schema.Struct({
   id: Schema.NonEmptyString,
   description: Schema.String,
   required: Schema.Boolean,
-  criteria: Schema.Array(Criterion)
+  criteria: Schema.Array(CriterionShape)
 })
 const StopHook = Schema.Struct({ name: Schema.NonEmptyString, check: Schema.Unknown })
 const Contract = Schema.Struct({
