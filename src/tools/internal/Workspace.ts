@@ -286,16 +286,20 @@ export const make = Effect.fnUntraced(function* (options: {
     readonly mode: number | undefined
   }
 
+  // The last name of a path as it is, without following it: what it is, or the link to follow.
+  const lastName = Effect.fnUntraced(function* (root: Root, directory: Directory, name: string) {
+    const at = childOf(root, directory, name)
+    const where = shownAt(root, directory, name)
+    const info = yield* lstat(at, where)
+    const target = info?.isSymbolicLink() ? yield* readLink(at) : undefined
+    return { where, info, target }
+  })
+
   const targetFinal: Final<Target> = {
     create: true,
     onName: Effect.fnUntraced(function* (root, directory, name) {
-      const at = childOf(root, directory, name)
-      const where = shownAt(root, directory, name)
-      const info = yield* lstat(at, where)
-      if (info?.isSymbolicLink()) {
-        const target = yield* readLink(at)
-        if (target !== undefined) return link(target)
-      }
+      const { where, info, target } = yield* lastName(root, directory, name)
+      if (target !== undefined) return link(target)
       if (info?.isDirectory()) return yield* fail("is_a_directory", `${where} is a directory`)
       if (info !== undefined && !info.isFile())
         return yield* fail("not_a_regular_file", `${where} is not a regular file`)
@@ -310,13 +314,8 @@ export const make = Effect.fnUntraced(function* (options: {
   const kindFinal: Final<Kind | undefined> = {
     create: false,
     onName: Effect.fnUntraced(function* (root, directory, name) {
-      const at = childOf(root, directory, name)
-      const where = shownAt(root, directory, name)
-      const info = yield* lstat(at, where)
-      if (info?.isSymbolicLink()) {
-        const target = yield* readLink(at)
-        if (target !== undefined) return link(target)
-      }
+      const { info, target } = yield* lastName(root, directory, name)
+      if (target !== undefined) return link(target)
       return done(info?.isDirectory() ? "directory" : info?.isFile() ? "file" : undefined)
     }),
     onDirectory: () => Effect.succeed("directory")
