@@ -174,8 +174,8 @@ class Turns {
     // Each call is made ready once: its identity, its arguments parsed, its signature.
     const prepared = response.toolCalls.map((call) => ToolExecutor.prepare(config.registry, ctx.callIds, call))
     // The log and the conversation hold what the model sent, in a form they can keep (R12).
-    const calls = response.toolCalls.map((call) => {
-      const args = ToolExecutor.recordable(call.arguments, config.registry.limits)
+    const calls = response.toolCalls.map((call, i) => {
+      const args = prepared[i]?.recorded
       return args === call.arguments ? call : { ...call, arguments: args }
     })
     RunContext.record(ctx, {

@@ -268,23 +268,3 @@ const parse = (raw: unknown, limits: Limits): ParsedArguments => {
   }
   return { _tag: "Ok", value: value as Record<string, unknown> }
 }
-
-/**
- * Arguments as the run's log and conversation can hold them: text as it is, a value a
- * provider parsed itself when it is plain JSON within the limits, and otherwise (a cycle,
- * a function, nested past the limit) a text saying what is wrong. The tool pipeline sees
- * the arguments as sent and refuses them with the precise reason.
- *
- * @category combinators
- * @since 0.1.0
- */
-export const recordable = (raw: unknown, limits: Limits = defaultLimits): unknown => {
-  if (Predicate.isString(raw) || raw === undefined) return raw
-  const issue = jsonIssue(raw, {
-    root: "arguments",
-    maxDepth: limits.maxArgumentDepth,
-    maxNodes: limits.maxArgumentChars,
-    strict: true
-  })
-  return issue === undefined ? raw : `<arguments that are not JSON: ${issue}>`
-}

@@ -45,8 +45,7 @@ export {
   describeIssue,
   type Limits,
   type ParsedArguments,
-  parseArguments,
-  recordable
+  parseArguments
 } from "./ToolArguments.ts"
 
 /**
@@ -256,6 +255,12 @@ export interface Prepared {
   readonly secrets: ReadonlyArray<string>
   /** The arguments as events and approvals show them: parsed, with the secrets masked. */
   readonly shown: Record<string, unknown>
+  /**
+   * The arguments as the log and the conversation keep what the model sent: its text as
+   * it is; a value a provider parsed itself as its JSON snapshot, or, when the pipeline
+   * refuses it (a cycle, a function, too deep, not an object), a text saying why.
+   */
+  readonly recorded: unknown
   readonly signature: string
 }
 
@@ -320,6 +325,12 @@ export const prepare = (registry: Registry, used: CallId.Identities, call: Model
     decoded,
     secrets,
     shown,
+    recorded:
+      typeof call.arguments === "string" || call.arguments === undefined
+        ? call.arguments
+        : parsed._tag === "Ok"
+          ? parsed.value
+          : `<arguments refused: ${parsed.message}>`,
     signature:
       parsed._tag === "Ok" ? Signature.toolCallParsed(call.name, shown) : Signature.unparsed(call.name, call.arguments)
   }
