@@ -6,10 +6,23 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect } from "effect"
+import { afterAll } from "vitest"
 
 export const fixtures = path.join(import.meta.dirname, "..", "fixtures")
 
-export const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "subprocess-test-"))
+const made: Array<string> = []
+
+// Registered while the test file that imports this module is collected: its directories go with it.
+afterAll(() => {
+  for (const each of made.splice(0)) fs.rmSync(each, { recursive: true, force: true })
+})
+
+/** A fresh temporary directory, removed after the test file's tests. */
+export const tempDir = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "subprocess-test-"))
+  made.push(dir)
+  return dir
+}
 
 /** True once no process has this pid: `kill(pid, 0)` fails with ESRCH (a zombie would still answer). */
 export const isGone = (pid: number): boolean => {
