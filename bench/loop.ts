@@ -13,11 +13,11 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { Deferred, Effect, Exit, Fiber, Schema, Scope } from "effect"
-import * as Model from "../src/Model.ts"
-import * as Run from "../src/Run.ts"
-import type * as RunResult from "../src/RunResult.ts"
-import * as Tool from "../src/Tool.ts"
+import * as Model from "../src/model/Model.ts"
+import * as Run from "../src/run/Run.ts"
+import type * as RunResult from "../src/run/RunResult.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import * as Tool from "../src/tools/Tool.ts"
 import { median, quantile } from "./stats.ts"
 
 // ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Result, Schema } from "effect"
-import type * as Model from "../Model.ts"
+import type * as Model from "../model/Model.ts"
 
 /**
  * @category models

@@ -21,7 +21,7 @@
 
 import * as Http from "node:http"
 import { Deferred, Effect, Exit, Result, Schema, type Scope } from "effect"
-import type * as Model from "../Model.ts"
+import type * as Model from "../model/Model.ts"
 import * as OpenAiWire from "../providers/OpenAiWire.ts"
 import { type Step, status } from "./internal/FakeOpenAiSteps.ts"
 

@@ -1,0 +1,187 @@
+/**
+ * The model the loop talks to, as a service.
+ *
+ * The loop calls {@link Model} once per iteration with the conversation so far and the
+ * tool definitions, and gets back text and/or tool calls with token usage. Failures
+ * must already be in the failure algebra ({@link Failure.Failure}): a provider adapter
+ * converts its raw errors at its own edge, so the loop never inspects HTTP codes or
+ * exceptions. The OpenAI-compatible client and the adapter for effect's
+ * `ai/LanguageModel` implement this same service; tests use `ScriptedModel` from
+ * `effect-agent-runtime/testing`.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Schema, type Scope } from "effect"
+import type * as Failure from "../failure/Failure.ts"
+
+/**
+ * A tool call as the model proposed it. `arguments` is the raw JSON text the model
+ * produced (or an already-parsed value from providers that parse it): the tool
+ * pipeline parses and validates it, so a malformed argument is a correctable tool
+ * result, not a crash.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolCall = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  arguments: Schema.Unknown
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type ToolCall = typeof ToolCall.Type
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+const NonNegative = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
+
+export const Usage = Schema.Struct({
+  inputTokens: NonNegative,
+  outputTokens: NonNegative,
+  costUsd: Schema.optional(NonNegative)
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Usage = typeof Usage.Type
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const noUsage: Usage = { inputTokens: 0, outputTokens: 0 }
+
+/**
+ * One message of the conversation, in the shape chat-completion APIs share.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Message = Schema.Union([
+  Schema.TaggedStruct("system", { content: Schema.String }),
+  Schema.TaggedStruct("user", { content: Schema.String }),
+  Schema.TaggedStruct("assistant", { content: Schema.String, toolCalls: Schema.Array(ToolCall) }),
+  Schema.TaggedStruct("tool", { toolCallId: Schema.String, name: Schema.String, content: Schema.String })
+])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Message = typeof Message.Type
+
+/**
+ * What the model is told about a tool: its name, description and the JSON Schema of
+ * its input, generated from the tool's effect `Schema`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ToolDefinition {
+  readonly name: string
+  readonly description: string
+  readonly parameters: unknown
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Request {
+  readonly runId: string
+  readonly iteration: number
+  /**
+   * The conversation so far. It is the run's own log, passed without copying so a
+   * step costs the same at step 200 as at step 2: read it during the call, copy it if
+   * you keep it.
+   */
+  readonly messages: ReadonlyArray<Message>
+  readonly tools: ReadonlyArray<ToolDefinition>
+  /**
+   * When this call must have answered, in milliseconds since the epoch by the run's
+   * `Clock`: the tightest of the run, step and attempt deadlines. A provider derives its
+   * request timeouts from it (R4.2, R11); the runtime also enforces it from outside.
+   */
+  readonly deadlineAt: number
+  /**
+   * Which time layer `deadlineAt` is (R4.3): `run`, `step` or `attempt`, so that a
+   * provider whose own timer fires at the deadline reports the right layer. Default
+   * `attempt`.
+   */
+  readonly deadlineLayer?: Failure.TimeoutLayer | undefined
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const Response = Schema.Struct({
+  text: Schema.String,
+  toolCalls: Schema.Array(ToolCall),
+  usage: Usage
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Response = typeof Response.Type
+
+/**
+ * @category services
+ * @since 0.1.0
+ */
+export class Model extends Context.Service<
+  Model,
+  {
+    readonly generate: (request: Request) => Effect.Effect<Response, Failure.Failure>
+  }
+>()("effect-agent-runtime/Model") {}
+
+/**
+ * A named model, for the run's fallback chain (R3.9) and its circuit breaker: when the
+ * model in use fails for good (recovery gave up, or its circuit is open), the run
+ * switches to the next one for the rest of the run, and the result says so.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Fallback {
+  readonly name: string
+  readonly model: Model["Service"]
+}
+
+/**
+ * Builds a fallback from a layer that provides a `Model` (a provider's `layer`), in the
+ * current scope.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fallback = <E, R>(
+  name: string,
+  layer: Layer.Layer<Model, E, R>
+): Effect.Effect<Fallback, E, R | Scope.Scope> =>
+  Effect.map(Layer.build(layer), (context) => ({ name, model: Context.get(context, Model) }))
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const response = (options: {
+  readonly text?: string | undefined
+  readonly toolCalls?: ReadonlyArray<ToolCall> | undefined
+  readonly usage?: Usage | undefined
+}): Response => ({
+  text: options.text ?? "",
+  toolCalls: options.toolCalls ?? [],
+  usage: options.usage ?? noUsage
+})

@@ -1,0 +1,278 @@
+/**
+ * A run: the lifecycle around the agent loop, as one Effect that always ends with a
+ * {@link RunResult.RunResult} (principle 1).
+ *
+ * created → initializing → planning → the loop (model_thinking ⇄ tool_executing, with
+ * recovering between) → validating → a terminal status. Every way a run can end maps
+ * to a result: a final answer that validation backs is `completed`; a final answer
+ * that validation refutes is `failed` with `validation_failed`; a budget or hard stop
+ * is `partial` when some plan steps were done and `failed` otherwise; cancellation is
+ * `cancelled`; a defect anywhere is `failed` with `internal_error`. Nothing escapes as
+ * an unhandled rejection and nothing hangs past the run deadline.
+ *
+ * `run` runs inline; `start` runs in the background and returns a {@link Handle} with
+ * the live timeline as a `Stream`, the result, and `cancel`.
+ *
+ * @since 0.1.0
+ */
+import {
+  Clock,
+  Deferred,
+  type Duration,
+  Effect,
+  type Fiber,
+  type FileSystem,
+  type Path,
+  PubSub,
+  type Scope,
+  Stream
+} from "effect"
+import type * as Event from "../events/Event.ts"
+import type * as RunState from "../events/RunState.ts"
+import type * as Model from "../model/Model.ts"
+import * as Breakers from "../recovery/Breakers.ts"
+import type * as Recovery from "../recovery/Recovery.ts"
+import type * as Termination from "../termination/Termination.ts"
+import * as Approval from "../tools/Approval.ts"
+import type * as Tool from "../tools/Tool.ts"
+import type * as Validation from "../validation/Validation.ts"
+import * as Lifecycle from "./internal/Lifecycle.ts"
+import * as RunContext from "./internal/RunContext.ts"
+import type * as RunResult from "./RunResult.ts"
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options<T extends Tool.Any = Tool.Any, RV = never> {
+  /** The task, sent to the model as the first user message. */
+  readonly goal: string
+  readonly system?: string | undefined
+  readonly tools: ReadonlyArray<T>
+  readonly limits?: Limits | undefined
+  /**
+   * The termination policies, in evaluation order. Default: `Termination.defaults(limits)`.
+   * Pass a function to edit the defaults: `(defaults) => Termination.remove(defaults, "loop_detected")`.
+   */
+  readonly policies?:
+    | ReadonlyArray<Termination.Policy>
+    | ((defaults: ReadonlyArray<Termination.Policy>) => ReadonlyArray<Termination.Policy>)
+    | undefined
+  /** How many calls of one batch run at once. Default 1; results always keep call order. */
+  readonly concurrency?: number | undefined
+  readonly validation?: Validation.Spec<RV> | undefined
+  /** Default: a random UUID. */
+  readonly runId?: string | undefined
+  /**
+   * The name of the `Model` service the run uses: the key of its circuit breaker and
+   * what the result's `model` says. Default `"model"`.
+   */
+  readonly modelName?: string | undefined
+  /**
+   * Models to switch to, in order, when the model in use fails for good (recovery gave
+   * up on it) or its circuit is open (R3.9). A switch lasts for the rest of the run and
+   * is recorded (`model.fallback`, the result's `fallbacks`). Build one from a layer with
+   * `Model.fallback(name, layer)`.
+   */
+  readonly fallbackModels?: ReadonlyArray<Model.Fallback> | undefined
+  /**
+   * The delays of one recovery episode (R3.3). Default `Recovery.backoff()`: 50 ms then
+   * 100 ms, jittered. Every retry also draws on `limits.maxRecoveries`.
+   */
+  readonly recovery?: Recovery.Backoff | undefined
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Limits extends Termination.Limits {
+  /** The run deadline, from the run's start by Effect's `Clock`. Default 10 minutes. */
+  readonly runTimeout?: Duration.Input | undefined
+  /**
+   * The step deadline: one iteration (the model call and the tool batch it asks for,
+   * with their retries) gets this long, counted from its start. Default: none (the run
+   * deadline bounds it).
+   */
+  readonly stepTimeout?: Duration.Input | undefined
+  /** The attempt timeout: one model call gets this long; a call cut off is retried (R3.3). Default: none. */
+  readonly attemptTimeout?: Duration.Input | undefined
+  /**
+   * How long a call that needs approval waits for a decision before the run ends
+   * `approval_expired` (R7). Default: none (the step and run deadlines bound it).
+   */
+  readonly approvalTimeout?: Duration.Input | undefined
+  /**
+   * How long, after the run deadline or a cancel, the run waits for the work it
+   * interrupted to stop (real time) before it gives its result anyway: user code that
+   * cannot be interrupted (an uninterruptible region, a finalizer that never ends) is
+   * then left behind, and its calls recorded `outcome_unknown`. Longer than any
+   * `Subprocess` or `Abortable` grace you use. Default 5 seconds.
+   */
+  readonly stopGrace?: Duration.Input | undefined
+  /** How many argument corrections the model gets in one run (R3.5). Default 3. */
+  readonly correctionBudget?: number | undefined
+  /** How many retries the run may make in all, provider and tools together (R3.4). Default 8. */
+  readonly maxRecoveries?: number | undefined
+  /** Arguments longer than this (JSON text, in characters) get `invalid_arguments`. Default 8 MiB. */
+  readonly maxArgumentChars?: number | undefined
+  /** Arguments nested deeper than this get `invalid_arguments` (R12). Default 64. */
+  readonly maxArgumentDepth?: number | undefined
+  readonly maxObservationChars?: number | undefined
+}
+
+/**
+ * The services a run needs: the model, what its tools and validation hooks need, and
+ * the file system validation reads artifacts with (`NodeServices.layer` on Node).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Requirements<T extends Tool.Any, RV> =
+  | Model.Model
+  | Tool.Requirements<T>
+  | RV
+  | FileSystem.FileSystem
+  | Path.Path
+
+/**
+ * Stops a run from outside (a cancel) and waits for its result, which comes within the
+ * run's stop grace even when what it interrupted cannot be interrupted.
+ */
+const stop = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Deferred.Deferred<RunResult.RunResult>) =>
+  Effect.suspend(() => {
+    RunContext.stoppedBy(ctx, "cancel")
+    fiber.interruptUnsafe()
+    return Deferred.await(done)
+  })
+
+/**
+ * Runs an agent to its end. The run works in a fiber of its own, so that its deadline and
+ * cancellation can interrupt everything it started and still produce a result, and so
+ * that user code that cannot be interrupted never holds the caller past the run's stop
+ * grace. Interrupting the caller cancels the run and waits for it to stop; the caller
+ * then gets no result: to cancel and still read the result, use {@link start}.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const run = <T extends Tool.Any, RV = never>(
+  options: Options<T, RV>
+): Effect.Effect<RunResult.RunResult, never, Requirements<T, RV>> =>
+  Effect.withFiber((caller) => {
+    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
+    const done = Deferred.makeUnsafe<RunResult.RunResult>()
+    // Uninterruptible until the wait: an interruption between the fork and the wait would
+    // leave the run's fiber behind, detached.
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(
+        Effect.forkDetach(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
+          startImmediately: true
+        }),
+        (fiber) => Effect.onInterrupt(restore(Deferred.await(done)), () => stop(ctx, fiber, done))
+      )
+    )
+  })
+
+/**
+ * A run started in the background.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Handle {
+  readonly runId: string
+  /** Every event from the first, then live ones, ending with `run.finished`. */
+  readonly events: Stream.Stream<Event.Event>
+  /** The run's current state, for a UI that shows the phase (R1.3). */
+  readonly state: Effect.Effect<RunState.State>
+  /** Waits for the result. */
+  readonly result: Effect.Effect<RunResult.RunResult>
+  /** Cancels the run (R5.1) and waits for its result, which is then `cancelled` unless it had already ended. */
+  readonly cancel: Effect.Effect<RunResult.RunResult>
+  /**
+   * Approves the call `callId` this run is waiting on (R7): the run resumes and runs
+   * that exact call. Fails with `NotPending` when the call is not waiting.
+   */
+  readonly approve: (
+    callId: string,
+    options?: { readonly by?: string | undefined }
+  ) => Effect.Effect<void, Approval.NotPending>
+  /** Rejects the call `callId` this run is waiting on (R7): the run ends `approval_rejected`. */
+  readonly reject: (
+    callId: string,
+    reason: string,
+    options?: { readonly by?: string | undefined }
+  ) => Effect.Effect<void, Approval.NotPending>
+  /** The calls of this run waiting for approval now. */
+  readonly pendingApprovals: Effect.Effect<ReadonlyArray<Approval.Request>>
+}
+
+/** Every event of a started run from the first, then live ones, ending with `run.finished`. */
+const timeline = Effect.fnUntraced(function* (
+  ctx: RunContext.RunContext,
+  feed: Effect.Effect<PubSub.PubSub<Event.Event>>
+) {
+  const subscription = yield* PubSub.subscribe(yield* feed)
+  const past = ctx.events.slice()
+  const live = Stream.fromSubscription(subscription).pipe(Stream.filter((e) => e.seq >= past.length))
+  return Stream.concat(Stream.fromIterable(past), live).pipe(Stream.takeUntil((e) => e._tag === "run.finished"))
+})
+
+const handle = (
+  ctx: RunContext.RunContext,
+  done: Deferred.Deferred<RunResult.RunResult>,
+  fiber: Fiber.Fiber<void>,
+  gate: Approval.Gate
+): Handle => {
+  // The live feed exists only once somebody subscribes; the past comes from the log.
+  let pubsub: PubSub.PubSub<Event.Event> | undefined
+  const feed = Effect.suspend(() => {
+    if (pubsub !== undefined) return Effect.succeed(pubsub)
+    return Effect.map(PubSub.unbounded<Event.Event>(), (created) => {
+      pubsub = created
+      ctx.listeners.push((event) => {
+        PubSub.publishUnsafe(created, event)
+      })
+      return created
+    })
+  })
+  const result = Deferred.await(done)
+  return {
+    runId: ctx.runId,
+    events: Stream.unwrap(timeline(ctx, feed)),
+    state: Effect.sync(() => ctx.tally.state),
+    result,
+    cancel: stop(ctx, fiber, done),
+    approve: (callId, options) => gate.decide(ctx.runId, callId, Approval.approved(options?.by)),
+    reject: (callId, reason, options) => gate.decide(ctx.runId, callId, Approval.rejected(reason, options?.by)),
+    pendingApprovals: Effect.map(gate.pending, (all) => all.filter((request) => request.runId === ctx.runId))
+  }
+}
+
+/**
+ * Starts a run in the background, in the current scope: closing the scope cancels it.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const start = <T extends Tool.Any, RV = never>(
+  options: Options<T, RV>
+): Effect.Effect<Handle, never, Requirements<T, RV> | Scope.Scope> =>
+  Effect.withFiber((caller) => {
+    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
+    const done = Deferred.makeUnsafe<RunResult.RunResult>()
+    // Uninterruptible until the finalizer is in the scope, for the same reason.
+    return Effect.uninterruptible(
+      Effect.flatMap(
+        Effect.forkDetach(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
+          startImmediately: true
+        }),
+        (fiber) =>
+          Effect.as(
+            Effect.addFinalizer(() => stop(ctx, fiber, done)),
+            handle(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
+          )
+      )
+    )
+  })
