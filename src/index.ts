@@ -26,19 +26,9 @@ export * as FailureBoundary from "./failure/FailureBoundary.ts"
 /** @since 0.1.0 */
 export * as Model from "./model/Model.ts"
 /** @since 0.1.0 */
-export * as LanguageModelAdapter from "./providers/LanguageModelAdapter.ts"
-/** @since 0.1.0 */
-export * as OpenAiCompatible from "./providers/OpenAiCompatible.ts"
-/** @since 0.1.0 */
 export * as Breakers from "./recovery/Breakers.ts"
 /** @since 0.1.0 */
-export * as Reconciliation from "./recovery/Reconciliation.ts"
-/** @since 0.1.0 */
 export * as Recovery from "./recovery/Recovery.ts"
-/** @since 0.1.0 */
-export * as Loop from "./run/loop/Loop.ts"
-/** @since 0.1.0 */
-export * as ToolExecutor from "./run/pipeline/ToolExecutor.ts"
 /** @since 0.1.0 */
 export * as Run from "./run/Run.ts"
 /** @since 0.1.0 */
@@ -52,11 +42,7 @@ export * as FileTools from "./tools/FileTools.ts"
 /** @since 0.1.0 */
 export * as Permission from "./tools/Permission.ts"
 /** @since 0.1.0 */
-export * as Signature from "./tools/Signature.ts"
-/** @since 0.1.0 */
 export * as Tool from "./tools/Tool.ts"
-/** @since 0.1.0 */
-export * as ToolArguments from "./tools/ToolArguments.ts"
 /** @since 0.1.0 */
 export * as ToolResult from "./tools/ToolResult.ts"
 /** @since 0.1.0 */

@@ -18,6 +18,7 @@ import { Schema } from "effect"
 import * as Failure from "../failure/Failure.ts"
 import * as Model from "../model/Model.ts"
 import * as Breakers from "../recovery/Breakers.ts"
+import * as Recovery from "../recovery/Recovery.ts"
 import * as Tool from "../tools/Tool.ts"
 import * as ToolResult from "../tools/ToolResult.ts"
 import * as RunState from "./RunState.ts"
@@ -250,7 +251,7 @@ export const ApprovalDecided = Schema.TaggedStruct("approval.decided", {
  * @category models
  * @since 0.1.0
  */
-export const RecoveryKind = Schema.Literals(["tool_argument_correction", "provider_retry", "tool_retry"])
+export const RecoveryKind = Recovery.Kind
 
 /**
  * @category models

@@ -9,8 +9,8 @@
  * value before it is yielded. Private to the runtime.
  */
 import { Cause, Effect, Exit, Predicate, Result, Schema } from "effect"
-import * as ToolArguments from "../tools/ToolArguments.ts"
 import * as Failure from "./Failure.ts"
+import * as SchemaIssues from "./SchemaIssues.ts"
 
 /** `Effect.isEffect`, for a value that may be hostile (a Proxy whose `has` trap throws). */
 export const isEffect = (value: unknown): value is Effect.Effect<unknown, unknown, unknown> => {
@@ -155,7 +155,7 @@ export const check = <S extends Schema.ConstraintDecoder<unknown>>(
     try {
       return Result.mapError(
         decode(value),
-        (error) => `${what} is invalid: ${ToolArguments.describeIssue(error.issue, "").message}`
+        (error) => `${what} is invalid: ${SchemaIssues.describe(error.issue, "").message}`
       )
     } catch (defect) {
       return Result.fail(`${what} cannot be read (${Failure.safeDescription(defect)})`)

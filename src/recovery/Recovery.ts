@@ -13,19 +13,16 @@
  *   and before the step deadline.
  *   Otherwise it stops early and says why, rather than sleeping past the deadline.
  *
- * Each retry moves the run to `recovering`, appends `recovery.started` (attempt, delay,
- * cause), sleeps on Effect's `Clock`, and returns to the phase it left. A success
- * after a retry appends `recovery.completed`, and giving up appends `recovery.failed`
- * with the reason.
+ * These rules are one pure function, {@link decide}. The run applies it: each retry moves
+ * the run to `recovering`, appends `recovery.started` (attempt, delay, cause), sleeps on
+ * Effect's `Clock`, and returns to the phase it left. A success after a retry appends
+ * `recovery.completed`, and giving up appends `recovery.failed` with the reason
+ * ({@link recordsGiveUp}).
  *
  * @since 0.1.0
  */
-import { Cause, Duration, Effect, Exit, Predicate, Pull, Schedule } from "effect"
-import type * as Event from "../events/Event.ts"
-import type * as RunState from "../events/RunState.ts"
-import * as Failure from "../failure/Failure.ts"
-import * as FailureBoundary from "../failure/FailureBoundary.ts"
-import * as RunContext from "../run/internal/RunContext.ts"
+import { Duration, Effect, Predicate, Schedule, Schema } from "effect"
+import type * as Failure from "../failure/Failure.ts"
 
 /**
  * The delays of one recovery episode, one per retry. The input is the failure being
@@ -80,13 +77,55 @@ export interface Settings {
   readonly schedule: Backoff
   /** Retries the whole run may make, provider and tools together. Default 8. */
   readonly maxRecoveries: number
+  /**
+   * Categories of retryable failures that are never retried. Default `["conflict"]`: a
+   * business conflict (the version changed) is resolved by re-reading, not by resending (R3.10).
+   */
+  readonly neverRetried: ReadonlyArray<string>
 }
 
 /**
  * @category constructors
  * @since 0.1.0
  */
-export const defaults: Settings = { schedule: backoff(), maxRecoveries: 8 }
+export const defaults: Settings = { schedule: backoff(), maxRecoveries: 8, neverRetried: ["conflict"] }
+
+/**
+ * What a recovery episode retries (or, for `tool_argument_correction`, what the model corrects).
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export const Kind = Schema.Literals(["tool_argument_correction", "provider_retry", "tool_retry"])
+
+/**
+ * @category models
+ * @since 0.2.0
+ */
+export type Kind = typeof Kind.Type
+
+/**
+ * The limits one episode's retries are decided by.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export interface Rules {
+  /** The run's shared retry budget. */
+  readonly maxRecoveries: number
+  /** Retries this episode may make on top of the first attempt (a tool's `maxRetries`). */
+  readonly maxRetries: number
+  /** Whether this failure may be retried at all (e.g. only idempotent tools). */
+  readonly allowed: boolean
+  /**
+   * Whether someone else can take over when the dependency's circuit is open (a
+   * fallback model): then a call refused by an open circuit is handed over at once
+   * instead of waiting for the circuit (R3.9). Default `false`.
+   */
+  readonly handOff?: boolean | undefined
+  /** Categories never retried (`Settings.neverRetried`). */
+  readonly neverRetried: ReadonlyArray<string>
+}
 
 /**
  * Why recovery gave up.
@@ -123,24 +162,13 @@ export interface Exhausted {
  * @category models
  * @since 0.1.0
  */
-export interface Episode {
-  readonly kind: Event.Of<"recovery.started">["kind"]
+export interface Episode extends Rules {
+  readonly kind: Kind
   /** Where a defect in the attempt is attributed. */
   readonly source: Failure.Source
-  readonly resume: Extract<RunState.Phase, "model_thinking" | "tool_executing">
+  /** The phase the run returns to after a retry's wait. */
+  readonly resume: "model_thinking" | "tool_executing"
   readonly schedule: Backoff
-  /** The run's shared retry budget. */
-  readonly maxRecoveries: number
-  /** Retries this episode may make on top of the first attempt (a tool's `maxRetries`). */
-  readonly maxRetries: number
-  /** Whether this failure may be retried at all (e.g. only idempotent tools). */
-  readonly allowed: boolean
-  /**
-   * Whether someone else can take over when the dependency's circuit is open (a
-   * fallback model): then a call refused by an open circuit is handed over at once
-   * instead of waiting for the circuit (R3.9). Default `false`.
-   */
-  readonly handOff?: boolean | undefined
   /** The tool call retried, for the events; absent for a model call. */
   readonly callId?: string | undefined
   /**
@@ -165,159 +193,101 @@ export interface Episode {
  */
 export const isExhausted = (u: unknown): u is Exhausted => Predicate.isTagged(u, "Exhausted")
 
-const callOf = (episode: Episode): { readonly callId?: string } =>
-  episode.callId === undefined ? {} : { callId: episode.callId }
-
-const exhausted = (failure: Failure.Failure, why: GiveUp, detail: string): Exhausted => ({
-  _tag: "Exhausted",
-  failure,
-  why,
-  detail
-})
+/**
+ * What is known when an attempt has failed: everything the retry decision depends on.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export interface Facts {
+  /** The failure of attempt number `attempt`, as the attempt returned it (its own `attempts`). */
+  readonly failure: Failure.Failure
+  /** Attempts made so far in this episode (1 after the first). */
+  readonly attempt: number
+  /** Retries the run has already spent from its shared budget. */
+  readonly recoveriesSpent: number
+  /** The schedule's next delay in milliseconds, or `undefined` when it allows no more. */
+  readonly nextDelayMillis: number | undefined
+  /** What is left of the tighter of the step and run deadlines. */
+  readonly timeLeft: { readonly millis: number; readonly layer: Failure.TimeoutLayer }
+}
 
 /**
- * Runs `attempt` and retries it as this module's rules allow. The failure that is
- * finally returned carries the total number of attempts, so no outer layer retries it
- * again (R3.4).
+ * Retry after a delay, or give up and say why.
  *
- * @category combinators
- * @since 0.1.0
+ * @category models
+ * @since 0.2.0
  */
-export const retry = <A, R>(
-  ctx: RunContext.RunContext,
-  episode: Episode,
-  attempt: (n: number) => Effect.Effect<A, Failure.Failure, R>
-) =>
-  // The first attempt runs bare: a call that succeeds pays nothing for recovery.
-  Effect.catchCause(attempt(1), (cause) => recoverFrom(ctx, episode, attempt, cause))
+export type Decision =
+  | { readonly _tag: "Retry"; readonly delayMillis: number }
+  | { readonly _tag: "GiveUp"; readonly why: GiveUp; readonly detail: string }
+
+const giveUp = (why: GiveUp, detail: string): Decision => ({ _tag: "GiveUp", why, detail })
 
 /**
- * What `retry` does once the first attempt has failed with `firstCause`: for a caller
- * that ran the first attempt itself (and saw it fail) and wants the same recovery.
- * Attempts from the second on come from `attempt`.
+ * The retry decision, as a pure function of the episode's rules and the facts of a failed
+ * attempt (the checks of this module's description, in order).
  *
  * @category combinators
- * @since 0.1.0
+ * @since 0.2.0
  */
-export const recoverFrom: <A, R>(
-  ctx: RunContext.RunContext,
-  episode: Episode,
-  attempt: (n: number) => Effect.Effect<A, Failure.Failure, R>,
-  firstCause: Cause.Cause<Failure.Failure>
-) => Effect.Effect<A, Failure.Failure | RunState.IllegalTransition | Exhausted, R> = Effect.fnUntraced(function* <A, R>(
-  ctx: RunContext.RunContext,
-  episode: Episode,
-  attempt: (n: number) => Effect.Effect<A, Failure.Failure, R>,
-  firstCause: Cause.Cause<Failure.Failure>
-) {
-  const step = yield* Schedule.toStep(episode.schedule)
-  const made = episode.attemptsMade ?? 1
-  // A continued episode resumes the schedule where the earlier one left it.
-  if (made > 1) {
-    const seed = Failure.fromCause(episode.source, firstCause)
-    if (seed._tag === "Retryable") {
-      for (let i = 1; i < made; i++) yield* Effect.ignore(step(RunContext.now(ctx), seed))
-    }
-  }
-  let n = made
-  let exit: Exit.Exit<A, Failure.Failure> = Exit.failCause(firstCause)
-  let first = true
-  while (true) {
-    if (!first) exit = yield* Effect.exit(attempt(n))
-    first = false
-    if (Exit.isSuccess(exit)) {
-      if (n > made) {
-        RunContext.emit(ctx, { _tag: "recovery.completed", kind: episode.kind, attempt: n - 1, ...callOf(episode) })
-      }
-      return exit.value
-    }
-    if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
-    const squashed = Failure.fromCause(episode.source, exit.cause)
-    const failure = n > 1 ? FailureBoundary.withAttempts(squashed, n) : squashed
-    const giveUp = (why: GiveUp, detail: string) => {
-      if (
-        n > 1 ||
-        why === "schedule_exhausted" ||
-        why === "run_budget" ||
-        why === "deadline" ||
-        why === "step_deadline" ||
-        why === "circuit_open"
-      ) {
-        RunContext.emit(ctx, {
-          _tag: "recovery.failed",
-          kind: episode.kind,
-          ...callOf(episode),
-          attempts: n,
-          cause: `${failure.code}: ${detail}`,
-          scope: why === "run_budget" ? "run" : "call"
-        })
-      }
-      return Effect.fail(exhausted(failure, why, detail))
-    }
-    if (failure._tag !== "Retryable") {
-      return yield* giveUp(
-        "not_retryable",
-        `${failure._tag === "Permanent" ? "a permanent" : "an unknown-outcome"} failure is never retried`
-      )
-    }
-    // A business conflict (the version changed) is resolved by re-reading, not by resending (R3.10).
-    if (failure.category === "conflict") {
-      return yield* giveUp("not_retryable", "a conflict is handed to the model to re-read the current state")
-    }
-    // On every attempt, not only the first: a failure its owner retried is not retried again (R3.4).
-    if (squashed.attempts > 1) {
-      return yield* giveUp("owner_retried", `already retried ${squashed.attempts - 1} times by its owner`)
-    }
-    if (!episode.allowed) return yield* giveUp("not_allowed", "this call may not be retried automatically")
-    // A call an open (or probing) circuit refused never ran (R3.9).
-    const refused = failure.category === "circuit_open" || failure.category === "circuit_half_open"
-    if (refused && episode.handOff === true) {
-      return yield* giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
-    }
-    if (n > episode.maxRetries)
-      return yield* giveUp("schedule_exhausted", `retry limit of ${episode.maxRetries} reached`)
-    // Argument corrections are the model's to spend (R3.5), not this retry budget (R3.4).
-    if (ctx.tally.recoveryAttempts - ctx.tally.toolCorrectionAttempts >= episode.maxRecoveries) {
-      return yield* giveUp("run_budget", `the run's recovery budget of ${episode.maxRecoveries} retries is spent`)
-    }
-    const retryable = squashed as Failure.Retryable
-    const next = yield* Pull.matchEffect(step(RunContext.now(ctx), retryable), {
-      onSuccess: ([, delay]) => Effect.succeed(Duration.toMillis(delay)),
-      onFailure: (cause) => Effect.failCause(cause),
-      onDone: () => Effect.succeed(undefined)
-    })
-    if (next === undefined) return yield* giveUp("schedule_exhausted", `the schedule allows no retry ${n}`)
-    const delay = Math.max(next, retryable.retryAfterMillis ?? 0)
-    // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.
-    const { millis: left, layer } = RunContext.bound(ctx, undefined, "run")
-    // A circuit that stays open past the deadline is the circuit's stop, not the deadline's.
-    if (refused && delay >= left) {
-      return yield* giveUp("circuit_open", `${failure.hint}, past what is left of the ${layer} (${left} ms)`)
-    }
-    if (delay >= left) {
-      return yield* giveUp(
-        layer === "step" ? "step_deadline" : "deadline",
-        `retry ${n} would wait ${Math.round(delay)} ms but only ${left} ms of the ${layer} are left`
-      )
-    }
-    const recovering = RunContext.hold(ctx, "recovering", episode.resume)
-    if (recovering !== undefined) return yield* recovering
-    RunContext.emit(ctx, {
-      _tag: "recovery.started",
-      kind: episode.kind,
-      ...callOf(episode),
-      attempt: n,
-      delayMillis: delay,
-      cause: failure.code
-    })
-    yield* Effect.onInterrupt(Effect.sleep(delay), () =>
-      Effect.sync(() => {
-        RunContext.release(ctx, "recovering", episode.resume)
-        episode.onInterruptedWait?.()
-      })
+export const decide = (rules: Rules, facts: Facts): Decision => {
+  const { failure, attempt } = facts
+  if (failure._tag !== "Retryable") {
+    return giveUp(
+      "not_retryable",
+      `${failure._tag === "Permanent" ? "a permanent" : "an unknown-outcome"} failure is never retried`
     )
-    const resumed = RunContext.release(ctx, "recovering", episode.resume)
-    if (resumed !== undefined) return yield* resumed
-    n++
   }
-})
+  if (rules.neverRetried.includes(failure.category)) {
+    return giveUp(
+      "not_retryable",
+      failure.category === "conflict"
+        ? "a conflict is handed to the model to re-read the current state"
+        : `a ${failure.category} failure is never retried`
+    )
+  }
+  // On every attempt, not only the first: a failure its owner retried is not retried again (R3.4).
+  if (failure.attempts > 1) return giveUp("owner_retried", `already retried ${failure.attempts - 1} times by its owner`)
+  if (!rules.allowed) return giveUp("not_allowed", "this call may not be retried automatically")
+  // A call an open (or probing) circuit refused never ran (R3.9).
+  const refused = failure.category === "circuit_open" || failure.category === "circuit_half_open"
+  if (refused && rules.handOff === true)
+    return giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
+  if (attempt > rules.maxRetries) return giveUp("schedule_exhausted", `retry limit of ${rules.maxRetries} reached`)
+  if (facts.recoveriesSpent >= rules.maxRecoveries) {
+    return giveUp("run_budget", `the run's recovery budget of ${rules.maxRecoveries} retries is spent`)
+  }
+  if (facts.nextDelayMillis === undefined)
+    return giveUp("schedule_exhausted", `the schedule allows no retry ${attempt}`)
+  const delayMillis = Math.max(facts.nextDelayMillis, failure.retryAfterMillis ?? 0)
+  // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.
+  const { millis: left, layer } = facts.timeLeft
+  // A circuit that stays open past the deadline is the circuit's stop, not the deadline's.
+  if (refused && delayMillis >= left) {
+    return giveUp("circuit_open", `${failure.hint}, past what is left of the ${layer} (${left} ms)`)
+  }
+  if (delayMillis >= left) {
+    return giveUp(
+      layer === "step" ? "step_deadline" : "deadline",
+      `retry ${attempt} would wait ${Math.round(delayMillis)} ms but only ${left} ms of the ${layer} are left`
+    )
+  }
+  return { _tag: "Retry", delayMillis }
+}
+
+/**
+ * Whether giving up is recorded as `recovery.failed`: always after a retry, and on the first
+ * attempt when a retry was possible in kind but a limit (schedule, budget, deadline, circuit)
+ * stopped it; a failure that is simply not retryable is not a recovery that failed.
+ *
+ * @category combinators
+ * @since 0.2.0
+ */
+export const recordsGiveUp = (why: GiveUp, attempt: number): boolean =>
+  attempt > 1 ||
+  why === "schedule_exhausted" ||
+  why === "run_budget" ||
+  why === "deadline" ||
+  why === "step_deadline" ||
+  why === "circuit_open"

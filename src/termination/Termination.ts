@@ -55,6 +55,8 @@ export {
   continue_,
   emptyOutput,
   finalAnswer,
+  /** Whether a policy is one of the built-ins above (they need no checking of their decisions). */
+  isBuiltIn,
   loopDetected,
   make,
   maxIterations,

@@ -5,8 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Predicate, SchemaIssue } from "effect"
+import { Predicate } from "effect"
 import * as Failure from "../failure/Failure.ts"
+import * as SchemaIssues from "../failure/SchemaIssues.ts"
 
 /**
  * Limits the pipeline enforces on what the model sends and what it sees back.
@@ -41,41 +42,13 @@ export const defaultLimits: Limits = {
   maxArgumentDepth: 64
 }
 
-const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
-
-const formatPath = (path: ReadonlyArray<PropertyKey>, root: string): string => {
-  const joined = path.reduce<string>(
-    (acc, key) => (Predicate.isNumber(key) ? `${acc}[${key}]` : `${acc}.${String(key)}`),
-    root
-  )
-  if (root !== "") return joined
-  return joined.startsWith(".") ? joined.slice(1) : joined === "" ? "value" : joined
-}
-
 /**
- * Field-level messages for a schema error: `arguments.content: field is required`.
- * `root` names the value the paths start from (default `arguments`; `""` for none).
+ * Field-level messages for a schema error (see `SchemaIssues.describe`).
  *
  * @category combinators
  * @since 0.1.0
  */
-export const describeIssue = (
-  issue: SchemaIssue.Issue,
-  root = "arguments"
-): { readonly message: string; readonly fieldPaths: ReadonlyArray<string> } => {
-  const issues = formatter(issue).issues
-  const fieldPaths = issues.map((i) =>
-    formatPath(
-      (i.path ?? []).map((p) => (typeof p === "object" ? p.key : p)),
-      root
-    )
-  )
-  const lines = issues.map((i, n) => {
-    const text = i.message === "Missing key" ? "field is required" : i.message
-    return `${fieldPaths[n]}: ${text}`
-  })
-  return { message: lines.join("; "), fieldPaths }
-}
+export const describeIssue = SchemaIssues.describe
 
 const describeType = (value: unknown): string =>
   value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`

@@ -7,7 +7,7 @@
 import { Predicate } from "effect"
 import type * as PlatformError from "effect/PlatformError"
 import * as Failure from "../../failure/Failure.ts"
-import type { Spec } from "../Subprocess.ts"
+import type { Spec } from "./SubprocessSpec.ts"
 
 const stderrTailChars = 4000
 

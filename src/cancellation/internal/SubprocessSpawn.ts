@@ -8,8 +8,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Duration, Redacted, Stream } from "effect"
 import { ChildProcess } from "effect/process"
-import type { Spec } from "../Subprocess.ts"
 import * as SubprocessCgroup from "./SubprocessCgroup.ts"
+import type { Spec } from "./SubprocessSpec.ts"
 
 const unwrap = (value: string | Redacted.Redacted<string>): string =>
   Redacted.isRedacted(value) ? Redacted.value(value) : value

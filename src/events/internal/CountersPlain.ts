@@ -3,7 +3,7 @@
  * copies or serializes them, and the `Snapshot` of the run result and JSON.
  * Re-exported from `Counters`.
  */
-import type { Counters } from "../Counters.ts"
+import type { Counters } from "./CountersShape.ts"
 
 /**
  * The counters as a plain object, every field an own property (as `step` and `fold`

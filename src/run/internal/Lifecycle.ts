@@ -13,12 +13,12 @@ import * as Breakers from "../../recovery/Breakers.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import * as Validation from "../../validation/Validation.ts"
 import * as Loop from "../loop/Loop.ts"
-import type * as Run from "../Run.ts"
+import type * as RunOptions from "../RunOptions.ts"
 import type * as RunResult from "../RunResult.ts"
+import { type Resolved, resolve } from "./Resolve.ts"
 import * as RunContext from "./RunContext.ts"
 import { broken, end, leftBehind, rescue } from "./RunEnd.ts"
 import { randomRunId } from "./RunId.ts"
-import { type Resolved, resolve } from "./RunOptions.ts"
 import type { Ending } from "./RunOutcome.ts"
 
 /**
@@ -188,7 +188,7 @@ const lifecycle = <RV>(
 
 /** The run's context, with its options resolved once; the clock is the caller's. */
 export const prepare = <RV>(
-  options: Run.Options<Tool.Any, RV>,
+  options: RunOptions.Options<Tool.Any, RV>,
   clock: Clock.Clock,
   breakers: Breakers.Service | undefined
 ): { readonly ctx: RunContext.RunContext; readonly resolved: Resolved<RV> | string } => {

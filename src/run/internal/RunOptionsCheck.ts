@@ -6,8 +6,7 @@
  */
 import { Predicate, Schema } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
-import { isBuiltIn } from "../../termination/internal/TerminationPolicies.ts"
-import type * as Termination from "../../termination/Termination.ts"
+import * as Termination from "../../termination/Termination.ts"
 import * as Tool from "../../tools/Tool.ts"
 import type { Criterion } from "../../validation/Criterion.ts"
 import type * as Validation from "../../validation/Validation.ts"
@@ -63,7 +62,7 @@ export const policiesOf = (
   const policies: Array<Termination.Policy> = []
   for (let i = 0; i < values.length; i++) {
     const value = values[i]
-    if (Predicate.isObject(value) && isBuiltIn(value)) {
+    if (Predicate.isObject(value) && Termination.isBuiltIn(value)) {
       policies.push(value as unknown as Termination.Policy)
       continue
     }

@@ -10,60 +10,17 @@
  */
 import { Effect, Exit } from "effect"
 import type * as RunState from "../../events/RunState.ts"
-import type * as StopReason from "../../events/StopReason.ts"
 import * as Model from "../../model/Model.ts"
-import type * as Recovery from "../../recovery/Recovery.ts"
-import type * as Termination from "../../termination/Termination.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "../pipeline/ApprovalWait.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
+import type { Config, Outcome } from "./internal/LoopConfig.ts"
 import { approvalStop, checkpoint, decide, hardStop, modelStop, remind, Stopped } from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
 
-/**
- * @category models
- * @since 0.1.0
- */
-export interface Config {
-  readonly registry: ToolExecutor.Registry
-  readonly toolDefinitions: ReadonlyArray<Model.ToolDefinition>
-  readonly policies: ReadonlyArray<Termination.Policy>
-  /** How many calls of one batch run at once. Default 1 (sequential); results keep call order. */
-  readonly concurrency: number
-  /** How many argument corrections the model gets in one run (R3.5). */
-  readonly correctionBudget: number
-  readonly recovery: Recovery.Settings
-  /** Whether any tool needs approval (R7): only then can a batch end in an approval's stop. */
-  readonly approvals: boolean
-  readonly models: Models
-}
-
-/**
- * The model a run starts with, by name, and the fallbacks after it (R3.9).
- *
- * @category models
- * @since 0.1.0
- */
-export interface Models {
-  readonly name: string
-  readonly fallbacks: ReadonlyArray<Model.Fallback>
-}
-
-/**
- * Why the loop stopped.
- *
- * @category models
- * @since 0.1.0
- */
-export interface Outcome {
-  readonly reason: StopReason.StopReason
-  /** The policy that decided, or `runtime` for a hard stop the loop itself took. */
-  readonly policy: string
-  readonly detail: string
-  readonly finalAnswer: string | undefined
-}
+export type { Config, Models, Outcome } from "./internal/LoopConfig.ts"
 
 /** What the loop fails with: only what reaches it through an interruption or a broken invariant. */
 type LoopError = ToolExecutor.ExecutionError

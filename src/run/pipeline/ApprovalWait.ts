@@ -4,33 +4,18 @@
  * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
  * the step, what is left of the run) (R4.2). Private to the runtime.
  */
-import { Effect, Exit, Predicate, Result, Schema } from "effect"
+import { Effect, Exit, Result, Schema } from "effect"
 import type * as RunState from "../../events/RunState.ts"
-import type * as StopReason from "../../events/StopReason.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Approval from "../../tools/Approval.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import * as RunContext from "../internal/RunContext.ts"
+import { isStop, Stop } from "./ApprovalStop.ts"
 import { recordNeverRan } from "./internal/ToolInterruption.ts"
 
-/**
- * A decision that ends the run: a rejection, or no decision in time. The executor
- * fails the batch with it (interrupting the rest of the batch), and the loop turns it
- * into the run's stop.
- */
-export class Stop {
-  readonly _tag = "ApprovalStop"
-  readonly reason: Extract<StopReason.StopReason, "approval_rejected" | "approval_expired" | "step_timeout">
-  readonly detail: string
-  constructor(reason: Stop["reason"], detail: string) {
-    this.reason = reason
-    this.detail = detail
-  }
-}
-
-export const isStop = (u: unknown): u is Stop => Predicate.isTagged(u, "ApprovalStop")
+export { isStop, Stop }
 
 const enter = (ctx: RunContext.RunContext) => RunContext.hold(ctx, "awaiting_approval", "tool_executing")
 const leave = (ctx: RunContext.RunContext) => RunContext.release(ctx, "awaiting_approval", "tool_executing")

@@ -14,10 +14,7 @@
  * @since 0.1.0
  */
 import { Cause, Effect, Exit, Predicate, Schema } from "effect"
-import type * as RunState from "../../events/RunState.ts"
-import type * as Failure from "../../failure/Failure.ts"
 import type * as Model from "../../model/Model.ts"
-import * as Recovery from "../../recovery/Recovery.ts"
 import type * as Permission from "../../tools/Permission.ts"
 import * as Redaction from "../../tools/Redaction.ts"
 import * as Signature from "../../tools/Signature.ts"
@@ -33,13 +30,8 @@ import { type Call, callHandler, failed, type Ran } from "./internal/ToolCall.ts
 import { lateDetail, recordNeverRan } from "./internal/ToolInterruption.ts"
 import { afterHandler } from "./internal/ToolOutput.ts"
 import { checkPermission } from "./internal/ToolPermission.ts"
+import type { Registry } from "./Registry.ts"
 
-/**
- * Argument parsing and schema-issue messages live in `ToolArguments`; re-exported here
- * because they are steps of this pipeline.
- *
- * @since 0.1.0
- */
 export {
   defaultLimits,
   describeIssue,
@@ -47,65 +39,21 @@ export {
   type ParsedArguments,
   parseArguments
 } from "../../tools/ToolArguments.ts"
-
 /**
- * What the executor needs to know about the run it serves.
+ * Argument parsing and schema-issue messages live in `ToolArguments`; re-exported here
+ * because they are steps of this pipeline.
  *
- * @category models
  * @since 0.1.0
  */
-export interface Registry {
-  readonly tools: ReadonlyMap<string, Tool.Any>
-  readonly limits: ToolArguments.Limits
-  readonly recovery: Recovery.Settings
-  readonly time: TimeLimits
-}
-
-/**
- * The time layers below the run deadline (R4.1), in milliseconds; `undefined` when a
- * layer is not set. A tool's own timeout is in its metadata.
- *
- * @category models
- * @since 0.1.0
- */
-export interface TimeLimits {
-  readonly stepMillis: number | undefined
-  readonly attemptMillis: number | undefined
-  readonly approvalMillis: number | undefined
-}
-
-/**
- * No layer below the run deadline.
- *
- * @category constructors
- * @since 0.1.0
- */
-export const noTimeLimits: TimeLimits = { stepMillis: undefined, attemptMillis: undefined, approvalMillis: undefined }
-
-/**
- * @category constructors
- * @since 0.1.0
- */
-export const registry = (
-  tools: ReadonlyArray<Tool.Any>,
-  limits: ToolArguments.Limits = ToolArguments.defaultLimits,
-  recovery: Recovery.Settings = Recovery.defaults,
-  time: TimeLimits = noTimeLimits
-): Registry => ({
-  tools: new Map(tools.map((tool) => [tool.name, tool])),
-  limits,
-  recovery,
-  time
-})
-
-/**
- * What running a call fails with: only an interruption, a broken invariant, or a stop
- * the run must take (an approval that was rejected or expired, R7).
- *
- * @category models
- * @since 0.1.0
- */
-export type ExecutionError = Failure.Failure | RunState.IllegalTransition | Recovery.Exhausted | ApprovalWait.Stop
+/** How the run records a call it leaves behind when it ends. */
+export { recordAbandoned } from "./internal/ToolInterruption.ts"
+export {
+  type ExecutionError,
+  noTimeLimits,
+  type Registry,
+  registry,
+  type TimeLimits
+} from "./Registry.ts"
 
 /** The effect as its `Exit` when it has already finished (an `Exit` is an `Effect`), else `undefined`. */
 const finished = <A, E, R>(effect: Effect.Effect<A, E, R>): Exit.Exit<A, E> | undefined =>

@@ -10,7 +10,7 @@ import * as Termination from "../../../termination/Termination.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as ApprovalWait from "../../pipeline/ApprovalWait.ts"
-import type { Config, Outcome } from "../Loop.ts"
+import type { Config, Outcome } from "./LoopConfig.ts"
 import type * as ModelCall from "./ModelCall.ts"
 
 export const decide = (

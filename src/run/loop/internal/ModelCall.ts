@@ -11,6 +11,7 @@ import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import * as Model from "../../../model/Model.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
+import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
 
@@ -224,7 +225,7 @@ export class ModelCall {
     const recorded = this.failure(iteration, cause)
     const { recovery } = this.settings
     return Effect.catchCause(
-      Recovery.recoverFrom(
+      Recover.recoverFrom(
         this.ctx,
         {
           kind: "provider_retry",
@@ -232,6 +233,7 @@ export class ModelCall {
           resume: "model_thinking",
           schedule: recovery.schedule,
           maxRecoveries: recovery.maxRecoveries,
+          neverRetried: recovery.neverRetried,
           maxRetries: Number.POSITIVE_INFINITY,
           allowed: true,
           // With a next model, an open circuit hands over at once, on any attempt.

@@ -6,10 +6,11 @@
  */
 import { Cause, Effect, Exit, Result } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
-import * as Reconciliation from "../../../recovery/Reconciliation.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
+import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
+import * as Reconcile from "./Reconcile.ts"
 import { type Call, callHandler, failed, type Ran } from "./ToolCall.ts"
 import { recordInterrupt, recordInterruptedReconcile, recordInterruptedWait } from "./ToolInterruption.ts"
 import { afterHandler } from "./ToolOutput.ts"
@@ -42,6 +43,7 @@ const episodeOf = (c: Call): Recovery.Episode => ({
   resume: "tool_executing",
   schedule: c.registry.recovery.schedule,
   maxRecoveries: c.registry.recovery.maxRecoveries,
+  neverRetried: c.registry.recovery.neverRetried,
   maxRetries: c.tool.metadata.maxRetries,
   // Only an idempotent call is safe to send twice (R3.7).
   allowed: c.tool.metadata.idempotent,
@@ -54,7 +56,7 @@ export const recover = (c: Call, cause: Cause.Cause<Failure.Failure>): Ran => re
 
 const recoverIn = (c: Call, episode: Recovery.Episode, cause: Cause.Cause<Failure.Failure>): Ran =>
   Effect.matchCauseEffect(
-    Recovery.recoverFrom(c.ctx, episode, () => attempt(c), cause),
+    Recover.recoverFrom(c.ctx, episode, () => attempt(c), cause),
     {
       onSuccess: (output) => afterHandler(c, output),
       onFailure: (cause): Ran => {
@@ -70,7 +72,7 @@ const recoverIn = (c: Call, episode: Recovery.Episode, cause: Cause.Cause<Failur
           recordInterruptedReconcile(c)
           return RunContext.expire(c.ctx)
         }
-        const asked = Reconciliation.reconcile(c.ctx, c.tool, c.input, c.context, first, withinWait(c))
+        const asked = Reconcile.reconcile(c.ctx, c.tool, c.input, c.context, first, withinWait(c))
         // Only a status query can be waiting here; its call's outcome stays unknown if it is cut off.
         const query =
           first._tag === "UnknownOutcome" && c.tool.reconcile !== undefined

@@ -11,12 +11,12 @@ import type * as Tool from "../../../tools/Tool.ts"
 import type * as ToolCodec from "../../../tools/ToolCodec.ts"
 import * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import type * as ToolExecutor from "../ToolExecutor.ts"
+import type * as Registry from "../Registry.ts"
 
 /** One call that passed its checks: what its attempts and its ending need. */
 export interface Call {
   readonly ctx: RunContext.RunContext
-  readonly registry: ToolExecutor.Registry
+  readonly registry: Registry.Registry
   readonly call: Model.ToolCall
   readonly tool: Tool.Any
   readonly codec: ToolCodec.Compiled
@@ -56,7 +56,7 @@ export const callHandler = (c: Call): Effect.Effect<unknown, Failure.Failure, un
 }
 
 /** What a stage of the pipeline returns: the call's result, or what running it fails with. */
-export type Ran = Effect.Effect<ToolResult.ToolResult, ToolExecutor.ExecutionError, unknown>
+export type Ran = Effect.Effect<ToolResult.ToolResult, Registry.ExecutionError, unknown>
 
 /** Records a `tool.failed` event and returns the failed result. */
 export const failed = (

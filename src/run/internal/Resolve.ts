@@ -11,7 +11,7 @@ import * as Tool from "../../tools/Tool.ts"
 import * as Validation from "../../validation/Validation.ts"
 import type * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
-import type * as Run from "../Run.ts"
+import type * as RunOptions from "../RunOptions.ts"
 import { policiesOf, snapshotSpec, snapshotTool, toolIssue, validationIssue } from "./RunOptionsCheck.ts"
 
 export interface Resolved<RV> {
@@ -22,7 +22,7 @@ export interface Resolved<RV> {
   readonly registry: ToolExecutor.Registry
   readonly loop: Loop.Config
   readonly timeoutMillis: number
-  /** See `Run.Limits.stopGrace`. */
+  /** See `RunOptions.Limits.stopGrace`. */
   readonly stopGraceMillis: number
   readonly validation: Validation.Spec<RV>
 }
@@ -91,7 +91,7 @@ const positiveMillis = (name: string, input: Duration.Input | undefined): number
 }
 
 /** The step, attempt and approval layers (R4.1), or why one of them is invalid. */
-const timeLimits = (limits: Run.Limits): ToolExecutor.TimeLimits | string => {
+const timeLimits = (limits: RunOptions.Limits): ToolExecutor.TimeLimits | string => {
   const stepMillis = positiveMillis("stepTimeout", limits.stepTimeout)
   if (typeof stepMillis === "string") return stepMillis
   const attemptMillis = positiveMillis("attemptTimeout", limits.attemptTimeout)
@@ -132,7 +132,7 @@ const positiveInteger = (name: string, value: number | undefined, fallback: numb
 }
 
 /** The limits on what the model sends and sees (R3.5), or why one is invalid. */
-const toolLimits = (limits: Run.Limits): ToolExecutor.Limits | string => {
+const toolLimits = (limits: RunOptions.Limits): ToolExecutor.Limits | string => {
   const defaults = ToolExecutor.defaultLimits
   const maxArgumentChars = positiveInteger("maxArgumentChars", limits.maxArgumentChars, defaults.maxArgumentChars)
   if (typeof maxArgumentChars === "string") return maxArgumentChars
@@ -152,7 +152,7 @@ const toolLimits = (limits: Run.Limits): ToolExecutor.Limits | string => {
 }
 
 /** The name of the model in use and the fallback chain after it, or why they are invalid. */
-const modelChain = (options: Run.Options<Tool.Any, unknown>): Loop.Models | string => {
+const modelChain = (options: RunOptions.Options<Tool.Any, unknown>): Loop.Models | string => {
   if (options.modelName === undefined && (options.fallbackModels?.length ?? 0) === 0) return defaultModels
   const name = options.modelName ?? "model"
   const fallbacks = options.fallbackModels ?? []
@@ -177,7 +177,7 @@ const modelChain = (options: Run.Options<Tool.Any, unknown>): Loop.Models | stri
  * The options resolved once, or why they are invalid. Never throws: options built by
  * hostile or broken code (a getter that throws, a Proxy) are invalid options.
  */
-export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | string => {
+export const resolve = <RV>(options: RunOptions.Options<Tool.Any, RV>): Resolved<RV> | string => {
   try {
     return resolveUnsafe(options)
   } catch (error) {
@@ -185,7 +185,7 @@ export const resolve = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | 
   }
 }
 
-const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | string => {
+const resolveUnsafe = <RV>(options: RunOptions.Options<Tool.Any, RV>): Resolved<RV> | string => {
   if (!Predicate.isObject(options)) return `the run options must be an object, got ${safeString(options)}`
   if (!Predicate.isString(options.goal)) return `goal must be a string, got ${safeString(options.goal)}`
   if (options.system !== undefined && !Predicate.isString(options.system)) {
@@ -241,7 +241,7 @@ const resolveUnsafe = <RV>(options: Run.Options<Tool.Any, RV>): Resolved<RV> | s
   const recovery: Recovery.Settings =
     options.recovery === undefined && maxRecoveries === Recovery.defaults.maxRecoveries
       ? Recovery.defaults
-      : { schedule: options.recovery ?? Recovery.defaults.schedule, maxRecoveries }
+      : { ...Recovery.defaults, schedule: options.recovery ?? Recovery.defaults.schedule, maxRecoveries }
   const argumentLimits = toolLimits(limits)
   if (typeof argumentLimits === "string") return argumentLimits
   const registry: ToolExecutor.Registry = {

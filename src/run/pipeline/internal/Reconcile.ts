@@ -7,19 +7,15 @@
  * yields the real result; `NotApplied` means sending it again with the same key is safe,
  * and the runtime does so itself, as one of its retries; `Undecidable`, or a query that itself fails, keeps the
  * outcome unknown, and the run ends `unknown_outcome` with the action listed as pending.
- *
- * @since 0.1.0
+ * Private to the runtime.
  */
 import { Cause, Effect, Exit, Result, Schema } from "effect"
-import * as Failure from "../failure/Failure.ts"
-import * as UserCode from "../failure/UserCode.ts"
-import * as RunContext from "../run/internal/RunContext.ts"
-import type * as Tool from "../tools/Tool.ts"
+import * as Failure from "../../../failure/Failure.ts"
+import * as UserCode from "../../../failure/UserCode.ts"
+import type * as Tool from "../../../tools/Tool.ts"
+import * as RunContext from "../../internal/RunContext.ts"
 
-/**
- * @category models
- * @since 0.1.0
- */
+/** What the status query found. */
 export type Outcome =
   | { readonly _tag: "Applied"; readonly output: unknown }
   /** It did not take effect: a fresh retryable failure (one attempt), for the runtime to resend. */
@@ -38,9 +34,6 @@ const checkAnswer = UserCode.check(
 /**
  * Asks the tool's status query about a call that ended with `failure`, when the failure
  * is an unknown outcome and the tool has a query; otherwise returns the failure as is.
- *
- * @category combinators
- * @since 0.1.0
  */
 export const reconcile = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
