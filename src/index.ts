@@ -2,6 +2,7 @@
  * effect-agent-runtime: an agent-loop runtime on Effect v4 that makes LLM agents stop
  * reliably, for a reason you can trust.
  *
+ * @module effect-agent-runtime
  * @since 0.1.0
  */
 
@@ -31,8 +32,6 @@ export * as Model from "./Model.ts"
 export * as Permission from "./Permission.ts"
 /** @since 0.1.0 */
 export * as LanguageModelAdapter from "./providers/LanguageModelAdapter.ts"
-/** @since 0.1.0 */
-export * as OpenAiCompatible from "./providers/OpenAiCompatible.ts"
 /** @since 0.1.0 */
 export * as Reconciliation from "./Reconciliation.ts"
 /** @since 0.1.0 */
