@@ -2,6 +2,7 @@
  * effect-agent-runtime: an agent-loop runtime on Effect v4 that makes LLM agents stop
  * reliably, for a reason you can trust.
  *
+ * @module effect-agent-runtime
  * @since 0.1.0
  */
 
@@ -25,6 +26,8 @@ export * as Failure from "./failure/Failure.ts"
 export * as FailureBoundary from "./failure/FailureBoundary.ts"
 /** @since 0.1.0 */
 export * as Model from "./model/Model.ts"
+/** @since 0.1.0 */
+export * as LanguageModelAdapter from "./providers/LanguageModelAdapter.ts"
 /** @since 0.1.0 */
 export * as Breakers from "./recovery/Breakers.ts"
 /** @since 0.1.0 */

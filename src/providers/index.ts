@@ -1,12 +1,11 @@
 /**
- * Model providers: an OpenAI-compatible HTTP client (OpenAI, DeepSeek and any endpoint that
- * speaks the chat-completions API) and an adapter for effect/ai `LanguageModel` layers.
- * Imported from `effect-agent-runtime/providers`.
+ * Model providers that talk to a real API over HTTP, for `effect-agent-runtime/providers`.
+ * They are a subpath of their own because they need `@effect/platform-node` (the Node HTTP
+ * transport), which the core does not.
  *
+ * @module effect-agent-runtime/providers
  * @since 0.2.0
  */
 
-/** @since 0.1.0 */
-export * as LanguageModelAdapter from "./LanguageModelAdapter.ts"
 /** @since 0.1.0 */
 export * as OpenAiCompatible from "./OpenAiCompatible.ts"

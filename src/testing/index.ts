@@ -1,6 +1,7 @@
 /**
  * Test support for agents built on the runtime: scripted models and fault layers.
  *
+ * @module effect-agent-runtime/testing
  * @since 0.1.0
  */
 
