@@ -24,7 +24,7 @@ import type * as Tool from "../tools/Tool.ts"
 import * as Lifecycle from "./internal/Lifecycle.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import type { Options, Requirements } from "./RunOptions.ts"
-import type * as RunResult from "./RunResult.ts"
+import * as RunResult from "./RunResult.ts"
 
 export type { Limits, Options, Requirements } from "./RunOptions.ts"
 
@@ -66,6 +66,22 @@ export const run = <T extends Tool.Any, RV = never>(
       )
     )
   })
+
+/**
+ * {@link run} for code that wants only a completed run: a run that ends in any other status
+ * fails with `RunResult.RunStopped`, which carries the whole result (stop reason, timeline,
+ * pending actions), so `Effect.catchTag("RunStopped", ...)` can still read it. Like `run`,
+ * it never fails for any other reason.
+ *
+ * @category combinators
+ * @since 0.2.0
+ */
+export const runOrFail = <T extends Tool.Any, RV = never>(
+  options: Options<T, RV>
+): Effect.Effect<RunResult.RunResult, RunResult.RunStopped, Requirements<T, RV>> =>
+  Effect.flatMap(run(options), (result) =>
+    RunResult.isCompleted(result) ? Effect.succeed(result) : Effect.fail(new RunResult.RunStopped({ result }))
+  )
 
 /**
  * A run started in the background.

@@ -116,3 +116,25 @@ export const RunResult = Schema.Struct({
  * @since 0.1.0
  */
 export type RunResult = typeof RunResult.Type
+
+/**
+ * Whether a run ended `completed`: validation agreed with the final answer (R6).
+ *
+ * @category guards
+ * @since 0.2.0
+ */
+export const isCompleted = (result: RunResult): boolean => result.status === "completed"
+
+/**
+ * A run that ended in any status but `completed`, as a typed error carrying its whole
+ * result (see `Run.runOrFail`), for `Effect.catchTag("RunStopped", ...)`.
+ *
+ * @category errors
+ * @since 0.2.0
+ */
+export class RunStopped extends Schema.TaggedError<RunStopped>()("RunStopped", { result: RunResult }) {
+  override get message(): string {
+    const { runId, status, stopReason, detail } = this.result
+    return `run ${runId} ended ${status} (${stopReason}): ${detail}`
+  }
+}

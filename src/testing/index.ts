@@ -15,3 +15,5 @@ export * as FaultyTools from "./FaultyTools.ts"
 export * as Properties from "./Properties.ts"
 /** @since 0.1.0 */
 export * as ScriptedModel from "./ScriptedModel.ts"
+/** @since 0.2.0 */
+export * as TestClockDriver from "./TestClockDriver.ts"

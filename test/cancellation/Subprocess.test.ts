@@ -19,6 +19,16 @@ const node = (mode: string, ...args: ReadonlyArray<string>): Subprocess.Spec => 
   args: [child, mode, ...args]
 })
 
+/**
+ * The node fixture with SIGTERM ignored from before node starts (an ignored signal stays
+ * ignored across exec): on a loaded machine node can take longer to set its own handler
+ * than a short timeout gives it, and the child would then die of the SIGTERM.
+ */
+const ignoringFromStart = (mode: string, ...args: ReadonlyArray<string>): Subprocess.Spec => ({
+  command: "/bin/sh",
+  args: ["-c", `trap '' TERM; exec "$0" "$@"`, process.execPath, child, mode, ...args]
+})
+
 const GRACE = 200
 
 const cgroupsHere = (await Effect.runPromise(Subprocess.cgroupSupport)).available
@@ -395,7 +405,7 @@ const childTool = (options: { readonly timeout?: Duration.Input; readonly pids?:
     description: "runs the test child",
     input: Input,
     output: Schema.String,
-    command: ({ mode, ready }) => node(mode, "--ready", ready),
+    command: ({ mode, ready }) => (mode === "ignore-term" ? ignoringFromStart : node)(mode, "--ready", ready),
     parse: (result) => result.stdout,
     sideEffect: "external",
     graceMillis: GRACE,
