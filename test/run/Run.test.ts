@@ -6,6 +6,8 @@ import type * as Event from "../../src/events/Event.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as Termination from "../../src/termination/Termination.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import * as Validation from "../../src/validation/Validation.ts"
 import { echo, makeStore, thrower } from "../support/tools.ts"
 
 const withScript = (script: ReadonlyArray<ScriptedModel.Step>) =>
@@ -158,5 +160,46 @@ describe("Run", () => {
         ])
       )
     )
+  )
+})
+
+describe("Run: a refuted final answer (R6.2, R6.3)", () => {
+  const said = Validation.step("say", "Say hi", [Criterion.toolSucceeded("echo")])
+  const wrote = Validation.step("write", "Write the report", [Criterion.toolSucceeded("write_file")])
+
+  it.effect(
+    "R6.2 R6.3 validation refutes the answer while a plan step is done: partial, done and unfinished listed",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* Run.run({
+          goal: "say hi, then report",
+          tools: [echo],
+          validation: { plan: [said, wrote] }
+        })
+        assert.strictEqual(result.status, "partial")
+        assert.strictEqual(result.stopReason, "validation_failed")
+        assert.deepStrictEqual(
+          result.completed.map((item) => item.id),
+          ["say"]
+        )
+        assert.deepStrictEqual(
+          result.unfinished.map((item) => item.id),
+          ["write"]
+        )
+        assert.strictEqual(result.nextStep, "Write the report")
+      }).pipe(
+        Effect.provide(
+          withScript([ScriptedModel.toolCall("echo", { text: "hi" }), ScriptedModel.finalAnswer("all done")])
+        )
+      )
+  )
+
+  it.effect("R6.3 validation refutes the answer and no plan step is done: failed", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "report", tools: [echo], validation: { plan: [wrote] } })
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.stopReason, "validation_failed")
+      assert.deepStrictEqual(result.completed, [])
+    }).pipe(Effect.provide(withScript([ScriptedModel.finalAnswer("all done")])))
   )
 })

@@ -50,8 +50,9 @@ const judge = (outcome: Loop.Outcome, report: Validation.Report): Ending => {
       }
     }
     const failing = report.failed.map((c) => c.detail)
+    // Refuted, yet some plan steps are done with evidence: partial, listing what is done (R6.2, R6.3).
     return {
-      status: "failed",
+      status: report.completed.length > 0 ? "partial" : "failed",
       stopReason: "validation_failed",
       policy: "validation",
       detail: `the final answer is not backed: ${failing.join("; ")}`,
