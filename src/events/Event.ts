@@ -41,7 +41,18 @@ export const RunStarted = Schema.TaggedStruct("run.started", {
   /** The name of the model the run starts with (`Run.Options.modelName`). */
   model: Schema.String,
   tools: Schema.Array(Schema.String),
-  deadlineAt: Schema.Finite
+  deadlineAt: Schema.Finite,
+  /** The system prompt the model is sent, when there is one. */
+  system: Schema.optional(Schema.String),
+  /** The termination policies, in the order they are evaluated. */
+  policies: Schema.optional(Schema.Array(Schema.String)),
+  /**
+   * The permission policy in force: `allow_all` when no `Permission` layer is installed.
+   * With `allow_all`, `unguardedTools` names the tools that write or act outside (their
+   * `sideEffect` is `write` or `external`) and so run with no policy between the model and them.
+   */
+  permission: Schema.optional(Schema.Literals(["allow_all", "policy"])),
+  unguardedTools: Schema.optional(Schema.Array(Schema.String))
 })
 
 /**

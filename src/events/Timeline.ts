@@ -25,7 +25,12 @@ const callOf = (event: { readonly callId?: string | undefined }): string =>
 export const describe = (event: Event.Event): string => {
   switch (event._tag) {
     case "run.started":
-      return `goal: ${clip(event.goal)} (tools: ${event.tools.join(", ")})`
+      return (
+        `goal: ${clip(event.goal)} (tools: ${event.tools.join(", ")})` +
+        ((event.unguardedTools?.length ?? 0) > 0
+          ? `; no permission policy: ${event.unguardedTools?.join(", ")} can write or act unchecked`
+          : "")
+      )
     case "state.changed":
       return `${event.from} → ${event.to}`
     case "plan.set":

@@ -1,11 +1,14 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
+import * as Timeline from "../../src/events/Timeline.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as Termination from "../../src/termination/Termination.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Permission from "../../src/tools/Permission.ts"
+import * as Tool from "../../src/tools/Tool.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
 import * as Validation from "../../src/validation/Validation.ts"
 import { echo, makeStore, thrower } from "../support/tools.ts"
@@ -201,5 +204,44 @@ describe("Run: a refuted final answer (R6.2, R6.3)", () => {
       assert.strictEqual(result.stopReason, "validation_failed")
       assert.deepStrictEqual(result.completed, [])
     }).pipe(Effect.provide(withScript([ScriptedModel.finalAnswer("all done")])))
+  )
+})
+
+describe("Run: what run.started records", () => {
+  const write = Tool.make({
+    name: "save",
+    description: "saves a note",
+    input: Schema.Struct({ text: Schema.String }),
+    output: Schema.String,
+    sideEffect: "write",
+    handler: ({ text }) => Effect.succeed(text)
+  })
+  const script = withScript([ScriptedModel.finalAnswer("ok")])
+
+  it.effect("R3.6 R8 write tools under the default allow-all permission are named on the timeline", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "note", system: "be brief", tools: [echo, write] })
+      const started = result.timeline[0]
+      assert.strictEqual(started?._tag, "run.started")
+      if (started?._tag !== "run.started") return
+      assert.strictEqual(started.permission, "allow_all")
+      assert.deepStrictEqual(started.unguardedTools, ["save"])
+      assert.strictEqual(started.system, "be brief")
+      assert.deepStrictEqual(
+        started.policies,
+        Termination.defaults().map((policy) => policy.name)
+      )
+      assert.include(Timeline.describe(started), "no permission policy: save can write or act unchecked")
+    }).pipe(Effect.provide(script))
+  )
+
+  it.effect("R3.6 with a permission policy installed, nothing is unguarded", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "note", tools: [echo, write] })
+      const started = result.timeline[0]
+      assert.strictEqual(started?._tag === "run.started" ? started.permission : undefined, "policy")
+      assert.strictEqual(started?._tag === "run.started" ? started.unguardedTools : [], undefined)
+      assert.strictEqual(started?._tag === "run.started" ? started.system : "", undefined)
+    }).pipe(Effect.provide(Permission.layer({ allowTools: ["echo", "save"] })), Effect.provide(script))
   )
 })

@@ -10,6 +10,7 @@ import * as StopReason from "../../events/StopReason.ts"
 import * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
+import * as Permission from "../../tools/Permission.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import * as Validation from "../../validation/Validation.ts"
 import * as Loop from "../loop/Loop.ts"
@@ -282,6 +283,10 @@ export const execute = <RV, R>(
         if (!Deferred.isDoneUnsafe(done)) Deferred.doneUnsafe(done, Exit.succeed(rescue(ctx, exit, tools)))
       })
       const valid = typeof resolved === "string" ? undefined : resolved
+      const allowAll = self.getRef(Permission.Permission) === Permission.allowAll
+      const unguarded = Array.from(tools.values()).flatMap((tool) =>
+        allowAll && (tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external") ? [tool.name] : []
+      )
       RunContext.record(ctx, {
         _tag: "run.started",
         // Invalid options are not repeated into the log: the run ends at once, saying why.
@@ -289,6 +294,10 @@ export const execute = <RV, R>(
         model: valid?.modelName ?? "model",
         tools: valid === undefined ? [] : Array.from(valid.registry.tools.keys()),
         deadlineAt: ctx.deadlineAt,
+        ...(valid?.system === undefined ? {} : { system: valid.system }),
+        ...(valid === undefined ? {} : { policies: valid.loop.policies.map((policy) => policy.name) }),
+        permission: allowAll ? "allow_all" : "policy",
+        ...(unguarded.length > 0 ? { unguardedTools: unguarded } : {}),
         runId: ctx.runId,
         seq: 0,
         at: 0
