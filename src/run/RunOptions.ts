@@ -4,7 +4,7 @@
  *
  * @since 0.2.0
  */
-import type { Duration, FileSystem, Path } from "effect"
+import type { Duration } from "effect"
 import type * as Model from "../model/Model.ts"
 import type * as Recovery from "../recovery/Recovery.ts"
 import type * as Termination from "../termination/Termination.ts"
@@ -93,15 +93,11 @@ export interface Limits extends Termination.Limits {
 }
 
 /**
- * The services a run needs: the model, what its tools and validation hooks need, and
- * the file system validation reads artifacts with (`NodeServices.layer` on Node).
+ * The services a run needs: the model, and what its tools and validation hooks need.
+ * Artifact contracts also read files through `FileSystem` and `Path` (`NodeServices.layer`
+ * on Node); without them each artifact check fails saying so.
  *
  * @category models
  * @since 0.1.0
  */
-export type Requirements<T extends Tool.Any, RV> =
-  | Model.Model
-  | Tool.Requirements<T>
-  | RV
-  | FileSystem.FileSystem
-  | Path.Path
+export type Requirements<T extends Tool.Any, RV> = Model.Model | Tool.Requirements<T> | RV

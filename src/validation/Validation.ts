@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, type FileSystem, Option, type Path, Result, Schema } from "effect"
+import { Cause, Effect, FileSystem, Option, Path, Result, Schema } from "effect"
 import type * as Counters from "../events/Counters.ts"
 import * as Event from "../events/Event.ts"
 import * as Failure from "../failure/Failure.ts"
@@ -347,22 +347,45 @@ const evidenceIndex = (steps: ReadonlyArray<StepResult>): Part => {
   return { check: part("evidence:index", "evidence", problems.length === 0, clause), blocking: true, evidence: [] }
 }
 
+/** The artifact checks, with the file system the caller provided, if any. */
+const checkArtifacts = (
+  contracts: ReadonlyArray<ArtifactContract>,
+  root: string
+): Effect.Effect<ReadonlyArray<Part>> =>
+  contracts.length === 0
+    ? Effect.succeed([])
+    : Effect.gen(function* () {
+        const fs = yield* Effect.serviceOption(FileSystem.FileSystem)
+        const path = yield* Effect.serviceOption(Path.Path)
+        if (Option.isNone(fs) || Option.isNone(path)) {
+          return contracts.map((contract) => {
+            const clause =
+              "cannot be checked: no FileSystem and Path services (provide NodeServices.layer from @effect/platform-node)"
+            return { check: part(`artifact:${contract.path}`, "artifact", false, clause), blocking: true, evidence: [] }
+          })
+        }
+        return yield* Effect.forEach(contracts, (contract) =>
+          Artifact.check(contract, root).pipe(
+            Effect.provideService(FileSystem.FileSystem, fs.value),
+            Effect.provideService(Path.Path, path.value)
+          )
+        )
+      })
+
 /**
  * Validates a completion candidate. The checks come in a fixed order: plan steps
  * (`plan:<id>`), stop hooks (`hook:<name>`), artifacts (`artifact:<path>`), then
  * `evidence:index`. Every check's detail starts with its name.
  *
- * `FileSystem` and `Path` are always required (the runtime provides Node's layers),
- * even when the spec has no artifacts: the alternative, a requirement that depends
- * on the spec's contents, cannot be typed.
+ * Artifact contracts read files through the `FileSystem` and `Path` services (on Node,
+ * `NodeServices.layer` from `@effect/platform-node`). They are not a requirement of the
+ * type, since only a spec with artifacts needs them: without them, each artifact check
+ * fails saying what to provide, and nothing else is affected.
  *
  * @category validation
  * @since 0.1.0
  */
-export const validate = <R = never>(
-  spec: Spec<R>,
-  context: Context
-): Effect.Effect<Report, never, R | FileSystem.FileSystem | Path.Path> =>
+export const validate = <R = never>(spec: Spec<R>, context: Context): Effect.Effect<Report, never, R> =>
   Effect.gen(function* () {
     const plan = spec.plan ?? []
     // Only plan criteria cite calls; a spec without a plan need not index the timeline.
@@ -370,7 +393,7 @@ export const validate = <R = never>(
     if (plan.length > 0) for (const e of context.timeline) if (e._tag === "tool.succeeded") succeededCalls.add(e.callId)
     const steps = yield* Effect.forEach(plan, (s) => checkStep(s, context.timeline, succeededCalls))
     const hooks = yield* Effect.forEach(spec.stopHooks ?? [], (hook) => runHook(hook, context))
-    const artifacts = yield* Effect.forEach(spec.artifacts ?? [], (a) => Artifact.check(a, spec.root ?? "."))
+    const artifacts = yield* checkArtifacts(spec.artifacts ?? [], spec.root ?? ".")
     const parts: ReadonlyArray<Part> = [...steps, ...hooks, ...artifacts, evidenceIndex(steps)]
     const failed = parts.filter((p) => p.blocking && !p.check.passed).map((p) => p.check)
     return {

@@ -245,3 +245,37 @@ describe("Run: what run.started records", () => {
     }).pipe(Effect.provide(Permission.layer({ allowTools: ["echo", "save"] })), Effect.provide(script))
   )
 })
+
+describe("Run: FileSystem and Path only for artifacts", () => {
+  // Only the model is provided: a run without artifact contracts needs nothing else (the type
+  // says so: this file would not compile if Run.run still required FileSystem and Path).
+  it.effect("R6.1 a run with a plan but no artifacts needs no file system", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({
+        goal: "say hi",
+        tools: [echo],
+        validation: { plan: [Validation.step("say", "Say hi", [Criterion.toolSucceeded("echo")])] }
+      })
+      assert.strictEqual(result.status, "completed")
+    }).pipe(
+      Effect.provide(
+        ScriptedModel.layer([ScriptedModel.toolCall("echo", { text: "hi" }), ScriptedModel.finalAnswer("hi")])
+      )
+    )
+  )
+
+  it.effect("R6.1 an artifact contract without FileSystem and Path fails its check saying what to provide", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({
+        goal: "write it",
+        tools: [echo],
+        validation: { artifacts: [Validation.artifact("report.md", { format: "markdown" })] }
+      })
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.stopReason, "validation_failed")
+      const check = result.checks.find((c) => c.name === "artifact:report.md")
+      assert.isFalse(check?.passed)
+      assert.include(check?.detail ?? "", "provide NodeServices.layer")
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
+  )
+})
