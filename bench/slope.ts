@@ -53,6 +53,9 @@ const level = (at: number, runs: number) =>
     )
     const tools = [stepTool, wait]
     const scope = yield* Scope.make()
+    // What the previous level left (its runs' fibers and timers) must be gone before the baseline.
+    yield* Effect.sleep("200 millis")
+    yield* settledHeap
     const baseline = yield* settledHeap
     const handles: Array<Run.Handle> = []
     for (let i = 0; i < runs; i++) {
@@ -78,7 +81,15 @@ export const slopeBench = (runs: number) =>
     const levels: Array<Level> = []
     // A first pass warms up what every run shares (compiled code, caches), so that it is not counted against level 1.
     for (const at of PARK_AT) yield* level(at, Math.ceil(runs / 4))
-    for (const at of PARK_AT) levels.push(yield* level(at, runs))
+    // Heap figures on a shared machine are noisy: each level is measured three times, in
+    // turn with the others, and its median kept.
+    const samples = new Map<number, Array<Level>>(PARK_AT.map((at) => [at, []]))
+    for (let round = 0; round < 3; round++) for (const at of PARK_AT) samples.get(at)?.push(yield* level(at, runs))
+    for (const at of PARK_AT) {
+      const sorted = (samples.get(at) ?? []).toSorted((a, b) => a.perRunBytes - b.perRunBytes)
+      const middle = sorted[1]
+      if (middle !== undefined) levels.push(middle)
+    }
     const mean = (xs: ReadonlyArray<number>) => xs.reduce((a, b) => a + b, 0) / xs.length
     const xs = levels.map((l) => l.at)
     const ys = levels.map((l) => l.perRunBytes)

@@ -3,7 +3,9 @@
  *
  * 1. a subsystem folder imports only the folders below it (`layers`, below);
  * 2. `x/internal/*` is imported only from inside `x/`;
- * 3. no import cycles between files.
+ * 3. no import cycles between files;
+ * 4. no module imports the package by its own name (`effect-agent-runtime`, a hidden edge the
+ *    other rules could not see), and `src/` holds no file of its own but `index.ts`.
  *
  * Run by `npm test`; prints every violation and exits 1 when there is one.
  */
@@ -50,11 +52,17 @@ const sourceFiles = (dir: string): Array<string> =>
           : []
     )
 
+const packageName: string = JSON.parse(
+  fs.readFileSync(path.resolve(import.meta.dirname, "..", "package.json"), "utf8")
+).name
+
+/** Every specifier one file imports (static, type-only, dynamic, re-exports, `import()` types). */
+const specifiersOf = (file: string): Array<string> =>
+  ts.preProcessFile(fs.readFileSync(file, "utf8"), true, true).importedFiles.map((ref) => ref.fileName)
+
 /** The relative imports of one file, resolved to absolute paths. */
 const importsOf = (file: string): Array<string> =>
-  ts
-    .preProcessFile(fs.readFileSync(file, "utf8"), true, true)
-    .importedFiles.map((ref) => ref.fileName)
+  specifiersOf(file)
     .filter((specifier) => specifier.startsWith("."))
     .map((specifier) => path.resolve(path.dirname(file), specifier))
 
@@ -76,6 +84,19 @@ export const check = (): Array<string> => {
   const files = sourceFiles(root)
   const graph = new Map(files.map((file) => [file, importsOf(file)]))
   const problems: Array<string> = []
+
+  for (const file of files) {
+    if (subsystemOf(file) === "" && relative(file) !== "index.ts") {
+      problems.push(`${relative(file)}: a module at the root of src/; it belongs in a subsystem folder`)
+    }
+    for (const specifier of specifiersOf(file)) {
+      if (specifier === packageName || specifier.startsWith(`${packageName}/`)) {
+        problems.push(
+          `${relative(file)} imports "${specifier}": the package by its own name; import the module by its path`
+        )
+      }
+    }
+  }
 
   for (const [file, imports] of graph) {
     const from = subsystemOf(file)

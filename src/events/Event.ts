@@ -49,7 +49,8 @@ export const RunStarted = Schema.TaggedStruct("run.started", {
   /**
    * The permission policy in force: `allow_all` when no `Permission` layer is installed.
    * With `allow_all`, `unguardedTools` names the tools that write or act outside (their
-   * `sideEffect` is `write` or `external`) and so run with no policy between the model and them.
+   * `sideEffect` is `write` or `external`) without needing approval, and so run with
+   * nothing between the model and them.
    */
   permission: Schema.optional(Schema.Literals(["allow_all", "policy"])),
   unguardedTools: Schema.optional(Schema.Array(Schema.String))

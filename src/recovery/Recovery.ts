@@ -222,16 +222,20 @@ export type Decision =
   | { readonly _tag: "Retry"; readonly delayMillis: number }
   | { readonly _tag: "GiveUp"; readonly why: GiveUp; readonly detail: string }
 
-const giveUp = (why: GiveUp, detail: string): Decision => ({ _tag: "GiveUp", why, detail })
+const giveUp = (why: GiveUp, detail: string): Extract<Decision, { _tag: "GiveUp" }> => ({ _tag: "GiveUp", why, detail })
 
 /**
- * The retry decision, as a pure function of the episode's rules and the facts of a failed
- * attempt (the checks of this module's description, in order).
+ * The checks of {@link decide} that need neither the schedule nor the clock: why this
+ * failure is not retried whatever the delay, or `undefined` when it may be. The run asks
+ * it first, so that the schedule is stepped only for a failure that may be retried.
  *
  * @category combinators
  * @since 0.2.0
  */
-export const decide = (rules: Rules, facts: Facts): Decision => {
+export const refuse = (
+  rules: Rules,
+  facts: Pick<Facts, "failure" | "attempt" | "recoveriesSpent">
+): Extract<Decision, { _tag: "GiveUp" }> | undefined => {
   const { failure, attempt } = facts
   if (failure._tag !== "Retryable") {
     return giveUp(
@@ -258,13 +262,30 @@ export const decide = (rules: Rules, facts: Facts): Decision => {
   if (facts.recoveriesSpent >= rules.maxRecoveries) {
     return giveUp("run_budget", `the run's recovery budget of ${rules.maxRecoveries} retries is spent`)
   }
+  return undefined
+}
+
+/**
+ * The retry decision, as a pure function of the episode's rules and the facts of a failed
+ * attempt: {@link refuse}, then the schedule's delay (or the failure's `Retry-After`, if
+ * longer) against what is left of the step and the run.
+ *
+ * @category combinators
+ * @since 0.2.0
+ */
+export const decide = (rules: Rules, facts: Facts): Decision => {
+  const refused = refuse(rules, facts)
+  if (refused !== undefined) return refused
+  const { failure, attempt } = facts
+  const byCircuit = failure.category === "circuit_open" || failure.category === "circuit_half_open"
   if (facts.nextDelayMillis === undefined)
     return giveUp("schedule_exhausted", `the schedule allows no retry ${attempt}`)
-  const delayMillis = Math.max(facts.nextDelayMillis, failure.retryAfterMillis ?? 0)
+  const retryAfter = failure._tag === "Retryable" ? (failure.retryAfterMillis ?? 0) : 0
+  const delayMillis = Math.max(facts.nextDelayMillis, retryAfter)
   // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.
   const { millis: left, layer } = facts.timeLeft
   // A circuit that stays open past the deadline is the circuit's stop, not the deadline's.
-  if (refused && delayMillis >= left) {
+  if (byCircuit && delayMillis >= left) {
     return giveUp("circuit_open", `${failure.hint}, past what is left of the ${layer} (${left} ms)`)
   }
   if (delayMillis >= left) {

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { Data, Schema } from "effect"
 import * as Event from "../events/Event.ts"
 import * as RunState from "../events/RunState.ts"
 import * as StopReason from "../events/StopReason.ts"
@@ -132,7 +132,9 @@ export const isCompleted = (result: RunResult): boolean => result.status === "co
  * @category errors
  * @since 0.2.0
  */
-export class RunStopped extends Schema.TaggedError<RunStopped>()("RunStopped", { result: RunResult }) {
+export class RunStopped extends Data.TaggedError("RunStopped")<{ readonly result: RunResult }> {
+  // A plain error, not a Schema class: building it must never check (and so never reject,
+  // nor spend time on) the result, which is handed over as the run produced it.
   override get message(): string {
     const { runId, status, stopReason, detail } = this.result
     return `run ${runId} ended ${status} (${stopReason}): ${detail}`

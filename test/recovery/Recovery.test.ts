@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Random, Ref, Schema } from "effect"
+import { Effect, Layer, Random, Ref, Schedule, Schema } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
@@ -233,6 +233,44 @@ describe("Recovery", () => {
       assert.strictEqual(result.stopReason, "tool_error")
       assert.strictEqual(ofTag(result.timeline, "recovery.started").length, 0)
     })
+  )
+
+  it.effect(
+    "R3.3 the schedule is not stepped for a failure that is not retried (a user's schedule sees only real retries)",
+    () =>
+      Effect.gen(function* () {
+        let stepped = 0
+        const counting = exact.pipe(
+          Schedule.tap(() =>
+            Effect.sync(() => {
+              stepped++
+            })
+          )
+        )
+        const send = Tool.make({
+          name: "send_email",
+          description: "not idempotent",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          idempotent: false,
+          handler: () =>
+            Effect.fail(
+              new Failure.Retryable({
+                source: "tool",
+                category: "unavailable",
+                code: "busy",
+                attempts: 1,
+                hint: "busy"
+              })
+            )
+        })
+        const model = FaultyModel.make([FaultyModel.respond(ScriptedModel.toolCall("send_email", {})), final])
+        const result = yield* runWith(model, { tools: [send], recovery: counting })
+        assert.strictEqual(stepped, 0)
+        assert.strictEqual(result.stopReason, "tool_error")
+        const failed = ofTag(result.timeline, "tool.failed")[0]
+        assert.strictEqual(failed?.error.failure?.code, "busy")
+      })
   )
 
   it.effect("R3.4 all retries of a run draw on one budget", () =>

@@ -220,7 +220,16 @@ describe("Run: what run.started records", () => {
 
   it.effect("R3.6 R8 write tools under the default allow-all permission are named on the timeline", () =>
     Effect.gen(function* () {
-      const result = yield* Run.run({ goal: "note", system: "be brief", tools: [echo, write] })
+      const approved = Tool.make({
+        name: "deploy",
+        description: "deploys, after a person approves",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "external",
+        needsApproval: true,
+        handler: () => Effect.succeed("deployed")
+      })
+      const result = yield* Run.run({ goal: "note", system: "be brief", tools: [echo, write, approved] })
       const started = result.timeline[0]
       assert.strictEqual(started?._tag, "run.started")
       if (started?._tag !== "run.started") return

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Cause, Clock, Effect, Exit, Layer, Schema } from "effect"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
@@ -62,4 +62,60 @@ describe("TestClockDriver", () => {
       assert.strictEqual(error, "boom")
     })
   )
+
+  it.effect("the clock never moves past upTo, even when upTo is not a multiple of step", () =>
+    Effect.gen(function* () {
+      const start = yield* Clock.currentTimeMillis
+      const error = yield* Effect.flip(TestClockDriver.drive(Effect.never, { step: "7 millis", upTo: "100 millis" }))
+      assert.strictEqual(error._tag === "StillRunning" ? error.movedMillis : -1, 100)
+      assert.strictEqual((yield* Clock.currentTimeMillis) - start, 100)
+    })
+  )
+
+  it.effect("finalizers that sleep still run when the driver gives up", () =>
+    Effect.gen(function* () {
+      let cleaned = false
+      const effect = Effect.never.pipe(
+        Effect.ensuring(
+          Effect.sleep("1 second").pipe(
+            Effect.andThen(
+              Effect.sync(() => {
+                cleaned = true
+              })
+            )
+          )
+        )
+      )
+      const error = yield* Effect.flip(TestClockDriver.drive(effect, { step: "100 millis", upTo: "2 seconds" }))
+      assert.strictEqual(error._tag, "StillRunning")
+      assert.isTrue(cleaned)
+    })
+  )
+
+  for (const [name, options] of [
+    ["an infinite upTo", { upTo: "Infinity" }],
+    ["a negative upTo", { upTo: "-1 seconds" }],
+    ["a NaN upTo", { upTo: Number.NaN }],
+    ["a zero step", { step: 0 }],
+    ["a step that is not a duration", { step: "garbage" }]
+  ] as const) {
+    it.effect(`${name} is a RangeError naming the option, before the effect starts`, () =>
+      Effect.gen(function* () {
+        let started = false
+        const exit = yield* Effect.exit(
+          TestClockDriver.drive(
+            Effect.sync(() => {
+              started = true
+            }),
+            options as TestClockDriver.Options
+          )
+        )
+        assert.isTrue(Exit.isFailure(exit))
+        const defect = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+        assert.instanceOf(defect, RangeError)
+        assert.match(String((defect as RangeError).message), /TestClockDriver\.drive: (step|upTo)/)
+        assert.isFalse(started)
+      })
+    )
+  }
 })

@@ -285,7 +285,11 @@ export const execute = <RV, R>(
       const valid = typeof resolved === "string" ? undefined : resolved
       const allowAll = self.getRef(Permission.Permission) === Permission.allowAll
       const unguarded = Array.from(tools.values()).flatMap((tool) =>
-        allowAll && (tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external") ? [tool.name] : []
+        allowAll &&
+        !tool.metadata.needsApproval &&
+        (tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external")
+          ? [tool.name]
+          : []
       )
       RunContext.record(ctx, {
         _tag: "run.started",

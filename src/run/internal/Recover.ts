@@ -66,14 +66,20 @@ export const recoverFrom: <A, R>(
       }
       if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
       const own = Failure.fromCause(episode.source, exit.cause)
-      const decision = Recovery.decide(episode, {
+      const facts = {
         failure: own,
         attempt: n,
         // Argument corrections are the model's to spend (R3.5), not this retry budget (R3.4).
-        recoveriesSpent: ctx.tally.recoveryAttempts - ctx.tally.toolCorrectionAttempts,
-        nextDelayMillis: own._tag === "Retryable" ? yield* nextDelay(own) : undefined,
-        timeLeft: RunContext.bound(ctx, undefined, "run")
-      })
+        recoveriesSpent: ctx.tally.recoveryAttempts - ctx.tally.toolCorrectionAttempts
+      }
+      // The schedule is stepped only for a failure that may be retried.
+      const decision =
+        Recovery.refuse(episode, facts) ??
+        Recovery.decide(episode, {
+          ...facts,
+          nextDelayMillis: own._tag === "Retryable" ? yield* nextDelay(own) : undefined,
+          timeLeft: RunContext.bound(ctx, undefined, "run")
+        })
       if (decision._tag === "GiveUp") {
         const failure = n > 1 ? FailureBoundary.withAttempts(own, n) : own
         if (Recovery.recordsGiveUp(decision.why, n)) {
