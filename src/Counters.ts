@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { HashMap, Option } from "effect"
-import type * as Event from "./Event.ts"
+import { type Event, isCorrection } from "./Event.ts"
 import type * as RunState from "./RunState.ts"
 import * as Signature from "./Signature.ts"
 
@@ -44,8 +44,12 @@ export interface Counters {
   readonly recoveryAttempts: number
   readonly toolCorrectionAttempts: number
   readonly recoveryExhausted: boolean
+  /** Tokens in, the cached ones included; `cachedInputTokens` of them read from a prompt cache. */
   readonly inputTokens: number
+  /** Tokens out, the reasoning ones included (`reasoningTokens`). */
   readonly outputTokens: number
+  readonly cachedInputTokens: number
+  readonly reasoningTokens: number
   readonly costUsd: number
   /** Successful calls whose tool, observation and world state had all been seen before. */
   readonly unchangedObservations: number
@@ -82,6 +86,8 @@ export const empty: Counters = {
   recoveryExhausted: false,
   inputTokens: 0,
   outputTokens: 0,
+  cachedInputTokens: 0,
+  reasoningTokens: 0,
   costUsd: 0,
   unchangedObservations: 0,
   stateVersion: 0,
@@ -125,7 +131,7 @@ const failureStep = <T extends Fold>(
 }
 
 /** The fold itself, in place; `step` and `Live` differ only in how they keep the per-key tallies. */
-const onEvent = <T extends Fold>(c: T, count: Bump<T>, e: Event.Event): void => {
+const onEvent = <T extends Fold>(c: T, count: Bump<T>, e: Event): void => {
   switch (e._tag) {
     case "run.started":
       c.startedAt = e.at
@@ -137,14 +143,18 @@ const onEvent = <T extends Fold>(c: T, count: Bump<T>, e: Event.Event): void => 
       let repeated = c.repeatedToolCallCount
       for (const signature of e.signatures) repeated = Math.max(repeated, count(c, "callSignatures", signature))
       const noCalls = e.toolCalls.length === 0
-      const empty = noCalls && e.text.trim() === ""
+      // An answer cut off by the output token limit is neither final nor empty (R11).
+      const truncated = e.finishReason === "length"
+      const empty = noCalls && !truncated && e.text.trim() === ""
       c.iterations = c.iterations + 1
       c.toolCalls = c.toolCalls + e.toolCalls.length
-      c.finalAnswerReceived = noCalls && !empty
+      c.finalAnswerReceived = noCalls && !empty && !truncated
       c.emptyOutputs = c.emptyOutputs + (empty ? 1 : 0)
       c.repeatedToolCallCount = repeated
       c.inputTokens = c.inputTokens + e.usage.inputTokens
       c.outputTokens = c.outputTokens + e.usage.outputTokens
+      c.cachedInputTokens = c.cachedInputTokens + (e.usage.cachedInputTokens ?? 0)
+      c.reasoningTokens = c.reasoningTokens + (e.usage.reasoningTokens ?? 0)
       c.costUsd = c.costUsd + (e.usage.costUsd ?? 0)
       break
     }
@@ -168,7 +178,7 @@ const onEvent = <T extends Fold>(c: T, count: Bump<T>, e: Event.Event): void => 
       break
     case "recovery.started":
       c.recoveryAttempts = c.recoveryAttempts + 1
-      if (e.kind === "tool_argument_correction") c.toolCorrectionAttempts = c.toolCorrectionAttempts + 1
+      if (isCorrection(e.kind)) c.toolCorrectionAttempts = c.toolCorrectionAttempts + 1
       break
     case "recovery.failed":
       if (e.scope === "run") c.recoveryExhausted = true
@@ -195,7 +205,7 @@ const bumpDraft: Bump<Draft> = (c, field, key) => {
  * @category combinators
  * @since 0.1.0
  */
-export const step = (counters: Counters, event: Event.Event): Counters => {
+export const step = (counters: Counters, event: Event): Counters => {
   const next: Draft = { ...counters }
   onEvent(next, bumpDraft, event)
   return next
@@ -207,7 +217,7 @@ export const step = (counters: Counters, event: Event.Event): Counters => {
  * @category combinators
  * @since 0.1.0
  */
-export const fold = (events: Iterable<Event.Event>): Counters => {
+export const fold = (events: Iterable<Event>): Counters => {
   const counters: Draft = { ...empty }
   for (const event of events) onEvent(counters, bumpDraft, event)
   return counters
@@ -241,6 +251,8 @@ export class Live implements Fold {
   recoveryExhausted = false
   inputTokens = 0
   outputTokens = 0
+  cachedInputTokens = 0
+  reasoningTokens = 0
   costUsd = 0
   unchangedObservations = 0
   stateVersion = 0
@@ -252,19 +264,19 @@ export class Live implements Fold {
   failureCounts: Map<string, number> | undefined = undefined
   observationCounts: Map<string, number> | undefined = undefined
   /** The log this folds: the run appends to it, then calls `step`. */
-  readonly log: ReadonlyArray<Event.Event>
+  readonly log: ReadonlyArray<Event>
   /** `fold` of the first `foldedAt` events of the log, for the per-key maps. */
   private folded: Counters = empty
   private foldedAt = 0
   /** The last value handed out, until the next event. */
   private current: Counters | undefined = undefined
 
-  constructor(log: ReadonlyArray<Event.Event>) {
+  constructor(log: ReadonlyArray<Event>) {
     this.log = log
   }
 
   /** Folds the log's newest event, in place and in constant time. */
-  step(event: Event.Event): void {
+  step(event: Event): void {
     onEvent(this, bumpLive, event)
     this.current = undefined
   }
@@ -280,7 +292,7 @@ export class Live implements Fold {
     if (length === this.foldedAt) return this.folded
     const forward = length > this.foldedAt
     const draft: Draft = { ...(forward ? this.folded : empty) }
-    for (let i = forward ? this.foldedAt : 0; i < length; i++) onEvent(draft, bumpDraft, this.log[i] as Event.Event)
+    for (let i = forward ? this.foldedAt : 0; i < length; i++) onEvent(draft, bumpDraft, this.log[i] as Event)
     if (forward) {
       this.folded = draft
       this.foldedAt = length
@@ -331,6 +343,8 @@ class View implements Counters {
   readonly recoveryExhausted: boolean
   readonly inputTokens: number
   readonly outputTokens: number
+  readonly cachedInputTokens: number
+  readonly reasoningTokens: number
   readonly costUsd: number
   readonly unchangedObservations: number
   readonly stateVersion: number
@@ -358,6 +372,8 @@ class View implements Counters {
     this.recoveryExhausted = live.recoveryExhausted
     this.inputTokens = live.inputTokens
     this.outputTokens = live.outputTokens
+    this.cachedInputTokens = live.cachedInputTokens
+    this.reasoningTokens = live.reasoningTokens
     this.costUsd = live.costUsd
     this.unchangedObservations = live.unchangedObservations
     this.stateVersion = live.stateVersion

@@ -81,7 +81,11 @@ export const ModelResponded = Schema.TaggedStruct("model.responded", {
   callIds: Schema.Array(Schema.String),
   /** Canonical signature of each tool call, in call order (tool name + canonical JSON). */
   signatures: Schema.Array(Schema.String),
-  usage: Model.Usage
+  usage: Model.Usage,
+  /** Why the model stopped, when it said (`length`: cut off by its output token limit). */
+  finishReason: Schema.optional(Model.FinishReason),
+  /** The model's reasoning (`reasoning_content`): sent back with the conversation, never observed. */
+  reasoning: Schema.optional(Schema.String)
 })
 
 /**
@@ -250,7 +254,22 @@ export const ApprovalDecided = Schema.TaggedStruct("approval.decided", {
  * @category models
  * @since 0.1.0
  */
-export const RecoveryKind = Schema.Literals(["tool_argument_correction", "provider_retry", "tool_retry"])
+export const RecoveryKind = Schema.Literals([
+  "tool_argument_correction",
+  "output_truncation",
+  "provider_retry",
+  "tool_retry"
+])
+
+/**
+ * Whether a recovery asks the model to correct itself (its tool arguments, or an answer
+ * cut off by its output token limit): it spends the correction budget, not the retry budget.
+ *
+ * @category predicates
+ * @since 0.1.0
+ */
+export const isCorrection = (kind: typeof RecoveryKind.Type): boolean =>
+  kind === "tool_argument_correction" || kind === "output_truncation"
 
 /**
  * @category models
