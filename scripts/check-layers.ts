@@ -17,12 +17,12 @@ import ts from "typescript"
 export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   failure: [],
   model: ["failure"],
-  tools: ["failure"],
-  recovery: ["failure", "tools"],
+  tools: ["failure", "model"],
+  recovery: ["failure", "model", "tools"],
   events: ["failure", "model", "tools", "recovery"],
-  termination: ["failure", "tools", "events"],
-  validation: ["failure", "tools", "events"],
-  cancellation: ["failure", "tools"],
+  termination: ["failure", "model", "tools", "events"],
+  validation: ["failure", "model", "tools", "events"],
+  cancellation: ["failure", "model", "tools"],
   run: ["failure", "model", "tools", "recovery", "events", "termination", "validation", "cancellation"],
   providers: ["failure", "model"],
   testing: [

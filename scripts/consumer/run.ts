@@ -20,7 +20,7 @@ const model: Layer.Layer<Model.Model> = ScriptedModel.layer([
   ScriptedModel.toolCall("add", { a: 2, b: 3 }),
   ScriptedModel.finalAnswer("5")
 ])
-const openai: Layer.Layer<Model.Model, never, HttpClient> = OpenAiCompatible.layer(
+const openai: Layer.Layer<Model.Model, OpenAiCompatible.InvalidOptions, HttpClient> = OpenAiCompatible.layer(
   OpenAiCompatible.openai({ apiKey: Redacted.make("sk-not-used") })
 )
 

@@ -11,7 +11,7 @@
  */
 import { HashMap, Option } from "effect"
 import * as Signature from "../tools/Signature.ts"
-import type * as Event from "./Event.ts"
+import { type Event, isCorrection } from "./Event.ts"
 import type { Counters } from "./internal/CountersShape.ts"
 import type * as RunState from "./RunState.ts"
 
@@ -40,6 +40,8 @@ export const empty: Counters = {
   recoveryExhausted: false,
   inputTokens: 0,
   outputTokens: 0,
+  cachedInputTokens: 0,
+  reasoningTokens: 0,
   costUsd: 0,
   unchangedObservations: 0,
   stateVersion: 0,
@@ -83,7 +85,7 @@ const failureStep = <T extends Fold>(
 }
 
 /** The fold itself, in place; `step` and `Live` differ only in how they keep the per-key tallies. */
-const onEvent = <T extends Fold>(c: T, count: Bump<T>, e: Event.Event): void => {
+const onEvent = <T extends Fold>(c: T, count: Bump<T>, e: Event): void => {
   switch (e._tag) {
     case "run.started":
       c.startedAt = e.at
@@ -95,14 +97,18 @@ const onEvent = <T extends Fold>(c: T, count: Bump<T>, e: Event.Event): void => 
       let repeated = c.repeatedToolCallCount
       for (const signature of e.signatures) repeated = Math.max(repeated, count(c, "callSignatures", signature))
       const noCalls = e.toolCalls.length === 0
-      const empty = noCalls && e.text.trim() === ""
+      // An answer cut off by the output token limit is neither final nor empty (R11).
+      const truncated = e.finishReason === "length"
+      const empty = noCalls && !truncated && e.text.trim() === ""
       c.iterations = c.iterations + 1
       c.toolCalls = c.toolCalls + e.toolCalls.length
-      c.finalAnswerReceived = noCalls && !empty
+      c.finalAnswerReceived = noCalls && !empty && !truncated
       c.emptyOutputs = c.emptyOutputs + (empty ? 1 : 0)
       c.repeatedToolCallCount = repeated
       c.inputTokens = c.inputTokens + e.usage.inputTokens
       c.outputTokens = c.outputTokens + e.usage.outputTokens
+      c.cachedInputTokens = c.cachedInputTokens + (e.usage.cachedInputTokens ?? 0)
+      c.reasoningTokens = c.reasoningTokens + (e.usage.reasoningTokens ?? 0)
       c.costUsd = c.costUsd + (e.usage.costUsd ?? 0)
       break
     }
@@ -126,7 +132,7 @@ const onEvent = <T extends Fold>(c: T, count: Bump<T>, e: Event.Event): void => 
       break
     case "recovery.started":
       c.recoveryAttempts = c.recoveryAttempts + 1
-      if (e.kind === "tool_argument_correction") c.toolCorrectionAttempts = c.toolCorrectionAttempts + 1
+      if (isCorrection(e.kind)) c.toolCorrectionAttempts = c.toolCorrectionAttempts + 1
       break
     case "recovery.failed":
       if (e.scope === "run") c.recoveryExhausted = true
@@ -153,7 +159,7 @@ const bumpDraft: Bump<Draft> = (c, field, key) => {
  * @category combinators
  * @since 0.1.0
  */
-export const step = (counters: Counters, event: Event.Event): Counters => {
+export const step = (counters: Counters, event: Event): Counters => {
   const next: Draft = { ...counters }
   onEvent(next, bumpDraft, event)
   return next
@@ -165,7 +171,7 @@ export const step = (counters: Counters, event: Event.Event): Counters => {
  * @category combinators
  * @since 0.1.0
  */
-export const fold = (events: Iterable<Event.Event>): Counters => {
+export const fold = (events: Iterable<Event>): Counters => {
   const counters: Draft = { ...empty }
   for (const event of events) onEvent(counters, bumpDraft, event)
   return counters
@@ -199,6 +205,8 @@ export class Live implements Fold {
   recoveryExhausted = false
   inputTokens = 0
   outputTokens = 0
+  cachedInputTokens = 0
+  reasoningTokens = 0
   costUsd = 0
   unchangedObservations = 0
   stateVersion = 0
@@ -210,19 +218,19 @@ export class Live implements Fold {
   failureCounts: Map<string, number> | undefined = undefined
   observationCounts: Map<string, number> | undefined = undefined
   /** The log this folds: the run appends to it, then calls `step`. */
-  readonly log: ReadonlyArray<Event.Event>
+  readonly log: ReadonlyArray<Event>
   /** `fold` of the first `foldedAt` events of the log, for the per-key maps. */
   private folded: Counters = empty
   private foldedAt = 0
   /** The last value handed out, until the next event. */
   private current: Counters | undefined = undefined
 
-  constructor(log: ReadonlyArray<Event.Event>) {
+  constructor(log: ReadonlyArray<Event>) {
     this.log = log
   }
 
   /** Folds the log's newest event, in place and in constant time. */
-  step(event: Event.Event): void {
+  step(event: Event): void {
     onEvent(this, bumpLive, event)
     this.current = undefined
   }
@@ -238,7 +246,7 @@ export class Live implements Fold {
     if (length === this.foldedAt) return this.folded
     const forward = length > this.foldedAt
     const draft: Draft = { ...(forward ? this.folded : empty) }
-    for (let i = forward ? this.foldedAt : 0; i < length; i++) onEvent(draft, bumpDraft, this.log[i] as Event.Event)
+    for (let i = forward ? this.foldedAt : 0; i < length; i++) onEvent(draft, bumpDraft, this.log[i] as Event)
     if (forward) {
       this.folded = draft
       this.foldedAt = length
@@ -289,6 +297,8 @@ class View implements Counters {
   readonly recoveryExhausted: boolean
   readonly inputTokens: number
   readonly outputTokens: number
+  readonly cachedInputTokens: number
+  readonly reasoningTokens: number
   readonly costUsd: number
   readonly unchangedObservations: number
   readonly stateVersion: number
@@ -316,6 +326,8 @@ class View implements Counters {
     this.recoveryExhausted = live.recoveryExhausted
     this.inputTokens = live.inputTokens
     this.outputTokens = live.outputTokens
+    this.cachedInputTokens = live.cachedInputTokens
+    this.reasoningTokens = live.reasoningTokens
     this.costUsd = live.costUsd
     this.unchangedObservations = live.unchangedObservations
     this.stateVersion = live.stateVersion

@@ -94,7 +94,11 @@ export const ModelResponded = Schema.TaggedStruct("model.responded", {
   callIds: Schema.Array(Schema.String),
   /** Canonical signature of each tool call, in call order (tool name + canonical JSON). */
   signatures: Schema.Array(Schema.String),
-  usage: Model.Usage
+  usage: Model.Usage,
+  /** Why the model stopped, when it said (`length`: cut off by its output token limit). */
+  finishReason: Schema.optional(Model.FinishReason),
+  /** The model's reasoning (`reasoning_content`): sent back with the conversation, never observed. */
+  reasoning: Schema.optional(Schema.String)
 })
 
 /**
@@ -264,6 +268,14 @@ export const ApprovalDecided = Schema.TaggedStruct("approval.decided", {
  * @since 0.1.0
  */
 export const RecoveryKind = Recovery.Kind
+
+/**
+ * Whether a recovery asks the model to correct itself (see `Recovery.isCorrection`).
+ *
+ * @category predicates
+ * @since 0.1.0
+ */
+export const isCorrection = Recovery.isCorrection
 
 /**
  * @category models

@@ -29,6 +29,8 @@ export const StopReason = Schema.Literals([
   "budget_exhausted",
   "tool_error",
   "model_error",
+  "output_truncated",
+  "content_filtered",
   "inconsistent_result",
   "unknown_outcome",
   "approval_rejected",
@@ -73,6 +75,9 @@ export const describe: { readonly [K in StopReason]: string } = {
   budget_exhausted: "The run's token or cost budget was spent.",
   tool_error: "A tool failed and it does not opt in to recovering its errors as observations.",
   model_error: "The model call failed permanently.",
+  output_truncated:
+    "The model's answer was cut off by its output token limit, and still was after the corrections the run allows.",
+  content_filtered: "The provider's content filter withheld the model's answer.",
   inconsistent_result: "A tool reported success but its postcondition check contradicted it.",
   unknown_outcome: "A side effect may or may not have happened and could not be reconciled.",
   approval_rejected: "A person rejected an action that needed approval.",

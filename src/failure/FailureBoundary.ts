@@ -82,13 +82,16 @@ export const http = (options: {
   readonly now: number
   readonly attempts?: number | undefined
   readonly diagnostic?: string | undefined
+  /** What the provider said about it (its error envelope's message), already scrubbed and cut: it ends the hint. */
+  readonly providerMessage?: string | undefined
 }): Failure.Failure => {
   const { status } = options
+  const said = options.providerMessage === undefined ? "" : `: ${options.providerMessage}`
   const base = {
     source: "provider" as const,
     code: `http_${status}`,
     attempts: options.attempts ?? 1,
-    hint: `the provider answered HTTP ${status} (${reasonPhrase(status)})`,
+    hint: `the provider answered HTTP ${status} (${reasonPhrase(status)})${said}`,
     diagnostic: options.diagnostic
   }
   if (isRetryableStatus(status)) {

@@ -35,16 +35,27 @@ export const ToolCall = Schema.Struct({
  */
 export type ToolCall = typeof ToolCall.Type
 
+/** A token count: a whole number a sum of many can still hold exactly enough (R2.1). */
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER))
+/** A price: finite, and small enough that a run's total stays finite. */
+const Cost = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(1e15))
+
 /**
+ * The tokens a response used and what they cost. `inputTokens` counts every prompt
+ * token, the cached ones too (`cachedInputTokens`, read from the provider's prompt
+ * cache, usually at a lower price); `outputTokens` counts every generated token, the
+ * reasoning ones too (`reasoningTokens`, the model's hidden or `reasoning_content`
+ * thinking).
+ *
  * @category models
  * @since 0.1.0
  */
-const NonNegative = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
-
 export const Usage = Schema.Struct({
-  inputTokens: NonNegative,
-  outputTokens: NonNegative,
-  costUsd: Schema.optional(NonNegative)
+  inputTokens: Count,
+  outputTokens: Count,
+  cachedInputTokens: Schema.optional(Count),
+  reasoningTokens: Schema.optional(Count),
+  costUsd: Schema.optional(Cost)
 })
 
 /**
@@ -68,7 +79,15 @@ export const noUsage: Usage = { inputTokens: 0, outputTokens: 0 }
 export const Message = Schema.Union([
   Schema.TaggedStruct("system", { content: Schema.String }),
   Schema.TaggedStruct("user", { content: Schema.String }),
-  Schema.TaggedStruct("assistant", { content: Schema.String, toolCalls: Schema.Array(ToolCall) }),
+  Schema.TaggedStruct("assistant", {
+    content: Schema.String,
+    toolCalls: Schema.Array(ToolCall),
+    /**
+     * The model's reasoning for this turn (DeepSeek's `reasoning_content`), kept so a
+     * provider that needs it back (DeepSeek's thinking mode with tools) can send it.
+     */
+    reasoning: Schema.optional(Schema.String)
+  }),
   Schema.TaggedStruct("tool", { toolCallId: Schema.String, name: Schema.String, content: Schema.String })
 ])
 
@@ -79,8 +98,31 @@ export const Message = Schema.Union([
 export type Message = typeof Message.Type
 
 /**
+ * A tool's input in the strict form of OpenAI's structured outputs (`strict: true`):
+ * every object closed (`additionalProperties: false`) with every property required, an
+ * optional one as nullable; what strict mode cannot express (records, tuples) encoded in
+ * a shape it can. The model's arguments then come in that shape, and `restore` turns
+ * them back into the shape `ToolDefinition.parameters` describes, which the tool
+ * pipeline checks.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface StrictForm {
+  readonly parameters: unknown
+  /**
+   * The arguments a model sent against the strict `parameters` (raw JSON text or a
+   * parsed value) in the tool's own shape, as JSON text (`null` for an optional field
+   * becomes no field). Arguments that do not fit are returned as they are, for the tool
+   * pipeline to refuse with its own, correctable, error.
+   */
+  readonly restore: (args: unknown) => unknown
+}
+
+/**
  * What the model is told about a tool: its name, description and the JSON Schema of
- * its input, generated from the tool's effect `Schema`.
+ * its input, generated from the tool's effect `Schema`, and its strict form when the
+ * input has one.
  *
  * @category models
  * @since 0.1.0
@@ -89,6 +131,7 @@ export interface ToolDefinition {
   readonly name: string
   readonly description: string
   readonly parameters: unknown
+  readonly strict?: StrictForm | undefined
 }
 
 /**
@@ -120,13 +163,36 @@ export interface Request {
 }
 
 /**
+ * Why the model stopped generating: `stop` (it finished), `tool_calls` (it asks for
+ * tools), `length` (the output token limit cut it off), `content_filter` (the
+ * provider's filter withheld it). A response without one finished normally.
+ *
+ * A truncated (`length`) answer is never a final answer: the run asks the model to
+ * finish it, shorter, within the correction budget, then stops `output_truncated`. A
+ * filtered one is a permanent failure (`content_filtered`), never an answer (R11).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const FinishReason = Schema.Literals(["stop", "tool_calls", "length", "content_filter"])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type FinishReason = typeof FinishReason.Type
+
+/**
  * @category models
  * @since 0.1.0
  */
 export const Response = Schema.Struct({
   text: Schema.String,
   toolCalls: Schema.Array(ToolCall),
-  usage: Usage
+  usage: Usage,
+  finishReason: Schema.optional(FinishReason),
+  /** The model's reasoning, when the provider returns it (DeepSeek's `reasoning_content`). */
+  reasoning: Schema.optional(Schema.String)
 })
 
 /**
@@ -180,8 +246,12 @@ export const response = (options: {
   readonly text?: string | undefined
   readonly toolCalls?: ReadonlyArray<ToolCall> | undefined
   readonly usage?: Usage | undefined
+  readonly finishReason?: FinishReason | undefined
+  readonly reasoning?: string | undefined
 }): Response => ({
   text: options.text ?? "",
   toolCalls: options.toolCalls ?? [],
-  usage: options.usage ?? noUsage
+  usage: options.usage ?? noUsage,
+  ...(options.finishReason === undefined ? {} : { finishReason: options.finishReason }),
+  ...(options.reasoning === undefined ? {} : { reasoning: options.reasoning })
 })

@@ -1,6 +1,9 @@
 /**
- * Any effect `ai/LanguageModel` (e.g. from the Effect AI provider packages) as the
- * run's {@link Model.Model} (R11).
+ * Any effect `ai/LanguageModel` as the run's {@link Model.Model} (R11): one you write
+ * with `LanguageModel.make`, or one of the Effect AI provider packages once they load
+ * next to effect 4.1 (as published, the `@effect/ai-openai` and
+ * `@effect/ai-openai-compat` 4.0 betas import `effect/unstable/*` paths that effect 4.1
+ * no longer has, and fail to load with `ERR_MODULE_NOT_FOUND`).
  *
  * The adapter asks for one response and hands back the tool calls the model proposed:
  * it never lets effect/ai run a tool. The tools are passed as dynamic tools (their
@@ -17,7 +20,14 @@
  * failure. The diagnostic keeps the error's message with credentials scrubbed
  * (`Bearer` values, `sk-…` keys) and cut to 500 characters (R3.1).
  *
- * Token usage feeds the run's counters and budgets: effect/ai decodes its counts as
+ * Tools are handed over in their strict form (every object closed, every property
+ * required, optionals nullable: what OpenAI's `strict` mode needs) when they have one,
+ * and the arguments a model sends against it come back in the tool's own shape; `strict:
+ * false` hands over the plain schemas.
+ *
+ * The finish reason (a cut-off answer is never final, a filtered one fails
+ * `content_filtered`), the reasoning text, and cached and reasoning tokens are carried
+ * over. Token usage feeds the run's counters and budgets: effect/ai decodes its counts as
  * integers, and a negative one is refused here as a `corrupt_response` too (R2.1).
  *
  * @since 0.1.0
@@ -27,15 +37,19 @@ import { type AiError, LanguageModel, Prompt, type Response, Tool, Toolkit } fro
 import type * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
 import * as Model from "../model/Model.ts"
+import * as Cost from "./internal/Cost.ts"
 import * as Redact from "./internal/Redact.ts"
+import type * as OpenAiOptions from "./OpenAiOptions.ts"
 
 /**
  * @category models
  * @since 0.1.0
  */
 export interface Options {
-  /** Prices in USD per million tokens, to fill `usage.costUsd`. */
-  readonly costPerMillionTokens?: { readonly input: number; readonly output: number } | undefined
+  /** Prices in USD per million tokens (`cachedInput`: of an input token read from a prompt cache), to fill `usage.costUsd`. */
+  readonly costPerMillionTokens?: OpenAiOptions.Prices | undefined
+  /** Hand tools over in their strict form when they have one (see the module doc). Default `true`. */
+  readonly strict?: boolean | undefined
 }
 
 const source = "provider" as const
@@ -62,6 +76,8 @@ const toMessage = (message: Model.Message): Prompt.Message => {
     case "assistant":
       return Prompt.assistantMessage({
         content: [
+          // The model's own reasoning goes back to its provider (DeepSeek's thinking mode needs it).
+          ...(message.reasoning === undefined ? [] : [Prompt.reasoningPart({ text: message.reasoning })]),
           ...(message.content === "" ? [] : [Prompt.textPart({ text: message.content })]),
           ...message.toolCalls.map((call) =>
             Prompt.toolCallPart({
@@ -100,16 +116,17 @@ export const toPrompt = (messages: ReadonlyArray<Model.Message>): Prompt.Prompt 
   Prompt.fromMessages(messages.map(toMessage))
 
 /**
- * The tool definitions as an effect/ai toolkit of dynamic tools. Their handlers are
- * never called (resolution is disabled); `failureMode: "return"` is a second guard.
+ * The tool definitions as an effect/ai toolkit of dynamic tools, in their strict form
+ * when asked and they have one. Their handlers are never called (resolution is
+ * disabled); `failureMode: "return"` is a second guard.
  *
  * @category converting
  * @since 0.1.0
  */
-export const toToolkit = (tools: ReadonlyArray<Model.ToolDefinition>) =>
+export const toToolkit = (tools: ReadonlyArray<Model.ToolDefinition>, strict = true) =>
   Toolkit.make(
     ...tools.map((tool) => {
-      const schema = decodeObject(tool.parameters)
+      const schema = decodeObject(strict && tool.strict !== undefined ? tool.strict.parameters : tool.parameters)
       return Tool.dynamic(tool.name, {
         description: tool.description,
         parameters: Result.isSuccess(schema) ? schema.success : { type: "object" },
@@ -171,7 +188,12 @@ export const fromAiError = (error: AiError.AiError, now: number, elapsedMillis: 
   }
 }
 
-const toolkits = new WeakMap<ReadonlyArray<Model.ToolDefinition>, ReturnType<typeof toToolkit>>()
+const FinishReasons: Readonly<Record<string, Model.FinishReason>> = {
+  stop: "stop",
+  length: "length",
+  "content-filter": "content_filter",
+  "tool-calls": "tool_calls"
+}
 
 /**
  * The model service over the `LanguageModel` in context.
@@ -182,39 +204,66 @@ const toolkits = new WeakMap<ReadonlyArray<Model.ToolDefinition>, ReturnType<typ
 export const make = Effect.fnUntraced(function* (options: Options = {}) {
   const model = yield* LanguageModel.LanguageModel
   const prices = options.costPerMillionTokens
+  const strict = options.strict ?? true
+  const toolkits = new WeakMap<ReadonlyArray<Model.ToolDefinition>, ReturnType<typeof toToolkit>>()
 
   const toolkitFor = (tools: ReadonlyArray<Model.ToolDefinition>) => {
     let toolkit = toolkits.get(tools)
     if (toolkit === undefined) {
-      toolkit = toToolkit(tools)
+      toolkit = toToolkit(tools, strict)
       toolkits.set(tools, toolkit)
     }
     return toolkit
   }
 
-  const toResponse = (response: {
-    readonly text: string
-    readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }>
-    readonly usage: Response.Usage
-  }): Effect.Effect<Model.Response, Failure.Failure> => {
-    const inputTokens = response.usage.inputTokens.total ?? 0
-    const outputTokens = response.usage.outputTokens.total ?? 0
-    if (inputTokens < 0 || outputTokens < 0) {
-      const detail = `the usage has a negative token count (input ${inputTokens}, output ${outputTokens})`
-      return Effect.fail(FailureBoundary.corruptResponse({ source, detail }))
+  const usageOf = (usage: Response.Usage): Model.Usage | string => {
+    const inputTokens = usage.inputTokens.total ?? 0
+    const outputTokens = usage.outputTokens.total ?? 0
+    const cached = usage.inputTokens.cacheRead
+    const reasoning = usage.outputTokens.reasoning
+    if (
+      [inputTokens, outputTokens, cached ?? 0, reasoning ?? 0].some((n) => n < 0) ||
+      (cached ?? 0) > inputTokens ||
+      (reasoning ?? 0) > outputTokens
+    ) {
+      return `the usage has a negative or inconsistent token count (input ${inputTokens}, cached ${cached}, output ${outputTokens}, reasoning ${reasoning})`
+    }
+    const counts = {
+      inputTokens,
+      outputTokens,
+      ...(cached === undefined ? {} : { cachedInputTokens: cached }),
+      ...(reasoning === undefined ? {} : { reasoningTokens: reasoning })
+    }
+    return prices === undefined ? counts : { ...counts, costUsd: Cost.costUsd(prices, counts) }
+  }
+
+  const toResponse = (
+    response: {
+      readonly text: string
+      readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }>
+      readonly usage: Response.Usage
+      readonly finishReason: Response.FinishReason
+      readonly reasoningText: string | undefined
+    },
+    tools: ReadonlyArray<Model.ToolDefinition>
+  ): Effect.Effect<Model.Response, Failure.Failure> => {
+    const usage = usageOf(response.usage)
+    if (typeof usage === "string") return Effect.fail(FailureBoundary.corruptResponse({ source, detail: usage }))
+    const restore = (name: string, params: unknown) => {
+      const form = strict ? tools.find((tool) => tool.name === name)?.strict : undefined
+      return form === undefined ? params : form.restore(params)
     }
     return Effect.succeed(
       Model.response({
         text: response.text,
-        toolCalls: response.toolCalls.map((call) => ({ id: call.id, name: call.name, arguments: call.params })),
-        usage:
-          prices === undefined
-            ? { inputTokens, outputTokens }
-            : {
-                inputTokens,
-                outputTokens,
-                costUsd: (inputTokens * prices.input + outputTokens * prices.output) / 1_000_000
-              }
+        toolCalls: response.toolCalls.map((call) => ({
+          id: call.id,
+          name: call.name,
+          arguments: restore(call.name, call.params)
+        })),
+        usage,
+        finishReason: FinishReasons[response.finishReason],
+        reasoning: response.reasoningText
       })
     )
   }
@@ -227,7 +276,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     const prompt = toPrompt(request.messages)
     const call: Effect.Effect<Model.Response, AiError.AiError | Failure.Failure> =
       request.tools.length === 0
-        ? Effect.flatMap(model.generateText({ prompt }), toResponse)
+        ? Effect.flatMap(model.generateText({ prompt }), (response) => toResponse(response, request.tools))
         : Effect.flatMap(
             model.generateText({
               prompt,
@@ -235,7 +284,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
               disableToolCallResolution: true,
               toolCallValidation: "deferred"
             }),
-            toResponse
+            (response) => toResponse(response, request.tools)
           )
     return yield* call.pipe(
       Effect.catchTag("AiError", (error) =>

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type { Options } from "./OpenAiCompatible.ts"
+import type { Dialect, Options } from "./OpenAiOptions.ts"
 
 /**
  * Options for a preset: everything but the base URL and model is as in
@@ -29,6 +29,8 @@ export interface Preset {
   readonly name: string
   readonly baseUrl: string
   readonly model: string
+  /** Where its API differs from OpenAI's (the output cap's name, reasoning options, `reasoning_content`). */
+  readonly dialect: Dialect
   readonly env: { readonly apiKey: string; readonly baseUrl: string; readonly model: string }
 }
 
@@ -40,6 +42,7 @@ export const OpenAi: Preset = {
   name: "openai",
   baseUrl: "https://api.openai.com/v1",
   model: "gpt-4o-mini",
+  dialect: "openai",
   env: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL", model: "OPENAI_MODEL" }
 }
 
@@ -50,7 +53,8 @@ export const OpenAi: Preset = {
 export const DeepSeek: Preset = {
   name: "deepseek",
   baseUrl: "https://api.deepseek.com",
-  model: "deepseek-chat",
+  model: "deepseek-v4-flash",
+  dialect: "deepseek",
   env: { apiKey: "DEEPSEEK_API_KEY", baseUrl: "DEEPSEEK_BASE_URL", model: "DEEPSEEK_MODEL" }
 }
 
@@ -59,7 +63,8 @@ const fromPreset =
   (options: PresetOptions): Options => ({
     ...options,
     baseUrl: options.baseUrl ?? preset.baseUrl,
-    model: options.model ?? preset.model
+    model: options.model ?? preset.model,
+    dialect: options.dialect ?? preset.dialect
   })
 
 /**
@@ -71,7 +76,10 @@ const fromPreset =
 export const openai: (options: PresetOptions) => Options = fromPreset(OpenAi)
 
 /**
- * Options for DeepSeek (`https://api.deepseek.com`, default model `deepseek-chat`).
+ * Options for DeepSeek (`https://api.deepseek.com`, default model `deepseek-v4-flash`, in
+ * thinking mode by default at DeepSeek), in DeepSeek's dialect: the output cap as
+ * `max_tokens`, `thinking` and `reasoning_effort`, and each assistant turn with tool
+ * calls carrying its `reasoning_content` back, as thinking mode requires.
  *
  * @category presets
  * @since 0.1.0

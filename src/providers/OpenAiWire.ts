@@ -1,54 +1,32 @@
 /**
  * The chat-completions wire format shared by OpenAI, DeepSeek and other compatible
- * endpoints: the request body built from the run's messages and tool definitions, the
- * `Schema`s that decode a response or a streamed chunk (so an unexpected body is a
- * typed failure, never a crash), and the accumulation of streamed deltas into one
- * response.
+ * endpoints: the request body built from the run's messages, tool definitions and the
+ * per-model options (in the endpoint's {@link OpenAiOptions.Dialect}), the `Schema`s
+ * that decode a response or a streamed chunk (so an unexpected body is a typed failure,
+ * never a crash), and the accumulation of streamed deltas into one response.
  *
  * Tool-call arguments stay the raw text the provider sent: the runtime's tool pipeline
- * parses them, so malformed JSON becomes a correctable tool result. The encoders of
- * responses (plain and streamed) serve servers and tests that speak the protocol.
+ * parses them, so malformed JSON becomes a correctable tool result. Arguments of a tool
+ * sent in its strict form are brought back to the tool's own shape first.
+ *
+ * The encoders of responses (plain and streamed), for servers and tests that speak the
+ * protocol, are in `OpenAiWireEncode`.
  *
  * @since 0.1.0
  */
 import { Result, Schema } from "effect"
 import type * as Model from "../model/Model.ts"
+import * as Cost from "./internal/Cost.ts"
+import * as WireRequest from "./internal/WireRequest.ts"
+import type * as OpenAiOptions from "./OpenAiOptions.ts"
 
 /**
+ * What shapes a request besides the conversation: the model and the per-model options.
+ *
  * @category models
  * @since 0.1.0
  */
-export interface RequestOptions {
-  readonly model: string
-  readonly temperature?: number | undefined
-  readonly stream: boolean
-}
-
-const argumentText = (args: unknown): string => (typeof args === "string" ? args : JSON.stringify(args ?? {}))
-
-const wireToolCall = (call: Model.ToolCall) => ({
-  id: call.id,
-  type: "function",
-  function: { name: call.name, arguments: argumentText(call.arguments) }
-})
-
-const wireMessage = (message: Model.Message): object => {
-  switch (message._tag) {
-    case "system":
-    case "user":
-      return { role: message._tag, content: message.content }
-    case "assistant":
-      return message.toolCalls.length === 0
-        ? { role: "assistant", content: message.content }
-        : {
-            role: "assistant",
-            content: message.content === "" ? null : message.content,
-            tool_calls: message.toolCalls.map(wireToolCall)
-          }
-    case "tool":
-      return { role: "tool", tool_call_id: message.toolCallId, content: message.content }
-  }
-}
+export type { RequestOptions } from "./internal/WireRequest.ts"
 
 /**
  * The JSON body of a chat-completions request.
@@ -56,20 +34,7 @@ const wireMessage = (message: Model.Message): object => {
  * @category constructors
  * @since 0.1.0
  */
-export const requestBody = (options: RequestOptions, request: Model.Request): object => ({
-  model: options.model,
-  messages: request.messages.map(wireMessage),
-  ...(request.tools.length === 0
-    ? {}
-    : {
-        tools: request.tools.map((tool) => ({
-          type: "function",
-          function: { name: tool.name, description: tool.description, parameters: tool.parameters }
-        }))
-      }),
-  ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
-  ...(options.stream ? { stream: true, stream_options: { include_usage: true } } : {})
-})
+export const requestBody: (options: WireRequest.RequestOptions, request: Model.Request) => object = WireRequest.body
 
 const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
 
@@ -77,7 +42,11 @@ const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.Nul
 // would bend them, so a usage that is not whole, non-negative, safe integers does not decode.
 const WireUsage = Schema.Struct({
   prompt_tokens: Schema.Natural,
-  completion_tokens: Schema.Natural
+  completion_tokens: Schema.Natural,
+  prompt_tokens_details: Nullable(Schema.Struct({ cached_tokens: Nullable(Schema.Natural) })),
+  completion_tokens_details: Nullable(Schema.Struct({ reasoning_tokens: Nullable(Schema.Natural) })),
+  /** DeepSeek's count of prompt tokens read from its cache. */
+  prompt_cache_hit_tokens: Nullable(Schema.Natural)
 })
 
 const WireToolCall = Schema.Struct({
@@ -96,8 +65,11 @@ export const Completion = Schema.Struct({
     Schema.Struct({
       message: Schema.Struct({
         content: Nullable(Schema.String),
-        tool_calls: Nullable(Schema.Array(WireToolCall))
-      })
+        tool_calls: Nullable(Schema.Array(WireToolCall)),
+        /** DeepSeek's thinking mode. */
+        reasoning_content: Nullable(Schema.String)
+      }),
+      finish_reason: Nullable(Schema.String)
     })
   ),
   usage: Nullable(WireUsage)
@@ -128,9 +100,11 @@ export const Chunk = Schema.Struct({
       delta: Nullable(
         Schema.Struct({
           content: Nullable(Schema.String),
+          reasoning_content: Nullable(Schema.String),
           tool_calls: Nullable(Schema.Array(WireToolCallDelta))
         })
-      )
+      ),
+      finish_reason: Nullable(Schema.String)
     })
   ),
   usage: Nullable(WireUsage)
@@ -143,14 +117,26 @@ export const Chunk = Schema.Struct({
 export type Chunk = typeof Chunk.Type
 
 /**
- * The error envelope of an error response or an error event: `{ error: { message } }`.
+ * The error envelope of an error response or of an error event in a stream:
+ * `{ error: { message, type, code, param } }`. Gateways put a status in `code`.
  *
  * @category schemas
  * @since 0.1.0
  */
 export const ErrorBody = Schema.Struct({
-  error: Schema.Struct({ message: Nullable(Schema.String), type: Nullable(Schema.String) })
+  error: Schema.Struct({
+    message: Nullable(Schema.String),
+    type: Nullable(Schema.String),
+    code: Nullable(Schema.Union([Schema.String, Schema.Finite])),
+    param: Nullable(Schema.String)
+  })
 })
+
+/**
+ * @category schemas
+ * @since 0.1.0
+ */
+export type ErrorBody = typeof ErrorBody.Type
 
 const decodeCompletion = Schema.decodeUnknownResult(Schema.fromJsonString(Completion))
 const decodeChunk = Schema.decodeUnknownResult(Schema.fromJsonString(Chunk))
@@ -173,61 +159,150 @@ export const parseChunk = (text: string): Result.Result<Chunk, string> =>
   Result.mapError(decodeChunk(text), (error) => error.message)
 
 /**
+ * The error a body or an event carries, when it is one.
+ *
+ * @category decoding
+ * @since 0.1.0
+ */
+export const parseError = (text: string): ErrorBody["error"] | undefined => {
+  const decoded = decodeError(text)
+  return Result.isSuccess(decoded) ? decoded.success.error : undefined
+}
+
+/**
  * The provider's own error message in an error body, when it has one.
  *
  * @category decoding
  * @since 0.1.0
  */
 export const errorMessage = (text: string): string | undefined => {
-  const decoded = decodeError(text)
-  return Result.isSuccess(decoded)
-    ? (decoded.success.error.message ?? decoded.success.error.type ?? undefined)
-    : undefined
+  const error = parseError(text)
+  return error === undefined ? undefined : (error.message ?? error.type ?? undefined)
 }
 
 /**
- * Prices to turn token usage into a cost.
+ * What a decoded answer needs besides its body: the iteration (for ids the provider left
+ * out), the prices, and the strict forms of the tools sent strict (their arguments are
+ * brought back to the tool's own shape).
  *
  * @category models
  * @since 0.1.0
  */
-export interface Prices {
-  readonly input: number
-  readonly output: number
+export interface Decoding {
+  readonly iteration: number
+  readonly prices?: OpenAiOptions.Prices | undefined
+  readonly strict?: ReadonlyMap<string, Model.StrictForm> | undefined
 }
 
-const usage = (wire: typeof WireUsage.Type | null | undefined, prices: Prices | undefined): Model.Usage => {
+/**
+ * Why a body does not make a response: it is corrupt (`corrupt`), or the provider
+ * stopped the answer itself for lack of resources (`interrupted`, DeepSeek's
+ * `insufficient_system_resource`), which is worth asking again.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Problem {
+  readonly kind: "corrupt" | "interrupted"
+  readonly detail: string
+}
+
+const corrupt = (detail: string): Result.Result<never, Problem> => Result.fail({ kind: "corrupt", detail })
+
+type WireUsageType = typeof WireUsage.Type
+
+const usageOf = (
+  wire: WireUsageType | null | undefined,
+  prices: OpenAiOptions.Prices | undefined
+): Result.Result<Model.Usage, Problem> => {
   const inputTokens = wire?.prompt_tokens ?? 0
   const outputTokens = wire?.completion_tokens ?? 0
-  return prices === undefined
-    ? { inputTokens, outputTokens }
-    : { inputTokens, outputTokens, costUsd: (inputTokens * prices.input + outputTokens * prices.output) / 1_000_000 }
+  const cached = wire?.prompt_tokens_details?.cached_tokens ?? wire?.prompt_cache_hit_tokens ?? undefined
+  const reasoning = wire?.completion_tokens_details?.reasoning_tokens ?? undefined
+  // Parts larger than their whole would bend the cost (a negative uncached count).
+  if (cached !== undefined && cached > inputTokens) {
+    return corrupt(`the usage says ${cached} cached input tokens of ${inputTokens}`)
+  }
+  if (reasoning !== undefined && reasoning > outputTokens) {
+    return corrupt(`the usage says ${reasoning} reasoning tokens of ${outputTokens} output tokens`)
+  }
+  const usage: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = { inputTokens, outputTokens }
+  if (cached !== undefined) usage.cachedInputTokens = cached
+  if (reasoning !== undefined) usage.reasoningTokens = reasoning
+  if (prices !== undefined) usage.costUsd = Cost.costUsd(prices, usage)
+  return Result.succeed(usage)
+}
+
+const finishReasons: Readonly<Record<string, Model.FinishReason>> = {
+  stop: "stop",
+  tool_calls: "tool_calls",
+  function_call: "tool_calls",
+  length: "length",
+  content_filter: "content_filter"
 }
 
 const callId = (id: string | null | undefined, iteration: number, index: number) =>
   id === null || id === undefined || id === "" ? `call_${iteration}_${index}` : id
 
+interface Parts {
+  readonly text: string
+  readonly reasoning: string | undefined
+  readonly calls: ReadonlyArray<{ readonly id: string | undefined; readonly name: string; readonly arguments: unknown }>
+  readonly finishReason: string | undefined
+  readonly usage: WireUsageType | undefined
+}
+
+/** The response the parts of an answer make, plain or streamed. */
+const responseOf = (parts: Parts, decoding: Decoding): Result.Result<Model.Response, Problem> => {
+  if (parts.finishReason === "insufficient_system_resource") {
+    return Result.fail({
+      kind: "interrupted",
+      detail: "the provider stopped the answer for lack of resources (finish_reason: insufficient_system_resource)"
+    })
+  }
+  const usage = usageOf(parts.usage, decoding.prices)
+  if (Result.isFailure(usage)) return Result.fail(usage.failure)
+  const finishReason = parts.finishReason === undefined ? undefined : finishReasons[parts.finishReason]
+  const toolCalls = parts.calls.map((call, index) => {
+    const strict = decoding.strict?.get(call.name)
+    return {
+      id: callId(call.id, decoding.iteration, index),
+      name: call.name,
+      arguments: strict === undefined ? call.arguments : strict.restore(call.arguments)
+    }
+  })
+  return Result.succeed({
+    text: parts.text,
+    toolCalls,
+    usage: usage.success,
+    ...(finishReason === undefined ? {} : { finishReason }),
+    ...(parts.reasoning === undefined ? {} : { reasoning: parts.reasoning })
+  })
+}
+
 /**
- * The response of a complete chat completion.
+ * The response of a complete chat completion, or why it is none.
  *
  * @category decoding
  * @since 0.1.0
  */
-export const fromCompletion = (
-  completion: Completion,
-  iteration: number,
-  prices: Prices | undefined
-): Model.Response => {
-  const message = completion.choices[0].message
-  return {
-    text: message.content ?? "",
-    toolCalls: (message.tool_calls ?? []).map((call, index) => ({
-      id: callId(call.id, iteration, index),
-      name: call.function.name,
-      arguments: call.function.arguments ?? "{}"
-    })),
-    usage: usage(completion.usage, prices)
-  }
+export const fromCompletion = (completion: Completion, decoding: Decoding): Result.Result<Model.Response, Problem> => {
+  const choice = completion.choices[0]
+  const message = choice.message
+  return responseOf(
+    {
+      text: message.content ?? "",
+      reasoning: message.reasoning_content ?? undefined,
+      calls: (message.tool_calls ?? []).map((call) => ({
+        id: call.id ?? undefined,
+        name: call.function.name,
+        arguments: call.function.arguments ?? "{}"
+      })),
+      finishReason: choice.finish_reason ?? undefined,
+      usage: completion.usage ?? undefined
+    },
+    decoding
+  )
 }
 
 interface PartialCall {
@@ -244,19 +319,28 @@ interface PartialCall {
  */
 export interface Accumulator {
   text: string
+  reasoning: string | undefined
   readonly calls: Map<number, PartialCall>
-  usage: typeof WireUsage.Type | undefined
+  finishReason: string | undefined
+  usage: WireUsageType | undefined
 }
 
 /**
  * @category constructors
  * @since 0.1.0
  */
-export const accumulator = (): Accumulator => ({ text: "", calls: new Map(), usage: undefined })
+export const accumulator = (): Accumulator => ({
+  text: "",
+  reasoning: undefined,
+  calls: new Map(),
+  finishReason: undefined,
+  usage: undefined
+})
 
 /**
- * Folds one chunk in: text is appended, tool-call deltas are merged by their `index`
- * (the id and name come with the first delta of a call, argument text with any).
+ * Folds one chunk in: text and reasoning are appended, tool-call deltas are merged by
+ * their `index` (the id and name come with the first delta of a call, argument text
+ * with any), the last finish reason and usage kept.
  *
  * @category combinators
  * @since 0.1.0
@@ -264,9 +348,11 @@ export const accumulator = (): Accumulator => ({ text: "", calls: new Map(), usa
 export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
   if (chunk.usage !== undefined && chunk.usage !== null) acc.usage = chunk.usage
   for (const choice of chunk.choices) {
+    if (typeof choice.finish_reason === "string") acc.finishReason = choice.finish_reason
     const delta = choice.delta
     if (delta === undefined || delta === null) continue
     if (typeof delta.content === "string") acc.text += delta.content
+    if (typeof delta.reasoning_content === "string") acc.reasoning = (acc.reasoning ?? "") + delta.reasoning_content
     const deltas = delta.tool_calls ?? []
     for (let i = 0; i < deltas.length; i++) {
       const part = deltas[i]
@@ -291,75 +377,14 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
  * @category decoding
  * @since 0.1.0
  */
-export const fromAccumulator = (
-  acc: Accumulator,
-  iteration: number,
-  prices: Prices | undefined
-): Result.Result<Model.Response, string> => {
-  const toolCalls: Array<Model.ToolCall> = []
+export const fromAccumulator = (acc: Accumulator, decoding: Decoding): Result.Result<Model.Response, Problem> => {
+  const calls: Array<PartialCall> = []
   for (const [index, call] of [...acc.calls.entries()].sort(([a], [b]) => a - b)) {
-    if (call.name === "") return Result.fail(`the streamed tool call at index ${index} has no function name`)
-    toolCalls.push({ id: callId(call.id, iteration, index), name: call.name, arguments: call.arguments })
+    if (call.name === "") return corrupt(`the streamed tool call at index ${index} has no function name`)
+    calls.push(call)
   }
-  return Result.succeed({ text: acc.text, toolCalls, usage: usage(acc.usage, prices) })
-}
-
-const wireUsage = (usage: Model.Usage) => ({ prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens })
-
-/**
- * A response as the JSON body of a complete chat completion.
- *
- * @category encoding
- * @since 0.1.0
- */
-export const completionBody = (response: Model.Response, model: string): object => ({
-  id: "chatcmpl-0",
-  object: "chat.completion",
-  created: 0,
-  model,
-  choices: [
-    {
-      index: 0,
-      message: {
-        role: "assistant",
-        content: response.text === "" && response.toolCalls.length > 0 ? null : response.text,
-        ...(response.toolCalls.length === 0 ? {} : { tool_calls: response.toolCalls.map(wireToolCall) })
-      },
-      finish_reason: response.toolCalls.length > 0 ? "tool_calls" : "stop"
-    }
-  ],
-  usage: wireUsage(response.usage)
-})
-
-const pieces = (text: string, size: number): Array<string> => {
-  const out: Array<string> = []
-  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size))
-  return out
-}
-
-/**
- * A response as the data of the events of a stream, the way providers send it: the
- * text and each call's arguments in pieces of `pieceSize` characters, a call's id and
- * name with its first delta, the usage in a last chunk without choices, then `[DONE]`.
- *
- * @category encoding
- * @since 0.1.0
- */
-export const chunkData = (response: Model.Response, model: string, pieceSize = 8): Array<string> => {
-  const envelope = (choices: ReadonlyArray<object>, extra: object = {}) =>
-    JSON.stringify({ id: "chatcmpl-0", object: "chat.completion.chunk", created: 0, model, choices, ...extra })
-  const chunk = (delta: object, finish: string | null = null) => envelope([{ index: 0, delta, finish_reason: finish }])
-  const out = [chunk({ role: "assistant", content: "" })]
-  for (const piece of pieces(response.text, pieceSize)) out.push(chunk({ content: piece }))
-  response.toolCalls.forEach((call, index) => {
-    const start = { index, id: call.id, type: "function", function: { name: call.name, arguments: "" } }
-    out.push(chunk({ tool_calls: [start] }))
-    for (const piece of pieces(argumentText(call.arguments), pieceSize)) {
-      out.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }))
-    }
-  })
-  out.push(chunk({}, response.toolCalls.length > 0 ? "tool_calls" : "stop"))
-  out.push(envelope([], { usage: wireUsage(response.usage) }))
-  out.push("[DONE]")
-  return out
+  return responseOf(
+    { text: acc.text, reasoning: acc.reasoning, calls, finishReason: acc.finishReason, usage: acc.usage },
+    decoding
+  )
 }

@@ -96,13 +96,22 @@ export const defaults: Settings = { schedule: backoff(), maxRecoveries: 8, never
  * @category models
  * @since 0.2.0
  */
-export const Kind = Schema.Literals(["tool_argument_correction", "provider_retry", "tool_retry"])
+export const Kind = Schema.Literals(["tool_argument_correction", "output_truncation", "provider_retry", "tool_retry"])
 
 /**
  * @category models
  * @since 0.2.0
  */
 export type Kind = typeof Kind.Type
+
+/**
+ * Whether a recovery asks the model to correct itself (its tool arguments, or an answer
+ * cut off by its output token limit): it spends the correction budget, not the retry budget.
+ *
+ * @category predicates
+ * @since 0.2.0
+ */
+export const isCorrection = (kind: Kind): boolean => kind === "tool_argument_correction" || kind === "output_truncation"
 
 /**
  * The limits one episode's retries are decided by.

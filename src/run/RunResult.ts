@@ -32,6 +32,8 @@ export const CountersSnapshot = Schema.Struct({
   recoveryExhausted: Schema.Boolean,
   inputTokens: Schema.Finite,
   outputTokens: Schema.Finite,
+  cachedInputTokens: Schema.Finite,
+  reasoningTokens: Schema.Finite,
   costUsd: Schema.Finite,
   unchangedObservations: Schema.Int
 })

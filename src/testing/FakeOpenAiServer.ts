@@ -1,16 +1,28 @@
 /**
  * A real chat-completions server on 127.0.0.1 that plays a script, for testing
  * provider clients over a real socket (R10, R11): each request gets the next step, a
- * response (text and/or tool calls, with usage) or a fault on cue: an HTTP status with
- * `Retry-After`, a delay before the headers, a stall mid-stream, a connection reset,
- * corrupt JSON, a truncated body, a body given byte for byte, a body that never ends.
- * It answers plain and streaming (`stream: true`, server-sent events) requests alike,
- * and records every request it gets, including whether the client closed the
- * connection before the answer was complete and how many body bytes it sent.
+ * response (text and/or tool calls, with usage and a finish reason) or a fault on cue:
+ * an HTTP status with `Retry-After`, an error inside a stream, a delay before the
+ * headers, a stall mid-stream, a connection reset, corrupt JSON, a truncated body, a
+ * body given byte for byte, a body that never ends. A step may be chosen from the
+ * request itself. It answers plain and streaming (`stream: true`, server-sent events)
+ * requests alike, and records every request it gets, including when it arrived, whether
+ * the client closed the connection before the answer was complete and how many body
+ * bytes it sent.
  *
- * Tool calls without an id get `call_0`, `call_1`, ... numbered across the whole
- * script, as real providers give ids unique in a conversation; an id the script gives
- * is sent as is (so a test can reuse one on purpose).
+ * It is as strict as the API it plays (`api`: OpenAI by default, or DeepSeek): a request
+ * the API would refuse gets the API's 400 body and plays no step (see
+ * `internal/FakeOpenAiValidation.ts`: roles, tool messages that answer the calls of the
+ * turn before, tool schemas, options that need tools or a stream, and DeepSeek's
+ * `reasoning_content` rule in thinking mode). Answers carry `total_tokens` and the usage
+ * details, the usage chunk of a stream only when the request sets
+ * `stream_options.include_usage`, a completion id unique across the script, and in
+ * DeepSeek's thinking mode a `reasoning_content`. Error statuses carry the API's error
+ * body (`type`, `code`, `param`).
+ *
+ * Tool calls without a scripted id get `call_0`, `call_1`, ... numbered across the
+ * whole script, as real providers give ids unique in a conversation; an id the script
+ * gives is sent as is (so a test can reuse one on purpose).
  *
  * The server is scoped: it listens on a random port when acquired and is closed, with
  * its connections and timers, when the scope closes. When the script runs out it
@@ -21,9 +33,9 @@
 
 import * as Http from "node:http"
 import { Deferred, Effect, Exit, Result, Schema, type Scope } from "effect"
-import type * as Model from "../model/Model.ts"
-import * as OpenAiWire from "../providers/OpenAiWire.ts"
-import { type Step, status } from "./internal/FakeOpenAiSteps.ts"
+import * as Answers from "./internal/FakeOpenAiAnswers.ts"
+import { type RecordedRequest, type Step, status } from "./internal/FakeOpenAiSteps.ts"
+import * as Validation from "./internal/FakeOpenAiValidation.ts"
 
 /**
  * The steps and their constructors live in `internal/FakeOpenAiSteps.ts`; they are
@@ -32,38 +44,43 @@ import { type Step, status } from "./internal/FakeOpenAiSteps.ts"
  * @since 0.1.0
  */
 export {
+  type ApiError,
   corrupt,
   delay,
   endless,
+  fromRequest,
+  type RecordedRequest,
+  type ReplyUsage,
   raw,
   reply,
   reset,
   type Step,
   stall,
   status,
+  streamError,
   type ToolCall,
   truncated
 } from "./internal/FakeOpenAiSteps.ts"
 
 /**
- * What the server got.
- *
  * @category models
  * @since 0.1.0
  */
-export interface RecordedRequest {
-  readonly index: number
-  readonly method: string
-  readonly path: string
-  readonly headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
-  /** The body as parsed JSON, or as text if it is not JSON. */
-  readonly body: unknown
-  readonly rawBody: string
-  readonly stream: boolean
-  /** The client closed the connection before the answer was complete. Set once closed. */
-  closedEarly: boolean
-  /** Body bytes handed to the socket so far. */
-  bytesSent: number
+export type Api = Validation.Api
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options {
+  /**
+   * The API the server plays: `openai` (default) or `deepseek` (its roles, usage fields,
+   * ids, `reasoning_content` in thinking mode, and the rule that a thinking-mode tool
+   * turn carries its `reasoning_content` back).
+   */
+  readonly api?: Api | undefined
+  /** Refuse, with the API's 400, a request the API would refuse. Default `true`. */
+  readonly validate?: boolean | undefined
 }
 
 /**
@@ -74,7 +91,7 @@ export interface FakeOpenAiServer {
   /** The base URL to give a client, `http://127.0.0.1:<port>/v1`. */
   readonly url: string
   readonly port: number
-  /** The requests so far, in order. */
+  /** The requests so far, in order (those refused with a 400 too). */
   readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
   /** Waits until the answer to request `index` (from 0) is closed, and returns its record. */
   readonly whenClosed: (index: number) => Effect.Effect<RecordedRequest>
@@ -83,46 +100,35 @@ export interface FakeOpenAiServer {
 }
 
 /**
- * The script: steps played one per request, or a function of the request's index.
+ * The script: steps played one per accepted request, or a function of the step's
+ * index (from 0, counting accepted requests) and of the request.
  *
  * @category models
  * @since 0.1.0
  */
-export type Script = ReadonlyArray<Step> | ((index: number) => Step)
-
-const MODEL = "fake-model"
+export type Script = ReadonlyArray<Step> | ((index: number, request: RecordedRequest) => Step)
 
 const parseJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
 
 type Reply = Extract<Step, { _tag: "Reply" }>
 
-const asResponse = (step: Reply, nextId: () => string): Model.Response => ({
-  text: step.text,
-  toolCalls: step.toolCalls.map((call) => ({
-    id: call.id ?? nextId(),
-    name: call.name,
-    arguments: call.arguments
-  })),
-  usage: { inputTokens: step.usage.input, outputTokens: step.usage.output }
-})
-
-const errorBody = (message: string) => JSON.stringify({ error: { message, type: "fake_server_error" } })
-
-/** What playing a step needs: the response, the server's timers and id counter, the record. */
+/** What playing a step needs: the response, the server's timers, the record, and the request's particulars. */
 interface Playback {
   readonly res: Http.ServerResponse
-  readonly streamed: boolean
   /** Schedules on the server's timers, cleared when it closes. */
   readonly later: (ms: number, f: () => void) => void
   /** Destroys the connection from the server's side. */
   readonly destroy: () => void
-  readonly nextId: () => string
   readonly record: RecordedRequest
+  readonly answering: Answers.Answering
 }
+
+const filler = (text: string): Reply => ({ _tag: "Reply", text, toolCalls: [], usage: { input: 1, output: 1 } })
 
 /** Plays one step on one response. */
 const play = (step: Step, playback: Playback): void => {
-  const { res, streamed, later, destroy, record } = playback
+  const { res, later, destroy, record, answering } = playback
+  const streamed = answering.streamed
   if (res.destroyed) return
   const write = (text: string): boolean => {
     record.bytesSent += Buffer.byteLength(text)
@@ -135,13 +141,7 @@ const play = (step: Step, playback: Playback): void => {
   const contentType = { "content-type": streamed ? "text/event-stream" : "application/json" }
   const headers = (code: number, extra: Record<string, string> = {}) =>
     res.writeHead(code, { ...contentType, ...extra })
-  /** The body of a 200 answer as parts: events for a stream, two halves of the JSON otherwise. */
-  const parts = (reply: Reply): Array<string> => {
-    const response = asResponse(reply, playback.nextId)
-    if (streamed) return OpenAiWire.chunkData(response, MODEL).map((data) => `data: ${data}\n\n`)
-    const json = JSON.stringify(OpenAiWire.completionBody(response, MODEL))
-    return [json.slice(0, json.length >> 1), json.slice(json.length >> 1)]
-  }
+  const parts = (reply: Reply) => Answers.replyParts(reply, answering)
   const cut = (afterChunks: number) => (streamed ? afterChunks : 1)
   switch (step._tag) {
     case "Reply":
@@ -153,7 +153,27 @@ const play = (step: Step, playback: Playback): void => {
         "content-type": "application/json",
         ...(step.retryAfter === undefined ? {} : { "retry-after": step.retryAfter })
       })
-      end(errorBody(step.message))
+      end(Answers.errorBody(step.status, step.message, step.error))
+      return
+    case "StreamError": {
+      const error = JSON.stringify({ error: { type: null, code: null, param: null, ...step.error } })
+      headers(200)
+      if (!streamed) {
+        end(error)
+        return
+      }
+      end(
+        [
+          ...parts(filler("this answer fails partway")).slice(0, step.afterChunks),
+          `data: ${error}
+
+`
+        ].join("")
+      )
+      return
+    }
+    case "FromRequest":
+      play(step.choose(record), playback)
       return
     case "Delay":
       later(step.millis, () => play(step.next, playback))
@@ -176,12 +196,7 @@ const play = (step: Step, playback: Playback): void => {
         destroy()
         return
       }
-      const all = parts({
-        _tag: "Reply",
-        text: "this answer is cut by a reset",
-        toolCalls: [],
-        usage: { input: 1, output: 1 }
-      })
+      const all = parts(filler("this answer is cut by a reset"))
       headers(200)
       write(all.slice(0, cut(step.afterChunks)).join(""))
       // Let the written bytes leave before the reset.
@@ -193,12 +208,7 @@ const play = (step: Step, playback: Playback): void => {
       end(streamed ? `data: {"choices": [{"delta": {"content": "hel\n\ndata: [DONE]\n\n` : `{"choices": [{"message": `)
       return
     case "Truncated": {
-      const all = parts({
-        _tag: "Reply",
-        text: "an answer that stops short",
-        toolCalls: [],
-        usage: { input: 1, output: 1 }
-      })
+      const all = parts(filler("an answer that stops short"))
       headers(200)
       end((streamed ? all.slice(0, -1) : all.slice(0, 1)).join(""))
       return
@@ -225,15 +235,19 @@ const play = (step: Step, playback: Playback): void => {
   }
 }
 
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
 /**
  * Starts the server on 127.0.0.1 with a random port; it closes with the scope.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const make = (script: Script): Effect.Effect<FakeOpenAiServer, never, Scope.Scope> =>
+export const make = (script: Script, options: Options = {}): Effect.Effect<FakeOpenAiServer, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.callback<{ server: Http.Server; handle: FakeOpenAiServer; timers: Set<NodeJS.Timeout> }>((resume) => {
+      const api = options.api ?? "openai"
       const recorded: Array<RecordedRequest> = []
       const closed = new Map<number, Deferred.Deferred<RecordedRequest>>()
       const closedOf = (index: number) => {
@@ -254,7 +268,18 @@ export const make = (script: Script): Effect.Effect<FakeOpenAiServer, never, Sco
       }
       let connections = 0
       let ids = 0
-      const nextId = () => `call_${ids++}`
+      let played = 0
+      const nextCallId = () => `call_${ids++}`
+      const stepFor = (record: RecordedRequest): Step => {
+        const index = played++
+        if (typeof script === "function") return script(index, record)
+        return (
+          script[index] ??
+          status(500, {
+            message: `FakeOpenAiServer: the script has ${script.length} steps and got request ${index + 1}`
+          })
+        )
+      }
       const server = Http.createServer({ keepAlive: true }, (req, res) => {
         const chunks: Array<Buffer> = []
         req.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -270,7 +295,8 @@ export const make = (script: Script): Effect.Effect<FakeOpenAiServer, never, Sco
             headers: { ...req.headers },
             body,
             rawBody,
-            stream: typeof body === "object" && body !== null && "stream" in body && body.stream === true,
+            stream: isObject(body) && body.stream === true,
+            receivedAt: Date.now(),
             closedEarly: false,
             bytesSent: 0
           }
@@ -284,19 +310,29 @@ export const make = (script: Script): Effect.Effect<FakeOpenAiServer, never, Sco
             destroyedByServer = true
             req.socket.destroy()
           }
-          const step: Step =
-            typeof script === "function"
-              ? script(index)
-              : (script[index] ??
-                status(500, {
-                  message: `FakeOpenAiServer: the script has ${script.length} steps and got request ${index + 1}`
-                }))
-          const playback = { res, streamed: record.stream, later, destroy, nextId, record }
+          const answering: Answers.Answering = {
+            api,
+            thinking: api === "deepseek" && isObject(body) && Validation.thinkingMode(body),
+            streamed: record.stream,
+            includeUsage: isObject(body) && isObject(body.stream_options) && body.stream_options.include_usage === true,
+            nextCallId,
+            completion: index
+          }
+          const playback: Playback = { res, later, destroy, record, answering }
           if (req.method !== "POST" || !(req.url ?? "").endsWith("/chat/completions")) {
-            play(status(404, { message: `no route ${req.method} ${req.url}` }), { ...playback, streamed: false })
+            const lost = status(404, { message: `no route ${req.method} ${req.url}`, error: { code: null } })
+            play(lost, { ...playback, answering: { ...answering, streamed: false } })
             return
           }
-          play(step, playback)
+          const invalid = options.validate === false ? undefined : Validation.check(body, api)
+          if (invalid !== undefined) {
+            play(status(400, { message: invalid.message, error: { param: invalid.param, code: invalid.code } }), {
+              ...playback,
+              answering: { ...answering, streamed: false }
+            })
+            return
+          }
+          play(stepFor(record), playback)
         })
       })
       server.on("connection", () => {

@@ -114,3 +114,21 @@ export const toolCall = (name: string, args: unknown, id?: string): Model.Respon
  * @since 0.1.0
  */
 export const finalAnswer = (text: string): Model.Response => Model.response({ text })
+
+/**
+ * An answer the output token limit cut off (`finishReason: "length"`): the run asks the
+ * model to finish it, shorter, and never takes it as a final answer (R11).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const cutOff = (text: string): Model.Response => Model.response({ text, finishReason: "length" })
+
+/**
+ * An answer the provider's content filter withheld (`finishReason: "content_filter"`):
+ * a permanent `content_filtered` failure, never an answer (R11).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const filtered: Model.Response = Model.response({ finishReason: "content_filter" })

@@ -10,6 +10,8 @@
 import type { Effect } from "effect"
 import { Duration, Option, Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
+import type * as Model from "../model/Model.ts"
+import * as ToolJsonSchema from "./ToolJsonSchema.ts"
 
 /**
  * What a successful call may change in the world.
@@ -272,29 +274,26 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
   }
 }
 
-const definitions = new WeakMap<
-  Any,
-  { readonly name: string; readonly description: string; readonly parameters: unknown }
->()
+const definitions = new WeakMap<Any, Model.ToolDefinition>()
 
 /**
- * What the model is told about a tool: its name, its description and the JSON Schema
- * (draft 2020-12) of its input, generated from the input `Schema` once per tool.
+ * What the model is told about a tool: its name, its description, the JSON Schema
+ * (draft 2020-12) of its input, generated from the input `Schema`, with numbers described
+ * as numbers, and its strict form (OpenAI's structured outputs) when it has one. Made
+ * once per tool.
  *
  * @category combinators
  * @since 0.1.0
  */
-export const definition = (
-  tool: Any
-): { readonly name: string; readonly description: string; readonly parameters: unknown } => {
+export const definition = (tool: Any): Model.ToolDefinition => {
   let entry = definitions.get(tool)
   if (entry === undefined) {
-    const document = Schema.toJsonSchemaDocument(tool.input)
-    const hasDefinitions = Object.keys(document.definitions).length > 0
+    const strict = ToolJsonSchema.strict(tool.input)
     entry = {
       name: tool.name,
       description: tool.description,
-      parameters: hasDefinitions ? { ...document.schema, $defs: document.definitions } : document.schema
+      parameters: ToolJsonSchema.plain(tool.input),
+      ...(strict === undefined ? {} : { strict })
     }
     definitions.set(tool, entry)
   }

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Duration, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { AiError, LanguageModel, type Prompt, type Response, Tool } from "effect/ai"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
@@ -8,6 +8,7 @@ import * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as LanguageModelAdapter from "../../src/providers/LanguageModelAdapter.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as AgentTool from "../../src/tools/Tool.ts"
 import { echo } from "../support/tools.ts"
 
 type Answer = Effect.Effect<Array<Response.PartEncoded>, AiError.AiError>
@@ -120,7 +121,8 @@ describe("LanguageModelAdapter", () => {
           { id: "b", name: "echo", arguments: { wrong: 1 } },
           { id: "c", name: "not_a_tool", arguments: "{broken" }
         ],
-        usage: { inputTokens: 1_000, outputTokens: 500, costUsd: 0.002 }
+        usage: { inputTokens: 1_000, outputTokens: 500, costUsd: 0.002 },
+        finishReason: "stop"
       })
     }).pipe(Effect.provide(layer))
   })
@@ -295,4 +297,83 @@ describe("LanguageModelAdapter", () => {
       }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
     }
   )
+
+  it.effect(
+    "R11 tools go to effect/ai strict-ready, and a strict model's nulls come back in the tool's own shape",
+    () => {
+      const note = AgentTool.make({
+        name: "note",
+        description: "Write a note",
+        input: Schema.Struct({ title: Schema.String, tag: Schema.optional(Schema.String) }),
+        output: Schema.String,
+        sideEffect: "none",
+        handler: ({ title, tag }) => Effect.succeed(`${title}${tag ?? ""}`)
+      })
+      const { calls, layer } = scripted([
+        Effect.succeed([{ type: "tool-call", id: "n", name: "note", params: { title: "t", tag: null } }, finish(5, 1)]),
+        Effect.succeed([{ type: "text", text: "noted" }, finish(5, 1)])
+      ])
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "note", tools: [note] })
+        assert.strictEqual(result.status, "completed")
+        const succeeded = result.timeline.find((e) => e._tag === "tool.succeeded")
+        assert.deepStrictEqual(succeeded?._tag === "tool.succeeded" ? succeeded.input : undefined, { title: "t" })
+        const schema = calls[0]?.tools.map((t) => Tool.getJsonSchema(t))[0]
+        assert.deepStrictEqual(schema, AgentTool.definition(note).strict?.parameters)
+        assert.deepInclude(schema as object, { additionalProperties: false, required: ["title", "tag"] })
+      }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+    }
+  )
+
+  it.effect(
+    "R11 the finish reason, reasoning and usage details carry over: a cut-off answer is asked to finish",
+    () => {
+      const { calls, layer } = scripted([
+        Effect.succeed([
+          { type: "reasoning", text: "thinking hard" },
+          { type: "text", text: "The answer" },
+          {
+            type: "finish",
+            reason: "length",
+            usage: {
+              inputTokens: { uncached: 6, total: 10, cacheRead: 4, cacheWrite: undefined },
+              outputTokens: { total: 8, text: 3, reasoning: 5 }
+            }
+          }
+        ]),
+        Effect.succeed([{ type: "text", text: "The answer is 42." }, finish(10, 2)])
+      ])
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "answer", tools: [echo] })
+        assert.strictEqual(result.status, "completed")
+        const [first] = result.timeline.filter(
+          (e): e is Extract<Event.Event, { _tag: "model.responded" }> => e._tag === "model.responded"
+        )
+        assert.deepInclude(first, { finishReason: "length", reasoning: "thinking hard" })
+        assert.deepStrictEqual(first?.usage, {
+          inputTokens: 10,
+          outputTokens: 8,
+          cachedInputTokens: 4,
+          reasoningTokens: 5,
+          costUsd: (10 * 1 + 8 * 2) / 1_000_000
+        })
+        assert.strictEqual(result.counters.reasoningTokens, 5)
+        // The reasoning goes back with its turn.
+        const assistant = calls[1]?.prompt.content.find((m) => m.role === "assistant")
+        assert.deepInclude(assistant?.role === "assistant" ? assistant.content[0] : undefined, {
+          type: "reasoning",
+          text: "thinking hard"
+        })
+      }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+    }
+  )
+
+  it.effect("R11 an answer effect/ai reports content-filtered ends the run content_filtered", () => {
+    const filtered: Response.PartEncoded = { ...finish(1, 0), reason: "content-filter" } as Response.PartEncoded
+    const { layer } = scripted([Effect.succeed([filtered])])
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "answer", tools: [echo] })
+      assert.strictEqual(result.stopReason, "content_filtered")
+    }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+  })
 })

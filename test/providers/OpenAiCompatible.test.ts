@@ -19,6 +19,7 @@ import * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
 import * as OpenAiWire from "../../src/providers/OpenAiWire.ts"
+import * as OpenAiWireEncode from "../../src/providers/OpenAiWireEncode.ts"
 import * as Sse from "../../src/providers/Sse.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FakeOpenAiServer from "../../src/testing/FakeOpenAiServer.ts"
@@ -58,22 +59,28 @@ describe("OpenAiCompatible", () => {
           { id: "a", name: "echo", arguments: '{"text": "hi"}' },
           { id: "b", name: "broken", arguments: '{"unterminated' }
         ],
-        usage: { inputTokens: 12, outputTokens: 34 }
+        usage: { inputTokens: 12, outputTokens: 34, cachedInputTokens: 4, reasoningTokens: 7 },
+        finishReason: "tool_calls",
+        reasoning: "first I think, then I call"
       }
-      const plain = OpenAiWire.parseCompletion(JSON.stringify(OpenAiWire.completionBody(response, "m")))
-      assert.deepStrictEqual(
-        Result.map(plain, (c) => OpenAiWire.fromCompletion(c, 1, undefined)),
-        Result.succeed(response)
-      )
-      const acc = OpenAiWire.accumulator()
-      const data = OpenAiWire.chunkData(response, "m", 5)
-      assert.strictEqual(data[data.length - 1], "[DONE]")
-      for (const d of data.slice(0, -1)) {
-        const chunk = OpenAiWire.parseChunk(d)
-        if (Result.isSuccess(chunk)) OpenAiWire.accumulate(acc, chunk.success)
-        else assert.fail(chunk.failure)
+      for (const dialect of ["openai", "deepseek"] as const) {
+        const plain = OpenAiWire.parseCompletion(
+          JSON.stringify(OpenAiWireEncode.completionBody(response, { model: "m", dialect }))
+        )
+        assert.deepStrictEqual(
+          Result.flatMap(plain, (c) => OpenAiWire.fromCompletion(c, { iteration: 1 })),
+          Result.succeed(response)
+        )
+        const acc = OpenAiWire.accumulator()
+        const data = OpenAiWireEncode.chunkData(response, { model: "m", dialect, pieceSize: 5 })
+        assert.strictEqual(data[data.length - 1], "[DONE]")
+        for (const d of data.slice(0, -1)) {
+          const chunk = OpenAiWire.parseChunk(d)
+          if (Result.isSuccess(chunk)) OpenAiWire.accumulate(acc, chunk.success)
+          else assert.fail(chunk.failure)
+        }
+        assert.deepStrictEqual(OpenAiWire.fromAccumulator(acc, { iteration: 1 }), Result.succeed(response))
       }
-      assert.deepStrictEqual(OpenAiWire.fromAccumulator(acc, 1, undefined), Result.succeed(response))
     })
 
     live("R11 sends the conversation, tool definitions and the key as a bearer token", () =>
@@ -125,7 +132,8 @@ describe("OpenAiCompatible", () => {
         assert.deepStrictEqual(Exit.isSuccess(exit) ? exit.value : exit.cause, {
           text: "calling",
           toolCalls: [{ id: "c9", name: "echo", arguments: '{"text": "unterminated' }],
-          usage: { inputTokens: 1_000, outputTokens: 500, costUsd: 0.006 }
+          usage: { inputTokens: 1_000, outputTokens: 500, cachedInputTokens: 0, reasoningTokens: 0, costUsd: 0.006 },
+          finishReason: "tool_calls"
         })
       })
     )
@@ -149,7 +157,8 @@ describe("OpenAiCompatible", () => {
             { id: "a", name: "echo", arguments: '{"text": "a fairly long first argument"}' },
             { id: "b", name: "read_file", arguments: '{"name": "notes.txt"}' }
           ],
-          usage: { inputTokens: 42, outputTokens: 17 }
+          usage: { inputTokens: 42, outputTokens: 17, cachedInputTokens: 0, reasoningTokens: 0 },
+          finishReason: "tool_calls"
         })
         const body = requests[0]?.body
         assert.deepInclude(body, { stream: true, stream_options: { include_usage: true } })

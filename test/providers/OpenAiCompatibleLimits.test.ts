@@ -102,13 +102,14 @@ describe("OpenAiCompatible limits", () => {
       })
     )
 
-    it.effect("R12 maxResponseBytes must be a whole number of bytes, at least 1", () =>
+    it.effect("R12 maxResponseBytes must be a whole number of bytes, at least 1: else a typed InvalidOptions", () =>
       Effect.gen(function* () {
         for (const maxResponseBytes of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
-          const exit = yield* Effect.exit(
+          const error = yield* Effect.flip(
             OpenAiCompatible.make({ baseUrl: "http://127.0.0.1:9", model: "m", apiKey, maxResponseBytes })
           )
-          assert.isTrue(Exit.hasDies(exit), String(maxResponseBytes))
+          assert.instanceOf(error, OpenAiCompatible.InvalidOptions, String(maxResponseBytes))
+          assert.include(error.message, "maxResponseBytes")
         }
       }).pipe(Effect.provide(OpenAiCompatible.layerHttpClient()))
     )
@@ -273,7 +274,7 @@ describe("OpenAiCompatible limits", () => {
         const event = `data: ${JSON.stringify({ error: { message: `${"s".repeat(460)}${KEY}` } })}\n\n`
         const { exit } = yield* once(FakeOpenAiServer.raw({ body: event }), { stream: true })
         const failure = failureOf(exit)
-        assert.deepStrictEqual(classOf(failure), ["Retryable", "corrupt_response", "corrupt_response"])
+        assert.deepStrictEqual(classOf(failure), ["Retryable", "stream_error", "stream_error"])
         assertNoKey(failure)
       })
     )

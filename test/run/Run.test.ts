@@ -4,7 +4,9 @@ import { Effect, Layer, Schema } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as Timeline from "../../src/events/Timeline.ts"
+import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as RunResult from "../../src/run/RunResult.ts"
 import * as Termination from "../../src/termination/Termination.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Permission from "../../src/tools/Permission.ts"
@@ -286,5 +288,24 @@ describe("Run: FileSystem and Path only for artifacts", () => {
       assert.isFalse(check?.passed)
       assert.include(check?.detail ?? "", "provide NodeServices.layer")
     }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
+  )
+})
+
+describe("Run: usage at the boundary (R2.1)", () => {
+  it.effect(
+    "R2.1 R12 a token count past what a sum can hold exactly is an invalid response; the result still encodes",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "count", tools: [echo] })
+        assert.notStrictEqual(result.status, "completed")
+        assert.isTrue(Number.isFinite(result.counters.inputTokens))
+        const failed = result.timeline.find((e) => e._tag === "model.failed")
+        assert.strictEqual(failed?._tag === "model.failed" ? failed.failure.code : undefined, "invalid_response")
+        yield* Schema.encodeUnknownEffect(RunResult.RunResult)(result)
+      }).pipe(
+        Effect.provide(
+          ScriptedModel.layer([Model.response({ text: "", usage: { inputTokens: Number.MAX_VALUE, outputTokens: 1 } })])
+        )
+      )
   )
 })

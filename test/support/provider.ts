@@ -16,6 +16,7 @@ export const request = (
     readonly deadlineIn?: number
     readonly deadlineLayer?: Model.Request["deadlineLayer"]
     readonly messages?: ReadonlyArray<Model.Message>
+    readonly tools?: ReadonlyArray<Model.ToolDefinition>
   } = {}
 ) =>
   Effect.map(
@@ -24,7 +25,7 @@ export const request = (
       runId: "run-1",
       iteration: 3,
       messages: options.messages ?? [{ _tag: "user", content: "hi" }],
-      tools: [],
+      tools: options.tools ?? [],
       deadlineAt: now + (options.deadlineIn ?? 5_000),
       deadlineLayer: options.deadlineLayer
     })
@@ -44,18 +45,19 @@ export const setup = Effect.fnUntraced(function* (
 export const once = Effect.fnUntraced(function* (
   step: FakeOpenAiServer.Step,
   options: Partial<OpenAiCompatible.Options> = {},
-  deadlineIn?: number
+  deadlineIn?: number,
+  tools: ReadonlyArray<Model.ToolDefinition> = []
 ) {
   const { server, model } = yield* setup([step], options)
   const start = yield* Clock.currentTimeMillis
   const exit = yield* Effect.exit(
-    model.generate(yield* request({ ...(deadlineIn === undefined ? {} : { deadlineIn }) }))
+    model.generate(yield* request({ ...(deadlineIn === undefined ? {} : { deadlineIn }), tools }))
   )
   const elapsed = (yield* Clock.currentTimeMillis) - start
   return { exit, elapsed, requests: yield* server.requests, server }
 })
 
-export const failureOf = (exit: Exit.Exit<Model.Response, Failure.Failure>): Failure.Failure => {
+export const failureOf = (exit: Exit.Exit<unknown, unknown>): Failure.Failure => {
   if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${JSON.stringify(exit.value).slice(0, 300)}`)
   const failure = Cause.squash(exit.cause)
   if (!Failure.isFailure(failure)) throw new Error(`expected a Failure, got ${String(failure)}`)

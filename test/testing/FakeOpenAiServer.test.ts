@@ -60,9 +60,11 @@ describe("FakeOpenAiServer", () => {
         assert.deepStrictEqual(json.choices[0].message, {
           role: "assistant",
           content: "hello",
-          tool_calls: [{ id: "c1", type: "function", function: { name: "echo", arguments: '{"text": "hi"' } }]
+          tool_calls: [{ id: "c1", type: "function", function: { name: "echo", arguments: '{"text": "hi"' } }],
+          refusal: null
         })
-        assert.deepStrictEqual(json.usage, { prompt_tokens: 7, completion_tokens: 3 })
+        assert.strictEqual(json.choices[0].finish_reason, "tool_calls")
+        assert.deepInclude(json.usage, { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 })
         const [recorded] = yield* server.requests
         assert.strictEqual(recorded?.method, "POST")
         assert.strictEqual(recorded?.path, "/v1/chat/completions")
@@ -88,7 +90,9 @@ describe("FakeOpenAiServer", () => {
         const chunks = data.slice(0, -1).map((d) => JSON.parse(d))
         const text = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("")
         assert.strictEqual(text, "a longer streamed answer")
-        assert.deepStrictEqual(chunks[chunks.length - 1].usage, { prompt_tokens: 10, completion_tokens: 5 })
+        // No usage chunk: the request did not set stream_options.include_usage.
+        assert.isTrue(chunks.every((c) => c.usage === undefined && c.choices.length === 1))
+        assert.strictEqual(chunks[chunks.length - 1].choices[0].finish_reason, "tool_calls")
         assert.isTrue((yield* server.requests)[0]?.stream)
       })
     )
@@ -101,7 +105,9 @@ describe("FakeOpenAiServer", () => {
         const answer = yield* chat(server)
         assert.strictEqual(answer.status, 429)
         assert.strictEqual(answer.headers.get("retry-after"), "1")
-        assert.deepStrictEqual(JSON.parse(answer.text), { error: { message: "slow down", type: "fake_server_error" } })
+        assert.deepStrictEqual(JSON.parse(answer.text), {
+          error: { message: "slow down", type: "requests", code: "rate_limit_exceeded", param: null }
+        })
       })
     )
 
@@ -155,6 +161,257 @@ describe("FakeOpenAiServer", () => {
           const answer = yield* chat(server)
           assert.strictEqual(JSON.parse(answer.text).choices[0].message.content, `answer ${i}`)
         }
+      })
+    )
+  })
+
+  describe("as strict as the API (R11)", () => {
+    const user = { role: "user", content: "hi" }
+    const call = { id: "c1", type: "function", function: { name: "echo", arguments: "{}" } }
+    const echoTool = (parameters: object, strict?: boolean) => ({
+      type: "function",
+      function: { name: "echo", parameters, ...(strict === undefined ? {} : { strict }) }
+    })
+    const refused: ReadonlyArray<readonly [string, object, string | null, string]> = [
+      ["no model", { messages: [user] }, "model", "you must provide a model parameter"],
+      ["no messages", { model: "m", messages: [] }, "messages", "too short"],
+      ["an unknown role", { model: "m", messages: [{ role: "robot", content: "x" }] }, "messages.[0].role", "'robot'"],
+      [
+        "a tool message answering nothing",
+        { model: "m", messages: [user, { role: "tool", tool_call_id: "c9", content: "x" }] },
+        "messages.[1].role",
+        "must be a response to a preceeding message with 'tool_calls'"
+      ],
+      [
+        "a tool message answering another id",
+        {
+          model: "m",
+          messages: [
+            user,
+            { role: "assistant", content: null, tool_calls: [call] },
+            { role: "tool", tool_call_id: "c2", content: "x" }
+          ]
+        },
+        "messages.[2].role",
+        "preceeding message with 'tool_calls'"
+      ],
+      [
+        "a call left unanswered",
+        { model: "m", messages: [user, { role: "assistant", content: null, tool_calls: [call] }, user] },
+        "messages.[1].role",
+        "did not have response messages: c1"
+      ],
+      [
+        "parameters that are not an object",
+        { model: "m", messages: [user], tools: [echoTool({ not: { type: "null" } })] },
+        "tools[0].function.parameters",
+        "schema must be a JSON Schema of 'type: \"object\"'"
+      ],
+      [
+        "a strict tool whose schema is open",
+        {
+          model: "m",
+          messages: [user],
+          tools: [echoTool({ type: "object", properties: { a: { type: "string" } }, required: ["a"] }, true)]
+        },
+        "tools[0].function.parameters",
+        "Invalid schema for function 'echo': In context=(), 'additionalProperties' is required to be supplied and to be false"
+      ],
+      [
+        "a strict tool that leaves a property optional",
+        {
+          model: "m",
+          messages: [user],
+          tools: [
+            echoTool(
+              { type: "object", properties: { a: { type: "string" } }, required: [], additionalProperties: false },
+              true
+            )
+          ]
+        },
+        "tools[0].function.parameters",
+        "Missing 'a'"
+      ],
+      [
+        "tool_choice without tools",
+        { model: "m", messages: [user], tool_choice: "auto" },
+        "tool_choice",
+        "only allowed when 'tools'"
+      ],
+      [
+        "stream_options without a stream",
+        { model: "m", messages: [user], stream_options: { include_usage: true } },
+        "stream_options",
+        "only allowed when 'stream' is enabled"
+      ],
+      [
+        "a temperature above 2",
+        { model: "m", messages: [user], temperature: 2.5 },
+        "temperature",
+        "Expected a value <= 2"
+      ]
+    ]
+    it.live("R11 refuses what the API refuses, with its 400 body, and plays no step for it", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({ text: "the one step" })])
+        for (const [what, body, param, message] of refused) {
+          const answer = yield* post(`${server.url}/chat/completions`, body)
+          assert.strictEqual(answer.status, 400, what)
+          const { error } = JSON.parse(answer.text)
+          assert.strictEqual(error.type, "invalid_request_error", what)
+          assert.strictEqual(error.param, param, what)
+          assert.include(error.message, message, what)
+        }
+        const accepted = yield* chat(server)
+        assert.strictEqual(JSON.parse(accepted.text).choices[0].message.content, "the one step")
+        assert.strictEqual((yield* server.requests).length, refused.length + 1)
+      })
+    )
+
+    it.live("R11 a whole tool round is accepted, and validation can be turned off", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({}), FakeOpenAiServer.reply({})])
+        const round = {
+          model: "m",
+          messages: [
+            user,
+            { role: "assistant", content: null, tool_calls: [call] },
+            { role: "tool", tool_call_id: "c1", content: "{}" }
+          ],
+          tools: [
+            echoTool(
+              { type: "object", properties: { a: { type: "string" } }, required: ["a"], additionalProperties: false },
+              true
+            )
+          ],
+          tool_choice: "auto",
+          parallel_tool_calls: false
+        }
+        assert.strictEqual((yield* post(`${server.url}/chat/completions`, round)).status, 200)
+        const lax = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({ text: "anything goes" })], {
+          validate: false
+        })
+        assert.strictEqual((yield* post(`${lax.url}/chat/completions`, {})).status, 200)
+      })
+    )
+
+    it.live("R11 the usage chunk comes only when stream_options.include_usage asks for it, with total_tokens", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([
+          FakeOpenAiServer.reply({ text: "x", usage: { input: 3, output: 2, cached: 1 } })
+        ])
+        const answer = yield* post(`${server.url}/chat/completions`, {
+          model: "m",
+          messages: [user],
+          stream: true,
+          stream_options: { include_usage: true }
+        })
+        const chunks = answer.text
+          .split("\n\n")
+          .map((e) => e.replace(/^data: /, ""))
+          .filter((d) => d !== "" && d !== "[DONE]")
+          .map((d) => JSON.parse(d))
+        const last = chunks[chunks.length - 1]
+        assert.deepStrictEqual(last.choices, [])
+        assert.deepInclude(last.usage, { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 })
+        assert.strictEqual(last.usage.prompt_tokens_details.cached_tokens, 1)
+        assert.isTrue(chunks.slice(0, -1).every((c) => c.usage === null))
+      })
+    )
+
+    it.live("R10 completion ids are unique across the script, plain and streamed", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make(() => FakeOpenAiServer.reply({ text: "x" }))
+        const ids = new Set<string>()
+        for (let i = 0; i < 4; i++) {
+          const answer = yield* chat(server, i % 2 === 1)
+          const first = i % 2 === 1 ? answer.text.slice("data: ".length, answer.text.indexOf("\n\n")) : answer.text
+          ids.add(JSON.parse(first).id)
+        }
+        assert.strictEqual(ids.size, 4)
+      })
+    )
+
+    it.live("R10 a script reads the request: a step chosen from it, and a script function given it", () =>
+      Effect.gen(function* () {
+        const lastMessage = (request: FakeOpenAiServer.RecordedRequest) => {
+          const messages = (request.body as { messages: ReadonlyArray<{ content: string }> }).messages
+          return messages[messages.length - 1]?.content
+        }
+        const server = yield* FakeOpenAiServer.make([
+          FakeOpenAiServer.fromRequest((request) =>
+            FakeOpenAiServer.reply({ text: `you said ${lastMessage(request)}` })
+          )
+        ])
+        assert.strictEqual(JSON.parse((yield* chat(server)).text).choices[0].message.content, "you said hi")
+        const echoing = yield* FakeOpenAiServer.make((index, request) =>
+          FakeOpenAiServer.reply({ text: `${index}: ${lastMessage(request)}` })
+        )
+        yield* chat(echoing)
+        assert.strictEqual(JSON.parse((yield* chat(echoing)).text).choices[0].message.content, "1: hi")
+      })
+    )
+
+    it.live("R10 an error event inside a 200 stream, after some chunks", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([
+          FakeOpenAiServer.streamError({ message: "overloaded", type: "server_error" }, { afterChunks: 2 })
+        ])
+        const answer = yield* chat(server, true)
+        assert.strictEqual(answer.status, 200)
+        const events = answer.text.split("\n\n").filter((e) => e !== "")
+        assert.strictEqual(events.length, 3)
+        assert.deepStrictEqual(JSON.parse(events[2]?.replace(/^data: /, "") ?? ""), {
+          error: { message: "overloaded", type: "server_error", code: null, param: null }
+        })
+        assert.notInclude(answer.text, "[DONE]")
+      })
+    )
+
+    it.live("R11 DeepSeek mode: thinking-mode tool turns must carry reasoning_content back; replies carry theirs", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make(
+          () => FakeOpenAiServer.reply({ text: "ok", usage: { input: 10, output: 4, cached: 6, reasoning: 2 } }),
+          { api: "deepseek" }
+        )
+        const turn = (assistant: object, extra: object = {}) => ({
+          model: "deepseek-v4-flash",
+          messages: [
+            user,
+            { role: "assistant", content: null, tool_calls: [call], ...assistant },
+            { role: "tool", tool_call_id: "c1", content: "{}" }
+          ],
+          ...extra
+        })
+        const dropped = yield* post(`${server.url}/chat/completions`, turn({}))
+        assert.strictEqual(dropped.status, 400)
+        assert.deepStrictEqual(JSON.parse(dropped.text).error, {
+          message: "The `reasoning_content` in the thinking mode must be passed back to the API.",
+          type: "invalid_request_error",
+          param: null,
+          code: "invalid_request_error"
+        })
+        const kept = yield* post(`${server.url}/chat/completions`, turn({ reasoning_content: "I call echo" }))
+        assert.strictEqual(kept.status, 200)
+        const body = JSON.parse(kept.text)
+        assert.isString(body.choices[0].message.reasoning_content)
+        assert.deepInclude(body.usage, {
+          prompt_tokens: 10,
+          prompt_cache_hit_tokens: 6,
+          prompt_cache_miss_tokens: 4,
+          total_tokens: 14
+        })
+        assert.strictEqual(body.usage.completion_tokens_details.reasoning_tokens, 2)
+        // With thinking off, the rule does not apply and no reasoning comes back.
+        const off = yield* post(`${server.url}/chat/completions`, turn({}, { thinking: { type: "disabled" } }))
+        assert.strictEqual(off.status, 200)
+        assert.notProperty(JSON.parse(off.text).choices[0].message, "reasoning_content")
+        // DeepSeek knows no developer role.
+        const developer = yield* post(`${server.url}/chat/completions`, {
+          model: "deepseek-v4-flash",
+          messages: [{ role: "developer", content: "x" }]
+        })
+        assert.strictEqual(developer.status, 400)
       })
     )
   })
@@ -222,7 +479,8 @@ describe("FakeOpenAiServer", () => {
       Effect.gen(function* () {
         const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.endless({ prefix: "[", chunk: "1," })])
         const read = yield* Effect.tryPromise(async () => {
-          const response = await fetch(`${server.url}/chat/completions`, { method: "POST", body: "{}" })
+          const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] })
+          const response = await fetch(`${server.url}/chat/completions`, { method: "POST", body })
           const reader = response.body?.getReader()
           let bytes = 0
           while (reader !== undefined && bytes < 1_000_000) bytes += (await reader.read()).value?.length ?? 0
@@ -241,7 +499,11 @@ describe("FakeOpenAiServer", () => {
         const controller = new AbortController()
         setTimeout(() => controller.abort(), 50)
         const exit = yield* Effect.exit(
-          post(`${server.url}/chat/completions`, { messages: [] }, { signal: controller.signal })
+          post(
+            `${server.url}/chat/completions`,
+            { model: "m", messages: [{ role: "user", content: "hi" }] },
+            { signal: controller.signal }
+          )
         )
         assert.isTrue(Exit.isFailure(exit))
         const record = yield* server.whenClosed(0).pipe(Effect.timeout("2 seconds"))

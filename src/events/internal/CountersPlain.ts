@@ -34,6 +34,8 @@ export const plain = (counters: Counters): Counters =>
         recoveryExhausted: counters.recoveryExhausted,
         inputTokens: counters.inputTokens,
         outputTokens: counters.outputTokens,
+        cachedInputTokens: counters.cachedInputTokens,
+        reasoningTokens: counters.reasoningTokens,
         costUsd: counters.costUsd,
         unchangedObservations: counters.unchangedObservations,
         stateVersion: counters.stateVersion,
@@ -65,6 +67,8 @@ export interface Snapshot {
   readonly recoveryExhausted: boolean
   readonly inputTokens: number
   readonly outputTokens: number
+  readonly cachedInputTokens: number
+  readonly reasoningTokens: number
   readonly costUsd: number
   readonly unchangedObservations: number
 }
@@ -87,6 +91,8 @@ export const snapshot = (c: Counters): Snapshot => ({
   recoveryExhausted: c.recoveryExhausted,
   inputTokens: c.inputTokens,
   outputTokens: c.outputTokens,
+  cachedInputTokens: c.cachedInputTokens,
+  reasoningTokens: c.reasoningTokens,
   costUsd: c.costUsd,
   unchangedObservations: c.unchangedObservations
 })

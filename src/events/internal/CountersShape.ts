@@ -34,8 +34,12 @@ export interface Counters {
   readonly recoveryAttempts: number
   readonly toolCorrectionAttempts: number
   readonly recoveryExhausted: boolean
+  /** Tokens in, the cached ones included; `cachedInputTokens` of them read from a prompt cache. */
   readonly inputTokens: number
+  /** Tokens out, the reasoning ones included (`reasoningTokens`). */
   readonly outputTokens: number
+  readonly cachedInputTokens: number
+  readonly reasoningTokens: number
   readonly costUsd: number
   /** Successful calls whose tool, observation and world state had all been seen before. */
   readonly unchangedObservations: number

@@ -76,3 +76,77 @@ export const retryAfter = (response: HttpClientResponse.HttpClientResponse): str
   const ms = Number(response.headers["retry-after-ms"])
   return Number.isFinite(ms) && ms >= 0 ? String(ms / 1000) : response.headers["retry-after"]
 }
+
+/** The answer the provider itself stopped for lack of resources (DeepSeek): retryable. */
+export const interrupted = (detail: string): Failure.Retryable =>
+  new Failure.Retryable({
+    source,
+    category: "provider_interrupted",
+    code: "insufficient_system_resource",
+    attempts: 1,
+    hint: "the provider stopped the answer for lack of resources",
+    diagnostic: detail
+  })
+
+type StreamErrorKind =
+  | "rate_limited"
+  | "server_error"
+  | "insufficient_quota"
+  | "authentication"
+  | "invalid_request"
+  | "content_filtered"
+  | "stream_error"
+
+const retryableKinds: ReadonlySet<StreamErrorKind> = new Set(["rate_limited", "server_error", "stream_error"])
+
+const kindOfStatus = (status: number): StreamErrorKind | undefined => {
+  if (status === 429) return "rate_limited"
+  if (status === 401 || status === 403) return "authentication"
+  if (status >= 500) return "server_error"
+  if (status >= 400) return "invalid_request"
+  return undefined
+}
+
+const kinds: ReadonlyArray<readonly [StreamErrorKind, ReadonlyArray<string>]> = [
+  ["insufficient_quota", ["insufficient_quota", "quota_exceeded", "billing_hard_limit_reached"]],
+  ["rate_limited", ["rate_limit_exceeded", "rate_limit_error", "rate_limited", "requests", "tokens"]],
+  ["content_filtered", ["content_filter", "content_policy_violation", "content_filtered"]],
+  ["authentication", ["invalid_api_key", "authentication_error", "permission_error", "unauthorized"]],
+  ["server_error", ["server_error", "internal_error", "api_error", "overloaded_error", "service_unavailable"]],
+  ["invalid_request", ["invalid_request_error", "invalid_request", "context_length_exceeded", "not_found_error"]]
+]
+
+const kindOf = (error: { readonly type?: unknown; readonly code?: unknown }): StreamErrorKind => {
+  const status = typeof error.code === "number" ? error.code : Number(error.code)
+  const byStatus = Number.isInteger(status) ? kindOfStatus(status) : undefined
+  if (byStatus !== undefined) return byStatus
+  const words = [error.code, error.type].filter(Predicate.isString).map((word) => word.toLowerCase())
+  for (const [kind, names] of kinds) if (words.some((word) => names.includes(word))) return kind
+  return "stream_error"
+}
+
+/**
+ * An error the provider sent inside a 200 stream (`data: {"error": {...}}`), classified
+ * by what it says (R3.2): a rate limit or a server error is retryable, as are errors of
+ * no known kind (the request was accepted, the server failed after); an invalid request,
+ * a key refused, a spent quota or a content filter is permanent. The provider's own
+ * message, scrubbed of the key and cut, is the hint's last part, so it reaches the
+ * timeline (`safeMessage`).
+ */
+export const streamError = (
+  error: { readonly message?: string | null | undefined; readonly type?: unknown; readonly code?: unknown },
+  safeMessage: string,
+  diagnostic: string
+): Failure.Failure => {
+  const kind = kindOf(error)
+  const label = [error.type, error.code].filter((v) => Predicate.isString(v) || Predicate.isNumber(v)).join(", ")
+  const fields = {
+    source,
+    category: "stream_error",
+    code: kind,
+    attempts: 1,
+    hint: `the provider reported an error in the stream${label === "" ? "" : ` (${label})`}: ${safeMessage}`,
+    diagnostic
+  }
+  return retryableKinds.has(kind) ? new Failure.Retryable(fields) : new Failure.Permanent(fields)
+}

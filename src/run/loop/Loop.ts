@@ -17,7 +17,17 @@ import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "../pipeline/ApprovalWait.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import type { Config, Outcome } from "./internal/LoopConfig.ts"
-import { approvalStop, checkpoint, decide, hardStop, modelStop, remind, Stopped } from "./internal/LoopStops.ts"
+import {
+  approvalStop,
+  askToFinish,
+  checkpoint,
+  cutOffArguments,
+  decide,
+  hardStop,
+  modelStop,
+  remind,
+  Stopped
+} from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
 
 export type { Config, Models, Outcome } from "./internal/LoopConfig.ts"
@@ -52,6 +62,8 @@ class Turns {
   readonly permission: Permission.PermissionService
   /** Tools with an argument correction outstanding, and the attempt number it was. */
   corrections: Map<string, number> | undefined = undefined
+  /** The attempt of the correction asked for an answer the output token limit cut off, until one is whole. */
+  truncation: number | undefined = undefined
   /** The iteration being run. */
   iteration = 0
   /** The model's id of each call of the batch running, by the run's identity of it. */
@@ -128,8 +140,12 @@ class Turns {
   ): Effect.Effect<ReadonlyArray<ToolResult.ToolResult> | Stopped | typeof again, LoopError, unknown> {
     const { ctx, config } = this
     ctx.waitingOnModel = undefined
+    const truncated = response.finishReason === "length"
     // Each call is made ready once: its identity, its arguments parsed, its signature.
-    const prepared = response.toolCalls.map((call) => ToolExecutor.prepare(config.registry, ctx.callIds, call))
+    const prepared = response.toolCalls.map((call) => {
+      const ready = ToolExecutor.prepare(config.registry, ctx.callIds, call)
+      return truncated ? cutOffArguments(ready) : ready
+    })
     // The log and the conversation hold what the model sent, in a form they can keep (R12).
     const calls = response.toolCalls.map((call, i) => {
       const args = prepared[i]?.recorded
@@ -143,17 +159,35 @@ class Turns {
       callIds: prepared.map((p) => p.call.id),
       signatures: prepared.map((p) => p.signature),
       usage: response.usage,
+      ...(response.finishReason === undefined ? {} : { finishReason: response.finishReason }),
+      ...(response.reasoning === undefined ? {} : { reasoning: response.reasoning }),
       runId: ctx.runId,
       seq: 0,
       at: 0
     })
-    ctx.messages.push({ _tag: "assistant", content: response.text, toolCalls: calls })
+    ctx.messages.push({
+      _tag: "assistant",
+      content: response.text,
+      toolCalls: calls,
+      ...(response.reasoning === undefined ? {} : { reasoning: response.reasoning })
+    })
     // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say.
     if (RunContext.deadlinePassed(ctx)) return RunContext.expire(ctx)
+    if (this.truncation !== undefined && !truncated) {
+      RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_truncation", attempt: this.truncation })
+      this.truncation = undefined
+    }
 
     const afterModel = checkpoint(ctx, config, "after_model", response.text)
     if (afterModel !== undefined) return Exit.succeed(new Stopped(afterModel))
     if (calls.length === 0) {
+      if (truncated) {
+        // Cut off by the output token limit: never a final answer (R11).
+        const asked = askToFinish(ctx, config)
+        if (typeof asked !== "number") return asked instanceof Stopped ? Exit.succeed(asked) : Exit.fail(asked)
+        this.truncation = asked
+        return Exit.succeed(again)
+      }
       remind(ctx, "empty_output", "Your last response was empty. Call a tool, or give your final answer as text.")
       return Exit.succeed(again)
     }

@@ -1,9 +1,60 @@
 /**
  * The script steps of `FakeOpenAiServer`: the `Step` model and its constructors (a
- * reply, an error status, a delay, a stall, a reset, a corrupt or truncated body, a
- * body given byte for byte, a body that never ends). Re-exported from
- * `FakeOpenAiServer`, which plays them.
+ * reply, an error status, an error inside a stream, a delay, a stall, a reset, a corrupt
+ * or truncated body, a body given byte for byte, a body that never ends, a step chosen
+ * from the request). Re-exported from `FakeOpenAiServer`, which plays them.
  */
+import type * as Model from "../../model/Model.ts"
+
+/**
+ * What the server got: the request as a script step reads it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface RecordedRequest {
+  readonly index: number
+  readonly method: string
+  readonly path: string
+  readonly headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+  /** The body as parsed JSON, or as text if it is not JSON. */
+  readonly body: unknown
+  readonly rawBody: string
+  readonly stream: boolean
+  /** When the request's body had arrived, in milliseconds since the epoch (real time). */
+  readonly receivedAt: number
+  /** The client closed the connection before the answer was complete. Set once closed. */
+  closedEarly: boolean
+  /** Body bytes handed to the socket so far. */
+  bytesSent: number
+}
+
+/**
+ * Token usage as a reply states it: `cached` input tokens read from a prompt cache and
+ * `reasoning` output tokens are parts of `input` and `output`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ReplyUsage {
+  readonly input: number
+  readonly output: number
+  readonly cached?: number | undefined
+  readonly reasoning?: number | undefined
+}
+
+/**
+ * The error of an error body or of an error event, as the API shapes it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ApiError {
+  readonly message: string
+  readonly type?: string | undefined
+  readonly code?: string | number | null | undefined
+  readonly param?: string | null | undefined
+}
 
 /**
  * A tool call the server returns. `arguments` is sent as is, so it may be malformed.
@@ -28,14 +79,19 @@ export type Step =
       readonly _tag: "Reply"
       readonly text: string
       readonly toolCalls: ReadonlyArray<ToolCall>
-      readonly usage: { readonly input: number; readonly output: number }
+      readonly usage: ReplyUsage
+      readonly finishReason?: string | undefined
+      readonly reasoning?: string | undefined
     }
   | {
       readonly _tag: "Status"
       readonly status: number
       readonly retryAfter?: string | undefined
       readonly message: string
+      readonly error?: Partial<ApiError> | undefined
     }
+  | { readonly _tag: "StreamError"; readonly afterChunks: number; readonly error: ApiError }
+  | { readonly _tag: "FromRequest"; readonly choose: (request: RecordedRequest) => Step }
   | { readonly _tag: "Delay"; readonly millis: number; readonly next: Step }
   | { readonly _tag: "Stall"; readonly afterChunks: number; readonly millis: number; readonly next: Step }
   | { readonly _tag: "Reset"; readonly afterChunks: number | undefined }
@@ -56,7 +112,10 @@ export type Step =
     }
 
 /**
- * A response: text and/or tool calls, with token usage.
+ * A response: text and/or tool calls, with token usage, and its finish reason (by
+ * default `tool_calls` with calls, else `stop`; `length` for an answer the output cap cut
+ * off, `content_filter`, or any other the API sends). In DeepSeek's thinking mode the
+ * reply carries `reasoning` (a default one when the script gives none).
  *
  * @category constructors
  * @since 0.1.0
@@ -64,29 +123,62 @@ export type Step =
 export const reply = (options: {
   readonly text?: string | undefined
   readonly toolCalls?: ReadonlyArray<ToolCall> | undefined
-  readonly usage?: { readonly input: number; readonly output: number } | undefined
+  readonly usage?: ReplyUsage | undefined
+  readonly finishReason?: Model.FinishReason | (string & {}) | undefined
+  readonly reasoning?: string | undefined
 }): Step => ({
   _tag: "Reply",
   text: options.text ?? "",
   toolCalls: options.toolCalls ?? [],
-  usage: options.usage ?? { input: 10, output: 5 }
+  usage: options.usage ?? { input: 10, output: 5 },
+  finishReason: options.finishReason,
+  reasoning: options.reasoning
 })
 
 /**
- * An error status (429, 500, 502, 503, 400, 401, 404, …) with an OpenAI-style error body.
+ * An error status (429, 500, 502, 503, 400, 401, 404, …) with the API's error body: the
+ * `type` and `code` the API gives that status (`rate_limit_exceeded`, `server_error`,
+ * `invalid_api_key`, …) unless `error` says otherwise.
  *
  * @category constructors
  * @since 0.1.0
  */
 export const status = (
   code: number,
-  options: { readonly retryAfter?: string | undefined; readonly message?: string | undefined } = {}
+  options: {
+    readonly retryAfter?: string | undefined
+    readonly message?: string | undefined
+    readonly error?: Partial<ApiError> | undefined
+  } = {}
 ): Step => ({
   _tag: "Status",
   status: code,
   retryAfter: options.retryAfter,
-  message: options.message ?? `status ${code}`
+  message: options.message ?? `status ${code}`,
+  error: options.error
 })
+
+/**
+ * A 200 stream that sends `afterChunks` events of an answer, then an error event
+ * (`data: {"error": {...}}`) and ends, as the APIs do when they fail mid-answer. To a
+ * plain request it answers with the error as the whole body.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const streamError = (error: ApiError, options: { readonly afterChunks?: number | undefined } = {}): Step => ({
+  _tag: "StreamError",
+  afterChunks: options.afterChunks ?? 2,
+  error
+})
+
+/**
+ * A step chosen when the request arrives, from what it says (its messages, its options).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fromRequest = (choose: (request: RecordedRequest) => Step): Step => ({ _tag: "FromRequest", choose })
 
 /**
  * Waits before sending any header, then plays `next`.

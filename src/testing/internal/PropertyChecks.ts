@@ -8,7 +8,7 @@
  * re-exported here.
  * Private to the testing kit; `Properties` is the public face.
  */
-import type * as Event from "../../events/Event.ts"
+import * as Event from "../../events/Event.ts"
 import type * as RunResult from "../../run/RunResult.ts"
 import { checkApprovals } from "./PropertyApprovalChecks.ts"
 import { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
@@ -146,8 +146,8 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
   const violations: Array<Violation> = []
   const violate = (invariant: string, detail: string) => violations.push({ invariant, detail })
   const timeline = result.timeline
-  const retries = ofTag(timeline, "recovery.started").filter((e) => e.kind !== "tool_argument_correction")
-  const corrections = ofTag(timeline, "recovery.started").filter((e) => e.kind === "tool_argument_correction")
+  const retries = ofTag(timeline, "recovery.started").filter((e) => !Event.isCorrection(e.kind))
+  const corrections = ofTag(timeline, "recovery.started").filter((e) => Event.isCorrection(e.kind))
 
   // R3.4: one run budget of attempts.
   if (retries.length > budget.maxRecoveries) {
@@ -161,7 +161,7 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
   }
   // A budget of retries is spent by retries: an argument correction is not one (R3.5 has its own budget).
   for (const e of ofTag(timeline, "recovery.failed")) {
-    if (e.scope !== "run" || e.kind === "tool_argument_correction") continue
+    if (e.scope !== "run" || Event.isCorrection(e.kind)) continue
     const made = retries.filter((r) => r.seq < e.seq).length
     if (made < budget.maxRecoveries) {
       violate(
@@ -292,14 +292,11 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
     violate("R3.3 episode", `the ${episode.kind} episode of seq ${episode.seq} never closed before seq ${e.seq}`)
   let approvalStop: Event.Of<"approval.decided"> | undefined
   for (const e of timeline) {
-    if (e._tag === "recovery.started" && e.kind !== "tool_argument_correction") {
+    if (e._tag === "recovery.started" && !Event.isCorrection(e.kind)) {
       const before = open.get(ownerOf(e))
       if (e.attempt === 1 && before !== undefined) closeOpen(before, e)
       open.set(ownerOf(e), e)
-    } else if (
-      (e._tag === "recovery.completed" || e._tag === "recovery.failed") &&
-      e.kind !== "tool_argument_correction"
-    ) {
+    } else if ((e._tag === "recovery.completed" || e._tag === "recovery.failed") && !Event.isCorrection(e.kind)) {
       if (!open.has(ownerOf(e)) && e._tag === "recovery.completed") {
         violate("R3.3 episode", `recovery.completed (seq ${e.seq}) without a retry`)
       }

@@ -3,7 +3,7 @@
  * `check`.
  * Private to the testing kit; `Properties` is the public face.
  */
-import type * as Event from "../../events/Event.ts"
+import * as Event from "../../events/Event.ts"
 import type * as Failure from "../../failure/Failure.ts"
 import type * as RunResult from "../../run/RunResult.ts"
 import type { Budget } from "./PropertyBudget.ts"
@@ -100,11 +100,7 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
     if (e._tag === "recovery.started" && e.callId !== undefined) attemptAt.set(e.callId, e.at + e.delayMillis)
 
     // A retry's wait ends before the deadline of its step (R4.2, R3.3).
-    if (
-      e._tag === "recovery.started" &&
-      e.kind !== "tool_argument_correction" &&
-      e.delayMillis >= stepDeadline - e.at
-    ) {
+    if (e._tag === "recovery.started" && !Event.isCorrection(e.kind) && e.delayMillis >= stepDeadline - e.at) {
       violate(
         "R4.2 step deadline",
         `${e.kind} at ${e.at} waits ${e.delayMillis} ms, to or past its step's deadline ${stepDeadline}`

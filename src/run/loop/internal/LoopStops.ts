@@ -4,12 +4,14 @@
  * gave up ends in. Every decision is recorded (`termination.decided`) where it is taken.
  */
 
+import type * as RunState from "../../../events/RunState.ts"
 import type * as StopReason from "../../../events/StopReason.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Termination from "../../../termination/Termination.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as ApprovalWait from "../../pipeline/ApprovalWait.ts"
+import type * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
 import type { Config, Outcome } from "./LoopConfig.ts"
 import type * as ModelCall from "./ModelCall.ts"
 
@@ -52,6 +54,69 @@ export const checkpoint = (
   return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
 }
 
+/**
+ * An answer the output token limit cut off (R11): the model is asked to finish it,
+ * shorter, as a correction within the run's correction budget (the correction's attempt
+ * is returned); once the budget is spent, the run stops `output_truncated`.
+ */
+export const askToFinish = (
+  ctx: RunContext.RunContext,
+  config: Config
+): number | Stopped | RunState.IllegalTransition => {
+  const made = ctx.tally.toolCorrectionAttempts
+  if (made >= config.correctionBudget) {
+    RunContext.emit(ctx, {
+      _tag: "recovery.failed",
+      kind: "output_truncation",
+      attempts: made,
+      scope: "run",
+      cause: "output_truncated"
+    })
+    return new Stopped(
+      decide(
+        ctx,
+        "runtime",
+        "output_truncated",
+        `the model's answer was cut off by its output token limit (finish_reason: length), and the correction budget of ${config.correctionBudget} is spent`
+      )
+    )
+  }
+  const recovering = RunContext.advance(ctx, "recovering")
+  if (recovering !== undefined) return recovering
+  const attempt = made + 1
+  RunContext.emit(ctx, {
+    _tag: "recovery.started",
+    kind: "output_truncation",
+    attempt,
+    delayMillis: 0,
+    cause: "output_truncated"
+  })
+  remind(ctx, "output_truncated", "Your answer was cut off by the output token limit: finish it, shorter.")
+  return attempt
+}
+
+/**
+ * A call of a response the output token limit cut off whose arguments do not parse: the
+ * cut is named, so the model knows to send the call again, shorter (still a correctable
+ * `invalid_arguments` result, R3.5).
+ */
+export const cutOffArguments = (prepared: ToolExecutor.Prepared): ToolExecutor.Prepared =>
+  prepared.parsed._tag === "Invalid"
+    ? {
+        ...prepared,
+        parsed: {
+          _tag: "Invalid",
+          message: `the response was cut off by the output token limit inside these arguments (send the call again, shorter): ${prepared.parsed.message}`
+        }
+      }
+    : prepared
+
+/** The stop of a model call that failed for good: its own reason for a filtered answer (R11). */
+const permanentStop = (ctx: RunContext.RunContext, failure: { readonly code: string }, detail: string): Outcome =>
+  failure.code === "content_filtered"
+    ? decide(ctx, "runtime", "content_filtered", detail)
+    : decide(ctx, "runtime", "model_error", detail)
+
 /** Maps a model call recovery gave up on to the run's stop (R3.3). */
 const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outcome => {
   const { failure, why, detail } = exhausted
@@ -64,7 +129,7 @@ const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outc
     case "not_retryable":
     case "not_allowed":
     case "circuit_open":
-      return decide(ctx, "runtime", "model_error", `${what}; ${detail}`)
+      return permanentStop(ctx, failure, `${what}; ${detail}`)
     case "owner_retried":
     case "schedule_exhausted":
     case "run_budget":
@@ -131,7 +196,7 @@ export const modelStop = (ctx: RunContext.RunContext, gaveUp: ModelCall.GaveUp):
   return new Stopped(
     Recovery.isExhausted(reason)
       ? giveUp(ctx, reason)
-      : decide(ctx, "runtime", "model_error", `the model call failed: ${reason.hint}`)
+      : permanentStop(ctx, reason, `the model call failed: ${reason.hint}`)
   )
 }
 

@@ -5,75 +5,16 @@
  * open (R3.9). It answers with the response, or with the failure it gave up on; the
  * loop decides what that stop is.
  */
-import { Cause, Effect, Exit, Result } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
 import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
-import * as Model from "../../../model/Model.ts"
+import type * as Model from "../../../model/Model.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
-
-const checkResponse = UserCode.check(Model.Response, "the model's response")
-
-const isCount = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value) && value >= 0
-
-/**
- * A response that is plainly valid, rebuilt from exactly its schema's fields; `undefined`
- * for anything else, which the schema then judges (and explains). The schema's decode
- * costs a step more than the rest of the loop's checks together, and nearly every
- * response is plainly valid. Accepts only what the schema accepts.
- */
-const plainResponse = (response: unknown): Model.Response | undefined => {
-  if (typeof response !== "object" || response === null) return undefined
-  const { text, toolCalls, usage } = response as Partial<Record<keyof Model.Response, unknown>>
-  if (typeof text !== "string" || !Array.isArray(toolCalls)) return undefined
-  if (typeof usage !== "object" || usage === null) return undefined
-  const { inputTokens, outputTokens, costUsd } = usage as Partial<Record<keyof Model.Usage, unknown>>
-  if (!isCount(inputTokens) || !isCount(outputTokens) || (costUsd !== undefined && !isCount(costUsd))) {
-    return undefined
-  }
-  const calls: Array<Model.ToolCall> = new Array(toolCalls.length)
-  for (let i = 0; i < toolCalls.length; i++) {
-    const call: unknown = toolCalls[i]
-    if (typeof call !== "object" || call === null) return undefined
-    const { id, name } = call as Partial<Record<keyof Model.ToolCall, unknown>>
-    if (typeof id !== "string" || typeof name !== "string") return undefined
-    calls[i] = { id, name, arguments: (call as Model.ToolCall).arguments }
-  }
-  return {
-    text,
-    toolCalls: calls,
-    usage: costUsd === undefined ? { inputTokens, outputTokens } : { inputTokens, outputTokens, costUsd }
-  }
-}
-
-/**
- * A response as the loop may use it (R12): text a string, tool calls with string ids and
- * names, usage finite and never negative. A model that breaks its contract fails for
- * good, naming the field (`invalid_response`), rather than corrupting the run's log.
- */
-const validResponse = (response: unknown): Exit.Exit<Model.Response, Failure.Failure> => {
-  let plain: Model.Response | undefined
-  try {
-    plain = plainResponse(response)
-  } catch {
-    // A hostile value (a getter, a Proxy): the schema's check reports it.
-  }
-  if (plain !== undefined) return Exit.succeed(plain)
-  const checked = checkResponse(response)
-  if (Result.isSuccess(checked)) return Exit.succeed(checked.success)
-  return Exit.fail(
-    new Failure.Permanent({
-      source: "provider",
-      category: "invalid_response",
-      code: "invalid_response",
-      attempts: 1,
-      hint: checked.failure
-    })
-  )
-}
+import * as ModelResponse from "./ModelResponse.ts"
 
 /** What the call needs from the loop's configuration. */
 export interface Settings {
@@ -153,9 +94,9 @@ export class ModelCall {
     )
     let call = Exit.isExit(generated)
       ? Exit.isSuccess(generated)
-        ? validResponse(generated.value)
+        ? ModelResponse.valid(generated.value)
         : generated
-      : Effect.flatMap(generated, validResponse)
+      : Effect.flatMap(generated, ModelResponse.valid)
     if (limit !== undefined && limit.layer !== "run" && !Exit.isExit(call)) {
       const { millis, layer } = limit
       call = Effect.timeoutOrElse(call, {

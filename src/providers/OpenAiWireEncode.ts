@@ -1,0 +1,144 @@
+/**
+ * A response in the chat-completions wire format, plain or as the events of a stream,
+ * the way OpenAI and DeepSeek send it: for servers and tests that speak the protocol
+ * (`FakeOpenAiServer` answers with these).
+ *
+ * @since 0.1.0
+ */
+import type * as Model from "../model/Model.ts"
+import { argumentText, wireToolCall } from "./internal/WireRequest.ts"
+import type * as OpenAiOptions from "./OpenAiOptions.ts"
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface EncodeOptions {
+  readonly model: string
+  /** The completion's id. Default `chatcmpl-0`. */
+  readonly id?: string | undefined
+  /** Seconds since the epoch. Default 0. */
+  readonly created?: number | undefined
+  /** Whose usage fields to send. Default `openai`. */
+  readonly dialect?: OpenAiOptions.Dialect | undefined
+  /**
+   * For a stream: whether the request set `stream_options.include_usage`, so that every
+   * chunk carries `usage: null` and a last chunk without choices carries the usage, as
+   * the APIs do. Default `true`.
+   */
+  readonly includeUsage?: boolean | undefined
+  /** For a stream: the size of the pieces of text and arguments. Default 8. */
+  readonly pieceSize?: number | undefined
+}
+
+/**
+ * A usage as the API sends it: the totals, their details, and DeepSeek's cache counts.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const usageBody = (usage: Model.Usage, dialect: OpenAiOptions.Dialect = "openai"): object => {
+  const cached = usage.cachedInputTokens ?? 0
+  const reasoning = usage.reasoningTokens ?? 0
+  const common = {
+    prompt_tokens: usage.inputTokens,
+    completion_tokens: usage.outputTokens,
+    total_tokens: usage.inputTokens + usage.outputTokens
+  }
+  return dialect === "deepseek"
+    ? {
+        ...common,
+        prompt_tokens_details: { cached_tokens: cached },
+        ...(usage.reasoningTokens === undefined ? {} : { completion_tokens_details: { reasoning_tokens: reasoning } }),
+        prompt_cache_hit_tokens: cached,
+        prompt_cache_miss_tokens: usage.inputTokens - cached
+      }
+    : {
+        ...common,
+        prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
+        completion_tokens_details: {
+          reasoning_tokens: reasoning,
+          audio_tokens: 0,
+          accepted_prediction_tokens: 0,
+          rejected_prediction_tokens: 0
+        }
+      }
+}
+
+const finishReasonOf = (response: Model.Response): string =>
+  response.finishReason ?? (response.toolCalls.length > 0 ? "tool_calls" : "stop")
+
+/**
+ * A response as the JSON body of a complete chat completion.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const completionBody = (response: Model.Response, options: EncodeOptions): object => ({
+  id: options.id ?? "chatcmpl-0",
+  object: "chat.completion",
+  created: options.created ?? 0,
+  model: options.model,
+  choices: [
+    {
+      index: 0,
+      message: {
+        role: "assistant",
+        content: response.text === "" && response.toolCalls.length > 0 ? null : response.text,
+        ...(response.reasoning === undefined ? {} : { reasoning_content: response.reasoning }),
+        ...(response.toolCalls.length === 0 ? {} : { tool_calls: response.toolCalls.map(wireToolCall) }),
+        refusal: null
+      },
+      logprobs: null,
+      finish_reason: finishReasonOf(response)
+    }
+  ],
+  usage: usageBody(response.usage, options.dialect),
+  system_fingerprint: "fp_fake"
+})
+
+const pieces = (text: string, size: number): Array<string> => {
+  const out: Array<string> = []
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size))
+  return out
+}
+
+/**
+ * A response as the data of the events of a stream, the way providers send it: the
+ * reasoning, the text and each call's arguments in pieces, a call's id and name with
+ * its first delta, the finish reason in the last chunk with choices, the usage in a
+ * last chunk without choices (when asked), then `[DONE]`.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const chunkData = (response: Model.Response, options: EncodeOptions): Array<string> => {
+  const size = options.pieceSize ?? 8
+  const includeUsage = options.includeUsage ?? true
+  const envelope = (choices: ReadonlyArray<object>, usage: object | null = null) =>
+    JSON.stringify({
+      id: options.id ?? "chatcmpl-0",
+      object: "chat.completion.chunk",
+      created: options.created ?? 0,
+      model: options.model,
+      system_fingerprint: "fp_fake",
+      choices,
+      ...(includeUsage ? { usage } : {})
+    })
+  const chunk = (delta: object, finish: string | null = null) =>
+    envelope([{ index: 0, delta, logprobs: null, finish_reason: finish }])
+  const out = [chunk({ role: "assistant", content: "" })]
+  for (const piece of pieces(response.reasoning ?? "", size)) out.push(chunk({ reasoning_content: piece }))
+  for (const piece of pieces(response.text, size)) out.push(chunk({ content: piece }))
+  response.toolCalls.forEach((call, index) => {
+    const start = { index, id: call.id, type: "function", function: { name: call.name, arguments: "" } }
+    out.push(chunk({ tool_calls: [start] }))
+    for (const piece of pieces(argumentText(call.arguments), size)) {
+      out.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }))
+    }
+  })
+  out.push(chunk({}, finishReasonOf(response)))
+  if (includeUsage) out.push(envelope([], usageBody(response.usage, options.dialect)))
+  out.push("[DONE]")
+  return out
+}

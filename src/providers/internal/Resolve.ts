@@ -1,0 +1,124 @@
+/**
+ * The options of the chat-completions client checked once and resolved, every default
+ * filled in: what cannot work fails with a typed `InvalidOptions` naming the field.
+ */
+import { Duration, Effect, Option, Predicate, Redacted, Result, Schema } from "effect"
+import * as UserCode from "../../failure/UserCode.ts"
+import * as OpenAiOptions from "../OpenAiOptions.ts"
+
+const NonNegative = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
+const AtLeastOne = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+
+const checkFields = UserCode.check(
+  Schema.Struct({
+    baseUrl: Schema.String,
+    model: Schema.NonEmptyString,
+    dialect: Schema.optional(OpenAiOptions.Dialect),
+    stream: Schema.optional(Schema.Boolean),
+    costPerMillionTokens: Schema.optional(
+      Schema.Struct({ input: NonNegative, output: NonNegative, cachedInput: Schema.optional(NonNegative) })
+    ),
+    temperature: Schema.optional(Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 2 }))),
+    maxOutputTokens: Schema.optional(AtLeastOne),
+    toolChoice: Schema.optional(OpenAiOptions.ToolChoice),
+    parallelToolCalls: Schema.optional(Schema.Boolean),
+    strict: Schema.optional(Schema.Boolean),
+    reasoning: Schema.optional(OpenAiOptions.Reasoning),
+    maxResponseBytes: Schema.optional(AtLeastOne)
+  }),
+  "the options"
+)
+
+/** The options as the client uses them, every default filled in. */
+export interface Resolved {
+  readonly url: string
+  readonly model: string
+  readonly apiKey: Redacted.Redacted<string>
+  readonly dialect: OpenAiOptions.Dialect
+  readonly stream: boolean
+  readonly connectMillis: number
+  readonly firstByteMillis: number
+  readonly idleMillis: number
+  readonly prices: OpenAiOptions.Prices | undefined
+  readonly maxBytes: number
+  readonly temperature: number | undefined
+  readonly maxOutputTokens: number | undefined
+  readonly toolChoice: OpenAiOptions.ToolChoice | undefined
+  readonly parallelToolCalls: boolean | undefined
+  readonly strict: boolean
+  readonly reasoning: OpenAiOptions.Reasoning | undefined
+}
+
+const millis = (name: string, input: unknown, fallback: number): Result.Result<number, string> => {
+  if (input === undefined) return Result.succeed(fallback)
+  const duration = Duration.fromInput(input as Duration.Input)
+  if (Option.isNone(duration)) return Result.fail(`timeouts.${name} is not a duration`)
+  const ms = Duration.toMillis(duration.value)
+  return ms >= 0 ? Result.succeed(ms) : Result.fail(`timeouts.${name} must not be negative`)
+}
+
+/** What the dialect does not have, or `undefined`. */
+const dialectIssue = (dialect: OpenAiOptions.Dialect, options: OpenAiOptions.Options): string | undefined => {
+  const effort = options.reasoning?.effort
+  if (dialect === "openai") {
+    if (options.reasoning?.thinking !== undefined) {
+      return "reasoning.thinking is DeepSeek's thinking mode switch: OpenAI's API has no such option (use reasoning.effort)"
+    }
+    if (effort !== undefined && !(OpenAiOptions.openAiEfforts as ReadonlyArray<string>).includes(effort)) {
+      return `reasoning.effort "${effort}" is not one of OpenAI's: ${OpenAiOptions.openAiEfforts.join(", ")}`
+    }
+    return undefined
+  }
+  if (options.parallelToolCalls !== undefined) {
+    return "parallelToolCalls: DeepSeek's API has no parallel_tool_calls"
+  }
+  if (effort !== undefined && !(OpenAiOptions.deepSeekEfforts as ReadonlyArray<string>).includes(effort)) {
+    return `reasoning.effort "${effort}" is not one of DeepSeek's: ${OpenAiOptions.deepSeekEfforts.join(", ")}`
+  }
+  return undefined
+}
+
+/** The options checked and resolved, or why they cannot work. */
+export const resolve = (options: OpenAiOptions.Options): Effect.Effect<Resolved, OpenAiOptions.InvalidOptions> =>
+  Effect.suspend(() => {
+    const fail = (reason: string) => Effect.fail(new OpenAiOptions.InvalidOptions({ reason }))
+    if (!Predicate.isObject(options)) return fail("the options must be an object")
+    const checked = checkFields(options)
+    if (Result.isFailure(checked)) return fail(checked.failure.replace(/^the options is invalid: /, ""))
+    if (!Redacted.isRedacted(options.apiKey)) return fail("apiKey must be a Redacted value (Redacted.make(key))")
+    let url: URL
+    try {
+      url = new URL(options.baseUrl)
+    } catch {
+      return fail(`baseUrl "${options.baseUrl}" is not a URL`)
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") return fail("baseUrl must be an http or https URL")
+    const dialect = options.dialect ?? "openai"
+    const issue = dialectIssue(dialect, options)
+    if (issue !== undefined) return fail(issue)
+    const timeouts = options.timeouts ?? {}
+    const connect = millis("connect", timeouts.connect, 10_000)
+    const firstByte = millis("firstByte", timeouts.firstByte, 300_000)
+    const idle = millis("idleRead", timeouts.idleRead, 60_000)
+    for (const phase of [connect, firstByte, idle]) if (Result.isFailure(phase)) return fail(phase.failure)
+    const maxBytes = options.maxResponseBytes ?? OpenAiOptions.defaultMaxResponseBytes
+    if (!Number.isSafeInteger(maxBytes)) return fail("maxResponseBytes must be a safe integer")
+    return Effect.succeed({
+      url: `${options.baseUrl.replace(/\/+$/, "")}/chat/completions`,
+      model: options.model,
+      apiKey: options.apiKey,
+      dialect,
+      stream: options.stream ?? false,
+      connectMillis: Result.getOrThrow(connect),
+      firstByteMillis: Result.getOrThrow(firstByte),
+      idleMillis: Result.getOrThrow(idle),
+      prices: options.costPerMillionTokens,
+      maxBytes,
+      temperature: options.temperature,
+      maxOutputTokens: options.maxOutputTokens,
+      toolChoice: options.toolChoice,
+      parallelToolCalls: options.parallelToolCalls,
+      strict: options.strict ?? false,
+      reasoning: options.reasoning
+    })
+  })
