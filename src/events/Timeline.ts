@@ -40,7 +40,9 @@ export const describe = (event: Event.Event): string => {
     case "model.responded":
       return event.toolCalls.length > 0
         ? event.toolCalls.map((c) => `${c.name}(${clip(String(c.arguments), 60)})`).join(", ")
-        : `final answer: ${clip(event.text)}`
+        : event.finishReason === "length"
+          ? `cut off at the output token limit: ${clip(event.text)}`
+          : `final answer: ${clip(event.text)}`
     case "model.failed":
       return `${event.failure.classification} ${event.failure.code}: ${event.failure.hint}`
     case "model.fallback":

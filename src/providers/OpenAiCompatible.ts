@@ -191,9 +191,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       const deadline = Phases.deadlineOf(request)
       if (request.deadlineAt - start <= 0) return yield* Phases.timedOut({ layer: deadline.layer, millis: 0 })
       const issue = choiceIssue(request)
-      if (issue !== undefined) {
-        return yield* FailureBoundary.unknown(source, Object.assign(new Error(issue), { name: "InvalidOptions" }))
-      }
+      if (issue !== undefined) return yield* ProviderFailure.invalidRequest(issue)
       const httpRequest = HttpClientRequest.bodyUint8Array(
         base,
         encoder.encode(JSON.stringify(OpenAiWire.requestBody(wire, request))),

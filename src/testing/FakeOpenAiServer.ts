@@ -134,9 +134,10 @@ const play = (step: Step, playback: Playback): void => {
     record.bytesSent += Buffer.byteLength(text)
     return res.write(text)
   }
+  /** The last bytes and the end of the body, in one write (as a server that has the whole answer sends them). */
   const end = (text: string) => {
-    write(text)
-    res.end()
+    record.bytesSent += Buffer.byteLength(text)
+    res.end(text)
   }
   const contentType = { "content-type": streamed ? "text/event-stream" : "application/json" }
   const headers = (code: number, extra: Record<string, string> = {}) =>

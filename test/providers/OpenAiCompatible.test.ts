@@ -83,6 +83,39 @@ describe("OpenAiCompatible", () => {
       }
     })
 
+    it("R11 R12 a streamed chunk checked by hand is accepted exactly when the schema accepts it", () => {
+      const decode = Schema.decodeUnknownResult(OpenAiWire.Chunk)
+      const call = { index: 0, id: "c", type: "function", function: { name: "f", arguments: "{" } }
+      const chunks: ReadonlyArray<unknown> = [
+        { choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }], usage: null },
+        { choices: [{ delta: { reasoning_content: "r" } }] },
+        { choices: [{ delta: { tool_calls: [call] }, finish_reason: "tool_calls" }] },
+        { choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 1 } } },
+        { choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, prompt_cache_hit_tokens: 2 } },
+        { choices: [{ delta: null }] },
+        { choices: [], usage: { prompt_tokens: -1, completion_tokens: 2 } },
+        { choices: [], usage: { prompt_tokens: 1.5, completion_tokens: 2 } },
+        {
+          choices: [],
+          usage: { prompt_tokens: 1, completion_tokens: 2, prompt_tokens_details: { cached_tokens: -2 } }
+        },
+        { choices: [{ delta: { content: 7 } }] },
+        { choices: [{ delta: { tool_calls: [{ ...call, index: 0.5 }] } }] },
+        { choices: [{ delta: { tool_calls: [{ ...call, function: { name: 1 } }] } }] },
+        { choices: [{ finish_reason: 3 }] },
+        { choices: "none" },
+        { choices: [7] },
+        [],
+        null,
+        "text"
+      ]
+      for (const chunk of chunks) {
+        const fast = OpenAiWire.parseChunk(JSON.stringify(chunk))
+        assert.strictEqual(Result.isSuccess(fast), Result.isSuccess(decode(chunk)), JSON.stringify(chunk))
+      }
+      assert.isTrue(Result.isFailure(OpenAiWire.parseChunk("{not json")))
+    })
+
     live("R11 sends the conversation, tool definitions and the key as a bearer token", () =>
       Effect.gen(function* () {
         const { server, model } = yield* setup([FakeOpenAiServer.reply({ text: "ok" })], { temperature: 0.2 })

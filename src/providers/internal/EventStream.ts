@@ -36,77 +36,115 @@ const errorEvent = (reader: Reader, data: string, error: NonNullable<ReturnType<
   return ProviderFailure.streamError(error, message, `the stream carried an error: ${reader.said(data)}`)
 }
 
-/** Folds the events of a streamed answer into its response. */
-export const read = Effect.fnUntraced(
-  function* (
-    reader: Reader,
-    response: HttpClientResponse.HttpClientResponse,
-    request: Model.Request,
-    decoding: OpenAiWire.Decoding,
-    now: number
-  ) {
-    const { idleMillis, maxBytes } = reader
-    let done = false
-    const pull = yield* Stream.toPull(response.stream)
-    const idle = Phases.cap("idle_read", idleMillis, Phases.deadlineOf(request), now)
-    const next = pull.pipe(
-      Pull.catchDone(() => Effect.succeed(undefined)),
-      Effect.mapError(ProviderFailure.fromHttpError),
-      Effect.timeoutOrElse({
-        duration: idle.millis,
-        orElse: () => (done ? Effect.succeed(undefined) : Effect.fail(Phases.timedOut(idle)))
-      })
-    )
-    const decoder = new TextDecoder()
-    const parser = Sse.parser({ maxEventLength: maxBytes })
-    const acc = OpenAiWire.accumulator()
-    let received = 0
-    while (!done) {
-      const chunks = yield* next
-      if (chunks === undefined) break
-      for (const bytes of chunks) {
-        received += bytes.length
-        if (received > maxBytes) return yield* reader.tooLarge("the event stream")
-        const events = parser.feed(decoder.decode(bytes, { stream: true }))
-        if (Result.isFailure(events)) return yield* reader.tooLarge("one event of the stream")
-        for (const data of events.success) {
-          if (data === "[DONE]") {
-            done = true
-            break
-          }
-          const chunk = OpenAiWire.parseChunk(data)
-          if (Result.isFailure(chunk)) {
-            const error = OpenAiWire.parseError(data)
-            if (error !== undefined) return yield* errorEvent(reader, data, error)
-            return yield* FailureBoundary.corruptResponse({ source, detail: reader.said(chunk.failure) })
-          }
-          OpenAiWire.accumulate(acc, chunk.success)
+/** Where a read stands, for its watchdog: when bytes last came, and when `[DONE]` did. */
+interface Progress {
+  lastBytesAt: number
+  doneAt: number | undefined
+}
+
+/**
+ * The one timer of a read: it fails once the stream has been idle for its idle-read
+ * period, or at the request's deadline, whichever comes first, until `[DONE]`; after
+ * it, it ends the drain (successfully) once `drain` has passed. It never sleeps longer
+ * than `drain`, so it sees `[DONE]` in time.
+ */
+const watchdog = (
+  progress: Progress,
+  limits: { readonly idle: Phases.Phase; readonly whole: Phases.Phase; readonly drain: number },
+  deadline: Phases.Deadline
+): Effect.Effect<void, Failure.Retryable> =>
+  Effect.clockWith((clock) =>
+    Effect.gen(function* () {
+      while (true) {
+        const now = clock.currentTimeMillisUnsafe()
+        if (progress.doneAt !== undefined) {
+          const end = progress.doneAt + limits.drain
+          if (now >= end) return
+          yield* Effect.sleep(end - now)
+          continue
         }
-        if (done) break
-      }
-    }
-    if (!done) {
-      return yield* FailureBoundary.corruptResponse({ source, detail: "the event stream ended without [DONE]" })
-    }
-    // The answer is whole. Drain what follows so the connection can be reused, but only
-    // briefly and within the byte limit: a server that keeps sending, stalls or resets
-    // after [DONE] has still answered (stopping the read aborts its connection).
-    const drain = Effect.gen(function* () {
-      while (received <= maxBytes) {
-        const chunks = yield* next
-        if (chunks === undefined) return
-        for (const bytes of chunks) received += bytes.length
+        const idleAt = progress.lastBytesAt + limits.idle.millis
+        const at = Math.min(idleAt, deadline.at)
+        if (now >= at) return yield* Phases.timedOut(deadline.at < idleAt ? limits.whole : limits.idle)
+        yield* Effect.sleep(Math.min(at - now, limits.drain))
       }
     })
-    yield* drain.pipe(Effect.timeoutOption(Math.min(idle.millis, drainMillis)), Effect.ignore)
-    return yield* Result.match(OpenAiWire.fromAccumulator(acc, decoding), {
-      onFailure: (problem) => Effect.fail(reader.problem(problem)),
-      onSuccess: Effect.succeed
-    })
-  },
-  Effect.scoped,
-  (effect, _reader, _response, request, _decoding, now) => {
-    const deadline = Phases.deadlineOf(request)
-    return Phases.within(effect, Phases.cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, now))
+  )
+
+/**
+ * Folds the events of a streamed answer into its response. One loop reads to `[DONE]`,
+ * then drains what follows (so the connection can be reused) until the stream ends or
+ * the drain's time is up, whatever the server does next: after `[DONE]` the answer is
+ * whole, a reset, a stall or bytes that keep coming change nothing.
+ */
+export const read = Effect.fnUntraced(function* (
+  reader: Reader,
+  response: HttpClientResponse.HttpClientResponse,
+  request: Model.Request,
+  decoding: OpenAiWire.Decoding,
+  now: number
+) {
+  const { idleMillis, maxBytes } = reader
+  const deadline = Phases.deadlineOf(request)
+  const idle = Phases.cap("idle_read", idleMillis, deadline, now)
+  const limits = {
+    idle,
+    whole: Phases.cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, now),
+    drain: Math.min(idle.millis, drainMillis)
   }
-)
+  const clock = yield* Effect.clockWith(Effect.succeed)
+  const progress: Progress = { lastBytesAt: now, doneAt: undefined }
+  const pull = yield* Stream.toPull(response.stream)
+  const next = pull.pipe(
+    Pull.catchDone(() => Effect.succeed(undefined)),
+    Effect.mapError(ProviderFailure.fromHttpError)
+  )
+  const decoder = new TextDecoder()
+  const parser = Sse.parser({ maxEventLength: maxBytes })
+  const acc = OpenAiWire.accumulator()
+  let received = 0
+  /** Folds one piece of the body in; `true` once it held `[DONE]`. */
+  const fold = (bytes: Uint8Array): Effect.Effect<boolean, Failure.Failure> => {
+    received += bytes.length
+    if (received > maxBytes) return Effect.fail(reader.tooLarge("the event stream"))
+    const fed = parser.feed(decoder.decode(bytes, { stream: true }))
+    if (Result.isFailure(fed)) return Effect.fail(reader.tooLarge("one event of the stream"))
+    for (const data of fed.success) {
+      if (data === "[DONE]") return Effect.succeed(true)
+      const chunk = OpenAiWire.parseChunk(data)
+      if (Result.isFailure(chunk)) {
+        const error = OpenAiWire.parseError(data)
+        if (error !== undefined) return Effect.fail(errorEvent(reader, data, error))
+        return Effect.fail(FailureBoundary.corruptResponse({ source, detail: reader.said(chunk.failure) }))
+      }
+      OpenAiWire.accumulate(acc, chunk.success)
+    }
+    return Effect.succeed(false)
+  }
+  const events = Effect.gen(function* () {
+    while (progress.doneAt === undefined) {
+      const chunks = yield* next
+      if (chunks === undefined) {
+        return yield* FailureBoundary.corruptResponse({ source, detail: "the event stream ended without [DONE]" })
+      }
+      progress.lastBytesAt = clock.currentTimeMillisUnsafe()
+      for (const bytes of chunks) {
+        if (yield* fold(bytes)) {
+          progress.doneAt = progress.lastBytesAt
+          break
+        }
+      }
+    }
+    // The drain: bounded in bytes here, in time by the watchdog; a failure now is no failure.
+    while (received <= maxBytes) {
+      const chunks = yield* Effect.orElseSucceed(next, () => undefined)
+      if (chunks === undefined) return
+      for (const bytes of chunks) received += bytes.length
+    }
+  })
+  yield* Effect.raceFirst(events, watchdog(progress, limits, deadline))
+  return yield* Result.match(OpenAiWire.fromAccumulator(acc, decoding), {
+    onFailure: (problem) => Effect.fail(reader.problem(problem)),
+    onSuccess: Effect.succeed
+  })
+}, Effect.scoped)

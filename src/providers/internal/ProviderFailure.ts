@@ -150,3 +150,7 @@ export const streamError = (
   }
   return retryableKinds.has(kind) ? new Failure.Retryable(fields) : new Failure.Permanent(fields)
 }
+
+/** A request the client will not send, because the API would refuse it (the hint says why, in the client's words). */
+export const invalidRequest = (reason: string): Failure.Permanent =>
+  new Failure.Permanent({ source, category: "invalid_options", code: "invalid_options", attempts: 1, hint: reason })
