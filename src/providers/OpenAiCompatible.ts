@@ -33,7 +33,7 @@
  *
  * @since 0.1.0
  */
-import { Config, ConfigProvider, Deferred, Effect, Exit, Layer, Redacted, Result } from "effect"
+import { Config, ConfigProvider, Effect, Layer, Redacted, Result } from "effect"
 import * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
@@ -187,7 +187,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
 
   const generate = Effect.fnUntraced(
     function* (request: Model.Request) {
-      const start = yield* now
+      const clock = yield* Effect.clockWith(Effect.succeed)
+      const start = clock.currentTimeMillisUnsafe()
       const deadline = Phases.deadlineOf(request)
       if (request.deadlineAt - start <= 0) return yield* Phases.timedOut({ layer: deadline.layer, millis: 0 })
       const issue = choiceIssue(request)
@@ -197,14 +198,13 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         encoder.encode(JSON.stringify(OpenAiWire.requestBody(wire, request))),
         "application/json"
       )
-      const connected = Deferred.makeUnsafe<void>()
-      const transport = { started: false }
+      const connection: Phases.Connection = { started: false, connectedAt: undefined }
       const progress: HttpTransport.Progress = {
         started: () => {
-          transport.started = true
+          connection.started = true
         },
         connected: () => {
-          Deferred.doneUnsafe(connected, Exit.void)
+          connection.connectedAt = clock.currentTimeMillisUnsafe()
         }
       }
       const response = yield* Effect.raceFirst(
@@ -214,7 +214,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
             Effect.mapError(ProviderFailure.fromHttpError),
             Effect.provideService(HttpTransport.CurrentProgress, progress)
           ),
-        Phases.headersTimer(resolved, deadline, connected, transport)
+        Phases.headersTimer(resolved, deadline, connection, start)
       )
       const at = yield* now
       if (response.status < 200 || response.status >= 300) {

@@ -3,7 +3,7 @@
  * its own timeout capped by what is left before the request's deadline. When the cap is
  * what binds, the timeout reports the deadline's layer (`attempt`, `step`, `run`).
  */
-import { Deferred, Effect, Option } from "effect"
+import { Effect } from "effect"
 import type * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
 import type * as Model from "../../model/Model.ts"
@@ -40,22 +40,46 @@ export const timedOut = (phase: Phase) =>
 export const within = <A>(effect: Effect.Effect<A, Failure.Failure>, phase: Phase) =>
   Effect.timeoutOrElse(effect, { duration: phase.millis, orElse: () => Effect.fail(timedOut(phase)) })
 
-const now = Effect.clockWith((clock) => clock.currentTimeMillis)
+/** What a transport reported about the request's connection (see `HttpTransport.Progress`). */
+export interface Connection {
+  /** The transport reports connections (set as the request starts). */
+  started: boolean
+  /** When it reported the connection, by the run's `Clock`. */
+  connectedAt: number | undefined
+}
 
 /**
- * Fails once a phase passes without headers: connect, then first byte. A transport that
- * never reports connections (`started` stays false) gets one wait for both.
+ * Fails once a phase passes without headers: connect (from `start`), then first byte
+ * (from the connection). A transport that never reports connections (`started` stays
+ * false) gets one wait for both: connect, then first byte. One fiber, no signal: it wakes
+ * at the end of a phase, and, while a reporting transport has not connected, at least
+ * once per first-byte period, so it never misses the end of the first-byte phase.
  */
-export const headersTimer = Effect.fnUntraced(function* (
+export const headersTimer = (
   limits: { readonly connectMillis: number; readonly firstByteMillis: number },
   deadline: Deadline,
-  connected: Deferred.Deferred<void>,
-  transport: { started: boolean }
-) {
-  const connect = cap("connect", limits.connectMillis, deadline, yield* now)
-  const reported = yield* Effect.timeoutOption(Deferred.await(connected), connect.millis)
-  if (Option.isNone(reported) && transport.started) return yield* timedOut(connect)
-  const firstByte = cap("first_byte", limits.firstByteMillis, deadline, yield* now)
-  yield* Effect.sleep(firstByte.millis)
-  return yield* timedOut(firstByte)
-})
+  connection: Connection,
+  start: number
+): Effect.Effect<never, Failure.Retryable> =>
+  Effect.clockWith((clock) =>
+    Effect.gen(function* () {
+      const connect = cap("connect", limits.connectMillis, deadline, start)
+      const connectEnd = start + connect.millis
+      while (true) {
+        const now = clock.currentTimeMillisUnsafe()
+        const connectedAt = connection.connectedAt
+        let wake: number
+        if (connectedAt !== undefined || (!connection.started && now >= connectEnd)) {
+          const from = connectedAt ?? connectEnd
+          const firstByte = cap("first_byte", limits.firstByteMillis, deadline, from)
+          if (now >= from + firstByte.millis) return yield* timedOut(firstByte)
+          wake = from + firstByte.millis
+        } else if (now >= connectEnd) {
+          return yield* timedOut(connect)
+        } else {
+          wake = connection.started ? Math.min(connectEnd, now + limits.firstByteMillis) : connectEnd
+        }
+        yield* Effect.sleep(Math.max(1, wake - now))
+      }
+    })
+  )
