@@ -6,6 +6,7 @@ import type * as Event from "../src/Event.ts"
 import type * as Model from "../src/Model.ts"
 import * as Run from "../src/Run.ts"
 import * as RunResult from "../src/RunResult.ts"
+import * as Timeline from "../src/Timeline.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
 import { echo } from "./support/tools.ts"
 
@@ -56,6 +57,7 @@ describe("finish reasons (R11)", () => {
         )
         assert.strictEqual(result.counters.toolCorrectionAttempts, 1)
         assert.strictEqual(result.counters.emptyOutputs, 0)
+        assert.include(Timeline.format(result.timeline), "cut off at the output token limit: The answer is")
         assert.deepStrictEqual(result.counters, Counters.snapshot(Counters.fold(result.timeline)))
       }).pipe(Effect.provide(withScript(script)))
     }

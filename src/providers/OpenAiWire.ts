@@ -16,9 +16,9 @@
  */
 import { Result, Schema } from "effect"
 import type * as Model from "../Model.ts"
-import * as Cost from "./internal/Cost.ts"
 import * as WireChunk from "./internal/WireChunk.ts"
 import * as WireRequest from "./internal/WireRequest.ts"
+import * as WireResponse from "./internal/WireResponse.ts"
 import type * as OpenAiOptions from "./OpenAiOptions.ts"
 
 /**
@@ -59,6 +59,14 @@ const WireUsage = Schema.Struct({
   /** DeepSeek's count of prompt tokens read from its cache. */
   prompt_cache_hit_tokens: Nullable(Schema.Natural)
 })
+
+/**
+ * A usage as the wire carries it.
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export type WireUsage = typeof WireUsage.Type
 
 const WireToolCall = Schema.Struct({
   id: Nullable(Schema.String),
@@ -234,76 +242,7 @@ export interface Problem {
 
 const corrupt = (detail: string): Result.Result<never, Problem> => Result.fail({ kind: "corrupt", detail })
 
-type WireUsageType = typeof WireUsage.Type
-
-const usageOf = (
-  wire: WireUsageType | null | undefined,
-  prices: OpenAiOptions.Prices | undefined
-): Result.Result<Model.Usage, Problem> => {
-  const inputTokens = wire?.prompt_tokens ?? 0
-  const outputTokens = wire?.completion_tokens ?? 0
-  const cached = wire?.prompt_tokens_details?.cached_tokens ?? wire?.prompt_cache_hit_tokens ?? undefined
-  const reasoning = wire?.completion_tokens_details?.reasoning_tokens ?? undefined
-  // Parts larger than their whole would bend the cost (a negative uncached count).
-  if (cached !== undefined && cached > inputTokens) {
-    return corrupt(`the usage says ${cached} cached input tokens of ${inputTokens}`)
-  }
-  if (reasoning !== undefined && reasoning > outputTokens) {
-    return corrupt(`the usage says ${reasoning} reasoning tokens of ${outputTokens} output tokens`)
-  }
-  const usage: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = { inputTokens, outputTokens }
-  if (cached !== undefined) usage.cachedInputTokens = cached
-  if (reasoning !== undefined) usage.reasoningTokens = reasoning
-  if (prices !== undefined) usage.costUsd = Cost.costUsd(prices, usage)
-  return Result.succeed(usage)
-}
-
-const finishReasons: Readonly<Record<string, Model.FinishReason>> = {
-  stop: "stop",
-  tool_calls: "tool_calls",
-  function_call: "tool_calls",
-  length: "length",
-  content_filter: "content_filter"
-}
-
-const callId = (id: string | null | undefined, iteration: number, index: number) =>
-  id === null || id === undefined || id === "" ? `call_${iteration}_${index}` : id
-
-interface Parts {
-  readonly text: string
-  readonly reasoning: string | undefined
-  readonly calls: ReadonlyArray<{ readonly id: string | undefined; readonly name: string; readonly arguments: unknown }>
-  readonly finishReason: string | undefined
-  readonly usage: WireUsageType | undefined
-}
-
-/** The response the parts of an answer make, plain or streamed. */
-const responseOf = (parts: Parts, decoding: Decoding): Result.Result<Model.Response, Problem> => {
-  if (parts.finishReason === "insufficient_system_resource") {
-    return Result.fail({
-      kind: "interrupted",
-      detail: "the provider stopped the answer for lack of resources (finish_reason: insufficient_system_resource)"
-    })
-  }
-  const usage = usageOf(parts.usage, decoding.prices)
-  if (Result.isFailure(usage)) return Result.fail(usage.failure)
-  const finishReason = parts.finishReason === undefined ? undefined : finishReasons[parts.finishReason]
-  const toolCalls = parts.calls.map((call, index) => {
-    const strict = decoding.strict?.get(call.name)
-    return {
-      id: callId(call.id, decoding.iteration, index),
-      name: call.name,
-      arguments: strict === undefined ? call.arguments : strict.restore(call.arguments)
-    }
-  })
-  return Result.succeed({
-    text: parts.text,
-    toolCalls,
-    usage: usage.success,
-    ...(finishReason === undefined ? {} : { finishReason }),
-    ...(parts.reasoning === undefined ? {} : { reasoning: parts.reasoning })
-  })
-}
+type WireUsageType = WireUsage
 
 /**
  * The response of a complete chat completion, or why it is none.
@@ -314,7 +253,7 @@ const responseOf = (parts: Parts, decoding: Decoding): Result.Result<Model.Respo
 export const fromCompletion = (completion: Completion, decoding: Decoding): Result.Result<Model.Response, Problem> => {
   const choice = completion.choices[0]
   const message = choice.message
-  return responseOf(
+  return WireResponse.make(
     {
       text: message.content ?? "",
       reasoning: message.reasoning_content ?? undefined,
@@ -408,7 +347,7 @@ export const fromAccumulator = (acc: Accumulator, decoding: Decoding): Result.Re
     if (call.name === "") return corrupt(`the streamed tool call at index ${index} has no function name`)
     calls.push(call)
   }
-  return responseOf(
+  return WireResponse.make(
     { text: acc.text, reasoning: acc.reasoning, calls, finishReason: acc.finishReason, usage: acc.usage },
     decoding
   )
