@@ -27,11 +27,11 @@
 import * as path from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { Deferred, Effect, Layer, Schema } from "effect"
-import * as Abortable from "../src/Abortable.ts"
-import * as Run from "../src/Run.ts"
-import * as Subprocess from "../src/Subprocess.ts"
-import * as Tool from "../src/Tool.ts"
+import * as Abortable from "../src/cancellation/Abortable.ts"
+import * as Subprocess from "../src/cancellation/Subprocess.ts"
+import * as Run from "../src/run/Run.ts"
 import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import * as Tool from "../src/tools/Tool.ts"
 import { median, quantile } from "./stats.ts"
 
 // ---------------------------------------------------------------------------------

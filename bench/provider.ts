@@ -27,7 +27,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Effect, Layer, Redacted, Tracer } from "effect"
-import type * as Model from "../src/Model.ts"
+import type * as Model from "../src/model/Model.ts"
 import * as OpenAiCompatible from "../src/providers/OpenAiCompatible.ts"
 import * as OpenAiWire from "../src/providers/OpenAiWire.ts"
 import * as Sse from "../src/providers/Sse.ts"

@@ -9,16 +9,8 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, FileSystem, Layer, Schema } from "effect"
-import {
-  Criterion,
-  FileTools,
-  type Model,
-  OpenAiCompatible,
-  Permission,
-  Run,
-  Timeline,
-  Validation
-} from "../src/index.ts"
+import { Criterion, FileTools, type Model, Permission, Run, Timeline, Validation } from "../src/index.ts"
+import { OpenAiCompatible } from "../src/providers/index.ts"
 import { ScriptedModel } from "../src/testing/index.ts"
 
 const Summary = Schema.Struct({ title: Schema.String, findings: Schema.Array(Schema.String) })

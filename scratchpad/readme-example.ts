@@ -1,6 +1,5 @@
 // The README's example, verbatim: `npm run example`.
-import { NodeServices } from "@effect/platform-node"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { Run, Timeline, Tool } from "effect-agent-runtime"
 import { ScriptedModel } from "effect-agent-runtime/testing"
 
@@ -16,9 +15,7 @@ const add = Tool.make({
 const model = ScriptedModel.layer([ScriptedModel.toolCall("add", { a: 2, b: 3 }), ScriptedModel.finalAnswer("5")])
 
 const result = await Effect.runPromise(
-  Run.run({ goal: "What is 2 + 3?", tools: [add], limits: { maxIterations: 5 } }).pipe(
-    Effect.provide(Layer.mergeAll(model, NodeServices.layer))
-  )
+  Run.run({ goal: "What is 2 + 3?", tools: [add], limits: { maxIterations: 5 } }).pipe(Effect.provide(model))
 )
 console.log(result.status, result.stopReason) // completed goal_reached
 console.log(Timeline.format(result.timeline))

@@ -2,66 +2,55 @@
  * effect-agent-runtime: an agent-loop runtime on Effect v4 that makes LLM agents stop
  * reliably, for a reason you can trust.
  *
+ * @module effect-agent-runtime
  * @since 0.1.0
  */
 
 /** @since 0.1.0 */
-export * as Abortable from "./Abortable.ts"
+export * as Abortable from "./cancellation/Abortable.ts"
 /** @since 0.1.0 */
-export * as Approval from "./Approval.ts"
+export * as Subprocess from "./cancellation/Subprocess.ts"
 /** @since 0.1.0 */
-export * as Artifact from "./Artifact.ts"
+export * as Counters from "./events/Counters.ts"
 /** @since 0.1.0 */
-export * as Breakers from "./Breakers.ts"
+export * as Event from "./events/Event.ts"
 /** @since 0.1.0 */
-export * as Counters from "./Counters.ts"
+export * as RunState from "./events/RunState.ts"
 /** @since 0.1.0 */
-export * as Criterion from "./Criterion.ts"
+export * as StopReason from "./events/StopReason.ts"
 /** @since 0.1.0 */
-export * as Event from "./Event.ts"
+export * as Timeline from "./events/Timeline.ts"
 /** @since 0.1.0 */
-export * as Failure from "./Failure.ts"
+export * as Failure from "./failure/Failure.ts"
 /** @since 0.1.0 */
-export * as FailureBoundary from "./FailureBoundary.ts"
+export * as FailureBoundary from "./failure/FailureBoundary.ts"
 /** @since 0.1.0 */
-export * as Loop from "./Loop.ts"
-/** @since 0.1.0 */
-export * as Model from "./Model.ts"
-/** @since 0.1.0 */
-export * as Permission from "./Permission.ts"
+export * as Model from "./model/Model.ts"
 /** @since 0.1.0 */
 export * as LanguageModelAdapter from "./providers/LanguageModelAdapter.ts"
 /** @since 0.1.0 */
-export * as OpenAiCompatible from "./providers/OpenAiCompatible.ts"
+export * as Breakers from "./recovery/Breakers.ts"
 /** @since 0.1.0 */
-export * as Reconciliation from "./Reconciliation.ts"
+export * as Recovery from "./recovery/Recovery.ts"
 /** @since 0.1.0 */
-export * as Recovery from "./Recovery.ts"
+export * as Run from "./run/Run.ts"
 /** @since 0.1.0 */
-export * as Run from "./Run.ts"
+export * as RunResult from "./run/RunResult.ts"
 /** @since 0.1.0 */
-export * as RunResult from "./RunResult.ts"
+export * as Termination from "./termination/Termination.ts"
 /** @since 0.1.0 */
-export * as RunState from "./RunState.ts"
-/** @since 0.1.0 */
-export * as Signature from "./Signature.ts"
-/** @since 0.1.0 */
-export * as StopReason from "./StopReason.ts"
-/** @since 0.1.0 */
-export * as Subprocess from "./Subprocess.ts"
-/** @since 0.1.0 */
-export * as Termination from "./Termination.ts"
-/** @since 0.1.0 */
-export * as Timeline from "./Timeline.ts"
-/** @since 0.1.0 */
-export * as Tool from "./Tool.ts"
-/** @since 0.1.0 */
-export * as ToolArguments from "./ToolArguments.ts"
-/** @since 0.1.0 */
-export * as ToolExecutor from "./ToolExecutor.ts"
-/** @since 0.1.0 */
-export * as ToolResult from "./ToolResult.ts"
+export * as Approval from "./tools/Approval.ts"
 /** @since 0.1.0 */
 export * as FileTools from "./tools/FileTools.ts"
 /** @since 0.1.0 */
-export * as Validation from "./Validation.ts"
+export * as Permission from "./tools/Permission.ts"
+/** @since 0.1.0 */
+export * as Tool from "./tools/Tool.ts"
+/** @since 0.1.0 */
+export * as ToolResult from "./tools/ToolResult.ts"
+/** @since 0.1.0 */
+export * as Artifact from "./validation/Artifact.ts"
+/** @since 0.1.0 */
+export * as Criterion from "./validation/Criterion.ts"
+/** @since 0.1.0 */
+export * as Validation from "./validation/Validation.ts"

@@ -34,9 +34,9 @@
  */
 import { Cause, Clock, Duration, Effect, Layer, Predicate, Result, Schema } from "effect"
 import { type AiError, LanguageModel, Prompt, type Response, Tool, Toolkit } from "effect/ai"
-import type * as Failure from "../Failure.ts"
-import * as FailureBoundary from "../FailureBoundary.ts"
-import * as Model from "../Model.ts"
+import type * as Failure from "../failure/Failure.ts"
+import * as FailureBoundary from "../failure/FailureBoundary.ts"
+import * as Model from "../model/Model.ts"
 import * as Cost from "./internal/Cost.ts"
 import * as Redact from "./internal/Redact.ts"
 import type * as OpenAiOptions from "./OpenAiOptions.ts"

@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { Result, Schema } from "effect"
-import type * as Model from "../Model.ts"
+import type * as Model from "../model/Model.ts"
 import * as WireChunk from "./internal/WireChunk.ts"
 import * as WireRequest from "./internal/WireRequest.ts"
 import * as WireResponse from "./internal/WireResponse.ts"
@@ -27,17 +27,7 @@ import type * as OpenAiOptions from "./OpenAiOptions.ts"
  * @category models
  * @since 0.1.0
  */
-export interface RequestOptions {
-  readonly model: string
-  readonly stream: boolean
-  readonly dialect?: OpenAiOptions.Dialect | undefined
-  readonly temperature?: number | undefined
-  readonly maxOutputTokens?: number | undefined
-  readonly toolChoice?: OpenAiOptions.ToolChoice | undefined
-  readonly parallelToolCalls?: boolean | undefined
-  readonly strict?: boolean | undefined
-  readonly reasoning?: OpenAiOptions.Reasoning | undefined
-}
+export type { RequestOptions } from "./internal/WireRequest.ts"
 
 /**
  * The JSON body of a chat-completions request.
@@ -45,7 +35,7 @@ export interface RequestOptions {
  * @category constructors
  * @since 0.1.0
  */
-export const requestBody: (options: RequestOptions, request: Model.Request) => object = WireRequest.body
+export const requestBody: (options: WireRequest.RequestOptions, request: Model.Request) => object = WireRequest.body
 
 const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
 
@@ -59,14 +49,6 @@ const WireUsage = Schema.Struct({
   /** DeepSeek's count of prompt tokens read from its cache. */
   prompt_cache_hit_tokens: Nullable(Schema.Natural)
 })
-
-/**
- * A usage as the wire carries it.
- *
- * @category schemas
- * @since 0.1.0
- */
-export type WireUsage = typeof WireUsage.Type
 
 const WireToolCall = Schema.Struct({
   id: Nullable(Schema.String),
@@ -213,36 +195,11 @@ export const errorMessage = (text: string): string | undefined => {
   return error === undefined ? undefined : (error.message ?? error.type ?? undefined)
 }
 
-/**
- * What a decoded answer needs besides its body: the iteration (for ids the provider left
- * out), the prices, and the strict forms of the tools sent strict (their arguments are
- * brought back to the tool's own shape).
- *
- * @category models
- * @since 0.1.0
- */
-export interface Decoding {
-  readonly iteration: number
-  readonly prices?: OpenAiOptions.Prices | undefined
-  readonly strict?: ReadonlyMap<string, Model.StrictForm> | undefined
-}
+export type { Decoding, Problem } from "./internal/WireResponse.ts"
 
-/**
- * Why a body does not make a response: it is corrupt (`corrupt`), or the provider
- * stopped the answer itself for lack of resources (`interrupted`, DeepSeek's
- * `insufficient_system_resource`), which is worth asking again.
- *
- * @category models
- * @since 0.1.0
- */
-export interface Problem {
-  readonly kind: "corrupt" | "interrupted"
-  readonly detail: string
-}
+const corrupt = (detail: string): Result.Result<never, WireResponse.Problem> => Result.fail({ kind: "corrupt", detail })
 
-const corrupt = (detail: string): Result.Result<never, Problem> => Result.fail({ kind: "corrupt", detail })
-
-type WireUsageType = WireUsage
+type WireUsageType = typeof WireUsage.Type
 
 /**
  * The response of a complete chat completion, or why it is none.
@@ -250,7 +207,10 @@ type WireUsageType = WireUsage
  * @category decoding
  * @since 0.1.0
  */
-export const fromCompletion = (completion: Completion, decoding: Decoding): Result.Result<Model.Response, Problem> => {
+export const fromCompletion = (
+  completion: Completion,
+  decoding: WireResponse.Decoding
+): Result.Result<Model.Response, WireResponse.Problem> => {
   const choice = completion.choices[0]
   const message = choice.message
   return WireResponse.make(
@@ -341,7 +301,10 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
  * @category decoding
  * @since 0.1.0
  */
-export const fromAccumulator = (acc: Accumulator, decoding: Decoding): Result.Result<Model.Response, Problem> => {
+export const fromAccumulator = (
+  acc: Accumulator,
+  decoding: WireResponse.Decoding
+): Result.Result<Model.Response, WireResponse.Problem> => {
   const calls: Array<PartialCall> = []
   for (const [index, call] of [...acc.calls.entries()].sort(([a], [b]) => a - b)) {
     if (call.name === "") return corrupt(`the streamed tool call at index ${index} has no function name`)

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type * as Model from "../Model.ts"
+import type * as Model from "../model/Model.ts"
 import { argumentText, wireToolCall } from "./internal/WireRequest.ts"
 import type * as OpenAiOptions from "./OpenAiOptions.ts"
 

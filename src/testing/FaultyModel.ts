@@ -7,9 +7,9 @@
  * @since 0.1.0
  */
 import { Clock, Effect, Layer } from "effect"
-import * as Failure from "../Failure.ts"
-import * as FailureBoundary from "../FailureBoundary.ts"
-import * as Model from "../Model.ts"
+import * as Failure from "../failure/Failure.ts"
+import * as FailureBoundary from "../failure/FailureBoundary.ts"
+import * as Model from "../model/Model.ts"
 
 /**
  * One scripted call: a response, or a fault.

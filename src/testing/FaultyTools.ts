@@ -22,9 +22,9 @@
  * @since 0.1.0
  */
 import { Clock, Effect, Predicate, Schema } from "effect"
-import * as Failure from "../Failure.ts"
-import * as FailureBoundary from "../FailureBoundary.ts"
-import * as Tool from "../Tool.ts"
+import * as Failure from "../failure/Failure.ts"
+import * as FailureBoundary from "../failure/FailureBoundary.ts"
+import * as Tool from "../tools/Tool.ts"
 import {
   type Call,
   type Calls,

@@ -6,8 +6,8 @@
  * @since 0.1.0
  */
 import { Effect, Layer, Predicate } from "effect"
-import * as Failure from "../Failure.ts"
-import * as Model from "../Model.ts"
+import * as Failure from "../failure/Failure.ts"
+import * as Model from "../model/Model.ts"
 
 /**
  * One scripted turn: a response, a failure to return, or a function of the request.

@@ -1,6 +1,7 @@
 /**
  * Test support for agents built on the runtime: scripted models and fault layers.
  *
+ * @module effect-agent-runtime/testing
  * @since 0.1.0
  */
 
@@ -14,3 +15,5 @@ export * as FaultyTools from "./FaultyTools.ts"
 export * as Properties from "./Properties.ts"
 /** @since 0.1.0 */
 export * as ScriptedModel from "./ScriptedModel.ts"
+/** @since 0.2.0 */
+export * as TestClockDriver from "./TestClockDriver.ts"

@@ -18,11 +18,11 @@
  * @since 0.1.0
  */
 import { Array as Arr, Effect, Order, Path, Result, Schema } from "effect"
-import * as Failure from "../Failure.ts"
-import * as Permission from "../Permission.ts"
-import * as Tool from "../Tool.ts"
+import * as Failure from "../failure/Failure.ts"
 import { prettyJsonBytes } from "./internal/prettyJson.ts"
 import * as Workspace from "./internal/Workspace.ts"
+import * as Permission from "./Permission.ts"
+import * as Tool from "./Tool.ts"
 
 /**
  * One entry of a directory listing. A symbolic link is listed as what it points to;

@@ -11,14 +11,14 @@
 import { NodeServices } from "@effect/platform-node"
 import { Clock, Duration, Effect, Fiber, Layer, Schema } from "effect"
 import { TestClock } from "effect/testing"
-import * as Approval from "../../src/Approval.ts"
-import * as Model from "../../src/Model.ts"
-import * as Permission from "../../src/Permission.ts"
-import * as Run from "../../src/Run.ts"
-import type * as RunResult from "../../src/RunResult.ts"
-import * as Termination from "../../src/Termination.ts"
-import * as Tool from "../../src/Tool.ts"
-import * as Validation from "../../src/Validation.ts"
+import * as Model from "../../src/model/Model.ts"
+import * as Run from "../../src/run/Run.ts"
+import type * as RunResult from "../../src/run/RunResult.ts"
+import * as Termination from "../../src/termination/Termination.ts"
+import * as Approval from "../../src/tools/Approval.ts"
+import * as Permission from "../../src/tools/Permission.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import * as Validation from "../../src/validation/Validation.ts"
 
 const between = (minimum: number, maximum: number) => Schema.Int.check(Schema.isBetween({ minimum, maximum }))
 

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { Effect } from "effect"
-import type * as RunResult from "../../src/RunResult.ts"
+import type * as RunResult from "../../src/run/RunResult.ts"
 import * as Properties from "../../src/testing/Properties.ts"
 
 /** A case with nothing in it: tests spread their own steps and limits over it. */

@@ -3,8 +3,8 @@
  * scripted `FakeOpenAiServer`, and the failure an exit carries.
  */
 import { Cause, Clock, Effect, Exit, Redacted } from "effect"
-import * as Failure from "../../src/Failure.ts"
-import type * as Model from "../../src/Model.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import type * as Model from "../../src/model/Model.ts"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
 import * as FakeOpenAiServer from "../../src/testing/FakeOpenAiServer.ts"
 

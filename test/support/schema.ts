@@ -1,6 +1,6 @@
 import { assert } from "@effect/vitest"
 import { Schema } from "effect"
-import * as RunResult from "../../src/RunResult.ts"
+import * as RunResult from "../../src/run/RunResult.ts"
 
 const codec = Schema.toCodecJson(RunResult.RunResult)
 

@@ -1,6 +1,6 @@
 import { Effect, Schema } from "effect"
-import * as Failure from "../../src/Failure.ts"
-import * as Tool from "../../src/Tool.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as Tool from "../../src/tools/Tool.ts"
 
 /** An in-memory key-value store the test tools write to: a side-effect ledger. */
 export const makeStore = () => {

@@ -6,9 +6,9 @@
  */
 import { Effect, Pull, Result, Stream } from "effect"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
-import type * as Failure from "../../Failure.ts"
-import * as FailureBoundary from "../../FailureBoundary.ts"
-import type * as Model from "../../Model.ts"
+import type * as Failure from "../../failure/Failure.ts"
+import * as FailureBoundary from "../../failure/FailureBoundary.ts"
+import type * as Model from "../../model/Model.ts"
 import * as OpenAiWire from "../OpenAiWire.ts"
 import * as Sse from "../Sse.ts"
 import * as Phases from "./Phases.ts"

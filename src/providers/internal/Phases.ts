@@ -4,9 +4,9 @@
  * what binds, the timeout reports the deadline's layer (`attempt`, `step`, `run`).
  */
 import { Effect } from "effect"
-import type * as Failure from "../../Failure.ts"
-import * as FailureBoundary from "../../FailureBoundary.ts"
-import type * as Model from "../../Model.ts"
+import type * as Failure from "../../failure/Failure.ts"
+import * as FailureBoundary from "../../failure/FailureBoundary.ts"
+import type * as Model from "../../model/Model.ts"
 
 const source = "provider" as const
 

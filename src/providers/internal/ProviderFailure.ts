@@ -6,8 +6,8 @@
 import { Predicate } from "effect"
 import type * as HttpClientError from "effect/http/HttpClientError"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
-import * as Failure from "../../Failure.ts"
-import * as FailureBoundary from "../../FailureBoundary.ts"
+import * as Failure from "../../failure/Failure.ts"
+import * as FailureBoundary from "../../failure/FailureBoundary.ts"
 
 const source = "provider" as const
 

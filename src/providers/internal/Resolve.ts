@@ -3,7 +3,7 @@
  * filled in: what cannot work fails with a typed `InvalidOptions` naming the field.
  */
 import { Duration, Effect, Option, Predicate, Redacted, Result, Schema } from "effect"
-import * as UserCode from "../../internal/UserCode.ts"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as OpenAiOptions from "../OpenAiOptions.ts"
 
 const NonNegative = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))

@@ -9,8 +9,21 @@
  * tool calls carries its `reasoning_content` to DeepSeek (`""` if it has none) unless
  * thinking is off. The README's table lists every option.
  */
-import type * as Model from "../../Model.ts"
-import type { RequestOptions } from "../OpenAiWire.ts"
+import type * as Model from "../../model/Model.ts"
+import type * as OpenAiOptions from "../OpenAiOptions.ts"
+
+/** What a request is built from, besides the conversation. Re-exported by `OpenAiWire`. */
+export interface RequestOptions {
+  readonly model: string
+  readonly stream: boolean
+  readonly dialect?: OpenAiOptions.Dialect | undefined
+  readonly temperature?: number | undefined
+  readonly maxOutputTokens?: number | undefined
+  readonly toolChoice?: OpenAiOptions.ToolChoice | undefined
+  readonly parallelToolCalls?: boolean | undefined
+  readonly strict?: boolean | undefined
+  readonly reasoning?: OpenAiOptions.Reasoning | undefined
+}
 
 /** Arguments as the wire carries them: JSON text. */
 export const argumentText = (args: unknown): string => (typeof args === "string" ? args : JSON.stringify(args ?? {}))

@@ -4,10 +4,39 @@
  * whose arguments come back from a tool's strict form. Private to `OpenAiWire`.
  */
 import { Result } from "effect"
-import type * as Model from "../../Model.ts"
+import type * as Model from "../../model/Model.ts"
 import type * as OpenAiOptions from "../OpenAiOptions.ts"
-import type { Decoding, Problem, WireUsage } from "../OpenAiWire.ts"
 import * as Cost from "./Cost.ts"
+
+/**
+ * What a decoded answer needs besides its body: the iteration (for ids the provider left
+ * out), the prices, and the strict forms of the tools sent strict (their arguments are
+ * brought back to the tool's own shape). Re-exported by `OpenAiWire`.
+ */
+export interface Decoding {
+  readonly iteration: number
+  readonly prices?: OpenAiOptions.Prices | undefined
+  readonly strict?: ReadonlyMap<string, Model.StrictForm> | undefined
+}
+
+/**
+ * Why a body does not make a response: it is corrupt (`corrupt`), or the provider
+ * stopped the answer itself for lack of resources (`interrupted`, DeepSeek's
+ * `insufficient_system_resource`), which is worth asking again. Re-exported by `OpenAiWire`.
+ */
+export interface Problem {
+  readonly kind: "corrupt" | "interrupted"
+  readonly detail: string
+}
+
+/** The usage as the wire carries it (what `OpenAiWire`'s schema decodes). */
+export interface WireUsage {
+  readonly prompt_tokens: number
+  readonly completion_tokens: number
+  readonly prompt_tokens_details?: { readonly cached_tokens?: number | null | undefined } | null | undefined
+  readonly completion_tokens_details?: { readonly reasoning_tokens?: number | null | undefined } | null | undefined
+  readonly prompt_cache_hit_tokens?: number | null | undefined
+}
 
 const corrupt = (detail: string): Result.Result<never, Problem> => Result.fail({ kind: "corrupt", detail })
 

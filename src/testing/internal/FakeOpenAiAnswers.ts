@@ -6,7 +6,7 @@
  * thinking mode.
  */
 import { randomUUID } from "node:crypto"
-import type * as Model from "../../Model.ts"
+import type * as Model from "../../model/Model.ts"
 import * as OpenAiWireEncode from "../../providers/OpenAiWireEncode.ts"
 import type { ApiError, Step } from "./FakeOpenAiSteps.ts"
 import type { Api } from "./FakeOpenAiValidation.ts"

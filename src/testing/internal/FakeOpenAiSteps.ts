@@ -4,7 +4,7 @@
  * or truncated body, a body given byte for byte, a body that never ends, a step chosen
  * from the request). Re-exported from `FakeOpenAiServer`, which plays them.
  */
-import type * as Model from "../../Model.ts"
+import type * as Model from "../../model/Model.ts"
 
 /**
  * What the server got: the request as a script step reads it.

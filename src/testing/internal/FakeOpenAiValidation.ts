@@ -10,7 +10,7 @@
  * thinking mode (its default), every assistant turn with tool calls must carry its
  * `reasoning_content` back.
  */
-import * as ToolJsonSchema from "../../internal/ToolJsonSchema.ts"
+import * as ToolJsonSchema from "../../tools/ToolJsonSchema.ts"
 
 /**
  * Which API the server plays.

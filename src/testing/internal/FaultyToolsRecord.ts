@@ -4,7 +4,7 @@
  * with their constructors. Re-exported from `FaultyTools`.
  */
 import { Clock, Effect, Schema } from "effect"
-import type * as Tool from "../../Tool.ts"
+import type * as Tool from "../../tools/Tool.ts"
 
 /**
  * The arguments every faulty tool accepts: whatever JSON object a test sends, so it can vary the

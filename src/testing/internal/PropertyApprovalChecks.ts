@@ -2,9 +2,9 @@
  * The approval invariants of a finished run (R7): `checkApprovals`, part of `check`.
  * Private to the testing kit; `Properties` is the public face.
  */
-import type * as Event from "../../Event.ts"
-import type * as RunResult from "../../RunResult.ts"
-import type * as StopReason from "../../StopReason.ts"
+import type * as Event from "../../events/Event.ts"
+import type * as StopReason from "../../events/StopReason.ts"
+import type * as RunResult from "../../run/RunResult.ts"
 import type { Violate } from "./PropertyViolation.ts"
 
 /** The stop a decision that ends the run must give (R7, R4.2). */

@@ -8,8 +8,8 @@
  * re-exported here.
  * Private to the testing kit; `Properties` is the public face.
  */
-import * as Event from "../../Event.ts"
-import type * as RunResult from "../../RunResult.ts"
+import * as Event from "../../events/Event.ts"
+import type * as RunResult from "../../run/RunResult.ts"
 import { checkApprovals } from "./PropertyApprovalChecks.ts"
 import { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
 import { checkStates } from "./PropertyStateChecks.ts"

@@ -4,7 +4,7 @@
  * Private to the testing kit; `Properties` is the public face.
  */
 import { Effect } from "effect"
-import * as Approval from "../../Approval.ts"
+import * as Approval from "../../tools/Approval.ts"
 import type { ToolOutcome } from "./PropertyCase.ts"
 
 /**

@@ -3,8 +3,8 @@
  * keys, the ledger), checked on top of `check` by `checkScenario`.
  * Private to the testing kit; `Properties` is the public face.
  */
-import type * as Event from "../../Event.ts"
-import type * as RunResult from "../../RunResult.ts"
+import type * as Event from "../../events/Event.ts"
+import type * as RunResult from "../../run/RunResult.ts"
 import { check, type Violation } from "./PropertyChecks.ts"
 import type { Scenario } from "./PropertyScenario.ts"
 

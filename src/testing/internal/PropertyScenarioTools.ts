@@ -5,8 +5,8 @@
  * Private to the testing kit; `Properties` is the public face.
  */
 import { Effect, Schema } from "effect"
-import * as Failure from "../../Failure.ts"
-import * as Tool from "../../Tool.ts"
+import * as Failure from "../../failure/Failure.ts"
+import * as Tool from "../../tools/Tool.ts"
 import * as FaultyTools from "../FaultyTools.ts"
 import type { Case, ToolOutcome } from "./PropertyCase.ts"
 

@@ -3,8 +3,9 @@
  * `check`.
  * Private to the testing kit; `Properties` is the public face.
  */
-import type * as RunResult from "../../RunResult.ts"
-import * as RunState from "../../RunState.ts"
+
+import * as RunState from "../../events/RunState.ts"
+import type * as RunResult from "../../run/RunResult.ts"
 import type { Violate } from "./PropertyViolation.ts"
 
 /**

@@ -3,9 +3,9 @@
  * `check`.
  * Private to the testing kit; `Properties` is the public face.
  */
-import * as Event from "../../Event.ts"
-import type * as Failure from "../../Failure.ts"
-import type * as RunResult from "../../RunResult.ts"
+import * as Event from "../../events/Event.ts"
+import type * as Failure from "../../failure/Failure.ts"
+import type * as RunResult from "../../run/RunResult.ts"
 import type { Budget } from "./PropertyBudget.ts"
 import type { Violate } from "./PropertyViolation.ts"
 

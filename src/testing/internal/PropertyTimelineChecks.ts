@@ -5,10 +5,10 @@
  * fold), both part of `check`; and `ofTag`, the events of one tag.
  * Private to the testing kit; `Properties` is the public face.
  */
-import * as Counters from "../../Counters.ts"
-import type * as Event from "../../Event.ts"
-import type * as RunResult from "../../RunResult.ts"
-import * as StopReason from "../../StopReason.ts"
+import * as Counters from "../../events/Counters.ts"
+import type * as Event from "../../events/Event.ts"
+import * as StopReason from "../../events/StopReason.ts"
+import type * as RunResult from "../../run/RunResult.ts"
 import type { Violate } from "./PropertyViolation.ts"
 
 /** The events of `timeline` tagged `tag`, in order. */

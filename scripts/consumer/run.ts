@@ -1,0 +1,34 @@
+// The same run in TypeScript, type-checked with moduleResolution nodenext and bundler, then
+// bundled by esbuild. It names the public types a user writes down, and builds (never runs) a
+// real provider's layer, so `effect-agent-runtime/providers` is checked as well.
+import { NodeServices } from "@effect/platform-node"
+import { Effect, Layer, Redacted, Schema } from "effect"
+import type { HttpClient } from "effect/http/HttpClient"
+import { type Model, Run, type RunResult, type StopReason, Tool } from "effect-agent-runtime"
+import { OpenAiCompatible } from "effect-agent-runtime/providers"
+import { ScriptedModel } from "effect-agent-runtime/testing"
+
+const add = Tool.make({
+  name: "add",
+  description: "Add two numbers",
+  input: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+  output: Schema.Number,
+  sideEffect: "none",
+  handler: ({ a, b }) => Effect.succeed(a + b)
+})
+const model: Layer.Layer<Model.Model> = ScriptedModel.layer([
+  ScriptedModel.toolCall("add", { a: 2, b: 3 }),
+  ScriptedModel.finalAnswer("5")
+])
+const openai: Layer.Layer<Model.Model, OpenAiCompatible.InvalidOptions, HttpClient> = OpenAiCompatible.layer(
+  OpenAiCompatible.openai({ apiKey: Redacted.make("sk-not-used") })
+)
+
+const result: RunResult.RunResult = await Effect.runPromise(
+  Run.run({ goal: "What is 2 + 3?", tools: [add], limits: { maxIterations: 5 } }).pipe(
+    Effect.provide(Layer.mergeAll(model, NodeServices.layer))
+  )
+)
+const reason: StopReason.StopReason = result.stopReason
+if (!Layer.isLayer(openai)) throw new Error("OpenAiCompatible.layer did not return a Layer")
+console.log(result.status, reason)

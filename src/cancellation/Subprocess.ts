@@ -1,0 +1,208 @@
+/**
+ * The supervised subprocess executor (R5.2): runs a tool that cannot cooperate with
+ * cancellation (blocking or foreign code) in a child process that the run can always
+ * stop and reclaim.
+ *
+ * When the fiber running a process is interrupted (a cancelled run, the run deadline,
+ * the tool's own timeout), its finalizer, which cannot itself be interrupted:
+ *
+ * 1. sends SIGTERM to the child and everything it started,
+ * 2. waits up to `graceMillis` (default 2000, real time) for all of it to exit,
+ * 3. sends SIGKILL to all of it if anything is still alive,
+ * 4. waits for the exit to be reaped,
+ *
+ * and reports what became of the action as a {@link Settled} record: `completed` (it had
+ * already exited), `cancelled` (it stopped on SIGTERM within the grace period) or
+ * `outcome_unknown` (it ignored SIGTERM and was killed mid-action). Stopping the wait,
+ * cancelling the task and the remote work stopping are three different results: a
+ * child that had to be killed may have done part of its work, so it is never recorded
+ * as cancelled. The interruption completes only after the reap, so a run's result is
+ * never available while its child still runs. After a normal exit the same finalizer
+ * stops whatever the child left running.
+ *
+ * "Everything it started" is its {@link Containment}: where the machine allows it
+ * (Linux with a writable cgroup v2 hierarchy, see {@link cgroupSupport}), a cgroup of its
+ * own, which holds every descendant, including one that left the process group on
+ * purpose (`setsid`, a daemon's double fork); elsewhere, or with `cgroup: false`, its
+ * process group, which such a descendant escapes. Each process also gets a supervisor, a
+ * small `sh` process tied to the host by a pipe: if the host dies without stopping the
+ * child (SIGKILL, `process.exit`, a crash), the supervisor stops it the same way.
+ *
+ * Output is bounded: stdout and stderr together may hold `maxOutputBytes` (default
+ * 1 MiB); beyond that the child is stopped and the call fails. A non-zero exit or a
+ * crash of the child is a typed {@link Failure.Permanent}, never a crash of the run.
+ * `Redacted` arguments and environment values reach the child only: they are replaced
+ * by `<redacted>` in its output, in failures and in errors.
+ *
+ * {@link tool} wraps a command as a {@link Tool.Tool} whose handler forwards the
+ * settlement to the call's `settle`, so the run's `tool.interrupted` event says the truth.
+ *
+ * The process is spawned with effect's `ChildProcessSpawner` (`NodeServices.layer` on
+ * Node), in its own process group, so a signal reaches the children it started too.
+ *
+ * @since 0.1.0
+ */
+
+import type { Duration, Schema } from "effect"
+import { Effect } from "effect"
+import type { ChildProcessSpawner } from "effect/process"
+import type * as Failure from "../failure/Failure.ts"
+import * as Tool from "../tools/Tool.ts"
+import * as SubprocessCgroup from "./internal/SubprocessCgroup.ts"
+import { validateOptions } from "./internal/SubprocessOptions.ts"
+import * as SubprocessRun from "./internal/SubprocessRun.ts"
+
+/**
+ * The default grace period and output limit live in `internal/SubprocessOptions`, with
+ * the validation of the options; re-exported here.
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export { defaultGraceMillis, defaultMaxOutputBytes } from "./internal/SubprocessOptions.ts"
+
+import type { Options, Result, Settled, Spec } from "./internal/SubprocessSpec.ts"
+
+export type { Containment, Options, Result, Settled, Signal, Spec } from "./internal/SubprocessSpec.ts"
+
+/**
+ * Whether processes can have cgroups of their own on this machine, and if not, why.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type CgroupSupport = SubprocessCgroup.Support
+
+/**
+ * Finds out, once per process, whether a supervised process can have a cgroup of its
+ * own here: Linux, a cgroup2 file system this process's cgroup is in, a cgroup created
+ * below it, and a process moved into that (root, or a delegated subtree). `parent` is
+ * the directory the processes' cgroups are created in; `kill` is how they are killed.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const cgroupSupport: Effect.Effect<CgroupSupport> = SubprocessCgroup.support
+
+/**
+ * How long the supervisor waits for the exit after SIGKILL before it gives up and
+ * reports the child as not reaped (a process stuck in the kernel cannot be killed).
+ *
+ * @category constants
+ * @since 0.1.0
+ */
+export { killWaitMillis } from "./internal/SubprocessRun.ts"
+
+/**
+ * Runs a process to its exit and collects its output. Succeeds only on exit code 0;
+ * a non-zero exit (`exit_<n>`), a death by signal (`killed_<signal>`), too much output
+ * (`output_too_large`) and a failure to start (`spawn_failed`) are typed failures, with
+ * the tail of stderr in `diagnostic` (never in `hint`, which the model may see).
+ *
+ * Interrupting the effect stops the child (SIGTERM, grace, SIGKILL, reap; see the module
+ * doc) before the interruption completes, and reports the {@link Settled} record to
+ * `onSettled`. No child outlives the effect.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const run = (
+  spec: Spec,
+  options: Options = {}
+): Effect.Effect<Result, Failure.Failure, ChildProcessSpawner.ChildProcessSpawner> =>
+  Effect.scoped(SubprocessRun.runScoped(spec, options))
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface ToolOptions<I, O, R> {
+  readonly name: string
+  readonly description: string
+  readonly input: Schema.Codec<I, unknown>
+  readonly output: Schema.Codec<O, unknown>
+  /** The process to run for an input. */
+  readonly command: (input: I) => Spec
+  /** Turns a successful exit into the tool's output. */
+  readonly parse: (result: Result, input: I) => O | Effect.Effect<O, Failure.Failure, R>
+  /** Default `"external"`, the most cautious class. */
+  readonly sideEffect?: Tool.SideEffect | undefined
+  readonly idempotent?: boolean | undefined
+  readonly maxRetries?: number | undefined
+  readonly timeout?: Duration.Input | undefined
+  readonly needsApproval?: boolean | undefined
+  readonly recoverErrors?: boolean | undefined
+  readonly pathFields?: ReadonlyArray<string> | undefined
+  readonly contentFields?: ReadonlyArray<string> | undefined
+  readonly observe?: ((output: O) => string) | undefined
+  /** Default 2000. */
+  readonly graceMillis?: number | undefined
+  /** Default 1 MiB. */
+  readonly maxOutputBytes?: number | undefined
+  /** Default `true`: a cgroup per call where the machine allows it (see {@link Options}). */
+  readonly cgroup?: boolean | undefined
+  /** Called once the child of a call is running. */
+  readonly onSpawn?: ((pid: number, context: Tool.CallContext) => void) | undefined
+  /** Called, besides `context.settle`, with the whole record when a call is interrupted. */
+  readonly onSettled?: ((settled: Settled, context: Tool.CallContext) => void) | undefined
+}
+
+/**
+ * A tool that runs a supervised process per call (R5.2). When the call is interrupted,
+ * the handler reports to `context.settle` whether the child had already exited
+ * (`completed`), stopped on SIGTERM (`cancelled`) or had to be SIGKILLed
+ * (`outcome_unknown`), so the run's `tool.interrupted` event records it. Throws
+ * {@link Tool.InvalidToolDefinition} for options that cannot work.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const tool = <I, O, R = never>(
+  options: ToolOptions<I, O, R>
+): Tool.Tool<I, O, R | ChildProcessSpawner.ChildProcessSpawner> => {
+  const problem = validateOptions(options)
+  if (problem !== undefined) throw new Tool.InvalidToolDefinition({ tool: options.name, reason: problem })
+  const { onSettled, onSpawn } = options
+  return Tool.make<I, O, R | ChildProcessSpawner.ChildProcessSpawner>({
+    name: options.name,
+    description: options.description,
+    input: options.input,
+    output: options.output,
+    sideEffect: options.sideEffect,
+    idempotent: options.idempotent,
+    maxRetries: options.maxRetries,
+    timeout: options.timeout,
+    needsApproval: options.needsApproval,
+    recoverErrors: options.recoverErrors,
+    pathFields: options.pathFields,
+    contentFields: options.contentFields,
+    observe: options.observe,
+    handler: (input, context) => {
+      let exited: Result | undefined
+      return Effect.suspend(() =>
+        run(options.command(input), {
+          graceMillis: options.graceMillis,
+          maxOutputBytes: options.maxOutputBytes,
+          cgroup: options.cgroup,
+          onSpawn: onSpawn === undefined ? undefined : (pid) => onSpawn(pid, context),
+          onSettled: (settled) => {
+            context.settle(settled.settlement, settled.detail)
+            onSettled?.(settled, context)
+          }
+        })
+      ).pipe(
+        Effect.flatMap((result) => {
+          exited = result
+          const parsed = options.parse(result, input)
+          return Effect.isEffect(parsed) ? (parsed as Effect.Effect<O, Failure.Failure, R>) : Effect.succeed(parsed)
+        }),
+        // Interrupted while parsing: the process had finished its work.
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            if (exited !== undefined) context.settle("completed", `pid ${exited.pid} had already exited with code 0`)
+          })
+        )
+      )
+    }
+  })
+}

@@ -1,0 +1,134 @@
+/**
+ * The typed failures of a supervised subprocess (R5.2), private to `Subprocess`: options
+ * that cannot work, a failure to start, too much output, a broken pipe, a death by
+ * signal and a non-zero exit. The `hint` of each is one the model may see; the details
+ * (the tail of stderr, the platform's error) go in `diagnostic`.
+ */
+import { Predicate } from "effect"
+import type * as PlatformError from "effect/PlatformError"
+import * as Failure from "../../failure/Failure.ts"
+import type { Spec } from "./SubprocessSpec.ts"
+
+const stderrTailChars = 4000
+
+/** The executable's name, without its directory. */
+export const commandName = (spec: Spec): string => spec.command.split(/[\\/]/).pop() ?? spec.command
+
+const tail = (text: string): string => (text.length <= stderrTailChars ? text : `…${text.slice(-stderrTailChars)}`)
+
+/** Options that cannot work (see `SubprocessOptions.validateOptions`). */
+export const invalid = (hint: string) =>
+  new Failure.Permanent({
+    source: "subprocess",
+    category: "invalid_options",
+    code: "invalid_options",
+    attempts: 1,
+    hint
+  })
+
+/** The child could not be started. */
+export const spawnFailure = (spec: Spec, error: PlatformError.PlatformError): Failure.Failure => {
+  const fields = {
+    source: "subprocess" as const,
+    category: "spawn",
+    code: "spawn_failed",
+    attempts: 1,
+    hint: `${commandName(spec)} could not be started (${error.reason._tag === "BadArgument" ? "bad argument" : error.reason._tag})`,
+    diagnostic: error.message
+  }
+  // Nothing ran, so trying again is safe; but a missing or forbidden executable stays so.
+  return error.reason._tag === "BadArgument" ||
+    error.reason._tag === "NotFound" ||
+    error.reason._tag === "PermissionDenied" ||
+    error.reason._tag === "BadResource"
+    ? new Failure.Permanent(fields)
+    : new Failure.Retryable(fields)
+}
+
+// The handle reports a death by signal only as an error whose message names the signal.
+export const signalOf = (error: PlatformError.PlatformError): string => {
+  const cause = error.reason.cause
+  const text = Predicate.isError(cause) ? cause.message : error.message
+  return /signal: '([A-Z0-9]+)'/.exec(text)?.[1] ?? "unknown_signal"
+}
+
+/**
+ * The command cannot be started: nothing executable has its name (`NotFound`), or what
+ * has it is not an executable file (`PermissionDenied`). Found before anything is
+ * spawned, as the spawner finds it without a cgroup.
+ */
+export const notStartable = (spec: Spec, reason: "NotFound" | "PermissionDenied", detail: string) =>
+  new Failure.Permanent({
+    source: "subprocess",
+    category: "spawn",
+    code: "spawn_failed",
+    attempts: 1,
+    hint: `${commandName(spec)} could not be started (${reason})`,
+    diagnostic: detail
+  })
+
+/** The trampoline could not move itself into the cgroup, so the command never ran. */
+export const joinFailed = (spec: Spec, stderr: string) =>
+  new Failure.Permanent({
+    source: "subprocess",
+    category: "spawn",
+    code: "spawn_failed",
+    attempts: 1,
+    hint: `${commandName(spec)} could not be started (its cgroup could not be joined)`,
+    diagnostic: `${tail(stderr)} (run it with \`cgroup: false\` to keep to its process group)`
+  })
+
+/** The supervisor that ties the child to its host could not be started, so the child was not. */
+export const supervisorFailure = (spec: Spec, error: Error) =>
+  new Failure.Retryable({
+    source: "subprocess",
+    category: "spawn",
+    code: "spawn_failed",
+    attempts: 1,
+    hint: `${commandName(spec)} could not be started (its supervisor could not be started)`,
+    diagnostic: `/bin/sh: ${error.message}`
+  })
+
+/** The child wrote more than `maxOutputBytes` and was stopped; `how` says how it ended. */
+export const tooLarge = (name: string, maxOutputBytes: number, how: string) =>
+  new Failure.Permanent({
+    source: "subprocess",
+    category: "output_limit",
+    code: "output_too_large",
+    attempts: 1,
+    hint: `${name} wrote more than ${maxOutputBytes} bytes of output and was stopped`,
+    diagnostic: how
+  })
+
+/** Reading the child's output failed. */
+export const readFailure = (name: string, cause: unknown) =>
+  new Failure.Permanent({
+    source: "subprocess",
+    category: "output",
+    code: "output_read_failed",
+    attempts: 1,
+    hint: `reading the output of ${name} failed`,
+    diagnostic: String(cause)
+  })
+
+/** The child died by a signal. */
+export const killed = (name: string, signal: string, stderr: string) =>
+  new Failure.Permanent({
+    source: "subprocess",
+    category: "crash",
+    code: `killed_${signal}`,
+    attempts: 1,
+    hint: `${name} was killed by ${signal}`,
+    diagnostic: tail(stderr)
+  })
+
+/** The child exited with a code other than 0. */
+export const exited = (name: string, exitCode: number, stderr: string) =>
+  new Failure.Permanent({
+    source: "subprocess",
+    category: "exit",
+    code: `exit_${exitCode}`,
+    attempts: 1,
+    hint: `${name} exited with code ${exitCode}`,
+    diagnostic: tail(stderr)
+  })

@@ -1,0 +1,55 @@
+/**
+ * The shape of the counters, apart from their fold so that the fold's helpers can name it.
+ * Re-exported from `Counters`.
+ */
+
+import type { HashMap } from "effect"
+import type * as RunState from "../RunState.ts"
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Counters {
+  /** The run's current state: the target of the last `state.changed`. */
+  readonly state: RunState.State
+  /** Model responses received. */
+  readonly iterations: number
+  /** Tool calls requested by the model, counted when the response arrives. */
+  readonly toolCalls: number
+  readonly startedAt: number
+  readonly lastEventAt: number
+  /** `lastEventAt - startedAt`, by the run's `Clock`. */
+  readonly elapsedMillis: number
+  readonly finalAnswerReceived: boolean
+  /** The highest number of times any one tool-call signature was requested. */
+  readonly repeatedToolCallCount: number
+  /** The highest number of times any one failure signature (tool, code, message) occurred. */
+  readonly repeatedFailureCount: number
+  /** The most any failure signature went past its tool's `maxRetries` (0 when none did). */
+  readonly repeatedFailureOverLimit: number
+  /** Failed and blocked tool results. */
+  readonly toolErrors: number
+  readonly emptyOutputs: number
+  readonly recoveryAttempts: number
+  readonly toolCorrectionAttempts: number
+  readonly recoveryExhausted: boolean
+  /** Tokens in, the cached ones included; `cachedInputTokens` of them read from a prompt cache. */
+  readonly inputTokens: number
+  /** Tokens out, the reasoning ones included (`reasoningTokens`). */
+  readonly outputTokens: number
+  readonly cachedInputTokens: number
+  readonly reasoningTokens: number
+  readonly costUsd: number
+  /** Successful calls whose tool, observation and world state had all been seen before. */
+  readonly unchangedObservations: number
+  /** Successful `write` or `external` calls: the "relevant state" version of R2.3. */
+  readonly stateVersion: number
+  /** Failures in a row sharing one error code, and that code. */
+  readonly sameClassStreak: number
+  readonly sameClassCode: string
+  readonly reminders: HashMap.HashMap<string, number>
+  readonly callSignatures: HashMap.HashMap<string, number>
+  readonly failureSignatures: HashMap.HashMap<string, number>
+  readonly observationKeys: HashMap.HashMap<string, number>
+}

@@ -1,0 +1,164 @@
+/**
+ * The boundary where user code hands values to the runtime: tool handlers, models,
+ * policies, permission checks, approval gates, hooks. Whatever they do (throw any value,
+ * return something that is not an Effect, return a value outside its type) becomes a
+ * typed failure here, with a safe description, before the runtime uses it (R12).
+ *
+ * A value that is not an Effect must never reach the fiber: effect's run loop ends a
+ * fiber that meets one at once, skipping its finalizers, so the check is made on the
+ * value before it is yielded. Private to the runtime.
+ */
+import { Cause, Effect, Exit, Predicate, Result, Schema } from "effect"
+import * as Failure from "./Failure.ts"
+import * as SchemaIssues from "./SchemaIssues.ts"
+
+/** `Effect.isEffect`, for a value that may be hostile (a Proxy whose `has` trap throws). */
+export const isEffect = (value: unknown): value is Effect.Effect<unknown, unknown, unknown> => {
+  try {
+    return Effect.isEffect(value)
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Makes whatever a piece of user code outside a tool handler failed with (a typed
+ * error it was not allowed to have, a defect) a {@link UserCodeDefect} that names it;
+ * interruption passes through.
+ */
+export const orDie = <A, E, R>(what: string, self: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> =>
+  Effect.catchCause(self, (cause) => {
+    if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+    const squashed = Cause.squash(cause)
+    return Exit.die(
+      isUserCodeDefect(squashed)
+        ? squashed
+        : new UserCodeDefect(`${what} failed with ${Failure.safeDescription(squashed)}`, { cause: squashed })
+    )
+  })
+
+const isThenable = (value: unknown): boolean => {
+  try {
+    return Predicate.hasProperty(value, "then") && Predicate.isFunction(value.then)
+  } catch {
+    return false
+  }
+}
+
+/** What a returned value is, in a few words, without running any of its code. */
+export const kindOf = (value: unknown): string => {
+  if (value === undefined) return "undefined"
+  if (value === null) return "null"
+  if (isThenable(value)) return "a Promise"
+  const type = typeof value
+  if (type === "object") {
+    try {
+      if (Array.isArray(value)) return "an array"
+    } catch {
+      return "an object"
+    }
+    return "an object"
+  }
+  return type === "function" ? "a function" : `a ${type}`
+}
+
+/**
+ * A defect of user code outside a tool handler (a termination policy, an approval gate,
+ * a model that broke its contract): the run ends `internal_error`, and this says which
+ * code and how, safely (its `safeMessage`).
+ */
+export class UserCodeDefect extends Error {
+  override readonly name = "UserCodeDefect"
+  readonly safeMessage: string
+  constructor(safeMessage: string, options?: { readonly cause?: unknown }) {
+    super(safeMessage, options?.cause === undefined ? undefined : { cause: options.cause })
+    this.safeMessage = safeMessage
+  }
+}
+
+const isUserCodeDefect = (value: unknown): value is UserCodeDefect => {
+  try {
+    return value instanceof UserCodeDefect
+  } catch {
+    return false
+  }
+}
+
+/** `what` (e.g. `the termination policy "p"`) threw `defect`. */
+export const threw = (what: string, defect: unknown): UserCodeDefect =>
+  new UserCodeDefect(`${what} threw ${Failure.safeDescription(defect)}`, { cause: defect })
+
+/**
+ * The failure of a call whose code returned something other than an Effect:
+ * permanent (calling it again returns the same kind of thing), with the advice to fix it.
+ */
+export const notAnEffect = (source: Failure.Source, what: string, value: unknown, advice: string): Failure.Permanent =>
+  new Failure.Permanent({
+    source,
+    category: "defect",
+    code: "not_an_effect",
+    attempts: 1,
+    hint: `${what} returned ${kindOf(value)}, not an Effect; ${advice}`
+  })
+
+/**
+ * Calls `f`, which must return an Effect. A throw becomes the failure `defectCode`
+ * (see `Failure.fromDefect`), anything that is not an Effect the failure
+ * `not_an_effect` (see {@link notAnEffect}); both as finished `Exit`s.
+ */
+export const effect = <A, R>(
+  options: {
+    readonly source: Failure.Source
+    readonly what: string
+    readonly advice: string
+    readonly defectCode: string
+  },
+  f: () => Effect.Effect<A, Failure.Failure, R>
+): Effect.Effect<A, Failure.Failure, R> => {
+  let out: unknown
+  try {
+    out = f()
+  } catch (defect) {
+    return Exit.fail(Failure.fromDefect(options.source, defect, options.defectCode))
+  }
+  if (!isEffect(out)) return Exit.fail(notAnEffect(options.source, options.what, out, options.advice))
+  return out as Effect.Effect<A, Failure.Failure, R>
+}
+
+/**
+ * Like {@link effect}, for code outside a tool handler whose failure ends the run
+ * (`internal_error`): a throw or a non-Effect is a {@link UserCodeDefect} defect.
+ */
+export const effectOrDie = <A, E, R>(what: string, f: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  let out: unknown
+  try {
+    out = f()
+  } catch (defect) {
+    return Exit.die(threw(what, defect))
+  }
+  if (!isEffect(out)) return Exit.die(new UserCodeDefect(`${what} returned ${kindOf(out)}, not an Effect`))
+  return out as Effect.Effect<A, E, R>
+}
+
+/**
+ * Checks a value user code returned against its schema, or says which field is wrong:
+ * `the termination policy "p" returned an invalid decision: Expected … at ["reason"]`.
+ * The issue is rendered as the tool pipeline renders argument errors: paths and
+ * expectations, each value cut short.
+ */
+export const check = <S extends Schema.ConstraintDecoder<unknown>>(
+  schema: S,
+  what: string
+): ((value: unknown) => Result.Result<S["Type"], string>) => {
+  const decode = Schema.decodeUnknownResult(schema, { errors: "all" })
+  return (value) => {
+    try {
+      return Result.mapError(
+        decode(value),
+        (error) => `${what} is invalid: ${SchemaIssues.describe(error.issue, "").message}`
+      )
+    } catch (defect) {
+      return Result.fail(`${what} cannot be read (${Failure.safeDescription(defect)})`)
+    }
+  }
+}

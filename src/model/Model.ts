@@ -1,0 +1,257 @@
+/**
+ * The model the loop talks to, as a service.
+ *
+ * The loop calls {@link Model} once per iteration with the conversation so far and the
+ * tool definitions, and gets back text and/or tool calls with token usage. Failures
+ * must already be in the failure algebra ({@link Failure.Failure}): a provider adapter
+ * converts its raw errors at its own edge, so the loop never inspects HTTP codes or
+ * exceptions. The OpenAI-compatible client and the adapter for effect's
+ * `ai/LanguageModel` implement this same service; tests use `ScriptedModel` from
+ * `effect-agent-runtime/testing`.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Schema, type Scope } from "effect"
+import type * as Failure from "../failure/Failure.ts"
+
+/**
+ * A tool call as the model proposed it. `arguments` is the raw JSON text the model
+ * produced (or an already-parsed value from providers that parse it): the tool
+ * pipeline parses and validates it, so a malformed argument is a correctable tool
+ * result, not a crash.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolCall = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  arguments: Schema.Unknown
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type ToolCall = typeof ToolCall.Type
+
+/** A token count: a whole number a sum of many can still hold exactly enough (R2.1). */
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER))
+/** A price: finite, and small enough that a run's total stays finite. */
+const Cost = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(1e15))
+
+/**
+ * The tokens a response used and what they cost. `inputTokens` counts every prompt
+ * token, the cached ones too (`cachedInputTokens`, read from the provider's prompt
+ * cache, usually at a lower price); `outputTokens` counts every generated token, the
+ * reasoning ones too (`reasoningTokens`, the model's hidden or `reasoning_content`
+ * thinking).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Usage = Schema.Struct({
+  inputTokens: Count,
+  outputTokens: Count,
+  cachedInputTokens: Schema.optional(Count),
+  reasoningTokens: Schema.optional(Count),
+  costUsd: Schema.optional(Cost)
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Usage = typeof Usage.Type
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const noUsage: Usage = { inputTokens: 0, outputTokens: 0 }
+
+/**
+ * One message of the conversation, in the shape chat-completion APIs share.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Message = Schema.Union([
+  Schema.TaggedStruct("system", { content: Schema.String }),
+  Schema.TaggedStruct("user", { content: Schema.String }),
+  Schema.TaggedStruct("assistant", {
+    content: Schema.String,
+    toolCalls: Schema.Array(ToolCall),
+    /**
+     * The model's reasoning for this turn (DeepSeek's `reasoning_content`), kept so a
+     * provider that needs it back (DeepSeek's thinking mode with tools) can send it.
+     */
+    reasoning: Schema.optional(Schema.String)
+  }),
+  Schema.TaggedStruct("tool", { toolCallId: Schema.String, name: Schema.String, content: Schema.String })
+])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Message = typeof Message.Type
+
+/**
+ * A tool's input in the strict form of OpenAI's structured outputs (`strict: true`):
+ * every object closed (`additionalProperties: false`) with every property required, an
+ * optional one as nullable; what strict mode cannot express (records, tuples) encoded in
+ * a shape it can. The model's arguments then come in that shape, and `restore` turns
+ * them back into the shape `ToolDefinition.parameters` describes, which the tool
+ * pipeline checks.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface StrictForm {
+  readonly parameters: unknown
+  /**
+   * The arguments a model sent against the strict `parameters` (raw JSON text or a
+   * parsed value) in the tool's own shape, as JSON text (`null` for an optional field
+   * becomes no field). Arguments that do not fit are returned as they are, for the tool
+   * pipeline to refuse with its own, correctable, error.
+   */
+  readonly restore: (args: unknown) => unknown
+}
+
+/**
+ * What the model is told about a tool: its name, description and the JSON Schema of
+ * its input, generated from the tool's effect `Schema`, and its strict form when the
+ * input has one.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ToolDefinition {
+  readonly name: string
+  readonly description: string
+  readonly parameters: unknown
+  readonly strict?: StrictForm | undefined
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Request {
+  readonly runId: string
+  readonly iteration: number
+  /**
+   * The conversation so far. It is the run's own log, passed without copying so a
+   * step costs the same at step 200 as at step 2: read it during the call, copy it if
+   * you keep it.
+   */
+  readonly messages: ReadonlyArray<Message>
+  readonly tools: ReadonlyArray<ToolDefinition>
+  /**
+   * When this call must have answered, in milliseconds since the epoch by the run's
+   * `Clock`: the tightest of the run, step and attempt deadlines. A provider derives its
+   * request timeouts from it (R4.2, R11); the runtime also enforces it from outside.
+   */
+  readonly deadlineAt: number
+  /**
+   * Which time layer `deadlineAt` is (R4.3): `run`, `step` or `attempt`, so that a
+   * provider whose own timer fires at the deadline reports the right layer. Default
+   * `attempt`.
+   */
+  readonly deadlineLayer?: Failure.TimeoutLayer | undefined
+}
+
+/**
+ * Why the model stopped generating: `stop` (it finished), `tool_calls` (it asks for
+ * tools), `length` (the output token limit cut it off), `content_filter` (the
+ * provider's filter withheld it). A response without one finished normally.
+ *
+ * A truncated (`length`) answer is never a final answer: the run asks the model to
+ * finish it, shorter, within the correction budget, then stops `output_truncated`. A
+ * filtered one is a permanent failure (`content_filtered`), never an answer (R11).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const FinishReason = Schema.Literals(["stop", "tool_calls", "length", "content_filter"])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type FinishReason = typeof FinishReason.Type
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const Response = Schema.Struct({
+  text: Schema.String,
+  toolCalls: Schema.Array(ToolCall),
+  usage: Usage,
+  finishReason: Schema.optional(FinishReason),
+  /** The model's reasoning, when the provider returns it (DeepSeek's `reasoning_content`). */
+  reasoning: Schema.optional(Schema.String)
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Response = typeof Response.Type
+
+/**
+ * @category services
+ * @since 0.1.0
+ */
+export class Model extends Context.Service<
+  Model,
+  {
+    readonly generate: (request: Request) => Effect.Effect<Response, Failure.Failure>
+  }
+>()("effect-agent-runtime/Model") {}
+
+/**
+ * A named model, for the run's fallback chain (R3.9) and its circuit breaker: when the
+ * model in use fails for good (recovery gave up, or its circuit is open), the run
+ * switches to the next one for the rest of the run, and the result says so.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Fallback {
+  readonly name: string
+  readonly model: Model["Service"]
+}
+
+/**
+ * Builds a fallback from a layer that provides a `Model` (a provider's `layer`), in the
+ * current scope.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fallback = <E, R>(
+  name: string,
+  layer: Layer.Layer<Model, E, R>
+): Effect.Effect<Fallback, E, R | Scope.Scope> =>
+  Effect.map(Layer.build(layer), (context) => ({ name, model: Context.get(context, Model) }))
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const response = (options: {
+  readonly text?: string | undefined
+  readonly toolCalls?: ReadonlyArray<ToolCall> | undefined
+  readonly usage?: Usage | undefined
+  readonly finishReason?: FinishReason | undefined
+  readonly reasoning?: string | undefined
+}): Response => ({
+  text: options.text ?? "",
+  toolCalls: options.toolCalls ?? [],
+  usage: options.usage ?? noUsage,
+  ...(options.finishReason === undefined ? {} : { finishReason: options.finishReason }),
+  ...(options.reasoning === undefined ? {} : { reasoning: options.reasoning })
+})

@@ -1,0 +1,323 @@
+/**
+ * How a run recovers from a retryable failure (R3.3, R3.4, R3.7): one retry owner, a
+ * `Schedule` for the delays, and one budget of attempts and time shared by the run.
+ *
+ * A failure is retried here only when all of these hold:
+ *
+ * - it is `Retryable` (never `Permanent`, never `UnknownOutcome`, never a permission denial);
+ * - its owner has not already retried it (`attempts` is 1: R3.4, no retry storms);
+ * - the caller allows it (for tools: only idempotent ones, up to their `maxRetries`);
+ * - the episode's schedule has a next delay;
+ * - the run's shared budget (`maxRecoveries` retries) is not spent;
+ * - the delay, or the failure's `Retry-After` if longer, ends before the run deadline
+ *   and before the step deadline.
+ *   Otherwise it stops early and says why, rather than sleeping past the deadline.
+ *
+ * These rules are one pure function, {@link decide}. The run applies it: each retry moves
+ * the run to `recovering`, appends `recovery.started` (attempt, delay, cause), sleeps on
+ * Effect's `Clock`, and returns to the phase it left. A success after a retry appends
+ * `recovery.completed`, and giving up appends `recovery.failed` with the reason
+ * ({@link recordsGiveUp}).
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Predicate, Schedule, Schema } from "effect"
+import type * as Failure from "../failure/Failure.ts"
+
+/**
+ * The delays of one recovery episode, one per retry. The input is the failure being
+ * retried, so a schedule can look at its code or category.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Backoff = Schedule.Schedule<unknown, Failure.Retryable>
+
+/**
+ * Exponential backoff: `base × factor^n` for the n-th completed retry (by default
+ * 0.05 s, then 0.10 s: two retries), jittered ×0.8–1.2 unless `jitter: false`, each
+ * delay capped at `cap` (default 5 s).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const backoff = (
+  options: {
+    readonly base?: Duration.Input | undefined
+    readonly factor?: number | undefined
+    readonly retries?: number | undefined
+    readonly cap?: Duration.Input | undefined
+    readonly jitter?: boolean | undefined
+  } = {}
+): Backoff => {
+  const retries = options.retries ?? 2
+  if (!Number.isInteger(retries) || retries < 0) {
+    throw new RangeError(`Recovery.backoff: retries must be an integer >= 0, got ${retries}`)
+  }
+  const factor = options.factor ?? 2
+  if (!(factor >= 1)) throw new RangeError(`Recovery.backoff: factor must be >= 1, got ${factor}`)
+  const cap = Duration.fromInputUnsafe(options.cap ?? "5 seconds")
+  const exponential = Schedule.exponential(options.base ?? "50 millis", factor)
+  const jittered = options.jitter === false ? exponential : Schedule.jittered(exponential)
+  return jittered.pipe(
+    Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, cap))),
+    Schedule.upTo({ times: retries }),
+    Schedule.setInputType<Failure.Retryable>()
+  )
+}
+
+/**
+ * The recovery settings of a run.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Settings {
+  /** Delays of one episode. Default {@link backoff}: 50 ms, 100 ms, jittered. */
+  readonly schedule: Backoff
+  /** Retries the whole run may make, provider and tools together. Default 8. */
+  readonly maxRecoveries: number
+  /**
+   * Categories of retryable failures that are never retried. Default `["conflict"]`: a
+   * business conflict (the version changed) is resolved by re-reading, not by resending (R3.10).
+   */
+  readonly neverRetried: ReadonlyArray<string>
+}
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const defaults: Settings = { schedule: backoff(), maxRecoveries: 8, neverRetried: ["conflict"] }
+
+/**
+ * What a recovery episode retries (or, for `tool_argument_correction`, what the model corrects).
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export const Kind = Schema.Literals(["tool_argument_correction", "output_truncation", "provider_retry", "tool_retry"])
+
+/**
+ * @category models
+ * @since 0.2.0
+ */
+export type Kind = typeof Kind.Type
+
+/**
+ * Whether a recovery asks the model to correct itself (its tool arguments, or an answer
+ * cut off by its output token limit): it spends the correction budget, not the retry budget.
+ *
+ * @category predicates
+ * @since 0.2.0
+ */
+export const isCorrection = (kind: Kind): boolean => kind === "tool_argument_correction" || kind === "output_truncation"
+
+/**
+ * The limits one episode's retries are decided by.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export interface Rules {
+  /** The run's shared retry budget. */
+  readonly maxRecoveries: number
+  /** Retries this episode may make on top of the first attempt (a tool's `maxRetries`). */
+  readonly maxRetries: number
+  /** Whether this failure may be retried at all (e.g. only idempotent tools). */
+  readonly allowed: boolean
+  /**
+   * Whether someone else can take over when the dependency's circuit is open (a
+   * fallback model): then a call refused by an open circuit is handed over at once
+   * instead of waiting for the circuit (R3.9). Default `false`.
+   */
+  readonly handOff?: boolean | undefined
+  /** Categories never retried (`Settings.neverRetried`). */
+  readonly neverRetried: ReadonlyArray<string>
+}
+
+/**
+ * Why recovery gave up.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type GiveUp =
+  | "not_retryable"
+  | "owner_retried"
+  | "not_allowed"
+  | "schedule_exhausted"
+  | "run_budget"
+  | "deadline"
+  | "step_deadline"
+  | "circuit_open"
+
+/**
+ * A failure recovery did not (or could no longer) retry, with the attempts made in total.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Exhausted {
+  readonly _tag: "Exhausted"
+  readonly failure: Failure.Failure
+  readonly why: GiveUp
+  readonly detail: string
+}
+
+/**
+ * One recovery episode: what is retried, and the phase the run returns to.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Episode extends Rules {
+  readonly kind: Kind
+  /** Where a defect in the attempt is attributed. */
+  readonly source: Failure.Source
+  /** The phase the run returns to after a retry's wait. */
+  readonly resume: "model_thinking" | "tool_executing"
+  readonly schedule: Backoff
+  /** The tool call retried, for the events; absent for a model call. */
+  readonly callId?: string | undefined
+  /**
+   * Called when the run interrupts the wait between two attempts (cancel, deadline,
+   * another call's stop), when no attempt is running: so the call can record what
+   * became of it (R5.2).
+   */
+  readonly onInterruptedWait?: (() => void) | undefined
+  /**
+   * How many attempts of this call were already made when the episode starts: its
+   * first cause is the failure of attempt number `attemptsMade` (default 1). An episode
+   * that continues an earlier one (a resend after a status query found the call not
+   * applied, R3.8) keeps its count, so `maxRetries` and the schedule's growing delays
+   * hold across both.
+   */
+  readonly attemptsMade?: number | undefined
+}
+
+/**
+ * @category guards
+ * @since 0.1.0
+ */
+export const isExhausted = (u: unknown): u is Exhausted => Predicate.isTagged(u, "Exhausted")
+
+/**
+ * What is known when an attempt has failed: everything the retry decision depends on.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export interface Facts {
+  /** The failure of attempt number `attempt`, as the attempt returned it (its own `attempts`). */
+  readonly failure: Failure.Failure
+  /** Attempts made so far in this episode (1 after the first). */
+  readonly attempt: number
+  /** Retries the run has already spent from its shared budget. */
+  readonly recoveriesSpent: number
+  /** The schedule's next delay in milliseconds, or `undefined` when it allows no more. */
+  readonly nextDelayMillis: number | undefined
+  /** What is left of the tighter of the step and run deadlines. */
+  readonly timeLeft: { readonly millis: number; readonly layer: Failure.TimeoutLayer }
+}
+
+/**
+ * Retry after a delay, or give up and say why.
+ *
+ * @category models
+ * @since 0.2.0
+ */
+export type Decision =
+  | { readonly _tag: "Retry"; readonly delayMillis: number }
+  | { readonly _tag: "GiveUp"; readonly why: GiveUp; readonly detail: string }
+
+const giveUp = (why: GiveUp, detail: string): Extract<Decision, { _tag: "GiveUp" }> => ({ _tag: "GiveUp", why, detail })
+
+/**
+ * The checks of {@link decide} that need neither the schedule nor the clock: why this
+ * failure is not retried whatever the delay, or `undefined` when it may be. The run asks
+ * it first, so that the schedule is stepped only for a failure that may be retried.
+ *
+ * @category combinators
+ * @since 0.2.0
+ */
+export const refuse = (
+  rules: Rules,
+  facts: Pick<Facts, "failure" | "attempt" | "recoveriesSpent">
+): Extract<Decision, { _tag: "GiveUp" }> | undefined => {
+  const { failure, attempt } = facts
+  if (failure._tag !== "Retryable") {
+    return giveUp(
+      "not_retryable",
+      `${failure._tag === "Permanent" ? "a permanent" : "an unknown-outcome"} failure is never retried`
+    )
+  }
+  if (rules.neverRetried.includes(failure.category)) {
+    return giveUp(
+      "not_retryable",
+      failure.category === "conflict"
+        ? "a conflict is handed to the model to re-read the current state"
+        : `a ${failure.category} failure is never retried`
+    )
+  }
+  // On every attempt, not only the first: a failure its owner retried is not retried again (R3.4).
+  if (failure.attempts > 1) return giveUp("owner_retried", `already retried ${failure.attempts - 1} times by its owner`)
+  if (!rules.allowed) return giveUp("not_allowed", "this call may not be retried automatically")
+  // A call an open (or probing) circuit refused never ran (R3.9).
+  const refused = failure.category === "circuit_open" || failure.category === "circuit_half_open"
+  if (refused && rules.handOff === true)
+    return giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
+  if (attempt > rules.maxRetries) return giveUp("schedule_exhausted", `retry limit of ${rules.maxRetries} reached`)
+  if (facts.recoveriesSpent >= rules.maxRecoveries) {
+    return giveUp("run_budget", `the run's recovery budget of ${rules.maxRecoveries} retries is spent`)
+  }
+  return undefined
+}
+
+/**
+ * The retry decision, as a pure function of the episode's rules and the facts of a failed
+ * attempt: {@link refuse}, then the schedule's delay (or the failure's `Retry-After`, if
+ * longer) against what is left of the step and the run.
+ *
+ * @category combinators
+ * @since 0.2.0
+ */
+export const decide = (rules: Rules, facts: Facts): Decision => {
+  const refused = refuse(rules, facts)
+  if (refused !== undefined) return refused
+  const { failure, attempt } = facts
+  const byCircuit = failure.category === "circuit_open" || failure.category === "circuit_half_open"
+  if (facts.nextDelayMillis === undefined)
+    return giveUp("schedule_exhausted", `the schedule allows no retry ${attempt}`)
+  const retryAfter = failure._tag === "Retryable" ? (failure.retryAfterMillis ?? 0) : 0
+  const delayMillis = Math.max(facts.nextDelayMillis, retryAfter)
+  // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.
+  const { millis: left, layer } = facts.timeLeft
+  // A circuit that stays open past the deadline is the circuit's stop, not the deadline's.
+  if (byCircuit && delayMillis >= left) {
+    return giveUp("circuit_open", `${failure.hint}, past what is left of the ${layer} (${left} ms)`)
+  }
+  if (delayMillis >= left) {
+    return giveUp(
+      layer === "step" ? "step_deadline" : "deadline",
+      `retry ${attempt} would wait ${Math.round(delayMillis)} ms but only ${left} ms of the ${layer} are left`
+    )
+  }
+  return { _tag: "Retry", delayMillis }
+}
+
+/**
+ * Whether giving up is recorded as `recovery.failed`: always after a retry, and on the first
+ * attempt when a retry was possible in kind but a limit (schedule, budget, deadline, circuit)
+ * stopped it; a failure that is simply not retryable is not a recovery that failed.
+ *
+ * @category combinators
+ * @since 0.2.0
+ */
+export const recordsGiveUp = (why: GiveUp, attempt: number): boolean =>
+  attempt > 1 ||
+  why === "schedule_exhausted" ||
+  why === "run_budget" ||
+  why === "deadline" ||
+  why === "step_deadline" ||
+  why === "circuit_open"

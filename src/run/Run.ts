@@ -1,0 +1,187 @@
+/**
+ * A run: the lifecycle around the agent loop, as one Effect that always ends with a
+ * {@link RunResult.RunResult} (principle 1).
+ *
+ * created → initializing → planning → the loop (model_thinking ⇄ tool_executing, with
+ * recovering between) → validating → a terminal status. Every way a run can end maps
+ * to a result: a final answer that validation backs is `completed`; a final answer
+ * that validation refutes is `failed` with `validation_failed`; a budget or hard stop
+ * is `partial` when some plan steps were done and `failed` otherwise; cancellation is
+ * `cancelled`; a defect anywhere is `failed` with `internal_error`. Nothing escapes as
+ * an unhandled rejection and nothing hangs past the run deadline.
+ *
+ * `run` runs inline; `start` runs in the background and returns a {@link Handle} with
+ * the live timeline as a `Stream`, the result, and `cancel`.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Deferred, Effect, type Fiber, PubSub, type Scope, Stream } from "effect"
+import type * as Event from "../events/Event.ts"
+import type * as RunState from "../events/RunState.ts"
+import * as Breakers from "../recovery/Breakers.ts"
+import * as Approval from "../tools/Approval.ts"
+import type * as Tool from "../tools/Tool.ts"
+import * as Lifecycle from "./internal/Lifecycle.ts"
+import * as RunContext from "./internal/RunContext.ts"
+import type { Options, Requirements } from "./RunOptions.ts"
+import * as RunResult from "./RunResult.ts"
+
+export type { Limits, Options, Requirements } from "./RunOptions.ts"
+
+/**
+ * Stops a run from outside (a cancel) and waits for its result, which comes within the
+ * run's stop grace even when what it interrupted cannot be interrupted.
+ */
+const stop = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Deferred.Deferred<RunResult.RunResult>) =>
+  Effect.suspend(() => {
+    RunContext.stoppedBy(ctx, "cancel")
+    fiber.interruptUnsafe()
+    return Deferred.await(done)
+  })
+
+/**
+ * Runs an agent to its end. The run works in a fiber of its own, so that its deadline and
+ * cancellation can interrupt everything it started and still produce a result, and so
+ * that user code that cannot be interrupted never holds the caller past the run's stop
+ * grace. Interrupting the caller cancels the run and waits for it to stop; the caller
+ * then gets no result: to cancel and still read the result, use {@link start}.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const run = <T extends Tool.Any, RV = never>(
+  options: Options<T, RV>
+): Effect.Effect<RunResult.RunResult, never, Requirements<T, RV>> =>
+  Effect.withFiber((caller) => {
+    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
+    const done = Deferred.makeUnsafe<RunResult.RunResult>()
+    // Uninterruptible until the wait: an interruption between the fork and the wait would
+    // leave the run's fiber behind, detached.
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(
+        Effect.forkDetach(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
+          startImmediately: true
+        }),
+        (fiber) => Effect.onInterrupt(restore(Deferred.await(done)), () => stop(ctx, fiber, done))
+      )
+    )
+  })
+
+/**
+ * {@link run} for code that wants only a completed run: a run that ends in any other status
+ * fails with `RunResult.RunStopped`, which carries the whole result (stop reason, timeline,
+ * pending actions), so `Effect.catchTag("RunStopped", ...)` can still read it. Like `run`,
+ * it never fails for any other reason.
+ *
+ * @category combinators
+ * @since 0.2.0
+ */
+export const runOrFail = <T extends Tool.Any, RV = never>(
+  options: Options<T, RV>
+): Effect.Effect<RunResult.RunResult, RunResult.RunStopped, Requirements<T, RV>> =>
+  Effect.flatMap(run(options), (result) =>
+    RunResult.isCompleted(result) ? Effect.succeed(result) : Effect.fail(new RunResult.RunStopped({ result }))
+  )
+
+/**
+ * A run started in the background.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Handle {
+  readonly runId: string
+  /** Every event from the first, then live ones, ending with `run.finished`. */
+  readonly events: Stream.Stream<Event.Event>
+  /** The run's current state, for a UI that shows the phase (R1.3). */
+  readonly state: Effect.Effect<RunState.State>
+  /** Waits for the result. */
+  readonly result: Effect.Effect<RunResult.RunResult>
+  /** Cancels the run (R5.1) and waits for its result, which is then `cancelled` unless it had already ended. */
+  readonly cancel: Effect.Effect<RunResult.RunResult>
+  /**
+   * Approves the call `callId` this run is waiting on (R7): the run resumes and runs
+   * that exact call. Fails with `NotPending` when the call is not waiting.
+   */
+  readonly approve: (
+    callId: string,
+    options?: { readonly by?: string | undefined }
+  ) => Effect.Effect<void, Approval.NotPending>
+  /** Rejects the call `callId` this run is waiting on (R7): the run ends `approval_rejected`. */
+  readonly reject: (
+    callId: string,
+    reason: string,
+    options?: { readonly by?: string | undefined }
+  ) => Effect.Effect<void, Approval.NotPending>
+  /** The calls of this run waiting for approval now. */
+  readonly pendingApprovals: Effect.Effect<ReadonlyArray<Approval.Request>>
+}
+
+/** Every event of a started run from the first, then live ones, ending with `run.finished`. */
+const timeline = Effect.fnUntraced(function* (
+  ctx: RunContext.RunContext,
+  feed: Effect.Effect<PubSub.PubSub<Event.Event>>
+) {
+  const subscription = yield* PubSub.subscribe(yield* feed)
+  const past = ctx.events.slice()
+  const live = Stream.fromSubscription(subscription).pipe(Stream.filter((e) => e.seq >= past.length))
+  return Stream.concat(Stream.fromIterable(past), live).pipe(Stream.takeUntil((e) => e._tag === "run.finished"))
+})
+
+const handle = (
+  ctx: RunContext.RunContext,
+  done: Deferred.Deferred<RunResult.RunResult>,
+  fiber: Fiber.Fiber<void>,
+  gate: Approval.Gate
+): Handle => {
+  // The live feed exists only once somebody subscribes; the past comes from the log.
+  let pubsub: PubSub.PubSub<Event.Event> | undefined
+  const feed = Effect.suspend(() => {
+    if (pubsub !== undefined) return Effect.succeed(pubsub)
+    return Effect.map(PubSub.unbounded<Event.Event>(), (created) => {
+      pubsub = created
+      ctx.listeners.push((event) => {
+        PubSub.publishUnsafe(created, event)
+      })
+      return created
+    })
+  })
+  const result = Deferred.await(done)
+  return {
+    runId: ctx.runId,
+    events: Stream.unwrap(timeline(ctx, feed)),
+    state: Effect.sync(() => ctx.tally.state),
+    result,
+    cancel: stop(ctx, fiber, done),
+    approve: (callId, options) => gate.decide(ctx.runId, callId, Approval.approved(options?.by)),
+    reject: (callId, reason, options) => gate.decide(ctx.runId, callId, Approval.rejected(reason, options?.by)),
+    pendingApprovals: Effect.map(gate.pending, (all) => all.filter((request) => request.runId === ctx.runId))
+  }
+}
+
+/**
+ * Starts a run in the background, in the current scope: closing the scope cancels it.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const start = <T extends Tool.Any, RV = never>(
+  options: Options<T, RV>
+): Effect.Effect<Handle, never, Requirements<T, RV> | Scope.Scope> =>
+  Effect.withFiber((caller) => {
+    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
+    const done = Deferred.makeUnsafe<RunResult.RunResult>()
+    // Uninterruptible until the finalizer is in the scope, for the same reason.
+    return Effect.uninterruptible(
+      Effect.flatMap(
+        Effect.forkDetach(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
+          startImmediately: true
+        }),
+        (fiber) =>
+          Effect.as(
+            Effect.addFinalizer(() => stop(ctx, fiber, done)),
+            handle(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
+          )
+      )
+    )
+  })

@@ -1,0 +1,103 @@
+/**
+ * What a run is given: its goal, model, tools, policies, validation and limits.
+ * Re-exported from `Run`.
+ *
+ * @since 0.2.0
+ */
+import type { Duration } from "effect"
+import type * as Model from "../model/Model.ts"
+import type * as Recovery from "../recovery/Recovery.ts"
+import type * as Termination from "../termination/Termination.ts"
+import type * as Tool from "../tools/Tool.ts"
+import type * as Validation from "../validation/Validation.ts"
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options<T extends Tool.Any = Tool.Any, RV = never> {
+  /** The task, sent to the model as the first user message. */
+  readonly goal: string
+  readonly system?: string | undefined
+  readonly tools: ReadonlyArray<T>
+  readonly limits?: Limits | undefined
+  /**
+   * The termination policies, in evaluation order. Default: `Termination.defaults(limits)`.
+   * Pass a function to edit the defaults: `(defaults) => Termination.remove(defaults, "loop_detected")`.
+   */
+  readonly policies?:
+    | ReadonlyArray<Termination.Policy>
+    | ((defaults: ReadonlyArray<Termination.Policy>) => ReadonlyArray<Termination.Policy>)
+    | undefined
+  /** How many calls of one batch run at once. Default 1; results always keep call order. */
+  readonly concurrency?: number | undefined
+  readonly validation?: Validation.Spec<RV> | undefined
+  /** Default: a random UUID. */
+  readonly runId?: string | undefined
+  /**
+   * The name of the `Model` service the run uses: the key of its circuit breaker and
+   * what the result's `model` says. Default `"model"`.
+   */
+  readonly modelName?: string | undefined
+  /**
+   * Models to switch to, in order, when the model in use fails for good (recovery gave
+   * up on it) or its circuit is open (R3.9). A switch lasts for the rest of the run and
+   * is recorded (`model.fallback`, the result's `fallbacks`). Build one from a layer with
+   * `Model.fallback(name, layer)`.
+   */
+  readonly fallbackModels?: ReadonlyArray<Model.Fallback> | undefined
+  /**
+   * The delays of one recovery episode (R3.3). Default `Recovery.backoff()`: 50 ms then
+   * 100 ms, jittered. Every retry also draws on `limits.maxRecoveries`.
+   */
+  readonly recovery?: Recovery.Backoff | undefined
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Limits extends Termination.Limits {
+  /** The run deadline, from the run's start by Effect's `Clock`. Default 10 minutes. */
+  readonly runTimeout?: Duration.Input | undefined
+  /**
+   * The step deadline: one iteration (the model call and the tool batch it asks for,
+   * with their retries) gets this long, counted from its start. Default: none (the run
+   * deadline bounds it).
+   */
+  readonly stepTimeout?: Duration.Input | undefined
+  /** The attempt timeout: one model call gets this long; a call cut off is retried (R3.3). Default: none. */
+  readonly attemptTimeout?: Duration.Input | undefined
+  /**
+   * How long a call that needs approval waits for a decision before the run ends
+   * `approval_expired` (R7). Default: none (the step and run deadlines bound it).
+   */
+  readonly approvalTimeout?: Duration.Input | undefined
+  /**
+   * How long, after the run deadline or a cancel, the run waits for the work it
+   * interrupted to stop (real time) before it gives its result anyway: user code that
+   * cannot be interrupted (an uninterruptible region, a finalizer that never ends) is
+   * then left behind, and its calls recorded `outcome_unknown`. Longer than any
+   * `Subprocess` or `Abortable` grace you use. Default 5 seconds.
+   */
+  readonly stopGrace?: Duration.Input | undefined
+  /** How many argument corrections the model gets in one run (R3.5). Default 3. */
+  readonly correctionBudget?: number | undefined
+  /** How many retries the run may make in all, provider and tools together (R3.4). Default 8. */
+  readonly maxRecoveries?: number | undefined
+  /** Arguments longer than this (JSON text, in characters) get `invalid_arguments`. Default 8 MiB. */
+  readonly maxArgumentChars?: number | undefined
+  /** Arguments nested deeper than this get `invalid_arguments` (R12). Default 64. */
+  readonly maxArgumentDepth?: number | undefined
+  readonly maxObservationChars?: number | undefined
+}
+
+/**
+ * The services a run needs: the model, and what its tools and validation hooks need.
+ * Artifact contracts also read files through `FileSystem` and `Path` (`NodeServices.layer`
+ * on Node); without them each artifact check fails saying so.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Requirements<T extends Tool.Any, RV> = Model.Model | Tool.Requirements<T> | RV

@@ -1,0 +1,117 @@
+/**
+ * How a run ends: the one terminal entry point (R1.2), and the endings of runs that went
+ * wrong (a defect, a fiber ended outright, work that would not stop within the stop
+ * grace), each of which still gives a result (R12). Private to the runtime.
+ */
+import { Cause, Exit, Result } from "effect"
+import * as RunState from "../../events/RunState.ts"
+import * as Failure from "../../failure/Failure.ts"
+import type * as Tool from "../../tools/Tool.ts"
+import { recordAbandoned } from "../pipeline/ToolExecutor.ts"
+import type * as RunResult from "../RunResult.ts"
+import * as RunContext from "./RunContext.ts"
+import { conclude, type Ending } from "./RunOutcome.ts"
+
+/** Ends the run with `ending`, through the one terminal entry point. */
+export const end = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResult => {
+  const from = ctx.tally.state
+  const moved = RunState.transition(from, ending.status)
+  if (Result.isFailure(moved)) {
+    // Only a run that already ended can refuse a terminal status; keep its own ending.
+    return conclude(ctx, { ...ending, detail: `${ending.detail} (${Cause.pretty(Cause.fail(moved.failure))})` })
+  }
+  RunContext.record(ctx, { _tag: "state.changed", from, to: ending.status, runId: ctx.runId, seq: 0, at: 0 })
+  RunContext.emit(ctx, { _tag: "run.finished", status: ending.status, stopReason: ending.stopReason })
+  return conclude(ctx, ending)
+}
+
+/**
+ * What a defect says of itself, safely: the runtime's own errors and user code's
+ * defects carry a `safeMessage` (`the termination policy "p" threw TypeError`);
+ * anything else is named by its type (R3.1, R12).
+ */
+const defectDetail = (cause: Cause.Cause<unknown>): string => {
+  const { type, code, safeMessage } = Failure.describeDefect(Cause.squash(cause))
+  return safeMessage ?? `a defect (${type}${code === undefined ? "" : ` ${code}`})`
+}
+
+/**
+ * Ends the run `internal_error` on a defect. A defect may have ended a call's fiber
+ * outright, skipping the records its interruption would have made: every call still open
+ * is recorded now.
+ */
+export const broken = (
+  ctx: RunContext.RunContext,
+  cause: Cause.Cause<unknown>,
+  tools: ReadonlyMap<string, Tool.Any>
+): RunResult.RunResult => {
+  recordAbandoned(ctx, tools)
+  const detail = defectDetail(cause)
+  RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail })
+  return end(ctx, { status: "failed", stopReason: "internal_error", policy: "runtime", detail })
+}
+
+/**
+ * The result of a run whose fiber ended without one: a defect that escaped even the
+ * ending, or a value that was not an Effect, which ends a fiber at once, skipping its
+ * finalizers. The run still ends through the one terminal entry point, unless it had
+ * already ended; and if even that throws, with a result built from what is known.
+ */
+export const rescue = (
+  ctx: RunContext.RunContext,
+  exit: Exit.Exit<unknown, unknown>,
+  tools: ReadonlyMap<string, Tool.Any>
+): RunResult.RunResult => {
+  const cause = Exit.isFailure(exit) ? exit.cause : Cause.die(new Error("the run ended without a result"))
+  try {
+    if (RunState.isTerminal(ctx.tally.state)) {
+      const finished = ctx.events.findLast((e) => e._tag === "run.finished")
+      const status = finished?._tag === "run.finished" ? finished.status : ctx.tally.state
+      const stopReason = finished?._tag === "run.finished" ? finished.stopReason : "internal_error"
+      return conclude(ctx, { status, stopReason, policy: "runtime", detail: defectDetail(cause) } as Ending)
+    }
+    return broken(ctx, cause, tools)
+  } catch {
+    return conclude(ctx, {
+      status: "failed",
+      stopReason: "internal_error",
+      policy: "runtime",
+      detail: "the run could not record its ending"
+    })
+  }
+}
+
+/**
+ * The result of a run stopped from outside (the deadline, a cancel) whose interrupted
+ * work did not stop within the stop grace: user code that cannot be interrupted. The run
+ * ends now, as it would have; what was in flight is left behind, recorded as such, and
+ * the log is closed, so nothing it does later changes the result.
+ */
+export const leftBehind = (
+  ctx: RunContext.RunContext,
+  tools: ReadonlyMap<string, Tool.Any>,
+  graceMillis: number
+): RunResult.RunResult => {
+  const cancelled = ctx.stop === "cancel"
+  const by = cancelled ? "the cancel" : "the run deadline"
+  try {
+    recordAbandoned(
+      ctx,
+      tools,
+      `still running: it did not stop within the stop grace of ${graceMillis} ms after ${by}`,
+      true
+    )
+    const detail = `${by} stopped the run while it was ${ctx.stoppedIn ?? ctx.tally.state}, and what it interrupted did not stop within the stop grace of ${graceMillis} ms; it was left behind`
+    const reason = cancelled ? "cancelled" : "run_timeout"
+    const policy = cancelled ? "runtime" : "run_timeout"
+    RunContext.emit(ctx, { _tag: "termination.decided", policy, reason, detail })
+    return end(ctx, { status: cancelled ? "cancelled" : "failed", stopReason: reason, policy, detail })
+  } catch {
+    return conclude(ctx, {
+      status: cancelled ? "cancelled" : "failed",
+      stopReason: cancelled ? "cancelled" : "run_timeout",
+      policy: "runtime",
+      detail: "the run could not record its ending"
+    })
+  }
+}

@@ -1,0 +1,225 @@
+/**
+ * How the loop decides that a run stops, private to the loop: the policies at each
+ * checkpoint, the hard stops a tool result forces, and the stop a model call that
+ * gave up ends in. Every decision is recorded (`termination.decided`) where it is taken.
+ */
+
+import type * as RunState from "../../../events/RunState.ts"
+import type * as StopReason from "../../../events/StopReason.ts"
+import * as Recovery from "../../../recovery/Recovery.ts"
+import * as Termination from "../../../termination/Termination.ts"
+import type * as ToolResult from "../../../tools/ToolResult.ts"
+import * as RunContext from "../../internal/RunContext.ts"
+import type * as ApprovalWait from "../../pipeline/ApprovalWait.ts"
+import type * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
+import type { Config, Outcome } from "./LoopConfig.ts"
+import type * as ModelCall from "./ModelCall.ts"
+
+export const decide = (
+  ctx: RunContext.RunContext,
+  policy: string,
+  reason: StopReason.StopReason,
+  detail: string,
+  finalAnswer?: string
+): Outcome => {
+  RunContext.emit(ctx, { _tag: "termination.decided", policy, reason, detail })
+  return { reason, policy, detail, finalAnswer }
+}
+
+export const remind = (ctx: RunContext.RunContext, kind: string, text: string): void => {
+  RunContext.emit(ctx, { _tag: "reminder.injected", kind, text })
+  ctx.messages.push({ _tag: "user", content: `[runtime reminder: ${kind}] ${text}` })
+}
+
+export const checkpoint = (
+  ctx: RunContext.RunContext,
+  config: Config,
+  phase: Termination.Checkpoint["phase"],
+  finalAnswer?: string
+): Outcome | undefined => {
+  // The deadline is a hard stop (R3.11): no policy outranks it, before or after they run.
+  const late = () => decide(ctx, "run_timeout", "run_timeout", `the run deadline passed at the ${phase} checkpoint`)
+  if (RunContext.deadlinePassed(ctx)) return late()
+  const verdict = Termination.evaluate(config.policies, {
+    phase,
+    counters: ctx.counters,
+    now: RunContext.now(ctx),
+    deadlineAt: ctx.deadlineAt
+  })
+  // A policy is user code and may have blocked past the deadline.
+  if (RunContext.deadlinePassed(ctx)) return late()
+  for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
+  if (verdict.stop === undefined) return undefined
+  const { policy, reason, detail } = verdict.stop
+  return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
+}
+
+/**
+ * An answer the output token limit cut off (R11): the model is asked to finish it,
+ * shorter, as a correction within the run's correction budget (the correction's attempt
+ * is returned); once the budget is spent, the run stops `output_truncated`.
+ */
+export const askToFinish = (
+  ctx: RunContext.RunContext,
+  config: Config
+): number | Stopped | RunState.IllegalTransition => {
+  const made = ctx.tally.toolCorrectionAttempts
+  if (made >= config.correctionBudget) {
+    RunContext.emit(ctx, {
+      _tag: "recovery.failed",
+      kind: "output_truncation",
+      attempts: made,
+      scope: "run",
+      cause: "output_truncated"
+    })
+    return new Stopped(
+      decide(
+        ctx,
+        "runtime",
+        "output_truncated",
+        `the model's answer was cut off by its output token limit (finish_reason: length), and the correction budget of ${config.correctionBudget} is spent`
+      )
+    )
+  }
+  const recovering = RunContext.advance(ctx, "recovering")
+  if (recovering !== undefined) return recovering
+  const attempt = made + 1
+  RunContext.emit(ctx, {
+    _tag: "recovery.started",
+    kind: "output_truncation",
+    attempt,
+    delayMillis: 0,
+    cause: "output_truncated"
+  })
+  remind(ctx, "output_truncated", "Your answer was cut off by the output token limit: finish it, shorter.")
+  return attempt
+}
+
+/**
+ * A call of a response the output token limit cut off whose arguments do not parse: the
+ * cut is named, so the model knows to send the call again, shorter (still a correctable
+ * `invalid_arguments` result, R3.5).
+ */
+export const cutOffArguments = (prepared: ToolExecutor.Prepared): ToolExecutor.Prepared =>
+  prepared.parsed._tag === "Invalid"
+    ? {
+        ...prepared,
+        parsed: {
+          _tag: "Invalid",
+          message: `the response was cut off by the output token limit inside these arguments (send the call again, shorter): ${prepared.parsed.message}`
+        }
+      }
+    : prepared
+
+/** The stop of a model call that failed for good: its own reason for a filtered answer (R11). */
+const permanentStop = (ctx: RunContext.RunContext, failure: { readonly code: string }, detail: string): Outcome =>
+  failure.code === "content_filtered"
+    ? decide(ctx, "runtime", "content_filtered", detail)
+    : decide(ctx, "runtime", "model_error", detail)
+
+/** Maps a model call recovery gave up on to the run's stop (R3.3). */
+const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outcome => {
+  const { failure, why, detail } = exhausted
+  const what = `the model call failed with ${failure.code} (${failure.hint})`
+  switch (why) {
+    case "deadline":
+      return decide(ctx, "run_timeout", "run_timeout", `${what}; ${detail}`)
+    case "step_deadline":
+      return decide(ctx, "step_timeout", "step_timeout", `${what}; ${detail}`)
+    case "not_retryable":
+    case "not_allowed":
+    case "circuit_open":
+      return permanentStop(ctx, failure, `${what}; ${detail}`)
+    case "owner_retried":
+    case "schedule_exhausted":
+    case "run_budget":
+      return decide(ctx, "recovery_exhausted", "recovery_exhausted", `${what}; ${detail}`)
+  }
+}
+
+/** Hard stops a tool result forces, whatever the policies say (R3.7, R3.8, R6.4). */
+export const hardStop = (ctx: RunContext.RunContext, config: Config, results: ReadonlyArray<ToolResult.ToolResult>) => {
+  // An unknown outcome anywhere in the batch outranks any other stop: it must be reconciled.
+  for (const result of results) {
+    const failure = result.error?.failure
+    if (failure?.classification === "unknown") {
+      return decide(ctx, "runtime", "unknown_outcome", `${result.name} (${result.callId}): ${failure.hint}`)
+    }
+  }
+  // The deadline is a hard stop (R3.11): a batch that ended past it, however it ended, is its stop.
+  if (RunContext.deadlinePassed(ctx)) {
+    return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
+  }
+  for (const result of results) {
+    if (result.status === "inconsistent") {
+      return decide(
+        ctx,
+        "runtime",
+        "inconsistent_result",
+        `${result.name} (${result.callId}): ${result.error?.message}`
+      )
+    }
+    const failure = result.error?.failure
+    if (failure === undefined) continue
+    if (failure.classification === "unknown") {
+      return decide(ctx, "runtime", "unknown_outcome", `${result.name} (${result.callId}): ${failure.hint}`)
+    }
+    const recovers = config.registry.tools.get(result.name)?.metadata.recoverErrors === true
+    // A call the step deadline cut off ends the step: the step's stop, unless the tool
+    // hands its errors to the model (which then gets a fresh step).
+    if (failure.code === "step_timeout" && !recovers) {
+      return decide(ctx, "step_timeout", "step_timeout", `${result.name} (${result.callId}): ${failure.hint}`)
+    }
+    if (!recovers) {
+      return decide(
+        ctx,
+        "runtime",
+        "tool_error",
+        `${result.name} (${result.callId}) failed with ${failure.code}: ${failure.hint}; the tool does not opt in to recovering its errors`
+      )
+    }
+  }
+  return undefined
+}
+
+/** A model call that ended the run instead of answering. */
+export class Stopped {
+  readonly outcome: Outcome
+  constructor(outcome: Outcome) {
+    this.outcome = outcome
+  }
+}
+
+/** Maps a model call that ended without a response to the run's stop. */
+export const modelStop = (ctx: RunContext.RunContext, gaveUp: ModelCall.GaveUp): Stopped => {
+  const reason = gaveUp.reason
+  return new Stopped(
+    Recovery.isExhausted(reason)
+      ? giveUp(ctx, reason)
+      : permanentStop(ctx, reason, `the model call failed: ${reason.hint}`)
+  )
+}
+
+/**
+ * The stop of a batch an approval ended (rejected or expired, R7): unless a call of the
+ * same batch (its events from `from` on) ended with an unknown outcome, or was cut off
+ * by the stop while its action may have taken effect, which outranks any other stop
+ * (R3.8), as in {@link hardStop}.
+ */
+export const approvalStop = (ctx: RunContext.RunContext, stop: ApprovalWait.Stop, from: number): Outcome => {
+  for (let i = from; i < ctx.events.length; i++) {
+    const e = ctx.events[i]
+    if (e?._tag === "tool.failed" && e.error.failure?.classification === "unknown") {
+      return decide(ctx, "runtime", "unknown_outcome", `${e.name} (${e.callId}): ${e.error.failure.hint}`)
+    }
+    if (e?._tag === "tool.interrupted" && e.settlement === "outcome_unknown") {
+      return decide(
+        ctx,
+        "runtime",
+        "unknown_outcome",
+        `${e.name} (${e.callId}) was cut off when ${stop.reason} stopped the batch: ${e.detail}`
+      )
+    }
+  }
+  return decide(ctx, stop.reason === "step_timeout" ? "step_timeout" : "approval", stop.reason, stop.detail)
+}

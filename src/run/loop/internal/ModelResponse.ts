@@ -1,0 +1,115 @@
+/**
+ * What the loop accepts as a model's response (R12, R11), private to the runtime: a
+ * value the `Model` contract allows, rebuilt from exactly its fields, or a typed failure.
+ * A response the provider's content filter withheld is never an answer: it is a
+ * permanent failure of its own (`content_filtered`).
+ */
+import { Exit, Result } from "effect"
+import * as Failure from "../../../failure/Failure.ts"
+import * as UserCode from "../../../failure/UserCode.ts"
+import * as Model from "../../../model/Model.ts"
+
+const checkResponse = UserCode.check(Model.Response, "the model's response")
+
+/** A token count as `Model.Usage` allows it: a safe integer >= 0, so the run's sums stay exact and finite. */
+const isCount = (value: unknown): value is number =>
+  typeof value === "number" && Number.isSafeInteger(value) && value >= 0
+/** A price as `Model.Usage` allows it. */
+const isCost = (value: unknown): value is number =>
+  typeof value === "number" && Number.isFinite(value) && value >= 0 && value <= 1e15
+
+const finishReasons: ReadonlySet<unknown> = new Set<unknown>(Model.FinishReason.literals)
+
+/** The usage, rebuilt from exactly its schema's fields, or `undefined` if one is off. */
+const plainUsage = (usage: unknown): Model.Usage | undefined => {
+  if (typeof usage !== "object" || usage === null) return undefined
+  const { inputTokens, outputTokens, cachedInputTokens, reasoningTokens, costUsd } = usage as Partial<
+    Record<keyof Model.Usage, unknown>
+  >
+  if (!isCount(inputTokens) || !isCount(outputTokens)) return undefined
+  const optional = { cachedInputTokens, reasoningTokens, costUsd }
+  const out: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = { inputTokens, outputTokens }
+  for (const key of ["cachedInputTokens", "reasoningTokens", "costUsd"] as const) {
+    const value = optional[key]
+    if (value === undefined) continue
+    const checked = (key === "costUsd" ? isCost(value) : isCount(value)) ? Number(value) : undefined
+    if (checked === undefined) return undefined
+    out[key] = checked
+  }
+  return out
+}
+
+/**
+ * A response that is plainly valid, rebuilt from exactly its schema's fields; `undefined`
+ * for anything else, which the schema then judges (and explains). The schema's decode
+ * costs a step more than the rest of the loop's checks together, and nearly every
+ * response is plainly valid. Accepts only what the schema accepts.
+ */
+const plainResponse = (response: unknown): Model.Response | undefined => {
+  if (typeof response !== "object" || response === null) return undefined
+  const { text, toolCalls, usage, finishReason, reasoning } = response as Partial<Record<keyof Model.Response, unknown>>
+  if (typeof text !== "string" || !Array.isArray(toolCalls)) return undefined
+  const plain = plainUsage(usage)
+  if (plain === undefined) return undefined
+  if (finishReason !== undefined && !finishReasons.has(finishReason)) return undefined
+  if (reasoning !== undefined && typeof reasoning !== "string") return undefined
+  const calls: Array<Model.ToolCall> = new Array(toolCalls.length)
+  for (let i = 0; i < toolCalls.length; i++) {
+    const call: unknown = toolCalls[i]
+    if (typeof call !== "object" || call === null) return undefined
+    const { id, name } = call as Partial<Record<keyof Model.ToolCall, unknown>>
+    if (typeof id !== "string" || typeof name !== "string") return undefined
+    calls[i] = { id, name, arguments: (call as Model.ToolCall).arguments }
+  }
+  return Model.response({
+    text,
+    toolCalls: calls,
+    usage: plain,
+    finishReason: finishReason as Model.FinishReason | undefined,
+    reasoning
+  })
+}
+
+/**
+ * A response the provider's content filter withheld (R11): permanent, since the same
+ * request meets the same filter, and never an answer.
+ */
+export const contentFiltered = (): Failure.Permanent =>
+  new Failure.Permanent({
+    source: "provider",
+    category: "content_filter",
+    code: "content_filtered",
+    attempts: 1,
+    hint: "the provider's content filter withheld the answer (finish_reason: content_filter)"
+  })
+
+/**
+ * A response as the loop may use it (R12): text a string, tool calls with string ids and
+ * names, usage finite and never negative, a known finish reason. A model that breaks its
+ * contract fails for good, naming the field (`invalid_response`), rather than corrupting
+ * the run's log; a filtered response fails `content_filtered`.
+ */
+export const valid = (response: unknown): Exit.Exit<Model.Response, Failure.Failure> => {
+  let plain: Model.Response | undefined
+  try {
+    plain = plainResponse(response)
+  } catch {
+    // A hostile value (a getter, a Proxy): the schema's check reports it.
+  }
+  if (plain === undefined) {
+    const checked = checkResponse(response)
+    if (Result.isFailure(checked)) {
+      return Exit.fail(
+        new Failure.Permanent({
+          source: "provider",
+          category: "invalid_response",
+          code: "invalid_response",
+          attempts: 1,
+          hint: checked.failure
+        })
+      )
+    }
+    plain = checked.success
+  }
+  return plain.finishReason === "content_filter" ? Exit.fail(contentFiltered()) : Exit.succeed(plain)
+}

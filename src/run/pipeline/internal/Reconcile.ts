@@ -1,0 +1,115 @@
+/**
+ * Reconciling an action whose outcome is unknown (R3.8).
+ *
+ * A non-idempotent call that timed out or lost its connection may or may not have taken
+ * effect. It is never retried blindly: if the tool declares a `reconcile` status query,
+ * the runtime asks it, by the call's idempotency key, what really happened. `Applied`
+ * yields the real result; `NotApplied` means sending it again with the same key is safe,
+ * and the runtime does so itself, as one of its retries; `Undecidable`, or a query that itself fails, keeps the
+ * outcome unknown, and the run ends `unknown_outcome` with the action listed as pending.
+ * Private to the runtime.
+ */
+import { Cause, Effect, Exit, Result, Schema } from "effect"
+import * as Failure from "../../../failure/Failure.ts"
+import * as UserCode from "../../../failure/UserCode.ts"
+import type * as Tool from "../../../tools/Tool.ts"
+import * as RunContext from "../../internal/RunContext.ts"
+
+/** What the status query found. */
+export type Outcome =
+  | { readonly _tag: "Applied"; readonly output: unknown }
+  /** It did not take effect: a fresh retryable failure (one attempt), for the runtime to resend. */
+  | { readonly _tag: "NotApplied"; readonly failure: Failure.Retryable }
+  | { readonly _tag: "Failed"; readonly failure: Failure.Failure }
+
+const checkAnswer = UserCode.check(
+  Schema.Union([
+    Schema.TaggedStruct("Applied", { output: Schema.Unknown }),
+    Schema.TaggedStruct("NotApplied", {}),
+    Schema.TaggedStruct("Undecidable", { detail: Schema.String })
+  ]),
+  "the status query's answer"
+)
+
+/**
+ * Asks the tool's status query about a call that ended with `failure`, when the failure
+ * is an unknown outcome and the tool has a query; otherwise returns the failure as is.
+ */
+export const reconcile = Effect.fnUntraced(function* <R>(
+  ctx: RunContext.RunContext,
+  tool: Tool.Any<R>,
+  input: unknown,
+  context: Tool.CallContext,
+  failure: Failure.Failure,
+  /** Bounds the query as the call's other waits are bounded (R4.2). */
+  within: <A, E, R2>(
+    self: Effect.Effect<A, E, R2>
+  ) => Effect.Effect<{ readonly value: A } | { readonly timedOut: string }, E, R2>
+) {
+  if (failure._tag !== "UnknownOutcome" || tool.reconcile === undefined) {
+    return { _tag: "Failed", failure } satisfies Outcome as Outcome
+  }
+  const query = tool.reconcile as (
+    input: unknown,
+    context: Tool.CallContext
+  ) => Effect.Effect<Tool.Reconciliation<unknown>, Failure.Failure, R>
+  const asked = yield* Effect.exit(
+    Effect.suspend(() =>
+      UserCode.effect(
+        {
+          source: "tool",
+          what: `the status query of ${tool.name}`,
+          advice: "reconcile must return an Effect of Applied, NotApplied or Undecidable",
+          defectCode: "reconcile_defect"
+        },
+        () => query(input, context)
+      )
+    ).pipe(
+      Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "reconcile_defect"))),
+      within
+    )
+  )
+  if (Exit.isFailure(asked) && Cause.hasInterruptsOnly(asked.cause)) return yield* Effect.failCause(asked.cause)
+  const record = (verdict: "applied" | "not_applied" | "undecidable", detail: string) =>
+    RunContext.emit(ctx, {
+      _tag: "tool.reconciled",
+      callId: context.callId,
+      name: tool.name,
+      idempotencyKey: context.idempotencyKey,
+      verdict,
+      detail
+    })
+  const undecided = (detail: string): Outcome => {
+    record("undecidable", detail)
+    return {
+      _tag: "Failed",
+      failure: new Failure.UnknownOutcome({ ...Failure.summarize(failure), hint: `${failure.hint}; ${detail}` })
+    }
+  }
+  if (Exit.isFailure(asked)) {
+    return undecided(`the status query failed: ${Failure.fromCause("tool", asked.cause).hint}`)
+  }
+  if ("timedOut" in asked.value) return undecided(`the status query did not answer within ${asked.value.timedOut}`)
+  const checked = checkAnswer(asked.value.value)
+  if (Result.isFailure(checked)) return undecided(checked.failure)
+  const answer = checked.success
+  switch (answer._tag) {
+    case "Applied":
+      record("applied", "the status query found the action applied")
+      return { _tag: "Applied", output: answer.output } satisfies Outcome as Outcome
+    case "NotApplied":
+      record("not_applied", "the status query found the action not applied; sending it again is safe")
+      return {
+        _tag: "NotApplied",
+        failure: new Failure.Retryable({
+          source: "tool",
+          category: "not_applied",
+          code: "not_applied",
+          attempts: 1,
+          hint: `${tool.name} did not take effect (${failure.hint}); calling it again with the same arguments is safe`
+        })
+      } satisfies Outcome as Outcome
+    case "Undecidable":
+      return undecided(answer.detail)
+  }
+})

@@ -1,0 +1,117 @@
+/**
+ * The `tool.interrupted` record of a call whose handler was interrupted (R3.8, R5.2):
+ * what the handler said became of its action, or, without its word, what its side
+ * effect class allows. Private to the runtime.
+ */
+import type * as Tool from "../../../tools/Tool.ts"
+import * as RunContext from "../../internal/RunContext.ts"
+import { type Call, mayHaveEffects } from "./ToolCall.ts"
+
+/** Appends the `tool.interrupted` record of `call`: what became of `attempt` (0: none was running). */
+const record = (
+  ctx: RunContext.RunContext,
+  call: { readonly id: string; readonly name: string },
+  attempt: number,
+  settlement: Tool.Settlement,
+  detail: string
+): void => {
+  RunContext.emit(ctx, { _tag: "tool.interrupted", callId: call.id, name: call.name, attempt, settlement, detail })
+}
+
+/** Without a handler's own word, an interrupted call that could change the world may have. */
+export const recordInterrupt = (c: Call): void => {
+  const tool = c.tool
+  const effects = mayHaveEffects(tool)
+  const { settlement, detail } = c.settled ?? {
+    settlement: effects ? "outcome_unknown" : "cancelled",
+    detail: effects
+      ? `interrupted; a ${tool.metadata.sideEffect} action may or may not have taken effect`
+      : `interrupted; a ${tool.metadata.sideEffect === "none" ? "pure" : "read-only"} call leaves nothing behind`
+  }
+  record(c.ctx, c.call, c.attempt, settlement, detail)
+}
+
+/**
+ * The record of a call interrupted between its attempts, while it waited to retry: no
+ * attempt was running, and the last one failed retryably (only a safe call is retried),
+ * or was found not applied; so nothing is left behind.
+ */
+export const recordInterruptedWait = (c: Call): void => {
+  record(c.ctx, c.call, 0, "cancelled", "interrupted while waiting to retry; no attempt was running")
+}
+
+/**
+ * The record of a call interrupted while its status query ran (R3.8): its outcome was
+ * unknown and stays so.
+ */
+export const recordInterruptedReconcile = (c: Call): void => {
+  record(
+    c.ctx,
+    c.call,
+    0,
+    "outcome_unknown",
+    "interrupted while its status query ran; whether it took effect is still unknown"
+  )
+}
+
+/**
+ * The record of a call interrupted while its postcondition ran (R6.4): its handler had
+ * finished, so its action is done; only the confirmation is missing.
+ */
+export const recordInterruptedCheck = (c: Call): void => {
+  record(
+    c.ctx,
+    c.call,
+    0,
+    "completed",
+    "interrupted before its postcondition answered; the handler had finished, unconfirmed"
+  )
+}
+
+/**
+ * The record of a call interrupted before its handler ever ran (while the permission
+ * policy decided, or found past the run deadline, R3.11): nothing is left behind.
+ */
+export const recordNeverRan = (
+  ctx: RunContext.RunContext,
+  call: { readonly id: string; readonly name: string },
+  detail: string
+): void => {
+  record(ctx, call, 0, "cancelled", detail)
+}
+
+/** What a call found past the run deadline before its handler ran says (R3.11). */
+export const lateDetail = "the run deadline had passed before its handler started; it never ran"
+
+/**
+ * The records of the calls still in flight when the run's fiber ended outright (a value
+ * that was not an Effect deep inside user code, which ends a fiber without running its
+ * finalizers): nobody saw what became of them, so a call that could change the world
+ * may have (R3.8, R5.2).
+ */
+export const recordAbandoned = (
+  ctx: RunContext.RunContext,
+  tools: ReadonlyMap<string, Tool.Any>,
+  /** Why nobody saw the calls end; with `stillRunning`, they may still be running. */
+  why = "the run ended on a defect while the call was in flight",
+  stillRunning = false
+): void => {
+  const open = new Map<string, string>()
+  for (const e of ctx.events) {
+    if (e._tag === "tool.started") open.set(e.callId, e.name)
+    else if (
+      e._tag === "tool.succeeded" ||
+      e._tag === "tool.failed" ||
+      e._tag === "tool.blocked" ||
+      (e._tag === "tool.interrupted" && e.attempt === 0)
+    ) {
+      open.delete(e.callId)
+    }
+  }
+  for (const [callId, name] of open) {
+    const tool = tools.get(name)
+    const effects = stillRunning || (tool !== undefined && mayHaveEffects(tool))
+    const detail = `${why}${effects ? "; its action may or may not have taken effect" : ""}`
+    record(ctx, { id: callId, name }, 0, effects ? "outcome_unknown" : "cancelled", detail)
+  }
+}

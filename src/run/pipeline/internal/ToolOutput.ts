@@ -1,0 +1,170 @@
+/**
+ * The steps of a tool call after its handler succeeded: output schema, postcondition,
+ * then the observation the model sees, cut to the run's limit, and the `tool.succeeded`
+ * record. Private to the runtime.
+ */
+import { Cause, Effect, Exit, Schema } from "effect"
+import * as Failure from "../../../failure/Failure.ts"
+import * as UserCode from "../../../failure/UserCode.ts"
+import * as Redaction from "../../../tools/Redaction.ts"
+import * as Signature from "../../../tools/Signature.ts"
+import type * as Tool from "../../../tools/Tool.ts"
+import * as ToolArguments from "../../../tools/ToolArguments.ts"
+import type * as ToolResult from "../../../tools/ToolResult.ts"
+import * as RunContext from "../../internal/RunContext.ts"
+import { type Call, failed, type Ran } from "./ToolCall.ts"
+import { recordInterruptedCheck } from "./ToolInterruption.ts"
+import { withinWait } from "./ToolTimeout.ts"
+
+const truncate = (text: string, max: number): string =>
+  text.length <= max ? text : `${text.slice(0, max)}… [observation cut: ${text.length - max} more characters]`
+
+/** The most values, and the deepest nesting, an output may have: more than any output a model can read. */
+const outputNodes = 1_000_000
+const outputDepth = 512
+
+/**
+ * A tool execution error (R3.7): the handler's output is not what the tool promises. It
+ * is the tool's failure, as a failing handler is: the run fails fast (`tool_error`) unless
+ * the tool hands its errors to the model (`recoverErrors`). Never retried: the same code
+ * would return the same output.
+ */
+const invalidOutput = (c: Call, what: string): ToolResult.ToolResult => {
+  const failure = new Failure.Permanent({
+    source: "tool",
+    category: "invalid_output",
+    code: "output_validation_failed",
+    attempts: 1,
+    hint: `the tool returned output that ${what}`
+  })
+  return failed(
+    c.ctx,
+    c.call,
+    {
+      code: "output_validation_failed",
+      message: failure.hint,
+      correctable: false,
+      failure: Failure.summarize(failure)
+    },
+    c.tool.metadata.maxRetries
+  )
+}
+
+/** Output schema, postcondition, observation: the steps after a handler succeeded. */
+export const afterHandler = (c: Call, output: unknown): Ran => {
+  const { ctx, call, tool } = c
+  const encoded = c.codec.encode(output)
+  if (Exit.isFailure(encoded)) {
+    const schemaError = Cause.squash(encoded.cause)
+    const detail = Schema.isSchemaError(schemaError)
+      ? ToolArguments.describeIssue(schemaError.issue, "output").message
+      : "invalid output"
+    return Exit.succeed(invalidOutput(c, `does not match its output schema (${detail})`))
+  }
+  // The output is stored in the log and sent to the model: it must be JSON the runtime can walk.
+  const notJson = ToolArguments.jsonIssue(encoded.value, {
+    root: "output",
+    maxDepth: outputDepth,
+    maxNodes: outputNodes,
+    strict: true
+  })
+  if (notJson !== undefined) return Exit.succeed(invalidOutput(c, `is not plain JSON (${notJson})`))
+  if (tool.postcondition === undefined) return Exit.succeed(succeeded(c, output, encoded.value))
+  // The handler may have finished past the deadline: no check starts then (R3.11).
+  if (RunContext.deadlinePassed(ctx)) {
+    recordInterruptedCheck(c)
+    return RunContext.expire(ctx)
+  }
+  const postcondition = tool.postcondition as (
+    input: unknown,
+    output: unknown,
+    context: Tool.CallContext
+  ) => Effect.Effect<boolean, Failure.Failure, unknown>
+  const check = Effect.suspend(() =>
+    UserCode.effect(
+      {
+        source: "tool",
+        what: `the postcondition of ${tool.name}`,
+        advice: "a postcondition must return an Effect of a boolean",
+        defectCode: "postcondition_defect"
+      },
+      () => postcondition(c.input, output, c.context)
+    )
+  )
+  const bounded = check.pipe(
+    withinWait(c),
+    Effect.onInterrupt(() => Effect.sync(() => recordInterruptedCheck(c)))
+  )
+  return Effect.flatMap(Effect.exit(bounded), (confirmed): Ran => {
+    if (Exit.isFailure(confirmed) && Cause.hasInterruptsOnly(confirmed.cause)) return Effect.failCause(confirmed.cause)
+    const answer = Exit.isSuccess(confirmed) && "value" in confirmed.value ? confirmed.value.value : undefined
+    if (answer !== true) {
+      const why = Exit.isFailure(confirmed)
+        ? `the check failed: ${Failure.fromCause("tool", confirmed.cause).hint}`
+        : "timedOut" in confirmed.value
+          ? `the check did not answer within ${confirmed.value.timedOut}`
+          : answer === false
+            ? "the check answered false"
+            : `the check answered ${UserCode.kindOf(answer)}, not a boolean`
+      return Exit.succeed(
+        failed(
+          ctx,
+          call,
+          {
+            code: "inconsistent_result",
+            message: `the tool reported success but its postcondition does not hold (${why})`,
+            correctable: false
+          },
+          tool.metadata.maxRetries,
+          "inconsistent"
+        )
+      )
+    }
+    return Exit.succeed(succeeded(c, output, encoded.value))
+  }) as Ran
+}
+
+/** Renders the observation and records the success. */
+const succeeded = (c: Call, output: unknown, encoded: unknown): ToolResult.ToolResult => {
+  const { ctx, call, tool } = c
+  const observe = tool.observe as ((output: unknown) => string) | undefined
+  let rendered: unknown
+  try {
+    rendered = observe !== undefined ? observe(output) : (JSON.stringify(encoded) ?? "null")
+  } catch (defect) {
+    const failure = Failure.fromDefect("tool", defect, "observe_defect")
+    return failed(
+      ctx,
+      call,
+      {
+        code: "tool_failed",
+        message: `rendering the output failed: ${failure.hint}`,
+        correctable: false,
+        failure: Failure.summarize(failure)
+      },
+      tool.metadata.maxRetries
+    )
+  }
+  if (typeof rendered !== "string") {
+    return invalidOutput(c, `was rendered by observe as ${UserCode.kindOf(rendered)}, not a string`)
+  }
+  // Nothing the run derives copies a Redacted value of the input or the output (R3.1).
+  const sensitive = c.codec.sensitiveOutput || c.secrets.length > 0
+  const secrets = c.codec.sensitiveOutput ? [...c.secrets, ...Redaction.secretsOf(output)] : c.secrets
+  const shown = sensitive ? (Redaction.shownBy(c.codec.encode, output, secrets) ?? Redaction.mask) : encoded
+  const text = sensitive && observe === undefined ? (JSON.stringify(shown) ?? "null") : rendered
+  const observation = truncate(Redaction.maskText(text, secrets), c.registry.limits.maxObservationChars)
+  RunContext.record(ctx, {
+    _tag: "tool.succeeded",
+    callId: call.id,
+    name: call.name,
+    sideEffect: tool.metadata.sideEffect,
+    observationDigest: Signature.digest(observation),
+    input: c.args,
+    output: shown,
+    runId: ctx.runId,
+    seq: 0,
+    at: 0
+  })
+  return { callId: call.id, name: call.name, status: "succeeded", output: shown, observation }
+}

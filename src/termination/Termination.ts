@@ -1,0 +1,278 @@
+/**
+ * Termination policies: small pure values that decide, at each checkpoint, whether a
+ * run should stop (R2.2, R2.3).
+ *
+ * The loop evaluates the list after every model response (`after_model`, before any
+ * tool of that response runs) and after every tool batch (`after_tools`). Policies are
+ * evaluated in list order; warnings are collected, and the first `Stop` wins. The
+ * default order, which the README documents, is:
+ *
+ * 1. `final_answer`: text with no tool calls is a completion *candidate* (R6).
+ * 2. `run_timeout`: the run deadline has passed.
+ * 3. `max_tool_calls`: the calls of the pending batch are already counted, so a batch
+ *    that would pass the limit is rejected whole before any handler runs.
+ * 4. `max_iterations`: all model responses used.
+ * 5. `repeated_tool_call`: one canonical call signature requested too often.
+ * 6. `repeated_tool_failure`: one failure signature past its tool's `maxRetries`.
+ * 7. `recovery_exhausted`: a recovery or correction budget was spent.
+ * 8. `max_tool_errors`: the run's error budget was spent.
+ * 9. `empty_output`: empty responses past their budget.
+ * 10. `loop_detected`: an unchanged observation warns first, then stops.
+ * 11. `budget_exhausted`: token or cost budget spent.
+ * 12. `same_class_errors`: never stops; reminds the model after failures in a row
+ *     that share an error code (R2.4).
+ *
+ * Users add, remove, replace and reorder policies with the combinators below.
+ *
+ * @since 0.1.0
+ */
+import { Result, Schema } from "effect"
+import * as Counters from "../events/Counters.ts"
+import * as StopReason from "../events/StopReason.ts"
+import * as UserCode from "../failure/UserCode.ts"
+import {
+  budget,
+  type Checkpoint,
+  type Decision,
+  emptyOutput,
+  finalAnswer,
+  isBuiltIn,
+  loopDetected,
+  maxIterations,
+  maxToolCalls,
+  maxToolErrors,
+  type Policy,
+  recoveryExhausted,
+  repeatedToolCall,
+  repeatedToolFailure,
+  runTimeout,
+  sameClassErrors
+} from "./internal/TerminationPolicies.ts"
+
+export type { Checkpoint, Decision, Policy } from "./internal/TerminationPolicies.ts"
+export {
+  budget,
+  continue_,
+  emptyOutput,
+  finalAnswer,
+  /** Whether a policy is one of the built-ins above (they need no checking of their decisions). */
+  isBuiltIn,
+  loopDetected,
+  make,
+  maxIterations,
+  maxToolCalls,
+  maxToolErrors,
+  recoveryExhausted,
+  repeatedToolCall,
+  repeatedToolFailure,
+  runTimeout,
+  sameClassErrors,
+  stop,
+  warn
+} from "./internal/TerminationPolicies.ts"
+
+/**
+ * The tunable limits of the default policies.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Limits {
+  readonly maxIterations?: number | undefined
+  readonly maxToolCalls?: number | undefined
+  readonly repeatedToolCall?: number | undefined
+  readonly maxToolErrors?: number | undefined
+  readonly maxEmptyOutputs?: number | undefined
+  readonly loopThreshold?: number | undefined
+  readonly sameClassErrors?: number | undefined
+  readonly maxTokens?: number | undefined
+  readonly maxCostUsd?: number | undefined
+}
+
+const defaultsKey = (limits: Limits): ReadonlyArray<number | undefined> => [
+  limits.maxToolCalls ?? 50,
+  limits.maxIterations ?? 20,
+  limits.repeatedToolCall ?? 3,
+  limits.maxToolErrors ?? 8,
+  limits.maxEmptyOutputs ?? 2,
+  limits.loopThreshold ?? 3,
+  limits.sameClassErrors ?? 3,
+  limits.maxTokens,
+  limits.maxCostUsd
+]
+
+const sameKey = (a: ReadonlyArray<number | undefined>, b: ReadonlyArray<number | undefined>): boolean => {
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false
+  return true
+}
+
+/** The last few default lists built: runs with the same limits share one (the policies are pure values). */
+const recentDefaults: Array<{
+  readonly key: ReadonlyArray<number | undefined>
+  readonly policies: ReadonlyArray<Policy>
+}> = []
+
+/**
+ * The built-in policies in their documented order. The list is frozen, and the same
+ * limits give the same list.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> => {
+  const key = defaultsKey(limits)
+  for (const entry of recentDefaults) if (sameKey(entry.key, key)) return entry.policies
+  const policies = Object.freeze([
+    finalAnswer,
+    runTimeout,
+    maxToolCalls(limits.maxToolCalls ?? 50),
+    maxIterations(limits.maxIterations ?? 20),
+    repeatedToolCall(limits.repeatedToolCall ?? 3),
+    repeatedToolFailure,
+    recoveryExhausted,
+    maxToolErrors(limits.maxToolErrors ?? 8),
+    emptyOutput(limits.maxEmptyOutputs ?? 2),
+    loopDetected(limits.loopThreshold ?? 3),
+    budget({ maxTokens: limits.maxTokens, maxCostUsd: limits.maxCostUsd }),
+    sameClassErrors(limits.sameClassErrors ?? 3)
+  ])
+  recentDefaults.unshift({ key, policies })
+  if (recentDefaults.length > 8) recentDefaults.pop()
+  return policies
+}
+
+/**
+ * What the policies decided at one checkpoint: the first stop, if any, and every
+ * warning raised by a policy evaluated before it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Verdict {
+  readonly stop:
+    | { readonly policy: string; readonly reason: StopReason.StopReason; readonly detail: string }
+    | undefined
+  readonly warnings: ReadonlyArray<{ readonly policy: string; readonly kind: string; readonly text: string }>
+}
+
+/** The verdict of a checkpoint where no policy had anything to say. */
+const proceed: Verdict = Object.freeze({ stop: undefined, warnings: Object.freeze([]) })
+
+/** What a policy may decide: the schema its decisions are checked against. */
+const DecisionSchema = Schema.Union([
+  Schema.TaggedStruct("Continue", {}),
+  Schema.TaggedStruct("Warn", { kind: Schema.String, text: Schema.String }),
+  Schema.TaggedStruct("Stop", { reason: StopReason.StopReason, detail: Schema.String })
+])
+
+const checks = new WeakMap<Policy, (value: unknown) => Result.Result<Decision, string>>()
+
+/**
+ * A user's policy, through the user-code boundary (R12): a throw, or a decision outside
+ * the `Decision` union (a stop reason that is not a `StopReason`), is a defect that ends
+ * the run `internal_error`, naming the policy and the field.
+ */
+const decideChecked = (policy: Policy, checkpoint: Checkpoint): Decision => {
+  let check = checks.get(policy)
+  if (check === undefined) {
+    check = UserCode.check(DecisionSchema, `the decision of the termination policy "${policy.name}"`)
+    checks.set(policy, check)
+  }
+  let decision: unknown
+  try {
+    decision = policy.decide(checkpoint)
+  } catch (defect) {
+    throw UserCode.threw(`the termination policy "${policy.name}"`, defect)
+  }
+  const checked = check(decision)
+  if (Result.isFailure(checked)) throw new UserCode.UserCodeDefect(checked.failure)
+  return checked.success
+}
+
+/**
+ * @category combinators
+ * @since 0.1.0
+ */
+export const evaluate = (policies: ReadonlyArray<Policy>, checkpoint: Checkpoint): Verdict => {
+  let warnings: Array<Verdict["warnings"][number]> | undefined
+  // A run's counters build their per-key maps on first read, as getters; a policy of
+  // the user's gets them as a plain object, which it may copy or serialize.
+  let plain: Checkpoint | undefined
+  for (const policy of policies) {
+    let given = checkpoint
+    if (!isBuiltIn(policy)) {
+      if (plain === undefined) {
+        const counters = Counters.plain(checkpoint.counters)
+        plain = counters === checkpoint.counters ? checkpoint : { ...checkpoint, counters }
+      }
+      given = plain
+    }
+    const decision = isBuiltIn(policy) ? policy.decide(given) : decideChecked(policy, given)
+    if (decision._tag === "Stop") {
+      return {
+        stop: { policy: policy.name, reason: decision.reason, detail: decision.detail },
+        warnings: warnings ?? []
+      }
+    }
+    if (decision._tag === "Warn") {
+      if (warnings === undefined) warnings = []
+      warnings.push({ policy: policy.name, kind: decision.kind, text: decision.text })
+    }
+  }
+  return warnings === undefined ? proceed : { stop: undefined, warnings }
+}
+
+const indexOf = (policies: ReadonlyArray<Policy>, name: string): number => {
+  const index = policies.findIndex((p) => p.name === name)
+  if (index < 0) {
+    throw new RangeError(`Termination: no policy named "${name}" in [${policies.map((p) => p.name).join(", ")}]`)
+  }
+  return index
+}
+
+/**
+ * @category combinators
+ * @since 0.1.0
+ */
+export const remove = (policies: ReadonlyArray<Policy>, name: string): ReadonlyArray<Policy> => {
+  const index = indexOf(policies, name)
+  return [...policies.slice(0, index), ...policies.slice(index + 1)]
+}
+
+/**
+ * @category combinators
+ * @since 0.1.0
+ */
+export const replace = (policies: ReadonlyArray<Policy>, name: string, policy: Policy): ReadonlyArray<Policy> => {
+  const index = indexOf(policies, name)
+  return [...policies.slice(0, index), policy, ...policies.slice(index + 1)]
+}
+
+/**
+ * @category combinators
+ * @since 0.1.0
+ */
+export const insertBefore = (policies: ReadonlyArray<Policy>, name: string, policy: Policy): ReadonlyArray<Policy> => {
+  const index = indexOf(policies, name)
+  return [...policies.slice(0, index), policy, ...policies.slice(index)]
+}
+
+/**
+ * @category combinators
+ * @since 0.1.0
+ */
+export const insertAfter = (policies: ReadonlyArray<Policy>, name: string, policy: Policy): ReadonlyArray<Policy> => {
+  const index = indexOf(policies, name)
+  return [...policies.slice(0, index + 1), policy, ...policies.slice(index + 1)]
+}
+
+/**
+ * Puts the named policies first, in the given order, keeping the others' order.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const prioritize = (policies: ReadonlyArray<Policy>, names: ReadonlyArray<string>): ReadonlyArray<Policy> => {
+  const first = names.map((name) => policies[indexOf(policies, name)] as Policy)
+  return [...first, ...policies.filter((p) => !names.includes(p.name))]
+}

@@ -1,0 +1,265 @@
+/**
+ * The models and built-in policies of `Termination`: the `Decision` and `Policy` types,
+ * their small constructors, and the twelve built-in policies with their validation.
+ *
+ * `Termination` re-exports everything public here; import from there. This module
+ * imports nothing from `Termination`, so the dependency stays one-way.
+ *
+ * @internal
+ */
+import * as Counters from "../../events/Counters.ts"
+import type * as StopReason from "../../events/StopReason.ts"
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Checkpoint {
+  readonly phase: "after_model" | "after_tools"
+  readonly counters: Counters.Counters
+  /** Milliseconds since the epoch, by the run's `Clock`. */
+  readonly now: number
+  readonly deadlineAt: number
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Decision =
+  | { readonly _tag: "Continue" }
+  | { readonly _tag: "Warn"; readonly kind: string; readonly text: string }
+  | { readonly _tag: "Stop"; readonly reason: StopReason.StopReason; readonly detail: string }
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Policy {
+  readonly name: string
+  readonly decide: (checkpoint: Checkpoint) => Decision
+}
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const continue_: Decision = { _tag: "Continue" }
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const stop = (reason: StopReason.StopReason, detail: string): Decision => ({ _tag: "Stop", reason, detail })
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const warn = (kind: string, text: string): Decision => ({ _tag: "Warn", kind, text })
+
+/**
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = (name: string, decide: (checkpoint: Checkpoint) => Decision): Policy => ({ name, decide })
+
+/**
+ * The policies of this module: they read the counters' fields and `reminders`, never
+ * the per-key maps, so they may be given the run's counters as they are (see
+ * `Termination.evaluate`).
+ */
+const builtIn = new WeakSet<Policy>()
+
+/** Whether `policy` is one of this module's built-in policies. */
+export const isBuiltIn = (policy: object): boolean => builtIn.has(policy as Policy)
+
+const builtInPolicy = (name: string, decide: (checkpoint: Checkpoint) => Decision): Policy => {
+  const policy = make(name, decide)
+  builtIn.add(policy)
+  return policy
+}
+
+const positiveInt = (policy: string, field: string, value: number): number => {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new RangeError(`Termination.${policy}: ${field} must be an integer >= 1, got ${value}`)
+  }
+  return value
+}
+
+const nonNegative = (policy: string, field: string, value: number): number => {
+  if (!Number.isFinite(value) || value < 0) {
+    throw new RangeError(`Termination.${policy}: ${field} must be a finite number >= 0, got ${value}`)
+  }
+  return value
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const finalAnswer: Policy = builtInPolicy("final_answer", ({ counters, phase }) =>
+  phase === "after_model" && counters.finalAnswerReceived
+    ? stop("goal_reached", "the model gave a final answer; it is a candidate until validation agrees")
+    : continue_
+)
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const runTimeout: Policy = builtInPolicy("run_timeout", ({ deadlineAt, now }) =>
+  now >= deadlineAt ? stop("run_timeout", `the run deadline passed ${now - deadlineAt} ms ago`) : continue_
+)
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const maxToolCalls = (limit: number): Policy => {
+  positiveInt("maxToolCalls", "limit", limit)
+  return builtInPolicy("max_tool_calls", ({ counters }) =>
+    counters.toolCalls > limit
+      ? stop("max_tool_calls", `the batch would bring tool calls to ${counters.toolCalls}, over the limit of ${limit}`)
+      : continue_
+  )
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const maxIterations = (limit: number): Policy => {
+  positiveInt("maxIterations", "limit", limit)
+  return builtInPolicy("max_iterations", ({ counters }) =>
+    counters.iterations >= limit
+      ? stop("max_iterations", `${counters.iterations} model responses of ${limit}`)
+      : continue_
+  )
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const repeatedToolCall = (threshold: number): Policy => {
+  positiveInt("repeatedToolCall", "threshold", threshold)
+  return builtInPolicy("repeated_tool_call", ({ counters }) =>
+    counters.repeatedToolCallCount >= threshold
+      ? stop("repeated_tool_call", `the same tool call was requested ${counters.repeatedToolCallCount} times`)
+      : continue_
+  )
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const repeatedToolFailure: Policy = builtInPolicy("repeated_tool_failure", ({ counters }) =>
+  counters.repeatedFailureOverLimit > 0
+    ? stop(
+        "repeated_tool_failure",
+        `the same failure occurred ${counters.repeatedFailureCount} times, past the tool's retry limit`
+      )
+    : continue_
+)
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const recoveryExhausted: Policy = builtInPolicy("recovery_exhausted", ({ counters }) =>
+  counters.recoveryExhausted
+    ? stop("recovery_exhausted", `recovery budget spent after ${counters.recoveryAttempts} attempts`)
+    : continue_
+)
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const maxToolErrors = (limit: number): Policy => {
+  nonNegative("maxToolErrors", "limit", limit)
+  return builtInPolicy("max_tool_errors", ({ counters }) =>
+    counters.toolErrors > limit
+      ? stop("max_tool_errors", `${counters.toolErrors} tool errors, over the budget of ${limit}`)
+      : continue_
+  )
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const emptyOutput = (budget: number): Policy => {
+  nonNegative("emptyOutput", "budget", budget)
+  return builtInPolicy("empty_output", ({ counters }) =>
+    counters.emptyOutputs > budget
+      ? stop("empty_output", `${counters.emptyOutputs} empty model responses, over the budget of ${budget}`)
+      : continue_
+  )
+}
+
+/**
+ * Warns the model once per unchanged observation, and stops at the threshold.
+ *
+ * @category policies
+ * @since 0.1.0
+ */
+export const loopDetected = (threshold: number): Policy => {
+  positiveInt("loopDetected", "threshold", threshold)
+  return builtInPolicy("loop_detected", ({ counters }) => {
+    const repeats = counters.unchangedObservations
+    if (repeats >= threshold) {
+      return stop("loop_detected", `${repeats} actions returned an observation already seen with no state change`)
+    }
+    if (repeats > 0 && repeats > Counters.reminderCount(counters, "loop_warning")) {
+      return warn(
+        "loop_warning",
+        "The last action repeated an earlier one and the state is unchanged. Try a different approach or give your final answer."
+      )
+    }
+    return continue_
+  })
+}
+
+/**
+ * @category policies
+ * @since 0.1.0
+ */
+export const budget = (limits: {
+  readonly maxTokens?: number | undefined
+  readonly maxCostUsd?: number | undefined
+}): Policy => {
+  const maxTokens =
+    limits.maxTokens === undefined ? Number.POSITIVE_INFINITY : nonNegative("budget", "maxTokens", limits.maxTokens)
+  const maxCost =
+    limits.maxCostUsd === undefined ? Number.POSITIVE_INFINITY : nonNegative("budget", "maxCostUsd", limits.maxCostUsd)
+  return builtInPolicy("budget_exhausted", ({ counters }) => {
+    const tokens = counters.inputTokens + counters.outputTokens
+    if (tokens > maxTokens) return stop("budget_exhausted", `${tokens} tokens used, over the budget of ${maxTokens}`)
+    if (counters.costUsd > maxCost) {
+      return stop("budget_exhausted", `$${counters.costUsd.toFixed(4)} spent, over the budget of $${maxCost}`)
+    }
+    return continue_
+  })
+}
+
+/**
+ * Reminds the model when failures in a row share one error code (R2.4), e.g. three
+ * `not_found` on different paths: "list the directory first".
+ *
+ * @category policies
+ * @since 0.1.0
+ */
+export const sameClassErrors = (threshold: number): Policy => {
+  positiveInt("sameClassErrors", "threshold", threshold)
+  return builtInPolicy("same_class_errors", ({ counters, phase }) =>
+    phase === "after_tools" && counters.sameClassStreak > 0 && counters.sameClassStreak % threshold === 0
+      ? warn(
+          "same_class_errors",
+          `${counters.sameClassStreak} tool calls in a row failed with "${counters.sameClassCode}". Stop guessing: inspect the environment first (for files, list the directory), then act on what you find.`
+        )
+      : continue_
+  )
+}

@@ -1,0 +1,91 @@
+/**
+ * Runs an effect that sleeps (a run with deadlines, backoff, approval expiry) on the
+ * `TestClock`, moving the clock for it, so that a test of a 60-second scenario takes
+ * milliseconds and never waits on the wall clock.
+ *
+ * @since 0.2.0
+ */
+import { Duration, Effect, Fiber, Schema } from "effect"
+import { TestClock } from "effect/testing"
+
+/**
+ * The effect was still running after the driver had moved the clock as far as it was allowed.
+ *
+ * @category errors
+ * @since 0.2.0
+ */
+export class StillRunning extends Schema.TaggedError<StillRunning>()("StillRunning", {
+  movedMillis: Schema.Finite,
+  steps: Schema.Int
+}) {
+  override get message(): string {
+    return `the effect was still running after the TestClock moved ${this.movedMillis} ms in ${this.steps} steps`
+  }
+}
+
+/**
+ * @category models
+ * @since 0.2.0
+ */
+export interface Options {
+  /** How far the clock moves at a time. Default 10 ms. */
+  readonly step?: Duration.Input | undefined
+  /** The most the clock moves in all. Default 10 minutes. */
+  readonly upTo?: Duration.Input | undefined
+}
+
+/**
+ * Runs `effect` in a child fiber under the `TestClock` and moves the clock `step` at a time
+ * until the effect ends; then returns what it returned. If it is still running once the
+ * clock has moved `upTo`, it is interrupted and the driver fails with {@link StillRunning}.
+ * Run it inside a test that provides the `TestClock` (every `it.effect` of `@effect/vitest` does).
+ * A `step` that is not > 0, or a `step` or `upTo` that is not a finite duration, is a defect
+ * (`RangeError`) naming the option, raised before the effect starts.
+ *
+ * @category combinators
+ * @since 0.2.0
+ */
+export const drive = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  options: Options = {}
+): Effect.Effect<A, E | StillRunning, R> =>
+  Effect.gen(function* () {
+    const stepMillis = millisOf("step", options.step ?? "10 millis")
+    const upToMillis = millisOf("upTo", options.upTo ?? "10 minutes")
+    if (!(stepMillis > 0)) return yield* Effect.die(new RangeError(`TestClockDriver.drive: step must be > 0`))
+    const fiber = yield* Effect.forkChild(effect, { startImmediately: true })
+    const moved = yield* advanceWhile(() => fiber.pollUnsafe() === undefined, stepMillis, upToMillis)
+    if (fiber.pollUnsafe() === undefined) {
+      // Interrupting runs the effect's finalizers, which may sleep too: keep moving the clock
+      // for them, as far again at most, and never wait for what still does not end.
+      const interrupting = yield* Effect.forkChild(Fiber.interrupt(fiber), { startImmediately: true })
+      yield* advanceWhile(() => interrupting.pollUnsafe() === undefined, stepMillis, upToMillis)
+      return yield* new StillRunning({ movedMillis: moved.millis, steps: moved.steps })
+    }
+    return yield* Fiber.join(fiber)
+  })
+
+/** A finite duration of at least 0 ms, or a defect naming the option. */
+const millisOf = (name: string, input: Duration.Input): number => {
+  // A bare number is milliseconds; effect reads NaN as 0, which must not pass for a limit.
+  const decoded = typeof input === "number" && Number.isNaN(input) ? undefined : Duration.fromInput(input)
+  const millis = decoded?._tag === "Some" ? Duration.toMillis(decoded.value) : Number.NaN
+  if (!Number.isFinite(millis) || millis < 0) {
+    throw new RangeError(`TestClockDriver.drive: ${name} must be a finite duration >= 0, got ${String(input)}`)
+  }
+  return millis
+}
+
+/** Moves the clock `step` at a time, never past `upTo` in all, while `running` holds. */
+const advanceWhile = (running: () => boolean, stepMillis: number, upToMillis: number) =>
+  Effect.gen(function* () {
+    let millis = 0
+    let steps = 0
+    while (running() && millis < upToMillis) {
+      const next = Math.min(stepMillis, upToMillis - millis)
+      yield* TestClock.adjust(Duration.millis(next))
+      millis += next
+      steps++
+    }
+    return { millis, steps }
+  })

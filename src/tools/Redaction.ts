@@ -1,0 +1,199 @@
+/**
+ * Keeping `Redacted` values out of what the runtime derives (R3.1, R12). A tool's schema
+ * may decode an argument into a `Redacted` (`Schema.RedactedFromValue`) or return one in
+ * its output; the model sent the plain text and `model.responded` keeps what it sent,
+ * but nothing the runtime derives from it may copy it: not a call's signature, not the
+ * input or output a `tool.succeeded` records, not the arguments an approval shows, not
+ * an observation or a failure's message.
+ *
+ * Only a tool whose input or output schema holds a `Redacted` is *sensitive*; the others
+ * pay nothing. For a sensitive tool, what the run shows of a value is its JSON encoding
+ * with every `Redacted` replaced by `<redacted>` first (so a schema that renames or
+ * transforms a field is masked as it encodes); and the plain values of its secrets, down
+ * to every string inside a `Redacted` struct, are masked in any text as a second guard.
+ * When the input does not decode, nobody knows which part is secret: every string of it
+ * is. Private to the runtime.
+ */
+import { Exit, Predicate, Redacted, type Schema } from "effect"
+import type * as Failure from "../failure/Failure.ts"
+
+/** What a secret is replaced with: what a `Redacted` prints as. */
+export const mask = "<redacted>"
+
+const masked = Redacted.make(mask)
+
+/** Secrets shorter than this are masked where they are a whole value, not inside other text. */
+const minInText = 4
+
+/** The deepest a value is searched: deeper than the arguments the pipeline lets through. */
+const maxDepth = 512
+
+const redactedId = "effect/schema/Redacted"
+
+const sensitiveCache = new WeakMap<object, boolean>()
+
+/** Whether an AST node, or any node below it, is a `Redacted` declaration (without recursion). */
+const holdsRedacted = (root: object): boolean => {
+  const seen = new Set<object>()
+  const stack: Array<unknown> = [root]
+  while (stack.length > 0) {
+    const node = stack.pop()
+    if (typeof node !== "object" || node === null || seen.has(node)) continue
+    seen.add(node)
+    const annotations = (node as { readonly annotations?: { readonly representation?: { readonly id?: unknown } } })
+      .annotations
+    if (annotations?.representation?.id === redactedId) return true
+    for (const value of Object.values(node)) {
+      if (typeof value === "object" && value !== null) stack.push(value)
+      // A recursive schema (`Schema.suspend`) holds its body behind a thunk.
+      else if (typeof value === "function" && value.length === 0 && (node as { _tag?: unknown })._tag === "Suspend") {
+        try {
+          stack.push(value())
+        } catch {
+          // A thunk that throws holds nothing we can see.
+        }
+      }
+    }
+  }
+  return false
+}
+
+/** Whether a schema holds a `Redacted` anywhere: computed once per schema. */
+export const isSensitive = (schema: Schema.Top): boolean => {
+  let known = sensitiveCache.get(schema)
+  if (known === undefined) {
+    known = holdsRedacted(schema.ast)
+    sensitiveCache.set(schema, known)
+  }
+  return known
+}
+
+/** Every string and number inside `root` (without recursion): the plain parts of a secret. */
+const leavesOf = (root: unknown, into: Array<string>): void => {
+  const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value: root, depth: 0 }]
+  while (stack.length > 0) {
+    const { value, depth } = stack.pop() as (typeof stack)[number]
+    if (Predicate.isString(value)) {
+      if (value !== "") into.push(value)
+    } else if (Predicate.isNumber(value) || Predicate.isBigInt(value)) {
+      into.push(String(value))
+    } else if (typeof value === "object" && value !== null && depth < maxDepth) {
+      const inner = Redacted.isRedacted(value) ? [Redacted.value(value)] : Object.values(value)
+      for (const item of inner) stack.push({ value: item, depth: depth + 1 })
+    }
+  }
+}
+
+/** The plain values of the `Redacted`s in a decoded value, every string inside them (never throws). */
+export const secretsOf = (root: unknown): ReadonlyArray<string> => {
+  const found: Array<string> = []
+  try {
+    const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value: root, depth: 0 }]
+    while (stack.length > 0) {
+      const { value, depth } = stack.pop() as (typeof stack)[number]
+      if (typeof value !== "object" || value === null || depth > maxDepth) continue
+      if (Redacted.isRedacted(value)) {
+        leavesOf(Redacted.value(value), found)
+        continue
+      }
+      for (const item of Object.values(value)) stack.push({ value: item, depth: depth + 1 })
+    }
+  } catch {
+    // A value that cannot be walked holds no secret the runtime can see.
+  }
+  return found
+}
+
+/** Every string and number of a value that did not decode: any of them may be the secret. */
+export const allLeaves = (root: unknown): ReadonlyArray<string> => {
+  const found: Array<string> = []
+  try {
+    leavesOf(root, found)
+  } catch {
+    // As above.
+  }
+  return found
+}
+
+/**
+ * A decoded value with every `Redacted` replaced by one holding `<redacted>`, ready to be
+ * encoded by its schema: plain objects and arrays are copied, anything else kept.
+ */
+export const withoutSecrets = (value: unknown, depth = 0): unknown => {
+  if (typeof value !== "object" || value === null || depth > maxDepth) return value
+  if (Redacted.isRedacted(value)) return masked
+  if (Array.isArray(value)) return value.map((item) => withoutSecrets(item, depth + 1))
+  const proto = Object.getPrototypeOf(value)
+  if (proto !== Object.prototype && proto !== null) return value
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(value)) {
+    // As an own key `__proto__` is data; defineProperty keeps it from touching the prototype.
+    Object.defineProperty(out, key, {
+      value: withoutSecrets((value as Record<string, unknown>)[key], depth + 1),
+      enumerable: true,
+      writable: true,
+      configurable: true
+    })
+  }
+  return out
+}
+
+/** `text` with every secret of at least four characters replaced by {@link mask}. */
+export const maskText = (text: string, secrets: ReadonlyArray<string>): string => {
+  let out = text
+  for (const secret of secrets) {
+    if (out === secret) return mask
+    if (secret.length >= minInText && out.includes(secret)) out = out.replaceAll(secret, mask)
+  }
+  return out
+}
+
+/**
+ * A JSON value with every secret masked: a string or number equal to one, and text that
+ * contains one. The value itself when there is no secret; a copy otherwise. The value
+ * has passed the pipeline's JSON checks (bounded depth, no cycle).
+ */
+export const maskValue = (value: unknown, secrets: ReadonlyArray<string>): unknown => {
+  if (secrets.length === 0) return value
+  const walk = (v: unknown): unknown => {
+    if (Predicate.isString(v)) return maskText(v, secrets)
+    if (Predicate.isNumber(v)) return secrets.includes(String(v)) ? mask : v
+    if (Array.isArray(v)) return v.map(walk)
+    if (Predicate.isObject(v) && !Redacted.isRedacted(v)) {
+      const out: Record<string, unknown> = {}
+      for (const key of Object.keys(v)) {
+        Object.defineProperty(out, key, {
+          value: walk((v as Record<string, unknown>)[key]),
+          enumerable: true,
+          writable: true,
+          configurable: true
+        })
+      }
+      return out
+    }
+    return v
+  }
+  return walk(value)
+}
+
+/**
+ * What a sensitive value shows: its JSON encoding with the secrets replaced before it
+ * is encoded (see the module doc), then masked by value; `undefined` when it does not
+ * encode so.
+ */
+export const shownBy = (
+  encode: (value: unknown) => Exit.Exit<unknown, unknown>,
+  decoded: unknown,
+  secrets: ReadonlyArray<string>
+): unknown => {
+  try {
+    const encoded = encode(withoutSecrets(decoded))
+    return Exit.isSuccess(encoded) ? maskValue(encoded.value, secrets) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** A failure's summary with the secrets masked in its hint. */
+export const maskSummary = (summary: Failure.Summary, secrets: ReadonlyArray<string>): Failure.Summary =>
+  secrets.length === 0 ? summary : { ...summary, hint: maskText(summary.hint, secrets) }

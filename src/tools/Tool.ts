@@ -1,0 +1,301 @@
+/**
+ * A tool the model may call: an effect `Schema` for its input and its output, a
+ * handler, and the metadata the runtime needs to run it safely (R3.7): whether it is
+ * idempotent, how often it may be retried, its timeout, the class of side effect it
+ * has, whether a person must approve it, and whether its execution errors go back to
+ * the model as observations (opt-in; the default is to fail fast).
+ *
+ * @since 0.1.0
+ */
+import type { Effect } from "effect"
+import { Duration, Option, Schema } from "effect"
+import type * as Failure from "../failure/Failure.ts"
+import type * as Model from "../model/Model.ts"
+import * as ToolJsonSchema from "./ToolJsonSchema.ts"
+
+/**
+ * What a successful call may change in the world.
+ *
+ * - `none`: pure computation.
+ * - `read`: reads state, changes nothing.
+ * - `write`: changes local state (files, a database row).
+ * - `external`: changes something outside the process (a payment, an e-mail, a deploy).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const SideEffect = Schema.Literals(["none", "read", "write", "external"])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type SideEffect = typeof SideEffect.Type
+
+/**
+ * What a handler learns about the call it serves.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface CallContext {
+  readonly runId: string
+  readonly callId: string
+  /** Stable for this call across every retry of it (R3.8). */
+  readonly idempotencyKey: string
+  /**
+   * Says what became of the action when the call is interrupted (cancel, deadline,
+   * timeout): a handler that knows (a supervised subprocess that exited on SIGTERM, or
+   * had to be killed) reports it here, and the run records it (R5.2).
+   */
+  readonly settle: (settlement: Settlement, detail: string) => void
+}
+
+/**
+ * What became of an action whose call was interrupted (R5.2):
+ *
+ * - `completed`: it had finished anyway.
+ * - `cancelled`: it stopped on the cancel signal; nothing is left running.
+ * - `outcome_unknown`: it was killed or ignored the signal: it may have had its effect,
+ *   or may still be running, and must be reclaimed or reconciled.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const Settlement = Schema.Literals(["completed", "cancelled", "outcome_unknown"])
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export type Settlement = typeof Settlement.Type
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Metadata {
+  readonly idempotent: boolean
+  readonly maxRetries: number
+  readonly timeout: Duration.Input | undefined
+  readonly sideEffect: SideEffect
+  readonly needsApproval: boolean
+  /** Execution errors become observations for the model instead of ending the run. */
+  readonly recoverErrors: boolean
+  /** Top-level argument fields holding file-system paths, checked by the permission policy. */
+  readonly pathFields: ReadonlyArray<string>
+  /** Top-level argument fields holding content to write, checked against the size limit. */
+  readonly contentFields: ReadonlyArray<string>
+}
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Tool<in out I, in out O, out R = never> {
+  readonly _tag: "Tool"
+  readonly name: string
+  readonly description: string
+  readonly input: Schema.Codec<I, unknown>
+  readonly output: Schema.Codec<O, unknown>
+  readonly metadata: Metadata
+  readonly handler: (input: I, context: CallContext) => Effect.Effect<O, Failure.Failure, R>
+  /**
+   * A follow-up query that confirms a success (R6.4). When it answers `false` the
+   * call's result is `inconsistent` and the run does not build on it.
+   */
+  readonly postcondition:
+    | ((input: I, output: O, context: CallContext) => Effect.Effect<boolean, Failure.Failure, R>)
+    | undefined
+  /** Renders a success for the model; the default is the JSON of the encoded output. */
+  readonly observe: ((output: O) => string) | undefined
+  /**
+   * A status query for an action whose outcome is unknown (R3.8): did the call with this
+   * `idempotencyKey` take effect? The runtime asks it instead of retrying blindly.
+   */
+  readonly reconcile:
+    | ((input: I, context: CallContext) => Effect.Effect<Reconciliation<O>, Failure.Failure, R>)
+    | undefined
+}
+
+/**
+ * What a status query found out about an action of unknown outcome (R3.8).
+ *
+ * - `Applied`: it took effect; `output` is its real result.
+ * - `NotApplied`: it did not take effect; sending it again (same idempotency key) is safe.
+ * - `Undecidable`: nobody can tell yet; the run ends `unknown_outcome` with the action pending.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Reconciliation<O> =
+  | { readonly _tag: "Applied"; readonly output: O }
+  | { readonly _tag: "NotApplied" }
+  | { readonly _tag: "Undecidable"; readonly detail: string }
+
+/**
+ * A tool of any input and output type, as the registry holds it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Any<out R = unknown> {
+  readonly _tag: "Tool"
+  readonly name: string
+  readonly description: string
+  readonly input: Schema.Codec<unknown, unknown>
+  readonly output: Schema.Codec<unknown, unknown>
+  readonly metadata: Metadata
+  readonly handler: (input: never, context: CallContext) => Effect.Effect<unknown, Failure.Failure, R>
+  readonly postcondition:
+    | ((input: never, output: never, context: CallContext) => Effect.Effect<boolean, Failure.Failure, R>)
+    | undefined
+  readonly observe: ((output: never) => string) | undefined
+  readonly reconcile:
+    | ((input: never, context: CallContext) => Effect.Effect<Reconciliation<unknown>, Failure.Failure, R>)
+    | undefined
+}
+
+/**
+ * The services a list of tools needs.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Requirements<T> = T extends Any<infer R> ? R : never
+
+/**
+ * Raised when a tool is defined with options that cannot work.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class InvalidToolDefinition extends Schema.TaggedError<InvalidToolDefinition>()("InvalidToolDefinition", {
+  tool: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `Invalid tool definition "${this.tool}": ${this.reason}`
+  }
+}
+
+const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
+
+/**
+ * The retry limit of a tool that does not set one, and of calls to tools that do not
+ * exist (so a model that misspells a name a few times is stopped like any repeated failure).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const defaultMaxRetries = 2
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export interface Options<I, O, R> {
+  readonly name: string
+  readonly description: string
+  readonly input: Schema.Codec<I, unknown>
+  readonly output: Schema.Codec<O, unknown>
+  readonly handler: (input: I, context: CallContext) => Effect.Effect<O, Failure.Failure, R>
+  /** Default `false`: only idempotent tools are ever retried automatically. */
+  readonly idempotent?: boolean | undefined
+  /** Default 2 (one call plus at most two retries). */
+  readonly maxRetries?: number | undefined
+  readonly timeout?: Duration.Input | undefined
+  /** Default `"external"`, the most cautious class. */
+  readonly sideEffect?: SideEffect | undefined
+  readonly needsApproval?: boolean | undefined
+  readonly recoverErrors?: boolean | undefined
+  readonly pathFields?: ReadonlyArray<string> | undefined
+  readonly contentFields?: ReadonlyArray<string> | undefined
+  readonly postcondition?:
+    | ((input: I, output: O, context: CallContext) => Effect.Effect<boolean, Failure.Failure, R>)
+    | undefined
+  readonly observe?: ((output: O) => string) | undefined
+  readonly reconcile?:
+    | ((input: I, context: CallContext) => Effect.Effect<Reconciliation<O>, Failure.Failure, R>)
+    | undefined
+}
+
+/**
+ * Defines a tool. Throws {@link InvalidToolDefinition} for a name that chat APIs
+ * reject or a negative retry count: a definition error is a programming error, found
+ * at start-up, not during a run.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> => {
+  if (!namePattern.test(options.name)) {
+    throw new InvalidToolDefinition({
+      tool: options.name,
+      reason: "the name must be 1 to 64 characters of letters, digits, '_' or '-'"
+    })
+  }
+  const maxRetries = options.maxRetries ?? defaultMaxRetries
+  if (!Number.isInteger(maxRetries) || maxRetries < 0) {
+    throw new InvalidToolDefinition({
+      tool: options.name,
+      reason: `maxRetries must be an integer >= 0, got ${maxRetries}`
+    })
+  }
+  if (options.timeout !== undefined) {
+    const timeout = Option.getOrUndefined(Duration.fromInput(options.timeout))
+    if (timeout === undefined || !(Duration.toMillis(timeout) > 0)) {
+      throw new InvalidToolDefinition({
+        tool: options.name,
+        reason: `timeout must be a positive duration, got ${String(options.timeout)}`
+      })
+    }
+  }
+  return {
+    _tag: "Tool",
+    name: options.name,
+    description: options.description,
+    input: options.input,
+    output: options.output,
+    handler: options.handler,
+    postcondition: options.postcondition,
+    observe: options.observe,
+    reconcile: options.reconcile,
+    metadata: {
+      idempotent: options.idempotent ?? false,
+      maxRetries,
+      timeout: options.timeout,
+      sideEffect: options.sideEffect ?? "external",
+      needsApproval: options.needsApproval ?? false,
+      recoverErrors: options.recoverErrors ?? false,
+      pathFields: options.pathFields ?? [],
+      contentFields: options.contentFields ?? []
+    }
+  }
+}
+
+const definitions = new WeakMap<Any, Model.ToolDefinition>()
+
+/**
+ * What the model is told about a tool: its name, its description, the JSON Schema
+ * (draft 2020-12) of its input, generated from the input `Schema`, with numbers described
+ * as numbers, and its strict form (OpenAI's structured outputs) when it has one. Made
+ * once per tool.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const definition = (tool: Any): Model.ToolDefinition => {
+  let entry = definitions.get(tool)
+  if (entry === undefined) {
+    const strict = ToolJsonSchema.strict(tool.input)
+    entry = {
+      name: tool.name,
+      description: tool.description,
+      parameters: ToolJsonSchema.plain(tool.input),
+      ...(strict === undefined ? {} : { strict })
+    }
+    definitions.set(tool, entry)
+  }
+  return entry
+}

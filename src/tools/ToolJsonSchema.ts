@@ -1,0 +1,176 @@
+/**
+ * The JSON Schemas a model is shown for a tool's input (R11), private to the runtime:
+ * the plain one, and the strict form of OpenAI's structured outputs (`strict: true`),
+ * with the way back from the arguments a model sends against it.
+ *
+ * Both describe what the tool pipeline accepts. effect's generator describes a number
+ * as `anyOf [number, "Infinity" | "-Infinity" | "NaN"]` (its JSON codec's encoding of
+ * non-finite numbers), which the pipeline, decoding the model's JSON with the tool's
+ * own schema, refuses: a number is described as a number here. A root that is not an
+ * object (`Schema.Struct({})` is "anything but null") is described as an object, since
+ * chat APIs take only objects as a function's parameters.
+ *
+ * The strict form is effect's (`ai/OpenAiStructuredOutput`): every object closed with
+ * every property required, an optional one as nullable, records and tuples encoded in
+ * shapes strict mode can express; its codec brings the model's arguments back. A tool
+ * whose form strict mode still cannot take (a value of any JSON type, a root that is not
+ * an object) has none, and is sent without `strict`.
+ */
+import { Exit, Schema } from "effect"
+import { toCodecOpenAI } from "effect/ai/OpenAiStructuredOutput"
+import type * as Model from "../model/Model.ts"
+
+type Json = Record<string, unknown>
+
+const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
+
+const nonFinite = ["Infinity", "-Infinity", "NaN"]
+
+/** The `"Infinity" | "-Infinity" | "NaN"` member effect adds next to a number. */
+const isNonFiniteMember = (member: unknown): boolean =>
+  isObject(member) &&
+  member.type === "string" &&
+  Array.isArray(member.enum) &&
+  member.enum.length === nonFinite.length &&
+  nonFinite.every((value) => (member.enum as Array<unknown>).includes(value))
+
+const isNumberMember = (member: unknown): boolean =>
+  isObject(member) && (member.type === "number" || member.type === "integer")
+
+/** A union's members without the non-finite strings beside a number, each member once. */
+const members = (list: ReadonlyArray<unknown>): Array<unknown> => {
+  const hasNumber = list.some(isNumberMember)
+  const seen = new Set<string>()
+  const out: Array<unknown> = []
+  for (const member of list) {
+    if (hasNumber && isNonFiniteMember(member)) continue
+    const key = JSON.stringify(member)
+    if (seen.has(key)) continue
+    seen.add(key)
+    out.push(member)
+  }
+  return out
+}
+
+const nested = ["properties", "patternProperties", "$defs", "definitions"]
+const single = ["items", "additionalProperties", "not", "contains", "propertyNames"]
+const lists = ["anyOf", "oneOf", "allOf", "prefixItems"]
+
+/** Rewrites every number's union (see the module doc), at every depth of the schema. */
+export const finiteNumbers = (schema: unknown): unknown => {
+  if (!isObject(schema)) return schema
+  const out: Json = {}
+  for (const [key, value] of Object.entries(schema)) {
+    if (nested.includes(key) && isObject(value)) {
+      out[key] = Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, finiteNumbers(sub)]))
+    } else if (single.includes(key)) {
+      out[key] = finiteNumbers(value)
+    } else if (lists.includes(key) && Array.isArray(value)) {
+      out[key] = (key === "anyOf" || key === "oneOf" ? members(value) : value).map(finiteNumbers)
+    } else {
+      out[key] = value
+    }
+  }
+  for (const key of ["anyOf", "oneOf"]) {
+    const list = out[key]
+    // A union left with one member is that member (its own keywords win over the union's).
+    if (Array.isArray(list) && list.length === 1 && isObject(list[0])) {
+      const { [key]: _, ...rest } = out
+      return { ...rest, ...list[0] }
+    }
+  }
+  return out
+}
+
+/** A root that is not an object, as chat APIs need a function's parameters to be. */
+const objectRoot = (schema: unknown): unknown =>
+  isObject(schema) && schema.type === "object" ? schema : { type: "object", properties: {} }
+
+/**
+ * The plain JSON Schema of a tool's input: effect's (draft 2020-12, with `$defs`), its
+ * numbers described as numbers and its root an object.
+ */
+export const plain = (input: Schema.Top): unknown => {
+  const document = Schema.toJsonSchemaDocument(input)
+  const hasDefinitions = Object.keys(document.definitions).length > 0
+  return objectRoot(
+    finiteNumbers(hasDefinitions ? { ...document.schema, $defs: document.definitions } : document.schema)
+  )
+}
+
+const parseJson = Schema.decodeUnknownExit(Schema.fromJsonString(Schema.Unknown))
+
+const where = (path: ReadonlyArray<string>) => `In context=(${path.map((p) => `'${p}'`).join(", ")})`
+
+/**
+ * What OpenAI's strict mode refuses in a schema, in its words, or `undefined`: an object
+ * that is not closed or does not require every property, a subschema with no type.
+ */
+export const strictIssue = (schema: unknown, path: ReadonlyArray<string> = []): string | undefined => {
+  if (!isObject(schema)) return `${where(path)}, schema must be an object`
+  const union = schema.anyOf ?? schema.oneOf
+  if (Array.isArray(union)) {
+    for (let i = 0; i < union.length; i++) {
+      const issue = strictIssue(union[i], [...path, "anyOf", String(i)])
+      if (issue !== undefined) return issue
+    }
+  } else if (schema.type === undefined && schema.$ref === undefined && schema.enum === undefined) {
+    return `${where(path)}, schema must have a 'type' key`
+  }
+  if (schema.type === "object") {
+    if (schema.additionalProperties !== false) {
+      return `${where(path)}, 'additionalProperties' is required to be supplied and to be false`
+    }
+    const properties = isObject(schema.properties) ? schema.properties : {}
+    const required = Array.isArray(schema.required) ? schema.required : []
+    const missing = Object.keys(properties).filter((key) => !required.includes(key))
+    if (missing.length > 0) {
+      return `${where(path)}, 'required' is required to be supplied and to be an array including every key in properties. Missing '${missing[0]}'`
+    }
+    for (const [key, sub] of Object.entries(properties)) {
+      const issue = strictIssue(sub, [...path, "properties", key])
+      if (issue !== undefined) return issue
+    }
+  }
+  if (schema.type === "array" && schema.items !== undefined) return strictIssue(schema.items, [...path, "items"])
+  for (const defs of ["$defs", "definitions"]) {
+    const table = schema[defs]
+    if (!isObject(table)) continue
+    for (const [key, sub] of Object.entries(table)) {
+      const issue = strictIssue(sub, [...path, defs, key])
+      if (issue !== undefined) return issue
+    }
+  }
+  return undefined
+}
+
+/**
+ * The strict form of a tool's input (see the module doc), or `undefined` when strict
+ * mode cannot take it.
+ */
+export const strict = (input: Schema.Codec<unknown, unknown>): Model.StrictForm | undefined => {
+  let converted: ReturnType<typeof toCodecOpenAI<unknown, unknown, never, never>>
+  try {
+    converted = toCodecOpenAI(input)
+  } catch {
+    return undefined
+  }
+  const parameters = finiteNumbers(converted.jsonSchema)
+  if (strictIssue(parameters) !== undefined) return undefined
+  const fromStrict = Schema.decodeUnknownExit(converted.codec)
+  const toOwn = Schema.encodeUnknownExit(input)
+  const restore = (args: unknown): unknown => {
+    try {
+      const value = typeof args === "string" ? parseJson(args) : Exit.succeed(args)
+      if (Exit.isFailure(value)) return args
+      const decoded = fromStrict(value.value)
+      if (Exit.isFailure(decoded)) return args
+      const own = toOwn(decoded.value)
+      return Exit.isSuccess(own) ? (JSON.stringify(own.value) ?? args) : args
+    } catch {
+      // A value JSON cannot hold, or one too deep for the encoder: the pipeline judges it.
+      return args
+    }
+  }
+  return { parameters, restore }
+}

@@ -1,0 +1,405 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, HashMap, Layer, Schema } from "effect"
+import * as Counters from "../../src/events/Counters.ts"
+import type * as Event from "../../src/events/Event.ts"
+import type * as StopReason from "../../src/events/StopReason.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as Model from "../../src/model/Model.ts"
+import * as Run from "../../src/run/Run.ts"
+import type * as RunResult from "../../src/run/RunResult.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import { makeStore } from "../support/tools.ts"
+
+const withScript = (script: ReadonlyArray<ScriptedModel.Step>) =>
+  Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer)
+
+const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
+  timeline.filter((e): e is Event.Of<T> => e._tag === tag)
+
+/** The stop is what the result and its one `termination.decided` say, and the counters are the fold of the log. */
+const assertStop = (result: RunResult.RunResult, reason: StopReason.StopReason) => {
+  assert.strictEqual(result.stopReason, reason)
+  assert.strictEqual(result.policy, reason)
+  const decided = ofTag(result.timeline, "termination.decided")
+  assert.deepStrictEqual(
+    decided.map((e) => [e.policy, e.reason]),
+    [[reason, reason]]
+  )
+  assert.deepStrictEqual(result.counters, Counters.snapshot(Counters.fold(result.timeline)))
+}
+
+let seq = 0
+/** Stamps a draft as the run would (the same erased boundary as `RunContext.emit`). */
+const ev = (draft: Event.Draft, at = 0): Event.Event => ({ ...draft, runId: "r", seq: seq++, at }) as Event.Event
+
+const responded = (text: string, calls: ReadonlyArray<readonly [string, string]> = [], usage = Model.noUsage) =>
+  ev({
+    _tag: "model.responded",
+    iteration: 1,
+    text,
+    toolCalls: calls.map(([name, args], i) => ({ id: `c${i}`, name, arguments: args })),
+    callIds: calls.map((_, i) => `c${i}`),
+    signatures: calls.map(([name, args]) => `${name}:${args}`),
+    usage
+  })
+const failed = (name: string, message: string, maxRetries: number, code: "tool_failed" = "tool_failed") =>
+  ev({ _tag: "tool.failed", callId: "c", name, error: { code, message, correctable: false }, maxRetries })
+const succeeded = (name: string, digest: string, sideEffect: Tool.SideEffect = "read") =>
+  ev({ _tag: "tool.succeeded", callId: "c", name, sideEffect, observationDigest: digest, input: {}, output: null })
+
+/** A tool that always fails; `recoverErrors` makes its failures observations. */
+const failing = (options: {
+  readonly maxRetries?: number
+  readonly hint: (q: string) => string
+  readonly code?: (q: string) => string
+}) => {
+  const seen: Array<string> = []
+  const tool = Tool.make({
+    name: "flaky",
+    description: "A service that fails",
+    input: Schema.Struct({ q: Schema.String }),
+    output: Schema.String,
+    sideEffect: "read",
+    idempotent: true,
+    recoverErrors: true,
+    maxRetries: options.maxRetries,
+    handler: ({ q }) => {
+      seen.push(q)
+      const code = options.code?.(q) ?? "service_down"
+      return Effect.fail(
+        new Failure.Permanent({ source: "tool", category: code, code, attempts: 1, hint: options.hint(q) })
+      )
+    }
+  })
+  return { tool, seen }
+}
+
+describe("Counters.step (unit)", () => {
+  it("R2.1 model responses count iterations, requested calls, tokens, cost, empty outputs and final answers", () => {
+    let c = Counters.step(
+      Counters.empty,
+      ev({ _tag: "run.started", goal: "g", model: "model", tools: [], deadlineAt: 9 }, 100)
+    )
+    c = Counters.step(
+      c,
+      responded(
+        "",
+        [
+          ["t", "{}"],
+          ["t", "{}"],
+          ["u", "{}"]
+        ],
+        { inputTokens: 3, outputTokens: 4, costUsd: 0.25 }
+      )
+    )
+    assert.strictEqual(c.iterations, 1)
+    assert.strictEqual(c.toolCalls, 3)
+    assert.strictEqual(c.repeatedToolCallCount, 2)
+    assert.isFalse(c.finalAnswerReceived)
+    assert.strictEqual(c.emptyOutputs, 0)
+    c = Counters.step(c, responded("   "))
+    assert.strictEqual(c.emptyOutputs, 1)
+    assert.isFalse(c.finalAnswerReceived)
+    c = Counters.step(c, responded("done", [], { inputTokens: 1, outputTokens: 1 }))
+    assert.isTrue(c.finalAnswerReceived)
+    assert.deepStrictEqual([c.iterations, c.inputTokens, c.outputTokens, c.costUsd], [3, 4, 5, 0.25])
+    c = Counters.step(c, ev({ _tag: "reminder.injected", kind: "empty_output", text: "x" }, 350))
+    assert.strictEqual(Counters.reminderCount(c, "empty_output"), 1)
+    assert.strictEqual(c.elapsedMillis, 250)
+  })
+
+  it("R2.1 repeated failures count per signature against the tool's maxRetries; denials never do", () => {
+    let c = Counters.fold([failed("t", "down", 1), failed("t", "other", 1), failed("t", "down", 1)])
+    assert.deepStrictEqual([c.toolErrors, c.repeatedFailureCount, c.repeatedFailureOverLimit], [3, 2, 1])
+    assert.deepStrictEqual([c.sameClassStreak, c.sameClassCode], [3, "tool_failed"])
+    const blocked = ev({
+      _tag: "tool.blocked",
+      callId: "c",
+      name: "t",
+      error: { code: "permission_denied", message: "no", correctable: false }
+    })
+    c = Counters.fold([blocked, blocked, blocked, blocked])
+    assert.deepStrictEqual([c.toolErrors, c.repeatedFailureCount, c.repeatedFailureOverLimit], [4, 4, 0])
+    c = Counters.step(c, succeeded("t", "d"))
+    assert.deepStrictEqual([c.sameClassStreak, c.sameClassCode], [0, ""])
+  })
+
+  it("R2.1 an observation repeats only while the state is unchanged; a write changes the state", () => {
+    let c = Counters.fold([succeeded("ls", "d1"), succeeded("ls", "d1")])
+    assert.strictEqual(c.unchangedObservations, 1)
+    c = Counters.fold([succeeded("ls", "d1"), succeeded("w", "ok", "write"), succeeded("ls", "d1")])
+    assert.strictEqual(c.unchangedObservations, 0)
+    assert.strictEqual(c.stateVersion, 1)
+  })
+
+  it("R2.1 recovery attempts, argument corrections and exhaustion", () => {
+    const started = (kind: "tool_argument_correction" | "provider_retry") =>
+      ev({ _tag: "recovery.started", kind, attempt: 1, delayMillis: 0, cause: "x" })
+    const c = Counters.fold([
+      started("tool_argument_correction"),
+      started("provider_retry"),
+      ev({ _tag: "recovery.failed", kind: "provider_retry", attempts: 3, cause: "x", scope: "call" })
+    ])
+    assert.deepStrictEqual([c.recoveryAttempts, c.toolCorrectionAttempts, c.recoveryExhausted], [2, 1, false])
+    const spent = Counters.step(
+      c,
+      ev({ _tag: "recovery.failed", kind: "tool_argument_correction", attempts: 1, cause: "x", scope: "run" })
+    )
+    assert.isTrue(spent.recoveryExhausted)
+  })
+
+  it("R2.1 step is pure: it never mutates the counters it is given", () => {
+    const base = Object.freeze(Counters.fold([responded("", [["t", "{}"]]), failed("t", "down", 0)]))
+    const before = JSON.stringify(Counters.snapshot(base))
+    const sizes = [HashMap.size(base.callSignatures), HashMap.size(base.failureSignatures)]
+    const events = [
+      responded("", [
+        ["t", "{}"],
+        ["u", "{}"]
+      ]),
+      failed("t", "down", 0),
+      succeeded("t", "d")
+    ]
+    const a = events.reduce(Counters.step, base)
+    const b = events.reduce(Counters.step, base)
+    assert.notStrictEqual(a, base)
+    assert.deepStrictEqual(Counters.snapshot(a), Counters.snapshot(b))
+    assert.strictEqual(JSON.stringify(Counters.snapshot(base)), before)
+    assert.deepStrictEqual([HashMap.size(base.callSignatures), HashMap.size(base.failureSignatures)], sizes)
+    assert.strictEqual(Counters.empty.iterations, 0)
+    assert.strictEqual(HashMap.size(Counters.empty.callSignatures), 0)
+  })
+})
+
+describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
+  it.effect("R2.1 fold(timeline) of a real run equals the run's counters, event by event", () => {
+    const store = makeStore()
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "write", tools: [store.write, store.read] })
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(result.counters, Counters.snapshot(Counters.fold(result.timeline)))
+      const incremental = result.timeline.reduce(Counters.step, Counters.empty)
+      assert.deepStrictEqual(Counters.snapshot(incremental), result.counters)
+      assert.strictEqual(incremental.state, "completed")
+      assert.deepStrictEqual(
+        [result.counters.iterations, result.counters.toolCalls, result.counters.toolErrors],
+        [4, 3, 2]
+      )
+      assert.deepStrictEqual([result.counters.inputTokens, result.counters.outputTokens], [30, 12])
+      assert.strictEqual(result.counters.toolCorrectionAttempts, 1)
+    }).pipe(
+      Effect.provide(
+        withScript([
+          Model.response({
+            toolCalls: ScriptedModel.toolCall("write_json_file", { artifact_name: "a" }).toolCalls,
+            usage: { inputTokens: 10, outputTokens: 4 }
+          }),
+          ScriptedModel.toolCalls(
+            ["write_json_file", { artifact_name: "a", content: "x" }],
+            ["read_file", { name: "b" }]
+          ),
+          Model.response({ text: "", usage: { inputTokens: 20, outputTokens: 8 } }),
+          ScriptedModel.finalAnswer("done")
+        ])
+      )
+    )
+  })
+
+  it.effect("R2.3 repeated_tool_failure: the same failure past the tool's maxRetries stops the run", () => {
+    const { tool, seen } = failing({ maxRetries: 1, hint: () => "the service is down" })
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "call", tools: [tool] })
+      assertStop(result, "repeated_tool_failure")
+      // Different arguments, so this is not a repeated call: the failure signature repeated.
+      assert.deepStrictEqual(seen, ["a", "b"])
+      assert.strictEqual(result.counters.repeatedFailureCount, 2)
+      assert.strictEqual(result.counters.repeatedToolCallCount, 1)
+    }).pipe(
+      Effect.provide(
+        withScript([
+          ScriptedModel.toolCall("flaky", { q: "a" }),
+          ScriptedModel.toolCall("flaky", { q: "b" }),
+          ScriptedModel.toolCall("flaky", { q: "c" })
+        ])
+      )
+    )
+  })
+
+  it.effect("R2.3 recovery_exhausted: argument corrections past the correction budget stop the run", () => {
+    const store = makeStore()
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "write", tools: [store.write], limits: { correctionBudget: 1 } })
+      assertStop(result, "recovery_exhausted")
+      assert.deepStrictEqual(store.writes, [])
+      assert.deepStrictEqual(
+        result.timeline.filter((e) => e._tag.startsWith("recovery.")).map((e) => e._tag),
+        ["recovery.started", "recovery.failed"]
+      )
+      assert.strictEqual(result.counters.toolCorrectionAttempts, 1)
+      assert.isTrue(result.counters.recoveryExhausted)
+    }).pipe(
+      Effect.provide(
+        withScript([
+          ScriptedModel.toolCall("write_json_file", { artifact_name: "a" }),
+          ScriptedModel.toolCall("write_json_file", { artifact_name: "b" }),
+          ScriptedModel.toolCall("write_json_file", { artifact_name: "c", content: "x" })
+        ])
+      )
+    )
+  })
+
+  it.effect("R2.3 max_tool_errors: errors over the budget stop the run; later policies are not consulted", () => {
+    const { tool, seen } = failing({ hint: (q) => `failed on ${q}` })
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "call", tools: [tool], limits: { maxToolErrors: 2 } })
+      assertStop(result, "max_tool_errors")
+      assert.deepStrictEqual(seen, ["a", "b", "c"])
+      assert.strictEqual(result.counters.toolErrors, 3)
+      assert.strictEqual(result.counters.repeatedFailureCount, 1)
+      // same_class_errors comes after max_tool_errors in the order: its reminder never fires.
+      assert.strictEqual(ofTag(result.timeline, "reminder.injected").length, 0)
+    }).pipe(
+      Effect.provide(
+        withScript([
+          ScriptedModel.toolCall("flaky", { q: "a" }),
+          ScriptedModel.toolCall("flaky", { q: "b" }),
+          ScriptedModel.toolCall("flaky", { q: "c" }),
+          ScriptedModel.finalAnswer("never asked for")
+        ])
+      )
+    )
+  })
+
+  it.effect("R2.3 empty_output: empty responses are reminded, then stop past the budget", () => {
+    const seenByModel: Array<ReadonlyArray<Model.Message>> = []
+    const empty: ScriptedModel.Step = (request) => {
+      seenByModel.push([...request.messages])
+      return Model.response({})
+    }
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "say something", tools: [] })
+      assertStop(result, "empty_output")
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.counters.emptyOutputs, 3)
+      assert.deepStrictEqual(
+        ofTag(result.timeline, "reminder.injected").map((e) => e.kind),
+        ["empty_output", "empty_output"]
+      )
+      const last = seenByModel[1]?.at(-1)
+      assert.isTrue(last?._tag === "user" && last.content.includes("empty_output"))
+    }).pipe(Effect.provide(withScript([empty, empty, empty, ScriptedModel.finalAnswer("never asked for")])))
+  })
+
+  it.effect("R2.3 empty_output: a budget of 0 stops at the first empty response", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "say something", tools: [], limits: { maxEmptyOutputs: 0 } })
+      assertStop(result, "empty_output")
+      assert.strictEqual(result.counters.iterations, 1)
+    }).pipe(Effect.provide(withScript([Model.response({}), ScriptedModel.finalAnswer("late")])))
+  )
+
+  it.effect("R2.3 loop_detected: an unchanged observation warns the model first, then stops", () => {
+    const seen: Array<string> = []
+    const search = Tool.make({
+      name: "search",
+      description: "Search",
+      input: Schema.Struct({ q: Schema.String }),
+      output: Schema.String,
+      sideEffect: "read",
+      idempotent: true,
+      handler: ({ q }) =>
+        Effect.sync(() => {
+          seen.push(q)
+          return "no results"
+        })
+    })
+    let nextTurn: ReadonlyArray<Model.Message> = []
+    const capture: ScriptedModel.Step = (request) => {
+      nextTurn = [...request.messages]
+      return ScriptedModel.toolCall("search", { q: "report 2024" })
+    }
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "find it", tools: [search] })
+      assertStop(result, "loop_detected")
+      assert.deepStrictEqual(seen, ["report", "the report", "report 2024", "reports"])
+      const reminders = ofTag(result.timeline, "reminder.injected")
+      assert.deepStrictEqual(
+        reminders.map((e) => e.kind),
+        ["loop_warning", "loop_warning"]
+      )
+      const decided = ofTag(result.timeline, "termination.decided")[0]
+      assert.isTrue((reminders[0]?.seq ?? Infinity) < (decided?.seq ?? -1))
+      const last = nextTurn.at(-1)
+      assert.strictEqual(last?._tag, "user")
+      assert.include(last?._tag === "user" ? last.content : "", "loop_warning")
+      assert.strictEqual(result.counters.unchangedObservations, 3)
+    }).pipe(
+      Effect.provide(
+        withScript([
+          ScriptedModel.toolCall("search", { q: "report" }),
+          ScriptedModel.toolCall("search", { q: "the report" }),
+          capture,
+          ScriptedModel.toolCall("search", { q: "reports" }),
+          ScriptedModel.finalAnswer("never asked for")
+        ])
+      )
+    )
+  })
+
+  it.effect("R2.4 three same-code failures on different arguments inject a reminder before any stop", () => {
+    const store = makeStore()
+    let nextTurn: ReadonlyArray<Model.Message> = []
+    const capture: ScriptedModel.Step = (request) => {
+      nextTurn = [...request.messages]
+      return ScriptedModel.finalAnswer("I will list the directory")
+    }
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "read", tools: [store.read] })
+      assert.strictEqual(result.status, "completed")
+      const reminders = ofTag(result.timeline, "reminder.injected")
+      assert.deepStrictEqual(
+        reminders.map((e) => e.kind),
+        ["same_class_errors"]
+      )
+      const thirdFailure = ofTag(result.timeline, "tool.failed")[2]
+      assert.isTrue((thirdFailure?.seq ?? Infinity) < (reminders[0]?.seq ?? -1))
+      const last = nextTurn.at(-1)
+      assert.isTrue(last?._tag === "user" && last.content.includes("same_class_errors"))
+    }).pipe(
+      Effect.provide(
+        withScript([
+          ScriptedModel.toolCall("read_file", { name: "a.txt" }),
+          ScriptedModel.toolCall("read_file", { name: "b.txt" }),
+          ScriptedModel.toolCall("read_file", { name: "c.txt" }),
+          capture
+        ])
+      )
+    )
+  })
+
+  it.effect("R2.4 the error class is the failure's code: not_found is named, and different codes do not chain", () => {
+    const { tool } = failing({ hint: (q) => `failed on ${q}`, code: (q) => (q.startsWith("nf") ? "not_found" : q) })
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "call", tools: [tool] })
+      const reminders = ofTag(result.timeline, "reminder.injected")
+      // timeout, conflict, not_found: three different classes, no reminder; then three not_found in a row: one.
+      assert.strictEqual(reminders.length, 1)
+      assert.include(reminders[0]?.text ?? "", '"not_found"')
+      const fifthFailure = ofTag(result.timeline, "tool.failed")[4]
+      assert.isTrue((fifthFailure?.seq ?? Infinity) < (reminders[0]?.seq ?? -1))
+    }).pipe(
+      Effect.provide(
+        withScript([
+          ScriptedModel.toolCall("flaky", { q: "timeout" }),
+          ScriptedModel.toolCall("flaky", { q: "conflict" }),
+          ScriptedModel.toolCall("flaky", { q: "nf1" }),
+          ScriptedModel.toolCall("flaky", { q: "nf2" }),
+          ScriptedModel.toolCall("flaky", { q: "nf3" }),
+          ScriptedModel.finalAnswer("done")
+        ])
+      )
+    )
+  })
+})

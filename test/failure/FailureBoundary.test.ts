@@ -1,0 +1,69 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+
+const now = Date.UTC(2026, 11, 1, 12, 0, 0)
+
+describe("FailureBoundary", () => {
+  it("R3.2 408, 409, 429 and every 5xx are retryable; other 4xx are permanent", () => {
+    for (const status of [408, 409, 429, 500, 502, 503, 504, 599]) {
+      const failure = FailureBoundary.http({ status, now })
+      assert.strictEqual(failure._tag, "Retryable", String(status))
+      assert.strictEqual(failure.category, "transient_http")
+      assert.strictEqual(failure.code, `http_${status}`)
+    }
+    for (const status of [400, 401, 403, 404, 413, 422, 499]) {
+      const failure = FailureBoundary.http({ status, now })
+      assert.strictEqual(failure._tag, "Permanent", String(status))
+      assert.strictEqual(failure.category, "permanent_http")
+    }
+  })
+
+  it("R3.2 any other status is a permanent request failure", () => {
+    for (const status of [0, 200, 302, 600]) {
+      const failure = FailureBoundary.http({ status, now })
+      assert.strictEqual(failure._tag, "Permanent")
+      assert.strictEqual(failure.code, "request_failed")
+    }
+  })
+
+  it("R3.2 Retry-After is read as seconds and as an HTTP date", () => {
+    assert.strictEqual(FailureBoundary.retryAfterMillis("3", now), 3000)
+    assert.strictEqual(FailureBoundary.retryAfterMillis("0.5", now), 500)
+    assert.strictEqual(FailureBoundary.retryAfterMillis(new Date(now + 7000).toUTCString(), now), 7000)
+    assert.strictEqual(FailureBoundary.retryAfterMillis(new Date(now - 7000).toUTCString(), now), 0)
+    assert.isUndefined(FailureBoundary.retryAfterMillis("soon", now))
+    assert.isUndefined(FailureBoundary.retryAfterMillis(undefined, now))
+    const failure = FailureBoundary.http({ status: 429, retryAfter: "2", now })
+    assert.isTrue(failure._tag === "Retryable" && failure.retryAfterMillis === 2000)
+  })
+
+  it("R3.2 timeouts, connection errors and corrupt responses are retryable with their own codes", () => {
+    assert.strictEqual(
+      FailureBoundary.timeout({ source: "provider", layer: "first_byte", afterMillis: 50 }).code,
+      "first_byte_timeout"
+    )
+    assert.strictEqual(FailureBoundary.connection({ source: "provider", detail: "ECONNRESET" }).category, "connection")
+    assert.strictEqual(
+      FailureBoundary.corruptResponse({ source: "provider", detail: "Unexpected end" }).code,
+      "corrupt_response"
+    )
+  })
+
+  it("R3.1 an unknown error is permanent, and its detail stays out of the hint", () => {
+    const failure = FailureBoundary.unknown("provider", new Error("key sk-secret123 leaked"))
+    assert.strictEqual(failure._tag, "Permanent")
+    assert.notInclude(failure.hint, "sk-secret123")
+    assert.include(failure.diagnostic ?? "", "sk-secret123")
+    assert.notInclude(JSON.stringify(Failure.summarize(failure)), "sk-secret123")
+  })
+
+  it("R3.4 withAttempts keeps the class and every field but the attempt count", () => {
+    const failure = FailureBoundary.http({ status: 429, retryAfter: "1", now })
+    const carried = FailureBoundary.withAttempts(failure, 3)
+    assert.strictEqual(carried._tag, "Retryable")
+    assert.strictEqual(carried.attempts, 3)
+    assert.strictEqual(carried.code, "http_429")
+    assert.isTrue(carried._tag === "Retryable" && carried.retryAfterMillis === 1000)
+  })
+})

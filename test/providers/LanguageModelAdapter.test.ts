@@ -1,0 +1,379 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Duration, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import { AiError, LanguageModel, type Prompt, type Response, Tool } from "effect/ai"
+import { TestClock } from "effect/testing"
+import type * as Event from "../../src/events/Event.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as Model from "../../src/model/Model.ts"
+import * as LanguageModelAdapter from "../../src/providers/LanguageModelAdapter.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as AgentTool from "../../src/tools/Tool.ts"
+import { echo } from "../support/tools.ts"
+
+type Answer = Effect.Effect<Array<Response.PartEncoded>, AiError.AiError>
+
+const finish = (input: number, output: number): Response.PartEncoded => ({
+  type: "finish",
+  reason: "stop",
+  usage: {
+    inputTokens: { uncached: undefined, total: input, cacheRead: undefined, cacheWrite: undefined },
+    outputTokens: { total: output, text: undefined, reasoning: undefined }
+  }
+})
+
+/** A hand-made `LanguageModel` playing one answer per call and recording what it was asked. */
+const scripted = (answers: ReadonlyArray<Answer>) => {
+  const calls: Array<LanguageModel.ProviderOptions> = []
+  const layer = Layer.effect(
+    LanguageModel.LanguageModel,
+    LanguageModel.make({
+      generateText: (options) => {
+        calls.push(options)
+        return answers[calls.length - 1] ?? Effect.die(`no answer ${calls.length}`)
+      },
+      streamText: () => Stream.die("streamText is not used by the adapter")
+    })
+  )
+  return {
+    calls,
+    layer: LanguageModelAdapter.layer({ costPerMillionTokens: { input: 1, output: 2 } }).pipe(Layer.provide(layer))
+  }
+}
+
+const request = (options: Partial<Model.Request> = {}): Model.Request => ({
+  runId: "r",
+  iteration: 1,
+  messages: [{ _tag: "user", content: "hi" }],
+  tools: [],
+  deadlineAt: Number.MAX_SAFE_INTEGER,
+  ...options
+})
+
+const generate = (req: Model.Request) => Effect.flatMap(Model.Model, (model) => model.generate(req))
+
+const fail = (reason: AiError.AiErrorReason): Answer =>
+  Effect.fail(AiError.make({ module: "FakeProvider", method: "generateText", reason }))
+
+const failureOf = (exit: Exit.Exit<unknown, Failure.Failure>): Failure.Failure => {
+  if (Exit.isSuccess(exit)) throw new Error("expected a failure")
+  const failure = Cause.squash(exit.cause)
+  if (!Failure.isFailure(failure)) throw new Error(`expected a Failure, got ${String(failure)}`)
+  return failure
+}
+
+const echoDefinition: Model.ToolDefinition = {
+  name: "echo",
+  description: "Echo the text back",
+  parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] }
+}
+
+describe("LanguageModelAdapter", () => {
+  it.effect("R11 converts the conversation to a Prompt and the tools to dynamic tools with their JSON Schema", () => {
+    const { calls, layer } = scripted([Effect.succeed([{ type: "text", text: "ok" }, finish(3, 1)])])
+    return Effect.gen(function* () {
+      yield* generate(
+        request({
+          messages: [
+            { _tag: "system", content: "be brief" },
+            { _tag: "user", content: "echo hi" },
+            { _tag: "assistant", content: "", toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }] },
+            { _tag: "tool", toolCallId: "c1", name: "echo", content: "hi" }
+          ],
+          tools: [echoDefinition]
+        })
+      )
+      const options = calls[0]
+      const content: ReadonlyArray<Prompt.Message> = options?.prompt.content ?? []
+      assert.deepStrictEqual(
+        content.map((m) => m.role),
+        ["system", "user", "assistant", "tool"]
+      )
+      const assistant = content[2]
+      const toolCall = assistant?.role === "assistant" ? assistant.content[0] : undefined
+      assert.deepInclude(toolCall, { type: "tool-call", id: "c1", name: "echo", params: { text: "hi" } })
+      const tool = content[3]
+      const result = tool?.role === "tool" ? tool.content[0] : undefined
+      assert.deepInclude(result, { type: "tool-result", id: "c1", name: "echo", result: "hi" })
+      assert.deepStrictEqual(
+        options?.tools.map((t) => [t.name, Tool.getDescription(t), Tool.getJsonSchema(t)]),
+        [["echo", "Echo the text back", echoDefinition.parameters]]
+      )
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("R11 R3.5 returns the proposed tool calls without running them, even invalid or undeclared ones", () => {
+    const { layer } = scripted([
+      Effect.succeed([
+        { type: "text", text: "calling" },
+        { type: "tool-call", id: "a", name: "echo", params: { text: "hi" } },
+        { type: "tool-call", id: "b", name: "echo", params: { wrong: 1 } },
+        { type: "tool-call", id: "c", name: "not_a_tool", params: "{broken" },
+        finish(1_000, 500)
+      ])
+    ])
+    return Effect.gen(function* () {
+      const response = yield* generate(request({ tools: [echoDefinition] }))
+      assert.deepStrictEqual(response, {
+        text: "calling",
+        toolCalls: [
+          { id: "a", name: "echo", arguments: { text: "hi" } },
+          { id: "b", name: "echo", arguments: { wrong: 1 } },
+          { id: "c", name: "not_a_tool", arguments: "{broken" }
+        ],
+        usage: { inputTokens: 1_000, outputTokens: 500, costUsd: 0.002 },
+        finishReason: "stop"
+      })
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("R3.2 classifies AiError by its reason, not by its isRetryable flag", () => {
+    const http = (status: number, headers: Record<string, string> = {}) => ({ response: { status, headers } })
+    const cases: ReadonlyArray<readonly [AiError.AiErrorReason, string, string, string]> = [
+      [new AiError.RateLimitError({ retryAfter: Duration.seconds(2) }), "Retryable", "transient_http", "http_429"],
+      [
+        new AiError.RateLimitError({ http: http(429, { "retry-after": "3" }) }),
+        "Retryable",
+        "transient_http",
+        "http_429"
+      ],
+      [
+        new AiError.InternalProviderError({ description: "x", http: http(503) }),
+        "Retryable",
+        "transient_http",
+        "http_503"
+      ],
+      [new AiError.InternalProviderError({ description: "no status" }), "Retryable", "transient_http", "http_500"],
+      [new AiError.UnknownError({ http: http(408) }), "Retryable", "transient_http", "http_408"],
+      [new AiError.UnknownError({ http: http(404) }), "Permanent", "permanent_http", "http_404"],
+      [
+        new AiError.AuthenticationError({ kind: "InvalidKey", http: http(401) }),
+        "Permanent",
+        "permanent_http",
+        "http_401"
+      ],
+      [new AiError.AuthenticationError({ kind: "InsufficientPermissions" }), "Permanent", "permanent_http", "http_401"],
+      [new AiError.InvalidRequestError({ http: http(400) }), "Permanent", "permanent_http", "http_400"],
+      [new AiError.QuotaExhaustedError({ http: http(429) }), "Permanent", "request_failed", "request_failed"],
+      [
+        new AiError.NetworkError({
+          reason: "TransportError",
+          method: "POST",
+          url: "http://x",
+          cause: new Error("reset")
+        }),
+        "Retryable",
+        "connection",
+        "connection_error"
+      ],
+      [
+        new AiError.NetworkError({
+          reason: "TransportError",
+          method: "POST",
+          url: "http://x",
+          cause: new Cause.TimeoutError("slow")
+        }),
+        "Retryable",
+        "timeout",
+        "attempt_timeout"
+      ],
+      [
+        new AiError.NetworkError({ reason: "InvalidUrlError", method: "POST", url: "::" }),
+        "Permanent",
+        "request_failed",
+        "request_failed"
+      ],
+      [
+        new AiError.InvalidOutputError({ description: "bad part" }),
+        "Retryable",
+        "corrupt_response",
+        "corrupt_response"
+      ],
+      [
+        new AiError.InvalidResponseError({ description: "not json" }),
+        "Retryable",
+        "corrupt_response",
+        "corrupt_response"
+      ],
+      // effect/ai calls this retryable ("ask the model again"); as a provider failure it is not.
+      [
+        new AiError.ToolNotFoundError({ toolName: "x", availableTools: [] }),
+        "Permanent",
+        "request_failed",
+        "request_failed"
+      ],
+      [new AiError.UnknownError({ description: "?" }), "Permanent", "request_failed", "request_failed"]
+    ]
+    const { layer } = scripted(cases.map(([reason]) => fail(reason)))
+    return Effect.gen(function* () {
+      for (const [reason, tag, category, code] of cases) {
+        const failure = failureOf(yield* Effect.exit(generate(request())))
+        assert.deepStrictEqual([failure._tag, failure.category, failure.code], [tag, category, code], reason._tag)
+        assert.strictEqual(failure.source, "provider")
+        if (failure.category !== "timeout") assert.include(failure.diagnostic, reason._tag)
+      }
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("R3.2 Retry-After from a RateLimitError or its response headers is kept", () => {
+    const { layer } = scripted([
+      fail(new AiError.RateLimitError({ retryAfter: Duration.seconds(2) })),
+      fail(new AiError.RateLimitError({ http: { response: { status: 429, headers: { "retry-after": "3" } } } }))
+    ])
+    return Effect.gen(function* () {
+      for (const expected of [2_000, 3_000]) {
+        const failure = failureOf(yield* Effect.exit(generate(request())))
+        assert.strictEqual(failure._tag === "Retryable" ? failure.retryAfterMillis : undefined, expected)
+      }
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("R2.1 a negative token count is a corrupt_response, never a count (effect/ai refuses the rest)", () => {
+    const text = { type: "text", text: "a" } as const
+    const { layer } = scripted([
+      Effect.succeed([text, finish(-3, 1)]),
+      Effect.succeed([text, finish(1, -1)]),
+      Effect.succeed([text, finish(1.5, 1)]),
+      Effect.succeed([text, finish(Number.NaN, 1)])
+    ])
+    return Effect.gen(function* () {
+      for (let i = 0; i < 4; i++) {
+        const failure = failureOf(yield* Effect.exit(generate(request())))
+        assert.deepStrictEqual([failure._tag, failure.code], ["Retryable", "corrupt_response"], `answer ${i}`)
+      }
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("R3.1 a credential an AiError's message carries is scrubbed from the diagnostic", () => {
+    const key = "sk-live-abcdefghijklmnopqrstuvwxyz0123"
+    const { layer } = scripted([
+      fail(new AiError.InvalidRequestError({ description: `Authorization: Bearer ${key} was rejected` })),
+      fail(new AiError.AuthenticationError({ kind: "InvalidKey", http: { response: { status: 401, headers: {} } } })),
+      fail(new AiError.UnknownError({ description: `${"u".repeat(600)} ${key}` }))
+    ])
+    return Effect.gen(function* () {
+      for (let i = 0; i < 3; i++) {
+        const failure = failureOf(yield* Effect.exit(generate(request())))
+        for (const text of [failure.hint, failure.diagnostic ?? "", JSON.stringify(failure)]) {
+          assert.notInclude(text, "abcdefghijklmnop")
+        }
+      }
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("R4.2 a call still running at the request's deadline fails with an attempt timeout", () => {
+    const { layer } = scripted([Effect.never])
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.forkChild(Effect.exit(generate(request({ deadlineAt: 250 }))))
+      yield* TestClock.adjust("1 second")
+      const failure = failureOf(yield* Fiber.join(fiber))
+      assert.deepStrictEqual([failure._tag, failure.code], ["Retryable", "attempt_timeout"])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect(
+    "R11 R3.5 a full run on the adapter: unparsable arguments are corrected, the tool runs, and the run completes",
+    () => {
+      const { layer } = scripted([
+        Effect.succeed([
+          { type: "tool-call", id: "bad", name: "echo", params: '{"text": "unterminated' },
+          finish(10, 2)
+        ]),
+        Effect.succeed([{ type: "tool-call", id: "good", name: "echo", params: { text: "hi" } }, finish(10, 2)]),
+        Effect.succeed([{ type: "text", text: "hi" }, finish(10, 2)])
+      ])
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "say hi", tools: [echo] })
+        assert.strictEqual(result.status, "completed")
+        assert.strictEqual(result.finalAnswer, "hi")
+        const failed = result.timeline.filter(
+          (e): e is Extract<Event.Event, { _tag: "tool.failed" }> => e._tag === "tool.failed"
+        )
+        assert.deepStrictEqual(
+          failed.map((e) => [e.callId, e.error.code, e.error.correctable]),
+          [["bad", "invalid_arguments", true]]
+        )
+        assert.strictEqual(result.counters.inputTokens, 30)
+      }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+    }
+  )
+
+  it.effect(
+    "R11 tools go to effect/ai strict-ready, and a strict model's nulls come back in the tool's own shape",
+    () => {
+      const note = AgentTool.make({
+        name: "note",
+        description: "Write a note",
+        input: Schema.Struct({ title: Schema.String, tag: Schema.optional(Schema.String) }),
+        output: Schema.String,
+        sideEffect: "none",
+        handler: ({ title, tag }) => Effect.succeed(`${title}${tag ?? ""}`)
+      })
+      const { calls, layer } = scripted([
+        Effect.succeed([{ type: "tool-call", id: "n", name: "note", params: { title: "t", tag: null } }, finish(5, 1)]),
+        Effect.succeed([{ type: "text", text: "noted" }, finish(5, 1)])
+      ])
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "note", tools: [note] })
+        assert.strictEqual(result.status, "completed")
+        const succeeded = result.timeline.find((e) => e._tag === "tool.succeeded")
+        assert.deepStrictEqual(succeeded?._tag === "tool.succeeded" ? succeeded.input : undefined, { title: "t" })
+        const schema = calls[0]?.tools.map((t) => Tool.getJsonSchema(t))[0]
+        assert.deepStrictEqual(schema, AgentTool.definition(note).strict?.parameters)
+        assert.deepInclude(schema as object, { additionalProperties: false, required: ["title", "tag"] })
+      }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+    }
+  )
+
+  it.effect(
+    "R11 the finish reason, reasoning and usage details carry over: a cut-off answer is asked to finish",
+    () => {
+      const { calls, layer } = scripted([
+        Effect.succeed([
+          { type: "reasoning", text: "thinking hard" },
+          { type: "text", text: "The answer" },
+          {
+            type: "finish",
+            reason: "length",
+            usage: {
+              inputTokens: { uncached: 6, total: 10, cacheRead: 4, cacheWrite: undefined },
+              outputTokens: { total: 8, text: 3, reasoning: 5 }
+            }
+          }
+        ]),
+        Effect.succeed([{ type: "text", text: "The answer is 42." }, finish(10, 2)])
+      ])
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "answer", tools: [echo] })
+        assert.strictEqual(result.status, "completed")
+        const [first] = result.timeline.filter(
+          (e): e is Extract<Event.Event, { _tag: "model.responded" }> => e._tag === "model.responded"
+        )
+        assert.deepInclude(first, { finishReason: "length", reasoning: "thinking hard" })
+        assert.deepStrictEqual(first?.usage, {
+          inputTokens: 10,
+          outputTokens: 8,
+          cachedInputTokens: 4,
+          reasoningTokens: 5,
+          costUsd: (10 * 1 + 8 * 2) / 1_000_000
+        })
+        assert.strictEqual(result.counters.reasoningTokens, 5)
+        // The reasoning goes back with its turn.
+        const assistant = calls[1]?.prompt.content.find((m) => m.role === "assistant")
+        assert.deepInclude(assistant?.role === "assistant" ? assistant.content[0] : undefined, {
+          type: "reasoning",
+          text: "thinking hard"
+        })
+      }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+    }
+  )
+
+  it.effect("R11 an answer effect/ai reports content-filtered ends the run content_filtered", () => {
+    const filtered: Response.PartEncoded = { ...finish(1, 0), reason: "content-filter" } as Response.PartEncoded
+    const { layer } = scripted([Effect.succeed([filtered])])
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "answer", tools: [echo] })
+      assert.strictEqual(result.stopReason, "content_filtered")
+    }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+  })
+})

@@ -1,0 +1,580 @@
+import { NodeHttpClient, NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import {
+  Cause,
+  Clock,
+  ConfigProvider,
+  Effect,
+  Exit,
+  Fiber,
+  FileSystem,
+  Layer,
+  Result,
+  Schema,
+  type Scope
+} from "effect"
+import type * as HttpClient from "effect/http/HttpClient"
+import type * as Event from "../../src/events/Event.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as Model from "../../src/model/Model.ts"
+import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
+import * as OpenAiWire from "../../src/providers/OpenAiWire.ts"
+import * as OpenAiWireEncode from "../../src/providers/OpenAiWireEncode.ts"
+import * as Sse from "../../src/providers/Sse.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as FakeOpenAiServer from "../../src/testing/FakeOpenAiServer.ts"
+import * as FileTools from "../../src/tools/FileTools.ts"
+import * as Permission from "../../src/tools/Permission.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import * as Validation from "../../src/validation/Validation.ts"
+import { apiKey, classOf, failureOf, KEY, once, request, setup } from "../support/provider.ts"
+
+const transport = OpenAiCompatible.layerHttpClient()
+
+/** A test on real time and real sockets, with the reporting transport. */
+const live = <E>(name: string, body: () => Effect.Effect<void, E, Scope.Scope | HttpClient.HttpClient>) =>
+  it.live(name, () => body().pipe(Effect.provide(transport)))
+
+describe("OpenAiCompatible", () => {
+  describe("wire format", () => {
+    it("R11 server-sent events come out the same however the text is cut (LF, CRLF, CR, comments, multi-line data)", () => {
+      const text =
+        ': ping\r\ndata: {"a":1}\r\n\r\nevent: x\nid: 7\ndata: line1\ndata:line2\n\ndata: [DONE]\r\rdata: cut'
+      const expected = ['{"a":1}', "line1\nline2", "[DONE]"]
+      const feedAll = (parts: ReadonlyArray<string>) => {
+        const parser = Sse.parser({ maxEventLength: 1_000 })
+        return parts.flatMap((part) => Result.getOrThrow(parser.feed(part)))
+      }
+      assert.deepStrictEqual(feedAll([text]), expected)
+      assert.deepStrictEqual(feedAll([...text]), expected)
+      for (let i = 0; i <= text.length; i++) {
+        assert.deepStrictEqual(feedAll([text.slice(0, i), text.slice(i)]), expected, `cut at ${i}`)
+      }
+    })
+
+    it("R11 a response encodes to the wire and decodes back, plain and streamed", () => {
+      const response: Model.Response = {
+        text: "some text, longer than one piece",
+        toolCalls: [
+          { id: "a", name: "echo", arguments: '{"text": "hi"}' },
+          { id: "b", name: "broken", arguments: '{"unterminated' }
+        ],
+        usage: { inputTokens: 12, outputTokens: 34, cachedInputTokens: 4, reasoningTokens: 7 },
+        finishReason: "tool_calls",
+        reasoning: "first I think, then I call"
+      }
+      for (const dialect of ["openai", "deepseek"] as const) {
+        const plain = OpenAiWire.parseCompletion(
+          JSON.stringify(OpenAiWireEncode.completionBody(response, { model: "m", dialect }))
+        )
+        assert.deepStrictEqual(
+          Result.flatMap(plain, (c) => OpenAiWire.fromCompletion(c, { iteration: 1 })),
+          Result.succeed(response)
+        )
+        const acc = OpenAiWire.accumulator()
+        const data = OpenAiWireEncode.chunkData(response, { model: "m", dialect, pieceSize: 5 })
+        assert.strictEqual(data[data.length - 1], "[DONE]")
+        for (const d of data.slice(0, -1)) {
+          const chunk = OpenAiWire.parseChunk(d)
+          if (Result.isSuccess(chunk)) OpenAiWire.accumulate(acc, chunk.success)
+          else assert.fail(chunk.failure)
+        }
+        assert.deepStrictEqual(OpenAiWire.fromAccumulator(acc, { iteration: 1 }), Result.succeed(response))
+      }
+    })
+
+    it("R11 R12 a streamed chunk checked by hand is accepted exactly when the schema accepts it", () => {
+      const decode = Schema.decodeUnknownResult(OpenAiWire.Chunk)
+      const call = { index: 0, id: "c", type: "function", function: { name: "f", arguments: "{" } }
+      const chunks: ReadonlyArray<unknown> = [
+        { choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }], usage: null },
+        { choices: [{ delta: { reasoning_content: "r" } }] },
+        { choices: [{ delta: { tool_calls: [call] }, finish_reason: "tool_calls" }] },
+        { choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 1 } } },
+        { choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, prompt_cache_hit_tokens: 2 } },
+        { choices: [{ delta: null }] },
+        { choices: [], usage: { prompt_tokens: -1, completion_tokens: 2 } },
+        { choices: [], usage: { prompt_tokens: 1.5, completion_tokens: 2 } },
+        {
+          choices: [],
+          usage: { prompt_tokens: 1, completion_tokens: 2, prompt_tokens_details: { cached_tokens: -2 } }
+        },
+        { choices: [{ delta: { content: 7 } }] },
+        { choices: [{ delta: { tool_calls: [{ ...call, index: 0.5 }] } }] },
+        { choices: [{ delta: { tool_calls: [{ ...call, function: { name: 1 } }] } }] },
+        { choices: [{ finish_reason: 3 }] },
+        { choices: "none" },
+        { choices: [7] },
+        [],
+        null,
+        "text"
+      ]
+      for (const chunk of chunks) {
+        const fast = OpenAiWire.parseChunk(JSON.stringify(chunk))
+        assert.strictEqual(Result.isSuccess(fast), Result.isSuccess(decode(chunk)), JSON.stringify(chunk))
+      }
+      assert.isTrue(Result.isFailure(OpenAiWire.parseChunk("{not json")))
+    })
+
+    live("R11 sends the conversation, tool definitions and the key as a bearer token", () =>
+      Effect.gen(function* () {
+        const { server, model } = yield* setup([FakeOpenAiServer.reply({ text: "ok" })], { temperature: 0.2 })
+        const messages: ReadonlyArray<Model.Message> = [
+          { _tag: "system", content: "be brief" },
+          { _tag: "user", content: "echo hi" },
+          { _tag: "assistant", content: "", toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }] },
+          { _tag: "tool", toolCallId: "c1", name: "echo", content: "hi" }
+        ]
+        const parameters = { type: "object", properties: { text: { type: "string" } }, required: ["text"] }
+        yield* model.generate({
+          ...(yield* request({ messages })),
+          tools: [{ name: "echo", description: "Echo", parameters }]
+        })
+        const [recorded] = yield* server.requests
+        assert.strictEqual(recorded?.path, "/v1/chat/completions")
+        assert.strictEqual(recorded?.headers.authorization, `Bearer ${KEY}`)
+        assert.include(String(recorded?.headers["content-type"]), "application/json")
+        assert.deepStrictEqual(recorded?.body, {
+          model: "fake-model",
+          messages: [
+            { role: "system", content: "be brief" },
+            { role: "user", content: "echo hi" },
+            {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "c1", type: "function", function: { name: "echo", arguments: '{"text":"hi"}' } }]
+            },
+            { role: "tool", tool_call_id: "c1", content: "hi" }
+          ],
+          tools: [{ type: "function", function: { name: "echo", description: "Echo", parameters } }],
+          temperature: 0.2
+        })
+      })
+    )
+
+    live("R11 a plain answer gives text, raw tool-call arguments, usage and cost", () =>
+      Effect.gen(function* () {
+        const { exit } = yield* once(
+          FakeOpenAiServer.reply({
+            text: "calling",
+            toolCalls: [{ id: "c9", name: "echo", arguments: '{"text": "unterminated' }],
+            usage: { input: 1_000, output: 500 }
+          }),
+          { costPerMillionTokens: { input: 2, output: 8 } }
+        )
+        assert.deepStrictEqual(Exit.isSuccess(exit) ? exit.value : exit.cause, {
+          text: "calling",
+          toolCalls: [{ id: "c9", name: "echo", arguments: '{"text": "unterminated' }],
+          usage: { inputTokens: 1_000, outputTokens: 500, cachedInputTokens: 0, reasoningTokens: 0, costUsd: 0.006 },
+          finishReason: "tool_calls"
+        })
+      })
+    )
+
+    live("R11 a streamed answer adds up text and tool-call deltas by index, with usage from the last chunk", () =>
+      Effect.gen(function* () {
+        const { exit, requests } = yield* once(
+          FakeOpenAiServer.reply({
+            text: "two calls coming up",
+            toolCalls: [
+              { id: "a", name: "echo", arguments: '{"text": "a fairly long first argument"}' },
+              { id: "b", name: "read_file", arguments: '{"name": "notes.txt"}' }
+            ],
+            usage: { input: 42, output: 17 }
+          }),
+          { stream: true }
+        )
+        assert.deepStrictEqual(Exit.isSuccess(exit) ? exit.value : exit.cause, {
+          text: "two calls coming up",
+          toolCalls: [
+            { id: "a", name: "echo", arguments: '{"text": "a fairly long first argument"}' },
+            { id: "b", name: "read_file", arguments: '{"name": "notes.txt"}' }
+          ],
+          usage: { inputTokens: 42, outputTokens: 17, cachedInputTokens: 0, reasoningTokens: 0 },
+          finishReason: "tool_calls"
+        })
+        const body = requests[0]?.body
+        assert.deepInclude(body, { stream: true, stream_options: { include_usage: true } })
+      })
+    )
+  })
+
+  describe("classification (R3.2)", () => {
+    for (const stream of [false, true]) {
+      const mode = stream ? "streamed" : "plain"
+      live(`R3.2 R3.4 a 429 is retryable with Retry-After, in exactly one request (${mode})`, () =>
+        Effect.gen(function* () {
+          const { exit, requests } = yield* once(FakeOpenAiServer.status(429, { retryAfter: "1" }), { stream })
+          const failure = failureOf(exit)
+          assert.deepStrictEqual(classOf(failure), ["Retryable", "transient_http", "http_429"])
+          assert.strictEqual(failure._tag === "Retryable" ? failure.retryAfterMillis : undefined, 1_000)
+          assert.strictEqual(requests.length, 1)
+        })
+      )
+
+      live(`R3.2 a reset before the headers and one mid-body are retryable connection errors (${mode})`, () =>
+        Effect.gen(function* () {
+          for (const step of [FakeOpenAiServer.reset(), FakeOpenAiServer.reset({ afterChunks: 2 })]) {
+            const { exit, requests } = yield* once(step, { stream })
+            assert.deepStrictEqual(classOf(failureOf(exit)), ["Retryable", "connection", "connection_error"])
+            assert.strictEqual(requests.length, 1)
+          }
+        })
+      )
+
+      live(`R3.2 corrupt and truncated bodies are retryable corrupt_response (${mode})`, () =>
+        Effect.gen(function* () {
+          for (const step of [FakeOpenAiServer.corrupt, FakeOpenAiServer.truncated]) {
+            const { exit } = yield* once(step, { stream })
+            assert.deepStrictEqual(classOf(failureOf(exit)), ["Retryable", "corrupt_response", "corrupt_response"])
+          }
+        })
+      )
+    }
+
+    live("R3.2 R3.4 408, 409 and 5xx are retryable; other 4xx are permanent; one request each", () =>
+      Effect.gen(function* () {
+        const cases: ReadonlyArray<readonly [number, string, string]> = [
+          [408, "Retryable", "transient_http"],
+          [409, "Retryable", "transient_http"],
+          [500, "Retryable", "transient_http"],
+          [502, "Retryable", "transient_http"],
+          [503, "Retryable", "transient_http"],
+          [400, "Permanent", "permanent_http"],
+          [401, "Permanent", "permanent_http"],
+          [404, "Permanent", "permanent_http"]
+        ]
+        for (const [status, tag, category] of cases) {
+          const { exit, requests } = yield* once(FakeOpenAiServer.status(status, { message: `said ${status}` }))
+          const failure = failureOf(exit)
+          assert.deepStrictEqual(classOf(failure), [tag, category, `http_${status}`])
+          assert.include(failure.diagnostic, `said ${status}`)
+          assert.strictEqual(requests.length, 1)
+        }
+      })
+    )
+
+    live("R3.2 a refused connection is a retryable connection error", () =>
+      Effect.gen(function* () {
+        const { url } = yield* Effect.scoped(FakeOpenAiServer.make([]).pipe(Effect.map((s) => ({ url: s.url }))))
+        const model = yield* OpenAiCompatible.make({ baseUrl: url, model: "m", apiKey })
+        const failure = failureOf(yield* Effect.exit(model.generate(yield* request())))
+        assert.deepStrictEqual(classOf(failure), ["Retryable", "connection", "connection_error"])
+        assert.include(failure.diagnostic, "ECONNREFUSED")
+      })
+    )
+  })
+
+  describe("timeouts (R4.1, R4.2)", () => {
+    live("R4.1 headers later than the first-byte timeout fail first_byte, and the request is aborted", () =>
+      Effect.gen(function* () {
+        const step = FakeOpenAiServer.delay(2_000, FakeOpenAiServer.reply({ text: "late" }))
+        const { exit, elapsed, server } = yield* once(step, { timeouts: { firstByte: 100 } })
+        assert.deepStrictEqual(classOf(failureOf(exit)), ["Retryable", "timeout", "first_byte_timeout"])
+        assert.isBelow(elapsed, 1_000)
+        assert.isTrue((yield* server.whenClosed(0).pipe(Effect.timeout("2 seconds"))).closedEarly)
+      })
+    )
+
+    live("R4.1 a stream that stalls longer than the idle-read timeout fails idle_read", () =>
+      Effect.gen(function* () {
+        const step = FakeOpenAiServer.stall({
+          afterChunks: 2,
+          millis: 2_000,
+          next: FakeOpenAiServer.reply({ text: "x" })
+        })
+        const { exit, elapsed, server } = yield* once(step, { stream: true, timeouts: { idleRead: 100 } })
+        assert.deepStrictEqual(classOf(failureOf(exit)), ["Retryable", "timeout", "idle_read_timeout"])
+        assert.isBelow(elapsed, 1_000)
+        assert.isTrue((yield* server.whenClosed(0).pipe(Effect.timeout("2 seconds"))).closedEarly)
+      })
+    )
+
+    live("R4.1 a stall shorter than the idle-read timeout is only slow", () =>
+      Effect.gen(function* () {
+        const step = FakeOpenAiServer.stall({ millis: 100, next: FakeOpenAiServer.reply({ text: "slow but whole" }) })
+        const { exit } = yield* once(step, { stream: true, timeouts: { idleRead: 1_000 } })
+        assert.strictEqual(Exit.isSuccess(exit) ? exit.value.text : undefined, "slow but whole")
+      })
+    )
+
+    live("R4.1 a connect that does not complete fails connect, not first_byte", () =>
+      Effect.gen(function* () {
+        const { url } = yield* FakeOpenAiServer.unreachable
+        const model = yield* OpenAiCompatible.make({ baseUrl: url, model: "m", apiKey, timeouts: { connect: 100 } })
+        const start = yield* Clock.currentTimeMillis
+        const failure = failureOf(yield* Effect.exit(model.generate(yield* request())))
+        assert.deepStrictEqual(classOf(failure), ["Retryable", "timeout", "connect_timeout"])
+        assert.isBelow((yield* Clock.currentTimeMillis) - start, 1_000)
+      })
+    )
+
+    live("R4.2 every phase is capped by the request's deadline, and then reports the attempt layer", () =>
+      Effect.gen(function* () {
+        const long = { connect: 10_000, firstByte: 10_000, idleRead: 10_000 }
+        const late = yield* once(FakeOpenAiServer.delay(3_000, FakeOpenAiServer.reply({})), { timeouts: long }, 150)
+        assert.deepStrictEqual(classOf(failureOf(late.exit)), ["Retryable", "timeout", "attempt_timeout"])
+        assert.match(failureOf(late.exit).hint, /attempt timeout of 1[45]\d ms/)
+        assert.isBelow(late.elapsed, 1_000)
+        const stalled = yield* once(
+          FakeOpenAiServer.stall({ millis: 3_000, next: FakeOpenAiServer.reply({ text: "x" }) }),
+          { stream: true, timeouts: long },
+          150
+        )
+        assert.deepStrictEqual(classOf(failureOf(stalled.exit)), ["Retryable", "timeout", "attempt_timeout"])
+        assert.isBelow(stalled.elapsed, 1_000)
+        const { url } = yield* FakeOpenAiServer.unreachable
+        const model = yield* OpenAiCompatible.make({ baseUrl: url, model: "m", apiKey, timeouts: long })
+        const unconnected = failureOf(yield* Effect.exit(model.generate(yield* request({ deadlineIn: 150 }))))
+        assert.deepStrictEqual(classOf(unconnected), ["Retryable", "timeout", "attempt_timeout"])
+        const past = yield* once(FakeOpenAiServer.reply({}), {}, -1)
+        assert.strictEqual(failureOf(past.exit).code, "attempt_timeout")
+        assert.strictEqual(past.requests.length, 0)
+      })
+    )
+
+    live("R4.3 a deadline that is the step's or the run's is reported as that layer", () =>
+      Effect.gen(function* () {
+        const long = { connect: 10_000, firstByte: 10_000, idleRead: 10_000 }
+        for (const layer of ["step", "run"] as const) {
+          const { model } = yield* setup([FakeOpenAiServer.delay(3_000, FakeOpenAiServer.reply({}))], {
+            timeouts: long
+          })
+          const failure = failureOf(
+            yield* Effect.exit(model.generate(yield* request({ deadlineIn: 100, deadlineLayer: layer })))
+          )
+          assert.strictEqual(failure.code, `${layer}_timeout`)
+          assert.strictEqual(failure.timeout?.layer, layer)
+        }
+      })
+    )
+  })
+
+  describe("cancellation (R5.1)", () => {
+    live("R5.1 interrupting the fiber aborts the request: the server sees the connection close", () =>
+      Effect.gen(function* () {
+        for (const [step, stream] of [
+          [FakeOpenAiServer.delay(5_000, FakeOpenAiServer.reply({})), false],
+          [FakeOpenAiServer.stall({ millis: 5_000, next: FakeOpenAiServer.reply({ text: "x" }) }), true]
+        ] as const) {
+          const { server, model } = yield* setup([step], { stream })
+          const fiber = yield* Effect.forkChild(model.generate(yield* request()))
+          yield* Effect.sleep(100)
+          yield* Fiber.interrupt(fiber)
+          const record = yield* server.whenClosed(0).pipe(Effect.timeout("2 seconds"))
+          assert.isTrue(record.closedEarly)
+        }
+      })
+    )
+  })
+
+  describe("the API key (R3.1)", () => {
+    live("R3.1 the key is only in the Authorization header, and in no failure, even when the server echoes it", () =>
+      Effect.gen(function* () {
+        const steps = [
+          FakeOpenAiServer.status(401, { message: `Incorrect API key provided: ${KEY}` }),
+          FakeOpenAiServer.status(429, { retryAfter: "1" }),
+          FakeOpenAiServer.status(500),
+          FakeOpenAiServer.reset(),
+          FakeOpenAiServer.reset({ afterChunks: 1 }),
+          FakeOpenAiServer.corrupt,
+          FakeOpenAiServer.truncated,
+          FakeOpenAiServer.delay(1_000, FakeOpenAiServer.reply({}))
+        ]
+        const { server, model } = yield* setup(steps, { stream: true, timeouts: { firstByte: 50 } })
+        const failures: Array<Failure.Failure> = []
+        for (const _ of steps) failures.push(failureOf(yield* Effect.exit(model.generate(yield* request()))))
+        for (const failure of failures) {
+          const shown = [
+            JSON.stringify(failure),
+            String(failure),
+            failure.message,
+            failure.hint,
+            failure.diagnostic ?? ""
+          ]
+          for (const text of shown) assert.notInclude(text, KEY)
+          assert.notInclude(JSON.stringify(Schema.encodeSync(Failure.Failure)(failure)), KEY)
+        }
+        assert.include(failures[0]?.diagnostic, "Incorrect API key provided: <redacted>")
+        for (const recorded of yield* server.requests) {
+          const { authorization, ...others } = recorded.headers
+          assert.strictEqual(authorization, `Bearer ${KEY}`)
+          assert.notInclude(JSON.stringify(others), KEY)
+          assert.notInclude(recorded.rawBody, KEY)
+          assert.notInclude(recorded.path, KEY)
+        }
+      })
+    )
+  })
+
+  describe("configuration", () => {
+    it("R11 presets fill the base URL and the model", () => {
+      const openai = OpenAiCompatible.openai({ apiKey })
+      assert.strictEqual(openai.baseUrl, "https://api.openai.com/v1")
+      assert.strictEqual(openai.model, "gpt-4o-mini")
+      const deepseek = OpenAiCompatible.deepseek({ apiKey, model: "deepseek-reasoner", stream: true })
+      assert.deepInclude(deepseek, { baseUrl: "https://api.deepseek.com", model: "deepseek-reasoner", stream: true })
+    })
+
+    live("R11 layerConfig reads the key, base URL and model from the environment", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({ text: "configured" })])
+        const env = { DEEPSEEK_API_KEY: KEY, DEEPSEEK_BASE_URL: server.url, DEEPSEEK_MODEL: "deepseek-chat" }
+        const response = yield* Effect.gen(function* () {
+          return yield* (yield* Model.Model).generate(yield* request())
+        }).pipe(
+          Effect.provide(OpenAiCompatible.layerConfig("deepseek")),
+          Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))
+        )
+        assert.strictEqual(response.text, "configured")
+        const [recorded] = yield* server.requests
+        assert.strictEqual(recorded?.headers.authorization, `Bearer ${KEY}`)
+        assert.deepInclude(recorded?.body, { model: "deepseek-chat" })
+      })
+    )
+
+    live("R11 layerConfig without a key fails naming the missing variable, and never prints a key", () =>
+      Effect.gen(function* () {
+        const exit = yield* Effect.exit(
+          Layer.build(OpenAiCompatible.layerConfig(OpenAiCompatible.OpenAi)).pipe(
+            Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: {} })))
+          )
+        )
+        assert.isTrue(Exit.isFailure(exit))
+        assert.include(Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "", "OPENAI_API_KEY is not set")
+      })
+    )
+
+    live("R11 any HttpClient works: over NodeHttpClient (undici) a plain answer and an abort", () =>
+      Effect.gen(function* () {
+        const { server, model } = yield* setup([
+          FakeOpenAiServer.reply({ text: "via undici" }),
+          FakeOpenAiServer.delay(2_000, FakeOpenAiServer.reply({}))
+        ])
+        const response = yield* model.generate(yield* request())
+        assert.strictEqual(response.text, "via undici")
+        const failure = failureOf(
+          yield* Effect.exit(
+            OpenAiCompatible.make({
+              baseUrl: server.url,
+              model: "m",
+              apiKey,
+              timeouts: { connect: 50, firstByte: 50 }
+            }).pipe(Effect.flatMap((m) => Effect.flatMap(request(), m.generate)))
+          )
+        )
+        // Without connection reports, connect and first byte are one wait (here 100 ms), reported as first_byte.
+        assert.strictEqual(failure.code, "first_byte_timeout")
+        assert.isTrue((yield* server.whenClosed(1).pipe(Effect.timeout("3 seconds"))).closedEarly)
+      }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+    )
+  })
+})
+
+const WireMessages = Schema.Struct({
+  messages: Schema.Array(Schema.Struct({ role: Schema.String, tool_call_id: Schema.optional(Schema.String) }))
+})
+const Insight = Schema.Struct({ title: Schema.String, rows: Schema.Array(Schema.Number) })
+const writeReport = (args: string, id: string): FakeOpenAiServer.Step =>
+  FakeOpenAiServer.reply({
+    toolCalls: [{ id, name: "write_json_file", arguments: args }],
+    usage: { input: 100, output: 20 }
+  })
+const goodArgs = JSON.stringify({ path: "insight_report.json", content: { title: "Insights", rows: [1, 2, 3] } })
+
+/** The seed task, driven by the real client against the fake server. */
+const seedRun = (script: ReadonlyArray<FakeOpenAiServer.Step>, options: Partial<OpenAiCompatible.Options> = {}) =>
+  Effect.gen(function* () {
+    const server = yield* FakeOpenAiServer.make(script)
+    const fs = yield* FileSystem.FileSystem
+    const root = yield* fs.makeTempDirectoryScoped({ prefix: "provider-e2e-" })
+    const tools = yield* FileTools.make({ root })
+    const model = OpenAiCompatible.layer({ baseUrl: server.url, model: "fake-model", apiKey, ...options })
+    const result = yield* Run.run({
+      goal: "Write insight_report.json",
+      tools: tools.all,
+      limits: { runTimeout: "20 seconds" },
+      validation: {
+        root,
+        plan: [Validation.step("write-report", "write the report", [Criterion.toolSucceeded("write_json_file")])],
+        artifacts: [Validation.artifact("insight_report.json", { schema: Insight })]
+      }
+    }).pipe(Effect.provide(Permission.layer({ roots: [root] })), Effect.provide(model))
+    return { result, requests: yield* server.requests }
+  }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, transport)))
+
+const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
+  timeline.filter((e): e is Extract<Event.Event, { _tag: T }> => e._tag === tag)
+
+describe("OpenAiCompatible in a full run", () => {
+  live("R11 R6.1 a run with a real tool, driven over HTTP, writes the artifact and completes after validation", () =>
+    Effect.gen(function* () {
+      const { result, requests } = yield* seedRun([
+        writeReport(goodArgs, "w1"),
+        FakeOpenAiServer.reply({ text: "The report is written." })
+      ])
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(result.stopReason, "goal_reached")
+      assert.strictEqual(result.finalAnswer, "The report is written.")
+      assert.isTrue(result.checks.every((c) => c.passed))
+      assert.strictEqual(result.counters.inputTokens, 110)
+      assert.strictEqual(requests.length, 2)
+      // The second request carries the tool result back under its call id.
+      const { messages } = Schema.decodeUnknownSync(WireMessages)(requests[1]?.body)
+      assert.isTrue(messages.some((m) => m.role === "tool" && m.tool_call_id === "w1"))
+      assert.notInclude(JSON.stringify(result), KEY)
+    })
+  )
+
+  live("R3.5 malformed argument JSON from the provider is a correctable invalid_arguments result, then corrected", () =>
+    Effect.gen(function* () {
+      const { result } = yield* seedRun(
+        [
+          writeReport('{"path": "insight_report.json", "content": {"title": "Ins', "bad"),
+          writeReport(goodArgs, "good"),
+          FakeOpenAiServer.reply({ text: "done" })
+        ],
+        { stream: true }
+      )
+      const [failed] = ofTag(result.timeline, "tool.failed")
+      assert.strictEqual(failed?.callId, "bad")
+      assert.strictEqual(failed?.error.code, "invalid_arguments")
+      assert.isTrue(failed?.error.correctable)
+      assert.strictEqual(result.status, "completed")
+    })
+  )
+
+  live("R3.3 R11 a run recovers from a 429 and a stalled stream, each retried once, and completes", () =>
+    Effect.gen(function* () {
+      const { result, requests } = yield* seedRun(
+        [
+          FakeOpenAiServer.status(429, { retryAfter: "0.05" }),
+          writeReport(goodArgs, "w1"),
+          FakeOpenAiServer.stall({ millis: 5_000, next: FakeOpenAiServer.reply({ text: "never" }) }),
+          FakeOpenAiServer.reply({ text: "done after recovering" })
+        ],
+        { stream: true, timeouts: { idleRead: 150 } }
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(result.finalAnswer, "done after recovering")
+      assert.deepStrictEqual(
+        ofTag(result.timeline, "recovery.started").map((e) => [e.kind, e.cause]),
+        [
+          ["provider_retry", "http_429"],
+          ["provider_retry", "idle_read_timeout"]
+        ]
+      )
+      assert.strictEqual(requests.length, 4)
+    })
+  )
+
+  live("R3.4 a permanent 401 ends the run model_error after exactly one request", () =>
+    Effect.gen(function* () {
+      const { result, requests } = yield* seedRun([FakeOpenAiServer.status(401, { message: "bad key" })])
+      assert.strictEqual(result.stopReason, "model_error")
+      assert.include(result.detail, "HTTP 401")
+      assert.strictEqual(requests.length, 1)
+      assert.strictEqual(ofTag(result.timeline, "recovery.started").length, 0)
+    })
+  )
+})

@@ -1,0 +1,520 @@
+/**
+ * The client against a fake as strict as the real APIs (R11): per-model options and
+ * what each sends to OpenAI and to DeepSeek, strict tool schemas, finish reasons, usage
+ * and cost, errors inside a stream, and DeepSeek's thinking mode with tools, each
+ * through `OpenAiCompatible` and `FakeOpenAiServer` over a real socket.
+ */
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Schema, type Scope } from "effect"
+import type * as HttpClient from "effect/http/HttpClient"
+import type * as Event from "../../src/events/Event.ts"
+import type * as Model from "../../src/model/Model.ts"
+import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as FakeOpenAiServer from "../../src/testing/FakeOpenAiServer.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import { apiKey, classOf, failureOf, KEY, once, request } from "../support/provider.ts"
+import { echo } from "../support/tools.ts"
+
+const transport = OpenAiCompatible.layerHttpClient()
+
+const live = <E>(name: string, body: () => Effect.Effect<void, E, Scope.Scope | HttpClient.HttpClient>) =>
+  it.live(name, () => body().pipe(Effect.provide(transport)))
+
+const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
+  timeline.filter((e): e is Extract<Event.Event, { _tag: T }> => e._tag === tag)
+
+type Json = Record<string, unknown>
+const bodyOf = (recorded: FakeOpenAiServer.RecordedRequest | undefined): Json => (recorded?.body ?? {}) as Json
+const messagesOf = (recorded: FakeOpenAiServer.RecordedRequest | undefined) =>
+  (bodyOf(recorded).messages ?? []) as ReadonlyArray<Json>
+
+const note = Tool.make({
+  name: "note",
+  description: "Write a note",
+  input: Schema.Struct({ title: Schema.String, tag: Schema.optional(Schema.String), score: Schema.Number }),
+  output: Schema.String,
+  sideEffect: "none",
+  idempotent: true,
+  handler: ({ title, tag }) => Effect.succeed(`${title}${tag === undefined ? "" : ` #${tag}`}`)
+})
+
+/** A whole run with the real client against a fake playing `script`. */
+const runWith = (
+  script: FakeOpenAiServer.Script,
+  options: Partial<OpenAiCompatible.Options> = {},
+  server: FakeOpenAiServer.Options = {},
+  tools: ReadonlyArray<Tool.Any<never>> = [echo]
+) =>
+  Effect.gen(function* () {
+    const fake = yield* FakeOpenAiServer.make(script, server)
+    const model = OpenAiCompatible.layer({ baseUrl: fake.url, model: "fake-model", apiKey, ...options })
+    const result = yield* Run.run({ goal: "use the tools", tools, limits: { runTimeout: "20 seconds" } }).pipe(
+      Effect.provide(model)
+    )
+    return { result, requests: yield* fake.requests }
+  }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, transport)))
+
+const echoCall = (text: string, id?: string): FakeOpenAiServer.ToolCall => ({
+  ...(id === undefined ? {} : { id }),
+  name: "echo",
+  arguments: JSON.stringify({ text })
+})
+
+const echoDefinition = (): Model.ToolDefinition => Tool.definition(echo)
+
+describe("per-model options (R11)", () => {
+  live("R11 each option is sent under OpenAI's name, and only what OpenAI takes", () =>
+    Effect.gen(function* () {
+      const { requests } = yield* once(
+        FakeOpenAiServer.reply({ text: "ok" }),
+        {
+          maxOutputTokens: 256,
+          toolChoice: { tool: "echo" },
+          parallelToolCalls: false,
+          strict: true,
+          temperature: 0.5,
+          reasoning: { effort: "low" }
+        },
+        undefined,
+        [echoDefinition()]
+      )
+      const body = bodyOf(requests[0])
+      assert.deepInclude(body, {
+        max_completion_tokens: 256,
+        tool_choice: { type: "function", function: { name: "echo" } },
+        parallel_tool_calls: false,
+        temperature: 0.5,
+        reasoning_effort: "low"
+      })
+      assert.notProperty(body, "max_tokens")
+      assert.notProperty(body, "thinking")
+      assert.deepStrictEqual(body.tools, [
+        {
+          type: "function",
+          function: {
+            name: "echo",
+            description: "Echo the text back",
+            parameters: Tool.definition(echo).strict?.parameters,
+            strict: true
+          }
+        }
+      ])
+    })
+  )
+
+  live(
+    "R11 the DeepSeek preset sends the output cap as max_tokens, thinking and reasoning_effort, and no parallel_tool_calls",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({ text: "ok" })], { api: "deepseek" })
+        const model = yield* OpenAiCompatible.make(
+          OpenAiCompatible.deepseek({
+            apiKey,
+            baseUrl: server.url,
+            maxOutputTokens: 256,
+            toolChoice: "required",
+            reasoning: { thinking: true, effort: "max" },
+            temperature: 0.2
+          })
+        )
+        yield* model.generate({ ...(yield* request()), tools: [echoDefinition()] })
+        const body = bodyOf((yield* server.requests)[0])
+        assert.deepInclude(body, {
+          model: "deepseek-v4-flash",
+          max_tokens: 256,
+          tool_choice: "required",
+          thinking: { type: "enabled" },
+          reasoning_effort: "max",
+          temperature: 0.2
+        })
+        for (const absent of ["max_completion_tokens", "parallel_tool_calls"]) assert.notProperty(body, absent)
+      })
+  )
+
+  it.effect("R11 an option value that cannot work fails with a typed InvalidOptions naming the field", () =>
+    Effect.gen(function* () {
+      const base: OpenAiCompatible.Options = { baseUrl: "http://127.0.0.1:9/v1", model: "m", apiKey }
+      const cases: ReadonlyArray<readonly [Partial<OpenAiCompatible.Options> | Record<string, unknown>, string]> = [
+        [{ temperature: 3 }, "temperature"],
+        [{ temperature: Number.NaN }, "temperature"],
+        [{ maxOutputTokens: 0 }, "maxOutputTokens"],
+        [{ maxOutputTokens: 1.5 }, "maxOutputTokens"],
+        [{ toolChoice: "sometimes" }, "toolChoice"],
+        [{ parallelToolCalls: "yes" }, "parallelToolCalls"],
+        [{ reasoning: { effort: "max" } }, "reasoning.effort"],
+        [{ reasoning: { thinking: true } }, "reasoning.thinking"],
+        [{ dialect: "deepseek", parallelToolCalls: true }, "parallelToolCalls"],
+        [{ dialect: "deepseek", reasoning: { effort: "none" } }, "reasoning.effort"],
+        [{ dialect: "anthropic" }, "dialect"],
+        [{ baseUrl: "not a url" }, "baseUrl"],
+        [{ baseUrl: "ftp://example.com" }, "baseUrl"],
+        [{ model: "" }, "model"],
+        [{ apiKey: KEY }, "apiKey"],
+        [{ timeouts: { connect: "soon" } }, "timeouts.connect"],
+        [{ costPerMillionTokens: { input: -1, output: 1 } }, "costPerMillionTokens"]
+      ]
+      for (const [options, field] of cases) {
+        const error = yield* Effect.flip(OpenAiCompatible.make({ ...base, ...options } as OpenAiCompatible.Options))
+        assert.instanceOf(error, OpenAiCompatible.InvalidOptions, JSON.stringify(options))
+        assert.include(error.message, field, JSON.stringify(options))
+        assert.notInclude(error.message, KEY)
+      }
+    }).pipe(Effect.provide(transport))
+  )
+
+  live("R11 a toolChoice naming a tool the run does not have fails for good before any request", () =>
+    Effect.gen(function* () {
+      const { exit, requests } = yield* once(FakeOpenAiServer.reply({}), { toolChoice: { tool: "nope" } }, undefined, [
+        echoDefinition()
+      ])
+      const failure = failureOf(exit)
+      assert.deepStrictEqual(classOf(failure), ["Permanent", "invalid_options", "invalid_options"])
+      assert.include(failure.hint, 'toolChoice names "nope", which is not one of the run\'s tools (echo)')
+      assert.strictEqual(requests.length, 0)
+    })
+  )
+
+  live(
+    "R11 R3.5 strict: tools go in their strict form, and a strict model's nulls come back in the tool's own shape",
+    () =>
+      Effect.gen(function* () {
+        const { result, requests } = yield* runWith(
+          [
+            FakeOpenAiServer.reply({
+              toolCalls: [{ id: "n1", name: "note", arguments: '{"title": "hello", "tag": null, "score": 2}' }]
+            }),
+            FakeOpenAiServer.reply({ text: "noted" })
+          ],
+          { strict: true },
+          {},
+          [note]
+        )
+        assert.strictEqual(result.status, "completed")
+        const [succeeded] = ofTag(result.timeline, "tool.succeeded")
+        assert.deepStrictEqual(succeeded?.input, { title: "hello", score: 2 })
+        assert.strictEqual(succeeded?.output, "hello")
+        const tool = (bodyOf(requests[0]).tools as ReadonlyArray<Json>)[0]?.function as Json
+        assert.isTrue(tool.strict)
+        assert.deepStrictEqual(tool.parameters, {
+          type: "object",
+          properties: {
+            title: { type: "string" },
+            tag: { anyOf: [{ type: "string" }, { type: "null" }] },
+            score: { type: "number" }
+          },
+          required: ["title", "tag", "score"],
+          additionalProperties: false
+        })
+      })
+  )
+
+  live("R11 without strict, a number is still described as a number, and the tool runs", () =>
+    Effect.gen(function* () {
+      const { result, requests } = yield* runWith(
+        [
+          FakeOpenAiServer.reply({ toolCalls: [{ name: "note", arguments: '{"title": "t", "score": 1.5}' }] }),
+          FakeOpenAiServer.reply({ text: "noted" })
+        ],
+        {},
+        {},
+        [note]
+      )
+      assert.strictEqual(result.status, "completed")
+      const tool = (bodyOf(requests[0]).tools as ReadonlyArray<Json>)[0]?.function as Json
+      assert.notProperty(tool, "strict")
+      assert.deepStrictEqual((tool.parameters as Json).properties, {
+        title: { type: "string" },
+        tag: { anyOf: [{ type: "string" }, { type: "null" }] },
+        score: { type: "number" }
+      })
+    })
+  )
+})
+
+describe("finish reasons over HTTP (R11)", () => {
+  for (const stream of [false, true]) {
+    const mode = stream ? "streamed" : "plain"
+    live(`R11 an answer cut off at the output cap is sent back to be finished, shorter, then completes (${mode})`, () =>
+      Effect.gen(function* () {
+        const { result, requests } = yield* runWith(
+          [
+            FakeOpenAiServer.reply({ text: "The answer is", finishReason: "length" }),
+            FakeOpenAiServer.reply({ text: "The answer is 42." })
+          ],
+          { stream, maxOutputTokens: 5 }
+        )
+        assert.strictEqual(result.status, "completed")
+        assert.strictEqual(result.finalAnswer, "The answer is 42.")
+        assert.strictEqual(ofTag(result.timeline, "model.responded")[0]?.finishReason, "length")
+        const second = messagesOf(requests[1])
+        assert.deepInclude(second[second.length - 2], { role: "assistant", content: "The answer is" })
+        assert.include(String(second[second.length - 1]?.content), "cut off")
+      })
+    )
+  }
+
+  live("R11 a truncated answer never completes: past the correction budget the run stops output_truncated", () =>
+    Effect.gen(function* () {
+      const cut = FakeOpenAiServer.reply({ text: "The", finishReason: "length" })
+      const { result, requests } = yield* runWith(() => cut)
+      assert.strictEqual(result.stopReason, "output_truncated")
+      assert.strictEqual(requests.length, 4)
+    })
+  )
+
+  live("R11 a filtered answer ends the run content_filtered after one request", () =>
+    Effect.gen(function* () {
+      const { result, requests } = yield* runWith([
+        FakeOpenAiServer.reply({ text: "", finishReason: "content_filter" })
+      ])
+      assert.strictEqual(result.stopReason, "content_filtered")
+      assert.strictEqual(ofTag(result.timeline, "model.failed")[0]?.failure.code, "content_filtered")
+      assert.strictEqual(requests.length, 1)
+    })
+  )
+
+  live("R11 R3.5 tool-call arguments cut off at the cap are a correctable result, then corrected (streamed)", () =>
+    Effect.gen(function* () {
+      const { result } = yield* runWith(
+        [
+          FakeOpenAiServer.reply({
+            toolCalls: [{ name: "echo", arguments: '{"text": "a very long te' }],
+            finishReason: "length"
+          }),
+          FakeOpenAiServer.reply({ toolCalls: [echoCall("short")] }),
+          FakeOpenAiServer.reply({ text: "done" })
+        ],
+        { stream: true }
+      )
+      assert.strictEqual(result.status, "completed")
+      const [failed] = ofTag(result.timeline, "tool.failed")
+      assert.strictEqual(failed?.error.code, "invalid_arguments")
+      assert.include(failed?.error.message, "cut off by the output token limit")
+    })
+  )
+
+  live("R3.2 an answer DeepSeek stopped for lack of resources is retried, then completes", () =>
+    Effect.gen(function* () {
+      const { result } = yield* runWith([
+        FakeOpenAiServer.reply({ text: "The ans", finishReason: "insufficient_system_resource" }),
+        FakeOpenAiServer.reply({ text: "The answer." })
+      ])
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(
+        ofTag(result.timeline, "recovery.started").map((e) => [e.kind, e.cause]),
+        [["provider_retry", "insufficient_system_resource"]]
+      )
+    })
+  )
+})
+
+describe("usage and cost (R2.1)", () => {
+  const usage = { input: 1_000, output: 500, cached: 400, reasoning: 100 }
+  const prices = { input: 2, output: 8, cachedInput: 0.5 }
+  // 600 uncached at $2, 400 cached at $0.5, 500 out at $8, per million.
+  const cost = (600 * 2 + 400 * 0.5 + 500 * 8) / 1_000_000
+  for (const api of ["openai", "deepseek"] as const) {
+    for (const stream of [false, true]) {
+      live(
+        `R2.1 input, output, cached and reasoning tokens, and cached input at its own price (${api}, ${stream ? "streamed" : "plain"})`,
+        () =>
+          Effect.gen(function* () {
+            const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({ text: "ok", usage })], { api })
+            const model = yield* OpenAiCompatible.make({
+              baseUrl: server.url,
+              model: "m",
+              apiKey,
+              dialect: api,
+              stream,
+              costPerMillionTokens: prices
+            })
+            const response = yield* model.generate(yield* request())
+            assert.strictEqual(response.usage.inputTokens, 1_000)
+            assert.strictEqual(response.usage.outputTokens, 500)
+            assert.strictEqual(response.usage.cachedInputTokens, 400)
+            assert.strictEqual(response.usage.reasoningTokens, 100)
+            assert.closeTo(response.usage.costUsd ?? 0, cost, 1e-12)
+          })
+      )
+    }
+  }
+
+  live("R2.1 a run counts cached and reasoning tokens, and its cost budget sees the cached price", () =>
+    Effect.gen(function* () {
+      const { result } = yield* runWith(
+        [
+          FakeOpenAiServer.reply({ toolCalls: [echoCall("hi")], usage }),
+          FakeOpenAiServer.reply({ text: "done", usage: { input: 100, output: 10, cached: 100 } })
+        ],
+        { costPerMillionTokens: prices }
+      )
+      assert.strictEqual(result.counters.cachedInputTokens, 500)
+      assert.strictEqual(result.counters.reasoningTokens, 100)
+      assert.closeTo(result.counters.costUsd, cost + (100 * 0.5 + 10 * 8) / 1_000_000, 1e-12)
+    })
+  )
+
+  live("R2.1 a usage whose parts are larger than their whole is a corrupt_response, never a count", () =>
+    Effect.gen(function* () {
+      const body = JSON.stringify({
+        choices: [{ message: { content: "x" }, finish_reason: "stop" }],
+        usage: {
+          prompt_tokens: 10,
+          completion_tokens: 1,
+          total_tokens: 11,
+          prompt_tokens_details: { cached_tokens: 11 }
+        }
+      })
+      const { exit } = yield* once(FakeOpenAiServer.raw({ body }))
+      assert.deepStrictEqual(classOf(failureOf(exit)), ["Retryable", "corrupt_response", "corrupt_response"])
+    })
+  )
+})
+
+describe("errors inside a stream (R3.2)", () => {
+  const cases: ReadonlyArray<readonly [FakeOpenAiServer.ApiError, string, string]> = [
+    [
+      { message: "Rate limit reached for requests", type: "requests", code: "rate_limit_exceeded" },
+      "Retryable",
+      "rate_limited"
+    ],
+    [{ message: "The server had an error", type: "server_error" }, "Retryable", "server_error"],
+    [{ message: "Upstream said 429", code: 429 }, "Retryable", "rate_limited"],
+    [{ message: "Something odd happened" }, "Retryable", "stream_error"],
+    [
+      { message: "Invalid 'messages'", type: "invalid_request_error", param: "messages" },
+      "Permanent",
+      "invalid_request"
+    ],
+    [
+      { message: "You exceeded your current quota", type: "insufficient_quota", code: "insufficient_quota" },
+      "Permanent",
+      "insufficient_quota"
+    ],
+    [{ message: `Incorrect API key provided: ${KEY}`, code: "invalid_api_key" }, "Permanent", "authentication"]
+  ]
+  live("R3.2 an error event is classified by what it says, and its message (no key) is in the hint", () =>
+    Effect.gen(function* () {
+      for (const [error, tag, code] of cases) {
+        const { exit } = yield* once(FakeOpenAiServer.streamError(error), { stream: true })
+        const failure = failureOf(exit)
+        assert.deepStrictEqual(classOf(failure), [tag, "stream_error", code], error.message)
+        assert.include(failure.hint, error.message.replace(KEY, "<redacted>"))
+        assert.notInclude(JSON.stringify(failure), KEY)
+      }
+    })
+  )
+
+  live(
+    "R3.2 R8 a rate limit in the stream is retried; an invalid request ends the run model_error, its message on the timeline",
+    () =>
+      Effect.gen(function* () {
+        const limited = yield* runWith(
+          [
+            FakeOpenAiServer.streamError({ message: "Rate limit reached", code: "rate_limit_exceeded" }),
+            FakeOpenAiServer.reply({ text: "done" })
+          ],
+          { stream: true }
+        )
+        assert.strictEqual(limited.result.status, "completed")
+        assert.include(ofTag(limited.result.timeline, "model.failed")[0]?.failure.hint, "Rate limit reached")
+        const refused = yield* runWith(
+          [
+            FakeOpenAiServer.streamError({
+              message: "Invalid schema for function 'echo'",
+              type: "invalid_request_error"
+            })
+          ],
+          { stream: true }
+        )
+        assert.strictEqual(refused.result.stopReason, "model_error")
+        assert.include(refused.result.detail, "Invalid schema for function 'echo'")
+        assert.strictEqual(refused.requests.length, 1)
+      })
+  )
+
+  live("R3.2 the provider's message of an HTTP error reaches the hint too, scrubbed", () =>
+    Effect.gen(function* () {
+      const { exit } = yield* once(FakeOpenAiServer.status(400, { message: `Bad thing near ${KEY}` }))
+      const failure = failureOf(exit)
+      assert.include(failure.hint, "HTTP 400 (bad request): Bad thing near <redacted>")
+      assert.notInclude(JSON.stringify(failure), KEY)
+    })
+  )
+})
+
+describe("DeepSeek's thinking mode with tools (R11)", () => {
+  const script = [
+    FakeOpenAiServer.reply({
+      toolCalls: [echoCall("hi", "d1")],
+      reasoning: "I should echo hi first.",
+      usage: { input: 50, output: 30, reasoning: 20, cached: 10 }
+    }),
+    FakeOpenAiServer.reply({
+      text: "Echoed.",
+      reasoning: "The echo worked.",
+      usage: { input: 90, output: 12, reasoning: 8 }
+    })
+  ]
+  for (const stream of [false, true]) {
+    live(
+      `R11 reasoning_content is kept, sent back on the tool turn, recorded and counted: the run completes (${stream ? "streamed" : "plain"})`,
+      () =>
+        Effect.gen(function* () {
+          const { result, requests } = yield* runWith(script, { dialect: "deepseek", stream }, { api: "deepseek" })
+          assert.strictEqual(result.status, "completed", result.detail)
+          const assistant = messagesOf(requests[1]).find((m) => m.role === "assistant")
+          assert.strictEqual(assistant?.reasoning_content, "I should echo hi first.")
+          assert.deepStrictEqual(
+            ofTag(result.timeline, "model.responded").map((e) => e.reasoning),
+            ["I should echo hi first.", "The echo worked."]
+          )
+          for (const e of ofTag(result.timeline, "tool.succeeded"))
+            assert.notInclude(JSON.stringify(e), "echo hi first")
+          assert.strictEqual(result.counters.reasoningTokens, 28)
+          assert.strictEqual(result.counters.cachedInputTokens, 10)
+          assert.notInclude(String(result.finalAnswer), "worked")
+        })
+    )
+  }
+
+  live("R11 a client that drops reasoning_content gets DeepSeek's 400, and the run ends model_error saying why", () =>
+    Effect.gen(function* () {
+      const { result, requests } = yield* runWith(script, { dialect: "openai" }, { api: "deepseek" })
+      assert.strictEqual(result.stopReason, "model_error")
+      assert.include(result.detail, "reasoning_content")
+      assert.strictEqual(requests.length, 2)
+    })
+  )
+
+  live("R11 a tool turn of another model (no reasoning) is sent with an empty reasoning_content, and accepted", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({ text: "ok" })], { api: "deepseek" })
+      const model = yield* OpenAiCompatible.make(OpenAiCompatible.deepseek({ apiKey, baseUrl: server.url }))
+      const messages: ReadonlyArray<Model.Message> = [
+        { _tag: "user", content: "echo hi" },
+        { _tag: "assistant", content: "", toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }] },
+        { _tag: "tool", toolCallId: "c1", name: "echo", content: "hi" }
+      ]
+      const exit = yield* Effect.exit(model.generate({ ...(yield* request({ messages })), tools: [echoDefinition()] }))
+      assert.isTrue(Exit.isSuccess(exit))
+      assert.strictEqual(messagesOf((yield* server.requests)[0])[1]?.reasoning_content, "")
+    })
+  )
+
+  live("R11 with thinking off, no reasoning_content is sent", () =>
+    Effect.gen(function* () {
+      const { result, requests } = yield* runWith(
+        [FakeOpenAiServer.reply({ toolCalls: [echoCall("hi")] }), FakeOpenAiServer.reply({ text: "done" })],
+        { dialect: "deepseek", reasoning: { thinking: false } },
+        { api: "deepseek" }
+      )
+      assert.strictEqual(result.status, "completed")
+      const assistant = messagesOf(requests[1]).find((m) => m.role === "assistant")
+      assert.notProperty(assistant, "reasoning_content")
+      assert.deepInclude(bodyOf(requests[1]), { thinking: { type: "disabled" } })
+    })
+  )
+})

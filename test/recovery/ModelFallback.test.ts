@@ -1,0 +1,279 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import { CircuitBreaker } from "effect/persistence"
+import { TestClock } from "effect/testing"
+import type * as Event from "../../src/events/Event.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import * as Model from "../../src/model/Model.ts"
+import * as Breakers from "../../src/recovery/Breakers.ts"
+import * as Recovery from "../../src/recovery/Recovery.ts"
+import * as Run from "../../src/run/Run.ts"
+import type * as RunResult from "../../src/run/RunResult.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import { drive } from "../support/clock.ts"
+import { assertRoundTrips } from "../support/schema.ts"
+
+const unavailable = FailureBoundary.http({ status: 503, now: 0 })
+const badRequest = FailureBoundary.http({ status: 400, now: 0 })
+
+/** A model that fails every call with `failure`, counting the calls. */
+const failing = (failure: Failure.Failure) => {
+  let calls = 0
+  const model: Model.Model["Service"] = {
+    generate: () =>
+      Effect.suspend(() => {
+        calls++
+        return Effect.fail(failure)
+      })
+  }
+  return { model, calls: () => calls }
+}
+
+const backup = (): Model.Fallback => ({
+  name: "backup",
+  model: ScriptedModel.make([ScriptedModel.finalAnswer("done by the backup")])
+})
+
+const run = (primary: Model.Model["Service"], options: Partial<Run.Options<Tool.Any<never>>> = {}) =>
+  drive(
+    Run.run({
+      goal: "x",
+      tools: [],
+      modelName: "primary",
+      recovery: Recovery.backoff({ jitter: false }),
+      ...options
+    })
+  ).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(Model.Model, primary), NodeServices.layer)))
+
+const events = <Tag extends Event.Event["_tag"]>(result: RunResult.RunResult, tag: Tag) =>
+  result.timeline.filter((e): e is Event.Of<Tag> => e._tag === tag)
+
+describe("R3.9 fallback model", () => {
+  it.effect("R3.9 when recovery gives up on the model, the run falls back to the next one and the result says so", () =>
+    Effect.gen(function* () {
+      const primary = failing(unavailable)
+      const result = yield* run(primary.model, { fallbackModels: [backup()] })
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(result.finalAnswer, "done by the backup")
+      // One call and the default two retries on the primary, then the switch.
+      assert.strictEqual(primary.calls(), 3)
+      assert.strictEqual(result.model, "backup")
+      assert.lengthOf(result.fallbacks, 1)
+      const [switched] = result.fallbacks
+      assert.strictEqual(switched?.from, "primary")
+      assert.strictEqual(switched?.to, "backup")
+      assert.strictEqual(switched?.iteration, 1)
+      assert.strictEqual(switched?.failure.code, "http_503")
+      assert.strictEqual(events(result, "model.fallback")[0]?.seq, switched?.seq)
+      // A model retry names no tool call.
+      assert.strictEqual(events(result, "recovery.started")[0]?.callId, undefined)
+    })
+  )
+
+  it.effect("R3.9 a permanent failure falls back at once, without retries", () =>
+    Effect.gen(function* () {
+      const primary = failing(badRequest)
+      const result = yield* run(primary.model, { fallbackModels: [backup()] })
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(primary.calls(), 1)
+      assert.strictEqual(result.elapsedMillis, 0)
+    })
+  )
+
+  it.effect("R3.9 R3.11 the run's own limits never fall back: a Retry-After past the deadline ends run_timeout", () =>
+    Effect.gen(function* () {
+      const primary = failing(FailureBoundary.http({ status: 429, retryAfter: "60", now: 0 }))
+      const result = yield* run(primary.model, { fallbackModels: [backup()], limits: { runTimeout: "10 seconds" } })
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.lengthOf(result.fallbacks, 0)
+      assert.strictEqual(result.model, "primary")
+    })
+  )
+
+  it.effect("R3.9 with every model failing, the run stops as without fallbacks and lists every switch", () =>
+    Effect.gen(function* () {
+      const result = yield* run(failing(badRequest).model, {
+        fallbackModels: [
+          { name: "second", model: failing(badRequest).model },
+          { name: "third", model: failing(badRequest).model }
+        ]
+      })
+      assert.strictEqual(result.stopReason, "model_error")
+      assert.deepStrictEqual(
+        result.fallbacks.map((s) => `${s.from}>${s.to}`),
+        ["primary>second", "second>third"]
+      )
+      assert.strictEqual(result.model, "third")
+    })
+  )
+
+  it.effect("R3.9 invalid fallbacks are refused with a clear message", () =>
+    Effect.gen(function* () {
+      const duplicate = yield* run(failing(badRequest).model, {
+        fallbackModels: [{ name: "primary", model: failing(badRequest).model }]
+      })
+      assert.strictEqual(duplicate.stopReason, "internal_error")
+      assert.include(duplicate.detail, `the name "primary" is used twice`)
+      const missing = yield* run(failing(badRequest).model, {
+        fallbackModels: [{ name: "x" } as unknown as Model.Fallback]
+      })
+      assert.include(missing.detail, `"x" has no model service`)
+    })
+  )
+
+  it.effect("R3.9 Model.fallback builds a fallback from a provider layer", () =>
+    Effect.gen(function* () {
+      const fallback = yield* Model.fallback("scripted", ScriptedModel.layer([ScriptedModel.finalAnswer("hi")]))
+      const result = yield* run(failing(badRequest).model, { fallbackModels: [fallback] })
+      assert.strictEqual(result.model, "scripted")
+      assert.strictEqual(result.finalAnswer, "hi")
+    }).pipe(Effect.scoped)
+  )
+})
+
+const breakers = Breakers.layerMemory({
+  provider: { tripPolicy: CircuitBreaker.consecutive(3), openDuration: "30 seconds" },
+  tool: { tripPolicy: CircuitBreaker.consecutive(2), openDuration: "30 seconds" }
+})
+
+const transitions = (result: RunResult.RunResult) =>
+  events(result, "circuit.changed").map((e) => `${e.key} ${e.from}>${e.to}`)
+
+describe("R3.9 circuit breakers in a run", () => {
+  it.effect("R3.9 a provider circuit opens in one run; the next run skips the model at once and falls back", () =>
+    Effect.gen(function* () {
+      const primary = failing(unavailable)
+      const first = yield* run(primary.model, { fallbackModels: [backup()] })
+      assert.deepStrictEqual(transitions(first), ["provider:primary closed>open"])
+      assert.strictEqual(events(first, "circuit.changed")[0]?.retryAfterMillis, 30_000)
+      assertRoundTrips(first)
+      assert.strictEqual(primary.calls(), 3)
+
+      const second = yield* run(primary.model, { fallbackModels: [backup()] })
+      assert.strictEqual(second.status, "completed")
+      // Rejected without a call, and no wait for the circuit: straight to the backup.
+      assert.strictEqual(primary.calls(), 3)
+      assert.strictEqual(events(second, "model.failed")[0]?.failure.code, "circuit_open")
+      assert.strictEqual(second.fallbacks[0]?.failure.code, "circuit_open")
+      assert.strictEqual(second.elapsedMillis, 0)
+      assert.deepStrictEqual(transitions(second), [])
+    }).pipe(Effect.provide(breakers))
+  )
+
+  it.effect("R3.9 after the open duration a run's call is the probe: open>half_open>closed on its timeline", () =>
+    Effect.gen(function* () {
+      let healthy = false
+      const flaky: Model.Model["Service"] = {
+        generate: () => (healthy ? Effect.succeed(Model.response({ text: "ok" })) : Effect.fail(unavailable))
+      }
+      const first = yield* run(flaky)
+      assert.strictEqual(first.stopReason, "recovery_exhausted")
+      assert.deepStrictEqual(transitions(first), ["provider:primary closed>open"])
+      yield* TestClock.adjust("30 seconds")
+      healthy = true
+      const second = yield* run(flaky)
+      assert.strictEqual(second.status, "completed")
+      assert.deepStrictEqual(transitions(second), [
+        "provider:primary open>half_open",
+        "provider:primary half_open>closed"
+      ])
+    }).pipe(Effect.provide(breakers))
+  )
+
+  it.effect("R3.9 a tool circuit opens after repeated failures; a later call is rejected without running", () =>
+    Effect.gen(function* () {
+      let runs = 0
+      const search = Tool.make({
+        name: "search",
+        description: "search the web",
+        input: Schema.Struct({ q: Schema.String }),
+        output: Schema.String,
+        sideEffect: "read",
+        // Not retried automatically, and allowed to fail a few times before the repeated-failure stop.
+        idempotent: false,
+        maxRetries: 5,
+        recoverErrors: true,
+        handler: () =>
+          Effect.suspend(() => {
+            runs++
+            return Effect.fail(
+              new Failure.Retryable({
+                source: "tool",
+                category: "transient_http",
+                code: "http_503",
+                attempts: 1,
+                hint: "down"
+              })
+            )
+          })
+      })
+      const script = ScriptedModel.make([
+        ScriptedModel.toolCall("search", { q: "a" }),
+        ScriptedModel.toolCall("search", { q: "b" }),
+        ScriptedModel.toolCall("search", { q: "c" }),
+        ScriptedModel.finalAnswer("gave up searching")
+      ])
+      const result = yield* run(script, { tools: [search], limits: { maxToolErrors: 10 } })
+      assert.strictEqual(runs, 2)
+      assert.deepStrictEqual(transitions(result), ["tool:search closed>open"])
+      const codes = events(result, "tool.failed").map((e) => e.error.failure?.code)
+      assert.deepStrictEqual(codes, ["http_503", "http_503", "circuit_open"])
+    }).pipe(Effect.provide(breakers))
+  )
+
+  it.effect("R3.9 a circuit that opens during the retries hands over to the fallback at once, not after its wait", () =>
+    Effect.gen(function* () {
+      const primary = failing(unavailable)
+      const result = yield* run(primary.model, {
+        fallbackModels: [backup()],
+        recovery: Recovery.backoff({ jitter: false, retries: 4 }),
+        limits: { runTimeout: "60 seconds" }
+      }).pipe(
+        Effect.provide(
+          Breakers.layerMemory({ provider: { tripPolicy: CircuitBreaker.consecutive(2), openDuration: "30 seconds" } })
+        )
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(primary.calls(), 2)
+      assert.strictEqual(result.fallbacks[0]?.failure.code, "circuit_open")
+      // Two attempts and one 50 ms backoff; then the refused third attempt goes to the backup at 150 ms, not after 30 s.
+      assert.strictEqual(result.elapsedMillis, 150)
+    })
+  )
+
+  it.effect(
+    "R3.9 with no fallback, a circuit open past the deadline stops the run as the circuit's doing, at once",
+    () =>
+      Effect.gen(function* () {
+        const primary = failing(unavailable)
+        const result = yield* run(primary.model, {
+          recovery: Recovery.backoff({ jitter: false, retries: 4 }),
+          limits: { runTimeout: "3 seconds" }
+        }).pipe(
+          Effect.provide(
+            Breakers.layerMemory({
+              provider: { tripPolicy: CircuitBreaker.consecutive(2), openDuration: "30 seconds" }
+            })
+          )
+        )
+        assert.strictEqual(result.stopReason, "model_error")
+        assert.include(result.detail, "circuit for primary is open")
+        assert.strictEqual(result.elapsedMillis, 150)
+      })
+  )
+
+  it.effect("R3.9 without breakers nothing is guarded and no circuit events appear", () =>
+    Effect.gen(function* () {
+      const primary = failing(unavailable)
+      for (let i = 0; i < 3; i++) {
+        const result = yield* run(primary.model)
+        assert.deepStrictEqual(transitions(result), [])
+        assert.strictEqual(result.stopReason, "recovery_exhausted")
+      }
+      assert.strictEqual(primary.calls(), 9)
+    })
+  )
+})

@@ -1,0 +1,198 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import type * as Event from "../../src/events/Event.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import { drive } from "../support/clock.ts"
+
+/** A payment API whose answer gets lost after it charged: the side effect happened once. */
+const makePayments = (answer: "applied" | "not_applied" | "undecidable" | "none") => {
+  const charges: Array<string> = []
+  const sends: Array<string> = []
+  const keys: Array<string> = []
+  const lost = new Failure.UnknownOutcome({
+    source: "tool",
+    category: "connection",
+    code: "connection_lost",
+    attempts: 1,
+    hint: "the connection broke after the request was sent"
+  })
+  const pay = Tool.make({
+    name: "pay",
+    description: "charge a card",
+    input: Schema.Struct({ amount: Schema.Number }),
+    output: Schema.Struct({ receipt: Schema.String }),
+    sideEffect: "external",
+    idempotent: false,
+    handler: (_, context) =>
+      Effect.suspend(() => {
+        sends.push(context.idempotencyKey)
+        // "not_applied": the first request is lost before it charges; a resend charges.
+        if (answer === "not_applied") {
+          if (sends.length === 1) return Effect.fail(lost)
+          charges.push(context.idempotencyKey)
+          return Effect.succeed({ receipt: `r-${context.idempotencyKey}` })
+        }
+        charges.push(context.idempotencyKey)
+        return Effect.fail(lost)
+      }),
+    ...(answer === "none"
+      ? {}
+      : {
+          reconcile: (_: { readonly amount: number }, context: Tool.CallContext) =>
+            Effect.sync((): Tool.Reconciliation<{ readonly receipt: string }> => {
+              keys.push(context.idempotencyKey)
+              switch (answer) {
+                case "applied":
+                  return { _tag: "Applied", output: { receipt: `r-${context.idempotencyKey}` } }
+                case "not_applied":
+                  return { _tag: "NotApplied" }
+                case "undecidable":
+                  return { _tag: "Undecidable", detail: "the payment provider has no record yet" }
+              }
+            })
+        })
+  })
+  return { pay, charges, sends, keys }
+}
+
+const run = (tool: Tool.Any<never>) =>
+  Run.run({ goal: "pay 10", tools: [tool], runId: "run-1" }).pipe(
+    Effect.provide(
+      Layer.mergeAll(
+        ScriptedModel.layer([
+          ScriptedModel.toolCall("pay", { amount: 10 }, "call-1"),
+          ScriptedModel.finalAnswer("paid")
+        ]),
+        NodeServices.layer
+      )
+    )
+  )
+
+const reconciled = (timeline: ReadonlyArray<Event.Event>) =>
+  timeline.flatMap((e) => (e._tag === "tool.reconciled" ? [e.verdict] : []))
+
+describe("Reconciliation", () => {
+  it.effect("R3.8 an unknown outcome that the status query finds applied yields the real result, charged once", () =>
+    Effect.gen(function* () {
+      const payments = makePayments("applied")
+      const result = yield* run(payments.pay)
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(payments.charges, ["run-1:call-1"])
+      assert.deepStrictEqual(payments.keys, ["run-1:call-1"])
+      assert.deepStrictEqual(reconciled(result.timeline), ["applied"])
+      const success = result.timeline.find((e) => e._tag === "tool.succeeded")
+      assert.deepStrictEqual(success?._tag === "tool.succeeded" ? success.output : undefined, {
+        receipt: "r-run-1:call-1"
+      })
+    })
+  )
+
+  it.effect("R3.8 without a status query an unknown outcome ends the run unknown_outcome, never retried", () =>
+    Effect.gen(function* () {
+      const payments = makePayments("none")
+      const result = yield* run(payments.pay)
+      assert.strictEqual(result.status, "unknown_outcome")
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.deepStrictEqual(payments.charges, ["run-1:call-1"])
+      assert.strictEqual(result.counters.recoveryAttempts, 0)
+    })
+  )
+
+  it.effect("R3.8 an undecidable status ends the run unknown_outcome, saying why", () =>
+    Effect.gen(function* () {
+      const payments = makePayments("undecidable")
+      const result = yield* run(payments.pay)
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.include(result.detail, "the payment provider has no record yet")
+      assert.deepStrictEqual(reconciled(result.timeline), ["undecidable"])
+      assert.deepStrictEqual(payments.charges, ["run-1:call-1"])
+    })
+  )
+
+  it.effect(
+    "R3.8 a status query that finds nothing applied: the runtime resends under the same key, charged once",
+    () =>
+      Effect.gen(function* () {
+        const payments = makePayments("not_applied")
+        const result = yield* drive(run(payments.pay))
+        assert.deepStrictEqual(reconciled(result.timeline), ["not_applied"])
+        assert.strictEqual(result.status, "completed")
+        // Two sends, one key, one charge: the resend is the runtime's, not a new call of the model.
+        assert.deepStrictEqual(payments.sends, ["run-1:call-1", "run-1:call-1"])
+        assert.deepStrictEqual(payments.charges, ["run-1:call-1"])
+        assert.strictEqual(result.counters.recoveryAttempts, 1)
+      })
+  )
+
+  /** A write that hangs past its timeout, whose status query answers `answer` (or never, for `hang`). */
+  const makeHangingPay = (answer: "applied" | "not_applied" | "hang") => {
+    const sends: Array<string> = []
+    const pay = Tool.make({
+      name: "pay",
+      description: "charge a card",
+      input: Schema.Struct({ amount: Schema.Number }),
+      output: Schema.Struct({ receipt: Schema.String }),
+      sideEffect: "external",
+      timeout: "1 second",
+      handler: (_, context) =>
+        Effect.suspend(() => {
+          sends.push(context.idempotencyKey)
+          // The first send hangs (its outcome unknown); a resend answers.
+          return sends.length === 1 ? Effect.never : Effect.succeed({ receipt: "r-2" })
+        }),
+      reconcile: () =>
+        answer === "hang"
+          ? Effect.never
+          : Effect.succeed<Tool.Reconciliation<{ readonly receipt: string }>>(
+              answer === "applied" ? { _tag: "Applied", output: { receipt: "r-1" } } : { _tag: "NotApplied" }
+            )
+    })
+    return { pay, sends }
+  }
+
+  it.effect("R3.8 R6.3 a call settled by its status query, or resent and answered, is not pending at the end", () =>
+    Effect.gen(function* () {
+      for (const answer of ["applied", "not_applied"] as const) {
+        const { pay, sends } = makeHangingPay(answer)
+        const result = yield* drive(run(pay))
+        assert.strictEqual(result.status, "completed")
+        // The first attempt was cut off while it may have acted: recorded, then settled.
+        assert.isTrue(result.timeline.some((e) => e._tag === "tool.interrupted" && e.settlement === "outcome_unknown"))
+        assert.deepStrictEqual(result.pendingActions, [])
+        assert.strictEqual(sends.length, answer === "applied" ? 1 : 2)
+      }
+    })
+  )
+
+  it.effect("R4.2 R3.8 a status query that hangs is bounded by the tool timeout, not the run deadline", () =>
+    Effect.gen(function* () {
+      const { pay } = makeHangingPay("hang")
+      const result = yield* drive(
+        Run.run({ goal: "pay", tools: [pay], runId: "run-1", limits: { stepTimeout: "3 seconds" } }).pipe(
+          Effect.provide(
+            Layer.mergeAll(
+              ScriptedModel.layer([
+                ScriptedModel.toolCall("pay", { amount: 10 }, "call-1"),
+                ScriptedModel.finalAnswer("paid")
+              ]),
+              NodeServices.layer
+            )
+          )
+        ),
+        "100 millis"
+      )
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.include(result.detail, "the status query did not answer within the tool timeout of 1000 ms")
+      // One second for the attempt, one for the query: far below the step's 3 s and the run's 10 minutes.
+      assert.isAtMost(result.elapsedMillis, 2100)
+      assert.deepStrictEqual(
+        result.pendingActions.map((p) => p.idempotencyKey),
+        ["run-1:call-1"]
+      )
+    })
+  )
+})

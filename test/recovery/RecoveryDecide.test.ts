@@ -1,0 +1,146 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as Recovery from "../../src/recovery/Recovery.ts"
+
+const retryable = (fields: { category?: string; attempts?: number; retryAfterMillis?: number } = {}) =>
+  new Failure.Retryable({
+    source: "tool",
+    category: fields.category ?? "http_503",
+    code: fields.category ?? "http_503",
+    attempts: fields.attempts ?? 1,
+    hint: "the service is unavailable",
+    ...(fields.retryAfterMillis === undefined ? {} : { retryAfterMillis: fields.retryAfterMillis })
+  })
+const permanent = new Failure.Permanent({
+  source: "tool",
+  category: "invalid",
+  code: "invalid",
+  attempts: 1,
+  hint: "bad request"
+})
+const unknown = new Failure.UnknownOutcome({
+  source: "tool",
+  category: "timeout",
+  code: "tool_timeout",
+  attempts: 1,
+  hint: "cut off"
+})
+
+const rules: Recovery.Rules = { maxRecoveries: 8, maxRetries: 3, allowed: true, neverRetried: ["conflict"] }
+const facts: Recovery.Facts = {
+  failure: retryable(),
+  attempt: 1,
+  recoveriesSpent: 0,
+  nextDelayMillis: 50,
+  timeLeft: { millis: 10_000, layer: "run" }
+}
+
+/** Each row: what differs from the rules and facts above, and the decision expected. */
+const table: ReadonlyArray<{
+  readonly name: string
+  readonly rules?: Partial<Recovery.Rules>
+  readonly facts?: Partial<Recovery.Facts>
+  readonly expect: { readonly _tag: "Retry"; readonly delayMillis: number } | Recovery.GiveUp
+}> = [
+  {
+    name: "a retryable failure with time and budget left is retried after the schedule's delay",
+    expect: { _tag: "Retry", delayMillis: 50 }
+  },
+  {
+    name: "Retry-After longer than the schedule's delay wins",
+    facts: { failure: retryable({ retryAfterMillis: 400 }) },
+    expect: { _tag: "Retry", delayMillis: 400 }
+  },
+  {
+    name: "Retry-After shorter than the schedule's delay does not shorten it",
+    facts: { failure: retryable({ retryAfterMillis: 10 }) },
+    expect: { _tag: "Retry", delayMillis: 50 }
+  },
+  { name: "a permanent failure is never retried", facts: { failure: permanent }, expect: "not_retryable" },
+  { name: "an unknown outcome is never retried", facts: { failure: unknown }, expect: "not_retryable" },
+  {
+    name: "R3.10 a conflict is never retried (a category listed in neverRetried)",
+    facts: { failure: retryable({ category: "conflict" }) },
+    expect: "not_retryable"
+  },
+  {
+    name: "any category can be listed as never retried",
+    rules: { neverRetried: ["http_503"] },
+    expect: "not_retryable"
+  },
+  {
+    name: "R3.4 a failure its owner already retried is not retried again, on any attempt",
+    facts: { failure: retryable({ attempts: 3 }), attempt: 2 },
+    expect: "owner_retried"
+  },
+  {
+    name: "R3.7 a call that may not be retried (not idempotent) is not",
+    rules: { allowed: false },
+    expect: "not_allowed"
+  },
+  {
+    name: "R3.9 an open circuit with a fallback hands over at once",
+    rules: { handOff: true },
+    facts: { failure: retryable({ category: "circuit_open" }) },
+    expect: "circuit_open"
+  },
+  {
+    name: "an open circuit without a fallback waits like any retryable failure",
+    facts: { failure: retryable({ category: "circuit_open" }) },
+    expect: { _tag: "Retry", delayMillis: 50 }
+  },
+  { name: "the episode's own retry limit", facts: { attempt: 4 }, expect: "schedule_exhausted" },
+  { name: "the last retry the limit allows", facts: { attempt: 3 }, expect: { _tag: "Retry", delayMillis: 50 } },
+  { name: "R3.4 the run's shared budget, spent by other calls", facts: { recoveriesSpent: 8 }, expect: "run_budget" },
+  { name: "a schedule with no next delay", facts: { nextDelayMillis: undefined }, expect: "schedule_exhausted" },
+  {
+    name: "R4.2 a delay that does not fit in the run is not slept",
+    facts: { timeLeft: { millis: 50, layer: "run" } },
+    expect: "deadline"
+  },
+  {
+    name: "R4.2 a delay that does not fit in the step says so",
+    facts: { timeLeft: { millis: 20, layer: "step" } },
+    expect: "step_deadline"
+  },
+  {
+    name: "a circuit open past the deadline is the circuit's stop",
+    facts: {
+      failure: retryable({ category: "circuit_open", retryAfterMillis: 5000 }),
+      timeLeft: { millis: 1000, layer: "run" }
+    },
+    expect: "circuit_open"
+  }
+]
+
+describe("Recovery.decide", () => {
+  for (const row of table) {
+    it(row.name, () => {
+      const decision = Recovery.decide({ ...rules, ...row.rules }, { ...facts, ...row.facts })
+      if (typeof row.expect === "string") {
+        assert.strictEqual(decision._tag, "GiveUp")
+        if (decision._tag === "GiveUp") {
+          assert.strictEqual(decision.why, row.expect)
+          assert.isAbove(decision.detail.length, 0)
+        }
+      } else assert.deepStrictEqual(decision, row.expect)
+    })
+  }
+
+  it("the checks come in order: a permanent failure is not_retryable even when every limit is also spent", () => {
+    const decision = Recovery.decide(
+      { ...rules, allowed: false },
+      { ...facts, failure: permanent, recoveriesSpent: 99, nextDelayMillis: undefined }
+    )
+    assert.deepInclude(decision, { _tag: "GiveUp", why: "not_retryable" })
+  })
+
+  it("giving up is recorded after a retry, and on the first attempt only when a limit stopped a retry", () => {
+    assert.isFalse(Recovery.recordsGiveUp("not_retryable", 1))
+    assert.isFalse(Recovery.recordsGiveUp("not_allowed", 1))
+    assert.isTrue(Recovery.recordsGiveUp("not_retryable", 2))
+    for (const why of ["schedule_exhausted", "run_budget", "deadline", "step_deadline", "circuit_open"] as const) {
+      assert.isTrue(Recovery.recordsGiveUp(why, 1), why)
+    }
+  })
+})

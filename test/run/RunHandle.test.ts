@@ -1,0 +1,93 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import { echo } from "../support/tools.ts"
+
+const withScript = (script: ReadonlyArray<ScriptedModel.Step>) =>
+  Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer)
+
+/** A tool that waits forever, saying when it was entered and when it was interrupted. */
+const makeHang = Effect.gen(function* () {
+  const entered = yield* Deferred.make<void>()
+  const interrupted = yield* Deferred.make<void>()
+  const hang = Tool.make({
+    name: "hang",
+    description: "waits forever",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    handler: () =>
+      Deferred.succeed(entered, undefined).pipe(
+        Effect.andThen(Effect.never),
+        Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))
+      )
+  })
+  return { entered, interrupted, hang }
+})
+
+describe("Run.start", () => {
+  it.effect("R8 the live stream replays past events, then follows the run, and ends with run.finished", () =>
+    Effect.gen(function* () {
+      const handle = yield* Run.start({ goal: "x", tools: [echo] })
+      const streamed = yield* Stream.runCollect(handle.events)
+      const result = yield* handle.result
+      assert.deepStrictEqual(
+        streamed.map((e) => e.seq),
+        result.timeline.map((e) => e.seq)
+      )
+      assert.strictEqual(streamed[streamed.length - 1]?._tag, "run.finished")
+      // A subscriber that arrives after the end still sees the whole timeline.
+      const late = yield* Stream.runCollect(handle.events)
+      assert.strictEqual(late.length, result.timeline.length)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(withScript([ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")]))
+    )
+  )
+
+  it.effect("R5.1 cancel ends the run cancelled, interrupts the tool in flight, and starts no new action", () =>
+    Effect.gen(function* () {
+      const { entered, interrupted, hang } = yield* makeHang
+      const handle = yield* Run.start({ goal: "x", tools: [hang, echo] })
+      yield* Deferred.await(entered)
+      assert.strictEqual(yield* handle.state, "tool_executing")
+      const result = yield* handle.cancel
+      assert.strictEqual(yield* handle.state, "cancelled")
+      assert.strictEqual(result.status, "cancelled")
+      assert.strictEqual(result.stopReason, "cancelled")
+      assert.isTrue(yield* Deferred.isDone(interrupted))
+      const tags = result.timeline.map((e) => e._tag)
+      // The only model call is the one before the cancel; no tool starts after it.
+      assert.strictEqual(tags.filter((t) => t === "model.requested").length, 1)
+      assert.strictEqual(tags.filter((t) => t === "tool.started").length, 1)
+      assert.strictEqual(tags[tags.length - 1], "run.finished")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(withScript([ScriptedModel.toolCall("hang", {}), ScriptedModel.finalAnswer("never reached")]))
+    )
+  )
+
+  it.effect("R5.1 interrupting an inline run interrupts its tools", () =>
+    Effect.gen(function* () {
+      const { entered, interrupted, hang } = yield* makeHang
+      const fiber = yield* Effect.forkChild(Run.run({ goal: "x", tools: [hang] }))
+      yield* Deferred.await(entered)
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(yield* Deferred.isDone(interrupted))
+    }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("hang", {})])))
+  )
+
+  it.effect("R4 a model call that outlives the run deadline ends the run with run_timeout, on the TestClock", () =>
+    Effect.gen(function* () {
+      const handle = yield* Run.start({ goal: "x", tools: [echo], limits: { runTimeout: "30 seconds" } })
+      yield* TestClock.adjust("31 seconds")
+      const result = yield* handle.result
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.elapsedMillis, 30_000)
+    }).pipe(Effect.scoped, Effect.provide(withScript([() => Effect.never])))
+  )
+})

@@ -1,0 +1,301 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import type * as Event from "../../src/events/Event.ts"
+import type * as Failure from "../../src/failure/Failure.ts"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import * as Recovery from "../../src/recovery/Recovery.ts"
+import * as Run from "../../src/run/Run.ts"
+import type * as RunResult from "../../src/run/RunResult.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import { drive } from "../support/clock.ts"
+import { assertRoundTrips } from "../support/schema.ts"
+
+/** A model call that never answers: only a time layer can end it. */
+const silent: ScriptedModel.Step = () => Effect.never
+
+const hangingTool = (options: Partial<Tool.Options<Record<string, never>, string, never>> = {}) =>
+  Tool.make({
+    name: "hang",
+    description: "waits forever",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    handler: () => Effect.never,
+    ...options
+  })
+
+/** Runs in the background on the TestClock, moving it 10 ms at a time until the run ends. */
+const runOn = (script: ReadonlyArray<ScriptedModel.Step>, options: Omit<Run.Options<Tool.Any<never>>, "goal">) =>
+  drive(Run.run({ goal: "x", recovery: Recovery.backoff({ jitter: false }), ...options })).pipe(
+    Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer))
+  )
+
+const events = <Tag extends Event.Event["_tag"]>(result: RunResult.RunResult, tag: Tag) =>
+  result.timeline.filter((e): e is Event.Of<Tag> => e._tag === tag)
+
+const started = (result: RunResult.RunResult) => result.timeline[0] as Event.Of<"run.started">
+
+/** Nothing in the run happened, waited or slept past its deadline. */
+const withinRunDeadline = (result: RunResult.RunResult) => {
+  const { at, deadlineAt } = started(result)
+  for (const e of result.timeline) assert.isAtMost(e.at, deadlineAt, `${e._tag} at ${e.at - at} ms`)
+}
+
+const timeoutOf = (failure: Failure.Summary | undefined) => failure?.timeout
+
+/** Limits where every layer is set and only `tightest` is short (1 s); the others are 3 s to 10 s. */
+const limits = (tightest: "run" | "step" | "attempt" | "approval"): Run.Limits => ({
+  runTimeout: tightest === "run" ? "1 second" : "10 seconds",
+  stepTimeout: tightest === "step" ? "1 second" : "5 seconds",
+  attemptTimeout: tightest === "attempt" ? "1 second" : "3 seconds",
+  approvalTimeout: tightest === "approval" ? "1 second" : "4 seconds"
+})
+
+describe("R4 time layers: each layer fires first in turn", () => {
+  it.effect("R4.1 run layer first: the run deadline cuts off the model call; the run ends run_timeout", () =>
+    Effect.gen(function* () {
+      const result = yield* runOn([silent], { tools: [], limits: limits("run") })
+      assert.strictEqual(result.stopReason, "run_timeout")
+      const failed = events(result, "model.failed")
+      assert.deepStrictEqual(timeoutOf(failed[0]?.failure), {
+        layer: "run",
+        elapsedMillis: 1000,
+        mayHaveSideEffects: false
+      })
+      assert.strictEqual(result.elapsedMillis, 1000)
+      withinRunDeadline(result)
+    })
+  )
+
+  it.effect("R4.1 step layer first: the step deadline cuts off the model call; no retry fits; step_timeout", () =>
+    Effect.gen(function* () {
+      const result = yield* runOn([silent, ScriptedModel.finalAnswer("never asked")], {
+        tools: [],
+        limits: limits("step")
+      })
+      assert.strictEqual(result.stopReason, "step_timeout")
+      const [failed] = events(result, "model.failed")
+      assert.strictEqual(failed?.failure.code, "step_timeout")
+      assert.deepStrictEqual(timeoutOf(failed?.failure), {
+        layer: "step",
+        elapsedMillis: 1000,
+        mayHaveSideEffects: false
+      })
+      assert.strictEqual(failed?.at, started(result).at + 1000)
+      // The retry would have to wait past the step deadline: recovery gives up instead of sleeping.
+      assert.lengthOf(events(result, "recovery.started"), 0)
+      assert.match(events(result, "recovery.failed")[0]?.cause ?? "", /of the step are left/)
+      withinRunDeadline(result)
+    })
+  )
+
+  it.effect("R4.1 attempt layer first: the attempt timeout cuts off one call, which is retried in time", () =>
+    Effect.gen(function* () {
+      const result = yield* runOn([silent, ScriptedModel.finalAnswer("done")], { tools: [], limits: limits("attempt") })
+      assert.strictEqual(result.status, "completed")
+      const [failed] = events(result, "model.failed")
+      assert.strictEqual(failed?.failure.classification, "retryable")
+      assert.deepStrictEqual(timeoutOf(failed?.failure), {
+        layer: "attempt",
+        elapsedMillis: 1000,
+        mayHaveSideEffects: false
+      })
+      const [retry] = events(result, "recovery.started")
+      assert.strictEqual(retry?.delayMillis, 50)
+      assert.strictEqual(result.elapsedMillis, 1050)
+      withinRunDeadline(result)
+    })
+  )
+
+  it.effect("R4.1 R4.3 tool layer first: the timeout says tool layer, elapsed time, side effects may exist", () =>
+    Effect.gen(function* () {
+      const tool = hangingTool({ timeout: "1 second", sideEffect: "write" })
+      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], { tools: [tool], limits: limits("attempt") })
+      assert.strictEqual(result.status, "unknown_outcome")
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      const [failed] = events(result, "tool.failed")
+      assert.strictEqual(failed?.error.failure?.classification, "unknown")
+      assert.deepStrictEqual(timeoutOf(failed?.error.failure), {
+        layer: "tool",
+        elapsedMillis: 1000,
+        mayHaveSideEffects: true
+      })
+      assert.lengthOf(events(result, "recovery.started"), 0)
+      assert.lengthOf(result.pendingActions, 1)
+      assertRoundTrips(result)
+      withinRunDeadline(result)
+    })
+  )
+
+  it.effect("R4.1 R7 approval layer first: nobody decides in time; the run ends approval_expired", () =>
+    Effect.gen(function* () {
+      let ran = 0
+      const tool = hangingTool({ needsApproval: true, handler: () => Effect.sync(() => `ran ${++ran}`) })
+      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], { tools: [tool], limits: limits("approval") })
+      assert.strictEqual(result.stopReason, "approval_expired")
+      assert.strictEqual(result.status, "failed")
+      const [decided] = events(result, "approval.decided")
+      assert.strictEqual(decided?.decision, "expired")
+      assert.strictEqual(decided?.layer, "approval")
+      assert.strictEqual(decided?.at, started(result).at + 1000)
+      assert.strictEqual(ran, 0)
+      withinRunDeadline(result)
+    })
+  )
+})
+
+describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
+  it.effect("R4.2 a tool whose own timeout is longer than the step is cut off by the step: step_timeout", () =>
+    Effect.gen(function* () {
+      const tool = hangingTool({ timeout: "3 seconds", sideEffect: "read", idempotent: true })
+      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], {
+        tools: [tool],
+        limits: { runTimeout: "10 seconds", stepTimeout: "1 second" }
+      })
+      assert.strictEqual(result.stopReason, "step_timeout")
+      const [failed] = events(result, "tool.failed")
+      assert.strictEqual(failed?.error.failure?.classification, "retryable")
+      assert.deepStrictEqual(timeoutOf(failed?.error.failure), {
+        layer: "step",
+        elapsedMillis: 1000,
+        mayHaveSideEffects: false
+      })
+      withinRunDeadline(result)
+    })
+  )
+
+  it.effect("R4.2 a tool that hands its errors to the model gets a fresh step after the step deadline", () =>
+    Effect.gen(function* () {
+      let calls = 0
+      const tool = hangingTool({
+        sideEffect: "read",
+        idempotent: true,
+        maxRetries: 1,
+        recoverErrors: true,
+        handler: () => (++calls === 1 ? Effect.never : Effect.succeed("found"))
+      })
+      const result = yield* runOn(
+        [ScriptedModel.toolCall("hang", {}), ScriptedModel.toolCall("hang", {}), ScriptedModel.finalAnswer("done")],
+        { tools: [tool], limits: { runTimeout: "10 seconds", stepTimeout: "1 second" } }
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(events(result, "tool.failed")[0]?.error.failure?.code, "step_timeout")
+      assert.lengthOf(events(result, "tool.succeeded"), 1)
+    })
+  )
+
+  it.effect(
+    "R4.2 a model call gets the tightest deadline in its request, and the step's time shrinks across retries",
+    () =>
+      Effect.gen(function* () {
+        const deadlines: Array<number> = []
+        const record: ScriptedModel.Step = (request) => {
+          deadlines.push(request.deadlineAt)
+          return Effect.fail(FailureBoundary.http({ status: 503, now: request.deadlineAt }))
+        }
+        const result = yield* runOn([record, record, record], {
+          tools: [],
+          limits: { runTimeout: "10 seconds", stepTimeout: "1 second", attemptTimeout: "3 seconds" }
+        })
+        const at = started(result).at
+        // Attempt 1 at 0 ms, attempt 2 after 50 ms, attempt 3 after 100 more: each is given what is left of the step.
+        assert.deepStrictEqual(
+          deadlines.map((d) => d - at),
+          [1000, 1000, 1000]
+        )
+        assert.strictEqual(result.stopReason, "recovery_exhausted")
+      })
+  )
+
+  it.effect("R4.2 R3.3 a Retry-After longer than what is left of the step is not waited: step_timeout at once", () =>
+    Effect.gen(function* () {
+      const result = yield* runOn([FailureBoundary.http({ status: 429, retryAfter: "2", now: 0 })], {
+        tools: [],
+        limits: { runTimeout: "10 seconds", stepTimeout: "1 second" }
+      })
+      assert.strictEqual(result.stopReason, "step_timeout")
+      assert.strictEqual(result.elapsedMillis, 0)
+    })
+  )
+
+  it.effect("R4.2 R7 an approval wait longer than the step is cut off by the step: step_timeout", () =>
+    Effect.gen(function* () {
+      const tool = hangingTool({ needsApproval: true })
+      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], {
+        tools: [tool],
+        limits: { runTimeout: "10 seconds", stepTimeout: "1 second", approvalTimeout: "3 seconds" }
+      })
+      assert.strictEqual(result.stopReason, "step_timeout")
+      const [decided] = events(result, "approval.decided")
+      assert.strictEqual(decided?.decision, "expired")
+      assert.strictEqual(decided?.layer, "step")
+    })
+  )
+
+  it.effect("R4.2 R7 the run deadline withdraws a pending approval: run_timeout, the call never ran", () =>
+    Effect.gen(function* () {
+      const tool = hangingTool({ needsApproval: true })
+      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], { tools: [tool], limits: limits("run") })
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.strictEqual(events(result, "approval.decided")[0]?.decision, "withdrawn")
+      assert.strictEqual(events(result, "tool.interrupted")[0]?.settlement, "cancelled")
+      // The detail names the state the deadline found, not the one the cleanup left.
+      assert.include(result.detail, "while the run was awaiting_approval")
+      withinRunDeadline(result)
+    })
+  )
+
+  it.effect("R4 invalid step, attempt and approval timeouts are refused with a clear message", () =>
+    Effect.gen(function* () {
+      for (const [field, value] of [
+        ["stepTimeout", "0 millis"],
+        ["attemptTimeout", -5],
+        ["approvalTimeout", "soon"]
+      ] as const) {
+        const result = yield* runOn([], { tools: [], limits: { [field]: value } })
+        assert.strictEqual(result.stopReason, "internal_error")
+        assert.include(result.detail, `${field} must be a positive, finite duration`)
+      }
+    })
+  )
+
+  it.effect("R4.2 R6.4 a postcondition that hangs is bounded by the tool timeout: inconsistent_result", () =>
+    Effect.gen(function* () {
+      const checked = Tool.make({
+        name: "write",
+        description: "write and confirm",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "write",
+        timeout: "1 second",
+        handler: () => Effect.succeed("ok"),
+        postcondition: () => Effect.never
+      })
+      const result = yield* runOn([ScriptedModel.toolCall("write", {}), ScriptedModel.finalAnswer("done")], {
+        tools: [checked],
+        limits: { stepTimeout: "3 seconds" }
+      })
+      assert.strictEqual(result.stopReason, "inconsistent_result")
+      assert.include(result.detail, "the check did not answer within the tool timeout of 1000 ms")
+      assert.isAtMost(result.elapsedMillis, 1100)
+    })
+  )
+
+  it.effect("R5.2 R4.3 a call cut off on several attempts has one tool.interrupted per attempt, naming it", () =>
+    Effect.gen(function* () {
+      const read = hangingTool({ sideEffect: "read", idempotent: true, timeout: "1 second", maxRetries: 2 })
+      const result = yield* runOn([ScriptedModel.toolCall("hang", {}, "c1"), ScriptedModel.finalAnswer("done")], {
+        tools: [read],
+        limits: { maxRecoveries: 8 }
+      })
+      const interrupted = events(result, "tool.interrupted").filter((e) => e.callId === "c1")
+      assert.deepStrictEqual(
+        interrupted.map((e) => e.attempt),
+        [1, 2, 3]
+      )
+      assert.strictEqual(events(result, "tool.failed").filter((e) => e.callId === "c1").length, 1)
+      assertRoundTrips(result)
+    })
+  )
+})

@@ -1,0 +1,296 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type * as Event from "../../src/events/Event.ts"
+import type * as RunResult from "../../src/run/RunResult.ts"
+import * as Properties from "../../src/testing/Properties.ts"
+import { approval, base, invariants, run, tagsOf } from "../support/properties.ts"
+
+// The invariants of `Properties.check` and `checkScenario`, each catching a doctored run, and
+// the scenarios `toScenario` builds.
+
+const edit = (result: RunResult.RunResult, timeline: ReadonlyArray<Event.Event>): RunResult.RunResult => ({
+  ...result,
+  timeline: timeline.map((e, seq) => ({ ...e, seq }))
+})
+
+describe("Properties.check catches broken runs", () => {
+  it.effect("R3.4 R3.3 a retry past the budget, the schedule or the deadline is reported", () =>
+    Effect.gen(function* () {
+      const { scenario, result } = yield* run({
+        ...base,
+        steps: [{ _tag: "ServerError" }, { _tag: "RateLimited", retryAfterSeconds: 2 }]
+      })
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(Properties.checkScenario(scenario, result), [])
+      assert.include(invariants(Properties.check(result, { ...scenario.budget, maxRecoveries: 1 })), "R3.4 run budget")
+      assert.include(invariants(Properties.check(result, { ...scenario.budget, scheduleRetries: 1 })), "R3.3 episode")
+      assert.include(
+        invariants(Properties.check(result, { ...scenario.budget, runTimeoutMillis: 1_000 })),
+        "R3.3 deadline"
+      )
+    })
+  )
+
+  it.effect("R3.1 a retry caused by a permanent failure is reported", () =>
+    Effect.gen(function* () {
+      const { scenario, result } = yield* run({ ...base, steps: [{ _tag: "ServerError" }] })
+      const doctored = edit(
+        result,
+        result.timeline.map((e) =>
+          e._tag === "model.failed" ? { ...e, failure: { ...e.failure, classification: "permanent" as const } } : e
+        )
+      )
+      assert.include(invariants(Properties.check(doctored, scenario.budget)), "R3.1 never retried")
+      const renamed = edit(
+        result,
+        result.timeline.map((e) => (e._tag === "recovery.started" ? { ...e, cause: "http_400" } : e))
+      )
+      assert.include(invariants(Properties.check(renamed, scenario.budget)), "R3.1 never retried")
+    })
+  )
+
+  it.effect("R2.5 R8 a missing or early run.finished and counters off the timeline are reported", () =>
+    Effect.gen(function* () {
+      const { scenario, result } = yield* run({
+        ...base,
+        steps: [{ _tag: "CallTools", calls: [{ _tag: "Succeeds" }] }]
+      })
+      const unfinished = edit(result, result.timeline.slice(0, -1))
+      assert.include(invariants(Properties.check(unfinished, scenario.budget)), "R2.5 ending")
+      const last = result.timeline[result.timeline.length - 1] as Event.Event
+      const early = edit(result, [...result.timeline.slice(0, 1), last, ...result.timeline.slice(1)])
+      assert.include(invariants(Properties.check(early, scenario.budget)), "R2.5 ending")
+      const miscounted = { ...result, counters: { ...result.counters, toolCalls: result.counters.toolCalls + 1 } }
+      assert.deepStrictEqual(Properties.check(miscounted, scenario.budget), [
+        { invariant: "R8 counters", detail: "toolCalls: the result says 2, the timeline folds to 1" }
+      ])
+      const unknownReason = { ...result, stopReason: "gave_up" } as unknown as RunResult.RunResult
+      assert.include(invariants(Properties.check(unknownReason, scenario.budget)), "R2.5 ending")
+    })
+  )
+
+  it.effect("R3.8 a payment sent twice under one key is reported by checkScenario", () =>
+    Effect.gen(function* () {
+      const { scenario, result } = yield* run({
+        ...base,
+        steps: [{ _tag: "CallTools", calls: [{ _tag: "UnknownOutcome", reconcile: "none" }] }]
+      })
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.deepStrictEqual(Properties.checkScenario(scenario, result), [])
+      const context = { runId: "prop", callId: "c1", idempotencyKey: "prop:c1", settle: () => {} }
+      yield* Effect.exit(scenario.tools.pay.tool.handler({ q: "c1" }, context))
+      assert.includeMembers(invariants(Properties.checkScenario(scenario, result)), ["R3.8 unknown outcome"])
+    })
+  )
+
+  it.effect("R2.3 R3.8 a case turns into the script, tools and limits it describes", () =>
+    Effect.gen(function* () {
+      const scenario = Properties.toScenario({
+        ...base,
+        steps: [
+          { _tag: "RateLimited", retryAfterSeconds: 1 },
+          { _tag: "CallTools", calls: [{ _tag: "PermissionDenied" }, { _tag: "InvalidArgument" }] },
+          { _tag: "Unauthorized" }
+        ],
+        ending: "script_exhausted",
+        maxRecoveries: 3
+      })
+      assert.deepStrictEqual([...scenario.plan.keys()], ["c1", "c2"])
+      assert.notInclude(scenario.permission.allowTools ?? [], "forbidden")
+      assert.strictEqual(scenario.budget.maxRecoveries, 3)
+      assert.strictEqual(scenario.budget.toolMaxRetries?.lookup, 2)
+      const result = yield* Properties.runScenario(scenario)
+      assert.strictEqual(result.stopReason, "model_error")
+      assert.deepStrictEqual(scenario.model.calls, [0, 1000, 1000])
+      assert.strictEqual(scenario.tools.forbidden.calls.count, 0)
+      assert.deepStrictEqual(Properties.checkScenario(scenario, result), [])
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+})
+
+describe("Properties.check catches broken time layers, approvals and state changes", () => {
+  it.effect("R1.2 R1.3 a state change off the table or out of phase is reported", () =>
+    Effect.gen(function* () {
+      const { scenario, result } = yield* run({
+        ...base,
+        steps: [{ _tag: "CallTools", calls: [approval("approve", 500)] }]
+      })
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(Properties.checkScenario(scenario, result), [])
+      // awaiting_approval → model_thinking is not an edge of the table.
+      const illegal = edit(
+        result,
+        result.timeline.map((e) =>
+          e._tag === "state.changed" && e.from === "awaiting_approval" ? { ...e, to: "model_thinking" as const } : e
+        )
+      )
+      assert.includeMembers(invariants(Properties.check(illegal, scenario.budget)), ["R1.2 state machine"])
+      // A run that never enters awaiting_approval while its call waits.
+      const unphased = edit(
+        result,
+        result.timeline.filter((e) => !(e._tag === "state.changed" && e.to === "awaiting_approval"))
+      )
+      assert.include(invariants(Properties.check(unphased, scenario.budget)), "R1.3 phase")
+    })
+  )
+
+  it.effect("R4.2 R4.3 a timeout of a layer the run lacks, or past its limit, is reported", () =>
+    Effect.gen(function* () {
+      // The step deadline cuts off a hanging model call: step_timeout.
+      const { scenario, result } = yield* run({ ...base, steps: [{ _tag: "Hang" }], stepTimeoutMillis: 1_000 })
+      assert.strictEqual(result.stopReason, "step_timeout")
+      assert.deepStrictEqual(Properties.checkScenario(scenario, result), [])
+      const noStep = invariants(Properties.check(result, { ...scenario.budget, stepTimeoutMillis: undefined }))
+      assert.include(noStep, "R4.2 time layers")
+      const tighter = Properties.check(result, { ...scenario.budget, stepTimeoutMillis: 500 })
+      assert.include(invariants(tighter), "R4.2 time layers")
+      const misreported = edit(
+        result,
+        result.timeline.map((e) =>
+          e._tag === "model.failed" && e.failure.timeout !== undefined
+            ? { ...e, failure: { ...e.failure, timeout: { ...e.failure.timeout, elapsedMillis: 700 } } }
+            : e
+        )
+      )
+      assert.include(invariants(Properties.check(misreported, scenario.budget)), "R4.3 timeout report")
+    })
+  )
+
+  it.effect("R4.2 FaultyModel's own timeout is the provider's report, not the run's attempt layer", () =>
+    Effect.gen(function* () {
+      // FaultyModel.timeout claims 30 s at the instant of the request; the attempt timeout is 1 s.
+      const { scenario, result } = yield* run({ ...base, steps: [{ _tag: "Timeout" }], attemptTimeoutMillis: 1_000 })
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(Properties.checkScenario(scenario, result), [])
+      // The same claim a second after the request is the run's own layer: past its limit.
+      const late = edit(
+        result,
+        result.timeline.map((e) => (e._tag === "model.failed" ? { ...e, at: e.at + 1_000 } : e))
+      )
+      assert.include(invariants(Properties.check(late, scenario.budget)), "R4.2 time layers")
+    })
+  )
+
+  it.effect("R4.2 a retry waiting past its step's deadline is reported", () =>
+    Effect.gen(function* () {
+      const { scenario, result } = yield* run({
+        ...base,
+        steps: [{ _tag: "ServerError" }],
+        stepTimeoutMillis: 1_000
+      })
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(Properties.checkScenario(scenario, result), [])
+      const long = edit(
+        result,
+        result.timeline.map((e) => (e._tag === "recovery.started" ? { ...e, delayMillis: 1_000 } : e))
+      )
+      assert.include(invariants(Properties.check(long, scenario.budget)), "R4.2 step deadline")
+    })
+  )
+
+  it.effect("R7 a handler before its approval, or a rejection that does not end the run, is reported", () =>
+    Effect.gen(function* () {
+      const approved = yield* run({ ...base, steps: [{ _tag: "CallTools", calls: [approval("approve", 500)] }] })
+      assert.deepStrictEqual(tagsOf(approved.result, "c1"), [
+        "tool.started",
+        "approval.requested",
+        "approval.decided",
+        "tool.succeeded"
+      ])
+      assert.strictEqual(approved.scenario.tools.transfer.calls.forCall("c1")[0]?.at, 500)
+      const early = edit(
+        approved.result,
+        approved.result.timeline.filter((e) => e._tag !== "approval.decided")
+      )
+      assert.includeMembers(invariants(Properties.check(early, approved.scenario.budget)), [
+        "R7 approvals",
+        "R7 approval first"
+      ])
+
+      const rejected = yield* run({ ...base, steps: [{ _tag: "CallTools", calls: [approval("reject", 200)] }] })
+      assert.strictEqual(rejected.result.stopReason, "approval_rejected")
+      assert.deepStrictEqual(Properties.checkScenario(rejected.scenario, rejected.result), [])
+      const guessed = { ...rejected.result, stopReason: "tool_error" } as RunResult.RunResult
+      assert.include(invariants(Properties.check(guessed, rejected.scenario.budget)), "R7 approval stop")
+      // The handler of a rejected call must never run.
+      const context = { runId: "prop", callId: "c1", idempotencyKey: "prop:c1", settle: () => {} }
+      yield* Effect.exit(rejected.scenario.tools.transfer.tool.handler({ q: "c1" }, context))
+      assert.include(invariants(Properties.checkScenario(rejected.scenario, rejected.result)), "R7 approval first")
+    })
+  )
+
+  it.effect("R7 R4.2 an approval expires by the tightest layer: approval_expired, or step_timeout", () =>
+    Effect.gen(function* () {
+      const byApproval = yield* run({
+        ...base,
+        steps: [{ _tag: "CallTools", calls: [approval("never", 0)] }],
+        approvalTimeoutMillis: 2_000,
+        stepTimeoutMillis: 5_000
+      })
+      assert.strictEqual(byApproval.result.stopReason, "approval_expired")
+      assert.strictEqual(byApproval.result.elapsedMillis, 2_000)
+      assert.deepStrictEqual(Properties.checkScenario(byApproval.scenario, byApproval.result), [])
+      assert.include(
+        invariants(
+          Properties.check(byApproval.result, { ...byApproval.scenario.budget, approvalTimeoutMillis: 1_000 })
+        ),
+        "R4.2 approval wait"
+      )
+
+      const byStep = yield* run({
+        ...base,
+        steps: [{ _tag: "CallTools", calls: [approval("approve", 3_000)] }],
+        approvalTimeoutMillis: 5_000,
+        stepTimeoutMillis: 2_000
+      })
+      assert.strictEqual(byStep.result.stopReason, "step_timeout")
+      // The step deadline withdrew the request (this run started where the first one left the clock).
+      const startedAt = byStep.result.timeline[0]?.at ?? 0
+      assert.deepStrictEqual(byStep.scenario.approvals.withdrawn, [{ callId: "c1", at: startedAt + 2_000 }])
+      assert.lengthOf(byStep.scenario.approvals.pending, 0)
+      assert.deepStrictEqual(Properties.checkScenario(byStep.scenario, byStep.result), [])
+    })
+  )
+
+  it.effect("R7 R1 a concurrent batch: an approval waits while a sibling's retry sleeps, then both finish", () =>
+    Effect.gen(function* () {
+      const { scenario, result } = yield* run({
+        ...base,
+        steps: [
+          { _tag: "CallTools", calls: [{ _tag: "Retryable", failures: 1, idempotent: true }, approval("approve", 20)] }
+        ],
+        concurrency: 2
+      })
+      assert.strictEqual(result.status, "completed")
+      const moves = result.timeline.flatMap((e) => (e._tag === "state.changed" ? [`${e.from}>${e.to}`] : []))
+      assert.includeMembers(moves, ["recovering>awaiting_approval", "awaiting_approval>recovering"])
+      assert.deepStrictEqual(Properties.checkScenario(scenario, result), [])
+    })
+  )
+
+  it("R4.1 R7 a case turns into the limits, concurrency and approval tools it describes", () => {
+    const scenario = Properties.toScenario({
+      ...base,
+      steps: [{ _tag: "CallTools", calls: [approval("approve", 10, { idempotent: false })] }],
+      stepTimeoutMillis: 1_500,
+      attemptTimeoutMillis: 700,
+      approvalTimeoutMillis: 900,
+      toolTimeoutMillis: 300,
+      concurrency: 3
+    })
+    assert.strictEqual(scenario.options.concurrency, 3)
+    assert.deepInclude(scenario.options.limits, { stepTimeout: 1_500, attemptTimeout: 700, approvalTimeout: 900 })
+    const wire = scenario.options.tools.find((t) => t.name === "wire")
+    assert.deepInclude(wire?.metadata, { needsApproval: true, idempotent: false, timeout: 300 })
+    assert.include(scenario.permission.allowTools ?? [], "transfer")
+    assert.deepStrictEqual(scenario.budget.toolTimeoutMillis, { lookup: 300, transfer: 300, wire: 300 })
+    // Without a call that needs approval, the run is offered no such tool.
+    const plain = Properties.toScenario(base)
+    assert.notInclude(
+      plain.options.tools.map((t) => t.name),
+      "transfer"
+    )
+    assert.isUndefined(plain.options.concurrency)
+  })
+})

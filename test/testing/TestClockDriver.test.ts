@@ -1,0 +1,121 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Clock, Effect, Exit, Layer, Schema } from "effect"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+
+const slow = Tool.make({
+  name: "slow",
+  description: "takes a minute",
+  input: Schema.Struct({}),
+  output: Schema.String,
+  handler: () => Effect.as(Effect.sleep("1 minute"), "done")
+})
+
+describe("TestClockDriver", () => {
+  it.effect("R4.1 a run deadline of 5 s fires on the TestClock while a tool sleeps a minute", () =>
+    Effect.gen(function* () {
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "wait", tools: [slow], limits: { runTimeout: "5 seconds" } })
+      )
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.isAtLeast(result.elapsedMillis, 5000)
+      assert.isBelow(result.elapsedMillis, 5100)
+    }).pipe(
+      Effect.provide(Layer.mergeAll(ScriptedModel.layer([ScriptedModel.toolCall("slow", {})]), NodeServices.layer))
+    )
+  )
+
+  it.effect("returns what the effect returns once the clock has moved past its sleeps", () =>
+    Effect.gen(function* () {
+      const value = yield* TestClockDriver.drive(Effect.as(Effect.sleep("3 minutes"), 42), { step: "1 second" })
+      assert.strictEqual(value, 42)
+    })
+  )
+
+  it.effect("an effect still running after upTo is interrupted and the driver fails with StillRunning", () =>
+    Effect.gen(function* () {
+      let interrupted = false
+      const error = yield* Effect.flip(
+        TestClockDriver.drive(
+          Effect.onInterrupt(Effect.never, () =>
+            Effect.sync(() => {
+              interrupted = true
+            })
+          ),
+          { step: "1 second", upTo: "30 seconds" }
+        )
+      )
+      assert.strictEqual(error._tag, "StillRunning")
+      if (error._tag === "StillRunning") assert.strictEqual(error.movedMillis, 30_000)
+      assert.isTrue(interrupted)
+    })
+  )
+
+  it.effect("the effect's own failure comes through as it is", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        TestClockDriver.drive(Effect.andThen(Effect.sleep("2 seconds"), Effect.fail("boom")))
+      )
+      assert.strictEqual(error, "boom")
+    })
+  )
+
+  it.effect("the clock never moves past upTo, even when upTo is not a multiple of step", () =>
+    Effect.gen(function* () {
+      const start = yield* Clock.currentTimeMillis
+      const error = yield* Effect.flip(TestClockDriver.drive(Effect.never, { step: "7 millis", upTo: "100 millis" }))
+      assert.strictEqual(error._tag === "StillRunning" ? error.movedMillis : -1, 100)
+      assert.strictEqual((yield* Clock.currentTimeMillis) - start, 100)
+    })
+  )
+
+  it.effect("finalizers that sleep still run when the driver gives up", () =>
+    Effect.gen(function* () {
+      let cleaned = false
+      const effect = Effect.never.pipe(
+        Effect.ensuring(
+          Effect.sleep("1 second").pipe(
+            Effect.andThen(
+              Effect.sync(() => {
+                cleaned = true
+              })
+            )
+          )
+        )
+      )
+      const error = yield* Effect.flip(TestClockDriver.drive(effect, { step: "100 millis", upTo: "2 seconds" }))
+      assert.strictEqual(error._tag, "StillRunning")
+      assert.isTrue(cleaned)
+    })
+  )
+
+  for (const [name, options] of [
+    ["an infinite upTo", { upTo: "Infinity" }],
+    ["a negative upTo", { upTo: "-1 seconds" }],
+    ["a NaN upTo", { upTo: Number.NaN }],
+    ["a zero step", { step: 0 }],
+    ["a step that is not a duration", { step: "garbage" }]
+  ] as const) {
+    it.effect(`${name} is a RangeError naming the option, before the effect starts`, () =>
+      Effect.gen(function* () {
+        let started = false
+        const exit = yield* Effect.exit(
+          TestClockDriver.drive(
+            Effect.sync(() => {
+              started = true
+            }),
+            options as TestClockDriver.Options
+          )
+        )
+        assert.isTrue(Exit.isFailure(exit))
+        const defect = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+        assert.instanceOf(defect, RangeError)
+        assert.match(String((defect as RangeError).message), /TestClockDriver\.drive: (step|upTo)/)
+        assert.isFalse(started)
+      })
+    )
+  }
+})

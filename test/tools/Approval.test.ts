@@ -1,0 +1,415 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Option, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import type * as Event from "../../src/events/Event.ts"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import * as Recovery from "../../src/recovery/Recovery.ts"
+import * as Run from "../../src/run/Run.ts"
+import type * as RunResult from "../../src/run/RunResult.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../src/tools/Approval.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import * as Validation from "../../src/validation/Validation.ts"
+import { drive } from "../support/clock.ts"
+import { assertRoundTrips } from "../support/schema.ts"
+
+/** A payment tool that needs approval, with a ledger of what it really did. */
+const makePay = () => {
+  const ledger: Array<{ readonly amount: number; readonly to: string; readonly callId: string; readonly key: string }> =
+    []
+  const pay = Tool.make({
+    name: "pay",
+    description: "Pay an amount",
+    input: Schema.Struct({ amount: Schema.Finite, to: Schema.String }),
+    output: Schema.String,
+    sideEffect: "external",
+    needsApproval: true,
+    handler: ({ amount, to }, context) =>
+      Effect.sync(() => {
+        ledger.push({ amount, to, callId: context.callId, key: context.idempotencyKey })
+        return `paid ${amount} to ${to}`
+      })
+  })
+  return { pay, ledger }
+}
+
+const script = [
+  ScriptedModel.toolCall("pay", { amount: 42, to: "acme" }, "call_pay"),
+  ScriptedModel.finalAnswer("paid")
+]
+
+const layers = Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer, Approval.layerMemory)
+
+/** Starts a run and waits until it asks for approval. */
+const startWaiting = (tools: ReadonlyArray<Tool.Any<never>>) =>
+  Effect.gen(function* () {
+    const handle = yield* Run.start({ goal: "pay acme", tools })
+    const requested = yield* Stream.runHead(
+      Stream.filter(handle.events, (e): e is Event.Of<"approval.requested"> => e._tag === "approval.requested")
+    )
+    return { handle, requested: Option.getOrThrow(requested) }
+  })
+
+const tags = (result: RunResult.RunResult) => result.timeline.map((e) => e._tag)
+
+describe("R7 approvals", () => {
+  it.effect("R7 a call that needs approval puts the run in awaiting_approval with the pending call and an expiry", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle, requested } = yield* startWaiting([pay])
+      assert.strictEqual(yield* handle.state, "awaiting_approval")
+      assert.deepStrictEqual(requested.arguments, { amount: 42, to: "acme" })
+      const [pending] = yield* handle.pendingApprovals
+      assert.strictEqual(pending?.callId, "call_pay")
+      assert.strictEqual(pending?.tool, "pay")
+      assert.strictEqual(pending?.sideEffect, "external")
+      assert.strictEqual(pending?.expiresAt, requested.expiresAt)
+      // Bounded by the run deadline (10 minutes by default) when no approval timeout is set.
+      assert.strictEqual(requested.expiresAt - requested.at, 10 * 60 * 1000)
+      assert.lengthOf(ledger, 0)
+      yield* handle.cancel
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R7 approve resumes the exact pending call: same arguments, call id and idempotency key, once", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle } = yield* startWaiting([pay])
+      yield* handle.approve("call_pay", { by: "alice" })
+      const result = yield* handle.result
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(ledger, [{ amount: 42, to: "acme", callId: "call_pay", key: `${result.runId}:call_pay` }])
+      const decided = result.timeline.find((e): e is Event.Of<"approval.decided"> => e._tag === "approval.decided")
+      assert.strictEqual(decided?.decision, "approved")
+      assert.strictEqual(decided?.by, "alice")
+      const states = result.timeline.flatMap((e) => (e._tag === "state.changed" ? [`${e.from}>${e.to}`] : []))
+      assert.includeMembers(states, ["tool_executing>awaiting_approval", "awaiting_approval>tool_executing"])
+      const t = tags(result)
+      assert.isBelow(t.indexOf("approval.decided"), t.indexOf("tool.succeeded"))
+      assertRoundTrips(result)
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R7 reject ends the run approval_rejected; the tool never runs and the model is never asked again", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle } = yield* startWaiting([pay])
+      yield* handle.reject("call_pay", "not this vendor", { by: "bob" })
+      const result = yield* handle.result
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.stopReason, "approval_rejected")
+      assert.include(result.detail, "not this vendor")
+      assert.lengthOf(ledger, 0)
+      assert.lengthOf(
+        result.timeline.filter((e) => e._tag === "model.requested"),
+        1
+      )
+      const blocked = result.timeline.find((e): e is Event.Of<"tool.blocked"> => e._tag === "tool.blocked")
+      assert.strictEqual(blocked?.error.code, "approval_rejected")
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R7 R5.3 cancel while waiting ends the run cancelled and withdraws the request", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle } = yield* startWaiting([pay])
+      const result = yield* handle.cancel
+      assert.strictEqual(result.status, "cancelled")
+      assert.strictEqual(result.stopReason, "cancelled")
+      assert.lengthOf(yield* handle.pendingApprovals, 0)
+      const late = yield* Effect.exit(handle.approve("call_pay"))
+      assert.isTrue(Exit.isFailure(late))
+      assert.lengthOf(ledger, 0)
+      const decided = result.timeline.find((e): e is Event.Of<"approval.decided"> => e._tag === "approval.decided")
+      assert.strictEqual(decided?.decision, "withdrawn")
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R7 deciding a call that is not waiting is a typed NotPending error with a clear message", () =>
+    Effect.gen(function* () {
+      const gate = Approval.makeMemory()
+      const error = yield* Effect.flip(gate.decide("run-1", "call-9", Approval.approved()))
+      assert.instanceOf(error, Approval.NotPending)
+      assert.strictEqual(
+        error.message,
+        "No call call-9 of run run-1 is waiting for approval (never requested, already decided, or withdrawn)"
+      )
+    })
+  )
+
+  it.effect("R7 a decision made on the gate by run id and call id (a UI, not the handle) resumes the run", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle } = yield* startWaiting([pay])
+      const gate = yield* Approval.ApprovalGate
+      const [pending] = yield* gate.pending
+      assert.strictEqual(pending?.runId, handle.runId)
+      yield* gate.decide(handle.runId, "call_pay", Approval.approved("ops"))
+      assert.strictEqual((yield* handle.result).status, "completed")
+      assert.lengthOf(ledger, 1)
+      // Decided once: a second decision finds nothing pending.
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(gate.decide(handle.runId, "call_pay", Approval.approved()))))
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R7 a rejection in a concurrent batch interrupts the rest of the batch", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const twoPayments = ScriptedModel.toolCalls(
+        ["pay", { amount: 1, to: "a" }, "call_a"],
+        ["pay", { amount: 2, to: "b" }, "call_b"]
+      )
+      const handle = yield* Run.start({ goal: "pay", tools: [pay], concurrency: 2 }).pipe(
+        Effect.provide(ScriptedModel.layer([twoPayments, ScriptedModel.finalAnswer("paid")]))
+      )
+      const both = yield* Stream.runCollect(
+        Stream.take(
+          Stream.filter(handle.events, (e) => e._tag === "approval.requested"),
+          2
+        )
+      )
+      assert.lengthOf(both, 2)
+      yield* handle.reject("call_a", "no")
+      const result = yield* handle.result
+      assert.strictEqual(result.stopReason, "approval_rejected")
+      const withdrawn = result.timeline.filter(
+        (e): e is Event.Of<"approval.decided"> => e._tag === "approval.decided" && e.decision === "withdrawn"
+      )
+      assert.deepStrictEqual(
+        withdrawn.map((e) => e.callId),
+        ["call_b"]
+      )
+      assert.lengthOf(ledger, 0)
+      assert.lengthOf(yield* handle.pendingApprovals, 0)
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+})
+
+/** An idempotent read that fails once with a connection reset, then succeeds: its retry sleeps 50 ms. */
+const makeFlaky = () => {
+  let calls = 0
+  const flaky = Tool.make({
+    name: "flaky",
+    description: "a read that fails once",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    sideEffect: "read",
+    idempotent: true,
+    handler: () =>
+      Effect.suspend(() =>
+        ++calls === 1
+          ? Effect.fail(FailureBoundary.connection({ source: "tool", detail: "reset" }))
+          : Effect.succeed("fine")
+      )
+  })
+  return { flaky, calls: () => calls }
+}
+
+const transitions = (result: RunResult.RunResult) =>
+  result.timeline.flatMap((e) => (e._tag === "state.changed" ? [`${e.from}>${e.to}`] : []))
+
+/** Starts a batch of `calls` (concurrency 2), waits for its approval request, lets the retry sleep pass, approves. */
+const concurrentBatch = (calls: ScriptedModel.Step) =>
+  Effect.gen(function* () {
+    const { pay, ledger } = makePay()
+    const { flaky, calls: flakyCalls } = makeFlaky()
+    const handle = yield* Run.start({
+      goal: "x",
+      tools: [pay, flaky],
+      concurrency: 2,
+      recovery: Recovery.backoff({ jitter: false })
+    }).pipe(Effect.provide(ScriptedModel.layer([calls, ScriptedModel.finalAnswer("done")])))
+    yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+    yield* TestClock.adjust("1 second")
+    // The retry has slept and succeeded; the approval still waits, and the run says so.
+    assert.strictEqual(flakyCalls(), 2)
+    assert.strictEqual(yield* handle.state, "awaiting_approval")
+    yield* handle.approve("call_pay")
+    const result = yield* handle.result
+    return { result, ledger }
+  }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+
+describe("R7 approvals in concurrent batches and at deadlines", () => {
+  it.effect("R7 R1 an approval waits while a sibling's retry sleeps: awaiting_approval wins, no illegal move", () =>
+    Effect.gen(function* () {
+      const { result, ledger } = yield* concurrentBatch(
+        ScriptedModel.toolCalls(["pay", { amount: 1, to: "a" }, "call_pay"], ["flaky", {}, "call_flaky"])
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.lengthOf(ledger, 1)
+      assert.notInclude(transitions(result), "awaiting_approval>recovering")
+    })
+  )
+
+  it.effect("R7 R1 a sibling's retry sleeps first, then an approval is requested: recovering → awaiting_approval", () =>
+    Effect.gen(function* () {
+      const { result, ledger } = yield* concurrentBatch(
+        ScriptedModel.toolCalls(["flaky", {}, "call_flaky"], ["pay", { amount: 1, to: "a" }, "call_pay"])
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.lengthOf(ledger, 1)
+      assert.include(transitions(result), "recovering>awaiting_approval")
+    })
+  )
+
+  it.effect("R7 R4.2 two approvals in one batch, the step deadline passes: step_timeout, the other is withdrawn", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const result = yield* drive(
+        Run.run({
+          goal: "x",
+          tools: [pay],
+          concurrency: 2,
+          limits: { runTimeout: "10 seconds", stepTimeout: "1 second", approvalTimeout: "3 seconds" }
+        })
+      ).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls(
+              ["pay", { amount: 1, to: "a" }, "call_a"],
+              ["pay", { amount: 2, to: "b" }, "call_b"]
+            )
+          ])
+        )
+      )
+      assert.strictEqual(result.stopReason, "step_timeout")
+      const decisions = result.timeline.flatMap((e) => (e._tag === "approval.decided" ? [e.decision] : []))
+      assert.sameMembers(decisions, ["expired", "withdrawn"])
+      assertRoundTrips(result)
+      assert.lengthOf(ledger, 0)
+    }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+
+  it.effect("R7 R3.8 a rejection that cuts off a running write in its batch ends the run unknown_outcome", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const send = Tool.make({
+        name: "send",
+        description: "send an e-mail (never answers)",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "external",
+        handler: () => Effect.never
+      })
+      const handle = yield* Run.start({ goal: "x", tools: [pay, send], concurrency: 2 }).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls(["pay", { amount: 1, to: "a" }, "call_pay"], ["send", {}, "call_send"])
+          ])
+        )
+      )
+      yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+      yield* handle.reject("call_pay", "no")
+      const result = yield* handle.result
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.strictEqual(result.status, "unknown_outcome")
+      assert.deepStrictEqual(
+        result.pendingActions.map((a) => a.callId),
+        ["call_send"]
+      )
+      assert.lengthOf(ledger, 0)
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+
+  it.effect("R7 R6.3 a rejection after plan steps were done ends the run partial, listing what was done", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { flaky } = makeFlaky()
+      const handle = yield* Run.start({
+        goal: "x",
+        tools: [pay, flaky],
+        recovery: Recovery.backoff({ jitter: false }),
+        validation: { plan: [Validation.step("read", "read it", [Criterion.toolSucceeded("flaky")])] }
+      }).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCall("flaky", {}, "call_flaky"),
+            ScriptedModel.toolCall("pay", { amount: 1, to: "a" }, "call_pay")
+          ])
+        )
+      )
+      const requested = Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+      const waiting = yield* Effect.forkChild(requested)
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(waiting)
+      yield* handle.reject("call_pay", "no")
+      const result = yield* handle.result
+      assert.strictEqual(result.stopReason, "approval_rejected")
+      assert.strictEqual(result.status, "partial")
+      assert.deepStrictEqual(
+        result.completed.map((item) => item.id),
+        ["read"]
+      )
+      assert.lengthOf(ledger, 0)
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+
+  it.effect("R7 R6.3 the run deadline while a call awaits approval: plan steps already done make it partial", () =>
+    Effect.gen(function* () {
+      const { pay } = makePay()
+      const { flaky } = makeFlaky()
+      const result = yield* drive(
+        Run.run({
+          goal: "x",
+          tools: [pay, flaky],
+          recovery: Recovery.backoff({ jitter: false }),
+          limits: { runTimeout: "2 seconds" },
+          validation: { plan: [Validation.step("read", "read it", [Criterion.toolSucceeded("flaky")])] }
+        })
+      ).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCall("flaky", {}, "call_flaky"),
+            ScriptedModel.toolCall("pay", { amount: 1, to: "a" }, "call_pay")
+          ])
+        )
+      )
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.strictEqual(result.status, "partial")
+      assert.deepStrictEqual(
+        result.completed.map((item) => item.id),
+        ["read"]
+      )
+    }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+
+  it.effect("R7 R3.1 an approval shows a Redacted argument masked: to the person, in the events, in the result", () =>
+    Effect.gen(function* () {
+      const transfer = Tool.make({
+        name: "transfer",
+        description: "Transfer with a one-time code",
+        input: Schema.Struct({ to: Schema.String, code: Schema.RedactedFromValue(Schema.String) }),
+        output: Schema.String,
+        sideEffect: "external",
+        needsApproval: true,
+        handler: ({ to }) => Effect.succeed(`sent to ${to}`)
+      })
+      const handle = yield* Run.start({ goal: "transfer", tools: [transfer] })
+      const requested = yield* Stream.runHead(
+        Stream.filter(handle.events, (e): e is Event.Of<"approval.requested"> => e._tag === "approval.requested")
+      )
+      const request = Option.getOrThrow(requested)
+      assert.deepStrictEqual(request.arguments, { to: "acme", code: "<redacted>" })
+      const pending = yield* handle.pendingApprovals
+      assert.deepStrictEqual(pending[0]?.arguments, { to: "acme", code: "<redacted>" })
+      yield* handle.approve(request.callId)
+      const result = yield* handle.result
+      assert.strictEqual(result.status, "completed")
+      assert.notInclude(JSON.stringify(result.timeline.filter((e) => e._tag !== "model.responded")), "otp-98765")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(
+        Layer.mergeAll(
+          ScriptedModel.layer([
+            ScriptedModel.toolCall("transfer", { to: "acme", code: "otp-98765" }),
+            ScriptedModel.finalAnswer("sent")
+          ]),
+          NodeServices.layer,
+          Approval.layerMemory
+        )
+      )
+    )
+  )
+})

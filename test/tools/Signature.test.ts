@@ -1,0 +1,176 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import type * as Event from "../../src/events/Event.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Signature from "../../src/tools/Signature.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+
+const withScript = (script: ReadonlyArray<ScriptedModel.Step>) =>
+  Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer)
+
+const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
+  timeline.filter((e): e is Event.Of<T> => e._tag === tag)
+
+describe("Signature.canonicalJson", () => {
+  it("R2.3 sorts object keys at every depth", () => {
+    const value = { b: 1, a: { d: [{ z: 1, y: 2 }], c: null }, "": true }
+    assert.strictEqual(Signature.canonicalJson(value), '{"":true,"a":{"c":null,"d":[{"y":2,"z":1}]},"b":1}')
+    assert.strictEqual(
+      Signature.canonicalJson({ a: 1, b: { c: 2, d: 3 } }),
+      Signature.canonicalJson(JSON.parse('{ "b": { "d": 3, "c": 2 }, "a": 1 }'))
+    )
+  })
+
+  it("R2.3 arrays keep their order", () => {
+    assert.strictEqual(Signature.canonicalJson([3, 1, 2]), "[3,1,2]")
+    assert.notStrictEqual(Signature.canonicalJson({ ids: [1, 2] }), Signature.canonicalJson({ ids: [2, 1] }))
+  })
+
+  it("R2.3 scalars, null and undefined have a canonical text", () => {
+    assert.strictEqual(Signature.canonicalJson("x"), '"x"')
+    assert.strictEqual(Signature.canonicalJson(1.5), "1.5")
+    assert.strictEqual(Signature.canonicalJson(null), "null")
+    assert.strictEqual(Signature.canonicalJson(undefined), "null")
+    assert.strictEqual(Signature.canonicalJson({ a: undefined, b: 1 }), '{"b":1}')
+  })
+
+  it("R2.3 a __proto__ key is kept as data and changes no prototype", () => {
+    const parsed: unknown = JSON.parse('{"b":1,"__proto__":{"polluted":true,"z":1,"a":2}}')
+    const text = Signature.canonicalJson(parsed)
+    assert.strictEqual(text, '{"__proto__":{"a":2,"polluted":true,"z":1},"b":1}')
+    assert.notStrictEqual(text, Signature.canonicalJson({ b: 1 }))
+    const probe: Record<string, unknown> = {}
+    assert.isUndefined(probe.polluted)
+    assert.isUndefined(Object.getOwnPropertyDescriptor(Object.prototype, "polluted"))
+    assert.strictEqual(Object.getPrototypeOf(probe), Object.prototype)
+    // The signature of a call carrying it is stable and still distinguishes it.
+    const call = Signature.toolCall("t", '{"__proto__":{"x":1}}')
+    assert.strictEqual(call, Signature.toolCall("t", '{"__proto__":{"x":1}}'))
+    assert.notStrictEqual(call, Signature.toolCall("t", "{}"))
+  })
+})
+
+describe("Signature.toolCall", () => {
+  it("R2.3 the signature is the tool name and canonical arguments, whatever the key order or spacing", () => {
+    const a = Signature.toolCall("search", '{"a":1,"b":2}')
+    assert.strictEqual(a, 'search:{"a":1,"b":2}')
+    assert.strictEqual(Signature.toolCall("search", '{"b":2,"a":1}'), a)
+    assert.strictEqual(Signature.toolCall("search", '{ "b" : 2,\n "a": 1 }'), a)
+    assert.strictEqual(Signature.toolCall("search", { b: 2, a: 1 }), a)
+    assert.notStrictEqual(Signature.toolCall("find", '{"a":1,"b":2}'), a)
+    assert.notStrictEqual(Signature.toolCall("search", '{"a":1,"b":3}'), a)
+  })
+
+  it("R2.3 malformed JSON text still has a signature: a digest of the text", () => {
+    const bad = Signature.toolCall("t", "{not json")
+    assert.strictEqual(bad, `t:~${Signature.digest("{not json")}`)
+    assert.strictEqual(Signature.toolCall("t", "{not json"), bad)
+    assert.notStrictEqual(Signature.toolCall("t", "{not json!"), bad)
+  })
+
+  it("R12 arguments nested thousands deep get a signature without a deep walk", () => {
+    const deep = `${"[".repeat(3000)}${"]".repeat(3000)}`
+    const text = `{"a":${deep}}`
+    assert.strictEqual(Signature.toolCall("t", text), `t:~${Signature.digest(text)}`)
+    let cyclic: Record<string, unknown> = {}
+    cyclic = { self: cyclic }
+    cyclic.self = cyclic
+    assert.strictEqual(Signature.toolCall("t", cyclic), "t:~object")
+    assert.throws(() => Signature.canonicalJson(JSON.parse(deep)), RangeError)
+  })
+
+  it("R2.3 the failure signature is tool, code and message", () => {
+    assert.strictEqual(Signature.failure("read", "not_found", "no file a"), "read|not_found|no file a")
+    assert.notStrictEqual(
+      Signature.failure("read", "not_found", "no file b"),
+      Signature.failure("read", "not_found", "no file a")
+    )
+  })
+})
+
+describe("Signature.digest", () => {
+  it("R2.3 equal values have equal digests; different ones differ", () => {
+    const x = Signature.digest(Signature.canonicalJson({ a: 1, b: [1, 2] }))
+    assert.strictEqual(Signature.digest(Signature.canonicalJson({ b: [1, 2], a: 1 })), x)
+    assert.notStrictEqual(Signature.digest(Signature.canonicalJson({ a: 1, b: [2, 1] })), x)
+    assert.strictEqual(Signature.digest("abc"), Signature.digest("abc"))
+    assert.notStrictEqual(Signature.digest("abc"), Signature.digest("abd"))
+    assert.match(Signature.digest(""), /^[0-9a-f]+:0$/)
+    assert.match(Signature.digest("hello"), /:5$/)
+  })
+})
+
+describe("Repeated tool call in a run", () => {
+  it.effect(
+    "R2.3 repeated_tool_call: the same call with keys in a different order counts as the same signature",
+    () => {
+      const seen: Array<string> = []
+      const add = Tool.make({
+        name: "add",
+        description: "Add two numbers",
+        input: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+        output: Schema.Number,
+        sideEffect: "none",
+        idempotent: true,
+        handler: ({ a, b }) =>
+          Effect.sync(() => {
+            seen.push(`${a}+${b}`)
+            return a + b
+          })
+      })
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "add", tools: [add] })
+        assert.strictEqual(result.stopReason, "repeated_tool_call")
+        const decided = ofTag(result.timeline, "termination.decided")
+        assert.deepStrictEqual(
+          decided.map((e) => [e.policy, e.reason]),
+          [["repeated_tool_call", "repeated_tool_call"]]
+        )
+        // The third request is stopped right after the model response: its handler never runs.
+        assert.deepStrictEqual(seen, ["1+2", "1+2"])
+        const signatures = ofTag(result.timeline, "model.responded").flatMap((e) => e.signatures)
+        assert.deepStrictEqual(signatures, ['add:{"a":1,"b":2}', 'add:{"a":1,"b":2}', 'add:{"a":1,"b":2}'])
+        assert.strictEqual(result.counters.repeatedToolCallCount, 3)
+      }).pipe(
+        Effect.provide(
+          withScript([
+            ScriptedModel.toolCall("add", '{"a":1,"b":2}'),
+            ScriptedModel.toolCall("add", '{"b":2,"a":1}'),
+            ScriptedModel.toolCall("add", '{ "a": 1, "b": 2 }'),
+            ScriptedModel.finalAnswer("3")
+          ])
+        )
+      )
+    }
+  )
+
+  it.effect("R2.3 repeated_tool_call: the threshold is configurable, and different arguments do not count", () =>
+    Effect.gen(function* () {
+      const echo = Tool.make({
+        name: "echo",
+        description: "Echo",
+        input: Schema.Struct({ text: Schema.String }),
+        output: Schema.String,
+        sideEffect: "none",
+        idempotent: true,
+        handler: ({ text }) => Effect.succeed(text)
+      })
+      const result = yield* Run.run({ goal: "echo", tools: [echo], limits: { repeatedToolCall: 2 } })
+      assert.strictEqual(result.stopReason, "repeated_tool_call")
+      assert.strictEqual(result.counters.iterations, 4)
+      assert.strictEqual(result.counters.repeatedToolCallCount, 2)
+    }).pipe(
+      Effect.provide(
+        withScript([
+          ScriptedModel.toolCall("echo", { text: "a" }),
+          ScriptedModel.toolCall("echo", { text: "b" }),
+          ScriptedModel.toolCall("echo", { text: "c" }),
+          ScriptedModel.toolCall("echo", { text: "b" }),
+          ScriptedModel.finalAnswer("done")
+        ])
+      )
+    )
+  )
+})

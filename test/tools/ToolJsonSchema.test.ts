@@ -1,0 +1,102 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import * as Tool from "../../src/tools/Tool.ts"
+
+const tool = <I>(input: Schema.Codec<I, unknown>) =>
+  Tool.make({
+    name: "t",
+    description: "a tool",
+    input,
+    output: Schema.String,
+    sideEffect: "none",
+    handler: () => Effect.succeed("ok")
+  })
+
+const decodes = <I>(input: Schema.Codec<I, unknown>, args: unknown) =>
+  Schema.decodeUnknownExit(input)(typeof args === "string" ? JSON.parse(args) : args)._tag === "Success"
+
+describe("tool JSON Schemas (R11)", () => {
+  it("R11 a Schema.Number is described as a number, never as a union with the strings Infinity and NaN", () => {
+    const add = tool(Schema.Struct({ a: Schema.Number, b: Schema.Union([Schema.String, Schema.Number]) }))
+    const { parameters, strict } = Tool.definition(add)
+    assert.deepStrictEqual(parameters, {
+      type: "object",
+      properties: { a: { type: "number" }, b: { anyOf: [{ type: "string" }, { type: "number" }] } },
+      required: ["a", "b"],
+      additionalProperties: true
+    })
+    assert.notInclude(JSON.stringify(strict?.parameters), "Infinity")
+    assert.deepStrictEqual(strict?.parameters, {
+      type: "object",
+      properties: { a: { type: "number" }, b: { anyOf: [{ type: "string" }, { type: "number" }] } },
+      required: ["a", "b"],
+      additionalProperties: false
+    })
+  })
+
+  it("R11 the strict form closes every object and requires every property, an optional one as nullable", () => {
+    const input = Schema.Struct({
+      path: Schema.String,
+      mode: Schema.optional(Schema.Literals(["overwrite", "append"])),
+      meta: Schema.optional(Schema.Struct({ tag: Schema.optional(Schema.String) }))
+    })
+    const strict = Tool.definition(tool(input)).strict
+    assert.deepStrictEqual(strict?.parameters, {
+      type: "object",
+      properties: {
+        path: { type: "string" },
+        mode: { anyOf: [{ type: "string", enum: ["overwrite", "append"] }, { type: "null" }] },
+        meta: {
+          anyOf: [
+            {
+              type: "object",
+              properties: { tag: { anyOf: [{ type: "string" }, { type: "null" }] } },
+              required: ["tag"],
+              additionalProperties: false
+            },
+            { type: "null" }
+          ]
+        }
+      },
+      required: ["path", "mode", "meta"],
+      additionalProperties: false
+    })
+    // What a strict model sends (nulls for the fields it leaves out) comes back in the tool's own shape.
+    const sent = '{"path": "a.md", "mode": null, "meta": {"tag": null}}'
+    assert.isFalse(decodes(input, sent))
+    const restored = strict?.restore(sent)
+    assert.deepStrictEqual(JSON.parse(String(restored)), { path: "a.md", meta: {} })
+    assert.isTrue(decodes(input, restored))
+    assert.deepStrictEqual(JSON.parse(String(strict?.restore({ path: "b", mode: "append", meta: null }))), {
+      path: "b",
+      mode: "append"
+    })
+  })
+
+  it("R11 R3.5 arguments that do not fit the strict form are handed on as they are, for the pipeline to refuse", () => {
+    const strict = Tool.definition(tool(Schema.Struct({ n: Schema.Int }))).strict
+    for (const args of ['{"n": 1.5}', '{"n": ', "not json", '{"n": "1"}', 42]) {
+      assert.strictEqual(strict?.restore(args), args)
+    }
+  })
+
+  it("R11 records and tuples take strict mode's own shapes, and come back as they were", () => {
+    const input = Schema.Struct({
+      scores: Schema.Record(Schema.String, Schema.Number),
+      pair: Schema.Tuple([Schema.String, Schema.Int])
+    })
+    const strict = Tool.definition(tool(input)).strict
+    assert.isDefined(strict)
+    const sent = { scores: [{ "0": "a", "1": 1 }], pair: { "0": "x", "1": 2 } }
+    assert.deepStrictEqual(JSON.parse(String(strict?.restore(sent))), { scores: { a: 1 }, pair: ["x", 2] })
+  })
+
+  it("R11 an input strict mode cannot express has no strict form, and one with no fields is an empty object", () => {
+    assert.isUndefined(Tool.definition(tool(Schema.Struct({ value: Schema.Unknown }))).strict)
+    assert.isUndefined(
+      Tool.definition(tool(Schema.Union([Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.String })])))
+        .strict
+    )
+    assert.deepStrictEqual(Tool.definition(tool(Schema.Struct({}))).parameters, { type: "object", properties: {} })
+  })
+})

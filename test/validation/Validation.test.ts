@@ -1,0 +1,421 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect, FileSystem, Option, Path, Predicate, Schema } from "effect"
+import * as Counters from "../../src/events/Counters.ts"
+import type * as Event from "../../src/events/Event.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import * as Validation from "../../src/validation/Validation.ts"
+
+// Stamps hand-written drafts the way the run does: one run id, seq from 0, a clock.
+const stamp = (drafts: ReadonlyArray<Event.Draft>): ReadonlyArray<Event.Event> =>
+  drafts.map((draft, seq) => ({ ...draft, runId: "run-1", seq, at: 1_000 + seq }) as Event.Event)
+
+const succeeded = (callId: string, name: string, input: unknown, output: unknown): Event.Draft => ({
+  _tag: "tool.succeeded",
+  callId,
+  name,
+  sideEffect: "write",
+  observationDigest: `digest-${callId}`,
+  input,
+  output
+})
+
+const context = (drafts: ReadonlyArray<Event.Draft>, finalAnswer?: string): Validation.Context => {
+  const timeline = stamp(drafts)
+  return { timeline, finalAnswer, counters: Counters.fold(timeline) }
+}
+
+type Entry = string | { readonly directory: true }
+
+// A scoped temp directory holding `files`; removed when the test's scope closes.
+const workspace = Effect.fnUntraced(function* (files: Readonly<Record<string, Entry>>) {
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
+  const root = yield* fs.makeTempDirectoryScoped({ prefix: "validation-test-" })
+  for (const [name, entry] of Object.entries(files)) {
+    const full = path.join(root, name)
+    if (typeof entry === "string") yield* fs.writeFileString(full, entry)
+    else yield* fs.makeDirectory(full, { recursive: true })
+  }
+  return root
+})
+
+const isReport = (input: unknown): boolean => Predicate.hasProperty(input, "path") && input.path === "report.md"
+const testsGreen = (_input: unknown, output: unknown): boolean =>
+  Predicate.hasProperty(output, "failed") && output.failed === 0
+
+const writeReport = Validation.step("write", "Write the report", [Criterion.toolSucceeded("write_file", isReport)])
+const runTests = Validation.step("test", "Run the tests", [Criterion.toolSucceeded("run_tests", testsGreen)])
+const Data = Schema.Struct({ title: Schema.String, rows: Schema.Array(Schema.Number) })
+
+const check = (report: Validation.Report, name: string): Event.Check => {
+  const found = report.checks.find((c) => c.name === name)
+  assert.isDefined(found, `no check named ${name}`)
+  return found as Event.Check
+}
+
+layer(NodeServices.layer)("Validation", (it) => {
+  describe("plan progress", () => {
+    it.effect("R6.1 all steps observed, hooks and artifacts fine → passed, every step backed by its call", () =>
+      Effect.gen(function* () {
+        const root = yield* workspace({
+          "report.md": "# Findings\n\nAll good.\n",
+          "data.json": JSON.stringify({ title: "T", rows: [1, 2] })
+        })
+        const ctx = context(
+          [
+            succeeded("c1", "write_file", { path: "notes.md" }, "ok"),
+            succeeded("c2", "write_file", { path: "report.md" }, "ok"),
+            succeeded("c3", "run_tests", {}, { failed: 0 })
+          ],
+          "All done."
+        )
+        const finalAnswerGiven = Validation.stopHook("final-answer", (c) =>
+          Effect.succeed({ passed: c.finalAnswer === "All done.", detail: "final answer present" })
+        )
+        const spec: Validation.Spec = {
+          plan: [writeReport, runTests],
+          stopHooks: [finalAnswerGiven],
+          artifacts: [Validation.artifact("report.md"), Validation.artifact("data.json", { schema: Data })],
+          root
+        }
+        const report = yield* Validation.validate(spec, ctx)
+        assert.isTrue(report.passed)
+        assert.deepStrictEqual(report.failed, [])
+        assert.deepStrictEqual(
+          report.checks.map((c) => [c.name, c.kind, c.passed]),
+          [
+            ["plan:write", "plan_step", true],
+            ["plan:test", "plan_step", true],
+            ["hook:final-answer", "stop_hook", true],
+            ["artifact:report.md", "artifact", true],
+            ["artifact:data.json", "artifact", true],
+            ["evidence:index", "evidence", true]
+          ]
+        )
+        assert.deepStrictEqual(report.evidence, [
+          {
+            item: "plan:write",
+            kind: "tool_result",
+            ref: "c2",
+            detail: "write_file succeeded with matching input/output (call c2)"
+          },
+          {
+            item: "plan:test",
+            kind: "tool_result",
+            ref: "c3",
+            detail: "run_tests succeeded with matching input/output (call c3)"
+          },
+          { item: "hook:final-answer", kind: "stop_hook", ref: "final-answer", detail: "final answer present" },
+          {
+            item: "artifact:report.md",
+            kind: "artifact",
+            ref: "report.md",
+            detail: "markdown, 22 characters, has a heading"
+          },
+          {
+            item: "artifact:data.json",
+            kind: "artifact",
+            ref: "data.json",
+            detail: "valid JSON matching its schema, 26 characters"
+          }
+        ])
+        assert.deepStrictEqual(report.completed, [
+          { id: "write", description: "Write the report" },
+          { id: "test", description: "Run the tests" }
+        ])
+        assert.deepStrictEqual(report.unfinished, [])
+        assert.strictEqual(
+          check(report, "evidence:index").detail,
+          "evidence:index: 2 completed plan step(s) backed by 2 tool result(s)"
+        )
+        // The report is schema data, so the run can store it.
+        assert.deepStrictEqual(
+          Schema.decodeUnknownSync(Validation.Report)(Schema.encodeSync(Validation.Report)(report)),
+          report
+        )
+      })
+    )
+
+    it.effect("R6.2 a required step not observed fails, naming the step and the missing criterion", () =>
+      Effect.gen(function* () {
+        // write_file ran, but on another path; run_tests never succeeded.
+        const ctx = context([succeeded("c1", "write_file", { path: "draft.md" }, "ok")])
+        const report = yield* Validation.validate({ plan: [writeReport, runTests] }, ctx)
+        assert.isFalse(report.passed)
+        const write = check(report, "plan:write")
+        assert.isFalse(write.passed)
+        assert.strictEqual(
+          write.detail,
+          'plan:write: not done: not observed: tool "write_file" succeeded with matching input/output'
+        )
+        assert.deepStrictEqual(
+          report.failed.map((c) => c.name),
+          ["plan:write", "plan:test"]
+        )
+        assert.deepStrictEqual(report.unfinished, [
+          {
+            id: "write",
+            description: "Write the report",
+            reason: 'not observed: tool "write_file" succeeded with matching input/output'
+          },
+          {
+            id: "test",
+            description: "Run the tests",
+            reason: 'not observed: tool "run_tests" succeeded with matching input/output'
+          }
+        ])
+        assert.deepStrictEqual(report.completed, [])
+        assert.deepStrictEqual(report.evidence, [])
+      })
+    )
+
+    it.effect("R6.2 a step holds only when all its criteria hold; the reason names the ones missing", () =>
+      Effect.gen(function* () {
+        const both = Validation.step("ship", "Build and deploy", [
+          Criterion.toolSucceeded("build"),
+          Criterion.describedAs(Criterion.toolSucceeded("deploy"), "the deploy went out")
+        ])
+        const report = yield* Validation.validate({ plan: [both] }, context([succeeded("b1", "build", {}, "ok")]))
+        assert.isFalse(check(report, "plan:ship").passed)
+        assert.deepStrictEqual(report.unfinished, [
+          { id: "ship", description: "Build and deploy", reason: "not observed: the deploy went out" }
+        ])
+      })
+    )
+
+    it.effect("R6.3 an optional step not done is listed unfinished but validation still passes", () =>
+      Effect.gen(function* () {
+        const docs = Validation.step("docs", "Update the docs", [Criterion.toolSucceeded("write_docs")], {
+          required: false
+        })
+        const ctx = context([succeeded("c3", "run_tests", {}, { failed: 0 })])
+        const report = yield* Validation.validate({ plan: [runTests, docs] }, ctx)
+        assert.isTrue(report.passed)
+        const docsCheck = check(report, "plan:docs")
+        assert.isFalse(docsCheck.passed)
+        assert.include(docsCheck.detail, "optional step not done (does not fail validation)")
+        assert.deepStrictEqual(report.failed, [])
+        assert.deepStrictEqual(report.completed, [{ id: "test", description: "Run the tests" }])
+        assert.deepStrictEqual(report.unfinished, [
+          {
+            id: "docs",
+            description: "Update the docs",
+            reason: 'optional: not observed: tool "write_docs" succeeded'
+          }
+        ])
+      })
+    )
+
+    it.effect("R6.2 a criterion that throws is not observed, and validation completes", () =>
+      Effect.gen(function* () {
+        const broken = Criterion.toolSucceeded("run_tests", () => {
+          throw new TypeError("cannot read 'failed'\n  at secret/path.ts:1")
+        })
+        const report = yield* Validation.validate(
+          { plan: [Validation.step("test", "Run the tests", [broken])] },
+          context([succeeded("c3", "run_tests", {}, null)])
+        )
+        assert.strictEqual(
+          check(report, "plan:test").detail,
+          'plan:test: not done: tool "run_tests" succeeded with matching input/output: criterion died (TypeError)'
+        )
+        assert.notInclude(check(report, "plan:test").detail, "secret")
+      })
+    )
+  })
+
+  describe("stop hooks", () => {
+    it.effect("R6.1 a failing hook and a hook that dies are failed checks with safe details, not a crash", () =>
+      Effect.gen(function* () {
+        const ctx = context([succeeded("c3", "run_tests", {}, { failed: 0 })])
+        const lint = Validation.stopHook("lint", () => Effect.succeed({ passed: false, detail: "3 lint errors" }))
+        const thrower = Validation.stopHook("throws", () => {
+          throw new RangeError("bad config\npassword=hunter2")
+        })
+        const dier = Validation.stopHook("dies", () => Effect.die(new Error("db down\ntoken=abc")))
+        // A failure hidden from the types by a cast is caught too.
+        const hidden = Effect.fail(new SyntaxError("bad output\nsecret")) as unknown as Effect.Effect<{
+          passed: boolean
+          detail: string
+        }>
+        const fails = Validation.stopHook("fails", () => hidden)
+        const after = Validation.stopHook("after", () => Effect.succeed({ passed: true, detail: "ran after" }))
+        const report = yield* Validation.validate(
+          { plan: [runTests], stopHooks: [lint, thrower, dier, fails, after] },
+          ctx
+        )
+        assert.isFalse(report.passed)
+        assert.deepStrictEqual(
+          report.checks.map((c) => [c.name, c.passed, c.detail]),
+          [
+            ["plan:test", true, "plan:test: done: run_tests succeeded with matching input/output (call c3)"],
+            ["hook:lint", false, "hook:lint: 3 lint errors"],
+            ["hook:throws", false, "hook:throws: threw RangeError"],
+            ["hook:dies", false, "hook:dies: died: Error"],
+            ["hook:fails", false, "hook:fails: died: SyntaxError"],
+            ["hook:after", true, "hook:after: ran after"],
+            ["evidence:index", true, "evidence:index: 1 completed plan step(s) backed by 1 tool result(s)"]
+          ]
+        )
+        assert.deepStrictEqual(
+          report.failed.map((c) => c.name),
+          ["hook:lint", "hook:throws", "hook:dies", "hook:fails"]
+        )
+        assert.deepStrictEqual(
+          report.evidence.filter((e) => e.kind === "stop_hook"),
+          [{ item: "hook:after", kind: "stop_hook", ref: "after", detail: "ran after" }]
+        )
+      })
+    )
+  })
+
+  describe("artifact contracts", () => {
+    it.effect("R6.1 each broken contract names the clause it broke", () =>
+      Effect.gen(function* () {
+        const root = yield* workspace({
+          "empty.txt": "  \n\t\n",
+          "broken.json": "{ title: ",
+          "data.json": JSON.stringify({ rows: [1, "two"] }),
+          "out.md": { directory: true },
+          "plain.md": "no heading here"
+        })
+        const report = yield* Validation.validate(
+          {
+            artifacts: [
+              Validation.artifact("report.md"),
+              Validation.artifact("empty.txt"),
+              Validation.artifact("broken.json"),
+              Validation.artifact("data.json", { schema: Data }),
+              Validation.artifact("out.md"),
+              Validation.artifact("plain.md")
+            ],
+            root
+          },
+          context([])
+        )
+        assert.deepStrictEqual(
+          report.checks.map((c) => [c.passed, c.detail]),
+          [
+            [false, "artifact:report.md: missing (no file at report.md)"],
+            [false, "artifact:empty.txt: empty (no content after trimming whitespace)"],
+            [false, "artifact:broken.json: does not parse as JSON"],
+            [false, 'artifact:data.json: schema mismatch: Missing key at ["title"]; Expected number at ["rows"][1]'],
+            [false, "artifact:out.md: not a file (found a directory at out.md)"],
+            [true, "artifact:plain.md: markdown, 15 characters, no heading"],
+            [true, "evidence:index: 0 completed plan step(s) backed by 0 tool result(s)"]
+          ]
+        )
+        assert.isFalse(report.passed)
+        assert.deepStrictEqual(
+          report.evidence.map((e) => e.ref),
+          ["plain.md"]
+        )
+      })
+    )
+
+    it.effect("R6.1 nonEmpty: false accepts an empty text file; an empty JSON file still does not parse", () =>
+      Effect.gen(function* () {
+        const root = yield* workspace({ "log.txt": "", "empty.json": "" })
+        const report = yield* Validation.validate(
+          {
+            artifacts: [
+              Validation.artifact("log.txt", { nonEmpty: false }),
+              Validation.artifact("empty.json", { nonEmpty: false })
+            ],
+            root
+          },
+          context([])
+        )
+        assert.deepStrictEqual(
+          report.checks.map((c) => [c.passed, c.detail]),
+          [
+            [true, "artifact:log.txt: text, 0 characters"],
+            [false, "artifact:empty.json: does not parse as JSON"],
+            [true, "evidence:index: 0 completed plan step(s) backed by 0 tool result(s)"]
+          ]
+        )
+      })
+    )
+  })
+
+  describe("evidence index", () => {
+    it.effect("R6.2 a custom criterion that holds but cites no tool result fails the evidence index", () =>
+      Effect.gen(function* () {
+        const ctx = context([succeeded("c1", "search", { q: "x" }, ["a"])], "Found it.")
+        const claimed = Validation.step("answer", "Answer the question", [
+          Criterion.custom("the final answer was given", () => "answered")
+        ])
+        const report = yield* Validation.validate({ plan: [claimed] }, ctx)
+        assert.isTrue(check(report, "plan:answer").passed)
+        assert.deepStrictEqual(report.completed, [{ id: "answer", description: "Answer the question" }])
+        assert.deepStrictEqual(report.evidence, [])
+        const index = check(report, "evidence:index")
+        assert.isFalse(index.passed)
+        assert.strictEqual(index.detail, "evidence:index: unbacked success: plan:answer passed without evidence")
+        assert.isFalse(report.passed)
+        assert.deepStrictEqual(
+          report.failed.map((c) => c.name),
+          ["evidence:index"]
+        )
+      })
+    )
+
+    it.effect("R6.2 a citation must resolve to a tool.succeeded event of this timeline", () =>
+      Effect.gen(function* () {
+        const ctx = context([succeeded("c1", "search", { q: "x" }, ["a"])])
+        const cites = (callId: string) =>
+          Criterion.custom(`search result ${callId} used`, () => Option.some({ detail: "used the result", callId }))
+        const real = Validation.step("real", "Use a real result", [cites("c1")])
+        const invented = Validation.step("invented", "Use an invented result", [cites("c9")])
+        const report = yield* Validation.validate({ plan: [real, invented] }, ctx)
+        assert.deepStrictEqual(report.evidence, [
+          { item: "plan:real", kind: "tool_result", ref: "c1", detail: "used the result" }
+        ])
+        assert.strictEqual(
+          check(report, "evidence:index").detail,
+          "evidence:index: unbacked success: plan:invented passed without evidence; " +
+            "plan:invented cites call c9, which is not a tool.succeeded event"
+        )
+        assert.isFalse(report.passed)
+      })
+    )
+
+    it.effect("R6.2 an empty spec has exactly one check, the evidence index, and passes", () =>
+      Effect.gen(function* () {
+        const report = yield* Validation.validate(Validation.empty, context([]))
+        assert.isTrue(report.passed)
+        assert.deepStrictEqual(
+          report.checks.map((c) => c.name),
+          ["evidence:index"]
+        )
+      })
+    )
+  })
+
+  describe("Validation constructors", () => {
+    it("R6.1 definition errors throw RangeError with the offending value", () => {
+      assert.throws(
+        () => Validation.step("", "x", [Criterion.toolSucceeded("t")]),
+        RangeError,
+        'id must be a non-empty string, got ""'
+      )
+      assert.throws(() => Validation.step("s", "x", []), RangeError, 'step "s" needs at least one criterion')
+      assert.throws(() => Validation.artifact(" "), RangeError, "path must be a non-empty string")
+      assert.throws(() => Validation.artifact("a.md", { schema: Data }), RangeError, "only json takes a schema")
+      assert.throws(() => Criterion.toolSucceeded(""), RangeError, "name must be a non-empty string")
+    })
+
+    it("R6.1 artifact defaults: format from the extension, nonEmpty true", () => {
+      assert.deepStrictEqual(Validation.artifact("notes/Report.MD"), {
+        path: "notes/Report.MD",
+        format: "markdown",
+        nonEmpty: true
+      })
+      assert.strictEqual(Validation.artifact("out.json").format, "json")
+      assert.strictEqual(Validation.artifact("out.csv").format, "text")
+      assert.strictEqual(Validation.artifact("out.txt", { format: "json" }).format, "json")
+      assert.isTrue(Validation.step("s", "x", [Criterion.toolSucceeded("t")]).required)
+    })
+  })
+})
