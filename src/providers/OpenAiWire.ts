@@ -16,9 +16,9 @@
  */
 import { Result, Schema } from "effect"
 import type * as Model from "../model/Model.ts"
-import * as Cost from "./internal/Cost.ts"
 import * as WireChunk from "./internal/WireChunk.ts"
 import * as WireRequest from "./internal/WireRequest.ts"
+import * as WireResponse from "./internal/WireResponse.ts"
 import type * as OpenAiOptions from "./OpenAiOptions.ts"
 
 /**
@@ -195,105 +195,11 @@ export const errorMessage = (text: string): string | undefined => {
   return error === undefined ? undefined : (error.message ?? error.type ?? undefined)
 }
 
-/**
- * What a decoded answer needs besides its body: the iteration (for ids the provider left
- * out), the prices, and the strict forms of the tools sent strict (their arguments are
- * brought back to the tool's own shape).
- *
- * @category models
- * @since 0.1.0
- */
-export interface Decoding {
-  readonly iteration: number
-  readonly prices?: OpenAiOptions.Prices | undefined
-  readonly strict?: ReadonlyMap<string, Model.StrictForm> | undefined
-}
+export type { Decoding, Problem } from "./internal/WireResponse.ts"
 
-/**
- * Why a body does not make a response: it is corrupt (`corrupt`), or the provider
- * stopped the answer itself for lack of resources (`interrupted`, DeepSeek's
- * `insufficient_system_resource`), which is worth asking again.
- *
- * @category models
- * @since 0.1.0
- */
-export interface Problem {
-  readonly kind: "corrupt" | "interrupted"
-  readonly detail: string
-}
-
-const corrupt = (detail: string): Result.Result<never, Problem> => Result.fail({ kind: "corrupt", detail })
+const corrupt = (detail: string): Result.Result<never, WireResponse.Problem> => Result.fail({ kind: "corrupt", detail })
 
 type WireUsageType = typeof WireUsage.Type
-
-const usageOf = (
-  wire: WireUsageType | null | undefined,
-  prices: OpenAiOptions.Prices | undefined
-): Result.Result<Model.Usage, Problem> => {
-  const inputTokens = wire?.prompt_tokens ?? 0
-  const outputTokens = wire?.completion_tokens ?? 0
-  const cached = wire?.prompt_tokens_details?.cached_tokens ?? wire?.prompt_cache_hit_tokens ?? undefined
-  const reasoning = wire?.completion_tokens_details?.reasoning_tokens ?? undefined
-  // Parts larger than their whole would bend the cost (a negative uncached count).
-  if (cached !== undefined && cached > inputTokens) {
-    return corrupt(`the usage says ${cached} cached input tokens of ${inputTokens}`)
-  }
-  if (reasoning !== undefined && reasoning > outputTokens) {
-    return corrupt(`the usage says ${reasoning} reasoning tokens of ${outputTokens} output tokens`)
-  }
-  const usage: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = { inputTokens, outputTokens }
-  if (cached !== undefined) usage.cachedInputTokens = cached
-  if (reasoning !== undefined) usage.reasoningTokens = reasoning
-  if (prices !== undefined) usage.costUsd = Cost.costUsd(prices, usage)
-  return Result.succeed(usage)
-}
-
-const finishReasons: Readonly<Record<string, Model.FinishReason>> = {
-  stop: "stop",
-  tool_calls: "tool_calls",
-  function_call: "tool_calls",
-  length: "length",
-  content_filter: "content_filter"
-}
-
-const callId = (id: string | null | undefined, iteration: number, index: number) =>
-  id === null || id === undefined || id === "" ? `call_${iteration}_${index}` : id
-
-interface Parts {
-  readonly text: string
-  readonly reasoning: string | undefined
-  readonly calls: ReadonlyArray<{ readonly id: string | undefined; readonly name: string; readonly arguments: unknown }>
-  readonly finishReason: string | undefined
-  readonly usage: WireUsageType | undefined
-}
-
-/** The response the parts of an answer make, plain or streamed. */
-const responseOf = (parts: Parts, decoding: Decoding): Result.Result<Model.Response, Problem> => {
-  if (parts.finishReason === "insufficient_system_resource") {
-    return Result.fail({
-      kind: "interrupted",
-      detail: "the provider stopped the answer for lack of resources (finish_reason: insufficient_system_resource)"
-    })
-  }
-  const usage = usageOf(parts.usage, decoding.prices)
-  if (Result.isFailure(usage)) return Result.fail(usage.failure)
-  const finishReason = parts.finishReason === undefined ? undefined : finishReasons[parts.finishReason]
-  const toolCalls = parts.calls.map((call, index) => {
-    const strict = decoding.strict?.get(call.name)
-    return {
-      id: callId(call.id, decoding.iteration, index),
-      name: call.name,
-      arguments: strict === undefined ? call.arguments : strict.restore(call.arguments)
-    }
-  })
-  return Result.succeed({
-    text: parts.text,
-    toolCalls,
-    usage: usage.success,
-    ...(finishReason === undefined ? {} : { finishReason }),
-    ...(parts.reasoning === undefined ? {} : { reasoning: parts.reasoning })
-  })
-}
 
 /**
  * The response of a complete chat completion, or why it is none.
@@ -301,10 +207,13 @@ const responseOf = (parts: Parts, decoding: Decoding): Result.Result<Model.Respo
  * @category decoding
  * @since 0.1.0
  */
-export const fromCompletion = (completion: Completion, decoding: Decoding): Result.Result<Model.Response, Problem> => {
+export const fromCompletion = (
+  completion: Completion,
+  decoding: WireResponse.Decoding
+): Result.Result<Model.Response, WireResponse.Problem> => {
   const choice = completion.choices[0]
   const message = choice.message
-  return responseOf(
+  return WireResponse.make(
     {
       text: message.content ?? "",
       reasoning: message.reasoning_content ?? undefined,
@@ -392,13 +301,16 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
  * @category decoding
  * @since 0.1.0
  */
-export const fromAccumulator = (acc: Accumulator, decoding: Decoding): Result.Result<Model.Response, Problem> => {
+export const fromAccumulator = (
+  acc: Accumulator,
+  decoding: WireResponse.Decoding
+): Result.Result<Model.Response, WireResponse.Problem> => {
   const calls: Array<PartialCall> = []
   for (const [index, call] of [...acc.calls.entries()].sort(([a], [b]) => a - b)) {
     if (call.name === "") return corrupt(`the streamed tool call at index ${index} has no function name`)
     calls.push(call)
   }
-  return responseOf(
+  return WireResponse.make(
     { text: acc.text, reasoning: acc.reasoning, calls, finishReason: acc.finishReason, usage: acc.usage },
     decoding
   )

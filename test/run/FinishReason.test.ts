@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
+import * as Timeline from "../../src/events/Timeline.ts"
 import type * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunResult from "../../src/run/RunResult.ts"
@@ -56,6 +57,7 @@ describe("finish reasons (R11)", () => {
         )
         assert.strictEqual(result.counters.toolCorrectionAttempts, 1)
         assert.strictEqual(result.counters.emptyOutputs, 0)
+        assert.include(Timeline.format(result.timeline), "cut off at the output token limit: The answer is")
         assert.deepStrictEqual(result.counters, Counters.snapshot(Counters.fold(result.timeline)))
       }).pipe(Effect.provide(withScript(script)))
     }

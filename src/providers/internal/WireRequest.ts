@@ -3,13 +3,11 @@
  * strict form when asked and they have one) and the per-model options, each under the
  * name the endpoint's dialect gives it. Re-exported by `OpenAiWire` as `requestBody`.
  *
- * | option              | OpenAI                         | DeepSeek                                     |
- * | ------------------- | ------------------------------ | -------------------------------------------- |
- * | `maxOutputTokens`   | `max_completion_tokens`        | `max_tokens`                                 |
- * | `reasoning.effort`  | `reasoning_effort`             | `reasoning_effort`                           |
- * | `reasoning.thinking`| (refused when the client is made) | `thinking: { type: enabled / disabled }`  |
- * | `parallelToolCalls` | `parallel_tool_calls`          | (refused when the client is made)            |
- * | an assistant turn with tool calls | no `reasoning_content` | its `reasoning_content` (`""` if none), unless thinking is off |
+ * Where OpenAI and DeepSeek differ: the output cap is `max_completion_tokens` for OpenAI
+ * and `max_tokens` for DeepSeek; `thinking` goes to DeepSeek only (the options check
+ * refuses it for OpenAI, and `parallelToolCalls` for DeepSeek); an assistant turn with
+ * tool calls carries its `reasoning_content` to DeepSeek (`""` if it has none) unless
+ * thinking is off. The README's table lists every option.
  */
 import type * as Model from "../../model/Model.ts"
 import type * as OpenAiOptions from "../OpenAiOptions.ts"

@@ -1,0 +1,112 @@
+/**
+ * The response the parts of an answer make, plain or streamed (R11): its usage (with
+ * cached and reasoning tokens, priced), its finish reason, its reasoning, and tool calls
+ * whose arguments come back from a tool's strict form. Private to `OpenAiWire`.
+ */
+import { Result } from "effect"
+import type * as Model from "../../model/Model.ts"
+import type * as OpenAiOptions from "../OpenAiOptions.ts"
+import * as Cost from "./Cost.ts"
+
+/**
+ * What a decoded answer needs besides its body: the iteration (for ids the provider left
+ * out), the prices, and the strict forms of the tools sent strict (their arguments are
+ * brought back to the tool's own shape). Re-exported by `OpenAiWire`.
+ */
+export interface Decoding {
+  readonly iteration: number
+  readonly prices?: OpenAiOptions.Prices | undefined
+  readonly strict?: ReadonlyMap<string, Model.StrictForm> | undefined
+}
+
+/**
+ * Why a body does not make a response: it is corrupt (`corrupt`), or the provider
+ * stopped the answer itself for lack of resources (`interrupted`, DeepSeek's
+ * `insufficient_system_resource`), which is worth asking again. Re-exported by `OpenAiWire`.
+ */
+export interface Problem {
+  readonly kind: "corrupt" | "interrupted"
+  readonly detail: string
+}
+
+/** The usage as the wire carries it (what `OpenAiWire`'s schema decodes). */
+export interface WireUsage {
+  readonly prompt_tokens: number
+  readonly completion_tokens: number
+  readonly prompt_tokens_details?: { readonly cached_tokens?: number | null | undefined } | null | undefined
+  readonly completion_tokens_details?: { readonly reasoning_tokens?: number | null | undefined } | null | undefined
+  readonly prompt_cache_hit_tokens?: number | null | undefined
+}
+
+const corrupt = (detail: string): Result.Result<never, Problem> => Result.fail({ kind: "corrupt", detail })
+
+type WireUsageType = WireUsage
+
+const usageOf = (
+  wire: WireUsageType | null | undefined,
+  prices: OpenAiOptions.Prices | undefined
+): Result.Result<Model.Usage, Problem> => {
+  const inputTokens = wire?.prompt_tokens ?? 0
+  const outputTokens = wire?.completion_tokens ?? 0
+  const cached = wire?.prompt_tokens_details?.cached_tokens ?? wire?.prompt_cache_hit_tokens ?? undefined
+  const reasoning = wire?.completion_tokens_details?.reasoning_tokens ?? undefined
+  // Parts larger than their whole would bend the cost (a negative uncached count).
+  if (cached !== undefined && cached > inputTokens) {
+    return corrupt(`the usage says ${cached} cached input tokens of ${inputTokens}`)
+  }
+  if (reasoning !== undefined && reasoning > outputTokens) {
+    return corrupt(`the usage says ${reasoning} reasoning tokens of ${outputTokens} output tokens`)
+  }
+  const usage: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = { inputTokens, outputTokens }
+  if (cached !== undefined) usage.cachedInputTokens = cached
+  if (reasoning !== undefined) usage.reasoningTokens = reasoning
+  if (prices !== undefined) usage.costUsd = Cost.costUsd(prices, usage)
+  return Result.succeed(usage)
+}
+
+const finishReasons: Readonly<Record<string, Model.FinishReason>> = {
+  stop: "stop",
+  tool_calls: "tool_calls",
+  function_call: "tool_calls",
+  length: "length",
+  content_filter: "content_filter"
+}
+
+const callId = (id: string | null | undefined, iteration: number, index: number) =>
+  id === null || id === undefined || id === "" ? `call_${iteration}_${index}` : id
+
+export interface Parts {
+  readonly text: string
+  readonly reasoning: string | undefined
+  readonly calls: ReadonlyArray<{ readonly id: string | undefined; readonly name: string; readonly arguments: unknown }>
+  readonly finishReason: string | undefined
+  readonly usage: WireUsageType | undefined
+}
+
+/** The response the parts of an answer make, plain or streamed. */
+export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Response, Problem> => {
+  if (parts.finishReason === "insufficient_system_resource") {
+    return Result.fail({
+      kind: "interrupted",
+      detail: "the provider stopped the answer for lack of resources (finish_reason: insufficient_system_resource)"
+    })
+  }
+  const usage = usageOf(parts.usage, decoding.prices)
+  if (Result.isFailure(usage)) return Result.fail(usage.failure)
+  const finishReason = parts.finishReason === undefined ? undefined : finishReasons[parts.finishReason]
+  const toolCalls = parts.calls.map((call, index) => {
+    const strict = decoding.strict?.get(call.name)
+    return {
+      id: callId(call.id, decoding.iteration, index),
+      name: call.name,
+      arguments: strict === undefined ? call.arguments : strict.restore(call.arguments)
+    }
+  })
+  return Result.succeed({
+    text: parts.text,
+    toolCalls,
+    usage: usage.success,
+    ...(finishReason === undefined ? {} : { finishReason }),
+    ...(parts.reasoning === undefined ? {} : { reasoning: parts.reasoning })
+  })
+}
