@@ -168,6 +168,39 @@ describe("Subprocess.run", () => {
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
+  it.live("R5.2 kept to its process group, an orphan that stops on SIGTERM is cancelled at once, zombie or not", () =>
+    Effect.gen(function* () {
+      // The shell exits at once and its `sleep` is orphaned: once it dies on SIGTERM, only
+      // PID 1 can reap it, which some containers do late or never. It has stopped all the
+      // same: the call is cancelled, well before the grace period ends.
+      const grace = 2_000
+      const settled: Array<Subprocess.Settled> = []
+      let pid = 0
+      const fiber = yield* Effect.forkChild(
+        Subprocess.run(
+          { command: "/bin/sh", args: ["-c", "sleep 5 & echo started"] },
+          {
+            graceMillis: grace,
+            cgroup: false,
+            onSpawn: (p) => {
+              pid = p
+            },
+            onSettled: (s) => settled.push(s)
+          }
+        )
+      )
+      while (pid === 0 || !isGone(pid)) yield* nap(2)
+      assert.isFalse(isGroupGone(pid), "its sleep still runs")
+      const start = performance.now()
+      yield* Fiber.interrupt(fiber)
+      const millis = performance.now() - start
+      assert.strictEqual(settled[0]?.settlement, "cancelled")
+      assert.strictEqual(settled[0]?.containment, "process_group")
+      assert.isTrue(isGroupGone(pid), "the sleep it left behind was stopped with its group")
+      assert.isBelow(millis, grace / 2)
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+
   it.live("R5.2 a grandchild holding the pipes delays the result by at most the output drain time", () =>
     Effect.gen(function* () {
       let pid = 0
