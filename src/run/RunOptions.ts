@@ -4,7 +4,7 @@
  *
  * @since 0.2.0
  */
-import type { Duration } from "effect"
+import type { Duration, Schema } from "effect"
 import type * as Model from "../model/Model.ts"
 import type * as Recovery from "../recovery/Recovery.ts"
 import type * as Termination from "../termination/Termination.ts"
@@ -15,7 +15,7 @@ import type * as Validation from "../validation/Validation.ts"
  * @category models
  * @since 0.1.0
  */
-export interface Options<T extends Tool.Any = Tool.Any, RV = never> {
+export interface Options<T extends Tool.Any = Tool.Any, RV = never, O = never> {
   /** The task, sent to the model as the first user message. */
   readonly goal: string
   readonly system?: string | undefined
@@ -32,6 +32,14 @@ export interface Options<T extends Tool.Any = Tool.Any, RV = never> {
   /** How many calls of one batch run at once. Default 1; results always keep call order. */
   readonly concurrency?: number | undefined
   readonly validation?: Validation.Spec<RV> | undefined
+  /**
+   * The schema of the run's final output. The final answer is read as JSON (a reply
+   * wholly inside one code fence is unwrapped) and decoded with it, as a tool's output
+   * is checked: `result.output` is the decoded value. An answer that does not decode
+   * goes back to the model as a correction, within the correction budget; once the
+   * budget is spent, validation refutes it (`validation_failed`).
+   */
+  readonly output?: Schema.Codec<O, unknown> | undefined
   /** Default: a random UUID. */
   readonly runId?: string | undefined
   /**

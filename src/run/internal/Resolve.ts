@@ -2,7 +2,7 @@
  * Run options resolved once: the tool registry (checked once per tool list), the loop's
  * configuration, the run deadline and the validation spec. Private to the runtime.
  */
-import { Duration, Option, Predicate } from "effect"
+import { Duration, Option, Predicate, Schema } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
@@ -12,6 +12,7 @@ import * as Validation from "../../validation/Validation.ts"
 import type * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import type * as RunOptions from "../RunOptions.ts"
+import type * as FinalOutput from "./FinalOutput.ts"
 import { policiesOf, snapshotSpec, snapshotTool, toolIssue, validationIssue } from "./RunOptionsCheck.ts"
 
 export interface Resolved<RV, R = unknown> {
@@ -25,6 +26,8 @@ export interface Resolved<RV, R = unknown> {
   /** See `RunOptions.Limits.stopGrace`. */
   readonly stopGraceMillis: number
   readonly validation: Validation.Spec<RV>
+  /** The schema of the final output (see `RunOptions.Options.output`). */
+  readonly output: FinalOutput.OutputSchema | undefined
 }
 
 /** The default run deadline, `"10 minutes"`, without parsing it for every run. */
@@ -152,7 +155,7 @@ const toolLimits = (limits: RunOptions.Limits): ToolExecutor.Limits | string => 
 }
 
 /** The name of the model in use and the fallback chain after it, or why they are invalid. */
-const modelChain = (options: RunOptions.Options<Tool.Any, unknown>): Loop.Models | string => {
+const modelChain = (options: RunOptions.Options<Tool.Any, unknown, unknown>): Loop.Models | string => {
   if (options.modelName === undefined && (options.fallbackModels?.length ?? 0) === 0) return defaultModels
   const name = options.modelName ?? "model"
   const fallbacks = options.fallbackModels ?? []
@@ -177,18 +180,18 @@ const modelChain = (options: RunOptions.Options<Tool.Any, unknown>): Loop.Models
  * The options resolved once, or why they are invalid. Never throws: options built by
  * hostile or broken code (a getter that throws, a Proxy) are invalid options.
  */
-export const resolve = <T extends Tool.Any, RV>(
-  options: RunOptions.Options<T, RV>
+export const resolve = <T extends Tool.Any, RV, O = never>(
+  options: RunOptions.Options<T, RV, O>
 ): Resolved<RV, Tool.Requirements<T>> | string => {
   try {
     // Erased boundary: the registry holds snapshots of `options.tools`, which need `Tool.Requirements<T>`.
-    return resolveUnsafe(options) as Resolved<RV, Tool.Requirements<T>> | string
+    return resolveUnsafe(options as RunOptions.Options<T, RV, unknown>) as Resolved<RV, Tool.Requirements<T>> | string
   } catch (error) {
     return configurationError("reading the run options", error)
   }
 }
 
-const resolveUnsafe = <RV>(options: RunOptions.Options<Tool.Any, RV>): Resolved<RV> | string => {
+const resolveUnsafe = <RV>(options: RunOptions.Options<Tool.Any, RV, unknown>): Resolved<RV> | string => {
   if (!Predicate.isObject(options)) return `the run options must be an object, got ${safeString(options)}`
   if (!Predicate.isString(options.goal)) return `goal must be a string, got ${safeString(options.goal)}`
   if (options.system !== undefined && !Predicate.isString(options.system)) {
@@ -245,6 +248,9 @@ const resolveUnsafe = <RV>(options: RunOptions.Options<Tool.Any, RV>): Resolved<
     options.recovery === undefined && maxRecoveries === Recovery.defaults.maxRecoveries
       ? Recovery.defaults
       : { ...Recovery.defaults, schedule: options.recovery ?? Recovery.defaults.schedule, maxRecoveries }
+  if (options.output !== undefined && !Schema.isSchema(options.output)) {
+    return `output must be a Schema, got ${safeString(options.output)}`
+  }
   const argumentLimits = toolLimits(limits)
   if (typeof argumentLimits === "string") return argumentLimits
   const registry: ToolExecutor.Registry = {
@@ -262,6 +268,7 @@ const resolveUnsafe = <RV>(options: RunOptions.Options<Tool.Any, RV>): Resolved<
     timeoutMillis,
     stopGraceMillis,
     validation,
+    output: options.output,
     loop: {
       registry,
       toolDefinitions: tools.definitions,
@@ -270,7 +277,8 @@ const resolveUnsafe = <RV>(options: RunOptions.Options<Tool.Any, RV>): Resolved<
       correctionBudget,
       recovery,
       approvals: tools.approvals,
-      models
+      models,
+      output: options.output
     }
   }
 }
