@@ -14,13 +14,13 @@ import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import type * as RunOptions from "../RunOptions.ts"
 import { policiesOf, snapshotSpec, snapshotTool, toolIssue, validationIssue } from "./RunOptionsCheck.ts"
 
-export interface Resolved<RV> {
+export interface Resolved<RV, R = unknown> {
   readonly runId: string | undefined
   readonly goal: string
   readonly system: string | undefined
   readonly modelName: string
-  readonly registry: ToolExecutor.Registry
-  readonly loop: Loop.Config
+  readonly registry: ToolExecutor.Registry<R>
+  readonly loop: Loop.Config<R>
   readonly timeoutMillis: number
   /** See `RunOptions.Limits.stopGrace`. */
   readonly stopGraceMillis: number
@@ -177,9 +177,12 @@ const modelChain = (options: RunOptions.Options<Tool.Any, unknown>): Loop.Models
  * The options resolved once, or why they are invalid. Never throws: options built by
  * hostile or broken code (a getter that throws, a Proxy) are invalid options.
  */
-export const resolve = <RV>(options: RunOptions.Options<Tool.Any, RV>): Resolved<RV> | string => {
+export const resolve = <T extends Tool.Any, RV>(
+  options: RunOptions.Options<T, RV>
+): Resolved<RV, Tool.Requirements<T>> | string => {
   try {
-    return resolveUnsafe(options)
+    // Erased boundary: the registry holds snapshots of `options.tools`, which need `Tool.Requirements<T>`.
+    return resolveUnsafe(options) as Resolved<RV, Tool.Requirements<T>> | string
   } catch (error) {
     return configurationError("reading the run options", error)
   }
