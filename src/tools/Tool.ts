@@ -79,6 +79,12 @@ export interface Metadata {
   readonly maxRetries: number
   readonly timeout: Duration.Input | undefined
   readonly sideEffect: SideEffect
+  /**
+   * Whether a call may destroy or overwrite what exists, rather than only add to it (the
+   * MCP `destructiveHint`). The runtime decides by `sideEffect` and `idempotent`; this is
+   * for your permission policy (its `Request` holds the tool) and approval UI.
+   */
+  readonly destructive: boolean
   readonly needsApproval: boolean
   /** Execution errors become observations for the model instead of ending the run. */
   readonly recoverErrors: boolean
@@ -207,6 +213,8 @@ export interface Options<I, O, R> {
   readonly timeout?: Duration.Input | undefined
   /** Default `"external"`, the most cautious class. */
   readonly sideEffect?: SideEffect | undefined
+  /** Default: `true` for a `write` or `external` tool, `false` for a `none` or `read` one. */
+  readonly destructive?: boolean | undefined
   readonly needsApproval?: boolean | undefined
   readonly recoverErrors?: boolean | undefined
   readonly pathFields?: ReadonlyArray<string> | undefined
@@ -251,6 +259,7 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
       })
     }
   }
+  const sideEffect = options.sideEffect ?? "external"
   return {
     _tag: "Tool",
     name: options.name,
@@ -265,7 +274,8 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
       idempotent: options.idempotent ?? false,
       maxRetries,
       timeout: options.timeout,
-      sideEffect: options.sideEffect ?? "external",
+      sideEffect,
+      destructive: options.destructive ?? (sideEffect === "write" || sideEffect === "external"),
       needsApproval: options.needsApproval ?? false,
       recoverErrors: options.recoverErrors ?? false,
       pathFields: options.pathFields ?? [],
