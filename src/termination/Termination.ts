@@ -89,40 +89,9 @@ export interface Limits {
   readonly maxCostUsd?: number | undefined
 }
 
-const defaultsKey = (limits: Limits): ReadonlyArray<number | undefined> => [
-  limits.maxToolCalls ?? 50,
-  limits.maxIterations ?? 20,
-  limits.repeatedToolCall ?? 3,
-  limits.maxToolErrors ?? 8,
-  limits.maxEmptyOutputs ?? 2,
-  limits.loopThreshold ?? 3,
-  limits.sameClassErrors ?? 3,
-  limits.maxTokens,
-  limits.maxCostUsd
-]
-
-const sameKey = (a: ReadonlyArray<number | undefined>, b: ReadonlyArray<number | undefined>): boolean => {
-  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false
-  return true
-}
-
-/** The last few default lists built: runs with the same limits share one (the policies are pure values). */
-const recentDefaults: Array<{
-  readonly key: ReadonlyArray<number | undefined>
-  readonly policies: ReadonlyArray<Policy>
-}> = []
-
-/**
- * The built-in policies in their documented order. The list is frozen, and the same
- * limits give the same list.
- *
- * @category constructors
- * @since 0.1.0
- */
-export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> => {
-  const key = defaultsKey(limits)
-  for (const entry of recentDefaults) if (sameKey(entry.key, key)) return entry.policies
-  const policies = Object.freeze([
+/** The built-in policies in their documented order, for the given limits. */
+const build = (limits: Limits): ReadonlyArray<Policy> =>
+  Object.freeze([
     finalAnswer,
     runTimeout,
     maxToolCalls(limits.maxToolCalls ?? 50),
@@ -136,10 +105,31 @@ export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> => {
     budget({ maxTokens: limits.maxTokens, maxCostUsd: limits.maxCostUsd }),
     sameClassErrors(limits.sameClassErrors ?? 3)
   ])
-  recentDefaults.unshift({ key, policies })
-  if (recentDefaults.length > 8) recentDefaults.pop()
-  return policies
-}
+
+/** The list every run that sets none of the limits shares (the policies are pure values). */
+const standard = build({})
+
+const limitKeys = [
+  "maxIterations",
+  "maxToolCalls",
+  "repeatedToolCall",
+  "maxToolErrors",
+  "maxEmptyOutputs",
+  "loopThreshold",
+  "sameClassErrors",
+  "maxTokens",
+  "maxCostUsd"
+] as const
+
+/**
+ * The built-in policies in their documented order. The list is frozen; limits that set
+ * none of these keys give one shared list.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> =>
+  limitKeys.every((key) => limits[key] === undefined) ? standard : build(limits)
 
 /**
  * What the policies decided at one checkpoint: the first stop, if any, and every
@@ -165,7 +155,7 @@ const DecisionSchema = Schema.Union([
   Schema.TaggedStruct("Stop", { reason: StopReason.StopReason, detail: Schema.String })
 ])
 
-const checks = new WeakMap<Policy, (value: unknown) => Result.Result<Decision, string>>()
+const checkDecision = UserCode.checkAs(DecisionSchema)
 
 /**
  * A user's policy, through the user-code boundary (R12): a throw, or a decision outside
@@ -173,18 +163,13 @@ const checks = new WeakMap<Policy, (value: unknown) => Result.Result<Decision, s
  * the run `internal_error`, naming the policy and the field.
  */
 const decideChecked = (policy: Policy, checkpoint: Checkpoint): Decision => {
-  let check = checks.get(policy)
-  if (check === undefined) {
-    check = UserCode.check(DecisionSchema, `the decision of the termination policy "${policy.name}"`)
-    checks.set(policy, check)
-  }
   let decision: unknown
   try {
     decision = policy.decide(checkpoint)
   } catch (defect) {
     throw UserCode.threw(`the termination policy "${policy.name}"`, defect)
   }
-  const checked = check(decision)
+  const checked = checkDecision(decision, () => `the decision of the termination policy "${policy.name}"`)
   if (Result.isFailure(checked)) throw new UserCode.UserCodeDefect(checked.failure)
   return checked.success
 }

@@ -3,7 +3,7 @@
  * deadline timer, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber } from "effect"
+import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Result } from "effect"
 import * as Counters from "../../events/Counters.ts"
 import type * as RunState from "../../events/RunState.ts"
 import * as StopReason from "../../events/StopReason.ts"
@@ -152,19 +152,21 @@ const finalize = <RV>(
 
 const lifecycle = <RV>(
   ctx: RunContext.RunContext,
-  resolved: Resolved<RV> | string
+  checked: Result.Result<Resolved<RV>, RunOptions.InvalidRunOptions>
 ): Effect.Effect<Ending, unknown, unknown> => {
   const initializing = RunContext.advance(ctx, "initializing")
   if (initializing !== undefined) return Effect.fail(initializing)
-  if (typeof resolved === "string") {
-    RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail: resolved })
-    return Exit.succeed({
-      status: "failed",
-      stopReason: "internal_error",
+  if (Result.isFailure(checked)) {
+    const invalid = checked.failure
+    RunContext.emit(ctx, {
+      _tag: "termination.decided",
       policy: "runtime",
-      detail: `invalid run options: ${resolved}`
+      reason: "internal_error",
+      detail: `${invalid.field}: ${invalid.reason}`
     })
+    return Exit.succeed({ status: "failed", stopReason: "internal_error", policy: "runtime", detail: invalid.message })
   }
+  const resolved = checked.success
   if (resolved.system !== undefined) ctx.messages.push({ _tag: "system", content: resolved.system })
   ctx.messages.push({ _tag: "user", content: resolved.goal })
   const planning = RunContext.advance(ctx, "planning")
@@ -193,11 +195,15 @@ export const prepare = <RV>(
   options: RunOptions.Options<Tool.Any, RV>,
   clock: Clock.Clock,
   breakers: Breakers.Service | undefined
-): { readonly ctx: RunContext.RunContext; readonly resolved: Resolved<RV> | string } => {
+): {
+  readonly ctx: RunContext.RunContext
+  readonly resolved: Result.Result<Resolved<RV>, RunOptions.InvalidRunOptions>
+} => {
   const resolved = resolve(options)
-  const timeoutMillis = typeof resolved === "string" ? 0 : resolved.timeoutMillis
+  const valid = Result.getOrUndefined(resolved)
+  const timeoutMillis = valid === undefined ? 0 : valid.timeoutMillis
   const ctx = RunContext.make({
-    runId: (typeof resolved === "string" ? undefined : resolved.runId) ?? randomRunId(),
+    runId: valid?.runId ?? randomRunId(),
     clock,
     deadlineAt: clock.currentTimeMillisUnsafe() + timeoutMillis,
     breakers
@@ -257,18 +263,19 @@ const deadlineTimeout = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, u
  */
 export const execute = <RV, R>(
   ctx: RunContext.RunContext,
-  resolved: Resolved<RV> | string,
+  resolved: Result.Result<Resolved<RV>, RunOptions.InvalidRunOptions>,
   done: Deferred.Deferred<RunResult.RunResult>
 ): Effect.Effect<void, never, R> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiber((self) => {
       let stopTimer = (): void => {}
-      const tools = typeof resolved === "string" ? noTools : resolved.registry.tools
+      const valid = Result.getOrUndefined(resolved)
+      const tools = valid === undefined ? noTools : valid.registry.tools
       // Stopped from outside, the run gives its result within the stop grace, even if what it
       // interrupted cannot be interrupted (real time: a TestClock never advanced must not stall it).
       let grace: ReturnType<typeof setTimeout> | undefined
-      if (typeof resolved !== "string") {
-        const graceMillis = resolved.stopGraceMillis
+      if (valid !== undefined) {
+        const graceMillis = valid.stopGraceMillis
         ctx.onStop = () => {
           grace = setTimeout(() => {
             if (!Deferred.isDoneUnsafe(done))
@@ -282,7 +289,6 @@ export const execute = <RV, R>(
         stopTimer()
         if (!Deferred.isDoneUnsafe(done)) Deferred.doneUnsafe(done, Exit.succeed(rescue(ctx, exit, tools)))
       })
-      const valid = typeof resolved === "string" ? undefined : resolved
       const allowAll = self.getRef(Permission.Permission) === Permission.allowAll
       const unguarded = Array.from(tools.values()).flatMap((tool) =>
         allowAll &&

@@ -109,18 +109,19 @@ export const toScenario = (c: Case): Scenario => {
       goal: "a generated case",
       runId: "prop",
       tools,
-      recovery: Recovery.backoff({ retries: c.scheduleRetries, jitter: c.jitter }),
-      ...(c.concurrency !== undefined ? { concurrency: c.concurrency } : {}),
-      limits: {
-        runTimeout: runTimeoutMillis,
+      limits: { maxIterations: c.maxIterations, maxToolCalls: c.maxToolCalls },
+      time: {
+        run: runTimeoutMillis,
+        ...(c.stepTimeoutMillis !== undefined ? { step: c.stepTimeoutMillis } : {}),
+        ...(c.attemptTimeoutMillis !== undefined ? { attempt: c.attemptTimeoutMillis } : {}),
+        ...(c.approvalTimeoutMillis !== undefined ? { approval: c.approvalTimeoutMillis } : {})
+      },
+      recovery: {
+        backoff: Recovery.backoff({ retries: c.scheduleRetries, jitter: c.jitter }),
         maxRecoveries: c.maxRecoveries,
-        correctionBudget: c.correctionBudget,
-        maxIterations: c.maxIterations,
-        maxToolCalls: c.maxToolCalls,
-        ...(c.stepTimeoutMillis !== undefined ? { stepTimeout: c.stepTimeoutMillis } : {}),
-        ...(c.attemptTimeoutMillis !== undefined ? { attemptTimeout: c.attemptTimeoutMillis } : {}),
-        ...(c.approvalTimeoutMillis !== undefined ? { approvalTimeout: c.approvalTimeoutMillis } : {})
-      }
+        correctionBudget: c.correctionBudget
+      },
+      ...(c.concurrency !== undefined ? { concurrency: c.concurrency } : {})
     },
     permission: { allowTools: tools.filter((t) => t.name !== "forbidden").map((t) => t.name) },
     budget: {
