@@ -89,25 +89,57 @@ export interface Limits {
   readonly maxCostUsd?: number | undefined
 }
 
-/** The built-in policies in their documented order, for the given limits. */
+/** The default limits of the policies below. */
+const defaultLimits = {
+  maxToolCalls: 50,
+  maxIterations: 20,
+  repeatedToolCall: 3,
+  maxToolErrors: 8,
+  maxEmptyOutputs: 2,
+  loopThreshold: 3,
+  sameClassErrors: 3
+} as const
+
+/** The policies with the default limits: shared by every run (the policies are pure values). */
+const standard = {
+  maxToolCalls: maxToolCalls(defaultLimits.maxToolCalls),
+  maxIterations: maxIterations(defaultLimits.maxIterations),
+  repeatedToolCall: repeatedToolCall(defaultLimits.repeatedToolCall),
+  maxToolErrors: maxToolErrors(defaultLimits.maxToolErrors),
+  emptyOutput: emptyOutput(defaultLimits.maxEmptyOutputs),
+  loopDetected: loopDetected(defaultLimits.loopThreshold),
+  budget: budget({}),
+  sameClassErrors: sameClassErrors(defaultLimits.sameClassErrors)
+}
+
+/** The shared policy when `limit` is its default, else one built for it. */
+const withLimit = (
+  limit: number | undefined,
+  fallback: number,
+  shared: Policy,
+  make: (limit: number) => Policy
+): Policy => (limit === undefined || limit === fallback ? shared : make(limit))
+
 const build = (limits: Limits): ReadonlyArray<Policy> =>
   Object.freeze([
     finalAnswer,
     runTimeout,
-    maxToolCalls(limits.maxToolCalls ?? 50),
-    maxIterations(limits.maxIterations ?? 20),
-    repeatedToolCall(limits.repeatedToolCall ?? 3),
+    withLimit(limits.maxToolCalls, defaultLimits.maxToolCalls, standard.maxToolCalls, maxToolCalls),
+    withLimit(limits.maxIterations, defaultLimits.maxIterations, standard.maxIterations, maxIterations),
+    withLimit(limits.repeatedToolCall, defaultLimits.repeatedToolCall, standard.repeatedToolCall, repeatedToolCall),
     repeatedToolFailure,
     recoveryExhausted,
-    maxToolErrors(limits.maxToolErrors ?? 8),
-    emptyOutput(limits.maxEmptyOutputs ?? 2),
-    loopDetected(limits.loopThreshold ?? 3),
-    budget({ maxTokens: limits.maxTokens, maxCostUsd: limits.maxCostUsd }),
-    sameClassErrors(limits.sameClassErrors ?? 3)
+    withLimit(limits.maxToolErrors, defaultLimits.maxToolErrors, standard.maxToolErrors, maxToolErrors),
+    withLimit(limits.maxEmptyOutputs, defaultLimits.maxEmptyOutputs, standard.emptyOutput, emptyOutput),
+    withLimit(limits.loopThreshold, defaultLimits.loopThreshold, standard.loopDetected, loopDetected),
+    limits.maxTokens === undefined && limits.maxCostUsd === undefined
+      ? standard.budget
+      : budget({ maxTokens: limits.maxTokens, maxCostUsd: limits.maxCostUsd }),
+    withLimit(limits.sameClassErrors, defaultLimits.sameClassErrors, standard.sameClassErrors, sameClassErrors)
   ])
 
-/** The list every run that sets none of the limits shares (the policies are pure values). */
-const standard = build({})
+/** The list of every run that sets none of the limits. */
+const standardList = build({})
 
 const limitKeys = [
   "maxIterations",
@@ -123,13 +155,14 @@ const limitKeys = [
 
 /**
  * The built-in policies in their documented order. The list is frozen; limits that set
- * none of these keys give one shared list.
+ * none of these keys give one shared list, and a policy whose limit is its default is
+ * the shared one.
  *
  * @category constructors
  * @since 0.1.0
  */
 export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> =>
-  limitKeys.every((key) => limits[key] === undefined) ? standard : build(limits)
+  limitKeys.every((key) => limits[key] === undefined) ? standardList : build(limits)
 
 /**
  * What the policies decided at one checkpoint: the first stop, if any, and every

@@ -228,7 +228,7 @@ export interface Options<I, O, R> {
 }
 
 /**
- * Defines a tool. Throws {@link InvalidToolDefinition} for a name that chat APIs
+ * Defines a tool, frozen. Throws {@link InvalidToolDefinition} for a name that chat APIs
  * reject or a negative retry count: a definition error is a programming error, found
  * at start-up, not during a run.
  *
@@ -264,7 +264,8 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
     }
   }
   const strict = ToolJsonSchema.strict(options.input)
-  return {
+  // Frozen, so that a run can keep the tool as it is: what it checked cannot change later.
+  return Object.freeze({
     _tag: "Tool",
     name: options.name,
     description: options.description,
@@ -281,15 +282,15 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
     postcondition: options.postcondition,
     observe: options.observe,
     reconcile: options.reconcile,
-    metadata: {
+    metadata: Object.freeze({
       idempotent: options.idempotent ?? false,
       maxRetries,
       timeout: options.timeout,
       sideEffect: options.sideEffect ?? "external",
       needsApproval: options.needsApproval ?? false,
       recoverErrors: options.recoverErrors ?? false,
-      pathFields: options.pathFields ?? [],
-      contentFields: options.contentFields ?? []
-    }
-  }
+      pathFields: Object.freeze([...(options.pathFields ?? [])]),
+      contentFields: Object.freeze([...(options.contentFields ?? [])])
+    })
+  })
 }

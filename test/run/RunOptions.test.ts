@@ -5,6 +5,7 @@ import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunResult from "../../src/run/RunResult.ts"
 import * as Termination from "../../src/termination/Termination.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
 import { assertRoundTrips } from "../support/schema.ts"
@@ -303,6 +304,46 @@ describe("R12 run options are checked by one Schema", () => {
       }
       const result = yield* Run.run({ goal: "x", tools: [echo], limits }).pipe(Effect.provide(model.layer))
       assert.strictEqual(result.status, "completed")
+      assert.strictEqual(reads, 1)
+    })
+  )
+})
+
+describe("R12 tools are read once", () => {
+  it("R12 Tool.make makes a frozen tool, which a run can keep as it is", () => {
+    assert.isTrue(Object.isFrozen(echo))
+    assert.isTrue(Object.isFrozen(echo.metadata))
+    assert.isTrue(Object.isFrozen(echo.metadata.pathFields))
+  })
+
+  it.effect("R12 a tool built by hand is copied when checked: a getter that changes later cannot reach the run", () =>
+    Effect.gen(function* () {
+      const calls: Array<string> = []
+      let reads = 0
+      const answer = (name: string) => (_input: never) =>
+        Effect.sync(() => {
+          calls.push(name)
+          return name
+        })
+      const checked = answer("checked")
+      const swapped = answer("swapped")
+      const tool: Tool.Any<never> = {
+        ...echo,
+        get handler() {
+          reads++
+          return reads === 1 ? checked : swapped
+        }
+      }
+      const result = yield* Run.run({ goal: "x", tools: [tool] }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            ScriptedModel.layer([ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")]),
+            NodeServices.layer
+          )
+        )
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(calls, ["checked"])
       assert.strictEqual(reads, 1)
     })
   )

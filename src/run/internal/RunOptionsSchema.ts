@@ -98,7 +98,29 @@ const Metadata = Schema.Struct({
 
 const isTool = (u: unknown): boolean => Predicate.isTagged(u, "Tool")
 
-/** A tool of the run, as `Tool.make` builds it: a copy of what was checked. */
+/** Frozen, with data properties only: what was read from it is what it holds, now and later. */
+const isFrozenData = (value: unknown): boolean =>
+  Predicate.isObjectOrArray(value) &&
+  Object.isFrozen(value) &&
+  Object.values(Object.getOwnPropertyDescriptors(value)).every((property) => "value" in property)
+
+/**
+ * A tool as `Tool.make` made it, once the Schema has read it: frozen all through, so it is
+ * its own snapshot (a run keeps it as it is, with nothing copied).
+ */
+const isFrozenTool = (from: unknown): from is Tool.Any => {
+  if (!isFrozenData(from) || !Predicate.hasProperty(from, "metadata")) return false
+  const metadata = from.metadata
+  return (
+    isFrozenData(metadata) &&
+    Predicate.hasProperty(metadata, "pathFields") &&
+    isFrozenData(metadata.pathFields) &&
+    Predicate.hasProperty(metadata, "contentFields") &&
+    isFrozenData(metadata.contentFields)
+  )
+}
+
+/** A tool of the run, as `Tool.make` builds it: itself when frozen, else a copy of what was checked. */
 const ToolSchema = readOnce(
   Schema.Struct({
     _tag: Schema.Literal("Tool"),
@@ -126,20 +148,23 @@ const ToolSchema = readOnce(
         : { path: ["definition"], issue: "Expected the definition Tool.make made for this tool's name" }
     )
   ),
-  (tool): Tool.Any => ({
-    _tag: "Tool",
-    name: tool.name,
-    description: tool.description,
-    input: tool.input,
-    output: tool.output,
-    definition: tool.definition,
-    codec: tool.codec,
-    handler: tool.handler,
-    postcondition: tool.postcondition,
-    observe: tool.observe,
-    reconcile: tool.reconcile,
-    metadata: { ...tool.metadata, timeout: tool.metadata.timeout }
-  })
+  (tool, from): Tool.Any =>
+    isFrozenTool(from)
+      ? from
+      : {
+          _tag: "Tool",
+          name: tool.name,
+          description: tool.description,
+          input: tool.input,
+          output: tool.output,
+          definition: tool.definition,
+          codec: tool.codec,
+          handler: tool.handler,
+          postcondition: tool.postcondition,
+          observe: tool.observe,
+          reconcile: tool.reconcile,
+          metadata: { ...tool.metadata, timeout: tool.metadata.timeout }
+        }
 )
 
 const Tools = Schema.Array(
