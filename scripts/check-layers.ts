@@ -16,6 +16,7 @@ import ts from "typescript"
 /** Each subsystem and the subsystems it may import. Lower layers never import higher ones. */
 export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   failure: [],
+  time: ["failure"],
   model: ["failure"],
   tools: ["failure", "model"],
   recovery: ["failure", "model", "tools"],
@@ -23,10 +24,11 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   termination: ["failure", "model", "tools", "events"],
   validation: ["failure", "model", "tools", "events"],
   cancellation: ["failure", "model", "tools"],
-  run: ["failure", "model", "tools", "recovery", "events", "termination", "validation", "cancellation"],
+  run: ["failure", "time", "model", "tools", "recovery", "events", "termination", "validation", "cancellation"],
   providers: ["failure", "model"],
   testing: [
     "failure",
+    "time",
     "model",
     "tools",
     "recovery",

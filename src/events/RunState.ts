@@ -130,6 +130,12 @@ export class IllegalTransition extends Schema.TaggedError<IllegalTransition>()("
 export const canTransition = (from: State, to: State): boolean => table[from].includes(to)
 
 /**
+ * @category guards
+ * @since 0.3.0
+ */
+export const isIllegalTransition = (u: unknown): u is IllegalTransition => u instanceof IllegalTransition
+
+/**
  * Checks one move against the table and returns the new state, or the typed error.
  *
  * @category combinators

@@ -16,6 +16,10 @@ const clip = (text: string, max = 80): string => {
 const callOf = (event: { readonly callId?: string | undefined }): string =>
   event.callId === undefined ? "" : ` [${event.callId}]`
 
+/** The deadline an attempt was given, relative to its start. */
+const within = (event: { readonly at: number; readonly deadlineAt: number; readonly layer: string }): string =>
+  Number.isFinite(event.deadlineAt) ? `, ${event.layer} deadline in ${event.deadlineAt - event.at} ms` : ""
+
 /**
  * What one event says, without its time.
  *
@@ -33,10 +37,12 @@ export const describe = (event: Event.Event): string => {
       )
     case "state.changed":
       return `${event.from} → ${event.to}`
+    case "run.stopping":
+      return `${event.by === "deadline" ? "the run deadline passed" : "cancelled"} while ${event.state}`
     case "plan.set":
       return event.steps.map((s) => s.id).join(", ")
     case "model.requested":
-      return `iteration ${event.iteration}`
+      return `iteration ${event.iteration}${event.attempt > 1 ? ` attempt ${event.attempt}` : ""}${within(event)}`
     case "model.responded":
       return event.toolCalls.length > 0
         ? event.toolCalls.map((c) => `${c.name}(${clip(String(c.arguments), 60)})`).join(", ")
@@ -53,6 +59,8 @@ export const describe = (event: Event.Event): string => {
       }`
     case "tool.started":
       return `${event.name} [${event.callId}]`
+    case "tool.attempted":
+      return `${event.name} [${event.callId}] attempt ${event.attempt}${within(event)}`
     case "tool.succeeded":
       return `${event.name} [${event.callId}] → ${clip(JSON.stringify(event.output) ?? "", 60)}`
     case "tool.failed":

@@ -179,7 +179,7 @@ export const brokenCategories: ReadonlySet<string> = new Set(["corrupt_response"
 
 // The caller's own time budget ran out: this says nothing about the dependency.
 const isDeadline = (failure: Failure.Failure): boolean =>
-  failure.code === "run_timeout" || failure.code === "step_timeout"
+  failure.timeout?.layer === "run" || failure.timeout?.layer === "step"
 
 /**
  * How one attempt's exit counts for its circuit (the table in the module docs).

@@ -53,7 +53,7 @@ export const validateOptions = <T extends Tool.Any, RV = never>(
  */
 const stop = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Deferred.Deferred<RunResult.RunResult>) =>
   Effect.suspend(() => {
-    RunContext.stoppedBy(ctx, "cancel")
+    RunContext.stopping(ctx, "cancel")
     fiber.interruptUnsafe()
     return Deferred.await(done)
   })
@@ -78,7 +78,7 @@ export const run = <T extends Tool.Any, RV = never>(
     // leave the run's fiber behind, detached.
     return Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(
-        Effect.forkDetach(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
+        Effect.forkDetach(Lifecycle.execute(ctx, resolved, done), {
           startImmediately: true
         }),
         (fiber) => Effect.onInterrupt(restore(Deferred.await(done)), () => stop(ctx, fiber, done))
@@ -169,7 +169,7 @@ const handle = (
   return {
     runId: ctx.runId,
     events: Stream.unwrap(timeline(ctx, feed)),
-    state: Effect.sync(() => ctx.tally.state),
+    state: Effect.sync(() => RunContext.state(ctx)),
     result,
     cancel: stop(ctx, fiber, done),
     approve: (callId, options) => gate.decide(ctx.runId, callId, Approval.approved(options?.by)),
@@ -193,7 +193,7 @@ export const start = <T extends Tool.Any, RV = never>(
     // Uninterruptible until the finalizer is in the scope, for the same reason.
     return Effect.uninterruptible(
       Effect.flatMap(
-        Effect.forkDetach(Lifecycle.execute<RV, Requirements<T, RV>>(ctx, resolved, done), {
+        Effect.forkDetach(Lifecycle.execute(ctx, resolved, done), {
           startImmediately: true
         }),
         (fiber) =>

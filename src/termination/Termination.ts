@@ -27,7 +27,6 @@
  * @since 0.1.0
  */
 import { Result, Schema } from "effect"
-import * as Counters from "../events/Counters.ts"
 import * as StopReason from "../events/StopReason.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import {
@@ -213,19 +212,9 @@ const decideChecked = (policy: Policy, checkpoint: Checkpoint): Decision => {
  */
 export const evaluate = (policies: ReadonlyArray<Policy>, checkpoint: Checkpoint): Verdict => {
   let warnings: Array<Verdict["warnings"][number]> | undefined
-  // A run's counters build their per-key maps on first read, as getters; a policy of
-  // the user's gets them as a plain object, which it may copy or serialize.
-  let plain: Checkpoint | undefined
   for (const policy of policies) {
-    let given = checkpoint
-    if (!isBuiltIn(policy)) {
-      if (plain === undefined) {
-        const counters = Counters.plain(checkpoint.counters)
-        plain = counters === checkpoint.counters ? checkpoint : { ...checkpoint, counters }
-      }
-      given = plain
-    }
-    const decision = isBuiltIn(policy) ? policy.decide(given) : decideChecked(policy, given)
+    // Every policy sees the same checkpoint; a user's policy is user code, checked at its boundary.
+    const decision = isBuiltIn(policy) ? policy.decide(checkpoint) : decideChecked(policy, checkpoint)
     if (decision._tag === "Stop") {
       return {
         stop: { policy: policy.name, reason: decision.reason, detail: decision.detail },

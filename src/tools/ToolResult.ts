@@ -82,6 +82,16 @@ export const ToolResult = Schema.Struct({
 export type ToolResult = typeof ToolResult.Type
 
 /**
+ * The observation the model is sent for a call that did not succeed: what the timeline's
+ * `tool.failed` or `tool.blocked` record recomputes it from.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const refusalObservation = (error: ToolError, blocked: boolean): string =>
+  `${blocked ? "Blocked" : "Error"} (${error.code}): ${error.message}`
+
+/**
  * @category constructors
  * @since 0.1.0
  */
@@ -95,5 +105,5 @@ export const failed = (
   name,
   status,
   error,
-  observation: `${status === "blocked" ? "Blocked" : "Error"} (${error.code}): ${error.message}`
+  observation: refusalObservation(error, status === "blocked")
 })

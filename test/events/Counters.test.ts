@@ -47,7 +47,16 @@ const responded = (text: string, calls: ReadonlyArray<readonly [string, string]>
 const failed = (name: string, message: string, maxRetries: number, code: "tool_failed" = "tool_failed") =>
   ev({ _tag: "tool.failed", callId: "c", name, error: { code, message, correctable: false }, maxRetries })
 const succeeded = (name: string, digest: string, sideEffect: Tool.SideEffect = "read") =>
-  ev({ _tag: "tool.succeeded", callId: "c", name, sideEffect, observationDigest: digest, input: {}, output: null })
+  ev({
+    _tag: "tool.succeeded",
+    callId: "c",
+    name,
+    sideEffect,
+    observationDigest: digest,
+    observation: digest,
+    input: {},
+    output: null
+  })
 
 /** A tool that always fails; `recoverErrors` makes its failures observations. */
 const failing = (options: {

@@ -3,6 +3,7 @@ import { Deferred, type Duration, Effect, Exit, Fiber, Queue, Stream } from "eff
 import { CircuitBreaker } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import * as Failure from "../../src/failure/Failure.ts"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Breakers from "../../src/recovery/Breakers.ts"
 
 const policy = (failures: number, openDuration: Duration.Input = "10 seconds"): Breakers.Policy => ({
@@ -177,7 +178,10 @@ describe("Breakers", () => {
       Effect.gen(function* () {
         const guard = (effect: Effect.Effect<never, Failure.Failure>) => breakers.guard("provider", "p", effect)
         for (let i = 0; i < 5; i++) yield* Effect.flip(guard(Effect.fail(permanent("permanent_http"))))
-        for (let i = 0; i < 5; i++) yield* Effect.flip(guard(Effect.fail(retryable({ code: "run_timeout" }))))
+        for (let i = 0; i < 5; i++)
+          yield* Effect.flip(
+            guard(Effect.fail(FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis: 100 })))
+          )
         assert.strictEqual(yield* breakers.state("provider", "p"), "closed")
 
         yield* Effect.flip(guard(Effect.fail(permanent("corrupt_response"))))

@@ -196,6 +196,7 @@ describe("Properties.check catches broken time layers, approvals and state chang
         "tool.started",
         "approval.requested",
         "approval.decided",
+        "tool.attempted",
         "tool.succeeded"
       ])
       assert.strictEqual(approved.scenario.tools.transfer.calls.forCall("c1")[0]?.at, 500)

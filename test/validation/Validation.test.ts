@@ -16,6 +16,7 @@ const succeeded = (callId: string, name: string, input: unknown, output: unknown
   name,
   sideEffect: "write",
   observationDigest: `digest-${callId}`,
+  observation: JSON.stringify(output) ?? "null",
   input,
   output
 })

@@ -3,11 +3,12 @@
  * records the episode on the run's log and waits out each delay in the `recovering` phase.
  * Private to the runtime.
  */
-import { Cause, Duration, Effect, Exit, Pull, Schedule } from "effect"
-import type * as RunState from "../../events/RunState.ts"
+import { Cause, Duration, Effect, Exit, Pull, Result, Schedule } from "effect"
+import * as RunState from "../../events/RunState.ts"
 import * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
+import * as Deadline from "../../time/Deadline.ts"
 import * as RunContext from "./RunContext.ts"
 
 const callOf = (episode: Recovery.Episode): { readonly callId?: string } =>
@@ -70,7 +71,7 @@ export const recoverFrom: <A, R>(
         failure: own,
         attempt: n,
         // Argument corrections are the model's to spend (R3.5), not this retry budget (R3.4).
-        recoveriesSpent: ctx.tally.recoveryAttempts - ctx.tally.toolCorrectionAttempts
+        recoveriesSpent: ctx.log.counters.recoveryAttempts - ctx.log.counters.toolCorrectionAttempts
       }
       // The schedule is stepped only for a failure that may be retried.
       const decision =
@@ -78,7 +79,7 @@ export const recoverFrom: <A, R>(
         Recovery.decide(episode, {
           ...facts,
           nextDelayMillis: own._tag === "Retryable" ? yield* nextDelay(own) : undefined,
-          timeLeft: RunContext.bound(ctx, undefined, "run")
+          timeLeft: yield* Deadline.left({ layer: "run" })
         })
       if (decision._tag === "GiveUp") {
         const failure = n > 1 ? FailureBoundary.withAttempts(own, n) : own
@@ -95,9 +96,7 @@ export const recoverFrom: <A, R>(
         const exhausted: Recovery.Exhausted = { _tag: "Exhausted", failure, why: decision.why, detail: decision.detail }
         return yield* Effect.fail(exhausted)
       }
-      const recovering = RunContext.hold(ctx, "recovering", episode.resume)
-      if (recovering !== undefined) return yield* recovering
-      RunContext.emit(ctx, {
+      yield* RunContext.hold(ctx, "recovering", episode.resume, {
         _tag: "recovery.started",
         kind: episode.kind,
         ...callOf(episode),
@@ -105,15 +104,36 @@ export const recoverFrom: <A, R>(
         delayMillis: decision.delayMillis,
         cause: own.code
       })
+      const owner = { owner: episode.callId ?? "" }
       yield* Effect.onInterrupt(Effect.sleep(decision.delayMillis), () =>
-        Effect.sync(() => {
-          RunContext.release(ctx, "recovering", episode.resume)
-          episode.onInterruptedWait?.()
-        })
+        Effect.andThen(
+          Effect.ignore(RunContext.release(ctx, episode.resume, owner)),
+          Effect.sync(() => episode.onInterruptedWait?.())
+        )
       )
-      const resumed = RunContext.release(ctx, "recovering", episode.resume)
-      if (resumed !== undefined) return yield* resumed
+      yield* RunContext.release(ctx, episode.resume, owner)
       n++
     }
   }
 )
+
+/**
+ * What an episode came to: its value, or what it gave up on (`Exhausted`, or a failure
+ * nothing retried, a defect of `source` included). Interruption passes through, and so
+ * does a broken invariant (an illegal transition): it is not the call's failure.
+ */
+export const settled = <A, R>(
+  source: Failure.Source,
+  self: Effect.Effect<A, Failure.Failure | Recovery.Exhausted | RunState.IllegalTransition, R>
+): Effect.Effect<Result.Result<A, Failure.Failure | Recovery.Exhausted>, RunState.IllegalTransition, R> =>
+  Effect.catchCause(
+    Effect.map(self, (a): Result.Result<A, Failure.Failure | Recovery.Exhausted> => Result.succeed(a)),
+    (cause): Effect.Effect<Result.Result<A, Failure.Failure | Recovery.Exhausted>, RunState.IllegalTransition> => {
+      // Only interruptions: no error of any type is in it.
+      if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      const squashed = Cause.squash(cause)
+      if (Recovery.isExhausted(squashed)) return Effect.succeed(Result.fail(squashed))
+      if (RunState.isIllegalTransition(squashed)) return Effect.fail(squashed)
+      return Effect.succeed(Result.fail(Failure.fromCause(source, cause)))
+    }
+  )

@@ -16,13 +16,13 @@ import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import * as RunOptions from "../RunOptions.ts"
 import * as RunOptionsSchema from "./RunOptionsSchema.ts"
 
-export interface Resolved<RV> {
+export interface Resolved<RV, R = unknown> {
   readonly runId: string | undefined
   readonly goal: string
   readonly system: string | undefined
   readonly modelName: string
-  readonly registry: ToolExecutor.Registry
-  readonly loop: Loop.Config
+  readonly registry: ToolExecutor.Registry<R>
+  readonly loop: Loop.Config<R>
   readonly timeoutMillis: number
   /** See `RunOptions.Time.stopGrace`. */
   readonly stopGraceMillis: number
@@ -181,19 +181,24 @@ const check = (options: unknown): Result.Result<RunOptionsSchema.Checked, RunOpt
  * options built by hostile or broken code (a getter that throws, a Proxy) are invalid
  * options.
  */
-export const resolve = <RV>(
-  options: RunOptions.Options<Tool.Any, RV>
-): Result.Result<Resolved<RV>, RunOptions.InvalidRunOptions> =>
+export const resolve = <T extends Tool.Any, RV>(
+  options: RunOptions.Options<T, RV>
+): Result.Result<Resolved<RV, Tool.Requirements<T>>, RunOptions.InvalidRunOptions> =>
   Result.flatMap(check(options), (checked) => {
     const limits = checked.limits ?? {}
-    return Result.map(policiesOf(checked.policies, limits), (policies) => build<RV>(checked, limits, policies))
+    // Erased boundary: the Schema reads the tools and hooks of `options` as `unknown`; the
+    // registry holds them, and they need `Tool.Requirements<T>` and `RV`.
+    return Result.map(
+      policiesOf(checked.policies, limits),
+      (policies) => build(checked, limits, policies) as Resolved<RV, Tool.Requirements<T>>
+    )
   })
 
-const build = <RV>(
+const build = (
   checked: RunOptionsSchema.Checked,
   limits: RunOptions.Limits,
   policies: ReadonlyArray<Termination.Policy>
-): Resolved<RV> => {
+): Resolved<unknown> => {
   const time = checked.time ?? {}
   const recoveryOptions = checked.recovery ?? {}
   const recovery = recoverySettings(recoveryOptions)
@@ -216,8 +221,7 @@ const build = <RV>(
     registry,
     timeoutMillis: time.run ?? defaultTimeoutMillis,
     stopGraceMillis: time.stopGrace ?? defaultStopGraceMillis,
-    // The hooks are the caller's, whose services are `RV`; the Schema reads them as `unknown`.
-    validation: (checked.validation ?? Validation.empty) as Validation.Spec<RV>,
+    validation: checked.validation ?? Validation.empty,
     loop: {
       registry,
       toolDefinitions: checked.tools.map((tool) => tool.definition),

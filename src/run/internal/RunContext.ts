@@ -1,16 +1,14 @@
 /**
- * The mutable heart of one run, private to the runtime: the event log, the folded
- * counters and state, and the conversation. Only the run's own fiber writes to it;
- * every write goes through `emit` (or `record`), so the log stays the single source
- * of truth.
+ * One run's log, private to the runtime: the events and their fold. Only the run's own
+ * fiber (and the fibers of its tool batch) appends to it; every fact goes through
+ * `emit`, and every decision reads the fold (`ctx.log`), so the log stays the single
+ * source of truth (principle 3): the state is never kept beside it.
  */
 import { type Clock, Effect, Result } from "effect"
-import * as Counters from "../../events/Counters.ts"
 import type * as Event from "../../events/Event.ts"
+import * as RunLog from "../../events/RunLog.ts"
 import * as RunState from "../../events/RunState.ts"
 import type * as StopReason from "../../events/StopReason.ts"
-import type * as Failure from "../../failure/Failure.ts"
-import type * as Model from "../../model/Model.ts"
 import type * as Breakers from "../../recovery/Breakers.ts"
 import * as CallId from "./CallId.ts"
 
@@ -18,80 +16,21 @@ export interface RunContext {
   readonly runId: string
   readonly clock: Clock.Clock
   readonly startedAt: number
+  /** The run deadline (absolute, on `clock`). */
   readonly deadlineAt: number
-  /**
-   * When the current step (one model call and its tool batch, with their retries) must
-   * end: set at the top of each iteration; infinite without a step timeout.
-   */
-  stepDeadlineAt: number
   readonly events: Array<Event.Event>
-  readonly messages: Array<Model.Message>
-  /** The identities given to tool calls so far (see `CallId`): each is unique in the run. */
+  /** The fold of `events` (see `RunLog`), replaced at each event. Read it, never write it. */
+  log: RunLog.State
+  /** The identities given to tool calls so far (see `CallId`): an index of the log's `callIds`. */
   readonly callIds: CallId.Identities
-  /**
-   * The counters as of the last event: an immutable value (policies may keep the one
-   * they were given), made from `tally` when read after a change.
-   */
-  readonly counters: Counters.Counters
-  /** The live fold of `events`, updated in place by `emit`. Read it, never write it. */
-  readonly tally: Counters.Live
   readonly listeners: Array<(event: Event.Event) => void>
   /** The application's circuit breakers (R3.9), when it has breakers. */
   readonly breakers: Breakers.Service | undefined
-  /** Who stopped the run from outside the loop (the deadline timer or a cancel), if anyone. */
-  stop: "deadline" | "cancel" | undefined
-  /** Called once, when the run is first stopped from outside (see {@link stoppedBy}). */
-  onStop: (() => void) | undefined
-  /** Whether `run.finished` is in the log: the log is then closed, and nothing more is appended. */
-  finished: boolean
-  /** The state the run was in when it was stopped from outside, before any cleanup moved it. */
-  stoppedIn: RunState.State | undefined
   /**
-   * The iteration whose model call the run is waiting on, if any: when the deadline
-   * interrupts that wait, the ending records the call as failed (see `Lifecycle`).
+   * Called when the run starts being stopped from outside (`run.stopping`): arms the
+   * stop grace, which gives the caller a result even if what is interrupted never stops.
    */
-  waitingOnModel: number | undefined
-  /** Calls waiting for a person now (see {@link hold}). */
-  approvalsWaiting: number
-  /** Retries sleeping now (see {@link hold}). */
-  retriesSleeping: number
-}
-
-class Context implements RunContext {
-  readonly events: Array<Event.Event> = []
-  readonly messages: Array<Model.Message> = []
-  readonly callIds = CallId.make()
-  readonly listeners: Array<(event: Event.Event) => void> = []
-  stop: "deadline" | "cancel" | undefined = undefined
-  onStop: (() => void) | undefined = undefined
-  finished = false
-  stoppedIn: RunState.State | undefined = undefined
-  waitingOnModel: number | undefined = undefined
-  stepDeadlineAt = Number.POSITIVE_INFINITY
-  approvalsWaiting = 0
-  retriesSleeping = 0
-  readonly tally = new Counters.Live(this.events)
-  readonly runId: string
-  readonly clock: Clock.Clock
-  readonly startedAt: number
-  readonly deadlineAt: number
-  readonly breakers: Breakers.Service | undefined
-  constructor(
-    runId: string,
-    clock: Clock.Clock,
-    startedAt: number,
-    deadlineAt: number,
-    breakers: Breakers.Service | undefined
-  ) {
-    this.runId = runId
-    this.clock = clock
-    this.startedAt = startedAt
-    this.deadlineAt = deadlineAt
-    this.breakers = breakers
-  }
-  get counters(): Counters.Counters {
-    return this.tally.counters()
-  }
+  onStop: (() => void) | undefined
 }
 
 export const make = (options: {
@@ -99,178 +38,119 @@ export const make = (options: {
   readonly clock: Clock.Clock
   readonly deadlineAt: number
   readonly breakers?: Breakers.Service | undefined
-}): RunContext =>
-  new Context(
-    options.runId,
-    options.clock,
-    options.clock.currentTimeMillisUnsafe(),
-    options.deadlineAt,
-    options.breakers
-  )
+}): RunContext => ({
+  runId: options.runId,
+  clock: options.clock,
+  startedAt: options.clock.currentTimeMillisUnsafe(),
+  deadlineAt: options.deadlineAt,
+  events: [],
+  log: RunLog.empty,
+  callIds: CallId.make(),
+  listeners: [],
+  breakers: options.breakers,
+  onStop: undefined
+})
 
 export const now = (ctx: RunContext): number => ctx.clock.currentTimeMillisUnsafe()
 
-export const remainingMillis = (ctx: RunContext): number => Math.max(0, ctx.deadlineAt - now(ctx))
-
 /**
- * Whether the run deadline has passed (R3.11): checked after every wait, before its
- * result is used, since the deadline's timer cannot fire while code blocks the event
- * loop (a busy model call), and the fiber may run on before it does.
+ * Stamps a draft with the run id, the next sequence number and the time, appends it and
+ * folds it. The log ends with `run.finished`: code still running after the run's result
+ * was given (user code that could not be interrupted) cannot change it.
  */
-export const deadlinePassed = (ctx: RunContext): boolean => now(ctx) >= ctx.deadlineAt
-
-/**
- * Stops the run at its deadline as the deadline's timer does: records who stopped it
- * and in which state, then interrupts the fiber that found the deadline passed, so the
- * run ends `run_timeout` the one way it always does.
- */
-export const expire = (ctx: RunContext): Effect.Effect<never> => {
-  stoppedBy(ctx, "deadline")
-  return Effect.interrupt
-}
-
-/** Records who stopped the run from outside the loop, and in which state, unless someone already did. */
-export const stoppedBy = (ctx: RunContext, who: "deadline" | "cancel"): void => {
-  if (ctx.stop === undefined) {
-    ctx.stop = who
-    ctx.stoppedIn = ctx.tally.state
-    ctx.onStop?.()
-  }
-}
-
-/** What is left of the current step, in milliseconds (infinite without a step timeout). */
-export const stepRemainingMillis = (ctx: RunContext): number => Math.max(0, ctx.stepDeadlineAt - now(ctx))
-
-/**
- * How long one wait may last (R4.2): min(its own limit, what is left of the step, what
- * is left of the run), and the layer that sets it.
- *
- * @param own the wait's own limit in milliseconds (`undefined`: none), and its layer.
- */
-export const bound = (
-  ctx: RunContext,
-  own: number | undefined,
-  layer: Failure.TimeoutLayer
-): { readonly millis: number; readonly layer: Failure.TimeoutLayer } => {
-  const at = now(ctx)
-  const run = Math.max(0, ctx.deadlineAt - at)
-  const step = Math.max(0, ctx.stepDeadlineAt - at)
-  let millis = own ?? Number.POSITIVE_INFINITY
-  let by = layer
-  if (step < millis) {
-    millis = step
-    by = "step"
-  }
-  if (run <= millis) {
-    millis = run
-    by = "run"
-  }
-  return { millis, layer: by }
-}
-
-type Writable = { -readonly [K in keyof Event.Event]: Event.Event[K] }
-
-const append = (ctx: RunContext, event: Event.Event): Event.Event => {
-  // The log ends with `run.finished`: code still running after the run's result was given
-  // (user code that could not be interrupted) cannot change it.
-  if (ctx.finished) return event
-  if (event._tag === "run.finished") ctx.finished = true
+export const emit = (ctx: RunContext, draft: Event.Draft): Event.Event => {
+  // The one erased boundary: a draft plus its stamp is exactly one member of the union.
+  const event = { ...draft, runId: ctx.runId, seq: ctx.events.length, at: now(ctx) } as Event.Event
+  if (ctx.log.finished) return event
   ctx.events.push(event)
-  ctx.tally.step(event)
-  const listeners = ctx.listeners
-  for (let i = 0; i < listeners.length; i++) listeners[i]?.(event)
+  ctx.log = RunLog.step(ctx.log, event)
+  for (const listener of ctx.listeners) listener(event)
   return event
 }
 
-/** Stamps a draft with the run id, the next sequence number and the time, then appends and folds it. */
-export const emit = (ctx: RunContext, draft: Event.Draft): Event.Event => {
-  // The one erased boundary: a draft plus its stamp is exactly one member of the union.
-  // Drafts are built fresh for each emit and never shared, so stamping one in place is
-  // safe, and it saves a copy of every event.
-  const event = draft as Writable & Event.Draft
-  event.runId = ctx.runId
-  event.seq = ctx.events.length
-  event.at = now(ctx)
-  return append(ctx, event as Event.Event)
+export const state = (ctx: RunContext): RunState.State => ctx.log.counters.state
+
+/**
+ * Records that the run is being stopped from outside its loop (its deadline passed, or a
+ * cancel), with the state it was found in, unless it already is; then arms the grace.
+ */
+export const stopping = (ctx: RunContext, by: "deadline" | "cancel"): void => {
+  if (ctx.log.stopping !== undefined || ctx.log.finished) return
+  emit(ctx, { _tag: "run.stopping", by, state: state(ctx) })
+  ctx.onStop?.()
 }
 
 /**
- * `emit` for an event built whole, its `seq` and `at` placeholders (`0`) to be set
- * here: for the events of every step, an object built with all its fields is smaller
- * than a draft stamped afterwards. Same rule: built fresh, never shared.
+ * Stops the run at its deadline, found passed after a wait (R3.11): the same stop as
+ * when the deadline's own timer fires, by interrupting the fiber that found it.
  */
-export const record = (ctx: RunContext, event: Event.Event): Event.Event => {
-  const stamped = event as Writable
-  stamped.seq = ctx.events.length
-  stamped.at = now(ctx)
-  return append(ctx, event)
-}
+export const expire = (ctx: RunContext): Effect.Effect<never> =>
+  Effect.suspend(() => {
+    stopping(ctx, "deadline")
+    return Effect.interrupt
+  })
 
-export const state = (ctx: RunContext): RunState.State => ctx.tally.state
-
-const move = (ctx: RunContext, to: RunState.State): Effect.Effect<void, RunState.IllegalTransition> => {
-  const from = ctx.tally.state
-  const result = RunState.transition(from, to)
-  if (Result.isFailure(result)) return Effect.fail(result.failure)
-  record(ctx, { _tag: "state.changed", from, to, runId: ctx.runId, seq: 0, at: 0 })
-  return Effect.void
-}
+const move = (ctx: RunContext, to: RunState.State): Effect.Effect<void, RunState.IllegalTransition> =>
+  Effect.suspend(() => {
+    const from = state(ctx)
+    const moved = RunState.transition(from, to)
+    if (Result.isFailure(moved)) return Effect.fail(moved.failure)
+    emit(ctx, { _tag: "state.changed", from, to })
+    return Effect.void
+  })
 
 /**
  * Moves the run to another active phase along one edge of the transition table, or
- * fails with `IllegalTransition`. Staying in the current phase is not a move.
- * Terminal statuses are out of its reach by type: only `finish` writes them.
+ * fails with `IllegalTransition`. Staying in the current phase is not a move. Terminal
+ * statuses are out of its reach by type: only `finish` writes them.
  */
 export const transition = (ctx: RunContext, to: RunState.Phase): Effect.Effect<void, RunState.IllegalTransition> =>
-  ctx.tally.state === to ? Effect.void : move(ctx, to)
+  Effect.suspend(() => (state(ctx) === to ? Effect.void : move(ctx, to)))
 
 /**
- * `transition` without an Effect, for the loop's hot path: returns the error instead of
- * failing with it (`if (illegal) return yield* illegal`).
- */
-export const advance = (ctx: RunContext, to: RunState.Phase): RunState.IllegalTransition | undefined => {
-  const from = ctx.tally.state
-  if (from === to) return undefined
-  if (!RunState.canTransition(from, to)) return new RunState.IllegalTransition({ from, to })
-  record(ctx, { _tag: "state.changed", from, to, runId: ctx.runId, seq: 0, at: 0 })
-  return undefined
-}
-
-/**
- * The phase of a run whose current work is `base` (the model call, or a tool batch):
- * `awaiting_approval` while any call waits for a person, else `recovering` while any
- * retry sleeps, else `base`. Calls of one batch run concurrently, so these overlap.
- */
-const phaseOf = (ctx: RunContext, base: RunState.Phase): RunState.Phase =>
-  ctx.approvalsWaiting > 0 ? "awaiting_approval" : ctx.retriesSleeping > 0 ? "recovering" : base
-
-/**
- * Starts a wait that puts the run in a phase of its own (a call waiting for approval,
- * a retry sleeping) and moves the run to the phase all its waits add up to. Every
- * `hold` is matched by one {@link release}, also when the wait is interrupted.
+ * Starts a wait that puts the run in a phase of its own (a call waiting for approval, a
+ * retry sleeping): moves the run to the phase its waits add up to with this one, then
+ * records the wait with `begin` (its `approval.requested` or `recovery.started`), which
+ * the fold counts from then on.
  */
 export const hold = (
   ctx: RunContext,
   what: "awaiting_approval" | "recovering",
-  base: RunState.Phase
-): RunState.IllegalTransition | undefined => {
-  if (what === "awaiting_approval") ctx.approvalsWaiting++
-  else ctx.retriesSleeping++
-  return advance(ctx, phaseOf(ctx, base))
-}
+  base: RunState.Phase,
+  begin: Event.Draft
+): Effect.Effect<void, RunState.IllegalTransition> =>
+  Effect.andThen(
+    transition(
+      ctx,
+      what === "awaiting_approval"
+        ? "awaiting_approval"
+        : RunLog.phaseOf({ ...ctx.log, retries: [...ctx.log.retries, ""] }, base)
+    ),
+    Effect.sync(() => {
+      emit(ctx, begin)
+    })
+  )
 
-/** Ends a wait begun with {@link hold}, and moves the run to the phase what is left adds up to. */
+/**
+ * Ends a wait begun with {@link hold}, then moves the run to the phase what is left adds
+ * up to. `end` is the record that ends the wait (its `approval.decided`); or, for a
+ * retry's sleep, which the next attempt's record ends, whose sleep it was (`owner`); or
+ * nothing when the record is already in the log. A run that has already ended stays
+ * where it is.
+ */
 export const release = (
   ctx: RunContext,
-  what: "awaiting_approval" | "recovering",
-  base: RunState.Phase
-): RunState.IllegalTransition | undefined => {
-  if (what === "awaiting_approval") ctx.approvalsWaiting = Math.max(0, ctx.approvalsWaiting - 1)
-  else ctx.retriesSleeping = Math.max(0, ctx.retriesSleeping - 1)
-  // A run that has already ended stays where it is.
-  if (RunState.isTerminal(ctx.tally.state)) return undefined
-  return advance(ctx, phaseOf(ctx, base))
-}
+  base: RunState.Phase,
+  end?: Event.Draft | { readonly owner: string }
+): Effect.Effect<void, RunState.IllegalTransition> =>
+  Effect.suspend(() => {
+    if (end !== undefined && "_tag" in end) emit(ctx, end)
+    const log = ctx.log
+    const i = end === undefined || "_tag" in end ? -1 : log.retries.indexOf(end.owner)
+    const waits = i < 0 ? log : { ...log, retries: log.retries.filter((_, j) => j !== i) }
+    if (RunState.isTerminal(state(ctx))) return Effect.void
+    return transition(ctx, RunLog.phaseOf(waits, base))
+  })
 
 /** The single entry point for a terminal status (R1.2): the transition, then `run.finished`. */
 export const finish = (
@@ -278,6 +158,12 @@ export const finish = (
   status: RunState.Status,
   stopReason: StopReason.StopReason
 ): Effect.Effect<void, RunState.IllegalTransition> =>
-  Effect.map(move(ctx, status), () => {
-    emit(ctx, { _tag: "run.finished", status, stopReason })
-  })
+  Effect.andThen(
+    move(ctx, status),
+    Effect.sync(() => {
+      emit(ctx, { _tag: "run.finished", status, stopReason })
+    })
+  )
+
+/** The attempt of the argument correction outstanding for a tool, if any (R3.5). */
+export const correctionOf = (ctx: RunContext, tool: string): number | undefined => RunLog.correctionOf(ctx.log, tool)

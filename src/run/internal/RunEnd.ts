@@ -14,13 +14,13 @@ import { conclude, type Ending } from "./RunOutcome.ts"
 
 /** Ends the run with `ending`, through the one terminal entry point. */
 export const end = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResult => {
-  const from = ctx.tally.state
+  const from = RunContext.state(ctx)
   const moved = RunState.transition(from, ending.status)
   if (Result.isFailure(moved)) {
     // Only a run that already ended can refuse a terminal status; keep its own ending.
     return conclude(ctx, { ...ending, detail: `${ending.detail} (${Cause.pretty(Cause.fail(moved.failure))})` })
   }
-  RunContext.record(ctx, { _tag: "state.changed", from, to: ending.status, runId: ctx.runId, seq: 0, at: 0 })
+  RunContext.emit(ctx, { _tag: "state.changed", from, to: ending.status })
   RunContext.emit(ctx, { _tag: "run.finished", status: ending.status, stopReason: ending.stopReason })
   return conclude(ctx, ending)
 }
@@ -43,7 +43,7 @@ const defectDetail = (cause: Cause.Cause<unknown>): string => {
 export const broken = (
   ctx: RunContext.RunContext,
   cause: Cause.Cause<unknown>,
-  tools: ReadonlyMap<string, Tool.Any>
+  tools: ReadonlyMap<string, Tool.Any<unknown>>
 ): RunResult.RunResult => {
   recordAbandoned(ctx, tools)
   const detail = defectDetail(cause)
@@ -60,13 +60,13 @@ export const broken = (
 export const rescue = (
   ctx: RunContext.RunContext,
   exit: Exit.Exit<unknown, unknown>,
-  tools: ReadonlyMap<string, Tool.Any>
+  tools: ReadonlyMap<string, Tool.Any<unknown>>
 ): RunResult.RunResult => {
   const cause = Exit.isFailure(exit) ? exit.cause : Cause.die(new Error("the run ended without a result"))
   try {
-    if (RunState.isTerminal(ctx.tally.state)) {
+    if (RunState.isTerminal(RunContext.state(ctx))) {
       const finished = ctx.events.findLast((e) => e._tag === "run.finished")
-      const status = finished?._tag === "run.finished" ? finished.status : ctx.tally.state
+      const status = finished?._tag === "run.finished" ? finished.status : RunContext.state(ctx)
       const stopReason = finished?._tag === "run.finished" ? finished.stopReason : "internal_error"
       return conclude(ctx, { status, stopReason, policy: "runtime", detail: defectDetail(cause) } as Ending)
     }
@@ -89,10 +89,11 @@ export const rescue = (
  */
 export const leftBehind = (
   ctx: RunContext.RunContext,
-  tools: ReadonlyMap<string, Tool.Any>,
+  tools: ReadonlyMap<string, Tool.Any<unknown>>,
   graceMillis: number
 ): RunResult.RunResult => {
-  const cancelled = ctx.stop === "cancel"
+  const stopping = ctx.log.stopping
+  const cancelled = stopping?.by !== "deadline"
   const by = cancelled ? "the cancel" : "the run deadline"
   try {
     recordAbandoned(
@@ -101,7 +102,7 @@ export const leftBehind = (
       `still running: it did not stop within the stop grace of ${graceMillis} ms after ${by}`,
       true
     )
-    const detail = `${by} stopped the run while it was ${ctx.stoppedIn ?? ctx.tally.state}, and what it interrupted did not stop within the stop grace of ${graceMillis} ms; it was left behind`
+    const detail = `${by} stopped the run while it was ${stopping?.state ?? RunContext.state(ctx)}, and what it interrupted did not stop within the stop grace of ${graceMillis} ms; it was left behind`
     const reason = cancelled ? "cancelled" : "run_timeout"
     const policy = cancelled ? "runtime" : "run_timeout"
     RunContext.emit(ctx, { _tag: "termination.decided", policy, reason, detail })

@@ -85,7 +85,7 @@ export interface Ending {
 export const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResult => {
   const report = ending.report
   const unfinished = report?.unfinished ?? []
-  const counters = Counters.snapshot(ctx.counters)
+  const counters = Counters.snapshot(ctx.log.counters)
   const { sideEffects, pendingActions } = effectsOf(ctx.events)
   const { model, fallbacks } = modelsOf(ctx.events)
   return {

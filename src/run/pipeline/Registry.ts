@@ -15,8 +15,8 @@ import type * as ApprovalStop from "./ApprovalStop.ts"
  * @category models
  * @since 0.1.0
  */
-export interface Registry {
-  readonly tools: ReadonlyMap<string, Tool.Any>
+export interface Registry<out R = unknown> {
+  readonly tools: ReadonlyMap<string, Tool.Any<R>>
   readonly limits: ToolArguments.Limits
   readonly recovery: Recovery.Settings
   readonly time: TimeLimits
@@ -47,12 +47,12 @@ export const noTimeLimits: TimeLimits = { stepMillis: undefined, attemptMillis: 
  * @category constructors
  * @since 0.1.0
  */
-export const registry = (
-  tools: ReadonlyArray<Tool.Any>,
+export const registry = <R>(
+  tools: ReadonlyArray<Tool.Any<R>>,
   limits: ToolArguments.Limits = ToolArguments.defaultLimits,
   recovery: Recovery.Settings = Recovery.defaults,
   time: TimeLimits = noTimeLimits
-): Registry => ({
+): Registry<R> => ({
   tools: new Map(tools.map((tool) => [tool.name, tool])),
   limits,
   recovery,

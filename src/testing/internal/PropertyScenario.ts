@@ -70,7 +70,7 @@ const faultStep = (fault: ModelFault): FaultyModel.Step => {
  * id, so no two calls share a signature. The run id is `"prop"`. The tools that need
  * approval (`transfer`, `wire`) are offered only when the case calls them; the scenario's
  * approval gate (`approvals`) decides each of their calls as its plan says. The case's
- * time layers become `limits.stepTimeout`, `attemptTimeout` and `approvalTimeout`, its
+ * time layers become `time.step`, `time.attempt` and `time.approval`, its
  * tool timeout the own `timeout` of `lookup`, `transfer` and `wire`, and its concurrency
  * the run's `concurrency`.
  *

@@ -6,14 +6,15 @@ import type * as StopReason from "../../../events/StopReason.ts"
 import type * as Model from "../../../model/Model.ts"
 import type * as Recovery from "../../../recovery/Recovery.ts"
 import type * as Termination from "../../../termination/Termination.ts"
-import type * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
+import type * as Registry from "../../pipeline/Registry.ts"
 
 /**
  * @category models
  * @since 0.1.0
  */
-export interface Config {
-  readonly registry: ToolExecutor.Registry
+export interface Config<out R = unknown> {
+  /** The tools and their limits; `R` is what their handlers, checks and queries need. */
+  readonly registry: Registry.Registry<R>
   readonly toolDefinitions: ReadonlyArray<Model.ToolDefinition>
   readonly policies: ReadonlyArray<Termination.Policy>
   /** How many calls of one batch run at once. Default 1 (sequential); results keep call order. */

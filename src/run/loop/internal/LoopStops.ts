@@ -4,16 +4,17 @@
  * gave up ends in. Every decision is recorded (`termination.decided`) where it is taken.
  */
 
-import type * as RunState from "../../../events/RunState.ts"
+import { Effect } from "effect"
 import type * as StopReason from "../../../events/StopReason.ts"
+import type * as Failure from "../../../failure/Failure.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Termination from "../../../termination/Termination.ts"
+import * as Deadline from "../../../time/Deadline.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as ApprovalWait from "../../pipeline/ApprovalWait.ts"
 import type * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
 import type { Config, Outcome } from "./LoopConfig.ts"
-import type * as ModelCall from "./ModelCall.ts"
 
 export const decide = (
   ctx: RunContext.RunContext,
@@ -26,44 +27,41 @@ export const decide = (
   return { reason, policy, detail, finalAnswer }
 }
 
+/** A reminder to the model: the log's fold puts it in the conversation (see `RunLog`). */
 export const remind = (ctx: RunContext.RunContext, kind: string, text: string): void => {
   RunContext.emit(ctx, { _tag: "reminder.injected", kind, text })
-  ctx.messages.push({ _tag: "user", content: `[runtime reminder: ${kind}] ${text}` })
 }
 
-export const checkpoint = (
+export const checkpoint = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
-  config: Config,
+  config: Config<R>,
   phase: Termination.Checkpoint["phase"],
   finalAnswer?: string
-): Outcome | undefined => {
+) {
   // The deadline is a hard stop (R3.11): no policy outranks it, before or after they run.
   const late = () => decide(ctx, "run_timeout", "run_timeout", `the run deadline passed at the ${phase} checkpoint`)
-  if (RunContext.deadlinePassed(ctx)) return late()
+  if (yield* Deadline.passed) return late()
   const verdict = Termination.evaluate(config.policies, {
     phase,
-    counters: ctx.counters,
+    counters: ctx.log.counters,
     now: RunContext.now(ctx),
     deadlineAt: ctx.deadlineAt
   })
   // A policy is user code and may have blocked past the deadline.
-  if (RunContext.deadlinePassed(ctx)) return late()
+  if (yield* Deadline.passed) return late()
   for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
   if (verdict.stop === undefined) return undefined
   const { policy, reason, detail } = verdict.stop
   return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
-}
+})
 
 /**
  * An answer the output token limit cut off (R11): the model is asked to finish it,
  * shorter, as a correction within the run's correction budget (the correction's attempt
  * is returned); once the budget is spent, the run stops `output_truncated`.
  */
-export const askToFinish = (
-  ctx: RunContext.RunContext,
-  config: Config
-): number | Stopped | RunState.IllegalTransition => {
-  const made = ctx.tally.toolCorrectionAttempts
+export const askToFinish = Effect.fnUntraced(function* <R>(ctx: RunContext.RunContext, config: Config<R>) {
+  const made = ctx.log.counters.toolCorrectionAttempts
   if (made >= config.correctionBudget) {
     RunContext.emit(ctx, {
       _tag: "recovery.failed",
@@ -72,28 +70,24 @@ export const askToFinish = (
       scope: "run",
       cause: "output_truncated"
     })
-    return new Stopped(
-      decide(
-        ctx,
-        "runtime",
-        "output_truncated",
-        `the model's answer was cut off by its output token limit (finish_reason: length), and the correction budget of ${config.correctionBudget} is spent`
-      )
+    return decide(
+      ctx,
+      "runtime",
+      "output_truncated",
+      `the model's answer was cut off by its output token limit (finish_reason: length), and the correction budget of ${config.correctionBudget} is spent`
     )
   }
-  const recovering = RunContext.advance(ctx, "recovering")
-  if (recovering !== undefined) return recovering
-  const attempt = made + 1
+  yield* RunContext.transition(ctx, "recovering")
   RunContext.emit(ctx, {
     _tag: "recovery.started",
     kind: "output_truncation",
-    attempt,
+    attempt: made + 1,
     delayMillis: 0,
     cause: "output_truncated"
   })
   remind(ctx, "output_truncated", "Your answer was cut off by the output token limit: finish it, shorter.")
-  return attempt
-}
+  return undefined
+})
 
 /**
  * A call of a response the output token limit cut off whose arguments do not parse: the
@@ -138,7 +132,11 @@ const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outc
 }
 
 /** Hard stops a tool result forces, whatever the policies say (R3.7, R3.8, R6.4). */
-export const hardStop = (ctx: RunContext.RunContext, config: Config, results: ReadonlyArray<ToolResult.ToolResult>) => {
+export const hardStop = Effect.fnUntraced(function* <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  results: ReadonlyArray<ToolResult.ToolResult>
+) {
   // An unknown outcome anywhere in the batch outranks any other stop: it must be reconciled.
   for (const result of results) {
     const failure = result.error?.failure
@@ -147,7 +145,7 @@ export const hardStop = (ctx: RunContext.RunContext, config: Config, results: Re
     }
   }
   // The deadline is a hard stop (R3.11): a batch that ended past it, however it ended, is its stop.
-  if (RunContext.deadlinePassed(ctx)) {
+  if (yield* Deadline.passed) {
     return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
   }
   for (const result of results) {
@@ -167,7 +165,7 @@ export const hardStop = (ctx: RunContext.RunContext, config: Config, results: Re
     const recovers = config.registry.tools.get(result.name)?.metadata.recoverErrors === true
     // A call the step deadline cut off ends the step: the step's stop, unless the tool
     // hands its errors to the model (which then gets a fresh step).
-    if (failure.code === "step_timeout" && !recovers) {
+    if (failure.timeout?.layer === "step" && !recovers) {
       return decide(ctx, "step_timeout", "step_timeout", `${result.name} (${result.callId}): ${failure.hint}`)
     }
     if (!recovers) {
@@ -180,25 +178,13 @@ export const hardStop = (ctx: RunContext.RunContext, config: Config, results: Re
     }
   }
   return undefined
-}
-
-/** A model call that ended the run instead of answering. */
-export class Stopped {
-  readonly outcome: Outcome
-  constructor(outcome: Outcome) {
-    this.outcome = outcome
-  }
-}
+})
 
 /** Maps a model call that ended without a response to the run's stop. */
-export const modelStop = (ctx: RunContext.RunContext, gaveUp: ModelCall.GaveUp): Stopped => {
-  const reason = gaveUp.reason
-  return new Stopped(
-    Recovery.isExhausted(reason)
-      ? giveUp(ctx, reason)
-      : permanentStop(ctx, reason, `the model call failed: ${reason.hint}`)
-  )
-}
+export const modelStop = (ctx: RunContext.RunContext, reason: Recovery.Exhausted | Failure.Failure): Outcome =>
+  Recovery.isExhausted(reason)
+    ? giveUp(ctx, reason)
+    : permanentStop(ctx, reason, `the model call failed: ${reason.hint}`)
 
 /**
  * The stop of a batch an approval ended (rejected or expired, R7): unless a call of the

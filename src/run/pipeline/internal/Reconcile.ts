@@ -14,6 +14,7 @@ import * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
+import { type Call, waitOf } from "./ToolCall.ts"
 
 /** What the status query found. */
 export type Outcome =
@@ -32,44 +33,35 @@ const checkAnswer = UserCode.check(
 )
 
 /**
- * Asks the tool's status query about a call that ended with `failure`, when the failure
- * is an unknown outcome and the tool has a query; otherwise returns the failure as is.
+ * Asks the tool's status query about a call that ended with `failure`, an unknown
+ * outcome, by the call's idempotency key; the query is bounded as a wait of the call
+ * (`waitOf`). Interruption passes through.
  */
-export const reconcile = Effect.fnUntraced(function* <R>(
-  ctx: RunContext.RunContext,
-  tool: Tool.Any<R>,
-  input: unknown,
-  context: Tool.CallContext,
-  failure: Failure.Failure,
-  /** Bounds the query as the call's other waits are bounded (R4.2). */
-  within: <A, E, R2>(
-    self: Effect.Effect<A, E, R2>
-  ) => Effect.Effect<{ readonly value: A } | { readonly timedOut: string }, E, R2>
-) {
-  if (failure._tag !== "UnknownOutcome" || tool.reconcile === undefined) {
-    return { _tag: "Failed", failure } satisfies Outcome as Outcome
-  }
+export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Failure.UnknownOutcome) {
+  const { ctx, tool, context } = c
+  if (tool.reconcile === undefined) return { _tag: "Failed", failure } satisfies Outcome as Outcome
+  // Erased boundary: the registry holds tools of any input type, and `c.input` was decoded by this tool's schema.
   const query = tool.reconcile as (
     input: unknown,
     context: Tool.CallContext
   ) => Effect.Effect<Tool.Reconciliation<unknown>, Failure.Failure, R>
   const asked = yield* Effect.exit(
-    Effect.suspend(() =>
-      UserCode.effect(
-        {
-          source: "tool",
-          what: `the status query of ${tool.name}`,
-          advice: "reconcile must return an Effect of Applied, NotApplied or Undecidable",
-          defectCode: "reconcile_defect"
-        },
-        () => query(input, context)
-      )
-    ).pipe(
-      Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "reconcile_defect"))),
-      within
+    waitOf(
+      c,
+      Effect.suspend(() =>
+        UserCode.effect(
+          {
+            source: "tool",
+            what: `the status query of ${tool.name}`,
+            advice: "reconcile must return an Effect of Applied, NotApplied or Undecidable",
+            defectCode: "reconcile_defect"
+          },
+          () => query(c.input, context)
+        )
+      ).pipe(Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "reconcile_defect"))))
     )
   )
-  if (Exit.isFailure(asked) && Cause.hasInterruptsOnly(asked.cause)) return yield* Effect.failCause(asked.cause)
+  if (Exit.isFailure(asked) && Cause.hasInterruptsOnly(asked.cause)) return yield* Effect.interrupt
   const record = (verdict: "applied" | "not_applied" | "undecidable", detail: string) =>
     RunContext.emit(ctx, {
       _tag: "tool.reconciled",

@@ -1,12 +1,13 @@
 /**
- * One tool call that passed its checks, as the tool executor's later stages see it
- * (its attempts, its timeout, its output, its interruption), and the `tool.failed`
- * result that any stage may end it with. Private to the runtime.
+ * One tool call that passed its checks, as the later stages of the pipeline see it (its
+ * attempts, its output, its interruption), and the records that end a call. Private to
+ * the runtime.
  */
-import type { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import type * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Model from "../../../model/Model.ts"
+import * as Deadline from "../../../time/Deadline.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import type * as ToolCodec from "../../../tools/ToolCodec.ts"
 import * as ToolResult from "../../../tools/ToolResult.ts"
@@ -14,16 +15,17 @@ import * as RunContext from "../../internal/RunContext.ts"
 import type * as Registry from "../Registry.ts"
 
 /** One call that passed its checks: what its attempts and its ending need. */
-export interface Call {
+export interface Call<R> {
   readonly ctx: RunContext.RunContext
-  readonly registry: Registry.Registry
+  readonly registry: Registry.Registry<R>
   readonly call: Model.ToolCall
-  readonly tool: Tool.Any
+  readonly tool: Tool.Any<R>
   readonly codec: ToolCodec.Compiled
   /** The arguments as events show them: parsed, the call's secrets masked (see `Redaction`). */
   readonly args: Record<string, unknown>
   /** The plain values of the `Redacted`s in the decoded input: never copied into what the run derives. */
   readonly secrets: ReadonlyArray<string>
+  /** The input, decoded by the tool's own input schema. */
   readonly input: unknown
   readonly context: Tool.CallContext
   /** The attempt of the handler running or last run, from 1 (0 before the first). */
@@ -32,18 +34,23 @@ export interface Call {
   settled: { readonly settlement: Tool.Settlement; readonly detail: string } | undefined
 }
 
-/** A tool's handler, its input and requirements erased. */
-export type Handler = (input: unknown, context: Tool.CallContext) => Effect.Effect<unknown, Failure.Failure, unknown>
+/**
+ * A tool's functions as the pipeline calls them: `input` is the value its own input
+ * schema decoded, which is what the tool's `I` promises.
+ */
+type Handler<R> = (input: unknown, context: Tool.CallContext) => Effect.Effect<unknown, Failure.Failure, R>
 
 /**
  * Calls the handler through the user-code boundary: a throw is a `tool_defect`, and a
  * return that is not an Effect (the Promise of an `async` function) a `not_an_effect`
- * failure, each as a finished `Exit` (R12).
+ * failure (R12).
  */
-export const callHandler = (c: Call): Effect.Effect<unknown, Failure.Failure, unknown> => {
+export const callHandler = <R>(c: Call<R>): Effect.Effect<unknown, Failure.Failure, R> => {
   // Each attempt says what became of its own action: an earlier attempt's word does not carry over.
   c.attempt++
   c.settled = undefined
+  // Erased boundary: the registry holds tools of any input type, and `c.input` was decoded by this tool's schema.
+  const handler = c.tool.handler as Handler<R>
   return UserCode.effect(
     {
       source: "tool",
@@ -51,12 +58,9 @@ export const callHandler = (c: Call): Effect.Effect<unknown, Failure.Failure, un
       advice: "a handler must return an Effect; wrap promises with `Abortable.handler`",
       defectCode: "tool_defect"
     },
-    () => (c.tool.handler as Handler)(c.input, c.context)
+    () => handler(c.input, c.context)
   )
 }
-
-/** What a stage of the pipeline returns: the call's result, or what running it fails with. */
-export type Ran = Effect.Effect<ToolResult.ToolResult, Registry.ExecutionError, unknown>
 
 /** Records a `tool.failed` event and returns the failed result. */
 export const failed = (
@@ -71,5 +75,25 @@ export const failed = (
 }
 
 /** Whether a call of the tool may have changed the world. */
-export const mayHaveEffects = (tool: Tool.Any): boolean =>
+export const mayHaveEffects = (tool: Tool.Any<unknown>): boolean =>
   tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
+
+/** A tool's own timeout in milliseconds (R4.2), if it has one. */
+export const ownTimeout = (tool: Tool.Any<unknown>): number | undefined =>
+  tool.metadata.timeout === undefined ? undefined : Duration.toMillis(Duration.fromInputUnsafe(tool.metadata.timeout))
+
+/**
+ * Bounds a wait of a call that is not an attempt of its handler (its status query, its
+ * postcondition) as an attempt is bounded (R4.2): `timedOut` names the step or tool
+ * bound that cut it off; the run's own deadline interrupts it instead.
+ */
+export const waitOf = <A, E, R>(
+  c: Call<unknown>,
+  self: Effect.Effect<A, E, R>
+): Effect.Effect<{ readonly value: A } | { readonly timedOut: string }, E, R> =>
+  Effect.map(self, (value): { readonly value: A } | { readonly timedOut: string } => ({ value })).pipe(
+    Deadline.within({ layer: "tool", millis: ownTimeout(c.tool) }),
+    Effect.catchIf(Deadline.isTimeout, ({ layer, afterMillis }) =>
+      Effect.succeed({ timedOut: `the ${layer} ${layer === "step" ? "deadline" : "timeout"} of ${afterMillis} ms` })
+    )
+  )

@@ -19,7 +19,7 @@ const record = (
 }
 
 /** Without a handler's own word, an interrupted call that could change the world may have. */
-export const recordInterrupt = (c: Call): void => {
+export const recordInterrupt = (c: Call<unknown>): void => {
   const tool = c.tool
   const effects = mayHaveEffects(tool)
   const { settlement, detail } = c.settled ?? {
@@ -36,7 +36,7 @@ export const recordInterrupt = (c: Call): void => {
  * attempt was running, and the last one failed retryably (only a safe call is retried),
  * or was found not applied; so nothing is left behind.
  */
-export const recordInterruptedWait = (c: Call): void => {
+export const recordInterruptedWait = (c: Call<unknown>): void => {
   record(c.ctx, c.call, 0, "cancelled", "interrupted while waiting to retry; no attempt was running")
 }
 
@@ -44,7 +44,7 @@ export const recordInterruptedWait = (c: Call): void => {
  * The record of a call interrupted while its status query ran (R3.8): its outcome was
  * unknown and stays so.
  */
-export const recordInterruptedReconcile = (c: Call): void => {
+export const recordInterruptedReconcile = (c: Call<unknown>): void => {
   record(
     c.ctx,
     c.call,
@@ -58,7 +58,7 @@ export const recordInterruptedReconcile = (c: Call): void => {
  * The record of a call interrupted while its postcondition ran (R6.4): its handler had
  * finished, so its action is done; only the confirmation is missing.
  */
-export const recordInterruptedCheck = (c: Call): void => {
+export const recordInterruptedCheck = (c: Call<unknown>): void => {
   record(
     c.ctx,
     c.call,
@@ -91,7 +91,7 @@ export const lateDetail = "the run deadline had passed before its handler starte
  */
 export const recordAbandoned = (
   ctx: RunContext.RunContext,
-  tools: ReadonlyMap<string, Tool.Any>,
+  tools: ReadonlyMap<string, Tool.Any<unknown>>,
   /** Why nobody saw the calls end; with `stillRunning`, they may still be running. */
   why = "the run ended on a defect while the call was in flight",
   stillRunning = false

@@ -6,15 +6,15 @@
 import { Cause, Effect, Exit, Schema } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
+import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import * as Signature from "../../../tools/Signature.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import { type Call, failed, type Ran } from "./ToolCall.ts"
+import { type Call, failed, waitOf } from "./ToolCall.ts"
 import { recordInterruptedCheck } from "./ToolInterruption.ts"
-import { withinWait } from "./ToolTimeout.ts"
 
 const truncate = (text: string, max: number): string =>
   text.length <= max ? text : `${text.slice(0, max)}… [observation cut: ${text.length - max} more characters]`
@@ -29,7 +29,7 @@ const outputDepth = 512
  * the tool hands its errors to the model (`recoverErrors`). Never retried: the same code
  * would return the same output.
  */
-const invalidOutput = (c: Call, what: string): ToolResult.ToolResult => {
+const invalidOutput = (c: Call<unknown>, what: string): ToolResult.ToolResult => {
   const failure = new Failure.Permanent({
     source: "tool",
     category: "invalid_output",
@@ -51,7 +51,7 @@ const invalidOutput = (c: Call, what: string): ToolResult.ToolResult => {
 }
 
 /** Output schema, postcondition, observation: the steps after a handler succeeded. */
-export const afterHandler = (c: Call, output: unknown): Ran => {
+export const afterHandler = Effect.fnUntraced(function* <R>(c: Call<R>, output: unknown) {
   const { ctx, call, tool } = c
   const encoded = c.codec.encode(output)
   if (Exit.isFailure(encoded)) {
@@ -59,7 +59,7 @@ export const afterHandler = (c: Call, output: unknown): Ran => {
     const detail = Schema.isSchemaError(schemaError)
       ? ToolArguments.describeIssue(schemaError.issue, "output").message
       : "invalid output"
-    return Exit.succeed(invalidOutput(c, `does not match its output schema (${detail})`))
+    return invalidOutput(c, `does not match its output schema (${detail})`)
   }
   // The output is stored in the log and sent to the model: it must be JSON the runtime can walk.
   const notJson = ToolArguments.jsonIssue(encoded.value, {
@@ -68,18 +68,19 @@ export const afterHandler = (c: Call, output: unknown): Ran => {
     maxNodes: outputNodes,
     strict: true
   })
-  if (notJson !== undefined) return Exit.succeed(invalidOutput(c, `is not plain JSON (${notJson})`))
-  if (tool.postcondition === undefined) return Exit.succeed(succeeded(c, output, encoded.value))
+  if (notJson !== undefined) return invalidOutput(c, `is not plain JSON (${notJson})`)
+  if (tool.postcondition === undefined) return succeeded(c, output, encoded.value)
   // The handler may have finished past the deadline: no check starts then (R3.11).
-  if (RunContext.deadlinePassed(ctx)) {
+  if (yield* Deadline.passed) {
     recordInterruptedCheck(c)
-    return RunContext.expire(ctx)
+    return yield* RunContext.expire(ctx)
   }
+  // Erased boundary: the registry holds tools of any input type, and `c.input` was decoded by this tool's schema.
   const postcondition = tool.postcondition as (
     input: unknown,
     output: unknown,
     context: Tool.CallContext
-  ) => Effect.Effect<boolean, Failure.Failure, unknown>
+  ) => Effect.Effect<boolean, Failure.Failure, R>
   const check = Effect.suspend(() =>
     UserCode.effect(
       {
@@ -91,41 +92,34 @@ export const afterHandler = (c: Call, output: unknown): Ran => {
       () => postcondition(c.input, output, c.context)
     )
   )
-  const bounded = check.pipe(
-    withinWait(c),
-    Effect.onInterrupt(() => Effect.sync(() => recordInterruptedCheck(c)))
+  const confirmed = yield* Effect.exit(
+    waitOf(c, check).pipe(Effect.onInterrupt(() => Effect.sync(() => recordInterruptedCheck(c))))
   )
-  return Effect.flatMap(Effect.exit(bounded), (confirmed): Ran => {
-    if (Exit.isFailure(confirmed) && Cause.hasInterruptsOnly(confirmed.cause)) return Effect.failCause(confirmed.cause)
-    const answer = Exit.isSuccess(confirmed) && "value" in confirmed.value ? confirmed.value.value : undefined
-    if (answer !== true) {
-      const why = Exit.isFailure(confirmed)
-        ? `the check failed: ${Failure.fromCause("tool", confirmed.cause).hint}`
-        : "timedOut" in confirmed.value
-          ? `the check did not answer within ${confirmed.value.timedOut}`
-          : answer === false
-            ? "the check answered false"
-            : `the check answered ${UserCode.kindOf(answer)}, not a boolean`
-      return Exit.succeed(
-        failed(
-          ctx,
-          call,
-          {
-            code: "inconsistent_result",
-            message: `the tool reported success but its postcondition does not hold (${why})`,
-            correctable: false
-          },
-          tool.metadata.maxRetries,
-          "inconsistent"
-        )
-      )
-    }
-    return Exit.succeed(succeeded(c, output, encoded.value))
-  }) as Ran
-}
+  if (Exit.isFailure(confirmed) && Cause.hasInterruptsOnly(confirmed.cause)) return yield* Effect.interrupt
+  const answer = Exit.isSuccess(confirmed) && "value" in confirmed.value ? confirmed.value.value : undefined
+  if (answer === true) return succeeded(c, output, encoded.value)
+  const why = Exit.isFailure(confirmed)
+    ? `the check failed: ${Failure.fromCause("tool", confirmed.cause).hint}`
+    : "timedOut" in confirmed.value
+      ? `the check did not answer within ${confirmed.value.timedOut}`
+      : answer === false
+        ? "the check answered false"
+        : `the check answered ${UserCode.kindOf(answer)}, not a boolean`
+  return failed(
+    ctx,
+    call,
+    {
+      code: "inconsistent_result",
+      message: `the tool reported success but its postcondition does not hold (${why})`,
+      correctable: false
+    },
+    tool.metadata.maxRetries,
+    "inconsistent"
+  )
+})
 
 /** Renders the observation and records the success. */
-const succeeded = (c: Call, output: unknown, encoded: unknown): ToolResult.ToolResult => {
+const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): ToolResult.ToolResult => {
   const { ctx, call, tool } = c
   const observe = tool.observe as ((output: unknown) => string) | undefined
   let rendered: unknown
@@ -154,17 +148,15 @@ const succeeded = (c: Call, output: unknown, encoded: unknown): ToolResult.ToolR
   const shown = sensitive ? (Redaction.shownBy(c.codec.encode, output, secrets) ?? Redaction.mask) : encoded
   const text = sensitive && observe === undefined ? (JSON.stringify(shown) ?? "null") : rendered
   const observation = truncate(Redaction.maskText(text, secrets), c.registry.limits.maxObservationChars)
-  RunContext.record(ctx, {
+  RunContext.emit(ctx, {
     _tag: "tool.succeeded",
     callId: call.id,
     name: call.name,
     sideEffect: tool.metadata.sideEffect,
     observationDigest: Signature.digest(observation),
+    observation,
     input: c.args,
-    output: shown,
-    runId: ctx.runId,
-    seq: 0,
-    at: 0
+    output: shown
   })
   return { callId: call.id, name: call.name, status: "succeeded", output: shown, observation }
 }

@@ -2,13 +2,10 @@
  * The permission step of the tool pipeline (R3.6) at the user-code boundary (R12): the
  * run's policy is user code, and a policy that cannot decide denies. Private to the runtime.
  */
-import { Cause, Effect, Exit, Result } from "effect"
+import { Cause, Effect, Result } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import * as Permission from "../../../tools/Permission.ts"
-
-const finished = <A, E, R>(effect: Effect.Effect<A, E, R>): Exit.Exit<A, E> | undefined =>
-  Exit.isExit(effect) ? (effect as Exit.Exit<A, E>) : undefined
 
 const checkDecision = UserCode.check(Permission.Decision, "the permission policy's decision")
 
@@ -23,13 +20,7 @@ export const checkPermission = (
   request: Permission.Request
 ): Effect.Effect<Permission.Decision> => {
   const denied = (why: string) =>
-    Exit.succeed(Permission.deny("policy_failed", `the permission policy failed (${why}); the call is refused`))
-  const decided = (value: unknown): Effect.Effect<Permission.Decision> => {
-    // Nearly every answer is the shared `Permission.allow`; the schema judges the rest.
-    if (value === Permission.allow) return Exit.succeed(Permission.allow)
-    const checked = checkDecision(value)
-    return Result.isSuccess(checked) ? Exit.succeed(checked.success) : denied(checked.failure)
-  }
+    Effect.succeed(Permission.deny("policy_failed", `the permission policy failed (${why}); the call is refused`))
   let out: unknown
   try {
     out = permission.check(request)
@@ -37,18 +28,16 @@ export const checkPermission = (
     return denied(`it threw ${Failure.safeDescription(defect)}`)
   }
   if (!UserCode.isEffect(out)) return denied(`it returned ${UserCode.kindOf(out)}, not an Effect`)
-  const done = finished(out)
-  if (done !== undefined) {
-    if (Exit.isSuccess(done)) return decided(done.value)
-    if (Cause.hasInterruptsOnly(done.cause)) return Exit.failCause(done.cause as Cause.Cause<never>)
-    return denied(Failure.fromCause("runtime", done.cause).hint)
-  }
-  // The service's type has no requirements: `check` captured what it needs when built.
+  // Erased boundary: the service's type has no requirements (`check` captured what it needs
+  // when built), and what it answers is checked here.
   return Effect.matchCauseEffect(out as Effect.Effect<unknown, unknown>, {
-    onSuccess: decided,
+    onSuccess: (value) => {
+      // Nearly every answer is the shared `Permission.allow`; the schema judges the rest.
+      if (value === Permission.allow) return Effect.succeed(Permission.allow)
+      const checked = checkDecision(value)
+      return Result.isSuccess(checked) ? Effect.succeed(checked.success) : denied(checked.failure)
+    },
     onFailure: (cause) =>
-      Cause.hasInterruptsOnly(cause)
-        ? Effect.failCause(cause as Cause.Cause<never>)
-        : denied(Failure.fromCause("runtime", cause).hint)
+      Cause.hasInterruptsOnly(cause) ? Effect.interrupt : denied(Failure.fromCause("runtime", cause).hint)
   })
 }

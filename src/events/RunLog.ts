@@ -1,0 +1,253 @@
+/**
+ * The state of a run as a fold over its log (principle 3, R9): everything the run
+ * keeps and decides by — its phase and counters, the conversation it sends the model,
+ * the model in use after fallbacks, the corrections outstanding, and what its calls
+ * wait on — is recomputed from its events by {@link fold}. A live run keeps this state
+ * by applying {@link step} to each event it appends, so folding any prefix of its
+ * timeline gives exactly the state the run had at that event; a resumed run starts
+ * from the fold of its stored log.
+ *
+ * @since 0.3.0
+ */
+import { HashMap, Option } from "effect"
+import type * as Model from "../model/Model.ts"
+import * as ToolResult from "../tools/ToolResult.ts"
+import * as Counters from "./Counters.ts"
+import type * as Event from "./Event.ts"
+
+/**
+ * The calls of the last model response, in the order the model sent them, and the
+ * conversation entries waiting for the batch to end: the tool messages go to the model
+ * in call order, and a reminder injected meanwhile goes after them (a provider requires
+ * the tool messages right after the assistant message that asked for them).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Batch {
+  /** The run's identity of each call (`callId`). */
+  readonly callIds: ReadonlyArray<string>
+  /** The model's own id of each call, which the conversation keeps. */
+  readonly toolCallIds: ReadonlyArray<string>
+  readonly names: ReadonlyArray<string>
+  /** The observation of each call that has its result, by the call's position. */
+  readonly observations: ReadonlyArray<string | undefined>
+  /** Reminders injected while results were outstanding. */
+  readonly reminders: ReadonlyArray<Model.Message>
+  /** Whether every call has its result (the tool messages are in `messages`). */
+  readonly closed: boolean
+}
+
+/**
+ * @category models
+ * @since 0.3.0
+ */
+export interface State {
+  readonly counters: Counters.Counters
+  /** The conversation as the model is sent it at the next request. */
+  readonly messages: ReadonlyArray<Model.Message>
+  /** The calls of the last response that asked for tools (see {@link Batch}). */
+  readonly batch: Batch | undefined
+  /** The name of the model in use. */
+  readonly model: string
+  /** How many times the run fell back to the next model (the index of the model in use). */
+  readonly fallbacks: number
+  /** The tools with an argument correction outstanding, and the correction's attempt (R3.5). */
+  readonly corrections: HashMap.HashMap<string, number>
+  /** The attempt of the correction asked for an answer the output token limit cut off, until one is whole (R11). */
+  readonly truncation: number | undefined
+  /** The calls waiting for a person now (R7). */
+  readonly approvals: ReadonlyArray<string>
+  /** The retries sleeping now, by owner: a call's id, or `""` for the model call. */
+  readonly retries: ReadonlyArray<string>
+  /** How the run is being stopped from outside its loop, once it is. */
+  readonly stopping: Event.Of<"run.stopping"> | undefined
+  /** Whether `run.finished` is in the log: the log is then closed. */
+  readonly finished: boolean
+}
+
+/**
+ * The state before the first event.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const empty: State = {
+  counters: Counters.empty,
+  messages: [],
+  batch: undefined,
+  model: "model",
+  fallbacks: 0,
+  corrections: HashMap.empty(),
+  truncation: undefined,
+  approvals: [],
+  retries: [],
+  stopping: undefined,
+  finished: false
+}
+
+/** The owner of a retry: the call it retries, or the model call. */
+const ownerOf = (e: { readonly callId?: string | undefined }): string => e.callId ?? ""
+
+const without = (list: ReadonlyArray<string>, item: string): ReadonlyArray<string> => {
+  const i = list.indexOf(item)
+  return i < 0 ? list : [...list.slice(0, i), ...list.slice(i + 1)]
+}
+
+/** The name of a call of the last batch, from its run identity. */
+const nameOf = (batch: Batch | undefined, callId: string | undefined): string | undefined => {
+  if (batch === undefined || callId === undefined) return undefined
+  const i = batch.callIds.indexOf(callId)
+  return i < 0 ? undefined : batch.names[i]
+}
+
+/** A call's result came: kept in its place, and the batch's messages sent once all are in. */
+const settle = (s: State, callId: string, observation: string): Partial<State> => {
+  const batch = s.batch
+  if (batch === undefined || batch.closed) return {}
+  const i = batch.callIds.indexOf(callId)
+  if (i < 0 || batch.observations[i] !== undefined) return {}
+  const observations = batch.observations.slice()
+  observations[i] = observation
+  if (observations.some((o) => o === undefined)) return { batch: { ...batch, observations } }
+  const results: Array<Model.Message> = batch.callIds.map((_, j) => ({
+    _tag: "tool",
+    toolCallId: batch.toolCallIds[j] ?? "",
+    name: batch.names[j] ?? "",
+    content: observations[j] ?? ""
+  }))
+  return {
+    batch: { ...batch, observations, reminders: [], closed: true },
+    messages: [...s.messages, ...results, ...batch.reminders]
+  }
+}
+
+/** What one event changes, apart from the counters. */
+const change = (s: State, e: Event.Event): Partial<State> | undefined => {
+  switch (e._tag) {
+    case "run.started":
+      return {
+        model: e.model,
+        messages: [
+          ...(e.system === undefined ? [] : [{ _tag: "system", content: e.system } as const]),
+          { _tag: "user", content: e.goal }
+        ]
+      }
+    case "model.requested":
+      return s.retries.includes("") ? { retries: without(s.retries, "") } : undefined
+    case "model.responded": {
+      const assistant: Model.Message = {
+        _tag: "assistant",
+        content: e.text,
+        toolCalls: e.toolCalls,
+        ...(e.reasoning === undefined ? {} : { reasoning: e.reasoning })
+      }
+      const asked = e.toolCalls.length > 0
+      return {
+        messages: [...s.messages, assistant],
+        batch: asked
+          ? {
+              callIds: e.callIds,
+              toolCallIds: e.toolCalls.map((c) => c.id),
+              names: e.toolCalls.map((c) => c.name),
+              observations: e.toolCalls.map(() => undefined),
+              reminders: [],
+              closed: false
+            }
+          : s.batch
+      }
+    }
+    case "model.fallback":
+      return { model: e.to, fallbacks: s.fallbacks + 1 }
+    case "reminder.injected": {
+      const reminder: Model.Message = { _tag: "user", content: `[runtime reminder: ${e.kind}] ${e.text}` }
+      const batch = s.batch
+      return batch !== undefined && !batch.closed
+        ? { batch: { ...batch, reminders: [...batch.reminders, reminder] } }
+        : { messages: [...s.messages, reminder] }
+    }
+    case "tool.attempted":
+      return s.retries.includes(e.callId) ? { retries: without(s.retries, e.callId) } : undefined
+    case "tool.succeeded":
+      return settle(s, e.callId, e.observation)
+    case "tool.failed":
+      return settle(s, e.callId, ToolResult.refusalObservation(e.error, false))
+    case "tool.blocked":
+      return settle(s, e.callId, ToolResult.refusalObservation(e.error, true))
+    case "tool.interrupted":
+      return s.retries.includes(e.callId) ? { retries: without(s.retries, e.callId) } : undefined
+    case "approval.requested":
+      return { approvals: [...s.approvals, e.callId] }
+    case "approval.decided":
+      return { approvals: without(s.approvals, e.callId) }
+    case "recovery.started": {
+      if (e.kind === "output_truncation") return { truncation: e.attempt }
+      if (e.kind === "tool_argument_correction") {
+        const name = nameOf(s.batch, e.callId)
+        return name === undefined ? undefined : { corrections: HashMap.set(s.corrections, name, e.attempt) }
+      }
+      return { retries: [...s.retries, ownerOf(e)] }
+    }
+    case "recovery.completed": {
+      if (e.kind === "output_truncation") return { truncation: undefined }
+      if (e.kind === "tool_argument_correction") {
+        const name = nameOf(s.batch, e.callId)
+        return name === undefined ? undefined : { corrections: HashMap.remove(s.corrections, name) }
+      }
+      return undefined
+    }
+    case "run.stopping":
+      // The run's own wait for a retry of the model call ends with the stop: nothing else ends it.
+      return { stopping: e, retries: without(s.retries, "") }
+    case "run.finished":
+      return { finished: true }
+    default:
+      return undefined
+  }
+}
+
+/**
+ * Folds one event into the state.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const step = (state: State, event: Event.Event): State => {
+  const changed = change(state, event)
+  return { ...state, ...changed, counters: Counters.step(state.counters, event) }
+}
+
+/**
+ * The state of a whole timeline (or of any prefix of it).
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const fold = (events: Iterable<Event.Event>): State => {
+  let state = empty
+  for (const event of events) state = step(state, event)
+  return state
+}
+
+/**
+ * The attempt of the argument correction outstanding for a tool, if any.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const correctionOf = (state: State, tool: string): number | undefined =>
+  Option.getOrUndefined(HashMap.get(state.corrections, tool))
+
+/**
+ * The phase a run whose current work is `base` is in: `awaiting_approval` while any call
+ * waits for a person, else `recovering` while any retry sleeps, else `base` (R1.3).
+ * Calls of one batch run concurrently, so these overlap.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const phaseOf = <P extends string>(
+  state: { readonly approvals: ReadonlyArray<string>; readonly retries: ReadonlyArray<string> },
+  base: P
+): P | "awaiting_approval" | "recovering" =>
+  state.approvals.length > 0 ? "awaiting_approval" : state.retries.length > 0 ? "recovering" : base

@@ -1,0 +1,153 @@
+/**
+ * The events of tool calls and their approvals. Re-exported from `Event`.
+ */
+import { Schema } from "effect"
+import * as Failure from "../../failure/Failure.ts"
+import * as Tool from "../../tools/Tool.ts"
+import * as ToolResult from "../../tools/ToolResult.ts"
+import { base } from "./EventBase.ts"
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolStarted = Schema.TaggedStruct("tool.started", {
+  ...base,
+  /** The run's own identity of the call (see `model.responded`'s `callIds`). */
+  callId: Schema.String,
+  /** The id the model gave the call, which its result carries back in the conversation. */
+  toolCallId: Schema.String,
+  name: Schema.String,
+  signature: Schema.String
+})
+
+/**
+ * An attempt of a call's handler begins (after its checks, and again for each retry):
+ * its number from 1, and the deadline it was given, with the layer that set it (R4.2).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export const ToolAttempted = Schema.TaggedStruct("tool.attempted", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  attempt: Schema.Int,
+  deadlineAt: Schema.Number,
+  layer: Failure.TimeoutLayer
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolSucceeded = Schema.TaggedStruct("tool.succeeded", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  sideEffect: Tool.SideEffect,
+  /** A digest of the observation, so loop detection can tell "nothing changed". */
+  observationDigest: Schema.String,
+  /** The observation the model was sent: the rendered output, masked and cut to the run's limit. */
+  observation: Schema.String,
+  /** The arguments as the model sent them, parsed, once they validated: what evidence criteria match on. */
+  input: Schema.Unknown,
+  output: Schema.Unknown
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolFailed = Schema.TaggedStruct("tool.failed", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  error: ToolResult.ToolError,
+  /** The tool's retry limit, so the repeated-failure policy can be a pure fold. */
+  maxRetries: Schema.Int
+})
+
+/**
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolBlocked = Schema.TaggedStruct("tool.blocked", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  error: ToolResult.ToolError
+})
+
+/**
+ * What became of one attempt of a call that was interrupted (cancel, the run or step
+ * deadline, the tool's own timeout), or of a call interrupted while no attempt ran
+ * (R5.2). `attempt` says which: the attempt it settles, from 1, or 0 when none was
+ * running (the call waited for approval, to retry, or on its status query, or never
+ * started). Follows the call's `tool.started`. A call has at most one per attempt,
+ * plus one with `attempt` 0; when a timeout turned an attempt's interruption into a
+ * failure, the call goes on to a retry or to its `tool.failed`; a call that ends
+ * without `tool.succeeded`, `tool.failed` or `tool.blocked` ends with its last one.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolInterrupted = Schema.TaggedStruct("tool.interrupted", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  attempt: Schema.Int,
+  settlement: Tool.Settlement,
+  detail: Schema.String
+})
+
+/**
+ * The answer of a tool's status query for a call of unknown outcome (R3.8). Follows the
+ * call's failure and precedes its final `tool.succeeded` or `tool.failed`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ToolReconciled = Schema.TaggedStruct("tool.reconciled", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  idempotencyKey: Schema.String,
+  verdict: Schema.Literals(["applied", "not_applied", "undecidable"]),
+  detail: Schema.String
+})
+
+/**
+ * A call that needs approval was put on the approval gate (R7); the run is now
+ * `awaiting_approval`. Follows the call's `tool.started`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ApprovalRequested = Schema.TaggedStruct("approval.requested", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  /** The validated arguments the person approves or rejects. */
+  arguments: Schema.Unknown,
+  expiresAt: Schema.Finite
+})
+
+/**
+ * What became of a call waiting for approval (R7): `approved` (the exact call runs
+ * next), `rejected` (the run ends `approval_rejected`), `expired` (no decision in time;
+ * `layer` says which deadline: `approval` ends the run `approval_expired`, `step`
+ * ends it `step_timeout`), or `withdrawn` (the run was cancelled or hit its deadline).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const ApprovalDecided = Schema.TaggedStruct("approval.decided", {
+  ...base,
+  callId: Schema.String,
+  name: Schema.String,
+  decision: Schema.Literals(["approved", "rejected", "expired", "withdrawn"]),
+  by: Schema.optional(Schema.String),
+  reason: Schema.optional(Schema.String),
+  layer: Schema.optional(Failure.TimeoutLayer)
+})

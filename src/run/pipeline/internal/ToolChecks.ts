@@ -1,0 +1,153 @@
+/**
+ * The checks of a tool call before its handler (R3.5, R3.6): the tool looked up, its
+ * arguments parsed, the permission policy, the input schema. A call that fails one is
+ * refused with one feedback value, which becomes its `ToolResult`. Private to the
+ * runtime.
+ */
+import { Cause, Effect, Exit, Schema } from "effect"
+import type * as Model from "../../../model/Model.ts"
+import * as Deadline from "../../../time/Deadline.ts"
+import type * as Permission from "../../../tools/Permission.ts"
+import * as Redaction from "../../../tools/Redaction.ts"
+import * as Tool from "../../../tools/Tool.ts"
+import * as ToolArguments from "../../../tools/ToolArguments.ts"
+import { compiled } from "../../../tools/ToolCodec.ts"
+import * as ToolResult from "../../../tools/ToolResult.ts"
+import * as RunContext from "../../internal/RunContext.ts"
+import type { Registry } from "../Registry.ts"
+import { type Call, failed } from "./ToolCall.ts"
+import { lateDetail, recordNeverRan } from "./ToolInterruption.ts"
+import { checkPermission } from "./ToolPermission.ts"
+import type { Prepared } from "./ToolPrepare.ts"
+
+/** A call refused before its handler ran: the feedback the model gets, as one value. */
+export interface Refused {
+  readonly _tag: "Refused"
+  readonly error: ToolResult.ToolError
+  /** `tool.blocked` (a policy said no) rather than `tool.failed` (the call is wrong). */
+  readonly blocked: boolean
+  readonly maxRetries: number
+}
+
+const refused = (error: ToolResult.ToolError, maxRetries: number, blocked = false): Refused => ({
+  _tag: "Refused",
+  error,
+  blocked,
+  maxRetries
+})
+
+/** Records a refusal and gives the call's result. */
+export const refuse = (ctx: RunContext.RunContext, call: Model.ToolCall, refusal: Refused): ToolResult.ToolResult => {
+  if (!refusal.blocked) return failed(ctx, call, refusal.error, refusal.maxRetries)
+  RunContext.emit(ctx, { _tag: "tool.blocked", callId: call.id, name: call.name, error: refusal.error })
+  return ToolResult.failed(call.id, call.name, refusal.error, "blocked")
+}
+
+const nameShown = (name: string): string => (name.length > 64 ? `${name.slice(0, 64)}…` : name)
+
+const settlements: ReadonlySet<unknown> = new Set(Tool.Settlement.literals)
+
+/**
+ * What a handler said became of its action, as the run records it (R12): a settlement
+ * outside `Tool.Settlement` is recorded as `outcome_unknown`, the cautious word, saying so.
+ */
+const settledBy = (settlement: unknown, detail: unknown): NonNullable<Call<unknown>["settled"]> => {
+  if (!settlements.has(settlement)) {
+    return {
+      settlement: "outcome_unknown",
+      detail: "the handler settled with a value that is not a settlement; whether its action took effect is unknown"
+    }
+  }
+  return {
+    settlement: settlement as Tool.Settlement,
+    detail: typeof detail === "string" ? detail.slice(0, 1000) : "the handler gave no detail"
+  }
+}
+
+/**
+ * The checks, in order: the tool, its arguments, the permission policy (a wait like any
+ * other: interrupted, the call never ran, R5.2), the input schema. Gives the call ready
+ * for its handler, or its refusal.
+ */
+export const check = Effect.fnUntraced(function* <R>(
+  ctx: RunContext.RunContext,
+  registry: Registry<R>,
+  prepared: Prepared,
+  permission: Permission.PermissionService
+) {
+  const call = prepared.call
+  const tool = registry.tools.get(call.name)
+  if (tool === undefined) {
+    const known = [...registry.tools.keys()].join(", ")
+    return refused(
+      {
+        code: "unknown_tool",
+        message: `there is no tool named ${JSON.stringify(nameShown(call.name))}; the tools are: ${known}`,
+        correctable: true
+      },
+      Tool.defaultMaxRetries
+    )
+  }
+  const parsed = prepared.parsed
+  if (parsed._tag === "Invalid") {
+    return refused({ code: "invalid_arguments", message: parsed.message, correctable: true }, tool.metadata.maxRetries)
+  }
+  const args = parsed.value
+  const decision = yield* checkPermission(permission, {
+    tool,
+    arguments: args,
+    runId: ctx.runId,
+    callId: call.id
+  }).pipe(
+    Effect.onInterrupt(() =>
+      Effect.sync(() => recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran"))
+    )
+  )
+  // The policy may have taken its time: past the deadline, nothing more of the call starts (R3.11).
+  if (yield* Deadline.passed) {
+    recordNeverRan(ctx, call, lateDetail)
+    return yield* RunContext.expire(ctx)
+  }
+  if (decision._tag === "Deny") {
+    const message = Redaction.maskText(`${decision.rule}: ${decision.reason}`, prepared.secrets)
+    return refused({ code: "permission_denied", message, correctable: false }, tool.metadata.maxRetries, true)
+  }
+  const codec = compiled(tool)
+  const decoded = prepared.decoded ?? codec.decode(args)
+  if (Exit.isFailure(decoded)) {
+    const schemaError = Cause.squash(decoded.cause)
+    const described = Schema.isSchemaError(schemaError)
+      ? ToolArguments.describeIssue(schemaError.issue)
+      : { message: "arguments do not match the tool's input schema", fieldPaths: [] }
+    return refused(
+      {
+        code: "input_validation_failed",
+        message: Redaction.maskText(described.message, prepared.secrets),
+        correctable: true,
+        fieldPaths: described.fieldPaths
+      },
+      tool.metadata.maxRetries
+    )
+  }
+  const c: Call<R> = {
+    ctx,
+    registry,
+    call,
+    tool,
+    codec,
+    args: prepared.shown,
+    secrets: prepared.secrets,
+    input: decoded.value,
+    context: {
+      runId: ctx.runId,
+      callId: call.id,
+      idempotencyKey: `${ctx.runId}:${call.id}`,
+      settle: (settlement, detail) => {
+        c.settled = settledBy(settlement, detail)
+      }
+    },
+    attempt: 0,
+    settled: undefined
+  }
+  return { _tag: "Ready", call: c } as const
+})

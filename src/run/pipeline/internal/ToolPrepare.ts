@@ -1,0 +1,112 @@
+/**
+ * Making the calls of a response ready, before any of the batch runs: identity,
+ * arguments, secrets, signature. Re-exported from `ToolExecutor`. Private to the runtime.
+ */
+import { Exit, Predicate, type Schema } from "effect"
+import type * as Model from "../../../model/Model.ts"
+import * as Redaction from "../../../tools/Redaction.ts"
+import * as Signature from "../../../tools/Signature.ts"
+import * as ToolArguments from "../../../tools/ToolArguments.ts"
+import { compiled } from "../../../tools/ToolCodec.ts"
+import * as CallId from "../../internal/CallId.ts"
+import type { Registry } from "../Registry.ts"
+
+/**
+ * One call of a batch, made ready before any of the batch runs: its run-unique identity
+ * (R3.8), its arguments parsed (R3.5), its input decoded ahead when its schema holds a
+ * `Redacted` (only to find the secrets: the pipeline still reports in its own order), and
+ * its signature, with those values masked (R3.1).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Prepared {
+  /** The call, under the run's own identity (`call.id`). */
+  readonly call: Model.ToolCall
+  /** The id the model gave the call, for the conversation. */
+  readonly toolCallId: string
+  readonly parsed: ToolArguments.ParsedArguments
+  /** The decoded input, when it was decoded ahead (a sensitive tool whose arguments parsed). */
+  readonly decoded: Exit.Exit<unknown, Schema.SchemaError> | undefined
+  /** The plain values of the `Redacted`s in the decoded input. */
+  readonly secrets: ReadonlyArray<string>
+  /** The arguments as events and approvals show them: parsed, with the secrets masked. */
+  readonly shown: Record<string, unknown>
+  /**
+   * The arguments as the log and the conversation keep what the model sent: its text as
+   * it is; a value a provider parsed itself as its JSON snapshot, or, when the pipeline
+   * refuses it (a cycle, a function, too deep, not an object), a text saying why.
+   */
+  readonly recorded: unknown
+  readonly signature: string
+}
+
+// A JSON syntax error quotes the text around it: for a sensitive tool, it could be the secret.
+const notJson = "arguments are not valid JSON"
+
+/**
+ * The secrets of a call and what it shows of its arguments (see `Redaction`): for a tool
+ * whose input schema holds no `Redacted`, the arguments as parsed and no secret.
+ */
+const redacted = (
+  codec: ReturnType<typeof compiled> | undefined,
+  parsed: ToolArguments.ParsedArguments,
+  decoded: Exit.Exit<unknown, Schema.SchemaError> | undefined
+): { readonly secrets: ReadonlyArray<string>; readonly shown: Record<string, unknown> } => {
+  if (parsed._tag === "Invalid") return { secrets: [], shown: {} }
+  if (codec === undefined || !codec.sensitiveInput) return { secrets: [], shown: parsed.value }
+  if (decoded === undefined || Exit.isFailure(decoded)) {
+    // It did not decode: nobody knows which part is secret, so every part is.
+    const secrets = Redaction.allLeaves(parsed.value)
+    return { secrets, shown: Redaction.maskValue(parsed.value, secrets) as Record<string, unknown> }
+  }
+  const secrets = Redaction.secretsOf(decoded.value)
+  const shown = Redaction.shownBy(codec.encodeInput, decoded.value, secrets)
+  return Predicate.isObject(shown) && !Array.isArray(shown)
+    ? { secrets, shown: shown as Record<string, unknown> }
+    : {
+        secrets,
+        shown: Redaction.maskValue(parsed.value, [...secrets, ...Redaction.allLeaves(parsed.value)]) as Record<
+          string,
+          unknown
+        >
+      }
+}
+
+/**
+ * Prepares one call the model asked for (see {@link Prepared}); `used` holds the
+ * identities this run has given so far.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const prepare = <R>(registry: Registry<R>, used: CallId.Identities, call: Model.ToolCall): Prepared => {
+  const id = CallId.assign(used, call.id)
+  const parsed = ToolArguments.parseArguments(call.arguments, registry.limits)
+  const tool = registry.tools.get(call.name)
+  const codec = tool === undefined ? undefined : compiled(tool)
+  // Decoded ahead only to find a sensitive tool's secrets: the others decode in the pipeline,
+  // and only if the batch gets that far.
+  const decoded =
+    parsed._tag === "Ok" && codec !== undefined && codec.sensitiveInput ? codec.decode(parsed.value) : undefined
+  const { secrets, shown } = redacted(codec, parsed, decoded)
+  return {
+    call: id === call.id ? call : { ...call, id },
+    toolCallId: call.id,
+    parsed:
+      codec?.sensitiveInput === true && parsed._tag === "Invalid" && parsed.message.startsWith(notJson)
+        ? { _tag: "Invalid", message: notJson }
+        : parsed,
+    decoded,
+    secrets,
+    shown,
+    recorded:
+      typeof call.arguments === "string" || call.arguments === undefined
+        ? call.arguments
+        : parsed._tag === "Ok"
+          ? parsed.value
+          : `<arguments refused: ${parsed.message}>`,
+    signature:
+      parsed._tag === "Ok" ? Signature.toolCallParsed(call.name, shown) : Signature.unparsed(call.name, call.arguments)
+  }
+}

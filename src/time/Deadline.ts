@@ -1,0 +1,194 @@
+/**
+ * Time in one place (R4.2): the deadlines of a run, from the widest to the narrowest
+ * layer — the run, the step (one model call and its tool batch, with their retries),
+ * and the wait at hand (a model attempt, a tool attempt, an approval, a status query,
+ * a postcondition).
+ *
+ * The run and step deadlines travel in the fiber's context as a {@link Budget}; a wait
+ * is bounded by {@link within}, which gives it min(its own limit, what is left of the
+ * step, what is left of the run) and fails with a {@link Timeout} naming the layer that
+ * was the tightest. The run's own deadline is not enforced by `within`: the run races
+ * its whole body against that one deadline (see `Run`), so a wait whose tightest bound
+ * is the run needs no timer of its own. Every clock read goes through effect's `Clock`,
+ * so `TestClock` and the live clock take the same path.
+ *
+ * @since 0.3.0
+ */
+import { Clock, Context, Data, Effect } from "effect"
+import { dual } from "effect/Function"
+import type * as Failure from "../failure/Failure.ts"
+
+/**
+ * The layers a wait can be cut off by, from the widest: `run`, `step`, then the wait's
+ * own (`attempt` for a model call, `tool` for a tool call and its checks, `approval`).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export type Layer = Failure.TimeoutLayer
+
+/**
+ * The absolute deadlines (epoch milliseconds on the run's `Clock`) in force: infinite
+ * when there is none.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Budget {
+  readonly runAt: number
+  readonly stepAt: number
+}
+
+/**
+ * The budget of the current wait. Outside a run there is none: both infinite.
+ *
+ * @category references
+ * @since 0.3.0
+ */
+export class Current extends Context.Reference<Budget>("effect-agent-runtime/Deadline/Current", {
+  defaultValue: () => unbounded
+}) {}
+
+const unbounded: Budget = { runAt: Number.POSITIVE_INFINITY, stepAt: Number.POSITIVE_INFINITY }
+
+/**
+ * A wait cut off by its deadline: the layer that was the tightest when it started, and
+ * how long it was given.
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export class Timeout extends Data.TaggedError("Timeout")<{
+  readonly layer: Layer
+  readonly afterMillis: number
+}> {}
+
+/**
+ * How long a wait that starts at `now` may last: min(its own limit, what is left of the
+ * step, what is left of the run), and the layer that sets it. On a tie the run names
+ * it; between the step and the wait's own limit, the wait's own.
+ *
+ * @category computations
+ * @since 0.3.0
+ */
+export const bound = (
+  budget: Budget,
+  now: number,
+  own: { readonly layer: Layer; readonly millis?: number | undefined }
+): { readonly millis: number; readonly layer: Layer } => {
+  const run = Math.max(0, budget.runAt - now)
+  const step = Math.max(0, budget.stepAt - now)
+  const mine = own.millis ?? Number.POSITIVE_INFINITY
+  if (run <= step && run <= mine) return { millis: run, layer: "run" }
+  if (step < mine) return { millis: step, layer: "step" }
+  return { millis: mine, layer: own.layer }
+}
+
+/**
+ * The bound a wait of `layer` with its own limit `millis` would get if it started now,
+ * and the absolute time it ends (for the records that say so, R4.2).
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const left = (own: {
+  readonly layer: Layer
+  readonly millis?: number | undefined
+}): Effect.Effect<{ readonly millis: number; readonly layer: Layer; readonly at: number }> =>
+  Effect.gen(function* () {
+    const budget = yield* Current
+    const now = yield* Clock.currentTimeMillis
+    const { millis, layer } = bound(budget, now, own)
+    return { millis, layer, at: now + millis }
+  })
+
+/**
+ * Whether the run deadline has passed (R3.11). Checked after every wait, before its
+ * result is used: the run's deadline cannot fire while code blocks the event loop, and
+ * the fiber may run on before it does.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const passed: Effect.Effect<boolean> = Effect.gen(function* () {
+  const budget = yield* Current
+  const now = yield* Clock.currentTimeMillis
+  return now >= budget.runAt
+})
+
+/**
+ * Runs `self` as a step of at most `millis` (none when `undefined`): every wait inside
+ * it is bounded by what is left of the step too.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const step: {
+  (millis: number | undefined): <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  <A, E, R>(self: Effect.Effect<A, E, R>, millis: number | undefined): Effect.Effect<A, E, R>
+} = dual(
+  2,
+  <A, E, R>(self: Effect.Effect<A, E, R>, millis: number | undefined): Effect.Effect<A, E, R> =>
+    millis === undefined
+      ? self
+      : Effect.gen(function* () {
+          const budget = yield* Current
+          const now = yield* Clock.currentTimeMillis
+          return yield* Effect.provideService(self, Current, { runAt: budget.runAt, stepAt: now + millis })
+        })
+)
+
+/**
+ * Runs `self` under a run deadline at `runAt` (absolute, on the run's `Clock`).
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const run: {
+  (runAt: number): <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  <A, E, R>(self: Effect.Effect<A, E, R>, runAt: number): Effect.Effect<A, E, R>
+} = dual(
+  2,
+  <A, E, R>(self: Effect.Effect<A, E, R>, runAt: number): Effect.Effect<A, E, R> =>
+    Effect.provideService(self, Current, { runAt, stepAt: Number.POSITIVE_INFINITY })
+)
+
+/**
+ * Bounds a wait by min(its own limit, what is left of the step, what is left of the
+ * run), measured when it starts, and fails with a {@link Timeout} naming the layer when
+ * the step or its own limit cuts it off. When the run's deadline is the tightest, no
+ * timer is armed here: the run's own race on its deadline interrupts the wait.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const within: {
+  (own: {
+    readonly layer: Layer
+    readonly millis?: number | undefined
+  }): <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | Timeout, R>
+  <A, E, R>(
+    self: Effect.Effect<A, E, R>,
+    own: { readonly layer: Layer; readonly millis?: number | undefined }
+  ): Effect.Effect<A, E | Timeout, R>
+} = dual(
+  2,
+  <A, E, R>(
+    self: Effect.Effect<A, E, R>,
+    own: { readonly layer: Layer; readonly millis?: number | undefined }
+  ): Effect.Effect<A, E | Timeout, R> =>
+    Effect.flatMap(left(own), ({ millis, layer }) =>
+      layer === "run" || millis === Number.POSITIVE_INFINITY
+        ? self
+        : Effect.timeoutOrElse(self, {
+            duration: millis,
+            orElse: () => Effect.fail(new Timeout({ layer, afterMillis: millis }))
+          })
+    )
+)
+
+/**
+ * @category guards
+ * @since 0.3.0
+ */
+export const isTimeout = (u: unknown): u is Timeout => u instanceof Timeout
