@@ -164,7 +164,9 @@ const subprocessOvershoot = (kind: keyof typeof children, graceMillis: number, c
       else if (!isGone(pid)) error(`run ${i}: pid ${pid} still exists when the result appears`)
       const interrupted = result.timeline.find((e) => e._tag === "tool.interrupted")
       if (interrupted?._tag !== "tool.interrupted" || interrupted.settlement !== "outcome_unknown") {
-        error(`run ${i}: the call is not recorded outcome_unknown`)
+        error(
+          `run ${i}: the call is not recorded outcome_unknown (${interrupted?._tag === "tool.interrupted" ? `${interrupted.settlement}: ${interrupted.detail}` : "no tool.interrupted"})`
+        )
       }
     }
     return {

@@ -6,9 +6,11 @@
  * JSON. Requests go one at a time (latency) and eight at a time (throughput). Cases:
  *
  * - `fetch`: `await fetch(...)` then `await response.json()` (undici, keep-alive).
- * - `client`: `OpenAiCompatible.make(...).generate` over its own `node:http` transport
- *   (connection reports, three timeout phases, schema decoding, classification).
- * - `client/undici`: the same client over `NodeHttpClient.layerUndici`.
+ * - `client`: `OpenAiCompatible.make(...).generate` over `NodeTransport.layer()`, the
+ *   default on Node: `@effect/platform-node`'s undici client with connection reports
+ *   (three timeout phases, schema decoding, classification).
+ * - `client/fetch`: the same client over effect's `FetchHttpClient.layer` (no connection
+ *   reports), what users without `@effect/platform-node` get.
  * - `fetch/stream`: a bare `fetch` of the same request with `stream: true`, reading the
  *   body as it arrives and `JSON.parse`-ing each event as it completes.
  * - `client/stream`: the client with `stream: true` (SSE parsing, schema decoding of each
@@ -25,9 +27,10 @@
  * pieces. Linear parsing shows as a ratio near 4 between the two.
  * Options: `--rounds=N` (default 10), `--batch=N` requests per case and round (default 200).
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Effect, Layer, Redacted, Tracer } from "effect"
+import * as FetchHttpClient from "effect/http/FetchHttpClient"
 import type * as Model from "../src/model/Model.ts"
+import * as NodeTransport from "../src/providers/node/NodeTransport.ts"
 import * as OpenAiCompatible from "../src/providers/OpenAiCompatible.ts"
 import * as OpenAiWire from "../src/providers/OpenAiWire.ts"
 import * as Sse from "../src/providers/Sse.ts"
@@ -107,8 +110,8 @@ const program = Effect.gen(function* () {
     }).then((r) => r.json())
   ).pipe(Effect.asVoid)
   // The transports live in the benchmark's scope, not just while the clients are made.
-  const transport = yield* Layer.build(OpenAiCompatible.layerHttpClient())
-  const undiciTransport = yield* Layer.build(NodeHttpClient.layerUndici)
+  const transport = yield* Layer.build(NodeTransport.layer())
+  const fetchTransport = yield* Layer.build(FetchHttpClient.layer)
   const streamBody = JSON.stringify(OpenAiWire.requestBody({ model: "fake-model", stream: true }, req))
   // The streamed baseline reads the body as it arrives and parses each event's JSON as it completes.
   const fetchStream = Effect.promise(async () => {
@@ -134,12 +137,12 @@ const program = Effect.gen(function* () {
     }
   })
   const client = yield* OpenAiCompatible.make(options).pipe(Effect.provide(transport))
-  const undici = yield* OpenAiCompatible.make(options).pipe(Effect.provide(undiciTransport))
+  const overFetch = yield* OpenAiCompatible.make(options).pipe(Effect.provide(fetchTransport))
   const streamed = yield* OpenAiCompatible.make({ ...options, stream: true }).pipe(Effect.provide(transport))
   const cases: Array<Case> = [
     { name: "fetch", once: fetchOnce, latencies: [], throughput: [] },
     { name: "client", once: Effect.asVoid(client.generate(req)), latencies: [], throughput: [] },
-    { name: "client/undici", once: Effect.asVoid(undici.generate(req)), latencies: [], throughput: [] },
+    { name: "client/fetch", once: Effect.asVoid(overFetch.generate(req)), latencies: [], throughput: [] },
     { name: "fetch/stream", once: fetchStream, latencies: [], throughput: [] },
     { name: "client/stream", once: Effect.asVoid(streamed.generate(req)), latencies: [], throughput: [] },
     {

@@ -11,6 +11,7 @@ import { NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, FileSystem, Layer, Schema } from "effect"
 import { Criterion, FileTools, type Model, Permission, Run, Timeline, Validation } from "../src/index.ts"
 import { OpenAiCompatible } from "../src/providers/index.ts"
+import { NodeTransport } from "../src/providers/node/index.ts"
 import { ScriptedModel } from "../src/testing/index.ts"
 
 const Summary = Schema.Struct({ title: Schema.String, findings: Schema.Array(Schema.String) })
@@ -81,7 +82,7 @@ if (provider !== undefined && provider !== "openai" && provider !== "deepseek") 
 const model: Layer.Layer<Model.Model, unknown> =
   provider === undefined
     ? ScriptedModel.layer(script)
-    : OpenAiCompatible.layerConfig(provider).pipe(Layer.provide(OpenAiCompatible.layerHttpClient()))
+    : OpenAiCompatible.layerConfig(provider).pipe(Layer.provide(NodeTransport.layer()))
 
 Effect.runPromise(
   program.pipe(Effect.scoped, Effect.provide(Layer.mergeAll(model, NodeServices.layer)), Effect.exit)

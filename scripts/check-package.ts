@@ -12,8 +12,9 @@
  * 4. `tsc --noEmit` of `consumer/run.ts` with moduleResolution `nodenext`, then `bundler`:
  *    strict, target ES2022, TypeScript's default libs, declarations checked (no skipLibCheck).
  * 5. esbuild bundles `consumer/run.ts`, from `dist/` only, and the bundle runs to `completed`.
- *    The core entries (`.` and `./testing`) do not pull in `@effect/platform-node`, which is
- *    why it is an optional peer dependency.
+ *    The core entries (`.` and `./testing`) and the providers (`./providers`, which run over
+ *    any `HttpClient`) do not pull in `@effect/platform-node`, which is why it is an optional
+ *    peer dependency; only `./providers/node` (the undici transport) needs it.
  *
  * The consumer files import the package by its name only, never by a path inside it, so the
  * list of entry points stays in package.json `exports` alone. A failure names its step, prints
@@ -133,7 +134,9 @@ const checkCoreImports = (app: string): void => {
   const result = Esbuild.buildSync({
     absWorkingDir: app,
     stdin: {
-      contents: 'export * from "effect-agent-runtime"\nexport * from "effect-agent-runtime/testing"',
+      contents: [".", "./testing", "./providers"]
+        .map((entry) => `export * from "effect-agent-runtime${entry.slice(1)}"`)
+        .join("\n"),
       resolveDir: app
     },
     bundle: true,
@@ -144,7 +147,7 @@ const checkCoreImports = (app: string): void => {
     logLevel: "silent"
   })
   const platform = Object.keys(result.metafile.inputs).filter((input) => input.includes("@effect/platform-node"))
-  if (platform.length > 0) throw new Error(`the core entries import:\n${platform.join("\n")}`)
+  if (platform.length > 0) throw new Error(`the core and provider entries import:\n${platform.join("\n")}`)
 }
 
 const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-runtime-check-"))
@@ -167,7 +170,7 @@ try {
     run(node, [tsc, "-p", "tsconfig.bundler.json"], app)
   )
   const size = step("esbuild: a bundle of the consumer runs to completed", () => bundleAndRun(app))
-  step("the core entries do not import @effect/platform-node", () => checkCoreImports(app))
+  step("., ./testing and ./providers do not import @effect/platform-node", () => checkCoreImports(app))
   console.log(`package check passed (bundle ${size})`)
 } catch (error) {
   if (!(error instanceof CheckFailed)) throw error

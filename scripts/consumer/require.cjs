@@ -1,8 +1,11 @@
 // CommonJS users: `require` of an ES module (Node >= 22.12) reaches every entry point.
 const { Run } = require("effect-agent-runtime")
 const { OpenAiCompatible } = require("effect-agent-runtime/providers")
+const { NodeTransport } = require("effect-agent-runtime/providers/node")
 const { ScriptedModel } = require("effect-agent-runtime/testing")
 const { version } = require("effect-agent-runtime/package.json")
 
-const loaded = [Run.run, OpenAiCompatible.layer, ScriptedModel.layer].every((f) => typeof f === "function")
+const loaded = [Run.run, OpenAiCompatible.layer, NodeTransport.layer, ScriptedModel.layer].every(
+  (f) => typeof f === "function"
+)
 console.log(loaded ? `required ${version}` : "an entry point is missing its functions")

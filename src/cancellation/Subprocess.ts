@@ -38,7 +38,9 @@
  * settlement to the call's `settle`, so the run's `tool.interrupted` event says the truth.
  *
  * The process is spawned with effect's `ChildProcessSpawner` (`NodeServices.layer` on
- * Node), in its own process group, so a signal reaches the children it started too.
+ * Node), in its own process group, so a signal reaches the children it started too; a
+ * process group is stopped (steps 1 to 4) by the child handle's own `kill({ killSignal,
+ * forceKillAfter })`, a cgroup through the cgroup (see `internal/ProcessGroup`).
  *
  * @since 0.1.0
  */

@@ -39,13 +39,44 @@ export interface Batch {
 }
 
 /**
+ * An append-only conversation. States of one run share a buffer: each sees its first
+ * `length` entries, which never change, so a state stays what it was; appending to the
+ * newest state extends the buffer in place, and appending to an older one copies.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Conversation {
+  readonly buffer: Array<Model.Message>
+  readonly length: number
+}
+
+const append = (c: Conversation, messages: ReadonlyArray<Model.Message>): Conversation => {
+  // An empty conversation may be the shared `empty` state's: it is never extended in place.
+  const buffer = c.length > 0 && c.length === c.buffer.length ? c.buffer : c.buffer.slice(0, c.length)
+  buffer.push(...messages)
+  return { buffer, length: buffer.length }
+}
+
+const fresh = (messages: Array<Model.Message>): Conversation => ({ buffer: messages, length: messages.length })
+
+/**
+ * The conversation of a state, as the model is sent it: a copy the run never changes.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const messages = (state: State): ReadonlyArray<Model.Message> =>
+  state.conversation.buffer.slice(0, state.conversation.length)
+
+/**
  * @category models
  * @since 0.3.0
  */
 export interface State {
   readonly counters: Counters.Counters
-  /** The conversation as the model is sent it at the next request. */
-  readonly messages: ReadonlyArray<Model.Message>
+  /** The conversation as the model is sent it at the next request (read it with {@link messages}). */
+  readonly conversation: Conversation
   /** The calls of the last response that asked for tools (see {@link Batch}). */
   readonly batch: Batch | undefined
   /** The name of the model in use. */
@@ -74,7 +105,7 @@ export interface State {
  */
 export const empty: State = {
   counters: Counters.empty,
-  messages: [],
+  conversation: fresh([]),
   batch: undefined,
   model: "model",
   fallbacks: 0,
@@ -118,7 +149,7 @@ const settle = (s: State, callId: string, observation: string): Partial<State> =
   }))
   return {
     batch: { ...batch, observations, reminders: [], closed: true },
-    messages: [...s.messages, ...results, ...batch.reminders]
+    conversation: append(s.conversation, [...results, ...batch.reminders])
   }
 }
 
@@ -128,10 +159,11 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
     case "run.started":
       return {
         model: e.model,
-        messages: [
+        // The run's conversation starts here, in a buffer of its own.
+        conversation: fresh([
           ...(e.system === undefined ? [] : [{ _tag: "system", content: e.system } as const]),
           { _tag: "user", content: e.goal }
-        ]
+        ])
       }
     case "model.requested":
       return s.retries.includes("") ? { retries: without(s.retries, "") } : undefined
@@ -144,7 +176,7 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
       }
       const asked = e.toolCalls.length > 0
       return {
-        messages: [...s.messages, assistant],
+        conversation: append(s.conversation, [assistant]),
         batch: asked
           ? {
               callIds: e.callIds,
@@ -164,7 +196,7 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
       const batch = s.batch
       return batch !== undefined && !batch.closed
         ? { batch: { ...batch, reminders: [...batch.reminders, reminder] } }
-        : { messages: [...s.messages, reminder] }
+        : { conversation: append(s.conversation, [reminder]) }
     }
     case "tool.attempted":
       return s.retries.includes(e.callId) ? { retries: without(s.retries, e.callId) } : undefined

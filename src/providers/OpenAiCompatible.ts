@@ -26,10 +26,12 @@
  * the names the endpoint's dialect gives them (see `OpenAiOptions` and the README's
  * table). A bad value fails with a typed `InvalidOptions`.
  *
- * The client runs over the `HttpClient` in context: {@link layerHttpClient} (keep-alive
- * `node:http` that reports connections) tells the connect phase apart; over any other
- * client (e.g. `NodeHttpClient.layerUndici`) connect and first byte are one wait,
- * reported as `first_byte`.
+ * The client runs over any `HttpClient` in context. `NodeTransport.layer()` (from
+ * `effect-agent-runtime/providers/node`: `@effect/platform-node`'s undici client) reports
+ * each request's connection (`ConnectionProgress`), so the connect phase is told apart;
+ * over a client that does not report (effect's `FetchHttpClient.layer`, which needs no
+ * other package, or your own), connect and first byte are one wait, reported as
+ * `first_byte`.
  *
  * @since 0.1.0
  */
@@ -40,7 +42,7 @@ import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import type * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
 import * as Model from "../model/Model.ts"
-import * as HttpTransport from "./HttpTransport.ts"
+import * as ConnectionProgress from "./ConnectionProgress.ts"
 import * as Body from "./internal/Body.ts"
 import * as EventStream from "./internal/EventStream.ts"
 import * as Phases from "./internal/Phases.ts"
@@ -199,7 +201,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         "application/json"
       )
       const connection: Phases.Connection = { started: false, connectedAt: undefined }
-      const progress: HttpTransport.Progress = {
+      const progress: ConnectionProgress.Progress = {
         started: () => {
           connection.started = true
         },
@@ -212,7 +214,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
           .execute(httpRequest)
           .pipe(
             Effect.mapError(ProviderFailure.fromHttpError),
-            Effect.provideService(HttpTransport.CurrentProgress, progress)
+            Effect.provideService(ConnectionProgress.CurrentProgress, progress)
           ),
         Phases.headersTimer(resolved, deadline, connection, start)
       )
@@ -247,17 +249,6 @@ export const make = Effect.fnUntraced(function* (options: Options) {
  */
 export const layer = (options: Options): Layer.Layer<Model.Model, InvalidOptions, HttpClient.HttpClient> =>
   Layer.effect(Model.Model, make(options))
-
-/**
- * The keep-alive `node:http` transport that reports connections, so the connect
- * timeout is told apart from the first-byte timeout. Any other `HttpClient` layer
- * (e.g. `NodeHttpClient.layerUndici`) works too.
- *
- * @category layers
- * @since 0.1.0
- */
-export const layerHttpClient: (options?: HttpTransport.Options) => Layer.Layer<HttpClient.HttpClient> =
-  HttpTransport.layer
 
 /**
  * The presets live in `OpenAiPresets`; they are re-exported here.

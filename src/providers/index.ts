@@ -1,11 +1,14 @@
 /**
  * Model providers that talk to a real API over HTTP, for `effect-agent-runtime/providers`.
- * They are a subpath of their own because they need `@effect/platform-node` (the Node HTTP
- * transport), which the core does not.
+ * They run over any effect `HttpClient`: `NodeTransport.layer()` from
+ * `effect-agent-runtime/providers/node` (undici, with connection reports; needs
+ * `@effect/platform-node`), or effect's own `FetchHttpClient.layer` (needs nothing more).
  *
  * @module effect-agent-runtime/providers
  * @since 0.2.0
  */
 
+/** @since 0.3.0 */
+export * as ConnectionProgress from "./ConnectionProgress.ts"
 /** @since 0.1.0 */
 export * as OpenAiCompatible from "./OpenAiCompatible.ts"

@@ -14,7 +14,7 @@
  *
  * @since 0.3.0
  */
-import { Clock, Context, Data, Effect } from "effect"
+import { Clock, Context, Data, Effect, type Fiber } from "effect"
 import { dual } from "effect/Function"
 import type * as Failure from "../failure/Failure.ts"
 
@@ -95,12 +95,17 @@ export const left = (own: {
   readonly layer: Layer
   readonly millis?: number | undefined
 }): Effect.Effect<{ readonly millis: number; readonly layer: Layer; readonly at: number }> =>
-  Effect.gen(function* () {
-    const budget = yield* Current
-    const now = yield* Clock.currentTimeMillis
-    const { millis, layer } = bound(budget, now, own)
-    return { millis, layer, at: now + millis }
-  })
+  Effect.withFiber((fiber) => Effect.succeed(leftIn(fiber, own)))
+
+/** What {@link left} reads: the fiber's budget and clock, now. */
+const leftIn = (
+  fiber: Fiber.Fiber<unknown, unknown>,
+  own: { readonly layer: Layer; readonly millis?: number | undefined }
+): { readonly millis: number; readonly layer: Layer; readonly at: number } => {
+  const now = fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()
+  const { millis, layer } = bound(fiber.getRef(Current), now, own)
+  return { millis, layer, at: now + millis }
+}
 
 /**
  * Whether the run deadline has passed (R3.11). Checked after every wait, before its
@@ -110,11 +115,19 @@ export const left = (own: {
  * @category getters
  * @since 0.3.0
  */
-export const passed: Effect.Effect<boolean> = Effect.gen(function* () {
-  const budget = yield* Current
-  const now = yield* Clock.currentTimeMillis
-  return now >= budget.runAt
-})
+export const passed: Effect.Effect<boolean> = Effect.withFiber((fiber) =>
+  Effect.succeed(hasPassed(fiber.getRef(Current).runAt, fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()))
+)
+
+/**
+ * Whether a deadline at `at` has passed at `now`: the one definition, for code that holds
+ * the deadline and the clock itself (the run, which checks its own deadline after every
+ * wait).
+ *
+ * @category computations
+ * @since 0.3.0
+ */
+export const hasPassed = (at: number, now: number): boolean => now >= at
 
 /**
  * Runs `self` as a step of at most `millis` (none when `undefined`): every wait inside
@@ -131,11 +144,12 @@ export const step: {
   <A, E, R>(self: Effect.Effect<A, E, R>, millis: number | undefined): Effect.Effect<A, E, R> =>
     millis === undefined
       ? self
-      : Effect.gen(function* () {
-          const budget = yield* Current
-          const now = yield* Clock.currentTimeMillis
-          return yield* Effect.provideService(self, Current, { runAt: budget.runAt, stepAt: now + millis })
-        })
+      : Effect.withFiber((fiber) =>
+          Effect.provideService(self, Current, {
+            runAt: fiber.getRef(Current).runAt,
+            stepAt: fiber.getRef(Clock.Clock).currentTimeMillisUnsafe() + millis
+          })
+        )
 )
 
 /**
@@ -177,14 +191,15 @@ export const within: {
     self: Effect.Effect<A, E, R>,
     own: { readonly layer: Layer; readonly millis?: number | undefined }
   ): Effect.Effect<A, E | Timeout, R> =>
-    Effect.flatMap(left(own), ({ millis, layer }) =>
-      layer === "run" || millis === Number.POSITIVE_INFINITY
+    Effect.withFiber((fiber) => {
+      const { millis, layer } = leftIn(fiber, own)
+      return layer === "run" || millis === Number.POSITIVE_INFINITY
         ? self
         : Effect.timeoutOrElse(self, {
             duration: millis,
             orElse: () => Effect.fail(new Timeout({ layer, afterMillis: millis }))
           })
-    )
+    })
 )
 
 /**

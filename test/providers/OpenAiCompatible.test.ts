@@ -1,4 +1,4 @@
-import { NodeHttpClient, NodeServices } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import {
   Cause,
@@ -13,10 +13,12 @@ import {
   Schema,
   type Scope
 } from "effect"
+import * as FetchHttpClient from "effect/http/FetchHttpClient"
 import type * as HttpClient from "effect/http/HttpClient"
 import type * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
+import * as NodeTransport from "../../src/providers/node/NodeTransport.ts"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
 import * as OpenAiWire from "../../src/providers/OpenAiWire.ts"
 import * as OpenAiWireEncode from "../../src/providers/OpenAiWireEncode.ts"
@@ -29,7 +31,7 @@ import * as Criterion from "../../src/validation/Criterion.ts"
 import * as Validation from "../../src/validation/Validation.ts"
 import { apiKey, classOf, failureOf, KEY, once, request, setup } from "../support/provider.ts"
 
-const transport = OpenAiCompatible.layerHttpClient()
+const transport = NodeTransport.layer()
 
 /** A test on real time and real sockets, with the reporting transport. */
 const live = <E>(name: string, body: () => Effect.Effect<void, E, Scope.Scope | HttpClient.HttpClient>) =>
@@ -447,14 +449,14 @@ describe("OpenAiCompatible", () => {
       })
     )
 
-    live("R11 any HttpClient works: over NodeHttpClient (undici) a plain answer and an abort", () =>
+    live("R11 any HttpClient works: over effect's FetchHttpClient a plain answer and an abort", () =>
       Effect.gen(function* () {
         const { server, model } = yield* setup([
-          FakeOpenAiServer.reply({ text: "via undici" }),
+          FakeOpenAiServer.reply({ text: "via fetch" }),
           FakeOpenAiServer.delay(2_000, FakeOpenAiServer.reply({}))
         ])
         const response = yield* model.generate(yield* request())
-        assert.strictEqual(response.text, "via undici")
+        assert.strictEqual(response.text, "via fetch")
         const failure = failureOf(
           yield* Effect.exit(
             OpenAiCompatible.make({
@@ -468,7 +470,7 @@ describe("OpenAiCompatible", () => {
         // Without connection reports, connect and first byte are one wait (here 100 ms), reported as first_byte.
         assert.strictEqual(failure.code, "first_byte_timeout")
         assert.isTrue((yield* server.whenClosed(1).pipe(Effect.timeout("3 seconds"))).closedEarly)
-      }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+      }).pipe(Effect.provide(FetchHttpClient.layer))
     )
   })
 })

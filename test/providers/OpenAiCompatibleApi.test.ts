@@ -10,6 +10,7 @@ import { Effect, Exit, Layer, Schema, type Scope } from "effect"
 import type * as HttpClient from "effect/http/HttpClient"
 import type * as Event from "../../src/events/Event.ts"
 import type * as Model from "../../src/model/Model.ts"
+import * as NodeTransport from "../../src/providers/node/NodeTransport.ts"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FakeOpenAiServer from "../../src/testing/FakeOpenAiServer.ts"
@@ -17,7 +18,7 @@ import * as Tool from "../../src/tools/Tool.ts"
 import { apiKey, classOf, failureOf, KEY, once, request } from "../support/provider.ts"
 import { echo } from "../support/tools.ts"
 
-const transport = OpenAiCompatible.layerHttpClient()
+const transport = NodeTransport.layer()
 
 const live = <E>(name: string, body: () => Effect.Effect<void, E, Scope.Scope | HttpClient.HttpClient>) =>
   it.live(name, () => body().pipe(Effect.provide(transport)))

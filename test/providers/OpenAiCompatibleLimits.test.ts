@@ -1,8 +1,9 @@
-import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, type Layer, Result, type Scope } from "effect"
+import * as FetchHttpClient from "effect/http/FetchHttpClient"
 import type * as HttpClient from "effect/http/HttpClient"
 import type * as Failure from "../../src/failure/Failure.ts"
+import * as NodeTransport from "../../src/providers/node/NodeTransport.ts"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
 import * as Sse from "../../src/providers/Sse.ts"
 import * as FakeOpenAiServer from "../../src/testing/FakeOpenAiServer.ts"
@@ -11,9 +12,9 @@ import { apiKey, classOf, failureOf, KEY, once, request, setup } from "../suppor
 const MiB = 1024 * 1024
 /** Far more than reading to a cap takes; reading to a deadline would hold what the server sent meanwhile. */
 const DEADLINE = 5_000
-const transports: ReadonlyArray<readonly [string, Layer.Layer<HttpClient.HttpClient>]> = [
-  ["node:http", OpenAiCompatible.layerHttpClient()],
-  ["undici", NodeHttpClient.layerUndici]
+const transports: ReadonlyArray<readonly [string, Layer.Layer<HttpClient.HttpClient, NodeTransport.InvalidOptions>]> = [
+  ["NodeTransport", NodeTransport.layer()],
+  ["fetch", FetchHttpClient.layer]
 ]
 
 /** A test on real time and real sockets, once per transport. */
@@ -111,7 +112,7 @@ describe("OpenAiCompatible limits", () => {
           assert.instanceOf(error, OpenAiCompatible.InvalidOptions, String(maxResponseBytes))
           assert.include(error.message, "maxResponseBytes")
         }
-      }).pipe(Effect.provide(OpenAiCompatible.layerHttpClient()))
+      }).pipe(Effect.provide(NodeTransport.layer()))
     )
 
     live("R11 an answer just under maxResponseBytes is whole, plain and streamed", () =>

@@ -2,29 +2,33 @@
  * Stopping and reaping a supervised child (R5.2), private to `Subprocess`: its process
  * group, or its cgroup where it has one.
  *
- * Built on top of effect's `ChildProcessHandle` (its `pid`, `isRunning` and `exitCode`)
- * rather than on its `kill` or the spawner's scope release, for three reasons:
+ * A process group is stopped by effect's `ChildProcessHandle.kill({ killSignal,
+ * forceKillAfter })`: SIGTERM to the group, the grace period, SIGKILL if anything is
+ * left, and the reap. Kept here is only what it does not say or see:
  *
- * - They do send SIGTERM, wait and send SIGKILL (`forceKillAfter`), but do not say which
- *   of them ended the process; the run must record whether the child stopped on the
- *   signal (`cancelled`) or had to be killed (`outcome_unknown`). Without
- *   `forceKillAfter` they wait for a child that ignores SIGTERM forever.
- * - They count a zombie in the group as alive. A grandchild orphaned by the child's exit
- *   is reaped by PID 1, which some containers do late (seconds) or never (node as PID 1),
- *   so every wait would run to its bound. A zombie has finished: here it counts as gone.
- * - They know the process group only; a child with a cgroup (see `SubprocessCgroup`) is
- *   signalled and waited for through it, which reaches what left the group.
+ * - which of the signals ended the group: the run records whether the child stopped on
+ *   SIGTERM (`cancelled`) or had to be killed (`outcome_unknown`). The kill sends SIGKILL
+ *   only once the grace period has passed, so a group gone before then stopped on SIGTERM;
+ *   one gone later is counted killed, which never records a killed child as cancelled.
+ * - a zombie, which it counts as alive. A grandchild orphaned by the child's exit is
+ *   reaped by PID 1, which some containers do late (seconds) or never (node as PID 1), so
+ *   its every wait would run to its bound. A watch that counts a zombie as gone races it.
+ *   The watch reads `/proc` asynchronously, and only once the leader has exited and a
+ *   signal 0 to the group still finds a member.
+ * - what left the group: a child with a cgroup (see `SubprocessCgroup`) is signalled and
+ *   waited for through its cgroup, which holds every descendant; effect's kill reaches the
+ *   process group only.
  *
  * The spawner starts the child detached, as the leader of its own process group, so a
  * signal to `-pid` reaches what the child started too. The grace period and the waits
  * are measured in real time, not by Effect's `Clock` (see `SubprocessTime`).
  */
 import * as fs from "node:fs"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import type { ChildProcessSpawner } from "effect/process"
 import type * as Tool from "../../tools/Tool.ts"
 import * as SubprocessCgroup from "./SubprocessCgroup.ts"
-import { sleepReal } from "./SubprocessTime.ts"
+import { sleepReal, withinReal } from "./SubprocessTime.ts"
 
 /** A signal the supervisor sends. */
 export type Signal = "SIGTERM" | "SIGKILL"
@@ -51,8 +55,7 @@ export interface Target {
 
 /**
  * Once the leader has exited (an event), what it left is polled: first after 1 ms
- * (members signalled with it are usually gone by then), doubling up to 20 ms, since a
- * poll of a process group may read every `/proc/<pid>/stat` (some milliseconds).
+ * (members signalled with it are usually gone by then), doubling up to 20 ms.
  */
 const pollMaxMillis = 20
 
@@ -61,82 +64,138 @@ const errnoOf = (error: unknown): string | undefined =>
     ? error.code
     : undefined
 
+/** The text of `/proc/<pid>/stat`, or `undefined` once the process is gone: one open and one read (`readFile` costs 3x as much). */
+const readStat = (pid: string): Promise<string | undefined> =>
+  new Promise((resolve) => {
+    fs.open(`/proc/${pid}/stat`, "r", (error, fd) => {
+      if (error !== null) return resolve(undefined)
+      const buffer = Buffer.alloc(1024)
+      fs.read(fd, buffer, 0, buffer.length, 0, (error, bytes) => {
+        fs.close(fd, () => {})
+        resolve(error === null ? buffer.toString("latin1", 0, bytes) : undefined)
+      })
+    })
+  })
+
+/** Whether a process of group `pgid` other than a zombie is in `/proc`, read off the event loop. */
+const liveMemberInProc = (pgid: number): Effect.Effect<boolean> =>
+  Effect.promise(async () => {
+    const entries = await fs.promises.readdir("/proc").catch(() => [])
+    const stats = await Promise.all(entries.filter((entry) => /^\d+$/.test(entry)).map(readStat))
+    return stats.some((stat) => {
+      if (stat === undefined) return false
+      // pid (comm) state ppid pgrp ...; comm may contain spaces and parentheses.
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      return Number(fields[2]) === pgid && fields[0] !== "Z"
+    })
+  })
+
 /** Whether a process of group `pgid` other than a zombie exists. */
-const groupAlive = (pgid: number): boolean => {
-  try {
-    process.kill(-pgid, 0)
-  } catch (error) {
-    // EPERM: a member exists that we may not signal (or, on macOS, only zombies remain).
-    return errnoOf(error) === "EPERM" && process.platform !== "darwin"
-  }
-  if (process.platform !== "linux") return true
-  // The group answers; on Linux, tell live members from zombies.
-  for (const entry of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    let stat: string
+const groupAlive = (pgid: number): Effect.Effect<boolean> =>
+  Effect.suspend(() => {
     try {
-      stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8")
-    } catch {
-      continue // gone meanwhile
+      process.kill(-pgid, 0)
+    } catch (error) {
+      // EPERM: a member exists that we may not signal (or, on macOS, only zombies remain).
+      return Effect.succeed(errnoOf(error) === "EPERM" && process.platform !== "darwin")
     }
-    // pid (comm) state ppid pgrp ...; comm may contain spaces and parentheses.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    if (Number(fields[2]) === pgid && fields[0] !== "Z") return true
-  }
-  return false
-}
+    // The group answers; on Linux, tell live members from zombies.
+    return process.platform === "linux" ? liveMemberInProc(pgid) : Effect.succeed(true)
+  })
 
 const leaderRunning = (target: Target): Effect.Effect<boolean> =>
   Effect.orElseSucceed(target.handle.isRunning, () => false)
 
+/** Whether what the leader left in its containment (cgroup, or group) is alive. */
+const othersAlive = (target: Target): Effect.Effect<boolean> => {
+  if (process.platform === "win32") return Effect.succeed(false)
+  const cgroup = target.cgroup
+  return cgroup === undefined ? groupAlive(target.handle.pid) : Effect.sync(() => SubprocessCgroup.populated(cgroup))
+}
+
 /** The child or anything it left in its cgroup (or, without one, its group) is still running. */
 export const isAlive = (target: Target): Effect.Effect<boolean> =>
-  Effect.flatMap(leaderRunning(target), (running) =>
-    running || process.platform === "win32"
-      ? Effect.succeed(running)
-      : Effect.sync(() =>
-          target.cgroup === undefined ? groupAlive(target.handle.pid) : SubprocessCgroup.populated(target.cgroup)
-        )
-  )
+  Effect.flatMap(leaderRunning(target), (running) => (running ? Effect.succeed(true) : othersAlive(target)))
 
-// ESRCH (gone already) is not an error: the wait that follows says what is left.
-const signalGroup = (pid: number, name: Signal): void => {
-  try {
-    // No process groups on Windows: the leader only.
-    process.kill(process.platform === "win32" ? pid : -pid, name)
-  } catch {
-    // gone already
-  }
-}
-
-const signal = (target: Target, name: Signal): Effect.Effect<void> => {
-  const cgroup = target.cgroup
-  if (cgroup === undefined) return Effect.sync(() => signalGroup(target.handle.pid, name))
-  // Each member gets one SIGTERM, whatever group it is in; SIGKILL goes to the whole cgroup.
-  return name === "SIGTERM" ? Effect.sync(() => SubprocessCgroup.terminate(cgroup)) : SubprocessCgroup.kill(cgroup)
-}
-
-/** Waits until nothing of the child is alive, for at most `millis`; says whether that happened. */
+/**
+ * Waits until nothing of the child is alive, for at most `millis`; says whether that
+ * happened. One wait for the leader's exit (an event), then what it left is polled.
+ */
 const awaitGone = (target: Target, millis: number): Effect.Effect<boolean> =>
   Effect.gen(function* () {
     const deadline = performance.now() + millis
+    const exited = yield* withinReal(Effect.ignore(target.handle.exitCode), millis)
+    if (exited._tag === "None") return false
     let poll = 1
     while (true) {
-      if (!(yield* isAlive(target))) return true
+      if (!(yield* othersAlive(target))) return true
       const left = deadline - performance.now()
       if (left <= 0) return false
-      // While the leader runs the child is alive: one timer, woken early by the leader's
-      // exit. After it, what it left is polled.
-      if (yield* leaderRunning(target)) {
-        yield* Effect.raceFirst(Effect.ignore(target.handle.exitCode), sleepReal(left))
-      } else {
-        yield* sleepReal(Math.min(poll, left))
-        poll = Math.min(poll * 2, pollMaxMillis)
-      }
+      yield* sleepReal(Math.min(poll, left))
+      poll = Math.min(poll * 2, pollMaxMillis)
     }
   })
 
+/** Each member of the cgroup gets one SIGTERM, whatever group it is in; SIGKILL goes to the whole cgroup. */
+const signalCgroup = (cgroup: SubprocessCgroup.Cgroup, name: Signal): Effect.Effect<void> =>
+  name === "SIGTERM" ? Effect.sync(() => SubprocessCgroup.terminate(cgroup)) : SubprocessCgroup.kill(cgroup)
+
 const round = (millis: number): number => Math.round(millis)
+
+/** The record of a stop, from when it started, whether it was reaped, and whether it took SIGKILL. */
+const settledRecord = (
+  target: Target,
+  graceMillis: number,
+  killWaitMillis: number,
+  stop: { readonly start: number; readonly end: number; readonly reaped: boolean }
+): Settled => {
+  const pid: number = target.handle.pid
+  const containment: Containment = target.cgroup === undefined ? "process_group" : "cgroup"
+  const who = `pid ${pid} (${containment === "cgroup" ? "cgroup" : "process group"})`
+  const millis = stop.end - stop.start
+  if (stop.reaped && millis < graceMillis) {
+    const detail = `${who} stopped on SIGTERM after ${round(millis)} ms`
+    return { pid, containment, settlement: "cancelled", signals: ["SIGTERM"], reaped: true, millis, detail }
+  }
+  const detail = stop.reaped
+    ? `${who} did not stop within the ${graceMillis} ms grace period after SIGTERM; it was SIGKILLed and reaped ${round(
+        Math.max(0, millis - graceMillis)
+      )} ms later, and its action may or may not have taken effect`
+    : `${who} was still running ${killWaitMillis} ms after SIGKILL; it must be reclaimed, and its action may or may not have taken effect`
+  return {
+    pid,
+    containment,
+    settlement: "outcome_unknown",
+    signals: ["SIGTERM", "SIGKILL"],
+    reaped: stop.reaped,
+    millis,
+    detail
+  }
+}
+
+/** SIGTERM, the grace period, SIGKILL and the reap of the process group, by effect's kill, raced by a watch that counts a zombie as gone. */
+const stopGroup = (target: Target, graceMillis: number, killWaitMillis: number): Effect.Effect<boolean> =>
+  Effect.raceFirst(
+    target.handle.kill({ killSignal: "SIGTERM", forceKillAfter: Duration.millis(graceMillis) }).pipe(
+      Effect.as(true),
+      // A kill that fails found nothing to signal any more: the watch says when all is gone.
+      Effect.catch(() => Effect.never)
+    ),
+    awaitGone(target, graceMillis + killWaitMillis)
+  )
+
+// effect's kill reaches the process group only; a cgroup holds what left it (setsid, a double fork).
+const stopCgroup = Effect.fnUntraced(function* (
+  target: Target,
+  cgroup: SubprocessCgroup.Cgroup,
+  graceMillis: number,
+  killWaitMillis: number
+) {
+  yield* signalCgroup(cgroup, "SIGTERM")
+  if (yield* awaitGone(target, graceMillis)) return true
+  yield* signalCgroup(cgroup, "SIGKILL")
+  return yield* awaitGone(target, killWaitMillis)
+})
 
 /**
  * Stops the child and what it started, and reaps it: SIGTERM, up to `graceMillis` for
@@ -144,49 +203,17 @@ const round = (millis: number): number => Math.round(millis)
  * run it uninterruptibly.
  */
 export const reclaim = Effect.fnUntraced(function* (target: Target, graceMillis: number, killWaitMillis: number) {
-  const pid: number = target.handle.pid
-  const containment: Containment = target.cgroup === undefined ? "process_group" : "cgroup"
-  const who = `pid ${pid} (${containment === "cgroup" ? "cgroup" : "process group"})`
   if (!(yield* isAlive(target))) {
-    return {
-      pid,
-      containment,
-      settlement: "completed",
-      signals: [],
-      reaped: true,
-      millis: 0,
-      detail: `${who} had already exited`
-    } satisfies Settled
+    const pid: number = target.handle.pid
+    const containment: Containment = target.cgroup === undefined ? "process_group" : "cgroup"
+    const detail = `pid ${pid} (${containment === "cgroup" ? "cgroup" : "process group"}) had already exited`
+    return { pid, containment, settlement: "completed", signals: [], reaped: true, millis: 0, detail } satisfies Settled
   }
   const start = performance.now()
-  yield* signal(target, "SIGTERM")
-  if (yield* awaitGone(target, graceMillis)) {
-    const millis = performance.now() - start
-    return {
-      pid,
-      containment,
-      settlement: "cancelled",
-      signals: ["SIGTERM"],
-      reaped: true,
-      millis,
-      detail: `${who} stopped on SIGTERM after ${round(millis)} ms`
-    } satisfies Settled
-  }
-  const killedAt = performance.now()
-  yield* signal(target, "SIGKILL")
-  const reaped = yield* awaitGone(target, killWaitMillis)
-  const end = performance.now()
-  return {
-    pid,
-    containment,
-    settlement: "outcome_unknown",
-    signals: ["SIGTERM", "SIGKILL"],
-    reaped,
-    millis: end - start,
-    detail: reaped
-      ? `${who} did not stop within the ${graceMillis} ms grace period after SIGTERM; it was SIGKILLed and reaped ${round(
-          end - killedAt
-        )} ms later, and its action may or may not have taken effect`
-      : `${who} was still running ${killWaitMillis} ms after SIGKILL; it must be reclaimed, and its action may or may not have taken effect`
-  } satisfies Settled
+  const cgroup = target.cgroup
+  const reaped =
+    cgroup === undefined
+      ? yield* stopGroup(target, graceMillis, killWaitMillis)
+      : yield* stopCgroup(target, cgroup, graceMillis, killWaitMillis)
+  return settledRecord(target, graceMillis, killWaitMillis, { start, end: performance.now(), reaped })
 })

@@ -40,7 +40,7 @@ export const timedOut = (phase: Phase) =>
 export const within = <A>(effect: Effect.Effect<A, Failure.Failure>, phase: Phase) =>
   Effect.timeoutOrElse(effect, { duration: phase.millis, orElse: () => Effect.fail(timedOut(phase)) })
 
-/** What a transport reported about the request's connection (see `HttpTransport.Progress`). */
+/** What a transport reported about the request's connection (see `ConnectionProgress.Progress`). */
 export interface Connection {
   /** The transport reports connections (set as the request starts). */
   started: boolean

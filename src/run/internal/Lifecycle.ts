@@ -78,7 +78,7 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   for (const check of report.checks) RunContext.emit(ctx, { _tag: "validation.checked", check })
   // Validation may have run past the deadline (a stop hook that blocked): no answer is
   // accepted once it has passed (R3.11), so the run ends run_timeout on this report.
-  if (outcome.reason === "goal_reached" && (yield* Deadline.passed)) {
+  if (outcome.reason === "goal_reached" && RunContext.deadlinePassed(ctx)) {
     const detail = "the run deadline passed while the run was validating"
     RunContext.emit(ctx, { _tag: "termination.decided", policy: "run_timeout", reason: "run_timeout", detail })
     return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)

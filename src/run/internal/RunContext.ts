@@ -10,6 +10,7 @@ import * as RunLog from "../../events/RunLog.ts"
 import * as RunState from "../../events/RunState.ts"
 import type * as StopReason from "../../events/StopReason.ts"
 import type * as Breakers from "../../recovery/Breakers.ts"
+import * as Deadline from "../../time/Deadline.ts"
 import * as CallId from "./CallId.ts"
 
 export interface RunContext {
@@ -67,6 +68,13 @@ export const emit = (ctx: RunContext, draft: Event.Draft): Event.Event => {
   for (const listener of ctx.listeners) listener(event)
   return event
 }
+
+/**
+ * Whether the run deadline has passed (R3.11): checked after every wait, before its
+ * result is used, since the deadline's own fiber cannot fire while code blocks the event
+ * loop, and the run may go on before it does.
+ */
+export const deadlinePassed = (ctx: RunContext): boolean => Deadline.hasPassed(ctx.deadlineAt, now(ctx))
 
 export const state = (ctx: RunContext): RunState.State => ctx.log.counters.state
 

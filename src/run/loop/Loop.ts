@@ -67,22 +67,26 @@ const record = <R>(ctx: RunContext.RunContext, config: Config<R>, iteration: num
  * The batch: `concurrency` calls at a time, results in call order. A rejected or expired
  * approval fails the batch (the rest of it is interrupted) and stops the run (R7).
  */
-const execute = Effect.fnUntraced(function* <R>(
+const execute = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   prepared: ReadonlyArray<ToolExecutor.Prepared>,
   permission: Permission.PermissionService
-) {
-  const from = ctx.events.length
-  const batch = Effect.forEach(prepared, (p) => ToolExecutor.execute(ctx, config.registry, p, permission), {
-    concurrency: config.concurrency
+) =>
+  Effect.suspend(() => {
+    const from = ctx.events.length
+    const run = (p: ToolExecutor.Prepared) => ToolExecutor.execute(ctx, config.registry, p, permission)
+    const [first] = prepared
+    const batch =
+      prepared.length === 1 && first !== undefined
+        ? Effect.map(run(first), (result) => [result])
+        : Effect.forEach(prepared, run, { concurrency: config.concurrency })
+    return Effect.catchIf(
+      Effect.map(batch, (results) => ({ _tag: "Ran" as const, results })),
+      ApprovalWait.isStop,
+      (stop) => Effect.succeed({ _tag: "Stopped" as const, outcome: approvalStop(ctx, stop, from) })
+    )
   })
-  return yield* Effect.catchIf(
-    Effect.map(batch, (results) => ({ _tag: "Ran" as const, results })),
-    ApprovalWait.isStop,
-    (stop) => Effect.succeed({ _tag: "Stopped" as const, outcome: approvalStop(ctx, stop, from) })
-  )
-})
 
 /** The batch ran: corrections, hard stops, then the policies again. */
 const afterBatch = Effect.fnUntraced(function* <R>(
@@ -104,7 +108,7 @@ const afterBatch = Effect.fnUntraced(function* <R>(
     if (result.status === "failed" && result.error?.correctable === true) needCorrection.push(result)
   }
 
-  const forced = yield* hardStop(ctx, config, results)
+  const forced = hardStop(ctx, config, results)
   if (forced !== undefined) return forced
 
   let exhausted = false
@@ -136,7 +140,7 @@ const afterBatch = Effect.fnUntraced(function* <R>(
     })
   }
 
-  return yield* checkpoint(ctx, config, "after_tools")
+  return checkpoint(ctx, config, "after_tools")
 })
 
 /** One iteration, inside its step deadline: the model call, its answer, its tool batch. */
@@ -153,13 +157,13 @@ const iteration = Effect.fnUntraced(function* <R>(
   const truncated = response.finishReason === "length"
   const prepared = record(ctx, config, n, response)
   // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say.
-  if (yield* Deadline.passed) return yield* RunContext.expire(ctx)
+  if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
   const truncation = ctx.log.truncation
   if (truncation !== undefined && !truncated) {
     RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_truncation", attempt: truncation })
   }
 
-  const afterModel = yield* checkpoint(ctx, config, "after_model", response.text)
+  const afterModel = checkpoint(ctx, config, "after_model", response.text)
   if (afterModel !== undefined) return afterModel
   if (prepared.length === 0) {
     // Cut off by the output token limit: never a final answer (R11).
@@ -187,7 +191,7 @@ export const run = Effect.fnUntraced(function* <R>(ctx: RunContext.RunContext, c
   const chain: Chain = [{ name: config.models.name, model }, ...config.models.fallbacks]
   while (true) {
     yield* RunContext.transition(ctx, "model_thinking")
-    if (yield* Deadline.passed) {
+    if (RunContext.deadlinePassed(ctx)) {
       return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call")
     }
     const outcome: Outcome | undefined = yield* Deadline.step(

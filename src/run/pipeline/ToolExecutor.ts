@@ -14,14 +14,14 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import * as Deadline from "../../time/Deadline.ts"
 import type * as Permission from "../../tools/Permission.ts"
-import type * as ToolResult from "../../tools/ToolResult.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
 import { settle } from "./internal/ToolAttempt.ts"
-import { check, refuse } from "./internal/ToolChecks.ts"
-import { afterHandler } from "./internal/ToolOutput.ts"
+import { decode, denied, lookup, refuse } from "./internal/ToolChecks.ts"
+import { lateDetail, recordNeverRan } from "./internal/ToolInterruption.ts"
+import { checkOutput, postcondition, succeeded } from "./internal/ToolOutput.ts"
+import { checkPermission } from "./internal/ToolPermission.ts"
 import type { Prepared } from "./internal/ToolPrepare.ts"
 import type { Registry } from "./Registry.ts"
 
@@ -44,9 +44,11 @@ export {
 } from "./Registry.ts"
 
 /**
- * Runs one prepared call: its checks, its approval, its handler's attempts, its output.
- * Publishes `tool.started`, then exactly one of `tool.succeeded`, `tool.failed` or
- * `tool.blocked`, or a `tool.interrupted` that settles it.
+ * Runs one prepared call, in the pipeline's order: lookup and arguments, the permission
+ * policy, the input schema, the approval, the handler's attempts (retry, reconciliation),
+ * the output schema, the postcondition, the observation. Publishes `tool.started`, then
+ * exactly one of `tool.succeeded`, `tool.failed` or `tool.blocked`, or a
+ * `tool.interrupted` that settles it.
  *
  * @category combinators
  * @since 0.1.0
@@ -59,7 +61,7 @@ export const execute = Effect.fnUntraced(function* <R>(
 ) {
   const call = prepared.call
   // No new action once the deadline has passed (R3.11), even if its timer could not fire yet.
-  if (yield* Deadline.passed) return yield* RunContext.expire(ctx)
+  if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
   RunContext.emit(ctx, {
     _tag: "tool.started",
     callId: call.id,
@@ -67,14 +69,39 @@ export const execute = Effect.fnUntraced(function* <R>(
     name: call.name,
     signature: prepared.signature
   })
-  const checked = yield* check(ctx, registry, prepared, permission)
-  if (checked._tag === "Refused") return refuse(ctx, call, checked)
-  const c = checked.call
-  if (c.tool.metadata.needsApproval) {
-    yield* ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, c.tool, prepared.shown)
+  const found = lookup(registry, prepared)
+  if (found._tag === "Refused") return refuse(ctx, call, found)
+  const { tool, args } = found
+  // The policy is a wait like any other: interrupted, the call never ran (R5.2).
+  const decision = yield* checkPermission(permission, {
+    tool,
+    arguments: args,
+    runId: ctx.runId,
+    callId: call.id
+  }).pipe(
+    Effect.onInterrupt(() =>
+      Effect.sync(() => recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran"))
+    )
+  )
+  // The policy may have taken its time: past the deadline, nothing more of the call starts.
+  if (RunContext.deadlinePassed(ctx)) {
+    recordNeverRan(ctx, call, lateDetail)
+    return yield* RunContext.expire(ctx)
+  }
+  if (decision._tag === "Deny") return refuse(ctx, call, denied(prepared, tool, decision))
+  const ready = decode(ctx, registry, prepared, tool, args)
+  if (ready._tag === "Refused") return refuse(ctx, call, ready)
+  const c = ready.call
+  if (tool.metadata.needsApproval) {
+    yield* ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, prepared.shown)
   }
   const settled = yield* settle(c)
   if (settled._tag === "Ended") return settled.result
-  const result: ToolResult.ToolResult = yield* afterHandler(c, settled.output)
-  return result
+  const output = checkOutput(c, settled.output)
+  if (output._tag === "Ended") return output.result
+  if (tool.postcondition !== undefined) {
+    const inconsistent = yield* postcondition(c, settled.output)
+    if (inconsistent !== undefined) return inconsistent
+  }
+  return succeeded(c, settled.output, output.encoded)
 })

@@ -9,7 +9,6 @@ import type * as StopReason from "../../../events/StopReason.ts"
 import type * as Failure from "../../../failure/Failure.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Termination from "../../../termination/Termination.ts"
-import * as Deadline from "../../../time/Deadline.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as ApprovalWait from "../../pipeline/ApprovalWait.ts"
@@ -32,15 +31,15 @@ export const remind = (ctx: RunContext.RunContext, kind: string, text: string): 
   RunContext.emit(ctx, { _tag: "reminder.injected", kind, text })
 }
 
-export const checkpoint = Effect.fnUntraced(function* <R>(
+export const checkpoint = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   phase: Termination.Checkpoint["phase"],
   finalAnswer?: string
-) {
+): Outcome | undefined => {
   // The deadline is a hard stop (R3.11): no policy outranks it, before or after they run.
   const late = () => decide(ctx, "run_timeout", "run_timeout", `the run deadline passed at the ${phase} checkpoint`)
-  if (yield* Deadline.passed) return late()
+  if (RunContext.deadlinePassed(ctx)) return late()
   const verdict = Termination.evaluate(config.policies, {
     phase,
     counters: ctx.log.counters,
@@ -48,12 +47,12 @@ export const checkpoint = Effect.fnUntraced(function* <R>(
     deadlineAt: ctx.deadlineAt
   })
   // A policy is user code and may have blocked past the deadline.
-  if (yield* Deadline.passed) return late()
+  if (RunContext.deadlinePassed(ctx)) return late()
   for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
   if (verdict.stop === undefined) return undefined
   const { policy, reason, detail } = verdict.stop
   return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
-})
+}
 
 /**
  * An answer the output token limit cut off (R11): the model is asked to finish it,
@@ -132,11 +131,11 @@ const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outc
 }
 
 /** Hard stops a tool result forces, whatever the policies say (R3.7, R3.8, R6.4). */
-export const hardStop = Effect.fnUntraced(function* <R>(
+export const hardStop = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   results: ReadonlyArray<ToolResult.ToolResult>
-) {
+): Outcome | undefined => {
   // An unknown outcome anywhere in the batch outranks any other stop: it must be reconciled.
   for (const result of results) {
     const failure = result.error?.failure
@@ -145,7 +144,7 @@ export const hardStop = Effect.fnUntraced(function* <R>(
     }
   }
   // The deadline is a hard stop (R3.11): a batch that ended past it, however it ended, is its stop.
-  if (yield* Deadline.passed) {
+  if (RunContext.deadlinePassed(ctx)) {
     return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
   }
   for (const result of results) {
@@ -178,7 +177,7 @@ export const hardStop = Effect.fnUntraced(function* <R>(
     }
   }
   return undefined
-})
+}
 
 /** Maps a model call that ended without a response to the run's stop. */
 export const modelStop = (ctx: RunContext.RunContext, reason: Recovery.Exhausted | Failure.Failure): Outcome =>

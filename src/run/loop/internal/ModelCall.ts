@@ -6,6 +6,7 @@
  * what that stop is.
  */
 import { Cause, Effect, Result } from "effect"
+import * as RunLog from "../../../events/RunLog.ts"
 import * as Failure from "../../../failure/Failure.ts"
 import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
@@ -66,7 +67,7 @@ const attempt = Effect.fnUntraced(function* (
   const request: Model.Request = {
     runId: ctx.runId,
     iteration,
-    messages: ctx.log.messages,
+    messages: RunLog.messages(ctx.log),
     tools: settings.toolDefinitions,
     deadlineAt: limit.at,
     deadlineLayer: limit.layer

@@ -39,7 +39,7 @@ export type Settled =
  */
 const attempt = Effect.fnUntraced(function* <R>(c: Call<R>, n: number) {
   const { ctx, tool } = c
-  if (yield* Deadline.passed) {
+  if (RunContext.deadlinePassed(ctx)) {
     if (n === 1) recordNeverRan(ctx, c.call, lateDetail)
     else recordInterruptedWait(c)
     return yield* RunContext.expire(ctx)
@@ -121,7 +121,7 @@ const settleFrom = <R>(
       return { _tag: "Ended", result: toolFailed(c, first) }
     }
     // No status query starts past the deadline (R3.11): the outcome stays unknown.
-    if (yield* Deadline.passed) {
+    if (RunContext.deadlinePassed(c.ctx)) {
       recordInterruptedReconcile(c)
       return yield* RunContext.expire(c.ctx)
     }

@@ -1,12 +1,11 @@
 /**
  * The checks of a tool call before its handler (R3.5, R3.6): the tool looked up, its
- * arguments parsed, the permission policy, the input schema. A call that fails one is
- * refused with one feedback value, which becomes its `ToolResult`. Private to the
- * runtime.
+ * arguments parsed, the permission policy's denial, the input schema. A call that fails
+ * one is refused with one feedback value, which becomes its `ToolResult`. Private to
+ * the runtime.
  */
-import { Cause, Effect, Exit, Schema } from "effect"
+import { Cause, Exit, Schema } from "effect"
 import type * as Model from "../../../model/Model.ts"
-import * as Deadline from "../../../time/Deadline.ts"
 import type * as Permission from "../../../tools/Permission.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import * as Tool from "../../../tools/Tool.ts"
@@ -16,8 +15,6 @@ import * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type { Registry } from "../Registry.ts"
 import { type Call, failed } from "./ToolCall.ts"
-import { lateDetail, recordNeverRan } from "./ToolInterruption.ts"
-import { checkPermission } from "./ToolPermission.ts"
 import type { Prepared } from "./ToolPrepare.ts"
 
 /** A call refused before its handler ran: the feedback the model gets, as one value. */
@@ -65,16 +62,13 @@ const settledBy = (settlement: unknown, detail: unknown): NonNullable<Call<unkno
 }
 
 /**
- * The checks, in order: the tool, its arguments, the permission policy (a wait like any
- * other: interrupted, the call never ran, R5.2), the input schema. Gives the call ready
- * for its handler, or its refusal.
+ * The checks before the permission policy: the tool exists and its arguments parsed.
+ * Gives the tool and the arguments, or the call's refusal.
  */
-export const check = Effect.fnUntraced(function* <R>(
-  ctx: RunContext.RunContext,
+export const lookup = <R>(
   registry: Registry<R>,
-  prepared: Prepared,
-  permission: Permission.PermissionService
-) {
+  prepared: Prepared
+): Refused | { readonly _tag: "Found"; readonly tool: Tool.Any<R>; readonly args: Record<string, unknown> } => {
   const call = prepared.call
   const tool = registry.tools.get(call.name)
   if (tool === undefined) {
@@ -92,26 +86,37 @@ export const check = Effect.fnUntraced(function* <R>(
   if (parsed._tag === "Invalid") {
     return refused({ code: "invalid_arguments", message: parsed.message, correctable: true }, tool.metadata.maxRetries)
   }
-  const args = parsed.value
-  const decision = yield* checkPermission(permission, {
-    tool,
-    arguments: args,
-    runId: ctx.runId,
-    callId: call.id
-  }).pipe(
-    Effect.onInterrupt(() =>
-      Effect.sync(() => recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran"))
-    )
+  return { _tag: "Found", tool, args: parsed.value }
+}
+
+/** A denial of the permission policy (R3.6), as the call's refusal. */
+export const denied = (
+  prepared: Prepared,
+  tool: Tool.Any<unknown>,
+  decision: Extract<Permission.Decision, { readonly _tag: "Deny" }>
+): Refused =>
+  refused(
+    {
+      code: "permission_denied",
+      message: Redaction.maskText(`${decision.rule}: ${decision.reason}`, prepared.secrets),
+      correctable: false
+    },
+    tool.metadata.maxRetries,
+    true
   )
-  // The policy may have taken its time: past the deadline, nothing more of the call starts (R3.11).
-  if (yield* Deadline.passed) {
-    recordNeverRan(ctx, call, lateDetail)
-    return yield* RunContext.expire(ctx)
-  }
-  if (decision._tag === "Deny") {
-    const message = Redaction.maskText(`${decision.rule}: ${decision.reason}`, prepared.secrets)
-    return refused({ code: "permission_denied", message, correctable: false }, tool.metadata.maxRetries, true)
-  }
+
+/**
+ * The input schema: gives the call ready for its handler (its input decoded by the
+ * tool's own schema, R3.5), or its refusal.
+ */
+export const decode = <R>(
+  ctx: RunContext.RunContext,
+  registry: Registry<R>,
+  prepared: Prepared,
+  tool: Tool.Any<R>,
+  args: Record<string, unknown>
+): Refused | { readonly _tag: "Ready"; readonly call: Call<R> } => {
+  const call = prepared.call
   const codec = compiled(tool)
   const decoded = prepared.decoded ?? codec.decode(args)
   if (Exit.isFailure(decoded)) {
@@ -149,5 +154,5 @@ export const check = Effect.fnUntraced(function* <R>(
     attempt: 0,
     settled: undefined
   }
-  return { _tag: "Ready", call: c } as const
-})
+  return { _tag: "Ready", call: c }
+}

@@ -6,7 +6,6 @@
 import { Cause, Effect, Exit, Schema } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
-import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import * as Signature from "../../../tools/Signature.ts"
 import type * as Tool from "../../../tools/Tool.ts"
@@ -50,16 +49,23 @@ const invalidOutput = (c: Call<unknown>, what: string): ToolResult.ToolResult =>
   )
 }
 
-/** Output schema, postcondition, observation: the steps after a handler succeeded. */
-export const afterHandler = Effect.fnUntraced(function* <R>(c: Call<R>, output: unknown) {
-  const { ctx, call, tool } = c
+/**
+ * The output schema and the JSON check of what a handler returned: its encoded form, or
+ * the call's failed result.
+ */
+export const checkOutput = (
+  c: Call<unknown>,
+  output: unknown
+):
+  | { readonly _tag: "Encoded"; readonly encoded: unknown }
+  | { readonly _tag: "Ended"; readonly result: ToolResult.ToolResult } => {
   const encoded = c.codec.encode(output)
   if (Exit.isFailure(encoded)) {
     const schemaError = Cause.squash(encoded.cause)
     const detail = Schema.isSchemaError(schemaError)
       ? ToolArguments.describeIssue(schemaError.issue, "output").message
       : "invalid output"
-    return invalidOutput(c, `does not match its output schema (${detail})`)
+    return { _tag: "Ended", result: invalidOutput(c, `does not match its output schema (${detail})`) }
   }
   // The output is stored in the log and sent to the model: it must be JSON the runtime can walk.
   const notJson = ToolArguments.jsonIssue(encoded.value, {
@@ -68,36 +74,47 @@ export const afterHandler = Effect.fnUntraced(function* <R>(c: Call<R>, output: 
     maxNodes: outputNodes,
     strict: true
   })
-  if (notJson !== undefined) return invalidOutput(c, `is not plain JSON (${notJson})`)
-  if (tool.postcondition === undefined) return succeeded(c, output, encoded.value)
-  // The handler may have finished past the deadline: no check starts then (R3.11).
-  if (yield* Deadline.passed) {
+  if (notJson !== undefined) return { _tag: "Ended", result: invalidOutput(c, `is not plain JSON (${notJson})`) }
+  return { _tag: "Encoded", encoded: encoded.value }
+}
+
+/**
+ * The tool's postcondition (R6.4), bounded as a wait of the call: `undefined` when it
+ * holds, else the call's `inconsistent` result. Never started past the deadline (R3.11);
+ * interrupted, the call is recorded as done but unconfirmed.
+ */
+export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output: unknown) {
+  const { ctx, call, tool } = c
+  if (tool.postcondition === undefined) return undefined
+  if (RunContext.deadlinePassed(ctx)) {
     recordInterruptedCheck(c)
     return yield* RunContext.expire(ctx)
   }
   // Erased boundary: the registry holds tools of any input type, and `c.input` was decoded by this tool's schema.
-  const postcondition = tool.postcondition as (
+  const check = tool.postcondition as (
     input: unknown,
     output: unknown,
     context: Tool.CallContext
   ) => Effect.Effect<boolean, Failure.Failure, R>
-  const check = Effect.suspend(() =>
-    UserCode.effect(
-      {
-        source: "tool",
-        what: `the postcondition of ${tool.name}`,
-        advice: "a postcondition must return an Effect of a boolean",
-        defectCode: "postcondition_defect"
-      },
-      () => postcondition(c.input, output, c.context)
-    )
-  )
   const confirmed = yield* Effect.exit(
-    waitOf(c, check).pipe(Effect.onInterrupt(() => Effect.sync(() => recordInterruptedCheck(c))))
+    waitOf(
+      c,
+      Effect.suspend(() =>
+        UserCode.effect(
+          {
+            source: "tool",
+            what: `the postcondition of ${tool.name}`,
+            advice: "a postcondition must return an Effect of a boolean",
+            defectCode: "postcondition_defect"
+          },
+          () => check(c.input, output, c.context)
+        )
+      )
+    ).pipe(Effect.onInterrupt(() => Effect.sync(() => recordInterruptedCheck(c))))
   )
   if (Exit.isFailure(confirmed) && Cause.hasInterruptsOnly(confirmed.cause)) return yield* Effect.interrupt
   const answer = Exit.isSuccess(confirmed) && "value" in confirmed.value ? confirmed.value.value : undefined
-  if (answer === true) return succeeded(c, output, encoded.value)
+  if (answer === true) return undefined
   const why = Exit.isFailure(confirmed)
     ? `the check failed: ${Failure.fromCause("tool", confirmed.cause).hint}`
     : "timedOut" in confirmed.value
@@ -119,7 +136,7 @@ export const afterHandler = Effect.fnUntraced(function* <R>(c: Call<R>, output: 
 })
 
 /** Renders the observation and records the success. */
-const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): ToolResult.ToolResult => {
+export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): ToolResult.ToolResult => {
   const { ctx, call, tool } = c
   const observe = tool.observe as ((output: unknown) => string) | undefined
   let rendered: unknown

@@ -1,0 +1,37 @@
+/**
+ * What a transport tells the provider client about one request's connection, so that
+ * the client can time the connect phase apart from the first-byte phase (R4.1).
+ *
+ * The client puts a {@link Progress} in {@link CurrentProgress} around each `execute`;
+ * a transport that can see the moment (`NodeTransport`, over undici) calls `started`
+ * as the request begins and `connected` once it has a connected socket. A transport
+ * that cannot (effect's `FetchHttpClient`, say) never calls them, and the client then
+ * waits for the connection and the first byte as one wait.
+ *
+ * @since 0.3.0
+ */
+import { Context } from "effect"
+
+/**
+ * What a transport reports about one request: `started` when it begins (so the caller
+ * knows connection reports will follow), `connected` once the request has a connected
+ * socket (at once for a reused keep-alive socket).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Progress {
+  readonly started: () => void
+  readonly connected: () => void
+}
+
+/**
+ * The progress hooks of the current request, set by the caller around one `execute`.
+ *
+ * @category services
+ * @since 0.3.0
+ */
+export const CurrentProgress = Context.Reference<Progress | undefined>(
+  "effect-agent-runtime/providers/ConnectionProgress/CurrentProgress",
+  { defaultValue: () => undefined }
+)
