@@ -1,0 +1,250 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Clock, Deferred, Effect, HashMap, Layer, Random } from "effect"
+import * as Counters from "../../src/events/Counters.ts"
+import type * as Event from "../../src/events/Event.ts"
+import * as RunLog from "../../src/events/RunLog.ts"
+import * as Model from "../../src/model/Model.ts"
+import * as Breakers from "../../src/recovery/Breakers.ts"
+import * as Lifecycle from "../../src/run/internal/Lifecycle.ts"
+import type * as RunResult from "../../src/run/RunResult.ts"
+import * as FaultyModel from "../../src/testing/FaultyModel.ts"
+import * as Properties from "../../src/testing/Properties.ts"
+import * as Approval from "../../src/tools/Approval.ts"
+import * as Permission from "../../src/tools/Permission.ts"
+
+let seq = 0
+const ev = (draft: Event.Draft, at = 1_000): Event.Event => ({ ...draft, runId: "r", seq: seq++, at }) as Event.Event
+
+const started = ev({
+  _tag: "run.started",
+  goal: "the goal",
+  model: "m",
+  tools: ["a", "b"],
+  deadlineAt: 9_999,
+  system: "sys"
+})
+const responded = (callIds: ReadonlyArray<string>, names: ReadonlyArray<string>): Event.Event =>
+  ev({
+    _tag: "model.responded",
+    iteration: 1,
+    text: "",
+    toolCalls: callIds.map((id, i) => ({ id: `model-${id}`, name: names[i] ?? "a", arguments: "{}" })),
+    callIds,
+    signatures: callIds.map(() => "sig"),
+    usage: { inputTokens: 1, outputTokens: 1 }
+  })
+const succeeded = (callId: string, name: string, observation: string) =>
+  ev({
+    _tag: "tool.succeeded",
+    callId,
+    name,
+    sideEffect: "none",
+    observationDigest: "d",
+    observation,
+    input: {},
+    output: null
+  })
+
+describe("RunLog.fold (unit)", () => {
+  it("R9 the conversation: system and goal, then each answer with its tool results in call order", () => {
+    const error = { code: "invalid_arguments" as const, message: "bad", correctable: true }
+    const state = RunLog.fold([
+      started,
+      responded(["c1", "c2"], ["a", "b"]),
+      // c2 ends first, and a reminder comes while c1 is still running.
+      succeeded("c2", "b", "two"),
+      ev({ _tag: "reminder.injected", kind: "loop_detected", text: "stop repeating" }),
+      ev({ _tag: "tool.failed", callId: "c1", name: "a", error, maxRetries: 2 })
+    ])
+    assert.deepStrictEqual(RunLog.messages(state), [
+      { _tag: "system", content: "sys" },
+      { _tag: "user", content: "the goal" },
+      {
+        _tag: "assistant",
+        content: "",
+        toolCalls: [
+          { id: "model-c1", name: "a", arguments: "{}" },
+          { id: "model-c2", name: "b", arguments: "{}" }
+        ]
+      },
+      // The tool messages carry the model's own ids, right after the answer that asked for them.
+      { _tag: "tool", toolCallId: "model-c1", name: "a", content: "Error (invalid_arguments): bad" },
+      { _tag: "tool", toolCallId: "model-c2", name: "b", content: "two" },
+      { _tag: "user", content: "[runtime reminder: loop_detected] stop repeating" }
+    ])
+  })
+
+  it("R9 an earlier state keeps its conversation when a later one grows, and can grow apart", () => {
+    const first = RunLog.fold([started])
+    const later = RunLog.step(first, responded([], []))
+    assert.strictEqual(RunLog.messages(first).length, 2)
+    assert.strictEqual(RunLog.messages(later).length, 3)
+    const apart = RunLog.step(first, ev({ _tag: "reminder.injected", kind: "k", text: "t" }))
+    assert.strictEqual(RunLog.messages(later)[2]?._tag, "assistant")
+    assert.strictEqual(RunLog.messages(apart)[2]?._tag, "user")
+    assert.strictEqual(RunLog.messages(first).length, 2)
+  })
+
+  it("R3.5 R11 corrections and truncations outstanding are folded from their episodes", () => {
+    let state = RunLog.fold([started, responded(["c1"], ["a"])])
+    state = RunLog.step(
+      state,
+      ev({
+        _tag: "recovery.started",
+        kind: "tool_argument_correction",
+        callId: "c1",
+        attempt: 1,
+        delayMillis: 0,
+        cause: "x"
+      })
+    )
+    assert.strictEqual(RunLog.correctionOf(state, "a"), 1)
+    state = RunLog.step(state, responded(["c2"], ["a"]))
+    state = RunLog.step(
+      state,
+      ev({ _tag: "recovery.completed", kind: "tool_argument_correction", callId: "c2", attempt: 1 })
+    )
+    assert.strictEqual(RunLog.correctionOf(state, "a"), undefined)
+    state = RunLog.step(
+      state,
+      ev({ _tag: "recovery.started", kind: "output_truncation", attempt: 2, delayMillis: 0, cause: "output_truncated" })
+    )
+    assert.strictEqual(state.truncation, 2)
+    state = RunLog.step(state, ev({ _tag: "recovery.completed", kind: "output_truncation", attempt: 2 }))
+    assert.strictEqual(state.truncation, undefined)
+  })
+
+  it("R1.3 R3.9 the waits in flight and the model in use are folded from the log", () => {
+    let state = RunLog.fold([started, responded(["c1", "c2"], ["a", "b"])])
+    state = RunLog.step(state, ev({ _tag: "approval.requested", callId: "c1", name: "a", arguments: {}, expiresAt: 1 }))
+    state = RunLog.step(
+      state,
+      ev({ _tag: "recovery.started", kind: "tool_retry", callId: "c2", attempt: 1, delayMillis: 10, cause: "x" })
+    )
+    assert.deepStrictEqual([state.approvals, state.retries], [["c1"], ["c2"]])
+    assert.strictEqual(RunLog.phaseOf(state, "tool_executing"), "awaiting_approval")
+    state = RunLog.step(state, ev({ _tag: "approval.decided", callId: "c1", name: "a", decision: "approved" }))
+    assert.strictEqual(RunLog.phaseOf(state, "tool_executing"), "recovering")
+    state = RunLog.step(
+      state,
+      ev({ _tag: "tool.attempted", callId: "c2", name: "b", attempt: 2, deadlineAt: 5, layer: "run" })
+    )
+    assert.strictEqual(RunLog.phaseOf(state, "tool_executing"), "tool_executing")
+    const failure = {
+      source: "provider",
+      classification: "retryable",
+      category: "c",
+      code: "c",
+      attempts: 1,
+      hint: "h"
+    }
+    state = RunLog.step(
+      state,
+      ev({ _tag: "model.fallback", iteration: 1, from: "m", to: "backup", failure } as Event.Draft)
+    )
+    assert.deepStrictEqual([state.model, state.fallbacks], ["backup", 1])
+  })
+})
+
+/** What a state says, as plain data, to compare a live state with a fold. */
+const view = (state: RunLog.State) => ({
+  counters: {
+    ...Counters.snapshot(state.counters),
+    state: state.counters.state,
+    stateVersion: state.counters.stateVersion
+  },
+  tallies: [
+    state.counters.callSignatures,
+    state.counters.failureSignatures,
+    state.counters.observationKeys,
+    state.counters.reminders
+  ].map((map) => Array.from(HashMap.entries(map)).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
+  messages: RunLog.messages(state),
+  batch: state.batch,
+  model: [state.model, state.fallbacks],
+  corrections: Array.from(HashMap.entries(state.corrections)).sort(),
+  truncation: state.truncation ?? null,
+  waits: [state.approvals, state.retries],
+  stopping: state.stopping ?? null,
+  finished: state.finished
+})
+
+/**
+ * Runs a generated case as `Properties.runScenario` does, watching the run from inside:
+ * its state (as plain data, taken at once) at every event, and the conversation each
+ * model request carried, with the number of events logged when it was sent.
+ */
+const watched = (c: Properties.Case) =>
+  Effect.gen(function* () {
+    const scenario = Properties.toScenario(c)
+    const live: Array<string> = []
+    const sent: Array<{ readonly events: number; readonly messages: string }> = []
+    const clock = yield* Clock.Clock
+    const { ctx, resolved } = Lifecycle.prepare(scenario.options, clock, undefined)
+    ctx.listeners.push(() => {
+      live.push(JSON.stringify(view(ctx.log)))
+    })
+    const faulty = yield* Effect.provide(Model.Model, FaultyModel.layer(scenario.model))
+    const recording = Layer.succeed(Model.Model, {
+      generate: (request: Model.Request) => {
+        sent.push({ events: ctx.events.length, messages: JSON.stringify(request.messages) })
+        return faulty.generate(request)
+      }
+    })
+    const done = yield* Deferred.make<RunResult.RunResult>()
+    // As `Run.run` does: the run in a fiber of its own, which its deadline interrupts.
+    const run = Effect.andThen(
+      Effect.forkDetach(Lifecycle.execute(ctx, resolved, done), { startImmediately: true }),
+      Deferred.await(done)
+    )
+    const result = yield* Properties.drive(run, { step: scenario.budget.runTimeoutMillis + 1000, maxSteps: 3 }).pipe(
+      Random.withSeed(scenario.case.seed),
+      Effect.provide(
+        Layer.mergeAll(
+          recording,
+          Permission.layer(scenario.permission),
+          Layer.succeed(Approval.ApprovalGate, scenario.approvals.gate)
+        )
+      ),
+      Effect.provideService(Breakers.Breakers, undefined)
+    )
+    return { result, live, sent }
+  }).pipe(Effect.provide(NodeServices.layer))
+
+const runs = Math.max(1_000, Number(process.env.PROPERTY_RUNS ?? 1_000))
+
+const foldsToLive = ([c]: readonly [Properties.Case]) =>
+  Effect.map(watched(c), ({ result, live, sent }) => {
+    const timeline = result.timeline
+    assert.strictEqual(live.length, timeline.length, "one live state per event")
+    let state = RunLog.empty
+    for (let i = 0; i < timeline.length; i++) {
+      const event = timeline[i] as Event.Event
+      state = RunLog.step(state, event)
+      // Folding the prefix from scratch, not only step by step, gives the same state.
+      const folded = i % 7 === 0 || i === timeline.length - 1 ? RunLog.fold(timeline.slice(0, i + 1)) : state
+      assert.strictEqual(JSON.stringify(view(folded)), live[i], `the state at seq ${i} (${event._tag})`)
+    }
+    for (const request of sent) {
+      const prefix = RunLog.fold(timeline.slice(0, request.events))
+      assert.strictEqual(request.messages, JSON.stringify(RunLog.messages(prefix)), "the conversation sent")
+    }
+    assert.isAbove(sent.length, 0)
+  })
+
+describe("RunLog.fold (property)", () => {
+  it.effect.prop(
+    "R9 folding any prefix of a run's timeline gives the state the live run had at that event, conversation included",
+    [Properties.arbitrary],
+    foldsToLive,
+    { timeout: 120_000, arbitrary: { runs } }
+  )
+
+  it.effect.prop(
+    "R9 the same for concurrent batches, approvals and retries side by side",
+    [Properties.arbitraryConcurrent],
+    foldsToLive,
+    { timeout: 120_000, arbitrary: { runs } }
+  )
+})

@@ -1,0 +1,106 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber } from "effect"
+import { TestClock } from "effect/testing"
+import * as Deadline from "../../src/time/Deadline.ts"
+
+const budget = (runAt: number, stepAt = Number.POSITIVE_INFINITY): Deadline.Budget => ({ runAt, stepAt })
+
+describe("Deadline.bound", () => {
+  const rows: ReadonlyArray<
+    readonly [string, Deadline.Budget, { layer: Deadline.Layer; millis?: number }, number, Deadline.Layer]
+  > = [
+    ["the wait's own limit when it is the tightest", budget(1_000, 500), { layer: "tool", millis: 100 }, 100, "tool"],
+    ["the step when it ends first", budget(1_000, 300), { layer: "attempt", millis: 400 }, 300, "step"],
+    ["the run when it ends first", budget(200, 300), { layer: "attempt", millis: 400 }, 200, "run"],
+    ["the run without a step or an own limit", budget(700), { layer: "approval" }, 700, "run"],
+    ["the step without an own limit", budget(700, 600), { layer: "tool" }, 600, "step"],
+    ["on a tie, the run", budget(300, 300), { layer: "tool", millis: 300 }, 300, "run"],
+    ["on a tie of the step and its own limit, its own", budget(900, 300), { layer: "tool", millis: 300 }, 300, "tool"],
+    ["nothing left once the run has passed", budget(-50, 300), { layer: "tool", millis: 10 }, 0, "run"]
+  ]
+  for (const [name, b, own, millis, layer] of rows) {
+    it(`R4.2 ${name}`, () => {
+      assert.deepStrictEqual(Deadline.bound(b, 0, own), { millis, layer })
+    })
+  }
+})
+
+describe("Deadline.within", () => {
+  it.effect("R4.2 R4.3 a wait cut off by its own limit fails with a Timeout naming its layer", () =>
+    Effect.gen(function* () {
+      const fiber = yield* Effect.never.pipe(
+        Deadline.within({ layer: "tool", millis: 100 }),
+        Deadline.run(10_000),
+        Effect.flip,
+        Effect.forkChild
+      )
+      yield* TestClock.adjust(100)
+      const timeout = yield* Fiber.join(fiber)
+      assert.isTrue(Deadline.isTimeout(timeout))
+      assert.deepStrictEqual([timeout.layer, timeout.afterMillis], ["tool", 100])
+    })
+  )
+
+  it.effect("R4.2 inside a step, a wait gets only what is left of the step", () =>
+    Effect.gen(function* () {
+      const fiber = yield* Effect.gen(function* () {
+        yield* Effect.sleep(150)
+        return yield* Effect.flip(Deadline.within(Effect.never, { layer: "attempt", millis: 5_000 }))
+      }).pipe(Deadline.step(400), Deadline.run(10_000), Effect.forkChild)
+      yield* TestClock.adjust(150)
+      yield* TestClock.adjust(250)
+      const timeout = yield* Fiber.join(fiber)
+      assert.deepStrictEqual([timeout.layer, timeout.afterMillis], ["step", 250])
+    })
+  )
+
+  it.effect("R4.2 when the run is the tightest, within arms no timer: the run's own race cuts the wait", () =>
+    Effect.gen(function* () {
+      const fiber = yield* Effect.sleep(2_000).pipe(
+        Effect.as("finished"),
+        Deadline.within({ layer: "tool", millis: 5_000 }),
+        Deadline.run(1_000),
+        Effect.forkChild
+      )
+      yield* TestClock.adjust(1_500)
+      assert.isUndefined(fiber.pollUnsafe())
+      yield* TestClock.adjust(500)
+      assert.deepStrictEqual(yield* Fiber.await(fiber), Exit.succeed("finished"))
+    })
+  )
+
+  it.effect("a wait that ends in time gives its value, and outside a run nothing bounds it", () =>
+    Effect.gen(function* () {
+      assert.strictEqual(
+        yield* Effect.succeed(1).pipe(Deadline.within({ layer: "tool", millis: 10 }), Deadline.run(100)),
+        1
+      )
+      const fiber = yield* Effect.sleep(60_000).pipe(Effect.as(2), Deadline.within({ layer: "tool" }), Effect.forkChild)
+      yield* TestClock.adjust(60_000)
+      assert.strictEqual(yield* Fiber.join(fiber), 2)
+    })
+  )
+})
+
+describe("Deadline.passed / left", () => {
+  it.effect("R3.11 the run deadline has passed from the instant it is reached, on the run's clock", () =>
+    Effect.gen(function* () {
+      const at = 1_000
+      assert.isFalse(yield* Deadline.passed.pipe(Deadline.run(at)))
+      yield* TestClock.adjust(999)
+      assert.isFalse(yield* Deadline.passed.pipe(Deadline.run(at)))
+      yield* TestClock.adjust(1)
+      assert.isTrue(yield* Deadline.passed.pipe(Deadline.run(at)))
+      assert.isTrue(Deadline.hasPassed(at, 1_000))
+      assert.isFalse(Deadline.hasPassed(at, 999))
+    })
+  )
+
+  it.effect("R4.2 left gives the bound and the absolute time it ends, for the records", () =>
+    Effect.gen(function* () {
+      yield* TestClock.adjust(100)
+      const left = yield* Deadline.left({ layer: "attempt", millis: 50 }).pipe(Deadline.step(30), Deadline.run(10_000))
+      assert.deepStrictEqual(left, { millis: 30, layer: "step", at: 130 })
+    })
+  )
+})
