@@ -68,7 +68,7 @@ const noMessages: ReadonlyArray<Model.Message> = []
 const minimalLoop = (k: number) =>
   Effect.gen(function* () {
     const model = yield* Model.Model
-    const tools = [Tool.definition(noop)]
+    const tools = [noop.definition]
     let steps = 0
     while (true) {
       const response = yield* model.generate({

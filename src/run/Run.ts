@@ -15,18 +15,37 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, type Fiber, PubSub, type Scope, Stream } from "effect"
+import { Clock, Deferred, Effect, type Fiber, PubSub, Result, type Scope, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as RunState from "../events/RunState.ts"
 import * as Breakers from "../recovery/Breakers.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
 import * as Lifecycle from "./internal/Lifecycle.ts"
+import { resolve } from "./internal/Resolve.ts"
 import * as RunContext from "./internal/RunContext.ts"
-import type { Options, Requirements } from "./RunOptions.ts"
+import type { InvalidRunOptions, Options, Requirements } from "./RunOptions.ts"
 import * as RunResult from "./RunResult.ts"
 
-export type { Limits, Options, Requirements } from "./RunOptions.ts"
+export type { Limits, Options, Recovery, Requirements, Time } from "./RunOptions.ts"
+export { InvalidRunOptions } from "./RunOptions.ts"
+
+/**
+ * Checks run options as {@link run} does when it starts, without running anything but
+ * a `policies` function: fails with `InvalidRunOptions` naming the first field that
+ * cannot work (`limits.maxIterations`, `tools[1].name`) and why. For options read from
+ * a file or built by a program, checked before a run is started.
+ *
+ * @category validation
+ * @since 0.3.0
+ */
+export const validateOptions = <T extends Tool.Any, RV = never>(
+  options: Options<T, RV>
+): Effect.Effect<void, InvalidRunOptions> =>
+  Effect.suspend(() => {
+    const resolved = resolve(options)
+    return Result.isFailure(resolved) ? Effect.fail(resolved.failure) : Effect.void
+  })
 
 /**
  * Stops a run from outside (a cancel) and waits for its result, which comes within the

@@ -10,7 +10,7 @@ const run = (answers: ReadonlyArray<string>, correctionBudget?: number) =>
     goal: "Which city is the capital of France? Answer as JSON.",
     tools: [],
     output: City,
-    ...(correctionBudget === undefined ? {} : { limits: { correctionBudget } })
+    ...(correctionBudget === undefined ? {} : { recovery: { correctionBudget } })
   }).pipe(Effect.provide(ScriptedModel.layer(answers.map(ScriptedModel.finalAnswer))))
 
 const kinds = (timeline: ReadonlyArray<{ readonly _tag: string; readonly kind?: unknown }>) =>
@@ -76,7 +76,7 @@ describe("Run.run({ output })", () => {
         output: { decode: () => 1 } as unknown as typeof City
       }).pipe(Effect.provide(ScriptedModel.layer([])))
       assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"])
-      assert.include(result.detail, "output must be a Schema")
+      assert.include(result.detail, "output: Expected a Schema")
     })
   )
 })

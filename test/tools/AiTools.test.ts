@@ -104,7 +104,7 @@ describe("AiTools.fromTool", () => {
     assert.strictEqual(tool.description, "The weather in a city")
     assert.strictEqual(tool.metadata.maxRetries, 5)
     assert.strictEqual(tool.metadata.timeout, "2 seconds")
-    assert.deepInclude(Tool.definition(tool).parameters, { type: "object", required: ["city"] })
+    assert.deepInclude(tool.definition.parameters, { type: "object", required: ["city"] })
   })
 
   it("R12 a tool the runtime cannot run, or a name chat APIs refuse, is an InvalidToolDefinition", () => {

@@ -153,16 +153,22 @@ const finalize = Effect.fnUntraced(function* <RV, E>(
   return end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
 })
 
-/** Invalid options end the run at once, saying why. */
-const invalid = (ctx: RunContext.RunContext, issue: string): Ending => {
-  RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail: issue })
-  return { status: "failed", stopReason: "internal_error", policy: "runtime", detail: `invalid run options: ${issue}` }
+/** Invalid options end the run at once, saying which field and why. */
+const invalid = (ctx: RunContext.RunContext, issue: RunOptions.InvalidRunOptions): Ending => {
+  RunContext.emit(ctx, {
+    _tag: "termination.decided",
+    policy: "runtime",
+    reason: "internal_error",
+    detail: `${issue.field}: ${issue.reason}`
+  })
+  return { status: "failed", stopReason: "internal_error", policy: "runtime", detail: issue.message }
 }
 
 /** The run from its first phase to its ending: the plan, the loop, then validation of the loop's outcome. */
-const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext, resolved: Resolved<RV, R> | string) {
+const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) {
   yield* RunContext.transition(ctx, "initializing")
-  if (typeof resolved === "string") return invalid(ctx, resolved)
+  if (Result.isFailure(checked)) return invalid(ctx, checked.failure)
+  const resolved = checked.success
   yield* RunContext.transition(ctx, "planning")
   const plan = resolved.validation.plan ?? []
   if (plan.length > 0) {
@@ -183,6 +189,9 @@ const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext
   return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail } satisfies Ending
 })
 
+/** The options resolved, or the field that cannot work. */
+type Checked<RV, R> = Result.Result<Resolved<RV, R>, RunOptions.InvalidRunOptions>
+
 /** The run's context, with its options resolved once; the clock is the caller's. */
 export const prepare = <T extends Tool.Any, RV, O>(
   options: RunOptions.Options<T, RV, O>,
@@ -190,14 +199,14 @@ export const prepare = <T extends Tool.Any, RV, O>(
   breakers: Breakers.Service | undefined
 ): {
   readonly ctx: RunContext.RunContext
-  readonly resolved: Resolved<RV, Tool.Requirements<T>> | string
+  readonly resolved: Checked<RV, Tool.Requirements<T>>
 } => {
   const resolved = resolve(options)
-  const timeoutMillis = typeof resolved === "string" ? 0 : resolved.timeoutMillis
+  const valid = Result.getOrUndefined(resolved)
   const ctx = RunContext.make({
-    runId: (typeof resolved === "string" ? undefined : resolved.runId) ?? randomRunId(),
+    runId: valid?.runId ?? randomRunId(),
     clock,
-    deadlineAt: clock.currentTimeMillisUnsafe() + timeoutMillis,
+    deadlineAt: clock.currentTimeMillisUnsafe() + (valid?.timeoutMillis ?? 0),
     breakers
   })
   return { ctx, resolved }
@@ -279,13 +288,13 @@ const limitsOf = <RV, R>(valid: Resolved<RV, R>): Record<string, number> => {
  */
 export const execute = <RV, R>(
   ctx: RunContext.RunContext,
-  resolved: Resolved<RV, R> | string,
+  resolved: Checked<RV, R>,
   done: Deferred.Deferred<RunResult.RunResult>
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
       const self = yield* Effect.fiber
-      const valid = typeof resolved === "string" ? undefined : resolved
+      const valid = Result.getOrUndefined(resolved)
       const tools: ReadonlyMap<string, Tool.Any<unknown>> = valid?.registry.tools ?? noTools
       // The grace is real time on purpose: a TestClock never advanced must not stall the result.
       let grace: ReturnType<typeof setTimeout> | undefined
