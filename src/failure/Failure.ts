@@ -317,7 +317,7 @@ const errorCode = /^(E[A-Z]{2,15}|[A-Z][A-Z0-9]*(_[A-Z0-9]+){1,6})$/
 /** Reads one property of a value that may be hostile (a getter or a Proxy trap that throws). */
 const read = (value: object, key: string): unknown => {
   try {
-    return (value as Record<string, unknown>)[key]
+    return Reflect.get(value, key)
   } catch {
     return undefined
   }

@@ -303,7 +303,8 @@ const checkVerdict = UserCode.check(
 const runHook = <R>(hook: StopHook<R>, context: Context): Effect.Effect<Part, never, R> =>
   Effect.suspend(() => {
     // A hook is user code (R12): a throw or a return that is not an Effect is a failed check.
-    let out: unknown
+    // Typed as declared; at run time it may be anything (JavaScript callers), hence the checks.
+    let out: ReturnType<StopHook<R>["check"]>
     try {
       out = hook.check(context)
     } catch (defect) {
@@ -312,7 +313,7 @@ const runHook = <R>(hook: StopHook<R>, context: Context): Effect.Effect<Part, ne
     if (!UserCode.isEffect(out)) {
       return Effect.succeed({ passed: false, detail: `returned ${UserCode.kindOf(out)}, not an Effect` })
     }
-    return out as Effect.Effect<unknown, never, R>
+    return out
   }).pipe(
     Effect.map((verdict) => {
       const checked = checkVerdict(verdict)
