@@ -146,7 +146,7 @@ const subprocessOvershoot = (kind: keyof typeof children, graceMillis: number, c
       const result = yield* Run.run({
         goal: "x",
         tools: [ignoring],
-        limits: { runTimeout: `${RUN_TIMEOUT_MS} millis` }
+        time: { run: `${RUN_TIMEOUT_MS} millis` }
       }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("ignore_term", {})])))
       const now = wallNow()
       const started = result.timeline[0]
@@ -191,7 +191,7 @@ const inProcessOvershoot = Effect.gen(function* () {
     const result = yield* Run.run({
       goal: "x",
       tools: [stubborn],
-      limits: { runTimeout: `${RUN_TIMEOUT_MS} millis` }
+      time: { run: `${RUN_TIMEOUT_MS} millis` }
     }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("stubborn", {})])))
     const now = wallNow()
     const started = result.timeline[0]
@@ -222,7 +222,7 @@ const abortableOvershoot = (graceMillis: number) =>
       const result = yield* Run.run({
         goal: "x",
         tools: [ignoring],
-        limits: { runTimeout: `${RUN_TIMEOUT_MS} millis` }
+        time: { run: `${RUN_TIMEOUT_MS} millis` }
       }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("ignore_abort", {})])))
       const now = wallNow()
       const started = result.timeline[0]

@@ -33,7 +33,7 @@ const runWith = (decide: (handle: Run.Handle) => Effect.Effect<void, Approval.No
     const handle = yield* Run.start({
       goal: "Pay invoice INV-7",
       tools: [pay],
-      limits: { approvalTimeout: "5 minutes" }
+      time: { approval: "5 minutes" }
     })
     yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
     const [request] = yield* handle.pendingApprovals

@@ -43,7 +43,8 @@ const program = Effect.gen(function* () {
   const result = yield* Run.run({
     goal: "Write this week's insight report as report.md and a JSON summary as summary.json.",
     tools: tools.all,
-    limits: { maxIterations: 10, runTimeout: "2 minutes" },
+    limits: { maxIterations: 10 },
+    time: { run: "2 minutes" },
     validation: {
       root,
       plan: [

@@ -18,7 +18,12 @@ const backup = (): Model.Fallback => ({
 const program = Effect.gen(function* () {
   for (const label of ["first run", "second run"]) {
     const before = primary.calls.length
-    const result = yield* Run.run({ goal: "Say hello", tools: [], modelName: "primary", fallbackModels: [backup()] })
+    const result = yield* Run.run({
+      goal: "Say hello",
+      tools: [],
+      modelName: "primary",
+      recovery: { fallbackModels: [backup()] }
+    })
     console.log(`\n${label}: ${result.status} (${result.stopReason}) by model "${result.model}"`)
     console.log(`  primary called ${primary.calls.length - before} times`)
     for (const s of result.fallbacks) console.log(`  fell back ${s.from} → ${s.to} after ${s.failure.code}`)

@@ -38,6 +38,8 @@ export * as Run from "./run/Run.ts"
 export * as RunResult from "./run/RunResult.ts"
 /** @since 0.1.0 */
 export * as Termination from "./termination/Termination.ts"
+/** @since 0.2.0 */
+export * as AiTools from "./tools/AiTools.ts"
 /** @since 0.1.0 */
 export * as Approval from "./tools/Approval.ts"
 /** @since 0.1.0 */

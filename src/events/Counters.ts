@@ -125,6 +125,8 @@ const onEvent = (c: Draft, e: Event): void => {
     case "recovery.started":
       c.recoveryAttempts = c.recoveryAttempts + 1
       if (isCorrection(e.kind)) c.toolCorrectionAttempts = c.toolCorrectionAttempts + 1
+      // A final answer sent back because it does not decode is no longer the final answer.
+      if (e.kind === "output_correction") c.finalAnswerReceived = false
       break
     case "recovery.failed":
       if (e.scope === "run") c.recoveryExhausted = true

@@ -87,6 +87,8 @@ export interface State {
   readonly corrections: HashMap.HashMap<string, number>
   /** The attempt of the correction asked for an answer the output token limit cut off, until one is whole (R11). */
   readonly truncation: number | undefined
+  /** The attempt of the correction asked for a final answer that did not decode, until one does. */
+  readonly outputCorrection: number | undefined
   /** The calls waiting for a person now (R7). */
   readonly approvals: ReadonlyArray<string>
   /** The retries sleeping now, by owner: a call's id, or `""` for the model call. */
@@ -111,6 +113,7 @@ export const empty: State = {
   fallbacks: 0,
   corrections: HashMap.empty(),
   truncation: undefined,
+  outputCorrection: undefined,
   approvals: [],
   retries: [],
   stopping: undefined,
@@ -214,6 +217,7 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
       return { approvals: without(s.approvals, e.callId) }
     case "recovery.started": {
       if (e.kind === "output_truncation") return { truncation: e.attempt }
+      if (e.kind === "output_correction") return { outputCorrection: e.attempt }
       if (e.kind === "tool_argument_correction") {
         const name = nameOf(s.batch, e.callId)
         return name === undefined ? undefined : { corrections: HashMap.set(s.corrections, name, e.attempt) }
@@ -222,6 +226,7 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
     }
     case "recovery.completed": {
       if (e.kind === "output_truncation") return { truncation: undefined }
+      if (e.kind === "output_correction") return { outputCorrection: undefined }
       if (e.kind === "tool_argument_correction") {
         const name = nameOf(s.batch, e.callId)
         return name === undefined ? undefined : { corrections: HashMap.remove(s.corrections, name) }

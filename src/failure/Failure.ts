@@ -92,7 +92,8 @@ export type Timeout = typeof Timeout.Type
  *   `invalid_response`, `invalid_options`;
  * - circuit breakers: `circuit_open`, `circuit_half_open` (the call never ran), `circuit_store`;
  * - tools and files: `invalid_argument`, `invalid_target`, `not_found`, `permission`,
- *   `too_large`, `io`, `invalid_output`, `not_applied`;
+ *   `too_large`, `io`, `invalid_output`, `not_applied`; effect/ai tools: `ai_error` (an
+ *   `AiError`), `tool_failure` (a value of the tool's failure schema);
  * - subprocesses: `spawn`, `exit`, `crash`, `output`, `output_limit`;
  * - anything thrown: `defect`; the testing kit's scripts: `script`.
  *
@@ -127,6 +128,8 @@ export const Category = Schema.Literals([
   "io",
   "invalid_output",
   "not_applied",
+  "ai_error",
+  "tool_failure",
   "spawn",
   "exit",
   "crash",

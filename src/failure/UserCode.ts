@@ -152,15 +152,26 @@ export const check = <S extends Schema.ConstraintDecoder<unknown>>(
   schema: S,
   what: string
 ): ((value: unknown) => Result.Result<S["Type"], string>) => {
+  const checkValue = checkAs(schema)
+  return (value) => checkValue(value, () => what)
+}
+
+/**
+ * {@link check}, with what the value is named at each call: one decoder for values of
+ * many owners (the decisions of every policy), each failure naming its owner.
+ */
+export const checkAs = <S extends Schema.ConstraintDecoder<unknown>>(
+  schema: S
+): ((value: unknown, what: () => string) => Result.Result<S["Type"], string>) => {
   const decode = Schema.decodeUnknownResult(schema, { errors: "all" })
-  return (value) => {
+  return (value, what) => {
     try {
       return Result.mapError(
         decode(value),
-        (error) => `${what} is invalid: ${SchemaIssues.describe(error.issue, "").message}`
+        (error) => `${what()} is invalid: ${SchemaIssues.describe(error.issue, "").message}`
       )
     } catch (defect) {
-      return Result.fail(`${what} cannot be read (${Failure.safeDescription(defect)})`)
+      return Result.fail(`${what()} cannot be read (${Failure.safeDescription(defect)})`)
     }
   }
 }

@@ -19,7 +19,6 @@ import type * as Model from "../model/Model.ts"
 import * as WireChunk from "./internal/WireChunk.ts"
 import * as WireRequest from "./internal/WireRequest.ts"
 import * as WireResponse from "./internal/WireResponse.ts"
-import type * as OpenAiOptions from "./OpenAiOptions.ts"
 
 /**
  * What shapes a request besides the conversation: the model and the per-model options.

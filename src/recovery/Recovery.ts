@@ -96,7 +96,13 @@ export const defaults: Settings = { schedule: backoff(), maxRecoveries: 8, never
  * @category models
  * @since 0.2.0
  */
-export const Kind = Schema.Literals(["tool_argument_correction", "output_truncation", "provider_retry", "tool_retry"])
+export const Kind = Schema.Literals([
+  "tool_argument_correction",
+  "output_truncation",
+  "output_correction",
+  "provider_retry",
+  "tool_retry"
+])
 
 /**
  * @category models
@@ -105,13 +111,15 @@ export const Kind = Schema.Literals(["tool_argument_correction", "output_truncat
 export type Kind = typeof Kind.Type
 
 /**
- * Whether a recovery asks the model to correct itself (its tool arguments, or an answer
- * cut off by its output token limit): it spends the correction budget, not the retry budget.
+ * Whether a recovery asks the model to correct itself (its tool arguments, an answer cut
+ * off by its output token limit, or a final answer that does not decode with the run's
+ * output schema): it spends the correction budget, not the retry budget.
  *
  * @category predicates
  * @since 0.2.0
  */
-export const isCorrection = (kind: Kind): boolean => kind === "tool_argument_correction" || kind === "output_truncation"
+export const isCorrection = (kind: Kind): boolean =>
+  kind === "tool_argument_correction" || kind === "output_truncation" || kind === "output_correction"
 
 /**
  * The limits one episode's retries are decided by.

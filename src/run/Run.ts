@@ -15,23 +15,49 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, type Fiber, PubSub, type Scope, Stream } from "effect"
+import { Clock, Deferred, Effect, type Fiber, PubSub, Result, type Scope, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as RunState from "../events/RunState.ts"
 import * as Breakers from "../recovery/Breakers.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
 import * as Lifecycle from "./internal/Lifecycle.ts"
+import { resolve } from "./internal/Resolve.ts"
 import * as RunContext from "./internal/RunContext.ts"
-import type { Options, Requirements } from "./RunOptions.ts"
+import type { InvalidRunOptions, Options, Requirements } from "./RunOptions.ts"
 import * as RunResult from "./RunResult.ts"
 
-export type { Limits, Options, Requirements } from "./RunOptions.ts"
+export type { Limits, Options, Recovery, Requirements, Time } from "./RunOptions.ts"
+export { InvalidRunOptions } from "./RunOptions.ts"
+
+/**
+ * Checks run options as {@link run} does when it starts, without running anything but
+ * a `policies` function: fails with `InvalidRunOptions` naming the first field that
+ * cannot work (`limits.maxIterations`, `tools[1].name`) and why. For options read from
+ * a file or built by a program, checked before a run is started.
+ *
+ * @category validation
+ * @since 0.3.0
+ */
+export const validateOptions = <T extends Tool.Any, RV = never>(
+  options: Options<T, RV>
+): Effect.Effect<void, InvalidRunOptions> =>
+  Effect.suspend(() => {
+    const resolved = resolve(options)
+    return Result.isFailure(resolved) ? Effect.fail(resolved.failure) : Effect.void
+  })
 
 /**
  * Stops a run from outside (a cancel) and waits for its result, which comes within the
  * run's stop grace even when what it interrupted cannot be interrupted.
  */
+/**
+ * The run's result, typed by its output schema. Erased boundary: the run decoded its
+ * `output` with the schema of `O` it was given (see `Run.Options.output`).
+ */
+const typed = <O>(done: Deferred.Deferred<RunResult.RunResult>): Effect.Effect<RunResult.Typed<O>> =>
+  Deferred.await(done) as Effect.Effect<RunResult.Typed<O>>
+
 const stop = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Deferred.Deferred<RunResult.RunResult>) =>
   Effect.suspend(() => {
     RunContext.stopping(ctx, "cancel")
@@ -49,9 +75,9 @@ const stop = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Deferr
  * @category combinators
  * @since 0.1.0
  */
-export const run = <T extends Tool.Any, RV = never>(
-  options: Options<T, RV>
-): Effect.Effect<RunResult.RunResult, never, Requirements<T, RV>> =>
+export const run = <T extends Tool.Any, RV = never, O = never>(
+  options: Options<T, RV, O>
+): Effect.Effect<RunResult.Typed<O>, never, Requirements<T, RV>> =>
   Effect.withFiber((caller) => {
     const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
@@ -62,7 +88,7 @@ export const run = <T extends Tool.Any, RV = never>(
         Effect.forkDetach(Lifecycle.execute(ctx, resolved, done), {
           startImmediately: true
         }),
-        (fiber) => Effect.onInterrupt(restore(Deferred.await(done)), () => stop(ctx, fiber, done))
+        (fiber) => Effect.onInterrupt(restore(typed<O>(done)), () => stop(ctx, fiber, done))
       )
     )
   })
@@ -76,9 +102,9 @@ export const run = <T extends Tool.Any, RV = never>(
  * @category combinators
  * @since 0.2.0
  */
-export const runOrFail = <T extends Tool.Any, RV = never>(
-  options: Options<T, RV>
-): Effect.Effect<RunResult.RunResult, RunResult.RunStopped, Requirements<T, RV>> =>
+export const runOrFail = <T extends Tool.Any, RV = never, O = never>(
+  options: Options<T, RV, O>
+): Effect.Effect<RunResult.Typed<O>, RunResult.RunStopped, Requirements<T, RV>> =>
   Effect.flatMap(run(options), (result) =>
     RunResult.isCompleted(result) ? Effect.succeed(result) : Effect.fail(new RunResult.RunStopped({ result }))
   )
@@ -89,16 +115,16 @@ export const runOrFail = <T extends Tool.Any, RV = never>(
  * @category models
  * @since 0.1.0
  */
-export interface Handle {
+export interface Handle<O = never> {
   readonly runId: string
   /** Every event from the first, then live ones, ending with `run.finished`. */
   readonly events: Stream.Stream<Event.Event>
   /** The run's current state, for a UI that shows the phase (R1.3). */
   readonly state: Effect.Effect<RunState.State>
   /** Waits for the result. */
-  readonly result: Effect.Effect<RunResult.RunResult>
+  readonly result: Effect.Effect<RunResult.Typed<O>>
   /** Cancels the run (R5.1) and waits for its result, which is then `cancelled` unless it had already ended. */
-  readonly cancel: Effect.Effect<RunResult.RunResult>
+  readonly cancel: Effect.Effect<RunResult.Typed<O>>
   /**
    * Approves the call `callId` this run is waiting on (R7): the run resumes and runs
    * that exact call. Fails with `NotPending` when the call is not waiting.
@@ -128,12 +154,12 @@ const timeline = Effect.fnUntraced(function* (
   return Stream.concat(Stream.fromIterable(past), live).pipe(Stream.takeUntil((e) => e._tag === "run.finished"))
 })
 
-const handle = (
+const handle = <O>(
   ctx: RunContext.RunContext,
   done: Deferred.Deferred<RunResult.RunResult>,
   fiber: Fiber.Fiber<void>,
   gate: Approval.Gate
-): Handle => {
+): Handle<O> => {
   // The live feed exists only once somebody subscribes; the past comes from the log.
   let pubsub: PubSub.PubSub<Event.Event> | undefined
   const feed = Effect.suspend(() => {
@@ -146,13 +172,13 @@ const handle = (
       return created
     })
   })
-  const result = Deferred.await(done)
+  const result = typed<O>(done)
   return {
     runId: ctx.runId,
     events: Stream.unwrap(timeline(ctx, feed)),
     state: Effect.sync(() => RunContext.state(ctx)),
     result,
-    cancel: stop(ctx, fiber, done),
+    cancel: Effect.andThen(stop(ctx, fiber, done), result),
     approve: (callId, options) => gate.decide(ctx.runId, callId, Approval.approved(options?.by)),
     reject: (callId, reason, options) => gate.decide(ctx.runId, callId, Approval.rejected(reason, options?.by)),
     pendingApprovals: Effect.map(gate.pending, (all) => all.filter((request) => request.runId === ctx.runId))
@@ -165,9 +191,9 @@ const handle = (
  * @category combinators
  * @since 0.1.0
  */
-export const start = <T extends Tool.Any, RV = never>(
-  options: Options<T, RV>
-): Effect.Effect<Handle, never, Requirements<T, RV> | Scope.Scope> =>
+export const start = <T extends Tool.Any, RV = never, O = never>(
+  options: Options<T, RV, O>
+): Effect.Effect<Handle<O>, never, Requirements<T, RV> | Scope.Scope> =>
   Effect.withFiber((caller) => {
     const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
@@ -180,7 +206,7 @@ export const start = <T extends Tool.Any, RV = never>(
         (fiber) =>
           Effect.as(
             Effect.addFinalizer(() => stop(ctx, fiber, done)),
-            handle(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
+            handle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
           )
       )
     )

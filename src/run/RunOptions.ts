@@ -1,26 +1,44 @@
 /**
- * What a run is given: its goal, model, tools, policies, validation and limits.
- * Re-exported from `Run`.
+ * What a run is given: its goal, tools, policies and validation, and its limits, time
+ * and recovery, and the typed error of options that cannot work. Re-exported from `Run`.
  *
  * @since 0.2.0
  */
-import type { Duration } from "effect"
+import { type Duration, Schema } from "effect"
 import type * as Model from "../model/Model.ts"
-import type * as Recovery from "../recovery/Recovery.ts"
+import type { Backoff } from "../recovery/Recovery.ts"
 import type * as Termination from "../termination/Termination.ts"
 import type * as Tool from "../tools/Tool.ts"
 import type * as Validation from "../validation/Validation.ts"
 
 /**
+ * The options of a run. Besides what the run is about (goal, system prompt, tools,
+ * policies, validation), they come in three groups, one per concern:
+ *
+ * - `limits`: counts and sizes, what the run may use up (iterations, tool calls,
+ *   tokens, cost, argument and observation sizes);
+ * - `time`: how long each layer may take (the run, a step, a model attempt, an
+ *   approval), and the grace after a stop;
+ * - `recovery`: what the run does about a failure (the retry schedule, its retry and
+ *   correction budgets, the models to fall back to).
+ *
+ * The options are checked when the run starts, by one Schema: an invalid option ends
+ * the run `failed` with stop reason `internal_error` and the detail of an
+ * {@link InvalidRunOptions} (`invalid run options: limits.maxIterations: ...`); the
+ * handler of no tool runs and the model is never asked. `Run.validateOptions` gives the
+ * same check as a typed failure.
+ *
  * @category models
  * @since 0.1.0
  */
-export interface Options<T extends Tool.Any = Tool.Any, RV = never> {
+export interface Options<T extends Tool.Any = Tool.Any, RV = never, O = never> {
   /** The task, sent to the model as the first user message. */
   readonly goal: string
   readonly system?: string | undefined
   readonly tools: ReadonlyArray<T>
   readonly limits?: Limits | undefined
+  readonly time?: Time | undefined
+  readonly recovery?: Recovery | undefined
   /**
    * The termination policies, in evaluation order. Default: `Termination.defaults(limits)`.
    * Pass a function to edit the defaults: `(defaults) => Termination.remove(defaults, "loop_detected")`.
@@ -32,6 +50,14 @@ export interface Options<T extends Tool.Any = Tool.Any, RV = never> {
   /** How many calls of one batch run at once. Default 1; results always keep call order. */
   readonly concurrency?: number | undefined
   readonly validation?: Validation.Spec<RV> | undefined
+  /**
+   * The schema of the run's final output. The final answer is read as JSON (a reply
+   * wholly inside one code fence is unwrapped) and decoded with it, as a tool's output
+   * is checked: `result.output` is the decoded value. An answer that does not decode
+   * goes back to the model as a correction, within the correction budget; once the
+   * budget is spent, validation refutes it (`validation_failed`).
+   */
+  readonly output?: Schema.Codec<O, unknown> | undefined
   /** Default: a random UUID. */
   readonly runId?: string | undefined
   /**
@@ -39,40 +65,48 @@ export interface Options<T extends Tool.Any = Tool.Any, RV = never> {
    * what the result's `model` says. Default `"model"`.
    */
   readonly modelName?: string | undefined
-  /**
-   * Models to switch to, in order, when the model in use fails for good (recovery gave
-   * up on it) or its circuit is open (R3.9). A switch lasts for the rest of the run and
-   * is recorded (`model.fallback`, the result's `fallbacks`). Build one from a layer with
-   * `Model.fallback(name, layer)`.
-   */
-  readonly fallbackModels?: ReadonlyArray<Model.Fallback> | undefined
-  /**
-   * The delays of one recovery episode (R3.3). Default `Recovery.backoff()`: 50 ms then
-   * 100 ms, jittered. Every retry also draws on `limits.maxRecoveries`.
-   */
-  readonly recovery?: Recovery.Backoff | undefined
 }
 
 /**
+ * What a run may use up: the limits of the default termination policies (R2.2) and the
+ * sizes the tool pipeline enforces on what the model sends and sees (R3.5, R12).
+ *
  * @category models
  * @since 0.1.0
  */
 export interface Limits extends Termination.Limits {
+  /** Arguments longer than this (JSON text, in characters) get `invalid_arguments`. Default 8 MiB. */
+  readonly maxArgumentChars?: number | undefined
+  /** Arguments nested deeper than this get `invalid_arguments` (R12). Default 64. */
+  readonly maxArgumentDepth?: number | undefined
+  /** Observations longer than this are cut, saying how much was cut. Default 32 KiB. */
+  readonly maxObservationChars?: number | undefined
+}
+
+/**
+ * How long each layer of a run may take (R4.1), each a positive, finite
+ * `Duration.Input` (`"30 seconds"`, or milliseconds). A wait is bounded by the tightest
+ * layer it is in; a tool's own timeout is in its metadata (`Tool.make({ timeout })`).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Time {
   /** The run deadline, from the run's start by Effect's `Clock`. Default 10 minutes. */
-  readonly runTimeout?: Duration.Input | undefined
+  readonly run?: Duration.Input | undefined
   /**
    * The step deadline: one iteration (the model call and the tool batch it asks for,
    * with their retries) gets this long, counted from its start. Default: none (the run
    * deadline bounds it).
    */
-  readonly stepTimeout?: Duration.Input | undefined
+  readonly step?: Duration.Input | undefined
   /** The attempt timeout: one model call gets this long; a call cut off is retried (R3.3). Default: none. */
-  readonly attemptTimeout?: Duration.Input | undefined
+  readonly attempt?: Duration.Input | undefined
   /**
    * How long a call that needs approval waits for a decision before the run ends
    * `approval_expired` (R7). Default: none (the step and run deadlines bound it).
    */
-  readonly approvalTimeout?: Duration.Input | undefined
+  readonly approval?: Duration.Input | undefined
   /**
    * How long, after the run deadline or a cancel, the run waits for the work it
    * interrupted to stop (real time) before it gives its result anyway: user code that
@@ -81,15 +115,59 @@ export interface Limits extends Termination.Limits {
    * `Subprocess` or `Abortable` grace you use. Default 5 seconds.
    */
   readonly stopGrace?: Duration.Input | undefined
-  /** How many argument corrections the model gets in one run (R3.5). Default 3. */
-  readonly correctionBudget?: number | undefined
+}
+
+/**
+ * What a run does about failures: how it retries (R3.3, R3.4), how often the model may
+ * correct its tool arguments (R3.5), and the models it falls back to (R3.9).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Recovery {
+  /**
+   * The delays of one recovery episode (R3.3). Default `Recovery.backoff()`: 50 ms then
+   * 100 ms, jittered. Every retry also draws on `maxRecoveries`.
+   */
+  readonly backoff?: Backoff | undefined
   /** How many retries the run may make in all, provider and tools together (R3.4). Default 8. */
   readonly maxRecoveries?: number | undefined
-  /** Arguments longer than this (JSON text, in characters) get `invalid_arguments`. Default 8 MiB. */
-  readonly maxArgumentChars?: number | undefined
-  /** Arguments nested deeper than this get `invalid_arguments` (R12). Default 64. */
-  readonly maxArgumentDepth?: number | undefined
-  readonly maxObservationChars?: number | undefined
+  /** How many argument corrections the model gets in one run (R3.5). Default 3. */
+  readonly correctionBudget?: number | undefined
+  /**
+   * Models to switch to, in order, when the model in use fails for good (recovery gave
+   * up on it) or its circuit is open (R3.9). A switch lasts for the rest of the run and
+   * is recorded (`model.fallback`, the result's `fallbacks`). Build one from a layer with
+   * `Model.fallback(name, layer)`.
+   */
+  readonly fallbackModels?: ReadonlyArray<Model.Fallback> | undefined
+}
+
+/**
+ * Run options that cannot work: `path` names the field (`["limits", "maxIterations"]`,
+ * `["tools", 1, "name"]`; empty for the options as a whole), `reason` says why. A run
+ * given them ends `failed` (`internal_error`) with this error's message as its detail;
+ * `Run.validateOptions` fails with it.
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export class InvalidRunOptions extends Schema.TaggedError<InvalidRunOptions>()("InvalidRunOptions", {
+  path: Schema.Array(Schema.Union([Schema.String, Schema.Int])),
+  reason: Schema.String
+}) {
+  /** The field as a path expression: `limits.maxIterations`, `tools[1].name`, or `options`. */
+  get field(): string {
+    const text = this.path
+      .map((key) => (typeof key === "number" ? `[${key}]` : `.${key}`))
+      .join("")
+      .replace(/^\./, "")
+    return text === "" ? "options" : text
+  }
+
+  override get message(): string {
+    return `invalid run options: ${this.field}: ${this.reason}`
+  }
 }
 
 /**

@@ -93,6 +93,8 @@ export const RunResult = Schema.Struct({
   policy: Schema.String,
   detail: Schema.String,
   finalAnswer: Schema.optional(Schema.String),
+  /** The final answer decoded with the run's output schema (`Run.Options.output`), when the run completed. */
+  output: Schema.optional(Schema.Unknown),
   checks: Schema.Array(Event.Check),
   evidence: Schema.Array(Validation.Evidence),
   completed: Schema.Array(Validation.Item),
@@ -118,6 +120,15 @@ export const RunResult = Schema.Struct({
  * @since 0.1.0
  */
 export type RunResult = typeof RunResult.Type
+
+/**
+ * The result of a run with a typed output (`Run.Options.output`): `output` is the decoded
+ * final answer when the run completed.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export type Typed<O> = [O] extends [never] ? RunResult : Omit<RunResult, "output"> & { readonly output?: O | undefined }
 
 /**
  * Whether a run ended `completed`: validation agreed with the final answer (R6).

@@ -88,57 +88,80 @@ export interface Limits {
   readonly maxCostUsd?: number | undefined
 }
 
-const defaultsKey = (limits: Limits): ReadonlyArray<number | undefined> => [
-  limits.maxToolCalls ?? 50,
-  limits.maxIterations ?? 20,
-  limits.repeatedToolCall ?? 3,
-  limits.maxToolErrors ?? 8,
-  limits.maxEmptyOutputs ?? 2,
-  limits.loopThreshold ?? 3,
-  limits.sameClassErrors ?? 3,
-  limits.maxTokens,
-  limits.maxCostUsd
-]
+/** The default limits of the policies below. */
+const defaultLimits = {
+  maxToolCalls: 50,
+  maxIterations: 20,
+  repeatedToolCall: 3,
+  maxToolErrors: 8,
+  maxEmptyOutputs: 2,
+  loopThreshold: 3,
+  sameClassErrors: 3
+} as const
 
-const sameKey = (a: ReadonlyArray<number | undefined>, b: ReadonlyArray<number | undefined>): boolean => {
-  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false
-  return true
+/** The policies with the default limits: shared by every run (the policies are pure values). */
+const standard = {
+  maxToolCalls: maxToolCalls(defaultLimits.maxToolCalls),
+  maxIterations: maxIterations(defaultLimits.maxIterations),
+  repeatedToolCall: repeatedToolCall(defaultLimits.repeatedToolCall),
+  maxToolErrors: maxToolErrors(defaultLimits.maxToolErrors),
+  emptyOutput: emptyOutput(defaultLimits.maxEmptyOutputs),
+  loopDetected: loopDetected(defaultLimits.loopThreshold),
+  budget: budget({}),
+  sameClassErrors: sameClassErrors(defaultLimits.sameClassErrors)
 }
 
-/** The last few default lists built: runs with the same limits share one (the policies are pure values). */
-const recentDefaults: Array<{
-  readonly key: ReadonlyArray<number | undefined>
-  readonly policies: ReadonlyArray<Policy>
-}> = []
+/** The shared policy when `limit` is its default, else one built for it. */
+const withLimit = (
+  limit: number | undefined,
+  fallback: number,
+  shared: Policy,
+  make: (limit: number) => Policy
+): Policy => (limit === undefined || limit === fallback ? shared : make(limit))
+
+const build = (limits: Limits): ReadonlyArray<Policy> =>
+  Object.freeze([
+    finalAnswer,
+    runTimeout,
+    withLimit(limits.maxToolCalls, defaultLimits.maxToolCalls, standard.maxToolCalls, maxToolCalls),
+    withLimit(limits.maxIterations, defaultLimits.maxIterations, standard.maxIterations, maxIterations),
+    withLimit(limits.repeatedToolCall, defaultLimits.repeatedToolCall, standard.repeatedToolCall, repeatedToolCall),
+    repeatedToolFailure,
+    recoveryExhausted,
+    withLimit(limits.maxToolErrors, defaultLimits.maxToolErrors, standard.maxToolErrors, maxToolErrors),
+    withLimit(limits.maxEmptyOutputs, defaultLimits.maxEmptyOutputs, standard.emptyOutput, emptyOutput),
+    withLimit(limits.loopThreshold, defaultLimits.loopThreshold, standard.loopDetected, loopDetected),
+    limits.maxTokens === undefined && limits.maxCostUsd === undefined
+      ? standard.budget
+      : budget({ maxTokens: limits.maxTokens, maxCostUsd: limits.maxCostUsd }),
+    withLimit(limits.sameClassErrors, defaultLimits.sameClassErrors, standard.sameClassErrors, sameClassErrors)
+  ])
+
+/** The list of every run that sets none of the limits. */
+const standardList = build({})
+
+const limitKeys = [
+  "maxIterations",
+  "maxToolCalls",
+  "repeatedToolCall",
+  "maxToolErrors",
+  "maxEmptyOutputs",
+  "loopThreshold",
+  "sameClassErrors",
+  "maxTokens",
+  "maxCostUsd"
+] as const
 
 /**
- * The built-in policies in their documented order. The list is frozen, and the same
- * limits give the same list.
+ * The built-in policies in their documented order. The list is frozen; limits that set
+ * none of these keys give one shared list, and a policy whose limit is its default is
+ * the shared one.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> => {
-  const key = defaultsKey(limits)
-  for (const entry of recentDefaults) if (sameKey(entry.key, key)) return entry.policies
-  const policies = Object.freeze([
-    finalAnswer,
-    runTimeout,
-    maxToolCalls(limits.maxToolCalls ?? 50),
-    maxIterations(limits.maxIterations ?? 20),
-    repeatedToolCall(limits.repeatedToolCall ?? 3),
-    repeatedToolFailure,
-    recoveryExhausted,
-    maxToolErrors(limits.maxToolErrors ?? 8),
-    emptyOutput(limits.maxEmptyOutputs ?? 2),
-    loopDetected(limits.loopThreshold ?? 3),
-    budget({ maxTokens: limits.maxTokens, maxCostUsd: limits.maxCostUsd }),
-    sameClassErrors(limits.sameClassErrors ?? 3)
-  ])
-  recentDefaults.unshift({ key, policies })
-  if (recentDefaults.length > 8) recentDefaults.pop()
-  return policies
-}
+export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> =>
+  limitKeys.every((key) => limits[key] === undefined) ? standardList : build(limits)
 
 /**
  * What the policies decided at one checkpoint: the first stop, if any, and every
@@ -164,7 +187,7 @@ const DecisionSchema = Schema.Union([
   Schema.TaggedStruct("Stop", { reason: StopReason.StopReason, detail: Schema.String })
 ])
 
-const checks = new WeakMap<Policy, (value: unknown) => Result.Result<Decision, string>>()
+const checkDecision = UserCode.checkAs(DecisionSchema)
 
 /**
  * A user's policy, through the user-code boundary (R12): a throw, or a decision outside
@@ -172,18 +195,13 @@ const checks = new WeakMap<Policy, (value: unknown) => Result.Result<Decision, s
  * the run `internal_error`, naming the policy and the field.
  */
 const decideChecked = (policy: Policy, checkpoint: Checkpoint): Decision => {
-  let check = checks.get(policy)
-  if (check === undefined) {
-    check = UserCode.check(DecisionSchema, `the decision of the termination policy "${policy.name}"`)
-    checks.set(policy, check)
-  }
   let decision: unknown
   try {
     decision = policy.decide(checkpoint)
   } catch (defect) {
     throw UserCode.threw(`the termination policy "${policy.name}"`, defect)
   }
-  const checked = check(decision)
+  const checked = checkDecision(decision, () => `the decision of the termination policy "${policy.name}"`)
   if (Result.isFailure(checked)) throw new UserCode.UserCodeDefect(checked.failure)
   return checked.success
 }

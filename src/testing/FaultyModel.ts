@@ -10,6 +10,7 @@ import { Clock, Effect, Layer } from "effect"
 import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
 import * as Model from "../model/Model.ts"
+import * as CallIds from "./internal/CallIds.ts"
 
 /**
  * One scripted call: a response, or a fault.
@@ -131,6 +132,7 @@ export interface FaultyModel {
  */
 export const make = (script: ReadonlyArray<Step>): FaultyModel => {
   const calls: Array<number> = []
+  const number = CallIds.numbering()
   const service: Model.Model["Service"] = {
     generate: () =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -149,7 +151,7 @@ export const make = (script: ReadonlyArray<Step>): FaultyModel => {
         }
         switch (step._tag) {
           case "Respond":
-            return Effect.succeed(step.response)
+            return Effect.succeed(number(step.response))
           case "Fault":
             return Effect.fail(toFailure(step.fault, now))
           case "Hang":

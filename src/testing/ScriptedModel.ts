@@ -8,6 +8,7 @@
 import { Effect, Layer, Predicate } from "effect"
 import * as Failure from "../failure/Failure.ts"
 import * as Model from "../model/Model.ts"
+import * as CallIds from "./internal/CallIds.ts"
 
 /**
  * One scripted turn: a response, a failure to return, or a function of the request.
@@ -31,6 +32,12 @@ const play = (step: Step, request: Model.Request): Effect.Effect<Model.Response,
   return Effect.succeed(step)
 }
 
+/** Plays steps with the numbering of one model: its tool calls without an id get `call_1`, `call_2`, … */
+const player = (): ((step: Step, request: Model.Request) => Effect.Effect<Model.Response, Failure.Failure>) => {
+  const number = CallIds.numbering()
+  return (step, request) => Effect.map(play(step, request), number)
+}
+
 /**
  * The model service for a script. Once the script runs out, every further call fails
  * with a `Permanent` failure coded `script_exhausted`, naming the call.
@@ -39,6 +46,7 @@ const play = (step: Step, request: Model.Request): Effect.Effect<Model.Response,
  * @since 0.1.0
  */
 export const make = (script: ReadonlyArray<Step>): Model.Model["Service"] => {
+  const playOne = player()
   let next = 0
   return {
     generate: (request) => {
@@ -55,7 +63,7 @@ export const make = (script: ReadonlyArray<Step>): Model.Model["Service"] => {
         )
       }
       next++
-      return play(step, request)
+      return playOne(step, request)
     }
   }
 }
@@ -68,21 +76,26 @@ export const layer = (script: ReadonlyArray<Step>): Layer.Layer<Model.Model> =>
   Layer.sync(Model.Model, () => make(script))
 
 /**
- * A model answering every call with a function of the request.
+ * A model answering every call with a function of the request. Each build of the layer
+ * numbers its tool calls afresh.
  *
  * @category layers
  * @since 0.1.0
  */
 export const layerFunction = (
   respond: (request: Model.Request) => Model.Response | Effect.Effect<Model.Response, Failure.Failure>
-): Layer.Layer<Model.Model> => Layer.succeed(Model.Model, { generate: (request) => play(respond, request) })
-
-let callCounter = 0
+): Layer.Layer<Model.Model> =>
+  Layer.sync(Model.Model, () => {
+    const playOne = player()
+    return { generate: (request) => playOne(respond, request) }
+  })
 
 /**
  * A response that calls tools. Each call is `[name, arguments]` or
  * `[name, arguments, id]`; arguments that are not a string are sent as JSON text,
- * as a chat API would.
+ * as a chat API would. A call without an id gets one from the model that plays it
+ * (`call_1`, `call_2`, … across that model's answers, as a chat API numbers them),
+ * whether it plays it from its script or from a function.
  *
  * @category constructors
  * @since 0.1.0
@@ -91,11 +104,10 @@ export const toolCalls = (
   ...calls: ReadonlyArray<readonly [name: string, args: unknown, id?: string]>
 ): Model.Response =>
   Model.response({
-    toolCalls: calls.map(([name, args, id]) => ({
-      id: id ?? `call_${++callCounter}`,
-      name,
-      arguments: Predicate.isString(args) ? args : JSON.stringify(args)
-    }))
+    toolCalls: calls.map(([name, args, id], index) => {
+      const text = Predicate.isString(args) ? args : JSON.stringify(args)
+      return id === undefined ? CallIds.unnumberedCall(index, name, text) : { id, name, arguments: text }
+    })
   })
 
 /**

@@ -20,7 +20,7 @@
 import { Array as Arr, Effect, Order, Path, Result, Schema } from "effect"
 import * as Failure from "../failure/Failure.ts"
 import { prettyJsonBytes } from "./internal/prettyJson.ts"
-import * as Workspace from "./internal/Workspace.ts"
+import * as Workspace from "./internal/workspace/Workspace.ts"
 import * as Permission from "./Permission.ts"
 import * as Tool from "./Tool.ts"
 

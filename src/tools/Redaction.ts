@@ -30,8 +30,6 @@ const maxDepth = 512
 
 const redactedId = "effect/schema/Redacted"
 
-const sensitiveCache = new WeakMap<object, boolean>()
-
 /** The `representation.id` annotation of an AST node, if it has one. */
 const representationId = (node: object): unknown => {
   const annotations = Predicate.hasProperty(node, "annotations") ? node.annotations : undefined
@@ -63,15 +61,8 @@ const holdsRedacted = (root: object): boolean => {
   return false
 }
 
-/** Whether a schema holds a `Redacted` anywhere: computed once per schema. */
-export const isSensitive = (schema: Schema.Top): boolean => {
-  let known = sensitiveCache.get(schema)
-  if (known === undefined) {
-    known = holdsRedacted(schema.ast)
-    sensitiveCache.set(schema, known)
-  }
-  return known
-}
+/** Whether a schema holds a `Redacted` anywhere (a tool's are asked once, by `Tool.make`). */
+export const isSensitive = (schema: Schema.Top): boolean => holdsRedacted(schema.ast)
 
 /** Every string and number inside `root` (without recursion): the plain parts of a secret. */
 const leavesOf = (root: unknown, into: Array<string>): void => {

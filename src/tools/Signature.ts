@@ -3,8 +3,9 @@
  *
  * Loop and repetition detection compare actions by value, not by the text the model
  * happened to write: `{"b":1,"a":2}` and `{ "a": 2, "b": 1 }` are the same call.
- * A signature is the tool name and the canonical JSON of its arguments (object keys
- * sorted, recursively).
+ * A signature is the tool name and a short digest of the canonical JSON of its
+ * arguments (object keys sorted, recursively): the timeline keeps a 1 MiB argument once,
+ * in the call itself, not again in each signature.
  *
  * @since 0.1.0
  */
@@ -74,7 +75,7 @@ export const unparsed = (name: string, rawArguments: unknown): string =>
  * @category constructors
  * @since 0.1.0
  */
-export const toolCallParsed = (name: string, args: unknown): string => `${name}:${canonicalJson(args)}`
+export const toolCallParsed = (name: string, args: unknown): string => `${name}:${digest(canonicalJson(args))}`
 
 /**
  * @category constructors
@@ -89,17 +90,4 @@ export const failure = (name: string, code: string, message: string): string => 
  * @category constructors
  * @since 0.1.0
  */
-export const digest = (text: string): string => `${hex(Hash.string(text) >>> 0)}:${text.length}`
-
-const hexByte = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"))
-const hexDigit = Array.from({ length: 16 }, (_, i) => i.toString(16))
-
-/** `n.toString(16)` for a 32-bit unsigned `n`, a byte at a time (`toString(16)` is slow in V8). */
-const hex = (n: number): string => {
-  let out = ""
-  while (n >= 0x100) {
-    out = `${hexByte[n & 0xff]}${out}`
-    n >>>= 8
-  }
-  return `${n < 0x10 ? hexDigit[n] : hexByte[n]}${out}`
-}
+export const digest = (text: string): string => `${(Hash.string(text) >>> 0).toString(16)}:${text.length}`

@@ -11,6 +11,7 @@ import type { Effect } from "effect"
 import { Duration, Option, Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
 import type * as Model from "../model/Model.ts"
+import * as ToolCodec from "./ToolCodec.ts"
 import * as ToolJsonSchema from "./ToolJsonSchema.ts"
 
 /**
@@ -79,6 +80,12 @@ export interface Metadata {
   readonly maxRetries: number
   readonly timeout: Duration.Input | undefined
   readonly sideEffect: SideEffect
+  /**
+   * Whether a call may destroy or overwrite what exists, rather than only add to it (the
+   * MCP `destructiveHint`). The runtime decides by `sideEffect` and `idempotent`; this is
+   * for your permission policy (its `Request` holds the tool) and approval UI.
+   */
+  readonly destructive: boolean
   readonly needsApproval: boolean
   /** Execution errors become observations for the model instead of ending the run. */
   readonly recoverErrors: boolean
@@ -99,6 +106,10 @@ export interface Tool<in out I, in out O, out R = never> {
   readonly input: Schema.Codec<I, unknown>
   readonly output: Schema.Codec<O, unknown>
   readonly metadata: Metadata
+  /** What the model is told about the tool (see {@link make}): made once, when the tool is. */
+  readonly definition: Model.ToolDefinition
+  /** The input and output schemas compiled once, for the tool pipeline. */
+  readonly codec: ToolCodec.Compiled
   readonly handler: (input: I, context: CallContext) => Effect.Effect<O, Failure.Failure, R>
   /**
    * A follow-up query that confirms a success (R6.4). When it answers `false` the
@@ -146,6 +157,8 @@ export interface Any<out R = unknown> {
   readonly input: Schema.Codec<unknown, unknown>
   readonly output: Schema.Codec<unknown, unknown>
   readonly metadata: Metadata
+  readonly definition: Model.ToolDefinition
+  readonly codec: ToolCodec.Compiled
   readonly handler: (input: never, context: CallContext) => Effect.Effect<unknown, Failure.Failure, R>
   readonly postcondition:
     | ((input: never, output: never, context: CallContext) => Effect.Effect<boolean, Failure.Failure, R>)
@@ -207,6 +220,8 @@ export interface Options<I, O, R> {
   readonly timeout?: Duration.Input | undefined
   /** Default `"external"`, the most cautious class. */
   readonly sideEffect?: SideEffect | undefined
+  /** Default: `true` for a `write` or `external` tool, `false` for a `none` or `read` one. */
+  readonly destructive?: boolean | undefined
   readonly needsApproval?: boolean | undefined
   readonly recoverErrors?: boolean | undefined
   readonly pathFields?: ReadonlyArray<string> | undefined
@@ -221,9 +236,14 @@ export interface Options<I, O, R> {
 }
 
 /**
- * Defines a tool. Throws {@link InvalidToolDefinition} for a name that chat APIs
+ * Defines a tool, frozen. Throws {@link InvalidToolDefinition} for a name that chat APIs
  * reject or a negative retry count: a definition error is a programming error, found
  * at start-up, not during a run.
+ *
+ * What the model is told about the tool, its `definition`, is made here, once: its name,
+ * its description, the JSON Schema (draft 2020-12) of its input, generated from the
+ * input `Schema` by effect/ai's `Tool.getJsonSchemaFromSchema`, with numbers described
+ * as numbers, and its strict form (OpenAI's structured outputs) when it has one.
  *
  * @category constructors
  * @since 0.1.0
@@ -251,51 +271,36 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
       })
     }
   }
-  return {
+  const sideEffect = options.sideEffect ?? "external"
+  const strict = ToolJsonSchema.strict(options.input)
+  // Frozen, so that a run can keep the tool as it is: what it checked cannot change later.
+  return Object.freeze({
     _tag: "Tool",
     name: options.name,
     description: options.description,
     input: options.input,
     output: options.output,
+    definition: {
+      name: options.name,
+      description: options.description,
+      parameters: ToolJsonSchema.plain(options.input),
+      ...(strict === undefined ? {} : { strict })
+    },
+    codec: ToolCodec.compile(options.input, options.output),
     handler: options.handler,
     postcondition: options.postcondition,
     observe: options.observe,
     reconcile: options.reconcile,
-    metadata: {
+    metadata: Object.freeze({
       idempotent: options.idempotent ?? false,
       maxRetries,
       timeout: options.timeout,
-      sideEffect: options.sideEffect ?? "external",
+      sideEffect,
+      destructive: options.destructive ?? (sideEffect === "write" || sideEffect === "external"),
       needsApproval: options.needsApproval ?? false,
       recoverErrors: options.recoverErrors ?? false,
-      pathFields: options.pathFields ?? [],
-      contentFields: options.contentFields ?? []
-    }
-  }
-}
-
-const definitions = new WeakMap<Any, Model.ToolDefinition>()
-
-/**
- * What the model is told about a tool: its name, its description, the JSON Schema
- * (draft 2020-12) of its input, generated from the input `Schema`, with numbers described
- * as numbers, and its strict form (OpenAI's structured outputs) when it has one. Made
- * once per tool.
- *
- * @category combinators
- * @since 0.1.0
- */
-export const definition = (tool: Any): Model.ToolDefinition => {
-  let entry = definitions.get(tool)
-  if (entry === undefined) {
-    const strict = ToolJsonSchema.strict(tool.input)
-    entry = {
-      name: tool.name,
-      description: tool.description,
-      parameters: ToolJsonSchema.plain(tool.input),
-      ...(strict === undefined ? {} : { strict })
-    }
-    definitions.set(tool, entry)
-  }
-  return entry
+      pathFields: Object.freeze([...(options.pathFields ?? [])]),
+      contentFields: Object.freeze([...(options.contentFields ?? [])])
+    })
+  })
 }

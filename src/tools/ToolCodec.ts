@@ -1,11 +1,10 @@
 /**
- * A tool's input and output schemas compiled once per tool, to the synchronous
+ * A tool's input and output schemas compiled once per tool (by `Tool.make`), to the synchronous
  * decoder and encoders the tool executor runs on every call, and whether they hold a
  * `Redacted` (see `Redaction`). Private to the runtime.
  */
 import { type Exit, Schema } from "effect"
 import { isSensitive } from "./Redaction.ts"
-import type * as Tool from "./Tool.ts"
 
 /** A tool's compiled schemas. */
 export interface Compiled {
@@ -24,20 +23,14 @@ export interface Compiled {
   readonly sensitiveOutput: boolean
 }
 
-const compiledCache = new WeakMap<Tool.Any, Compiled>()
+/** A tool's schemas compiled (see `Tool.make`, which compiles them once per tool). */
+export const compile = (input: Schema.Codec<unknown, unknown>, output: Schema.Codec<unknown, unknown>): Compiled => ({
+  decode: Schema.decodeUnknownExit(input, { errors: "all" }),
+  encode: Schema.encodeUnknownExit(Schema.toCodecJson(output)),
+  encodeInput: Schema.encodeUnknownExit(Schema.toCodecJson(input)),
+  sensitiveInput: isSensitive(input),
+  sensitiveOutput: isSensitive(output)
+})
 
-/** A tool's compiled schemas, compiled on its first call. */
-export const compiled = (tool: Tool.Any): Compiled => {
-  let entry = compiledCache.get(tool)
-  if (entry === undefined) {
-    entry = {
-      decode: Schema.decodeUnknownExit(tool.input, { errors: "all" }),
-      encode: Schema.encodeUnknownExit(Schema.toCodecJson(tool.output)),
-      encodeInput: Schema.encodeUnknownExit(Schema.toCodecJson(tool.input)),
-      sensitiveInput: isSensitive(tool.input),
-      sensitiveOutput: isSensitive(tool.output)
-    }
-    compiledCache.set(tool, entry)
-  }
-  return entry
-}
+/** A tool's compiled schemas, made when the tool was. */
+export const compiled = (tool: { readonly codec: Compiled }): Compiled => tool.codec

@@ -18,6 +18,7 @@
  */
 import { Exit, Schema } from "effect"
 import { toCodecOpenAI } from "effect/ai/OpenAiStructuredOutput"
+import { getJsonSchemaFromSchema } from "effect/ai/Tool"
 import type * as Model from "../model/Model.ts"
 
 type Json = Record<string, unknown>
@@ -89,13 +90,7 @@ const objectRoot = (schema: unknown): unknown =>
  * The plain JSON Schema of a tool's input: effect's (draft 2020-12, with `$defs`), its
  * numbers described as numbers and its root an object.
  */
-export const plain = (input: Schema.Top): unknown => {
-  const document = Schema.toJsonSchemaDocument(input)
-  const hasDefinitions = Object.keys(document.definitions).length > 0
-  return objectRoot(
-    finiteNumbers(hasDefinitions ? { ...document.schema, $defs: document.definitions } : document.schema)
-  )
-}
+export const plain = (input: Schema.Top): unknown => objectRoot(finiteNumbers(getJsonSchemaFromSchema(input)))
 
 const parseJson = Schema.decodeUnknownExit(Schema.fromJsonString(Schema.Unknown))
 
@@ -149,6 +144,8 @@ export const strictIssue = (schema: unknown, path: ReadonlyArray<string> = []): 
  */
 export const strict = (input: Schema.Codec<unknown, unknown>): Model.StrictForm | undefined => {
   let converted: ReturnType<typeof toCodecOpenAI<unknown, unknown, never, never>>
+  // Not `getJsonSchemaFromSchema(input, { transformer })`: it keeps only the JSON Schema, and
+  // the codec beside it is what brings a strict model's arguments back (`restore`).
   try {
     converted = toCodecOpenAI(input)
   } catch {

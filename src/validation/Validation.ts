@@ -20,13 +20,15 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, FileSystem, Option, Path, Result, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type * as Counters from "../events/Counters.ts"
 import * as Event from "../events/Event.ts"
-import * as Failure from "../failure/Failure.ts"
-import * as UserCode from "../failure/UserCode.ts"
 import * as Artifact from "./Artifact.ts"
 import type { Criterion } from "./Criterion.ts"
+import { checkArtifacts } from "./internal/ArtifactChecks.ts"
+import * as Parts from "./internal/Parts.ts"
+import { checkStep, evidenceIndex } from "./internal/PlanChecks.ts"
+import { runHook } from "./internal/StopHooks.ts"
 
 /**
  * One entry of the evidence index: the check (`item`, a check name such as
@@ -36,12 +38,7 @@ import type { Criterion } from "./Criterion.ts"
  * @category models
  * @since 0.1.0
  */
-export const Evidence = Schema.Struct({
-  item: Schema.String,
-  kind: Schema.Literals(["tool_result", "artifact", "stop_hook"]),
-  ref: Schema.String,
-  detail: Schema.String
-})
+export const Evidence = Parts.Evidence
 
 /**
  * @category models
@@ -207,172 +204,6 @@ export const stopHook = <R = never>(name: string, check: StopHook<R>["check"]): 
  */
 export const artifact: typeof Artifact.make = Artifact.make
 
-interface Part {
-  readonly check: Event.Check
-  /** Whether a failure of this check fails the validation. */
-  readonly blocking: boolean
-  readonly evidence: ReadonlyArray<Evidence>
-}
-
-const part = (name: string, kind: Event.Check["kind"], passed: boolean, clause: string): Event.Check => ({
-  name,
-  kind,
-  passed,
-  detail: `${name}: ${clause}`
-})
-
-// A defect's message may carry private data: only its type, code and safe message are shown (R3.1).
-const describeDefect = (defect: unknown): string => Failure.safeDescription(defect)
-
-type Outcome =
-  | { readonly _tag: "held"; readonly detail: string; readonly callId: string | undefined }
-  | { readonly _tag: "unmet"; readonly reason: string }
-
-const checkObservation = UserCode.check(
-  Schema.Option(Schema.Struct({ detail: Schema.String, callId: Schema.optional(Schema.String) })),
-  "the criterion's answer"
-)
-
-const observe = (criterion: Criterion, timeline: ReadonlyArray<Event.Event>): Effect.Effect<Outcome> =>
-  Effect.sync(() => checkObservation(criterion.observe(timeline))).pipe(
-    Effect.map(
-      (checked): Outcome =>
-        Result.isFailure(checked)
-          ? { _tag: "unmet", reason: `${criterion.description}: ${checked.failure}` }
-          : Option.match(checked.success, {
-              onNone: (): Outcome => ({ _tag: "unmet", reason: `not observed: ${criterion.description}` }),
-              onSome: (o): Outcome => ({ _tag: "held", detail: o.detail, callId: o.callId })
-            })
-    ),
-    Effect.catchDefect((defect) =>
-      Effect.succeed<Outcome>({
-        _tag: "unmet",
-        reason: `${criterion.description}: criterion died (${describeDefect(defect)})`
-      })
-    )
-  )
-
-interface StepResult extends Part {
-  readonly step: PlanStep
-  readonly done: boolean
-  readonly reason: string
-  /** Call ids the step cites that are not a `tool.succeeded` event of this timeline. */
-  readonly dangling: ReadonlyArray<string>
-}
-
-const checkStep = Effect.fnUntraced(function* (
-  step: PlanStep,
-  timeline: ReadonlyArray<Event.Event>,
-  succeededCalls: ReadonlySet<string>
-) {
-  const name = `plan:${step.id}`
-  const outcomes = yield* Effect.forEach(step.criteria, (criterion) => observe(criterion, timeline))
-  const unmet = outcomes.flatMap((o) => (o._tag === "unmet" ? [o.reason] : []))
-  const held = outcomes.flatMap((o) => (o._tag === "held" ? [o] : []))
-  const done = unmet.length === 0
-  const evidence: Array<Evidence> = []
-  const dangling: Array<string> = []
-  for (const { callId, detail } of held) {
-    if (callId === undefined) continue
-    if (!succeededCalls.has(callId)) dangling.push(callId)
-    else evidence.push({ item: name, kind: "tool_result", ref: callId, detail })
-  }
-  const reason = unmet.join("; ")
-  const clause = done
-    ? `done: ${held.map((o) => o.detail).join("; ")}`
-    : step.required
-      ? `not done: ${reason}`
-      : `optional step not done (does not fail validation): ${reason}`
-  const check = part(name, "plan_step", done, clause)
-  return {
-    step,
-    done,
-    reason,
-    dangling,
-    check,
-    blocking: step.required,
-    evidence: done ? evidence : []
-  } satisfies StepResult
-})
-
-const checkVerdict = UserCode.check(
-  Schema.Struct({ passed: Schema.Boolean, detail: Schema.String }),
-  "the stop hook's verdict"
-)
-
-const runHook = <R>(hook: StopHook<R>, context: Context): Effect.Effect<Part, never, R> =>
-  Effect.suspend(() => {
-    // A hook is user code (R12): a throw or a return that is not an Effect is a failed check.
-    // Typed as declared; at run time it may be anything (JavaScript callers), hence the checks.
-    let out: ReturnType<StopHook<R>["check"]>
-    try {
-      out = hook.check(context)
-    } catch (defect) {
-      return Effect.succeed({ passed: false, detail: `threw ${describeDefect(defect)}` })
-    }
-    if (!UserCode.isEffect(out)) {
-      return Effect.succeed({ passed: false, detail: `returned ${UserCode.kindOf(out)}, not an Effect` })
-    }
-    return out
-  }).pipe(
-    Effect.map((verdict) => {
-      const checked = checkVerdict(verdict)
-      return Result.isSuccess(checked) ? checked.success : { passed: false, detail: checked.failure }
-    }),
-    // Typed as infallible, but a cast may hide a failure: anything but interruption becomes a failed check.
-    Effect.catchCause((cause) =>
-      Cause.hasInterruptsOnly(cause)
-        ? Effect.failCause(cause)
-        : Effect.succeed({ passed: false, detail: `died: ${describeDefect(Cause.squash(cause))}` })
-    ),
-    Effect.map(({ passed, detail }): Part => {
-      const name = `hook:${hook.name}`
-      const evidence: ReadonlyArray<Evidence> = passed
-        ? [{ item: name, kind: "stop_hook", ref: hook.name, detail }]
-        : []
-      return { check: part(name, "stop_hook", passed, detail), blocking: true, evidence }
-    })
-  )
-
-const evidenceIndex = (steps: ReadonlyArray<StepResult>): Part => {
-  const done = steps.filter((s) => s.done)
-  const problems = done.flatMap((s) => [
-    ...(s.evidence.length === 0 ? [`${s.check.name} passed without evidence`] : []),
-    ...s.dangling.map((callId) => `${s.check.name} cites call ${callId}, which is not a tool.succeeded event`)
-  ])
-  const backed = done.reduce((n, s) => n + s.evidence.length, 0)
-  const clause =
-    problems.length === 0
-      ? `${done.length} completed plan step(s) backed by ${backed} tool result(s)`
-      : `unbacked success: ${problems.join("; ")}`
-  return { check: part("evidence:index", "evidence", problems.length === 0, clause), blocking: true, evidence: [] }
-}
-
-/** The artifact checks, with the file system the caller provided, if any. */
-const checkArtifacts = (
-  contracts: ReadonlyArray<ArtifactContract>,
-  root: string
-): Effect.Effect<ReadonlyArray<Part>> =>
-  contracts.length === 0
-    ? Effect.succeed([])
-    : Effect.gen(function* () {
-        const fs = yield* Effect.serviceOption(FileSystem.FileSystem)
-        const path = yield* Effect.serviceOption(Path.Path)
-        if (Option.isNone(fs) || Option.isNone(path)) {
-          return contracts.map((contract) => {
-            const clause =
-              "cannot be checked: no FileSystem and Path services (provide NodeServices.layer from @effect/platform-node)"
-            return { check: part(`artifact:${contract.path}`, "artifact", false, clause), blocking: true, evidence: [] }
-          })
-        }
-        return yield* Effect.forEach(contracts, (contract) =>
-          Artifact.check(contract, root).pipe(
-            Effect.provideService(FileSystem.FileSystem, fs.value),
-            Effect.provideService(Path.Path, path.value)
-          )
-        )
-      })
-
 /**
  * Validates a completion candidate. The checks come in a fixed order: plan steps
  * (`plan:<id>`), stop hooks (`hook:<name>`), artifacts (`artifact:<path>`), then
@@ -395,7 +226,7 @@ export const validate = <R = never>(spec: Spec<R>, context: Context): Effect.Eff
     const steps = yield* Effect.forEach(plan, (s) => checkStep(s, context.timeline, succeededCalls))
     const hooks = yield* Effect.forEach(spec.stopHooks ?? [], (hook) => runHook(hook, context))
     const artifacts = yield* checkArtifacts(spec.artifacts ?? [], spec.root ?? ".")
-    const parts: ReadonlyArray<Part> = [...steps, ...hooks, ...artifacts, evidenceIndex(steps)]
+    const parts: ReadonlyArray<Parts.Part> = [...steps, ...hooks, ...artifacts, evidenceIndex(steps)]
     const failed = parts.filter((p) => p.blocking && !p.check.passed).map((p) => p.check)
     return {
       passed: failed.length === 0,

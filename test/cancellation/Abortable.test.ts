@@ -287,7 +287,7 @@ describe("Abortable.handler in a run", () => {
   it.live("R4 R5.1 at the run deadline a promise that ignores the signal is outcome_unknown, after the grace", () =>
     Effect.gen(function* () {
       const start = performance.now()
-      const result = yield* Run.run({ goal: "x", tools: [makeWorker()], limits: { runTimeout: "300 millis" } })
+      const result = yield* Run.run({ goal: "x", tools: [makeWorker()], time: { run: "300 millis" } })
       const millis = performance.now() - start
       assert.strictEqual(result.stopReason, "run_timeout")
       const interrupted = interruptedEvents(result.timeline)

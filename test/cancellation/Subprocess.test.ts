@@ -532,7 +532,7 @@ describe("Subprocess.tool in a run", () => {
     const pids: Array<number> = []
     return Effect.gen(function* () {
       const start = performance.now()
-      const result = yield* Run.run({ goal: "x", tools: [childTool({ pids })], limits: { runTimeout: "400 millis" } })
+      const result = yield* Run.run({ goal: "x", tools: [childTool({ pids })], time: { run: "400 millis" } })
       const millis = performance.now() - start
       // An external call cut off by the deadline is an unknown outcome (R3.8); either way
       // the run stopped at its deadline.

@@ -239,7 +239,7 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
   it.effect("R2.3 recovery_exhausted: argument corrections past the correction budget stop the run", () => {
     const store = makeStore()
     return Effect.gen(function* () {
-      const result = yield* Run.run({ goal: "write", tools: [store.write], limits: { correctionBudget: 1 } })
+      const result = yield* Run.run({ goal: "write", tools: [store.write], recovery: { correctionBudget: 1 } })
       assertStop(result, "recovery_exhausted")
       assert.deepStrictEqual(store.writes, [])
       assert.deepStrictEqual(

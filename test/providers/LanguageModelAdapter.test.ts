@@ -319,7 +319,7 @@ describe("LanguageModelAdapter", () => {
         const succeeded = result.timeline.find((e) => e._tag === "tool.succeeded")
         assert.deepStrictEqual(succeeded?._tag === "tool.succeeded" ? succeeded.input : undefined, { title: "t" })
         const schema = calls[0]?.tools.map((t) => Tool.getJsonSchema(t))[0]
-        assert.deepStrictEqual(schema, AgentTool.definition(note).strict?.parameters)
+        assert.deepStrictEqual(schema, note.definition.strict?.parameters)
         assert.deepInclude(schema as object, { additionalProperties: false, required: ["title", "tag"] })
       }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
     }

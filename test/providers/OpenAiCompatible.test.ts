@@ -497,7 +497,7 @@ const seedRun = (script: ReadonlyArray<FakeOpenAiServer.Step>, options: Partial<
     const result = yield* Run.run({
       goal: "Write insight_report.json",
       tools: tools.all,
-      limits: { runTimeout: "20 seconds" },
+      time: { run: "20 seconds" },
       validation: {
         root,
         plan: [Validation.step("write-report", "write the report", [Criterion.toolSucceeded("write_json_file")])],

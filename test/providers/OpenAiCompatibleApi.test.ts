@@ -51,7 +51,7 @@ const runWith = (
   Effect.gen(function* () {
     const fake = yield* FakeOpenAiServer.make(script, server)
     const model = OpenAiCompatible.layer({ baseUrl: fake.url, model: "fake-model", apiKey, ...options })
-    const result = yield* Run.run({ goal: "use the tools", tools, limits: { runTimeout: "20 seconds" } }).pipe(
+    const result = yield* Run.run({ goal: "use the tools", tools, time: { run: "20 seconds" } }).pipe(
       Effect.provide(model)
     )
     return { result, requests: yield* fake.requests }
@@ -63,7 +63,7 @@ const echoCall = (text: string, id?: string): FakeOpenAiServer.ToolCall => ({
   arguments: JSON.stringify({ text })
 })
 
-const echoDefinition = (): Model.ToolDefinition => Tool.definition(echo)
+const echoDefinition = (): Model.ToolDefinition => echo.definition
 
 describe("per-model options (R11)", () => {
   live("R11 each option is sent under OpenAI's name, and only what OpenAI takes", () =>
@@ -97,7 +97,7 @@ describe("per-model options (R11)", () => {
           function: {
             name: "echo",
             description: "Echo the text back",
-            parameters: Tool.definition(echo).strict?.parameters,
+            parameters: echo.definition.strict?.parameters,
             strict: true
           }
         }

@@ -43,7 +43,7 @@ const run = (primary: Model.Model["Service"], options: Partial<Run.Options<Tool.
       goal: "x",
       tools: [],
       modelName: "primary",
-      recovery: Recovery.backoff({ jitter: false }),
+      recovery: { backoff: Recovery.backoff({ jitter: false }) },
       ...options
     })
   ).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(Model.Model, primary), NodeServices.layer)))
@@ -55,7 +55,7 @@ describe("R3.9 fallback model", () => {
   it.effect("R3.9 when recovery gives up on the model, the run falls back to the next one and the result says so", () =>
     Effect.gen(function* () {
       const primary = failing(unavailable)
-      const result = yield* run(primary.model, { fallbackModels: [backup()] })
+      const result = yield* run(primary.model, { recovery: { fallbackModels: [backup()] } })
       assert.strictEqual(result.status, "completed")
       assert.strictEqual(result.finalAnswer, "done by the backup")
       // One call and the default two retries on the primary, then the switch.
@@ -76,7 +76,7 @@ describe("R3.9 fallback model", () => {
   it.effect("R3.9 a permanent failure falls back at once, without retries", () =>
     Effect.gen(function* () {
       const primary = failing(badRequest)
-      const result = yield* run(primary.model, { fallbackModels: [backup()] })
+      const result = yield* run(primary.model, { recovery: { fallbackModels: [backup()] } })
       assert.strictEqual(result.status, "completed")
       assert.strictEqual(primary.calls(), 1)
       assert.strictEqual(result.elapsedMillis, 0)
@@ -86,7 +86,10 @@ describe("R3.9 fallback model", () => {
   it.effect("R3.9 R3.11 the run's own limits never fall back: a Retry-After past the deadline ends run_timeout", () =>
     Effect.gen(function* () {
       const primary = failing(FailureBoundary.http({ status: 429, retryAfter: "60", now: 0 }))
-      const result = yield* run(primary.model, { fallbackModels: [backup()], limits: { runTimeout: "10 seconds" } })
+      const result = yield* run(primary.model, {
+        time: { run: "10 seconds" },
+        recovery: { fallbackModels: [backup()] }
+      })
       assert.strictEqual(result.stopReason, "run_timeout")
       assert.lengthOf(result.fallbacks, 0)
       assert.strictEqual(result.model, "primary")
@@ -96,10 +99,12 @@ describe("R3.9 fallback model", () => {
   it.effect("R3.9 with every model failing, the run stops as without fallbacks and lists every switch", () =>
     Effect.gen(function* () {
       const result = yield* run(failing(badRequest).model, {
-        fallbackModels: [
-          { name: "second", model: failing(badRequest).model },
-          { name: "third", model: failing(badRequest).model }
-        ]
+        recovery: {
+          fallbackModels: [
+            { name: "second", model: failing(badRequest).model },
+            { name: "third", model: failing(badRequest).model }
+          ]
+        }
       })
       assert.strictEqual(result.stopReason, "model_error")
       assert.deepStrictEqual(
@@ -113,21 +118,21 @@ describe("R3.9 fallback model", () => {
   it.effect("R3.9 invalid fallbacks are refused with a clear message", () =>
     Effect.gen(function* () {
       const duplicate = yield* run(failing(badRequest).model, {
-        fallbackModels: [{ name: "primary", model: failing(badRequest).model }]
+        recovery: { fallbackModels: [{ name: "primary", model: failing(badRequest).model }] }
       })
       assert.strictEqual(duplicate.stopReason, "internal_error")
       assert.include(duplicate.detail, `the name "primary" is used twice`)
       const missing = yield* run(failing(badRequest).model, {
-        fallbackModels: [{ name: "x" } as unknown as Model.Fallback]
+        recovery: { fallbackModels: [{ name: "x" } as unknown as Model.Fallback] }
       })
-      assert.include(missing.detail, `"x" has no model service`)
+      assert.include(missing.detail, "recovery.fallbackModels[0].model: field is required")
     })
   )
 
   it.effect("R3.9 Model.fallback builds a fallback from a provider layer", () =>
     Effect.gen(function* () {
       const fallback = yield* Model.fallback("scripted", ScriptedModel.layer([ScriptedModel.finalAnswer("hi")]))
-      const result = yield* run(failing(badRequest).model, { fallbackModels: [fallback] })
+      const result = yield* run(failing(badRequest).model, { recovery: { fallbackModels: [fallback] } })
       assert.strictEqual(result.model, "scripted")
       assert.strictEqual(result.finalAnswer, "hi")
     }).pipe(Effect.scoped)
@@ -146,13 +151,13 @@ describe("R3.9 circuit breakers in a run", () => {
   it.effect("R3.9 a provider circuit opens in one run; the next run skips the model at once and falls back", () =>
     Effect.gen(function* () {
       const primary = failing(unavailable)
-      const first = yield* run(primary.model, { fallbackModels: [backup()] })
+      const first = yield* run(primary.model, { recovery: { fallbackModels: [backup()] } })
       assert.deepStrictEqual(transitions(first), ["provider:primary closed>open"])
       assert.strictEqual(events(first, "circuit.changed")[0]?.retryAfterMillis, 30_000)
       assertRoundTrips(first)
       assert.strictEqual(primary.calls(), 3)
 
-      const second = yield* run(primary.model, { fallbackModels: [backup()] })
+      const second = yield* run(primary.model, { recovery: { fallbackModels: [backup()] } })
       assert.strictEqual(second.status, "completed")
       // Rejected without a call, and no wait for the circuit: straight to the backup.
       assert.strictEqual(primary.calls(), 3)
@@ -228,9 +233,8 @@ describe("R3.9 circuit breakers in a run", () => {
     Effect.gen(function* () {
       const primary = failing(unavailable)
       const result = yield* run(primary.model, {
-        fallbackModels: [backup()],
-        recovery: Recovery.backoff({ jitter: false, retries: 4 }),
-        limits: { runTimeout: "60 seconds" }
+        time: { run: "60 seconds" },
+        recovery: { backoff: Recovery.backoff({ jitter: false, retries: 4 }), fallbackModels: [backup()] }
       }).pipe(
         Effect.provide(
           Breakers.layerMemory({ provider: { tripPolicy: CircuitBreaker.consecutive(2), openDuration: "30 seconds" } })
@@ -250,8 +254,8 @@ describe("R3.9 circuit breakers in a run", () => {
       Effect.gen(function* () {
         const primary = failing(unavailable)
         const result = yield* run(primary.model, {
-          recovery: Recovery.backoff({ jitter: false, retries: 4 }),
-          limits: { runTimeout: "3 seconds" }
+          time: { run: "3 seconds" },
+          recovery: { backoff: Recovery.backoff({ jitter: false, retries: 4 }) }
         }).pipe(
           Effect.provide(
             Breakers.layerMemory({

@@ -172,7 +172,7 @@ describe("Reconciliation", () => {
     Effect.gen(function* () {
       const { pay } = makeHangingPay("hang")
       const result = yield* drive(
-        Run.run({ goal: "pay", tools: [pay], runId: "run-1", limits: { stepTimeout: "3 seconds" } }).pipe(
+        Run.run({ goal: "pay", tools: [pay], runId: "run-1", time: { step: "3 seconds" } }).pipe(
           Effect.provide(
             Layer.mergeAll(
               ScriptedModel.layer([

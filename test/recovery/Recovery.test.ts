@@ -30,7 +30,7 @@ describe("Recovery", () => {
   it.effect("R3.3 the default backoff waits 50 ms then 100 ms, through recovering and back", () =>
     Effect.gen(function* () {
       const model = FaultyModel.make([FaultyModel.rateLimited(), FaultyModel.httpError(503), final])
-      const result = yield* runWith(model, { tools: [echo], recovery: exact })
+      const result = yield* runWith(model, { tools: [echo], recovery: { backoff: exact } })
       assert.strictEqual(result.status, "completed")
       assert.deepStrictEqual(sinceStart(model), [0, 50, 150])
       assert.deepStrictEqual(
@@ -77,7 +77,7 @@ describe("Recovery", () => {
         FaultyModel.timeout,
         final
       ])
-      const result = yield* runWith(model, { tools: [echo], recovery: exact })
+      const result = yield* runWith(model, { tools: [echo], recovery: { backoff: exact } })
       assert.strictEqual(result.stopReason, "recovery_exhausted")
       assert.strictEqual(model.calls.length, 3)
       const failed = ofTag(result.timeline, "recovery.failed")
@@ -89,7 +89,7 @@ describe("Recovery", () => {
   it.effect("R3.2 Retry-After is honoured when it is longer than the backoff", () =>
     Effect.gen(function* () {
       const model = FaultyModel.make([FaultyModel.rateLimited("2"), final])
-      const result = yield* runWith(model, { tools: [echo], recovery: exact })
+      const result = yield* runWith(model, { tools: [echo], recovery: { backoff: exact } })
       assert.deepStrictEqual(sinceStart(model), [0, 2000])
       assert.strictEqual(ofTag(result.timeline, "recovery.started")[0]?.delayMillis, 2000)
       assert.strictEqual(result.status, "completed")
@@ -99,7 +99,7 @@ describe("Recovery", () => {
   it.effect("R3.3 a retry that would sleep past the run deadline is not taken: the run stops early and says why", () =>
     Effect.gen(function* () {
       const model = FaultyModel.make([FaultyModel.rateLimited("5"), final])
-      const result = yield* runWith(model, { tools: [echo], limits: { runTimeout: "1 second" } })
+      const result = yield* runWith(model, { tools: [echo], time: { run: "1 second" } })
       assert.strictEqual(result.stopReason, "run_timeout")
       assert.include(result.detail, "would wait 5000 ms but only 1000 ms of the run are left")
       assert.strictEqual(model.calls.length, 1)
@@ -147,7 +147,7 @@ describe("Recovery", () => {
           )
       })
       const model = FaultyModel.make([FaultyModel.respond(ScriptedModel.toolCall("lookup", {})), final])
-      const result = yield* runWith(model, { tools: [tool], recovery: exact })
+      const result = yield* runWith(model, { tools: [tool], recovery: { backoff: exact } })
       assert.strictEqual(yield* Ref.get(calls), 2)
       assert.strictEqual(ofTag(result.timeline, "recovery.started").length, 1)
       const failed = ofTag(result.timeline, "recovery.failed")[0]
@@ -201,7 +201,7 @@ describe("Recovery", () => {
           )
       })
       const model = FaultyModel.make([FaultyModel.respond(ScriptedModel.toolCall("lookup", {})), final])
-      const result = yield* runWith(model, { tools: [flaky], recovery: exact })
+      const result = yield* runWith(model, { tools: [flaky], recovery: { backoff: exact } })
       assert.strictEqual(yield* Ref.get(calls), 2)
       assert.strictEqual(result.status, "completed")
       const started = ofTag(result.timeline, "recovery.started")
@@ -265,7 +265,7 @@ describe("Recovery", () => {
             )
         })
         const model = FaultyModel.make([FaultyModel.respond(ScriptedModel.toolCall("send_email", {})), final])
-        const result = yield* runWith(model, { tools: [send], recovery: counting })
+        const result = yield* runWith(model, { tools: [send], recovery: { backoff: counting } })
         assert.strictEqual(stepped, 0)
         assert.strictEqual(result.stopReason, "tool_error")
         const failed = ofTag(result.timeline, "tool.failed")[0]
@@ -283,7 +283,7 @@ describe("Recovery", () => {
         FaultyModel.rateLimited(),
         final
       ])
-      const result = yield* runWith(model, { tools: [echo], recovery: exact, limits: { maxRecoveries: 3 } })
+      const result = yield* runWith(model, { tools: [echo], recovery: { backoff: exact, maxRecoveries: 3 } })
       assert.strictEqual(result.stopReason, "recovery_exhausted")
       assert.strictEqual(result.counters.recoveryAttempts, 3)
       assert.include(result.detail, "recovery budget of 3 retries is spent")
@@ -317,7 +317,7 @@ describe("Recovery", () => {
           )
       })
       const model = FaultyModel.make([FaultyModel.respond(ScriptedModel.toolCall("save", {})), final])
-      const result = yield* runWith(model, { tools: [save], recovery: exact })
+      const result = yield* runWith(model, { tools: [save], recovery: { backoff: exact } })
       assert.strictEqual(yield* Ref.get(calls), 1)
       assert.strictEqual(ofTag(result.timeline, "recovery.started").length, 0)
       assert.strictEqual(result.status, "completed")

@@ -65,7 +65,7 @@ describe("finish reasons (R11)", () => {
 
   it.effect("R11 R3.5 answers cut off past the correction budget end the run output_truncated, never completed", () =>
     Effect.gen(function* () {
-      const result = yield* Run.run({ goal: "answer", tools: [echo], limits: { correctionBudget: 2 } })
+      const result = yield* Run.run({ goal: "answer", tools: [echo], recovery: { correctionBudget: 2 } })
       assert.strictEqual(result.stopReason, "output_truncated")
       assert.strictEqual(result.status, "failed")
       assert.strictEqual(result.finalAnswer, undefined)
@@ -86,7 +86,7 @@ describe("finish reasons (R11)", () => {
 
   it.effect("R11 R3.5 truncation corrections and argument corrections share one budget", () =>
     Effect.gen(function* () {
-      const result = yield* Run.run({ goal: "echo", tools: [echo], limits: { correctionBudget: 1 } })
+      const result = yield* Run.run({ goal: "echo", tools: [echo], recovery: { correctionBudget: 1 } })
       assert.strictEqual(result.stopReason, "output_truncated")
       assert.deepStrictEqual(
         ofTag(result.timeline, "recovery.started").map((e) => e.kind),

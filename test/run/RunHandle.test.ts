@@ -82,7 +82,7 @@ describe("Run.start", () => {
 
   it.effect("R4 a model call that outlives the run deadline ends the run with run_timeout, on the TestClock", () =>
     Effect.gen(function* () {
-      const handle = yield* Run.start({ goal: "x", tools: [echo], limits: { runTimeout: "30 seconds" } })
+      const handle = yield* Run.start({ goal: "x", tools: [echo], time: { run: "30 seconds" } })
       yield* TestClock.adjust("31 seconds")
       const result = yield* handle.result
       assert.strictEqual(result.stopReason, "run_timeout")

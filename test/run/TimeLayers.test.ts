@@ -27,7 +27,7 @@ const hangingTool = (options: Partial<Tool.Options<Record<string, never>, string
 
 /** Runs in the background on the TestClock, moving it 10 ms at a time until the run ends. */
 const runOn = (script: ReadonlyArray<ScriptedModel.Step>, options: Omit<Run.Options<Tool.Any<never>>, "goal">) =>
-  drive(Run.run({ goal: "x", recovery: Recovery.backoff({ jitter: false }), ...options })).pipe(
+  drive(Run.run({ goal: "x", recovery: { backoff: Recovery.backoff({ jitter: false }) }, ...options })).pipe(
     Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer))
   )
 
@@ -44,18 +44,18 @@ const withinRunDeadline = (result: RunResult.RunResult) => {
 
 const timeoutOf = (failure: Failure.Summary | undefined) => failure?.timeout
 
-/** Limits where every layer is set and only `tightest` is short (1 s); the others are 3 s to 10 s. */
-const limits = (tightest: "run" | "step" | "attempt" | "approval"): Run.Limits => ({
-  runTimeout: tightest === "run" ? "1 second" : "10 seconds",
-  stepTimeout: tightest === "step" ? "1 second" : "5 seconds",
-  attemptTimeout: tightest === "attempt" ? "1 second" : "3 seconds",
-  approvalTimeout: tightest === "approval" ? "1 second" : "4 seconds"
+/** Time where every layer is set and only `tightest` is short (1 s); the others are 3 s to 10 s. */
+const time = (tightest: "run" | "step" | "attempt" | "approval"): Run.Time => ({
+  run: tightest === "run" ? "1 second" : "10 seconds",
+  step: tightest === "step" ? "1 second" : "5 seconds",
+  attempt: tightest === "attempt" ? "1 second" : "3 seconds",
+  approval: tightest === "approval" ? "1 second" : "4 seconds"
 })
 
 describe("R4 time layers: each layer fires first in turn", () => {
   it.effect("R4.1 run layer first: the run deadline cuts off the model call; the run ends run_timeout", () =>
     Effect.gen(function* () {
-      const result = yield* runOn([silent], { tools: [], limits: limits("run") })
+      const result = yield* runOn([silent], { tools: [], time: time("run") })
       assert.strictEqual(result.stopReason, "run_timeout")
       const failed = events(result, "model.failed")
       assert.deepStrictEqual(timeoutOf(failed[0]?.failure), {
@@ -72,7 +72,7 @@ describe("R4 time layers: each layer fires first in turn", () => {
     Effect.gen(function* () {
       const result = yield* runOn([silent, ScriptedModel.finalAnswer("never asked")], {
         tools: [],
-        limits: limits("step")
+        time: time("step")
       })
       assert.strictEqual(result.stopReason, "step_timeout")
       const [failed] = events(result, "model.failed")
@@ -92,7 +92,7 @@ describe("R4 time layers: each layer fires first in turn", () => {
 
   it.effect("R4.1 attempt layer first: the attempt timeout cuts off one call, which is retried in time", () =>
     Effect.gen(function* () {
-      const result = yield* runOn([silent, ScriptedModel.finalAnswer("done")], { tools: [], limits: limits("attempt") })
+      const result = yield* runOn([silent, ScriptedModel.finalAnswer("done")], { tools: [], time: time("attempt") })
       assert.strictEqual(result.status, "completed")
       const [failed] = events(result, "model.failed")
       assert.strictEqual(failed?.failure.classification, "retryable")
@@ -111,7 +111,7 @@ describe("R4 time layers: each layer fires first in turn", () => {
   it.effect("R4.1 R4.3 tool layer first: the timeout says tool layer, elapsed time, side effects may exist", () =>
     Effect.gen(function* () {
       const tool = hangingTool({ timeout: "1 second", sideEffect: "write" })
-      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], { tools: [tool], limits: limits("attempt") })
+      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], { tools: [tool], time: time("attempt") })
       assert.strictEqual(result.status, "unknown_outcome")
       assert.strictEqual(result.stopReason, "unknown_outcome")
       const [failed] = events(result, "tool.failed")
@@ -132,7 +132,7 @@ describe("R4 time layers: each layer fires first in turn", () => {
     Effect.gen(function* () {
       let ran = 0
       const tool = hangingTool({ needsApproval: true, handler: () => Effect.sync(() => `ran ${++ran}`) })
-      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], { tools: [tool], limits: limits("approval") })
+      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], { tools: [tool], time: time("approval") })
       assert.strictEqual(result.stopReason, "approval_expired")
       assert.strictEqual(result.status, "failed")
       const [decided] = events(result, "approval.decided")
@@ -151,7 +151,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
       const tool = hangingTool({ timeout: "3 seconds", sideEffect: "read", idempotent: true })
       const result = yield* runOn([ScriptedModel.toolCall("hang", {})], {
         tools: [tool],
-        limits: { runTimeout: "10 seconds", stepTimeout: "1 second" }
+        time: { run: "10 seconds", step: "1 second" }
       })
       assert.strictEqual(result.stopReason, "step_timeout")
       const [failed] = events(result, "tool.failed")
@@ -177,7 +177,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
       })
       const result = yield* runOn(
         [ScriptedModel.toolCall("hang", {}), ScriptedModel.toolCall("hang", {}), ScriptedModel.finalAnswer("done")],
-        { tools: [tool], limits: { runTimeout: "10 seconds", stepTimeout: "1 second" } }
+        { tools: [tool], time: { run: "10 seconds", step: "1 second" } }
       )
       assert.strictEqual(result.status, "completed")
       assert.strictEqual(events(result, "tool.failed")[0]?.error.failure?.code, "step_timeout")
@@ -196,7 +196,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
         }
         const result = yield* runOn([record, record, record], {
           tools: [],
-          limits: { runTimeout: "10 seconds", stepTimeout: "1 second", attemptTimeout: "3 seconds" }
+          time: { run: "10 seconds", step: "1 second", attempt: "3 seconds" }
         })
         const at = started(result).at
         // Attempt 1 at 0 ms, attempt 2 after 50 ms, attempt 3 after 100 more: each is given what is left of the step.
@@ -212,7 +212,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
     Effect.gen(function* () {
       const result = yield* runOn([FailureBoundary.http({ status: 429, retryAfter: "2", now: 0 })], {
         tools: [],
-        limits: { runTimeout: "10 seconds", stepTimeout: "1 second" }
+        time: { run: "10 seconds", step: "1 second" }
       })
       assert.strictEqual(result.stopReason, "step_timeout")
       assert.strictEqual(result.elapsedMillis, 0)
@@ -224,7 +224,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
       const tool = hangingTool({ needsApproval: true })
       const result = yield* runOn([ScriptedModel.toolCall("hang", {})], {
         tools: [tool],
-        limits: { runTimeout: "10 seconds", stepTimeout: "1 second", approvalTimeout: "3 seconds" }
+        time: { run: "10 seconds", step: "1 second", approval: "3 seconds" }
       })
       assert.strictEqual(result.stopReason, "step_timeout")
       const [decided] = events(result, "approval.decided")
@@ -236,7 +236,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
   it.effect("R4.2 R7 the run deadline withdraws a pending approval: run_timeout, the call never ran", () =>
     Effect.gen(function* () {
       const tool = hangingTool({ needsApproval: true })
-      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], { tools: [tool], limits: limits("run") })
+      const result = yield* runOn([ScriptedModel.toolCall("hang", {})], { tools: [tool], time: time("run") })
       assert.strictEqual(result.stopReason, "run_timeout")
       assert.strictEqual(events(result, "approval.decided")[0]?.decision, "withdrawn")
       assert.strictEqual(events(result, "tool.interrupted")[0]?.settlement, "cancelled")
@@ -248,14 +248,17 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
 
   it.effect("R4 invalid step, attempt and approval timeouts are refused with a clear message", () =>
     Effect.gen(function* () {
-      for (const [field, value] of [
-        ["stepTimeout", "0 millis"],
-        ["attemptTimeout", -5],
-        ["approvalTimeout", "soon"]
+      for (const [field, value, shown] of [
+        ["step", "0 millis", '"0 millis"'],
+        ["attempt", -5, "-5"],
+        ["approval", "soon", '"soon"']
       ] as const) {
-        const result = yield* runOn([], { tools: [], limits: { [field]: value } })
+        const result = yield* runOn([], { tools: [], time: { [field]: value } })
         assert.strictEqual(result.stopReason, "internal_error")
-        assert.include(result.detail, `${field} must be a positive, finite duration`)
+        assert.strictEqual(
+          result.detail,
+          `invalid run options: time.${field}: Expected a positive, finite duration ("30 seconds", or milliseconds), got ${shown}`
+        )
       }
     })
   )
@@ -274,7 +277,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
       })
       const result = yield* runOn([ScriptedModel.toolCall("write", {}), ScriptedModel.finalAnswer("done")], {
         tools: [checked],
-        limits: { stepTimeout: "3 seconds" }
+        time: { step: "3 seconds" }
       })
       assert.strictEqual(result.stopReason, "inconsistent_result")
       assert.include(result.detail, "the check did not answer within the tool timeout of 1000 ms")
@@ -287,7 +290,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
       const read = hangingTool({ sideEffect: "read", idempotent: true, timeout: "1 second", maxRetries: 2 })
       const result = yield* runOn([ScriptedModel.toolCall("hang", {}, "c1"), ScriptedModel.finalAnswer("done")], {
         tools: [read],
-        limits: { maxRecoveries: 8 }
+        recovery: { maxRecoveries: 8 }
       })
       const interrupted = events(result, "tool.interrupted").filter((e) => e.callId === "c1")
       assert.deepStrictEqual(

@@ -296,7 +296,7 @@ export const toRun = (c: Case, skew: SkewClock) => {
     goal: "survive",
     tools: [tool],
     concurrency: c.concurrency,
-    limits: { runTimeout: Duration.millis(c.runTimeoutMillis) },
+    time: { run: Duration.millis(c.runTimeoutMillis) },
     ...(policy === null
       ? {}
       : {

@@ -309,7 +309,7 @@ describe("Termination in a run (R2.3)", () => {
             return ScriptedModel.finalAnswer("late")
           })
         )
-      const fiber = yield* Run.run({ goal: "slow", tools: [probe().tool], limits: { runTimeout: "1 second" } }).pipe(
+      const fiber = yield* Run.run({ goal: "slow", tools: [probe().tool], time: { run: "1 second" } }).pipe(
         Effect.provide(withScript([slow])),
         Effect.forkChild
       )
@@ -336,7 +336,7 @@ describe("Termination in a run (R2.3)", () => {
         idempotent: true,
         handler: () => Effect.as(Effect.sleep("5 seconds"), "woke")
       })
-      const fiber = yield* Run.run({ goal: "slow tool", tools: [sleeper], limits: { runTimeout: "1 second" } }).pipe(
+      const fiber = yield* Run.run({ goal: "slow tool", tools: [sleeper], time: { run: "1 second" } }).pipe(
         Effect.provide(withScript([ScriptedModel.toolCall("sleeper", {}), ScriptedModel.finalAnswer("done")])),
         Effect.forkChild
       )

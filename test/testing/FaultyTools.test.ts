@@ -86,7 +86,7 @@ describe("FaultyTools", () => {
           recoverErrors: true
         })
         const model = FaultyModel.make([call("pay", { amount: 10 }, "c1"), final])
-        const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: exact })
+        const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: { backoff: exact } })
         assert.strictEqual(result.status, "unknown_outcome")
         assert.strictEqual(result.stopReason, "unknown_outcome")
         assert.strictEqual(pay.ledger.total, 1)
@@ -110,7 +110,7 @@ describe("FaultyTools", () => {
           maxRetries: 4
         })
         const model = FaultyModel.make([call("pay", { amount: 10 }, "c1"), final])
-        const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: exact })
+        const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: { backoff: exact } })
         assert.strictEqual(result.stopReason, "unknown_outcome")
         assert.strictEqual(pay.calls.count, 1)
         assert.strictEqual(pay.ledger.total, 1)
@@ -128,7 +128,7 @@ describe("FaultyTools", () => {
           reconcile: true
         })
         const model = FaultyModel.make([call("pay", { amount: 10 }, "c1"), final])
-        const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: exact })
+        const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: { backoff: exact } })
         // One call plus maxRetries resends, never more, and nothing applied.
         assert.strictEqual(pay.calls.forKey("run-1:c1").length, 3)
         assert.strictEqual(pay.ledger.total, 0)
@@ -156,7 +156,7 @@ describe("FaultyTools", () => {
             reconcile: true
           })
           const model = FaultyModel.make([call("pay", { amount: 10 }, "c1"), final])
-          const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: exact })
+          const result = yield* runWith(FaultyModel.layer(model), { tools: [pay.tool], recovery: { backoff: exact } })
           assert.strictEqual(result.status, "completed")
           assert.lengthOf(ofTag(result.timeline, "tool.failed"), 0)
           assert.deepStrictEqual(
@@ -199,7 +199,7 @@ describe("FaultyTools", () => {
       Effect.gen(function* () {
         const lookup = FaultyTools.flaky({ name: "lookup", failures: 2 })
         const model = FaultyModel.make([call("lookup", { q: "a" }, "c1"), call("lookup", { q: "b" }, "c2"), final])
-        const result = yield* runWith(FaultyModel.layer(model), { tools: [lookup.tool], recovery: exact })
+        const result = yield* runWith(FaultyModel.layer(model), { tools: [lookup.tool], recovery: { backoff: exact } })
         assert.strictEqual(result.status, "completed")
         assert.deepStrictEqual(
           lookup.calls.forCall("c1").map((c) => [c.idempotencyKey, c.attempt, c.at]),
@@ -230,7 +230,7 @@ describe("FaultyTools", () => {
           behaviour: ["fail_before_apply", "fail_before_apply", "apply"]
         })
         const model = FaultyModel.make([call("save", { doc: 1 }, "c1"), final])
-        const result = yield* runWith(FaultyModel.layer(model), { tools: [save.tool], recovery: exact })
+        const result = yield* runWith(FaultyModel.layer(model), { tools: [save.tool], recovery: { backoff: exact } })
         assert.strictEqual(result.status, "completed")
         assert.deepStrictEqual(
           save.calls.all.map((c) => c.idempotencyKey),
@@ -272,7 +272,7 @@ describe("FaultyTools", () => {
         ])
         const result = yield* runWith(
           FaultyModel.layer(model),
-          { tools: [lookup.tool, echo], recovery: exact, limits: { correctionBudget: 0, maxRecoveries: 0 } },
+          { tools: [lookup.tool, echo], recovery: { backoff: exact, correctionBudget: 0, maxRecoveries: 0 } },
           { allowTools: ["echo"] }
         )
         assert.strictEqual(result.status, "completed")
@@ -309,8 +309,8 @@ describe("FaultyTools", () => {
         ])
         const result = yield* runWith(FaultyModel.layer(model), {
           tools: [lookup.tool],
-          recovery: exact,
-          limits: { maxIterations: 2 }
+          limits: { maxIterations: 2 },
+          recovery: { backoff: exact }
         })
         assert.strictEqual(result.stopReason, "max_iterations")
         // The second response is the last one allowed: the stop comes before its batch runs.
@@ -331,8 +331,8 @@ describe("FaultyTools", () => {
         const model = FaultyModel.make([call("lookup", {}, "c1"), FaultyModel.rateLimited(), final])
         const result = yield* runWith(FaultyModel.layer(model), {
           tools: [lookup.tool],
-          recovery: exact,
-          limits: { maxIterations: 1 }
+          limits: { maxIterations: 1 },
+          recovery: { backoff: exact }
         })
         assert.strictEqual(result.stopReason, "max_iterations")
         assert.strictEqual(model.calls.length, 1)
@@ -356,8 +356,8 @@ describe("FaultyTools", () => {
         ])
         const result = yield* runWith(FaultyModel.layer(model), {
           tools: [lookup.tool],
-          recovery: exact,
-          limits: { maxToolCalls: 2 }
+          limits: { maxToolCalls: 2 },
+          recovery: { backoff: exact }
         })
         assert.strictEqual(result.stopReason, "max_tool_calls")
         assert.strictEqual(lookup.calls.count, 1)
@@ -378,8 +378,8 @@ describe("FaultyTools", () => {
         ])
         const result = yield* runWith(FaultyModel.layer(model), {
           tools: [echo],
-          recovery: Recovery.backoff({ base: "300 millis", retries: 4, jitter: false }),
-          limits: { runTimeout: "1 second" }
+          time: { run: "1 second" },
+          recovery: { backoff: Recovery.backoff({ base: "300 millis", retries: 4, jitter: false }) }
         })
         // 300 ms fits (t=300), 600 ms fits (t=900), 1200 ms would end past the deadline at 1000.
         assert.deepStrictEqual(model.calls, [0, 300, 900])
@@ -395,8 +395,8 @@ describe("FaultyTools", () => {
         const model = FaultyModel.make([call("lookup", {}, "c1"), final])
         const result = yield* runWith(FaultyModel.layer(model), {
           tools: [lookup.tool],
-          recovery: Recovery.backoff({ base: "300 millis", retries: 4, jitter: false }),
-          limits: { runTimeout: "1 second" }
+          time: { run: "1 second" },
+          recovery: { backoff: Recovery.backoff({ base: "300 millis", retries: 4, jitter: false }) }
         })
         assert.deepStrictEqual(
           lookup.calls.all.map((c) => c.at),
@@ -424,7 +424,7 @@ describe("FaultyTools", () => {
         const model = FaultyModel.make([call("lookup", {}, "c1"), final])
         const result = yield* runWith(FaultyModel.layer(model), {
           tools: [lookup.tool],
-          limits: { runTimeout: "2 seconds" }
+          time: { run: "2 seconds" }
         })
         assert.strictEqual(lookup.calls.count, 1)
         assert.strictEqual(ofTag(result.timeline, "recovery.started").length, 0)
@@ -535,7 +535,7 @@ describe("FaultyTools", () => {
         const model = FaultyModel.make([call("wait", {}, "c1"), final])
         const result = yield* runWith(FaultyModel.layer(model), {
           tools: [wait.tool],
-          limits: { runTimeout: "1 second" }
+          time: { run: "1 second" }
         })
         assert.deepStrictEqual(wait.finished, [])
         assert.strictEqual(wait.calls.count, 1)

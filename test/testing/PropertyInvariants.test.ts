@@ -281,7 +281,7 @@ describe("Properties.check catches broken time layers, approvals and state chang
       concurrency: 3
     })
     assert.strictEqual(scenario.options.concurrency, 3)
-    assert.deepInclude(scenario.options.limits, { stepTimeout: 1_500, attemptTimeout: 700, approvalTimeout: 900 })
+    assert.deepInclude(scenario.options.time, { step: 1_500, attempt: 700, approval: 900 })
     const wire = scenario.options.tools.find((t) => t.name === "wire")
     assert.deepInclude(wire?.metadata, { needsApproval: true, idempotent: false, timeout: 300 })
     assert.include(scenario.permission.allowTools ?? [], "transfer")

@@ -17,9 +17,7 @@ const slow = Tool.make({
 describe("TestClockDriver", () => {
   it.effect("R4.1 a run deadline of 5 s fires on the TestClock while a tool sleeps a minute", () =>
     Effect.gen(function* () {
-      const result = yield* TestClockDriver.drive(
-        Run.run({ goal: "wait", tools: [slow], limits: { runTimeout: "5 seconds" } })
-      )
+      const result = yield* TestClockDriver.drive(Run.run({ goal: "wait", tools: [slow], time: { run: "5 seconds" } }))
       assert.strictEqual(result.stopReason, "run_timeout")
       assert.isAtLeast(result.elapsedMillis, 5000)
       assert.isBelow(result.elapsedMillis, 5100)

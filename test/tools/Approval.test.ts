@@ -219,7 +219,7 @@ const concurrentBatch = (calls: ScriptedModel.Step) =>
       goal: "x",
       tools: [pay, flaky],
       concurrency: 2,
-      recovery: Recovery.backoff({ jitter: false })
+      recovery: { backoff: Recovery.backoff({ jitter: false }) }
     }).pipe(Effect.provide(ScriptedModel.layer([calls, ScriptedModel.finalAnswer("done")])))
     yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
     yield* TestClock.adjust("1 second")
@@ -262,7 +262,7 @@ describe("R7 approvals in concurrent batches and at deadlines", () => {
           goal: "x",
           tools: [pay],
           concurrency: 2,
-          limits: { runTimeout: "10 seconds", stepTimeout: "1 second", approvalTimeout: "3 seconds" }
+          time: { run: "10 seconds", step: "1 second", approval: "3 seconds" }
         })
       ).pipe(
         Effect.provide(
@@ -320,7 +320,7 @@ describe("R7 approvals in concurrent batches and at deadlines", () => {
       const handle = yield* Run.start({
         goal: "x",
         tools: [pay, flaky],
-        recovery: Recovery.backoff({ jitter: false }),
+        recovery: { backoff: Recovery.backoff({ jitter: false }) },
         validation: { plan: [Validation.step("read", "read it", [Criterion.toolSucceeded("flaky")])] }
       }).pipe(
         Effect.provide(
@@ -354,8 +354,8 @@ describe("R7 approvals in concurrent batches and at deadlines", () => {
         Run.run({
           goal: "x",
           tools: [pay, flaky],
-          recovery: Recovery.backoff({ jitter: false }),
-          limits: { runTimeout: "2 seconds" },
+          time: { run: "2 seconds" },
+          recovery: { backoff: Recovery.backoff({ jitter: false }) },
           validation: { plan: [Validation.step("read", "read it", [Criterion.toolSucceeded("flaky")])] }
         })
       ).pipe(

@@ -4,7 +4,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect, FileSystem, Layer, Path } from "effect"
 import type * as Failure from "../../src/failure/Failure.ts"
 import * as FileTools from "../../src/tools/FileTools.ts"
-import * as Workspace from "../../src/tools/internal/Workspace.ts"
+import * as Workspace from "../../src/tools/internal/workspace/Workspace.ts"
 
 const context = { runId: "run-1", callId: "call-1", idempotencyKey: "run-1/call-1", settle: () => {} }
 

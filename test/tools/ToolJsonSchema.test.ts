@@ -18,7 +18,7 @@ const decodes = <I>(input: Schema.Codec<I, unknown>, args: unknown) =>
 describe("tool JSON Schemas (R11)", () => {
   it("R11 a Schema.Number is described as a number, never as a union with the strings Infinity and NaN", () => {
     const add = tool(Schema.Struct({ a: Schema.Number, b: Schema.Union([Schema.String, Schema.Number]) }))
-    const { parameters, strict } = Tool.definition(add)
+    const { parameters, strict } = add.definition
     assert.deepStrictEqual(parameters, {
       type: "object",
       properties: { a: { type: "number" }, b: { anyOf: [{ type: "string" }, { type: "number" }] } },
@@ -40,7 +40,7 @@ describe("tool JSON Schemas (R11)", () => {
       mode: Schema.optional(Schema.Literals(["overwrite", "append"])),
       meta: Schema.optional(Schema.Struct({ tag: Schema.optional(Schema.String) }))
     })
-    const strict = Tool.definition(tool(input)).strict
+    const strict = tool(input).definition.strict
     assert.deepStrictEqual(strict?.parameters, {
       type: "object",
       properties: {
@@ -74,7 +74,7 @@ describe("tool JSON Schemas (R11)", () => {
   })
 
   it("R11 R3.5 arguments that do not fit the strict form are handed on as they are, for the pipeline to refuse", () => {
-    const strict = Tool.definition(tool(Schema.Struct({ n: Schema.Int }))).strict
+    const strict = tool(Schema.Struct({ n: Schema.Int })).definition.strict
     for (const args of ['{"n": 1.5}', '{"n": ', "not json", '{"n": "1"}', 42]) {
       assert.strictEqual(strict?.restore(args), args)
     }
@@ -85,18 +85,17 @@ describe("tool JSON Schemas (R11)", () => {
       scores: Schema.Record(Schema.String, Schema.Number),
       pair: Schema.Tuple([Schema.String, Schema.Int])
     })
-    const strict = Tool.definition(tool(input)).strict
+    const strict = tool(input).definition.strict
     assert.isDefined(strict)
     const sent = { scores: [{ "0": "a", "1": 1 }], pair: { "0": "x", "1": 2 } }
     assert.deepStrictEqual(JSON.parse(String(strict?.restore(sent))), { scores: { a: 1 }, pair: ["x", 2] })
   })
 
   it("R11 an input strict mode cannot express has no strict form, and one with no fields is an empty object", () => {
-    assert.isUndefined(Tool.definition(tool(Schema.Struct({ value: Schema.Unknown }))).strict)
+    assert.isUndefined(tool(Schema.Struct({ value: Schema.Unknown })).definition.strict)
     assert.isUndefined(
-      Tool.definition(tool(Schema.Union([Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.String })])))
-        .strict
+      tool(Schema.Union([Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.String })])).definition.strict
     )
-    assert.deepStrictEqual(Tool.definition(tool(Schema.Struct({}))).parameters, { type: "object", properties: {} })
+    assert.deepStrictEqual(tool(Schema.Struct({})).definition.parameters, { type: "object", properties: {} })
   })
 })

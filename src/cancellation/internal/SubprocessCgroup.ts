@@ -18,7 +18,9 @@
  * delegation rules and the "no internal processes" rule as the kernel applies them).
  * Elsewhere the process group is the containment, with its documented limit.
  */
+
 import { spawn } from "node:child_process"
+import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect } from "effect"
@@ -98,8 +100,8 @@ const errorText = (error: unknown): string =>
     ? error.code
     : String(error)
 
-let counter = 0
-const freshName = (): string => `effect-agent-runtime-${process.pid}-${++counter}`
+// Unique without a counter: the process id says whose it is (tests clean up by it), the UUID which one.
+const freshName = (): string => `effect-agent-runtime-${process.pid}-${randomUUID()}`
 
 /** Runs `/bin/sh -c 'echo 0 > cgroup.procs'`: whether a process may join the cgroup. */
 const probeJoin = (cgroup: string): Effect.Effect<string | undefined> =>

@@ -92,7 +92,7 @@ export const TerminationDecided = Schema.TaggedStruct("termination.decided", {
  */
 export const Check = Schema.Struct({
   name: Schema.String,
-  kind: Schema.Literals(["plan_step", "stop_hook", "artifact", "evidence"]),
+  kind: Schema.Literals(["plan_step", "stop_hook", "artifact", "evidence", "output"]),
   passed: Schema.Boolean,
   detail: Schema.String
 })

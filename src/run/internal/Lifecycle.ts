@@ -3,7 +3,8 @@
  * deadline, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { Cause, type Clock, Deferred, Duration, Effect, Exit, Fiber } from "effect"
+import { Cause, type Clock, Deferred, Duration, Effect, Exit, Fiber, Result } from "effect"
+import type * as Event from "../../events/Event.ts"
 import type * as RunState from "../../events/RunState.ts"
 import * as StopReason from "../../events/StopReason.ts"
 import type * as Model from "../../model/Model.ts"
@@ -15,6 +16,7 @@ import * as Validation from "../../validation/Validation.ts"
 import * as Loop from "../loop/Loop.ts"
 import type * as RunOptions from "../RunOptions.ts"
 import type * as RunResult from "../RunResult.ts"
+import * as FinalOutput from "./FinalOutput.ts"
 import { type Resolved, resolve } from "./Resolve.ts"
 import * as RunContext from "./RunContext.ts"
 import { broken, end, leftBehind, rescue } from "./RunEnd.ts"
@@ -37,7 +39,7 @@ const unassessed: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopRe
 
 const assessed: ReadonlySet<StopReason.StopReason> = new Set(StopReason.all.filter((reason) => !unassessed.has(reason)))
 
-const judge = (outcome: Loop.Outcome, report: Validation.Report): Ending => {
+const judge = (outcome: Loop.Outcome, report: Validation.Report, output?: Result.Result<unknown, string>): Ending => {
   if (outcome.reason === "goal_reached") {
     if (report.passed) {
       return {
@@ -46,6 +48,7 @@ const judge = (outcome: Loop.Outcome, report: Validation.Report): Ending => {
         policy: outcome.policy,
         detail: outcome.detail,
         finalAnswer: outcome.finalAnswer,
+        ...(output !== undefined && Result.isSuccess(output) ? { output: output.success } : {}),
         report
       }
     }
@@ -64,17 +67,39 @@ const judge = (outcome: Loop.Outcome, report: Validation.Report): Ending => {
   return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail, report }
 }
 
+/**
+ * The typed output's check (R6.1): the final answer decodes with the run's output
+ * schema, as a tool's output is checked; it is one more check of the report.
+ */
+const withOutput = (report: Validation.Report, decoded: Result.Result<unknown, string>): Validation.Report => {
+  const check: Event.Check = Result.isSuccess(decoded)
+    ? { name: "output", kind: "output", passed: true, detail: "the final answer decodes with the output schema" }
+    : { name: "output", kind: "output", passed: false, detail: decoded.failure }
+  return {
+    ...report,
+    passed: report.passed && check.passed,
+    checks: [...report.checks, check],
+    failed: check.passed ? report.failed : [...report.failed, check]
+  }
+}
+
 const validateOutcome = Effect.fnUntraced(function* <RV>(
   ctx: RunContext.RunContext,
   spec: Validation.Spec<RV>,
-  outcome: Loop.Outcome
+  outcome: Loop.Outcome,
+  schema?: FinalOutput.OutputSchema
 ) {
   yield* RunContext.transition(ctx, "validating")
-  const report = yield* Validation.validate(spec, {
+  const validated = yield* Validation.validate(spec, {
     timeline: ctx.events,
     finalAnswer: outcome.finalAnswer,
     counters: ctx.log.counters
   })
+  const output =
+    schema !== undefined && outcome.reason === "goal_reached"
+      ? FinalOutput.decode(schema, outcome.finalAnswer ?? "")
+      : undefined
+  const report = output === undefined ? validated : withOutput(validated, output)
   for (const check of report.checks) RunContext.emit(ctx, { _tag: "validation.checked", check })
   // Validation may have run past the deadline (a stop hook that blocked): no answer is
   // accepted once it has passed (R3.11), so the run ends run_timeout on this report.
@@ -83,7 +108,7 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
     RunContext.emit(ctx, { _tag: "termination.decided", policy: "run_timeout", reason: "run_timeout", detail })
     return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
   }
-  return judge(outcome, report)
+  return judge(outcome, report, output)
 })
 
 /**
@@ -128,16 +153,22 @@ const finalize = Effect.fnUntraced(function* <RV, E>(
   return end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
 })
 
-/** Invalid options end the run at once, saying why. */
-const invalid = (ctx: RunContext.RunContext, issue: string): Ending => {
-  RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail: issue })
-  return { status: "failed", stopReason: "internal_error", policy: "runtime", detail: `invalid run options: ${issue}` }
+/** Invalid options end the run at once, saying which field and why. */
+const invalid = (ctx: RunContext.RunContext, issue: RunOptions.InvalidRunOptions): Ending => {
+  RunContext.emit(ctx, {
+    _tag: "termination.decided",
+    policy: "runtime",
+    reason: "internal_error",
+    detail: `${issue.field}: ${issue.reason}`
+  })
+  return { status: "failed", stopReason: "internal_error", policy: "runtime", detail: issue.message }
 }
 
 /** The run from its first phase to its ending: the plan, the loop, then validation of the loop's outcome. */
-const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext, resolved: Resolved<RV, R> | string) {
+const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) {
   yield* RunContext.transition(ctx, "initializing")
-  if (typeof resolved === "string") return invalid(ctx, resolved)
+  if (Result.isFailure(checked)) return invalid(ctx, checked.failure)
+  const resolved = checked.success
   yield* RunContext.transition(ctx, "planning")
   const plan = resolved.validation.plan ?? []
   if (plan.length > 0) {
@@ -152,27 +183,30 @@ const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext
   if (outcome.reason === "run_timeout")
     return yield* validateOutcome<never>(ctx, { plan: resolved.validation.plan }, outcome)
   if (outcome.reason === "goal_reached" || assessed.has(outcome.reason)) {
-    return yield* validateOutcome(ctx, resolved.validation, outcome)
+    return yield* validateOutcome(ctx, resolved.validation, outcome, resolved.output)
   }
   const status: RunState.Status = outcome.reason === "unknown_outcome" ? "unknown_outcome" : "failed"
   return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail } satisfies Ending
 })
 
+/** The options resolved, or the field that cannot work. */
+type Checked<RV, R> = Result.Result<Resolved<RV, R>, RunOptions.InvalidRunOptions>
+
 /** The run's context, with its options resolved once; the clock is the caller's. */
-export const prepare = <T extends Tool.Any, RV>(
-  options: RunOptions.Options<T, RV>,
+export const prepare = <T extends Tool.Any, RV, O>(
+  options: RunOptions.Options<T, RV, O>,
   clock: Clock.Clock,
   breakers: Breakers.Service | undefined
 ): {
   readonly ctx: RunContext.RunContext
-  readonly resolved: Resolved<RV, Tool.Requirements<T>> | string
+  readonly resolved: Checked<RV, Tool.Requirements<T>>
 } => {
   const resolved = resolve(options)
-  const timeoutMillis = typeof resolved === "string" ? 0 : resolved.timeoutMillis
+  const valid = Result.getOrUndefined(resolved)
   const ctx = RunContext.make({
-    runId: (typeof resolved === "string" ? undefined : resolved.runId) ?? randomRunId(),
+    runId: valid?.runId ?? randomRunId(),
     clock,
-    deadlineAt: clock.currentTimeMillisUnsafe() + timeoutMillis,
+    deadlineAt: clock.currentTimeMillisUnsafe() + (valid?.timeoutMillis ?? 0),
     breakers
   })
   return { ctx, resolved }
@@ -254,13 +288,13 @@ const limitsOf = <RV, R>(valid: Resolved<RV, R>): Record<string, number> => {
  */
 export const execute = <RV, R>(
   ctx: RunContext.RunContext,
-  resolved: Resolved<RV, R> | string,
+  resolved: Checked<RV, R>,
   done: Deferred.Deferred<RunResult.RunResult>
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
       const self = yield* Effect.fiber
-      const valid = typeof resolved === "string" ? undefined : resolved
+      const valid = Result.getOrUndefined(resolved)
       const tools: ReadonlyMap<string, Tool.Any<unknown>> = valid?.registry.tools ?? noTools
       // The grace is real time on purpose: a TestClock never advanced must not stall the result.
       let grace: ReturnType<typeof setTimeout> | undefined

@@ -1,18 +1,21 @@
 /**
- * Run options resolved once: the tool registry (checked once per tool list), the loop's
- * configuration, the run deadline and the validation spec. Private to the runtime.
+ * Run options resolved once: checked and read by their Schema (`RunOptionsSchema`),
+ * then made into the tool registry, the loop's configuration, the run deadline and the
+ * validation spec. Options that cannot work are an `InvalidRunOptions` naming the field.
+ * Private to the runtime.
  */
-import { Duration, Option, Predicate } from "effect"
+import { Predicate, Result, Schema, SchemaIssue } from "effect"
+import * as Failure from "../../failure/Failure.ts"
 import * as UserCode from "../../failure/UserCode.ts"
-import type * as Model from "../../model/Model.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
 import * as Termination from "../../termination/Termination.ts"
 import * as Tool from "../../tools/Tool.ts"
 import * as Validation from "../../validation/Validation.ts"
 import type * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
-import type * as RunOptions from "../RunOptions.ts"
-import { policiesOf, snapshotSpec, snapshotTool, toolIssue, validationIssue } from "./RunOptionsCheck.ts"
+import * as RunOptions from "../RunOptions.ts"
+import type * as FinalOutput from "./FinalOutput.ts"
+import * as RunOptionsSchema from "./RunOptionsSchema.ts"
 
 export interface Resolved<RV, R = unknown> {
   readonly runId: string | undefined
@@ -22,86 +25,43 @@ export interface Resolved<RV, R = unknown> {
   readonly registry: ToolExecutor.Registry<R>
   readonly loop: Loop.Config<R>
   readonly timeoutMillis: number
-  /** See `RunOptions.Limits.stopGrace`. */
+  /** See `RunOptions.Time.stopGrace`. */
   readonly stopGraceMillis: number
   readonly validation: Validation.Spec<RV>
+  /** The schema of the final output (see `RunOptions.Options.output`). */
+  readonly output: FinalOutput.OutputSchema | undefined
 }
 
-/** The default run deadline, `"10 minutes"`, without parsing it for every run. */
+/** The default run deadline, `"10 minutes"`. */
 const defaultTimeoutMillis = 10 * 60 * 1000
 
 /** The default `stopGrace`: past the default `Subprocess` grace (2 s) and its reaping. */
 const defaultStopGraceMillis = 5_000
 
+/** The default correction budget (R3.5). */
+const defaultCorrectionBudget = 3
+
 /** One model, named `"model"`, and no fallbacks: shared by every run that sets neither. */
 const defaultModels: Loop.Models = { name: "model", fallbacks: [] }
 
-/** What a tool list resolves to: checked once per list (and re-checked if it changed). */
-interface ToolSet {
-  readonly tools: ReadonlyArray<Tool.Any>
-  readonly byName: ReadonlyMap<string, Tool.Any>
-  readonly definitions: ReadonlyArray<Model.ToolDefinition>
-  readonly approvals: boolean
-}
+const decodeOptions = Schema.decodeUnknownResult(RunOptionsSchema.RunOptions, {
+  errors: "first",
+  onExcessProperty: "error"
+})
+const decodePolicies = Schema.decodeUnknownResult(RunOptionsSchema.Policies, { errors: "first" })
 
-const toolSets = new WeakMap<ReadonlyArray<Tool.Any>, ToolSet>()
+const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
 
-const sameTools = (a: ReadonlyArray<Tool.Any>, b: ReadonlyArray<Tool.Any>): boolean => {
-  if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
-  return true
-}
-
-/** The tools by name and their definitions, or why the list is invalid. */
-const toolSet = (tools: ReadonlyArray<Tool.Any>): ToolSet | string => {
-  const cached = toolSets.get(tools)
-  if (cached !== undefined && sameTools(cached.tools, tools)) return cached
-  // Each tool is read once, into a snapshot, and the snapshot is what is checked and used.
-  const snapshots: Array<Tool.Any> = []
-  for (let i = 0; i < tools.length; i++) {
-    const value: unknown = tools[i]
-    if (!Predicate.isTagged(value, "Tool")) return `tools[${i}]: it is not a tool (build tools with Tool.make)`
-    const snapshot = snapshotTool(value as Tool.Any)
-    const issue = toolIssue(snapshot)
-    if (issue !== undefined) return `tools[${i}]: ${issue}`
-    snapshots.push(snapshot)
+/** The value at `path` inside `root`, for a message; `undefined` when it cannot be read. */
+const valueAt = (root: unknown, path: ReadonlyArray<PropertyKey>): unknown => {
+  try {
+    let value = root
+    for (const key of path)
+      value = Predicate.isObjectOrArray(value) ? (value as Record<PropertyKey, unknown>)[key] : undefined
+    return value
+  } catch {
+    return undefined
   }
-  const byName = new Map<string, Tool.Any>()
-  for (const tool of snapshots) {
-    if (byName.has(tool.name)) return `two tools are named "${tool.name}"; tool names must be unique`
-    byName.set(tool.name, tool)
-  }
-  const set: ToolSet = {
-    tools: tools.slice(),
-    byName,
-    definitions: snapshots.map(Tool.definition),
-    approvals: snapshots.some((tool) => tool.metadata.needsApproval)
-  }
-  toolSets.set(tools, set)
-  return set
-}
-
-/** A positive duration in milliseconds, `undefined` when not set, or why it is invalid. */
-const positiveMillis = (name: string, input: Duration.Input | undefined): number | undefined | string => {
-  if (input === undefined) return undefined
-  const millis = Option.match(Duration.fromInput(input), { onNone: () => Number.NaN, onSome: Duration.toMillis })
-  return millis > 0 && Number.isFinite(millis)
-    ? millis
-    : `${name} must be a positive, finite duration, got ${safeString(input)}`
-}
-
-/** The step, attempt and approval layers (R4.1), or why one of them is invalid. */
-const timeLimits = (limits: RunOptions.Limits): ToolExecutor.TimeLimits | string => {
-  const stepMillis = positiveMillis("stepTimeout", limits.stepTimeout)
-  if (typeof stepMillis === "string") return stepMillis
-  const attemptMillis = positiveMillis("attemptTimeout", limits.attemptTimeout)
-  if (typeof attemptMillis === "string") return attemptMillis
-  const approvalMillis = positiveMillis("approvalTimeout", limits.approvalTimeout)
-  if (typeof approvalMillis === "string") return approvalMillis
-  if (stepMillis === undefined && attemptMillis === undefined && approvalMillis === undefined) {
-    return ToolExecutor.noTimeLimits
-  }
-  return { stepMillis, attemptMillis, approvalMillis }
 }
 
 /** An option's value as a message shows it: a number, a boolean, a short quoted string, or its kind. */
@@ -112,165 +72,170 @@ const safeString = (value: unknown): string => {
 }
 
 /**
- * What a throw while resolving the options says: the library's own configuration
- * errors (a `RangeError` from a policy's constructor) are shown whole; anything else
- * thrown by user code is described safely.
+ * The first issue of a decode as the typed error, its path under `prefix`: what was
+ * expected, and what was given (read again from `root`, and shown safely).
  */
-const configurationError = (where: string, error: unknown): string => {
+const invalid = (
+  issue: SchemaIssue.Issue,
+  root: unknown,
+  prefix: ReadonlyArray<string>
+): RunOptions.InvalidRunOptions => {
+  const first = formatter(issue).issues[0]
+  const path = (first?.path ?? []).map((p) => (typeof p === "object" ? p.key : p))
+  const message = first === undefined ? "is invalid" : first.message
+  const reason =
+    message === "Missing key"
+      ? "field is required"
+      : message === "Expected no excess property"
+        ? "no such option"
+        : message.startsWith("Expected")
+          ? `${message}, got ${safeString(valueAt(root, path))}`
+          : message
+  return new RunOptions.InvalidRunOptions({
+    path: [...prefix, ...path.map((key) => (typeof key === "number" ? key : String(key)))],
+    reason
+  })
+}
+
+/**
+ * What a throw of the policies function says: the library's own configuration errors
+ * (a `RangeError` from a combinator given a name that is not in the list) are shown
+ * whole; anything else is described safely.
+ */
+const threwMessage = (error: unknown): string => {
   try {
     if (error instanceof RangeError || error instanceof Tool.InvalidToolDefinition) return error.message
   } catch {
     // A hostile value: described below.
   }
-  return UserCode.threw(where, error).safeMessage
+  return UserCode.threw("the function", error).safeMessage
 }
 
-/** A positive integer limit, its default when not set, or why it is invalid. */
-const positiveInteger = (name: string, value: number | undefined, fallback: number): number | string => {
-  if (value === undefined) return fallback
-  return Number.isSafeInteger(value) && value > 0 ? value : `${name} must be an integer >= 1, got ${safeString(value)}`
-}
-
-/** The limits on what the model sends and sees (R3.5), or why one is invalid. */
-const toolLimits = (limits: RunOptions.Limits): ToolExecutor.Limits | string => {
-  const defaults = ToolExecutor.defaultLimits
-  const maxArgumentChars = positiveInteger("maxArgumentChars", limits.maxArgumentChars, defaults.maxArgumentChars)
-  if (typeof maxArgumentChars === "string") return maxArgumentChars
-  const maxObservationChars = positiveInteger(
-    "maxObservationChars",
-    limits.maxObservationChars,
-    defaults.maxObservationChars
-  )
-  if (typeof maxObservationChars === "string") return maxObservationChars
-  const maxArgumentDepth = positiveInteger("maxArgumentDepth", limits.maxArgumentDepth, defaults.maxArgumentDepth)
-  if (typeof maxArgumentDepth === "string") return maxArgumentDepth
-  return maxArgumentChars === defaults.maxArgumentChars &&
-    maxObservationChars === defaults.maxObservationChars &&
-    maxArgumentDepth === defaults.maxArgumentDepth
-    ? defaults
-    : { maxArgumentChars, maxObservationChars, maxArgumentDepth }
-}
-
-/** The name of the model in use and the fallback chain after it, or why they are invalid. */
-const modelChain = (options: RunOptions.Options<Tool.Any, unknown>): Loop.Models | string => {
-  if (options.modelName === undefined && (options.fallbackModels?.length ?? 0) === 0) return defaultModels
-  const name = options.modelName ?? "model"
-  const fallbacks = options.fallbackModels ?? []
-  if (!Array.isArray(fallbacks)) return `fallbackModels must be an array, got ${safeString(fallbacks)}`
-  const seen = new Set<string>([name])
-  if (name.trim() === "") return "modelName must not be empty"
-  for (const fallback of fallbacks) {
-    if (!Predicate.isString(fallback?.name) || fallback.name.trim() === "") {
-      return `fallbackModels: every fallback needs a name, got ${safeString(fallback?.name)}`
-    }
-    if (typeof fallback?.model?.generate !== "function") {
-      return `fallbackModels: ${safeString(fallback?.name)} has no model service (build one with Model.fallback(name, layer))`
-    }
-    if (seen.has(fallback.name))
-      return `fallbackModels: the name "${fallback.name}" is used twice; model names must be unique`
-    seen.add(fallback.name)
+/** The policies of the run: the defaults, the list given, or what the function given made of the defaults. */
+const policiesOf = (
+  given: RunOptionsSchema.Checked["policies"],
+  limits: RunOptions.Limits
+): Result.Result<ReadonlyArray<Termination.Policy>, RunOptions.InvalidRunOptions> => {
+  const defaults = Termination.defaults(limits)
+  if (given === undefined) return Result.succeed(defaults)
+  if (!Predicate.isFunction(given)) return Result.succeed(given)
+  let returned: unknown
+  try {
+    returned = given(defaults)
+  } catch (error) {
+    return Result.fail(new RunOptions.InvalidRunOptions({ path: ["policies"], reason: threwMessage(error) }))
   }
-  return { name, fallbacks }
+  return Result.mapError(decodePolicies(returned), (error) => {
+    const inner = invalid(error.issue, returned, ["policies"])
+    return new RunOptions.InvalidRunOptions({
+      path: inner.path,
+      reason: `the function returned an invalid list: ${inner.reason}`
+    })
+  })
+}
+
+/** The step, attempt and approval layers (R4.1). */
+const timeLimits = (time: NonNullable<RunOptionsSchema.Checked["time"]>): ToolExecutor.TimeLimits =>
+  time.step === undefined && time.attempt === undefined && time.approval === undefined
+    ? ToolExecutor.noTimeLimits
+    : { stepMillis: time.step, attemptMillis: time.attempt, approvalMillis: time.approval }
+
+/** The limits on what the model sends and sees (R3.5). */
+const toolLimits = (limits: RunOptions.Limits): ToolExecutor.Limits => {
+  const defaults = ToolExecutor.defaultLimits
+  if (
+    limits.maxArgumentChars === undefined &&
+    limits.maxObservationChars === undefined &&
+    limits.maxArgumentDepth === undefined
+  ) {
+    return defaults
+  }
+  return {
+    maxArgumentChars: limits.maxArgumentChars ?? defaults.maxArgumentChars,
+    maxObservationChars: limits.maxObservationChars ?? defaults.maxObservationChars,
+    maxArgumentDepth: limits.maxArgumentDepth ?? defaults.maxArgumentDepth
+  }
+}
+
+/** The recovery settings of the pipeline and the loop (R3.3, R3.4). */
+const recoverySettings = (recovery: NonNullable<RunOptionsSchema.Checked["recovery"]>): Recovery.Settings =>
+  recovery.backoff === undefined && recovery.maxRecoveries === undefined
+    ? Recovery.defaults
+    : {
+        ...Recovery.defaults,
+        schedule: recovery.backoff ?? Recovery.defaults.schedule,
+        maxRecoveries: recovery.maxRecoveries ?? Recovery.defaults.maxRecoveries
+      }
+
+/** The options read and checked, or the first field that cannot work. Never throws. */
+const check = (options: unknown): Result.Result<RunOptionsSchema.Checked, RunOptions.InvalidRunOptions> => {
+  try {
+    return Result.mapError(decodeOptions(options), (error) => invalid(error.issue, options, []))
+  } catch (error) {
+    // Options built by hostile or broken code: a getter that throws, a Proxy.
+    return Result.fail(
+      new RunOptions.InvalidRunOptions({ path: [], reason: `cannot be read (${Failure.safeDescription(error)})` })
+    )
+  }
 }
 
 /**
- * The options resolved once, or why they are invalid. Never throws: options built by
- * hostile or broken code (a getter that throws, a Proxy) are invalid options.
+ * The options resolved once, or the first field that cannot work. Never throws:
+ * options built by hostile or broken code (a getter that throws, a Proxy) are invalid
+ * options.
  */
-export const resolve = <T extends Tool.Any, RV>(
-  options: RunOptions.Options<T, RV>
-): Resolved<RV, Tool.Requirements<T>> | string => {
-  try {
-    // Erased boundary: the registry holds snapshots of `options.tools`, which need `Tool.Requirements<T>`.
-    return resolveUnsafe(options) as Resolved<RV, Tool.Requirements<T>> | string
-  } catch (error) {
-    return configurationError("reading the run options", error)
-  }
-}
+export const resolve = <T extends Tool.Any, RV, O = never>(
+  options: RunOptions.Options<T, RV, O>
+): Result.Result<Resolved<RV, Tool.Requirements<T>>, RunOptions.InvalidRunOptions> =>
+  Result.flatMap(check(options), (checked) => {
+    const limits = checked.limits ?? {}
+    // Erased boundary: the Schema reads the tools and hooks of `options` as `unknown`; the
+    // registry holds them, and they need `Tool.Requirements<T>` and `RV`.
+    return Result.map(
+      policiesOf(checked.policies, limits),
+      (policies) => build(checked, limits, policies) as Resolved<RV, Tool.Requirements<T>>
+    )
+  })
 
-const resolveUnsafe = <RV>(options: RunOptions.Options<Tool.Any, RV>): Resolved<RV> | string => {
-  if (!Predicate.isObject(options)) return `the run options must be an object, got ${safeString(options)}`
-  if (!Predicate.isString(options.goal)) return `goal must be a string, got ${safeString(options.goal)}`
-  if (options.system !== undefined && !Predicate.isString(options.system)) {
-    return `system must be a string, got ${safeString(options.system)}`
-  }
-  if (options.runId !== undefined && (!Predicate.isString(options.runId) || options.runId === "")) {
-    return `runId must be a non-empty string, got ${safeString(options.runId)}`
-  }
-  if (options.modelName !== undefined && !Predicate.isString(options.modelName)) {
-    return `modelName must be a string, got ${safeString(options.modelName)}`
-  }
-  if (!Array.isArray(options.tools)) return `tools must be an array of tools, got ${safeString(options.tools)}`
-  const tools = toolSet(options.tools)
-  if (typeof tools === "string") return tools
-  const models = modelChain(options)
-  if (typeof models === "string") return models
-  const limits = options.limits ?? {}
-  const concurrency = options.concurrency ?? 1
-  if (!Number.isInteger(concurrency) || concurrency < 1)
-    return `concurrency must be an integer >= 1, got ${safeString(concurrency)}`
-  const correctionBudget = limits.correctionBudget ?? 3
-  if (!Number.isInteger(correctionBudget) || correctionBudget < 0) {
-    return `correctionBudget must be an integer >= 0, got ${safeString(correctionBudget)}`
-  }
-  const timeoutMillis = positiveMillis("runTimeout", limits.runTimeout) ?? defaultTimeoutMillis
-  if (typeof timeoutMillis === "string") return timeoutMillis
-  const stopGraceMillis = positiveMillis("stopGrace", limits.stopGrace) ?? defaultStopGraceMillis
-  if (typeof stopGraceMillis === "string") return stopGraceMillis
-  const time = timeLimits(limits)
-  if (typeof time === "string") return time
-  let policies: ReadonlyArray<Termination.Policy>
-  try {
-    const defaults = Termination.defaults(limits)
-    policies =
-      options.policies === undefined
-        ? defaults
-        : typeof options.policies === "function"
-          ? options.policies(defaults)
-          : options.policies
-  } catch (error) {
-    return configurationError("the policies function", error)
-  }
-  if (!Array.isArray(policies)) return `policies must be an array of policies, got ${safeString(policies)}`
-  const kept = policiesOf(policies)
-  if ("issue" in kept) return kept.issue
-  const validation = snapshotSpec(options.validation ?? Validation.empty)
-  const invalid = validationIssue(validation)
-  if (invalid !== undefined) return invalid
-  const maxRecoveries = limits.maxRecoveries ?? Recovery.defaults.maxRecoveries
-  if (!Number.isInteger(maxRecoveries) || maxRecoveries < 0) {
-    return `maxRecoveries must be an integer >= 0, got ${safeString(maxRecoveries)}`
-  }
-  const recovery: Recovery.Settings =
-    options.recovery === undefined && maxRecoveries === Recovery.defaults.maxRecoveries
-      ? Recovery.defaults
-      : { ...Recovery.defaults, schedule: options.recovery ?? Recovery.defaults.schedule, maxRecoveries }
-  const argumentLimits = toolLimits(limits)
-  if (typeof argumentLimits === "string") return argumentLimits
+const build = (
+  checked: RunOptionsSchema.Checked,
+  limits: RunOptions.Limits,
+  policies: ReadonlyArray<Termination.Policy>
+): Resolved<unknown> => {
+  const time = checked.time ?? {}
+  const recoveryOptions = checked.recovery ?? {}
+  const recovery = recoverySettings(recoveryOptions)
+  const fallbacks = recoveryOptions.fallbackModels ?? []
+  const models: Loop.Models =
+    checked.modelName === undefined && fallbacks.length === 0
+      ? defaultModels
+      : { name: checked.modelName ?? defaultModels.name, fallbacks }
   const registry: ToolExecutor.Registry = {
-    tools: tools.byName,
-    limits: argumentLimits,
+    tools: new Map(checked.tools.map((tool) => [tool.name, tool])),
+    limits: toolLimits(limits),
     recovery,
-    time
+    time: timeLimits(time)
   }
   return {
-    runId: options.runId,
-    goal: options.goal,
-    system: options.system,
+    runId: checked.runId,
+    goal: checked.goal,
+    system: checked.system,
     modelName: models.name,
     registry,
-    timeoutMillis,
-    stopGraceMillis,
-    validation,
+    timeoutMillis: time.run ?? defaultTimeoutMillis,
+    stopGraceMillis: time.stopGrace ?? defaultStopGraceMillis,
+    validation: checked.validation ?? Validation.empty,
+    output: checked.output,
     loop: {
       registry,
-      toolDefinitions: tools.definitions,
-      policies: kept.policies,
-      concurrency,
-      correctionBudget,
+      toolDefinitions: checked.tools.map((tool) => tool.definition),
+      policies,
+      concurrency: checked.concurrency ?? 1,
+      correctionBudget: recoveryOptions.correctionBudget ?? defaultCorrectionBudget,
       recovery,
-      approvals: tools.approvals,
-      models
+      approvals: checked.tools.some((tool) => tool.metadata.needsApproval),
+      models,
+      output: checked.output
     }
   }
 }

@@ -79,6 +79,8 @@ export interface Ending {
   readonly policy: string
   readonly detail: string
   readonly finalAnswer?: string | undefined
+  /** The final answer decoded with the run's output schema, when it has one and it decoded. */
+  readonly output?: unknown
   readonly report?: Validation.Report | undefined
 }
 
@@ -95,6 +97,7 @@ export const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.
     policy: ending.policy,
     detail: ending.detail,
     ...(ending.finalAnswer !== undefined ? { finalAnswer: ending.finalAnswer } : {}),
+    ...("output" in ending ? { output: ending.output } : {}),
     checks: report?.checks ?? [],
     evidence: report?.evidence ?? [],
     completed: report?.completed ?? [],

@@ -10,11 +10,12 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
+import * as FinalOutput from "../internal/FinalOutput.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "../pipeline/ApprovalWait.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
@@ -23,6 +24,7 @@ import {
   approvalStop,
   askToFinish,
   checkpoint,
+  correctOutput,
   cutOffArguments,
   decide,
   hardStop,
@@ -163,11 +165,22 @@ const iteration = Effect.fnUntraced(function* <R>(
     RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_truncation", attempt: truncation })
   }
 
+  // A typed output (R6.1): a final answer that does not decode goes back as a correction.
+  let corrected = false
+  if (config.output !== undefined && prepared.length === 0 && !truncated && response.text.trim() !== "") {
+    const decoded = FinalOutput.decode(config.output, response.text)
+    if (Result.isFailure(decoded)) corrected = yield* correctOutput(ctx, config, decoded.failure)
+    else if (ctx.log.outputCorrection !== undefined) {
+      RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_correction", attempt: ctx.log.outputCorrection })
+    }
+  }
+
   const afterModel = checkpoint(ctx, config, "after_model", response.text)
   if (afterModel !== undefined) return afterModel
   if (prepared.length === 0) {
     // Cut off by the output token limit: never a final answer (R11).
     if (truncated) return yield* askToFinish(ctx, config)
+    if (corrected) return undefined
     remind(ctx, "empty_output", "Your last response was empty. Call a tool, or give your final answer as text.")
     return undefined
   }

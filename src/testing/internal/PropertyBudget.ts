@@ -22,11 +22,11 @@ export interface Budget {
   readonly toolMaxRetries?: Readonly<Record<string, number>> | undefined
   /** Failure codes that are permanent or of unknown outcome: a retry caused by one is a violation. */
   readonly neverRetried?: ReadonlyArray<string> | undefined
-  /** `limits.stepTimeout` in milliseconds; `undefined`: the run has no step layer. */
+  /** `time.step` in milliseconds; `undefined`: the run has no step layer. */
   readonly stepTimeoutMillis?: number | undefined
-  /** `limits.attemptTimeout` in milliseconds; `undefined`: the run has no attempt layer. */
+  /** `time.attempt` in milliseconds; `undefined`: the run has no attempt layer. */
   readonly attemptTimeoutMillis?: number | undefined
-  /** `limits.approvalTimeout` in milliseconds; `undefined`: the run has no approval layer. */
+  /** `time.approval` in milliseconds; `undefined`: the run has no approval layer. */
   readonly approvalTimeoutMillis?: number | undefined
   /** Each tool's own timeout in milliseconds, by name, for the tools that have one. */
   readonly toolTimeoutMillis?: Readonly<Record<string, number>> | undefined

@@ -119,11 +119,11 @@ export const Case = Schema.Struct({
   jitter: Schema.Boolean,
   /** Seeds `Random`, so the jittered delays are the same every time a case is replayed. */
   seed: between(0, 2_147_483_647),
-  /** `limits.stepTimeout`: one iteration (model call and tool batch, with retries) gets this long. */
+  /** `time.step`: one iteration (model call and tool batch, with retries) gets this long. */
   stepTimeoutMillis: Schema.optionalKey(between(1, 30_000)),
-  /** `limits.attemptTimeout`: one model call gets this long. */
+  /** `time.attempt`: one model call gets this long. */
   attemptTimeoutMillis: Schema.optionalKey(between(1, 30_000)),
-  /** `limits.approvalTimeout`: how long a call waits for a decision. */
+  /** `time.approval`: how long a call waits for a decision. */
   approvalTimeoutMillis: Schema.optionalKey(between(1, 30_000)),
   /** The own `timeout` of the tools whose handlers take time (`lookup`, `transfer`, `wire`). */
   toolTimeoutMillis: Schema.optionalKey(between(1, 10_000)),

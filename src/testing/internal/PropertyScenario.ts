@@ -70,7 +70,7 @@ const faultStep = (fault: ModelFault): FaultyModel.Step => {
  * id, so no two calls share a signature. The run id is `"prop"`. The tools that need
  * approval (`transfer`, `wire`) are offered only when the case calls them; the scenario's
  * approval gate (`approvals`) decides each of their calls as its plan says. The case's
- * time layers become `limits.stepTimeout`, `attemptTimeout` and `approvalTimeout`, its
+ * time layers become `time.step`, `time.attempt` and `time.approval`, its
  * tool timeout the own `timeout` of `lookup`, `transfer` and `wire`, and its concurrency
  * the run's `concurrency`.
  *
@@ -109,18 +109,19 @@ export const toScenario = (c: Case): Scenario => {
       goal: "a generated case",
       runId: "prop",
       tools,
-      recovery: Recovery.backoff({ retries: c.scheduleRetries, jitter: c.jitter }),
-      ...(c.concurrency !== undefined ? { concurrency: c.concurrency } : {}),
-      limits: {
-        runTimeout: runTimeoutMillis,
+      limits: { maxIterations: c.maxIterations, maxToolCalls: c.maxToolCalls },
+      time: {
+        run: runTimeoutMillis,
+        ...(c.stepTimeoutMillis !== undefined ? { step: c.stepTimeoutMillis } : {}),
+        ...(c.attemptTimeoutMillis !== undefined ? { attempt: c.attemptTimeoutMillis } : {}),
+        ...(c.approvalTimeoutMillis !== undefined ? { approval: c.approvalTimeoutMillis } : {})
+      },
+      recovery: {
+        backoff: Recovery.backoff({ retries: c.scheduleRetries, jitter: c.jitter }),
         maxRecoveries: c.maxRecoveries,
-        correctionBudget: c.correctionBudget,
-        maxIterations: c.maxIterations,
-        maxToolCalls: c.maxToolCalls,
-        ...(c.stepTimeoutMillis !== undefined ? { stepTimeout: c.stepTimeoutMillis } : {}),
-        ...(c.attemptTimeoutMillis !== undefined ? { attemptTimeout: c.attemptTimeoutMillis } : {}),
-        ...(c.approvalTimeoutMillis !== undefined ? { approvalTimeout: c.approvalTimeoutMillis } : {})
-      }
+        correctionBudget: c.correctionBudget
+      },
+      ...(c.concurrency !== undefined ? { concurrency: c.concurrency } : {})
     },
     permission: { allowTools: tools.filter((t) => t.name !== "forbidden").map((t) => t.name) },
     budget: {

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Schema } from "effect"
+import { Clock, Effect, Result, Schema } from "effect"
 import * as RunLog from "../../../src/events/RunLog.ts"
 import * as Failure from "../../../src/failure/Failure.ts"
 import * as Model from "../../../src/model/Model.ts"
@@ -23,8 +23,9 @@ const echo = Tool.make({
 /** Runs the loop alone (no lifecycle, no validation) on a scripted model; returns its outcome and the requests. */
 const loop = (script: ReadonlyArray<ScriptedModel.Step>, limits: { readonly maxIterations?: number } = {}) =>
   Effect.gen(function* () {
-    const resolved = resolve({ goal: "say hi", system: "be brief", tools: [echo], limits })
-    if (typeof resolved === "string") return yield* Effect.die(resolved)
+    const checked = resolve({ goal: "say hi", system: "be brief", tools: [echo], limits })
+    if (Result.isFailure(checked)) return yield* Effect.die(checked.failure)
+    const resolved = checked.success
     const clock = yield* Clock.Clock
     const ctx = RunContext.make({ runId: "loop", clock, deadlineAt: clock.currentTimeMillisUnsafe() + 60_000 })
     RunContext.emit(ctx, {

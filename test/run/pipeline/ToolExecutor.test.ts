@@ -376,7 +376,7 @@ describe("ToolExecutor", () => {
           timeout: "2 seconds",
           handler: () => Effect.never
         })
-        const fiber = yield* Effect.forkChild(Run.run({ goal: "x", tools: [pay], limits: { runTimeout: "1 minute" } }))
+        const fiber = yield* Effect.forkChild(Run.run({ goal: "x", tools: [pay], time: { run: "1 minute" } }))
         yield* TestClock.adjust("3 seconds")
         const result = yield* Fiber.join(fiber)
         assert.strictEqual(result.status, "unknown_outcome")

@@ -2,6 +2,7 @@
  * What the loop is configured with and what it ends with. Re-exported from `Loop`.
  */
 
+import type { Schema } from "effect"
 import type * as StopReason from "../../../events/StopReason.ts"
 import type * as Model from "../../../model/Model.ts"
 import type * as Recovery from "../../../recovery/Recovery.ts"
@@ -25,6 +26,8 @@ export interface Config<out R = unknown> {
   /** Whether any tool needs approval (R7): only then can a batch end in an approval's stop. */
   readonly approvals: boolean
   readonly models: Models
+  /** The schema the final answer must decode with, if the run has a typed output. */
+  readonly output: Schema.Codec<unknown, unknown> | undefined
 }
 
 /**

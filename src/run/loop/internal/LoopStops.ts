@@ -89,6 +89,39 @@ export const askToFinish = Effect.fnUntraced(function* <R>(ctx: RunContext.RunCo
 })
 
 /**
+ * A final answer that does not decode with the run's output schema: the model is told
+ * why and asked again, as a correction within the run's correction budget. Once the
+ * budget is spent the answer stands as the candidate, and validation refutes it.
+ */
+export const correctOutput = Effect.fnUntraced(function* <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  why: string
+) {
+  const made = ctx.log.counters.toolCorrectionAttempts
+  if (made >= config.correctionBudget) {
+    RunContext.emit(ctx, {
+      _tag: "recovery.failed",
+      kind: "output_correction",
+      attempts: made,
+      scope: "call",
+      cause: "output_validation_failed"
+    })
+    return false
+  }
+  yield* RunContext.transition(ctx, "recovering")
+  RunContext.emit(ctx, {
+    _tag: "recovery.started",
+    kind: "output_correction",
+    attempt: made + 1,
+    delayMillis: 0,
+    cause: "output_validation_failed"
+  })
+  remind(ctx, "output_invalid", `${why}. Give your final answer again, as JSON that matches the schema.`)
+  return true
+})
+
+/**
  * A call of a response the output token limit cut off whose arguments do not parse: the
  * cut is named, so the model knows to send the call again, shorter (still a correctable
  * `invalid_arguments` result, R3.5).

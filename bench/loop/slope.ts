@@ -4,10 +4,10 @@
  * result), the retained heap per parked run at each, and the slope between them.
  */
 import { Deferred, Effect, Exit, Schema, Scope } from "effect"
-import * as Run from "../src/run/Run.ts"
-import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
-import * as Tool from "../src/tools/Tool.ts"
-import { settledHeap } from "./heap.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import { settledHeap } from "../heap.ts"
 
 export const PARK_AT = [1, 5, 20] as const
 

@@ -1,0 +1,104 @@
+/**
+ * The plan checks of a validation (R6.1, R6.2): each step holds when all its criteria are
+ * observed in the timeline, and the evidence index then asks that every completed step be
+ * backed by a tool result of this timeline. Private to `validation/`.
+ */
+import { Effect, Option, Result, Schema } from "effect"
+import type * as Event from "../../events/Event.ts"
+import * as UserCode from "../../failure/UserCode.ts"
+import type { Criterion } from "../Criterion.ts"
+import { describeDefect, type Evidence, type Part, part } from "./Parts.ts"
+
+/** A plan step as these checks read it (`Validation.PlanStep`). */
+export interface Step {
+  readonly id: string
+  readonly description: string
+  readonly required: boolean
+  readonly criteria: ReadonlyArray<Criterion>
+}
+
+type Outcome =
+  | { readonly _tag: "held"; readonly detail: string; readonly callId: string | undefined }
+  | { readonly _tag: "unmet"; readonly reason: string }
+
+const checkObservation = UserCode.check(
+  Schema.Option(Schema.Struct({ detail: Schema.String, callId: Schema.optional(Schema.String) })),
+  "the criterion's answer"
+)
+
+const observe = (criterion: Criterion, timeline: ReadonlyArray<Event.Event>): Effect.Effect<Outcome> =>
+  Effect.sync(() => checkObservation(criterion.observe(timeline))).pipe(
+    Effect.map(
+      (checked): Outcome =>
+        Result.isFailure(checked)
+          ? { _tag: "unmet", reason: `${criterion.description}: ${checked.failure}` }
+          : Option.match(checked.success, {
+              onNone: (): Outcome => ({ _tag: "unmet", reason: `not observed: ${criterion.description}` }),
+              onSome: (o): Outcome => ({ _tag: "held", detail: o.detail, callId: o.callId })
+            })
+    ),
+    Effect.catchDefect((defect) =>
+      Effect.succeed<Outcome>({
+        _tag: "unmet",
+        reason: `${criterion.description}: criterion died (${describeDefect(defect)})`
+      })
+    )
+  )
+
+export interface StepResult<S extends Step> extends Part {
+  readonly step: S
+  readonly done: boolean
+  readonly reason: string
+  /** Call ids the step cites that are not a `tool.succeeded` event of this timeline. */
+  readonly dangling: ReadonlyArray<string>
+}
+
+export const checkStep = Effect.fnUntraced(function* <S extends Step>(
+  step: S,
+  timeline: ReadonlyArray<Event.Event>,
+  succeededCalls: ReadonlySet<string>
+) {
+  const name = `plan:${step.id}`
+  const outcomes = yield* Effect.forEach(step.criteria, (criterion) => observe(criterion, timeline))
+  const unmet = outcomes.flatMap((o) => (o._tag === "unmet" ? [o.reason] : []))
+  const held = outcomes.flatMap((o) => (o._tag === "held" ? [o] : []))
+  const done = unmet.length === 0
+  const evidence: Array<Evidence> = []
+  const dangling: Array<string> = []
+  for (const { callId, detail } of held) {
+    if (callId === undefined) continue
+    if (!succeededCalls.has(callId)) dangling.push(callId)
+    else evidence.push({ item: name, kind: "tool_result", ref: callId, detail })
+  }
+  const reason = unmet.join("; ")
+  const clause = done
+    ? `done: ${held.map((o) => o.detail).join("; ")}`
+    : step.required
+      ? `not done: ${reason}`
+      : `optional step not done (does not fail validation): ${reason}`
+  const check = part(name, "plan_step", done, clause)
+  return {
+    step,
+    done,
+    reason,
+    dangling,
+    check,
+    blocking: step.required,
+    evidence: done ? evidence : []
+  } satisfies StepResult<S>
+})
+
+/** The `evidence:index` check over the plan's results. */
+export const evidenceIndex = (steps: ReadonlyArray<StepResult<Step>>): Part => {
+  const done = steps.filter((s) => s.done)
+  const problems = done.flatMap((s) => [
+    ...(s.evidence.length === 0 ? [`${s.check.name} passed without evidence`] : []),
+    ...s.dangling.map((callId) => `${s.check.name} cites call ${callId}, which is not a tool.succeeded event`)
+  ])
+  const backed = done.reduce((n, s) => n + s.evidence.length, 0)
+  const clause =
+    problems.length === 0
+      ? `${done.length} completed plan step(s) backed by ${backed} tool result(s)`
+      : `unbacked success: ${problems.join("; ")}`
+  return { check: part("evidence:index", "evidence", problems.length === 0, clause), blocking: true, evidence: [] }
+}

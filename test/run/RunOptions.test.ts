@@ -1,0 +1,386 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import * as Model from "../../src/model/Model.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as RunResult from "../../src/run/RunResult.ts"
+import * as Termination from "../../src/termination/Termination.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import { assertRoundTrips } from "../support/schema.ts"
+import { echo } from "../support/tools.ts"
+
+/** A model that records each request's tool definitions and answers at once. */
+const recordingModel = () => {
+  const requests: Array<Model.Request> = []
+  const layer = Layer.mergeAll(
+    Layer.succeed(Model.Model, {
+      generate: (request) =>
+        Effect.sync(() => {
+          requests.push(request)
+          return Model.response({ text: "done" })
+        })
+    }),
+    NodeServices.layer
+  )
+  return { requests, layer }
+}
+
+const fallback = (name: string): Model.Fallback => ({
+  name,
+  model: { generate: () => Effect.succeed(Model.response({ text: "x" })) }
+})
+
+const duration = 'Expected a positive, finite duration ("30 seconds", or milliseconds)'
+
+/** Options that cannot work, one per kind of field, and the path and reason the error gives. */
+const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | number>, string]> = [
+  ["the options as a whole", 5, [], "Expected object, got 5"],
+  ["a required field", { tools: [] }, ["goal"], "field is required"],
+  ["a key that is not an option", { goal: "x", tools: [], fallbackModels: [] }, ["fallbackModels"], "no such option"],
+  [
+    "a key that is not in its group",
+    { goal: "x", tools: [], limits: { runTimeout: "1 second" } },
+    ["limits", "runTimeout"],
+    "no such option"
+  ],
+  ["a string", { goal: 42, tools: [] }, ["goal"], "Expected string, got 42"],
+  ["the tool list", { goal: "x", tools: "all" }, ["tools"], 'Expected array, got "all"'],
+  [
+    "a value that is not a tool",
+    { goal: "x", tools: [echo, {}] },
+    ["tools", 1],
+    "Expected a tool (build tools with Tool.make), got an object"
+  ],
+  [
+    "two tools of one name",
+    { goal: "x", tools: [echo, echo] },
+    ["tools", 1, "name"],
+    'two tools are named "echo"; tool names must be unique'
+  ],
+  [
+    "a tool's metadata",
+    { goal: "x", tools: [{ ...echo, metadata: { ...echo.metadata, maxRetries: -1 } }] },
+    ["tools", 0, "metadata", "maxRetries"],
+    "Expected a value greater than or equal to 0, got -1"
+  ],
+  [
+    "a tool renamed by hand",
+    { goal: "x", tools: [{ ...echo, name: "other" }] },
+    ["tools", 0, "definition"],
+    "Expected the definition Tool.make made for this tool's name, got an object"
+  ],
+  [
+    "a count of limits",
+    { goal: "x", tools: [], limits: { maxIterations: 0 } },
+    ["limits", "maxIterations"],
+    "Expected a value greater than or equal to 1, got 0"
+  ],
+  [
+    "a count that must be whole",
+    { goal: "x", tools: [], limits: { maxTokens: 1.5 } },
+    ["limits", "maxTokens"],
+    "Expected an integer, got 1.5"
+  ],
+  [
+    "a size of limits",
+    { goal: "x", tools: [], limits: { maxArgumentDepth: 0 } },
+    ["limits", "maxArgumentDepth"],
+    "Expected a value greater than or equal to 1, got 0"
+  ],
+  [
+    "a cost",
+    { goal: "x", tools: [], limits: { maxCostUsd: -1 } },
+    ["limits", "maxCostUsd"],
+    "Expected a value greater than or equal to 0, got -1"
+  ],
+  [
+    "the run deadline",
+    { goal: "x", tools: [], time: { run: Number.POSITIVE_INFINITY } },
+    ["time", "run"],
+    `${duration}, got Infinity`
+  ],
+  [
+    "the step deadline",
+    { goal: "x", tools: [], time: { step: "0 millis" } },
+    ["time", "step"],
+    `${duration}, got "0 millis"`
+  ],
+  ["the attempt timeout", { goal: "x", tools: [], time: { attempt: -5 } }, ["time", "attempt"], `${duration}, got -5`],
+  [
+    "the approval timeout",
+    { goal: "x", tools: [], time: { approval: "soon" } },
+    ["time", "approval"],
+    `${duration}, got "soon"`
+  ],
+  [
+    "the stop grace",
+    { goal: "x", tools: [], time: { stopGrace: "1 fortnight" } },
+    ["time", "stopGrace"],
+    `${duration}, got "1 fortnight"`
+  ],
+  [
+    "the backoff",
+    { goal: "x", tools: [], recovery: { backoff: "50 millis" } },
+    ["recovery", "backoff"],
+    'Expected a Schedule (build one with Recovery.backoff), got "50 millis"'
+  ],
+  [
+    "a budget of recovery",
+    { goal: "x", tools: [], recovery: { correctionBudget: -1 } },
+    ["recovery", "correctionBudget"],
+    "Expected a value greater than or equal to 0, got -1"
+  ],
+  [
+    "a fallback without a model",
+    { goal: "x", tools: [], recovery: { fallbackModels: [{ name: "b" }] } },
+    ["recovery", "fallbackModels", 0, "model"],
+    "field is required"
+  ],
+  [
+    "a fallback named like the model in use",
+    { goal: "x", tools: [], modelName: "a", recovery: { fallbackModels: [fallback("b"), fallback("a")] } },
+    ["recovery", "fallbackModels", 1, "name"],
+    'the name "a" is used twice; model names must be unique'
+  ],
+  [
+    "the policies",
+    { goal: "x", tools: [], policies: "defaults" },
+    ["policies"],
+    'Expected an array of policies, or a function of the defaults, got "defaults"'
+  ],
+  [
+    "a policy",
+    { goal: "x", tools: [], policies: [Termination.finalAnswer, { name: "mine" }] },
+    ["policies", 1, "decide"],
+    "field is required"
+  ],
+  [
+    "what the policies function returned",
+    { goal: "x", tools: [], policies: (defaults: ReadonlyArray<unknown>) => [...defaults, 7] },
+    ["policies", 12],
+    "the function returned an invalid list: Expected a policy (a name and a decide function), got 7"
+  ],
+  [
+    "a policies function that throws",
+    {
+      goal: "x",
+      tools: [],
+      policies: (defaults: ReadonlyArray<Termination.Policy>) => Termination.remove(defaults, "no")
+    },
+    ["policies"],
+    `Termination: no policy named "no" in [${Termination.defaults()
+      .map((p) => p.name)
+      .join(", ")}]`
+  ],
+  [
+    "the concurrency",
+    { goal: "x", tools: [], concurrency: 0 },
+    ["concurrency"],
+    "Expected a value greater than or equal to 1, got 0"
+  ],
+  [
+    "the run id",
+    { goal: "x", tools: [], runId: "" },
+    ["runId"],
+    'Expected a value with a length of at least 1, got ""'
+  ],
+  [
+    "the model name",
+    { goal: "x", tools: [], modelName: " " },
+    ["modelName"],
+    'Expected a name that is not blank, got " "'
+  ],
+  [
+    "a plan step",
+    { goal: "x", tools: [], validation: { plan: [{ id: 7, description: "d", required: true, criteria: [] }] } },
+    ["validation", "plan", 0, "id"],
+    "Expected string, got 7"
+  ],
+  [
+    "a criterion",
+    {
+      goal: "x",
+      tools: [],
+      validation: { plan: [{ id: "a", description: "d", required: true, criteria: [{ description: "c" }] }] }
+    },
+    ["validation", "plan", 0, "criteria", 0, "observe"],
+    "field is required"
+  ],
+  [
+    "a stop hook",
+    { goal: "x", tools: [], validation: { stopHooks: [{ name: 99, check: () => Effect.void }] } },
+    ["validation", "stopHooks", 0, "name"],
+    "Expected string, got 99"
+  ],
+  [
+    "an artifact contract",
+    { goal: "x", tools: [], validation: { artifacts: [{ path: "a.pdf", format: "pdf", nonEmpty: true }] } },
+    ["validation", "artifacts", 0, "format"],
+    'Expected "text" | "markdown" | "json", got "pdf"'
+  ]
+]
+
+const fieldOf = (path: ReadonlyArray<string | number>): string =>
+  path.length === 0
+    ? "options"
+    : path.map((key, i) => (typeof key === "number" ? `[${key}]` : i === 0 ? key : `.${key}`)).join("")
+
+describe("R12 run options are checked by one Schema", () => {
+  for (const [kind, options, path, reason] of invalid) {
+    it.effect(`R12 an invalid option is an InvalidRunOptions naming the field: ${kind}`, () =>
+      Effect.gen(function* () {
+        const error = yield* Effect.flip(Run.validateOptions(options as Run.Options))
+        assert.instanceOf(error, Run.InvalidRunOptions)
+        assert.strictEqual(error._tag, "InvalidRunOptions")
+        assert.deepStrictEqual(error.path, path)
+        assert.strictEqual(error.reason, reason)
+        assert.strictEqual(error.field, fieldOf(path))
+        assert.strictEqual(error.message, `invalid run options: ${fieldOf(path)}: ${reason}`)
+      })
+    )
+  }
+
+  it.effect("R12 valid options, every group set, pass the check", () =>
+    Run.validateOptions({
+      goal: "x",
+      tools: [echo],
+      limits: { maxIterations: 3, maxTokens: 1000, maxCostUsd: 0.5, maxObservationChars: 100 },
+      time: { run: "1 minute", step: 5000, attempt: "10 seconds", approval: "1 hour", stopGrace: "1 second" },
+      recovery: { maxRecoveries: 0, correctionBudget: 0, fallbackModels: [fallback("backup")] },
+      policies: (defaults) => Termination.remove(defaults, "loop_detected"),
+      validation: { plan: [{ id: "a", description: "d", required: true, criteria: [Criterion.toolSucceeded("echo")] }] }
+    })
+  )
+
+  it.effect(
+    "R12 Run.run, Run.runOrFail and Run.start report an invalid option the same way, without asking the model",
+    () =>
+      Effect.gen(function* () {
+        const model = recordingModel()
+        const options: Run.Options<Tool.Any<never>> = { goal: "x", tools: [echo], limits: { maxIterations: 0 } }
+        const error = yield* Effect.flip(Run.validateOptions(options))
+        const result = yield* Run.run(options).pipe(Effect.provide(model.layer))
+        assert.strictEqual(result.status, "failed")
+        assert.strictEqual(result.stopReason, "internal_error")
+        assert.strictEqual(result.detail, error.message)
+        assert.strictEqual(
+          result.detail,
+          "invalid run options: limits.maxIterations: Expected a value greater than or equal to 1, got 0"
+        )
+        const tags = result.timeline.map((e) => e._tag)
+        assert.strictEqual(tags[0], "run.started")
+        assert.strictEqual(tags.at(-1), "run.finished")
+        assert.notInclude(tags, "model.requested")
+        assert.notInclude(tags, "tool.started")
+        const decided = result.timeline.find((e) => e._tag === "termination.decided")
+        assert.isTrue(decided?._tag === "termination.decided" && decided.policy === "runtime")
+        assert.isTrue(decided?._tag === "termination.decided" && decided.detail === `${error.field}: ${error.reason}`)
+        assertRoundTrips(result)
+
+        const stopped = yield* Effect.flip(Run.runOrFail(options).pipe(Effect.provide(model.layer)))
+        assert.instanceOf(stopped, RunResult.RunStopped)
+        assert.strictEqual(stopped.result.detail, error.message)
+
+        const started = yield* Effect.scoped(
+          Effect.flatMap(Run.start(options), (handle) => handle.result).pipe(Effect.provide(model.layer))
+        )
+        assert.strictEqual(started.stopReason, "internal_error")
+        assert.strictEqual(started.detail, error.message)
+        assert.lengthOf(model.requests, 0)
+      })
+  )
+
+  it.effect("R12 each option is read once: a getter that changes after the check cannot reach the run", () =>
+    Effect.gen(function* () {
+      const model = recordingModel()
+      let reads = 0
+      const limits = {
+        get maxIterations() {
+          reads++
+          return reads === 1 ? 1 : 0
+        }
+      }
+      const result = yield* Run.run({ goal: "x", tools: [echo], limits }).pipe(Effect.provide(model.layer))
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(reads, 1)
+    })
+  )
+})
+
+describe("R12 tools are read once", () => {
+  it("R12 Tool.make makes a frozen tool, which a run can keep as it is", () => {
+    assert.isTrue(Object.isFrozen(echo))
+    assert.isTrue(Object.isFrozen(echo.metadata))
+    assert.isTrue(Object.isFrozen(echo.metadata.pathFields))
+  })
+
+  it.effect("R12 a tool built by hand is copied when checked: a getter that changes later cannot reach the run", () =>
+    Effect.gen(function* () {
+      const calls: Array<string> = []
+      let reads = 0
+      const answer = (name: string) => (_input: never) =>
+        Effect.sync(() => {
+          calls.push(name)
+          return name
+        })
+      const checked = answer("checked")
+      const swapped = answer("swapped")
+      const tool: Tool.Any<never> = {
+        ...echo,
+        get handler() {
+          reads++
+          return reads === 1 ? checked : swapped
+        }
+      }
+      const result = yield* Run.run({ goal: "x", tools: [tool] }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            ScriptedModel.layer([ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")]),
+            NodeServices.layer
+          )
+        )
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(calls, ["checked"])
+      assert.strictEqual(reads, 1)
+    })
+  )
+})
+
+describe("R3.7 a tool's definition is made once, by Tool.make", () => {
+  it.effect("R3.7 every run sends the definition Tool.make made, the same object each time", () =>
+    Effect.gen(function* () {
+      const model = recordingModel()
+      const definition = echo.definition
+      assert.deepStrictEqual(definition, {
+        name: "echo",
+        description: "Echo the text back",
+        parameters: {
+          type: "object",
+          properties: { text: { type: "string" } },
+          required: ["text"],
+          additionalProperties: true
+        },
+        strict: definition.strict
+      })
+      for (let i = 0; i < 2; i++) yield* Run.run({ goal: "x", tools: [echo] }).pipe(Effect.provide(model.layer))
+      assert.lengthOf(model.requests, 2)
+      for (const request of model.requests) assert.strictEqual(request.tools[0], definition)
+    })
+  )
+
+  it("R3.7 a tool's input schema is compiled once, when the tool is made", () => {
+    const tool = Tool.make({
+      name: "n",
+      description: "d",
+      input: Schema.Struct({ n: Schema.Int }),
+      output: Schema.Int,
+      handler: ({ n }) => Effect.succeed(n)
+    })
+    assert.strictEqual(tool.codec.decode({ n: 1 })._tag, "Success")
+    assert.strictEqual(tool.codec.decode({ n: 1.5 })._tag, "Failure")
+    assert.isFalse(tool.codec.sensitiveInput)
+  })
+})

@@ -1,0 +1,82 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+
+const City = Schema.Struct({ city: Schema.String, population: Schema.Number })
+
+const run = (answers: ReadonlyArray<string>, correctionBudget?: number) =>
+  Run.run({
+    goal: "Which city is the capital of France? Answer as JSON.",
+    tools: [],
+    output: City,
+    ...(correctionBudget === undefined ? {} : { recovery: { correctionBudget } })
+  }).pipe(Effect.provide(ScriptedModel.layer(answers.map(ScriptedModel.finalAnswer))))
+
+const kinds = (timeline: ReadonlyArray<{ readonly _tag: string; readonly kind?: unknown }>) =>
+  timeline.flatMap((e) =>
+    (e._tag === "recovery.started" || e._tag === "recovery.completed" || e._tag === "recovery.failed") &&
+    e.kind === "output_correction"
+      ? [e._tag]
+      : []
+  )
+
+describe("Run.run({ output })", () => {
+  it.effect("R6.1 the final answer decoded with the output schema is the typed result.output", () =>
+    Effect.gen(function* () {
+      const result = yield* run(['{"city":"Paris","population":2100000}'])
+      assert.strictEqual(result.status, "completed")
+      // Typed: `output` is `{ city: string; population: number } | undefined`.
+      const city: string | undefined = result.output?.city
+      assert.strictEqual(city, "Paris")
+      assert.deepStrictEqual(result.output, { city: "Paris", population: 2_100_000 })
+      const check = result.checks.find((c) => c.kind === "output")
+      assert.deepStrictEqual([check?.name, check?.passed], ["output", true])
+    })
+  )
+
+  it.effect("R6.1 an answer wholly inside a code fence is read as the JSON inside it", () =>
+    Effect.gen(function* () {
+      const result = yield* run(['```json\n{"city":"Paris","population":1}\n```'])
+      assert.deepStrictEqual(result.output, { city: "Paris", population: 1 })
+    })
+  )
+
+  it.effect("R3.5 R6.1 an answer that does not decode goes back to the model as a correction naming the field", () =>
+    Effect.gen(function* () {
+      const result = yield* run(['{"city":"Paris","population":"many"}', '{"city":"Paris","population":3}'])
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(result.output, { city: "Paris", population: 3 })
+      assert.deepStrictEqual(kinds(result.timeline), ["recovery.started", "recovery.completed"])
+      const reminder = result.timeline.find((e) => e._tag === "reminder.injected")
+      assert.strictEqual(reminder?._tag === "reminder.injected" && reminder.kind, "output_invalid")
+      assert.include(reminder?._tag === "reminder.injected" ? reminder.text : "", "population")
+      assert.strictEqual(result.counters.toolCorrectionAttempts, 1)
+    })
+  )
+
+  it.effect("R6.1 R6.3 once the correction budget is spent, validation refutes the answer: no output", () =>
+    Effect.gen(function* () {
+      const result = yield* run(["Paris, about two million people", "still Paris"], 1)
+      assert.deepStrictEqual([result.status, result.stopReason], ["failed", "validation_failed"])
+      assert.isUndefined(result.output)
+      assert.strictEqual(result.finalAnswer, "still Paris")
+      assert.deepStrictEqual(kinds(result.timeline), ["recovery.started", "recovery.failed"])
+      const check = result.checks.find((c) => c.kind === "output")
+      assert.isFalse(check?.passed)
+      assert.include(check?.detail ?? "", "not JSON")
+    })
+  )
+
+  it.effect("an output that is not a Schema is a clear invalid option, and the run ends at once", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({
+        goal: "g",
+        tools: [],
+        output: { decode: () => 1 } as unknown as typeof City
+      }).pipe(Effect.provide(ScriptedModel.layer([])))
+      assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"])
+      assert.include(result.detail, "output: Expected a Schema")
+    })
+  )
+})
