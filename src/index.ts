@@ -14,6 +14,8 @@ export * as Subprocess from "./cancellation/Subprocess.ts"
 export * as Counters from "./events/Counters.ts"
 /** @since 0.1.0 */
 export * as Event from "./events/Event.ts"
+/** @since 0.3.0 */
+export * as RunLog from "./events/RunLog.ts"
 /** @since 0.1.0 */
 export * as RunState from "./events/RunState.ts"
 /** @since 0.1.0 */
@@ -38,6 +40,8 @@ export * as Run from "./run/Run.ts"
 export * as RunResult from "./run/RunResult.ts"
 /** @since 0.1.0 */
 export * as Termination from "./termination/Termination.ts"
+/** @since 0.3.0 */
+export * as Deadline from "./time/Deadline.ts"
 /** @since 0.2.0 */
 export * as AiTools from "./tools/AiTools.ts"
 /** @since 0.1.0 */

@@ -136,11 +136,11 @@ const nameOf = (batch: Batch | undefined, callId: string | undefined): string | 
 }
 
 /** A call's result came: kept in its place, and the batch's messages sent once all are in. */
-const settle = (s: State, callId: string, observation: string): Partial<State> => {
+const settle = (s: State, callId: string, observation: string): Partial<State> | undefined => {
   const batch = s.batch
-  if (batch === undefined || batch.closed) return {}
+  if (batch === undefined || batch.closed) return undefined
   const i = batch.callIds.indexOf(callId)
-  if (i < 0 || batch.observations[i] !== undefined) return {}
+  if (i < 0 || batch.observations[i] !== undefined) return undefined
   const observations = batch.observations.slice()
   observations[i] = observation
   if (observations.some((o) => o === undefined)) return { batch: { ...batch, observations } }
@@ -251,7 +251,8 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
  */
 export const step = (state: State, event: Event.Event): State => {
   const changed = change(state, event)
-  return { ...state, ...changed, counters: Counters.step(state.counters, event) }
+  const counters = Counters.step(state.counters, event)
+  return changed === undefined ? { ...state, counters } : { ...state, ...changed, counters }
 }
 
 /**
