@@ -64,11 +64,12 @@ export const rescue = (
 ): RunResult.RunResult => {
   const cause = Exit.isFailure(exit) ? exit.cause : Cause.die(new Error("the run ended without a result"))
   try {
-    if (RunState.isTerminal(RunContext.state(ctx))) {
+    const state = RunContext.state(ctx)
+    if (RunState.isTerminal(state)) {
       const finished = ctx.events.findLast((e) => e._tag === "run.finished")
-      const status = finished?._tag === "run.finished" ? finished.status : RunContext.state(ctx)
+      const status = finished?._tag === "run.finished" ? finished.status : state
       const stopReason = finished?._tag === "run.finished" ? finished.stopReason : "internal_error"
-      return conclude(ctx, { status, stopReason, policy: "runtime", detail: defectDetail(cause) } as Ending)
+      return conclude(ctx, { status, stopReason, policy: "runtime", detail: defectDetail(cause) })
     }
     return broken(ctx, cause, tools)
   } catch {

@@ -35,8 +35,7 @@ import * as ModelCall from "./internal/ModelCall.ts"
 
 export type { Config, Models, Outcome } from "./internal/LoopConfig.ts"
 
-/** The model chain of a run: the model it starts with, then its fallbacks in order. */
-type Chain = readonly [Model.Fallback, ...Array<Model.Fallback>]
+type Chain = ModelCall.Chain
 
 /**
  * The model answered with tool calls: each made ready once (its identity, its arguments

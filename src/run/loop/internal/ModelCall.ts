@@ -33,6 +33,9 @@ export type Answer =
   | { readonly _tag: "Responded"; readonly response: Model.Response }
   | { readonly _tag: "GaveUp"; readonly reason: Recovery.Exhausted | Failure.Failure }
 
+/** The model chain of a run: the model it starts with, then its fallbacks in order. */
+export type Chain = readonly [Model.Fallback, ...Array<Model.Fallback>]
+
 /** Why recovery gave up, when the next model may do better: not the run's own limits. */
 const switchable: ReadonlySet<Recovery.GiveUp> = new Set<Recovery.GiveUp>([
   "circuit_open",
@@ -110,13 +113,8 @@ const attempt = Effect.fnUntraced(function* (
 })
 
 /** One model's recovery episode: its attempts, retried as `Recovery.decide` allows (R3.3). */
-const episode = (
-  ctx: RunContext.RunContext,
-  settings: Settings,
-  chain: ReadonlyArray<Model.Fallback>,
-  iteration: number
-) => {
-  const current = chain[ctx.log.fallbacks] ?? chain[chain.length - 1]
+const episode = (ctx: RunContext.RunContext, settings: Settings, chain: Chain, iteration: number) => {
+  const current = chain[ctx.log.fallbacks] ?? chain[0]
   const { recovery } = settings
   return Recover.retry(
     ctx,
@@ -132,7 +130,7 @@ const episode = (
       // With a next model, an open circuit hands over at once, on any attempt.
       handOff: ctx.log.fallbacks + 1 < chain.length
     },
-    (n) => attempt(ctx, settings, current as Model.Fallback, iteration, n)
+    (n) => attempt(ctx, settings, current, iteration, n)
   )
 }
 
@@ -144,7 +142,7 @@ const episode = (
 export const call = Effect.fnUntraced(function* (
   ctx: RunContext.RunContext,
   settings: Settings,
-  chain: ReadonlyArray<Model.Fallback>,
+  chain: Chain,
   iteration: number
 ) {
   while (true) {

@@ -32,6 +32,9 @@ const checkAnswer = UserCode.check(
   "the status query's answer"
 )
 
+/** An outcome, typed as the union (each `return` of the query's steps is one member). */
+const outcome = (o: Outcome): Outcome => o
+
 /**
  * Asks the tool's status query about a call that ended with `failure`, an unknown
  * outcome, by the call's idempotency key; the query is bounded as a wait of the call
@@ -39,7 +42,7 @@ const checkAnswer = UserCode.check(
  */
 export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Failure.UnknownOutcome) {
   const { ctx, tool, context } = c
-  if (tool.reconcile === undefined) return { _tag: "Failed", failure } satisfies Outcome as Outcome
+  if (tool.reconcile === undefined) return outcome({ _tag: "Failed", failure })
   // Erased boundary: the registry holds tools of any input type, and `c.input` was decoded by this tool's schema.
   const query = tool.reconcile as (
     input: unknown,
@@ -88,10 +91,10 @@ export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Fa
   switch (answer._tag) {
     case "Applied":
       record("applied", "the status query found the action applied")
-      return { _tag: "Applied", output: answer.output } satisfies Outcome as Outcome
+      return outcome({ _tag: "Applied", output: answer.output })
     case "NotApplied":
       record("not_applied", "the status query found the action not applied; sending it again is safe")
-      return {
+      return outcome({
         _tag: "NotApplied",
         failure: new Failure.Retryable({
           source: "tool",
@@ -100,7 +103,7 @@ export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Fa
           attempts: 1,
           hint: `${tool.name} did not take effect (${failure.hint}); calling it again with the same arguments is safe`
         })
-      } satisfies Outcome as Outcome
+      })
     case "Undecidable":
       return undecided(answer.detail)
   }

@@ -42,21 +42,21 @@ export const refuse = (ctx: RunContext.RunContext, call: Model.ToolCall, refusal
 
 const nameShown = (name: string): string => (name.length > 64 ? `${name.slice(0, 64)}…` : name)
 
-const settlements: ReadonlySet<unknown> = new Set(Tool.Settlement.literals)
+const isSettlement = Schema.is(Tool.Settlement)
 
 /**
  * What a handler said became of its action, as the run records it (R12): a settlement
  * outside `Tool.Settlement` is recorded as `outcome_unknown`, the cautious word, saying so.
  */
 const settledBy = (settlement: unknown, detail: unknown): NonNullable<Call<unknown>["settled"]> => {
-  if (!settlements.has(settlement)) {
+  if (!isSettlement(settlement)) {
     return {
       settlement: "outcome_unknown",
       detail: "the handler settled with a value that is not a settlement; whether its action took effect is unknown"
     }
   }
   return {
-    settlement: settlement as Tool.Settlement,
+    settlement,
     detail: typeof detail === "string" ? detail.slice(0, 1000) : "the handler gave no detail"
   }
 }

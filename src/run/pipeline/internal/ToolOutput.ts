@@ -138,6 +138,7 @@ export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output:
 /** Renders the observation and records the success. */
 export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): ToolResult.ToolResult => {
   const { ctx, call, tool } = c
+  // Erased boundary: the registry holds tools of any output type, and `output` passed this tool's output schema.
   const observe = tool.observe as ((output: unknown) => string) | undefined
   let rendered: unknown
   try {

@@ -58,10 +58,12 @@ const redacted = (
   if (decoded === undefined || Exit.isFailure(decoded)) {
     // It did not decode: nobody knows which part is secret, so every part is.
     const secrets = Redaction.allLeaves(parsed.value)
+    // Masking replaces leaves only: the arguments' object stays an object.
     return { secrets, shown: Redaction.maskValue(parsed.value, secrets) as Record<string, unknown> }
   }
   const secrets = Redaction.secretsOf(decoded.value)
   const shown = Redaction.shownBy(codec.encodeInput, decoded.value, secrets)
+  // The guard leaves `shown` an `object`; a record of its keys is what it is. Masking keeps an object an object.
   return Predicate.isObject(shown) && !Array.isArray(shown)
     ? { secrets, shown: shown as Record<string, unknown> }
     : {
