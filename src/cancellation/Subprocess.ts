@@ -196,7 +196,7 @@ export const tool = <I, O, R = never>(
         Effect.flatMap((result) => {
           exited = result
           const parsed = options.parse(result, input)
-          return Effect.isEffect(parsed) ? (parsed as Effect.Effect<O, Failure.Failure, R>) : Effect.succeed(parsed)
+          return Effect.isEffect(parsed) ? parsed : Effect.succeed(parsed)
         }),
         // Interrupted while parsing: the process had finished its work.
         Effect.onInterrupt(() =>

@@ -128,7 +128,7 @@ const timeoutFields = (options: TimeoutOptions, mayHaveSideEffects: boolean) => 
   const kind = options.layer === "run" || options.layer === "step" ? "deadline" : "timeout"
   return {
     source: options.source,
-    category: "timeout",
+    category: "timeout" as const,
     code: `${options.layer}_timeout`,
     attempts: options.attempts ?? 1,
     hint:

@@ -28,7 +28,8 @@ export const isEffect = (value: unknown): value is Effect.Effect<unknown, unknow
  */
 export const orDie = <A, E, R>(what: string, self: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> =>
   Effect.catchCause(self, (cause) => {
-    if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+    if (Cause.hasInterruptsOnly(cause))
+      return Effect.failCause(Cause.fromReasons(cause.reasons.filter(Cause.isInterruptReason)))
     const squashed = Cause.squash(cause)
     return Exit.die(
       isUserCodeDefect(squashed)
@@ -115,14 +116,15 @@ export const effect = <A, R>(
   },
   f: () => Effect.Effect<A, Failure.Failure, R>
 ): Effect.Effect<A, Failure.Failure, R> => {
-  let out: unknown
+  // Typed as declared; at run time it may be anything (JavaScript callers), hence the checks.
+  let out: Effect.Effect<A, Failure.Failure, R>
   try {
     out = f()
   } catch (defect) {
     return Exit.fail(Failure.fromDefect(options.source, defect, options.defectCode))
   }
   if (!isEffect(out)) return Exit.fail(notAnEffect(options.source, options.what, out, options.advice))
-  return out as Effect.Effect<A, Failure.Failure, R>
+  return out
 }
 
 /**
@@ -130,14 +132,14 @@ export const effect = <A, R>(
  * (`internal_error`): a throw or a non-Effect is a {@link UserCodeDefect} defect.
  */
 export const effectOrDie = <A, E, R>(what: string, f: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
-  let out: unknown
+  let out: Effect.Effect<A, E, R>
   try {
     out = f()
   } catch (defect) {
     return Exit.die(threw(what, defect))
   }
   if (!isEffect(out)) return Exit.die(new UserCodeDefect(`${what} returned ${kindOf(out)}, not an Effect`))
-  return out as Effect.Effect<A, E, R>
+  return out
 }
 
 /**

@@ -168,6 +168,7 @@ export const parseChunk = (text: string): Result.Result<Chunk, string> => {
   } catch {
     return Result.mapError(decodeChunk(text), (error) => error.message)
   }
+  // Boundary: the hand check says yes only to what the schema accepts as it is (see WireChunk).
   if (WireChunk.isPlain(value)) return Result.succeed(value as Chunk)
   return Result.mapError(decodeChunkValue(value), (error) => error.message)
 }

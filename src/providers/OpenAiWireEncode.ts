@@ -10,6 +10,15 @@ import { argumentText, wireToolCall } from "./internal/WireRequest.ts"
 import type * as OpenAiOptions from "./OpenAiOptions.ts"
 
 /**
+ * A response to encode: a `Model.Response`, whose finish reason may also be one the
+ * runtime does not know (a server under test sends whatever it is told to).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export type Encodable = Omit<Model.Response, "finishReason"> & { readonly finishReason?: string | undefined }
+
+/**
  * @category models
  * @since 0.1.0
  */
@@ -65,7 +74,7 @@ export const usageBody = (usage: Model.Usage, dialect: OpenAiOptions.Dialect = "
       }
 }
 
-const finishReasonOf = (response: Model.Response): string =>
+const finishReasonOf = (response: Encodable): string =>
   response.finishReason ?? (response.toolCalls.length > 0 ? "tool_calls" : "stop")
 
 /**
@@ -74,7 +83,7 @@ const finishReasonOf = (response: Model.Response): string =>
  * @category encoding
  * @since 0.1.0
  */
-export const completionBody = (response: Model.Response, options: EncodeOptions): object => ({
+export const completionBody = (response: Encodable, options: EncodeOptions): object => ({
   id: options.id ?? "chatcmpl-0",
   object: "chat.completion",
   created: options.created ?? 0,
@@ -112,7 +121,7 @@ const pieces = (text: string, size: number): Array<string> => {
  * @category encoding
  * @since 0.1.0
  */
-export const chunkData = (response: Model.Response, options: EncodeOptions): Array<string> => {
+export const chunkData = (response: Encodable, options: EncodeOptions): Array<string> => {
   const size = options.pieceSize ?? 8
   const includeUsage = options.includeUsage ?? true
   const envelope = (choices: ReadonlyArray<object>, usage: object | null = null) =>

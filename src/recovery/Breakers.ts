@@ -175,7 +175,7 @@ export interface Options {
  * @category models
  * @since 0.1.0
  */
-export const brokenCategories: ReadonlySet<string> = new Set(["corrupt_response", "defect", "crash", "spawn"])
+export const brokenCategories: ReadonlySet<Failure.Category> = new Set(["corrupt_response", "defect", "crash", "spawn"])
 
 // The caller's own time budget ran out: this says nothing about the dependency.
 const isDeadline = (failure: Failure.Failure): boolean =>

@@ -81,7 +81,7 @@ export interface Settings {
    * Categories of retryable failures that are never retried. Default `["conflict"]`: a
    * business conflict (the version changed) is resolved by re-reading, not by resending (R3.10).
    */
-  readonly neverRetried: ReadonlyArray<string>
+  readonly neverRetried: ReadonlyArray<Failure.Category>
 }
 
 /**
@@ -141,7 +141,7 @@ export interface Rules {
    */
   readonly handOff?: boolean | undefined
   /** Categories never retried (`Settings.neverRetried`). */
-  readonly neverRetried: ReadonlyArray<string>
+  readonly neverRetried: ReadonlyArray<Failure.Category>
 }
 
 /**
@@ -239,6 +239,10 @@ export type Decision =
   | { readonly _tag: "Retry"; readonly delayMillis: number }
   | { readonly _tag: "GiveUp"; readonly why: GiveUp; readonly detail: string }
 
+/** A call an open (or probing) circuit refused: it never ran (R3.9). */
+const isCircuitRefusal = (failure: Failure.Failure): boolean =>
+  failure.category === "circuit_open" || failure.category === "circuit_half_open"
+
 const giveUp = (why: GiveUp, detail: string): Extract<Decision, { _tag: "GiveUp" }> => ({ _tag: "GiveUp", why, detail })
 
 /**
@@ -271,9 +275,7 @@ export const refuse = (
   // On every attempt, not only the first: a failure its owner retried is not retried again (R3.4).
   if (failure.attempts > 1) return giveUp("owner_retried", `already retried ${failure.attempts - 1} times by its owner`)
   if (!rules.allowed) return giveUp("not_allowed", "this call may not be retried automatically")
-  // A call an open (or probing) circuit refused never ran (R3.9).
-  const refused = failure.category === "circuit_open" || failure.category === "circuit_half_open"
-  if (refused && rules.handOff === true)
+  if (isCircuitRefusal(failure) && rules.handOff === true)
     return giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
   if (attempt > rules.maxRetries) return giveUp("schedule_exhausted", `retry limit of ${rules.maxRetries} reached`)
   if (facts.recoveriesSpent >= rules.maxRecoveries) {
@@ -294,7 +296,6 @@ export const decide = (rules: Rules, facts: Facts): Decision => {
   const refused = refuse(rules, facts)
   if (refused !== undefined) return refused
   const { failure, attempt } = facts
-  const byCircuit = failure.category === "circuit_open" || failure.category === "circuit_half_open"
   if (facts.nextDelayMillis === undefined)
     return giveUp("schedule_exhausted", `the schedule allows no retry ${attempt}`)
   const retryAfter = failure._tag === "Retryable" ? (failure.retryAfterMillis ?? 0) : 0
@@ -302,7 +303,7 @@ export const decide = (rules: Rules, facts: Facts): Decision => {
   // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.
   const { millis: left, layer } = facts.timeLeft
   // A circuit that stays open past the deadline is the circuit's stop, not the deadline's.
-  if (byCircuit && delayMillis >= left) {
+  if (isCircuitRefusal(failure) && delayMillis >= left) {
     return giveUp("circuit_open", `${failure.hint}, past what is left of the ${layer} (${left} ms)`)
   }
   if (delayMillis >= left) {

@@ -229,12 +229,19 @@ export const evaluate = (policies: ReadonlyArray<Policy>, checkpoint: Checkpoint
   return warnings === undefined ? proceed : { stop: undefined, warnings }
 }
 
+const noPolicy = (policies: ReadonlyArray<Policy>, name: string): RangeError =>
+  new RangeError(`Termination: no policy named "${name}" in [${policies.map((p) => p.name).join(", ")}]`)
+
 const indexOf = (policies: ReadonlyArray<Policy>, name: string): number => {
   const index = policies.findIndex((p) => p.name === name)
-  if (index < 0) {
-    throw new RangeError(`Termination: no policy named "${name}" in [${policies.map((p) => p.name).join(", ")}]`)
-  }
+  if (index < 0) throw noPolicy(policies, name)
   return index
+}
+
+const named = (policies: ReadonlyArray<Policy>, name: string): Policy => {
+  const policy = policies.find((p) => p.name === name)
+  if (policy === undefined) throw noPolicy(policies, name)
+  return policy
 }
 
 /**
@@ -280,6 +287,6 @@ export const insertAfter = (policies: ReadonlyArray<Policy>, name: string, polic
  * @since 0.1.0
  */
 export const prioritize = (policies: ReadonlyArray<Policy>, names: ReadonlyArray<string>): ReadonlyArray<Policy> => {
-  const first = names.map((name) => policies[indexOf(policies, name)] as Policy)
+  const first = names.map((name) => named(policies, name))
   return [...first, ...policies.filter((p) => !names.includes(p.name))]
 }

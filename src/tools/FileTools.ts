@@ -106,7 +106,7 @@ const PathInput = Schema.Struct({ path: Schema.String })
 
 const markdownPattern = /\.md$/i
 
-const permanent = (code: string, category: string, hint: string, diagnostic?: string): Failure.Permanent =>
+const permanent = (code: string, category: Failure.Category, hint: string, diagnostic?: string): Failure.Permanent =>
   new Failure.Permanent({ source: "tool", category, code, attempts: 1, hint, diagnostic })
 
 type Operation = "read" | "list" | "write"

@@ -30,6 +30,13 @@ const maxDepth = 512
 
 const redactedId = "effect/schema/Redacted"
 
+/** The `representation.id` annotation of an AST node, if it has one. */
+const representationId = (node: object): unknown => {
+  const annotations = Predicate.hasProperty(node, "annotations") ? node.annotations : undefined
+  const representation = Predicate.hasProperty(annotations, "representation") ? annotations.representation : undefined
+  return Predicate.hasProperty(representation, "id") ? representation.id : undefined
+}
+
 /** Whether an AST node, or any node below it, is a `Redacted` declaration (without recursion). */
 const holdsRedacted = (root: object): boolean => {
   const seen = new Set<object>()
@@ -38,13 +45,11 @@ const holdsRedacted = (root: object): boolean => {
     const node = stack.pop()
     if (typeof node !== "object" || node === null || seen.has(node)) continue
     seen.add(node)
-    const annotations = (node as { readonly annotations?: { readonly representation?: { readonly id?: unknown } } })
-      .annotations
-    if (annotations?.representation?.id === redactedId) return true
+    if (representationId(node) === redactedId) return true
     for (const value of Object.values(node)) {
       if (typeof value === "object" && value !== null) stack.push(value)
       // A recursive schema (`Schema.suspend`) holds its body behind a thunk.
-      else if (typeof value === "function" && value.length === 0 && (node as { _tag?: unknown })._tag === "Suspend") {
+      else if (typeof value === "function" && value.length === 0 && Predicate.isTagged(node, "Suspend")) {
         try {
           stack.push(value())
         } catch {
@@ -62,8 +67,8 @@ export const isSensitive = (schema: Schema.Top): boolean => holdsRedacted(schema
 /** Every string and number inside `root` (without recursion): the plain parts of a secret. */
 const leavesOf = (root: unknown, into: Array<string>): void => {
   const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value: root, depth: 0 }]
-  while (stack.length > 0) {
-    const { value, depth } = stack.pop() as (typeof stack)[number]
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    const { value, depth } = item
     if (Predicate.isString(value)) {
       if (value !== "") into.push(value)
     } else if (Predicate.isNumber(value) || Predicate.isBigInt(value)) {
@@ -80,8 +85,8 @@ export const secretsOf = (root: unknown): ReadonlyArray<string> => {
   const found: Array<string> = []
   try {
     const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value: root, depth: 0 }]
-    while (stack.length > 0) {
-      const { value, depth } = stack.pop() as (typeof stack)[number]
+    for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+      const { value, depth } = item
       if (typeof value !== "object" || value === null || depth > maxDepth) continue
       if (Redacted.isRedacted(value)) {
         leavesOf(Redacted.value(value), found)
@@ -117,10 +122,10 @@ export const withoutSecrets = (value: unknown, depth = 0): unknown => {
   const proto = Object.getPrototypeOf(value)
   if (proto !== Object.prototype && proto !== null) return value
   const out: Record<string, unknown> = {}
-  for (const key of Object.keys(value)) {
+  for (const [key, item] of Object.entries(value)) {
     // As an own key `__proto__` is data; defineProperty keeps it from touching the prototype.
     Object.defineProperty(out, key, {
-      value: withoutSecrets((value as Record<string, unknown>)[key], depth + 1),
+      value: withoutSecrets(item, depth + 1),
       enumerable: true,
       writable: true,
       configurable: true
@@ -154,7 +159,7 @@ export const maskValue = (value: unknown, secrets: ReadonlyArray<string>): unkno
       const out: Record<string, unknown> = {}
       for (const key of Object.keys(v)) {
         Object.defineProperty(out, key, {
-          value: walk((v as Record<string, unknown>)[key]),
+          value: walk(v[key]),
           enumerable: true,
           writable: true,
           configurable: true

@@ -23,7 +23,7 @@ const canonicalValue = (value: unknown, depth: number): unknown => {
     if (keys.length > 1) keys.sort()
     const out: Record<string, unknown> = {}
     for (const key of keys) {
-      const item = canonicalValue((value as Record<string, unknown>)[key], depth + 1)
+      const item = canonicalValue(value[key], depth + 1)
       if (key === "__proto__") {
         // As an own key `__proto__` is data; defineProperty keeps it from touching the prototype.
         Object.defineProperty(out, key, { value: item, enumerable: true, writable: true, configurable: true })

@@ -70,6 +70,10 @@ const isPlainObject = (value: object): boolean => {
   return proto === Object.prototype || proto === null
 }
 
+/** An object that says how it is written as JSON (a `Date`, a class instance). */
+const hasToJSON = (value: object): boolean =>
+  Predicate.hasProperty(value, "toJSON") && Predicate.isFunction(value.toJSON)
+
 /**
  * What makes a value unfit to be walked, stored and sent as JSON, or `undefined` when it
  * is fit. One walk, without recursion (a value the model sent may be nested thousands
@@ -108,8 +112,7 @@ const pathOf = (frame: Frame | undefined, root: string): string => {
   const keys: Array<string | number> = []
   for (let f = frame; f?.parent !== undefined; f = f.parent) keys.push(f.key)
   let path = root
-  for (let i = keys.length - 1; i >= 0; i--) {
-    const key = keys[i] as string | number
+  for (const key of keys.reverse()) {
     path += typeof key === "number" ? `[${key}]` : `.${key.length > 64 ? `${key.slice(0, 64)}…` : key}`
   }
   return path
@@ -145,11 +148,10 @@ const walk = (root: unknown, options: WalkOptions): string | undefined => {
   const stack: Array<Frame> = [{ value: root, depth: 0, parent: undefined, key: "" }]
   let nodes = 0
   const at = (frame: Frame | undefined, message: string) => `${pathOf(frame, options.root)}: ${message}`
-  while (stack.length > 0) {
-    const frame = stack.pop() as Frame
+  for (let frame = stack.pop(); frame !== undefined; frame = stack.pop()) {
     const { value, depth } = frame
     if (++nodes > options.maxNodes) return `${options.root} holds more than ${options.maxNodes} values`
-    if (typeof value !== "object" || value === null) {
+    if (!Predicate.isObjectOrArray(value)) {
       const issue = leafIssue(value, strict)
       if (issue !== undefined) return at(frame, issue)
       continue
@@ -172,15 +174,13 @@ const walk = (root: unknown, options: WalkOptions): string | undefined => {
     }
     if (!isPlainObject(value)) {
       if (strict) return at(frame, "not a plain JSON object")
-      if (Predicate.hasProperty(value, "toJSON") && Predicate.isFunction(value.toJSON)) continue
+      if (hasToJSON(value)) continue
     }
-    const keys = Object.keys(value)
-    for (let i = keys.length - 1; i >= 0; i--) {
-      const key = keys[i] as string
+    for (const key of Object.keys(value).reverse()) {
       if (key === "__proto__" && strict) {
         return at({ value: undefined, depth, parent: frame, key }, 'the key "__proto__" is not allowed')
       }
-      stack.push({ value: (value as Record<string, unknown>)[key], depth: depth + 1, parent: frame, key })
+      stack.push({ value: value[key], depth: depth + 1, parent: frame, key })
     }
   }
   return undefined
@@ -239,5 +239,5 @@ const parse = (raw: unknown, limits: Limits): ParsedArguments => {
     }
     return parse(text, limits)
   }
-  return { _tag: "Ok", value: value as Record<string, unknown> }
+  return { _tag: "Ok", value }
 }

@@ -28,12 +28,11 @@ const isObject = (value: unknown): value is Json => typeof value === "object" &&
 const nonFinite = ["Infinity", "-Infinity", "NaN"]
 
 /** The `"Infinity" | "-Infinity" | "NaN"` member effect adds next to a number. */
-const isNonFiniteMember = (member: unknown): boolean =>
-  isObject(member) &&
-  member.type === "string" &&
-  Array.isArray(member.enum) &&
-  member.enum.length === nonFinite.length &&
-  nonFinite.every((value) => (member.enum as Array<unknown>).includes(value))
+const isNonFiniteMember = (member: unknown): boolean => {
+  if (!isObject(member) || member.type !== "string") return false
+  const values = member.enum
+  return Array.isArray(values) && values.length === nonFinite.length && nonFinite.every((v) => values.includes(v))
+}
 
 const isNumberMember = (member: unknown): boolean =>
   isObject(member) && (member.type === "number" || member.type === "integer")

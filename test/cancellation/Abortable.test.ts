@@ -82,7 +82,7 @@ describe("Abortable.handler", () => {
       assert.strictEqual(byDefault?.hint, "TypeError")
       const retryable = new Failure.Retryable({
         source: "tool",
-        category: "rate_limit",
+        category: "rate_limited",
         code: "rate_limited",
         attempts: 1,
         hint: "slow down"

@@ -78,7 +78,7 @@ const failing = (options: {
       seen.push(q)
       const code = options.code?.(q) ?? "service_down"
       return Effect.fail(
-        new Failure.Permanent({ source: "tool", category: code, code, attempts: 1, hint: options.hint(q) })
+        new Failure.Permanent({ source: "tool", category: "unavailable", code, attempts: 1, hint: options.hint(q) })
       )
     }
   })

@@ -4,6 +4,7 @@ import { Clock, Deferred, Effect, HashMap, Layer, Random } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as RunLog from "../../src/events/RunLog.ts"
+import type * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Breakers from "../../src/recovery/Breakers.ts"
 import * as Lifecycle from "../../src/run/internal/Lifecycle.ts"
@@ -131,18 +132,15 @@ describe("RunLog.fold (unit)", () => {
       ev({ _tag: "tool.attempted", callId: "c2", name: "b", attempt: 2, deadlineAt: 5, layer: "run" })
     )
     assert.strictEqual(RunLog.phaseOf(state, "tool_executing"), "tool_executing")
-    const failure = {
+    const failure: Failure.Summary = {
       source: "provider",
       classification: "retryable",
-      category: "c",
+      category: "other",
       code: "c",
       attempts: 1,
       hint: "h"
     }
-    state = RunLog.step(
-      state,
-      ev({ _tag: "model.fallback", iteration: 1, from: "m", to: "backup", failure } as Event.Draft)
-    )
+    state = RunLog.step(state, ev({ _tag: "model.fallback", iteration: 1, from: "m", to: "backup", failure }))
     assert.deepStrictEqual([state.model, state.fallbacks], ["backup", 1])
   })
 })

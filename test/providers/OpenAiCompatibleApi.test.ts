@@ -276,6 +276,18 @@ describe("finish reasons over HTTP (R11)", () => {
     })
   )
 
+  live("R11 a content-filter error inside a stream is a content_filter failure: the run stops content_filtered", () =>
+    Effect.gen(function* () {
+      const { result, requests } = yield* runWith([
+        FakeOpenAiServer.streamError({ message: "The response was filtered", code: "content_filter" })
+      ])
+      assert.strictEqual(result.stopReason, "content_filtered")
+      const failure = ofTag(result.timeline, "model.failed")[0]?.failure
+      assert.deepInclude(failure, { classification: "permanent", category: "content_filter", code: "content_filtered" })
+      assert.strictEqual(requests.length, 1)
+    })
+  )
+
   live("R11 R3.5 tool-call arguments cut off at the cap are a correctable result, then corrected (streamed)", () =>
     Effect.gen(function* () {
       const { result } = yield* runWith(

@@ -21,7 +21,7 @@ const retryable = (extra: { readonly retryAfterMillis?: number; readonly code?: 
     ...(extra.retryAfterMillis === undefined ? {} : { retryAfterMillis: extra.retryAfterMillis })
   })
 
-const permanent = (category: string) =>
+const permanent = (category: Failure.Category) =>
   new Failure.Permanent({ source: "provider", category, code: category, attempts: 1, hint: category })
 
 /** Runs `body` with the application's breakers built from `options` (in memory). */
@@ -188,7 +188,13 @@ describe("Breakers", () => {
         yield* Effect.exit(guard(Effect.die("the client threw")))
         assert.strictEqual(yield* breakers.state("provider", "p"), "open")
 
-        const unknown = new Failure.UnknownOutcome({ source: "tool", category: "c", code: "c", attempts: 1, hint: "h" })
+        const unknown = new Failure.UnknownOutcome({
+          source: "tool",
+          category: "other",
+          code: "c",
+          attempts: 1,
+          hint: "h"
+        })
         assert.deepStrictEqual(Breakers.classify(Exit.fail(unknown)), CircuitBreaker.failure())
         assert.deepStrictEqual(Breakers.classify(Exit.fail(permanent("defect"))), CircuitBreaker.failure())
         assert.deepStrictEqual(Breakers.classify(Exit.fail(permanent("exit"))), CircuitBreaker.ignored)

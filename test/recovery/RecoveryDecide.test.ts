@@ -2,10 +2,10 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 
-const retryable = (fields: { category?: string; attempts?: number; retryAfterMillis?: number } = {}) =>
+const retryable = (fields: { category?: Failure.Category; attempts?: number; retryAfterMillis?: number } = {}) =>
   new Failure.Retryable({
     source: "tool",
-    category: fields.category ?? "http_503",
+    category: fields.category ?? "transient_http",
     code: fields.category ?? "http_503",
     attempts: fields.attempts ?? 1,
     hint: "the service is unavailable",
@@ -13,7 +13,7 @@ const retryable = (fields: { category?: string; attempts?: number; retryAfterMil
   })
 const permanent = new Failure.Permanent({
   source: "tool",
-  category: "invalid",
+  category: "invalid_argument",
   code: "invalid",
   attempts: 1,
   hint: "bad request"
@@ -65,7 +65,7 @@ const table: ReadonlyArray<{
   },
   {
     name: "any category can be listed as never retried",
-    rules: { neverRetried: ["http_503"] },
+    rules: { neverRetried: ["transient_http"] },
     expect: "not_retryable"
   },
   {

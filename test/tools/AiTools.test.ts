@@ -237,7 +237,7 @@ describe("AiTools.fromTool", () => {
         classify: () =>
           new Failure.UnknownOutcome({
             source: "tool",
-            category: "bank",
+            category: "other",
             code: "bank_silent",
             attempts: 1,
             hint: "ask"

@@ -30,7 +30,7 @@ export const invalid = (hint: string) =>
 export const spawnFailure = (spec: Spec, error: PlatformError.PlatformError): Failure.Failure => {
   const fields = {
     source: "subprocess" as const,
-    category: "spawn",
+    category: "spawn" as const,
     code: "spawn_failed",
     attempts: 1,
     hint: `${commandName(spec)} could not be started (${error.reason._tag === "BadArgument" ? "bad argument" : error.reason._tag})`,

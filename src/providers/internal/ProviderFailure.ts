@@ -142,7 +142,8 @@ export const streamError = (
   const label = [error.type, error.code].filter((v) => Predicate.isString(v) || Predicate.isNumber(v)).join(", ")
   const fields = {
     source,
-    category: "stream_error",
+    // A filtered answer has its own category, as a `finish_reason: content_filter` has: the run stops on it (R11).
+    category: kind === "content_filtered" ? ("content_filter" as const) : ("stream_error" as const),
     code: kind,
     attempts: 1,
     hint: `the provider reported an error in the stream${label === "" ? "" : ` (${label})`}: ${safeMessage}`,

@@ -49,9 +49,10 @@ export interface Resolved {
   readonly reasoning: OpenAiOptions.Reasoning | undefined
 }
 
-const millis = (name: string, input: unknown, fallback: number): Result.Result<number, string> => {
+// `fromInput` gives `None` for anything that is not a duration, whatever a JavaScript caller passed.
+const millis = (name: string, input: Duration.Input | undefined, fallback: number): Result.Result<number, string> => {
   if (input === undefined) return Result.succeed(fallback)
-  const duration = Duration.fromInput(input as Duration.Input)
+  const duration = Duration.fromInput(input)
   if (Option.isNone(duration)) return Result.fail(`timeouts.${name} is not a duration`)
   const ms = Duration.toMillis(duration.value)
   return ms >= 0 ? Result.succeed(ms) : Result.fail(`timeouts.${name} must not be negative`)
@@ -64,7 +65,7 @@ const dialectIssue = (dialect: OpenAiOptions.Dialect, options: OpenAiOptions.Opt
     if (options.reasoning?.thinking !== undefined) {
       return "reasoning.thinking is DeepSeek's thinking mode switch: OpenAI's API has no such option (use reasoning.effort)"
     }
-    if (effort !== undefined && !(OpenAiOptions.openAiEfforts as ReadonlyArray<string>).includes(effort)) {
+    if (effort !== undefined && !OpenAiOptions.openAiEfforts.some((known) => known === effort)) {
       return `reasoning.effort "${effort}" is not one of OpenAI's: ${OpenAiOptions.openAiEfforts.join(", ")}`
     }
     return undefined
@@ -72,7 +73,7 @@ const dialectIssue = (dialect: OpenAiOptions.Dialect, options: OpenAiOptions.Opt
   if (options.parallelToolCalls !== undefined) {
     return "parallelToolCalls: DeepSeek's API has no parallel_tool_calls"
   }
-  if (effort !== undefined && !(OpenAiOptions.deepSeekEfforts as ReadonlyArray<string>).includes(effort)) {
+  if (effort !== undefined && !OpenAiOptions.deepSeekEfforts.some((known) => known === effort)) {
     return `reasoning.effort "${effort}" is not one of DeepSeek's: ${OpenAiOptions.deepSeekEfforts.join(", ")}`
   }
   return undefined

@@ -15,7 +15,7 @@ const optionalString = (value: unknown): boolean => absent(value) || typeof valu
 const optionalInt = (value: unknown): boolean => absent(value) || Number.isSafeInteger(value)
 
 /** A count as the schema's `Natural`: a safe integer, not negative. */
-const count = (value: unknown): boolean => Number.isSafeInteger(value) && (value as number) >= 0
+const count = (value: unknown): boolean => typeof value === "number" && Number.isSafeInteger(value) && value >= 0
 
 const optionalCount = (value: unknown): boolean => absent(value) || count(value)
 

@@ -69,10 +69,10 @@ export const make = (name: string, decide: (checkpoint: Checkpoint) => Decision)
  * the per-key maps, so they may be given the run's counters as they are (see
  * `Termination.evaluate`).
  */
-const builtIn = new WeakSet<Policy>()
+const builtIn = new WeakSet<object>()
 
 /** Whether `policy` is one of this module's built-in policies. */
-export const isBuiltIn = (policy: object): boolean => builtIn.has(policy as Policy)
+export const isBuiltIn = (policy: object): boolean => builtIn.has(policy)
 
 const builtInPolicy = (name: string, decide: (checkpoint: Checkpoint) => Decision): Policy => {
   const policy = make(name, decide)

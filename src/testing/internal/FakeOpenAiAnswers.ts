@@ -6,7 +6,6 @@
  * thinking mode.
  */
 import { randomUUID } from "node:crypto"
-import type * as Model from "../../model/Model.ts"
 import * as OpenAiWireEncode from "../../providers/OpenAiWireEncode.ts"
 import type { ApiError, Step } from "./FakeOpenAiSteps.ts"
 import type { Api } from "./FakeOpenAiValidation.ts"
@@ -52,7 +51,7 @@ const MODEL = "fake-model"
 const modelOf = (api: Api) => (api === "deepseek" ? "deepseek-v4-flash" : MODEL)
 
 /** The response a reply stands for. */
-const responseOf = (reply: Reply, answering: Answering): Model.Response => ({
+const responseOf = (reply: Reply, answering: Answering): OpenAiWireEncode.Encodable => ({
   text: reply.text,
   toolCalls: reply.toolCalls.map((call) => ({
     id: call.id ?? answering.nextCallId(),
@@ -66,7 +65,7 @@ const responseOf = (reply: Reply, answering: Answering): Model.Response => ({
     ...(reply.usage.reasoning === undefined ? {} : { reasoningTokens: reply.usage.reasoning })
   },
   // A scripted finish reason is sent as it is, also one the runtime does not know.
-  ...(reply.finishReason === undefined ? {} : { finishReason: reply.finishReason as Model.FinishReason }),
+  ...(reply.finishReason === undefined ? {} : { finishReason: reply.finishReason }),
   ...(reply.reasoning !== undefined
     ? { reasoning: reply.reasoning }
     : answering.thinking

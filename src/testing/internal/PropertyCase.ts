@@ -3,7 +3,7 @@
  * `ToolOutcome`, `Step`, `Case`) and the weighted `arbitrary` that generates it.
  * Private to the testing kit; `Properties` is the public face.
  */
-import { Arbitrary, Schema } from "effect"
+import { Arbitrary, Array as Arr, Schema } from "effect"
 
 const between = (minimum: number, maximum: number) => Schema.Int.check(Schema.isBetween({ minimum, maximum }))
 
@@ -138,7 +138,7 @@ export const Case = Schema.Struct({
 export type Case = typeof Case.Type
 
 /** Picks one of `choices` by weight; shrinks toward the first. */
-const weighted = <A>(choices: ReadonlyArray<readonly [weight: number, value: Arbitrary.Arbitrary<A>]>) => {
+const weighted = <A>(choices: Arr.NonEmptyReadonlyArray<readonly [weight: number, value: Arbitrary.Arbitrary<A>]>) => {
   const total = choices.reduce((sum, [w]) => sum + w, 0)
   return Arbitrary.flatMap(Arbitrary.schema(between(0, total - 1)), (n) => {
     let left = n
@@ -146,7 +146,7 @@ const weighted = <A>(choices: ReadonlyArray<readonly [weight: number, value: Arb
       if (left < w) return value
       left -= w
     }
-    return (choices[choices.length - 1] as readonly [number, Arbitrary.Arbitrary<A>])[1]
+    return Arr.lastNonEmpty(choices)[1]
   })
 }
 
@@ -249,6 +249,7 @@ const timeLayer = (loose: number): Arbitrary.Arbitrary<number | undefined> =>
 
 /** The optional fields of a case, without the keys that are absent. */
 const optional = <A extends Record<string, unknown>>(fields: A): { [K in keyof A]?: Exclude<A[K], undefined> } =>
+  // Boundary: `Object.fromEntries` forgets the keys; they are those of `fields` that are present.
   Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as {
     [K in keyof A]?: Exclude<A[K], undefined>
   }

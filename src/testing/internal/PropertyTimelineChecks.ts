@@ -5,6 +5,7 @@
  * fold), both part of `check`; and `ofTag`, the events of one tag.
  * Private to the testing kit; `Properties` is the public face.
  */
+import { Record as Rec } from "effect"
 import * as Counters from "../../events/Counters.ts"
 import type * as Event from "../../events/Event.ts"
 import * as StopReason from "../../events/StopReason.ts"
@@ -86,7 +87,7 @@ export const checkEnding = (result: RunResult.RunResult, violate: Violate): void
   const gap = timeline.findIndex((e, i) => e.seq !== i)
   if (gap >= 0) violate("R8 timeline", `event ${gap} has seq ${timeline[gap]?.seq}`)
   const folded = Counters.snapshot(Counters.fold(timeline))
-  for (const key of Object.keys(folded) as Array<keyof Counters.Snapshot>) {
+  for (const key of Rec.keys(folded)) {
     if (folded[key] !== result.counters[key]) {
       violate("R8 counters", `${key}: the result says ${result.counters[key]}, the timeline folds to ${folded[key]}`)
     }

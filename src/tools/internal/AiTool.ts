@@ -50,6 +50,7 @@ export const schemasOf = <P, S>(
   readonly success: Schema.Codec<S, unknown>
   readonly failure: Schema.Codec<unknown, unknown>
 } => ({
+  // Boundary: effect/ai keeps its schemas as `Schema.Top`; `P` and `S` are what the tool's own type says they decode to.
   parameters: tool.parametersSchema as Schema.Codec<P, unknown>,
   success: tool.successSchema as Schema.Codec<S, unknown>,
   failure: tool.failureSchema as Schema.Codec<unknown, unknown>
@@ -84,7 +85,7 @@ const fromAiError = (error: AiError.AiError | AiError.AiErrorReason, attempts: n
   const retryAfter = AiError.isAiError(error) ? error.retryAfter : undefined
   const fields = {
     source: "tool" as const,
-    category: "ai_error",
+    category: "ai_error" as const,
     code: snake(reason._tag),
     attempts,
     hint: `the tool failed with effect/ai's ${reason._tag}`,

@@ -22,7 +22,8 @@ const checkVerdict = UserCode.check(
 export const runHook = <C, R>(hook: Hook<C, R>, context: C): Effect.Effect<Part, never, R> =>
   Effect.suspend(() => {
     // A hook is user code (R12): a throw or a return that is not an Effect is a failed check.
-    let out: unknown
+    // Typed as declared; at run time it may be anything (JavaScript callers), hence the checks.
+    let out: ReturnType<Hook<C, R>["check"]>
     try {
       out = hook.check(context)
     } catch (defect) {
@@ -31,7 +32,7 @@ export const runHook = <C, R>(hook: Hook<C, R>, context: C): Effect.Effect<Part,
     if (!UserCode.isEffect(out)) {
       return Effect.succeed({ passed: false, detail: `returned ${UserCode.kindOf(out)}, not an Effect` })
     }
-    return out as Effect.Effect<unknown, never, R>
+    return out
   }).pipe(
     Effect.map((verdict) => {
       const checked = checkVerdict(verdict)

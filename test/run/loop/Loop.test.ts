@@ -100,7 +100,7 @@ describe("Loop.run", () => {
     Effect.gen(function* () {
       const broken = new Failure.Permanent({
         source: "provider",
-        category: "auth",
+        category: "unauthorized",
         code: "http_401",
         attempts: 1,
         hint: "bad key"

@@ -29,7 +29,7 @@ describe("ToolExecutor: the handler run once per attempt", () => {
                 ? Effect.fail(
                     new Failure.Retryable({
                       source: "tool",
-                      category: "network",
+                      category: "connection",
                       code: "reset",
                       attempts: 1,
                       hint: "reset"

@@ -138,8 +138,8 @@ export const cutOffArguments = (prepared: ToolExecutor.Prepared): ToolExecutor.P
     : prepared
 
 /** The stop of a model call that failed for good: its own reason for a filtered answer (R11). */
-const permanentStop = (ctx: RunContext.RunContext, failure: { readonly code: string }, detail: string): Outcome =>
-  failure.code === "content_filtered"
+const permanentStop = (ctx: RunContext.RunContext, failure: Failure.Failure, detail: string): Outcome =>
+  failure.category === "content_filter"
     ? decide(ctx, "runtime", "content_filtered", detail)
     : decide(ctx, "runtime", "model_error", detail)
 
