@@ -56,8 +56,7 @@ const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
 const valueAt = (root: unknown, path: ReadonlyArray<PropertyKey>): unknown => {
   try {
     let value = root
-    for (const key of path)
-      value = Predicate.isObjectOrArray(value) ? (value as Record<PropertyKey, unknown>)[key] : undefined
+    for (const key of path) value = Predicate.isObjectOrArray(value) ? Reflect.get(value, key) : undefined
     return value
   } catch {
     return undefined

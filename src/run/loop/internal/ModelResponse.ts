@@ -23,6 +23,7 @@ const finishReasons: ReadonlySet<unknown> = new Set<unknown>(Model.FinishReason.
 /** The usage, rebuilt from exactly its schema's fields, or `undefined` if one is off. */
 const plainUsage = (usage: unknown): Model.Usage | undefined => {
   if (typeof usage !== "object" || usage === null) return undefined
+  // Read field by field: each is checked below before it is used.
   const { inputTokens, outputTokens, cachedInputTokens, reasoningTokens, costUsd } = usage as Partial<
     Record<keyof Model.Usage, unknown>
   >
@@ -47,6 +48,7 @@ const plainUsage = (usage: unknown): Model.Usage | undefined => {
  */
 const plainResponse = (response: unknown): Model.Response | undefined => {
   if (typeof response !== "object" || response === null) return undefined
+  // Read field by field: each is checked below before it is used.
   const { text, toolCalls, usage, finishReason, reasoning } = response as Partial<Record<keyof Model.Response, unknown>>
   if (typeof text !== "string" || !Array.isArray(toolCalls)) return undefined
   const plain = plainUsage(usage)
@@ -57,6 +59,7 @@ const plainResponse = (response: unknown): Model.Response | undefined => {
   for (let i = 0; i < toolCalls.length; i++) {
     const call: unknown = toolCalls[i]
     if (typeof call !== "object" || call === null) return undefined
+    // Read field by field: `id` and `name` are checked next; `arguments` is any value, parsed later.
     const { id, name } = call as Partial<Record<keyof Model.ToolCall, unknown>>
     if (typeof id !== "string" || typeof name !== "string") return undefined
     calls[i] = { id, name, arguments: (call as Model.ToolCall).arguments }
@@ -65,6 +68,7 @@ const plainResponse = (response: unknown): Model.Response | undefined => {
     text,
     toolCalls: calls,
     usage: plain,
+    // Checked against the schema's literals above.
     finishReason: finishReason as Model.FinishReason | undefined,
     reasoning
   })

@@ -68,6 +68,7 @@ const redacted = (
     ? { secrets, shown: shown as Record<string, unknown> }
     : {
         secrets,
+        // Masking replaces leaves only: the arguments' object stays an object.
         shown: Redaction.maskValue(parsed.value, [...secrets, ...Redaction.allLeaves(parsed.value)]) as Record<
           string,
           unknown
