@@ -3,7 +3,8 @@
  * and decoded with the run's output schema, as a tool's output is checked. Private to
  * the runtime.
  */
-import { Exit, Result, Schema } from "effect"
+import { Cause, Exit, Result, Schema } from "effect"
+import * as Failure from "../../failure/Failure.ts"
 import * as ToolArguments from "../../tools/ToolArguments.ts"
 
 /** The schema a run's final answer decodes with; its decoding needs no services. */
@@ -13,24 +14,41 @@ export type OutputSchema = Schema.Codec<unknown, unknown>
 const fenced = /^```[A-Za-z0-9_-]*\s*\n([\s\S]*?)\n?```$/
 
 /**
- * The final answer decoded with `schema`, or why it does not decode, in words the model
- * can act on (the field paths and what was expected).
+ * Why a final answer is not the output: it does not match the schema (`Mismatch`, the
+ * model's to correct), or the schema itself failed while decoding it (`Broken`: user code
+ * that broke its contract, R12; not the model's mistake).
  */
-export const decode = (schema: OutputSchema, text: string): Result.Result<unknown, string> => {
+export type Problem =
+  | { readonly _tag: "Mismatch"; readonly message: string }
+  | { readonly _tag: "Broken"; readonly message: string }
+
+const broken = (cause: Cause.Cause<unknown>): Problem => ({
+  _tag: "Broken",
+  message: `the output schema failed while decoding the final answer: ${Failure.fromCause("runtime", cause).hint}`
+})
+
+/**
+ * The final answer decoded with `schema`, or why it is not the output, in words the model
+ * can act on (the field paths and what was expected) when it is the model's to correct.
+ */
+export const decode = (schema: OutputSchema, text: string): Result.Result<unknown, Problem> => {
   const trimmed = text.trim()
   const json = fenced.exec(trimmed)?.[1] ?? trimmed
   let parsed: unknown
   try {
     parsed = JSON.parse(json)
   } catch {
-    return Result.fail("the final answer is not JSON; answer with the JSON value alone")
+    return Result.fail({ _tag: "Mismatch", message: "the final answer is not JSON; answer with the JSON value alone" })
   }
-  const decoded = Schema.decodeUnknownExit(schema)(parsed)
+  let decoded: Exit.Exit<unknown, Schema.SchemaError>
+  try {
+    decoded = Schema.decodeUnknownExit(schema)(parsed)
+  } catch (defect) {
+    return Result.fail(broken(Cause.die(defect)))
+  }
   if (Exit.isSuccess(decoded)) return Result.succeed(decoded.value)
   const error = Exit.findErrorOption(decoded)
-  const issue =
-    error._tag === "Some" && Schema.isSchemaError(error.value)
-      ? ToolArguments.describeIssue(error.value.issue, "output").message
-      : "it does not match the output schema"
-  return Result.fail(`the final answer does not match the output schema: ${issue}`)
+  if (error._tag === "None" || !Schema.isSchemaError(error.value)) return Result.fail(broken(decoded.cause))
+  const issue = ToolArguments.describeIssue(error.value.issue, "output").message
+  return Result.fail({ _tag: "Mismatch", message: `the final answer does not match the output schema: ${issue}` })
 }

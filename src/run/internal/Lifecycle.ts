@@ -39,7 +39,11 @@ const unassessed: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopRe
 
 const assessed: ReadonlySet<StopReason.StopReason> = new Set(StopReason.all.filter((reason) => !unassessed.has(reason)))
 
-const judge = (outcome: Loop.Outcome, report: Validation.Report, output?: Result.Result<unknown, string>): Ending => {
+const judge = (
+  outcome: Loop.Outcome,
+  report: Validation.Report,
+  output?: Result.Result<unknown, FinalOutput.Problem>
+): Ending => {
   if (outcome.reason === "goal_reached") {
     if (report.passed) {
       return {
@@ -71,10 +75,13 @@ const judge = (outcome: Loop.Outcome, report: Validation.Report, output?: Result
  * The typed output's check (R6.1): the final answer decodes with the run's output
  * schema, as a tool's output is checked; it is one more check of the report.
  */
-const withOutput = (report: Validation.Report, decoded: Result.Result<unknown, string>): Validation.Report => {
+const withOutput = (
+  report: Validation.Report,
+  decoded: Result.Result<unknown, FinalOutput.Problem>
+): Validation.Report => {
   const check: Event.Check = Result.isSuccess(decoded)
     ? { name: "output", kind: "output", passed: true, detail: "the final answer decodes with the output schema" }
-    : { name: "output", kind: "output", passed: false, detail: decoded.failure }
+    : { name: "output", kind: "output", passed: false, detail: decoded.failure.message }
   return {
     ...report,
     passed: report.passed && check.passed,

@@ -168,8 +168,11 @@ const iteration = Effect.fnUntraced(function* <R>(
   let corrected = false
   if (config.output !== undefined && prepared.length === 0 && !truncated && response.text.trim() !== "") {
     const decoded = FinalOutput.decode(config.output, response.text)
-    if (Result.isFailure(decoded)) corrected = yield* correctOutput(ctx, config, decoded.failure)
-    else if (ctx.log.outputCorrection !== undefined) {
+    if (Result.isFailure(decoded)) {
+      // A schema that breaks is user code failing, not the model's answer (R12): it ends the run.
+      if (decoded.failure._tag === "Broken") return decide(ctx, "runtime", "internal_error", decoded.failure.message)
+      corrected = yield* correctOutput(ctx, config, decoded.failure.message)
+    } else if (ctx.log.outputCorrection !== undefined) {
       RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_correction", attempt: ctx.log.outputCorrection })
     }
   }

@@ -225,19 +225,20 @@ export const modelStop = (ctx: RunContext.RunContext, reason: Recovery.Exhausted
  * (R3.8), as in {@link hardStop}.
  */
 export const approvalStop = (ctx: RunContext.RunContext, stop: ApprovalWait.Stop, from: number): Outcome => {
+  // A call's last word that leaves its outcome unknown stands, unless something later
+  // settled it (a success, or a status query that decided), as for `pendingActions`.
+  const unknown = new Map<string, string>()
   for (let i = from; i < ctx.events.length; i++) {
     const e = ctx.events[i]
     if (e?._tag === "tool.failed" && e.error.failure?.classification === "unknown") {
-      return decide(ctx, "runtime", "unknown_outcome", `${e.name} (${e.callId}): ${e.error.failure.hint}`)
-    }
-    if (e?._tag === "tool.interrupted" && e.settlement === "outcome_unknown") {
-      return decide(
-        ctx,
-        "runtime",
-        "unknown_outcome",
-        `${e.name} (${e.callId}) was cut off when ${stop.reason} stopped the batch: ${e.detail}`
-      )
+      unknown.set(e.callId, `${e.name} (${e.callId}): ${e.error.failure.hint}`)
+    } else if (e?._tag === "tool.interrupted" && e.settlement === "outcome_unknown") {
+      unknown.set(e.callId, `${e.name} (${e.callId}) was cut off while ${stop.reason} stopped the batch: ${e.detail}`)
+    } else if (e?._tag === "tool.succeeded" || (e?._tag === "tool.reconciled" && e.verdict !== "undecidable")) {
+      unknown.delete(e.callId)
     }
   }
+  const [first] = unknown.values()
+  if (first !== undefined) return decide(ctx, "runtime", "unknown_outcome", first)
   return decide(ctx, stop.reason === "step_timeout" ? "step_timeout" : "approval", stop.reason, stop.detail)
 }

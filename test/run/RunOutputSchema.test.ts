@@ -3,10 +3,7 @@ import { Effect, Schema } from "effect"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 
-// BUG (src/run/internal/FinalOutput.ts:28-34): an output schema that throws (user code) is reported as the model's
-// mismatch ("it does not match the output schema"): the model is asked to correct a valid answer until the budget is
-// spent, the run ends validation_failed, and the thrown error is named nowhere (README Guarantees: named in the detail).
-describe("review: an output schema that throws", () => {
+describe("Run.run({ output }) with a schema that throws", () => {
   it.effect("R12 R6.1 a throwing output schema is not the model's mistake: no correction, the defect is named", () =>
     Effect.gen(function* () {
       const Throws = Schema.Struct({ a: Schema.Number }).check(
@@ -41,7 +38,9 @@ describe("review: an output schema that throws", () => {
       const corrections = result.timeline.filter((e) => e._tag === "recovery.started" && e.kind === "output_correction")
       assert.lengthOf(corrections, 0)
       assert.strictEqual(asked, 1)
-      assert.include(`${result.detail} ${result.checks.map((c) => c.detail).join(" ")}`, "schema boom")
+      // User code that broke its contract ends the run, described safely by its type (R3.1, R12).
+      assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"])
+      assert.include(result.detail, "the output schema failed while decoding the final answer")
     })
   )
 })

@@ -2,17 +2,14 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
-import type * as Event from "../../src/events/Event.ts"
-import * as Recovery from "../../src/recovery/Recovery.ts"
-import * as Run from "../../src/run/Run.ts"
-import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
-import * as Approval from "../../src/tools/Approval.ts"
-import * as Tool from "../../src/tools/Tool.ts"
+import type * as Event from "../../../src/events/Event.ts"
+import * as Recovery from "../../../src/recovery/Recovery.ts"
+import * as Run from "../../../src/run/Run.ts"
+import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../../src/tools/Approval.ts"
+import * as Tool from "../../../src/tools/Tool.ts"
 
-// BUG (src/run/loop/internal/LoopStops.ts approvalStop): any `tool.interrupted outcome_unknown` in the batch makes the stop
-// unknown_outcome, even when that call was then retried and succeeded (its outcome is known): the run ends unknown_outcome
-// with no pending action instead of approval_rejected.
-describe("review: approval stop after a sibling's timed-out attempt was retried", () => {
+describe("approvalStop: approval stop after a sibling's timed-out attempt was retried", () => {
   it.effect(
     "R7 R3.8 a rejection ends approval_rejected when the sibling's cut-off attempt was retried and succeeded",
     () =>
