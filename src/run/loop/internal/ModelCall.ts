@@ -7,6 +7,7 @@
  */
 import { Cause, Effect, Result } from "effect"
 import * as RunLog from "../../../events/RunLog.ts"
+import type * as RunState from "../../../events/RunState.ts"
 import * as Failure from "../../../failure/Failure.ts"
 import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
@@ -139,21 +140,19 @@ const episode = (ctx: RunContext.RunContext, settings: Settings, chain: Chain, i
  * then its fallbacks in order; a switch is for the rest of the run, and the log says
  * which model is in use).
  */
-export const call = Effect.fnUntraced(function* (
+export const call = (
   ctx: RunContext.RunContext,
   settings: Settings,
   chain: Chain,
   iteration: number
-) {
-  while (true) {
-    const answered = yield* Recover.settled("provider", episode(ctx, settings, chain, iteration))
-    if (Result.isSuccess(answered)) return { _tag: "Responded", response: answered.success } satisfies Answer
+): Effect.Effect<Answer, RunState.IllegalTransition> =>
+  Effect.flatMap(Recover.settled("provider", episode(ctx, settings, chain, iteration)), (answered) => {
+    if (Result.isSuccess(answered)) return Effect.succeed<Answer>({ _tag: "Responded", response: answered.success })
     const reason = answered.failure
-    const answer: Answer = { _tag: "GaveUp", reason }
     const failure = Recovery.isExhausted(reason) ? reason.failure : reason
     const canSwitch = !Recovery.isExhausted(reason) || switchable.has(reason.why)
     const next = chain[ctx.log.fallbacks + 1]
-    if (!canSwitch || next === undefined) return answer
+    if (!canSwitch || next === undefined) return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
     RunContext.emit(ctx, {
       _tag: "model.fallback",
       iteration,
@@ -161,5 +160,5 @@ export const call = Effect.fnUntraced(function* (
       to: next.name,
       failure: Failure.summarize(failure)
     })
-  }
-})
+    return call(ctx, settings, chain, iteration)
+  })

@@ -102,6 +102,15 @@ const toolFailed = <R>(c: Call<R>, failure: Failure.Failure): ToolResult.ToolRes
     c.tool.metadata.maxRetries
   )
 
+/** The attempts' outcome: the handler's output, or, when they gave up, what that leaves. */
+const settleFrom = <R>(
+  c: Call<R>,
+  attempts: Effect.Effect<unknown, Failure.Failure | Recovery.Exhausted | RunState.IllegalTransition, R>
+): Effect.Effect<Settled, RunState.IllegalTransition, R> =>
+  Effect.flatMap(Recover.settled("tool", attempts), (ran) =>
+    Result.isSuccess(ran) ? Effect.succeed<Settled>({ _tag: "Output", output: ran.success }) : gaveUp(c, ran.failure)
+  )
+
 /**
  * What attempts that gave up leave: a failed result, or, for an unknown outcome of a
  * tool with a status query, the query's verdict (R3.8): applied records the real
@@ -109,14 +118,12 @@ const toolFailed = <R>(c: Call<R>, failure: Failure.Failure): ToolResult.ToolRes
  * episode (budget, backoff, deadline, `maxRetries` held across both), undecidable stays
  * unknown. Never a blind resend.
  */
-const settleFrom = <R>(
+const gaveUp = <R>(
   c: Call<R>,
-  attempts: Effect.Effect<unknown, Failure.Failure | Recovery.Exhausted | RunState.IllegalTransition, R>
+  reason: Failure.Failure | Recovery.Exhausted
 ): Effect.Effect<Settled, RunState.IllegalTransition, R> =>
   Effect.gen(function* () {
-    const ran = yield* Recover.settled("tool", attempts)
-    if (Result.isSuccess(ran)) return { _tag: "Output", output: ran.success }
-    const first = Failure.isFailure(ran.failure) ? ran.failure : ran.failure.failure
+    const first = Failure.isFailure(reason) ? reason : reason.failure
     if (first._tag !== "UnknownOutcome" || c.tool.reconcile === undefined) {
       return { _tag: "Ended", result: toolFailed(c, first) }
     }
