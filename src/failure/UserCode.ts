@@ -12,8 +12,11 @@ import { Cause, Effect, Exit, Predicate, Result, Schema } from "effect"
 import * as Failure from "./Failure.ts"
 import * as SchemaIssues from "./SchemaIssues.ts"
 
-/** `Effect.isEffect`, for a value that may be hostile (a Proxy whose `has` trap throws). */
-export const isEffect = (value: unknown): value is Effect.Effect<unknown, unknown, unknown> => {
+/**
+ * `Effect.isEffect`, for a value that may be hostile (a Proxy whose `has` trap throws).
+ * Not a type guard: the caller's value keeps its declared type (and its requirements).
+ */
+export const isEffect = (value: unknown): boolean => {
   try {
     return Effect.isEffect(value)
   } catch {

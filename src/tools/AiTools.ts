@@ -136,8 +136,10 @@ export const fromTool = <T extends ServiceFreeTool, R = never>(
     output: schemas.success,
     handler: (params, context) => {
       const out = handler(params, { ...context, toolCallId: context.callId, preliminary: () => Effect.void })
-      // Not an Effect (the Promise of an `async` handler): the tool pipeline reports it (`not_an_effect`).
-      return UserCode.isEffect(out) ? Effect.mapError(out, classify) : out
+      // Not an Effect (the Promise of an `async` handler): handed on as it is, whatever its
+      // declared type says, for the tool pipeline to report (`not_an_effect`).
+      if (!UserCode.isEffect(out)) return out as never
+      return Effect.mapError(out, classify)
     }
   })
 }

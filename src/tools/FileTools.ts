@@ -369,7 +369,7 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
   const writeJsonFile = Tool.make({
     name: "write_json_file",
     description:
-      "Writes any JSON value to a file, pretty-printed with two-space indentation, replacing it if it exists " +
+      "Writes a JSON value (object, array, string, number, boolean or null) to a file, pretty-printed with two-space indentation, replacing it if it exists " +
       "and creating missing directories. `path` is relative to the workspace root.",
     input: Schema.Struct({ path: Schema.String, content: Schema.Json }),
     output: Written,

@@ -189,7 +189,7 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
     if (e.kind === "tool_retry") {
       const call = owner.get(e.seq)
       const limit = call === undefined ? undefined : budget.toolMaxRetries?.[call.name]
-      if (call === undefined) violate("R3.3 episode", `tool retry (seq ${e.seq}) outside any tool call`)
+      if (call === undefined) violate("R3.3 episode", `tool retry (seq ${e.seq}) outside every tool call`)
       else if (limit !== undefined && e.attempt > limit) {
         violate("R3.3 episode", `${call.name} (${call.callId}) retry ${e.attempt}, past its maxRetries ${limit}`)
       }

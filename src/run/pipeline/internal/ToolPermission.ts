@@ -21,17 +21,17 @@ export const checkPermission = (
 ): Effect.Effect<Permission.Decision> => {
   const denied = (why: string) =>
     Effect.succeed(Permission.deny("policy_failed", `the permission policy failed (${why}); the call is refused`))
-  let out: unknown
+  // Typed as declared; at run time it may be anything (user code), hence the checks.
+  let out: ReturnType<Permission.PermissionService["check"]>
   try {
     out = permission.check(request)
   } catch (defect) {
     return denied(`it threw ${Failure.safeDescription(defect)}`)
   }
   if (!UserCode.isEffect(out)) return denied(`it returned ${UserCode.kindOf(out)}, not an Effect`)
-  // Erased boundary: the service's type has no requirements (`check` captured what it needs
-  // when built), and what it answers is checked here.
-  return Effect.matchCauseEffect(out as Effect.Effect<unknown, unknown>, {
-    onSuccess: (value) => {
+  return Effect.matchCauseEffect(out, {
+    // What the policy answers is checked here, whatever its type says.
+    onSuccess: (value: unknown) => {
       // Nearly every answer is the shared `Permission.allow`; the schema judges the rest.
       if (value === Permission.allow) return Effect.succeed(Permission.allow)
       const checked = checkDecision(value)
