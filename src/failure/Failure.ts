@@ -14,7 +14,12 @@
  *
  * @since 0.1.0
  */
-import { Cause, Predicate, Schema, SchemaTransformation } from "effect"
+import { Cause, Predicate, Schema } from "effect"
+import { StoredCategory } from "./internal/Category.ts"
+import { diagnosticOf, safeDescription } from "./internal/Defect.ts"
+
+export { Category } from "./internal/Category.ts"
+export { type DefectDescription, describeDefect, diagnosticOf, safeDescription } from "./internal/Defect.ts"
 
 /**
  * Where a failure came from.
@@ -81,93 +86,6 @@ export const Timeout = Schema.Struct({
  * @since 0.1.0
  */
 export type Timeout = typeof Timeout.Type
-
-/**
- * What kind of failure this is: the runtime decides by it (with the class and
- * `timeout.layer`), never by `code`. The library's own, by where they come from:
- *
- * - transport and provider: `transient_http`, `permanent_http`, `timeout`, `connection`,
- *   `corrupt_response`, `request_failed`, `response_too_large`, `stream_error`,
- *   `provider_interrupted`, `content_filter` (the run stops `content_filtered`),
- *   `invalid_response`, `invalid_options`;
- * - circuit breakers: `circuit_open`, `circuit_half_open` (the call never ran), `circuit_store`;
- * - tools and files: `invalid_argument`, `invalid_target`, `not_found`, `permission`,
- *   `too_large`, `io`, `invalid_output`, `not_applied`; effect/ai tools: `ai_error` (an
- *   `AiError`), `tool_failure` (a value of the tool's failure schema);
- * - subprocesses: `spawn`, `exit`, `crash`, `output`, `output_limit`;
- * - anything thrown: `defect`; the testing kit's scripts: `script`.
- *
- * For a tool's own failures: `conflict` (the state changed: never retried by default,
- * R3.10), `rejected` (the service said no), `unavailable`, `rate_limited`,
- * `unauthorized`, and `other`. A tool's own `code` stays free text (`payment_declined`).
- *
- * @category models
- * @since 0.3.0
- */
-export const Category = Schema.Literals([
-  "transient_http",
-  "permanent_http",
-  "timeout",
-  "connection",
-  "corrupt_response",
-  "request_failed",
-  "response_too_large",
-  "stream_error",
-  "provider_interrupted",
-  "content_filter",
-  "invalid_response",
-  "invalid_options",
-  "circuit_open",
-  "circuit_half_open",
-  "circuit_store",
-  "invalid_argument",
-  "invalid_target",
-  "not_found",
-  "permission",
-  "too_large",
-  "io",
-  "invalid_output",
-  "not_applied",
-  "ai_error",
-  "tool_failure",
-  "spawn",
-  "exit",
-  "crash",
-  "output",
-  "output_limit",
-  "defect",
-  "script",
-  "conflict",
-  "rejected",
-  "unavailable",
-  "rate_limited",
-  "unauthorized",
-  "other"
-])
-
-/**
- * @category models
- * @since 0.3.0
- */
-export type Category = typeof Category.Type
-
-const isCategory = Schema.is(Category)
-
-/**
- * A category as stored (a timeline, a result): text. A category this version does not
- * know (written by a later one) decodes as `other`, so an old reader still reads the
- * log; its `code` and `hint` keep what it was. Built in code, a category must be one of
- * {@link Category}.
- */
-const StoredCategory = Schema.String.pipe(
-  Schema.decodeTo(
-    Category,
-    SchemaTransformation.transform<Category, string>({
-      decode: (text) => (isCategory(text) ? text : "other"),
-      encode: (category) => category
-    })
-  )
-)
 
 const fields = {
   source: Source,
@@ -306,114 +224,6 @@ export const summarize = (failure: Failure): Summary => ({
   hint: failure.hint,
   ...(failure.timeout !== undefined ? { timeout: failure.timeout } : {})
 })
-
-/** An error class name as code writes it (`TypeError`, `PaymentDeclined`); anything else is not shown. */
-const identifier = /^[A-Za-z_$][\w$]{0,63}$/
-
-/**
- * An error code as system and library errors carry it: an errno (`ENOENT`) or words
- * joined by `_` (`ERR_INVALID_URL`, `UND_ERR_SOCKET`). Not any run of capitals and
- * digits: an access key id looks like one.
- */
-const errorCode = /^(E[A-Z]{2,15}|[A-Z][A-Z0-9]*(_[A-Z0-9]+){1,6})$/
-
-/** Reads one property of a value that may be hostile (a getter or a Proxy trap that throws). */
-const read = (value: object, key: string): unknown => {
-  try {
-    return Reflect.get(value, key)
-  } catch {
-    return undefined
-  }
-}
-
-/**
- * What can be said about a thrown value without trusting it: its type, an error's class
- * name when it looks like one, an errno-style `code`, and the `safeMessage` the thrower
- * marked safe to show. Never the value's own text: an error message can hold anything
- * (a key, a private path, a customer's data). Nothing here can throw, whatever the value.
- *
- * @category models
- * @since 0.1.0
- */
-export interface DefectDescription {
-  /** `TypeError`, `Error`, `a string`, `a non-Error object`, `null`, … */
-  readonly type: string
-  readonly code: string | undefined
-  readonly safeMessage: string | undefined
-}
-
-const isErrorSafe = (value: unknown): value is Error => {
-  try {
-    return Predicate.isError(value)
-  } catch {
-    return false
-  }
-}
-
-/**
- * Describes an unknown thrown value safely (see {@link DefectDescription}).
- *
- * @category constructors
- * @since 0.1.0
- */
-export const describeDefect = (defect: unknown): DefectDescription => {
-  if (defect === null || defect === undefined) return { type: String(defect), code: undefined, safeMessage: undefined }
-  if (typeof defect !== "object" && typeof defect !== "function") {
-    return { type: `a ${typeof defect}`, code: undefined, safeMessage: undefined }
-  }
-  const name = isErrorSafe(defect) ? read(defect, "name") : undefined
-  const code = read(defect, "code")
-  const safe = read(defect, "safeMessage")
-  return {
-    type:
-      Predicate.isString(name) && identifier.test(name)
-        ? name
-        : isErrorSafe(defect)
-          ? "Error"
-          : `a non-Error ${typeof defect}`,
-    code: Predicate.isString(code) && errorCode.test(code) ? code : undefined,
-    safeMessage: Predicate.isString(safe) && safe.trim() !== "" ? clip(safe) : undefined
-  }
-}
-
-const clip = (text: string): string => {
-  const line = text.split("\n", 1)[0] ?? ""
-  return line.length > 1000 ? `${line.slice(0, 1000)}…` : line
-}
-
-/**
- * The text a thrown value is shown as to people and models: its type, its `code`, and
- * its `safeMessage` when the thrower set one (`TypeError`, `Error ENOENT`,
- * `PaymentError: the card was declined`).
- *
- * @category constructors
- * @since 0.1.0
- */
-export const safeDescription = (defect: unknown): string => {
-  const { type, code, safeMessage } = describeDefect(defect)
-  return `${type}${code === undefined ? "" : ` ${code}`}${safeMessage === undefined ? "" : `: ${safeMessage}`}`
-}
-
-/**
- * The whole text of a thrown value, for `diagnostic` only: its stack or its string form,
- * or, when even that throws, a note that it could not be printed.
- *
- * @category constructors
- * @since 0.1.0
- */
-export const diagnosticOf = (defect: unknown): string => {
-  try {
-    if (isErrorSafe(defect)) {
-      const stack = read(defect, "stack")
-      if (Predicate.isString(stack)) return stack
-      const message = read(defect, "message")
-      if (Predicate.isString(message)) return message
-    }
-    return String(defect)
-  } catch {
-    return `a ${describeDefect(defect).type} that cannot be printed`
-  }
-}
 
 /**
  * Converts a defect (a thrown exception, a rejected promise, anything that is not
