@@ -10,25 +10,26 @@ import type { Counters } from "./CountersShape.ts"
  * @category models
  * @since 0.1.0
  */
-export interface Snapshot {
-  readonly iterations: number
-  readonly toolCalls: number
-  readonly elapsedMillis: number
-  readonly finalAnswerReceived: boolean
-  readonly repeatedToolCallCount: number
-  readonly repeatedFailureCount: number
-  readonly toolErrors: number
-  readonly emptyOutputs: number
-  readonly recoveryAttempts: number
-  readonly toolCorrectionAttempts: number
-  readonly recoveryExhausted: boolean
-  readonly inputTokens: number
-  readonly outputTokens: number
-  readonly cachedInputTokens: number
-  readonly reasoningTokens: number
-  readonly costUsd: number
-  readonly unchangedObservations: number
-}
+export type Snapshot = Pick<
+  Counters,
+  | "iterations"
+  | "toolCalls"
+  | "elapsedMillis"
+  | "finalAnswerReceived"
+  | "repeatedToolCallCount"
+  | "repeatedFailureCount"
+  | "toolErrors"
+  | "emptyOutputs"
+  | "recoveryAttempts"
+  | "toolCorrectionAttempts"
+  | "recoveryExhausted"
+  | "inputTokens"
+  | "outputTokens"
+  | "cachedInputTokens"
+  | "reasoningTokens"
+  | "costUsd"
+  | "unchangedObservations"
+>
 
 /**
  * @category combinators

@@ -190,7 +190,7 @@ const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext
   if (outcome.reason === "run_timeout")
     return yield* validateOutcome<never>(ctx, { plan: resolved.validation.plan }, outcome)
   if (outcome.reason === "goal_reached" || assessed.has(outcome.reason)) {
-    return yield* validateOutcome(ctx, resolved.validation, outcome, resolved.output)
+    return yield* validateOutcome(ctx, resolved.validation, outcome, resolved.loop.output)
   }
   const status: RunState.Status = outcome.reason === "unknown_outcome" ? "unknown_outcome" : "failed"
   return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail } satisfies Ending

@@ -14,7 +14,6 @@ import * as Validation from "../../validation/Validation.ts"
 import type * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import * as RunOptions from "../RunOptions.ts"
-import type * as FinalOutput from "./FinalOutput.ts"
 import * as RunOptionsSchema from "./RunOptionsSchema.ts"
 
 export interface Resolved<RV, R = unknown> {
@@ -28,8 +27,6 @@ export interface Resolved<RV, R = unknown> {
   /** See `RunOptions.Time.stopGrace`. */
   readonly stopGraceMillis: number
   readonly validation: Validation.Spec<RV>
-  /** The schema of the final output (see `RunOptions.Options.output`). */
-  readonly output: FinalOutput.OutputSchema | undefined
 }
 
 /** The default run deadline, `"10 minutes"`. */
@@ -224,7 +221,6 @@ const build = (
     timeoutMillis: time.run ?? defaultTimeoutMillis,
     stopGraceMillis: time.stopGrace ?? defaultStopGraceMillis,
     validation: checked.validation ?? Validation.empty,
-    output: checked.output,
     loop: {
       registry,
       toolDefinitions: checked.tools.map((tool) => tool.definition),

@@ -24,6 +24,7 @@ import {
   approvalStop,
   askToFinish,
   checkpoint,
+  correct,
   correctOutput,
   cutOffArguments,
   decide,
@@ -112,33 +113,17 @@ const afterBatch = Effect.fnUntraced(function* <R>(
   const forced = hardStop(ctx, config, results)
   if (forced !== undefined) return forced
 
-  let exhausted = false
+  // One give-up record for the batch, however many of its calls the spent budget leaves uncorrected.
+  let spent = false
   for (const result of needCorrection) {
-    const spent = ctx.log.counters.toolCorrectionAttempts
-    const cause = result.error?.code ?? "input_validation_failed"
-    if (spent >= config.correctionBudget) {
-      if (!exhausted) {
-        RunContext.emit(ctx, {
-          _tag: "recovery.failed",
-          kind: "tool_argument_correction",
-          callId: result.callId,
-          attempts: spent,
-          scope: "run",
-          cause
-        })
-      }
-      exhausted = true
-      continue
-    }
-    yield* RunContext.transition(ctx, "recovering")
-    RunContext.emit(ctx, {
-      _tag: "recovery.started",
+    const asked = yield* correct(ctx, config, {
       kind: "tool_argument_correction",
+      cause: result.error?.code ?? "input_validation_failed",
+      scope: "run",
       callId: result.callId,
-      attempt: spent + 1,
-      delayMillis: 0,
-      cause
+      recordSpent: !spent
     })
+    if (!asked) spent = true
   }
 
   return checkpoint(ctx, config, "after_tools")

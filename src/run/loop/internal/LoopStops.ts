@@ -55,37 +55,60 @@ export const checkpoint = <R>(
 }
 
 /**
- * An answer the output token limit cut off (R11): the model is asked to finish it,
- * shorter, as a correction within the run's correction budget (the correction's attempt
- * is returned); once the budget is spent, the run stops `output_truncated`.
+ * Asks the model to correct itself (its arguments, an answer cut off, an output that does
+ * not decode), spending one attempt of the run's correction budget (R3.5): `true` when the
+ * correction is asked; `false` once the budget is spent, the give-up recorded unless
+ * `recordSpent` is `false` (one record for several calls of a batch).
  */
-export const askToFinish = Effect.fnUntraced(function* <R>(ctx: RunContext.RunContext, config: Config<R>) {
+export const correct = Effect.fnUntraced(function* <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  correction: {
+    readonly kind: "tool_argument_correction" | "output_truncation" | "output_correction"
+    readonly cause: string
+    readonly scope: "call" | "run"
+    readonly callId?: string | undefined
+    readonly reminder?: { readonly kind: string; readonly text: string } | undefined
+    readonly recordSpent?: boolean | undefined
+  }
+) {
+  const { kind, cause } = correction
+  const call = correction.callId === undefined ? {} : { callId: correction.callId }
   const made = ctx.log.counters.toolCorrectionAttempts
   if (made >= config.correctionBudget) {
-    RunContext.emit(ctx, {
-      _tag: "recovery.failed",
-      kind: "output_truncation",
-      attempts: made,
-      scope: "run",
-      cause: "output_truncated"
-    })
-    return decide(
-      ctx,
-      "runtime",
-      "output_truncated",
-      `the model's answer was cut off by its output token limit (finish_reason: length), and the correction budget of ${config.correctionBudget} is spent`
-    )
+    if (correction.recordSpent !== false) {
+      RunContext.emit(ctx, { _tag: "recovery.failed", kind, ...call, attempts: made, scope: correction.scope, cause })
+    }
+    return false
   }
   yield* RunContext.transition(ctx, "recovering")
-  RunContext.emit(ctx, {
-    _tag: "recovery.started",
+  RunContext.emit(ctx, { _tag: "recovery.started", kind, ...call, attempt: made + 1, delayMillis: 0, cause })
+  if (correction.reminder !== undefined) remind(ctx, correction.reminder.kind, correction.reminder.text)
+  return true
+})
+
+/**
+ * An answer the output token limit cut off (R11): the model is asked to finish it,
+ * shorter, as a correction within the run's correction budget; once the budget is spent,
+ * the run stops `output_truncated`.
+ */
+export const askToFinish = Effect.fnUntraced(function* <R>(ctx: RunContext.RunContext, config: Config<R>) {
+  const asked = yield* correct(ctx, config, {
     kind: "output_truncation",
-    attempt: made + 1,
-    delayMillis: 0,
-    cause: "output_truncated"
+    cause: "output_truncated",
+    scope: "run",
+    reminder: {
+      kind: "output_truncated",
+      text: "Your answer was cut off by the output token limit: finish it, shorter."
+    }
   })
-  remind(ctx, "output_truncated", "Your answer was cut off by the output token limit: finish it, shorter.")
-  return undefined
+  if (asked) return undefined
+  return decide(
+    ctx,
+    "runtime",
+    "output_truncated",
+    `the model's answer was cut off by its output token limit (finish_reason: length), and the correction budget of ${config.correctionBudget} is spent`
+  )
 })
 
 /**
@@ -93,33 +116,13 @@ export const askToFinish = Effect.fnUntraced(function* <R>(ctx: RunContext.RunCo
  * why and asked again, as a correction within the run's correction budget. Once the
  * budget is spent the answer stands as the candidate, and validation refutes it.
  */
-export const correctOutput = Effect.fnUntraced(function* <R>(
-  ctx: RunContext.RunContext,
-  config: Config<R>,
-  why: string
-) {
-  const made = ctx.log.counters.toolCorrectionAttempts
-  if (made >= config.correctionBudget) {
-    RunContext.emit(ctx, {
-      _tag: "recovery.failed",
-      kind: "output_correction",
-      attempts: made,
-      scope: "call",
-      cause: "output_validation_failed"
-    })
-    return false
-  }
-  yield* RunContext.transition(ctx, "recovering")
-  RunContext.emit(ctx, {
-    _tag: "recovery.started",
+export const correctOutput = <R>(ctx: RunContext.RunContext, config: Config<R>, why: string) =>
+  correct(ctx, config, {
     kind: "output_correction",
-    attempt: made + 1,
-    delayMillis: 0,
-    cause: "output_validation_failed"
+    cause: "output_validation_failed",
+    scope: "call",
+    reminder: { kind: "output_invalid", text: `${why}. Give your final answer again, as JSON that matches the schema.` }
   })
-  remind(ctx, "output_invalid", `${why}. Give your final answer again, as JSON that matches the schema.`)
-  return true
-})
 
 /**
  * A call of a response the output token limit cut off whose arguments do not parse: the
