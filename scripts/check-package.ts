@@ -14,7 +14,9 @@
  * 5. esbuild bundles `consumer/run.ts`, from `dist/` only, and the bundle runs to `completed`.
  *    The core entries (`.` and `./testing`) and the providers (`./providers`, which run over
  *    any `HttpClient`) do not pull in `@effect/platform-node`, which is why it is an optional
- *    peer dependency; only `./providers/node` (the undici transport) needs it.
+ *    peer dependency; only `./providers/node` (the undici transport) needs it. Likewise
+ *    `./journal` does not pull in `@effect/sql-pg` (the consumer has none installed, and
+ *    `require.cjs` loads `./journal`); only `./journal/pg` needs it.
  *
  * The consumer files import the package by its name only, never by a path inside it, so the
  * list of entry points stays in package.json `exports` alone. A failure names its step, prints
@@ -134,7 +136,7 @@ const checkCoreImports = (app: string): void => {
   const result = Esbuild.buildSync({
     absWorkingDir: app,
     stdin: {
-      contents: [".", "./testing", "./providers"]
+      contents: [".", "./testing", "./providers", "./journal"]
         .map((entry) => `export * from "effect-agent-runtime${entry.slice(1)}"`)
         .join("\n"),
       resolveDir: app
@@ -146,8 +148,10 @@ const checkCoreImports = (app: string): void => {
     metafile: true,
     logLevel: "silent"
   })
-  const platform = Object.keys(result.metafile.inputs).filter((input) => input.includes("@effect/platform-node"))
-  if (platform.length > 0) throw new Error(`the core and provider entries import:\n${platform.join("\n")}`)
+  const optional = Object.keys(result.metafile.inputs).filter(
+    (input) => input.includes("@effect/platform-node") || input.includes("@effect/sql-pg")
+  )
+  if (optional.length > 0) throw new Error(`the core, provider and journal entries import:\n${optional.join("\n")}`)
 }
 
 const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-runtime-check-"))
@@ -170,7 +174,9 @@ try {
     run(node, [tsc, "-p", "tsconfig.bundler.json"], app)
   )
   const size = step("esbuild: a bundle of the consumer runs to completed", () => bundleAndRun(app))
-  step("., ./testing and ./providers do not import @effect/platform-node", () => checkCoreImports(app))
+  step("., ./testing, ./providers and ./journal import neither @effect/platform-node nor @effect/sql-pg", () =>
+    checkCoreImports(app)
+  )
   console.log(`package check passed (bundle ${size})`)
 } catch (error) {
   if (!(error instanceof CheckFailed)) throw error

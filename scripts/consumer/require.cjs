@@ -3,9 +3,11 @@ const { Run } = require("effect-agent-runtime")
 const { OpenAiCompatible } = require("effect-agent-runtime/providers")
 const { NodeTransport } = require("effect-agent-runtime/providers/node")
 const { ScriptedModel } = require("effect-agent-runtime/testing")
+// The journal without PostgreSQL: this project has no @effect/sql-pg installed.
+const { Journal } = require("effect-agent-runtime/journal")
 const { version } = require("effect-agent-runtime/package.json")
 
-const loaded = [Run.run, OpenAiCompatible.layer, NodeTransport.layer, ScriptedModel.layer].every(
+const loaded = [Run.run, OpenAiCompatible.layer, NodeTransport.layer, ScriptedModel.layer, Journal.layerSqlite].every(
   (f) => typeof f === "function"
 )
 console.log(loaded ? `required ${version}` : "an entry point is missing its functions")

@@ -1,0 +1,89 @@
+/**
+ * The journal store for durable runs (R9, R7): each run's committed events, fenced on the
+ * committed sequence number, and the approvals any process on the same store can list and
+ * decide.
+ *
+ * Three layers share one contract: {@link layerMemory} for tests, {@link layerSql} over any
+ * `SqlClient` of `effect/sql` (SQLite or PostgreSQL, one schema, migrated by effect's
+ * `Migrator`), and {@link layerSqlite}, the zero set-up default on Node's built-in
+ * `node:sqlite`. PostgreSQL is `JournalPg.layer` in `effect-agent-runtime/journal/pg`.
+ *
+ * Events are stored as the `Event` schema's JSON, one row per event; `read` decodes and checks
+ * them, so a damaged or newer journal is a typed `JournalError` (`Corrupt`, `Incompatible`),
+ * never a defect.
+ *
+ * @since 0.4.0
+ */
+import { Layer } from "effect"
+import type { SqlClient } from "effect/sql"
+import * as Layers from "./internal/Layers.ts"
+import * as Make from "./internal/Make.ts"
+import * as MemoryStore from "./internal/MemoryStore.ts"
+import { Journal } from "./internal/Models.ts"
+import * as SqliteClient from "./internal/SqliteClient.ts"
+import type { JournalError } from "./JournalError.ts"
+
+export {
+  type Append,
+  type ApprovalDecision,
+  type ApprovalRequest,
+  FORMAT_VERSION,
+  Journal,
+  type NewRun,
+  type PendingFilter,
+  type Service,
+  type Stored
+} from "./internal/Models.ts"
+
+/**
+ * A journal in memory, for tests: the same rows (encoded JSON) and the same checks as SQL.
+ *
+ * @category layers
+ * @since 0.4.0
+ */
+export const layerMemory: Layer.Layer<Journal> = Layer.sync(Journal, () => Make.make(MemoryStore.make().store))
+
+/**
+ * Options of the SQL journals.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface SqlOptions extends Layers.SqlOptions {}
+
+/**
+ * A journal over the `SqlClient` in context (SQLite or PostgreSQL). Building it runs the
+ * migrations (effect's `Migrator`, table `<prefix>migrations`). Bodies, headers and results are
+ * JSON text (`TEXT`) on both databases, so one schema serves both.
+ *
+ * @category layers
+ * @since 0.4.0
+ */
+export const layerSql: (options?: SqlOptions) => Layer.Layer<Journal, JournalError, SqlClient.SqlClient> =
+  Layers.layerSql
+
+/**
+ * Options of {@link layerSqlite}.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export interface SqliteOptions extends SqlOptions {
+  /** The database file, created on first use. */
+  readonly filename: string
+  /** `NORMAL` (default): a commit survives `kill -9`; `FULL`: it also survives power loss, at an fsync per commit. */
+  readonly synchronous?: "NORMAL" | "FULL" | undefined
+  /** How long a commit waits for another process's write lock before failing `Unavailable`. Default 5000 ms. */
+  readonly busyTimeoutMillis?: number | undefined
+}
+
+/**
+ * The zero set-up journal: one SQLite file through Node's built-in `node:sqlite` (imported
+ * only when this layer is built), in WAL mode with `BEGIN IMMEDIATE` transactions, so that
+ * several processes can share the file. The file is closed with the layer's scope.
+ *
+ * @category layers
+ * @since 0.4.0
+ */
+export const layerSqlite = (options: SqliteOptions): Layer.Layer<Journal, JournalError> =>
+  Layers.layerOwnClient(SqliteClient.make(options), options)

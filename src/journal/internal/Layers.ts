@@ -1,0 +1,37 @@
+/** The SQL journal layers: over the `SqlClient` in context, or over a client the layer opens itself. */
+import { Effect, Layer, type Scope } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { SqlClient, type SqlError } from "effect/sql"
+import type { JournalError } from "../JournalError.ts"
+import * as Make from "./Make.ts"
+import { Journal } from "./Models.ts"
+import * as SqlStore from "./SqlStore.ts"
+
+export interface SqlOptions {
+  /** The prefix of the journal's table names (`agent_runs`, `agent_events`, …). Default `agent_`. */
+  readonly tablePrefix?: string | undefined
+}
+
+export const layerSql = (options?: SqlOptions): Layer.Layer<Journal, JournalError, SqlClient.SqlClient> =>
+  Layer.effect(
+    Journal,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const names = yield* SqlStore.tables(options?.tablePrefix)
+      yield* SqlStore.migrate(sql, names)
+      return Make.make(SqlStore.make(sql, names))
+    })
+  )
+
+/** A SQL journal on a client it opens (and closes with its scope); opening failures are classified too. */
+export const layerOwnClient = (
+  open: Effect.Effect<SqlClient.SqlClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity>,
+  options?: SqlOptions
+): Layer.Layer<Journal, JournalError> =>
+  layerSql(options).pipe(
+    Layer.provide(
+      Layer.effect(SqlClient.SqlClient, Effect.mapError(open, SqlStore.classify("open"))).pipe(
+        Layer.provide(Reactivity.layer)
+      )
+    )
+  )

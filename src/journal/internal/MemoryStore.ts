@@ -1,0 +1,116 @@
+/**
+ * The in-memory backend: the same rows as the SQL tables (encoded JSON text), held in maps.
+ * Each operation is one synchronous step, so a commit is all or nothing as in SQL.
+ */
+import { Effect, Option } from "effect"
+import * as JournalError from "../JournalError.ts"
+import type { ApprovalRow, EventRow, RunRow, Store } from "./Store.ts"
+
+/** The tables, reachable for tests that damage rows on purpose. */
+export interface Tables {
+  readonly runs: Map<string, RunRow>
+  readonly events: Map<string, Array<EventRow>>
+  readonly approvals: Map<string, ApprovalRow>
+}
+
+const approvalKey = (runId: string, callId: string) => JSON.stringify([runId, callId])
+
+const byRequestTime = (a: ApprovalRow, b: ApprovalRow) =>
+  a.requestedAt - b.requestedAt || (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : a.callId < b.callId ? -1 : 1)
+
+export const make = (): { readonly store: Store; readonly tables: Tables } => {
+  const tables: Tables = { runs: new Map(), events: new Map(), approvals: new Map() }
+  const store: Store = {
+    insertRun: (row) =>
+      Effect.suspend(() => {
+        if (tables.runs.has(row.runId)) {
+          return Effect.fail(
+            JournalError.make(new JournalError.Conflict({ runId: row.runId, detail: "a run with this id exists" }))
+          )
+        }
+        tables.runs.set(row.runId, row)
+        tables.events.set(row.runId, [])
+        return Effect.void
+      }),
+    commit: (commit) =>
+      Effect.suspend(() => {
+        const run = tables.runs.get(commit.runId)
+        if (run === undefined) {
+          return Effect.fail(
+            JournalError.make(new JournalError.InvalidAppend({ runId: commit.runId, detail: "no such run" }))
+          )
+        }
+        if (run.nextSeq !== commit.expectedSeq) {
+          return Effect.fail(
+            JournalError.make(
+              new JournalError.Conflict({
+                runId: commit.runId,
+                expectedSeq: commit.expectedSeq,
+                actualSeq: run.nextSeq,
+                detail: `expected next_seq ${commit.expectedSeq}, found ${run.nextSeq}`
+              })
+            )
+          )
+        }
+        tables.events.get(commit.runId)?.push(...commit.events)
+        tables.runs.set(commit.runId, {
+          ...run,
+          nextSeq: run.nextSeq + commit.events.length,
+          state: commit.state,
+          result: commit.result ?? run.result,
+          updatedAt: commit.at
+        })
+        return Effect.void
+      }),
+    readRun: (runId) =>
+      Effect.sync(() => {
+        const run = tables.runs.get(runId)
+        if (run === undefined) return Option.none()
+        const events = [...(tables.events.get(runId) ?? [])].sort((a, b) => a.seq - b.seq)
+        return Option.some({ run, events })
+      }),
+    unfinished: Effect.sync(() =>
+      [...tables.runs.values()]
+        .filter((run) => run.result === null)
+        .sort((a, b) => a.createdAt - b.createdAt || (a.runId < b.runId ? -1 : 1))
+        .map((run) => run.runId)
+    ),
+    insertApproval: (row) =>
+      Effect.suspend(() => {
+        const key = approvalKey(row.runId, row.callId)
+        if (tables.approvals.has(key)) {
+          return Effect.fail(
+            JournalError.make(
+              new JournalError.Conflict({
+                runId: row.runId,
+                detail: `call ${row.callId} was put up for approval already`
+              })
+            )
+          )
+        }
+        tables.approvals.set(key, row)
+        return Effect.void
+      }),
+    pendingApprovals: (runId) =>
+      Effect.sync(() =>
+        [...tables.approvals.values()]
+          .filter((row) => row.decision === null && (runId === undefined || row.runId === runId))
+          .sort(byRequestTime)
+      ),
+    decide: (decide) =>
+      Effect.suspend(() => {
+        const key = approvalKey(decide.runId, decide.callId)
+        const row = tables.approvals.get(key)
+        if (row === undefined || row.decision !== null) {
+          return Effect.fail(
+            JournalError.make(new JournalError.NotPending({ runId: decide.runId, callId: decide.callId }))
+          )
+        }
+        tables.approvals.set(key, { ...row, ...decide })
+        return Effect.void
+      }),
+    approval: (runId, callId) =>
+      Effect.sync(() => Option.fromNullishOr(tables.approvals.get(approvalKey(runId, callId))))
+  }
+  return { store, tables }
+}

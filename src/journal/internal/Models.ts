@@ -1,0 +1,90 @@
+/** The journal's public models and its service shape; `Journal` re-exports them. */
+import { Context, type Effect, type Option, type Schema } from "effect"
+import type * as Event from "../../events/Event.ts"
+import type * as RunState from "../../events/RunState.ts"
+import type { JournalError } from "../JournalError.ts"
+
+/** The journal format this code writes and the newest it reads. */
+export const FORMAT_VERSION = 1
+
+/** A new run: its id, what the run layer keeps about its options (opaque JSON), its first state. */
+export interface NewRun {
+  readonly runId: string
+  readonly header: Schema.Json
+  readonly state: RunState.State
+}
+
+/** One commit: the next events (their `seq` continue from `expectedSeq`), the state after them, and the result once the run has finished. */
+export interface Append {
+  readonly expectedSeq: number
+  readonly events: ReadonlyArray<Event.Event>
+  readonly state: RunState.State
+  readonly result?: Schema.Json | undefined
+}
+
+/** A run as committed, decoded. */
+export interface Stored {
+  readonly runId: string
+  readonly version: number
+  readonly header: Schema.Json
+  readonly state: RunState.State
+  /** The number of committed events: the fencing token for the next `append`. */
+  readonly nextSeq: number
+  readonly events: ReadonlyArray<Event.Event>
+  readonly result: Option.Option<Schema.Json>
+  readonly createdAt: number
+  readonly updatedAt: number
+}
+
+/** A call waiting for a person's decision (R7). Times are epoch milliseconds. */
+export interface ApprovalRequest {
+  readonly runId: string
+  readonly callId: string
+  readonly tool: string
+  readonly arguments: Schema.Json
+  readonly requestedAt: number
+  readonly expiresAt: number
+}
+
+/** A person's decision on a pending call. */
+export interface ApprovalDecision {
+  readonly runId: string
+  readonly callId: string
+  readonly decision: "approve" | "reject"
+  readonly reason?: string | undefined
+  readonly by?: string | undefined
+  readonly at: number
+}
+
+/** Which pending approvals to list: all of them, or one run's. */
+export interface PendingFilter {
+  readonly runId?: string | undefined
+}
+
+/** The journal store (R9): runs, their committed events, and approvals any process on the same store can see. */
+export interface Service {
+  /** Records a new run with `nextSeq = 0`. An existing run id is a `Conflict`. */
+  readonly create: (run: NewRun) => Effect.Effect<void, JournalError>
+  /**
+   * Commits events in one transaction, fenced on `expectedSeq`: when the run's committed
+   * count is not `expectedSeq` (another writer moved it) the result is a `Conflict` and
+   * nothing is written. Events whose `seq` do not run `expectedSeq, expectedSeq + 1, …`, or
+   * belong to another run, are an `InvalidAppend`.
+   */
+  readonly append: (runId: string, append: Append) => Effect.Effect<void, JournalError>
+  /** The run as committed, decoded; `Corrupt` or `Incompatible` when it cannot be read back. */
+  readonly read: (runId: string) => Effect.Effect<Option.Option<Stored>, JournalError>
+  /** The ids of the runs without a result, oldest first (for `Run.recover`). */
+  readonly unfinished: Effect.Effect<ReadonlyArray<string>, JournalError>
+  /** Puts a call on the store's pending list. The same call twice is a `Conflict`. */
+  readonly requestApproval: (request: ApprovalRequest) => Effect.Effect<void, JournalError>
+  /** The undecided calls, oldest first. */
+  readonly pendingApprovals: (filter?: PendingFilter) => Effect.Effect<ReadonlyArray<ApprovalRequest>, JournalError>
+  /** Decides a pending call; a call not pending (never requested, decided already) is `NotPending`. */
+  readonly decide: (decision: ApprovalDecision) => Effect.Effect<void, JournalError>
+  /** The decision on a call, once there is one. */
+  readonly decision: (runId: string, callId: string) => Effect.Effect<Option.Option<ApprovalDecision>, JournalError>
+}
+
+/** The service's tag; `Journal.Journal` re-exports it. */
+export class Journal extends Context.Service<Journal, Service>()("effect-agent-runtime/Journal") {}

@@ -1,0 +1,281 @@
+/**
+ * The SQL backend over any `SqlClient` (SQLite, PostgreSQL): one schema for both, migrated
+ * by effect's `Migrator` into tables named with a configurable prefix. Every `SqlError` is
+ * classified here (R3.1): a unique violation where a writer raced is a `Conflict`, busy or
+ * lost connections are `Unavailable` (retryable), anything else `StoreFailed`.
+ */
+import { Array as Arr, Effect, Option } from "effect"
+import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as JournalError from "../JournalError.ts"
+import type { ApprovalRow, EventRow, RunRow, Store } from "./Store.ts"
+
+/** The tables of one journal. */
+export interface Tables {
+  readonly runs: string
+  readonly events: string
+  readonly approvals: string
+  readonly migrations: string
+}
+
+const prefixPattern = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/
+
+/** The table names for a prefix (default `agent_`); a prefix that is not a plain SQL name is refused. */
+export const tables = (prefix = "agent_"): Effect.Effect<Tables, JournalError.JournalError> =>
+  prefixPattern.test(prefix)
+    ? Effect.succeed({
+        runs: `${prefix}runs`,
+        events: `${prefix}events`,
+        approvals: `${prefix}approvals`,
+        migrations: `${prefix}migrations`
+      })
+    : Effect.fail(
+        JournalError.make(
+          new JournalError.StoreFailed({
+            operation: "configure",
+            detail: `table prefix ${JSON.stringify(prefix)} must match ${prefixPattern.source}`
+          })
+        )
+      )
+
+const describe = (error: { readonly message: string; readonly cause?: unknown }): string => {
+  const cause = error.cause
+  const inner =
+    typeof cause === "object" && cause !== null && "message" in cause && typeof cause.message === "string"
+      ? cause.message
+      : ""
+  return inner !== "" && inner !== error.message ? `${error.message}: ${inner}` : error.message
+}
+
+/** A store failure as the journal's own error: retryable ones `Unavailable`, the rest `StoreFailed`. */
+export const classify =
+  (operation: string) =>
+  (error: SqlError.SqlError | Migrator.MigrationError): JournalError.JournalError => {
+    const detail = describe(error._tag === "SqlError" ? error.reason : error)
+    const retryable = error._tag === "SqlError" ? error.isRetryable : error.kind === "Locked"
+    return JournalError.make(
+      retryable
+        ? new JournalError.Unavailable({ operation, detail })
+        : new JournalError.StoreFailed({ operation, detail })
+    )
+  }
+
+const isUnique = (error: SqlError.SqlError) => error.reason._tag === "UniqueViolation"
+
+/** Runs the schema's migrations (idempotent; several processes may start at once). */
+export const migrate = (sql: SqlClient.SqlClient, names: Tables): Effect.Effect<void, JournalError.JournalError> => {
+  const withoutRowid = sql.onDialectOrElse({
+    sqlite: () => sql.literal(" WITHOUT ROWID"),
+    orElse: () => sql.literal("")
+  })
+  const createJournal = Effect.gen(function* () {
+    yield* sql`CREATE TABLE ${sql(names.runs)} (
+      run_id TEXT PRIMARY KEY NOT NULL,
+      version INTEGER NOT NULL,
+      header TEXT NOT NULL,
+      state TEXT NOT NULL,
+      next_seq INTEGER NOT NULL,
+      result TEXT,
+      created_at BIGINT NOT NULL,
+      updated_at BIGINT NOT NULL
+    )`
+    yield* sql`CREATE INDEX ${sql(`${names.runs}_unfinished`)} ON ${sql(names.runs)} (created_at, run_id) WHERE result IS NULL`
+    yield* sql`CREATE TABLE ${sql(names.events)} (
+      run_id TEXT NOT NULL,
+      seq INTEGER NOT NULL,
+      tag TEXT NOT NULL,
+      at BIGINT NOT NULL,
+      body TEXT NOT NULL,
+      PRIMARY KEY (run_id, seq)
+    )${withoutRowid}`
+    yield* sql`CREATE TABLE ${sql(names.approvals)} (
+      run_id TEXT NOT NULL,
+      call_id TEXT NOT NULL,
+      tool TEXT NOT NULL,
+      arguments TEXT NOT NULL,
+      requested_at BIGINT NOT NULL,
+      expires_at BIGINT NOT NULL,
+      decision TEXT,
+      reason TEXT,
+      decided_by TEXT,
+      decided_at BIGINT,
+      PRIMARY KEY (run_id, call_id)
+    )`
+    yield* sql`CREATE INDEX ${sql(`${names.approvals}_pending`)} ON ${sql(names.approvals)} (requested_at) WHERE decision IS NULL`
+  })
+  return Migrator.make({})({
+    loader: Migrator.fromRecord({ "1_create_journal": createJournal }),
+    table: names.migrations
+  }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.asVoid, Effect.mapError(classify("migrate")))
+}
+
+const num = (value: unknown): number => (typeof value === "number" ? value : Number(value))
+const text = (value: unknown): string | null => (value === null || value === undefined ? null : String(value))
+
+const toRunRow = (row: Record<string, unknown>): RunRow => ({
+  runId: String(row.run_id),
+  version: num(row.version),
+  header: String(row.header),
+  state: String(row.state),
+  nextSeq: num(row.next_seq),
+  result: text(row.result),
+  createdAt: num(row.created_at),
+  updatedAt: num(row.updated_at)
+})
+
+const toEventRow = (row: Record<string, unknown>): EventRow => ({
+  seq: num(row.seq),
+  tag: String(row.tag),
+  at: num(row.at),
+  body: String(row.body)
+})
+
+const toApprovalRow = (row: Record<string, unknown>): ApprovalRow => ({
+  runId: String(row.run_id),
+  callId: String(row.call_id),
+  tool: String(row.tool),
+  arguments: String(row.arguments),
+  requestedAt: num(row.requested_at),
+  expiresAt: num(row.expires_at),
+  decision: text(row.decision),
+  reason: text(row.reason),
+  decidedBy: text(row.decided_by),
+  decidedAt: row.decided_at === null || row.decided_at === undefined ? null : num(row.decided_at)
+})
+
+/** The backend on one client and one set of tables (migrated already). */
+export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
+  const runs = sql(names.runs)
+  const events = sql(names.events)
+  const approvals = sql(names.approvals)
+  return {
+    insertRun: (row) =>
+      sql`INSERT INTO ${runs} ${sql.insert({
+        run_id: row.runId,
+        version: row.version,
+        header: row.header,
+        state: row.state,
+        next_seq: row.nextSeq,
+        result: row.result,
+        created_at: row.createdAt,
+        updated_at: row.updatedAt
+      })}`.pipe(
+        Effect.asVoid,
+        Effect.mapError((error) =>
+          isUnique(error)
+            ? JournalError.make(new JournalError.Conflict({ runId: row.runId, detail: "a run with this id exists" }))
+            : classify("create")(error)
+        )
+      ),
+    commit: (commit) => {
+      const setResult = commit.result === undefined ? sql.literal("") : sql`, result = ${commit.result}`
+      const body = Effect.gen(function* () {
+        const updated = yield* sql`UPDATE ${runs}
+          SET next_seq = next_seq + ${commit.events.length}, state = ${commit.state}, updated_at = ${commit.at}${setResult}
+          WHERE run_id = ${commit.runId} AND next_seq = ${commit.expectedSeq}
+          RETURNING next_seq`
+        if (updated.length === 0) {
+          const current = yield* sql`SELECT next_seq FROM ${runs} WHERE run_id = ${commit.runId}`
+          const found = current[0]
+          return yield* JournalError.make(
+            found === undefined
+              ? new JournalError.InvalidAppend({ runId: commit.runId, detail: "no such run" })
+              : new JournalError.Conflict({
+                  runId: commit.runId,
+                  expectedSeq: commit.expectedSeq,
+                  actualSeq: num(found.next_seq),
+                  detail: `expected next_seq ${commit.expectedSeq}, found ${num(found.next_seq)}`
+                })
+          )
+        }
+        if (Arr.isReadonlyArrayNonEmpty(commit.events)) {
+          yield* sql`INSERT INTO ${events} ${sql.insert(
+            Arr.map(commit.events, (event) => ({
+              run_id: commit.runId,
+              seq: event.seq,
+              tag: event.tag,
+              at: Math.trunc(event.at),
+              body: event.body
+            }))
+          )}`
+        }
+      })
+      return sql.withTransaction(body).pipe(
+        Effect.catchTag("SqlError", (error) =>
+          Effect.fail(
+            isUnique(error)
+              ? JournalError.make(
+                  new JournalError.Conflict({
+                    runId: commit.runId,
+                    expectedSeq: commit.expectedSeq,
+                    detail: "another writer committed the same sequence numbers"
+                  })
+                )
+              : classify("append")(error)
+          )
+        )
+      )
+    },
+    readRun: (runId) =>
+      Effect.gen(function* () {
+        const found = yield* sql`SELECT * FROM ${runs} WHERE run_id = ${runId}`
+        const row = found[0]
+        if (row === undefined) return Option.none()
+        const run = toRunRow(row)
+        // Rows below the run's committed count were committed with or before the run row just read.
+        const rows = yield* sql`SELECT seq, tag, at, body FROM ${events}
+          WHERE run_id = ${runId} AND seq < ${run.nextSeq} ORDER BY seq`
+        return Option.some({ run, events: rows.map(toEventRow) })
+      }).pipe(Effect.mapError(classify("read"))),
+    unfinished: sql`SELECT run_id FROM ${runs} WHERE result IS NULL ORDER BY created_at, run_id`.pipe(
+      Effect.map((rows) => rows.map((row) => String(row.run_id))),
+      Effect.mapError(classify("unfinished"))
+    ),
+    insertApproval: (row) =>
+      sql`INSERT INTO ${approvals} ${sql.insert({
+        run_id: row.runId,
+        call_id: row.callId,
+        tool: row.tool,
+        arguments: row.arguments,
+        requested_at: row.requestedAt,
+        expires_at: row.expiresAt
+      })}`.pipe(
+        Effect.asVoid,
+        Effect.mapError((error) =>
+          isUnique(error)
+            ? JournalError.make(
+                new JournalError.Conflict({
+                  runId: row.runId,
+                  detail: `call ${row.callId} was put up for approval already`
+                })
+              )
+            : classify("requestApproval")(error)
+        )
+      ),
+    pendingApprovals: (runId) =>
+      sql`SELECT * FROM ${approvals} WHERE decision IS NULL${
+        runId === undefined ? sql.literal("") : sql` AND run_id = ${runId}`
+      } ORDER BY requested_at, run_id, call_id`.pipe(
+        Effect.map((rows) => rows.map(toApprovalRow)),
+        Effect.mapError(classify("pendingApprovals"))
+      ),
+    decide: (decide) =>
+      sql`UPDATE ${approvals}
+        SET decision = ${decide.decision}, reason = ${decide.reason}, decided_by = ${decide.decidedBy}, decided_at = ${decide.decidedAt}
+        WHERE run_id = ${decide.runId} AND call_id = ${decide.callId} AND decision IS NULL
+        RETURNING call_id`.pipe(
+        Effect.mapError(classify("decide")),
+        Effect.flatMap((rows) =>
+          rows.length === 0
+            ? Effect.fail(
+                JournalError.make(new JournalError.NotPending({ runId: decide.runId, callId: decide.callId }))
+              )
+            : Effect.void
+        )
+      ),
+    approval: (runId, callId) =>
+      sql`SELECT * FROM ${approvals} WHERE run_id = ${runId} AND call_id = ${callId}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toApprovalRow)),
+        Effect.mapError(classify("decision"))
+      )
+  }
+}

@@ -1,0 +1,155 @@
+/**
+ * A `SqlClient` of `effect/sql` over Node's built-in `node:sqlite`, until effect's own SQLite
+ * driver is published for effect 4.1 (`@effect/sql-sqlite-node` stops at a beta that imports
+ * modules effect 4.1 no longer has).
+ *
+ * - `node:sqlite` is imported when the client is built, so that users of other layers never
+ *   see its `ExperimentalWarning`.
+ * - WAL, `synchronous=NORMAL` by default (a commit survives `kill -9`; `FULL` also survives
+ *   power loss), a busy timeout, and `BEGIN IMMEDIATE`: a transaction takes the write lock
+ *   when it starts, so several processes can share the file (a deferred `BEGIN` that later
+ *   needs to write fails with "database is locked" instead of waiting).
+ * - One connection, shared through effect's `makeSqliteAcquirers` (a semaphore).
+ * - Prepared statements are cached (least recently used out first).
+ * - `node:sqlite` errors carry their SQLite code in `errcode`; it is given to
+ *   `classifySqliteError`, with primary-key violations (1555) counted as unique violations.
+ */
+
+import type { DatabaseSync, StatementSync } from "node:sqlite"
+import { Effect, type Scope, Semaphore, Stream } from "effect"
+import type { Reactivity } from "effect/reactivity"
+import { SqlClient, type SqlConnection, SqlError, Statement } from "effect/sql"
+
+/** How the SQLite file is opened. */
+export interface Options {
+  readonly filename: string
+  /** `NORMAL` (default): durable against a process crash; `FULL`: also against power loss. */
+  readonly synchronous?: "NORMAL" | "FULL" | undefined
+  /** How long a statement waits for another process's lock before failing busy. Default 5000. */
+  readonly busyTimeoutMillis?: number | undefined
+  /** How many prepared statements are kept. Default 64. */
+  readonly statementCacheSize?: number | undefined
+}
+
+const SQLITE_CONSTRAINT_PRIMARYKEY = 1555
+const SQLITE_CONSTRAINT_UNIQUE = 2067
+
+/** The SQLite error code of a `node:sqlite` error, where `classifySqliteError` looks for it. */
+const sqliteCause = (error: unknown): unknown => {
+  if (typeof error !== "object" || error === null || !("errcode" in error) || typeof error.errcode !== "number") {
+    return error
+  }
+  const errno = error.errcode === SQLITE_CONSTRAINT_PRIMARYKEY ? SQLITE_CONSTRAINT_UNIQUE : error.errcode
+  const message = error instanceof Error ? error.message : String(error)
+  return Object.assign(Object.create(error), { errno, message, cause: error })
+}
+
+const toSqlError = (operation: string) => (error: unknown) =>
+  new SqlError.SqlError({
+    reason: SqlError.classifySqliteError(sqliteCause(error), {
+      message: error instanceof Error ? error.message : String(error),
+      operation
+    })
+  })
+
+type Bindable = null | number | bigint | string | Uint8Array
+
+const bind = (params: ReadonlyArray<unknown>): Array<Bindable> =>
+  params.map((value) => {
+    if (value === undefined || value === null) return null
+    if (typeof value === "boolean") return value ? 1 : 0
+    if (value instanceof Date) return value.toISOString()
+    if (typeof value === "number" || typeof value === "bigint" || typeof value === "string") return value
+    if (value instanceof Uint8Array) return value
+    return JSON.stringify(value)
+  })
+
+/** A small LRU of prepared statements, one per SQL text and row shape. */
+const makeCache = (db: DatabaseSync, size: number) => {
+  const entries = new Map<string, StatementSync>()
+  return (sql: string, arrays: boolean): StatementSync => {
+    const key = arrays ? `a:${sql}` : `o:${sql}`
+    const cached = entries.get(key)
+    if (cached !== undefined) {
+      entries.delete(key)
+      entries.set(key, cached)
+      return cached
+    }
+    const statement = db.prepare(sql)
+    if (arrays) statement.setReturnArrays(true)
+    entries.set(key, statement)
+    if (entries.size > size) {
+      const oldest = entries.keys().next().value
+      if (oldest !== undefined) entries.delete(oldest)
+    }
+    return statement
+  }
+}
+
+const open = (options: Options) =>
+  Effect.tryPromise({
+    try: async () => {
+      const { DatabaseSync } = await import("node:sqlite")
+      const db = new DatabaseSync(options.filename, { timeout: options.busyTimeoutMillis ?? 5000 })
+      try {
+        db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = ${options.synchronous === "FULL" ? "FULL" : "NORMAL"}`)
+      } catch (error) {
+        db.close()
+        throw error
+      }
+      return db
+    },
+    catch: toSqlError("open")
+  })
+
+/** The client; the file is closed when the scope closes. */
+export const make = (
+  options: Options
+): Effect.Effect<SqlClient.SqlClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity> =>
+  Effect.gen(function* () {
+    const db = yield* Effect.acquireRelease(open(options), (db) => Effect.sync(() => db.close()))
+    const prepared = makeCache(db, options.statementCacheSize ?? 64)
+    const run = <A>(operation: string, body: () => A): Effect.Effect<A, SqlError.SqlError> =>
+      Effect.try({ try: body, catch: toSqlError(operation) })
+    const rows = (statement: StatementSync, params: ReadonlyArray<unknown>) =>
+      statement.all(...bind(params)) as ReadonlyArray<object>
+    const values = (statement: StatementSync, params: ReadonlyArray<unknown>) =>
+      statement.all(...bind(params)) as unknown as ReadonlyArray<ReadonlyArray<unknown>>
+    const transform = (
+      result: ReadonlyArray<object>,
+      transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+    ) => (transformRows === undefined ? result : transformRows(result))
+
+    const connection: SqlConnection.Connection = {
+      execute: (sql, params, transformRows) =>
+        run("execute", () => transform(rows(prepared(sql, false), params), transformRows)),
+      executeRaw: (sql, params) => run("execute", () => rows(prepared(sql, false), params)),
+      executeStream: (sql, params, transformRows) =>
+        Stream.fromIterableEffect(run("execute", () => transform(rows(prepared(sql, false), params), transformRows))),
+      executeValues: (sql, params) => run("execute", () => values(prepared(sql, true), params)),
+      executeValuesUnprepared: (sql, params) =>
+        run("execute", () => {
+          const statement = db.prepare(sql)
+          statement.setReturnArrays(true)
+          return values(statement, params)
+        }),
+      executeUnprepared: (sql, params, transformRows) =>
+        run("execute", () => transform(rows(db.prepare(sql), params), transformRows))
+    }
+
+    const acquirers = SqlClient.makeSqliteAcquirers({
+      connection: Effect.succeed(connection),
+      semaphore: yield* Semaphore.make(1),
+      isTransaction: () => db.isTransaction
+    })
+    return yield* SqlClient.make({
+      ...acquirers,
+      compiler: Statement.makeCompilerSqlite(),
+      driver: "sqlite-node",
+      beginTransaction: "BEGIN IMMEDIATE",
+      spanAttributes: [
+        ["db.system.name", "sqlite"],
+        ["db.namespace", options.filename]
+      ]
+    })
+  })

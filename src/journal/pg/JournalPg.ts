@@ -1,0 +1,37 @@
+/**
+ * `layer({ url })`: the journal on a PostgreSQL database through `@effect/sql-pg`'s pool. The
+ * tables (`<prefix>runs`, `<prefix>events`, `<prefix>approvals`, `<prefix>migrations`) are
+ * created by effect's `Migrator` on first use. For a pool you configure yourself, provide
+ * `PgClient.layer(...)` to `Journal.layerSql()` instead.
+ *
+ * @since 0.4.0
+ */
+import { PgClient } from "@effect/sql-pg"
+import { type Layer, Redacted } from "effect"
+import * as Layers from "../internal/Layers.ts"
+import type { Journal, SqlOptions } from "../Journal.ts"
+import type { JournalError } from "../JournalError.ts"
+
+/**
+ * @category models
+ * @since 0.4.0
+ */
+export interface Options extends SqlOptions {
+  /** `postgres://user@host:port/database` */
+  readonly url: string | Redacted.Redacted
+  /** The pool's largest size. Default: `@effect/sql-pg`'s. */
+  readonly maxConnections?: number | undefined
+}
+
+/**
+ * @category layers
+ * @since 0.4.0
+ */
+export const layer = (options: Options): Layer.Layer<Journal, JournalError> =>
+  Layers.layerOwnClient(
+    PgClient.make({
+      url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
+      ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections })
+    }),
+    options
+  )

@@ -1,0 +1,347 @@
+/**
+ * The journal's contract, one suite run over every backend (memory, SQLite, PostgreSQL): what
+ * is committed reads back equal, fencing, bad appends, unfinished runs, approvals, damaged rows
+ * and newer formats, table prefixes.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Option, type Schema, type Scope } from "effect"
+import type * as Event from "../../src/events/Event.ts"
+import type * as Journal from "../../src/journal/Journal.ts"
+import type * as JournalError from "../../src/journal/JournalError.ts"
+
+/** Raw access to a backend's rows, to damage them on purpose. */
+export interface Raw {
+  readonly setBody: (runId: string, seq: number, body: string) => Effect.Effect<void>
+  readonly deleteEvent: (runId: string, seq: number) => Effect.Effect<void>
+  readonly setVersion: (runId: string, version: number) => Effect.Effect<void>
+  /** Writes an event row behind the journal's back, without moving `next_seq` (SQL only). */
+  readonly insertEvent: (runId: string, seq: number, body: string) => Effect.Effect<void>
+  /** The names of the tables the journal created (empty for memory). */
+  readonly tableNames: Effect.Effect<ReadonlyArray<string>>
+}
+
+export interface Backend {
+  readonly name: string
+  /** A fresh, empty journal whose tables carry `prefix`, and raw access to its rows. */
+  readonly make: (
+    prefix: string
+  ) => Effect.Effect<{ readonly journal: Journal.Service; readonly raw: Raw }, JournalError.JournalError, Scope.Scope>
+  /** Whether the backend has tables to name (SQL backends). */
+  readonly hasTables: boolean
+}
+
+let prefixes = 0
+/** A prefix no other test of this process used, so that SQL tests on one database stay apart. */
+export const freshPrefix = () => `t${process.pid}_${prefixes++}_`
+
+export const started = (runId: string, seq = 0, at = 1_000): Event.Event => ({
+  _tag: "run.started",
+  runId,
+  seq,
+  at,
+  goal: "pay the invoice",
+  model: "scripted",
+  tools: ["pay"],
+  deadlineAt: 61_000,
+  limits: { maxIterations: 10 }
+})
+
+export const changed = (runId: string, seq: number, at = 1_000 + seq): Event.Event => ({
+  _tag: "state.changed",
+  runId,
+  seq,
+  at,
+  from: "created",
+  to: "initializing"
+})
+
+export const succeeded = (runId: string, seq: number): Event.Event => ({
+  _tag: "tool.succeeded",
+  runId,
+  seq,
+  at: 2_000 + seq,
+  callId: "c1",
+  name: "pay",
+  sideEffect: "external",
+  observationDigest: "d1",
+  observation: "paid 42",
+  input: { amount: 42, to: ["acct", 7], note: null },
+  output: { receipt: "r-1", nested: { ok: true, list: [1, 2.5, "x"] } }
+})
+
+/** `run.started` then `state.changed` events up to `count` events. */
+export const history = (runId: string, count: number): ReadonlyArray<Event.Event> =>
+  Array.from({ length: count }, (_, seq) => (seq === 0 ? started(runId) : changed(runId, seq)))
+
+const reasonOf = <A>(exit: Exit.Exit<A, JournalError.JournalError>): JournalError.Reason => {
+  if (Exit.isSuccess(exit)) throw new Error("expected a JournalError, got success")
+  const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+  if (error === undefined || error._tag !== "Fail") throw new Error(`expected a typed failure, got ${exit.cause}`)
+  return error.error.reason
+}
+
+const failure = <A>(effect: Effect.Effect<A, JournalError.JournalError>) => Effect.map(Effect.exit(effect), reasonOf)
+
+const readBack = (journal: Journal.Service, runId: string) =>
+  Effect.flatMap(journal.read(runId), (found) =>
+    Option.isSome(found) ? Effect.succeed(found.value) : Effect.die(new Error(`run ${runId} not found`))
+  )
+
+export const contract = (backend: Backend) =>
+  describe(`Journal contract on ${backend.name}`, () => {
+    const withJournal = <A, E>(
+      body: (journal: Journal.Service, raw: Raw, prefix: string) => Effect.Effect<A, E>
+    ): Effect.Effect<A, E | JournalError.JournalError> =>
+      Effect.scoped(
+        Effect.suspend(() => {
+          const prefix = freshPrefix()
+          return Effect.flatMap(backend.make(prefix), ({ journal, raw }) => body(journal, raw, prefix))
+        })
+      )
+
+    it.effect("R9 create, append, read back: the decoded events equal what was appended", () =>
+      withJournal((journal) =>
+        Effect.gen(function* () {
+          const header: Schema.Json = { goal: "pay the invoice", tools: [{ name: "pay", fingerprint: "abc" }] }
+          yield* journal.create({ runId: "r1", header, state: "created" })
+          const fresh = yield* readBack(journal, "r1")
+          assert.deepStrictEqual(fresh.header, header)
+          assert.strictEqual(fresh.nextSeq, 0)
+          assert.deepStrictEqual(fresh.events, [])
+          assert.isTrue(Option.isNone(fresh.result))
+
+          const first = [started("r1"), changed("r1", 1)]
+          yield* journal.append("r1", { expectedSeq: 0, events: first, state: "initializing" })
+          yield* journal.append("r1", { expectedSeq: 2, events: [succeeded("r1", 2)], state: "tool_executing" })
+          const result: Schema.Json = { status: "completed", stopReason: "goal_reached", counters: { steps: 3 } }
+          yield* journal.append("r1", { expectedSeq: 3, events: [changed("r1", 3)], state: "completed", result })
+
+          const stored = yield* readBack(journal, "r1")
+          assert.strictEqual(stored.version, 1)
+          assert.strictEqual(stored.state, "completed")
+          assert.strictEqual(stored.nextSeq, 4)
+          assert.deepStrictEqual(stored.events, [...first, succeeded("r1", 2), changed("r1", 3)])
+          assert.deepStrictEqual(stored.result, Option.some(result))
+          assert.isTrue(Option.isNone(yield* journal.read("nobody")))
+        })
+      )
+    )
+
+    it.effect("R9 a duplicate run id is a Conflict and leaves the first run as it was", () =>
+      withJournal((journal) =>
+        Effect.gen(function* () {
+          yield* journal.create({ runId: "r1", header: { n: 1 }, state: "created" })
+          yield* journal.append("r1", { expectedSeq: 0, events: history("r1", 1), state: "initializing" })
+          const reason = yield* failure(journal.create({ runId: "r1", header: { n: 2 }, state: "created" }))
+          assert.strictEqual(reason._tag, "Conflict")
+          const stored = yield* readBack(journal, "r1")
+          assert.deepStrictEqual(stored.header, { n: 1 })
+          assert.strictEqual(stored.nextSeq, 1)
+        })
+      )
+    )
+
+    it.effect("R9 fencing: two writers with the same expectedSeq, exactly one wins and the other writes nothing", () =>
+      withJournal((journal) =>
+        Effect.gen(function* () {
+          yield* journal.create({ runId: "r1", header: {}, state: "created" })
+          yield* journal.append("r1", { expectedSeq: 0, events: history("r1", 2), state: "initializing" })
+          const writerA = journal.append("r1", { expectedSeq: 2, events: [changed("r1", 2)], state: "planning" })
+          const writerB = journal.append("r1", {
+            expectedSeq: 2,
+            events: [succeeded("r1", 2), changed("r1", 3)],
+            state: "tool_executing"
+          })
+          const [a, b] = yield* Effect.all([Effect.exit(writerA), Effect.exit(writerB)], { concurrency: 2 })
+          assert.strictEqual([a, b].filter(Exit.isSuccess).length, 1)
+          const lost = reasonOf(Exit.isSuccess(a) ? b : a)
+          assert.strictEqual(lost._tag, "Conflict")
+          if (lost._tag === "Conflict") {
+            assert.strictEqual(lost.runId, "r1")
+            assert.strictEqual(lost.expectedSeq, 2)
+          }
+          const stored = yield* readBack(journal, "r1")
+          if (Exit.isSuccess(a)) {
+            assert.deepStrictEqual(stored.events.slice(2), [changed("r1", 2)])
+            assert.strictEqual(stored.state, "planning")
+          } else {
+            assert.deepStrictEqual(stored.events.slice(2), [succeeded("r1", 2), changed("r1", 3)])
+            assert.strictEqual(stored.state, "tool_executing")
+          }
+          assert.strictEqual(stored.nextSeq, stored.events.length)
+
+          const stale = yield* failure(
+            journal.append("r1", { expectedSeq: 1, events: [changed("r1", 1)], state: "failed", result: { x: 1 } })
+          )
+          assert.strictEqual(stale._tag, "Conflict")
+          if (stale._tag === "Conflict") assert.strictEqual(stale.actualSeq, stored.nextSeq)
+          const after = yield* readBack(journal, "r1")
+          assert.deepStrictEqual(after, stored)
+        })
+      )
+    )
+
+    it.effect(
+      "R9 an append whose events do not follow expectedSeq, or of another run, is InvalidAppend and writes nothing",
+      () =>
+        withJournal((journal) =>
+          Effect.gen(function* () {
+            yield* journal.create({ runId: "r1", header: {}, state: "created" })
+            yield* journal.append("r1", { expectedSeq: 0, events: history("r1", 1), state: "initializing" })
+            const cases = [
+              { expectedSeq: 1, events: [changed("r1", 2)], state: "planning" as const },
+              { expectedSeq: 1, events: [changed("r1", 1), changed("r1", 3)], state: "planning" as const },
+              { expectedSeq: 1, events: [changed("other", 1)], state: "planning" as const },
+              { expectedSeq: -1, events: [], state: "planning" as const },
+              { expectedSeq: 1, events: [changed("r1", 1)], state: "dancing" as never },
+              { expectedSeq: 1, events: [changed("r1", 1)], state: "completed" as const, result: Number.NaN }
+            ]
+            for (const append of cases) {
+              const reason = yield* failure(journal.append("r1", append))
+              assert.strictEqual(reason._tag, "InvalidAppend", JSON.stringify(append))
+            }
+            const unknownRun = yield* failure(journal.append("ghost", { expectedSeq: 0, events: [], state: "created" }))
+            assert.strictEqual(unknownRun._tag, "InvalidAppend")
+            const stored = yield* readBack(journal, "r1")
+            assert.strictEqual(stored.nextSeq, 1)
+            assert.strictEqual(stored.state, "initializing")
+            assert.strictEqual(stored.events.length, 1)
+          })
+        )
+    )
+
+    it.effect("R9 unfinished lists the runs without a result, oldest first", () =>
+      withJournal((journal) =>
+        Effect.gen(function* () {
+          for (const runId of ["a", "b", "c"]) yield* journal.create({ runId, header: {}, state: "created" })
+          yield* journal.append("b", { expectedSeq: 0, events: history("b", 1), state: "completed", result: "done" })
+          yield* journal.append("c", { expectedSeq: 0, events: history("c", 2), state: "awaiting_approval" })
+          assert.deepStrictEqual(yield* journal.unfinished, ["a", "c"])
+        })
+      )
+    )
+
+    it.effect("R7 approvals: requested calls are listed, decided once; a second decision is NotPending", () =>
+      withJournal((journal) =>
+        Effect.gen(function* () {
+          const request = {
+            runId: "r1",
+            callId: "c1",
+            tool: "pay",
+            arguments: { amount: 42 },
+            requestedAt: 5_000,
+            expiresAt: 65_000
+          }
+          yield* journal.requestApproval(request)
+          yield* journal.requestApproval({ ...request, runId: "r2", callId: "c9", requestedAt: 6_000 })
+          const duplicate = yield* failure(journal.requestApproval(request))
+          assert.strictEqual(duplicate._tag, "Conflict")
+          assert.deepStrictEqual(
+            (yield* journal.pendingApprovals()).map((p) => [p.runId, p.callId]),
+            [
+              ["r1", "c1"],
+              ["r2", "c9"]
+            ]
+          )
+          assert.deepStrictEqual(yield* journal.pendingApprovals({ runId: "r1" }), [request])
+          assert.isTrue(Option.isNone(yield* journal.decision("r1", "c1")))
+
+          const decision = { runId: "r1", callId: "c1", decision: "approve" as const, by: "ana", at: 7_000 }
+          yield* journal.decide(decision)
+          assert.deepStrictEqual(yield* journal.decision("r1", "c1"), Option.some(decision))
+          assert.deepStrictEqual(
+            (yield* journal.pendingApprovals()).map((p) => p.callId),
+            ["c9"]
+          )
+          const twice = yield* failure(journal.decide({ ...decision, decision: "reject", reason: "no" }))
+          assert.strictEqual(twice._tag, "NotPending")
+          assert.deepStrictEqual(yield* journal.decision("r1", "c1"), Option.some(decision))
+          const never = yield* failure(journal.decide({ runId: "r1", callId: "nope", decision: "reject", at: 1 }))
+          assert.strictEqual(never._tag, "NotPending")
+
+          const rejection = { runId: "r2", callId: "c9", decision: "reject" as const, reason: "too much", at: 8_000 }
+          yield* journal.decide(rejection)
+          assert.deepStrictEqual(yield* journal.decision("r2", "c9"), Option.some(rejection))
+          assert.deepStrictEqual(yield* journal.pendingApprovals(), [])
+        })
+      )
+    )
+
+    it.effect(
+      "R9 a row whose body is not an event, an unknown tag, a gap, or another run's event is Corrupt naming the seq",
+      () =>
+        withJournal((journal, raw) =>
+          Effect.gen(function* () {
+            const runs = ["garbage", "tag", "gap", "foreign"]
+            for (const runId of runs) {
+              yield* journal.create({ runId, header: {}, state: "created" })
+              yield* journal.append(runId, { expectedSeq: 0, events: history(runId, 3), state: "initializing" })
+            }
+            yield* raw.setBody("garbage", 1, "{not json")
+            yield* raw.setBody("tag", 2, JSON.stringify({ ...changed("tag", 2), _tag: "run.teleported" }))
+            yield* raw.deleteEvent("gap", 1)
+            yield* raw.setBody("foreign", 1, JSON.stringify(changed("someone-else", 1)))
+            for (const [runId, seq] of [
+              ["garbage", 1],
+              ["tag", 2],
+              ["gap", 1],
+              ["foreign", 1]
+            ] as const) {
+              const reason = yield* failure(journal.read(runId))
+              assert.strictEqual(reason._tag, "Corrupt", runId)
+              if (reason._tag === "Corrupt") {
+                assert.strictEqual(reason.runId, runId)
+                assert.strictEqual(reason.seq, seq, `${runId}: ${reason.detail}`)
+              }
+            }
+          })
+        )
+    )
+
+    it.effect("R9 a run written in a newer journal format is Incompatible", () =>
+      withJournal((journal, raw) =>
+        Effect.gen(function* () {
+          yield* journal.create({ runId: "r1", header: {}, state: "created" })
+          yield* raw.setVersion("r1", 99)
+          const reason = yield* failure(journal.read("r1"))
+          assert.strictEqual(reason._tag, "Incompatible")
+          if (reason._tag === "Incompatible") {
+            assert.strictEqual(reason.version, 99)
+            assert.strictEqual(reason.supported, 1)
+          }
+        })
+      )
+    )
+
+    if (!backend.hasTables) return
+
+    it.effect("R9 a duplicate key from a racing writer classifies as Conflict, and the commit is rolled back", () =>
+      withJournal((journal, raw) =>
+        Effect.gen(function* () {
+          yield* journal.create({ runId: "r1", header: {}, state: "created" })
+          yield* journal.append("r1", { expectedSeq: 0, events: history("r1", 1), state: "initializing" })
+          yield* raw.insertEvent("r1", 2, JSON.stringify(changed("r1", 2)))
+          const reason = yield* failure(
+            journal.append("r1", { expectedSeq: 1, events: [changed("r1", 1), changed("r1", 2)], state: "planning" })
+          )
+          assert.strictEqual(reason._tag, "Conflict")
+          const stored = yield* readBack(journal, "r1")
+          assert.strictEqual(stored.nextSeq, 1)
+          assert.strictEqual(stored.state, "initializing")
+        })
+      )
+    )
+
+    it.effect("R9 the table prefix names every table the journal creates", () =>
+      withJournal((journal, raw, prefix) =>
+        Effect.gen(function* () {
+          yield* journal.create({ runId: "r1", header: {}, state: "created" })
+          const names = yield* raw.tableNames
+          assert.deepStrictEqual(
+            [...names].sort(),
+            ["approvals", "events", "migrations", "runs"].map((table) => `${prefix}${table}`)
+          )
+        })
+      )
+    )
+  })
