@@ -1,0 +1,52 @@
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { afterAll, assert, it } from "vitest"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalError from "../../src/journal/JournalError.ts"
+import { JournalPg } from "../../src/journal/pg/index.ts"
+import { postgres, required, unusedPort } from "../support/postgres.ts"
+import { contract } from "./contract.ts"
+import { sqlRaw } from "./sqlRaw.ts"
+
+const found = await postgres()
+
+if (found._tag === "Server") {
+  const { url, stop } = found.server
+  afterAll(stop)
+  contract({
+    name: "PostgreSQL (@effect/sql-pg, a throwaway server)",
+    hasTables: true,
+    make: (prefix) =>
+      Effect.gen(function* () {
+        const context = yield* Layer.build(
+          Layer.merge(
+            JournalPg.layer({ url, tablePrefix: prefix, maxConnections: 4 }),
+            Layer.orDie(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 }))
+          )
+        )
+        return {
+          journal: Context.get(context, Journal.Journal),
+          raw: sqlRaw(Context.get(context, SqlClient.SqlClient), prefix)
+        }
+      })
+  })
+
+  it("R3.1 a PostgreSQL server that is not there fails the layer with Unavailable (retryable), not a defect", async () => {
+    const closed = new URL(url)
+    closed.port = String(await unusedPort())
+    const error = await Effect.runPromise(
+      Effect.flip(Effect.provide(Journal.Journal, JournalPg.layer({ url: closed.toString() })))
+    )
+    assert.instanceOf(error, JournalError.JournalError)
+    assert.strictEqual(error.reason._tag, "Unavailable")
+    assert.isTrue(error.isRetryable)
+  })
+} else if (required) {
+  it("R9 PostgreSQL is there for the journal's tests (REQUIRE_PG=1)", () => {
+    throw new Error(`REQUIRE_PG=1 but no PostgreSQL: ${found.why}`)
+  })
+} else {
+  console.warn(`skipping the PostgreSQL journal tests: ${found.why} (set PG_URL, or install postgresql)`)
+  it.skip(`R9 journal contract on PostgreSQL: skipped, ${found.why}`, () => {})
+}
