@@ -50,6 +50,11 @@ export interface FaultyJournal {
   readonly commits: () => number
   /** Whether the "process" has died. */
   readonly crashed: () => boolean
+  /**
+   * When the "process" died, by the run's `Clock`: a restarted process starts then (on
+   * `TestClock`, set the clock back to it once the dead run's driver has moved it on).
+   */
+  readonly crashedAt: () => number | undefined
 }
 
 const dead = (operation: string) =>
@@ -66,16 +71,18 @@ const dead = (operation: string) =>
 export const make = (journal: Journal.Service, faults: Faults): FaultyJournal => {
   let commits = 0
   let crashed = false
+  let crashedAt: number | undefined
   const guard = <A>(operation: string, self: Effect.Effect<A, JournalError.JournalError>) =>
     Effect.suspend(() => (crashed ? dead(operation) : self))
   const append: Journal.Service["append"] = (runId, batch) =>
-    Effect.suspend(() => {
+    Effect.clockWith((clock) => {
       if (crashed) return dead("append")
       commits++
       const n = commits
       const crash = faults.crashAt
       if (crash !== undefined && crash.commit === n) {
         crashed = true
+        crashedAt = clock.currentTimeMillisUnsafe()
         if ((crash.when ?? "before") === "before") return Effect.interrupt
         return Effect.andThen(journal.append(runId, batch), Effect.interrupt)
       }
@@ -105,6 +112,7 @@ export const make = (journal: Journal.Service, faults: Faults): FaultyJournal =>
       decision: (runId, callId) => guard("decision", journal.decision(runId, callId))
     },
     commits: () => commits,
-    crashed: () => crashed
+    crashed: () => crashed,
+    crashedAt: () => crashedAt
   }
 }

@@ -127,16 +127,46 @@ export interface FaultyModel {
 }
 
 /**
+ * How a faulty model finds the step of a call:
+ *
+ * - `"call"` (the default): the n-th call plays the n-th step, whatever it asks.
+ * - `"iteration"`: keyed by the request, as a provider answers what it is asked: the
+ *   steps of iteration n are those after the script's (n-1)-th response, and the a-th
+ *   request of iteration n plays the a-th of them. A run played once gets the same
+ *   steps either way (an iteration ends at its response); a model made anew for a run
+ *   resumed after a crash (R9) answers a request asked again, whose response the crash
+ *   lost, as the first process's model did, where a call counter would have started over.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export type Keying = "call" | "iteration"
+
+/**
  * @category constructors
  * @since 0.1.0
  */
-export const make = (script: ReadonlyArray<Step>): FaultyModel => {
+export const make = (script: ReadonlyArray<Step>, options?: { readonly keyedBy?: Keying | undefined }): FaultyModel => {
   const calls: Array<number> = []
   const number = CallIds.numbering()
+  const byIteration = options?.keyedBy === "iteration"
+  // Where each iteration's steps begin: just after the response that ended the one before.
+  const starts = [0]
+  script.forEach((step, i) => {
+    if (step._tag === "Respond") starts.push(i + 1)
+  })
+  const asked = new Map<number, number>()
+  const indexOf = (request: Model.Request): number => {
+    if (!byIteration) return calls.length
+    const attempt = (asked.get(request.iteration) ?? 0) + 1
+    asked.set(request.iteration, attempt)
+    return (starts[request.iteration - 1] ?? script.length) + attempt - 1
+  }
   const service: Model.Model["Service"] = {
-    generate: () =>
+    generate: (request) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const step = script[calls.length]
+        const index = indexOf(request)
+        const step = script[index]
         calls.push(now)
         if (step === undefined) {
           return Effect.fail(
@@ -145,7 +175,7 @@ export const make = (script: ReadonlyArray<Step>): FaultyModel => {
               category: "script",
               code: "script_exhausted",
               attempts: 1,
-              hint: `the faulty model has ${script.length} steps and was called ${calls.length} times`
+              hint: `the faulty model has ${script.length} steps and was asked for step ${index + 1}`
             })
           )
         }

@@ -16,9 +16,13 @@
  *   timeout (each in half the cases, often tighter than the faults' delays), and a batch
  *   concurrency of 2 or 3. {@link arbitraryConcurrent} weights the mix toward concurrent
  *   batches where approvals wait next to retries.
- * - {@link toScenario} builds the `FaultyModel`, the tools (with their inspection
- *   handles), the approval gate and the run options of a case; {@link runScenario} runs
- *   it on `TestClock`.
+ * - {@link toScenario} builds the `FaultyModel` (keyed by the request, so a model made
+ *   anew answers a request asked again as the first did), the tools (with their
+ *   inspection handles), the approval gate and the run options of a case;
+ *   {@link runScenario} runs it on `TestClock` (committing to the `Journal` in the
+ *   context, if any). {@link restart} is the scenario as a restarted process has it (the
+ *   same world, a model and a gate made anew) and {@link resumeScenario} resumes its run
+ *   from the journal (R9).
  * - {@link check} returns the invariants a `RunResult` violates against a {@link Budget}:
  *   retries within the run budget, the episode's schedule and the tool's `maxRetries`;
  *   no wait past the run deadline or its step's deadline; every timeout naming a layer
@@ -54,6 +58,8 @@ export {
   type Approvals,
   drive,
   type Gated,
+  restart,
+  resumeScenario,
   runScenario,
   type Scenario,
   type Tools,

@@ -1,45 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, Schema } from "effect"
+import { Effect, Fiber, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
-import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
-import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
-
-const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
-  timeline.filter((e): e is Event.Of<T> => e._tag === tag)
-
-/** Pays once at iteration 1, then answers. The same script serves the run and its resumption. */
-const payThenAnswer = ScriptedModel.layerFunction((request) =>
-  request.iteration === 1 ? ScriptedModel.toolCall("pay", { amount: 10 }, "c1") : ScriptedModel.finalAnswer("paid")
-)
-
-const pay = (reconcile: boolean, idempotent = false) =>
-  FaultyTools.ledgered({ name: "pay", idempotent, sideEffect: "external", behaviour: () => "apply", reconcile })
-
-/**
- * Runs `r1` on a journal that dies as `faults` say, then resumes it from what the
- * journal kept, with the same tools.
- */
-const crashThenResume = <T extends Tool.Any<never>>(faults: FaultyJournal.Faults, tools: ReadonlyArray<T>) =>
-  Effect.gen(function* () {
-    const store = yield* Journal.Journal
-    const faulty = FaultyJournal.make(store, faults)
-    const first = yield* Run.run({ goal: "pay 10", runId: "r1", tools }).pipe(
-      Effect.provideService(Journal.Journal, faulty.journal)
-    )
-    assert.isTrue(faulty.crashed(), "the journal died as asked")
-    // A resend after reconciliation waits out its backoff: the clock is moved for it.
-    const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools }, "restart"))
-    return { first, resumed, store }
-  }).pipe(Effect.provide(payThenAnswer))
-
-const layers = Layer.mergeAll(Journal.layerMemory, Approval.layerMemory)
+import { crashThenResume, layers, ofTag, pay, payThenAnswer } from "../support/crash.ts"
 
 describe("Run.resume (R9)", () => {
   it.effect("R9 a finished run's result is committed with it: resuming gives it back, running nothing", () =>

@@ -130,7 +130,12 @@ export const ApprovalRequested = Schema.TaggedStruct("approval.requested", {
   name: Schema.String,
   /** The validated arguments the person approves or rejects. */
   arguments: Schema.Unknown,
-  expiresAt: Schema.Finite
+  expiresAt: Schema.Finite,
+  /**
+   * Which deadline sets `expiresAt` (R4.2): `approval`, `step` or `run`. A resumed run
+   * that puts the request back expires it as that layer (R9).
+   */
+  layer: Schema.optional(Failure.TimeoutLayer)
 })
 
 /**

@@ -158,8 +158,10 @@ const finalize = Effect.fnUntraced(function* <RV, E>(
   spec: Validation.Spec<RV>,
   tools: ReadonlyMap<string, Tool.Any<unknown>>
 ) {
+  if (!Exit.isSuccess(exit) && !Cause.hasInterruptsOnly(exit.cause)) return broken(ctx, exit.cause, tools)
+  // A resumed run may end before it took up again the calls its log left waiting (R5.2).
+  if (ToolExecutor.recordUntaken(ctx, tools)) yield* Effect.ignore(RunContext.release(ctx, "tool_executing"))
   if (Exit.isSuccess(exit)) return end(ctx, exit.value)
-  if (!Cause.hasInterruptsOnly(exit.cause)) return broken(ctx, exit.cause, tools)
   const assessed = yield* Effect.exit(interrupted(ctx, spec))
   return end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
 })

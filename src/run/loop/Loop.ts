@@ -12,6 +12,7 @@
  */
 import { Effect, Result } from "effect"
 import type * as Event from "../../events/Event.ts"
+import * as RunLog from "../../events/RunLog.ts"
 import * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
@@ -80,7 +81,8 @@ const execute = <R>(
   standings?: ReadonlyArray<ToolExecutor.Standing>
 ) =>
   Effect.suspend(() => {
-    const from = ctx.events.length
+    // The batch's events begin after its response: a resumed batch's earlier results count too (R3.8).
+    const from = ctx.events.findLastIndex((e) => e._tag === "model.responded") + 1
     const run = (p: ToolExecutor.Prepared, i: number) => {
       const result = ToolExecutor.execute(ctx, config.registry, p, permission, standings?.[i])
       // The result of a call that may act twice is committed at once (R9): a resumed run never re-runs it.
@@ -96,8 +98,18 @@ const execute = <R>(
     return Effect.catchIf(
       Effect.map(batch, (results) => ({ _tag: "Ran" as const, results })),
       ApprovalWait.isStop,
-      (stop) => Effect.succeed({ _tag: "Stopped" as const, outcome: approvalStop(ctx, stop, from) })
+      (stop) =>
+        // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
+        Effect.map(untaken(ctx, config), () => ({ _tag: "Stopped" as const, outcome: approvalStop(ctx, stop, from) }))
     )
+  })
+
+/** The calls of a stopped batch that never took up their waits again: withdrawn, never run; the phase follows. */
+const untaken = <R>(ctx: RunContext.RunContext, config: Config<R>) =>
+  Effect.suspend(() => {
+    return ToolExecutor.recordUntaken(ctx, config.registry.tools)
+      ? RunContext.release(ctx, "tool_executing")
+      : Effect.void
   })
 
 /** The batch ran: corrections, hard stops, then the policies again. */
@@ -150,12 +162,26 @@ const iteration = Effect.fnUntraced(function* <R>(
   const answer = yield* ModelCall.call(ctx, config, chain, n)
   if (answer._tag === "GaveUp") return modelStop(ctx, answer.reason)
   const response = answer.response
-  const truncated = response.finishReason === "length"
   const prepared = record(ctx, config, n, response)
   // Tokens are paid for and the calls are fixed: a resumed run never asks for this choice again (R9).
   yield* Commit.barrier(ctx)
   // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say.
   if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
+  return yield* responded(ctx, config, response, prepared, permission)
+})
+
+/**
+ * What follows a response, once it is committed: its checks, then its tool batch. A
+ * resumed run whose log stopped right after the response goes on from here (R9).
+ */
+const responded = Effect.fnUntraced(function* <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  response: Model.Response,
+  prepared: ReadonlyArray<ToolExecutor.Prepared>,
+  permission: Permission.PermissionService
+) {
+  const truncated = response.finishReason === "length"
   const truncation = ctx.log.truncation
   if (truncation !== undefined && !truncated) {
     RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_truncation", attempt: truncation })
@@ -183,33 +209,72 @@ const iteration = Effect.fnUntraced(function* <R>(
     remind(ctx, "empty_output", "Your last response was empty. Call a tool, or give your final answer as text.")
     return undefined
   }
-
-  yield* RunContext.transition(ctx, "tool_executing")
-  const batch = yield* execute(ctx, config, prepared, permission)
-  if (batch._tag === "Stopped") return batch.outcome
-  return yield* afterBatch(ctx, config, batch.results)
+  return yield* finishBatch(ctx, config, { prepared }, permission)
 })
 
-/** The batch a resumed run's log left open: its calls, ready again, and where each stands. */
+/** A batch: its calls, ready, and for a resumed run's where each stands in its log. */
 interface OpenBatch {
   readonly prepared: ReadonlyArray<ToolExecutor.Prepared>
-  readonly standings: ReadonlyArray<ToolExecutor.Standing>
+  readonly standings?: ReadonlyArray<ToolExecutor.Standing> | undefined
 }
 
 /**
- * The open batch of a restored log: the last response's calls when some have no result
- * yet (the fold's `batch` is not closed), under the identities the run gave them.
+ * Where a resumed run's log stopped in its last iteration (R9), when it stopped inside
+ * one: right after the model's response (`Responded`: nothing of what follows it was
+ * committed, so its checks run again, as they would have), or in its tool batch
+ * (`InBatch`: some calls have no result yet, or all have and what the batch's end
+ * decides, its corrections, limits and policies, was not committed).
  */
-const openBatch = <R>(ctx: RunContext.RunContext, config: Config<R>): OpenBatch | undefined => {
-  if (ctx.log.batch === undefined || ctx.log.batch.closed) return undefined
+type Unfinished =
+  | {
+      readonly _tag: "Responded"
+      readonly response: Model.Response
+      readonly prepared: ReadonlyArray<ToolExecutor.Prepared>
+    }
+  | ({ readonly _tag: "InBatch" } & OpenBatch)
+
+/** The events after a batch ends that say its end was decided: whatever else follows, the loop went on. */
+const decidedAfterBatch: ReadonlySet<Event.Event["_tag"]> = new Set([
+  "reminder.injected",
+  "recovery.started",
+  "recovery.completed",
+  "recovery.failed",
+  "termination.decided"
+])
+
+/** Where the last iteration of a restored log stopped, if inside it (see {@link Unfinished}). */
+const unfinished = <R>(ctx: RunContext.RunContext, config: Config<R>): Unfinished | undefined => {
   const at = ctx.events.findLastIndex((e) => e._tag === "model.responded")
   const responded = ctx.events[at] as Event.Of<"model.responded"> | undefined
   if (responded === undefined) return undefined
-  const after = ctx.events.slice(at + 1)
-  const prepared = responded.toolCalls.map((call, i) =>
-    ToolExecutor.prepareAs(config.registry, responded.callIds[i] ?? call.id, call)
+  const after = ctx.events.slice(at + 1).filter((e) => e._tag !== "run.resumed")
+  const truncated = responded.finishReason === "length"
+  const prepared = responded.toolCalls.map((call, i) => {
+    const ready = ToolExecutor.prepareAs(config.registry, responded.callIds[i] ?? call.id, call)
+    return truncated ? cutOffArguments(ready) : ready
+  })
+  if (after.length === 0 && RunContext.state(ctx) === "model_thinking") {
+    const response: Model.Response = {
+      text: responded.text,
+      toolCalls: responded.toolCalls,
+      usage: responded.usage,
+      ...(responded.finishReason === undefined ? {} : { finishReason: responded.finishReason }),
+      ...(responded.reasoning === undefined ? {} : { reasoning: responded.reasoning })
+    }
+    return { _tag: "Responded", response, prepared }
+  }
+  if (prepared.length === 0) return undefined
+  const standings = prepared.map((p) => ToolExecutor.standingOf(after, p.call.id))
+  if (standings.some((s) => s._tag !== "Done")) return { _tag: "InBatch", prepared, standings }
+  // Every result is in: the batch's end is still to decide unless something after the last result says it was.
+  const last = after.findLastIndex(
+    (e) =>
+      (e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked") &&
+      responded.callIds.includes(e.callId)
   )
-  return { prepared, standings: prepared.map((p) => ToolExecutor.standingOf(after, p.call.id)) }
+  return after.slice(last + 1).some((e) => decidedAfterBatch.has(e._tag))
+    ? undefined
+    : { _tag: "InBatch", prepared, standings }
 }
 
 /**
@@ -224,10 +289,10 @@ export const inDoubt = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>
 ): ReadonlyArray<{ readonly call: Model.ToolCall; readonly attempt: number; readonly mayHaveActed: boolean }> => {
-  const open = openBatch(ctx, config)
-  if (open === undefined) return []
+  const open = unfinished(ctx, config)
+  if (open?._tag !== "InBatch") return []
   return open.prepared.flatMap((p, i) => {
-    const standing = open.standings[i]
+    const standing = open.standings?.[i]
     if (standing?._tag !== "InDoubt") return []
     const tool = config.registry.tools.get(p.call.name)
     return [
@@ -240,26 +305,49 @@ export const inDoubt = <R>(
   })
 }
 
-/** A resumed run's open batch, finished: the calls without a result go on from where they stand. */
+/** A batch run to its end: the calls without a result go on from where they stand (R9), then the batch's end. */
 const finishBatch = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   open: OpenBatch,
   permission: Permission.PermissionService
 ) {
-  yield* RunContext.transition(ctx, "tool_executing")
+  // A resumed batch keeps the phase its log's waits add up to (R1.3).
+  yield* RunContext.transition(ctx, RunLog.phaseOf(ctx.log, "tool_executing"))
   const batch = yield* execute(ctx, config, open.prepared, permission, open.standings)
   if (batch._tag === "Stopped") return batch.outcome
   return yield* afterBatch(ctx, config, batch.results)
 })
 
 /**
+ * What is left of the step of a resumed run's last iteration: the step began at the
+ * iteration's first model request, and keeps its deadline across a restart (R4.2, R9).
+ */
+const stepLeft = (ctx: RunContext.RunContext, stepMillis: number | undefined): number | undefined => {
+  if (stepMillis === undefined) return undefined
+  const iteration = ctx.log.counters.iterations
+  const began = ctx.events.find((e) => e._tag === "model.requested" && e.iteration === iteration)
+  return began === undefined ? stepMillis : began.at + stepMillis - RunContext.now(ctx)
+}
+
+/** A resumed run's last iteration, finished from where its log stopped. */
+const finishIteration = <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  open: Unfinished,
+  permission: Permission.PermissionService
+) =>
+  open._tag === "Responded"
+    ? responded(ctx, config, open.response, open.prepared, permission)
+    : finishBatch(ctx, config, open, permission)
+
+/**
  * Runs the loop until it stops. `R` is what the tools need; the model comes from the
  * context (`Model.Model`), the permission policy too (`Permission.Permission`).
  *
- * A resumed run (`resumed`) goes on from its restored log: the open batch first, if its
- * log left one, then the loop as ever; a model request without its response is simply
- * asked again (R9).
+ * A resumed run (`resumed`) goes on from its restored log: the rest of its last
+ * iteration first, if its log stopped inside one (after the response, or in its batch),
+ * then the loop as ever; a model request without its response is simply asked again (R9).
  *
  * @category combinators
  * @since 0.1.0
@@ -268,11 +356,11 @@ export const run = Effect.fnUntraced(function* <R>(ctx: RunContext.RunContext, c
   const model = yield* Model.Model
   const permission = yield* Permission.Permission
   const chain: Chain = [{ name: config.models.name, model }, ...config.models.fallbacks]
-  const open = resumed ? openBatch(ctx, config) : undefined
+  const open = resumed ? unfinished(ctx, config) : undefined
   if (open !== undefined) {
     const outcome: Outcome | undefined = yield* Deadline.step(
-      finishBatch(ctx, config, open, permission),
-      config.registry.time.stepMillis
+      finishIteration(ctx, config, open, permission),
+      stepLeft(ctx, config.registry.time.stepMillis)
     )
     if (outcome !== undefined) return outcome
     yield* Commit.barrier(ctx)

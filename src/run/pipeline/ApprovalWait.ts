@@ -42,14 +42,19 @@ export const awaitDecision = Effect.fnUntraced(function* (
   call: Model.ToolCall,
   tool: Tool.Any<unknown>,
   args: Record<string, unknown>,
-  restored?: { readonly requestedAt: number; readonly expiresAt: number }
+  restored?: {
+    readonly requestedAt: number
+    readonly expiresAt: number
+    readonly layer?: Deadline.Layer | undefined
+  }
 ) {
   const gate = yield* Approval.ApprovalGate
   const now = RunContext.now(ctx)
-  const own = {
-    layer: "approval",
-    millis: restored === undefined ? approvalMillis : Math.max(0, restored.expiresAt - now)
-  } as const
+  // A request put back keeps its expiry, and the layer that set it (R9, R4.2).
+  const own: { readonly layer: Deadline.Layer; readonly millis: number | undefined } =
+    restored === undefined
+      ? { layer: "approval", millis: approvalMillis }
+      : { layer: restored.layer ?? "approval", millis: Math.max(0, restored.expiresAt - now) }
   const limit = yield* Deadline.left(own)
   const request: Approval.Request = {
     runId: ctx.runId,
@@ -66,7 +71,8 @@ export const awaitDecision = Effect.fnUntraced(function* (
       callId: call.id,
       name: call.name,
       arguments: args,
-      expiresAt: request.expiresAt
+      expiresAt: request.expiresAt,
+      layer: limit.layer
     })
   } else {
     yield* RunContext.transition(ctx, "awaiting_approval")

@@ -113,8 +113,8 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, Event.Of<"too
  *   step timeout. An attempt timeout a provider reports itself (`FaultyModel.timeout`:
  *   30 s, at the instant of its request) is the provider's, not the run's layer.
  * - `R4.3 timeout report`: a step, attempt or tool timeout's `elapsedMillis` is the time
- *   since the attempt it cut off began (its request, its start, its approval, or the
- *   end of its retry's wait).
+ *   since the attempt it cut off began (a model call's request, a tool handler's start,
+ *   its `tool.attempted`); 0 for a tool attempt its step left no time to start.
  * - `R4.2 step deadline`: with a step timeout, each step starts at the first
  *   `model.requested` of its iteration; every retry's wait ends before its step's
  *   deadline, and no model answer or failure, tool result or approval decision of the

@@ -9,7 +9,7 @@ import type { ToolOutcome } from "./PropertyCase.ts"
 
 /**
  * What the scenario's approval gate saw and did. It decides each call as the call's
- * plan says, from the fiber that waits: `afterMillis` after the request it delivers the
+ * plan says, from the fiber that waits: `afterMillis` after the request was made it delivers the
  * decision (on `TestClock`, so exactly then), or never.
  *
  * @category models
@@ -32,15 +32,20 @@ export interface Approvals {
   readonly pending: ReadonlyArray<Approval.Request>
 }
 
-/** The approval gate of a scenario: decides each call as `plan` says, after its delay. */
+/**
+ * The approval gate of a scenario: decides each call as `plan` says, `afterMillis` after
+ * the call's request was made (a request a resumed run puts back keeps its time, so a
+ * gate made anew after a restart decides it when the first would have). `approved`, the
+ * calls approved so far, is the world's: a restarted process's gate adds to it.
+ */
 export const makeApprovals = (
-  plan: ReadonlyMap<string, ToolOutcome>
+  plan: ReadonlyMap<string, ToolOutcome>,
+  approved: Set<string> = new Set()
 ): Approvals & { readonly approved: Set<string> } => {
   const requests: Array<Approval.Request> = []
   const delivered: Array<Approvals["delivered"][number]> = []
   const withdrawn: Array<Approvals["withdrawn"][number]> = []
   const waiting = new Map<string, Approval.Request>()
-  const approved = new Set<string>()
   const at = Effect.clockWith((clock) => clock.currentTimeMillis)
   const gate: Approval.Gate = {
     request: (request) =>
@@ -54,7 +59,7 @@ export const makeApprovals = (
           script === undefined || script.decision === "never"
             ? Effect.never
             : Effect.as(
-                Effect.sleep(script.afterMillis),
+                Effect.flatMap(at, (now) => Effect.sleep(Math.max(0, request.requestedAt + script.afterMillis - now))),
                 script.decision === "approve"
                   ? Approval.approved("property")
                   : Approval.rejected("the scripted decision", "property")

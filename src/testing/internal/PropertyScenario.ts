@@ -7,6 +7,7 @@
  */
 import { Effect, Fiber, type FileSystem, Layer, type Path, Random } from "effect"
 import { TestClock } from "effect/testing"
+import type * as Journal from "../../journal/Journal.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
 import * as Run from "../../run/Run.ts"
 import type * as RunResult from "../../run/RunResult.ts"
@@ -31,7 +32,10 @@ export type { Gated, Tools } from "./PropertyScenarioTools.ts"
  */
 export interface Scenario {
   readonly case: Case
+  /** The scripted model, keyed by the request (`keyedBy: "iteration"`), so a restarted one answers alike. */
   readonly model: FaultyModel.FaultyModel
+  /** What the model plays. */
+  readonly script: ReadonlyArray<FaultyModel.Step>
   readonly tools: Tools
   readonly approvals: Approvals
   readonly options: Run.Options<Tool.Any<never>>
@@ -99,10 +103,12 @@ export const toScenario = (c: Case): Scenario => {
   const approvals = makeApprovals(plan)
   const { handles, tools } = makeTools(c, plan, approvals.approved)
   const runTimeoutMillis = c.runTimeoutSeconds * 1000
-  const { approved: _approved, ...approvalsHandle } = approvals
+  const { approved, ...approvalsHandle } = approvals
+  scenarioWorlds.set(approvalsHandle, approved)
   return {
     case: c,
-    model: FaultyModel.make(script),
+    model: FaultyModel.make(script, { keyedBy: "iteration" }),
+    script,
     tools: handles,
     approvals: approvalsHandle,
     options: {
@@ -143,6 +149,31 @@ export const toScenario = (c: Case): Scenario => {
   }
 }
 
+/** The calls each scenario's gate approved so far: the world's record, which a restarted gate adds to. */
+const scenarioWorlds = new WeakMap<Approvals, Set<string>>()
+
+/**
+ * The scenario as a process restarted after a crash has it (R9): the same world (the
+ * tools, their ledgers and what their handlers saw, the calls approved so far) and the
+ * same options and permission policy, with a model and an approval gate made anew: the
+ * model answers each request as the first one did (it is keyed by the request), and the
+ * gate decides each call its plan says, `afterMillis` after the call's request was made
+ * (a request put back keeps its time).
+ *
+ * @category constructors
+ * @since 0.4.0
+ */
+export const restart = (scenario: Scenario): Scenario => {
+  const approvals = makeApprovals(scenario.plan, scenarioWorlds.get(scenario.approvals) ?? new Set())
+  const { approved, ...approvalsHandle } = approvals
+  scenarioWorlds.set(approvalsHandle, approved)
+  return {
+    ...scenario,
+    model: FaultyModel.make(scenario.script, { keyedBy: "iteration" }),
+    approvals: approvalsHandle
+  }
+}
+
 /**
  * Runs `run` in the background on `TestClock` (which `it.effect` provides), moving the
  * clock in steps of `step` until it ends, at most `maxSteps` times; fails with a defect
@@ -167,18 +198,9 @@ export const drive = <A, E, R>(
     return yield* Fiber.join(fiber)
   })
 
-/**
- * Runs a scenario on `TestClock` with its model, its permission policy, its approval
- * gate and `Random` seeded from the case. The clock moves by the run timeout plus a second at a time, so
- * a run that keeps going past its deadline fails the check with a defect.
- *
- * @category combinators
- * @since 0.1.0
- */
-export const runScenario = (
-  scenario: Scenario
-): Effect.Effect<RunResult.RunResult, never, FileSystem.FileSystem | Path.Path> =>
-  drive(Run.run(scenario.options), { step: scenario.budget.runTimeoutMillis + 1000, maxSteps: 3 }).pipe(
+/** `run` on `TestClock` as a scenario runs: its model, permission policy and gate, `Random` seeded from the case. */
+const played = <A, E, R>(scenario: Scenario, run: Effect.Effect<A, E, R>) =>
+  drive(run, { step: scenario.budget.runTimeoutMillis + 1000, maxSteps: 3 }).pipe(
     Random.withSeed(scenario.case.seed),
     Effect.provide(
       Layer.mergeAll(
@@ -188,3 +210,29 @@ export const runScenario = (
       )
     )
   )
+
+/**
+ * Runs a scenario on `TestClock` with its model, its permission policy, its approval
+ * gate and `Random` seeded from the case. The clock moves by the run timeout plus a second at a time, so
+ * a run that keeps going past its deadline fails the check with a defect. With a
+ * `Journal` in the context, the run commits to it.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const runScenario = (
+  scenario: Scenario
+): Effect.Effect<RunResult.RunResult, never, FileSystem.FileSystem | Path.Path> =>
+  played(scenario, Run.run(scenario.options))
+
+/**
+ * Resumes a scenario's run from the `Journal` in the context (`Run.resume`, reason
+ * `restart`), as {@link runScenario} runs it; give it the scenario {@link restart} made.
+ *
+ * @category combinators
+ * @since 0.4.0
+ */
+export const resumeScenario = (
+  scenario: Scenario
+): Effect.Effect<RunResult.RunResult, Run.ResumeError, FileSystem.FileSystem | Path.Path | Journal.Journal> =>
+  played(scenario, Run.resume(scenario.options.runId ?? "prop", scenario.options, "restart"))

@@ -84,8 +84,12 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
   let stepDeadline = Number.POSITIVE_INFINITY
   let iteration: number | undefined
   let requested: Event.Of<"model.requested"> | undefined
-  /** When the current attempt of each tool call began: its start, its approval, or its retry's wake-up. */
-  const attemptAt = new Map<string, number>()
+  /**
+   * When the current attempt of each call reached its handler (`tool.attempted`): at its
+   * start, its approval or its retry's wake-up, or later when a restart delayed it. An
+   * attempt that never began (its step left it no time) was cut off after 0 ms.
+   */
+  const begun = new Map<string, number>()
   const requests = new Map<string, Event.Of<"approval.requested">>()
   for (const e of timeline) {
     if (e._tag === "model.requested") {
@@ -95,9 +99,12 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
         stepDeadline = stepMillis === undefined ? Number.POSITIVE_INFINITY : e.at + stepMillis
       }
     }
-    if (e._tag === "tool.started") attemptAt.set(e.callId, e.at)
-    if (e._tag === "approval.decided" && e.decision === "approved") attemptAt.set(e.callId, e.at)
-    if (e._tag === "recovery.started" && e.callId !== undefined) attemptAt.set(e.callId, e.at + e.delayMillis)
+    // A new attempt is due (its start, its approval, its retry); a restart ends every attempt running.
+    if (e._tag === "tool.started" || e._tag === "approval.decided" || e._tag === "recovery.started") {
+      if (e.callId !== undefined) begun.delete(e.callId)
+    }
+    if (e._tag === "run.resumed") begun.clear()
+    if (e._tag === "tool.attempted") begun.set(e.callId, e.at)
 
     // A retry's wait ends before the deadline of its step (R4.2, R3.3).
     if (e._tag === "recovery.started" && !Event.isCorrection(e.kind) && e.delayMillis >= stepDeadline - e.at) {
@@ -124,7 +131,7 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
       if (!reportedByProvider(e, own)) timedOut(e, e.failure.timeout, undefined, own?.at)
     }
     if (e._tag === "tool.failed" && e.error.failure?.timeout !== undefined) {
-      timedOut(e, e.error.failure.timeout, e.name, attemptAt.get(e.callId))
+      timedOut(e, e.error.failure.timeout, e.name, begun.get(e.callId) ?? e.at)
     }
     if (e._tag === "termination.decided" && e.reason === "step_timeout" && stepMillis === undefined) {
       violate("R4.2 time layers", `a step_timeout stop (seq ${e.seq}) without a step timeout`)

@@ -47,6 +47,20 @@ const attempt = Effect.fnUntraced(function* <R>(c: Call<R>, n: number) {
   }
   const own = { layer: "tool", millis: ownTimeout(tool) } as const
   const limit = yield* Deadline.left(own)
+  // Nothing is left of its step (an approval that came as the step ended): the handler does not start,
+  // so the call times out knowing nothing happened (R4.2, R3.8).
+  if (limit.millis <= 0 && limit.layer !== "run") {
+    return yield* Effect.fail(
+      FailureBoundary.actionTimeout({
+        source: "tool",
+        layer: limit.layer,
+        afterMillis: 0,
+        what: tool.name,
+        mayHaveSideEffects: false,
+        idempotent: tool.metadata.idempotent
+      })
+    )
+  }
   RunContext.emit(ctx, {
     _tag: "tool.attempted",
     callId: c.call.id,
@@ -165,21 +179,58 @@ export const settle = <R>(c: Call<R>) =>
 
 /**
  * The attempts of a call of a resumed run whose handler had run (R9, R3.8). Waiting to
- * retry, it goes on with its next attempt, in the same episode. In doubt (its attempt
- * began and the log said nothing more until the resumed run recorded the process's
- * stop), a call that cannot have acted, or may safely act twice, runs again as
- * a retry of its episode; any other call is never sent again blindly: its status query
- * decides (applied, not applied and sent again under the same key, or undecidable), and
- * without one its outcome stays unknown.
+ * retry, it waits out the rest of its delay, then goes on with its next attempt, in the
+ * same episode. In doubt (its attempt began and the log said nothing more until the
+ * resumed run recorded the process's stop), a call that cannot have acted, or may
+ * safely act twice, runs again at once, spending no retry (the restart is not its
+ * failure); any other call is never sent again blindly: its status query decides
+ * (applied, not applied and sent again under the same key, or undecidable; a retry's
+ * episode gives up on the attempt as the live run would), and without one its outcome
+ * stays unknown.
  */
 export const settleResumed = <R>(
   c: Call<R>,
-  standing: { readonly _tag: "InDoubt" | "Retrying"; readonly attempt: number }
+  standing:
+    | { readonly _tag: "InDoubt"; readonly attempt: number }
+    | { readonly _tag: "Retrying"; readonly attempt: number; readonly wakeAt: number }
 ): Effect.Effect<Settled, RunState.IllegalTransition, R> => {
   const made = standing.attempt
   const episode = episodeOf(c)
   const again = (n: number) => attempt(c, n)
+  // The attempts the log holds were made: the next handler call is attempt `made + 1`.
+  c.attempt = made
   if (standing._tag === "Retrying") {
+    // The rest of the wait the log left, its end, then the next attempt, as `Recover.retry` goes on.
+    const owner = { owner: c.call.id }
+    const wait = Effect.onInterrupt(Effect.sleep(Math.max(0, standing.wakeAt - RunContext.now(c.ctx))), () =>
+      Effect.andThen(
+        Effect.ignore(RunContext.release(c.ctx, episode.resume, owner)),
+        Effect.sync(() => episode.onInterruptedWait?.())
+      )
+    )
+    const next = Effect.tap(again(made + 1), () =>
+      Effect.sync(() => {
+        RunContext.emit(c.ctx, { _tag: "recovery.completed", kind: episode.kind, attempt: made, callId: c.call.id })
+      })
+    )
+    return settleFrom(
+      c,
+      wait.pipe(
+        Effect.andThen(RunContext.release(c.ctx, episode.resume, owner)),
+        Effect.andThen(
+          Effect.catchCause(next, (cause) =>
+            Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made + 1 }, again, cause)
+          )
+        )
+      )
+    )
+  }
+  // The stop of the process was recorded when the run resumed (its `tool.interrupted`).
+  const effects = mayHaveEffects(c.tool)
+  const hint = `the process running ${c.tool.name} stopped during attempt ${made}`
+  if (!effects || c.tool.metadata.idempotent) {
+    // Run again at once: the restart is not the call's failure, so it spends no retry (R3.4); a
+    // failure of the new attempt goes on in the episode as any other.
     return settleFrom(
       c,
       Effect.catchCause(again(made + 1), (cause) =>
@@ -187,31 +238,13 @@ export const settleResumed = <R>(
       )
     )
   }
-  // The stop of the process was recorded when the run resumed (its `tool.interrupted`).
-  const effects = mayHaveEffects(c.tool)
-  c.attempt = made
-  const hint = `the process running ${c.tool.name} stopped during attempt ${made}`
-  if (!effects || c.tool.metadata.idempotent) {
-    const stopped = new Failure.Retryable({
-      source: "tool",
-      category: "crash",
-      code: "process_stopped",
-      attempts: made,
-      hint
-    })
-    return settleFrom(
-      c,
-      Recover.recoverFrom(c.ctx, { ...episode, allowed: true, attemptsMade: made }, again, Cause.fail(stopped))
-    )
-  }
-  return gaveUp(
-    c,
-    new Failure.UnknownOutcome({
-      source: "tool",
-      category: "crash",
-      code: "process_stopped",
-      attempts: made,
-      hint: `${hint}; whether it took effect is unknown`
-    })
-  )
+  const unknown = new Failure.UnknownOutcome({
+    source: "tool",
+    category: "crash",
+    code: "process_stopped",
+    attempts: made,
+    hint: `${hint}; whether it took effect is unknown`
+  })
+  // As if the attempt had answered so: a retry's episode gives up on it, recorded as the live run records it.
+  return settleFrom(c, Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made }, again, Cause.fail(unknown)))
 }

@@ -131,3 +131,57 @@ export const recordAbandoned = (
     record(ctx, { id: callId, name }, 0, effects ? "outcome_unknown" : "cancelled", detail)
   }
 }
+
+/**
+ * The records of the calls a run ends without having taken up (R5.2, R7, R3.8): started,
+ * neither ended nor recorded interrupted, and not running (never sent to their handler,
+ * or waiting to retry), as a resumed run's log leaves a call that was checked, waiting
+ * for approval or waiting to retry when the process stopped, if the run (or its batch)
+ * ends before the call goes on. A request still waiting is withdrawn: the call never
+ * ran. A call past its checks that may act and has no intent record (an idempotent
+ * write) may have been run by the process that stopped: its outcome is unknown.
+ * Whether a wait was ended so (the run's phase is then to follow).
+ */
+export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<string, Tool.Any<unknown>>): boolean => {
+  let waited = false
+  const open = new Map<string, string>()
+  const attempted = new Set<string>()
+  const before = new Set<string>()
+  for (const e of ctx.events) {
+    if (e._tag === "tool.started") open.set(e.callId, e.name)
+    else if (e._tag === "tool.attempted") attempted.add(e.callId)
+    else if (e._tag === "run.resumed") for (const callId of open.keys()) before.add(callId)
+    else if (
+      e._tag === "tool.succeeded" ||
+      e._tag === "tool.failed" ||
+      e._tag === "tool.blocked" ||
+      e._tag === "tool.interrupted"
+    ) {
+      open.delete(e.callId)
+    }
+  }
+  for (const [callId, name] of open) {
+    const call = { id: callId, name }
+    const tool = tools.get(name)
+    if (ctx.log.approvals.includes(callId)) {
+      waited = true
+      RunContext.emit(ctx, { _tag: "approval.decided", callId, name, decision: "withdrawn" })
+      recordNeverRan(ctx, call, "withdrawn: the run ended before the call went on; it never ran")
+    } else if (ctx.log.retries.includes(callId)) {
+      waited = true
+      record(ctx, call, 0, "cancelled", "the run ended while the call waited to retry; no attempt was running")
+    } else if (attempted.has(callId)) {
+    } else if (before.has(callId) && (tool === undefined || mayHaveEffects(tool))) {
+      record(
+        ctx,
+        call,
+        0,
+        "outcome_unknown",
+        "the process that stopped may have run it, and the run ended before it went on; its action may or may not have taken effect"
+      )
+    } else {
+      recordNeverRan(ctx, call, "the run ended before the call went on; it never ran")
+    }
+  }
+  return waited
+}

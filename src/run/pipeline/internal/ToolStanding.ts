@@ -4,6 +4,7 @@
  * `ToolExecutor`. Private to the runtime.
  */
 import type * as Event from "../../../events/Event.ts"
+import type * as Failure from "../../../failure/Failure.ts"
 import * as ToolResult from "../../../tools/ToolResult.ts"
 
 /**
@@ -15,7 +16,8 @@ import * as ToolResult from "../../../tools/ToolResult.ts"
  *   original expiry.
  * - `InDoubt`: an attempt of its handler began and nothing says how it ended: whether
  *   it took effect is unknown.
- * - `Retrying`: an attempt failed and the call was waiting to retry: the next attempt runs.
+ * - `Retrying`: an attempt failed and the call was waiting to retry until `wakeAt`: the
+ *   rest of the wait, then the next attempt.
  * - `Done`: it has its result, which is not run again.
  *
  * @category models
@@ -24,9 +26,14 @@ import * as ToolResult from "../../../tools/ToolResult.ts"
 export type Standing =
   | { readonly _tag: "New" }
   | { readonly _tag: "Checked"; readonly approved: boolean }
-  | { readonly _tag: "Waiting"; readonly requestedAt: number; readonly expiresAt: number }
+  | {
+      readonly _tag: "Waiting"
+      readonly requestedAt: number
+      readonly expiresAt: number
+      readonly layer?: Failure.TimeoutLayer | undefined
+    }
   | { readonly _tag: "InDoubt"; readonly attempt: number }
-  | { readonly _tag: "Retrying"; readonly attempt: number }
+  | { readonly _tag: "Retrying"; readonly attempt: number; readonly wakeAt: number }
   | { readonly _tag: "Done"; readonly result: ToolResult.ToolResult }
 
 export const fresh: Standing = { _tag: "New" }
@@ -41,7 +48,7 @@ export const standingOf = (events: ReadonlyArray<Event.Event>, callId: string): 
         standing = { _tag: "Checked", approved: false }
         break
       case "approval.requested":
-        standing = { _tag: "Waiting", requestedAt: e.at, expiresAt: e.expiresAt }
+        standing = { _tag: "Waiting", requestedAt: e.at, expiresAt: e.expiresAt, layer: e.layer }
         break
       case "approval.decided":
         // A rejection or an expiry ends the call with its `tool.blocked`, which follows.
@@ -51,7 +58,9 @@ export const standingOf = (events: ReadonlyArray<Event.Event>, callId: string): 
         standing = { _tag: "InDoubt", attempt: e.attempt }
         break
       case "recovery.started":
-        if (standing._tag === "InDoubt") standing = { _tag: "Retrying", attempt: standing.attempt }
+        if (standing._tag === "InDoubt") {
+          standing = { _tag: "Retrying", attempt: standing.attempt, wakeAt: e.at + e.delayMillis }
+        }
         break
       case "tool.succeeded":
         return {
