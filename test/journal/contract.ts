@@ -259,6 +259,16 @@ export const contract = (backend: Backend) =>
           const never = yield* failure(journal.decide({ runId: "r1", callId: "nope", decision: "reject", at: 1 }))
           assert.strictEqual(never._tag, "NotPending")
 
+          yield* journal.requestApproval({ ...request, callId: "c2" })
+          const racing = yield* Effect.all(
+            ["ana", "bo"].map((by) =>
+              Effect.exit(journal.decide({ runId: "r1", callId: "c2", decision: "approve", by, at: 7_500 }))
+            ),
+            { concurrency: 2 }
+          )
+          assert.strictEqual(racing.filter(Exit.isSuccess).length, 1, "one of two racing decisions wins")
+          assert.strictEqual(reasonOf(racing.find(Exit.isFailure) ?? Exit.void)._tag, "NotPending")
+
           const rejection = { runId: "r2", callId: "c9", decision: "reject" as const, reason: "too much", at: 8_000 }
           yield* journal.decide(rejection)
           assert.deepStrictEqual(yield* journal.decision("r2", "c9"), Option.some(rejection))
@@ -268,16 +278,17 @@ export const contract = (backend: Backend) =>
     )
 
     it.effect(
-      "R9 a row whose body is not an event, an unknown tag, a gap, or another run's event is Corrupt naming the seq",
+      "R9 a row whose body is not JSON or truncated, an unknown tag, a gap, or another run's event is Corrupt naming the seq",
       () =>
         withJournal((journal, raw) =>
           Effect.gen(function* () {
-            const runs = ["garbage", "tag", "gap", "foreign"]
+            const runs = ["garbage", "truncated", "tag", "gap", "foreign"]
             for (const runId of runs) {
               yield* journal.create({ runId, header: {}, state: "created" })
               yield* journal.append(runId, { expectedSeq: 0, events: history(runId, 3), state: "initializing" })
             }
             yield* raw.setBody("garbage", 1, "{not json")
+            yield* raw.setBody("truncated", 2, JSON.stringify(changed("truncated", 2)).slice(0, 40))
             yield* raw.setBody("tag", 2, JSON.stringify({ ...changed("tag", 2), _tag: "run.teleported" }))
             yield* raw.deleteEvent("gap", 1)
             yield* raw.setBody("foreign", 1, JSON.stringify(changed("someone-else", 1)))

@@ -66,7 +66,10 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
       Effect.sync(() => {
         const run = tables.runs.get(runId)
         if (run === undefined) return Option.none()
-        const events = [...(tables.events.get(runId) ?? [])].sort((a, b) => a.seq - b.seq)
+        // As in SQL: the rows below the committed count, in order.
+        const events = (tables.events.get(runId) ?? [])
+          .filter((row) => row.seq < run.nextSeq)
+          .sort((a, b) => a.seq - b.seq)
         return Option.some({ run, events })
       }),
     unfinished: Effect.sync(() =>
