@@ -39,6 +39,10 @@ export const describe = (event: Event.Event): string => {
       return `${event.from} → ${event.to}`
     case "run.stopping":
       return `${event.by === "deadline" ? "the run deadline passed" : "cancelled"} while ${event.state}`
+    case "run.resumed":
+      return `from event ${event.fromSeq} (${event.reason})${
+        event.inDoubt.length > 0 ? `; in doubt: ${event.inDoubt.join(", ")}` : ""
+      }`
     case "plan.set":
       return event.steps.map((s) => s.id).join(", ")
     case "model.requested":

@@ -15,18 +15,22 @@
  *
  * @since 0.1.0
  */
-import { Clock, Deferred, Effect, type Fiber, PubSub, Result, type Scope, Stream } from "effect"
+import { Clock, Context, Deferred, Effect, type Fiber, Option, PubSub, Result, type Scope, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as RunState from "../events/RunState.ts"
+import * as Journal from "../journal/Journal.ts"
 import * as Breakers from "../recovery/Breakers.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
+import * as Durable from "./internal/Durable.ts"
 import * as Lifecycle from "./internal/Lifecycle.ts"
 import { resolve } from "./internal/Resolve.ts"
 import * as RunContext from "./internal/RunContext.ts"
+import { ResumeError } from "./ResumeError.ts"
 import type { InvalidRunOptions, Options, Requirements } from "./RunOptions.ts"
 import * as RunResult from "./RunResult.ts"
 
+export { isResumeError, ResumeError } from "./ResumeError.ts"
 export type { Limits, Options, Recovery, Requirements, Time } from "./RunOptions.ts"
 export { InvalidRunOptions } from "./RunOptions.ts"
 
@@ -77,21 +81,99 @@ const stop = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Deferr
  */
 export const run = <T extends Tool.Any, RV = never, O = never>(
   options: Options<T, RV, O>
+): Effect.Effect<RunResult.Typed<O>, never, Requirements<T, RV>> => runFrom(options)
+
+/** A run, fresh or resumed from its journal's log (`restored`), to its end. */
+const runFrom = <T extends Tool.Any, RV, O>(
+  options: Options<T, RV, O>,
+  restored?: Extract<Durable.Loaded, { readonly _tag: "Open" }>,
+  resume?: { readonly reason: "restart" | "manual" }
 ): Effect.Effect<RunResult.Typed<O>, never, Requirements<T, RV>> =>
   Effect.withFiber((caller) => {
-    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
+    const { ctx, resolved } = Lifecycle.prepare(
+      options,
+      caller.getRef(Clock.Clock),
+      caller.getRef(Breakers.Breakers),
+      Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal)),
+      restored
+    )
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
     // Uninterruptible until the wait: an interruption between the fork and the wait would
     // leave the run's fiber behind, detached.
     return Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(
-        Effect.forkDetach(Lifecycle.execute(ctx, resolved, done), {
+        Effect.forkDetach(Lifecycle.execute(ctx, resolved, done, resume), {
           startImmediately: true
         }),
         (fiber) => Effect.onInterrupt(restore(typed<O>(done)), () => stop(ctx, fiber, done))
       )
     )
   })
+
+/**
+ * What {@link resume} needs of a run's options: the same as {@link run}'s, less what the
+ * log keeps (the goal, the system prompt, the run id). The tools must be the ones the
+ * run used (same names, input schemas and side-effect classes).
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export type ResumeOptions<T extends Tool.Any = Tool.Any, RV = never, O = never> = Omit<
+  Options<T, RV, O>,
+  "goal" | "system" | "runId"
+>
+
+/**
+ * Resumes a run from its journal (R9) and runs it to its end: the log is read back and
+ * checked against the code (a tool gone or changed, another model, a newer journal
+ * format, a damaged row: a `ResumeError`), folded, and the run goes on from where it
+ * stopped, under its original deadline. A model request without its response is asked
+ * again; a call with a result is not run again; a call whose handler was running is in
+ * doubt: it runs again only when that is safe (idempotent, or it cannot act), else its
+ * status query decides, and without one the run ends `unknown_outcome` with the call
+ * pending, never resent blindly (R3.8). A pending approval is put back with its original
+ * expiry. A finished run gives its stored result.
+ *
+ * @category combinators
+ * @since 0.4.0
+ */
+export const resume = <T extends Tool.Any, RV = never, O = never>(
+  runId: string,
+  options: ResumeOptions<T, RV, O>,
+  reason: "restart" | "manual" = "manual"
+): Effect.Effect<RunResult.Typed<O>, ResumeError, Requirements<T, RV> | Journal.Journal> =>
+  Effect.flatMap(Effect.service(Journal.Journal), (journal) =>
+    Effect.flatMap(Durable.load(journal, runId, options.tools, options.modelName), (loaded) =>
+      loaded._tag === "Finished"
+        ? Effect.succeed(loaded.result as RunResult.Typed<O>)
+        : runFrom({ ...options, goal: loaded.goal }, loaded, loaded.started === undefined ? undefined : { reason })
+    )
+  )
+
+/**
+ * Resumes every unfinished run of the journal (R9), after a crash or a restart, each
+ * with the same options, and gives each one's result, or why it cannot be resumed.
+ * The runs go on concurrently.
+ *
+ * @category combinators
+ * @since 0.4.0
+ */
+export const recover = <T extends Tool.Any, RV = never, O = never>(
+  options: ResumeOptions<T, RV, O>
+): Effect.Effect<
+  ReadonlyArray<Result.Result<RunResult.Typed<O>, ResumeError>>,
+  ResumeError,
+  Requirements<T, RV> | Journal.Journal
+> =>
+  Effect.flatMap(Effect.service(Journal.Journal), (journal) =>
+    Effect.flatMap(
+      Effect.mapError(
+        journal.unfinished,
+        (e) => new ResumeError({ runId: "*", reason: "unavailable", detail: e.message })
+      ),
+      (ids) => Effect.forEach(ids, (id) => Effect.result(resume(id, options, "restart")), { concurrency: "unbounded" })
+    )
+  )
 
 /**
  * {@link run} for code that wants only a completed run: a run that ends in any other status
@@ -195,7 +277,12 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
   options: Options<T, RV, O>
 ): Effect.Effect<Handle<O>, never, Requirements<T, RV> | Scope.Scope> =>
   Effect.withFiber((caller) => {
-    const { ctx, resolved } = Lifecycle.prepare(options, caller.getRef(Clock.Clock), caller.getRef(Breakers.Breakers))
+    const { ctx, resolved } = Lifecycle.prepare(
+      options,
+      caller.getRef(Clock.Clock),
+      caller.getRef(Breakers.Breakers),
+      Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal))
+    )
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
     // Uninterruptible until the finalizer is in the scope, for the same reason.
     return Effect.uninterruptible(

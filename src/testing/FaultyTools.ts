@@ -175,6 +175,8 @@ export const ledgered = (options: {
   readonly recoverErrors?: boolean | undefined
   readonly timeout?: Tool.Metadata["timeout"]
   readonly description?: string | undefined
+  /** The call waits for a person's approval before it runs (R7). */
+  readonly needsApproval?: boolean | undefined
 }): Ledgered => {
   const { calls, record } = makeCalls()
   const { entries, ledger } = makeLedger()
@@ -214,6 +216,7 @@ export const ledgered = (options: {
     maxRetries: options.maxRetries,
     recoverErrors: options.recoverErrors,
     timeout: options.timeout,
+    needsApproval: options.needsApproval,
     ...(reconcile === undefined ? {} : { reconcile }),
     handler: (input, context) =>
       Effect.flatMap(record(input, context), (call): Effect.Effect<Receipt, Failure.Failure> => {

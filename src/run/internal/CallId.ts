@@ -22,6 +22,19 @@ export interface Identities {
 export const make = (): Identities => ({ used: new Set(), next: new Map() })
 
 /**
+ * The identities a resumed run has given: the same assignments made again, in the log's
+ * order, from the ids the model sent (`model.responded` keeps them in `toolCalls`).
+ */
+export const replay = (
+  events: ReadonlyArray<{ readonly _tag: string; readonly toolCalls?: ReadonlyArray<{ readonly id: string }> }>
+): Identities => {
+  const identities = make()
+  for (const e of events)
+    if (e._tag === "model.responded") for (const call of e.toolCalls ?? []) assign(identities, call.id)
+  return identities
+}
+
+/**
  * The identity of a call the model named `modelId`: the model's id when it is usable and
  * no call of this run has had it yet, else that id (or `call`) with the next `#n` suffix.
  * A suffixed identity is never a usable model id, so it cannot collide with a later one;

@@ -7,6 +7,7 @@ import { Cause, type Clock, Deferred, Duration, Effect, Exit, Fiber, Result } fr
 import type * as Event from "../../events/Event.ts"
 import type * as RunState from "../../events/RunState.ts"
 import * as StopReason from "../../events/StopReason.ts"
+import type * as Journal from "../../journal/Journal.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -16,6 +17,8 @@ import * as Validation from "../../validation/Validation.ts"
 import * as Loop from "../loop/Loop.ts"
 import type * as RunOptions from "../RunOptions.ts"
 import type * as RunResult from "../RunResult.ts"
+import * as Commit from "./Commit.ts"
+import * as Durable from "./Durable.ts"
 import * as FinalOutput from "./FinalOutput.ts"
 import { type Resolved, resolve } from "./Resolve.ts"
 import * as RunContext from "./RunContext.ts"
@@ -184,7 +187,15 @@ const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext
       steps: plan.map((s) => ({ id: s.id, description: s.description, required: s.required }))
     })
   }
-  const outcome = yield* Loop.run(ctx, resolved.loop)
+  return yield* judged(ctx, resolved, yield* Loop.run(ctx, resolved.loop))
+})
+
+/** What the loop's outcome comes to: validation, as the stop calls for. */
+const judged = Effect.fnUntraced(function* <RV, R>(
+  ctx: RunContext.RunContext,
+  resolved: Resolved<RV, R>,
+  outcome: Loop.Outcome
+) {
   // Past the deadline only the plan's criteria are checked: they read the timeline alone,
   // while stop hooks and artifact checks would need time the run no longer has.
   if (outcome.reason === "run_timeout")
@@ -196,25 +207,78 @@ const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext
   return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail } satisfies Ending
 })
 
+/**
+ * The stop the loop of a restored log had decided (its `termination.decided`) before
+ * the log stopped, with the final answer it decided on: the run goes on to validation.
+ */
+const decidedIn = (ctx: RunContext.RunContext): Loop.Outcome | undefined => {
+  const decided = ctx.events.findLast((e) => e._tag === "termination.decided")
+  if (decided?._tag !== "termination.decided") return undefined
+  const answer = ctx.events.findLast((e) => e._tag === "model.responded")
+  return {
+    reason: decided.reason,
+    policy: decided.policy,
+    detail: decided.detail,
+    finalAnswer: decided.reason === "goal_reached" && answer?._tag === "model.responded" ? answer.text : undefined
+  }
+}
+
+/**
+ * A resumed run from where its committed log stopped (R9): the phases it had not reached
+ * yet, then its loop from the fold (or, if the loop had decided, that stop), then
+ * validation. A run whose log says it was being stopped ends as that stop.
+ */
+const resumedLifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) {
+  if (Result.isFailure(checked)) return invalid(ctx, checked.failure)
+  const resolved = checked.success
+  if (ctx.log.stopping !== undefined) return yield* interrupted(ctx, resolved.validation)
+  if (RunContext.state(ctx) === "created") yield* RunContext.transition(ctx, "initializing")
+  if (RunContext.state(ctx) === "initializing") yield* RunContext.transition(ctx, "planning")
+  const decided = decidedIn(ctx)
+  return yield* judged(ctx, resolved, decided ?? (yield* Loop.run(ctx, resolved.loop, true)))
+})
+
 /** The options resolved, or the field that cannot work. */
 type Checked<RV, R> = Result.Result<Resolved<RV, R>, RunOptions.InvalidRunOptions>
 
-/** The run's context, with its options resolved once; the clock is the caller's. */
+/**
+ * The run's context, with its options resolved once; the clock is the caller's. With a
+ * journal, the run commits to it (R9); a run resumed from its journal's log (`restored`)
+ * goes on from the log's fold, under its own id and its original deadline.
+ */
 export const prepare = <T extends Tool.Any, RV, O>(
   options: RunOptions.Options<T, RV, O>,
   clock: Clock.Clock,
-  breakers: Breakers.Service | undefined
+  breakers: Breakers.Service | undefined,
+  journal?: Journal.Service | undefined,
+  restored?: Extract<Durable.Loaded, { readonly _tag: "Open" }>
 ): {
   readonly ctx: RunContext.RunContext
   readonly resolved: Checked<RV, Tool.Requirements<T>>
 } => {
-  const resolved = resolve(options)
+  const started = restored?.started
+  const resolved = resolve(
+    restored === undefined
+      ? options
+      : {
+          ...options,
+          runId: restored.runId,
+          goal: started?.goal ?? restored.goal,
+          ...((started?.system ?? restored.system) === undefined ? {} : { system: started?.system ?? restored.system })
+        }
+  )
   const valid = Result.getOrUndefined(resolved)
+  const runId = valid?.runId ?? randomRunId()
   const ctx = RunContext.make({
-    runId: valid?.runId ?? randomRunId(),
+    runId,
     clock,
-    deadlineAt: clock.currentTimeMillisUnsafe() + (valid?.timeoutMillis ?? 0),
-    breakers
+    deadlineAt: started?.deadlineAt ?? clock.currentTimeMillisUnsafe() + (valid?.timeoutMillis ?? 0),
+    breakers,
+    journal:
+      journal === undefined
+        ? undefined
+        : Durable.sink(journal, runId, valid?.registry.tools.values() ?? [], restored !== undefined),
+    restored: restored?.events
   })
   return { ctx, resolved }
 }
@@ -296,7 +360,8 @@ const limitsOf = <RV, R>(valid: Resolved<RV, R>): Record<string, number> => {
 export const execute = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
-  done: Deferred.Deferred<RunResult.RunResult>
+  done: Deferred.Deferred<RunResult.RunResult>,
+  resume?: { readonly reason: "restart" | "manual" }
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
@@ -320,15 +385,24 @@ export const execute = <RV, R>(
         clearTimeout(grace)
         if (!Deferred.isDoneUnsafe(done)) Deferred.doneUnsafe(done, Exit.succeed(rescue(ctx, exit, tools)))
       })
-      started(ctx, valid, (yield* Permission.Permission) === Permission.allowAll)
+      if (resume === undefined) started(ctx, valid, (yield* Permission.Permission) === Permission.allowAll)
+      else {
+        RunContext.emit(ctx, {
+          _tag: "run.resumed",
+          fromSeq: ctx.events.length,
+          reason: resume.reason,
+          inDoubt: valid === undefined ? [] : Loop.inDoubt(ctx, valid.loop)
+        })
+      }
       // Invalid options end the run at once: no deadline to watch.
       const timer =
         valid === undefined ? undefined : yield* Effect.forkDetach(deadline(ctx, self), { startImmediately: true })
       // With circuit breakers, the changes this run's calls cause reach its timeline (R3.9).
+      const phases = resume === undefined ? lifecycle(ctx, resolved) : resumedLifecycle(ctx, resolved)
       const body =
         ctx.breakers === undefined
-          ? lifecycle(ctx, resolved)
-          : Effect.provideService(lifecycle(ctx, resolved), Breakers.Observer, (transition) => {
+          ? phases
+          : Effect.provideService(phases, Breakers.Observer, (transition) => {
               RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
             })
       const exit = yield* Effect.exit(restore(body))
@@ -336,6 +410,8 @@ export const execute = <RV, R>(
       if (timer !== undefined) yield* Fiber.interrupt(timer)
       // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
       const result = yield* finalize(ctx, exit, valid?.validation ?? Validation.empty, tools)
+      // The result is in the journal before the caller gets it (R9).
+      yield* Commit.final(ctx, result)
       yield* Deferred.succeed(done, result)
     }).pipe(Deadline.run(ctx.deadlineAt))
   )

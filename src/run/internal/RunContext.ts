@@ -4,7 +4,7 @@
  * `emit`, and every decision reads the fold (`ctx.log`), so the log stays the single
  * source of truth (principle 3): the state is never kept beside it.
  */
-import { type Clock, Effect, Result } from "effect"
+import { type Clock, Effect, Result, type Semaphore } from "effect"
 import type * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import * as RunState from "../../events/RunState.ts"
@@ -32,6 +32,38 @@ export interface RunContext {
    * stop grace, which gives the caller a result even if what is interrupted never stops.
    */
   onStop: (() => void) | undefined
+  /** Where a durable run commits its log; `undefined` for a run without a journal. */
+  readonly journal: Sink | undefined
+  /** How many events of `events` the journal holds. */
+  committed: number
+  /** Why the run may write no more (another process owns it), once a commit was fenced off. */
+  fenced: string | undefined
+}
+
+/**
+ * The part of the journal one run writes to: `commit` appends the events from `fromSeq`
+ * on in one transaction, fenced on `fromSeq`, with the run's state and, once it has ended,
+ * its result. Commits of one run never overlap (the calls of a batch reach their
+ * barriers concurrently): the sink holds them one at a time.
+ */
+export interface Sink {
+  readonly commit: (batch: {
+    readonly fromSeq: number
+    readonly events: ReadonlyArray<Event.Event>
+    readonly state: RunState.State
+    readonly result?: unknown
+  }) => Effect.Effect<void, CommitError>
+  /** The sink's one permit: a commit reads what to send and sends it holding it. */
+  readonly commits: Semaphore.Semaphore
+}
+
+/**
+ * Why a commit did not happen: another writer owns the run (`Conflict`), the store cannot
+ * be reached now (`Unavailable`, retryable), or it refused the commit (`Failed`).
+ */
+export interface CommitError {
+  readonly _tag: "Conflict" | "Unavailable" | "Failed"
+  readonly detail: string
 }
 
 export const make = (options: {
@@ -39,18 +71,27 @@ export const make = (options: {
   readonly clock: Clock.Clock
   readonly deadlineAt: number
   readonly breakers?: Breakers.Service | undefined
-}): RunContext => ({
-  runId: options.runId,
-  clock: options.clock,
-  startedAt: options.clock.currentTimeMillisUnsafe(),
-  deadlineAt: options.deadlineAt,
-  events: [],
-  log: RunLog.empty,
-  callIds: CallId.make(),
-  listeners: [],
-  breakers: options.breakers,
-  onStop: undefined
-})
+  readonly journal?: Sink | undefined
+  /** The committed log of a run being resumed: the run goes on from its fold. */
+  readonly restored?: ReadonlyArray<Event.Event> | undefined
+}): RunContext => {
+  const events = options.restored === undefined ? [] : [...options.restored]
+  return {
+    runId: options.runId,
+    clock: options.clock,
+    startedAt: options.clock.currentTimeMillisUnsafe(),
+    deadlineAt: options.deadlineAt,
+    events,
+    log: RunLog.fold(events),
+    callIds: CallId.replay(events),
+    listeners: [],
+    breakers: options.breakers,
+    onStop: undefined,
+    journal: options.journal,
+    committed: events.length,
+    fenced: undefined
+  }
+}
 
 export const now = (ctx: RunContext): number => ctx.clock.currentTimeMillisUnsafe()
 

@@ -11,10 +11,12 @@
  * @since 0.1.0
  */
 import { Effect, Result } from "effect"
+import type * as Event from "../../events/Event.ts"
 import * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
+import * as Commit from "../internal/Commit.ts"
 import * as FinalOutput from "../internal/FinalOutput.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "../pipeline/ApprovalWait.ts"
@@ -28,6 +30,7 @@ import {
   correctOutput,
   cutOffArguments,
   decide,
+  fencedOff,
   hardStop,
   modelStop,
   remind
@@ -73,15 +76,22 @@ const execute = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   prepared: ReadonlyArray<ToolExecutor.Prepared>,
-  permission: Permission.PermissionService
+  permission: Permission.PermissionService,
+  standings?: ReadonlyArray<ToolExecutor.Standing>
 ) =>
   Effect.suspend(() => {
     const from = ctx.events.length
-    const run = (p: ToolExecutor.Prepared) => ToolExecutor.execute(ctx, config.registry, p, permission)
+    const run = (p: ToolExecutor.Prepared, i: number) => {
+      const result = ToolExecutor.execute(ctx, config.registry, p, permission, standings?.[i])
+      // The result of a call that may act twice is committed at once (R9): a resumed run never re-runs it.
+      const tool = config.registry.tools.get(p.call.name)
+      const acts = tool !== undefined && !tool.metadata.idempotent && ToolExecutor.mayHaveEffects(tool)
+      return acts ? Effect.tap(result, () => Commit.barrier(ctx)) : result
+    }
     const [first] = prepared
     const batch =
       prepared.length === 1 && first !== undefined
-        ? Effect.map(run(first), (result) => [result])
+        ? Effect.map(run(first, 0), (result) => [result])
         : Effect.forEach(prepared, run, { concurrency: config.concurrency })
     return Effect.catchIf(
       Effect.map(batch, (results) => ({ _tag: "Ran" as const, results })),
@@ -142,6 +152,8 @@ const iteration = Effect.fnUntraced(function* <R>(
   const response = answer.response
   const truncated = response.finishReason === "length"
   const prepared = record(ctx, config, n, response)
+  // Tokens are paid for and the calls are fixed: a resumed run never asks for this choice again (R9).
+  yield* Commit.barrier(ctx)
   // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say.
   if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
   const truncation = ctx.log.truncation
@@ -178,18 +190,81 @@ const iteration = Effect.fnUntraced(function* <R>(
   return yield* afterBatch(ctx, config, batch.results)
 })
 
+/** The batch a resumed run's log left open: its calls, ready again, and where each stands. */
+interface OpenBatch {
+  readonly prepared: ReadonlyArray<ToolExecutor.Prepared>
+  readonly standings: ReadonlyArray<ToolExecutor.Standing>
+}
+
+/**
+ * The open batch of a restored log: the last response's calls when some have no result
+ * yet (the fold's `batch` is not closed), under the identities the run gave them.
+ */
+const openBatch = <R>(ctx: RunContext.RunContext, config: Config<R>): OpenBatch | undefined => {
+  if (ctx.log.batch === undefined || ctx.log.batch.closed) return undefined
+  const at = ctx.events.findLastIndex((e) => e._tag === "model.responded")
+  const responded = ctx.events[at] as Event.Of<"model.responded"> | undefined
+  if (responded === undefined) return undefined
+  const after = ctx.events.slice(at + 1)
+  const prepared = responded.toolCalls.map((call, i) =>
+    ToolExecutor.prepareAs(config.registry, responded.callIds[i] ?? call.id, call)
+  )
+  return { prepared, standings: prepared.map((p) => ToolExecutor.standingOf(after, p.call.id)) }
+}
+
+/**
+ * The calls of a restored log whose handler was running when the log stopped: neither
+ * their result nor a retry's wait is in it (R3.8).
+ *
+ * @category getters
+ * @since 0.4.0
+ */
+export const inDoubt = <R>(ctx: RunContext.RunContext, config: Config<R>): ReadonlyArray<string> => {
+  const open = openBatch(ctx, config)
+  if (open === undefined) return []
+  return open.prepared.flatMap((p, i) => (open.standings[i]?._tag === "InDoubt" ? [p.call.id] : []))
+}
+
+/** A resumed run's open batch, finished: the calls without a result go on from where they stand. */
+const finishBatch = Effect.fnUntraced(function* <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  open: OpenBatch,
+  permission: Permission.PermissionService
+) {
+  yield* RunContext.transition(ctx, "tool_executing")
+  const batch = yield* execute(ctx, config, open.prepared, permission, open.standings)
+  if (batch._tag === "Stopped") return batch.outcome
+  return yield* afterBatch(ctx, config, batch.results)
+})
+
 /**
  * Runs the loop until it stops. `R` is what the tools need; the model comes from the
  * context (`Model.Model`), the permission policy too (`Permission.Permission`).
  *
+ * A resumed run (`resumed`) goes on from its restored log: the open batch first, if its
+ * log left one, then the loop as ever; a model request without its response is simply
+ * asked again (R9).
+ *
  * @category combinators
  * @since 0.1.0
  */
-export const run = Effect.fnUntraced(function* <R>(ctx: RunContext.RunContext, config: Config<R>) {
+export const run = Effect.fnUntraced(function* <R>(ctx: RunContext.RunContext, config: Config<R>, resumed = false) {
   const model = yield* Model.Model
   const permission = yield* Permission.Permission
   const chain: Chain = [{ name: config.models.name, model }, ...config.models.fallbacks]
+  const open = resumed ? openBatch(ctx, config) : undefined
+  if (open !== undefined) {
+    const outcome: Outcome | undefined = yield* Deadline.step(
+      finishBatch(ctx, config, open, permission),
+      config.registry.time.stepMillis
+    )
+    if (outcome !== undefined) return outcome
+    yield* Commit.barrier(ctx)
+  }
   while (true) {
+    const fenced = fencedOff(ctx)
+    if (fenced !== undefined) return fenced
     yield* RunContext.transition(ctx, "model_thinking")
     if (RunContext.deadlinePassed(ctx)) {
       return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call")
@@ -199,5 +274,7 @@ export const run = Effect.fnUntraced(function* <R>(ctx: RunContext.RunContext, c
       config.registry.time.stepMillis
     )
     if (outcome !== undefined) return outcome
+    // The end of an iteration: the rest of its events reach the journal together.
+    yield* Commit.barrier(ctx)
   }
 })

@@ -11,6 +11,7 @@ import * as Deadline from "../../time/Deadline.ts"
 import * as Approval from "../../tools/Approval.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
+import * as Commit from "../internal/Commit.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import { isStop, Stop } from "./ApprovalStop.ts"
 import { recordNeverRan } from "./internal/ToolInterruption.ts"
@@ -32,34 +33,46 @@ type Answer = Approval.Decision | { readonly _tag: "Expired"; readonly layer: De
  * Puts `call` on the gate and waits for its decision. Succeeds when it is approved;
  * fails with a {@link Stop} when it is rejected or expires. An interruption (cancel,
  * run deadline) withdraws the request and records the call as cancelled: it never ran.
+ * A request of a resumed run (`asked`, already in its log) is put back on the gate as it
+ * was, with its original expiry (R7).
  */
 export const awaitDecision = Effect.fnUntraced(function* (
   ctx: RunContext.RunContext,
   approvalMillis: number | undefined,
   call: Model.ToolCall,
   tool: Tool.Any<unknown>,
-  args: Record<string, unknown>
+  args: Record<string, unknown>,
+  restored?: { readonly requestedAt: number; readonly expiresAt: number }
 ) {
   const gate = yield* Approval.ApprovalGate
-  const own = { layer: "approval", millis: approvalMillis } as const
+  const now = RunContext.now(ctx)
+  const own = {
+    layer: "approval",
+    millis: restored === undefined ? approvalMillis : Math.max(0, restored.expiresAt - now)
+  } as const
   const limit = yield* Deadline.left(own)
-  const requestedAt = RunContext.now(ctx)
   const request: Approval.Request = {
     runId: ctx.runId,
     callId: call.id,
     tool: tool.name,
     arguments: args,
     sideEffect: tool.metadata.sideEffect,
-    requestedAt,
-    expiresAt: requestedAt + limit.millis
+    requestedAt: restored?.requestedAt ?? now,
+    expiresAt: restored?.expiresAt ?? now + limit.millis
   }
-  yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", {
-    _tag: "approval.requested",
-    callId: call.id,
-    name: call.name,
-    arguments: args,
-    expiresAt: request.expiresAt
-  })
+  if (restored === undefined) {
+    yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", {
+      _tag: "approval.requested",
+      callId: call.id,
+      name: call.name,
+      arguments: args,
+      expiresAt: request.expiresAt
+    })
+  } else {
+    yield* RunContext.transition(ctx, "awaiting_approval")
+  }
+  // A waiting run is persisted (R7): the request is in the journal before anyone decides.
+  yield* Commit.barrier(ctx)
   const decided = (
     decision: "approved" | "rejected" | "expired",
     extra: { readonly by?: string | undefined; readonly reason?: string | undefined; readonly layer?: Deadline.Layer }
@@ -106,7 +119,8 @@ export const awaitDecision = Effect.fnUntraced(function* (
   )
   switch (answer._tag) {
     case "Approved":
-      return yield* decided("approved", { by: answer.by })
+      yield* decided("approved", { by: answer.by })
+      return yield* Commit.barrier(ctx)
     case "Rejected": {
       yield* decided("rejected", { by: answer.by, reason: answer.reason })
       const who = answer.by !== undefined ? ` by ${answer.by}` : ""

@@ -17,12 +17,13 @@ import { Effect } from "effect"
 import type * as Permission from "../../tools/Permission.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
-import { settle } from "./internal/ToolAttempt.ts"
+import { settle, settleResumed } from "./internal/ToolAttempt.ts"
 import { decode, denied, lookup, refuse } from "./internal/ToolChecks.ts"
 import { lateDetail, recordNeverRan } from "./internal/ToolInterruption.ts"
 import { checkOutput, postcondition, succeeded } from "./internal/ToolOutput.ts"
 import { checkPermission } from "./internal/ToolPermission.ts"
 import type { Prepared } from "./internal/ToolPrepare.ts"
+import { fresh, type Standing } from "./internal/ToolStanding.ts"
 import type { Registry } from "./Registry.ts"
 
 export {
@@ -32,9 +33,11 @@ export {
   type ParsedArguments,
   parseArguments
 } from "../../tools/ToolArguments.ts"
+export { mayHaveEffects } from "./internal/ToolCall.ts"
 /** How the run records a call it leaves behind when it ends. */
 export { recordAbandoned } from "./internal/ToolInterruption.ts"
-export { type Prepared, prepare } from "./internal/ToolPrepare.ts"
+export { type Prepared, prepare, prepareAs } from "./internal/ToolPrepare.ts"
+export { type Standing, standingOf } from "./internal/ToolStanding.ts"
 export {
   type ExecutionError,
   noTimeLimits,
@@ -50,6 +53,11 @@ export {
  * exactly one of `tool.succeeded`, `tool.failed` or `tool.blocked`, or a
  * `tool.interrupted` that settles it.
  *
+ * A call of a resumed run goes on from where its log left it (`standing`, R9): a call
+ * with its result is not run again; one whose handler was running when the log stopped
+ * is in doubt, and runs again only when that is safe, else goes through reconciliation
+ * (R3.8); a pending approval is put back with its original expiry.
+ *
  * @category combinators
  * @since 0.1.0
  */
@@ -57,45 +65,54 @@ export const execute = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
   registry: Registry<R>,
   prepared: Prepared,
-  permission: Permission.PermissionService
+  permission: Permission.PermissionService,
+  standing: Standing = fresh
 ) {
+  if (standing._tag === "Done") return standing.result
   const call = prepared.call
   // No new action once the deadline has passed (R3.11), even if its timer could not fire yet.
   if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
-  RunContext.emit(ctx, {
-    _tag: "tool.started",
-    callId: call.id,
-    toolCallId: prepared.toolCallId,
-    name: call.name,
-    signature: prepared.signature
-  })
+  if (standing._tag === "New") {
+    RunContext.emit(ctx, {
+      _tag: "tool.started",
+      callId: call.id,
+      toolCallId: prepared.toolCallId,
+      name: call.name,
+      signature: prepared.signature
+    })
+  }
   const found = lookup(registry, prepared)
   if (found._tag === "Refused") return refuse(ctx, call, found)
   const { tool, args } = found
-  // The policy is a wait like any other: interrupted, the call never ran (R5.2).
-  const decision = yield* checkPermission(permission, {
-    tool,
-    arguments: args,
-    runId: ctx.runId,
-    callId: call.id
-  }).pipe(
-    Effect.onInterrupt(() =>
-      Effect.sync(() => recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran"))
+  // A handler that ran has passed the policy and the approval already.
+  const attempted = standing._tag === "InDoubt" || standing._tag === "Retrying"
+  if (!attempted) {
+    // The policy is a wait like any other: interrupted, the call never ran (R5.2).
+    const decision = yield* checkPermission(permission, {
+      tool,
+      arguments: args,
+      runId: ctx.runId,
+      callId: call.id
+    }).pipe(
+      Effect.onInterrupt(() =>
+        Effect.sync(() => recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran"))
+      )
     )
-  )
-  // The policy may have taken its time: past the deadline, nothing more of the call starts.
-  if (RunContext.deadlinePassed(ctx)) {
-    recordNeverRan(ctx, call, lateDetail)
-    return yield* RunContext.expire(ctx)
+    // The policy may have taken its time: past the deadline, nothing more of the call starts.
+    if (RunContext.deadlinePassed(ctx)) {
+      recordNeverRan(ctx, call, lateDetail)
+      return yield* RunContext.expire(ctx)
+    }
+    if (decision._tag === "Deny") return refuse(ctx, call, denied(prepared, tool, decision))
   }
-  if (decision._tag === "Deny") return refuse(ctx, call, denied(prepared, tool, decision))
   const ready = decode(ctx, registry, prepared, tool, args)
   if (ready._tag === "Refused") return refuse(ctx, call, ready)
   const c = ready.call
-  if (tool.metadata.needsApproval) {
-    yield* ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, prepared.shown)
+  if (tool.metadata.needsApproval && !attempted && !(standing._tag === "Checked" && standing.approved)) {
+    const restored = standing._tag === "Waiting" ? standing : undefined
+    yield* ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, prepared.shown, restored)
   }
-  const settled = yield* settle(c)
+  const settled = yield* attempted ? settleResumed(c, standing) : settle(c)
   if (settled._tag === "Ended") return settled.result
   const output = checkOutput(c, settled.output)
   if (output._tag === "Ended") return output.result

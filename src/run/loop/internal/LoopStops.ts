@@ -167,11 +167,19 @@ const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outc
 }
 
 /** Hard stops a tool result forces, whatever the policies say (R3.7, R3.8, R6.4). */
+/** Another process owns the run now (its journal fenced this one off): it stops, writing nothing more. */
+export const fencedOff = (ctx: RunContext.RunContext): Outcome | undefined =>
+  ctx.fenced === undefined
+    ? undefined
+    : decide(ctx, "runtime", "internal_error", `another process owns this run now: ${ctx.fenced}`)
+
 export const hardStop = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   results: ReadonlyArray<ToolResult.ToolResult>
 ): Outcome | undefined => {
+  const fenced = fencedOff(ctx)
+  if (fenced !== undefined) return fenced
   // An unknown outcome anywhere in the batch outranks any other stop: it must be reconciled.
   for (const result of results) {
     const failure = result.error?.failure

@@ -12,6 +12,7 @@ import type * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
+import * as Commit from "../../internal/Commit.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import * as Reconcile from "./Reconcile.ts"
@@ -21,7 +22,8 @@ import {
   recordInterrupt,
   recordInterruptedReconcile,
   recordInterruptedWait,
-  recordNeverRan
+  recordNeverRan,
+  recordStopped
 } from "./ToolInterruption.ts"
 
 /** What a call's attempts came to: the handler's output, or the call's failed result. */
@@ -54,6 +56,8 @@ const attempt = Effect.fnUntraced(function* <R>(c: Call<R>, n: number) {
     deadlineAt: limit.at,
     layer: limit.layer
   })
+  // The intent record (R9.2): a call that could act twice runs only once the journal knows it began.
+  if (mayHaveEffects(tool) && !tool.metadata.idempotent) yield* Commit.intent(ctx, `${tool.name} (${c.call.id})`)
   const once = Effect.suspend(() => callHandler(c)).pipe(
     Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
@@ -159,3 +163,56 @@ export const settle = <R>(c: Call<R>) =>
     c,
     Recover.retry(c.ctx, episodeOf(c), (n) => attempt(c, n))
   )
+
+/**
+ * The attempts of a call of a resumed run whose handler had run (R9, R3.8). Waiting to
+ * retry, it goes on with its next attempt, in the same episode. In doubt (its attempt
+ * began and the log says nothing more), the attempt is recorded as interrupted by the
+ * process's stop; a call that cannot have acted, or may safely act twice, runs again as
+ * a retry of its episode; any other call is never sent again blindly: its status query
+ * decides (applied, not applied and sent again under the same key, or undecidable), and
+ * without one its outcome stays unknown.
+ */
+export const settleResumed = <R>(
+  c: Call<R>,
+  standing: { readonly _tag: "InDoubt" | "Retrying"; readonly attempt: number }
+): Effect.Effect<Settled, RunState.IllegalTransition, R> => {
+  const made = standing.attempt
+  const episode = episodeOf(c)
+  const again = (n: number) => attempt(c, n)
+  if (standing._tag === "Retrying") {
+    return settleFrom(
+      c,
+      Effect.catchCause(again(made + 1), (cause) =>
+        Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made + 1 }, again, cause)
+      )
+    )
+  }
+  const effects = mayHaveEffects(c.tool)
+  c.attempt = made
+  recordStopped(c)
+  const hint = `the process running ${c.tool.name} stopped during attempt ${made}`
+  if (!effects || c.tool.metadata.idempotent) {
+    const stopped = new Failure.Retryable({
+      source: "tool",
+      category: "crash",
+      code: "process_stopped",
+      attempts: made,
+      hint
+    })
+    return settleFrom(
+      c,
+      Recover.recoverFrom(c.ctx, { ...episode, allowed: true, attemptsMade: made }, again, Cause.fail(stopped))
+    )
+  }
+  return gaveUp(
+    c,
+    new Failure.UnknownOutcome({
+      source: "tool",
+      category: "crash",
+      code: "process_stopped",
+      attempts: made,
+      hint: `${hint}; whether it took effect is unknown`
+    })
+  )
+}

@@ -32,6 +32,18 @@ export const recordInterrupt = (c: Call<unknown>): void => {
 }
 
 /**
+ * The record of an attempt a resumed run found in doubt (R9): the process running it
+ * stopped before the attempt's end was committed.
+ */
+export const recordStopped = (c: Call<unknown>): void => {
+  const effects = mayHaveEffects(c.tool)
+  const detail = `the process running the run stopped during this attempt${
+    effects ? "; its action may or may not have taken effect" : ""
+  }`
+  record(c.ctx, c.call, c.attempt, effects ? "outcome_unknown" : "cancelled", detail)
+}
+
+/**
  * The record of a call interrupted between its attempts, while it waited to retry: no
  * attempt was running, and the last one failed retryably (only a safe call is retried),
  * or was found not applied; so nothing is left behind.

@@ -83,8 +83,17 @@ const redacted = (
  * @category constructors
  * @since 0.1.0
  */
-export const prepare = <R>(registry: Registry<R>, used: CallId.Identities, call: Model.ToolCall): Prepared => {
-  const id = CallId.assign(used, call.id)
+export const prepare = <R>(registry: Registry<R>, used: CallId.Identities, call: Model.ToolCall): Prepared =>
+  prepareAs(registry, CallId.assign(used, call.id), call)
+
+/**
+ * Prepares a call under the identity `id` the run gave it already: a call of a resumed
+ * run's batch, from its `model.responded` record.
+ *
+ * @category constructors
+ * @since 0.4.0
+ */
+export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.ToolCall): Prepared => {
   const parsed = ToolArguments.parseArguments(call.arguments, registry.limits)
   const tool = registry.tools.get(call.name)
   const codec = tool === undefined ? undefined : compiled(tool)

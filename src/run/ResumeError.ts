@@ -1,0 +1,47 @@
+/**
+ * Why a run cannot be resumed from its journal (R9): the run is not there, its log was
+ * written by code that no longer fits (a tool changed or is gone, a newer journal
+ * format), the stored rows are damaged, or the store cannot be read now. Never a defect,
+ * and nothing in the journal is overwritten.
+ *
+ * @since 0.4.0
+ */
+import { Schema } from "effect"
+
+/**
+ * - `not_found`: no run of that id in the journal.
+ * - `incompatible`: the log does not fit the code: a newer journal format, a tool gone or
+ *   changed (its input schema or its side-effect class), another model.
+ * - `corrupt`: a stored row does not decode, or the log does not start as a run does.
+ * - `unavailable`: the store cannot be reached now; resuming later may work.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export const Reason = Schema.Literals(["not_found", "incompatible", "corrupt", "unavailable"])
+
+/**
+ * @category models
+ * @since 0.4.0
+ */
+export type Reason = typeof Reason.Type
+
+/**
+ * @category errors
+ * @since 0.4.0
+ */
+export class ResumeError extends Schema.TaggedError<ResumeError>()("ResumeError", {
+  runId: Schema.String,
+  reason: Reason,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `run ${this.runId} cannot be resumed (${this.reason}): ${this.detail}`
+  }
+}
+
+/**
+ * @category guards
+ * @since 0.4.0
+ */
+export const isResumeError = (u: unknown): u is ResumeError => u instanceof ResumeError

@@ -1,0 +1,104 @@
+/**
+ * The commit barriers of a durable run (R9): the points where the run's log reaches its
+ * journal. Between barriers, events are only buffered (`RunContext.emit` stays
+ * synchronous); a run without a journal commits nothing and pays nothing. Private to the
+ * runtime.
+ *
+ * - {@link intent}: before the handler of a call that is not idempotent and changes the
+ *   world, its `tool.attempted` (the intent record) must be in the journal, or the
+ *   handler does not run.
+ * - {@link barrier}: after a call's result, after each model response, at approvals
+ *   requested and decided, at the end of each iteration.
+ * - {@link final}: at the end, with the result, before the caller gets it.
+ *
+ * A store that cannot be reached is retried briefly; still out, the events stay buffered
+ * for the next barrier (only the intent record stops anything: its call). A commit fenced
+ * off by another writer (`Conflict`) means another process owns the run: this one writes
+ * nothing more, and its loop stops at its next checkpoint.
+ */
+import { Effect, Schedule } from "effect"
+import * as Failure from "../../failure/Failure.ts"
+import * as RunContext from "./RunContext.ts"
+
+/** A busy or lost store is tried again a few times, about a third of a second in all. */
+const again = Schedule.max([Schedule.exponential("20 millis"), Schedule.recurs(4)])
+
+const commit = (ctx: RunContext.RunContext, result: unknown): Effect.Effect<void, RunContext.CommitError> => {
+  const sink = ctx.journal
+  if (sink === undefined) return Effect.void
+  return sink.commits.withPermit(
+    Effect.suspend(() => {
+      if (ctx.fenced !== undefined) {
+        return Effect.fail<RunContext.CommitError>({ _tag: "Conflict", detail: ctx.fenced })
+      }
+      const fromSeq = ctx.committed
+      if (fromSeq === ctx.events.length && result === undefined) return Effect.void
+      const events = ctx.events.slice(fromSeq)
+      const batch = {
+        fromSeq,
+        events,
+        state: RunContext.state(ctx),
+        ...(result === undefined ? {} : { result })
+      }
+      return sink.commit(batch).pipe(
+        Effect.retry({ schedule: again, while: (e: RunContext.CommitError) => e._tag === "Unavailable" }),
+        Effect.tap(() =>
+          Effect.sync(() => {
+            ctx.committed = fromSeq + events.length
+          })
+        ),
+        Effect.tapError((e) =>
+          Effect.sync(() => {
+            if (e._tag === "Conflict") ctx.fenced = e.detail
+          })
+        )
+      )
+    })
+  )
+}
+
+/**
+ * Commits what the log holds beyond the journal's copy. A failure leaves the events
+ * buffered for the next barrier; a conflict fences the run off.
+ */
+export const barrier = (ctx: RunContext.RunContext): Effect.Effect<void> =>
+  ctx.journal === undefined ? Effect.void : Effect.ignore(commit(ctx, undefined))
+
+/**
+ * The intent record (R9.2): the call's `tool.attempted` committed before its handler
+ * runs. When it cannot be, the handler does not run: the attempt fails retryable, since
+ * nothing happened (`journal_unavailable`), or permanently when fenced off
+ * (`journal_conflict`: another process owns the run) or refused (`journal_failed`).
+ */
+export const intent = (ctx: RunContext.RunContext, what: string): Effect.Effect<void, Failure.Failure> =>
+  ctx.journal === undefined
+    ? Effect.void
+    : Effect.mapError(commit(ctx, undefined), (e) =>
+        e._tag === "Unavailable"
+          ? new Failure.Retryable({
+              source: "store",
+              category: "unavailable",
+              code: "journal_unavailable",
+              attempts: 1,
+              hint: `the journal could not record the intent to run ${what}, so it did not run: ${e.detail}`
+            })
+          : e._tag === "Conflict"
+            ? new Failure.Permanent({
+                source: "store",
+                category: "conflict",
+                code: "journal_conflict",
+                attempts: 1,
+                hint: `another process owns this run, so ${what} did not run: ${e.detail}`
+              })
+            : new Failure.Permanent({
+                source: "store",
+                category: "other",
+                code: "journal_failed",
+                attempts: 1,
+                hint: `the journal refused the intent to run ${what}, so it did not run: ${e.detail}`
+              })
+      )
+
+/** The last commit: the rest of the log with the run's result (`run.finished` is in it). */
+export const final = (ctx: RunContext.RunContext, result: unknown): Effect.Effect<void> =>
+  ctx.journal === undefined ? Effect.void : Effect.ignore(commit(ctx, result))

@@ -1,0 +1,167 @@
+/**
+ * A run and its journal (R9): what a run commits (its header once, then its log at the
+ * barriers, its result at the end), and what a resumed run reads back and checks before
+ * it goes on. Private to the runtime; `Run.resume` and `Run.recover` are the public face.
+ */
+import { Effect, Exit, Option, Schema, Semaphore } from "effect"
+import type * as Event from "../../events/Event.ts"
+import * as Journal from "../../journal/Journal.ts"
+import type * as JournalError from "../../journal/JournalError.ts"
+import * as Signature from "../../tools/Signature.ts"
+import type * as Tool from "../../tools/Tool.ts"
+import { ResumeError } from "../ResumeError.ts"
+import * as RunResult from "../RunResult.ts"
+import type * as RunContext from "./RunContext.ts"
+
+/** What the journal keeps of a run beside its log: enough to tell whether the code still fits it. */
+const Header = Schema.Struct({
+  goal: Schema.String,
+  system: Schema.optional(Schema.String),
+  model: Schema.String,
+  /** Each tool's fingerprint: its input's JSON Schema and its side-effect class, digested. */
+  tools: Schema.Record(Schema.String, Schema.String)
+})
+
+const decodeHeader = Schema.decodeUnknownExit(Header)
+const encodeResult = Schema.encodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
+const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
+
+/** A tool's fingerprint: what a resumed run's log depends on (its arguments' shape, whether it may act twice). */
+const fingerprint = (tool: Tool.Any<unknown>): string =>
+  Signature.digest(
+    Signature.canonicalJson({
+      parameters: tool.definition.parameters,
+      sideEffect: tool.metadata.sideEffect,
+      idempotent: tool.metadata.idempotent
+    })
+  )
+
+const fingerprints = (tools: Iterable<Tool.Any<unknown>>): Record<string, string> => {
+  const all: Record<string, string> = {}
+  for (const tool of tools) all[tool.name] = fingerprint(tool)
+  return all
+}
+
+const commitError = (e: JournalError.JournalError): RunContext.CommitError => ({
+  _tag: e.reason._tag === "Conflict" ? "Conflict" : e.reason._tag === "Unavailable" ? "Unavailable" : "Failed",
+  detail: e.message
+})
+
+/**
+ * Where one run commits: its row is created with the header at the first commit (the
+ * one that holds `run.started`), then every commit appends, fenced on the committed
+ * count; the result goes in encoded, with the last events.
+ */
+export const sink = (
+  journal: Journal.Service,
+  runId: string,
+  tools: Iterable<Tool.Any<unknown>>,
+  /** Whether the run's row is in the journal already (a resumed run). */
+  exists: boolean
+): RunContext.Sink => {
+  const prints = fingerprints(tools)
+  return {
+    commits: Semaphore.makeUnsafe(1),
+    commit: ({ fromSeq, events, state, result }) =>
+      Effect.gen(function* () {
+        if (fromSeq === 0 && !exists) {
+          const started = events[0]
+          const header: Schema.Json = {
+            goal: started?._tag === "run.started" ? started.goal : "",
+            ...(started?._tag === "run.started" && started.system !== undefined ? { system: started.system } : {}),
+            model: started?._tag === "run.started" ? started.model : "",
+            tools: prints
+          }
+          yield* journal.create({ runId, header, state })
+        }
+        const encoded = result === undefined ? undefined : encodeResult(result)
+        yield* journal.append(runId, {
+          expectedSeq: fromSeq,
+          events,
+          state,
+          ...(encoded !== undefined && Exit.isSuccess(encoded) ? { result: encoded.value as Schema.Json } : {})
+        })
+      }).pipe(Effect.mapError(commitError))
+  }
+}
+
+/**
+ * A run as its journal holds it: finished (its result), or open (its log to go on from;
+ * `started` is absent when the process died before the first events were committed, and
+ * the run starts over under its id, from the header's goal).
+ */
+export type Loaded =
+  | { readonly _tag: "Finished"; readonly result: RunResult.RunResult }
+  | {
+      readonly _tag: "Open"
+      readonly runId: string
+      readonly goal: string
+      readonly system: string | undefined
+      readonly events: ReadonlyArray<Event.Event>
+      readonly started: Event.Of<"run.started"> | undefined
+    }
+
+const resumeError = (runId: string, e: JournalError.JournalError): ResumeError =>
+  new ResumeError({
+    runId,
+    reason:
+      e.reason._tag === "Unavailable"
+        ? "unavailable"
+        : e.reason._tag === "Incompatible"
+          ? "incompatible"
+          : e.reason._tag === "Corrupt"
+            ? "corrupt"
+            : "unavailable",
+    detail: e.message
+  })
+
+/**
+ * Reads a run back and checks that the code fits its log: every tool it used is there
+ * with the same fingerprint, and the model is the same one. A finished run gives its
+ * stored result.
+ */
+export const load = Effect.fnUntraced(function* (
+  journal: Journal.Service,
+  runId: string,
+  tools: Iterable<Tool.Any<unknown>>,
+  modelName: string | undefined
+) {
+  const fail = (reason: ResumeError["reason"], detail: string) =>
+    Effect.fail(new ResumeError({ runId, reason, detail }))
+  const found = yield* Effect.mapError(journal.read(runId), (e) => resumeError(runId, e))
+  if (Option.isNone(found)) return yield* fail("not_found", "the journal has no run of this id")
+  const stored = found.value
+  if (Option.isSome(stored.result)) {
+    const result = decodeResult(stored.result.value)
+    if (Exit.isFailure(result)) return yield* fail("corrupt", "the stored result does not decode")
+    return { _tag: "Finished", result: result.value } satisfies Loaded as Loaded
+  }
+  const started = stored.events[0]
+  if (started !== undefined && started._tag !== "run.started") {
+    return yield* fail("corrupt", "the log does not begin with run.started")
+  }
+  const header = decodeHeader(stored.header)
+  if (Exit.isFailure(header)) return yield* fail("corrupt", "the run's header does not decode")
+  const now = fingerprints(tools)
+  for (const [name, print] of Object.entries(header.value.tools)) {
+    if (now[name] === undefined) return yield* fail("incompatible", `the tool ${name} the run used is not given`)
+    if (now[name] !== print) {
+      return yield* fail("incompatible", `the tool ${name} changed (its input schema or its side-effect class)`)
+    }
+  }
+  const model = header.value.model
+  if (modelName !== undefined && model !== "" && modelName !== model) {
+    return yield* fail("incompatible", `the run used the model ${model}, not ${modelName}`)
+  }
+  return {
+    _tag: "Open",
+    runId,
+    goal: header.value.goal,
+    system: header.value.system,
+    events: stored.events,
+    started
+  } satisfies Loaded as Loaded
+})
+
+/** The journal in the context, if any: a run commits to it when it is there. */
+export const journalOf = Journal.Journal

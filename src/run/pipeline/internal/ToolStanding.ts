@@ -1,0 +1,76 @@
+/**
+ * Where each call of a resumed run's last batch stands in its log (R9, R3.8): what the
+ * pipeline still has to do for it, read from the events alone. Re-exported from
+ * `ToolExecutor`. Private to the runtime.
+ */
+import type * as Event from "../../../events/Event.ts"
+import * as ToolResult from "../../../tools/ToolResult.ts"
+
+/**
+ * - `New`: nothing of the call is in the log: it runs as any call.
+ * - `Checked`: it started (its checks, perhaps its approval) and no handler ran: the
+ *   checks run again without a second `tool.started`; `approved` when a person approved
+ *   it already, so nobody is asked twice.
+ * - `Waiting`: a person was asked and has not answered: the request is put back with its
+ *   original expiry.
+ * - `InDoubt`: an attempt of its handler began and nothing says how it ended: whether
+ *   it took effect is unknown.
+ * - `Retrying`: an attempt failed and the call was waiting to retry: the next attempt runs.
+ * - `Done`: it has its result, which is not run again.
+ *
+ * @category models
+ * @since 0.4.0
+ */
+export type Standing =
+  | { readonly _tag: "New" }
+  | { readonly _tag: "Checked"; readonly approved: boolean }
+  | { readonly _tag: "Waiting"; readonly requestedAt: number; readonly expiresAt: number }
+  | { readonly _tag: "InDoubt"; readonly attempt: number }
+  | { readonly _tag: "Retrying"; readonly attempt: number }
+  | { readonly _tag: "Done"; readonly result: ToolResult.ToolResult }
+
+export const fresh: Standing = { _tag: "New" }
+
+/** The standing of the call `callId` from the events of its batch (those after its `model.responded`). */
+export const standingOf = (events: ReadonlyArray<Event.Event>, callId: string): Standing => {
+  let standing: Standing = fresh
+  for (const e of events) {
+    if (!("callId" in e) || e.callId !== callId) continue
+    switch (e._tag) {
+      case "tool.started":
+        standing = { _tag: "Checked", approved: false }
+        break
+      case "approval.requested":
+        standing = { _tag: "Waiting", requestedAt: e.at, expiresAt: e.expiresAt }
+        break
+      case "approval.decided":
+        // A rejection or an expiry ends the call with its `tool.blocked`, which follows.
+        standing = { _tag: "Checked", approved: e.decision === "approved" }
+        break
+      case "tool.attempted":
+        standing = { _tag: "InDoubt", attempt: e.attempt }
+        break
+      case "recovery.started":
+        if (standing._tag === "InDoubt") standing = { _tag: "Retrying", attempt: standing.attempt }
+        break
+      case "tool.succeeded":
+        return {
+          _tag: "Done",
+          result: { callId, name: e.name, status: "succeeded", output: e.output, observation: e.observation }
+        }
+      case "tool.failed":
+        return {
+          _tag: "Done",
+          result: ToolResult.failed(
+            callId,
+            e.name,
+            e.error,
+            e.error.code === "inconsistent_result" ? "inconsistent" : "failed"
+          )
+        }
+      case "tool.blocked":
+        return { _tag: "Done", result: ToolResult.failed(callId, e.name, e.error, "blocked") }
+    }
+  }
+  return standing
+}

@@ -1,0 +1,254 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer, Option, Schema } from "effect"
+import type * as Event from "../../src/events/Event.ts"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
+import * as FaultyTools from "../../src/testing/FaultyTools.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
+import * as Approval from "../../src/tools/Approval.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+
+const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
+  timeline.filter((e): e is Event.Of<T> => e._tag === tag)
+
+/** Pays once at iteration 1, then answers. The same script serves the run and its resumption. */
+const payThenAnswer = ScriptedModel.layerFunction((request) =>
+  request.iteration === 1 ? ScriptedModel.toolCall("pay", { amount: 10 }, "c1") : ScriptedModel.finalAnswer("paid")
+)
+
+const pay = (reconcile: boolean, idempotent = false) =>
+  FaultyTools.ledgered({ name: "pay", idempotent, sideEffect: "external", behaviour: () => "apply", reconcile })
+
+/**
+ * Runs `r1` on a journal that dies as `faults` say, then resumes it from what the
+ * journal kept, with the same tools.
+ */
+const crashThenResume = <T extends Tool.Any<never>>(faults: FaultyJournal.Faults, tools: ReadonlyArray<T>) =>
+  Effect.gen(function* () {
+    const store = yield* Journal.Journal
+    const faulty = FaultyJournal.make(store, faults)
+    const first = yield* Run.run({ goal: "pay 10", runId: "r1", tools }).pipe(
+      Effect.provideService(Journal.Journal, faulty.journal)
+    )
+    assert.isTrue(faulty.crashed(), "the journal died as asked")
+    // A resend after reconciliation waits out its backoff: the clock is moved for it.
+    const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools }, "restart"))
+    return { first, resumed, store }
+  }).pipe(Effect.provide(payThenAnswer))
+
+const layers = Layer.mergeAll(Journal.layerMemory, Approval.layerMemory)
+
+describe("Run.resume (R9)", () => {
+  it.effect("R9 a finished run's result is committed with it: resuming gives it back, running nothing", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      const first = yield* Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
+        Effect.provide(payThenAnswer)
+      )
+      assert.strictEqual(first.status, "completed")
+      const again = yield* Run.resume("r1", { tools: [payment.tool] }).pipe(Effect.provide(payThenAnswer))
+      assert.deepStrictEqual(again, first)
+      assert.strictEqual(payment.ledger.total, 1)
+      const stored = yield* (yield* Journal.Journal).read("r1")
+      assert.isTrue(Option.isSome(stored) && Option.isSome(stored.value.result))
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R9.2 killed after the intent record, before the payment: reconciliation finds it not applied, it pays once",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        // Commit 1: up to the model's response; commit 2: the payment's intent (its tool.attempted).
+        const { resumed } = yield* crashThenResume({ crashAt: { commit: 2, when: "after" } }, [payment.tool])
+        assert.strictEqual(resumed.status, "completed")
+        assert.strictEqual(payment.ledger.total, 1)
+        assert.strictEqual(payment.ledger.count("r1:c1"), 1)
+        const [back] = ofTag(resumed.timeline, "run.resumed")
+        assert.deepStrictEqual(back?.inDoubt, ["c1"])
+        assert.deepStrictEqual(
+          ofTag(resumed.timeline, "tool.reconciled").map((e) => e.verdict),
+          ["not_applied"]
+        )
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R9.2 killed after the payment, before its result was committed: it is found applied, never paid twice",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        // Commit 3 (the payment's result) is lost with the process.
+        const { resumed } = yield* crashThenResume({ crashAt: { commit: 3, when: "before" } }, [payment.tool])
+        assert.strictEqual(resumed.status, "completed")
+        assert.strictEqual(payment.ledger.total, 1)
+        assert.strictEqual(payment.calls.count, 1)
+        assert.deepStrictEqual(
+          ofTag(resumed.timeline, "tool.reconciled").map((e) => e.verdict),
+          ["applied"]
+        )
+        // The model was asked once for the payment and once, after the restart, for its answer.
+        assert.deepStrictEqual(
+          ofTag(resumed.timeline, "model.responded").map((e) => e.iteration),
+          [1, 2]
+        )
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R3.8 in doubt without a status query: never resent, the run ends unknown_outcome with the call pending",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(false)
+        const { resumed } = yield* crashThenResume({ crashAt: { commit: 3, when: "before" } }, [payment.tool])
+        assert.strictEqual(resumed.status, "unknown_outcome")
+        assert.strictEqual(payment.calls.count, 1)
+        assert.deepStrictEqual(
+          resumed.pendingActions.map((p) => p.callId),
+          ["c1"]
+        )
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R9 an idempotent call in doubt runs again", () =>
+    Effect.gen(function* () {
+      const payment = pay(false, true)
+      // An idempotent call has no intent record: commit 2 is its result.
+      const { resumed } = yield* crashThenResume({ crashAt: { commit: 2, when: "before" } }, [payment.tool])
+      assert.strictEqual(resumed.status, "completed")
+      assert.strictEqual(payment.calls.count, 2)
+      // Idempotent: the second call found the first one's receipt under the same key.
+      assert.strictEqual(payment.ledger.total, 1)
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R9 killed before the first commit: the run starts over under its id", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      const { resumed } = yield* crashThenResume({ crashAt: { commit: 1, when: "before" } }, [payment.tool])
+      assert.strictEqual(resumed.status, "completed")
+      assert.strictEqual(resumed.runId, "r1")
+      assert.strictEqual(payment.ledger.total, 1)
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R9 a model response lost with the process is asked for again, at no recovery cost", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      // Commit 4: the end of iteration 1 and the second response; lost.
+      const { resumed } = yield* crashThenResume({ crashAt: { commit: 4, when: "before" } }, [payment.tool])
+      assert.strictEqual(resumed.status, "completed")
+      assert.strictEqual(payment.ledger.total, 1)
+      assert.strictEqual(resumed.counters.recoveryAttempts, 0)
+      assert.strictEqual(resumed.counters.iterations, 2)
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R9 a commit fenced off by another writer: the handler does not run, the run stops writing", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      const store = yield* Journal.Journal
+      const faulty = FaultyJournal.make(store, { conflictOn: (n) => n === 2 })
+      const result = yield* Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
+        Effect.provideService(Journal.Journal, faulty.journal),
+        Effect.provide(payThenAnswer)
+      )
+      assert.strictEqual(payment.calls.count, 0)
+      assert.strictEqual(result.stopReason, "internal_error")
+      assert.include(result.detail, "another process owns this run")
+      assert.strictEqual(faulty.commits(), 2)
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R9 an unreachable journal at the intent record: the call fails retryable and its handler never runs", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      const store = yield* Journal.Journal
+      const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 2 && n <= 6 })
+      // The commit is tried again with backoff: the clock is moved for it.
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.provide(payThenAnswer)
+        )
+      )
+      assert.strictEqual(payment.calls.count, 0)
+      const [failed] = ofTag(result.timeline, "tool.failed")
+      assert.strictEqual(failed?.error.failure?.code, "journal_unavailable")
+      assert.strictEqual(failed?.error.failure?.classification, "retryable")
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R9 a resumed run whose tools changed is refused with a typed ResumeError naming the tool", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      yield* crashThenResume({ crashAt: { commit: 2, when: "after" } }, [payment.tool]).pipe(Effect.ignore)
+      const changed = Tool.make({
+        name: "pay",
+        description: "Pays.",
+        input: Schema.Struct({ amount: Schema.Number, currency: Schema.String }),
+        output: Schema.Struct({ ok: Schema.Boolean }),
+        sideEffect: "external",
+        handler: () => Effect.succeed({ ok: true })
+      })
+      const store = yield* Journal.Journal
+      const faulty = FaultyJournal.make(store, { crashAt: { commit: 2, when: "after" } })
+      yield* Run.run({ goal: "pay 10", runId: "r2", tools: [payment.tool] }).pipe(
+        Effect.provideService(Journal.Journal, faulty.journal),
+        Effect.provide(payThenAnswer)
+      )
+      const error = yield* Effect.flip(Run.resume("r2", { tools: [changed] }).pipe(Effect.provide(payThenAnswer)))
+      assert.strictEqual(error._tag, "ResumeError")
+      assert.strictEqual(error.reason, "incompatible")
+      assert.include(error.message, "pay")
+      const missing = yield* Effect.flip(
+        Run.resume("nope", { tools: [payment.tool] }).pipe(Effect.provide(payThenAnswer))
+      )
+      assert.strictEqual(missing.reason, "not_found")
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R7 killed while awaiting approval: the request is put back with its original expiry and decided after",
+    () =>
+      Effect.gen(function* () {
+        const payment = FaultyTools.ledgered({
+          name: "pay",
+          idempotent: false,
+          sideEffect: "external",
+          behaviour: () => "apply",
+          reconcile: true,
+          needsApproval: true
+        })
+        const tools = [payment.tool]
+        const store = yield* Journal.Journal
+        // Commit 2: the approval request.
+        const faulty = FaultyJournal.make(store, { crashAt: { commit: 2, when: "after" } })
+        const first = yield* Run.run({ goal: "pay 10", runId: "r1", tools }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.provide(payThenAnswer)
+        )
+        const [asked] = ofTag(first.timeline, "approval.requested")
+        assert.isDefined(asked)
+        const fiber = yield* Run.resume("r1", { tools }, "restart").pipe(
+          Effect.provide(payThenAnswer),
+          Effect.forkChild
+        )
+        const gate = yield* Approval.ApprovalGate
+        let pending = yield* gate.pending
+        while (pending.length === 0) {
+          yield* Effect.yieldNow
+          pending = yield* gate.pending
+        }
+        assert.strictEqual(pending[0]?.expiresAt, asked?.expiresAt)
+        assert.strictEqual(payment.calls.count, 0)
+        yield* gate.decide("r1", "c1", Approval.approved("ops"))
+        const resumed = yield* Fiber.join(fiber)
+        assert.strictEqual(resumed.status, "completed")
+        assert.strictEqual(payment.ledger.total, 1)
+        assert.lengthOf(ofTag(resumed.timeline, "approval.requested"), 1)
+      }).pipe(Effect.provide(layers))
+  )
+})
