@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Option, Schema } from "effect"
+import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -110,6 +111,28 @@ describe("Run.resume (R9)", () => {
           ["c1"]
         )
       }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R3.11 resumed past its deadline: nothing more runs, the run ends run_timeout with the call in doubt pending",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        const tools = [payment.tool]
+        const store = yield* Journal.Journal
+        const faulty = FaultyJournal.make(store, { crashAt: { commit: 3, when: "before" } })
+        yield* Run.run({ goal: "pay 10", runId: "r1", tools, time: { run: "1 minute" } }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal)
+        )
+        yield* TestClock.adjust("2 minutes")
+        const resumed = yield* Run.resume("r1", { tools, time: { run: "1 minute" } })
+        assert.strictEqual(resumed.stopReason, "run_timeout")
+        assert.strictEqual(payment.calls.count, 1)
+        assert.deepStrictEqual(
+          resumed.pendingActions.map((p) => p.callId),
+          ["c1"]
+        )
+      }).pipe(Effect.provide(payThenAnswer), Effect.provide(layers))
   )
 
   it.effect("R9 an idempotent call in doubt runs again", () =>

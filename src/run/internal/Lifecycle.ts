@@ -15,6 +15,7 @@ import * as Permission from "../../tools/Permission.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import * as Validation from "../../validation/Validation.ts"
 import * as Loop from "../loop/Loop.ts"
+import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import type * as RunOptions from "../RunOptions.ts"
 import type * as RunResult from "../RunResult.ts"
 import * as Commit from "./Commit.ts"
@@ -387,12 +388,15 @@ export const execute = <RV, R>(
       })
       if (resume === undefined) started(ctx, valid, (yield* Permission.Permission) === Permission.allowAll)
       else {
+        // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
+        const doubts = valid === undefined ? [] : Loop.inDoubt(ctx, valid.loop)
         RunContext.emit(ctx, {
           _tag: "run.resumed",
           fromSeq: ctx.events.length,
           reason: resume.reason,
-          inDoubt: valid === undefined ? [] : Loop.inDoubt(ctx, valid.loop)
+          inDoubt: doubts.map((d) => d.call.id)
         })
+        for (const d of doubts) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
       }
       // Invalid options end the run at once: no deadline to watch.
       const timer =

@@ -214,15 +214,30 @@ const openBatch = <R>(ctx: RunContext.RunContext, config: Config<R>): OpenBatch 
 
 /**
  * The calls of a restored log whose handler was running when the log stopped: neither
- * their result nor a retry's wait is in it (R3.8).
+ * their result nor a retry's wait is in it (R3.8). Each with its attempt, and whether
+ * it may have acted (its tool writes or acts outside, or is gone).
  *
  * @category getters
  * @since 0.4.0
  */
-export const inDoubt = <R>(ctx: RunContext.RunContext, config: Config<R>): ReadonlyArray<string> => {
+export const inDoubt = <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>
+): ReadonlyArray<{ readonly call: Model.ToolCall; readonly attempt: number; readonly mayHaveActed: boolean }> => {
   const open = openBatch(ctx, config)
   if (open === undefined) return []
-  return open.prepared.flatMap((p, i) => (open.standings[i]?._tag === "InDoubt" ? [p.call.id] : []))
+  return open.prepared.flatMap((p, i) => {
+    const standing = open.standings[i]
+    if (standing?._tag !== "InDoubt") return []
+    const tool = config.registry.tools.get(p.call.name)
+    return [
+      {
+        call: p.call,
+        attempt: standing.attempt,
+        mayHaveActed: tool === undefined || ToolExecutor.mayHaveEffects(tool)
+      }
+    ]
+  })
 }
 
 /** A resumed run's open batch, finished: the calls without a result go on from where they stand. */

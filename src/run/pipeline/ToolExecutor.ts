@@ -35,7 +35,7 @@ export {
 } from "../../tools/ToolArguments.ts"
 export { mayHaveEffects } from "./internal/ToolCall.ts"
 /** How the run records a call it leaves behind when it ends. */
-export { recordAbandoned } from "./internal/ToolInterruption.ts"
+export { recordAbandoned, recordStopped } from "./internal/ToolInterruption.ts"
 export { type Prepared, prepare, prepareAs } from "./internal/ToolPrepare.ts"
 export { type Standing, standingOf } from "./internal/ToolStanding.ts"
 export {

@@ -22,8 +22,7 @@ import {
   recordInterrupt,
   recordInterruptedReconcile,
   recordInterruptedWait,
-  recordNeverRan,
-  recordStopped
+  recordNeverRan
 } from "./ToolInterruption.ts"
 
 /** What a call's attempts came to: the handler's output, or the call's failed result. */
@@ -167,8 +166,8 @@ export const settle = <R>(c: Call<R>) =>
 /**
  * The attempts of a call of a resumed run whose handler had run (R9, R3.8). Waiting to
  * retry, it goes on with its next attempt, in the same episode. In doubt (its attempt
- * began and the log says nothing more), the attempt is recorded as interrupted by the
- * process's stop; a call that cannot have acted, or may safely act twice, runs again as
+ * began and the log said nothing more until the resumed run recorded the process's
+ * stop), a call that cannot have acted, or may safely act twice, runs again as
  * a retry of its episode; any other call is never sent again blindly: its status query
  * decides (applied, not applied and sent again under the same key, or undecidable), and
  * without one its outcome stays unknown.
@@ -188,9 +187,9 @@ export const settleResumed = <R>(
       )
     )
   }
+  // The stop of the process was recorded when the run resumed (its `tool.interrupted`).
   const effects = mayHaveEffects(c.tool)
   c.attempt = made
-  recordStopped(c)
   const hint = `the process running ${c.tool.name} stopped during attempt ${made}`
   if (!effects || c.tool.metadata.idempotent) {
     const stopped = new Failure.Retryable({

@@ -35,12 +35,16 @@ export const recordInterrupt = (c: Call<unknown>): void => {
  * The record of an attempt a resumed run found in doubt (R9): the process running it
  * stopped before the attempt's end was committed.
  */
-export const recordStopped = (c: Call<unknown>): void => {
-  const effects = mayHaveEffects(c.tool)
+export const recordStopped = (
+  ctx: RunContext.RunContext,
+  call: { readonly id: string; readonly name: string },
+  attempt: number,
+  mayHaveActed: boolean
+): void => {
   const detail = `the process running the run stopped during this attempt${
-    effects ? "; its action may or may not have taken effect" : ""
+    mayHaveActed ? "; its action may or may not have taken effect" : ""
   }`
-  record(c.ctx, c.call, c.attempt, effects ? "outcome_unknown" : "cancelled", detail)
+  record(ctx, call, attempt, mayHaveActed ? "outcome_unknown" : "cancelled", detail)
 }
 
 /**

@@ -1,0 +1,108 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { SqlClient } from "effect/sql"
+import { afterAll } from "vitest"
+import * as SqliteClient from "../../src/journal/internal/SqliteClient.ts"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
+import * as FaultyTools from "../../src/testing/FaultyTools.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "resume-bad-"))
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
+let files = 0
+
+const model = ScriptedModel.layerFunction((request) =>
+  request.iteration === 1 ? ScriptedModel.toolCall("pay", { amount: 10 }, "c1") : ScriptedModel.finalAnswer("paid")
+)
+
+/**
+ * A SQLite journal holding run `r1` cut off after its payment's intent record, and raw
+ * SQL on its tables; `damage` spoils it, then `Run.resume` must refuse it with a typed
+ * `ResumeError` and write nothing.
+ */
+const refused = (damage: (sql: SqlClient.SqlClient) => Effect.Effect<unknown, unknown>) =>
+  Effect.gen(function* () {
+    const filename = path.join(dir, `journal-${files++}.db`)
+    const context = yield* Layer.build(
+      Layer.merge(
+        Journal.layerSqlite({ filename }),
+        Layer.effect(SqlClient.SqlClient, Effect.orDie(SqliteClient.make({ filename }))).pipe(
+          Layer.provide(Reactivity.layer)
+        )
+      )
+    )
+    const journal = Context.get(context, Journal.Journal)
+    const sql = Context.get(context, SqlClient.SqlClient)
+    const payment = FaultyTools.ledgered({
+      name: "pay",
+      idempotent: false,
+      sideEffect: "external",
+      behaviour: () => "apply",
+      reconcile: true
+    })
+    const faulty = FaultyJournal.make(journal, { crashAt: { commit: 2, when: "after" } })
+    yield* Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
+      Effect.provideService(Journal.Journal, faulty.journal)
+    )
+    yield* Effect.orDie(damage(sql))
+    const rows = () =>
+      Effect.orDie(sql`SELECT seq, body FROM agent_events WHERE run_id = 'r1' ORDER BY seq`).pipe(
+        Effect.map((all) => JSON.stringify(all))
+      )
+    const before = yield* rows()
+    const error = yield* Effect.flip(
+      Run.resume("r1", { tools: [payment.tool] }).pipe(Effect.provideService(Journal.Journal, journal))
+    )
+    // Nothing was written, nothing ran.
+    assert.strictEqual(yield* rows(), before)
+    assert.strictEqual(payment.calls.count, 0)
+    return { error }
+  }).pipe(Effect.scoped, Effect.provide(model))
+
+describe("Run.resume refuses a journal it cannot trust (R9, R3.1)", () => {
+  it.effect("R9 a truncated row is a ResumeError (corrupt) naming the run, nothing written", () =>
+    Effect.gen(function* () {
+      const { error } = yield* refused(
+        (sql) => sql`UPDATE agent_events SET body = substr(body, 1, length(body) / 2) WHERE run_id = 'r1' AND seq = 2`
+      )
+      assert.strictEqual(error._tag, "ResumeError")
+      assert.strictEqual(error.reason, "corrupt")
+      assert.strictEqual(error.runId, "r1")
+      assert.include(error.message, "seq 2")
+    })
+  )
+
+  it.effect("R9 a run written in a newer journal format is a ResumeError (incompatible)", () =>
+    Effect.gen(function* () {
+      const { error } = yield* refused((sql) => sql`UPDATE agent_runs SET version = 99 WHERE run_id = 'r1'`)
+      assert.strictEqual(error.reason, "incompatible")
+      assert.include(error.message, "99")
+    })
+  )
+
+  it.effect("R9 a row of another run's log is a ResumeError (corrupt)", () =>
+    Effect.gen(function* () {
+      const { error } = yield* refused(
+        (sql) =>
+          sql`UPDATE agent_events SET body = replace(body, '"runId":"r1"', '"runId":"r9"') WHERE run_id = 'r1' AND seq = 1`
+      )
+      assert.strictEqual(error.reason, "corrupt")
+    })
+  )
+
+  it.effect("R9 a log that does not begin with run.started is a ResumeError (corrupt)", () =>
+    Effect.gen(function* () {
+      const { error } = yield* refused(
+        (sql) =>
+          sql`UPDATE agent_events SET body = (SELECT body FROM agent_events WHERE run_id = 'r1' AND seq = 1), tag = 'state.changed' WHERE run_id = 'r1' AND seq = 0`
+      )
+      assert.strictEqual(error.reason, "corrupt")
+    })
+  )
+})
