@@ -182,7 +182,7 @@ export const contract = (backend: Backend) =>
     )
 
     it.effect(
-      "R9 an append whose events do not follow expectedSeq, or of another run, is InvalidAppend and writes nothing",
+      "R9 a malformed request (events off expectedSeq or of another run, values not JSON, not an object) is InvalidAppend and writes nothing",
       () =>
         withJournal((journal) =>
           Effect.gen(function* () {
@@ -194,11 +194,24 @@ export const contract = (backend: Backend) =>
               { expectedSeq: 1, events: [changed("other", 1)], state: "planning" as const },
               { expectedSeq: -1, events: [], state: "planning" as const },
               { expectedSeq: 1, events: [changed("r1", 1)], state: "dancing" as never },
-              { expectedSeq: 1, events: [changed("r1", 1)], state: "completed" as const, result: Number.NaN }
+              { expectedSeq: 1, events: [changed("r1", 1)], state: "completed" as const, result: Number.NaN },
+              { expectedSeq: 1, events: [null] as never, state: "planning" as const },
+              { expectedSeq: 1, events: "not an array" as never, state: "planning" as const },
+              { expectedSeq: 1, events: [{ ...changed("r1", 1), to: "nowhere" }] as never, state: "planning" as const }
             ]
             for (const append of cases) {
               const reason = yield* failure(journal.append("r1", append))
               assert.strictEqual(reason._tag, "InvalidAppend", JSON.stringify(append))
+            }
+            for (const bad of [
+              journal.create(null as never),
+              journal.create({ runId: "", header: {}, state: "created" }),
+              journal.create({ runId: "r2", header: { n: Number.POSITIVE_INFINITY }, state: "created" }),
+              journal.append("r1", null as never),
+              journal.requestApproval(undefined as never),
+              journal.decide({ runId: "r1", callId: "c1", decision: "maybe" as never, at: 1 })
+            ]) {
+              assert.strictEqual((yield* failure(bad))._tag, "InvalidAppend")
             }
             const unknownRun = yield* failure(journal.append("ghost", { expectedSeq: 0, events: [], state: "created" }))
             assert.strictEqual(unknownRun._tag, "InvalidAppend")

@@ -41,6 +41,10 @@ const parseJson = (text: string): Result.Result<unknown, string> => {
   }
 }
 
+/** The `runId` of a request object, which must be one (callers from plain JavaScript may pass anything). */
+const runIdOf = (request: unknown): unknown =>
+  typeof request === "object" && request !== null && "runId" in request ? request.runId : undefined
+
 const checkRunId = (runId: unknown): Effect.Effect<string, JournalError.JournalError> =>
   typeof runId === "string" && runId.length > 0
     ? Effect.succeed(runId)
@@ -50,6 +54,9 @@ const encodeEvents = (
   runId: string,
   append: Append
 ): Result.Result<ReadonlyArray<EventRow>, JournalError.JournalError> => {
+  if (typeof append !== "object" || append === null || !Array.isArray(append.events)) {
+    return Result.fail(invalid(runId, "an append is { expectedSeq, events: [...], state, result? }"))
+  }
   if (!Number.isSafeInteger(append.expectedSeq) || append.expectedSeq < 0) {
     return Result.fail(invalid(runId, `expectedSeq must be a non-negative integer, got ${append.expectedSeq}`))
   }
@@ -57,6 +64,8 @@ const encodeEvents = (
   const rows: Array<EventRow> = []
   for (const [index, event] of append.events.entries()) {
     const seq = append.expectedSeq + index
+    if (typeof event !== "object" || event === null)
+      return Result.fail(invalid(runId, `event ${index} is not an event`))
     if (event.seq !== seq) {
       return Result.fail(invalid(runId, `event ${index} has seq ${event.seq}; expected ${seq}`))
     }
@@ -165,7 +174,7 @@ const isTime = (value: unknown): value is number => typeof value === "number" &&
 /** The journal over one backend. */
 export const make = (store: Store): Service => ({
   create: Effect.fn("Journal.create")(function* (run: NewRun) {
-    const runId = yield* checkRunId(run.runId)
+    const runId = yield* checkRunId(runIdOf(run))
     if (!isState(run.state)) return yield* invalid(runId, `unknown run state ${String(run.state)}`)
     const header = jsonText(run.header)
     if (header === undefined) return yield* invalid(runId, "the header is not a JSON value")
@@ -208,7 +217,7 @@ export const make = (store: Store): Service => ({
   }),
   unfinished: store.unfinished,
   requestApproval: Effect.fn("Journal.requestApproval")(function* (request: ApprovalRequest) {
-    const runId = yield* checkRunId(request.runId)
+    const runId = yield* checkRunId(runIdOf(request))
     if (typeof request.callId !== "string" || request.callId.length === 0) {
       return yield* invalid(runId, "the call id must be a non-empty string")
     }
@@ -241,7 +250,7 @@ export const make = (store: Store): Service => ({
     return requests
   }),
   decide: Effect.fn("Journal.decide")(function* (decision: ApprovalDecision) {
-    const runId = yield* checkRunId(decision.runId)
+    const runId = yield* checkRunId(runIdOf(decision))
     if (!decisions.includes(decision.decision)) {
       return yield* invalid(runId, `a decision is approve or reject, got ${String(decision.decision)}`)
     }
