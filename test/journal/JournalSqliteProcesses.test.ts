@@ -96,6 +96,27 @@ describe("Journal on one SQLite file shared by processes", () => {
   )
 })
 
+describe("Journal on a new SQLite file opened by several processes at once", () => {
+  it.live(
+    "R9 three processes open, migrate and write one new file at the same moment, three times over: none fails",
+    () =>
+      Effect.gen(function* () {
+        for (let round = 0; round < 3; round++) {
+          const filename = path.join(dir, `opened-at-once-${round}.db`)
+          const writers = ["a", "b", "c"].map((name) => startWriter(filename, "r", name, 2))
+          yield* until(() => writers.every((w) => w.lines.includes("ready")), 30_000, "the writers ready")
+          for (const writer of writers) writer.child.stdin?.end("go\n")
+          const codes = yield* Effect.promise(() => Promise.all(writers.map((w) => w.exited))).pipe(
+            Effect.timeout("60 seconds"),
+            Effect.orDie
+          )
+          assert.deepStrictEqual(codes, [0, 0, 0], `round ${round}`)
+        }
+      }),
+    120_000
+  )
+})
+
 describe("Journal and node:sqlite's ExperimentalWarning", () => {
   const entry = pathToFileURL(path.join(import.meta.dirname, "..", "..", "src", "journal", "index.ts")).href
   /** Runs a small program in a fresh Node process; what it printed on stderr. */

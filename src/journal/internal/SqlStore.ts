@@ -37,13 +37,15 @@ export const tables = (prefix = "agent_"): Effect.Effect<Tables, JournalError.Jo
         )
       )
 
+/** The driver's message, with its error code when it has one (`database is locked (code 517)`). */
 const describe = (error: { readonly message: string; readonly cause?: unknown }): string => {
   const cause = error.cause
-  const inner =
-    typeof cause === "object" && cause !== null && "message" in cause && typeof cause.message === "string"
-      ? cause.message
-      : ""
-  return inner !== "" && inner !== error.message ? `${error.message}: ${inner}` : error.message
+  const field = (name: string): unknown =>
+    typeof cause === "object" && cause !== null && name in cause ? (cause as Record<string, unknown>)[name] : undefined
+  const inner = typeof field("message") === "string" ? (field("message") as string) : ""
+  const message = inner !== "" && inner !== error.message ? `${error.message}: ${inner}` : error.message
+  const code = field("errno") ?? field("code")
+  return typeof code === "number" || (typeof code === "string" && code !== "") ? `${message} (code ${code})` : message
 }
 
 /** A store failure as the journal's own error: retryable ones `Unavailable`, the rest `StoreFailed`. */

@@ -85,13 +85,37 @@ const makeCache = (db: DatabaseSync, size: number, arrays: boolean) => {
   }
 }
 
+/** SQLITE_BUSY or SQLITE_LOCKED, extended codes (`SQLITE_BUSY_RECOVERY`, …) included. */
+const isBusy = (error: unknown): boolean =>
+  typeof error === "object" &&
+  error !== null &&
+  "errcode" in error &&
+  typeof error.errcode === "number" &&
+  ((error.errcode & 0xff) === 5 || (error.errcode & 0xff) === 6)
+
+/**
+ * Opens the file and puts it in WAL mode. Switching a new file to WAL needs the file to
+ * itself, and SQLite answers busy at once (without its busy handler) when another process is
+ * opening it too: that one step is retried until the busy timeout.
+ */
 const open = (options: Options) =>
   Effect.tryPromise({
     try: async () => {
       const { DatabaseSync } = await import("node:sqlite")
-      const db = new DatabaseSync(options.filename, { timeout: options.busyTimeoutMillis ?? 5000 })
+      const busyTimeout = options.busyTimeoutMillis ?? 5000
+      const db = new DatabaseSync(options.filename, { timeout: busyTimeout })
+      const giveUpAt = Date.now() + busyTimeout
       try {
-        db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = ${options.synchronous === "FULL" ? "FULL" : "NORMAL"}`)
+        for (;;) {
+          try {
+            db.exec("PRAGMA journal_mode = WAL")
+            break
+          } catch (error) {
+            if (!isBusy(error) || Date.now() >= giveUpAt) throw error
+            await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20))
+          }
+        }
+        db.exec(`PRAGMA synchronous = ${options.synchronous === "FULL" ? "FULL" : "NORMAL"}`)
       } catch (error) {
         db.close()
         throw error
