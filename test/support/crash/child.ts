@@ -1,9 +1,10 @@
 /**
  * The process the real-crash suite kills (R9): it runs agents on a real journal (SQLite
  * file or PostgreSQL) with payment tools whose ledger is a SQLite file of its own, and
- * prints a marker line on stdout at each point a crash matters. Run with the pinned node:
+ * prints a marker line on stdout at each point a crash matters. Run with the pinned node
+ * (the suite runs it bundled, see harness.ts):
  *
- *   node --disable-warning=ExperimentalWarning test/support/crash/child.ts '<Config as JSON>'
+ *   node_modules/.bin/node --disable-warning=ExperimentalWarning test/support/crash/child.ts '<Config as JSON>'
  *
  * Markers, one a line: `ready`; `before-intent <run> <call>` (the intent record is about
  * to be committed), `intent-committed <run> <call>`, `paying <run> <call>`, `paid <run>
@@ -124,7 +125,8 @@ const marked = (journal: Journal.Service, listed: Deferred.Deferred<void>): Jour
 /**
  * An approval gate on the journal's approvals table, so that a person in another process
  * decides (R7): a request is put there (again, after a restart: it may be there already),
- * then its decision is polled for.
+ * then its decision is polled for. The person lists and decides through the journal itself
+ * (the `decide` mode), so this gate's own `decide` and `pending` are never used.
  */
 const journalGate = (journal: Journal.Service): Approval.Gate => ({
   request: (request) =>
