@@ -240,6 +240,26 @@ export const inDoubt = <R>(
   })
 }
 
+/**
+ * The hard stop of a restored log's last batch, when the log holds all its results but
+ * not what the loop made of them (the process stopped before the loop went on): an
+ * unknown outcome, a tool error, decided again from those results, as the loop would
+ * have (R3.8). Without one, the loop goes on.
+ */
+const closedBatchStop = <R>(ctx: RunContext.RunContext, config: Config<R>): Outcome | undefined => {
+  if (ctx.log.batch === undefined || !ctx.log.batch.closed) return undefined
+  const at = ctx.events.findLastIndex((e) => e._tag === "model.responded")
+  const responded = ctx.events[at] as Event.Of<"model.responded"> | undefined
+  if (responded === undefined) return undefined
+  const after = ctx.events.slice(at + 1)
+  if (after.some((e) => e._tag === "model.requested")) return undefined
+  const results = responded.callIds.flatMap((callId) => {
+    const standing = ToolExecutor.standingOf(after, callId)
+    return standing._tag === "Done" ? [standing.result] : []
+  })
+  return hardStop(ctx, config, results)
+}
+
 /** A resumed run's open batch, finished: the calls without a result go on from where they stand. */
 const finishBatch = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
@@ -276,6 +296,9 @@ export const run = Effect.fnUntraced(function* <R>(ctx: RunContext.RunContext, c
     )
     if (outcome !== undefined) return outcome
     yield* Commit.barrier(ctx)
+  } else if (resumed) {
+    const stop = closedBatchStop(ctx, config)
+    if (stop !== undefined) return stop
   }
   while (true) {
     const fenced = fencedOff(ctx)
