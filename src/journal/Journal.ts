@@ -12,7 +12,7 @@
  * them, so a damaged or newer journal is a typed `JournalError` (`Corrupt`, `Incompatible`),
  * never a defect.
  *
- * @since 0.4.0
+ * @since 0.3.0
  */
 import { Layer } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -39,7 +39,7 @@ export {
  * A journal in memory, for tests: the same rows (encoded JSON) and the same checks as SQL.
  *
  * @category layers
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const layerMemory: Layer.Layer<Journal> = Layer.sync(Journal, () => Make.make(MemoryStore.make().store))
 
@@ -47,7 +47,7 @@ export const layerMemory: Layer.Layer<Journal> = Layer.sync(Journal, () => Make.
  * Options of the SQL journals.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export interface SqlOptions extends Layers.SqlOptions {}
 
@@ -57,7 +57,7 @@ export interface SqlOptions extends Layers.SqlOptions {}
  * JSON text (`TEXT`) on both databases, so one schema serves both.
  *
  * @category layers
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const layerSql: (options?: SqlOptions) => Layer.Layer<Journal, JournalError, SqlClient.SqlClient> =
   Layers.layerSql
@@ -66,7 +66,7 @@ export const layerSql: (options?: SqlOptions) => Layer.Layer<Journal, JournalErr
  * Options of {@link layerSqlite}.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export interface SqliteOptions extends SqlOptions {
   /** The database file, created on first use. */
@@ -83,7 +83,7 @@ export interface SqliteOptions extends SqlOptions {
  * several processes can share the file. The file is closed with the layer's scope.
  *
  * @category layers
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const layerSqlite = (options: SqliteOptions): Layer.Layer<Journal, JournalError> =>
   Layers.layerOwnClient(SqliteClient.make(options), options)

@@ -6,7 +6,7 @@
  *
  * Match one reason with `Effect.catchReason("JournalError", "Conflict", ...)`.
  *
- * @since 0.4.0
+ * @since 0.3.0
  */
 import { Schema } from "effect"
 
@@ -14,7 +14,7 @@ import { Schema } from "effect"
  * The store cannot be reached or is busy now: locked, timed out, connection lost. Retryable.
  *
  * @category errors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
   operation: Schema.String,
@@ -30,7 +30,7 @@ export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable"
  * a broken schema, a failed migration, a store fault the driver does not name).
  *
  * @category errors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export class StoreFailed extends Schema.TaggedError<StoreFailed>()("StoreFailed", {
   operation: Schema.String,
@@ -47,7 +47,7 @@ export class StoreFailed extends Schema.TaggedError<StoreFailed>()("StoreFailed"
  * written. `actualSeq` is the committed count when the store could tell it.
  *
  * @category errors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
   runId: Schema.String,
@@ -66,7 +66,7 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
  * the event row when the fault is in one.
  *
  * @category errors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export class Corrupt extends Schema.TaggedError<Corrupt>()("Corrupt", {
   runId: Schema.String,
@@ -82,7 +82,7 @@ export class Corrupt extends Schema.TaggedError<Corrupt>()("Corrupt", {
  * The run was written in a journal format newer than this code reads.
  *
  * @category errors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export class Incompatible extends Schema.TaggedError<Incompatible>()("Incompatible", {
   runId: Schema.String,
@@ -98,7 +98,7 @@ export class Incompatible extends Schema.TaggedError<Incompatible>()("Incompatib
  * No approval of that call is waiting: it was never requested or was decided already.
  *
  * @category errors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
   runId: Schema.String,
@@ -115,7 +115,7 @@ export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
  * Nothing was written.
  *
  * @category errors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export class InvalidAppend extends Schema.TaggedError<InvalidAppend>()("InvalidAppend", {
   runId: Schema.String,
@@ -128,7 +128,7 @@ export class InvalidAppend extends Schema.TaggedError<InvalidAppend>()("InvalidA
 
 /**
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const Reason = Schema.Union([
   Unavailable,
@@ -142,13 +142,13 @@ export const Reason = Schema.Union([
 
 /**
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export type Reason = typeof Reason.Type
 
 /**
  * @category errors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export class JournalError extends Schema.TaggedError<JournalError>()("JournalError", { reason: Reason }) {
   /** Only `Unavailable` may succeed when the same request is sent again. */
@@ -164,6 +164,6 @@ export class JournalError extends Schema.TaggedError<JournalError>()("JournalErr
  * Wraps a reason.
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const make = (reason: Reason): JournalError => new JournalError({ reason })

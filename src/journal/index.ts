@@ -4,10 +4,11 @@
  * `effect-agent-runtime/journal/pg`, so that only its users need `@effect/sql-pg`.
  *
  * @module effect-agent-runtime/journal
- * @since 0.4.0
+ * @since 0.3.0
  */
 
-/** @since 0.4.0 */
+/** @since 0.3.0 */
 export * as Journal from "./Journal.ts"
-/** @since 0.4.0 */
+export * as JournalApprovals from "./JournalApprovals.ts"
+/** @since 0.3.0 */
 export * as JournalError from "./JournalError.ts"

@@ -51,10 +51,16 @@ export interface FaultyJournal {
   /** Whether the "process" has died. */
   readonly crashed: () => boolean
   /**
-   * When the "process" died, by the run's `Clock`: a restarted process starts then (on
-   * `TestClock`, set the clock back to it once the dead run's driver has moved it on).
+   * When the "process" died at a commit (`crashAt`), by the run's `Clock`: a restarted
+   * process starts then (on `TestClock`, set the clock back to it once the dead run's
+   * driver has moved it on).
    */
   readonly crashedAt: () => number | undefined
+  /**
+   * The "process" dies now, wherever the run is (waiting for a person, say): every later
+   * call of the journal fails. Interrupt the run's fiber after it, as the death would.
+   */
+  readonly crash: () => void
 }
 
 const dead = (operation: string) =>
@@ -109,10 +115,14 @@ export const make = (journal: Journal.Service, faults: Faults): FaultyJournal =>
       requestApproval: (request) => guard("requestApproval", journal.requestApproval(request)),
       pendingApprovals: (filter) => guard("pendingApprovals", journal.pendingApprovals(filter)),
       decide: (decision) => guard("decide", journal.decide(decision)),
+      withdraw: (runId, callId, at) => guard("withdraw", journal.withdraw(runId, callId, at)),
       decision: (runId, callId) => guard("decision", journal.decision(runId, callId))
     },
     commits: () => commits,
     crashed: () => crashed,
-    crashedAt: () => crashedAt
+    crashedAt: () => crashedAt,
+    crash: () => {
+      crashed = true
+    }
   }
 }

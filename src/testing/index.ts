@@ -8,6 +8,7 @@
 /** @since 0.1.0 */
 export * as FakeOpenAiServer from "./FakeOpenAiServer.ts"
 /** @since 0.1.0 */
+export * as FaultyJournal from "./FaultyJournal.ts"
 export * as FaultyModel from "./FaultyModel.ts"
 /** @since 0.1.0 */
 export * as FaultyTools from "./FaultyTools.ts"

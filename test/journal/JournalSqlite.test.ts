@@ -36,6 +36,27 @@ contract({
     })
 })
 
+describe("Journal on SQLite: the file", () => {
+  it.effect("R9 the file is created on first use, in WAL mode, and another connection reads what was committed", () =>
+    Effect.gen(function* () {
+      const filename = path.join(dir, `journal-${files++}.db`)
+      assert.isFalse(fs.existsSync(filename))
+      yield* Effect.gen(function* () {
+        const journal = yield* Journal.Journal
+        yield* journal.create({ runId: "r1", header: {}, state: "created" })
+        yield* journal.append("r1", { expectedSeq: 0, events: history("r1", 3), state: "initializing" })
+      }).pipe(Effect.provide(Journal.layerSqlite({ filename })))
+      const { DatabaseSync } = yield* Effect.promise(() => import("node:sqlite"))
+      const other = new DatabaseSync(filename, { readOnly: true })
+      const mode = other.prepare("PRAGMA journal_mode").get()
+      const count = other.prepare("SELECT count(*) AS n FROM agent_events WHERE run_id = 'r1'").get()
+      other.close()
+      assert.deepStrictEqual({ ...mode }, { journal_mode: "wal" })
+      assert.deepStrictEqual({ ...count }, { n: 3 })
+    })
+  )
+})
+
 describe("Journal on SQLite: store failures", () => {
   it.effect("R3.1 a write lock held past the busy timeout is Unavailable (retryable), and nothing is written", () =>
     Effect.gen(function* () {

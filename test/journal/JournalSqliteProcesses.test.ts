@@ -1,7 +1,8 @@
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { afterAll } from "vitest"
@@ -93,4 +94,54 @@ describe("Journal on one SQLite file shared by processes", () => {
       }),
     90_000
   )
+})
+
+describe("Journal on a new SQLite file opened by several processes at once", () => {
+  it.live(
+    "R9 three processes open, migrate and write one new file at the same moment, three times over: none fails",
+    () =>
+      Effect.gen(function* () {
+        for (let round = 0; round < 3; round++) {
+          const filename = path.join(dir, `opened-at-once-${round}.db`)
+          const writers = ["a", "b", "c"].map((name) => startWriter(filename, "r", name, 2))
+          yield* until(() => writers.every((w) => w.lines.includes("ready")), 30_000, "the writers ready")
+          for (const writer of writers) writer.child.stdin?.end("go\n")
+          const codes = yield* Effect.promise(() => Promise.all(writers.map((w) => w.exited))).pipe(
+            Effect.timeout("60 seconds"),
+            Effect.orDie
+          )
+          assert.deepStrictEqual(codes, [0, 0, 0], `round ${round}`)
+        }
+      }),
+    120_000
+  )
+})
+
+describe("Journal and node:sqlite's ExperimentalWarning", () => {
+  const entry = pathToFileURL(path.join(import.meta.dirname, "..", "..", "src", "journal", "index.ts")).href
+  /** Runs a small program in a fresh Node process; what it printed on stderr. */
+  const stderrOf = (layer: string) => {
+    const program = [
+      `const { Journal } = await import(${JSON.stringify(entry)})`,
+      `const { Effect } = await import("effect")`,
+      `await Effect.runPromise(Effect.provide(Journal.Journal, ${layer}))`,
+      `console.log("built")`
+    ].join("\n")
+    const result = spawnSync(process.execPath, ["--input-type=module", "--eval", program], {
+      cwd: path.join(import.meta.dirname, "..", ".."),
+      encoding: "utf8",
+      timeout: 60_000
+    })
+    assert.strictEqual(result.stdout.trim(), "built", result.stderr)
+    return result.stderr
+  }
+
+  it("R9 importing the journal and using the memory layer loads no node:sqlite, so prints no warning", () => {
+    assert.notInclude(stderrOf("Journal.layerMemory"), "ExperimentalWarning")
+  }, 60_000)
+
+  it("R9 the SQLite layer loads node:sqlite when it is built (its warning is then printed)", () => {
+    const filename = path.join(dir, "warning.db")
+    assert.include(stderrOf(`Journal.layerSqlite({ filename: ${JSON.stringify(filename)} })`), "ExperimentalWarning")
+  }, 60_000)
 })

@@ -182,7 +182,7 @@ export const contract = (backend: Backend) =>
     )
 
     it.effect(
-      "R9 an append whose events do not follow expectedSeq, or of another run, is InvalidAppend and writes nothing",
+      "R9 a malformed request (events off expectedSeq or of another run, values not JSON, not an object) is InvalidAppend and writes nothing",
       () =>
         withJournal((journal) =>
           Effect.gen(function* () {
@@ -194,11 +194,24 @@ export const contract = (backend: Backend) =>
               { expectedSeq: 1, events: [changed("other", 1)], state: "planning" as const },
               { expectedSeq: -1, events: [], state: "planning" as const },
               { expectedSeq: 1, events: [changed("r1", 1)], state: "dancing" as never },
-              { expectedSeq: 1, events: [changed("r1", 1)], state: "completed" as const, result: Number.NaN }
+              { expectedSeq: 1, events: [changed("r1", 1)], state: "completed" as const, result: Number.NaN },
+              { expectedSeq: 1, events: [null] as never, state: "planning" as const },
+              { expectedSeq: 1, events: "not an array" as never, state: "planning" as const },
+              { expectedSeq: 1, events: [{ ...changed("r1", 1), to: "nowhere" }] as never, state: "planning" as const }
             ]
             for (const append of cases) {
               const reason = yield* failure(journal.append("r1", append))
               assert.strictEqual(reason._tag, "InvalidAppend", JSON.stringify(append))
+            }
+            for (const bad of [
+              journal.create(null as never),
+              journal.create({ runId: "", header: {}, state: "created" }),
+              journal.create({ runId: "r2", header: { n: Number.POSITIVE_INFINITY }, state: "created" }),
+              journal.append("r1", null as never),
+              journal.requestApproval(undefined as never),
+              journal.decide({ runId: "r1", callId: "c1", decision: "maybe" as never, at: 1 })
+            ]) {
+              assert.strictEqual((yield* failure(bad))._tag, "InvalidAppend")
             }
             const unknownRun = yield* failure(journal.append("ghost", { expectedSeq: 0, events: [], state: "created" }))
             assert.strictEqual(unknownRun._tag, "InvalidAppend")
@@ -259,6 +272,16 @@ export const contract = (backend: Backend) =>
           const never = yield* failure(journal.decide({ runId: "r1", callId: "nope", decision: "reject", at: 1 }))
           assert.strictEqual(never._tag, "NotPending")
 
+          yield* journal.requestApproval({ ...request, callId: "c2" })
+          const racing = yield* Effect.all(
+            ["ana", "bo"].map((by) =>
+              Effect.exit(journal.decide({ runId: "r1", callId: "c2", decision: "approve", by, at: 7_500 }))
+            ),
+            { concurrency: 2 }
+          )
+          assert.strictEqual(racing.filter(Exit.isSuccess).length, 1, "one of two racing decisions wins")
+          assert.strictEqual(reasonOf(racing.find(Exit.isFailure) ?? Exit.void)._tag, "NotPending")
+
           const rejection = { runId: "r2", callId: "c9", decision: "reject" as const, reason: "too much", at: 8_000 }
           yield* journal.decide(rejection)
           assert.deepStrictEqual(yield* journal.decision("r2", "c9"), Option.some(rejection))
@@ -267,17 +290,52 @@ export const contract = (backend: Backend) =>
       )
     )
 
+    it.effect("R7 approvals: a withdrawn call is not pending nor decidable; requested again, it is pending again", () =>
+      withJournal((journal) =>
+        Effect.gen(function* () {
+          const request = {
+            runId: "r1",
+            callId: "c1",
+            tool: "pay",
+            arguments: { amount: 42 },
+            sideEffect: "external",
+            requestedAt: 5_000,
+            expiresAt: 65_000
+          }
+          yield* journal.requestApproval(request)
+          assert.deepStrictEqual(yield* journal.pendingApprovals(), [request], "the side-effect class is kept")
+          yield* journal.withdraw("r1", "c1", 6_000)
+          assert.deepStrictEqual(yield* journal.pendingApprovals(), [])
+          assert.isTrue(Option.isNone(yield* journal.decision("r1", "c1")))
+          const late = yield* failure(journal.decide({ runId: "r1", callId: "c1", decision: "approve", at: 7_000 }))
+          assert.strictEqual(late._tag, "NotPending")
+          // Withdrawing twice, or a call never requested, changes nothing.
+          yield* journal.withdraw("r1", "c1", 7_000)
+          yield* journal.withdraw("r1", "nope", 7_000)
+          // The run resumed: the call is put up again, with its new times.
+          const again = { ...request, requestedAt: 8_000, expiresAt: 68_000 }
+          yield* journal.requestApproval(again)
+          assert.deepStrictEqual(yield* journal.pendingApprovals(), [again])
+          yield* journal.decide({ runId: "r1", callId: "c1", decision: "approve", at: 9_000 })
+          // A decided call is not reopened: asking again is a Conflict.
+          const decided = yield* failure(journal.requestApproval(again))
+          assert.strictEqual(decided._tag, "Conflict")
+        })
+      )
+    )
+
     it.effect(
-      "R9 a row whose body is not an event, an unknown tag, a gap, or another run's event is Corrupt naming the seq",
+      "R9 a row whose body is not JSON or truncated, an unknown tag, a gap, or another run's event is Corrupt naming the seq",
       () =>
         withJournal((journal, raw) =>
           Effect.gen(function* () {
-            const runs = ["garbage", "tag", "gap", "foreign"]
+            const runs = ["garbage", "truncated", "tag", "gap", "foreign"]
             for (const runId of runs) {
               yield* journal.create({ runId, header: {}, state: "created" })
               yield* journal.append(runId, { expectedSeq: 0, events: history(runId, 3), state: "initializing" })
             }
             yield* raw.setBody("garbage", 1, "{not json")
+            yield* raw.setBody("truncated", 2, JSON.stringify(changed("truncated", 2)).slice(0, 40))
             yield* raw.setBody("tag", 2, JSON.stringify({ ...changed("tag", 2), _tag: "run.teleported" }))
             yield* raw.deleteEvent("gap", 1)
             yield* raw.setBody("foreign", 1, JSON.stringify(changed("someone-else", 1)))

@@ -8,7 +8,7 @@ import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
-import { crashThenResume, layers, ofTag, pay, payThenAnswer } from "../support/crash.ts"
+import { crashThenResume, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
 
 describe("Run.resume (R9)", () => {
   it.effect("R9 a finished run's result is committed with it: resuming gives it back, running nothing", () =>

@@ -14,7 +14,7 @@ import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
-import { acting, approvedPay, crashThenResume, dies, layers, ofTag, pay, payThenAnswer } from "../support/crash.ts"
+import { acting, approvedPay, crashThenResume, dies, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
 
 describe("Run.resume after a crash at any barrier (R9)", () => {
   it.effect(

@@ -41,6 +41,10 @@ const parseJson = (text: string): Result.Result<unknown, string> => {
   }
 }
 
+/** The `runId` of a request object, which must be one (callers from plain JavaScript may pass anything). */
+const runIdOf = (request: unknown): unknown =>
+  typeof request === "object" && request !== null && "runId" in request ? request.runId : undefined
+
 const checkRunId = (runId: unknown): Effect.Effect<string, JournalError.JournalError> =>
   typeof runId === "string" && runId.length > 0
     ? Effect.succeed(runId)
@@ -50,6 +54,9 @@ const encodeEvents = (
   runId: string,
   append: Append
 ): Result.Result<ReadonlyArray<EventRow>, JournalError.JournalError> => {
+  if (typeof append !== "object" || append === null || !Array.isArray(append.events)) {
+    return Result.fail(invalid(runId, "an append is { expectedSeq, events: [...], state, result? }"))
+  }
   if (!Number.isSafeInteger(append.expectedSeq) || append.expectedSeq < 0) {
     return Result.fail(invalid(runId, `expectedSeq must be a non-negative integer, got ${append.expectedSeq}`))
   }
@@ -57,6 +64,8 @@ const encodeEvents = (
   const rows: Array<EventRow> = []
   for (const [index, event] of append.events.entries()) {
     const seq = append.expectedSeq + index
+    if (typeof event !== "object" || event === null)
+      return Result.fail(invalid(runId, `event ${index} is not an event`))
     if (event.seq !== seq) {
       return Result.fail(invalid(runId, `event ${index} has seq ${event.seq}; expected ${seq}`))
     }
@@ -144,7 +153,8 @@ const toRequest = (row: ApprovalRow): Result.Result<ApprovalRequest, JournalErro
     tool: row.tool,
     arguments: args.success as Schema.Json,
     requestedAt: row.requestedAt,
-    expiresAt: row.expiresAt
+    expiresAt: row.expiresAt,
+    ...(row.sideEffect === null ? {} : { sideEffect: row.sideEffect })
   })
 }
 
@@ -165,7 +175,7 @@ const isTime = (value: unknown): value is number => typeof value === "number" &&
 /** The journal over one backend. */
 export const make = (store: Store): Service => ({
   create: Effect.fn("Journal.create")(function* (run: NewRun) {
-    const runId = yield* checkRunId(run.runId)
+    const runId = yield* checkRunId(runIdOf(run))
     if (!isState(run.state)) return yield* invalid(runId, `unknown run state ${String(run.state)}`)
     const header = jsonText(run.header)
     if (header === undefined) return yield* invalid(runId, "the header is not a JSON value")
@@ -208,7 +218,7 @@ export const make = (store: Store): Service => ({
   }),
   unfinished: store.unfinished,
   requestApproval: Effect.fn("Journal.requestApproval")(function* (request: ApprovalRequest) {
-    const runId = yield* checkRunId(request.runId)
+    const runId = yield* checkRunId(runIdOf(request))
     if (typeof request.callId !== "string" || request.callId.length === 0) {
       return yield* invalid(runId, "the call id must be a non-empty string")
     }
@@ -217,18 +227,29 @@ export const make = (store: Store): Service => ({
     }
     const args = jsonText(request.arguments)
     if (args === undefined) return yield* invalid(runId, `the arguments of call ${request.callId} are not JSON`)
-    yield* store.insertApproval({
+    const row: ApprovalRow = {
       runId,
       callId: request.callId,
       tool: request.tool,
       arguments: args,
       requestedAt: request.requestedAt,
       expiresAt: request.expiresAt,
+      sideEffect: typeof request.sideEffect === "string" ? request.sideEffect : null,
       decision: null,
       reason: null,
       decidedBy: null,
       decidedAt: null
-    })
+    }
+    // A call withdrawn earlier (its run stopped waiting, then resumed) is put up again.
+    yield* store
+      .insertApproval(row)
+      .pipe(
+        Effect.catchReason("JournalError", "Conflict", (conflict) =>
+          Effect.flatMap(store.reopenApproval(row), (reopened) =>
+            reopened ? Effect.void : Effect.fail(JournalError.make(conflict))
+          )
+        )
+      )
   }),
   pendingApprovals: Effect.fn("Journal.pendingApprovals")(function* (filter) {
     const rows = yield* store.pendingApprovals(filter?.runId)
@@ -241,7 +262,7 @@ export const make = (store: Store): Service => ({
     return requests
   }),
   decide: Effect.fn("Journal.decide")(function* (decision: ApprovalDecision) {
-    const runId = yield* checkRunId(decision.runId)
+    const runId = yield* checkRunId(runIdOf(decision))
     if (!decisions.includes(decision.decision)) {
       return yield* invalid(runId, `a decision is approve or reject, got ${String(decision.decision)}`)
     }
@@ -254,6 +275,13 @@ export const make = (store: Store): Service => ({
       decidedBy: decision.by ?? null,
       decidedAt: decision.at
     })
+  }),
+  withdraw: Effect.fn("Journal.withdraw")(function* (runId: string, callId: string, at: number) {
+    const checked = yield* checkRunId(runId)
+    if (!isTime(at)) return yield* invalid(checked, "the withdrawal's time must be finite epoch milliseconds")
+    yield* store
+      .decide({ runId: checked, callId, decision: "withdrawn", reason: null, decidedBy: null, decidedAt: at })
+      .pipe(Effect.catchReason("JournalError", "NotPending", () => Effect.void))
   }),
   decision: Effect.fn("Journal.decision")(function* (runId: string, callId: string) {
     const row = yield* store.approval(yield* checkRunId(runId), callId)

@@ -66,7 +66,10 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
       Effect.sync(() => {
         const run = tables.runs.get(runId)
         if (run === undefined) return Option.none()
-        const events = [...(tables.events.get(runId) ?? [])].sort((a, b) => a.seq - b.seq)
+        // As in SQL: the rows below the committed count, in order.
+        const events = (tables.events.get(runId) ?? [])
+          .filter((row) => row.seq < run.nextSeq)
+          .sort((a, b) => a.seq - b.seq)
         return Option.some({ run, events })
       }),
     unfinished: Effect.sync(() =>
@@ -108,6 +111,13 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
         }
         tables.approvals.set(key, { ...row, ...decide })
         return Effect.void
+      }),
+    reopenApproval: (row) =>
+      Effect.sync(() => {
+        const key = approvalKey(row.runId, row.callId)
+        if (tables.approvals.get(key)?.decision !== "withdrawn") return false
+        tables.approvals.set(key, row)
+        return true
       }),
     approval: (runId, callId) =>
       Effect.sync(() => Option.fromNullishOr(tables.approvals.get(approvalKey(runId, callId))))

@@ -64,20 +64,19 @@ const bind = (params: ReadonlyArray<unknown>): Array<Bindable> =>
     return JSON.stringify(value)
   })
 
-/** A small LRU of prepared statements, one per SQL text and row shape. */
-const makeCache = (db: DatabaseSync, size: number) => {
+/** A small LRU of prepared statements, one per SQL text (and one more per text for rows as arrays). */
+const makeCache = (db: DatabaseSync, size: number, arrays: boolean) => {
   const entries = new Map<string, StatementSync>()
-  return (sql: string, arrays: boolean): StatementSync => {
-    const key = arrays ? `a:${sql}` : `o:${sql}`
-    const cached = entries.get(key)
+  return (sql: string): StatementSync => {
+    const cached = entries.get(sql)
     if (cached !== undefined) {
-      entries.delete(key)
-      entries.set(key, cached)
+      entries.delete(sql)
+      entries.set(sql, cached)
       return cached
     }
     const statement = db.prepare(sql)
     if (arrays) statement.setReturnArrays(true)
-    entries.set(key, statement)
+    entries.set(sql, statement)
     if (entries.size > size) {
       const oldest = entries.keys().next().value
       if (oldest !== undefined) entries.delete(oldest)
@@ -86,13 +85,37 @@ const makeCache = (db: DatabaseSync, size: number) => {
   }
 }
 
+/** SQLITE_BUSY or SQLITE_LOCKED, extended codes (`SQLITE_BUSY_RECOVERY`, …) included. */
+const isBusy = (error: unknown): boolean =>
+  typeof error === "object" &&
+  error !== null &&
+  "errcode" in error &&
+  typeof error.errcode === "number" &&
+  ((error.errcode & 0xff) === 5 || (error.errcode & 0xff) === 6)
+
+/**
+ * Opens the file and puts it in WAL mode. Switching a new file to WAL needs the file to
+ * itself, and SQLite answers busy at once (without its busy handler) when another process is
+ * opening it too: that one step is retried until the busy timeout.
+ */
 const open = (options: Options) =>
   Effect.tryPromise({
     try: async () => {
       const { DatabaseSync } = await import("node:sqlite")
-      const db = new DatabaseSync(options.filename, { timeout: options.busyTimeoutMillis ?? 5000 })
+      const busyTimeout = options.busyTimeoutMillis ?? 5000
+      const db = new DatabaseSync(options.filename, { timeout: busyTimeout })
+      const giveUpAt = Date.now() + busyTimeout
       try {
-        db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = ${options.synchronous === "FULL" ? "FULL" : "NORMAL"}`)
+        for (;;) {
+          try {
+            db.exec("PRAGMA journal_mode = WAL")
+            break
+          } catch (error) {
+            if (!isBusy(error) || Date.now() >= giveUpAt) throw error
+            await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20))
+          }
+        }
+        db.exec(`PRAGMA synchronous = ${options.synchronous === "FULL" ? "FULL" : "NORMAL"}`)
       } catch (error) {
         db.close()
         throw error
@@ -108,7 +131,8 @@ export const make = (
 ): Effect.Effect<SqlClient.SqlClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity> =>
   Effect.gen(function* () {
     const db = yield* Effect.acquireRelease(open(options), (db) => Effect.sync(() => db.close()))
-    const prepared = makeCache(db, options.statementCacheSize ?? 64)
+    const prepared = makeCache(db, options.statementCacheSize ?? 64, false)
+    const preparedArrays = makeCache(db, options.statementCacheSize ?? 64, true)
     const run = <A>(operation: string, body: () => A): Effect.Effect<A, SqlError.SqlError> =>
       Effect.try({ try: body, catch: toSqlError(operation) })
     const rows = (statement: StatementSync, params: ReadonlyArray<unknown>) =>
@@ -122,11 +146,11 @@ export const make = (
 
     const connection: SqlConnection.Connection = {
       execute: (sql, params, transformRows) =>
-        run("execute", () => transform(rows(prepared(sql, false), params), transformRows)),
-      executeRaw: (sql, params) => run("execute", () => rows(prepared(sql, false), params)),
+        run("execute", () => transform(rows(prepared(sql), params), transformRows)),
+      executeRaw: (sql, params) => run("execute", () => rows(prepared(sql), params)),
       executeStream: (sql, params, transformRows) =>
-        Stream.fromIterableEffect(run("execute", () => transform(rows(prepared(sql, false), params), transformRows))),
-      executeValues: (sql, params) => run("execute", () => values(prepared(sql, true), params)),
+        Stream.fromIterableEffect(run("execute", () => transform(rows(prepared(sql), params), transformRows))),
+      executeValues: (sql, params) => run("execute", () => values(preparedArrays(sql), params)),
       executeValuesUnprepared: (sql, params) =>
         run("execute", () => {
           const statement = db.prepare(sql)
@@ -147,6 +171,8 @@ export const make = (
       compiler: Statement.makeCompilerSqlite(),
       driver: "sqlite-node",
       beginTransaction: "BEGIN IMMEDIATE",
+      // SQLite prepares transaction control like any statement: BEGIN and COMMIT come from the cache.
+      prepareTransactionControls: true,
       spanAttributes: [
         ["db.system.name", "sqlite"],
         ["db.namespace", options.filename]

@@ -4,7 +4,7 @@
  * created by effect's `Migrator` on first use. For a pool you configure yourself, provide
  * `PgClient.layer(...)` to `Journal.layerSql()` instead.
  *
- * @since 0.4.0
+ * @since 0.3.0
  */
 import { PgClient } from "@effect/sql-pg"
 import { type Layer, Redacted } from "effect"
@@ -14,7 +14,7 @@ import type { JournalError } from "../JournalError.ts"
 
 /**
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export interface Options extends SqlOptions {
   /** `postgres://user@host:port/database` */
@@ -25,7 +25,7 @@ export interface Options extends SqlOptions {
 
 /**
  * @category layers
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const layer = (options: Options): Layer.Layer<Journal, JournalError> =>
   Layers.layerOwnClient(

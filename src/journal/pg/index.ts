@@ -5,8 +5,8 @@
  * machines can share one database.
  *
  * @module effect-agent-runtime/journal/pg
- * @since 0.4.0
+ * @since 0.3.0
  */
 
-/** @since 0.4.0 */
+/** @since 0.3.0 */
 export * as JournalPg from "./JournalPg.ts"

@@ -40,13 +40,17 @@ const commit = (ctx: RunContext.RunContext, result: unknown): Effect.Effect<void
         state: RunContext.state(ctx),
         ...(result === undefined ? {} : { result })
       }
-      return sink.commit(batch).pipe(
-        Effect.retry({ schedule: again, while: (e: RunContext.CommitError) => e._tag === "Unavailable" }),
-        Effect.tap(() =>
+      // One try is not interrupted halfway: what the store committed, the run knows it committed.
+      const once = Effect.uninterruptible(
+        Effect.tap(
+          sink.commit(batch),
           Effect.sync(() => {
             ctx.committed = fromSeq + events.length
           })
-        ),
+        )
+      )
+      return once.pipe(
+        Effect.retry({ schedule: again, while: (e: RunContext.CommitError) => e._tag === "Unavailable" }),
         Effect.tapError((e) =>
           Effect.sync(() => {
             if (e._tag === "Conflict") ctx.fenced = e.detail

@@ -1,0 +1,155 @@
+/**
+ * Durable runs benchmark: `npm run bench:durable`, about a minute.
+ *
+ * - Per step: a run of K=200 steps (a model response with one idempotent tool call, then
+ *   its result) without a journal, on the memory journal, on SQLite (WAL, NORMAL) and on
+ *   PostgreSQL over loopback; the median per step of whole runs, and what each store
+ *   adds to the run without a journal. Two commits per step: the model response, and the
+ *   end of the iteration.
+ * - Resume: a 200-step run cut off before its last commit, resumed from SQLite (read,
+ *   decode and check, fold, then one more model call that answers at once).
+ * - Journal bytes per step: the stored events' JSON over the steps.
+ *
+ * Prints figures beside issue 13's targets; asserts nothing and exits 0.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Context, Effect, Layer, Schema } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { SqlClient } from "effect/sql"
+import * as SqliteClient from "../src/journal/internal/SqliteClient.ts"
+import * as Journal from "../src/journal/Journal.ts"
+import type * as JournalError from "../src/journal/JournalError.ts"
+import { JournalPg } from "../src/journal/pg/index.ts"
+import * as Run from "../src/run/Run.ts"
+import * as FaultyJournal from "../src/testing/FaultyJournal.ts"
+import * as ScriptedModel from "../src/testing/ScriptedModel.ts"
+import * as Tool from "../src/tools/Tool.ts"
+import { postgres } from "../test/support/postgres.ts"
+import { median } from "./stats.ts"
+
+const K = Number(process.env.BENCH_STEPS ?? 200)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8)
+
+const step = Tool.make({
+  name: "step",
+  description: "Returns its step number.",
+  input: Schema.Struct({ n: Schema.Number }),
+  output: Schema.Struct({ n: Schema.Number }),
+  sideEffect: "read",
+  idempotent: true,
+  handler: ({ n }) => Effect.succeed({ n })
+})
+
+const model = ScriptedModel.layerFunction((request) =>
+  request.iteration <= K ? ScriptedModel.toolCall("step", { n: request.iteration }) : ScriptedModel.finalAnswer("done")
+)
+
+const options = (runId: string) => ({
+  goal: "count",
+  runId,
+  tools: [step],
+  limits: { maxIterations: K + 10, maxToolCalls: K + 10 }
+})
+
+let runs = 0
+
+/** The median time per step of `ROUNDS` whole runs, in µs, with `journal` (or none). */
+const perStep = (journal: Journal.Service | undefined) =>
+  Effect.gen(function* () {
+    const times: Array<number> = []
+    for (let round = 0; round < ROUNDS + 1; round++) {
+      const run = Run.run(options(`bench-${runs++}`))
+      const start = performance.now()
+      const result = yield* journal === undefined ? run : Effect.provideService(run, Journal.Journal, journal)
+      const elapsed = performance.now() - start
+      if (result.status !== "completed") throw new Error(`the run ended ${result.status}: ${result.detail}`)
+      if (round > 0) times.push((elapsed * 1000) / K)
+    }
+    return median(times)
+  }).pipe(Effect.provide(model))
+
+const withJournal = <A, E>(
+  layer: Layer.Layer<Journal.Journal, JournalError.JournalError>,
+  f: (journal: Journal.Service) => Effect.Effect<A, E>
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const context = yield* Layer.build(Layer.fresh(layer))
+      return yield* f(Context.get(context, Journal.Journal))
+    })
+  )
+
+const us = (n: number) => `${n.toFixed(1).padStart(8)} µs`
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "durable-bench-"))
+
+const main = Effect.gen(function* () {
+  console.log(`durable runs on Node ${process.version}, ${os.cpus().length} cores; K=${K} steps, ${ROUNDS} runs each`)
+  const bare = yield* perStep(undefined)
+  const rows: Array<[string, number, string]> = [["no journal", bare, "-"]]
+  const memory = yield* withJournal(Journal.layerMemory, perStep)
+  rows.push(["memory journal", memory, "-"])
+  const filename = path.join(dir, "runs.db")
+  const sqlite = yield* withJournal(Journal.layerSqlite({ filename }), perStep)
+  rows.push(["SQLite (WAL, NORMAL)", sqlite, "<= 100 µs"])
+  const found = yield* Effect.promise(postgres)
+  if (found._tag === "Server") {
+    const pg = yield* withJournal(JournalPg.layer({ url: found.server.url }), perStep).pipe(
+      Effect.ensuring(Effect.sync(found.server.stop))
+    )
+    rows.push(["PostgreSQL (loopback)", pg, "<= 2000 µs"])
+  } else {
+    console.log(`PostgreSQL: skipped (${found.why})`)
+  }
+  console.log("")
+  console.log("store                   per step    added    target (added)")
+  for (const [name, figure, target] of rows) {
+    console.log(`${name.padEnd(22)} ${us(figure)} ${us(figure - bare)}   ${target}`)
+  }
+
+  // Resume a 200-step run cut off before its last commit.
+  const resumeTimes: Array<number> = []
+  let bytesPerStep = 0
+  yield* withJournal(Journal.layerSqlite({ filename: path.join(dir, "resume.db") }), (journal) =>
+    Effect.gen(function* () {
+      for (let round = 0; round < 6; round++) {
+        const runId = `resume-${round}`
+        // 2 commits per step; the last one (the final answer's) is lost.
+        const faulty = FaultyJournal.make(journal, { crashAt: { commit: 2 * K + 1, when: "before" } })
+        yield* Effect.provideService(Run.run(options(runId)), Journal.Journal, faulty.journal)
+        const start = performance.now()
+        const resumed = yield* Effect.provideService(Run.resume(runId, { tools: [step] }), Journal.Journal, journal)
+        resumeTimes.push(performance.now() - start)
+        if (resumed.status !== "completed") throw new Error(`the resumed run ended ${resumed.status}`)
+      }
+    }).pipe(Effect.provide(model))
+  )
+  yield* Effect.scoped(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<{
+        readonly bytes: number
+        readonly n: number
+      }>`SELECT sum(length(body)) AS bytes, count(*) AS n FROM agent_events WHERE run_id = 'resume-0'`
+      bytesPerStep = Number(row?.bytes ?? 0) / K
+    }).pipe(
+      Effect.provide(
+        Layer.effect(SqlClient.SqlClient, SqliteClient.make({ filename: path.join(dir, "resume.db") })).pipe(
+          Layer.provide(Reactivity.layer)
+        )
+      )
+    )
+  )
+  console.log("")
+  console.log(`resume a ${K}-step run from SQLite: median ${median(resumeTimes).toFixed(1)} ms (target <= 50 ms)`)
+  console.log(`journal bytes per step: ${bytesPerStep.toFixed(0)} B of event JSON`)
+})
+
+Effect.runPromise(main)
+  .catch((error) => {
+    console.error(error)
+    process.exitCode = 1
+  })
+  .finally(() => fs.rmSync(dir, { recursive: true, force: true }))

@@ -1,0 +1,27 @@
+/**
+ * Real crashes on the PostgreSQL journal (R9, R3.8, R7): the suite of DurableCrash.test.ts on
+ * a throwaway server (test/support/postgres.ts), each test on tables of its own prefix, with
+ * fewer random kills. Without a server it skips, unless REQUIRE_PG=1 (CI), where it fails.
+ */
+import { afterAll, it } from "vitest"
+import { crashSuite } from "../support/crash/suite.ts"
+import { postgres, required } from "../support/postgres.ts"
+
+const found = await postgres()
+
+if (found._tag === "Server") {
+  const { url, stop } = found.server
+  afterAll(stop)
+  crashSuite({
+    name: "PostgreSQL",
+    where: (_dir, test) => ({ pg: url, tablePrefix: `crash_${test.replaceAll("-", "_")}_` }),
+    randomKills: 10
+  })
+} else if (required) {
+  it("R9 PostgreSQL is there for the crash suite (REQUIRE_PG=1)", () => {
+    throw new Error(`REQUIRE_PG=1 but no PostgreSQL: ${found.why}`)
+  })
+} else {
+  console.warn(`skipping the PostgreSQL crash suite: ${found.why} (set PG_URL, or install postgresql)`)
+  it.skip(`R9 kill -9 on PostgreSQL: skipped, ${found.why}`, () => {})
+}
