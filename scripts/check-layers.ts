@@ -21,7 +21,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   tools: ["failure", "model"],
   recovery: ["failure", "model", "tools"],
   events: ["failure", "model", "tools", "recovery"],
-  journal: ["failure", "events"],
+  journal: ["failure", "model", "tools", "events"],
   termination: ["failure", "model", "tools", "events"],
   validation: ["failure", "model", "tools", "events"],
   cancellation: ["failure", "model", "tools"],

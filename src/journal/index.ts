@@ -9,5 +9,6 @@
 
 /** @since 0.3.0 */
 export * as Journal from "./Journal.ts"
+export * as JournalApprovals from "./JournalApprovals.ts"
 /** @since 0.3.0 */
 export * as JournalError from "./JournalError.ts"

@@ -205,16 +205,8 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
   const model = yield* LanguageModel.LanguageModel
   const prices = options.costPerMillionTokens
   const strict = options.strict ?? true
-  const toolkits = new WeakMap<ReadonlyArray<Model.ToolDefinition>, ReturnType<typeof toToolkit>>()
-
-  const toolkitFor = (tools: ReadonlyArray<Model.ToolDefinition>) => {
-    let toolkit = toolkits.get(tools)
-    if (toolkit === undefined) {
-      toolkit = toToolkit(tools, strict)
-      toolkits.set(tools, toolkit)
-    }
-    return toolkit
-  }
+  // Made per request from the request's tools: a few objects, next to a call that waits seconds.
+  const toolkitFor = (tools: ReadonlyArray<Model.ToolDefinition>) => toToolkit(tools, strict)
 
   const usageOf = (usage: Response.Usage): Model.Usage | string => {
     const inputTokens = usage.inputTokens.total ?? 0

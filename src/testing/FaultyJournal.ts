@@ -50,6 +50,11 @@ export interface FaultyJournal {
   readonly commits: () => number
   /** Whether the "process" has died. */
   readonly crashed: () => boolean
+  /**
+   * The "process" dies now, wherever the run is (waiting for a person, say): every later
+   * call of the journal fails. Interrupt the run's fiber after it, as the death would.
+   */
+  readonly crash: () => void
 }
 
 const dead = (operation: string) =>
@@ -102,9 +107,13 @@ export const make = (journal: Journal.Service, faults: Faults): FaultyJournal =>
       requestApproval: (request) => guard("requestApproval", journal.requestApproval(request)),
       pendingApprovals: (filter) => guard("pendingApprovals", journal.pendingApprovals(filter)),
       decide: (decision) => guard("decide", journal.decide(decision)),
+      withdraw: (runId, callId, at) => guard("withdraw", journal.withdraw(runId, callId, at)),
       decision: (runId, callId) => guard("decision", journal.decision(runId, callId))
     },
     commits: () => commits,
-    crashed: () => crashed
+    crashed: () => crashed,
+    crash: () => {
+      crashed = true
+    }
   }
 }

@@ -290,6 +290,40 @@ export const contract = (backend: Backend) =>
       )
     )
 
+    it.effect("R7 approvals: a withdrawn call is not pending nor decidable; requested again, it is pending again", () =>
+      withJournal((journal) =>
+        Effect.gen(function* () {
+          const request = {
+            runId: "r1",
+            callId: "c1",
+            tool: "pay",
+            arguments: { amount: 42 },
+            sideEffect: "external",
+            requestedAt: 5_000,
+            expiresAt: 65_000
+          }
+          yield* journal.requestApproval(request)
+          assert.deepStrictEqual(yield* journal.pendingApprovals(), [request], "the side-effect class is kept")
+          yield* journal.withdraw("r1", "c1", 6_000)
+          assert.deepStrictEqual(yield* journal.pendingApprovals(), [])
+          assert.isTrue(Option.isNone(yield* journal.decision("r1", "c1")))
+          const late = yield* failure(journal.decide({ runId: "r1", callId: "c1", decision: "approve", at: 7_000 }))
+          assert.strictEqual(late._tag, "NotPending")
+          // Withdrawing twice, or a call never requested, changes nothing.
+          yield* journal.withdraw("r1", "c1", 7_000)
+          yield* journal.withdraw("r1", "nope", 7_000)
+          // The run resumed: the call is put up again, with its new times.
+          const again = { ...request, requestedAt: 8_000, expiresAt: 68_000 }
+          yield* journal.requestApproval(again)
+          assert.deepStrictEqual(yield* journal.pendingApprovals(), [again])
+          yield* journal.decide({ runId: "r1", callId: "c1", decision: "approve", at: 9_000 })
+          // A decided call is not reopened: asking again is a Conflict.
+          const decided = yield* failure(journal.requestApproval(again))
+          assert.strictEqual(decided._tag, "Conflict")
+        })
+      )
+    )
+
     it.effect(
       "R9 a row whose body is not JSON or truncated, an unknown tag, a gap, or another run's event is Corrupt naming the seq",
       () =>

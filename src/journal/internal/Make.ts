@@ -153,7 +153,8 @@ const toRequest = (row: ApprovalRow): Result.Result<ApprovalRequest, JournalErro
     tool: row.tool,
     arguments: args.success as Schema.Json,
     requestedAt: row.requestedAt,
-    expiresAt: row.expiresAt
+    expiresAt: row.expiresAt,
+    ...(row.sideEffect === null ? {} : { sideEffect: row.sideEffect })
   })
 }
 
@@ -226,18 +227,29 @@ export const make = (store: Store): Service => ({
     }
     const args = jsonText(request.arguments)
     if (args === undefined) return yield* invalid(runId, `the arguments of call ${request.callId} are not JSON`)
-    yield* store.insertApproval({
+    const row: ApprovalRow = {
       runId,
       callId: request.callId,
       tool: request.tool,
       arguments: args,
       requestedAt: request.requestedAt,
       expiresAt: request.expiresAt,
+      sideEffect: typeof request.sideEffect === "string" ? request.sideEffect : null,
       decision: null,
       reason: null,
       decidedBy: null,
       decidedAt: null
-    })
+    }
+    // A call withdrawn earlier (its run stopped waiting, then resumed) is put up again.
+    yield* store
+      .insertApproval(row)
+      .pipe(
+        Effect.catchReason("JournalError", "Conflict", (conflict) =>
+          Effect.flatMap(store.reopenApproval(row), (reopened) =>
+            reopened ? Effect.void : Effect.fail(JournalError.make(conflict))
+          )
+        )
+      )
   }),
   pendingApprovals: Effect.fn("Journal.pendingApprovals")(function* (filter) {
     const rows = yield* store.pendingApprovals(filter?.runId)
@@ -263,6 +275,13 @@ export const make = (store: Store): Service => ({
       decidedBy: decision.by ?? null,
       decidedAt: decision.at
     })
+  }),
+  withdraw: Effect.fn("Journal.withdraw")(function* (runId: string, callId: string, at: number) {
+    const checked = yield* checkRunId(runId)
+    if (!isTime(at)) return yield* invalid(checked, "the withdrawal's time must be finite epoch milliseconds")
+    yield* store
+      .decide({ runId: checked, callId, decision: "withdrawn", reason: null, decidedBy: null, decidedAt: at })
+      .pipe(Effect.catchReason("JournalError", "NotPending", () => Effect.void))
   }),
   decision: Effect.fn("Journal.decision")(function* (runId: string, callId: string) {
     const row = yield* store.approval(yield* checkRunId(runId), callId)

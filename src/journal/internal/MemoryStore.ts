@@ -112,6 +112,13 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
         tables.approvals.set(key, { ...row, ...decide })
         return Effect.void
       }),
+    reopenApproval: (row) =>
+      Effect.sync(() => {
+        const key = approvalKey(row.runId, row.callId)
+        if (tables.approvals.get(key)?.decision !== "withdrawn") return false
+        tables.approvals.set(key, row)
+        return true
+      }),
     approval: (runId, callId) =>
       Effect.sync(() => Option.fromNullishOr(tables.approvals.get(approvalKey(runId, callId))))
   }

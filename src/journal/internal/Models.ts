@@ -44,6 +44,8 @@ export interface ApprovalRequest {
   readonly arguments: Schema.Json
   readonly requestedAt: number
   readonly expiresAt: number
+  /** The tool's side-effect class (`none`, `read`, `write`, `external`), for whoever decides. */
+  readonly sideEffect?: string | undefined
 }
 
 /** A person's decision on a pending call. */
@@ -76,13 +78,21 @@ export interface Service {
   readonly read: (runId: string) => Effect.Effect<Option.Option<Stored>, JournalError>
   /** The ids of the runs without a result, oldest first (for `Run.recover`). */
   readonly unfinished: Effect.Effect<ReadonlyArray<string>, JournalError>
-  /** Puts a call on the store's pending list. The same call twice is a `Conflict`. */
+  /**
+   * Puts a call on the store's pending list. The same call twice is a `Conflict`, unless it
+   * was withdrawn: it is then pending again, with the new times.
+   */
   readonly requestApproval: (request: ApprovalRequest) => Effect.Effect<void, JournalError>
   /** The undecided calls, oldest first. */
   readonly pendingApprovals: (filter?: PendingFilter) => Effect.Effect<ReadonlyArray<ApprovalRequest>, JournalError>
   /** Decides a pending call; a call not pending (never requested, decided already) is `NotPending`. */
   readonly decide: (decision: ApprovalDecision) => Effect.Effect<void, JournalError>
-  /** The decision on a call, once there is one. */
+  /**
+   * Takes a call off the pending list without a decision: the run stopped waiting (its
+   * request expired, the run was cancelled or ended). A call not pending is left as it is.
+   */
+  readonly withdraw: (runId: string, callId: string, at: number) => Effect.Effect<void, JournalError>
+  /** The decision on a call, once there is one (a withdrawn call has none). */
   readonly decision: (runId: string, callId: string) => Effect.Effect<Option.Option<ApprovalDecision>, JournalError>
 }
 

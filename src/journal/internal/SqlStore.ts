@@ -125,6 +125,7 @@ export const migrate = (sql: SqlClient.SqlClient, names: Tables): Effect.Effect<
       reason TEXT,
       decided_by TEXT,
       decided_at BIGINT,
+      side_effect TEXT,
       PRIMARY KEY (run_id, call_id)
     )`
     yield* sql`CREATE INDEX ${sql(`${names.approvals}_pending`)} ON ${sql(names.approvals)} (requested_at) WHERE decision IS NULL`
@@ -163,6 +164,7 @@ const toApprovalRow = (row: Record<string, unknown>): ApprovalRow => ({
   arguments: String(row.arguments),
   requestedAt: num(row.requested_at),
   expiresAt: num(row.expires_at),
+  sideEffect: text(row.side_effect),
   decision: text(row.decision),
   reason: text(row.reason),
   decidedBy: text(row.decided_by),
@@ -243,7 +245,8 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
         tool: row.tool,
         arguments: row.arguments,
         requested_at: row.requestedAt,
-        expires_at: row.expiresAt
+        expires_at: row.expiresAt,
+        side_effect: row.sideEffect
       })}`.pipe(
         Effect.asVoid,
         Effect.mapError((error) =>
@@ -277,6 +280,15 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
               )
             : Effect.void
         )
+      ),
+    reopenApproval: (row) =>
+      sql`UPDATE ${approvals}
+        SET decision = NULL, reason = NULL, decided_by = NULL, decided_at = NULL,
+          requested_at = ${row.requestedAt}, expires_at = ${row.expiresAt}, arguments = ${row.arguments}
+        WHERE run_id = ${row.runId} AND call_id = ${row.callId} AND decision = 'withdrawn'
+        RETURNING call_id`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.mapError(classify("requestApproval"))
       ),
     approval: (runId, callId) =>
       sql`SELECT * FROM ${approvals} WHERE run_id = ${runId} AND call_id = ${callId}`.pipe(

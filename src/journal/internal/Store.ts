@@ -30,6 +30,9 @@ export interface ApprovalRow {
   readonly arguments: string
   readonly requestedAt: number
   readonly expiresAt: number
+  /** The tool's side-effect class, as the run gave it (absent in rows that did not say). */
+  readonly sideEffect: string | null
+  /** `approve`, `reject`, `withdrawn` (the run stopped waiting), or `null` while pending. */
   readonly decision: string | null
   readonly reason: string | null
   readonly decidedBy: string | null
@@ -70,5 +73,7 @@ export interface Store {
   readonly pendingApprovals: (runId: string | undefined) => Effect.Effect<ReadonlyArray<ApprovalRow>, JournalError>
   /** `NotPending` when no undecided row matches. */
   readonly decide: (decide: Decide) => Effect.Effect<void, JournalError>
+  /** Puts a withdrawn call back on the pending list with new times; whether there was one to reopen. */
+  readonly reopenApproval: (row: ApprovalRow) => Effect.Effect<boolean, JournalError>
   readonly approval: (runId: string, callId: string) => Effect.Effect<Option.Option<ApprovalRow>, JournalError>
 }

@@ -1,0 +1,168 @@
+/**
+ * An approval gate on the journal (R7, R9.3): a call waiting for a person is a row of the
+ * journal's approvals table, so any process on the same journal lists the pending calls
+ * and decides them, and the run, live or recovered after a restart, finds the decision.
+ *
+ * - `request` puts the call on the table (again after a restart: a call still pending, or
+ *   decided meanwhile, is found as it is) and waits for its decision: at once when it is
+ *   decided through this gate in this process, else by reading the table every
+ *   `pollInterval` on the run's `Clock`. A wait that ends without a decision (expiry,
+ *   cancel, the run deadline) withdraws the call from the table.
+ * - `decide` writes the decision (a call not pending is `NotPending`) and wakes a run of
+ *   this process that waits on it.
+ * - `pending` lists the table's pending calls, from every process.
+ *
+ * ```ts
+ * const journal = Journal.layerSqlite({ filename: "runs.db" })
+ * const approvals = JournalApprovals.layer().pipe(Layer.provide(journal))
+ * // runs use it: Run.run(options).pipe(Effect.provide(Layer.merge(journal, approvals)))
+ * // another process: (yield* Approval.ApprovalGate).decide(runId, callId, Approval.approved("ops"))
+ * ```
+ *
+ * A store that cannot be reached is read again at the next poll; one that refuses the
+ * request breaks the gate, and the run ends `internal_error` with the call never run (as
+ * for any gate that fails, R12).
+ *
+ * @since 0.4.0
+ */
+import { Clock, Deferred, Duration, Effect, Layer, Option, type Schema } from "effect"
+import * as Approval from "../tools/Approval.ts"
+import type * as Tool from "../tools/Tool.ts"
+import * as Journal from "./Journal.ts"
+import type * as JournalError from "./JournalError.ts"
+
+/**
+ * @category models
+ * @since 0.4.0
+ */
+export interface Options {
+  /** How often a waiting run reads the table for a decision made by another process. Default 1 second. */
+  readonly pollInterval?: Duration.Input | undefined
+}
+
+const sideEffects: ReadonlyArray<string> = ["none", "read", "write", "external"]
+
+const toRequest = (row: Journal.ApprovalRequest): Approval.Request => ({
+  runId: row.runId,
+  callId: row.callId,
+  tool: row.tool,
+  arguments: (typeof row.arguments === "object" && row.arguments !== null && !Array.isArray(row.arguments)
+    ? row.arguments
+    : {}) as Readonly<Record<string, unknown>>,
+  // A row that does not say is shown as the strictest class: whoever decides assumes it acts outside.
+  sideEffect: (row.sideEffect !== undefined && sideEffects.includes(row.sideEffect)
+    ? row.sideEffect
+    : "external") as Tool.SideEffect,
+  requestedAt: row.requestedAt,
+  expiresAt: row.expiresAt
+})
+
+const toDecision = (row: Journal.ApprovalDecision): Approval.Decision =>
+  row.decision === "approve" ? Approval.approved(row.by) : Approval.rejected(row.reason ?? "rejected", row.by)
+
+const broken = (what: string) => (e: JournalError.JournalError) =>
+  Effect.die(new Error(`the journal's approval gate could not ${what}: ${e.message}`))
+
+/**
+ * A gate over `journal`.
+ *
+ * @category constructors
+ * @since 0.4.0
+ */
+export const make = (journal: Journal.Service, options: Options = {}): Approval.Gate => {
+  const pollMillis = Duration.toMillis(Duration.fromInputUnsafe(options.pollInterval ?? "1 second"))
+  // The runs of this process that wait, so that a decision made here wakes them at once.
+  const waiting = new Map<string, Deferred.Deferred<Approval.Decision>>()
+  const keyOf = (runId: string, callId: string) => `${runId}\u0000${callId}`
+
+  const putUp = (request: Approval.Request) =>
+    journal
+      .requestApproval({
+        runId: request.runId,
+        callId: request.callId,
+        tool: request.tool,
+        // The run checked the arguments against the tool's schema: they are JSON.
+        arguments: request.arguments as Schema.Json,
+        sideEffect: request.sideEffect,
+        requestedAt: request.requestedAt,
+        expiresAt: request.expiresAt
+      })
+      .pipe(
+        // Put up already: a run resumed after a restart finds it pending, or decided.
+        Effect.catchReason("JournalError", "Conflict", () => Effect.void),
+        Effect.retry({ times: 3, while: (e) => e.isRetryable }),
+        Effect.catch(broken("put the call up for approval"))
+      )
+
+  const polled = (runId: string, callId: string) =>
+    Effect.gen(function* () {
+      while (true) {
+        // A store out of reach is read again at the next poll.
+        const found = yield* journal
+          .decision(runId, callId)
+          .pipe(Effect.catch((e) => (e.isRetryable ? Effect.succeed(Option.none()) : broken("read the decision")(e))))
+        if (Option.isSome(found)) return toDecision(found.value)
+        yield* Effect.sleep(pollMillis)
+      }
+    })
+
+  return {
+    request: (request) =>
+      Effect.gen(function* () {
+        const key = keyOf(request.runId, request.callId)
+        const here = Deferred.makeUnsafe<Approval.Decision>()
+        waiting.set(key, here)
+        yield* putUp(request)
+        return yield* Effect.raceFirst(Deferred.await(here), polled(request.runId, request.callId)).pipe(
+          Effect.onInterrupt(() =>
+            Effect.flatMap(Clock.currentTimeMillis, (at) =>
+              Effect.ignore(journal.withdraw(request.runId, request.callId, at))
+            )
+          )
+        )
+      }).pipe(
+        Effect.ensuring(
+          Effect.sync(() => {
+            waiting.delete(keyOf(request.runId, request.callId))
+          })
+        )
+      ),
+    decide: (runId, callId, decision) =>
+      Effect.gen(function* () {
+        const at = yield* Clock.currentTimeMillis
+        yield* journal
+          .decide({
+            runId,
+            callId,
+            decision: decision._tag === "Approved" ? "approve" : "reject",
+            ...(decision._tag === "Rejected" ? { reason: decision.reason } : {}),
+            ...(decision.by === undefined ? {} : { by: decision.by }),
+            at
+          })
+          .pipe(
+            Effect.catchReason("JournalError", "NotPending", () =>
+              Effect.fail(new Approval.NotPending({ runId, callId }))
+            ),
+            Effect.catchTag("JournalError", broken("record the decision"))
+          )
+        const here = waiting.get(keyOf(runId, callId))
+        if (here !== undefined) yield* Deferred.succeed(here, decision)
+      }),
+    pending: journal.pendingApprovals().pipe(
+      Effect.map((rows) => rows.map(toRequest)),
+      Effect.catch(broken("list the pending calls"))
+    )
+  }
+}
+
+/**
+ * The gate on the `Journal` in context, as the runs' `Approval.ApprovalGate`.
+ *
+ * @category layers
+ * @since 0.4.0
+ */
+export const layer = (options?: Options): Layer.Layer<never, never, Journal.Journal> =>
+  Layer.effect(
+    Approval.ApprovalGate,
+    Effect.map(Effect.service(Journal.Journal), (journal) => make(journal, options))
+  )

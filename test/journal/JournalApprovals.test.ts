@@ -1,0 +1,127 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Exit, Fiber, Layer } from "effect"
+import type * as Event from "../../src/events/Event.ts"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
+import * as FaultyTools from "../../src/testing/FaultyTools.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../src/tools/Approval.ts"
+
+const model = ScriptedModel.layerFunction((request) =>
+  request.iteration === 1 ? ScriptedModel.toolCall("pay", { amount: 10 }, "c1") : ScriptedModel.finalAnswer("paid")
+)
+
+const payment = () =>
+  FaultyTools.ledgered({
+    name: "pay",
+    idempotent: false,
+    sideEffect: "external",
+    behaviour: () => "apply",
+    reconcile: true,
+    needsApproval: true
+  })
+
+const poll = { pollInterval: "5 millis" } as const
+
+/** Waits (live) until `gate` lists `n` pending calls. */
+const pendingOn = (gate: Approval.Gate, n: number) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 2000; i++) {
+      const pending = yield* gate.pending
+      if (pending.length >= n) return pending
+      yield* Effect.sleep("2 millis")
+    }
+    return assert.fail("the call was never listed as pending")
+  })
+
+const store = Effect.map(Layer.build(Journal.layerMemory), (context) => Context.get(context, Journal.Journal))
+
+describe("JournalApprovals (R7, R9.3)", () => {
+  it.live("R7 a call waiting for approval is a row: another process's gate lists it and decides, the run goes on", () =>
+    Effect.gen(function* () {
+      const journal = yield* store
+      const pay = payment()
+      // Two gates on one journal: the run's process, and a UI's.
+      const runs = JournalApprovals.make(journal, poll)
+      const ui = JournalApprovals.make(journal, poll)
+      const fiber = yield* Run.run({ goal: "pay 10", runId: "r1", tools: [pay.tool] }).pipe(
+        Effect.provideService(Journal.Journal, journal),
+        Effect.provideService(Approval.ApprovalGate, runs),
+        Effect.provide(model),
+        Effect.forkChild
+      )
+      const [pending] = yield* pendingOn(ui, 1)
+      assert.strictEqual(pending?.runId, "r1")
+      assert.strictEqual(pending?.callId, "c1")
+      assert.strictEqual(pending?.tool, "pay")
+      assert.strictEqual(pending?.sideEffect, "external")
+      assert.deepStrictEqual(pending?.arguments, { amount: 10 })
+      assert.strictEqual(pay.calls.count, 0)
+      yield* ui.decide("r1", "c1", Approval.approved("ops"))
+      const result = yield* Fiber.join(fiber)
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(pay.ledger.total, 1)
+      const decided = result.timeline.find((e: Event.Event) => e._tag === "approval.decided")
+      assert.strictEqual(decided?._tag === "approval.decided" ? decided.by : undefined, "ops")
+      // Decided once: a second decision is NotPending, and nothing is listed.
+      const again = yield* Effect.exit(ui.decide("r1", "c1", Approval.rejected("late")))
+      assert.isTrue(Exit.isFailure(again))
+      assert.lengthOf(yield* ui.pending, 0)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("R7 an approval survives a restart: decided while no process runs the run, the recovered run pays once", () =>
+    Effect.gen(function* () {
+      const journal = yield* store
+      const pay = payment()
+      const faulty = FaultyJournal.make(journal, {})
+      const fiber = yield* Run.run({ goal: "pay 10", runId: "r1", tools: [pay.tool] }).pipe(
+        Effect.provideService(Journal.Journal, faulty.journal),
+        Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(faulty.journal, poll)),
+        Effect.provide(model),
+        Effect.forkChild
+      )
+      const ui = JournalApprovals.make(journal, poll)
+      yield* pendingOn(ui, 1)
+      // The process dies while the run waits: nothing it does afterwards reaches the journal.
+      faulty.crash()
+      yield* Fiber.interrupt(fiber)
+      // Nobody runs r1 now; a person decides through the journal.
+      assert.lengthOf(yield* ui.pending, 1)
+      yield* ui.decide("r1", "c1", Approval.approved("ops"))
+      const [result] = yield* Run.recover({ tools: [pay.tool] }).pipe(
+        Effect.provideService(Journal.Journal, journal),
+        Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(journal, poll)),
+        Effect.provide(model)
+      )
+      assert.isTrue(result !== undefined && result._tag === "Success")
+      if (result?._tag === "Success") assert.strictEqual(result.success.status, "completed")
+      assert.strictEqual(pay.ledger.total, 1)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("R7 a request that expires is withdrawn from the table; the run ends approval_expired", () =>
+    Effect.gen(function* () {
+      const journal = yield* store
+      const pay = payment()
+      const gate = JournalApprovals.make(journal, poll)
+      const result = yield* Run.run({
+        goal: "pay 10",
+        runId: "r1",
+        tools: [pay.tool],
+        time: { approval: "30 millis" }
+      }).pipe(
+        Effect.provideService(Journal.Journal, journal),
+        Effect.provideService(Approval.ApprovalGate, gate),
+        Effect.provide(model)
+      )
+      assert.strictEqual(result.stopReason, "approval_expired")
+      assert.lengthOf(yield* gate.pending, 0)
+      const late = yield* Effect.exit(gate.decide("r1", "c1", Approval.approved()))
+      assert.isTrue(Exit.isFailure(late), "a withdrawn call cannot be decided")
+      assert.strictEqual(pay.calls.count, 0)
+    }).pipe(Effect.scoped)
+  )
+})
