@@ -5,12 +5,13 @@
  *   its result) without a journal, on the memory journal, on SQLite (WAL, NORMAL) and on
  *   PostgreSQL over loopback; the median per step of whole runs, and what each store
  *   adds to the run without a journal. Two commits per step: the model response, and the
- *   end of the iteration.
+ *   end of the iteration. The cases take turns, one run each per round, after warm-up
+ *   rounds (`BENCH_ROUNDS`, default 12; `BENCH_WARM_UP`, default 3).
  * - Resume: a 200-step run cut off before its last commit, resumed from SQLite (read,
  *   decode and check, fold, then one more model call that answers at once).
  * - Journal bytes per step: the stored events' JSON over the steps.
  *
- * Prints figures beside issue 13's targets; asserts nothing and exits 0.
+ * Prints figures beside issue 13's targets (PASS or MISS); asserts nothing and exits 0.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -30,7 +31,8 @@ import { postgres } from "../test/support/postgres.ts"
 import { median } from "./stats.ts"
 
 const K = Number(process.env.BENCH_STEPS ?? 200)
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 12)
+const WARM_UP = Number(process.env.BENCH_WARM_UP ?? 3)
 
 const step = Tool.make({
   name: "step",
@@ -55,63 +57,91 @@ const options = (runId: string) => ({
 
 let runs = 0
 
-/** The median time per step of `ROUNDS` whole runs, in µs, with `journal` (or none). */
-const perStep = (journal: Journal.Service | undefined) =>
+/** One whole run with `journal` (or none): its time per step, in µs. */
+const oneRun = (journal: Journal.Service | undefined) =>
   Effect.gen(function* () {
-    const times: Array<number> = []
-    for (let round = 0; round < ROUNDS + 1; round++) {
-      const run = Run.run(options(`bench-${runs++}`))
-      const start = performance.now()
-      const result = yield* journal === undefined ? run : Effect.provideService(run, Journal.Journal, journal)
-      const elapsed = performance.now() - start
-      if (result.status !== "completed") throw new Error(`the run ended ${result.status}: ${result.detail}`)
-      if (round > 0) times.push((elapsed * 1000) / K)
+    const run = Run.run(options(`bench-${runs++}`))
+    const start = performance.now()
+    const result = yield* journal === undefined ? run : Effect.provideService(run, Journal.Journal, journal)
+    const elapsed = performance.now() - start
+    if (result.status !== "completed") throw new Error(`the run ended ${result.status}: ${result.detail}`)
+    return (elapsed * 1000) / K
+  })
+
+interface Case {
+  readonly name: string
+  readonly journal: Journal.Service | undefined
+  /** Most it may add per step to the run without a journal, in µs. */
+  readonly target: number | undefined
+}
+
+/**
+ * The median time per step of each case. The cases take turns, one run each per round
+ * (after `WARM_UP` rounds that are not counted), so that the machine's drift and the
+ * JIT's warm-up fall on all of them alike.
+ */
+const perStep = (cases: ReadonlyArray<Case>) =>
+  Effect.gen(function* () {
+    const times = cases.map(() => [] as Array<number>)
+    for (let round = 0; round < WARM_UP + ROUNDS; round++) {
+      for (const [i, c] of cases.entries()) {
+        const time = yield* oneRun(c.journal)
+        if (round >= WARM_UP) times[i]?.push(time)
+      }
     }
-    return median(times)
+    return times.map(median)
   }).pipe(Effect.provide(model))
+
+const build = (layer: Layer.Layer<Journal.Journal, JournalError.JournalError>) =>
+  Effect.map(Layer.build(Layer.fresh(layer)), (context) => Context.get(context, Journal.Journal))
 
 const withJournal = <A, E>(
   layer: Layer.Layer<Journal.Journal, JournalError.JournalError>,
   f: (journal: Journal.Service) => Effect.Effect<A, E>
-) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const context = yield* Layer.build(Layer.fresh(layer))
-      return yield* f(Context.get(context, Journal.Journal))
-    })
-  )
+) => Effect.scoped(Effect.flatMap(build(layer), f))
 
 const us = (n: number) => `${n.toFixed(1).padStart(8)} µs`
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "durable-bench-"))
 
 const main = Effect.gen(function* () {
-  console.log(`durable runs on Node ${process.version}, ${os.cpus().length} cores; K=${K} steps, ${ROUNDS} runs each`)
-  const bare = yield* perStep(undefined)
-  const rows: Array<[string, number, string]> = [["no journal", bare, "-"]]
-  const memory = yield* withJournal(Journal.layerMemory, perStep)
-  rows.push(["memory journal", memory, "-"])
-  const filename = path.join(dir, "runs.db")
-  const sqlite = yield* withJournal(Journal.layerSqlite({ filename }), perStep)
-  rows.push(["SQLite (WAL, NORMAL)", sqlite, "<= 100 µs"])
+  console.log(
+    `durable runs on Node ${process.version}, ${os.cpus().length} cores; K=${K} steps, ` +
+      `${ROUNDS} runs per case after ${WARM_UP} warm-up rounds, cases interleaved`
+  )
   const found = yield* Effect.promise(postgres)
+  if (found._tag === "Missing") console.log(`PostgreSQL: skipped (${found.why})`)
+  const cases: Array<Case> = [
+    { name: "no journal", journal: undefined, target: undefined },
+    { name: "memory journal", journal: yield* build(Journal.layerMemory), target: undefined },
+    {
+      name: "SQLite (WAL, NORMAL)",
+      journal: yield* build(Journal.layerSqlite({ filename: path.join(dir, "runs.db") })),
+      target: 100
+    }
+  ]
   if (found._tag === "Server") {
-    const pg = yield* withJournal(JournalPg.layer({ url: found.server.url }), perStep).pipe(
-      Effect.ensuring(Effect.sync(found.server.stop))
-    )
-    rows.push(["PostgreSQL (loopback)", pg, "<= 2000 µs"])
-  } else {
-    console.log(`PostgreSQL: skipped (${found.why})`)
+    yield* Effect.addFinalizer(() => Effect.sync(found.server.stop))
+    cases.push({
+      name: "PostgreSQL (loopback)",
+      journal: yield* build(JournalPg.layer({ url: found.server.url })),
+      target: 2000
+    })
   }
+  const figures = yield* perStep(cases)
+  const bare = figures[0] ?? Number.NaN
   console.log("")
-  console.log("store                   per step    added    target (added)")
-  for (const [name, figure, target] of rows) {
-    console.log(`${name.padEnd(22)} ${us(figure)} ${us(figure - bare)}   ${target}`)
+  console.log("store                   per step      added   target (added)")
+  for (const [i, c] of cases.entries()) {
+    const figure = figures[i] ?? Number.NaN
+    const verdict = c.target === undefined ? "-" : `<= ${c.target} µs: ${figure - bare <= c.target ? "PASS" : "MISS"}`
+    console.log(`${c.name.padEnd(22)} ${us(figure)} ${us(figure - bare)}   ${verdict}`)
   }
 
   // Resume a 200-step run cut off before its last commit.
   const resumeTimes: Array<number> = []
   let bytesPerStep = 0
+  let resultBytes = 0
   yield* withJournal(Journal.layerSqlite({ filename: path.join(dir, "resume.db") }), (journal) =>
     Effect.gen(function* () {
       for (let round = 0; round < 6; round++) {
@@ -134,6 +164,10 @@ const main = Effect.gen(function* () {
         readonly n: number
       }>`SELECT sum(length(body)) AS bytes, count(*) AS n FROM agent_events WHERE run_id = 'resume-0'`
       bytesPerStep = Number(row?.bytes ?? 0) / K
+      const [run] = yield* sql<{
+        readonly bytes: number
+      }>`SELECT length(result) AS bytes FROM agent_runs WHERE run_id = 'resume-0'`
+      resultBytes = Number(run?.bytes ?? 0)
     }).pipe(
       Effect.provide(
         Layer.effect(SqlClient.SqlClient, SqliteClient.make({ filename: path.join(dir, "resume.db") })).pipe(
@@ -143,11 +177,14 @@ const main = Effect.gen(function* () {
     )
   )
   console.log("")
-  console.log(`resume a ${K}-step run from SQLite: median ${median(resumeTimes).toFixed(1)} ms (target <= 50 ms)`)
-  console.log(`journal bytes per step: ${bytesPerStep.toFixed(0)} B of event JSON`)
+  const resume = median(resumeTimes)
+  console.log(
+    `resume a ${K}-step run from SQLite: median ${resume.toFixed(1)} ms (target <= 50 ms: ${resume <= 50 ? "PASS" : "MISS"})`
+  )
+  console.log(`journal bytes per step: ${bytesPerStep.toFixed(0)} B of event JSON; the run's result: ${resultBytes} B`)
 })
 
-Effect.runPromise(main)
+Effect.runPromise(Effect.scoped(main))
   .catch((error) => {
     console.error(error)
     process.exitCode = 1

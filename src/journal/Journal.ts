@@ -20,7 +20,6 @@ import * as Layers from "./internal/Layers.ts"
 import * as Make from "./internal/Make.ts"
 import * as MemoryStore from "./internal/MemoryStore.ts"
 import { Journal } from "./internal/Models.ts"
-import * as SqliteClient from "./internal/SqliteClient.ts"
 import type { JournalError } from "./JournalError.ts"
 
 export {
@@ -85,5 +84,4 @@ export interface SqliteOptions extends SqlOptions {
  * @category layers
  * @since 0.3.0
  */
-export const layerSqlite = (options: SqliteOptions): Layer.Layer<Journal, JournalError> =>
-  Layers.layerOwnClient(SqliteClient.make(options), options)
+export const layerSqlite = (options: SqliteOptions): Layer.Layer<Journal, JournalError> => Layers.layerSqlite(options)

@@ -5,6 +5,8 @@ import { SqlClient, type SqlError } from "effect/sql"
 import type { JournalError } from "../JournalError.ts"
 import * as Make from "./Make.ts"
 import { Journal } from "./Models.ts"
+import * as SqliteClient from "./SqliteClient.ts"
+import * as SqliteStore from "./SqliteStore.ts"
 import * as SqlStore from "./SqlStore.ts"
 
 export interface SqlOptions {
@@ -35,3 +37,15 @@ export const layerOwnClient = (
       )
     )
   )
+
+/** The SQLite journal on a file it opens (and closes with its scope): commits go to the connection directly. */
+export const layerSqlite = (options: SqliteClient.Options & SqlOptions): Layer.Layer<Journal, JournalError> =>
+  Layer.effect(
+    Journal,
+    Effect.gen(function* () {
+      const opened = yield* Effect.mapError(SqliteClient.open(options), SqlStore.classify("open"))
+      const names = yield* SqlStore.tables(options.tablePrefix)
+      yield* SqlStore.migrate(opened.client, names)
+      return Make.make(SqliteStore.make(opened, names))
+    })
+  ).pipe(Layer.provide(Reactivity.layer))

@@ -7,7 +7,7 @@
 import { Array as Arr, Effect, Option } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 import * as JournalError from "../JournalError.ts"
-import type { ApprovalRow, EventRow, RunRow, Store } from "./Store.ts"
+import type { ApprovalRow, Commit, EventRow, RunRow, Store } from "./Store.ts"
 
 /** The tables of one journal. */
 export interface Tables {
@@ -62,6 +62,31 @@ export const classify =
   }
 
 const isUnique = (error: SqlError.SqlError) => error.reason._tag === "UniqueViolation"
+
+/** Why a commit's update of the run row matched nothing: no such run, or `next_seq` is not the expected one. */
+export const notAdvanced = (commit: Commit, actualSeq: number | undefined): JournalError.JournalError =>
+  JournalError.make(
+    actualSeq === undefined
+      ? new JournalError.InvalidAppend({ runId: commit.runId, detail: "no such run" })
+      : new JournalError.Conflict({
+          runId: commit.runId,
+          expectedSeq: commit.expectedSeq,
+          actualSeq,
+          detail: `expected next_seq ${commit.expectedSeq}, found ${actualSeq}`
+        })
+  )
+
+/** A commit's store failure: a unique violation on the events is another writer that raced this one. */
+export const commitFailed = (commit: Commit, error: SqlError.SqlError): JournalError.JournalError =>
+  isUnique(error)
+    ? JournalError.make(
+        new JournalError.Conflict({
+          runId: commit.runId,
+          expectedSeq: commit.expectedSeq,
+          detail: "another writer committed the same sequence numbers"
+        })
+      )
+    : classify("append")(error)
 
 /** Runs the schema's migrations (idempotent; several processes may start at once). */
 export const migrate = (sql: SqlClient.SqlClient, names: Tables): Effect.Effect<void, JournalError.JournalError> => {
@@ -180,16 +205,7 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
         if (updated.length === 0) {
           const current = yield* sql`SELECT next_seq FROM ${runs} WHERE run_id = ${commit.runId}`
           const found = current[0]
-          return yield* JournalError.make(
-            found === undefined
-              ? new JournalError.InvalidAppend({ runId: commit.runId, detail: "no such run" })
-              : new JournalError.Conflict({
-                  runId: commit.runId,
-                  expectedSeq: commit.expectedSeq,
-                  actualSeq: num(found.next_seq),
-                  detail: `expected next_seq ${commit.expectedSeq}, found ${num(found.next_seq)}`
-                })
-          )
+          return yield* notAdvanced(commit, found === undefined ? undefined : num(found.next_seq))
         }
         if (Arr.isReadonlyArrayNonEmpty(commit.events)) {
           yield* sql`INSERT INTO ${events} ${sql.insert(
@@ -203,21 +219,9 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
           )}`
         }
       })
-      return sql.withTransaction(body).pipe(
-        Effect.catchTag("SqlError", (error) =>
-          Effect.fail(
-            isUnique(error)
-              ? JournalError.make(
-                  new JournalError.Conflict({
-                    runId: commit.runId,
-                    expectedSeq: commit.expectedSeq,
-                    detail: "another writer committed the same sequence numbers"
-                  })
-                )
-              : classify("append")(error)
-          )
-        )
-      )
+      return sql
+        .withTransaction(body)
+        .pipe(Effect.catchTag("SqlError", (error) => Effect.fail(commitFailed(commit, error))))
     },
     readRun: (runId) =>
       Effect.gen(function* () {

@@ -44,7 +44,8 @@ const sqliteCause = (error: unknown): unknown => {
   return Object.assign(Object.create(error), { errno, message, cause: error })
 }
 
-const toSqlError = (operation: string) => (error: unknown) =>
+/** A `node:sqlite` error as an `SqlError`, classified by its SQLite code. */
+export const toSqlError = (operation: string) => (error: unknown) =>
   new SqlError.SqlError({
     reason: SqlError.classifySqliteError(sqliteCause(error), {
       message: error instanceof Error ? error.message : String(error),
@@ -98,7 +99,7 @@ const isBusy = (error: unknown): boolean =>
  * itself, and SQLite answers busy at once (without its busy handler) when another process is
  * opening it too: that one step is retried until the busy timeout.
  */
-const open = (options: Options) =>
+const openFile = (options: Options) =>
   Effect.tryPromise({
     try: async () => {
       const { DatabaseSync } = await import("node:sqlite")
@@ -125,12 +126,21 @@ const open = (options: Options) =>
     catch: toSqlError("open")
   })
 
-/** The client; the file is closed when the scope closes. */
-export const make = (
-  options: Options
-): Effect.Effect<SqlClient.SqlClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity> =>
+/**
+ * The client and its connection, for a store that runs its hottest statements on the
+ * connection itself: it must hold `lock` (the permit the client's queries and
+ * transactions take) while it does.
+ */
+export interface Opened {
+  readonly client: SqlClient.SqlClient
+  readonly db: DatabaseSync
+  readonly lock: Semaphore.Semaphore
+}
+
+/** The client and its connection (see {@link Opened}); the file is closed when the scope closes. */
+export const open = (options: Options): Effect.Effect<Opened, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity> =>
   Effect.gen(function* () {
-    const db = yield* Effect.acquireRelease(open(options), (db) => Effect.sync(() => db.close()))
+    const db = yield* Effect.acquireRelease(openFile(options), (db) => Effect.sync(() => db.close()))
     const prepared = makeCache(db, options.statementCacheSize ?? 64, false)
     const preparedArrays = makeCache(db, options.statementCacheSize ?? 64, true)
     const run = <A>(operation: string, body: () => A): Effect.Effect<A, SqlError.SqlError> =>
@@ -161,12 +171,13 @@ export const make = (
         run("execute", () => transform(rows(db.prepare(sql), params), transformRows))
     }
 
+    const lock = yield* Semaphore.make(1)
     const acquirers = SqlClient.makeSqliteAcquirers({
       connection: Effect.succeed(connection),
-      semaphore: yield* Semaphore.make(1),
+      semaphore: lock,
       isTransaction: () => db.isTransaction
     })
-    return yield* SqlClient.make({
+    const client = yield* SqlClient.make({
       ...acquirers,
       compiler: Statement.makeCompilerSqlite(),
       driver: "sqlite-node",
@@ -178,4 +189,11 @@ export const make = (
         ["db.namespace", options.filename]
       ]
     })
+    return { client, db, lock } satisfies Opened
   })
+
+/** The client; the file is closed when the scope closes. */
+export const make = (
+  options: Options
+): Effect.Effect<SqlClient.SqlClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity> =>
+  Effect.map(open(options), (opened) => opened.client)

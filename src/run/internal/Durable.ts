@@ -47,6 +47,30 @@ const commitError = (e: JournalError.JournalError): RunContext.CommitError => ({
   detail: e.message
 })
 
+/** The header of a run, from its `run.started` and its tools' fingerprints. */
+const header = (started: Event.Event | undefined, tools: Record<string, string>): Schema.Json => ({
+  goal: started?._tag === "run.started" ? started.goal : "",
+  ...(started?._tag === "run.started" && started.system !== undefined ? { system: started.system } : {}),
+  model: started?._tag === "run.started" ? started.model : "",
+  tools
+})
+
+/**
+ * The result as it is committed. Its timeline is the log committed with it, so it goes in
+ * empty (encoding and storing the log twice would cost a 200-step run about as much as
+ * all its other commits), and {@link load} puts the log back. A result whose timeline is
+ * not exactly that log keeps it.
+ */
+const withoutLog = (result: unknown, fromSeq: number, events: ReadonlyArray<Event.Event>): unknown => {
+  if (typeof result !== "object" || result === null || !("timeline" in result)) return result
+  const timeline = result.timeline
+  const isLog =
+    Array.isArray(timeline) &&
+    timeline.length === fromSeq + events.length &&
+    (events.length === 0 || timeline[timeline.length - 1] === events[events.length - 1])
+  return isLog ? { ...result, timeline: [] } : result
+}
+
 /**
  * Where one run commits: its row is created with the header at the first commit (the
  * one that holds `run.started`), then every commit appends, fenced on the committed
@@ -60,28 +84,28 @@ export const sink = (
   exists: boolean
 ): RunContext.Sink => {
   const prints = fingerprints(tools)
+  let created = exists
   return {
     commits: Semaphore.makeUnsafe(1),
     commit: ({ fromSeq, events, state, result }) =>
-      Effect.gen(function* () {
-        if (fromSeq === 0 && !exists) {
-          const started = events[0]
-          const header: Schema.Json = {
-            goal: started?._tag === "run.started" ? started.goal : "",
-            ...(started?._tag === "run.started" && started.system !== undefined ? { system: started.system } : {}),
-            model: started?._tag === "run.started" ? started.model : "",
-            tools: prints
-          }
-          yield* journal.create({ runId, header, state })
-        }
-        const encoded = result === undefined ? undefined : encodeResult(result)
-        yield* journal.append(runId, {
+      // Chosen when it runs: a commit retried after its row was created only appends.
+      Effect.suspend(() => {
+        const encoded = result === undefined ? undefined : encodeResult(withoutLog(result, fromSeq, events))
+        const append = journal.append(runId, {
           expectedSeq: fromSeq,
           events,
           state,
           ...(encoded !== undefined && Exit.isSuccess(encoded) ? { result: encoded.value as Schema.Json } : {})
         })
-      }).pipe(Effect.mapError(commitError))
+        if (fromSeq > 0 || created) return Effect.mapError(append, commitError)
+        const create = Effect.tap(
+          journal.create({ runId, header: header(events[0], prints), state }),
+          Effect.sync(() => {
+            created = true
+          })
+        )
+        return Effect.mapError(Effect.andThen(create, append), commitError)
+      })
   }
 }
 
@@ -116,6 +140,18 @@ const resumeError = (runId: string, e: JournalError.JournalError): ResumeError =
   })
 
 /**
+ * The result of a finished run as its journal holds it, decoded, with the log put back as
+ * its timeline (an empty stored timeline stands for it: every run's log has its
+ * `run.started`); `undefined` while the run is not finished.
+ */
+export const storedResult = (stored: Journal.Stored): Exit.Exit<RunResult.RunResult, unknown> | undefined => {
+  if (Option.isNone(stored.result)) return undefined
+  return Exit.map(decodeResult(stored.result.value), (result) =>
+    result.timeline.length === 0 ? { ...result, timeline: stored.events } : result
+  )
+}
+
+/**
  * Reads a run back and checks that the code fits its log: every tool it used is there
  * with the same fingerprint, and the model is the same one. A finished run gives its
  * stored result.
@@ -131,10 +167,10 @@ export const load = Effect.fnUntraced(function* (
   const found = yield* Effect.mapError(journal.read(runId), (e) => resumeError(runId, e))
   if (Option.isNone(found)) return yield* fail("not_found", "the journal has no run of this id")
   const stored = found.value
-  if (Option.isSome(stored.result)) {
-    const result = decodeResult(stored.result.value)
-    if (Exit.isFailure(result)) return yield* fail("corrupt", "the stored result does not decode")
-    return { _tag: "Finished", result: result.value } satisfies Loaded as Loaded
+  const finished = storedResult(stored)
+  if (finished !== undefined) {
+    if (Exit.isFailure(finished)) return yield* fail("corrupt", "the stored result does not decode")
+    return { _tag: "Finished", result: finished.value } satisfies Loaded as Loaded
   }
   const started = stored.events[0]
   if (started !== undefined && started._tag !== "run.started") {

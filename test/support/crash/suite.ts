@@ -8,12 +8,13 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Effect, Exit, Option, Schema } from "effect"
+import { Effect, Exit, Option } from "effect"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import type * as Event from "../../../src/events/Event.ts"
 import * as Timeline from "../../../src/events/Timeline.ts"
 import * as Journal from "../../../src/journal/Journal.ts"
-import * as RunResult from "../../../src/run/RunResult.ts"
+import * as Durable from "../../../src/run/internal/Durable.ts"
+import type * as RunResult from "../../../src/run/RunResult.ts"
 import { type Config, journalLayer, type Where } from "./config.ts"
 import * as Harness from "./harness.ts"
 import * as Ledger from "./ledger.ts"
@@ -30,8 +31,6 @@ interface Kept {
   readonly events: ReadonlyArray<Event.Event>
   readonly result: RunResult.RunResult | undefined
 }
-
-const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 
 /** The payments a run's model asks for, from its id (see child.ts). */
 const planned = (runId: string): number => {
@@ -120,11 +119,11 @@ export const crashSuite = (setup: Setup) =>
             for (const runId of runIds) {
               const stored = yield* journal.read(runId)
               if (Option.isNone(stored)) continue
-              const result = Option.map(stored.value.result, decodeResult)
-              if (Option.isSome(result) && Exit.isFailure(result.value)) throw new Error(`${runId}: bad result`)
+              const result = Durable.storedResult(stored.value)
+              if (result !== undefined && Exit.isFailure(result)) throw new Error(`${runId}: bad result`)
               runs.set(runId, {
                 events: stored.value.events,
-                result: Option.isSome(result) && Exit.isSuccess(result.value) ? result.value.value : undefined
+                result: result !== undefined && Exit.isSuccess(result) ? result.value : undefined
               })
             }
             return { runs, approvals: yield* journal.pendingApprovals() }

@@ -1,0 +1,58 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option, Schema } from "effect"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+
+const echo = Tool.make({
+  name: "echo",
+  description: "Returns its input.",
+  input: Schema.Struct({ n: Schema.Number }),
+  output: Schema.Struct({ n: Schema.Number }),
+  sideEffect: "read",
+  idempotent: true,
+  handler: ({ n }) => Effect.succeed({ n })
+})
+
+const model = ScriptedModel.layerFunction((request) =>
+  request.iteration === 1 ? ScriptedModel.toolCall("echo", { n: 1 }) : ScriptedModel.finalAnswer("done")
+)
+
+describe("Durable runs: what a run commits (R9)", () => {
+  it.effect(
+    "R9 the result is committed without a second copy of its log, and a resumed run gives the whole result back",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* Journal.Journal
+        const first = yield* Run.run({ goal: "echo", runId: "r1", tools: [echo] }).pipe(Effect.provide(model))
+        const stored = Option.getOrThrow(yield* journal.read("r1"))
+        const result = Option.getOrThrow(stored.result) as { readonly timeline: ReadonlyArray<unknown> }
+        assert.deepStrictEqual(result.timeline, [])
+        assert.strictEqual(stored.events.length, first.timeline.length)
+        const again = yield* Run.resume("r1", { tools: [echo] }).pipe(Effect.provide(model))
+        assert.deepStrictEqual(again, first)
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.effect(
+    "R9 the first commit's append unreachable once after its row was created: the retry only appends, the run completes",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n === 1 })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "echo", runId: "r1", tools: [echo] }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(model)
+          )
+        )
+        assert.strictEqual(result.status, "completed")
+        const stored = Option.getOrThrow(yield* store.read("r1"))
+        assert.strictEqual(stored.events.length, result.timeline.length)
+        assert.isTrue(Option.isSome(stored.result))
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+})
