@@ -23,6 +23,30 @@ const model = ScriptedModel.layerFunction((request) =>
 
 describe("Durable runs: what a run commits (R9)", () => {
   it.effect(
+    "R9 a typed output that is not JSON (a bigint) still leaves the run finished in the journal, without it",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* Journal.Journal
+        const answer = ScriptedModel.layerFunction(() => ScriptedModel.finalAnswer('{"n":"12"}'))
+        const first = yield* Run.run({
+          goal: "count",
+          runId: "big",
+          tools: [echo],
+          output: Schema.Struct({ n: Schema.BigIntFromString })
+        }).pipe(Effect.provide(answer))
+        assert.strictEqual(first.status, "completed")
+        assert.deepStrictEqual(first.output, { n: 12n })
+        const stored = Option.getOrThrow(yield* journal.read("big"))
+        assert.isTrue(Option.isSome(stored.result), "the run is finished in the journal")
+        assert.deepStrictEqual(yield* journal.unfinished, [])
+        const again = yield* Run.resume("big", { tools: [echo] }).pipe(Effect.provide(answer))
+        assert.strictEqual(again.status, "completed")
+        assert.strictEqual(again.finalAnswer, first.finalAnswer)
+        assert.isUndefined(again.output)
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.effect(
     "R9 the result is committed without a second copy of its log, and a resumed run gives the whole result back",
     () =>
       Effect.gen(function* () {

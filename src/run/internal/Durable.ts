@@ -24,6 +24,21 @@ const Header = Schema.Struct({
 
 const decodeHeader = Schema.decodeUnknownExit(Header)
 const encodeResult = Schema.encodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
+const isJson = Schema.is(Schema.Json)
+
+/**
+ * A result as the journal stores it: JSON. Only a typed `output` can be something JSON is
+ * not (a decoded `Date`, a class): the result is then stored without it, so that the run
+ * still reads as finished; its final answer, which `output` was decoded from, is kept.
+ */
+const storable = (result: unknown): Schema.Json | undefined => {
+  const full = encodeResult(result)
+  if (Exit.isSuccess(full) && isJson(full.value)) return full.value
+  if (typeof result !== "object" || result === null || !("output" in result)) return undefined
+  const { output: _, ...rest } = result
+  const bare = encodeResult(rest)
+  return Exit.isSuccess(bare) && isJson(bare.value) ? bare.value : undefined
+}
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 
 /** A tool's fingerprint: what a resumed run's log depends on (its arguments' shape, whether it may act twice). */
@@ -90,12 +105,12 @@ export const sink = (
     commit: ({ fromSeq, events, state, result }) =>
       // Chosen when it runs: a commit retried after its row was created only appends.
       Effect.suspend(() => {
-        const encoded = result === undefined ? undefined : encodeResult(withoutLog(result, fromSeq, events))
+        const encoded = result === undefined ? undefined : storable(withoutLog(result, fromSeq, events))
         const append = journal.append(runId, {
           expectedSeq: fromSeq,
           events,
           state,
-          ...(encoded !== undefined && Exit.isSuccess(encoded) ? { result: encoded.value as Schema.Json } : {})
+          ...(encoded === undefined ? {} : { result: encoded })
         })
         if (fromSeq > 0 || created) return Effect.mapError(append, commitError)
         const create = Effect.tap(
