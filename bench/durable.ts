@@ -150,9 +150,14 @@ const main = Effect.gen(function* () {
         const faulty = FaultyJournal.make(journal, { crashAt: { commit: 2 * K + 1, when: "before" } })
         yield* Effect.provideService(Run.run(options(runId)), Journal.Journal, faulty.journal)
         const start = performance.now()
-        const resumed = yield* Effect.provideService(Run.resume(runId, { tools: [step] }), Journal.Journal, journal)
+        const resumed = yield* Effect.provideService(
+          Run.resume(runId, { tools: [step], limits: options(runId).limits }),
+          Journal.Journal,
+          journal
+        )
         resumeTimes.push(performance.now() - start)
-        if (resumed.status !== "completed") throw new Error(`the resumed run ended ${resumed.status}`)
+        if (resumed.status !== "completed")
+          throw new Error(`the resumed run ended ${resumed.status}: ${resumed.detail}`)
       }
     }).pipe(Effect.provide(model))
   )
