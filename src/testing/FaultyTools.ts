@@ -157,7 +157,7 @@ const lost = (name: string, call: Call, applied: boolean) =>
  *
  * `reconcile: true` gives the tool a status query that answers from the ledger:
  * `Applied` with the recorded receipt when the key is there, `NotApplied` otherwise. A
- * function answers as it likes, from the entry (if any) under the key.
+ * function answers as it likes, from the entry under the key, when there is one.
  *
  * @category constructors
  * @since 0.1.0

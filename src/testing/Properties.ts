@@ -20,7 +20,7 @@
  *   anew answers a request asked again as the first did), the tools (with their
  *   inspection handles), the approval gate and the run options of a case;
  *   {@link runScenario} runs it on `TestClock` (committing to the `Journal` in the
- *   context, if any). {@link restart} is the scenario as a restarted process has it (the
+ *   context, when there is one). {@link restart} is the scenario as a restarted process has it (the
  *   same world, a model and a gate made anew) and {@link resumeScenario} resumes its run
  *   from the journal (R9).
  * - {@link check} returns the invariants a `RunResult` violates against a {@link Budget}:

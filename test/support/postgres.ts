@@ -4,8 +4,8 @@
  * `stop` removes it all. As root, the server runs as the `postgres` user (root cannot run it).
  *
  * `PG_URL` in the environment wins: a server someone started is used as it is. Without one and
- * without PostgreSQL's binaries, `postgres()` says why; the tests then skip, unless
- * `REQUIRE_PG=1` (set by `.ci/run`), where they fail.
+ * without PostgreSQL's binaries, `postgres()` says why, and the tests fail, unless `SKIP_PG=1`
+ * opts out.
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -22,7 +22,11 @@ export type Found =
   | { readonly _tag: "Server"; readonly server: Server }
   | { readonly _tag: "Missing"; readonly why: string }
 
-export const required = process.env.REQUIRE_PG === "1"
+/**
+ * Whether the PostgreSQL tests must run: always, unless `SKIP_PG=1` opts out on a machine
+ * without PostgreSQL (they then register nothing and say why).
+ */
+export const required = process.env.SKIP_PG !== "1"
 
 const binDir = (): string | undefined => {
   const root = "/usr/lib/postgresql"

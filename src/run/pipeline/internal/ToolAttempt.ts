@@ -230,7 +230,7 @@ export const settleResumed = <R>(
   const hint = `the process running ${c.tool.name} stopped during attempt ${made}`
   if (!effects || c.tool.metadata.idempotent) {
     // Run again at once: the restart is not the call's failure, so it spends no retry (R3.4); a
-    // failure of the new attempt goes on in the episode as any other.
+    // failure of the new attempt goes on in the episode as every other does.
     return settleFrom(
       c,
       Effect.catchCause(again(made + 1), (cause) =>

@@ -8,7 +8,7 @@ import type * as Failure from "../../../failure/Failure.ts"
 import * as ToolResult from "../../../tools/ToolResult.ts"
 
 /**
- * - `New`: nothing of the call is in the log: it runs as any call.
+ * - `New`: nothing of the call is in the log: it runs as every call does.
  * - `Checked`: it started (its checks, perhaps its approval) and no handler ran: the
  *   checks run again without a second `tool.started`; `approved` when a person approved
  *   it already, so nobody is asked twice.

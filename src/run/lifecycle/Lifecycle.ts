@@ -1,0 +1,218 @@
+/**
+ * The lifecycle of one run around the loop: options resolved once, the run's single
+ * deadline, validation, and the one terminal entry point. Private to the
+ * runtime; `Run` is the public face.
+ */
+import { type Clock, Deferred, Duration, Effect, Exit, Fiber, Result } from "effect"
+import type * as Journal from "../../journal/Journal.ts"
+import type * as Model from "../../model/Model.ts"
+import * as Breakers from "../../recovery/Breakers.ts"
+import * as Deadline from "../../time/Deadline.ts"
+import * as Permission from "../../tools/Permission.ts"
+import type * as Tool from "../../tools/Tool.ts"
+import * as Validation from "../../validation/Validation.ts"
+import * as Commit from "../internal/Commit.ts"
+import * as Durable from "../internal/Durable.ts"
+import { type Resolved, resolve } from "../internal/Resolve.ts"
+import * as RunContext from "../internal/RunContext.ts"
+import { leftBehind, rescue } from "../internal/RunEnd.ts"
+import { randomRunId } from "../internal/RunId.ts"
+import type { Ending } from "../internal/RunOutcome.ts"
+import * as Loop from "../loop/Loop.ts"
+import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
+import type * as RunOptions from "../RunOptions.ts"
+import type * as RunResult from "../RunResult.ts"
+import { finalize, interrupted, judged } from "./internal/Judgement.ts"
+import { started } from "./internal/Started.ts"
+
+/** Invalid options end the run at once, saying which field and why. */
+const invalid = (ctx: RunContext.RunContext, issue: RunOptions.InvalidRunOptions): Ending => {
+  RunContext.emit(ctx, {
+    _tag: "termination.decided",
+    policy: "runtime",
+    reason: "internal_error",
+    detail: `${issue.field}: ${issue.reason}`
+  })
+  return { status: "failed", stopReason: "internal_error", policy: "runtime", detail: issue.message }
+}
+
+/** The run from its first phase to its ending: the plan, the loop, then validation of the loop's outcome. */
+const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) {
+  yield* RunContext.transition(ctx, "initializing")
+  if (Result.isFailure(checked)) return invalid(ctx, checked.failure)
+  const resolved = checked.success
+  yield* RunContext.transition(ctx, "planning")
+  const plan = resolved.validation.plan ?? []
+  if (plan.length > 0) {
+    RunContext.emit(ctx, {
+      _tag: "plan.set",
+      steps: plan.map((s) => ({ id: s.id, description: s.description, required: s.required }))
+    })
+  }
+  return yield* judged(ctx, resolved, yield* Loop.run(ctx, resolved.loop))
+})
+
+/**
+ * The stop the loop of a restored log had decided (its `termination.decided`) before
+ * the log stopped, with the final answer it decided on: the run goes on to validation.
+ */
+const decidedIn = (ctx: RunContext.RunContext): Loop.Outcome | undefined => {
+  const decided = ctx.events.findLast((e) => e._tag === "termination.decided")
+  if (decided?._tag !== "termination.decided") return undefined
+  const answer = ctx.events.findLast((e) => e._tag === "model.responded")
+  return {
+    reason: decided.reason,
+    policy: decided.policy,
+    detail: decided.detail,
+    finalAnswer: decided.reason === "goal_reached" && answer?._tag === "model.responded" ? answer.text : undefined
+  }
+}
+
+/**
+ * A resumed run from where its committed log stopped (R9): the phases it had not reached
+ * yet, then its loop from the fold (or, if the loop had decided, that stop), then
+ * validation. A run whose log says it was being stopped ends as that stop.
+ */
+const resumedLifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) {
+  if (Result.isFailure(checked)) return invalid(ctx, checked.failure)
+  const resolved = checked.success
+  if (ctx.log.stopping !== undefined) return yield* interrupted(ctx, resolved.validation)
+  if (RunContext.state(ctx) === "created") yield* RunContext.transition(ctx, "initializing")
+  if (RunContext.state(ctx) === "initializing") yield* RunContext.transition(ctx, "planning")
+  const decided = decidedIn(ctx)
+  return yield* judged(ctx, resolved, decided ?? (yield* Loop.run(ctx, resolved.loop, true)))
+})
+
+/** The options resolved, or the field that cannot work. */
+type Checked<RV, R> = Result.Result<Resolved<RV, R>, RunOptions.InvalidRunOptions>
+
+/**
+ * The run's context, with its options resolved once; the clock is the caller's. With a
+ * journal, the run commits to it (R9); a run resumed from its journal's log (`restored`)
+ * goes on from the log's fold, under its own id and its original deadline.
+ */
+export const prepare = <T extends Tool.Any, RV, O>(
+  options: RunOptions.Options<T, RV, O>,
+  clock: Clock.Clock,
+  breakers: Breakers.Service | undefined,
+  journal?: Journal.Service | undefined,
+  restored?: Extract<Durable.Loaded, { readonly _tag: "Open" }>
+): {
+  readonly ctx: RunContext.RunContext
+  readonly resolved: Checked<RV, Tool.Requirements<T>>
+} => {
+  const started = restored?.started
+  const resolved = resolve(
+    restored === undefined
+      ? options
+      : {
+          ...options,
+          runId: restored.runId,
+          goal: started?.goal ?? restored.goal,
+          ...((started?.system ?? restored.system) === undefined ? {} : { system: started?.system ?? restored.system })
+        }
+  )
+  const valid = Result.getOrUndefined(resolved)
+  const runId = valid?.runId ?? randomRunId()
+  const ctx = RunContext.make({
+    runId,
+    clock,
+    deadlineAt: started?.deadlineAt ?? clock.currentTimeMillisUnsafe() + (valid?.timeoutMillis ?? 0),
+    breakers,
+    journal:
+      journal === undefined
+        ? undefined
+        : Durable.sink(journal, runId, valid?.registry.tools.values() ?? [], restored !== undefined),
+    restored: restored?.events
+  })
+  return { ctx, resolved }
+}
+
+/**
+ * The run's one deadline, on the run's `Clock` (the live clock and `TestClock` take this
+ * same path): a fiber that sleeps until the deadline, records that it found the run
+ * there, then interrupts the run's fiber. No wait inside the run needs a timer for the
+ * run layer.
+ */
+const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>) =>
+  Effect.andThen(
+    Effect.sleep(Duration.millis(Math.max(0, ctx.deadlineAt - RunContext.now(ctx)))),
+    Effect.sync(() => {
+      RunContext.stopping(ctx, "deadline")
+      run.interruptUnsafe()
+    })
+  )
+
+const noTools: ReadonlyMap<string, Tool.Any<unknown>> = new Map()
+
+/**
+ * The whole run, to be run in its own fiber: the lifecycle, interruptible by the run's
+ * one deadline (a fiber of its own that interrupts this one) and by `cancel`; then,
+ * uninterruptibly, the ending, which completes `done` (the fiber's own exit is an
+ * interruption when it was interrupted).
+ *
+ * The fiber is also watched from outside: however it ends, even skipping its own ending
+ * (see {@link rescue}), `done` gets a result (R12). Stopped from outside, the run gives
+ * its result within the stop grace, even if what it interrupted cannot be interrupted.
+ */
+export const execute = <RV, R>(
+  ctx: RunContext.RunContext,
+  resolved: Checked<RV, R>,
+  done: Deferred.Deferred<RunResult.RunResult>,
+  resume?: { readonly reason: "restart" | "manual" }
+): Effect.Effect<void, never, R | RV | Model.Model> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.gen(function* () {
+      const self = yield* Effect.fiber
+      const valid = Result.getOrUndefined(resolved)
+      const tools: ReadonlyMap<string, Tool.Any<unknown>> = valid?.registry.tools ?? noTools
+      // The grace is real time on purpose: a TestClock never advanced must not stall the result.
+      let grace: ReturnType<typeof setTimeout> | undefined
+      if (valid !== undefined) {
+        const graceMillis = valid.stopGraceMillis
+        ctx.onStop = () => {
+          grace = setTimeout(() => {
+            if (!Deferred.isDoneUnsafe(done)) {
+              Deferred.doneUnsafe(done, Exit.succeed(leftBehind(ctx, tools, graceMillis)))
+            }
+          }, graceMillis)
+          grace.unref?.()
+        }
+      }
+      self.addObserver((exit) => {
+        clearTimeout(grace)
+        if (!Deferred.isDoneUnsafe(done)) Deferred.doneUnsafe(done, Exit.succeed(rescue(ctx, exit, tools)))
+      })
+      if (resume === undefined) started(ctx, valid, (yield* Permission.Permission) === Permission.allowAll)
+      else {
+        // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
+        const doubts = valid === undefined ? [] : Loop.inDoubt(ctx, valid.loop)
+        RunContext.emit(ctx, {
+          _tag: "run.resumed",
+          fromSeq: ctx.events.length,
+          reason: resume.reason,
+          inDoubt: doubts.map((d) => d.call.id)
+        })
+        for (const d of doubts) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
+      }
+      // Invalid options end the run at once: no deadline to watch.
+      const timer =
+        valid === undefined ? undefined : yield* Effect.forkDetach(deadline(ctx, self), { startImmediately: true })
+      // With circuit breakers, the changes this run's calls cause reach its timeline (R3.9).
+      const phases = resume === undefined ? lifecycle(ctx, resolved) : resumedLifecycle(ctx, resolved)
+      const body =
+        ctx.breakers === undefined
+          ? phases
+          : Effect.provideService(phases, Breakers.Observer, (transition) => {
+              RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
+            })
+      const exit = yield* Effect.exit(restore(body))
+      clearTimeout(grace)
+      if (timer !== undefined) yield* Fiber.interrupt(timer)
+      // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
+      const result = yield* finalize(ctx, exit, valid?.validation ?? Validation.empty, tools)
+      // The result is in the journal before the caller gets it (R9).
+      yield* Commit.final(ctx, result)
+      yield* Deferred.succeed(done, result)
+    }).pipe(Deadline.run(ctx.deadlineAt))
+  )

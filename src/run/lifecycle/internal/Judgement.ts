@@ -1,0 +1,174 @@
+/**
+ * What a run's ending comes to: the loop's outcome judged through validation (R6), an
+ * interrupted run's stop read from its log, and the result of whatever the lifecycle
+ * produced. Private to the lifecycle.
+ */
+import { Cause, Effect, Exit, Result } from "effect"
+import type * as Event from "../../../events/Event.ts"
+import type * as RunState from "../../../events/RunState.ts"
+import * as StopReason from "../../../events/StopReason.ts"
+import type * as Tool from "../../../tools/Tool.ts"
+import * as Validation from "../../../validation/Validation.ts"
+import * as FinalOutput from "../../internal/FinalOutput.ts"
+import type { Resolved } from "../../internal/Resolve.ts"
+import * as RunContext from "../../internal/RunContext.ts"
+import { broken, end } from "../../internal/RunEnd.ts"
+import type { Ending } from "../../internal/RunOutcome.ts"
+import type * as Loop from "../../loop/Loop.ts"
+import * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
+
+/**
+ * Stops that end the run without weighing its progress: the final answer goes through
+ * validation on its own terms, and cancellation, an unknown outcome and defects end the
+ * run as they are. Every other stop (a rejected or expired approval included) still runs
+ * validation, to tell `partial` from `failed` (R6.3).
+ */
+const unassessed: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopReason>([
+  "goal_reached",
+  "validation_failed",
+  "unknown_outcome",
+  "cancelled",
+  "internal_error"
+])
+
+const assessed: ReadonlySet<StopReason.StopReason> = new Set(StopReason.all.filter((reason) => !unassessed.has(reason)))
+
+const judge = (
+  outcome: Loop.Outcome,
+  report: Validation.Report,
+  output?: Result.Result<unknown, FinalOutput.Problem>
+): Ending => {
+  if (outcome.reason === "goal_reached") {
+    if (report.passed) {
+      return {
+        status: "completed",
+        stopReason: "goal_reached",
+        policy: outcome.policy,
+        detail: outcome.detail,
+        finalAnswer: outcome.finalAnswer,
+        ...(output !== undefined && Result.isSuccess(output) ? { output: output.success } : {}),
+        report
+      }
+    }
+    const failing = report.failed.map((c) => c.detail)
+    // Refuted, yet some plan steps are done with evidence: partial, listing what is done (R6.2, R6.3).
+    return {
+      status: report.completed.length > 0 ? "partial" : "failed",
+      stopReason: "validation_failed",
+      policy: "validation",
+      detail: `the final answer is not backed: ${failing.join("; ")}`,
+      finalAnswer: outcome.finalAnswer,
+      report
+    }
+  }
+  const status: RunState.Status = report.completed.length > 0 ? "partial" : "failed"
+  return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail, report }
+}
+
+/**
+ * The typed output's check (R6.1): the final answer decodes with the run's output
+ * schema, as a tool's output is checked; it is one more check of the report.
+ */
+const withOutput = (
+  report: Validation.Report,
+  decoded: Result.Result<unknown, FinalOutput.Problem>
+): Validation.Report => {
+  const check: Event.Check = Result.isSuccess(decoded)
+    ? { name: "output", kind: "output", passed: true, detail: "the final answer decodes with the output schema" }
+    : { name: "output", kind: "output", passed: false, detail: decoded.failure.message }
+  return {
+    ...report,
+    passed: report.passed && check.passed,
+    checks: [...report.checks, check],
+    failed: check.passed ? report.failed : [...report.failed, check]
+  }
+}
+
+const validateOutcome = Effect.fnUntraced(function* <RV>(
+  ctx: RunContext.RunContext,
+  spec: Validation.Spec<RV>,
+  outcome: Loop.Outcome,
+  schema?: FinalOutput.OutputSchema
+) {
+  yield* RunContext.transition(ctx, "validating")
+  const validated = yield* Validation.validate(spec, {
+    timeline: ctx.events,
+    finalAnswer: outcome.finalAnswer,
+    counters: ctx.log.counters
+  })
+  const output =
+    schema !== undefined && outcome.reason === "goal_reached"
+      ? FinalOutput.decode(schema, outcome.finalAnswer ?? "")
+      : undefined
+  const report = output === undefined ? validated : withOutput(validated, output)
+  for (const check of report.checks) RunContext.emit(ctx, { _tag: "validation.checked", check })
+  // Validation may have run past the deadline (a stop hook that blocked): no answer is
+  // accepted once it has passed (R3.11), so the run ends run_timeout on this report.
+  if (outcome.reason === "goal_reached" && RunContext.deadlinePassed(ctx)) {
+    const detail = "the run deadline passed while the run was validating"
+    RunContext.emit(ctx, { _tag: "termination.decided", policy: "run_timeout", reason: "run_timeout", detail })
+    return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
+  }
+  return judge(outcome, report, output)
+})
+
+/**
+ * Maps an interrupted lifecycle to its ending, from what the log says stopped it
+ * (`run.stopping`). The deadline's stop is a `run_timeout`: only the plan's criteria are
+ * checked then, since they read the timeline alone, while stop hooks and artifact checks
+ * would need time the run no longer has.
+ */
+export const interrupted = <RV>(ctx: RunContext.RunContext, spec: Validation.Spec<RV>) => {
+  const stopping = ctx.log.stopping
+  if (stopping?.by !== "deadline") {
+    const detail = "the run was cancelled"
+    RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "cancelled", detail })
+    return Effect.succeed<Ending>({ status: "cancelled", stopReason: "cancelled", policy: "runtime", detail })
+  }
+  const detail = `the run deadline passed while the run was ${stopping.state}`
+  RunContext.emit(ctx, { _tag: "termination.decided", policy: "run_timeout", reason: "run_timeout", detail })
+  return validateOutcome<never>(
+    ctx,
+    { plan: spec.plan },
+    { reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }
+  )
+}
+
+const timedOut: Ending = {
+  status: "failed",
+  stopReason: "run_timeout",
+  policy: "run_timeout",
+  detail: "the run deadline passed"
+}
+
+/** Ends the run on whatever the lifecycle produced. */
+export const finalize = Effect.fnUntraced(function* <RV, E>(
+  ctx: RunContext.RunContext,
+  exit: Exit.Exit<Ending, E>,
+  spec: Validation.Spec<RV>,
+  tools: ReadonlyMap<string, Tool.Any<unknown>>
+) {
+  if (!Exit.isSuccess(exit) && !Cause.hasInterruptsOnly(exit.cause)) return broken(ctx, exit.cause, tools)
+  // A resumed run may end before it took up again the calls its log left waiting (R5.2).
+  if (ToolExecutor.recordUntaken(ctx, tools)) yield* Effect.ignore(RunContext.release(ctx, "tool_executing"))
+  if (Exit.isSuccess(exit)) return end(ctx, exit.value)
+  const assessed = yield* Effect.exit(interrupted(ctx, spec))
+  return end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
+})
+
+/** What the loop's outcome comes to: validation, as the stop calls for. */
+export const judged = Effect.fnUntraced(function* <RV, R>(
+  ctx: RunContext.RunContext,
+  resolved: Resolved<RV, R>,
+  outcome: Loop.Outcome
+) {
+  // Past the deadline only the plan's criteria are checked: they read the timeline alone,
+  // while stop hooks and artifact checks would need time the run no longer has.
+  if (outcome.reason === "run_timeout")
+    return yield* validateOutcome<never>(ctx, { plan: resolved.validation.plan }, outcome)
+  if (outcome.reason === "goal_reached" || assessed.has(outcome.reason)) {
+    return yield* validateOutcome(ctx, resolved.validation, outcome, resolved.loop.output)
+  }
+  const status: RunState.Status = outcome.reason === "unknown_outcome" ? "unknown_outcome" : "failed"
+  return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail } satisfies Ending
+})

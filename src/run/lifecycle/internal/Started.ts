@@ -1,0 +1,50 @@
+/** The `run.started` record of a run. Private to the lifecycle. */
+import type { Resolved } from "../../internal/Resolve.ts"
+import * as RunContext from "../../internal/RunContext.ts"
+
+/** The `run.started` record: what the run starts with, and what guards its tools. */
+export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R> | undefined, allowAll: boolean) => {
+  const tools = valid === undefined ? [] : Array.from(valid.registry.tools.values())
+  const unguarded = tools.flatMap((tool) =>
+    allowAll &&
+    !tool.metadata.needsApproval &&
+    (tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external")
+      ? [tool.name]
+      : []
+  )
+  RunContext.emit(ctx, {
+    _tag: "run.started",
+    // Invalid options are not repeated into the log: the run ends at once, saying why.
+    goal: valid?.goal ?? "",
+    model: valid?.modelName ?? "model",
+    tools: tools.map((tool) => tool.name),
+    deadlineAt: ctx.deadlineAt,
+    ...(valid?.system === undefined ? {} : { system: valid.system }),
+    ...(valid === undefined ? {} : { policies: valid.loop.policies.map((policy) => policy.name) }),
+    permission: allowAll ? "allow_all" : "policy",
+    ...(unguarded.length > 0 ? { unguardedTools: unguarded } : {}),
+    ...(valid === undefined ? {} : { limits: limitsOf(valid) })
+  })
+}
+
+/** The limits a run resolved to, by name, as `run.started` records them. */
+const limitsOf = <RV, R>(valid: Resolved<RV, R>): Record<string, number> => {
+  const { registry, loop } = valid
+  const all: Record<string, number | undefined> = {
+    runTimeoutMillis: valid.timeoutMillis,
+    stepTimeoutMillis: registry.time.stepMillis,
+    attemptTimeoutMillis: registry.time.attemptMillis,
+    approvalTimeoutMillis: registry.time.approvalMillis,
+    stopGraceMillis: valid.stopGraceMillis,
+    concurrency: loop.concurrency,
+    correctionBudget: loop.correctionBudget,
+    maxRecoveries: loop.recovery.maxRecoveries,
+    maxArgumentChars: registry.limits.maxArgumentChars,
+    maxArgumentDepth: registry.limits.maxArgumentDepth,
+    maxObservationChars: registry.limits.maxObservationChars
+  }
+  const limits: Record<string, number> = {}
+  for (const [name, value] of Object.entries(all))
+    if (value !== undefined && Number.isFinite(value)) limits[name] = value
+  return limits
+}
