@@ -143,14 +143,8 @@ export type Loaded =
 const resumeError = (runId: string, e: JournalError.JournalError): ResumeError =>
   new ResumeError({
     runId,
-    reason:
-      e.reason._tag === "Unavailable"
-        ? "unavailable"
-        : e.reason._tag === "Incompatible"
-          ? "incompatible"
-          : e.reason._tag === "Corrupt"
-            ? "corrupt"
-            : "unavailable",
+    // A store that refuses the read for any other reason is out of use for now: resuming later may work.
+    reason: e.reason._tag === "Incompatible" ? "incompatible" : e.reason._tag === "Corrupt" ? "corrupt" : "unavailable",
     detail: e.message
   })
 

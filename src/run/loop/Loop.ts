@@ -11,7 +11,6 @@
  * @since 0.1.0
  */
 import { Effect, Result } from "effect"
-import type * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -37,8 +36,10 @@ import {
   remind
 } from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
+import { inDoubt, type OpenBatch, stepLeft, type Unfinished, unfinished } from "./internal/Unfinished.ts"
 
 export type { Config, Models, Outcome } from "./internal/LoopConfig.ts"
+export { inDoubt }
 
 type Chain = ModelCall.Chain
 
@@ -106,11 +107,9 @@ const execute = <R>(
 
 /** The calls of a stopped batch that never took up their waits again: withdrawn, never run; the phase follows. */
 const untaken = <R>(ctx: RunContext.RunContext, config: Config<R>) =>
-  Effect.suspend(() => {
-    return ToolExecutor.recordUntaken(ctx, config.registry.tools)
-      ? RunContext.release(ctx, "tool_executing")
-      : Effect.void
-  })
+  Effect.suspend(() =>
+    ToolExecutor.recordUntaken(ctx, config.registry.tools) ? RunContext.release(ctx, "tool_executing") : Effect.void
+  )
 
 /** The batch ran: corrections, hard stops, then the policies again. */
 const afterBatch = Effect.fnUntraced(function* <R>(
@@ -212,99 +211,6 @@ const responded = Effect.fnUntraced(function* <R>(
   return yield* finishBatch(ctx, config, { prepared }, permission)
 })
 
-/** A batch: its calls, ready, and for a resumed run's where each stands in its log. */
-interface OpenBatch {
-  readonly prepared: ReadonlyArray<ToolExecutor.Prepared>
-  readonly standings?: ReadonlyArray<ToolExecutor.Standing> | undefined
-}
-
-/**
- * Where a resumed run's log stopped in its last iteration (R9), when it stopped inside
- * one: right after the model's response (`Responded`: nothing of what follows it was
- * committed, so its checks run again, as they would have), or in its tool batch
- * (`InBatch`: some calls have no result yet, or all have and what the batch's end
- * decides, its corrections, limits and policies, was not committed).
- */
-type Unfinished =
-  | {
-      readonly _tag: "Responded"
-      readonly response: Model.Response
-      readonly prepared: ReadonlyArray<ToolExecutor.Prepared>
-    }
-  | ({ readonly _tag: "InBatch" } & OpenBatch)
-
-/** The events after a batch ends that say its end was decided: whatever else follows, the loop went on. */
-const decidedAfterBatch: ReadonlySet<Event.Event["_tag"]> = new Set([
-  "reminder.injected",
-  "recovery.started",
-  "recovery.completed",
-  "recovery.failed",
-  "termination.decided"
-])
-
-/** Where the last iteration of a restored log stopped, if inside it (see {@link Unfinished}). */
-const unfinished = <R>(ctx: RunContext.RunContext, config: Config<R>): Unfinished | undefined => {
-  const at = ctx.events.findLastIndex((e) => e._tag === "model.responded")
-  const responded = ctx.events[at] as Event.Of<"model.responded"> | undefined
-  if (responded === undefined) return undefined
-  const after = ctx.events.slice(at + 1).filter((e) => e._tag !== "run.resumed")
-  const truncated = responded.finishReason === "length"
-  const prepared = responded.toolCalls.map((call, i) => {
-    const ready = ToolExecutor.prepareAs(config.registry, responded.callIds[i] ?? call.id, call)
-    return truncated ? cutOffArguments(ready) : ready
-  })
-  if (after.length === 0 && RunContext.state(ctx) === "model_thinking") {
-    const response: Model.Response = {
-      text: responded.text,
-      toolCalls: responded.toolCalls,
-      usage: responded.usage,
-      ...(responded.finishReason === undefined ? {} : { finishReason: responded.finishReason }),
-      ...(responded.reasoning === undefined ? {} : { reasoning: responded.reasoning })
-    }
-    return { _tag: "Responded", response, prepared }
-  }
-  if (prepared.length === 0) return undefined
-  const standings = prepared.map((p) => ToolExecutor.standingOf(after, p.call.id))
-  if (standings.some((s) => s._tag !== "Done")) return { _tag: "InBatch", prepared, standings }
-  // Every result is in: the batch's end is still to decide unless something after the last result says it was.
-  const last = after.findLastIndex(
-    (e) =>
-      (e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked") &&
-      responded.callIds.includes(e.callId)
-  )
-  return after.slice(last + 1).some((e) => decidedAfterBatch.has(e._tag))
-    ? undefined
-    : { _tag: "InBatch", prepared, standings }
-}
-
-/**
- * The calls of a restored log whose handler was running when the log stopped: neither
- * their result nor a retry's wait is in it (R3.8). Each with its attempt, and whether
- * it may have acted (its tool writes or acts outside, or is gone).
- *
- * @category getters
- * @since 0.4.0
- */
-export const inDoubt = <R>(
-  ctx: RunContext.RunContext,
-  config: Config<R>
-): ReadonlyArray<{ readonly call: Model.ToolCall; readonly attempt: number; readonly mayHaveActed: boolean }> => {
-  const open = unfinished(ctx, config)
-  if (open?._tag !== "InBatch") return []
-  return open.prepared.flatMap((p, i) => {
-    const standing = open.standings?.[i]
-    if (standing?._tag !== "InDoubt") return []
-    const tool = config.registry.tools.get(p.call.name)
-    return [
-      {
-        call: p.call,
-        attempt: standing.attempt,
-        mayHaveActed: tool === undefined || ToolExecutor.mayHaveEffects(tool)
-      }
-    ]
-  })
-}
-
 /** A batch run to its end: the calls without a result go on from where they stand (R9), then the batch's end. */
 const finishBatch = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
@@ -318,17 +224,6 @@ const finishBatch = Effect.fnUntraced(function* <R>(
   if (batch._tag === "Stopped") return batch.outcome
   return yield* afterBatch(ctx, config, batch.results)
 })
-
-/**
- * What is left of the step of a resumed run's last iteration: the step began at the
- * iteration's first model request, and keeps its deadline across a restart (R4.2, R9).
- */
-const stepLeft = (ctx: RunContext.RunContext, stepMillis: number | undefined): number | undefined => {
-  if (stepMillis === undefined) return undefined
-  const iteration = ctx.log.counters.iterations
-  const began = ctx.events.find((e) => e._tag === "model.requested" && e.iteration === iteration)
-  return began === undefined ? stepMillis : began.at + stepMillis - RunContext.now(ctx)
-}
 
 /** A resumed run's last iteration, finished from where its log stopped. */
 const finishIteration = <R>(
