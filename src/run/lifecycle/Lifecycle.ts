@@ -193,7 +193,7 @@ export const execute = <RV, R>(
           reason: resume.reason,
           inDoubt: doubts.map((d) => d.call.id)
         })
-        for (const d of doubts) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
+        for (const d of doubts) if (!d.recorded) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
       }
       // Invalid options end the run at once: no deadline to watch.
       const timer =

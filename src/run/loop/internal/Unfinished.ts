@@ -86,7 +86,13 @@ export const unfinished = <R>(ctx: RunContext.RunContext, config: Config<R>): Un
 export const inDoubt = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>
-): ReadonlyArray<{ readonly call: Model.ToolCall; readonly attempt: number; readonly mayHaveActed: boolean }> => {
+): ReadonlyArray<{
+  readonly call: Model.ToolCall
+  readonly attempt: number
+  readonly mayHaveActed: boolean
+  /** Whether the log records the attempt's interruption already. */
+  readonly recorded: boolean
+}> => {
   const open = unfinished(ctx, config)
   if (open?._tag !== "InBatch") return []
   return open.prepared.flatMap((p, i) => {
@@ -97,6 +103,7 @@ export const inDoubt = <R>(
       {
         call: p.call,
         attempt: standing.attempt,
+        recorded: standing.recorded,
         mayHaveActed: tool === undefined || ToolExecutor.mayHaveEffects(tool)
       }
     ]

@@ -32,7 +32,12 @@ export type Standing =
       readonly expiresAt: number
       readonly layer?: Failure.TimeoutLayer | undefined
     }
-  | { readonly _tag: "InDoubt"; readonly attempt: number }
+  | {
+      readonly _tag: "InDoubt"
+      readonly attempt: number
+      /** Whether the attempt's interruption is in the log already (its `tool.interrupted`). */
+      readonly recorded: boolean
+    }
   | { readonly _tag: "Retrying"; readonly attempt: number; readonly wakeAt: number }
   | { readonly _tag: "Done"; readonly result: ToolResult.ToolResult }
 
@@ -55,7 +60,12 @@ export const standingOf = (events: ReadonlyArray<Event.Event>, callId: string): 
         standing = { _tag: "Checked", approved: e.decision === "approved" }
         break
       case "tool.attempted":
-        standing = { _tag: "InDoubt", attempt: e.attempt }
+        standing = { _tag: "InDoubt", attempt: e.attempt, recorded: false }
+        break
+      case "tool.interrupted":
+        // The attempt's interruption was recorded before the log stopped: it is still in doubt, said once.
+        if (standing._tag === "InDoubt" && e.attempt === standing.attempt)
+          standing = { _tag: "InDoubt", attempt: standing.attempt, recorded: true }
         break
       case "recovery.started":
         if (standing._tag === "InDoubt") {
