@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
@@ -399,6 +400,61 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
           .filter((e) => e.callId === "c1")
           .map((e) => e.attempt),
         [1, 2]
+      )
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R3.3 R9 a retry in doubt after a restart that runs again and succeeds ends its episode", () =>
+    Effect.gen(function* () {
+      // Attempt 1 fails at once, the retry (attempt 2) is still running when the process dies.
+      let invocations = 0
+      const lookup = Tool.make({
+        name: "lookup",
+        description: "fails once, then is slow once, then answers",
+        input: Schema.Struct({ q: Schema.String }),
+        output: Schema.String,
+        sideEffect: "read",
+        idempotent: true,
+        handler: () =>
+          Effect.suspend(() => {
+            invocations++
+            if (invocations === 1)
+              return Effect.fail(FailureBoundary.connection({ source: "tool", detail: "ECONNRESET" }))
+            return invocations === 2 ? Effect.as(Effect.sleep("5 seconds"), "late") : Effect.succeed("found")
+          })
+      })
+      const payment = approvedPay()
+      const tools = [lookup, payment.tool]
+      const model = ScriptedModel.layerFunction((request) =>
+        request.iteration === 1
+          ? ScriptedModel.toolCalls(["lookup", { q: "a" }, "c1"], ["pay", { amount: 10 }, "c2"])
+          : ScriptedModel.finalAnswer("done")
+      )
+      const soon: Approval.Gate = {
+        request: () => Effect.as(Effect.sleep("500 millis"), Approval.approved("ops")),
+        decide: (runId, callId) => Effect.fail(new Approval.NotPending({ runId, callId })),
+        pending: Effect.succeed([])
+      }
+      const options = { tools, concurrency: 2 } as const
+      // Commit 3: the approval, while the lookup's retry runs.
+      yield* TestClockDriver.drive(
+        dies({ crashAt: { commit: 3, when: "after" } }, { goal: "look and pay", ...options }, model).pipe(
+          Effect.provideService(Approval.ApprovalGate, soon)
+        )
+      )
+      assert.strictEqual(invocations, 2)
+      const resumed = yield* TestClockDriver.drive(
+        Run.resume("r1", options, "restart").pipe(
+          Effect.provide(model),
+          Effect.provideService(Approval.ApprovalGate, soon)
+        )
+      )
+      assert.strictEqual(resumed.status, "completed")
+      const ofCall = resumed.timeline.filter((e) => "callId" in e && e.callId === "c1").map((e) => e._tag)
+      assert.deepStrictEqual(ofCall.slice(-3), ["tool.attempted", "recovery.completed", "tool.succeeded"])
+      assert.strictEqual(
+        ofCall.filter((tag) => tag === "recovery.started").length,
+        ofCall.filter((tag) => tag === "recovery.completed" || tag === "recovery.failed").length
       )
     }).pipe(Effect.provide(layers))
   )

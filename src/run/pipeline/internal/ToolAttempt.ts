@@ -191,7 +191,7 @@ export const settle = <R>(c: Call<R>) =>
 export const settleResumed = <R>(
   c: Call<R>,
   standing:
-    | { readonly _tag: "InDoubt"; readonly attempt: number }
+    | { readonly _tag: "InDoubt"; readonly attempt: number; readonly retry: boolean }
     | { readonly _tag: "Retrying"; readonly attempt: number; readonly wakeAt: number }
 ): Effect.Effect<Settled, RunState.IllegalTransition, R> => {
   const made = standing.attempt
@@ -230,10 +230,23 @@ export const settleResumed = <R>(
   const hint = `the process running ${c.tool.name} stopped during attempt ${made}`
   if (!effects || c.tool.metadata.idempotent) {
     // Run again at once: the restart is not the call's failure, so it spends no retry (R3.4); a
-    // failure of the new attempt goes on in the episode as every other does.
+    // failure of the new attempt goes on in the episode as every other does, and a success
+    // ends the episode the attempt in doubt was a retry of, as it would have (R3.3).
+    const rerun = standing.retry
+      ? Effect.tap(again(made + 1), () =>
+          Effect.sync(() => {
+            RunContext.emit(c.ctx, {
+              _tag: "recovery.completed",
+              kind: episode.kind,
+              attempt: made - 1,
+              callId: c.call.id
+            })
+          })
+        )
+      : again(made + 1)
     return settleFrom(
       c,
-      Effect.catchCause(again(made + 1), (cause) =>
+      Effect.catchCause(rerun, (cause) =>
         Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made + 1 }, again, cause)
       )
     )

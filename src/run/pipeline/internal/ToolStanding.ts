@@ -37,6 +37,8 @@ export type Standing =
       readonly attempt: number
       /** Whether the attempt's interruption is in the log already (its `tool.interrupted`). */
       readonly recorded: boolean
+      /** Whether the attempt was a retry: its episode is open, its end still to be recorded. */
+      readonly retry: boolean
     }
   | { readonly _tag: "Retrying"; readonly attempt: number; readonly wakeAt: number }
   | { readonly _tag: "Done"; readonly result: ToolResult.ToolResult }
@@ -60,12 +62,12 @@ export const standingOf = (events: ReadonlyArray<Event.Event>, callId: string): 
         standing = { _tag: "Checked", approved: e.decision === "approved" }
         break
       case "tool.attempted":
-        standing = { _tag: "InDoubt", attempt: e.attempt, recorded: false }
+        standing = { _tag: "InDoubt", attempt: e.attempt, recorded: false, retry: standing._tag === "Retrying" }
         break
       case "tool.interrupted":
         // The attempt's interruption was recorded before the log stopped: it is still in doubt, said once.
         if (standing._tag === "InDoubt" && e.attempt === standing.attempt)
-          standing = { _tag: "InDoubt", attempt: standing.attempt, recorded: true }
+          standing = { _tag: "InDoubt", attempt: standing.attempt, recorded: true, retry: standing.retry }
         break
       case "recovery.started":
         if (standing._tag === "InDoubt") {
