@@ -322,9 +322,14 @@ export const crashAndResume = (
       return [...callIds].some((id) => !started.has(id) || !pending.has(id))
     }
     const same = classOf(resumed.status) === classOf(uncrashed.status)
+    // Or the restarted run spent again the time the dead one had spent (a call in doubt run
+    // again), and its deadline, a hard stop (R3.11), came before the unknown outcome could end
+    // it; what is unknown is still pending (checked with the invariants below).
+    const deadlineFirst = uncrashed.status === "unknown_outcome" && resumed.stopReason === "run_timeout"
     const allowed =
       (resumed.status === "unknown_outcome" && (unknownByCrash || unreachedBy(uncrashed, pendingIn(resumed)))) ||
-      (uncrashed.status === "unknown_outcome" && unreachedBy(resumed, pendingIn(uncrashed)))
+      (uncrashed.status === "unknown_outcome" && unreachedBy(resumed, pendingIn(uncrashed))) ||
+      deadlineFirst
     assert.isTrue(same || allowed, `${label}: another status class`)
     // A final answer the log kept ends the run as it did: the model is not asked again.
     const answered = resumed.timeline.findIndex(

@@ -43,8 +43,16 @@ const checkApprovals = (scenario: Scenario, result: RunResult.RunResult): Readon
   for (const [callId, decision] of decided) {
     if (decision.decision !== "approved") continue
     const ran = tools.transfer.calls.forCall(callId).length + tools.wire.calls.forCall(callId).length
-    // Only a stop at the instant of the approval (a sibling's, or the deadline) may keep it from running.
-    if (ran === 0 && !stops.some((e) => e.at === decision.at)) {
+    // Only a stop at the instant of the approval (a sibling's, or the deadline) may keep it from
+    // running, or its step's deadline falling at that instant (cut off with no time left, R4.2).
+    const cutOff = timeline.some(
+      (e) =>
+        e._tag === "tool.failed" &&
+        e.callId === callId &&
+        e.at === decision.at &&
+        e.error.failure?.code === "step_timeout"
+    )
+    if (ran === 0 && !cutOff && !stops.some((e) => e.at === decision.at)) {
       violate("R7 approvals", `${callId} was approved at ${decision.at}, and its handler never ran`)
     }
   }
