@@ -100,7 +100,7 @@ export const secretsOf = (root: unknown): ReadonlyArray<string> => {
   return found
 }
 
-/** Every string and number of a value that did not decode: any of them may be the secret. */
+/** Every string and number of a value that did not decode, each of which may be the secret. */
 export const allLeaves = (root: unknown): ReadonlyArray<string> => {
   const found: Array<string> = []
   try {

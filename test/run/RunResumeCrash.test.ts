@@ -4,7 +4,7 @@
  * settled attempt, and resumed to the end the live run would have reached.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Schema } from "effect"
+import { type Duration, Effect, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Journal from "../../src/journal/Journal.ts"
@@ -16,6 +16,13 @@ import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { acting, approvedPay, crashThenResume, dies, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
+
+/** A gate that approves every request `after` it was made. */
+const approvesAfter = (after: Duration.Input): Approval.Gate => ({
+  request: () => Effect.as(Effect.sleep(after), Approval.approved("ops")),
+  decide: (runId, callId) => Effect.fail(new Approval.NotPending({ runId, callId })),
+  pending: Effect.succeed([])
+})
 
 describe("Run.resume after a crash at any barrier (R9)", () => {
   it.effect(
@@ -377,11 +384,7 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
           : ScriptedModel.finalAnswer("done")
       )
       // The payment is approved while the lookup waits to retry its timed-out first attempt.
-      const later: Approval.Gate = {
-        request: () => Effect.as(Effect.sleep("1001 millis"), Approval.approved("ops")),
-        decide: (runId, callId) => Effect.fail(new Approval.NotPending({ runId, callId })),
-        pending: Effect.succeed([])
-      }
+      const later = approvesAfter("1001 millis")
       const options = { tools, concurrency: 2 } as const
       // Commit 3: the approval, during the lookup's retry wait.
       yield* TestClockDriver.drive(
@@ -430,11 +433,7 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
           ? ScriptedModel.toolCalls(["lookup", { q: "a" }, "c1"], ["pay", { amount: 10 }, "c2"])
           : ScriptedModel.finalAnswer("done")
       )
-      const soon: Approval.Gate = {
-        request: () => Effect.as(Effect.sleep("500 millis"), Approval.approved("ops")),
-        decide: (runId, callId) => Effect.fail(new Approval.NotPending({ runId, callId })),
-        pending: Effect.succeed([])
-      }
+      const soon = approvesAfter("500 millis")
       const options = { tools, concurrency: 2 } as const
       // Commit 3: the approval, while the lookup's retry runs.
       yield* TestClockDriver.drive(

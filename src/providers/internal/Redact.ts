@@ -1,7 +1,7 @@
 /**
  * Scrubbing credentials out of text a server sent (an error body, an error event, a
  * decoder's message quoting a body) before it goes into a failure's `diagnostic`
- * (R3.1). A server may echo the key whole, as a `Bearer` header, or cut: any piece of
+ * (R3.1). A server may echo the key whole, as a `Bearer` header, or cut; every piece of
  * the key of {@link PIECE} characters or more is replaced, wherever it stands. Without
  * a known key (an effect/ai provider holds its own), `Bearer` values and keys of the
  * common `sk-…` shape are still replaced.

@@ -199,6 +199,24 @@ export const settleResumed = <R>(
   const again = (n: number) => attempt(c, n)
   // The attempts the log holds were made: the next handler call is attempt `made + 1`.
   c.attempt = made
+  // That next attempt, ending the episode it is a retry of (`retries` so far) when it succeeds;
+  // when it fails, the episode goes on as every other does.
+  const next = (retries: number | undefined) =>
+    Effect.catchCause(
+      retries === undefined
+        ? again(made + 1)
+        : Effect.tap(again(made + 1), () =>
+            Effect.sync(() => {
+              RunContext.emit(c.ctx, {
+                _tag: "recovery.completed",
+                kind: episode.kind,
+                attempt: retries,
+                callId: c.call.id
+              })
+            })
+          ),
+      (cause) => Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made + 1 }, again, cause)
+    )
   if (standing._tag === "Retrying") {
     // The rest of the wait the log left, its end, then the next attempt, as `Recover.retry` goes on.
     const owner = { owner: c.call.id }
@@ -208,21 +226,9 @@ export const settleResumed = <R>(
         Effect.sync(() => episode.onInterruptedWait?.())
       )
     )
-    const next = Effect.tap(again(made + 1), () =>
-      Effect.sync(() => {
-        RunContext.emit(c.ctx, { _tag: "recovery.completed", kind: episode.kind, attempt: made, callId: c.call.id })
-      })
-    )
     return settleFrom(
       c,
-      wait.pipe(
-        Effect.andThen(RunContext.release(c.ctx, episode.resume, owner)),
-        Effect.andThen(
-          Effect.catchCause(next, (cause) =>
-            Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made + 1 }, again, cause)
-          )
-        )
-      )
+      wait.pipe(Effect.andThen(RunContext.release(c.ctx, episode.resume, owner)), Effect.andThen(next(made)))
     )
   }
   // The stop of the process was recorded when the run resumed (its `tool.interrupted`).
@@ -230,26 +236,8 @@ export const settleResumed = <R>(
   const hint = `the process running ${c.tool.name} stopped during attempt ${made}`
   if (!effects || c.tool.metadata.idempotent) {
     // Run again at once: the restart is not the call's failure, so it spends no retry (R3.4); a
-    // failure of the new attempt goes on in the episode as every other does, and a success
-    // ends the episode the attempt in doubt was a retry of, as it would have (R3.3).
-    const rerun = standing.retry
-      ? Effect.tap(again(made + 1), () =>
-          Effect.sync(() => {
-            RunContext.emit(c.ctx, {
-              _tag: "recovery.completed",
-              kind: episode.kind,
-              attempt: made - 1,
-              callId: c.call.id
-            })
-          })
-        )
-      : again(made + 1)
-    return settleFrom(
-      c,
-      Effect.catchCause(rerun, (cause) =>
-        Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made + 1 }, again, cause)
-      )
-    )
+    // success ends the episode the attempt in doubt was a retry of, as it would have (R3.3).
+    return settleFrom(c, next(standing.retry ? made - 1 : undefined))
   }
   const unknown = new Failure.UnknownOutcome({
     source: "tool",
