@@ -167,7 +167,7 @@ const main = Effect.gen(function* () {
       const [row] = yield* sql<{
         readonly bytes: number
         readonly n: number
-      }>`SELECT sum(length(body)) AS bytes, count(*) AS n FROM agent_events WHERE run_id = 'resume-0'`
+      }>`SELECT sum(length(body)) AS bytes, sum(event_count) AS n FROM agent_commits WHERE run_id = 'resume-0'`
       bytesPerStep = Number(row?.bytes ?? 0) / K
       const [run] = yield* sql<{
         readonly bytes: number

@@ -8,9 +8,11 @@
  * `Migrator`), and {@link layerSqlite}, the zero set-up default on Node's built-in
  * `node:sqlite`. PostgreSQL is `JournalPg.layer` in `effect-agent-runtime/journal/pg`.
  *
- * Events are stored as the `Event` schema's JSON, one row per event; `read` decodes and checks
- * them, so a damaged or newer journal is a typed `JournalError` (`Corrupt`, `Incompatible`),
- * never a defect.
+ * Events are stored as the `Event` schema's JSON, one row per commit (an array of its
+ * events, written in one statement and fenced by where the run's last commit ends); `read`
+ * decodes and checks them, so a damaged or newer journal is a typed `JournalError`
+ * (`Corrupt`, `Incompatible`), never a defect. A file or database written by 0.3's first
+ * layout (one row per event) is moved to this one by a migration when it is opened.
  *
  * @since 0.3.0
  */
@@ -74,6 +76,13 @@ export interface SqliteOptions extends SqlOptions {
   readonly synchronous?: "NORMAL" | "FULL" | undefined
   /** How long a commit waits for another process's write lock before failing `Unavailable`. Default 5000 ms. */
   readonly busyTimeoutMillis?: number | undefined
+  /**
+   * How many pages (4 KB each) the write-ahead log holds before SQLite copies them into the
+   * file. Default 10000 (about 40 MB): fewer checkpoints, each copying a page once however
+   * many commits rewrote it, so commits cost less on average; each checkpoint pauses the
+   * committing run for tens of milliseconds. SQLite's own default is 1000.
+   */
+  readonly checkpointPages?: number | undefined
 }
 
 /**

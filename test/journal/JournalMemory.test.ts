@@ -9,20 +9,20 @@ contract({
   make: () =>
     Effect.sync(() => {
       const { store, tables } = MemoryStore.make()
-      const rowsOf = (runId: string) => tables.events.get(runId) ?? []
+      const rowsOf = (runId: string) => tables.commits.get(runId) ?? []
       return {
         journal: Make.make(store),
         raw: {
           setBody: (runId, seq, body) =>
             Effect.sync(() => {
-              tables.events.set(
+              tables.commits.set(
                 runId,
                 rowsOf(runId).map((row) => (row.seq === seq ? { ...row, body } : row))
               )
             }),
-          deleteEvent: (runId, seq) =>
+          deleteCommit: (runId, seq) =>
             Effect.sync(() => {
-              tables.events.set(
+              tables.commits.set(
                 runId,
                 rowsOf(runId).filter((row) => row.seq !== seq)
               )
@@ -32,7 +32,9 @@ contract({
               const run = tables.runs.get(runId)
               if (run !== undefined) tables.runs.set(runId, { ...run, version })
             }),
-          insertEvent: () => Effect.die(new Error("the memory backend has no raw rows to race")),
+          insertCommit: () => Effect.die(new Error("the memory backend has no raw rows to race")),
+          toFirstLayout: Effect.die(new Error("the memory backend has one layout")),
+          migrate: Effect.void,
           tableNames: Effect.succeed([])
         }
       }

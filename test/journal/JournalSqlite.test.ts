@@ -49,11 +49,66 @@ describe("Journal on SQLite: the file", () => {
       const { DatabaseSync } = yield* Effect.promise(() => import("node:sqlite"))
       const other = new DatabaseSync(filename, { readOnly: true })
       const mode = other.prepare("PRAGMA journal_mode").get()
-      const count = other.prepare("SELECT count(*) AS n FROM agent_events WHERE run_id = 'r1'").get()
+      const count = other.prepare("SELECT sum(event_count) AS n FROM agent_commits WHERE run_id = 'r1'").get()
       other.close()
       assert.deepStrictEqual({ ...mode }, { journal_mode: "wal" })
       assert.deepStrictEqual({ ...count }, { n: 3 })
     })
+  )
+})
+
+describe("Journal on SQLite: the first layout", () => {
+  it.effect(
+    "R9 a file of the first layout (one row per event) is moved to one row per commit when opened: its runs read back as they were and go on",
+    () =>
+      Effect.gen(function* () {
+        const filename = path.join(dir, `journal-${files++}.db`)
+        const open = Journal.layerSqlite({ filename })
+        const events = history("open", 4)
+        const finished = history("done", 2)
+        const read = (journal: Journal.Service) =>
+          Effect.all([journal.read("open"), journal.read("done"), journal.unfinished])
+        const before = yield* Effect.gen(function* () {
+          const journal = yield* Journal.Journal
+          yield* journal.create({ runId: "open", header: { goal: "g" }, state: "created" })
+          yield* journal.append("open", { expectedSeq: 0, events: events.slice(0, 1), state: "initializing" })
+          yield* journal.append("open", { expectedSeq: 1, events: events.slice(1, 3), state: "planning" })
+          yield* journal.create({ runId: "done", header: {}, state: "created" })
+          yield* journal.append("done", { expectedSeq: 0, events: finished, state: "completed", result: { ok: 1 } })
+          return yield* read(journal)
+        }).pipe(Effect.provide(open))
+        // Back to the first layout, as a file written before the second migration holds it.
+        const { DatabaseSync } = yield* Effect.promise(() => import("node:sqlite"))
+        const db = new DatabaseSync(filename)
+        db.exec(`CREATE TABLE agent_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, tag TEXT NOT NULL,
+            at BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+          INSERT INTO agent_events SELECT c.run_id, c.seq + j.key, json_extract(j.value, '$._tag'), c.at, j.value
+            FROM agent_commits c, json_each(c.body) j;
+          UPDATE agent_runs SET
+            next_seq = (SELECT count(*) FROM agent_events e WHERE e.run_id = agent_runs.run_id),
+            state = (SELECT c.state FROM agent_commits c WHERE c.run_id = agent_runs.run_id ORDER BY c.seq DESC LIMIT 1),
+            updated_at = (SELECT max(c.at) FROM agent_commits c WHERE c.run_id = agent_runs.run_id);
+          DROP TABLE agent_commits;
+          DELETE FROM agent_migrations WHERE migration_id = 2;`)
+        db.close()
+        const after = yield* Effect.gen(function* () {
+          const journal = yield* Journal.Journal
+          const found = yield* read(journal)
+          // The open run goes on where it was.
+          yield* journal.append("open", { expectedSeq: 3, events: events.slice(3), state: "planning" })
+          const more = yield* journal.read("open")
+          assert.deepStrictEqual(Option.getOrThrow(more).events, events)
+          return found
+        }).pipe(Effect.provide(open))
+        assert.deepStrictEqual(after, before)
+        const check = new DatabaseSync(filename, { readOnly: true })
+        const tables = check.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all()
+        check.close()
+        assert.deepStrictEqual(
+          tables.map((row) => row.name),
+          ["agent_approvals", "agent_commits", "agent_migrations", "agent_runs"]
+        )
+      })
   )
 })
 
@@ -92,6 +147,20 @@ describe("Journal on SQLite: store failures", () => {
       const error = yield* Effect.flip(Effect.provide(Journal.Journal, Journal.layerSqlite({ filename })))
       assert.instanceOf(error, JournalError.JournalError)
       assert.include(["Unavailable", "StoreFailed"], error.reason._tag)
+    })
+  )
+
+  it.effect("R3.1 a checkpoint size that is not a whole number of pages is refused, and no file is created", () =>
+    Effect.gen(function* () {
+      for (const checkpointPages of [0, -5, 2.5, Number.NaN]) {
+        const filename = path.join(dir, `journal-${files++}.db`)
+        const error = yield* Effect.flip(
+          Effect.provide(Journal.Journal, Journal.layerSqlite({ filename, checkpointPages }))
+        )
+        assert.strictEqual(error.reason._tag, "StoreFailed")
+        assert.include(error.message, "checkpointPages")
+        assert.isFalse(fs.existsSync(filename))
+      }
     })
   )
 

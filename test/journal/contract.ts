@@ -11,11 +11,17 @@ import type * as JournalError from "../../src/journal/JournalError.ts"
 
 /** Raw access to a backend's rows, to damage them on purpose. */
 export interface Raw {
+  /** Replaces the JSON text (an array of events) of the commit row that starts at `seq`. */
   readonly setBody: (runId: string, seq: number, body: string) => Effect.Effect<void>
-  readonly deleteEvent: (runId: string, seq: number) => Effect.Effect<void>
+  /** Deletes the commit row that starts at `seq`. */
+  readonly deleteCommit: (runId: string, seq: number) => Effect.Effect<void>
   readonly setVersion: (runId: string, version: number) => Effect.Effect<void>
-  /** Writes an event row behind the journal's back, without moving `next_seq` (SQL only). */
-  readonly insertEvent: (runId: string, seq: number, body: string) => Effect.Effect<void>
+  /** Writes a commit row of one event behind the journal's back: a writer that raced (SQL only). */
+  readonly insertCommit: (runId: string, seq: number, event: Event.Event) => Effect.Effect<void>
+  /** Puts the runs back in the first layout (one row per event), as before the second migration (SQL only). */
+  readonly toFirstLayout: Effect.Effect<void>
+  /** Runs the journal's migrations again (SQL only). */
+  readonly migrate: Effect.Effect<void>
   /** The names of the tables the journal created (empty for memory). */
   readonly tableNames: Effect.Effect<ReadonlyArray<string>>
 }
@@ -325,26 +331,49 @@ export const contract = (backend: Backend) =>
     )
 
     it.effect(
-      "R9 a row whose body is not JSON or truncated, an unknown tag, a gap, or another run's event is Corrupt naming the seq",
+      "R9 a commit row whose body is not JSON, truncated, not an array, short of its count, with an unknown tag, another run's event, or a gap before it is Corrupt naming the seq",
       () =>
         withJournal((journal, raw) =>
           Effect.gen(function* () {
-            const runs = ["garbage", "truncated", "tag", "gap", "foreign"]
-            for (const runId of runs) {
+            const cases: ReadonlyArray<readonly [string, number, (runId: string) => Effect.Effect<void>]> = [
+              ["garbage", 1, (runId) => raw.setBody(runId, 1, "{not json")],
+              [
+                "truncated",
+                1,
+                (runId) => raw.setBody(runId, 1, JSON.stringify(history(runId, 3).slice(1)).slice(0, 40))
+              ],
+              ["object", 1, (runId) => raw.setBody(runId, 1, JSON.stringify(changed(runId, 1)))],
+              ["short", 1, (runId) => raw.setBody(runId, 1, JSON.stringify([changed(runId, 1)]))],
+              [
+                "tag",
+                2,
+                (runId) =>
+                  raw.setBody(
+                    runId,
+                    1,
+                    JSON.stringify([changed(runId, 1), { ...changed(runId, 2), _tag: "run.teleported" }])
+                  )
+              ],
+              [
+                "foreign",
+                1,
+                (runId) => raw.setBody(runId, 1, JSON.stringify([changed("someone-else", 1), changed(runId, 2)]))
+              ],
+              [
+                "renumbered",
+                2,
+                (runId) => raw.setBody(runId, 1, JSON.stringify([changed(runId, 1), changed(runId, 7)]))
+              ],
+              ["gap", 1, (runId) => raw.deleteCommit(runId, 1)]
+            ]
+            for (const [runId, seq, damage] of cases) {
+              // Three commits: [0], [1, 2], [3].
+              const events = history(runId, 4)
               yield* journal.create({ runId, header: {}, state: "created" })
-              yield* journal.append(runId, { expectedSeq: 0, events: history(runId, 3), state: "initializing" })
-            }
-            yield* raw.setBody("garbage", 1, "{not json")
-            yield* raw.setBody("truncated", 2, JSON.stringify(changed("truncated", 2)).slice(0, 40))
-            yield* raw.setBody("tag", 2, JSON.stringify({ ...changed("tag", 2), _tag: "run.teleported" }))
-            yield* raw.deleteEvent("gap", 1)
-            yield* raw.setBody("foreign", 1, JSON.stringify(changed("someone-else", 1)))
-            for (const [runId, seq] of [
-              ["garbage", 1],
-              ["tag", 2],
-              ["gap", 1],
-              ["foreign", 1]
-            ] as const) {
+              yield* journal.append(runId, { expectedSeq: 0, events: events.slice(0, 1), state: "initializing" })
+              yield* journal.append(runId, { expectedSeq: 1, events: events.slice(1, 3), state: "planning" })
+              yield* journal.append(runId, { expectedSeq: 3, events: events.slice(3), state: "planning" })
+              yield* damage(runId)
               const reason = yield* failure(journal.read(runId))
               assert.strictEqual(reason._tag, "Corrupt", runId)
               if (reason._tag === "Corrupt") {
@@ -352,6 +381,29 @@ export const contract = (backend: Backend) =>
                 assert.strictEqual(reason.seq, seq, `${runId}: ${reason.detail}`)
               }
             }
+          })
+        )
+    )
+
+    it.effect(
+      "R9 an append without events writes nothing and only checks the fence; a result without its events is InvalidAppend",
+      () =>
+        withJournal((journal) =>
+          Effect.gen(function* () {
+            yield* journal.create({ runId: "r1", header: {}, state: "created" })
+            yield* journal.append("r1", { expectedSeq: 0, events: history("r1", 2), state: "initializing" })
+            const before = yield* readBack(journal, "r1")
+            yield* journal.append("r1", { expectedSeq: 2, events: [], state: "planning" })
+            const stale = yield* failure(journal.append("r1", { expectedSeq: 1, events: [], state: "planning" }))
+            assert.strictEqual(stale._tag, "Conflict")
+            const alone = yield* failure(
+              journal.append("r1", { expectedSeq: 2, events: [], state: "completed", result: { ok: true } })
+            )
+            assert.strictEqual(alone._tag, "InvalidAppend")
+            assert.deepStrictEqual(yield* readBack(journal, "r1"), before)
+            // The next events still go where the log ends.
+            yield* journal.append("r1", { expectedSeq: 2, events: [changed("r1", 2)], state: "planning" })
+            assert.strictEqual((yield* readBack(journal, "r1")).nextSeq, 3)
           })
         )
     )
@@ -373,21 +425,58 @@ export const contract = (backend: Backend) =>
 
     if (!backend.hasTables) return
 
-    it.effect("R9 a duplicate key from a racing writer classifies as Conflict, and the commit is rolled back", () =>
-      withJournal((journal, raw) =>
-        Effect.gen(function* () {
-          yield* journal.create({ runId: "r1", header: {}, state: "created" })
-          yield* journal.append("r1", { expectedSeq: 0, events: history("r1", 1), state: "initializing" })
-          yield* raw.insertEvent("r1", 2, JSON.stringify(changed("r1", 2)))
-          const reason = yield* failure(
-            journal.append("r1", { expectedSeq: 1, events: [changed("r1", 1), changed("r1", 2)], state: "planning" })
-          )
-          assert.strictEqual(reason._tag, "Conflict")
-          const stored = yield* readBack(journal, "r1")
-          assert.strictEqual(stored.nextSeq, 1)
-          assert.strictEqual(stored.state, "initializing")
-        })
-      )
+    it.effect(
+      "R9 a commit behind a writer that raced in first (its row written behind the journal's back) is a Conflict and writes nothing",
+      () =>
+        withJournal((journal, raw) =>
+          Effect.gen(function* () {
+            yield* journal.create({ runId: "r1", header: {}, state: "created" })
+            yield* journal.append("r1", { expectedSeq: 0, events: history("r1", 1), state: "initializing" })
+            const theirs = succeeded("r1", 1)
+            yield* raw.insertCommit("r1", 1, theirs)
+            const reason = yield* failure(
+              journal.append("r1", { expectedSeq: 1, events: [changed("r1", 1), changed("r1", 2)], state: "planning" })
+            )
+            assert.strictEqual(reason._tag, "Conflict")
+            if (reason._tag === "Conflict") assert.strictEqual(reason.actualSeq, 2)
+            const stored = yield* readBack(journal, "r1")
+            assert.deepStrictEqual(stored.events, [...history("r1", 1), theirs])
+            assert.strictEqual(stored.nextSeq, 2)
+          })
+        )
+    )
+
+    it.effect(
+      "R9 runs of the first layout (one row per event) are moved to one row per commit by the second migration: they read back as they were and go on",
+      () =>
+        withJournal((journal, raw) =>
+          Effect.gen(function* () {
+            const events = history("open", 4)
+            yield* journal.create({ runId: "open", header: { goal: "g" }, state: "created" })
+            yield* journal.append("open", { expectedSeq: 0, events: events.slice(0, 1), state: "initializing" })
+            yield* journal.append("open", { expectedSeq: 1, events: events.slice(1, 3), state: "planning" })
+            yield* journal.create({ runId: "done", header: {}, state: "created" })
+            yield* journal.append("done", {
+              expectedSeq: 0,
+              events: [...history("done", 1), succeeded("done", 1)],
+              state: "completed",
+              result: { ok: 1 }
+            })
+            yield* journal.create({ runId: "new", header: {}, state: "created" })
+            const read = Effect.all([
+              journal.read("open"),
+              journal.read("done"),
+              journal.read("new"),
+              journal.unfinished
+            ])
+            const before = yield* read
+            yield* raw.toFirstLayout
+            yield* raw.migrate
+            assert.deepStrictEqual(yield* read, before)
+            yield* journal.append("open", { expectedSeq: 3, events: events.slice(3), state: "planning" })
+            assert.deepStrictEqual((yield* readBack(journal, "open")).events, events)
+          })
+        )
     )
 
     it.effect("R9 the table prefix names every table the journal creates", () =>
@@ -397,7 +486,7 @@ export const contract = (backend: Backend) =>
           const names = yield* raw.tableNames
           assert.deepStrictEqual(
             [...names].sort(),
-            ["approvals", "events", "migrations", "runs"].map((table) => `${prefix}${table}`)
+            ["approvals", "commits", "migrations", "runs"].map((table) => `${prefix}${table}`)
           )
         })
       )

@@ -1,18 +1,51 @@
 /** Raw SQL on a journal's tables, for the contract's damaged-row cases. */
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
+import * as SqlStore from "../../src/journal/internal/SqlStore.ts"
 import type { Raw } from "./contract.ts"
 
 export const sqlRaw = (sql: SqlClient.SqlClient, prefix: string): Raw => {
-  const events = sql(`${prefix}events`)
+  const commits = sql(`${prefix}commits`)
   const runs = sql(`${prefix}runs`)
   return {
     setBody: (runId, seq, body) =>
-      Effect.orDie(sql`UPDATE ${events} SET body = ${body} WHERE run_id = ${runId} AND seq = ${seq}`),
-    deleteEvent: (runId, seq) => Effect.orDie(sql`DELETE FROM ${events} WHERE run_id = ${runId} AND seq = ${seq}`),
+      Effect.orDie(sql`UPDATE ${commits} SET body = ${body} WHERE run_id = ${runId} AND seq = ${seq}`),
+    deleteCommit: (runId, seq) => Effect.orDie(sql`DELETE FROM ${commits} WHERE run_id = ${runId} AND seq = ${seq}`),
     setVersion: (runId, version) => Effect.orDie(sql`UPDATE ${runs} SET version = ${version} WHERE run_id = ${runId}`),
-    insertEvent: (runId, seq, body) =>
-      Effect.orDie(sql`INSERT INTO ${events} ${sql.insert({ run_id: runId, seq, tag: "state.changed", at: 0, body })}`),
+    insertCommit: (runId, seq, event) =>
+      Effect.orDie(
+        sql`INSERT INTO ${commits} ${sql.insert({
+          run_id: runId,
+          seq,
+          event_count: 1,
+          state: "planning",
+          at: 0,
+          body: JSON.stringify([event]),
+          result: null
+        })}`
+      ),
+    toFirstLayout: Effect.orDie(
+      Effect.gen(function* () {
+        const events = sql(`${prefix}events`)
+        yield* sql`CREATE TABLE ${events} (run_id TEXT NOT NULL, seq INTEGER NOT NULL, tag TEXT NOT NULL,
+          at BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq))`
+        yield* sql.onDialectOrElse({
+          sqlite: () => sql`INSERT INTO ${events}
+            SELECT c.run_id, c.seq + j.key, json_extract(j.value, '$._tag'), c.at, j.value
+            FROM ${commits} c, json_each(c.body) j`,
+          orElse: () => sql`INSERT INTO ${events}
+            SELECT c.run_id, c.seq + j.n - 1, j.value ->> '_tag', c.at, j.value::text
+            FROM ${commits} c, json_array_elements(c.body::json) WITH ORDINALITY j(value, n)`
+        })
+        yield* sql`UPDATE ${runs} SET
+          next_seq = (SELECT count(*) FROM ${events} e WHERE e.run_id = ${runs}.run_id),
+          state = COALESCE((SELECT c.state FROM ${commits} c WHERE c.run_id = ${runs}.run_id ORDER BY c.seq DESC LIMIT 1), state),
+          updated_at = COALESCE((SELECT max(c.at) FROM ${commits} c WHERE c.run_id = ${runs}.run_id), updated_at)`
+        yield* sql`DROP TABLE ${commits}`
+        yield* sql`DELETE FROM ${sql(`${prefix}migrations`)} WHERE migration_id = 2`
+      })
+    ),
+    migrate: Effect.orDie(Effect.flatMap(SqlStore.tables(prefix), (names) => SqlStore.migrate(sql, names))),
     tableNames: Effect.orDie(
       sql
         .onDialectOrElse({

@@ -52,7 +52,7 @@ const refused = (damage: (sql: SqlClient.SqlClient) => Effect.Effect<unknown, un
     )
     yield* Effect.orDie(damage(sql))
     const rows = () =>
-      Effect.orDie(sql`SELECT seq, body FROM agent_events WHERE run_id = 'r1' ORDER BY seq`).pipe(
+      Effect.orDie(sql`SELECT seq, body FROM agent_commits WHERE run_id = 'r1' ORDER BY seq`).pipe(
         Effect.map((all) => JSON.stringify(all))
       )
     const before = yield* rows()
@@ -69,12 +69,14 @@ describe("Run.resume refuses a journal it cannot trust (R9, R3.1)", () => {
   it.effect("R9 a truncated row is a ResumeError (corrupt) naming the run, nothing written", () =>
     Effect.gen(function* () {
       const { error } = yield* refused(
-        (sql) => sql`UPDATE agent_events SET body = substr(body, 1, length(body) / 2) WHERE run_id = 'r1' AND seq = 2`
+        (sql) =>
+          sql`UPDATE agent_commits SET body = substr(body, 1, length(body) / 2)
+            WHERE run_id = 'r1' AND seq = (SELECT max(seq) FROM agent_commits WHERE run_id = 'r1')`
       )
       assert.strictEqual(error._tag, "ResumeError")
       assert.strictEqual(error.reason, "corrupt")
       assert.strictEqual(error.runId, "r1")
-      assert.include(error.message, "seq 2")
+      assert.match(error.message, /seq [1-9]\d*/)
     })
   )
 
@@ -90,7 +92,7 @@ describe("Run.resume refuses a journal it cannot trust (R9, R3.1)", () => {
     Effect.gen(function* () {
       const { error } = yield* refused(
         (sql) =>
-          sql`UPDATE agent_events SET body = replace(body, '"runId":"r1"', '"runId":"r9"') WHERE run_id = 'r1' AND seq = 1`
+          sql`UPDATE agent_commits SET body = replace(body, '"runId":"r1"', '"runId":"r9"') WHERE run_id = 'r1' AND seq > 0`
       )
       assert.strictEqual(error.reason, "corrupt")
     })
@@ -100,7 +102,9 @@ describe("Run.resume refuses a journal it cannot trust (R9, R3.1)", () => {
     Effect.gen(function* () {
       const { error } = yield* refused(
         (sql) =>
-          sql`UPDATE agent_events SET body = (SELECT body FROM agent_events WHERE run_id = 'r1' AND seq = 1), tag = 'state.changed' WHERE run_id = 'r1' AND seq = 0`
+          // The first event becomes a copy of the second, numbered 0.
+          sql`UPDATE agent_commits SET body = json_set(body, '$[0]', json_set(json_extract(body, '$[1]'), '$.seq', 0))
+            WHERE run_id = 'r1' AND seq = 0`
       )
       assert.strictEqual(error.reason, "corrupt")
     })

@@ -10,7 +10,7 @@ import * as SqliteStore from "./SqliteStore.ts"
 import * as SqlStore from "./SqlStore.ts"
 
 export interface SqlOptions {
-  /** The prefix of the journal's table names (`agent_runs`, `agent_events`, …). Default `agent_`. */
+  /** The prefix of the journal's table names (`agent_runs`, `agent_commits`, …). Default `agent_`. */
   readonly tablePrefix?: string | undefined
 }
 

@@ -4,12 +4,12 @@
  */
 import { Effect, Option } from "effect"
 import * as JournalError from "../JournalError.ts"
-import type { ApprovalRow, EventRow, RunRow, Store } from "./Store.ts"
+import { type ApprovalRow, type CommitRow, notAdvanced, type RunRow, type Store } from "./Store.ts"
 
 /** The tables, reachable for tests that damage rows on purpose. */
 export interface Tables {
   readonly runs: Map<string, RunRow>
-  readonly events: Map<string, Array<EventRow>>
+  readonly commits: Map<string, Array<CommitRow>>
   readonly approvals: Map<string, ApprovalRow>
 }
 
@@ -19,7 +19,7 @@ const byRequestTime = (a: ApprovalRow, b: ApprovalRow) =>
   a.requestedAt - b.requestedAt || (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : a.callId < b.callId ? -1 : 1)
 
 export const make = (): { readonly store: Store; readonly tables: Tables } => {
-  const tables: Tables = { runs: new Map(), events: new Map(), approvals: new Map() }
+  const tables: Tables = { runs: new Map(), commits: new Map(), approvals: new Map() }
   const store: Store = {
     insertRun: (row) =>
       Effect.suspend(() => {
@@ -29,48 +29,35 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
           )
         }
         tables.runs.set(row.runId, row)
-        tables.events.set(row.runId, [])
+        tables.commits.set(row.runId, [])
         return Effect.void
       }),
-    commit: (commit) =>
+    commit: ({ runId, row }) =>
       Effect.suspend(() => {
-        const run = tables.runs.get(commit.runId)
-        if (run === undefined) {
-          return Effect.fail(
-            JournalError.make(new JournalError.InvalidAppend({ runId: commit.runId, detail: "no such run" }))
-          )
+        const run = tables.runs.get(runId)
+        if (run === undefined) return Effect.fail(notAdvanced(runId, row.seq, undefined))
+        const commits = tables.commits.get(runId) ?? []
+        const last = commits.at(-1)
+        const next = last === undefined ? 0 : last.seq + last.count
+        if (next !== row.seq) return Effect.fail(notAdvanced(runId, row.seq, next))
+        if (row.count === 0) return Effect.void
+        tables.commits.set(runId, [...commits, row])
+        if (row.result !== null) {
+          tables.runs.set(runId, {
+            ...run,
+            nextSeq: row.seq + row.count,
+            state: row.state,
+            result: row.result,
+            updatedAt: row.at
+          })
         }
-        if (run.nextSeq !== commit.expectedSeq) {
-          return Effect.fail(
-            JournalError.make(
-              new JournalError.Conflict({
-                runId: commit.runId,
-                expectedSeq: commit.expectedSeq,
-                actualSeq: run.nextSeq,
-                detail: `expected next_seq ${commit.expectedSeq}, found ${run.nextSeq}`
-              })
-            )
-          )
-        }
-        tables.events.get(commit.runId)?.push(...commit.events)
-        tables.runs.set(commit.runId, {
-          ...run,
-          nextSeq: run.nextSeq + commit.events.length,
-          state: commit.state,
-          result: commit.result ?? run.result,
-          updatedAt: commit.at
-        })
         return Effect.void
       }),
     readRun: (runId) =>
       Effect.sync(() => {
         const run = tables.runs.get(runId)
         if (run === undefined) return Option.none()
-        // As in SQL: the rows below the committed count, in order.
-        const events = (tables.events.get(runId) ?? [])
-          .filter((row) => row.seq < run.nextSeq)
-          .sort((a, b) => a.seq - b.seq)
-        return Option.some({ run, events })
+        return Option.some({ run, commits: [...(tables.commits.get(runId) ?? [])].sort((a, b) => a.seq - b.seq) })
       }),
     unfinished: Effect.sync(() =>
       [...tables.runs.values()]

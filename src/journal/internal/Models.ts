@@ -14,7 +14,11 @@ export interface NewRun {
   readonly state: RunState.State
 }
 
-/** One commit: the next events (their `seq` continue from `expectedSeq`), the state after them, and the result once the run has finished. */
+/**
+ * One commit: the next events (their `seq` continue from `expectedSeq`), the state after
+ * them, and the result once the run has finished (with the events that end it). An append
+ * without events writes nothing; it only checks the fence.
+ */
 export interface Append {
   readonly expectedSeq: number
   readonly events: ReadonlyArray<Event.Event>

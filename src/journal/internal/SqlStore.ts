@@ -4,17 +4,19 @@
  * classified here (R3.1): a unique violation where a writer raced is a `Conflict`, busy or
  * lost connections are `Unavailable` (retryable), anything else `StoreFailed`.
  */
-import { Array as Arr, Effect, Option } from "effect"
+import { Effect, Option } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 import * as JournalError from "../JournalError.ts"
-import type { ApprovalRow, Commit, EventRow, RunRow, Store } from "./Store.ts"
+import { type ApprovalRow, type Commit, type CommitRow, notAdvanced, type RunRow, type Store } from "./Store.ts"
 
 /** The tables of one journal. */
 export interface Tables {
   readonly runs: string
-  readonly events: string
+  readonly commits: string
   readonly approvals: string
   readonly migrations: string
+  /** The first layout's table of one row per event, moved into `commits` by the second migration. */
+  readonly events: string
 }
 
 const prefixPattern = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/
@@ -24,9 +26,10 @@ export const tables = (prefix = "agent_"): Effect.Effect<Tables, JournalError.Jo
   prefixPattern.test(prefix)
     ? Effect.succeed({
         runs: `${prefix}runs`,
-        events: `${prefix}events`,
+        commits: `${prefix}commits`,
         approvals: `${prefix}approvals`,
-        migrations: `${prefix}migrations`
+        migrations: `${prefix}migrations`,
+        events: `${prefix}events`
       })
     : Effect.fail(
         JournalError.make(
@@ -63,26 +66,13 @@ export const classify =
 
 const isUnique = (error: SqlError.SqlError) => error.reason._tag === "UniqueViolation"
 
-/** Why a commit's update of the run row matched nothing: no such run, or `next_seq` is not the expected one. */
-export const notAdvanced = (commit: Commit, actualSeq: number | undefined): JournalError.JournalError =>
-  JournalError.make(
-    actualSeq === undefined
-      ? new JournalError.InvalidAppend({ runId: commit.runId, detail: "no such run" })
-      : new JournalError.Conflict({
-          runId: commit.runId,
-          expectedSeq: commit.expectedSeq,
-          actualSeq,
-          detail: `expected next_seq ${commit.expectedSeq}, found ${actualSeq}`
-        })
-  )
-
 /** A commit's store failure: a unique violation on the events is another writer that raced this one. */
 export const commitFailed = (commit: Commit, error: SqlError.SqlError): JournalError.JournalError =>
   isUnique(error)
     ? JournalError.make(
         new JournalError.Conflict({
           runId: commit.runId,
-          expectedSeq: commit.expectedSeq,
+          expectedSeq: commit.row.seq,
           detail: "another writer committed the same sequence numbers"
         })
       )
@@ -130,8 +120,28 @@ export const migrate = (sql: SqlClient.SqlClient, names: Tables): Effect.Effect<
     )`
     yield* sql`CREATE INDEX ${sql(`${names.approvals}_pending`)} ON ${sql(names.approvals)} (requested_at) WHERE decision IS NULL`
   })
+  // One row per commit instead of one per event: a commit is one row written in one statement.
+  const commitRows = Effect.gen(function* () {
+    yield* sql`CREATE TABLE ${sql(names.commits)} (
+      run_id TEXT NOT NULL,
+      seq INTEGER NOT NULL,
+      event_count INTEGER NOT NULL,
+      state TEXT NOT NULL,
+      at BIGINT NOT NULL,
+      body TEXT NOT NULL,
+      result TEXT,
+      PRIMARY KEY (run_id, seq)
+    )${withoutRowid}`
+    // Each event of the first layout becomes a commit of one; the last one carries the result.
+    yield* sql`INSERT INTO ${sql(names.commits)} (run_id, seq, event_count, state, at, body, result)
+      SELECT e.run_id, e.seq, 1, r.state, e.at, '[' || e.body || ']',
+        CASE WHEN e.seq = r.next_seq - 1 THEN r.result ELSE NULL END
+      FROM ${sql(names.events)} e JOIN ${sql(names.runs)} r ON r.run_id = e.run_id
+      WHERE e.seq < r.next_seq`
+    yield* sql`DROP TABLE ${sql(names.events)}`
+  })
   return Migrator.make({})({
-    loader: Migrator.fromRecord({ "1_create_journal": createJournal }),
+    loader: Migrator.fromRecord({ "1_create_journal": createJournal, "2_commit_rows": commitRows }),
     table: names.migrations
   }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.asVoid, Effect.mapError(classify("migrate")))
 }
@@ -150,11 +160,13 @@ const toRunRow = (row: Record<string, unknown>): RunRow => ({
   updatedAt: num(row.updated_at)
 })
 
-const toEventRow = (row: Record<string, unknown>): EventRow => ({
+const toCommitRow = (row: Record<string, unknown>): CommitRow => ({
   seq: num(row.seq),
-  tag: String(row.tag),
+  count: num(row.event_count),
+  state: String(row.state),
   at: num(row.at),
-  body: String(row.body)
+  body: String(row.body),
+  result: text(row.result)
 })
 
 const toApprovalRow = (row: Record<string, unknown>): ApprovalRow => ({
@@ -174,7 +186,7 @@ const toApprovalRow = (row: Record<string, unknown>): ApprovalRow => ({
 /** The backend on one client and one set of tables (migrated already). */
 export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
   const runs = sql(names.runs)
-  const events = sql(names.events)
+  const commits = sql(names.commits)
   const approvals = sql(names.approvals)
   return {
     insertRun: (row) =>
@@ -196,43 +208,57 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
         )
       ),
     commit: (commit) => {
-      const setResult = commit.result === undefined ? sql.literal("") : sql`, result = ${commit.result}`
-      const body = Effect.gen(function* () {
-        const updated = yield* sql`UPDATE ${runs}
-          SET next_seq = next_seq + ${commit.events.length}, state = ${commit.state}, updated_at = ${commit.at}${setResult}
-          WHERE run_id = ${commit.runId} AND next_seq = ${commit.expectedSeq}
-          RETURNING next_seq`
-        if (updated.length === 0) {
-          const current = yield* sql`SELECT next_seq FROM ${runs} WHERE run_id = ${commit.runId}`
-          const found = current[0]
-          return yield* notAdvanced(commit, found === undefined ? undefined : num(found.next_seq))
-        }
-        if (Arr.isReadonlyArrayNonEmpty(commit.events)) {
-          yield* sql`INSERT INTO ${events} ${sql.insert(
-            Arr.map(commit.events, (event) => ({
-              run_id: commit.runId,
-              seq: event.seq,
-              tag: event.tag,
-              at: Math.trunc(event.at),
-              body: event.body
-            }))
-          )}`
-        }
-      })
-      return sql
-        .withTransaction(body)
-        .pipe(Effect.catchTag("SqlError", (error) => Effect.fail(commitFailed(commit, error))))
+      const { runId, row } = commit
+      const nextSeq = sql`COALESCE((SELECT c.seq + c.event_count FROM ${commits} c
+        WHERE c.run_id = ${runId} ORDER BY c.seq DESC LIMIT 1), 0)`
+      // Why nothing was written: no such run, or where its last commit ends.
+      const refused = sql`SELECT (SELECT 1 FROM ${runs} WHERE run_id = ${runId}) AS found, ${nextSeq} AS next_seq`.pipe(
+        Effect.flatMap(([found]) => {
+          const actual = found?.found === null || found?.found === undefined ? undefined : num(found.next_seq)
+          return actual === row.seq ? Effect.void : Effect.fail(notAdvanced(runId, row.seq, actual))
+        })
+      )
+      const classified = <A>(effect: Effect.Effect<A, SqlError.SqlError | JournalError.JournalError>) =>
+        Effect.catchTag(effect, "SqlError", (error) => Effect.fail(commitFailed(commit, error)))
+      if (row.count === 0) return classified(refused)
+      // Written only where the run's last commit ends (the key fences off a writer that raced).
+      const insert = sql`INSERT INTO ${commits} (run_id, seq, event_count, state, at, body, result)
+        SELECT CAST(${runId} AS TEXT), CAST(${row.seq} AS INTEGER), CAST(${row.count} AS INTEGER),
+          CAST(${row.state} AS TEXT), CAST(${Math.trunc(row.at)} AS BIGINT), CAST(${row.body} AS TEXT),
+          CAST(${row.result} AS TEXT)
+        WHERE EXISTS (SELECT 1 FROM ${runs} WHERE run_id = ${runId})
+          AND CAST(${row.seq} AS INTEGER) = ${nextSeq}
+        RETURNING seq`
+      const ended = sql`UPDATE ${runs}
+        SET next_seq = ${row.seq + row.count}, state = ${row.state}, updated_at = ${Math.trunc(row.at)}, result = ${row.result}
+        WHERE run_id = ${runId}`
+      const write =
+        row.result === null
+          ? insert
+          : sql.onDialectOrElse({
+              // One statement: the run row moves only if the commit row was written.
+              pg: () => sql`WITH written AS (${insert}) ${ended} AND EXISTS (SELECT 1 FROM written) RETURNING run_id`,
+              orElse: () =>
+                sql.withTransaction(
+                  Effect.flatMap(insert, (written) =>
+                    written.length === 0 ? Effect.succeed(written) : ended.pipe(Effect.as(written))
+                  )
+                )
+            })
+      return write.pipe(
+        Effect.flatMap((written) => (written.length === 0 ? refused : Effect.void)),
+        classified
+      )
     },
     readRun: (runId) =>
       Effect.gen(function* () {
         const found = yield* sql`SELECT * FROM ${runs} WHERE run_id = ${runId}`
         const row = found[0]
         if (row === undefined) return Option.none()
-        const run = toRunRow(row)
-        // Rows below the run's committed count were committed with or before the run row just read.
-        const rows = yield* sql`SELECT seq, tag, at, body FROM ${events}
-          WHERE run_id = ${runId} AND seq < ${run.nextSeq} ORDER BY seq`
-        return Option.some({ run, events: rows.map(toEventRow) })
+        // Each commit row is whole; the run row's result marks a run whose last commit is in.
+        const rows = yield* sql`SELECT seq, event_count, state, at, body, result FROM ${commits}
+          WHERE run_id = ${runId} ORDER BY seq`
+        return Option.some({ run: toRunRow(row), commits: rows.map(toCommitRow) })
       }).pipe(Effect.mapError(classify("read"))),
     unfinished: sql`SELECT run_id FROM ${runs} WHERE result IS NULL ORDER BY created_at, run_id`.pipe(
       Effect.map((rows) => rows.map((row) => String(row.run_id))),

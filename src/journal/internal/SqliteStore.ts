@@ -1,55 +1,71 @@
 /**
  * The SQLite backend: {@link SqlStore} for everything but `commit`, the hot path of a
  * durable run (two or more per step). A commit runs on the connection's own prepared
- * statements, in one synchronous `BEGIN IMMEDIATE` … `COMMIT`, holding the permit the
- * `SqlClient`'s queries take: through `SqlClient` each of its four statements is built
- * from its template, traced and run through the transaction's bookkeeping, which cost
- * several times what SQLite itself spends (bench/RESULTS.md, "Durable runs").
+ * statements, holding the permit the `SqlClient`'s queries take: one `INSERT` of the commit
+ * row (a statement of its own is a write transaction of its own), and for the run's last
+ * commit that row and the run row in one `BEGIN IMMEDIATE` … `COMMIT`. Through `SqlClient`
+ * each statement is built from its template, traced and run through the transaction's
+ * bookkeeping, which cost several times what SQLite itself spends (bench/RESULTS.md,
+ * "Durable runs").
  *
- * The same rows, checks and errors as the SQL one: fenced on `next_seq`, all or nothing,
- * a unique violation is a `Conflict`, busy is `Unavailable`.
+ * The same rows, checks and errors as the SQL one: the row is written only where the run's
+ * last commit ends, a unique violation is a `Conflict`, busy is `Unavailable`.
  */
 import type { SQLInputValue, StatementSync } from "node:sqlite"
 import { Effect, Result } from "effect"
 import * as SqliteClient from "./SqliteClient.ts"
 import * as SqlStore from "./SqlStore.ts"
-import type { Commit, Store } from "./Store.ts"
+import { type Commit, notAdvanced, type Store } from "./Store.ts"
 
 /** The backend on one opened file and one set of tables (migrated already). */
 export const make = (opened: SqliteClient.Opened, names: SqlStore.Tables): Store => {
   const { db, lock } = opened
   const prepare = (sql: string): StatementSync => db.prepare(sql)
   const runs = `"${names.runs}"`
+  const commits = `"${names.commits}"`
   const begin = prepare("BEGIN IMMEDIATE")
   const end = prepare("COMMIT")
   const rollback = prepare("ROLLBACK")
-  const set = "next_seq = next_seq + ?, state = ?, updated_at = ?"
-  const fence = "WHERE run_id = ? AND next_seq = ? RETURNING next_seq"
-  const advance = prepare(`UPDATE ${runs} SET ${set} ${fence}`)
-  const advanceWithResult = prepare(`UPDATE ${runs} SET ${set}, result = ? ${fence}`)
-  const current = prepare(`SELECT next_seq FROM ${runs} WHERE run_id = ?`)
-  const insert = prepare(`INSERT INTO "${names.events}" (run_id, seq, tag, at, body) VALUES (?, ?, ?, ?, ?)`)
+  const nextSeq = `COALESCE((SELECT c.seq + c.event_count FROM ${commits} c WHERE c.run_id = ?1 ORDER BY c.seq DESC LIMIT 1), 0)`
+  const insert = prepare(
+    `INSERT INTO ${commits} (run_id, seq, event_count, state, at, body, result)
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
+     WHERE EXISTS (SELECT 1 FROM ${runs} WHERE run_id = ?1) AND ?2 = ${nextSeq}`
+  )
+  const ended = prepare(`UPDATE ${runs} SET next_seq = ?, state = ?, updated_at = ?, result = ? WHERE run_id = ?`)
+  const found = prepare(`SELECT (SELECT 1 FROM ${runs} WHERE run_id = ?1) AS found, ${nextSeq} AS next_seq`)
 
-  /** The transaction; `undefined` once committed, or why the run row did not move (rolled back). */
-  const transaction = (commit: Commit) => {
-    const head: Array<SQLInputValue> = [commit.events.length, commit.state, commit.at]
-    const where: Array<SQLInputValue> = [commit.runId, commit.expectedSeq]
+  /** Why nothing was written (the row did not continue the run); `undefined` when it would have. */
+  const refused = (commit: Commit) => {
+    const row = found.get(commit.runId)
+    const actual = row === undefined || row.found === null ? undefined : Number(row.next_seq)
+    return actual === commit.row.seq ? undefined : notAdvanced(commit.runId, commit.row.seq, actual)
+  }
+
+  /** The write; `undefined` once committed, or why nothing was written. */
+  const write = (commit: Commit) => {
+    const { runId, row } = commit
+    if (row.count === 0) return refused(commit)
+    const values: Array<SQLInputValue> = [
+      runId,
+      row.seq,
+      row.count,
+      row.state,
+      Math.trunc(row.at),
+      row.body,
+      row.result
+    ]
     // With the permit held no `SqlClient` transaction is open: one still open is a failed rollback's.
     if (db.isTransaction) rollback.run()
+    if (row.result === null) return insert.run(...values).changes === 0 ? refused(commit) : undefined
     begin.run()
     try {
-      const moved =
-        commit.result === undefined
-          ? advance.get(...head, ...where)
-          : advanceWithResult.get(...head, commit.result, ...where)
-      if (moved === undefined) {
-        const found = current.get(commit.runId)
+      if (insert.run(...values).changes === 0) {
+        const why = refused(commit)
         rollback.run()
-        return SqlStore.notAdvanced(commit, found === undefined ? undefined : Number(found.next_seq))
+        return why
       }
-      for (const event of commit.events) {
-        insert.run(commit.runId, event.seq, event.tag, Math.trunc(event.at), event.body)
-      }
+      ended.run(row.seq + row.count, row.state, Math.trunc(row.at), row.result, runId)
       end.run()
       return undefined
     } catch (error) {
@@ -64,7 +80,7 @@ export const make = (opened: SqliteClient.Opened, names: SqlStore.Tables): Store
       lock.withPermit(
         Effect.suspend(() => {
           const outcome = Result.try({
-            try: () => transaction(commit),
+            try: () => write(commit),
             catch: (error) => SqlStore.commitFailed(commit, SqliteClient.toSqlError("execute")(error))
           })
           if (Result.isFailure(outcome)) return Effect.fail(outcome.failure)

@@ -1,10 +1,18 @@
 /**
  * What a journal backend stores: rows of encoded JSON text, the same for memory and SQL, so
  * that both decode alike. `Make` holds the semantics (encoding, checks, decoding) once.
+ *
+ * A run is one run row, written when it is created and when it ends, and one commit row
+ * per `append` (all its events in one JSON array): a commit is then one row written in one
+ * statement, fenced by its key and by where the run's last commit ended. The run's state,
+ * its committed count and its last update are those of its last commit.
  */
 import type { Effect, Option } from "effect"
-import type { JournalError } from "../JournalError.ts"
+import * as Errors from "../JournalError.ts"
 
+type JournalError = Errors.JournalError
+
+/** The run as created; `state`, `nextSeq` and `updatedAt` are as of its creation and, once it ended, its end. */
 export interface RunRow {
   readonly runId: string
   readonly version: number
@@ -16,11 +24,16 @@ export interface RunRow {
   readonly updatedAt: number
 }
 
-export interface EventRow {
+/** One commit: `count` events from `seq` on, as one JSON array of encoded events. */
+export interface CommitRow {
   readonly seq: number
-  readonly tag: string
+  readonly count: number
+  /** The run's state after this commit. */
+  readonly state: string
   readonly at: number
   readonly body: string
+  /** The run's result (JSON text) on its last commit, `null` on the others. */
+  readonly result: string | null
 }
 
 export interface ApprovalRow {
@@ -39,13 +52,10 @@ export interface ApprovalRow {
   readonly decidedAt: number | null
 }
 
+/** A commit to write: its row, for the run whose last commit ended at `row.seq`. */
 export interface Commit {
   readonly runId: string
-  readonly expectedSeq: number
-  readonly events: ReadonlyArray<EventRow>
-  readonly state: string
-  readonly result: string | undefined
-  readonly at: number
+  readonly row: CommitRow
 }
 
 export interface Decide {
@@ -61,12 +71,16 @@ export interface Decide {
 export interface Store {
   /** `Conflict` when the run id exists. */
   readonly insertRun: (row: RunRow) => Effect.Effect<void, JournalError>
-  /** All or nothing; `Conflict` when `next_seq` is not `expectedSeq`, `InvalidAppend` for an unknown run. */
+  /**
+   * All or nothing (the commit row, and the run row when it carries the result);
+   * `Conflict` when the run's last commit does not end at `row.seq`, `InvalidAppend` for
+   * an unknown run.
+   */
   readonly commit: (commit: Commit) => Effect.Effect<void, JournalError>
-  /** The run row and its event rows in `seq` order. */
+  /** The run row and its commit rows in `seq` order. */
   readonly readRun: (
     runId: string
-  ) => Effect.Effect<Option.Option<{ readonly run: RunRow; readonly events: ReadonlyArray<EventRow> }>, JournalError>
+  ) => Effect.Effect<Option.Option<{ readonly run: RunRow; readonly commits: ReadonlyArray<CommitRow> }>, JournalError>
   readonly unfinished: Effect.Effect<ReadonlyArray<string>, JournalError>
   /** `Conflict` when the call is on the list already. */
   readonly insertApproval: (row: ApprovalRow) => Effect.Effect<void, JournalError>
@@ -77,3 +91,19 @@ export interface Store {
   readonly reopenApproval: (row: ApprovalRow) => Effect.Effect<boolean, JournalError>
   readonly approval: (runId: string, callId: string) => Effect.Effect<Option.Option<ApprovalRow>, JournalError>
 }
+
+/**
+ * Why a commit wrote nothing: no such run (`actualSeq` undefined), or the run's last commit
+ * ends at `actualSeq`, not where this one starts (another writer moved it).
+ */
+export const notAdvanced = (runId: string, expectedSeq: number, actualSeq: number | undefined): JournalError =>
+  Errors.make(
+    actualSeq === undefined
+      ? new Errors.InvalidAppend({ runId, detail: "no such run" })
+      : new Errors.Conflict({
+          runId,
+          expectedSeq,
+          actualSeq,
+          detail: `expected the run's next seq to be ${expectedSeq}, found ${actualSeq}`
+        })
+  )
