@@ -41,7 +41,8 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
         const next = last === undefined ? 0 : last.seq + last.count
         if (next !== row.seq) return Effect.fail(notAdvanced(runId, row.seq, next))
         if (row.count === 0) return Effect.void
-        tables.commits.set(runId, [...commits, row])
+        commits.push(row)
+        tables.commits.set(runId, commits)
         if (row.result !== null) {
           tables.runs.set(runId, {
             ...run,
