@@ -132,7 +132,8 @@ export type ResumeOptions<T extends Tool.Any = Tool.Any, RV = never, O = never> 
  * doubt: it runs again only when that is safe (idempotent, or it cannot act), else its
  * status query decides, and without one the run ends `unknown_outcome` with the call
  * pending, never resent blindly (R3.8). A pending approval is put back with its original
- * expiry. A finished run gives its stored result.
+ * expiry. A finished run gives its stored result. Where `options` are silent, the run goes
+ * on under the limits, time limits and concurrency it started with (its `run.started`).
  *
  * @category combinators
  * @since 0.4.0
@@ -146,7 +147,11 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
     Effect.flatMap(Durable.load(journal, runId, options.tools, options.modelName), (loaded) =>
       loaded._tag === "Finished"
         ? Effect.succeed(loaded.result as RunResult.Typed<O>)
-        : runFrom({ ...options, goal: loaded.goal }, loaded, loaded.started === undefined ? undefined : { reason })
+        : runFrom(
+            { ...Durable.startedWith(options, loaded.started), goal: loaded.goal },
+            loaded,
+            loaded.started === undefined ? undefined : { reason }
+          )
     )
   )
 

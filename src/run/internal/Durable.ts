@@ -210,3 +210,69 @@ export const load = Effect.fnUntraced(function* (
 
 /** The journal in the context, if any: a run commits to it when it is there. */
 export const journalOf = Journal.Journal
+
+const limitNames = [
+  "maxIterations",
+  "maxToolCalls",
+  "repeatedToolCall",
+  "maxToolErrors",
+  "maxEmptyOutputs",
+  "loopThreshold",
+  "sameClassErrors",
+  "maxTokens",
+  "maxCostUsd",
+  "maxArgumentChars",
+  "maxArgumentDepth",
+  "maxObservationChars"
+] as const
+
+const timeNames = [
+  ["step", "stepTimeoutMillis"],
+  ["attempt", "attemptTimeoutMillis"],
+  ["approval", "approvalTimeoutMillis"],
+  ["stopGrace", "stopGraceMillis"]
+] as const
+
+/** `recorded`'s entries under `names`, where `given` does not set them. */
+const fill = (
+  given: object | undefined,
+  recorded: Readonly<Record<string, number>>,
+  names: ReadonlyArray<readonly [string, string]>
+): Record<string, unknown> => {
+  const filled: Record<string, unknown> = { ...given }
+  for (const [name, key] of names) {
+    const value = recorded[key]
+    if (filled[name] === undefined && value !== undefined) filled[name] = value
+  }
+  return filled
+}
+
+/**
+ * The options of a resumed run: what the caller gave, and where it is silent, the limits,
+ * step, attempt and approval time limits and concurrency the run started with (its
+ * `run.started`), so that a run resumed with only its tools goes on as it began. The run
+ * deadline is the log's already (absolute).
+ */
+export const startedWith = <
+  Options extends {
+    readonly limits?: object | undefined
+    readonly time?: object | undefined
+    readonly concurrency?: number | undefined
+  }
+>(
+  options: Options,
+  started: Event.Of<"run.started"> | undefined
+): Options => {
+  const recorded = started?.limits
+  if (recorded === undefined) return options
+  return {
+    ...options,
+    limits: fill(
+      options.limits,
+      recorded,
+      limitNames.map((name) => [name, name] as const)
+    ),
+    time: fill(options.time, recorded, timeNames),
+    concurrency: options.concurrency ?? recorded.concurrency
+  }
+}

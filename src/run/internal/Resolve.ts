@@ -27,6 +27,8 @@ export interface Resolved<RV, R = unknown> {
   /** See `RunOptions.Time.stopGrace`. */
   readonly stopGraceMillis: number
   readonly validation: Validation.Spec<RV>
+  /** The `limits` option as given (the termination policies' and the pipeline's), for `run.started`. */
+  readonly limits: RunOptions.Limits
 }
 
 /** The default run deadline, `"10 minutes"`. */
@@ -221,6 +223,7 @@ const build = (
     timeoutMillis: time.run ?? defaultTimeoutMillis,
     stopGraceMillis: time.stopGrace ?? defaultStopGraceMillis,
     validation: checked.validation ?? Validation.empty,
+    limits,
     loop: {
       registry,
       toolDefinitions: checked.tools.map((tool) => tool.definition),

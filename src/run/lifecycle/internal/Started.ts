@@ -31,6 +31,8 @@ export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R
 const limitsOf = <RV, R>(valid: Resolved<RV, R>): Record<string, number> => {
   const { registry, loop } = valid
   const all: Record<string, number | undefined> = {
+    // The termination policies' limits as given (a policy's default is not repeated).
+    ...valid.limits,
     runTimeoutMillis: valid.timeoutMillis,
     stepTimeoutMillis: registry.time.stepMillis,
     attemptTimeoutMillis: registry.time.attemptMillis,

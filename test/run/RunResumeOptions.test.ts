@@ -1,0 +1,67 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+
+const K = 25
+
+const step = Tool.make({
+  name: "step",
+  description: "Returns its step number.",
+  input: Schema.Struct({ n: Schema.Number }),
+  output: Schema.Struct({ n: Schema.Number }),
+  sideEffect: "read",
+  idempotent: true,
+  handler: ({ n }) => Effect.succeed({ n })
+})
+
+// K steps of one call each, then the answer: K + 1 iterations, more than the default 20.
+const model = ScriptedModel.layerFunction((request) =>
+  request.iteration <= K ? ScriptedModel.toolCall("step", { n: request.iteration }) : ScriptedModel.finalAnswer("done")
+)
+
+/** A run with raised limits and a step timeout, whose process dies after 22 of its steps. */
+const diesAtStep22 = Effect.gen(function* () {
+  const journal = yield* Journal.Journal
+  // Two commits per step (the model's response, the end of the iteration): the 45th is lost.
+  const faulty = FaultyJournal.make(journal, { crashAt: { commit: 45, when: "before" } })
+  yield* Run.run({
+    goal: "count",
+    runId: "r1",
+    tools: [step],
+    limits: { maxIterations: K + 5, maxToolCalls: K + 5 },
+    time: { step: "30 seconds" },
+    concurrency: 2
+  }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
+})
+
+describe("Run.resume: the options a run started with (R9)", () => {
+  it.effect("R9 a run resumed with only its tools goes on under the limits it started with, not the defaults", () =>
+    Effect.gen(function* () {
+      yield* diesAtStep22
+      const resumed = yield* Run.resume("r1", { tools: [step] })
+      assert.strictEqual(resumed.status, "completed", resumed.detail)
+      assert.strictEqual(resumed.counters.iterations, K + 1)
+      assert.strictEqual(resumed.counters.toolCalls, K)
+      const [started] = resumed.timeline.filter((event) => event._tag === "run.started")
+      assert.include(started?._tag === "run.started" ? started.limits : {}, {
+        maxIterations: K + 5,
+        maxToolCalls: K + 5,
+        stepTimeoutMillis: 30_000,
+        concurrency: 2
+      })
+    }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
+
+  it.effect("R9 limits given to Run.resume win over the recorded ones", () =>
+    Effect.gen(function* () {
+      yield* diesAtStep22
+      const resumed = yield* Run.resume("r1", { tools: [step], limits: { maxIterations: 24 } })
+      assert.strictEqual(resumed.stopReason, "max_iterations", resumed.detail)
+      assert.strictEqual(resumed.counters.iterations, 24)
+    }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
+})
