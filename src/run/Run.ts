@@ -147,11 +147,22 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
     Effect.flatMap(Durable.load(journal, runId, options.tools, options.modelName), (loaded) =>
       loaded._tag === "Finished"
         ? Effect.succeed(loaded.result as RunResult.Typed<O>)
-        : runFrom(
-            { ...Durable.startedWith(options, loaded.started), goal: loaded.goal },
-            loaded,
-            loaded.started === undefined ? undefined : { reason }
-          )
+        : Effect.suspend(() => {
+            const given = { ...options, goal: loaded.goal }
+            const merged = { ...Durable.startedWith(options, loaded.started), goal: loaded.goal }
+            // Options the caller gave that do not resolve end the run as a fresh one would; ones the log gave are its damage.
+            const recorded = resolve(merged)
+            if (Result.isFailure(recorded) && Result.isSuccess(resolve(given))) {
+              return Effect.fail(
+                new ResumeError({
+                  runId,
+                  reason: "corrupt",
+                  detail: `the options recorded in run.started do not resolve: ${recorded.failure.message}`
+                })
+              )
+            }
+            return runFrom(merged, loaded, loaded.started === undefined ? undefined : { reason })
+          })
     )
   )
 

@@ -20,6 +20,13 @@ contract({
                 rowsOf(runId).map((row) => (row.seq === seq ? { ...row, body } : row))
               )
             }),
+          setCount: (runId, seq, count) =>
+            Effect.sync(() => {
+              tables.commits.set(
+                runId,
+                rowsOf(runId).map((row) => (row.seq === seq ? { ...row, count } : row))
+              )
+            }),
           deleteCommit: (runId, seq) =>
             Effect.sync(() => {
               tables.commits.set(

@@ -13,6 +13,8 @@ import type * as JournalError from "../../src/journal/JournalError.ts"
 export interface Raw {
   /** Replaces the JSON text (an array of events) of the commit row that starts at `seq`. */
   readonly setBody: (runId: string, seq: number, body: string) => Effect.Effect<void>
+  /** Sets the event count of the commit row that starts at `seq`. */
+  readonly setCount: (runId: string, seq: number, count: number) => Effect.Effect<void>
   /** Deletes the commit row that starts at `seq`. */
   readonly deleteCommit: (runId: string, seq: number) => Effect.Effect<void>
   readonly setVersion: (runId: string, version: number) => Effect.Effect<void>
@@ -199,6 +201,7 @@ export const contract = (backend: Backend) =>
               { expectedSeq: 1, events: [changed("r1", 1), changed("r1", 3)], state: "planning" as const },
               { expectedSeq: 1, events: [changed("other", 1)], state: "planning" as const },
               { expectedSeq: -1, events: [], state: "planning" as const },
+              { expectedSeq: 2 ** 31 - 1, events: [changed("r1", 2 ** 31 - 1)], state: "planning" as const },
               { expectedSeq: 1, events: [changed("r1", 1)], state: "dancing" as never },
               { expectedSeq: 1, events: [changed("r1", 1)], state: "completed" as const, result: Number.NaN },
               { expectedSeq: 1, events: [null] as never, state: "planning" as const },
@@ -364,7 +367,8 @@ export const contract = (backend: Backend) =>
                 2,
                 (runId) => raw.setBody(runId, 1, JSON.stringify([changed(runId, 1), changed(runId, 7)]))
               ],
-              ["gap", 1, (runId) => raw.deleteCommit(runId, 1)]
+              ["gap", 1, (runId) => raw.deleteCommit(runId, 1)],
+              ["empty", 1, (runId) => Effect.andThen(raw.setBody(runId, 1, "[]"), raw.setCount(runId, 1, 0))]
             ]
             for (const [runId, seq, damage] of cases) {
               // Three commits: [0], [1, 2], [3].
@@ -404,6 +408,67 @@ export const contract = (backend: Backend) =>
             // The next events still go where the log ends.
             yield* journal.append("r1", { expectedSeq: 2, events: [changed("r1", 2)], state: "planning" })
             assert.strictEqual((yield* readBack(journal, "r1")).nextSeq, 3)
+          })
+        )
+    )
+
+    it.effect("R9 an event or a result nested too deeply for the stack is InvalidAppend, not a crash", () =>
+      withJournal((journal) =>
+        Effect.gen(function* () {
+          yield* journal.create({ runId: "r1", header: {}, state: "created" })
+          yield* journal.append("r1", { expectedSeq: 0, events: history("r1", 1), state: "initializing" })
+          let deep: Schema.Json = 1
+          for (let i = 0; i < 20_000; i++) deep = { d: deep }
+          const event = { ...succeeded("r1", 1), input: deep }
+          const tooDeep = yield* failure(journal.append("r1", { expectedSeq: 1, events: [event], state: "planning" }))
+          assert.strictEqual(tooDeep._tag, "InvalidAppend")
+          const result = yield* failure(
+            journal.append("r1", { expectedSeq: 1, events: [changed("r1", 1)], state: "completed", result: deep })
+          )
+          assert.strictEqual(result._tag, "InvalidAppend")
+          assert.strictEqual((yield* readBack(journal, "r1")).nextSeq, 1)
+        })
+      )
+    )
+
+    it.effect("R9 a run that has ended takes no more events: an append after its result is InvalidAppend", () =>
+      withJournal((journal) =>
+        Effect.gen(function* () {
+          yield* journal.create({ runId: "r1", header: {}, state: "created" })
+          yield* journal.append("r1", { expectedSeq: 0, events: history("r1", 2), state: "completed", result: "done" })
+          const before = yield* readBack(journal, "r1")
+          const late = yield* failure(
+            journal.append("r1", { expectedSeq: 2, events: [changed("r1", 2)], state: "planning" })
+          )
+          assert.strictEqual(late._tag, "InvalidAppend")
+          assert.deepStrictEqual(yield* readBack(journal, "r1"), before)
+          assert.deepStrictEqual(yield* journal.unfinished, [])
+        })
+      )
+    )
+
+    it.effect(
+      "R9 a writer whose commit starts where another's, committed meanwhile, ends gets a Conflict, never a success that wrote nothing",
+      () =>
+        withJournal((journal) =>
+          Effect.gen(function* () {
+            for (let round = 0; round < 30; round++) {
+              const runId = `ahead-${round}`
+              yield* journal.create({ runId, header: {}, state: "created" })
+              yield* journal.append(runId, { expectedSeq: 0, events: history(runId, 3), state: "initializing" })
+              const a = journal.append(runId, {
+                expectedSeq: 3,
+                events: [changed(runId, 3), changed(runId, 4)],
+                state: "planning"
+              })
+              const b = journal.append(runId, { expectedSeq: 5, events: [succeeded(runId, 5)], state: "planning" })
+              const [ea, eb] = yield* Effect.all([Effect.exit(a), Effect.exit(b)], { concurrency: 2 })
+              const stored = yield* readBack(journal, runId)
+              assert.isTrue(Exit.isSuccess(ea), runId)
+              // B wrote its event, or it was told it did not.
+              assert.strictEqual(stored.nextSeq, Exit.isSuccess(eb) ? 6 : 5, runId)
+              if (Exit.isFailure(eb)) assert.strictEqual(reasonOf(eb)._tag, "Conflict")
+            }
           })
         )
     )

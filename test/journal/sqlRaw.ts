@@ -10,6 +10,8 @@ export const sqlRaw = (sql: SqlClient.SqlClient, prefix: string): Raw => {
   return {
     setBody: (runId, seq, body) =>
       Effect.orDie(sql`UPDATE ${commits} SET body = ${body} WHERE run_id = ${runId} AND seq = ${seq}`),
+    setCount: (runId, seq, count) =>
+      Effect.orDie(sql`UPDATE ${commits} SET event_count = ${count} WHERE run_id = ${runId} AND seq = ${seq}`),
     deleteCommit: (runId, seq) => Effect.orDie(sql`DELETE FROM ${commits} WHERE run_id = ${runId} AND seq = ${seq}`),
     setVersion: (runId, version) => Effect.orDie(sql`UPDATE ${runs} SET version = ${version} WHERE run_id = ${runId}`),
     insertCommit: (runId, seq, event) =>
@@ -31,10 +33,10 @@ export const sqlRaw = (sql: SqlClient.SqlClient, prefix: string): Raw => {
           at BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq))`
         yield* sql.onDialectOrElse({
           sqlite: () => sql`INSERT INTO ${events}
-            SELECT c.run_id, c.seq + j.key, json_extract(j.value, '$._tag'), c.at, j.value
+            SELECT c.run_id, c.seq + j.key, json_extract(j.value, '$._tag'), json_extract(j.value, '$.at'), j.value
             FROM ${commits} c, json_each(c.body) j`,
           orElse: () => sql`INSERT INTO ${events}
-            SELECT c.run_id, c.seq + j.n - 1, j.value ->> '_tag', c.at, j.value::text
+            SELECT c.run_id, c.seq + j.n - 1, j.value ->> '_tag', (j.value ->> 'at')::bigint, j.value::text
             FROM ${commits} c, json_array_elements(c.body::json) WITH ORDINALITY j(value, n)`
         })
         yield* sql`UPDATE ${runs} SET

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
@@ -7,6 +7,7 @@ import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 
 const K = 25
+let calls = 0
 
 const step = Tool.make({
   name: "step",
@@ -15,7 +16,11 @@ const step = Tool.make({
   output: Schema.Struct({ n: Schema.Number }),
   sideEffect: "read",
   idempotent: true,
-  handler: ({ n }) => Effect.succeed({ n })
+  handler: ({ n }) =>
+    Effect.sync(() => {
+      calls++
+      return { n }
+    })
 })
 
 // K steps of one call each, then the answer: K + 1 iterations, more than the default 20.
@@ -63,5 +68,30 @@ describe("Run.resume: the options a run started with (R9)", () => {
       assert.strictEqual(resumed.stopReason, "max_iterations", resumed.detail)
       assert.strictEqual(resumed.counters.iterations, 24)
     }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
+
+  it.effect(
+    "R9 limits in run.started that do not resolve are a ResumeError (corrupt), nothing written, nothing run",
+    () =>
+      Effect.gen(function* () {
+        yield* diesAtStep22
+        const journal = yield* Journal.Journal
+        const stored = Option.getOrThrow(yield* journal.read("r1"))
+        // The same log under another id, its run.started's maxIterations damaged.
+        const events = stored.events.map((event) =>
+          event._tag === "run.started"
+            ? { ...event, runId: "r2", limits: { ...event.limits, maxIterations: -1 } }
+            : { ...event, runId: "r2" }
+        )
+        yield* journal.create({ runId: "r2", header: stored.header, state: "created" })
+        yield* journal.append("r2", { expectedSeq: 0, events, state: stored.state })
+        calls = 0
+        const error = yield* Effect.flip(Run.resume("r2", { tools: [step] }))
+        assert.strictEqual(error._tag, "ResumeError")
+        assert.strictEqual(error.reason, "corrupt")
+        assert.include(error.message, "maxIterations")
+        assert.strictEqual(calls, 0)
+        assert.strictEqual(Option.getOrThrow(yield* journal.read("r2")).nextSeq, events.length)
+      }).pipe(Effect.provide([Journal.layerMemory, model]))
   )
 })

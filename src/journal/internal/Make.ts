@@ -31,8 +31,15 @@ const invalid = (runId: string, detail: string) => JournalError.make(new Journal
 const corrupt = (runId: string, detail: string, seq?: number) =>
   JournalError.make(new JournalError.Corrupt({ runId, detail, ...(seq === undefined ? {} : { seq }) }))
 
-/** JSON text of a value that must be JSON; `undefined` when it is not (NaN, a function, a cycle…). */
-const jsonText = (value: unknown): string | undefined => (isJson(value) ? JSON.stringify(value) : undefined)
+/** JSON text of a value that must be JSON; `undefined` when it is not (NaN, a function, a cycle, too deep…). */
+const jsonText = (value: unknown): string | undefined => {
+  try {
+    return isJson(value) ? JSON.stringify(value) : undefined
+  } catch (error) {
+    if (error instanceof RangeError) return undefined
+    throw error
+  }
+}
 
 const parseJson = (text: string): Result.Result<unknown, string> => {
   try {
@@ -59,6 +66,9 @@ const encodeEvents = (runId: string, append: Append): Result.Result<string, Jour
   if (!Number.isSafeInteger(append.expectedSeq) || append.expectedSeq < 0) {
     return Result.fail(invalid(runId, `expectedSeq must be a non-negative integer, got ${append.expectedSeq}`))
   }
+  if (append.expectedSeq + append.events.length > maxSeq) {
+    return Result.fail(invalid(runId, `a run's log holds at most ${maxSeq} events`))
+  }
   if (!isState(append.state)) return Result.fail(invalid(runId, `unknown run state ${String(append.state)}`))
   const encoded: Array<unknown> = []
   for (const [index, event] of append.events.entries()) {
@@ -69,14 +79,32 @@ const encodeEvents = (runId: string, append: Append): Result.Result<string, Jour
       return Result.fail(invalid(runId, `event ${index} has seq ${event.seq}; expected ${seq}`))
     }
     if (event.runId !== runId) return Result.fail(invalid(runId, `event seq ${seq} belongs to run ${event.runId}`))
-    const json = encodeEvent(event)
+    const json = encodeBounded(event)
+    if (json === undefined) return Result.fail(invalid(runId, `event seq ${seq} is nested too deeply to encode`))
     if (Result.isFailure(json)) {
       const detail = SchemaIssues.describe(json.failure.issue, "event").message
       return Result.fail(invalid(runId, `event seq ${seq} does not encode: ${detail}`))
     }
     encoded.push(json.success)
   }
-  return Result.succeed(JSON.stringify(encoded))
+  try {
+    return Result.succeed(JSON.stringify(encoded))
+  } catch {
+    return Result.fail(invalid(runId, "the events are nested too deeply to encode"))
+  }
+}
+
+/** The most events a run's log holds: sequence numbers are 32-bit `INTEGER`s in SQL. */
+const maxSeq = 2 ** 31 - 1
+
+/** An event encoded, or `undefined` when it is nested too deeply for the stack (a `RangeError`). */
+const encodeBounded = (event: unknown) => {
+  try {
+    return encodeEvent(event)
+  } catch (error) {
+    if (error instanceof RangeError) return undefined
+    throw error
+  }
 }
 
 /** The events of one commit row, which must continue the log at `next`. */
@@ -87,6 +115,10 @@ const decodeCommit = (
   into: Array<Event.Event>
 ): JournalError.JournalError | undefined => {
   if (row.seq !== next) return corrupt(runId, `gap in the events: seq ${next} is missing`, next)
+  if (!Number.isSafeInteger(row.count) || row.count < 1) {
+    return corrupt(runId, `the commit's row says it holds ${row.count} events`, row.seq)
+  }
+  if (!Number.isFinite(row.at)) return corrupt(runId, "the commit's time is not a time", row.seq)
   const json = parseJson(row.body)
   if (Result.isFailure(json)) return corrupt(runId, `the commit's body is ${json.failure}`, row.seq)
   const bodies = json.success
@@ -127,19 +159,30 @@ const decodeRun = (
   if (Result.isFailure(header) || !isJson(header.success)) return Result.fail(corrupt(runId, "the header is not JSON"))
   if (!isState(run.state)) return Result.fail(corrupt(runId, `unknown run state ${run.state}`))
   const events: Array<Event.Event> = []
+  const last = commits.at(-1)
   for (const row of commits) {
     const failed = decodeCommit(runId, row, events.length, events)
     if (failed !== undefined) return Result.fail(failed)
+    if (row !== last && row.result !== null) {
+      return Result.fail(corrupt(runId, "a commit before the last holds a result", row.seq))
+    }
   }
   // The state, count and result are the last commit's (the run row's until there is one).
-  const last = commits.at(-1)
   const resultText = last === undefined ? run.result : last.result
   const result = resultText === null ? undefined : parseJson(resultText)
   if (result !== undefined && (Result.isFailure(result) || !isJson(result.success))) {
     return Result.fail(corrupt(runId, "the result is not JSON", last?.seq))
   }
-  if (run.result !== null && result === undefined) {
-    return Result.fail(corrupt(runId, "the run row says the run ended, but its last commit holds no result", last?.seq))
+  if ((run.result === null) !== (result === undefined)) {
+    return Result.fail(
+      corrupt(
+        runId,
+        run.result === null
+          ? "the last commit holds a result, but the run row says the run has not ended"
+          : "the run row says the run ended, but its last commit holds no result",
+        last?.seq
+      )
+    )
   }
   return Result.succeed({
     runId,

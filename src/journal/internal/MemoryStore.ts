@@ -4,7 +4,7 @@
  */
 import { Effect, Option } from "effect"
 import * as JournalError from "../JournalError.ts"
-import { type ApprovalRow, type CommitRow, notAdvanced, type RunRow, type Store } from "./Store.ts"
+import { type ApprovalRow, type CommitRow, notWritten, type RunRow, type Store } from "./Store.ts"
 
 /** The tables, reachable for tests that damage rows on purpose. */
 export interface Tables {
@@ -32,15 +32,17 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
         tables.commits.set(row.runId, [])
         return Effect.void
       }),
-    commit: ({ runId, row }) =>
+    commit: (commit) =>
       Effect.suspend(() => {
+        const { runId, row } = commit
         const run = tables.runs.get(runId)
-        if (run === undefined) return Effect.fail(notAdvanced(runId, row.seq, undefined))
         const commits = tables.commits.get(runId) ?? []
         const last = commits.at(-1)
         const next = last === undefined ? 0 : last.seq + last.count
-        if (next !== row.seq) return Effect.fail(notAdvanced(runId, row.seq, next))
-        if (row.count === 0) return Effect.void
+        if (run === undefined || next !== row.seq || run.result !== null || row.count === 0) {
+          const why = notWritten(commit, { nextSeq: run === undefined ? undefined : next, ended: run?.result != null })
+          return why === undefined ? Effect.void : Effect.fail(why)
+        }
         commits.push(row)
         tables.commits.set(runId, commits)
         if (row.result !== null) {

@@ -7,7 +7,7 @@
 import { Effect, Option } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 import * as JournalError from "../JournalError.ts"
-import { type ApprovalRow, type Commit, type CommitRow, notAdvanced, type RunRow, type Store } from "./Store.ts"
+import { type ApprovalRow, type Commit, type CommitRow, notWritten, type RunRow, type Store } from "./Store.ts"
 
 /** The tables of one journal. */
 export interface Tables {
@@ -134,8 +134,8 @@ export const migrate = (sql: SqlClient.SqlClient, names: Tables): Effect.Effect<
     )${withoutRowid}`
     // Each event of the first layout becomes a commit of one; the last one carries the result.
     yield* sql`INSERT INTO ${sql(names.commits)} (run_id, seq, event_count, state, at, body, result)
-      SELECT e.run_id, e.seq, 1, r.state, e.at, '[' || e.body || ']',
-        CASE WHEN e.seq = r.next_seq - 1 THEN r.result ELSE NULL END
+      SELECT e.run_id, e.seq, 1, r.state, CASE WHEN e.seq = r.next_seq - 1 THEN r.updated_at ELSE e.at END,
+        '[' || e.body || ']', CASE WHEN e.seq = r.next_seq - 1 THEN r.result ELSE NULL END
       FROM ${sql(names.events)} e JOIN ${sql(names.runs)} r ON r.run_id = e.run_id
       WHERE e.seq < r.next_seq`
     yield* sql`DROP TABLE ${sql(names.events)}`
@@ -211,13 +211,19 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
       const { runId, row } = commit
       const nextSeq = sql`COALESCE((SELECT c.seq + c.event_count FROM ${commits} c
         WHERE c.run_id = ${runId} ORDER BY c.seq DESC LIMIT 1), 0)`
-      // Why nothing was written: no such run, or where its last commit ends.
-      const refused = sql`SELECT (SELECT 1 FROM ${runs} WHERE run_id = ${runId}) AS found, ${nextSeq} AS next_seq`.pipe(
-        Effect.flatMap(([found]) => {
-          const actual = found?.found === null || found?.found === undefined ? undefined : num(found.next_seq)
-          return actual === row.seq ? Effect.void : Effect.fail(notAdvanced(runId, row.seq, actual))
-        })
-      )
+      // Why nothing was written: no such run, an ended one, or where its last commit ends.
+      const refused =
+        sql`SELECT (SELECT CASE WHEN result IS NULL THEN 0 ELSE 1 END FROM ${runs} WHERE run_id = ${runId}) AS ended,
+        ${nextSeq} AS next_seq`.pipe(
+          Effect.flatMap(([found]) => {
+            const exists = found !== undefined && found.ended !== null && found.ended !== undefined
+            const why = notWritten(commit, {
+              nextSeq: exists ? num(found.next_seq) : undefined,
+              ended: exists && num(found.ended) === 1
+            })
+            return why === undefined ? Effect.void : Effect.fail(why)
+          })
+        )
       const classified = <A>(effect: Effect.Effect<A, SqlError.SqlError | JournalError.JournalError>) =>
         Effect.catchTag(effect, "SqlError", (error) => Effect.fail(commitFailed(commit, error)))
       if (row.count === 0) return classified(refused)
@@ -226,7 +232,7 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
         SELECT CAST(${runId} AS TEXT), CAST(${row.seq} AS INTEGER), CAST(${row.count} AS INTEGER),
           CAST(${row.state} AS TEXT), CAST(${Math.trunc(row.at)} AS BIGINT), CAST(${row.body} AS TEXT),
           CAST(${row.result} AS TEXT)
-        WHERE EXISTS (SELECT 1 FROM ${runs} WHERE run_id = ${runId})
+        WHERE EXISTS (SELECT 1 FROM ${runs} WHERE run_id = ${runId} AND result IS NULL)
           AND CAST(${row.seq} AS INTEGER) = ${nextSeq}
         RETURNING seq`
       const ended = sql`UPDATE ${runs}

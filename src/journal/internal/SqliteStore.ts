@@ -15,7 +15,7 @@ import type { SQLInputValue, StatementSync } from "node:sqlite"
 import { Effect, Result } from "effect"
 import * as SqliteClient from "./SqliteClient.ts"
 import * as SqlStore from "./SqlStore.ts"
-import { type Commit, notAdvanced, type Store } from "./Store.ts"
+import { type Commit, notWritten, type Store } from "./Store.ts"
 
 /** The backend on one opened file and one set of tables (migrated already). */
 export const make = (opened: SqliteClient.Opened, names: SqlStore.Tables): Store => {
@@ -30,16 +30,18 @@ export const make = (opened: SqliteClient.Opened, names: SqlStore.Tables): Store
   const insert = prepare(
     `INSERT INTO ${commits} (run_id, seq, event_count, state, at, body, result)
      SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
-     WHERE EXISTS (SELECT 1 FROM ${runs} WHERE run_id = ?1) AND ?2 = ${nextSeq}`
+     WHERE EXISTS (SELECT 1 FROM ${runs} WHERE run_id = ?1 AND result IS NULL) AND ?2 = ${nextSeq}`
   )
   const ended = prepare(`UPDATE ${runs} SET next_seq = ?, state = ?, updated_at = ?, result = ? WHERE run_id = ?`)
-  const found = prepare(`SELECT (SELECT 1 FROM ${runs} WHERE run_id = ?1) AS found, ${nextSeq} AS next_seq`)
+  const found = prepare(
+    `SELECT (SELECT result IS NOT NULL FROM ${runs} WHERE run_id = ?1) AS ended, ${nextSeq} AS next_seq`
+  )
 
-  /** Why nothing was written (the row did not continue the run); `undefined` when it would have. */
+  /** Why nothing was written; `undefined` for an append without events where the run ends as expected. */
   const refused = (commit: Commit) => {
     const row = found.get(commit.runId)
-    const actual = row === undefined || row.found === null ? undefined : Number(row.next_seq)
-    return actual === commit.row.seq ? undefined : notAdvanced(commit.runId, commit.row.seq, actual)
+    const exists = row !== undefined && row.ended !== null
+    return notWritten(commit, { nextSeq: exists ? Number(row.next_seq) : undefined, ended: exists && row.ended === 1 })
   }
 
   /** The write; `undefined` once committed, or why nothing was written. */

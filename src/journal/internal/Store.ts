@@ -92,18 +92,40 @@ export interface Store {
   readonly approval: (runId: string, callId: string) => Effect.Effect<Option.Option<ApprovalRow>, JournalError>
 }
 
+/** Where the run stands when a commit wrote nothing, as the store read it after the write. */
+export interface Standing {
+  /** `undefined`: no such run. */
+  readonly nextSeq: number | undefined
+  /** Whether the run row holds a result (the run has ended: its log is closed). */
+  readonly ended: boolean
+}
+
 /**
- * Why a commit wrote nothing: no such run (`actualSeq` undefined), or the run's last commit
- * ends at `actualSeq`, not where this one starts (another writer moved it).
+ * Why a commit of events wrote nothing: no such run, a run that has ended, or the run's
+ * last commit does not end where this one starts (another writer moved it; when the store
+ * reads it ending there now, that writer committed meanwhile). With no events to write,
+ * a run that ends where expected is no failure (`undefined`).
  */
-export const notAdvanced = (runId: string, expectedSeq: number, actualSeq: number | undefined): JournalError =>
-  Errors.make(
-    actualSeq === undefined
-      ? new Errors.InvalidAppend({ runId, detail: "no such run" })
-      : new Errors.Conflict({
-          runId,
-          expectedSeq,
-          actualSeq,
-          detail: `expected the run's next seq to be ${expectedSeq}, found ${actualSeq}`
-        })
+export const notWritten = (commit: Commit, standing: Standing): JournalError | undefined => {
+  const { runId, row } = commit
+  const actualSeq = standing.nextSeq
+  if (actualSeq === undefined) return Errors.make(new Errors.InvalidAppend({ runId, detail: "no such run" }))
+  if (!Number.isSafeInteger(actualSeq) || actualSeq < 0) {
+    return Errors.make(new Errors.Corrupt({ runId, detail: `the run's last commit row ends at ${actualSeq}` }))
+  }
+  if (row.count === 0 && actualSeq === row.seq) return undefined
+  if (standing.ended) {
+    return Errors.make(new Errors.InvalidAppend({ runId, detail: "the run has ended: its log takes no more events" }))
+  }
+  return Errors.make(
+    new Errors.Conflict({
+      runId,
+      expectedSeq: row.seq,
+      actualSeq,
+      detail:
+        actualSeq === row.seq
+          ? `another writer committed at seq ${row.seq} at the same time`
+          : `expected the run's next seq to be ${row.seq}, found ${actualSeq}`
+    })
   )
+}

@@ -247,16 +247,22 @@ const fill = (
   return filled
 }
 
+const recoveryNames = [
+  ["maxRecoveries", "maxRecoveries"],
+  ["correctionBudget", "correctionBudget"]
+] as const
+
 /**
  * The options of a resumed run: what the caller gave, and where it is silent, the limits,
- * step, attempt and approval time limits and concurrency the run started with (its
- * `run.started`), so that a run resumed with only its tools goes on as it began. The run
- * deadline is the log's already (absolute).
+ * step, attempt and approval time limits, recovery counts and concurrency the run started
+ * with (its `run.started`), so that a run resumed with only its tools goes on as it began.
+ * The run deadline is the log's already (absolute).
  */
 export const startedWith = <
   Options extends {
     readonly limits?: object | undefined
     readonly time?: object | undefined
+    readonly recovery?: object | undefined
     readonly concurrency?: number | undefined
   }
 >(
@@ -273,6 +279,7 @@ export const startedWith = <
       limitNames.map((name) => [name, name] as const)
     ),
     time: fill(options.time, recorded, timeNames),
+    recovery: fill(options.recovery, recorded, recoveryNames),
     concurrency: options.concurrency ?? recorded.concurrency
   }
 }
