@@ -150,35 +150,52 @@ const afterBatch = Effect.fnUntraced(function* <R>(
   return checkpoint(ctx, config, "after_tools")
 })
 
-/** One iteration, inside its step deadline: the model call, its answer, its tool batch. */
-const iteration = Effect.fnUntraced(function* <R>(
+/**
+ * One iteration, inside its step deadline: the model call, its answer, its tool batch.
+ * Each stage hands over to the next by returning it (`flatMap`), so nothing of this one
+ * stays on the stack while the batch runs.
+ */
+const iteration = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   chain: Chain,
   permission: Permission.PermissionService
-) {
-  const n = ctx.log.counters.iterations + 1
-  const answer = yield* ModelCall.call(ctx, config, chain, n)
-  if (answer._tag === "GaveUp") return modelStop(ctx, answer.reason)
-  const response = answer.response
-  const prepared = record(ctx, config, n, response)
-  // Tokens are paid for and the calls are fixed: a resumed run never asks for this choice again (R9).
-  yield* Commit.barrier(ctx)
-  // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say.
-  if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
-  return yield* responded(ctx, config, response, prepared, permission)
-})
+) =>
+  Effect.suspend(() => {
+    const n = ctx.log.counters.iterations + 1
+    return Effect.flatMap(ModelCall.call(ctx, config, chain, n), (answer) => {
+      if (answer._tag === "GaveUp") return Effect.succeed(modelStop(ctx, answer.reason))
+      const response = answer.response
+      const prepared = record(ctx, config, n, response)
+      // Tokens are paid for and the calls are fixed: a resumed run never asks for this choice again (R9).
+      return Effect.andThen(Commit.barrier(ctx), () =>
+        // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say.
+        RunContext.deadlinePassed(ctx) ? RunContext.expire(ctx) : responded(ctx, config, response, prepared, permission)
+      )
+    })
+  })
 
 /**
  * What follows a response, once it is committed: its checks, then its tool batch. A
  * resumed run whose log stopped right after the response goes on from here (R9).
  */
-const responded = Effect.fnUntraced(function* <R>(
+const responded = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   response: Model.Response,
   prepared: ReadonlyArray<ToolExecutor.Prepared>,
   permission: Permission.PermissionService
+) =>
+  Effect.flatMap(checkResponse(ctx, config, response, prepared), (checked) =>
+    checked === "batch" ? finishBatch(ctx, config, { prepared }, permission) : Effect.succeed(checked)
+  )
+
+/** A response's checks: the stop they decide, `undefined` to ask the model again, or `"batch"` to run its calls. */
+const checkResponse = Effect.fnUntraced(function* <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  response: Model.Response,
+  prepared: ReadonlyArray<ToolExecutor.Prepared>
 ) {
   const truncated = response.finishReason === "length"
   const truncation = ctx.log.truncation
@@ -208,22 +225,23 @@ const responded = Effect.fnUntraced(function* <R>(
     remind(ctx, "empty_output", "Your last response was empty. Call a tool, or give your final answer as text.")
     return undefined
   }
-  return yield* finishBatch(ctx, config, { prepared }, permission)
+  return "batch" as const
 })
 
 /** A batch run to its end: the calls without a result go on from where they stand (R9), then the batch's end. */
-const finishBatch = Effect.fnUntraced(function* <R>(
+const finishBatch = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   open: OpenBatch,
   permission: Permission.PermissionService
-) {
+) =>
   // A resumed batch keeps the phase its log's waits add up to (R1.3).
-  yield* RunContext.transition(ctx, RunLog.phaseOf(ctx.log, "tool_executing"))
-  const batch = yield* execute(ctx, config, open.prepared, permission, open.standings)
-  if (batch._tag === "Stopped") return batch.outcome
-  return yield* afterBatch(ctx, config, batch.results)
-})
+  Effect.suspend(() => RunContext.transition(ctx, RunLog.phaseOf(ctx.log, "tool_executing"))).pipe(
+    Effect.andThen(execute(ctx, config, open.prepared, permission, open.standings)),
+    Effect.flatMap((batch) =>
+      batch._tag === "Stopped" ? Effect.succeed(batch.outcome) : afterBatch(ctx, config, batch.results)
+    )
+  )
 
 /** A resumed run's last iteration, finished from where its log stopped. */
 const finishIteration = <R>(
