@@ -92,16 +92,18 @@ const execute = <R>(
       return acts ? Effect.tap(result, () => Commit.barrier(ctx)) : result
     }
     const [first] = prepared
-    const batch =
+    const ran =
       prepared.length === 1 && first !== undefined
-        ? Effect.map(run(first, 0), (result) => [result])
-        : Effect.forEach(prepared, run, { concurrency: config.concurrency })
-    return Effect.catchIf(
-      Effect.map(batch, (results) => ({ _tag: "Ran" as const, results })),
-      ApprovalWait.isStop,
-      (stop) =>
-        // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
-        Effect.map(untaken(ctx, config), () => ({ _tag: "Stopped" as const, outcome: approvalStop(ctx, stop, from) }))
+        ? Effect.map(run(first, 0), (result) => ({ _tag: "Ran" as const, results: [result] }))
+        : Effect.map(Effect.forEach(prepared, run, { concurrency: config.concurrency }), (results) => ({
+            _tag: "Ran" as const,
+            results
+          }))
+    // Only a call that needs approval can stop the batch.
+    if (!config.approvals) return ran
+    return Effect.catchIf(ran, ApprovalWait.isStop, (stop) =>
+      // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
+      Effect.map(untaken(ctx, config), () => ({ _tag: "Stopped" as const, outcome: approvalStop(ctx, stop, from) }))
     )
   })
 
