@@ -40,6 +40,8 @@ import { inDoubt, type OpenBatch, stepLeft, type Unfinished, unfinished } from "
 
 export type { Config, Models, Outcome } from "./internal/LoopConfig.ts"
 export { inDoubt }
+/** The model call a run's deadline cut off, recorded when the run ends. */
+export const recordCutOff = ModelCall.recordCutOff
 
 type Chain = ModelCall.Chain
 

@@ -50,7 +50,7 @@ const switchable: ReadonlySet<Recovery.GiveUp> = new Set<Recovery.GiveUp>([
  * One attempt: records the request with its deadline, calls the model through the
  * user-code boundary, checks the response, and bounds it by min(the attempt timeout,
  * what is left of the step, what is left of the run) (R4.2). Every failure is recorded;
- * a call the run's deadline cuts off is recorded as failed by that deadline.
+ * a call the run's deadline cuts off is recorded when the run ends (see {@link recordCutOff}).
  */
 const attempt = (
   ctx: RunContext.RunContext,
@@ -101,17 +101,31 @@ const attempt = (
         const failure = Failure.fromCause("provider", cause)
         RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
         return Effect.fail(failure)
-      }),
-      Effect.onInterrupt(() =>
-        Effect.sync(() => {
-          if (ctx.log.stopping?.by !== "deadline") return
-          const afterMillis = Math.max(0, ctx.deadlineAt - ctx.startedAt)
-          const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis })
-          RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
-        })
-      )
+      })
     )
   })
+}
+
+/**
+ * Records the model call the run's deadline cut off, once the run has stopped: a
+ * request its log leaves unanswered when the deadline stopped the run is failed by that
+ * deadline (R4.1). One record at the run's end, where each attempt would otherwise need
+ * a finalizer of its own.
+ */
+export const recordCutOff = (ctx: RunContext.RunContext): void => {
+  if (ctx.log.stopping?.by !== "deadline") return
+  // A request a resumed run found unanswered was not this process's call: it is asked again.
+  const last = ctx.events.findLast(
+    (e) =>
+      e._tag === "model.requested" ||
+      e._tag === "model.responded" ||
+      e._tag === "model.failed" ||
+      e._tag === "run.resumed"
+  )
+  if (last?._tag !== "model.requested") return
+  const afterMillis = Math.max(0, ctx.deadlineAt - ctx.startedAt)
+  const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis })
+  RunContext.emit(ctx, { _tag: "model.failed", iteration: last.iteration, failure: Failure.summarize(failure) })
 }
 
 /**
