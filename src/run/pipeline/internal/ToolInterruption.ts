@@ -113,7 +113,18 @@ export const recordAbandoned = (
   stillRunning = false
 ): void => {
   const open = new Map<string, string>()
-  for (const e of ctx.events) {
+  // Only the last batch can leave calls open: every earlier one ended before the model was asked again.
+  const events = ctx.events
+  for (
+    let i = Math.max(
+      0,
+      events.findLastIndex((e) => e._tag === "model.responded")
+    );
+    i < events.length;
+    i++
+  ) {
+    const e = events[i]
+    if (e === undefined) continue
     if (e._tag === "tool.started") open.set(e.callId, e.name)
     else if (
       e._tag === "tool.succeeded" ||
@@ -147,7 +158,18 @@ export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<str
   const open = new Map<string, string>()
   const attempted = new Set<string>()
   const before = new Set<string>()
-  for (const e of ctx.events) {
+  // Only the last batch can leave calls open: every earlier one ended before the model was asked again.
+  const events = ctx.events
+  for (
+    let i = Math.max(
+      0,
+      events.findLastIndex((e) => e._tag === "model.responded")
+    );
+    i < events.length;
+    i++
+  ) {
+    const e = events[i]
+    if (e === undefined) continue
     if (e._tag === "tool.started") open.set(e.callId, e.name)
     else if (e._tag === "tool.attempted") attempted.add(e.callId)
     else if (e._tag === "run.resumed") for (const callId of open.keys()) before.add(callId)
