@@ -116,29 +116,36 @@ const untaken = <R>(ctx: RunContext.RunContext, config: Config<R>) =>
   )
 
 /** The batch ran: corrections, hard stops, then the policies again. */
-const afterBatch = Effect.fnUntraced(function* <R>(
+const afterBatch = <R>(ctx: RunContext.RunContext, config: Config<R>, results: ReadonlyArray<ToolResult.ToolResult>) =>
+  Effect.suspend(() => {
+    const needCorrection: Array<ToolResult.ToolResult> = []
+    for (const result of results) {
+      const pending = RunContext.correctionOf(ctx, result.name)
+      if (result.status === "succeeded" && pending !== undefined) {
+        RunContext.emit(ctx, {
+          _tag: "recovery.completed",
+          kind: "tool_argument_correction",
+          attempt: pending,
+          callId: result.callId
+        })
+      }
+      if (result.status === "failed" && result.error?.correctable === true) needCorrection.push(result)
+    }
+
+    const forced = hardStop(ctx, config, results)
+    if (forced !== undefined) return Effect.succeed(forced)
+    const policies = () => checkpoint(ctx, config, "after_tools")
+    return needCorrection.length === 0
+      ? Effect.succeed(policies())
+      : Effect.map(askCorrections(ctx, config, needCorrection), policies)
+  })
+
+/** The corrections of a batch's calls: one give-up record for the batch, however many of them the spent budget leaves uncorrected. */
+const askCorrections = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
-  results: ReadonlyArray<ToolResult.ToolResult>
+  needCorrection: ReadonlyArray<ToolResult.ToolResult>
 ) {
-  const needCorrection: Array<ToolResult.ToolResult> = []
-  for (const result of results) {
-    const pending = RunContext.correctionOf(ctx, result.name)
-    if (result.status === "succeeded" && pending !== undefined) {
-      RunContext.emit(ctx, {
-        _tag: "recovery.completed",
-        kind: "tool_argument_correction",
-        attempt: pending,
-        callId: result.callId
-      })
-    }
-    if (result.status === "failed" && result.error?.correctable === true) needCorrection.push(result)
-  }
-
-  const forced = hardStop(ctx, config, results)
-  if (forced !== undefined) return forced
-
-  // One give-up record for the batch, however many of its calls the spent budget leaves uncorrected.
   let spent = false
   for (const result of needCorrection) {
     const asked = yield* correct(ctx, config, {
@@ -150,8 +157,6 @@ const afterBatch = Effect.fnUntraced(function* <R>(
     })
     if (!asked) spent = true
   }
-
-  return checkpoint(ctx, config, "after_tools")
 })
 
 /**
@@ -190,47 +195,54 @@ const responded = <R>(
   prepared: ReadonlyArray<ToolExecutor.Prepared>,
   permission: Permission.PermissionService
 ) =>
-  Effect.flatMap(checkResponse(ctx, config, response, prepared), (checked) =>
-    checked === "batch" ? finishBatch(ctx, config, { prepared }, permission) : Effect.succeed(checked)
-  )
+  Effect.suspend(() => {
+    const truncated = response.finishReason === "length"
+    const truncation = ctx.log.truncation
+    if (truncation !== undefined && !truncated) {
+      RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_truncation", attempt: truncation })
+    }
+    // A typed output (R6.1): a final answer that does not decode goes back as a correction.
+    if (config.output !== undefined && prepared.length === 0 && !truncated && response.text.trim() !== "") {
+      const decoded = FinalOutput.decode(config.output, response.text)
+      if (Result.isFailure(decoded)) {
+        // A schema that breaks is user code failing, not the model's answer (R12): it ends the run.
+        if (decoded.failure._tag === "Broken") {
+          return Effect.succeed(decide(ctx, "runtime", "internal_error", decoded.failure.message))
+        }
+        return Effect.flatMap(correctOutput(ctx, config, decoded.failure.message), (corrected) =>
+          checked(ctx, config, response, prepared, permission, corrected)
+        )
+      }
+      if (ctx.log.outputCorrection !== undefined) {
+        RunContext.emit(ctx, {
+          _tag: "recovery.completed",
+          kind: "output_correction",
+          attempt: ctx.log.outputCorrection
+        })
+      }
+    }
+    return checked(ctx, config, response, prepared, permission, false)
+  })
 
-/** A response's checks: the stop they decide, `undefined` to ask the model again, or `"batch"` to run its calls. */
-const checkResponse = Effect.fnUntraced(function* <R>(
+/** A checked response: the policies after the model, then its batch, or what an answer without calls comes to. */
+const checked = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   response: Model.Response,
-  prepared: ReadonlyArray<ToolExecutor.Prepared>
-) {
-  const truncated = response.finishReason === "length"
-  const truncation = ctx.log.truncation
-  if (truncation !== undefined && !truncated) {
-    RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_truncation", attempt: truncation })
-  }
-
-  // A typed output (R6.1): a final answer that does not decode goes back as a correction.
-  let corrected = false
-  if (config.output !== undefined && prepared.length === 0 && !truncated && response.text.trim() !== "") {
-    const decoded = FinalOutput.decode(config.output, response.text)
-    if (Result.isFailure(decoded)) {
-      // A schema that breaks is user code failing, not the model's answer (R12): it ends the run.
-      if (decoded.failure._tag === "Broken") return decide(ctx, "runtime", "internal_error", decoded.failure.message)
-      corrected = yield* correctOutput(ctx, config, decoded.failure.message)
-    } else if (ctx.log.outputCorrection !== undefined) {
-      RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_correction", attempt: ctx.log.outputCorrection })
-    }
-  }
-
+  prepared: ReadonlyArray<ToolExecutor.Prepared>,
+  permission: Permission.PermissionService,
+  corrected: boolean
+) => {
   const afterModel = checkpoint(ctx, config, "after_model", response.text)
-  if (afterModel !== undefined) return afterModel
-  if (prepared.length === 0) {
-    // Cut off by the output token limit: never a final answer (R11).
-    if (truncated) return yield* askToFinish(ctx, config)
-    if (corrected) return undefined
+  if (afterModel !== undefined) return Effect.succeed(afterModel)
+  if (prepared.length > 0) return finishBatch(ctx, config, { prepared }, permission)
+  // Cut off by the output token limit: never a final answer (R11).
+  if (response.finishReason === "length") return askToFinish(ctx, config)
+  if (!corrected) {
     remind(ctx, "empty_output", "Your last response was empty. Call a tool, or give your final answer as text.")
-    return undefined
   }
-  return "batch" as const
-})
+  return Effect.succeed(undefined)
+}
 
 /** A batch run to its end: the calls without a result go on from where they stand (R9), then the batch's end. */
 const finishBatch = <R>(
