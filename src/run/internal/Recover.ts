@@ -15,20 +15,11 @@ const callOf = (episode: Recovery.Episode): { readonly callId?: string } =>
   episode.callId === undefined ? {} : { callId: episode.callId }
 
 /**
- * Runs `attempt` and retries it as `Recovery.decide` allows. The failure that is finally
- * returned carries the total number of attempts, so no outer layer retries it again (R3.4).
- */
-export const retry = <A, R>(
-  ctx: RunContext.RunContext,
-  episode: Recovery.Episode,
-  attempt: (n: number) => Effect.Effect<A, Failure.Failure, R>
-) =>
-  // The first attempt runs bare: a call that succeeds pays nothing for recovery.
-  Effect.catchCause(attempt(1), (cause) => recoverFrom(ctx, episode, attempt, cause))
-
-/**
- * What `retry` does once the first attempt has failed with `firstCause`: for a caller that
- * ran the first attempt itself (and saw it fail). Attempts from the second on come from `attempt`.
+ * A recovery episode once its first attempt has failed with `firstCause`: retries
+ * `attempt` as `Recovery.decide` allows. The caller runs the first attempt itself, bare,
+ * so a call that succeeds pays nothing for recovery; attempts from the second on come
+ * from `attempt`. The failure that is finally returned carries the total number of
+ * attempts, so no outer layer retries it again (R3.4).
  */
 export const recoverFrom: <A, R>(
   ctx: RunContext.RunContext,

@@ -36,21 +36,26 @@ const invalid = (ctx: RunContext.RunContext, issue: RunOptions.InvalidRunOptions
   return { status: "failed", stopReason: "internal_error", policy: "runtime", detail: issue.message }
 }
 
-/** The run from its first phase to its ending: the plan, the loop, then validation of the loop's outcome. */
-const lifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) {
-  yield* RunContext.transition(ctx, "initializing")
-  if (Result.isFailure(checked)) return invalid(ctx, checked.failure)
-  const resolved = checked.success
-  yield* RunContext.transition(ctx, "planning")
-  const plan = resolved.validation.plan ?? []
-  if (plan.length > 0) {
-    RunContext.emit(ctx, {
-      _tag: "plan.set",
-      steps: plan.map((s) => ({ id: s.id, description: s.description, required: s.required }))
+/**
+ * The run from its first phase to its ending: the plan, the loop, then validation of the
+ * loop's outcome. The phases before the loop hand over to it (`flatMap`), so none of them
+ * stays on the stack while it runs.
+ */
+const lifecycle = <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) =>
+  Effect.flatMap(RunContext.transition(ctx, "initializing"), () => {
+    if (Result.isFailure(checked)) return Effect.succeed(invalid(ctx, checked.failure))
+    const resolved = checked.success
+    return Effect.flatMap(RunContext.transition(ctx, "planning"), () => {
+      const plan = resolved.validation.plan ?? []
+      if (plan.length > 0) {
+        RunContext.emit(ctx, {
+          _tag: "plan.set",
+          steps: plan.map((s) => ({ id: s.id, description: s.description, required: s.required }))
+        })
+      }
+      return Effect.flatMap(Loop.run(ctx, resolved.loop), (outcome) => judged(ctx, resolved, outcome))
     })
-  }
-  return yield* judged(ctx, resolved, yield* Loop.run(ctx, resolved.loop))
-})
+  })
 
 /**
  * The stop the loop of a restored log had decided (its `termination.decided`) before

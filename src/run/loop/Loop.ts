@@ -40,6 +40,8 @@ import { inDoubt, type OpenBatch, stepLeft, type Unfinished, unfinished } from "
 
 export type { Config, Models, Outcome } from "./internal/LoopConfig.ts"
 export { inDoubt }
+/** The model call a run's deadline cut off, recorded when the run ends. */
+export const recordCutOff = ModelCall.recordCutOff
 
 type Chain = ModelCall.Chain
 
@@ -92,16 +94,18 @@ const execute = <R>(
       return acts ? Effect.tap(result, () => Commit.barrier(ctx)) : result
     }
     const [first] = prepared
-    const batch =
+    const ran =
       prepared.length === 1 && first !== undefined
-        ? Effect.map(run(first, 0), (result) => [result])
-        : Effect.forEach(prepared, run, { concurrency: config.concurrency })
-    return Effect.catchIf(
-      Effect.map(batch, (results) => ({ _tag: "Ran" as const, results })),
-      ApprovalWait.isStop,
-      (stop) =>
-        // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
-        Effect.map(untaken(ctx, config), () => ({ _tag: "Stopped" as const, outcome: approvalStop(ctx, stop, from) }))
+        ? Effect.map(run(first, 0), (result) => ({ _tag: "Ran" as const, results: [result] }))
+        : Effect.map(Effect.forEach(prepared, run, { concurrency: config.concurrency }), (results) => ({
+            _tag: "Ran" as const,
+            results
+          }))
+    // Only a call that needs approval can stop the batch.
+    if (!config.approvals) return ran
+    return Effect.catchIf(ran, ApprovalWait.isStop, (stop) =>
+      // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
+      Effect.map(untaken(ctx, config), () => ({ _tag: "Stopped" as const, outcome: approvalStop(ctx, stop, from) }))
     )
   })
 
@@ -112,29 +116,36 @@ const untaken = <R>(ctx: RunContext.RunContext, config: Config<R>) =>
   )
 
 /** The batch ran: corrections, hard stops, then the policies again. */
-const afterBatch = Effect.fnUntraced(function* <R>(
+const afterBatch = <R>(ctx: RunContext.RunContext, config: Config<R>, results: ReadonlyArray<ToolResult.ToolResult>) =>
+  Effect.suspend(() => {
+    const needCorrection: Array<ToolResult.ToolResult> = []
+    for (const result of results) {
+      const pending = RunContext.correctionOf(ctx, result.name)
+      if (result.status === "succeeded" && pending !== undefined) {
+        RunContext.emit(ctx, {
+          _tag: "recovery.completed",
+          kind: "tool_argument_correction",
+          attempt: pending,
+          callId: result.callId
+        })
+      }
+      if (result.status === "failed" && result.error?.correctable === true) needCorrection.push(result)
+    }
+
+    const forced = hardStop(ctx, config, results)
+    if (forced !== undefined) return Effect.succeed(forced)
+    const policies = () => checkpoint(ctx, config, "after_tools")
+    return needCorrection.length === 0
+      ? Effect.succeed(policies())
+      : Effect.map(askCorrections(ctx, config, needCorrection), policies)
+  })
+
+/** The corrections of a batch's calls: one give-up record for the batch, however many of them the spent budget leaves uncorrected. */
+const askCorrections = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
-  results: ReadonlyArray<ToolResult.ToolResult>
+  needCorrection: ReadonlyArray<ToolResult.ToolResult>
 ) {
-  const needCorrection: Array<ToolResult.ToolResult> = []
-  for (const result of results) {
-    const pending = RunContext.correctionOf(ctx, result.name)
-    if (result.status === "succeeded" && pending !== undefined) {
-      RunContext.emit(ctx, {
-        _tag: "recovery.completed",
-        kind: "tool_argument_correction",
-        attempt: pending,
-        callId: result.callId
-      })
-    }
-    if (result.status === "failed" && result.error?.correctable === true) needCorrection.push(result)
-  }
-
-  const forced = hardStop(ctx, config, results)
-  if (forced !== undefined) return forced
-
-  // One give-up record for the batch, however many of its calls the spent budget leaves uncorrected.
   let spent = false
   for (const result of needCorrection) {
     const asked = yield* correct(ctx, config, {
@@ -146,84 +157,107 @@ const afterBatch = Effect.fnUntraced(function* <R>(
     })
     if (!asked) spent = true
   }
-
-  return checkpoint(ctx, config, "after_tools")
 })
 
-/** One iteration, inside its step deadline: the model call, its answer, its tool batch. */
-const iteration = Effect.fnUntraced(function* <R>(
+/**
+ * One iteration, inside its step deadline: the model call, its answer, its tool batch.
+ * Each stage hands over to the next by returning it (`flatMap`), so nothing of this one
+ * stays on the stack while the batch runs.
+ */
+const iteration = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   chain: Chain,
   permission: Permission.PermissionService
-) {
-  const n = ctx.log.counters.iterations + 1
-  const answer = yield* ModelCall.call(ctx, config, chain, n)
-  if (answer._tag === "GaveUp") return modelStop(ctx, answer.reason)
-  const response = answer.response
-  const prepared = record(ctx, config, n, response)
-  // Tokens are paid for and the calls are fixed: a resumed run never asks for this choice again (R9).
-  yield* Commit.barrier(ctx)
-  // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say.
-  if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
-  return yield* responded(ctx, config, response, prepared, permission)
-})
+) =>
+  Effect.suspend(() => {
+    const n = ctx.log.counters.iterations + 1
+    return Effect.flatMap(ModelCall.call(ctx, config, chain, n), (answer) => {
+      if (answer._tag === "GaveUp") return Effect.succeed(modelStop(ctx, answer.reason))
+      const response = answer.response
+      const prepared = record(ctx, config, n, response)
+      // Tokens are paid for and the calls are fixed: a resumed run never asks for this choice again (R9).
+      return Effect.andThen(Commit.barrier(ctx), () =>
+        // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say.
+        RunContext.deadlinePassed(ctx) ? RunContext.expire(ctx) : responded(ctx, config, response, prepared, permission)
+      )
+    })
+  })
 
 /**
  * What follows a response, once it is committed: its checks, then its tool batch. A
  * resumed run whose log stopped right after the response goes on from here (R9).
  */
-const responded = Effect.fnUntraced(function* <R>(
+const responded = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   response: Model.Response,
   prepared: ReadonlyArray<ToolExecutor.Prepared>,
   permission: Permission.PermissionService
-) {
-  const truncated = response.finishReason === "length"
-  const truncation = ctx.log.truncation
-  if (truncation !== undefined && !truncated) {
-    RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_truncation", attempt: truncation })
-  }
-
-  // A typed output (R6.1): a final answer that does not decode goes back as a correction.
-  let corrected = false
-  if (config.output !== undefined && prepared.length === 0 && !truncated && response.text.trim() !== "") {
-    const decoded = FinalOutput.decode(config.output, response.text)
-    if (Result.isFailure(decoded)) {
-      // A schema that breaks is user code failing, not the model's answer (R12): it ends the run.
-      if (decoded.failure._tag === "Broken") return decide(ctx, "runtime", "internal_error", decoded.failure.message)
-      corrected = yield* correctOutput(ctx, config, decoded.failure.message)
-    } else if (ctx.log.outputCorrection !== undefined) {
-      RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_correction", attempt: ctx.log.outputCorrection })
+) =>
+  Effect.suspend(() => {
+    const truncated = response.finishReason === "length"
+    const truncation = ctx.log.truncation
+    if (truncation !== undefined && !truncated) {
+      RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_truncation", attempt: truncation })
     }
-  }
+    // A typed output (R6.1): a final answer that does not decode goes back as a correction.
+    if (config.output !== undefined && prepared.length === 0 && !truncated && response.text.trim() !== "") {
+      const decoded = FinalOutput.decode(config.output, response.text)
+      if (Result.isFailure(decoded)) {
+        // A schema that breaks is user code failing, not the model's answer (R12): it ends the run.
+        if (decoded.failure._tag === "Broken") {
+          return Effect.succeed(decide(ctx, "runtime", "internal_error", decoded.failure.message))
+        }
+        return Effect.flatMap(correctOutput(ctx, config, decoded.failure.message), (corrected) =>
+          checked(ctx, config, response, prepared, permission, corrected)
+        )
+      }
+      if (ctx.log.outputCorrection !== undefined) {
+        RunContext.emit(ctx, {
+          _tag: "recovery.completed",
+          kind: "output_correction",
+          attempt: ctx.log.outputCorrection
+        })
+      }
+    }
+    return checked(ctx, config, response, prepared, permission, false)
+  })
 
+/** A checked response: the policies after the model, then its batch, or what an answer without calls comes to. */
+const checked = <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  response: Model.Response,
+  prepared: ReadonlyArray<ToolExecutor.Prepared>,
+  permission: Permission.PermissionService,
+  corrected: boolean
+) => {
   const afterModel = checkpoint(ctx, config, "after_model", response.text)
-  if (afterModel !== undefined) return afterModel
-  if (prepared.length === 0) {
-    // Cut off by the output token limit: never a final answer (R11).
-    if (truncated) return yield* askToFinish(ctx, config)
-    if (corrected) return undefined
+  if (afterModel !== undefined) return Effect.succeed(afterModel)
+  if (prepared.length > 0) return finishBatch(ctx, config, { prepared }, permission)
+  // Cut off by the output token limit: never a final answer (R11).
+  if (response.finishReason === "length") return askToFinish(ctx, config)
+  if (!corrected) {
     remind(ctx, "empty_output", "Your last response was empty. Call a tool, or give your final answer as text.")
-    return undefined
   }
-  return yield* finishBatch(ctx, config, { prepared }, permission)
-})
+  return Effect.succeed(undefined)
+}
 
 /** A batch run to its end: the calls without a result go on from where they stand (R9), then the batch's end. */
-const finishBatch = Effect.fnUntraced(function* <R>(
+const finishBatch = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   open: OpenBatch,
   permission: Permission.PermissionService
-) {
+) =>
   // A resumed batch keeps the phase its log's waits add up to (R1.3).
-  yield* RunContext.transition(ctx, RunLog.phaseOf(ctx.log, "tool_executing"))
-  const batch = yield* execute(ctx, config, open.prepared, permission, open.standings)
-  if (batch._tag === "Stopped") return batch.outcome
-  return yield* afterBatch(ctx, config, batch.results)
-})
+  Effect.suspend(() => RunContext.transition(ctx, RunLog.phaseOf(ctx.log, "tool_executing"))).pipe(
+    Effect.andThen(execute(ctx, config, open.prepared, permission, open.standings)),
+    Effect.flatMap((batch) =>
+      batch._tag === "Stopped" ? Effect.succeed(batch.outcome) : afterBatch(ctx, config, batch.results)
+    )
+  )
 
 /** A resumed run's last iteration, finished from where its log stopped. */
 const finishIteration = <R>(

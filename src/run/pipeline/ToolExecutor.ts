@@ -14,7 +14,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import type * as Permission from "../../tools/Permission.ts"
+import * as Permission from "../../tools/Permission.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
 import { settle, settleResumed } from "./internal/ToolAttempt.ts"
@@ -86,7 +86,8 @@ export const execute = Effect.fnUntraced(function* <R>(
   const { tool, args } = found
   // A handler that ran has passed the policy and the approval already.
   const attempted = standing._tag === "InDoubt" || standing._tag === "Retrying"
-  if (!attempted) {
+  // The default policy allows every call at once: there is nothing to wait for, or to check.
+  if (!attempted && permission !== Permission.allowAll) {
     // The policy is a wait like any other: interrupted, the call never ran (R5.2).
     const decision = yield* checkPermission(permission, {
       tool,

@@ -14,7 +14,7 @@ import type { Resolved } from "../../internal/Resolve.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import { broken, end } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
-import type * as Loop from "../../loop/Loop.ts"
+import * as Loop from "../../loop/Loop.ts"
 import * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
 
 /**
@@ -148,6 +148,8 @@ export const finalize = Effect.fnUntraced(function* <RV, E>(
   spec: Validation.Spec<RV>,
   tools: ReadonlyMap<string, Tool.Any<unknown>>
 ) {
+  // A model call the deadline cut off is failed by it, the first record of the stop.
+  if (!Exit.isSuccess(exit)) Loop.recordCutOff(ctx)
   if (!Exit.isSuccess(exit) && !Cause.hasInterruptsOnly(exit.cause)) return broken(ctx, exit.cause, tools)
   // A resumed run may end before it took up again the calls its log left waiting (R5.2).
   if (ToolExecutor.recordUntaken(ctx, tools)) yield* Effect.ignore(RunContext.release(ctx, "tool_executing"))

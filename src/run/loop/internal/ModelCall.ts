@@ -50,74 +50,98 @@ const switchable: ReadonlySet<Recovery.GiveUp> = new Set<Recovery.GiveUp>([
  * One attempt: records the request with its deadline, calls the model through the
  * user-code boundary, checks the response, and bounds it by min(the attempt timeout,
  * what is left of the step, what is left of the run) (R4.2). Every failure is recorded;
- * a call the run's deadline cuts off is recorded as failed by that deadline.
+ * a call the run's deadline cuts off is recorded when the run ends (see {@link recordCutOff}).
  */
-const attempt = Effect.fnUntraced(function* (
+const attempt = (
   ctx: RunContext.RunContext,
   settings: Settings,
   current: Model.Fallback,
   iteration: number,
   n: number
-) {
+): Effect.Effect<Model.Response, Failure.Failure> => {
   const own = { layer: "attempt", millis: settings.registry.time.attemptMillis } as const
-  const limit = yield* Deadline.left(own)
-  RunContext.emit(ctx, {
-    _tag: "model.requested",
-    iteration,
-    attempt: n,
-    deadlineAt: limit.at,
-    layer: limit.layer
-  })
-  const request: Model.Request = {
-    runId: ctx.runId,
-    iteration,
-    messages: RunLog.messages(ctx.log),
-    tools: settings.toolDefinitions,
-    deadlineAt: limit.at,
-    deadlineLayer: limit.layer
-  }
-  const generated = UserCode.effect(
-    {
-      source: "provider",
-      what: `the generate of model "${current.name}"`,
-      advice: "generate must return an Effect (wrap a promise with Effect.tryPromise)",
-      defectCode: "defect"
-    },
-    () => current.model.generate(request)
-  ).pipe(
-    Effect.flatMap(ModelResponse.valid),
-    Deadline.within(own),
-    Effect.catchIf(Deadline.isTimeout, ({ layer, afterMillis }) =>
-      Effect.fail(FailureBoundary.timeout({ source: "provider", layer, afterMillis }))
+  return Effect.flatMap(Deadline.left(own), (limit) => {
+    RunContext.emit(ctx, {
+      _tag: "model.requested",
+      iteration,
+      attempt: n,
+      deadlineAt: limit.at,
+      layer: limit.layer
+    })
+    const request: Model.Request = {
+      runId: ctx.runId,
+      iteration,
+      messages: RunLog.messages(ctx.log),
+      tools: settings.toolDefinitions,
+      deadlineAt: limit.at,
+      deadlineLayer: limit.layer
+    }
+    const generated = UserCode.effect(
+      {
+        source: "provider",
+        what: `the generate of model "${current.name}"`,
+        advice: "generate must return an Effect (wrap a promise with Effect.tryPromise)",
+        defectCode: "defect"
+      },
+      () => current.model.generate(request)
+    ).pipe(
+      Effect.flatMap(ModelResponse.valid),
+      Deadline.within(own),
+      Effect.catchIf(Deadline.isTimeout, ({ layer, afterMillis }) =>
+        Effect.fail(FailureBoundary.timeout({ source: "provider", layer, afterMillis }))
+      )
     )
-  )
-  // The breaker sees one outcome per attempt, the timeout inside it.
-  const guarded = ctx.breakers === undefined ? generated : ctx.breakers.guard("provider", current.name, generated)
-  return yield* guarded.pipe(
-    // A defect, or an error outside the algebra (a Model that broke its contract), is the
-    // provider's failure as `Failure.fromCause` makes it; interruption passes through.
-    Effect.catchCause((cause) => {
-      if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
-      const failure = Failure.fromCause("provider", cause)
-      RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
-      return Effect.fail(failure)
-    }),
-    Effect.onInterrupt(() =>
-      Effect.sync(() => {
-        if (ctx.log.stopping?.by !== "deadline") return
-        const afterMillis = Math.max(0, ctx.deadlineAt - ctx.startedAt)
-        const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis })
+    // The breaker sees one outcome per attempt, the timeout inside it.
+    const guarded = ctx.breakers === undefined ? generated : ctx.breakers.guard("provider", current.name, generated)
+    return guarded.pipe(
+      // A defect, or an error outside the algebra (a Model that broke its contract), is the
+      // provider's failure as `Failure.fromCause` makes it; interruption passes through.
+      Effect.catchCause((cause) => {
+        if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+        const failure = Failure.fromCause("provider", cause)
         RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
+        return Effect.fail(failure)
       })
     )
-  )
-})
+  })
+}
 
-/** One model's recovery episode: its attempts, retried as `Recovery.decide` allows (R3.3). */
-const episode = (ctx: RunContext.RunContext, settings: Settings, chain: Chain, iteration: number) => {
+/**
+ * Records the model call the run's deadline cut off, once the run has stopped: a
+ * request its log leaves unanswered when the deadline stopped the run is failed by that
+ * deadline (R4.1). One record at the run's end, where each attempt would otherwise need
+ * a finalizer of its own.
+ */
+export const recordCutOff = (ctx: RunContext.RunContext): void => {
+  if (ctx.log.stopping?.by !== "deadline") return
+  // A request a resumed run found unanswered was not this process's call: it is asked again.
+  const last = ctx.events.findLast(
+    (e) =>
+      e._tag === "model.requested" ||
+      e._tag === "model.responded" ||
+      e._tag === "model.failed" ||
+      e._tag === "run.resumed"
+  )
+  if (last?._tag !== "model.requested") return
+  const afterMillis = Math.max(0, ctx.deadlineAt - ctx.startedAt)
+  const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis })
+  RunContext.emit(ctx, { _tag: "model.failed", iteration: last.iteration, failure: Failure.summarize(failure) })
+}
+
+/**
+ * One model's recovery episode once its first attempt has failed (`cause`): its further
+ * attempts, retried as `Recovery.decide` allows (R3.3).
+ */
+const episode = (
+  ctx: RunContext.RunContext,
+  settings: Settings,
+  chain: Chain,
+  iteration: number,
+  cause: Cause.Cause<Failure.Failure>
+) => {
   const current = chain[ctx.log.fallbacks] ?? chain[0]
   const { recovery } = settings
-  return Recover.retry(
+  return Recover.recoverFrom(
     ctx,
     {
       kind: "provider_retry",
@@ -131,7 +155,8 @@ const episode = (ctx: RunContext.RunContext, settings: Settings, chain: Chain, i
       // With a next model, an open circuit hands over at once, on any attempt.
       handOff: ctx.log.fallbacks + 1 < chain.length
     },
-    (n) => attempt(ctx, settings, current, iteration, n)
+    (n) => attempt(ctx, settings, current, iteration, n),
+    cause
   )
 }
 
@@ -146,19 +171,27 @@ export const call = (
   chain: Chain,
   iteration: number
 ): Effect.Effect<Answer, RunState.IllegalTransition> =>
-  Effect.flatMap(Recover.settled("provider", episode(ctx, settings, chain, iteration)), (answered) => {
-    if (Result.isSuccess(answered)) return Effect.succeed<Answer>({ _tag: "Responded", response: answered.success })
-    const reason = answered.failure
-    const failure = Recovery.isExhausted(reason) ? reason.failure : reason
-    const canSwitch = !Recovery.isExhausted(reason) || switchable.has(reason.why)
-    const next = chain[ctx.log.fallbacks + 1]
-    if (!canSwitch || next === undefined) return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
-    RunContext.emit(ctx, {
-      _tag: "model.fallback",
-      iteration,
-      from: ctx.log.model,
-      to: next.name,
-      failure: Failure.summarize(failure)
+  Effect.suspend(() =>
+    // The first attempt runs bare: a call that succeeds pays nothing for recovery.
+    Effect.matchCauseEffect(attempt(ctx, settings, chain[ctx.log.fallbacks] ?? chain[0], iteration, 1), {
+      onSuccess: (response) => Effect.succeed<Answer>({ _tag: "Responded", response }),
+      onFailure: (cause) =>
+        Effect.flatMap(Recover.settled("provider", episode(ctx, settings, chain, iteration, cause)), (answered) => {
+          if (Result.isSuccess(answered))
+            return Effect.succeed<Answer>({ _tag: "Responded", response: answered.success })
+          const reason = answered.failure
+          const failure = Recovery.isExhausted(reason) ? reason.failure : reason
+          const canSwitch = !Recovery.isExhausted(reason) || switchable.has(reason.why)
+          const next = chain[ctx.log.fallbacks + 1]
+          if (!canSwitch || next === undefined) return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
+          RunContext.emit(ctx, {
+            _tag: "model.fallback",
+            iteration,
+            from: ctx.log.model,
+            to: next.name,
+            failure: Failure.summarize(failure)
+          })
+          return call(ctx, settings, chain, iteration)
+        })
     })
-    return call(ctx, settings, chain, iteration)
-  })
+  )

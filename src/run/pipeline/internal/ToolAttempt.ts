@@ -38,19 +38,30 @@ export type Settled =
  * timeout naming the layer, or an `UnknownOutcome` for a tool that may have acted and is
  * not idempotent (R3.8); and seen by the tool's circuit breaker, timeout inside (R3.9).
  */
-const attempt = Effect.fnUntraced(function* <R>(c: Call<R>, n: number) {
+const attempt = <R>(c: Call<R>, n: number): Effect.Effect<unknown, Failure.Failure, R> =>
+  Effect.suspend(() => {
+    const { ctx } = c
+    if (RunContext.deadlinePassed(ctx)) {
+      if (n === 1) recordNeverRan(ctx, c.call, lateDetail)
+      else recordInterruptedWait(c)
+      return RunContext.expire(ctx)
+    }
+    const own = { layer: "tool", millis: ownTimeout(c.tool) } as const
+    return Effect.flatMap(Deadline.left(own), (limit) => start(c, n, own, limit))
+  })
+
+/** The attempt once its bound is known: recorded, committed when it may act twice, then the handler run once. */
+const start = <R>(
+  c: Call<R>,
+  n: number,
+  own: { readonly layer: "tool"; readonly millis: number | undefined },
+  limit: { readonly millis: number; readonly layer: Deadline.Layer; readonly at: number }
+): Effect.Effect<unknown, Failure.Failure, R> => {
   const { ctx, tool } = c
-  if (RunContext.deadlinePassed(ctx)) {
-    if (n === 1) recordNeverRan(ctx, c.call, lateDetail)
-    else recordInterruptedWait(c)
-    return yield* RunContext.expire(ctx)
-  }
-  const own = { layer: "tool", millis: ownTimeout(tool) } as const
-  const limit = yield* Deadline.left(own)
   // Nothing is left of its step (an approval that came as the step ended): the handler does not start,
   // so the call times out knowing nothing happened (R4.2, R3.8).
   if (limit.millis <= 0 && limit.layer !== "run") {
-    return yield* Effect.fail(
+    return Effect.fail(
       FailureBoundary.actionTimeout({
         source: "tool",
         layer: limit.layer,
@@ -69,8 +80,6 @@ const attempt = Effect.fnUntraced(function* <R>(c: Call<R>, n: number) {
     deadlineAt: limit.at,
     layer: limit.layer
   })
-  // The intent record (R9.2): a call that could act twice runs only once the journal knows it began.
-  if (mayHaveEffects(tool) && !tool.metadata.idempotent) yield* Commit.intent(ctx, `${tool.name} (${c.call.id})`)
   const once = Effect.suspend(() => callHandler(c)).pipe(
     Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
@@ -88,8 +97,12 @@ const attempt = Effect.fnUntraced(function* <R>(c: Call<R>, n: number) {
       )
     )
   )
-  return yield* ctx.breakers === undefined ? once : ctx.breakers.guard("tool", tool.name, once)
-})
+  const guarded = ctx.breakers === undefined ? once : ctx.breakers.guard("tool", tool.name, once)
+  // The intent record (R9.2): a call that could act twice runs only once the journal knows it began.
+  return mayHaveEffects(tool) && !tool.metadata.idempotent
+    ? Effect.andThen(Commit.intent(ctx, `${tool.name} (${c.call.id})`), guarded)
+    : guarded
+}
 
 const episodeOf = <R>(c: Call<R>): Recovery.Episode => ({
   kind: "tool_retry",
@@ -171,11 +184,16 @@ const gaveUp = <R>(
   })
 
 /** The handler's attempts, retried as recovery allows (R3.3, R3.7), then reconciliation of what is left (R3.8). */
-export const settle = <R>(c: Call<R>) =>
-  settleFrom(
-    c,
-    Recover.retry(c.ctx, episodeOf(c), (n) => attempt(c, n))
-  )
+export const settle = <R>(c: Call<R>): Effect.Effect<Settled, RunState.IllegalTransition, R> =>
+  // The first attempt runs bare: a call that succeeds pays nothing for recovery.
+  Effect.matchCauseEffect(attempt(c, 1), {
+    onSuccess: (output) => Effect.succeed<Settled>({ _tag: "Output", output }),
+    onFailure: (cause) =>
+      settleFrom(
+        c,
+        Recover.recoverFrom(c.ctx, episodeOf(c), (n) => attempt(c, n), cause)
+      )
+  })
 
 /**
  * The attempts of a call of a resumed run whose handler had run (R9, R3.8). Waiting to
@@ -218,7 +236,7 @@ export const settleResumed = <R>(
       (cause) => Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made + 1 }, again, cause)
     )
   if (standing._tag === "Retrying") {
-    // The rest of the wait the log left, its end, then the next attempt, as `Recover.retry` goes on.
+    // The rest of the wait the log left, its end, then the next attempt, as `Recover.recoverFrom` goes on.
     const owner = { owner: c.call.id }
     const wait = Effect.onInterrupt(Effect.sleep(Math.max(0, standing.wakeAt - RunContext.now(c.ctx))), () =>
       Effect.andThen(

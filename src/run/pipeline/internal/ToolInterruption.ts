@@ -3,9 +3,19 @@
  * what the handler said became of its action, or, without its word, what its side
  * effect class allows. Private to the runtime.
  */
+import type * as Event from "../../../events/Event.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import { type Call, mayHaveEffects } from "./ToolCall.ts"
+
+/**
+ * The log from the last model response on: only its batch can have calls still open,
+ * since every earlier batch ended before the model was asked again.
+ */
+const lastBatch = (ctx: RunContext.RunContext): ReadonlyArray<Event.Event> => {
+  const from = ctx.events.findLastIndex((e) => e._tag === "model.responded")
+  return from <= 0 ? ctx.events : ctx.events.slice(from)
+}
 
 /** Appends the `tool.interrupted` record of `call`: what became of `attempt` (0: none was running). */
 const record = (
@@ -113,7 +123,7 @@ export const recordAbandoned = (
   stillRunning = false
 ): void => {
   const open = new Map<string, string>()
-  for (const e of ctx.events) {
+  for (const e of lastBatch(ctx)) {
     if (e._tag === "tool.started") open.set(e.callId, e.name)
     else if (
       e._tag === "tool.succeeded" ||
@@ -147,7 +157,7 @@ export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<str
   const open = new Map<string, string>()
   const attempted = new Set<string>()
   const before = new Set<string>()
-  for (const e of ctx.events) {
+  for (const e of lastBatch(ctx)) {
     if (e._tag === "tool.started") open.set(e.callId, e.name)
     else if (e._tag === "tool.attempted") attempted.add(e.callId)
     else if (e._tag === "run.resumed") for (const callId of open.keys()) before.add(callId)
