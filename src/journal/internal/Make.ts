@@ -31,15 +31,19 @@ const invalid = (runId: string, detail: string) => JournalError.make(new Journal
 const corrupt = (runId: string, detail: string, seq?: number) =>
   JournalError.make(new JournalError.Corrupt({ runId, detail, ...(seq === undefined ? {} : { seq }) }))
 
-/** JSON text of a value that must be JSON; `undefined` when it is not (NaN, a function, a cycle, too deep…). */
-const jsonText = (value: unknown): string | undefined => {
+/** `f()`, or `undefined` when the value it walks is nested too deeply for the stack (a `RangeError`). */
+const withinStack = <A>(f: () => A): A | undefined => {
   try {
-    return isJson(value) ? JSON.stringify(value) : undefined
+    return f()
   } catch (error) {
     if (error instanceof RangeError) return undefined
     throw error
   }
 }
+
+/** JSON text of a value that must be JSON; `undefined` when it is not (NaN, a function, a cycle, too deep…). */
+const jsonText = (value: unknown): string | undefined =>
+  withinStack(() => (isJson(value) ? JSON.stringify(value) : undefined))
 
 const parseJson = (text: string): Result.Result<unknown, string> => {
   try {
@@ -79,7 +83,7 @@ const encodeEvents = (runId: string, append: Append): Result.Result<string, Jour
       return Result.fail(invalid(runId, `event ${index} has seq ${event.seq}; expected ${seq}`))
     }
     if (event.runId !== runId) return Result.fail(invalid(runId, `event seq ${seq} belongs to run ${event.runId}`))
-    const json = encodeBounded(event)
+    const json = withinStack(() => encodeEvent(event))
     if (json === undefined) return Result.fail(invalid(runId, `event seq ${seq} is nested too deeply to encode`))
     if (Result.isFailure(json)) {
       const detail = SchemaIssues.describe(json.failure.issue, "event").message
@@ -87,25 +91,14 @@ const encodeEvents = (runId: string, append: Append): Result.Result<string, Jour
     }
     encoded.push(json.success)
   }
-  try {
-    return Result.succeed(JSON.stringify(encoded))
-  } catch {
-    return Result.fail(invalid(runId, "the events are nested too deeply to encode"))
-  }
+  const text = withinStack(() => JSON.stringify(encoded))
+  return text === undefined
+    ? Result.fail(invalid(runId, "the events are nested too deeply to encode"))
+    : Result.succeed(text)
 }
 
 /** The most events a run's log holds: sequence numbers are 32-bit `INTEGER`s in SQL. */
 const maxSeq = 2 ** 31 - 1
-
-/** An event encoded, or `undefined` when it is nested too deeply for the stack (a `RangeError`). */
-const encodeBounded = (event: unknown) => {
-  try {
-    return encodeEvent(event)
-  } catch (error) {
-    if (error instanceof RangeError) return undefined
-    throw error
-  }
-}
 
 /** The events of one commit row, which must continue the log at `next`. */
 const decodeCommit = (

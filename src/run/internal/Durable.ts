@@ -12,6 +12,7 @@ import type * as Tool from "../../tools/Tool.ts"
 import { ResumeError } from "../ResumeError.ts"
 import * as RunResult from "../RunResult.ts"
 import type * as RunContext from "./RunContext.ts"
+import * as RunOptionsSchema from "./RunOptionsSchema.ts"
 
 /** What the journal keeps of a run beside its log: enough to tell whether the code still fits it. */
 const Header = Schema.Struct({
@@ -211,21 +212,6 @@ export const load = Effect.fnUntraced(function* (
 /** The journal in the context, if any: a run commits to it when it is there. */
 export const journalOf = Journal.Journal
 
-const limitNames = [
-  "maxIterations",
-  "maxToolCalls",
-  "repeatedToolCall",
-  "maxToolErrors",
-  "maxEmptyOutputs",
-  "loopThreshold",
-  "sameClassErrors",
-  "maxTokens",
-  "maxCostUsd",
-  "maxArgumentChars",
-  "maxArgumentDepth",
-  "maxObservationChars"
-] as const
-
 const timeNames = [
   ["step", "stepTimeoutMillis"],
   ["attempt", "attemptTimeoutMillis"],
@@ -276,7 +262,7 @@ export const startedWith = <
     limits: fill(
       options.limits,
       recorded,
-      limitNames.map((name) => [name, name] as const)
+      RunOptionsSchema.limitNames.map((name) => [name, name] as const)
     ),
     time: fill(options.time, recorded, timeNames),
     recovery: fill(options.recovery, recorded, recoveryNames),

@@ -309,6 +309,9 @@ const Limits = Schema.Struct({
   maxObservationChars: Schema.optional(Count(1))
 })
 
+/** The names of the `limits` option's fields (what a resumed run takes back from its `run.started`). */
+export const limitNames: ReadonlyArray<string> = Object.keys(Limits.fields)
+
 const Time = Schema.Struct({
   run: Schema.optional(Millis),
   step: Schema.optional(Millis),
