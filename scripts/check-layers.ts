@@ -38,6 +38,19 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "cancellation"
   ],
   providers: ["failure", "model"],
+  durable: [
+    "failure",
+    "time",
+    "model",
+    "tools",
+    "recovery",
+    "events",
+    "journal",
+    "termination",
+    "validation",
+    "cancellation",
+    "run"
+  ],
   testing: [
     "failure",
     "time",

@@ -94,3 +94,16 @@ export interface SqliteOptions extends SqlOptions {
  * @since 0.3.0
  */
 export const layerSqlite = (options: SqliteOptions): Layer.Layer<Journal, JournalError> => Layers.layerSqlite(options)
+
+/**
+ * {@link layerSqlite}, and the `SqlClient` of its connection: for what keeps its own tables in
+ * the same file, such as effect's cluster storage under `DurableRun.layerEmbedded`. The
+ * journal and the client share the one connection and its permit, so their transactions
+ * never interleave.
+ *
+ * @category layers
+ * @since 0.5.0
+ */
+export const layerSqliteWithClient = (
+  options: SqliteOptions
+): Layer.Layer<Journal | SqlClient.SqlClient, JournalError> => Layers.layerSqliteWithClient(options)

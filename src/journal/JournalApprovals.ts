@@ -38,6 +38,12 @@ import type * as JournalError from "./JournalError.ts"
 export interface Options {
   /** How often a waiting run reads the table for a decision made by another process. Default 1 second. */
   readonly pollInterval?: Duration.Input | undefined
+  /**
+   * Whether a wait that ends without a decision leaves the call on the table: for a run that
+   * was suspended rather than stopped (it is resumed and waits again). Read when the wait
+   * ends; by default every such wait withdraws its call.
+   */
+  readonly keepOnInterrupt?: (() => boolean) | undefined
 }
 
 const sideEffects: ReadonlyArray<string> = ["none", "read", "write", "external"]
@@ -115,9 +121,11 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         yield* putUp(request)
         return yield* Effect.raceFirst(Deferred.await(here), polled(request.runId, request.callId)).pipe(
           Effect.onInterrupt(() =>
-            Effect.flatMap(Clock.currentTimeMillis, (at) =>
-              Effect.ignore(journal.withdraw(request.runId, request.callId, at))
-            )
+            options.keepOnInterrupt?.() === true
+              ? Effect.void
+              : Effect.flatMap(Clock.currentTimeMillis, (at) =>
+                  Effect.ignore(journal.withdraw(request.runId, request.callId, at))
+                )
           )
         )
       }).pipe(

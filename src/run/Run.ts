@@ -23,6 +23,7 @@ import * as Breakers from "../recovery/Breakers.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
 import * as Durable from "./internal/Durable.ts"
+import * as Launch from "./internal/Launch.ts"
 import { resolve } from "./internal/Resolve.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as Lifecycle from "./lifecycle/Lifecycle.ts"
@@ -43,8 +44,8 @@ export { InvalidRunOptions } from "./RunOptions.ts"
  * @category validation
  * @since 0.3.0
  */
-export const validateOptions = <T extends Tool.Any, RV = never>(
-  options: Options<T, RV>
+export const validateOptions = <T extends Tool.Any, RV = never, O = never>(
+  options: Options<T, RV, O>
 ): Effect.Effect<void, InvalidRunOptions> =>
   Effect.suspend(() => {
     const resolved = resolve(options)
@@ -52,22 +53,18 @@ export const validateOptions = <T extends Tool.Any, RV = never>(
   })
 
 /**
- * Stops a run from outside (a cancel) and waits for its result, which comes within the
- * run's stop grace even when what it interrupted cannot be interrupted.
- */
-/**
  * The run's result, typed by its output schema. Erased boundary: the run decoded its
- * `output` with the schema of `O` it was given (see `Run.Options.output`).
+ * `output` with the schema of `O` it was given (see `Run.Options.output`). A run without a
+ * host is never suspended (only `RunHost` suspends runs).
  */
-const typed = <O>(done: Deferred.Deferred<RunResult.RunResult>): Effect.Effect<RunResult.Typed<O>> =>
-  Deferred.await(done) as Effect.Effect<RunResult.Typed<O>>
-
-const stop = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Deferred.Deferred<RunResult.RunResult>) =>
-  Effect.suspend(() => {
-    RunContext.stopping(ctx, "cancel")
-    fiber.interruptUnsafe()
-    return Deferred.await(done)
-  })
+const typed = <O, R>(
+  ended: Effect.Effect<RunResult.RunResult, RunContext.Suspended, R>
+): Effect.Effect<RunResult.Typed<O>, never, R> =>
+  Effect.catch(ended, () => Effect.die(new Error("a run without a host was suspended"))) as Effect.Effect<
+    RunResult.Typed<O>,
+    never,
+    R
+  >
 
 /**
  * Runs an agent to its end. The run works in a fiber of its own, so that its deadline and
@@ -81,34 +78,7 @@ const stop = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Deferr
  */
 export const run = <T extends Tool.Any, RV = never, O = never>(
   options: Options<T, RV, O>
-): Effect.Effect<RunResult.Typed<O>, never, Requirements<T, RV>> => runFrom(options)
-
-/** A run, fresh or resumed from its journal's log (`restored`), to its end. */
-const runFrom = <T extends Tool.Any, RV, O>(
-  options: Options<T, RV, O>,
-  restored?: Extract<Durable.Loaded, { readonly _tag: "Open" }>,
-  resume?: { readonly reason: "restart" | "manual" }
-): Effect.Effect<RunResult.Typed<O>, never, Requirements<T, RV>> =>
-  Effect.withFiber((caller) => {
-    const { ctx, resolved } = Lifecycle.prepare(
-      options,
-      caller.getRef(Clock.Clock),
-      caller.getRef(Breakers.Breakers),
-      Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal)),
-      restored
-    )
-    const done = Deferred.makeUnsafe<RunResult.RunResult>()
-    // Uninterruptible until the wait: an interruption between the fork and the wait would
-    // leave the run's fiber behind, detached.
-    return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(
-        Effect.forkDetach(Lifecycle.execute(ctx, resolved, done, resume), {
-          startImmediately: true
-        }),
-        (fiber) => Effect.onInterrupt(restore(typed<O>(done)), () => stop(ctx, fiber, done))
-      )
-    )
-  })
+): Effect.Effect<RunResult.Typed<O>, never, Requirements<T, RV>> => typed(Launch.launch(options, Launch.cancel))
 
 /**
  * What {@link resume} needs of a run's options: the same as {@link run}'s, less what the
@@ -144,26 +114,14 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
   reason: "restart" | "manual" = "manual"
 ): Effect.Effect<RunResult.Typed<O>, ResumeError, Requirements<T, RV> | Journal.Journal> =>
   Effect.flatMap(Effect.service(Journal.Journal), (journal) =>
-    Effect.flatMap(Durable.load(journal, runId, options.tools, options.modelName), (loaded) =>
-      loaded._tag === "Finished"
-        ? Effect.succeed(loaded.result as RunResult.Typed<O>)
-        : Effect.suspend(() => {
-            const given = { ...options, goal: loaded.goal }
-            const merged = { ...Durable.startedWith(options, loaded.started), goal: loaded.goal }
-            // Options the caller gave that do not resolve end the run as a fresh one would; ones the log gave are its damage.
-            const recorded = resolve(merged)
-            if (Result.isFailure(recorded) && Result.isSuccess(resolve(given))) {
-              return Effect.fail(
-                new ResumeError({
-                  runId,
-                  reason: "corrupt",
-                  detail: `the options recorded in run.started do not resolve: ${recorded.failure.message}`
-                })
-              )
-            }
-            return runFrom(merged, loaded, loaded.started === undefined ? undefined : { reason })
-          })
-    )
+    Effect.flatMap(Durable.load(journal, runId, options.tools, options.modelName), (loaded) => {
+      if (loaded._tag === "Finished") return Effect.succeed(loaded.result as RunResult.Typed<O>)
+      const merged = Launch.resumedOptions(runId, options, loaded)
+      if (Result.isFailure(merged)) return Effect.fail(merged.failure)
+      return typed<O, Requirements<T, RV>>(
+        Launch.launch(merged.success, Launch.cancel, loaded, loaded.started === undefined ? undefined : { reason })
+      )
+    })
   )
 
 /**
@@ -254,7 +212,7 @@ const timeline = Effect.fnUntraced(function* (
 
 const handle = <O>(
   ctx: RunContext.RunContext,
-  done: Deferred.Deferred<RunResult.RunResult>,
+  done: Launch.Done,
   fiber: Fiber.Fiber<void>,
   gate: Approval.Gate
 ): Handle<O> => {
@@ -270,13 +228,13 @@ const handle = <O>(
       return created
     })
   })
-  const result = typed<O>(done)
+  const result = typed<O, never>(Deferred.await(done))
   return {
     runId: ctx.runId,
     events: Stream.unwrap(timeline(ctx, feed)),
     state: Effect.sync(() => RunContext.state(ctx)),
     result,
-    cancel: Effect.andThen(stop(ctx, fiber, done), result),
+    cancel: Effect.andThen(Effect.ignore(Launch.cancel(ctx, fiber, done)), result),
     approve: (callId, options) => gate.decide(ctx.runId, callId, Approval.approved(options?.by)),
     reject: (callId, reason, options) => gate.decide(ctx.runId, callId, Approval.rejected(reason, options?.by)),
     pendingApprovals: Effect.map(gate.pending, (all) => all.filter((request) => request.runId === ctx.runId))
@@ -299,8 +257,9 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
       caller.getRef(Breakers.Breakers),
       Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal))
     )
-    const done = Deferred.makeUnsafe<RunResult.RunResult>()
-    // Uninterruptible until the finalizer is in the scope, for the same reason.
+    const done: Launch.Done = Deferred.makeUnsafe()
+    // Uninterruptible until the finalizer is in the scope: an interruption between the fork
+    // and the finalizer would leave the run's fiber behind, detached.
     return Effect.uninterruptible(
       Effect.flatMap(
         Effect.forkDetach(Lifecycle.execute(ctx, resolved, done), {
@@ -308,7 +267,7 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
         }),
         (fiber) =>
           Effect.as(
-            Effect.addFinalizer(() => stop(ctx, fiber, done)),
+            Effect.addFinalizer(() => Effect.ignore(Launch.cancel(ctx, fiber, done))),
             handle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
           )
       )

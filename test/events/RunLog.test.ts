@@ -7,6 +7,7 @@ import * as RunLog from "../../src/events/RunLog.ts"
 import type * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Breakers from "../../src/recovery/Breakers.ts"
+import type * as RunContext from "../../src/run/internal/RunContext.ts"
 import * as Lifecycle from "../../src/run/lifecycle/Lifecycle.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
@@ -190,7 +191,7 @@ const watched = (c: Properties.Case) =>
         return faulty.generate(request)
       }
     })
-    const done = yield* Deferred.make<RunResult.RunResult>()
+    const done = yield* Deferred.make<RunResult.RunResult, RunContext.Suspended>()
     // As `Run.run` does: the run in a fiber of its own, which its deadline interrupts.
     const run = Effect.andThen(
       Effect.forkDetach(Lifecycle.execute(ctx, resolved, done), { startImmediately: true }),

@@ -1,5 +1,5 @@
 /** The SQL journal layers: over the `SqlClient` in context, or over a client the layer opens itself. */
-import { Effect, Layer, type Scope } from "effect"
+import { Context, Effect, Layer, type Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
 import type { JournalError } from "../JournalError.ts"
@@ -47,5 +47,24 @@ export const layerSqlite = (options: SqliteClient.Options & SqlOptions): Layer.L
       const names = yield* SqlStore.tables(options.tablePrefix)
       yield* SqlStore.migrate(opened.client, names)
       return Make.make(SqliteStore.make(opened, names))
+    })
+  ).pipe(Layer.provide(Reactivity.layer))
+
+/**
+ * The SQLite journal and the `SqlClient` of its connection, on one file: for state kept in
+ * the same file beside the journal (effect's cluster storage). Both go through the
+ * connection's one permit, so their transactions never interleave.
+ */
+export const layerSqliteWithClient = (
+  options: SqliteClient.Options & SqlOptions
+): Layer.Layer<Journal | SqlClient.SqlClient, JournalError> =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const opened = yield* Effect.mapError(SqliteClient.open(options), SqlStore.classify("open"))
+      const names = yield* SqlStore.tables(options.tablePrefix)
+      yield* SqlStore.migrate(opened.client, names)
+      return Context.make(Journal, Make.make(SqliteStore.make(opened, names))).pipe(
+        Context.add(SqlClient.SqlClient, opened.client)
+      )
     })
   ).pipe(Layer.provide(Reactivity.layer))

@@ -36,6 +36,10 @@ const commit = (ctx: RunContext.RunContext, result: unknown): Effect.Effect<void
       if (ctx.fenced !== undefined) {
         return Effect.fail<RunContext.CommitError>({ _tag: "Conflict", detail: ctx.fenced })
       }
+      // A suspended run's log is frozen: nothing it does from here on may be taken as recorded.
+      if (ctx.suspended !== undefined) {
+        return Effect.fail<RunContext.CommitError>({ _tag: "Failed", detail: "the run was suspended" })
+      }
       const fromSeq = ctx.committed
       if (fromSeq === ctx.events.length && result === undefined) return Effect.void
       const events = ctx.events.slice(fromSeq)
@@ -51,6 +55,7 @@ const commit = (ctx: RunContext.RunContext, result: unknown): Effect.Effect<void
           sink.commit(batch),
           Effect.sync(() => {
             ctx.committed = fromSeq + events.length
+            ctx.onCommitted?.()
           })
         )
       )

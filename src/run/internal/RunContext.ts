@@ -32,12 +32,29 @@ export interface RunContext {
    * stop grace, which gives the caller a result even if what is interrupted never stops.
    */
   onStop: (() => void) | undefined
+  /** Called after each commit that reached the journal (a host waits for one before it parks the run). */
+  onCommitted: (() => void) | undefined
   /** Where a durable run commits its log; `undefined` for a run without a journal. */
   readonly journal: Sink | undefined
   /** How many events of `events` the journal holds. */
   committed: number
   /** Why the run may write no more (another process owns it), once a commit was fenced off. */
   fenced: string | undefined
+  /**
+   * Set once the run's host took it away (see {@link suspend}): its log is frozen from then
+   * on, and its journal keeps what the last barrier committed.
+   */
+  suspended: Suspended | undefined
+}
+
+/**
+ * Why a hosted run was suspended: it parked on approvals (`parked`), or its host took it
+ * away (`taken`: the process stops owning it). A suspended run ends as a crash would end
+ * it, with no terminal event, to be resumed from its journal.
+ */
+export interface Suspended {
+  readonly _tag: "Suspended"
+  readonly why: "parked" | "taken"
 }
 
 /**
@@ -87,9 +104,11 @@ export const make = (options: {
     listeners: [],
     breakers: options.breakers,
     onStop: undefined,
+    onCommitted: undefined,
     journal: options.journal,
     committed: events.length,
-    fenced: undefined
+    fenced: undefined,
+    suspended: undefined
   }
 }
 
@@ -98,12 +117,13 @@ export const now = (ctx: RunContext): number => ctx.clock.currentTimeMillisUnsaf
 /**
  * Stamps a draft with the run id, the next sequence number and the time, appends it and
  * folds it. The log ends with `run.finished`: code still running after the run's result
- * was given (user code that could not be interrupted) cannot change it.
+ * was given (user code that could not be interrupted) cannot change it; nor can what a
+ * suspended run unwinds.
  */
 export const emit = (ctx: RunContext, draft: Event.Draft): Event.Event => {
   // The one erased boundary: a draft plus its stamp is exactly one member of the union.
   const event = { ...draft, runId: ctx.runId, seq: ctx.events.length, at: now(ctx) } as Event.Event
-  if (ctx.log.finished) return event
+  if (ctx.log.finished || ctx.suspended !== undefined) return event
   ctx.events.push(event)
   ctx.log = RunLog.step(ctx.log, event)
   for (const listener of ctx.listeners) listener(event)
@@ -124,9 +144,24 @@ export const state = (ctx: RunContext): RunState.State => ctx.log.counters.state
  * cancel), with the state it was found in, unless it already is; then arms the grace.
  */
 export const stopping = (ctx: RunContext, by: "deadline" | "cancel"): void => {
-  if (ctx.log.stopping !== undefined || ctx.log.finished) return
+  if (ctx.log.stopping !== undefined || ctx.log.finished || ctx.suspended !== undefined) return
   emit(ctx, { _tag: "run.stopping", by, state: state(ctx) })
   ctx.onStop?.()
+}
+
+/**
+ * Takes a hosted run away from its process (a durable workflow suspending it, its shard
+ * moving, its runner shutting down), unless it is ending already: from here on its log
+ * is frozen, so that nothing the interruption unwinds is recorded (no call withdrawn or
+ * cancelled, no terminal event), and its journal keeps what the last barrier committed,
+ * exactly as after a crash; the run is resumed from there. Arms the stop grace. Whether
+ * it was taken.
+ */
+export const suspend = (ctx: RunContext, why: Suspended["why"]): boolean => {
+  if (ctx.log.finished || ctx.log.stopping !== undefined || ctx.suspended !== undefined) return false
+  ctx.suspended = { _tag: "Suspended", why }
+  ctx.onStop?.()
+  return true
 }
 
 /**

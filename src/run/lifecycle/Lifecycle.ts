@@ -150,6 +150,10 @@ const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>
 
 const noTools: ReadonlyMap<string, Tool.Any<unknown>> = new Map()
 
+/** How a run its host took away ends: with its suspension instead of a result. */
+const ended = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspended> | undefined =>
+  ctx.suspended === undefined ? undefined : Exit.fail(ctx.suspended)
+
 /**
  * The whole run, to be run in its own fiber: the lifecycle, interruptible by the run's
  * one deadline (a fiber of its own that interrupts this one) and by `cancel`; then,
@@ -159,11 +163,13 @@ const noTools: ReadonlyMap<string, Tool.Any<unknown>> = new Map()
  * The fiber is also watched from outside: however it ends, even skipping its own ending
  * (see {@link rescue}), `done` gets a result (R12). Stopped from outside, the run gives
  * its result within the stop grace, even if what it interrupted cannot be interrupted.
+ * A run its host suspended (`RunContext.suspend`) ends `done` with that suspension
+ * instead, and writes nothing more.
  */
 export const execute = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
-  done: Deferred.Deferred<RunResult.RunResult>,
+  done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
   resume?: { readonly reason: "restart" | "manual" }
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   Effect.uninterruptibleMask((restore) =>
@@ -178,7 +184,7 @@ export const execute = <RV, R>(
         ctx.onStop = () => {
           grace = setTimeout(() => {
             if (!Deferred.isDoneUnsafe(done)) {
-              Deferred.doneUnsafe(done, Exit.succeed(leftBehind(ctx, tools, graceMillis)))
+              Deferred.doneUnsafe(done, ended(ctx) ?? Exit.succeed(leftBehind(ctx, tools, graceMillis)))
             }
           }, graceMillis)
           grace.unref?.()
@@ -186,7 +192,8 @@ export const execute = <RV, R>(
       }
       self.addObserver((exit) => {
         clearTimeout(grace)
-        if (!Deferred.isDoneUnsafe(done)) Deferred.doneUnsafe(done, Exit.succeed(rescue(ctx, exit, tools)))
+        if (!Deferred.isDoneUnsafe(done))
+          Deferred.doneUnsafe(done, ended(ctx) ?? Exit.succeed(rescue(ctx, exit, tools)))
       })
       if (resume === undefined) started(ctx, valid, (yield* Permission.Permission) === Permission.allowAll)
       else {
@@ -214,6 +221,9 @@ export const execute = <RV, R>(
       const exit = yield* Effect.exit(restore(body))
       clearTimeout(grace)
       if (timer !== undefined) yield* Fiber.interrupt(timer)
+      // Taken away by its host: no ending; the journal keeps what the last barrier committed.
+      const suspended = ended(ctx)
+      if (suspended !== undefined) return yield* Deferred.done(done, suspended)
       // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
       const result = yield* finalize(ctx, exit, valid?.validation ?? Validation.empty, tools)
       // The result is in the journal before the caller gets it (R9).

@@ -1,0 +1,91 @@
+/**
+ * The body of a run's workflow: drive the run from its journal until it finishes; when it
+ * parks on approvals, wait durably (a `DurableDeferred` per call, a `DurableClock` at the
+ * earliest expiry, the cancel) so that the workflow suspends and holds nothing, then drive
+ * it again. Replays are cheap and safe: the journal, not the engine, holds what the run
+ * did, and driving a run again goes on from its last commit. Private to `durable/`.
+ */
+import { Clock, Effect, Option, Schema } from "effect"
+import { DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
+import * as RunHost from "../../run/RunHost.ts"
+import type * as RunOptions from "../../run/RunOptions.ts"
+import type * as Tool from "../../tools/Tool.ts"
+import * as Names from "./Names.ts"
+
+/** What a run's workflow is started with: the part of its options that is data. */
+export interface Payload {
+  readonly runId: string
+  readonly goal: string
+  readonly system?: string | undefined
+  readonly limits?: Readonly<Record<string, number>> | undefined
+  readonly time?: Readonly<Record<string, number | string>> | undefined
+}
+
+/** How the body drives its runs. */
+export interface Settings {
+  readonly pollInterval?: RunHost.Settings["pollInterval"]
+  readonly parkAfter?: RunHost.Settings["parkAfter"]
+}
+
+/** The run's options: the registered code, the started run's data over its defaults. */
+export const optionsOf = <T extends Tool.Any, RV, O>(
+  definitions: Omit<RunOptions.Options<T, RV, O>, "goal" | "system" | "runId">,
+  payload: Payload
+): Omit<RunOptions.Options<T, RV, O>, "runId"> => ({
+  ...definitions,
+  goal: payload.goal,
+  ...(payload.system === undefined ? {} : { system: payload.system }),
+  limits: { ...definitions.limits, ...payload.limits },
+  // The payload's time limits were checked as `Run.Options.time` when the run was started.
+  time: { ...definitions.time, ...payload.time } as RunOptions.Time
+})
+
+/** The run's body: its status once it has finished. */
+export const body = <T extends Tool.Any, RV, O>(
+  definitions: Omit<RunOptions.Options<T, RV, O>, "goal" | "system" | "runId">,
+  settings: Settings,
+  payload: Payload
+) =>
+  Effect.gen(function* () {
+    const engine = yield* WorkflowEngine.WorkflowEngine
+    const instance = yield* WorkflowEngine.WorkflowInstance
+    // A cancel preempts the body wherever it is: the engine interrupts a run that waits on a
+    // deferred once that deferred completes, and the body then starts over and finds it.
+    instance.awaitedDeferreds.set(Names.cancel.name, (instance.awaitedDeferreds.get(Names.cancel.name) ?? 0) + 1)
+    const options = optionsOf(definitions, payload)
+    // The parks of this execution: one seen twice was a wake that changed nothing (a clock of
+    // another machine ahead of this one's): the run then waits in the process instead.
+    const seen = new Set<string>()
+    let parkAfter = settings.parkAfter
+    while (true) {
+      const cancel = Option.isSome(yield* engine.deferredResult(Names.cancel))
+      const outcome = yield* RunHost.drive(payload.runId, options, {
+        cancel,
+        pollInterval: settings.pollInterval,
+        parkAfter
+      })
+      if (outcome._tag === "Finished") return outcome.result.status
+      const name = Names.parked(outcome.approvals)
+      if (seen.has(name)) {
+        parkAfter = Number.POSITIVE_INFINITY
+        continue
+      }
+      seen.add(name)
+      const now = yield* Clock.currentTimeMillis
+      const first = outcome.approvals.reduce((a, b) => (b.expiresAt < a.expiresAt ? b : a))
+      yield* DurableDeferred.raceAll({
+        name,
+        success: Schema.Void,
+        error: Schema.Never,
+        effects: [
+          DurableDeferred.await(Names.cancel),
+          DurableClock.sleep({
+            name: Names.expiry(first.callId),
+            duration: Math.max(0, first.expiresAt - now),
+            inMemoryThreshold: 0
+          }),
+          ...outcome.approvals.map((a) => DurableDeferred.await(Names.approval(a.callId)))
+        ]
+      })
+    }
+  })

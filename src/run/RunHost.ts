@@ -1,0 +1,179 @@
+/**
+ * Runs hosted by an engine that can take them away from a process (R9): a durable
+ * workflow, a cluster shard. {@link drive} starts a run of the journal under its id, or
+ * goes on with it from its log, until it finishes or parks.
+ *
+ * - **Parked**: when every call of the run's batch that has not ended waits for a person's
+ *   decision (no handler running, none about to retry), the run stops as a crash would
+ *   stop it: no terminal event, the waiting calls left pending on the journal's approvals
+ *   table, and its journal keeping what the last barrier committed. It holds no fiber
+ *   and no memory while it waits; the host wakes it (a decision, an expiry) and drives it
+ *   again, and the run finds the decision on the table.
+ * - **Taken**: an interruption of `drive` (the host suspending the run, its shard moving,
+ *   its process shutting down) stops the run the same way; it is never a cancel. A cancel
+ *   is the host's to deliver: `drive(..., { cancel: true })` goes on with the run and
+ *   stops it `cancelled` at once.
+ *
+ * The run's approvals go through the journal's table (see `JournalApprovals`): any process
+ * on the same journal lists the pending calls and decides them.
+ *
+ * @since 0.5.0
+ */
+import { Clock, Duration, Effect, type Fiber, Result } from "effect"
+import * as Journal from "../journal/Journal.ts"
+import * as JournalApprovals from "../journal/JournalApprovals.ts"
+import * as Approval from "../tools/Approval.ts"
+import type * as Tool from "../tools/Tool.ts"
+import * as Durable from "./internal/Durable.ts"
+import * as Launch from "./internal/Launch.ts"
+import * as RunContext from "./internal/RunContext.ts"
+import * as ToolExecutor from "./pipeline/ToolExecutor.ts"
+import type { ResumeError } from "./ResumeError.ts"
+import type { Options, Requirements } from "./RunOptions.ts"
+import type * as RunResult from "./RunResult.ts"
+
+/**
+ * What became of a hosted run: it finished (its result is in the journal), or it parked on
+ * the calls it waits on, each with its absolute expiry.
+ *
+ * @category models
+ * @since 0.5.0
+ */
+export type Outcome<O = never> =
+  | { readonly _tag: "Finished"; readonly result: RunResult.Typed<O> }
+  | { readonly _tag: "Parked"; readonly approvals: ReadonlyArray<Approval.Request> }
+
+/**
+ * @category models
+ * @since 0.5.0
+ */
+export interface Settings {
+  /** Stop the run `cancelled` as soon as it goes on (a cancel the host delivers). */
+  readonly cancel?: boolean | undefined
+  /** How often a waiting call reads the table for a decision made by another process. Default 1 second. */
+  readonly pollInterval?: Duration.Input | undefined
+  /**
+   * A call whose approval expires sooner than this is waited for in the process instead of
+   * parking the run (parking and waking cost more than so short a wait). Default 1 second.
+   */
+  readonly parkAfter?: Duration.Input | undefined
+}
+
+/** A call of the open batch whose handler may be running, or that is between two attempts. */
+const busy = (ctx: RunContext.RunContext): boolean => {
+  const batch = ctx.log.batch
+  if (batch === undefined || batch.closed) return true
+  const from = ctx.events.findLastIndex((e) => e._tag === "model.responded")
+  const after = ctx.events.slice(from + 1)
+  return batch.callIds.some((callId, i) => {
+    if (batch.observations[i] !== undefined) return false
+    const standing = ToolExecutor.standingOf(after, callId)
+    return standing._tag === "InDoubt" || standing._tag === "Retrying"
+  })
+}
+
+/**
+ * Drives the run `runId` of the journal: starts it from `options` when the journal does not
+ * hold it yet, goes on from its log when it does (the tools must be the ones it used, as for
+ * `Run.resume`; `goal` and `system` then come from the log), and gives its stored result when
+ * it has finished. Fails with a `ResumeError` when its log cannot be gone on with.
+ *
+ * @category combinators
+ * @since 0.5.0
+ */
+export const drive = <T extends Tool.Any, RV = never, O = never>(
+  runId: string,
+  options: Omit<Options<T, RV, O>, "runId">,
+  settings: Settings = {}
+): Effect.Effect<Outcome<O>, ResumeError, Requirements<T, RV> | Journal.Journal> =>
+  Effect.gen(function* () {
+    const journal = yield* Journal.Journal
+    const loaded = yield* Effect.catchIf(
+      Durable.load(journal, runId, options.tools, options.modelName),
+      (e) => e.reason === "not_found",
+      () => Effect.succeed(undefined)
+    )
+    if (loaded?._tag === "Finished") return { _tag: "Finished", result: loaded.result as RunResult.Typed<O> } as const
+
+    const parkAfterMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
+    // The calls waiting long enough to park on, and the run once it is going.
+    const waiting = new Map<string, Approval.Request>()
+    let run: { readonly ctx: RunContext.RunContext; readonly fiber: Fiber.Fiber<void> } | undefined
+    let parkedOn: ReadonlyArray<Approval.Request> = []
+    // Checked when a call starts waiting and after every commit: the run parks once nothing else goes
+    // on and all it recorded is in the journal (what a park drops is what the last commit left out).
+    const parkIfIdle = () => {
+      if (run === undefined || waiting.size === 0) return
+      if (run.ctx.committed < run.ctx.events.length || busy(run.ctx)) return
+      const pending = [...waiting.values()]
+      if (RunContext.suspend(run.ctx, "parked")) {
+        parkedOn = pending
+        run.fiber.interruptUnsafe()
+      }
+    }
+    const inner = JournalApprovals.make(journal, {
+      pollInterval: settings.pollInterval,
+      // A suspended run's calls stay on the table: it waits for them again when it goes on.
+      keepOnInterrupt: () => run?.ctx.suspended !== undefined
+    })
+    const park = (request: Approval.Request) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        request.expiresAt - now <= parkAfterMillis
+          ? Effect.never
+          : Effect.andThen(
+              Effect.sync(() => {
+                waiting.set(request.callId, request)
+                parkIfIdle()
+              }),
+              Effect.never
+            )
+      ).pipe(
+        Effect.ensuring(
+          Effect.sync(() => {
+            waiting.delete(request.callId)
+          })
+        )
+      )
+    const gate: Approval.Gate = {
+      ...inner,
+      request: (request) => Effect.raceFirst(inner.request(request), park(request))
+    }
+    const watch = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>) => {
+      run = { ctx, fiber }
+      ctx.onCommitted = parkIfIdle
+      if (settings.cancel === true) {
+        RunContext.stopping(ctx, "cancel")
+        fiber.interruptUnsafe()
+      }
+      // The run went as far as it could before it was watched: a call may wait already.
+      parkIfIdle()
+    }
+    const taken = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Launch.Done) =>
+      Launch.suspend(ctx, fiber, done, "taken")
+
+    let going: Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>>
+    if (loaded === undefined) {
+      going = Launch.launch({ ...options, runId }, taken, undefined, undefined, watch)
+    } else {
+      const merged = Launch.resumedOptions(runId, options, loaded)
+      if (Result.isFailure(merged)) return yield* Effect.fail(merged.failure)
+      const resume = loaded.started === undefined ? undefined : ({ reason: "restart" } as const)
+      going = Launch.launch(merged.success, taken, loaded, resume, watch)
+    }
+    const ended = yield* Effect.result(Effect.provideService(going, Approval.ApprovalGate, gate))
+    if (Result.isFailure(ended)) {
+      // Taken away, the run stopped with its caller, which is interrupted: only a park comes back.
+      if (ended.failure.why !== "parked") return yield* Effect.interrupt
+      return { _tag: "Parked", approvals: parkedOn } as const
+    }
+    // Calls a finished run left on the table (a cancel while it was parked) are withdrawn.
+    yield* Effect.ignore(
+      Effect.flatMap(journal.pendingApprovals({ runId }), (rows) =>
+        Effect.flatMap(Clock.currentTimeMillis, (at) =>
+          Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
+        )
+      )
+    )
+    // Erased boundary: the run decoded its `output` with the schema of `O` it was given.
+    return { _tag: "Finished", result: ended.success as RunResult.Typed<O> } as const
+  })

@@ -1,0 +1,117 @@
+/**
+ * How a run is set going from the caller's fiber, for `Run` and `RunHost`: its context
+ * prepared, its lifecycle forked detached, and its caller waiting for its ending. What an
+ * interruption of the caller means is the caller's to say: a cancel (`Run.run`) or, for a
+ * hosted run, its suspension. Private to the runtime.
+ */
+import { Clock, Context, Deferred, Effect, type Fiber, Option, Result } from "effect"
+import * as Journal from "../../journal/Journal.ts"
+import * as Breakers from "../../recovery/Breakers.ts"
+import type * as Tool from "../../tools/Tool.ts"
+import * as Lifecycle from "../lifecycle/Lifecycle.ts"
+import { ResumeError } from "../ResumeError.ts"
+import type { Options, Requirements } from "../RunOptions.ts"
+import type * as RunResult from "../RunResult.ts"
+import * as Durable from "./Durable.ts"
+import { resolve } from "./Resolve.ts"
+import * as RunContext from "./RunContext.ts"
+
+/** A run's ending: its result, or the suspension its host made of it. */
+export type Done = Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>
+
+/** A run's log as its journal holds it, to go on from. */
+export type Restored = Extract<Durable.Loaded, { readonly _tag: "Open" }>
+
+/** What became of a run, to its caller. */
+export type Ended = Effect.Effect<RunResult.RunResult, RunContext.Suspended>
+
+/** Why a resumed run goes on: a process restart, or a caller's `resume`. */
+export interface Resume {
+  readonly reason: "restart" | "manual"
+}
+
+/**
+ * Stops a run from outside (a cancel) and waits for its ending, which comes within the
+ * run's stop grace even when what it interrupted cannot be interrupted.
+ */
+export const cancel = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done): Ended =>
+  Effect.suspend(() => {
+    RunContext.stopping(ctx, "cancel")
+    fiber.interruptUnsafe()
+    return Deferred.await(done)
+  })
+
+/** Takes a hosted run away (see `RunContext.suspend`) and waits for it to stop, as {@link cancel} does. */
+export const suspend = (
+  ctx: RunContext.RunContext,
+  fiber: Fiber.Fiber<void>,
+  done: Done,
+  why: RunContext.Suspended["why"]
+): Ended =>
+  Effect.suspend(() => {
+    // A run already ending is left to end: its result is what comes.
+    if (RunContext.suspend(ctx, why)) fiber.interruptUnsafe()
+    return Deferred.await(done)
+  })
+
+/**
+ * A run, fresh or resumed from its journal's log (`restored`), set going in a fiber of its
+ * own, so that its deadline and cancellation can interrupt everything it started and still
+ * produce a result. `watch` sees the run once it is going (a host arms its own stops there);
+ * an interruption of the caller is handed to `onInterrupt`, and the caller then waits for
+ * the run to stop.
+ */
+export const launch = <T extends Tool.Any, RV, O>(
+  options: Options<T, RV, O>,
+  onInterrupt: (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done) => Ended,
+  restored?: Restored,
+  resume?: Resume,
+  watch?: (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done) => void
+): Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>> =>
+  Effect.withFiber((caller) => {
+    const { ctx, resolved } = Lifecycle.prepare(
+      options,
+      caller.getRef(Clock.Clock),
+      caller.getRef(Breakers.Breakers),
+      Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal)),
+      restored
+    )
+    const done: Done = Deferred.makeUnsafe()
+    // Uninterruptible until the wait: an interruption between the fork and the wait would
+    // leave the run's fiber behind, detached.
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(
+        Effect.forkDetach(Lifecycle.execute(ctx, resolved, done, resume), { startImmediately: true }),
+        (fiber) => {
+          watch?.(ctx, fiber, done)
+          return Effect.onInterrupt(restore(Deferred.await(done)), () => onInterrupt(ctx, fiber, done))
+        }
+      )
+    )
+  })
+
+/**
+ * The options a run of the journal goes on under: the caller's, and where they are silent,
+ * those it started with (its `run.started`). Recorded options that no longer resolve are
+ * the log's damage (`corrupt`); options the caller gave that do not resolve end the run as
+ * a fresh one would.
+ */
+export const resumedOptions = <T extends Tool.Any, RV, O>(
+  runId: string,
+  options: Omit<Options<T, RV, O>, "goal" | "system" | "runId">,
+  loaded: Restored
+): Result.Result<Options<T, RV, O>, ResumeError> => {
+  const given = { ...options, goal: loaded.goal }
+  const merged = { ...Durable.startedWith(options, loaded.started), goal: loaded.goal }
+  const recorded = resolve(merged)
+  if (Result.isFailure(recorded) && Result.isSuccess(resolve(given))) {
+    return Result.fail(
+      new ResumeError({
+        runId,
+        reason: "corrupt",
+        detail: `the options recorded in run.started do not resolve: ${recorded.failure.message}`
+      })
+    )
+  }
+  return Result.succeed(merged)
+}

@@ -1,0 +1,206 @@
+/**
+ * DurableRun in one process, on the embedded engine over a real SQLite file (R9, R7, R5.1):
+ * runs that park on approvals and wake when decided, cancels, expiries on a durable clock,
+ * and bad input. Real time: the engine's timers and storage reads are real.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Layer, Option, Schema } from "effect"
+import { DurableRun } from "../../src/durable/index.ts"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+
+const dirs: Array<string> = []
+afterAll(() => {
+  for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
+})
+const fileOf = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "durable-run-"))
+  dirs.push(dir)
+  return path.join(dir, "runs.db")
+}
+
+/** A payment that needs approval; `paid` is what its handler did. */
+const payments = () => {
+  const paid: Array<string> = []
+  const pay = Tool.make({
+    name: "pay",
+    description: "Pays an amount.",
+    input: Schema.Struct({ amount: Schema.Number }),
+    output: Schema.Struct({ receipt: Schema.String }),
+    sideEffect: "external",
+    needsApproval: true,
+    handler: ({ amount }, context) =>
+      Effect.sync(() => {
+        paid.push(context.idempotencyKey)
+        return { receipt: `r-${amount}` }
+      })
+  })
+  return { paid, pay }
+}
+
+const payOnce = ScriptedModel.layerFunction((request) =>
+  request.iteration === 1 ? ScriptedModel.toolCall("pay", { amount: 5 }, "c1") : ScriptedModel.finalAnswer("paid")
+)
+
+/** The engine, the journal and the runs on a fresh file, with `tools` registered. */
+const runtime = <T extends Tool.Any>(tools: ReadonlyArray<T>, model = payOnce) =>
+  DurableRun.layer({ tools }).pipe(
+    Layer.provideMerge(DurableRun.layerEmbedded({ filename: fileOf() })),
+    Layer.provide(model)
+  )
+
+/** Waits (10 s at most) until the run has a call waiting for approval; gives its call id. */
+const waitingCall = (runs: DurableRun.Service, runId: string) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 200; i++) {
+      const pending = yield* runs.pending(runId)
+      if (pending[0] !== undefined) return pending[0].callId
+      yield* Effect.sleep(50)
+    }
+    return yield* Effect.die(new Error(`run ${runId} never waited for approval`))
+  })
+
+const tagsOf = (events: ReadonlyArray<{ readonly _tag: string }>) => events.map((e) => e._tag)
+
+describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => {
+  it.live(
+    "R7 a run that waits for approval parks (no terminal event, no cancel); approving it wakes it: it pays once",
+    () => {
+      const { paid, pay } = payments()
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay the invoice", runId: "a1" })
+        assert.strictEqual(runId, "a1")
+        const callId = yield* waitingCall(runs, runId)
+        assert.isTrue(Option.isNone(yield* runs.poll(runId)))
+        const waiting = tagsOf(yield* runs.events(runId))
+        assert.include(waiting, "approval.requested")
+        assert.notInclude(waiting, "run.finished")
+        assert.deepStrictEqual(paid, [])
+        yield* runs.approve(runId, callId, { by: "ops" })
+        const result = yield* runs.result(runId)
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.deepStrictEqual(paid, [`a1:${callId}`])
+        assert.include(tagsOf(result.timeline), "run.resumed")
+        assert.notInclude(tagsOf(result.timeline), "run.stopping")
+        assert.deepStrictEqual(yield* runs.pending(runId), [])
+        // A second approval of the decided call is not pending: a typed refusal, nothing paid again.
+        const again = yield* Effect.flip(runs.approve(runId, callId))
+        assert.strictEqual(again._tag, "NotPending")
+        // Starting again under the same id starts nothing.
+        yield* runs.start({ goal: "pay the invoice", runId: "a1" })
+        yield* Effect.sleep(300)
+        assert.deepStrictEqual(paid, [`a1:${callId}`])
+      }).pipe(Effect.provide(runtime([pay])))
+    },
+    30_000
+  )
+
+  it.live(
+    "R7 a rejection ends the run approval_rejected; the call never runs",
+    () => {
+      const { paid, pay } = payments()
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay", runId: "b1" })
+        const callId = yield* waitingCall(runs, runId)
+        yield* runs.reject(runId, callId, "not this month", { by: "cfo" })
+        const result = yield* runs.result(runId)
+        assert.strictEqual(result.stopReason, "approval_rejected", result.detail)
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide(runtime([pay])))
+    },
+    30_000
+  )
+
+  it.live(
+    "R5.1 a cancel of a parked run ends it cancelled, the call never run and no longer pending",
+    () => {
+      const { paid, pay } = payments()
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay", runId: "c1" })
+        yield* waitingCall(runs, runId)
+        yield* runs.cancel(runId)
+        const result = yield* runs.result(runId)
+        assert.strictEqual(result.status, "cancelled", result.detail)
+        assert.deepStrictEqual(paid, [])
+        assert.deepStrictEqual(yield* runs.pending(runId), [])
+      }).pipe(Effect.provide(runtime([pay])))
+    },
+    30_000
+  )
+
+  it.live(
+    "R5.1 a cancel of a running run reaches its handler: the run ends cancelled",
+    () =>
+      Effect.gen(function* () {
+        const entered = yield* Deferred.make<void>()
+        const wait = Tool.make({
+          name: "wait",
+          description: "Waits for ever.",
+          input: Schema.Struct({}),
+          output: Schema.Struct({}),
+          sideEffect: "read",
+          idempotent: true,
+          handler: () => Effect.andThen(Deferred.succeed(entered, undefined), Effect.never)
+        })
+        const model = ScriptedModel.layerFunction(() => ScriptedModel.toolCall("wait", {}, "w1"))
+        return yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          const runId = yield* runs.start({ goal: "wait", runId: "d1" })
+          yield* Deferred.await(entered)
+          yield* runs.cancel(runId)
+          const result = yield* runs.result(runId)
+          assert.strictEqual(result.status, "cancelled", result.detail)
+          assert.strictEqual(tagsOf(result.timeline).filter((t) => t === "run.finished").length, 1)
+        }).pipe(Effect.provide(runtime([wait], model)))
+      }),
+    30_000
+  )
+
+  it.live(
+    "R7 an approval nobody decides expires on its durable clock: approval_expired, never paid",
+    () => {
+      const { paid, pay } = payments()
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay", runId: "e1", time: { approval: "2 seconds" } })
+        yield* waitingCall(runs, runId)
+        const result = yield* runs.result(runId)
+        assert.strictEqual(result.stopReason, "approval_expired", result.detail)
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide(runtime([pay])))
+    },
+    30_000
+  )
+
+  it.live(
+    "R12 bad input gets typed errors: invalid options, unknown runs, a call that is not waiting",
+    () => {
+      const { pay } = payments()
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const invalid = yield* Effect.flip(runs.start({ goal: "x", limits: { maxIterations: -1 } }))
+        assert.strictEqual(invalid._tag, "InvalidRunOptions")
+        const badTime = yield* Effect.flip(runs.start({ goal: "x", time: { run: "soon" } }))
+        assert.strictEqual(badTime._tag, "InvalidRunOptions")
+        for (const op of [runs.poll("nope"), runs.events("nope"), runs.cancel("nope")]) {
+          const e = yield* Effect.flip(op)
+          assert.strictEqual(e._tag === "DurableRunError" ? e.reason : e._tag, "not_found")
+        }
+        const runId = yield* runs.start({ goal: "pay", runId: "f1" })
+        yield* waitingCall(runs, runId)
+        const notWaiting = yield* Effect.flip(runs.approve(runId, "no-such-call"))
+        assert.strictEqual(notWaiting._tag, "NotPending")
+        const journal = yield* Journal.Journal
+        assert.isTrue(Option.isSome(yield* journal.read(runId)))
+      }).pipe(Effect.provide(runtime([pay])))
+    },
+    30_000
+  )
+})

@@ -1,0 +1,202 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer, Option, Schema } from "effect"
+import { TestClock } from "effect/testing"
+import type * as Event from "../../src/events/Event.ts"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
+import * as RunHost from "../../src/run/RunHost.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../src/tools/Approval.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+
+/** A payment that needs approval, counting how often its handler ran. */
+const ledger = () => {
+  const paid: Array<number> = []
+  const pay = Tool.make({
+    name: "pay",
+    description: "Pays an amount.",
+    input: Schema.Struct({ amount: Schema.Number }),
+    output: Schema.Struct({ receipt: Schema.String }),
+    sideEffect: "external",
+    needsApproval: true,
+    handler: ({ amount }) =>
+      Effect.sync(() => {
+        paid.push(amount)
+        return { receipt: `r-${amount}` }
+      })
+  })
+  return { paid, pay }
+}
+
+const oneCall = (name: string, args: unknown) =>
+  ScriptedModel.layerFunction((request) =>
+    request.iteration === 1 ? ScriptedModel.toolCall(name, args, "c1") : ScriptedModel.finalAnswer("done")
+  )
+
+const logOf = (runId: string) =>
+  Effect.flatMap(Journal.Journal, (journal) =>
+    Effect.map(journal.read(runId), (stored) => Option.getOrThrow(stored).events)
+  )
+
+const tags = (events: ReadonlyArray<Event.Event>) => events.map((e) => e._tag)
+
+const decide = (runId: string, callId: string, decision: Approval.Decision) =>
+  Effect.flatMap(Journal.Journal, (journal) => JournalApprovals.make(journal).decide(runId, callId, decision))
+
+describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7)", () => {
+  it.effect("R7 a run whose only open call waits for approval parks: no terminal event, the call pending", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const parked = yield* RunHost.drive("r1", { goal: "pay 5", tools: [pay] })
+      assert.strictEqual(parked._tag, "Parked")
+      assert.deepStrictEqual(parked._tag === "Parked" ? parked.approvals.map((a) => a.callId) : [], ["c1"])
+      const log = yield* logOf("r1")
+      assert.include(tags(log), "approval.requested")
+      assert.notInclude(tags(log), "approval.decided")
+      assert.notInclude(tags(log), "run.finished")
+      const journal = yield* Journal.Journal
+      assert.deepStrictEqual(
+        (yield* journal.pendingApprovals({ runId: "r1" })).map((r) => r.callId),
+        ["c1"]
+      )
+      assert.deepStrictEqual(paid, [])
+
+      // Approved from anywhere, the run driven again finds the decision and finishes.
+      yield* decide("r1", "c1", Approval.approved("ops"))
+      const finished = yield* RunHost.drive("r1", { goal: "ignored", tools: [pay] })
+      assert.strictEqual(finished._tag, "Finished")
+      const result = finished._tag === "Finished" ? finished.result : undefined
+      assert.strictEqual(result?.status, "completed", result?.detail)
+      assert.deepStrictEqual(paid, [5])
+      const after = tags(yield* logOf("r1"))
+      assert.include(after, "run.resumed")
+      assert.strictEqual(after.filter((t) => t === "run.started").length, 1)
+      assert.deepStrictEqual(yield* journal.pendingApprovals({ runId: "r1" }), [])
+      // Driven once more, a finished run gives its stored result and runs nothing.
+      const again = yield* RunHost.drive("r1", { goal: "ignored", tools: [pay] })
+      assert.strictEqual(again._tag === "Finished" ? again.result.status : "", "completed")
+      assert.deepStrictEqual(paid, [5])
+    }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
+  )
+
+  it.effect("R5.1 a cancel delivered to a parked run ends it cancelled, the call never run, the table emptied", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const parked = yield* RunHost.drive("r2", { goal: "pay 7", tools: [pay] })
+      assert.strictEqual(parked._tag, "Parked")
+      const cancelled = yield* RunHost.drive("r2", { goal: "pay 7", tools: [pay] }, { cancel: true })
+      const result = cancelled._tag === "Finished" ? cancelled.result : undefined
+      assert.strictEqual(result?.status, "cancelled", result?.detail)
+      assert.deepStrictEqual(paid, [])
+      const journal = yield* Journal.Journal
+      assert.deepStrictEqual(yield* journal.pendingApprovals({ runId: "r2" }), [])
+      const stored = Option.getOrThrow(yield* journal.read("r2"))
+      assert.isTrue(Option.isSome(stored.result))
+    }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
+  )
+
+  it.effect("R7 a rejection found when the run goes on ends it approval_rejected", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      yield* RunHost.drive("r3", { goal: "pay 9", tools: [pay] })
+      yield* decide("r3", "c1", Approval.rejected("too much", "ops"))
+      const finished = yield* RunHost.drive("r3", { goal: "pay 9", tools: [pay] })
+      const result = finished._tag === "Finished" ? finished.result : undefined
+      assert.strictEqual(result?.stopReason, "approval_rejected", result?.detail)
+      assert.deepStrictEqual(paid, [])
+    }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 9 })]))
+  )
+
+  it.effect("R7 an approval whose expiry passed while the run was parked expires when it goes on", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const options = { goal: "pay 3", tools: [pay], time: { approval: "1 hour" as const, run: "1 day" as const } }
+      const parked = yield* RunHost.drive("r4", options)
+      const expiresAt = parked._tag === "Parked" ? (parked.approvals[0]?.expiresAt ?? 0) : 0
+      yield* TestClock.adjust("2 hours")
+      const finished = yield* RunHost.drive("r4", options)
+      const result = finished._tag === "Finished" ? finished.result : undefined
+      assert.strictEqual(result?.stopReason, "approval_expired", result?.detail)
+      assert.isAbove(expiresAt, 0)
+      assert.deepStrictEqual(paid, [])
+    }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 3 })]))
+  )
+
+  it.effect("R9 taking a run away while a handler runs writes no terminal event and never cancels it", () =>
+    Effect.gen(function* () {
+      const entered = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      let runs = 0
+      const fetch = Tool.make({
+        name: "fetch",
+        description: "Reads a page.",
+        input: Schema.Struct({ url: Schema.String }),
+        output: Schema.Struct({ body: Schema.String }),
+        sideEffect: "read",
+        idempotent: true,
+        handler: () =>
+          Effect.gen(function* () {
+            runs++
+            if (runs === 1) {
+              yield* Deferred.succeed(entered, undefined)
+              yield* Deferred.await(release)
+            }
+            return { body: "page" }
+          })
+      })
+      const fiber = yield* Effect.forkChild(RunHost.drive("r5", { goal: "read", tools: [fetch] }))
+      yield* Deferred.await(entered)
+      yield* Fiber.interrupt(fiber)
+      const log = tags(yield* logOf("r5"))
+      assert.notInclude(log, "run.finished")
+      assert.notInclude(log, "run.stopping")
+      assert.notInclude(log, "tool.cancelled")
+      // Driven again elsewhere, the read runs again (safe to repeat) and the run completes.
+      const finished = yield* RunHost.drive("r5", { goal: "read", tools: [fetch] })
+      const result = finished._tag === "Finished" ? finished.result : undefined
+      assert.strictEqual(result?.status, "completed", result?.detail)
+      assert.strictEqual(runs, 2)
+    }).pipe(Effect.provide([Journal.layerMemory, oneCall("fetch", { url: "x" })]))
+  )
+
+  it.effect("R7 a run does not park while another call of its batch is in its handler", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const release = yield* Deferred.make<void>()
+      let slowDone = false
+      const slow = Tool.make({
+        name: "slow",
+        description: "Takes a while.",
+        input: Schema.Struct({}),
+        output: Schema.Struct({ ok: Schema.Boolean }),
+        sideEffect: "write",
+        handler: () =>
+          Effect.andThen(
+            Deferred.await(release),
+            Effect.sync(() => {
+              slowDone = true
+              return { ok: true }
+            })
+          )
+      })
+      const model = ScriptedModel.layerFunction((request) =>
+        request.iteration === 1
+          ? ScriptedModel.toolCalls(["slow", {}, "s1"], ["pay", { amount: 1 }, "p1"])
+          : ScriptedModel.finalAnswer("done")
+      )
+      const fiber = yield* Effect.forkChild(
+        RunHost.drive("r6", { goal: "both", tools: [slow, pay], concurrency: 2 }).pipe(Effect.provide(model))
+      )
+      yield* Effect.yieldNow
+      for (let i = 0; i < 20 && fiber.pollUnsafe() === undefined; i++) yield* Effect.yieldNow
+      assert.isUndefined(fiber.pollUnsafe(), "parked while a handler ran")
+      yield* Deferred.succeed(release, undefined)
+      const parked = yield* Fiber.join(fiber)
+      assert.strictEqual(parked._tag, "Parked")
+      assert.isTrue(slowDone)
+      const log = tags(yield* logOf("r6"))
+      assert.include(log, "tool.succeeded")
+      assert.deepStrictEqual(paid, [])
+    }).pipe(Effect.provide(Layer.mergeAll(Journal.layerMemory)))
+  )
+})
