@@ -326,9 +326,34 @@ export const layerClient: Layer.Layer<DurableRuns, never, WorkflowEngine.Workflo
   )
 
 /**
+ * At a runner's start, the unfinished runs whose workflow suspended on a failure (a runner
+ * that could not go on with their journal: a newer format, a tool it does not have) are
+ * woken, so that a newer runner takes them up; a runner that still cannot suspends them
+ * again. A store out of reach leaves them for the next start.
+ */
+const wakeSuspended = Effect.gen(function* () {
+  const journal = yield* Journal.Journal
+  const ids = yield* journal.unfinished
+  yield* Effect.forEach(
+    ids,
+    (runId) =>
+      Effect.gen(function* () {
+        const executionId = yield* executionOf(runId)
+        const polled = yield* RunWorkflow.poll(executionId)
+        if (Option.isSome(polled) && polled.value._tag === "Suspended" && polled.value.failed === true) {
+          yield* RunWorkflow.resume(executionId)
+        }
+      }),
+    { concurrency: 4, discard: true }
+  )
+}).pipe(Effect.ignore)
+
+/**
  * Registers the runs' code on this runner (its runs are driven here while it owns them)
  * and provides {@link DurableRuns}. A start is checked against `definitions` as `Run.run`
- * checks its options.
+ * checks its options. When the runner starts, it wakes the runs that a runner could not go
+ * on with (a journal in a newer format, a tool changed): they wait for a runner with the
+ * code they need instead of failing.
  *
  * @category layers
  * @since 0.5.0
@@ -349,7 +374,14 @@ export const layer = <T extends Tool.Any, RV = never, O = never>(
         })
       )
     })
-  ).pipe(Layer.provideMerge(RunWorkflow.toLayer((payload) => Body.body(definitions, settings, payload))))
+  ).pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        RunWorkflow.toLayer((payload) => Body.body(definitions, settings, payload)),
+        Layer.effectDiscard(Effect.forkScoped(wakeSuspended))
+      )
+    )
+  )
 
 /**
  * Options of {@link layerEmbedded}.

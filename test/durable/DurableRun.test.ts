@@ -204,3 +204,57 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
     30_000
   )
 })
+
+describe("DurableRun: rolling upgrades (R9)", () => {
+  it.live(
+    "R9 a runner that cannot go on with a run (its tool changed) leaves it waiting, not failed; a runner with the code finishes it",
+    () =>
+      Effect.gen(function* () {
+        const filename = fileOf()
+        const { paid, pay } = payments()
+        const changed = Tool.make({
+          name: "pay",
+          description: "Pays an amount in a currency.",
+          input: Schema.Struct({ amount: Schema.Number, currency: Schema.String }),
+          output: Schema.Struct({ receipt: Schema.String }),
+          sideEffect: "external",
+          needsApproval: true,
+          handler: () => Effect.die(new Error("the changed tool must never run for the old run"))
+        })
+        const on = <T extends Tool.Any>(tools: ReadonlyArray<T>) =>
+          DurableRun.layer({ tools }).pipe(
+            Layer.provideMerge(DurableRun.layerEmbedded({ filename })),
+            Layer.provide(payOnce)
+          )
+        // The old code parks the run on its approval.
+        const callId = yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          yield* runs.start({ goal: "pay", runId: "u1" })
+          return yield* waitingCall(runs, "u1")
+        }).pipe(Effect.provide(on([pay])))
+        // New code whose `pay` changed: approving wakes the run, which cannot go on here and waits.
+        yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          yield* runs.approve("u1", callId, { by: "ops" })
+          for (let i = 0; i < 100; i++) {
+            const polled = yield* DurableRun.RunWorkflow.poll(
+              yield* DurableRun.RunWorkflow.executionId({ runId: "u1", goal: "" })
+            )
+            if (Option.isSome(polled) && polled.value._tag === "Suspended" && polled.value.failed === true) break
+            yield* Effect.sleep(50)
+          }
+          assert.isTrue(Option.isNone(yield* runs.poll("u1")), "the run ended on a runner that could not go on with it")
+          assert.notInclude(tagsOf(yield* runs.events("u1")), "run.finished")
+        }).pipe(Effect.provide(on([changed])))
+        assert.deepStrictEqual(paid, [])
+        // A runner with the code the run needs takes it up when it starts, and finishes it.
+        const result = yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          return yield* runs.result("u1")
+        }).pipe(Effect.provide(on([pay])))
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.deepStrictEqual(paid, [`u1:${callId}`])
+      }),
+    60_000
+  )
+})
