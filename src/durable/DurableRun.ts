@@ -185,6 +185,15 @@ const payloadOf = (options: StartOptions, runId: string): Body.Payload => ({
   ...(options.time === undefined ? {} : { time: options.time })
 })
 
+/** Checks a start as `Run.run` checks its options: the start's data over `definitions`. */
+const checkedAgainst =
+  <T extends Tool.Any, RV, O>(definitions: Definitions<T, RV, O>) =>
+  (options: StartOptions): Effect.Effect<void, RunOptions.InvalidRunOptions> =>
+    Run.validateOptions<T, RV, O>({
+      ...Body.optionsOf(definitions, payloadOf(options, options.runId ?? "")),
+      ...(options.runId === undefined ? {} : { runId: options.runId })
+    })
+
 /** The run's execution id: its workflow's, which depends only on the run id. */
 const executionOf = (runId: string) => RunWorkflow.executionId({ runId, goal: "" })
 
@@ -310,7 +319,8 @@ const makeService = (
 /**
  * {@link DurableRuns} for a process that hosts no runs (an API server on a client-only
  * cluster layer): it starts, approves, cancels and reads runs that runners host. It checks
- * only the data of what it starts; the runner checks the rest when the run begins.
+ * the data of what it starts (a bad limit is `InvalidRunOptions` here too); the runner
+ * checks the rest against its code when the run begins.
  *
  * @category layers
  * @since 0.5.0
@@ -321,7 +331,8 @@ export const layerClient: Layer.Layer<DurableRuns, never, WorkflowEngine.Workflo
     Effect.gen(function* () {
       const journal = yield* Journal.Journal
       const engine = yield* WorkflowEngine.WorkflowEngine
-      return makeService(journal, engine, () => Effect.void)
+      // The data of a start is checked here as a runner would; its tools are the runner's.
+      return makeService(journal, engine, checkedAgainst({ tools: [] }))
     })
   )
 
@@ -367,12 +378,7 @@ export const layer = <T extends Tool.Any, RV = never, O = never>(
     Effect.gen(function* () {
       const journal = yield* Journal.Journal
       const engine = yield* WorkflowEngine.WorkflowEngine
-      return makeService(journal, engine, (options) =>
-        Run.validateOptions<T, RV, O>({
-          ...Body.optionsOf(definitions, payloadOf(options, options.runId ?? "")),
-          ...(options.runId === undefined ? {} : { runId: options.runId })
-        })
-      )
+      return makeService(journal, engine, checkedAgainst(definitions))
     })
   ).pipe(
     Layer.provideMerge(
