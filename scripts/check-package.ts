@@ -16,7 +16,8 @@
  *    any `HttpClient`) do not pull in `@effect/platform-node`, which is why it is an optional
  *    peer dependency; only `./providers/node` (the undici transport) needs it. Likewise
  *    `./journal` does not pull in `@effect/sql-pg` (the consumer has none installed, and
- *    `require.cjs` loads `./journal`); only `./journal/pg` needs it.
+ *    `require.cjs` loads `./journal`); only `./journal/pg` needs it. `./durable` loads
+ *    `@effect/platform-node` only when `DurableRun.layerCluster` is built.
  *
  * The consumer files import the package by its name only, never by a path inside it, so the
  * list of entry points stays in package.json `exports` alone. A failure names its step, prints
@@ -136,7 +137,7 @@ const checkCoreImports = (app: string): void => {
   const result = Esbuild.buildSync({
     absWorkingDir: app,
     stdin: {
-      contents: [".", "./testing", "./providers", "./journal"]
+      contents: [".", "./testing", "./providers", "./journal", "./durable"]
         .map((entry) => `export * from "effect-agent-runtime${entry.slice(1)}"`)
         .join("\n"),
       resolveDir: app
@@ -151,7 +152,8 @@ const checkCoreImports = (app: string): void => {
   const optional = Object.keys(result.metafile.inputs).filter(
     (input) => input.includes("@effect/platform-node") || input.includes("@effect/sql-pg")
   )
-  if (optional.length > 0) throw new Error(`the core, provider and journal entries import:\n${optional.join("\n")}`)
+  if (optional.length > 0)
+    throw new Error(`the core, provider, journal and durable entries import:\n${optional.join("\n")}`)
 }
 
 const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-runtime-check-"))
@@ -174,8 +176,9 @@ try {
     run(node, [tsc, "-p", "tsconfig.bundler.json"], app)
   )
   const size = step("esbuild: a bundle of the consumer runs to completed", () => bundleAndRun(app))
-  step("., ./testing, ./providers and ./journal import neither @effect/platform-node nor @effect/sql-pg", () =>
-    checkCoreImports(app)
+  step(
+    "., ./testing, ./providers, ./journal and ./durable import neither @effect/platform-node nor @effect/sql-pg",
+    () => checkCoreImports(app)
   )
   console.log(`package check passed (bundle ${size})`)
 } catch (error) {

@@ -5,9 +5,15 @@ const { NodeTransport } = require("effect-agent-runtime/providers/node")
 const { ScriptedModel } = require("effect-agent-runtime/testing")
 // The journal without PostgreSQL: this project has no @effect/sql-pg installed.
 const { Journal } = require("effect-agent-runtime/journal")
+const { DurableRun } = require("effect-agent-runtime/durable")
 const { version } = require("effect-agent-runtime/package.json")
 
-const loaded = [Run.run, OpenAiCompatible.layer, NodeTransport.layer, ScriptedModel.layer, Journal.layerSqlite].every(
-  (f) => typeof f === "function"
-)
+const loaded = [
+  Run.run,
+  OpenAiCompatible.layer,
+  NodeTransport.layer,
+  ScriptedModel.layer,
+  Journal.layerSqlite,
+  DurableRun.layerEmbedded
+].every((f) => typeof f === "function")
 console.log(loaded ? `required ${version}` : "an entry point is missing its functions")

@@ -39,6 +39,8 @@
  *
  * @since 0.5.0
  */
+
+import type * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import { Context, Duration, Effect, Exit, Layer, Option, Schedule, Schema } from "effect"
 import type { ConfigError } from "effect/Config"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig, SingleRunner } from "effect/cluster"
@@ -427,6 +429,8 @@ export const layerEmbedded = (
   )
 }
 
+const nodeClusterSocket: string = "@effect/platform-node/NodeClusterSocket"
+
 /**
  * Options of {@link layerCluster}.
  *
@@ -468,9 +472,13 @@ export const layerCluster = <E>(
   }
   const sharding = Layer.unwrap(
     Effect.map(
-      Effect.promise(() => import("@effect/platform-node/NodeClusterSocket")),
-      (NodeClusterSocket) =>
-        NodeClusterSocket.layer({ storage: "sql", clientOnly: options.clientOnly === true, shardingConfig })
+      // Not a literal, so that bundlers leave the optional peer dependency to this layer's users.
+      Effect.tryPromise({
+        try: (): Promise<typeof NodeClusterSocket> => import(nodeClusterSocket),
+        catch: (cause) =>
+          new Error(`DurableRun.layerCluster needs @effect/platform-node (npm install @effect/platform-node): ${cause}`)
+      }),
+      (socket) => socket.layer({ storage: "sql", clientOnly: options.clientOnly === true, shardingConfig })
     )
   )
   return ClusterWorkflowEngine.layer.pipe(

@@ -9,4 +9,6 @@
  */
 
 /** @since 0.5.0 */
+export * as RunHost from "../run/RunHost.ts"
+/** @since 0.5.0 */
 export * as DurableRun from "./DurableRun.ts"
