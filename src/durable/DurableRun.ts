@@ -41,7 +41,7 @@
  */
 
 import type * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
-import { Context, Duration, Effect, Exit, Layer, Option, Schedule, Schema } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Stream } from "effect"
 import type { ConfigError } from "effect/Config"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig, SingleRunner } from "effect/cluster"
 import { Digest } from "effect/crypto"
@@ -131,6 +131,16 @@ export interface Service {
   readonly result: (runId: string) => Effect.Effect<RunResult.RunResult, DurableRunError>
   /** The run's events its journal holds so far (its committed log). */
   readonly events: (runId: string) => Effect.Effect<ReadonlyArray<Event.Event>, DurableRunError>
+  /**
+   * The run's committed events from `fromSeq` on (default 0), then each one as it is
+   * committed, ending with `run.finished`: a feed for a UI or a server-sent event stream
+   * (resume one from its last event's `seq + 1`). The journal is read every `pollInterval`
+   * (default 500 ms) while nothing new has come.
+   */
+  readonly watch: (
+    runId: string,
+    options?: { readonly fromSeq?: number | undefined; readonly pollInterval?: Duration.Input | undefined }
+  ) => Stream.Stream<Event.Event, DurableRunError>
   /** Approves the call `callId` the run waits on, and wakes the run on its owner. */
   readonly approve: (
     runId: string,
@@ -283,6 +293,21 @@ const makeService = (
             : Effect.fail(new DurableRunError({ runId, reason: "unavailable", detail: "no result" }))
       ),
     events: (runId) => Effect.map(stored(runId), (run) => run?.events ?? []),
+    watch: (runId, options) => {
+      const pollMillis = Duration.toMillis(Duration.fromInputUnsafe(options?.pollInterval ?? "500 millis"))
+      const start = { from: Math.max(0, Math.trunc(options?.fromSeq ?? 0)), wait: false }
+      return Stream.paginate(start, ({ from, wait }) =>
+        Effect.gen(function* () {
+          if (wait) yield* Effect.sleep(pollMillis)
+          const events = (yield* stored(runId))?.events ?? []
+          const fresh = events.slice(from)
+          const finished = events.at(-1)?._tag === "run.finished"
+          // A read that brought nothing new waits before the next; one that did reads again at once.
+          const next = { from: from + fresh.length, wait: fresh.length === 0 }
+          return [fresh, finished ? Option.none() : Option.some(next)] as const
+        })
+      )
+    },
     approve: (runId, callId, options) => decide(runId, callId, Approval.approved(options?.by)),
     reject: (runId, callId, reason, options) => decide(runId, callId, Approval.rejected(reason, options?.by)),
     cancel: (runId) =>

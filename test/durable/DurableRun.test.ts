@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Layer, Option, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option, Schema, Stream } from "effect"
 import { DurableRun } from "../../src/durable/index.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -81,8 +81,21 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
         assert.include(waiting, "approval.requested")
         assert.notInclude(waiting, "run.finished")
         assert.deepStrictEqual(paid, [])
+        // A feed from the first event: what is committed, then each commit, to run.finished.
+        const feed = yield* Effect.forkChild(Stream.runCollect(runs.watch(runId, { pollInterval: "50 millis" })))
         yield* runs.approve(runId, callId, { by: "ops" })
         const result = yield* runs.result(runId)
+        const fed = yield* Fiber.join(feed)
+        assert.deepStrictEqual(
+          fed.map((e) => e.seq),
+          result.timeline.map((e) => e.seq)
+        )
+        // Resumed from an event: the rest, once.
+        const rest = yield* Stream.runCollect(runs.watch(runId, { fromSeq: 5 }))
+        assert.deepStrictEqual(
+          rest.map((e) => e.seq),
+          result.timeline.slice(5).map((e) => e.seq)
+        )
         assert.strictEqual(result.status, "completed", result.detail)
         assert.deepStrictEqual(paid, [`a1:${callId}`])
         assert.include(tagsOf(result.timeline), "run.resumed")
