@@ -101,11 +101,8 @@ const runFrom = <T extends Tool.Any, RV, O>(
     // Uninterruptible until the wait: an interruption between the fork and the wait would
     // leave the run's fiber behind, detached.
     return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(
-        Effect.forkDetach(Lifecycle.execute(ctx, resolved, done, resume), {
-          startImmediately: true
-        }),
-        (fiber) => Effect.onInterrupt(restore(typed<O>(done)), () => stop(ctx, fiber, done))
+      Effect.flatMap(Lifecycle.fork(ctx, resolved, done, resume), (fiber) =>
+        Effect.onInterrupt(restore(typed<O>(done)), () => stop(ctx, fiber, done))
       )
     )
   })
@@ -302,15 +299,11 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
     const done = Deferred.makeUnsafe<RunResult.RunResult>()
     // Uninterruptible until the finalizer is in the scope, for the same reason.
     return Effect.uninterruptible(
-      Effect.flatMap(
-        Effect.forkDetach(Lifecycle.execute(ctx, resolved, done), {
-          startImmediately: true
-        }),
-        (fiber) =>
-          Effect.as(
-            Effect.addFinalizer(() => stop(ctx, fiber, done)),
-            handle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
-          )
+      Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) =>
+        Effect.as(
+          Effect.addFinalizer(() => stop(ctx, fiber, done)),
+          handle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
+        )
       )
     )
   })

@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Result } from "effect"
+import { Context, Effect, Result } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
 import * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -302,7 +302,9 @@ type Turn<R> = ReturnType<typeof turn<R>>
  * @since 0.1.0
  */
 export const run = <R>(ctx: RunContext.RunContext, config: Config<R>, resumed = false) =>
-  Effect.flatMap(Effect.all([Model.Model, Permission.Permission]), ([model, permission]) => {
+  Effect.contextWith((context: Context.Context<Model.Model>) => {
+    const model = Context.get(context, Model.Model)
+    const permission = Context.get(context, Permission.Permission)
     const chain: Chain = [{ name: config.models.name, model }, ...config.models.fallbacks]
     // The end of an iteration: the rest of its events reach the journal together; then the next turn.
     const next = (
