@@ -261,15 +261,11 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
     // Uninterruptible until the finalizer is in the scope: an interruption between the fork
     // and the finalizer would leave the run's fiber behind, detached.
     return Effect.uninterruptible(
-      Effect.flatMap(
-        Effect.forkDetach(Lifecycle.execute(ctx, resolved, done), {
-          startImmediately: true
-        }),
-        (fiber) =>
-          Effect.as(
-            Effect.addFinalizer(() => Effect.ignore(Launch.cancel(ctx, fiber, done))),
-            handle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
-          )
+      Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) =>
+        Effect.as(
+          Effect.addFinalizer(() => Effect.ignore(Launch.cancel(ctx, fiber, done))),
+          handle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
+        )
       )
     )
   })

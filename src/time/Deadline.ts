@@ -190,14 +190,44 @@ export const within: {
   <A, E, R>(
     self: Effect.Effect<A, E, R>,
     own: { readonly layer: Layer; readonly millis?: number | undefined }
-  ): Effect.Effect<A, E | Timeout, R> =>
+  ): Effect.Effect<A, E | Timeout, R> => withinOrElse(self, { ...own, orElse: Effect.fail })
+)
+
+/**
+ * A wait's own layer and limit, and what it comes to when it is cut off (see {@link withinOrElse}).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface OrElse<A, E, R> {
+  readonly layer: Layer
+  readonly millis?: number | undefined
+  readonly orElse: (timeout: Timeout) => Effect.Effect<A, E, R>
+}
+
+/**
+ * {@link within}, with what a cut-off wait comes to instead of its {@link Timeout}:
+ * `orElse` is given the timeout and runs in the wait's place. A wait that nothing but the
+ * run bounds runs as it is, with nothing around it.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const withinOrElse: {
+  <A2, E2, R2>(
+    own: OrElse<A2, E2, R2>
+  ): <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A | A2, E | E2, R | R2>
+  <A, E, R, A2, E2, R2>(self: Effect.Effect<A, E, R>, own: OrElse<A2, E2, R2>): Effect.Effect<A | A2, E | E2, R | R2>
+} = dual(
+  2,
+  <A, E, R, A2, E2, R2>(self: Effect.Effect<A, E, R>, own: OrElse<A2, E2, R2>): Effect.Effect<A | A2, E | E2, R | R2> =>
     Effect.withFiber((fiber) => {
       const { millis, layer } = leftIn(fiber, own)
       return layer === "run" || millis === Number.POSITIVE_INFINITY
         ? self
         : Effect.timeoutOrElse(self, {
             duration: millis,
-            orElse: () => Effect.fail(new Timeout({ layer, afterMillis: millis }))
+            orElse: () => own.orElse(new Timeout({ layer, afterMillis: millis }))
           })
     })
 )

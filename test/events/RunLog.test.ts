@@ -193,10 +193,7 @@ const watched = (c: Properties.Case) =>
     })
     const done = yield* Deferred.make<RunResult.RunResult, RunContext.Suspended>()
     // As `Run.run` does: the run in a fiber of its own, which its deadline interrupts.
-    const run = Effect.andThen(
-      Effect.forkDetach(Lifecycle.execute(ctx, resolved, done), { startImmediately: true }),
-      Deferred.await(done)
-    )
+    const run = Effect.andThen(Lifecycle.fork(ctx, resolved, done), Deferred.await(done))
     const result = yield* Properties.drive(run, { step: scenario.budget.runTimeoutMillis + 1000, maxSteps: 3 }).pipe(
       Random.withSeed(scenario.case.seed),
       Effect.provide(

@@ -82,6 +82,48 @@ describe("Deadline.within", () => {
   )
 })
 
+describe("Deadline.withinOrElse", () => {
+  it.effect("R4.2 a cut-off wait comes to what orElse makes of its timeout, the layer that cut it named", () =>
+    Effect.gen(function* () {
+      const fiber = yield* Effect.never.pipe(
+        Deadline.withinOrElse({
+          layer: "tool",
+          millis: 500,
+          orElse: (timeout) => Effect.succeed(`${timeout.layer} after ${timeout.afterMillis} ms`)
+        }),
+        Deadline.step(200),
+        Deadline.run(10_000),
+        Effect.forkChild
+      )
+      yield* TestClock.adjust(199)
+      assert.isUndefined(fiber.pollUnsafe())
+      yield* TestClock.adjust(1)
+      assert.strictEqual(yield* Fiber.join(fiber), "step after 200 ms")
+    })
+  )
+
+  it.effect("a wait in time, or bounded by the run only, never reaches orElse", () =>
+    Effect.gen(function* () {
+      const orElse = () => Effect.succeed("cut off")
+      assert.strictEqual(
+        yield* Effect.succeed("in time").pipe(
+          Deadline.withinOrElse({ layer: "tool", millis: 10, orElse }),
+          Deadline.run(100)
+        ),
+        "in time"
+      )
+      const fiber = yield* Effect.sleep(2_000).pipe(
+        Effect.as("finished"),
+        Deadline.withinOrElse({ layer: "tool", millis: 5_000, orElse }),
+        Deadline.run(1_000),
+        Effect.forkChild
+      )
+      yield* TestClock.adjust(2_000)
+      assert.strictEqual(yield* Fiber.join(fiber), "finished")
+    })
+  )
+})
+
 describe("Deadline.passed / left", () => {
   it.effect("R3.11 the run deadline has passed from the instant it is reached, on the run's clock", () =>
     Effect.gen(function* () {

@@ -13,13 +13,14 @@
  */
 const usable = /^[A-Za-z0-9_.-]{1,64}$/
 
-/** The identities a run has given: each one, and the next free suffix of each base. */
-export interface Identities {
-  readonly used: Set<string>
-  readonly next: Map<string, number>
-}
+/**
+ * The identities a run has given, in one map: each model id given as it is (its value
+ * unused), and, under the key `<base>#` (never a usable id, so never one given as it is),
+ * the next free suffix of each base.
+ */
+export type Identities = Map<string, number>
 
-export const make = (): Identities => ({ used: new Set(), next: new Map() })
+export const make = (): Identities => new Map()
 
 /**
  * The identities a resumed run has given: the same assignments made again, in the log's
@@ -43,13 +44,12 @@ export const replay = (
  */
 export const assign = (identities: Identities, modelId: string): string => {
   const base = usable.test(modelId) ? modelId : "call"
-  if (base === modelId && !identities.used.has(base)) {
-    identities.used.add(base)
+  if (base === modelId && !identities.has(base)) {
+    identities.set(base, 0)
     return base
   }
-  const n = identities.next.get(base) ?? (base === modelId ? 2 : 1)
-  identities.next.set(base, n + 1)
-  const id = `${base}#${n}`
-  identities.used.add(id)
-  return id
+  const suffixes = `${base}#`
+  const n = identities.get(suffixes) ?? (base === modelId ? 2 : 1)
+  identities.set(suffixes, n + 1)
+  return `${base}#${n}`
 }

@@ -80,13 +80,10 @@ export const launch = <T extends Tool.Any, RV, O>(
     // Uninterruptible until the wait: an interruption between the fork and the wait would
     // leave the run's fiber behind, detached.
     return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(
-        Effect.forkDetach(Lifecycle.execute(ctx, resolved, done, resume), { startImmediately: true }),
-        (fiber) => {
-          watch?.(ctx, fiber, done)
-          return Effect.onInterrupt(restore(Deferred.await(done)), () => onInterrupt(ctx, fiber, done))
-        }
-      )
+      Effect.flatMap(Lifecycle.fork(ctx, resolved, done, resume), (fiber) => {
+        watch?.(ctx, fiber, done)
+        return Effect.onInterrupt(restore(Deferred.await(done)), () => onInterrupt(ctx, fiber, done))
+      })
     )
   })
 

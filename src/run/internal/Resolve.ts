@@ -40,6 +40,9 @@ const defaultStopGraceMillis = 5_000
 /** The default correction budget (R3.5). */
 const defaultCorrectionBudget = 3
 
+/** No limits given: shared by every run that gives none. */
+const noLimits: RunOptions.Limits = {}
+
 /** One model, named `"model"`, and no fallbacks: shared by every run that sets neither. */
 const defaultModels: Loop.Models = { name: "model", fallbacks: [] }
 
@@ -186,7 +189,7 @@ export const resolve = <T extends Tool.Any, RV, O = never>(
   options: RunOptions.Options<T, RV, O>
 ): Result.Result<Resolved<RV, Tool.Requirements<T>>, RunOptions.InvalidRunOptions> =>
   Result.flatMap(check(options), (checked) => {
-    const limits = checked.limits ?? {}
+    const limits = checked.limits ?? noLimits
     // Erased boundary: the Schema reads the tools and hooks of `options` as `unknown`; the
     // registry holds them, and they need `Tool.Requirements<T>` and `RV`.
     return Result.map(

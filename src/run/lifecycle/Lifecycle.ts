@@ -141,7 +141,7 @@ export const prepare = <T extends Tool.Any, RV, O>(
  */
 const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>) =>
   Effect.andThen(
-    Effect.sleep(Duration.millis(Math.max(0, ctx.deadlineAt - RunContext.now(ctx)))),
+    ctx.clock.sleep(Duration.millis(Math.max(0, ctx.deadlineAt - RunContext.now(ctx)))),
     Effect.sync(() => {
       RunContext.stopping(ctx, "deadline")
       run.interruptUnsafe()
@@ -229,5 +229,18 @@ export const execute = <RV, R>(
       // The result is in the journal before the caller gets it (R9).
       yield* Commit.final(ctx, result)
       yield* Deferred.succeed(done, result)
-    }).pipe(Deadline.run(ctx.deadlineAt))
+    })
   )
+
+/**
+ * Starts {@link execute} in a fiber of its own, detached, under the run's deadline: the
+ * fiber starts with the deadline in its context, so nothing of providing it stays on the
+ * run's stack.
+ */
+export const fork = <RV, R>(
+  ctx: RunContext.RunContext,
+  resolved: Checked<RV, R>,
+  done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
+  resume?: { readonly reason: "restart" | "manual" }
+): Effect.Effect<Fiber.Fiber<void>, never, R | RV | Model.Model> =>
+  Effect.forkDetach(execute(ctx, resolved, done, resume), { startImmediately: true }).pipe(Deadline.run(ctx.deadlineAt))

@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Result } from "effect"
+import { Context, Effect, Result } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
 import * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -73,10 +73,11 @@ const record = <R>(ctx: RunContext.RunContext, config: Config<R>, iteration: num
 }
 
 /**
- * The batch: `concurrency` calls at a time, results in call order. A rejected or expired
- * approval fails the batch (the rest of it is interrupted) and stops the run (R7).
+ * The batch: `concurrency` calls at a time, results in call order, then what the batch
+ * comes to (see {@link afterBatch}). A rejected or expired approval fails the batch (the
+ * rest of it is interrupted) and stops the run (R7).
  */
-const execute = <R>(
+const batch = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   prepared: ReadonlyArray<ToolExecutor.Prepared>,
@@ -96,16 +97,15 @@ const execute = <R>(
     const [first] = prepared
     const ran =
       prepared.length === 1 && first !== undefined
-        ? Effect.map(run(first, 0), (result) => ({ _tag: "Ran" as const, results: [result] }))
-        : Effect.map(Effect.forEach(prepared, run, { concurrency: config.concurrency }), (results) => ({
-            _tag: "Ran" as const,
-            results
-          }))
+        ? Effect.flatMap(run(first, 0), (result) => afterBatch(ctx, config, [result]))
+        : Effect.flatMap(Effect.forEach(prepared, run, { concurrency: config.concurrency }), (results) =>
+            afterBatch(ctx, config, results)
+          )
     // Only a call that needs approval can stop the batch.
     if (!config.approvals) return ran
     return Effect.catchIf(ran, ApprovalWait.isStop, (stop) =>
       // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
-      Effect.map(untaken(ctx, config), () => ({ _tag: "Stopped" as const, outcome: approvalStop(ctx, stop, from) }))
+      Effect.map(untaken(ctx, config), () => approvalStop(ctx, stop, from))
     )
   })
 
@@ -252,11 +252,9 @@ const finishBatch = <R>(
   permission: Permission.PermissionService
 ) =>
   // A resumed batch keeps the phase its log's waits add up to (R1.3).
-  Effect.suspend(() => RunContext.transition(ctx, RunLog.phaseOf(ctx.log, "tool_executing"))).pipe(
-    Effect.andThen(execute(ctx, config, open.prepared, permission, open.standings)),
-    Effect.flatMap((batch) =>
-      batch._tag === "Stopped" ? Effect.succeed(batch.outcome) : afterBatch(ctx, config, batch.results)
-    )
+  Effect.andThen(
+    Effect.suspend(() => RunContext.transition(ctx, RunLog.phaseOf(ctx.log, "tool_executing"))),
+    batch(ctx, config, open.prepared, permission, open.standings)
   )
 
 /** A resumed run's last iteration, finished from where its log stopped. */
@@ -270,6 +268,25 @@ const finishIteration = <R>(
     ? responded(ctx, config, open.response, open.prepared, permission)
     : finishBatch(ctx, config, open, permission)
 
+/** One turn of the loop: the checks before the model call, then the iteration inside its step deadline. */
+const turn = <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  chain: Chain,
+  permission: Permission.PermissionService
+) =>
+  Effect.suspend(() => {
+    const fenced = fencedOff(ctx)
+    if (fenced !== undefined) return Effect.succeed(fenced)
+    return Effect.andThen(RunContext.transition(ctx, "model_thinking"), () =>
+      RunContext.deadlinePassed(ctx)
+        ? Effect.succeed(decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call"))
+        : Deadline.step(iteration(ctx, config, chain, permission), config.registry.time.stepMillis)
+    )
+  })
+
+type Turn<R> = ReturnType<typeof turn<R>>
+
 /**
  * Runs the loop until it stops. `R` is what the tools need; the model comes from the
  * context (`Model.Model`), the permission policy too (`Permission.Permission`).
@@ -278,35 +295,27 @@ const finishIteration = <R>(
  * iteration first, if its log stopped inside one (after the response, or in its batch),
  * then the loop as ever; a model request without its response is simply asked again (R9).
  *
+ * Each turn hands over to the next by returning it (`flatMap`), as the stages of an
+ * iteration do, so nothing of the loop waits on the stack while a turn runs.
+ *
  * @category combinators
  * @since 0.1.0
  */
-export const run = Effect.fnUntraced(function* <R>(ctx: RunContext.RunContext, config: Config<R>, resumed = false) {
-  const model = yield* Model.Model
-  const permission = yield* Permission.Permission
-  const chain: Chain = [{ name: config.models.name, model }, ...config.models.fallbacks]
-  const open = resumed ? unfinished(ctx, config) : undefined
-  if (open !== undefined) {
-    const outcome: Outcome | undefined = yield* Deadline.step(
-      finishIteration(ctx, config, open, permission),
-      stepLeft(ctx, config.registry.time.stepMillis)
+export const run = <R>(ctx: RunContext.RunContext, config: Config<R>, resumed = false) =>
+  Effect.contextWith((context: Context.Context<Model.Model>) => {
+    const model = Context.get(context, Model.Model)
+    const permission = Context.get(context, Permission.Permission)
+    const chain: Chain = [{ name: config.models.name, model }, ...config.models.fallbacks]
+    // The end of an iteration: the rest of its events reach the journal together; then the next turn.
+    const next = (
+      outcome: Outcome | undefined
+    ): Effect.Effect<Outcome, Effect.Error<Turn<R>>, Effect.Services<Turn<R>>> =>
+      outcome !== undefined ? Effect.succeed(outcome) : Effect.andThen(Commit.barrier(ctx), turns)
+    const turns = () => Effect.flatMap(turn(ctx, config, chain, permission), next)
+    const open = resumed ? unfinished(ctx, config) : undefined
+    if (open === undefined) return turns()
+    return Effect.flatMap(
+      Deadline.step(finishIteration(ctx, config, open, permission), stepLeft(ctx, config.registry.time.stepMillis)),
+      next
     )
-    if (outcome !== undefined) return outcome
-    yield* Commit.barrier(ctx)
-  }
-  while (true) {
-    const fenced = fencedOff(ctx)
-    if (fenced !== undefined) return fenced
-    yield* RunContext.transition(ctx, "model_thinking")
-    if (RunContext.deadlinePassed(ctx)) {
-      return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call")
-    }
-    const outcome: Outcome | undefined = yield* Deadline.step(
-      iteration(ctx, config, chain, permission),
-      config.registry.time.stepMillis
-    )
-    if (outcome !== undefined) return outcome
-    // The end of an iteration: the rest of its events reach the journal together.
-    yield* Commit.barrier(ctx)
-  }
-})
+  })

@@ -116,10 +116,10 @@ export const awaitDecision = Effect.fnUntraced(function* (
       Effect.ignore(RunContext.release(ctx, "tool_executing"))
     )
   const answer: Answer = yield* asked.pipe(
-    Deadline.within(own),
-    Effect.catchIf(Deadline.isTimeout, ({ layer, afterMillis }) =>
-      Effect.succeed({ _tag: "Expired", layer, millis: afterMillis } as const)
-    ),
+    Deadline.withinOrElse({
+      ...own,
+      orElse: ({ layer, afterMillis }) => Effect.succeed({ _tag: "Expired", layer, millis: afterMillis } as const)
+    }),
     Effect.onInterrupt(() => withdraw("withdrawn while waiting for approval; it never ran")),
     Effect.tapDefect(() => withdraw("the approval gate failed; the call never ran"))
   )

@@ -86,10 +86,11 @@ const attempt = (
       () => current.model.generate(request)
     ).pipe(
       Effect.flatMap(ModelResponse.valid),
-      Deadline.within(own),
-      Effect.catchIf(Deadline.isTimeout, ({ layer, afterMillis }) =>
-        Effect.fail(FailureBoundary.timeout({ source: "provider", layer, afterMillis }))
-      )
+      Deadline.withinOrElse({
+        ...own,
+        orElse: ({ layer, afterMillis }) =>
+          Effect.fail(FailureBoundary.timeout({ source: "provider", layer, afterMillis }))
+      })
     )
     // The breaker sees one outcome per attempt, the timeout inside it.
     const guarded = ctx.breakers === undefined ? generated : ctx.breakers.guard("provider", current.name, generated)

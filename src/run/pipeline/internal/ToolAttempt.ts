@@ -83,19 +83,20 @@ const start = <R>(
   const once = Effect.suspend(() => callHandler(c)).pipe(
     Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
-    Deadline.within(own),
-    Effect.catchIf(Deadline.isTimeout, ({ layer, afterMillis }) =>
-      Effect.fail(
-        FailureBoundary.actionTimeout({
-          source: "tool",
-          layer,
-          afterMillis,
-          what: tool.name,
-          mayHaveSideEffects: mayHaveEffects(tool),
-          idempotent: tool.metadata.idempotent
-        })
-      )
-    )
+    Deadline.withinOrElse({
+      ...own,
+      orElse: ({ layer, afterMillis }) =>
+        Effect.fail(
+          FailureBoundary.actionTimeout({
+            source: "tool",
+            layer,
+            afterMillis,
+            what: tool.name,
+            mayHaveSideEffects: mayHaveEffects(tool),
+            idempotent: tool.metadata.idempotent
+          })
+        )
+    })
   )
   const guarded = ctx.breakers === undefined ? once : ctx.breakers.guard("tool", tool.name, once)
   // The intent record (R9.2): a call that could act twice runs only once the journal knows it began.

@@ -92,8 +92,10 @@ export const waitOf = <A, E, R>(
   self: Effect.Effect<A, E, R>
 ): Effect.Effect<{ readonly value: A } | { readonly timedOut: string }, E, R> =>
   Effect.map(self, (value): { readonly value: A } | { readonly timedOut: string } => ({ value })).pipe(
-    Deadline.within({ layer: "tool", millis: ownTimeout(c.tool) }),
-    Effect.catchIf(Deadline.isTimeout, ({ layer, afterMillis }) =>
-      Effect.succeed({ timedOut: `the ${layer} ${layer === "step" ? "deadline" : "timeout"} of ${afterMillis} ms` })
-    )
+    Deadline.withinOrElse({
+      layer: "tool",
+      millis: ownTimeout(c.tool),
+      orElse: ({ layer, afterMillis }) =>
+        Effect.succeed({ timedOut: `the ${layer} ${layer === "step" ? "deadline" : "timeout"} of ${afterMillis} ms` })
+    })
   )
