@@ -135,6 +135,36 @@ export const contract = (backend: Backend) =>
       )
     )
 
+    // Live: a pool's connections are waited for on the real clock.
+    it.live(
+      "R9 a read racing the commit that ends the run sees it unfinished or ended, never half of each (one snapshot)",
+      () =>
+        withJournal((journal) =>
+          Effect.gen(function* () {
+            const result: Schema.Json = { status: "completed" }
+            // Each round, readers read while the run's last commit lands; every read is whole.
+            for (let round = 0; round < 20; round++) {
+              const runId = `race${round}`
+              yield* journal.create({ runId, header: { round }, state: "created" })
+              yield* journal.append(runId, { expectedSeq: 0, events: history(runId, 3), state: "planning" })
+              const ends = journal.append(runId, {
+                expectedSeq: 3,
+                events: [changed(runId, 3)],
+                state: "completed",
+                result
+              })
+              const reads = Effect.all(
+                Array.from({ length: 8 }, () => Effect.repeat(journal.read(runId), { times: 4 })),
+                { concurrency: "unbounded" }
+              )
+              yield* Effect.all([reads, ends], { concurrency: "unbounded", discard: true })
+              assert.deepStrictEqual((yield* readBack(journal, runId)).result, Option.some(result))
+            }
+          })
+        ),
+      30_000
+    )
+
     it.effect("R9 a duplicate run id is a Conflict and leaves the first run as it was", () =>
       withJournal((journal) =>
         Effect.gen(function* () {

@@ -256,16 +256,37 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
         classified
       )
     },
+    // One statement, so one snapshot: the commit that ends a run writes its row and the run
+    // row's result together, and two statements could see the one without the other. The
+    // header comes once, with the first row.
     readRun: (runId) =>
-      Effect.gen(function* () {
-        const found = yield* sql`SELECT * FROM ${runs} WHERE run_id = ${runId}`
-        const row = found[0]
-        if (row === undefined) return Option.none()
-        // Each commit row is whole; the run row's result marks a run whose last commit is in.
-        const rows = yield* sql`SELECT seq, event_count, state, at, body, result FROM ${commits}
-          WHERE run_id = ${runId} ORDER BY seq`
-        return Option.some({ run: toRunRow(row), commits: rows.map(toCommitRow) })
-      }).pipe(Effect.mapError(classify("read"))),
+      sql`SELECT r.run_id, r.version, r.state, r.next_seq, r.result, r.created_at, r.updated_at,
+          CASE WHEN c.seq IS NULL OR c.seq = (SELECT MIN(f.seq) FROM ${commits} f WHERE f.run_id = r.run_id)
+            THEN r.header END AS header,
+          c.seq AS c_seq, c.event_count AS c_event_count, c.state AS c_state, c.at AS c_at, c.body AS c_body,
+          c.result AS c_result
+        FROM ${runs} r LEFT JOIN ${commits} c ON c.run_id = r.run_id
+        WHERE r.run_id = ${runId} ORDER BY c.seq`.pipe(
+        Effect.map((rows) => {
+          const first = rows[0]
+          if (first === undefined) return Option.none()
+          const committed = first.c_seq === null || first.c_seq === undefined ? [] : rows
+          return Option.some({
+            run: toRunRow(first),
+            commits: committed.map((row) =>
+              toCommitRow({
+                seq: row.c_seq,
+                event_count: row.c_event_count,
+                state: row.c_state,
+                at: row.c_at,
+                body: row.c_body,
+                result: row.c_result
+              })
+            )
+          })
+        }),
+        Effect.mapError(classify("read"))
+      ),
     unfinished: sql`SELECT run_id FROM ${runs} WHERE result IS NULL ORDER BY created_at, run_id`.pipe(
       Effect.map((rows) => rows.map((row) => String(row.run_id))),
       Effect.mapError(classify("unfinished"))

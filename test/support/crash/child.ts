@@ -19,69 +19,26 @@
  * the same with a tool without a status query, `approve-…` pays one invoice and then
  * makes a transfer that needs a person's approval. The model takes `modelMillis` to answer.
  */
-import * as fs from "node:fs"
-import { Deferred, Effect, Layer, Option, Schema } from "effect"
+import { Deferred, Effect, Layer, Option, type Schema } from "effect"
 import * as Journal from "../../../src/journal/Journal.ts"
 import * as Run from "../../../src/run/Run.ts"
 import type * as RunResult from "../../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../../src/tools/Approval.ts"
-import * as Tool from "../../../src/tools/Tool.ts"
 import { type Config, journalLayer } from "./config.ts"
 import * as Ledger from "./ledger.ts"
+import { marker, payment } from "./payment.ts"
 
 const config: Config = JSON.parse(process.argv[2] ?? "{}")
-const blocker = new Int32Array(new SharedArrayBuffer(4))
-
-/** Prints a marker (synchronously: stdout is a pipe) and, at the `hold` marker, stops the process. */
-const mark = (...words: ReadonlyArray<string>): void => {
-  const line = words.join(" ")
-  fs.writeSync(1, `${line}\n`)
-  if (line === config.hold) {
-    Atomics.wait(blocker, 0, 0, 60_000)
-    process.exit(3) // never killed: the parent gave up
-  }
-}
+const mark = marker(config.hold)
 
 const ledger = Ledger.open(config.ledger)
 
-const Invoice = Schema.Struct({ invoice: Schema.String, amount: Schema.Number })
-const Receipt = Schema.Struct({ receipt: Schema.Number })
-
-/** A payment that is not idempotent: the service books it every time it is sent. */
-const payment = (name: string, options: { readonly reconcile: boolean; readonly needsApproval?: boolean }) =>
-  Tool.make({
-    name,
-    description: "Pays an invoice",
-    input: Invoice,
-    output: Receipt,
-    sideEffect: "external",
-    idempotent: false,
-    needsApproval: options.needsApproval ?? false,
-    handler: (_input, { runId, callId, idempotencyKey }) =>
-      Effect.gen(function* () {
-        mark("paying", runId, callId)
-        yield* Effect.sleep(config.payMillis ?? 5)
-        const booked = ledger.pay({ key: idempotencyKey, runId, callId, tool: name })
-        mark("paid", runId, callId)
-        yield* Effect.sleep(config.payMillis ?? 5)
-        return { receipt: booked.n }
-      }),
-    ...(options.reconcile
-      ? {
-          reconcile: (_input: typeof Invoice.Type, { idempotencyKey }: Tool.CallContext) =>
-            Effect.sync((): Tool.Reconciliation<typeof Receipt.Type> => {
-              const booked = ledger.find(idempotencyKey)
-              return booked === undefined ? { _tag: "NotApplied" } : { _tag: "Applied", output: { receipt: booked.n } }
-            })
-        }
-      : {})
-  })
-
+const millis = { payMillis: config.payMillis ?? 5, answerMillis: config.payMillis ?? 5 }
 const tools = [
-  payment("pay", { reconcile: true }),
-  payment("pay_blind", { reconcile: false }),
-  payment("transfer", { reconcile: true, needsApproval: true })
+  payment("pay", { ledger, mark, reconcile: true, ...millis }),
+  payment("pay_blind", { ledger, mark, reconcile: false, ...millis }),
+  payment("transfer", { ledger, mark, reconcile: true, needsApproval: true, ...millis })
 ]
 
 /** The model: each run's id is its plan. */

@@ -11,7 +11,6 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Esbuild from "esbuild"
-import type { Config } from "./config.ts"
 
 const root = path.join(import.meta.dirname, "..", "..", "..")
 const node = path.join(root, "node_modules", ".bin", "node")
@@ -25,11 +24,11 @@ process.on("exit", () => {
 /** A fresh temporary directory (the caller removes it). */
 export const tempDir = (): string => fs.mkdtempSync(path.join(os.tmpdir(), "durable-crash-"))
 
-/** Bundles the child into `dir`; gives the bundle's path. */
-export const bundle = async (dir: string): Promise<string> => {
-  const outfile = path.join(dir, "child.mjs")
+/** Bundles the child (by default `child.ts`; any script of the same kind) into `dir`; gives the bundle's path. */
+export const bundle = async (dir: string, entry = path.join(import.meta.dirname, "child.ts")): Promise<string> => {
+  const outfile = path.join(dir, `${path.basename(entry, ".ts")}.mjs`)
   await Esbuild.build({
-    entryPoints: [path.join(import.meta.dirname, "child.ts")],
+    entryPoints: [entry],
     bundle: true,
     platform: "node",
     format: "esm",
@@ -41,7 +40,7 @@ export const bundle = async (dir: string): Promise<string> => {
   return outfile
 }
 
-export interface Child {
+export interface Child<R = Result> {
   readonly pid: number
   /** The marker lines so far. */
   readonly lines: ReadonlyArray<string>
@@ -53,8 +52,8 @@ export interface Child {
   readonly kill: () => Promise<void>
   /** Waits (60 s at most) for the child to end by itself, and fails unless it exited 0. */
   readonly succeeded: () => Promise<void>
-  /** The run results it printed. */
-  readonly results: () => ReadonlyArray<Result>
+  /** The run results it printed (`result <json>` lines). */
+  readonly results: () => ReadonlyArray<R>
 }
 
 /** What the child prints of a run's result. */
@@ -78,7 +77,7 @@ const timeout = <A>(promise: Promise<A>, what: string): Promise<A> => {
 }
 
 /** Starts the child `script` (the bundle) with `config`; its compiled code is cached beside it. */
-export const start = (script: string, config: Config): Child => {
+export const start = <R = Result>(script: string, config: object): Child<R> => {
   const child = spawn(node, ["--disable-warning=ExperimentalWarning", script, JSON.stringify(config)], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, NODE_COMPILE_CACHE: path.join(path.dirname(script), "compile-cache") }
