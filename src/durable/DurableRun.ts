@@ -43,7 +43,18 @@
 import type * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import { Context, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Stream } from "effect"
 import type { ConfigError } from "effect/Config"
-import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig, SingleRunner } from "effect/cluster"
+import {
+  ClusterWorkflowEngine,
+  EntityAddress,
+  EntityId,
+  EntityType,
+  MessageStorage,
+  RunnerAddress,
+  type Runners,
+  Sharding,
+  type ShardingConfig,
+  SingleRunner
+} from "effect/cluster"
 import { Digest } from "effect/crypto"
 import type { SqlClient } from "effect/sql"
 import { DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
@@ -214,22 +225,62 @@ const storeError = (runId: string) => (e: JournalError.JournalError) =>
 
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 
+/** What the operations run on: the journal, the engine, and the engine's storage. */
+interface Services {
+  readonly journal: Journal.Service
+  readonly engine: WorkflowEngine.WorkflowEngine["Service"]
+  readonly sharding: Sharding.Sharding["Service"]
+  readonly storage: MessageStorage.MessageStorage["Service"]
+}
+
+/** The services of {@link Services}, from the context. */
+const services = Effect.all({
+  journal: Effect.service(Journal.Journal),
+  engine: Effect.service(WorkflowEngine.WorkflowEngine),
+  sharding: Effect.service(Sharding.Sharding),
+  storage: Effect.service(MessageStorage.MessageStorage)
+})
+
+/** The services every layer of runs needs: the engine with its storage, and the journal. */
+export type Requires =
+  | WorkflowEngine.WorkflowEngine
+  | Journal.Journal
+  | Sharding.Sharding
+  | MessageStorage.MessageStorage
+
 const makeService = (
-  journal: Journal.Service,
-  engine: WorkflowEngine.WorkflowEngine["Service"],
+  { journal, engine, sharding, storage }: Services,
   validate: (options: StartOptions) => Effect.Effect<void, RunOptions.InvalidRunOptions>
 ): Service => {
   const provide = <A, E>(effect: Effect.Effect<A, E, WorkflowEngine.WorkflowEngine>) =>
     Effect.provideService(effect, WorkflowEngine.WorkflowEngine, engine)
   const gate = JournalApprovals.make(journal)
 
-  /** The run as its journal holds it; a run not committed yet is looked for among the workflows. */
+  /**
+   * Whether the run was started: its workflow's `run` request is in the engine's storage
+   * (it is there from `start` on, before any runner took it up).
+   */
+  const started = (runId: string) =>
+    Effect.flatMap(executionOf(runId), (executionId) => {
+      const entityId = EntityId.make(executionId)
+      const address = EntityAddress.make({
+        entityType: EntityType.make(`Workflow/${RunWorkflow._tag}`),
+        entityId,
+        shardId: sharding.getShardId(entityId, "default")
+      })
+      return Effect.mapBothEager(storage.requestIdForPrimaryKey({ address, tag: "run", id: "" }), {
+        onSuccess: Option.isSome,
+        onFailure: (e) => new DurableRunError({ runId, reason: "unavailable", detail: e.message })
+      })
+    })
+
+  /** The run as its journal holds it; `undefined` for a run started that has committed nothing yet. */
   const stored = (runId: string) =>
     Effect.flatMap(Effect.mapError(journal.read(runId), storeError(runId)), (found) =>
       Option.isSome(found)
         ? Effect.succeed(found.value)
-        : Effect.flatMap(provide(Effect.flatMap(executionOf(runId), (id) => RunWorkflow.poll(id))), (polled) =>
-            Option.isSome(polled)
+        : Effect.flatMap(started(runId), (exists) =>
+            exists
               ? Effect.succeed(undefined)
               : Effect.fail(new DurableRunError({ runId, reason: "not_found", detail: "no run of this id" }))
           )
@@ -352,16 +403,11 @@ const makeService = (
  * @category layers
  * @since 0.5.0
  */
-export const layerClient: Layer.Layer<DurableRuns, never, WorkflowEngine.WorkflowEngine | Journal.Journal> =
-  Layer.effect(
-    DurableRuns,
-    Effect.gen(function* () {
-      const journal = yield* Journal.Journal
-      const engine = yield* WorkflowEngine.WorkflowEngine
-      // The data of a start is checked here as a runner would; its tools are the runner's.
-      return makeService(journal, engine, checkedAgainst({ tools: [] }))
-    })
-  )
+export const layerClient: Layer.Layer<DurableRuns, never, Requires> = Layer.effect(
+  DurableRuns,
+  // The data of a start is checked here as a runner would; its tools are the runner's.
+  Effect.map(services, (all) => makeService(all, checkedAgainst({ tools: [] })))
+)
 
 /**
  * At a runner's start, the unfinished runs whose workflow suspended on a failure (a runner
@@ -399,14 +445,10 @@ const wakeSuspended = Effect.gen(function* () {
 export const layer = <T extends Tool.Any, RV = never, O = never>(
   definitions: Definitions<T, RV, O>,
   settings: Settings = {}
-): Layer.Layer<DurableRuns, never, WorkflowEngine.WorkflowEngine | Journal.Journal | RunOptions.Requirements<T, RV>> =>
+): Layer.Layer<DurableRuns, never, Requires | RunOptions.Requirements<T, RV>> =>
   Layer.effect(
     DurableRuns,
-    Effect.gen(function* () {
-      const journal = yield* Journal.Journal
-      const engine = yield* WorkflowEngine.WorkflowEngine
-      return makeService(journal, engine, checkedAgainst(definitions))
-    })
+    Effect.map(services, (all) => makeService(all, checkedAgainst(definitions)))
   ).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
@@ -440,10 +482,10 @@ export interface EmbeddedOptions extends Omit<Journal.SqliteOptions, "tablePrefi
  */
 export const layerEmbedded = (
   options: EmbeddedOptions
-): Layer.Layer<WorkflowEngine.WorkflowEngine | Journal.Journal, JournalError.JournalError | ConfigError> => {
+): Layer.Layer<Requires | Runners.Runners, JournalError.JournalError | ConfigError> => {
   const { shardingConfig, ...file } = options
   return ClusterWorkflowEngine.layer.pipe(
-    Layer.provide(
+    Layer.provideMerge(
       SingleRunner.layer({
         shardingConfig: { entityMessagePollInterval: Duration.seconds(1), ...shardingConfig },
         runnerStorage: "sql"
@@ -486,10 +528,7 @@ export interface ClusterOptions<E> {
  */
 export const layerCluster = <E>(
   options: ClusterOptions<E>
-): Layer.Layer<
-  WorkflowEngine.WorkflowEngine | Journal.Journal,
-  E | JournalError.JournalError | ConfigError | Error
-> => {
+): Layer.Layer<Requires | Runners.Runners, E | JournalError.JournalError | ConfigError | Error> => {
   const address = options.runnerAddress
   const shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]> = {
     ...(address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }),
@@ -507,7 +546,7 @@ export const layerCluster = <E>(
     )
   )
   return ClusterWorkflowEngine.layer.pipe(
-    Layer.provide(sharding),
+    Layer.provideMerge(sharding),
     Layer.provideMerge(Journal.layerSql(options.journal)),
     Layer.provide(options.sql)
   )

@@ -218,6 +218,30 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
   )
 })
 
+describe("DurableRun: a run started but not committed yet (R9)", () => {
+  it.live(
+    "R9 a run whose model has not answered yet is known: poll says not finished, a cancel reaches it",
+    () =>
+      Effect.gen(function* () {
+        const slow = ScriptedModel.layerFunction(() =>
+          Effect.as(Effect.sleep("2 seconds"), ScriptedModel.finalAnswer("late"))
+        )
+        const { pay } = payments()
+        return yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          const runId = yield* runs.start({ goal: "think", runId: "g1" })
+          yield* Effect.sleep(300)
+          assert.isTrue(Option.isNone(yield* runs.poll(runId)))
+          assert.deepStrictEqual(yield* runs.events(runId), [])
+          yield* runs.cancel(runId)
+          const result = yield* runs.result(runId)
+          assert.strictEqual(result.status, "cancelled", result.detail)
+        }).pipe(Effect.provide(runtime([pay], slow)))
+      }),
+    30_000
+  )
+})
+
 describe("DurableRun: rolling upgrades (R9)", () => {
   it.live(
     "R9 a runner that cannot go on with a run (its tool changed) leaves it waiting, not failed; a runner with the code finishes it",
