@@ -40,7 +40,6 @@
  * @since 0.5.0
  */
 
-import type * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import { Context, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Stream } from "effect"
 import type { ConfigError } from "effect/Config"
 import {
@@ -515,6 +514,26 @@ export interface ClusterOptions<E> {
   readonly shardingConfig?: Partial<ShardingConfig.ShardingConfig["Service"]> | undefined
   /** The journal's tables. */
   readonly journal?: Journal.SqlOptions | undefined
+  /**
+   * The socket transport: `NodeClusterSocket` of `@effect/platform-node`. Default: that
+   * module, imported when this layer is built; a bundled application passes it
+   * (`import { NodeClusterSocket } from "@effect/platform-node"`), so that its bundler sees it.
+   */
+  readonly socket?: ClusterSocket | undefined
+}
+
+/**
+ * What {@link layerCluster} uses of `NodeClusterSocket`: its layer of runners over sockets.
+ *
+ * @category models
+ * @since 0.5.0
+ */
+export interface ClusterSocket {
+  readonly layer: (options: {
+    readonly storage: "sql"
+    readonly clientOnly: boolean
+    readonly shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]>
+  }) => Layer.Layer<Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage, Error, SqlClient.SqlClient>
 }
 
 /**
@@ -534,15 +553,20 @@ export const layerCluster = <E>(
     ...(address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }),
     ...options.shardingConfig
   }
+  const socket: Effect.Effect<ClusterSocket, Error> =
+    options.socket !== undefined
+      ? Effect.succeed(options.socket)
+      : Effect.tryPromise({
+          // Not a literal, so that bundlers leave the optional peer dependency to this layer's users.
+          try: (): Promise<ClusterSocket> => import(nodeClusterSocket),
+          catch: (cause) =>
+            new Error(
+              `DurableRun.layerCluster needs @effect/platform-node (npm install @effect/platform-node): ${cause}`
+            )
+        })
   const sharding = Layer.unwrap(
-    Effect.map(
-      // Not a literal, so that bundlers leave the optional peer dependency to this layer's users.
-      Effect.tryPromise({
-        try: (): Promise<typeof NodeClusterSocket> => import(nodeClusterSocket),
-        catch: (cause) =>
-          new Error(`DurableRun.layerCluster needs @effect/platform-node (npm install @effect/platform-node): ${cause}`)
-      }),
-      (socket) => socket.layer({ storage: "sql", clientOnly: options.clientOnly === true, shardingConfig })
+    Effect.map(socket, (transport) =>
+      transport.layer({ storage: "sql", clientOnly: options.clientOnly === true, shardingConfig })
     )
   )
   return ClusterWorkflowEngine.layer.pipe(

@@ -5,9 +5,10 @@
  * others once its shard locks expire, and go on from their journals there.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, assert, it } from "vitest"
+import { DurableRun } from "../../src/durable/index.ts"
 import { assertPaid, type Runner, resultOf, setUp } from "../support/durable/world.ts"
 import { postgres, required, unusedPort } from "../support/postgres.ts"
 
@@ -145,6 +146,30 @@ if (found._tag === "Server") {
         `statuses ${JSON.stringify(results.map((r) => r.status))}; runs per runner ${JSON.stringify(runners.map((r) => [...runsOf(r.lines)]))}`
     )
   }, 120_000)
+
+  it("R9.4 layerCluster loads NodeClusterSocket by itself when the transport is not given (a client-only process)", async () => {
+    const pg = await freshDatabase(url)
+    const failed = await Effect.runPromise(
+      Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        return yield* Effect.flip(runs.poll("never-started"))
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(
+          DurableRun.layerClient.pipe(
+            Layer.provideMerge(
+              DurableRun.layerCluster({
+                sql: PgClient.layer({ url: Redacted.make(pg) }),
+                clientOnly: true,
+                shardingConfig: { shardsPerGroup: shardingConfig.shardsPerGroup }
+              })
+            )
+          )
+        )
+      )
+    )
+    assert.strictEqual(failed._tag === "DurableRunError" ? failed.reason : failed._tag, "not_found")
+  }, 60_000)
 } else if (required) {
   it("R9.4 PostgreSQL is there for the cluster's tests", () => {
     throw new Error(`no PostgreSQL: ${found.why} (set PG_URL, install postgresql, or opt out with SKIP_PG=1)`)

@@ -18,6 +18,7 @@
  * `hold` (a marker line) stops the whole process right after that marker (see
  * ../crash/payment.ts), so that nothing more happens before the parent's `kill -9` lands.
  */
+import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Redacted, References } from "effect"
 import type { ShardingConfig } from "effect/cluster"
@@ -76,7 +77,9 @@ const layerOf = (mode: Config["mode"]) => {
           DurableRun.layerCluster({
             sql: PgClient.layer({ url: Redacted.make(mode.pg) }),
             runnerAddress: { host: "127.0.0.1", port: mode.port },
-            shardingConfig
+            shardingConfig,
+            // Bundled (see harness.ts): the transport is passed, so the bundle holds it.
+            socket: NodeClusterSocket
           })
         ),
         Layer.provide(model)
@@ -87,7 +90,8 @@ const layerOf = (mode: Config["mode"]) => {
           DurableRun.layerCluster({
             sql: PgClient.layer({ url: Redacted.make(mode.pg) }),
             clientOnly: true,
-            shardingConfig
+            shardingConfig,
+            socket: NodeClusterSocket
           })
         )
       )
