@@ -13,12 +13,12 @@
  * number of measured rounds of the step benchmark.
  *
  * The parts live beside this file: `steps.ts` (1-3), `memory.ts` (4), `slope.ts` (5),
- * with `internal/settings.ts` (options and targets) and `internal/report.ts` (printing).
+ * with `internal/settings.ts` (options and targets) and `../report.ts` (printing, shared).
  */
 import { NodeServices } from "@effect/platform-node"
 import { Effect } from "effect"
+import { kb, makeErrors, table, us, verdict } from "../report.ts"
 import { median, quantile } from "../stats.ts"
-import { kb, makeErrors, table, us, verdict } from "./internal/report.ts"
 import {
   KS,
   only,

@@ -8,7 +8,7 @@ import type * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { settledHeap } from "../heap.ts"
-import type { Errors } from "./internal/report.ts"
+import type { Errors } from "../report.ts"
 import { SUSPENDED } from "./internal/settings.ts"
 
 export interface MemoryFigures {

@@ -9,8 +9,8 @@ import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import type { Errors } from "../report.ts"
 import { median } from "../stats.ts"
-import type { Errors } from "./internal/report.ts"
 import { KS, ROUNDS, SLICE_MS, WARMUP_MS } from "./internal/settings.ts"
 
 const noop = Tool.make({

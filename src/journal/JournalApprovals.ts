@@ -44,6 +44,11 @@ export interface Options {
    * ends; by default every such wait withdraws its call.
    */
   readonly keepOnInterrupt?: (() => boolean) | undefined
+  /**
+   * Run once the call is on the table, before its wait begins: for a host that parks the
+   * run while the call waits (the call must be on the table before the run lets go).
+   */
+  readonly onPutUp?: ((request: Approval.Request) => Effect.Effect<void>) | undefined
 }
 
 const sideEffects: ReadonlyArray<string> = ["none", "read", "write", "external"]
@@ -100,15 +105,18 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         Effect.catch(broken("put the call up for approval"))
       )
 
+  // A store out of reach is read again at the next poll.
+  const decisionOf = (runId: string, callId: string) =>
+    journal
+      .decision(runId, callId)
+      .pipe(Effect.catch((e) => (e.isRetryable ? Effect.succeed(Option.none()) : broken("read the decision")(e))))
+
   const polled = (runId: string, callId: string) =>
     Effect.gen(function* () {
       while (true) {
-        // A store out of reach is read again at the next poll.
-        const found = yield* journal
-          .decision(runId, callId)
-          .pipe(Effect.catch((e) => (e.isRetryable ? Effect.succeed(Option.none()) : broken("read the decision")(e))))
-        if (Option.isSome(found)) return toDecision(found.value)
         yield* Effect.sleep(pollMillis)
+        const found = yield* decisionOf(runId, callId)
+        if (Option.isSome(found)) return toDecision(found.value)
       }
     })
 
@@ -119,7 +127,13 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         const here = Deferred.makeUnsafe<Approval.Decision>()
         waiting.set(key, here)
         yield* putUp(request)
-        return yield* Effect.raceFirst(Deferred.await(here), polled(request.runId, request.callId)).pipe(
+        return yield* Effect.gen(function* () {
+          // Decided already (a run going on after its call was decided): no wait.
+          const found = yield* decisionOf(request.runId, request.callId)
+          if (Option.isSome(found)) return toDecision(found.value)
+          if (options.onPutUp !== undefined) yield* options.onPutUp(request)
+          return yield* Effect.raceFirst(Deferred.await(here), polled(request.runId, request.callId))
+        }).pipe(
           Effect.onInterrupt(() =>
             options.keepOnInterrupt?.() === true
               ? Effect.void

@@ -114,29 +114,28 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     const inner = JournalApprovals.make(journal, {
       pollInterval: settings.pollInterval,
       // A suspended run's calls stay on the table: it waits for them again when it goes on.
-      keepOnInterrupt: () => run?.ctx.suspended !== undefined
+      keepOnInterrupt: () => run?.ctx.suspended !== undefined,
+      // A call may park the run only once it is on the table: a park before the store has
+      // answered (PostgreSQL answers later) would interrupt the insert and leave the run
+      // parked on a call nobody sees.
+      onPutUp: (request) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.sync(() => {
+            if (request.expiresAt - now <= parkAfterMillis) return
+            waiting.set(request.callId, request)
+            parkIfIdle()
+          })
+        )
     })
-    const park = (request: Approval.Request) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        request.expiresAt - now <= parkAfterMillis
-          ? Effect.never
-          : Effect.andThen(
-              Effect.sync(() => {
-                waiting.set(request.callId, request)
-                parkIfIdle()
-              }),
-              Effect.never
-            )
-      ).pipe(
+    const gate: Approval.Gate = {
+      ...inner,
+      request: (request) =>
         Effect.ensuring(
+          inner.request(request),
           Effect.sync(() => {
             waiting.delete(request.callId)
           })
         )
-      )
-    const gate: Approval.Gate = {
-      ...inner,
-      request: (request) => Effect.raceFirst(inner.request(request), park(request))
     }
     const watch = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>) => {
       run = { ctx, fiber }

@@ -40,6 +40,16 @@ const logOf = (runId: string) =>
 
 const tags = (events: ReadonlyArray<Event.Event>) => events.map((e) => e._tag)
 
+/** The memory journal whose approvals table answers a request after a delay, as a database over a socket does. */
+const slowApprovals = Layer.effect(
+  Journal.Journal,
+  Effect.map(Journal.Journal, (journal) => ({
+    ...journal,
+    requestApproval: (request: Journal.ApprovalRequest) =>
+      Effect.andThen(Effect.sleep(5), journal.requestApproval(request))
+  }))
+).pipe(Layer.provide(Journal.layerMemory))
+
 const decide = (runId: string, callId: string, decision: Approval.Decision) =>
   Effect.flatMap(Journal.Journal, (journal) => JournalApprovals.make(journal).decide(runId, callId, decision))
 
@@ -198,5 +208,23 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       assert.include(log, "tool.succeeded")
       assert.deepStrictEqual(paid, [])
     }).pipe(Effect.provide(Layer.mergeAll(Journal.layerMemory)))
+  )
+
+  it.live("R7 on a store that answers later (PostgreSQL), the run parks only once its call is on the table", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const parked = yield* RunHost.drive("r7", { goal: "pay 4", tools: [pay] })
+      assert.strictEqual(parked._tag, "Parked")
+      const journal = yield* Journal.Journal
+      // Before the fix the park interrupted the insert: parked on a call nobody could see or approve.
+      assert.deepStrictEqual(
+        (yield* journal.pendingApprovals({ runId: "r7" })).map((r) => r.callId),
+        ["c1"]
+      )
+      yield* decide("r7", "c1", Approval.approved("ops"))
+      const finished = yield* RunHost.drive("r7", { goal: "pay 4", tools: [pay] })
+      assert.strictEqual(finished._tag === "Finished" ? finished.result.status : finished._tag, "completed")
+      assert.deepStrictEqual(paid, [4])
+    }).pipe(Effect.provide([slowApprovals, oneCall("pay", { amount: 4 })]))
   )
 })

@@ -1,4 +1,4 @@
-/** How the loop benchmark prints: units, verdicts, aligned tables, and the errors it met. */
+/** How the benchmarks print: units, verdicts, aligned tables, and the errors they met. */
 
 export const us = (ms: number): string => `${(ms * 1000).toFixed(2)} µs`
 export const kb = (bytes: number): string => `${(bytes / 1024).toFixed(2)} KB`
