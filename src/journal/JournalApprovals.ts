@@ -6,7 +6,8 @@
  * - `request` puts the call on the table (again after a restart: a call still pending, or
  *   decided meanwhile, is found as it is) and waits for its decision: at once when it is
  *   decided through this gate in this process, else by reading the table every
- *   `pollInterval` on the run's `Clock`. A wait that ends without a decision (expiry,
+ *   `pollInterval` on the run's `Clock` (a tenth of the call's time to decide when that
+ *   is shorter, 50 ms at least). A wait that ends without a decision (expiry,
  *   cancel, the run deadline) withdraws the call from the table.
  * - `decide` writes the decision (a call not pending is `NotPending`) and wakes a run of
  *   this process that waits on it.
@@ -36,7 +37,10 @@ import type * as JournalError from "./JournalError.ts"
  * @since 0.4.0
  */
 export interface Options {
-  /** How often a waiting run reads the table for a decision made by another process. Default 1 second. */
+  /**
+   * How often a waiting run reads the table for a decision made by another process.
+   * Default 1 second; a tenth of the call's time to decide when that is shorter (50 ms at least).
+   */
   readonly pollInterval?: Duration.Input | undefined
   /**
    * Whether a wait that ends without a decision leaves the call on the table: for a run that
@@ -53,7 +57,13 @@ export interface Options {
 
 const sideEffects: ReadonlyArray<string> = ["none", "read", "write", "external"]
 
-const toRequest = (row: Journal.ApprovalRequest): Approval.Request => ({
+/**
+ * A row of the approvals table as the request a person decides.
+ *
+ * @category constructors
+ * @since 0.5.0
+ */
+export const requestOf = (row: Journal.ApprovalRequest): Approval.Request => ({
   runId: row.runId,
   callId: row.callId,
   tool: row.tool,
@@ -70,6 +80,35 @@ const toRequest = (row: Journal.ApprovalRequest): Approval.Request => ({
 
 const toDecision = (row: Journal.ApprovalDecision): Approval.Decision =>
   row.decision === "approve" ? Approval.approved(row.by) : Approval.rejected(row.reason ?? "rejected", row.by)
+
+/**
+ * Records `decision` on the call `callId` of the run `runId` in `journal`, at the time of
+ * the `Clock`: the first decision wins; a call not pending (decided already, withdrawn,
+ * never asked) is `NotPending`; a store that refuses is its `JournalError`.
+ *
+ * @category combinators
+ * @since 0.5.0
+ */
+export const record = (
+  journal: Journal.Service,
+  runId: string,
+  callId: string,
+  decision: Approval.Decision
+): Effect.Effect<void, Approval.NotPending | JournalError.JournalError> =>
+  Effect.flatMap(Clock.currentTimeMillis, (at) =>
+    journal
+      .decide({
+        runId,
+        callId,
+        decision: decision._tag === "Approved" ? "approve" : "reject",
+        ...(decision._tag === "Rejected" ? { reason: decision.reason } : {}),
+        ...(decision.by === undefined ? {} : { by: decision.by }),
+        at
+      })
+      .pipe(
+        Effect.catchReason("JournalError", "NotPending", () => Effect.fail(new Approval.NotPending({ runId, callId })))
+      )
+  )
 
 const broken = (what: string) => (e: JournalError.JournalError) =>
   Effect.die(new Error(`the journal's approval gate could not ${what}: ${e.message}`))
@@ -111,10 +150,14 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
       .decision(runId, callId)
       .pipe(Effect.catch((e) => (e.isRetryable ? Effect.succeed(Option.none()) : broken("read the decision")(e))))
 
-  const polled = (runId: string, callId: string) =>
+  // A short approval is read more often: a tenth of its time to decide, 50 ms at least, so
+  // that a decision made elsewhere within it is found before it expires.
+  const polled = (request: Approval.Request) =>
     Effect.gen(function* () {
+      const { runId, callId } = request
+      const every = Math.min(pollMillis, Math.max(50, (request.expiresAt - request.requestedAt) / 10))
       while (true) {
-        yield* Effect.sleep(pollMillis)
+        yield* Effect.sleep(every)
         const found = yield* decisionOf(runId, callId)
         if (Option.isSome(found)) return toDecision(found.value)
       }
@@ -132,7 +175,7 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
           const found = yield* decisionOf(request.runId, request.callId)
           if (Option.isSome(found)) return toDecision(found.value)
           if (options.onPutUp !== undefined) yield* options.onPutUp(request)
-          return yield* Effect.raceFirst(Deferred.await(here), polled(request.runId, request.callId))
+          return yield* Effect.raceFirst(Deferred.await(here), polled(request))
         }).pipe(
           Effect.onInterrupt(() =>
             options.keepOnInterrupt?.() === true
@@ -151,27 +194,14 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
       ),
     decide: (runId, callId, decision) =>
       Effect.gen(function* () {
-        const at = yield* Clock.currentTimeMillis
-        yield* journal
-          .decide({
-            runId,
-            callId,
-            decision: decision._tag === "Approved" ? "approve" : "reject",
-            ...(decision._tag === "Rejected" ? { reason: decision.reason } : {}),
-            ...(decision.by === undefined ? {} : { by: decision.by }),
-            at
-          })
-          .pipe(
-            Effect.catchReason("JournalError", "NotPending", () =>
-              Effect.fail(new Approval.NotPending({ runId, callId }))
-            ),
-            Effect.catchTag("JournalError", broken("record the decision"))
-          )
+        yield* record(journal, runId, callId, decision).pipe(
+          Effect.catchTag("JournalError", broken("record the decision"))
+        )
         const here = waiting.get(keyOf(runId, callId))
         if (here !== undefined) yield* Deferred.succeed(here, decision)
       }),
     pending: journal.pendingApprovals().pipe(
-      Effect.map((rows) => rows.map(toRequest)),
+      Effect.map((rows) => rows.map(requestOf)),
       Effect.catch(broken("list the pending calls"))
     )
   }

@@ -119,7 +119,10 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
       const merged = Launch.resumedOptions(runId, options, loaded)
       if (Result.isFailure(merged)) return Effect.fail(merged.failure)
       return typed<O, Requirements<T, RV>>(
-        Launch.launch(merged.success, Launch.cancel, loaded, loaded.started === undefined ? undefined : { reason })
+        Launch.launch(merged.success, Launch.cancel, {
+          restored: loaded,
+          resume: loaded.started === undefined ? undefined : { reason }
+        })
       )
     })
   )

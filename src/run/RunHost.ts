@@ -140,24 +140,21 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     const watch = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>) => {
       run = { ctx, fiber }
       ctx.onCommitted = parkIfIdle
-      if (settings.cancel === true) {
-        RunContext.stopping(ctx, "cancel")
-        fiber.interruptUnsafe()
-      }
       // The run went as far as it could before it was watched: a call may wait already.
       parkIfIdle()
     }
+    const cancelled = settings.cancel === true
     const taken = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Launch.Done) =>
       Launch.suspend(ctx, fiber, done, "taken")
 
     let going: Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>>
     if (loaded === undefined) {
-      going = Launch.launch({ ...options, runId }, taken, undefined, undefined, watch)
+      going = Launch.launch({ ...options, runId }, taken, { cancelled, watch })
     } else {
       const merged = Launch.resumedOptions(runId, options, loaded)
       if (Result.isFailure(merged)) return yield* Effect.fail(merged.failure)
       const resume = loaded.started === undefined ? undefined : ({ reason: "restart" } as const)
-      going = Launch.launch(merged.success, taken, loaded, resume, watch)
+      going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch })
     }
     const ended = yield* Effect.result(Effect.provideService(going, Approval.ApprovalGate, gate))
     if (Result.isFailure(ended)) {

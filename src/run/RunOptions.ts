@@ -58,7 +58,7 @@ export interface Options<T extends Tool.Any = Tool.Any, RV = never, O = never> {
    * budget is spent, validation refutes it (`validation_failed`).
    */
   readonly output?: Schema.Codec<O, unknown> | undefined
-  /** Default: a random UUID. */
+  /** Default: a random UUID. Any other is 1 to 256 characters, none of them a control character (see {@link RunId}). */
   readonly runId?: string | undefined
   /**
    * The name of the `Model` service the run uses: the key of its circuit breaker and
@@ -142,6 +142,22 @@ export interface Recovery {
    */
   readonly fallbackModels?: ReadonlyArray<Model.Fallback> | undefined
 }
+
+/**
+ * What a run id may be: 1 to 256 characters, none of them a control character (a NUL, a
+ * line break): every store keeps it as text, and logs and URLs carry it.
+ *
+ * @category schemas
+ * @since 0.5.0
+ */
+export const RunId = Schema.String.check(
+  Schema.makeFilter(
+    (id) =>
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is refused.
+      (id.length >= 1 && id.length <= 256 && !/[\u0000-\u001f\u007f-\u009f]/.test(id)) ||
+      "Expected 1 to 256 characters, none of them a control character"
+  )
+)
 
 /**
  * Run options that cannot work: `path` names the field (`["limits", "maxIterations"]`,

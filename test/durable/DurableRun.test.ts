@@ -10,6 +10,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Option, Schema, Stream } from "effect"
 import { DurableRun } from "../../src/durable/index.ts"
 import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalError from "../../src/journal/JournalError.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 
@@ -293,5 +294,161 @@ describe("DurableRun: rolling upgrades (R9)", () => {
         assert.deepStrictEqual(paid, [`u1:${callId}`])
       }),
     60_000
+  )
+})
+
+describe("DurableRun: hostile input and edges (R5, R7, R12)", () => {
+  it.live(
+    "R5.2 a cancel while a non-idempotent handler runs ends the run cancelled, the call's outcome said unknown",
+    () =>
+      Effect.gen(function* () {
+        const entered = yield* Deferred.make<void>()
+        const send = Tool.make({
+          name: "send",
+          description: "Sends a wire transfer; never answers.",
+          input: Schema.Struct({}),
+          output: Schema.Struct({}),
+          sideEffect: "external",
+          handler: () => Effect.andThen(Deferred.succeed(entered, undefined), Effect.never)
+        })
+        const model = ScriptedModel.layerFunction((request) =>
+          request.iteration === 1 ? ScriptedModel.toolCall("send", {}, "s1") : ScriptedModel.finalAnswer("sent")
+        )
+        return yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          const runId = yield* runs.start({ goal: "send", runId: "h1" })
+          yield* Deferred.await(entered)
+          yield* runs.cancel(runId)
+          const result = yield* runs.result(runId)
+          assert.strictEqual(result.status, "cancelled", result.detail)
+          assert.strictEqual(result.stopReason, "cancelled")
+          const tags = tagsOf(result.timeline)
+          assert.strictEqual(tags.filter((t) => t === "run.finished").length, 1)
+          assert.include(tags, "run.stopping")
+          // The transfer may have gone out: it is pending, to reconcile, not said undone.
+          assert.deepStrictEqual(
+            result.pendingActions.map((a) => a.callId),
+            ["s1"]
+          )
+        }).pipe(Effect.provide(runtime([send], model)))
+      }),
+    30_000
+  )
+
+  it.live(
+    "R7 an approval that expires in under a second can still be approved from the runs' service",
+    () => {
+      const { paid, pay } = payments()
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay", runId: "i1", time: { approval: "900 millis" } })
+        const callId = yield* waitingCall(runs, runId)
+        yield* runs.approve(runId, callId, { by: "ops" })
+        const result = yield* runs.result(runId)
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.deepStrictEqual(paid, [`i1:${callId}`])
+      }).pipe(Effect.provide(runtime([pay])))
+    },
+    30_000
+  )
+
+  it.live(
+    "R12 a run id that no store can hold (a NUL, a control character) is refused at start; nothing is started",
+    () => {
+      const { pay } = payments()
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        for (const runId of ["a\u0000b", "line\nbreak", "x".repeat(300)]) {
+          const refused = yield* Effect.flip(runs.start({ goal: "pay", runId }))
+          assert.strictEqual(refused._tag, "InvalidRunOptions")
+          assert.include(refused.message, "runId")
+        }
+        assert.deepStrictEqual(yield* runs.pending(), [])
+        const unknown = yield* Effect.flip(runs.poll("a\u0000b"))
+        assert.strictEqual(unknown._tag === "DurableRunError" ? unknown.reason : unknown._tag, "not_found")
+      }).pipe(Effect.provide(runtime([pay])))
+    },
+    30_000
+  )
+
+  it.live(
+    "R12 a decision the store cannot take now is a typed `unavailable`, not a defect; the call stays pending",
+    () => {
+      const { pay } = payments()
+      const unreachable = Effect.fail(
+        JournalError.make(new JournalError.Unavailable({ operation: "decide", detail: "unreachable (by the test)" }))
+      )
+      const base = runtime([pay])
+      // A client whose journal cannot write decisions, on the same engine and file.
+      const client = DurableRun.layerClient.pipe(
+        Layer.provide(
+          Layer.merge(
+            base,
+            Layer.effect(
+              Journal.Journal,
+              Effect.map(Effect.service(Journal.Journal), (journal) => ({ ...journal, decide: () => unreachable }))
+            ).pipe(Layer.provide(base))
+          )
+        )
+      )
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay", runId: "j1" })
+        const callId = yield* waitingCall(runs, runId)
+        const failed = yield* Effect.flip(runs.approve(runId, callId))
+        assert.strictEqual(failed._tag, "DurableRunError")
+        assert.strictEqual(failed._tag === "DurableRunError" ? failed.reason : "", "unavailable")
+        const rejected = yield* Effect.flip(runs.reject(runId, callId, "no"))
+        assert.strictEqual(rejected._tag === "DurableRunError" ? rejected.reason : rejected._tag, "unavailable")
+        assert.deepStrictEqual(
+          (yield* runs.pending(runId)).map((r) => r.callId),
+          [callId]
+        )
+      }).pipe(Effect.provide(client))
+    },
+    30_000
+  )
+
+  it.live(
+    "R9 a store out of reach when a run is woken is waited for: the run goes on once it answers, it is not left suspended",
+    () => {
+      const { paid, pay } = payments()
+      // The runner's journal: `failReads` reads fail as a store out of reach would.
+      let failReads = 0
+      const flaky = Layer.effect(
+        Journal.Journal,
+        Effect.map(Effect.service(Journal.Journal), (journal) => ({
+          ...journal,
+          read: (runId: string) =>
+            Effect.suspend(() => {
+              if (failReads === 0) return journal.read(runId)
+              failReads--
+              return Effect.fail(
+                JournalError.make(
+                  new JournalError.Unavailable({ operation: "read", detail: "unreachable (by the test)" })
+                )
+              )
+            })
+        }))
+      )
+      const engine = DurableRun.layerEmbedded({ filename: fileOf() })
+      const layer = DurableRun.layer({ tools: [pay] }).pipe(
+        Layer.provide(flaky),
+        Layer.provideMerge(engine),
+        Layer.provide(payOnce)
+      )
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay", runId: "k1" })
+        const callId = yield* waitingCall(runs, runId)
+        failReads = 3
+        yield* runs.approve(runId, callId, { by: "ops" })
+        while (failReads > 0) yield* Effect.sleep(50)
+        const result = yield* runs.result(runId)
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.deepStrictEqual(paid, [`k1:${callId}`])
+      }).pipe(Effect.provide(layer))
+    },
+    30_000
   )
 })

@@ -184,7 +184,13 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     "the run id",
     { goal: "x", tools: [], runId: "" },
     ["runId"],
-    'Expected a value with a length of at least 1, got ""'
+    'Expected 1 to 256 characters, none of them a control character, got ""'
+  ],
+  [
+    "a run id with a NUL (no store keeps it)",
+    { goal: "x", tools: [], runId: "a\u0000b" },
+    ["runId"],
+    'Expected 1 to 256 characters, none of them a control character, got "a\\u0000b"'
   ],
   [
     "the model name",

@@ -5,7 +5,7 @@
  * it again. Replays are cheap and safe: the journal, not the engine, holds what the run
  * did, and driving a run again goes on from its last commit. Private to `durable/`.
  */
-import { Clock, Effect, Option, Schema } from "effect"
+import { Clock, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
 import * as RunHost from "../../run/RunHost.ts"
 import type * as RunOptions from "../../run/RunOptions.ts"
@@ -53,26 +53,33 @@ export const body = <T extends Tool.Any, RV, O>(
     // deferred once that deferred completes, and the body then starts over and finds it.
     instance.awaitedDeferreds.set(Names.cancel.name, (instance.awaitedDeferreds.get(Names.cancel.name) ?? 0) + 1)
     const options = optionsOf(definitions, payload)
-    // The parks of this execution: one seen twice was a wake that changed nothing (a clock of
-    // another machine ahead of this one's): the run then waits in the process instead.
+    // A store out of reach is waited for; a journal this runner cannot go on with fails the
+    // body, which suspends the workflow (`SuspendOnFailure`) for a runner that can.
+    const drive = (cancel: boolean, parkAfter: Duration.Input) =>
+      Effect.retry(RunHost.drive(payload.runId, options, { cancel, pollInterval: settings.pollInterval, parkAfter }), {
+        while: (e) => e.reason === "unavailable",
+        schedule: Schedule.min([Schedule.exponential("200 millis", 2), Schedule.spaced("30 seconds")])
+      })
+    const parkAfter = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
+    // The parks of this execution. One seen twice was a wake that changed nothing: a
+    // durable clock that fired by the storage's time while this machine's clock says the
+    // approval has not expired yet. The next drive then waits in the process for the calls
+    // that expire by then (deciding them still works), and parks again on later ones.
     const seen = new Set<string>()
-    let parkAfter = settings.parkAfter
+    let waitHereFor = parkAfter
     while (true) {
       const cancel = Option.isSome(yield* engine.deferredResult(Names.cancel))
-      const outcome = yield* RunHost.drive(payload.runId, options, {
-        cancel,
-        pollInterval: settings.pollInterval,
-        parkAfter
-      })
+      const outcome = yield* drive(cancel, waitHereFor)
+      waitHereFor = parkAfter
       if (outcome._tag === "Finished") return outcome.result.status
       const name = Names.parked(outcome.approvals)
+      const first = outcome.approvals.reduce((a, b) => (b.expiresAt < a.expiresAt ? b : a))
+      const now = yield* Clock.currentTimeMillis
       if (seen.has(name)) {
-        parkAfter = Number.POSITIVE_INFINITY
+        waitHereFor = Math.max(parkAfter, first.expiresAt - now + 1)
         continue
       }
       seen.add(name)
-      const now = yield* Clock.currentTimeMillis
-      const first = outcome.approvals.reduce((a, b) => (b.expiresAt < a.expiresAt ? b : a))
       yield* DurableDeferred.raceAll({
         name,
         success: Schema.Void,

@@ -54,19 +54,28 @@ export const suspend = (
     return Deferred.await(done)
   })
 
+/** Where a launched run sets off from, and who watches it. */
+export interface From {
+  /** The run's log as its journal holds it, to go on from; absent for a fresh run. */
+  readonly restored?: Restored | undefined
+  /** Why a restored run goes on (absent: it had not started, and starts now). */
+  readonly resume?: Resume | undefined
+  /** A cancel its host has for it already: recorded before the run does anything. */
+  readonly cancelled?: boolean | undefined
+  /** Sees the run once it is going (a host arms its own stops there). */
+  readonly watch?: ((ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done) => void) | undefined
+}
+
 /**
- * A run, fresh or resumed from its journal's log (`restored`), set going in a fiber of its
- * own, so that its deadline and cancellation can interrupt everything it started and still
- * produce a result. `watch` sees the run once it is going (a host arms its own stops there);
- * an interruption of the caller is handed to `onInterrupt`, and the caller then waits for
- * the run to stop.
+ * A run, fresh or resumed from its journal's log, set going in a fiber of its own, so that
+ * its deadline and cancellation can interrupt everything it started and still produce a
+ * result. An interruption of the caller is handed to `onInterrupt`, and the caller then
+ * waits for the run to stop.
  */
 export const launch = <T extends Tool.Any, RV, O>(
   options: Options<T, RV, O>,
   onInterrupt: (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done) => Ended,
-  restored?: Restored,
-  resume?: Resume,
-  watch?: (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done) => void
+  from: From = {}
 ): Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>> =>
   Effect.withFiber((caller) => {
     const { ctx, resolved } = Lifecycle.prepare(
@@ -74,16 +83,19 @@ export const launch = <T extends Tool.Any, RV, O>(
       caller.getRef(Clock.Clock),
       caller.getRef(Breakers.Breakers),
       Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal)),
-      restored
+      from.restored
     )
     const done: Done = Deferred.makeUnsafe()
     // Uninterruptible until the wait: an interruption between the fork and the wait would
     // leave the run's fiber behind, detached.
     return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(Lifecycle.fork(ctx, resolved, done, resume), (fiber) => {
-        watch?.(ctx, fiber, done)
-        return Effect.onInterrupt(restore(Deferred.await(done)), () => onInterrupt(ctx, fiber, done))
-      })
+      Effect.flatMap(
+        Lifecycle.fork(ctx, resolved, done, { resume: from.resume, cancelled: from.cancelled }),
+        (fiber) => {
+          from.watch?.(ctx, fiber, done)
+          return Effect.onInterrupt(restore(Deferred.await(done)), () => onInterrupt(ctx, fiber, done))
+        }
+      )
     )
   })
 

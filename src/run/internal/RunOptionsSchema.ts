@@ -23,6 +23,7 @@ import * as Termination from "../../termination/Termination.ts"
 import * as Tool from "../../tools/Tool.ts"
 import type * as ToolCodec from "../../tools/ToolCodec.ts"
 import type * as Validation from "../../validation/Validation.ts"
+import { RunId } from "../RunOptions.ts"
 
 /** A value of type `T`, checked by `is` alone: functions, schemas and services of the user. */
 const opaque = <T>(is: (u: unknown) => boolean, expected: string) =>
@@ -339,7 +340,7 @@ export const RunOptions = Schema.Struct({
   concurrency: Schema.optional(Count(1)),
   validation: Schema.optional(ValidationSpec),
   output: Schema.optional(AnySchema),
-  runId: Schema.optional(Schema.NonEmptyString),
+  runId: Schema.optional(RunId),
   modelName: Schema.optional(ModelName)
 }).check(
   Schema.makeFilter((options) => {

@@ -45,6 +45,8 @@ const lifecycle = <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) =
   Effect.flatMap(RunContext.transition(ctx, "initializing"), () => {
     if (Result.isFailure(checked)) return Effect.succeed(invalid(ctx, checked.failure))
     const resolved = checked.success
+    // Cancelled before it began (a host's cancel that came first): it ends so at once.
+    if (ctx.log.stopping !== undefined) return interrupted(ctx, resolved.validation)
     return Effect.flatMap(RunContext.transition(ctx, "planning"), () => {
       const plan = resolved.validation.plan ?? []
       if (plan.length > 0) {
@@ -150,6 +152,15 @@ const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>
 
 const noTools: ReadonlyMap<string, Tool.Any<unknown>> = new Map()
 
+/**
+ * How a run sets off: fresh, or going on from its journal's log (`resume`: a process
+ * restart, a caller's `resume`); `cancelled` when its host has a cancel for it already.
+ */
+export interface Start {
+  readonly resume?: { readonly reason: "restart" | "manual" } | undefined
+  readonly cancelled?: boolean | undefined
+}
+
 /** How a run its host took away ends: with its suspension instead of a result. */
 const ended = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspended> | undefined =>
   ctx.suspended === undefined ? undefined : Exit.fail(ctx.suspended)
@@ -170,7 +181,7 @@ export const execute = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
   done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
-  resume?: { readonly reason: "restart" | "manual" }
+  start: Start = {}
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
@@ -195,6 +206,7 @@ export const execute = <RV, R>(
         if (!Deferred.isDoneUnsafe(done))
           Deferred.doneUnsafe(done, ended(ctx) ?? Exit.succeed(rescue(ctx, exit, tools)))
       })
+      const resume = start.resume
       if (resume === undefined) started(ctx, valid, (yield* Permission.Permission) === Permission.allowAll)
       else {
         // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
@@ -207,6 +219,8 @@ export const execute = <RV, R>(
         })
         for (const d of doubts) if (!d.recorded) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
       }
+      // A cancel that came before the run went on: recorded before it does anything.
+      if (start.cancelled === true) RunContext.stopping(ctx, "cancel")
       // Invalid options end the run at once: no deadline to watch.
       const timer =
         valid === undefined ? undefined : yield* Effect.forkDetach(deadline(ctx, self), { startImmediately: true })
@@ -241,6 +255,6 @@ export const fork = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
   done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
-  resume?: { readonly reason: "restart" | "manual" }
+  start?: Start
 ): Effect.Effect<Fiber.Fiber<void>, never, R | RV | Model.Model> =>
-  Effect.forkDetach(execute(ctx, resolved, done, resume), { startImmediately: true }).pipe(Deadline.run(ctx.deadlineAt))
+  Effect.forkDetach(execute(ctx, resolved, done, start), { startImmediately: true }).pipe(Deadline.run(ctx.deadlineAt))

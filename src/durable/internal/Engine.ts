@@ -1,0 +1,147 @@
+/**
+ * Where the engine of durable runs lives: one runner over one SQLite file
+ * ({@link layerEmbedded}), or runner processes over sockets on PostgreSQL
+ * ({@link layerCluster}). `DurableRun` re-exports them. Private to `durable/`.
+ */
+import { Duration, Effect, Layer, Option } from "effect"
+import type { ConfigError } from "effect/Config"
+import {
+  ClusterWorkflowEngine,
+  type MessageStorage,
+  RunnerAddress,
+  type Runners,
+  type Sharding,
+  type ShardingConfig,
+  SingleRunner
+} from "effect/cluster"
+import { Digest } from "effect/crypto"
+import type { SqlClient } from "effect/sql"
+import type { WorkflowEngine } from "effect/workflow"
+import * as Journal from "../../journal/Journal.ts"
+import type * as JournalError from "../../journal/JournalError.ts"
+
+/** The services every layer of runs needs: the engine with its storage, and the journal. */
+export type Requires =
+  | WorkflowEngine.WorkflowEngine
+  | Journal.Journal
+  | Sharding.Sharding
+  | MessageStorage.MessageStorage
+
+/**
+ * Options of {@link layerEmbedded}.
+ *
+ * @category models
+ * @since 0.5.0
+ */
+export interface EmbeddedOptions extends Omit<Journal.SqliteOptions, "tablePrefix"> {
+  /**
+   * The engine's settings. Default here: messages read from the file every second (durable
+   * timers fire on that read, so an expiry is at most that late).
+   */
+  readonly shardingConfig?: Partial<ShardingConfig.ShardingConfig["Service"]> | undefined
+}
+
+/**
+ * The engine on one runner over one SQLite file, with the journal in the same file: zero
+ * set-up durable runs for one process. A process started again on the file takes its runs
+ * back and resumes every unfinished one by itself.
+ *
+ * @category layers
+ * @since 0.5.0
+ */
+export const layerEmbedded = (
+  options: EmbeddedOptions
+): Layer.Layer<Requires | Runners.Runners, JournalError.JournalError | ConfigError> => {
+  const { shardingConfig, ...file } = options
+  return ClusterWorkflowEngine.layer.pipe(
+    Layer.provideMerge(
+      SingleRunner.layer({
+        shardingConfig: { entityMessagePollInterval: Duration.seconds(1), ...shardingConfig },
+        runnerStorage: "sql"
+      })
+    ),
+    Layer.provide(Digest.layerWebCrypto),
+    Layer.provideMerge(Journal.layerSqliteWithClient(file))
+  )
+}
+
+const nodeClusterSocket: string = "@effect/platform-node/NodeClusterSocket"
+
+/**
+ * Options of {@link layerCluster}.
+ *
+ * @category models
+ * @since 0.5.0
+ */
+export interface ClusterOptions<E> {
+  /** The shared database of the runners (PostgreSQL: `PgClient.layer` of `@effect/sql-pg`). */
+  readonly sql: Layer.Layer<SqlClient.SqlClient, E>
+  /** Where this runner listens and other runners reach it. Omitted with `clientOnly`. */
+  readonly runnerAddress?: { readonly host: string; readonly port: number } | undefined
+  /** A process that starts, approves and cancels runs without hosting any (an API server). */
+  readonly clientOnly?: boolean | undefined
+  /** The engine's settings (`shardLockExpiration` bounds how soon a dead runner's runs move). */
+  readonly shardingConfig?: Partial<ShardingConfig.ShardingConfig["Service"]> | undefined
+  /** The journal's tables. */
+  readonly journal?: Journal.SqlOptions | undefined
+  /**
+   * The socket transport: `NodeClusterSocket` of `@effect/platform-node`. Default: that
+   * module, imported when this layer is built; a bundled application passes it
+   * (`import { NodeClusterSocket } from "@effect/platform-node"`), so that its bundler sees it.
+   */
+  readonly socket?: ClusterSocket | undefined
+}
+
+/**
+ * What {@link layerCluster} uses of `NodeClusterSocket`: its layer of runners over sockets.
+ *
+ * @category models
+ * @since 0.5.0
+ */
+export interface ClusterSocket {
+  readonly layer: (options: {
+    readonly storage: "sql"
+    readonly clientOnly: boolean
+    readonly shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]>
+  }) => Layer.Layer<Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage, Error, SqlClient.SqlClient>
+}
+
+/**
+ * Runner processes over sockets (`NodeClusterSocket` of `@effect/platform-node`, loaded
+ * when this layer is built), their messages, shard locks and the journal on one database.
+ * Each runner has its own address; a dead runner's runs move to the others once its
+ * shard locks expire.
+ *
+ * @category layers
+ * @since 0.5.0
+ */
+export const layerCluster = <E>(
+  options: ClusterOptions<E>
+): Layer.Layer<Requires | Runners.Runners, E | JournalError.JournalError | ConfigError | Error> => {
+  const address = options.runnerAddress
+  const shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]> = {
+    ...(address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }),
+    ...options.shardingConfig
+  }
+  const socket: Effect.Effect<ClusterSocket, Error> =
+    options.socket !== undefined
+      ? Effect.succeed(options.socket)
+      : Effect.tryPromise({
+          // Not a literal, so that bundlers leave the optional peer dependency to this layer's users.
+          try: (): Promise<ClusterSocket> => import(nodeClusterSocket),
+          catch: (cause) =>
+            new Error(
+              `DurableRun.layerCluster needs @effect/platform-node (npm install @effect/platform-node): ${cause}`
+            )
+        })
+  const sharding = Layer.unwrap(
+    Effect.map(socket, (transport) =>
+      transport.layer({ storage: "sql", clientOnly: options.clientOnly === true, shardingConfig })
+    )
+  )
+  return ClusterWorkflowEngine.layer.pipe(
+    Layer.provideMerge(sharding),
+    Layer.provideMerge(Journal.layerSql(options.journal)),
+    Layer.provide(options.sql)
+  )
+}

@@ -1,0 +1,191 @@
+/**
+ * The operations of `DurableRuns` over the journal and the workflow engine. Private to
+ * `durable/`.
+ */
+import { Duration, Effect, Exit, Option, Schedule, Schema, Stream } from "effect"
+import { EntityAddress, EntityId, EntityType, MessageStorage, Sharding } from "effect/cluster"
+import { DurableDeferred, WorkflowEngine } from "effect/workflow"
+import * as Journal from "../../journal/Journal.ts"
+import * as JournalApprovals from "../../journal/JournalApprovals.ts"
+import type * as JournalError from "../../journal/JournalError.ts"
+import * as RunOptions from "../../run/RunOptions.ts"
+import * as RunResult from "../../run/RunResult.ts"
+import * as Approval from "../../tools/Approval.ts"
+import { DurableRunError, type Service, type StartOptions } from "../DurableRuns.ts"
+import * as Names from "./Names.ts"
+import { executionOf, payloadOf, RunWorkflow, suspendedOnFailure } from "./Workflow.ts"
+
+const storeError = (runId: string) => (e: JournalError.JournalError) =>
+  new DurableRunError({ runId, reason: e.isRetryable ? "unavailable" : "corrupt", detail: e.message })
+
+const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
+
+const isId = Schema.is(RunOptions.RunId)
+
+/** An id no run can have (see `RunOptions.RunId`) is no run's: refused before any store is asked. */
+const known = (runId: string) =>
+  isId(runId)
+    ? Effect.void
+    : Effect.fail(
+        new DurableRunError({
+          runId,
+          reason: "not_found",
+          detail: "no run can have this id (1 to 256 characters, none of them a control character)"
+        })
+      )
+
+/** What the operations run on: the journal, the engine, and the engine's storage. */
+export interface Services {
+  readonly journal: Journal.Service
+  readonly engine: WorkflowEngine.WorkflowEngine["Service"]
+  readonly sharding: Sharding.Sharding["Service"]
+  readonly storage: MessageStorage.MessageStorage["Service"]
+}
+
+/** The services of {@link Services}, from the context. */
+export const services = Effect.all({
+  journal: Effect.service(Journal.Journal),
+  engine: Effect.service(WorkflowEngine.WorkflowEngine),
+  sharding: Effect.service(Sharding.Sharding),
+  storage: Effect.service(MessageStorage.MessageStorage)
+})
+
+export const make = (
+  { journal, engine, sharding, storage }: Services,
+  validate: (options: StartOptions) => Effect.Effect<void, RunOptions.InvalidRunOptions>
+): Service => {
+  const provide = <A, E>(effect: Effect.Effect<A, E, WorkflowEngine.WorkflowEngine>) =>
+    Effect.provideService(effect, WorkflowEngine.WorkflowEngine, engine)
+
+  /**
+   * Whether the run was started: its workflow's `run` request is in the engine's storage
+   * (it is there from `start` on, before any runner took it up).
+   */
+  const started = (runId: string) =>
+    Effect.flatMap(executionOf(runId), (executionId) => {
+      const entityId = EntityId.make(executionId)
+      const address = EntityAddress.make({
+        entityType: EntityType.make(`Workflow/${RunWorkflow._tag}`),
+        entityId,
+        shardId: sharding.getShardId(entityId, "default")
+      })
+      return Effect.mapBothEager(storage.requestIdForPrimaryKey({ address, tag: "run", id: "" }), {
+        onSuccess: Option.isSome,
+        onFailure: (e) => new DurableRunError({ runId, reason: "unavailable", detail: e.message })
+      })
+    })
+
+  /** The run as its journal holds it; `undefined` for a run started that has committed nothing yet. */
+  const stored = (runId: string) =>
+    Effect.flatMap(Effect.andThen(known(runId), Effect.mapError(journal.read(runId), storeError(runId))), (found) =>
+      Option.isSome(found)
+        ? Effect.succeed(found.value)
+        : Effect.flatMap(started(runId), (exists) =>
+            exists
+              ? Effect.succeed(undefined)
+              : Effect.fail(new DurableRunError({ runId, reason: "not_found", detail: "no run of this id" }))
+          )
+    )
+
+  const poll = (runId: string) =>
+    Effect.flatMap(stored(runId), (run) => {
+      if (run === undefined || Option.isNone(run.result)) return Effect.succeed(Option.none<RunResult.RunResult>())
+      const decoded = decodeResult(run.result.value)
+      if (Exit.isFailure(decoded)) {
+        return Effect.fail(
+          new DurableRunError({ runId, reason: "corrupt", detail: "the stored result does not decode" })
+        )
+      }
+      const result = decoded.value
+      return Effect.succeed(Option.some(result.timeline.length === 0 ? { ...result, timeline: run.events } : result))
+    })
+
+  /**
+   * Completes the run's `deferred` (a decision, the cancel), which wakes the run on its
+   * owner. A run suspended on a failure (a runner that could not go on with it) is not
+   * woken by that, the engine keeps such runs for an explicit resume: it is resumed, so
+   * that a runner that can go on with it now finds the decision or the cancel.
+   */
+  const complete = (runId: string, deferred: typeof Names.cancel) =>
+    provide(
+      Effect.gen(function* () {
+        const executionId = yield* executionOf(runId)
+        yield* DurableDeferred.done(deferred, {
+          token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: RunWorkflow, executionId }),
+          exit: Exit.void
+        })
+        if (yield* suspendedOnFailure(executionId)) yield* RunWorkflow.resume(executionId)
+      })
+    )
+
+  /** Wakes the run on the call `callId`, whose decision is on the table. */
+  const wake = (runId: string, callId: string) => complete(runId, Names.approval(callId))
+
+  const decide = (runId: string, callId: string, decision: Approval.Decision) =>
+    Effect.gen(function* () {
+      yield* known(runId)
+      if (!isId(callId)) return yield* Effect.fail(new Approval.NotPending({ runId, callId }))
+      // Decided on the table first (the first decision wins), then the run is woken: a wake
+      // that finds no decision would only park the run again.
+      const decided = yield* Effect.result(
+        Effect.mapError(JournalApprovals.record(journal, runId, callId, decision), (e) =>
+          e._tag === "JournalError" ? storeError(runId)(e) : e
+        )
+      )
+      if (decided._tag === "Success") return yield* wake(runId, callId)
+      if (decided.failure._tag === "DurableRunError") return yield* Effect.fail(decided.failure)
+      // Not pending: decided already (a retry whose wake may have been lost is woken again), or never asked.
+      const earlier = yield* Effect.mapError(journal.decision(runId, callId), storeError(runId))
+      if (Option.isSome(earlier)) yield* wake(runId, callId)
+      return yield* Effect.fail(decided.failure)
+    })
+
+  return {
+    start: (options) =>
+      Effect.gen(function* () {
+        yield* validate(options)
+        const runId = options.runId ?? crypto.randomUUID()
+        yield* provide(RunWorkflow.execute(payloadOf(options, runId), { discard: true }))
+        return runId
+      }),
+    poll,
+    result: (runId) =>
+      Effect.flatMap(
+        Effect.repeat(poll(runId), {
+          until: Option.isSome,
+          schedule: Schedule.min([Schedule.exponential("200 millis", 1.5), Schedule.spaced("5 seconds")])
+        }),
+        (found) =>
+          Option.isSome(found)
+            ? Effect.succeed(found.value)
+            : Effect.fail(new DurableRunError({ runId, reason: "unavailable", detail: "no result" }))
+      ),
+    events: (runId) => Effect.map(stored(runId), (run) => run?.events ?? []),
+    watch: (runId, options) => {
+      const pollMillis = Duration.toMillis(Duration.fromInputUnsafe(options?.pollInterval ?? "500 millis"))
+      const start = { from: Math.max(0, Math.trunc(options?.fromSeq ?? 0)), wait: false }
+      return Stream.paginate(start, ({ from, wait }) =>
+        Effect.gen(function* () {
+          if (wait) yield* Effect.sleep(pollMillis)
+          const events = (yield* stored(runId))?.events ?? []
+          const fresh = events.slice(from)
+          const finished = events.at(-1)?._tag === "run.finished"
+          // A read that brought nothing new waits before the next; one that did reads again at once.
+          const next = { from: from + fresh.length, wait: fresh.length === 0 }
+          return [fresh, finished ? Option.none() : Option.some(next)] as const
+        })
+      )
+    },
+    approve: (runId, callId, options) => decide(runId, callId, Approval.approved(options?.by)),
+    reject: (runId, callId, reason, options) => decide(runId, callId, Approval.rejected(reason, options?.by)),
+    cancel: (runId) =>
+      Effect.flatMap(stored(runId), (run) =>
+        run !== undefined && Option.isSome(run.result) ? Effect.void : complete(runId, Names.cancel)
+      ),
+    pending: (runId) =>
+      Effect.mapBothEager(journal.pendingApprovals(runId === undefined ? undefined : { runId }), {
+        onSuccess: (rows) => rows.map(JournalApprovals.requestOf),
+        onFailure: storeError(runId ?? "*")
+      })
+  }
+}
