@@ -1,8 +1,10 @@
 /**
  * The cluster case: `runners` runner processes (`runner.ts`, forked, on 127.0.0.1) over a
  * fresh PostgreSQL database, and this process as a client-only member that starts the
- * runs. The runners report their heaps over IPC; pending approvals and table sizes
- * (`pg_total_relation_size`, indexes and TOAST included) are read beside the engine.
+ * runs. The runners report their heaps over IPC; pending approvals, table sizes
+ * (`pg_total_relation_size`, indexes and TOAST included) and writes (the server's
+ * transaction ids, the journal's commit rows, the engine's rows written from
+ * `pg_stat_user_tables`) are read beside the engine.
  */
 import { type ChildProcess, fork } from "node:child_process"
 import * as path from "node:path"
@@ -48,7 +50,7 @@ const runner = (url: string) =>
     Effect.gen(function* () {
       const port = yield* Effect.promise(unusedPort)
       const child = fork(script, [url, String(port)], {
-        execArgv: ["--expose-gc", "--disable-warning=ExperimentalWarning"],
+        execArgv: ["--expose-gc", "--no-flush-bytecode", "--disable-warning=ExperimentalWarning"],
         stdio: ["ignore", "inherit", "inherit", "ipc"]
       })
       living.add(child)
@@ -73,6 +75,14 @@ const runner = (url: string) =>
   )
 
 const sqlOn = (url: string) => PgClient.layer({ url: Redacted.make(url) })
+
+/** The server's version (`server_version`). */
+export const serverVersion = (url: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ readonly server_version: string }>`SHOW server_version`
+    return row?.server_version ?? "?"
+  }).pipe(Effect.provide(sqlOn(url)))
 
 /** A fresh database on the server at `serverUrl`; gives its URL. */
 const freshDatabase = (serverUrl: string, name: string) =>
@@ -126,11 +136,29 @@ export const cluster = (serverUrl: string, runners: number, n: number, options: 
         (replies) =>
           replies.reduce(
             (sum, reply) =>
-              reply._tag === "heap" ? { bytes: sum.bytes + reply.bytes, resident: sum.resident + reply.resident } : sum,
-            { bytes: 0, resident: 0 }
+              reply._tag === "heap"
+                ? {
+                    bytes: sum.bytes + reply.bytes,
+                    resident: sum.resident + reply.resident,
+                    cpuMicros: sum.cpuMicros + reply.cpuMicros
+                  }
+                : sum,
+            { bytes: 0, resident: 0, cpuMicros: 0 }
           )
       ),
-      storage: Effect.all({ journal: bytesOf("agent_"), cluster: bytesOf("cluster_") })
+      storage: Effect.all({ journal: bytesOf("agent_"), cluster: bytesOf("cluster_") }),
+      writes: Effect.map(
+        sql<{ readonly xid: string; readonly commits: string; readonly engine: string }>`SELECT
+          pg_snapshot_xmax(pg_current_snapshot())::text AS xid,
+          (SELECT count(*) FROM agent_commits)::text AS commits,
+          (SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables
+            WHERE relname IN ('cluster_messages', 'cluster_replies'))::text AS engine`,
+        ([row]) => ({
+          journalCommits: Number(row?.commits ?? 0),
+          engineRows: Number(row?.engine ?? 0),
+          transactions: Number(row?.xid ?? 0)
+        })
+      )
     }
     return (yield* measure(target, n, options)) satisfies Figures
   }).pipe(Effect.scoped)

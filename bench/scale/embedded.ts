@@ -1,7 +1,8 @@
 /**
  * The embedded case: `DurableRun.layerEmbedded` on a fresh SQLite file in this process. The
  * figures are read beside the engine through a second connection to the file (`node:sqlite`):
- * pending approvals, and the pages of each table (`dbstat`) after a checkpoint.
+ * pending approvals, the pages of each table (`dbstat`) after a checkpoint, and the rows of
+ * the journal's commits and of the engine's messages and replies.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -10,7 +11,7 @@ import { DatabaseSync } from "node:sqlite"
 import { Context, Effect, Layer } from "effect"
 import { DurableRun } from "../../src/durable/index.ts"
 import { settledHeap } from "../heap.ts"
-import { type Figures, measure, type Options, residentHere, type Target } from "./measure.ts"
+import { cpuHere, type Figures, measure, type Options, residentHere, type Target } from "./measure.ts"
 import { definitions, model } from "./workload.ts"
 
 /** The bytes of the tables (and their indexes) whose names start with `prefix`. */
@@ -22,6 +23,10 @@ const tableBytes = (db: DatabaseSync, prefix: string): number => {
     .get(`${prefix}%`)
   return Number(row?.bytes ?? 0)
 }
+
+/** The rows of `table`. */
+const rows = (db: DatabaseSync, table: string): number =>
+  Number(db.prepare(`SELECT count(*) AS n FROM ${table}`).get()?.n ?? 0)
 
 /** Measures `n` runs on a fresh file, removed afterwards. */
 export const embedded = (n: number, options: Options) =>
@@ -42,11 +47,15 @@ export const embedded = (n: number, options: Options) =>
       pending: Effect.sync(() =>
         Number(db.prepare("SELECT count(*) AS n FROM agent_approvals WHERE decision IS NULL").get()?.n ?? 0)
       ),
-      heap: Effect.all({ bytes: settledHeap, resident: residentHere }),
+      heap: Effect.all({ bytes: settledHeap, resident: residentHere, cpuMicros: cpuHere }),
       storage: Effect.sync(() => {
         db.exec("PRAGMA wal_checkpoint(TRUNCATE)")
         return { journal: tableBytes(db, "agent_"), cluster: tableBytes(db, "cluster_") }
-      })
+      }),
+      writes: Effect.sync(() => ({
+        journalCommits: rows(db, "agent_commits"),
+        engineRows: rows(db, "cluster_messages") + rows(db, "cluster_replies")
+      }))
     }
     return (yield* measure(target, n, options)) satisfies Figures
   }).pipe(Effect.scoped)
