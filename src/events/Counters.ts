@@ -105,7 +105,7 @@ const onEvent = (c: Draft, e: Event): void => {
       break
     }
     case "tool.succeeded": {
-      const n = count(c, "observationKeys", `${e.name}|${e.observationDigest}|${c.stateVersion}`)
+      const n = count(c, "observationKeys", `${e.name}|${Signature.digest(e.observation)}|${c.stateVersion}`)
       const changesState = e.sideEffect === "write" || e.sideEffect === "external"
       c.unchangedObservations = c.unchangedObservations + (n > 1 ? 1 : 0)
       c.stateVersion = c.stateVersion + (changesState ? 1 : 0)

@@ -46,14 +46,13 @@ const responded = (text: string, calls: ReadonlyArray<readonly [string, string]>
   })
 const failed = (name: string, message: string, maxRetries: number, code: "tool_failed" = "tool_failed") =>
   ev({ _tag: "tool.failed", callId: "c", name, error: { code, message, correctable: false }, maxRetries })
-const succeeded = (name: string, digest: string, sideEffect: Tool.SideEffect = "read") =>
+const succeeded = (name: string, observation: string, sideEffect: Tool.SideEffect = "read") =>
   ev({
     _tag: "tool.succeeded",
     callId: "c",
     name,
     sideEffect,
-    observationDigest: digest,
-    observation: digest,
+    observation,
     input: {},
     output: null
   })

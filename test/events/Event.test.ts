@@ -1,6 +1,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
+import * as Counters from "../../src/events/Counters.ts"
 import * as Event from "../../src/events/Event.ts"
 import * as Timeline from "../../src/events/Timeline.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -67,4 +68,32 @@ describe("Event", () => {
       assert.include(lines[lines.length - 1], "run.finished        completed (goal_reached)")
     }).pipe(Effect.provide(Layer.mergeAll(ScriptedModel.layer([ScriptedModel.finalAnswer("ok")]), NodeServices.layer)))
   )
+
+  it("R9 events of logs written before 0.5.0 still decode, and fold to the same counters", () => {
+    const codec = Schema.toCodecJson(Schema.Array(Event.Event))
+    const stamp = (seq: number) => ({ runId: "r", seq, at: 1000 + seq })
+    const now = [
+      { _tag: "tool.started", callId: "c1", name: "ls", ...stamp(0) },
+      {
+        _tag: "tool.succeeded",
+        callId: "c1",
+        name: "ls",
+        sideEffect: "read",
+        observation: "a b",
+        input: {},
+        output: ["a", "b"],
+        ...stamp(1)
+      }
+    ]
+    // Before 0.5.0 `tool.started` repeated the model's id and the signature, and
+    // `tool.succeeded` carried the observation's digest beside the observation.
+    const before = [
+      { ...now[0], toolCallId: "model-1", signature: "ls:0000:2" },
+      { ...now[1], observationDigest: "digest" }
+    ]
+    const old = Schema.decodeUnknownSync(codec)(before)
+    const fresh = Schema.decodeUnknownSync(codec)(now)
+    assert.deepStrictEqual(Counters.fold([...old, ...old]), Counters.fold([...fresh, ...fresh]))
+    assert.strictEqual(Counters.fold([...fresh, ...fresh]).unchangedObservations, 1)
+  })
 })

@@ -42,7 +42,6 @@ const succeeded = (callId: string, name: string, observation: string) =>
     callId,
     name,
     sideEffect: "none",
-    observationDigest: "d",
     observation,
     input: {},
     output: null

@@ -71,7 +71,6 @@ export const succeeded = (runId: string, seq: number): Event.Event => ({
   callId: "c1",
   name: "pay",
   sideEffect: "external",
-  observationDigest: "d1",
   observation: "paid 42",
   input: { amount: 42, to: ["acct", 7], note: null },
   output: { receipt: "r-1", nested: { ok: true, list: [1, 2.5, "x"] } }

@@ -465,9 +465,10 @@ describe("R3.8 one call id, one effect", () => {
       )
       assert.deepStrictEqual([...applied.values()], [10, 20])
       assert.deepStrictEqual([...applied.keys()], ["r:call_0", "r:call_0#2"])
-      const started = result.timeline.filter((e): e is Event.Of<"tool.started"> => e._tag === "tool.started")
+      // The run's identity of each call beside the model's id, as each response records them.
+      const responses = result.timeline.filter((e): e is Event.Of<"model.responded"> => e._tag === "model.responded")
       assert.deepStrictEqual(
-        started.map((e) => [e.callId, e.toolCallId]),
+        responses.flatMap((e) => e.callIds.map((callId, i) => [callId, e.toolCalls[i]?.id])),
         [
           ["call_0", "call_0"],
           ["call_0#2", "call_0"]

@@ -15,7 +15,6 @@ const succeeded = (callId: string, name: string, input: unknown, output: unknown
   callId,
   name,
   sideEffect: "write",
-  observationDigest: `digest-${callId}`,
   observation: JSON.stringify(output) ?? "null",
   input,
   output

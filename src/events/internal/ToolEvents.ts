@@ -15,10 +15,13 @@ export const ToolStarted = Schema.TaggedStruct("tool.started", {
   ...base,
   /** The run's own identity of the call (see `model.responded`'s `callIds`). */
   callId: Schema.String,
-  /** The id the model gave the call, which its result carries back in the conversation. */
-  toolCallId: Schema.String,
   name: Schema.String,
-  signature: Schema.String
+  /**
+   * Only in logs written before 0.5.0, read as they were: the model's id of the call and
+   * its signature, which its `model.responded` holds (`toolCalls`, `signatures`).
+   */
+  toolCallId: Schema.optional(Schema.String),
+  signature: Schema.optional(Schema.String)
 })
 
 /**
@@ -46,10 +49,13 @@ export const ToolSucceeded = Schema.TaggedStruct("tool.succeeded", {
   callId: Schema.String,
   name: Schema.String,
   sideEffect: Tool.SideEffect,
-  /** A digest of the observation, so loop detection can tell "nothing changed". */
-  observationDigest: Schema.String,
-  /** The observation the model was sent: the rendered output, masked and cut to the run's limit. */
+  /**
+   * The observation the model was sent: the rendered output, masked and cut to the run's
+   * limit. Loop detection folds its digest (`Signature.digest`).
+   */
   observation: Schema.String,
+  /** Only in logs written before 0.5.0, read as they were: the digest of `observation`, which the fold computes. */
+  observationDigest: Schema.optional(Schema.String),
   /** The arguments as the model sent them, parsed, once they validated: what evidence criteria match on. */
   input: Schema.Unknown,
   output: Schema.Unknown

@@ -76,9 +76,7 @@ export const execute = Effect.fnUntraced(function* <R>(
     RunContext.emit(ctx, {
       _tag: "tool.started",
       callId: call.id,
-      toolCallId: prepared.toolCallId,
-      name: call.name,
-      signature: prepared.signature
+      name: call.name
     })
   }
   const found = lookup(registry, prepared)

@@ -7,7 +7,6 @@ import { Cause, Effect, Exit, Schema } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
-import * as Signature from "../../../tools/Signature.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
@@ -171,7 +170,6 @@ export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): 
     callId: call.id,
     name: call.name,
     sideEffect: tool.metadata.sideEffect,
-    observationDigest: Signature.digest(observation),
     observation,
     input: c.args,
     output: shown

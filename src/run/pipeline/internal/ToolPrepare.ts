@@ -23,8 +23,6 @@ import type { Registry } from "../Registry.ts"
 export interface Prepared {
   /** The call, under the run's own identity (`call.id`). */
   readonly call: Model.ToolCall
-  /** The id the model gave the call, for the conversation. */
-  readonly toolCallId: string
   readonly parsed: ToolArguments.ParsedArguments
   /** The decoded input, when it was decoded ahead (a sensitive tool whose arguments parsed). */
   readonly decoded: Exit.Exit<unknown, Schema.SchemaError> | undefined
@@ -104,7 +102,6 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
   const { secrets, shown } = redacted(codec, parsed, decoded)
   return {
     call: id === call.id ? call : { ...call, id },
-    toolCallId: call.id,
     parsed:
       codec?.sensitiveInput === true && parsed._tag === "Invalid" && parsed.message.startsWith(notJson)
         ? { _tag: "Invalid", message: notJson }
