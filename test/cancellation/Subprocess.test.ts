@@ -574,7 +574,8 @@ describe("Subprocess.tool in a run", () => {
         output: Schema.String,
         command: ({ script, ready }) => ({ command: "/bin/sh", args: [path.join(fixtures, script), ready] }),
         parse: (result) => result.stdout,
-        graceMillis: 100
+        // Long enough for a child that exits on SIGTERM to do so on a loaded machine.
+        graceMillis: 500
       })
       const before = childPids()
       const one = (i: number) => {
