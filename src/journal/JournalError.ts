@@ -95,7 +95,7 @@ export class Incompatible extends Schema.TaggedError<Incompatible>()("Incompatib
 }
 
 /**
- * No approval of that call is waiting: it was never requested or was decided already.
+ * No approval of that call is waiting: it was never requested, was decided already, or has expired.
  *
  * @category errors
  * @since 0.3.0
@@ -105,7 +105,7 @@ export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
   callId: Schema.String
 }) {
   override get message(): string {
-    return `no approval of call ${this.callId} of run ${this.runId} is pending (never requested, or decided already)`
+    return `no approval of call ${this.callId} of run ${this.runId} is pending (never requested, decided already, or expired)`
   }
 }
 

@@ -309,6 +309,12 @@ export const contract = (backend: Backend) =>
           assert.deepStrictEqual(yield* journal.decision("r1", "c1"), Option.some(decision))
           const never = yield* failure(journal.decide({ runId: "r1", callId: "nope", decision: "reject", at: 1 }))
           assert.strictEqual(never._tag, "NotPending")
+          // A decision at or after the call's expiry is refused, even while the run has not seen the expiry yet.
+          yield* journal.requestApproval({ ...request, callId: "c3" })
+          const late = yield* failure(journal.decide({ runId: "r1", callId: "c3", decision: "approve", at: 65_000 }))
+          assert.strictEqual(late._tag, "NotPending")
+          assert.isTrue(Option.isNone(yield* journal.decision("r1", "c3")))
+          yield* journal.withdraw("r1", "c3", 65_001)
 
           yield* journal.requestApproval({ ...request, callId: "c2" })
           const racing = yield* Effect.all(

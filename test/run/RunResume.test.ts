@@ -8,7 +8,7 @@ import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
-import { crashThenResume, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
+import { crashThenResume, dies, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
 
 describe("Run.resume (R9)", () => {
   it.effect("R9 a finished run's result is committed with it: resuming gives it back, running nothing", () =>
@@ -241,6 +241,37 @@ describe("Run.resume (R9)", () => {
         assert.strictEqual(resumed.status, "completed")
         assert.strictEqual(payment.ledger.total, 1)
         assert.lengthOf(ofTag(resumed.timeline, "approval.requested"), 1)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R3.4 R9.2 a process killed three times as the payment begins, each time before it acted: the status query finds it not applied, the stops spend no retry, it pays once",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        const store = yield* Journal.Journal
+        // The first process dies right after the payment's intent record, before the handler acts.
+        yield* dies({ crashAt: { commit: 2, when: "after" } }, { goal: "pay 10", tools: [payment.tool] }, payThenAnswer)
+        // Each restart records the stop, finds the call not applied, records the resend's intent, and dies there too.
+        for (let restart = 1; restart <= 3; restart++) {
+          const faulty = FaultyJournal.make(store, { crashAt: { commit: 1, when: "after" } })
+          yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(payThenAnswer)
+          )
+          assert.isTrue(faulty.crashed(), `restart ${restart} died as asked`)
+        }
+        assert.strictEqual(payment.ledger.total, 0)
+        const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+          Effect.provide(payThenAnswer)
+        )
+        assert.strictEqual(resumed.status, "completed", resumed.detail)
+        assert.strictEqual(payment.ledger.count("r1:c1"), 1)
+        assert.deepStrictEqual(
+          ofTag(resumed.timeline, "tool.reconciled").map((e) => e.verdict),
+          ["not_applied", "not_applied", "not_applied", "not_applied"]
+        )
+        assert.lengthOf(ofTag(resumed.timeline, "recovery.started"), 0)
       }).pipe(Effect.provide(layers))
   )
 })

@@ -94,7 +94,10 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
       Effect.suspend(() => {
         const key = approvalKey(decide.runId, decide.callId)
         const row = tables.approvals.get(key)
-        if (row === undefined || row.decision !== null) {
+        // Expired (by the decider's clock) is not pending for a person's decision, whether or not
+        // the run has seen it yet; a withdrawal may come at any time.
+        const expired = decide.decision !== "withdrawn" && row !== undefined && row.expiresAt <= decide.decidedAt
+        if (row === undefined || row.decision !== null || expired) {
           return Effect.fail(
             JournalError.make(new JournalError.NotPending({ runId: decide.runId, callId: decide.callId }))
           )

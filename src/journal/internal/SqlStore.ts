@@ -326,7 +326,10 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
     decide: (decide) =>
       sql`UPDATE ${approvals}
         SET decision = ${decide.decision}, reason = ${decide.reason}, decided_by = ${decide.decidedBy}, decided_at = ${decide.decidedAt}
-        WHERE run_id = ${decide.runId} AND call_id = ${decide.callId} AND decision IS NULL
+        WHERE run_id = ${decide.runId} AND call_id = ${decide.callId} AND decision IS NULL${
+          // A person's decision comes before the expiry; a withdrawal may come at any time.
+          decide.decision === "withdrawn" ? sql.literal("") : sql` AND expires_at > ${decide.decidedAt}`
+        }
         RETURNING call_id`.pipe(
         Effect.mapError(classify("decide")),
         Effect.flatMap((rows) =>

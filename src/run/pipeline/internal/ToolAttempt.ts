@@ -203,9 +203,9 @@ export const settle = <R>(c: Call<R>): Effect.Effect<Settled, RunState.IllegalTr
  * resumed run recorded the process's stop), a call that cannot have acted, or may
  * safely act twice, runs again at once, spending no retry (the restart is not its
  * failure); any other call is never sent again blindly: its status query decides
- * (applied, not applied and sent again under the same key, or undecidable; a retry's
- * episode gives up on the attempt as the live run would), and without one its outcome
- * stays unknown.
+ * (applied; not applied, and sent again at once under the same key, spending no retry
+ * either; or undecidable), and without one its outcome stays unknown (a retry's episode
+ * gives up on the attempt as the live run would).
  */
 export const settleResumed = <R>(
   c: Call<R>,
@@ -266,5 +266,25 @@ export const settleResumed = <R>(
     hint: `${hint}; whether it took effect is unknown`
   })
   // As if the attempt had answered so: a retry's episode gives up on it, recorded as the live run records it.
-  return settleFrom(c, Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made }, again, Cause.fail(unknown)))
+  const inDoubt = settleFrom(
+    c,
+    Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made }, again, Cause.fail(unknown))
+  )
+  // No status query, or none may start past the deadline (R3.11): the outcome stays unknown.
+  if (c.tool.reconcile === undefined || RunContext.deadlinePassed(c.ctx)) return inDoubt
+  return Effect.flatMap(
+    Reconcile.reconcile(c, unknown).pipe(Effect.onInterrupt(() => Effect.sync(() => recordInterruptedReconcile(c)))),
+    (reconciled): Effect.Effect<Settled, RunState.IllegalTransition, R> => {
+      switch (reconciled._tag) {
+        case "Applied":
+          return Effect.succeed({ _tag: "Output", output: reconciled.output })
+        case "NotApplied":
+          // Found not applied: sent again at once under the same key, and, as for a call that
+          // cannot act twice, the process's stop spends no retry (R3.4).
+          return settleFrom(c, next(standing.retry ? made - 1 : undefined))
+        case "Failed":
+          return Effect.succeed({ _tag: "Ended", result: toolFailed(c, reconciled.failure) })
+      }
+    }
+  )
 }
