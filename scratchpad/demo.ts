@@ -9,7 +9,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, FileSystem, Layer, Schema } from "effect"
-import { Criterion, FileTools, type Model, Permission, Run, Timeline, Validation } from "../src/index.ts"
+import { Criterion, Explain, FileTools, type Model, Permission, Run, Timeline, Validation } from "../src/index.ts"
 import { OpenAiCompatible } from "../src/providers/index.ts"
 import { NodeTransport } from "../src/providers/node/index.ts"
 import { ScriptedModel } from "../src/testing/index.ts"
@@ -69,6 +69,7 @@ Result
   evidence     ${result.evidence.map((e) => `${e.item} ← ${e.kind} ${e.ref}`).join("; ")}
   counters     iterations=${result.counters.iterations} toolCalls=${result.counters.toolCalls} toolErrors=${result.counters.toolErrors} corrections=${result.counters.toolCorrectionAttempts}
   elapsed      ${result.elapsedMillis} ms`)
+  yield* Console.log(`\nWhy it stopped\n${Explain.format(Explain.explain(result.timeline))}`)
   if (result.status !== "completed") return yield* Effect.fail(new Error(`demo run ended ${result.status}`))
 })
 

@@ -25,6 +25,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   termination: ["failure", "model", "tools", "events"],
   validation: ["failure", "model", "tools", "events"],
   cancellation: ["failure", "model", "tools"],
+  observability: ["failure", "model", "tools", "recovery", "events", "termination"],
   run: [
     "failure",
     "time",
@@ -35,7 +36,8 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "journal",
     "termination",
     "validation",
-    "cancellation"
+    "cancellation",
+    "observability"
   ],
   providers: ["failure", "model"],
   durable: [
@@ -49,6 +51,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "termination",
     "validation",
     "cancellation",
+    "observability",
     "run"
   ],
   testing: [
@@ -62,6 +65,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "termination",
     "validation",
     "cancellation",
+    "observability",
     "run",
     "providers"
   ]

@@ -28,6 +28,8 @@ export * as Failure from "./failure/Failure.ts"
 export * as FailureBoundary from "./failure/FailureBoundary.ts"
 /** @since 0.1.0 */
 export * as Model from "./model/Model.ts"
+/** @since 0.5.0 */
+export * as Explain from "./observability/Explain.ts"
 /** @since 0.1.0 */
 export * as LanguageModelAdapter from "./providers/LanguageModelAdapter.ts"
 /** @since 0.1.0 */

@@ -11,6 +11,7 @@ import * as Event from "../events/Event.ts"
 import * as RunState from "../events/RunState.ts"
 import * as StopReason from "../events/StopReason.ts"
 import * as Failure from "../failure/Failure.ts"
+import * as Explain from "../observability/Explain.ts"
 import * as Tool from "../tools/Tool.ts"
 import * as Validation from "../validation/Validation.ts"
 
@@ -137,6 +138,15 @@ export type Typed<O> = [O] extends [never] ? RunResult : Omit<RunResult, "output
  * @since 0.2.0
  */
 export const isCompleted = (result: RunResult): boolean => result.status === "completed"
+
+/**
+ * Why the run stopped, from its timeline alone (`Explain.explain(result.timeline)`);
+ * `Explain.format` gives it as text.
+ *
+ * @category getters
+ * @since 0.5.0
+ */
+export const explain = (result: Pick<RunResult, "timeline">): Explain.Explanation => Explain.explain(result.timeline)
 
 /**
  * A run that ended in any status but `completed`, as a typed error carrying its whole

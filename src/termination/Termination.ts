@@ -88,8 +88,14 @@ export interface Limits {
   readonly maxCostUsd?: number | undefined
 }
 
-/** The default limits of the policies below. */
-const defaultLimits = {
+/**
+ * The limits the default policies use when `Limits` leaves them out (a run's `run.started`
+ * records only the limits it was given).
+ *
+ * @category constructors
+ * @since 0.5.0
+ */
+export const defaultLimits = {
   maxToolCalls: 50,
   maxIterations: 20,
   repeatedToolCall: 3,

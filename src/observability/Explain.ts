@@ -1,0 +1,267 @@
+/**
+ * Why a run stopped, from its log alone (R13): `explain` reads a timeline (a result's
+ * `timeline`, or a journal's log) and gives a typed {@link Explanation}; `format` gives
+ * it as text for people.
+ *
+ * It says the status and stop reason, the policy that decided and its detail; each
+ * counter beside its limit (as `run.started` recorded them); what repeated (the call's
+ * signature, the unchanged observation, the failure); for a timeout, the layer that fired,
+ * its deadline, the state the run was in and what it had in flight; the actions of
+ * unknown outcome; the checks that failed and the plan steps done and not done; the
+ * approval decided and by whom; a cancel and what it cut off; and the next safe step. A
+ * log without `run.finished` is a run still going, or one that stopped without an
+ * ending (a crash): what was in flight when the log stops is then listed.
+ *
+ * ```ts
+ * const result = yield* Run.run(options)
+ * console.log(Explain.format(Explain.explain(result.timeline)))
+ * ```
+ *
+ * @since 0.5.0
+ */
+import * as Counters from "../events/Counters.ts"
+import type * as Event from "../events/Event.ts"
+import * as StopReason from "../events/StopReason.ts"
+import * as Facts from "./internal/ExplainFacts.ts"
+import * as Limits from "./internal/ExplainLimits.ts"
+import type * as M from "./internal/ExplainModel.ts"
+import { format } from "./internal/ExplainText.ts"
+
+export type {
+  ApprovalSeen,
+  Cancellation,
+  Deadline,
+  Decision,
+  Explanation,
+  FailureSeen,
+  Gauge,
+  InFlight,
+  NextStep,
+  PendingAction,
+  PlanItem,
+  Repetition,
+  ValidationSeen
+} from "./internal/ExplainModel.ts"
+
+export {
+  /**
+   * An explanation as text, one fact a line, for a terminal or a log.
+   *
+   * @category formatting
+   * @since 0.5.0
+   */
+  format
+}
+
+/**
+ * The actions of a timeline that may or may not have taken effect, still to reconcile
+ * (R3.8, R5.2): what a result's `pendingActions` lists.
+ *
+ * @category getters
+ * @since 0.5.0
+ */
+export const pendingActions: (
+  timeline: ReadonlyArray<Event.Event>
+) => ReadonlyArray<M.Explanation["pendingActions"][number]> = Facts.pendingActions
+
+type Timeline = ReadonlyArray<Event.Event>
+
+const last = <Tag extends Event.Event["_tag"]>(timeline: Timeline, tag: Tag): Event.Of<Tag> | undefined =>
+  timeline.findLast((e): e is Event.Of<Tag> => e._tag === tag)
+
+const indexOf = (timeline: Timeline, event: Event.Event | undefined): number =>
+  event === undefined ? timeline.length : timeline.indexOf(event)
+
+const decisionOf = (
+  timeline: Timeline,
+  reason: StopReason.StopReason | undefined,
+  start: number
+): M.Decision | undefined => {
+  if (reason === "validation_failed") {
+    const failed = timeline.flatMap((e) => (e._tag === "validation.checked" && !e.check.passed ? [e.check.detail] : []))
+    const finished = last(timeline, "run.finished")
+    return {
+      policy: "validation",
+      reason,
+      detail: `the final answer is not backed: ${failed.join("; ")}`,
+      seq: undefined,
+      atMillis: finished === undefined ? undefined : finished.at - start
+    }
+  }
+  const decided =
+    timeline.findLast(
+      (e): e is Event.Of<"termination.decided"> => e._tag === "termination.decided" && e.reason === reason
+    ) ?? last(timeline, "termination.decided")
+  if (decided === undefined) return undefined
+  return {
+    policy: decided.policy,
+    reason: decided.reason,
+    detail: decided.detail,
+    seq: decided.seq,
+    atMillis: decided.at - start
+  }
+}
+
+/** The attempt's deadline the failure at `index` ran against, and the layer that set it. */
+const attemptBefore = (
+  timeline: Timeline,
+  index: number
+): Event.Of<"model.requested" | "tool.attempted"> | undefined => {
+  const failed = timeline[index]
+  for (let i = index - 1; i >= 0; i--) {
+    const e = timeline[i] as Event.Event
+    if (failed?._tag === "model.failed" && e._tag === "model.requested") return e
+    if (failed?._tag === "tool.failed" && e._tag === "tool.attempted" && e.callId === failed.callId) return e
+  }
+  return undefined
+}
+
+const limitOfLayer = (started: Event.Of<"run.started"> | undefined, layer: string): number | undefined =>
+  started?.limits?.[`${layer}TimeoutMillis`]
+
+/** The time layer that fired, from the stop the deadline recorded or the failure it caused. */
+const deadlineOf = (
+  timeline: Timeline,
+  reason: StopReason.StopReason | undefined,
+  failure: M.FailureSeen | undefined,
+  approval: M.ApprovalSeen | undefined
+): M.Deadline | undefined => {
+  const start = timeline[0]?.at ?? 0
+  const started = last(timeline, "run.started")
+  const stopping = last(timeline, "run.stopping")
+  if (reason === "run_timeout" && stopping?.by === "deadline") {
+    return {
+      layer: "run",
+      firedAtMillis: stopping.at - start,
+      deadlineAt: started?.deadlineAt,
+      limitMillis: limitOfLayer(started, "run"),
+      elapsedMillis: undefined,
+      state: stopping.state,
+      inFlight: Facts.inFlightAt(timeline, indexOf(timeline, stopping))
+    }
+  }
+  if (
+    approval !== undefined &&
+    approval.decision === "expired" &&
+    (reason === "approval_expired" || reason === "step_timeout")
+  ) {
+    const decided = timeline.findLast((e) => e._tag === "approval.decided" && e.callId === approval.callId)
+    const layer = approval.layer ?? "approval"
+    return {
+      layer,
+      firedAtMillis: approval.decidedAtMillis,
+      deadlineAt: approval.expiresAt,
+      limitMillis: limitOfLayer(started, layer),
+      elapsedMillis: approval.decidedAtMillis - approval.requestedAtMillis,
+      state: undefined,
+      inFlight: Facts.inFlightAt(timeline, indexOf(timeline, decided))
+    }
+  }
+  const timeout = failure?.timeout
+  if (reason === "run_timeout" && timeout?.layer !== "run") {
+    const decided = last(timeline, "termination.decided")
+    return {
+      layer: "run",
+      firedAtMillis: decided === undefined ? undefined : decided.at - start,
+      deadlineAt: started?.deadlineAt,
+      limitMillis: limitOfLayer(started, "run"),
+      elapsedMillis: undefined,
+      state: undefined,
+      inFlight: []
+    }
+  }
+  if (failure === undefined || timeout === undefined) return undefined
+  const at = timeline.findIndex((e) => e.seq === failure.seq)
+  const attempt = attemptBefore(timeline, at)
+  return {
+    layer: timeout.layer,
+    firedAtMillis: (timeline[at]?.at ?? start) - start,
+    deadlineAt: attempt?.layer === timeout.layer ? attempt.deadlineAt : undefined,
+    limitMillis: limitOfLayer(started, timeout.layer),
+    elapsedMillis: timeout.elapsedMillis,
+    state: undefined,
+    inFlight: Facts.inFlightAt(timeline, at)
+  }
+}
+
+/** The stops whose explanation names the failure behind them, and which source it came from. */
+const failureSources: Partial<Record<StopReason.StopReason, "model" | "tool" | "any">> = {
+  tool_error: "tool",
+  inconsistent_result: "tool",
+  unknown_outcome: "tool",
+  max_tool_errors: "tool",
+  model_error: "model",
+  content_filtered: "model",
+  recovery_exhausted: "any",
+  step_timeout: "any",
+  run_timeout: "any"
+}
+
+const repetitions: Partial<Record<StopReason.StopReason, M.Repetition["_tag"]>> = {
+  repeated_tool_call: "call",
+  loop_detected: "observation",
+  repeated_tool_failure: "failure"
+}
+
+const cancellationOf = (timeline: Timeline, start: number): M.Cancellation => {
+  const stopping = last(timeline, "run.stopping")
+  const finished = last(timeline, "run.finished")
+  const cancel = stopping?.by === "cancel" ? stopping : undefined
+  return {
+    atMillis: ((cancel ?? finished)?.at ?? start) - start,
+    state: cancel?.state,
+    by: undefined,
+    inFlight: cancel === undefined ? [] : Facts.inFlightAt(timeline, indexOf(timeline, cancel))
+  }
+}
+
+/**
+ * Why the run of this timeline stopped, or that its log has no ending.
+ *
+ * @category constructors
+ * @since 0.5.0
+ */
+export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => {
+  const start = timeline[0]?.at ?? 0
+  const started = last(timeline, "run.started")
+  const finished = last(timeline, "run.finished")
+  const reason = finished?.stopReason
+  const counters = Counters.fold(timeline)
+  const decision = decisionOf(timeline, reason, start)
+  const source = reason === undefined ? undefined : failureSources[reason]
+  const decidedAt = decision?.seq === undefined ? timeline.length : timeline.findIndex((e) => e.seq === decision.seq)
+  const failure =
+    source === undefined ? undefined : Facts.lastFailure(timeline, decidedAt, source === "any" ? undefined : source)
+  const approval =
+    reason === "approval_rejected"
+      ? Facts.approvalOf(timeline, ["rejected"])
+      : reason === "approval_expired" || reason === "step_timeout"
+        ? Facts.approvalOf(timeline, ["expired"])
+        : undefined
+  const repetition = reason === undefined ? undefined : repetitions[reason]
+  const facts: Omit<M.Explanation, "next"> = {
+    runId: timeline[0]?.runId ?? "",
+    ended: finished !== undefined,
+    status: finished?.status,
+    stopReason: reason,
+    state: counters.state,
+    summary:
+      reason === undefined
+        ? "The log has no run.finished: the run is still running, or it stopped without an ending (a crash)."
+        : StopReason.describe[reason],
+    decision,
+    elapsedMillis: counters.elapsedMillis,
+    startedAt: start,
+    resumes: timeline.filter((e) => e._tag === "run.resumed").length,
+    gauges: Limits.gauges(started, counters, reason),
+    repetition: repetition === undefined ? undefined : Facts.repetitionOf(timeline, repetition),
+    failure,
+    deadline: deadlineOf(timeline, reason, failure, approval),
+    approval,
+    cancellation: reason === "cancelled" ? cancellationOf(timeline, start) : undefined,
+    inFlight: finished === undefined ? Facts.inFlightAt(timeline, timeline.length) : [],
+    pendingActions: Facts.pendingActions(timeline),
+    validation: Facts.validationOf(timeline)
+  }
+  return { ...facts, next: Limits.nextStep(facts) }
+}

@@ -1,0 +1,330 @@
+/**
+ * The facts of a run's log an explanation is made of: the work in flight at a moment, the
+ * actions of unknown outcome, what repeated, the failure that mattered, approvals and the
+ * plan as validation left it. Pure functions of the timeline. Private to `observability/`.
+ */
+import type { HashMap } from "effect"
+import * as Counters from "../../events/Counters.ts"
+import type * as Event from "../../events/Event.ts"
+import * as RunLog from "../../events/RunLog.ts"
+import * as Signature from "../../tools/Signature.ts"
+import type {
+  ApprovalSeen,
+  FailureSeen,
+  InFlight,
+  PendingAction,
+  PlanItem,
+  Repetition,
+  ValidationSeen
+} from "./ExplainModel.ts"
+
+type Timeline = ReadonlyArray<Event.Event>
+
+const startOf = (timeline: Timeline): number => timeline[0]?.at ?? 0
+
+/**
+ * The actions that may or may not have taken effect (R3.8, R5.2): a call is pending when
+ * something left its outcome unknown (an attempt cut off while it may have acted, a
+ * failure of unknown outcome) and nothing later settled it (a success, or a status query
+ * that found it applied or not applied). A later failure does not settle it: an attempt
+ * that fails says nothing of an earlier one that may have acted.
+ */
+export const pendingActions = (timeline: Timeline): ReadonlyArray<PendingAction> => {
+  // One entry per call; the latest word that leaves it unknown stands.
+  const pending = new Map<string, PendingAction>()
+  const unknown = (e: Event.Event & { readonly callId: string; readonly name: string }, detail: string) =>
+    pending.set(e.callId, {
+      callId: e.callId,
+      name: e.name,
+      idempotencyKey: `${e.runId}:${e.callId}`,
+      detail,
+      seq: e.seq
+    })
+  for (const e of timeline) {
+    if (e._tag === "tool.succeeded") pending.delete(e.callId)
+    else if (e._tag === "tool.reconciled" && e.verdict !== "undecidable") pending.delete(e.callId)
+    else if (e._tag === "tool.interrupted" && e.settlement === "outcome_unknown") unknown(e, e.detail)
+    else if (e._tag === "tool.failed" && e.error.failure?.classification === "unknown") unknown(e, e.error.failure.hint)
+  }
+  return Array.from(pending.values())
+}
+
+type Open = { -readonly [K in keyof InFlight]: InFlight[K] }
+
+/** The last word on a call after the moment: how it ended, or how its interruption settled. */
+const endingOf = (e: Event.Event): string | undefined => {
+  switch (e._tag) {
+    case "tool.succeeded":
+      return "succeeded"
+    case "tool.failed":
+      return `failed: ${e.error.failure?.code ?? e.error.code}`
+    case "tool.blocked":
+      return `blocked: ${e.error.code}`
+    case "tool.interrupted":
+      return e.settlement
+    case "approval.decided":
+      return e.decision
+    case "model.failed":
+      return `failed: ${e.failure.code}`
+    case "model.responded":
+      return "responded"
+    default:
+      return undefined
+  }
+}
+
+/**
+ * The work the run had going just before event `index` (the whole log when `index` is its
+ * length): the model attempt waiting for its answer, the calls without their ending, the
+ * approvals waiting and the retries sleeping; and, from the events after, what became of each.
+ */
+export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InFlight> => {
+  const start = startOf(timeline)
+  let state = RunLog.empty
+  let model: Open | undefined
+  const tools = new Map<string, Open>()
+  const retries = new Map<string, Open>()
+  for (let i = 0; i < index && i < timeline.length; i++) {
+    const e = timeline[i] as Event.Event
+    state = RunLog.step(state, e)
+    const since = e.at - start
+    switch (e._tag) {
+      case "model.requested":
+        model = {
+          kind: "model_call",
+          name: state.model,
+          callId: undefined,
+          attempt: e.attempt,
+          sinceMillis: since,
+          deadlineAt: e.deadlineAt,
+          layer: e.layer,
+          became: undefined
+        }
+        break
+      case "model.responded":
+      case "model.failed":
+        model = undefined
+        break
+      case "tool.started":
+        tools.set(e.callId, {
+          kind: "tool_call",
+          name: e.name,
+          callId: e.callId,
+          attempt: undefined,
+          sinceMillis: since,
+          deadlineAt: undefined,
+          layer: undefined,
+          became: undefined
+        })
+        break
+      case "tool.attempted": {
+        const open = tools.get(e.callId)
+        if (open !== undefined) Object.assign(open, { attempt: e.attempt, deadlineAt: e.deadlineAt, layer: e.layer })
+        break
+      }
+      case "tool.succeeded":
+      case "tool.failed":
+      case "tool.blocked":
+        tools.delete(e.callId)
+        break
+      case "recovery.started":
+        retries.set(e.callId ?? "", {
+          kind: "retry",
+          name: e.callId === undefined ? state.model : (tools.get(e.callId)?.name ?? e.kind),
+          callId: e.callId,
+          attempt: e.attempt,
+          sinceMillis: since,
+          deadlineAt: e.at + e.delayMillis,
+          layer: undefined,
+          became: undefined
+        })
+        break
+    }
+  }
+  const approvals: Array<Open> = state.approvals.map((callId) => {
+    const request = timeline.find(
+      (e): e is Event.Of<"approval.requested"> => e._tag === "approval.requested" && e.callId === callId
+    )
+    return {
+      kind: "approval",
+      name: request?.name ?? tools.get(callId)?.name ?? "",
+      callId,
+      attempt: undefined,
+      sinceMillis: (request?.at ?? start) - start,
+      deadlineAt: request?.expiresAt,
+      layer: request?.layer,
+      became: undefined
+    }
+  })
+  const sleeping = state.retries.flatMap((owner) => {
+    const retry = retries.get(owner)
+    return retry === undefined ? [] : [retry]
+  })
+  const open: Array<Open> = [...(model === undefined ? [] : [model]), ...approvals, ...tools.values(), ...sleeping]
+  // What became of each: the last word after the moment (an approval's decision, a call's ending).
+  for (let i = index; i < timeline.length; i++) {
+    const e = timeline[i] as Event.Event
+    const ending = endingOf(e)
+    if (ending === undefined) continue
+    const callId = "callId" in e ? e.callId : undefined
+    for (const work of open) {
+      const about =
+        work.kind === "model_call"
+          ? e._tag === "model.failed" || e._tag === "model.responded"
+          : work.kind === "approval"
+            ? e._tag === "approval.decided" && callId === work.callId
+            : work.kind === "tool_call" && e._tag !== "approval.decided" && callId === work.callId
+      // A call's last word stands (cut off, then failed); a model call's or an approval's first.
+      if (about && (work.became === undefined || work.kind === "tool_call")) work.became = ending
+    }
+  }
+  return open
+}
+
+/** The call, observation or failure that repeated most. */
+export const repetitionOf = (timeline: Timeline, kind: "call" | "observation" | "failure"): Repetition | undefined => {
+  if (kind === "call") return repeatedCall(timeline)
+  if (kind === "observation") return unchangedObservation(timeline)
+  return repeatedFailure(timeline)
+}
+
+const top = (map: HashMap.HashMap<string, number>): [string, number] | undefined => {
+  let best: [string, number] | undefined
+  for (const [key, n] of map) if (best === undefined || n > best[1]) best = [key, n]
+  return best
+}
+
+const repeatedCall = (timeline: Timeline): Repetition | undefined => {
+  const best = top(Counters.fold(timeline).callSignatures)
+  if (best === undefined) return undefined
+  const [signature, count] = best
+  let last: { readonly name: string; readonly arguments: unknown } | undefined
+  for (const e of timeline) {
+    if (e._tag !== "model.responded") continue
+    e.signatures.forEach((s, i) => {
+      if (s === signature && e.toolCalls[i] !== undefined) last = e.toolCalls[i]
+    })
+  }
+  return { _tag: "call", name: last?.name ?? "", signature, arguments: last?.arguments, count }
+}
+
+/** The observation seen again most often with no state change: found by the counters' own fold. */
+const unchangedObservation = (timeline: Timeline): Repetition | undefined => {
+  const groups = new Map<string, { first: Event.Of<"tool.succeeded">; callIds: Array<string> }>()
+  const firsts = new Map<string, Event.Of<"tool.succeeded">>()
+  let counters = Counters.empty
+  for (const e of timeline) {
+    const before = counters.unchangedObservations
+    counters = Counters.step(counters, e)
+    if (e._tag !== "tool.succeeded") continue
+    const digest = Signature.digest(e.observation)
+    const key = `${e.name}|${digest}`
+    if (!firsts.has(key)) firsts.set(key, e)
+    if (counters.unchangedObservations === before) continue
+    const first = firsts.get(key) ?? e
+    const group = groups.get(key) ?? { first, callIds: [first.callId] }
+    group.callIds.push(e.callId)
+    groups.set(key, group)
+  }
+  let best: { first: Event.Of<"tool.succeeded">; callIds: Array<string> } | undefined
+  for (const group of groups.values())
+    if (best === undefined || group.callIds.length > best.callIds.length) best = group
+  if (best === undefined) return undefined
+  return {
+    _tag: "observation",
+    name: best.first.name,
+    observation: best.first.observation,
+    digest: Signature.digest(best.first.observation),
+    count: best.callIds.length,
+    callIds: best.callIds
+  }
+}
+
+const repeatedFailure = (timeline: Timeline): Repetition | undefined => {
+  const best = top(Counters.fold(timeline).failureSignatures)
+  if (best === undefined) return undefined
+  const [signature, count] = best
+  const failed = timeline.findLast(
+    (e): e is Event.Of<"tool.failed"> =>
+      e._tag === "tool.failed" &&
+      Signature.failure(e.name, e.error.failure?.code ?? e.error.code, e.error.message) === signature
+  )
+  if (failed === undefined) return undefined
+  return {
+    _tag: "failure",
+    name: failed.name,
+    code: failed.error.failure?.code ?? failed.error.code,
+    message: failed.error.message,
+    count,
+    maxRetries: failed.maxRetries
+  }
+}
+
+/** The last failed model call, or failed or blocked tool call, before `index`. */
+export const lastFailure = (timeline: Timeline, index: number, source?: "model" | "tool"): FailureSeen | undefined => {
+  for (let i = Math.min(index, timeline.length) - 1; i >= 0; i--) {
+    const e = timeline[i] as Event.Event
+    if (e._tag === "model.failed" && source !== "tool") {
+      const { code, classification, hint, timeout } = e.failure
+      return { source: "model", name: "model", callId: undefined, code, classification, hint, timeout, seq: e.seq }
+    }
+    if ((e._tag === "tool.failed" || e._tag === "tool.blocked") && source !== "model") {
+      const failure = e.error.failure
+      return {
+        source: "tool",
+        name: e.name,
+        callId: e.callId,
+        code: failure?.code ?? e.error.code,
+        classification: failure?.classification,
+        hint: failure?.hint ?? e.error.message,
+        timeout: failure?.timeout,
+        seq: e.seq
+      }
+    }
+  }
+  return undefined
+}
+
+/** The last decision on an approval, with its request. */
+export const approvalOf = (
+  timeline: Timeline,
+  decisions: ReadonlyArray<ApprovalSeen["decision"]>
+): ApprovalSeen | undefined => {
+  const decided = timeline.findLast(
+    (e): e is Event.Of<"approval.decided"> => e._tag === "approval.decided" && decisions.includes(e.decision)
+  )
+  if (decided === undefined) return undefined
+  const request = timeline.findLast(
+    (e): e is Event.Of<"approval.requested"> =>
+      e._tag === "approval.requested" && e.callId === decided.callId && e.seq < decided.seq
+  )
+  const start = startOf(timeline)
+  return {
+    callId: decided.callId,
+    name: decided.name,
+    arguments: request?.arguments,
+    decision: decided.decision,
+    by: decided.by,
+    reason: decided.reason,
+    layer: decided.layer,
+    requestedAtMillis: (request?.at ?? start) - start,
+    expiresAt: request?.expiresAt ?? Number.NaN,
+    decidedAtMillis: decided.at - start
+  }
+}
+
+/** The checks that failed, and the plan's steps done and not done, as validation recorded them. */
+export const validationOf = (timeline: Timeline): ValidationSeen | undefined => {
+  const plan = timeline.findLast((e): e is Event.Of<"plan.set"> => e._tag === "plan.set")
+  const checks = timeline.flatMap((e) => (e._tag === "validation.checked" ? [e.check] : []))
+  if (plan === undefined && checks.length === 0) return undefined
+  const completed: Array<PlanItem> = []
+  const unfinished: Array<PlanItem> = []
+  for (const step of plan?.steps ?? []) {
+    const check = checks.findLast((c) => c.kind === "plan_step" && c.name === `plan:${step.id}`)
+    const item = { ...step, detail: check?.detail ?? "not checked: validation did not run on this step" }
+    if (check?.passed === true) completed.push(item)
+    else unfinished.push(item)
+  }
+  return { failed: checks.filter((c) => !c.passed), completed, unfinished }
+}

@@ -1,0 +1,512 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema, Stream } from "effect"
+import type * as Event from "../../src/events/Event.ts"
+import * as StopReason from "../../src/events/StopReason.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as Model from "../../src/model/Model.ts"
+import * as Explain from "../../src/observability/Explain.ts"
+import * as Recovery from "../../src/recovery/Recovery.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as RunResult from "../../src/run/RunResult.ts"
+import * as Termination from "../../src/termination/Termination.ts"
+import * as FaultyModel from "../../src/testing/FaultyModel.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../src/tools/Approval.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import * as Validation from "../../src/validation/Validation.ts"
+import { drive } from "../support/clock.ts"
+import { echo } from "../support/tools.ts"
+
+type Options = Omit<Run.Options<Tool.Any<never>>, "goal">
+
+/** Runs on the TestClock (10 ms at a time) with a scripted model, as the time-layer tests do. */
+const runOn = (model: Layer.Layer<Model.Model>, options: Options) =>
+  drive(Run.run({ goal: "x", recovery: { backoff: Recovery.backoff({ jitter: false }) }, ...options })).pipe(
+    Effect.provide(Layer.mergeAll(model, NodeServices.layer))
+  )
+
+const scripted = (script: ReadonlyArray<ScriptedModel.Step>, options: Options) =>
+  runOn(ScriptedModel.layer(script), options)
+
+/** The explanation of a result, checked against what the result itself says. */
+const explained = (result: RunResult.RunResult) => {
+  const e = RunResult.explain(result)
+  assert.isTrue(e.ended)
+  assert.strictEqual(e.status, result.status)
+  assert.strictEqual(e.stopReason, result.stopReason)
+  assert.strictEqual(e.decision?.policy, result.policy)
+  assert.strictEqual(e.decision?.detail, result.detail)
+  assert.deepStrictEqual(e.pendingActions, result.pendingActions)
+  assert.strictEqual(e.elapsedMillis, result.elapsedMillis)
+  const text = Explain.format(e)
+  assert.include(text, `(${result.stopReason})`)
+  assert.include(text, `Next safe step (${e.next.kind}`)
+  return e
+}
+
+const gauge = (e: Explain.Explanation, counter: string) => {
+  const found = e.gauges.find((g) => g.counter === counter)
+  assert.isDefined(found, counter)
+  return found as Explain.Gauge
+}
+
+const decisive = (e: Explain.Explanation) => e.gauges.filter((g) => g.decisive).map((g) => g.counter)
+
+/** A model call that never answers: only a time layer can end it. */
+const silent: ScriptedModel.Step = () => Effect.never
+
+const tool = (options: Partial<Tool.Options<{ readonly n?: number | undefined }, string, never>> & { name: string }) =>
+  Tool.make({
+    description: options.name,
+    input: Schema.Struct({ n: Schema.optional(Schema.Number) }),
+    output: Schema.String,
+    handler: () => Effect.succeed("ok"),
+    ...options
+  })
+
+const permanent = (code: string, hint: string) =>
+  new Failure.Permanent({ source: "tool", category: "not_found", code, attempts: 1, hint })
+
+const covered = new Set<StopReason.StopReason>()
+
+describe("R13 Explain: why a run stopped, from its log alone", () => {
+  it.effect("R6 goal_reached: the final_answer policy, nothing to do next", () =>
+    Effect.gen(function* () {
+      const result = yield* scripted([ScriptedModel.finalAnswer("done")], { tools: [echo] })
+      const e = explained(result)
+      covered.add(e.stopReason ?? "goal_reached")
+      assert.strictEqual(e.decision?.policy, "final_answer")
+      assert.strictEqual(e.next.kind, "none")
+      assert.deepStrictEqual(decisive(e), [])
+      // Nothing set: the default policies' limits, said to be defaults.
+      assert.deepInclude(gauge(e, "iterations"), { value: 1, max: 20, source: "default" })
+    })
+  )
+
+  it.effect("R6.2 validation_failed: the failing checks, the unfinished plan step, decided by validation", () =>
+    Effect.gen(function* () {
+      const result = yield* scripted(
+        [ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")],
+        {
+          tools: [echo],
+          validation: {
+            plan: [
+              Validation.step("echo", "echo something", [Criterion.toolSucceeded("echo")]),
+              Validation.step("write", "write the report", [Criterion.toolSucceeded("write_json_file")])
+            ]
+          }
+        }
+      )
+      const e = explained(result)
+      covered.add("validation_failed")
+      assert.strictEqual(e.stopReason, "validation_failed")
+      assert.strictEqual(e.status, "partial")
+      assert.strictEqual(e.decision?.policy, "validation")
+      assert.deepStrictEqual(
+        e.validation?.unfinished.map((i) => i.id),
+        result.unfinished.map((i) => i.id)
+      )
+      assert.deepStrictEqual(
+        e.validation?.completed.map((i) => i.id),
+        ["echo"]
+      )
+      assert.deepStrictEqual(
+        e.validation?.unfinished.map((i) => i.id),
+        ["write"]
+      )
+      assert.includeMembers(e.validation?.failed.map((c) => c.name) ?? [], ["plan:write"])
+      assert.strictEqual(e.next.kind, "fix")
+      assert.include(e.next.text, '"write"')
+    })
+  )
+
+  it.effect("R4.1 run_timeout: the run layer fired, the state it found and the model call in flight", () =>
+    Effect.gen(function* () {
+      const result = yield* scripted([silent], { tools: [], time: { run: "1 second" } })
+      const e = explained(result)
+      covered.add("run_timeout")
+      assert.strictEqual(e.deadline?.layer, "run")
+      assert.strictEqual(e.deadline?.firedAtMillis, 1000)
+      assert.strictEqual(e.deadline?.limitMillis, 1000)
+      assert.strictEqual(e.deadline?.deadlineAt, e.startedAt + 1000)
+      assert.strictEqual(e.deadline?.state, "model_thinking")
+      const [call] = e.deadline?.inFlight ?? []
+      assert.strictEqual(call?.kind, "model_call")
+      assert.strictEqual(call?.layer, "run")
+      assert.match(call?.became ?? "", /^failed: /)
+      assert.deepInclude(gauge(e, "elapsedMillis"), { value: 1000, max: 1000, source: "recorded", decisive: true })
+      assert.deepStrictEqual({ kind: e.next.kind, limit: e.next.limit }, { kind: "raise_limit", limit: "time.run" })
+    })
+  )
+
+  it.effect("R4.1 step_timeout: the step layer fired on the model call, with its deadline", () =>
+    Effect.gen(function* () {
+      const result = yield* scripted([silent, ScriptedModel.finalAnswer("never")], {
+        tools: [],
+        time: { run: "10 seconds", step: "1 second" }
+      })
+      const e = explained(result)
+      covered.add("step_timeout")
+      assert.strictEqual(e.deadline?.layer, "step")
+      assert.strictEqual(e.deadline?.deadlineAt, e.startedAt + 1000)
+      assert.strictEqual(e.deadline?.elapsedMillis, 1000)
+      assert.strictEqual(e.deadline?.limitMillis, 1000)
+      assert.strictEqual(e.failure?.code, "step_timeout")
+      assert.strictEqual(e.failure?.source, "model")
+      assert.deepStrictEqual(
+        e.deadline?.inFlight.map((w) => w.kind),
+        ["model_call"]
+      )
+      assert.strictEqual(e.next.limit, "time.step")
+    })
+  )
+
+  it.effect("R2.3 max_tool_calls: the counter beside its recorded limit", () =>
+    Effect.gen(function* () {
+      const batch = ScriptedModel.toolCalls(["echo", { text: "a" }], ["echo", { text: "b" }])
+      const result = yield* scripted([batch], { tools: [echo], limits: { maxToolCalls: 1 } })
+      const e = explained(result)
+      covered.add("max_tool_calls")
+      assert.strictEqual(e.stopReason, "max_tool_calls")
+      assert.deepInclude(gauge(e, "toolCalls"), { value: 2, max: 1, source: "recorded", decisive: true })
+      assert.deepStrictEqual(
+        { kind: e.next.kind, limit: e.next.limit },
+        { kind: "raise_limit", limit: "limits.maxToolCalls" }
+      )
+    })
+  )
+
+  it.effect("R2.3 max_iterations: iterations beside maxIterations", () =>
+    Effect.gen(function* () {
+      const result = yield* scripted(
+        [ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.toolCall("echo", { text: "b" })],
+        { tools: [echo], limits: { maxIterations: 2 } }
+      )
+      const e = explained(result)
+      covered.add("max_iterations")
+      assert.deepInclude(gauge(e, "iterations"), { value: 2, max: 2, source: "recorded", decisive: true })
+      assert.deepStrictEqual(decisive(e), ["iterations"])
+      assert.strictEqual(e.next.limit, "limits.maxIterations")
+    })
+  )
+
+  it.effect("R2.3 repeated_tool_call: the repeated signature and its arguments", () =>
+    Effect.gen(function* () {
+      const same = ScriptedModel.toolCall("echo", { text: "again" })
+      const result = yield* scripted([same, same, same], { tools: [echo] })
+      const e = explained(result)
+      covered.add("repeated_tool_call")
+      assert.strictEqual(e.repetition?._tag, "call")
+      if (e.repetition?._tag !== "call") return
+      assert.strictEqual(e.repetition.count, 3)
+      assert.strictEqual(e.repetition.name, "echo")
+      const responded = result.timeline.find((x): x is Event.Of<"model.responded"> => x._tag === "model.responded")
+      assert.strictEqual(e.repetition.signature, responded?.signatures[0])
+      assert.deepInclude(gauge(e, "repeatedToolCallCount"), { value: 3, max: 3, source: "default", decisive: true })
+      assert.strictEqual(e.next.kind, "change_approach")
+    })
+  )
+
+  it.effect("R2.3 repeated_tool_failure: the failure signature past the tool's retry limit", () =>
+    Effect.gen(function* () {
+      const fails = tool({
+        name: "lookup",
+        recoverErrors: true,
+        maxRetries: 1,
+        handler: () => Effect.fail(permanent("not_found", "nothing there"))
+      })
+      const result = yield* scripted(
+        [ScriptedModel.toolCall("lookup", { n: 1 }), ScriptedModel.toolCall("lookup", { n: 2 })],
+        { tools: [fails] }
+      )
+      const e = explained(result)
+      covered.add("repeated_tool_failure")
+      assert.strictEqual(e.stopReason, "repeated_tool_failure")
+      assert.deepStrictEqual(e.repetition, {
+        _tag: "failure",
+        name: "lookup",
+        code: "not_found",
+        message: result.timeline.findLast((x): x is Event.Of<"tool.failed"> => x._tag === "tool.failed")?.error
+          .message as string,
+        count: 2,
+        maxRetries: 1
+      })
+    })
+  )
+
+  it.effect("R3.3 recovery_exhausted: the model's failure, the retries beside maxRecoveries", () =>
+    Effect.gen(function* () {
+      const model = FaultyModel.make([
+        FaultyModel.httpError(500),
+        FaultyModel.httpError(500),
+        FaultyModel.httpError(500)
+      ])
+      const result = yield* runOn(FaultyModel.layer(model), { tools: [echo], recovery: { maxRecoveries: 2 } })
+      const e = explained(result)
+      covered.add("recovery_exhausted")
+      assert.strictEqual(e.stopReason, "recovery_exhausted")
+      assert.strictEqual(e.failure?.source, "model")
+      assert.strictEqual(e.failure?.code, "http_500")
+      assert.deepInclude(gauge(e, "recoveryAttempts"), { value: 2, max: 2, source: "recorded", decisive: true })
+      assert.isFalse(gauge(e, "toolCorrectionAttempts").decisive)
+      assert.deepStrictEqual(
+        { kind: e.next.kind, limit: e.next.limit },
+        { kind: "retry", limit: "recovery.maxRecoveries" }
+      )
+    })
+  )
+
+  it.effect("R2.3 max_tool_errors: the error budget and the last failure", () =>
+    Effect.gen(function* () {
+      const fails = tool({
+        name: "lookup",
+        recoverErrors: true,
+        handler: ({ n }) => Effect.fail(permanent("not_found", `no item ${n}`))
+      })
+      const batch = ScriptedModel.toolCalls(["lookup", { n: 1 }], ["lookup", { n: 2 }])
+      const result = yield* scripted([batch], { tools: [fails], limits: { maxToolErrors: 1 } })
+      const e = explained(result)
+      covered.add("max_tool_errors")
+      assert.deepInclude(gauge(e, "toolErrors"), { value: 2, max: 1, source: "recorded", decisive: true })
+      assert.strictEqual(e.failure?.name, "lookup")
+      assert.strictEqual(e.failure?.code, "not_found")
+      assert.strictEqual(e.next.limit, "limits.maxToolErrors")
+    })
+  )
+
+  it.effect("R2.3 empty_output: empty responses beside their budget", () =>
+    Effect.gen(function* () {
+      const empty = ScriptedModel.finalAnswer("")
+      const result = yield* scripted([empty, empty, empty], { tools: [echo] })
+      const e = explained(result)
+      covered.add("empty_output")
+      assert.deepInclude(gauge(e, "emptyOutputs"), { value: 3, max: 2, source: "default", decisive: true })
+    })
+  )
+
+  it.effect("R2.3 loop_detected: the unchanged observation and the calls that saw it", () =>
+    Effect.gen(function* () {
+      const status = tool({
+        name: "status",
+        sideEffect: "read",
+        idempotent: true,
+        handler: () => Effect.succeed("idle")
+      })
+      const result = yield* scripted(
+        [1, 2, 3, 4].map((n) => ScriptedModel.toolCall("status", { n })),
+        { tools: [status] }
+      )
+      const e = explained(result)
+      covered.add("loop_detected")
+      assert.strictEqual(e.repetition?._tag, "observation")
+      if (e.repetition?._tag !== "observation") return
+      const calls = result.timeline.flatMap((x) => (x._tag === "tool.succeeded" ? [x.callId] : []))
+      assert.deepStrictEqual(e.repetition.callIds, calls)
+      assert.strictEqual(e.repetition.count, 4)
+      assert.include(e.repetition.observation, "idle")
+      assert.deepInclude(gauge(e, "unchangedObservations"), { value: 3, max: 3, decisive: true })
+    })
+  )
+
+  it.effect("R2.3 budget_exhausted: the token budget spent, the cost budget not", () =>
+    Effect.gen(function* () {
+      const costly = Model.response({
+        toolCalls: [{ id: "c1", name: "echo", arguments: JSON.stringify({ text: "a" }) }],
+        usage: { inputTokens: 60, outputTokens: 50 }
+      })
+      const result = yield* scripted([costly], { tools: [echo], limits: { maxTokens: 100, maxCostUsd: 5 } })
+      const e = explained(result)
+      covered.add("budget_exhausted")
+      assert.deepInclude(gauge(e, "tokens"), { value: 110, max: 100, source: "recorded", decisive: true })
+      assert.deepInclude(gauge(e, "costUsd"), { max: 5, decisive: false })
+      assert.strictEqual(e.next.limit, "limits.maxTokens")
+    })
+  )
+
+  it.effect("R3.7 tool_error: the tool's failure and a fix", () =>
+    Effect.gen(function* () {
+      const fails = tool({ name: "fetch", handler: () => Effect.fail(permanent("gone", "the page is gone")) })
+      const result = yield* scripted([ScriptedModel.toolCall("fetch", {})], { tools: [fails] })
+      const e = explained(result)
+      covered.add("tool_error")
+      assert.deepInclude(e.failure, { source: "tool", name: "fetch", code: "gone", hint: "the page is gone" })
+      assert.strictEqual(e.next.kind, "fix")
+    })
+  )
+
+  it.effect("R3.2 model_error: the model's permanent failure", () =>
+    Effect.gen(function* () {
+      const result = yield* runOn(FaultyModel.layer(FaultyModel.make([FaultyModel.httpError(400)])), { tools: [] })
+      const e = explained(result)
+      covered.add("model_error")
+      assert.deepInclude(e.failure, { source: "model", code: "http_400", classification: "permanent" })
+    })
+  )
+
+  it.effect("R11 output_truncated: the correction budget spent", () =>
+    Effect.gen(function* () {
+      const cut = ScriptedModel.cutOff("half an ans")
+      const result = yield* scripted([cut, cut], { tools: [], recovery: { correctionBudget: 1 } })
+      const e = explained(result)
+      covered.add("output_truncated")
+      assert.deepInclude(gauge(e, "toolCorrectionAttempts"), { value: 1, max: 1, source: "recorded", decisive: true })
+      assert.strictEqual(e.next.kind, "change_approach")
+    })
+  )
+
+  it.effect("R11 content_filtered: the provider's filter", () =>
+    Effect.gen(function* () {
+      const result = yield* scripted([ScriptedModel.filtered], { tools: [] })
+      const e = explained(result)
+      covered.add("content_filtered")
+      assert.strictEqual(e.failure?.source, "model")
+      assert.strictEqual(e.next.kind, "change_approach")
+    })
+  )
+
+  it.effect("R6.4 inconsistent_result: the postcondition that contradicted the success", () =>
+    Effect.gen(function* () {
+      const checked = tool({
+        name: "write",
+        sideEffect: "write",
+        handler: () => Effect.succeed("ok"),
+        postcondition: () => Effect.succeed(false)
+      })
+      const result = yield* scripted([ScriptedModel.toolCall("write", {})], { tools: [checked] })
+      const e = explained(result)
+      covered.add("inconsistent_result")
+      assert.deepInclude(e.failure, { source: "tool", name: "write", code: "inconsistent_result" })
+    })
+  )
+
+  it.effect("R3.8 R4.3 unknown_outcome: the pending action, its key, and the tool layer that fired", () =>
+    Effect.gen(function* () {
+      const hang = tool({ name: "hang", sideEffect: "write", timeout: "1 second", handler: () => Effect.never })
+      const result = yield* scripted([ScriptedModel.toolCall("hang", {})], { tools: [hang] })
+      const e = explained(result)
+      covered.add("unknown_outcome")
+      const [pending] = e.pendingActions
+      assert.strictEqual(pending?.name, "hang")
+      assert.strictEqual(pending?.idempotencyKey, `${result.runId}:${pending?.callId}`)
+      assert.strictEqual(e.deadline?.layer, "tool")
+      assert.strictEqual(e.deadline?.elapsedMillis, 1000)
+      assert.strictEqual(e.deadline?.deadlineAt, e.startedAt + 1000)
+      assert.deepStrictEqual(
+        { kind: e.next.kind, callIds: e.next.callIds },
+        { kind: "reconcile", callIds: [pending?.callId as string] }
+      )
+    })
+  )
+
+  it.effect("R7 approval_rejected: which call, by whom, why", () =>
+    Effect.gen(function* () {
+      const pay = tool({ name: "pay", sideEffect: "external", needsApproval: true })
+      const handle = yield* Run.start({ goal: "pay", tools: [pay] })
+      yield* Stream.runHead(Stream.filter(handle.events, (x) => x._tag === "approval.requested"))
+      yield* handle.reject("call_pay", "not this vendor", { by: "bob" })
+      const result = yield* handle.result
+      const e = explained(result)
+      covered.add("approval_rejected")
+      assert.deepInclude(e.approval, { name: "pay", decision: "rejected", by: "bob", reason: "not this vendor" })
+      assert.deepStrictEqual(e.approval?.arguments, { n: 1 })
+      assert.include(e.next.text, "bob")
+      assert.deepStrictEqual(e.next.callIds, [e.approval?.callId as string])
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(
+          ScriptedModel.layer([ScriptedModel.toolCall("pay", { n: 1 }, "call_pay")]),
+          NodeServices.layer,
+          Approval.layerMemory
+        )
+      )
+    )
+  )
+
+  it.effect("R7 R4.1 approval_expired: the approval layer, its expiry and limit", () =>
+    Effect.gen(function* () {
+      const pay = tool({ name: "pay", sideEffect: "external", needsApproval: true })
+      const result = yield* scripted([ScriptedModel.toolCall("pay", {})], {
+        tools: [pay],
+        time: { run: "10 seconds", approval: "1 second" }
+      })
+      const e = explained(result)
+      covered.add("approval_expired")
+      assert.deepInclude(e.approval, { name: "pay", decision: "expired", layer: "approval", decidedAtMillis: 1000 })
+      assert.strictEqual(e.deadline?.layer, "approval")
+      assert.strictEqual(e.deadline?.limitMillis, 1000)
+      assert.strictEqual(e.deadline?.deadlineAt, e.startedAt + 1000)
+      assert.deepStrictEqual({ kind: e.next.kind, limit: e.next.limit }, { kind: "decide", limit: "time.approval" })
+    }).pipe(Effect.provide(Approval.layerMemory))
+  )
+
+  it.effect("R5.1 cancelled: when, in which state, and the tool call it cut off", () =>
+    Effect.gen(function* () {
+      const hang = tool({ name: "hang", sideEffect: "read", idempotent: true, handler: () => Effect.never })
+      const handle = yield* Run.start({ goal: "x", tools: [hang] })
+      yield* Stream.runHead(Stream.filter(handle.events, (x) => x._tag === "tool.attempted"))
+      const result = yield* handle.cancel
+      const e = explained(result)
+      covered.add("cancelled")
+      assert.strictEqual(e.cancellation?.state, "tool_executing")
+      assert.isUndefined(e.cancellation?.by)
+      const [call] = e.cancellation?.inFlight ?? []
+      assert.deepInclude(call, { kind: "tool_call", name: "hang", attempt: 1, became: "cancelled" })
+      assert.strictEqual(e.next.kind, "rerun")
+    }).pipe(
+      Effect.provide(Layer.mergeAll(ScriptedModel.layer([ScriptedModel.toolCall("hang", {})]), NodeServices.layer))
+    )
+  )
+
+  it.effect("R12 internal_error: the defect named by the runtime", () =>
+    Effect.gen(function* () {
+      const result = yield* scripted([ScriptedModel.finalAnswer("hi")], {
+        tools: [echo],
+        policies: (defaults) => [
+          Termination.make("broken", () => {
+            throw new Error("policy bug")
+          }),
+          ...defaults
+        ]
+      })
+      const e = explained(result)
+      covered.add("internal_error")
+      assert.strictEqual(e.decision?.policy, "runtime")
+      assert.include(e.decision?.detail ?? "", '"broken"')
+      assert.strictEqual(e.next.kind, "fix")
+    })
+  )
+
+  it("R2.5 every StopReason has a test above", () => {
+    assert.deepStrictEqual([...covered].sort(), [...StopReason.all].sort())
+  })
+
+  it.effect("R9 a log without run.finished: still running or a crash, the call in flight, resume next", () =>
+    Effect.gen(function* () {
+      const result = yield* scripted(
+        [ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")],
+        {
+          tools: [echo]
+        }
+      )
+      // Cut the log just after the call started, as a crash would leave it.
+      const cut = result.timeline.findIndex((x) => x._tag === "tool.attempted")
+      const e = Explain.explain(result.timeline.slice(0, cut + 1))
+      assert.isFalse(e.ended)
+      assert.isUndefined(e.status)
+      assert.isUndefined(e.stopReason)
+      assert.strictEqual(e.state, "tool_executing")
+      assert.include(e.summary, "still running")
+      const [call] = e.inFlight
+      assert.deepInclude(call, { kind: "tool_call", name: "echo", attempt: 1, became: undefined })
+      assert.deepStrictEqual(
+        { kind: e.next.kind, callIds: e.next.callIds },
+        { kind: "resume", callIds: [call?.callId] }
+      )
+      assert.include(Explain.format(e), "no ending")
+      // An empty log is explained too.
+      assert.isFalse(Explain.explain([]).ended)
+    })
+  )
+})
