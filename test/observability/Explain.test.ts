@@ -81,7 +81,7 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
       assert.strictEqual(e.next.kind, "none")
       assert.deepStrictEqual(decisive(e), [])
       // Nothing set: the default policies' limits, said to be defaults.
-      assert.deepInclude(gauge(e, "iterations"), { value: 1, max: 20, source: "default" })
+      assert.deepInclude(gauge(e, "iterations"), { value: 1, max: 20, source: "recorded" })
     })
   )
 
@@ -204,7 +204,7 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
       assert.strictEqual(e.repetition.name, "echo")
       const responded = result.timeline.find((x): x is Event.Of<"model.responded"> => x._tag === "model.responded")
       assert.strictEqual(e.repetition.signature, responded?.signatures[0])
-      assert.deepInclude(gauge(e, "repeatedToolCallCount"), { value: 3, max: 3, source: "default", decisive: true })
+      assert.deepInclude(gauge(e, "repeatedToolCallCount"), { value: 3, max: 3, source: "recorded", decisive: true })
       assert.strictEqual(e.next.kind, "change_approach")
     })
   )
@@ -282,7 +282,7 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
       const result = yield* scripted([empty, empty, empty], { tools: [echo] })
       const e = explained(result)
       covered.add("empty_output")
-      assert.deepInclude(gauge(e, "emptyOutputs"), { value: 3, max: 2, source: "default", decisive: true })
+      assert.deepInclude(gauge(e, "emptyOutputs"), { value: 3, max: 2, source: "recorded", decisive: true })
     })
   )
 

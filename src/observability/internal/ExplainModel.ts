@@ -40,6 +40,11 @@ export interface Gauge {
   /** The limit's name: its key in `run.started`'s `limits` (the option `limits.<name>`, `time.*` for the times). */
   readonly limit: string
   readonly max: number | undefined
+  /**
+   * Where `max` comes from: `run.started` (which records the limits in force, defaults
+   * included), the policy's default (a log written before it did), the policy removed
+   * (`off`), or no limit (`unset`).
+   */
   readonly source: "recorded" | "default" | "off" | "unset"
   /** This counter is the one the stop is about. */
   readonly decisive: boolean

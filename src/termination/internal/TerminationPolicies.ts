@@ -38,6 +38,12 @@ export type Decision =
 export interface Policy {
   readonly name: string
   readonly decide: (checkpoint: Checkpoint) => Decision
+  /**
+   * The limits it enforces, by the name of their `limits` option (`{ maxIterations: 20 }`):
+   * `run.started` records them, so that the log says the limits in force. The built-in
+   * policies set it; a policy of your own may.
+   */
+  readonly limits?: Readonly<Record<string, number>> | undefined
 }
 
 /**
@@ -74,8 +80,12 @@ const builtIn = new WeakSet<object>()
 /** Whether `policy` is one of this module's built-in policies. */
 export const isBuiltIn = (policy: object): boolean => builtIn.has(policy)
 
-const builtInPolicy = (name: string, decide: (checkpoint: Checkpoint) => Decision): Policy => {
-  const policy = make(name, decide)
+const builtInPolicy = (
+  name: string,
+  decide: (checkpoint: Checkpoint) => Decision,
+  limits?: Readonly<Record<string, number>>
+): Policy => {
+  const policy: Policy = limits === undefined ? make(name, decide) : { name, decide, limits }
   builtIn.add(policy)
   return policy
 }
@@ -118,10 +128,16 @@ export const runTimeout: Policy = builtInPolicy("run_timeout", ({ deadlineAt, no
  */
 export const maxToolCalls = (limit: number): Policy => {
   positiveInt("maxToolCalls", "limit", limit)
-  return builtInPolicy("max_tool_calls", ({ counters }) =>
-    counters.toolCalls > limit
-      ? stop("max_tool_calls", `the batch would bring tool calls to ${counters.toolCalls}, over the limit of ${limit}`)
-      : continue_
+  return builtInPolicy(
+    "max_tool_calls",
+    ({ counters }) =>
+      counters.toolCalls > limit
+        ? stop(
+            "max_tool_calls",
+            `the batch would bring tool calls to ${counters.toolCalls}, over the limit of ${limit}`
+          )
+        : continue_,
+    { maxToolCalls: limit }
   )
 }
 
@@ -131,10 +147,13 @@ export const maxToolCalls = (limit: number): Policy => {
  */
 export const maxIterations = (limit: number): Policy => {
   positiveInt("maxIterations", "limit", limit)
-  return builtInPolicy("max_iterations", ({ counters }) =>
-    counters.iterations >= limit
-      ? stop("max_iterations", `${counters.iterations} model responses of ${limit}`)
-      : continue_
+  return builtInPolicy(
+    "max_iterations",
+    ({ counters }) =>
+      counters.iterations >= limit
+        ? stop("max_iterations", `${counters.iterations} model responses of ${limit}`)
+        : continue_,
+    { maxIterations: limit }
   )
 }
 
@@ -144,10 +163,13 @@ export const maxIterations = (limit: number): Policy => {
  */
 export const repeatedToolCall = (threshold: number): Policy => {
   positiveInt("repeatedToolCall", "threshold", threshold)
-  return builtInPolicy("repeated_tool_call", ({ counters }) =>
-    counters.repeatedToolCallCount >= threshold
-      ? stop("repeated_tool_call", `the same tool call was requested ${counters.repeatedToolCallCount} times`)
-      : continue_
+  return builtInPolicy(
+    "repeated_tool_call",
+    ({ counters }) =>
+      counters.repeatedToolCallCount >= threshold
+        ? stop("repeated_tool_call", `the same tool call was requested ${counters.repeatedToolCallCount} times`)
+        : continue_,
+    { repeatedToolCall: threshold }
   )
 }
 
@@ -180,10 +202,13 @@ export const recoveryExhausted: Policy = builtInPolicy("recovery_exhausted", ({ 
  */
 export const maxToolErrors = (limit: number): Policy => {
   nonNegative("maxToolErrors", "limit", limit)
-  return builtInPolicy("max_tool_errors", ({ counters }) =>
-    counters.toolErrors > limit
-      ? stop("max_tool_errors", `${counters.toolErrors} tool errors, over the budget of ${limit}`)
-      : continue_
+  return builtInPolicy(
+    "max_tool_errors",
+    ({ counters }) =>
+      counters.toolErrors > limit
+        ? stop("max_tool_errors", `${counters.toolErrors} tool errors, over the budget of ${limit}`)
+        : continue_,
+    { maxToolErrors: limit }
   )
 }
 
@@ -193,10 +218,13 @@ export const maxToolErrors = (limit: number): Policy => {
  */
 export const emptyOutput = (budget: number): Policy => {
   nonNegative("emptyOutput", "budget", budget)
-  return builtInPolicy("empty_output", ({ counters }) =>
-    counters.emptyOutputs > budget
-      ? stop("empty_output", `${counters.emptyOutputs} empty model responses, over the budget of ${budget}`)
-      : continue_
+  return builtInPolicy(
+    "empty_output",
+    ({ counters }) =>
+      counters.emptyOutputs > budget
+        ? stop("empty_output", `${counters.emptyOutputs} empty model responses, over the budget of ${budget}`)
+        : continue_,
+    { maxEmptyOutputs: budget }
   )
 }
 
@@ -208,19 +236,23 @@ export const emptyOutput = (budget: number): Policy => {
  */
 export const loopDetected = (threshold: number): Policy => {
   positiveInt("loopDetected", "threshold", threshold)
-  return builtInPolicy("loop_detected", ({ counters }) => {
-    const repeats = counters.unchangedObservations
-    if (repeats >= threshold) {
-      return stop("loop_detected", `${repeats} actions returned an observation already seen with no state change`)
-    }
-    if (repeats > 0 && repeats > Counters.reminderCount(counters, "loop_warning")) {
-      return warn(
-        "loop_warning",
-        "The last action repeated an earlier one and the state is unchanged. Try a different approach or give your final answer."
-      )
-    }
-    return continue_
-  })
+  return builtInPolicy(
+    "loop_detected",
+    ({ counters }) => {
+      const repeats = counters.unchangedObservations
+      if (repeats >= threshold) {
+        return stop("loop_detected", `${repeats} actions returned an observation already seen with no state change`)
+      }
+      if (repeats > 0 && repeats > Counters.reminderCount(counters, "loop_warning")) {
+        return warn(
+          "loop_warning",
+          "The last action repeated an earlier one and the state is unchanged. Try a different approach or give your final answer."
+        )
+      }
+      return continue_
+    },
+    { loopThreshold: threshold }
+  )
 }
 
 /**
@@ -235,14 +267,21 @@ export const budget = (limits: {
     limits.maxTokens === undefined ? Number.POSITIVE_INFINITY : nonNegative("budget", "maxTokens", limits.maxTokens)
   const maxCost =
     limits.maxCostUsd === undefined ? Number.POSITIVE_INFINITY : nonNegative("budget", "maxCostUsd", limits.maxCostUsd)
-  return builtInPolicy("budget_exhausted", ({ counters }) => {
-    const tokens = counters.inputTokens + counters.outputTokens
-    if (tokens > maxTokens) return stop("budget_exhausted", `${tokens} tokens used, over the budget of ${maxTokens}`)
-    if (counters.costUsd > maxCost) {
-      return stop("budget_exhausted", `$${counters.costUsd.toFixed(4)} spent, over the budget of $${maxCost}`)
+  return builtInPolicy(
+    "budget_exhausted",
+    ({ counters }) => {
+      const tokens = counters.inputTokens + counters.outputTokens
+      if (tokens > maxTokens) return stop("budget_exhausted", `${tokens} tokens used, over the budget of ${maxTokens}`)
+      if (counters.costUsd > maxCost) {
+        return stop("budget_exhausted", `$${counters.costUsd.toFixed(4)} spent, over the budget of $${maxCost}`)
+      }
+      return continue_
+    },
+    {
+      ...(Number.isFinite(maxTokens) ? { maxTokens } : {}),
+      ...(Number.isFinite(maxCost) ? { maxCostUsd: maxCost } : {})
     }
-    return continue_
-  })
+  )
 }
 
 /**
@@ -254,12 +293,15 @@ export const budget = (limits: {
  */
 export const sameClassErrors = (threshold: number): Policy => {
   positiveInt("sameClassErrors", "threshold", threshold)
-  return builtInPolicy("same_class_errors", ({ counters, phase }) =>
-    phase === "after_tools" && counters.sameClassStreak > 0 && counters.sameClassStreak % threshold === 0
-      ? warn(
-          "same_class_errors",
-          `${counters.sameClassStreak} tool calls in a row failed with "${counters.sameClassCode}". Stop guessing: inspect the environment first (for files, list the directory), then act on what you find.`
-        )
-      : continue_
+  return builtInPolicy(
+    "same_class_errors",
+    ({ counters, phase }) =>
+      phase === "after_tools" && counters.sameClassStreak > 0 && counters.sameClassStreak % threshold === 0
+        ? warn(
+            "same_class_errors",
+            `${counters.sameClassStreak} tool calls in a row failed with "${counters.sameClassCode}". Stop guessing: inspect the environment first (for files, list the directory), then act on what you find.`
+          )
+        : continue_,
+    { sameClassErrors: threshold }
   )
 }

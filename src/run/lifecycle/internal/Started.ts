@@ -31,8 +31,8 @@ export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R
 const limitsOf = <RV, R>(valid: Resolved<RV, R>): Record<string, number> => {
   const { registry, loop } = valid
   const all: Record<string, number | undefined> = {
-    // The termination policies' limits as given (a policy's default is not repeated).
-    ...valid.limits,
+    // The limits of the policies in force, defaults included (a limit given for a policy removed is not).
+    ...Object.assign({}, ...loop.policies.map((policy) => policy.limits ?? {})),
     runTimeoutMillis: valid.timeoutMillis,
     stepTimeoutMillis: registry.time.stepMillis,
     attemptTimeoutMillis: registry.time.attemptMillis,

@@ -204,8 +204,8 @@ export const settle = <R>(c: Call<R>): Effect.Effect<Settled, RunState.IllegalTr
  * safely act twice, runs again at once, spending no retry (the restart is not its
  * failure); any other call is never sent again blindly: its status query decides
  * (applied; not applied, and sent again at once under the same key, spending no retry
- * either; or undecidable), and without one its outcome stays unknown (a retry's episode
- * gives up on the attempt as the live run would).
+ * either; or undecidable), and without one its outcome stays unknown. An attempt in doubt
+ * that was itself a retry is given up by its episode first, as the live run would.
  */
 export const settleResumed = <R>(
   c: Call<R>,
@@ -270,8 +270,9 @@ export const settleResumed = <R>(
     c,
     Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made }, again, Cause.fail(unknown))
   )
-  // No status query, or none may start past the deadline (R3.11): the outcome stays unknown.
-  if (c.tool.reconcile === undefined || RunContext.deadlinePassed(c.ctx)) return inDoubt
+  // A retry's episode gives up on the attempt as the live run does, then its status query
+  // decides. Without a query, or past the deadline (R3.11), the outcome stays unknown.
+  if (standing.retry || c.tool.reconcile === undefined || RunContext.deadlinePassed(c.ctx)) return inDoubt
   return Effect.flatMap(
     Reconcile.reconcile(c, unknown).pipe(Effect.onInterrupt(() => Effect.sync(() => recordInterruptedReconcile(c)))),
     (reconciled): Effect.Effect<Settled, RunState.IllegalTransition, R> => {
@@ -281,7 +282,7 @@ export const settleResumed = <R>(
         case "NotApplied":
           // Found not applied: sent again at once under the same key, and, as for a call that
           // cannot act twice, the process's stop spends no retry (R3.4).
-          return settleFrom(c, next(standing.retry ? made - 1 : undefined))
+          return settleFrom(c, next(undefined))
         case "Failed":
           return Effect.succeed({ _tag: "Ended", result: toolFailed(c, reconciled.failure) })
       }
