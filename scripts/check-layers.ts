@@ -51,6 +51,19 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "cancellation",
     "run"
   ],
+  observability: [
+    "failure",
+    "time",
+    "model",
+    "tools",
+    "recovery",
+    "events",
+    "journal",
+    "termination",
+    "validation",
+    "cancellation",
+    "run"
+  ],
   testing: [
     "failure",
     "time",

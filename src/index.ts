@@ -36,6 +36,8 @@ export * as Breakers from "./recovery/Breakers.ts"
 export * as Recovery from "./recovery/Recovery.ts"
 /** @since 0.1.0 */
 export * as Run from "./run/Run.ts"
+/** @since 0.6.0 */
+export * as RunObserver from "./run/RunObserver.ts"
 /** @since 0.1.0 */
 export * as RunResult from "./run/RunResult.ts"
 /** @since 0.1.0 */
