@@ -208,7 +208,7 @@ export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
       case "recovery.started": {
         const bar = {
           kind: "backoff" as const,
-          label: `backoff ${e.delayMillis} ms (${e.cause})`,
+          label: `backoff ${Math.round(e.delayMillis)} ms (${e.cause})`,
           from: e.at,
           to: e.at + e.delayMillis,
           seq: e.seq,

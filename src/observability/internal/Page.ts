@@ -176,7 +176,7 @@ table{border-collapse:collapse;background:#fff;font-size:12px}td,th{padding:3px 
 .num{text-align:right;font-variant-numeric:tabular-nums}.meter{width:160px}.fill{height:8px;background:#2d7dd2;border-radius:4px}
 .spent .fill{background:#c0392b}.spent td{font-weight:700}
 #events table{width:100%}.event{cursor:pointer}.event:hover{background:#f0f4fa}.tag{font-family:ui-monospace,monospace;white-space:nowrap}
-.layout{display:grid;grid-template-columns:minmax(0,1fr) minmax(280px,40%);gap:18px;align-items:start}
+.layout{display:grid;grid-template-columns:minmax(0,1fr) minmax(260px,32%);gap:18px;align-items:start}
 #details{position:sticky;top:8px;background:#fff;border:1px solid #d8dce3;border-radius:4px;padding:8px 12px;max-height:90vh;overflow:auto}
 #details pre{font-size:12px;white-space:pre-wrap;word-break:break-word;margin:0}
 `
