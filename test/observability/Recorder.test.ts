@@ -84,8 +84,9 @@ describe("Recorder", () => {
       assert.strictEqual(seen.events[0]?._tag, "run.started")
       assert.isFalse(seen.events.some((e) => e._tag === "run.finished"))
       const whole = yield* Recording.read(`${directory}/${Recorder.fileName(seen.events[0]?.runId ?? "")}`)
-      assert.strictEqual(whole.events.at(-1)?._tag, "run.finished")
-      assert.strictEqual(whole.events.at(-1)?._tag === "run.finished" ? whole.events.at(-1)?.status : "", "cancelled")
+      const last = whole.events.at(-1)
+      assert.strictEqual(last?._tag, "run.finished")
+      assert.strictEqual(last?._tag === "run.finished" ? last.status : "", "cancelled")
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 

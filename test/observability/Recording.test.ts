@@ -26,7 +26,9 @@ describe("Recording", () => {
   })
 
   it("skips a torn last line (a crash in the middle of a write) and says so", () => {
-    const last = Recording.line(result.timeline.at(-1) ?? result.timeline[0]!) ?? ""
+    const finished = result.timeline.at(-1)
+    assert.strictEqual(finished?._tag, "run.finished")
+    const last = finished === undefined ? "" : (Recording.line(finished) ?? "")
     const torn = jsonl.slice(0, jsonl.length - last.length) + last.slice(0, 25)
     const recording = Result.getOrThrow(Recording.decode(torn))
     assert.deepStrictEqual(recording.events, result.timeline.slice(0, -1))
