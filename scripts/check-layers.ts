@@ -25,7 +25,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   termination: ["failure", "model", "tools", "events"],
   validation: ["failure", "model", "tools", "events"],
   cancellation: ["failure", "model", "tools"],
-  observability: ["failure", "model", "tools", "recovery", "events", "termination"],
+  explain: ["failure", "model", "tools", "recovery", "events", "termination"],
   run: [
     "failure",
     "time",
@@ -37,7 +37,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "termination",
     "validation",
     "cancellation",
-    "observability"
+    "explain"
   ],
   providers: ["failure", "model"],
   durable: [
@@ -51,7 +51,21 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "termination",
     "validation",
     "cancellation",
-    "observability",
+    "explain",
+    "run"
+  ],
+  observability: [
+    "failure",
+    "time",
+    "model",
+    "tools",
+    "recovery",
+    "events",
+    "journal",
+    "termination",
+    "validation",
+    "cancellation",
+    "explain",
     "run"
   ],
   testing: [
@@ -65,7 +79,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "termination",
     "validation",
     "cancellation",
-    "observability",
+    "explain",
     "run",
     "providers"
   ]

@@ -17,7 +17,11 @@
  *    peer dependency; only `./providers/node` (the undici transport) needs it. Likewise
  *    `./journal` does not pull in `@effect/sql-pg` (the consumer has none installed, and
  *    `require.cjs` loads `./journal`); only `./journal/pg` needs it. `./durable` loads
- *    `@effect/platform-node` only when `DurableRun.layerCluster` is built.
+ *    `@effect/platform-node` only when `DurableRun.layerCluster` is built, and
+ *    `./observability` not at all (its `bin` loads it).
+ * 6. The `bin`: `consumer/record.mjs` records a run with `./observability`'s Recorder, and
+ *    `node_modules/.bin/effect-agent-runtime view` (as npm linked it) writes its page; a
+ *    missing file is exit 1 with the message.
  *
  * The consumer files import the package by its name only, never by a path inside it, so the
  * list of entry points stays in package.json `exports` alone. A failure names its step, prints
@@ -89,7 +93,14 @@ const checkContents = (files: ReadonlyArray<string>): void => {
   if (stray.length > 0) throw new Error(`files outside package.json "files":\n${stray.join("\n")}`)
   const tests = files.filter((file) => /\.test\.|(^|\/)(test|bench|scratchpad|scripts)\//.test(file))
   if (tests.length > 0) throw new Error(`test or development files in the tarball:\n${tests.join("\n")}`)
-  const missing = [...exportedFiles(), "LICENSE", "README.md", "CHANGELOG.md"].filter((file) => !files.includes(file))
+  const bins: ReadonlyArray<string> = Object.values(manifest.bin ?? {})
+  const missing = [
+    ...exportedFiles(),
+    ...bins.map((bin) => Path.posix.normalize(bin)),
+    "LICENSE",
+    "README.md",
+    "CHANGELOG.md"
+  ].filter((file) => !files.includes(file))
   if (missing.length > 0) throw new Error(`missing from the tarball:\n${missing.join("\n")}`)
 }
 
@@ -133,11 +144,25 @@ const bundleAndRun = (app: string): string => {
   return `${(size / 1024 / 1024).toFixed(1)} MiB`
 }
 
+/** The package's `bin`, as npm installed it, on a run the package's own Recorder wrote. */
+const viewRecorded = (app: string): void => {
+  const file = run(node, ["record.mjs"], app).trim()
+  const bin = Path.join(app, "node_modules", ".bin", "effect-agent-runtime")
+  const wrote = run(bin, ["view", file, "-o", "run.html"], app)
+  if (!wrote.startsWith("wrote run.html: ")) throw new Error(`the bin said:\n${wrote}`)
+  const page = Fs.readFileSync(Path.join(app, "run.html"), "utf8")
+  if (!page.includes("goal_reached") || !page.includes('class="bar model"'))
+    throw new Error("the page shows neither the stop reason nor the model's bars")
+  const missing = spawnSync(bin, ["view", "missing.jsonl"], { cwd: app, encoding: "utf8" })
+  if (missing.status !== 1 || !missing.stderr.includes("missing.jsonl: no such file"))
+    throw new Error(`a missing file: exit ${missing.status}, ${missing.stderr}`)
+}
+
 const checkCoreImports = (app: string): void => {
   const result = Esbuild.buildSync({
     absWorkingDir: app,
     stdin: {
-      contents: [".", "./testing", "./providers", "./journal", "./durable"]
+      contents: [".", "./testing", "./providers", "./journal", "./durable", "./observability"]
         .map((entry) => `export * from "effect-agent-runtime${entry.slice(1)}"`)
         .join("\n"),
       resolveDir: app
@@ -153,7 +178,7 @@ const checkCoreImports = (app: string): void => {
     (input) => input.includes("@effect/platform-node") || input.includes("@effect/sql-pg")
   )
   if (optional.length > 0)
-    throw new Error(`the core, provider, journal and durable entries import:\n${optional.join("\n")}`)
+    throw new Error(`the core, provider, journal, durable and observability entries import:\n${optional.join("\n")}`)
 }
 
 const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-runtime-check-"))
@@ -176,8 +201,11 @@ try {
     run(node, [tsc, "-p", "tsconfig.bundler.json"], app)
   )
   const size = step("esbuild: a bundle of the consumer runs to completed", () => bundleAndRun(app))
+  step("the bin: a run recorded by ./observability's Recorder, then `effect-agent-runtime view` of it", () =>
+    viewRecorded(app)
+  )
   step(
-    "., ./testing, ./providers, ./journal and ./durable import neither @effect/platform-node nor @effect/sql-pg",
+    "., ./testing, ./providers, ./journal, ./durable and ./observability import neither @effect/platform-node nor @effect/sql-pg",
     () => checkCoreImports(app)
   )
   console.log(`package check passed (bundle ${size})`)

@@ -22,14 +22,14 @@ export * as RunState from "./events/RunState.ts"
 export * as StopReason from "./events/StopReason.ts"
 /** @since 0.1.0 */
 export * as Timeline from "./events/Timeline.ts"
+/** @since 0.5.0 */
+export * as Explain from "./explain/Explain.ts"
 /** @since 0.1.0 */
 export * as Failure from "./failure/Failure.ts"
 /** @since 0.1.0 */
 export * as FailureBoundary from "./failure/FailureBoundary.ts"
 /** @since 0.1.0 */
 export * as Model from "./model/Model.ts"
-/** @since 0.5.0 */
-export * as Explain from "./observability/Explain.ts"
 /** @since 0.1.0 */
 export * as LanguageModelAdapter from "./providers/LanguageModelAdapter.ts"
 /** @since 0.1.0 */
@@ -38,6 +38,8 @@ export * as Breakers from "./recovery/Breakers.ts"
 export * as Recovery from "./recovery/Recovery.ts"
 /** @since 0.1.0 */
 export * as Run from "./run/Run.ts"
+/** @since 0.6.0 */
+export * as RunObserver from "./run/RunObserver.ts"
 /** @since 0.1.0 */
 export * as RunResult from "./run/RunResult.ts"
 /** @since 0.1.0 */

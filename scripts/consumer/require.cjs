@@ -6,6 +6,7 @@ const { ScriptedModel } = require("effect-agent-runtime/testing")
 // The journal without PostgreSQL: this project has no @effect/sql-pg installed.
 const { Journal } = require("effect-agent-runtime/journal")
 const { DurableRun } = require("effect-agent-runtime/durable")
+const { Recorder, Viewer } = require("effect-agent-runtime/observability")
 const { version } = require("effect-agent-runtime/package.json")
 
 const loaded = [
@@ -14,6 +15,8 @@ const loaded = [
   NodeTransport.layer,
   ScriptedModel.layer,
   Journal.layerSqlite,
-  DurableRun.layerEmbedded
+  DurableRun.layerEmbedded,
+  Recorder.layer,
+  Viewer.html
 ].every((f) => typeof f === "function")
 console.log(loaded ? `required ${version}` : "an entry point is missing its functions")

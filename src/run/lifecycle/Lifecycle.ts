@@ -20,6 +20,7 @@ import { randomRunId } from "../internal/RunId.ts"
 import type { Ending } from "../internal/RunOutcome.ts"
 import * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
+import * as RunObserver from "../RunObserver.ts"
 import type * as RunOptions from "../RunOptions.ts"
 import type * as RunResult from "../RunResult.ts"
 import { finalize, interrupted, judged } from "./internal/Judgement.ts"
@@ -150,6 +151,25 @@ const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>
     })
   )
 
+/**
+ * Attaches the run to each observer (`RunObserver`) before its first event: what sees each
+ * event, and what the run awaits before it gives its result.
+ */
+const attach = (ctx: RunContext.RunContext, observers: ReadonlyArray<RunObserver.Observer>): Effect.Effect<void> => {
+  if (observers.length === 0) return Effect.void
+  const attached = observers.map((observer) => observer.attach(ctx.runId))
+  for (const { event } of attached) {
+    ctx.listeners.push((e) => {
+      try {
+        event(e)
+      } catch {
+        // An observer cannot break the run it watches.
+      }
+    })
+  }
+  return Effect.forEach(attached, (a) => a.settled, { discard: true })
+}
+
 const noTools: ReadonlyMap<string, Tool.Any<unknown>> = new Map()
 
 /**
@@ -206,6 +226,7 @@ export const execute = <RV, R>(
         if (!Deferred.isDoneUnsafe(done))
           Deferred.doneUnsafe(done, ended(ctx) ?? Exit.succeed(rescue(ctx, exit, tools)))
       })
+      const settled = attach(ctx, yield* RunObserver.RunObservers)
       const resume = start.resume
       if (resume === undefined) started(ctx, valid, (yield* Permission.Permission) === Permission.allowAll)
       else {
@@ -237,11 +258,13 @@ export const execute = <RV, R>(
       if (timer !== undefined) yield* Fiber.interrupt(timer)
       // Taken away by its host: no ending; the journal keeps what the last barrier committed.
       const suspended = ended(ctx)
-      if (suspended !== undefined) return yield* Deferred.done(done, suspended)
+      if (suspended !== undefined) return yield* Effect.andThen(settled, Deferred.done(done, suspended))
       // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
       const result = yield* finalize(ctx, exit, valid?.validation ?? Validation.empty, tools)
       // The result is in the journal before the caller gets it (R9).
       yield* Commit.final(ctx, result)
+      // And with every observer (a recorder has written `run.finished`).
+      yield* settled
       yield* Deferred.succeed(done, result)
     })
   )

@@ -1,0 +1,101 @@
+/**
+ * The command line, `effect-agent-runtime` (the package's `bin`):
+ *
+ * ```
+ * effect-agent-runtime view <run.json|run.jsonl> [-o out.html] [--no-content]
+ * ```
+ *
+ * `view` reads a `RunResult` as JSON or a JSONL recording (one still being written, or torn
+ * by a crash, included) and writes the viewer's page (`Viewer.html`), by default beside it
+ * (`run.jsonl` → `run.html`). A missing file, a file that is not JSON and JSON that is no
+ * run each fail with a message that says so.
+ *
+ * @since 0.6.0
+ */
+import { Effect, FileSystem, Path, Schema } from "effect"
+import * as Recording from "./Recording.ts"
+import * as Viewer from "./Viewer.ts"
+
+/**
+ * @category models
+ * @since 0.6.0
+ */
+export const usage = `usage: effect-agent-runtime view <run.json|run.jsonl> [-o out.html] [--no-content]
+
+  view    writes a run (a RunResult as JSON, or a JSONL recording) as one self-contained
+          HTML page: why it stopped, a Gantt of its iterations, its budgets, its events.
+  -o      where to write the page (default: the input with .html for its extension)
+  --no-content   leave the message content (goal, model text, tool arguments and results) out`
+
+/**
+ * The command line is wrong (exit 2), or its work failed (exit 1): a file is missing, is
+ * not JSON, is no run, or the page cannot be written.
+ *
+ * @category errors
+ * @since 0.6.0
+ */
+export class CliError extends Schema.TaggedError<CliError>()("CliError", {
+  message: Schema.String,
+  exitCode: Schema.Int
+}) {}
+
+/** What `view` was asked. */
+interface View {
+  readonly input: string
+  readonly output: string | undefined
+  readonly content: boolean
+}
+
+const bad = (message: string) => new CliError({ message: `${message}\n\n${usage}`, exitCode: 2 })
+
+const parse = (args: ReadonlyArray<string>): View | "help" | CliError => {
+  const [command, ...rest] = args
+  if (command === undefined || command === "--help" || command === "-h" || command === "help") return "help"
+  if (command !== "view") return bad(`unknown command: ${command}`)
+  let input: string | undefined
+  let output: string | undefined
+  let content = true
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i] as string
+    if (arg === "-o" || arg === "--output") {
+      const value = rest[++i]
+      if (value === undefined) return bad(`${arg} needs a file name`)
+      output = value
+    } else if (arg === "--no-content") content = false
+    else if (arg === "--help" || arg === "-h") return "help"
+    else if (arg.startsWith("-") && arg !== "-") return bad(`unknown option: ${arg}`)
+    else if (input === undefined) input = arg
+    else return bad(`one input file only, got ${input} and ${arg}`)
+  }
+  if (input === undefined) return bad("view needs a file: a RunResult as JSON, or a JSONL recording")
+  return { input, output, content }
+}
+
+/**
+ * Runs the command line `args` (without `node` and the script): what to print when it
+ * succeeds, or why it failed.
+ *
+ * @category commands
+ * @since 0.6.0
+ */
+export const main = (args: ReadonlyArray<string>): Effect.Effect<string, CliError, FileSystem.FileSystem | Path.Path> =>
+  Effect.gen(function* () {
+    const parsed = parse(args)
+    if (parsed === "help") return usage
+    if (parsed instanceof CliError) return yield* parsed
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const recording = yield* Effect.mapError(
+      Recording.read(parsed.input),
+      (error) => new CliError({ message: error.message, exitCode: 1 })
+    )
+    const { dir, name } = path.parse(parsed.input)
+    const output = parsed.output ?? path.join(dir, `${name}.html`)
+    const page = Viewer.html(recording, { content: parsed.content })
+    yield* Effect.mapError(
+      fs.writeFileString(output, page),
+      (error) => new CliError({ message: `cannot write ${output}: ${error.message}`, exitCode: 1 })
+    )
+    const torn = recording.torn ? " (its torn last line skipped)" : ""
+    return `wrote ${output}: ${recording.events.length} events${torn}`
+  })

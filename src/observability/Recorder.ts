@@ -1,0 +1,165 @@
+/**
+ * The recorder: every run's events appended to a JSONL file as they happen, one event a
+ * line (`<directory>/<runId>.jsonl`), for the viewer (`effect-agent-runtime view`), for a
+ * regression test, or for a look at a run while it is still going.
+ *
+ * `Recorder.layer({ directory })` records every run under it, fresh or resumed (a resumed
+ * run appends to its file). The events are recorded as the timeline holds them, redacted
+ * as it is (no `Redacted` value reaches the timeline); `content: false` also leaves the
+ * message content out (see `Recording`). Each write appends whole lines, so a crash leaves
+ * at most a torn last line, which a reader skips (`Recording.decode`); a run gives its
+ * result once its `run.finished` is written. A write that fails is logged, and the run
+ * goes on unrecorded: a recorder never fails a run.
+ *
+ * @example
+ * ```ts
+ * import { NodeServices } from "@effect/platform-node"
+ * import { Effect, Layer } from "effect"
+ * import { Run } from "effect-agent-runtime"
+ * import { Recorder } from "effect-agent-runtime/observability"
+ *
+ * const recorded = Layer.provide(Recorder.layer({ directory: "runs" }), NodeServices.layer)
+ * // Effect.provide(Run.run({ goal, tools }), recorded) writes runs/<runId>.jsonl
+ * ```
+ *
+ * @since 0.6.0
+ */
+import { Context, Deferred, Effect, FileSystem, Layer, Path, Queue, Schema } from "effect"
+import type * as Event from "../events/Event.ts"
+import * as RunObserver from "../run/RunObserver.ts"
+import { withoutContent } from "./internal/Content.ts"
+import * as Recording from "./Recording.ts"
+
+/**
+ * What the recorder is given: the `directory` of the recordings (made when missing);
+ * `content: false` to leave the message content out (default: recorded); `file` to name
+ * a run's file (default `<runId>.jsonl`, the id escaped to a safe file name).
+ *
+ * @category models
+ * @since 0.6.0
+ */
+export interface Options {
+  readonly directory: string
+  readonly content?: boolean | undefined
+  readonly file?: ((runId: string) => string) | undefined
+}
+
+/**
+ * The recorder under a layer: where a run's recording is, and `flush`, which waits until
+ * every event recorded so far is written.
+ *
+ * @category services
+ * @since 0.6.0
+ */
+export class Recorder extends Context.Service<
+  Recorder,
+  {
+    readonly path: (runId: string) => string
+    readonly flush: Effect.Effect<void>
+  }
+>()("effect-agent-runtime/Recorder") {}
+
+/**
+ * The recordings' directory cannot be made.
+ *
+ * @category errors
+ * @since 0.6.0
+ */
+export class RecorderError extends Schema.TaggedError<RecorderError>()("RecorderError", {
+  directory: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `cannot record runs into ${this.directory}: ${this.detail}`
+  }
+}
+
+/** A run id as a file name: letters, digits, `-` and `_` kept, every other character escaped. */
+export const fileName = (runId: string): string => {
+  const escaped = Array.from(runId, (c) =>
+    /[A-Za-z0-9_-]/.test(c)
+      ? c
+      : Array.from(new TextEncoder().encode(c), (b) => `%${b.toString(16).toUpperCase().padStart(2, "0")}`).join("")
+  ).join("")
+  // File names are at most 255 bytes: a longer id keeps its start and a digest of the whole.
+  return `${escaped.length > 200 ? `${escaped.slice(0, 180)}~${digest(runId)}` : escaped}.jsonl`
+}
+
+/** FNV-1a, 32 bits, as hex: enough to tell long ids apart in a directory. */
+const digest = (text: string): string => {
+  let hash = 0x811c9dc5
+  for (const b of new TextEncoder().encode(text)) hash = Math.imul(hash ^ b, 0x01000193) >>> 0
+  return hash.toString(16).padStart(8, "0")
+}
+
+/** What the writer is given: an event to append, or a flush to complete once all before it is written. */
+type Item =
+  | { readonly _tag: "event"; readonly event: Event.Event }
+  | { readonly _tag: "flush"; readonly done: Deferred.Deferred<void> }
+
+/**
+ * Records every run under it (see the module's description). Needs `FileSystem` and `Path`
+ * (`NodeServices.layer` on Node).
+ *
+ * @category layers
+ * @since 0.6.0
+ */
+export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, FileSystem.FileSystem | Path.Path> =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const path = yield* Path.Path
+      yield* Effect.mapError(
+        fs.makeDirectory(options.directory, { recursive: true }),
+        (error) => new RecorderError({ directory: options.directory, detail: error.message })
+      )
+      const name = options.file ?? fileName
+      const pathOf = (runId: string) => path.join(options.directory, name(runId))
+      const shown = options.content === false ? withoutContent : (event: Event.Event) => event
+      const queue = yield* Queue.unbounded<Item>()
+
+      /** Appends what came since the last batch, one write per run, then completes the flushes. */
+      const writeBatch = Effect.fnUntraced(function* (items: ReadonlyArray<Item>) {
+        const lines = new Map<string, Array<string>>()
+        for (const item of items) {
+          if (item._tag !== "event") continue
+          const text = Recording.line(shown(item.event))
+          if (text === undefined) {
+            yield* Effect.logWarning(`recorder: event ${item.event.seq} of run ${item.event.runId} does not encode`)
+            continue
+          }
+          const run = lines.get(item.event.runId)
+          if (run === undefined) lines.set(item.event.runId, [text])
+          else run.push(text)
+        }
+        for (const [runId, text] of lines) {
+          yield* fs
+            .writeFileString(pathOf(runId), text.join(""), { flag: "a" })
+            .pipe(Effect.catch((error) => Effect.logWarning(`recorder: run ${runId} not recorded: ${error.message}`)))
+        }
+        for (const item of items) if (item._tag === "flush") yield* Deferred.succeed(item.done, undefined)
+      })
+      yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.takeAll(queue), writeBatch)))
+
+      /** Waits until everything offered before it is written; at once when the recorder is closed. */
+      const flush = Effect.suspend(() => {
+        const done = Deferred.makeUnsafe<void>()
+        return Queue.offerUnsafe(queue, { _tag: "flush", done }) ? Deferred.await(done) : Effect.void
+      })
+      // Closing the layer writes what is left, then stops the writer (finalizers run last-added first).
+      yield* Effect.addFinalizer(() => Effect.andThen(flush, Queue.shutdown(queue)))
+
+      const observer: RunObserver.Observer = {
+        attach: () => ({
+          event: (event) => {
+            Queue.offerUnsafe(queue, { _tag: "event", event })
+          },
+          settled: flush
+        })
+      }
+      const existing = yield* RunObserver.RunObservers
+      return Context.make(Recorder, { path: pathOf, flush }).pipe(
+        Context.add(RunObserver.RunObservers, [...existing, observer])
+      )
+    })
+  )

@@ -1,0 +1,105 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, FileSystem, Layer, Result, Stream } from "effect"
+import type * as Event from "../../src/events/Event.ts"
+import * as Recorder from "../../src/observability/Recorder.ts"
+import * as Recording from "../../src/observability/Recording.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
+
+const answered = (goal: string, runId?: string) =>
+  Run.run({ goal, tools: [], runId }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
+
+describe("Recorder", () => {
+  it.live("records every event of a run, one a line, written before the run gives its result", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDirectory
+      const fs = yield* FileSystem.FileSystem
+      const { result, file } = yield* recordedRun(directory)
+      // Read at once: the run gave its result only once its run.finished was written.
+      const text = yield* fs.readFileString(file)
+      assert.isTrue(text.endsWith("\n"))
+      const lines = text.trimEnd().split("\n")
+      assert.strictEqual(lines.length, result.timeline.length)
+      const recording = Result.getOrThrow(Recording.decode(text))
+      assert.deepStrictEqual(recording.events, result.timeline)
+      assert.isFalse(recording.torn)
+      const tags = new Set(recording.events.map((e) => e._tag))
+      for (const tag of ["recovery.started", "approval.decided", "tool.succeeded", "run.finished"] as const)
+        assert.isTrue(tags.has(tag), tag)
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.effect("records each run of the layer in a file of its own, named by its escaped id", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDirectory
+      const fs = yield* FileSystem.FileSystem
+      const ids = yield* Effect.gen(function* () {
+        const a = yield* answered("first")
+        const b = yield* answered("second", "../team/b c")
+        return [a.runId, b.runId]
+      }).pipe(Effect.provide(Recorder.layer({ directory })))
+      const files = (yield* fs.readDirectory(directory)).sort()
+      assert.deepStrictEqual(files, ids.map(Recorder.fileName).sort())
+      assert.include(files, "%2E%2E%2Fteam%2Fb%20c.jsonl")
+      const second = yield* Recording.read(`${directory}/%2E%2E%2Fteam%2Fb%20c.jsonl`)
+      assert.strictEqual(second.events[0]?._tag === "run.started" ? second.events[0].goal : "", "second")
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.live("content: false leaves the message content out, and the events still decode", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDirectory
+      const { result, file } = yield* recordedRun(directory, { content: false })
+      const recording = yield* Recording.read(file)
+      assert.strictEqual(recording.events.length, result.timeline.length)
+      const started = recording.events[0] as Event.Of<"run.started">
+      assert.strictEqual(started.goal, "<not recorded>")
+      const succeeded = recording.events.filter((e) => e._tag === "tool.succeeded")
+      assert.isTrue(succeeded.length > 0)
+      for (const e of succeeded) assert.strictEqual(e.observation, "<not recorded>")
+      const text = yield* Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(file))
+      assert.notInclude(text, "staging")
+      assert.notInclude(text, "Fetch the pages")
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.effect("a recording is readable while the run is going: what is written so far decodes", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDirectory
+      const seen = yield* Effect.gen(function* () {
+        const recorder = yield* Recorder.Recorder
+        const handle = yield* Run.start({ goal: "wait", tools: [] })
+        // The model never answers: the run is going while its file is read.
+        yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "model.requested"))
+        yield* recorder.flush
+        const partial = yield* Recording.read(recorder.path(handle.runId))
+        yield* handle.cancel
+        return partial
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(ScriptedModel.layerFunction(() => Effect.never)),
+        Effect.provide(Recorder.layer({ directory }))
+      )
+      assert.strictEqual(seen.events[0]?._tag, "run.started")
+      assert.isFalse(seen.events.some((e) => e._tag === "run.finished"))
+      const whole = yield* Recording.read(`${directory}/${Recorder.fileName(seen.events[0]?.runId ?? "")}`)
+      const last = whole.events.at(-1)
+      assert.strictEqual(last?._tag, "run.finished")
+      assert.strictEqual(last?._tag === "run.finished" ? last.status : "", "cancelled")
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.effect("a directory that cannot be made is a RecorderError naming it", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDirectory
+      const fs = yield* FileSystem.FileSystem
+      yield* fs.writeFileString(`${directory}/file`, "")
+      const error = yield* Effect.flip(
+        Effect.scoped(Layer.build(Recorder.layer({ directory: `${directory}/file/runs` })))
+      )
+      assert.strictEqual(error._tag, "RecorderError")
+      assert.include(error.message, `${directory}/file/runs`)
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+})

@@ -1,0 +1,119 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Explain from "../../src/explain/Explain.ts"
+import * as Recording from "../../src/observability/Recording.ts"
+import * as Viewer from "../../src/observability/Viewer.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
+
+const recorded = Effect.runPromise(
+  Effect.gen(function* () {
+    const directory = yield* tempDirectory
+    const { result, file } = yield* recordedRun(directory)
+    return { result, recording: yield* Recording.read(file) }
+  }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+)
+
+const count = (html: string, pattern: RegExp) => html.match(pattern)?.length ?? 0
+
+describe("Viewer", () => {
+  it("draws the model attempts, tool attempts, backoffs and the approval wait as bars", async () => {
+    const { recording } = await recorded
+    const html = Viewer.html(recording)
+    // Iteration 1: two model attempts (the first rate limited), a backoff; fetch failed once, backoff, then ok.
+    assert.strictEqual(count(html, /data-kind="model_failed"/g), 1)
+    assert.strictEqual(count(html, /data-kind="model"/g), 3)
+    assert.strictEqual(count(html, /data-kind="backoff"/g), 2)
+    assert.strictEqual(count(html, /data-kind="tool_failed"/g), 1)
+    assert.strictEqual(count(html, /data-kind="approval"/g), 1)
+    assert.strictEqual(count(html, /data-iteration="[1-9]"/g), 3)
+    assert.include(html, "deploy [call_2]")
+  })
+
+  it("draws the time layers: the attempt and step deadlines, the approval expiry", async () => {
+    const { recording } = await recorded
+    const html = Viewer.html(recording)
+    assert.isAbove(count(html, /data-layer="attempt"/g), 3)
+    assert.isAbove(count(html, /data-layer="step"/g), 2)
+    assert.include(html, "run deadline at +60.0 s (off the chart)")
+    // The approval's expiry, set by the step layer, on the waiting call's row.
+    const requested = recording.events.find((e) => e._tag === "approval.requested")
+    assert.include(html, `data-seq="${requested?.seq}" data-layer="step"`)
+  })
+
+  it("shows the stop reason and its detail, and the budgets beside their limits", async () => {
+    const { result, recording } = await recorded
+    const html = Viewer.html(recording)
+    assert.include(html, `<span id="stop-reason" class="reason">max_iterations</span>`)
+    assert.include(html, `<span id="policy">max_iterations</span>`)
+    assert.include(html, result.detail)
+    assert.match(
+      html,
+      /<tr class="budget spent" data-budget="iterations"><td>iterations<\/td><td class="num">3<\/td><td class="num">3<\/td>/
+    )
+    assert.match(html, /data-budget="tokens"><td>tokens<\/td><td class="num">\d+<\/td><td class="num">10000<\/td>/)
+  })
+
+  it("takes a RunResult: its status and reason after validation", async () => {
+    const { result } = await recorded
+    const html = Viewer.html(result)
+    assert.include(html, `<span id="status" class="status">${result.status}</span>`)
+    assert.include(html, `<span id="stop-reason" class="reason">${result.stopReason}</span>`)
+  })
+
+  it("is self-contained: no request leaves the page", async () => {
+    const { recording } = await recorded
+    const html = Viewer.html(recording)
+    assert.notMatch(html, /\b(src|href)=/)
+    assert.notMatch(html, /https?:\/\//)
+    assert.include(html, "default-src 'none'")
+  })
+
+  it("message content: shown when recorded, left out with content: false", async () => {
+    const { recording } = await recorded
+    assert.include(Viewer.html(recording), "Fetch the pages, then deploy to staging")
+    const without = Viewer.html(recording, { content: false })
+    assert.notInclude(without, "Fetch the pages")
+    assert.notInclude(without, "staging")
+    assert.include(without, "Message content was not recorded")
+  })
+
+  it("a run still going: open bars to the last event, and no stop yet", async () => {
+    const { recording } = await recorded
+    const cut = recording.events.findIndex((e) => e._tag === "approval.decided")
+    const html = Viewer.html(recording.events.slice(0, cut))
+    assert.include(html, `class="bar approval open"`)
+    assert.include(html, `<span id="stop-reason" class="reason">not stopped yet</span>`)
+    assert.include(html, "running (awaiting_approval)")
+  })
+
+  it("text of the run cannot break out of the page: a goal with markup is escaped", () => {
+    const goal = `</script><script>alert("x")</script><img src=x onerror=alert(1)>`
+    const result = Effect.runSync(
+      Run.run({ goal, tools: [] }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("ok")])))
+    )
+    const html = Viewer.html(result)
+    assert.strictEqual(count(html, /<script/g), 2)
+    assert.notInclude(html, "<img")
+    assert.include(html, "&lt;/script&gt;&lt;script&gt;")
+  })
+
+  it("shows why the run stopped: the explanation of its log, or the one given", async () => {
+    const { recording } = await recorded
+    assert.include(
+      Viewer.html(recording, { explanation: "3 of 3 iterations" }),
+      `<pre id="explanation">3 of 3 iterations</pre>`
+    )
+    const own = Viewer.html(recording)
+    const text = Explain.format(Explain.explain(recording.events))
+    assert.isAbove(text.length, 0)
+    const escaped = text
+      .replaceAll("&", "&amp;")
+      .replaceAll("<", "&lt;")
+      .replaceAll(">", "&gt;")
+      .replaceAll('"', "&quot;")
+    assert.include(own, `<pre id="explanation">`)
+    assert.include(own, escaped.split("\n")[0] ?? "")
+  })
+})
