@@ -146,6 +146,19 @@ const build = (limits: Limits): ReadonlyArray<Policy> =>
 /** The list of every run that sets none of the limits. */
 const standardList = build({})
 
+/** The names of the standard list, made once: every run that keeps it records the same names. */
+const standardNames: ReadonlyArray<string> = Object.freeze(standardList.map((policy) => policy.name))
+
+/**
+ * The names of a list of policies, in its order (what `run.started` records): the standard
+ * list's names are made once and shared.
+ *
+ * @category getters
+ * @since 0.4.0
+ */
+export const names = (policies: ReadonlyArray<Policy>): ReadonlyArray<string> =>
+  policies === standardList ? standardNames : policies.map((policy) => policy.name)
+
 const limitKeys = [
   "maxIterations",
   "maxToolCalls",

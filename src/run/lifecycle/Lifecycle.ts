@@ -204,8 +204,7 @@ export const execute = <RV, R>(
   start: Start = {}
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.gen(function* () {
-      const self = yield* Effect.fiber
+    Effect.withFiber((self) => {
       const valid = Result.getOrUndefined(resolved)
       const tools: ReadonlyMap<string, Tool.Any<unknown>> = valid?.registry.tools ?? noTools
       // The grace is real time on purpose: a TestClock never advanced must not stall the result.
@@ -226,9 +225,9 @@ export const execute = <RV, R>(
         if (!Deferred.isDoneUnsafe(done))
           Deferred.doneUnsafe(done, ended(ctx) ?? Exit.succeed(rescue(ctx, exit, tools)))
       })
-      const settled = attach(ctx, yield* RunObserver.RunObservers)
+      const settled = attach(ctx, self.getRef(RunObserver.RunObservers))
       const resume = start.resume
-      if (resume === undefined) started(ctx, valid, (yield* Permission.Permission) === Permission.allowAll)
+      if (resume === undefined) started(ctx, valid, self.getRef(Permission.Permission) === Permission.allowAll)
       else {
         // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
         const doubts = valid === undefined ? [] : Loop.inDoubt(ctx, valid.loop)
@@ -242,9 +241,6 @@ export const execute = <RV, R>(
       }
       // A cancel that came before the run went on: recorded before it does anything.
       if (start.cancelled === true) RunContext.stopping(ctx, "cancel")
-      // Invalid options end the run at once: no deadline to watch.
-      const timer =
-        valid === undefined ? undefined : yield* Effect.forkDetach(deadline(ctx, self), { startImmediately: true })
       // With circuit breakers, the changes this run's calls cause reach its timeline (R3.9).
       const phases = resume === undefined ? lifecycle(ctx, resolved) : resumedLifecycle(ctx, resolved)
       const body =
@@ -253,19 +249,29 @@ export const execute = <RV, R>(
           : Effect.provideService(phases, Breakers.Observer, (transition) => {
               RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
             })
-      const exit = yield* Effect.exit(restore(body))
-      clearTimeout(grace)
-      if (timer !== undefined) yield* Fiber.interrupt(timer)
-      // Taken away by its host: no ending; the journal keeps what the last barrier committed.
-      const suspended = ended(ctx)
-      if (suspended !== undefined) return yield* Effect.andThen(settled, Deferred.done(done, suspended))
       // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
-      const result = yield* finalize(ctx, exit, valid?.validation ?? Validation.empty, tools)
-      // The result is in the journal before the caller gets it (R9).
-      yield* Commit.final(ctx, result)
-      // And with every observer (a recorder has written `run.finished`).
-      yield* settled
-      yield* Deferred.succeed(done, result)
+      const ending = (exit: Exit.Exit<Ending, unknown>, timer: Fiber.Fiber<void> | undefined) => {
+        clearTimeout(grace)
+        return Effect.andThen(timer === undefined ? Effect.void : Fiber.interrupt(timer), () => {
+          // Taken away by its host: no ending; the journal keeps what the last barrier committed.
+          const suspended = ended(ctx)
+          if (suspended !== undefined) return Effect.andThen(settled, Deferred.done(done, suspended))
+          return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), (result) =>
+            // The result is in the journal before the caller gets it (R9), and with every
+            // observer (a recorder has written `run.finished`).
+            Effect.andThen(Commit.final(ctx, result), Effect.andThen(settled, Deferred.succeed(done, result)))
+          )
+        })
+      }
+      // Invalid options end the run at once: no deadline to watch. The phases hand over to the
+      // ending (`flatMap`), so nothing of this setup stays on the stack while they run.
+      const watched =
+        valid === undefined
+          ? Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, undefined))
+          : Effect.flatMap(Effect.forkDetach(deadline(ctx, self), { startImmediately: true }), (timer) =>
+              Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, timer))
+            )
+      return watched
     })
   )
 

@@ -15,9 +15,11 @@
  */
 import { Effect } from "effect"
 import * as Permission from "../../tools/Permission.ts"
+import type * as ToolResult from "../../tools/ToolResult.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
 import { settle, settleResumed } from "./internal/ToolAttempt.ts"
+import type { Call } from "./internal/ToolCall.ts"
 import { decode, denied, lookup, refuse } from "./internal/ToolChecks.ts"
 import { lateDetail, recordNeverRan } from "./internal/ToolInterruption.ts"
 import { checkOutput, postcondition, succeeded } from "./internal/ToolOutput.ts"
@@ -61,14 +63,35 @@ export {
  * @category combinators
  * @since 0.1.0
  */
-export const execute = Effect.fnUntraced(function* <R>(
+export const execute = <R>(
   ctx: RunContext.RunContext,
   registry: Registry<R>,
   prepared: Prepared,
   permission: Permission.PermissionService,
   standing: Standing = fresh
+) =>
+  // The checks and waits before the handler hand over to its attempts (`flatMap`), so that
+  // nothing of them stays on the stack while the handler runs.
+  Effect.flatMap(admit(ctx, registry, prepared, permission, standing), (admitted) =>
+    admitted._tag === "Result" ? Effect.succeed(admitted.result) : attempts(admitted.call, standing)
+  )
+
+/** A call admitted to its handler, or the result that ends it before. */
+type Admitted<R> =
+  | { readonly _tag: "Result"; readonly result: ToolResult.ToolResult }
+  | { readonly _tag: "Admitted"; readonly call: Call<R> }
+
+const ended = (result: ToolResult.ToolResult): Admitted<never> => ({ _tag: "Result", result })
+
+/** Lookup and arguments, the permission policy, the input schema, the approval. */
+const admit = Effect.fnUntraced(function* <R>(
+  ctx: RunContext.RunContext,
+  registry: Registry<R>,
+  prepared: Prepared,
+  permission: Permission.PermissionService,
+  standing: Standing
 ) {
-  if (standing._tag === "Done") return standing.result
+  if (standing._tag === "Done") return ended(standing.result)
   const call = prepared.call
   // No new action once the deadline has passed (R3.11), even if its timer could not fire yet.
   if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
@@ -80,12 +103,10 @@ export const execute = Effect.fnUntraced(function* <R>(
     })
   }
   const found = lookup(registry, prepared)
-  if (found._tag === "Refused") return refuse(ctx, call, found)
+  if (found._tag === "Refused") return ended(refuse(ctx, call, found))
   const { tool, args } = found
-  // A handler that ran has passed the policy and the approval already.
-  const attempted = standing._tag === "InDoubt" || standing._tag === "Retrying"
   // The default policy allows every call at once: there is nothing to wait for, or to check.
-  if (!attempted && permission !== Permission.allowAll) {
+  if (!attempted(standing) && permission !== Permission.allowAll) {
     // The policy is a wait like any other: interrupted, the call never ran (R5.2).
     const decision = yield* checkPermission(permission, {
       tool,
@@ -102,22 +123,30 @@ export const execute = Effect.fnUntraced(function* <R>(
       recordNeverRan(ctx, call, lateDetail)
       return yield* RunContext.expire(ctx)
     }
-    if (decision._tag === "Deny") return refuse(ctx, call, denied(prepared, tool, decision))
+    if (decision._tag === "Deny") return ended(refuse(ctx, call, denied(prepared, tool, decision)))
   }
   const ready = decode(ctx, registry, prepared, tool, args)
-  if (ready._tag === "Refused") return refuse(ctx, call, ready)
-  const c = ready.call
-  if (tool.metadata.needsApproval && !attempted && !(standing._tag === "Checked" && standing.approved)) {
+  if (ready._tag === "Refused") return ended(refuse(ctx, call, ready))
+  if (tool.metadata.needsApproval && !attempted(standing) && !(standing._tag === "Checked" && standing.approved)) {
     const restored = standing._tag === "Waiting" ? standing : undefined
     yield* ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, prepared.shown, restored)
   }
-  const settled = yield* attempted ? settleResumed(c, standing) : settle(c)
-  if (settled._tag === "Ended") return settled.result
-  const output = checkOutput(c, settled.output)
-  if (output._tag === "Ended") return output.result
-  if (tool.postcondition !== undefined) {
-    const inconsistent = yield* postcondition(c, settled.output)
-    if (inconsistent !== undefined) return inconsistent
-  }
-  return succeeded(c, settled.output, output.encoded)
+  return { _tag: "Admitted", call: ready.call } satisfies Admitted<R>
 })
+
+/** A handler that ran has passed the policy and the approval already. */
+const attempted = (standing: Standing): standing is Extract<Standing, { readonly _tag: "InDoubt" | "Retrying" }> =>
+  standing._tag === "InDoubt" || standing._tag === "Retrying"
+
+/** The handler's attempts, then the output schema, the postcondition and the observation. */
+const attempts = <R>(c: Call<R>, standing: Standing) =>
+  Effect.flatMap(attempted(standing) ? settleResumed(c, standing) : settle(c), (settled) => {
+    if (settled._tag === "Ended") return Effect.succeed(settled.result)
+    const output = checkOutput(c, settled.output)
+    if (output._tag === "Ended") return Effect.succeed(output.result)
+    if (c.tool.postcondition === undefined) return Effect.succeed(succeeded(c, settled.output, output.encoded))
+    return Effect.map(
+      postcondition(c, settled.output),
+      (inconsistent) => inconsistent ?? succeeded(c, settled.output, output.encoded)
+    )
+  })

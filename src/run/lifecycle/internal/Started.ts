@@ -1,4 +1,5 @@
 /** The `run.started` record of a run. Private to the lifecycle. */
+import * as Termination from "../../../termination/Termination.ts"
 import type { Resolved } from "../../internal/Resolve.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 
@@ -20,7 +21,7 @@ export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R
     tools: tools.map((tool) => tool.name),
     deadlineAt: ctx.deadlineAt,
     ...(valid?.system === undefined ? {} : { system: valid.system }),
-    ...(valid === undefined ? {} : { policies: valid.loop.policies.map((policy) => policy.name) }),
+    ...(valid === undefined ? {} : { policies: Termination.names(valid.loop.policies) }),
     permission: allowAll ? "allow_all" : "policy",
     ...(unguarded.length > 0 ? { unguardedTools: unguarded } : {}),
     ...(valid === undefined ? {} : { limits: limitsOf(valid) })
