@@ -10,6 +10,8 @@ import * as Breakers from "../../recovery/Breakers.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as Tool from "../../tools/Tool.ts"
+import * as Metrics from "../../tracing/Metrics.ts"
+import * as Spans from "../../tracing/Spans.ts"
 import * as Validation from "../../validation/Validation.ts"
 import * as Commit from "../internal/Commit.ts"
 import * as Durable from "../internal/Durable.ts"
@@ -202,6 +204,13 @@ export const execute = <RV, R>(
   resolved: Checked<RV, R>,
   done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
   start: Start = {}
+): Effect.Effect<void, never, R | RV | Model.Model> => Spans.run(execution(ctx, resolved, done, start), ctx.runId)
+
+const execution = <RV, R>(
+  ctx: RunContext.RunContext,
+  resolved: Checked<RV, R>,
+  done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
+  start: Start
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
@@ -263,6 +272,9 @@ export const execute = <RV, R>(
       const result = yield* finalize(ctx, exit, valid?.validation ?? Validation.empty, tools)
       // The result is in the journal before the caller gets it (R9).
       yield* Commit.final(ctx, result)
+      // Its span and metrics: the ending, counters, usage and cost.
+      yield* Spans.ended(result)
+      yield* Metrics.record(result)
       // And with every observer (a recorder has written `run.finished`).
       yield* settled
       yield* Deferred.succeed(done, result)

@@ -15,6 +15,7 @@
  */
 import { Effect } from "effect"
 import * as Permission from "../../tools/Permission.ts"
+import * as Spans from "../../tracing/Spans.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
 import { settle, settleResumed } from "./internal/ToolAttempt.ts"
@@ -80,7 +81,7 @@ export const execute = Effect.fnUntraced(function* <R>(
     })
   }
   const found = lookup(registry, prepared)
-  if (found._tag === "Refused") return refuse(ctx, call, found)
+  if (found._tag === "Refused") return yield* Spans.refused(refuse(ctx, call, found), undefined)
   const { tool, args } = found
   // A handler that ran has passed the policy and the approval already.
   const attempted = standing._tag === "InDoubt" || standing._tag === "Retrying"
@@ -102,14 +103,18 @@ export const execute = Effect.fnUntraced(function* <R>(
       recordNeverRan(ctx, call, lateDetail)
       return yield* RunContext.expire(ctx)
     }
-    if (decision._tag === "Deny") return refuse(ctx, call, denied(prepared, tool, decision))
+    if (decision._tag === "Deny")
+      return yield* Spans.refused(refuse(ctx, call, denied(prepared, tool, decision)), tool.metadata)
   }
   const ready = decode(ctx, registry, prepared, tool, args)
-  if (ready._tag === "Refused") return refuse(ctx, call, ready)
+  if (ready._tag === "Refused") return yield* Spans.refused(refuse(ctx, call, ready), tool.metadata)
   const c = ready.call
   if (tool.metadata.needsApproval && !attempted && !(standing._tag === "Checked" && standing.approved)) {
     const restored = standing._tag === "Waiting" ? standing : undefined
-    yield* ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, prepared.shown, restored)
+    yield* Spans.approval(
+      ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, prepared.shown, restored),
+      { tool: call.name, callId: call.id }
+    )
   }
   const settled = yield* attempted ? settleResumed(c, standing) : settle(c)
   if (settled._tag === "Ended") return settled.result
