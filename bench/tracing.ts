@@ -60,7 +60,11 @@ const round = (traced: boolean) =>
   })
 
 const program = Effect.gen(function* () {
-  for (let i = 0; i < 3; i++) yield* round(false), yield* round(true)
+  // Warm-up.
+  for (let i = 0; i < 3; i++) {
+    yield* round(false)
+    yield* round(true)
+  }
   const off: Array<number> = []
   const on: Array<number> = []
   for (let i = 0; i < ROUNDS; i++) {
