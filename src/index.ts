@@ -58,11 +58,11 @@ export * as Permission from "./tools/Permission.ts"
 export * as Tool from "./tools/Tool.ts"
 /** @since 0.1.0 */
 export * as ToolResult from "./tools/ToolResult.ts"
-/** Span and metric attribute names (OpenTelemetry GenAI conventions, and ours). */
+/** @since 0.3.0 */
 export * as TraceAttributes from "./tracing/Attributes.ts"
-/** The runtime's metrics through effect's `Metric`. */
+/** @since 0.3.0 */
 export * as Metrics from "./tracing/Metrics.ts"
-/** Spans through effect's tracer; content opt-in. */
+/** @since 0.3.0 */
 export * as Tracing from "./tracing/Tracing.ts"
 /** @since 0.1.0 */
 export * as Artifact from "./validation/Artifact.ts"
