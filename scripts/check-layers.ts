@@ -26,6 +26,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   validation: ["failure", "model", "tools", "events"],
   cancellation: ["failure", "model", "tools"],
   explain: ["failure", "model", "tools", "recovery", "events", "termination"],
+  tracing: ["failure", "model", "tools", "events"],
   run: [
     "failure",
     "time",
@@ -37,7 +38,8 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "termination",
     "validation",
     "cancellation",
-    "explain"
+    "explain",
+    "tracing"
   ],
   providers: ["failure", "model"],
   durable: [
@@ -52,6 +54,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "validation",
     "cancellation",
     "explain",
+    "tracing",
     "run"
   ],
   observability: [
@@ -66,6 +69,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "validation",
     "cancellation",
     "explain",
+    "tracing",
     "run"
   ],
   testing: [
@@ -80,6 +84,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
     "validation",
     "cancellation",
     "explain",
+    "tracing",
     "run",
     "providers"
   ]

@@ -58,6 +58,12 @@ export * as Permission from "./tools/Permission.ts"
 export * as Tool from "./tools/Tool.ts"
 /** @since 0.1.0 */
 export * as ToolResult from "./tools/ToolResult.ts"
+/** @since 0.3.0 */
+export * as TraceAttributes from "./tracing/Attributes.ts"
+/** @since 0.3.0 */
+export * as Metrics from "./tracing/Metrics.ts"
+/** @since 0.3.0 */
+export * as Tracing from "./tracing/Tracing.ts"
 /** @since 0.1.0 */
 export * as Artifact from "./validation/Artifact.ts"
 /** @since 0.1.0 */

@@ -9,6 +9,7 @@ import * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
 import * as Deadline from "../../time/Deadline.ts"
+import * as Spans from "../../tracing/Spans.ts"
 import * as RunContext from "./RunContext.ts"
 
 const callOf = (episode: Recovery.Episode): { readonly callId?: string } =>
@@ -96,7 +97,8 @@ export const recoverFrom: <A, R>(
         cause: own.code
       })
       const owner = { owner: episode.callId ?? "" }
-      yield* Effect.onInterrupt(Effect.sleep(decision.delayMillis), () =>
+      const wait = { kind: episode.kind, attempt: n, delayMillis: decision.delayMillis, cause: own.code }
+      yield* Effect.onInterrupt(Spans.backoff(Effect.sleep(decision.delayMillis), wait), () =>
         Effect.andThen(
           Effect.ignore(RunContext.release(ctx, episode.resume, owner)),
           Effect.sync(() => episode.onInterruptedWait?.())

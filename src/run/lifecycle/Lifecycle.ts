@@ -10,6 +10,8 @@ import * as Breakers from "../../recovery/Breakers.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as Tool from "../../tools/Tool.ts"
+import * as Metrics from "../../tracing/Metrics.ts"
+import * as Spans from "../../tracing/Spans.ts"
 import * as Validation from "../../validation/Validation.ts"
 import * as Commit from "../internal/Commit.ts"
 import * as Durable from "../internal/Durable.ts"
@@ -202,6 +204,13 @@ export const execute = <RV, R>(
   resolved: Checked<RV, R>,
   done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
   start: Start = {}
+): Effect.Effect<void, never, R | RV | Model.Model> => Spans.run(execution(ctx, resolved, done, start), ctx.runId)
+
+const execution = <RV, R>(
+  ctx: RunContext.RunContext,
+  resolved: Checked<RV, R>,
+  done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
+  start: Start
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiber((self) => {
@@ -259,7 +268,14 @@ export const execute = <RV, R>(
           return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), (result) =>
             // The result is in the journal before the caller gets it (R9), and with every
             // observer (a recorder has written `run.finished`).
-            Effect.andThen(Commit.final(ctx, result), Effect.andThen(settled, Deferred.succeed(done, result)))
+            Effect.andThen(
+              Commit.final(ctx, result),
+              // Its span and metrics (the ending, counters, usage and cost), then every observer.
+              Effect.andThen(
+                Effect.andThen(Spans.ended(result), Metrics.record(result)),
+                Effect.andThen(settled, Deferred.succeed(done, result))
+              )
+            )
           )
         })
       }

@@ -16,6 +16,7 @@ import * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
+import * as Spans from "../../tracing/Spans.ts"
 import * as Commit from "../internal/Commit.ts"
 import * as FinalOutput from "../internal/FinalOutput.ts"
 import * as RunContext from "../internal/RunContext.ts"
@@ -281,7 +282,10 @@ const turn = <R>(
     return Effect.andThen(RunContext.transition(ctx, "model_thinking"), () =>
       RunContext.deadlinePassed(ctx)
         ? Effect.succeed(decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call"))
-        : Deadline.step(iteration(ctx, config, chain, permission), config.registry.time.stepMillis)
+        : Spans.step(
+            Deadline.step(iteration(ctx, config, chain, permission), config.registry.time.stepMillis),
+            ctx.log.counters.iterations + 1
+          )
     )
   })
 

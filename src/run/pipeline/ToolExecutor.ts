@@ -16,6 +16,7 @@
 import { Effect } from "effect"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
+import * as Spans from "../../tracing/Spans.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
 import { settle, settleResumed } from "./internal/ToolAttempt.ts"
@@ -103,7 +104,7 @@ const admit = Effect.fnUntraced(function* <R>(
     })
   }
   const found = lookup(registry, prepared)
-  if (found._tag === "Refused") return ended(refuse(ctx, call, found))
+  if (found._tag === "Refused") return ended(yield* Spans.refused(refuse(ctx, call, found), undefined))
   const { tool, args } = found
   // The default policy allows every call at once: there is nothing to wait for, or to check.
   if (!attempted(standing) && permission !== Permission.allowAll) {
@@ -123,13 +124,17 @@ const admit = Effect.fnUntraced(function* <R>(
       recordNeverRan(ctx, call, lateDetail)
       return yield* RunContext.expire(ctx)
     }
-    if (decision._tag === "Deny") return ended(refuse(ctx, call, denied(prepared, tool, decision)))
+    if (decision._tag === "Deny")
+      return ended(yield* Spans.refused(refuse(ctx, call, denied(prepared, tool, decision)), tool.metadata))
   }
   const ready = decode(ctx, registry, prepared, tool, args)
-  if (ready._tag === "Refused") return ended(refuse(ctx, call, ready))
+  if (ready._tag === "Refused") return ended(yield* Spans.refused(refuse(ctx, call, ready), tool.metadata))
   if (tool.metadata.needsApproval && !attempted(standing) && !(standing._tag === "Checked" && standing.approved)) {
     const restored = standing._tag === "Waiting" ? standing : undefined
-    yield* ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, prepared.shown, restored)
+    yield* Spans.approval(
+      ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, prepared.shown, restored),
+      { tool: call.name, callId: call.id }
+    )
   }
   return { _tag: "Admitted", call: ready.call } satisfies Admitted<R>
 })

@@ -8,6 +8,7 @@ import type * as Event from "../../../events/Event.ts"
 import type * as RunState from "../../../events/RunState.ts"
 import * as StopReason from "../../../events/StopReason.ts"
 import type * as Tool from "../../../tools/Tool.ts"
+import * as Spans from "../../../tracing/Spans.ts"
 import * as Validation from "../../../validation/Validation.ts"
 import * as FinalOutput from "../../internal/FinalOutput.ts"
 import type { Resolved } from "../../internal/Resolve.ts"
@@ -91,11 +92,9 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   schema?: FinalOutput.OutputSchema
 ) {
   yield* RunContext.transition(ctx, "validating")
-  const validated = yield* Validation.validate(spec, {
-    timeline: ctx.events,
-    finalAnswer: outcome.finalAnswer,
-    counters: ctx.log.counters
-  })
+  const validated = yield* Spans.validation(
+    Validation.validate(spec, { timeline: ctx.events, finalAnswer: outcome.finalAnswer, counters: ctx.log.counters })
+  )
   const output =
     schema !== undefined && outcome.reason === "goal_reached"
       ? FinalOutput.decode(schema, outcome.finalAnswer ?? "")

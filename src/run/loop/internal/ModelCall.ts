@@ -14,6 +14,7 @@ import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Model from "../../../model/Model.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
+import * as Spans from "../../../tracing/Spans.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as Registry from "../../pipeline/Registry.ts"
@@ -94,7 +95,8 @@ const attempt = (
     )
     // The breaker sees one outcome per attempt, the timeout inside it.
     const guarded = ctx.breakers === undefined ? generated : ctx.breakers.guard("provider", current.name, generated)
-    return guarded.pipe(
+    const traced = Spans.chat(guarded, { model: current.name, iteration, attempt: n, messages: () => request.messages })
+    return traced.pipe(
       // A defect, or an error outside the algebra (a Model that broke its contract), is the
       // provider's failure as `Failure.fromCause` makes it; interruption passes through.
       Effect.catchCause((cause) => {

@@ -12,6 +12,7 @@ import type * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
+import * as Spans from "../../../tracing/Spans.ts"
 import * as Commit from "../../internal/Commit.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
@@ -98,7 +99,12 @@ const start = <R>(
         )
     })
   )
-  const guarded = ctx.breakers === undefined ? once : ctx.breakers.guard("tool", tool.name, once)
+  const guarded = Spans.toolAttempt(ctx.breakers === undefined ? once : ctx.breakers.guard("tool", tool.name, once), {
+    tool: { name: tool.name, sideEffect: tool.metadata.sideEffect },
+    callId: c.call.id,
+    attempt: n,
+    arguments: c.args
+  })
   // The intent record (R9.2): a call that could act twice runs only once the journal knows it began.
   return mayHaveEffects(tool) && !tool.metadata.idempotent
     ? Effect.andThen(Commit.intent(ctx, `${tool.name} (${c.call.id})`), guarded)

@@ -1,0 +1,151 @@
+/**
+ * The runtime's metrics, through effect's `Metric` (exported by whatever reads effect's
+ * `MetricRegistry`: `@effect/opentelemetry`'s `NodeSdk`, effect's `OtlpMetrics`, or
+ * `Metric.snapshot`). They are recorded once per run, at its end, from its result and
+ * timeline: nothing is paid per step.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Metric } from "effect"
+import type * as Event from "../events/Event.ts"
+import * as Attributes from "./Attributes.ts"
+
+const names = Attributes.metric
+
+/** Milliseconds, 1 ms to about 9 min. */
+const millis = Metric.exponentialBoundaries({ start: 1, factor: 2, count: 20 })
+
+/**
+ * @category metrics
+ * @since 0.1.0
+ */
+export const runs = Metric.counter(names.runs, {
+  description: "Runs ended, by status and stop reason",
+  incremental: true
+})
+/**
+ * @category metrics
+ * @since 0.1.0
+ */
+export const steps = Metric.counter(names.steps, { description: "Iterations (steps) run", incremental: true })
+/**
+ * @category metrics
+ * @since 0.1.0
+ */
+export const toolCalls = Metric.counter(names.toolCalls, {
+  description: "Tool calls settled, by outcome (succeeded, failed, blocked, interrupted)",
+  incremental: true
+})
+/**
+ * @category metrics
+ * @since 0.1.0
+ */
+export const retries = Metric.counter(names.retries, {
+  description: "Retries waited for, by kind and cause (the failure's code)",
+  incremental: true
+})
+/**
+ * @category metrics
+ * @since 0.1.0
+ */
+export const tokens = Metric.counter(names.tokens, { description: "Tokens used, by type", incremental: true })
+/**
+ * @category metrics
+ * @since 0.1.0
+ */
+export const costUsd = Metric.counter(names.costUsd, { description: "Cost in USD", incremental: true })
+/**
+ * @category metrics
+ * @since 0.1.0
+ */
+export const runDuration = Metric.histogram(names.runDuration, {
+  description: "Run duration in milliseconds",
+  boundaries: millis
+})
+/**
+ * @category metrics
+ * @since 0.1.0
+ */
+export const stepDuration = Metric.histogram(names.stepDuration, {
+  description:
+    "Step (iteration) duration in milliseconds, from its first model request to the next one or the run's end",
+  boundaries: millis
+})
+
+/** What the metrics read from a run's ending. */
+export interface Ended {
+  readonly status: string
+  readonly stopReason: string
+  readonly elapsedMillis: number
+  readonly counters: {
+    readonly iterations: number
+    readonly inputTokens: number
+    readonly outputTokens: number
+    readonly costUsd: number
+  }
+  readonly timeline: ReadonlyArray<Event.Event>
+}
+
+/** The duration of each step: from its first model request to the next step's, or to the run's last event. */
+const stepDurations = (timeline: ReadonlyArray<Event.Event>): ReadonlyArray<number> => {
+  const starts: Array<number> = []
+  let last = -1
+  for (const e of timeline) {
+    if (e._tag === "model.requested" && e.iteration !== last) {
+      starts.push(e.at)
+      last = e.iteration
+    }
+  }
+  const end = timeline.at(-1)?.at ?? 0
+  return starts.map((at, i) => Math.max(0, (starts[i + 1] ?? end) - at))
+}
+
+const outcomes = {
+  "tool.succeeded": "succeeded",
+  "tool.failed": "failed",
+  "tool.blocked": "blocked",
+  "tool.interrupted": "interrupted"
+} as const
+
+/** How many of each key. */
+const tally = (keys: Iterable<string>): Map<string, number> => {
+  const counts = new Map<string, number>()
+  for (const key of keys) counts.set(key, (counts.get(key) ?? 0) + 1)
+  return counts
+}
+
+function* toolOutcomes(timeline: ReadonlyArray<Event.Event>) {
+  for (const e of timeline) if (e._tag in outcomes) yield outcomes[e._tag as keyof typeof outcomes]
+}
+
+function* retryCauses(timeline: ReadonlyArray<Event.Event>) {
+  for (const e of timeline) if (e._tag === "recovery.started") yield `${e.kind}\u0000${e.cause}`
+}
+
+/**
+ * Records the metrics of one ended run.
+ *
+ * @category recording
+ * @since 0.1.0
+ */
+export const record = (ended: Ended): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    const { counters, timeline } = ended
+    yield* Metric.update(
+      Metric.withAttributes(runs, { [names.status]: ended.status, [names.stopReason]: ended.stopReason }),
+      1
+    )
+    yield* Metric.update(steps, counters.iterations)
+    for (const [outcome, n] of tally(toolOutcomes(timeline))) {
+      yield* Metric.update(Metric.withAttributes(toolCalls, { [names.outcome]: outcome }), n)
+    }
+    for (const [key, n] of tally(retryCauses(timeline))) {
+      const [kind = "", cause = ""] = key.split("\u0000")
+      yield* Metric.update(Metric.withAttributes(retries, { [names.kind]: kind, [names.cause]: cause }), n)
+    }
+    yield* Metric.update(Metric.withAttributes(tokens, { [names.tokenType]: "input" }), counters.inputTokens)
+    yield* Metric.update(Metric.withAttributes(tokens, { [names.tokenType]: "output" }), counters.outputTokens)
+    yield* Metric.update(costUsd, counters.costUsd)
+    yield* Metric.update(runDuration, ended.elapsedMillis)
+    for (const millis of stepDurations(timeline)) yield* Metric.update(stepDuration, millis)
+  })

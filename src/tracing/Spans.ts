@@ -1,0 +1,255 @@
+/**
+ * The spans of a run, one function each, for the runtime to wrap its stages with: the run
+ * (`invoke_agent`), a step, a model attempt (`chat {model}`), a tool attempt or a call
+ * refused before its handler (`execute_tool {tool}`), a backoff wait, an approval wait,
+ * validation. Each is {@link Tracing.span}: bare when no tracer is installed.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Effect, Exit } from "effect"
+import * as Failure from "../failure/Failure.ts"
+import type * as Model from "../model/Model.ts"
+import type * as Tool from "../tools/Tool.ts"
+import type * as ToolResult from "../tools/ToolResult.ts"
+import { errorType, genAi, runtime, span } from "./Attributes.ts"
+import * as Tracing from "./Tracing.ts"
+
+/** The failure's code (`http_429`, `first_byte_timeout`), `interrupted`, or the error's tag. */
+const errorOf = <E>(cause: Cause.Cause<E>): string => {
+  if (Cause.hasInterruptsOnly(cause)) return "interrupted"
+  const error = Cause.squash(cause)
+  if (Failure.isFailure(error)) return error.code
+  if (typeof error === "object" && error !== null && "_tag" in error) return String(error._tag)
+  return "defect"
+}
+
+const failed = <A, E>(exit: Exit.Exit<A, E>): Tracing.Attributes =>
+  Exit.isFailure(exit) ? { [errorType]: errorOf(exit.cause) } : {}
+
+/** What a run's ending carries onto its span. */
+export interface Ended {
+  readonly status: string
+  readonly stopReason: string
+  readonly policy: string
+  readonly model: string
+  readonly counters: {
+    readonly iterations: number
+    readonly toolCalls: number
+    readonly toolErrors: number
+    readonly recoveryAttempts: number
+    readonly inputTokens: number
+    readonly outputTokens: number
+    readonly cachedInputTokens: number
+    readonly reasoningTokens: number
+    readonly costUsd: number
+  }
+}
+
+/**
+ * The run's span, `invoke_agent`; its ending is added by {@link ended}.
+ *
+ * @category spans
+ * @since 0.1.0
+ */
+export const run = <A, E, R>(self: Effect.Effect<A, E, R>, runId: string): Effect.Effect<A, E, R> =>
+  Tracing.span(self, span.run, () => ({ [genAi.operation]: "invoke_agent", [genAi.conversationId]: runId }))
+
+/**
+ * The run's ending on its span: status, stop reason, deciding policy, counters, usage, cost.
+ *
+ * @category spans
+ * @since 0.1.0
+ */
+export const ended = (result: Ended): Effect.Effect<void> => {
+  const c = result.counters
+  return Tracing.annotate({
+    [runtime.status]: result.status,
+    [runtime.stopReason]: result.stopReason,
+    [runtime.policy]: result.policy,
+    [genAi.requestModel]: result.model,
+    [runtime.iterations]: c.iterations,
+    [runtime.toolCalls]: c.toolCalls,
+    [runtime.toolErrors]: c.toolErrors,
+    [runtime.recoveries]: c.recoveryAttempts,
+    [genAi.inputTokens]: c.inputTokens,
+    [genAi.outputTokens]: c.outputTokens,
+    [runtime.cachedInputTokens]: c.cachedInputTokens,
+    [runtime.reasoningTokens]: c.reasoningTokens,
+    [runtime.costUsd]: c.costUsd,
+    ...(result.status === "completed" ? {} : { [errorType]: result.stopReason })
+  })
+}
+
+/**
+ * One step (iteration) of the loop.
+ *
+ * @category spans
+ * @since 0.1.0
+ */
+export const step = <A, E, R>(self: Effect.Effect<A, E, R>, iteration: number): Effect.Effect<A, E, R> =>
+  Tracing.span(self, span.step, () => ({ [runtime.iteration]: iteration }), failed)
+
+/**
+ * One model attempt, `chat {model}`: retries are its siblings; `error.type` is the
+ * failure's code; usage per call.
+ *
+ * @category spans
+ * @since 0.1.0
+ */
+export const chat = <E, R>(
+  self: Effect.Effect<Model.Response, E, R>,
+  attempt: {
+    readonly model: string
+    readonly iteration: number
+    readonly attempt: number
+    readonly messages: () => ReadonlyArray<unknown>
+  }
+): Effect.Effect<Model.Response, E, R> =>
+  Tracing.span(
+    self,
+    span.chat(attempt.model),
+    (content) => ({
+      [genAi.operation]: "chat",
+      [genAi.requestModel]: attempt.model,
+      [runtime.iteration]: attempt.iteration,
+      [runtime.attempt]: attempt.attempt,
+      [genAi.inputMessages]: content ? JSON.stringify(attempt.messages()) : undefined
+    }),
+    (exit, content) => {
+      if (Exit.isFailure(exit)) return failed(exit)
+      const response = exit.value
+      return {
+        [genAi.finishReasons]: response.finishReason === undefined ? undefined : [response.finishReason],
+        [genAi.inputTokens]: response.usage.inputTokens,
+        [genAi.outputTokens]: response.usage.outputTokens,
+        [runtime.costUsd]: response.usage.costUsd,
+        [genAi.outputMessages]: content
+          ? JSON.stringify([{ role: "assistant", text: response.text, toolCalls: response.toolCalls }])
+          : undefined
+      }
+    }
+  )
+
+const toolStart = (
+  tool: { readonly name: string; readonly sideEffect?: Tool.SideEffect | undefined },
+  callId: string
+): Tracing.Attributes => ({
+  [genAi.operation]: "execute_tool",
+  [genAi.toolName]: tool.name,
+  [genAi.toolCallId]: callId,
+  [genAi.toolType]: "function",
+  [runtime.sideEffect]: tool.sideEffect
+})
+
+/**
+ * One attempt of a tool's handler, `execute_tool {tool}`: its outcome, and `error.type`
+ * (the failure's code) when it failed.
+ *
+ * @category spans
+ * @since 0.1.0
+ */
+export const toolAttempt = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  call: {
+    readonly tool: { readonly name: string; readonly sideEffect: Tool.SideEffect }
+    readonly callId: string
+    readonly attempt: number
+    readonly arguments: unknown
+  }
+): Effect.Effect<A, E, R> =>
+  Tracing.span(
+    self,
+    span.tool(call.tool.name),
+    (content) => ({
+      ...toolStart(call.tool, call.callId),
+      [runtime.attempt]: call.attempt,
+      [genAi.toolArguments]: content ? JSON.stringify(call.arguments) : undefined
+    }),
+    (exit) => {
+      if (Exit.isSuccess(exit)) return { [runtime.outcome]: "succeeded" }
+      const code = errorOf(exit.cause)
+      return {
+        [runtime.outcome]: code === "interrupted" ? "interrupted" : "failed",
+        [runtime.code]: code,
+        [errorType]: code
+      }
+    }
+  )
+
+/**
+ * A call refused before its handler (unknown tool, bad arguments, denied, schema): an
+ * `execute_tool {tool}` span with its outcome and code, ended at once.
+ *
+ * @category spans
+ * @since 0.1.0
+ */
+export const refused = (
+  result: ToolResult.ToolResult,
+  tool: { readonly sideEffect: Tool.SideEffect } | undefined
+): Effect.Effect<ToolResult.ToolResult> =>
+  Effect.as(
+    Tracing.instant(span.tool(result.name), () => ({
+      ...toolStart({ name: result.name, sideEffect: tool?.sideEffect }, result.callId),
+      [runtime.attempt]: 0,
+      [runtime.outcome]: result.status,
+      [runtime.code]: result.error?.code,
+      [errorType]: result.error?.code
+    })),
+    result
+  )
+
+/**
+ * A backoff wait before a retry.
+ *
+ * @category spans
+ * @since 0.1.0
+ */
+export const backoff = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  wait: { readonly kind: string; readonly attempt: number; readonly delayMillis: number; readonly cause: string }
+): Effect.Effect<A, E, R> =>
+  Tracing.span(self, span.backoff, () => ({
+    [runtime.attempt]: wait.attempt,
+    [runtime.delayMillis]: wait.delayMillis,
+    [runtime.cause]: wait.cause,
+    [runtime.outcome]: wait.kind
+  }))
+
+/**
+ * An approval wait: the decision, or `error.type` when the wait failed (rejected, expired).
+ *
+ * @category spans
+ * @since 0.1.0
+ */
+export const approval = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  call: { readonly tool: string; readonly callId: string }
+): Effect.Effect<A, E, R> =>
+  Tracing.span(
+    self,
+    span.approval,
+    () => ({ [genAi.toolName]: call.tool, [genAi.toolCallId]: call.callId }),
+    (exit) => (Exit.isSuccess(exit) ? { [runtime.approval]: "approved" } : { [runtime.approval]: errorOf(exit.cause) })
+  )
+
+/**
+ * Validation of the loop's outcome: how many checks ran and how many failed.
+ *
+ * @category spans
+ * @since 0.1.0
+ */
+export const validation = <A extends { readonly checks: ReadonlyArray<{ readonly passed: boolean }> }, E, R>(
+  self: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Tracing.span(
+    self,
+    span.validation,
+    () => ({}),
+    (exit) =>
+      Exit.isSuccess(exit)
+        ? {
+            [runtime.checks]: exit.value.checks.length,
+            [runtime.failedChecks]: exit.value.checks.filter((c) => !c.passed).length
+          }
+        : failed(exit)
+  )

@@ -1,0 +1,100 @@
+/**
+ * The runtime's spans, through Effect's tracer: a span is made only when a tracer is
+ * installed (`Effect.withTracer`, `@effect/opentelemetry`'s `NodeSdk`, effect's
+ * `OtlpTracer`). Without one, effect's default `Tracer.nativeTracer` is in place and
+ * {@link span} runs its effect bare: no span object, no attributes computed.
+ *
+ * Message and argument content is off by default: {@link RecordContent} (or
+ * {@link layerRecordContent}) turns it on.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, type Exit, Layer, References, Tracer } from "effect"
+
+/**
+ * Attributes of a span: values OpenTelemetry accepts.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Attributes = Readonly<
+  Record<string, string | number | boolean | ReadonlyArray<string> | ReadonlyArray<number> | undefined>
+>
+
+/**
+ * Whether spans carry message and argument content (`gen_ai.input.messages`,
+ * `gen_ai.tool.call.arguments`, ...). Off by default; secrets are masked either way.
+ *
+ * @category references
+ * @since 0.1.0
+ */
+export const RecordContent = Context.Reference<boolean>("effect-agent-runtime/Tracing/RecordContent", {
+  defaultValue: () => false
+})
+
+/**
+ * Turns content on (or off) in spans.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layerRecordContent = (record = true): Layer.Layer<never> => Layer.succeed(RecordContent, record)
+
+/** Whether a tracer other than the native one is installed and enabled. */
+const tracing = (fiber: { getRef<S>(ref: Context.Reference<S>): S }): boolean =>
+  fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer && fiber.getRef(References.TracerEnabled)
+
+const defined = (attributes: Attributes): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  for (const key in attributes) if (attributes[key] !== undefined) out[key] = attributes[key]
+  return out
+}
+
+/**
+ * Runs `self` in a span named `name` when a tracer is installed, else bare. `start` gives
+ * the attributes known at the start (`content` says whether content is recorded), `end`
+ * those its exit adds.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const span = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  name: string,
+  start: (content: boolean) => Attributes,
+  end?: (exit: Exit.Exit<A, E>, content: boolean) => Attributes
+): Effect.Effect<A, E, R> =>
+  Effect.withFiber((fiber) => {
+    if (!tracing(fiber)) return self
+    const content = fiber.getRef(RecordContent)
+    const body = end === undefined ? self : Effect.onExit(self, (exit) => annotate(end(exit, content)))
+    return Effect.withSpan(body, name, { attributes: defined(start(content)) })
+  })
+
+/**
+ * Adds attributes to the current span, when there is one.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const annotate = (attributes: Attributes): Effect.Effect<void> => Effect.annotateCurrentSpan(defined(attributes))
+
+/**
+ * A span with nothing to wait for (a call refused before its handler): made and ended at
+ * once, when a tracer is installed.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const instant = (name: string, attributes: (content: boolean) => Attributes): Effect.Effect<void> =>
+  span(Effect.void, name, attributes)
+
+/**
+ * Whether content is recorded in spans (and a tracer installed).
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const recordsContent: Effect.Effect<boolean> = Effect.withFiber((fiber) =>
+  Effect.succeed(tracing(fiber) && fiber.getRef(RecordContent))
+)

@@ -1,0 +1,67 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Metric } from "effect"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Metrics from "../../src/tracing/Metrics.ts"
+import { echo } from "../support/tools.ts"
+
+const count = (metric: Metric.Metric<number, Metric.CounterState<number>>) =>
+  Effect.map(Metric.value(metric), (state) => state.count)
+
+describe("issue 15 metrics", () => {
+  it.effect("runs by status and stop reason, steps, tool calls by outcome, tokens, durations after a few runs", () =>
+    Effect.gen(function* () {
+      const ok = Run.run({ goal: "echo", tools: [echo] }).pipe(
+        Effect.provide(
+          ScriptedModel.layer([ScriptedModel.toolCall("echo", { text: "hi" }), ScriptedModel.finalAnswer("hi")])
+        )
+      )
+      const unknown = Run.run({ goal: "call", tools: [echo] }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("nope", {}), ScriptedModel.finalAnswer("gave up")]))
+      )
+      const results = [yield* ok, yield* ok, yield* unknown]
+      const completed = Metric.withAttributes(Metrics.runs, { status: "completed", stop_reason: "goal_reached" })
+      assert.strictEqual(yield* count(completed), results.filter((r) => r.status === "completed").length)
+      assert.strictEqual(
+        yield* count(Metrics.steps),
+        results.reduce((n, r) => n + r.counters.iterations, 0)
+      )
+      const calls = (tag: "tool.succeeded" | "tool.failed") =>
+        results.reduce((n, r) => n + r.timeline.filter((e) => e._tag === tag).length, 0)
+      assert.strictEqual(yield* count(Metric.withAttributes(Metrics.toolCalls, { outcome: "succeeded" })), 2)
+      assert.strictEqual(
+        yield* count(Metric.withAttributes(Metrics.toolCalls, { outcome: "succeeded" })),
+        calls("tool.succeeded")
+      )
+      assert.strictEqual(
+        yield* count(Metric.withAttributes(Metrics.toolCalls, { outcome: "failed" })),
+        calls("tool.failed")
+      )
+      assert.strictEqual(
+        yield* count(Metric.withAttributes(Metrics.tokens, { "gen_ai.token.type": "input" })),
+        results.reduce((n, r) => n + r.counters.inputTokens, 0)
+      )
+      const runDurations = yield* Metric.value(Metrics.runDuration)
+      assert.strictEqual(runDurations.count, 3)
+      const stepDurations = yield* Metric.value(Metrics.stepDuration)
+      assert.strictEqual(
+        stepDurations.count,
+        results.reduce((n, r) => n + r.counters.iterations, 0)
+      )
+    }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
+  )
+
+  it.effect("a failed run counts under its own status and stop reason", () =>
+    Effect.gen(function* () {
+      yield* Metrics.record({
+        status: "failed",
+        stopReason: "recovery_exhausted",
+        elapsedMillis: 10,
+        counters: { iterations: 1, inputTokens: 0, outputTokens: 0, costUsd: 0 },
+        timeline: []
+      })
+      const failed = Metric.withAttributes(Metrics.runs, { status: "failed", stop_reason: "recovery_exhausted" })
+      assert.strictEqual(yield* count(failed), 1)
+    }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
+  )
+})

@@ -1,0 +1,248 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schedule, Schema, Stream, Tracer } from "effect"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import * as Model from "../../src/model/Model.ts"
+import * as Recovery from "../../src/recovery/Recovery.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../src/tools/Approval.ts"
+import * as Permission from "../../src/tools/Permission.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import { errorType, genAi, runtime, span } from "../../src/tracing/Attributes.ts"
+import * as Tracing from "../../src/tracing/Tracing.ts"
+import { drive } from "../support/clock.ts"
+
+/** An in-memory tracer: every span it makes, in the order they started. */
+const memoryTracer = () => {
+  const spans: Array<Tracer.NativeSpan> = []
+  const tracer = Tracer.make({
+    span: (options) => {
+      const made = new Tracer.NativeSpan(options)
+      spans.push(made)
+      return made
+    }
+  })
+  return { tracer, spans }
+}
+
+/** A model that fails its first call with a 429 (retried), then with a 400 (not retryable: the run falls back). */
+const primary = (): Model.Model["Service"] => {
+  let calls = 0
+  return {
+    generate: () =>
+      Effect.suspend(() => {
+        calls++
+        return Effect.fail(FailureBoundary.http({ status: calls === 1 ? 429 : 400, now: 0 }))
+      })
+  }
+}
+
+const deploy = Tool.make({
+  name: "deploy",
+  description: "deploys, once a person approves",
+  input: Schema.Struct({ env: Schema.String }),
+  output: Schema.String,
+  sideEffect: "external",
+  idempotent: true,
+  needsApproval: true,
+  handler: ({ env }) => Effect.succeed(`deployed to ${env}`)
+})
+
+const remove = Tool.make({
+  name: "remove",
+  description: "removes a file",
+  input: Schema.Struct({ path: Schema.String }),
+  output: Schema.String,
+  sideEffect: "write",
+  handler: () => Effect.succeed("removed")
+})
+
+const backup = (): Model.Fallback => ({
+  name: "backup",
+  model: ScriptedModel.make([
+    ScriptedModel.toolCalls(["deploy", { env: "prod" }, "call_deploy"], ["remove", { path: "/etc" }, "call_remove"]),
+    ScriptedModel.finalAnswer("deployed")
+  ])
+})
+
+/** The run of the scenario: a retry, a fallback, an approval and a blocked call. */
+const scenario = drive(
+  Effect.gen(function* () {
+    const handle = yield* Run.start({
+      goal: "deploy",
+      tools: [deploy, remove],
+      modelName: "primary",
+      recovery: { backoff: Recovery.backoff({ jitter: false }), fallbackModels: [backup()] }
+    })
+    yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+    // The gate takes the wait up just after the event: the approval is retried until it finds it.
+    yield* Effect.retry(handle.approve("call_deploy", { by: "ada" }), {
+      times: 100,
+      schedule: Schedule.spaced("1 millis")
+    })
+    return yield* handle.result
+  })
+).pipe(
+  Effect.provide(Permission.layer({ allowTools: ["deploy"] })),
+  Effect.provide(Layer.mergeAll(Layer.succeed(Model.Model, primary()), NodeServices.layer, Approval.layerMemory))
+)
+
+const named = (spans: ReadonlyArray<Tracer.NativeSpan>, name: string) => spans.filter((s) => s.name === name)
+const parentOf = (s: Tracer.NativeSpan) => (s.parent._tag === "Some" ? s.parent.value : undefined)
+const attr = (s: Tracer.NativeSpan | undefined, key: string) => s?.attributes.get(key)
+
+describe("issue 15 spans", () => {
+  it.effect(
+    "invoke_agent > step > chat {model} (retries siblings, error.type the failure code), execute_tool {tool} for attempts and refusals, backoff, approval, validation",
+    () =>
+      Effect.gen(function* () {
+        const { tracer, spans } = memoryTracer()
+        const result = yield* Effect.withTracer(scenario, tracer)
+        assert.strictEqual(result.status, "completed")
+
+        // The run: one root span with its ending.
+        const [run] = named(spans, span.run)
+        assert.isDefined(run)
+        assert.strictEqual(named(spans, span.run).length, 1)
+        assert.strictEqual(run?.status._tag, "Ended")
+        assert.strictEqual(attr(run, genAi.operation), "invoke_agent")
+        assert.strictEqual(attr(run, genAi.conversationId), result.runId)
+        assert.strictEqual(attr(run, runtime.status), "completed")
+        assert.strictEqual(attr(run, runtime.stopReason), result.stopReason)
+        assert.strictEqual(attr(run, runtime.policy), result.policy)
+        assert.strictEqual(attr(run, runtime.iterations), result.counters.iterations)
+        assert.strictEqual(attr(run, runtime.toolCalls), result.counters.toolCalls)
+        assert.strictEqual(attr(run, genAi.requestModel), "backup")
+
+        // One step span per iteration, children of the run.
+        const steps = named(spans, span.step)
+        assert.strictEqual(steps.length, result.counters.iterations)
+        assert.deepStrictEqual(
+          steps.map((s) => attr(s, runtime.iteration)),
+          steps.map((_, i) => i + 1)
+        )
+        for (const s of steps) assert.strictEqual(parentOf(s), run)
+        const [first, second] = steps
+
+        // The first step: two primary attempts (429 retried, then 400), siblings, then the backup's answer.
+        const chats = spans.filter((s) => s.name.startsWith("chat "))
+        assert.deepStrictEqual(
+          chats.map((s) => [s.name, attr(s, runtime.iteration), attr(s, runtime.attempt), attr(s, errorType)]),
+          [
+            ["chat primary", 1, 1, "http_429"],
+            ["chat primary", 1, 2, "http_400"],
+            ["chat backup", 1, 1, undefined],
+            ["chat backup", 2, 1, undefined]
+          ]
+        )
+        for (const s of chats.slice(0, 3)) assert.strictEqual(parentOf(s), first)
+        assert.strictEqual(parentOf(chats[3] as Tracer.NativeSpan), second)
+        assert.strictEqual(attr(chats[2], genAi.operation), "chat")
+        assert.strictEqual(typeof attr(chats[2], genAi.inputTokens), "number")
+
+        // The backoff between the attempts, in the step, with its cause.
+        const [backoff] = named(spans, span.backoff)
+        assert.strictEqual(parentOf(backoff as Tracer.NativeSpan), first)
+        assert.strictEqual(attr(backoff, runtime.cause), "http_429")
+        assert.strictEqual(attr(backoff, runtime.attempt), 1)
+
+        // The approval wait and the approved call's attempt; the refused call's span.
+        const [approval] = named(spans, span.approval)
+        assert.strictEqual(attr(approval, genAi.toolCallId), "call_deploy")
+        assert.strictEqual(attr(approval, runtime.approval), "approved")
+        const [deployed] = named(spans, span.tool("deploy"))
+        assert.strictEqual(attr(deployed, runtime.outcome), "succeeded")
+        assert.strictEqual(attr(deployed, runtime.attempt), 1)
+        assert.strictEqual(attr(deployed, runtime.sideEffect), "external")
+        assert.strictEqual(attr(deployed, genAi.toolCallId), "call_deploy")
+        const [blocked] = named(spans, span.tool("remove"))
+        assert.strictEqual(attr(blocked, runtime.outcome), "blocked")
+        assert.strictEqual(attr(blocked, runtime.attempt), 0)
+        assert.strictEqual(attr(blocked, runtime.sideEffect), "write")
+        const refusal = result.timeline.find((e) => e._tag === "tool.blocked")
+        assert.strictEqual(attr(blocked, errorType), refusal?._tag === "tool.blocked" ? refusal.error.code : "")
+        for (const s of [approval, deployed, blocked]) assert.strictEqual(parentOf(s as Tracer.NativeSpan), first)
+
+        // Validation, in the run.
+        const [validation] = named(spans, span.validation)
+        assert.strictEqual(parentOf(validation as Tracer.NativeSpan), run)
+        assert.strictEqual(attr(validation, runtime.checks), result.checks.length)
+
+        // Every span ended; no content by default.
+        for (const s of spans) assert.strictEqual(s.status._tag, "Ended", s.name)
+        for (const s of spans) {
+          for (const key of [genAi.inputMessages, genAi.outputMessages, genAi.toolArguments]) {
+            assert.isFalse(s.attributes.has(key), `${s.name} carries ${key}`)
+          }
+        }
+      })
+  )
+
+  it.effect("no tracer installed: the run makes no span (the native tracer is never asked)", () =>
+    Effect.gen(function* () {
+      const result = yield* scenario
+      assert.strictEqual(result.status, "completed")
+      // A span the runtime made would be the current span of the code the run calls: it saw none.
+      let seen: unknown = "unset"
+      const probe = Tool.make({
+        name: "probe",
+        description: "looks at the current span",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "read",
+        handler: () =>
+          Effect.map(Effect.option(Effect.currentSpan), (current) => {
+            seen = current._tag
+            return "ok"
+          })
+      })
+      yield* Run.run({ goal: "probe", tools: [probe] }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("probe", {}), ScriptedModel.finalAnswer("done")]))
+      )
+      assert.strictEqual(seen, "None")
+    })
+  )
+
+  const login = Tool.make({
+    name: "login",
+    description: "logs in",
+    input: Schema.Struct({ user: Schema.String, password: Schema.RedactedFromValue(Schema.String) }),
+    output: Schema.String,
+    sideEffect: "read",
+    handler: () => Effect.succeed("ok")
+  })
+  const secret = "pw-SPAN-SECRET-1"
+  const loginRun = Run.run({ goal: "log in", tools: [login] }).pipe(
+    Effect.provide(
+      ScriptedModel.layer([
+        ScriptedModel.toolCall("login", { user: "ada", password: secret }),
+        ScriptedModel.finalAnswer("in")
+      ])
+    )
+  )
+  const spanText = (spans: ReadonlyArray<Tracer.NativeSpan>) =>
+    JSON.stringify(spans.map((s) => ({ name: s.name, attributes: Object.fromEntries(s.attributes) })))
+
+  it.effect("R3.1 secrets never reach a span: content off by default", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = memoryTracer()
+      yield* Effect.withTracer(loginRun, tracer)
+      assert.isAbove(spans.length, 0)
+      assert.notInclude(spanText(spans), secret)
+    })
+  )
+
+  it.effect("R3.1 content opted in: the tool's arguments are on its span, its secrets masked", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = memoryTracer()
+      yield* Effect.withTracer(loginRun, tracer).pipe(Effect.provide(Tracing.layerRecordContent()))
+      const [call] = named(spans, span.tool("login"))
+      const args = String(attr(call, genAi.toolArguments))
+      assert.include(args, "ada")
+      assert.notInclude(args, secret)
+      const [answer] = spans.filter((s) => s.name.startsWith("chat ") && attr(s, runtime.iteration) === 2)
+      assert.include(String(attr(answer, genAi.outputMessages)), "in")
+    })
+  )
+})
