@@ -73,7 +73,8 @@ export const RunsHandlers = HttpApiBuilder.group(
           payload.decision === "approve"
             ? runs.approve(params.id, params.callId, options)
             : runs.reject(params.id, params.callId, payload.reason ?? "rejected", options)
-        return decided.pipe(
+        // An unknown run is a 404, not a call that is not waiting.
+        return Effect.andThen(runs.events(params.id), decided).pipe(
           Effect.catchTags({
             NotPending: () => Effect.fail(new NotWaiting({ runId: params.id, callId: params.callId })),
             DurableRunError: (e) => Effect.fail(lookupError(e))

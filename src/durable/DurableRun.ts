@@ -75,7 +75,8 @@ export interface Settings {
 /** A tool the start names that the runner did not register (`definitions` without tools: a client, which cannot tell). */
 const unknownTool = (definitions: Definitions<Tool.Any, unknown, unknown>, options: StartOptions) => {
   if (definitions.tools.length === 0) return Effect.void
-  const index = (options.tools ?? []).findIndex((name) => !definitions.tools.some((t) => t.name === name))
+  const registered = new Set(definitions.tools.map((t) => t.name))
+  const index = (options.tools ?? []).findIndex((name) => !registered.has(name))
   return index === -1
     ? Effect.void
     : Effect.fail(
