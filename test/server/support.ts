@@ -80,7 +80,7 @@ export const readEvents = async (
         )
         buffered = buffered.slice(end + 2)
         end = buffered.indexOf("\n\n")
-        const event = { id: fields.id, event: fields.event, data: JSON.parse(fields.data) } as SseEvent
+        const event = { id: fields.id, event: fields.event, data: JSON.parse(fields.data ?? "null") } as SseEvent
         events.push(event)
         if (options.until?.(event) === true) {
           controller.abort()
