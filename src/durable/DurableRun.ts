@@ -43,7 +43,7 @@
 import { type Duration, Effect, Layer } from "effect"
 import * as Journal from "../journal/Journal.ts"
 import * as Run from "../run/Run.ts"
-import type * as RunOptions from "../run/RunOptions.ts"
+import * as RunOptions from "../run/RunOptions.ts"
 import type * as Tool from "../tools/Tool.ts"
 import { DurableRuns, type StartOptions } from "./DurableRuns.ts"
 import * as Body from "./internal/Body.ts"
@@ -72,14 +72,32 @@ export interface Settings {
   readonly parkAfter?: Duration.Input | undefined
 }
 
+/** A tool the start names that the runner did not register (`definitions` without tools: a client, which cannot tell). */
+const unknownTool = (definitions: Definitions<Tool.Any, unknown, unknown>, options: StartOptions) => {
+  if (definitions.tools.length === 0) return Effect.void
+  const registered = new Set(definitions.tools.map((t) => t.name))
+  const index = (options.tools ?? []).findIndex((name) => !registered.has(name))
+  return index === -1
+    ? Effect.void
+    : Effect.fail(
+        new RunOptions.InvalidRunOptions({
+          path: ["tools", index],
+          reason: `no tool named ${JSON.stringify(options.tools?.[index])} is registered`
+        })
+      )
+}
+
 /** Checks a start as `Run.run` checks its options: the start's data over `definitions`. */
 const checkedAgainst =
   <T extends Tool.Any, RV, O>(definitions: Definitions<T, RV, O>) =>
   (options: StartOptions): Effect.Effect<void, RunOptions.InvalidRunOptions> =>
-    Run.validateOptions<T, RV, O>({
-      ...Body.optionsOf(definitions, payloadOf(options, options.runId ?? "")),
-      ...(options.runId === undefined ? {} : { runId: options.runId })
-    })
+    Effect.andThen(
+      unknownTool(definitions as Definitions<Tool.Any, unknown, unknown>, options),
+      Run.validateOptions<T, RV, O>({
+        ...Body.optionsOf(definitions, payloadOf(options, options.runId ?? "")),
+        ...(options.runId === undefined ? {} : { runId: options.runId })
+      })
+    )
 
 /**
  * {@link DurableRuns} for a process that hosts no runs (an API server on a client-only

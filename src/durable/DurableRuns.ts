@@ -26,6 +26,11 @@ export interface StartOptions {
   /** Default: a random UUID. Starting again under a run id already started starts nothing. */
   readonly runId?: string | undefined
   readonly limits?: Readonly<Record<string, number>> | undefined
+  /**
+   * The names of the registered tools this run may use (default: all of them). A name the
+   * runner did not register is `InvalidRunOptions` at `start`.
+   */
+  readonly tools?: ReadonlyArray<string> | undefined
   /** As `Run.Options.time`: milliseconds, or a duration such as `"2 days"`. */
   readonly time?: Readonly<Record<string, number | string>> | undefined
 }

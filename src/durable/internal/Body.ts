@@ -18,6 +18,7 @@ export interface Payload {
   readonly goal: string
   readonly system?: string | undefined
   readonly limits?: Readonly<Record<string, number>> | undefined
+  readonly tools?: ReadonlyArray<string> | undefined
   readonly time?: Readonly<Record<string, number | string>> | undefined
 }
 
@@ -33,6 +34,9 @@ export const optionsOf = <T extends Tool.Any, RV, O>(
   payload: Payload
 ): Omit<RunOptions.Options<T, RV, O>, "runId"> => ({
   ...definitions,
+  // A start may narrow the registered tools to some of them, by name.
+  tools:
+    payload.tools === undefined ? definitions.tools : definitions.tools.filter((t) => payload.tools?.includes(t.name)),
   goal: payload.goal,
   ...(payload.system === undefined ? {} : { system: payload.system }),
   limits: { ...definitions.limits, ...payload.limits },

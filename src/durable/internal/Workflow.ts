@@ -22,6 +22,7 @@ export const RunWorkflow = Workflow.make("effect-agent-runtime/Run", {
     goal: Schema.String,
     system: Schema.optional(Schema.String),
     limits: Schema.optional(Schema.Record(Schema.String, Schema.Number)),
+    tools: Schema.optional(Schema.Array(Schema.String)),
     time: Schema.optional(Schema.Record(Schema.String, Schema.Union([Schema.Number, Schema.String])))
   },
   success: Schema.String,
@@ -35,6 +36,7 @@ export const payloadOf = (options: DurableRuns.StartOptions, runId: string): Bod
   goal: options.goal,
   ...(options.system === undefined ? {} : { system: options.system }),
   ...(options.limits === undefined ? {} : { limits: options.limits }),
+  ...(options.tools === undefined ? {} : { tools: options.tools }),
   ...(options.time === undefined ? {} : { time: options.time })
 })
 

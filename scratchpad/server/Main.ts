@@ -1,0 +1,61 @@
+// The server's layers, chosen from the environment:
+//   HOST, PORT            where it listens (default 127.0.0.1:3000; PORT=0 picks a free port)
+//   RUNS_DB               the SQLite file of runs and their journal (default runs.db)
+//   DATABASE_URL          PostgreSQL instead: the runs on a cluster runner (RUNNER_PORT, default 34431)
+//   OPENAI_API_KEY        the OpenAI-compatible provider instead of the scripted demo model
+import { createServer } from "node:http"
+import { NodeHttpServer } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { Config, Console, Effect, Layer, Option } from "effect"
+import { FetchHttpClient, HttpRouter, HttpServer } from "effect/http"
+import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
+import { DurableRun } from "effect-agent-runtime/durable"
+import { OpenAiCompatible } from "effect-agent-runtime/providers"
+import { Api } from "./Api.ts"
+import { RunsHandlers } from "./Handlers.ts"
+import { demoModel, tools } from "./Tools.ts"
+
+const settings = Config.all({
+  host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
+  port: Config.Int("PORT").pipe(Config.withDefault(3000)),
+  runsFile: Config.String("RUNS_DB").pipe(Config.withDefault("runs.db")),
+  databaseUrl: Config.option(Config.Redacted("DATABASE_URL")),
+  runnerPort: Config.Port("RUNNER_PORT").pipe(Config.withDefault(34431)),
+  openAi: Config.option(Config.String("OPENAI_API_KEY"))
+})
+
+/** The runs: this server's tools on the engine and journal (one SQLite file, or PostgreSQL). */
+const runsLayer = (config: Config.Success<typeof settings>) => {
+  const storage = Option.match(config.databaseUrl, {
+    onNone: () => DurableRun.layerEmbedded({ filename: config.runsFile }),
+    onSome: (url) =>
+      DurableRun.layerCluster({
+        sql: PgClient.layer({ url }),
+        runnerAddress: { host: config.host, port: config.runnerPort }
+      })
+  })
+  const model = Option.isSome(config.openAi)
+    ? OpenAiCompatible.layerConfig("openai").pipe(Layer.provide(FetchHttpClient.layer))
+    : demoModel
+  return DurableRun.layer({ tools }).pipe(Layer.provideMerge(storage), Layer.provide(model))
+}
+
+/** The routes of `Api`, `GET /openapi.json`, and 400 problems that name the bad field. */
+const routes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
+  Layer.provide(RunsHandlers),
+  Layer.provide(HttpApiMiddleware.layerProblemDetails({ includeDetails: true }))
+)
+
+/** Says where it listens, on stdout (a test started on port 0 reads it there). */
+const announce = Layer.effectDiscard(HttpServer.addressFormattedWith((url) => Console.log(`listening on ${url}`)))
+
+export const ServerLive = Layer.unwrap(
+  Effect.gen(function* () {
+    const config = yield* settings
+    return HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }).pipe(
+      Layer.merge(announce),
+      Layer.provide(NodeHttpServer.layer(createServer, { host: config.host, port: config.port })),
+      Layer.provide(runsLayer(config))
+    )
+  })
+)

@@ -1,0 +1,162 @@
+/**
+ * The reference backend (scratchpad/server.ts) over real HTTP: `fetch` against the server
+ * started as a child process on 127.0.0.1, on a SQLite runs file of its own.
+ */
+import * as path from "node:path"
+import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { eventually, readEvents, type Server, send, startServer, tempDir } from "./support.ts"
+
+let server: Server
+beforeAll(async () => {
+  server = await startServer(path.join(tempDir(), "runs.db"), { DEMO_WAIT_MILLIS: "5000" })
+}, 30_000)
+afterAll(() => server?.stop())
+
+const start = async (body: unknown) => {
+  const started = await send("POST", `${server.url}/runs`, body)
+  assert.strictEqual(started.status, 202, JSON.stringify(started.body))
+  return started.body.runId as string
+}
+
+const waitingCall = (runId: string) =>
+  eventually(async () => {
+    const { body } = await send("GET", `${server.url}/runs/${runId}/approvals`)
+    return body[0] as { callId: string; tool: string } | undefined
+  })
+
+const finished = (runId: string) =>
+  eventually(async () => {
+    const { body } = await send("GET", `${server.url}/runs/${runId}`)
+    return body.state === "finished" ? body : undefined
+  })
+
+describe("server over durable runs", () => {
+  it("POST /runs starts a run; its event stream runs from seq 0 to run.finished; GET /runs/:id has the result", {
+    timeout: 30_000
+  }, async () => {
+    const runId = await start({ goal: "Look up INV-7", tools: ["lookup_invoice"], limits: { maxIterations: 5 } })
+    const events = await readEvents(`${server.url}/runs/${runId}/events`)
+    assert.deepStrictEqual(
+      events.map((e) => e.id),
+      events.map((_, i) => String(i))
+    )
+    assert.deepStrictEqual(
+      events.map((e) => e.event),
+      events.map((e) => e.data._tag)
+    )
+    assert.strictEqual(events.at(-1)?.event, "run.finished")
+    assert.deepStrictEqual(events[0]?.data.tools, ["lookup_invoice"])
+    const status = await send("GET", `${server.url}/runs/${runId}`)
+    assert.strictEqual(status.body.state, "finished")
+    assert.strictEqual(status.body.result.status, "completed")
+    assert.strictEqual(status.body.counters.events, events.length)
+    assert.strictEqual(status.body.counters.toolCalls, 1)
+  })
+
+  it("an approved call runs and the run finishes; deciding it again is 409", { timeout: 30_000 }, async () => {
+    const runId = await start({ goal: "Pay INV-7", tools: ["pay_invoice"] })
+    const call = await waitingCall(runId)
+    assert.strictEqual(call.tool, "pay_invoice")
+    assert.strictEqual((await send("GET", `${server.url}/runs/${runId}`)).body.state, "waiting")
+    const decided = await send("POST", `${server.url}/runs/${runId}/approvals/${call.callId}`, {
+      decision: "approve",
+      by: "ops@example.com"
+    })
+    assert.strictEqual(decided.status, 204)
+    const result = (await finished(runId)).result
+    assert.strictEqual(result.status, "completed")
+    assert.deepStrictEqual(
+      result.sideEffects.map((s: { name: string }) => s.name),
+      ["pay_invoice"]
+    )
+    const again = await send("POST", `${server.url}/runs/${runId}/approvals/${call.callId}`, { decision: "approve" })
+    assert.strictEqual(again.status, 409)
+    assert.strictEqual(again.body._tag, "NotWaiting")
+  })
+
+  it("a rejected call does not run: the run ends approval_rejected with the reason", { timeout: 30_000 }, async () => {
+    const runId = await start({ goal: "Pay INV-7", tools: ["pay_invoice"] })
+    const call = await waitingCall(runId)
+    const decided = await send("POST", `${server.url}/runs/${runId}/approvals/${call.callId}`, {
+      decision: "reject",
+      reason: "over budget"
+    })
+    assert.strictEqual(decided.status, 204)
+    const result = (await finished(runId)).result
+    assert.strictEqual(result.stopReason, "approval_rejected")
+    assert.deepStrictEqual(result.sideEffects, [])
+    assert.include(JSON.stringify(result.timeline), "over budget")
+  })
+
+  // Known gap: here the cancel of a run inside a tool's handler does not reach it (no
+  // run.stopping; the handler finishes and the run completes), where DurableRun's own
+  // "R5.1 a cancel of a running run reaches its handler" passes. Left for a fix in durable/.
+  it.fails("POST /runs/:id/cancel ends a running run cancelled", { timeout: 30_000 }, async () => {
+    const runId = await start({ goal: "Wait", tools: ["wait"] })
+    await readEvents(`${server.url}/runs/${runId}/events`, { until: (e) => e.event === "tool.started" })
+    assert.strictEqual((await send("POST", `${server.url}/runs/${runId}/cancel`)).status, 202)
+    const events = await readEvents(`${server.url}/runs/${runId}/events`)
+    assert.strictEqual(events.at(-1)?.event, "run.finished")
+    const result = (await finished(runId)).result
+    assert.strictEqual(result.stopReason, "cancelled", events.map((e) => e.event).join(" "))
+  })
+
+  it("a bad body is a 400 naming the field; a tool the server does not register is a 400", async () => {
+    const cases: ReadonlyArray<readonly [unknown, string]> = [
+      [{}, "goal"],
+      [{ goal: 7 }, "goal"],
+      [{ goal: "x", tools: "wait" }, "tools"],
+      [{ goal: "x", limits: { maxIterations: "many" } }, "limits"]
+    ]
+    for (const [body, field] of cases) {
+      const response = await send("POST", `${server.url}/runs`, body)
+      assert.strictEqual(response.status, 400, JSON.stringify(body))
+      assert.strictEqual(response.body.errors[0].path[1], field, JSON.stringify(response.body))
+    }
+    const unregistered = await send("POST", `${server.url}/runs`, { goal: "x", tools: ["wait", "shell"] })
+    assert.strictEqual(unregistered.status, 400)
+    assert.deepStrictEqual(unregistered.body, {
+      _tag: "InvalidStart",
+      field: "tools[1]",
+      message: 'no tool named "shell" is registered'
+    })
+    const badLimit = await send("POST", `${server.url}/runs`, { goal: "x", limits: { maxIterations: -1 } })
+    assert.strictEqual(badLimit.status, 400)
+    assert.strictEqual(badLimit.body.field, "limits.maxIterations")
+    const decision = await send("POST", `${server.url}/runs/any/approvals/call_1`, { decision: "maybe" })
+    assert.strictEqual(decision.status, 400)
+    assert.deepStrictEqual(decision.body.errors[0].path, ["payload", "decision"])
+  })
+
+  it("an unknown run is 404 on every route", async () => {
+    const routes: ReadonlyArray<readonly [string, string, unknown?]> = [
+      ["GET", "/runs/nope"],
+      ["GET", "/runs/nope/events"],
+      ["GET", "/runs/nope/approvals"],
+      ["GET", "/runs/nope/view"],
+      ["POST", "/runs/nope/cancel"],
+      ["POST", "/runs/nope/approvals/call_1", { decision: "approve" }]
+    ]
+    for (const [method, route, body] of routes) {
+      const response = await fetch(`${server.url}${route}`, {
+        method,
+        ...(body === undefined ? {} : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+      })
+      assert.strictEqual(response.status, 404, `${method} ${route}`)
+    }
+  })
+
+  it("GET /openapi.json is the document of the HttpApi definition", async () => {
+    const { status, body } = await send("GET", `${server.url}/openapi.json`)
+    assert.strictEqual(status, 200)
+    assert.hasAllKeys(body.paths, [
+      "/runs",
+      "/runs/{id}",
+      "/runs/{id}/events",
+      "/runs/{id}/approvals",
+      "/runs/{id}/approvals/{callId}",
+      "/runs/{id}/cancel",
+      "/runs/{id}/view"
+    ])
+  })
+})
