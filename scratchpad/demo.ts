@@ -10,6 +10,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, FileSystem, Layer, Schema } from "effect"
 import { Criterion, Explain, FileTools, type Model, Permission, Run, Timeline, Validation } from "../src/index.ts"
+import { LiveView } from "../src/observability/index.ts"
 import { OpenAiCompatible } from "../src/providers/index.ts"
 import { NodeTransport } from "../src/providers/node/index.ts"
 import { ScriptedModel } from "../src/testing/index.ts"
@@ -57,9 +58,14 @@ const program = Effect.gen(function* () {
       ],
       artifacts: [Validation.artifact("report.md"), Validation.artifact("summary.json", { schema: Summary })]
     }
-  }).pipe(Effect.provide(Permission.layer({ roots: [root] })))
+  }).pipe(
+    Effect.provide(Permission.layer({ roots: [root] })),
+    // The live view: redrawn in place on a terminal, one line per event when not a TTY (CI).
+    Effect.provide(LiveView.layer())
+  )
 
-  yield* Console.log(`Timeline\n${Timeline.format(result.timeline)}`)
+  // Not on a TTY, the live view printed each event already.
+  if (process.stdout.isTTY === true) yield* Console.log(`\nTimeline\n${Timeline.format(result.timeline)}`)
   yield* Console.log(`
 Result
   status       ${result.status}

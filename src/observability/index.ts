@@ -8,6 +8,8 @@
  */
 
 /** @since 0.6.0 */
+export * as LiveView from "./LiveView.ts"
+/** @since 0.6.0 */
 export * as Recorder from "./Recorder.ts"
 /** @since 0.6.0 */
 export * as Recording from "./Recording.ts"

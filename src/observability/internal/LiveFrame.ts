@@ -1,0 +1,64 @@
+/**
+ * What the live view draws, as pure functions of the events so far and the time: the
+ * frame a terminal redraws in place, and the line plain output prints per event. Private
+ * to `observability/` (see `LiveView`).
+ */
+import type * as Event from "../../events/Event.ts"
+import * as Timeline from "../../events/Timeline.ts"
+import * as Explain from "../../explain/Explain.ts"
+
+const seconds = (millis: number): string => `${(Math.max(0, millis) / 1000).toFixed(1)}s`
+
+const countdown = (deadlineAt: number | undefined, now: number): string =>
+  deadlineAt === undefined ? "" : deadlineAt > now ? `, deadline in ${seconds(deadlineAt - now)}` : ", deadline passed"
+
+/** The iteration the run is in: that of its last model request. */
+const iterationOf = (events: ReadonlyArray<Event.Event>): number => {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]
+    if (e?._tag === "model.requested") return e.iteration
+  }
+  return 0
+}
+
+/**
+ * The frame at `now`: the run and its phase, iteration, elapsed time and the run's deadline
+ * countdown; each budget beside its limit (those with a limit); what is in flight, each with
+ * its own countdown; and how the run ended, once it has.
+ */
+export const frame = (events: ReadonlyArray<Event.Event>, now: number): ReadonlyArray<string> => {
+  const started = events[0]?._tag === "run.started" ? events[0] : undefined
+  if (started === undefined) return ["run: waiting for its first event"]
+  const explanation = Explain.explain(events)
+  const finished = events[events.length - 1]?._tag === "run.finished"
+  const until = finished ? (events[events.length - 1]?.at ?? now) : now
+  const lines = [
+    `run ${started.runId}  ${explanation.state}  iteration ${iterationOf(events)}  elapsed ${seconds(until - started.at)}${
+      finished ? "" : countdown(started.deadlineAt, now)
+    }`,
+    `budgets  ${explanation.gauges
+      .filter((g) => g.max !== undefined)
+      .map((g) => `${g.counter} ${Number.isInteger(g.value) ? g.value : g.value.toFixed(4)}/${g.max}`)
+      .join("  ")}`
+  ]
+  if (finished) {
+    lines.push(`ended  ${explanation.status ?? "?"}  ${explanation.stopReason ?? "?"}: ${explanation.summary}`)
+    return lines
+  }
+  if (explanation.inFlight.length === 0) lines.push("in flight  nothing")
+  explanation.inFlight.forEach((f, i) => {
+    const call = f.callId === undefined ? "" : ` (${f.callId})`
+    const attempt = f.attempt === undefined ? "" : ` attempt ${f.attempt}`
+    const layer = f.layer === undefined ? "" : ` ${f.layer}`
+    const since = seconds(now - (started.at + f.sinceMillis))
+    lines.push(
+      `${i === 0 ? "in flight" : "         "}  ${f.kind} ${f.name}${call}${attempt}  for ${since}${countdown(f.deadlineAt, now)}${
+        f.deadlineAt === undefined ? "" : layer
+      }`
+    )
+  })
+  return lines
+}
+
+/** The line plain output prints for an event: its time since the start, its tag and what it says. */
+export const line = (event: Event.Event, startedAt: number): string => Timeline.formatEvent(event, startedAt)

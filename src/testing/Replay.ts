@@ -1,0 +1,187 @@
+/**
+ * Replay: a recorded run drives a new one, for regression tests of agents and their
+ * policies. The recording (a `RunResult.timeline`, or the events `Recording.read` gives)
+ * supplies the model's answers (`model.responded`: text, tool calls, usage; `model.failed`:
+ * the failure) and the tools' results (each attempt of each call: the output of
+ * `tool.succeeded`, the failure of `tool.failed`, or the retried failure a
+ * `recovery.started` names), played back in order at the times they were recorded, on a
+ * `TestClock` of the replay's own that starts where the recording started. Approvals are
+ * decided as recorded. The rest comes from the caller, as for `Run.run`: the tools (by
+ * name, their schemas and metadata; their handlers are replaced by the playback), the
+ * policies, limits, time and recovery, so that a changed policy shows its effect.
+ *
+ * The report is `Matched`, or `Diverged` at the first event whose tag or compared fields
+ * differ. Compared: every field of every event but `runId`, `seq`, `at`, `deadlineAt`,
+ * `expiresAt` and `delayMillis` (the clock's and the backoff's); of `run.started`, also not
+ * `limits`, `policies`, `permission` and `unguardedTools` (what a replay varies on purpose).
+ * A model asked more often than the recording answered, or asked with another conversation
+ * than the recorded one, is refused and the run stops: a divergence, never a hang. A
+ * recording made with `content: false` cannot be replayed (its content is not in it).
+ *
+ * @since 0.6.0
+ */
+import { Clock, Effect, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import type * as Event from "../events/Event.ts"
+import * as Model from "../model/Model.ts"
+import * as Run from "../run/Run.ts"
+import type * as RunResult from "../run/RunResult.ts"
+import type * as Tool from "../tools/Tool.ts"
+import { firstParting } from "./internal/ReplayCompare.ts"
+import * as Playback from "./internal/ReplayPlayback.ts"
+import * as TestClockDriver from "./TestClockDriver.ts"
+
+/**
+ * The replay did the same as the recording, event for event.
+ *
+ * @category models
+ * @since 0.6.0
+ */
+export interface Matched {
+  readonly _tag: "Matched"
+  readonly result: RunResult.RunResult
+}
+
+/**
+ * The replay parted from the recording at `seq`: `expected` is the recorded event there,
+ * `actual` the replay's (either absent when one timeline ended first), `detail` what differs.
+ *
+ * @category models
+ * @since 0.6.0
+ */
+export interface Diverged {
+  readonly _tag: "Diverged"
+  readonly seq: number
+  readonly expected: Event.Event | undefined
+  readonly actual: Event.Event | undefined
+  readonly detail: string
+  readonly result: RunResult.RunResult
+}
+
+/**
+ * @category models
+ * @since 0.6.0
+ */
+export type Report = Matched | Diverged
+
+/**
+ * The options of a replay: a run's, with the goal and system prompt taken from the
+ * recording unless given.
+ *
+ * @category models
+ * @since 0.6.0
+ */
+export type Options<T extends Tool.Any = Tool.Any, RV = never, O = never> = Omit<
+  Run.Options<T, RV, O>,
+  "goal" | "system"
+> & { readonly goal?: string | undefined; readonly system?: string | undefined }
+
+/**
+ * The recording does not hold a run: no `run.started` first.
+ *
+ * @category errors
+ * @since 0.6.0
+ */
+export class NotARecording extends Schema.TaggedError<NotARecording>()("NotARecording", { detail: Schema.String }) {
+  override get message(): string {
+    return `cannot replay: ${this.detail}`
+  }
+}
+
+/**
+ * Replays `recorded` with `options` and reports where the new run diverges. Runs on a
+ * `TestClock` of its own, so a recorded minute takes milliseconds; a replay still running
+ * once the clock has moved the recording's length and ten minutes more is cancelled, and
+ * reported where it parted.
+ *
+ * @category combinators
+ * @since 0.6.0
+ */
+export const replay = <T extends Tool.Any, RV = never, O = never>(
+  recorded: ReadonlyArray<Event.Event>,
+  options: Options<T, RV, O>
+): Effect.Effect<Report, NotARecording, Exclude<Run.Requirements<T, RV>, Model.Model>> =>
+  Effect.gen(function* () {
+    const started = recorded[0]
+    if (started?._tag !== "run.started") {
+      return yield* new NotARecording({ detail: `its first event is ${started?._tag ?? "missing"}, not run.started` })
+    }
+    const refusals: Array<Playback.Refusal> = []
+    const last = recorded[recorded.length - 1]
+    const span = (last?.at ?? started.at) - started.at
+    const result = yield* Effect.gen(function* () {
+      yield* TestClock.setTime(started.at)
+      const handle = yield* Run.start({
+        ...options,
+        goal: options.goal ?? started.goal,
+        system: options.system ?? started.system,
+        runId: options.runId ?? started.runId,
+        tools: Playback.tools(recorded, options.tools, refusals)
+      })
+      yield* Effect.forkScoped(decideApprovals(recorded, handle))
+      return yield* TestClockDriver.drive(handle.result, { upTo: span + 600_000 }).pipe(
+        Effect.catchTag("StillRunning", () => handle.cancel)
+      )
+    }).pipe(
+      Effect.scoped,
+      Effect.provideService(Model.Model, Playback.model(recorded, refusals)),
+      Effect.provide(TestClock.layer())
+    )
+    const parting = firstParting(recorded, result.timeline)
+    if (parting === undefined) return { _tag: "Matched", result } satisfies Matched
+    const found = refusals.map((r) => r.detail)
+    const detail = found.length === 0 ? parting.detail : `${parting.detail}; ${found.join("; ")}`
+    return { _tag: "Diverged", ...parting, detail, result } satisfies Diverged
+  })
+
+/** Decides each approval the replay asks for as the recording did, at the recorded time. */
+const decideApprovals = (recorded: ReadonlyArray<Event.Event>, handle: Run.Handle<unknown>) =>
+  Stream.runForEach(
+    Stream.filter(handle.events, (e) => e._tag === "approval.requested"),
+    (requested) => {
+      const decided = recorded.find(
+        (e): e is Event.Of<"approval.decided"> => e._tag === "approval.decided" && e.callId === requested.callId
+      )
+      if (decided === undefined || (decided.decision !== "approved" && decided.decision !== "rejected"))
+        return Effect.void
+      return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.andThen(
+          Effect.sleep(Math.max(0, decided.at - now)),
+          Effect.ignore(
+            decided.decision === "approved"
+              ? handle.approve(decided.callId, { by: decided.by })
+              : handle.reject(decided.callId, decided.reason ?? "rejected", { by: decided.by })
+          )
+        )
+      )
+    }
+  )
+
+/**
+ * {@link replay}, failing with the report unless it matched: for a regression test.
+ *
+ * @category combinators
+ * @since 0.6.0
+ */
+export const expectMatch = <T extends Tool.Any, RV = never, O = never>(
+  recorded: ReadonlyArray<Event.Event>,
+  options: Options<T, RV, O>
+): Effect.Effect<Matched, NotARecording | ReplayDiverged, Exclude<Run.Requirements<T, RV>, Model.Model>> =>
+  Effect.flatMap(replay(recorded, options), (report) =>
+    report._tag === "Matched" ? Effect.succeed(report) : Effect.fail(new ReplayDiverged({ report }))
+  )
+
+/**
+ * A replay that was expected to match diverged; `report` says where.
+ *
+ * @category errors
+ * @since 0.6.0
+ */
+export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>()("ReplayDiverged", {
+  report: Schema.Any
+}) {
+  override get message(): string {
+    const report = this.report as Diverged
+    return `the replay diverged at seq ${report.seq}: ${report.detail}`
+  }
+}

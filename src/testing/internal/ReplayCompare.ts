@@ -1,0 +1,96 @@
+/**
+ * What replay compares of two events, and the first place two timelines part. Private to
+ * `testing/` (see `Replay`).
+ */
+import type * as Event from "../../events/Event.ts"
+
+/**
+ * The fields no event is compared on: the run's identity, the event's place and time, and
+ * the deadlines and waits derived from the clock and the backoff's jitter.
+ */
+const ignoredEverywhere = new Set(["runId", "seq", "at", "deadlineAt", "expiresAt", "delayMillis"])
+
+/**
+ * What the caller of a replay changes on purpose, in `run.started`: its limits, policies
+ * and permission. Their effect is what a replay shows, so they are not compared themselves.
+ */
+const ignoredInStart = new Set(["limits", "policies", "permission", "unguardedTools"])
+
+/** The fields of `event` replay compares, in a canonical order. */
+export const comparable = (event: Event.Event): Record<string, unknown> => {
+  const fields: Record<string, unknown> = {}
+  for (const key of Object.keys(event).sort()) {
+    if (ignoredEverywhere.has(key)) continue
+    if (event._tag === "run.started" && ignoredInStart.has(key)) continue
+    const value = (event as unknown as Record<string, unknown>)[key]
+    if (value !== undefined) fields[key] = value
+  }
+  return fields
+}
+
+/** A value as canonical JSON: object keys sorted, so that field order never matters. */
+export const canonical = (value: unknown): string =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(
+          Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        )
+      : v
+  )
+
+/** The compared fields whose values differ, by name (`_tag` first when the tags differ). */
+export const differences = (expected: Event.Event, actual: Event.Event): ReadonlyArray<string> => {
+  const a = comparable(expected)
+  const b = comparable(actual)
+  if (a._tag !== b._tag) return ["_tag"]
+  const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()
+  return keys.filter((key) => canonical(a[key]) !== canonical(b[key]))
+}
+
+/** Where two timelines first part, or `undefined` when they agree event for event. */
+export interface Parting {
+  readonly seq: number
+  readonly expected: Event.Event | undefined
+  readonly actual: Event.Event | undefined
+  readonly detail: string
+}
+
+const describe = (event: Event.Event | undefined): string => (event === undefined ? "nothing" : event._tag)
+
+const shown = (value: unknown): string => {
+  const text = value === undefined ? "(absent)" : canonical(value)
+  return text.length > 120 ? `${text.slice(0, 117)}...` : text
+}
+
+/** The first event at which `actual` differs from `expected`, with what differs. */
+export const firstParting = (
+  expected: ReadonlyArray<Event.Event>,
+  actual: ReadonlyArray<Event.Event>
+): Parting | undefined => {
+  const length = Math.max(expected.length, actual.length)
+  for (let seq = 0; seq < length; seq++) {
+    const e = expected[seq]
+    const a = actual[seq]
+    if (e === undefined || a === undefined) {
+      return {
+        seq,
+        expected: e,
+        actual: a,
+        detail: `the recording has ${describe(e)} at seq ${seq}, the replay ${describe(a)}`
+      }
+    }
+    const fields = differences(e, a)
+    if (fields.length === 0) continue
+    const detail =
+      fields[0] === "_tag"
+        ? `the recording has ${e._tag} at seq ${seq}, the replay ${a._tag}`
+        : `${e._tag} at seq ${seq} differs in ${fields
+            .map((field) => {
+              const key = field as keyof Event.Event
+              return `${field} (recorded ${shown(e[key])}, replayed ${shown(a[key])})`
+            })
+            .join(", ")}`
+    return { seq, expected: e, actual: a, detail }
+  }
+  return undefined
+}

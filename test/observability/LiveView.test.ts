@@ -1,0 +1,111 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import * as LiveView from "../../src/observability/LiveView.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+
+/** A tool that takes 300 ms, so that a frame drawn while it runs has it in flight. */
+const slowEcho = Tool.make({
+  name: "slow_echo",
+  description: "Echoes after 300 ms",
+  input: Schema.Struct({ text: Schema.String }),
+  output: Schema.String,
+  sideEffect: "none",
+  idempotent: true,
+  handler: ({ text }) => Effect.as(Effect.sleep("300 millis"), text)
+})
+
+const options = {
+  goal: "echo twice",
+  tools: [slowEcho],
+  limits: { maxIterations: 5, maxToolCalls: 4 },
+  time: { run: "10 seconds" }
+} as const
+
+const script = [
+  ScriptedModel.toolCall("slow_echo", { text: "a" }),
+  ScriptedModel.toolCall("slow_echo", { text: "b" }),
+  ScriptedModel.finalAnswer("done")
+]
+
+/** Runs with the live view under the layer, writing into `out`. */
+const viewed = (out: Array<string>, tty: boolean) =>
+  Run.run(options).pipe(
+    TestClockDriver.drive,
+    Effect.provide(ScriptedModel.layer(script)),
+    Effect.provide(LiveView.layer({ write: (text) => out.push(text), tty }))
+  )
+
+describe("LiveView", () => {
+  it.effect("plain mode (not a TTY) prints one line per event, then the final frame", () =>
+    Effect.gen(function* () {
+      const out: Array<string> = []
+      const result = yield* viewed(out, false)
+      const startedAt = result.timeline[0]?.at ?? 0
+      assert.deepStrictEqual(
+        out.slice(0, result.timeline.length),
+        result.timeline.map((e) => `${LiveView.line(e, startedAt)}\n`)
+      )
+      assert.strictEqual(out.length, result.timeline.length + 1)
+      const last = out[out.length - 1] ?? ""
+      assert.include(last, "ended  completed  goal_reached")
+      for (const text of out) assert.notInclude(text, "\x1b[")
+    })
+  )
+
+  it.effect(
+    "the frame while a tool runs: phase, iteration, budgets beside their limits, countdowns, the call in flight",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* viewed([], false)
+        const events = result.timeline
+        const attempted = events.findIndex((e) => e._tag === "tool.attempted")
+        const prefix = events.slice(0, attempted + 1)
+        const started = events[0]
+        assert.strictEqual(started?._tag, "run.started")
+        if (started?._tag !== "run.started") return
+        const at = (prefix[prefix.length - 1]?.at ?? 0) + 100
+        const lines = LiveView.frame(prefix, at)
+        assert.include(lines[0], `run ${result.runId}  tool_executing  iteration 1`)
+        assert.include(lines[0], `deadline in ${((started.deadlineAt - at) / 1000).toFixed(1)}s`)
+        assert.include(lines[1], "iterations 1/5")
+        assert.include(lines[1], "toolCalls 1/4")
+        assert.match(lines[2] ?? "", /^in flight {2}tool_call slow_echo \(\S+\) attempt 1 {2}for 0\.1s/)
+        // The frame is a function of the events and the time: later, the countdown is lower.
+        const later = LiveView.frame(prefix, at + 2000)
+        assert.include(later[0], `deadline in ${((started.deadlineAt - at - 2000) / 1000).toFixed(1)}s`)
+        assert.deepStrictEqual(LiveView.frame(prefix, at), lines)
+      })
+  )
+
+  it.effect("TTY mode redraws the frame in place: cursor up over the last frame, clear, the new one", () =>
+    Effect.gen(function* () {
+      const out: Array<string> = []
+      const result = yield* viewed(out, true)
+      assert.strictEqual(out.length, result.timeline.length)
+      assert.notInclude(out[0], "\x1b[")
+      for (let i = 1; i < out.length; i++) {
+        const previous = LiveView.frame(result.timeline.slice(0, i), 0).length
+        assert.isTrue((out[i] ?? "").startsWith(`\x1b[${previous}F\x1b[J`), `redraw ${i}`)
+      }
+      assert.include(out[out.length - 1], "ended  completed  goal_reached")
+      assert.strictEqual(LiveView.redraw(2, ["a", "b", "c"]), "\x1b[2F\x1b[Ja\nb\nc\n")
+      assert.strictEqual(LiveView.redraw(0, ["a"]), "a\n")
+    })
+  )
+
+  it.effect("watch shows one started run until it ends", () =>
+    Effect.gen(function* () {
+      const out: Array<string> = []
+      const result = yield* Effect.gen(function* () {
+        const handle = yield* Run.start(options)
+        yield* LiveView.watch(handle, { write: (text) => out.push(text), tty: false })
+        return yield* handle.result
+      }).pipe(Effect.scoped, TestClockDriver.drive, Effect.provide(ScriptedModel.layer(script)))
+      assert.strictEqual(out.length, result.timeline.length + 1)
+      assert.include(out[out.length - 1], "ended  completed")
+    })
+  )
+})
