@@ -13,6 +13,22 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import ts from "typescript"
 
+/** What `run/` may import: every layer below it. */
+const belowRun = [
+  "failure",
+  "time",
+  "model",
+  "tools",
+  "recovery",
+  "events",
+  "journal",
+  "termination",
+  "validation",
+  "cancellation",
+  "explain",
+  "tracing"
+] as const
+
 /** Each subsystem and the subsystems it may import. Lower layers never import higher ones. */
 export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   failure: [],
@@ -27,67 +43,11 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   cancellation: ["failure", "model", "tools"],
   explain: ["failure", "model", "tools", "recovery", "events", "termination"],
   tracing: ["failure", "model", "tools", "events"],
-  run: [
-    "failure",
-    "time",
-    "model",
-    "tools",
-    "recovery",
-    "events",
-    "journal",
-    "termination",
-    "validation",
-    "cancellation",
-    "explain",
-    "tracing"
-  ],
+  run: belowRun,
   providers: ["failure", "model"],
-  durable: [
-    "failure",
-    "time",
-    "model",
-    "tools",
-    "recovery",
-    "events",
-    "journal",
-    "termination",
-    "validation",
-    "cancellation",
-    "explain",
-    "tracing",
-    "run"
-  ],
-  observability: [
-    "failure",
-    "time",
-    "model",
-    "tools",
-    "recovery",
-    "events",
-    "journal",
-    "termination",
-    "validation",
-    "cancellation",
-    "explain",
-    "tracing",
-    "run"
-  ],
-  testing: [
-    "failure",
-    "time",
-    "model",
-    "tools",
-    "recovery",
-    "events",
-    "journal",
-    "termination",
-    "validation",
-    "cancellation",
-    "explain",
-    "tracing",
-    "run",
-    "providers"
-  ]
+  durable: [...belowRun, "run"],
+  observability: [...belowRun, "run"],
+  testing: [...belowRun, "run", "providers"]
 }
 
 const root = path.resolve(import.meta.dirname, "..", "src")

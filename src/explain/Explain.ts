@@ -185,16 +185,16 @@ const deadlineOf = (
 }
 
 /** The stops whose explanation names the failure behind them, and which source it came from. */
-const failureSources: Partial<Record<StopReason.StopReason, "model" | "tool" | "any">> = {
+const failureSources: Partial<Record<StopReason.StopReason, "model" | "tool" | "either">> = {
   tool_error: "tool",
   inconsistent_result: "tool",
   unknown_outcome: "tool",
   max_tool_errors: "tool",
   model_error: "model",
   content_filtered: "model",
-  recovery_exhausted: "any",
-  step_timeout: "any",
-  run_timeout: "any"
+  recovery_exhausted: "either",
+  step_timeout: "either",
+  run_timeout: "either"
 }
 
 const repetitions: Partial<Record<StopReason.StopReason, M.Repetition["_tag"]>> = {
@@ -231,7 +231,7 @@ export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => 
   const source = reason === undefined ? undefined : failureSources[reason]
   const decidedAt = decision?.seq === undefined ? timeline.length : timeline.findIndex((e) => e.seq === decision.seq)
   const failure =
-    source === undefined ? undefined : Facts.lastFailure(timeline, decidedAt, source === "any" ? undefined : source)
+    source === undefined ? undefined : Facts.lastFailure(timeline, decidedAt, source === "either" ? undefined : source)
   const approval =
     reason === "approval_rejected"
       ? Facts.approvalOf(timeline, ["rejected"])

@@ -121,7 +121,7 @@ export const nextStep = (facts: Facts): NextStep => {
     const doubt = facts.inFlight.filter((w) => w.kind === "tool_call").map((w) => w.callId ?? "")
     return step(
       "resume",
-      "if no process is running it any more, resume it from its journal (Run.resume): calls whose handler was running are reconciled, or run again only when that is safe",
+      "if no process is running it now, resume it from its journal (Run.resume): calls whose handler was running are reconciled, or run again only when that is safe",
       undefined,
       doubt
     )

@@ -6,6 +6,7 @@
 
 import { Effect } from "effect"
 import type * as StopReason from "../../../events/StopReason.ts"
+import * as Explain from "../../../explain/Explain.ts"
 import type * as Failure from "../../../failure/Failure.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Termination from "../../../termination/Termination.ts"
@@ -236,20 +237,14 @@ export const modelStop = (ctx: RunContext.RunContext, reason: Recovery.Exhausted
  * (R3.8), as in {@link hardStop}.
  */
 export const approvalStop = (ctx: RunContext.RunContext, stop: ApprovalWait.Stop, from: number): Outcome => {
-  // A call's last word that leaves its outcome unknown stands, unless something later
-  // settled it (a success, or a status query that decided), as for `pendingActions`.
-  const unknown = new Map<string, string>()
-  for (let i = from; i < ctx.events.length; i++) {
-    const e = ctx.events[i]
-    if (e?._tag === "tool.failed" && e.error.failure?.classification === "unknown") {
-      unknown.set(e.callId, `${e.name} (${e.callId}): ${e.error.failure.hint}`)
-    } else if (e?._tag === "tool.interrupted" && e.settlement === "outcome_unknown") {
-      unknown.set(e.callId, `${e.name} (${e.callId}) was cut off while ${stop.reason} stopped the batch: ${e.detail}`)
-    } else if (e?._tag === "tool.succeeded" || (e?._tag === "tool.reconciled" && e.verdict !== "undecidable")) {
-      unknown.delete(e.callId)
-    }
+  // The batch's first call left pending (its outcome unknown, nothing later settled it).
+  const [first] = Explain.pendingActions(ctx.events.slice(from))
+  if (first !== undefined) {
+    const cutOff = ctx.events[first.seq]?._tag === "tool.interrupted"
+    const detail = cutOff
+      ? `${first.name} (${first.callId}) was cut off while ${stop.reason} stopped the batch: ${first.detail}`
+      : `${first.name} (${first.callId}): ${first.detail}`
+    return decide(ctx, "runtime", "unknown_outcome", detail)
   }
-  const [first] = unknown.values()
-  if (first !== undefined) return decide(ctx, "runtime", "unknown_outcome", first)
   return decide(ctx, stop.reason === "step_timeout" ? "step_timeout" : "approval", stop.reason, stop.detail)
 }
