@@ -73,6 +73,12 @@ export interface Service {
    * committed, ending with `run.finished`: a feed for a UI or a server-sent event stream
    * (resume one from its last event's `seq + 1`). The journal is read every `pollInterval`
    * (default 500 ms) while nothing new has come.
+   *
+   * Only committed events are sent, so a feed resumed after a crash never shows an event
+   * that the resumed run replaced. They come at the run's commit barriers: each model
+   * response, each call's result, the intent record before a call that changes the world,
+   * approvals, each iteration's end. A read-only call's `tool.started` therefore arrives
+   * with its result.
    */
   readonly watch: (
     runId: string,

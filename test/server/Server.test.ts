@@ -88,17 +88,24 @@ describe("server over durable runs", () => {
     assert.include(JSON.stringify(result.timeline), "over budget")
   })
 
-  // Known gap: here the cancel of a run inside a tool's handler does not reach it (no
-  // run.stopping; the handler finishes and the run completes), where DurableRun's own
-  // "R5.1 a cancel of a running run reaches its handler" passes. Left for a fix in durable/.
-  it.fails("POST /runs/:id/cancel ends a running run cancelled", { timeout: 30_000 }, async () => {
+  // The stream carries committed events only (a reconnect must never see an event the run
+  // later replaces), and a read-only call's `tool.started` is committed with its result: the
+  // first model response is what shows the wait call on its way.
+  it("POST /runs/:id/cancel ends a running run cancelled", { timeout: 30_000 }, async () => {
     const runId = await start({ goal: "Wait", tools: ["wait"] })
-    await readEvents(`${server.url}/runs/${runId}/events`, { until: (e) => e.event === "tool.started" })
+    await readEvents(`${server.url}/runs/${runId}/events`, { until: (e) => e.event === "model.responded" })
+    await new Promise((resolve) => setTimeout(resolve, 300)) // the 5 s handler is running by then
     assert.strictEqual((await send("POST", `${server.url}/runs/${runId}/cancel`)).status, 202)
     const events = await readEvents(`${server.url}/runs/${runId}/events`)
     assert.strictEqual(events.at(-1)?.event, "run.finished")
     const result = (await finished(runId)).result
     assert.strictEqual(result.stopReason, "cancelled", events.map((e) => e.event).join(" "))
+    // The handler was stopped, not waited out: no tool result, no second model call.
+    assert.notInclude(
+      events.map((e) => e.event),
+      "tool.succeeded"
+    )
+    assert.strictEqual(events.filter((e) => e.event === "model.requested").length, 1)
   })
 
   it("a bad body is a 400 naming the field; a tool the server does not register is a 400", async () => {
