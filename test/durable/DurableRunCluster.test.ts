@@ -6,11 +6,10 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
-import { SqlClient } from "effect/sql"
 import { afterAll, assert, it } from "vitest"
 import { DurableRun } from "../../src/durable/index.ts"
 import { assertPaid, type Runner, resultOf, setUp } from "../support/durable/world.ts"
-import { postgres, required, unusedPort } from "../support/postgres.ts"
+import { Databases, postgres, required, unusedPort } from "../support/postgres.ts"
 
 /** Shard settings for a test: a dead runner's shards are taken within about 5 s (the engine's defaults: 35-60 s). */
 const shardingConfig = {
@@ -20,27 +19,6 @@ const shardingConfig = {
   refreshAssignmentsInterval: "1 second",
   entityMessagePollInterval: "250 millis",
   runnerHealthCheckInterval: "1 second"
-}
-
-/** Runs one statement on the server's default database. */
-const execute = (url: string, statement: string) =>
-  Effect.runPromise(
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql.unsafe(statement)
-    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })))
-  )
-
-const databases: Array<string> = []
-
-/** A database of its own on the server (the cluster's tables have fixed names); gives its URL. */
-const freshDatabase = async (url: string): Promise<string> => {
-  const name = `durable_${process.pid}_${Date.now()}`
-  await execute(url, `CREATE DATABASE ${name}`)
-  databases.push(name)
-  const database = new URL(url)
-  database.pathname = `/${name}`
-  return database.toString()
 }
 
 /** The first line of any of `children` that `match` accepts, polled for at most 60 s; with the child that printed it. */
@@ -74,15 +52,14 @@ if (found._tag === "Server") {
   const { url, stop } = found.server
   afterAll(stop)
   const { world } = setUp()
+  const databases = Databases.on(url)
   // After the processes are killed (a server given by PG_URL keeps no test's database).
-  afterAll(async () => {
-    for (const name of databases.splice(0)) await execute(url, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-  })
+  afterAll(databases.dropAll)
 
   it("R9.4 three runners, one killed -9 in a payment: all eight runs end on the others, each payment once, the moved runs resumed and reconciled", async () => {
     const began = performance.now()
     const w = world("failover")
-    const pg = await freshDatabase(url)
+    const pg = await databases.fresh()
     const settings = { shardingConfig, modelMillis: 100, payMillis: 200, answerMillis: 1_500 }
     const runner = async () => w.start({ mode: { _tag: "runner", pg, port: await unusedPort() }, ...settings })
     // The first runner creates the tables; the others join it.
@@ -148,7 +125,7 @@ if (found._tag === "Server") {
   }, 120_000)
 
   it("R9.4 layerCluster loads NodeClusterSocket by itself when the transport is not given (a client-only process)", async () => {
-    const pg = await freshDatabase(url)
+    const pg = await databases.fresh()
     const failed = await Effect.runPromise(
       Effect.gen(function* () {
         const runs = yield* DurableRun.DurableRuns

@@ -12,6 +12,9 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 
 export interface Server {
   readonly url: string
@@ -95,4 +98,36 @@ export const postgres = async (): Promise<Found> => {
   }
   process.once("exit", stop)
   return { _tag: "Server", server: { url: `postgres://postgres@127.0.0.1:${port}/postgres`, stop } }
+}
+
+/** Runs one statement on the server's default database. */
+const execute = (url: string, statement: string) =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(statement)
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })))
+  )
+
+/**
+ * Databases of their own on a server (the cluster's tables have fixed names): `fresh` makes
+ * one and gives its URL, `dropAll` drops those made (a server given by `PG_URL` keeps none).
+ */
+export const Databases = {
+  on: (url: string) => {
+    const made: Array<string> = []
+    return {
+      fresh: async (): Promise<string> => {
+        const name = `test_${process.pid}_${Date.now()}_${made.length}`
+        await execute(url, `CREATE DATABASE ${name}`)
+        made.push(name)
+        const database = new URL(url)
+        database.pathname = `/${name}`
+        return database.toString()
+      },
+      dropAll: async (): Promise<void> => {
+        for (const name of made.splice(0)) await execute(url, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      }
+    }
+  }
 }
