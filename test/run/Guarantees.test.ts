@@ -1,7 +1,8 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option, Schema, Stream } from "effect"
+import { Effect, Layer, Metric, Option, Schema, Stream, Tracer } from "effect"
 import type * as Event from "../../src/events/Event.ts"
+import * as Journal from "../../src/journal/Journal.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
@@ -10,6 +11,8 @@ import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import { runtime, span } from "../../src/tracing/Attributes.ts"
+import * as Metrics from "../../src/tracing/Metrics.ts"
 import * as Validation from "../../src/validation/Validation.ts"
 import { hostile, unprintable } from "../support/hostile.ts"
 import { assertRoundTrips } from "../support/schema.ts"
@@ -597,5 +600,44 @@ describe("R12 R4.2 R5.1 user code that cannot be interrupted", () => {
         yield* Effect.sleep("50 millis")
         assert.strictEqual(result.timeline.length, length)
       }).pipe(Effect.scoped, Effect.provide(modelLayer(stuck)))
+  )
+
+  it.live(
+    "R9 R12 a run left behind after the stop grace ends as any run does: its result in its journal, on its span, in its metrics",
+    () => {
+      const spans: Array<Tracer.NativeSpan> = []
+      const tracer = Tracer.make({
+        span: (options) => {
+          const made = new Tracer.NativeSpan(options)
+          spans.push(made)
+          return made
+        }
+      })
+      return Effect.gen(function* () {
+        const cancelled = Metric.withAttributes(Metrics.runs, { status: "cancelled", stop_reason: "cancelled" })
+        const before = (yield* Metric.value(cancelled)).count
+        const journal = yield* Journal.Journal
+        const handle = yield* Run.start({
+          goal: "x",
+          runId: "left-behind",
+          tools: [toolOf(stuck, { sideEffect: "read" })],
+          time: { stopGrace: "300 millis" }
+        })
+        yield* Effect.sleep("50 millis")
+        const result = yield* handle.cancel
+        assert.strictEqual(result.status, "cancelled")
+        const stored = yield* journal.read("left-behind")
+        const committed = Option.flatMap(stored, (run) => run.result)
+        assert.isTrue(Option.isSome(committed), "the result is in the journal")
+        assert.strictEqual(Option.getOrUndefined(stored)?.events.at(-1)?._tag, "run.finished")
+        const run = spans.find((s) => s.name === span.run)
+        assert.strictEqual(run?.attributes.get(runtime.stopReason), "cancelled")
+        assert.strictEqual((yield* Metric.value(cancelled)).count, before + 1)
+      }).pipe(
+        Effect.withTracer(tracer),
+        Effect.scoped,
+        Effect.provide(Layer.merge(Journal.layerMemory, callThenAnswer))
+      )
+    }
   )
 })

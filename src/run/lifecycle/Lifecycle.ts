@@ -216,25 +216,43 @@ const execution = <RV, R>(
     Effect.withFiber((self) => {
       const valid = Result.getOrUndefined(resolved)
       const tools: ReadonlyMap<string, Tool.Any<unknown>> = valid?.registry.tools ?? noTools
+      const settled = attach(ctx, self.getRef(RunObserver.RunObservers))
+      // The one way a result leaves the run: in the journal before the caller gets it (R9),
+      // on its span and metrics (the ending, counters, usage and cost), with every observer
+      // (a recorder has written `run.finished`), then to `done`.
+      let closing = false
+      const close = (result: RunResult.RunResult): Effect.Effect<void> => {
+        closing = true
+        return Effect.ensuring(
+          Effect.andThen(
+            Commit.final(ctx, result),
+            Effect.andThen(Effect.andThen(Spans.ended(result), Metrics.record(result)), settled)
+          ),
+          Deferred.succeed(done, result)
+        )
+      }
+      // A result made outside the run's fiber (see below) is closed in a fiber of its own,
+      // with the run's context (its span among it).
+      const context = self.context
+      const closeOutside = (result: () => RunResult.RunResult) => {
+        if (closing || Deferred.isDoneUnsafe(done)) return
+        const suspended = ended(ctx)
+        if (suspended !== undefined) Deferred.doneUnsafe(done, suspended)
+        else Effect.runForkWith(context)(close(result()))
+      }
       // The grace is real time on purpose: a TestClock never advanced must not stall the result.
       let grace: ReturnType<typeof setTimeout> | undefined
       if (valid !== undefined) {
         const graceMillis = valid.stopGraceMillis
         ctx.onStop = () => {
-          grace = setTimeout(() => {
-            if (!Deferred.isDoneUnsafe(done)) {
-              Deferred.doneUnsafe(done, ended(ctx) ?? Exit.succeed(leftBehind(ctx, tools, graceMillis)))
-            }
-          }, graceMillis)
+          grace = setTimeout(() => closeOutside(() => leftBehind(ctx, tools, graceMillis)), graceMillis)
           grace.unref?.()
         }
       }
       self.addObserver((exit) => {
         clearTimeout(grace)
-        if (!Deferred.isDoneUnsafe(done))
-          Deferred.doneUnsafe(done, ended(ctx) ?? Exit.succeed(rescue(ctx, exit, tools)))
+        closeOutside(() => rescue(ctx, exit, tools))
       })
-      const settled = attach(ctx, self.getRef(RunObserver.RunObservers))
       const resume = start.resume
       if (resume === undefined) started(ctx, valid, self.getRef(Permission.Permission) === Permission.allowAll)
       else {
@@ -262,21 +280,12 @@ const execution = <RV, R>(
       const ending = (exit: Exit.Exit<Ending, unknown>, timer: Fiber.Fiber<void> | undefined) => {
         clearTimeout(grace)
         return Effect.andThen(timer === undefined ? Effect.void : Fiber.interrupt(timer), () => {
+          // Ended already, left behind after the stop grace: what it did since changes nothing.
+          if (closing) return Effect.void
           // Taken away by its host: no ending; the journal keeps what the last barrier committed.
           const suspended = ended(ctx)
           if (suspended !== undefined) return Effect.andThen(settled, Deferred.done(done, suspended))
-          return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), (result) =>
-            // The result is in the journal before the caller gets it (R9), and with every
-            // observer (a recorder has written `run.finished`).
-            Effect.andThen(
-              Commit.final(ctx, result),
-              // Its span and metrics (the ending, counters, usage and cost), then every observer.
-              Effect.andThen(
-                Effect.andThen(Spans.ended(result), Metrics.record(result)),
-                Effect.andThen(settled, Deferred.succeed(done, result))
-              )
-            )
-          )
+          return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), close)
         })
       }
       // Invalid options end the run at once: no deadline to watch. The phases hand over to the
