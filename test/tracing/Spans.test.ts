@@ -12,6 +12,7 @@ import * as Tool from "../../src/tools/Tool.ts"
 import { errorType, genAi, runtime, span } from "../../src/tracing/Attributes.ts"
 import * as Tracing from "../../src/tracing/Tracing.ts"
 import { drive } from "../support/clock.ts"
+import { crashThenResume, layers, pay } from "../support/restart.ts"
 
 /** An in-memory tracer: every span it makes, in the order they started. */
 const memoryTracer = () => {
@@ -244,5 +245,30 @@ describe("issue 15 spans", () => {
       const [answer] = spans.filter((s) => s.name.startsWith("chat ") && attr(s, runtime.iteration) === 2)
       assert.include(String(attr(answer, genAi.outputMessages)), "in")
     })
+  )
+})
+
+describe("issue 15 spans of a resumed run", () => {
+  it.effect("R9 the rest of the iteration a crash cut is a step span of that iteration, the next one its own", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      const { tracer, spans } = memoryTracer()
+      // Killed after the payment's intent record (commit 2): the resumed run finishes iteration 1.
+      const { resumed } = yield* Effect.withTracer(
+        crashThenResume({ crashAt: { commit: 2, when: "after" } }, [payment.tool]),
+        tracer
+      )
+      assert.strictEqual(resumed.status, "completed")
+      const runs = named(spans, span.run)
+      assert.strictEqual(runs.length, 2)
+      const steps = named(spans, span.step).filter((s) => parentOf(s) === runs[1])
+      assert.deepStrictEqual(
+        steps.map((s) => attr(s, runtime.iteration)),
+        [1, 2]
+      )
+      // The payment the resumed run made is inside iteration 1's step.
+      const inResumed = named(spans, span.tool("pay")).filter((s) => parentOf(s) === steps[0])
+      assert.isAbove(inResumed.length, 0)
+    }).pipe(Effect.provide(layers))
   )
 })

@@ -318,8 +318,12 @@ export const run = <R>(ctx: RunContext.RunContext, config: Config<R>, resumed = 
     const turns = () => Effect.flatMap(turn(ctx, config, chain, permission), next)
     const open = resumed ? unfinished(ctx, config) : undefined
     if (open === undefined) return turns()
+    // The rest of the iteration its log stopped in, on a step span of that iteration's number.
     return Effect.flatMap(
-      Deadline.step(finishIteration(ctx, config, open, permission), stepLeft(ctx, config.registry.time.stepMillis)),
+      Spans.step(
+        Deadline.step(finishIteration(ctx, config, open, permission), stepLeft(ctx, config.registry.time.stepMillis)),
+        ctx.log.counters.iterations
+      ),
       next
     )
   })
