@@ -137,3 +137,23 @@ export type Draft = Event extends infer E ? (E extends Event ? Omit<E, "runId" |
  * @since 0.1.0
  */
 export type Of<Tag extends Event["_tag"]> = Extract<Event, { readonly _tag: Tag }>
+
+/**
+ * What stands in for message content that a recording left out (`Recorder.layer({
+ * content: false })`): the goal, the model's text and tool arguments, the tools' inputs,
+ * outputs and observations.
+ *
+ * @category constants
+ * @since 0.6.0
+ */
+export const notRecorded = "<not recorded>"
+
+/**
+ * Whether `events` were recorded without their message content (their `run.started` goal
+ * says so).
+ *
+ * @category predicates
+ * @since 0.6.0
+ */
+export const contentLeftOut = (events: ReadonlyArray<Event>): boolean =>
+  events.some((e) => e._tag === "run.started" && e.goal === notRecorded)

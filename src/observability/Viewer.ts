@@ -18,7 +18,7 @@ import { Schema } from "effect"
 import * as Event from "../events/Event.ts"
 import * as Explain from "../explain/Explain.ts"
 import type * as RunResult from "../run/RunResult.ts"
-import { omitted, withoutContent } from "./internal/Content.ts"
+import { withoutContent } from "./internal/Content.ts"
 import { layout } from "./internal/Layout.ts"
 import { duration, render } from "./internal/Page.ts"
 import type * as Recording from "./Recording.ts"
@@ -54,10 +54,6 @@ const recordingOf = (input: Input): Recording.Recording => {
   if ("timeline" in input) return { events: input.timeline, result: input, torn: false }
   return input as Recording.Recording
 }
-
-/** Whether a recording left the message content out (its `run.started` goal says so). */
-const contentLeftOut = (events: ReadonlyArray<Event.Event>): boolean =>
-  events.some((e) => e._tag === "run.started" && e.goal === omitted)
 
 /**
  * The page of a run, as one HTML document.
@@ -96,7 +92,7 @@ export const html = (input: Input, options: Options = {}): string => {
   if (recording.torn)
     notices.push("The recording's last line was cut short (a crash, or still being written): skipped.")
   if (!stop.finished) notices.push("The run had not finished when this was read: open bars run to the last event.")
-  if (options.content === false || contentLeftOut(events))
+  if (options.content === false || Event.contentLeftOut(events))
     notices.push(
       "Message content was not recorded: the goal, the model's text and the tools' arguments and results are left out."
     )

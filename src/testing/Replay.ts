@@ -7,8 +7,10 @@
  * `recovery.started` names), played back in order at the times they were recorded, on a
  * `TestClock` of the replay's own that starts where the recording started. Approvals are
  * decided as recorded. The rest comes from the caller, as for `Run.run`: the tools (by
- * name, their schemas and metadata; their handlers are replaced by the playback), the
- * policies, limits, time and recovery, so that a changed policy shows its effect.
+ * name, their schemas and metadata; their handlers, status queries and postconditions are
+ * replaced by the playback), the policies, limits, time and recovery (the fallback models
+ * by name: the playback answers for them too, none is called), so that a changed policy
+ * shows its effect. The model's name is the recording's unless given.
  *
  * The report is `Matched`, or `Diverged` at the first event whose tag or compared fields
  * differ. Compared: every field of every event but `runId`, `seq`, `at`, `deadlineAt`,
@@ -22,7 +24,7 @@
  */
 import { Clock, Effect, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
-import type * as Event from "../events/Event.ts"
+import * as Event from "../events/Event.ts"
 import * as Model from "../model/Model.ts"
 import * as Run from "../run/Run.ts"
 import type * as RunResult from "../run/RunResult.ts"
@@ -77,7 +79,8 @@ export type Options<T extends Tool.Any = Tool.Any, RV = never, O = never> = Omit
 > & { readonly goal?: string | undefined; readonly system?: string | undefined }
 
 /**
- * The recording does not hold a run: no `run.started` first.
+ * The recording cannot be replayed: it does not hold a run (no `run.started` first), or
+ * it was recorded without its message content.
  *
  * @category errors
  * @since 0.6.0
@@ -106,9 +109,17 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
     if (started?._tag !== "run.started") {
       return yield* new NotARecording({ detail: `its first event is ${started?._tag ?? "missing"}, not run.started` })
     }
+    if (Event.contentLeftOut(recorded)) {
+      return yield* new NotARecording({
+        detail: "it was recorded without its message content (content: false), which a replay plays back"
+      })
+    }
     const refusals: Array<Playback.Refusal> = []
     const last = recorded[recorded.length - 1]
     const span = (last?.at ?? started.at) - started.at
+    // One playback answers every model the run asks, its fallbacks too: none is ever called.
+    const played = Playback.model(recorded, refusals)
+    const fallbackModels = options.recovery?.fallbackModels?.map(({ name }) => ({ name, model: played }))
     const result = yield* Effect.gen(function* () {
       yield* TestClock.setTime(started.at)
       const handle = yield* Run.start({
@@ -116,17 +127,15 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
         goal: options.goal ?? started.goal,
         system: options.system ?? started.system,
         runId: options.runId ?? started.runId,
+        modelName: options.modelName ?? started.model,
+        ...(fallbackModels === undefined ? {} : { recovery: { ...options.recovery, fallbackModels } }),
         tools: Playback.tools(recorded, options.tools, refusals)
       })
       yield* Effect.forkScoped(decideApprovals(recorded, handle))
       return yield* TestClockDriver.drive(handle.result, { upTo: span + 600_000 }).pipe(
         Effect.catchTag("StillRunning", () => handle.cancel)
       )
-    }).pipe(
-      Effect.scoped,
-      Effect.provideService(Model.Model, Playback.model(recorded, refusals)),
-      Effect.provide(TestClock.layer())
-    )
+    }).pipe(Effect.scoped, Effect.provideService(Model.Model, played), Effect.provide(TestClock.layer()))
     const parting = firstParting(recorded, result.timeline)
     if (parting === undefined) return { _tag: "Matched", result } satisfies Matched
     const found = refusals.map((r) => r.detail)

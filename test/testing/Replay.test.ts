@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import type * as Event from "../../src/events/Event.ts"
+import * as Event from "../../src/events/Event.ts"
+import type * as Model from "../../src/model/Model.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -157,6 +158,132 @@ describe("Replay", () => {
       assert.strictEqual(report.seq, 0)
       assert.include(report.detail, "goal")
       assert.include(report.detail, "another conversation")
+    })
+  )
+
+  it.effect("a recording with a fallback model replays Matched; the fallback is played back, never called", () =>
+    Effect.gen(function* () {
+      // The primary refuses for good (400), the run falls back to `backup`, which calls a tool and answers.
+      const backup = ScriptedModel.make([
+        ScriptedModel.toolCall("echo", { text: "hi" }),
+        ScriptedModel.finalAnswer("hi")
+      ])
+      const recovery = {
+        backoff: Recovery.backoff({ jitter: false }),
+        fallbackModels: [{ name: "backup", model: backup }]
+      }
+      const recorded = yield* Run.run({ goal: "say hi", tools: [echo], recovery }).pipe(
+        TestClockDriver.drive,
+        Effect.provide(FaultyModel.layer(FaultyModel.make([FaultyModel.httpError(400)])))
+      )
+      assert.strictEqual(recorded.status, "completed")
+      assert.isTrue(tagsOf(recorded.timeline).has("model.fallback"))
+      let called = 0
+      const never: Model.Model["Service"] = {
+        generate: () =>
+          Effect.sync(() => {
+            called++
+          }).pipe(Effect.andThen(Effect.die("the replay called a real model")))
+      }
+      const report = yield* Replay.replay(recorded.timeline, {
+        tools: [echo],
+        recovery: { ...recovery, fallbackModels: [{ name: "backup", model: never }] }
+      })
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+      assert.strictEqual(called, 0)
+      assert.deepStrictEqual(report.result.fallbacks, recorded.fallbacks)
+    })
+  )
+
+  it.effect("R3.8 a recording with status queries replays Matched: not applied then resent, applied, undecidable", () =>
+    Effect.gen(function* () {
+      const payment = () =>
+        FaultyTools.ledgered({
+          name: "pay",
+          idempotent: false,
+          sideEffect: "external",
+          // Call 1 is lost before it applies (found not applied, sent again); call 2 applies, then its answer is lost.
+          behaviour: ["lose_before_apply", "apply", "apply_then_lose"],
+          reconcile: true
+        }).tool
+      const model = () =>
+        ScriptedModel.layer([
+          ScriptedModel.toolCall("pay", { invoice: 1 }),
+          ScriptedModel.toolCall("pay", { invoice: 2 }),
+          ScriptedModel.finalAnswer("paid")
+        ])
+      const recorded = yield* Run.run({ goal: "pay both", tools: [payment()] }).pipe(
+        TestClockDriver.drive,
+        Effect.provide(model())
+      )
+      assert.strictEqual(recorded.status, "completed", recorded.detail)
+      const verdicts = recorded.timeline.flatMap((e) => (e._tag === "tool.reconciled" ? [e.verdict] : []))
+      assert.deepStrictEqual(verdicts, ["not_applied", "applied"])
+      const replayed = payment()
+      const report = yield* Replay.replay(recorded.timeline, { tools: [replayed] })
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+      assert.deepStrictEqual(report.result.sideEffects, recorded.sideEffects)
+
+      // Undecidable: the run ends unknown_outcome with the call pending, and so does its replay.
+      const undecided = () =>
+        FaultyTools.ledgered({
+          name: "pay",
+          idempotent: false,
+          sideEffect: "external",
+          behaviour: ["apply_then_lose"],
+          reconcile: () => ({ _tag: "Undecidable", detail: "the bank does not say yet" })
+        }).tool
+      const stuck = yield* Run.run({ goal: "pay", tools: [undecided()] }).pipe(
+        TestClockDriver.drive,
+        Effect.provide(model())
+      )
+      assert.strictEqual(stuck.status, "unknown_outcome")
+      const again = yield* Replay.replay(stuck.timeline, { tools: [undecided()] })
+      assert.strictEqual(again._tag, "Matched", again._tag === "Diverged" ? again.detail : "")
+      assert.deepStrictEqual(again.result.pendingActions, stuck.pendingActions)
+    })
+  )
+
+  it.effect("a recording whose postcondition contradicted a success replays Matched, and one where it held", () =>
+    Effect.gen(function* () {
+      const checked = (holds: (n: number) => Effect.Effect<boolean>) =>
+        Tool.make({
+          name: "write",
+          description: "Writes a record, then reads it back",
+          input: Schema.Struct({ n: Schema.Number }),
+          output: Schema.Struct({ written: Schema.Number }),
+          sideEffect: "external",
+          idempotent: true,
+          handler: ({ n }) => Effect.succeed({ written: n }),
+          postcondition: ({ n }) => holds(n)
+        })
+      const recorded = yield* Run.run({ goal: "write", tools: [checked((n) => Effect.succeed(n === 1))] }).pipe(
+        TestClockDriver.drive,
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCall("write", { n: 1 }),
+            ScriptedModel.toolCall("write", { n: 2 }),
+            ScriptedModel.finalAnswer("written")
+          ])
+        )
+      )
+      assert.strictEqual(recorded.stopReason, "inconsistent_result")
+      // The replay's postcondition is never asked: the recording says what it found.
+      const report = yield* Replay.replay(recorded.timeline, {
+        tools: [checked(() => Effect.die("the replay asked the postcondition"))]
+      })
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+      assert.strictEqual(report.result.stopReason, "inconsistent_result")
+    })
+  )
+
+  it.effect("a recording made without its content cannot be replayed: a typed error says why", () =>
+    Effect.gen(function* () {
+      const recorded = yield* recordRun()
+      const left = recorded.timeline.map((e) => (e._tag === "run.started" ? { ...e, goal: Event.notRecorded } : e))
+      const error = yield* Effect.flip(Replay.replay(left, { ...options, tools: tools() }))
+      assert.strictEqual(error._tag, "NotARecording")
+      assert.include(error.message, "content: false")
     })
   )
 

@@ -71,7 +71,12 @@ export const ToolFailed = Schema.TaggedStruct("tool.failed", {
   name: Schema.String,
   error: ToolResult.ToolError,
   /** The tool's retry limit, so the repeated-failure policy can be a pure fold. */
-  maxRetries: Schema.Int
+  maxRetries: Schema.Int,
+  /**
+   * What the tool reported when its postcondition contradicted it (`inconsistent_result`),
+   * kept as a success keeps its output.
+   */
+  output: Schema.optional(Schema.Unknown)
 })
 
 /**

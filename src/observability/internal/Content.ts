@@ -4,10 +4,10 @@
  * each such field then holds {@link omitted}, so that the event still decodes and a viewer
  * can say that it was not recorded. Private to `observability/`.
  */
-import type * as Event from "../../events/Event.ts"
+import * as Event from "../../events/Event.ts"
 
 /** What stands in for content a recording left out. */
-export const omitted = "<not recorded>"
+export const omitted = Event.notRecorded
 
 /** The event without its message content; the events that carry none are returned as they are. */
 export const withoutContent = (event: Event.Event): Event.Event => {
@@ -23,6 +23,9 @@ export const withoutContent = (event: Event.Event): Event.Event => {
       }
     case "tool.succeeded":
       return { ...event, observation: omitted, input: omitted, output: omitted }
+    case "tool.failed":
+      // A success its postcondition contradicted keeps what the tool reported.
+      return event.output === undefined ? event : { ...event, output: omitted }
     case "approval.requested":
       return { ...event, arguments: omitted }
     default:

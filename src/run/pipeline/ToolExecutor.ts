@@ -151,7 +151,7 @@ const attempts = <R>(c: Call<R>, standing: Standing) =>
     if (output._tag === "Ended") return Effect.succeed(output.result)
     if (c.tool.postcondition === undefined) return Effect.succeed(succeeded(c, settled.output, output.encoded))
     return Effect.map(
-      postcondition(c, settled.output),
+      postcondition(c, settled.output, output.encoded),
       (inconsistent) => inconsistent ?? succeeded(c, settled.output, output.encoded)
     )
   })

@@ -93,10 +93,48 @@ type Outcome =
   | { readonly _tag: "Failed"; readonly at: number; readonly failure: Failure.Failure }
   | { readonly _tag: "Waited" }
 
-/** The outcome of each attempt of each recorded call, by call id, in attempt order. */
-const outcomes = (recorded: ReadonlyArray<Event.Event>): Map<string, Array<Outcome>> => {
+/** What a call's status query answered (R3.8), and when; `output` is an applied action's result. */
+interface Answer {
+  readonly at: number
+  readonly verdict: Event.Of<"tool.reconciled">["verdict"]
+  readonly detail: string
+  output?: unknown
+}
+
+/**
+ * The failure of an attempt whose outcome was unknown, which the recording shows only by the
+ * status query that followed it: as the call's last failure says when the query could not
+ * decide (its hint ends with the query's detail), else one of our own.
+ */
+const lost = (final: Failure.Summary | undefined, answer: Answer): Failure.Failure => {
+  const suffix = `; ${answer.detail}`
+  if (answer.verdict === "undecidable" && final?.classification === "unknown" && final.hint.endsWith(suffix)) {
+    return fromSummary({ ...final, hint: final.hint.slice(0, -suffix.length) }, 1)
+  }
+  return new Failure.UnknownOutcome({
+    source: "tool",
+    category: "other",
+    code: "outcome_unknown",
+    attempts: 1,
+    hint: "replayed: the outcome of this attempt was unknown"
+  })
+}
+
+/**
+ * The outcome of each attempt of each recorded call, and the answers of its status query,
+ * by call id, in order.
+ */
+const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
   const byCall = new Map<string, Array<Outcome>>()
+  const answers = new Map<string, Array<Answer>>()
+  const finals = new Map<string, Failure.Summary>()
+  for (const e of recorded)
+    if (e._tag === "tool.failed" && e.error.failure !== undefined) finals.set(e.callId, e.error.failure)
   const open = new Set<string>()
+  // An applied action's result is the call's success that follows its status query.
+  const applied = new Map<string, Answer>()
+  // The calls whose postcondition contradicted their success, with why.
+  const contradicted = new Map<string, string>()
   const settle = (callId: string, outcome: Outcome) => {
     if (!open.delete(callId)) return
     byCall.get(callId)?.push(outcome)
@@ -105,6 +143,11 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>): Map<string, Array<Outco
     if (e._tag === "tool.attempted") {
       if (!byCall.has(e.callId)) byCall.set(e.callId, [])
       open.add(e.callId)
+    } else if (e._tag === "tool.reconciled") {
+      const answer: Answer = { at: e.at, verdict: e.verdict, detail: e.detail }
+      answers.set(e.callId, [...(answers.get(e.callId) ?? []), answer])
+      if (e.verdict === "applied") applied.set(e.callId, answer)
+      settle(e.callId, { _tag: "Failed", at: e.at, failure: lost(finals.get(e.callId), answer) })
     } else if (e._tag === "recovery.started" && e.callId !== undefined) {
       const failure = new Failure.Retryable({
         source: "tool",
@@ -115,6 +158,15 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>): Map<string, Array<Outco
       })
       settle(e.callId, { _tag: "Failed", at: e.at, failure })
     } else if (e._tag === "tool.succeeded") {
+      const answer = applied.get(e.callId)
+      if (answer !== undefined) {
+        answer.output = e.output
+        applied.delete(e.callId)
+      }
+      settle(e.callId, { _tag: "Succeeded", at: e.at, output: e.output })
+    } else if (e._tag === "tool.failed" && e.error.code === "inconsistent_result" && e.output !== undefined) {
+      // A success its postcondition contradicted: the handler gave this output, the check said no.
+      contradicted.set(e.callId, e.error.message)
       settle(e.callId, { _tag: "Succeeded", at: e.at, output: e.output })
     } else if (e._tag === "tool.failed") {
       const failure =
@@ -124,24 +176,62 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>): Map<string, Array<Outco
   }
   // An attempt the recording never saw end (the run stopped while it ran) waits as it did.
   for (const callId of open) byCall.get(callId)?.push({ _tag: "Waited" })
-  return byCall
+  return { byCall, answers, contradicted }
+}
+
+/**
+ * The postcondition's answer as the recording tells it: it held, unless the call's result
+ * is `inconsistent_result`, whose message says what the check did (answered false, failed,
+ * or did not answer in time).
+ */
+const check = (why: string | undefined): Effect.Effect<boolean, Failure.Failure> => {
+  if (why === undefined) return Effect.succeed(true)
+  const failed = /\(the check failed: (.*)\)$/s.exec(why)
+  if (failed?.[1] !== undefined) return Effect.fail(refused("postcondition_failed", failed[1]))
+  if (why.includes("(the check did not answer within ")) return Effect.never
+  return Effect.succeed(false)
 }
 
 /**
  * The tools of a replay: each the caller's tool (its name, schemas, metadata) with a handler
  * that plays the recorded result of each attempt of the call (its output, decoded with the
- * tool's output schema, or its failure) at the time it came. The status query and the
- * postcondition are not run: the recording holds what they found.
+ * tool's output schema, or its failure) at the time it came, and, for a tool with a status
+ * query, a query that answers as the recorded `tool.reconciled` did; for a tool with a
+ * postcondition, one that holds unless the recording found the success contradicted.
  */
 export const tools = <T extends Tool.Any>(
   recorded: ReadonlyArray<Event.Event>,
   given: ReadonlyArray<T>,
   refusals: Array<Refusal>
 ): ReadonlyArray<T> => {
-  const byCall = outcomes(recorded)
+  const { byCall, answers, contradicted } = outcomes(recorded)
   const attempts = new Map<string, number>()
+  const queries = new Map<string, number>()
   return given.map((tool) => {
     const decode = Schema.decodeUnknownEffect(tool.output)
+    const decoded = (output: unknown) =>
+      Effect.mapError(decode(output), (issue) => refused("replay_undecodable", issue.message))
+    // The status query answers as recorded; a query the recording does not have is refused.
+    const reconcile = (
+      _input: unknown,
+      context: Tool.CallContext
+    ): Effect.Effect<Tool.Reconciliation<unknown>, Failure.Failure> =>
+      Effect.suspend(() => {
+        const n = queries.get(context.callId) ?? 0
+        queries.set(context.callId, n + 1)
+        const answer = answers.get(context.callId)?.[n]
+        if (answer === undefined) {
+          const detail = `${tool.name} call ${context.callId} asked a status query ${n + 1} the recording does not have`
+          refusals.push({ seq: recorded.length, detail })
+          return Effect.fail(refused("replay_unrecorded", detail))
+        }
+        const found: Effect.Effect<Tool.Reconciliation<unknown>, Failure.Failure> = answer.verdict === "applied"
+          ? Effect.map(decoded(answer.output), (output) => ({ _tag: "Applied", output }))
+          : Effect.succeed(
+              answer.verdict === "not_applied" ? { _tag: "NotApplied" } : { _tag: "Undecidable", detail: answer.detail }
+            )
+        return Effect.andThen(until(answer.at), found)
+      })
     const handler = (_input: unknown, context: Tool.CallContext): Effect.Effect<unknown, Failure.Failure> =>
       Effect.suspend(() => {
         const n = attempts.get(context.callId) ?? 0
@@ -154,11 +244,15 @@ export const tools = <T extends Tool.Any>(
         }
         if (outcome._tag === "Waited") return Effect.never
         if (outcome._tag === "Failed") return Effect.andThen(until(outcome.at), Effect.fail(outcome.failure))
-        return Effect.andThen(
-          until(outcome.at),
-          Effect.mapError(decode(outcome.output), (issue) => refused("replay_undecodable", issue.message))
-        )
+        return Effect.andThen(until(outcome.at), decoded(outcome.output))
       })
-    return Object.freeze({ ...tool, handler, postcondition: undefined, reconcile: undefined }) as T
+    const postcondition = (_input: unknown, _output: unknown, context: Tool.CallContext) =>
+      check(contradicted.get(context.callId))
+    return Object.freeze({
+      ...tool,
+      handler,
+      postcondition: tool.postcondition === undefined ? undefined : postcondition,
+      reconcile: tool.reconcile === undefined ? undefined : reconcile
+    }) as T
   })
 }

@@ -68,9 +68,17 @@ export const failed = (
   call: Model.ToolCall,
   error: ToolResult.ToolError,
   maxRetries: number,
-  status: "failed" | "inconsistent" = "failed"
+  status: "failed" | "inconsistent" = "failed",
+  output?: unknown
 ): ToolResult.ToolResult => {
-  RunContext.emit(ctx, { _tag: "tool.failed", callId: call.id, name: call.name, error, maxRetries })
+  RunContext.emit(ctx, {
+    _tag: "tool.failed",
+    callId: call.id,
+    name: call.name,
+    error,
+    maxRetries,
+    ...(output === undefined ? {} : { output })
+  })
   return ToolResult.failed(call.id, call.name, error, status)
 }
 

@@ -82,7 +82,7 @@ export const checkOutput = (
  * holds, else the call's `inconsistent` result. Never started past the deadline (R3.11);
  * interrupted, the call is recorded as done but unconfirmed.
  */
-export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output: unknown) {
+export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output: unknown, encoded: unknown) {
   const { ctx, call, tool } = c
   if (tool.postcondition === undefined) return undefined
   if (RunContext.deadlinePassed(ctx)) {
@@ -130,9 +130,19 @@ export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output:
       correctable: false
     },
     tool.metadata.maxRetries,
-    "inconsistent"
+    "inconsistent",
+    // What the tool reported, as a success would have kept it.
+    shownOutput(c, output, encoded).shown
   )
 })
+
+/** The output as the log keeps it: nothing the run derives copies a Redacted value of the input or the output (R3.1). */
+const shownOutput = (c: Call<unknown>, output: unknown, encoded: unknown) => {
+  const sensitive = c.codec.sensitiveOutput || c.secrets.length > 0
+  const secrets = c.codec.sensitiveOutput ? [...c.secrets, ...Redaction.secretsOf(output)] : c.secrets
+  const shown = sensitive ? (Redaction.shownBy(c.codec.encode, output, secrets) ?? Redaction.mask) : encoded
+  return { sensitive, secrets, shown }
+}
 
 /** Renders the observation and records the success. */
 export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): ToolResult.ToolResult => {
@@ -159,10 +169,7 @@ export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): 
   if (typeof rendered !== "string") {
     return invalidOutput(c, `was rendered by observe as ${UserCode.kindOf(rendered)}, not a string`)
   }
-  // Nothing the run derives copies a Redacted value of the input or the output (R3.1).
-  const sensitive = c.codec.sensitiveOutput || c.secrets.length > 0
-  const secrets = c.codec.sensitiveOutput ? [...c.secrets, ...Redaction.secretsOf(output)] : c.secrets
-  const shown = sensitive ? (Redaction.shownBy(c.codec.encode, output, secrets) ?? Redaction.mask) : encoded
+  const { sensitive, secrets, shown } = shownOutput(c, output, encoded)
   const text = sensitive && observe === undefined ? (JSON.stringify(shown) ?? "null") : rendered
   const observation = truncate(Redaction.maskText(text, secrets), c.registry.limits.maxObservationChars)
   RunContext.emit(ctx, {
