@@ -100,13 +100,27 @@ export const describe = (event: Event.Event): string => {
 }
 
 /**
- * One line: time since the run started, the event's tag, what it says.
+ * One line: time since the run started, the event's tag, what it says (control
+ * characters written out).
  *
  * @category formatting
  * @since 0.1.0
  */
 export const formatEvent = (event: Event.Event, startedAt: number): string =>
-  `${`+${event.at - startedAt}ms`.padStart(9)}  ${event._tag.padEnd(19)} ${describe(event)}`
+  `${`+${event.at - startedAt}ms`.padStart(9)}  ${event._tag.padEnd(19)} ${visible(describe(event))}`
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is replaced.
+const controls = /[\u0000-\u001f\u007f-\u009f]/g
+
+/**
+ * The text with its control characters written out (`\x1b`): what the model, a tool or a
+ * goal says cannot move a terminal's cursor, retitle it or clear it.
+ *
+ * @category formatting
+ * @since 0.6.0
+ */
+export const visible = (text: string): string =>
+  text.replace(controls, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)
 
 /**
  * The whole timeline, one event a line.

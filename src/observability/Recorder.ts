@@ -7,7 +7,8 @@
  * run appends to its file). The events are recorded as the timeline holds them, redacted
  * as it is (no `Redacted` value reaches the timeline); `content: false` also leaves the
  * message content out (see `Recording`). Each write appends whole lines, so a crash leaves
- * at most a torn last line, which a reader skips (`Recording.decode`); a run gives its
+ * at most a torn last line, which a reader skips (`Recording.decode`), and which is cut off
+ * before a run going on after the crash appends to its file; a run gives its
  * result once its `run.finished` is written. A write that fails is logged, and the run
  * goes on unrecorded: a recorder never fails a run.
  *
@@ -97,6 +98,8 @@ type Item =
   | { readonly _tag: "event"; readonly event: Event.Event }
   | { readonly _tag: "flush"; readonly done: Deferred.Deferred<void> }
 
+const byteLength = (text: string): number => new TextEncoder().encode(text).length
+
 /**
  * Records every run under it (see the module's description). Needs `FileSystem` and `Path`
  * (`NodeServices.layer` on Node).
@@ -118,6 +121,25 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
       const shown = options.content === false ? withoutContent : (event: Event.Event) => event
       const queue = yield* Queue.unbounded<Item>()
 
+      // A run's file this process has not written to yet may end in a line a crash tore (a
+      // run going on after a restart appends to it): cut it off, so that the file stays a
+      // recording, its torn line gone and every line after it whole.
+      const opened = new Set<string>()
+      const repaired = (file: string, runId: string) =>
+        Effect.suspend(() => {
+          if (opened.has(runId)) return Effect.void
+          opened.add(runId)
+          return Effect.flatMap(fs.exists(file), (exists) =>
+            exists
+              ? Effect.flatMap(fs.readFileString(file), (text) =>
+                  text === "" || text.endsWith("\n")
+                    ? Effect.void
+                    : fs.truncate(file, byteLength(text.slice(0, text.lastIndexOf("\n") + 1)))
+                )
+              : Effect.void
+          )
+        })
+
       /** Appends what came since the last batch, one write per run, then completes the flushes. */
       const writeBatch = Effect.fnUntraced(function* (items: ReadonlyArray<Item>) {
         const lines = new Map<string, Array<string>>()
@@ -133,9 +155,10 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           else run.push(text)
         }
         for (const [runId, text] of lines) {
-          yield* fs
-            .writeFileString(pathOf(runId), text.join(""), { flag: "a" })
-            .pipe(Effect.catch((error) => Effect.logWarning(`recorder: run ${runId} not recorded: ${error.message}`)))
+          const file = pathOf(runId)
+          yield* Effect.andThen(repaired(file, runId), fs.writeFileString(file, text.join(""), { flag: "a" })).pipe(
+            Effect.catch((error) => Effect.logWarning(`recorder: run ${runId} not recorded: ${error.message}`))
+          )
         }
         for (const item of items) if (item._tag === "flush") yield* Deferred.succeed(item.done, undefined)
       })

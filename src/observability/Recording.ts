@@ -124,7 +124,13 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
  * @since 0.6.0
  */
 export const decode = (text: string, path = "<input>"): Result.Result<Recording, RecordingError> => {
-  if (text.trim() === "") return Result.fail(notARun(path, `the file is empty; ${expected}`))
+  if (text.trim() === "")
+    return Result.fail(
+      notARun(
+        path,
+        "the file is empty: no event was written to it yet (a process that died before its first event leaves it so)"
+      )
+    )
   const whole = parse(text)
   if (Result.isSuccess(whole)) {
     const value = whole.success

@@ -6,25 +6,15 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect, Exit } from "effect"
-import * as Failure from "../failure/Failure.ts"
+import { Effect, Exit } from "effect"
 import type * as Model from "../model/Model.ts"
 import type * as Tool from "../tools/Tool.ts"
 import type * as ToolResult from "../tools/ToolResult.ts"
 import { errorType, genAi, runtime, span } from "./Attributes.ts"
 import * as Tracing from "./Tracing.ts"
 
-/** The failure's code (`http_429`, `first_byte_timeout`), `interrupted`, or the error's tag. */
-const errorOf = <E>(cause: Cause.Cause<E>): string => {
-  if (Cause.hasInterruptsOnly(cause)) return "interrupted"
-  const error = Cause.squash(cause)
-  if (Failure.isFailure(error)) return error.code
-  if (typeof error === "object" && error !== null && "_tag" in error) return String(error._tag)
-  return "defect"
-}
-
 const failed = <A, E>(exit: Exit.Exit<A, E>): Tracing.Attributes =>
-  Exit.isFailure(exit) ? { [errorType]: errorOf(exit.cause) } : {}
+  Exit.isFailure(exit) ? { [errorType]: Tracing.errorTypeOf(exit.cause) } : {}
 
 /** What a run's ending carries onto its span. */
 export interface Ended {
@@ -167,7 +157,7 @@ export const toolAttempt = <A, E, R>(
     }),
     (exit) => {
       if (Exit.isSuccess(exit)) return { [runtime.outcome]: "succeeded" }
-      const code = errorOf(exit.cause)
+      const code = Tracing.errorTypeOf(exit.cause)
       return {
         [runtime.outcome]: code === "interrupted" ? "interrupted" : "failed",
         [runtime.code]: code,
@@ -215,8 +205,17 @@ export const backoff = <A, E, R>(
     [runtime.outcome]: wait.kind
   }))
 
+/** The decision an approval wait ended with, by what stopped it. */
+const decisions: Readonly<Record<string, string>> = {
+  approval_rejected: "rejected",
+  approval_expired: "expired",
+  step_timeout: "expired",
+  interrupted: "withdrawn"
+}
+
 /**
- * An approval wait: the decision, or `error.type` when the wait failed (rejected, expired).
+ * An approval wait: the decision (`approved`, `rejected`, `expired`, `withdrawn`), with
+ * `error.type` when the wait failed (`approval_rejected`, `approval_expired`, `step_timeout`).
  *
  * @category spans
  * @since 0.1.0
@@ -229,7 +228,14 @@ export const approval = <A, E, R>(
     self,
     span.approval,
     () => ({ [genAi.toolName]: call.tool, [genAi.toolCallId]: call.callId }),
-    (exit) => (Exit.isSuccess(exit) ? { [runtime.approval]: "approved" } : { [runtime.approval]: errorOf(exit.cause) })
+    (exit) => {
+      if (Exit.isSuccess(exit)) return { [runtime.approval]: "approved" }
+      const why = Tracing.errorTypeOf(exit.cause)
+      return {
+        [runtime.approval]: decisions[why] ?? why,
+        ...(why === "interrupted" ? {} : { [errorType]: why })
+      }
+    }
   )
 
 /**

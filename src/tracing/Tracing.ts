@@ -9,7 +9,8 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, type Exit, Layer, References, Tracer } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Predicate, References, Tracer } from "effect"
+import * as Failure from "../failure/Failure.ts"
 
 /**
  * Attributes of a span: values OpenTelemetry accepts.
@@ -51,9 +52,38 @@ const defined = (attributes: Attributes): Record<string, unknown> => {
 }
 
 /**
+ * What a failure is called on a span (`error.type`): a runtime `Failure`'s code, a tagged
+ * error's `reason` or tag, `interrupted`, or `defect`. Never its message: failures and
+ * defects may quote what a tool was given or a provider said.
+ *
+ * @category attributes
+ * @since 0.6.0
+ */
+export const errorTypeOf = (cause: Cause.Cause<unknown>): string => {
+  if (Cause.hasInterruptsOnly(cause)) return "interrupted"
+  const error = Cause.squash(cause)
+  if (Failure.isFailure(error)) return error.code
+  if (Predicate.hasProperty(error, "_tag")) {
+    return Predicate.hasProperty(error, "reason") && typeof error.reason === "string"
+      ? error.reason
+      : String(error._tag)
+  }
+  return "defect"
+}
+
+/**
+ * What a span ends with in place of a failure: its `error.type` alone, so that an exporter
+ * that writes the failure out (an `exception` event) writes no message of it (R3.1).
+ */
+class SpanFailure extends Error {
+  override readonly name = "AgentRuntimeFailure"
+}
+
+/**
  * Runs `self` in a span named `name` when a tracer is installed, else bare. `start` gives
  * the attributes known at the start (`content` says whether content is recorded), `end`
- * those its exit adds.
+ * those its exit adds. The span ends failed when `self` fails, with only the failure's
+ * type (see {@link errorTypeOf}); `self`'s own exit is returned as it was.
  *
  * @category combinators
  * @since 0.1.0
@@ -68,7 +98,18 @@ export const span = <A, E, R>(
     if (!tracing(fiber)) return self
     const content = fiber.getRef(RecordContent)
     const body = end === undefined ? self : Effect.onExit(self, (exit) => annotate(end(exit, content)))
-    return Effect.withSpan(body, name, { attributes: defined(start(content)) })
+    // The span sees a failure by its type only; the caller gets the exit as it was.
+    let exited: Exit.Exit<A, E> | undefined
+    const seen = Effect.flatMap(Effect.exit(body), (exit) => {
+      exited = exit
+      return Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
+        ? Effect.die(new SpanFailure(errorTypeOf(exit.cause)))
+        : exit
+    })
+    return Effect.flatMap(
+      Effect.exit(Effect.withSpan(seen, name, { attributes: defined(start(content)) })),
+      (exit) => exited ?? (exit as Exit.Exit<A, E>)
+    )
   })
 
 /**

@@ -97,3 +97,21 @@ describe("Event", () => {
     assert.strictEqual(Counters.fold([...fresh, ...fresh]).unchangedObservations, 1)
   })
 })
+
+describe("Timeline lines in a terminal", () => {
+  it("R3.1 control characters from the goal or the model are written out, never sent raw", () => {
+    const started: Event.Event = {
+      _tag: "run.started",
+      runId: "r",
+      seq: 0,
+      at: 0,
+      goal: "hi\u001b]0;owned\u0007\u001b[2J\u009b",
+      tools: [],
+      model: "m"
+    } as unknown as Event.Event
+    const line = Timeline.formatEvent(started, 0)
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is looked for.
+    assert.notMatch(line, /[\u0000-\u001f\u007f-\u009f]/)
+    assert.include(line, "\\x1b]0;owned\\x07\\x1b[2J\\x9b")
+  })
+})

@@ -47,6 +47,33 @@ describe("Recorder", () => {
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it.effect("a line a crash tore is cut off before the run, going on under its id, appends to its file", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* tempDirectory
+      const answered = Run.run({ goal: "g", tools: [], runId: "torn-1" }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])),
+        Effect.provide(Recorder.layer({ directory }))
+      )
+      yield* answered
+      const file = `${directory}/${Recorder.fileName("torn-1")}`
+      const lines = (yield* fs.readFileString(file)).split("\n")
+      // What a kill in the middle of a write leaves: whole lines, then half of the next.
+      yield* fs.writeFileString(file, `${lines.slice(0, 3).join("\n")}\n${lines[3]?.slice(0, 20)}`)
+      yield* answered
+      const recording = yield* Recording.read(file)
+      assert.isFalse(recording.torn)
+      assert.deepStrictEqual(recording.events.map((e) => e.seq).slice(0, 4), [0, 1, 2, 0])
+      assert.strictEqual(recording.events.at(-1)?._tag, "run.finished")
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it("an empty file says no event was written to it yet", () => {
+    const read = Recording.decode("", "runs/r.jsonl")
+    assert.isTrue(Result.isFailure(read))
+    if (Result.isFailure(read)) assert.include(read.failure.message, "no event was written to it yet")
+  })
+
   it.live("content: false leaves the message content out, and the events still decode", () =>
     Effect.gen(function* () {
       const directory = yield* tempDirectory

@@ -88,6 +88,13 @@ describe("Viewer", () => {
     assert.include(html, "running (awaiting_approval)")
   })
 
+  it("a finished run: no bar is drawn open, its last phase ends with it", async () => {
+    const { recording } = await recorded
+    const html = Viewer.html(recording)
+    assert.notInclude(html, "still going")
+    assert.strictEqual(count(html, /class="bar [a-z_]+ open"/g), 0)
+  })
+
   it("text of the run cannot break out of the page: a goal with markup is escaped", () => {
     const goal = `</script><script>alert("x")</script><img src=x onerror=alert(1)>`
     const result = Effect.runSync(

@@ -1,6 +1,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schedule, Schema, Stream, Tracer } from "effect"
+import { Cause, Effect, Exit, Layer, Redacted, Schedule, Schema, Stream, Tracer } from "effect"
+import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
@@ -244,6 +245,129 @@ describe("issue 15 spans", () => {
       assert.notInclude(args, secret)
       const [answer] = spans.filter((s) => s.name.startsWith("chat ") && attr(s, runtime.iteration) === 2)
       assert.include(String(attr(answer, genAi.outputMessages)), "in")
+    })
+  )
+})
+
+describe("issue 15 spans say why a call failed by its type, never by its message", () => {
+  const secret = "pw-EXCEPTION-SECRET-2"
+  /** What an exporter writes of a span: its name, attributes and how it ended (its `exception` event). */
+  const exported = (spans: ReadonlyArray<Tracer.NativeSpan>) =>
+    JSON.stringify(
+      spans.map((s) => ({
+        name: s.name,
+        attributes: Object.fromEntries(s.attributes),
+        end: s.status._tag === "Ended" && Exit.isFailure(s.status.exit) ? Cause.pretty(s.status.exit.cause) : ""
+      }))
+    )
+
+  it.effect("R3.1 a tool failure quoting its Redacted argument: masked on the timeline, absent from every span", () =>
+    Effect.gen(function* () {
+      const login = Tool.make({
+        name: "login",
+        description: "logs in",
+        input: Schema.Struct({ password: Schema.RedactedFromValue(Schema.String) }),
+        output: Schema.String,
+        sideEffect: "read",
+        handler: ({ password }) =>
+          Effect.fail(
+            new Failure.Permanent({
+              source: "tool",
+              category: "other",
+              code: "bad_login",
+              attempts: 1,
+              hint: `the password ${Redacted.value(password)} was refused`
+            })
+          )
+      })
+      const { tracer, spans } = memoryTracer()
+      const result = yield* Effect.withTracer(
+        Run.run({ goal: "log in", tools: [login] }).pipe(
+          Effect.provide(
+            ScriptedModel.layer([
+              ScriptedModel.toolCall("login", { password: secret }),
+              ScriptedModel.finalAnswer("no")
+            ])
+          )
+        ),
+        tracer
+      )
+      // The failure as the timeline keeps it is masked (the model's own message keeps what it wrote).
+      const failed = result.timeline.find((e) => e._tag === "tool.failed")
+      assert.isDefined(failed)
+      assert.notInclude(JSON.stringify(failed), secret)
+      const [call] = named(spans, span.tool("login"))
+      assert.strictEqual(attr(call, errorType), "bad_login")
+      assert.include(exported(spans), "bad_login")
+      assert.notInclude(exported(spans), secret)
+    })
+  )
+
+  it.effect("R3.1 a model that dies quoting its key: the key is in no span", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = memoryTracer()
+      const model = Layer.succeed(Model.Model, {
+        generate: () => Effect.die(new Error(`401 from the provider for key sk-${secret}`))
+      })
+      const result = yield* Effect.withTracer(Run.run({ goal: "x", tools: [] }).pipe(Effect.provide(model)), tracer)
+      assert.strictEqual(result.status, "failed")
+      assert.isAbove(named(spans, span.chat("model")).length, 0)
+      assert.notInclude(exported(spans), secret)
+    })
+  )
+
+  it.live("the run's span has ended when Run.run returns, on a run_timeout too", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = memoryTracer()
+      const never = Layer.succeed(Model.Model, { generate: () => Effect.never })
+      const result = yield* Effect.withTracer(
+        Run.run({ goal: "x", tools: [], time: { run: "100 millis" } }).pipe(Effect.provide(never)),
+        tracer
+      )
+      assert.strictEqual(result.stopReason, "run_timeout")
+      const [run] = named(spans, span.run)
+      assert.strictEqual(run?.status._tag, "Ended")
+      assert.strictEqual(attr(run, errorType), "run_timeout")
+    })
+  )
+
+  it.effect("an approval span names the decision: rejected", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = memoryTracer()
+      const result = yield* Effect.gen(function* () {
+        const handle = yield* Run.start({ goal: "deploy", tools: [deploy] })
+        const [request] = yield* Effect.flatMap(
+          Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested")),
+          () => handle.pendingApprovals
+        )
+        if (request !== undefined) yield* handle.reject(request.callId, "not today")
+        return yield* handle.result
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("deploy", { env: "prod" })])),
+        Effect.withTracer(tracer)
+      )
+      assert.strictEqual(result.stopReason, "approval_rejected")
+      const [approval] = named(spans, span.approval)
+      assert.strictEqual(attr(approval, runtime.approval), "rejected")
+      assert.strictEqual(attr(approval, errorType), "approval_rejected")
+    })
+  )
+
+  it.effect("the validation span counts the typed output's check with the others", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = memoryTracer()
+      const result = yield* Effect.withTracer(
+        Run.run({ goal: "x", tools: [], output: Schema.Struct({ n: Schema.Number }) }).pipe(
+          Effect.provide(ScriptedModel.layer(Array.from({ length: 6 }, () => ScriptedModel.finalAnswer("not json"))))
+        ),
+        tracer
+      )
+      assert.strictEqual(result.stopReason, "validation_failed", result.detail)
+      const last = named(spans, span.validation).at(-1)
+      const failed = result.timeline.filter((e) => e._tag === "validation.checked" && !e.check.passed).length
+      assert.isAbove(failed, 0)
+      assert.strictEqual(attr(last, runtime.failedChecks), 1)
     })
   )
 })

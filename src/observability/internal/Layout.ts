@@ -222,11 +222,12 @@ export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
         break
     }
   }
-  // What the log leaves open runs to its end.
+  // What the log leaves open runs to its end; it is still going only if the run is.
+  const going = !events.some((e) => e._tag === "run.finished")
   if (phase !== undefined)
-    phases.bars.push({ kind: "phase", label: phase.name, from: phase.from, to: endedAt, seq: phase.seq, open: true })
-  for (const [i, open] of openModel) modelRow(i).bars.push({ ...open, kind: "model", to: endedAt, open: true })
-  for (const [callId, open] of openOnCall) callRows.get(callId)?.bars.push({ ...open, to: endedAt, open: true })
+    phases.bars.push({ kind: "phase", label: phase.name, from: phase.from, to: endedAt, seq: phase.seq, open: going })
+  for (const [i, open] of openModel) modelRow(i).bars.push({ ...open, kind: "model", to: endedAt, open: going })
+  for (const [callId, open] of openOnCall) callRows.get(callId)?.bars.push({ ...open, to: endedAt, open: going })
 
   // The step layer, when the run has one: each iteration's deadline from its first request.
   const limits = started?._tag === "run.started" ? (started.limits ?? {}) : {}

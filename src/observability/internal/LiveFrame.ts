@@ -26,7 +26,10 @@ const iterationOf = (events: ReadonlyArray<Event.Event>): number => {
  * countdown; each budget beside its limit (those with a limit); what is in flight, each with
  * its own countdown; and how the run ended, once it has.
  */
-export const frame = (events: ReadonlyArray<Event.Event>, now: number): ReadonlyArray<string> => {
+export const frame = (events: ReadonlyArray<Event.Event>, now: number): ReadonlyArray<string> =>
+  frameLines(events, now).map(Timeline.visible)
+
+const frameLines = (events: ReadonlyArray<Event.Event>, now: number): ReadonlyArray<string> => {
   const started = events[0]?._tag === "run.started" ? events[0] : undefined
   if (started === undefined) return ["run: waiting for its first event"]
   const explanation = Explain.explain(events)

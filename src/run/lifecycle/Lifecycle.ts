@@ -204,101 +204,121 @@ export const execute = <RV, R>(
   resolved: Checked<RV, R>,
   done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
   start: Start = {}
-): Effect.Effect<void, never, R | RV | Model.Model> => Spans.run(execution(ctx, resolved, done, start), ctx.runId)
+): Effect.Effect<void, never, R | RV | Model.Model> =>
+  // `done` is completed once the run's span has ended: a caller that exports it on return has it.
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(Spans.run(execution(ctx, resolved, done, start, restore), ctx.runId), (exit) =>
+      exit === undefined ? Effect.void : Deferred.done(done, exit)
+    )
+  )
 
+/** What `done` gets: the run's result, or the suspension its host made of it. */
+type Given = Exit.Exit<RunResult.RunResult, RunContext.Suspended>
+
+/** Lets the lifecycle be interrupted inside the uninterruptible run. */
+type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+
+/** The run, to its ending: what `done` gets, or nothing when it was given outside this fiber. */
 const execution = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
   done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
-  start: Start
-): Effect.Effect<void, never, R | RV | Model.Model> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.withFiber((self) => {
-      const valid = Result.getOrUndefined(resolved)
-      const tools: ReadonlyMap<string, Tool.Any<unknown>> = valid?.registry.tools ?? noTools
-      const settled = attach(ctx, self.getRef(RunObserver.RunObservers))
-      // The one way a result leaves the run: in the journal before the caller gets it (R9),
-      // on its span and metrics (the ending, counters, usage and cost), with every observer
-      // (a recorder has written `run.finished`), then to `done`.
-      let closing = false
-      const close = (result: RunResult.RunResult): Effect.Effect<void> => {
-        closing = true
-        return Effect.ensuring(
-          Effect.andThen(
-            Commit.final(ctx, result),
-            Effect.andThen(Effect.andThen(Spans.ended(result), Metrics.record(result)), settled)
-          ),
-          Deferred.succeed(done, result)
-        )
-      }
-      // A result made outside the run's fiber (see below) is closed in a fiber of its own,
-      // with the run's context (its span among it).
-      const context = self.context
-      const closeOutside = (result: () => RunResult.RunResult) => {
-        if (closing || Deferred.isDoneUnsafe(done)) return
-        const suspended = ended(ctx)
-        if (suspended !== undefined) Deferred.doneUnsafe(done, suspended)
-        else Effect.runForkWith(context)(close(result()))
-      }
-      // The grace is real time on purpose: a TestClock never advanced must not stall the result.
-      let grace: ReturnType<typeof setTimeout> | undefined
-      if (valid !== undefined) {
-        const graceMillis = valid.stopGraceMillis
-        ctx.onStop = () => {
-          grace = setTimeout(() => closeOutside(() => leftBehind(ctx, tools, graceMillis)), graceMillis)
-          grace.unref?.()
-        }
-      }
-      self.addObserver((exit) => {
-        clearTimeout(grace)
-        closeOutside(() => rescue(ctx, exit, tools))
-      })
-      const resume = start.resume
-      if (resume === undefined) started(ctx, valid, self.getRef(Permission.Permission) === Permission.allowAll)
+  start: Start,
+  restore: Restore
+): Effect.Effect<Given | undefined, never, R | RV | Model.Model> =>
+  Effect.withFiber((self) => {
+    const valid = Result.getOrUndefined(resolved)
+    const tools: ReadonlyMap<string, Tool.Any<unknown>> = valid?.registry.tools ?? noTools
+    const settled = attach(ctx, self.getRef(RunObserver.RunObservers))
+    // The one way a result leaves the run: in the journal before the caller gets it (R9),
+    // on its span and metrics (the ending, counters, usage and cost), with every observer
+    // (a recorder has written `run.finished`), then to `done`.
+    let closing = false
+    const close = (result: RunResult.RunResult): Effect.Effect<void> => {
+      closing = true
+      return Effect.andThen(
+        Commit.final(ctx, result),
+        Effect.andThen(Effect.andThen(Spans.ended(result), Metrics.record(result)), settled)
+      )
+    }
+    // A result made outside the run's fiber (see below) is closed in a fiber of its own,
+    // with the run's context (its span among it).
+    const context = self.context
+    const closeOutside = (result: () => RunResult.RunResult) => {
+      if (closing || Deferred.isDoneUnsafe(done)) return
+      const suspended = ended(ctx)
+      if (suspended !== undefined) Deferred.doneUnsafe(done, suspended)
       else {
-        // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
-        const doubts = valid === undefined ? [] : Loop.inDoubt(ctx, valid.loop)
-        RunContext.emit(ctx, {
-          _tag: "run.resumed",
-          fromSeq: ctx.events.length,
-          reason: resume.reason,
-          inDoubt: doubts.map((d) => d.call.id)
-        })
-        for (const d of doubts) if (!d.recorded) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
+        const made = result()
+        Effect.runForkWith(context)(Effect.ensuring(close(made), Deferred.succeed(done, made)))
       }
-      // A cancel that came before the run went on: recorded before it does anything.
-      if (start.cancelled === true) RunContext.stopping(ctx, "cancel")
-      // With circuit breakers, the changes this run's calls cause reach its timeline (R3.9).
-      const phases = resume === undefined ? lifecycle(ctx, resolved) : resumedLifecycle(ctx, resolved)
-      const body =
-        ctx.breakers === undefined
-          ? phases
-          : Effect.provideService(phases, Breakers.Observer, (transition) => {
-              RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
-            })
-      // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
-      const ending = (exit: Exit.Exit<Ending, unknown>, timer: Fiber.Fiber<void> | undefined) => {
-        clearTimeout(grace)
-        return Effect.andThen(timer === undefined ? Effect.void : Fiber.interrupt(timer), () => {
+    }
+    // The grace is real time on purpose: a TestClock never advanced must not stall the result.
+    let grace: ReturnType<typeof setTimeout> | undefined
+    if (valid !== undefined) {
+      const graceMillis = valid.stopGraceMillis
+      ctx.onStop = () => {
+        grace = setTimeout(() => closeOutside(() => leftBehind(ctx, tools, graceMillis)), graceMillis)
+        grace.unref?.()
+      }
+    }
+    self.addObserver((exit) => {
+      clearTimeout(grace)
+      closeOutside(() => rescue(ctx, exit, tools))
+    })
+    const resume = start.resume
+    if (resume === undefined) started(ctx, valid, self.getRef(Permission.Permission) === Permission.allowAll)
+    else {
+      // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
+      const doubts = valid === undefined ? [] : Loop.inDoubt(ctx, valid.loop)
+      RunContext.emit(ctx, {
+        _tag: "run.resumed",
+        fromSeq: ctx.events.length,
+        reason: resume.reason,
+        inDoubt: doubts.map((d) => d.call.id)
+      })
+      for (const d of doubts) if (!d.recorded) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
+    }
+    // A cancel that came before the run went on: recorded before it does anything.
+    if (start.cancelled === true) RunContext.stopping(ctx, "cancel")
+    // With circuit breakers, the changes this run's calls cause reach its timeline (R3.9).
+    const phases = resume === undefined ? lifecycle(ctx, resolved) : resumedLifecycle(ctx, resolved)
+    const body =
+      ctx.breakers === undefined
+        ? phases
+        : Effect.provideService(phases, Breakers.Observer, (transition) => {
+            RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
+          })
+    // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
+    const ending = (
+      exit: Exit.Exit<Ending, unknown>,
+      timer: Fiber.Fiber<void> | undefined
+    ): Effect.Effect<Given | undefined> => {
+      clearTimeout(grace)
+      return Effect.andThen(
+        timer === undefined ? Effect.void : Fiber.interrupt(timer),
+        (): Effect.Effect<Given | undefined> => {
           // Ended already, left behind after the stop grace: what it did since changes nothing.
-          if (closing) return Effect.void
+          if (closing) return Effect.undefined
           // Taken away by its host: no ending; the journal keeps what the last barrier committed.
           const suspended = ended(ctx)
-          if (suspended !== undefined) return Effect.andThen(settled, Deferred.done(done, suspended))
-          return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), close)
-        })
-      }
-      // Invalid options end the run at once: no deadline to watch. The phases hand over to the
-      // ending (`flatMap`), so nothing of this setup stays on the stack while they run.
-      const watched =
-        valid === undefined
-          ? Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, undefined))
-          : Effect.flatMap(Effect.forkDetach(deadline(ctx, self), { startImmediately: true }), (timer) =>
-              Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, timer))
-            )
-      return watched
-    })
-  )
+          if (suspended !== undefined) return Effect.as(settled, suspended)
+          return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), (result) =>
+            Effect.as(close(result), Exit.succeed(result))
+          )
+        }
+      )
+    }
+    // Invalid options end the run at once: no deadline to watch. The phases hand over to the
+    // ending (`flatMap`), so nothing of this setup stays on the stack while they run.
+    const watched =
+      valid === undefined
+        ? Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, undefined))
+        : Effect.flatMap(Effect.forkDetach(deadline(ctx, self), { startImmediately: true }), (timer) =>
+            Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, timer))
+          )
+    return watched
+  })
 
 /**
  * Starts {@link execute} in a fiber of its own, detached, under the run's deadline: the

@@ -92,14 +92,17 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   schema?: FinalOutput.OutputSchema
 ) {
   yield* RunContext.transition(ctx, "validating")
-  const validated = yield* Spans.validation(
-    Validation.validate(spec, { timeline: ctx.events, finalAnswer: outcome.finalAnswer, counters: ctx.log.counters })
-  )
+  // The typed output's check is one of the report's, on the validation span with the others.
   const output =
     schema !== undefined && outcome.reason === "goal_reached"
       ? FinalOutput.decode(schema, outcome.finalAnswer ?? "")
       : undefined
-  const report = output === undefined ? validated : withOutput(validated, output)
+  const report = yield* Spans.validation(
+    Effect.map(
+      Validation.validate(spec, { timeline: ctx.events, finalAnswer: outcome.finalAnswer, counters: ctx.log.counters }),
+      (validated) => (output === undefined ? validated : withOutput(validated, output))
+    )
+  )
   for (const check of report.checks) RunContext.emit(ctx, { _tag: "validation.checked", check })
   // Validation may have run past the deadline (a stop hook that blocked): no answer is
   // accepted once it has passed (R3.11), so the run ends run_timeout on this report.
