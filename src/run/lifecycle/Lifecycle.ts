@@ -233,9 +233,9 @@ const execution = <RV, R>(
     // The one way a result leaves the run: in the journal before the caller gets it (R9),
     // on its span and metrics (the ending, counters, usage and cost), with every observer
     // (a recorder has written `run.finished`), then to `done`.
-    let closing = false
+    let closed: RunResult.RunResult | undefined
     const close = (result: RunResult.RunResult): Effect.Effect<void> => {
-      closing = true
+      closed = result
       return Effect.andThen(
         Commit.final(ctx, result),
         Effect.andThen(Effect.andThen(Spans.ended(result), Metrics.record(result)), settled)
@@ -245,7 +245,9 @@ const execution = <RV, R>(
     // with the run's context (its span among it).
     const context = self.context
     const closeOutside = (result: () => RunResult.RunResult) => {
-      if (closing || Deferred.isDoneUnsafe(done)) return
+      if (Deferred.isDoneUnsafe(done)) return
+      // Its ending was under way when the fiber ended (the store died in its last commit): its result stands.
+      if (closed !== undefined) return Deferred.doneUnsafe(done, Exit.succeed(closed))
       const suspended = ended(ctx)
       if (suspended !== undefined) Deferred.doneUnsafe(done, suspended)
       else {
@@ -299,12 +301,13 @@ const execution = <RV, R>(
         timer === undefined ? Effect.void : Fiber.interrupt(timer),
         (): Effect.Effect<Given | undefined> => {
           // Ended already, left behind after the stop grace: what it did since changes nothing.
-          if (closing) return Effect.undefined
+          if (closed !== undefined) return Effect.undefined
           // Taken away by its host: no ending; the journal keeps what the last barrier committed.
           const suspended = ended(ctx)
           if (suspended !== undefined) return Effect.as(settled, suspended)
+          // The result stands whatever became of its last commit (a store that died there).
           return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), (result) =>
-            Effect.as(close(result), Exit.succeed(result))
+            Effect.as(Effect.exit(close(result)), Exit.succeed(result))
           )
         }
       )
