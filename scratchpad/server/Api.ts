@@ -26,6 +26,20 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()(
   { httpApiStatus: 503 }
 ) {}
 
+/** A decision whose text no store keeps whole. `field` names it. */
+export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()(
+  "InvalidDecision",
+  { field: Schema.String, message: Schema.String },
+  { httpApiStatus: 400 }
+) {}
+
+/** The run had finished already: the cancel changed nothing. */
+export class AlreadyFinished extends Schema.TaggedError<AlreadyFinished>()(
+  "AlreadyFinished",
+  { runId: Schema.String },
+  { httpApiStatus: 409 }
+) {}
+
 /** A start the runtime refuses: a bad limit, an unregistered tool. `field` names it. */
 export class InvalidStart extends Schema.TaggedError<InvalidStart>()(
   "InvalidStart",
@@ -43,11 +57,24 @@ export const StartRun = Schema.Struct({
   time: Schema.optional(Schema.Record(Schema.String, Schema.Union([Schema.Finite, Schema.String])))
 })
 
+/** Text a store keeps whole: no NUL character (PostgreSQL refuses one, SQLite cuts the text there). */
+const StoredText = Schema.String.check(
+  Schema.makeFilter((text) => !text.includes("\u0000") || "Expected no NUL character")
+)
+
 export const Decision = Schema.Struct({
   decision: Schema.Literals(["approve", "reject"]),
-  reason: Schema.optional(Schema.String),
-  by: Schema.optional(Schema.String)
+  reason: Schema.optional(StoredText),
+  by: Schema.optional(StoredText)
 })
+
+/**
+ * What `Last-Event-ID` may be: an event's id (its `seq`), or empty / `-1` for none. The
+ * stream goes on after it.
+ */
+export const LastEventId = Schema.String.check(
+  Schema.makeFilter((id) => /^(-1|0|[1-9][0-9]{0,14})?$/.test(id) || "Expected an event id: a seq, or -1 for none")
+)
 
 export const PendingCall = Schema.Struct({
   callId: Schema.String,
@@ -92,7 +119,7 @@ export class RunsGroup extends HttpApiGroup.make("runs")
     HttpApiEndpoint.get("events", "/runs/:id/events", {
       params: runId,
       // A reconnecting `EventSource` sends the last id it saw: the stream goes on after it.
-      headers: { "last-event-id": Schema.optional(Schema.NumberFromString) },
+      headers: { "last-event-id": Schema.optional(LastEventId) },
       // A store out of reach mid-stream ends it with an error event; the client reconnects.
       success: HttpApiSchema.StreamSse({ events: TimelineEvent, error: Schema.Union(lookups) }),
       error: lookups
@@ -106,12 +133,12 @@ export class RunsGroup extends HttpApiGroup.make("runs")
       params: { id: Schema.String, callId: Schema.String },
       payload: Decision,
       success: HttpApiSchema.NoContent,
-      error: [...lookups, NotWaiting]
+      error: [...lookups, NotWaiting, InvalidDecision]
     }),
     HttpApiEndpoint.post("cancel", "/runs/:id/cancel", {
       params: runId,
       success: HttpApiSchema.Accepted,
-      error: lookups
+      error: [...lookups, AlreadyFinished]
     }),
     HttpApiEndpoint.get("view", "/runs/:id/view", {
       params: runId,
@@ -125,4 +152,6 @@ export class Api extends HttpApi.make("runs-api")
   .add(RunsGroup)
   // A body that fails its schema is a 400 problem listing each field and what is wrong with it.
   .middleware(HttpApiMiddleware.ProblemDetails)
+  // A request body with a field its schema does not name is refused, as the OpenAPI document says.
+  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
   .annotateMerge(OpenApi.annotations({ title: "effect-agent-runtime runs" })) {}

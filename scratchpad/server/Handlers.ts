@@ -5,7 +5,15 @@ import { HttpApiBuilder } from "effect/http-api"
 import type { Event } from "effect-agent-runtime"
 import { DurableRun } from "effect-agent-runtime/durable"
 import { Viewer } from "effect-agent-runtime/observability"
-import { Api, InvalidStart, NotWaiting, RunNotFound, StoreUnavailable } from "./Api.ts"
+import {
+  AlreadyFinished,
+  Api,
+  InvalidDecision,
+  InvalidStart,
+  NotWaiting,
+  RunNotFound,
+  StoreUnavailable
+} from "./Api.ts"
 
 /** A `DurableRunError` as the API's error: an unknown run, or the store out of reach. */
 const lookupError = (error: DurableRun.DurableRunError) =>
@@ -54,7 +62,8 @@ export const RunsHandlers = HttpApiBuilder.group(
         Effect.gen(function* () {
           // An unknown run is a 404 before the stream starts, not an error event inside it.
           yield* runs.events(params.id)
-          const fromSeq = headers["last-event-id"] === undefined ? 0 : headers["last-event-id"] + 1
+          const last = headers["last-event-id"]
+          const fromSeq = last === undefined || last === "" ? 0 : Number(last) + 1
           return runs.watch(params.id, { fromSeq }).pipe(
             Stream.map((event) => ({ id: String(event.seq), event: event._tag, data: event })),
             Stream.mapError(lookupError)
@@ -77,12 +86,19 @@ export const RunsHandlers = HttpApiBuilder.group(
         return Effect.andThen(runs.events(params.id), decided).pipe(
           Effect.catchTags({
             NotPending: () => Effect.fail(new NotWaiting({ runId: params.id, callId: params.callId })),
+            // The body's schema refuses such text first; the library says so too.
+            InvalidDecision: (e) => Effect.fail(new InvalidDecision({ field: e.field, message: e.message })),
             DurableRunError: (e) => Effect.fail(lookupError(e))
           })
         )
       },
 
-      cancel: ({ params }) => runs.cancel(params.id).pipe(Effect.mapError(lookupError)),
+      cancel: ({ params }) =>
+        Effect.gen(function* () {
+          // A cancel of a run that had finished changes nothing: the client is told so.
+          if (Option.isSome(yield* runs.poll(params.id))) return yield* new AlreadyFinished({ runId: params.id })
+          yield* runs.cancel(params.id)
+        }).pipe(Effect.catchTag("DurableRunError", (e) => Effect.fail(lookupError(e)))),
 
       view: ({ params }) =>
         Effect.gen(function* () {

@@ -3,11 +3,12 @@
 //   RUNS_DB               the SQLite file of runs and their journal (default runs.db)
 //   DATABASE_URL          PostgreSQL instead: the runs on a cluster runner (RUNNER_PORT, default 34431)
 //   OPENAI_API_KEY        the OpenAI-compatible provider instead of the scripted demo model
+//   MAX_BODY_BYTES        the largest request body taken (default 16 MiB; a larger one is a 413)
 import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { Config, Console, Effect, Layer, Option } from "effect"
-import { FetchHttpClient, HttpRouter, HttpServer } from "effect/http"
+import { ByteSize, Config, Console, Effect, Layer, Option } from "effect"
+import { FetchHttpClient, HttpIncomingMessage, HttpRouter, HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { DurableRun } from "effect-agent-runtime/durable"
 import { OpenAiCompatible } from "effect-agent-runtime/providers"
@@ -21,7 +22,8 @@ const settings = Config.all({
   runsFile: Config.String("RUNS_DB").pipe(Config.withDefault("runs.db")),
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")),
   runnerPort: Config.Port("RUNNER_PORT").pipe(Config.withDefault(34431)),
-  openAi: Config.option(Config.String("OPENAI_API_KEY"))
+  openAi: Config.option(Config.String("OPENAI_API_KEY")),
+  maxBodyBytes: Config.Int("MAX_BODY_BYTES").pipe(Config.withDefault(16 * 1024 * 1024))
 })
 
 /** The runs: this server's tools on the engine and journal (one SQLite file, or PostgreSQL). */
@@ -52,8 +54,15 @@ const announce = Layer.effectDiscard(HttpServer.addressFormattedWith((url) => Co
 export const ServerLive = Layer.unwrap(
   Effect.gen(function* () {
     const config = yield* settings
-    return HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }).pipe(
+    return HttpRouter.serve(routes, {
+      disableLogger: true,
+      disableListenLog: true,
+      // Any id reaches the handlers (a run id may be 256 characters; the router's default allows 100): one too long is a RunNotFound.
+      routerConfig: { maxParamLength: 4096 }
+    }).pipe(
       Layer.merge(announce),
+      // A body over MAX_BODY_BYTES (default 16 MiB) is refused before it is read whole.
+      Layer.provide(Layer.succeed(HttpIncomingMessage.MaxBodySize)(ByteSize.bytes(config.maxBodyBytes))),
       Layer.provide(NodeHttpServer.layer(createServer, { host: config.host, port: config.port })),
       Layer.provide(runsLayer(config))
     )

@@ -84,19 +84,22 @@ export interface Service {
     runId: string,
     options?: { readonly fromSeq?: number | undefined; readonly pollInterval?: Duration.Input | undefined }
   ) => Stream.Stream<Event.Event, DurableRunError>
-  /** Approves the call `callId` the run waits on, and wakes the run on its owner. */
+  /**
+   * Approves the call `callId` the run waits on, and wakes the run on its owner. A `by`
+   * holding a NUL character is refused (`InvalidDecision`): no store keeps it whole.
+   */
   readonly approve: (
     runId: string,
     callId: string,
     options?: { readonly by?: string | undefined }
-  ) => Effect.Effect<void, Approval.NotPending | DurableRunError>
-  /** Rejects the call `callId` the run waits on: the run ends `approval_rejected`. */
+  ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | DurableRunError>
+  /** Rejects the call `callId` the run waits on: the run ends `approval_rejected`. As `approve` for `by` and `reason`. */
   readonly reject: (
     runId: string,
     callId: string,
     reason: string,
     options?: { readonly by?: string | undefined }
-  ) => Effect.Effect<void, Approval.NotPending | DurableRunError>
+  ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | DurableRunError>
   /** Cancels the run wherever it is (running, parked, between owners); it ends `cancelled` unless it had ended. */
   readonly cancel: (runId: string) => Effect.Effect<void, DurableRunError>
   /** The calls waiting for approval: of one run, or of every run. */

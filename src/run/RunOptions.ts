@@ -112,7 +112,8 @@ export interface Time {
    * interrupted to stop (real time) before it gives its result anyway: user code that
    * cannot be interrupted (an uninterruptible region, a finalizer that never ends) is
    * then left behind, and its calls recorded `outcome_unknown`. Longer than any
-   * `Subprocess` or `Abortable` grace you use. Default 5 seconds.
+   * `Subprocess` or `Abortable` grace you use. Default 5 seconds; at most 24 days (a
+   * real-time timer).
    */
   readonly stopGrace?: Duration.Input | undefined
 }

@@ -82,6 +82,36 @@ export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
 }
 
 /**
+ * A decision whose text cannot be kept: `by` or `reason` holds a NUL character, which the
+ * stores refuse (PostgreSQL) or cut short (SQLite). Raised before anything is decided.
+ *
+ * @category errors
+ * @since 0.6.0
+ */
+export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("InvalidDecision", {
+  runId: Schema.String,
+  callId: Schema.String,
+  field: Schema.Literals(["by", "reason"]),
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `the decision on call ${this.callId} of run ${this.runId} cannot be kept: ${this.field} ${this.detail}`
+  }
+}
+
+/**
+ * The field of `decision` that cannot be kept, if any (see {@link InvalidDecision}).
+ *
+ * @category validation
+ * @since 0.6.0
+ */
+export const invalidField = (decision: Decision): "by" | "reason" | undefined => {
+  if (decision.by?.includes("\u0000") === true) return "by"
+  if (decision._tag === "Rejected" && decision.reason.includes("\u0000")) return "reason"
+  return undefined
+}
+
+/**
  * Where pending calls wait for decisions.
  *
  * @category models

@@ -211,6 +211,14 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
         yield* waitingCall(runs, runId)
         const notWaiting = yield* Effect.flip(runs.approve(runId, "no-such-call"))
         assert.strictEqual(notWaiting._tag, "NotPending")
+        // Text no store keeps whole is refused before anything is decided: the call still waits.
+        const callId = yield* waitingCall(runs, runId)
+        const nul = yield* Effect.flip(runs.reject(runId, callId, "no\u0000reason", { by: "ops" }))
+        assert.strictEqual(nul._tag, "InvalidDecision")
+        assert.strictEqual(nul._tag === "InvalidDecision" ? nul.field : "", "reason")
+        const byNul = yield* Effect.flip(runs.approve(runId, callId, { by: "a\u0000b" }))
+        assert.strictEqual(byNul._tag === "InvalidDecision" ? byNul.field : byNul._tag, "by")
+        assert.strictEqual((yield* runs.pending(runId)).length, 1)
         const journal = yield* Journal.Journal
         assert.isTrue(Option.isSome(yield* journal.read(runId)))
       }).pipe(Effect.provide(runtime([pay])))

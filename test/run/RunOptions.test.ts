@@ -121,6 +121,12 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     `${duration}, got "1 fortnight"`
   ],
   [
+    "a stop grace longer than a real-time timer can wait",
+    { goal: "x", tools: [], time: { stopGrace: "30 days" } },
+    ["time", "stopGrace"],
+    'Expected a positive duration of at most 24 days, got "30 days"'
+  ],
+  [
     "the backoff",
     { goal: "x", tools: [], recovery: { backoff: "50 millis" } },
     ["recovery", "backoff"],

@@ -135,6 +135,57 @@ describe("server over durable runs", () => {
     assert.deepStrictEqual(decision.body.errors[0].path, ["payload", "decision"])
   })
 
+  it("bodies the server cannot keep are refused: too large (413), an unknown field, a NUL in a decision (400)", {
+    timeout: 30_000
+  }, async () => {
+    const huge = await fetch(`${server.url}/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ goal: "x".repeat(17 * 1024 * 1024) })
+    })
+    assert.strictEqual(huge.status, 413)
+    const extra = await send("POST", `${server.url}/runs`, { goal: "x", filename: "/etc/passwd" })
+    assert.strictEqual(extra.status, 400)
+    assert.include(JSON.stringify(extra.body), "filename")
+    const runId = await start({ goal: "Pay INV-7", tools: ["pay_invoice"] })
+    const call = await waitingCall(runId)
+    const nul = await send("POST", `${server.url}/runs/${runId}/approvals/${call.callId}`, {
+      decision: "reject",
+      by: "alice\u0000mallory"
+    })
+    assert.strictEqual(nul.status, 400)
+    assert.deepStrictEqual(nul.body.errors[0].path, ["payload", "by"])
+    // Nothing was decided: the call still waits, and a clean decision goes through.
+    const decided = await send("POST", `${server.url}/runs/${runId}/approvals/${call.callId}`, { decision: "approve" })
+    assert.strictEqual(decided.status, 204)
+    assert.strictEqual((await finished(runId)).result.status, "completed")
+    // A cancel of a run that has finished changed nothing: 409.
+    const late = await send("POST", `${server.url}/runs/${runId}/cancel`)
+    assert.strictEqual(late.status, 409)
+    assert.strictEqual(late.body._tag, "AlreadyFinished")
+  })
+
+  it("Last-Event-ID: empty or -1 is from the first event; one that is no event id is a 400", {
+    timeout: 30_000
+  }, async () => {
+    const runId = await start({ goal: "Look up INV-7", tools: ["lookup_invoice"] })
+    const all = await readEvents(`${server.url}/runs/${runId}/events`)
+    for (const id of ["", "-1"]) {
+      const again = await readEvents(`${server.url}/runs/${runId}/events`, { lastEventId: id })
+      assert.deepStrictEqual(
+        again.map((e) => e.id),
+        all.map((e) => e.id),
+        JSON.stringify(id)
+      )
+    }
+    // (A header value's leading space is not sent: HTTP trims it.)
+    for (const id of ["5.5", "0x5", "1e1", "-0", "-7"]) {
+      const response = await fetch(`${server.url}/runs/${runId}/events`, { headers: { "last-event-id": id } })
+      assert.strictEqual(response.status, 400, JSON.stringify(id))
+      await response.body?.cancel()
+    }
+  })
+
   it("an unknown run is 404 on every route", async () => {
     const routes: ReadonlyArray<readonly [string, string, unknown?]> = [
       ["GET", "/runs/nope"],
@@ -151,6 +202,12 @@ describe("server over durable runs", () => {
       })
       assert.strictEqual(response.status, 404, `${method} ${route}`)
     }
+  })
+
+  it("an id longer than any run's is a RunNotFound too", async () => {
+    const { status, body } = await send("GET", `${server.url}/runs/${"r".repeat(300)}`)
+    assert.strictEqual(status, 404)
+    assert.strictEqual(body?._tag, "RunNotFound")
   })
 
   it("GET /openapi.json is the document of the HttpApi definition", async () => {

@@ -125,6 +125,12 @@ export const make = (
     Effect.gen(function* () {
       yield* known(runId)
       if (!isId(callId)) return yield* Effect.fail(new Approval.NotPending({ runId, callId }))
+      const field = Approval.invalidField(decision)
+      if (field !== undefined) {
+        return yield* Effect.fail(
+          new Approval.InvalidDecision({ runId, callId, field, detail: "holds a NUL character" })
+        )
+      }
       // Decided on the table first (the first decision wins), then the run is woken: a wake
       // that finds no decision would only park the run again.
       const decided = yield* Effect.result(

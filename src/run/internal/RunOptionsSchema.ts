@@ -75,6 +75,11 @@ const Millis = Schema.declareConstructor<number, unknown>()([], () => (input) =>
     : Effect.succeed(millis)
 })
 
+/** The stop grace is a real-time timer: at most 2^31 - 1 ms (24.8 days), what one can wait. */
+const Grace = Millis.check(
+  Schema.isLessThanOrEqualTo(2_147_483_647, { message: "Expected a positive duration of at most 24 days" })
+)
+
 const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
 
 const ToolName = Schema.String.check(
@@ -318,7 +323,7 @@ const Time = Schema.Struct({
   step: Schema.optional(Millis),
   attempt: Schema.optional(Millis),
   approval: Schema.optional(Millis),
-  stopGrace: Schema.optional(Millis)
+  stopGrace: Schema.optional(Grace)
 })
 
 const Recovery = Schema.Struct({
