@@ -3,7 +3,7 @@
  * deadline, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { type Clock, Deferred, Duration, Effect, Exit, Fiber, Result } from "effect"
+import { type Clock, Deferred, Effect, Exit, type Fiber, Result } from "effect"
 import type * as Journal from "../../journal/Journal.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
@@ -140,18 +140,14 @@ export const prepare = <T extends Tool.Any, RV, O>(
 
 /**
  * The run's one deadline, on the run's `Clock` (the live clock and `TestClock` take this
- * same path): a fiber that sleeps until the deadline, records that it found the run
- * there, then interrupts the run's fiber. No wait inside the run needs a timer for the
- * run layer.
+ * same path): an alarm that records that it found the run there, then interrupts the
+ * run's fiber. No wait inside the run needs a timer for the run layer.
  */
 const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>) =>
-  Effect.andThen(
-    ctx.clock.sleep(Duration.millis(Math.max(0, ctx.deadlineAt - RunContext.now(ctx)))),
-    Effect.sync(() => {
-      RunContext.stopping(ctx, "deadline")
-      run.interruptUnsafe()
-    })
-  )
+  Deadline.alarm(ctx.deadlineAt, () => {
+    RunContext.stopping(ctx, "deadline")
+    run.interruptUnsafe()
+  })
 
 /**
  * Attaches the run to each observer (`RunObserver`) before its first event: what sees each
@@ -189,7 +185,7 @@ const ended = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspende
 
 /**
  * The whole run, to be run in its own fiber: the lifecycle, interruptible by the run's
- * one deadline (a fiber of its own that interrupts this one) and by `cancel`; then,
+ * one deadline (an alarm on its clock that interrupts this fiber) and by `cancel`; then,
  * uninterruptibly, the ending, which completes `done` (the fiber's own exit is an
  * interruption when it was interrupted).
  *
@@ -277,24 +273,23 @@ const execution = <RV, R>(
               RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
             })
       // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
-      const ending = (exit: Exit.Exit<Ending, unknown>, timer: Fiber.Fiber<void> | undefined) => {
+      const ending = (exit: Exit.Exit<Ending, unknown>, alarm: Deadline.Alarm | undefined) => {
         clearTimeout(grace)
-        return Effect.andThen(timer === undefined ? Effect.void : Fiber.interrupt(timer), () => {
-          // Ended already, left behind after the stop grace: what it did since changes nothing.
-          if (closing) return Effect.void
-          // Taken away by its host: no ending; the journal keeps what the last barrier committed.
-          const suspended = ended(ctx)
-          if (suspended !== undefined) return Effect.andThen(settled, Deferred.done(done, suspended))
-          return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), close)
-        })
+        if (alarm !== undefined) Deadline.clearAlarm(alarm)
+        // Ended already, left behind after the stop grace: what it did since changes nothing.
+        if (closing) return Effect.void
+        // Taken away by its host: no ending; the journal keeps what the last barrier committed.
+        const suspended = ended(ctx)
+        if (suspended !== undefined) return Effect.andThen(settled, Deferred.done(done, suspended))
+        return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), close)
       }
       // Invalid options end the run at once: no deadline to watch. The phases hand over to the
       // ending (`flatMap`), so nothing of this setup stays on the stack while they run.
       const watched =
         valid === undefined
           ? Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, undefined))
-          : Effect.flatMap(Effect.forkDetach(deadline(ctx, self), { startImmediately: true }), (timer) =>
-              Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, timer))
+          : Effect.flatMap(deadline(ctx, self), (alarm) =>
+              Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, alarm))
             )
       return watched
     })
