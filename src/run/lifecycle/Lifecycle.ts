@@ -30,13 +30,48 @@ import { started } from "./internal/Started.ts"
 
 /** Invalid options end the run at once, saying which field and why. */
 const invalid = (ctx: RunContext.RunContext, issue: RunOptions.InvalidRunOptions): Ending => {
-  RunContext.emit(ctx, {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "termination.decided",
     policy: "runtime",
     reason: "internal_error",
-    detail: `${issue.field}: ${issue.reason}`
-  })
+    detail: `${issue.field}: ${issue.reason}`,
+    runId,
+    seq,
+    at
+  }))
   return { status: "failed", stopReason: "internal_error", policy: "runtime", detail: issue.message }
+}
+
+/**
+ * The plan's record, if the run has one. The records of this file are made by functions
+ * of their own: what an event is built from stays out of the closures that outlive it.
+ */
+const recordPlan = (ctx: RunContext.RunContext, plan: ReadonlyArray<Validation.PlanStep>): void => {
+  if (plan.length === 0) return
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "plan.set",
+    steps: plan.map((s) => ({ id: s.id, description: s.description, required: s.required })),
+    runId,
+    seq,
+    at
+  }))
+}
+
+/** A resumed run's record: why it goes on, and the calls it found in doubt. */
+const recordResumed = (
+  ctx: RunContext.RunContext,
+  reason: "restart" | "manual",
+  inDoubt: ReadonlyArray<string>
+): void => {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "run.resumed",
+    fromSeq: seq,
+    reason,
+    inDoubt,
+    runId,
+    seq,
+    at
+  }))
 }
 
 /**
@@ -51,13 +86,7 @@ const lifecycle = <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) =
     // Cancelled before it began (a host's cancel that came first): it ends so at once.
     if (ctx.log.stopping !== undefined) return interrupted(ctx, resolved.validation)
     return Effect.flatMap(RunContext.transition(ctx, "planning"), () => {
-      const plan = resolved.validation.plan ?? []
-      if (plan.length > 0) {
-        RunContext.emit(ctx, {
-          _tag: "plan.set",
-          steps: plan.map((s) => ({ id: s.id, description: s.description, required: s.required }))
-        })
-      }
+      recordPlan(ctx, resolved.validation.plan ?? [])
       return Effect.flatMap(Loop.run(ctx, resolved.loop), (outcome) => judged(ctx, resolved, outcome))
     })
   })
@@ -254,12 +283,11 @@ const execution = <RV, R>(
       else {
         // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
         const doubts = valid === undefined ? [] : Loop.inDoubt(ctx, valid.loop)
-        RunContext.emit(ctx, {
-          _tag: "run.resumed",
-          fromSeq: ctx.events.length,
-          reason: resume.reason,
-          inDoubt: doubts.map((d) => d.call.id)
-        })
+        recordResumed(
+          ctx,
+          resume.reason,
+          doubts.map((d) => d.call.id)
+        )
         for (const d of doubts) if (!d.recorded) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
       }
       // A cancel that came before the run went on: recorded before it does anything.
@@ -270,7 +298,7 @@ const execution = <RV, R>(
         ctx.breakers === undefined
           ? phases
           : Effect.provideService(phases, Breakers.Observer, (transition) => {
-              RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
+              RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "circuit.changed", ...transition, runId, seq, at }))
             })
       // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
       const ending = (exit: Exit.Exit<Ending, unknown>, alarm: Deadline.Alarm | undefined) => {

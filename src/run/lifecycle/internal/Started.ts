@@ -13,7 +13,7 @@ export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R
       ? [tool.name]
       : []
   )
-  RunContext.emit(ctx, {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "run.started",
     // Invalid options are not repeated into the log: the run ends at once, saying why.
     goal: valid?.goal ?? "",
@@ -24,8 +24,11 @@ export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R
     ...(valid === undefined ? {} : { policies: Termination.names(valid.loop.policies) }),
     permission: allowAll ? "allow_all" : "policy",
     ...(unguarded.length > 0 ? { unguardedTools: unguarded } : {}),
-    ...(valid === undefined ? {} : { limits: limitsOf(valid) })
-  })
+    ...(valid === undefined ? {} : { limits: limitsOf(valid) }),
+    runId,
+    seq,
+    at
+  }))
 }
 
 /** The limits a run resolved to, by name, as `run.started` records them. */

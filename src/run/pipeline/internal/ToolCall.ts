@@ -70,7 +70,16 @@ export const failed = (
   maxRetries: number,
   status: "failed" | "inconsistent" = "failed"
 ): ToolResult.ToolResult => {
-  RunContext.emit(ctx, { _tag: "tool.failed", callId: call.id, name: call.name, error, maxRetries })
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "tool.failed",
+    callId: call.id,
+    name: call.name,
+    error,
+    maxRetries,
+    runId,
+    seq,
+    at
+  }))
   return ToolResult.failed(call.id, call.name, error, status)
 }
 
