@@ -235,7 +235,8 @@ const execution = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
   done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
-  start: Start
+  // Read once here: the closures of the run keep what they read, not its host's `Start`.
+  { resume, cancelled }: Start
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiber((self) => {
@@ -278,7 +279,6 @@ const execution = <RV, R>(
         clearTimeout(grace)
         closeOutside(() => rescue(ctx, exit, tools))
       })
-      const resume = start.resume
       if (resume === undefined) started(ctx, valid, self.getRef(Permission.Permission) === Permission.allowAll)
       else {
         // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
@@ -291,7 +291,7 @@ const execution = <RV, R>(
         for (const d of doubts) if (!d.recorded) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
       }
       // A cancel that came before the run went on: recorded before it does anything.
-      if (start.cancelled === true) RunContext.stopping(ctx, "cancel")
+      if (cancelled === true) RunContext.stopping(ctx, "cancel")
       // With circuit breakers, the changes this run's calls cause reach its timeline (R3.9).
       const phases = resume === undefined ? lifecycle(ctx, resolved) : resumedLifecycle(ctx, resolved)
       const body =
