@@ -252,6 +252,11 @@ export const release = (
     return transition(ctx, RunLog.phaseOf(waits, base))
   })
 
+/** Records the stop the run decided on (`termination.decided`): the policy, the reason and why. */
+export const decided = (ctx: RunContext, policy: string, reason: StopReason.StopReason, detail: string): void => {
+  emit(ctx, ({ runId, seq, at }) => ({ _tag: "termination.decided", policy, reason, detail, runId, seq, at }))
+}
+
 /** The single entry point for a terminal status (R1.2): the transition, then `run.finished`. */
 export const finish = (
   ctx: RunContext,

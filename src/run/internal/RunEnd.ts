@@ -54,15 +54,7 @@ export const broken = (
 ): RunResult.RunResult => {
   recordAbandoned(ctx, tools)
   const detail = defectDetail(cause)
-  RunContext.emit(ctx, ({ runId, seq, at }) => ({
-    _tag: "termination.decided",
-    policy: "runtime",
-    reason: "internal_error",
-    detail,
-    runId,
-    seq,
-    at
-  }))
+  RunContext.decided(ctx, "runtime", "internal_error", detail)
   return end(ctx, { status: "failed", stopReason: "internal_error", policy: "runtime", detail })
 }
 
@@ -121,15 +113,7 @@ export const leftBehind = (
     const detail = `${by} stopped the run while it was ${stopping?.state ?? RunContext.state(ctx)}, and what it interrupted did not stop within the stop grace of ${graceMillis} ms; it was left behind`
     const reason = cancelled ? "cancelled" : "run_timeout"
     const policy = cancelled ? "runtime" : "run_timeout"
-    RunContext.emit(ctx, ({ runId, seq, at }) => ({
-      _tag: "termination.decided",
-      policy,
-      reason,
-      detail,
-      runId,
-      seq,
-      at
-    }))
+    RunContext.decided(ctx, policy, reason, detail)
     return end(ctx, { status: cancelled ? "cancelled" : "failed", stopReason: reason, policy, detail })
   } catch {
     return conclude(ctx, {

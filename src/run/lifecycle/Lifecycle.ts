@@ -30,15 +30,7 @@ import { started } from "./internal/Started.ts"
 
 /** Invalid options end the run at once, saying which field and why. */
 const invalid = (ctx: RunContext.RunContext, issue: RunOptions.InvalidRunOptions): Ending => {
-  RunContext.emit(ctx, ({ runId, seq, at }) => ({
-    _tag: "termination.decided",
-    policy: "runtime",
-    reason: "internal_error",
-    detail: `${issue.field}: ${issue.reason}`,
-    runId,
-    seq,
-    at
-  }))
+  RunContext.decided(ctx, "runtime", "internal_error", `${issue.field}: ${issue.reason}`)
   return { status: "failed", stopReason: "internal_error", policy: "runtime", detail: issue.message }
 }
 

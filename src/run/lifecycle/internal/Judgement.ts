@@ -106,15 +106,7 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   // accepted once it has passed (R3.11), so the run ends run_timeout on this report.
   if (outcome.reason === "goal_reached" && RunContext.deadlinePassed(ctx)) {
     const detail = "the run deadline passed while the run was validating"
-    RunContext.emit(ctx, ({ runId, seq, at }) => ({
-      _tag: "termination.decided",
-      policy: "run_timeout",
-      reason: "run_timeout",
-      detail,
-      runId,
-      seq,
-      at
-    }))
+    RunContext.decided(ctx, "run_timeout", "run_timeout", detail)
     return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
   }
   return judge(outcome, report, output)
@@ -130,27 +122,11 @@ export const interrupted = <RV>(ctx: RunContext.RunContext, spec: Validation.Spe
   const stopping = ctx.log.stopping
   if (stopping?.by !== "deadline") {
     const detail = "the run was cancelled"
-    RunContext.emit(ctx, ({ runId, seq, at }) => ({
-      _tag: "termination.decided",
-      policy: "runtime",
-      reason: "cancelled",
-      detail,
-      runId,
-      seq,
-      at
-    }))
+    RunContext.decided(ctx, "runtime", "cancelled", detail)
     return Effect.succeed<Ending>({ status: "cancelled", stopReason: "cancelled", policy: "runtime", detail })
   }
   const detail = `the run deadline passed while the run was ${stopping.state}`
-  RunContext.emit(ctx, ({ runId, seq, at }) => ({
-    _tag: "termination.decided",
-    policy: "run_timeout",
-    reason: "run_timeout",
-    detail,
-    runId,
-    seq,
-    at
-  }))
+  RunContext.decided(ctx, "run_timeout", "run_timeout", detail)
   return validateOutcome<never>(
     ctx,
     { plan: spec.plan },

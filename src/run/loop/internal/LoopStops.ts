@@ -23,15 +23,7 @@ export const decide = (
   detail: string,
   finalAnswer?: string
 ): Outcome => {
-  RunContext.emit(ctx, ({ runId, seq, at }) => ({
-    _tag: "termination.decided",
-    policy,
-    reason,
-    detail,
-    runId,
-    seq,
-    at
-  }))
+  RunContext.decided(ctx, policy, reason, detail)
   return { reason, policy, detail, finalAnswer }
 }
 
