@@ -213,34 +213,64 @@ const timeline = Effect.fnUntraced(function* (
   return Stream.concat(Stream.fromIterable(past), live).pipe(Stream.takeUntil((e) => e._tag === "run.finished"))
 })
 
-const handle = <O>(
-  ctx: RunContext.RunContext,
-  done: Launch.Done,
-  fiber: Fiber.Fiber<void>,
-  gate: Approval.Gate
-): Handle<O> => {
-  // The live feed exists only once somebody subscribes; the past comes from the log.
-  let pubsub: PubSub.PubSub<Event.Event> | undefined
-  const feed = Effect.suspend(() => {
-    if (pubsub !== undefined) return Effect.succeed(pubsub)
-    return Effect.map(PubSub.unbounded<Event.Event>(), (created) => {
-      pubsub = created
-      ctx.listeners.push((event) => {
-        PubSub.publishUnsafe(created, event)
+/**
+ * A started run's handle: one object, its operations made when they are used (a parked
+ * run keeps its handle, and a handle of closures made up front would cost it more).
+ */
+class RunHandle<O> implements Handle<O> {
+  readonly runId: string
+  readonly #ctx: RunContext.RunContext
+  readonly #done: Launch.Done
+  readonly #fiber: Fiber.Fiber<void>
+  readonly #gate: Approval.Gate
+  /** The live feed: it exists only once somebody subscribes; the past comes from the log. */
+  #pubsub: PubSub.PubSub<Event.Event> | undefined = undefined
+
+  constructor(ctx: RunContext.RunContext, done: Launch.Done, fiber: Fiber.Fiber<void>, gate: Approval.Gate) {
+    this.runId = ctx.runId
+    this.#ctx = ctx
+    this.#done = done
+    this.#fiber = fiber
+    this.#gate = gate
+  }
+
+  get events(): Stream.Stream<Event.Event> {
+    const feed = Effect.suspend(() => {
+      if (this.#pubsub !== undefined) return Effect.succeed(this.#pubsub)
+      return Effect.map(PubSub.unbounded<Event.Event>(), (created) => {
+        this.#pubsub = created
+        this.#ctx.listeners.push((event) => {
+          PubSub.publishUnsafe(created, event)
+        })
+        return created
       })
-      return created
     })
-  })
-  const result = typed<O, never>(Deferred.await(done))
-  return {
-    runId: ctx.runId,
-    events: Stream.unwrap(timeline(ctx, feed)),
-    state: Effect.sync(() => RunContext.state(ctx)),
-    result,
-    cancel: Effect.andThen(Effect.ignore(Launch.cancel(ctx, fiber, done)), result),
-    approve: (callId, options) => gate.decide(ctx.runId, callId, Approval.approved(options?.by)),
-    reject: (callId, reason, options) => gate.decide(ctx.runId, callId, Approval.rejected(reason, options?.by)),
-    pendingApprovals: Effect.map(gate.pending, (all) => all.filter((request) => request.runId === ctx.runId))
+    return Stream.unwrap(timeline(this.#ctx, feed))
+  }
+
+  get state(): Effect.Effect<RunState.State> {
+    return Effect.sync(() => RunContext.state(this.#ctx))
+  }
+
+  get result(): Effect.Effect<RunResult.Typed<O>> {
+    return typed<O, never>(Deferred.await(this.#done))
+  }
+
+  get cancel(): Effect.Effect<RunResult.Typed<O>> {
+    return Effect.andThen(Effect.ignore(Launch.cancel(this.#ctx, this.#fiber, this.#done)), this.result)
+  }
+
+  get pendingApprovals(): Effect.Effect<ReadonlyArray<Approval.Request>> {
+    return Effect.map(this.#gate.pending, (all) => all.filter((request) => request.runId === this.runId))
+  }
+
+  // Functions that work detached from the handle (`const { approve } = handle`), as fields did.
+  get approve(): Handle<O>["approve"] {
+    return (callId, options) => this.#gate.decide(this.runId, callId, Approval.approved(options?.by))
+  }
+
+  get reject(): Handle<O>["reject"] {
+    return (callId, reason, options) => this.#gate.decide(this.runId, callId, Approval.rejected(reason, options?.by))
   }
 }
 
@@ -267,7 +297,7 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
       Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) =>
         Effect.as(
           Effect.addFinalizer(() => Effect.ignore(Launch.cancel(ctx, fiber, done))),
-          handle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
+          new RunHandle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
         )
       )
     )

@@ -14,9 +14,10 @@
  *
  * @since 0.3.0
  */
-import { Clock, Context, Data, Effect, type Fiber } from "effect"
+import { Clock, Context, Data, Effect, type Fiber, Scheduler } from "effect"
 import { dual } from "effect/Function"
 import type * as Failure from "../failure/Failure.ts"
+import * as Alarms from "./internal/Alarms.ts"
 
 /**
  * The layers a wait can be cut off by, from the widest: `run`, `step`, then the wait's
@@ -151,6 +152,38 @@ export const step: {
           })
         )
 )
+
+/**
+ * An alarm set by {@link alarm}, to give to {@link clearAlarm}.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export type Alarm = Alarms.Alarm
+
+/**
+ * Calls `fire` once the current fiber's `Clock` reaches `at` (absolute), unless the
+ * alarm is cleared first; never for an infinite `at`. The alarms of one clock share one
+ * fiber that sleeps on it until the earliest of them (the live clock and `TestClock` take
+ * the same path), so an alarm costs no fiber of its own; `fire` is called synchronously
+ * by that fiber and must not throw. A run's deadline is one (see `Lifecycle`).
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const alarm = (at: number, fire: () => void): Effect.Effect<Alarm> =>
+  Effect.withFiber((fiber) =>
+    Effect.succeed(Alarms.set(fiber.getRef(Clock.Clock), fiber.getRef(Scheduler.Scheduler), at, fire))
+  )
+
+/**
+ * Clears an alarm at once: its callback, and what it holds, is dropped and will not be
+ * called. Clearing one that fired or was cleared does nothing.
+ *
+ * @category destructors
+ * @since 0.3.0
+ */
+export const clearAlarm = (alarm: Alarm): void => Alarms.clear(alarm)
 
 /**
  * Runs `self` under a run deadline at `runAt` (absolute, on the run's `Clock`).

@@ -31,7 +31,7 @@ const assertStop = (result: RunResult.RunResult, reason: StopReason.StopReason) 
 }
 
 let seq = 0
-/** Stamps a draft as the run would (the same erased boundary as `RunContext.emit`). */
+/** Stamps a draft as the run stamps its events (`RunContext.emit`). */
 const ev = (draft: Event.Draft, at = 0): Event.Event => ({ ...draft, runId: "r", seq: seq++, at }) as Event.Event
 
 const responded = (text: string, calls: ReadonlyArray<readonly [string, string]> = [], usage = Model.noUsage) =>

@@ -4,6 +4,7 @@ import { Deferred, Effect, Fiber, Layer, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { echo } from "../support/tools.ts"
 
@@ -46,6 +47,20 @@ describe("Run.start", () => {
       Effect.scoped,
       Effect.provide(withScript([ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")]))
     )
+  )
+
+  it.effect("R8 the handle's operations work taken off it, as values of their own", () =>
+    Effect.gen(function* () {
+      const { entered, hang } = yield* makeHang
+      const { runId, state, cancel, result, pendingApprovals, approve } = yield* Run.start({ goal: "x", tools: [hang] })
+      yield* Deferred.await(entered)
+      assert.strictEqual(yield* state, "tool_executing")
+      assert.deepStrictEqual(yield* pendingApprovals, [])
+      assert.instanceOf(yield* Effect.flip(approve("call_1")), Approval.NotPending)
+      const cancelled = yield* cancel
+      assert.strictEqual(cancelled.status, "cancelled")
+      assert.strictEqual((yield* result).runId, runId)
+    }).pipe(Effect.scoped, Effect.provide(withScript([ScriptedModel.toolCall("hang", {})])))
   )
 
   it.effect("R5.1 cancel ends the run cancelled, interrupts the tool in flight, and starts no new action", () =>

@@ -396,3 +396,26 @@ describe("R3.7 a tool's definition is made once, by Tool.make", () => {
     assert.isFalse(tool.codec.sensitiveInput)
   })
 })
+
+describe("R4.2 run.started records the limits a run resolved to", () => {
+  const limitsOf = (options: Omit<Run.Options<typeof echo>, "goal" | "tools">) =>
+    Effect.map(Run.run({ goal: "x", tools: [echo], ...options }), (result) => {
+      const started = result.timeline[0]
+      return started?._tag === "run.started" ? started.limits : undefined
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
+
+  it.effect("R4.2 a run that sets no limit records what a run that sets each to its default records", () =>
+    Effect.gen(function* () {
+      const none = yield* limitsOf({})
+      const given = yield* limitsOf({
+        limits: { ...Termination.defaultLimits, maxArgumentChars: none?.maxArgumentChars },
+        time: { run: "10 minutes", stopGrace: "5 seconds" },
+        recovery: { maxRecoveries: none?.maxRecoveries, correctionBudget: 3 },
+        concurrency: 1
+      })
+      assert.deepStrictEqual(given, none)
+      assert.strictEqual(none?.runTimeoutMillis, 600_000)
+      assert.strictEqual(none?.maxIterations, Termination.defaultLimits.maxIterations)
+    })
+  )
+})

@@ -66,6 +66,9 @@ export interface From {
   readonly watch?: ((ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done) => void) | undefined
 }
 
+/** A fresh run, not resumed and not cancelled: shared by every such run. */
+const fresh: From = {}
+
 /**
  * A run, fresh or resumed from its journal's log, set going in a fiber of its own, so that
  * its deadline and cancellation can interrupt everything it started and still produce a
@@ -75,7 +78,7 @@ export interface From {
 export const launch = <T extends Tool.Any, RV, O>(
   options: Options<T, RV, O>,
   onInterrupt: (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done) => Ended,
-  from: From = {}
+  from: From = fresh
 ): Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>> =>
   Effect.withFiber((caller) => {
     const { ctx, resolved } = Lifecycle.prepare(
@@ -89,13 +92,10 @@ export const launch = <T extends Tool.Any, RV, O>(
     // Uninterruptible until the wait: an interruption between the fork and the wait would
     // leave the run's fiber behind, detached.
     return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(
-        Lifecycle.fork(ctx, resolved, done, { resume: from.resume, cancelled: from.cancelled }),
-        (fiber) => {
-          from.watch?.(ctx, fiber, done)
-          return Effect.onInterrupt(restore(Deferred.await(done)), () => onInterrupt(ctx, fiber, done))
-        }
-      )
+      Effect.flatMap(Lifecycle.fork(ctx, resolved, done, from), (fiber) => {
+        from.watch?.(ctx, fiber, done)
+        return Effect.onInterrupt(restore(Deferred.await(done)), () => onInterrupt(ctx, fiber, done))
+      })
     )
   })
 

@@ -53,7 +53,15 @@ export const recoverFrom: <A, R>(
       if (n > made) exit = yield* Effect.exit(attempt(n))
       if (Exit.isSuccess(exit)) {
         if (n > made) {
-          RunContext.emit(ctx, { _tag: "recovery.completed", kind: episode.kind, attempt: n - 1, ...callOf(episode) })
+          RunContext.emit(ctx, ({ runId, seq, at }) => ({
+            _tag: "recovery.completed",
+            kind: episode.kind,
+            attempt: n - 1,
+            ...callOf(episode),
+            runId,
+            seq,
+            at
+          }))
         }
         return exit.value
       }
@@ -76,26 +84,32 @@ export const recoverFrom: <A, R>(
       if (decision._tag === "GiveUp") {
         const failure = n > 1 ? FailureBoundary.withAttempts(own, n) : own
         if (Recovery.recordsGiveUp(decision.why, n)) {
-          RunContext.emit(ctx, {
+          RunContext.emit(ctx, ({ runId, seq, at }) => ({
             _tag: "recovery.failed",
             kind: episode.kind,
             ...callOf(episode),
             attempts: n,
             cause: `${failure.code}: ${decision.detail}`,
-            scope: decision.why === "run_budget" ? "run" : "call"
-          })
+            scope: decision.why === "run_budget" ? "run" : "call",
+            runId,
+            seq,
+            at
+          }))
         }
         const exhausted: Recovery.Exhausted = { _tag: "Exhausted", failure, why: decision.why, detail: decision.detail }
         return yield* Effect.fail(exhausted)
       }
-      yield* RunContext.hold(ctx, "recovering", episode.resume, {
+      yield* RunContext.hold(ctx, "recovering", episode.resume, ({ runId, seq, at }) => ({
         _tag: "recovery.started",
         kind: episode.kind,
         ...callOf(episode),
         attempt: n,
         delayMillis: decision.delayMillis,
-        cause: own.code
-      })
+        cause: own.code,
+        runId,
+        seq,
+        at
+      }))
       const owner = { owner: episode.callId ?? "" }
       const wait = { kind: episode.kind, attempt: n, delayMillis: decision.delayMillis, cause: own.code }
       yield* Effect.onInterrupt(Spans.backoff(Effect.sleep(decision.delayMillis), wait), () =>

@@ -115,14 +115,30 @@ export const make = (options: {
 export const now = (ctx: RunContext): number => ctx.clock.currentTimeMillisUnsafe()
 
 /**
- * Stamps a draft with the run id, the next sequence number and the time, appends it and
- * folds it. The log ends with `run.finished`: code still running after the run's result
- * was given (user code that could not be interrupted) cannot change it; nor can what a
- * suspended run unwinds.
+ * What every event carries besides its own fields: the run it belongs to, its place in the
+ * log and the time it happened.
  */
-export const emit = (ctx: RunContext, draft: Event.Draft): Event.Event => {
-  // The one erased boundary: a draft plus its stamp is exactly one member of the union.
-  const event = { ...draft, runId: ctx.runId, seq: ctx.events.length, at: now(ctx) } as Event.Event
+export interface Stamp {
+  readonly runId: string
+  readonly seq: number
+  readonly at: number
+}
+
+/**
+ * An event as an emit site writes it: one literal with its stamp among its fields
+ * (`({ runId, seq, at }) => ({ _tag: ..., runId, seq, at })`), so that the event is built
+ * whole, in one shape, rather than a draft copied with the stamp added to it.
+ */
+export type Build = (stamp: Stamp) => Event.Event
+
+/**
+ * Builds the event with the run id, the next sequence number and the time, appends it
+ * and folds it. The log ends with `run.finished`: code still running after the run's
+ * result was given (user code that could not be interrupted) cannot change it; nor can
+ * what a suspended run unwinds.
+ */
+export const emit = (ctx: RunContext, build: Build): Event.Event => {
+  const event = build({ runId: ctx.runId, seq: ctx.events.length, at: now(ctx) })
   if (ctx.log.finished || ctx.suspended !== undefined) return event
   ctx.events.push(event)
   ctx.log = RunLog.step(ctx.log, event)
@@ -145,7 +161,7 @@ export const state = (ctx: RunContext): RunState.State => ctx.log.counters.state
  */
 export const stopping = (ctx: RunContext, by: "deadline" | "cancel"): void => {
   if (ctx.log.stopping !== undefined || ctx.log.finished || ctx.suspended !== undefined) return
-  emit(ctx, { _tag: "run.stopping", by, state: state(ctx) })
+  emit(ctx, ({ runId, seq, at }) => ({ _tag: "run.stopping", by, state: state(ctx), runId, seq, at }))
   ctx.onStop?.()
 }
 
@@ -179,7 +195,7 @@ const move = (ctx: RunContext, to: RunState.State): Effect.Effect<void, RunState
     const from = state(ctx)
     const moved = RunState.transition(from, to)
     if (Result.isFailure(moved)) return Effect.fail(moved.failure)
-    emit(ctx, { _tag: "state.changed", from, to })
+    emit(ctx, ({ runId, seq, at }) => ({ _tag: "state.changed", from, to, runId, seq, at }))
     return Effect.void
   })
 
@@ -201,7 +217,7 @@ export const hold = (
   ctx: RunContext,
   what: "awaiting_approval" | "recovering",
   base: RunState.Phase,
-  begin: Event.Draft
+  begin: Build
 ): Effect.Effect<void, RunState.IllegalTransition> =>
   Effect.andThen(
     transition(
@@ -225,16 +241,21 @@ export const hold = (
 export const release = (
   ctx: RunContext,
   base: RunState.Phase,
-  end?: Event.Draft | { readonly owner: string }
+  end?: Build | { readonly owner: string }
 ): Effect.Effect<void, RunState.IllegalTransition> =>
   Effect.suspend(() => {
-    if (end !== undefined && "_tag" in end) emit(ctx, end)
+    if (typeof end === "function") emit(ctx, end)
     const log = ctx.log
-    const i = end === undefined || "_tag" in end ? -1 : log.retries.indexOf(end.owner)
+    const i = end === undefined || typeof end === "function" ? -1 : log.retries.indexOf(end.owner)
     const waits = i < 0 ? log : { ...log, retries: log.retries.filter((_, j) => j !== i) }
     if (RunState.isTerminal(state(ctx))) return Effect.void
     return transition(ctx, RunLog.phaseOf(waits, base))
   })
+
+/** Records the stop the run decided on (`termination.decided`): the policy, the reason and why. */
+export const decided = (ctx: RunContext, policy: string, reason: StopReason.StopReason, detail: string): void => {
+  emit(ctx, ({ runId, seq, at }) => ({ _tag: "termination.decided", policy, reason, detail, runId, seq, at }))
+}
 
 /** The single entry point for a terminal status (R1.2): the transition, then `run.finished`. */
 export const finish = (
@@ -245,7 +266,7 @@ export const finish = (
   Effect.andThen(
     move(ctx, status),
     Effect.sync(() => {
-      emit(ctx, { _tag: "run.finished", status, stopReason })
+      emit(ctx, ({ runId, seq, at }) => ({ _tag: "run.finished", status, stopReason, runId, seq, at }))
     })
   )
 

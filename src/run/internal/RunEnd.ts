@@ -20,8 +20,15 @@ export const end = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunRe
     // Only a run that already ended can refuse a terminal status; keep its own ending.
     return conclude(ctx, { ...ending, detail: `${ending.detail} (${Cause.pretty(Cause.fail(moved.failure))})` })
   }
-  RunContext.emit(ctx, { _tag: "state.changed", from, to: ending.status })
-  RunContext.emit(ctx, { _tag: "run.finished", status: ending.status, stopReason: ending.stopReason })
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "state.changed", from, to: ending.status, runId, seq, at }))
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "run.finished",
+    status: ending.status,
+    stopReason: ending.stopReason,
+    runId,
+    seq,
+    at
+  }))
   return conclude(ctx, ending)
 }
 
@@ -47,7 +54,7 @@ export const broken = (
 ): RunResult.RunResult => {
   recordAbandoned(ctx, tools)
   const detail = defectDetail(cause)
-  RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "internal_error", detail })
+  RunContext.decided(ctx, "runtime", "internal_error", detail)
   return end(ctx, { status: "failed", stopReason: "internal_error", policy: "runtime", detail })
 }
 
@@ -106,7 +113,7 @@ export const leftBehind = (
     const detail = `${by} stopped the run while it was ${stopping?.state ?? RunContext.state(ctx)}, and what it interrupted did not stop within the stop grace of ${graceMillis} ms; it was left behind`
     const reason = cancelled ? "cancelled" : "run_timeout"
     const policy = cancelled ? "runtime" : "run_timeout"
-    RunContext.emit(ctx, { _tag: "termination.decided", policy, reason, detail })
+    RunContext.decided(ctx, policy, reason, detail)
     return end(ctx, { status: cancelled ? "cancelled" : "failed", stopReason: reason, policy, detail })
   } catch {
     return conclude(ctx, {

@@ -3,7 +3,7 @@
  * deadline, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { type Clock, Deferred, Duration, Effect, Exit, Fiber, Result } from "effect"
+import { type Clock, Deferred, Effect, Exit, type Fiber, Result } from "effect"
 import type * as Journal from "../../journal/Journal.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
@@ -30,13 +30,40 @@ import { started } from "./internal/Started.ts"
 
 /** Invalid options end the run at once, saying which field and why. */
 const invalid = (ctx: RunContext.RunContext, issue: RunOptions.InvalidRunOptions): Ending => {
-  RunContext.emit(ctx, {
-    _tag: "termination.decided",
-    policy: "runtime",
-    reason: "internal_error",
-    detail: `${issue.field}: ${issue.reason}`
-  })
+  RunContext.decided(ctx, "runtime", "internal_error", `${issue.field}: ${issue.reason}`)
   return { status: "failed", stopReason: "internal_error", policy: "runtime", detail: issue.message }
+}
+
+/**
+ * The plan's record, if the run has one. The records of this file are made by functions
+ * of their own: what an event is built from stays out of the closures that outlive it.
+ */
+const recordPlan = (ctx: RunContext.RunContext, plan: ReadonlyArray<Validation.PlanStep>): void => {
+  if (plan.length === 0) return
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "plan.set",
+    steps: plan.map((s) => ({ id: s.id, description: s.description, required: s.required })),
+    runId,
+    seq,
+    at
+  }))
+}
+
+/** A resumed run's record: why it goes on, and the calls it found in doubt. */
+const recordResumed = (
+  ctx: RunContext.RunContext,
+  reason: "restart" | "manual",
+  inDoubt: ReadonlyArray<string>
+): void => {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "run.resumed",
+    fromSeq: seq,
+    reason,
+    inDoubt,
+    runId,
+    seq,
+    at
+  }))
 }
 
 /**
@@ -51,13 +78,7 @@ const lifecycle = <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) =
     // Cancelled before it began (a host's cancel that came first): it ends so at once.
     if (ctx.log.stopping !== undefined) return interrupted(ctx, resolved.validation)
     return Effect.flatMap(RunContext.transition(ctx, "planning"), () => {
-      const plan = resolved.validation.plan ?? []
-      if (plan.length > 0) {
-        RunContext.emit(ctx, {
-          _tag: "plan.set",
-          steps: plan.map((s) => ({ id: s.id, description: s.description, required: s.required }))
-        })
-      }
+      recordPlan(ctx, resolved.validation.plan ?? [])
       return Effect.flatMap(Loop.run(ctx, resolved.loop), (outcome) => judged(ctx, resolved, outcome))
     })
   })
@@ -140,18 +161,14 @@ export const prepare = <T extends Tool.Any, RV, O>(
 
 /**
  * The run's one deadline, on the run's `Clock` (the live clock and `TestClock` take this
- * same path): a fiber that sleeps until the deadline, records that it found the run
- * there, then interrupts the run's fiber. No wait inside the run needs a timer for the
- * run layer.
+ * same path): an alarm that records that it found the run there, then interrupts the
+ * run's fiber. No wait inside the run needs a timer for the run layer.
  */
 const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>) =>
-  Effect.andThen(
-    ctx.clock.sleep(Duration.millis(Math.max(0, ctx.deadlineAt - RunContext.now(ctx)))),
-    Effect.sync(() => {
-      RunContext.stopping(ctx, "deadline")
-      run.interruptUnsafe()
-    })
-  )
+  Deadline.alarm(ctx.deadlineAt, () => {
+    RunContext.stopping(ctx, "deadline")
+    run.interruptUnsafe()
+  })
 
 /**
  * Attaches the run to each observer (`RunObserver`) before its first event: what sees each
@@ -189,7 +206,7 @@ const ended = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspende
 
 /**
  * The whole run, to be run in its own fiber: the lifecycle, interruptible by the run's
- * one deadline (a fiber of its own that interrupts this one) and by `cancel`; then,
+ * one deadline (an alarm on its clock that interrupts this fiber) and by `cancel`; then,
  * uninterruptibly, the ending, which completes `done` (the fiber's own exit is an
  * interruption when it was interrupted).
  *
@@ -223,7 +240,8 @@ const execution = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
   done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
-  start: Start,
+  // Read once here: the closures of the run keep what they read, not its host's `Start`.
+  { resume, cancelled }: Start,
   restore: Restore
 ): Effect.Effect<Given | undefined, never, R | RV | Model.Model> =>
   Effect.withFiber((self) => {
@@ -268,48 +286,42 @@ const execution = <RV, R>(
       clearTimeout(grace)
       closeOutside(() => rescue(ctx, exit, tools))
     })
-    const resume = start.resume
     if (resume === undefined) started(ctx, valid, self.getRef(Permission.Permission) === Permission.allowAll)
     else {
       // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
       const doubts = valid === undefined ? [] : Loop.inDoubt(ctx, valid.loop)
-      RunContext.emit(ctx, {
-        _tag: "run.resumed",
-        fromSeq: ctx.events.length,
-        reason: resume.reason,
-        inDoubt: doubts.map((d) => d.call.id)
-      })
+      recordResumed(
+        ctx,
+        resume.reason,
+        doubts.map((d) => d.call.id)
+      )
       for (const d of doubts) if (!d.recorded) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
     }
     // A cancel that came before the run went on: recorded before it does anything.
-    if (start.cancelled === true) RunContext.stopping(ctx, "cancel")
+    if (cancelled === true) RunContext.stopping(ctx, "cancel")
     // With circuit breakers, the changes this run's calls cause reach its timeline (R3.9).
     const phases = resume === undefined ? lifecycle(ctx, resolved) : resumedLifecycle(ctx, resolved)
     const body =
       ctx.breakers === undefined
         ? phases
         : Effect.provideService(phases, Breakers.Observer, (transition) => {
-            RunContext.emit(ctx, { _tag: "circuit.changed", ...transition })
+            RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "circuit.changed", ...transition, runId, seq, at }))
           })
     // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
     const ending = (
       exit: Exit.Exit<Ending, unknown>,
-      timer: Fiber.Fiber<void> | undefined
+      alarm: Deadline.Alarm | undefined
     ): Effect.Effect<Given | undefined> => {
       clearTimeout(grace)
-      return Effect.andThen(
-        timer === undefined ? Effect.void : Fiber.interrupt(timer),
-        (): Effect.Effect<Given | undefined> => {
-          // Ended already, left behind after the stop grace: what it did since changes nothing.
-          if (closed !== undefined) return Effect.undefined
-          // Taken away by its host: no ending; the journal keeps what the last barrier committed.
-          const suspended = ended(ctx)
-          if (suspended !== undefined) return Effect.as(settled, suspended)
-          // The result stands whatever became of its last commit (a store that died there).
-          return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), (result) =>
-            Effect.as(Effect.exit(close(result)), Exit.succeed(result))
-          )
-        }
+      if (alarm !== undefined) Deadline.clearAlarm(alarm)
+      // Ended already, left behind after the stop grace: what it did since changes nothing.
+      if (closed !== undefined) return Effect.undefined
+      // Taken away by its host: no ending; the journal keeps what the last barrier committed.
+      const suspended = ended(ctx)
+      if (suspended !== undefined) return Effect.as(settled, suspended)
+      // The result stands whatever became of its last commit (a store that died there).
+      return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), (result) =>
+        Effect.as(Effect.exit(close(result)), Exit.succeed(result))
       )
     }
     // Invalid options end the run at once: no deadline to watch. The phases hand over to the
@@ -317,8 +329,8 @@ const execution = <RV, R>(
     const watched =
       valid === undefined
         ? Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, undefined))
-        : Effect.flatMap(Effect.forkDetach(deadline(ctx, self), { startImmediately: true }), (timer) =>
-            Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, timer))
+        : Effect.flatMap(deadline(ctx, self), (alarm) =>
+            Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, alarm))
           )
     return watched
   })

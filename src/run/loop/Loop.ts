@@ -56,7 +56,8 @@ const record = <R>(ctx: RunContext.RunContext, config: Config<R>, iteration: num
     const ready = ToolExecutor.prepare(config.registry, ctx.callIds, call)
     return truncated ? cutOffArguments(ready) : ready
   })
-  RunContext.emit(ctx, {
+  // The optional fields last: the fields every response has are one shape.
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "model.responded",
     iteration,
     text: response.text,
@@ -67,9 +68,12 @@ const record = <R>(ctx: RunContext.RunContext, config: Config<R>, iteration: num
     callIds: prepared.map((p) => p.call.id),
     signatures: prepared.map((p) => p.signature),
     usage: response.usage,
+    runId,
+    seq,
+    at,
     ...(response.finishReason === undefined ? {} : { finishReason: response.finishReason }),
     ...(response.reasoning === undefined ? {} : { reasoning: response.reasoning })
-  })
+  }))
   return prepared
 }
 
@@ -123,12 +127,15 @@ const afterBatch = <R>(ctx: RunContext.RunContext, config: Config<R>, results: R
     for (const result of results) {
       const pending = RunContext.correctionOf(ctx, result.name)
       if (result.status === "succeeded" && pending !== undefined) {
-        RunContext.emit(ctx, {
+        RunContext.emit(ctx, ({ runId, seq, at }) => ({
           _tag: "recovery.completed",
           kind: "tool_argument_correction",
           attempt: pending,
-          callId: result.callId
-        })
+          callId: result.callId,
+          runId,
+          seq,
+          at
+        }))
       }
       if (result.status === "failed" && result.error?.correctable === true) needCorrection.push(result)
     }
@@ -200,7 +207,14 @@ const responded = <R>(
     const truncated = response.finishReason === "length"
     const truncation = ctx.log.truncation
     if (truncation !== undefined && !truncated) {
-      RunContext.emit(ctx, { _tag: "recovery.completed", kind: "output_truncation", attempt: truncation })
+      RunContext.emit(ctx, ({ runId, seq, at }) => ({
+        _tag: "recovery.completed",
+        kind: "output_truncation",
+        attempt: truncation,
+        runId,
+        seq,
+        at
+      }))
     }
     // A typed output (R6.1): a final answer that does not decode goes back as a correction.
     if (config.output !== undefined && prepared.length === 0 && !truncated && response.text.trim() !== "") {
@@ -214,12 +228,16 @@ const responded = <R>(
           checked(ctx, config, response, prepared, permission, corrected)
         )
       }
-      if (ctx.log.outputCorrection !== undefined) {
-        RunContext.emit(ctx, {
+      const correction = ctx.log.outputCorrection
+      if (correction !== undefined) {
+        RunContext.emit(ctx, ({ runId, seq, at }) => ({
           _tag: "recovery.completed",
           kind: "output_correction",
-          attempt: ctx.log.outputCorrection
-        })
+          attempt: correction,
+          runId,
+          seq,
+          at
+        }))
       }
     }
     return checked(ctx, config, response, prepared, permission, false)

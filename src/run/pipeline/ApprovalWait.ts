@@ -66,14 +66,17 @@ export const awaitDecision = Effect.fnUntraced(function* (
     expiresAt: restored?.expiresAt ?? now + limit.millis
   }
   if (restored === undefined) {
-    yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", {
+    yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", ({ runId, seq, at }) => ({
       _tag: "approval.requested",
       callId: call.id,
       name: call.name,
       arguments: args,
       expiresAt: request.expiresAt,
-      layer: limit.layer
-    })
+      layer: limit.layer,
+      runId,
+      seq,
+      at
+    }))
   } else {
     yield* RunContext.transition(ctx, "awaiting_approval")
   }
@@ -83,15 +86,18 @@ export const awaitDecision = Effect.fnUntraced(function* (
     decision: "approved" | "rejected" | "expired",
     extra: { readonly by?: string | undefined; readonly reason?: string | undefined; readonly layer?: Deadline.Layer }
   ) =>
-    RunContext.release(ctx, "tool_executing", {
+    RunContext.release(ctx, "tool_executing", ({ runId, seq, at }) => ({
       _tag: "approval.decided",
       callId: call.id,
       name: call.name,
       decision,
       ...(extra.by !== undefined ? { by: extra.by } : {}),
       ...(extra.reason !== undefined ? { reason: extra.reason } : {}),
-      ...(extra.layer !== undefined ? { layer: extra.layer } : {})
-    })
+      ...(extra.layer !== undefined ? { layer: extra.layer } : {}),
+      runId,
+      seq,
+      at
+    }))
   // A gate is user code (R12): a throw, a non-Effect or an answer that is not a decision
   // ends the run internal_error; a decision is never guessed.
   const asked = Effect.flatMap(
@@ -109,7 +115,15 @@ export const awaitDecision = Effect.fnUntraced(function* (
   const withdraw = (detail: string) =>
     Effect.andThen(
       Effect.sync(() => {
-        RunContext.emit(ctx, { _tag: "approval.decided", callId: call.id, name: call.name, decision: "withdrawn" })
+        RunContext.emit(ctx, ({ runId, seq, at }) => ({
+          _tag: "approval.decided",
+          callId: call.id,
+          name: call.name,
+          decision: "withdrawn",
+          runId,
+          seq,
+          at
+        }))
         recordNeverRan(ctx, call, detail)
       }),
       // The run is ending (cancel, deadline, another call's stop, a broken gate): back to the batch's phase.
@@ -161,6 +175,14 @@ const blocked = (
   detail: string
 ): Stop => {
   const error: ToolResult.ToolError = { code, message: detail, correctable: false }
-  RunContext.emit(ctx, { _tag: "tool.blocked", callId: call.id, name: call.name, error })
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "tool.blocked",
+    callId: call.id,
+    name: call.name,
+    error,
+    runId,
+    seq,
+    at
+  }))
   return new Stop(reason, detail)
 }

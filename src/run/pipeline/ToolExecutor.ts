@@ -97,11 +97,14 @@ const admit = Effect.fnUntraced(function* <R>(
   // No new action once the deadline has passed (R3.11), even if its timer could not fire yet.
   if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
   if (standing._tag === "New") {
-    RunContext.emit(ctx, {
+    RunContext.emit(ctx, ({ runId, seq, at }) => ({
       _tag: "tool.started",
       callId: call.id,
-      name: call.name
-    })
+      name: call.name,
+      runId,
+      seq,
+      at
+    }))
   }
   const found = lookup(registry, prepared)
   if (found._tag === "Refused") return ended(yield* Spans.refused(refuse(ctx, call, found), undefined))

@@ -12,11 +12,34 @@ const context = Effect.gen(function* () {
   return ctx
 })
 
-const requested = (callId: string) =>
-  ({ _tag: "approval.requested", callId, name: "pay", arguments: {}, expiresAt: 1 }) as const
-const decided = (callId: string) => ({ _tag: "approval.decided", callId, name: "pay", decision: "approved" }) as const
-const retrying = (callId: string) =>
-  ({ _tag: "recovery.started", kind: "tool_retry", callId, attempt: 1, delayMillis: 10, cause: "x" }) as const
+const requested =
+  (callId: string): RunContext.Build =>
+  ({ runId, seq, at }) => ({
+    _tag: "approval.requested",
+    callId,
+    name: "pay",
+    arguments: {},
+    expiresAt: 1,
+    runId,
+    seq,
+    at
+  })
+const decided =
+  (callId: string): RunContext.Build =>
+  ({ runId, seq, at }) => ({ _tag: "approval.decided", callId, name: "pay", decision: "approved", runId, seq, at })
+const retrying =
+  (callId: string): RunContext.Build =>
+  ({ runId, seq, at }) => ({
+    _tag: "recovery.started",
+    kind: "tool_retry",
+    callId,
+    attempt: 1,
+    delayMillis: 10,
+    cause: "x",
+    runId,
+    seq,
+    at
+  })
 
 describe("RunContext phase bookkeeping", () => {
   it.effect("R1.3 the phase is what the waits of a concurrent batch add up to, each recorded in the log", () =>
@@ -70,7 +93,14 @@ describe("RunContext phase bookkeeping", () => {
         yield* RunContext.transition(ctx, "validating")
         yield* RunContext.finish(ctx, "failed", "run_timeout")
         const length = ctx.events.length
-        RunContext.emit(ctx, { _tag: "reminder.injected", kind: "late", text: "too late" })
+        RunContext.emit(ctx, ({ runId, seq, at }) => ({
+          _tag: "reminder.injected",
+          kind: "late",
+          text: "too late",
+          runId,
+          seq,
+          at
+        }))
         assert.strictEqual(ctx.events.length, length)
         assert.isTrue(ctx.log.finished)
       })

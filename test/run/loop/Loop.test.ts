@@ -28,14 +28,17 @@ const loop = (script: ReadonlyArray<ScriptedModel.Step>, limits: { readonly maxI
     const resolved = checked.success
     const clock = yield* Clock.Clock
     const ctx = RunContext.make({ runId: "loop", clock, deadlineAt: clock.currentTimeMillisUnsafe() + 60_000 })
-    RunContext.emit(ctx, {
+    RunContext.emit(ctx, ({ runId, seq, at }) => ({
       _tag: "run.started",
       goal: "say hi",
       system: "be brief",
       model: "model",
       tools: ["echo"],
-      deadlineAt: ctx.deadlineAt
-    })
+      deadlineAt: ctx.deadlineAt,
+      runId,
+      seq,
+      at
+    }))
     yield* RunContext.transition(ctx, "initializing")
     yield* RunContext.transition(ctx, "planning")
     const requests: Array<Model.Request> = []

@@ -103,12 +103,13 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
       (validated) => (output === undefined ? validated : withOutput(validated, output))
     )
   )
-  for (const check of report.checks) RunContext.emit(ctx, { _tag: "validation.checked", check })
+  for (const check of report.checks)
+    RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "validation.checked", check, runId, seq, at }))
   // Validation may have run past the deadline (a stop hook that blocked): no answer is
   // accepted once it has passed (R3.11), so the run ends run_timeout on this report.
   if (outcome.reason === "goal_reached" && RunContext.deadlinePassed(ctx)) {
     const detail = "the run deadline passed while the run was validating"
-    RunContext.emit(ctx, { _tag: "termination.decided", policy: "run_timeout", reason: "run_timeout", detail })
+    RunContext.decided(ctx, "run_timeout", "run_timeout", detail)
     return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
   }
   return judge(outcome, report, output)
@@ -124,11 +125,11 @@ export const interrupted = <RV>(ctx: RunContext.RunContext, spec: Validation.Spe
   const stopping = ctx.log.stopping
   if (stopping?.by !== "deadline") {
     const detail = "the run was cancelled"
-    RunContext.emit(ctx, { _tag: "termination.decided", policy: "runtime", reason: "cancelled", detail })
+    RunContext.decided(ctx, "runtime", "cancelled", detail)
     return Effect.succeed<Ending>({ status: "cancelled", stopReason: "cancelled", policy: "runtime", detail })
   }
   const detail = `the run deadline passed while the run was ${stopping.state}`
-  RunContext.emit(ctx, { _tag: "termination.decided", policy: "run_timeout", reason: "run_timeout", detail })
+  RunContext.decided(ctx, "run_timeout", "run_timeout", detail)
   return validateOutcome<never>(
     ctx,
     { plan: spec.plan },

@@ -1,6 +1,6 @@
 /** The `run.started` record of a run. Private to the lifecycle. */
 import * as Termination from "../../../termination/Termination.ts"
-import type { Resolved } from "../../internal/Resolve.ts"
+import { type Resolved, recordedLimits } from "../../internal/Resolve.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 
 /** The `run.started` record: what the run starts with, and what guards its tools. */
@@ -13,7 +13,7 @@ export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R
       ? [tool.name]
       : []
   )
-  RunContext.emit(ctx, {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "run.started",
     // Invalid options are not repeated into the log: the run ends at once, saying why.
     goal: valid?.goal ?? "",
@@ -24,30 +24,9 @@ export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R
     ...(valid === undefined ? {} : { policies: Termination.names(valid.loop.policies) }),
     permission: allowAll ? "allow_all" : "policy",
     ...(unguarded.length > 0 ? { unguardedTools: unguarded } : {}),
-    ...(valid === undefined ? {} : { limits: limitsOf(valid) })
-  })
-}
-
-/** The limits a run resolved to, by name, as `run.started` records them. */
-const limitsOf = <RV, R>(valid: Resolved<RV, R>): Record<string, number> => {
-  const { registry, loop } = valid
-  const all: Record<string, number | undefined> = {
-    // The limits of the policies in force, defaults included (a limit given for a policy removed is not).
-    ...Object.assign({}, ...loop.policies.map((policy) => policy.limits ?? {})),
-    runTimeoutMillis: valid.timeoutMillis,
-    stepTimeoutMillis: registry.time.stepMillis,
-    attemptTimeoutMillis: registry.time.attemptMillis,
-    approvalTimeoutMillis: registry.time.approvalMillis,
-    stopGraceMillis: valid.stopGraceMillis,
-    concurrency: loop.concurrency,
-    correctionBudget: loop.correctionBudget,
-    maxRecoveries: loop.recovery.maxRecoveries,
-    maxArgumentChars: registry.limits.maxArgumentChars,
-    maxArgumentDepth: registry.limits.maxArgumentDepth,
-    maxObservationChars: registry.limits.maxObservationChars
-  }
-  const limits: Record<string, number> = {}
-  for (const [name, value] of Object.entries(all))
-    if (value !== undefined && Number.isFinite(value)) limits[name] = value
-  return limits
+    ...(valid === undefined ? {} : { limits: recordedLimits(valid) }),
+    runId,
+    seq,
+    at
+  }))
 }

@@ -23,13 +23,13 @@ export const decide = (
   detail: string,
   finalAnswer?: string
 ): Outcome => {
-  RunContext.emit(ctx, { _tag: "termination.decided", policy, reason, detail })
+  RunContext.decided(ctx, policy, reason, detail)
   return { reason, policy, detail, finalAnswer }
 }
 
 /** A reminder to the model: the log's fold puts it in the conversation (see `RunLog`). */
 export const remind = (ctx: RunContext.RunContext, kind: string, text: string): void => {
-  RunContext.emit(ctx, { _tag: "reminder.injected", kind, text })
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "reminder.injected", kind, text, runId, seq, at }))
 }
 
 export const checkpoint = <R>(
@@ -78,12 +78,32 @@ export const correct = Effect.fnUntraced(function* <R>(
   const made = ctx.log.counters.toolCorrectionAttempts
   if (made >= config.correctionBudget) {
     if (correction.recordSpent !== false) {
-      RunContext.emit(ctx, { _tag: "recovery.failed", kind, ...call, attempts: made, scope: correction.scope, cause })
+      RunContext.emit(ctx, ({ runId, seq, at }) => ({
+        _tag: "recovery.failed",
+        kind,
+        ...call,
+        attempts: made,
+        scope: correction.scope,
+        cause,
+        runId,
+        seq,
+        at
+      }))
     }
     return false
   }
   yield* RunContext.transition(ctx, "recovering")
-  RunContext.emit(ctx, { _tag: "recovery.started", kind, ...call, attempt: made + 1, delayMillis: 0, cause })
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "recovery.started",
+    kind,
+    ...call,
+    attempt: made + 1,
+    delayMillis: 0,
+    cause,
+    runId,
+    seq,
+    at
+  }))
   if (correction.reminder !== undefined) remind(ctx, correction.reminder.kind, correction.reminder.text)
   return true
 })

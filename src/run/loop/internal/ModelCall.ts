@@ -48,6 +48,28 @@ const switchable: ReadonlySet<Recovery.GiveUp> = new Set<Recovery.GiveUp>([
 ])
 
 /**
+ * The request's record, with its attempt and deadline (R4.2). A function of its own, so
+ * that what it is built from is not kept by the closures of the call while it waits.
+ */
+const recordRequest = (
+  ctx: RunContext.RunContext,
+  iteration: number,
+  n: number,
+  limit: { readonly layer: Deadline.Layer; readonly at: number }
+): void => {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "model.requested",
+    iteration,
+    attempt: n,
+    deadlineAt: limit.at,
+    layer: limit.layer,
+    runId,
+    seq,
+    at
+  }))
+}
+
+/**
  * One attempt: records the request with its deadline, calls the model through the
  * user-code boundary, checks the response, and bounds it by min(the attempt timeout,
  * what is left of the step, what is left of the run) (R4.2). Every failure is recorded;
@@ -62,13 +84,7 @@ const attempt = (
 ): Effect.Effect<Model.Response, Failure.Failure> => {
   const own = { layer: "attempt", millis: settings.registry.time.attemptMillis } as const
   return Effect.flatMap(Deadline.left(own), (limit) => {
-    RunContext.emit(ctx, {
-      _tag: "model.requested",
-      iteration,
-      attempt: n,
-      deadlineAt: limit.at,
-      layer: limit.layer
-    })
+    recordRequest(ctx, iteration, n, limit)
     const request: Model.Request = {
       runId: ctx.runId,
       iteration,
@@ -102,7 +118,14 @@ const attempt = (
       Effect.catchCause((cause) => {
         if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
         const failure = Failure.fromCause("provider", cause)
-        RunContext.emit(ctx, { _tag: "model.failed", iteration, failure: Failure.summarize(failure) })
+        RunContext.emit(ctx, ({ runId, seq, at }) => ({
+          _tag: "model.failed",
+          iteration,
+          failure: Failure.summarize(failure),
+          runId,
+          seq,
+          at
+        }))
         return Effect.fail(failure)
       })
     )
@@ -128,7 +151,14 @@ export const recordCutOff = (ctx: RunContext.RunContext): void => {
   if (last?._tag !== "model.requested") return
   const afterMillis = Math.max(0, ctx.deadlineAt - ctx.startedAt)
   const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis })
-  RunContext.emit(ctx, { _tag: "model.failed", iteration: last.iteration, failure: Failure.summarize(failure) })
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "model.failed",
+    iteration: last.iteration,
+    failure: Failure.summarize(failure),
+    runId,
+    seq,
+    at
+  }))
 }
 
 /**
@@ -187,13 +217,16 @@ export const call = (
           const canSwitch = !Recovery.isExhausted(reason) || switchable.has(reason.why)
           const next = chain[ctx.log.fallbacks + 1]
           if (!canSwitch || next === undefined) return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
-          RunContext.emit(ctx, {
+          RunContext.emit(ctx, ({ runId, seq, at }) => ({
             _tag: "model.fallback",
             iteration,
             from: ctx.log.model,
             to: next.name,
-            failure: Failure.summarize(failure)
-          })
+            failure: Failure.summarize(failure),
+            runId,
+            seq,
+            at
+          }))
           return call(ctx, settings, chain, iteration)
         })
     })

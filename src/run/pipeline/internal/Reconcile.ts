@@ -66,14 +66,17 @@ export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Fa
   )
   if (Exit.isFailure(asked) && Cause.hasInterruptsOnly(asked.cause)) return yield* Effect.interrupt
   const record = (verdict: "applied" | "not_applied" | "undecidable", detail: string) =>
-    RunContext.emit(ctx, {
+    RunContext.emit(ctx, ({ runId, seq, at }) => ({
       _tag: "tool.reconciled",
       callId: context.callId,
       name: tool.name,
       idempotencyKey: context.idempotencyKey,
       verdict,
-      detail
-    })
+      detail,
+      runId,
+      seq,
+      at
+    }))
   const undecided = (detail: string): Outcome => {
     record("undecidable", detail)
     return {

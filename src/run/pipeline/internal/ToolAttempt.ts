@@ -8,6 +8,7 @@ import { Cause, Effect, Result } from "effect"
 import type * as RunState from "../../../events/RunState.ts"
 import * as Failure from "../../../failure/Failure.ts"
 import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
+import type * as Model from "../../../model/Model.ts"
 import type * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
@@ -73,14 +74,7 @@ const start = <R>(
       })
     )
   }
-  RunContext.emit(ctx, {
-    _tag: "tool.attempted",
-    callId: c.call.id,
-    name: c.call.name,
-    attempt: n,
-    deadlineAt: limit.at,
-    layer: limit.layer
-  })
+  recordAttempt(ctx, c.call, n, limit)
   const once = Effect.suspend(() => callHandler(c)).pipe(
     Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
@@ -109,6 +103,29 @@ const start = <R>(
   return mayHaveEffects(tool) && !tool.metadata.idempotent
     ? Effect.andThen(Commit.intent(ctx, `${tool.name} (${c.call.id})`), guarded)
     : guarded
+}
+
+/**
+ * The attempt's record, with its deadline (R4.2). A function of its own, so that what the
+ * record is built from is not kept by the closures of the attempt while its handler runs.
+ */
+const recordAttempt = (
+  ctx: RunContext.RunContext,
+  call: Model.ToolCall,
+  n: number,
+  limit: { readonly layer: Deadline.Layer; readonly at: number }
+): void => {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "tool.attempted",
+    callId: call.id,
+    name: call.name,
+    attempt: n,
+    deadlineAt: limit.at,
+    layer: limit.layer,
+    runId,
+    seq,
+    at
+  }))
 }
 
 const episodeOf = <R>(c: Call<R>): Recovery.Episode => ({
@@ -232,12 +249,15 @@ export const settleResumed = <R>(
         ? again(made + 1)
         : Effect.tap(again(made + 1), () =>
             Effect.sync(() => {
-              RunContext.emit(c.ctx, {
+              RunContext.emit(c.ctx, ({ runId, seq, at }) => ({
                 _tag: "recovery.completed",
                 kind: episode.kind,
                 attempt: retries,
-                callId: c.call.id
-              })
+                callId: c.call.id,
+                runId,
+                seq,
+                at
+              }))
             })
           ),
       (cause) => Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made + 1 }, again, cause)

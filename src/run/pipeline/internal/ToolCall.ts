@@ -71,14 +71,17 @@ export const failed = (
   status: "failed" | "inconsistent" = "failed",
   output?: unknown
 ): ToolResult.ToolResult => {
-  RunContext.emit(ctx, {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "tool.failed",
     callId: call.id,
     name: call.name,
     error,
     maxRetries,
-    ...(output === undefined ? {} : { output })
-  })
+    ...(output === undefined ? {} : { output }),
+    runId,
+    seq,
+    at
+  }))
   return ToolResult.failed(call.id, call.name, error, status)
 }
 

@@ -36,7 +36,15 @@ const refused = (error: ToolResult.ToolError, maxRetries: number, blocked = fals
 /** Records a refusal and gives the call's result. */
 export const refuse = (ctx: RunContext.RunContext, call: Model.ToolCall, refusal: Refused): ToolResult.ToolResult => {
   if (!refusal.blocked) return failed(ctx, call, refusal.error, refusal.maxRetries)
-  RunContext.emit(ctx, { _tag: "tool.blocked", callId: call.id, name: call.name, error: refusal.error })
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "tool.blocked",
+    callId: call.id,
+    name: call.name,
+    error: refusal.error,
+    runId,
+    seq,
+    at
+  }))
   return ToolResult.failed(call.id, call.name, refusal.error, "blocked")
 }
 

@@ -25,7 +25,17 @@ const record = (
   settlement: Tool.Settlement,
   detail: string
 ): void => {
-  RunContext.emit(ctx, { _tag: "tool.interrupted", callId: call.id, name: call.name, attempt, settlement, detail })
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "tool.interrupted",
+    callId: call.id,
+    name: call.name,
+    attempt,
+    settlement,
+    detail,
+    runId,
+    seq,
+    at
+  }))
 }
 
 /** Without a handler's own word, an interrupted call that could change the world may have. */
@@ -175,7 +185,15 @@ export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<str
     const tool = tools.get(name)
     if (ctx.log.approvals.includes(callId)) {
       waited = true
-      RunContext.emit(ctx, { _tag: "approval.decided", callId, name, decision: "withdrawn" })
+      RunContext.emit(ctx, ({ runId, seq, at }) => ({
+        _tag: "approval.decided",
+        callId,
+        name,
+        decision: "withdrawn",
+        runId,
+        seq,
+        at
+      }))
       recordNeverRan(ctx, call, "withdrawn: the run ended before the call went on; it never ran")
     } else if (ctx.log.retries.includes(callId)) {
       waited = true

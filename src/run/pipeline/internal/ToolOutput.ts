@@ -172,14 +172,17 @@ export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): 
   const { sensitive, secrets, shown } = shownOutput(c, output, encoded)
   const text = sensitive && observe === undefined ? (JSON.stringify(shown) ?? "null") : rendered
   const observation = truncate(Redaction.maskText(text, secrets), c.registry.limits.maxObservationChars)
-  RunContext.emit(ctx, {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "tool.succeeded",
     callId: call.id,
     name: call.name,
     sideEffect: tool.metadata.sideEffect,
     observation,
     input: c.args,
-    output: shown
-  })
+    output: shown,
+    runId,
+    seq,
+    at
+  }))
   return { callId: call.id, name: call.name, status: "succeeded", output: shown, observation }
 }

@@ -1,0 +1,203 @@
+/**
+ * Alarms on a `Clock`: callbacks due at absolute times, all of one clock watched by ONE
+ * fiber that sleeps on that clock (`clock.sleep`, so the live clock and `TestClock` take
+ * the same path) until the earliest live alarm, fires what is due, and ends when none is
+ * left. Many runs of one process share that fiber instead of one each.
+ *
+ * The alarms of a clock are a binary min-heap by time (then by order of setting). A
+ * cleared alarm drops its callback at once; deeper in the heap it stays as a tombstone
+ * until it reaches the top, and the heap is rebuilt without them once they outnumber the
+ * live ones. When the earliest live alarm changes (an earlier one set, the head cleared),
+ * the sleeper is restarted for it, so a cleared alarm never keeps the process waiting.
+ */
+import { type Clock, Duration, Effect, type Fiber, type Scheduler } from "effect"
+
+/** One alarm: set by {@link set}, given to {@link clear}. */
+export class Alarm {
+  readonly owner: Alarms | undefined
+  readonly at: number
+  readonly order: number
+  /** What it does when due; `undefined` once it fired or was cleared. */
+  fire: (() => void) | undefined
+  constructor(owner: Alarms | undefined, at: number, order: number, fire: (() => void) | undefined) {
+    this.owner = owner
+    this.at = at
+    this.order = order
+    this.fire = fire
+  }
+}
+
+/** The alarms of one clock, and its sleeper. */
+class Alarms {
+  readonly clock: Clock.Clock
+  readonly scheduler: Scheduler.Scheduler
+  readonly heap: Array<Alarm> = []
+  /** Alarms in the heap that are neither fired nor cleared. */
+  live = 0
+  /** How many alarms were ever set: their order among equal times. */
+  count = 0
+  /** The fiber sleeping until the head's time, if any, and that time. */
+  sleeper: Fiber.Fiber<void> | undefined = undefined
+  until = Number.POSITIVE_INFINITY
+  /** True while the sleeper fires what is due: it sleeps again for the new head itself. */
+  firing = false
+  constructor(clock: Clock.Clock, scheduler: Scheduler.Scheduler) {
+    this.clock = clock
+    this.scheduler = scheduler
+  }
+}
+
+const byClock = new WeakMap<Clock.Clock, Alarms>()
+
+/** An alarm that never fires (for a time that never comes): nothing is kept for it. */
+const never = new Alarm(undefined, Number.POSITIVE_INFINITY, 0, undefined)
+
+/**
+ * Sets an alarm: `fire` is called (synchronously, by the clock's sleeper) once `clock`
+ * reaches `at`, unless {@link clear}ed first. The sleeper runs on `scheduler`, the one of
+ * the fiber that first set an alarm on this clock (a `TestClock` counts on its own).
+ */
+export const set = (clock: Clock.Clock, scheduler: Scheduler.Scheduler, at: number, fire: () => void): Alarm => {
+  if (at === Number.POSITIVE_INFINITY) return never
+  let alarms = byClock.get(clock)
+  if (alarms === undefined) {
+    alarms = new Alarms(clock, scheduler)
+    byClock.set(clock, alarms)
+  }
+  const alarm = new Alarm(alarms, at, alarms.count++, fire)
+  push(alarms.heap, alarm)
+  alarms.live++
+  if (!alarms.firing && alarms.heap[0] === alarm) wake(alarms)
+  return alarm
+}
+
+/**
+ * Clears an alarm, at once: its callback is dropped (with what it holds) and will not
+ * be called. Clearing an alarm that fired or was cleared already does nothing.
+ */
+export const clear = (alarm: Alarm): void => {
+  const alarms = alarm.owner
+  if (alarm.fire === undefined || alarms === undefined) return
+  alarm.fire = undefined
+  alarms.live--
+  const head = alarms.heap[0] === alarm
+  if (head) dropCleared(alarms.heap)
+  if (alarms.heap.length - alarms.live > alarms.live) compact(alarms.heap)
+  if (head && !alarms.firing) wake(alarms)
+}
+
+/** How many alarms are kept for `clock`, cleared ones not yet dropped included (for tests). */
+export const kept = (clock: Clock.Clock): number => byClock.get(clock)?.heap.length ?? 0
+
+/** Whether `clock` has a sleeper now (for tests). */
+export const sleeping = (clock: Clock.Clock): boolean => byClock.get(clock)?.sleeper !== undefined
+
+/** The sleeper for the current head: kept if it sleeps until then, restarted otherwise, stopped if none. */
+const wake = (alarms: Alarms): void => {
+  const head = alarms.heap[0]
+  if (alarms.sleeper !== undefined && head?.at === alarms.until) return
+  const previous = alarms.sleeper
+  alarms.sleeper = undefined
+  alarms.until = Number.POSITIVE_INFINITY
+  previous?.interruptUnsafe()
+  if (head === undefined) return
+  const fiber = Effect.runFork(sleep(alarms), { scheduler: alarms.scheduler })
+  alarms.sleeper = fiber
+  // A sleeper that ended by itself (none left, or a callback that threw) is replaced if some are left.
+  fiber.addObserver(() => {
+    if (alarms.sleeper !== fiber) return
+    alarms.sleeper = undefined
+    alarms.until = Number.POSITIVE_INFINITY
+    if (alarms.heap.length > 0) wake(alarms)
+  })
+}
+
+/** Sleeps until the earliest live alarm, fires every alarm due, and again while some are left. */
+const sleep = Effect.fnUntraced(function* (alarms: Alarms) {
+  const clock = alarms.clock
+  let head = alarms.heap[0]
+  while (head !== undefined) {
+    alarms.until = head.at
+    yield* clock.sleep(Duration.millis(Math.max(0, head.at - clock.currentTimeMillisUnsafe())))
+    fireDue(alarms, clock.currentTimeMillisUnsafe())
+    head = alarms.heap[0]
+  }
+  alarms.until = Number.POSITIVE_INFINITY
+})
+
+/** Takes every alarm due at `now` off the heap and calls it, in order of time. */
+const fireDue = (alarms: Alarms, now: number): void => {
+  alarms.firing = true
+  try {
+    for (let head = alarms.heap[0]; head !== undefined && head.at <= now; head = alarms.heap[0]) {
+      pop(alarms.heap)
+      const fire = head.fire
+      head.fire = undefined
+      alarms.live--
+      dropCleared(alarms.heap)
+      fire?.()
+    }
+  } finally {
+    alarms.firing = false
+  }
+}
+
+/** Drops cleared alarms off the top, so the head is a live one (or there is none). */
+const dropCleared = (heap: Array<Alarm>): void => {
+  for (let head = heap[0]; head !== undefined && head.fire === undefined; head = heap[0]) pop(heap)
+}
+
+/** The heap rebuilt with its live alarms only. */
+const compact = (heap: Array<Alarm>): void => {
+  let n = 0
+  for (const alarm of heap) if (alarm.fire !== undefined) heap[n++] = alarm
+  heap.length = n
+  for (let i = (n >> 1) - 1; i >= 0; i--) down(heap, i)
+}
+
+/** Whether the alarm at `i` comes before the one at `j` (by time, then by order of setting). */
+const before = (heap: Array<Alarm>, i: number, j: number): boolean => {
+  const a = heap[i]
+  const b = heap[j]
+  if (a === undefined || b === undefined) return false
+  return a.at < b.at || (a.at === b.at && a.order < b.order)
+}
+
+const push = (heap: Array<Alarm>, alarm: Alarm): void => {
+  heap.push(alarm)
+  let i = heap.length - 1
+  while (i > 0) {
+    const parent = (i - 1) >> 1
+    if (!before(heap, i, parent)) break
+    swap(heap, i, parent)
+    i = parent
+  }
+}
+
+const pop = (heap: Array<Alarm>): void => {
+  const last = heap.pop()
+  if (last === undefined || heap.length === 0) return
+  heap[0] = last
+  down(heap, 0)
+}
+
+const down = (heap: Array<Alarm>, from: number): void => {
+  let i = from
+  for (;;) {
+    const left = 2 * i + 1
+    let least = i
+    if (before(heap, left, least)) least = left
+    if (before(heap, left + 1, least)) least = left + 1
+    if (least === i) return
+    swap(heap, i, least)
+    i = least
+  }
+}
+
+const swap = (heap: Array<Alarm>, i: number, j: number): void => {
+  const a = heap[i]
+  const b = heap[j]
+  if (a === undefined || b === undefined) return
+  heap[i] = b
+  heap[j] = a
+}

@@ -1,0 +1,166 @@
+import { spawnSync } from "node:child_process"
+import * as Path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Clock, Effect, Scheduler } from "effect"
+import { TestClock } from "effect/testing"
+import * as Deadline from "../../src/time/Deadline.ts"
+import * as Alarms from "../../src/time/internal/Alarms.ts"
+
+/** Alarms that note their name in `fired` when they go off. */
+const recorder = () => {
+  const fired: Array<string> = []
+  const at = (millis: number, name: string) => Deadline.alarm(millis, () => fired.push(name))
+  return { fired, at }
+}
+
+describe("Deadline.alarm", () => {
+  it.effect("R3.11 an alarm goes off when the clock reaches its time, not before", () =>
+    Effect.gen(function* () {
+      const { fired, at } = recorder()
+      yield* at(1_000, "a")
+      yield* TestClock.adjust(999)
+      assert.deepStrictEqual(fired, [])
+      yield* TestClock.adjust(1)
+      assert.deepStrictEqual(fired, ["a"])
+    })
+  )
+
+  it.effect("alarms go off in order of time, equal times in the order they were set", () =>
+    Effect.gen(function* () {
+      const { fired, at } = recorder()
+      yield* at(300, "c")
+      yield* at(100, "a")
+      yield* at(300, "d")
+      yield* at(200, "b")
+      yield* TestClock.adjust(250)
+      assert.deepStrictEqual(fired, ["a", "b"])
+      yield* TestClock.adjust(1_000)
+      assert.deepStrictEqual(fired, ["a", "b", "c", "d"])
+    })
+  )
+
+  it.effect("an alarm set earlier than the one the clock's fiber sleeps for goes off at its own time", () =>
+    Effect.gen(function* () {
+      const { fired, at } = recorder()
+      yield* at(10_000, "late")
+      yield* at(50, "early")
+      yield* TestClock.adjust(50)
+      assert.deepStrictEqual(fired, ["early"])
+    })
+  )
+
+  it.effect("a cleared alarm never goes off and drops its callback; clearing twice does nothing", () =>
+    Effect.gen(function* () {
+      const { fired, at } = recorder()
+      const a = yield* at(100, "a")
+      const b = yield* at(200, "b")
+      Deadline.clearAlarm(b)
+      Deadline.clearAlarm(b)
+      assert.isUndefined(b.fire)
+      Deadline.clearAlarm(a)
+      yield* TestClock.adjust(1_000)
+      assert.deepStrictEqual(fired, [])
+    })
+  )
+
+  it.effect("the clock's fiber ends when no alarm is left, and starts again for the next one", () =>
+    Effect.gen(function* () {
+      const clock = yield* Effect.clockWith(Effect.succeed)
+      const { fired, at } = recorder()
+      const a = yield* at(100, "a")
+      const b = yield* at(60_000, "b")
+      assert.isTrue(Alarms.sleeping(clock))
+      // The head cleared: the fiber sleeps for the next one.
+      Deadline.clearAlarm(a)
+      assert.isTrue(Alarms.sleeping(clock))
+      Deadline.clearAlarm(b)
+      assert.isFalse(Alarms.sleeping(clock))
+      assert.strictEqual(Alarms.kept(clock), 0)
+      yield* at(500, "c")
+      yield* TestClock.adjust(500)
+      assert.deepStrictEqual(fired, ["c"])
+      // It went off, and it was the last: nothing sleeps.
+      assert.isFalse(Alarms.sleeping(clock))
+    })
+  )
+
+  it.effect("an alarm at an infinite time keeps nothing", () =>
+    Effect.gen(function* () {
+      const clock = yield* Effect.clockWith(Effect.succeed)
+      const alarm = yield* Deadline.alarm(Number.POSITIVE_INFINITY, () => assert.fail("fired"))
+      assert.strictEqual(Alarms.kept(clock), 0)
+      assert.isFalse(Alarms.sleeping(clock))
+      Deadline.clearAlarm(alarm)
+    })
+  )
+
+  it.effect("an alarm whose time has passed goes off at once", () =>
+    Effect.gen(function* () {
+      yield* TestClock.adjust(1_000)
+      const { fired, at } = recorder()
+      yield* at(400, "past")
+      yield* TestClock.adjust(0)
+      assert.deepStrictEqual(fired, ["past"])
+    })
+  )
+
+  it.effect("alarms set and cleared by an alarm's callback are kept in order", () =>
+    Effect.gen(function* () {
+      const [clock, scheduler] = yield* Effect.withFiber((fiber) =>
+        Effect.succeed([fiber.getRef(Clock.Clock), fiber.getRef(Scheduler.Scheduler)] as const)
+      )
+      const fired: Array<string> = []
+      const later = yield* Deadline.alarm(300, () => fired.push("cleared by a"))
+      yield* Deadline.alarm(100, () => {
+        fired.push("a")
+        Deadline.clearAlarm(later)
+        // Set from inside the callback, due before the next one.
+        Alarms.set(clock, scheduler, 150, () => fired.push("set by a"))
+      })
+      yield* Deadline.alarm(200, () => fired.push("b"))
+      yield* TestClock.adjust(1_000)
+      assert.deepStrictEqual(fired, ["a", "set by a", "b"])
+      assert.isFalse(Alarms.sleeping(clock))
+    })
+  )
+
+  it.effect("memory stays bounded: cleared alarms deep in the heap are dropped once they outnumber the live", () =>
+    Effect.gen(function* () {
+      const clock = yield* Effect.clockWith(Effect.succeed)
+      const n = 10_000
+      const alarms: Array<Deadline.Alarm> = []
+      // Each alarm later than the one before, as the deadlines of runs started one after another.
+      for (let i = 0; i < n; i++) alarms.push(yield* Deadline.alarm(1_000 + i, () => {}))
+      // The first stays live; every other one ends, so none of those cleared is the head.
+      let most = 0
+      for (let i = 1; i < n; i++) {
+        Deadline.clearAlarm(alarms[i] as Deadline.Alarm)
+        most = Math.max(most, Alarms.kept(clock))
+        assert.isAtMost(Alarms.kept(clock), 2 * (n - i) + 1)
+      }
+      assert.isAtMost(Alarms.kept(clock), 2)
+      assert.strictEqual(most, n)
+      Deadline.clearAlarm(alarms[0] as Deadline.Alarm)
+      assert.strictEqual(Alarms.kept(clock), 0)
+    })
+  )
+})
+
+describe("Deadline.alarm on the live clock", () => {
+  const script = Path.resolve(import.meta.dirname, "..", "fixtures", "one-run.ts")
+  const exits = (mode: string) => {
+    // A process kept alive by a finished run's deadline (minutes) would be killed at the timeout.
+    const child = spawnSync(process.execPath, [script, mode], { encoding: "utf8", timeout: 20_000 })
+    assert.isNull(child.signal, "the process did not exit by itself after its runs")
+    assert.strictEqual(child.status, 0, child.stderr)
+    return child.stdout.trim().split("\n")
+  }
+
+  it("R3.11 a program that does one run exits when it ends: its deadline keeps nothing alive", () => {
+    assert.deepStrictEqual(exits("one"), ["completed"])
+  })
+
+  it("R3.11 two runs at once, the later one with the earlier deadline: the program exits when both end", () => {
+    assert.deepStrictEqual(exits("two"), ["completed", "completed"])
+  })
+})
