@@ -9,6 +9,12 @@
  * until it reaches the top, and the heap is rebuilt without them once they outnumber the
  * live ones. When the earliest live alarm changes (an earlier one set, the head cleared),
  * the sleeper is restarted for it, so a cleared alarm never keeps the process waiting.
+ *
+ * Written here because effect has no synchronous priority queue (`TxPriorityQueue` is
+ * transactional, and setting or clearing an alarm happens outside any fiber). The alarms are
+ * kept per clock in a `WeakMap`: a clock (the live one, a test's `TestClock`) is the only
+ * owner they can have, since a run's deadline is on the clock its caller gave it; a clock
+ * nobody holds any more takes its alarms with it.
  */
 import { type Clock, Duration, Effect, type Fiber, type Scheduler } from "effect"
 
