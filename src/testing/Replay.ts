@@ -27,7 +27,7 @@ import { TestClock } from "effect/testing"
 import * as Event from "../events/Event.ts"
 import * as Model from "../model/Model.ts"
 import * as Run from "../run/Run.ts"
-import type * as RunResult from "../run/RunResult.ts"
+import * as RunResult from "../run/RunResult.ts"
 import type * as Tool from "../tools/Tool.ts"
 import { firstParting } from "./internal/ReplayCompare.ts"
 import * as Playback from "./internal/ReplayPlayback.ts"
@@ -187,10 +187,16 @@ export const expectMatch = <T extends Tool.Any, RV = never, O = never>(
  * @since 0.6.0
  */
 export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>()("ReplayDiverged", {
-  report: Schema.Any
+  report: Schema.Struct({
+    _tag: Schema.Literal("Diverged"),
+    seq: Schema.Int,
+    expected: Schema.UndefinedOr(Event.Event),
+    actual: Schema.UndefinedOr(Event.Event),
+    detail: Schema.String,
+    result: RunResult.RunResult
+  })
 }) {
   override get message(): string {
-    const report = this.report as Diverged
-    return `the replay diverged at seq ${report.seq}: ${report.detail}`
+    return `the replay diverged at seq ${this.report.seq}: ${this.report.detail}`
   }
 }

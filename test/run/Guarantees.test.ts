@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Metric, Option, Schema, Stream, Tracer } from "effect"
+import { Effect, Layer, Metric, Option, Schema, Stream } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Model from "../../src/model/Model.ts"
@@ -16,6 +16,7 @@ import * as Metrics from "../../src/tracing/Metrics.ts"
 import * as Validation from "../../src/validation/Validation.ts"
 import { hostile, unprintable } from "../support/hostile.ts"
 import { assertRoundTrips } from "../support/schema.ts"
+import { memoryTracer } from "../support/tracer.ts"
 
 type Handler = (input: unknown, context: Tool.CallContext) => Effect.Effect<unknown, never>
 
@@ -605,14 +606,7 @@ describe("R12 R4.2 R5.1 user code that cannot be interrupted", () => {
   it.live(
     "R9 R12 a run left behind after the stop grace ends as any run does: its result in its journal, on its span, in its metrics",
     () => {
-      const spans: Array<Tracer.NativeSpan> = []
-      const tracer = Tracer.make({
-        span: (options) => {
-          const made = new Tracer.NativeSpan(options)
-          spans.push(made)
-          return made
-        }
-      })
+      const { tracer, spans } = memoryTracer()
       return Effect.gen(function* () {
         const cancelled = Metric.withAttributes(Metrics.runs, { status: "cancelled", stop_reason: "cancelled" })
         const before = (yield* Metric.value(cancelled)).count

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Layer, Redacted, Schedule, Schema, Stream, Tracer } from "effect"
+import { Cause, Effect, Exit, Layer, Redacted, Schedule, Schema, Stream, type Tracer } from "effect"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Model from "../../src/model/Model.ts"
@@ -14,19 +14,7 @@ import { errorType, genAi, runtime, span } from "../../src/tracing/Attributes.ts
 import * as Tracing from "../../src/tracing/Tracing.ts"
 import { drive } from "../support/clock.ts"
 import { crashThenResume, layers, pay } from "../support/restart.ts"
-
-/** An in-memory tracer: every span it makes, in the order they started. */
-const memoryTracer = () => {
-  const spans: Array<Tracer.NativeSpan> = []
-  const tracer = Tracer.make({
-    span: (options) => {
-      const made = new Tracer.NativeSpan(options)
-      spans.push(made)
-      return made
-    }
-  })
-  return { tracer, spans }
-}
+import { memoryTracer } from "../support/tracer.ts"
 
 /** A model that fails its first call with a 429 (retried), then with a 400 (not retryable: the run falls back). */
 const primary = (): Model.Model["Service"] => {
