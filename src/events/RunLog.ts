@@ -25,11 +25,10 @@ import type * as Event from "./Event.ts"
  * @since 0.3.0
  */
 export interface Batch {
-  /** The run's identity of each call (`callId`). */
+  /** The calls as the model sent them (its `model.responded`'s `toolCalls`): their names and the model's own ids. */
+  readonly calls: ReadonlyArray<Model.ToolCall>
+  /** The run's identity of each call (`callId`), by the call's position. */
   readonly callIds: ReadonlyArray<string>
-  /** The model's own id of each call, which the conversation keeps. */
-  readonly toolCallIds: ReadonlyArray<string>
-  readonly names: ReadonlyArray<string>
   /** The observation of each call that has its result, by the call's position. */
   readonly observations: ReadonlyArray<string | undefined>
   /** Reminders injected while results were outstanding. */
@@ -132,7 +131,7 @@ const without = (list: ReadonlyArray<string>, item: string): ReadonlyArray<strin
 const nameOf = (batch: Batch | undefined, callId: string | undefined): string | undefined => {
   if (batch === undefined || callId === undefined) return undefined
   const i = batch.callIds.indexOf(callId)
-  return i < 0 ? undefined : batch.names[i]
+  return batch.calls[i]?.name
 }
 
 /** A call's result came: kept in its place, and the batch's messages sent once all are in. */
@@ -144,10 +143,10 @@ const settle = (s: State, callId: string, observation: string): Partial<State> |
   const observations = batch.observations.slice()
   observations[i] = observation
   if (observations.some((o) => o === undefined)) return { batch: { ...batch, observations } }
-  const results: Array<Model.Message> = batch.callIds.map((_, j) => ({
+  const results: Array<Model.Message> = batch.calls.map((call, j) => ({
     _tag: "tool",
-    toolCallId: batch.toolCallIds[j] ?? "",
-    name: batch.names[j] ?? "",
+    toolCallId: call.id,
+    name: call.name,
     content: observations[j] ?? ""
   }))
   return {
@@ -182,9 +181,8 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
         conversation: append(s.conversation, [assistant]),
         batch: asked
           ? {
+              calls: e.toolCalls,
               callIds: e.callIds,
-              toolCallIds: e.toolCalls.map((c) => c.id),
-              names: e.toolCalls.map((c) => c.name),
               observations: e.toolCalls.map(() => undefined),
               reminders: [],
               closed: false

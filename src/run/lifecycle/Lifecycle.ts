@@ -3,29 +3,26 @@
  * deadline, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { type Clock, Deferred, Effect, Exit, type Fiber, Result } from "effect"
+import { type Clock, Deferred, Effect, type Fiber, Result } from "effect"
 import type * as Journal from "../../journal/Journal.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as Tool from "../../tools/Tool.ts"
-import * as Metrics from "../../tracing/Metrics.ts"
 import * as Spans from "../../tracing/Spans.ts"
 import * as Validation from "../../validation/Validation.ts"
-import * as Commit from "../internal/Commit.ts"
 import * as Durable from "../internal/Durable.ts"
 import { type Resolved, resolve } from "../internal/Resolve.ts"
 import * as RunContext from "../internal/RunContext.ts"
-import { leftBehind, rescue } from "../internal/RunEnd.ts"
 import { randomRunId } from "../internal/RunId.ts"
 import type { Ending } from "../internal/RunOutcome.ts"
 import * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import * as RunObserver from "../RunObserver.ts"
 import type * as RunOptions from "../RunOptions.ts"
-import type * as RunResult from "../RunResult.ts"
-import { finalize, interrupted, judged } from "./internal/Judgement.ts"
+import { Closing, type Done, type Given } from "./internal/Closing.ts"
+import { interrupted, judged } from "./internal/Judgement.ts"
 import { started } from "./internal/Started.ts"
 
 /** Invalid options end the run at once, saying which field and why. */
@@ -200,10 +197,6 @@ export interface Start {
   readonly cancelled?: boolean | undefined
 }
 
-/** How a run its host took away ends: with its suspension instead of a result. */
-const ended = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspended> | undefined =>
-  ctx.suspended === undefined ? undefined : Exit.fail(ctx.suspended)
-
 /**
  * The whole run, to be run in its own fiber: the lifecycle, interruptible by the run's
  * one deadline (an alarm on its clock that interrupts this fiber) and by `cancel`; then,
@@ -211,7 +204,7 @@ const ended = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspende
  * interruption when it was interrupted).
  *
  * The fiber is also watched from outside: however it ends, even skipping its own ending
- * (see {@link rescue}), `done` gets a result (R12). Stopped from outside, the run gives
+ * (see `Closing`), `done` gets a result (R12). Stopped from outside, the run gives
  * its result within the stop grace, even if what it interrupted cannot be interrupted.
  * A run its host suspended (`RunContext.suspend`) ends `done` with that suspension
  * instead, and writes nothing more.
@@ -219,7 +212,7 @@ const ended = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspende
 export const execute = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
-  done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
+  done: Done,
   start: Start = {}
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   // `done` is completed once the run's span has ended: a caller that exports it on return has it.
@@ -229,9 +222,6 @@ export const execute = <RV, R>(
     )
   )
 
-/** What `done` gets: the run's result, or the suspension its host made of it. */
-type Given = Exit.Exit<RunResult.RunResult, RunContext.Suspended>
-
 /** Lets the lifecycle be interrupted inside the uninterruptible run. */
 type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 
@@ -239,53 +229,26 @@ type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, 
 const execution = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
-  done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
+  done: Done,
   // Read once here: the closures of the run keep what they read, not its host's `Start`.
   { resume, cancelled }: Start,
   restore: Restore
 ): Effect.Effect<Given | undefined, never, R | RV | Model.Model> =>
   Effect.withFiber((self) => {
     const valid = Result.getOrUndefined(resolved)
-    const tools: ReadonlyMap<string, Tool.Any<unknown>> = valid?.registry.tools ?? noTools
-    const settled = attach(ctx, self.getRef(RunObserver.RunObservers))
-    // The one way a result leaves the run: in the journal before the caller gets it (R9),
-    // on its span and metrics (the ending, counters, usage and cost), with every observer
-    // (a recorder has written `run.finished`), then to `done`.
-    let closed: RunResult.RunResult | undefined
-    const close = (result: RunResult.RunResult): Effect.Effect<void> => {
-      closed = result
-      return Effect.andThen(
-        Commit.final(ctx, result),
-        Effect.andThen(Effect.andThen(Spans.ended(result), Metrics.record(result)), settled)
-      )
-    }
-    // A result made outside the run's fiber (see below) is closed in a fiber of its own,
-    // with the run's context (its span among it).
-    const context = self.context
-    const closeOutside = (result: () => RunResult.RunResult) => {
-      if (Deferred.isDoneUnsafe(done)) return
-      // Its ending was under way when the fiber ended (the store died in its last commit): its result stands.
-      if (closed !== undefined) return Deferred.doneUnsafe(done, Exit.succeed(closed))
-      const suspended = ended(ctx)
-      if (suspended !== undefined) Deferred.doneUnsafe(done, suspended)
-      else {
-        const made = result()
-        Effect.runForkWith(context)(Effect.ensuring(close(made), Deferred.succeed(done, made)))
-      }
-    }
-    // The grace is real time on purpose: a TestClock never advanced must not stall the result.
-    let grace: ReturnType<typeof setTimeout> | undefined
+    const closing = new Closing(
+      ctx,
+      done,
+      valid?.registry.tools ?? noTools,
+      attach(ctx, self.getRef(RunObserver.RunObservers)),
+      self.context
+    )
     if (valid !== undefined) {
       const graceMillis = valid.stopGraceMillis
-      ctx.onStop = () => {
-        grace = setTimeout(() => closeOutside(() => leftBehind(ctx, tools, graceMillis)), graceMillis)
-        grace.unref?.()
-      }
+      ctx.onStop = () => closing.stopped(graceMillis)
     }
-    self.addObserver((exit) => {
-      clearTimeout(grace)
-      closeOutside(() => rescue(ctx, exit, tools))
-    })
+    // However the fiber ends, even skipping its own ending, `done` gets a result (R12).
+    self.addObserver((exit) => closing.fiberEnded(exit))
     if (resume === undefined) started(ctx, valid, self.getRef(Permission.Permission) === Permission.allowAll)
     else {
       // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
@@ -307,32 +270,15 @@ const execution = <RV, R>(
         : Effect.provideService(phases, Breakers.Observer, (transition) => {
             RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "circuit.changed", ...transition, runId, seq, at }))
           })
-    // Still inside the mask: a cancel that interrupted this fiber cannot lose the result.
-    const ending = (
-      exit: Exit.Exit<Ending, unknown>,
-      alarm: Deadline.Alarm | undefined
-    ): Effect.Effect<Given | undefined> => {
-      clearTimeout(grace)
-      if (alarm !== undefined) Deadline.clearAlarm(alarm)
-      // Ended already, left behind after the stop grace: what it did since changes nothing.
-      if (closed !== undefined) return Effect.undefined
-      // Taken away by its host: no ending; the journal keeps what the last barrier committed.
-      const suspended = ended(ctx)
-      if (suspended !== undefined) return Effect.as(settled, suspended)
-      // The result stands whatever became of its last commit (a store that died there).
-      return Effect.flatMap(finalize(ctx, exit, valid?.validation ?? Validation.empty, tools), (result) =>
-        Effect.as(Effect.exit(close(result)), Exit.succeed(result))
-      )
-    }
-    // Invalid options end the run at once: no deadline to watch. The phases hand over to the
-    // ending (`flatMap`), so nothing of this setup stays on the stack while they run.
-    const watched =
-      valid === undefined
-        ? Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, undefined))
-        : Effect.flatMap(deadline(ctx, self), (alarm) =>
-            Effect.flatMap(Effect.exit(restore(body)), (exit) => ending(exit, alarm))
-          )
-    return watched
+    const validation = valid?.validation ?? Validation.empty
+    // Invalid options end the run at once: no deadline to watch.
+    if (valid === undefined) return Effect.flatMap(Effect.exit(restore(body)), (exit) => closing.end(exit, validation))
+    return Effect.flatMap(deadline(ctx, self), (alarm) =>
+      Effect.flatMap(Effect.exit(restore(body)), (exit) => {
+        Deadline.clearAlarm(alarm)
+        return closing.end(exit, validation)
+      })
+    )
   })
 
 /**
@@ -343,7 +289,7 @@ const execution = <RV, R>(
 export const fork = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
-  done: Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>,
+  done: Done,
   start?: Start
 ): Effect.Effect<Fiber.Fiber<void>, never, R | RV | Model.Model> =>
   Effect.forkDetach(execute(ctx, resolved, done, start), { startImmediately: true }).pipe(Deadline.run(ctx.deadlineAt))

@@ -1,0 +1,117 @@
+/**
+ * How a run's result leaves it, whoever makes it: the run's own ending in its fiber, the
+ * stop grace running out while what it interrupted will not stop, or the fiber ending
+ * without its ending (R12). Each way goes through {@link Closing.close}, exactly once
+ * for the result that is given. Private to the lifecycle.
+ */
+import { type Context, Deferred, Effect, Exit } from "effect"
+import type * as Tool from "../../../tools/Tool.ts"
+import * as Metrics from "../../../tracing/Metrics.ts"
+import * as Spans from "../../../tracing/Spans.ts"
+import type * as Validation from "../../../validation/Validation.ts"
+import * as Commit from "../../internal/Commit.ts"
+import type * as RunContext from "../../internal/RunContext.ts"
+import { leftBehind, rescue } from "../../internal/RunEnd.ts"
+import type { Ending } from "../../internal/RunOutcome.ts"
+import type * as RunResult from "../../RunResult.ts"
+import { finalize } from "./Judgement.ts"
+
+/** Where the run's result goes: its caller waits on it. */
+export type Done = Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>
+
+/** What `done` gets: the run's result, or the suspension its host made of it. */
+export type Given = Exit.Exit<RunResult.RunResult, RunContext.Suspended>
+
+/** How a run its host took away ends: with its suspension instead of a result. */
+const suspension = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspended> | undefined =>
+  ctx.suspended === undefined ? undefined : Exit.fail(ctx.suspended)
+
+/**
+ * The closing of one run. It keeps what every way out needs, and the two facts they
+ * share: the result the run closed with, and the stop grace's timer.
+ */
+export class Closing {
+  readonly ctx: RunContext.RunContext
+  readonly done: Done
+  readonly tools: ReadonlyMap<string, Tool.Any<unknown>>
+  /** Completes once every observer has seen the run's events. */
+  readonly settled: Effect.Effect<void>
+  /** The run's fiber's context (its span among it), for a result closed outside that fiber. */
+  readonly context: Context.Context<never>
+  /** The result the run closed with: it stands whatever becomes of its last commit. */
+  closed: RunResult.RunResult | undefined = undefined
+  /** The stop grace, once the run is stopped from outside. Real time on purpose: a TestClock never advanced must not stall the result. */
+  grace: ReturnType<typeof setTimeout> | undefined = undefined
+
+  constructor(
+    ctx: RunContext.RunContext,
+    done: Done,
+    tools: ReadonlyMap<string, Tool.Any<unknown>>,
+    settled: Effect.Effect<void>,
+    context: Context.Context<never>
+  ) {
+    this.ctx = ctx
+    this.done = done
+    this.tools = tools
+    this.settled = settled
+    this.context = context
+  }
+
+  /**
+   * The one way a result leaves the run: in the journal before the caller gets it (R9), on
+   * its span and metrics (the ending, counters, usage and cost), with every observer (a
+   * recorder has written `run.finished`), then to `done`.
+   */
+  close(result: RunResult.RunResult): Effect.Effect<void> {
+    this.closed = result
+    return Effect.andThen(
+      Commit.final(this.ctx, result),
+      Effect.andThen(Effect.andThen(Spans.ended(result), Metrics.record(result)), this.settled)
+    )
+  }
+
+  /**
+   * The ending in the run's fiber, still inside its mask: a cancel that interrupted the
+   * fiber cannot lose the result. The result stands whatever became of its last commit
+   * (a store that died there).
+   */
+  end(exit: Exit.Exit<Ending, unknown>, validation: Validation.Spec<unknown>): Effect.Effect<Given | undefined> {
+    clearTimeout(this.grace)
+    // Ended already, left behind after the stop grace: what it did since changes nothing.
+    if (this.closed !== undefined) return Effect.undefined
+    // Taken away by its host: no ending; the journal keeps what the last barrier committed.
+    const suspended = suspension(this.ctx)
+    if (suspended !== undefined) return Effect.as(this.settled, suspended)
+    return Effect.flatMap(finalize(this.ctx, exit, validation, this.tools), (result) =>
+      Effect.as(Effect.exit(this.close(result)), Exit.succeed(result))
+    )
+  }
+
+  /** Stopped from outside: the run has its stop grace to end; past it, it ends as left behind. */
+  stopped(graceMillis: number): void {
+    this.grace = setTimeout(() => this.outside(() => leftBehind(this.ctx, this.tools, graceMillis)), graceMillis)
+    this.grace.unref?.()
+  }
+
+  /** The run's fiber ended: if it gave no result (it skipped its ending), one is made for it. */
+  fiberEnded(exit: Exit.Exit<unknown, unknown>): void {
+    clearTimeout(this.grace)
+    this.outside(() => rescue(this.ctx, exit, this.tools))
+  }
+
+  /** A result made outside the run's fiber, closed in a fiber of its own with the run's context. */
+  private outside(make: () => RunResult.RunResult): void {
+    if (Deferred.isDoneUnsafe(this.done)) return
+    // Its ending was under way when the fiber ended (the store died in its last commit): its result stands.
+    if (this.closed !== undefined) {
+      Deferred.doneUnsafe(this.done, Exit.succeed(this.closed))
+      return
+    }
+    const suspended = suspension(this.ctx)
+    if (suspended !== undefined) Deferred.doneUnsafe(this.done, suspended)
+    else {
+      const made = make()
+      Effect.runForkWith(this.context)(Effect.ensuring(this.close(made), Deferred.succeed(this.done, made)))
+    }
+  }
+}
