@@ -118,3 +118,19 @@ export const memoryBench = (variant: "Run.start" | "fork Run.run", errors: Error
     const afterEnd = yield* settledHeap
     return { variant, baseline, suspended, afterEnd, entered, outcomes, startMillis, endMillis } satisfies MemoryFigures
   }).pipe(Effect.provide(parkedModel))
+
+/**
+ * What a caller's own fiber costs while it waits, with no run at all: `SUSPENDED` forked
+ * fibers, each awaiting a `Deferred` (as a forked `Run.run` fiber awaits its run's result).
+ * A forked `Run.run` is measured with its caller's fiber; this is that fiber's share.
+ */
+export const callerFiberBench = Effect.gen(function* () {
+  const never = yield* Deferred.make<void>()
+  const fibers: Array<Fiber.Fiber<void>> = new Array(SUSPENDED)
+  const baseline = yield* settledHeap
+  for (let i = 0; i < SUSPENDED; i++) fibers[i] = yield* Effect.forkChild(Deferred.await(never))
+  yield* Effect.yieldNow
+  const parked = yield* settledHeap
+  yield* Fiber.interruptAll(fibers)
+  return (parked - baseline) / SUSPENDED
+})

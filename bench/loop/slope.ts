@@ -98,3 +98,29 @@ export const slopeBench = (runs: number) =>
       xs.reduce((acc, x, i) => acc + (x - mx) * ((ys[i] ?? 0) - my), 0) / xs.reduce((acc, x) => acc + (x - mx) ** 2, 0)
     return { levels, slopeBytes: slope }
   })
+
+/**
+ * The step's payload once, as the target counts it ("1 KB plus the step's payload once"):
+ * what one completed step of {@link level} brings into the run as data, each piece once:
+ * the model's tool call (its id, name and argument text, as the scripted model sends it),
+ * the tool's output, and the observation the model is sent (its rendered output). Measured
+ * as the heap `runs` such payloads hold, each built as the step builds it, less their holders.
+ */
+export const stepPayloadBench = (runs: number) =>
+  Effect.gen(function* () {
+    const payloads: Array<unknown> = new Array(runs)
+    for (let i = 0; i < runs; i++) {
+      const n = i + 1
+      const output = { n }
+      payloads[i] = [
+        { id: `call_${n}`, name: stepTool.name, arguments: JSON.stringify({ n }) },
+        output,
+        JSON.stringify(output)
+      ]
+    }
+    const held = yield* settledHeap
+    // Less what holds each payload here: an array of three slots, measured the same way.
+    for (let i = 0; i < runs; i++) payloads[i] = [i, i, i]
+    const holders = yield* settledHeap
+    return (held - holders) / runs
+  })

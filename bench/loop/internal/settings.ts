@@ -18,7 +18,7 @@ export const SLOPE_RUNS = 2_000
 
 /** Per step at K=200, median, on these machines (issue 10); the ratio to the minimal loop is printed beside it. */
 export const TARGET_STEP_MS = 0.02
-/** Growth per completed step: 1 KB plus the step's payload (a few bytes of arguments and output here). */
+/** Growth per completed step: 1 KB, plus the step's payload once (measured beside it: `stepPayloadBench`). */
 export const TARGET_SLOPE_BYTES = 1024
 export const TARGET_GROWTH = 1.25
 export const TARGET_BYTES = 10 * 1024
