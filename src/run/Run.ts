@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Effect, type Fiber, Option, PubSub, Result, type Scope, Stream } from "effect"
+import { Clock, Context, Deferred, Effect, type Fiber, Option, PubSub, Result, Scope, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as RunState from "../events/RunState.ts"
 import * as Journal from "../journal/Journal.ts"
@@ -296,7 +296,10 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
     return Effect.uninterruptible(
       Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) =>
         Effect.as(
-          Effect.addFinalizer(() => Effect.ignore(Launch.cancel(ctx, fiber, done))),
+          // The cancel needs nothing of the caller's context: added to the scope as it is.
+          Effect.flatMap(Effect.scope, (scope) =>
+            Scope.addFinalizerExit(scope, () => Effect.ignore(Launch.cancel(ctx, fiber, done)))
+          ),
           new RunHandle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
         )
       )

@@ -197,6 +197,9 @@ export interface Start {
   readonly cancelled?: boolean | undefined
 }
 
+/** A fresh start, shared by every run started so (a default `{}` would be one more object kept per run). */
+const fresh: Start = {}
+
 /**
  * The whole run, to be run in its own fiber: the lifecycle, interruptible by the run's
  * one deadline (an alarm on its clock that interrupts this fiber) and by `cancel`; then,
@@ -213,7 +216,7 @@ export const execute = <RV, R>(
   ctx: RunContext.RunContext,
   resolved: Checked<RV, R>,
   done: Done,
-  start: Start = {}
+  start: Start = fresh
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   // `done` is completed once the run's span has ended: a caller that exports it on return has it.
   Effect.uninterruptibleMask((restore) =>

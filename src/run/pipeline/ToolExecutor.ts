@@ -19,7 +19,7 @@ import type * as ToolResult from "../../tools/ToolResult.ts"
 import * as Spans from "../../tracing/Spans.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
-import { settle, settleResumed } from "./internal/ToolAttempt.ts"
+import { firstAttempt, type Settled, settleFailed, settleResumed } from "./internal/ToolAttempt.ts"
 import type { Call } from "./internal/ToolCall.ts"
 import { decode, denied, lookup, refuse } from "./internal/ToolChecks.ts"
 import { lateDetail, recordNeverRan } from "./internal/ToolInterruption.ts"
@@ -146,15 +146,29 @@ const admit = Effect.fnUntraced(function* <R>(
 const attempted = (standing: Standing): standing is Extract<Standing, { readonly _tag: "InDoubt" | "Retrying" }> =>
   standing._tag === "InDoubt" || standing._tag === "Retrying"
 
-/** The handler's attempts, then the output schema, the postcondition and the observation. */
+/**
+ * The handler's attempts, then the output schema, the postcondition and the observation.
+ * A first attempt that succeeds goes on to them at once; a failed one goes through recovery.
+ */
 const attempts = <R>(c: Call<R>, standing: Standing) =>
-  Effect.flatMap(attempted(standing) ? settleResumed(c, standing) : settle(c), (settled) => {
-    if (settled._tag === "Ended") return Effect.succeed(settled.result)
-    const output = checkOutput(c, settled.output)
-    if (output._tag === "Ended") return Effect.succeed(output.result)
-    if (c.tool.postcondition === undefined) return Effect.succeed(succeeded(c, settled.output, output.encoded))
-    return Effect.map(
-      postcondition(c, settled.output, output.encoded),
-      (inconsistent) => inconsistent ?? succeeded(c, settled.output, output.encoded)
-    )
-  })
+  attempted(standing)
+    ? Effect.flatMap(settleResumed(c, standing), (settled) => afterAttempts(c, settled))
+    : Effect.matchCauseEffect(firstAttempt(c), {
+        onSuccess: (output) => checked(c, output),
+        onFailure: (cause) => Effect.flatMap(settleFailed(c, cause), (settled) => afterAttempts(c, settled))
+      })
+
+/** What the attempts came to: the call's failed result, or the output to check. */
+const afterAttempts = <R>(c: Call<R>, settled: Settled) =>
+  settled._tag === "Ended" ? Effect.succeed(settled.result) : checked(c, settled.output)
+
+/** The handler's output through the output schema, the postcondition and the observation. */
+const checked = <R>(c: Call<R>, value: unknown) => {
+  const output = checkOutput(c, value)
+  if (output._tag === "Ended") return Effect.succeed(output.result)
+  if (c.tool.postcondition === undefined) return Effect.succeed(succeeded(c, value, output.encoded))
+  return Effect.map(
+    postcondition(c, value, output.encoded),
+    (inconsistent) => inconsistent ?? succeeded(c, value, output.encoded)
+  )
+}

@@ -207,17 +207,18 @@ const gaveUp = <R>(
     }
   })
 
-/** The handler's attempts, retried as recovery allows (R3.3, R3.7), then reconciliation of what is left (R3.8). */
-export const settle = <R>(c: Call<R>): Effect.Effect<Settled, RunState.IllegalTransition, R> =>
-  // The first attempt runs bare: a call that succeeds pays nothing for recovery.
-  Effect.matchCauseEffect(attempt(c, 1), {
-    onSuccess: (output) => Effect.succeed<Settled>({ _tag: "Output", output }),
-    onFailure: (cause) =>
-      settleFrom(
-        c,
-        Recover.recoverFrom(c.ctx, episodeOf(c), (n) => attempt(c, n), cause)
-      )
-  })
+/** The handler's first attempt: it runs bare, so that a call that succeeds pays nothing for recovery. */
+export const firstAttempt = <R>(c: Call<R>): Effect.Effect<unknown, Failure.Failure, R> => attempt(c, 1)
+
+/** After a failed first attempt: the retries recovery allows (R3.3, R3.7), then reconciliation of what is left (R3.8). */
+export const settleFailed = <R>(
+  c: Call<R>,
+  cause: Cause.Cause<Failure.Failure>
+): Effect.Effect<Settled, RunState.IllegalTransition, R> =>
+  settleFrom(
+    c,
+    Recover.recoverFrom(c.ctx, episodeOf(c), (n) => attempt(c, n), cause)
+  )
 
 /**
  * The attempts of a call of a resumed run whose handler had run (R9, R3.8). Waiting to
