@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Deferred, Effect, HashMap, Layer, Random } from "effect"
+import { Clock, Deferred, Effect, HashMap, Layer, Random, Schema } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as RunLog from "../../src/events/RunLog.ts"
@@ -12,6 +12,7 @@ import * as Lifecycle from "../../src/run/lifecycle/Lifecycle.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as Properties from "../../src/testing/Properties.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 
@@ -163,6 +164,7 @@ const view = (state: RunLog.State) => ({
   model: [state.model, state.fallbacks],
   corrections: Array.from(HashMap.entries(state.corrections)).sort(),
   truncation: state.truncation ?? null,
+  outputCorrection: state.outputCorrection ?? null,
   waits: [state.approvals, state.retries],
   stopping: state.stopping ?? null,
   finished: state.finished
@@ -172,22 +174,33 @@ const view = (state: RunLog.State) => ({
  * Runs a generated case as `Properties.runScenario` does, watching the run from inside:
  * its state (as plain data, taken at once) at every event, and the conversation each
  * model request carried, with the number of events logged when it was sent.
+ *
+ * Every other case asks for a typed final output (a JSON string): the scripted final
+ * answer (`done`, not JSON) goes back as a correction, and the answers after it are JSON,
+ * so the output correction's state is folded too (R6.1).
  */
 const watched = (c: Properties.Case) =>
   Effect.gen(function* () {
     const scenario = Properties.toScenario(c)
+    const typed = c.seed % 2 === 0
+    const options = typed ? { ...scenario.options, output: Schema.String } : scenario.options
     const live: Array<string> = []
     const sent: Array<{ readonly events: number; readonly messages: string }> = []
     const clock = yield* Clock.Clock
-    const { ctx, resolved } = Lifecycle.prepare(scenario.options, clock, undefined)
+    const { ctx, resolved } = Lifecycle.prepare(options, clock, undefined)
     ctx.listeners.push(() => {
       live.push(JSON.stringify(view(ctx.log)))
     })
     const faulty = yield* Effect.provide(Model.Model, FaultyModel.layer(scenario.model))
+    let answered = false
     const recording = Layer.succeed(Model.Model, {
       generate: (request: Model.Request) => {
         sent.push({ events: ctx.events.length, messages: JSON.stringify(request.messages) })
-        return faulty.generate(request)
+        if (typed && answered) return Effect.succeed(ScriptedModel.finalAnswer(JSON.stringify("done")))
+        return Effect.map(faulty.generate(request), (response) => {
+          if (response.toolCalls.length === 0) answered = true
+          return response
+        })
       }
     })
     const done = yield* Deferred.make<RunResult.RunResult, RunContext.Suspended>()

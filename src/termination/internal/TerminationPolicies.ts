@@ -71,24 +71,30 @@ export const warn = (kind: string, text: string): Decision => ({ _tag: "Warn", k
 export const make = (name: string, decide: (checkpoint: Checkpoint) => Decision): Policy => ({ name, decide })
 
 /**
- * The policies of this module: they read the counters' fields and `reminders`, never
- * the per-key maps, so they may be given the run's counters as they are (see
+ * The policies of this module, told apart by their class (no registry of them is kept):
+ * they read the counters' fields and `reminders`, never the per-key maps, and never
+ * throw, so they may be given the run's counters as they are and run unguarded (see
  * `Termination.evaluate`).
  */
-const builtIn = new WeakSet<object>()
+class BuiltIn implements Policy {
+  declare readonly name: string
+  declare readonly decide: (checkpoint: Checkpoint) => Decision
+  declare readonly limits?: Readonly<Record<string, number>>
+  constructor(name: string, decide: (checkpoint: Checkpoint) => Decision, limits?: Readonly<Record<string, number>>) {
+    this.name = name
+    this.decide = decide
+    if (limits !== undefined) this.limits = limits
+  }
+}
 
 /** Whether `policy` is one of this module's built-in policies. */
-export const isBuiltIn = (policy: object): boolean => builtIn.has(policy)
+export const isBuiltIn = (policy: object): boolean => policy instanceof BuiltIn
 
 const builtInPolicy = (
   name: string,
   decide: (checkpoint: Checkpoint) => Decision,
   limits?: Readonly<Record<string, number>>
-): Policy => {
-  const policy: Policy = limits === undefined ? make(name, decide) : { name, decide, limits }
-  builtIn.add(policy)
-  return policy
-}
+): Policy => new BuiltIn(name, decide, limits)
 
 const positiveInt = (policy: string, field: string, value: number): number => {
   if (!Number.isInteger(value) || value < 1) {

@@ -38,6 +38,11 @@ export interface Scenario {
   readonly script: ReadonlyArray<FaultyModel.Step>
   readonly tools: Tools
   readonly approvals: Approvals
+  /**
+   * The calls approved so far: the world's record, shared by the tools (which check it)
+   * and every approval gate of the scenario (a restarted one adds to it).
+   */
+  readonly approved: Set<string>
   readonly options: Run.Options<Tool.Any<never>>
   readonly permission: Permission.Options
   readonly budget: Budget
@@ -104,13 +109,13 @@ export const toScenario = (c: Case): Scenario => {
   const { handles, tools } = makeTools(c, plan, approvals.approved)
   const runTimeoutMillis = c.runTimeoutSeconds * 1000
   const { approved, ...approvalsHandle } = approvals
-  scenarioWorlds.set(approvalsHandle, approved)
   return {
     case: c,
     model: FaultyModel.make(script, { keyedBy: "iteration" }),
     script,
     tools: handles,
     approvals: approvalsHandle,
+    approved,
     options: {
       goal: "a generated case",
       runId: "prop",
@@ -149,9 +154,6 @@ export const toScenario = (c: Case): Scenario => {
   }
 }
 
-/** The calls each scenario's gate approved so far: the world's record, which a restarted gate adds to. */
-const scenarioWorlds = new WeakMap<Approvals, Set<string>>()
-
 /**
  * The scenario as a process restarted after a crash has it (R9): the same world (the
  * tools, their ledgers and what their handlers saw, the calls approved so far) and the
@@ -164,9 +166,7 @@ const scenarioWorlds = new WeakMap<Approvals, Set<string>>()
  * @since 0.4.0
  */
 export const restart = (scenario: Scenario): Scenario => {
-  const approvals = makeApprovals(scenario.plan, scenarioWorlds.get(scenario.approvals) ?? new Set())
-  const { approved, ...approvalsHandle } = approvals
-  scenarioWorlds.set(approvalsHandle, approved)
+  const { approved: _, ...approvalsHandle } = makeApprovals(scenario.plan, scenario.approved)
   return {
     ...scenario,
     model: FaultyModel.make(scenario.script, { keyedBy: "iteration" }),
