@@ -13,7 +13,7 @@
  *
  * @since 0.2.0
  */
-import { Effect, type Schema } from "effect"
+import { Effect, Predicate, type Schema } from "effect"
 import { type AiError, Tool as AiTool, type Toolkit } from "effect/ai"
 import type * as Failure from "../failure/Failure.ts"
 import * as UserCode from "../failure/UserCode.ts"
@@ -120,7 +120,9 @@ export const fromTool = <T extends ServiceFreeTool, R = never>(
     >
   }
 ): FromTool<T, R> => {
-  const reason = AiToolInternal.unsupported(tool)
+  const reason =
+    AiToolInternal.unsupported(tool) ??
+    (Predicate.isFunction(options?.handler) ? undefined : `handler must be a function, got ${typeof options?.handler}`)
   if (reason !== undefined) throw new Tool.InvalidToolDefinition({ tool: tool.name, reason })
   // effect/ai types its schemas as `Schema.Top`; `T` has none that needs services.
   const schemas = AiToolInternal.schemasOf<AiTool.Parameters<T>, AiTool.Success<T>>(tool)

@@ -8,9 +8,10 @@
  * @since 0.1.0
  */
 import type { Effect } from "effect"
-import { Duration, Option, Schema } from "effect"
+import { type Duration, Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
 import type * as Model from "../model/Model.ts"
+import * as ToolDefinition from "./internal/ToolDefinition.ts"
 import * as ToolCodec from "./ToolCodec.ts"
 import * as ToolJsonSchema from "./ToolJsonSchema.ts"
 
@@ -192,8 +193,6 @@ export class InvalidToolDefinition extends Schema.TaggedError<InvalidToolDefinit
   }
 }
 
-const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
-
 /**
  * The retry limit of a tool that does not set one, and of calls to tools that do not
  * exist (so a model that misspells a name a few times is stopped like any repeated failure).
@@ -236,9 +235,11 @@ export interface Options<I, O, R> {
 }
 
 /**
- * Defines a tool, frozen. Throws {@link InvalidToolDefinition} for a name that chat APIs
- * reject or a negative retry count: a definition error is a programming error, found
- * at start-up, not during a run.
+ * Defines a tool, frozen. Throws {@link InvalidToolDefinition}, naming the option, for
+ * a definition that cannot work: a name that chat APIs reject, an input schema that is
+ * not of a JSON object, a handler that is not a function, a negative retry count, a
+ * timeout that is not a positive finite duration, field lists that are not lists of
+ * names, … A definition error is a programming error, found at start-up, not during a run.
  *
  * What the model is told about the tool, its `definition`, is made here, once: its name,
  * its description, the JSON Schema (draft 2020-12) of its input, generated from the
@@ -249,28 +250,9 @@ export interface Options<I, O, R> {
  * @since 0.1.0
  */
 export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> => {
-  if (!namePattern.test(options.name)) {
-    throw new InvalidToolDefinition({
-      tool: options.name,
-      reason: "the name must be 1 to 64 characters of letters, digits, '_' or '-'"
-    })
-  }
+  const reason = ToolDefinition.problem(options)
+  if (reason !== undefined) throw new InvalidToolDefinition({ tool: String(options.name), reason })
   const maxRetries = options.maxRetries ?? defaultMaxRetries
-  if (!Number.isInteger(maxRetries) || maxRetries < 0) {
-    throw new InvalidToolDefinition({
-      tool: options.name,
-      reason: `maxRetries must be an integer >= 0, got ${maxRetries}`
-    })
-  }
-  if (options.timeout !== undefined) {
-    const timeout = Option.getOrUndefined(Duration.fromInput(options.timeout))
-    if (timeout === undefined || !(Duration.toMillis(timeout) > 0)) {
-      throw new InvalidToolDefinition({
-        tool: options.name,
-        reason: `timeout must be a positive duration, got ${String(options.timeout)}`
-      })
-    }
-  }
   const sideEffect = options.sideEffect ?? "external"
   const strict = ToolJsonSchema.strict(options.input)
   // Frozen, so that a run can keep the tool as it is: what it checked cannot change later.

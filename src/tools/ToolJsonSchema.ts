@@ -6,9 +6,11 @@
  * Both describe what the tool pipeline accepts. effect's generator describes a number
  * as `anyOf [number, "Infinity" | "-Infinity" | "NaN"]` (its JSON codec's encoding of
  * non-finite numbers), which the pipeline, decoding the model's JSON with the tool's
- * own schema, refuses: a number is described as a number here. A root that is not an
- * object (`Schema.Struct({})` is "anything but null") is described as an object, since
- * chat APIs take only objects as a function's parameters.
+ * own schema, refuses: a number is described as a number here. Chat APIs take only
+ * objects as a function's parameters: a root that names its definition (a class, a
+ * recursive schema) is given as that definition, a union of objects as an object with
+ * its members, and any other root (`Schema.Struct({})` is "anything but null") as an
+ * object with no known field.
  *
  * The strict form is effect's (`ai/OpenAiStructuredOutput`): every object closed with
  * every property required, an optional one as nullable, records and tuples encoded in
@@ -82,9 +84,34 @@ export const finiteNumbers = (schema: unknown): unknown => {
   return out
 }
 
-/** A root that is not an object, as chat APIs need a function's parameters to be. */
-const objectRoot = (schema: unknown): unknown =>
-  isObject(schema) && schema.type === "object" ? schema : { type: "object", properties: {} }
+/** The definition a `$ref` of the schema's own `$defs` names (`#/$defs/In`), if it has it. */
+const definition = (schema: Json, ref: unknown): Json | undefined => {
+  const defs = schema.$defs
+  if (typeof ref !== "string" || !ref.startsWith("#/$defs/") || !isObject(defs)) return undefined
+  const found = defs[ref.slice("#/$defs/".length)]
+  return isObject(found) ? found : undefined
+}
+
+/**
+ * The root as chat APIs need a function's parameters to be, an object, with its fields
+ * kept: a root that names its definition (a `Schema.Class`, a recursive schema) is that
+ * definition, its `$defs` kept for the references inside; a union of objects says it is
+ * an object beside its members; any other root is an object with no known field.
+ */
+const objectRoot = (schema: unknown): unknown => {
+  if (!isObject(schema)) return { type: "object", properties: {} }
+  if (schema.type === "object") return schema
+  const named = definition(schema, schema.$ref)
+  if (named !== undefined && named.type === "object") {
+    const { $ref: _, ...rest } = schema
+    return { ...rest, ...named }
+  }
+  const union = schema.anyOf
+  const isObjectMember = (member: unknown) =>
+    isObject(member) && (member.type === "object" || definition(schema, member.$ref)?.type === "object")
+  if (Array.isArray(union) && union.length > 0 && union.every(isObjectMember)) return { type: "object", ...schema }
+  return { type: "object", properties: {} }
+}
 
 /**
  * The plain JSON Schema of a tool's input: effect's (draft 2020-12, with `$defs`), its

@@ -114,6 +114,13 @@ describe("AiTools.fromTool", () => {
       () => AiTools.fromTool(AiTool.make("no spaces"), { handler: () => Effect.void }),
       Tool.InvalidToolDefinition
     )
+    // A handler that is not a function is refused here, not found out at the first call.
+    const noHandler = { handler: undefined } as unknown as Parameters<typeof AiTools.fromTool<typeof GetWeather>>[1]
+    assert.throws(
+      () => AiTools.fromTool(GetWeather, noHandler),
+      Tool.InvalidToolDefinition,
+      "handler must be a function"
+    )
   })
 
   const observed: Array<readonly [string, string]> = []

@@ -98,4 +98,79 @@ describe("tool JSON Schemas (R11)", () => {
     )
     assert.deepStrictEqual(tool(Schema.Struct({})).definition.parameters, { type: "object", properties: {} })
   })
+
+  it("R11 a class, a recursive schema or a union of objects at the root keeps its fields in what the model is shown", () => {
+    class Point extends Schema.Class<Point>("Point")({ x: Schema.Number }) {}
+    const byClass = tool(Point).definition.parameters as { type: string; properties: unknown; required: unknown }
+    assert.deepStrictEqual(
+      [byClass.type, byClass.properties, byClass.required],
+      ["object", { x: { type: "number" } }, ["x"]]
+    )
+
+    interface Node {
+      readonly name: string
+      readonly children: ReadonlyArray<Node>
+    }
+    const NodeSchema: Schema.Codec<Node> = Schema.Struct({
+      name: Schema.String,
+      children: Schema.Array(Schema.suspend(() => NodeSchema))
+    })
+    const recursive = tool(NodeSchema).definition.parameters as { type: string; properties: Record<string, unknown> }
+    assert.strictEqual(recursive.type, "object")
+    assert.deepStrictEqual(Object.keys(recursive.properties), ["name", "children"])
+    // The reference inside still resolves: the definitions travel with the root.
+    assert.include(JSON.stringify(recursive), '"$defs"')
+
+    const either = tool(Schema.Union([Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.Number })]))
+    const union = either.definition.parameters as { type: string; anyOf: ReadonlyArray<{ properties: unknown }> }
+    assert.strictEqual(union.type, "object")
+    assert.deepStrictEqual(
+      union.anyOf.map((member) => member.properties),
+      [{ a: { type: "string" } }, { b: { type: "number" } }]
+    )
+  })
+})
+
+describe("Tool.make (R12: a definition that cannot work is refused where it is written)", () => {
+  const base = {
+    name: "t",
+    description: "a tool",
+    input: Schema.Struct({ path: Schema.String }),
+    output: Schema.String,
+    sideEffect: "write" as const,
+    handler: () => Effect.succeed("ok")
+  }
+  const refused = (options: object, reason: string) => {
+    // Options as a caller without types may pass them.
+    const untyped = options as Tool.Options<unknown, unknown, never>
+    assert.throws(() => Tool.make(untyped), Tool.InvalidToolDefinition, reason)
+  }
+
+  it("R3.6 path and content field lists must be lists of names: a string is never read as its letters", () => {
+    refused({ ...base, pathFields: "path" }, 'pathFields must be an array of field names, got "path"')
+    refused({ ...base, contentFields: "content" }, "contentFields must be an array of field names")
+    refused({ ...base, pathFields: ["path", ""] }, "pathFields must hold non-empty field names")
+    assert.deepStrictEqual(Tool.make({ ...base, pathFields: ["path"] }).metadata.pathFields, ["path"])
+  })
+
+  it("R3.5 the input must be a schema of a JSON object, since the model sends arguments as one", () => {
+    refused({ ...base, input: Schema.String }, "input must be a schema of a JSON object")
+    refused({ ...base, input: Schema.Never }, "input must be a schema of a JSON object")
+    refused({ ...base, input: { path: "string" } }, "input must be a Schema")
+    refused({ ...base, output: undefined }, "output must be a Schema")
+  })
+
+  it("R12 every other option is checked by its type: handler, side-effect class, flags, timeout, functions", () => {
+    refused({ ...base, handler: undefined }, "handler must be a function, got undefined")
+    refused(
+      { ...base, sideEffect: "nuke" },
+      'sideEffect must be one of "none", "read", "write", "external", got "nuke"'
+    )
+    refused({ ...base, idempotent: "yes" }, "idempotent must be a boolean, got string")
+    refused({ ...base, timeout: "Infinity" }, "timeout must be a positive, finite duration")
+    refused({ ...base, timeout: 0 }, "timeout must be a positive, finite duration")
+    refused({ ...base, description: 5 }, "description must be a string, got number")
+    refused({ ...base, observe: "json" }, "observe must be a function, got string")
+    refused({ ...base, name: "no spaces" }, "the name must be 1 to 64 characters")
+  })
 })

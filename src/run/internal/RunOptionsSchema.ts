@@ -62,10 +62,11 @@ const millisOf = (input: unknown): number | undefined => {
   return millis > 0 && Number.isFinite(millis) ? millis : undefined
 }
 
-const notADuration = 'Expected a positive, finite duration ("30 seconds", or milliseconds)'
+const aDuration = 'a positive, finite duration ("30 seconds", or milliseconds)'
+const notADuration = `Expected ${aDuration}`
 
 /** A positive, finite `Duration.Input`, kept as it was given (a tool's own timeout). */
-const DurationInput = opaque<Duration.Input>((u) => millisOf(u) !== undefined, notADuration)
+const DurationInput = opaque<Duration.Input>((u) => millisOf(u) !== undefined, aDuration)
 
 /** A positive, finite `Duration.Input`, read as milliseconds. */
 const Millis = Schema.declareConstructor<number, unknown>()([], () => (input) => {

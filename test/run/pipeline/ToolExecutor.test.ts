@@ -400,7 +400,7 @@ describe("ToolExecutor", () => {
           timeout: "-1 seconds",
           handler: () => Effect.succeed("")
         }),
-      /timeout must be a positive duration/
+      /timeout must be a positive, finite duration/
     )
   })
 

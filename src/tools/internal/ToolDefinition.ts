@@ -1,0 +1,113 @@
+/**
+ * What `Tool.make` checks of a definition before it builds anything: every option a
+ * caller (typed or not) can get wrong, each with a reason naming the option. A tool is
+ * checked once, where it is defined; a run then trusts what it was given. Private to
+ * `tools/`.
+ */
+import { Duration, Option, Predicate, Schema, SchemaAST } from "effect"
+
+const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
+
+/** The options of `Tool.make` as values of any type: what a caller without types can pass. */
+type Untyped = {
+  readonly [K in
+    | "name"
+    | "description"
+    | "input"
+    | "output"
+    | "handler"
+    | "idempotent"
+    | "maxRetries"
+    | "timeout"
+    | "sideEffect"
+    | "destructive"
+    | "needsApproval"
+    | "recoverErrors"
+    | "pathFields"
+    | "contentFields"
+    | "postcondition"
+    | "observe"
+    | "reconcile"]?: unknown
+}
+
+const sideEffects: ReadonlyArray<unknown> = ["none", "read", "write", "external"]
+
+/**
+ * Whether a value of the schema's encoded form can be a JSON object: the model sends a
+ * call's arguments as one. A struct, a record, a union of such (or a recursive schema,
+ * which is only known when it is decoded).
+ */
+const acceptsObjects = (ast: SchemaAST.AST): boolean => {
+  switch (ast._tag) {
+    case "Objects":
+    case "ObjectKeyword":
+    case "Suspend":
+      return true
+    case "Union":
+      return ast.types.length > 0 && ast.types.every(acceptsObjects)
+    default:
+      return false
+  }
+}
+
+/** A list of top-level argument field names, or why not. */
+const fieldList = (option: string, value: unknown): string | undefined => {
+  if (value === undefined) return undefined
+  if (!Array.isArray(value))
+    return `${option} must be an array of field names, got ${Predicate.isString(value) ? JSON.stringify(value) : typeof value}`
+  const bad = value.find((field) => !Predicate.isString(field) || field === "")
+  return bad === undefined
+    ? undefined
+    : `${option} must hold non-empty field names, got ${JSON.stringify(bad) ?? String(bad)}`
+}
+
+const flag = (option: string, value: unknown): string | undefined =>
+  value === undefined || typeof value === "boolean" ? undefined : `${option} must be a boolean, got ${typeof value}`
+
+const optionalFunction = (option: string, value: unknown): string | undefined =>
+  value === undefined || Predicate.isFunction(value) ? undefined : `${option} must be a function, got ${typeof value}`
+
+/** The first reason the definition cannot work, or `undefined`. */
+export const problem = (options: Untyped): string | undefined => {
+  const { name, description, input, output, handler, maxRetries, timeout, sideEffect } = options
+  if (!Predicate.isString(name) || !namePattern.test(name)) {
+    return "the name must be 1 to 64 characters of letters, digits, '_' or '-'"
+  }
+  if (!Predicate.isString(description)) return `description must be a string, got ${typeof description}`
+  if (!Schema.isSchema(input)) return "input must be a Schema (the arguments' schema)"
+  if (!acceptsObjects(SchemaAST.toEncoded(input.ast))) {
+    return "input must be a schema of a JSON object (a Schema.Struct, a record, or a union of them): the model sends a call's arguments as an object"
+  }
+  if (!Schema.isSchema(output)) return "output must be a Schema (the handler's output schema)"
+  if (!Predicate.isFunction(handler)) return `handler must be a function, got ${typeof handler}`
+  if (
+    maxRetries !== undefined &&
+    !(typeof maxRetries === "number" && Number.isInteger(maxRetries) && maxRetries >= 0)
+  ) {
+    return `maxRetries must be an integer >= 0, got ${String(maxRetries)}`
+  }
+  if (timeout !== undefined) {
+    // Untyped input at the boundary: `Duration.fromInput` reads what it can and gives `None` for the rest.
+    const millis = Option.match(Duration.fromInput(timeout as Duration.Input), {
+      onNone: () => Number.NaN,
+      onSome: Duration.toMillis
+    })
+    if (!(millis > 0 && Number.isFinite(millis))) {
+      return `timeout must be a positive, finite duration, got ${String(timeout)}`
+    }
+  }
+  if (sideEffect !== undefined && !sideEffects.includes(sideEffect)) {
+    return `sideEffect must be one of "none", "read", "write", "external", got ${JSON.stringify(sideEffect) ?? String(sideEffect)}`
+  }
+  return (
+    flag("idempotent", options.idempotent) ??
+    flag("destructive", options.destructive) ??
+    flag("needsApproval", options.needsApproval) ??
+    flag("recoverErrors", options.recoverErrors) ??
+    fieldList("pathFields", options.pathFields) ??
+    fieldList("contentFields", options.contentFields) ??
+    optionalFunction("postcondition", options.postcondition) ??
+    optionalFunction("observe", options.observe) ??
+    optionalFunction("reconcile", options.reconcile)
+  )
+}
