@@ -63,12 +63,13 @@ export type Signal = ProcessGroup.Signal
 
 /**
  * What the supervisor did to a child whose run stopped waiting for it, and what became
- * of the child's action.
+ * of the child's action. The supervisor's own record (`ProcessGroup.Settled`, internal)
+ * has the same fields, and is checked against this one where it is reported (`onSettled`).
  *
  * @category models
  * @since 0.1.0
  */
-export interface Settled extends ProcessGroup.Settled {
+export interface Settled {
   readonly pid: number
   /** What held the child and what it started: what was signalled and waited for. */
   readonly containment: Containment

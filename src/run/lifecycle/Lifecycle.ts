@@ -25,6 +25,12 @@ import { Closing, type Done, type Given } from "./internal/Closing.ts"
 import { interrupted, judged } from "./internal/Judgement.ts"
 import { started } from "./internal/Started.ts"
 
+/** The internal types this module's functions take and give, and those they hold, named for their callers (ARCHITECTURE.md rule 4). */
+export type { Loaded } from "../internal/Durable.ts"
+export type { Resolved } from "../internal/Resolve.ts"
+export type { CommitError, RunContext, Sink, Suspended } from "../internal/RunContext.ts"
+export type { Done } from "./internal/Closing.ts"
+
 /** Invalid options end the run at once, saying which field and why. */
 const invalid = (ctx: RunContext.RunContext, issue: RunOptions.InvalidRunOptions): Ending => {
   RunContext.decided(ctx, "runtime", "internal_error", `${issue.field}: ${issue.reason}`)

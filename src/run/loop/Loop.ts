@@ -39,6 +39,8 @@ import {
 import * as ModelCall from "./internal/ModelCall.ts"
 import { inDoubt, type OpenBatch, stepLeft, type Unfinished, unfinished } from "./internal/Unfinished.ts"
 
+/** The run's live context, which the loop's functions take (internal to `run/`). */
+export type { RunContext } from "../internal/RunContext.ts"
 export type { Config, Models, Outcome } from "./internal/LoopConfig.ts"
 export { inDoubt }
 /** The model call a run's deadline cut off, recorded when the run ends. */

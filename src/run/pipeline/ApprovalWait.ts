@@ -16,6 +16,8 @@ import * as RunContext from "../internal/RunContext.ts"
 import { isStop, Stop } from "./ApprovalStop.ts"
 import { recordNeverRan } from "./internal/ToolInterruption.ts"
 
+/** The run's live context, which {@link awaitDecision} takes (internal to `run/`). */
+export type { RunContext } from "../internal/RunContext.ts"
 export { isStop, Stop }
 
 const checkDecision = UserCode.check(

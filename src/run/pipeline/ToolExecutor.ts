@@ -36,6 +36,9 @@ export {
   type ParsedArguments,
   parseArguments
 } from "../../tools/ToolArguments.ts"
+/** The internal types the executor's functions take: the run's live context and its call ids. */
+export type { Identities } from "../internal/CallId.ts"
+export type { RunContext } from "../internal/RunContext.ts"
 export { mayHaveEffects } from "./internal/ToolCall.ts"
 /** How the run records a call it leaves behind when it ends. */
 export { recordAbandoned, recordStopped, recordUntaken } from "./internal/ToolInterruption.ts"
