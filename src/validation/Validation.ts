@@ -27,7 +27,7 @@ import * as Artifact from "./Artifact.ts"
 import type { Criterion } from "./Criterion.ts"
 import { checkArtifacts } from "./internal/ArtifactChecks.ts"
 import * as Parts from "./internal/Parts.ts"
-import { checkStep, evidenceIndex } from "./internal/PlanChecks.ts"
+import { backed, checkStep, evidenceIndex, notCompleted } from "./internal/PlanChecks.ts"
 import { runHook } from "./internal/StopHooks.ts"
 
 /**
@@ -233,13 +233,14 @@ export const validate = <R = never>(spec: Spec<R>, context: Context): Effect.Eff
       checks: parts.map((p) => p.check),
       failed,
       evidence: parts.flatMap((p) => p.evidence),
-      completed: steps.filter((s) => s.done).map((s) => ({ id: s.step.id, description: s.step.description })),
+      // Completed means done with evidence (R6.3): a step whose criteria held without it is unfinished, saying so.
+      completed: steps.filter(backed).map((s) => ({ id: s.step.id, description: s.step.description })),
       unfinished: steps
-        .filter((s) => !s.done)
+        .filter((s) => !backed(s))
         .map((s) => ({
           id: s.step.id,
           description: s.step.description,
-          reason: s.step.required ? s.reason : `optional: ${s.reason}`
+          reason: s.step.required ? notCompleted(s) : `optional: ${notCompleted(s)}`
         }))
     }
   })

@@ -207,6 +207,32 @@ describe("Run: a refuted final answer (R6.2, R6.3)", () => {
       assert.deepStrictEqual(result.completed, [])
     }).pipe(Effect.provide(withScript([ScriptedModel.finalAnswer("all done")])))
   )
+
+  it.effect(
+    "R6.2 R6.3 a step whose criteria hold without evidence is not completed: the refuted run is failed, not partial",
+    () =>
+      Effect.gen(function* () {
+        // One step a criterion claims without citing a result, one citing a call that never succeeded.
+        const claimed = Validation.step("claimed", "Claimed done", [Criterion.custom("says so", () => "trust me")])
+        const cited = Validation.step("cited", "Cites a call", [
+          Criterion.custom("cites", () => ({ detail: "see call_999", callId: "call_999" }))
+        ])
+        const result = yield* Run.run({ goal: "report", tools: [echo], validation: { plan: [claimed, cited, wrote] } })
+        assert.deepStrictEqual([result.status, result.stopReason], ["failed", "validation_failed"])
+        assert.deepStrictEqual(result.completed, [])
+        assert.deepStrictEqual(
+          result.unfinished.map((item) => [item.id, item.reason]),
+          [
+            ["claimed", "plan:claimed passed without evidence"],
+            [
+              "cited",
+              "plan:cited passed without evidence; plan:cited cites call call_999, which is not a tool.succeeded event"
+            ],
+            ["write", result.unfinished[2]?.reason]
+          ]
+        )
+      }).pipe(Effect.provide(withScript([ScriptedModel.finalAnswer("all done")])))
+  )
 })
 
 describe("Run: what run.started records", () => {

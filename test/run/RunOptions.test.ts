@@ -60,6 +60,33 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     'two tools are named "echo"; tool names must be unique'
   ],
   [
+    "two plan steps of one id",
+    {
+      goal: "x",
+      tools: [],
+      validation: {
+        plan: [
+          { id: "a", description: "a", required: true, criteria: [Criterion.toolSucceeded("echo")] },
+          { id: "a", description: "again", required: true, criteria: [Criterion.toolSucceeded("echo")] }
+        ]
+      }
+    },
+    ["validation", "plan", 1, "id"],
+    'two plan steps have the id "a"; step ids must be unique'
+  ],
+  [
+    "a plan step with nothing to check",
+    { goal: "x", tools: [], validation: { plan: [{ id: "a", description: "a", required: true, criteria: [] }] } },
+    ["validation", "plan", 0, "criteria"],
+    "a step needs at least one criterion (it is done when they all hold); got none"
+  ],
+  [
+    "two policies of one name",
+    { goal: "x", tools: [], policies: [Termination.maxIterations(3), Termination.maxIterations(5)] },
+    ["policies", 1, "name"],
+    'two policies are named "max_iterations"; the log names the policy that decided'
+  ],
+  [
     "a tool's metadata",
     { goal: "x", tools: [{ ...echo, metadata: { ...echo.metadata, maxRetries: -1 } }] },
     ["tools", 0, "metadata", "maxRetries"],

@@ -348,7 +348,11 @@ layer(NodeServices.layer)("Validation", (it) => {
         ])
         const report = yield* Validation.validate({ plan: [claimed] }, ctx)
         assert.isTrue(check(report, "plan:answer").passed)
-        assert.deepStrictEqual(report.completed, [{ id: "answer", description: "Answer the question" }])
+        // Its criteria held, but without evidence it is not completed (R6.3): unfinished, saying why.
+        assert.deepStrictEqual(report.completed, [])
+        assert.deepStrictEqual(report.unfinished, [
+          { id: "answer", description: "Answer the question", reason: "plan:answer passed without evidence" }
+        ])
         assert.deepStrictEqual(report.evidence, [])
         const index = check(report, "evidence:index")
         assert.isFalse(index.passed)

@@ -32,6 +32,21 @@ const opaque = <T>(is: (u: unknown) => boolean, expected: string) =>
 const fn = <F>(expected = "a function") => opaque<F>(Predicate.isFunction, expected)
 
 /**
+ * A list whose items' `field` (a name, an id) is unique: the second item that repeats one
+ * is refused at its field's path, so the message names where (`tools[2].name`).
+ */
+const uniqueBy = <K extends string>(field: K, repeated: (value: string) => string) =>
+  Schema.makeFilter((items: ReadonlyArray<{ readonly [F in K]: string }>) => {
+    const seen = new Set<string>()
+    for (let i = 0; i < items.length; i++) {
+      const value = items[i]?.[field] ?? ""
+      if (seen.has(value)) return { path: [i, field], issue: repeated(value) }
+      seen.add(value)
+    }
+    return undefined
+  })
+
+/**
  * The options' own objects refuse a key they do not have (a misspelt or moved option);
  * the objects of user code inside them (a tool, a policy, a criterion) may carry more.
  */
@@ -179,19 +194,7 @@ const Tools = Schema.Array(
   Schema.Unknown.check(Schema.makeFilter((u) => isTool(u) || "Expected a tool (build tools with Tool.make)")).pipe(
     Schema.decodeTo(ToolSchema)
   )
-).check(
-  Schema.makeFilter((tools) => {
-    const seen = new Set<string>()
-    for (let i = 0; i < tools.length; i++) {
-      const name = tools[i]?.name ?? ""
-      if (seen.has(name)) {
-        return { path: [i, "name"], issue: `two tools are named "${name}"; tool names must be unique` }
-      }
-      seen.add(name)
-    }
-    return undefined
-  })
-)
+).check(uniqueBy("name", (name) => `two tools are named "${name}"; tool names must be unique`))
 
 /** A value that is either passed on as it is (`keep`) or decoded by `codec`, or refused as not `expected`. */
 const dispatch = <S extends Schema.Constraint, K>(
@@ -214,7 +217,7 @@ const isBuiltInPolicy = (u: unknown): u is Termination.Policy => Predicate.isObj
  */
 const PolicySchema = dispatch(
   readOnce(
-    Schema.Struct({ name: Schema.String, decide: fn<Termination.Policy["decide"]>() }),
+    Schema.Struct({ name: Schema.NonEmptyString, decide: fn<Termination.Policy["decide"]>() }),
     (read, from): Termination.Policy => ({
       name: read.name,
       decide: (checkpoint) => read.decide.call(from, checkpoint)
@@ -227,7 +230,9 @@ const PolicySchema = dispatch(
 
 /** The policies, or what a `policies` function returned. */
 export const Policies = dispatch(
-  Schema.Array(PolicySchema),
+  Schema.Array(PolicySchema).check(
+    uniqueBy("name", (name) => `two policies are named "${name}"; the log names the policy that decided`)
+  ),
   (_u): _u is never => false,
   Array.isArray,
   "an array of policies"
@@ -271,9 +276,16 @@ const ValidationSpec = Schema.Struct({
         id: Schema.NonEmptyString,
         description: Schema.String,
         required: Schema.Boolean,
-        criteria: Schema.Array(Criterion)
+        // A step with nothing to check would count as done without evidence (R6.2).
+        criteria: Schema.Array(Criterion).check(
+          Schema.makeFilter((criteria) =>
+            criteria.length > 0
+              ? undefined
+              : { path: [], issue: "a step needs at least one criterion (it is done when they all hold); got none" }
+          )
+        )
       })
-    )
+    ).check(uniqueBy("id", (id) => `two plan steps have the id "${id}"; step ids must be unique`))
   ),
   stopHooks: Schema.optional(Schema.Array(StopHook)),
   artifacts: Schema.optional(

@@ -88,13 +88,25 @@ export const checkStep = Effect.fnUntraced(function* <S extends Step>(
   } satisfies StepResult<S>
 })
 
+/** What keeps a done step from being backed by the timeline: no evidence, or calls it cites that are not results. */
+const unbacked = (s: StepResult<Step>): ReadonlyArray<string> => [
+  ...(s.evidence.length === 0 ? [`${s.check.name} passed without evidence`] : []),
+  ...s.dangling.map((callId) => `${s.check.name} cites call ${callId}, which is not a tool.succeeded event`)
+]
+
+/**
+ * Whether a step is done with evidence (R6.2, R6.3): its criteria hold, and the results
+ * they cite are tool results of the timeline. Only such a step counts as completed.
+ */
+export const backed = (s: StepResult<Step>): boolean => s.done && unbacked(s).length === 0
+
+/** Why a step is not completed: its criteria's reason, or, when they held, what its evidence lacks. */
+export const notCompleted = (s: StepResult<Step>): string => (s.done ? unbacked(s).join("; ") : s.reason)
+
 /** The `evidence:index` check over the plan's results. */
 export const evidenceIndex = (steps: ReadonlyArray<StepResult<Step>>): Part => {
   const done = steps.filter((s) => s.done)
-  const problems = done.flatMap((s) => [
-    ...(s.evidence.length === 0 ? [`${s.check.name} passed without evidence`] : []),
-    ...s.dangling.map((callId) => `${s.check.name} cites call ${callId}, which is not a tool.succeeded event`)
-  ])
+  const problems = done.flatMap(unbacked)
   const backed = done.reduce((n, s) => n + s.evidence.length, 0)
   const clause =
     problems.length === 0
