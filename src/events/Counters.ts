@@ -43,6 +43,7 @@ export const empty: Counters = {
   reasoningTokens: 0,
   costUsd: 0,
   unchangedObservations: 0,
+  unchangedWhenWarned: 0,
   stateVersion: 0,
   sameClassStreak: 0,
   sameClassCode: "",
@@ -107,7 +108,9 @@ const onEvent = (c: Draft, e: Event): void => {
     case "tool.succeeded": {
       const n = count(c, "observationKeys", `${e.name}|${Signature.digest(e.observation)}|${c.stateVersion}`)
       const changesState = e.sideEffect === "write" || e.sideEffect === "external"
-      c.unchangedObservations = c.unchangedObservations + (n > 1 ? 1 : 0)
+      // A change of the state is progress: the repeats, and the warnings about them, count again from 0 (R2.3).
+      c.unchangedObservations = changesState ? 0 : c.unchangedObservations + (n > 1 ? 1 : 0)
+      c.unchangedWhenWarned = changesState ? 0 : c.unchangedWhenWarned
       c.stateVersion = c.stateVersion + (changesState ? 1 : 0)
       c.sameClassStreak = 0
       c.sameClassCode = ""
@@ -133,6 +136,7 @@ const onEvent = (c: Draft, e: Event): void => {
       break
     case "reminder.injected":
       c.reminders = bump(c.reminders, e.kind)[0]
+      if (e.kind === "loop_warning") c.unchangedWhenWarned = c.unchangedObservations
       break
   }
   c.lastEventAt = e.at

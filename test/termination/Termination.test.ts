@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, HashMap, Layer, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
@@ -108,7 +108,12 @@ describe("Termination policies (unit)", () => {
       [Termination.maxToolErrors(8), { toolErrors: 8 }, { toolErrors: 9 }, "max_tool_errors"],
       [Termination.maxToolErrors(0), { toolErrors: 0 }, { toolErrors: 1 }, "max_tool_errors"],
       [Termination.emptyOutput(2), { emptyOutputs: 2 }, { emptyOutputs: 3 }, "empty_output"],
-      [Termination.loopDetected(3), { unchangedObservations: 0 }, { unchangedObservations: 3 }, "loop_detected"],
+      [
+        Termination.loopDetected(3),
+        { unchangedObservations: 0 },
+        { unchangedObservations: 3, unchangedWhenWarned: 2 },
+        "loop_detected"
+      ],
       [
         Termination.budget({ maxTokens: 100 }),
         { inputTokens: 60, outputTokens: 40 },
@@ -130,12 +135,18 @@ describe("Termination policies (unit)", () => {
 
   it("R2.3 loop_detected warns once per new unchanged observation before it stops", () => {
     const policy = Termination.loopDetected(3)
-    const reminded = (n: number) => HashMap.make(["loop_warning", n])
     const first = policy.decide(at({ unchangedObservations: 1 }))
     assert.strictEqual(first._tag === "Warn" && first.kind, "loop_warning")
-    assert.strictEqual(tagOf(policy, at({ unchangedObservations: 1, reminders: reminded(1) })), "Continue")
-    assert.strictEqual(tagOf(policy, at({ unchangedObservations: 2, reminders: reminded(1) })), "Warn")
-    assert.strictEqual(tagOf(policy, at({ unchangedObservations: 3, reminders: reminded(2) })), "Stop")
+    assert.strictEqual(tagOf(policy, at({ unchangedObservations: 1, unchangedWhenWarned: 1 })), "Continue")
+    assert.strictEqual(tagOf(policy, at({ unchangedObservations: 2, unchangedWhenWarned: 1 })), "Warn")
+    assert.strictEqual(tagOf(policy, at({ unchangedObservations: 3, unchangedWhenWarned: 2 })), "Stop")
+  })
+
+  it("R2.3 repeats that reach the threshold at once are warned of first; the stop needs a repeat after the warning", () => {
+    const policy = Termination.loopDetected(3)
+    assert.strictEqual(tagOf(policy, at({ unchangedObservations: 4 })), "Warn")
+    assert.strictEqual(tagOf(policy, at({ unchangedObservations: 4, unchangedWhenWarned: 4 })), "Continue")
+    assert.strictEqual(tagOf(policy, at({ unchangedObservations: 5, unchangedWhenWarned: 4 })), "Stop")
   })
 
   it("R2.4 same_class_errors reminds after tools at every multiple of the threshold and never stops", () => {

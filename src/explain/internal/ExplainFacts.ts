@@ -220,7 +220,8 @@ const unchangedObservation = (timeline: Timeline): Repetition | undefined => {
     const digest = Signature.digest(e.observation)
     const key = `${e.name}|${digest}`
     if (!firsts.has(key)) firsts.set(key, e)
-    if (counters.unchangedObservations === before) continue
+    // A repeat adds one; a change of the state sets the count back to 0, and is no repeat.
+    if (counters.unchangedObservations !== before + 1) continue
     const first = firsts.get(key) ?? e
     const group = groups.get(key) ?? { first, callIds: [first.callId] }
     group.callIds.push(e.callId)

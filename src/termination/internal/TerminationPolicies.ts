@@ -7,7 +7,7 @@
  *
  * @internal
  */
-import * as Counters from "../../events/Counters.ts"
+import type * as Counters from "../../events/Counters.ts"
 import type * as StopReason from "../../events/StopReason.ts"
 
 /**
@@ -235,7 +235,10 @@ export const emptyOutput = (budget: number): Policy => {
 }
 
 /**
- * Warns the model once per unchanged observation, and stops at the threshold.
+ * Counts the actions that returned an observation already seen while the state did not
+ * change (R2.3): each new one warns the model, and one at or past the threshold stops the
+ * run, once the model has been warned. Repeats that come in one batch are warned of
+ * before they can stop the run; a change of the state starts the count again.
  *
  * @category policies
  * @since 0.1.0
@@ -246,16 +249,19 @@ export const loopDetected = (threshold: number): Policy => {
     "loop_detected",
     ({ counters }) => {
       const repeats = counters.unchangedObservations
-      if (repeats >= threshold) {
-        return stop("loop_detected", `${repeats} actions returned an observation already seen with no state change`)
-      }
-      if (repeats > 0 && repeats > Counters.reminderCount(counters, "loop_warning")) {
-        return warn(
-          "loop_warning",
-          "The last action repeated an earlier one and the state is unchanged. Try a different approach or give your final answer."
+      const warnedAt = counters.unchangedWhenWarned
+      // Nothing repeated since the model was last warned: it has its chance.
+      if (repeats <= warnedAt) return continue_
+      if (repeats >= threshold && warnedAt > 0) {
+        return stop(
+          "loop_detected",
+          `${repeats} actions since the state last changed returned an observation already seen`
         )
       }
-      return continue_
+      return warn(
+        "loop_warning",
+        "The last action repeated an earlier one and the state is unchanged. Try a different approach or give your final answer."
+      )
     },
     { loopThreshold: threshold }
   )
