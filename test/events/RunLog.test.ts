@@ -151,7 +151,8 @@ const view = (state: RunLog.State) => ({
   counters: {
     ...Counters.snapshot(state.counters),
     state: state.counters.state,
-    stateVersion: state.counters.stateVersion
+    stateVersion: state.counters.stateVersion,
+    unchangedWhenWarned: state.counters.unchangedWhenWarned
   },
   tallies: [
     state.counters.callSignatures,

@@ -22,6 +22,36 @@ const kinds = (timeline: ReadonlyArray<{ readonly _tag: string; readonly kind?: 
   )
 
 describe("Run.run({ output })", () => {
+  it.effect(
+    "R12 R6.1 an answer nested past the depth limit, or holding a __proto__ key, is the model's to correct, whatever the schema",
+    () =>
+      Effect.gen(function* () {
+        interface Tree {
+          readonly kids: ReadonlyArray<Tree>
+        }
+        const TreeSchema: Schema.Codec<Tree> = Schema.Struct({ kids: Schema.Array(Schema.suspend(() => TreeSchema)) })
+        let deep = '{"kids":[]}'
+        for (let i = 0; i < 5_000; i++) deep = `{"kids":[${deep}]}`
+        const cases: ReadonlyArray<readonly [Schema.Codec<unknown>, string]> = [
+          [TreeSchema, deep],
+          [Schema.Unknown, `${"[".repeat(10_000)}${"]".repeat(10_000)}`],
+          [Schema.Unknown, '{"__proto__":{"admin":true}}']
+        ]
+        for (const [output, first] of cases) {
+          const result = yield* Run.run({ goal: "answer as JSON", tools: [], output }).pipe(
+            Effect.provide(
+              ScriptedModel.layer([ScriptedModel.finalAnswer(first), ScriptedModel.finalAnswer('{"kids":[]}')])
+            )
+          )
+          // Refused before any decoder walks it (a recursive schema overflowed its stack: internal_error).
+          assert.deepStrictEqual([result.status, result.output], ["completed", { kids: [] }])
+          assert.deepStrictEqual(kinds(result.timeline), ["recovery.started", "recovery.completed"])
+          // The result can be written out as JSON.
+          assert.isString(JSON.stringify(result))
+        }
+      })
+  )
+
   it.effect("R6.1 the final answer decoded with the output schema is the typed result.output", () =>
     Effect.gen(function* () {
       const result = yield* run(['{"city":"Paris","population":2100000}'])

@@ -31,7 +31,11 @@ const broken = (cause: Cause.Cause<unknown>): Problem => ({
  * The final answer decoded with `schema`, or why it is not the output, in words the model
  * can act on (the field paths and what was expected) when it is the model's to correct.
  */
-export const decode = (schema: OutputSchema, text: string): Result.Result<unknown, Problem> => {
+export const decode = (
+  schema: OutputSchema,
+  text: string,
+  limits: ToolArguments.Limits = ToolArguments.defaultLimits
+): Result.Result<unknown, Problem> => {
   const trimmed = text.trim()
   const json = fenced.exec(trimmed)?.[1] ?? trimmed
   let parsed: unknown
@@ -40,6 +44,15 @@ export const decode = (schema: OutputSchema, text: string): Result.Result<unknow
   } catch {
     return Result.fail({ _tag: "Mismatch", message: "the final answer is not JSON; answer with the JSON value alone" })
   }
+  // What the model sends is bounded as its tool arguments are (R3.5, R12): no nesting past
+  // the limit (that no decoder, encoder or reader of the result need walk), no `__proto__` key.
+  const unfit = ToolArguments.jsonIssue(parsed, {
+    root: "the final answer",
+    maxDepth: limits.maxArgumentDepth,
+    maxNodes: limits.maxArgumentChars,
+    strict: true
+  })
+  if (unfit !== undefined) return Result.fail({ _tag: "Mismatch", message: unfit })
   let decoded: Exit.Exit<unknown, Schema.SchemaError>
   try {
     decoded = Schema.decodeUnknownExit(schema)(parsed)

@@ -220,7 +220,7 @@ const responded = <R>(
     }
     // A typed output (R6.1): a final answer that does not decode goes back as a correction.
     if (config.output !== undefined && prepared.length === 0 && !truncated && response.text.trim() !== "") {
-      const decoded = FinalOutput.decode(config.output, response.text)
+      const decoded = FinalOutput.decode(config.output, response.text, config.registry.limits)
       if (Result.isFailure(decoded)) {
         // A schema that breaks is user code failing, not the model's answer (R12): it ends the run.
         if (decoded.failure._tag === "Broken") {

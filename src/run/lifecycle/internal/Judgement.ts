@@ -8,6 +8,7 @@ import type * as Event from "../../../events/Event.ts"
 import type * as RunState from "../../../events/RunState.ts"
 import * as StopReason from "../../../events/StopReason.ts"
 import type * as Tool from "../../../tools/Tool.ts"
+import type * as ToolArguments from "../../../tools/ToolArguments.ts"
 import * as Spans from "../../../tracing/Spans.ts"
 import * as Validation from "../../../validation/Validation.ts"
 import * as FinalOutput from "../../internal/FinalOutput.ts"
@@ -89,13 +90,14 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   ctx: RunContext.RunContext,
   spec: Validation.Spec<RV>,
   outcome: Loop.Outcome,
-  schema?: FinalOutput.OutputSchema
+  schema?: FinalOutput.OutputSchema,
+  limits?: ToolArguments.Limits
 ) {
   yield* RunContext.transition(ctx, "validating")
   // The typed output's check is one of the report's, on the validation span with the others.
   const output =
     schema !== undefined && outcome.reason === "goal_reached"
-      ? FinalOutput.decode(schema, outcome.finalAnswer ?? "")
+      ? FinalOutput.decode(schema, outcome.finalAnswer ?? "", limits)
       : undefined
   const report = yield* Spans.validation(
     Effect.map(
@@ -172,7 +174,13 @@ export const judged = Effect.fnUntraced(function* <RV, R>(
   if (outcome.reason === "run_timeout")
     return yield* validateOutcome<never>(ctx, { plan: resolved.validation.plan }, outcome)
   if (outcome.reason === "goal_reached" || assessed.has(outcome.reason)) {
-    return yield* validateOutcome(ctx, resolved.validation, outcome, resolved.loop.output)
+    return yield* validateOutcome(
+      ctx,
+      resolved.validation,
+      outcome,
+      resolved.loop.output,
+      resolved.loop.registry.limits
+    )
   }
   const status: RunState.Status = outcome.reason === "unknown_outcome" ? "unknown_outcome" : "failed"
   return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail } satisfies Ending
