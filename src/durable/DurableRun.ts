@@ -73,9 +73,9 @@ export interface Settings {
 }
 
 /** A tool the start names that the runner did not register (`definitions` without tools: a client, which cannot tell). */
-const unknownTool = (definitions: Definitions<Tool.Any, unknown, unknown>, options: StartOptions) => {
-  if (definitions.tools.length === 0) return Effect.void
-  const registered = new Set(definitions.tools.map((t) => t.name))
+const unknownTool = (tools: ReadonlyArray<Tool.Any>, options: StartOptions) => {
+  if (tools.length === 0) return Effect.void
+  const registered = new Set(tools.map((t) => t.name))
   const index = (options.tools ?? []).findIndex((name) => !registered.has(name))
   return index === -1
     ? Effect.void
@@ -92,7 +92,7 @@ const checkedAgainst =
   <T extends Tool.Any, RV, O>(definitions: Definitions<T, RV, O>) =>
   (options: StartOptions): Effect.Effect<void, RunOptions.InvalidRunOptions> =>
     Effect.andThen(
-      unknownTool(definitions as Definitions<Tool.Any, unknown, unknown>, options),
+      unknownTool(definitions.tools, options),
       Run.validateOptions<T, RV, O>({
         ...Body.optionsOf(definitions, payloadOf(options, options.runId ?? "")),
         ...(options.runId === undefined ? {} : { runId: options.runId })

@@ -109,7 +109,8 @@ const attemptBefore = (
 ): Event.Of<"model.requested" | "tool.attempted"> | undefined => {
   const failed = timeline[index]
   for (let i = index - 1; i >= 0; i--) {
-    const e = timeline[i] as Event.Event
+    const e = timeline[i]
+    if (e === undefined) continue
     if (failed?._tag === "model.failed" && e._tag === "model.requested") return e
     if (failed?._tag === "tool.failed" && e._tag === "tool.attempted" && e.callId === failed.callId) return e
   }

@@ -6,7 +6,13 @@
  */
 import { Predicate, SchemaIssue } from "effect"
 
-const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
+/** A key missing is said as what to do about it; every other issue as effect says it. */
+const formatter = SchemaIssue.makeFormatterStandardSchemaV1({
+  leafHook: (issue) =>
+    issue._tag === "MissingKey" && typeof issue.annotations?.messageMissingKey !== "string"
+      ? "field is required"
+      : SchemaIssue.defaultLeafHook(issue)
+})
 
 const formatPath = (path: ReadonlyArray<PropertyKey>, root: string): string => {
   const joined = path.reduce<string>(
@@ -35,9 +41,6 @@ export const describe = (
       root
     )
   )
-  const lines = issues.map((i, n) => {
-    const text = i.message === "Missing key" ? "field is required" : i.message
-    return `${fieldPaths[n]}: ${text}`
-  })
+  const lines = issues.map((i, n) => `${fieldPaths[n]}: ${i.message}`)
   return { message: lines.join("; "), fieldPaths }
 }

@@ -26,9 +26,9 @@
  *
  * @since 0.4.0
  */
-import { Clock, Deferred, Duration, Effect, Layer, Option, type Schema } from "effect"
+import { Clock, Deferred, Duration, Effect, Layer, Option, Predicate, Schema } from "effect"
 import * as Approval from "../tools/Approval.ts"
-import type * as Tool from "../tools/Tool.ts"
+import * as Tool from "../tools/Tool.ts"
 import * as Journal from "./Journal.ts"
 import type * as JournalError from "./JournalError.ts"
 
@@ -55,7 +55,7 @@ export interface Options {
   readonly onPutUp?: ((request: Approval.Request) => Effect.Effect<void>) | undefined
 }
 
-const sideEffects: ReadonlyArray<string> = ["none", "read", "write", "external"]
+const isSideEffect = Schema.is(Tool.SideEffect)
 
 /**
  * A row of the approvals table as the request a person decides.
@@ -67,13 +67,9 @@ export const requestOf = (row: Journal.ApprovalRequest): Approval.Request => ({
   runId: row.runId,
   callId: row.callId,
   tool: row.tool,
-  arguments: (typeof row.arguments === "object" && row.arguments !== null && !Array.isArray(row.arguments)
-    ? row.arguments
-    : {}) as Readonly<Record<string, unknown>>,
+  arguments: Predicate.isObject(row.arguments) ? row.arguments : {},
   // A row that does not say is shown as the strictest class: whoever decides assumes it acts outside.
-  sideEffect: (row.sideEffect !== undefined && sideEffects.includes(row.sideEffect)
-    ? row.sideEffect
-    : "external") as Tool.SideEffect,
+  sideEffect: isSideEffect(row.sideEffect) ? row.sideEffect : "external",
   requestedAt: row.requestedAt,
   expiresAt: row.expiresAt
 })

@@ -55,10 +55,11 @@ const parse = (args: ReadonlyArray<string>): View | "help" | CliError => {
   let input: string | undefined
   let output: string | undefined
   let content = true
-  for (let i = 0; i < rest.length; i++) {
-    const arg = rest[i] as string
+  // One iterator: an option's value is taken from it, so the loop goes on after the value.
+  const remaining = rest.values()
+  for (const arg of remaining) {
     if (arg === "-o" || arg === "--output") {
-      const value = rest[++i]
+      const value = remaining.next().value
       if (value === undefined) return bad(`${arg} needs a file name`)
       output = value
     } else if (arg === "--no-content") content = false

@@ -94,6 +94,7 @@ const view = (options: Options, now: () => number) => {
 export const observer = (options: Options = {}): RunObserver.Observer => ({
   attach: () => {
     const one = view(options, Date.now)
+    // A raw timer: `attach` is synchronous, with no fiber to sleep in; a terminal's countdown is wall-clock time.
     const timer = one.tty ? setInterval(one.tick, options.refresh ?? 1000) : undefined
     timer?.unref?.()
     return {

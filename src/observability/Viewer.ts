@@ -49,10 +49,13 @@ export type Input = ReadonlyArray<Event.Event> | RunResult.RunResult | Recording
 
 const encodeEvent = Schema.encodeSync(Schema.toCodecJson(Event.Event))
 
+/** `Array.isArray` narrows to a mutable array only: a timeline is a `ReadonlyArray`. */
+const isTimeline = (input: Input): input is ReadonlyArray<Event.Event> => Array.isArray(input)
+
 const recordingOf = (input: Input): Recording.Recording => {
-  if (Array.isArray(input)) return { events: input as ReadonlyArray<Event.Event>, torn: false }
+  if (isTimeline(input)) return { events: input, torn: false }
   if ("timeline" in input) return { events: input.timeline, result: input, torn: false }
-  return input as Recording.Recording
+  return input
 }
 
 /**

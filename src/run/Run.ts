@@ -115,6 +115,7 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
 ): Effect.Effect<RunResult.Typed<O>, ResumeError, Requirements<T, RV> | Journal.Journal> =>
   Effect.flatMap(Effect.service(Journal.Journal), (journal) =>
     Effect.flatMap(Durable.load(journal, runId, options.tools, options.modelName), (loaded) => {
+      // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
       if (loaded._tag === "Finished") return Effect.succeed(loaded.result as RunResult.Typed<O>)
       const merged = Launch.resumedOptions(runId, options, loaded)
       if (Result.isFailure(merged)) return Effect.fail(merged.failure)

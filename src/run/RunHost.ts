@@ -93,6 +93,7 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
       (e) => e.reason === "not_found",
       () => Effect.succeed(undefined)
     )
+    // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
     if (loaded?._tag === "Finished") return { _tag: "Finished", result: loaded.result as RunResult.Typed<O> } as const
 
     const parkAfterMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))

@@ -155,8 +155,8 @@ export const RunId = Schema.String.check(
   Schema.makeFilter(
     (id) =>
       // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is refused.
-      (id.length >= 1 && id.length <= 256 && !/[\u0000-\u001f\u007f-\u009f]/.test(id)) ||
-      "Expected 1 to 256 characters, none of them a control character"
+      id.length >= 1 && id.length <= 256 && !/[\u0000-\u001f\u007f-\u009f]/.test(id),
+    { expected: "1 to 256 characters, none of them a control character" }
   )
 )
 

@@ -54,16 +54,27 @@ const describeType = (value: unknown): string =>
   value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`
 
 /**
- * Arguments parsed into a plain JSON object, or why they could not be.
+ * Why arguments were refused: text over the size limit (`too_long`), text that is not JSON
+ * (`not_json`), a value that is not an object (`not_an_object`), a value plain JSON cannot
+ * hold or too deep (`not_plain_json`), or a value that cannot be read (`unreadable`).
+ *
+ * @category models
+ * @since 0.6.0
+ */
+export type InvalidReason = "too_long" | "not_json" | "not_an_object" | "not_plain_json" | "unreadable"
+
+/**
+ * Arguments parsed into a plain JSON object, or why they could not be: `reason` to decide
+ * by, `message` to show.
  *
  * @category models
  * @since 0.1.0
  */
 export type ParsedArguments =
   | { readonly _tag: "Ok"; readonly value: Record<string, unknown> }
-  | { readonly _tag: "Invalid"; readonly message: string }
+  | { readonly _tag: "Invalid"; readonly reason: InvalidReason; readonly message: string }
 
-const invalid = (message: string): ParsedArguments => ({ _tag: "Invalid", message })
+const invalid = (reason: InvalidReason, message: string): ParsedArguments => ({ _tag: "Invalid", reason, message })
 
 const isPlainObject = (value: object): boolean => {
   const proto = Object.getPrototypeOf(value)
@@ -200,7 +211,7 @@ export const parseArguments = (raw: unknown, limits: Limits = defaultLimits): Pa
     return parse(raw, limits)
   } catch (defect) {
     // Only a value a provider built itself can throw when read (a getter, a Proxy).
-    return invalid(`arguments cannot be read (${Failure.safeDescription(defect)})`)
+    return invalid("unreadable", `arguments cannot be read (${Failure.safeDescription(defect)})`)
   }
 }
 
@@ -210,17 +221,20 @@ const parse = (raw: unknown, limits: Limits): ParsedArguments => {
   const fromText = Predicate.isString(raw)
   if (Predicate.isString(raw)) {
     if (raw.length > limits.maxArgumentChars) {
-      return invalid(`arguments are ${raw.length} characters, over the limit of ${limits.maxArgumentChars}`)
+      return invalid("too_long", `arguments are ${raw.length} characters, over the limit of ${limits.maxArgumentChars}`)
     }
     if (raw.trim() === "") return { _tag: "Ok", value: {} }
     try {
       value = JSON.parse(raw)
     } catch (error) {
-      return invalid(`arguments are not valid JSON (${Predicate.isError(error) ? error.message : "parse error"})`)
+      return invalid(
+        "not_json",
+        `arguments are not valid JSON (${Predicate.isError(error) ? error.message : "parse error"})`
+      )
     }
   }
   if (!Predicate.isObject(value) || Array.isArray(value)) {
-    return invalid(`arguments must be a JSON object, got ${describeType(value)}`)
+    return invalid("not_an_object", `arguments must be a JSON object, got ${describeType(value)}`)
   }
   const unfit = jsonIssue(value, {
     root: "arguments",
@@ -228,14 +242,17 @@ const parse = (raw: unknown, limits: Limits): ParsedArguments => {
     maxNodes: limits.maxArgumentChars,
     strict: true
   })
-  if (unfit !== undefined) return invalid(unfit)
+  if (unfit !== undefined) return invalid("not_plain_json", unfit)
   if (!fromText) {
     // Bounded by now: no cycle, no deep nesting, no more nodes than the limit. The value is
     // taken as its JSON text and parsed again: a snapshot, so a getter cannot show the
     // permission policy one thing and the handler another.
     const text = JSON.stringify(value)
     if (text.length > limits.maxArgumentChars) {
-      return invalid(`arguments are ${text.length} characters, over the limit of ${limits.maxArgumentChars}`)
+      return invalid(
+        "too_long",
+        `arguments are ${text.length} characters, over the limit of ${limits.maxArgumentChars}`
+      )
     }
     return parse(text, limits)
   }

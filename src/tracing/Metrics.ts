@@ -100,12 +100,12 @@ const stepDurations = (timeline: ReadonlyArray<Event.Event>): ReadonlyArray<numb
   return starts.map((at, i) => Math.max(0, (starts[i + 1] ?? end) - at))
 }
 
-const outcomes = {
-  "tool.succeeded": "succeeded",
-  "tool.failed": "failed",
-  "tool.blocked": "blocked",
-  "tool.interrupted": "interrupted"
-} as const
+const outcomes: ReadonlyMap<Event.Event["_tag"], string> = new Map([
+  ["tool.succeeded", "succeeded"],
+  ["tool.failed", "failed"],
+  ["tool.blocked", "blocked"],
+  ["tool.interrupted", "interrupted"]
+])
 
 /** How many of each key. */
 const tally = (keys: Iterable<string>): Map<string, number> => {
@@ -115,7 +115,10 @@ const tally = (keys: Iterable<string>): Map<string, number> => {
 }
 
 function* toolOutcomes(timeline: ReadonlyArray<Event.Event>) {
-  for (const e of timeline) if (e._tag in outcomes) yield outcomes[e._tag as keyof typeof outcomes]
+  for (const e of timeline) {
+    const outcome = outcomes.get(e._tag)
+    if (outcome !== undefined) yield outcome
+  }
 }
 
 function* retryCauses(timeline: ReadonlyArray<Event.Event>) {

@@ -108,7 +108,7 @@ export const span = <A, E, R>(
     })
     return Effect.flatMap(
       Effect.exit(Effect.withSpan(seen, name, { attributes: defined(start(content)) })),
-      (exit) => exited ?? (exit as Exit.Exit<A, E>)
+      (exit) => exited ?? exit
     )
   })
 

@@ -84,8 +84,8 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
   let model: Open | undefined
   const tools = new Map<string, Open>()
   const retries = new Map<string, Open>()
-  for (let i = 0; i < index && i < timeline.length; i++) {
-    const e = timeline[i] as Event.Event
+  for (const [i, e] of timeline.entries()) {
+    if (i >= index) break
     state = RunLog.step(state, e)
     const since = e.at - start
     switch (e._tag) {
@@ -162,8 +162,8 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
   })
   const open: Array<Open> = [...(model === undefined ? [] : [model]), ...approvals, ...tools.values(), ...sleeping]
   // What became of each: the last word after the moment (an approval's decision, a call's ending).
-  for (let i = index; i < timeline.length; i++) {
-    const e = timeline[i] as Event.Event
+  for (const [i, e] of timeline.entries()) {
+    if (i < index) continue
     const ending = endingOf(e)
     if (ending === undefined) continue
     const callId = "callId" in e ? e.callId : undefined
@@ -264,7 +264,8 @@ const repeatedFailure = (timeline: Timeline): Repetition | undefined => {
 /** The last failed model call, or failed or blocked tool call, before `index`. */
 export const lastFailure = (timeline: Timeline, index: number, source?: "model" | "tool"): FailureSeen | undefined => {
   for (let i = Math.min(index, timeline.length) - 1; i >= 0; i--) {
-    const e = timeline[i] as Event.Event
+    const e = timeline[i]
+    if (e === undefined) continue
     if (e._tag === "model.failed" && source !== "tool") {
       const { code, classification, hint, timeout } = e.failure
       return { source: "model", name: "model", callId: undefined, code, classification, hint, timeout, seq: e.seq }

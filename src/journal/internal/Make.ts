@@ -162,11 +162,15 @@ const decodeRun = (
   }
   // The state, count and result are the last commit's (the run row's until there is one).
   const resultText = last === undefined ? run.result : last.result
-  const result = resultText === null ? undefined : parseJson(resultText)
-  if (result !== undefined && (Result.isFailure(result) || !isJson(result.success))) {
-    return Result.fail(corrupt(runId, "the result is not JSON", last?.seq))
+  let result = Option.none<Schema.Json>()
+  if (resultText !== null) {
+    const parsed = parseJson(resultText)
+    if (Result.isFailure(parsed) || !isJson(parsed.success)) {
+      return Result.fail(corrupt(runId, "the result is not JSON", last?.seq))
+    }
+    result = Option.some(parsed.success)
   }
-  if ((run.result === null) !== (result === undefined)) {
+  if ((run.result === null) !== Option.isNone(result)) {
     return Result.fail(
       corrupt(
         runId,
@@ -180,11 +184,12 @@ const decodeRun = (
   return Result.succeed({
     runId,
     version: run.version,
-    header: header.success as Schema.Json,
+    header: header.success,
+    // Checked: the run row's state by `isState` above, each commit's by `decodeCommit`.
     state: (last?.state ?? run.state) as RunState.State,
     nextSeq: events.length,
     events,
-    result: result === undefined ? Option.none() : Option.some(result.success as Schema.Json),
+    result,
     createdAt: run.createdAt,
     updatedAt: last?.at ?? run.updatedAt
   })
@@ -199,7 +204,7 @@ const toRequest = (row: ApprovalRow): Result.Result<ApprovalRequest, JournalErro
     runId: row.runId,
     callId: row.callId,
     tool: row.tool,
-    arguments: args.success as Schema.Json,
+    arguments: args.success,
     requestedAt: row.requestedAt,
     expiresAt: row.expiresAt,
     ...(row.sideEffect === null ? {} : { sideEffect: row.sideEffect })

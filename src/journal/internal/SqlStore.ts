@@ -44,8 +44,9 @@ export const tables = (prefix = "agent_"): Effect.Effect<Tables, JournalError.Jo
 const describe = (error: { readonly message: string; readonly cause?: unknown }): string => {
   const cause = error.cause
   const field = (name: string): unknown =>
-    typeof cause === "object" && cause !== null && name in cause ? (cause as Record<string, unknown>)[name] : undefined
-  const inner = typeof field("message") === "string" ? (field("message") as string) : ""
+    typeof cause === "object" && cause !== null && name in cause ? Reflect.get(cause, name) : undefined
+  const causeMessage = field("message")
+  const inner = typeof causeMessage === "string" ? causeMessage : ""
   const message = inner !== "" && inner !== error.message ? `${error.message}: ${inner}` : error.message
   const code = field("errno") ?? field("code")
   return typeof code === "number" || (typeof code === "string" && code !== "") ? `${message} (code ${code})` : message

@@ -135,6 +135,7 @@ const openFile = (options: Options) =>
             break
           } catch (error) {
             if (!isBusy(error) || Date.now() >= giveUpAt) throw error
+            // A raw timer: this waits inside the open's own promise (no fiber), for another process, in real time.
             await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20))
           }
         }
@@ -168,9 +169,10 @@ export const open = (options: Options): Effect.Effect<Opened, SqlError.SqlError,
     const preparedArrays = makeCache(db, options.statementCacheSize ?? 64, true)
     const run = <A>(operation: string, body: () => A): Effect.Effect<A, SqlError.SqlError> =>
       Effect.try({ try: body, catch: toSqlError(operation) })
-    const rows = (statement: StatementSync, params: ReadonlyArray<unknown>) =>
-      statement.all(...bind(params)) as ReadonlyArray<object>
+    const rows = (statement: StatementSync, params: ReadonlyArray<unknown>): ReadonlyArray<object> =>
+      statement.all(...bind(params))
     const values = (statement: StatementSync, params: ReadonlyArray<unknown>) =>
+      // SQLite returns each row as an array: the statement was set to `setReturnArrays(true)` (node types it as a record).
       statement.all(...bind(params)) as unknown as ReadonlyArray<ReadonlyArray<unknown>>
     const transform = (
       result: ReadonlyArray<object>,

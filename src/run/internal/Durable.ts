@@ -180,7 +180,8 @@ export const load = Effect.fnUntraced(function* (
   const finished = storedResult(stored)
   if (finished !== undefined) {
     if (Exit.isFailure(finished)) return yield* fail("corrupt", "the stored result does not decode")
-    return { _tag: "Finished", result: finished.value } satisfies Loaded as Loaded
+    const loaded: Loaded = { _tag: "Finished", result: finished.value }
+    return loaded
   }
   const started = stored.events[0]
   if (started !== undefined && started._tag !== "run.started") {
@@ -199,14 +200,15 @@ export const load = Effect.fnUntraced(function* (
   if (modelName !== undefined && model !== "" && modelName !== model) {
     return yield* fail("incompatible", `the run used the model ${model}, not ${modelName}`)
   }
-  return {
+  const loaded: Loaded = {
     _tag: "Open",
     runId,
     goal: header.value.goal,
     system: header.value.system,
     events: stored.events,
     started
-  } satisfies Loaded as Loaded
+  }
+  return loaded
 })
 
 /** The journal in the context, if any: a run commits to it when it is there. */

@@ -73,6 +73,45 @@ const safeString = (value: unknown): string => {
 }
 
 /**
+ * What the first issue of a decode says, read from its structure (the path the formatter
+ * follows: a check's own message first, then the first issue of a group): a key missing, a
+ * key not allowed, a message of its own (`stated`, shown as it is), or what was expected
+ * (`expected`, shown with what was given).
+ */
+type Kind = "missing" | "excess" | "stated" | "expected"
+
+const hasMessage = (annotations: { readonly message?: unknown } | undefined): boolean =>
+  typeof annotations?.message === "string"
+
+const kindOf = (issue: SchemaIssue.Issue): Kind => {
+  switch (issue._tag) {
+    case "MissingKey":
+      return typeof issue.annotations?.messageMissingKey === "string" ? "stated" : "missing"
+    case "UnexpectedKey":
+      return typeof issue.ast.annotations?.messageUnexpectedKey === "string" ? "stated" : "excess"
+    case "Filter":
+      return hasMessage(issue.filter.annotations) ? "stated" : kindOf(issue.issue)
+    case "Encoding":
+    case "Pointer":
+      return kindOf(issue.issue)
+    case "Composite":
+      return kindOf(issue.issues[0])
+    case "AnyOf": {
+      const first = issue.issues[0]
+      if (first !== undefined) return kindOf(first)
+      return hasMessage(issue.ast.annotations) ? "stated" : "expected"
+    }
+    case "InvalidType":
+    case "OneOf":
+      return hasMessage(issue.ast.annotations) ? "stated" : "expected"
+    case "InvalidValue":
+      return hasMessage(issue.annotations) ? "stated" : "expected"
+    case "Forbidden":
+      return "stated"
+  }
+}
+
+/**
  * The first issue of a decode as the typed error, its path under `prefix`: what was
  * expected, and what was given (read again from `root`, and shown safely).
  */
@@ -84,12 +123,13 @@ const invalid = (
   const first = formatter(issue).issues[0]
   const path = (first?.path ?? []).map((p) => (typeof p === "object" ? p.key : p))
   const message = first === undefined ? "is invalid" : first.message
+  const kind = first === undefined ? "stated" : kindOf(issue)
   const reason =
-    message === "Missing key"
+    kind === "missing"
       ? "field is required"
-      : message === "Expected no excess property"
+      : kind === "excess"
         ? "no such option"
-        : message.startsWith("Expected")
+        : kind === "expected"
           ? `${message}, got ${safeString(valueAt(root, path))}`
           : message
   return new RunOptions.InvalidRunOptions({

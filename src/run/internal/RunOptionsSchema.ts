@@ -78,7 +78,6 @@ const millisOf = (input: unknown): number | undefined => {
 }
 
 const aDuration = 'a positive, finite duration ("30 seconds", or milliseconds)'
-const notADuration = `Expected ${aDuration}`
 
 /** A positive, finite `Duration.Input`, kept as it was given (a tool's own timeout). */
 const DurationInput = opaque<Duration.Input>((u) => millisOf(u) !== undefined, aDuration)
@@ -87,19 +86,19 @@ const DurationInput = opaque<Duration.Input>((u) => millisOf(u) !== undefined, a
 const Millis = Schema.declareConstructor<number, unknown>()([], () => (input) => {
   const millis = millisOf(input)
   return millis === undefined
-    ? Effect.fail(new SchemaIssue.InvalidValue({ message: notADuration }))
+    ? Effect.fail(new SchemaIssue.InvalidValue({ expected: aDuration }))
     : Effect.succeed(millis)
 })
 
 /** The stop grace is a real-time timer: at most 2^31 - 1 ms (24.8 days), what one can wait. */
 const Grace = Millis.check(
-  Schema.isLessThanOrEqualTo(2_147_483_647, { message: "Expected a positive duration of at most 24 days" })
+  Schema.isLessThanOrEqualTo(2_147_483_647, { expected: "a positive duration of at most 24 days" })
 )
 
 const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
 
 const ToolName = Schema.String.check(
-  Schema.isPattern(namePattern, { message: "Expected 1 to 64 characters of letters, digits, '_' or '-'" })
+  Schema.isPattern(namePattern, { expected: "1 to 64 characters of letters, digits, '_' or '-'" })
 )
 
 // Every effect Schema carries its AST.
@@ -168,7 +167,10 @@ const ToolSchema = readOnce(
     Schema.makeFilter((tool) =>
       tool.definition.name === tool.name
         ? undefined
-        : { path: ["definition"], issue: "Expected the definition Tool.make made for this tool's name" }
+        : {
+            path: ["definition"],
+            issue: new SchemaIssue.InvalidValue({ expected: "the definition Tool.make made for this tool's name" })
+          }
     )
   ),
   (tool, from): Tool.Any =>
@@ -191,7 +193,7 @@ const ToolSchema = readOnce(
 )
 
 const Tools = Schema.Array(
-  Schema.Unknown.check(Schema.makeFilter((u) => isTool(u) || "Expected a tool (build tools with Tool.make)")).pipe(
+  Schema.Unknown.check(Schema.makeFilter(isTool, { expected: "a tool (build tools with Tool.make)" })).pipe(
     Schema.decodeTo(ToolSchema)
   )
 ).check(uniqueBy("name", (name) => `two tools are named "${name}"; tool names must be unique`))
@@ -205,7 +207,7 @@ const dispatch = <S extends Schema.Constraint, K>(
 ) =>
   Schema.declareConstructor<S["Type"] | K, unknown>()([schema], ([codec]) => (input, _ast, options) => {
     if (keep(input)) return Effect.succeed(input)
-    if (!isCandidate(input)) return Effect.fail(new SchemaIssue.InvalidValue({ message: `Expected ${expected}` }))
+    if (!isCandidate(input)) return Effect.fail(new SchemaIssue.InvalidValue({ expected }))
     return SchemaParser.decodeUnknownEffect(codec)(input, options)
   })
 
@@ -302,7 +304,7 @@ const ValidationSpec = Schema.Struct({
 })
 
 const ModelName = Schema.String.check(
-  Schema.makeFilter((name) => name.trim() !== "" || "Expected a name that is not blank")
+  Schema.makeFilter((name) => name.trim() !== "", { expected: "a name that is not blank" })
 )
 
 const Fallback = Schema.Struct({

@@ -32,6 +32,7 @@ import type { Registry } from "./Registry.ts"
 export {
   defaultLimits,
   describeIssue,
+  type InvalidReason,
   type Limits,
   type ParsedArguments,
   parseArguments

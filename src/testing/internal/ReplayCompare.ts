@@ -16,13 +16,16 @@ const ignoredEverywhere = new Set(["runId", "seq", "at", "deadlineAt", "expiresA
  */
 const ignoredInStart = new Set(["limits", "policies", "permission", "unguardedTools"])
 
+/** Entries by key, as `sort()` orders strings. */
+const byKey = ([a]: [string, unknown], [b]: [string, unknown]): number => (a < b ? -1 : a > b ? 1 : 0)
+
 /** The fields of `event` replay compares, in a canonical order. */
 export const comparable = (event: Event.Event): Record<string, unknown> => {
   const fields: Record<string, unknown> = {}
-  for (const key of Object.keys(event).sort()) {
+  const entries: Array<[string, unknown]> = Object.entries(event)
+  for (const [key, value] of entries.sort(byKey)) {
     if (ignoredEverywhere.has(key)) continue
     if (event._tag === "run.started" && ignoredInStart.has(key)) continue
-    const value = (event as unknown as Record<string, unknown>)[key]
     if (value !== undefined) fields[key] = value
   }
   return fields
@@ -31,11 +34,7 @@ export const comparable = (event: Event.Event): Record<string, unknown> => {
 /** A value as canonical JSON: object keys sorted, so that field order never matters. */
 export const canonical = (value: unknown): string =>
   JSON.stringify(value, (_key, v: unknown) =>
-    v !== null && typeof v === "object" && !Array.isArray(v)
-      ? Object.fromEntries(
-          Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        )
-      : v
+    v !== null && typeof v === "object" && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(byKey)) : v
   )
 
 /** The compared fields whose values differ, by name (`_tag` first when the tags differ). */
@@ -81,14 +80,13 @@ export const firstParting = (
     }
     const fields = differences(e, a)
     if (fields.length === 0) continue
+    const recorded = comparable(e)
+    const replayed = comparable(a)
     const detail =
       fields[0] === "_tag"
         ? `the recording has ${e._tag} at seq ${seq}, the replay ${a._tag}`
         : `${e._tag} at seq ${seq} differs in ${fields
-            .map((field) => {
-              const key = field as keyof Event.Event
-              return `${field} (recorded ${shown(e[key])}, replayed ${shown(a[key])})`
-            })
+            .map((field) => `${field} (recorded ${shown(recorded[field])}, replayed ${shown(replayed[field])})`)
             .join(", ")}`
     return { seq, expected: e, actual: a, detail }
   }

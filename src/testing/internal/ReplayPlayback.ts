@@ -248,6 +248,8 @@ export const tools = <T extends Tool.Any>(
       })
     const postcondition = (_input: unknown, _output: unknown, context: Tool.CallContext) =>
       check(contradicted.get(context.callId))
+    // Erased boundary: `tool` with its functions swapped for ones that take any input and answer
+    // from the recording (the output decoded by its own schema); `T` narrows only those types.
     return Object.freeze({
       ...tool,
       handler,

@@ -156,6 +156,7 @@ export const cutOffArguments = (prepared: ToolExecutor.Prepared): ToolExecutor.P
         ...prepared,
         parsed: {
           _tag: "Invalid",
+          reason: prepared.parsed.reason,
           message: `the response was cut off by the output token limit inside these arguments (send the call again, shorter): ${prepared.parsed.message}`
         }
       }

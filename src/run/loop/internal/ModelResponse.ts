@@ -62,6 +62,7 @@ const plainResponse = (response: unknown): Model.Response | undefined => {
     // Read field by field: `id` and `name` are checked next; `arguments` is any value, parsed later.
     const { id, name } = call as Partial<Record<keyof Model.ToolCall, unknown>>
     if (typeof id !== "string" || typeof name !== "string") return undefined
+    // Any value: `arguments` is read as it is and parsed by the pipeline (`ToolArguments.parseArguments`).
     calls[i] = { id, name, arguments: (call as Model.ToolCall).arguments }
   }
   return Model.response({

@@ -43,8 +43,8 @@ const decidedAfterBatch: ReadonlySet<Event.Event["_tag"]> = new Set([
 /** Where the last iteration of a restored log stopped, if inside it (see {@link Unfinished}). */
 export const unfinished = <R>(ctx: RunContext.RunContext, config: Config<R>): Unfinished | undefined => {
   const at = ctx.events.findLastIndex((e) => e._tag === "model.responded")
-  const responded = ctx.events[at] as Event.Of<"model.responded"> | undefined
-  if (responded === undefined) return undefined
+  const responded = ctx.events[at]
+  if (responded?._tag !== "model.responded") return undefined
   const after = ctx.events.slice(at + 1).filter((e) => e._tag !== "run.resumed")
   const truncated = responded.finishReason === "length"
   const prepared = responded.toolCalls.map((call, i) => {

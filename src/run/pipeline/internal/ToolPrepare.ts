@@ -103,8 +103,8 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
   return {
     call: id === call.id ? call : { ...call, id },
     parsed:
-      codec?.sensitiveInput === true && parsed._tag === "Invalid" && parsed.message.startsWith(notJson)
-        ? { _tag: "Invalid", message: notJson }
+      codec?.sensitiveInput === true && parsed._tag === "Invalid" && parsed.reason === "not_json"
+        ? { _tag: "Invalid", reason: "not_json", message: notJson }
         : parsed,
     decoded,
     secrets,
