@@ -51,7 +51,7 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     "a value that is not a tool",
     { goal: "x", tools: [echo, {}] },
     ["tools", 1],
-    "Expected a tool (build tools with Tool.make), got an object"
+    "Expected a tool (build tools with Tool.make, or AiTools.fromTool for an effect/ai tool), got an object"
   ],
   [
     "two tools of one name",

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import * as Model from "../../src/model/Model.ts"
+import * as Run from "../../src/run/Run.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 
@@ -25,6 +26,22 @@ const idsFrom = (layer: Layer.Layer<Model.Model>, answers: number) =>
   }).pipe(Effect.provide(layer))
 
 describe("ScriptedModel", () => {
+  it.effect(
+    "R12 a function model that returns no response is the run's invalid_response, as any model's would be",
+    () =>
+      Effect.gen(function* () {
+        for (const answer of [null, { toolCalls: "x" }, 5]) {
+          // What an untyped user function may return.
+          const respond = () => answer as unknown as Model.Response
+          const result = yield* Run.run({ goal: "g", tools: [] }).pipe(
+            Effect.provide(ScriptedModel.layerFunction(respond))
+          )
+          assert.deepStrictEqual([result.status, result.stopReason], ["failed", "model_error"])
+          assert.include(result.detail, "invalid_response")
+        }
+      })
+  )
+
   it.effect("R10 each model numbers the calls it plays from call_1, whatever other models did", () =>
     Effect.gen(function* () {
       const script = [

@@ -193,7 +193,7 @@ const ToolSchema = readOnce(
 )
 
 const Tools = Schema.Array(
-  Schema.Unknown.check(Schema.makeFilter(isTool, { expected: "a tool (build tools with Tool.make)" })).pipe(
+  Schema.Unknown.check(Schema.makeFilter(isTool, { expected: "a tool (build tools with Tool.make, or AiTools.fromTool for an effect/ai tool)" })).pipe(
     Schema.decodeTo(ToolSchema)
   )
 ).check(uniqueBy("name", (name) => `two tools are named "${name}"; tool names must be unique`))
