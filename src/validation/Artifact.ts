@@ -24,20 +24,14 @@ export type Format = "text" | "markdown" | "json"
 /**
  * A file the run must deliver. `schema` (json only) must need no services to decode.
  *
- * `R` is what checking it needs: the file system (`FileSystem | Path`, on Node
- * `NodeServices.layer`). A run whose validation has a contract made by {@link make}
- * requires them in its type; a run without one does not.
- *
  * @category models
  * @since 0.1.0
  */
-export interface Contract<out R = FileSystem.FileSystem | Path.Path> {
+export interface Contract {
   readonly path: string
   readonly format: Format
   readonly schema?: Schema.Decoder<unknown> | undefined
   readonly nonEmpty: boolean
-  /** Types only, never set: the services checking the contract needs. */
-  readonly "~requirements"?: ((_: never) => R) | undefined
 }
 
 /**
@@ -131,10 +125,10 @@ const hasHeading = (text: string): boolean => /^ {0,3}#{1,6}(\s|$)/m.test(text) 
  * @since 0.1.0
  */
 export const check: (
-  contract: Contract<unknown>,
+  contract: Contract,
   root: string
 ) => Effect.Effect<Verdict, never, FileSystem.FileSystem | Path.Path> = Effect.fnUntraced(function* (
-  contract: Contract<unknown>,
+  contract: Contract,
   root: string
 ) {
   const fs = yield* FileSystem.FileSystem

@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, type FileSystem, type Path, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type * as Counters from "../events/Counters.ts"
 import * as Event from "../events/Event.ts"
 import * as Artifact from "./Artifact.ts"
@@ -135,7 +135,7 @@ export type ArtifactFormat = Artifact.Format
  * @category models
  * @since 0.1.0
  */
-export type ArtifactContract<R = FileSystem.FileSystem | Path.Path> = Artifact.Contract<R>
+export type ArtifactContract = Artifact.Contract
 
 /**
  * What to validate. Artifact paths are resolved against `root`, which defaults to
@@ -147,7 +147,7 @@ export type ArtifactContract<R = FileSystem.FileSystem | Path.Path> = Artifact.C
 export interface Spec<R = never> {
   readonly plan?: ReadonlyArray<PlanStep> | undefined
   readonly stopHooks?: ReadonlyArray<StopHook<R>> | undefined
-  readonly artifacts?: ReadonlyArray<ArtifactContract<R>> | undefined
+  readonly artifacts?: ReadonlyArray<ArtifactContract> | undefined
   readonly root?: string | undefined
 }
 
@@ -210,10 +210,9 @@ export const artifact: typeof Artifact.make = Artifact.make
  * `evidence:index`. Every check's detail starts with its name.
  *
  * Artifact contracts read files through the `FileSystem` and `Path` services (on Node,
- * `NodeServices.layer` from `@effect/platform-node`): a spec with a contract made by
- * `artifact` requires them in its type (`R`), one without does not. Should they be
- * missing all the same (a contract written by hand), each artifact check fails saying
- * what to provide, and nothing else is affected.
+ * `NodeServices.layer` from `@effect/platform-node`). They are not a requirement of the
+ * type, since only a spec with artifacts needs them: without them, each artifact check
+ * fails saying what to provide, and nothing else is affected.
  *
  * @category validation
  * @since 0.1.0

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, type FileSystem, Layer, type Path, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as Timeline from "../../src/events/Timeline.ts"
@@ -301,35 +301,19 @@ describe("Run: FileSystem and Path only for artifacts", () => {
     )
   )
 
-  it("R6.1 a run with an artifact contract requires FileSystem and Path in its type", () => {
-    const run = Run.run({
-      goal: "write it",
-      tools: [echo],
-      validation: { artifacts: [Validation.artifact("report.md", { format: "markdown" })] }
-    })
-    const provided: Effect.Effect<RunResult.RunResult, never, Model.Model | FileSystem.FileSystem | Path.Path> = run
-    // @ts-expect-error without the file system the run's requirements are not met
-    const withoutFileSystem: Effect.Effect<RunResult.RunResult, never, Model.Model> = run
-    assert.strictEqual(provided, withoutFileSystem)
-  })
-
-  it.effect(
-    "R6.1 an artifact contract checked without FileSystem and Path fails its check saying what to provide",
-    () =>
-      Effect.gen(function* () {
-        // A contract written by hand carries no requirement: at run time, its check says what is missing.
-        const handWritten: Validation.ArtifactContract<never> = {
-          path: "report.md",
-          format: "markdown",
-          nonEmpty: true
-        }
-        const result = yield* Run.run({ goal: "write it", tools: [echo], validation: { artifacts: [handWritten] } })
-        assert.strictEqual(result.status, "failed")
-        assert.strictEqual(result.stopReason, "validation_failed")
-        const check = result.checks.find((c) => c.name === "artifact:report.md")
-        assert.isFalse(check?.passed)
-        assert.include(check?.detail ?? "", "provide NodeServices.layer")
-      }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
+  it.effect("R6.1 an artifact contract without FileSystem and Path fails its check saying what to provide", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({
+        goal: "write it",
+        tools: [echo],
+        validation: { artifacts: [Validation.artifact("report.md", { format: "markdown" })] }
+      })
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.stopReason, "validation_failed")
+      const check = result.checks.find((c) => c.name === "artifact:report.md")
+      assert.isFalse(check?.passed)
+      assert.include(check?.detail ?? "", "provide NodeServices.layer")
+    }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
   )
 })
 

@@ -73,7 +73,7 @@ layer(NodeServices.layer)("Validation", (it) => {
         const finalAnswerGiven = Validation.stopHook("final-answer", (c) =>
           Effect.succeed({ passed: c.finalAnswer === "All done.", detail: "final answer present" })
         )
-        const spec: Validation.Spec<FileSystem.FileSystem | Path.Path> = {
+        const spec: Validation.Spec = {
           plan: [writeReport, runTests],
           stopHooks: [finalAnswerGiven],
           artifacts: [Validation.artifact("report.md"), Validation.artifact("data.json", { schema: Data })],

@@ -193,11 +193,9 @@ const ToolSchema = readOnce(
 )
 
 const Tools = Schema.Array(
-  Schema.Unknown.check(
-    Schema.makeFilter(isTool, {
-      expected: "a tool (build tools with Tool.make, or AiTools.fromTool for an effect/ai tool)"
-    })
-  ).pipe(Schema.decodeTo(ToolSchema))
+  Schema.Unknown.check(Schema.makeFilter(isTool, { expected: "a tool (build tools with Tool.make, or AiTools.fromTool for an effect/ai tool)" })).pipe(
+    Schema.decodeTo(ToolSchema)
+  )
 ).check(uniqueBy("name", (name) => `two tools are named "${name}"; tool names must be unique`))
 
 /** A value that is either passed on as it is (`keep`) or decoded by `codec`, or refused as not `expected`. */

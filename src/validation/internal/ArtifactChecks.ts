@@ -9,7 +9,7 @@ import { type Part, part } from "./Parts.ts"
 
 /** The artifact checks, with the file system the caller provided, if any. */
 export const checkArtifacts = (
-  contracts: ReadonlyArray<Artifact.Contract<unknown>>,
+  contracts: ReadonlyArray<Artifact.Contract>,
   root: string
 ): Effect.Effect<ReadonlyArray<Part>> =>
   contracts.length === 0
