@@ -108,9 +108,7 @@ const onEvent = (c: Draft, e: Event): void => {
     case "tool.succeeded": {
       const n = count(c, "observationKeys", `${e.name}|${Signature.digest(e.observation)}|${c.stateVersion}`)
       const changesState = e.sideEffect === "write" || e.sideEffect === "external"
-      // A change of the state is progress: the repeats, and the warnings about them, count again from 0 (R2.3).
-      c.unchangedObservations = changesState ? 0 : c.unchangedObservations + (n > 1 ? 1 : 0)
-      c.unchangedWhenWarned = changesState ? 0 : c.unchangedWhenWarned
+      c.unchangedObservations = c.unchangedObservations + (n > 1 ? 1 : 0)
       c.stateVersion = c.stateVersion + (changesState ? 1 : 0)
       c.sameClassStreak = 0
       c.sameClassCode = ""

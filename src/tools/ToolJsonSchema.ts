@@ -8,8 +8,8 @@
  * non-finite numbers), which the pipeline, decoding the model's JSON with the tool's
  * own schema, refuses: a number is described as a number here. Chat APIs take only
  * objects as a function's parameters: a root that names its definition (a class, a
- * recursive schema) is given as that definition, a union of objects as an object with
- * its members, and any other root (`Schema.Struct({})` is "anything but null") as an
+ * recursive schema) is given as that definition, a union of objects as one object with
+ * every member's properties (some APIs refuse a union at the root), and any other root (`Schema.Struct({})` is "anything but null") as an
  * object with no known field.
  *
  * The strict form is effect's (`ai/OpenAiStructuredOutput`): every object closed with
@@ -106,11 +106,37 @@ const objectRoot = (schema: unknown): unknown => {
     const { $ref: _, ...rest } = schema
     return { ...rest, ...named }
   }
-  const union = schema.anyOf
-  const isObjectMember = (member: unknown) =>
-    isObject(member) && (member.type === "object" || definition(schema, member.$ref)?.type === "object")
-  if (Array.isArray(union) && union.length > 0 && union.every(isObjectMember)) return { type: "object", ...schema }
+  const members = Array.isArray(schema.anyOf)
+    ? schema.anyOf.map((m) => (isObject(m) ? (definition(schema, m.$ref) ?? m) : m))
+    : []
+  const objects = members.filter((m): m is Json => isObject(m) && m.type === "object")
+  if (members.length > 0 && objects.length === members.length) return merged(schema, objects)
   return { type: "object", properties: {} }
+}
+
+/**
+ * A union of objects as one object, since chat APIs refuse a union at the root of a
+ * function's parameters (Anthropic's among them): every member's properties (a property
+ * several members describe differently is any of them), required where every member
+ * requires it. The tool's own schema still decides what a call may send.
+ */
+const merged = (schema: Json, members: ReadonlyArray<Json>): Json => {
+  const properties: Json = {}
+  for (const member of members) {
+    if (!isObject(member.properties)) continue
+    for (const [key, sub] of Object.entries(member.properties)) {
+      const seen = properties[key]
+      if (seen === undefined) properties[key] = sub
+      else if (JSON.stringify(seen) !== JSON.stringify(sub)) {
+        const options = isObject(seen) && Array.isArray(seen.anyOf) ? seen.anyOf : [seen]
+        properties[key] = { anyOf: [...options, sub] }
+      }
+    }
+  }
+  const requiredBy = (member: Json): ReadonlyArray<unknown> => (Array.isArray(member.required) ? member.required : [])
+  const required = Object.keys(properties).filter((key) => members.every((m) => requiredBy(m).includes(key)))
+  const { anyOf: _, ...rest } = schema
+  return { ...rest, type: "object", properties, ...(required.length > 0 ? { required } : {}) }
 }
 
 /**

@@ -84,7 +84,8 @@ export const toolSucceeded = (name: string, match?: (input: unknown, output: unk
  * A criterion decided by your own function. Return `undefined` or `Option.none()`
  * when it was not observed. To count as evidence, return an `Observation` with the
  * `callId` of the `tool.succeeded` event it rests on; a bare string means "holds,
- * but I cite nothing", which passes the step and fails the evidence index.
+ * but I cite nothing": the step's check passes, the evidence index fails, and the step
+ * is listed unfinished, not completed (only a step done with evidence is, R6.3).
  *
  * @category constructors
  * @since 0.1.0

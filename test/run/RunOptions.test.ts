@@ -87,6 +87,12 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     'two policies are named "max_iterations"; the log names the policy that decided'
   ],
   [
+    "a blank policy name",
+    { goal: "x", tools: [], policies: [Termination.make("  ", () => Termination.continue_)] },
+    ["policies", 0, "name"],
+    'Expected a name that is not blank, got "  "'
+  ],
+  [
     "a tool's metadata",
     { goal: "x", tools: [{ ...echo, metadata: { ...echo.metadata, maxRetries: -1 } }] },
     ["tools", 0, "metadata", "maxRetries"],

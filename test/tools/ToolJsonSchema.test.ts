@@ -121,13 +121,19 @@ describe("tool JSON Schemas (R11)", () => {
     // The reference inside still resolves: the definitions travel with the root.
     assert.include(JSON.stringify(recursive), '"$defs"')
 
-    const either = tool(Schema.Union([Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.Number })]))
-    const union = either.definition.parameters as { type: string; anyOf: ReadonlyArray<{ properties: unknown }> }
-    assert.strictEqual(union.type, "object")
-    assert.deepStrictEqual(
-      union.anyOf.map((member) => member.properties),
-      [{ a: { type: "string" } }, { b: { type: "number" } }]
+    // A union of objects is one object (some chat APIs refuse a union at the root): every
+    // member's fields, required where every member requires them.
+    const either = tool(
+      Schema.Union([
+        Schema.Struct({ a: Schema.String, id: Schema.Number }),
+        Schema.Struct({ b: Schema.Number, id: Schema.Number })
+      ])
     )
+    assert.deepStrictEqual(either.definition.parameters, {
+      type: "object",
+      properties: { a: { type: "string" }, id: { type: "number" }, b: { type: "number" } },
+      required: ["id"]
+    })
   })
 })
 
@@ -156,6 +162,15 @@ describe("Tool.make (R12: a definition that cannot work is refused where it is w
   it("R3.5 the input must be a schema of a JSON object, since the model sends arguments as one", () => {
     refused({ ...base, input: Schema.String }, "input must be a schema of a JSON object")
     refused({ ...base, input: Schema.Never }, "input must be a schema of a JSON object")
+    refused({ ...base, input: Schema.Union([Schema.String, Schema.Number]) }, "input must be a schema of a JSON object")
+    // What can hold an object is accepted: a pass-through tool's Unknown, a nullable struct.
+    for (const input of [
+      Schema.Unknown,
+      Schema.NullOr(Schema.Struct({ a: Schema.String })),
+      Schema.Record(Schema.String, Schema.Number)
+    ]) {
+      assert.strictEqual(Tool.make({ ...base, input }).name, "t")
+    }
     refused({ ...base, input: { path: "string" } }, "input must be a Schema")
     refused({ ...base, output: undefined }, "output must be a Schema")
   })

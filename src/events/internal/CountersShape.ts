@@ -41,14 +41,11 @@ export interface Counters {
   readonly cachedInputTokens: number
   readonly reasoningTokens: number
   readonly costUsd: number
-  /**
-   * Successful calls since the state last changed whose tool and observation had been
-   * seen before in that state (R2.3). A change of the state is progress: it starts at 0 again.
-   */
+  /** Successful calls whose tool, observation and world state had all been seen before. */
   readonly unchangedObservations: number
   /**
    * What `unchangedObservations` was when the model was last warned of a loop (its last
-   * `loop_warning` reminder) since the state last changed; 0 when it was not warned.
+   * `loop_warning` reminder); 0 when it was not warned.
    */
   readonly unchangedWhenWarned: number
   /** Successful `write` or `external` calls: the "relevant state" version of R2.3. */

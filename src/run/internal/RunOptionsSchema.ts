@@ -193,9 +193,11 @@ const ToolSchema = readOnce(
 )
 
 const Tools = Schema.Array(
-  Schema.Unknown.check(Schema.makeFilter(isTool, { expected: "a tool (build tools with Tool.make, or AiTools.fromTool for an effect/ai tool)" })).pipe(
-    Schema.decodeTo(ToolSchema)
-  )
+  Schema.Unknown.check(
+    Schema.makeFilter(isTool, {
+      expected: "a tool (build tools with Tool.make, or AiTools.fromTool for an effect/ai tool)"
+    })
+  ).pipe(Schema.decodeTo(ToolSchema))
 ).check(uniqueBy("name", (name) => `two tools are named "${name}"; tool names must be unique`))
 
 /** A value that is either passed on as it is (`keep`) or decoded by `codec`, or refused as not `expected`. */
@@ -211,6 +213,11 @@ const dispatch = <S extends Schema.Constraint, K>(
     return SchemaParser.decodeUnknownEffect(codec)(input, options)
   })
 
+/** The name the log records as the policy that decided: not blank. */
+const PolicyName = Schema.String.check(
+  Schema.makeFilter((name) => name.trim() !== "", { expected: "a name that is not blank" })
+)
+
 const isBuiltInPolicy = (u: unknown): u is Termination.Policy => Predicate.isObject(u) && Termination.isBuiltIn(u)
 
 /**
@@ -219,7 +226,7 @@ const isBuiltInPolicy = (u: unknown): u is Termination.Policy => Predicate.isObj
  */
 const PolicySchema = dispatch(
   readOnce(
-    Schema.Struct({ name: Schema.NonEmptyString, decide: fn<Termination.Policy["decide"]>() }),
+    Schema.Struct({ name: PolicyName, decide: fn<Termination.Policy["decide"]>() }),
     (read, from): Termination.Policy => ({
       name: read.name,
       decide: (checkpoint) => read.decide.call(from, checkpoint)

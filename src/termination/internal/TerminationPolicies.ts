@@ -238,7 +238,7 @@ export const emptyOutput = (budget: number): Policy => {
  * Counts the actions that returned an observation already seen while the state did not
  * change (R2.3): each new one warns the model, and one at or past the threshold stops the
  * run, once the model has been warned. Repeats that come in one batch are warned of
- * before they can stop the run; a change of the state starts the count again.
+ * before they can stop the run.
  *
  * @category policies
  * @since 0.1.0
@@ -253,10 +253,7 @@ export const loopDetected = (threshold: number): Policy => {
       // Nothing repeated since the model was last warned: it has its chance.
       if (repeats <= warnedAt) return continue_
       if (repeats >= threshold && warnedAt > 0) {
-        return stop(
-          "loop_detected",
-          `${repeats} actions since the state last changed returned an observation already seen`
-        )
+        return stop("loop_detected", `${repeats} actions returned an observation already seen with no state change`)
       }
       return warn(
         "loop_warning",

@@ -34,19 +34,34 @@ const sideEffects: ReadonlyArray<unknown> = ["none", "read", "write", "external"
 
 /**
  * Whether a value of the schema's encoded form can be a JSON object: the model sends a
- * call's arguments as one. A struct, a record, a union of such (or a recursive schema,
- * which is only known when it is decoded).
+ * call's arguments as one. Refused are only roots that never can: a string, a number, a
+ * boolean, a literal, an array, `null`, `never`, or a union of those. A struct, a record,
+ * `Unknown`, a declared type, or a union with one such member, can; a recursive schema is
+ * followed a few levels.
  */
-const acceptsObjects = (ast: SchemaAST.AST): boolean => {
+const acceptsObjects = (ast: SchemaAST.AST, depth = 0): boolean => {
   switch (ast._tag) {
-    case "Objects":
-    case "ObjectKeyword":
-    case "Suspend":
-      return true
-    case "Union":
-      return ast.types.length > 0 && ast.types.every(acceptsObjects)
-    default:
+    case "String":
+    case "Number":
+    case "Boolean":
+    case "BigInt":
+    case "Symbol":
+    case "UniqueSymbol":
+    case "Literal":
+    case "Enum":
+    case "TemplateLiteral":
+    case "Arrays":
+    case "Null":
+    case "Undefined":
+    case "Void":
+    case "Never":
       return false
+    case "Union":
+      return ast.types.some((member) => acceptsObjects(member, depth))
+    case "Suspend":
+      return depth >= 8 || acceptsObjects(ast.thunk(), depth + 1)
+    default:
+      return true
   }
 }
 
