@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as Event from "../../src/events/Event.ts"
+import * as Failure from "../../src/failure/Failure.ts"
 import type * as Model from "../../src/model/Model.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
@@ -275,6 +276,52 @@ describe("Replay", () => {
       assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
       assert.strictEqual(report.result.stopReason, "inconsistent_result")
     })
+  )
+
+  it.effect(
+    "R6.4 a postcondition that failed or ran out of time replays as it went, read from the result's failure",
+    () =>
+      Effect.gen(function* () {
+        const checked = (postcondition: () => Effect.Effect<boolean, Failure.Failure>) =>
+          Tool.make({
+            name: "write",
+            description: "Writes a record, then reads it back",
+            input: Schema.Struct({ n: Schema.Number }),
+            output: Schema.Struct({ written: Schema.Number }),
+            sideEffect: "external",
+            idempotent: true,
+            timeout: "1 second",
+            handler: ({ n }) => Effect.succeed({ written: n }),
+            postcondition
+          })
+        const unreachable = new Failure.Retryable({
+          source: "tool",
+          category: "connection",
+          code: "read_back_failed",
+          attempts: 1,
+          hint: "the read-back failed"
+        })
+        for (const postcondition of [() => Effect.fail(unreachable), () => Effect.never]) {
+          const recorded = yield* Run.run({ goal: "write", tools: [checked(postcondition)] }).pipe(
+            TestClockDriver.drive,
+            Effect.provide(
+              ScriptedModel.layer([ScriptedModel.toolCall("write", { n: 1 }), ScriptedModel.finalAnswer("written")])
+            )
+          )
+          assert.strictEqual(recorded.stopReason, "inconsistent_result")
+          const failed = recorded.timeline.find((e) => e._tag === "tool.failed")
+          const failure = failed?._tag === "tool.failed" ? failed.error.failure : undefined
+          // The failure is kept typed: its code, or the timeout and its layer.
+          assert.isTrue(
+            failure?.code === "read_back_failed" || failure?.timeout?.layer === "tool",
+            JSON.stringify(failure)
+          )
+          const report = yield* Replay.replay(recorded.timeline, {
+            tools: [checked(() => Effect.die("the replay asked the postcondition"))]
+          })
+          assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+        }
+      })
   )
 
   it.effect("a recording made without its content cannot be replayed: a typed error says why", () =>

@@ -8,6 +8,7 @@ import * as RunLog from "../../events/RunLog.ts"
 import * as Failure from "../../failure/Failure.ts"
 import type * as Model from "../../model/Model.ts"
 import type * as Tool from "../../tools/Tool.ts"
+import type * as ToolResult from "../../tools/ToolResult.ts"
 import { canonical } from "./ReplayCompare.ts"
 
 /** A divergence the playback itself found: a request the recording does not answer. */
@@ -133,8 +134,8 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
   const open = new Set<string>()
   // An applied action's result is the call's success that follows its status query.
   const applied = new Map<string, Answer>()
-  // The calls whose postcondition contradicted their success, with why.
-  const contradicted = new Map<string, string>()
+  // The calls whose postcondition contradicted their success, with the result that said so.
+  const contradicted = new Map<string, ToolResult.ToolError>()
   const settle = (callId: string, outcome: Outcome) => {
     if (!open.delete(callId)) return
     byCall.get(callId)?.push(outcome)
@@ -166,7 +167,7 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
       settle(e.callId, { _tag: "Succeeded", at: e.at, output: e.output })
     } else if (e._tag === "tool.failed" && e.error.code === "inconsistent_result" && e.output !== undefined) {
       // A success its postcondition contradicted: the handler gave this output, the check said no.
-      contradicted.set(e.callId, e.error.message)
+      contradicted.set(e.callId, e.error)
       settle(e.callId, { _tag: "Succeeded", at: e.at, output: e.output })
     } else if (e._tag === "tool.failed") {
       const failure =
@@ -181,15 +182,15 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
 
 /**
  * The postcondition's answer as the recording tells it: it held, unless the call's result
- * is `inconsistent_result`, whose message says what the check did (answered false, failed,
- * or did not answer in time).
+ * is `inconsistent_result`, whose failure says what the check did: it failed (its failure),
+ * ran out of time (a timeout), or, with none, answered false.
  */
-const check = (why: string | undefined): Effect.Effect<boolean, Failure.Failure> => {
-  if (why === undefined) return Effect.succeed(true)
-  const failed = /\(the check failed: (.*)\)$/s.exec(why)
-  if (failed?.[1] !== undefined) return Effect.fail(refused("postcondition_failed", failed[1]))
-  if (why.includes("(the check did not answer within ")) return Effect.never
-  return Effect.succeed(false)
+const check = (contradiction: ToolResult.ToolError | undefined): Effect.Effect<boolean, Failure.Failure> => {
+  if (contradiction === undefined) return Effect.succeed(true)
+  const failure = contradiction.failure
+  if (failure === undefined) return Effect.succeed(false)
+  if (failure.timeout !== undefined) return Effect.never
+  return Effect.fail(fromSummary(failure))
 }
 
 /**

@@ -14,7 +14,7 @@ import * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import { type Call, waitOf } from "./ToolCall.ts"
+import { type Call, describeTimeout, waitOf } from "./ToolCall.ts"
 
 /** What the status query found. */
 export type Outcome =
@@ -87,7 +87,9 @@ export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Fa
   if (Exit.isFailure(asked)) {
     return undecided(`the status query failed: ${Failure.fromCause("tool", asked.cause).hint}`)
   }
-  if ("timedOut" in asked.value) return undecided(`the status query did not answer within ${asked.value.timedOut}`)
+  if ("timedOut" in asked.value) {
+    return undecided(`the status query did not answer within ${describeTimeout(asked.value.timedOut)}`)
+  }
   const checked = checkAnswer(asked.value.value)
   if (Result.isFailure(checked)) return undecided(checked.failure)
   const answer = checked.success

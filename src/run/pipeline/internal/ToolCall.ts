@@ -95,18 +95,21 @@ export const ownTimeout = (tool: Tool.Any<unknown>): number | undefined =>
 
 /**
  * Bounds a wait of a call that is not an attempt of its handler (its status query, its
- * postcondition) as an attempt is bounded (R4.2): `timedOut` names the step or tool
- * bound that cut it off; the run's own deadline interrupts it instead.
+ * postcondition) as an attempt is bounded (R4.2): `timedOut` is the step or tool bound
+ * that cut it off; the run's own deadline interrupts it instead.
  */
 export const waitOf = <A, E, R>(
   c: Call<unknown>,
   self: Effect.Effect<A, E, R>
-): Effect.Effect<{ readonly value: A } | { readonly timedOut: string }, E, R> =>
-  Effect.map(self, (value): { readonly value: A } | { readonly timedOut: string } => ({ value })).pipe(
+): Effect.Effect<{ readonly value: A } | { readonly timedOut: Deadline.Timeout }, E, R> =>
+  Effect.map(self, (value): { readonly value: A } | { readonly timedOut: Deadline.Timeout } => ({ value })).pipe(
     Deadline.withinOrElse({
       layer: "tool",
       millis: ownTimeout(c.tool),
-      orElse: ({ layer, afterMillis }) =>
-        Effect.succeed({ timedOut: `the ${layer} ${layer === "step" ? "deadline" : "timeout"} of ${afterMillis} ms` })
+      orElse: (timedOut) => Effect.succeed({ timedOut })
     })
   )
+
+/** The bound a wait ran into, in words: `the tool timeout of 2000 ms`. */
+export const describeTimeout = ({ layer, afterMillis }: Deadline.Timeout): string =>
+  `the ${layer} ${layer === "step" ? "deadline" : "timeout"} of ${afterMillis} ms`

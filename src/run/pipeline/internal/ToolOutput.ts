@@ -5,13 +5,14 @@
  */
 import { Cause, Effect, Exit, Schema } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
+import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import { type Call, failed, waitOf } from "./ToolCall.ts"
+import { type Call, describeTimeout, failed, waitOf } from "./ToolCall.ts"
 import { recordInterruptedCheck } from "./ToolInterruption.ts"
 
 const truncate = (text: string, max: number): string =>
@@ -114,10 +115,23 @@ export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output:
   if (Exit.isFailure(confirmed) && Cause.hasInterruptsOnly(confirmed.cause)) return yield* Effect.interrupt
   const answer = Exit.isSuccess(confirmed) && "value" in confirmed.value ? confirmed.value.value : undefined
   if (answer === true) return undefined
-  const why = Exit.isFailure(confirmed)
-    ? `the check failed: ${Failure.fromCause("tool", confirmed.cause).hint}`
+  // A check that failed or ran out of time keeps its failure, typed (a replay reads it back).
+  const failure = Exit.isFailure(confirmed)
+    ? Failure.fromCause("tool", confirmed.cause)
     : "timedOut" in confirmed.value
-      ? `the check did not answer within ${confirmed.value.timedOut}`
+      ? FailureBoundary.actionTimeout({
+          source: "tool",
+          layer: confirmed.value.timedOut.layer,
+          afterMillis: confirmed.value.timedOut.afterMillis,
+          what: `the postcondition of ${tool.name}`,
+          mayHaveSideEffects: false,
+          idempotent: true
+        })
+      : undefined
+  const why = Exit.isFailure(confirmed)
+    ? `the check failed: ${failure?.hint}`
+    : "timedOut" in confirmed.value
+      ? `the check did not answer within ${describeTimeout(confirmed.value.timedOut)}`
       : answer === false
         ? "the check answered false"
         : `the check answered ${UserCode.kindOf(answer)}, not a boolean`
@@ -127,7 +141,8 @@ export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output:
     {
       code: "inconsistent_result",
       message: `the tool reported success but its postcondition does not hold (${why})`,
-      correctable: false
+      correctable: false,
+      ...(failure === undefined ? {} : { failure: Failure.summarize(failure) })
     },
     tool.metadata.maxRetries,
     "inconsistent",
