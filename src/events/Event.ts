@@ -19,6 +19,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import * as ToolArguments from "../tools/ToolArguments.ts"
 import { CircuitChanged, ModelFailed, ModelFallback, ModelRequested, ModelResponded } from "./internal/ModelEvents.ts"
 import {
   isCorrection,
@@ -157,3 +158,25 @@ export const notRecorded = "<not recorded>"
  */
 export const contentLeftOut = (events: ReadonlyArray<Event>): boolean =>
   events.some((e) => e._tag === "run.started" && e.goal === notRecorded)
+
+/**
+ * The arguments of a successful call, parsed, as evidence criteria match on them: the
+ * event's own `input` where it has one (a sensitive tool's, masked), else the arguments
+ * its `model.responded` in `timeline` holds for the call. `undefined` when neither is
+ * there (a timeline cut before the call's response).
+ *
+ * @category getters
+ * @since 0.6.0
+ */
+export const inputOf = (timeline: ReadonlyArray<Event>, event: Of<"tool.succeeded">): unknown => {
+  if (event.input !== undefined) return event.input
+  for (let i = timeline.length - 1; i >= 0; i--) {
+    const e = timeline[i]
+    if (e?._tag !== "model.responded") continue
+    const index = e.callIds.indexOf(event.callId)
+    if (index === -1) continue
+    const parsed = ToolArguments.parseArguments(e.toolCalls[index]?.arguments)
+    return parsed._tag === "Ok" ? parsed.value : undefined
+  }
+  return undefined
+}

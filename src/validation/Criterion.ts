@@ -15,7 +15,7 @@
  */
 import { Option } from "effect"
 import { dual } from "effect/Function"
-import type * as Event from "../events/Event.ts"
+import * as Event from "../events/Event.ts"
 
 /**
  * What a criterion saw. `callId`, when present, names the `tool.succeeded` event
@@ -72,7 +72,7 @@ export const toolSucceeded = (name: string, match?: (input: unknown, output: unk
       for (let i = timeline.length - 1; i >= 0; i--) {
         const event = timeline[i]
         if (event?._tag !== "tool.succeeded" || event.name !== name) continue
-        if (match !== undefined && !match(event.input, event.output)) continue
+        if (match !== undefined && !match(Event.inputOf(timeline, event), event.output)) continue
         return Option.some({ detail: `${name} succeeded${qualifier} (call ${event.callId})`, callId: event.callId })
       }
       return Option.none()

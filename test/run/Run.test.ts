@@ -1,8 +1,8 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Predicate, Schema } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
-import type * as Event from "../../src/events/Event.ts"
+import * as Event from "../../src/events/Event.ts"
 import * as Timeline from "../../src/events/Timeline.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -232,6 +232,40 @@ describe("Run: a refuted final answer (R6.2, R6.3)", () => {
           ]
         )
       }).pipe(Effect.provide(withScript([ScriptedModel.finalAnswer("all done")])))
+  )
+})
+
+describe("Run: a call's arguments are stored once (R9)", () => {
+  const note = Tool.make({
+    name: "note",
+    description: "Writes a note",
+    input: Schema.Struct({ text: Schema.String }),
+    output: Schema.Struct({ chars: Schema.Number }),
+    sideEffect: "write",
+    handler: ({ text }) => Effect.succeed({ chars: text.length })
+  })
+
+  it.effect("R9 a 1 MiB argument is in the timeline once, and evidence criteria still match on the input", () =>
+    Effect.gen(function* () {
+      const text = "x".repeat(1024 * 1024)
+      const written = Validation.step("note", "Write the note", [
+        Criterion.toolSucceeded("note", (input) => Predicate.hasProperty(input, "text") && input.text === text)
+      ])
+      const result = yield* Run.run({ goal: "write it", tools: [note], validation: { plan: [written] } }).pipe(
+        Effect.provide(withScript([ScriptedModel.toolCall("note", { text }), ScriptedModel.finalAnswer("written")]))
+      )
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(
+        result.completed.map((item) => item.id),
+        ["note"]
+      )
+      const json = JSON.stringify(result.timeline)
+      assert.strictEqual(json.split(text).length - 1, 1, "the argument's copies in the JSON timeline")
+      const succeeded = result.timeline.find((e) => e._tag === "tool.succeeded")
+      assert.isTrue(succeeded?._tag === "tool.succeeded" && succeeded.input === undefined)
+      if (succeeded?._tag === "tool.succeeded")
+        assert.deepStrictEqual(Event.inputOf(result.timeline, succeeded), { text })
+    })
   )
 })
 

@@ -11,6 +11,13 @@ import type * as Event from "../../events/Event.ts"
 const ignoredEverywhere = new Set(["runId", "seq", "at", "deadlineAt", "expiresAt", "delayMillis"])
 
 /**
+ * The fields of a `tool.succeeded` derived from its call's arguments, which its
+ * `model.responded` holds and is compared on: `input`, which logs written before 0.6.0
+ * carry for every call and later ones only masked.
+ */
+const ignoredInSuccess = new Set(["input"])
+
+/**
  * What the caller of a replay changes on purpose, in `run.started`: its limits, policies
  * and permission. Their effect is what a replay shows, so they are not compared themselves.
  */
@@ -26,6 +33,7 @@ export const comparable = (event: Event.Event): Record<string, unknown> => {
   for (const [key, value] of entries.sort(byKey)) {
     if (ignoredEverywhere.has(key)) continue
     if (event._tag === "run.started" && ignoredInStart.has(key)) continue
+    if (event._tag === "tool.succeeded" && ignoredInSuccess.has(key)) continue
     if (value !== undefined) fields[key] = value
   }
   return fields

@@ -193,7 +193,8 @@ export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): 
     name: call.name,
     sideEffect: tool.metadata.sideEffect,
     observation,
-    input: c.args,
+    // The arguments are in the call's model.responded already: kept again only masked (R9, R3.1).
+    ...(c.secrets.length > 0 || c.codec.sensitiveInput ? { input: c.args } : {}),
     output: shown,
     runId,
     seq,
