@@ -163,4 +163,9 @@ describe("Deadline.alarm on the live clock", () => {
   it("R3.11 two runs at once, the later one with the earlier deadline: the program exits when both end", () => {
     assert.deepStrictEqual(exits("two"), ["completed", "completed"])
   })
+
+  it("R12 a run whose handler cannot be interrupted gives its result after the stop grace, in a program that holds nothing else open", () => {
+    // The stop grace's timer keeps the program alive until the result (it exited with code 13, no result).
+    assert.deepStrictEqual(exits("stuck"), ["failed run_timeout stuck: still running"])
+  })
 })

@@ -89,8 +89,10 @@ export class Closing {
 
   /** Stopped from outside: the run has its stop grace to end; past it, it ends as left behind. */
   stopped(graceMillis: number): void {
+    // Kept referenced: while what the run interrupted will not stop, this timer may be the
+    // only thing left to give the result, and a program must not exit without it. It is
+    // cleared as soon as the run ends by itself.
     this.grace = setTimeout(() => this.outside(() => leftBehind(this.ctx, this.tools, graceMillis)), graceMillis)
-    this.grace.unref?.()
   }
 
   /** The run's fiber ended: if it gave no result (it skipped its ending), one is made for it. */
