@@ -8,6 +8,7 @@ import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { drive } from "../support/clock.ts"
 import { assertRoundTrips } from "../support/schema.ts"
@@ -300,5 +301,30 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
       assert.strictEqual(events(result, "tool.failed").filter((e) => e.callId === "c1").length, 1)
       assertRoundTrips(result)
     })
+  )
+
+  it.effect(
+    "R4.2 a permission policy or a postcondition cut off by the step deadline ends the step: step_timeout",
+    () =>
+      Effect.gen(function* () {
+        // A permission policy that never answers, under a step of 1 s.
+        const neverDecides = Layer.succeed(Permission.Permission, { check: () => Effect.never })
+        const byPolicy = yield* runOn([ScriptedModel.toolCall("hang", {}), ScriptedModel.finalAnswer("x")], {
+          tools: [hangingTool()],
+          time: time("step")
+        }).pipe(Effect.provide(neverDecides))
+        assert.deepStrictEqual([byPolicy.status, byPolicy.stopReason], ["failed", "step_timeout"])
+        assert.include(byPolicy.detail, "the permission policy for hang was cut off by the step deadline")
+        assert.lengthOf(events(byPolicy, "tool.attempted"), 0)
+
+        // A postcondition that never answers: it contradicted nothing, the step ran out.
+        const checked = hangingTool({ handler: () => Effect.succeed("done"), postcondition: () => Effect.never })
+        const byCheck = yield* runOn([ScriptedModel.toolCall("hang", {}), ScriptedModel.finalAnswer("x")], {
+          tools: [checked],
+          time: time("step")
+        })
+        assert.deepStrictEqual([byCheck.status, byCheck.stopReason], ["failed", "step_timeout"])
+        withinRunDeadline(byCheck)
+      })
   )
 })

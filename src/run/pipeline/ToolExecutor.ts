@@ -14,14 +14,15 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
+import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import * as Spans from "../../tracing/Spans.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
 import { firstAttempt, type Settled, settleFailed, settleResumed } from "./internal/ToolAttempt.ts"
-import type { Call } from "./internal/ToolCall.ts"
-import { decode, denied, lookup, refuse } from "./internal/ToolChecks.ts"
+import { type Call, ownTimeout } from "./internal/ToolCall.ts"
+import { decode, denied, lookup, refuse, unanswered } from "./internal/ToolChecks.ts"
 import { lateDetail, recordNeverRan } from "./internal/ToolInterruption.ts"
 import { checkOutput, postcondition, succeeded } from "./internal/ToolOutput.ts"
 import { checkPermission } from "./internal/ToolPermission.ts"
@@ -115,17 +116,25 @@ const admit = Effect.fnUntraced(function* <R>(
   const { tool, args } = found
   // The default policy allows every call at once: there is nothing to wait for, or to check.
   if (!attempted(standing) && permission !== Permission.allowAll) {
-    // The policy is a wait like any other: interrupted, the call never ran (R5.2).
+    // The policy is a wait like any other: bounded by the tool and step layers (R4.2), and,
+    // interrupted, the call never ran (R5.2).
     const decision = yield* checkPermission(permission, {
       tool,
       arguments: args,
       runId: ctx.runId,
       callId: call.id
     }).pipe(
+      Deadline.withinOrElse({
+        layer: "tool",
+        millis: ownTimeout(tool),
+        orElse: (timeout) => Effect.succeed(timeout)
+      }),
       Effect.onInterrupt(() =>
         Effect.sync(() => recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran"))
       )
     )
+    if (decision._tag === "Timeout")
+      return ended(yield* Spans.refused(refuse(ctx, call, unanswered(tool, decision)), tool.metadata))
     // The policy may have taken its time: past the deadline, nothing more of the call starts.
     if (RunContext.deadlinePassed(ctx)) {
       recordNeverRan(ctx, call, lateDetail)

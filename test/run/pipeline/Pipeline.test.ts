@@ -158,6 +158,37 @@ describe("ToolExecutor.execute (the pipeline alone)", () => {
     })
   )
 
+  it.effect(
+    "R4.2 R3.6 a permission policy that does not answer within the tool's timeout refuses the call; it never runs",
+    () =>
+      Effect.gen(function* () {
+        const calls = { n: 0 }
+        const slow = Tool.make({
+          name: "slow",
+          description: "Has a timeout of its own.",
+          input: Schema.Struct({}),
+          output: Schema.Struct({}),
+          sideEffect: "write",
+          timeout: "50 millis",
+          handler: () =>
+            Effect.sync(() => {
+              calls.n++
+              return {}
+            })
+        })
+        const silent: Permission.PermissionService = { check: () => Effect.never }
+        const fiber = yield* Effect.forkChild(execute([slow], { id: "m1", name: "slow", arguments: "{}" }, silent))
+        yield* TestClock.adjust("50 millis")
+        const { result, events } = yield* Fiber.join(fiber)
+        assert.strictEqual(calls.n, 0)
+        assert.deepStrictEqual([result.status, result.error?.code], ["blocked", "permission_denied"])
+        assert.include(result.error?.message ?? "", "did not answer within the tool timeout of 50 ms")
+        // Feedback for the model, not a failure that ends the run.
+        assert.isUndefined(result.error?.failure)
+        assert.deepStrictEqual(tags(events), ["tool.started", "tool.blocked"])
+      })
+  )
+
   it.effect("R3.3 R3.7 a retryable failure of an idempotent tool is retried after its backoff, on the clock", () =>
     Effect.gen(function* () {
       const calls = { n: 0 }

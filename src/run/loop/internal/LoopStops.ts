@@ -214,7 +214,8 @@ export const hardStop = <R>(
     return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
   }
   for (const result of results) {
-    if (result.status === "inconsistent") {
+    // A postcondition the step deadline cut off contradicted nothing: the step's stop (R4.2).
+    if (result.status === "inconsistent" && result.error?.failure?.timeout?.layer !== "step") {
       return decide(
         ctx,
         "runtime",

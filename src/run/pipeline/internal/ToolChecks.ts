@@ -5,7 +5,10 @@
  * the runtime.
  */
 import { Cause, Exit, Schema } from "effect"
+import * as Failure from "../../../failure/Failure.ts"
+import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
 import type * as Model from "../../../model/Model.ts"
+import type * as Deadline from "../../../time/Deadline.ts"
 import type * as Permission from "../../../tools/Permission.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import * as Tool from "../../../tools/Tool.ts"
@@ -14,7 +17,7 @@ import { compiled } from "../../../tools/ToolCodec.ts"
 import * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type { Registry } from "../Registry.ts"
-import { type Call, failed } from "./ToolCall.ts"
+import { type Call, describeTimeout, failed } from "./ToolCall.ts"
 import type { Prepared } from "./ToolPrepare.ts"
 
 /** A call refused before its handler ran: the feedback the model gets, as one value. */
@@ -112,6 +115,33 @@ export const denied = (
     tool.metadata.maxRetries,
     true
   )
+
+/**
+ * A permission policy that did not answer within the tool's timeout or the step: the call
+ * is refused (the policy failed closed) and never runs. Cut off by the step deadline, the
+ * refusal carries that timeout, and the step ends `step_timeout` (R4.2).
+ */
+export const unanswered = (tool: Tool.Any<unknown>, timeout: Deadline.Timeout): Refused => {
+  const { layer, afterMillis } = timeout
+  const failure = FailureBoundary.actionTimeout({
+    source: "tool",
+    layer,
+    afterMillis,
+    what: `the permission policy for ${tool.name}`,
+    mayHaveSideEffects: false,
+    idempotent: true
+  })
+  return refused(
+    {
+      code: "permission_denied",
+      message: `policy_failed: the permission policy did not answer within ${describeTimeout(timeout)}; the call is refused`,
+      correctable: false,
+      ...(layer === "step" ? { failure: Failure.summarize(failure) } : {})
+    },
+    tool.metadata.maxRetries,
+    true
+  )
+}
 
 /**
  * The input schema: gives the call ready for its handler (its input decoded by the
