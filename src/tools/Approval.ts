@@ -21,7 +21,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, Schema } from "effect"
 import type * as Tool from "./Tool.ts"
 
 /**
@@ -153,10 +153,11 @@ export const makeMemory = (): Gate => {
         )
       }),
     decide: (runId, callId, decision) =>
-      Effect.suspend(() => {
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const key = keyOf(runId, callId)
         const entry = waiting.get(key)
-        if (entry === undefined) return Effect.fail(new NotPending({ runId, callId }))
+        // At or after its expiry a call takes no decision, even before its run has seen it expire.
+        if (entry === undefined || now >= entry.request.expiresAt) return Effect.fail(new NotPending({ runId, callId }))
         waiting.delete(key)
         return Deferred.succeed(entry.decision, decision)
       }),

@@ -139,6 +139,34 @@ describe("R7 approvals", () => {
     })
   )
 
+  it.effect(
+    "R7 the in-memory gate refuses a decision made at or after the call's expiry, even before the run withdraws it",
+    () =>
+      Effect.gen(function* () {
+        const gate = Approval.makeMemory()
+        const request: Approval.Request = {
+          runId: "r",
+          callId: "c",
+          tool: "pay",
+          arguments: {},
+          sideEffect: "external",
+          requestedAt: 0,
+          expiresAt: 100
+        }
+        const waiting = yield* Effect.forkChild(gate.request(request))
+        yield* Effect.yieldNow
+        yield* TestClock.adjust(99)
+        assert.lengthOf(yield* gate.pending, 1)
+        yield* TestClock.adjust(1)
+        const late = yield* Effect.flip(gate.decide("r", "c", Approval.approved("alice")))
+        assert.strictEqual(late._tag, "NotPending")
+        // The request still waits for its run to withdraw it: the decision reached nobody.
+        assert.isUndefined(waiting.pollUnsafe())
+        yield* Fiber.interrupt(waiting)
+        assert.lengthOf(yield* gate.pending, 0)
+      })
+  )
+
   it.effect("R7 a decision made on the gate by run id and call id (a UI, not the handle) resumes the run", () =>
     Effect.gen(function* () {
       const { pay, ledger } = makePay()
