@@ -187,18 +187,19 @@ export interface Handle<O = never> {
   readonly cancel: Effect.Effect<RunResult.Typed<O>>
   /**
    * Approves the call `callId` this run is waiting on (R7): the run resumes and runs
-   * that exact call. Fails with `NotPending` when the call is not waiting.
+   * that exact call. Fails with `NotPending` when the call is not waiting (or its expiry
+   * has come), and with `InvalidDecision` for a `by` that cannot be kept.
    */
   readonly approve: (
     callId: string,
     options?: { readonly by?: string | undefined }
-  ) => Effect.Effect<void, Approval.NotPending>
+  ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision>
   /** Rejects the call `callId` this run is waiting on (R7): the run ends `approval_rejected`. */
   readonly reject: (
     callId: string,
     reason: string,
     options?: { readonly by?: string | undefined }
-  ) => Effect.Effect<void, Approval.NotPending>
+  ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision>
   /** The calls of this run waiting for approval now. */
   readonly pendingApprovals: Effect.Effect<ReadonlyArray<Approval.Request>>
 }
@@ -267,11 +268,20 @@ class RunHandle<O> implements Handle<O> {
 
   // Functions that work detached from the handle (`const { approve } = handle`), as fields did.
   get approve(): Handle<O>["approve"] {
-    return (callId, options) => this.#gate.decide(this.runId, callId, Approval.approved(options?.by))
+    return (callId, options) => this.#decide(callId, Approval.approved(options?.by))
   }
 
   get reject(): Handle<O>["reject"] {
-    return (callId, reason, options) => this.#gate.decide(this.runId, callId, Approval.rejected(reason, options?.by))
+    return (callId, reason, options) => this.#decide(callId, Approval.rejected(reason, options?.by))
+  }
+
+  /** A decision checked before it reaches the gate: one it cannot keep decides nothing. */
+  #decide(
+    callId: string,
+    decision: Approval.Decision
+  ): Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision> {
+    const invalid = Approval.checkDecision(this.runId, callId, decision)
+    return invalid === undefined ? this.#gate.decide(this.runId, callId, decision) : Effect.fail(invalid)
   }
 }
 

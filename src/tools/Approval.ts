@@ -82,8 +82,9 @@ export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
 }
 
 /**
- * A decision whose text cannot be kept: `by` or `reason` holds a NUL character, which the
- * stores refuse (PostgreSQL) or cut short (SQLite). Raised before anything is decided.
+ * A decision whose text cannot be kept: `by` or `reason` is not a string, or holds a NUL
+ * character, which the stores refuse (PostgreSQL) or cut short (SQLite). Raised before
+ * anything is decided.
  *
  * @category errors
  * @since 0.6.0
@@ -105,10 +106,33 @@ export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("Inva
  * @category validation
  * @since 0.6.0
  */
-export const invalidField = (decision: Decision): "by" | "reason" | undefined => {
-  if (decision.by?.includes("\u0000") === true) return "by"
-  if (decision._tag === "Rejected" && decision.reason.includes("\u0000")) return "reason"
-  return undefined
+export const invalidField = (decision: Decision): "by" | "reason" | undefined => invalid(decision)?.field
+
+const textIssue = (value: unknown): string | undefined =>
+  typeof value !== "string"
+    ? `is ${typeof value}, not a string`
+    : value.includes("\u0000")
+      ? "holds a NUL character"
+      : undefined
+
+const invalid = (decision: Decision): { readonly field: "by" | "reason"; readonly detail: string } | undefined => {
+  // A decision may come from code without types (a UI, a script): its fields are checked as values.
+  const byIssue = decision.by === undefined ? undefined : textIssue(decision.by)
+  if (byIssue !== undefined) return { field: "by", detail: byIssue }
+  const reasonIssue = decision._tag === "Rejected" ? textIssue(decision.reason) : undefined
+  return reasonIssue === undefined ? undefined : { field: "reason", detail: reasonIssue }
+}
+
+/**
+ * Why `decision` on the call `callId` of run `runId` cannot be taken, before anything is
+ * decided: a `by` or `reason` that is not a string, or holds a NUL character.
+ *
+ * @category validation
+ * @since 0.6.0
+ */
+export const checkDecision = (runId: string, callId: string, decision: Decision): InvalidDecision | undefined => {
+  const found = invalid(decision)
+  return found === undefined ? undefined : new InvalidDecision({ runId, callId, ...found })
 }
 
 /**

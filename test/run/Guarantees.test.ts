@@ -586,6 +586,24 @@ describe("R12 R4.2 R5.1 user code that cannot be interrupted", () => {
   )
 
   it.live(
+    "R5.2 R12 a permission check in an uninterruptible region: left behind, the write it held never ran and is not pending",
+    () =>
+      Effect.gen(function* () {
+        const neverDecides = Layer.succeed(Permission.Permission, { check: () => Effect.as(stuck(), Permission.allow) })
+        const result = yield* Run.run({
+          goal: "x",
+          tools: [toolOf(() => Effect.succeed("done"), { sideEffect: "write" })],
+          time
+        }).pipe(Effect.provide(Layer.mergeAll(callThenAnswer, neverDecides)))
+        assert.strictEqual(result.stopReason, "run_timeout")
+        const left = result.timeline.find((e): e is Event.Of<"tool.interrupted"> => e._tag === "tool.interrupted")
+        assert.strictEqual(left?.settlement, "cancelled")
+        assert.include(left?.detail, "never ran")
+        assert.deepStrictEqual(result.pendingActions, [])
+      })
+  )
+
+  it.live(
     "R5.1 R12 cancelling a run whose model call cannot be interrupted returns cancelled within the stop grace",
     () =>
       Effect.gen(function* () {

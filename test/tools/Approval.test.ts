@@ -111,6 +111,29 @@ describe("R7 approvals", () => {
     }).pipe(Effect.scoped, Effect.provide(layers))
   )
 
+  it.effect(
+    "R7 R12 a decision whose by or reason cannot be kept is a typed InvalidDecision at the handle; the call still waits",
+    () =>
+      Effect.gen(function* () {
+        const { pay, ledger } = makePay()
+        const { handle } = yield* startWaiting([pay])
+        // What code without types may pass.
+        const notText = { by: 42 } as unknown as { readonly by: string }
+        const byNumber = yield* Effect.flip(handle.reject("call_pay", "no", notText))
+        assert.deepStrictEqual(
+          [byNumber._tag, byNumber._tag === "InvalidDecision" && byNumber.field],
+          ["InvalidDecision", "by"]
+        )
+        const nul = yield* Effect.flip(handle.approve("call_pay", { by: "eve\u0000" }))
+        assert.strictEqual(nul._tag, "InvalidDecision")
+        assert.lengthOf(yield* handle.pendingApprovals, 1)
+        yield* handle.approve("call_pay", { by: "alice" })
+        const result = yield* handle.result
+        assert.strictEqual(result.status, "completed")
+        assert.lengthOf(ledger, 1)
+      }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
   it.effect("R7 R5.3 cancel while waiting ends the run cancelled and withdraws the request", () =>
     Effect.gen(function* () {
       const { pay, ledger } = makePay()

@@ -125,12 +125,8 @@ export const make = (
     Effect.gen(function* () {
       yield* known(runId)
       if (!isId(callId)) return yield* Effect.fail(new Approval.NotPending({ runId, callId }))
-      const field = Approval.invalidField(decision)
-      if (field !== undefined) {
-        return yield* Effect.fail(
-          new Approval.InvalidDecision({ runId, callId, field, detail: "holds a NUL character" })
-        )
-      }
+      const invalid = Approval.checkDecision(runId, callId, decision)
+      if (invalid !== undefined) return yield* Effect.fail(invalid)
       // Decided on the table first (the first decision wins), then the run is woken: a wake
       // that finds no decision would only park the run again.
       const decided = yield* Effect.result(

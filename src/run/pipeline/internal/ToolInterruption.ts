@@ -133,8 +133,10 @@ export const recordAbandoned = (
   stillRunning = false
 ): void => {
   const open = new Map<string, string>()
+  const attempted = new Set<string>()
   for (const e of lastBatch(ctx)) {
     if (e._tag === "tool.started") open.set(e.callId, e.name)
+    else if (e._tag === "tool.attempted") attempted.add(e.callId)
     else if (
       e._tag === "tool.succeeded" ||
       e._tag === "tool.failed" ||
@@ -146,6 +148,11 @@ export const recordAbandoned = (
   }
   for (const [callId, name] of open) {
     const tool = tools.get(name)
+    // A call whose handler never started did nothing, whatever of its checks still runs.
+    if (!attempted.has(callId)) {
+      record(ctx, { id: callId, name }, 0, "cancelled", `${why}; its handler had not started: it never ran`)
+      continue
+    }
     const effects = stillRunning || (tool !== undefined && mayHaveEffects(tool))
     const detail = `${why}${effects ? "; its action may or may not have taken effect" : ""}`
     record(ctx, { id: callId, name }, 0, effects ? "outcome_unknown" : "cancelled", detail)
