@@ -3,7 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Duration, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { AiError, LanguageModel, type Prompt, type Response, Tool } from "effect/ai"
 import { TestClock } from "effect/testing"
-import type * as Event from "../../src/events/Event.ts"
+import * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as LanguageModelAdapter from "../../src/providers/LanguageModelAdapter.ts"
@@ -317,7 +317,10 @@ describe("LanguageModelAdapter", () => {
         const result = yield* Run.run({ goal: "note", tools: [note] })
         assert.strictEqual(result.status, "completed")
         const succeeded = result.timeline.find((e) => e._tag === "tool.succeeded")
-        assert.deepStrictEqual(succeeded?._tag === "tool.succeeded" ? succeeded.input : undefined, { title: "t" })
+        assert.deepStrictEqual(
+          succeeded?._tag === "tool.succeeded" ? Event.inputOf(result.timeline, succeeded) : undefined,
+          { title: "t" }
+        )
         const schema = calls[0]?.tools.map((t) => Tool.getJsonSchema(t))[0]
         assert.deepStrictEqual(schema, note.definition.strict?.parameters)
         assert.deepInclude(schema as object, { additionalProperties: false, required: ["title", "tag"] })

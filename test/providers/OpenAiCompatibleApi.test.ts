@@ -8,7 +8,7 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Schema, type Scope } from "effect"
 import type * as HttpClient from "effect/http/HttpClient"
-import type * as Event from "../../src/events/Event.ts"
+import * as Event from "../../src/events/Event.ts"
 import type * as Model from "../../src/model/Model.ts"
 import * as NodeTransport from "../../src/providers/node/NodeTransport.ts"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
@@ -194,7 +194,7 @@ describe("per-model options (R11)", () => {
         )
         assert.strictEqual(result.status, "completed")
         const [succeeded] = ofTag(result.timeline, "tool.succeeded")
-        assert.deepStrictEqual(succeeded?.input, { title: "hello", score: 2 })
+        assert.deepStrictEqual(succeeded && Event.inputOf(result.timeline, succeeded), { title: "hello", score: 2 })
         assert.strictEqual(succeeded?.output, "hello")
         const tool = (bodyOf(requests[0]).tools as ReadonlyArray<Json>)[0]?.function as Json
         assert.isTrue(tool.strict)
