@@ -5,7 +5,7 @@
  *
  * @since 0.2.0
  */
-import { Duration, Effect, Fiber, Schema } from "effect"
+import { Clock, Duration, Effect, Fiber, Predicate, Schema } from "effect"
 import { TestClock } from "effect/testing"
 
 /**
@@ -53,16 +53,30 @@ export const drive = <A, E, R>(
     const stepMillis = millisOf("step", options.step ?? "10 millis")
     const upToMillis = millisOf("upTo", options.upTo ?? "10 minutes")
     if (!(stepMillis > 0)) return yield* Effect.die(new RangeError(`TestClockDriver.drive: step must be > 0`))
-    const fiber = yield* Effect.forkChild(effect, { startImmediately: true })
-    const moved = yield* advanceWhile(() => fiber.pollUnsafe() === undefined, stepMillis, upToMillis)
-    if (fiber.pollUnsafe() === undefined) {
-      // Interrupting runs the effect's finalizers, which may sleep too: keep moving the clock
-      // for them, as far again at most, and never wait for what still does not end.
-      const interrupting = yield* Effect.forkChild(Fiber.interrupt(fiber), { startImmediately: true })
-      yield* advanceWhile(() => interrupting.pollUnsafe() === undefined, stepMillis, upToMillis)
-      return yield* new StillRunning({ movedMillis: moved.millis, steps: moved.steps })
+    const clock = yield* Clock.Clock
+    if (!Predicate.hasProperty(clock, "adjust") || !Predicate.isFunction(clock.adjust)) {
+      return yield* Effect.die(
+        new TypeError(
+          "TestClockDriver.drive: no TestClock in the context (run it in it.effect, or provide TestClock.layer())"
+        )
+      )
     }
-    return yield* Fiber.join(fiber)
+    // Detached, so that the driver never waits for it: what cannot be interrupted is left to run.
+    const fiber = yield* Effect.forkDetach(effect, { startImmediately: true })
+    return yield* Effect.onInterrupt(
+      Effect.gen(function* () {
+        const moved = yield* advanceWhile(() => fiber.pollUnsafe() === undefined, stepMillis, upToMillis)
+        if (fiber.pollUnsafe() === undefined) {
+          // Interrupting runs the effect's finalizers, which may sleep too: keep moving the clock
+          // for them, as far again at most, and never wait for what still does not end.
+          fiber.interruptUnsafe()
+          yield* advanceWhile(() => fiber.pollUnsafe() === undefined, stepMillis, upToMillis)
+          return yield* new StillRunning({ movedMillis: moved.millis, steps: moved.steps })
+        }
+        return yield* Fiber.join(fiber)
+      }),
+      () => Effect.sync(() => fiber.interruptUnsafe())
+    )
   })
 
 /** A finite duration of at least 0 ms, or a defect naming the option. */

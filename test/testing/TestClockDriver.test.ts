@@ -52,6 +52,26 @@ describe("TestClockDriver", () => {
     })
   )
 
+  it.effect(
+    "R10 an effect that cannot be interrupted is left running: the driver still fails with StillRunning, at once",
+    () =>
+      Effect.gen(function* () {
+        for (const stuck of [
+          Effect.uninterruptible(Effect.sleep("1 hour")),
+          Effect.never.pipe(Effect.ensuring(Effect.never))
+        ]) {
+          const error = yield* Effect.flip(TestClockDriver.drive(stuck, { upTo: "1 second" }))
+          assert.strictEqual(error._tag, "StillRunning")
+        }
+      })
+  )
+
+  it("R10 the driver outside a TestClock is a defect saying what to provide", async () => {
+    const exit = await Effect.runPromiseExit(TestClockDriver.drive(Effect.void))
+    assert.isTrue(Exit.isFailure(exit))
+    assert.include(Cause.pretty(exit._tag === "Failure" ? exit.cause : Cause.empty), "no TestClock in the context")
+  })
+
   it.effect("the effect's own failure comes through as it is", () =>
     Effect.gen(function* () {
       const error = yield* Effect.flip(
