@@ -222,7 +222,32 @@ const decideChecked = (policy: Policy, checkpoint: Checkpoint): Decision => {
   }
   const checked = checkDecision(decision, () => `the decision of the termination policy "${policy.name}"`)
   if (Result.isFailure(checked)) throw new UserCode.UserCodeDefect(checked.failure)
+  const claimed = checked.success._tag === "Stop" ? unfounded(checked.success.reason, checkpoint) : undefined
+  if (claimed !== undefined) {
+    throw new UserCode.UserCodeDefect(`the termination policy "${policy.name}" stopped the run with ${claimed}`)
+  }
   return checked.success
+}
+
+/**
+ * Stop reasons that state what only the runtime can know: a cancel, a validation, an
+ * outcome in doubt, a defect. A policy's stop names a limit; it cannot say that the goal
+ * was reached unless the model gave a final answer (R6.1), which validation then judges.
+ */
+const runtimeOnly: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopReason>([
+  "cancelled",
+  "validation_failed",
+  "unknown_outcome",
+  "internal_error"
+])
+
+/** Why a user's policy cannot stop for `reason` at `checkpoint`, or `undefined` when it can. */
+const unfounded = (reason: StopReason.StopReason, checkpoint: Checkpoint): string | undefined => {
+  if (runtimeOnly.has(reason)) return `${reason}, a stop reason only the runtime gives`
+  if (reason === "goal_reached" && !checkpoint.counters.finalAnswerReceived) {
+    return "goal_reached without a final answer: only the model's final answer is a candidate completion"
+  }
+  return undefined
 }
 
 /**

@@ -235,6 +235,42 @@ describe("R12 values user code hands back are checked", () => {
     })
   )
 
+  it.effect(
+    "R6.1 R12 a policy cannot claim the goal reached without a final answer, nor a stop only the runtime gives",
+    () =>
+      Effect.gen(function* () {
+        for (const reason of ["goal_reached", "cancelled", "validation_failed"] as const) {
+          const ran: Array<string> = []
+          const result = yield* Run.run({
+            goal: "x",
+            tools: [toolOf(() => Effect.sync(() => ran.push("t")))],
+            policies: (defaults) => [
+              Termination.make("mine", () => Termination.stop(reason, "done, I say")),
+              ...defaults
+            ]
+          }).pipe(Effect.provide(callThenAnswer))
+          assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"], reason)
+          assert.include(result.detail, `the termination policy "mine" stopped the run with ${reason}`)
+          assert.deepStrictEqual(ran, [])
+        }
+        // With the model's final answer, a policy may stop for the goal: validation then judges it.
+        const answered = yield* Run.run({
+          goal: "x",
+          tools: [],
+          policies: (defaults) => [
+            Termination.make("mine", ({ counters }) =>
+              counters.finalAnswerReceived ? Termination.stop("goal_reached", "answered") : Termination.continue_
+            ),
+            ...defaults
+          ]
+        }).pipe(Effect.provide(script(ScriptedModel.finalAnswer("done"))))
+        assert.deepStrictEqual(
+          [answered.status, answered.stopReason, answered.policy],
+          ["completed", "goal_reached", "mine"]
+        )
+      })
+  )
+
   it.live("R12 R5.2 a settle outside its union is recorded as outcome_unknown, and the result encodes", () =>
     Effect.gen(function* () {
       const settleBadly = toolOf(
