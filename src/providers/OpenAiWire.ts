@@ -97,6 +97,8 @@ const WireToolCallDelta = Schema.Struct({
 export const Chunk = Schema.Struct({
   choices: Schema.Array(
     Schema.Struct({
+      /** Which choice (a request asks for one: index 0); absent from some servers. */
+      index: Nullable(Schema.Int),
       delta: Nullable(
         Schema.Struct({
           content: Nullable(Schema.String),
@@ -263,8 +265,12 @@ export const accumulator = (): Accumulator => ({
 
 /**
  * Folds one chunk in: text and reasoning are appended, tool-call deltas are merged by
- * their `index` (the id and name come with the first delta of a call, argument text
- * with any), the last finish reason and usage kept.
+ * their `index` (the id and name come with the first delta of a call, argument text with
+ * any), the first finish reason and the last usage kept. Only the first choice counts
+ * (a request asks for one). A delta without an `index` starts a new call when it has an
+ * id, and adds to the last call otherwise; a delta whose id differs from the one its
+ * `index` holds starts a new call (servers that omit or reuse indexes); a name sent again
+ * whole is not appended.
  *
  * @category combinators
  * @since 0.1.0
@@ -272,26 +278,47 @@ export const accumulator = (): Accumulator => ({
 export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
   if (chunk.usage !== undefined && chunk.usage !== null) acc.usage = chunk.usage
   for (const choice of chunk.choices) {
-    if (typeof choice.finish_reason === "string") acc.finishReason = choice.finish_reason
+    if (typeof choice.index === "number" && choice.index !== 0) continue
+    // A choice finishes once: a later finish reason (a `stop` after a `length`) changes nothing.
+    if (typeof choice.finish_reason === "string" && acc.finishReason === undefined)
+      acc.finishReason = choice.finish_reason
     const delta = choice.delta
     if (delta === undefined || delta === null) continue
     if (typeof delta.content === "string") acc.text += delta.content
     if (typeof delta.reasoning_content === "string") acc.reasoning = (acc.reasoning ?? "") + delta.reasoning_content
-    const deltas = delta.tool_calls ?? []
-    for (let i = 0; i < deltas.length; i++) {
-      const part = deltas[i]
-      if (part === undefined) continue
-      const index = part.index ?? i
-      let call = acc.calls.get(index)
-      if (call === undefined) {
-        call = { id: undefined, name: "", arguments: "" }
-        acc.calls.set(index, call)
-      }
-      if (typeof part.id === "string" && part.id !== "") call.id = part.id
-      if (typeof part.function?.name === "string") call.name += part.function.name
+    for (const part of delta.tool_calls ?? []) {
+      const id = typeof part.id === "string" && part.id !== "" ? part.id : undefined
+      const call = callFor(acc, part.index, id)
+      if (id !== undefined) call.id = id
+      const name = part.function?.name
+      if (typeof name === "string" && name !== call.name) call.name += name
       if (typeof part.function?.arguments === "string") call.arguments += part.function.arguments
     }
   }
+}
+
+/** The call a tool-call delta belongs to (see {@link accumulate}), made when it is new. */
+const callFor = (acc: Accumulator, index: number | null | undefined, id: string | undefined): PartialCall => {
+  const indexes = [...acc.calls.keys()]
+  const next = indexes.length === 0 ? 0 : Math.max(...indexes) + 1
+  const byId = () => (id === undefined ? undefined : [...acc.calls.values()].findLast((call) => call.id === id))
+  const atIndex = typeof index === "number" ? acc.calls.get(index) : undefined
+  const found =
+    typeof index === "number"
+      ? // Its index, unless another call holds it (an index reused under a new id).
+        atIndex !== undefined && (id === undefined || atIndex.id === undefined || atIndex.id === id)
+        ? atIndex
+        : atIndex === undefined
+          ? undefined
+          : byId()
+      : // No index: the call of its id, or, without an id, the last call.
+        id !== undefined
+        ? byId()
+        : acc.calls.get(next - 1)
+  if (found !== undefined) return found
+  const call: PartialCall = { id: undefined, name: "", arguments: "" }
+  acc.calls.set(typeof index === "number" && atIndex === undefined ? index : next, call)
+  return call
 }
 
 /**

@@ -85,6 +85,65 @@ describe("OpenAiCompatible", () => {
       }
     })
 
+    it("R11 streamed tool calls without an index, or reusing one under a new id, stay apart; a name sent again is not doubled", () => {
+      const fold = (chunks: ReadonlyArray<unknown>) => {
+        const acc = OpenAiWire.accumulator()
+        for (const chunk of chunks) {
+          const parsed = OpenAiWire.parseChunk(JSON.stringify(chunk))
+          if (Result.isFailure(parsed)) assert.fail(parsed.failure)
+          else OpenAiWire.accumulate(acc, parsed.success)
+        }
+        const response = OpenAiWire.fromAccumulator(acc, { iteration: 1 })
+        return Result.isSuccess(response) ? response.success.toolCalls.map((c) => [c.id, c.name, c.arguments]) : []
+      }
+      const delta = (call: object) => ({ choices: [{ delta: { tool_calls: [call] } }] })
+      const expected = [
+        ["a", "echo", '{"x":"1"}'],
+        ["b", "echo", '{"x":"2"}']
+      ]
+      // No index at all (as some gateways send): a new id starts a new call, a piece without one adds to the last.
+      assert.deepStrictEqual(
+        fold([
+          delta({ id: "a", function: { name: "echo", arguments: '{"x":' } }),
+          delta({ function: { arguments: '"1"}' } }),
+          delta({ id: "b", function: { name: "echo", arguments: '{"x":"2"}' } })
+        ]),
+        expected
+      )
+      // Index 0 reused under a new id, the name repeated in every delta.
+      assert.deepStrictEqual(
+        fold([
+          delta({ index: 0, id: "a", function: { name: "echo", arguments: '{"x":"1"}' } }),
+          delta({ index: 0, id: "b", function: { name: "echo", arguments: '{"x":' } }),
+          delta({ index: 0, id: "b", function: { name: "echo", arguments: '"2"}' } })
+        ]),
+        expected
+      )
+    })
+
+    it("R11 an answer cut off or withheld is never final, whatever the server calls it; the first finish reason stands", () => {
+      const finish = (reasons: ReadonlyArray<string>, choices?: ReadonlyArray<number>) => {
+        const acc = OpenAiWire.accumulator()
+        reasons.forEach((reason, i) => {
+          const chunk = { choices: [{ index: choices?.[i] ?? 0, delta: { content: "x" }, finish_reason: reason }] }
+          const parsed = OpenAiWire.parseChunk(JSON.stringify(chunk))
+          if (Result.isSuccess(parsed)) OpenAiWire.accumulate(acc, parsed.success)
+        })
+        const response = OpenAiWire.fromAccumulator(acc, { iteration: 1 })
+        return Result.isSuccess(response) ? (response.success.finishReason ?? "none") : response.failure.kind
+      }
+      for (const reason of ["length", "LENGTH", "max_tokens", "model_length", "MAX_TOKENS"]) {
+        assert.strictEqual(finish([reason]), "length", reason)
+      }
+      for (const reason of ["content_filter", "SAFETY", "recitation"])
+        assert.strictEqual(finish([reason]), "content_filter")
+      for (const reason of ["error", "abort"]) assert.strictEqual(finish([reason]), "interrupted")
+      assert.strictEqual(finish(["length", "stop"]), "length")
+      // Only the first choice is the answer: a second choice's `stop` does not make it whole.
+      assert.strictEqual(finish(["length", "stop"], [0, 1]), "length")
+      assert.strictEqual(finish(["constructor"]), "none")
+    })
+
     it("R11 R12 a streamed chunk checked by hand is accepted exactly when the schema accepts it", () => {
       const decode = Schema.decodeUnknownResult(OpenAiWire.Chunk)
       const call = { index: 0, id: "c", type: "function", function: { name: "f", arguments: "{" } }

@@ -16,8 +16,12 @@ import * as ProviderFailure from "./ProviderFailure.ts"
 
 const source = "provider" as const
 
-/** How long the rest of a stream is drained after `[DONE]`, at most. */
-const drainMillis = 1_000
+/**
+ * How long the rest of a stream is drained after `[DONE]`, at most: long enough for a
+ * server that closes at once (the connection can then be reused), short, since the answer
+ * is whole and waits for it; never past the request's deadline.
+ */
+const drainMillis = 100
 
 /** What reading a stream needs from the client. */
 export interface Reader {
@@ -58,7 +62,8 @@ const watchdog = (
       while (true) {
         const now = clock.currentTimeMillisUnsafe()
         if (progress.doneAt !== undefined) {
-          const end = progress.doneAt + limits.drain
+          // The answer is whole: the drain never holds it past the deadline.
+          const end = Math.min(progress.doneAt + limits.drain, deadline.at)
           if (now >= end) return
           yield* Effect.sleep(end - now)
           continue

@@ -77,16 +77,23 @@ export const retryAfter = (response: HttpClientResponse.HttpClientResponse): str
   return Number.isFinite(ms) && ms >= 0 ? String(ms / 1000) : response.headers["retry-after"]
 }
 
-/** The answer the provider itself stopped for lack of resources (DeepSeek): retryable. */
-export const interrupted = (detail: string): Failure.Retryable =>
-  new Failure.Retryable({
+/**
+ * The answer the provider itself stopped unfinished: for lack of resources (DeepSeek's
+ * `insufficient_system_resource`), or with an `error` or `abort` finish reason. Retryable.
+ */
+export const interrupted = (detail: string, finishReason?: string): Failure.Retryable => {
+  const resources = finishReason === undefined || finishReason === "insufficient_system_resource"
+  return new Failure.Retryable({
     source,
     category: "provider_interrupted",
-    code: "insufficient_system_resource",
+    code: resources ? "insufficient_system_resource" : "answer_unfinished",
     attempts: 1,
-    hint: "the provider stopped the answer for lack of resources",
+    hint: resources
+      ? "the provider stopped the answer for lack of resources"
+      : `the provider stopped the answer unfinished (finish_reason: ${finishReason})`,
     diagnostic: detail
   })
+}
 
 type StreamErrorKind =
   | "rate_limited"

@@ -46,7 +46,7 @@ const plainDelta = (delta: unknown): boolean =>
     (absent(delta.tool_calls) || (Array.isArray(delta.tool_calls) && delta.tool_calls.every(plainCall))))
 
 const plainChoice = (choice: unknown): boolean =>
-  isObject(choice) && plainDelta(choice.delta) && optionalString(choice.finish_reason)
+  isObject(choice) && optionalInt(choice.index) && plainDelta(choice.delta) && optionalString(choice.finish_reason)
 
 /** Whether the chunk is of the common shape (and so one the schema accepts as it is). */
 export const isPlain = (value: unknown): boolean =>

@@ -21,12 +21,14 @@ export interface Decoding {
 
 /**
  * Why a body does not make a response: it is corrupt (`corrupt`), or the provider
- * stopped the answer itself for lack of resources (`interrupted`, DeepSeek's
- * `insufficient_system_resource`), which is worth asking again. Re-exported by `OpenAiWire`.
+ * stopped the answer itself unfinished (`interrupted`: DeepSeek's
+ * `insufficient_system_resource`, or an `error` or `abort` finish reason, with
+ * `finishReason` saying which), which is worth asking again. Re-exported by `OpenAiWire`.
  */
 export interface Problem {
   readonly kind: "corrupt" | "interrupted"
   readonly detail: string
+  readonly finishReason?: string | undefined
 }
 
 /** The usage as the wire carries it (what `OpenAiWire`'s schema decodes). */
@@ -64,13 +66,30 @@ const usageOf = (
   return Result.succeed(usage)
 }
 
+/**
+ * The finish reasons compatible servers send, by what they mean (read without case):
+ * an answer cut off by a token limit is never final, a filtered one stops the run (R11).
+ * Any other is read as a normal stop.
+ */
 const finishReasons: Readonly<Record<string, Model.FinishReason>> = {
   stop: "stop",
+  end_turn: "stop",
   tool_calls: "tool_calls",
   function_call: "tool_calls",
+  tool_use: "tool_calls",
   length: "length",
-  content_filter: "content_filter"
+  max_tokens: "length",
+  max_output_tokens: "length",
+  model_length: "length",
+  content_filter: "content_filter",
+  content_filtered: "content_filter",
+  safety: "content_filter",
+  recitation: "content_filter",
+  prohibited_content: "content_filter"
 }
+
+/** Finish reasons that say the answer was not finished at all: the call failed. */
+const broken: ReadonlySet<string> = new Set(["error", "abort", "aborted", "insufficient_system_resource"])
 
 const callId = (id: string | null | undefined, iteration: number, index: number) =>
   id === null || id === undefined || id === "" ? `call_${iteration}_${index}` : id
@@ -85,15 +104,21 @@ export interface Parts {
 
 /** The response the parts of an answer make, plain or streamed. */
 export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Response, Problem> => {
-  if (parts.finishReason === "insufficient_system_resource") {
+  const said = parts.finishReason?.toLowerCase()
+  if (said !== undefined && broken.has(said)) {
     return Result.fail({
       kind: "interrupted",
-      detail: "the provider stopped the answer for lack of resources (finish_reason: insufficient_system_resource)"
+      finishReason: said,
+      detail:
+        said === "insufficient_system_resource"
+          ? "the provider stopped the answer for lack of resources (finish_reason: insufficient_system_resource)"
+          : `the provider stopped the answer unfinished (finish_reason: ${said})`
     })
   }
   const usage = usageOf(parts.usage, decoding.prices)
   if (Result.isFailure(usage)) return Result.fail(usage.failure)
-  const finishReason = parts.finishReason === undefined ? undefined : finishReasons[parts.finishReason]
+  // Own keys only: a server's `constructor` or `__proto__` is no finish reason of ours.
+  const finishReason = said !== undefined && Object.hasOwn(finishReasons, said) ? finishReasons[said] : undefined
   const toolCalls = parts.calls.map((call, index) => {
     const strict = decoding.strict?.get(call.name)
     return {
