@@ -73,14 +73,23 @@ const checkApprovals = (scenario: Scenario, result: RunResult.RunResult): Readon
   const deadlineAt = started?._tag === "run.started" ? started.deadlineAt : Number.POSITIVE_INFINITY
   for (const delivered of approvals.delivered) {
     const decision = decided.get(delivered.callId)
-    // A decision delivered at the deadline's instant may lose the race to the deadline.
+    const expiresAt =
+      approvals.requests.find((r) => r.callId === delivered.callId)?.expiresAt ?? Number.POSITIVE_INFINITY
+    // A decision delivered at the deadline's instant may lose the race to the deadline, and
+    // one delivered at or after the call's expiry is no decision: the call expired (R7).
     if (
       decision?.decision !== delivered.decision &&
-      !(delivered.at >= deadlineAt && decision?.decision === "withdrawn")
+      !(delivered.at >= deadlineAt && decision?.decision === "withdrawn") &&
+      !(delivered.at >= expiresAt && decision?.decision === "expired")
     ) {
       violate(
         "R7 approvals",
         `the gate delivered ${delivered.decision} for ${delivered.callId} at ${delivered.at}, the timeline says ${decision?.decision ?? "nothing"}`
+      )
+    } else if (delivered.at >= expiresAt && decision?.decision === delivered.decision) {
+      violate(
+        "R7 approvals",
+        `${delivered.callId}: the run took a decision delivered at ${delivered.at}, at or after its expiry (${expiresAt})`
       )
     }
   }
