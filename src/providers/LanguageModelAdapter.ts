@@ -34,7 +34,7 @@
  */
 import { Cause, Clock, Duration, Effect, Layer, Predicate, Result, Schema } from "effect"
 import { type AiError, LanguageModel, Prompt, type Response, Tool, Toolkit } from "effect/ai"
-import type * as Failure from "../failure/Failure.ts"
+import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
 import * as Model from "../model/Model.ts"
 import * as Cost from "./internal/Cost.ts"
@@ -241,6 +241,18 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
   ): Effect.Effect<Model.Response, Failure.Failure> => {
     const usage = usageOf(response.usage)
     if (typeof usage === "string") return Effect.fail(FailureBoundary.corruptResponse({ source, detail: usage }))
+    // An answer the provider says ended in an error is unfinished: never a final answer, worth asking again (R11).
+    if (response.finishReason === "error") {
+      return Effect.fail(
+        new Failure.Retryable({
+          source,
+          category: "provider_interrupted",
+          code: "answer_unfinished",
+          attempts: 1,
+          hint: "the provider stopped the answer unfinished (finish reason: error)"
+        })
+      )
+    }
     const restore = (name: string, params: unknown) => {
       const form = strict ? tools.find((tool) => tool.name === name)?.strict : undefined
       return form === undefined ? params : form.restore(params)

@@ -8,6 +8,7 @@ import * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as LanguageModelAdapter from "../../src/providers/LanguageModelAdapter.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as AgentTool from "../../src/tools/Tool.ts"
 import { echo } from "../support/tools.ts"
 
@@ -370,6 +371,21 @@ describe("LanguageModelAdapter", () => {
       }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
     }
   )
+
+  it.effect("R11 an answer effect/ai reports ended in an error is never final: it is asked again", () => {
+    const errored: Response.PartEncoded = { ...finish(1, 0), reason: "error" } as Response.PartEncoded
+    const { calls, layer } = scripted([
+      Effect.succeed([{ type: "text", text: "half an ans" }, errored]),
+      Effect.succeed([{ type: "text", text: "the whole answer" }, finish(2, 3)])
+    ])
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "answer", tools: [echo] }).pipe(TestClockDriver.drive)
+      assert.deepStrictEqual([result.status, result.finalAnswer], ["completed", "the whole answer"])
+      assert.lengthOf(calls, 2)
+      const failed = result.timeline.find((e) => e._tag === "model.failed")
+      assert.strictEqual(failed?._tag === "model.failed" && failed.failure.code, "answer_unfinished")
+    }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+  })
 
   it.effect("R11 an answer effect/ai reports content-filtered ends the run content_filtered", () => {
     const filtered: Response.PartEncoded = { ...finish(1, 0), reason: "content-filter" } as Response.PartEncoded
