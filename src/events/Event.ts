@@ -168,6 +168,12 @@ export const contentLeftOut = (events: ReadonlyArray<Event>): boolean =>
  * @category getters
  * @since 0.6.0
  */
+const readBack: ToolArguments.Limits = {
+  ...ToolArguments.defaultLimits,
+  maxArgumentChars: Number.POSITIVE_INFINITY,
+  maxArgumentDepth: Number.POSITIVE_INFINITY
+}
+
 export const inputOf = (timeline: ReadonlyArray<Event>, event: Of<"tool.succeeded">): unknown => {
   if (event.input !== undefined) return event.input
   for (let i = timeline.length - 1; i >= 0; i--) {
@@ -175,7 +181,8 @@ export const inputOf = (timeline: ReadonlyArray<Event>, event: Of<"tool.succeede
     if (e?._tag !== "model.responded") continue
     const index = e.callIds.indexOf(event.callId)
     if (index === -1) continue
-    const parsed = ToolArguments.parseArguments(e.toolCalls[index]?.arguments)
+    // Accepted when the call ran, under the run's limits: read back without them.
+    const parsed = ToolArguments.parseArguments(e.toolCalls[index]?.arguments, readBack)
     return parsed._tag === "Ok" ? parsed.value : undefined
   }
   return undefined

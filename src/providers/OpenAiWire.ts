@@ -280,8 +280,9 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
   for (const choice of chunk.choices) {
     if (typeof choice.index === "number" && choice.index !== 0) continue
     // A choice finishes once: a later finish reason (a `stop` after a `length`) changes nothing.
-    if (typeof choice.finish_reason === "string" && acc.finishReason === undefined)
+    if (typeof choice.finish_reason === "string" && choice.finish_reason !== "" && acc.finishReason === undefined) {
       acc.finishReason = choice.finish_reason
+    }
     const delta = choice.delta
     if (delta === undefined || delta === null) continue
     if (typeof delta.content === "string") acc.text += delta.content

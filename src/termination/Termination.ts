@@ -231,14 +231,18 @@ const decideChecked = (policy: Policy, checkpoint: Checkpoint): Decision => {
 
 /**
  * Stop reasons that state what only the runtime can know: a cancel, a validation, an
- * outcome in doubt, a defect. A policy's stop names a limit; it cannot say that the goal
+ * outcome in doubt, a defect, a person's decision, a contradicted tool, a filtered answer. A policy's stop names a limit; it cannot say that the goal
  * was reached unless the model gave a final answer (R6.1), which validation then judges.
  */
 const runtimeOnly: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopReason>([
   "cancelled",
   "validation_failed",
   "unknown_outcome",
-  "internal_error"
+  "internal_error",
+  "approval_rejected",
+  "approval_expired",
+  "inconsistent_result",
+  "content_filtered"
 ])
 
 /** Why a user's policy cannot stop for `reason` at `checkpoint`, or `undefined` when it can. */

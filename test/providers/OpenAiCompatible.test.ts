@@ -139,6 +139,8 @@ describe("OpenAiCompatible", () => {
         assert.strictEqual(finish([reason]), "content_filter")
       for (const reason of ["error", "abort"]) assert.strictEqual(finish([reason]), "interrupted")
       assert.strictEqual(finish(["length", "stop"]), "length")
+      // An empty finish reason is none: it hides no later one.
+      assert.strictEqual(finish(["", "length"]), "length")
       // Only the first choice is the answer: a second choice's `stop` does not make it whole.
       assert.strictEqual(finish(["length", "stop"], [0, 1]), "length")
       assert.strictEqual(finish(["constructor"]), "none")

@@ -267,6 +267,34 @@ describe("Run: a call's arguments are stored once (R9)", () => {
         assert.deepStrictEqual(Event.inputOf(result.timeline, succeeded), { text })
     })
   )
+
+  it.effect("R9 R3.5 the input is read back as the call was accepted, under the run's own limits", () =>
+    Effect.gen(function* () {
+      // Nested 80 deep: past the default limit of 64, within this run's 200.
+      let value: unknown = "deep"
+      for (let i = 0; i < 80; i++) value = { inner: value }
+      const nested = Tool.make({
+        name: "nested",
+        description: "Takes a deep value",
+        input: Schema.Struct({ value: Schema.Unknown }),
+        output: Schema.Number,
+        sideEffect: "none",
+        handler: () => Effect.succeed(1)
+      })
+      const step = Validation.step("nested", "Sent it", [
+        Criterion.toolSucceeded("nested", (input) => JSON.stringify(input) === JSON.stringify({ value }))
+      ])
+      const result = yield* Run.run({
+        goal: "send it",
+        tools: [nested],
+        limits: { maxArgumentDepth: 200 },
+        validation: { plan: [step] }
+      }).pipe(
+        Effect.provide(withScript([ScriptedModel.toolCall("nested", { value }), ScriptedModel.finalAnswer("sent")]))
+      )
+      assert.deepStrictEqual([result.status, result.completed.map((item) => item.id)], ["completed", ["nested"]])
+    })
+  )
 })
 
 describe("Run: what run.started records", () => {

@@ -325,6 +325,19 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
         })
         assert.deepStrictEqual([byCheck.status, byCheck.stopReason], ["failed", "step_timeout"])
         withinRunDeadline(byCheck)
+        // The same for a tool that hands its errors to the model: its action is done, the check
+        // ran out; the model must not be told it failed (it would run it again).
+        const recovering = hangingTool({
+          handler: () => Effect.succeed("done"),
+          postcondition: () => Effect.never,
+          recoverErrors: true
+        })
+        const byRecovering = yield* runOn(
+          [ScriptedModel.toolCall("hang", {}), ScriptedModel.toolCall("hang", {}), ScriptedModel.finalAnswer("x")],
+          { tools: [recovering], time: time("step") }
+        )
+        assert.deepStrictEqual([byRecovering.status, byRecovering.stopReason], ["failed", "step_timeout"])
+        assert.lengthOf(events(byRecovering, "tool.attempted"), 1)
       })
   )
 })

@@ -4,7 +4,7 @@
  * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
  * the step, what is left of the run) (R4.2). Private to the runtime.
  */
-import { Clock, Effect, Result, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -131,7 +131,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
       // The run is ending (cancel, deadline, another call's stop, a broken gate): back to the batch's phase.
       Effect.ignore(RunContext.release(ctx, "tool_executing"))
     )
-  const given: Answer = yield* asked.pipe(
+  const answer: Answer = yield* asked.pipe(
     Deadline.withinOrElse({
       ...own,
       orElse: ({ layer, afterMillis }) => Effect.succeed({ _tag: "Expired", layer, millis: afterMillis } as const)
@@ -139,13 +139,6 @@ export const awaitDecision = Effect.fnUntraced(function* (
     Effect.onInterrupt(() => withdraw("withdrawn while waiting for approval; it never ran")),
     Effect.tapDefect(() => withdraw("the approval gate failed; the call never ran"))
   )
-  // A decision that came at or after the expiry (a gate that does not check, a timer that
-  // could not fire yet) is no decision: the call expired (R7).
-  const decidedAt = yield* Clock.currentTimeMillis
-  const answer: Answer =
-    given._tag !== "Expired" && decidedAt >= request.expiresAt
-      ? { _tag: "Expired", layer: limit.layer, millis: request.expiresAt - request.requestedAt }
-      : given
   switch (answer._tag) {
     case "Approved":
       yield* decided("approved", { by: answer.by })

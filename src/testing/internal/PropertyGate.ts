@@ -55,14 +55,22 @@ export const makeApprovals = (
         waiting.set(callId, request)
         const outcome = plan.get(callId)
         const script = outcome?._tag === "NeedsApproval" ? outcome : undefined
+        // As every gate must, it takes no decision at or after the call's expiry (R7).
         const wait: Effect.Effect<Approval.Decision> =
           script === undefined || script.decision === "never"
             ? Effect.never
-            : Effect.as(
-                Effect.flatMap(at, (now) => Effect.sleep(Math.max(0, request.requestedAt + script.afterMillis - now))),
-                script.decision === "approve"
-                  ? Approval.approved("property")
-                  : Approval.rejected("the scripted decision", "property")
+            : Effect.flatMap(at, (now) =>
+                Effect.flatMap(Effect.sleep(Math.max(0, request.requestedAt + script.afterMillis - now)), () =>
+                  Effect.flatMap(at, (decidedAt) =>
+                    decidedAt >= request.expiresAt
+                      ? Effect.never
+                      : Effect.succeed(
+                          script.decision === "approve"
+                            ? Approval.approved("property")
+                            : Approval.rejected("the scripted decision", "property")
+                        )
+                  )
+                )
               )
         return wait.pipe(
           Effect.tap((decision) =>

@@ -89,6 +89,8 @@ export class Closing {
 
   /** Stopped from outside: the run has its stop grace to end; past it, it ends as left behind. */
   stopped(graceMillis: number): void {
+    // Closed already (a cancel that came as it ended): nothing left to wait for.
+    if (this.closed !== undefined || Deferred.isDoneUnsafe(this.done)) return
     // Kept referenced: while what the run interrupted will not stop, this timer may be the
     // only thing left to give the result, and a program must not exit without it. It is
     // cleared as soon as the run ends by itself.

@@ -214,12 +214,13 @@ export const hardStop = <R>(
     return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
   }
   for (const result of results) {
-    // A postcondition the step deadline cut off contradicted nothing: the step's stop (R4.2).
-    if (result.status === "inconsistent" && result.error?.failure?.timeout?.layer !== "step") {
+    if (result.status === "inconsistent") {
+      // A postcondition the step deadline cut off contradicted nothing: the step's stop (R4.2).
+      const cut = result.error?.failure?.timeout?.layer === "step"
       return decide(
         ctx,
-        "runtime",
-        "inconsistent_result",
+        cut ? "step_timeout" : "runtime",
+        cut ? "step_timeout" : "inconsistent_result",
         `${result.name} (${result.callId}): ${result.error?.message}`
       )
     }
