@@ -302,23 +302,23 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
 const callFor = (acc: Accumulator, index: number | null | undefined, id: string | undefined): PartialCall => {
   const indexes = [...acc.calls.keys()]
   const next = indexes.length === 0 ? 0 : Math.max(...indexes) + 1
-  const byId = () => (id === undefined ? undefined : [...acc.calls.values()].findLast((call) => call.id === id))
-  const atIndex = typeof index === "number" ? acc.calls.get(index) : undefined
-  const found =
-    typeof index === "number"
-      ? // Its index, unless another call holds it (an index reused under a new id).
-        atIndex !== undefined && (id === undefined || atIndex.id === undefined || atIndex.id === id)
-        ? atIndex
-        : atIndex === undefined
-          ? undefined
-          : byId()
-      : // No index: the call of its id, or, without an id, the last call.
-        id !== undefined
-        ? byId()
-        : acc.calls.get(next - 1)
-  if (found !== undefined) return found
+  const withId = id === undefined ? undefined : [...acc.calls.values()].findLast((call) => call.id === id)
+  if (typeof index === "number") {
+    const held = acc.calls.get(index)
+    // Its index, unless another call holds it (an index reused under a new id).
+    if (held !== undefined && (id === undefined || held.id === undefined || held.id === id)) return held
+    if (held !== undefined && withId !== undefined) return withId
+    return open(acc, held === undefined ? index : next)
+  }
+  // No index: the call of its id, or, without an id, the last call.
+  const found = id === undefined ? acc.calls.get(next - 1) : withId
+  return found ?? open(acc, next)
+}
+
+/** A new call at `at`. */
+const open = (acc: Accumulator, at: number): PartialCall => {
   const call: PartialCall = { id: undefined, name: "", arguments: "" }
-  acc.calls.set(typeof index === "number" && atIndex === undefined ? index : next, call)
+  acc.calls.set(at, call)
   return call
 }
 

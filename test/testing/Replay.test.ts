@@ -73,6 +73,20 @@ const recordRun = () =>
 
 const tagsOf = (events: ReadonlyArray<Event.Event>) => new Set(events.map((e) => e._tag))
 
+/** A write that reads its record back with `postcondition`, within a tool timeout of 1 s. */
+const checkedWrite = (postcondition: (input: { readonly n: number }) => Effect.Effect<boolean, Failure.Failure>) =>
+  Tool.make({
+    name: "write",
+    description: "Writes a record, then reads it back",
+    input: Schema.Struct({ n: Schema.Number }),
+    output: Schema.Struct({ written: Schema.Number }),
+    sideEffect: "external",
+    idempotent: true,
+    timeout: "1 second",
+    handler: ({ n }) => Effect.succeed({ written: n }),
+    postcondition
+  })
+
 describe("Replay", () => {
   it.effect("replay of a recorded run with a model retry, a tool retry, a tool failure and an approval matches", () =>
     Effect.gen(function* () {
@@ -247,17 +261,7 @@ describe("Replay", () => {
 
   it.effect("a recording whose postcondition contradicted a success replays Matched, and one where it held", () =>
     Effect.gen(function* () {
-      const checked = (holds: (n: number) => Effect.Effect<boolean>) =>
-        Tool.make({
-          name: "write",
-          description: "Writes a record, then reads it back",
-          input: Schema.Struct({ n: Schema.Number }),
-          output: Schema.Struct({ written: Schema.Number }),
-          sideEffect: "external",
-          idempotent: true,
-          handler: ({ n }) => Effect.succeed({ written: n }),
-          postcondition: ({ n }) => holds(n)
-        })
+      const checked = (holds: (n: number) => Effect.Effect<boolean>) => checkedWrite(({ n }) => holds(n))
       const recorded = yield* Run.run({ goal: "write", tools: [checked((n) => Effect.succeed(n === 1))] }).pipe(
         TestClockDriver.drive,
         Effect.provide(
@@ -282,18 +286,7 @@ describe("Replay", () => {
     "R6.4 a postcondition that failed or ran out of time replays as it went, read from the result's failure",
     () =>
       Effect.gen(function* () {
-        const checked = (postcondition: () => Effect.Effect<boolean, Failure.Failure>) =>
-          Tool.make({
-            name: "write",
-            description: "Writes a record, then reads it back",
-            input: Schema.Struct({ n: Schema.Number }),
-            output: Schema.Struct({ written: Schema.Number }),
-            sideEffect: "external",
-            idempotent: true,
-            timeout: "1 second",
-            handler: ({ n }) => Effect.succeed({ written: n }),
-            postcondition
-          })
+        const checked = checkedWrite
         const unreachable = new Failure.Retryable({
           source: "tool",
           category: "connection",

@@ -116,7 +116,7 @@ const admit = Effect.fnUntraced(function* <R>(
   const { tool, args } = found
   // The default policy allows every call at once: there is nothing to wait for, or to check.
   if (!attempted(standing) && permission !== Permission.allowAll) {
-    // The policy is a wait like any other: bounded by the tool and step layers (R4.2), and,
+    // The policy is a wait like every other: bounded by the tool and step layers (R4.2), and,
     // interrupted, the call never ran (R5.2).
     const decision = yield* checkPermission(permission, {
       tool,

@@ -25,7 +25,7 @@ const isUnnumbered = (call: Model.ToolCall): boolean => Predicate.hasProperty(ca
 export const numbering = (): ((response: Model.Response) => Model.Response) => {
   let next = 0
   return (response) =>
-    // What a user's function returned is checked by the run as any model's answer is
+    // What a user's function returned is checked by the run as every model's answer is
     // (`invalid_response`): a value that is no response is handed on as it is.
     Predicate.hasProperty(response, "toolCalls") &&
     Array.isArray(response.toolCalls) &&

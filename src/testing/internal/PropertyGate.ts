@@ -59,19 +59,13 @@ export const makeApprovals = (
         const wait: Effect.Effect<Approval.Decision> =
           script === undefined || script.decision === "never"
             ? Effect.never
-            : Effect.flatMap(at, (now) =>
-                Effect.flatMap(Effect.sleep(Math.max(0, request.requestedAt + script.afterMillis - now)), () =>
-                  Effect.flatMap(at, (decidedAt) =>
-                    decidedAt >= request.expiresAt
-                      ? Effect.never
-                      : Effect.succeed(
-                          script.decision === "approve"
-                            ? Approval.approved("property")
-                            : Approval.rejected("the scripted decision", "property")
-                        )
-                  )
-                )
-              )
+            : Effect.gen(function* () {
+                yield* Effect.sleep(Math.max(0, request.requestedAt + script.afterMillis - (yield* at)))
+                if ((yield* at) >= request.expiresAt) return yield* Effect.never
+                return script.decision === "approve"
+                  ? Approval.approved("property")
+                  : Approval.rejected("the scripted decision", "property")
+              })
         return wait.pipe(
           Effect.tap((decision) =>
             Effect.map(at, (now) => {

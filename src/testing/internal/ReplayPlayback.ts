@@ -249,7 +249,7 @@ export const tools = <T extends Tool.Any>(
       })
     const postcondition = (_input: unknown, _output: unknown, context: Tool.CallContext) =>
       check(contradicted.get(context.callId))
-    // Erased boundary: `tool` with its functions swapped for ones that take any input and answer
+    // Erased boundary: `tool` with its functions swapped for ones that take whatever input comes and answer
     // from the recording (the output decoded by its own schema); `T` narrows only those types.
     return Object.freeze({
       ...tool,

@@ -86,17 +86,21 @@ const execute = (
 
 const tags = (events: ReadonlyArray<Event.Event>) => events.map((e) => e._tag)
 
+/** One call of `upper` with the argument text `args`: its result, events and how often its handler ran. */
+const callUpper = (args: string, permission?: Permission.PermissionService) => {
+  const calls = { n: 0 }
+  return Effect.map(execute([upper(calls)], { id: "m1", name: "upper", arguments: args }, permission), (ran) => ({
+    ...ran,
+    calls
+  }))
+}
+
 describe("ToolExecutor.execute (the pipeline alone)", () => {
   it.effect(
     "R8 a call that validates runs once: started, attempted with its deadline, succeeded with its observation",
     () =>
       Effect.gen(function* () {
-        const calls = { n: 0 }
-        const { result, events } = yield* execute([upper(calls)], {
-          id: "m1",
-          name: "upper",
-          arguments: '{"text":"hi"}'
-        })
+        const { result, events, calls } = yield* callUpper('{"text":"hi"}')
         assert.strictEqual(calls.n, 1)
         assert.deepStrictEqual(
           [result.status, result.output, result.observation],
@@ -116,12 +120,7 @@ describe("ToolExecutor.execute (the pipeline alone)", () => {
     "R3.5 arguments that do not match the schema are a correctable failure naming the field; the handler never runs",
     () =>
       Effect.gen(function* () {
-        const calls = { n: 0 }
-        const { result, events } = yield* execute([upper(calls)], {
-          id: "m1",
-          name: "upper",
-          arguments: '{"txt":"hi"}'
-        })
+        const { result, events, calls } = yield* callUpper('{"txt":"hi"}')
         assert.strictEqual(calls.n, 0)
         assert.strictEqual(result.status, "failed")
         assert.strictEqual(result.error?.code, "input_validation_failed")
@@ -143,15 +142,10 @@ describe("ToolExecutor.execute (the pipeline alone)", () => {
 
   it.effect("R3.6 a call the permission policy denies is blocked, never retried, and its handler never runs", () =>
     Effect.gen(function* () {
-      const calls = { n: 0 }
       const denyAll: Permission.PermissionService = {
         check: () => Effect.succeed(Permission.deny("tool_not_allowed", "not on the list"))
       }
-      const { result, events } = yield* execute(
-        [upper(calls)],
-        { id: "m1", name: "upper", arguments: '{"text":"hi"}' },
-        denyAll
-      )
+      const { result, events, calls } = yield* callUpper('{"text":"hi"}', denyAll)
       assert.strictEqual(calls.n, 0)
       assert.deepStrictEqual([result.status, result.error?.code], ["blocked", "permission_denied"])
       assert.deepStrictEqual(tags(events), ["tool.started", "tool.blocked"])
