@@ -1,8 +1,9 @@
 // The README's effect/ai tools example, run against a scripted model: `npm run example:ai-tools`.
 import { Effect, Schema } from "effect"
 import { Tool as AiTool, Toolkit } from "effect/ai"
-import { AiTools, Run, Timeline } from "effect-agent-runtime"
+import { Run, Timeline } from "effect-agent-runtime"
 import { ScriptedModel } from "effect-agent-runtime/testing"
+import { AiTools } from "effect-agent-runtime/tools"
 
 const GetWeather = AiTool.make("get_weather", {
   description: "The weather in a city",

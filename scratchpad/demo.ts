@@ -9,11 +9,12 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, FileSystem, Layer, Schema } from "effect"
-import { Criterion, Explain, FileTools, type Model, Permission, Run, Timeline, Validation } from "../src/index.ts"
-import { LiveView } from "../src/observability/index.ts"
+import { Criterion, type Model, Permission, Run, Timeline, Validation } from "../src/index.ts"
+import { Explain, LiveView } from "../src/observability/index.ts"
 import { OpenAiCompatible } from "../src/providers/index.ts"
 import { NodeTransport } from "../src/providers/node/index.ts"
 import { ScriptedModel } from "../src/testing/index.ts"
+import { FileTools } from "../src/tools/index.ts"
 
 const Summary = Schema.Struct({ title: Schema.String, findings: Schema.Array(Schema.String) })
 

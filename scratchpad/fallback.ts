@@ -5,7 +5,8 @@
 import { NodeServices } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { CircuitBreaker } from "effect/persistence"
-import { Breakers, type Model, Run, Timeline } from "effect-agent-runtime"
+import { type Model, Run, Timeline } from "effect-agent-runtime"
+import { Breakers } from "effect-agent-runtime/recovery"
 import { FaultyModel, ScriptedModel } from "effect-agent-runtime/testing"
 
 const primary = FaultyModel.make(Array.from({ length: 10 }, () => FaultyModel.httpError(503)))

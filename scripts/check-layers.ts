@@ -42,7 +42,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   journal: ["failure", "model", "tools", "events"],
   termination: ["failure", "model", "tools", "events"],
   validation: ["failure", "model", "tools", "events"],
-  cancellation: ["failure", "model", "tools"],
+  cancellation: ["failure", "time", "model", "tools"],
   explain: ["failure", "model", "tools", "recovery", "events", "termination"],
   tracing: ["failure", "model", "tools", "events"],
   run: belowRun,
