@@ -9,10 +9,11 @@
  *
  * Order within a run: `run.started` first and `run.finished` last, exactly once each.
  * Each `model.requested` (one per attempt) is followed by `model.responded` or
- * `model.failed`, or the run stops while it waits; each `tool.started` by exactly one
- * of `tool.succeeded`, `tool.failed` or `tool.blocked` (blocked: the permission policy
- * or an approval refused it), or a `tool.interrupted` that settles it; between them,
- * one `tool.attempted` per attempt of its handler. A run stopped from outside records
+ * `model.failed`, or the run stops while it waits. Each tool call is announced by its
+ * `model.responded` (`callIds`); a call with events of its own has exactly one of
+ * `tool.succeeded`, `tool.failed` or `tool.blocked` (blocked: the permission policy or an
+ * approval refused it), or a `tool.interrupted` that settles it; before it, one
+ * `tool.started` per attempt of its handler. A run stopped from outside records
  * `run.stopping` when it is found, before what it interrupts records its own ending.
  * `seq` numbers the events from 0 without gaps.
  *
@@ -43,7 +44,6 @@ import {
 import {
   ApprovalDecided,
   ApprovalRequested,
-  ToolAttempted,
   ToolBlocked,
   ToolFailed,
   ToolInterrupted,
@@ -74,7 +74,6 @@ export {
   RunStopping,
   StateChanged,
   TerminationDecided,
-  ToolAttempted,
   ToolBlocked,
   ToolFailed,
   ToolInterrupted,
@@ -104,7 +103,6 @@ export const Event = Schema.Union([
   ModelFallback,
   CircuitChanged,
   ToolStarted,
-  ToolAttempted,
   ToolSucceeded,
   ToolFailed,
   ToolBlocked,
@@ -187,3 +185,15 @@ export const inputOf = (timeline: ReadonlyArray<Event>, event: Of<"tool.succeede
   }
   return undefined
 }
+
+/**
+ * The tool calls a `model.responded` asked for, in call order: each with the run's own
+ * identity of the call (the `callId` its later events carry) and the tool's name.
+ *
+ * @category accessors
+ * @since 0.3.0
+ */
+export const callsOf = (
+  event: Of<"model.responded">
+): ReadonlyArray<{ readonly callId: string; readonly name: string }> =>
+  event.callIds.map((callId, i) => ({ callId, name: event.toolCalls[i]?.name ?? "" }))

@@ -199,7 +199,7 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
         ? { batch: { ...batch, reminders: [...batch.reminders, reminder] } }
         : { conversation: append(s.conversation, [reminder]) }
     }
-    case "tool.attempted":
+    case "tool.started":
       return s.retries.includes(e.callId) ? { retries: without(s.retries, e.callId) } : undefined
     case "tool.succeeded":
       return settle(s, e.callId, e.observation)

@@ -62,8 +62,6 @@ export const describe = (event: Event.Event): string => {
         event.retryAfterMillis !== undefined ? ` for ${event.retryAfterMillis} ms` : ""
       }`
     case "tool.started":
-      return `${event.name} [${event.callId}]`
-    case "tool.attempted":
       return `${event.name} [${event.callId}] attempt ${event.attempt}${within(event)}`
     case "tool.succeeded":
       return `${event.name} [${event.callId}] → ${clip(JSON.stringify(event.output) ?? "", 60)}`

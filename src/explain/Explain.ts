@@ -103,16 +103,13 @@ const decisionOf = (
 }
 
 /** The attempt's deadline the failure at `index` ran against, and the layer that set it. */
-const attemptBefore = (
-  timeline: Timeline,
-  index: number
-): Event.Of<"model.requested" | "tool.attempted"> | undefined => {
+const attemptBefore = (timeline: Timeline, index: number): Event.Of<"model.requested" | "tool.started"> | undefined => {
   const failed = timeline[index]
   for (let i = index - 1; i >= 0; i--) {
     const e = timeline[i]
     if (e === undefined) continue
     if (failed?._tag === "model.failed" && e._tag === "model.requested") return e
-    if (failed?._tag === "tool.failed" && e._tag === "tool.attempted" && e.callId === failed.callId) return e
+    if (failed?._tag === "tool.failed" && e._tag === "tool.started" && e.callId === failed.callId) return e
   }
   return undefined
 }

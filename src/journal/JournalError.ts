@@ -79,7 +79,8 @@ export class Corrupt extends Schema.TaggedError<Corrupt>()("Corrupt", {
 }
 
 /**
- * The run was written in a journal format newer than this code reads.
+ * The run was written in a journal format this code does not read: a newer one, or
+ * format 1, whose events older development builds wrote.
  *
  * @category errors
  * @since 0.3.0
@@ -90,7 +91,9 @@ export class Incompatible extends Schema.TaggedError<Incompatible>()("Incompatib
   supported: Schema.Int
 }) {
   override get message(): string {
-    return `journal of run ${this.runId} has format version ${this.version}; this code reads up to ${this.supported}`
+    return this.version > this.supported
+      ? `journal of run ${this.runId} has format version ${this.version}; this code reads up to ${this.supported}`
+      : `journal of run ${this.runId} has format version ${this.version}, whose events this code no longer reads (it reads format ${this.supported}); finish the run with the version that started it`
   }
 }
 

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Result, Schema } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import * as Event from "../../src/events/Event.ts"
 import * as Timeline from "../../src/events/Timeline.ts"
@@ -69,11 +69,11 @@ describe("Event", () => {
     }).pipe(Effect.provide(Layer.mergeAll(ScriptedModel.layer([ScriptedModel.finalAnswer("ok")]), NodeServices.layer)))
   )
 
-  it("R9 events of logs written before 0.5.0 still decode, and fold to the same counters", () => {
+  it("R9 a success written with its observation's digest still decodes, and folds to the same counters", () => {
     const codec = Schema.toCodecJson(Schema.Array(Event.Event))
     const stamp = (seq: number) => ({ runId: "r", seq, at: 1000 + seq })
     const now = [
-      { _tag: "tool.started", callId: "c1", name: "ls", ...stamp(0) },
+      { _tag: "tool.started", callId: "c1", name: "ls", attempt: 1, deadlineAt: 5000, layer: "tool", ...stamp(0) },
       {
         _tag: "tool.succeeded",
         callId: "c1",
@@ -85,16 +85,31 @@ describe("Event", () => {
         ...stamp(1)
       }
     ]
-    // Before 0.5.0 `tool.started` repeated the model's id and the signature, and
-    // `tool.succeeded` carried the observation's digest beside the observation.
-    const before = [
-      { ...now[0], toolCallId: "model-1", signature: "ls:0000:2" },
-      { ...now[1], observationDigest: "digest" }
-    ]
+    // Earlier logs carried the observation's digest beside the observation.
+    const before = [now[0], { ...now[1], observationDigest: "digest" }]
     const old = Schema.decodeUnknownSync(codec)(before)
     const fresh = Schema.decodeUnknownSync(codec)(now)
     assert.deepStrictEqual(Counters.fold([...old, ...old]), Counters.fold([...fresh, ...fresh]))
     assert.strictEqual(Counters.fold([...fresh, ...fresh]).unchangedObservations, 1)
+  })
+
+  it("R8 a tool.started is an attempt: without its number and deadline (format 1's call start), or as format 1's tool.attempted, it does not decode", () => {
+    const codec = Schema.toCodecJson(Event.Event)
+    const stamp = { runId: "r", seq: 0, at: 1000 }
+    const attempt = {
+      _tag: "tool.started",
+      callId: "c1",
+      name: "ls",
+      attempt: 1,
+      deadlineAt: 5000,
+      layer: "tool",
+      ...stamp
+    }
+    assert.strictEqual(Schema.decodeUnknownSync(codec)(attempt)._tag, "tool.started")
+    assert.isTrue(
+      Result.isFailure(Schema.decodeUnknownResult(codec)({ _tag: "tool.started", callId: "c1", name: "ls", ...stamp }))
+    )
+    assert.isTrue(Result.isFailure(Schema.decodeUnknownResult(codec)({ ...attempt, _tag: "tool.attempted" })))
   })
 })
 

@@ -130,7 +130,7 @@ describe("RunLog.fold (unit)", () => {
     assert.strictEqual(RunLog.phaseOf(state, "tool_executing"), "recovering")
     state = RunLog.step(
       state,
-      ev({ _tag: "tool.attempted", callId: "c2", name: "b", attempt: 2, deadlineAt: 5, layer: "run" })
+      ev({ _tag: "tool.started", callId: "c2", name: "b", attempt: 2, deadlineAt: 5, layer: "run" })
     )
     assert.strictEqual(RunLog.phaseOf(state, "tool_executing"), "tool_executing")
     const failure: Failure.Summary = {

@@ -445,7 +445,7 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     Effect.gen(function* () {
       const hang = tool({ name: "hang", sideEffect: "read", idempotent: true, handler: () => Effect.never })
       const handle = yield* Run.start({ goal: "x", tools: [hang] })
-      yield* Stream.runHead(Stream.filter(handle.events, (x) => x._tag === "tool.attempted"))
+      yield* Stream.runHead(Stream.filter(handle.events, (x) => x._tag === "tool.started"))
       const result = yield* handle.cancel
       const e = explained(result)
       covered.add("cancelled")
@@ -491,7 +491,7 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
         }
       )
       // Cut the log just after the call started, as a crash would leave it.
-      const cut = result.timeline.findIndex((x) => x._tag === "tool.attempted")
+      const cut = result.timeline.findIndex((x) => x._tag === "tool.started")
       const e = Explain.explain(result.timeline.slice(0, cut + 1))
       assert.isFalse(e.ended)
       assert.isUndefined(e.status)

@@ -87,7 +87,7 @@ describe("Journal on one SQLite file shared by processes", () => {
           Array.from({ length: 2 * perWriter }, (_, seq) => seq)
         )
         for (const name of ["a", "b"]) {
-          const own = stored.events.filter((event) => event._tag === "tool.started" && event.signature === name)
+          const own = stored.events.filter((event) => event._tag === "tool.started" && event.name === `pay-${name}`)
           assert.strictEqual(own.length, perWriter, name)
         }
         console.log(`writers' conflicts: ${reports.map((r) => r.conflicts).join(", ")}`)

@@ -61,7 +61,7 @@ describe("LiveView", () => {
       Effect.gen(function* () {
         const result = yield* viewed([], false)
         const events = result.timeline
-        const attempted = events.findIndex((e) => e._tag === "tool.attempted")
+        const attempted = events.findIndex((e) => e._tag === "tool.started")
         const prefix = events.slice(0, attempted + 1)
         const started = events[0]
         assert.strictEqual(started?._tag, "run.started")

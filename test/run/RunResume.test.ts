@@ -31,7 +31,7 @@ describe("Run.resume (R9)", () => {
     () =>
       Effect.gen(function* () {
         const payment = pay(true)
-        // Commit 1: up to the model's response; commit 2: the payment's intent (its tool.attempted).
+        // Commit 1: up to the model's response; commit 2: the payment's intent (its tool.started).
         const { resumed } = yield* crashThenResume({ crashAt: { commit: 2, when: "after" } }, [payment.tool])
         assert.strictEqual(resumed.status, "completed")
         assert.strictEqual(payment.ledger.total, 1)

@@ -199,7 +199,7 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
         const resumed = yield* Fiber.join(fiber)
         assert.strictEqual(resumed.status, "completed")
         const retry = ofTag(resumed.timeline, "recovery.started").find((e) => e.callId === "c1")
-        const second = ofTag(resumed.timeline, "tool.attempted").find((e) => e.callId === "c1" && e.attempt === 2)
+        const second = ofTag(resumed.timeline, "tool.started").find((e) => e.callId === "c1" && e.attempt === 2)
         assert.strictEqual(second?.at, (retry?.at ?? 0) + (retry?.delayMillis ?? 0))
         assert.deepStrictEqual(
           resumed.timeline.flatMap((e) =>
@@ -450,7 +450,7 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       )
       assert.strictEqual(resumed.status, "completed")
       const ofCall = resumed.timeline.filter((e) => "callId" in e && e.callId === "c1").map((e) => e._tag)
-      assert.deepStrictEqual(ofCall.slice(-3), ["tool.attempted", "recovery.completed", "tool.succeeded"])
+      assert.deepStrictEqual(ofCall.slice(-3), ["tool.started", "recovery.completed", "tool.succeeded"])
       assert.strictEqual(
         ofCall.filter((tag) => tag === "recovery.started").length,
         ofCall.filter((tag) => tag === "recovery.completed" || tag === "recovery.failed").length

@@ -315,7 +315,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
         }).pipe(Effect.provide(neverDecides))
         assert.deepStrictEqual([byPolicy.status, byPolicy.stopReason], ["failed", "step_timeout"])
         assert.include(byPolicy.detail, "the permission policy for hang was cut off by the step deadline")
-        assert.lengthOf(events(byPolicy, "tool.attempted"), 0)
+        assert.lengthOf(events(byPolicy, "tool.started"), 0)
 
         // A postcondition that never answers: it contradicted nothing, the step ran out.
         const checked = hangingTool({ handler: () => Effect.succeed("done"), postcondition: () => Effect.never })
@@ -337,7 +337,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
           { tools: [recovering], time: time("step") }
         )
         assert.deepStrictEqual([byRecovering.status, byRecovering.stopReason], ["failed", "step_timeout"])
-        assert.lengthOf(events(byRecovering, "tool.attempted"), 1)
+        assert.lengthOf(events(byRecovering, "tool.started"), 1)
       })
   )
 })

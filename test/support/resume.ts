@@ -29,7 +29,7 @@ import { assert } from "@effect/vitest"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
 import * as Counters from "../../src/events/Counters.ts"
-import type * as Event from "../../src/events/Event.ts"
+import * as Event from "../../src/events/Event.ts"
 import * as RunLog from "../../src/events/RunLog.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import type * as Model from "../../src/model/Model.ts"
@@ -53,7 +53,7 @@ const kindOf = (events: ReadonlyArray<Event.Event>, n: number): Kind => {
   const last = events[events.length - 1]
   if (events.some((e) => e._tag === "run.finished")) return "final"
   if (n === 1) return "first"
-  if (last?._tag === "tool.attempted") return "intent"
+  if (last?._tag === "tool.started") return "intent"
   if ((last?._tag === "tool.succeeded" || last?._tag === "tool.failed") && acting.has(last.name)) return "result"
   if (events.some((e) => e._tag === "approval.requested" || e._tag === "approval.decided")) return "approval"
   return last?._tag === "model.responded" ? "response" : "iteration"
@@ -186,7 +186,7 @@ const checkSideEffects = (scenario: Properties.Scenario, resumed: RunResult.RunR
   const { tools } = scenario
   const timeline = resumed.timeline
   const pending = new Set(resumed.pendingActions.map((p) => p.callId))
-  const known = new Set(ofTag(timeline, "tool.started").map((e) => e.callId))
+  const known = new Set(ofTag(timeline, "model.responded").flatMap((e) => e.callIds))
   const succeeded = new Set(ofTag(timeline, "tool.succeeded").map((e) => e.callId))
   // Ended without acting: failed, blocked, or stopped while no attempt of it was running.
   const ended = new Set(
@@ -297,15 +297,20 @@ export const crashAndResume = (
     // (a) the status class.
     const back = ofTag(resumed.timeline, "run.resumed")[0]
     const doubts = new Set(back?.inDoubt ?? [])
-    const names = new Map(ofTag(resumed.timeline, "tool.started").map((e) => [e.callId, e.name]))
+    const names = new Map(
+      ofTag(resumed.timeline, "model.responded").flatMap((e) => Event.callsOf(e).map((c) => [c.callId, c.name]))
+    )
     // A call the dead process began that the restart could not settle: in doubt with no decisive
     // status query, or never taken up again (an idempotent write without an intent record).
     const resumedAt = resumed.timeline.findIndex((e) => e._tag === "run.resumed")
+    // Begun: an event of its own (an approval, an attempt) before the restart.
     const startedBefore = new Set(
-      resumed.timeline.slice(0, Math.max(0, resumedAt)).flatMap((e) => (e._tag === "tool.started" ? [e.callId] : []))
+      resumed.timeline
+        .slice(0, Math.max(0, resumedAt))
+        .flatMap((e) => ("callId" in e && e.callId !== undefined ? [e.callId] : []))
     )
     const attemptedAfter = new Set(
-      resumed.timeline.slice(resumedAt + 1).flatMap((e) => (e._tag === "tool.attempted" ? [e.callId] : []))
+      resumed.timeline.slice(resumedAt + 1).flatMap((e) => (e._tag === "tool.started" ? [e.callId] : []))
     )
     const unknownByCrash = resumed.pendingActions.some(
       (p) =>
@@ -314,7 +319,8 @@ export const crashAndResume = (
     )
     // The runs went apart (the world moved on in the dead process, time was spent again):
     // one of them met a call of unknown outcome the other never left in doubt.
-    const startedIn = (r: RunResult.RunResult) => new Set(ofTag(r.timeline, "tool.started").map((e) => e.callId))
+    const startedIn = (r: RunResult.RunResult) =>
+      new Set(ofTag(r.timeline, "model.responded").flatMap((e) => e.callIds))
     const pendingIn = (r: RunResult.RunResult) => new Set(r.pendingActions.map((p) => p.callId))
     const unreachedBy = (r: RunResult.RunResult, callIds: ReadonlySet<string>) => {
       const started = startedIn(r)

@@ -8,31 +8,17 @@ import * as ToolResult from "../../tools/ToolResult.ts"
 import { base } from "./EventBase.ts"
 
 /**
+ * An attempt of a call's handler begins, after its checks (and its approval), and again for
+ * each retry: its number from 1, and the deadline it was given, with the layer that set it
+ * (R4.2). A call refused before its handler (`tool.blocked`, or a `tool.failed` of its
+ * arguments) has none. The call itself is announced by its `model.responded`.
+ *
  * @category models
  * @since 0.1.0
  */
 export const ToolStarted = Schema.TaggedStruct("tool.started", {
   ...base,
   /** The run's own identity of the call (see `model.responded`'s `callIds`). */
-  callId: Schema.String,
-  name: Schema.String,
-  /**
-   * Only in logs written before 0.5.0, read as they were: the model's id of the call and
-   * its signature, which its `model.responded` holds (`toolCalls`, `signatures`).
-   */
-  toolCallId: Schema.optional(Schema.String),
-  signature: Schema.optional(Schema.String)
-})
-
-/**
- * An attempt of a call's handler begins (after its checks, and again for each retry):
- * its number from 1, and the deadline it was given, with the layer that set it (R4.2).
- *
- * @category models
- * @since 0.3.0
- */
-export const ToolAttempted = Schema.TaggedStruct("tool.attempted", {
-  ...base,
   callId: Schema.String,
   name: Schema.String,
   attempt: Schema.Int,
@@ -100,7 +86,7 @@ export const ToolBlocked = Schema.TaggedStruct("tool.blocked", {
  * deadline, the tool's own timeout), or of a call interrupted while no attempt ran
  * (R5.2). `attempt` says which: the attempt it settles, from 1, or 0 when none was
  * running (the call waited for approval, to retry, or on its status query, or never
- * started). Follows the call's `tool.started`. A call has at most one per attempt,
+ * started). Follows the `model.responded` that asked for the call. A call has at most one per attempt,
  * plus one with `attempt` 0; when a timeout turned an attempt's interruption into a
  * failure, the call goes on to a retry or to its `tool.failed`; a call that ends
  * without `tool.succeeded`, `tool.failed` or `tool.blocked` ends with its last one.
@@ -135,7 +121,8 @@ export const ToolReconciled = Schema.TaggedStruct("tool.reconciled", {
 
 /**
  * A call that needs approval was put on the approval gate (R7); the run is now
- * `awaiting_approval`. Follows the call's `tool.started`.
+ * `awaiting_approval`. Follows the `model.responded` that asked for the call; its
+ * `tool.started` follows an approval.
  *
  * @category models
  * @since 0.1.0

@@ -106,22 +106,18 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
         model = undefined
         break
       case "tool.started":
+        // A retry is the same call in flight since its first attempt, now on its next.
         tools.set(e.callId, {
           kind: "tool_call",
           name: e.name,
           callId: e.callId,
-          attempt: undefined,
-          sinceMillis: since,
-          deadlineAt: undefined,
-          layer: undefined,
+          attempt: e.attempt,
+          sinceMillis: tools.get(e.callId)?.sinceMillis ?? since,
+          deadlineAt: e.deadlineAt,
+          layer: e.layer,
           became: undefined
         })
         break
-      case "tool.attempted": {
-        const open = tools.get(e.callId)
-        if (open !== undefined) Object.assign(open, { attempt: e.attempt, deadlineAt: e.deadlineAt, layer: e.layer })
-        break
-      }
       case "tool.succeeded":
       case "tool.failed":
       case "tool.blocked":

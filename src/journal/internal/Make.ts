@@ -143,7 +143,7 @@ const decodeRun = (
   if (!Number.isSafeInteger(run.version) || run.version < 1) {
     return Result.fail(corrupt(runId, `format version ${run.version} is not a version`))
   }
-  if (run.version > FORMAT_VERSION) {
+  if (run.version !== FORMAT_VERSION) {
     return Result.fail(
       JournalError.make(new JournalError.Incompatible({ runId, version: run.version, supported: FORMAT_VERSION }))
     )

@@ -4,8 +4,12 @@ import type * as Event from "../../events/Event.ts"
 import type * as RunState from "../../events/RunState.ts"
 import type { JournalError } from "../JournalError.ts"
 
-/** The journal format this code writes and the newest it reads. */
-export const FORMAT_VERSION = 1
+/**
+ * The journal format this code writes, and the only one it reads. Format 2: a call's
+ * attempts are its `tool.started` events (format 1, written only by development builds
+ * before 0.3.0, had a `tool.started` per call and a `tool.attempted` per attempt).
+ */
+export const FORMAT_VERSION = 2
 
 /** A new run: its id, what the run layer keeps about its options (opaque JSON), its first state. */
 export interface NewRun {

@@ -6,7 +6,7 @@
  * on its row), and the budgets consumed beside their limits (the limits `run.started`
  * recorded). Private to `observability/`.
  */
-import type * as Event from "../../events/Event.ts"
+import * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 
 /** What a bar stands for; its colour in the page. */
@@ -91,7 +91,7 @@ const row = (label: string): MutableRow => ({ label, bars: [], marks: [] })
 
 /** The call's events that end what its last attempt, backoff or wait began. */
 const callEnds = new Set<Event.Event["_tag"]>([
-  "tool.attempted",
+  "tool.started",
   "tool.succeeded",
   "tool.failed",
   "tool.blocked",
@@ -175,6 +175,13 @@ export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
       }
       case "model.responded":
       case "model.failed": {
+        // Each call the model asked for has its row, in call order.
+        if (e._tag === "model.responded")
+          for (const { callId, name } of Event.callsOf(e)) {
+            const r = row(`${name} [${callId}]`)
+            callRows.set(callId, r)
+            groupOf(e.iteration).push(r)
+          }
         const open = openModel.get(e.iteration)
         if (open !== undefined) {
           openModel.delete(e.iteration)
@@ -185,12 +192,6 @@ export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
         break
       }
       case "tool.started": {
-        const r = row(`${e.name} [${e.callId}]`)
-        callRows.set(e.callId, r)
-        groupOf(iteration).push(r)
-        break
-      }
-      case "tool.attempted": {
         openOnCall.set(e.callId, { kind: "tool", label: `attempt ${e.attempt}`, from: e.at, seq: e.seq })
         if (finite(e.deadlineAt)) callRows.get(e.callId)?.marks.push({ layer: e.layer, at: e.deadlineAt, seq: e.seq })
         break

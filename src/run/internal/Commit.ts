@@ -5,7 +5,7 @@
  * runtime.
  *
  * - {@link intent}: before the handler of a call that is not idempotent and changes the
- *   world, its `tool.attempted` (the intent record) must be in the journal, or the
+ *   world, its attempt's `tool.started` (the intent record) must be in the journal, or the
  *   handler does not run.
  * - {@link barrier}: after a call's result, after each model response, at approvals
  *   requested and decided, at the end of each iteration.
@@ -82,7 +82,7 @@ export const barrier = (ctx: RunContext.RunContext): Effect.Effect<void> =>
   ctx.journal === undefined ? Effect.void : Effect.ignore(commit(ctx, undefined))
 
 /**
- * The intent record (R9.2): the call's `tool.attempted` committed before its handler
+ * The intent record (R9.2): the attempt's `tool.started` committed before its handler
  * runs. When it cannot be, the handler does not run: the attempt fails retryable, since
  * nothing happened (`journal_unavailable`), or permanently when fenced off
  * (`journal_conflict`: another process owns the run) or refused (`journal_failed`).

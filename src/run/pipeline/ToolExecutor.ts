@@ -57,9 +57,9 @@ export {
 /**
  * Runs one prepared call, in the pipeline's order: lookup and arguments, the permission
  * policy, the input schema, the approval, the handler's attempts (retry, reconciliation),
- * the output schema, the postcondition, the observation. Publishes `tool.started`, then
- * exactly one of `tool.succeeded`, `tool.failed` or `tool.blocked`, or a
- * `tool.interrupted` that settles it.
+ * the output schema, the postcondition, the observation. Publishes a `tool.started` per
+ * attempt of the handler, then exactly one of `tool.succeeded`, `tool.failed` or
+ * `tool.blocked`, or a `tool.interrupted` that settles it.
  *
  * A call of a resumed run goes on from where its log left it (`standing`, R9): a call
  * with its result is not run again; one whose handler was running when the log stopped
@@ -101,16 +101,6 @@ const admit = Effect.fnUntraced(function* <R>(
   const call = prepared.call
   // No new action once the deadline has passed (R3.11), even if its timer could not fire yet.
   if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
-  if (standing._tag === "New") {
-    RunContext.emit(ctx, ({ runId, seq, at }) => ({
-      _tag: "tool.started",
-      callId: call.id,
-      name: call.name,
-      runId,
-      seq,
-      at
-    }))
-  }
   const found = lookup(registry, prepared)
   if (found._tag === "Refused") return ended(yield* Spans.refused(refuse(ctx, call, found), undefined))
   const { tool, args } = found

@@ -22,14 +22,15 @@ export const checkApprovals = (result: RunResult.RunResult, violate: Violate): v
   const timeline = result.timeline
   const started = timeline[0]
   const runDeadline = started?._tag === "run.started" ? started.deadlineAt : Number.POSITIVE_INFINITY
-  const starts = new Set<string>()
+  const asked = new Set<string>()
   const requested = new Map<string, Event.Of<"approval.requested">>()
   const decided = new Map<string, Event.Of<"approval.decided">>()
   let ending: Event.Of<"approval.decided"> | undefined
   for (const e of timeline) {
-    if (e._tag === "tool.started") starts.add(e.callId)
+    if (e._tag === "model.responded") for (const callId of e.callIds) asked.add(callId)
     if (e._tag === "approval.requested") {
-      if (!starts.has(e.callId)) violate("R7 approvals", `${e.callId}'s approval was requested before its tool.started`)
+      if (!asked.has(e.callId))
+        violate("R7 approvals", `${e.callId}'s approval was requested before the model.responded that asked for it`)
       if (requested.has(e.callId)) violate("R7 approvals", `${e.callId}'s approval was requested twice (seq ${e.seq})`)
       requested.set(e.callId, e)
       continue

@@ -38,20 +38,27 @@ export const correctionsSpendRetries = "R3.4 corrections do not spend the retry 
  */
 export const unknownOutcomeEndsRun = "R3.8 an unknown outcome ends the run unknown_outcome"
 
+/** A tool call, as its `model.responded` names it. */
+interface CallRef {
+  readonly callId: string
+  readonly name: string
+}
+
 /**
  * The tool call each event belongs to: by the `callId` it names (recovery events of a
- * tool call name it, so this holds for concurrent batches too), or else the call last
- * started before it in the same iteration.
+ * tool call name it, so this holds for concurrent batches too), or else the call whose
+ * attempt last started before it in the same iteration.
  */
-const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, Event.Of<"tool.started">> => {
-  const owner = new Map<number, Event.Of<"tool.started">>()
-  const byId = new Map<string, Event.Of<"tool.started">>()
-  let current: Event.Of<"tool.started"> | undefined
+const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, CallRef> => {
+  const owner = new Map<number, CallRef>()
+  const byId = new Map<string, CallRef>()
+  let current: CallRef | undefined
   for (const e of timeline) {
-    if (e._tag === "tool.started") {
-      current = e
-      byId.set(e.callId, e)
-    } else if (e._tag === "model.requested") current = undefined
+    if (e._tag === "model.responded") {
+      current = undefined
+      for (const call of Event.callsOf(e)) byId.set(call.callId, call)
+    } else if (e._tag === "tool.started") current = byId.get(e.callId)
+    else if (e._tag === "model.requested") current = undefined
     const named = "callId" in e && typeof e.callId === "string" ? byId.get(e.callId) : undefined
     const call = named ?? current
     if (call !== undefined) owner.set(e.seq, call)
@@ -114,7 +121,7 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, Event.Of<"too
  *   30 s, at the instant of its request) is the provider's, not the run's layer.
  * - `R4.3 timeout report`: a step, attempt or tool timeout's `elapsedMillis` is the time
  *   since the attempt it cut off began (a model call's request, a tool handler's start,
- *   its `tool.attempted`); 0 for a tool attempt its step left no time to start.
+ *   its `tool.started`); 0 for a tool attempt its step left no time to start.
  * - `R4.2 step deadline`: with a step timeout, each step starts at the first
  *   `model.requested` of its iteration; every retry's wait ends before its step's
  *   deadline, and no model answer or failure, tool result or approval decision of the
@@ -124,7 +131,7 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, Event.Of<"too
  *
  * Approvals, in `PropertyApprovalChecks.ts` ({@link checkApprovals}):
  *
- * - `R7 approvals`: each call's approval is requested once, after its `tool.started`,
+ * - `R7 approvals`: each call's approval is requested once, after the `model.responded` that asked for the call,
  *   and decided exactly once; a call rejected or expired ends `tool.blocked` with that code.
  * - `R7 approval first`: nothing of a call's handler (its result, a retry, a
  *   reconciliation, an interruption) shows before its approval, nor ever for a call
@@ -344,9 +351,9 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
   if (budget.maxIterations !== undefined && responses > budget.maxIterations) {
     violate("R2.3 hard limits", `${responses} model responses, over maxIterations ${budget.maxIterations}`)
   }
-  const calls = ofTag(timeline, "tool.started").length
+  const calls = new Set(ofTag(timeline, "tool.started").map((e) => e.callId)).size
   if (budget.maxToolCalls !== undefined && calls > budget.maxToolCalls) {
-    violate("R2.3 hard limits", `${calls} tool calls started, over maxToolCalls ${budget.maxToolCalls}`)
+    violate("R2.3 hard limits", `${calls} tool calls whose handler started, over maxToolCalls ${budget.maxToolCalls}`)
   }
 
   // R2.5, R8: the ending.

@@ -85,7 +85,7 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
   let iteration: number | undefined
   let requested: Event.Of<"model.requested"> | undefined
   /**
-   * When the current attempt of each call reached its handler (`tool.attempted`): at its
+   * When the current attempt of each call reached its handler (`tool.started`): at its
    * start, its approval or its retry's wake-up, or later when a restart delayed it. An
    * attempt that never began (its step left it no time) was cut off after 0 ms.
    */
@@ -100,11 +100,11 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
       }
     }
     // A new attempt is due (its start, its approval, its retry); a restart ends every attempt running.
-    if (e._tag === "tool.started" || e._tag === "approval.decided" || e._tag === "recovery.started") {
+    if (e._tag === "approval.decided" || e._tag === "recovery.started") {
       if (e.callId !== undefined) begun.delete(e.callId)
     }
     if (e._tag === "run.resumed") begun.clear()
-    if (e._tag === "tool.attempted") begun.set(e.callId, e.at)
+    if (e._tag === "tool.started") begun.set(e.callId, e.at)
 
     // A retry's wait ends before the deadline of its step (R4.2, R3.3).
     if (e._tag === "recovery.started" && !Event.isCorrection(e.kind) && e.delayMillis >= stepDeadline - e.at) {

@@ -19,30 +19,45 @@ export const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Eve
 const terminal: ReadonlySet<string> = new Set(["completed", "partial", "failed", "cancelled", "unknown_outcome"])
 
 /**
- * R8: each tool call starts once and ends (succeeded, failed or blocked) at most once,
- * after its start. R5.2: a call that started and never ended has a `tool.interrupted`,
- * and no attempt of a call is settled twice.
+ * R8: each tool call is asked for once (its `model.responded`), every event of it comes
+ * after, its attempts (`tool.started`) are numbered upwards, and it ends (succeeded, failed
+ * or blocked) at most once. R5.2: a call begun (an event of its own) that never ended has
+ * a `tool.interrupted`, and no attempt of a call is settled twice.
  */
 export const checkCalls = (result: RunResult.RunResult, violate: Violate): void => {
   const timeline = result.timeline
-  const starts = new Map<string, number>()
+  const asked = new Set<string>()
+  const begun = new Set<string>()
+  const attempts = new Map<string, number>()
   const ends = new Map<string, number>()
   for (const e of timeline) {
-    if (e._tag === "tool.started") starts.set(e.callId, (starts.get(e.callId) ?? 0) + 1)
+    if (e._tag === "model.responded")
+      for (const callId of e.callIds) {
+        if (asked.has(callId)) violate("R8 timeline", `${callId} asked for twice (seq ${e.seq})`)
+        asked.add(callId)
+      }
+    const callId = "callId" in e ? e.callId : undefined
+    if (callId === undefined) continue
+    if (!asked.has(callId))
+      violate("R8 timeline", `${e._tag} for ${callId} before the model.responded that asked for it`)
+    begun.add(callId)
+    if (e._tag === "tool.started") {
+      const last = attempts.get(callId) ?? 0
+      if (e.attempt < last) violate("R8 timeline", `${callId} attempt ${e.attempt} started after its attempt ${last}`)
+      attempts.set(callId, e.attempt)
+    }
     if (e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked") {
-      ends.set(e.callId, (ends.get(e.callId) ?? 0) + 1)
-      if (!starts.has(e.callId)) violate("R8 timeline", `${e._tag} for ${e.callId} before its tool.started`)
+      ends.set(callId, (ends.get(callId) ?? 0) + 1)
     }
   }
-  for (const [callId, n] of starts) if (n > 1) violate("R8 timeline", `${callId} started ${n} times`)
-  // R5.2: a call that started and did not end was interrupted, and the timeline says what became of it.
+  // R5.2: a call begun that did not end was interrupted, and the timeline says what became of it.
   const interrupted = new Set(ofTag(timeline, "tool.interrupted").map((e) => e.callId))
-  for (const callId of starts.keys()) {
+  for (const callId of begun) {
     if (!ends.has(callId) && !interrupted.has(callId)) {
       const last = timeline.findLast((e) => "callId" in e && e.callId === callId)
       violate(
         "R5.2 calls accounted for",
-        `${callId} started and neither ended nor was recorded interrupted (its last event: ${last?._tag} at seq ${last?.seq}); the run ended ${result.stopReason}`
+        `${callId} began and neither ended nor was recorded interrupted (its last event: ${last?._tag} at seq ${last?.seq}); the run ended ${result.stopReason}`
       )
     }
   }

@@ -141,7 +141,7 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
     byCall.get(callId)?.push(outcome)
   }
   for (const e of recorded) {
-    if (e._tag === "tool.attempted") {
+    if (e._tag === "tool.started") {
       if (!byCall.has(e.callId)) byCall.set(e.callId, [])
       open.add(e.callId)
     } else if (e._tag === "tool.reconciled") {

@@ -97,7 +97,7 @@ const callUpper = (args: string, permission?: Permission.PermissionService) => {
 
 describe("ToolExecutor.execute (the pipeline alone)", () => {
   it.effect(
-    "R8 a call that validates runs once: started, attempted with its deadline, succeeded with its observation",
+    "R8 a call that validates runs once: started with its attempt and deadline, succeeded with its observation",
     () =>
       Effect.gen(function* () {
         const { result, events, calls } = yield* callUpper('{"text":"hi"}')
@@ -106,10 +106,10 @@ describe("ToolExecutor.execute (the pipeline alone)", () => {
           [result.status, result.output, result.observation],
           ["succeeded", { text: "HI" }, '{"text":"HI"}']
         )
-        assert.deepStrictEqual(tags(events), ["tool.started", "tool.attempted", "tool.succeeded"])
-        const attempted = events[1]
-        assert.strictEqual(attempted?._tag, "tool.attempted")
-        if (attempted?._tag === "tool.attempted") {
+        assert.deepStrictEqual(tags(events), ["tool.started", "tool.succeeded"])
+        const attempted = events[0]
+        assert.strictEqual(attempted?._tag, "tool.started")
+        if (attempted?._tag === "tool.started") {
           // No tool, step or attempt limit: the run's deadline bounds the attempt (R4.2).
           assert.deepStrictEqual([attempted.callId, attempted.attempt, attempted.layer], ["m1", 1, "run"])
         }
@@ -126,7 +126,8 @@ describe("ToolExecutor.execute (the pipeline alone)", () => {
         assert.strictEqual(result.error?.code, "input_validation_failed")
         assert.isTrue(result.error?.correctable)
         assert.include(result.error?.message ?? "", "arguments.text")
-        assert.deepStrictEqual(tags(events), ["tool.started", "tool.failed"])
+        // Refused before its handler: no attempt started.
+        assert.deepStrictEqual(tags(events), ["tool.failed"])
       })
   )
 
@@ -148,7 +149,7 @@ describe("ToolExecutor.execute (the pipeline alone)", () => {
       const { result, events, calls } = yield* callUpper('{"text":"hi"}', denyAll)
       assert.strictEqual(calls.n, 0)
       assert.deepStrictEqual([result.status, result.error?.code], ["blocked", "permission_denied"])
-      assert.deepStrictEqual(tags(events), ["tool.started", "tool.blocked"])
+      assert.deepStrictEqual(tags(events), ["tool.blocked"])
     })
   )
 
@@ -179,7 +180,7 @@ describe("ToolExecutor.execute (the pipeline alone)", () => {
         assert.include(result.error?.message ?? "", "did not answer within the tool timeout of 50 ms")
         // Feedback for the model, not a failure that ends the run.
         assert.isUndefined(result.error?.failure)
-        assert.deepStrictEqual(tags(events), ["tool.started", "tool.blocked"])
+        assert.deepStrictEqual(tags(events), ["tool.blocked"])
       })
   )
 
@@ -193,15 +194,14 @@ describe("ToolExecutor.execute (the pipeline alone)", () => {
       assert.strictEqual(result.status, "succeeded")
       assert.deepStrictEqual(tags(events), [
         "tool.started",
-        "tool.attempted",
         "state.changed",
         "recovery.started",
         "state.changed",
-        "tool.attempted",
+        "tool.started",
         "recovery.completed",
         "tool.succeeded"
       ])
-      const attempts = events.flatMap((e) => (e._tag === "tool.attempted" ? [e.attempt] : []))
+      const attempts = events.flatMap((e) => (e._tag === "tool.started" ? [e.attempt] : []))
       assert.deepStrictEqual(attempts, [1, 2])
     })
   )

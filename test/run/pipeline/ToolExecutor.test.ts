@@ -20,11 +20,11 @@ const raw = (name: string, args: string, id = "c1"): Model.Response =>
 const toolEvents = (timeline: ReadonlyArray<Event.Event>) =>
   timeline.filter((e) => e._tag === "tool.failed" || e._tag === "tool.blocked" || e._tag === "tool.succeeded")
 
-/** Every tool.started has exactly one terminal tool event with the same call id. */
+/** Every call the model asked for has exactly one terminal tool event with the same call id. */
 const assertConsistent = (timeline: ReadonlyArray<Event.Event>) => {
-  const started = timeline.flatMap((e) => (e._tag === "tool.started" ? [e.callId] : []))
+  const asked = timeline.flatMap((e) => (e._tag === "model.responded" ? e.callIds : []))
   const ended = toolEvents(timeline).map((e) => e.callId)
-  assert.deepStrictEqual([...ended].sort(), [...started].sort())
+  assert.deepStrictEqual([...ended].sort(), [...asked].sort())
   assert.strictEqual(timeline[timeline.length - 1]?._tag, "run.finished")
 }
 

@@ -64,7 +64,7 @@ const marked = (journal: Journal.Service, listed: Deferred.Deferred<void>): Jour
   ...journal,
   unfinished: Effect.tap(journal.unfinished, () => Deferred.succeed(listed, undefined)),
   append: (runId, append) => {
-    const intents = append.events.flatMap((e) => (e._tag === "tool.attempted" ? [e.callId] : []))
+    const intents = append.events.flatMap((e) => (e._tag === "tool.started" ? [e.callId] : []))
     return Effect.suspend(() => {
       for (const callId of intents) mark("before-intent", runId, callId)
       return journal.append(runId, append)

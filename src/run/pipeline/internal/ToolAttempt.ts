@@ -116,7 +116,7 @@ const recordAttempt = (
   limit: { readonly layer: Deadline.Layer; readonly at: number }
 ): void => {
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
-    _tag: "tool.attempted",
+    _tag: "tool.started",
     callId: call.id,
     name: call.name,
     attempt: n,

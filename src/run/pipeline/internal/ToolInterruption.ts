@@ -3,7 +3,7 @@
  * what the handler said became of its action, or, without its word, what its side
  * effect class allows. Private to the runtime.
  */
-import type * as Event from "../../../events/Event.ts"
+import * as Event from "../../../events/Event.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import { type Call, mayHaveEffects } from "./ToolCall.ts"
@@ -16,6 +16,52 @@ const lastBatch = (ctx: RunContext.RunContext): ReadonlyArray<Event.Event> => {
   const from = ctx.events.findLastIndex((e) => e._tag === "model.responded")
   return from <= 0 ? ctx.events : ctx.events.slice(from)
 }
+
+/** The calls of the last batch as its events leave them. */
+interface Calls {
+  /** Each call begun (an event of its own: a check's record, an approval, an attempt) without its ending, by id, with its name. */
+  readonly open: Map<string, string>
+  /** The calls an attempt of whose handler started. */
+  readonly attempted: Set<string>
+  /** The calls already begun when the run was resumed. */
+  readonly before: Set<string>
+}
+
+/**
+ * Reads the last batch: a call is begun once it has an event of its own (a call still queued
+ * behind the batch's concurrency, or in its permission check, has none), and open until one
+ * of `ends` says it ended. With `everyCall`, every call of the batch is open until it ended,
+ * begun or not.
+ */
+const callsOf = (ctx: RunContext.RunContext, ends: (e: Event.Event) => boolean, everyCall = false): Calls => {
+  const events = lastBatch(ctx)
+  const asked = events[0]
+  const names = new Map(
+    asked?._tag === "model.responded" ? Event.callsOf(asked).map(({ callId, name }) => [callId, name]) : []
+  )
+  const open = new Map<string, string>()
+  const attempted = new Set<string>()
+  const before = new Set<string>()
+  const ended = new Set<string>()
+  if (everyCall) for (const [callId, name] of names) open.set(callId, name)
+  for (const e of events) {
+    if (e._tag === "run.resumed") for (const callId of open.keys()) before.add(callId)
+    const callId = "callId" in e ? e.callId : undefined
+    const name = callId === undefined ? undefined : names.get(callId)
+    if (callId === undefined || name === undefined || ended.has(callId)) continue
+    if (ends(e)) {
+      open.delete(callId)
+      ended.add(callId)
+      continue
+    }
+    open.set(callId, name)
+    if (e._tag === "tool.started") attempted.add(callId)
+  }
+  return { open, attempted, before }
+}
+
+const isEnding = (e: Event.Event): boolean =>
+  e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked"
 
 /** Appends the `tool.interrupted` record of `call`: what became of `attempt` (0: none was running). */
 const record = (
@@ -132,20 +178,13 @@ export const recordAbandoned = (
   why = "the run ended on a defect while the call was in flight",
   stillRunning = false
 ): void => {
-  const open = new Map<string, string>()
-  const attempted = new Set<string>()
-  for (const e of lastBatch(ctx)) {
-    if (e._tag === "tool.started") open.set(e.callId, e.name)
-    else if (e._tag === "tool.attempted") attempted.add(e.callId)
-    else if (
-      e._tag === "tool.succeeded" ||
-      e._tag === "tool.failed" ||
-      e._tag === "tool.blocked" ||
-      (e._tag === "tool.interrupted" && e.attempt === 0)
-    ) {
-      open.delete(e.callId)
-    }
-  }
+  // A record of an interruption with no attempt running settles its call.
+  // Every call of the batch is accounted for: one that never began never ran.
+  const { open, attempted } = callsOf(
+    ctx,
+    (e) => isEnding(e) || (e._tag === "tool.interrupted" && e.attempt === 0),
+    true
+  )
   for (const [callId, name] of open) {
     const tool = tools.get(name)
     // A call whose handler never started did nothing, whatever of its checks still runs.
@@ -171,22 +210,7 @@ export const recordAbandoned = (
  */
 export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<string, Tool.Any<unknown>>): boolean => {
   let waited = false
-  const open = new Map<string, string>()
-  const attempted = new Set<string>()
-  const before = new Set<string>()
-  for (const e of lastBatch(ctx)) {
-    if (e._tag === "tool.started") open.set(e.callId, e.name)
-    else if (e._tag === "tool.attempted") attempted.add(e.callId)
-    else if (e._tag === "run.resumed") for (const callId of open.keys()) before.add(callId)
-    else if (
-      e._tag === "tool.succeeded" ||
-      e._tag === "tool.failed" ||
-      e._tag === "tool.blocked" ||
-      e._tag === "tool.interrupted"
-    ) {
-      open.delete(e.callId)
-    }
-  }
+  const { open, attempted, before } = callsOf(ctx, (e) => isEnding(e) || e._tag === "tool.interrupted")
   for (const [callId, name] of open) {
     const call = { id: callId, name }
     const tool = tools.get(name)

@@ -8,10 +8,10 @@ import type * as Failure from "../../../failure/Failure.ts"
 import * as ToolResult from "../../../tools/ToolResult.ts"
 
 /**
- * - `New`: nothing of the call is in the log: it runs as every call does.
- * - `Checked`: it started (its checks, perhaps its approval) and no handler ran: the
- *   checks run again without a second `tool.started`; `approved` when a person approved
- *   it already, so nobody is asked twice.
+ * - `New`: nothing of the call is in the log but its `model.responded`: it runs as every
+ *   call does (its checks run again if they had begun, since they leave no record).
+ * - `Checked`: a person decided on its approval and no handler ran: `approved` when the
+ *   person approved it, so nobody is asked twice.
  * - `Waiting`: a person was asked and has not answered: the request is put back with its
  *   original expiry.
  * - `InDoubt`: an attempt of its handler began and nothing says how it ended: whether
@@ -51,9 +51,6 @@ export const standingOf = (events: ReadonlyArray<Event.Event>, callId: string): 
   for (const e of events) {
     if (!("callId" in e) || e.callId !== callId) continue
     switch (e._tag) {
-      case "tool.started":
-        standing = { _tag: "Checked", approved: false }
-        break
       case "approval.requested":
         standing = { _tag: "Waiting", requestedAt: e.at, expiresAt: e.expiresAt, layer: e.layer }
         break
@@ -61,7 +58,7 @@ export const standingOf = (events: ReadonlyArray<Event.Event>, callId: string): 
         // A rejection or an expiry ends the call with its `tool.blocked`, which follows.
         standing = { _tag: "Checked", approved: e.decision === "approved" }
         break
-      case "tool.attempted":
+      case "tool.started":
         standing = { _tag: "InDoubt", attempt: e.attempt, recorded: false, retry: standing._tag === "Retrying" }
         break
       case "tool.interrupted":
