@@ -166,18 +166,25 @@ export const isFailure = (u: unknown): u is Failure => {
   // A thrown value may be hostile (a Proxy whose traps throw): asking it anything may throw.
   try {
     if (u instanceof Retryable || u instanceof Permanent || u instanceof UnknownOutcome) return true
-    // Not one of ours (another copy of this library, or a look-alike): only with every field as ours has it.
-    return isShaped(u) && Predicate.hasProperty(u, "classification") && u.classification === classifications[u._tag]
+    // Not one of ours (another copy of this library, or a look-alike): only with every field as
+    // ours has it. The classification that matches the tag is asked first: most values have none.
+    return (
+      Predicate.hasProperty(u, "classification") &&
+      Predicate.hasProperty(u, "_tag") &&
+      u.classification !== undefined &&
+      u.classification === classifications.get(u._tag) &&
+      isShaped(u)
+    )
   } catch {
     return false
   }
 }
 
-const classifications: Record<Failure["_tag"], Classification> = {
-  Retryable: "retryable",
-  Permanent: "permanent",
-  UnknownOutcome: "unknown"
-}
+const classifications = new Map<unknown, Classification>([
+  ["Retryable", "retryable"],
+  ["Permanent", "permanent"],
+  ["UnknownOutcome", "unknown"]
+])
 
 const isShaped = Schema.is(
   Schema.Struct({

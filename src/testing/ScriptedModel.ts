@@ -22,13 +22,13 @@ export type Step =
   | ((request: Model.Request) => Model.Response | Effect.Effect<Model.Response, Failure.Failure>)
 
 const play = (step: Step, request: Model.Request): Effect.Effect<Model.Response, Failure.Failure> => {
-  if (Failure.isFailure(step)) return Effect.fail(step)
   if (Predicate.isFunction(step)) {
     return Effect.suspend(() => {
       const out = step(request)
       return Effect.isEffect(out) ? out : Effect.succeed(out)
     })
   }
+  if (Failure.isFailure(step)) return Effect.fail(step)
   return Effect.succeed(step)
 }
 

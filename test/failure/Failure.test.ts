@@ -71,4 +71,27 @@ describe("Failure", () => {
     assert.throws(() => new Failure.Permanent(fields as unknown as ConstructorParameters<typeof Failure.Permanent>[0]))
     assert.isFalse(Failure.isFailure({ ...fields, _tag: "Permanent", classification: "permanent" }))
   })
+
+  it("R3.1 isFailure: ours, or a look-alike with every field ours has; nothing else, and never a throw", () => {
+    const ours = new Failure.Retryable({ source: "tool", category: "other", code: "x", attempts: 1, hint: "h" })
+    assert.isTrue(Failure.isFailure(ours))
+    // Another copy of the library: a plain object with every field.
+    assert.isTrue(Failure.isFailure({ ...ours, _tag: ours._tag, classification: ours.classification }))
+    // A classification that is not its tag's, a function, a response, a hostile proxy.
+    assert.isFalse(Failure.isFailure({ ...ours, _tag: "Retryable", classification: "permanent" }))
+    assert.isFalse(Failure.isFailure(() => ours))
+    assert.isFalse(Failure.isFailure({ text: "done", toolCalls: [] }))
+    const hostile = new Proxy(
+      {},
+      {
+        has: () => {
+          throw new Error("trap")
+        },
+        get: () => {
+          throw new Error("trap")
+        }
+      }
+    )
+    assert.isFalse(Failure.isFailure(hostile))
+  })
 })

@@ -71,6 +71,8 @@ const readOnce = <S extends Schema.Constraint, T>(shape: S, build: (read: S["Typ
 const Count = (minimum: number) => Schema.Int.check(Schema.isGreaterThanOrEqualTo(minimum))
 
 const millisOf = (input: unknown): number | undefined => {
+  // An absent option is no duration (`fromInput` would build an error to say so).
+  if (input === undefined) return undefined
   const duration = Duration.fromInput(input as Duration.Input) // Checked below: `fromInput` refuses what is not an input.
   if (Option.isNone(duration)) return undefined
   const millis = Duration.toMillis(duration.value)
