@@ -2,7 +2,7 @@
 // the API's (not_found → 404, unavailable → 503, NotPending → 409, InvalidRunOptions → 400).
 import { Effect, Option, Stream } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import type { Event } from "effect-agent-runtime"
+import { Counters, type Event } from "effect-agent-runtime"
 import { DurableRun } from "effect-agent-runtime/durable"
 import { Viewer } from "effect-agent-runtime/observability"
 import {
@@ -25,7 +25,8 @@ const counters = (events: ReadonlyArray<Event.Event>, waiting: number) => ({
   events: events.length,
   lastSeq: events.at(-1)?.seq ?? -1,
   modelCalls: events.filter((e) => e._tag === "model.requested").length,
-  toolCalls: events.filter((e) => e._tag === "tool.started").length,
+  // The calls the model asked for, as the run counts them (a retry is no new call).
+  toolCalls: Counters.fold(events).toolCalls,
   waitingApprovals: waiting
 })
 

@@ -197,3 +197,12 @@ export const callsOf = (
   event: Of<"model.responded">
 ): ReadonlyArray<{ readonly callId: string; readonly name: string }> =>
   event.callIds.map((callId, i) => ({ callId, name: event.toolCalls[i]?.name ?? "" }))
+
+/**
+ * The tool call an event is about: its `callId`, or `undefined` for an event of the run or
+ * of the model (a model retry's `recovery.started` has none).
+ *
+ * @category accessors
+ * @since 0.3.0
+ */
+export const callIdOf = (event: Event): string | undefined => ("callId" in event ? event.callId : undefined)

@@ -305,9 +305,7 @@ export const crashAndResume = (
     const resumedAt = resumed.timeline.findIndex((e) => e._tag === "run.resumed")
     // Begun: an event of its own (an approval, an attempt) before the restart.
     const startedBefore = new Set(
-      resumed.timeline
-        .slice(0, Math.max(0, resumedAt))
-        .flatMap((e) => ("callId" in e && e.callId !== undefined ? [e.callId] : []))
+      resumed.timeline.slice(0, Math.max(0, resumedAt)).flatMap((e) => Event.callIdOf(e) ?? [])
     )
     const attemptedAfter = new Set(
       resumed.timeline.slice(resumedAt + 1).flatMap((e) => (e._tag === "tool.started" ? [e.callId] : []))

@@ -1,9 +1,13 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import type * as Event from "../../src/events/Event.ts"
+import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as Properties from "../../src/testing/Properties.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Permission from "../../src/tools/Permission.ts"
+import * as Tool from "../../src/tools/Tool.ts"
 import { approval, base, invariants, run, tagsOf } from "../support/properties.ts"
 
 // The invariants of `Properties.check` and `checkScenario`, each catching a doctored run, and
@@ -293,4 +297,41 @@ describe("Properties.check catches broken time layers, approvals and state chang
     )
     assert.isUndefined(plain.options.concurrency)
   })
+})
+
+describe("Properties.check counts the calls a run took up", () => {
+  it.effect(
+    "R2.3 calls refused before their handler (denied, unknown, bad arguments) count against maxToolCalls",
+    () => {
+      const save = Tool.make({
+        name: "save",
+        description: "Saves a text.",
+        input: Schema.Struct({ text: Schema.String }),
+        output: Schema.String,
+        sideEffect: "write",
+        handler: ({ text }) => Effect.succeed(text)
+      })
+      const denyAll: Permission.PermissionService = {
+        check: () => Effect.succeed(Permission.deny("tool_not_allowed", "not on the list"))
+      }
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "g", tools: [save] })
+        assert.notInclude(
+          result.timeline.map((e) => e._tag),
+          "tool.started"
+        )
+        const budget = { runTimeoutMillis: 1e9, maxRecoveries: 10, scheduleRetries: 10 }
+        assert.notInclude(invariants(Properties.check(result, { ...budget, maxToolCalls: 3 })), "R2.3 hard limits")
+        assert.include(invariants(Properties.check(result, { ...budget, maxToolCalls: 2 })), "R2.3 hard limits")
+      }).pipe(
+        Effect.provideService(Permission.Permission, denyAll),
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls(["save", { text: "a" }, "A"], ["nosuch", {}, "B"], ["save", "{", "C"]),
+            ScriptedModel.finalAnswer("x")
+          ])
+        )
+      )
+    }
+  )
 })

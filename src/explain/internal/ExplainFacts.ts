@@ -5,7 +5,7 @@
  */
 import type { HashMap } from "effect"
 import * as Counters from "../../events/Counters.ts"
-import type * as Event from "../../events/Event.ts"
+import * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import * as Signature from "../../tools/Signature.ts"
 import type {
@@ -84,6 +84,9 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
   let model: Open | undefined
   const tools = new Map<string, Open>()
   const retries = new Map<string, Open>()
+  // A call is in flight from its response on, once it has begun: an event of its own somewhere
+  // in the log (a call still queued behind the batch's concurrency has none).
+  const begun = new Set(timeline.flatMap((e) => Event.callIdOf(e) ?? []))
   for (const [i, e] of timeline.entries()) {
     if (i >= index) break
     state = RunLog.step(state, e)
@@ -102,6 +105,21 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
         }
         break
       case "model.responded":
+        model = undefined
+        for (const { callId, name } of Event.callsOf(e)) {
+          if (!begun.has(callId)) continue
+          tools.set(callId, {
+            kind: "tool_call",
+            name,
+            callId,
+            attempt: undefined,
+            sinceMillis: since,
+            deadlineAt: undefined,
+            layer: undefined,
+            became: undefined
+          })
+        }
+        break
       case "model.failed":
         model = undefined
         break

@@ -50,6 +50,7 @@ export const checkApprovals = (result: RunResult.RunResult, violate: Violate): v
     if ("callId" in e && typeof e.callId === "string" && requested.has(e.callId)) {
       const decision = decided.get(e.callId)
       const handled =
+        e._tag === "tool.started" ||
         e._tag === "tool.succeeded" ||
         e._tag === "tool.failed" ||
         e._tag === "tool.reconciled" ||

@@ -351,9 +351,10 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
   if (budget.maxIterations !== undefined && responses > budget.maxIterations) {
     violate("R2.3 hard limits", `${responses} model responses, over maxIterations ${budget.maxIterations}`)
   }
-  const calls = new Set(ofTag(timeline, "tool.started").map((e) => e.callId)).size
+  // The calls taken up: each with an event of its own (an attempt, a refusal, an approval).
+  const calls = new Set(timeline.flatMap((e) => Event.callIdOf(e) ?? [])).size
   if (budget.maxToolCalls !== undefined && calls > budget.maxToolCalls) {
-    violate("R2.3 hard limits", `${calls} tool calls whose handler started, over maxToolCalls ${budget.maxToolCalls}`)
+    violate("R2.3 hard limits", `${calls} tool calls taken up, over maxToolCalls ${budget.maxToolCalls}`)
   }
 
   // R2.5, R8: the ending.

@@ -7,7 +7,7 @@
  */
 import { Record as Rec } from "effect"
 import * as Counters from "../../events/Counters.ts"
-import type * as Event from "../../events/Event.ts"
+import * as Event from "../../events/Event.ts"
 import * as StopReason from "../../events/StopReason.ts"
 import type * as RunResult from "../../run/RunResult.ts"
 import type { Violate } from "./PropertyViolation.ts"
@@ -36,7 +36,7 @@ export const checkCalls = (result: RunResult.RunResult, violate: Violate): void 
         if (asked.has(callId)) violate("R8 timeline", `${callId} asked for twice (seq ${e.seq})`)
         asked.add(callId)
       }
-    const callId = "callId" in e ? e.callId : undefined
+    const callId = Event.callIdOf(e)
     if (callId === undefined) continue
     if (!asked.has(callId))
       violate("R8 timeline", `${e._tag} for ${callId} before the model.responded that asked for it`)

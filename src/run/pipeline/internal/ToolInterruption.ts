@@ -19,19 +19,21 @@ const lastBatch = (ctx: RunContext.RunContext): ReadonlyArray<Event.Event> => {
 
 /** The calls of the last batch as its events leave them. */
 interface Calls {
-  /** Each call begun (an event of its own: a check's record, an approval, an attempt) without its ending, by id, with its name. */
+  /** Each call open (see {@link callsOf}) without its ending, by id, with its name. */
   readonly open: Map<string, string>
   /** The calls an attempt of whose handler started. */
   readonly attempted: Set<string>
-  /** The calls already begun when the run was resumed. */
+  /** The calls the run had asked for before it was resumed: the process that stopped may have begun them. */
   readonly before: Set<string>
 }
 
 /**
- * Reads the last batch: a call is begun once it has an event of its own (a call still queued
- * behind the batch's concurrency, or in its permission check, has none), and open until one
- * of `ends` says it ended. With `everyCall`, every call of the batch is open until it ended,
- * begun or not.
+ * Reads the last batch. A call is open until one of `ends` says it ended, from its first
+ * event of its own (a call still queued behind the batch's concurrency, or in its
+ * permission check, has none); from the run's resumption, for a call of a batch that had
+ * begun before it (the process that stopped may have run the call, its events lost); and
+ * from the batch's start with `everyCall`, for a run that accounts for each call. A batch
+ * begins with its phase's `state.changed`, or a call's first event.
  */
 const callsOf = (ctx: RunContext.RunContext, ends: (e: Event.Event) => boolean, everyCall = false): Calls => {
   const events = lastBatch(ctx)
@@ -43,12 +45,24 @@ const callsOf = (ctx: RunContext.RunContext, ends: (e: Event.Event) => boolean, 
   const attempted = new Set<string>()
   const before = new Set<string>()
   const ended = new Set<string>()
-  if (everyCall) for (const [callId, name] of names) open.set(callId, name)
+  let begun = false
+  const openAll = (into?: Set<string>) => {
+    for (const [callId, name] of names) {
+      if (ended.has(callId)) continue
+      open.set(callId, name)
+      into?.add(callId)
+    }
+  }
   for (const e of events) {
-    if (e._tag === "run.resumed") for (const callId of open.keys()) before.add(callId)
-    const callId = "callId" in e ? e.callId : undefined
+    if (e._tag === "run.resumed" && begun) openAll(before)
+    else if (e._tag === "state.changed" && batchPhases.has(e.to)) {
+      begun = true
+      if (everyCall) openAll()
+    }
+    const callId = Event.callIdOf(e)
     const name = callId === undefined ? undefined : names.get(callId)
     if (callId === undefined || name === undefined || ended.has(callId)) continue
+    begun = true
     if (ends(e)) {
       open.delete(callId)
       ended.add(callId)
@@ -59,6 +73,9 @@ const callsOf = (ctx: RunContext.RunContext, ends: (e: Event.Event) => boolean, 
   }
   return { open, attempted, before }
 }
+
+/** The phases a batch runs in: once the run is in one after its response, the batch has begun. */
+const batchPhases = new Set<string>(["tool_executing", "awaiting_approval"])
 
 const isEnding = (e: Event.Event): boolean =>
   e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked"
@@ -179,7 +196,7 @@ export const recordAbandoned = (
   stillRunning = false
 ): void => {
   // A record of an interruption with no attempt running settles its call.
-  // Every call of the batch is accounted for: one that never began never ran.
+  // Every call of a batch that began is accounted for: one that never began never ran.
   const { open, attempted } = callsOf(
     ctx,
     (e) => isEnding(e) || (e._tag === "tool.interrupted" && e.attempt === 0),
@@ -237,6 +254,12 @@ export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<str
         0,
         "outcome_unknown",
         "the process that stopped may have run it, and the run ended before it went on; its action may or may not have taken effect"
+      )
+    } else if (before.has(callId)) {
+      recordNeverRan(
+        ctx,
+        call,
+        "the run ended before the call went on; the process that stopped may have begun it, which changes nothing"
       )
     } else {
       recordNeverRan(ctx, call, "the run ended before the call went on; it never ran")

@@ -1,0 +1,130 @@
+/**
+ * What a run records of the calls of its last batch that did not end (R5.2, R9): a call is
+ * accounted for once it began, once its batch began (a run left behind), or once the run was
+ * resumed after it was asked (the process that stopped may have run it).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Option, Schema } from "effect"
+import { TestClock } from "effect/testing"
+import type * as Event from "../../../src/events/Event.ts"
+import * as Explain from "../../../src/explain/Explain.ts"
+import * as Journal from "../../../src/journal/Journal.ts"
+import * as Run from "../../../src/run/Run.ts"
+import * as Termination from "../../../src/termination/Termination.ts"
+import * as FaultyJournal from "../../../src/testing/FaultyJournal.ts"
+import * as FaultyTools from "../../../src/testing/FaultyTools.ts"
+import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../../src/tools/Approval.ts"
+import * as Permission from "../../../src/tools/Permission.ts"
+import * as Tool from "../../../src/tools/Tool.ts"
+
+const save = Tool.make({
+  name: "save",
+  description: "Saves a text.",
+  input: Schema.Struct({ text: Schema.String }),
+  output: Schema.String,
+  sideEffect: "write",
+  idempotent: true,
+  handler: ({ text }) => Effect.succeed(text)
+})
+
+const twoSaves = ScriptedModel.toolCalls(["save", { text: "a" }, "A"], ["save", { text: "b" }, "B"])
+
+const interruptedOf = (timeline: ReadonlyArray<Event.Event>) =>
+  timeline.flatMap((e) => (e._tag === "tool.interrupted" ? [`${e.callId} ${e.settlement}`] : []))
+
+describe("the calls a run leaves behind", () => {
+  it.effect(
+    "R9 an idempotent write that ran in the process that stopped, its attempt never committed, is unknown when the resumed run ends first",
+    () => {
+      const put = FaultyTools.ledgered({ name: "put", idempotent: true, sideEffect: "write", behaviour: () => "apply" })
+      const deploy = FaultyTools.ledgered({
+        name: "deploy",
+        idempotent: false,
+        sideEffect: "external",
+        behaviour: () => "apply",
+        needsApproval: true
+      })
+      // put's permission check ends after deploy's approval request is committed; then put runs.
+      const slowPut: Permission.PermissionService = {
+        check: (request) =>
+          request.tool.name === "put"
+            ? Effect.as(Effect.sleep("50 millis"), Permission.allow)
+            : Effect.succeed(Permission.allow)
+      }
+      const model = ScriptedModel.layerFunction((request) =>
+        request.iteration === 1
+          ? ScriptedModel.toolCalls(["put", { k: 1 }, "P"], ["deploy", {}, "D"])
+          : ScriptedModel.finalAnswer("done")
+      )
+      const options = { goal: "g", tools: [deploy.tool, put.tool], concurrency: 2, time: { run: 1000 } } as const
+      return Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        const faulty = FaultyJournal.make(store, {})
+        const fiber = yield* Run.run({ ...options, runId: "r1" }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.forkChild
+        )
+        yield* TestClock.adjust("100 millis")
+        assert.strictEqual(put.ledger.entries.length, 1, "put ran before the crash")
+        faulty.crash()
+        yield* Fiber.interrupt(fiber)
+        const kept = Option.getOrThrow(yield* Effect.orDie(store.read("r1")))
+        assert.notInclude(
+          kept.events.map((e) => e._tag),
+          "tool.started",
+          "put's attempt was never committed"
+        )
+        // Resumed past its deadline: the run ends before put goes on.
+        yield* TestClock.adjust("5 seconds")
+        const resumed = yield* Run.resume("r1", options, "restart")
+        assert.strictEqual(resumed.stopReason, "run_timeout")
+        assert.includeMembers(interruptedOf(resumed.timeline), ["P outcome_unknown", "D cancelled"])
+        assert.deepStrictEqual(
+          resumed.pendingActions.map((p) => p.callId),
+          ["P"]
+        )
+      }).pipe(
+        Effect.provideService(Permission.Permission, slowPut),
+        Effect.provide(model),
+        Effect.provide(Journal.layerMemory),
+        Effect.provide(Approval.layerMemory)
+      )
+    }
+  )
+
+  it.effect("R5.2 a defect before the batch began records nothing of its calls: they were never taken up", () => {
+    const throwing = Termination.make("throws_after_response", (c) => {
+      if (c.counters.iterations >= 1) throw new Error("boom")
+      return Termination.continue_
+    })
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "g", tools: [save], policies: (d) => [...d, throwing] })
+      assert.strictEqual(result.stopReason, "internal_error")
+      assert.deepStrictEqual(interruptedOf(result.timeline), [])
+    }).pipe(Effect.provide(ScriptedModel.layer([twoSaves, ScriptedModel.finalAnswer("x")])))
+  })
+
+  it.live(
+    "R5.2 R8 the run deadline during a permission check, one call queued: the call in its check is in flight and cancelled, the queued one untouched",
+    () => {
+      const slow: Permission.PermissionService = {
+        check: () => Effect.as(Effect.sleep("10 seconds"), Permission.allow)
+      }
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "g", tools: [save], concurrency: 1, time: { run: 200 } })
+        assert.strictEqual(result.stopReason, "run_timeout")
+        assert.deepStrictEqual(interruptedOf(result.timeline), ["A cancelled"])
+        const explained = Explain.explain(result.timeline)
+        const inFlight = explained.deadline?.inFlight ?? []
+        assert.deepStrictEqual(
+          inFlight.map((w) => [w.kind, w.callId, w.became]),
+          [["tool_call", "A", "cancelled"]]
+        )
+      }).pipe(
+        Effect.provideService(Permission.Permission, slow),
+        Effect.provide(ScriptedModel.layer([twoSaves, ScriptedModel.finalAnswer("x")]))
+      )
+    }
+  )
+})
