@@ -15,7 +15,7 @@ import { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
 import { checkTimeLayers } from "./PropertyTimeChecks.ts"
 import { checkCalls, checkEnding, ofTag } from "./PropertyTimelineChecks.ts"
-import type { Violation } from "./PropertyViolation.ts"
+import { epsilon, type Violation } from "./PropertyViolation.ts"
 
 export { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
 export type { Violation } from "./PropertyViolation.ts"
@@ -215,7 +215,8 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
         )
       }
     }
-    const late = timeline.find((e) => e.at > deadlineAt)
+    // The deadline fires at the first instant the clock reaches it (fractional sums may pass it by a hair).
+    const late = timeline.find((e) => e.at > deadlineAt + epsilon)
     if (late !== undefined)
       violate("R3.3 deadline", `${late._tag} (seq ${late.seq}) at ${late.at}, after the deadline ${deadlineAt}`)
   }

@@ -7,13 +7,7 @@ import * as Event from "../../events/Event.ts"
 import type * as Failure from "../../failure/Failure.ts"
 import type * as RunResult from "../../run/RunResult.ts"
 import type { Budget } from "./PropertyBudget.ts"
-import type { Violate } from "./PropertyViolation.ts"
-
-/**
- * Jittered delays make the clock's times fractional, and the same instant reached by
- * two sums may differ in its last bits: times closer than this are the same.
- */
-const epsilon = 1e-6
+import { epsilon, type Violate } from "./PropertyViolation.ts"
 
 /**
  * A model failure whose attempt timeout the provider reported itself (as

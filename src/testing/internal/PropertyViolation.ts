@@ -15,5 +15,11 @@ export interface Violation {
   readonly detail: string
 }
 
+/**
+ * Jittered delays make the clock's times fractional, and the same instant reached by two
+ * sums may differ in its last bits: times closer than this are the same.
+ */
+export const epsilon = 1e-6
+
 /** Records that the invariant named `invariant` (by its SPEC id) was broken, and how. */
 export type Violate = (invariant: string, detail: string) => void
