@@ -84,9 +84,8 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
   let model: Open | undefined
   const tools = new Map<string, Open>()
   const retries = new Map<string, Open>()
-  // A call is in flight from its response on, once it has begun: an event of its own somewhere
-  // in the log (a call still queued behind the batch's concurrency has none).
-  const begun = new Set(timeline.flatMap((e) => Event.callIdOf(e) ?? []))
+  const ended = new Set<string>()
+  let batchFrom = -1
   for (const [i, e] of timeline.entries()) {
     if (i >= index) break
     state = RunLog.step(state, e)
@@ -106,19 +105,7 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
         break
       case "model.responded":
         model = undefined
-        for (const { callId, name } of Event.callsOf(e)) {
-          if (!begun.has(callId)) continue
-          tools.set(callId, {
-            kind: "tool_call",
-            name,
-            callId,
-            attempt: undefined,
-            sinceMillis: since,
-            deadlineAt: undefined,
-            layer: undefined,
-            became: undefined
-          })
-        }
+        batchFrom = i
         break
       case "model.failed":
         model = undefined
@@ -140,6 +127,11 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
       case "tool.failed":
       case "tool.blocked":
         tools.delete(e.callId)
+        ended.add(e.callId)
+        break
+      case "tool.interrupted":
+        // Settled with no attempt running: the call no longer holds its place in the batch.
+        if (e.attempt === 0 && !tools.has(e.callId)) ended.add(e.callId)
         break
       case "recovery.started":
         retries.set(e.callId ?? "", {
@@ -153,6 +145,28 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
           became: undefined
         })
         break
+    }
+  }
+  // The calls the last batch had taken up and not yet attempted (in their checks): in call
+  // order, as many at a time as the run's concurrency (a queued call is not in flight).
+  if (batchFrom >= 0) {
+    const response = timeline[batchFrom]
+    const names = new Map(
+      response?._tag === "model.responded" ? Event.callsOf(response).map((c) => [c.callId, c.name]) : []
+    )
+    const taken = RunLog.takenUp(timeline.slice(batchFrom, index), RunLog.concurrencyOf(timeline))
+    for (const [callId, at] of taken) {
+      if (ended.has(callId) || tools.has(callId)) continue
+      tools.set(callId, {
+        kind: "tool_call",
+        name: names.get(callId) ?? "",
+        callId,
+        attempt: undefined,
+        sinceMillis: at - start,
+        deadlineAt: undefined,
+        layer: undefined,
+        became: undefined
+      })
     }
   }
   const approvals: Array<Open> = state.approvals.map((callId) => {

@@ -127,4 +127,51 @@ describe("the calls a run leaves behind", () => {
       )
     }
   )
+
+  it.effect(
+    "R9 R7 a rejection after a resume stops the batch: a write queued behind the approval never ran, and the run ends approval_rejected",
+    () => {
+      const model = ScriptedModel.layerFunction((request) =>
+        request.iteration === 1
+          ? ScriptedModel.toolCalls(["deploy", {}, "D"], ["put", { k: 1 }, "P"])
+          : ScriptedModel.finalAnswer("done")
+      )
+      return Effect.gen(function* () {
+        for (const idempotent of [false, true]) {
+          const put = FaultyTools.ledgered({ name: "put", idempotent, sideEffect: "write", behaviour: () => "apply" })
+          const deploy = FaultyTools.ledgered({
+            name: "deploy",
+            idempotent: false,
+            sideEffect: "external",
+            behaviour: () => "apply",
+            needsApproval: true
+          })
+          const runId = `r-${idempotent}`
+          const options = { goal: "g", tools: [deploy.tool, put.tool], concurrency: 1, time: { run: 10_000 } } as const
+          const store = yield* Journal.Journal
+          const gate = yield* Approval.ApprovalGate
+          const faulty = FaultyJournal.make(store, {})
+          const fiber = yield* Run.run({ ...options, runId }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.forkChild
+          )
+          yield* TestClock.adjust("10 millis")
+          faulty.crash()
+          yield* Fiber.interrupt(fiber)
+          const resumed = yield* Effect.forkChild(Run.resume(runId, options, "restart"))
+          yield* TestClock.adjust("10 millis")
+          yield* gate.decide(runId, "D", Approval.rejected("no"))
+          const result = yield* Fiber.join(resumed)
+          assert.strictEqual(put.ledger.entries.length, 0)
+          assert.deepStrictEqual(
+            [result.status, result.stopReason],
+            ["failed", "approval_rejected"],
+            `idempotent ${idempotent}`
+          )
+          assert.deepStrictEqual(result.pendingActions, [])
+          assert.notInclude(interruptedOf(result.timeline), "P outcome_unknown")
+        }
+      }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory), Effect.provide(Approval.layerMemory))
+    }
+  )
 })

@@ -4,6 +4,7 @@
  * effect class allows. Private to the runtime.
  */
 import * as Event from "../../../events/Event.ts"
+import * as RunLog from "../../../events/RunLog.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import { type Call, mayHaveEffects } from "./ToolCall.ts"
@@ -19,66 +20,65 @@ const lastBatch = (ctx: RunContext.RunContext): ReadonlyArray<Event.Event> => {
 
 /** The calls of the last batch as its events leave them. */
 interface Calls {
-  /** Each call open (see {@link callsOf}) without its ending, by id, with its name. */
+  /** Each call taken up without its ending, by id, with its name. */
   readonly open: Map<string, string>
   /** The calls an attempt of whose handler started. */
   readonly attempted: Set<string>
-  /** The calls the run had asked for before it was resumed: the process that stopped may have begun them. */
+  /** The calls taken up before the run was last resumed: the process that stopped may have run them, their events lost. */
   readonly before: Set<string>
 }
 
 /**
- * Reads the last batch. A call is open until one of `ends` says it ended, from its first
- * event of its own (a call still queued behind the batch's concurrency, or in its
- * permission check, has none); from the run's resumption, for a call of a batch that had
- * begun before it (the process that stopped may have run the call, its events lost); and
- * from the batch's start with `everyCall`, for a run that accounts for each call. A batch
- * begins with its phase's `state.changed`, or a call's first event.
+ * Reads the last batch. A call is open, until one of `ends` says it ended, from its first
+ * event of its own; from the run's resumption, for a call the batch had taken up before it
+ * (`RunLog.takenUp`: in call order, as many at a time as the run's concurrency); and, with
+ * `everyTaken`, from when the batch took it up (a call in its permission check has no event
+ * of its own yet).
  */
-const callsOf = (ctx: RunContext.RunContext, ends: (e: Event.Event) => boolean, everyCall = false): Calls => {
+const callsOf = (ctx: RunContext.RunContext, ends: (e: Event.Event) => boolean, everyTaken = false): Calls => {
   const events = lastBatch(ctx)
   const asked = events[0]
   const names = new Map(
     asked?._tag === "model.responded" ? Event.callsOf(asked).map(({ callId, name }) => [callId, name]) : []
   )
+  const concurrency = RunLog.concurrencyOf(ctx.events)
+  const resumedAt = events.findLastIndex((e) => e._tag === "run.resumed")
+  const before = new Set(resumedAt < 0 ? [] : RunLog.takenUp(events.slice(0, resumedAt), concurrency).keys())
   const open = new Map<string, string>()
   const attempted = new Set<string>()
-  const before = new Set<string>()
   const ended = new Set<string>()
-  let begun = false
-  const openAll = (into?: Set<string>) => {
-    for (const [callId, name] of names) {
-      if (ended.has(callId)) continue
-      open.set(callId, name)
-      into?.add(callId)
-    }
+  const openIf = (callId: string) => {
+    const name = names.get(callId)
+    if (name !== undefined && !ended.has(callId)) open.set(callId, name)
   }
+  if (everyTaken) for (const callId of RunLog.takenUp(events, concurrency).keys()) openIf(callId)
   for (const e of events) {
-    if (e._tag === "run.resumed" && begun) openAll(before)
-    else if (e._tag === "state.changed" && batchPhases.has(e.to)) {
-      begun = true
-      if (everyCall) openAll()
-    }
+    if (e._tag === "run.resumed") for (const callId of before) openIf(callId)
     const callId = Event.callIdOf(e)
-    const name = callId === undefined ? undefined : names.get(callId)
-    if (callId === undefined || name === undefined || ended.has(callId)) continue
-    begun = true
+    if (callId === undefined || !names.has(callId)) continue
     if (ends(e)) {
       open.delete(callId)
       ended.add(callId)
-      continue
-    }
-    open.set(callId, name)
-    if (e._tag === "tool.started") attempted.add(callId)
+    } else if (e._tag === "tool.started") {
+      // An attempt after an interrupted one (a timeout retried): the call is open again.
+      attempted.add(callId)
+      ended.delete(callId)
+      openIf(callId)
+    } else openIf(callId)
   }
   return { open, attempted, before }
 }
 
-/** The phases a batch runs in: once the run is in one after its response, the batch has begun. */
-const batchPhases = new Set<string>(["tool_executing", "awaiting_approval"])
-
 const isEnding = (e: Event.Event): boolean =>
   e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked"
+
+/**
+ * Whether a call could have acted with no record of it in the log: one that may change the
+ * world and is idempotent, so its attempts have no intent record (R9.2); or one whose tool
+ * is gone. A call that is not idempotent commits its attempt before its handler runs.
+ */
+const mayHaveActedUnrecorded = (tool: Tool.Any<unknown> | undefined): boolean =>
+  tool === undefined || (mayHaveEffects(tool) && tool.metadata.idempotent)
 
 /** Appends the `tool.interrupted` record of `call`: what became of `attempt` (0: none was running). */
 const record = (
@@ -196,12 +196,9 @@ export const recordAbandoned = (
   stillRunning = false
 ): void => {
   // A record of an interruption with no attempt running settles its call.
-  // Every call of a batch that began is accounted for: one that never began never ran.
-  const { open, attempted } = callsOf(
-    ctx,
-    (e) => isEnding(e) || (e._tag === "tool.interrupted" && e.attempt === 0),
-    true
-  )
+  // Every call the batch took up is accounted for: one whose handler never started never ran.
+  // An attempt that recorded its interruption has stopped: it is not left running.
+  const { open, attempted } = callsOf(ctx, (e) => isEnding(e) || e._tag === "tool.interrupted", true)
   for (const [callId, name] of open) {
     const tool = tools.get(name)
     // A call whose handler never started did nothing, whatever of its checks still runs.
@@ -245,9 +242,17 @@ export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<str
       recordNeverRan(ctx, call, "withdrawn: the run ended before the call went on; it never ran")
     } else if (ctx.log.retries.includes(callId)) {
       waited = true
-      record(ctx, call, 0, "cancelled", "the run ended while the call waited to retry; no attempt was running")
+      if (before.has(callId) && mayHaveActedUnrecorded(tool))
+        record(
+          ctx,
+          call,
+          0,
+          "outcome_unknown",
+          "the process that stopped may have retried it, and the run ended before it went on; its action may or may not have taken effect"
+        )
+      else record(ctx, call, 0, "cancelled", "the run ended while the call waited to retry; no attempt was running")
     } else if (attempted.has(callId)) {
-    } else if (before.has(callId) && (tool === undefined || mayHaveEffects(tool))) {
+    } else if (before.has(callId) && mayHaveActedUnrecorded(tool)) {
       record(
         ctx,
         call,
@@ -259,7 +264,7 @@ export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<str
       recordNeverRan(
         ctx,
         call,
-        "the run ended before the call went on; the process that stopped may have begun it, which changes nothing"
+        "the run ended before the call went on; whatever the process that stopped began of it left nothing behind"
       )
     } else {
       recordNeverRan(ctx, call, "the run ended before the call went on; it never ran")
