@@ -30,6 +30,20 @@ const save = Tool.make({
 
 const twoSaves = ScriptedModel.toolCalls(["save", { text: "a" }, "A"], ["save", { text: "b" }, "B"])
 
+/** A write that records each time it acts. */
+const putTool = (idempotent: boolean) =>
+  FaultyTools.ledgered({ name: "put", idempotent, sideEffect: "write", behaviour: () => "apply" })
+
+/** An external action that needs a person's approval. */
+const deployTool = () =>
+  FaultyTools.ledgered({
+    name: "deploy",
+    idempotent: false,
+    sideEffect: "external",
+    behaviour: () => "apply",
+    needsApproval: true
+  })
+
 const interruptedOf = (timeline: ReadonlyArray<Event.Event>) =>
   timeline.flatMap((e) => (e._tag === "tool.interrupted" ? [`${e.callId} ${e.settlement}`] : []))
 
@@ -37,14 +51,8 @@ describe("the calls a run leaves behind", () => {
   it.effect(
     "R9 an idempotent write that ran in the process that stopped, its attempt never committed, is unknown when the resumed run ends first",
     () => {
-      const put = FaultyTools.ledgered({ name: "put", idempotent: true, sideEffect: "write", behaviour: () => "apply" })
-      const deploy = FaultyTools.ledgered({
-        name: "deploy",
-        idempotent: false,
-        sideEffect: "external",
-        behaviour: () => "apply",
-        needsApproval: true
-      })
+      const put = putTool(true)
+      const deploy = deployTool()
       // put's permission check ends after deploy's approval request is committed; then put runs.
       const slowPut: Permission.PermissionService = {
         check: (request) =>
@@ -138,14 +146,8 @@ describe("the calls a run leaves behind", () => {
       )
       return Effect.gen(function* () {
         for (const idempotent of [false, true]) {
-          const put = FaultyTools.ledgered({ name: "put", idempotent, sideEffect: "write", behaviour: () => "apply" })
-          const deploy = FaultyTools.ledgered({
-            name: "deploy",
-            idempotent: false,
-            sideEffect: "external",
-            behaviour: () => "apply",
-            needsApproval: true
-          })
+          const put = putTool(idempotent)
+          const deploy = deployTool()
           const runId = `r-${idempotent}`
           const options = { goal: "g", tools: [deploy.tool, put.tool], concurrency: 1, time: { run: 10_000 } } as const
           const store = yield* Journal.Journal
