@@ -206,3 +206,13 @@ export const callsOf = (
  * @since 0.3.0
  */
 export const callIdOf = (event: Event): string | undefined => ("callId" in event ? event.callId : undefined)
+
+/**
+ * Whether an event is a call's result: `tool.succeeded`, `tool.failed` or `tool.blocked`
+ * (a call has at most one).
+ *
+ * @category guards
+ * @since 0.3.0
+ */
+export const isResult = (event: Event): event is Of<"tool.succeeded" | "tool.failed" | "tool.blocked"> =>
+  event._tag === "tool.succeeded" || event._tag === "tool.failed" || event._tag === "tool.blocked"

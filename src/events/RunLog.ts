@@ -13,7 +13,7 @@ import { HashMap, Option } from "effect"
 import type * as Model from "../model/Model.ts"
 import * as ToolResult from "../tools/ToolResult.ts"
 import * as Counters from "./Counters.ts"
-import type * as Event from "./Event.ts"
+import * as Event from "./Event.ts"
 
 /**
  * The calls of the last model response, in the order the model sent them, and the
@@ -337,14 +337,13 @@ export const takenUp = (events: ReadonlyArray<Event.Event>, concurrency: number)
       fill(e.at)
       continue
     }
-    const callId = "callId" in e ? e.callId : undefined
+    const callId = Event.callIdOf(e)
     if (callId === undefined || !order.includes(callId)) continue
     if (!taken.has(callId)) taken.set(callId, e.at)
     // A call's result lets the next one in; an interruption is the batch's (the run is
     // stopping), and the batch takes up nothing more.
     if (e._tag === "tool.interrupted" && e.attempt === 0) ended.add(callId)
-    const result = e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked"
-    if (result && !ended.has(callId)) {
+    if (Event.isResult(e) && !ended.has(callId)) {
       ended.add(callId)
       if (running.delete(callId) && !stopping) fill(e.at)
     }

@@ -14,8 +14,8 @@
  *   is the host's to deliver: `drive(..., { cancel: true })` goes on with the run and
  *   stops it `cancelled` at once.
  *
- * The run's approvals go through the journal's table (see `JournalApprovals`): any process
- * on the same journal lists the pending calls and decides them.
+ * The run's approvals go through the journal's table (see `JournalApprovals`), so every
+ * process on the same journal lists the pending calls and can decide them.
  *
  * @since 0.5.0
  */

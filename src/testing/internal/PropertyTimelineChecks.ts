@@ -46,7 +46,7 @@ export const checkCalls = (result: RunResult.RunResult, violate: Violate): void 
       if (e.attempt < last) violate("R8 timeline", `${callId} attempt ${e.attempt} started after its attempt ${last}`)
       attempts.set(callId, e.attempt)
     }
-    if (e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked") {
+    if (Event.isResult(e)) {
       ends.set(callId, (ends.get(callId) ?? 0) + 1)
     }
   }

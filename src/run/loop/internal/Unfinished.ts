@@ -3,7 +3,7 @@
  * iteration or not, which calls of its batch are in doubt, what is left of its step.
  * Private to the loop.
  */
-import type * as Event from "../../../events/Event.ts"
+import * as Event from "../../../events/Event.ts"
 import type * as Model from "../../../model/Model.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
@@ -65,11 +65,7 @@ export const unfinished = <R>(ctx: RunContext.RunContext, config: Config<R>): Un
   const standings = prepared.map((p) => ToolExecutor.standingOf(after, p.call.id))
   if (standings.some((s) => s._tag !== "Done")) return { _tag: "InBatch", prepared, standings }
   // Every result is in: the batch's end is still to decide unless something after the last result says it was.
-  const last = after.findLastIndex(
-    (e) =>
-      (e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked") &&
-      responded.callIds.includes(e.callId)
-  )
+  const last = after.findLastIndex((e) => Event.isResult(e) && responded.callIds.includes(e.callId))
   return after.slice(last + 1).some((e) => decidedAfterBatch.has(e._tag))
     ? undefined
     : { _tag: "InBatch", prepared, standings }

@@ -29,13 +29,13 @@ interface Calls {
 }
 
 /**
- * Reads the last batch. A call is open, until one of `ends` says it ended, from its first
- * event of its own; from the run's resumption, for a call the batch had taken up before it
+ * Reads the last batch. A call is open, until its result or a record of its interruption,
+ * from its first event of its own; from the run's resumption, for a call the batch had taken up before it
  * (`RunLog.takenUp`: in call order, as many at a time as the run's concurrency); and, with
  * `everyTaken`, from when the batch took it up (a call in its permission check has no event
  * of its own yet).
  */
-const callsOf = (ctx: RunContext.RunContext, ends: (e: Event.Event) => boolean, everyTaken = false): Calls => {
+const callsOf = (ctx: RunContext.RunContext, everyTaken = false): Calls => {
   const events = lastBatch(ctx)
   const asked = events[0]
   const names = new Map(
@@ -56,7 +56,7 @@ const callsOf = (ctx: RunContext.RunContext, ends: (e: Event.Event) => boolean, 
     if (e._tag === "run.resumed") for (const callId of before) openIf(callId)
     const callId = Event.callIdOf(e)
     if (callId === undefined || !names.has(callId)) continue
-    if (ends(e)) {
+    if (Event.isResult(e) || e._tag === "tool.interrupted") {
       open.delete(callId)
       ended.add(callId)
     } else if (e._tag === "tool.started") {
@@ -68,9 +68,6 @@ const callsOf = (ctx: RunContext.RunContext, ends: (e: Event.Event) => boolean, 
   }
   return { open, attempted, before }
 }
-
-const isEnding = (e: Event.Event): boolean =>
-  e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked"
 
 /**
  * Whether a call could have acted with no record of it in the log: one that may change the
@@ -195,10 +192,9 @@ export const recordAbandoned = (
   why = "the run ended on a defect while the call was in flight",
   stillRunning = false
 ): void => {
-  // A record of an interruption with no attempt running settles its call.
   // Every call the batch took up is accounted for: one whose handler never started never ran.
   // An attempt that recorded its interruption has stopped: it is not left running.
-  const { open, attempted } = callsOf(ctx, (e) => isEnding(e) || e._tag === "tool.interrupted", true)
+  const { open, attempted } = callsOf(ctx, true)
   for (const [callId, name] of open) {
     const tool = tools.get(name)
     // A call whose handler never started did nothing, whatever of its checks still runs.
@@ -224,7 +220,7 @@ export const recordAbandoned = (
  */
 export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<string, Tool.Any<unknown>>): boolean => {
   let waited = false
-  const { open, attempted, before } = callsOf(ctx, (e) => isEnding(e) || e._tag === "tool.interrupted")
+  const { open, attempted, before } = callsOf(ctx)
   for (const [callId, name] of open) {
     const call = { id: callId, name }
     const tool = tools.get(name)
