@@ -13,7 +13,8 @@ import { HashMap, Option } from "effect"
 import type * as Model from "../model/Model.ts"
 import * as ToolResult from "../tools/ToolResult.ts"
 import * as Counters from "./Counters.ts"
-import * as Event from "./Event.ts"
+import type * as Event from "./Event.ts"
+import * as BatchSchedule from "./internal/BatchSchedule.ts"
 
 /**
  * The calls of the last model response, in the order the model sent them, and the
@@ -288,9 +289,6 @@ export const phaseOf = <P extends string>(
 ): P | "awaiting_approval" | "recovering" =>
   state.approvals.length > 0 ? "awaiting_approval" : state.retries.length > 0 ? "recovering" : base
 
-/** The phases a batch runs in: the first change into one after a response starts the batch. */
-const batchPhases: ReadonlySet<string> = new Set(["tool_executing", "awaiting_approval", "recovering"])
-
 /**
  * When each call of a batch was taken up, by the end of `events` (which begin with the
  * batch's `model.responded`): the batch takes its calls in call order, `concurrency` at a
@@ -298,58 +296,33 @@ const batchPhases: ReadonlySet<string> = new Set(["tool_executing", "awaiting_ap
  * until the run is stopping.
  * A resumed run takes up again, in order, the calls its log left unfinished. A call with an
  * event of its own was taken up by then, whatever the count says. Read with the run's
- * `concurrency` (`run.started`'s `limits`).
+ * `concurrency` ({@link concurrencyOf}).
  *
  * @category getters
  * @since 0.3.0
  */
-export const takenUp = (events: ReadonlyArray<Event.Event>, concurrency: number): ReadonlyMap<string, number> => {
-  const taken = new Map<string, number>()
-  const asked = events[0]
-  if (asked?._tag !== "model.responded") return taken
-  const order = asked.callIds
-  const ended = new Set<string>()
-  let running = new Set<string>()
-  let next = 0
-  let started = false
-  let stopping = false
-  const fill = (at: number) => {
-    while (running.size < concurrency && next < order.length) {
-      const callId = order[next++] ?? ""
-      if (ended.has(callId)) continue
-      running.add(callId)
-      if (!taken.has(callId)) taken.set(callId, at)
-    }
-  }
-  for (const e of events) {
-    if (e._tag === "run.stopping") stopping = true
-    if (e._tag === "run.resumed") {
-      // The resumed run goes on with the batch, if the process that stopped had begun it.
-      stopping = false
-      running = new Set()
-      next = 0
-      if (started || taken.size > 0) fill(e.at)
-      started = started || taken.size > 0
-      continue
-    }
-    if (e._tag === "state.changed" && !started && batchPhases.has(e.to)) {
-      started = true
-      fill(e.at)
-      continue
-    }
-    const callId = Event.callIdOf(e)
-    if (callId === undefined || !order.includes(callId)) continue
-    if (!taken.has(callId)) taken.set(callId, e.at)
-    // A call's result lets the next one in; an interruption is the batch's (the run is
-    // stopping), and the batch takes up nothing more.
-    if (e._tag === "tool.interrupted" && e.attempt === 0) ended.add(callId)
-    if (Event.isResult(e) && !ended.has(callId)) {
-      ended.add(callId)
-      if (running.delete(callId) && !stopping) fill(e.at)
-    }
-  }
-  return taken
-}
+export const takenUp: (events: ReadonlyArray<Event.Event>, concurrency: number) => ReadonlyMap<string, number> =
+  BatchSchedule.takenUp
+
+/**
+ * The calls of a batch that the process which wrote `events` may have taken up before it
+ * stopped, when `events` are only what it committed (R9): those {@link takenUp} finds, and
+ * every one it could have reached with nothing more committed. A call ends with nothing
+ * committed (a refusal, or the result of a call that cannot act twice, waits for the
+ * iteration's commit), so each call may have let the next one in, unless the log shows it
+ * still in its place: a call for which `commitsAtOnce` holds (one that may act twice commits
+ * its attempt before its handler and its ending at once), or whose approval is requested and
+ * not decided. A batch begins once its start is in the log (a run commits it before a call
+ * that may act with no record of its own), and takes up nothing once the run is stopping.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const mayHaveTakenUp: (
+  events: ReadonlyArray<Event.Event>,
+  concurrency: number,
+  commitsAtOnce: (name: string) => boolean
+) => ReadonlySet<string> = BatchSchedule.mayHaveTakenUp
 
 /**
  * The batch concurrency a run's log records (`run.started`'s `limits`), 1 when it says none.
@@ -357,8 +330,4 @@ export const takenUp = (events: ReadonlyArray<Event.Event>, concurrency: number)
  * @category getters
  * @since 0.3.0
  */
-export const concurrencyOf = (events: ReadonlyArray<Event.Event>): number => {
-  const first = events[0]
-  const n = first?._tag === "run.started" ? first.limits?.concurrency : undefined
-  return n !== undefined && n >= 1 ? n : 1
-}
+export const concurrencyOf: (events: ReadonlyArray<Event.Event>) => number = BatchSchedule.concurrencyOf

@@ -107,8 +107,8 @@ describe("Run.resume (R9)", () => {
   it.effect("R9 an idempotent call in doubt runs again", () =>
     Effect.gen(function* () {
       const payment = pay(false, true)
-      // An idempotent call has no intent record: commit 2 is its result.
-      const { resumed } = yield* crashThenResume({ crashAt: { commit: 2, when: "before" } }, [payment.tool])
+      // An idempotent call has no intent record: commit 2 is its batch's start, 3 its result.
+      const { resumed } = yield* crashThenResume({ crashAt: { commit: 3, when: "before" } }, [payment.tool])
       assert.strictEqual(resumed.status, "completed")
       assert.strictEqual(payment.calls.count, 2)
       // Idempotent: the second call found the first one's receipt under the same key.

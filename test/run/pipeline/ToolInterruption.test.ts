@@ -28,11 +28,47 @@ const save = Tool.make({
   handler: ({ text }) => Effect.succeed(text)
 })
 
+/** A read-only call: it leaves nothing behind. */
+const look = Tool.make({
+  name: "look",
+  description: "Reads a text.",
+  input: Schema.Struct({ text: Schema.String }),
+  output: Schema.String,
+  sideEffect: "read",
+  handler: ({ text }) => Effect.succeed(text)
+})
+
 const twoSaves = ScriptedModel.toolCalls(["save", { text: "a" }, "A"], ["save", { text: "b" }, "B"])
 
 /** A write that records each time it acts. */
-const putTool = (idempotent: boolean) =>
-  FaultyTools.ledgered({ name: "put", idempotent, sideEffect: "write", behaviour: () => "apply" })
+const putTool = (idempotent: boolean, name = "put") =>
+  FaultyTools.ledgered({ name, idempotent, sideEffect: "write", behaviour: () => "apply" })
+
+/**
+ * Runs until its journal dies at commit `commit` (before it is written), then resumes it
+ * past its one-second deadline: the resumed run ends before its calls go on.
+ */
+const killedThenResumedLate = (
+  runId: string,
+  options: Pick<Run.Options<Tool.Any<never>>, "tools" | "concurrency">,
+  commit: number
+) =>
+  Effect.gen(function* () {
+    const store = yield* Journal.Journal
+    const faulty = FaultyJournal.make(store, { crashAt: { commit, when: "before" } })
+    const all = { goal: "g", time: { run: 1000 }, ...options }
+    const fiber = yield* Run.run({ ...all, runId }).pipe(
+      Effect.provideService(Journal.Journal, faulty.journal),
+      Effect.forkChild
+    )
+    yield* TestClock.adjust("10 millis")
+    assert.isTrue(faulty.crashed(), `killed at commit ${commit}`)
+    yield* Fiber.interrupt(fiber)
+    yield* TestClock.adjust("5 seconds")
+    const resumed = yield* Run.resume(runId, all, "restart")
+    assert.strictEqual(resumed.stopReason, "run_timeout")
+    return resumed
+  })
 
 /** An external action that needs a person's approval. */
 const deployTool = () =>
@@ -98,6 +134,86 @@ describe("the calls a run leaves behind", () => {
         Effect.provide(Journal.layerMemory),
         Effect.provide(Approval.layerMemory)
       )
+    }
+  )
+
+  it.effect(
+    "R9 an idempotent write runs only once its batch's start is committed: killed at that commit it never ran; killed after it ran, it is unknown when the resumed run ends first",
+    () => {
+      const model = ScriptedModel.layerFunction((request) =>
+        request.iteration === 1 ? ScriptedModel.toolCalls(["put", { k: 1 }, "P"]) : ScriptedModel.finalAnswer("done")
+      )
+      return Effect.gen(function* () {
+        // Commit 1 holds the response, commit 2 the batch's start; commit 3 ends the iteration.
+        for (const [commit, ran] of [
+          [2, 0],
+          [3, 1]
+        ] as const) {
+          const put = putTool(true)
+          const resumed = yield* killedThenResumedLate(`r-${commit}`, { tools: [put.tool] }, commit)
+          assert.strictEqual(put.ledger.entries.length, ran, `killed at commit ${commit}`)
+          assert.deepStrictEqual(interruptedOf(resumed.timeline), ran === 1 ? ["P outcome_unknown"] : [])
+          assert.deepStrictEqual(
+            resumed.pendingActions.map((p) => p.callId),
+            ran === 1 ? ["P"] : []
+          )
+        }
+      }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory))
+    }
+  )
+
+  it.effect(
+    "R9 idempotent writes that ran after the last commit, one after another, are all unknown when the resumed run ends first; a write that commits was seen to end",
+    () => {
+      const put = putTool(true)
+      const pay = putTool(false, "pay")
+      const model = ScriptedModel.layerFunction((request) =>
+        request.iteration === 1
+          ? ScriptedModel.toolCalls(
+              ["pay", { k: 0 }, "A"],
+              ["put", { k: 1 }, "P1"],
+              ["look", { text: "r" }, "R"],
+              ["put", { k: 2 }, "P2"]
+            )
+          : ScriptedModel.finalAnswer("done")
+      )
+      return Effect.gen(function* () {
+        // Commits: the response, the batch's start, pay's intent, pay's result; killed at the iteration's end.
+        const resumed = yield* killedThenResumedLate("r2", { tools: [pay.tool, put.tool, look], concurrency: 1 }, 5)
+        assert.deepStrictEqual([pay.ledger.entries.length, put.ledger.entries.length], [1, 2])
+        assert.deepStrictEqual(interruptedOf(resumed.timeline), [
+          "P1 outcome_unknown",
+          "R cancelled",
+          "P2 outcome_unknown"
+        ])
+        assert.deepStrictEqual(
+          resumed.pendingActions.map((p) => p.callId),
+          ["P1", "P2"]
+        )
+      }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory))
+    }
+  )
+
+  it.effect(
+    "R9 a write that commits its attempt holds its place: the idempotent write queued behind it never ran, and is not called unknown",
+    () => {
+      const put = putTool(true)
+      const pay = putTool(false, "pay")
+      const model = ScriptedModel.layerFunction((request) =>
+        request.iteration === 1
+          ? ScriptedModel.toolCalls(["pay", { k: 0 }, "A"], ["put", { k: 1 }, "P"])
+          : ScriptedModel.finalAnswer("done")
+      )
+      return Effect.gen(function* () {
+        // Commits: the response, the batch's start, pay's intent; killed committing pay's result.
+        const resumed = yield* killedThenResumedLate("r3", { tools: [pay.tool, put.tool], concurrency: 1 }, 4)
+        assert.deepStrictEqual([pay.ledger.entries.length, put.ledger.entries.length], [1, 0])
+        assert.notInclude(interruptedOf(resumed.timeline), "P outcome_unknown")
+        assert.deepStrictEqual(
+          resumed.pendingActions.map((p) => p.callId),
+          ["A"]
+        )
+      }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory))
     }
   )
 

@@ -25,17 +25,22 @@ interface Calls {
   /** The calls an attempt of whose handler started. */
   readonly attempted: Set<string>
   /** The calls taken up before the run was last resumed: the process that stopped may have run them, their events lost. */
-  readonly before: Set<string>
+  readonly before: ReadonlySet<string>
 }
 
 /**
  * Reads the last batch. A call is open, until its result or a record of its interruption,
- * from its first event of its own; from the run's resumption, for a call the batch had taken up before it
- * (`RunLog.takenUp`: in call order, as many at a time as the run's concurrency); and, with
- * `everyTaken`, from when the batch took it up (a call in its permission check has no event
- * of its own yet).
+ * from its first event of its own; from the run's resumption, for a call the process that
+ * stopped may have taken up (`RunLog.mayHaveTakenUp`: in call order, as many at a time as
+ * the run's concurrency, each call that could end with nothing committed letting the next
+ * one in); and, with `everyTaken`, from when the batch took it up (a call in its permission
+ * check has no event of its own yet).
  */
-const callsOf = (ctx: RunContext.RunContext, everyTaken = false): Calls => {
+const callsOf = (
+  ctx: RunContext.RunContext,
+  tools: ReadonlyMap<string, Tool.Any<unknown>>,
+  everyTaken = false
+): Calls => {
   const events = lastBatch(ctx)
   const asked = events[0]
   const names = new Map(
@@ -43,7 +48,10 @@ const callsOf = (ctx: RunContext.RunContext, everyTaken = false): Calls => {
   )
   const concurrency = RunLog.concurrencyOf(ctx.events)
   const resumedAt = events.findLastIndex((e) => e._tag === "run.resumed")
-  const before = new Set(resumedAt < 0 ? [] : RunLog.takenUp(events.slice(0, resumedAt), concurrency).keys())
+  const before =
+    resumedAt < 0
+      ? new Set<string>()
+      : RunLog.mayHaveTakenUp(events.slice(0, resumedAt), concurrency, commitsAtOnce(tools))
   const open = new Map<string, string>()
   const attempted = new Set<string>()
   const ended = new Set<string>()
@@ -76,6 +84,17 @@ const callsOf = (ctx: RunContext.RunContext, everyTaken = false): Calls => {
  */
 const mayHaveActedUnrecorded = (tool: Tool.Any<unknown> | undefined): boolean =>
   tool === undefined || (mayHaveEffects(tool) && tool.metadata.idempotent)
+
+/** Whether a call of the named tool commits its attempt before its handler and its ending at once (R9.2): it may act twice. */
+const commitsAtOnce =
+  (tools: ReadonlyMap<string, Tool.Any<unknown>>) =>
+  (name: string): boolean => {
+    const tool = tools.get(name)
+    return tool !== undefined && mayHaveEffects(tool) && !tool.metadata.idempotent
+  }
+
+/** What a call the process that stopped may have run with no record comes to. */
+const ranBeforeDetail = "the process that stopped may have run it: its action may or may not have taken effect"
 
 /** Appends the `tool.interrupted` record of `call`: what became of `attempt` (0: none was running). */
 const record = (
@@ -194,12 +213,15 @@ export const recordAbandoned = (
 ): void => {
   // Every call the batch took up is accounted for: one whose handler never started never ran.
   // An attempt that recorded its interruption has stopped: it is not left running.
-  const { open, attempted } = callsOf(ctx, true)
+  const { open, attempted, before } = callsOf(ctx, tools, true)
   for (const [callId, name] of open) {
     const tool = tools.get(name)
-    // A call whose handler never started did nothing, whatever of its checks still runs.
+    // A call whose handler never started did nothing, whatever of its checks still runs,
+    // unless the process that stopped may have run it with no record (R9).
     if (!attempted.has(callId)) {
-      record(ctx, { id: callId, name }, 0, "cancelled", `${why}; its handler had not started: it never ran`)
+      if (before.has(callId) && mayHaveActedUnrecorded(tool))
+        record(ctx, { id: callId, name }, 0, "outcome_unknown", `${why}; ${ranBeforeDetail}`)
+      else record(ctx, { id: callId, name }, 0, "cancelled", `${why}; its handler had not started: it never ran`)
       continue
     }
     const effects = stillRunning || (tool !== undefined && mayHaveEffects(tool))
@@ -220,7 +242,7 @@ export const recordAbandoned = (
  */
 export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<string, Tool.Any<unknown>>): boolean => {
   let waited = false
-  const { open, attempted, before } = callsOf(ctx)
+  const { open, attempted, before } = callsOf(ctx, tools)
   for (const [callId, name] of open) {
     const call = { id: callId, name }
     const tool = tools.get(name)
@@ -249,13 +271,7 @@ export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<str
       else record(ctx, call, 0, "cancelled", "the run ended while the call waited to retry; no attempt was running")
     } else if (attempted.has(callId)) {
     } else if (before.has(callId) && mayHaveActedUnrecorded(tool)) {
-      record(
-        ctx,
-        call,
-        0,
-        "outcome_unknown",
-        "the process that stopped may have run it, and the run ended before it went on; its action may or may not have taken effect"
-      )
+      record(ctx, call, 0, "outcome_unknown", `the run ended before it went on; ${ranBeforeDetail}`)
     } else if (before.has(callId)) {
       recordNeverRan(
         ctx,
