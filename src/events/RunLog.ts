@@ -54,11 +54,12 @@ export interface Conversation {
 const append = (c: Conversation, messages: ReadonlyArray<Model.Message>): Conversation => {
   // An empty conversation may be the shared `empty` state's: it is never extended in place.
   const buffer = c.length > 0 && c.length === c.buffer.length ? c.buffer : c.buffer.slice(0, c.length)
-  buffer.push(...messages)
+  // The model is handed these: a model that edits its request cannot edit the run's conversation.
+  for (const m of messages) buffer.push(Object.freeze(m))
   return { buffer, length: buffer.length }
 }
 
-const fresh = (messages: Array<Model.Message>): Conversation => ({ buffer: messages, length: messages.length })
+const fresh = (messages: Array<Model.Message>): Conversation => append({ buffer: [], length: 0 }, messages)
 
 /**
  * The conversation of a state, as the model is sent it: a copy the run never changes.

@@ -165,9 +165,9 @@ export const Failure = Schema.Union([Retryable, Permanent, UnknownOutcome])
 export const isFailure = (u: unknown): u is Failure => {
   // A thrown value may be hostile (a Proxy whose traps throw): asking it anything may throw.
   try {
-    if (u instanceof Retryable || u instanceof Permanent || u instanceof UnknownOutcome) return true
-    // Not one of ours (another copy of this library, or a look-alike): only with every field as
-    // ours has it. The classification that matches the tag is asked first: most values have none.
+    // Only with every field as its schema has it: one of ours built with its checks disabled, or
+    // changed since, is not trusted; nor is a look-alike (another copy of this library) that is not
+    // shaped so. The classification that matches the tag is asked first: most values have none.
     return (
       Predicate.hasProperty(u, "classification") &&
       Predicate.hasProperty(u, "_tag") &&

@@ -77,7 +77,7 @@ export interface Options<T extends Tool.Any = Tool.Any, RV = never, O = never> {
 export interface Limits extends Termination.Limits {
   /** Arguments longer than this (JSON text, in characters) get `invalid_arguments`. Default 8 MiB. */
   readonly maxArgumentChars?: number | undefined
-  /** Arguments nested deeper than this get `invalid_arguments` (R12). Default 64. */
+  /** Arguments nested deeper than this get `invalid_arguments` (R12). Default 64, at most 512. */
   readonly maxArgumentDepth?: number | undefined
   /** Observations longer than this are cut, saying how much was cut. Default 32 KiB. */
   readonly maxObservationChars?: number | undefined

@@ -12,8 +12,8 @@
 import { Hash, Predicate } from "effect"
 import * as ToolArguments from "./ToolArguments.ts"
 
-/** Deeper than any arguments the tool pipeline lets through (`ToolArguments.Limits.maxArgumentDepth`). */
-const maxDepth = 512
+/** As deep as any arguments the tool pipeline lets through (`ToolArguments.Limits.maxArgumentDepth`). */
+const maxDepth = ToolArguments.deepestArguments
 
 const canonicalValue = (value: unknown, depth: number): unknown => {
   if (depth > maxDepth) throw new RangeError(`Signature.canonicalJson: nested more than ${maxDepth} levels deep`)

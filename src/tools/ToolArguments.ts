@@ -33,6 +33,15 @@ export interface Limits {
 }
 
 /**
+ * The deepest `maxArgumentDepth` a run may set: the runtime's own walks of arguments (a
+ * call's signature) go no deeper.
+ *
+ * @category constants
+ * @since 0.3.0
+ */
+export const deepestArguments = 512
+
+/**
  * @category constructors
  * @since 0.1.0
  */

@@ -123,6 +123,12 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     "Expected a value greater than or equal to 1, got 0"
   ],
   [
+    "a depth past what the runtime walks (R12)",
+    { goal: "x", tools: [], limits: { maxArgumentDepth: 1000 } },
+    ["limits", "maxArgumentDepth"],
+    "Expected a value less than or equal to 512, got 1000"
+  ],
+  [
     "a cost",
     { goal: "x", tools: [], limits: { maxCostUsd: -1 } },
     ["limits", "maxCostUsd"],

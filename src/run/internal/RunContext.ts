@@ -138,7 +138,8 @@ export type Build = (stamp: Stamp) => Event.Event
  * what a suspended run unwinds.
  */
 export const emit = (ctx: RunContext, build: Build): Event.Event => {
-  const event = build({ runId: ctx.runId, seq: ctx.events.length, at: now(ctx) })
+  // A fact: no hook, criterion or listener handed the event can change it (R9.1, R12).
+  const event = Object.freeze(build({ runId: ctx.runId, seq: ctx.events.length, at: now(ctx) }))
   if (ctx.log.finished || ctx.suspended !== undefined) return event
   ctx.events.push(event)
   ctx.log = RunLog.step(ctx.log, event)

@@ -21,6 +21,7 @@ import type * as Model from "../../model/Model.ts"
 import type { Backoff } from "../../recovery/Recovery.ts"
 import * as Termination from "../../termination/Termination.ts"
 import * as Tool from "../../tools/Tool.ts"
+import * as ToolArguments from "../../tools/ToolArguments.ts"
 import type * as ToolCodec from "../../tools/ToolCodec.ts"
 import type * as Validation from "../../validation/Validation.ts"
 import { RunId } from "../RunOptions.ts"
@@ -335,7 +336,7 @@ const Limits = Schema.Struct({
   maxTokens: Schema.optional(Count(0)),
   maxCostUsd: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
   maxArgumentChars: Schema.optional(Count(1)),
-  maxArgumentDepth: Schema.optional(Count(1)),
+  maxArgumentDepth: Schema.optional(Count(1).check(Schema.isLessThanOrEqualTo(ToolArguments.deepestArguments))),
   maxObservationChars: Schema.optional(Count(1))
 })
 

@@ -63,12 +63,15 @@ const record = <R>(ctx: RunContext.RunContext, config: Config<R>, iteration: num
     _tag: "model.responded",
     iteration,
     text: response.text,
-    toolCalls: response.toolCalls.map((call, i) => {
-      const args = prepared[i]?.recorded
-      return args === call.arguments ? call : { ...call, arguments: args }
-    }),
-    callIds: prepared.map((p) => p.call.id),
-    signatures: prepared.map((p) => p.signature),
+    // Frozen (the response is the run's own copy): the model is handed them back in its conversation (R12).
+    toolCalls: Object.freeze(
+      response.toolCalls.map((call, i) => {
+        const args = prepared[i]?.recorded
+        return Object.freeze(args === call.arguments ? call : { ...call, arguments: args })
+      })
+    ),
+    callIds: Object.freeze(prepared.map((p) => p.call.id)),
+    signatures: Object.freeze(prepared.map((p) => p.signature)),
     usage: response.usage,
     runId,
     seq,

@@ -3,10 +3,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Redacted, Ref, Schema, SchemaGetter } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../../src/events/Event.ts"
+import * as Failure from "../../../src/failure/Failure.ts"
 import * as Model from "../../../src/model/Model.ts"
 import * as ToolExecutor from "../../../src/run/pipeline/ToolExecutor.ts"
 import * as Run from "../../../src/run/Run.ts"
 import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../../src/testing/TestClockDriver.ts"
 import * as Permission from "../../../src/tools/Permission.ts"
 import * as Tool from "../../../src/tools/Tool.ts"
 import { echo, makeStore } from "../../support/tools.ts"
@@ -311,6 +313,73 @@ describe("ToolExecutor", () => {
       assert.notInclude(JSON.stringify(responded.map((e) => e._tag === "model.responded" && e.signatures)), "SECRET")
       assert.strictEqual(firstFailure(result.timeline).code, "input_validation_failed")
     })
+  )
+
+  it.effect(
+    "R3.1 R12 a secret quoted by a postcondition's failure, a status query's answer or a handler's settlement is masked",
+    () =>
+      Effect.gen(function* () {
+        const key = (input: { readonly key: Redacted.Redacted<string> }) => Redacted.value(input.key)
+        const paying = (over: Partial<Tool.Options<{ readonly key: Redacted.Redacted<string> }, string, never>>) =>
+          Tool.make({
+            name: "pay",
+            description: "Pays with a key.",
+            input: Schema.Struct({ key: Schema.RedactedFromValue(Schema.String) }),
+            output: Schema.String,
+            sideEffect: "external",
+            idempotent: false,
+            handler: () => Effect.succeed("ok"),
+            ...over
+          })
+        const tools = {
+          postcondition: paying({
+            postcondition: (input) =>
+              Effect.fail(
+                new Failure.Permanent({
+                  source: "tool",
+                  category: "io",
+                  code: "x",
+                  attempts: 1,
+                  hint: `balance check with ${key(input)} failed`
+                })
+              )
+          }),
+          reconcile: paying({
+            handler: () =>
+              Effect.fail(
+                new Failure.UnknownOutcome({
+                  source: "tool",
+                  category: "connection",
+                  code: "lost",
+                  attempts: 1,
+                  hint: "lost"
+                })
+              ),
+            reconcile: (input) =>
+              Effect.succeed({ _tag: "Undecidable", detail: `no record under ${key(input)}` } as const)
+          }),
+          settle: paying({
+            handler: (input, context) =>
+              Effect.suspend(() => {
+                context.settle("cancelled", `gave up with ${key(input)}`)
+                return Effect.never
+              }),
+            timeout: "1 second"
+          })
+        }
+        for (const [name, tool] of Object.entries(tools)) {
+          const result = yield* Run.run({ goal: "x", tools: [tool], time: { run: "5 seconds" } }).pipe(
+            Effect.provide(
+              withScript([ScriptedModel.toolCall("pay", { key: "sk-live-SECRET-9" }), ScriptedModel.finalAnswer("ok")])
+            ),
+            TestClockDriver.drive
+          )
+          const derived = result.timeline.filter((e) => e._tag !== "model.responded")
+          assert.notInclude(JSON.stringify(derived), "sk-live", name)
+          assert.notInclude(JSON.stringify({ ...result, timeline: derived }), "sk-live", name)
+          assert.include(JSON.stringify(derived), "<redacted>", name)
+        }
+      })
   )
 
   it.effect("R6.4 a success its postcondition contradicts stops the run with inconsistent_result", () =>

@@ -101,7 +101,12 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
       : undefined
   const report = yield* Spans.validation(
     Effect.map(
-      Validation.validate(spec, { timeline: ctx.events, finalAnswer: outcome.finalAnswer, counters: ctx.log.counters }),
+      // Criteria and stop hooks are user code: they read a frozen copy of the log (its events are frozen).
+      Validation.validate(spec, {
+        timeline: Object.freeze(ctx.events.slice()),
+        finalAnswer: outcome.finalAnswer,
+        counters: Object.freeze({ ...ctx.log.counters })
+      }),
       (validated) => (output === undefined ? validated : withOutput(validated, output))
     )
   )

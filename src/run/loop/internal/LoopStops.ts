@@ -43,7 +43,8 @@ export const checkpoint = <R>(
   if (RunContext.deadlinePassed(ctx)) return late()
   const verdict = Termination.evaluate(config.policies, {
     phase,
-    counters: ctx.log.counters,
+    // Policies are user code: they are handed a frozen copy, which none can change for the others or the run (R12).
+    counters: Object.freeze({ ...ctx.log.counters }),
     now: RunContext.now(ctx),
     deadlineAt: ctx.deadlineAt
   })

@@ -20,6 +20,9 @@ const isCost = (value: unknown): value is number =>
 
 const finishReasons: ReadonlySet<unknown> = new Set<unknown>(Model.FinishReason.literals)
 
+/** A count or a price, with -0 as 0. */
+const unsigned = (n: number): number => (n === 0 ? 0 : n)
+
 /** The usage, rebuilt from exactly its schema's fields, or `undefined` if one is off. */
 const plainUsage = (usage: unknown): Model.Usage | undefined => {
   if (typeof usage !== "object" || usage === null) return undefined
@@ -29,13 +32,16 @@ const plainUsage = (usage: unknown): Model.Usage | undefined => {
   >
   if (!isCount(inputTokens) || !isCount(outputTokens)) return undefined
   const optional = { cachedInputTokens, reasoningTokens, costUsd }
-  const out: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = { inputTokens, outputTokens }
+  // -0 is 0 once the log is JSON: the live log says so too.
+  const out: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = {
+    inputTokens: unsigned(inputTokens),
+    outputTokens: unsigned(outputTokens)
+  }
   for (const key of ["cachedInputTokens", "reasoningTokens", "costUsd"] as const) {
     const value = optional[key]
     if (value === undefined) continue
-    const checked = (key === "costUsd" ? isCost(value) : isCount(value)) ? Number(value) : undefined
-    if (checked === undefined) return undefined
-    out[key] = checked
+    if (typeof value !== "number" || !(key === "costUsd" ? isCost(value) : isCount(value))) return undefined
+    out[key] = unsigned(value)
   }
   return out
 }
@@ -114,7 +120,7 @@ export const valid = (response: unknown): Exit.Exit<Model.Response, Failure.Fail
         })
       )
     }
-    plain = checked.success
+    plain = { ...checked.success, usage: plainUsage(checked.success.usage) ?? checked.success.usage }
   }
   return plain.finishReason === "content_filter" ? Exit.fail(contentFiltered()) : Exit.succeed(plain)
 }

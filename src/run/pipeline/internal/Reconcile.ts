@@ -12,6 +12,7 @@
 import { Cause, Effect, Exit, Result, Schema } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
+import * as Redaction from "../../../tools/Redaction.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import { type Call, describeTimeout, waitOf } from "./ToolCall.ts"
@@ -72,7 +73,8 @@ export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Fa
       name: tool.name,
       idempotencyKey: context.idempotencyKey,
       verdict,
-      detail,
+      // What the status query said may quote the call's arguments: its secrets are masked (R12).
+      detail: Redaction.maskText(detail, c.secrets),
       runId,
       seq,
       at
@@ -81,7 +83,10 @@ export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Fa
     record("undecidable", detail)
     return {
       _tag: "Failed",
-      failure: new Failure.UnknownOutcome({ ...Failure.summarize(failure), hint: `${failure.hint}; ${detail}` })
+      failure: new Failure.UnknownOutcome({
+        ...Failure.summarize(failure),
+        hint: Redaction.maskText(`${failure.hint}; ${detail}`, c.secrets)
+      })
     }
   }
   if (Exit.isFailure(asked)) {

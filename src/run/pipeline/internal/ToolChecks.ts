@@ -59,7 +59,11 @@ const isSettlement = Schema.is(Tool.Settlement)
  * What a handler said became of its action, as the run records it (R12): a settlement
  * outside `Tool.Settlement` is recorded as `outcome_unknown`, the cautious word, saying so.
  */
-const settledBy = (settlement: unknown, detail: unknown): NonNullable<Call<unknown>["settled"]> => {
+const settledBy = (
+  settlement: unknown,
+  detail: unknown,
+  secrets: ReadonlyArray<string>
+): NonNullable<Call<unknown>["settled"]> => {
   if (!isSettlement(settlement)) {
     return {
       settlement: "outcome_unknown",
@@ -68,7 +72,9 @@ const settledBy = (settlement: unknown, detail: unknown): NonNullable<Call<unkno
   }
   return {
     settlement,
-    detail: typeof detail === "string" ? detail.slice(0, 1000) : "the handler gave no detail"
+    // The call's secrets are masked before the cut, so that no part of one is left (R12).
+    detail:
+      typeof detail === "string" ? Redaction.maskText(detail, secrets).slice(0, 1000) : "the handler gave no detail"
   }
 }
 
@@ -186,7 +192,7 @@ export const decode = <R>(
       callId: call.id,
       idempotencyKey: `${ctx.runId}:${call.id}`,
       settle: (settlement, detail) => {
-        c.settled = settledBy(settlement, detail)
+        c.settled = settledBy(settlement, detail, prepared.secrets)
       }
     },
     attempt: 0,

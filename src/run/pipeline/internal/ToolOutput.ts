@@ -49,6 +49,10 @@ const invalidOutput = (c: Call<unknown>, what: string): ToolResult.ToolResult =>
   )
 }
 
+/** A JSON reviver that freezes each object and array it builds. */
+const frozen = (_key: string, value: unknown): unknown =>
+  typeof value === "object" && value !== null ? Object.freeze(value) : value
+
 /**
  * The output schema and the JSON check of what a handler returned: its encoded form, or
  * the call's failed result.
@@ -75,7 +79,9 @@ export const checkOutput = (
     strict: true
   })
   if (notJson !== undefined) return { _tag: "Ended", result: invalidOutput(c, `is not plain JSON (${notJson})`) }
-  return { _tag: "Encoded", encoded: encoded.value }
+  // The log keeps its own copy, as JSON reads it back (a journal, a resumed run): a handler
+  // that changes the object it returned later changes nothing recorded (R9.1).
+  return { _tag: "Encoded", encoded: JSON.parse(JSON.stringify(encoded.value), frozen) }
 }
 
 /**
@@ -140,9 +146,10 @@ export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output:
     call,
     {
       code: "inconsistent_result",
-      message: `the tool reported success but its postcondition does not hold (${why})`,
+      // The check's failure may quote the call's arguments: its secrets are masked (R12).
+      message: Redaction.maskText(`the tool reported success but its postcondition does not hold (${why})`, c.secrets),
       correctable: false,
-      ...(failure === undefined ? {} : { failure: Failure.summarize(failure) })
+      ...(failure === undefined ? {} : { failure: Redaction.maskSummary(Failure.summarize(failure), c.secrets) })
     },
     tool.metadata.maxRetries,
     "inconsistent",

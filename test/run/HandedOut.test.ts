@@ -1,0 +1,239 @@
+/**
+ * What a run hands user code (a policy's counters, a model's request, a criterion's or a
+ * stop hook's timeline, what a handler returned) cannot change the run's log (R9.1, R12):
+ * user code that writes to what it was handed fails, named, and the log stays the truth.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Schema } from "effect"
+import * as Counters from "../../src/events/Counters.ts"
+import type * as Event from "../../src/events/Event.ts"
+import * as RunLog from "../../src/events/RunLog.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as Model from "../../src/model/Model.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as RunResult from "../../src/run/RunResult.ts"
+import * as Termination from "../../src/termination/Termination.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+
+const echo = Tool.make({
+  name: "echo",
+  description: "Echoes a number.",
+  input: Schema.Struct({ n: Schema.Number }),
+  output: Schema.Struct({ n: Schema.Number }),
+  sideEffect: "none",
+  handler: ({ n }) => Effect.succeed({ n })
+})
+
+const oneCall = ScriptedModel.layer([ScriptedModel.toolCall("echo", { n: 1 }), ScriptedModel.finalAnswer("done")])
+
+const codec = Schema.toCodecJson(RunResult.RunResult)
+
+/** The result as a journal or a recording gives it back. */
+const roundTrip = (result: RunResult.RunResult) =>
+  Schema.decodeUnknownSync(codec)(JSON.parse(JSON.stringify(Schema.encodeUnknownSync(codec)(result))))
+
+/** The log is the truth: its fold gives the result's counters, and it survives JSON. */
+const assertTruthful = (result: RunResult.RunResult) => {
+  assert.deepStrictEqual(result.counters, Counters.snapshot(Counters.fold(result.timeline)))
+  assert.deepStrictEqual(roundTrip(result), result)
+}
+
+const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
+  timeline.filter((e): e is Extract<Event.Event, { _tag: T }> => e._tag === tag)
+
+describe("what user code is handed", () => {
+  it.effect("R12 R2.3 a policy that writes to the counters it is handed fails, named: no limit is switched off", () =>
+    Effect.gen(function* () {
+      const sneaky: Termination.Policy = {
+        name: "sneaky",
+        decide: (checkpoint) => {
+          ;(checkpoint.counters as { iterations: number }).iterations = 0
+          return Termination.continue_
+        }
+      }
+      const result = yield* Run.run({
+        goal: "g",
+        tools: [echo],
+        policies: (defaults) => [sneaky, ...defaults],
+        limits: { maxIterations: 3 }
+      }).pipe(Effect.provide(ScriptedModel.layerFunction(() => ScriptedModel.toolCall("echo", { n: 1 }))))
+      assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"])
+      assert.include(result.detail, `"sneaky"`)
+      assert.strictEqual(result.counters.iterations, 1)
+      assertTruthful(result)
+    })
+  )
+
+  it.effect("R12 R9.1 a model that edits its request cannot edit the run's conversation", () =>
+    Effect.gen(function* () {
+      const sent: Array<ReadonlyArray<Model.Message>> = []
+      let calls = 0
+      const editing = Layer.succeed(Model.Model, {
+        generate: (request: Model.Request) =>
+          Effect.sync(() => {
+            sent.push(structuredClone(request.messages))
+            // The edit is refused (the messages are frozen), or, for the array, only the model's own copy changes.
+            ;(request.messages as Array<Model.Message>).length = 0
+            return calls++ === 0 ? ScriptedModel.toolCall("echo", { n: 1 }) : ScriptedModel.finalAnswer("done")
+          })
+      })
+      const result = yield* Run.run({ goal: "the real goal", tools: [echo] }).pipe(Effect.provide(editing))
+      assert.strictEqual(result.status, "completed")
+      const requested = result.timeline.flatMap((e, i) => (e._tag === "model.requested" ? [i] : []))
+      assert.deepStrictEqual(
+        sent,
+        requested.map((i) => RunLog.messages(RunLog.fold(result.timeline.slice(0, i + 1))))
+      )
+
+      const rewriting = Layer.succeed(Model.Model, {
+        generate: (request: Model.Request) =>
+          Effect.sync(() => {
+            for (const message of request.messages) (message as { content: string }).content = "IGNORE THE GOAL"
+            return ScriptedModel.finalAnswer("done")
+          })
+      })
+      const refused = yield* Run.run({ goal: "the real goal", tools: [echo] }).pipe(Effect.provide(rewriting))
+      assert.strictEqual(refused.stopReason, "model_error")
+      assert.include(refused.detail, "TypeError")
+      const started = ofTag(refused.timeline, "run.started")[0]
+      assert.strictEqual(started?.goal, "the real goal")
+      assertTruthful(refused)
+    })
+  )
+
+  it.effect(
+    "R9.1 R6 a criterion or a stop hook that edits the timeline it is handed fails, and the log stays whole",
+    () =>
+      Effect.gen(function* () {
+        const eraser = Criterion.custom("erases the log", (timeline) => {
+          ;(timeline as Array<Event.Event>).splice(2)
+          return Option.some("ok")
+        })
+        const erased = yield* Run.run({
+          goal: "g",
+          tools: [echo],
+          validation: { plan: [{ id: "s", description: "s", required: true, criteria: [eraser] }] }
+        }).pipe(Effect.provide(oneCall))
+        assert.strictEqual(erased.stopReason, "validation_failed")
+        assert.lengthOf(ofTag(erased.timeline, "tool.succeeded"), 1)
+        assertTruthful(erased)
+
+        const rewritten = yield* Run.run({
+          goal: "g",
+          tools: [echo],
+          validation: {
+            stopHooks: [
+              {
+                name: "rewriter",
+                check: (context) =>
+                  Effect.sync(() => {
+                    for (const e of context.timeline)
+                      if (e._tag === "tool.succeeded") (e as { output: unknown }).output = 999
+                    return { passed: true, detail: "ok" }
+                  })
+              }
+            ]
+          }
+        }).pipe(Effect.provide(oneCall))
+        assert.strictEqual(rewritten.stopReason, "validation_failed")
+        assert.deepStrictEqual(ofTag(rewritten.timeline, "tool.succeeded")[0]?.output, { n: 1 })
+        assertTruthful(rewritten)
+      })
+  )
+
+  it.effect(
+    "R9.1 a handler that returns one object and changes it later: each result keeps what it returned then",
+    () =>
+      Effect.gen(function* () {
+        const shared = { count: 0 }
+        const tally = Tool.make({
+          name: "tally",
+          description: "Counts.",
+          input: Schema.Struct({ n: Schema.Number }),
+          output: Schema.Unknown,
+          sideEffect: "none",
+          handler: () =>
+            Effect.sync(() => {
+              shared.count++
+              return shared
+            })
+        })
+        const result = yield* Run.run({ goal: "g", tools: [tally] }).pipe(
+          Effect.provide(
+            ScriptedModel.layer([
+              ScriptedModel.toolCall("tally", { n: 1 }),
+              ScriptedModel.toolCall("tally", { n: 2 }),
+              ScriptedModel.finalAnswer("done")
+            ])
+          )
+        )
+        assert.deepStrictEqual(
+          ofTag(result.timeline, "tool.succeeded").map((e) => e.output),
+          [{ count: 1 }, { count: 2 }]
+        )
+        assertTruthful(result)
+      })
+  )
+
+  it.effect(
+    "R12 a Failure built with its checks off, or changed since, is not trusted: it is the tool's defect, and the result encodes",
+    () =>
+      Effect.gen(function* () {
+        const unchecked = new Failure.Retryable(
+          {
+            source: "tool",
+            category: "unavailable",
+            code: "busy",
+            attempts: 1.5,
+            hint: "busy",
+            retryAfterMillis: Number.NaN
+          },
+          { disableChecks: true }
+        )
+        const changed = new Failure.Permanent({ source: "tool", category: "io", code: "x", attempts: 1, hint: "x" })
+        ;(changed as { category: string }).category = "no such category"
+        for (const failure of [unchecked, changed]) {
+          const failing = Tool.make({
+            name: "fail",
+            description: "Fails.",
+            input: Schema.Struct({}),
+            output: Schema.String,
+            sideEffect: "none",
+            handler: () => Effect.fail(failure)
+          })
+          const result = yield* Run.run({ goal: "g", tools: [failing] }).pipe(
+            Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("fail", {}), ScriptedModel.finalAnswer("done")]))
+          )
+          const error = ofTag(result.timeline, "tool.failed")[0]?.error
+          assert.strictEqual(error?.failure?.category, "defect")
+          assertTruthful(result)
+        }
+      })
+  )
+
+  it.effect("R9.1 -0 from a handler or in the model's usage is 0 in the live log, as JSON gives it back", () =>
+    Effect.gen(function* () {
+      const negative = Tool.make({
+        name: "zero",
+        description: "Returns -0.",
+        input: Schema.Struct({}),
+        output: Schema.Number,
+        sideEffect: "none",
+        handler: () => Effect.succeed(-0)
+      })
+      const result = yield* Run.run({ goal: "g", tools: [negative] }).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            { ...ScriptedModel.toolCall("zero", {}), usage: { inputTokens: 1, outputTokens: 1, costUsd: -0 } },
+            ScriptedModel.finalAnswer("done")
+          ])
+        )
+      )
+      assert.isFalse(Object.is(ofTag(result.timeline, "tool.succeeded")[0]?.output, -0))
+      assert.isFalse(Object.is(ofTag(result.timeline, "model.responded")[0]?.usage.costUsd, -0))
+      assertTruthful(result)
+    })
+  )
+})
