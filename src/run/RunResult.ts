@@ -137,7 +137,8 @@ export type Typed<O> = [O] extends [never] ? RunResult : Omit<RunResult, "output
  * @category guards
  * @since 0.2.0
  */
-export const isCompleted = (result: RunResult): boolean => result.status === "completed"
+export const isCompleted = <A extends RunResult>(result: A): result is A & { readonly status: "completed" } =>
+  result.status === "completed"
 
 /**
  * Why the run stopped, from its timeline alone (`Explain.explain(result.timeline)`);

@@ -343,6 +343,26 @@ describe("R12 run options are checked by one Schema", () => {
       })
   )
 
+  it.effect("R12 options that cannot be read name the field that throws", () =>
+    Effect.gen(function* () {
+      const throwing = (path: ReadonlyArray<string>) => {
+        const boom = {
+          get() {
+            throw new Error("boom")
+          }
+        }
+        const limits = path[0] === "limits" ? Object.defineProperty({}, path[1] ?? "", boom) : {}
+        const options = { goal: "x", tools: [], limits }
+        return path[0] === "limits" ? options : Object.defineProperty(options, path[0] ?? "", boom)
+      }
+      for (const path of [["goal"], ["limits", "maxIterations"]]) {
+        const error = yield* Effect.flip(Run.validateOptions(throwing(path) as unknown as Run.Options))
+        assert.deepStrictEqual(error.path, path)
+        assert.strictEqual(error.reason, "cannot be read (Error)")
+      }
+    })
+  )
+
   it.effect("R12 each option is read once: a getter that changes after the check cannot reach the run", () =>
     Effect.gen(function* () {
       const model = recordingModel()

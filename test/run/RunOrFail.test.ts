@@ -17,6 +17,9 @@ describe("Run.runOrFail", () => {
       const result = yield* Run.runOrFail({ goal: "say hi", tools: [echo] })
       assert.isTrue(RunResult.isCompleted(result))
       assert.strictEqual(result.finalAnswer, "hi")
+      // A guard: the status narrows.
+      const status: "completed" | undefined = RunResult.isCompleted(result) ? result.status : undefined
+      assert.strictEqual(status, "completed")
     }).pipe(Effect.provide(withScript([ScriptedModel.finalAnswer("hi")])))
   )
 

@@ -208,6 +208,37 @@ const recoverySettings = (recovery: NonNullable<RunOptionsSchema.Checked["recove
         maxRecoveries: recovery.maxRecoveries ?? Recovery.defaults.maxRecoveries
       }
 
+/**
+ * The field whose reading throws, looking into the options and their groups (`limits`,
+ * `time`, `recovery`); `[]` when it is the options themselves, or none is found.
+ */
+const unreadableAt = (value: unknown, depth = 1): ReadonlyArray<string> | undefined => {
+  let keys: ReadonlyArray<string | symbol>
+  try {
+    keys = Reflect.ownKeys(value as object)
+  } catch {
+    return []
+  }
+  for (const key of keys) {
+    if (typeof key !== "string") continue
+    let item: unknown
+    try {
+      item = (value as Record<string, unknown>)[key]
+    } catch {
+      return [key]
+    }
+    let inner: ReadonlyArray<string> | undefined
+    try {
+      // A revoked Proxy throws even when asked whether it is an array.
+      inner = depth > 0 && Predicate.isObject(item) && !Array.isArray(item) ? unreadableAt(item, depth - 1) : undefined
+    } catch {
+      inner = []
+    }
+    if (inner !== undefined) return [key, ...inner]
+  }
+  return undefined
+}
+
 /** The options read and checked, or the first field that cannot work. Never throws. */
 const check = (options: unknown): Result.Result<RunOptionsSchema.Checked, RunOptions.InvalidRunOptions> => {
   try {
@@ -215,7 +246,10 @@ const check = (options: unknown): Result.Result<RunOptionsSchema.Checked, RunOpt
   } catch (error) {
     // Options built by hostile or broken code: a getter that throws, a Proxy.
     return Result.fail(
-      new RunOptions.InvalidRunOptions({ path: [], reason: `cannot be read (${Failure.safeDescription(error)})` })
+      new RunOptions.InvalidRunOptions({
+        path: unreadableAt(options) ?? [],
+        reason: `cannot be read (${Failure.safeDescription(error)})`
+      })
     )
   }
 }

@@ -382,6 +382,76 @@ describe("ToolExecutor", () => {
       })
   )
 
+  it.effect(
+    "R3.5 arguments decode from the JSON form the model is told: a Date as its ISO text, a bigint as its digits; a number must be finite",
+    () =>
+      Effect.gen(function* () {
+        const book = Tool.make({
+          name: "book",
+          description: "Books a day.",
+          input: Schema.Struct({ day: Schema.Date, seats: Schema.BigInt, price: Schema.Number }),
+          output: Schema.String,
+          sideEffect: "none",
+          handler: ({ day, seats, price }) => Effect.succeed(`${day.toISOString()} ${seats + 1n} ${price}`)
+        })
+        assert.deepStrictEqual(book.definition.parameters, {
+          type: "object",
+          properties: {
+            day: { type: "string" },
+            seats: { type: "string", pattern: "^-?\\d+$" },
+            price: { type: "number" }
+          },
+          required: ["day", "seats", "price"],
+          additionalProperties: true
+        })
+        const result = yield* Run.run({ goal: "x", tools: [book] }).pipe(
+          Effect.provide(
+            withScript([
+              ScriptedModel.toolCall("book", { day: "2026-12-04T00:00:00.000Z", seats: "2", price: 10 }, "A"),
+              ScriptedModel.toolCall("book", { day: "2026-12-04T00:00:00.000Z", seats: "2", price: "NaN" }, "B"),
+              ScriptedModel.finalAnswer("ok")
+            ])
+          )
+        )
+        const succeeded = result.timeline.flatMap((e) => (e._tag === "tool.succeeded" ? [e.output] : []))
+        assert.deepStrictEqual(succeeded, ["2026-12-04T00:00:00.000Z 3 10"])
+        assert.deepStrictEqual(firstFailure(result.timeline), {
+          ...firstFailure(result.timeline),
+          code: "input_validation_failed",
+          message: "arguments.price: Expected a finite number"
+        })
+      })
+  )
+
+  it.effect("R12 an input schema that breaks is the tool's failure, not the model's: no correction is asked", () =>
+    Effect.gen(function* () {
+      const needsFiber = Schema.String.pipe(
+        Schema.decodeTo(Schema.String, {
+          decode: SchemaGetter.transformEffect((s: string) => Effect.as(Effect.sleep("1 millis"), s)),
+          encode: SchemaGetter.transform((s: string) => s)
+        })
+      )
+      const lookup = Tool.make({
+        name: "lookup",
+        description: "Looks up a city.",
+        input: Schema.Struct({ city: needsFiber }),
+        output: Schema.String,
+        sideEffect: "none",
+        handler: ({ city }) => Effect.succeed(city)
+      })
+      const result = yield* Run.run({ goal: "x", tools: [lookup] }).pipe(
+        Effect.provide(
+          withScript([ScriptedModel.toolCall("lookup", { city: "Oslo" }), ScriptedModel.finalAnswer("ok")])
+        )
+      )
+      const error = firstFailure(result.timeline)
+      assert.strictEqual(error.code, "tool_failed")
+      assert.strictEqual(error.correctable, false)
+      assert.include(error.message, "input schema")
+      assert.strictEqual(result.counters.toolCorrectionAttempts, 0)
+    })
+  )
+
   it.effect("R6.4 a success its postcondition contradicts stops the run with inconsistent_result", () =>
     Effect.gen(function* () {
       const flaky = Tool.make({

@@ -165,9 +165,20 @@ export const decode = <R>(
   const decoded = prepared.decoded ?? codec.decode(args)
   if (Exit.isFailure(decoded)) {
     const schemaError = Cause.squash(decoded.cause)
-    const described = Schema.isSchemaError(schemaError)
-      ? ToolArguments.describeIssue(schemaError.issue)
-      : { message: "arguments do not match the tool's input schema", fieldPaths: [] }
+    if (!Schema.isSchemaError(schemaError)) {
+      // The schema broke (a step that throws, or one that needs a fiber): the tool's fault, not the model's.
+      const failure = Failure.fromDefect("tool", schemaError, "input_schema_defect")
+      return refused(
+        {
+          code: "tool_failed",
+          message: `the tool's input schema could not decode the arguments: ${failure.hint}`,
+          correctable: false,
+          failure: Failure.summarize(failure)
+        },
+        tool.metadata.maxRetries
+      )
+    }
+    const described = ToolArguments.describeIssue(schemaError.issue)
     return refused(
       {
         code: "input_validation_failed",

@@ -66,10 +66,11 @@ export const checkOutput = (
   const encoded = c.codec.encode(output)
   if (Exit.isFailure(encoded)) {
     const schemaError = Cause.squash(encoded.cause)
-    const detail = Schema.isSchemaError(schemaError)
-      ? ToolArguments.describeIssue(schemaError.issue, "output").message
-      : "invalid output"
-    return { _tag: "Ended", result: invalidOutput(c, `does not match its output schema (${detail})`) }
+    const why = Schema.isSchemaError(schemaError)
+      ? `does not match its output schema (${ToolArguments.describeIssue(schemaError.issue, "output").message})`
+      : // The schema broke (a step that throws, or one that needs a fiber).
+        `could not be encoded by its output schema (${Failure.safeDescription(schemaError)})`
+    return { _tag: "Ended", result: invalidOutput(c, why) }
   }
   // The output is stored in the log and sent to the model: it must be JSON the runtime can walk.
   const notJson = ToolArguments.jsonIssue(encoded.value, {
