@@ -27,6 +27,7 @@
  */
 import { Duration, Effect, Option } from "effect"
 import * as Failure from "../failure/Failure.ts"
+import * as RealTime from "../time/RealTime.ts"
 import type * as Tool from "../tools/Tool.ts"
 
 /**
@@ -159,37 +160,40 @@ export const handler = <I, O>(
       )
       // The cleanup on interruption; the fiber runs it uninterruptibly and completes the
       // interruption only once it resumes.
-      return Effect.callback<void>((done) => {
-        if (outcome !== undefined) {
-          context.settle(
-            "completed",
-            outcome.ok
-              ? "the promise had already resolved when the call was interrupted"
-              : `the promise had already rejected (${nameOf(outcome.error)}) when the call was interrupted`
-          )
-          return done(Effect.void)
-        }
-        const aborted = performance.now()
-        const decide = () => {
-          clearTimeout(timer)
-          onSettle = undefined
-          const after = `${Math.round(performance.now() - aborted)} ms after the abort`
-          if (outcome === undefined) {
+      return Effect.withFiber((fiber) =>
+        Effect.callback<void>((done) => {
+          if (outcome !== undefined) {
             context.settle(
-              "outcome_unknown",
-              `the promise ignored the abort signal for the ${graceMillis} ms grace period: it may still be ` +
-                "running in this process, and its effect must be reclaimed or reconciled"
+              "completed",
+              outcome.ok
+                ? "the promise had already resolved when the call was interrupted"
+                : `the promise had already rejected (${nameOf(outcome.error)}) when the call was interrupted`
             )
-          } else if (outcome.ok) {
-            context.settle("completed", `the promise resolved ${after}: it finished anyway`)
-          } else {
-            context.settle("cancelled", `the promise stopped on the abort signal (${nameOf(outcome.error)}) ${after}`)
+            return done(Effect.void)
           }
-          done(Effect.void)
-        }
-        const timer = setTimeout(decide, graceMillis)
-        onSettle = decide
-        controller.abort(abortReason(context))
-      })
+          const aborted = performance.now()
+          const decide = () => {
+            cancel()
+            onSettle = undefined
+            const after = `${Math.round(performance.now() - aborted)} ms after the abort`
+            if (outcome === undefined) {
+              context.settle(
+                "outcome_unknown",
+                `the promise ignored the abort signal for the ${graceMillis} ms grace period: it may still be ` +
+                  "running in this process, and its effect must be reclaimed or reconciled"
+              )
+            } else if (outcome.ok) {
+              context.settle("completed", `the promise resolved ${after}: it finished anyway`)
+            } else {
+              context.settle("cancelled", `the promise stopped on the abort signal (${nameOf(outcome.error)}) ${after}`)
+            }
+            done(Effect.void)
+          }
+          // In real time, told to a test-clock driver, which holds its clock still meanwhile.
+          const cancel = RealTime.timer(fiber.getRef(RealTime.Waits), graceMillis, decide)
+          onSettle = decide
+          controller.abort(abortReason(context))
+        })
+      )
     })
 }

@@ -10,6 +10,7 @@
 
 /** @since 0.3.0 */
 export * as Deadline from "../time/Deadline.ts"
+export * as RealTime from "../time/RealTime.ts"
 /** @since 0.1.0 */
 export * as Abortable from "./Abortable.ts"
 /** @since 0.1.0 */

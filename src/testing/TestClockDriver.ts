@@ -7,6 +7,7 @@
  */
 import { Clock, Duration, Effect, Fiber, Predicate, Schema } from "effect"
 import { TestClock } from "effect/testing"
+import * as RealTime from "../time/RealTime.ts"
 
 /**
  * The effect was still running after the driver had moved the clock as far as it was allowed.
@@ -61,16 +62,21 @@ export const drive = <A, E, R>(
         )
       )
     }
+    // The run's waits in real time (a stop grace, an abort's grace): the clock stands still meanwhile.
+    const waits = RealTime.counted()
     // Detached, so that the driver never waits for it: what cannot be interrupted is left to run.
-    const fiber = yield* Effect.forkDetach(effect, { startImmediately: true })
+    const fiber = yield* Effect.forkDetach(Effect.provideService(effect, RealTime.Waits, waits), {
+      startImmediately: true
+    })
+    const running = () => fiber.pollUnsafe() === undefined
     return yield* Effect.onInterrupt(
       Effect.gen(function* () {
-        const moved = yield* advanceWhile(() => fiber.pollUnsafe() === undefined, stepMillis, upToMillis)
-        if (fiber.pollUnsafe() === undefined) {
+        const moved = yield* advanceWhile(running, waits, stepMillis, upToMillis)
+        if (running()) {
           // Interrupting runs the effect's finalizers, which may sleep too: keep moving the clock
           // for them, as far again at most, and never wait for what still does not end.
           fiber.interruptUnsafe()
-          yield* advanceWhile(() => fiber.pollUnsafe() === undefined, stepMillis, upToMillis)
+          yield* advanceWhile(running, waits, stepMillis, upToMillis)
           return yield* new StillRunning({ movedMillis: moved.millis, steps: moved.steps })
         }
         return yield* Fiber.join(fiber)
@@ -90,12 +96,30 @@ const millisOf = (name: string, input: Duration.Input): number => {
   return millis
 }
 
-/** Moves the clock `step` at a time, never past `upTo` in all, while `running` holds. */
-const advanceWhile = (running: () => boolean, stepMillis: number, upToMillis: number) =>
+/** A millisecond of real time, for the driver itself (not one of the run's waits). */
+const realMillisecond = Effect.callback<void>((resume) => {
+  const timer = setTimeout(() => resume(Effect.void), 1)
+  return Effect.sync(() => clearTimeout(timer))
+})
+
+/**
+ * Moves the clock `step` at a time, never past `upTo` in all, while `running` holds; while
+ * one of the run's waits in real time is pending, it waits for it in real time instead.
+ */
+const advanceWhile = (
+  running: () => boolean,
+  waits: { readonly pending: () => number },
+  stepMillis: number,
+  upToMillis: number
+) =>
   Effect.gen(function* () {
     let millis = 0
     let steps = 0
     while (running() && millis < upToMillis) {
+      if (waits.pending() > 0) {
+        yield* realMillisecond
+        continue
+      }
       const next = Math.min(stepMillis, upToMillis - millis)
       yield* TestClock.adjust(Duration.millis(next))
       millis += next

@@ -1,6 +1,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Clock, Effect, Exit, Layer, Schema } from "effect"
+import * as Abortable from "../../src/cancellation/Abortable.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
@@ -24,6 +25,41 @@ describe("TestClockDriver", () => {
     }).pipe(
       Effect.provide(Layer.mergeAll(ScriptedModel.layer([ScriptedModel.toolCall("slow", {})]), NodeServices.layer))
     )
+  )
+
+  it.effect(
+    "R10 R5.2 the clock stands still during the run's waits in real time: a stop grace and an ignored abort end the run at its deadline",
+    () =>
+      Effect.gen(function* () {
+        const stuck = Tool.make({
+          name: "stuck",
+          description: "cannot be interrupted",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "write",
+          handler: () => Effect.uninterruptible(Effect.as(Effect.sleep("1 hour"), "x"))
+        })
+        const deaf = Tool.make({
+          name: "deaf",
+          description: "ignores its abort signal",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "write",
+          handler: Abortable.handler(() => new Promise<string>((resolve) => setTimeout(() => resolve("late"), 2000)))
+        })
+        for (const tool of [stuck, deaf]) {
+          const result = yield* TestClockDriver.drive(
+            Run.run({ goal: "g", tools: [tool], time: { run: "5 seconds", stopGrace: "200 millis" } }).pipe(
+              Effect.provide(
+                ScriptedModel.layer([ScriptedModel.toolCall(tool.name, {}), ScriptedModel.finalAnswer("d")])
+              )
+            ),
+            { upTo: "1 minute" }
+          )
+          assert.strictEqual(result.stopReason, "run_timeout", tool.name)
+          assert.strictEqual(result.elapsedMillis, 5000, tool.name)
+        }
+      })
   )
 
   it.effect("returns what the effect returns once the clock has moved past its sleeps", () =>

@@ -4,13 +4,10 @@
  * not be able to stall the reclamation of a real process.
  */
 import { Effect, type Exit, Option } from "effect"
+import * as RealTime from "../../time/RealTime.ts"
 
-/** Sleeps `millis` of real time. */
-export const sleepReal = (millis: number): Effect.Effect<void> =>
-  Effect.callback<void>((resume) => {
-    const timer = setTimeout(() => resume(Effect.void), millis)
-    return Effect.sync(() => clearTimeout(timer))
-  })
+/** Sleeps `millis` of real time (a test-clock driver holds its clock still meanwhile). */
+export const sleepReal = (millis: number): Effect.Effect<void> => RealTime.sleep(millis)
 
 /** How `effect` ended, if it did within `millis` of real time; it is interrupted otherwise. */
 export const withinReal = <A, E>(

@@ -8,6 +8,7 @@ import type * as Journal from "../../journal/Journal.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
 import * as Deadline from "../../time/Deadline.ts"
+import * as RealTime from "../../time/RealTime.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import * as Spans from "../../tracing/Spans.ts"
@@ -250,7 +251,8 @@ const execution = <RV, R>(
       done,
       valid?.registry.tools ?? noTools,
       attach(ctx, self.getRef(RunObserver.RunObservers)),
-      self.context
+      self.context,
+      self.getRef(RealTime.Waits)
     )
     if (valid !== undefined) {
       const graceMillis = valid.stopGraceMillis

@@ -5,6 +5,7 @@
  * for the result that is given. Private to the lifecycle.
  */
 import { type Context, Deferred, Effect, Exit } from "effect"
+import * as RealTime from "../../../time/RealTime.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as Metrics from "../../../tracing/Metrics.ts"
 import * as Spans from "../../../tracing/Spans.ts"
@@ -40,16 +41,20 @@ export class Closing {
   readonly context: Context.Context<never>
   /** The result the run closed with: it stands whatever becomes of its last commit. */
   closed: RunResult.RunResult | undefined = undefined
-  /** The stop grace, once the run is stopped from outside. Real time on purpose: a TestClock never advanced must not stall the result. */
-  grace: ReturnType<typeof setTimeout> | undefined = undefined
+  /** Cancels the stop grace, once the run is stopped from outside. Real time on purpose: a TestClock never advanced must not stall the result. */
+  cancelGrace: (() => void) | undefined = undefined
+  /** Told of the stop grace (a test-clock driver holds its clock still meanwhile). */
+  readonly waits: RealTime.Waits
 
   constructor(
     ctx: RunContext.RunContext,
     done: Done,
     tools: ReadonlyMap<string, Tool.Any<unknown>>,
     settled: Effect.Effect<void>,
-    context: Context.Context<never>
+    context: Context.Context<never>,
+    waits: RealTime.Waits
   ) {
+    this.waits = waits
     this.ctx = ctx
     this.done = done
     this.tools = tools
@@ -76,7 +81,7 @@ export class Closing {
    * (a store that died there).
    */
   end(exit: Exit.Exit<Ending, unknown>, validation: Validation.Spec<unknown>): Effect.Effect<Given | undefined> {
-    clearTimeout(this.grace)
+    this.cancelGrace?.()
     // Ended already, left behind after the stop grace: what it did since changes nothing.
     if (this.closed !== undefined) return Effect.undefined
     // Taken away by its host: no ending; the journal keeps what the last barrier committed.
@@ -94,12 +99,14 @@ export class Closing {
     // Kept referenced: while what the run interrupted will not stop, this timer may be the
     // only thing left to give the result, and a program must not exit without it. It is
     // cleared as soon as the run ends by itself.
-    this.grace = setTimeout(() => this.outside(() => leftBehind(this.ctx, this.tools, graceMillis)), graceMillis)
+    this.cancelGrace = RealTime.timer(this.waits, graceMillis, () =>
+      this.outside(() => leftBehind(this.ctx, this.tools, graceMillis))
+    )
   }
 
   /** The run's fiber ended: if it gave no result (it skipped its ending), one is made for it. */
   fiberEnded(exit: Exit.Exit<unknown, unknown>): void {
-    clearTimeout(this.grace)
+    this.cancelGrace?.()
     this.outside(() => rescue(this.ctx, exit, this.tools))
   }
 
