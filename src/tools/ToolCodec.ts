@@ -3,7 +3,7 @@
  * decoder and encoders the tool executor runs on every call, and whether they hold a
  * `Redacted` (see `Redaction`). Private to the runtime.
  */
-import { Exit, Predicate, Schema, SchemaIssue } from "effect"
+import { Exit, Schema, SchemaIssue } from "effect"
 import { isSensitive } from "./Redaction.ts"
 
 /** A tool's compiled schemas. */
@@ -23,36 +23,38 @@ export interface Compiled {
   readonly sensitiveOutput: boolean
 }
 
-/** Where a decoded input holds a number that is not finite, looking into plain objects and arrays. */
-const nonFinite = (value: unknown, path: Array<PropertyKey>): Array<PropertyKey> | undefined => {
-  if (typeof value === "number") return Number.isFinite(value) ? undefined : path
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = nonFinite(value[i], [...path, i])
-      if (found !== undefined) return found
-    }
-  } else if (Predicate.isObject(value) && Object.getPrototypeOf(value) === Object.prototype) {
-    for (const [key, item] of Object.entries(value)) {
-      const found = nonFinite(item, [...path, key])
-      if (found !== undefined) return found
-    }
+/** Where a decoded value holds a number that is not finite, anywhere (in a `Set`, an `Option`, a class's fields). */
+const nonFiniteAt = (root: unknown): ReadonlyArray<PropertyKey> | undefined => {
+  const seen = new Set<object>()
+  const stack: Array<readonly [unknown, ReadonlyArray<PropertyKey>]> = [[root, []]]
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const [value, path] = top
+    if (typeof value === "number" && !Number.isFinite(value)) return path
+    if (typeof value !== "object" || value === null || seen.has(value)) continue
+    seen.add(value)
+    const entries: Iterable<readonly [PropertyKey, unknown]> =
+      value instanceof Map ? value : value instanceof Set ? [...value].entries() : Object.entries(value)
+    for (const [key, item] of entries) stack.push([item, [...path, key]])
   }
   return undefined
 }
 
 /**
- * Decodes arguments in their JSON form, as the model is told (`ToolJsonSchema`): a `Date`
- * comes as its ISO text, a `bigint` as its digits. The model is told numbers are finite
- * (`ToolJsonSchema.finiteNumbers`), while JSON's codec reads the text "NaN" as one: such
- * a number is refused, where it is.
+ * Decodes arguments by the input schema; failing that, in their JSON form, as the model is
+ * told (`ToolJsonSchema`): a `Date` as its ISO text, a `bigint` as its digits. Numbers must
+ * be finite, as the model is told too (JSON's codec would read the text "NaN" as one). When
+ * neither reads them, the schema's own failure stands.
  */
 const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
-  const decode = Schema.decodeUnknownExit(Schema.toCodecJson(input), { errors: "all" })
+  const plain = Schema.decodeUnknownExit(input, { errors: "all" })
+  const json = Schema.decodeUnknownExit(Schema.toCodecJson(input), { errors: "all" })
   return (value: unknown): Exit.Exit<unknown, Schema.SchemaError> => {
-    const decoded = decode(value)
-    if (Exit.isFailure(decoded)) return decoded
-    const at = nonFinite(decoded.value, [])
-    if (at === undefined) return decoded
+    const decoded = plain(value)
+    if (Exit.isSuccess(decoded)) return decoded
+    const fromJson = json(value)
+    if (Exit.isFailure(fromJson)) return decoded
+    const at = nonFiniteAt(fromJson.value)
+    if (at === undefined) return fromJson
     const issue = new SchemaIssue.InvalidValue({ message: "Expected a finite number" })
     return Exit.fail(new Schema.SchemaError(new SchemaIssue.Pointer(at, issue)))
   }

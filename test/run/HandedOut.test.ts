@@ -104,7 +104,7 @@ describe("what user code is handed", () => {
   )
 
   it.effect(
-    "R9.1 R6 a criterion or a stop hook that edits the timeline it is handed fails, and the log stays whole",
+    "R9.1 R6 a criterion or a stop hook that edits the timeline it is handed edits its own copy: the log stays whole",
     () =>
       Effect.gen(function* () {
         const eraser = Criterion.custom("erases the log", (timeline) => {
@@ -116,7 +116,8 @@ describe("what user code is handed", () => {
           tools: [echo],
           validation: { plan: [{ id: "s", description: "s", required: true, criteria: [eraser] }] }
         }).pipe(Effect.provide(oneCall))
-        assert.strictEqual(erased.stopReason, "validation_failed")
+        // The criterion passes on its copy; the step it observed still needs evidence, which the log holds whole.
+        assert.include(erased.detail, "plan:s passed without evidence")
         assert.lengthOf(ofTag(erased.timeline, "tool.succeeded"), 1)
         assertTruthful(erased)
 
@@ -137,7 +138,7 @@ describe("what user code is handed", () => {
             ]
           }
         }).pipe(Effect.provide(oneCall))
-        assert.strictEqual(rewritten.stopReason, "validation_failed")
+        assert.strictEqual(rewritten.status, "completed")
         assert.deepStrictEqual(ofTag(rewritten.timeline, "tool.succeeded")[0]?.output, { n: 1 })
         assertTruthful(rewritten)
       })
@@ -211,6 +212,65 @@ describe("what user code is handed", () => {
           assertTruthful(result)
         }
       })
+  )
+
+  it.effect(
+    "R9.1 a handler that edits its input, or a model that edits the arguments it sent, changes nothing recorded",
+    () =>
+      Effect.gen(function* () {
+        const sent = { data: { x: "original" } }
+        const editing = Tool.make({
+          name: "edit",
+          description: "Edits its input.",
+          input: Schema.Struct({ data: Schema.Unknown }),
+          output: Schema.String,
+          sideEffect: "none",
+          handler: (input) =>
+            Effect.sync(() => {
+              ;(input.data as { x: string }).x = "changed by handler"
+              sent.data.x = "changed by model"
+              return "ok"
+            })
+        })
+        const result = yield* Run.run({ goal: "g", tools: [editing] }).pipe(
+          Effect.provide(
+            ScriptedModel.layer([
+              { ...ScriptedModel.toolCall("edit", {}), toolCalls: [{ id: "c1", name: "edit", arguments: sent }] },
+              ScriptedModel.finalAnswer("done")
+            ])
+          )
+        )
+        assert.deepStrictEqual(ofTag(result.timeline, "model.responded")[0]?.toolCalls[0]?.arguments, {
+          data: { x: "original" }
+        })
+        assertTruthful(result)
+      })
+  )
+
+  it.effect("R12 an output that throws when read again is the tool's failure, not the run's", () =>
+    Effect.gen(function* () {
+      let reads = 0
+      const output = {
+        get value() {
+          if (++reads > 2) throw new Error("gone")
+          return 1
+        }
+      }
+      const flaky = Tool.make({
+        name: "flaky",
+        description: "Returns an output that breaks.",
+        input: Schema.Struct({}),
+        output: Schema.Unknown,
+        sideEffect: "none",
+        handler: () => Effect.succeed(output)
+      })
+      const result = yield* Run.run({ goal: "g", tools: [flaky] }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("flaky", {}), ScriptedModel.finalAnswer("done")]))
+      )
+      assert.notStrictEqual(result.stopReason, "internal_error")
+      assert.strictEqual(ofTag(result.timeline, "tool.failed")[0]?.error.code, "output_validation_failed")
+      assertTruthful(result)
+    })
   )
 
   it.effect("R9.1 -0 from a handler or in the model's usage is 0 in the live log, as JSON gives it back", () =>

@@ -4,12 +4,11 @@
  * synchronous); a run without a journal commits nothing and pays nothing. Private to the
  * runtime.
  *
- * - {@link intent}: before the handler of a call that is not idempotent and changes the
- *   world, its attempt's `tool.started` (the intent record) must be in the journal, or the
+ * - {@link intent}: before the handler of a call that changes the world (idempotent or
+ *   not), its attempt's `tool.started` (the intent record) must be in the journal, or the
  *   handler does not run.
- * - {@link barrier}: after a call's result, after each model response, at the start of a
- *   batch with an idempotent call that changes the world (it has no intent record), at
- *   approvals requested and decided, at the end of each iteration.
+ * - {@link barrier}: after the result of such a call that is not idempotent, after each
+ *   model response, at approvals requested and decided, at the end of each iteration.
  * - {@link final}: at the end, with the result, before the caller gets it.
  *
  * A store that cannot be reached is retried briefly; still out, the events stay buffered

@@ -92,7 +92,8 @@ export const make = (options: {
   /** The committed log of a run being resumed: the run goes on from its fold. */
   readonly restored?: ReadonlyArray<Event.Event> | undefined
 }): RunContext => {
-  const events = options.restored === undefined ? [] : [...options.restored]
+  // Facts, as the run's own events are (see `emit`): read back from a journal, they are frozen too.
+  const events = options.restored === undefined ? [] : options.restored.map((e) => Object.freeze(e))
   return {
     runId: options.runId,
     clock: options.clock,

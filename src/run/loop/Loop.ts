@@ -278,18 +278,8 @@ const finishBatch = <R>(
   // A resumed batch keeps the phase its log's waits add up to (R1.3).
   Effect.andThen(
     Effect.suspend(() => RunContext.transition(ctx, RunLog.phaseOf(ctx.log, "tool_executing"))),
-    // A call that may act with no intent record (an idempotent write) runs only once the
-    // journal knows its batch began: a resumed run then accounts for it (R9).
-    open.prepared.some((p) => actsUnrecorded(config, p))
-      ? Effect.andThen(Commit.barrier(ctx), batch(ctx, config, open.prepared, permission, open.standings))
-      : batch(ctx, config, open.prepared, permission, open.standings)
+    batch(ctx, config, open.prepared, permission, open.standings)
   )
-
-/** Whether a call may act with no record of its own: its tool may change the world and is idempotent (R9.2). */
-const actsUnrecorded = <R>(config: Config<R>, p: ToolExecutor.Prepared): boolean => {
-  const tool = config.registry.tools.get(p.call.name)
-  return tool?.metadata.idempotent === true && ToolExecutor.mayHaveEffects(tool)
-}
 
 /** A resumed run's last iteration, finished from where its log stopped. */
 const finishIteration = <R>(

@@ -423,6 +423,44 @@ describe("ToolExecutor", () => {
       })
   )
 
+  it.effect(
+    'R3.5 arguments the schema reads as they are stay as they were: a number-or-text field keeps the text "NaN"; a number in a Set is finite',
+    () =>
+      Effect.gen(function* () {
+        const search = Tool.make({
+          name: "search",
+          description: "Searches.",
+          input: Schema.Struct({ q: Schema.Union([Schema.Number, Schema.String]) }),
+          output: Schema.String,
+          sideEffect: "none",
+          handler: ({ q }) => Effect.succeed(`${typeof q} ${q}`)
+        })
+        const score = Tool.make({
+          name: "score",
+          description: "Scores.",
+          input: Schema.Struct({ scores: Schema.ReadonlySet(Schema.Number) }),
+          output: Schema.String,
+          sideEffect: "none",
+          handler: ({ scores }) => Effect.succeed([...scores].join(","))
+        })
+        const result = yield* Run.run({ goal: "x", tools: [search, score] }).pipe(
+          Effect.provide(
+            withScript([
+              ScriptedModel.toolCalls(
+                ["search", { q: "NaN" }, "A"],
+                ["score", { scores: [1, 2] }, "B"],
+                ["score", { scores: [1, "Infinity"] }, "C"]
+              ),
+              ScriptedModel.finalAnswer("ok")
+            ])
+          )
+        )
+        const succeeded = result.timeline.flatMap((e) => (e._tag === "tool.succeeded" ? [e.output] : []))
+        assert.deepStrictEqual(succeeded, ["string NaN", "1,2"])
+        assert.strictEqual(firstFailure(result.timeline).message, "arguments.scores[1]: Expected a finite number")
+      })
+  )
+
   it.effect("R12 an input schema that breaks is the tool's failure, not the model's: no correction is asked", () =>
     Effect.gen(function* () {
       const needsFiber = Schema.String.pipe(

@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
-import type * as Event from "../../../src/events/Event.ts"
+import * as Event from "../../../src/events/Event.ts"
 import * as Explain from "../../../src/explain/Explain.ts"
 import * as Journal from "../../../src/journal/Journal.ts"
 import * as Run from "../../../src/run/Run.ts"
@@ -85,7 +85,7 @@ const interruptedOf = (timeline: ReadonlyArray<Event.Event>) =>
 
 describe("the calls a run leaves behind", () => {
   it.effect(
-    "R9 an idempotent write that ran in the process that stopped, its attempt never committed, is unknown when the resumed run ends first",
+    "R9 an idempotent write that ran in the process that stopped, its result never committed, is unknown when the resumed run ends first",
     () => {
       const put = putTool(true)
       const deploy = deployTool()
@@ -114,11 +114,9 @@ describe("the calls a run leaves behind", () => {
         faulty.crash()
         yield* Fiber.interrupt(fiber)
         const kept = Option.getOrThrow(yield* Effect.orDie(store.read("r1")))
-        assert.notInclude(
-          kept.events.map((e) => e._tag),
-          "tool.started",
-          "put's attempt was never committed"
-        )
+        // The attempt is committed before the write runs (R9.2); its result never was.
+        const tags = kept.events.flatMap((e) => (e._tag === "tool.started" || Event.isResult(e) ? [e._tag] : []))
+        assert.deepStrictEqual(tags, ["tool.started"], "put's attempt, and no result")
         // Resumed past its deadline: the run ends before put goes on.
         yield* TestClock.adjust("5 seconds")
         const resumed = yield* Run.resume("r1", options, "restart")
@@ -138,13 +136,13 @@ describe("the calls a run leaves behind", () => {
   )
 
   it.effect(
-    "R9 an idempotent write runs only once its batch's start is committed: killed at that commit it never ran; killed after it ran, it is unknown when the resumed run ends first",
+    "R9 R3.8 an idempotent write runs only once its attempt is committed: killed at that commit it never ran; killed after it ran, it is unknown when the resumed run ends first",
     () => {
       const model = ScriptedModel.layerFunction((request) =>
         request.iteration === 1 ? ScriptedModel.toolCalls(["put", { k: 1 }, "P"]) : ScriptedModel.finalAnswer("done")
       )
       return Effect.gen(function* () {
-        // Commit 1 holds the response, commit 2 the batch's start; commit 3 ends the iteration.
+        // Commit 1 holds the response, commit 2 put's attempt; commit 3 ends the iteration.
         for (const [commit, ran] of [
           [2, 0],
           [3, 1]
@@ -152,6 +150,7 @@ describe("the calls a run leaves behind", () => {
           const put = putTool(true)
           const resumed = yield* killedThenResumedLate(`r-${commit}`, { tools: [put.tool] }, commit)
           assert.strictEqual(put.ledger.entries.length, ran, `killed at commit ${commit}`)
+          // Killed at its attempt's commit, the call was never taken up as far as the log knows: nothing to record.
           assert.deepStrictEqual(interruptedOf(resumed.timeline), ran === 1 ? ["P outcome_unknown"] : [])
           assert.deepStrictEqual(
             resumed.pendingActions.map((p) => p.callId),
@@ -163,7 +162,7 @@ describe("the calls a run leaves behind", () => {
   )
 
   it.effect(
-    "R9 idempotent writes that ran after the last commit, one after another, are all unknown when the resumed run ends first; a write that commits was seen to end",
+    "R9 each write's attempt commits what came before it: killed at the iteration's end, only the last write is unknown when the resumed run ends first, the earlier ones keep their results",
     () => {
       const put = putTool(true)
       const pay = putTool(false, "pay")
@@ -178,24 +177,24 @@ describe("the calls a run leaves behind", () => {
           : ScriptedModel.finalAnswer("done")
       )
       return Effect.gen(function* () {
-        // Commits: the response, the batch's start, pay's intent, pay's result; killed at the iteration's end.
-        const resumed = yield* killedThenResumedLate("r2", { tools: [pay.tool, put.tool, look], concurrency: 1 }, 5)
+        // Commits: the response, pay's attempt and result, each put's attempt; killed at the iteration's end.
+        const resumed = yield* killedThenResumedLate("r2", { tools: [pay.tool, put.tool, look], concurrency: 1 }, 6)
         assert.deepStrictEqual([pay.ledger.entries.length, put.ledger.entries.length], [1, 2])
-        assert.deepStrictEqual(interruptedOf(resumed.timeline), [
-          "P1 outcome_unknown",
-          "R cancelled",
-          "P2 outcome_unknown"
-        ])
+        assert.deepStrictEqual(interruptedOf(resumed.timeline), ["P2 outcome_unknown"])
+        assert.deepStrictEqual(
+          resumed.timeline.flatMap((e) => (e._tag === "tool.succeeded" ? [e.callId] : [])),
+          ["A", "P1", "R"]
+        )
         assert.deepStrictEqual(
           resumed.pendingActions.map((p) => p.callId),
-          ["P1", "P2"]
+          ["P2"]
         )
       }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory))
     }
   )
 
   it.effect(
-    "R9 a write that commits its attempt holds its place: the idempotent write queued behind it never ran, and is not called unknown",
+    "R9 a write whose result commits at once holds its place: the idempotent write queued behind it never ran, and is not called unknown",
     () => {
       const put = putTool(true)
       const pay = putTool(false, "pay")
@@ -205,8 +204,8 @@ describe("the calls a run leaves behind", () => {
           : ScriptedModel.finalAnswer("done")
       )
       return Effect.gen(function* () {
-        // Commits: the response, the batch's start, pay's intent; killed committing pay's result.
-        const resumed = yield* killedThenResumedLate("r3", { tools: [pay.tool, put.tool], concurrency: 1 }, 4)
+        // Commits: the response, pay's attempt; killed committing pay's result.
+        const resumed = yield* killedThenResumedLate("r3", { tools: [pay.tool, put.tool], concurrency: 1 }, 3)
         assert.deepStrictEqual([pay.ledger.entries.length, put.ledger.entries.length], [1, 0])
         assert.notInclude(interruptedOf(resumed.timeline), "P outcome_unknown")
         assert.deepStrictEqual(

@@ -86,6 +86,24 @@ const withOutput = (
   }
 }
 
+/**
+ * What validation reads. Criteria and stop hooks are user code: they get a deep copy of the
+ * log, so that nothing they do reaches the run's (R9.1, R12); the checks of the library's
+ * own read the frozen log as it is.
+ */
+const handedOut = <RV>(
+  ctx: RunContext.RunContext,
+  spec: Validation.Spec<RV>,
+  finalAnswer: string | undefined
+): Validation.Context => {
+  const userCode = (spec.plan?.length ?? 0) + (spec.stopHooks?.length ?? 0) > 0
+  return {
+    timeline: userCode ? structuredClone(ctx.events) : Object.freeze(ctx.events.slice()),
+    finalAnswer,
+    counters: Object.freeze({ ...ctx.log.counters })
+  }
+}
+
 const validateOutcome = Effect.fnUntraced(function* <RV>(
   ctx: RunContext.RunContext,
   spec: Validation.Spec<RV>,
@@ -100,14 +118,8 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
       ? FinalOutput.decode(schema, outcome.finalAnswer ?? "", limits)
       : undefined
   const report = yield* Spans.validation(
-    Effect.map(
-      // Criteria and stop hooks are user code: they read a frozen copy of the log (its events are frozen).
-      Validation.validate(spec, {
-        timeline: Object.freeze(ctx.events.slice()),
-        finalAnswer: outcome.finalAnswer,
-        counters: Object.freeze({ ...ctx.log.counters })
-      }),
-      (validated) => (output === undefined ? validated : withOutput(validated, output))
+    Effect.map(Validation.validate(spec, handedOut(ctx, spec, outcome.finalAnswer)), (validated) =>
+      output === undefined ? validated : withOutput(validated, output)
     )
   )
   for (const check of report.checks)

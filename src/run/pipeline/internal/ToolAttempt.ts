@@ -99,10 +99,9 @@ const start = <R>(
     attempt: n,
     arguments: c.args
   })
-  // The intent record (R9.2): a call that could act twice runs only once the journal knows it began.
-  return mayHaveEffects(tool) && !tool.metadata.idempotent
-    ? Effect.andThen(Commit.intent(ctx, `${tool.name} (${c.call.id})`), guarded)
-    : guarded
+  // The intent record (R9.2): a call that may change the world runs only once the journal holds
+  // its attempt; an idempotent one too, so that a resumed run knows it may have acted.
+  return mayHaveEffects(tool) ? Effect.andThen(Commit.intent(ctx, `${tool.name} (${c.call.id})`), guarded) : guarded
 }
 
 /**

@@ -78,12 +78,11 @@ const callsOf = (
 }
 
 /**
- * Whether a call could have acted with no record of it in the log: one that may change the
- * world and is idempotent, so its attempts have no intent record (R9.2); or one whose tool
- * is gone. A call that is not idempotent commits its attempt before its handler runs.
+ * Whether a call could have acted with no record of it in the log: only one whose tool is
+ * gone (nobody can tell what it does). A call that may change the world commits its
+ * attempt before its handler runs (R9.2), so one whose attempt is not in the log never acted.
  */
-const mayHaveActedUnrecorded = (tool: Tool.Any<unknown> | undefined): boolean =>
-  tool === undefined || (mayHaveEffects(tool) && tool.metadata.idempotent)
+const mayHaveActedUnrecorded = (tool: Tool.Any<unknown> | undefined): boolean => tool === undefined
 
 /** Whether a call of the named tool commits its attempt before its handler and its ending at once (R9.2): it may act twice. */
 const commitsAtOnce =
@@ -236,8 +235,8 @@ export const recordAbandoned = (
  * or waiting to retry), as a resumed run's log leaves a call that was checked, waiting
  * for approval or waiting to retry when the process stopped, if the run (or its batch)
  * ends before the call goes on. A request still waiting is withdrawn: the call never
- * ran. A call past its checks that may act and has no intent record (an idempotent
- * write) may have been run by the process that stopped: its outcome is unknown.
+ * ran. A call the process that stopped may have taken up whose tool is gone may have
+ * acted: its outcome is unknown (any other call that may act commits its attempt first).
  * Whether a wait was ended so (the run's phase is then to follow).
  */
 export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<string, Tool.Any<unknown>>): boolean => {

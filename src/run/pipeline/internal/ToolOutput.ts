@@ -49,9 +49,19 @@ const invalidOutput = (c: Call<unknown>, what: string): ToolResult.ToolResult =>
   )
 }
 
-/** A JSON reviver that freezes each object and array it builds. */
-const frozen = (_key: string, value: unknown): unknown =>
-  typeof value === "object" && value !== null ? Object.freeze(value) : value
+/**
+ * A JSON value's copy, as JSON reads it back (`-0` is `0`), or why it cannot be read (a
+ * getter that answered the check and throws now).
+ */
+export const ownCopy = (
+  value: unknown
+): { readonly _tag: "Copied"; readonly value: unknown } | { readonly _tag: "Unreadable"; readonly why: string } => {
+  try {
+    return { _tag: "Copied", value: JSON.parse(JSON.stringify(value) ?? "null") }
+  } catch (defect) {
+    return { _tag: "Unreadable", why: Failure.safeDescription(defect) }
+  }
+}
 
 /**
  * The output schema and the JSON check of what a handler returned: its encoded form, or
@@ -82,7 +92,10 @@ export const checkOutput = (
   if (notJson !== undefined) return { _tag: "Ended", result: invalidOutput(c, `is not plain JSON (${notJson})`) }
   // The log keeps its own copy, as JSON reads it back (a journal, a resumed run): a handler
   // that changes the object it returned later changes nothing recorded (R9.1).
-  return { _tag: "Encoded", encoded: JSON.parse(JSON.stringify(encoded.value), frozen) }
+  const copy = ownCopy(encoded.value)
+  return copy._tag === "Copied"
+    ? { _tag: "Encoded", encoded: copy.value }
+    : { _tag: "Ended", result: invalidOutput(c, `cannot be read (${copy.why})`) }
 }
 
 /**
@@ -163,7 +176,10 @@ export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output:
 const shownOutput = (c: Call<unknown>, output: unknown, encoded: unknown) => {
   const sensitive = c.codec.sensitiveOutput || c.secrets.length > 0
   const secrets = c.codec.sensitiveOutput ? [...c.secrets, ...Redaction.secretsOf(output)] : c.secrets
-  const shown = sensitive ? (Redaction.shownBy(c.codec.encode, output, secrets) ?? Redaction.mask) : encoded
+  const masked = sensitive ? (Redaction.shownBy(c.codec.encode, output, secrets) ?? Redaction.mask) : encoded
+  // The masked output is the log's own copy too, as JSON reads it back.
+  const copy = sensitive ? ownCopy(masked) : undefined
+  const shown = copy === undefined ? encoded : copy._tag === "Copied" ? copy.value : Redaction.mask
   return { sensitive, secrets, shown }
 }
 

@@ -3,6 +3,7 @@
  * arguments, secrets, signature. Re-exported from `ToolExecutor`. Private to the runtime.
  */
 import { Exit, Predicate, type Schema } from "effect"
+import * as Failure from "../../../failure/Failure.ts"
 import type * as Model from "../../../model/Model.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import * as Signature from "../../../tools/Signature.ts"
@@ -75,6 +76,26 @@ const redacted = (
 }
 
 /**
+ * Arguments the model sent as a value, as the log keeps them: its own copy, frozen, so that
+ * neither the model (handed them back in its conversation) nor a handler (which decodes the
+ * parsed value) changes what was recorded (R9.1).
+ */
+const recordedCopy = (value: unknown): unknown => {
+  let copy: unknown
+  try {
+    copy = JSON.parse(JSON.stringify(value))
+  } catch (defect) {
+    return `<arguments refused: they cannot be read (${Failure.safeDescription(defect)})>`
+  }
+  const stack = [copy]
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    if (typeof item !== "object" || item === null) continue
+    stack.push(...Object.values(Object.freeze(item)))
+  }
+  return copy
+}
+
+/**
  * Prepares one call the model asked for (see {@link Prepared}); `used` holds the
  * identities this run has given so far.
  *
@@ -113,7 +134,7 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
       typeof call.arguments === "string" || call.arguments === undefined
         ? call.arguments
         : parsed._tag === "Ok"
-          ? parsed.value
+          ? recordedCopy(parsed.value)
           : `<arguments refused: ${parsed.message}>`,
     signature:
       parsed._tag === "Ok" ? Signature.toolCallParsed(call.name, shown) : Signature.unparsed(call.name, call.arguments)
