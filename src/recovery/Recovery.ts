@@ -294,8 +294,20 @@ export const refuse = (
  */
 export const decide = (rules: Rules, facts: Facts): Decision => {
   const refused = refuse(rules, facts)
-  if (refused !== undefined) return refused
   const { failure, attempt } = facts
+  // Nothing left of the step (or the run): that is why, whatever limit says no too (R4.2).
+  const limited =
+    refused === undefined
+      ? facts.nextDelayMillis === undefined
+      : refused.why === "schedule_exhausted" || refused.why === "run_budget"
+  if (facts.timeLeft.millis <= 0 && limited) {
+    const layer = facts.timeLeft.layer
+    return giveUp(
+      layer === "step" ? "step_deadline" : "deadline",
+      `nothing of the ${layer} is left for retry ${attempt}`
+    )
+  }
+  if (refused !== undefined) return refused
   if (facts.nextDelayMillis === undefined)
     return giveUp("schedule_exhausted", `the schedule allows no retry ${attempt}`)
   const retryAfter = failure._tag === "Retryable" ? (failure.retryAfterMillis ?? 0) : 0

@@ -3,7 +3,8 @@
  * decoder and encoders the tool executor runs on every call, and whether they hold a
  * `Redacted` (see `Redaction`). Private to the runtime.
  */
-import { Exit, Schema, SchemaIssue } from "effect"
+import { Cause, Exit, Schema, SchemaIssue } from "effect"
+import * as SchemaIssues from "../failure/SchemaIssues.ts"
 import { isSensitive } from "./Redaction.ts"
 
 /** A tool's compiled schemas. */
@@ -39,11 +40,18 @@ const nonFiniteAt = (root: unknown): ReadonlyArray<PropertyKey> | undefined => {
   return undefined
 }
 
+/** How many fields a failure names. */
+const faults = (exit: Exit.Exit<unknown, Schema.SchemaError>): number => {
+  const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+  return Schema.isSchemaError(error) ? SchemaIssues.describe(error.issue).fieldPaths.length : Number.POSITIVE_INFINITY
+}
+
 /**
  * Decodes arguments by the input schema; failing that, in their JSON form, as the model is
- * told (`ToolJsonSchema`): a `Date` as its ISO text, a `bigint` as its digits. Numbers must
- * be finite, as the model is told too (JSON's codec would read the text "NaN" as one). When
- * neither reads them, the schema's own failure stands.
+ * told (`ToolJsonSchema`): a `Date` as its ISO text, a `bigint` as its digits. The JSON form
+ * is taken only when every number it gives is finite, as the model is told numbers are (its
+ * codec reads the text "NaN" as one). When neither reads them, the failure that names fewer
+ * fields stands (the one that blames only what is wrong), the schema's own on a tie.
  */
 const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
   const plain = Schema.decodeUnknownExit(input, { errors: "all" })
@@ -52,7 +60,7 @@ const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
     const decoded = plain(value)
     if (Exit.isSuccess(decoded)) return decoded
     const fromJson = json(value)
-    if (Exit.isFailure(fromJson)) return decoded
+    if (Exit.isFailure(fromJson)) return faults(fromJson) < faults(decoded) ? fromJson : decoded
     const at = nonFiniteAt(fromJson.value)
     if (at === undefined) return fromJson
     const issue = new SchemaIssue.InvalidValue({ message: "Expected a finite number" })

@@ -104,6 +104,26 @@ const table: ReadonlyArray<{
     expect: "step_deadline"
   },
   {
+    name: "R4.2 nothing left of the step is why, even with the retry limit reached",
+    facts: { attempt: 4, timeLeft: { millis: 0, layer: "step" } },
+    expect: "step_deadline"
+  },
+  {
+    name: "R4.2 nothing left of the step is why, even when the schedule has no next delay",
+    facts: { nextDelayMillis: undefined, timeLeft: { millis: 0, layer: "step" } },
+    expect: "step_deadline"
+  },
+  {
+    name: "R4.2 nothing left of the run is why, even with the run's budget spent",
+    facts: { recoveriesSpent: 8, timeLeft: { millis: 0, layer: "run" } },
+    expect: "deadline"
+  },
+  {
+    name: "a permanent failure is not retried, whatever time is left",
+    facts: { failure: permanent, timeLeft: { millis: 0, layer: "step" } },
+    expect: "not_retryable"
+  },
+  {
     name: "a circuit open past the deadline is the circuit's stop",
     facts: {
       failure: retryable({ category: "circuit_open", retryAfterMillis: 5000 }),

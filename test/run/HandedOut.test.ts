@@ -4,7 +4,7 @@
  * user code that writes to what it was handed fails, named, and the log stays the truth.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Layer, Option, Schema, Stream } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as RunLog from "../../src/events/RunLog.ts"
@@ -14,6 +14,7 @@ import * as Run from "../../src/run/Run.ts"
 import * as RunResult from "../../src/run/RunResult.ts"
 import * as Termination from "../../src/termination/Termination.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
 
@@ -244,6 +245,84 @@ describe("what user code is handed", () => {
           data: { x: "original" }
         })
         assertTruthful(result)
+      })
+  )
+
+  it.effect("R9.1 R7 a subscriber to the run's events, or a handler editing its input, changes nothing recorded", () =>
+    Effect.gen(function* () {
+      const nested = Tool.make({
+        name: "nested",
+        description: "Returns a nested output.",
+        input: Schema.Struct({ data: Schema.Unknown }),
+        output: Schema.Struct({ inner: Schema.Struct({ n: Schema.Number }) }),
+        sideEffect: "write",
+        needsApproval: true,
+        handler: (input) =>
+          Effect.sync(() => {
+            ;(input.data as { x: string }).x = "changed by handler"
+            return { inner: { n: 1 } }
+          })
+      })
+      const handle = yield* Run.start({ goal: "g", tools: [nested] })
+      const refused: Array<string> = []
+      yield* Stream.runDrain(
+        Stream.tap(handle.events, (e) =>
+          Effect.sync(() => {
+            if (e._tag !== "tool.succeeded") return
+            try {
+              ;(e.output as { inner: { n: number } }).inner.n = 999
+            } catch (error) {
+              refused.push(String(error))
+            }
+          })
+        )
+      )
+      const result = yield* handle.result
+      assert.lengthOf(refused, 1)
+      assert.deepStrictEqual(ofTag(result.timeline, "tool.succeeded")[0]?.output, { inner: { n: 1 } })
+      assert.deepStrictEqual(ofTag(result.timeline, "approval.requested")[0]?.arguments, { data: { x: "original" } })
+      assertTruthful(result)
+    }).pipe(
+      Effect.scoped,
+      Effect.provideService(Approval.ApprovalGate, {
+        request: () => Effect.succeed(Approval.approved("ops")),
+        decide: (runId, callId) => Effect.fail(new Approval.NotPending({ runId, callId })),
+        pending: Effect.succeed([])
+      }),
+      Effect.provide(
+        ScriptedModel.layer([
+          ScriptedModel.toolCall("nested", { data: { x: "original" } }),
+          ScriptedModel.finalAnswer("done")
+        ])
+      )
+    )
+  )
+
+  it.effect(
+    "R12 a provider's object arguments with a 300,000-element array are recorded (a wide value is no stack hazard)",
+    () =>
+      Effect.gen(function* () {
+        const sum = Tool.make({
+          name: "sum",
+          description: "Sums.",
+          input: Schema.Struct({ xs: Schema.Array(Schema.Number) }),
+          output: Schema.Number,
+          sideEffect: "none",
+          handler: ({ xs }) => Effect.succeed(xs.length)
+        })
+        const result = yield* Run.run({ goal: "g", tools: [sum] }).pipe(
+          Effect.provide(
+            ScriptedModel.layer([
+              {
+                ...ScriptedModel.toolCall("sum", {}),
+                toolCalls: [{ id: "c1", name: "sum", arguments: { xs: new Array(300_000).fill(0) } }]
+              },
+              ScriptedModel.finalAnswer("done")
+            ])
+          )
+        )
+        assert.strictEqual(result.status, "completed")
+        assert.deepStrictEqual(ofTag(result.timeline, "tool.succeeded")[0]?.output, 300_000)
       })
   )
 

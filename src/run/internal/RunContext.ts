@@ -12,6 +12,7 @@ import type * as StopReason from "../../events/StopReason.ts"
 import type * as Breakers from "../../recovery/Breakers.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as CallId from "./CallId.ts"
+import * as OwnCopy from "./OwnCopy.ts"
 
 export interface RunContext {
   readonly runId: string
@@ -93,7 +94,7 @@ export const make = (options: {
   readonly restored?: ReadonlyArray<Event.Event> | undefined
 }): RunContext => {
   // Facts, as the run's own events are (see `emit`): read back from a journal, they are frozen too.
-  const events = options.restored === undefined ? [] : options.restored.map((e) => Object.freeze(e))
+  const events = options.restored === undefined ? [] : options.restored.map(OwnCopy.deepFreeze)
   return {
     runId: options.runId,
     clock: options.clock,

@@ -461,6 +461,28 @@ describe("ToolExecutor", () => {
       })
   )
 
+  it.effect("R3.5 a refusal names only the fields that are wrong, not those sent in their JSON form", () =>
+    Effect.gen(function* () {
+      const book = Tool.make({
+        name: "book",
+        description: "Books a day.",
+        input: Schema.Struct({ day: Schema.Date, seats: Schema.Number }),
+        output: Schema.String,
+        sideEffect: "none",
+        handler: () => Effect.succeed("ok")
+      })
+      const result = yield* Run.run({ goal: "x", tools: [book] }).pipe(
+        Effect.provide(
+          withScript([
+            ScriptedModel.toolCall("book", { day: "2026-12-04T00:00:00.000Z", seats: "two" }),
+            ScriptedModel.finalAnswer("ok")
+          ])
+        )
+      )
+      assert.deepStrictEqual(firstFailure(result.timeline).fieldPaths, ["arguments.seats"])
+    })
+  )
+
   it.effect("R12 an input schema that breaks is the tool's failure, not the model's: no correction is asked", () =>
     Effect.gen(function* () {
       const needsFiber = Schema.String.pipe(

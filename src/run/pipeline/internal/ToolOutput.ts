@@ -11,6 +11,7 @@ import * as Redaction from "../../../tools/Redaction.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
+import * as OwnCopy from "../../internal/OwnCopy.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import { type Call, describeTimeout, failed, waitOf } from "./ToolCall.ts"
 import { recordInterruptedCheck } from "./ToolInterruption.ts"
@@ -50,20 +51,6 @@ const invalidOutput = (c: Call<unknown>, what: string): ToolResult.ToolResult =>
 }
 
 /**
- * A JSON value's copy, as JSON reads it back (`-0` is `0`), or why it cannot be read (a
- * getter that answered the check and throws now).
- */
-export const ownCopy = (
-  value: unknown
-): { readonly _tag: "Copied"; readonly value: unknown } | { readonly _tag: "Unreadable"; readonly why: string } => {
-  try {
-    return { _tag: "Copied", value: JSON.parse(JSON.stringify(value) ?? "null") }
-  } catch (defect) {
-    return { _tag: "Unreadable", why: Failure.safeDescription(defect) }
-  }
-}
-
-/**
  * The output schema and the JSON check of what a handler returned: its encoded form, or
  * the call's failed result.
  */
@@ -92,7 +79,7 @@ export const checkOutput = (
   if (notJson !== undefined) return { _tag: "Ended", result: invalidOutput(c, `is not plain JSON (${notJson})`) }
   // The log keeps its own copy, as JSON reads it back (a journal, a resumed run): a handler
   // that changes the object it returned later changes nothing recorded (R9.1).
-  const copy = ownCopy(encoded.value)
+  const copy = OwnCopy.frozenCopy(encoded.value)
   return copy._tag === "Copied"
     ? { _tag: "Encoded", encoded: copy.value }
     : { _tag: "Ended", result: invalidOutput(c, `cannot be read (${copy.why})`) }
@@ -178,7 +165,7 @@ const shownOutput = (c: Call<unknown>, output: unknown, encoded: unknown) => {
   const secrets = c.codec.sensitiveOutput ? [...c.secrets, ...Redaction.secretsOf(output)] : c.secrets
   const masked = sensitive ? (Redaction.shownBy(c.codec.encode, output, secrets) ?? Redaction.mask) : encoded
   // The masked output is the log's own copy too, as JSON reads it back.
-  const copy = sensitive ? ownCopy(masked) : undefined
+  const copy = sensitive ? OwnCopy.frozenCopy(masked) : undefined
   const shown = copy === undefined ? encoded : copy._tag === "Copied" ? copy.value : Redaction.mask
   return { sensitive, secrets, shown }
 }

@@ -3,13 +3,13 @@
  * arguments, secrets, signature. Re-exported from `ToolExecutor`. Private to the runtime.
  */
 import { Exit, Predicate, type Schema } from "effect"
-import * as Failure from "../../../failure/Failure.ts"
 import type * as Model from "../../../model/Model.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import * as Signature from "../../../tools/Signature.ts"
 import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import { compiled } from "../../../tools/ToolCodec.ts"
 import * as CallId from "../../internal/CallId.ts"
+import * as OwnCopy from "../../internal/OwnCopy.ts"
 import type { Registry } from "../Registry.ts"
 
 /**
@@ -76,23 +76,14 @@ const redacted = (
 }
 
 /**
- * Arguments the model sent as a value, as the log keeps them: its own copy, frozen, so that
- * neither the model (handed them back in its conversation) nor a handler (which decodes the
- * parsed value) changes what was recorded (R9.1).
+ * Arguments as the log keeps them (the model's `arguments` when it sent a value, and what
+ * events and approvals show): the run's own frozen copy, so that neither the model (handed
+ * them back in its conversation) nor a handler (which decodes the parsed value) changes
+ * what was recorded (R9.1).
  */
 const recordedCopy = (value: unknown): unknown => {
-  let copy: unknown
-  try {
-    copy = JSON.parse(JSON.stringify(value))
-  } catch (defect) {
-    return `<arguments refused: they cannot be read (${Failure.safeDescription(defect)})>`
-  }
-  const stack = [copy]
-  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
-    if (typeof item !== "object" || item === null) continue
-    stack.push(...Object.values(Object.freeze(item)))
-  }
-  return copy
+  const copy = OwnCopy.frozenCopy(value)
+  return copy._tag === "Copied" ? copy.value : `<arguments refused: they cannot be read (${copy.why})>`
 }
 
 /**
@@ -120,7 +111,9 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
   // and only if the batch gets that far.
   const decoded =
     parsed._tag === "Ok" && codec !== undefined && codec.sensitiveInput ? codec.decode(parsed.value) : undefined
-  const { secrets, shown } = redacted(codec, parsed, decoded)
+  const { secrets, shown: raw } = redacted(codec, parsed, decoded)
+  // A sensitive tool's shown arguments are a masked copy already.
+  const shown = codec?.sensitiveInput === true ? raw : (recordedCopy(raw) as Record<string, unknown>)
   return {
     call: id === call.id ? call : { ...call, id },
     parsed:

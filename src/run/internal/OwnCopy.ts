@@ -1,0 +1,30 @@
+/**
+ * The run's own copies of values that user code handed it or is handed back (R9.1): as
+ * JSON reads them back (`-0` is `0`), frozen all the way down, so that neither the code
+ * that made a value nor the code shown it later changes what the log recorded. Private
+ * to the runtime.
+ */
+import * as Failure from "../../failure/Failure.ts"
+
+/** Freezes a value and everything inside it (iteratively: a wide or deep value is no stack hazard). */
+export const deepFreeze = <A>(root: A): A => {
+  const stack: Array<unknown> = [root]
+  while (stack.length > 0) {
+    const value = stack.pop()
+    if (typeof value !== "object" || value === null || Object.isFrozen(value)) continue
+    Object.freeze(value)
+    for (const key of Object.keys(value)) stack.push((value as Record<string, unknown>)[key])
+  }
+  return root
+}
+
+/** A JSON value's frozen copy, or why it cannot be read (a getter that answered before and throws now). */
+export const frozenCopy = (
+  value: unknown
+): { readonly _tag: "Copied"; readonly value: unknown } | { readonly _tag: "Unreadable"; readonly why: string } => {
+  try {
+    return { _tag: "Copied", value: deepFreeze(JSON.parse(JSON.stringify(value) ?? "null")) }
+  } catch (defect) {
+    return { _tag: "Unreadable", why: Failure.safeDescription(defect) }
+  }
+}
