@@ -24,6 +24,20 @@ const formatPath = (path: ReadonlyArray<PropertyKey>, root: string): string => {
 }
 
 /**
+ * Each field a schema error names, with its message.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const entries = (
+  issue: SchemaIssue.Issue
+): ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }> =>
+  formatter(issue).issues.map((i) => ({
+    path: (i.path ?? []).map((p) => (typeof p === "object" ? p.key : p)),
+    message: i.message
+  }))
+
+/**
  * Field-level messages for a schema error: `arguments.content: field is required`.
  * `root` names the value the paths start from (default `arguments`; `""` for none).
  *

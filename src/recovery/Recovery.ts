@@ -300,7 +300,8 @@ export const decide = (rules: Rules, facts: Facts): Decision => {
     refused === undefined
       ? facts.nextDelayMillis === undefined
       : refused.why === "schedule_exhausted" || refused.why === "run_budget"
-  if (facts.timeLeft.millis <= 0 && limited) {
+  // An open circuit stays the circuit's stop: it may hand over to a fallback model.
+  if (facts.timeLeft.millis <= 0 && limited && !isCircuitRefusal(failure)) {
     const layer = facts.timeLeft.layer
     return giveUp(
       layer === "step" ? "step_deadline" : "deadline",

@@ -40,18 +40,40 @@ const nonFiniteAt = (root: unknown): ReadonlyArray<PropertyKey> | undefined => {
   return undefined
 }
 
-/** How many fields a failure names. */
-const faults = (exit: Exit.Exit<unknown, Schema.SchemaError>): number => {
+/** The fields a failure names, with their messages; `undefined` when it is not the schema's. */
+const faultsOf = (exit: Exit.Exit<unknown, Schema.SchemaError>) => {
   const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
-  return Schema.isSchemaError(error) ? SchemaIssues.describe(error.issue).fieldPaths.length : Number.POSITIVE_INFINITY
+  return Schema.isSchemaError(error) ? SchemaIssues.entries(error.issue) : undefined
+}
+
+/**
+ * When neither reading takes the arguments: the fields the JSON form finds wrong, if fewer
+ * (the one that blames only what is wrong), in the schema's own words where it has them
+ * (the JSON form's number also reads "NaN", which is no advice to give); else the schema's.
+ */
+const bothFailed = (
+  ast: Schema.Codec<unknown, unknown>["ast"],
+  decoded: Exit.Exit<unknown, Schema.SchemaError>,
+  fromJson: Exit.Exit<unknown, Schema.SchemaError>
+): Exit.Exit<unknown, Schema.SchemaError> => {
+  const plain = faultsOf(decoded)
+  const json = faultsOf(fromJson)
+  const [first, ...rest] = json ?? []
+  if (plain === undefined || json === undefined || first === undefined || json.length >= plain.length) return decoded
+  const said = new Map(plain.map((f) => [JSON.stringify(f.path), f.message]))
+  const issue = (f: (typeof json)[number]) =>
+    new SchemaIssue.Pointer(
+      f.path,
+      new SchemaIssue.InvalidValue({ message: said.get(JSON.stringify(f.path)) ?? f.message })
+    )
+  return Exit.fail(new Schema.SchemaError(new SchemaIssue.Composite(ast, [issue(first), ...rest.map(issue)])))
 }
 
 /**
  * Decodes arguments by the input schema; failing that, in their JSON form, as the model is
  * told (`ToolJsonSchema`): a `Date` as its ISO text, a `bigint` as its digits. The JSON form
  * is taken only when every number it gives is finite, as the model is told numbers are (its
- * codec reads the text "NaN" as one). When neither reads them, the failure that names fewer
- * fields stands (the one that blames only what is wrong), the schema's own on a tie.
+ * codec reads the text "NaN" as one). When neither reads them, see {@link bothFailed}.
  */
 const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
   const plain = Schema.decodeUnknownExit(input, { errors: "all" })
@@ -60,7 +82,7 @@ const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
     const decoded = plain(value)
     if (Exit.isSuccess(decoded)) return decoded
     const fromJson = json(value)
-    if (Exit.isFailure(fromJson)) return faults(fromJson) < faults(decoded) ? fromJson : decoded
+    if (Exit.isFailure(fromJson)) return bothFailed(input.ast, decoded, fromJson)
     const at = nonFiniteAt(fromJson.value)
     if (at === undefined) return fromJson
     const issue = new SchemaIssue.InvalidValue({ message: "Expected a finite number" })

@@ -8,12 +8,15 @@ import * as Failure from "../../failure/Failure.ts"
 
 /** Freezes a value and everything inside it (iteratively: a wide or deep value is no stack hazard). */
 export const deepFreeze = <A>(root: A): A => {
-  const stack: Array<unknown> = [root]
+  if (typeof root !== "object" || root === null) return root
+  const stack: Array<object> = [root]
   while (stack.length > 0) {
-    const value = stack.pop()
-    if (typeof value !== "object" || value === null || Object.isFrozen(value)) continue
+    const value = stack.pop() as Record<string, unknown>
     Object.freeze(value)
-    for (const key of Object.keys(value)) stack.push((value as Record<string, unknown>)[key])
+    for (const key in value) {
+      const item = value[key]
+      if (typeof item === "object" && item !== null && !Object.isFrozen(item)) stack.push(item)
+    }
   }
   return root
 }

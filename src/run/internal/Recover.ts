@@ -73,14 +73,14 @@ export const recoverFrom: <A, R>(
         // Argument corrections are the model's to spend (R3.5), not this retry budget (R3.4).
         recoveriesSpent: ctx.log.counters.recoveryAttempts - ctx.log.counters.toolCorrectionAttempts
       }
-      // The schedule is stepped only for a failure that may be retried.
-      const decision =
-        Recovery.refuse(episode, facts) ??
-        Recovery.decide(episode, {
-          ...facts,
-          nextDelayMillis: own._tag === "Retryable" ? yield* nextDelay(own) : undefined,
-          timeLeft: yield* Deadline.left({ layer: "run" })
-        })
+      // The schedule is stepped only for a failure that may be retried; `decide` refuses the others
+      // (and says when nothing of the step or run was left anyway).
+      const refused = Recovery.refuse(episode, facts)
+      const decision = Recovery.decide(episode, {
+        ...facts,
+        nextDelayMillis: refused === undefined && own._tag === "Retryable" ? yield* nextDelay(own) : undefined,
+        timeLeft: yield* Deadline.left({ layer: "run" })
+      })
       if (decision._tag === "GiveUp") {
         const failure = n > 1 ? FailureBoundary.withAttempts(own, n) : own
         if (Recovery.recordsGiveUp(decision.why, n)) {

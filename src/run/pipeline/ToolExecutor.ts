@@ -18,6 +18,7 @@ import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import * as Spans from "../../tracing/Spans.ts"
+import * as OwnCopy from "../internal/OwnCopy.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
 import { firstAttempt, type Settled, settleFailed, settleResumed } from "./internal/ToolAttempt.ts"
@@ -108,9 +109,11 @@ const admit = Effect.fnUntraced(function* <R>(
   if (!attempted(standing) && permission !== Permission.allowAll) {
     // The policy is a wait like every other: bounded by the tool and step layers (R4.2), and,
     // interrupted, the call never ran (R5.2).
+    // The policy reads the arguments; it cannot change what the handler gets or what a person approves.
+    const view = OwnCopy.frozenCopy(args)
     const decision = yield* checkPermission(permission, {
       tool,
-      arguments: args,
+      arguments: view._tag === "Copied" ? (view.value as Record<string, unknown>) : args,
       runId: ctx.runId,
       callId: call.id
     }).pipe(

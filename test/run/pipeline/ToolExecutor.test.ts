@@ -479,7 +479,9 @@ describe("ToolExecutor", () => {
           ])
         )
       )
+      // In the schema's words: the JSON form's number would also read "NaN", no advice to give.
       assert.deepStrictEqual(firstFailure(result.timeline).fieldPaths, ["arguments.seats"])
+      assert.strictEqual(firstFailure(result.timeline).message, "arguments.seats: Expected number")
     })
   )
 

@@ -112,8 +112,7 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
   const decoded =
     parsed._tag === "Ok" && codec !== undefined && codec.sensitiveInput ? codec.decode(parsed.value) : undefined
   const { secrets, shown: raw } = redacted(codec, parsed, decoded)
-  // A sensitive tool's shown arguments are a masked copy already.
-  const shown = codec?.sensitiveInput === true ? raw : (recordedCopy(raw) as Record<string, unknown>)
+  const shown = recordedCopy(raw) as Record<string, unknown>
   return {
     call: id === call.id ? call : { ...call, id },
     parsed:
