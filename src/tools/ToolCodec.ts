@@ -22,6 +22,51 @@ export interface Compiled {
   readonly sensitiveInput: boolean
   /** Whether the output schema holds a `Redacted`. */
   readonly sensitiveOutput: boolean
+  /**
+   * Whether each schema is plain (objects, arrays, unions, primitives and literals, with no
+   * transformation): decoding and encoding by it build new objects and arrays all the way
+   * down, so what they give shares nothing with what they were given.
+   */
+  readonly plainInput: boolean
+  readonly plainOutput: boolean
+}
+
+/** The AST nodes whose parsing builds what it gives afresh, or passes on a primitive. */
+const plainTags: ReadonlySet<unknown> = new Set([
+  "Null",
+  "Undefined",
+  "Void",
+  "Never",
+  "Enum",
+  "TemplateLiteral",
+  "Literal",
+  "String",
+  "Number",
+  "Boolean",
+  "Arrays",
+  "Objects",
+  "Union",
+  "Filter",
+  "FilterGroup"
+])
+
+/**
+ * Whether a schema is plain (see {@link Compiled}): every tagged node below it is one of
+ * {@link plainTags} and none has an encoding. Anything else (an `Unknown`, a declaration, a
+ * transformation, a recursive schema) may hand on a value it was given, so it is not.
+ */
+const isPlain = (schema: Schema.Top): boolean => {
+  const seen = new Set<object>()
+  const stack: Array<object> = [schema.ast]
+  while (stack.length > 0) {
+    const node = stack.pop() as Record<string, unknown>
+    if (seen.has(node)) continue
+    seen.add(node)
+    if (typeof node._tag === "string" && !plainTags.has(node._tag)) return false
+    if (node.encoding !== undefined) return false
+    for (const value of Object.values(node)) if (typeof value === "object" && value !== null) stack.push(value)
+  }
+  return true
 }
 
 /** Where a decoded value holds a number that is not finite, anywhere (in a `Set`, an `Option`, a class's fields). */
@@ -96,7 +141,9 @@ export const compile = (input: Schema.Codec<unknown, unknown>, output: Schema.Co
   encode: Schema.encodeUnknownExit(Schema.toCodecJson(output)),
   encodeInput: Schema.encodeUnknownExit(Schema.toCodecJson(input)),
   sensitiveInput: isSensitive(input),
-  sensitiveOutput: isSensitive(output)
+  sensitiveOutput: isSensitive(output),
+  plainInput: isPlain(input),
+  plainOutput: isPlain(output)
 })
 
 /** A tool's compiled schemas, made when the tool was. */

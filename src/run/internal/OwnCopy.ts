@@ -21,6 +21,26 @@ export const deepFreeze = <A>(root: A): A => {
   return root
 }
 
+/**
+ * A JSON value the run built itself (its objects and arrays are its own): `-0` made `0`, as
+ * JSON reads it back, and frozen all the way down, in place.
+ */
+export const ownFrozen = (root: unknown): unknown => {
+  if (typeof root !== "object" || root === null) return Object.is(root, -0) ? 0 : root
+  const stack: Array<Record<string, unknown>> = [root as Record<string, unknown>]
+  while (stack.length > 0) {
+    const value = stack.pop() as Record<string, unknown>
+    for (const key in value) {
+      const item = value[key]
+      if (typeof item === "object" && item !== null) {
+        if (!Object.isFrozen(item)) stack.push(item as Record<string, unknown>)
+      } else if (Object.is(item, -0)) value[key] = 0
+    }
+    Object.freeze(value)
+  }
+  return root
+}
+
 /** A JSON value's frozen copy, or why it cannot be read (a getter that answered before and throws now). */
 export const frozenCopy = (
   value: unknown

@@ -79,6 +79,8 @@ export const checkOutput = (
   if (notJson !== undefined) return { _tag: "Ended", result: invalidOutput(c, `is not plain JSON (${notJson})`) }
   // The log keeps its own copy, as JSON reads it back (a journal, a resumed run): a handler
   // that changes the object it returned later changes nothing recorded (R9.1).
+  // A plain schema's encoding is a new value already: only frozen, not copied again.
+  if (c.codec.plainOutput) return { _tag: "Encoded", encoded: OwnCopy.ownFrozen(encoded.value) }
   const copy = OwnCopy.frozenCopy(encoded.value)
   return copy._tag === "Copied"
     ? { _tag: "Encoded", encoded: copy.value }

@@ -112,7 +112,10 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
   const decoded =
     parsed._tag === "Ok" && codec !== undefined && codec.sensitiveInput ? codec.decode(parsed.value) : undefined
   const { secrets, shown: raw } = redacted(codec, parsed, decoded)
-  const shown = recordedCopy(raw) as Record<string, unknown>
+  // Arguments this run parsed from text, decoded by a plain schema into new values, are its
+  // own: frozen as they are. Anything else is copied first (it may be the model's, or the handler's).
+  const own = typeof call.arguments === "string" && (codec === undefined || (codec.plainInput && !codec.sensitiveInput))
+  const shown = (own ? OwnCopy.ownFrozen(raw) : recordedCopy(raw)) as Record<string, unknown>
   return {
     call: id === call.id ? call : { ...call, id },
     parsed:
