@@ -50,10 +50,13 @@ const plainTags: ReadonlySet<unknown> = new Set([
   "FilterGroup"
 ])
 
+const isEmpty = (list: unknown): boolean => Array.isArray(list) && list.length === 0
+
 /**
  * Whether a schema is plain (see {@link Compiled}): every tagged node below it is one of
- * {@link plainTags} and none has an encoding. Anything else (an `Unknown`, a declaration, a
- * transformation, a recursive schema) may hand on a value it was given, so it is not.
+ * {@link plainTags}, none has an encoding, and every object has fields. Anything else (an
+ * `Unknown`, a declaration, a transformation, a recursive schema, `Struct({})`) may hand on
+ * a value it was given, so it is not.
  */
 const isPlain = (schema: Schema.Top): boolean => {
   const seen = new Set<object>()
@@ -64,6 +67,8 @@ const isPlain = (schema: Schema.Top): boolean => {
     seen.add(node)
     if (typeof node._tag === "string" && !plainTags.has(node._tag)) return false
     if (node.encoding !== undefined) return false
+    // An object with no fields (`Struct({})`) takes any object, and hands on the one it was given.
+    if (node._tag === "Objects" && isEmpty(node.propertySignatures) && isEmpty(node.indexSignatures)) return false
     for (const value of Object.values(node)) if (typeof value === "object" && value !== null) stack.push(value)
   }
   return true

@@ -392,6 +392,26 @@ describe("what user code is handed", () => {
     })
   )
 
+  it.effect("R9.1 a field that takes any object (Struct({})) keeps the handler's object out of the log", () =>
+    Effect.gen(function* () {
+      const inner = { n: 1 }
+      const meta = Tool.make({
+        name: "meta",
+        description: "Returns its metadata.",
+        input: Schema.Struct({}),
+        output: Schema.Struct({ meta: Schema.Struct({}) }),
+        sideEffect: "none",
+        handler: () => Effect.succeed({ meta: Object.freeze({ inner }) })
+      })
+      const result = yield* Run.run({ goal: "g", tools: [meta] }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("meta", {}), ScriptedModel.finalAnswer("done")]))
+      )
+      inner.n = 999
+      assert.deepStrictEqual(ofTag(result.timeline, "tool.succeeded")[0]?.output, { meta: { inner: { n: 1 } } })
+      assertTruthful(result)
+    })
+  )
+
   it.effect("R9.1 -0 from a handler or in the model's usage is 0 in the live log, as JSON gives it back", () =>
     Effect.gen(function* () {
       const negative = Tool.make({

@@ -28,7 +28,12 @@ describe("ToolCodec.compile", () => {
       Schema.Struct({ d: Schema.Date }),
       Schema.Struct({ n: Schema.NumberFromString }),
       Schema.Option(Schema.String),
-      Schema.RedactedFromValue(Schema.String)
+      Schema.RedactedFromValue(Schema.String),
+      // An object with no fields takes any object and hands it on.
+      Schema.Struct({}),
+      Schema.Struct({ meta: Schema.Struct({}) }),
+      Schema.Array(Schema.Struct({})),
+      Schema.Union([Schema.Struct({}), Schema.Number])
     ]) {
       assert.isFalse(plain(schema), String(schema.ast))
     }

@@ -27,14 +27,17 @@ export const deepFreeze = <A>(root: A): A => {
  */
 export const ownFrozen = (root: unknown): unknown => {
   if (typeof root !== "object" || root === null) return Object.is(root, -0) ? 0 : root
+  // Every object is walked, frozen already or not: only what the run built is trusted to be its own.
+  const seen = new Set<object>()
   const stack: Array<Record<string, unknown>> = [root as Record<string, unknown>]
   while (stack.length > 0) {
     const value = stack.pop() as Record<string, unknown>
+    if (seen.has(value)) continue
+    seen.add(value)
     for (const key in value) {
       const item = value[key]
-      if (typeof item === "object" && item !== null) {
-        if (!Object.isFrozen(item)) stack.push(item as Record<string, unknown>)
-      } else if (Object.is(item, -0)) value[key] = 0
+      if (typeof item === "object" && item !== null) stack.push(item as Record<string, unknown>)
+      else if (Object.is(item, -0) && !Object.isFrozen(value)) value[key] = 0
     }
     Object.freeze(value)
   }
