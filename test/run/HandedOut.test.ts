@@ -11,6 +11,7 @@ import * as RunLog from "../../src/events/RunLog.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as RunObserver from "../../src/run/RunObserver.ts"
 import * as RunResult from "../../src/run/RunResult.ts"
 import * as Termination from "../../src/termination/Termination.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -410,6 +411,33 @@ describe("what user code is handed", () => {
       assert.deepStrictEqual(ofTag(result.timeline, "tool.succeeded")[0]?.output, { meta: { inner: { n: 1 } } })
       assertTruthful(result)
     })
+  )
+
+  it.effect(
+    "R9.1 R12 an observer cannot reach into an event, the result is the same frozen value for every caller, and tool definitions are frozen",
+    () =>
+      Effect.gen(function* () {
+        const writable: Array<string> = []
+        const probe = (value: unknown, path: string): void => {
+          if (typeof value !== "object" || value === null) return
+          if (!Object.isFrozen(value)) writable.push(path)
+          for (const [key, item] of Object.entries(value)) probe(item, `${path}.${key}`)
+        }
+        const observer: RunObserver.Observer = {
+          attach: () => ({ event: (event) => probe(event, event._tag), settled: Effect.void })
+        }
+        const handle = yield* Run.start({ goal: "g", tools: [echo] }).pipe(
+          Effect.provide(RunObserver.layer(Effect.succeed(observer)))
+        )
+        const first = yield* handle.result
+        const second = yield* handle.result
+        assert.deepStrictEqual(writable, [])
+        assert.strictEqual(first, second)
+        probe(first, "result")
+        probe(echo.definition, "definition")
+        assert.deepStrictEqual(writable, [])
+        assertTruthful(first)
+      }).pipe(Effect.scoped, Effect.provide(oneCall))
   )
 
   it.effect("R9.1 -0 from a handler or in the model's usage is 0 in the live log, as JSON gives it back", () =>

@@ -14,6 +14,7 @@ import * as Validation from "../../validation/Validation.ts"
 import type * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import * as RunOptions from "../RunOptions.ts"
+import * as OwnCopy from "./OwnCopy.ts"
 import * as RunOptionsSchema from "./RunOptionsSchema.ts"
 
 export interface Resolved<RV, R = unknown> {
@@ -303,7 +304,8 @@ const build = (
     limits,
     loop: {
       registry,
-      toolDefinitions: checked.tools.map((tool) => tool.definition),
+      // Handed to the model with every request, and shared by every run of the tool: frozen.
+      toolDefinitions: checked.tools.map((tool) => OwnCopy.deepFreeze(tool.definition)),
       policies,
       concurrency: checked.concurrency ?? 1,
       correctionBudget: recoveryOptions.correctionBudget ?? defaultCorrectionBudget,

@@ -11,6 +11,7 @@ import * as Metrics from "../../../tracing/Metrics.ts"
 import * as Spans from "../../../tracing/Spans.ts"
 import type * as Validation from "../../../validation/Validation.ts"
 import * as Commit from "../../internal/Commit.ts"
+import * as OwnCopy from "../../internal/OwnCopy.ts"
 import type * as RunContext from "../../internal/RunContext.ts"
 import { leftBehind, rescue } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
@@ -68,7 +69,8 @@ export class Closing {
    * recorder has written `run.finished`), then to `done`.
    */
   close(result: RunResult.RunResult): Effect.Effect<void> {
-    this.closed = result
+    // Every caller of the run is handed this one result: none can change it for the others (R12).
+    this.closed = OwnCopy.deepFreeze(result)
     return Effect.andThen(
       Commit.final(this.ctx, result),
       Effect.andThen(Effect.andThen(Spans.ended(result), Metrics.record(result)), this.settled)

@@ -43,7 +43,8 @@ const plainUsage = (usage: unknown): Model.Usage | undefined => {
     if (typeof value !== "number" || !(key === "costUsd" ? isCost(value) : isCount(value))) return undefined
     out[key] = unsigned(value)
   }
-  return out
+  // The log's own, frozen: the model is handed its responses back in the conversation.
+  return Object.freeze(out)
 }
 
 /**
