@@ -313,8 +313,9 @@ export const takenUp: (events: ReadonlyArray<Event.Event>, concurrency: number) 
  * iteration's commit), so each call may have let the next one in, unless the log shows it
  * still in its place: a call for which `commitsAtOnce` holds (one that may act twice commits
  * its attempt before its handler and its ending at once), or whose approval is requested and
- * not decided. A batch begins once its start is in the log (a run commits it before a call
- * that may act with no record of its own), and takes up nothing once the run is stopping.
+ * not decided. A batch begins once its start is in the log (a call that may act commits its
+ * attempt, and the start with it, before its handler), and takes up nothing once the run is
+ * stopping.
  *
  * @category getters
  * @since 0.3.0

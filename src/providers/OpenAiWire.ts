@@ -266,7 +266,7 @@ export const accumulator = (): Accumulator => ({
 /**
  * Folds one chunk in: text and reasoning are appended, tool-call deltas are merged by
  * their `index` (the id and name come with the first delta of a call, argument text with
- * any), the first finish reason and the last usage kept. Only the first choice counts
+ * every delta), the first finish reason and the last usage kept. Only the first choice counts
  * (a request asks for one). A delta without an `index` starts a new call when it has an
  * id, and adds to the last call otherwise; a delta whose id differs from the one its
  * `index` holds starts a new call (servers that omit or reuse indexes); a name sent again

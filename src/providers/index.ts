@@ -3,7 +3,7 @@
  * They run over any effect `HttpClient`: `NodeTransport.layer()` from
  * `effect-agent-runtime/providers/node` (undici, with connection reports; needs
  * `@effect/platform-node`), or effect's own `FetchHttpClient.layer` (needs nothing more).
- * Also `LanguageModelAdapter` (any effect/ai `LanguageModel` as the run's model) and
+ * Also `LanguageModelAdapter` (an effect/ai `LanguageModel` of your choice as the run's model) and
  * `FailureBoundary` (HTTP statuses, timeouts, broken responses and unknown errors as
  * classified failures, for a provider or an HTTP tool of your own).
  *

@@ -56,7 +56,7 @@ const nonEmpty = (where: string, what: string, value: string): void => {
 
 /**
  * Holds when some `tool.succeeded` event of the tool `name` has an input and output
- * accepted by `match` (any success when `match` is omitted). `input` and `output` are
+ * accepted by `match` (every success when `match` is omitted). `input` and `output` are
  * the encoded values the event carries. The observation cites the latest matching
  * call, since it reflects the most recent state of the world.
  *

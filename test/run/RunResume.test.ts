@@ -107,7 +107,7 @@ describe("Run.resume (R9)", () => {
   it.effect("R9 an idempotent call in doubt runs again", () =>
     Effect.gen(function* () {
       const payment = pay(false, true)
-      // An idempotent call has no intent record: commit 2 is its batch's start, 3 its result.
+      // Commit 2 is the idempotent call's attempt; 3, at the iteration's end, holds its result.
       const { resumed } = yield* crashThenResume({ crashAt: { commit: 3, when: "before" } }, [payment.tool])
       assert.strictEqual(resumed.status, "completed")
       assert.strictEqual(payment.calls.count, 2)

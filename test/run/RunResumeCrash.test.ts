@@ -330,8 +330,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
           pending: Effect.succeed([])
         }
         const store = yield* Journal.Journal
-        // Commit 4: the approval's decision (after the response, the batch's start and the request);
-        // an idempotent call has no intent record, so nothing says whether it ran.
+        // Commit 4: the write's attempt (after the response, the approval's request and its decision);
+        // the process dies once the journal knows the write began, with its result never committed.
         const faulty = FaultyJournal.make(store, { crashAt: { commit: 4, when: "after" } })
         yield* Run.run({ goal: "pay 10", runId: "r1", ...options }).pipe(
           Effect.provideService(Journal.Journal, faulty.journal),

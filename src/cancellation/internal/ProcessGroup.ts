@@ -26,9 +26,10 @@
 import * as fs from "node:fs"
 import { Duration, Effect } from "effect"
 import type { ChildProcessSpawner } from "effect/process"
+import * as RealTime from "../../time/RealTime.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import * as SubprocessCgroup from "./SubprocessCgroup.ts"
-import { sleepReal, withinReal } from "./SubprocessTime.ts"
+import { withinReal } from "./SubprocessTime.ts"
 
 /** A signal the supervisor sends. */
 export type Signal = "SIGTERM" | "SIGKILL"
@@ -131,7 +132,7 @@ const awaitGone = (target: Target, millis: number): Effect.Effect<boolean> =>
       if (!(yield* othersAlive(target))) return true
       const left = deadline - performance.now()
       if (left <= 0) return false
-      yield* sleepReal(Math.min(poll, left))
+      yield* RealTime.sleep(Math.min(poll, left))
       poll = Math.min(poll * 2, pollMaxMillis)
     }
   })

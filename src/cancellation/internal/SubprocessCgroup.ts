@@ -24,7 +24,8 @@ import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect } from "effect"
-import { sleepReal, withinReal } from "./SubprocessTime.ts"
+import * as RealTime from "../../time/RealTime.ts"
+import { withinReal } from "./SubprocessTime.ts"
 
 /** How a cgroup is killed: `cgroup.kill` (Linux 5.14), or freezing it and killing each member (5.2). */
 export type KillMethod = "cgroup.kill" | "freeze"
@@ -255,10 +256,10 @@ export const freezeAndKill = Effect.fnUntraced(function* (cgroup: Cgroup) {
   write(path.join(cgroup.path, "cgroup.freeze"), "1")
   const start = performance.now()
   // A process in uninterruptible sleep delays the freeze; the kill loop below copes.
-  while (!frozen(cgroup) && populated(cgroup) && performance.now() - start < 100) yield* sleepReal(1)
+  while (!frozen(cgroup) && populated(cgroup) && performance.now() - start < 100) yield* RealTime.sleep(1)
   for (let round = 0; round < 10 && populated(cgroup); round++) {
     killEach(members(cgroup), "SIGKILL")
-    if (round > 0) yield* sleepReal(1)
+    if (round > 0) yield* RealTime.sleep(1)
   }
   write(path.join(cgroup.path, "cgroup.freeze"), "0")
 })
@@ -287,7 +288,7 @@ export const remove = Effect.fnUntraced(function* (cgroup: Cgroup) {
     }
     if (!busy) return true
     if (performance.now() - start > 1000) return false
-    yield* sleepReal(wait)
+    yield* RealTime.sleep(wait)
     wait = Math.min(wait * 2, 20)
   }
 })

@@ -6,12 +6,9 @@
 import { Effect, type Exit, Option } from "effect"
 import * as RealTime from "../../time/RealTime.ts"
 
-/** Sleeps `millis` of real time (a test-clock driver holds its clock still meanwhile). */
-export const sleepReal = (millis: number): Effect.Effect<void> => RealTime.sleep(millis)
-
 /** How `effect` ended, if it did within `millis` of real time; it is interrupted otherwise. */
 export const withinReal = <A, E>(
   effect: Effect.Effect<A, E>,
   millis: number
 ): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
-  Effect.raceFirst(Effect.map(Effect.exit(effect), Option.some), Effect.as(sleepReal(millis), Option.none()))
+  Effect.raceFirst(Effect.map(Effect.exit(effect), Option.some), Effect.as(RealTime.sleep(millis), Option.none()))

@@ -102,7 +102,7 @@ const callEnds = new Set<Event.Event["_tag"]>([
   "approval.decided"
 ])
 
-/** Builds the picture of a timeline (any prefix of one: a run still going has open bars). */
+/** Builds the picture of a timeline (or of a prefix of one: a run still going has open bars). */
 export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
   const first = events[0]
   const started = events.find((e) => e._tag === "run.started")

@@ -54,3 +54,11 @@ export const frozenCopy = (
     return { _tag: "Unreadable", why: Failure.safeDescription(defect) }
   }
 }
+
+/** A JSON value to hand user code to read: itself when frozen already, else its frozen copy (itself if it cannot be read). */
+export const readOnly = <A>(value: A): A => {
+  if (Object.isFrozen(value)) return value
+  const copy = frozenCopy(value)
+  // Erased boundary: the copy is the same JSON value, frozen.
+  return copy._tag === "Copied" ? (copy.value as A) : value
+}

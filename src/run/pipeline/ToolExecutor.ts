@@ -110,10 +110,9 @@ const admit = Effect.fnUntraced(function* <R>(
     // The policy is a wait like every other: bounded by the tool and step layers (R4.2), and,
     // interrupted, the call never ran (R5.2).
     // The policy reads the arguments; it cannot change what the handler gets or what a person approves.
-    const view = Object.isFrozen(args) ? ({ _tag: "Copied", value: args } as const) : OwnCopy.frozenCopy(args)
     const decision = yield* checkPermission(permission, {
       tool,
-      arguments: view._tag === "Copied" ? (view.value as Record<string, unknown>) : args,
+      arguments: OwnCopy.readOnly(args),
       runId: ctx.runId,
       callId: call.id
     }).pipe(

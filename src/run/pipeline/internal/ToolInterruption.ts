@@ -236,7 +236,7 @@ export const recordAbandoned = (
  * for approval or waiting to retry when the process stopped, if the run (or its batch)
  * ends before the call goes on. A request still waiting is withdrawn: the call never
  * ran. A call the process that stopped may have taken up whose tool is gone may have
- * acted: its outcome is unknown (any other call that may act commits its attempt first).
+ * acted: its outcome is unknown. Every other call that may act commits its attempt first.
  * Whether a wait was ended so (the run's phase is then to follow).
  */
 export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<string, Tool.Any<unknown>>): boolean => {
