@@ -12,6 +12,7 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Schema } from "effect"
 import * as SubprocessCgroup from "../../src/cancellation/internal/SubprocessCgroup.ts"
+import * as SubprocessSpawn from "../../src/cancellation/internal/SubprocessSpawn.ts"
 import * as Subprocess from "../../src/cancellation/Subprocess.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -161,6 +162,36 @@ describe("Subprocess: the host dies", () => {
     30_000
   )
 
+  // The window between the spawn and the supervisor learning the new process group,
+  // held open by a spawner that hangs once its process is spawned.
+  for (const cgroup of cgroups ? [false, true] : [false]) {
+    it.live(
+      `R5.2 a host SIGKILLed between a spawn and telling its supervisor leaves nothing running: the command never ran (${cgroup ? "cgroup" : "process group"})`,
+      () => {
+        const marker = randomUUID()
+        const ready = path.join(tempDir(), "ready")
+        const host = startHost("host.ts", [marker, cgroup ? "on" : "off", stubbornTree(ready), "stall"])
+        return Effect.gen(function* () {
+          // The trampoline runs (it carries the marker), waiting for the host's word.
+          assert.isTrue(yield* eventually(() => markedPids(marker).length >= 1, 5000), "the process never started")
+          yield* nap(300)
+          host.kill("SIGKILL")
+          const gone = yield* eventually(() => markedPids(marker).length === 0, 12_000)
+          assert.isTrue(gone, `still running after the host died: ${markedPids(marker).join(", ")}`)
+          assert.isFalse(fs.existsSync(ready), "the command ran without its supervisor knowing it")
+        }).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              host.kill("SIGKILL")
+              killMarked(marker)
+            })
+          )
+        )
+      },
+      30_000
+    )
+  }
+
   it.live.runIf(cgroups)(
     "R5.2 a host SIGKILLed while a subprocess tool runs leaves nothing of it running, setsid and double forks included (cgroup)",
     () => killHostDuring({ fixture: "host.ts", cgroup: true, script: escapingTree, processes: 4, sessions: 3 }),
@@ -281,13 +312,16 @@ describe.runIf(cgroups)("Subprocess with a cgroup", () => {
       const ready = path.join(tempDir(), "ready")
       const child = spawn(
         "/bin/sh",
-        [...SubprocessCgroup.trampolineArgs(cgroup, "/bin/sh", ["-c", escapingTree(ready)])],
+        [...SubprocessSpawn.trampolineArgs(cgroup, "/bin/sh", ["-c", escapingTree(ready)])],
         {
-          stdio: "ignore",
+          stdio: ["ignore", "ignore", "ignore", "pipe"],
           detached: true,
           env: { ...process.env, EAR_TEST_MARKER: marker }
         }
       )
+      // What `SubprocessSpawn.release` writes: the trampoline may run the command.
+      const release = child.stdio[3]
+      if (release && "end" in release) release.end("go\n")
       yield* waitReady(ready)
       yield* eventually(() => SubprocessCgroup.members(cgroup).length >= 4, 5000)
       assert.isAtLeast(SubprocessCgroup.members(cgroup).length, 4)

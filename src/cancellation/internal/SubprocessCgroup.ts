@@ -9,8 +9,8 @@
  * the machine allows it (Linux, a cgroup v2 hierarchy this process may write to, as root
  * or in a delegated subtree), each process runs in a new cgroup below this process's
  * own: the command is started by a `sh` trampoline that moves itself into the cgroup and
- * then `exec`s the command, so the command keeps the pid (and the exit status) the host
- * sees, and everything it starts is born inside.
+ * then `exec`s the command (`SubprocessSpawn`), so the command keeps the pid (and the
+ * exit status) the host sees, and everything it starts is born inside.
  *
  * Whether the machine allows it is found out once per process ({@link support}): the
  * cgroup2 mount and this process's place in it (/proc/self/mountinfo, /proc/self/cgroup),
@@ -40,25 +40,6 @@ export interface Cgroup {
   readonly path: string
   readonly kill: KillMethod
 }
-
-/** The message the trampoline prints when it cannot join the cgroup (the command did not run). */
-export const joinFailedMessage = "effect-agent-runtime: cannot join the cgroup of the process"
-
-/** The exit code of the trampoline when it cannot join the cgroup. */
-export const joinFailedCode = 125
-
-// `$0` is the cgroup's `cgroup.procs`; writing 0 to it moves the writer (this shell, whose
-// pid the command keeps across `exec`). The echo is a builtin, so no other process runs.
-const trampoline = `echo 0 > "$0" || { echo "${joinFailedMessage}" >&2; exit ${joinFailedCode}; }; exec "$@"`
-
-/** The arguments of `/bin/sh` that run `file` with `args` inside `cgroup`. */
-export const trampolineArgs = <A>(cgroup: Cgroup, file: string, args: ReadonlyArray<A>): ReadonlyArray<string | A> => [
-  "-c",
-  trampoline,
-  path.join(cgroup.path, "cgroup.procs"),
-  file,
-  ...args
-]
 
 // mountinfo escapes space, tab, newline and backslash as octal (\040).
 const unescapeMountField = (field: string): string =>

@@ -78,6 +78,17 @@ export const joinFailed = (spec: Spec, stderr: string) =>
     diagnostic: `${tail(stderr)} (run it with \`cgroup: false\` to keep to its process group)`
   })
 
+/** The host could not let the trampoline run the command (its pipe broke), so the command never ran. */
+export const notReleased = (spec: Spec, stderr: string) =>
+  new Failure.Retryable({
+    source: "subprocess",
+    category: "spawn",
+    code: "spawn_failed",
+    attempts: 1,
+    hint: `${commandName(spec)} could not be started (its host could not let it run)`,
+    diagnostic: tail(stderr)
+  })
+
 /** The supervisor that ties the child to its host could not be started, so the child was not. */
 export const supervisorFailure = (spec: Spec, error: Error) =>
   new Failure.Retryable({

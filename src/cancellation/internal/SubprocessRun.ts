@@ -38,8 +38,8 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
   const support = options.cgroup === false ? undefined : yield* SubprocessCgroup.support
   const cgroups = support?.available === true ? support : undefined
   // Behind the trampoline a missing command would be the shell's exit 127: it is found
-  // here, as typed as the spawner's own error without a cgroup.
-  if (cgroups !== undefined) {
+  // here, as typed as the spawner's own error.
+  if (SubprocessSpawn.trampolined) {
     const problem = SubprocessSpawn.findExecutable(spec)
     if (problem !== undefined) {
       return yield* Effect.fail(SubprocessFailure.notStartable(spec, problem.reason, problem.detail))
@@ -80,6 +80,8 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
         .spawn(SubprocessSpawn.command(spec, { graceMillis, cgroup }))
         .pipe(Effect.mapError((error) => SubprocessFailure.spawnFailure(spec, error)))
       supervisor.watch(handle.pid)
+      // Only now may the command run: a host that died before this left nothing running.
+      yield* SubprocessSpawn.release(handle)
       const target: ProcessGroup.Target = { handle, cgroup }
       // However the effect ends, nothing the child started is left running (after a
       // normal exit this stops only what the child left behind).
@@ -152,12 +154,13 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
     return yield* Effect.fail(SubprocessFailure.killed(name, signal, stderr))
   }
   const exitCode: number = exit.value
-  if (
-    target.cgroup !== undefined &&
-    exitCode === SubprocessCgroup.joinFailedCode &&
-    stderr.includes(SubprocessCgroup.joinFailedMessage)
-  ) {
-    return yield* Effect.fail(SubprocessFailure.joinFailed(spec, stderr))
+  if (SubprocessSpawn.trampolined && exitCode === SubprocessSpawn.notRunCode) {
+    if (target.cgroup !== undefined && stderr.includes(SubprocessSpawn.joinFailedMessage)) {
+      return yield* Effect.fail(SubprocessFailure.joinFailed(spec, stderr))
+    }
+    if (stderr.includes(SubprocessSpawn.notReleasedMessage)) {
+      return yield* Effect.fail(SubprocessFailure.notReleased(spec, stderr))
+    }
   }
   if (exitCode !== 0) {
     return yield* Effect.fail(SubprocessFailure.exited(name, exitCode, stderr))

@@ -1,15 +1,62 @@
 /**
  * What the spawner is asked to start for a supervised subprocess (R5.2), private to
- * `Subprocess`: the command itself, or, when it gets a cgroup, the `sh` trampoline that
- * joins the cgroup and `exec`s it. Also the secrets of a spec (its `Redacted` values),
- * which never leave the child.
+ * `Subprocess`: a `sh` trampoline that joins the process's cgroup (when it gets one),
+ * waits until the host has told the supervisor its process group, and then `exec`s the
+ * command (Windows, with no supervisor, starts the command itself). Also the secrets of a
+ * spec (its `Redacted` values), which never leave the child.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Duration, Redacted, Stream } from "effect"
-import { ChildProcess } from "effect/process"
-import * as SubprocessCgroup from "./SubprocessCgroup.ts"
+import { Duration, Effect, Redacted, Stream } from "effect"
+import { ChildProcess, type ChildProcessSpawner } from "effect/process"
+import type * as SubprocessCgroup from "./SubprocessCgroup.ts"
 import type { Spec } from "./SubprocessSpec.ts"
+
+/** The message the trampoline prints when it cannot join the cgroup (the command did not run). */
+export const joinFailedMessage = "effect-agent-runtime: cannot join the cgroup of the process"
+
+/** The message the trampoline prints when its host never let it start (the command did not run). */
+export const notReleasedMessage = "effect-agent-runtime: the host did not start the process"
+
+/** The exit code of the trampoline when the command did not run (with one of the messages above). */
+export const notRunCode = 125
+
+/** The trampoline waits for this line on its fd 3 before it runs the command. */
+const releaseLine = new TextEncoder().encode("go\n")
+
+// $0: the cgroup's `cgroup.procs`, or "" without one; writing 0 to it moves the writer
+// (this shell, whose pid the command keeps across `exec`). Then the shell waits for the
+// host's line on fd 3, which the host writes once the supervisor knows the process
+// group: a host that dies before (SIGKILLed in that instant) closes the pipe, and the
+// command never runs, so nothing it starts can outlive the host unsupervised. `echo` and
+// `read` are builtins: no other process runs. The command does not inherit fd 3.
+const trampoline = `if [ -n "$0" ]; then echo 0 > "$0" || { echo "${joinFailedMessage}" >&2; exit ${notRunCode}; }; fi
+IFS= read -r go <&3 || { echo "${notReleasedMessage}" >&2; exit ${notRunCode}; }
+exec "$@" 3<&-`
+
+/** The arguments of `/bin/sh` that run `file` with `args`, inside `cgroup` if there is one, once released. */
+export const trampolineArgs = <A>(
+  cgroup: SubprocessCgroup.Cgroup | undefined,
+  file: string,
+  args: ReadonlyArray<A>
+): ReadonlyArray<string | A> => [
+  "-c",
+  trampoline,
+  cgroup === undefined ? "" : path.join(cgroup.path, "cgroup.procs"),
+  file,
+  ...args
+]
+
+/** Whether the command starts behind the trampoline (everywhere but Windows). */
+export const trampolined = process.platform !== "win32"
+
+/**
+ * Lets the trampoline of `handle` run the command; call it once the supervisor knows the
+ * process group. A trampoline that died meanwhile (killed from outside) makes the write
+ * fail: its exit says so.
+ */
+export const release = (handle: ChildProcessSpawner.ChildProcessHandle): Effect.Effect<void> =>
+  trampolined ? Effect.ignore(Stream.run(Stream.make(releaseLine), handle.getInputFd(3))) : Effect.void
 
 const unwrap = (value: string | Redacted.Redacted<string>): string =>
   Redacted.isRedacted(value) ? Redacted.value(value) : value
@@ -77,8 +124,9 @@ export const scrub = (text: string, secrets: ReadonlyArray<string>): string =>
   secrets.reduce((acc, secret) => acc.replaceAll(secret, "<redacted>"), text)
 
 /**
- * The command for the spawner: `spec` itself, or (with a cgroup) `/bin/sh` running the
- * trampoline. Detached, so the child leads its own process group.
+ * The command for the spawner: `/bin/sh` running the trampoline, with fd 3 a pipe from
+ * the host (see {@link release}); on Windows `spec` itself. Detached, so the child leads
+ * its own process group.
  */
 export const command = (
   spec: Spec,
@@ -100,7 +148,10 @@ export const command = (
     killSignal: "SIGTERM",
     forceKillAfter: Duration.millis(options.graceMillis)
   }
-  return options.cgroup === undefined
-    ? ChildProcess.make(spec.command, args, commandOptions)
-    : ChildProcess.make("/bin/sh", SubprocessCgroup.trampolineArgs(options.cgroup, spec.command, args), commandOptions)
+  return trampolined
+    ? ChildProcess.make("/bin/sh", trampolineArgs(options.cgroup, spec.command, args), {
+        ...commandOptions,
+        additionalFds: { fd3: { type: "input" } }
+      })
+    : ChildProcess.make(spec.command, args, commandOptions)
 }
