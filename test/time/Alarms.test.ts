@@ -94,6 +94,21 @@ describe("Deadline.alarm", () => {
     })
   )
 
+  it.effect(
+    "R3.11 an alarm goes off when the clock reaches it from a fractional time its arithmetic cannot add up to",
+    () =>
+      Effect.gen(function* () {
+        // From here, TestClock ends a sleep for what is left of 1000 ms at 999.9999999999999
+        // (the sleep's Duration rounds it): a hair before the alarm's time, on every try.
+        yield* TestClock.setTime(929.2320599999999)
+        const { fired, at } = recorder()
+        yield* at(1_000, "deadline")
+        yield* TestClock.adjust(71)
+        assert.deepStrictEqual(fired, ["deadline"])
+        assert.isFalse(Alarms.sleeping(yield* Clock.Clock))
+      })
+  )
+
   it.effect("an alarm whose time has passed goes off at once", () =>
     Effect.gen(function* () {
       yield* TestClock.adjust(1_000)

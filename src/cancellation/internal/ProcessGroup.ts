@@ -8,8 +8,10 @@
  *
  * - which of the signals ended the group: the run records whether the child stopped on
  *   SIGTERM (`cancelled`) or had to be killed (`outcome_unknown`). The kill sends SIGKILL
- *   only once the grace period has passed, so a group gone before then stopped on SIGTERM;
- *   one gone later is counted killed, which never records a killed child as cancelled.
+ *   once `Date.now()` has passed the grace period (whole milliseconds), so a group gone a
+ *   clear millisecond before then, whose leader SIGKILL did not end, stopped on SIGTERM;
+ *   any other is counted killed, which never records a killed child as cancelled. A
+ *   cgroup is signalled here, so whether it took SIGKILL is known.
  * - a zombie, which it counts as alive. A grandchild orphaned by the child's exit is
  *   reaped by PID 1, which some containers do late (seconds) or never (node as PID 1), so
  *   its every wait would run to its bound. A watch that counts a zombie as gone races it.
@@ -24,7 +26,8 @@
  * are measured in real time, not by Effect's `Clock` (see `SubprocessTime`).
  */
 import * as fs from "node:fs"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Exit, Predicate } from "effect"
+import type * as PlatformError from "effect/PlatformError"
 import type { ChildProcessSpawner } from "effect/process"
 import * as RealTime from "../../time/RealTime.ts"
 import type * as Tool from "../../tools/Tool.ts"
@@ -143,26 +146,34 @@ const signalCgroup = (cgroup: SubprocessCgroup.Cgroup, name: Signal): Effect.Eff
 
 const round = (millis: number): number => Math.round(millis)
 
-/** The record of a stop, from when it started, whether it was reaped, and whether it took SIGKILL. */
+/** What a stop did: whether all of it is gone, and whether it may have taken SIGKILL. */
+interface Stop {
+  readonly reaped: boolean
+  readonly killed: boolean
+}
+
+/** The record of a stop, from when it started and what it did. */
 const settledRecord = (
   target: Target,
   graceMillis: number,
   killWaitMillis: number,
-  stop: { readonly start: number; readonly end: number; readonly reaped: boolean }
+  stop: Stop & { readonly start: number; readonly end: number }
 ): Settled => {
   const pid: number = target.handle.pid
   const containment: Containment = target.cgroup === undefined ? "process_group" : "cgroup"
   const who = `pid ${pid} (${containment === "cgroup" ? "cgroup" : "process group"})`
   const millis = stop.end - stop.start
-  if (stop.reaped && millis < graceMillis) {
+  if (stop.reaped && !stop.killed) {
     const detail = `${who} stopped on SIGTERM after ${round(millis)} ms`
     return { pid, containment, settlement: "cancelled", signals: ["SIGTERM"], reaped: true, millis, detail }
   }
-  const detail = stop.reaped
-    ? `${who} did not stop within the ${graceMillis} ms grace period after SIGTERM; it was SIGKILLed and reaped ${round(
-        Math.max(0, millis - graceMillis)
-      )} ms later, and its action may or may not have taken effect`
-    : `${who} was still running ${killWaitMillis} ms after SIGKILL; it must be reclaimed, and its action may or may not have taken effect`
+  const detail = !stop.reaped
+    ? `${who} was still running ${killWaitMillis} ms after SIGKILL; it must be reclaimed, and its action may or may not have taken effect`
+    : millis < graceMillis
+      ? `${who} was ended by SIGKILL ${round(millis)} ms after SIGTERM, and its action may or may not have taken effect`
+      : `${who} did not stop within the ${graceMillis} ms grace period after SIGTERM; it was SIGKILLed and reaped ${round(
+          Math.max(0, millis - graceMillis)
+        )} ms later, and its action may or may not have taken effect`
   return {
     pid,
     containment,
@@ -174,9 +185,31 @@ const settledRecord = (
   }
 }
 
+/**
+ * Effect's kill reads its grace period off `Date.now()`, in whole milliseconds: a group
+ * gone within this much of the grace period may have taken its SIGKILL.
+ */
+const killClockSlackMillis = 2
+
+/** The signal the child died of; the handle reports it only in the message of its error. */
+export const signalOf = (error: PlatformError.PlatformError): string => {
+  const cause = error.reason.cause
+  const text = Predicate.isError(cause) ? cause.message : error.message
+  return /signal: '([A-Z0-9]+)'/.exec(text)?.[1] ?? "unknown_signal"
+}
+
+/** Whether the leader died of SIGKILL (its exit is known: call it once the group is gone). */
+const leaderKilled = (target: Target): Effect.Effect<boolean> =>
+  Effect.map(Effect.exit(target.handle.exitCode), (exit) => {
+    if (Exit.isSuccess(exit)) return false
+    const error = Exit.findErrorOption(exit)
+    return error._tag === "Some" && signalOf(error.value) === "SIGKILL"
+  })
+
 /** SIGTERM, the grace period, SIGKILL and the reap of the process group, by effect's kill, raced by a watch that counts a zombie as gone. */
-const stopGroup = (target: Target, graceMillis: number, killWaitMillis: number): Effect.Effect<boolean> =>
-  Effect.raceFirst(
+const stopGroup = Effect.fnUntraced(function* (target: Target, graceMillis: number, killWaitMillis: number) {
+  const start = performance.now()
+  const reaped = yield* Effect.raceFirst(
     target.handle.kill({ killSignal: "SIGTERM", forceKillAfter: Duration.millis(graceMillis) }).pipe(
       Effect.as(true),
       // A kill that fails found nothing to signal any more: the watch says when all is gone.
@@ -184,6 +217,9 @@ const stopGroup = (target: Target, graceMillis: number, killWaitMillis: number):
     ),
     awaitGone(target, graceMillis + killWaitMillis)
   )
+  const late = performance.now() - start >= graceMillis - killClockSlackMillis
+  return { reaped, killed: !reaped || late || (yield* leaderKilled(target)) } satisfies Stop
+})
 
 // effect's kill reaches the process group only; a cgroup holds what left it (setsid, a double fork).
 const stopCgroup = Effect.fnUntraced(function* (
@@ -193,9 +229,9 @@ const stopCgroup = Effect.fnUntraced(function* (
   killWaitMillis: number
 ) {
   yield* signalCgroup(cgroup, "SIGTERM")
-  if (yield* awaitGone(target, graceMillis)) return true
+  if (yield* awaitGone(target, graceMillis)) return { reaped: true, killed: false } satisfies Stop
   yield* signalCgroup(cgroup, "SIGKILL")
-  return yield* awaitGone(target, killWaitMillis)
+  return { reaped: yield* awaitGone(target, killWaitMillis), killed: true } satisfies Stop
 })
 
 /**
@@ -212,9 +248,9 @@ export const reclaim = Effect.fnUntraced(function* (target: Target, graceMillis:
   }
   const start = performance.now()
   const cgroup = target.cgroup
-  const reaped =
+  const stop =
     cgroup === undefined
       ? yield* stopGroup(target, graceMillis, killWaitMillis)
       : yield* stopCgroup(target, cgroup, graceMillis, killWaitMillis)
-  return settledRecord(target, graceMillis, killWaitMillis, { start, end: performance.now(), reaped })
+  return settledRecord(target, graceMillis, killWaitMillis, { ...stop, start, end: performance.now() })
 })

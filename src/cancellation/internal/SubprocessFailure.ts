@@ -4,7 +4,6 @@
  * signal and a non-zero exit. The `hint` of each is one the model may see; the details
  * (the tail of stderr, the platform's error) go in `diagnostic`.
  */
-import { Predicate } from "effect"
 import type * as PlatformError from "effect/PlatformError"
 import * as Failure from "../../failure/Failure.ts"
 import type { Spec } from "./SubprocessSpec.ts"
@@ -43,13 +42,6 @@ export const spawnFailure = (spec: Spec, error: PlatformError.PlatformError): Fa
     error.reason._tag === "BadResource"
     ? new Failure.Permanent(fields)
     : new Failure.Retryable(fields)
-}
-
-// The handle reports a death by signal only as an error whose message names the signal.
-export const signalOf = (error: PlatformError.PlatformError): string => {
-  const cause = error.reason.cause
-  const text = Predicate.isError(cause) ? cause.message : error.message
-  return /signal: '([A-Z0-9]+)'/.exec(text)?.[1] ?? "unknown_signal"
 }
 
 /**

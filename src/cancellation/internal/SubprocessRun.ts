@@ -150,7 +150,7 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
   const exit = first.exit
   if (Exit.isFailure(exit)) {
     const error = Exit.findErrorOption(exit)
-    const signal = error._tag === "Some" ? SubprocessFailure.signalOf(error.value) : "unknown_signal"
+    const signal = error._tag === "Some" ? ProcessGroup.signalOf(error.value) : "unknown_signal"
     return yield* Effect.fail(SubprocessFailure.killed(name, signal, stderr))
   }
   const exitCode: number = exit.value

@@ -123,9 +123,13 @@ const sleep = Effect.fnUntraced(function* (alarms: Alarms) {
   const clock = alarms.clock
   let head = alarms.heap[0]
   while (head !== undefined) {
-    alarms.until = head.at
-    yield* clock.sleep(Duration.millis(Math.max(0, head.at - clock.currentTimeMillisUnsafe())))
-    fireDue(alarms, clock.currentTimeMillisUnsafe())
+    const until = head.at
+    alarms.until = until
+    yield* clock.sleep(Duration.millis(Math.max(0, until - clock.currentTimeMillisUnsafe())))
+    // The clock ended the sleep for `until`, so that time has come, even where its
+    // arithmetic says a hair less: a `TestClock` at a fractional time adds what was left
+    // to now and can land one ulp short, and sleeping again for that ulp lands there again.
+    fireDue(alarms, Math.max(until, clock.currentTimeMillisUnsafe()))
     head = alarms.heap[0]
   }
   alarms.until = Number.POSITIVE_INFINITY
