@@ -143,6 +143,37 @@ describe("Subprocess.run", () => {
 
   for (const cgroup of [true, false]) {
     it.live(
+      `R5.2 a leader that SIGKILL ended before the stop tells nothing of it: what it left stops on SIGTERM, cancelled (cgroup: ${cgroup})`,
+      () =>
+        Effect.gen(function* () {
+          // The shell SIGKILLs itself (as the OOM killer would); the sleep it started keeps
+          // stdout open, so the call is still reading when it is interrupted.
+          const ready = path.join(tempDir(), "ready")
+          const settled: Array<Subprocess.Settled> = []
+          let pid = 0
+          const fiber = yield* Effect.forkChild(
+            Subprocess.run(
+              { command: "/bin/sh", args: ["-c", `sleep 5 & echo $! > ${ready}; kill -KILL $$`] },
+              {
+                graceMillis: 2000,
+                cgroup,
+                onSpawn: (p) => {
+                  pid = p
+                },
+                onSettled: (s) => settled.push(s)
+              }
+            )
+          )
+          yield* waitReady(ready)
+          yield* nap(100)
+          yield* Fiber.interrupt(fiber)
+          assert.isTrue(isGroupGone(pid))
+          assert.strictEqual(settled[0]?.settlement, "cancelled", settled[0]?.detail)
+          assert.deepStrictEqual(settled[0]?.signals, ["SIGTERM"])
+        }).pipe(Effect.provide(NodeServices.layer))
+    )
+
+    it.live(
       `R5.2 a child that exited but left a process running in its group: that process is stopped (cgroup: ${cgroup})`,
       () =>
         Effect.gen(function* () {
@@ -280,7 +311,11 @@ describe("Subprocess.run", () => {
             [{ command: "/nonexistent/no-such-tool" }, "NotFound"],
             [{ command: "no-such-tool-on-path-7f3a" }, "NotFound"],
             [{ command: plain }, "PermissionDenied"],
-            [{ command: dir }, "PermissionDenied"]
+            [{ command: dir }, "PermissionDenied"],
+            // What Node's spawn throws instead of failing, and a working directory that is not there.
+            [{ command: "" }, "NotFound"],
+            [{ command: "true", cwd: plain }, "NotADirectory"],
+            [{ command: "./rel.sh", cwd: path.join(dir, "missing") }, "NotFound"]
           ]
           for (const [spec, reason] of cases) {
             const failure = failureOf(yield* Effect.exit(Subprocess.run(spec, { cgroup })))
@@ -290,6 +325,7 @@ describe("Subprocess.run", () => {
             assert.include(failure.hint, `(${reason})`, spec.command)
             // The hint names the command, never the directory it was looked up in.
             assert.notInclude(failure.hint, dir)
+            if (spec.cwd?.endsWith("missing")) assert.include(failure.diagnostic, "working directory", spec.command)
           }
           // A command without a slash is looked up on the child's own PATH, and keeps its name as argv[0].
           const onPath = yield* Subprocess.run({ command: "cat", args: ["/proc/self/cmdline"] }, { cgroup })

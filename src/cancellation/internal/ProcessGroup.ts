@@ -9,9 +9,10 @@
  * - which of the signals ended the group: the run records whether the child stopped on
  *   SIGTERM (`cancelled`) or had to be killed (`outcome_unknown`). The kill sends SIGKILL
  *   once `Date.now()` has passed the grace period (whole milliseconds), so a group gone a
- *   clear millisecond before then, whose leader SIGKILL did not end, stopped on SIGTERM;
- *   any other is counted killed, which never records a killed child as cancelled. A
- *   cgroup is signalled here, so whether it took SIGKILL is known.
+ *   clear millisecond before then stopped on SIGTERM; any other is counted killed, which
+ *   never records a killed child as cancelled. A cgroup is signalled here, so whether it
+ *   took SIGKILL is known. In both, a leader running when the stop began and ended by
+ *   SIGKILL counts as killed.
  * - a zombie, which it counts as alive. A grandchild orphaned by the child's exit is
  *   reaped by PID 1, which some containers do late (seconds) or never (node as PID 1), so
  *   its every wait would run to its bound. A watch that counts a zombie as gone races it.
@@ -117,10 +118,6 @@ const othersAlive = (target: Target): Effect.Effect<boolean> => {
   return cgroup === undefined ? groupAlive(target.handle.pid) : Effect.sync(() => SubprocessCgroup.populated(cgroup))
 }
 
-/** The child or anything it left in its cgroup (or, without one, its group) is still running. */
-export const isAlive = (target: Target): Effect.Effect<boolean> =>
-  Effect.flatMap(leaderRunning(target), (running) => (running ? Effect.succeed(true) : othersAlive(target)))
-
 /**
  * Waits until nothing of the child is alive, for at most `millis`; says whether that
  * happened. One wait for the leader's exit (an event), then what it left is polled.
@@ -218,7 +215,7 @@ const stopGroup = Effect.fnUntraced(function* (target: Target, graceMillis: numb
     awaitGone(target, graceMillis + killWaitMillis)
   )
   const late = performance.now() - start >= graceMillis - killClockSlackMillis
-  return { reaped, killed: !reaped || late || (yield* leaderKilled(target)) } satisfies Stop
+  return { reaped, killed: !reaped || late } satisfies Stop
 })
 
 // effect's kill reaches the process group only; a cgroup holds what left it (setsid, a double fork).
@@ -240,7 +237,8 @@ const stopCgroup = Effect.fnUntraced(function* (
  * run it uninterruptibly.
  */
 export const reclaim = Effect.fnUntraced(function* (target: Target, graceMillis: number, killWaitMillis: number) {
-  if (!(yield* isAlive(target))) {
+  const leaderWasRunning = yield* leaderRunning(target)
+  if (!leaderWasRunning && !(yield* othersAlive(target))) {
     const pid: number = target.handle.pid
     const containment: Containment = target.cgroup === undefined ? "process_group" : "cgroup"
     const detail = `pid ${pid} (${containment === "cgroup" ? "cgroup" : "process group"}) had already exited`
@@ -252,5 +250,13 @@ export const reclaim = Effect.fnUntraced(function* (target: Target, graceMillis:
     cgroup === undefined
       ? yield* stopGroup(target, graceMillis, killWaitMillis)
       : yield* stopCgroup(target, cgroup, graceMillis, killWaitMillis)
-  return settledRecord(target, graceMillis, killWaitMillis, { ...stop, start, end: performance.now() })
+  // A leader that SIGKILL ended while it was being stopped (the kill, or the OOM killer)
+  // was killed mid-action; one that had died before the stop tells nothing of it.
+  const killed = stop.killed || (stop.reaped && leaderWasRunning && (yield* leaderKilled(target)))
+  return settledRecord(target, graceMillis, killWaitMillis, {
+    reaped: stop.reaped,
+    killed,
+    start,
+    end: performance.now()
+  })
 })

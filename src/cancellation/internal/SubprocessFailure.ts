@@ -45,11 +45,12 @@ export const spawnFailure = (spec: Spec, error: PlatformError.PlatformError): Fa
 }
 
 /**
- * The command cannot be started: nothing executable has its name (`NotFound`), or what
- * has it is not an executable file (`PermissionDenied`). Found before anything is
- * spawned, as the spawner finds it without a cgroup.
+ * The command cannot be started: nothing executable has its name, or it is empty
+ * (`NotFound`); what has it is not an executable file (`PermissionDenied`); its working
+ * directory is missing (`NotFound`) or a file (`NotADirectory`). Found before anything is
+ * spawned.
  */
-export const notStartable = (spec: Spec, reason: "NotFound" | "PermissionDenied", detail: string) =>
+export const notStartable = (spec: Spec, reason: "NotFound" | "PermissionDenied" | "NotADirectory", detail: string) =>
   new Failure.Permanent({
     source: "subprocess",
     category: "spawn",

@@ -38,12 +38,11 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
   const support = options.cgroup === false ? undefined : yield* SubprocessCgroup.support
   const cgroups = support?.available === true ? support : undefined
   // Behind the trampoline a missing command would be the shell's exit 127: it is found
-  // here, as typed as the spawner's own error.
-  if (SubprocessSpawn.trampolined) {
-    const problem = SubprocessSpawn.findExecutable(spec)
-    if (problem !== undefined) {
-      return yield* Effect.fail(SubprocessFailure.notStartable(spec, problem.reason, problem.detail))
-    }
+  // here, as typed as the spawner's own error without a cgroup.
+  const unstartable =
+    SubprocessSpawn.findUnstartable(spec) ?? (cgroups === undefined ? undefined : SubprocessSpawn.findExecutable(spec))
+  if (unstartable !== undefined) {
+    return yield* Effect.fail(SubprocessFailure.notStartable(spec, unstartable.reason, unstartable.detail))
   }
   const secrets = SubprocessSpawn.secretsOf(spec)
   // `spawn` blocks the event loop for a few milliseconds (fork and exec). Yield first, so
@@ -80,8 +79,10 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
         .spawn(SubprocessSpawn.command(spec, { graceMillis, cgroup }))
         .pipe(Effect.mapError((error) => SubprocessFailure.spawnFailure(spec, error)))
       supervisor.watch(handle.pid)
-      // Only now may the command run: a host that died before this left nothing running.
-      yield* SubprocessSpawn.release(handle)
+      // Only now may a command in a cgroup run: a host that died before this left nothing
+      // running. Without a cgroup the command runs from the spawn: a host SIGKILLed before
+      // the line above leaves it to PID 1 (a documented limit).
+      if (cgroup !== undefined) yield* SubprocessSpawn.release(handle)
       const target: ProcessGroup.Target = { handle, cgroup }
       // However the effect ends, nothing the child started is left running (after a
       // normal exit this stops only what the child left behind).
@@ -154,11 +155,12 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
     return yield* Effect.fail(SubprocessFailure.killed(name, signal, stderr))
   }
   const exitCode: number = exit.value
-  if (SubprocessSpawn.trampolined && exitCode === SubprocessSpawn.notRunCode) {
-    if (target.cgroup !== undefined && stderr.includes(SubprocessSpawn.joinFailedMessage)) {
+  if (target.cgroup !== undefined && exitCode === SubprocessSpawn.notRunCode) {
+    // Only the trampoline wrote to stderr then: its message is the last line.
+    if (stderr.endsWith(`${SubprocessSpawn.joinFailedMessage}\n`)) {
       return yield* Effect.fail(SubprocessFailure.joinFailed(spec, stderr))
     }
-    if (stderr.includes(SubprocessSpawn.notReleasedMessage)) {
+    if (stderr === `${SubprocessSpawn.notReleasedMessage}\n`) {
       return yield* Effect.fail(SubprocessFailure.notReleased(spec, stderr))
     }
   }

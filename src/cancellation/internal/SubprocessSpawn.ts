@@ -1,9 +1,12 @@
 /**
  * What the spawner is asked to start for a supervised subprocess (R5.2), private to
- * `Subprocess`: a `sh` trampoline that joins the process's cgroup (when it gets one),
- * waits until the host has told the supervisor its process group, and then `exec`s the
- * command (Windows, with no supervisor, starts the command itself). Also the secrets of a
- * spec (its `Redacted` values), which never leave the child.
+ * `Subprocess`: the command itself, or, when it gets a cgroup, the `sh` trampoline that
+ * joins the cgroup, waits until the host lets it go on, and `exec`s the command. Also the
+ * secrets of a spec (its `Redacted` values), which never leave the child.
+ *
+ * Only a cgroup gets the trampoline: `sh` rebuilds the environment the command gets (it
+ * drops names that are not shell names, such as `a.b`, and sets `PWD`), so a command
+ * kept to its process group is spawned as it is.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -15,7 +18,7 @@ import type { Spec } from "./SubprocessSpec.ts"
 /** The message the trampoline prints when it cannot join the cgroup (the command did not run). */
 export const joinFailedMessage = "effect-agent-runtime: cannot join the cgroup of the process"
 
-/** The message the trampoline prints when its host never let it start (the command did not run). */
+/** The message the trampoline prints when its host never let it go on (the command did not run). */
 export const notReleasedMessage = "effect-agent-runtime: the host did not start the process"
 
 /** The exit code of the trampoline when the command did not run (with one of the messages above). */
@@ -24,39 +27,30 @@ export const notRunCode = 125
 /** The trampoline waits for this line on its fd 3 before it runs the command. */
 const releaseLine = new TextEncoder().encode("go\n")
 
-// $0: the cgroup's `cgroup.procs`, or "" without one; writing 0 to it moves the writer
-// (this shell, whose pid the command keeps across `exec`). Then the shell waits for the
-// host's line on fd 3, which the host writes once the supervisor knows the process
-// group: a host that dies before (SIGKILLed in that instant) closes the pipe, and the
-// command never runs, so nothing it starts can outlive the host unsupervised. `echo` and
-// `read` are builtins: no other process runs. The command does not inherit fd 3.
-const trampoline = `if [ -n "$0" ]; then echo 0 > "$0" || { echo "${joinFailedMessage}" >&2; exit ${notRunCode}; }; fi
+// $0: the cgroup's `cgroup.procs`; writing 0 to it moves the writer (this shell, whose
+// pid the command keeps across `exec`). Then the shell waits for the host's line on fd 3,
+// which the host writes once the supervisor knows the process: a host that dies before
+// (SIGKILLed in that instant) closes the pipe, and the command never runs, so nothing it
+// starts can outlive the host unsupervised. `echo` and `read` are builtins: no other
+// process runs. The command does not inherit fd 3.
+const trampoline = `echo 0 > "$0" || { echo "${joinFailedMessage}" >&2; exit ${notRunCode}; }
 IFS= read -r go <&3 || { echo "${notReleasedMessage}" >&2; exit ${notRunCode}; }
 exec "$@" 3<&-`
 
-/** The arguments of `/bin/sh` that run `file` with `args`, inside `cgroup` if there is one, once released. */
+/** The arguments of `/bin/sh` that run `file` with `args` inside `cgroup`, once released. */
 export const trampolineArgs = <A>(
-  cgroup: SubprocessCgroup.Cgroup | undefined,
+  cgroup: SubprocessCgroup.Cgroup,
   file: string,
   args: ReadonlyArray<A>
-): ReadonlyArray<string | A> => [
-  "-c",
-  trampoline,
-  cgroup === undefined ? "" : path.join(cgroup.path, "cgroup.procs"),
-  file,
-  ...args
-]
-
-/** Whether the command starts behind the trampoline (everywhere but Windows). */
-export const trampolined = process.platform !== "win32"
+): ReadonlyArray<string | A> => ["-c", trampoline, path.join(cgroup.path, "cgroup.procs"), file, ...args]
 
 /**
- * Lets the trampoline of `handle` run the command; call it once the supervisor knows the
- * process group. A trampoline that died meanwhile (killed from outside) makes the write
- * fail: its exit says so.
+ * Lets the trampoline of `handle` (one with a cgroup) run the command; call it once the
+ * supervisor knows the process. A trampoline that died meanwhile (killed from outside)
+ * makes the write fail: its exit says so.
  */
 export const release = (handle: ChildProcessSpawner.ChildProcessHandle): Effect.Effect<void> =>
-  trampolined ? Effect.ignore(Stream.run(Stream.make(releaseLine), handle.getInputFd(3))) : Effect.void
+  Effect.ignore(Stream.run(Stream.make(releaseLine), handle.getInputFd(3)))
 
 const unwrap = (value: string | Redacted.Redacted<string>): string =>
   Redacted.isRedacted(value) ? Redacted.value(value) : value
@@ -92,9 +86,7 @@ const isExecutableFile = (file: string): "yes" | "no" | "missing" => {
  * (`PermissionDenied`); `undefined` when it can. The trampoline then `exec`s the command
  * as given, so the child's `argv[0]` is what the caller wrote.
  */
-export const findExecutable = (
-  spec: Spec
-): { readonly reason: "NotFound" | "PermissionDenied"; readonly detail: string } | undefined => {
+export const findExecutable = (spec: Spec): Unstartable | undefined => {
   const cwd = path.resolve(spec.cwd ?? ".")
   const candidates = spec.command.includes("/")
     ? [path.resolve(cwd, spec.command)]
@@ -108,6 +100,30 @@ export const findExecutable = (
   return denied === undefined
     ? { reason: "NotFound", detail: `no executable named ${spec.command} was found` }
     : { reason: "PermissionDenied", detail: `${denied} is not an executable file` }
+}
+
+/** Why the command cannot start, whatever its containment. */
+export type Unstartable = {
+  readonly reason: "NotFound" | "PermissionDenied" | "NotADirectory"
+  readonly detail: string
+}
+
+/**
+ * What Node's spawn would throw instead of failing (an empty command, a working directory
+ * that is a file) and, behind the trampoline, a working directory that does not exist
+ * (the spawner finds that itself, for a command it starts directly).
+ */
+export const findUnstartable = (spec: Spec): Unstartable | undefined => {
+  if (spec.command === "") return { reason: "NotFound", detail: "the command is empty" }
+  if (spec.cwd === undefined) return undefined
+  try {
+    if (!fs.statSync(spec.cwd).isDirectory()) {
+      return { reason: "NotADirectory", detail: `the working directory ${spec.cwd} is not a directory` }
+    }
+  } catch {
+    return { reason: "NotFound", detail: `the working directory ${spec.cwd} does not exist` }
+  }
+  return undefined
 }
 
 /** The values of the spec that are `Redacted`: the child gets them, nothing else does. */
@@ -124,9 +140,9 @@ export const scrub = (text: string, secrets: ReadonlyArray<string>): string =>
   secrets.reduce((acc, secret) => acc.replaceAll(secret, "<redacted>"), text)
 
 /**
- * The command for the spawner: `/bin/sh` running the trampoline, with fd 3 a pipe from
- * the host (see {@link release}); on Windows `spec` itself. Detached, so the child leads
- * its own process group.
+ * The command for the spawner: `spec` itself, or (with a cgroup) `/bin/sh` running the
+ * trampoline, with fd 3 a pipe from the host (see {@link release}). Detached, so the
+ * child leads its own process group.
  */
 export const command = (
   spec: Spec,
@@ -148,10 +164,10 @@ export const command = (
     killSignal: "SIGTERM",
     forceKillAfter: Duration.millis(options.graceMillis)
   }
-  return trampolined
-    ? ChildProcess.make("/bin/sh", trampolineArgs(options.cgroup, spec.command, args), {
+  return options.cgroup === undefined
+    ? ChildProcess.make(spec.command, args, commandOptions)
+    : ChildProcess.make("/bin/sh", trampolineArgs(options.cgroup, spec.command, args), {
         ...commandOptions,
         additionalFds: { fd3: { type: "input" } }
       })
-    : ChildProcess.make(spec.command, args, commandOptions)
 }

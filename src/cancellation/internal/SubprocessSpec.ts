@@ -13,7 +13,7 @@ import type * as ProcessGroup from "./ProcessGroup.ts"
  * @since 0.1.0
  */
 export interface Spec {
-  /** The executable (looked up on `PATH`); no shell is involved. */
+  /** The executable (looked up on `PATH`); no shell reads it (with a cgroup, a `sh` trampoline `exec`s it, see the module doc). */
   readonly command: string
   /** `Redacted` values reach the child and nothing else (see the module doc). */
   readonly args?: ReadonlyArray<string | Redacted.Redacted<string>> | undefined
