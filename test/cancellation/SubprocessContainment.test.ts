@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import * as SubprocessCgroup from "../../src/cancellation/internal/SubprocessCgroup.ts"
 import * as SubprocessSpawn from "../../src/cancellation/internal/SubprocessSpawn.ts"
 import * as Subprocess from "../../src/cancellation/Subprocess.ts"
@@ -236,6 +236,36 @@ const escaping = (cgroup: boolean) =>
   })
 
 describe.runIf(cgroups)("Subprocess with a cgroup", () => {
+  it.live(
+    "R5.2 a call interrupted the instant its process is spawned stops on SIGTERM, joined to its cgroup or not",
+    () =>
+      Effect.gen(function* () {
+        // At onSpawn the trampoline has often not joined its cgroup yet: a SIGTERM to the
+        // cgroup's members alone would miss it, and the stop would wait out the grace period.
+        for (let i = 0; i < 10; i++) {
+          const settled: Array<Subprocess.Settled> = []
+          const spawned = yield* Deferred.make<void>()
+          const fiber = yield* Effect.forkChild(
+            Subprocess.run(
+              { command: "sleep", args: ["5"] },
+              {
+                graceMillis: 2000,
+                onSpawn: () => Deferred.doneUnsafe(spawned, Effect.void),
+                onSettled: (s) => settled.push(s)
+              }
+            ),
+            { startImmediately: true }
+          )
+          yield* Deferred.await(spawned)
+          yield* Fiber.interrupt(fiber)
+          assert.strictEqual(settled[0]?.containment, "cgroup")
+          assert.strictEqual(settled[0]?.settlement, "cancelled", settled[0]?.detail)
+          assert.deepStrictEqual(settled[0]?.signals, ["SIGTERM"])
+        }
+        assert.deepStrictEqual(leftCgroups(), [])
+      }).pipe(Effect.provide(NodeServices.layer))
+  )
+
   it.live(
     "R5.2 10 runs whose tool starts setsid and double-forked grandchildren: none outlives its run",
     () =>

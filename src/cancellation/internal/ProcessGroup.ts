@@ -138,8 +138,24 @@ const awaitGone = (target: Target, millis: number): Effect.Effect<boolean> =>
   })
 
 /** Each member of the cgroup gets one SIGTERM, whatever group it is in; SIGKILL goes to the whole cgroup. */
-const signalCgroup = (cgroup: SubprocessCgroup.Cgroup, name: Signal): Effect.Effect<void> =>
-  name === "SIGTERM" ? Effect.sync(() => SubprocessCgroup.terminate(cgroup)) : SubprocessCgroup.kill(cgroup)
+const signalCgroup = (target: Target, cgroup: SubprocessCgroup.Cgroup, name: Signal): Effect.Effect<void> =>
+  Effect.flatMap(leaderRunning(target), (running) => {
+    // The leader is signalled by its pid too until it has joined (see `terminate`); its
+    // pid is still its own while the handle has not seen it exit.
+    const leader = running ? target.handle.pid : undefined
+    if (name === "SIGTERM") return Effect.sync(() => SubprocessCgroup.terminate(cgroup, leader))
+    return Effect.andThen(
+      SubprocessCgroup.kill(cgroup),
+      Effect.sync(() => {
+        if (leader === undefined) return
+        try {
+          process.kill(leader, "SIGKILL")
+        } catch {
+          // gone meanwhile
+        }
+      })
+    )
+  })
 
 const round = (millis: number): number => Math.round(millis)
 
@@ -225,9 +241,9 @@ const stopCgroup = Effect.fnUntraced(function* (
   graceMillis: number,
   killWaitMillis: number
 ) {
-  yield* signalCgroup(cgroup, "SIGTERM")
+  yield* signalCgroup(target, cgroup, "SIGTERM")
   if (yield* awaitGone(target, graceMillis)) return { reaped: true, killed: false } satisfies Stop
-  yield* signalCgroup(cgroup, "SIGKILL")
+  yield* signalCgroup(target, cgroup, "SIGKILL")
   return { reaped: yield* awaitGone(target, killWaitMillis), killed: true } satisfies Stop
 })
 

@@ -217,8 +217,15 @@ const killEach = (pids: ReadonlyArray<number>, signal: NodeJS.Signals): void => 
   }
 }
 
-/** Sends SIGTERM to each member once (a process group signal would miss those that left the group). */
-export const terminate = (cgroup: Cgroup): void => killEach(members(cgroup), "SIGTERM")
+/**
+ * Sends SIGTERM to each member once (a process group signal would miss those that left
+ * the group), and to `leader` if it is not one yet: a trampoline stopped in its first
+ * instant, before it joined, then ends without running the command.
+ */
+export const terminate = (cgroup: Cgroup, leader: number | undefined): void => {
+  const pids = members(cgroup)
+  killEach(leader === undefined || pids.includes(leader) ? pids : [...pids, leader], "SIGTERM")
+}
 
 const frozen = (cgroup: Cgroup): boolean => {
   try {
