@@ -46,7 +46,7 @@ export const layers: Readonly<Record<string, ReadonlyArray<string>>> = {
   explain: ["failure", "model", "tools", "recovery", "events", "termination"],
   tracing: ["failure", "model", "tools", "events"],
   run: belowRun,
-  providers: ["failure", "model"],
+  providers: ["failure", "time", "model"],
   durable: [...belowRun, "run"],
   observability: [...belowRun, "run"],
   testing: [...belowRun, "run", "providers"]

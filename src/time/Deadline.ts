@@ -18,6 +18,7 @@ import { Clock, Context, Data, Effect, type Fiber, Scheduler } from "effect"
 import { dual } from "effect/Function"
 import type * as Failure from "../failure/Failure.ts"
 import * as Alarms from "./internal/Alarms.ts"
+import * as Instant from "./internal/Instant.ts"
 
 /**
  * The layers a wait can be cut off by, from the widest: `run`, `step`, then the wait's
@@ -77,11 +78,13 @@ export const bound = (
   now: number,
   own: { readonly layer: Layer; readonly millis?: number | undefined }
 ): { readonly millis: number; readonly layer: Layer } => {
-  const run = Math.max(0, budget.runAt - now)
-  const step = Math.max(0, budget.stepAt - now)
+  const run = Instant.remaining(budget.runAt, now)
+  const step = Instant.remaining(budget.stepAt, now)
   const mine = own.millis ?? Number.POSITIVE_INFINITY
-  if (run <= step && run <= mine) return { millis: run, layer: "run" }
-  if (step < mine) return { millis: step, layer: "step" }
+  // Instants that differ by less than the clock's resolution are a tie (see `Instant`).
+  const tie = Instant.resolutionMillis
+  if (run <= step + tie && run <= mine + tie) return { millis: run, layer: "run" }
+  if (step < mine - tie) return { millis: step, layer: "step" }
   return { millis: mine, layer: own.layer }
 }
 
@@ -123,12 +126,14 @@ export const passed: Effect.Effect<boolean> = Effect.withFiber((fiber) =>
 /**
  * Whether a deadline at `at` has passed at `now`: the one definition, for code that holds
  * the deadline and the clock itself (the run, which checks its own deadline after every
- * wait).
+ * wait; a provider's read). Less than a nanosecond before it counts as passed: effect
+ * measures timers in whole nanoseconds, so on a clock at a fractional millisecond (a
+ * `TestClock`) a timer set for a deadline may end that far before it.
  *
  * @category computations
  * @since 0.3.0
  */
-export const hasPassed = (at: number, now: number): boolean => now >= at
+export const hasPassed = (at: number, now: number): boolean => Instant.reached(at, now)
 
 /**
  * Runs `self` as a step of at most `millis` (none when `undefined`): every wait inside

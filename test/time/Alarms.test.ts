@@ -109,6 +109,19 @@ describe("Deadline.alarm", () => {
       })
   )
 
+  it.effect(
+    "R3.11 an alarm set at a fractional time goes off when the clock is set to its time, not a nanosecond later",
+    () =>
+      Effect.gen(function* () {
+        // A sleep from 4e-7 ms for what is left of 1000 ms rounds up to whole nanoseconds.
+        yield* TestClock.setTime(4e-7)
+        const { fired, at } = recorder()
+        yield* at(1_000, "deadline")
+        yield* TestClock.setTime(1_000)
+        assert.deepStrictEqual(fired, ["deadline"])
+      })
+  )
+
   it.effect("an alarm whose time has passed goes off at once", () =>
     Effect.gen(function* () {
       yield* TestClock.adjust(1_000)

@@ -9,6 +9,7 @@ import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import type * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
 import type * as Model from "../../model/Model.ts"
+import * as Deadline from "../../time/Deadline.ts"
 import * as OpenAiWire from "../OpenAiWire.ts"
 import * as Sse from "../Sse.ts"
 import * as Phases from "./Phases.ts"
@@ -64,13 +65,14 @@ const watchdog = (
         if (progress.doneAt !== undefined) {
           // The answer is whole: the drain never holds it past the deadline.
           const end = Math.min(progress.doneAt + limits.drain, deadline.at)
-          if (now >= end) return
+          if (Deadline.hasPassed(end, now)) return
           yield* Effect.sleep(end - now)
           continue
         }
         const idleAt = progress.lastBytesAt + limits.idle.millis
         const at = Math.min(idleAt, deadline.at)
-        if (now >= at) return yield* Phases.timedOut(deadline.at < idleAt ? limits.whole : limits.idle)
+        if (Deadline.hasPassed(at, now))
+          return yield* Phases.timedOut(deadline.at < idleAt ? limits.whole : limits.idle)
         yield* Effect.sleep(Math.min(at - now, limits.drain))
       }
     })

@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import type * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
 import type * as Model from "../../model/Model.ts"
+import * as Instants from "../../time/Deadline.ts"
 
 const source = "provider" as const
 
@@ -30,7 +31,7 @@ export const deadlineOf = (request: Model.Request): Deadline => ({
 /** A phase's own limit, or what is left before the deadline (named by its layer) if that is shorter. */
 export const cap = (layer: FailureBoundary.TimeoutLayer, own: number, deadline: Deadline, now: number): Phase => {
   const left = deadline.at - now
-  return own <= left ? { layer, millis: own } : { layer: deadline.layer, millis: Math.max(0, Math.floor(left)) }
+  return own <= left ? { layer, millis: own } : { layer: deadline.layer, millis: Math.max(0, left) }
 }
 
 export const timedOut = (phase: Phase) =>
@@ -69,17 +70,19 @@ export const headersTimer = (
         const now = clock.currentTimeMillisUnsafe()
         const connectedAt = connection.connectedAt
         let wake: number
-        if (connectedAt !== undefined || (!connection.started && now >= connectEnd)) {
+        if (connectedAt !== undefined || (!connection.started && Instants.hasPassed(connectEnd, now))) {
           const from = connectedAt ?? connectEnd
           const firstByte = cap("first_byte", limits.firstByteMillis, deadline, from)
-          if (now >= from + firstByte.millis) return yield* timedOut(firstByte)
+          if (Instants.hasPassed(from + firstByte.millis, now)) return yield* timedOut(firstByte)
           wake = from + firstByte.millis
-        } else if (now >= connectEnd) {
+        } else if (Instants.hasPassed(connectEnd, now)) {
           return yield* timedOut(connect)
         } else {
           wake = connection.started ? Math.min(connectEnd, now + limits.firstByteMillis) : connectEnd
         }
-        yield* Effect.sleep(Math.max(1, wake - now))
+        // Until the phase's end (at least a nanosecond off, see `Deadline.hasPassed`); a
+        // millisecond's poll when no end is set yet.
+        yield* Effect.sleep(wake > now ? wake - now : 1)
       }
     })
   )

@@ -8,8 +8,10 @@
  * re-exported here.
  * Private to the testing kit; `Properties` is the public face.
  */
+
 import * as Event from "../../events/Event.ts"
 import type * as RunResult from "../../run/RunResult.ts"
+import * as Deadline from "../../time/Deadline.ts"
 import { checkApprovals } from "./PropertyApprovalChecks.ts"
 import { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
@@ -208,7 +210,7 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
   const deadlineAt = started?._tag === "run.started" ? started.deadlineAt : undefined
   if (deadlineAt !== undefined) {
     for (const e of retries) {
-      if (e.at + e.delayMillis >= deadlineAt) {
+      if (Deadline.hasPassed(deadlineAt, e.at + e.delayMillis)) {
         violate(
           "R3.3 deadline",
           `${e.kind} at ${e.at} waits ${e.delayMillis} ms, to or past the deadline ${deadlineAt}`

@@ -3,9 +3,11 @@
  * `check`.
  * Private to the testing kit; `Properties` is the public face.
  */
+
 import * as Event from "../../events/Event.ts"
 import type * as Failure from "../../failure/Failure.ts"
 import type * as RunResult from "../../run/RunResult.ts"
+import * as Deadline from "../../time/Deadline.ts"
 import type { Budget } from "./PropertyBudget.ts"
 import { epsilon, type Violate } from "./PropertyViolation.ts"
 
@@ -101,7 +103,11 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
     if (e._tag === "tool.started") begun.set(e.callId, e.at)
 
     // A retry's wait ends before the deadline of its step (R4.2, R3.3).
-    if (e._tag === "recovery.started" && !Event.isCorrection(e.kind) && e.delayMillis >= stepDeadline - e.at) {
+    if (
+      e._tag === "recovery.started" &&
+      !Event.isCorrection(e.kind) &&
+      Deadline.hasPassed(stepDeadline, e.at + e.delayMillis)
+    ) {
       violate(
         "R4.2 step deadline",
         `${e.kind} at ${e.at} waits ${e.delayMillis} ms, to or past its step's deadline ${stepDeadline}`

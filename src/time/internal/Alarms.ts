@@ -17,6 +17,7 @@
  * nobody holds any more takes its alarms with it.
  */
 import { type Clock, Duration, Effect, type Fiber, type Scheduler } from "effect"
+import * as Instant from "./Instant.ts"
 
 /** One alarm: set by {@link set}, given to {@link clear}. */
 export class Alarm {
@@ -125,21 +126,22 @@ const sleep = Effect.fnUntraced(function* (alarms: Alarms) {
   while (head !== undefined) {
     const until = head.at
     alarms.until = until
-    yield* clock.sleep(Duration.millis(Math.max(0, until - clock.currentTimeMillisUnsafe())))
+    // Whole nanoseconds, rounded down: the sleep never ends after `until` (see `Instant`).
+    const nanos = Math.floor(Instant.remaining(until, clock.currentTimeMillisUnsafe()) * 1e6)
+    yield* clock.sleep(Duration.nanos(BigInt(nanos)))
     // The clock ended the sleep for `until`, so that time has come, even where its
-    // arithmetic says a hair less: a `TestClock` at a fractional time adds what was left
-    // to now and can land one ulp short, and sleeping again for that ulp lands there again.
+    // arithmetic says a hair less; alarms within the resolution of it go off with it.
     fireDue(alarms, Math.max(until, clock.currentTimeMillisUnsafe()))
     head = alarms.heap[0]
   }
   alarms.until = Number.POSITIVE_INFINITY
 })
 
-/** Takes every alarm due at `now` off the heap and calls it, in order of time. */
+/** Takes every alarm due at `now` (to within the resolution, see `Instant`) off the heap and calls it, in order of time. */
 const fireDue = (alarms: Alarms, now: number): void => {
   alarms.firing = true
   try {
-    for (let head = alarms.heap[0]; head !== undefined && head.at <= now; head = alarms.heap[0]) {
+    for (let head = alarms.heap[0]; head !== undefined && Instant.reached(head.at, now); head = alarms.heap[0]) {
       pop(alarms.heap)
       const fire = head.fire
       head.fire = undefined
