@@ -8,7 +8,7 @@ import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
-import { crashThenResume, dies, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
+import { approvedPay, crashThenResume, dies, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
 
 describe("Run.resume (R9)", () => {
   it.effect("R9 a finished run's result is committed with it: resuming gives it back, running nothing", () =>
@@ -200,6 +200,27 @@ describe("Run.resume (R9)", () => {
       )
       assert.strictEqual(missing.reason, "not_found")
     }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R7 R9 a run resumed with a tool that no longer needs approval is refused: a waiting call never runs unapproved",
+    () =>
+      Effect.gen(function* () {
+        const gated = approvedPay()
+        // Commit 2: the approval request.
+        yield* dies(
+          { crashAt: { commit: 2, when: "after" } },
+          { goal: "pay 10", tools: [gated.tool] },
+          payThenAnswer
+        ).pipe(Effect.ignore)
+        const ungated = pay(true)
+        const error = yield* Effect.flip(
+          Run.resume("r1", { tools: [ungated.tool] }).pipe(Effect.provide(payThenAnswer))
+        )
+        assert.strictEqual(error.reason, "incompatible")
+        assert.include(error.message, "needs approval")
+        assert.strictEqual(ungated.calls.count + gated.calls.count, 0)
+      }).pipe(Effect.provide(layers))
   )
 
   it.effect(

@@ -42,13 +42,19 @@ const storable = (result: unknown): Schema.Json | undefined => {
 }
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 
-/** A tool's fingerprint: what a resumed run's log depends on (its arguments' shape, whether it may act twice). */
+/**
+ * A tool's fingerprint: what a resumed run's log depends on (its arguments' shape, whether
+ * it may act twice, whether its calls wait for approval: a call the log has waiting must
+ * not run unapproved). `needsApproval` is in it only when set, so the fingerprints of
+ * tools without approval are those runs recorded before it was.
+ */
 const fingerprint = (tool: Tool.Any<unknown>): string =>
   Signature.digest(
     Signature.canonicalJson({
       parameters: tool.definition.parameters,
       sideEffect: tool.metadata.sideEffect,
-      idempotent: tool.metadata.idempotent
+      idempotent: tool.metadata.idempotent,
+      ...(tool.metadata.needsApproval ? { needsApproval: true } : {})
     })
   )
 
@@ -191,9 +197,14 @@ export const load = Effect.fnUntraced(function* (
   if (Exit.isFailure(header)) return yield* fail("corrupt", "the run's header does not decode")
   const now = fingerprints(tools)
   for (const [name, print] of Object.entries(header.value.tools)) {
-    if (now[name] === undefined) return yield* fail("incompatible", `the tool ${name} the run used is not given`)
+    if (now[name] === undefined) {
+      return yield* fail("incompatible", `the run was started with the tool "${name}", which is not given`)
+    }
     if (now[name] !== print) {
-      return yield* fail("incompatible", `the tool ${name} changed (its input schema or its side-effect class)`)
+      return yield* fail(
+        "incompatible",
+        `the tool "${name}" changed (its input schema, its side-effect class or whether it needs approval)`
+      )
     }
   }
   const model = header.value.model
