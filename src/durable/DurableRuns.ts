@@ -45,7 +45,7 @@ export interface StartOptions {
  */
 export class DurableRunError extends Schema.TaggedError<DurableRunError>()("DurableRunError", {
   runId: Schema.String,
-  reason: Schema.Literals(["not_found", "unavailable", "corrupt"]),
+  reason: Schema.Literals(["not_found", "unavailable", "corrupt", "invalid"]),
   detail: Schema.String
 }) {
   override get message(): string {
@@ -81,6 +81,10 @@ export interface Service {
    * with its result.
    */
   readonly watch: (
+    /**
+     * A `fromSeq` that is not a number, or a `pollInterval` that is not a positive
+     * duration, fails the stream at once with `DurableRunError` (`invalid`).
+     */
     runId: string,
     options?: { readonly fromSeq?: number | undefined; readonly pollInterval?: Duration.Input | undefined }
   ) => Stream.Stream<Event.Event, DurableRunError>

@@ -144,9 +144,13 @@ export interface Recovery {
   readonly fallbackModels?: ReadonlyArray<Model.Fallback> | undefined
 }
 
+/** A UTF-16 surrogate without its pair: text no store keeps as it is (SQLite and PostgreSQL write U+FFFD). */
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
 /**
  * What a run id may be: 1 to 256 characters, none of them a control character (a NUL, a
- * line break): every store keeps it as text, and logs and URLs carry it.
+ * line break) or half of a surrogate pair: every store keeps it as text, and logs and URLs
+ * carry it. (A store replaces a lone surrogate, so two ids would share one run.)
  *
  * @category schemas
  * @since 0.5.0
@@ -154,9 +158,12 @@ export interface Recovery {
 export const RunId = Schema.String.check(
   Schema.makeFilter(
     (id) =>
+      id.length >= 1 &&
+      id.length <= 256 &&
       // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is refused.
-      id.length >= 1 && id.length <= 256 && !/[\u0000-\u001f\u007f-\u009f]/.test(id),
-    { expected: "1 to 256 characters, none of them a control character" }
+      !/[\u0000-\u001f\u007f-\u009f]/.test(id) &&
+      !loneSurrogate.test(id),
+    { expected: "1 to 256 characters of well-formed text, none of them a control character" }
   )
 )
 

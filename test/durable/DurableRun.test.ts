@@ -91,6 +91,12 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
           fed.map((e) => e.seq),
           result.timeline.map((e) => e.seq)
         )
+        // A start that is not a number, or a poll of no time, is refused at once (it read the
+        // whole log again and again, or would spin).
+        for (const options of [{ fromSeq: Number.NaN }, { pollInterval: "soon" as never }, { pollInterval: 0 }]) {
+          const refused = yield* Effect.flip(Stream.runCollect(runs.watch(runId, options)))
+          assert.strictEqual(refused.reason, "invalid", JSON.stringify(options))
+        }
         // Resumed from an event: the rest, once.
         const rest = yield* Stream.runCollect(runs.watch(runId, { fromSeq: 5 }))
         assert.deepStrictEqual(

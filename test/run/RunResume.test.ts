@@ -199,6 +199,13 @@ describe("Run.resume (R9)", () => {
         Run.resume("nope", { tools: [payment.tool] }).pipe(Effect.provide(payThenAnswer))
       )
       assert.strictEqual(missing.reason, "not_found")
+      // An id no run can have is no run's: not a store out of reach ("resuming later may work").
+      for (const id of ["", "x".repeat(300), "x\ud800"]) {
+        const impossible = yield* Effect.flip(
+          Run.resume(id, { tools: [payment.tool] }).pipe(Effect.provide(payThenAnswer))
+        )
+        assert.strictEqual(impossible.reason, "not_found", JSON.stringify(id))
+      }
     }).pipe(Effect.provide(layers))
   )
 

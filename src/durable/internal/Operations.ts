@@ -164,8 +164,18 @@ export const make = (
       ),
     events: (runId) => Effect.map(stored(runId), (run) => run?.events ?? []),
     watch: (runId, options) => {
-      const pollMillis = Duration.toMillis(Duration.fromInputUnsafe(options?.pollInterval ?? "500 millis"))
-      const start = { from: Math.max(0, Math.trunc(options?.fromSeq ?? 0)), wait: false }
+      const poll = Duration.fromInput(options?.pollInterval ?? "500 millis")
+      const pollMillis = Option.isSome(poll) ? Duration.toMillis(poll.value) : Number.NaN
+      const fromSeq = options?.fromSeq ?? 0
+      // A NaN start read the whole log again at every poll; a poll of no time spins.
+      const invalid =
+        typeof fromSeq !== "number" || Number.isNaN(fromSeq)
+          ? `fromSeq must be a number, not ${String(fromSeq)}`
+          : !(pollMillis > 0)
+            ? `pollInterval must be a positive duration, not ${String(options?.pollInterval)}`
+            : undefined
+      if (invalid !== undefined) return Stream.fail(new DurableRunError({ runId, reason: "invalid", detail: invalid }))
+      const start = { from: Math.max(0, Math.trunc(fromSeq)), wait: false }
       return Stream.paginate(start, ({ from, wait }) =>
         Effect.gen(function* () {
           if (wait) yield* Effect.sleep(pollMillis)

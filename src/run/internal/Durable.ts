@@ -10,6 +10,7 @@ import type * as JournalError from "../../journal/JournalError.ts"
 import * as Signature from "../../tools/Signature.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import { ResumeError } from "../ResumeError.ts"
+import { RunId } from "../RunOptions.ts"
 import * as RunResult from "../RunResult.ts"
 import type * as RunContext from "./RunContext.ts"
 import * as RunOptionsSchema from "./RunOptionsSchema.ts"
@@ -57,6 +58,8 @@ const fingerprint = (tool: Tool.Any<unknown>): string =>
       ...(tool.metadata.needsApproval ? { needsApproval: true } : {})
     })
   )
+
+const isRunId = Schema.is(RunId)
 
 const fingerprints = (tools: Iterable<Tool.Any<unknown>>): Record<string, string> => {
   const all: Record<string, string> = {}
@@ -180,6 +183,13 @@ export const load = Effect.fnUntraced(function* (
 ) {
   const fail = (reason: ResumeError["reason"], detail: string) =>
     Effect.fail(new ResumeError({ runId, reason, detail }))
+  // An id no run can have is no run's: refused before the store is asked (which would say it cannot read it).
+  if (!isRunId(runId)) {
+    return yield* fail(
+      "not_found",
+      "no run can have this id (1 to 256 characters of well-formed text, none of them a control character)"
+    )
+  }
   const found = yield* Effect.mapError(journal.read(runId), (e) => resumeError(runId, e))
   if (Option.isNone(found)) return yield* fail("not_found", "the journal has no run of this id")
   const stored = found.value
