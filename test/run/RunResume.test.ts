@@ -5,6 +5,7 @@ import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -152,6 +153,36 @@ describe("Run.resume (R9)", () => {
       assert.include(result.detail, "another process owns this run")
       assert.strictEqual(faulty.commits(), 2)
     }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R9 a run another process resumed while its model answered is told so at its last commit, never completed with an ending the journal does not hold",
+    () =>
+      Effect.gen(function* () {
+        const look = FaultyTools.slow({ name: "look", millis: 0 })
+        let answers = 0
+        const model = ScriptedModel.layerFunction((request) => {
+          if (request.iteration === 1) return ScriptedModel.toolCall("look", {}, "c1")
+          answers++
+          // The first process's model is slow; meanwhile a second process resumes the run.
+          return answers === 1
+            ? Effect.as(Effect.sleep("600 millis"), ScriptedModel.finalAnswer("A's answer"))
+            : ScriptedModel.finalAnswer("B's answer")
+        })
+        const first = yield* Effect.forkChild(
+          Run.run({ goal: "look", runId: "f1", tools: [look.tool] }).pipe(Effect.provide(model))
+        )
+        while (answers === 0) yield* Effect.yieldNow
+        const second = yield* Run.resume("f1", { tools: [look.tool] }).pipe(Effect.provide(model))
+        yield* TestClock.adjust("1 second")
+        const overtaken = yield* Fiber.join(first)
+        assert.strictEqual(second.finalAnswer, "B's answer")
+        assert.strictEqual(overtaken.stopReason, "internal_error")
+        assert.include(overtaken.detail, "another process owns this run now")
+        // The journal holds the second process's ending.
+        const stored = yield* Run.resume("f1", { tools: [look.tool] }).pipe(Effect.provide(model))
+        assert.strictEqual(stored.finalAnswer, "B's answer")
+      }).pipe(Effect.provide(layers))
   )
 
   it.effect("R9 an unreachable journal at the intent record: the call fails retryable and its handler never runs", () =>

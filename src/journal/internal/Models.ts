@@ -77,9 +77,10 @@ export interface Service {
   readonly create: (run: NewRun) => Effect.Effect<void, JournalError>
   /**
    * Commits events in one transaction, fenced on `expectedSeq`: when the run's committed
-   * count is not `expectedSeq` (another writer moved it) the result is a `Conflict` and
-   * nothing is written. Events whose `seq` do not run `expectedSeq, expectedSeq + 1, …`, or
-   * belong to another run, are an `InvalidAppend`.
+   * count is not `expectedSeq` (another writer moved it, or ended the run) the result is a
+   * `Conflict` and nothing is written. Events whose `seq` do not run `expectedSeq,
+   * expectedSeq + 1, …`, or belong to another run, or more events after the run's own end,
+   * are an `InvalidAppend`.
    */
   readonly append: (runId: string, append: Append) => Effect.Effect<void, JournalError>
   /** The run as committed, decoded; `Corrupt` or `Incompatible` when it cannot be read back. */

@@ -114,7 +114,9 @@ export const notWritten = (commit: Commit, standing: Standing): JournalError | u
     return Errors.make(new Errors.Corrupt({ runId, detail: `the run's last commit row ends at ${actualSeq}` }))
   }
   if (row.count === 0 && actualSeq === row.seq) return undefined
-  if (standing.ended) {
+  // Ended where this writer expected to go on: another writer ended it (a conflict, which
+  // fences this one off); ended where this writer expected it, this writer's own log.
+  if (standing.ended && actualSeq === row.seq) {
     return Errors.make(new Errors.InvalidAppend({ runId, detail: "the run has ended: its log takes no more events" }))
   }
   return Errors.make(
@@ -125,7 +127,7 @@ export const notWritten = (commit: Commit, standing: Standing): JournalError | u
       detail:
         actualSeq === row.seq
           ? `another writer committed at seq ${row.seq} at the same time`
-          : `expected the run's next seq to be ${row.seq}, found ${actualSeq}`
+          : `expected the run's next seq to be ${row.seq}, found ${actualSeq}${standing.ended ? " (another writer ended the run)" : ""}`
     })
   )
 }

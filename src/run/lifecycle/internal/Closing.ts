@@ -28,6 +28,15 @@ export type Given = Exit.Exit<RunResult.RunResult, RunContext.Suspended>
 const suspension = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspended> | undefined =>
   ctx.suspended === undefined ? undefined : Exit.fail(ctx.suspended)
 
+/** The result of a run another process took over before its last commit (R9, fencing). */
+const overtaken = (result: RunResult.RunResult, fenced: string): RunResult.RunResult => ({
+  ...result,
+  status: "failed",
+  stopReason: "internal_error",
+  policy: "runtime",
+  detail: `another process owns this run now, so this process's ending (${result.status}, ${result.stopReason}) was not recorded: ${fenced}`
+})
+
 /**
  * The closing of one run. It keeps what every way out needs, and the two facts they
  * share: the result the run closed with, and the stop grace's timer.
@@ -68,13 +77,26 @@ export class Closing {
    * its span and metrics (the ending, counters, usage and cost), with every observer (a
    * recorder has written `run.finished`), then to `done`.
    */
-  close(result: RunResult.RunResult): Effect.Effect<void> {
+  close(result: RunResult.RunResult): Effect.Effect<RunResult.RunResult> {
     // Every caller of the run is handed this one result: none can change it for the others (R12).
     this.closed = OwnCopy.deepFreeze(result)
-    return Effect.andThen(
-      Commit.final(this.ctx, result),
-      Effect.andThen(Effect.andThen(Spans.ended(result), Metrics.record(result)), this.settled)
-    )
+    const closing = this
+    return Effect.gen(function* () {
+      yield* Commit.final(closing.ctx, result)
+      // Fenced off at its last commit: another process resumed the run meanwhile, and the
+      // journal will hold that process's ending. This one's caller is told so, not given
+      // an ending the run does not have (its timeline is this process's own view).
+      const fenced = closing.ctx.fenced
+      const given =
+        fenced === undefined || result.stopReason === "internal_error"
+          ? result
+          : OwnCopy.deepFreeze(overtaken(result, fenced))
+      closing.closed = given
+      yield* Spans.ended(given)
+      yield* Metrics.record(given)
+      yield* closing.settled
+      return given
+    })
   }
 
   /**
@@ -90,7 +112,9 @@ export class Closing {
     const suspended = suspension(this.ctx)
     if (suspended !== undefined) return Effect.as(this.settled, suspended)
     return Effect.flatMap(finalize(this.ctx, exit, validation, this.tools), (result) =>
-      Effect.as(Effect.exit(this.close(result)), Exit.succeed(result))
+      Effect.map(Effect.exit(this.close(result)), (closed) =>
+        Exit.succeed(Exit.isSuccess(closed) ? closed.value : result)
+      )
     )
   }
 
@@ -124,7 +148,11 @@ export class Closing {
     if (suspended !== undefined) Deferred.doneUnsafe(this.done, suspended)
     else {
       const made = make()
-      Effect.runForkWith(this.context)(Effect.ensuring(this.close(made), Deferred.succeed(this.done, made)))
+      Effect.runForkWith(this.context)(
+        Effect.flatMap(Effect.exit(this.close(made)), (closed) =>
+          Deferred.succeed(this.done, Exit.isSuccess(closed) ? closed.value : made)
+        )
+      )
     }
   }
 }
