@@ -19,7 +19,7 @@
  *
  * @since 0.5.0
  */
-import { Clock, Duration, Effect, type Fiber, Result } from "effect"
+import { Clock, Duration, Effect, type Fiber, Option, Result } from "effect"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
 import * as Approval from "../tools/Approval.ts"
@@ -163,13 +163,17 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
       if (ended.failure.why !== "parked") return yield* Effect.interrupt
       return { _tag: "Parked", approvals: parkedOn } as const
     }
-    // Calls a finished run left on the table (a cancel while it was parked) are withdrawn.
+    // Calls a finished run left on the table (a cancel while it was parked) are withdrawn,
+    // once the journal holds its ending: a run fenced off by another process (which owns it
+    // now, and may wait on approvals of its own) touches nothing.
     yield* Effect.ignore(
-      Effect.flatMap(journal.pendingApprovals({ runId }), (rows) =>
-        Effect.flatMap(Clock.currentTimeMillis, (at) =>
-          Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
-        )
-      )
+      Effect.gen(function* () {
+        const stored = yield* journal.read(runId)
+        if (Option.isNone(stored) || Option.isNone(stored.value.result)) return
+        const rows = yield* journal.pendingApprovals({ runId })
+        const at = yield* Clock.currentTimeMillis
+        yield* Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
+      })
     )
     // Erased boundary: the run decoded its `output` with the schema of `O` it was given.
     return { _tag: "Finished", result: ended.success as RunResult.Typed<O> } as const

@@ -54,6 +54,55 @@ const decide = (runId: string, callId: string, decision: Approval.Decision) =>
   Effect.flatMap(Journal.Journal, (journal) => JournalApprovals.make(journal).decide(runId, callId, decision))
 
 describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7)", () => {
+  it.live(
+    "R9 R7 a host another one took the run from ends internal_error and leaves the new owner's approval alone",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const look = Tool.make({
+          name: "look",
+          description: "Looks.",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "read",
+          idempotent: true,
+          handler: () => Effect.succeed("seen")
+        })
+        let second = 0
+        // The first host's second model call is slow; meanwhile a second host takes the run
+        // over, and its model asks for a payment that waits for approval.
+        const model = ScriptedModel.layerFunction((request) => {
+          if (request.iteration === 1) return ScriptedModel.toolCall("look", {}, "c1")
+          if (request.iteration === 2) {
+            second++
+            return second === 1
+              ? Effect.as(Effect.sleep("300 millis"), ScriptedModel.finalAnswer("the first host's answer"))
+              : ScriptedModel.toolCall("pay", { amount: 5 }, "c2")
+          }
+          return ScriptedModel.finalAnswer("paid")
+        })
+        const options = { goal: "pay", tools: [look, pay] }
+        const settings: RunHost.Settings = { parkAfter: "1 hour" }
+        const first = yield* Effect.forkChild(RunHost.drive("h1", options, settings).pipe(Effect.provide(model)))
+        while (second === 0) yield* Effect.sleep(5)
+        const owner = yield* Effect.forkChild(RunHost.drive("h1", options, settings).pipe(Effect.provide(model)))
+        const journal = yield* Journal.Journal
+        while ((yield* journal.pendingApprovals({ runId: "h1" })).length === 0) yield* Effect.sleep(5)
+        const overtaken = yield* Fiber.join(first)
+        assert.strictEqual(overtaken._tag, "Finished")
+        if (overtaken._tag === "Finished") assert.strictEqual(overtaken.result.stopReason, "internal_error")
+        // The new owner's call is still waiting: approving it lets the owner pay, once.
+        assert.deepStrictEqual(
+          (yield* journal.pendingApprovals({ runId: "h1" })).map((r) => r.callId),
+          ["c2"]
+        )
+        yield* decide("h1", "c2", Approval.approved("ops"))
+        const owned = yield* Fiber.join(owner)
+        assert.strictEqual(owned._tag === "Finished" ? owned.result.stopReason : owned._tag, "goal_reached")
+        assert.deepStrictEqual(paid, [5])
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
   it.effect("R7 a run whose only open call waits for approval parks: no terminal event, the call pending", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()
