@@ -20,6 +20,7 @@
  * @since 0.5.0
  */
 import { Clock, Duration, Effect, type Fiber, Option, Result } from "effect"
+import type * as Event from "../events/Event.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
 import * as Approval from "../tools/Approval.ts"
@@ -28,7 +29,7 @@ import * as Durable from "./internal/Durable.ts"
 import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as ToolExecutor from "./pipeline/ToolExecutor.ts"
-import type { ResumeError } from "./ResumeError.ts"
+import { ResumeError } from "./ResumeError.ts"
 import type { Options, Requirements } from "./RunOptions.ts"
 import type * as RunResult from "./RunResult.ts"
 
@@ -72,11 +73,18 @@ const busy = (ctx: RunContext.RunContext): boolean => {
   })
 }
 
+/** Whether `stored` is a prefix of `timeline`: the same events, by `seq` and kind. */
+const isPrefixOf = (stored: ReadonlyArray<Event.Event>, timeline: ReadonlyArray<Event.Event>): boolean =>
+  stored.length < timeline.length && stored.every((e, i) => e.seq === timeline[i]?.seq && e._tag === timeline[i]?._tag)
+
 /**
  * Drives the run `runId` of the journal: starts it from `options` when the journal does not
  * hold it yet, goes on from its log when it does (the tools must be the ones it used, as for
  * `Run.resume`; `goal` and `system` then come from the log), and gives its stored result when
- * it has finished. Fails with a `ResumeError` when its log cannot be gone on with.
+ * it has finished. Fails with a `ResumeError` when its log cannot be gone on with, and
+ * with one that is `unavailable` when the run ended but the journal did not record its
+ * ending (its store out of reach at the last commit): driven again, it goes on from its
+ * last commit.
  *
  * @category combinators
  * @since 0.5.0
@@ -166,15 +174,27 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     // Calls a finished run left on the table (a cancel while it was parked) are withdrawn,
     // once the journal holds its ending: a run fenced off by another process (which owns it
     // now, and may wait on approvals of its own) touches nothing.
-    yield* Effect.ignore(
-      Effect.gen(function* () {
-        const stored = yield* journal.read(runId)
-        if (Option.isNone(stored) || Option.isNone(stored.value.result)) return
-        const rows = yield* journal.pendingApprovals({ runId })
-        const at = yield* Clock.currentTimeMillis
-        yield* Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
-      })
-    )
+    const stored = yield* Effect.orElseSucceed(journal.read(runId), () => Option.none())
+    if (Option.isSome(stored) && Option.isSome(stored.value.result)) {
+      yield* Effect.ignore(
+        Effect.gen(function* () {
+          const rows = yield* journal.pendingApprovals({ runId })
+          const at = yield* Clock.currentTimeMillis
+          yield* Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
+        })
+      )
+    } else if (Option.isSome(stored) && isPrefixOf(stored.value.events, ended.success.timeline)) {
+      // The journal holds this run's own log, less its ending: its last commit did not get
+      // through (the store out of reach). The engine drives it again, from that log, rather
+      // than finish a run its journal will never show finished.
+      return yield* Effect.fail(
+        new ResumeError({
+          runId,
+          reason: "unavailable",
+          detail: `the journal did not record the run's ending (${ended.success.stopReason}); it goes on from its last commit`
+        })
+      )
+    }
     // Erased boundary: the run decoded its `output` with the schema of `O` it was given.
     return { _tag: "Finished", result: ended.success as RunResult.Typed<O> } as const
   })

@@ -5,6 +5,7 @@ import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as RunHost from "../../src/run/RunHost.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -54,6 +55,35 @@ const decide = (runId: string, callId: string, decision: Approval.Decision) =>
   Effect.flatMap(Journal.Journal, (journal) => JournalApprovals.make(journal).decide(runId, callId, decision))
 
 describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7)", () => {
+  it.live(
+    "R9 a run whose ending the journal could not record is not finished for its engine: driven again, it ends recorded",
+    () =>
+      Effect.gen(function* () {
+        let down = false
+        let asked = 0
+        // The store goes out of reach as the model answers, for longer than a commit's retries.
+        const model = ScriptedModel.layerFunction(() => {
+          asked++
+          down = asked === 1
+          return ScriptedModel.finalAnswer(`answer ${asked}`)
+        })
+        const faulty = FaultyJournal.make(yield* Journal.Journal, { unavailableOn: () => down })
+        const journal = Layer.succeed(Journal.Journal, faulty.journal)
+        const options = { goal: "answer", tools: [] }
+        const unrecorded = yield* Effect.flip(
+          RunHost.drive("u1", options).pipe(Effect.provide(Layer.merge(model, journal)))
+        )
+        assert.strictEqual(unrecorded.reason, "unavailable")
+        assert.include(unrecorded.detail, "did not record the run's ending")
+        down = false
+        const again = yield* RunHost.drive("u1", options).pipe(Effect.provide(Layer.merge(model, journal)))
+        assert.strictEqual(again._tag, "Finished")
+        if (again._tag === "Finished") assert.strictEqual(again.result.finalAnswer, "answer 2")
+        const stored = Option.getOrThrow(yield* (yield* Journal.Journal).read("u1"))
+        assert.isTrue(Option.isSome(stored.result))
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
   it.live(
     "R9 R7 a host another one took the run from ends internal_error and leaves the new owner's approval alone",
     () =>
