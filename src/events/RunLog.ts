@@ -333,3 +333,20 @@ export const mayHaveTakenUp: (
  * @since 0.3.0
  */
 export const concurrencyOf: (events: ReadonlyArray<Event.Event>) => number = BatchSchedule.concurrencyOf
+
+/**
+ * The run's deadline as its log says it (R9): the closer one the last resume that set one
+ * recorded (`run.resumed`'s `deadlineAt`), else its start's; infinite when the log has no
+ * start.
+ *
+ * @category getters
+ * @since 0.5.0
+ */
+export const deadlineOf = (events: ReadonlyArray<Event.Event>): number => {
+  let at = Number.POSITIVE_INFINITY
+  for (const event of events) {
+    if (event._tag === "run.started") at = event.deadlineAt
+    else if (event._tag === "run.resumed" && event.deadlineAt !== undefined) at = Math.min(at, event.deadlineAt)
+  }
+  return at
+}

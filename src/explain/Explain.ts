@@ -21,6 +21,7 @@
  */
 import * as Counters from "../events/Counters.ts"
 import type * as Event from "../events/Event.ts"
+import * as RunLog from "../events/RunLog.ts"
 import * as StopReason from "../events/StopReason.ts"
 import * as Facts from "./internal/ExplainFacts.ts"
 import * as Limits from "./internal/ExplainLimits.ts"
@@ -126,12 +127,14 @@ const deadlineOf = (
 ): M.Deadline | undefined => {
   const start = timeline[0]?.at ?? 0
   const started = last(timeline, "run.started")
+  // The run's deadline: its start's, or the closer one a resume set.
+  const runDeadlineAt = started === undefined ? undefined : RunLog.deadlineOf(timeline)
   const stopping = last(timeline, "run.stopping")
   if (reason === "run_timeout" && stopping?.by === "deadline") {
     return {
       layer: "run",
       firedAtMillis: stopping.at - start,
-      deadlineAt: started?.deadlineAt,
+      deadlineAt: runDeadlineAt,
       limitMillis: limitOfLayer(started, "run"),
       elapsedMillis: undefined,
       state: stopping.state,
@@ -161,7 +164,7 @@ const deadlineOf = (
     return {
       layer: "run",
       firedAtMillis: decided === undefined ? undefined : decided.at - start,
-      deadlineAt: started?.deadlineAt,
+      deadlineAt: runDeadlineAt,
       limitMillis: limitOfLayer(started, "run"),
       elapsedMillis: undefined,
       state: undefined,

@@ -1,9 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option, Schema } from "effect"
+import * as RunLog from "../../src/events/RunLog.ts"
+import * as Explain from "../../src/explain/Explain.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 
 const K = 25
@@ -29,19 +32,21 @@ const model = ScriptedModel.layerFunction((request) =>
 )
 
 /** A run with raised limits and a step timeout, whose process dies after 22 of its steps. */
-const diesAtStep22 = Effect.gen(function* () {
-  const journal = yield* Journal.Journal
-  // Two commits per step (the model's response, the end of the iteration): the 45th is lost.
-  const faulty = FaultyJournal.make(journal, { crashAt: { commit: 45, when: "before" } })
-  yield* Run.run({
-    goal: "count",
-    runId: "r1",
-    tools: [step],
-    limits: { maxIterations: K + 5, maxToolCalls: K + 5 },
-    time: { step: "30 seconds" },
-    concurrency: 2
-  }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
-})
+const diesAtStep22Of = (runId: string) =>
+  Effect.gen(function* () {
+    const journal = yield* Journal.Journal
+    // Two commits per step (the model's response, the end of the iteration): the 45th is lost.
+    const faulty = FaultyJournal.make(journal, { crashAt: { commit: 45, when: "before" } })
+    yield* Run.run({
+      goal: "count",
+      runId,
+      tools: [step],
+      limits: { maxIterations: K + 5, maxToolCalls: K + 5 },
+      time: { step: "30 seconds" },
+      concurrency: 2
+    }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
+  })
+const diesAtStep22 = diesAtStep22Of("r1")
 
 describe("Run.resume: the options a run started with (R9)", () => {
   it.effect("R9 a run resumed with only its tools goes on under the limits it started with, not the defaults", () =>
@@ -92,6 +97,41 @@ describe("Run.resume: the options a run started with (R9)", () => {
         assert.include(error.message, "maxIterations")
         assert.strictEqual(calls, 0)
         assert.strictEqual(Option.getOrThrow(yield* journal.read("r2")).nextSeq, events.length)
+      }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
+
+  it.effect(
+    "R9 R3.11 a time.run given to resume brings the run's deadline closer, recorded in run.resumed; never further",
+    () =>
+      Effect.gen(function* () {
+        yield* diesAtStep22
+        // Each step of the resumed run takes 100 ms: 200 ms leave room for two.
+        const slowModel = ScriptedModel.layerFunction((request) =>
+          Effect.as(
+            Effect.sleep("100 millis"),
+            request.iteration <= K
+              ? ScriptedModel.toolCall("step", { n: request.iteration })
+              : ScriptedModel.finalAnswer("done")
+          )
+        )
+        const resumed = yield* TestClockDriver.drive(
+          Run.resume("r1", { tools: [step], time: { run: "200 millis" } }).pipe(Effect.provide(slowModel))
+        )
+        assert.strictEqual(resumed.stopReason, "run_timeout", resumed.detail)
+        const back = resumed.timeline.find((e) => e._tag === "run.resumed")
+        assert.isTrue(back?._tag === "run.resumed" && back.deadlineAt === back.at + 200)
+        assert.strictEqual(
+          RunLog.deadlineOf(resumed.timeline),
+          back?._tag === "run.resumed" ? back.deadlineAt : undefined
+        )
+        assert.strictEqual(Explain.explain(resumed.timeline).deadline?.deadlineAt, RunLog.deadlineOf(resumed.timeline))
+        // A wider one changes nothing: the run keeps the deadline it started with.
+        yield* diesAtStep22Of("r3")
+        const wider = yield* Run.resume("r3", { tools: [step], time: { run: "1 hour" } })
+        const again = wider.timeline.find((e) => e._tag === "run.resumed")
+        const first = wider.timeline[0]
+        assert.isTrue(again?._tag === "run.resumed" && again.deadlineAt === undefined)
+        assert.strictEqual(RunLog.deadlineOf(wider.timeline), first?._tag === "run.started" ? first.deadlineAt : 0)
       }).pipe(Effect.provide([Journal.layerMemory, model]))
   )
 })

@@ -69,7 +69,9 @@ export const RunStopping = Schema.TaggedStruct("run.stopping", {
  * The run goes on from its committed log (R9): in a new process after a crash or a
  * restart, or asked to by hand. `fromSeq` is the first event of this continuation;
  * `inDoubt` lists the calls whose handler was running when the log stopped: they go
- * through reconciliation, or run again when that is safe (R3.8).
+ * through reconciliation, or run again when that is safe (R3.8). `deadlineAt` is there
+ * when the resume brought the run's deadline closer (a `time.run` it was given): the run's
+ * deadline from then on.
  *
  * @category models
  * @since 0.4.0
@@ -78,7 +80,8 @@ export const RunResumed = Schema.TaggedStruct("run.resumed", {
   ...base,
   fromSeq: Schema.Int,
   reason: Schema.Literals(["restart", "manual"]),
-  inDoubt: Schema.Array(Schema.String)
+  inDoubt: Schema.Array(Schema.String),
+  deadlineAt: Schema.optional(Schema.Number)
 })
 
 /**

@@ -4,6 +4,7 @@
  * runtime; `Run` is the public face.
  */
 import { type Clock, Deferred, Effect, type Fiber, Result } from "effect"
+import * as RunLog from "../../events/RunLog.ts"
 import type * as Journal from "../../journal/Journal.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
@@ -59,11 +60,13 @@ const recordResumed = (
   reason: "restart" | "manual",
   inDoubt: ReadonlyArray<string>
 ): void => {
+  const closer = ctx.deadlineAt < RunLog.deadlineOf(ctx.events)
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "run.resumed",
     fromSeq: seq,
     reason,
     inDoubt,
+    ...(closer ? { deadlineAt: ctx.deadlineAt } : {}),
     runId,
     seq,
     at
@@ -149,10 +152,18 @@ export const prepare = <T extends Tool.Any, RV, O>(
   )
   const valid = Result.getOrUndefined(resolved)
   const runId = valid?.runId ?? randomRunId()
+  const now = clock.currentTimeMillisUnsafe()
+  const fresh = now + (valid?.timeoutMillis ?? 0)
+  // A resumed run keeps its deadline (absolute, in its log); a `time.run` its resume gives
+  // may only bring it closer: from now, if that is sooner (the resume's options are
+  // silent on `run` unless the caller set it).
+  const recorded = started === undefined ? undefined : RunLog.deadlineOf(restored?.events ?? [])
+  const deadlineAt =
+    recorded === undefined ? fresh : options.time?.run === undefined ? recorded : Math.min(recorded, fresh)
   const ctx = RunContext.make({
     runId,
     clock,
-    deadlineAt: started?.deadlineAt ?? clock.currentTimeMillisUnsafe() + (valid?.timeoutMillis ?? 0),
+    deadlineAt,
     breakers,
     journal:
       journal === undefined
