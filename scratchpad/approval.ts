@@ -28,7 +28,11 @@ const model = ScriptedModel.layer([
 ])
 
 /** Starts a run, waits until it asks for approval, shows the request, and lets `decide` answer. */
-const runWith = (decide: (handle: Run.Handle) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision>) =>
+const runWith = (
+  decide: (
+    handle: Run.Handle
+  ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable>
+) =>
   Effect.gen(function* () {
     const handle = yield* Run.start({
       goal: "Pay invoice INV-7",

@@ -191,7 +191,12 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
     decide: (runId, callId, decision) =>
       Effect.gen(function* () {
         yield* record(journal, runId, callId, decision).pipe(
-          Effect.catchTag("JournalError", broken("record the decision"))
+          Effect.catchTag("JournalError", (e) =>
+            // Out of reach: nothing was decided, the call still waits, the caller may try again.
+            e.isRetryable
+              ? Effect.fail(new Approval.Unavailable({ runId, callId, detail: e.message }))
+              : broken("record the decision")(e)
+          )
         )
         const here = waiting.get(keyOf(runId, callId))
         if (here !== undefined) yield* Deferred.succeed(here, decision)

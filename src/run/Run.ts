@@ -193,13 +193,13 @@ export interface Handle<O = never> {
   readonly approve: (
     callId: string,
     options?: { readonly by?: string | undefined }
-  ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision>
+  ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable>
   /** Rejects the call `callId` this run is waiting on (R7): the run ends `approval_rejected`. */
   readonly reject: (
     callId: string,
     reason: string,
     options?: { readonly by?: string | undefined }
-  ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision>
+  ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable>
   /** The calls of this run waiting for approval now. */
   readonly pendingApprovals: Effect.Effect<ReadonlyArray<Approval.Request>>
 }
@@ -279,7 +279,7 @@ class RunHandle<O> implements Handle<O> {
   #decide(
     callId: string,
     decision: Approval.Decision
-  ): Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision> {
+  ): Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable> {
     const invalid = Approval.checkDecision(this.runId, callId, decision)
     return invalid === undefined ? this.#gate.decide(this.runId, callId, decision) : Effect.fail(invalid)
   }

@@ -101,6 +101,23 @@ export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("Inva
 }
 
 /**
+ * The gate could not record a decision now (its store out of reach): nothing was decided,
+ * the call is still waiting, and the same decision may be tried again.
+ *
+ * @category errors
+ * @since 0.6.0
+ */
+export class Unavailable extends Schema.TaggedError<Unavailable>()("ApprovalUnavailable", {
+  runId: Schema.String,
+  callId: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `the decision on call ${this.callId} of run ${this.runId} could not be recorded now (try again): ${this.detail}`
+  }
+}
+
+/**
  * The field of `decision` that cannot be kept, if any (see {@link InvalidDecision}).
  *
  * @category validation
@@ -147,8 +164,11 @@ export interface Gate {
    * the wait (expiry, cancel, deadline) withdraws the request.
    */
   readonly request: (request: Request) => Effect.Effect<Decision>
-  /** Decides the pending call `callId` of run `runId`. */
-  readonly decide: (runId: string, callId: string, decision: Decision) => Effect.Effect<void, NotPending>
+  /**
+   * Decides the pending call `callId` of run `runId`; `Unavailable` when the decision
+   * cannot be recorded now (a gate over a store out of reach).
+   */
+  readonly decide: (runId: string, callId: string, decision: Decision) => Effect.Effect<void, NotPending | Unavailable>
   /** The calls waiting now, oldest first. */
   readonly pending: Effect.Effect<ReadonlyArray<Request>>
 }

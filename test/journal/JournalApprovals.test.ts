@@ -3,6 +3,7 @@ import { Context, Effect, Exit, Fiber, Layer } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
+import * as JournalError from "../../src/journal/JournalError.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
@@ -39,6 +40,44 @@ const pendingOn = (gate: Approval.Gate, n: number) =>
 const store = Effect.map(Layer.build(Journal.layerMemory), (context) => Context.get(context, Journal.Journal))
 
 describe("JournalApprovals (R7, R9.3)", () => {
+  it.live(
+    "R7 R12 a decision the store cannot take now is a typed ApprovalUnavailable: nothing decided, the call still waits",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* store
+        const pay = payment()
+        let reachable = false
+        const flaky: Journal.Service = {
+          ...journal,
+          decide: (decision) =>
+            reachable
+              ? journal.decide(decision)
+              : Effect.fail(
+                  JournalError.make(
+                    new JournalError.Unavailable({ operation: "decide", detail: "unreachable (by the test)" })
+                  )
+                )
+        }
+        const gate = JournalApprovals.make(flaky, poll)
+        const fiber = yield* Run.run({ goal: "pay 10", runId: "r9", tools: [pay.tool] }).pipe(
+          Effect.provideService(Journal.Journal, journal),
+          Effect.provideService(Approval.ApprovalGate, gate),
+          Effect.provide(model),
+          Effect.forkChild
+        )
+        yield* pendingOn(gate, 1)
+        const refused = yield* Effect.flip(gate.decide("r9", "c1", Approval.approved("ops")))
+        assert.strictEqual(refused._tag, "ApprovalUnavailable")
+        assert.strictEqual(pay.calls.count, 0)
+        assert.strictEqual((yield* gate.pending).length, 1)
+        reachable = true
+        yield* gate.decide("r9", "c1", Approval.approved("ops"))
+        const result = yield* Fiber.join(fiber)
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.strictEqual(pay.calls.count, 1)
+      })
+  )
+
   it.live("R7 a call waiting for approval is a row: another process's gate lists it and decides, the run goes on", () =>
     Effect.gen(function* () {
       const journal = yield* store
