@@ -45,7 +45,7 @@ export interface StartOptions {
  */
 export class DurableRunError extends Schema.TaggedError<DurableRunError>()("DurableRunError", {
   runId: Schema.String,
-  reason: Schema.Literals(["not_found", "unavailable", "corrupt", "invalid"]),
+  reason: Schema.Literals(["not_found", "unavailable", "corrupt", "failed", "invalid"]),
   detail: Schema.String
 }) {
   override get message(): string {

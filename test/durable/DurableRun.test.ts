@@ -424,6 +424,40 @@ describe("DurableRun: hostile input and edges (R5, R7, R12)", () => {
   )
 
   it.live(
+    "R12 a store that refuses a decision (neither out of reach nor unreadable) is `failed`; the call stays pending",
+    () => {
+      const { pay } = payments()
+      const refused = Effect.fail(
+        JournalError.make(new JournalError.StoreFailed({ operation: "decide", detail: "refused (by the test)" }))
+      )
+      const base = runtime([pay])
+      const client = DurableRun.layerClient.pipe(
+        Layer.provide(
+          Layer.merge(
+            base,
+            Layer.effect(
+              Journal.Journal,
+              Effect.map(Effect.service(Journal.Journal), (journal) => ({ ...journal, decide: () => refused }))
+            ).pipe(Layer.provide(base))
+          )
+        )
+      )
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay", runId: "j2" })
+        const callId = yield* waitingCall(runs, runId)
+        const failed = yield* Effect.flip(runs.approve(runId, callId))
+        assert.strictEqual(failed._tag === "DurableRunError" ? failed.reason : failed._tag, "failed")
+        assert.deepStrictEqual(
+          (yield* runs.pending(runId)).map((r) => r.callId),
+          [callId]
+        )
+      }).pipe(Effect.provide(client))
+    },
+    30_000
+  )
+
+  it.live(
     "R9 a store out of reach when a run is woken is waited for: the run goes on once it answers, it is not left suspended",
     () => {
       const { paid, pay } = payments()

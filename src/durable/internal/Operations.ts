@@ -15,8 +15,17 @@ import { DurableRunError, type Service, type StartOptions } from "../DurableRuns
 import * as Names from "./Names.ts"
 import { executionOf, payloadOf, RunWorkflow, suspendedOnFailure } from "./Workflow.ts"
 
+/** A store's error as the operation's: out of reach, holding what cannot be read, or refusing. */
 const storeError = (runId: string) => (e: JournalError.JournalError) =>
-  new DurableRunError({ runId, reason: e.isRetryable ? "unavailable" : "corrupt", detail: e.message })
+  new DurableRunError({
+    runId,
+    reason: e.isRetryable
+      ? "unavailable"
+      : e.reason._tag === "Corrupt" || e.reason._tag === "Incompatible"
+        ? "corrupt"
+        : "failed",
+    detail: e.message
+  })
 
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 
@@ -30,7 +39,7 @@ const known = (runId: string) =>
         new DurableRunError({
           runId,
           reason: "not_found",
-          detail: "no run can have this id (1 to 256 characters, none of them a control character)"
+          detail: "no run can have this id (1 to 256 characters of well-formed text, none of them a control character)"
         })
       )
 
