@@ -43,6 +43,7 @@
 import { type Duration, Effect, Layer } from "effect"
 import * as Journal from "../journal/Journal.ts"
 import * as Run from "../run/Run.ts"
+import * as RunHost from "../run/RunHost.ts"
 import * as RunOptions from "../run/RunOptions.ts"
 import type * as Tool from "../tools/Tool.ts"
 import { DurableRuns, type StartOptions } from "./DurableRuns.ts"
@@ -148,8 +149,11 @@ const wakeSuspended = Effect.gen(function* () {
 export const layer = <T extends Tool.Any, RV = never, O = never>(
   definitions: Definitions<T, RV, O>,
   settings: Settings = {}
-): Layer.Layer<DurableRuns, never, Requires | RunOptions.Requirements<T, RV>> =>
-  Layer.effect(
+): Layer.Layer<DurableRuns, RunOptions.InvalidRunOptions, Requires | RunOptions.Requirements<T, RV>> => {
+  // Settings that cannot work fail the layer when it is built, not a run later.
+  const invalid = RunHost.checkSettings(settings)
+  if (invalid !== undefined) return Layer.effect(DurableRuns, Effect.fail(invalid))
+  return Layer.effect(
     DurableRuns,
     Effect.map(Operations.services, (all) => Operations.make(all, checkedAgainst(definitions)))
   ).pipe(
@@ -160,6 +164,7 @@ export const layer = <T extends Tool.Any, RV = never, O = never>(
       )
     )
   )
+}
 
 export {
   /**

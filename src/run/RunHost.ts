@@ -30,7 +30,7 @@ import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as ToolExecutor from "./pipeline/ToolExecutor.ts"
 import { ResumeError } from "./ResumeError.ts"
-import type { Options, Requirements } from "./RunOptions.ts"
+import { InvalidRunOptions, type Options, type Requirements } from "./RunOptions.ts"
 import type * as RunResult from "./RunResult.ts"
 
 /**
@@ -58,6 +58,26 @@ export interface Settings {
    * parking the run (parking and waking cost more than so short a wait). Default 1 second.
    */
   readonly parkAfter?: Duration.Input | undefined
+}
+
+/**
+ * What is wrong with `settings`, if anything: a `pollInterval` or `parkAfter` that is not
+ * a positive duration (a poll of no time would spin), as the `InvalidRunOptions` that
+ * {@link drive} fails with.
+ *
+ * @category validation
+ * @since 0.6.0
+ */
+export const checkSettings = (settings: Omit<Settings, "cancel">): InvalidRunOptions | undefined => {
+  for (const name of ["pollInterval", "parkAfter"] as const) {
+    const given = settings[name]
+    if (given === undefined) continue
+    const parsed = Duration.fromInput(given)
+    if (Option.isNone(parsed) || !(Duration.toMillis(parsed.value) > 0)) {
+      return new InvalidRunOptions({ path: [name], reason: `Expected a positive duration, got ${String(given)}` })
+    }
+  }
+  return undefined
 }
 
 /** A call of the open batch whose handler may be running, or that is between two attempts. */
@@ -93,8 +113,10 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
   runId: string,
   options: Omit<Options<T, RV, O>, "runId">,
   settings: Settings = {}
-): Effect.Effect<Outcome<O>, ResumeError, Requirements<T, RV> | Journal.Journal> =>
+): Effect.Effect<Outcome<O>, ResumeError | InvalidRunOptions, Requirements<T, RV> | Journal.Journal> =>
   Effect.gen(function* () {
+    const invalid = checkSettings(settings)
+    if (invalid !== undefined) return yield* Effect.fail(invalid)
     const journal = yield* Journal.Journal
     const loaded = yield* Effect.catchIf(
       Durable.load(journal, runId, options.tools, options.modelName),

@@ -424,6 +424,22 @@ describe("DurableRun: hostile input and edges (R5, R7, R12)", () => {
   )
 
   it.live(
+    "R12 runner settings that cannot work fail the layer when it is built, with a typed InvalidRunOptions",
+    () => {
+      const { pay } = payments()
+      const broken = DurableRun.layer({ tools: [pay] }, { pollInterval: "soon" as never }).pipe(
+        Layer.provideMerge(DurableRun.layerEmbedded({ filename: fileOf() })),
+        Layer.provide(payOnce)
+      )
+      return Effect.gen(function* () {
+        const refused = yield* Effect.flip(Effect.provide(Effect.service(DurableRun.DurableRuns), broken))
+        assert.strictEqual(refused._tag, "InvalidRunOptions")
+        if (refused._tag === "InvalidRunOptions") assert.deepStrictEqual(refused.path, ["pollInterval"])
+      })
+    }
+  )
+
+  it.live(
     "R12 a store that refuses a decision (neither out of reach nor unreadable) is `failed`; the call stays pending",
     () => {
       const { pay } = payments()

@@ -55,6 +55,27 @@ const decide = (runId: string, callId: string, decision: Approval.Decision) =>
   Effect.flatMap(Journal.Journal, (journal) => JournalApprovals.make(journal).decide(runId, callId, decision))
 
 describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7)", () => {
+  it.effect("R12 settings that cannot work are a typed InvalidRunOptions naming the field; nothing is started", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      for (const [settings, field] of [
+        [{ parkAfter: "soon" }, "parkAfter"],
+        [{ pollInterval: 0 }, "pollInterval"],
+        [{ pollInterval: Number.NaN }, "pollInterval"]
+      ] as const) {
+        const refused = yield* Effect.flip(
+          RunHost.drive("s1", { goal: "pay 5", tools: [pay] }, settings as RunHost.Settings).pipe(
+            Effect.provide(oneCall("pay", { amount: 5 }))
+          )
+        )
+        assert.strictEqual(refused._tag, "InvalidRunOptions")
+        if (refused._tag === "InvalidRunOptions") assert.deepStrictEqual(refused.path, [field])
+      }
+      assert.isTrue(Option.isNone(yield* (yield* Journal.Journal).read("s1")))
+      assert.deepStrictEqual(paid, [])
+    }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
   it.live(
     "R9 a run whose ending the journal could not record is not finished for its engine: driven again, it ends recorded",
     () =>
@@ -73,6 +94,8 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         const unrecorded = yield* Effect.flip(
           RunHost.drive("u1", options).pipe(Effect.provide(Layer.merge(model, journal)))
         )
+        assert.strictEqual(unrecorded._tag, "ResumeError")
+        if (unrecorded._tag !== "ResumeError") return
         assert.strictEqual(unrecorded.reason, "unavailable")
         assert.include(unrecorded.detail, "did not record the run's ending")
         down = false

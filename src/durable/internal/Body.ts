@@ -60,10 +60,16 @@ export const body = <T extends Tool.Any, RV, O>(
     // A store out of reach is waited for; a journal this runner cannot go on with fails the
     // body, which suspends the workflow (`SuspendOnFailure`) for a runner that can.
     const drive = (cancel: boolean, parkAfter: Duration.Input) =>
-      Effect.retry(RunHost.drive(payload.runId, options, { cancel, pollInterval: settings.pollInterval, parkAfter }), {
-        while: (e) => e.reason === "unavailable",
-        schedule: Schedule.min([Schedule.exponential("200 millis", 2), Schedule.spaced("30 seconds")])
-      })
+      Effect.retry(
+        RunHost.drive(payload.runId, options, { cancel, pollInterval: settings.pollInterval, parkAfter }).pipe(
+          // The settings were checked when the layer was built (`DurableRun.layer`).
+          Effect.catchTag("InvalidRunOptions", (e) => Effect.die(e))
+        ),
+        {
+          while: (e) => e.reason === "unavailable",
+          schedule: Schedule.min([Schedule.exponential("200 millis", 2), Schedule.spaced("30 seconds")])
+        }
+      )
     const parkAfter = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
     // The parks of this execution. One seen twice was a wake that changed nothing: a
     // durable clock that fired by the storage's time while this machine's clock says the
