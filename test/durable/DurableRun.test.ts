@@ -209,7 +209,13 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
         assert.strictEqual(invalid._tag, "InvalidRunOptions")
         const badTime = yield* Effect.flip(runs.start({ goal: "x", time: { run: "soon" } }))
         assert.strictEqual(badTime._tag, "InvalidRunOptions")
-        for (const op of [runs.poll("nope"), runs.events("nope"), runs.cancel("nope")]) {
+        for (const op of [
+          runs.poll("nope"),
+          runs.events("nope"),
+          runs.cancel("nope"),
+          runs.approve("nope", "c1"),
+          runs.reject("nope", "c1", "no")
+        ]) {
           const e = yield* Effect.flip(op)
           assert.strictEqual(e._tag === "DurableRunError" ? e.reason : e._tag, "not_found")
         }

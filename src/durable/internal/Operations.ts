@@ -148,6 +148,8 @@ export const make = (
       // Not pending: decided already (a retry whose wake may have been lost is woken again), or never asked.
       const earlier = yield* Effect.mapError(journal.decision(runId, callId), storeError(runId))
       if (Option.isSome(earlier)) yield* wake(runId, callId)
+      // Never asked, of a run that does not exist: the run is unknown (`not_found`), not the call.
+      else yield* stored(runId)
       return yield* Effect.fail(decided.failure)
     })
 
