@@ -12,7 +12,7 @@
 import { Hash, Predicate } from "effect"
 import * as ToolArguments from "./ToolArguments.ts"
 
-/** As deep as any arguments the tool pipeline lets through (`ToolArguments.Limits.maxArgumentDepth`). */
+/** As deep as the arguments the tool pipeline lets through can be (`ToolArguments.Limits.maxArgumentDepth`). */
 const maxDepth = ToolArguments.deepestArguments
 
 const canonicalValue = (value: unknown, depth: number): unknown => {

@@ -67,6 +67,26 @@ const waitingCall = (runs: DurableRun.Service, runId: string) =>
 
 const tagsOf = (events: ReadonlyArray<{ readonly _tag: string }>) => events.map((e) => e._tag)
 
+/**
+ * A client on the engine and file of `base` whose journal fails every decision with
+ * `reason` (the runner itself decides nothing).
+ */
+const clientWhoseDecisionsFail = <A, E>(base: Layer.Layer<A | Journal.Journal, E>, reason: JournalError.Reason) =>
+  DurableRun.layerClient.pipe(
+    Layer.provide(
+      Layer.merge(
+        base,
+        Layer.effect(
+          Journal.Journal,
+          Effect.map(Effect.service(Journal.Journal), (journal) => ({
+            ...journal,
+            decide: () => Effect.fail(JournalError.make(reason))
+          }))
+        ).pipe(Layer.provide(base))
+      )
+    )
+  )
+
 describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => {
   it.live(
     "R7 a run that waits for approval parks (no terminal event, no cancel); approving it wakes it: it pays once",
@@ -395,21 +415,10 @@ describe("DurableRun: hostile input and edges (R5, R7, R12)", () => {
     "R12 a decision the store cannot take now is a typed `unavailable`, not a defect; the call stays pending",
     () => {
       const { pay } = payments()
-      const unreachable = Effect.fail(
-        JournalError.make(new JournalError.Unavailable({ operation: "decide", detail: "unreachable (by the test)" }))
-      )
-      const base = runtime([pay])
       // A client whose journal cannot write decisions, on the same engine and file.
-      const client = DurableRun.layerClient.pipe(
-        Layer.provide(
-          Layer.merge(
-            base,
-            Layer.effect(
-              Journal.Journal,
-              Effect.map(Effect.service(Journal.Journal), (journal) => ({ ...journal, decide: () => unreachable }))
-            ).pipe(Layer.provide(base))
-          )
-        )
+      const client = clientWhoseDecisionsFail(
+        runtime([pay]),
+        new JournalError.Unavailable({ operation: "decide", detail: "unreachable (by the test)" })
       )
       return Effect.gen(function* () {
         const runs = yield* DurableRun.DurableRuns
@@ -449,20 +458,9 @@ describe("DurableRun: hostile input and edges (R5, R7, R12)", () => {
     "R12 a store that refuses a decision (neither out of reach nor unreadable) is `failed`; the call stays pending",
     () => {
       const { pay } = payments()
-      const refused = Effect.fail(
-        JournalError.make(new JournalError.StoreFailed({ operation: "decide", detail: "refused (by the test)" }))
-      )
-      const base = runtime([pay])
-      const client = DurableRun.layerClient.pipe(
-        Layer.provide(
-          Layer.merge(
-            base,
-            Layer.effect(
-              Journal.Journal,
-              Effect.map(Effect.service(Journal.Journal), (journal) => ({ ...journal, decide: () => refused }))
-            ).pipe(Layer.provide(base))
-          )
-        )
+      const client = clientWhoseDecisionsFail(
+        runtime([pay]),
+        new JournalError.StoreFailed({ operation: "decide", detail: "refused (by the test)" })
       )
       return Effect.gen(function* () {
         const runs = yield* DurableRun.DurableRuns

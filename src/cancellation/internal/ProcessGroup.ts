@@ -143,18 +143,9 @@ const signalCgroup = (target: Target, cgroup: SubprocessCgroup.Cgroup, name: Sig
     // The leader is signalled by its pid too until it has joined (see `terminate`); its
     // pid is still its own while the handle has not seen it exit.
     const leader = running ? target.handle.pid : undefined
-    if (name === "SIGTERM") return Effect.sync(() => SubprocessCgroup.terminate(cgroup, leader))
-    return Effect.andThen(
-      SubprocessCgroup.kill(cgroup),
-      Effect.sync(() => {
-        if (leader === undefined) return
-        try {
-          process.kill(leader, "SIGKILL")
-        } catch {
-          // gone meanwhile
-        }
-      })
-    )
+    return name === "SIGTERM"
+      ? Effect.sync(() => SubprocessCgroup.terminate(cgroup, leader))
+      : SubprocessCgroup.kill(cgroup, leader)
   })
 
 const round = (millis: number): number => Math.round(millis)

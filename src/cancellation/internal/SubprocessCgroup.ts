@@ -252,11 +252,15 @@ export const freezeAndKill = Effect.fnUntraced(function* (cgroup: Cgroup) {
   write(path.join(cgroup.path, "cgroup.freeze"), "0")
 })
 
-/** SIGKILLs everything in the cgroup and below it. */
-export const kill = (cgroup: Cgroup): Effect.Effect<void> =>
-  cgroup.kill === "cgroup.kill" && write(path.join(cgroup.path, "cgroup.kill"), "1")
-    ? Effect.void
-    : freezeAndKill(cgroup)
+/** SIGKILLs everything in the cgroup and below it, and `leader` too (see {@link terminate}). */
+export const kill = (cgroup: Cgroup, leader: number | undefined): Effect.Effect<void> =>
+  Effect.andThen(
+    cgroup.kill === "cgroup.kill" && write(path.join(cgroup.path, "cgroup.kill"), "1")
+      ? Effect.void
+      : freezeAndKill(cgroup),
+    // A second SIGKILL to a member does nothing more.
+    Effect.sync(() => killEach(leader === undefined ? [] : [leader], "SIGKILL"))
+  )
 
 /**
  * Removes the cgroup (and any sub-cgroup a member made), waiting up to a second for the
