@@ -11,7 +11,8 @@
  *   cancel, the run deadline) withdraws the call from the table.
  * - `decide` writes the decision (a call not pending is `NotPending`) and wakes a run of
  *   this process that waits on it.
- * - `pending` lists the table's pending calls, from every process.
+ * - `pending` lists the table's pending calls, from every process (`PendingUnavailable`
+ *   when the store cannot be read).
  *
  * ```ts
  * const journal = Journal.layerSqlite({ filename: "runs.db" })
@@ -109,14 +110,27 @@ export const record = (
 const broken = (what: string) => (e: JournalError.JournalError) =>
   Effect.die(new Error(`the journal's approval gate could not ${what}: ${e.message}`))
 
+/** The poll interval in milliseconds: a positive, finite duration, or a `RangeError` naming it. */
+const pollMillisOf = (input: Duration.Input | undefined): number => {
+  if (input === undefined) return 1000
+  // Effect reads a bare NaN as 0 ms: refused like any other interval that is not positive.
+  const parsed = Duration.fromInput(input)
+  const millis = Option.isSome(parsed) ? Duration.toMillis(parsed.value) : Number.NaN
+  if (!(millis > 0 && Number.isFinite(millis))) {
+    throw new RangeError(`JournalApprovals.make: pollInterval must be a positive, finite duration, got ${String(input)}`)
+  }
+  return millis
+}
+
 /**
- * A gate over `journal`.
+ * A gate over `journal`. Throws a `RangeError` for a `pollInterval` that is not a
+ * positive, finite duration (a gate is built at start-up; 0 would read the store in a loop).
  *
  * @category constructors
  * @since 0.4.0
  */
 export const make = (journal: Journal.Service, options: Options = {}): Approval.Gate => {
-  const pollMillis = Duration.toMillis(Duration.fromInputUnsafe(options.pollInterval ?? "1 second"))
+  const pollMillis = pollMillisOf(options.pollInterval)
   // The runs of this process that wait, so that a decision made here wakes them at once.
   const waiting = new Map<string, Deferred.Deferred<Approval.Decision>>()
   const keyOf = (runId: string, callId: string) => `${runId}\u0000${callId}`
@@ -202,8 +216,11 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         if (here !== undefined) yield* Deferred.succeed(here, decision)
       }),
     pending: journal.pendingApprovals().pipe(
-      Effect.map((rows) => rows.map(requestOf)),
-      Effect.catch(broken("list the pending calls"))
+      Effect.retry({ times: 3, while: (e) => e.isRetryable }),
+      Effect.mapBoth({
+        onFailure: (e) => new Approval.PendingUnavailable({ detail: e.message }),
+        onSuccess: (rows) => rows.map(requestOf)
+      })
     )
   }
 }

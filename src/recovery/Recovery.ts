@@ -33,10 +33,23 @@ import type * as Failure from "../failure/Failure.ts"
  */
 export type Backoff = Schedule.Schedule<unknown, Failure.Retryable>
 
+/** A delay option: a duration of at least 0 (finite unless `infinite` may be), or a `RangeError` naming it. */
+const delayOf = (name: string, input: Duration.Input, infinite: boolean): Duration.Duration => {
+  // Effect reads a bare NaN as 0 ms: refused here, as a delay nobody meant.
+  const parsed = Predicate.isNumber(input) && Number.isNaN(input) ? undefined : Duration.fromInput(input)
+  const duration = parsed?._tag === "Some" ? parsed.value : undefined
+  if (duration !== undefined && !Duration.isNegative(duration) && (infinite || Duration.isFinite(duration))) {
+    return duration
+  }
+  throw new RangeError(`Recovery.backoff: ${name} must be a ${infinite ? "" : "finite "}duration >= 0, got ${String(input)}`)
+}
+
 /**
  * Exponential backoff: `base × factor^n` for the n-th completed retry (by default
  * 0.05 s, then 0.10 s: two retries), jittered ×0.8–1.2 unless `jitter: false`, each
- * delay capped at `cap` (default 5 s).
+ * delay capped at `cap` (default 5 s; infinite for no cap). Throws a `RangeError` for a
+ * `base` that is not a finite duration >= 0, a negative `cap`, a `factor` under 1 or
+ * `retries` not an integer >= 0.
  *
  * @category constructors
  * @since 0.1.0
@@ -56,8 +69,9 @@ export const backoff = (
   }
   const factor = options.factor ?? 2
   if (!(factor >= 1)) throw new RangeError(`Recovery.backoff: factor must be >= 1, got ${factor}`)
-  const cap = Duration.fromInputUnsafe(options.cap ?? "5 seconds")
-  const exponential = Schedule.exponential(options.base ?? "50 millis", factor)
+  const base = delayOf("base", options.base ?? "50 millis", false)
+  const cap = delayOf("cap", options.cap ?? "5 seconds", true)
+  const exponential = Schedule.exponential(base, factor)
   const jittered = options.jitter === false ? exponential : Schedule.jittered(exponential)
   return jittered.pipe(
     Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, cap))),

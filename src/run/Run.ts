@@ -200,8 +200,8 @@ export interface Handle<O = never> {
     reason: string,
     options?: { readonly by?: string | undefined }
   ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable>
-  /** The calls of this run waiting for approval now. */
-  readonly pendingApprovals: Effect.Effect<ReadonlyArray<Approval.Request>>
+  /** The calls of this run waiting for approval now (`PendingUnavailable`: its gate's store out of reach). */
+  readonly pendingApprovals: Effect.Effect<ReadonlyArray<Approval.Request>, Approval.PendingUnavailable>
 }
 
 /** Every event of a started run from the first, then live ones, ending with `run.finished`. */
@@ -262,7 +262,7 @@ class RunHandle<O> implements Handle<O> {
     return Effect.andThen(Effect.ignore(Launch.cancel(this.#ctx, this.#fiber, this.#done)), this.result)
   }
 
-  get pendingApprovals(): Effect.Effect<ReadonlyArray<Approval.Request>> {
+  get pendingApprovals(): Effect.Effect<ReadonlyArray<Approval.Request>, Approval.PendingUnavailable> {
     return Effect.map(this.#gate.pending, (all) => all.filter((request) => request.runId === this.runId))
   }
 

@@ -118,6 +118,21 @@ export class Unavailable extends Schema.TaggedError<Unavailable>()("ApprovalUnav
 }
 
 /**
+ * The gate could not list the calls waiting now (its store out of reach, or refusing the
+ * read): nothing changed, and the list may be asked for again.
+ *
+ * @category errors
+ * @since 0.6.0
+ */
+export class PendingUnavailable extends Schema.TaggedError<PendingUnavailable>()("ApprovalPendingUnavailable", {
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `the calls waiting for approval could not be listed now: ${this.detail}`
+  }
+}
+
+/**
  * The field of `decision` that cannot be kept, if any (see {@link InvalidDecision}).
  *
  * @category validation
@@ -169,8 +184,8 @@ export interface Gate {
    * cannot be recorded now (a gate over a store out of reach).
    */
   readonly decide: (runId: string, callId: string, decision: Decision) => Effect.Effect<void, NotPending | Unavailable>
-  /** The calls waiting now, oldest first. */
-  readonly pending: Effect.Effect<ReadonlyArray<Request>>
+  /** The calls waiting now, oldest first; `PendingUnavailable` when they cannot be read now. */
+  readonly pending: Effect.Effect<ReadonlyArray<Request>, PendingUnavailable>
 }
 
 const keyOf = (runId: string, callId: string): string => `${runId}\u0000${callId}`

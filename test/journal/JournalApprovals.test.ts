@@ -78,6 +78,54 @@ describe("JournalApprovals (R7, R9.3)", () => {
       })
   )
 
+  it.effect("R7 R12 a list the store cannot give is a typed ApprovalPendingUnavailable; a blip is read again", () =>
+    Effect.gen(function* () {
+      const journal = yield* store
+      let failures = 0
+      const flaky: Journal.Service = {
+        ...journal,
+        pendingApprovals: (filter) =>
+          Effect.suspend(() =>
+            failures-- > 0
+              ? Effect.fail(
+                  JournalError.make(
+                    new JournalError.Unavailable({ operation: "pendingApprovals", detail: "by the test" })
+                  )
+                )
+              : journal.pendingApprovals(filter)
+          )
+      }
+      const gate = JournalApprovals.make(flaky, poll)
+      failures = 2
+      assert.deepStrictEqual(yield* gate.pending, [], "two failed reads in a row are read again")
+      failures = 10
+      const refused = yield* Effect.flip(gate.pending)
+      assert.strictEqual(refused._tag, "ApprovalPendingUnavailable")
+      assert.match(refused.message, /could not be listed now: journal unavailable during pendingApprovals: by the test/)
+      const corrupt: Journal.Service = {
+        ...journal,
+        pendingApprovals: () =>
+          Effect.fail(JournalError.make(new JournalError.Corrupt({ runId: "r1", detail: "a damaged row" })))
+      }
+      const broken = yield* Effect.flip(JournalApprovals.make(corrupt, poll).pending)
+      assert.strictEqual(broken._tag, "ApprovalPendingUnavailable")
+    })
+  )
+
+  it.effect("R12 a pollInterval that is not a positive, finite duration is a RangeError naming it", () =>
+    Effect.gen(function* () {
+      const journal = yield* store
+      // 0 would read the table in a loop with no pause.
+      for (const pollInterval of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, "soon"]) {
+        assert.throws(
+          () => JournalApprovals.make(journal, { pollInterval: pollInterval as never }),
+          RangeError,
+          `JournalApprovals.make: pollInterval must be a positive, finite duration, got ${String(pollInterval)}`
+        )
+      }
+    })
+  )
+
   it.live("R7 a call waiting for approval is a row: another process's gate lists it and decides, the run goes on", () =>
     Effect.gen(function* () {
       const journal = yield* store

@@ -327,6 +327,13 @@ describe("Recovery", () => {
   it("Recovery.backoff refuses nonsense", () => {
     assert.throws(() => Recovery.backoff({ retries: -1 }), /retries must be an integer >= 0/)
     assert.throws(() => Recovery.backoff({ factor: 0.5 }), /factor must be >= 1/)
+    // A delay that is not a duration >= 0 named, not effect's bare "Invalid Input" nor a retry at once.
+    assert.throws(() => Recovery.backoff({ base: -5 }), /base must be a finite duration >= 0, got -5/)
+    assert.throws(() => Recovery.backoff({ base: Number.NaN }), /base must be a finite duration >= 0, got NaN/)
+    assert.throws(() => Recovery.backoff({ base: "soon" as never }), /base must be a finite duration >= 0, got soon/)
+    assert.throws(() => Recovery.backoff({ base: Number.POSITIVE_INFINITY }), /base must be a finite duration/)
+    assert.throws(() => Recovery.backoff({ cap: "-1 second" as never }), /cap must be a duration >= 0/)
+    assert.doesNotThrow(() => Recovery.backoff({ base: 0, cap: Number.POSITIVE_INFINITY }))
     assert.isTrue(Failure.isFailure(FailureBoundary.http({ status: 500, now: 0 })))
   })
 })
