@@ -117,7 +117,9 @@ const pollMillisOf = (input: Duration.Input | undefined): number => {
   const parsed = Duration.fromInput(input)
   const millis = Option.isSome(parsed) ? Duration.toMillis(parsed.value) : Number.NaN
   if (!(millis > 0 && Number.isFinite(millis))) {
-    throw new RangeError(`JournalApprovals.make: pollInterval must be a positive, finite duration, got ${String(input)}`)
+    throw new RangeError(
+      `JournalApprovals.make: pollInterval must be a positive, finite duration, got ${String(input)}`
+    )
   }
   return millis
 }

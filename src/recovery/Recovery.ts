@@ -41,7 +41,9 @@ const delayOf = (name: string, input: Duration.Input, infinite: boolean): Durati
   if (duration !== undefined && !Duration.isNegative(duration) && (infinite || Duration.isFinite(duration))) {
     return duration
   }
-  throw new RangeError(`Recovery.backoff: ${name} must be a ${infinite ? "" : "finite "}duration >= 0, got ${String(input)}`)
+  throw new RangeError(
+    `Recovery.backoff: ${name} must be a ${infinite ? "" : "finite "}duration >= 0, got ${String(input)}`
+  )
 }
 
 /**
