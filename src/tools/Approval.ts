@@ -191,7 +191,31 @@ export interface Gate {
 const keyOf = (runId: string, callId: string): string => `${runId}\u0000${callId}`
 
 /**
- * A gate that keeps pending calls in memory.
+ * A call put up for approval while the same call of a run with the same id waits already:
+ * two live runs share one run id (run ids must be unique). The gate refuses it rather than
+ * let a decision meant for one run act in the other; the run that asked ends
+ * `internal_error` with the call never run.
+ *
+ * @category errors
+ * @since 0.6.0
+ */
+export class DuplicateRequest extends Schema.TaggedError<DuplicateRequest>()("ApprovalDuplicateRequest", {
+  runId: Schema.String,
+  callId: Schema.String
+}) {
+  override get message(): string {
+    return `call ${this.callId} of run ${this.runId} is already waiting for approval: two live runs share the run id ${this.runId} (run ids must be unique)`
+  }
+
+  /** Shown on the run's timeline: the ids are the caller's own. */
+  get safeMessage(): string {
+    return this.message
+  }
+}
+
+/**
+ * A gate that keeps pending calls in memory. A second live run under the id of a run
+ * whose call waits cannot put up that call ({@link DuplicateRequest}).
  *
  * @category constructors
  * @since 0.1.0
@@ -202,6 +226,8 @@ export const makeMemory = (): Gate => {
     request: (request) =>
       Effect.suspend(() => {
         const key = keyOf(request.runId, request.callId)
+        // Two live runs under one id: a decision meant for one would act in the other.
+        if (waiting.has(key)) return Effect.die(new DuplicateRequest({ runId: request.runId, callId: request.callId }))
         const decision = Deferred.makeUnsafe<Decision>()
         waiting.set(key, { request, decision })
         return Effect.ensuring(

@@ -463,4 +463,35 @@ describe("R7 approvals in concurrent batches and at deadlines", () => {
       )
     )
   )
+  it.effect(
+    "R7 R12 two live runs under one id: the second cannot put up its call, a decision acts in one run only",
+    () =>
+      Effect.gen(function* () {
+        const { pay, ledger } = makePay()
+        const first = yield* startWaiting([pay])
+        const second = yield* Run.start({ goal: "pay acme", runId: first.handle.runId, tools: [pay] })
+        const refused = yield* second.result
+        assert.strictEqual(refused.stopReason, "internal_error")
+        assert.include(refused.detail, `two live runs share the run id ${first.handle.runId} (run ids must be unique)`)
+        assert.lengthOf(yield* first.handle.pendingApprovals, 1)
+        yield* first.handle.approve(first.requested.callId, { by: "ops" })
+        const result = yield* first.handle.result
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.lengthOf(ledger, 1, "the payment ran once, for the run that asked first")
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(
+          Layer.mergeAll(
+            // Each run's model asks for the same call (same id) at its first iteration.
+            ScriptedModel.layerFunction((request) =>
+              request.iteration === 1
+                ? ScriptedModel.toolCall("pay", { amount: 42, to: "acme" }, "call_pay")
+                : ScriptedModel.finalAnswer("paid")
+            ),
+            NodeServices.layer,
+            Approval.layerMemory
+          )
+        )
+      )
+  )
 })
