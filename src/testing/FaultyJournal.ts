@@ -21,7 +21,9 @@ import * as JournalError from "../journal/JournalError.ts"
 
 /**
  * Which commits fail, counted from 1 over every commit the faulty journal is asked to
- * make (a commit is one `append`; a run's first also creates its row).
+ * make (a commit is one `append`; a run's first also creates its row). A new run's first
+ * commit is its start, before its model is first asked; the second holds the first
+ * response. A resumed run's first commit holds its `run.resumed`.
  *
  * @category models
  * @since 0.4.0

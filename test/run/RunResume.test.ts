@@ -32,8 +32,8 @@ describe("Run.resume (R9)", () => {
     () =>
       Effect.gen(function* () {
         const payment = pay(true)
-        // Commit 1: up to the model's response; commit 2: the payment's intent (its tool.started).
-        const { resumed } = yield* crashThenResume({ crashAt: { commit: 2, when: "after" } }, [payment.tool])
+        // Commit 1: the run's start; 2: up to the model's response; 3: the payment's intent (its tool.started).
+        const { resumed } = yield* crashThenResume({ crashAt: { commit: 3, when: "after" } }, [payment.tool])
         assert.strictEqual(resumed.status, "completed")
         assert.strictEqual(payment.ledger.total, 1)
         assert.strictEqual(payment.ledger.count("r1:c1"), 1)
@@ -51,8 +51,8 @@ describe("Run.resume (R9)", () => {
     () =>
       Effect.gen(function* () {
         const payment = pay(true)
-        // Commit 3 (the payment's result) is lost with the process.
-        const { resumed } = yield* crashThenResume({ crashAt: { commit: 3, when: "before" } }, [payment.tool])
+        // Commit 4 (the payment's result) is lost with the process.
+        const { resumed } = yield* crashThenResume({ crashAt: { commit: 4, when: "before" } }, [payment.tool])
         assert.strictEqual(resumed.status, "completed")
         assert.strictEqual(payment.ledger.total, 1)
         assert.strictEqual(payment.calls.count, 1)
@@ -73,7 +73,7 @@ describe("Run.resume (R9)", () => {
     () =>
       Effect.gen(function* () {
         const payment = pay(false)
-        const { resumed } = yield* crashThenResume({ crashAt: { commit: 3, when: "before" } }, [payment.tool])
+        const { resumed } = yield* crashThenResume({ crashAt: { commit: 4, when: "before" } }, [payment.tool])
         assert.strictEqual(resumed.status, "unknown_outcome")
         assert.strictEqual(payment.calls.count, 1)
         assert.deepStrictEqual(
@@ -90,7 +90,7 @@ describe("Run.resume (R9)", () => {
         const payment = pay(true)
         const tools = [payment.tool]
         const store = yield* Journal.Journal
-        const faulty = FaultyJournal.make(store, { crashAt: { commit: 3, when: "before" } })
+        const faulty = FaultyJournal.make(store, { crashAt: { commit: 4, when: "before" } })
         yield* Run.run({ goal: "pay 10", runId: "r1", tools, time: { run: "1 minute" } }).pipe(
           Effect.provideService(Journal.Journal, faulty.journal)
         )
@@ -108,8 +108,8 @@ describe("Run.resume (R9)", () => {
   it.effect("R9 an idempotent call in doubt runs again", () =>
     Effect.gen(function* () {
       const payment = pay(false, true)
-      // Commit 2 is the idempotent call's attempt; 3, at the iteration's end, holds its result.
-      const { resumed } = yield* crashThenResume({ crashAt: { commit: 3, when: "before" } }, [payment.tool])
+      // Commit 3 is the idempotent call's attempt; 4, at the iteration's end, holds its result.
+      const { resumed } = yield* crashThenResume({ crashAt: { commit: 4, when: "before" } }, [payment.tool])
       assert.strictEqual(resumed.status, "completed")
       assert.strictEqual(payment.calls.count, 2)
       // Idempotent: the second call found the first one's receipt under the same key.
@@ -127,11 +127,45 @@ describe("Run.resume (R9)", () => {
     }).pipe(Effect.provide(layers))
   )
 
+  it.effect(
+    "R9 killed while its model is first asked: the run is in its journal, and a restart finds and ends it",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        // Commit 1, the run's start, is made before the model is first asked.
+        yield* dies({ crashAt: { commit: 1, when: "after" } }, { goal: "pay 10", tools: [payment.tool] }, payThenAnswer)
+        const store = yield* Journal.Journal
+        assert.deepStrictEqual(yield* store.unfinished, ["r1"])
+        const [recovered] = yield* Run.recover({ tools: [payment.tool] }).pipe(Effect.provide(payThenAnswer))
+        assert.isTrue(recovered !== undefined && recovered._tag === "Success")
+        if (recovered?._tag === "Success") assert.strictEqual(recovered.success.status, "completed")
+        assert.strictEqual(payment.ledger.total, 1)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R9 a run id its journal holds already: the run stops before its model is asked", () =>
+    Effect.gen(function* () {
+      let asked = 0
+      const model = ScriptedModel.layerFunction(() => {
+        asked++
+        return ScriptedModel.finalAnswer("done")
+      })
+      const first = yield* Run.run({ goal: "first", runId: "r1", tools: [] }).pipe(Effect.provide(model))
+      assert.strictEqual(first.status, "completed")
+      const second = yield* Run.run({ goal: "second", runId: "r1", tools: [] }).pipe(Effect.provide(model))
+      assert.strictEqual(second.stopReason, "internal_error")
+      assert.include(second.detail, "a run with this id exists")
+      assert.strictEqual(asked, 1, "the second run never asked its model")
+      const kept = yield* Run.resume("r1", { tools: [] }).pipe(Effect.provide(model))
+      assert.strictEqual(kept.finalAnswer, "done", "the journal keeps the first run")
+    }).pipe(Effect.provide(layers))
+  )
+
   it.effect("R9 a model response lost with the process is asked for again, at no recovery cost", () =>
     Effect.gen(function* () {
       const payment = pay(true)
-      // Commit 4: the end of iteration 1 and the second response; lost.
-      const { resumed } = yield* crashThenResume({ crashAt: { commit: 4, when: "before" } }, [payment.tool])
+      // Commit 5: the end of iteration 1 and the second response; lost.
+      const { resumed } = yield* crashThenResume({ crashAt: { commit: 5, when: "before" } }, [payment.tool])
       assert.strictEqual(resumed.status, "completed")
       assert.strictEqual(payment.ledger.total, 1)
       assert.strictEqual(resumed.counters.recoveryAttempts, 0)
@@ -143,7 +177,7 @@ describe("Run.resume (R9)", () => {
     Effect.gen(function* () {
       const payment = pay(true)
       const store = yield* Journal.Journal
-      const faulty = FaultyJournal.make(store, { conflictOn: (n) => n === 2 })
+      const faulty = FaultyJournal.make(store, { conflictOn: (n) => n === 3 })
       const result = yield* Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
         Effect.provideService(Journal.Journal, faulty.journal),
         Effect.provide(payThenAnswer)
@@ -151,7 +185,7 @@ describe("Run.resume (R9)", () => {
       assert.strictEqual(payment.calls.count, 0)
       assert.strictEqual(result.stopReason, "internal_error")
       assert.include(result.detail, "another process owns this run")
-      assert.strictEqual(faulty.commits(), 2)
+      assert.strictEqual(faulty.commits(), 3)
     }).pipe(Effect.provide(layers))
   )
 
@@ -189,7 +223,7 @@ describe("Run.resume (R9)", () => {
     Effect.gen(function* () {
       const payment = pay(true)
       const store = yield* Journal.Journal
-      const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 2 && n <= 6 })
+      const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 3 && n <= 7 })
       // The commit is tried again with backoff: the clock is moved for it.
       const result = yield* TestClockDriver.drive(
         Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
@@ -207,7 +241,7 @@ describe("Run.resume (R9)", () => {
   it.effect("R9 a resumed run whose tools changed is refused with a typed ResumeError naming the tool", () =>
     Effect.gen(function* () {
       const payment = pay(true)
-      yield* crashThenResume({ crashAt: { commit: 2, when: "after" } }, [payment.tool]).pipe(Effect.ignore)
+      yield* crashThenResume({ crashAt: { commit: 3, when: "after" } }, [payment.tool]).pipe(Effect.ignore)
       const changed = Tool.make({
         name: "pay",
         description: "Pays.",
@@ -217,7 +251,7 @@ describe("Run.resume (R9)", () => {
         handler: () => Effect.succeed({ ok: true })
       })
       const store = yield* Journal.Journal
-      const faulty = FaultyJournal.make(store, { crashAt: { commit: 2, when: "after" } })
+      const faulty = FaultyJournal.make(store, { crashAt: { commit: 3, when: "after" } })
       yield* Run.run({ goal: "pay 10", runId: "r2", tools: [payment.tool] }).pipe(
         Effect.provideService(Journal.Journal, faulty.journal),
         Effect.provide(payThenAnswer)
@@ -245,9 +279,9 @@ describe("Run.resume (R9)", () => {
     () =>
       Effect.gen(function* () {
         const gated = approvedPay()
-        // Commit 2: the approval request.
+        // Commit 3: the approval request.
         yield* dies(
-          { crashAt: { commit: 2, when: "after" } },
+          { crashAt: { commit: 3, when: "after" } },
           { goal: "pay 10", tools: [gated.tool] },
           payThenAnswer
         ).pipe(Effect.ignore)
@@ -275,8 +309,8 @@ describe("Run.resume (R9)", () => {
         })
         const tools = [payment.tool]
         const store = yield* Journal.Journal
-        // Commit 2: the approval request.
-        const faulty = FaultyJournal.make(store, { crashAt: { commit: 2, when: "after" } })
+        // Commit 3: the approval request.
+        const faulty = FaultyJournal.make(store, { crashAt: { commit: 3, when: "after" } })
         const first = yield* Run.run({ goal: "pay 10", runId: "r1", tools }).pipe(
           Effect.provideService(Journal.Journal, faulty.journal),
           Effect.provide(payThenAnswer)
@@ -310,7 +344,7 @@ describe("Run.resume (R9)", () => {
         const payment = pay(true)
         const store = yield* Journal.Journal
         // The first process dies right after the payment's intent record, before the handler acts.
-        yield* dies({ crashAt: { commit: 2, when: "after" } }, { goal: "pay 10", tools: [payment.tool] }, payThenAnswer)
+        yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "pay 10", tools: [payment.tool] }, payThenAnswer)
         // Each restart records the stop, finds the call not applied, records the resend's intent, and dies there too.
         for (let restart = 1; restart <= 3; restart++) {
           const faulty = FaultyJournal.make(store, { crashAt: { commit: 1, when: "after" } })

@@ -46,7 +46,8 @@ const refused = (damage: (sql: SqlClient.SqlClient) => Effect.Effect<unknown, un
       behaviour: () => "apply",
       reconcile: true
     })
-    const faulty = FaultyJournal.make(journal, { crashAt: { commit: 2, when: "after" } })
+    // Killed after the payment's intent record (commit 3, after the start and the response).
+    const faulty = FaultyJournal.make(journal, { crashAt: { commit: 3, when: "after" } })
     yield* Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
       Effect.provideService(Journal.Journal, faulty.journal)
     )

@@ -38,8 +38,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
         const options = { tools, limits: { maxToolCalls: 1 } }
         const live = yield* Run.run({ goal: "pay 10", runId: "live", ...options }).pipe(Effect.provide(twoCalls))
         assert.strictEqual(live.stopReason, "max_tool_calls")
-        // Commit 1: up to the response; the stop decided after it is lost with the process.
-        yield* dies({ crashAt: { commit: 1, when: "after" } }, { goal: "pay 10", ...options }, twoCalls)
+        // Commit 2: up to the response (1 is the run's start); the stop decided after it is lost with the process.
+        yield* dies({ crashAt: { commit: 2, when: "after" } }, { goal: "pay 10", ...options }, twoCalls)
         const resumed = yield* Run.resume("r1", options, "restart").pipe(Effect.provide(twoCalls))
         assert.strictEqual(resumed.stopReason, "max_tool_calls")
         assert.strictEqual(payment.calls.count, 0)
@@ -54,8 +54,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       Effect.gen(function* () {
         const payment = approvedPay()
         const options = { tools: [payment.tool], time: { step: "1 second", approval: "1 minute" } } as const
-        // Commit 2: the approval request, which nobody decides.
-        yield* dies({ crashAt: { commit: 2, when: "after" } }, { goal: "pay 10", ...options }, payThenAnswer)
+        // Commit 3: the approval request, which nobody decides.
+        yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "pay 10", ...options }, payThenAnswer)
         const resumed = yield* TestClockDriver.drive(
           Run.resume("r1", options, "restart").pipe(Effect.provide(payThenAnswer))
         )
@@ -73,8 +73,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
     () =>
       Effect.gen(function* () {
         const payment = acting("pay", { behaviour: ["apply_then_lose"] })
-        // Commits: 1 the response, 2 the intent, 3 the payment's unknown outcome; 4 (the stop) is lost.
-        const { resumed } = yield* crashThenResume({ crashAt: { commit: 4, when: "before" } }, [payment.tool])
+        // Commits: 1 the start, 2 the response, 3 the intent, 4 the payment's unknown outcome; 5 (the stop) is lost.
+        const { resumed } = yield* crashThenResume({ crashAt: { commit: 5, when: "before" } }, [payment.tool])
         assert.strictEqual(resumed.status, "unknown_outcome")
         assert.deepStrictEqual(
           resumed.pendingActions.map((p) => p.callId),
@@ -92,8 +92,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       Effect.gen(function* () {
         const store = yield* Journal.Journal
         const answer = ScriptedModel.layerFunction(() => ScriptedModel.finalAnswer("forty-two"))
-        // Commit 1: up to the final answer; commit 2 (the decision and the result) is lost.
-        const faulty = FaultyJournal.make(store, { crashAt: { commit: 2, when: "before" } })
+        // Commit 2: up to the final answer; commit 3 (the decision and the result) is lost.
+        const faulty = FaultyJournal.make(store, { crashAt: { commit: 3, when: "before" } })
         yield* Run.run({ goal: "answer", runId: "r1", tools: [] }).pipe(
           Effect.provideService(Journal.Journal, faulty.journal),
           Effect.provide(answer)
@@ -118,8 +118,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
           : ScriptedModel.finalAnswer("done")
       )
       const options = { tools, time: { step: "1 second" }, concurrency: 2 } as const
-      // Commit 3: the payment's result, while the lookup is still running.
-      yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "look and pay", ...options }, model)
+      // Commit 4: the payment's result, while the lookup is still running.
+      yield* dies({ crashAt: { commit: 4, when: "after" } }, { goal: "look and pay", ...options }, model)
       // The restarted process comes up 600 ms later: 400 ms are left of the step.
       yield* TestClock.adjust("600 millis")
       const resumed = yield* TestClockDriver.drive(Run.resume("r1", options, "restart").pipe(Effect.provide(model)))
@@ -136,8 +136,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       Effect.gen(function* () {
         const payment = approvedPay()
         const options = { tools: [payment.tool], time: { run: "1 minute" } } as const
-        // Commit 2: the approval request.
-        yield* dies({ crashAt: { commit: 2, when: "after" } }, { goal: "pay 10", ...options }, payThenAnswer)
+        // Commit 3: the approval request.
+        yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "pay 10", ...options }, payThenAnswer)
         yield* TestClock.adjust("2 minutes")
         const resumed = yield* Run.resume("r1", options, "restart").pipe(Effect.provide(payThenAnswer))
         assert.strictEqual(resumed.stopReason, "run_timeout")
@@ -161,8 +161,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
         const payment = acting("pay", { behaviour: ["lose_before_apply", "apply"], reconcile: true })
         const tools = [payment.tool]
         const store = yield* Journal.Journal
-        // Commits: 1 the response, 2 the intent, 3 not applied and the resend's intent; 4 (its result) is lost.
-        const faulty = FaultyJournal.make(store, { crashAt: { commit: 4, when: "before" } })
+        // Commits: 1 the start, 2 the response, 3 the intent, 4 not applied and the resend's intent; 5 (its result) is lost.
+        const faulty = FaultyJournal.make(store, { crashAt: { commit: 5, when: "before" } })
         yield* TestClockDriver.drive(
           Run.run({ goal: "pay 10", runId: "r1", tools }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
         )
@@ -189,8 +189,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
             : ScriptedModel.finalAnswer("done")
         )
         const options = { tools, concurrency: 2 } as const
-        // Commit 2: the lookup's retry wait and the payment's approval request.
-        yield* dies({ crashAt: { commit: 2, when: "after" } }, { goal: "look and pay", ...options }, model)
+        // Commit 3: the lookup's retry wait and the payment's approval request.
+        yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "look and pay", ...options }, model)
         const fiber = yield* Run.resume("r1", options, "restart").pipe(Effect.provide(model), Effect.forkChild)
         const gate = yield* Approval.ApprovalGate
         while ((yield* gate.pending).length === 0) yield* Effect.yieldNow
@@ -229,8 +229,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
         ScriptedModel.toolCalls(["pay", { amount: 10 }, "c1"], ["wire", { amount: 5 }, "c2"])
       )
       const options = { tools, concurrency: 2, time: { step: "1 second" } } as const
-      // Commit 3: the payment's unknown outcome; the wire's approval request is lost.
-      yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "pay and wire", ...options }, model)
+      // Commit 4: the payment's unknown outcome; the wire's approval request is lost.
+      yield* dies({ crashAt: { commit: 4, when: "after" } }, { goal: "pay and wire", ...options }, model)
       // Nobody decides the wire: its approval expires with the step.
       const resumed = yield* TestClockDriver.drive(Run.resume("r1", options, "restart").pipe(Effect.provide(model)))
       assert.strictEqual(resumed.stopReason, "unknown_outcome")
@@ -250,8 +250,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       )
       const options = { tools, concurrency: 2, time: { approval: "1 second" } } as const
       const store = yield* Journal.Journal
-      // Commits 2 and 3: the two requests; 4, at their expiry, is lost.
-      const faulty = FaultyJournal.make(store, { crashAt: { commit: 4, when: "before" } })
+      // Commits 3 and 4: the two requests; 5, at their expiry, is lost.
+      const faulty = FaultyJournal.make(store, { crashAt: { commit: 5, when: "before" } })
       yield* TestClockDriver.drive(
         Run.run({ goal: "wire and pay", runId: "r1", ...options }).pipe(
           Effect.provideService(Journal.Journal, faulty.journal),
@@ -274,8 +274,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
     Effect.gen(function* () {
       const wire = approvedPay({ reconcile: false })
       const options = { tools: [wire.tool], time: { step: "1 second" } } as const
-      // Commit 2: the approval request, at the step's start.
-      yield* dies({ crashAt: { commit: 2, when: "after" } }, { goal: "pay 10", ...options }, payThenAnswer)
+      // Commit 3: the approval request, at the step's start.
+      yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "pay 10", ...options }, payThenAnswer)
       // The restarted process comes up as the step ends, and its gate approves at once.
       yield* TestClock.adjust("1 second")
       const approving: Approval.Gate = {
@@ -306,8 +306,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       const model = ScriptedModel.layerFunction((request) =>
         request.iteration === 1 ? ScriptedModel.toolCall("lookup", { q: 42 }, "c1") : ScriptedModel.finalAnswer("done")
       )
-      // Commit 2: the end of iteration 1, with the correction asked for; 3 (the answer) is lost.
-      yield* dies({ crashAt: { commit: 3, when: "before" } }, { goal: "look", tools }, model)
+      // Commit 3: the end of iteration 1, with the correction asked for; 4 (the answer) is lost.
+      yield* dies({ crashAt: { commit: 4, when: "before" } }, { goal: "look", tools }, model)
       const resumed = yield* Run.resume("r1", { tools }, "restart").pipe(Effect.provide(model))
       assert.strictEqual(resumed.status, "completed")
       assert.lengthOf(
@@ -330,9 +330,9 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
           pending: Effect.succeed([])
         }
         const store = yield* Journal.Journal
-        // Commit 4: the write's attempt (after the response, the approval's request and its decision);
+        // Commit 5: the write's attempt (after the response, the approval's request and its decision);
         // the process dies once the journal knows the write began, with its result never committed.
-        const faulty = FaultyJournal.make(store, { crashAt: { commit: 4, when: "after" } })
+        const faulty = FaultyJournal.make(store, { crashAt: { commit: 5, when: "after" } })
         yield* Run.run({ goal: "pay 10", runId: "r1", ...options }).pipe(
           Effect.provideService(Journal.Journal, faulty.journal),
           Effect.provideService(Approval.ApprovalGate, approving),
@@ -365,8 +365,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
             : ScriptedModel.finalAnswer("done")
         )
         const options = { tools, concurrency: 2, recovery: { maxRecoveries: 0 } } as const
-        // Commit 3: the payment's result, while the lookup runs.
-        yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "look and pay", ...options }, model)
+        // Commit 4: the payment's result, while the lookup runs.
+        yield* dies({ crashAt: { commit: 4, when: "after" } }, { goal: "look and pay", ...options }, model)
         const resumed = yield* TestClockDriver.drive(Run.resume("r1", options, "restart").pipe(Effect.provide(model)))
         assert.strictEqual(resumed.status, "completed")
         assert.strictEqual(lookup.calls.count, 2)
@@ -387,9 +387,9 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       // The payment is approved while the lookup waits to retry its timed-out first attempt.
       const later = approvesAfter("1001 millis")
       const options = { tools, concurrency: 2 } as const
-      // Commit 3: the approval, during the lookup's retry wait.
+      // Commit 4: the approval, during the lookup's retry wait.
       yield* TestClockDriver.drive(
-        dies({ crashAt: { commit: 3, when: "after" } }, { goal: "look and pay", ...options }, model).pipe(
+        dies({ crashAt: { commit: 4, when: "after" } }, { goal: "look and pay", ...options }, model).pipe(
           Effect.provideService(Approval.ApprovalGate, later)
         )
       )
@@ -436,9 +436,9 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       )
       const soon = approvesAfter("500 millis")
       const options = { tools, concurrency: 2 } as const
-      // Commit 3: the approval, while the lookup's retry runs.
+      // Commit 4: the approval, while the lookup's retry runs.
       yield* TestClockDriver.drive(
-        dies({ crashAt: { commit: 3, when: "after" } }, { goal: "look and pay", ...options }, model).pipe(
+        dies({ crashAt: { commit: 4, when: "after" } }, { goal: "look and pay", ...options }, model).pipe(
           Effect.provideService(Approval.ApprovalGate, soon)
         )
       )

@@ -35,8 +35,8 @@ const model = ScriptedModel.layerFunction((request) =>
 const diesAtStep22Of = (runId: string) =>
   Effect.gen(function* () {
     const journal = yield* Journal.Journal
-    // Two commits per step (the model's response, the end of the iteration): the 45th is lost.
-    const faulty = FaultyJournal.make(journal, { crashAt: { commit: 45, when: "before" } })
+    // The run's start, then two commits per step (the model's response, the end of the iteration): the 46th is lost.
+    const faulty = FaultyJournal.make(journal, { crashAt: { commit: 46, when: "before" } })
     yield* Run.run({
       goal: "count",
       runId,

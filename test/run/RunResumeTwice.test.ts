@@ -56,9 +56,9 @@ describe("Run.resume after a crash during a resume (R9)", () => {
     "R3.8 a call in doubt without a status query stays the run's stop when the restart that recorded it dies: unknown_outcome, the model not asked again",
     () =>
       Effect.gen(function* () {
-        // Commit 3 of the run, c1's result, is lost: c1 paid, in doubt. Commit 1 of the restart holds
+        // Commit 4 of the run, c1's result, is lost: c1 paid, in doubt. Commit 1 of the restart holds
         // run.resumed and c1's failure (outcome unknown); the restart dies right after it.
-        const { result, paid } = yield* killedTwice(false, [3, "before"], [1, "after"])
+        const { result, paid } = yield* killedTwice(false, [4, "before"], [1, "after"])
         assert.strictEqual(result.status, "unknown_outcome")
         assert.deepStrictEqual(
           result.pendingActions.map((p) => p.callId),
@@ -80,7 +80,7 @@ describe("Run.resume after a crash during a resume (R9)", () => {
         const wrong: Array<string> = []
         const whens = ["before", "after"] as const
         for (const reconcile of [true, false]) {
-          for (let k1 = 1; k1 <= 7; k1++) {
+          for (let k1 = 1; k1 <= 8; k1++) {
             for (const w1 of whens) {
               for (let k2 = 1; k2 <= 7; k2++) {
                 for (const w2 of whens) {

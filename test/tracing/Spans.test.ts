@@ -365,9 +365,9 @@ describe("issue 15 spans of a resumed run", () => {
     Effect.gen(function* () {
       const payment = pay(true)
       const { tracer, spans } = memoryTracer()
-      // Killed after the payment's intent record (commit 2): the resumed run finishes iteration 1.
+      // Killed after the payment's intent record (commit 3): the resumed run finishes iteration 1.
       const { resumed } = yield* Effect.withTracer(
-        crashThenResume({ crashAt: { commit: 2, when: "after" } }, [payment.tool]),
+        crashThenResume({ crashAt: { commit: 3, when: "after" } }, [payment.tool]),
         tracer
       )
       assert.strictEqual(resumed.status, "completed")

@@ -7,8 +7,9 @@
  * - {@link intent}: before the handler of a call that changes the world (idempotent or
  *   not), its attempt's `tool.started` (the intent record) must be in the journal, or the
  *   handler does not run.
- * - {@link barrier}: after the result of such a call that is not idempotent, after each
- *   model response, at approvals requested and decided, at the end of each iteration.
+ * - {@link barrier}: at the start, before the model is first asked; after the result of
+ *   such a call that is not idempotent, after each model response, at approvals requested
+ *   and decided, at the end of each iteration.
  * - {@link final}: at the end, with the result, before the caller gets it.
  *
  * A store that cannot be reached is retried briefly; still out, the events stay buffered

@@ -14,6 +14,7 @@ import * as Permission from "../../tools/Permission.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import * as Spans from "../../tracing/Spans.ts"
 import * as Validation from "../../validation/Validation.ts"
+import * as Commit from "../internal/Commit.ts"
 import * as Durable from "../internal/Durable.ts"
 import { type Resolved, resolve } from "../internal/Resolve.ts"
 import * as RunContext from "../internal/RunContext.ts"
@@ -86,7 +87,11 @@ const lifecycle = <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) =
     if (ctx.log.stopping !== undefined) return interrupted(ctx, resolved.validation)
     return Effect.flatMap(RunContext.transition(ctx, "planning"), () => {
       recordPlan(ctx, resolved.validation.plan ?? [])
-      return Effect.flatMap(Loop.run(ctx, resolved.loop), (outcome) => judged(ctx, resolved, outcome))
+      // A durable run is in its journal before the model is first asked: a crash from here on
+      // leaves a run to resume, and an id the journal holds already stops it before any call (R9).
+      return Effect.andThen(Commit.barrier(ctx), () =>
+        Effect.flatMap(Loop.run(ctx, resolved.loop), (outcome) => judged(ctx, resolved, outcome))
+      )
     })
   })
 

@@ -142,10 +142,10 @@ describe("the calls a run leaves behind", () => {
         request.iteration === 1 ? ScriptedModel.toolCalls(["put", { k: 1 }, "P"]) : ScriptedModel.finalAnswer("done")
       )
       return Effect.gen(function* () {
-        // Commit 1 holds the response, commit 2 put's attempt; commit 3 ends the iteration.
+        // Commit 1 is the run's start, 2 holds the response, 3 put's attempt; 4 ends the iteration.
         for (const [commit, ran] of [
-          [2, 0],
-          [3, 1]
+          [3, 0],
+          [4, 1]
         ] as const) {
           const put = putTool(true)
           const resumed = yield* killedThenResumedLate(`r-${commit}`, { tools: [put.tool] }, commit)
@@ -177,8 +177,8 @@ describe("the calls a run leaves behind", () => {
           : ScriptedModel.finalAnswer("done")
       )
       return Effect.gen(function* () {
-        // Commits: the response, pay's attempt and result, each put's attempt; killed at the iteration's end.
-        const resumed = yield* killedThenResumedLate("r2", { tools: [pay.tool, put.tool, look], concurrency: 1 }, 6)
+        // Commits: the start, the response, pay's attempt and result, each put's attempt; killed at the iteration's end.
+        const resumed = yield* killedThenResumedLate("r2", { tools: [pay.tool, put.tool, look], concurrency: 1 }, 7)
         assert.deepStrictEqual([pay.ledger.entries.length, put.ledger.entries.length], [1, 2])
         assert.deepStrictEqual(interruptedOf(resumed.timeline), ["P2 outcome_unknown"])
         assert.deepStrictEqual(
@@ -204,8 +204,8 @@ describe("the calls a run leaves behind", () => {
           : ScriptedModel.finalAnswer("done")
       )
       return Effect.gen(function* () {
-        // Commits: the response, pay's attempt; killed committing pay's result.
-        const resumed = yield* killedThenResumedLate("r3", { tools: [pay.tool, put.tool], concurrency: 1 }, 3)
+        // Commits: the start, the response, pay's attempt; killed committing pay's result.
+        const resumed = yield* killedThenResumedLate("r3", { tools: [pay.tool, put.tool], concurrency: 1 }, 4)
         assert.deepStrictEqual([pay.ledger.entries.length, put.ledger.entries.length], [1, 0])
         assert.notInclude(interruptedOf(resumed.timeline), "P outcome_unknown")
         assert.deepStrictEqual(
