@@ -134,14 +134,54 @@ export const withoutSecrets = (value: unknown, depth = 0): unknown => {
   return out
 }
 
-/** `text` with every secret of at least four characters replaced by {@link mask}. */
-export const maskText = (text: string, secrets: ReadonlyArray<string>): string => {
-  let out = text
+/**
+ * The forms in which text may hold the secrets: each as it is and as a JSON string escapes
+ * it (a failure's message may quote a value as JSON), longest first, so that a secret that
+ * holds another is masked whole, never leaving the rest of it around the shorter one's mask.
+ */
+const formsOf = (secrets: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const forms = new Set<string>()
   for (const secret of secrets) {
-    if (out === secret) return mask
-    if (secret.length >= minInText && out.includes(secret)) out = out.replaceAll(secret, mask)
+    if (secret.length < minInText) continue
+    forms.add(secret)
+    forms.add(JSON.stringify(secret).slice(1, -1))
+  }
+  return [...forms].sort((a, b) => b.length - a.length)
+}
+
+/** The mark of text cut short (a hint, a path shown in a denial): what came before it may be half a secret. */
+const cut = "…"
+
+/** `text` with the beginning of any secret form that runs into a {@link cut} masked. */
+const maskCutShort = (text: string, forms: ReadonlyArray<string>): string => {
+  let out = text
+  for (const form of forms) {
+    for (let at = out.indexOf(cut); at !== -1; at = out.indexOf(cut, at + 1)) {
+      for (let length = Math.min(form.length - 1, at); length >= minInText; length--) {
+        if (out.startsWith(form.slice(0, length), at - length)) {
+          out = `${out.slice(0, at - length)}${mask}${out.slice(at)}`
+          at = at - length + mask.length
+          break
+        }
+      }
+    }
   }
   return out
+}
+
+/**
+ * `text` with every secret of at least four characters replaced by {@link mask}, longest
+ * first, also where the text was cut short in the middle of one (before a `…`).
+ */
+export const maskText = (text: string, secrets: ReadonlyArray<string>): string => {
+  if (secrets.length === 0) return text
+  if (secrets.includes(text)) return mask
+  const forms = formsOf(secrets)
+  let out = text
+  for (const form of forms) {
+    if (out.includes(form)) out = out.replaceAll(form, mask)
+  }
+  return out.includes(cut) ? maskCutShort(out, forms) : out
 }
 
 /**
