@@ -185,17 +185,38 @@ const maxLinkDepth = 40
 // cost a system call per component.
 const maxPathBytes = 4096
 
+/** Why the options cannot make a policy, or `undefined` (a caller without types may pass anything). */
+const optionsProblem = (options: Options): string | undefined => {
+  const { allowTools, roots, denyEnvFiles, maxContentBytes } = options
+  const names = (value: unknown) =>
+    Array.isArray(value) && value.every((item) => Predicate.isString(item) && item !== "")
+  if (allowTools !== undefined && !names(allowTools)) return "allowTools must be an array of tool names"
+  if (roots !== undefined && !names(roots)) return "roots must be an array of directory paths"
+  // An empty list would read as "no confinement": the opposite of what an empty allow-list says.
+  if (roots !== undefined && roots.length === 0) {
+    return "roots is empty: give at least one directory, or leave roots out for no confinement"
+  }
+  if (denyEnvFiles !== undefined && typeof denyEnvFiles !== "boolean") return "denyEnvFiles must be a boolean"
+  if (maxContentBytes !== undefined && !(Number.isSafeInteger(maxContentBytes) && maxContentBytes >= 0)) {
+    return `maxContentBytes must be an integer >= 0, got ${String(maxContentBytes)}`
+  }
+  return undefined
+}
+
 /**
  * Builds a policy. Rules run in this order, and the first that fails decides:
  *
  * 1. the tool must be in `allowTools` (`tool_not_allowed`);
- * 2. for each string path field: not empty, no NUL byte, at most 4096 bytes (`invalid_path`); not a
+ * 2. for each path of a path field (a string, or each string of an array): not empty, no NUL byte, at most 4096 bytes (`invalid_path`); not a
  *    `.env` file (`env_file`); inside a root after resolving `..` (`outside_roots`);
  *    still inside a root after following symbolic links, for a file that does not exist
  *    yet through its nearest existing ancestor (`symlink_escape`);
  * 3. each content field within `maxContentBytes` (`content_too_large`).
  *
  * Absent or wrongly typed fields are left to schema validation, which runs next.
+ *
+ * Dies with a `RangeError` naming the option for options that cannot work (an empty
+ * `roots`, a `maxContentBytes` that is not an integer >= 0, …): a policy is built at start-up.
  *
  * @category constructors
  * @since 0.1.0
@@ -205,6 +226,8 @@ export const make = Effect.fnUntraced(function* (
 ): Effect.fn.Return<PermissionService, never, FileSystem.FileSystem | Path.Path> {
   const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
+  const invalid = optionsProblem(options)
+  if (invalid !== undefined) throw new RangeError(`Permission.make: ${invalid}`)
   const allowTools = options.allowTools === undefined ? undefined : new Set(options.allowTools)
   const roots = (options.roots ?? []).map((root) => path.resolve(root))
   const denyEnvFiles = options.denyEnvFiles ?? true
@@ -291,9 +314,12 @@ export const make = Effect.fnUntraced(function* (
     }
     for (const field of tool.metadata.pathFields) {
       const value = request.arguments[field]
-      if (!Predicate.isString(value)) continue
-      const decision = yield* checkPath(tool.name, field, value)
-      if (decision._tag === "Deny") return decision
+      // A path field holds a path or a list of them (`Tool.make` checks its schema); anything else is the schema's to refuse.
+      const paths = Predicate.isString(value) ? [value] : Array.isArray(value) ? value.filter(Predicate.isString) : []
+      for (const [i, path] of paths.entries()) {
+        const decision = yield* checkPath(tool.name, Array.isArray(value) ? `${field}[${i}]` : field, path)
+        if (decision._tag === "Deny") return decision
+      }
     }
     for (const field of tool.metadata.contentFields) {
       const value = request.arguments[field]

@@ -1,7 +1,7 @@
 import { existsSync, symlinkSync } from "node:fs"
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Path, Schema } from "effect"
+import { Cause, Effect, FileSystem, Layer, Path, Schema } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -293,7 +293,46 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
         const policy = yield* Permission.make({ roots: [root], maxContentBytes: 1 })
         assertAllowed(yield* check(policy, {}))
         assertAllowed(yield* check(policy, { path: 42, content: undefined }))
-        assertAllowed(yield* check(policy, { path: ["../../etc/passwd"] }))
+      })
+    )
+
+    it.effect("R3.6 a path field that holds a list has each of its paths checked", () =>
+      Effect.gen(function* () {
+        const { root } = yield* workspace
+        const many = Tool.make({
+          name: "read_many",
+          description: "reads several files",
+          input: Schema.Struct({ paths: Schema.Array(Schema.String) }),
+          output: Schema.String,
+          pathFields: ["paths"],
+          handler: () => Effect.succeed("ok")
+        })
+        const policy = yield* Permission.make({ roots: [root] })
+        assertAllowed(yield* check(policy, { paths: ["docs/notes.md", "docs"] }, many))
+        assertDenied(
+          yield* check(policy, { paths: ["docs/notes.md", "../outside/secret.txt"] }, many),
+          "outside_roots",
+          "paths[1]"
+        )
+        assertDenied(yield* check(policy, { paths: ["/etc/passwd"] }, many), "outside_roots", "paths[0]")
+        assertDenied(yield* check(policy, { paths: ["docs", ".env"] }, many), "env_file")
+      })
+    )
+
+    it.effect("R3.6 R12 options that cannot work are refused when the policy is built, naming the option", () =>
+      Effect.gen(function* () {
+        const { root } = yield* workspace
+        for (const [options, message] of [
+          [{ roots: [] }, "roots is empty"],
+          [{ roots: [root], maxContentBytes: Number.NaN }, "maxContentBytes must be an integer >= 0, got NaN"],
+          [{ maxContentBytes: -1 }, "maxContentBytes must be an integer >= 0, got -1"],
+          [{ roots: root as never }, "roots must be an array of directory paths"],
+          [{ allowTools: ["read_text_file", 7 as never] }, "allowTools must be an array of tool names"]
+        ] as const) {
+          const exit = yield* Effect.exit(Permission.make(options))
+          assert.isTrue(exit._tag === "Failure", JSON.stringify(options))
+          if (exit._tag === "Failure") assert.include(String(Cause.squash(exit.cause)), `Permission.make: ${message}`)
+        }
       })
     )
 

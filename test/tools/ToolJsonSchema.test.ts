@@ -159,6 +159,38 @@ describe("Tool.make (R12: a definition that cannot work is refused where it is w
     assert.deepStrictEqual(Tool.make({ ...base, pathFields: ["path"] }).metadata.pathFields, ["path"])
   })
 
+  it("R3.6 path and content fields must be fields of the input; a path field a string or strings sent as they are", () => {
+    refused(
+      { ...base, pathFields: ["file"] },
+      'pathFields names "file", which is not a field of the input (its fields: path)'
+    )
+    refused({ ...base, contentFields: ["body"] }, 'contentFields names "body", which is not a field of the input')
+    // The policy checks what the model sent: a path the schema transforms would reach the handler unchecked.
+    refused(
+      { ...base, input: Schema.Struct({ path: Schema.Trim }), pathFields: ["path"] },
+      'pathFields names "path", which must be a string or an array of strings that the schema does not transform'
+    )
+    refused(
+      { ...base, input: Schema.Struct({ path: Schema.Number }), pathFields: ["path"] },
+      "must be a string or an array of strings"
+    )
+    const accepted: ReadonlyArray<Schema.Top> = [
+      Schema.Struct({ path: Schema.String.check(Schema.isMinLength(1)) }),
+      Schema.Struct({ path: Schema.optional(Schema.String) }),
+      Schema.Struct({ path: Schema.Array(Schema.String) }),
+      Schema.Union([Schema.Struct({ path: Schema.String }), Schema.Struct({ path: Schema.Literal("a") })]),
+      // Fields that cannot be listed (any key) are not checked by name.
+      Schema.Record(Schema.String, Schema.String)
+    ]
+    for (const input of accepted) {
+      assert.strictEqual(Tool.make({ ...base, input: input as Schema.Codec<unknown>, pathFields: ["path"] }).name, "t")
+    }
+    // A field the schema renames is named as the model sends it.
+    const renamed = Schema.Struct({ filePath: Schema.String }).pipe(Schema.encodeKeys({ filePath: "file_path" }))
+    assert.strictEqual(Tool.make({ ...base, input: renamed, pathFields: ["file_path"] }).name, "t")
+    refused({ ...base, input: renamed, pathFields: ["filePath"] }, 'pathFields names "filePath"')
+  })
+
   it("R3.5 the input must be a schema of a JSON object, since the model sends arguments as one", () => {
     refused({ ...base, input: Schema.String }, "input must be a schema of a JSON object")
     refused({ ...base, input: Schema.Never }, "input must be a schema of a JSON object")

@@ -5,6 +5,7 @@
  * `tools/`.
  */
 import { Duration, Option, Predicate, Schema, SchemaAST } from "effect"
+import * as ToolFields from "./ToolFields.ts"
 
 const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
 
@@ -121,6 +122,12 @@ export const problem = (options: Untyped): string | undefined => {
     flag("recoverErrors", options.recoverErrors) ??
     fieldList("pathFields", options.pathFields) ??
     fieldList("contentFields", options.contentFields) ??
+    // Lists of names: `fieldList` checked them just above (a definition is untyped here).
+    ToolFields.problem(
+      input.ast,
+      (options.pathFields as ReadonlyArray<string> | undefined) ?? [],
+      (options.contentFields as ReadonlyArray<string> | undefined) ?? []
+    ) ??
     optionalFunction("postcondition", options.postcondition) ??
     optionalFunction("observe", options.observe) ??
     optionalFunction("reconcile", options.reconcile)
