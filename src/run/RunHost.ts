@@ -19,7 +19,7 @@
  *
  * @since 0.5.0
  */
-import { Clock, Duration, Effect, type Fiber, Option, Result } from "effect"
+import { Clock, Duration, Effect, type Fiber, Option, Result, Schedule } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
@@ -79,6 +79,9 @@ export const checkSettings = (settings: Omit<Settings, "cancel">): InvalidRunOpt
   }
   return undefined
 }
+
+/** A store out of reach when a run has ended is read again for about a second and a half. */
+const readAgain = Schedule.max([Schedule.exponential("50 millis"), Schedule.recurs(5)])
 
 /** A call of the open batch whose handler may be running, or that is between two attempts. */
 const busy = (ctx: RunContext.RunContext): boolean => {
@@ -196,7 +199,21 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     // Calls a finished run left on the table (a cancel while it was parked) are withdrawn,
     // once the journal holds its ending: a run fenced off by another process (which owns it
     // now, and may wait on approvals of its own) touches nothing.
-    const stored = yield* Effect.orElseSucceed(journal.read(runId), () => Option.none())
+    const readBack = yield* Effect.result(
+      journal.read(runId).pipe(Effect.retry({ schedule: readAgain, while: (e) => e.isRetryable }))
+    )
+    if (Result.isFailure(readBack)) {
+      // Nobody knows whether the ending got through: the engine drives the run again, which
+      // finds it finished, or goes on from its last commit.
+      return yield* Effect.fail(
+        new ResumeError({
+          runId,
+          reason: "unavailable",
+          detail: `the journal could not be read back after the run ended (${ended.success.stopReason}): ${readBack.failure.message}`
+        })
+      )
+    }
+    const stored = readBack.success
     if (Option.isSome(stored) && Option.isSome(stored.value.result)) {
       yield* Effect.ignore(
         Effect.gen(function* () {
@@ -205,7 +222,7 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           yield* Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
         })
       )
-    } else if (Option.isSome(stored) && isPrefixOf(stored.value.events, ended.success.timeline)) {
+    } else if (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline)) {
       // The journal holds this run's own log, less its ending: its last commit did not get
       // through (the store out of reach). The engine drives it again, from that log, rather
       // than finish a run its journal will never show finished.

@@ -234,7 +234,8 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
           runs.events("nope"),
           runs.cancel("nope"),
           runs.approve("nope", "c1"),
-          runs.reject("nope", "c1", "no")
+          runs.reject("nope", "c1", "no"),
+          runs.pending("nope")
         ]) {
           const e = yield* Effect.flip(op)
           assert.strictEqual(e._tag === "DurableRunError" ? e.reason : e._tag, "not_found")
@@ -437,6 +438,53 @@ describe("DurableRun: hostile input and edges (R5, R7, R12)", () => {
           (yield* runs.pending(runId)).map((r) => r.callId),
           [callId]
         )
+      }).pipe(Effect.provide(client))
+    },
+    30_000
+  )
+
+  it.live(
+    "R9 a store out of reach for a moment while result() and watch wait: they wait on, and give the run's end",
+    () => {
+      const { paid, pay } = payments()
+      const base = runtime([pay])
+      let failing = 0
+      // A client whose journal reads fail while `failing` lasts, on the same engine and file.
+      const client = DurableRun.layerClient.pipe(
+        Layer.provide(
+          Layer.merge(
+            base,
+            Layer.effect(
+              Journal.Journal,
+              Effect.map(Effect.service(Journal.Journal), (journal) => ({
+                ...journal,
+                read: (runId: string) =>
+                  Effect.suspend(() =>
+                    failing-- > 0
+                      ? Effect.fail(
+                          JournalError.make(
+                            new JournalError.Unavailable({ operation: "read", detail: "connection closed (the test)" })
+                          )
+                        )
+                      : journal.read(runId)
+                  )
+              }))
+            ).pipe(Layer.provide(base))
+          )
+        )
+      )
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay", runId: "w1" })
+        const callId = yield* waitingCall(runs, runId)
+        const result = yield* Effect.forkChild(runs.result(runId))
+        const watched = yield* Effect.forkChild(Stream.runCollect(runs.watch(runId, { pollInterval: "50 millis" })))
+        yield* Effect.sleep(300)
+        failing = 3
+        yield* runs.approve(runId, callId, { by: "ops" })
+        assert.strictEqual((yield* Fiber.join(result)).status, "completed")
+        assert.strictEqual(tagsOf(yield* Fiber.join(watched)).at(-1), "run.finished")
+        assert.lengthOf(paid, 1)
       }).pipe(Effect.provide(client))
     },
     30_000

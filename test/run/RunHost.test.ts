@@ -4,6 +4,7 @@ import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
+import * as JournalError from "../../src/journal/JournalError.ts"
 import * as RunHost from "../../src/run/RunHost.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -104,6 +105,41 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         if (again._tag === "Finished") assert.strictEqual(again.result.finalAnswer, "answer 2")
         const stored = Option.getOrThrow(yield* (yield* Journal.Journal).read("u1"))
         assert.isTrue(Option.isSome(stored.result))
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.live(
+    "R9 a run whose ending the journal could neither record nor read back is not finished for its engine: driven again, it ends recorded",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        let down = false
+        let asked = 0
+        const model = ScriptedModel.layerFunction(() => {
+          asked++
+          down = asked === 1
+          return ScriptedModel.finalAnswer(`answer ${asked}`)
+        })
+        const out = (operation: string) =>
+          Effect.fail(JournalError.make(new JournalError.Unavailable({ operation, detail: "out of reach (the test)" })))
+        // The whole store goes out of reach as the model answers: commits and reads.
+        const flaky: Journal.Service = {
+          ...store,
+          append: (runId, batch) => Effect.suspend(() => (down ? out("append") : store.append(runId, batch))),
+          read: (runId) => Effect.suspend(() => (down ? out("read") : store.read(runId)))
+        }
+        const journal = Layer.succeed(Journal.Journal, flaky)
+        const options = { goal: "answer", tools: [] }
+        const unknown = yield* Effect.flip(
+          RunHost.drive("u2", options).pipe(Effect.provide(Layer.merge(model, journal)))
+        )
+        assert.strictEqual(unknown._tag, "ResumeError")
+        assert.include(unknown.message, "could not be read back after the run ended")
+        down = false
+        const again = yield* RunHost.drive("u2", options).pipe(Effect.provide(Layer.merge(model, journal)))
+        assert.strictEqual(again._tag, "Finished")
+        if (again._tag === "Finished") assert.strictEqual(again.result.finalAnswer, "answer 2")
+        assert.isTrue(Option.isSome(Option.getOrThrow(yield* store.read("u2")).result))
       }).pipe(Effect.provide(Journal.layerMemory))
   )
 

@@ -43,6 +43,16 @@ const known = (runId: string) =>
         })
       )
 
+/** How long an operation that waits (`result`, `watch`) reads a store out of reach again before it gives up. */
+const outage = Schedule.max([
+  Schedule.min([Schedule.exponential("200 millis", 1.5), Schedule.spaced("5 seconds")]),
+  Schedule.during("30 seconds")
+])
+
+/** `read`, tried again while the store is out of reach, for up to 30 seconds. */
+const patiently = <A>(read: Effect.Effect<A, DurableRunError>): Effect.Effect<A, DurableRunError> =>
+  Effect.retry(read, { while: (e) => e.reason === "unavailable", schedule: outage })
+
 /** What the operations run on: the journal, the engine, and the engine's storage. */
 export interface Services {
   readonly journal: Journal.Service
@@ -164,7 +174,7 @@ export const make = (
     poll,
     result: (runId) =>
       Effect.flatMap(
-        Effect.repeat(poll(runId), {
+        Effect.repeat(patiently(poll(runId)), {
           until: Option.isSome,
           schedule: Schedule.min([Schedule.exponential("200 millis", 1.5), Schedule.spaced("5 seconds")])
         }),
@@ -190,7 +200,7 @@ export const make = (
       return Stream.paginate(start, ({ from, wait }) =>
         Effect.gen(function* () {
           if (wait) yield* Effect.sleep(pollMillis)
-          const events = (yield* stored(runId))?.events ?? []
+          const events = (yield* patiently(stored(runId)))?.events ?? []
           const fresh = events.slice(from)
           const finished = events.at(-1)?._tag === "run.finished"
           // A read that brought nothing new waits before the next; one that did reads again at once.
@@ -206,9 +216,14 @@ export const make = (
         run !== undefined && Option.isSome(run.result) ? Effect.void : complete(runId, Names.cancel)
       ),
     pending: (runId) =>
-      Effect.mapBothEager(journal.pendingApprovals(runId === undefined ? undefined : { runId }), {
-        onSuccess: (rows) => rows.map(JournalApprovals.requestOf),
-        onFailure: storeError(runId ?? "*")
+      Effect.gen(function* () {
+        const rows = yield* Effect.mapError(
+          journal.pendingApprovals(runId === undefined ? undefined : { runId }),
+          storeError(runId ?? "*")
+        )
+        // None waiting, for a run that does not exist: the run is unknown (`not_found`).
+        if (rows.length === 0 && runId !== undefined) yield* stored(runId)
+        return rows.map(JournalApprovals.requestOf)
       })
   }
 }
