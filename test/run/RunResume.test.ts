@@ -219,11 +219,29 @@ describe("Run.resume (R9)", () => {
       }).pipe(Effect.provide(layers))
   )
 
+  it.effect("R9 a journal out of reach for a moment at the intent record is waited for: the call runs once", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      const store = yield* Journal.Journal
+      // The intent (commit 3) fails ten times in a row: about ten seconds of backoff.
+      const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 3 && n <= 12 })
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.provide(payThenAnswer)
+        )
+      )
+      assert.strictEqual(result.status, "completed", result.detail)
+      assert.strictEqual(payment.ledger.total, 1)
+      assert.lengthOf(ofTag(result.timeline, "tool.failed"), 0)
+    }).pipe(Effect.provide(layers))
+  )
+
   it.effect("R9 an unreachable journal at the intent record: the call fails retryable and its handler never runs", () =>
     Effect.gen(function* () {
       const payment = pay(true)
       const store = yield* Journal.Journal
-      const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 3 && n <= 7 })
+      const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 3 })
       // The commit is tried again with backoff: the clock is moved for it.
       const result = yield* TestClockDriver.drive(
         Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(

@@ -12,8 +12,9 @@
  *   and decided, at the end of each iteration.
  * - {@link final}: at the end, with the result, before the caller gets it.
  *
- * A store that cannot be reached is retried briefly; still out, the events stay buffered
- * for the next barrier (only the intent record stops anything: its call). A commit fenced
+ * A store that cannot be reached is retried briefly (the intent record for up to 30 s);
+ * still out, the events stay buffered for the next barrier (only the intent record stops
+ * anything: its call). A commit fenced
  * off by another writer (`Conflict`) means another process owns the run: this one writes
  * nothing more, and its loop stops at its next checkpoint.
  */
@@ -27,9 +28,23 @@ import * as RunContext from "./RunContext.ts"
  */
 const again = Schedule.max([Schedule.exponential("40 millis"), Schedule.recurs(3)])
 
+/**
+ * The intent record waits longer: until it is in the journal the call cannot start, and
+ * nothing has happened, so a store out of reach is waited for, up to 30 seconds (the run's
+ * step and run deadlines still stop the wait), rather than failing the call.
+ */
+const outage = Schedule.max([
+  Schedule.min([Schedule.exponential("40 millis"), Schedule.spaced("2 seconds")]),
+  Schedule.during("30 seconds")
+])
+
 const unavailable = (e: RunContext.CommitError) => e._tag === "Unavailable"
 
-const commit = (ctx: RunContext.RunContext, result: unknown): Effect.Effect<void, RunContext.CommitError> => {
+const commit = (
+  ctx: RunContext.RunContext,
+  result: unknown,
+  retries: Schedule.Schedule<unknown, RunContext.CommitError> = again
+): Effect.Effect<void, RunContext.CommitError> => {
   const sink = ctx.journal
   if (sink === undefined) return Effect.void
   return sink.commits.withPermit(
@@ -63,7 +78,7 @@ const commit = (ctx: RunContext.RunContext, result: unknown): Effect.Effect<void
       return once.pipe(
         // Only a failed try builds the schedule (a commit is on every step's path).
         Effect.catchIf(unavailable, () =>
-          Effect.retry(Effect.delay(once, "20 millis"), { schedule: again, while: unavailable })
+          Effect.retry(Effect.delay(once, "20 millis"), { schedule: retries, while: unavailable })
         ),
         Effect.tapError((e) =>
           Effect.sync(() => {
@@ -84,14 +99,15 @@ export const barrier = (ctx: RunContext.RunContext): Effect.Effect<void> =>
 
 /**
  * The intent record (R9.2): the attempt's `tool.started` committed before its handler
- * runs. When it cannot be, the handler does not run: the attempt fails retryable, since
- * nothing happened (`journal_unavailable`), or permanently when fenced off
+ * runs. A store out of reach is waited for, up to 30 seconds. When it cannot be committed,
+ * the handler does not run: the attempt fails retryable, since nothing happened
+ * (`journal_unavailable`), or permanently when fenced off
  * (`journal_conflict`: another process owns the run) or refused (`journal_failed`).
  */
 export const intent = (ctx: RunContext.RunContext, what: string): Effect.Effect<void, Failure.Failure> =>
   ctx.journal === undefined
     ? Effect.void
-    : Effect.mapError(commit(ctx, undefined), (e) =>
+    : Effect.mapError(commit(ctx, undefined, outage), (e) =>
         e._tag === "Unavailable"
           ? new Failure.Retryable({
               source: "store",
