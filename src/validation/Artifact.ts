@@ -32,7 +32,18 @@ export interface Contract {
   readonly format: Format
   readonly schema?: Schema.Decoder<unknown> | undefined
   readonly nonEmpty: boolean
+  /** The largest file checked, in bytes: a larger one fails its check unread. Default 16 MiB. */
+  readonly maxBytes?: number | undefined
 }
+
+/**
+ * The largest artifact checked by default (16 MiB): a check reads the file whole, and
+ * memory is bounded by limits, not by what a file holds.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const defaultMaxBytes = 16 * 1024 * 1024
 
 /**
  * What backs a passing artifact check: the check name (`item`) and the artifact
@@ -70,9 +81,10 @@ const inferFormat = (path: string): Format => {
 
 /**
  * An artifact contract. The format defaults from the extension (`.md` → markdown,
- * `.json` → json, else text) and `nonEmpty` to true. Throws a `RangeError` for an
- * empty path or a schema on a format other than json. Also exported as
- * `Validation.artifact`, whose name its error messages carry.
+ * `.json` → json, else text), `nonEmpty` to true (for json: not `null`, `""`, `{}` or
+ * `[]`) and `maxBytes` to {@link defaultMaxBytes}. Throws a `RangeError` for an empty
+ * path, a schema on a format other than json, or a `maxBytes` that is not an integer
+ * >= 0. Also exported as `Validation.artifact`, whose name its error messages carry.
  *
  * @category constructors
  * @since 0.1.0
@@ -83,6 +95,7 @@ export const make = (
     readonly format?: Format | undefined
     readonly schema?: Schema.Decoder<unknown> | undefined
     readonly nonEmpty?: boolean | undefined
+    readonly maxBytes?: number | undefined
   }
 ): Contract => {
   if (path.trim() === "") {
@@ -93,8 +106,27 @@ export const make = (
   if (schema !== undefined && format !== "json") {
     throw new RangeError(`Validation.artifact: ${JSON.stringify(path)} has format ${format}; only json takes a schema`)
   }
-  return { path, format, nonEmpty: options?.nonEmpty ?? true, ...(schema === undefined ? {} : { schema }) }
+  const maxBytes = options?.maxBytes
+  if (maxBytes !== undefined && !(Number.isSafeInteger(maxBytes) && maxBytes >= 0)) {
+    throw new RangeError(`Validation.artifact: maxBytes must be an integer >= 0, got ${String(maxBytes)}`)
+  }
+  return {
+    path,
+    format,
+    nonEmpty: options?.nonEmpty ?? true,
+    ...(schema === undefined ? {} : { schema }),
+    ...(maxBytes === undefined ? {} : { maxBytes })
+  }
 }
+
+/** Whether text holds nothing but whitespace and NUL bytes (a preallocated, zero-filled file). */
+const isBlank = (text: string): boolean => /^[\s\0]*$/.test(text)
+
+/** Whether a JSON value holds nothing: `null`, `""`, `{}` or `[]`. */
+const isEmptyJson = (value: unknown): boolean =>
+  value === null ||
+  value === "" ||
+  (Array.isArray(value) ? value.length === 0 : typeof value === "object" && Object.keys(value).length === 0)
 
 const issueFormatter = SchemaIssue.makeFormatterStandardSchemaV1()
 
@@ -113,6 +145,14 @@ const parseJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknow
 // `stat` follows symbolic links, so anything but a file here is a directory or a special file.
 const entryKind = (type: FileSystem.File.Type): string =>
   type === "Directory" ? "a directory" : `an entry of type ${type}`
+
+const isInside = (path: Path.Path, root: string, target: string): boolean => {
+  const relative = path.relative(root, target)
+  return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative))
+}
+
+const realPathOf = (fs: FileSystem.FileSystem, target: string): Effect.Effect<string | undefined> =>
+  Effect.orElseSucceed(fs.realPath(target), () => undefined)
 
 const hasHeading = (text: string): boolean => /^ {0,3}#{1,6}(\s|$)/m.test(text) || /^.+\n(=+|-+)\s*$/m.test(text)
 
@@ -151,10 +191,23 @@ export const check: (
   if (info.success.type !== "File") {
     return fail(`not a file (found ${entryKind(info.success.type)} at ${contract.path})`)
   }
+  // A file named inside the root is the run's only if it is there on disk: a link out of it
+  // (to any file that happens to exist) delivers nothing.
+  if (isInside(path, path.resolve(root), full)) {
+    const [realRoot, realFile] = yield* Effect.all([realPathOf(fs, root), realPathOf(fs, full)])
+    if (realRoot === undefined || realFile === undefined || !isInside(path, realRoot, realFile)) {
+      return fail(`leads outside the root through a symbolic link (${contract.path})`)
+    }
+  }
+  const bytes = Number(info.success.size)
+  const maxBytes = contract.maxBytes ?? defaultMaxBytes
+  if (bytes > maxBytes) {
+    return fail(`too large to check (${bytes} bytes, over the limit of ${maxBytes}: raise maxBytes)`)
+  }
   const read = yield* Effect.result(fs.readFileString(full))
   if (Result.isFailure(read)) return fail(`unreadable (${read.failure.reason._tag})`)
   const text = read.success
-  if (contract.nonEmpty && text.trim() === "") return fail("empty (no content after trimming whitespace)")
+  if (contract.nonEmpty && isBlank(text)) return fail("empty (no content after trimming whitespace)")
   const size = `${text.length} characters`
   switch (contract.format) {
     case "text":
@@ -164,6 +217,7 @@ export const check: (
     case "json": {
       const parsed = parseJson(text)
       if (Result.isFailure(parsed)) return fail("does not parse as JSON")
+      if (contract.nonEmpty && isEmptyJson(parsed.success)) return fail(`empty (the JSON value ${text.trim()})`)
       if (contract.schema === undefined) return pass(`valid JSON, ${size}`)
       const decoded = yield* Effect.result(
         Schema.decodeUnknownEffect(contract.schema)(parsed.success, { errors: "all" })

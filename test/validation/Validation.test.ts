@@ -1,3 +1,5 @@
+import { symlinkSync } from "node:fs"
+import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, FileSystem, Option, Path, Predicate, Schema } from "effect"
@@ -312,6 +314,50 @@ layer(NodeServices.layer)("Validation", (it) => {
           ["plain.md"]
         )
       })
+    )
+
+    it.effect(
+      "R6.1 R12 a file the run did not deliver passes no contract: zero-filled, an empty JSON value, too large, a link out of the root",
+      () =>
+        Effect.gen(function* () {
+          const root = yield* workspace({
+            "zeros.txt": "\u0000".repeat(4096),
+            "empty.json": " {} ",
+            "nothing.json": "null",
+            "big.md": `# big\n${"x".repeat(2000)}`,
+            "ok.json": "[0]"
+          })
+          symlinkSync("/etc/hostname", join(root, "linked.txt"))
+          const report = yield* Validation.validate(
+            {
+              artifacts: [
+                Validation.artifact("zeros.txt"),
+                Validation.artifact("empty.json"),
+                Validation.artifact("nothing.json"),
+                Validation.artifact("big.md", { maxBytes: 1000 }),
+                Validation.artifact("linked.txt"),
+                Validation.artifact("ok.json"),
+                Validation.artifact("empty.json", { nonEmpty: false })
+              ],
+              root
+            },
+            context([])
+          )
+          assert.deepStrictEqual(
+            report.checks.map((c) => [c.passed, c.detail]),
+            [
+              [false, "artifact:zeros.txt: empty (no content after trimming whitespace)"],
+              [false, "artifact:empty.json: empty (the JSON value {})"],
+              [false, "artifact:nothing.json: empty (the JSON value null)"],
+              [false, "artifact:big.md: too large to check (2006 bytes, over the limit of 1000: raise maxBytes)"],
+              [false, "artifact:linked.txt: leads outside the root through a symbolic link (linked.txt)"],
+              [true, "artifact:ok.json: valid JSON, 3 characters"],
+              [true, "artifact:empty.json: valid JSON, 4 characters"],
+              [true, "evidence:index: 0 completed plan step(s) backed by 0 tool result(s)"]
+            ]
+          )
+          assert.throws(() => Validation.artifact("x.md", { maxBytes: Number.NaN }), RangeError, "maxBytes must be")
+        })
     )
 
     it.effect("R6.1 nonEmpty: false accepts an empty text file; an empty JSON file still does not parse", () =>

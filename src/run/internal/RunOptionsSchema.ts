@@ -306,7 +306,8 @@ const ValidationSpec = Schema.Struct({
         path: Schema.NonEmptyString,
         format: Schema.Literals(["text", "markdown", "json"]),
         schema: Schema.optional(AnySchema),
-        nonEmpty: Schema.Boolean
+        nonEmpty: Schema.Boolean,
+        maxBytes: Schema.optional(Count(0))
       })
     )
   ),
