@@ -181,6 +181,13 @@ const fromWorkspaceError =
           diagnostic
         )
       }
+      case "permission_denied":
+        return permanent(
+          "permission_denied",
+          "permission",
+          `the file system does not let the tool ${operation} ${at} (a read-only file, or another user's)`,
+          diagnostic
+        )
       case "io":
         return permanent("io_error", "io", `could not ${operation} ${at}`, diagnostic)
     }

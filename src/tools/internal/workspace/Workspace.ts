@@ -27,7 +27,7 @@
  * @internal
  */
 import { randomBytes } from "node:crypto"
-import { constants } from "node:fs"
+import { constants, type Dirent } from "node:fs"
 import * as Fsp from "node:fs/promises"
 import * as NodePath from "node:path"
 import { Effect, Exit } from "effect"
@@ -41,6 +41,30 @@ export { type Reason, WorkspaceError }
 
 /** @internal */
 export type Kind = "file" | "directory"
+
+/**
+ * The first `limit` entries of the directory at `at` by name, and how many it holds: read
+ * one entry at a time, keeping only the `limit` smallest names seen so far.
+ */
+const firstByName = async (at: string, limit: number) => {
+  const first: Array<Dirent> = []
+  let total = 0
+  for await (const entry of await Fsp.opendir(at, { bufferSize: 128 })) {
+    total++
+    const last = first[limit - 1]
+    if (limit === 0 || (last !== undefined && entry.name >= last.name)) continue
+    let low = 0
+    let high = first.length
+    while (low < high) {
+      const middle = (low + high) >>> 1
+      if ((first[middle]?.name ?? "") < entry.name) low = middle + 1
+      else high = middle
+    }
+    first.splice(low, 0, entry)
+    if (first.length > limit) first.pop()
+  }
+  return { first, total }
+}
 
 /** @internal */
 export interface Workspace {
@@ -173,16 +197,16 @@ export const make = Effect.fnUntraced(function* (options: {
     )
 
   // The first `maxEntries` entries by name, and how many more there are: a directory of a
-  // million files costs one `readdir`, never a million `lstat`s or a million-entry output.
+  // million files is read one entry at a time, holding only the first `maxEntries` names,
+  // never a million `lstat`s, a million names in memory or a million-entry output.
   const list = (names: ReadonlyArray<string>, maxEntries: number) =>
     Effect.scoped(
       Effect.gen(function* () {
         const root = yield* openRoot(false)
         const directory = yield* walk(root, root.directory, names, directoryFinal(false))
-        const entries = yield* call(() => Fsp.readdir(pathOf(root, directory), { withFileTypes: true })).pipe(
+        const { first: entries, total } = yield* call(() => firstByName(pathOf(root, directory), maxEntries)).pipe(
           Effect.mapError(fromErrno(shownAt(root, directory)))
         )
-        entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
         const listed: Array<{ readonly name: string; readonly kind: Kind }> = []
         let seen = 0
         for (const entry of entries) {
@@ -198,7 +222,7 @@ export const make = Effect.fnUntraced(function* (options: {
                 : undefined
           if (kind !== undefined) listed.push({ name: entry.name, kind })
         }
-        return { entries: listed, more: entries.length - seen }
+        return { entries: listed, more: total - seen }
       })
     )
 
@@ -212,6 +236,12 @@ export const make = Effect.fnUntraced(function* (options: {
         // hard link to a file elsewhere is replaced, not written through.
         const temporary = childOf(root, target.directory, `.${randomBytes(8).toString("hex")}.tmp`)
         const onError = Effect.mapError(fromErrno(shownAt(root, target.directory, target.name)))
+        // A file that is there is replaced only if it could be written: the rename needs only the
+        // directory's permission, and would replace a read-only file, or another user's (EACCES).
+        if (target.mode !== undefined) {
+          const existing = childOf(root, target.directory, target.name)
+          yield* open(existing, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY).pipe(onError)
+        }
         const handle = yield* open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o666).pipe(onError)
         yield* Effect.addFinalizer((exit) =>
           Exit.isSuccess(exit) ? Effect.void : Effect.ignore(call(() => Fsp.unlink(temporary)))

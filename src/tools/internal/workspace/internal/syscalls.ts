@@ -22,6 +22,7 @@ export type Reason =
   | "link_loop"
   | "name_too_long"
   | "too_large"
+  | "permission_denied"
   | "io"
 
 /** @internal */
@@ -66,6 +67,10 @@ const reasonOf = (code: string | undefined): Reason => {
     case "ENXIO":
     case "ENODEV":
       return "not_a_regular_file"
+    case "EACCES":
+    case "EPERM":
+    case "EROFS":
+      return "permission_denied"
     default:
       return "io"
   }
