@@ -39,6 +39,12 @@ contract({
               const run = tables.runs.get(runId)
               if (run !== undefined) tables.runs.set(runId, { ...run, version })
             }),
+          setApprovalArguments: (runId, callId, text) =>
+            Effect.sync(() => {
+              const key = JSON.stringify([runId, callId])
+              const row = tables.approvals.get(key)
+              if (row !== undefined) tables.approvals.set(key, { ...row, arguments: text })
+            }),
           insertCommit: () => Effect.die(new Error("the memory backend has no raw rows to race")),
           toFirstLayout: Effect.die(new Error("the memory backend has one layout")),
           migrate: Effect.void,

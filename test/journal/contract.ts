@@ -18,6 +18,8 @@ export interface Raw {
   /** Deletes the commit row that starts at `seq`. */
   readonly deleteCommit: (runId: string, seq: number) => Effect.Effect<void>
   readonly setVersion: (runId: string, version: number) => Effect.Effect<void>
+  /** Replaces the JSON text of a call's arguments in its approvals row. */
+  readonly setApprovalArguments: (runId: string, callId: string, text: string) => Effect.Effect<void>
   /** Writes a commit row of one event behind the journal's back: a writer that raced (SQL only). */
   readonly insertCommit: (runId: string, seq: number, event: Event.Event) => Effect.Effect<void>
   /** Puts the runs back in the first layout (one row per event), as before the second migration (SQL only). */
@@ -366,6 +368,26 @@ export const contract = (backend: Backend) =>
           assert.strictEqual(decided._tag, "Conflict")
         })
       )
+    )
+
+    it.effect(
+      "R7 R12 an approvals row that cannot be read fails its run's list (Corrupt); the list of every run goes on without it",
+      () =>
+        withJournal((journal, raw) =>
+          Effect.gen(function* () {
+            const request = { tool: "pay", arguments: { amount: 1 }, requestedAt: 5_000, expiresAt: 65_000 }
+            yield* journal.requestApproval({ ...request, runId: "damaged", callId: "c1" })
+            yield* journal.requestApproval({ ...request, runId: "healthy", callId: "c2", requestedAt: 6_000 })
+            yield* raw.setApprovalArguments("damaged", "c1", "{not json")
+            assert.deepStrictEqual(
+              (yield* journal.pendingApprovals()).map((p) => [p.runId, p.callId]),
+              [["healthy", "c2"]]
+            )
+            assert.strictEqual((yield* journal.pendingApprovals({ runId: "healthy" })).length, 1)
+            const broken = yield* failure(journal.pendingApprovals({ runId: "damaged" }))
+            assert.strictEqual(broken._tag, "Corrupt")
+          })
+        )
     )
 
     it.effect(

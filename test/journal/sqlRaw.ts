@@ -7,6 +7,7 @@ import type { Raw } from "./contract.ts"
 export const sqlRaw = (sql: SqlClient.SqlClient, prefix: string): Raw => {
   const commits = sql(`${prefix}commits`)
   const runs = sql(`${prefix}runs`)
+  const approvals = sql(`${prefix}approvals`)
   return {
     setBody: (runId, seq, body) =>
       Effect.orDie(sql`UPDATE ${commits} SET body = ${body} WHERE run_id = ${runId} AND seq = ${seq}`),
@@ -14,6 +15,8 @@ export const sqlRaw = (sql: SqlClient.SqlClient, prefix: string): Raw => {
       Effect.orDie(sql`UPDATE ${commits} SET event_count = ${count} WHERE run_id = ${runId} AND seq = ${seq}`),
     deleteCommit: (runId, seq) => Effect.orDie(sql`DELETE FROM ${commits} WHERE run_id = ${runId} AND seq = ${seq}`),
     setVersion: (runId, version) => Effect.orDie(sql`UPDATE ${runs} SET version = ${version} WHERE run_id = ${runId}`),
+    setApprovalArguments: (runId, callId, text) =>
+      Effect.orDie(sql`UPDATE ${approvals} SET arguments = ${text} WHERE run_id = ${runId} AND call_id = ${callId}`),
     insertCommit: (runId, seq, event) =>
       Effect.orDie(
         sql`INSERT INTO ${commits} ${sql.insert({

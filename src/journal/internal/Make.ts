@@ -308,8 +308,10 @@ export const make = (store: Store): Service => ({
     const requests: Array<ApprovalRequest> = []
     for (const row of rows) {
       const request = toRequest(row)
-      if (Result.isFailure(request)) return yield* request.failure
-      requests.push(request.success)
+      if (Result.isSuccess(request)) requests.push(request.success)
+      // One run's damaged row fails that run's list; the list of every run goes on without it.
+      else if (filter?.runId !== undefined) return yield* request.failure
+      else yield* Effect.logWarning(`the approvals list leaves out a row that cannot be read: ${request.failure.message}`)
     }
     return requests
   }),
