@@ -311,7 +311,8 @@ export const make = (store: Store): Service => ({
       if (Result.isSuccess(request)) requests.push(request.success)
       // One run's damaged row fails that run's list; the list of every run goes on without it.
       else if (filter?.runId !== undefined) return yield* request.failure
-      else yield* Effect.logWarning(`the approvals list leaves out a row that cannot be read: ${request.failure.message}`)
+      else
+        yield* Effect.logWarning(`the approvals list leaves out a row that cannot be read: ${request.failure.message}`)
     }
     return requests
   }),
