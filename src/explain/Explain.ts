@@ -115,15 +115,16 @@ const attemptBefore = (timeline: Timeline, index: number): Event.Of<"model.reque
   return undefined
 }
 
-const limitOfLayer = (started: Event.Of<"run.started"> | undefined, layer: string): number | undefined =>
-  started?.limits?.[`${layer}TimeoutMillis`]
+const limitOfLayer = (limits: Readonly<Record<string, number>> | undefined, layer: string): number | undefined =>
+  limits?.[`${layer}TimeoutMillis`]
 
 /** The time layer that fired, from the stop the deadline recorded or the failure it caused. */
 const deadlineOf = (
   timeline: Timeline,
   reason: StopReason.StopReason | undefined,
   failure: M.FailureSeen | undefined,
-  approval: M.ApprovalSeen | undefined
+  approval: M.ApprovalSeen | undefined,
+  limits: Readonly<Record<string, number>> | undefined
 ): M.Deadline | undefined => {
   const start = timeline[0]?.at ?? 0
   const started = last(timeline, "run.started")
@@ -135,7 +136,7 @@ const deadlineOf = (
       layer: "run",
       firedAtMillis: stopping.at - start,
       deadlineAt: runDeadlineAt,
-      limitMillis: limitOfLayer(started, "run"),
+      limitMillis: limitOfLayer(limits, "run"),
       elapsedMillis: undefined,
       state: stopping.state,
       inFlight: Facts.inFlightAt(timeline, indexOf(timeline, stopping))
@@ -152,7 +153,7 @@ const deadlineOf = (
       layer,
       firedAtMillis: approval.decidedAtMillis,
       deadlineAt: approval.expiresAt,
-      limitMillis: limitOfLayer(started, layer),
+      limitMillis: limitOfLayer(limits, layer),
       elapsedMillis: approval.decidedAtMillis - approval.requestedAtMillis,
       state: undefined,
       inFlight: Facts.inFlightAt(timeline, indexOf(timeline, decided))
@@ -165,7 +166,7 @@ const deadlineOf = (
       layer: "run",
       firedAtMillis: decided === undefined ? undefined : decided.at - start,
       deadlineAt: runDeadlineAt,
-      limitMillis: limitOfLayer(started, "run"),
+      limitMillis: limitOfLayer(limits, "run"),
       elapsedMillis: undefined,
       state: undefined,
       inFlight: []
@@ -178,7 +179,7 @@ const deadlineOf = (
     layer: timeout.layer,
     firedAtMillis: (timeline[at]?.at ?? start) - start,
     deadlineAt: attempt?.layer === timeout.layer ? attempt.deadlineAt : undefined,
-    limitMillis: limitOfLayer(started, timeout.layer),
+    limitMillis: limitOfLayer(limits, timeout.layer),
     elapsedMillis: timeout.elapsedMillis,
     state: undefined,
     inFlight: Facts.inFlightAt(timeline, at)
@@ -225,6 +226,7 @@ const cancellationOf = (timeline: Timeline, start: number): M.Cancellation => {
 export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => {
   const start = timeline[0]?.at ?? 0
   const started = last(timeline, "run.started")
+  const limits = Limits.limitsInForce(timeline, started)
   const finished = last(timeline, "run.finished")
   const reason = finished?.stopReason
   const counters = Counters.fold(timeline)
@@ -254,10 +256,10 @@ export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => 
     elapsedMillis: counters.elapsedMillis,
     startedAt: start,
     resumes: timeline.filter((e) => e._tag === "run.resumed").length,
-    gauges: Limits.gauges(started, counters, reason),
+    gauges: Limits.gauges(started, limits, counters, reason),
     repetition: repetition === undefined ? undefined : Facts.repetitionOf(timeline, repetition),
     failure,
-    deadline: deadlineOf(timeline, reason, failure, approval),
+    deadline: deadlineOf(timeline, reason, failure, approval, limits),
     approval,
     cancellation: reason === "cancelled" ? cancellationOf(timeline, start) : undefined,
     inFlight: finished === undefined ? Facts.inFlightAt(timeline, timeline.length) : [],

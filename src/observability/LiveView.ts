@@ -2,9 +2,10 @@
  * A live view of runs in a terminal: each run's phase, iteration, budgets (each counter
  * beside the limit its `run.started` recorded), the run's deadline counting down, and the
  * calls in flight. On a TTY the frame is redrawn in place (ANSI: cursor up, clear down),
- * on each event and every `refresh` (default 1 s) for the countdowns; when the output is
- * not a TTY (CI, a pipe), it prints one plain line per event instead, and the frame once
- * the run has ended.
+ * as events come but at most once per 100 ms (a frame is drawn from the whole log), at once
+ * when the run ends, and every `refresh` (default 1 s) for the countdowns; when the output
+ * is not a TTY (CI, a pipe), it prints one plain line per event instead, and the frame once
+ * the run has ended. A resumed run is shown from its resume on.
  *
  * Attach it to every run with {@link layer} (a `RunObserver`), or to one started run with
  * {@link watch}. What it draws are pure functions of the events and the time
@@ -59,27 +60,54 @@ export interface Options {
 export const redraw = (previous: number, next: ReadonlyArray<string>): string =>
   `${previous > 0 ? `\x1b[${previous}F\x1b[J` : ""}${next.join("\n")}\n`
 
-/** One run's view: `event` as the run appends, `tick` for the countdowns, `end` once it ended. */
+/**
+ * The least time between two frames on a TTY, in milliseconds. A frame is drawn from the
+ * whole log (its explanation): drawn on each event, a run's cost would grow with the square
+ * of its length; a terminal needs no more than a few frames a second.
+ */
+const frameInterval = 100
+
+/**
+ * One run's view: `event` as the run appends, `tick` on a timer (every {@link frameInterval}
+ * at most), `flush` once it settled. On a TTY an event draws the frame when the last one is
+ * at least `frameInterval` old, and `run.finished` at once (the last frame shows the
+ * ending); a frame held back is drawn by the next tick, and a tick redraws the countdowns
+ * once `refresh` has passed.
+ */
 const view = (options: Options, now: () => number) => {
   const write = options.write ?? ((text: string) => void process.stdout.write(text))
   const tty = options.tty ?? process.stdout.isTTY === true
+  const refresh = options.refresh ?? 1000
   const events: Array<Event.Event> = []
   let drawn = 0
+  let drawnAt = Number.NEGATIVE_INFINITY
+  let heldBack = false
   const draw = () => {
-    const next = frame(events, now())
+    drawnAt = now()
+    heldBack = false
+    const next = frame(events, drawnAt)
     write(redraw(drawn, next))
     drawn = next.length
   }
+  const ended = () => events[events.length - 1]?._tag === "run.finished"
   return {
     tty,
+    tickEvery: Math.min(frameInterval, refresh),
     event: (event: Event.Event) => {
       events.push(event)
-      if (tty) return draw()
+      if (tty) {
+        if (event._tag === "run.finished" || now() - drawnAt >= frameInterval) draw()
+        else heldBack = true
+        return
+      }
       write(`${line(event, events[0]?.at ?? event.at)}\n`)
       if (event._tag === "run.finished") write(`${frame(events, now()).join("\n")}\n`)
     },
     tick: () => {
-      if (tty && events.length > 0 && events[events.length - 1]?._tag !== "run.finished") draw()
+      if (tty && (heldBack || (events.length > 0 && !ended() && now() - drawnAt >= refresh))) draw()
+    },
+    flush: () => {
+      if (tty && heldBack) draw()
     }
   }
 }
@@ -95,12 +123,13 @@ export const observer = (options: Options = {}): RunObserver.Observer => ({
   attach: () => {
     const one = view(options, Date.now)
     // A raw timer: `attach` is synchronous, with no fiber to sleep in; a terminal's countdown is wall-clock time.
-    const timer = one.tty ? setInterval(one.tick, options.refresh ?? 1000) : undefined
+    const timer = one.tty ? setInterval(one.tick, one.tickEvery) : undefined
     timer?.unref?.()
     return {
       event: one.event,
       settled: Effect.sync(() => {
         if (timer !== undefined) clearInterval(timer)
+        one.flush()
       })
     }
   }
@@ -126,8 +155,9 @@ export const watch = <O>(handle: Run.Handle<O>, options: Options = {}): Effect.E
     const clock = yield* Clock.Clock
     const one = view(options, () => clock.currentTimeMillisUnsafe())
     const ticking = yield* Effect.forkChild(
-      Effect.forever(Effect.andThen(Effect.sleep(options.refresh ?? 1000), Effect.sync(one.tick)))
+      Effect.forever(Effect.andThen(Effect.sleep(one.tickEvery), Effect.sync(one.tick)))
     )
     yield* Stream.runForEach(handle.events, (event) => Effect.sync(() => one.event(event)))
     yield* Fiber.interrupt(ticking)
+    yield* Effect.sync(one.flush)
   })

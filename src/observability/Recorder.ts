@@ -27,6 +27,7 @@
  */
 import { Context, Deferred, Effect, FileSystem, Layer, Path, Queue, Schema } from "effect"
 import type * as Event from "../events/Event.ts"
+import * as Failure from "../failure/Failure.ts"
 import * as RunObserver from "../run/RunObserver.ts"
 import { withoutContent } from "./internal/Content.ts"
 import * as Recording from "./Recording.ts"
@@ -34,7 +35,9 @@ import * as Recording from "./Recording.ts"
 /**
  * What the recorder is given: the `directory` of the recordings (made when missing);
  * `content: false` to leave the message content out (default: recorded); `file` to name
- * a run's file (default `<runId>.jsonl`, the id escaped to a safe file name).
+ * a run's file (default `<runId>.jsonl`, the id escaped to a safe file name). A `file`
+ * that throws costs the events it was asked to place: they are logged as not recorded,
+ * and the recorder goes on (the run, and the runs after it, are not held up).
  *
  * @category models
  * @since 0.6.0
@@ -140,6 +143,24 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           )
         })
 
+      /**
+       * Appends a batch of a run's lines to its file. A write that fails, or a `file` option
+       * that throws (or names no file), costs that batch only: it is logged, and the writer
+       * goes on with the next (a dead writer would leave every flush, so every run, waiting).
+       */
+      const append = (runId: string, text: ReadonlyArray<string>) =>
+        Effect.suspend(() => {
+          const file = pathOf(runId)
+          return Effect.andThen(repaired(file, runId), fs.writeFileString(file, text.join(""), { flag: "a" }))
+        }).pipe(
+          Effect.catch((error) => Effect.logWarning(`recorder: run ${runId} not recorded: ${error.message}`)),
+          Effect.catchDefect((defect) =>
+            Effect.logWarning(
+              `recorder: ${text.length} events of run ${runId} not recorded: naming its file threw ${Failure.safeDescription(defect)}`
+            )
+          )
+        )
+
       /** Appends what came since the last batch, one write per run, then completes the flushes. */
       const writeBatch = Effect.fnUntraced(function* (items: ReadonlyArray<Item>) {
         const lines = new Map<string, Array<string>>()
@@ -154,12 +175,7 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           if (run === undefined) lines.set(item.event.runId, [text])
           else run.push(text)
         }
-        for (const [runId, text] of lines) {
-          const file = pathOf(runId)
-          yield* Effect.andThen(repaired(file, runId), fs.writeFileString(file, text.join(""), { flag: "a" })).pipe(
-            Effect.catch((error) => Effect.logWarning(`recorder: run ${runId} not recorded: ${error.message}`))
-          )
-        }
+        for (const [runId, text] of lines) yield* append(runId, text)
         for (const item of items) if (item._tag === "flush") yield* Deferred.succeed(item.done, undefined)
       })
       yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.takeAll(queue), writeBatch)))

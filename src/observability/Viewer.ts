@@ -18,7 +18,7 @@ import { Schema } from "effect"
 import * as Event from "../events/Event.ts"
 import * as Explain from "../explain/Explain.ts"
 import type * as RunResult from "../run/RunResult.ts"
-import { withoutContent } from "./internal/Content.ts"
+import { detailWithoutContent, withoutContent } from "./internal/Content.ts"
 import { layout } from "./internal/Layout.ts"
 import { duration, render } from "./internal/Page.ts"
 import type * as Recording from "./Recording.ts"
@@ -79,7 +79,7 @@ export const html = (input: Input, options: Options = {}): string => {
           status: result.status,
           stopReason: result.stopReason,
           policy: result.policy,
-          detail: result.detail
+          detail: options.content === false ? detailWithoutContent(result.stopReason, result.detail) : result.detail
         }
   const started = events.find((e) => e._tag === "run.started")
   const runId = result?.runId ?? events[0]?.runId ?? "?"

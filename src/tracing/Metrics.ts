@@ -114,11 +114,18 @@ const tally = (keys: Iterable<string>): Map<string, number> => {
   return counts
 }
 
-function* toolOutcomes(timeline: ReadonlyArray<Event.Event>) {
+/**
+ * Each call's outcome, once: its last word. An attempt cut off by its timeout and retried
+ * records a `tool.interrupted`, then the call settles (`tool.succeeded`, ...): one call.
+ * Call ids are unique in a run (`model.responded`'s `callIds`).
+ */
+const toolOutcomes = (timeline: ReadonlyArray<Event.Event>): Iterable<string> => {
+  const last = new Map<string, string>()
   for (const e of timeline) {
     const outcome = outcomes.get(e._tag)
-    if (outcome !== undefined) yield outcome
+    if (outcome !== undefined && "callId" in e && e.callId !== undefined) last.set(e.callId, outcome)
   }
+  return last.values()
 }
 
 function* retryCauses(timeline: ReadonlyArray<Event.Event>) {

@@ -10,6 +10,7 @@
  * @since 0.1.0
  */
 import { Cause, Context, Effect, Exit, Layer, Predicate, References, Tracer } from "effect"
+import * as StopReason from "../events/StopReason.ts"
 import * as Failure from "../failure/Failure.ts"
 
 /**
@@ -51,24 +52,36 @@ const defined = (attributes: Attributes): Record<string, unknown> => {
   return out
 }
 
+/** A class name or a code as code writes it (`ProviderError`, `http_429`); anything else is not shown. */
+const identifier = /^[A-Za-z_$][\w$]{0,63}$/
+
+/** A stop reason of the runtime's, the one free-form field of a tagged error a span may show. */
+const stopReasons: ReadonlySet<unknown> = new Set(StopReason.all)
+
 /**
  * What a failure is called on a span (`error.type`): a runtime `Failure`'s code, a tagged
- * error's `reason` or tag, `interrupted`, or `defect`. Never its message: failures and
- * defects may quote what a tool was given or a provider said.
+ * error's `reason` when it is a stop reason (`approval_rejected`), else its tag,
+ * `interrupted`, or `defect`; `failure` or `error` when the code or tag is not an
+ * identifier. Never free text (a message, any other `reason`): failures and defects may
+ * quote what a tool was given or a provider said, a key included.
  *
  * @category attributes
  * @since 0.6.0
  */
 export const errorTypeOf = (cause: Cause.Cause<unknown>): string => {
   if (Cause.hasInterruptsOnly(cause)) return "interrupted"
-  const error = Cause.squash(cause)
-  if (Failure.isFailure(error)) return error.code
-  if (Predicate.hasProperty(error, "_tag")) {
-    return Predicate.hasProperty(error, "reason") && typeof error.reason === "string"
-      ? error.reason
-      : String(error._tag)
+  try {
+    const error = Cause.squash(cause)
+    if (Failure.isFailure(error)) return identifier.test(error.code) ? error.code : "failure"
+    if (Predicate.hasProperty(error, "_tag")) {
+      if (Predicate.hasProperty(error, "reason") && stopReasons.has(error.reason)) return String(error.reason)
+      return typeof error._tag === "string" && identifier.test(error._tag) ? error._tag : "error"
+    }
+    return "defect"
+  } catch {
+    // A value whose properties throw when read (a hostile Proxy) is a defect, named as one.
+    return "defect"
   }
-  return "defect"
 }
 
 /**

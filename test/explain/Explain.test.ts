@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema, Stream } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as StopReason from "../../src/events/StopReason.ts"
+import * as Timeline from "../../src/events/Timeline.ts"
 import * as Explain from "../../src/explain/Explain.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
@@ -17,6 +18,7 @@ import * as Tool from "../../src/tools/Tool.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
 import * as Validation from "../../src/validation/Validation.ts"
 import { drive } from "../support/clock.ts"
+import { dies, pay as ledgeredPay, payThenAnswer, layers as restartLayers } from "../support/restart.ts"
 import { echo } from "../support/tools.ts"
 
 type Options = Omit<Run.Options<Tool.Any<never>>, "goal">
@@ -336,6 +338,18 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     })
   )
 
+  it.effect("R12 format writes out the control characters of a tool's failure, as Timeline.format does", () =>
+    Effect.gen(function* () {
+      const hostile = "\x1b]0;pwned\x07\x1b[2J\rALL CHECKS PASSED"
+      const fails = tool({ name: "build", handler: () => Effect.fail(permanent("build_failed", `said: ${hostile}`)) })
+      const result = yield* scripted([ScriptedModel.toolCall("build", {})], { tools: [fails] })
+      const text = Explain.format(explained(result))
+      for (const raw of ["\x1b", "\x07", "\r"]) assert.notInclude(text, raw)
+      assert.include(text, "said: \\x1b]0;pwned\\x07\\x1b[2J\\x0dALL CHECKS PASSED")
+      assert.include(Timeline.format(result.timeline), "\\x1b]0;pwned\\x07")
+    })
+  )
+
   it.effect("R3.2 model_error: the model's permanent failure", () =>
     Effect.gen(function* () {
       const result = yield* runOn(FaultyModel.layer(FaultyModel.make([FaultyModel.httpError(400)])), { tools: [] })
@@ -481,6 +495,43 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
   it("R2.5 every StopReason has a test above", () => {
     assert.deepStrictEqual([...covered].sort(), [...StopReason.all].sort())
   })
+
+  it("R13 format writes out 200,000 calls in flight, one a line (no spread into push)", () => {
+    const calls = Array.from(
+      { length: 200_000 },
+      (_, i): Explain.InFlight => ({
+        kind: "tool_call",
+        name: "fetch",
+        callId: `call_${i}`,
+        attempt: 1,
+        sinceMillis: i,
+        deadlineAt: undefined,
+        layer: undefined,
+        became: undefined
+      })
+    )
+    const text = Explain.format({ ...Explain.explain([]), inFlight: calls })
+    const lines = text.split("\n")
+    assert.strictEqual(lines.filter((l) => l.startsWith("    - fetch [call_")).length, 200_000)
+    assert.include(lines, "    - fetch [call_199999] attempt 1, since +199999 ms")
+  })
+
+  it.effect(
+    "R9 R4.1 run_timeout of a resume that brought the deadline closer: the limit in force, not the start's",
+    () =>
+      Effect.gen(function* () {
+        const payment = ledgeredPay(true)
+        yield* dies({ crashAt: { commit: 2, when: "after" } }, { goal: "pay 10", tools: [payment.tool] }, payThenAnswer)
+        const resumed = yield* drive(
+          Run.resume("r1", { tools: [payment.tool], time: { run: "2 seconds" } }, "restart")
+        ).pipe(Effect.provide(ScriptedModel.layerFunction(() => Effect.never)))
+        assert.strictEqual(resumed.stopReason, "run_timeout")
+        const e = explained(resumed)
+        assert.deepInclude(gauge(e, "elapsedMillis"), { value: 2000, max: 2000, decisive: true })
+        assert.deepInclude(e.deadline, { layer: "run", limitMillis: 2000 })
+        assert.notInclude(Explain.format(e), "600000")
+      }).pipe(Effect.provide(restartLayers))
+  )
 
   it.effect("R9 a log without run.finished: still running or a crash, the call in flight, resume next", () =>
     Effect.gen(function* () {

@@ -5,6 +5,7 @@ import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import { dies, layers, pay, payThenAnswer } from "../support/restart.ts"
 
 /** A tool that takes 300 ms, so that a frame drawn while it runs has it in flight. */
 const slowEcho = Tool.make({
@@ -84,16 +85,88 @@ describe("LiveView", () => {
     Effect.gen(function* () {
       const out: Array<string> = []
       const result = yield* viewed(out, true)
-      assert.strictEqual(out.length, result.timeline.length)
+      // Held back to one frame per 100 ms of real time: at most one a event.
+      assert.isAtLeast(out.length, 2)
+      assert.isAtMost(out.length, result.timeline.length)
       assert.notInclude(out[0], "\x1b[")
       for (let i = 1; i < out.length; i++) {
-        const previous = LiveView.frame(result.timeline.slice(0, i), 0).length
+        // The frame before: one line for each newline it wrote (the cursor moves write none).
+        const previous = ((out[i - 1] ?? "").match(/\n/g) ?? []).length
         assert.isTrue((out[i] ?? "").startsWith(`\x1b[${previous}F\x1b[J`), `redraw ${i}`)
       }
       assert.include(out[out.length - 1], "ended  completed  goal_reached")
       assert.strictEqual(LiveView.redraw(2, ["a", "b", "c"]), "\x1b[2F\x1b[Ja\nb\nc\n")
       assert.strictEqual(LiveView.redraw(0, ["a"]), "a\n")
     })
+  )
+
+  it.effect(
+    "R13 on a TTY, events at one instant draw one frame, and the ending its own: two frames for a whole run",
+    () =>
+      Effect.gen(function* () {
+        const instant = Tool.make({
+          name: "instant",
+          description: "answers at once",
+          input: Schema.Struct({ n: Schema.Number }),
+          output: Schema.String,
+          handler: ({ n }) => Effect.succeed(`seen ${n}`)
+        })
+        const out: Array<string> = []
+        const result = yield* Effect.gen(function* () {
+          const handle = yield* Run.start({ goal: "many", tools: [instant], limits: { maxIterations: 40 } })
+          yield* LiveView.watch(handle, { write: (text) => out.push(text), tty: true })
+          return yield* handle.result
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(
+            ScriptedModel.layerFunction((request) =>
+              request.iteration <= 30
+                ? ScriptedModel.toolCall("instant", { n: request.iteration })
+                : ScriptedModel.finalAnswer("done")
+            )
+          )
+        )
+        assert.strictEqual(result.status, "completed")
+        assert.isAbove(result.timeline.length, 150)
+        // The TestClock stands still: the first event's frame, then the ending, drawn at once.
+        assert.strictEqual(out.length, 2)
+        assert.include(out[0], `run ${result.runId}`)
+        assert.include(out[1], "ended  completed  goal_reached")
+      })
+  )
+
+  it.effect("R13 on a TTY a frame held back is drawn on the next tick: the call in flight shows while it runs", () =>
+    Effect.gen(function* () {
+      const out: Array<string> = []
+      const result = yield* Effect.gen(function* () {
+        const handle = yield* Run.start(options)
+        yield* LiveView.watch(handle, { write: (text) => out.push(text), tty: true })
+        return yield* handle.result
+      }).pipe(Effect.scoped, TestClockDriver.drive, Effect.provide(ScriptedModel.layer(script)))
+      assert.isBelow(out.length, result.timeline.length)
+      // Each call's events came at one instant, then it ran for 300 ms: a tick drew it in flight.
+      const inFlight = out.filter((text) => /in flight {2}tool_call slow_echo \(\S+\) attempt 1/.test(text))
+      assert.isAtLeast(inFlight.length, 2)
+      assert.include(out[out.length - 1], "ended  completed  goal_reached")
+    })
+  )
+
+  it.effect("R9 R13 a resumed run is shown from its resume on, and its last frame says how it ended", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      yield* dies({ crashAt: { commit: 3, when: "before" } }, { goal: "pay 10", tools: [payment.tool] }, payThenAnswer)
+      const out: Array<string> = []
+      const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+        Effect.provide(payThenAnswer),
+        Effect.provide(LiveView.layer({ tty: false, write: (text) => out.push(text) }))
+      )
+      assert.strictEqual(resumed.status, "completed")
+      assert.include(out[0], "run.resumed")
+      const last = (out[out.length - 1] ?? "").split("\n")
+      assert.match(last[0] ?? "", /^run r1 {2}\w+ {2}iteration \d+ {2}elapsed \d+\.\ds since its resume$/)
+      assert.strictEqual(last[1], "budgets  counted in the run's log: this view began after its start")
+      assert.include(last[2], "ended  completed  goal_reached")
+    }).pipe(Effect.provide(layers))
   )
 
   it.effect("watch shows one started run until it ends", () =>

@@ -1,10 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Result, Stream } from "effect"
+import { Effect, FileSystem, Layer, Result, Schema, Stream } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Recorder from "../../src/observability/Recorder.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Permission from "../../src/tools/Permission.ts"
+import * as Tool from "../../src/tools/Tool.ts"
 import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
 
 const answered = (goal: string, runId?: string) =>
@@ -91,6 +93,41 @@ describe("Recorder", () => {
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it.effect("R13 content: false leaves out the path a permission denial quotes; the refusal's code stays", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDirectory
+      const fs = yield* FileSystem.FileSystem
+      const read = Tool.make({
+        name: "read_file",
+        description: "reads a file",
+        input: Schema.Struct({ path: Schema.String }),
+        output: Schema.String,
+        sideEffect: "read",
+        pathFields: ["path"],
+        handler: () => Effect.succeed("text")
+      })
+      const result = yield* Run.run({ goal: "read", tools: [read] }).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCall("read_file", { path: "/home/ada/PATH-SECRET/notes.txt" }),
+            ScriptedModel.finalAnswer("done")
+          ])
+        ),
+        Effect.provide(Permission.layer({ roots: [directory] })),
+        Effect.provide(Recorder.layer({ directory, content: false }))
+      )
+      const blocked = result.timeline.find((e) => e._tag === "tool.blocked")
+      assert.include(JSON.stringify(blocked), "PATH-SECRET")
+      const file = `${directory}/${Recorder.fileName(result.runId)}`
+      assert.notInclude(yield* fs.readFileString(file), "PATH-SECRET")
+      const recorded = (yield* Recording.read(file)).events.find((e) => e._tag === "tool.blocked")
+      assert.deepInclude(recorded?._tag === "tool.blocked" ? recorded.error : undefined, {
+        code: "permission_denied",
+        message: "<not recorded>"
+      })
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
   it.effect("a recording is readable while the run is going: what is written so far decodes", () =>
     Effect.gen(function* () {
       const directory = yield* tempDirectory
@@ -115,6 +152,33 @@ describe("Recorder", () => {
       assert.strictEqual(last?._tag, "run.finished")
       assert.strictEqual(last?._tag === "run.finished" ? last.status : "", "cancelled")
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.effect(
+    "R12 a `file` option that throws costs its events only: the run gives its result, later runs are recorded",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDirectory
+        const fs = yield* FileSystem.FileSystem
+        const file = (runId: string) => {
+          if (runId === "named-badly") throw new Error("no name for this one")
+          return Recorder.fileName(runId)
+        }
+        const results = yield* Effect.gen(function* () {
+          const first = yield* answered("first", "named-badly")
+          const second = yield* answered("second", "named-well")
+          const recorder = yield* Recorder.Recorder
+          yield* recorder.flush
+          return [first, second]
+        }).pipe(Effect.provide(Recorder.layer({ directory, file })))
+        assert.deepStrictEqual(
+          results.map((r) => r.status),
+          ["completed", "completed"]
+        )
+        assert.deepStrictEqual(yield* fs.readDirectory(directory), [Recorder.fileName("named-well")])
+        const recording = yield* Recording.read(`${directory}/${Recorder.fileName("named-well")}`)
+        assert.deepStrictEqual(recording.events, results[1]?.timeline)
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
   it.effect("a directory that cannot be made is a RecorderError naming it", () =>

@@ -1,10 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import type * as Event from "../../src/events/Event.ts"
 import * as Explain from "../../src/explain/Explain.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Viewer from "../../src/observability/Viewer.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import { drive } from "../support/clock.ts"
+import { dies, layers, pay, payThenAnswer } from "../support/restart.ts"
 import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
 
 const recorded = Effect.runPromise(
@@ -105,6 +110,60 @@ describe("Viewer", () => {
     assert.notInclude(html, "<img")
     assert.include(html, "&lt;/script&gt;&lt;script&gt;")
   })
+
+  it("R13 a run of 200,000 events gives its page, its last event ending the chart (no spread into Math.max)", () => {
+    const events: Array<Event.Event> = [
+      { _tag: "run.started", runId: "long", seq: 0, at: 0, goal: "g", model: "m", tools: [], deadlineAt: 1e12 }
+    ]
+    for (let i = 1; i <= 200_000; i++)
+      events.push({ _tag: "reminder.injected", runId: "long", seq: i, at: i, kind: "k", text: "t" })
+    const html = Viewer.html(events)
+    assert.include(html, "<dt>elapsed</dt><dd>200.0 s</dd>")
+    assert.include(html, "<dt>events</dt><dd>200001</dd>")
+  })
+
+  it.effect(
+    "R9 R13 a resume that brings the run deadline closer: the page draws the deadline and time limit in force",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        yield* dies({ crashAt: { commit: 2, when: "after" } }, { goal: "pay 10", tools: [payment.tool] }, payThenAnswer)
+        const resumed = yield* drive(
+          Run.resume("r1", { tools: [payment.tool], time: { run: "2 seconds" } }, "restart")
+        ).pipe(Effect.provide(payThenAnswer))
+        const started = resumed.timeline[0]
+        assert.strictEqual(started?._tag === "run.started" ? started.deadlineAt - started.at : 0, 600_000)
+        const html = Viewer.html(resumed)
+        assert.include(html, `<p class="note">run deadline at +2.00 s`)
+        assert.match(
+          html,
+          /data-budget="run time"><td>run time<\/td><td class="num">[^<]*<\/td><td class="num">2\.00 s</
+        )
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R5 R13 a backoff a cancel cut short ends at the cancel, not at the end it was planned to", () =>
+    Effect.gen(function* () {
+      const handle = yield* Run.start({ goal: "x", tools: [] })
+      yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "recovery.started"))
+      yield* TestClock.adjust("100 millis")
+      yield* handle.cancel
+      const result = yield* handle.result
+      assert.strictEqual(result.stopReason, "cancelled")
+      const backoff = result.timeline.find((e) => e._tag === "recovery.started")
+      assert.strictEqual(backoff?._tag === "recovery.started" ? backoff.delayMillis : 0, 30_000)
+      const bars = Viewer.html(result).match(/data-kind="backoff"[^>]*title="([^"]*)"/g) ?? []
+      assert.strictEqual(bars.length, 1)
+      assert.include(bars[0], `title="backoff 30000 ms (http_429): +0 ms for 100 ms"`)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(
+        FaultyModel.layer(
+          FaultyModel.make([FaultyModel.rateLimited("30"), FaultyModel.respond(ScriptedModel.finalAnswer("x"))])
+        )
+      )
+    )
+  )
 
   it("shows why the run stopped: the explanation of its log, or the one given", async () => {
     const { recording } = await recorded

@@ -1,8 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Metric } from "effect"
+import { Effect, Metric, Schema } from "effect"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
 import * as Metrics from "../../src/tracing/Metrics.ts"
+import { drive } from "../support/clock.ts"
 import { echo } from "../support/tools.ts"
 
 const count = (metric: Metric.Metric<number, Metric.CounterState<number>>) =>
@@ -63,5 +65,38 @@ describe("issue 15 metrics", () => {
       const failed = Metric.withAttributes(Metrics.runs, { status: "failed", stop_reason: "recovery_exhausted" })
       assert.strictEqual(yield* count(failed), 1)
     }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
+  )
+
+  it.effect(
+    "R13 a call whose first attempt timed out and whose retry succeeded is one call, counted by its outcome",
+    () =>
+      Effect.gen(function* () {
+        let attempts = 0
+        const slowOnce = Tool.make({
+          name: "fetch",
+          description: "fetches",
+          input: Schema.Struct({ page: Schema.Number }),
+          output: Schema.String,
+          idempotent: true,
+          sideEffect: "read",
+          timeout: "50 millis",
+          handler: () => (attempts++ === 0 ? Effect.as(Effect.sleep("2 seconds"), "late") : Effect.succeed("page"))
+        })
+        const result = yield* drive(
+          Run.run({ goal: "fetch", tools: [slowOnce] }).pipe(
+            Effect.provide(
+              ScriptedModel.layer([ScriptedModel.toolCall("fetch", { page: 1 }), ScriptedModel.finalAnswer("done")])
+            )
+          )
+        )
+        const settled = result.timeline.flatMap((e) =>
+          e._tag === "tool.interrupted" || e._tag === "tool.succeeded" ? [e._tag] : []
+        )
+        assert.deepStrictEqual(settled, ["tool.interrupted", "tool.succeeded"])
+        const outcome = (name: string) => count(Metric.withAttributes(Metrics.toolCalls, { outcome: name }))
+        assert.strictEqual(yield* outcome("succeeded"), 1)
+        assert.strictEqual(yield* outcome("interrupted"), 0)
+        assert.strictEqual(result.counters.toolCalls, 1)
+      }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
   )
 })

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Layer, Redacted, Schedule, Schema, Stream, type Tracer } from "effect"
+import { Cause, Data, Effect, Exit, Layer, Redacted, Schedule, Schema, Stream, type Tracer } from "effect"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Model from "../../src/model/Model.ts"
@@ -302,6 +302,34 @@ describe("issue 15 spans say why a call failed by its type, never by its message
       assert.isAbove(named(spans, span.chat("model")).length, 0)
       assert.notInclude(exported(spans), secret)
     })
+  )
+
+  it.effect(
+    "R12 a failure outside the error type with a free-text `reason`: error.type is its tag, the text in no span",
+    () =>
+      Effect.gen(function* () {
+        class ProviderError extends Data.TaggedError("ProviderError")<{ readonly reason: string }> {}
+        const model = Layer.succeed(Model.Model, {
+          generate: () => Effect.fail(new ProviderError({ reason: `401: key sk-${secret} is not valid` })) as never
+        })
+        const { tracer, spans } = memoryTracer()
+        yield* Effect.withTracer(Run.run({ goal: "x", tools: [] }).pipe(Effect.provide(model)), tracer)
+        const chats = named(spans, span.chat("model"))
+        assert.isAbove(chats.length, 0)
+        for (const chat of chats) assert.strictEqual(attr(chat, errorType), "ProviderError")
+        assert.notInclude(exported(spans), secret)
+        // A tag that is not an identifier, or a Failure's code that is not, is named by a fixed word.
+        assert.strictEqual(Tracing.errorTypeOf(Cause.fail({ _tag: `key ${secret}`, reason: "x" })), "error")
+        const coded = new Failure.Permanent({
+          source: "tool",
+          category: "other",
+          code: `${secret}!`,
+          attempts: 1,
+          hint: ""
+        })
+        assert.strictEqual(Tracing.errorTypeOf(Cause.fail(coded)), "failure")
+        assert.strictEqual(Tracing.errorTypeOf(Cause.die(new Error(secret))), "defect")
+      })
   )
 
   it.live("the run's span has ended when Run.run returns, on a run_timeout too", () =>

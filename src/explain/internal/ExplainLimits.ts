@@ -1,10 +1,12 @@
 /**
  * Each counter of a run beside the limit it runs against, as `run.started` recorded the
- * limits (or the default policies' defaults, when it did not), and the next safe step
+ * limits (or the default policies' defaults, when it did not; the run's time limit as a
+ * resume brought it closer), and the next safe step
  * after a stop. Private to `observability/`.
  */
 import type * as Counters from "../../events/Counters.ts"
 import type * as Event from "../../events/Event.ts"
+import * as RunLog from "../../events/RunLog.ts"
 import type * as StopReason from "../../events/StopReason.ts"
 import * as Termination from "../../termination/Termination.ts"
 import type { Explanation, Gauge, NextStep } from "./ExplainModel.ts"
@@ -57,14 +59,32 @@ const meters: ReadonlyArray<Meter> = [
 
 const defaults: Readonly<Record<string, number>> = Termination.defaultLimits
 
-/** Every counter beside its limit. */
+/**
+ * The limits in force, by name: those `run.started` recorded, but for the run's time limit
+ * once a resume brought its deadline closer (`time.run` given to `Run.resume`): then the
+ * time from the start to that deadline (`RunLog.deadlineOf`), which the run's elapsed time
+ * is measured against.
+ */
+export const limitsInForce = (
+  timeline: ReadonlyArray<Event.Event>,
+  started: Event.Of<"run.started"> | undefined
+): Readonly<Record<string, number>> | undefined => {
+  if (started === undefined) return undefined
+  const deadlineAt = RunLog.deadlineOf(timeline)
+  return deadlineAt < started.deadlineAt
+    ? { ...started.limits, runTimeoutMillis: deadlineAt - started.at }
+    : started.limits
+}
+
+/** Every counter beside its limit (`limits`: those in force, see {@link limitsInForce}). */
 export const gauges = (
   started: Event.Of<"run.started"> | undefined,
+  limits: Readonly<Record<string, number>> | undefined,
   counters: Counters.Counters,
   reason: StopReason.StopReason | undefined
 ): ReadonlyArray<Gauge> =>
   meters.map((m): Gauge => {
-    const recorded = started?.limits?.[m.limit]
+    const recorded = limits?.[m.limit]
     const off = m.policy !== undefined && started?.policies !== undefined && !started.policies.includes(m.policy)
     const fallback = defaults[m.limit]
     const [max, source]: [number | undefined, Gauge["source"]] =

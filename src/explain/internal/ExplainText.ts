@@ -1,7 +1,9 @@
 /**
- * An explanation as text: the stop first, then each fact that applies, one a line.
+ * An explanation as text: the stop first, then each fact that applies, one a line, its
+ * control characters written out as `Timeline.format` writes them (`\x1b`).
  * Re-exported from `Explain` as `format`. Private to `observability/`.
  */
+import * as Timeline from "../../events/Timeline.ts"
 import type { Deadline, Explanation, Gauge, InFlight, Repetition } from "./ExplainModel.ts"
 
 const clip = (text: string, max = 100): string => {
@@ -80,7 +82,8 @@ export const format = (e: Explanation): string => {
     lines.push(`  decided by ${e.decision.policy} at ${ms(e.decision.atMillis)}: ${clip(e.decision.detail, 200)}`)
   }
   if (e.resumes > 0) lines.push(`  resumed ${e.resumes} time(s) from its journal`)
-  lines.push("Counters (value / limit):", ...e.gauges.map(gauge))
+  lines.push("Counters (value / limit):")
+  for (const g of e.gauges) lines.push(gauge(g))
   if (e.repetition !== undefined) lines.push("Repeated:", repetition(e.repetition))
   if (e.failure !== undefined) {
     const f = e.failure
@@ -103,10 +106,15 @@ export const format = (e: Explanation): string => {
     lines.push(
       `Cancelled at ${ms(c.atMillis)}${c.state !== undefined ? ` while ${c.state}` : ""} (the log does not say by whom)`
     )
-    if (c.inFlight.length > 0) lines.push("  in flight:", ...c.inFlight.map((w) => work(w, start)))
+    if (c.inFlight.length > 0) {
+      lines.push("  in flight:")
+      for (const w of c.inFlight) lines.push(work(w, start))
+    }
   }
-  if (!e.ended && e.inFlight.length > 0)
-    lines.push("In flight when the log stops:", ...e.inFlight.map((w) => work(w, start)))
+  if (!e.ended && e.inFlight.length > 0) {
+    lines.push("In flight when the log stops:")
+    for (const w of e.inFlight) lines.push(work(w, start))
+  }
   if (e.pendingActions.length > 0) {
     lines.push("Pending actions (outcome unknown):")
     for (const a of e.pendingActions)
@@ -114,16 +122,18 @@ export const format = (e: Explanation): string => {
   }
   if (e.validation !== undefined) {
     const v = e.validation
-    if (v.failed.length > 0)
-      lines.push("Failed checks:", ...v.failed.map((c) => `    ✗ ${c.name}: ${clip(c.detail, 120)}`))
+    if (v.failed.length > 0) {
+      lines.push("Failed checks:")
+      for (const c of v.failed) lines.push(`    ✗ ${c.name}: ${clip(c.detail, 120)}`)
+    }
     if (v.completed.length > 0) lines.push(`Completed: ${v.completed.map((i) => i.id).join(", ")}`)
     if (v.unfinished.length > 0) {
-      lines.push(
-        "Unfinished:",
-        ...v.unfinished.map((i) => `    - ${i.id}${i.required ? "" : " (optional)"}: ${clip(i.detail, 120)}`)
-      )
+      lines.push("Unfinished:")
+      for (const i of v.unfinished)
+        lines.push(`    - ${i.id}${i.required ? "" : " (optional)"}: ${clip(i.detail, 120)}`)
     }
   }
   lines.push(`Next safe step (${e.next.kind}${e.next.limit !== undefined ? ` ${e.next.limit}` : ""}): ${e.next.text}`)
-  return lines.join("\n")
+  // What the model, a tool or a person wrote cannot move a terminal's cursor or retitle it.
+  return lines.map(Timeline.visible).join("\n")
 }

@@ -4,7 +4,8 @@
  * backoffs and approval wait), the phases on a row of their own, the time layers as
  * marks (the run deadline across the chart, each step's, each attempt's and approval's
  * on its row), and the budgets consumed beside their limits (the limits `run.started`
- * recorded). Private to `observability/`.
+ * recorded; the run deadline and time limit as a resume brought them closer). Private to
+ * `observability/`.
  */
 import * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
@@ -102,12 +103,22 @@ const callEnds = new Set<Event.Event["_tag"]>([
   "approval.decided"
 ])
 
+/** The latest of `from` and `times`, by a loop: spread into `Math.max`, a long run's times overflow the stack. */
+const latest = (from: number, times: ReadonlyArray<number>): number => {
+  let at = from
+  for (const t of times) at = Math.max(at, t)
+  return at
+}
+
 /** Builds the picture of a timeline (or of a prefix of one: a run still going has open bars). */
 export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
   const first = events[0]
   const started = events.find((e) => e._tag === "run.started")
   const startedAt = started?.at ?? first?.at ?? 0
-  const endedAt = Math.max(startedAt, ...events.map((e) => e.at))
+  const endedAt = latest(
+    startedAt,
+    events.map((e) => e.at)
+  )
   const groups = new Map<number, Array<MutableRow>>()
   const phases = row("phase")
   const modelRows = new Map<number, MutableRow>()
@@ -115,6 +126,11 @@ export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
   /** What is open on a call's row: the bar waiting for the call's next event. */
   const openOnCall = new Map<string, { kind: BarKind; label: string; from: number; seq: number }>()
   const openModel = new Map<number, { label: string; from: number; seq: number }>()
+  /**
+   * The backoffs still sleeping, by owner (a call's id, `""` for the model's): each ends at
+   * its planned end, or sooner at the event that cut it short (see `wakeUp`).
+   */
+  const sleeping = new Map<string, { row: MutableRow; bar: Omit<Bar, "to">; plannedEnd: number }>()
   let iteration = 0
   let phase: { name: string; from: number; seq: number } | undefined
 
@@ -143,8 +159,29 @@ export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
     r.bars.push({ ...open, kind: kind ?? open.kind, to: at, open: false })
   }
   const finite = (at: number) => Number.isFinite(at)
+  const endSleep = (owner: string, at: number) => {
+    const backoff = sleeping.get(owner)
+    if (backoff === undefined) return
+    sleeping.delete(owner)
+    backoff.row.bars.push({ ...backoff.bar, to: Math.min(at, backoff.plannedEnd) })
+  }
+  /**
+   * A backoff ends with the next event of what slept: the model's with the run's next event
+   * (nothing else runs while the model's call waits), a call's with that call's next event
+   * (the other calls of its batch go on meanwhile); every one with the run's stop (a cancel
+   * or the deadline cuts the wait short). Never later than it was planned to.
+   */
+  const wakeUp = (e: Event.Event) => {
+    if (e._tag === "run.stopping" || e._tag === "run.finished") {
+      for (const owner of [...sleeping.keys()]) endSleep(owner, e.at)
+      return
+    }
+    endSleep("", e.at)
+    if ("callId" in e && typeof e.callId === "string") endSleep(e.callId, e.at)
+  }
 
   for (const e of events) {
+    wakeUp(e)
     if ("callId" in e && typeof e.callId === "string" && callEnds.has(e._tag)) {
       const open = openOnCall.get(e.callId)
       const failedAttempt =
@@ -207,16 +244,14 @@ export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
           callRows.get(e.callId)?.marks.push({ layer: e.layer ?? "approval", at: e.expiresAt, seq: e.seq })
         break
       case "recovery.started": {
-        const bar = {
-          kind: "backoff" as const,
-          label: `backoff ${Math.round(e.delayMillis)} ms (${e.cause})`,
-          from: e.at,
-          to: e.at + e.delayMillis,
-          seq: e.seq,
-          open: false
-        }
-        if (e.callId === undefined) modelRow(iteration).bars.push(bar)
-        else callRows.get(e.callId)?.bars.push(bar)
+        const row = e.callId === undefined ? modelRow(iteration) : callRows.get(e.callId)
+        if (row === undefined) break
+        const label = `backoff ${Math.round(e.delayMillis)} ms (${e.cause})`
+        sleeping.set(e.callId ?? "", {
+          row,
+          bar: { kind: "backoff", label, from: e.at, seq: e.seq, open: false },
+          plannedEnd: e.at + e.delayMillis
+        })
         break
       }
       default:
@@ -229,9 +264,16 @@ export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
     phases.bars.push({ kind: "phase", label: phase.name, from: phase.from, to: endedAt, seq: phase.seq, open: going })
   for (const [i, open] of openModel) modelRow(i).bars.push({ ...open, kind: "model", to: endedAt, open: going })
   for (const [callId, open] of openOnCall) callRows.get(callId)?.bars.push({ ...open, to: endedAt, open: going })
+  // A backoff the log leaves sleeping is drawn as it was planned.
+  for (const { row, bar, plannedEnd } of sleeping.values()) row.bars.push({ ...bar, to: plannedEnd })
 
+  // The run's deadline in force: its start's, or the closer one a resume set (as Explain
+  // says it); the run's time limit with it, from the start to that deadline.
+  const deadlineAt = RunLog.deadlineOf(events)
+  const closer = started?._tag === "run.started" && deadlineAt < started.deadlineAt
+  const recorded = started?._tag === "run.started" ? (started.limits ?? {}) : {}
+  const limits = closer ? { ...recorded, runTimeoutMillis: deadlineAt - startedAt } : recorded
   // The step layer, when the run has one: each iteration's deadline from its first request.
-  const limits = started?._tag === "run.started" ? (started.limits ?? {}) : {}
   const stepMillis = limits.stepTimeoutMillis
   if (stepMillis !== undefined) {
     for (const e of events) {
@@ -239,13 +281,15 @@ export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
         modelRows.get(e.iteration)?.marks.push({ layer: "step", at: e.at + stepMillis, seq: e.seq })
     }
   }
+  const setBy = closer ? events.findLast((e) => e._tag === "run.resumed" && e.deadlineAt === deadlineAt) : started
   const runDeadline =
-    started?._tag === "run.started" && finite(started.deadlineAt)
-      ? { layer: "run", at: started.deadlineAt, seq: started.seq }
-      : undefined
+    setBy !== undefined && finite(deadlineAt) ? { layer: "run", at: deadlineAt, seq: setBy.seq } : undefined
   const reach = endedAt + Math.max(1, endedAt - startedAt)
   const marks = [...groups.values()].flatMap((rows) => rows.flatMap((r) => r.marks.map((m) => m.at)))
-  const chartEndAt = Math.max(endedAt, ...[...marks, runDeadline?.at ?? endedAt].filter((at) => at <= reach))
+  const chartEndAt = latest(
+    endedAt,
+    [...marks, runDeadline?.at ?? endedAt].filter((at) => at <= reach)
+  )
   const ordered = [...groups.entries()].sort(([a], [b]) => a - b).map(([i, rows]) => ({ iteration: i, rows }))
   return {
     startedAt,

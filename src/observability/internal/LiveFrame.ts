@@ -4,6 +4,7 @@
  * to `observability/` (see `LiveView`).
  */
 import type * as Event from "../../events/Event.ts"
+import * as RunLog from "../../events/RunLog.ts"
 import * as Timeline from "../../events/Timeline.ts"
 import * as Explain from "../../explain/Explain.ts"
 
@@ -24,25 +25,35 @@ const iterationOf = (events: ReadonlyArray<Event.Event>): number => {
 /**
  * The frame at `now`: the run and its phase, iteration, elapsed time and the run's deadline
  * countdown; each budget beside its limit (those with a limit); what is in flight, each with
- * its own countdown; and how the run ended, once it has.
+ * its own countdown; and how the run ended, once it has. A resumed run is seen from its
+ * `run.resumed` on: its time since the resume, and no budgets (the counts before it are in
+ * its log, not in these events); its deadline only when the resume set a closer one.
  */
 export const frame = (events: ReadonlyArray<Event.Event>, now: number): ReadonlyArray<string> =>
   frameLines(events, now).map(Timeline.visible)
 
 const frameLines = (events: ReadonlyArray<Event.Event>, now: number): ReadonlyArray<string> => {
-  const started = events[0]?._tag === "run.started" ? events[0] : undefined
-  if (started === undefined) return ["run: waiting for its first event"]
+  const first = events[0]
+  if (first === undefined) return ["run: waiting for its first event"]
+  const started = first._tag === "run.started" ? first : undefined
   const explanation = Explain.explain(events)
   const finished = events[events.length - 1]?._tag === "run.finished"
   const until = finished ? (events[events.length - 1]?.at ?? now) : now
+  // The deadline in force: the start's, or the closer one a resume set (a resumed run's view
+  // knows it only then: its start is not among these events).
+  const deadlineAt = RunLog.deadlineOf(events)
+  const since =
+    started !== undefined ? "" : first._tag === "run.resumed" ? " since its resume" : ` since event ${first.seq}`
   const lines = [
-    `run ${started.runId}  ${explanation.state}  iteration ${iterationOf(events)}  elapsed ${seconds(until - started.at)}${
-      finished ? "" : countdown(started.deadlineAt, now)
+    `run ${first.runId}  ${explanation.state}  iteration ${iterationOf(events)}  elapsed ${seconds(until - first.at)}${since}${
+      finished || !Number.isFinite(deadlineAt) ? "" : countdown(deadlineAt, now)
     }`,
-    `budgets  ${explanation.gauges
-      .filter((g) => g.max !== undefined)
-      .map((g) => `${g.counter} ${Number.isInteger(g.value) ? g.value : g.value.toFixed(4)}/${g.max}`)
-      .join("  ")}`
+    started === undefined
+      ? "budgets  counted in the run's log: this view began after its start"
+      : `budgets  ${explanation.gauges
+          .filter((g) => g.max !== undefined)
+          .map((g) => `${g.counter} ${Number.isInteger(g.value) ? g.value : g.value.toFixed(4)}/${g.max}`)
+          .join("  ")}`
   ]
   if (finished) {
     lines.push(`ended  ${explanation.status ?? "?"}  ${explanation.stopReason ?? "?"}: ${explanation.summary}`)
@@ -53,9 +64,9 @@ const frameLines = (events: ReadonlyArray<Event.Event>, now: number): ReadonlyAr
     const call = f.callId === undefined ? "" : ` (${f.callId})`
     const attempt = f.attempt === undefined ? "" : ` attempt ${f.attempt}`
     const layer = f.layer === undefined ? "" : ` ${f.layer}`
-    const since = seconds(now - (started.at + f.sinceMillis))
+    const running = seconds(now - (first.at + f.sinceMillis))
     lines.push(
-      `${i === 0 ? "in flight" : "         "}  ${f.kind} ${f.name}${call}${attempt}  for ${since}${countdown(f.deadlineAt, now)}${
+      `${i === 0 ? "in flight" : "         "}  ${f.kind} ${f.name}${call}${attempt}  for ${running}${countdown(f.deadlineAt, now)}${
         f.deadlineAt === undefined ? "" : layer
       }`
     )
