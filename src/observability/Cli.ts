@@ -98,5 +98,7 @@ export const main = (args: ReadonlyArray<string>): Effect.Effect<string, CliErro
       (error) => new CliError({ message: `cannot write ${output}: ${error.message}`, exitCode: 1 })
     )
     const torn = recording.torn ? " (its torn last line skipped)" : ""
-    return `wrote ${output}: ${recording.events.length} events${torn}`
+    const replaced =
+      recording.replaced > 0 ? ` (${recording.replaced} events a resume replaced, never committed, left out)` : ""
+    return `wrote ${output}: ${recording.events.length} events${torn}${replaced}`
   })

@@ -2,7 +2,9 @@
  * A run as a file: the JSONL recording the `Recorder` writes (one event a line, appended
  * as the run goes) or a `RunResult` as JSON (its `timeline`). {@link decode} reads either;
  * a recording's last line torn by a crash (or still being written) is skipped and counted,
- * any other line that is not an event is an error.
+ * any other line that is not an event is an error. A run resumed after a crash goes on
+ * from its last commit, under the sequence numbers the dead process had used past it: the
+ * later events replace those (what was never committed), and are counted.
  *
  * @since 0.6.0
  */
@@ -12,7 +14,8 @@ import * as RunResult from "../run/RunResult.ts"
 
 /**
  * What a file holds of a run: its events, in order; the result when the file was one;
- * `torn` when the recording's last line was cut short (skipped).
+ * `torn` when the recording's last line was cut short (skipped); `replaced`, how many
+ * events a resume replaced (recorded by a process that died before it committed them).
  *
  * @category models
  * @since 0.6.0
@@ -21,6 +24,7 @@ export interface Recording {
   readonly events: ReadonlyArray<Event.Event>
   readonly result?: RunResult.RunResult | undefined
   readonly torn: boolean
+  readonly replaced: number
 }
 
 /**
@@ -87,7 +91,7 @@ const fromResult = (path: string, value: Record<string, unknown>): Result.Result
   const decoded = decodeResult(value)
   if (Result.isFailure(decoded))
     return Result.fail(notARun(path, `a RunResult that does not decode: ${firstIssue(decoded.failure)}`))
-  return Result.succeed({ events: decoded.success.timeline, result: decoded.success, torn: false })
+  return Result.succeed({ events: decoded.success.timeline, result: decoded.success, torn: false, replaced: 0 })
 }
 
 const fromLines = (path: string, text: string): Result.Result<Recording, RecordingError> => {
@@ -113,7 +117,23 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
     else torn = true
   }
   if (events.length === 0) return Result.fail(notARun(path, `no event in it; ${expected}`))
-  return Result.succeed({ events, torn })
+  const kept = latest(events)
+  return Result.succeed({ events: kept, torn, replaced: events.length - kept.length })
+}
+
+/**
+ * The events as the journal holds them: a `run.resumed` (a resume going on from its last
+ * commit) replaces every event recorded before it from its `seq` on.
+ */
+const latest = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Event.Event> => {
+  const kept: Array<Event.Event> = []
+  for (const event of events) {
+    if (event._tag === "run.resumed") {
+      while (kept.length > 0 && (kept.at(-1)?.seq ?? -1) >= event.seq) kept.pop()
+    }
+    kept.push(event)
+  }
+  return kept
 }
 
 /**

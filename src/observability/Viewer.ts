@@ -53,8 +53,8 @@ const encodeEvent = Schema.encodeSync(Schema.toCodecJson(Event.Event))
 const isTimeline = (input: Input): input is ReadonlyArray<Event.Event> => Array.isArray(input)
 
 const recordingOf = (input: Input): Recording.Recording => {
-  if (isTimeline(input)) return { events: input, torn: false }
-  if ("timeline" in input) return { events: input.timeline, result: input, torn: false }
+  if (isTimeline(input)) return { events: input, torn: false, replaced: 0 }
+  if ("timeline" in input) return { events: input.timeline, result: input, torn: false, replaced: 0 }
   return input
 }
 

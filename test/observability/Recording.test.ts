@@ -35,6 +35,24 @@ describe("Recording", () => {
     assert.isTrue(recording.torn)
   })
 
+  it("R9 R13 a resume's events replace what the dead process recorded past its last commit: no seq twice", () => {
+    const timeline = result.timeline
+    assert.isAtLeast(timeline.length, 6)
+    const lines = (events: ReadonlyArray<(typeof timeline)[number]>) =>
+      events.map((e) => Recording.line(e) ?? "").join("")
+    // The dead process recorded up to seq 4; its commit held up to seq 2; the resume goes on from seq 3.
+    const at = timeline[3]?.at ?? 0
+    const resumed = { _tag: "run.resumed", runId: result.runId, seq: 3, at, fromSeq: 3, reason: "restart", inDoubt: [] }
+    const crashed = `${lines(timeline.slice(0, 5))}${JSON.stringify(resumed)}\n${lines(timeline.slice(4))}`
+    const recording = Result.getOrThrow(Recording.decode(crashed))
+    assert.deepStrictEqual(
+      recording.events.map((e) => [e.seq, e._tag]),
+      [...timeline.slice(0, 3), resumed, ...timeline.slice(4)].map((e) => [e.seq, e._tag])
+    )
+    assert.strictEqual(recording.replaced, 2)
+    assert.strictEqual(Result.getOrThrow(Recording.decode(jsonl)).replaced, 0)
+  })
+
   it("reads a last event whose line break is not written yet", () => {
     const recording = Result.getOrThrow(Recording.decode(jsonl.trimEnd()))
     assert.strictEqual(recording.events.length, result.timeline.length)
