@@ -73,8 +73,11 @@ export const checkSettings = (settings: Omit<Settings, "cancel">): InvalidRunOpt
     const given = settings[name]
     if (given === undefined) continue
     const parsed = Duration.fromInput(given)
-    if (Option.isNone(parsed) || !(Duration.toMillis(parsed.value) > 0)) {
-      return new InvalidRunOptions({ path: [name], reason: `Expected a positive duration, got ${String(given)}` })
+    const millis = Option.isNone(parsed) ? Number.NaN : Duration.toMillis(parsed.value)
+    // A poll must come some time (`parkAfter` may be never: the run then never parks).
+    if (!(millis > 0) || (name === "pollInterval" && !Number.isFinite(millis))) {
+      const expected = name === "pollInterval" ? "a positive, finite duration" : "a positive duration"
+      return new InvalidRunOptions({ path: [name], reason: `Expected ${expected}, got ${String(given)}` })
     }
   }
   return undefined

@@ -152,26 +152,71 @@ const formsOf = (secrets: ReadonlyArray<string>): ReadonlyArray<string> => {
 /** The mark of text cut short (a hint, a path shown in a denial): what came before it may be half a secret. */
 const cut = "…"
 
-/** `text` with the beginning of any secret form that runs into a {@link cut} masked. */
-const maskCutShort = (text: string, forms: ReadonlyArray<string>): string => {
-  let out = text
-  for (const form of forms) {
-    for (let at = out.indexOf(cut); at !== -1; at = out.indexOf(cut, at + 1)) {
-      for (let length = Math.min(form.length - 1, at); length >= minInText; length--) {
-        if (out.startsWith(form.slice(0, length), at - length)) {
-          out = `${out.slice(0, at - length)}${mask}${out.slice(at)}`
-          at = at - length + mask.length
-          break
-        }
+/**
+ * A beginning of a secret this short, before a cut, is left as it is: it says little of the
+ * secret, and text that shares a few characters with one (`http…`) is no secret.
+ */
+const minCutShort = 8
+
+/** A secret form, and the lengths of its beginnings by their last character, longest first. */
+interface Beginnings {
+  readonly form: string
+  readonly byLast: ReadonlyMap<number, ReadonlyArray<number>>
+}
+
+const beginningsOf = (form: string): Beginnings => {
+  const byLast = new Map<number, Array<number>>()
+  for (let length = form.length - 1; length >= minCutShort; length--) {
+    const last = form.charCodeAt(length - 1)
+    const lengths = byLast.get(last)
+    if (lengths === undefined) byLast.set(last, [length])
+    else lengths.push(length)
+  }
+  return { form, byLast }
+}
+
+/** The length of the longest beginning of a secret form that `text` holds just before `at`, or 0. */
+const cutLength = (text: string, at: number, forms: ReadonlyArray<Beginnings>): number => {
+  let longest = 0
+  const last = text.charCodeAt(at - 1)
+  for (const { form, byLast } of forms) {
+    // Only the beginnings that end with the character before the cut are compared.
+    for (const length of byLast.get(last) ?? []) {
+      if (length <= longest) break
+      if (length <= at && text.startsWith(form.slice(0, length), at - length)) {
+        longest = length
+        break
       }
     }
   }
-  return out
+  return longest
+}
+
+/**
+ * `text` with the beginning of any secret form that runs into a {@link cut} masked: one
+ * pass over the cuts, the text rebuilt once.
+ */
+const maskCutShort = (text: string, forms: ReadonlyArray<string>): string => {
+  const beginnings = forms.filter((form) => form.length > minCutShort).map(beginningsOf)
+  const pieces: Array<string> = []
+  let from = 0
+  for (let at = text.indexOf(cut); at !== -1; at = text.indexOf(cut, at + 1)) {
+    const length = cutLength(text, at, beginnings)
+    // A beginning that overlaps what an earlier cut masked is left to it.
+    if (length > 0 && at - length >= from) {
+      pieces.push(text.slice(from, at - length), mask)
+      from = at
+    }
+  }
+  if (from === 0) return text
+  pieces.push(text.slice(from))
+  return pieces.join("")
 }
 
 /**
  * `text` with every secret of at least four characters replaced by {@link mask}, longest
- * first, also where the text was cut short in the middle of one (before a `…`).
+ * first, also where the text was cut short in the middle of one (its first eight
+ * characters or more, before a `…`).
  */
 export const maskText = (text: string, secrets: ReadonlyArray<string>): string => {
   if (secrets.length === 0) return text

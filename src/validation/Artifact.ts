@@ -148,7 +148,8 @@ const entryKind = (type: FileSystem.File.Type): string =>
 
 const isInside = (path: Path.Path, root: string, target: string): boolean => {
   const relative = path.relative(root, target)
-  return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative))
+  // `..report.json` is a name inside the root; `..` and `../x` lead out of it.
+  return !(relative === ".." || relative.startsWith(`..${path.sep}`) || path.isAbsolute(relative))
 }
 
 const realPathOf = (fs: FileSystem.FileSystem, target: string): Effect.Effect<string | undefined> =>

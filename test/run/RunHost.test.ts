@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Option, Schema } from "effect"
+import { Deferred, Duration, Effect, Fiber, Layer, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
@@ -62,7 +62,9 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       for (const [settings, field] of [
         [{ parkAfter: "soon" }, "parkAfter"],
         [{ pollInterval: 0 }, "pollInterval"],
-        [{ pollInterval: Number.NaN }, "pollInterval"]
+        [{ pollInterval: Number.NaN }, "pollInterval"],
+        // A poll that never comes: refused here rather than by the gate the drive makes.
+        [{ pollInterval: Duration.infinity }, "pollInterval"]
       ] as const) {
         const refused = yield* Effect.flip(
           RunHost.drive("s1", { goal: "pay 5", tools: [pay] }, settings as RunHost.Settings).pipe(

@@ -237,6 +237,48 @@ describe("Run.resume (R9)", () => {
     }).pipe(Effect.provide(layers))
   )
 
+  it.effect(
+    "R4.2 R9 the step deadline bounds the intent record's wait: step_timeout at the step's end, nothing ran",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        const store = yield* Journal.Journal
+        const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 3 })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool], time: { step: "1 second" } }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(payThenAnswer)
+          )
+        )
+        assert.strictEqual(result.stopReason, "step_timeout", result.detail)
+        const [started] = ofTag(result.timeline, "tool.started")
+        const [failed] = ofTag(result.timeline, "tool.failed")
+        assert.strictEqual(failed?.at, started?.deadlineAt, "cut off at the attempt's deadline, not 30 s later")
+        assert.strictEqual(payment.calls.count, 0)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.live("R5.2 R9 a call cancelled while its intent record waits is recorded cancelled: it never ran", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      const store = yield* Journal.Journal
+      const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 3 })
+      const handle = yield* Run.start({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
+        Effect.provideService(Journal.Journal, faulty.journal),
+        Effect.provide(payThenAnswer)
+      )
+      // The intent record is tried again with backoff (on the live clock: the last commit's retries sleep too).
+      yield* Effect.sleep("1 second")
+      const result = yield* handle.cancel
+      assert.strictEqual(result.stopReason, "cancelled")
+      assert.deepStrictEqual(
+        ofTag(result.timeline, "tool.interrupted").map((e) => [e.callId, e.settlement]),
+        [["c1", "cancelled"]]
+      )
+      assert.strictEqual(payment.calls.count, 0)
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
   it.effect("R9 an unreachable journal at the intent record: the call fails retryable and its handler never runs", () =>
     Effect.gen(function* () {
       const payment = pay(true)

@@ -29,11 +29,20 @@ describe("Redaction (R3.1, R12)", () => {
     const secret = "TOPSECRET-abcdef"
     assert.strictEqual(Redaction.maskText(`hint: key=${secret.slice(0, 11)}…`, [secret]), "hint: key=<redacted>…")
     assert.strictEqual(
-      Redaction.maskText(`denied: arguments.path "/data/${secret.slice(0, 6)}…" is outside`, [secret]),
+      Redaction.maskText(`denied: arguments.path "/data/${secret.slice(0, 9)}…" is outside`, [secret]),
       'denied: arguments.path "/data/<redacted>…" is outside'
     )
-    // Three characters are no secret's telltale: short beginnings are left as they are.
-    assert.strictEqual(Redaction.maskText("key=TOP…", [secret]), "key=TOP…")
+    // Seven characters say little of a secret, and text may share them with one: left as they are.
+    assert.strictEqual(Redaction.maskText("key=TOPSECR…", [secret]), "key=TOPSECR…")
+    assert.strictEqual(Redaction.maskText("see http…", ["https://user:pw@host"]), "see http…")
+  })
+
+  it("R12 a large text with many cuts and many secrets: only the cut inside a secret is masked", () => {
+    const secrets = Array.from({ length: 200 }, (_, i) => `secret-${i}-${"z".repeat(40)}`)
+    const text = `${"hello world…".repeat(40_000)} secret-7-${"z".repeat(20)}…`
+    const masked = Redaction.maskText(text, secrets)
+    // Only the cut inside a secret is masked; the 40,000 others are text.
+    assert.strictEqual(masked, `${"hello world…".repeat(40_000)} <redacted>…`)
   })
 
   it.effect(

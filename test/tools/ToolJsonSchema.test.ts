@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect, Schema, SchemaTransformation } from "effect"
 import * as Tool from "../../src/tools/Tool.ts"
 
 const tool = <I>(input: Schema.Codec<I, unknown>) =>
@@ -165,30 +165,42 @@ describe("Tool.make (R12: a definition that cannot work is refused where it is w
       'pathFields names "file", which is not a field of the input (its fields: path)'
     )
     refused({ ...base, contentFields: ["body"] }, 'contentFields names "body", which is not a field of the input')
-    // The policy checks what the model sent: a path the schema transforms would reach the handler unchecked.
-    refused(
-      { ...base, input: Schema.Struct({ path: Schema.Trim }), pathFields: ["path"] },
-      'pathFields names "path", which must be a string or an array of strings that the schema does not transform'
-    )
-    refused(
-      { ...base, input: Schema.Struct({ path: Schema.Number }), pathFields: ["path"] },
-      "must be a string or an array of strings"
-    )
+    // The policy checks what the model sent: a path the schema changes would reach the handler unchecked.
+    const changed = SchemaTransformation.transform<{ readonly path: string }, { readonly path: string }>({
+      decode: ({ path }) => ({ path: `/etc/${path}` }),
+      encode: ({ path }) => ({ path: path.replace(/^\/etc\//, "") })
+    })
+    const renamed = Schema.Struct({ filePath: Schema.String }).pipe(Schema.encodeKeys({ filePath: "file_path" }))
+    for (const [input, field] of [
+      [Schema.Struct({ path: Schema.Trim }), "path"],
+      [
+        Schema.Struct({ path: Schema.String }).pipe(Schema.decodeTo(Schema.Struct({ path: Schema.String }), changed)),
+        "path"
+      ],
+      [renamed, "file_path"],
+      [Schema.Struct({ path: Schema.Number }), "path"],
+      // The policy checks a path or a flat list of them: a list of lists would go unchecked.
+      [Schema.Struct({ path: Schema.Array(Schema.Array(Schema.String)) }), "path"]
+    ] as const) {
+      refused(
+        { ...base, input, pathFields: [field] },
+        `pathFields names "${field}", which must be a string or an array of strings that the schema passes on as sent`
+      )
+    }
+    class Located extends Schema.Class<Located>("Located")({ path: Schema.String }) {}
     const accepted: ReadonlyArray<Schema.Top> = [
       Schema.Struct({ path: Schema.String.check(Schema.isMinLength(1)) }),
+      Schema.Struct({ path: Schema.NonEmptyString }),
       Schema.Struct({ path: Schema.optional(Schema.String) }),
+      Schema.Struct({ path: Schema.optional(Schema.NullOr(Schema.String)) }),
       Schema.Struct({ path: Schema.Array(Schema.String) }),
       Schema.Union([Schema.Struct({ path: Schema.String }), Schema.Struct({ path: Schema.Literal("a") })]),
-      // Fields that cannot be listed (any key) are not checked by name.
-      Schema.Record(Schema.String, Schema.String)
+      Schema.Record(Schema.String, Schema.String),
+      Located
     ]
     for (const input of accepted) {
       assert.strictEqual(Tool.make({ ...base, input: input as Schema.Codec<unknown>, pathFields: ["path"] }).name, "t")
     }
-    // A field the schema renames is named as the model sends it.
-    const renamed = Schema.Struct({ filePath: Schema.String }).pipe(Schema.encodeKeys({ filePath: "file_path" }))
-    assert.strictEqual(Tool.make({ ...base, input: renamed, pathFields: ["file_path"] }).name, "t")
-    refused({ ...base, input: renamed, pathFields: ["filePath"] }, 'pathFields names "filePath"')
   })
 
   it("R3.5 the input must be a schema of a JSON object, since the model sends arguments as one", () => {

@@ -328,6 +328,7 @@ layer(NodeServices.layer)("Validation", (it) => {
             "ok.json": "[0]"
           })
           symlinkSync("/etc/hostname", join(root, "linked.txt"))
+          symlinkSync("/etc/hostname", join(root, "..linked.txt"))
           const report = yield* Validation.validate(
             {
               artifacts: [
@@ -336,6 +337,7 @@ layer(NodeServices.layer)("Validation", (it) => {
                 Validation.artifact("nothing.json"),
                 Validation.artifact("big.md", { maxBytes: 1000 }),
                 Validation.artifact("linked.txt"),
+                Validation.artifact("..linked.txt"),
                 Validation.artifact("ok.json"),
                 Validation.artifact("empty.json", { nonEmpty: false })
               ],
@@ -351,6 +353,7 @@ layer(NodeServices.layer)("Validation", (it) => {
               [false, "artifact:nothing.json: empty (the JSON value null)"],
               [false, "artifact:big.md: too large to check (2006 bytes, over the limit of 1000: raise maxBytes)"],
               [false, "artifact:linked.txt: leads outside the root through a symbolic link (linked.txt)"],
+              [false, "artifact:..linked.txt: leads outside the root through a symbolic link (..linked.txt)"],
               [true, "artifact:ok.json: valid JSON, 3 characters"],
               [true, "artifact:empty.json: valid JSON, 4 characters"],
               [true, "evidence:index: 0 completed plan step(s) backed by 0 tool result(s)"]

@@ -21,6 +21,7 @@ import * as Reconcile from "./Reconcile.ts"
 import { type Call, callHandler, failed, mayHaveEffects, ownTimeout } from "./ToolCall.ts"
 import {
   lateDetail,
+  recordIntentInterrupted,
   recordInterrupt,
   recordInterruptedReconcile,
   recordInterruptedWait,
@@ -99,9 +100,28 @@ const start = <R>(
     attempt: n,
     arguments: c.args
   })
+  if (!mayHaveEffects(tool)) return guarded
   // The intent record (R9.2): a call that may change the world runs only once the journal holds
-  // its attempt; an idempotent one too, so that a resumed run knows it may have acted.
-  return mayHaveEffects(tool) ? Effect.andThen(Commit.intent(ctx, `${tool.name} (${c.call.id})`), guarded) : guarded
+  // its attempt; an idempotent one too, so that a resumed run knows it may have acted. Its wait
+  // for a store out of reach is bounded as the handler is (R4.2), and cut off, nothing ran.
+  const intent = Commit.intent(ctx, `${tool.name} (${c.call.id})`).pipe(
+    Deadline.withinOrElse({
+      ...own,
+      orElse: ({ layer, afterMillis }) =>
+        Effect.fail(
+          FailureBoundary.actionTimeout({
+            source: "tool",
+            layer,
+            afterMillis,
+            what: `${tool.name}'s intent record`,
+            mayHaveSideEffects: false,
+            idempotent: tool.metadata.idempotent
+          })
+        )
+    }),
+    Effect.onInterrupt(() => Effect.sync(() => recordIntentInterrupted(c, n)))
+  )
+  return Effect.andThen(intent, guarded)
 }
 
 /**

@@ -194,6 +194,20 @@ export const recordNeverRan = (
   record(ctx, call, 0, "cancelled", detail)
 }
 
+/**
+ * The record of an attempt interrupted while its intent record waited for the journal
+ * (R5.2, R9.2): its handler never started.
+ */
+export const recordIntentInterrupted = (c: Call<unknown>, attempt: number): void => {
+  record(
+    c.ctx,
+    c.call,
+    attempt,
+    "cancelled",
+    "interrupted while its intent record waited for the journal; it never ran"
+  )
+}
+
 /** What a call found past the run deadline before its handler ran says (R3.11). */
 export const lateDetail = "the run deadline had passed before its handler started; it never ran"
 
