@@ -82,9 +82,9 @@ export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
 }
 
 /**
- * A decision whose text cannot be kept: `by` or `reason` is not a string, or holds a NUL
- * character, which the stores refuse (PostgreSQL) or cut short (SQLite). Raised before
- * anything is decided.
+ * A decision whose text cannot be kept: `by` or `reason` is not a string, holds a NUL
+ * character, which the stores refuse (PostgreSQL) or cut short (SQLite), or is longer than
+ * a decision keeps (`by` 256 characters, `reason` 4096). Raised before anything is decided.
  *
  * @category errors
  * @since 0.6.0
@@ -140,24 +140,30 @@ export class PendingUnavailable extends Schema.TaggedError<PendingUnavailable>()
  */
 export const invalidField = (decision: Decision): "by" | "reason" | undefined => invalid(decision)?.field
 
-const textIssue = (value: unknown): string | undefined =>
+/** The longest `by` and `reason` a decision keeps: a name, and a sentence or a paragraph. */
+const maxChars = { by: 256, reason: 4096 } as const
+
+const textIssue = (value: unknown, max: number): string | undefined =>
   typeof value !== "string"
     ? `is ${typeof value}, not a string`
     : value.includes("\u0000")
       ? "holds a NUL character"
-      : undefined
+      : value.length > max
+        ? `is ${value.length} characters long, over the limit of ${max}`
+        : undefined
 
 const invalid = (decision: Decision): { readonly field: "by" | "reason"; readonly detail: string } | undefined => {
   // A decision may come from code without types (a UI, a script): its fields are checked as values.
-  const byIssue = decision.by === undefined ? undefined : textIssue(decision.by)
+  const byIssue = decision.by === undefined ? undefined : textIssue(decision.by, maxChars.by)
   if (byIssue !== undefined) return { field: "by", detail: byIssue }
-  const reasonIssue = decision._tag === "Rejected" ? textIssue(decision.reason) : undefined
+  const reasonIssue = decision._tag === "Rejected" ? textIssue(decision.reason, maxChars.reason) : undefined
   return reasonIssue === undefined ? undefined : { field: "reason", detail: reasonIssue }
 }
 
 /**
  * Why `decision` on the call `callId` of run `runId` cannot be taken, before anything is
- * decided: a `by` or `reason` that is not a string, or holds a NUL character.
+ * decided: a `by` or `reason` that is not a string, holds a NUL character, or is too long
+ * (`by` over 256 characters, `reason` over 4096).
  *
  * @category validation
  * @since 0.6.0

@@ -126,6 +126,11 @@ describe("R7 approvals", () => {
         )
         const nul = yield* Effect.flip(handle.approve("call_pay", { by: "eve\u0000" }))
         assert.strictEqual(nul._tag, "InvalidDecision")
+        // A reason no person wrote: 100,000 characters are not kept in the log or the journal.
+        const long = yield* Effect.flip(handle.reject("call_pay", "x".repeat(100_000)))
+        assert.strictEqual(long.message.includes("over the limit of 4096"), true, long.message)
+        const longName = yield* Effect.flip(handle.approve("call_pay", { by: "a".repeat(257) }))
+        assert.strictEqual(longName._tag === "InvalidDecision" && longName.field, "by")
         assert.lengthOf(yield* handle.pendingApprovals, 1)
         yield* handle.approve("call_pay", { by: "alice" })
         const result = yield* handle.result
