@@ -14,11 +14,13 @@ import { Schema } from "effect"
  *   changed (its input schema or its side-effect class), another model.
  * - `corrupt`: a stored row does not decode, or the log does not start as a run does.
  * - `unavailable`: the store cannot be reached now; resuming later may work.
+ * - `failed`: the store refused the run's commits for a reason a retry does not change (a
+ *   permission, a broken schema): driving it again would only repeat its model calls.
  *
  * @category models
  * @since 0.4.0
  */
-export const Reason = Schema.Literals(["not_found", "incompatible", "corrupt", "unavailable"])
+export const Reason = Schema.Literals(["not_found", "incompatible", "corrupt", "unavailable", "failed"])
 
 /**
  * @category models

@@ -225,6 +225,18 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           yield* Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
         })
       )
+    } else if (
+      run?.ctx.refused !== undefined &&
+      (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline))
+    ) {
+      // The store refuses this run's commits: driven again, it would only ask its model again, and again.
+      return yield* Effect.fail(
+        new ResumeError({
+          runId,
+          reason: "failed",
+          detail: `the journal refused the run's commits, so its ending (${ended.success.stopReason}) is not recorded: ${run.ctx.refused}`
+        })
+      )
     } else if (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline)) {
       // The journal holds this run's own log, less its ending: its last commit did not get
       // through (the store out of reach). The engine drives it again, from that log, rather

@@ -146,6 +146,36 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
   )
 
   it.live(
+    "R9 a store that refuses a run's commits fails the drive `failed`, not `unavailable`: the engine does not ask the model again and again",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        let asked = 0
+        const model = ScriptedModel.layerFunction(() => {
+          asked++
+          return ScriptedModel.finalAnswer("done")
+        })
+        const refuse = (operation: string) =>
+          Effect.fail(
+            JournalError.make(new JournalError.StoreFailed({ operation, detail: "permission denied (the test)" }))
+          )
+        const refusing: Journal.Service = {
+          ...store,
+          create: () => refuse("create"),
+          append: () => refuse("append")
+        }
+        const refused = yield* Effect.flip(
+          RunHost.drive("f1", { goal: "answer", tools: [] }).pipe(
+            Effect.provide(Layer.merge(model, Layer.succeed(Journal.Journal, refusing)))
+          )
+        )
+        assert.strictEqual(refused._tag === "ResumeError" ? refused.reason : refused._tag, "failed")
+        assert.include(refused.message, "permission denied (the test)")
+        assert.strictEqual(asked, 1)
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.live(
     "R9 R7 a host another one took the run from ends internal_error and leaves the new owner's approval alone",
     () =>
       Effect.gen(function* () {

@@ -83,6 +83,12 @@ const commit = (
         Effect.tapError((e) =>
           Effect.sync(() => {
             if (e._tag === "Conflict") ctx.fenced = e.detail
+            if (e._tag === "Failed") ctx.refused = e.detail
+          })
+        ),
+        Effect.tap(() =>
+          Effect.sync(() => {
+            ctx.refused = undefined
           })
         )
       )

@@ -41,6 +41,8 @@ export interface RunContext {
   committed: number
   /** Why the run may write no more (another process owns it), once a commit was fenced off. */
   fenced: string | undefined
+  /** Why the store refused the run's last failed commit, when it refused it (not out of reach). */
+  refused: string | undefined
   /**
    * Set once the run's host took it away (see {@link suspend}): its log is frozen from then
    * on, and its journal keeps what the last barrier committed.
@@ -110,6 +112,7 @@ export const make = (options: {
     journal: options.journal,
     committed: events.length,
     fenced: undefined,
+    refused: undefined,
     suspended: undefined
   }
 }
