@@ -1,7 +1,8 @@
 /**
  * A live view of runs in a terminal: each run's phase, iteration, budgets (each counter
  * beside the limit its `run.started` recorded), the run's deadline counting down, and the
- * calls in flight. On a TTY the frame is redrawn in place (ANSI: cursor up, clear down),
+ * calls in flight. On a TTY the frames of the runs going on are redrawn in place, one block
+ * for all of them (ANSI: cursor up, clear down), a run's last frame left above it,
  * as events come but at most once per 100 ms (a frame is drawn from the whole log), at once
  * when the run ends, and every `refresh` (default 1 s) for the countdowns; when the output
  * is not a TTY (CI, a pipe), it prints one plain line per event instead, and the frame once
@@ -67,73 +68,110 @@ export const redraw = (previous: number, next: ReadonlyArray<string>): string =>
  */
 const frameInterval = 100
 
+/** One run on a screen: its events as it appends them, `settled` once it is over. */
+interface RunView {
+  readonly event: (event: Event.Event) => void
+  readonly settled: () => void
+}
+
 /**
- * One run's view: `event` as the run appends, `tick` on a timer (every {@link frameInterval}
- * at most), `flush` once it settled. On a TTY an event draws the frame when the last one is
- * at least `frameInterval` old, and `run.finished` at once (the last frame shows the
- * ending); a frame held back is drawn by the next tick, and a tick redraws the countdowns
- * once `refresh` has passed.
+ * What the terminal shows of the runs under one view. On a TTY the frames of the runs still
+ * going are one block, redrawn together in place: an event draws it when the last drawing is
+ * at least `frameInterval` old (else it is held back for the next `tick`), and a tick redraws
+ * the countdowns once `refresh` has passed. A run's last frame (`run.finished`, or a run
+ * taken away) is written once above the block and stays there. Not a TTY: one plain line per
+ * event, and a run's frame once it has ended.
  */
-const view = (options: Options, now: () => number) => {
+const screen = (options: Options, now: () => number) => {
   const write = options.write ?? ((text: string) => void process.stdout.write(text))
   const tty = options.tty ?? process.stdout.isTTY === true
   const refresh = options.refresh ?? 1000
-  const events: Array<Event.Event> = []
+  const live: Array<Array<Event.Event>> = []
   let drawn = 0
   let drawnAt = Number.NEGATIVE_INFINITY
   let heldBack = false
-  const draw = () => {
+  /** Redraws the block of the runs still going, below the last frame of `ended`, if given. */
+  const draw = (ended?: ReadonlyArray<Event.Event>) => {
     drawnAt = now()
     heldBack = false
-    const next = frame(events, drawnAt)
-    write(redraw(drawn, next))
-    drawn = next.length
+    const block = live.flatMap((events) => frame(events, drawnAt))
+    write(redraw(drawn, ended === undefined ? block : [...frame(ended, drawnAt), ...block]))
+    drawn = block.length
   }
-  const ended = () => events[events.length - 1]?._tag === "run.finished"
+  const attach = (): RunView => {
+    const events: Array<Event.Event> = []
+    live.push(events)
+    const leave = () => {
+      const at = live.indexOf(events)
+      if (at < 0) return false
+      live.splice(at, 1)
+      return true
+    }
+    return {
+      event: (event) => {
+        events.push(event)
+        if (!tty) {
+          write(`${line(event, events[0]?.at ?? event.at)}\n`)
+          if (event._tag === "run.finished") write(`${frame(events, now()).join("\n")}\n`)
+          return
+        }
+        if (event._tag === "run.finished") {
+          if (leave()) draw(events)
+        } else if (now() - drawnAt >= frameInterval) draw()
+        else heldBack = true
+      },
+      // A run taken away (no `run.finished`) leaves its last frame too.
+      settled: () => {
+        if (!tty) return
+        if (leave() && events.length > 0) draw(events)
+        else if (heldBack && live.length > 0) draw()
+      }
+    }
+  }
   return {
     tty,
     tickEvery: Math.min(frameInterval, refresh),
-    event: (event: Event.Event) => {
-      events.push(event)
-      if (tty) {
-        if (event._tag === "run.finished" || now() - drawnAt >= frameInterval) draw()
-        else heldBack = true
-        return
-      }
-      write(`${line(event, events[0]?.at ?? event.at)}\n`)
-      if (event._tag === "run.finished") write(`${frame(events, now()).join("\n")}\n`)
-    },
+    attach,
+    /** How many runs are on the screen. */
+    runs: () => live.length,
     tick: () => {
-      if (tty && (heldBack || (events.length > 0 && !ended() && now() - drawnAt >= refresh))) draw()
-    },
-    flush: () => {
-      if (tty && heldBack) draw()
+      if (tty && live.length > 0 && (heldBack || now() - drawnAt >= refresh)) draw()
     }
   }
 }
 
 /**
- * The live view as an observer of every run (see `RunObserver`). The countdowns are
- * redrawn on the wall clock's timer (`setInterval`, not keeping the process alive).
+ * The live view as an observer of every run (see `RunObserver`): the runs under it share one
+ * screen (on a TTY, one block of frames). The countdowns are redrawn on the wall clock's
+ * timer (`setInterval`, not keeping the process alive), which runs while a run is on it.
  *
  * @category constructors
  * @since 0.6.0
  */
-export const observer = (options: Options = {}): RunObserver.Observer => ({
-  attach: () => {
-    const one = view(options, Date.now)
-    // A raw timer: `attach` is synchronous, with no fiber to sleep in; a terminal's countdown is wall-clock time.
-    const timer = one.tty ? setInterval(one.tick, one.tickEvery) : undefined
-    timer?.unref?.()
-    return {
-      event: one.event,
-      settled: Effect.sync(() => {
-        if (timer !== undefined) clearInterval(timer)
-        one.flush()
-      })
+export const observer = (options: Options = {}): RunObserver.Observer => {
+  const shown = screen(options, Date.now)
+  let timer: ReturnType<typeof setInterval> | undefined
+  return {
+    attach: () => {
+      const one = shown.attach()
+      // A raw timer: `attach` is synchronous, with no fiber to sleep in; a terminal's countdown is wall-clock time.
+      if (shown.tty && timer === undefined) {
+        timer = setInterval(shown.tick, shown.tickEvery)
+        timer.unref?.()
+      }
+      return {
+        event: one.event,
+        settled: Effect.sync(() => {
+          one.settled()
+          if (timer !== undefined && shown.runs() === 0) {
+            clearInterval(timer)
+            timer = undefined
+          }
+        })
+      }
     }
   }
-})
+}
 
 /**
  * Shows every run under this layer live.
@@ -153,11 +191,12 @@ export const layer = (options: Options = {}): Layer.Layer<never> => RunObserver.
 export const watch = <O>(handle: Run.Handle<O>, options: Options = {}): Effect.Effect<void> =>
   Effect.gen(function* () {
     const clock = yield* Clock.Clock
-    const one = view(options, () => clock.currentTimeMillisUnsafe())
+    const shown = screen(options, () => clock.currentTimeMillisUnsafe())
+    const one = shown.attach()
     const ticking = yield* Effect.forkChild(
-      Effect.forever(Effect.andThen(Effect.sleep(one.tickEvery), Effect.sync(one.tick)))
+      Effect.forever(Effect.andThen(Effect.sleep(shown.tickEvery), Effect.sync(shown.tick)))
     )
     yield* Stream.runForEach(handle.events, (event) => Effect.sync(() => one.event(event)))
     yield* Fiber.interrupt(ticking)
-    yield* Effect.sync(one.flush)
+    yield* Effect.sync(one.settled)
   })

@@ -169,6 +169,52 @@ describe("LiveView", () => {
     }).pipe(Effect.provide(layers))
   )
 
+  it.live("R13 two runs at once on one TTY: one block of frames, and each run's last frame stays on the screen", () =>
+    Effect.gen(function* () {
+      // A terminal as far as the view uses one: text, line breaks, cursor up (ESC[nF), clear below (ESC[J).
+      const screen: Array<string> = [""]
+      let row = 0
+      const esc = String.fromCharCode(27)
+      const pieces = new RegExp(`(${esc}\\[\\d+F|${esc}\\[J|\\n)`)
+      const cursorUp = new RegExp(`^${esc}\\[(\\d+)F$`)
+      const write = (text: string) => {
+        for (const part of text.split(pieces)) {
+          const up = cursorUp.exec(part)
+          if (up !== null) row = Math.max(0, row - Number(up[1]))
+          else if (part === `${esc}[J`) screen.splice(row, screen.length - row, "")
+          else if (part === "\n") screen[++row] ??= ""
+          else screen[row] = `${screen[row] ?? ""}${part}`
+        }
+      }
+      const waits = Tool.make({
+        name: "wait",
+        description: "waits",
+        input: Schema.Struct({ millis: Schema.Number }),
+        output: Schema.String,
+        sideEffect: "read",
+        handler: ({ millis }) => Effect.as(Effect.sleep(millis), "ok")
+      })
+      const runFor = (runId: string, millis: number) =>
+        Run.run({ goal: runId, runId, tools: [waits] }).pipe(
+          Effect.provide(
+            ScriptedModel.layer([ScriptedModel.toolCall("wait", { millis }), ScriptedModel.finalAnswer("done")])
+          )
+        )
+      const results = yield* Effect.all([runFor("run-a", 50), runFor("run-b", 250)], { concurrency: 2 }).pipe(
+        Effect.provide(LiveView.layer({ tty: true, write }))
+      )
+      assert.deepStrictEqual(
+        results.map((r) => r.status),
+        ["completed", "completed"]
+      )
+      const shown = screen.join("\n")
+      assert.strictEqual((shown.match(/ended {2}completed {2}goal_reached/g) ?? []).length, 2, shown)
+      assert.include(shown, "run run-a")
+      assert.include(shown, "run run-b")
+      assert.notInclude(shown, "in flight", "no run is shown still going once both ended")
+    })
+  )
+
   it.effect("watch shows one started run until it ends", () =>
     Effect.gen(function* () {
       const out: Array<string> = []
