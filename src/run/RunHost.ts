@@ -86,6 +86,26 @@ export const checkSettings = (settings: Omit<Settings, "cancel">): InvalidRunOpt
 /** A store out of reach when a run has ended is read again for about a second and a half. */
 const readAgain = Schedule.max([Schedule.exponential("50 millis"), Schedule.recurs(5)])
 
+/**
+ * Why a run that ended is not finished for its engine: the journal holds its own log less
+ * its ending (or nothing of it), its last commits not got through. A store out of reach:
+ * the engine drives it again, from that log, rather than finish a run its journal will
+ * never show finished (`unavailable`). A store that refused them (`refused`): driven again,
+ * it would only ask its model again and again (`failed`: the engine suspends it).
+ */
+const unrecorded = (runId: string, stopReason: string, refused: string | undefined): ResumeError =>
+  refused === undefined
+    ? new ResumeError({
+        runId,
+        reason: "unavailable",
+        detail: `the journal did not record the run's ending (${stopReason}); it goes on from its last commit`
+      })
+    : new ResumeError({
+        runId,
+        reason: "failed",
+        detail: `the journal refused the run's commits, so its ending (${stopReason}) is not recorded: ${refused}`
+      })
+
 /** A call of the open batch whose handler may be running, or that is between two attempts. */
 const busy = (ctx: RunContext.RunContext): boolean => {
   const batch = ctx.log.batch
@@ -199,9 +219,6 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
       if (ended.failure.why !== "parked") return yield* Effect.interrupt
       return { _tag: "Parked", approvals: parkedOn } as const
     }
-    // Calls a finished run left on the table (a cancel while it was parked) are withdrawn,
-    // once the journal holds its ending: a run fenced off by another process (which owns it
-    // now, and may wait on approvals of its own) touches nothing.
     const readBack = yield* Effect.result(
       journal.read(runId).pipe(Effect.retry({ schedule: readAgain, while: (e) => e.isRetryable }))
     )
@@ -217,6 +234,9 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
       )
     }
     const stored = readBack.success
+    // Calls a finished run left on the table (a cancel while it was parked) are withdrawn,
+    // once the journal holds its ending: a run fenced off by another process (which owns it
+    // now, and may wait on approvals of its own) touches nothing.
     if (Option.isSome(stored) && Option.isSome(stored.value.result)) {
       yield* Effect.ignore(
         Effect.gen(function* () {
@@ -225,29 +245,8 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           yield* Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
         })
       )
-    } else if (
-      run?.ctx.refused !== undefined &&
-      (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline))
-    ) {
-      // The store refuses this run's commits: driven again, it would only ask its model again, and again.
-      return yield* Effect.fail(
-        new ResumeError({
-          runId,
-          reason: "failed",
-          detail: `the journal refused the run's commits, so its ending (${ended.success.stopReason}) is not recorded: ${run.ctx.refused}`
-        })
-      )
     } else if (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline)) {
-      // The journal holds this run's own log, less its ending: its last commit did not get
-      // through (the store out of reach). The engine drives it again, from that log, rather
-      // than finish a run its journal will never show finished.
-      return yield* Effect.fail(
-        new ResumeError({
-          runId,
-          reason: "unavailable",
-          detail: `the journal did not record the run's ending (${ended.success.stopReason}); it goes on from its last commit`
-        })
-      )
+      return yield* Effect.fail(unrecorded(runId, ended.success.stopReason, run?.ctx.refused))
     }
     // Erased boundary: the run decoded its `output` with the schema of `O` it was given.
     return { _tag: "Finished", result: ended.success as RunResult.Typed<O> } as const
