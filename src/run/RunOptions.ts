@@ -148,6 +148,14 @@ export interface Recovery {
 const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 /**
+ * What a run id may be, in the words of the messages about one that is not.
+ *
+ * @category schemas
+ * @since 0.6.0
+ */
+export const runIdRule = "1 to 256 characters of well-formed text, none of them a control character"
+
+/**
  * What a run id may be: 1 to 256 characters, none of them a control character (a NUL, a
  * line break) or half of a surrogate pair: every store keeps it as text, and logs and URLs
  * carry it. (A store replaces a lone surrogate, so two ids would share one run.)
@@ -163,7 +171,7 @@ export const RunId = Schema.String.check(
       // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is refused.
       !/[\u0000-\u001f\u007f-\u009f]/.test(id) &&
       !loneSurrogate.test(id),
-    { expected: "1 to 256 characters of well-formed text, none of them a control character" }
+    { expected: runIdRule }
   )
 )
 

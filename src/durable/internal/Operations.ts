@@ -39,7 +39,7 @@ const known = (runId: string) =>
         new DurableRunError({
           runId,
           reason: "not_found",
-          detail: "no run can have this id (1 to 256 characters of well-formed text, none of them a control character)"
+          detail: `no run can have this id (${RunOptions.runIdRule})`
         })
       )
 

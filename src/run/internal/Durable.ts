@@ -10,7 +10,7 @@ import type * as JournalError from "../../journal/JournalError.ts"
 import * as Signature from "../../tools/Signature.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import { ResumeError } from "../ResumeError.ts"
-import { RunId } from "../RunOptions.ts"
+import { RunId, runIdRule } from "../RunOptions.ts"
 import * as RunResult from "../RunResult.ts"
 import type * as RunContext from "./RunContext.ts"
 import * as RunOptionsSchema from "./RunOptionsSchema.ts"
@@ -185,10 +185,7 @@ export const load = Effect.fnUntraced(function* (
     Effect.fail(new ResumeError({ runId, reason, detail }))
   // An id no run can have is no run's: refused before the store is asked (which would say it cannot read it).
   if (!isRunId(runId)) {
-    return yield* fail(
-      "not_found",
-      "no run can have this id (1 to 256 characters of well-formed text, none of them a control character)"
-    )
+    return yield* fail("not_found", `no run can have this id (${runIdRule})`)
   }
   const found = yield* Effect.mapError(journal.read(runId), (e) => resumeError(runId, e))
   if (Option.isNone(found)) return yield* fail("not_found", "the journal has no run of this id")
