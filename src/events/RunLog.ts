@@ -350,3 +350,21 @@ export const deadlineOf = (events: ReadonlyArray<Event.Event>): number => {
   }
   return at
 }
+
+/**
+ * The limits in force, by name: those `run.started` recorded, but for the run's time limit
+ * once a resume brought its deadline closer (`time.run` given to `Run.resume`): then the
+ * time from the start to that deadline ({@link deadlineOf}), which the run's elapsed time is
+ * measured against. `undefined` when the log has no start.
+ *
+ * @category getters
+ * @since 0.6.0
+ */
+export const limitsOf = (events: ReadonlyArray<Event.Event>): Readonly<Record<string, number>> | undefined => {
+  const started = events.find((e) => e._tag === "run.started")
+  if (started?._tag !== "run.started") return undefined
+  const deadlineAt = deadlineOf(events)
+  return deadlineAt < started.deadlineAt
+    ? { ...started.limits, runTimeoutMillis: deadlineAt - started.at }
+    : started.limits
+}

@@ -226,7 +226,7 @@ const cancellationOf = (timeline: Timeline, start: number): M.Cancellation => {
 export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => {
   const start = timeline[0]?.at ?? 0
   const started = last(timeline, "run.started")
-  const limits = Limits.limitsInForce(timeline, started)
+  const limits = RunLog.limitsOf(timeline)
   const finished = last(timeline, "run.finished")
   const reason = finished?.stopReason
   const counters = Counters.fold(timeline)

@@ -27,7 +27,8 @@
  *
  * @since 0.4.0
  */
-import { Clock, Deferred, Duration, Effect, Layer, Option, Predicate, Schema } from "effect"
+import { Clock, Deferred, type Duration, Effect, Layer, Option, Predicate, Schema } from "effect"
+import * as Durations from "../time/Durations.ts"
 import * as Approval from "../tools/Approval.ts"
 import * as Tool from "../tools/Tool.ts"
 import * as Journal from "./Journal.ts"
@@ -113,9 +114,7 @@ const broken = (what: string) => (e: JournalError.JournalError) =>
 /** The poll interval in milliseconds: a positive, finite duration, or a `RangeError` naming it. */
 const pollMillisOf = (input: Duration.Input | undefined): number => {
   if (input === undefined) return 1000
-  // Effect reads a bare NaN as 0 ms: refused like any other interval that is not positive.
-  const parsed = Duration.fromInput(input)
-  const millis = Option.isSome(parsed) ? Duration.toMillis(parsed.value) : Number.NaN
+  const millis = Durations.millisOf(input) ?? Number.NaN
   if (!(millis > 0 && Number.isFinite(millis))) {
     throw new RangeError(
       `JournalApprovals.make: pollInterval must be a positive, finite duration, got ${String(input)}`

@@ -23,6 +23,7 @@
  */
 import { Duration, Effect, Predicate, Schedule, Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
+import * as Durations from "../time/Durations.ts"
 
 /**
  * The delays of one recovery episode, one per retry. The input is the failure being
@@ -35,12 +36,8 @@ export type Backoff = Schedule.Schedule<unknown, Failure.Retryable>
 
 /** A delay option: a duration of at least 0 (finite unless `infinite` may be), or a `RangeError` naming it. */
 const delayOf = (name: string, input: Duration.Input, infinite: boolean): Duration.Duration => {
-  // Effect reads a bare NaN as 0 ms: refused here, as a delay nobody meant.
-  const parsed = Predicate.isNumber(input) && Number.isNaN(input) ? undefined : Duration.fromInput(input)
-  const duration = parsed?._tag === "Some" ? parsed.value : undefined
-  if (duration !== undefined && !Duration.isNegative(duration) && (infinite || Duration.isFinite(duration))) {
-    return duration
-  }
+  const millis = Durations.millisOf(input)
+  if (millis !== undefined && millis >= 0 && (infinite || Number.isFinite(millis))) return Duration.millis(millis)
   throw new RangeError(
     `Recovery.backoff: ${name} must be a ${infinite ? "" : "finite "}duration >= 0, got ${String(input)}`
   )

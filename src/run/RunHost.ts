@@ -23,6 +23,7 @@ import { Clock, Duration, Effect, type Fiber, Option, Result, Schedule } from "e
 import type * as Event from "../events/Event.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
+import * as Durations from "../time/Durations.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
 import * as Durable from "./internal/Durable.ts"
@@ -72,8 +73,7 @@ export const checkSettings = (settings: Omit<Settings, "cancel">): InvalidRunOpt
   for (const name of ["pollInterval", "parkAfter"] as const) {
     const given = settings[name]
     if (given === undefined) continue
-    const parsed = Duration.fromInput(given)
-    const millis = Option.isNone(parsed) ? Number.NaN : Duration.toMillis(parsed.value)
+    const millis = Durations.millisOf(given) ?? Number.NaN
     // A poll must come some time (`parkAfter` may be never: the run then never parks).
     if (!(millis > 0) || (name === "pollInterval" && !Number.isFinite(millis))) {
       const expected = name === "pollInterval" ? "a positive, finite duration" : "a positive duration"

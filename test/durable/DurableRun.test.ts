@@ -68,24 +68,28 @@ const waitingCall = (runs: DurableRun.Service, runId: string) =>
 const tagsOf = (events: ReadonlyArray<{ readonly _tag: string }>) => events.map((e) => e._tag)
 
 /**
- * A client on the engine and file of `base` whose journal fails every decision with
- * `reason` (the runner itself decides nothing).
+ * A client on the engine and file of `base` whose journal is `base`'s with the operations
+ * `faulty` gives in place of its own (the runner's journal is left as it is).
  */
-const clientWhoseDecisionsFail = <A, E>(base: Layer.Layer<A | Journal.Journal, E>, reason: JournalError.Reason) =>
+const clientOver = <A, E>(
+  base: Layer.Layer<A | Journal.Journal, E>,
+  faulty: (journal: Journal.Service) => Partial<Journal.Service>
+) =>
   DurableRun.layerClient.pipe(
     Layer.provide(
       Layer.merge(
         base,
         Layer.effect(
           Journal.Journal,
-          Effect.map(Effect.service(Journal.Journal), (journal) => ({
-            ...journal,
-            decide: () => Effect.fail(JournalError.make(reason))
-          }))
+          Effect.map(Effect.service(Journal.Journal), (journal) => ({ ...journal, ...faulty(journal) }))
         ).pipe(Layer.provide(base))
       )
     )
   )
+
+/** A client whose journal fails every decision with `reason` (the runner itself decides nothing). */
+const clientWhoseDecisionsFail = <A, E>(base: Layer.Layer<A | Journal.Journal, E>, reason: JournalError.Reason) =>
+  clientOver(base, () => ({ decide: () => Effect.fail(JournalError.make(reason)) }))
 
 describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => {
   it.live(
@@ -450,29 +454,18 @@ describe("DurableRun: hostile input and edges (R5, R7, R12)", () => {
       const base = runtime([pay])
       let failing = 0
       // A client whose journal reads fail while `failing` lasts, on the same engine and file.
-      const client = DurableRun.layerClient.pipe(
-        Layer.provide(
-          Layer.merge(
-            base,
-            Layer.effect(
-              Journal.Journal,
-              Effect.map(Effect.service(Journal.Journal), (journal) => ({
-                ...journal,
-                read: (runId: string) =>
-                  Effect.suspend(() =>
-                    failing-- > 0
-                      ? Effect.fail(
-                          JournalError.make(
-                            new JournalError.Unavailable({ operation: "read", detail: "connection closed (the test)" })
-                          )
-                        )
-                      : journal.read(runId)
+      const client = clientOver(base, (journal) => ({
+        read: (runId: string) =>
+          Effect.suspend(() =>
+            failing-- > 0
+              ? Effect.fail(
+                  JournalError.make(
+                    new JournalError.Unavailable({ operation: "read", detail: "connection closed (the test)" })
                   )
-              }))
-            ).pipe(Layer.provide(base))
+                )
+              : journal.read(runId)
           )
-        )
-      )
+      }))
       return Effect.gen(function* () {
         const runs = yield* DurableRun.DurableRuns
         const runId = yield* runs.start({ goal: "pay", runId: "w1" })

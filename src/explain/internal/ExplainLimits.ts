@@ -6,7 +6,6 @@
  */
 import type * as Counters from "../../events/Counters.ts"
 import type * as Event from "../../events/Event.ts"
-import * as RunLog from "../../events/RunLog.ts"
 import type * as StopReason from "../../events/StopReason.ts"
 import * as Termination from "../../termination/Termination.ts"
 import type { Explanation, Gauge, NextStep } from "./ExplainModel.ts"
@@ -59,24 +58,7 @@ const meters: ReadonlyArray<Meter> = [
 
 const defaults: Readonly<Record<string, number>> = Termination.defaultLimits
 
-/**
- * The limits in force, by name: those `run.started` recorded, but for the run's time limit
- * once a resume brought its deadline closer (`time.run` given to `Run.resume`): then the
- * time from the start to that deadline (`RunLog.deadlineOf`), which the run's elapsed time
- * is measured against.
- */
-export const limitsInForce = (
-  timeline: ReadonlyArray<Event.Event>,
-  started: Event.Of<"run.started"> | undefined
-): Readonly<Record<string, number>> | undefined => {
-  if (started === undefined) return undefined
-  const deadlineAt = RunLog.deadlineOf(timeline)
-  return deadlineAt < started.deadlineAt
-    ? { ...started.limits, runTimeoutMillis: deadlineAt - started.at }
-    : started.limits
-}
-
-/** Every counter beside its limit (`limits`: those in force, see {@link limitsInForce}). */
+/** Every counter beside its limit (`limits`: those in force, `RunLog.limitsOf`). */
 export const gauges = (
   started: Event.Of<"run.started"> | undefined,
   limits: Readonly<Record<string, number>> | undefined,

@@ -271,8 +271,7 @@ export const layout = (events: ReadonlyArray<Event.Event>): Layout => {
   // says it); the run's time limit with it, from the start to that deadline.
   const deadlineAt = RunLog.deadlineOf(events)
   const closer = started?._tag === "run.started" && deadlineAt < started.deadlineAt
-  const recorded = started?._tag === "run.started" ? (started.limits ?? {}) : {}
-  const limits = closer ? { ...recorded, runTimeoutMillis: deadlineAt - startedAt } : recorded
+  const limits = RunLog.limitsOf(events) ?? {}
   // The step layer, when the run has one: each iteration's deadline from its first request.
   const stepMillis = limits.stepTimeoutMillis
   if (stepMillis !== undefined) {

@@ -76,9 +76,8 @@ const start = <R>(
     )
   }
   recordAttempt(ctx, c.call, n, limit)
-  const once = Effect.suspend(() => callHandler(c)).pipe(
-    Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
-    Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
+  // Bounded by the tool's own timeout, what is left of the step and of the run (R4.2).
+  const bounded = (what: string, mayHaveSideEffects: boolean) =>
     Deadline.withinOrElse({
       ...own,
       orElse: ({ layer, afterMillis }) =>
@@ -87,12 +86,16 @@ const start = <R>(
             source: "tool",
             layer,
             afterMillis,
-            what: tool.name,
-            mayHaveSideEffects: mayHaveEffects(tool),
+            what,
+            mayHaveSideEffects,
             idempotent: tool.metadata.idempotent
           })
         )
     })
+  const once = Effect.suspend(() => callHandler(c)).pipe(
+    Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
+    Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
+    bounded(tool.name, mayHaveEffects(tool))
   )
   const guarded = Spans.toolAttempt(ctx.breakers === undefined ? once : ctx.breakers.guard("tool", tool.name, once), {
     tool: { name: tool.name, sideEffect: tool.metadata.sideEffect },
@@ -105,20 +108,7 @@ const start = <R>(
   // its attempt; an idempotent one too, so that a resumed run knows it may have acted. Its wait
   // for a store out of reach is bounded as the handler is (R4.2), and cut off, nothing ran.
   const intent = Commit.intent(ctx, `${tool.name} (${c.call.id})`).pipe(
-    Deadline.withinOrElse({
-      ...own,
-      orElse: ({ layer, afterMillis }) =>
-        Effect.fail(
-          FailureBoundary.actionTimeout({
-            source: "tool",
-            layer,
-            afterMillis,
-            what: `${tool.name}'s intent record`,
-            mayHaveSideEffects: false,
-            idempotent: tool.metadata.idempotent
-          })
-        )
-    }),
+    bounded(`${tool.name}'s intent record`, false),
     Effect.onInterrupt(() => Effect.sync(() => recordIntentInterrupted(c, n)))
   )
   return Effect.andThen(intent, guarded)
