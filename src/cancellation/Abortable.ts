@@ -25,8 +25,9 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Option } from "effect"
+import { type Duration, Effect } from "effect"
 import * as Failure from "../failure/Failure.ts"
+import * as Durations from "../time/Durations.ts"
 import * as RealTime from "../time/RealTime.ts"
 import type * as Tool from "../tools/Tool.ts"
 
@@ -87,8 +88,8 @@ export const abortReason = (context: Tool.CallContext): DOMException =>
 
 const graceMillisOf = (grace: Duration.Input | undefined): number => {
   if (grace === undefined) return defaultGraceMillis
-  const millis = Option.match(Duration.fromInput(grace), { onNone: () => Number.NaN, onSome: Duration.toMillis })
-  if (!(millis >= 0 && millis <= maxTimerMillis)) {
+  const millis = Durations.millisOf(grace)
+  if (millis === undefined || !(millis >= 0 && millis <= maxTimerMillis)) {
     throw new RangeError(`Abortable.handler: grace must be a finite duration >= 0, got ${String(grace)}`)
   }
   return millis

@@ -7,6 +7,7 @@
  */
 import { Clock, Duration, Effect, Fiber, Predicate, Schema } from "effect"
 import { TestClock } from "effect/testing"
+import * as Durations from "../time/Durations.ts"
 import * as RealTime from "../time/RealTime.ts"
 
 /**
@@ -87,10 +88,8 @@ export const drive = <A, E, R>(
 
 /** A finite duration of at least 0 ms, or a defect naming the option. */
 const millisOf = (name: string, input: Duration.Input): number => {
-  // A bare number is milliseconds; effect reads NaN as 0, which must not pass for a limit.
-  const decoded = typeof input === "number" && Number.isNaN(input) ? undefined : Duration.fromInput(input)
-  const millis = decoded?._tag === "Some" ? Duration.toMillis(decoded.value) : Number.NaN
-  if (!Number.isFinite(millis) || millis < 0) {
+  const millis = Durations.millisOf(input)
+  if (millis === undefined || !Number.isFinite(millis) || millis < 0) {
     throw new RangeError(`TestClockDriver.drive: ${name} must be a finite duration >= 0, got ${String(input)}`)
   }
   return millis

@@ -117,6 +117,7 @@ describe("Abortable.handler", () => {
   it("R5.1 a grace that is not a finite duration >= 0 is refused when the handler is built", () => {
     assert.throws(() => Abortable.handler(() => Promise.resolve(1), { grace: "Infinity" }), RangeError)
     assert.throws(() => Abortable.handler(() => Promise.resolve(1), { grace: -1 }), RangeError)
+    assert.throws(() => Abortable.handler(() => Promise.resolve(1), { grace: Number.NaN }), RangeError)
   })
 
   it.live("R5.1 interruption aborts the signal with an AbortError naming the call; stopping on it is cancelled", () =>

@@ -154,6 +154,8 @@ describe("per-model options (R11)", () => {
         [{ model: "" }, "model"],
         [{ apiKey: KEY }, "apiKey"],
         [{ timeouts: { connect: "soon" } }, "timeouts.connect"],
+        [{ timeouts: { idleRead: Number.NaN } }, "timeouts.idleRead"],
+        [{ timeouts: { firstByte: "-5 seconds" } }, "timeouts.firstByte"],
         [{ costPerMillionTokens: { input: -1, output: 1 } }, "costPerMillionTokens"]
       ]
       for (const [options, field] of cases) {

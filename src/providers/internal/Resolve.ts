@@ -2,8 +2,9 @@
  * The options of the chat-completions client checked once and resolved, every default
  * filled in: what cannot work fails with a typed `InvalidOptions` naming the field.
  */
-import { Duration, Effect, Option, Predicate, Redacted, Result, Schema } from "effect"
+import { type Duration, Effect, Predicate, Redacted, Result, Schema } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
+import * as Durations from "../../time/Durations.ts"
 import * as OpenAiOptions from "../OpenAiOptions.ts"
 
 const NonNegative = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
@@ -49,12 +50,10 @@ export interface Resolved {
   readonly reasoning: OpenAiOptions.Reasoning | undefined
 }
 
-// `fromInput` gives `None` for anything that is not a duration, whatever a JavaScript caller passed.
 const millis = (name: string, input: Duration.Input | undefined, fallback: number): Result.Result<number, string> => {
   if (input === undefined) return Result.succeed(fallback)
-  const duration = Duration.fromInput(input)
-  if (Option.isNone(duration)) return Result.fail(`timeouts.${name} is not a duration`)
-  const ms = Duration.toMillis(duration.value)
+  const ms = Durations.millisOf(input)
+  if (ms === undefined) return Result.fail(`timeouts.${name} is not a duration`)
   return ms >= 0 ? Result.succeed(ms) : Result.fail(`timeouts.${name} must not be negative`)
 }
 

@@ -6,20 +6,11 @@
  * (their functions still called on the object they came from); durations in
  * milliseconds. What fails names the field by its path. Private to the runtime.
  */
-import {
-  Duration,
-  Effect,
-  Option,
-  Predicate,
-  Schedule,
-  Schema,
-  type SchemaAST,
-  SchemaIssue,
-  SchemaParser
-} from "effect"
+import { type Duration, Effect, Predicate, Schedule, Schema, type SchemaAST, SchemaIssue, SchemaParser } from "effect"
 import type * as Model from "../../model/Model.ts"
 import type { Backoff } from "../../recovery/Recovery.ts"
 import * as Termination from "../../termination/Termination.ts"
+import * as Durations from "../../time/Durations.ts"
 import * as Tool from "../../tools/Tool.ts"
 import * as ToolArguments from "../../tools/ToolArguments.ts"
 import type * as ToolCodec from "../../tools/ToolCodec.ts"
@@ -71,23 +62,20 @@ const readOnce = <S extends Schema.Constraint, T>(shape: S, build: (read: S["Typ
 /** An integer of at least `minimum`. */
 const Count = (minimum: number) => Schema.Int.check(Schema.isGreaterThanOrEqualTo(minimum))
 
-const millisOf = (input: unknown): number | undefined => {
-  // An absent option is no duration (`fromInput` would build an error to say so).
-  if (input === undefined) return undefined
-  const duration = Duration.fromInput(input as Duration.Input) // Checked below: `fromInput` refuses what is not an input.
-  if (Option.isNone(duration)) return undefined
-  const millis = Duration.toMillis(duration.value)
-  return millis > 0 && Number.isFinite(millis) ? millis : undefined
+/** The milliseconds of a positive, finite duration, or `undefined`. */
+const positiveMillisOf = (input: unknown): number | undefined => {
+  const millis = Durations.millisOf(input)
+  return millis !== undefined && millis > 0 && Number.isFinite(millis) ? millis : undefined
 }
 
 const aDuration = 'a positive, finite duration ("30 seconds", or milliseconds)'
 
 /** A positive, finite `Duration.Input`, kept as it was given (a tool's own timeout). */
-const DurationInput = opaque<Duration.Input>((u) => millisOf(u) !== undefined, aDuration)
+const DurationInput = opaque<Duration.Input>((u) => positiveMillisOf(u) !== undefined, aDuration)
 
 /** A positive, finite `Duration.Input`, read as milliseconds. */
 const Millis = Schema.declareConstructor<number, unknown>()([], () => (input) => {
-  const millis = millisOf(input)
+  const millis = positiveMillisOf(input)
   return millis === undefined
     ? Effect.fail(new SchemaIssue.InvalidValue({ expected: aDuration }))
     : Effect.succeed(millis)
