@@ -45,6 +45,15 @@ export const run = <A, E, R>(self: Effect.Effect<A, E, R>, runId: string): Effec
   Tracing.span(self, span.run, () => ({ [genAi.operation]: "invoke_agent", [genAi.conversationId]: runId }))
 
 /**
+ * Ends the run's span, where a run is given its result outside its fiber (left behind past
+ * its stop grace): its fiber, which would end it, may never end.
+ *
+ * @category spans
+ * @since 0.6.0
+ */
+export const runGiven: Effect.Effect<void> = Tracing.endCurrent(span.run)
+
+/**
  * The run's ending on its span: status, stop reason, deciding policy, counters, usage, cost.
  *
  * @category spans

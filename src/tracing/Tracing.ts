@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Effect, Exit, Layer, Predicate, References, Tracer } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Layer, Predicate, References, Tracer } from "effect"
 import * as StopReason from "../events/StopReason.ts"
 import * as Failure from "../failure/Failure.ts"
 
@@ -132,6 +132,26 @@ export const span = <A, E, R>(
  * @since 0.1.0
  */
 export const annotate = (attributes: Attributes): Effect.Effect<void> => Effect.annotateCurrentSpan(defined(attributes))
+
+/**
+ * Ends the current span now, when a tracer is installed and the span is the one
+ * {@link span} made under `name`, still open: for a run whose result is given while its
+ * fiber cannot end yet (left behind past its stop grace, R12). The span's own ending,
+ * once the fiber does end, finds it ended and changes nothing. A span of the caller's
+ * (no tracer installed, so none of ours) is never ended here.
+ *
+ * @category combinators
+ * @since 0.6.0
+ */
+export const endCurrent = (name: string): Effect.Effect<void> =>
+  Effect.withFiber((fiber) => {
+    if (!tracing(fiber)) return Effect.void
+    const current = Context.getOrUndefined(fiber.context, Tracer.ParentSpan)
+    if (current?._tag !== "Span" || current.name !== name || current.status._tag === "Ended") return Effect.void
+    const at = fiber.getRef(References.TracerTimingEnabled) ? fiber.getRef(Clock.Clock).currentTimeNanosUnsafe() : 0n
+    current.end(at, Exit.void)
+    return Effect.void
+  })
 
 /**
  * A span with nothing to wait for (a call refused before its handler): made and ended at

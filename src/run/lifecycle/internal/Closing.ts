@@ -148,9 +148,11 @@ export class Closing {
     if (suspended !== undefined) Deferred.doneUnsafe(this.done, suspended)
     else {
       const made = make()
+      // The run's span ends with its result, as when the run ends in its fiber; its fiber,
+      // left behind, may never end.
       Effect.runForkWith(this.context)(
         Effect.flatMap(Effect.exit(this.close(made)), (closed) =>
-          Deferred.succeed(this.done, Exit.isSuccess(closed) ? closed.value : made)
+          Effect.andThen(Spans.runGiven, Deferred.succeed(this.done, Exit.isSuccess(closed) ? closed.value : made))
         )
       )
     }
