@@ -55,16 +55,13 @@ export const validateOptions = <T extends Tool.Any, RV = never, O = never>(
 /**
  * The run's result, typed by its output schema. Erased boundary: the run decoded its
  * `output` with the schema of `O` it was given (see `Run.Options.output`). A run without a
- * host is never suspended (only `RunHost` suspends runs).
+ * host is suspended only when its journal stopped its process (`RunContext.died`): its
+ * caller is interrupted, as that process's death would stop it, with no result.
  */
 const typed = <O, R>(
   ended: Effect.Effect<RunResult.RunResult, RunContext.Suspended, R>
 ): Effect.Effect<RunResult.Typed<O>, never, R> =>
-  Effect.catch(ended, () => Effect.die(new Error("a run without a host was suspended"))) as Effect.Effect<
-    RunResult.Typed<O>,
-    never,
-    R
-  >
+  Effect.catch(ended, () => Effect.interrupt) as Effect.Effect<RunResult.Typed<O>, never, R>
 
 /**
  * Runs an agent to its end. The run works in a fiber of its own, so that its deadline and

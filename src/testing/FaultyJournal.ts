@@ -1,21 +1,23 @@
 /**
  * A journal that fails on purpose (R9, R10), around a real one: the process "dies" at a
- * chosen commit (only what was committed before survives; the run's fiber is
- * interrupted there, as a `kill -9` would stop it, and nothing is written after), a
- * commit fenced off as if another process owned the run, or commits that fail as an
- * unreachable store. Resume from the journal underneath (`Run.resume`, `Run.recover`)
- * in the same test, on `TestClock`, to see what a restart makes of it.
+ * chosen commit (only what was committed before survives; the run stops there, as a
+ * `kill -9` would stop it: nothing is written after, and its caller is interrupted, with
+ * no result), a commit fenced off as if another process owned the run, or commits that
+ * fail as an unreachable store. Resume from the journal underneath (`Run.resume`,
+ * `Run.recover`) in the same test, on `TestClock`, to see what a restart makes of it.
  *
  * ```ts
  * const store = yield* Journal.Journal
  * const faulty = FaultyJournal.make(store, { crashAt: { commit: 3, when: "after" } })
- * yield* Run.run({ ...options, runId: "r1" }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
+ * const died = yield* Effect.exit(
+ *   Run.run({ ...options, runId: "r1" }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
+ * ) // interrupted: the process died
  * const result = yield* Run.resume("r1", options)
  * ```
  *
  * @since 0.4.0
  */
-import { Effect } from "effect"
+import { type Clock, Effect } from "effect"
 import type * as Journal from "../journal/Journal.ts"
 import * as JournalError from "../journal/JournalError.ts"
 
@@ -30,9 +32,10 @@ import * as JournalError from "../journal/JournalError.ts"
  */
 export interface Faults {
   /**
-   * The process dies at this commit: `before` it is written (the default: it is lost with
-   * everything after), or right `after` it is written. The fiber that commits is
-   * interrupted; every later call of the journal fails.
+   * The process dies at this commit (an integer from 1): `before` it is written (the
+   * default: it is lost with everything after), or right `after` it is written. The run
+   * stops there with no result (its caller is interrupted); every later call of the
+   * journal fails. A commit the run never reaches never crashes it: check `crashed()`.
    */
   readonly crashAt?: { readonly commit: number; readonly when?: "before" | "after" | undefined } | undefined
   /** These commits are fenced off: another writer moved the run on (`Conflict`); nothing is written. */
@@ -53,9 +56,9 @@ export interface FaultyJournal {
   /** Whether the "process" has died. */
   readonly crashed: () => boolean
   /**
-   * When the "process" died at a commit (`crashAt`), by the run's `Clock`: a restarted
-   * process starts then (on `TestClock`, set the clock back to it once the dead run's
-   * driver has moved it on).
+   * When the "process" died, by the `Clock` of the last run that used the journal: a
+   * restarted process starts then (on `TestClock`, set the clock back to it once the dead
+   * run's driver has moved it on).
    */
   readonly crashedAt: () => number | undefined
   /**
@@ -70,27 +73,61 @@ const dead = (operation: string) =>
     JournalError.make(new JournalError.StoreFailed({ operation, detail: "the process writing this journal has died" }))
   )
 
+/** A `RangeError` naming what in `faults` can never be injected as written. */
+const check = (faults: Faults): void => {
+  const fail = (what: string) => {
+    throw new RangeError(`FaultyJournal.make: ${what}`)
+  }
+  if (typeof faults !== "object" || faults === null) fail("faults must be an object")
+  const crash = faults.crashAt
+  if (crash !== undefined) {
+    if (!Number.isSafeInteger(crash.commit) || crash.commit < 1) {
+      fail(`crashAt.commit must be an integer from 1 (the first commit), got ${String(crash.commit)}`)
+    }
+    if (crash.when !== undefined && crash.when !== "before" && crash.when !== "after") {
+      fail(`crashAt.when must be "before" or "after", got ${String(crash.when)}`)
+    }
+  }
+  for (const name of ["conflictOn", "unavailableOn"] as const) {
+    if (faults[name] !== undefined && typeof faults[name] !== "function")
+      fail(`${name} must be a function of the commit number`)
+  }
+}
+
 /**
- * Wraps `journal` with the given faults.
+ * Wraps `journal` with the given faults. Faults that can never be injected as written
+ * (`crashAt.commit` 0 or 1.5, a `when` that is neither `before` nor `after`) are a
+ * `RangeError`.
  *
  * @category constructors
  * @since 0.4.0
  */
 export const make = (journal: Journal.Service, faults: Faults): FaultyJournal => {
+  check(faults)
   let commits = 0
   let crashed = false
   let crashedAt: number | undefined
+  // The clock of the last run that used the journal, for a `crash()` that comes from outside it.
+  let lastClock: Clock.Clock | undefined
+  const die = (clock: Clock.Clock | undefined) => {
+    crashed = true
+    crashedAt = clock?.currentTimeMillisUnsafe()
+  }
   const guard = <A>(operation: string, self: Effect.Effect<A, JournalError.JournalError>) =>
-    Effect.suspend(() => (crashed ? dead(operation) : self))
+    Effect.clockWith((clock) => {
+      lastClock = clock
+      return crashed ? dead(operation) : self
+    })
   const append: Journal.Service["append"] = (runId, batch) =>
     Effect.clockWith((clock) => {
+      lastClock = clock
       if (crashed) return dead("append")
       commits++
       const n = commits
       const crash = faults.crashAt
       if (crash !== undefined && crash.commit === n) {
-        crashed = true
-        crashedAt = clock.currentTimeMillisUnsafe()
+        die(clock)
+        // The store interrupts the commit: the run takes it as its process's death.
         if ((crash.when ?? "before") === "before") return Effect.interrupt
         return Effect.andThen(journal.append(runId, batch), Effect.interrupt)
       }
@@ -124,7 +161,7 @@ export const make = (journal: Journal.Service, faults: Faults): FaultyJournal =>
     crashed: () => crashed,
     crashedAt: () => crashedAt,
     crash: () => {
-      crashed = true
+      if (!crashed) die(lastClock)
     }
   }
 }

@@ -9,7 +9,7 @@ import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
-import { approvedPay, crashThenResume, dies, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
+import { approvedPay, crashThenResume, dies, diesIn, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
 
 describe("Run.resume (R9)", () => {
   it.effect("R9 a finished run's result is committed with it: resuming gives it back, running nothing", () =>
@@ -91,8 +91,11 @@ describe("Run.resume (R9)", () => {
         const tools = [payment.tool]
         const store = yield* Journal.Journal
         const faulty = FaultyJournal.make(store, { crashAt: { commit: 4, when: "before" } })
-        yield* Run.run({ goal: "pay 10", runId: "r1", tools, time: { run: "1 minute" } }).pipe(
-          Effect.provideService(Journal.Journal, faulty.journal)
+        yield* diesIn(
+          faulty,
+          Run.run({ goal: "pay 10", runId: "r1", tools, time: { run: "1 minute" } }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal)
+          )
         )
         yield* TestClock.adjust("2 minutes")
         const resumed = yield* Run.resume("r1", { tools, time: { run: "1 minute" } })
@@ -312,9 +315,12 @@ describe("Run.resume (R9)", () => {
       })
       const store = yield* Journal.Journal
       const faulty = FaultyJournal.make(store, { crashAt: { commit: 3, when: "after" } })
-      yield* Run.run({ goal: "pay 10", runId: "r2", tools: [payment.tool] }).pipe(
-        Effect.provideService(Journal.Journal, faulty.journal),
-        Effect.provide(payThenAnswer)
+      yield* diesIn(
+        faulty,
+        Run.run({ goal: "pay 10", runId: "r2", tools: [payment.tool] }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.provide(payThenAnswer)
+        )
       )
       const error = yield* Effect.flip(Run.resume("r2", { tools: [changed] }).pipe(Effect.provide(payThenAnswer)))
       assert.strictEqual(error._tag, "ResumeError")
@@ -371,11 +377,15 @@ describe("Run.resume (R9)", () => {
         const store = yield* Journal.Journal
         // Commit 3: the approval request.
         const faulty = FaultyJournal.make(store, { crashAt: { commit: 3, when: "after" } })
-        const first = yield* Run.run({ goal: "pay 10", runId: "r1", tools }).pipe(
-          Effect.provideService(Journal.Journal, faulty.journal),
-          Effect.provide(payThenAnswer)
+        yield* diesIn(
+          faulty,
+          Run.run({ goal: "pay 10", runId: "r1", tools }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(payThenAnswer)
+          )
         )
-        const [asked] = ofTag(first.timeline, "approval.requested")
+        const kept = Option.getOrThrow(yield* Effect.orDie(store.read("r1")))
+        const [asked] = ofTag(kept.events, "approval.requested")
         assert.isDefined(asked)
         const fiber = yield* Run.resume("r1", { tools }, "restart").pipe(
           Effect.provide(payThenAnswer),
@@ -408,11 +418,13 @@ describe("Run.resume (R9)", () => {
         // Each restart records the stop, finds the call not applied, records the resend's intent, and dies there too.
         for (let restart = 1; restart <= 3; restart++) {
           const faulty = FaultyJournal.make(store, { crashAt: { commit: 1, when: "after" } })
-          yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
-            Effect.provideService(Journal.Journal, faulty.journal),
-            Effect.provide(payThenAnswer)
+          yield* diesIn(
+            faulty,
+            TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+              Effect.provideService(Journal.Journal, faulty.journal),
+              Effect.provide(payThenAnswer)
+            )
           )
-          assert.isTrue(faulty.crashed(), `restart ${restart} died as asked`)
         }
         assert.strictEqual(payment.ledger.total, 0)
         const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(

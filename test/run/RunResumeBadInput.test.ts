@@ -12,6 +12,7 @@ import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import { diesIn } from "../support/restart.ts"
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "resume-bad-"))
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
@@ -48,8 +49,11 @@ const refused = (damage: (sql: SqlClient.SqlClient) => Effect.Effect<unknown, un
     })
     // Killed after the payment's intent record (commit 3, after the start and the response).
     const faulty = FaultyJournal.make(journal, { crashAt: { commit: 3, when: "after" } })
-    yield* Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
-      Effect.provideService(Journal.Journal, faulty.journal)
+    yield* diesIn(
+      faulty,
+      Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
+        Effect.provideService(Journal.Journal, faulty.journal)
+      )
     )
     yield* Effect.orDie(damage(sql))
     const rows = () =>

@@ -15,7 +15,17 @@ import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
-import { acting, approvedPay, crashThenResume, dies, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
+import {
+  acting,
+  approvedPay,
+  crashThenResume,
+  dies,
+  diesIn,
+  layers,
+  ofTag,
+  pay,
+  payThenAnswer
+} from "../support/restart.ts"
 
 /** A gate that approves every request `after` it was made. */
 const approvesAfter = (after: Duration.Input): Approval.Gate => ({
@@ -94,9 +104,12 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
         const answer = ScriptedModel.layerFunction(() => ScriptedModel.finalAnswer("forty-two"))
         // Commit 2: up to the final answer; commit 3 (the decision and the result) is lost.
         const faulty = FaultyJournal.make(store, { crashAt: { commit: 3, when: "before" } })
-        yield* Run.run({ goal: "answer", runId: "r1", tools: [] }).pipe(
-          Effect.provideService(Journal.Journal, faulty.journal),
-          Effect.provide(answer)
+        yield* diesIn(
+          faulty,
+          Run.run({ goal: "answer", runId: "r1", tools: [] }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(answer)
+          )
         )
         const resumed = yield* Run.resume("r1", { tools: [] }, "restart").pipe(Effect.provide(answer))
         assert.strictEqual(resumed.status, "completed")
@@ -163,8 +176,11 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
         const store = yield* Journal.Journal
         // Commits: 1 the start, 2 the response, 3 the intent, 4 not applied and the resend's intent; 5 (its result) is lost.
         const faulty = FaultyJournal.make(store, { crashAt: { commit: 5, when: "before" } })
-        yield* TestClockDriver.drive(
-          Run.run({ goal: "pay 10", runId: "r1", tools }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
+        yield* diesIn(
+          faulty,
+          TestClockDriver.drive(
+            Run.run({ goal: "pay 10", runId: "r1", tools }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
+          )
         )
         const resumed = yield* Run.resume("r1", { tools }, "restart")
         assert.strictEqual(resumed.status, "completed")
@@ -252,10 +268,13 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       const store = yield* Journal.Journal
       // Commits 3 and 4: the two requests; 5, at their expiry, is lost.
       const faulty = FaultyJournal.make(store, { crashAt: { commit: 5, when: "before" } })
-      yield* TestClockDriver.drive(
-        Run.run({ goal: "wire and pay", runId: "r1", ...options }).pipe(
-          Effect.provideService(Journal.Journal, faulty.journal),
-          Effect.provide(model)
+      yield* diesIn(
+        faulty,
+        TestClockDriver.drive(
+          Run.run({ goal: "wire and pay", runId: "r1", ...options }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(model)
+          )
         )
       )
       const resumed = yield* Run.resume("r1", options, "restart").pipe(Effect.provide(model))
@@ -333,10 +352,13 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
         // Commit 5: the write's attempt (after the response, the approval's request and its decision);
         // the process dies once the journal knows the write began, with its result never committed.
         const faulty = FaultyJournal.make(store, { crashAt: { commit: 5, when: "after" } })
-        yield* Run.run({ goal: "pay 10", runId: "r1", ...options }).pipe(
-          Effect.provideService(Journal.Journal, faulty.journal),
-          Effect.provideService(Approval.ApprovalGate, approving),
-          Effect.provide(payThenAnswer)
+        yield* diesIn(
+          faulty,
+          Run.run({ goal: "pay 10", runId: "r1", ...options }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provideService(Approval.ApprovalGate, approving),
+            Effect.provide(payThenAnswer)
+          )
         )
         yield* TestClock.adjust("2 minutes")
         const resumed = yield* Run.resume("r1", options, "restart").pipe(Effect.provide(payThenAnswer))

@@ -8,6 +8,7 @@ import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import { diesIn } from "../support/restart.ts"
 
 const K = 25
 let calls = 0
@@ -37,14 +38,17 @@ const diesAtStep22Of = (runId: string) =>
     const journal = yield* Journal.Journal
     // The run's start, then two commits per step (the model's response, the end of the iteration): the 46th is lost.
     const faulty = FaultyJournal.make(journal, { crashAt: { commit: 46, when: "before" } })
-    yield* Run.run({
-      goal: "count",
-      runId,
-      tools: [step],
-      limits: { maxIterations: K + 5, maxToolCalls: K + 5 },
-      time: { step: "30 seconds" },
-      concurrency: 2
-    }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
+    yield* diesIn(
+      faulty,
+      Run.run({
+        goal: "count",
+        runId,
+        tools: [step],
+        limits: { maxIterations: K + 5, maxToolCalls: K + 5 },
+        time: { step: "30 seconds" },
+        concurrency: 2
+      }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
+    )
   })
 const diesAtStep22 = diesAtStep22Of("r1")
 

@@ -38,11 +38,14 @@ const killedTwice = (reconcile: boolean, first: readonly [number, When], second:
     const tools = [payment.tool]
     const store = yield* Journal.Journal
     const once = FaultyJournal.make(store, { crashAt: { commit: first[0], when: first[1] } })
-    yield* Run.run({ goal: "pay twice", runId: "r1", tools }).pipe(Effect.provideService(Journal.Journal, once.journal))
+    // A process that dies gives its caller no result: it is interrupted.
+    yield* Effect.exit(
+      Run.run({ goal: "pay twice", runId: "r1", tools }).pipe(Effect.provideService(Journal.Journal, once.journal))
+    )
     const twice = FaultyJournal.make(store, { crashAt: { commit: second[0], when: second[1] } })
     yield* TestClockDriver.drive(Run.resume("r1", { tools }, "restart")).pipe(
       Effect.provideService(Journal.Journal, twice.journal),
-      Effect.ignore
+      Effect.exit
     )
     const result = yield* TestClockDriver.drive(Run.resume("r1", { tools }, "restart"))
     return { result, paid: ["r1:c1", "r1:c2"].map((key) => payment.ledger.count(key)) }

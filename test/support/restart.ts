@@ -3,7 +3,7 @@
  * payment tools, and runs that die on a `FaultyJournal` and are resumed from it.
  */
 import { assert } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Cause, Effect, Exit, Layer } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import type * as Model from "../../src/model/Model.ts"
@@ -33,6 +33,20 @@ export const pay = (reconcile: boolean, idempotent = false) => acting("pay", { i
 export const approvedPay = (options: { readonly reconcile?: boolean } = {}) =>
   acting("pay", { reconcile: options.reconcile ?? true, needsApproval: true })
 
+/**
+ * Runs `effect`, a run on a `FaultyJournal` that dies, as the process that dies: it is
+ * interrupted there with no result, as a `kill -9` stops its caller.
+ */
+export const diesIn = <A, E, R>(faulty: FaultyJournal.FaultyJournal, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const exit = yield* Effect.exit(effect)
+    assert.isTrue(faulty.crashed(), "the journal died as asked")
+    assert.isTrue(
+      Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause),
+      "the process died: its run's caller is interrupted, with no result"
+    )
+  })
+
 /** Runs `r1` with `options` and `model` on a journal that dies as `faults` say. */
 export const dies = <T extends Tool.Any<never>>(
   faults: FaultyJournal.Faults,
@@ -41,12 +55,13 @@ export const dies = <T extends Tool.Any<never>>(
 ) =>
   Effect.gen(function* () {
     const faulty = FaultyJournal.make(yield* Journal.Journal, faults)
-    const first = yield* Run.run({ ...options, runId: "r1" }).pipe(
-      Effect.provideService(Journal.Journal, faulty.journal),
-      Effect.provide(model)
+    yield* diesIn(
+      faulty,
+      Run.run({ ...options, runId: "r1" }).pipe(
+        Effect.provideService(Journal.Journal, faulty.journal),
+        Effect.provide(model)
+      )
     )
-    assert.isTrue(faulty.crashed(), "the journal died as asked")
-    return first
   })
 
 /**
@@ -56,10 +71,10 @@ export const dies = <T extends Tool.Any<never>>(
 export const crashThenResume = <T extends Tool.Any<never>>(faults: FaultyJournal.Faults, tools: ReadonlyArray<T>) =>
   Effect.gen(function* () {
     const store = yield* Journal.Journal
-    const first = yield* dies(faults, { goal: "pay 10", tools }, payThenAnswer)
+    yield* dies(faults, { goal: "pay 10", tools }, payThenAnswer)
     // A resend after reconciliation waits out its backoff: the clock is moved for it.
     const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools }, "restart"))
-    return { first, resumed, store }
+    return { resumed, store }
   }).pipe(Effect.provide(payThenAnswer))
 
 export const layers = Layer.mergeAll(Journal.layerMemory, Approval.layerMemory)

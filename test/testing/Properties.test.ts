@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import * as Properties from "../../src/testing/Properties.ts"
 import { approval, base, invariants, run, tagsOf } from "../support/properties.ts"
 
@@ -28,6 +28,20 @@ const holds =
     })
 
 describe("Properties", () => {
+  it.effect("drive: a run that does not end, whose interruption sleeps on the clock, is a defect, not a hang", () =>
+    Effect.gen(function* () {
+      const stuck = Effect.never.pipe(Effect.onInterrupt(() => Effect.sleep("1 second")))
+      const exit = yield* Effect.exit(Properties.drive(stuck, { step: 10, maxSteps: 2 }))
+      assert.isTrue(Exit.isFailure(exit) && Cause.hasDies(exit.cause), String(exit))
+      assert.include(String(Cause.squash(Exit.isFailure(exit) ? exit.cause : Cause.empty)), "2 clock steps of 10 ms")
+      // One that ends in time gives its value.
+      assert.strictEqual(
+        yield* Properties.drive(Effect.as(Effect.sleep(15), "done"), { step: 10, maxSteps: 2 }),
+        "done"
+      )
+    })
+  )
+
   it.effect.prop(
     "R3.4 R3.5 R3.7 R2.3 attempts never exceed the configured budget",
     [Properties.arbitrary],

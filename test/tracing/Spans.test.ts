@@ -347,44 +347,46 @@ describe("issue 15 spans say why a call failed by its type, never by its message
     })
   )
 
-  it.live("R12 a run left behind past its stop grace: its span ends with its result (the stuck tool's stays open, a caller's span is not touched)", () =>
-    Effect.gen(function* () {
-      const { tracer, spans } = memoryTracer()
-      // A handler that will not be interrupted: it outlives the run's stop grace.
-      const stuck = Tool.make({
-        name: "stuck",
-        description: "ignores interruption",
-        input: Schema.Struct({}),
-        output: Schema.String,
-        sideEffect: "none",
-        handler: () => Effect.uninterruptible(Effect.as(Effect.sleep("2 seconds"), "late"))
-      })
-      const model = ScriptedModel.layer([ScriptedModel.toolCall("stuck", {}), ScriptedModel.finalAnswer("done")])
-      const result = yield* Effect.withTracer(
-        Run.run({ goal: "x", tools: [stuck], time: { run: "100 millis", stopGrace: "100 millis" } }).pipe(
-          Effect.provide(model)
-        ),
-        tracer
-      )
-      assert.strictEqual(result.stopReason, "run_timeout")
-      assert.include(result.detail, "left behind")
-      const [run] = named(spans, span.run)
-      assert.strictEqual(run?.status._tag, "Ended", "the run's span ends when its result is given")
-      assert.strictEqual(attr(run, errorType), "run_timeout")
-      const tool = spans.find((s) => s.name.startsWith("execute_tool"))
-      assert.strictEqual(tool?.status._tag, "Started", "the handler still runs: its span is open")
-      // No tracer installed: the run makes no span, and the caller's own span is left to its caller.
-      const mine = yield* Effect.withSpan(
-        Effect.flatMap(
+  it.live(
+    "R12 a run left behind past its stop grace: its span ends with its result (the stuck tool's stays open, a caller's span is not touched)",
+    () =>
+      Effect.gen(function* () {
+        const { tracer, spans } = memoryTracer()
+        // A handler that will not be interrupted: it outlives the run's stop grace.
+        const stuck = Tool.make({
+          name: "stuck",
+          description: "ignores interruption",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "none",
+          handler: () => Effect.uninterruptible(Effect.as(Effect.sleep("2 seconds"), "late"))
+        })
+        const model = ScriptedModel.layer([ScriptedModel.toolCall("stuck", {}), ScriptedModel.finalAnswer("done")])
+        const result = yield* Effect.withTracer(
           Run.run({ goal: "x", tools: [stuck], time: { run: "100 millis", stopGrace: "100 millis" } }).pipe(
             Effect.provide(model)
           ),
-          () => Effect.map(Effect.currentSpan, (inside) => inside.status._tag)
-        ),
-        "mine"
-      )
-      assert.strictEqual(mine, "Started", "the caller's span is still open inside it")
-    })
+          tracer
+        )
+        assert.strictEqual(result.stopReason, "run_timeout")
+        assert.include(result.detail, "left behind")
+        const [run] = named(spans, span.run)
+        assert.strictEqual(run?.status._tag, "Ended", "the run's span ends when its result is given")
+        assert.strictEqual(attr(run, errorType), "run_timeout")
+        const tool = spans.find((s) => s.name.startsWith("execute_tool"))
+        assert.strictEqual(tool?.status._tag, "Started", "the handler still runs: its span is open")
+        // No tracer installed: the run makes no span, and the caller's own span is left to its caller.
+        const mine = yield* Effect.withSpan(
+          Effect.flatMap(
+            Run.run({ goal: "x", tools: [stuck], time: { run: "100 millis", stopGrace: "100 millis" } }).pipe(
+              Effect.provide(model)
+            ),
+            () => Effect.map(Effect.currentSpan, (inside) => inside.status._tag)
+          ),
+          "mine"
+        )
+        assert.strictEqual(mine, "Started", "the caller's span is still open inside it")
+      })
   )
 
   it.effect("an approval span names the decision: rejected", () =>

@@ -66,6 +66,7 @@ const commit = (
         ...(result === undefined ? {} : { result })
       }
       // One try is not interrupted halfway: what the store committed, the run knows it committed.
+      // Only the store itself can interrupt it then: its process is going away (R9).
       const once = Effect.uninterruptible(
         Effect.tap(
           sink.commit(batch),
@@ -74,7 +75,7 @@ const commit = (
             ctx.onCommitted?.()
           })
         )
-      )
+      ).pipe(Effect.onInterrupt(() => Effect.sync(() => RunContext.died(ctx))))
       return once.pipe(
         // Only a failed try builds the schedule (a commit is on every step's path).
         Effect.catchIf(unavailable, () =>

@@ -51,13 +51,14 @@ export interface RunContext {
 }
 
 /**
- * Why a hosted run was suspended: it parked on approvals (`parked`), or its host took it
- * away (`taken`: the process stops owning it). A suspended run ends as a crash would end
- * it, with no terminal event, to be resumed from its journal.
+ * Why a run was suspended: a hosted run parked on approvals (`parked`), or its host took
+ * it away (`taken`: the process stops owning it); any run whose journal stopped its
+ * process at a commit (`died`, see {@link died}). A suspended run ends as a crash would
+ * end it, with no terminal event, to be resumed from its journal.
  */
 export interface Suspended {
   readonly _tag: "Suspended"
-  readonly why: "parked" | "taken"
+  readonly why: "parked" | "taken" | "died"
 }
 
 /**
@@ -200,6 +201,19 @@ export const suspend = (ctx: RunContext, why: Suspended["why"]): boolean => {
   ctx.suspended = { _tag: "Suspended", why }
   ctx.onStop?.()
   return true
+}
+
+/**
+ * The process running the run stopped at a commit: its store interrupted the commit, as
+ * a store whose process is going away does (`FaultyJournal`'s crash plays it). Whatever
+ * the run was doing, its ending included, from here on its log is frozen and its caller
+ * gets no result, as after a crash; the journal keeps what it committed, to resume from.
+ * Arms the stop grace.
+ */
+export const died = (ctx: RunContext): void => {
+  if (ctx.suspended !== undefined) return
+  ctx.suspended = { _tag: "Suspended", why: "died" }
+  ctx.onStop?.()
 }
 
 /**

@@ -5,8 +5,7 @@
  * `runScenario` that run one on `TestClock`.
  * Private to the testing kit; `Properties` is the public face.
  */
-import { Effect, Fiber, type FileSystem, Layer, type Path, Random } from "effect"
-import { TestClock } from "effect/testing"
+import { Effect, type FileSystem, Layer, type Path, Random } from "effect"
 import type * as Journal from "../../journal/Journal.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
 import * as Run from "../../run/Run.ts"
@@ -16,6 +15,7 @@ import * as Permission from "../../tools/Permission.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import * as FaultyModel from "../FaultyModel.ts"
 import * as ScriptedModel from "../ScriptedModel.ts"
+import * as TestClockDriver from "../TestClockDriver.ts"
 import type { Budget } from "./PropertyBudget.ts"
 import type { Case, ModelFault, ToolOutcome } from "./PropertyCase.ts"
 import { type Approvals, makeApprovals } from "./PropertyGate.ts"
@@ -177,8 +177,10 @@ export const restart = (scenario: Scenario): Scenario => {
 /**
  * Runs `run` in the background on `TestClock` (which `it.effect` provides), moving the
  * clock in steps of `step` until it ends, at most `maxSteps` times; fails with a defect
- * if it has not ended by then. Every sleep wakes at its own time, so the timeline's
- * times are exact whatever the step.
+ * if it has not ended by then (interrupted, the clock moving on for its finalizers, and
+ * never waited for past that). Every sleep wakes at its own time, so the timeline's
+ * times are exact whatever the step. `TestClockDriver.drive` with a defect for its
+ * `StillRunning`.
  *
  * @category combinators
  * @since 0.1.0
@@ -186,17 +188,15 @@ export const restart = (scenario: Scenario): Scenario => {
 export const drive = <A, E, R>(
   run: Effect.Effect<A, E, R>,
   options: { readonly step: number; readonly maxSteps?: number | undefined }
-): Effect.Effect<A, E, R> =>
-  Effect.gen(function* () {
-    const fiber = yield* Effect.forkChild(run, { startImmediately: true })
-    const maxSteps = options.maxSteps ?? 3
-    for (let i = 0; i < maxSteps && fiber.pollUnsafe() === undefined; i++) yield* TestClock.adjust(options.step)
-    if (fiber.pollUnsafe() === undefined) {
-      yield* Fiber.interrupt(fiber)
-      return yield* Effect.die(new Error(`the run did not end within ${maxSteps} clock steps of ${options.step} ms`))
-    }
-    return yield* Fiber.join(fiber)
-  })
+): Effect.Effect<A, E, R> => {
+  const maxSteps = options.maxSteps ?? 3
+  return TestClockDriver.drive(run, { step: options.step, upTo: options.step * maxSteps }).pipe(
+    Effect.catchIf(
+      (e): e is TestClockDriver.StillRunning => e instanceof TestClockDriver.StillRunning,
+      () => Effect.die(new Error(`the run did not end within ${maxSteps} clock steps of ${options.step} ms`))
+    )
+  )
+}
 
 /** `run` on `TestClock` as a scenario runs: its model, permission policy and gate, `Random` seeded from the case. */
 const played = <A, E, R>(scenario: Scenario, run: Effect.Effect<A, E, R>) =>

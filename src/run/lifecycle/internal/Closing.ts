@@ -75,14 +75,17 @@ export class Closing {
   /**
    * The one way a result leaves the run: in the journal before the caller gets it (R9), on
    * its span and metrics (the ending, counters, usage and cost), with every observer (a
-   * recorder has written `run.finished`), then to `done`.
+   * recorder has written `run.finished`), then to `done`. A process that died at its last
+   * commit gives no result: the run's suspension.
    */
-  close(result: RunResult.RunResult): Effect.Effect<RunResult.RunResult> {
+  close(result: RunResult.RunResult): Effect.Effect<Given> {
     // Every caller of the run is handed this one result: none can change it for the others (R12).
     this.closed = OwnCopy.deepFreeze(result)
     const closing = this
     return Effect.gen(function* () {
       yield* Commit.final(closing.ctx, result)
+      const died = suspension(closing.ctx)
+      if (died !== undefined) return died
       // Fenced off at its last commit: another process resumed the run meanwhile, and the
       // journal will hold that process's ending. This one's caller is told so, not given
       // an ending the run does not have (its timeline is this process's own view).
@@ -95,8 +98,13 @@ export class Closing {
       yield* Spans.ended(given)
       yield* Metrics.record(given)
       yield* closing.settled
-      return given
+      return Exit.succeed(given)
     })
+  }
+
+  /** What the run gives once its closing ended, however it ended: the result stands whatever became of its last commit. */
+  private given(closed: Exit.Exit<Given>, result: RunResult.RunResult): Given {
+    return Exit.isSuccess(closed) ? closed.value : (suspension(this.ctx) ?? Exit.succeed(result))
   }
 
   /**
@@ -112,9 +120,7 @@ export class Closing {
     const suspended = suspension(this.ctx)
     if (suspended !== undefined) return Effect.as(this.settled, suspended)
     return Effect.flatMap(finalize(this.ctx, exit, validation, this.tools), (result) =>
-      Effect.map(Effect.exit(this.close(result)), (closed) =>
-        Exit.succeed(Exit.isSuccess(closed) ? closed.value : result)
-      )
+      Effect.map(Effect.exit(this.close(result)), (closed) => this.given(closed, result))
     )
   }
 
@@ -141,7 +147,7 @@ export class Closing {
     if (Deferred.isDoneUnsafe(this.done)) return
     // Its ending was under way when the fiber ended (the store died in its last commit): its result stands.
     if (this.closed !== undefined) {
-      Deferred.doneUnsafe(this.done, Exit.succeed(this.closed))
+      Deferred.doneUnsafe(this.done, suspension(this.ctx) ?? Exit.succeed(this.closed))
       return
     }
     const suspended = suspension(this.ctx)
@@ -152,7 +158,7 @@ export class Closing {
       // left behind, may never end.
       Effect.runForkWith(this.context)(
         Effect.flatMap(Effect.exit(this.close(made)), (closed) =>
-          Effect.andThen(Spans.runGiven, Deferred.succeed(this.done, Exit.isSuccess(closed) ? closed.value : made))
+          Effect.andThen(Spans.runGiven, Deferred.done(this.done, this.given(closed, made)))
         )
       )
     }
