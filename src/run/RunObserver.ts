@@ -13,7 +13,9 @@ import type * as Event from "../events/Event.ts"
  * One run's attachment to an observer: `event` is called synchronously, in the run's
  * fiber, with each event the run appends (an exception it throws is swallowed, and the
  * run goes on); `settled` is awaited once the run has its result, before its caller gets
- * it (a recorder waits there until `run.finished` is written).
+ * it (a recorder waits there until `run.finished` is written), for the run's stop grace
+ * at most; its failure is let go. An `attach` that throws or gives no attachment leaves
+ * its observer out of that run, with a warning logged.
  *
  * @category models
  * @since 0.6.0
@@ -45,7 +47,10 @@ export const RunObservers = Context.Reference<ReadonlyArray<Observer>>("effect-a
 
 /**
  * Adds an observer to those the runs under this layer attach to; the observer is built in
- * the layer's scope (a recorder's writer lives as long as the layer).
+ * the layer's scope (a recorder's writer lives as long as the layer). Observer layers stack
+ * when provided in turn (`Effect.provide` twice, `Layer.provideMerge`); merged
+ * (`Layer.mergeAll`), each reads the observers around it and one of them wins, as
+ * effect's `Logger.layer` does.
  *
  * @category layers
  * @since 0.6.0

@@ -36,7 +36,7 @@ export interface Resolved<RV, R = unknown> {
 const defaultTimeoutMillis = 10 * 60 * 1000
 
 /** The default `stopGrace`: past the default `Subprocess` grace (2 s) and its reaping. */
-const defaultStopGraceMillis = 5_000
+export const defaultStopGraceMillis = 5_000
 
 /** The default correction budget (R3.5). */
 const defaultCorrectionBudget = 3

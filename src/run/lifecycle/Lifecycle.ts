@@ -3,8 +3,9 @@
  * deadline, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { type Clock, Deferred, Effect, type Fiber, Result } from "effect"
+import { type Clock, Deferred, Effect, type Fiber, Predicate, Result } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
+import * as Failure from "../../failure/Failure.ts"
 import type * as Journal from "../../journal/Journal.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
@@ -16,7 +17,7 @@ import * as Spans from "../../tracing/Spans.ts"
 import * as Validation from "../../validation/Validation.ts"
 import * as Commit from "../internal/Commit.ts"
 import * as Durable from "../internal/Durable.ts"
-import { type Resolved, resolve } from "../internal/Resolve.ts"
+import { defaultStopGraceMillis, type Resolved, resolve } from "../internal/Resolve.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import { randomRunId } from "../internal/RunId.ts"
 import type { Ending } from "../internal/RunOutcome.ts"
@@ -190,23 +191,55 @@ const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>
     run.interruptUnsafe()
   })
 
+/** An observer's attachment to the run, or why it gave none (user code: it may throw, or give anything). */
+const attachOne = (observer: RunObserver.Observer, runId: string): RunObserver.Attached | string => {
+  try {
+    const attached: unknown = observer.attach(runId)
+    if (!Predicate.hasProperty(attached, "event") || !Predicate.isFunction(attached.event)) {
+      return "its attach gave no event function"
+    }
+    if (!Predicate.hasProperty(attached, "settled") || !Effect.isEffect(attached.settled)) {
+      return "its attach gave no settled effect"
+    }
+    // Checked just above: a function and an effect (what they give is not looked at).
+    return attached as RunObserver.Attached
+  } catch (error) {
+    return `its attach threw ${Failure.describeDefect(error).type}`
+  }
+}
+
 /**
  * Attaches the run to each observer (`RunObserver`) before its first event: what sees each
- * event, and what the run awaits before it gives its result.
+ * event, and what the run awaits before it gives its result, for the stop grace at most
+ * (in real time, as the grace itself). An observer cannot break the run it watches: one
+ * that gives no attachment is left out (and logged), an event it throws on is dropped, a
+ * `settled` that fails is let go.
  */
-const attach = (ctx: RunContext.RunContext, observers: ReadonlyArray<RunObserver.Observer>): Effect.Effect<void> => {
+const attach = (
+  ctx: RunContext.RunContext,
+  observers: ReadonlyArray<RunObserver.Observer>,
+  graceMillis: number
+): Effect.Effect<void> => {
   if (observers.length === 0) return Effect.void
-  const attached = observers.map((observer) => observer.attach(ctx.runId))
-  for (const { event } of attached) {
+  const settles: Array<Effect.Effect<void>> = []
+  for (const observer of observers) {
+    const attached = attachOne(observer, ctx.runId)
+    if (typeof attached === "string") {
+      settles.push(Effect.logWarning(`a run observer was left out of run ${ctx.runId}: ${attached}`))
+      continue
+    }
+    const { event, settled } = attached
     ctx.listeners.push((e) => {
       try {
         event(e)
       } catch {
-        // An observer cannot break the run it watches.
+        // Dropped: the run goes on.
       }
     })
+    settles.push(Effect.ignoreCause(settled))
   }
-  return Effect.forEach(attached, (a) => a.settled, { discard: true })
+  const all = Effect.forEach(settles, (settle) => settle, { discard: true, concurrency: "unbounded" })
+  return Effect.raceFirst(all, RealTime.sleep(graceMillis))
 }
 
 const noTools: ReadonlyMap<string, Tool.Any<unknown>> = new Map()
@@ -266,7 +299,7 @@ const execution = <RV, R>(
       ctx,
       done,
       valid?.registry.tools ?? noTools,
-      attach(ctx, self.getRef(RunObserver.RunObservers)),
+      attach(ctx, self.getRef(RunObserver.RunObservers), valid?.stopGraceMillis ?? defaultStopGraceMillis),
       self.context,
       self.getRef(RealTime.Waits)
     )

@@ -1,0 +1,75 @@
+/**
+ * A run's observers are user code: one that throws, gives no attachment or never settles
+ * cannot keep the run from giving its result (R12), nor the other observers from seeing it.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import type * as Event from "../../src/events/Event.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as RunObserver from "../../src/run/RunObserver.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+
+const answer = ScriptedModel.layer([ScriptedModel.finalAnswer("done")])
+
+/** An observer that keeps the tags it sees. */
+const watching = () => {
+  const seen: Array<Event.Event["_tag"]> = []
+  const observer: RunObserver.Observer = { attach: () => ({ event: (e) => seen.push(e._tag), settled: Effect.void }) }
+  return { seen, observer }
+}
+
+const runWith = (broken: RunObserver.Observer) =>
+  Effect.gen(function* () {
+    const good = watching()
+    const started = Date.now()
+    // Observers stack as their layers are provided in turn (merged, one layer would win).
+    const result = yield* Run.run({ goal: "x", tools: [], time: { stopGrace: "100 millis" } }).pipe(
+      Effect.provide(RunObserver.layer(Effect.succeed(good.observer))),
+      Effect.provide(Layer.merge(answer, RunObserver.layer(Effect.succeed(broken))))
+    )
+    return { result, seen: good.seen, millis: Date.now() - started }
+  })
+
+describe("RunObserver (R12)", () => {
+  const broken: ReadonlyArray<readonly [string, RunObserver.Observer]> = [
+    [
+      "attach throws",
+      {
+        attach: () => {
+          throw new Error("boom")
+        }
+      }
+    ],
+    ["attach gives nothing", { attach: () => undefined as unknown as RunObserver.Attached }],
+    [
+      "attach gives no event function",
+      { attach: () => ({ event: 5, settled: Effect.void }) as unknown as RunObserver.Attached }
+    ],
+    [
+      "attach gives no settled effect",
+      { attach: () => ({ event: () => {}, settled: 5 }) as unknown as RunObserver.Attached }
+    ],
+    ["settled fails", { attach: () => ({ event: () => {}, settled: Effect.die(new Error("boom")) }) }]
+  ]
+  for (const [name, observer] of broken) {
+    it.live(`R12 an observer whose ${name}: the run ends as it would, the other observers see it all`, () =>
+      Effect.gen(function* () {
+        const { result, seen } = yield* runWith(observer)
+        assert.strictEqual(result.stopReason, "goal_reached")
+        assert.deepStrictEqual(
+          seen,
+          result.timeline.map((e) => e._tag)
+        )
+      })
+    )
+  }
+
+  it.live("R12 an observer that never settles holds the result for the stop grace at most", () =>
+    Effect.gen(function* () {
+      const { result, millis } = yield* runWith({ attach: () => ({ event: () => {}, settled: Effect.never }) })
+      assert.strictEqual(result.stopReason, "goal_reached")
+      assert.isAtLeast(millis, 90, "it is waited for, as a recorder finishing its writes is")
+      assert.isBelow(millis, 2_000)
+    })
+  )
+})
