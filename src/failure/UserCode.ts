@@ -25,14 +25,36 @@ export const isEffect = (value: unknown): boolean => {
 }
 
 /**
+ * What it is for `what` to end interrupted when nobody interrupted it: an
+ * `Effect.interrupt` of its own, or a join of a fiber that was interrupted. Interrupting
+ * is the runtime's to do (a cancel, a deadline), and each of those is recorded.
+ */
+export const interruptedItself = (what: string): string =>
+  `${what} interrupted itself (an Effect.interrupt of its own, or a join of an interrupted fiber), with no cancel and no deadline`
+
+/**
+ * `self`, with an interruption it ends with made `onSelf()`. Only an interruption of
+ * its own gets there: one from outside (a cancel, a deadline's race) is sticky in effect,
+ * and the fiber stays interrupted whatever `onSelf` gives; so `onSelf` must do nothing
+ * but describe it (no event, no other effect).
+ */
+export const catchSelfInterrupt = <A, E, R, A2, E2>(
+  self: Effect.Effect<A, E, R>,
+  onSelf: () => Effect.Effect<A2, E2>
+): Effect.Effect<A | A2, E | E2, R> =>
+  Effect.catchCause(
+    self,
+    (cause): Effect.Effect<A2, E | E2> => (Cause.hasInterruptsOnly(cause) ? onSelf() : Effect.failCause(cause))
+  )
+
+/**
  * Makes whatever a piece of user code outside a tool handler failed with (a typed
- * error it was not allowed to have, a defect) a {@link UserCodeDefect} that names it;
- * interruption passes through.
+ * error it was not allowed to have, a defect, an interruption of its own) a
+ * {@link UserCodeDefect} that names it; an interruption from outside stays one.
  */
 export const orDie = <A, E, R>(what: string, self: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> =>
   Effect.catchCause(self, (cause) => {
-    if (Cause.hasInterruptsOnly(cause))
-      return Effect.failCause(Cause.fromReasons(cause.reasons.filter(Cause.isInterruptReason)))
+    if (Cause.hasInterruptsOnly(cause)) return Exit.die(new UserCodeDefect(interruptedItself(what)))
     const squashed = Cause.squash(cause)
     return Exit.die(
       isUserCodeDefect(squashed)
@@ -108,7 +130,8 @@ export const notAnEffect = (source: Failure.Source, what: string, value: unknown
 /**
  * Calls `f`, which must return an Effect. A throw becomes the failure `defectCode`
  * (see `Failure.fromDefect`), anything that is not an Effect the failure
- * `not_an_effect` (see {@link notAnEffect}); both as finished `Exit`s.
+ * `not_an_effect` (see {@link notAnEffect}); both as finished `Exit`s. An Effect that
+ * interrupts itself fails permanently with `defectCode` (see {@link interruptedItself}).
  */
 export const effect = <A, R>(
   options: {
@@ -127,7 +150,17 @@ export const effect = <A, R>(
     return Exit.fail(Failure.fromDefect(options.source, defect, options.defectCode))
   }
   if (!isEffect(out)) return Exit.fail(notAnEffect(options.source, options.what, out, options.advice))
-  return out
+  return catchSelfInterrupt(out, () =>
+    Exit.fail(
+      new Failure.Permanent({
+        source: options.source,
+        category: "defect",
+        code: options.defectCode,
+        attempts: 1,
+        hint: interruptedItself(options.what)
+      })
+    )
+  )
 }
 
 /**

@@ -38,10 +38,11 @@ export const runHook = <C, R>(hook: Hook<C, R>, context: C): Effect.Effect<Part,
       const checked = checkVerdict(verdict)
       return Result.isSuccess(checked) ? checked.success : { passed: false, detail: checked.failure }
     }),
-    // Typed as infallible, but a cast may hide a failure: anything but interruption becomes a failed check.
+    // Typed as infallible, but a cast may hide a failure: anything but an interruption from
+    // outside becomes a failed check (one from outside is sticky: see `UserCode.catchSelfInterrupt`).
     Effect.catchCause((cause) =>
       Cause.hasInterruptsOnly(cause)
-        ? Effect.failCause(cause)
+        ? Effect.succeed({ passed: false, detail: UserCode.interruptedItself("the hook") })
         : Effect.succeed({ passed: false, detail: `died: ${describeDefect(Cause.squash(cause))}` })
     ),
     Effect.map(({ passed, detail }): Part => {
