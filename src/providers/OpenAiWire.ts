@@ -247,6 +247,10 @@ export interface Accumulator {
   text: string
   reasoning: string | undefined
   readonly calls: Map<number, PartialCall>
+  /** The last call opened under each id, so that a delta finds its call at once. */
+  readonly byId: Map<string, PartialCall>
+  /** One past the highest index a call holds: where a call without one of its own goes. */
+  next: number
   finishReason: string | undefined
   usage: WireUsageType | undefined
 }
@@ -259,6 +263,8 @@ export const accumulator = (): Accumulator => ({
   text: "",
   reasoning: undefined,
   calls: new Map(),
+  byId: new Map(),
+  next: 0,
   finishReason: undefined,
   usage: undefined
 })
@@ -290,7 +296,10 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
     for (const part of delta.tool_calls ?? []) {
       const id = typeof part.id === "string" && part.id !== "" ? part.id : undefined
       const call = callFor(acc, part.index, id)
-      if (id !== undefined) call.id = id
+      if (id !== undefined && call.id !== id) {
+        call.id = id
+        acc.byId.set(id, call)
+      }
       const name = part.function?.name
       if (typeof name === "string" && name !== call.name) call.name += name
       if (typeof part.function?.arguments === "string") call.arguments += part.function.arguments
@@ -298,27 +307,29 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
   }
 }
 
-/** The call a tool-call delta belongs to (see {@link accumulate}), made when it is new. */
+/**
+ * The call a tool-call delta belongs to (see {@link accumulate}), made when it is new; in
+ * constant time, since a stream may bring a delta for each of thousands of calls.
+ */
 const callFor = (acc: Accumulator, index: number | null | undefined, id: string | undefined): PartialCall => {
-  const indexes = [...acc.calls.keys()]
-  const next = indexes.length === 0 ? 0 : Math.max(...indexes) + 1
-  const withId = id === undefined ? undefined : [...acc.calls.values()].findLast((call) => call.id === id)
+  const withId = id === undefined ? undefined : acc.byId.get(id)
   if (typeof index === "number") {
     const held = acc.calls.get(index)
     // Its index, unless another call holds it (an index reused under a new id).
     if (held !== undefined && (id === undefined || held.id === undefined || held.id === id)) return held
     if (held !== undefined && withId !== undefined) return withId
-    return open(acc, held === undefined ? index : next)
+    return open(acc, held === undefined ? index : acc.next)
   }
   // No index: the call of its id, or, without an id, the last call.
-  const found = id === undefined ? acc.calls.get(next - 1) : withId
-  return found ?? open(acc, next)
+  const found = id === undefined ? acc.calls.get(acc.next - 1) : withId
+  return found ?? open(acc, acc.next)
 }
 
 /** A new call at `at`. */
 const open = (acc: Accumulator, at: number): PartialCall => {
   const call: PartialCall = { id: undefined, name: "", arguments: "" }
   acc.calls.set(at, call)
+  if (Number.isFinite(at)) acc.next = Math.max(acc.next, at + 1)
   return call
 }
 

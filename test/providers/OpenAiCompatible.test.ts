@@ -121,6 +121,28 @@ describe("OpenAiCompatible", () => {
       )
     })
 
+    it("R4.2 R12 a stream of 200,000 tool-call deltas folds each in its call, one look-up each (no defect, every call in order)", () => {
+      // Each delta used to scan every call before it (quadratic: 40,000 calls held the event
+      // loop 18 s past every deadline) and spread their indexes into Math.max (a stack overflow).
+      const n = 200_000
+      const acc = OpenAiWire.accumulator()
+      for (let i = 0; i < n; i++) {
+        const first = { index: i, id: `c${i}`, type: "function", function: { name: "echo", arguments: '{"i":' } }
+        const rest = { index: i, function: { arguments: `${i}}` } }
+        for (const part of [first, rest]) {
+          const parsed = OpenAiWire.parseChunk(JSON.stringify({ choices: [{ delta: { tool_calls: [part] } }] }))
+          if (Result.isFailure(parsed)) assert.fail(parsed.failure)
+          else OpenAiWire.accumulate(acc, parsed.success)
+        }
+      }
+      const response = OpenAiWire.fromAccumulator(acc, { iteration: 1 })
+      if (Result.isFailure(response)) return assert.fail(response.failure.detail)
+      const calls = response.success.toolCalls
+      assert.strictEqual(calls.length, n)
+      assert.deepStrictEqual(calls[n - 1], { id: `c${n - 1}`, name: "echo", arguments: `{"i":${n - 1}}` })
+      assert.isTrue(calls.every((c, i) => c.id === `c${i}`))
+    })
+
     it("R11 an answer cut off or withheld is never final, whatever the server calls it; the first finish reason stands", () => {
       const finish = (reasons: ReadonlyArray<string>, choices?: ReadonlyArray<number>) => {
         const acc = OpenAiWire.accumulator()
