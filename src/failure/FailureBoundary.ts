@@ -23,7 +23,8 @@ import * as Failure from "./Failure.ts"
 /**
  * Reads a `Retry-After` header: delay-seconds or an HTTP-date, relative to `now`
  * (milliseconds since the epoch, from the run's `Clock`). `undefined` when absent or
- * unreadable; never negative, never more than `Number.MAX_SAFE_INTEGER`.
+ * unreadable (`-5`, `2, 30`: a date begins with its day's name); never negative, never
+ * more than `Number.MAX_SAFE_INTEGER`.
  *
  * @category parsing
  * @since 0.1.0
@@ -34,6 +35,9 @@ export const retryAfterMillis = (header: string | null | undefined, now: number)
   if (text === "") return undefined
   // A delay too long to represent is still "longer than any deadline", never Infinity.
   if (/^\d+(\.\d+)?$/.test(text)) return Math.min(Math.round(Number(text) * 1000), Number.MAX_SAFE_INTEGER)
+  // An HTTP-date (IMF-fixdate or an obsolete form) begins with the day's name; `Date.parse`
+  // reads much else as a date (`-5` is a year).
+  if (!/^[A-Za-z]{3}/.test(text)) return undefined
   const date = Date.parse(text)
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
@@ -66,6 +70,7 @@ const reasonPhrase = (status: number): string => {
     case 429:
       return "rate limited"
     default:
+      if (status >= 300 && status <= 399) return "a redirect, not followed: baseUrl must name the API itself"
       return status >= 500 ? "server error" : "client error"
   }
 }

@@ -35,7 +35,8 @@
  *
  * @since 0.1.0
  */
-import { Config, ConfigProvider, Effect, Layer, Redacted, Result } from "effect"
+import { Config, ConfigProvider, Context, Effect, Layer, Redacted, Result } from "effect"
+import * as FetchHttpClient from "effect/http/FetchHttpClient"
 import * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
@@ -75,6 +76,20 @@ const maxErrorBodyBytes = 64 * 1024
 const source = "provider" as const
 
 const now = Effect.clockWith((clock) => clock.currentTimeMillis)
+
+/**
+ * The request is sent where `baseUrl` says, never elsewhere: `fetch` follows redirects
+ * itself (turning the POST into a bodiless GET, to another origin as well), so over
+ * `FetchHttpClient` a redirect is handed back as the answer (a permanent failure), as
+ * `NodeTransport` does. The caller's other `RequestInit` fields are kept.
+ */
+const noRedirects = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiber((fiber) =>
+    Effect.provideService(self, FetchHttpClient.RequestInit, {
+      ...Context.getOrUndefined(fiber.context, FetchHttpClient.RequestInit),
+      redirect: "manual"
+    })
+  )
 
 /**
  * The model service over the `HttpClient` in context. Options that cannot work fail with
@@ -214,7 +229,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
           .execute(httpRequest)
           .pipe(
             Effect.mapError(ProviderFailure.fromHttpError),
-            Effect.provideService(ConnectionProgress.CurrentProgress, progress)
+            Effect.provideService(ConnectionProgress.CurrentProgress, progress),
+            noRedirects
           ),
         Phases.headersTimer(resolved, deadline, connection, start)
       )
@@ -231,7 +247,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         })
       }
       const decoding = decodingOf(request)
-      const eventStream = (response.headers["content-type"] ?? "").includes("text/event-stream")
+      // A media type is case-insensitive (`Text/Event-Stream`).
+      const eventStream = (response.headers["content-type"] ?? "").toLowerCase().includes("text/event-stream")
       if (eventStream) return yield* EventStream.read(reader, response, request, decoding, at)
       const text = yield* withinIdle(wholeBody(response), at, deadline)
       return yield* readPlain(text, decoding)

@@ -33,6 +33,9 @@ describe("FailureBoundary", () => {
     assert.strictEqual(FailureBoundary.retryAfterMillis(new Date(now + 7000).toUTCString(), now), 7000)
     assert.strictEqual(FailureBoundary.retryAfterMillis(new Date(now - 7000).toUTCString(), now), 0)
     assert.isUndefined(FailureBoundary.retryAfterMillis("soon", now))
+    // Read as dates by `Date.parse`, but no HTTP-date: `-5` is a year, `2, 30` two headers joined.
+    assert.isUndefined(FailureBoundary.retryAfterMillis("-5", now))
+    assert.isUndefined(FailureBoundary.retryAfterMillis("2, 30", now))
     assert.isUndefined(FailureBoundary.retryAfterMillis(undefined, now))
     const failure = FailureBoundary.http({ status: 429, retryAfter: "2", now })
     assert.isTrue(failure._tag === "Retryable" && failure.retryAfterMillis === 2000)

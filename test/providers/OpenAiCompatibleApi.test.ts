@@ -6,7 +6,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Schema, type Scope } from "effect"
+import { Effect, Exit, Layer, Redacted, Schema, type Scope } from "effect"
 import type * as HttpClient from "effect/http/HttpClient"
 import * as Event from "../../src/events/Event.ts"
 import type * as Model from "../../src/model/Model.ts"
@@ -155,6 +155,12 @@ describe("per-model options (R11)", () => {
         [{ apiKey: KEY }, "apiKey"],
         [{ timeouts: { connect: "soon" } }, "timeouts.connect"],
         [{ timeouts: { idleRead: Number.NaN } }, "timeouts.idleRead"],
+        [{ timeouts: { connect: 0 } }, "timeouts.connect"],
+        [{ apiKey: Redacted.make(`${KEY}\n`) }, "apiKey holds a line break"],
+        [{ apiKey: Redacted.make(`${KEY}\u0000`) }, "apiKey holds a line break or a NUL"],
+        [{ baseUrl: "https://user:hunter2secret@example.com/v1" }, "user name or password"],
+        [{ baseUrl: "https://example.com/v1?api-version=2024-02-01" }, "query"],
+        [{ baseUrl: "https://example.com/v1#frag" }, "fragment"],
         [{ timeouts: { firstByte: "-5 seconds" } }, "timeouts.firstByte"],
         [{ costPerMillionTokens: { input: -1, output: 1 } }, "costPerMillionTokens"]
       ]
@@ -163,6 +169,7 @@ describe("per-model options (R11)", () => {
         assert.instanceOf(error, OpenAiCompatible.InvalidOptions, JSON.stringify(options))
         assert.include(error.message, field, JSON.stringify(options))
         assert.notInclude(error.message, KEY)
+        assert.notInclude(error.message, "hunter2secret")
       }
     }).pipe(Effect.provide(transport))
   )

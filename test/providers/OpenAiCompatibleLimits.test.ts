@@ -227,7 +227,8 @@ describe("OpenAiCompatible limits", () => {
         const cases: ReadonlyArray<readonly [string, (ms: number | undefined) => boolean]> = [
           ["9".repeat(400), (ms) => ms !== undefined && ms >= Number.MAX_SAFE_INTEGER],
           ["soon", (ms) => ms === undefined],
-          ["-3", (ms) => ms === undefined || ms === 0]
+          ["-3", (ms) => ms === undefined],
+          ["2, 30", (ms) => ms === undefined]
         ]
         for (const [header, expected] of cases) {
           const { exit } = yield* once(FakeOpenAiServer.status(429, { retryAfter: header }))
@@ -236,6 +237,49 @@ describe("OpenAiCompatible limits", () => {
           const ms = failure._tag === "Retryable" ? failure.retryAfterMillis : undefined
           assert.isTrue(expected(ms), `Retry-After: ${header.slice(0, 12)} gave ${ms}`)
         }
+      })
+    )
+  })
+
+  describe("where the request goes, and what the answer says it is (R3.2, R11)", () => {
+    live("R3.2 a retry-after-ms that is no number leaves Retry-After to say the wait", () =>
+      Effect.gen(function* () {
+        const headers = { "retry-after-ms": "", "retry-after": "30" }
+        const { exit } = yield* once(FakeOpenAiServer.raw({ status: 429, headers, body: "{}" }))
+        const failure = failureOf(exit)
+        assert.strictEqual(failure._tag === "Retryable" ? failure.retryAfterMillis : undefined, 30_000)
+      })
+    )
+
+    live("R3.2 a redirect is not followed: a permanent failure saying so, nothing sent elsewhere", () =>
+      Effect.gen(function* () {
+        const elsewhere = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({ text: "from elsewhere" })])
+        const headers = { location: `${elsewhere.url}/chat/completions` }
+        for (const status of [302, 307]) {
+          const { exit } = yield* once(FakeOpenAiServer.raw({ status, headers, body: "" }))
+          const failure = failureOf(exit)
+          assert.strictEqual(failure._tag, "Permanent", `${status}: ${failure.hint}`)
+          assert.include(failure.hint, "a redirect, not followed")
+        }
+        assert.lengthOf(yield* elsewhere.requests, 0)
+      })
+    )
+
+    live("R11 a stream whose content type is written in capitals is read as a stream", () =>
+      Effect.gen(function* () {
+        const body = `${chunkEvent({ content: "hi" })}data: [DONE]\n\n`
+        const headers = { "content-type": "Text/Event-Stream; charset=UTF-8" }
+        const { exit } = yield* once(FakeOpenAiServer.raw({ headers, body }), { stream: true })
+        assert.isTrue(Exit.isSuccess(exit) && exit.value.text === "hi", String(exit))
+      })
+    )
+
+    live("R3.1 an error in the stream with a huge type: the hint keeps 200 characters of it", () =>
+      Effect.gen(function* () {
+        const body = `data: ${JSON.stringify({ error: { message: "no", type: "t".repeat(100_000) } })}\n\n`
+        const headers = { "content-type": "text/event-stream" }
+        const { exit } = yield* once(FakeOpenAiServer.raw({ headers, body }), { stream: true })
+        assert.isBelow(failureOf(exit).hint.length, 400)
       })
     )
   })

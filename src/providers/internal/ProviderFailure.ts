@@ -8,6 +8,7 @@ import type * as HttpClientError from "effect/http/HttpClientError"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
+import * as Redact from "./Redact.ts"
 
 const source = "provider" as const
 
@@ -71,10 +72,10 @@ export const scrubbed = (failure: Failure.Failure, scrub: (text: string) => stri
   }
 }
 
-/** The `Retry-After` a response asks for, preferring OpenAI's `retry-after-ms`. */
+/** The `Retry-After` a response asks for, preferring OpenAI's `retry-after-ms` when it is a number of milliseconds. */
 export const retryAfter = (response: HttpClientResponse.HttpClientResponse): string | undefined => {
-  const ms = Number(response.headers["retry-after-ms"])
-  return Number.isFinite(ms) && ms >= 0 ? String(ms / 1000) : response.headers["retry-after"]
+  const ms = response.headers["retry-after-ms"]?.trim()
+  return ms !== undefined && /^\d+(\.\d+)?$/.test(ms) ? String(Number(ms) / 1000) : response.headers["retry-after"]
 }
 
 /**
@@ -146,7 +147,11 @@ export const streamError = (
   diagnostic: string
 ): Failure.Failure => {
   const kind = kindOf(error)
-  const label = [error.type, error.code].filter((v) => Predicate.isString(v) || Predicate.isNumber(v)).join(", ")
+  // The provider's words, cut as its message is: a type or a code may be anything it sends.
+  const label = Redact.clip(
+    [error.type, error.code].filter((v) => Predicate.isString(v) || Predicate.isNumber(v)).join(", "),
+    200
+  )
   const fields = {
     source,
     // A filtered answer has its own category, as a `finish_reason: content_filter` has: the run stops on it (R11).

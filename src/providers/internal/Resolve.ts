@@ -6,6 +6,7 @@ import { type Duration, Effect, Predicate, Redacted, Result, Schema } from "effe
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Durations from "../../time/Durations.ts"
 import * as OpenAiOptions from "../OpenAiOptions.ts"
+import * as Redact from "./Redact.ts"
 
 const NonNegative = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
 const AtLeastOne = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
@@ -54,7 +55,8 @@ const millis = (name: string, input: Duration.Input | undefined, fallback: numbe
   if (input === undefined) return Result.succeed(fallback)
   const ms = Durations.millisOf(input)
   if (ms === undefined) return Result.fail(`timeouts.${name} is not a duration`)
-  return ms >= 0 ? Result.succeed(ms) : Result.fail(`timeouts.${name} must not be negative`)
+  // 0 would fail every request at once.
+  return ms > 0 ? Result.succeed(ms) : Result.fail(`timeouts.${name} must be longer than 0`)
 }
 
 /** What the dialect does not have, or `undefined`. */
@@ -86,13 +88,26 @@ export const resolve = (options: OpenAiOptions.Options): Effect.Effect<Resolved,
     const checked = checkFields(options)
     if (Result.isFailure(checked)) return fail(checked.failure.replace(/^the options is invalid: /, ""))
     if (!Redacted.isRedacted(options.apiKey)) return fail("apiKey must be a Redacted value (Redacted.make(key))")
+    // Never quoted: it is the key. A header cannot carry these, so no request could be sent.
+    if (/[\r\n\0]/.test(String(Redacted.value(options.apiKey)))) {
+      return fail(
+        "apiKey holds a line break or a NUL, which no HTTP header can carry (a key read from a file keeps its last newline: trim it)"
+      )
+    }
     let url: URL
     try {
       url = new URL(options.baseUrl)
     } catch {
-      return fail(`baseUrl "${options.baseUrl}" is not a URL`)
+      return fail(`baseUrl "${Redact.clip(String(options.baseUrl), 200)}" is not a URL`)
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") return fail("baseUrl must be an http or https URL")
+    // Neither quoted: a password, a query's key.
+    if (url.username !== "" || url.password !== "") {
+      return fail("baseUrl must not hold a user name or password (the key goes in apiKey)")
+    }
+    if (url.search !== "" || url.hash !== "") {
+      return fail("baseUrl must not have a query or a fragment: /chat/completions is appended to its path")
+    }
     const dialect = options.dialect ?? "openai"
     const issue = dialectIssue(dialect, options)
     if (issue !== undefined) return fail(issue)
