@@ -33,6 +33,7 @@
 
 import * as Http from "node:http"
 import { Deferred, Effect, Exit, Result, Schema, type Scope } from "effect"
+import * as Failure from "../failure/Failure.ts"
 import * as Answers from "./internal/FakeOpenAiAnswers.ts"
 import { type RecordedRequest, type Step, status } from "./internal/FakeOpenAiSteps.ts"
 import * as Validation from "./internal/FakeOpenAiValidation.ts"
@@ -273,7 +274,21 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<FakeO
       const nextCallId = () => `call_${ids++}`
       const stepFor = (record: RecordedRequest): Step => {
         const index = played++
-        if (typeof script === "function") return script(index, record)
+        if (typeof script === "function") {
+          // The test's own code: what it throws is answered as a 500 naming it, never left to crash the process.
+          try {
+            return script(index, record)
+          } catch (error) {
+            // The test's own message (its script is no secret), cut; a value that throws when read says nothing.
+            let said = ""
+            try {
+              if (error instanceof Error) said = `: ${String(error.message).slice(0, 500)}`
+            } catch {}
+            return status(500, {
+              message: `FakeOpenAiServer: the script threw ${Failure.describeDefect(error).type} at request ${index + 1}${said}`
+            })
+          }
+        }
         return (
           script[index] ??
           status(500, {

@@ -55,7 +55,18 @@ export const rateLimited = (retryAfter?: string): Step => ({
  * @category constructors
  * @since 0.1.0
  */
-export const httpError = (status: number): Step => ({ _tag: "Fault", fault: { kind: "http", status } })
+export const httpError = (status: number): Step => ({
+  _tag: "Fault",
+  fault: { kind: "http", status: httpStatus("httpError", status) }
+})
+
+/** `status`, or a `RangeError` naming `constructor` when it is no HTTP status. */
+const httpStatus = (constructor: string, status: number): number => {
+  if (!Number.isSafeInteger(status) || status < 100 || status > 999) {
+    throw new RangeError(`FaultyModel.${constructor}: status must be an HTTP status (100 to 999), got ${status}`)
+  }
+  return status
+}
 
 /**
  * @category constructors
@@ -81,10 +92,12 @@ export const corruptJson: Step = { _tag: "Fault", fault: { kind: "corrupt_json" 
  * @category constructors
  * @since 0.1.0
  */
-export const alreadyRetried = (status: number, attempts: number): Step => ({
-  _tag: "Fault",
-  fault: { kind: "already_retried", status, attempts }
-})
+export const alreadyRetried = (status: number, attempts: number): Step => {
+  if (!Number.isSafeInteger(attempts) || attempts < 1) {
+    throw new RangeError(`FaultyModel.alreadyRetried: attempts must be an integer >= 1, got ${attempts}`)
+  }
+  return { _tag: "Fault", fault: { kind: "already_retried", status: httpStatus("alreadyRetried", status), attempts } }
+}
 
 /**
  * A call that never answers: only the run's deadline or a cancel ends it.

@@ -119,6 +119,24 @@ export const flaky = (options: {
  */
 export type Behaviour = "apply" | "apply_then_lose" | "lose_before_apply" | "fail_before_apply" | "hang"
 
+const behaviours: ReadonlySet<unknown> = new Set<Behaviour>([
+  "apply",
+  "apply_then_lose",
+  "lose_before_apply",
+  "fail_before_apply",
+  "hang"
+])
+
+/** A behaviour the ledger knows, or a `RangeError` naming it (a typo would do nothing it could say). */
+const knownBehaviour = (behaviour: unknown, where: string): Behaviour => {
+  if (!behaviours.has(behaviour)) {
+    throw new RangeError(
+      `FaultyTools.ledgered: ${where} ${JSON.stringify(behaviour) ?? String(behaviour)} is not a behaviour (${[...behaviours].join(", ")})`
+    )
+  }
+  return behaviour as Behaviour // Checked just above.
+}
+
 /**
  * A ledgered tool, what it received, what it applied, and which keys its status
  * query was asked about.
@@ -178,12 +196,19 @@ export const ledgered = (options: {
   /** The call waits for a person's approval before it runs (R7). */
   readonly needsApproval?: boolean | undefined
 }): Ledgered => {
+  const script = options.behaviour
+  if (!Predicate.isFunction(script)) {
+    if (!Array.isArray(script)) throw new RangeError("FaultyTools.ledgered: behaviour must be an array or a function")
+    script.forEach((b, i) => knownBehaviour(b, `behaviour[${i}]`))
+  }
   const { calls, record } = makeCalls()
   const { entries, ledger } = makeLedger()
   const reconciled: Array<string> = []
   const behaviourOf = (call: Call): Behaviour => {
-    const script = options.behaviour
-    return Predicate.isFunction(script) ? script(call) : (script[call.n - 1] ?? "apply")
+    // A function's answer is checked when it is given: the call's handler dies naming it.
+    return Predicate.isFunction(script)
+      ? knownBehaviour(script(call), `behaviour(call ${call.n}) gave`)
+      : (script[call.n - 1] ?? "apply")
   }
   const apply = (call: Call): Receipt => {
     const existing = options.idempotent ? ledger.lookup(call.idempotencyKey) : undefined

@@ -249,6 +249,40 @@ describe("FakeOpenAiServer", () => {
         { model: "m", messages: [user], temperature: 2.5 },
         "temperature",
         "Expected a value <= 2"
+      ],
+      [
+        "an assistant tool call without its type",
+        {
+          model: "m",
+          messages: [
+            user,
+            {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "c1", function: { name: "echo", arguments: "{}" } }]
+            },
+            { role: "tool", tool_call_id: "c1", content: "{}" }
+          ]
+        },
+        "messages.[1].tool_calls.[0].type",
+        "Missing required parameter"
+      ],
+      [
+        "an assistant tool call whose arguments are an object",
+        {
+          model: "m",
+          messages: [
+            user,
+            {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "c1", type: "function", function: { name: "echo", arguments: { a: 1 } } }]
+            },
+            { role: "tool", tool_call_id: "c1", content: "{}" }
+          ]
+        },
+        "messages.[1].tool_calls.[0].function.arguments",
+        "expected a string"
       ]
     ]
     it.live("R11 refuses what the API refuses, with its 400 body, and plays no step for it", () =>
@@ -265,6 +299,20 @@ describe("FakeOpenAiServer", () => {
         const accepted = yield* chat(server)
         assert.strictEqual(JSON.parse(accepted.text).choices[0].message.content, "the one step")
         assert.strictEqual((yield* server.requests).length, refused.length + 1)
+      })
+    )
+
+    it.live("R11 a script function that throws is answered a 500 naming it; the server goes on", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make((index) => {
+          if (index === 0) throw new TypeError("messages[3] is undefined")
+          return FakeOpenAiServer.reply({ text: "next" })
+        })
+        const thrown = yield* chat(server)
+        assert.strictEqual(thrown.status, 500)
+        assert.include(thrown.text, "the script threw TypeError at request 1")
+        assert.include(thrown.text, "messages[3] is undefined")
+        assert.strictEqual(JSON.parse((yield* chat(server)).text).choices[0].message.content, "next")
       })
     )
 

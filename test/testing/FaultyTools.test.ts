@@ -45,6 +45,26 @@ const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Even
   timeline.filter((e): e is Event.Of<T> => e._tag === tag)
 
 describe("FaultyTools", () => {
+  it("R10 a fault that cannot be injected as written is a RangeError naming it", () => {
+    const ledgered = (behaviour: unknown) => () =>
+      FaultyTools.ledgered({
+        name: "pay",
+        idempotent: false,
+        sideEffect: "external",
+        behaviour: behaviour as ReadonlyArray<FaultyTools.Behaviour>
+      })
+    assert.throws(ledgered(["apply", "aply"]), RangeError, 'behaviour[1] "aply" is not a behaviour')
+    assert.throws(ledgered("apply"), RangeError, "behaviour must be an array or a function")
+    for (const attempts of [0, -1, 1.5, Number.NaN]) {
+      assert.throws(() => FaultyModel.alreadyRetried(503, attempts), RangeError, "attempts", String(attempts))
+    }
+    for (const status of [0, 42, 1000, 503.5]) {
+      assert.throws(() => FaultyModel.httpError(status), RangeError, "status", String(status))
+    }
+    // A function's answer is checked as it is given: the handler fails naming it, the run goes on to say so.
+    assert.doesNotThrow(ledgered(() => "hang"))
+  })
+
   describe("R3.8 unknown outcomes and the side-effect ledger", () => {
     it.effect("R3.8 a payment that applies then loses its answer is reconciled: the real receipt, applied once", () =>
       Effect.gen(function* () {

@@ -57,6 +57,36 @@ const toolCallIds = (message: Json): Array<string> =>
     ? message.tool_calls.flatMap((call) => (isObject(call) && typeof call.id === "string" ? [call.id] : []))
     : []
 
+/** What the API says of the first tool call of an assistant turn it would refuse (no id, no `type: "function"`, arguments that are not text). */
+const toolCallIssue = (message: Json, at: string): Invalid | undefined => {
+  if (message.tool_calls === undefined || message.tool_calls === null) return undefined
+  if (!Array.isArray(message.tool_calls)) {
+    return invalid(`Invalid type for '${at}.tool_calls': expected an array.`, `${at}.tool_calls`, "invalid_type")
+  }
+  for (let j = 0; j < message.tool_calls.length; j++) {
+    const call: unknown = message.tool_calls[j]
+    const where = `${at}.tool_calls.[${j}]`
+    const missing = (field: string) =>
+      invalid(`Missing required parameter: '${where}.${field}'.`, `${where}.${field}`, "missing_required_parameter")
+    if (!isObject(call)) return invalid(`Invalid type for '${where}': expected an object.`, where, "invalid_type")
+    if (typeof call.id !== "string") return missing("id")
+    if (call.type === undefined) return missing("type")
+    if (call.type !== "function") {
+      return invalid(`Invalid value for '${where}.type': expected 'function'.`, `${where}.type`, "invalid_value")
+    }
+    if (!isObject(call.function)) return missing("function")
+    if (typeof call.function.name !== "string") return missing("function.name")
+    if (typeof call.function.arguments !== "string") {
+      return invalid(
+        `Invalid type for '${where}.function.arguments': expected a string, but got ${call.function.arguments === undefined ? "nothing" : typeof call.function.arguments} instead.`,
+        `${where}.function.arguments`,
+        "invalid_type"
+      )
+    }
+  }
+  return undefined
+}
+
 /** The conversation's order: each tool message answers the assistant turn before it, and every call is answered. */
 const conversationIssue = (messages: ReadonlyArray<unknown>, api: Api): Invalid | undefined => {
   let pending: Set<string> | undefined
@@ -95,6 +125,8 @@ const conversationIssue = (messages: ReadonlyArray<unknown>, api: Api): Invalid 
     }
     pending = undefined
     if (role === "assistant") {
+      const callIssue = toolCallIssue(message, at)
+      if (callIssue !== undefined) return callIssue
       const ids = toolCallIds(message)
       if (ids.length === 0 && typeof message.content !== "string" && !Array.isArray(message.content)) {
         return invalid(
