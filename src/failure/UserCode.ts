@@ -182,13 +182,15 @@ export const effectOrDie = <A, E, R>(what: string, f: () => Effect.Effect<A, E, 
  * Checks a value user code returned against its schema, or says which field is wrong:
  * `the termination policy "p" returned an invalid decision: Expected … at ["reason"]`.
  * The issue is rendered as the tool pipeline renders argument errors: paths and
- * expectations, each value cut short.
+ * expectations, each value cut short. `exact` refuses keys the schema does not name (an
+ * option's typo).
  */
 export const check = <S extends Schema.ConstraintDecoder<unknown>>(
   schema: S,
-  what: string
+  what: string,
+  options?: { readonly exact?: boolean | undefined }
 ): ((value: unknown) => Result.Result<S["Type"], string>) => {
-  const checkValue = checkAs(schema)
+  const checkValue = checkAs(schema, options)
   return (value) => checkValue(value, () => what)
 }
 
@@ -197,9 +199,13 @@ export const check = <S extends Schema.ConstraintDecoder<unknown>>(
  * many owners (the decisions of every policy), each failure naming its owner.
  */
 export const checkAs = <S extends Schema.ConstraintDecoder<unknown>>(
-  schema: S
+  schema: S,
+  options?: { readonly exact?: boolean | undefined }
 ): ((value: unknown, what: () => string) => Result.Result<S["Type"], string>) => {
-  const decode = Schema.decodeUnknownResult(schema, { errors: "all" })
+  const decode = Schema.decodeUnknownResult(schema, {
+    errors: "all",
+    ...(options?.exact === true ? { onExcessProperty: "error" as const } : {})
+  })
   return (value, what) => {
     try {
       return Result.mapError(

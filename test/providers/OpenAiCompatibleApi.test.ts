@@ -156,6 +156,8 @@ describe("per-model options (R11)", () => {
         [{ timeouts: { connect: "soon" } }, "timeouts.connect"],
         [{ timeouts: { idleRead: Number.NaN } }, "timeouts.idleRead"],
         [{ timeouts: { connect: 0 } }, "timeouts.connect"],
+        [{ timeouts: { connectTimeout: 5 } }, "timeouts.connectTimeout"],
+        [{ maxTokens: 100 }, "maxTokens"],
         [{ apiKey: Redacted.make(`${KEY}\n`) }, "apiKey holds a line break"],
         [{ apiKey: Redacted.make(`${KEY}\u0000`) }, "apiKey holds a line break or a NUL"],
         [{ baseUrl: "https://user:hunter2secret@example.com/v1" }, "user name or password"],

@@ -11,8 +11,15 @@ import * as Redact from "./Redact.ts"
 const NonNegative = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
 const AtLeastOne = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
 
+/** A field `resolve` checks itself, named here so that the struct knows every option. */
+const CheckedApart = Schema.optional(Schema.Unknown)
+
 const checkFields = UserCode.check(
   Schema.Struct({
+    apiKey: CheckedApart,
+    timeouts: Schema.optional(
+      Schema.Struct({ connect: CheckedApart, firstByte: CheckedApart, idleRead: CheckedApart })
+    ),
     baseUrl: Schema.String,
     model: Schema.NonEmptyString,
     dialect: Schema.optional(OpenAiOptions.Dialect),
@@ -28,7 +35,8 @@ const checkFields = UserCode.check(
     reasoning: Schema.optional(OpenAiOptions.Reasoning),
     maxResponseBytes: Schema.optional(AtLeastOne)
   }),
-  "the options"
+  "the options",
+  { exact: true }
 )
 
 /** The options as the client uses them, every default filled in. */
