@@ -190,6 +190,34 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     'the name "a" is used twice; model names must be unique'
   ],
   [
+    "a limit no policy in the list enforces (it would be ignored)",
+    { goal: "x", tools: [], limits: { maxIterations: 3 }, policies: [Termination.finalAnswer] },
+    ["limits", "maxIterations"],
+    "no policy in force enforces it (it would be ignored): pass policies as a function of the defaults, which are built from the limits, or build the list with Termination.defaults(limits)"
+  ],
+  [
+    "a limit the list enforces otherwise",
+    {
+      goal: "x",
+      tools: [],
+      limits: { maxIterations: 3, maxToolCalls: 4 },
+      policies: [...Termination.defaults(), Termination.make("mine", () => Termination.continue_)]
+    },
+    ["limits", "maxIterations"],
+    "the policies in force enforce 20 (3 would be ignored): pass policies as a function of the defaults, which are built from the limits, or build the list with Termination.defaults(limits)"
+  ],
+  [
+    "a limit whose policy the function removed",
+    {
+      goal: "x",
+      tools: [],
+      limits: { maxIterations: 3 },
+      policies: (defaults: ReadonlyArray<Termination.Policy>) => Termination.remove(defaults, "max_iterations")
+    },
+    ["limits", "maxIterations"],
+    "no policy in force enforces it (it would be ignored): pass policies as a function of the defaults, which are built from the limits, or build the list with Termination.defaults(limits)"
+  ],
+  [
     "the policies",
     { goal: "x", tools: [], policies: "defaults" },
     ["policies"],

@@ -4,6 +4,7 @@ import * as RunLog from "../../src/events/RunLog.ts"
 import * as Explain from "../../src/explain/Explain.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as Termination from "../../src/termination/Termination.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
@@ -68,6 +69,18 @@ describe("Run.resume: the options a run started with (R9)", () => {
         concurrency: 2
       })
     }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
+
+  it.effect(
+    "R9 a list of policies given to Run.resume carries its own limits: the recorded ones are not pressed on it",
+    () =>
+      Effect.gen(function* () {
+        yield* diesAtStep22
+        const policies = Termination.defaults({ maxIterations: 24, maxToolCalls: 100 })
+        const resumed = yield* Run.resume("r1", { tools: [step], policies })
+        assert.strictEqual(resumed.stopReason, "max_iterations", resumed.detail)
+        assert.strictEqual(resumed.counters.iterations, 24)
+      }).pipe(Effect.provide([Journal.layerMemory, model]))
   )
 
   it.effect("R9 limits given to Run.resume win over the recorded ones", () =>

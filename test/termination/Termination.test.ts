@@ -439,7 +439,7 @@ describe("User-edited policies in a run (R2.2)", () => {
       const result = yield* Run.run({
         goal: "go on",
         tools: [probe().tool],
-        limits: { maxIterations: 2, maxToolCalls: 4 },
+        limits: { maxToolCalls: 4 },
         policies: (defaults) => Termination.remove(defaults, "max_iterations")
       })
       assertStop(result, "max_tool_calls", "max_tool_calls")

@@ -266,6 +266,7 @@ const recoveryNames = [
  */
 export const startedWith = <
   Options extends {
+    readonly policies?: unknown
     readonly limits?: object | undefined
     readonly time?: object | undefined
     readonly recovery?: object | undefined
@@ -279,10 +280,14 @@ export const startedWith = <
   if (recorded === undefined) return options
   return {
     ...options,
+    // A list of policies given carries its own limits: the recorded ones of the policies
+    // the run started with are not theirs.
     limits: fill(
       options.limits,
       recorded,
-      RunOptionsSchema.limitNames.map((name) => [name, name] as const)
+      (Array.isArray(options.policies) ? RunOptionsSchema.pipelineLimitNames : RunOptionsSchema.limitNames).map(
+        (name) => [name, name] as const
+      )
     ),
     time: fill(options.time, recorded, timeNames),
     recovery: fill(options.recovery, recorded, recoveryNames),

@@ -153,8 +153,44 @@ const threwMessage = (error: unknown): string => {
   return UserCode.threw("the function", error).safeMessage
 }
 
+const pipelineLimits: ReadonlySet<string> = new Set(RunOptionsSchema.pipelineLimitNames)
+
+/**
+ * The first limit given that the policies in force do not enforce as given (a list given
+ * with its own policies, a function that removed one), as the typed error naming it:
+ * it would be ignored, and `run.started` would record other limits than the caller's.
+ */
+const unenforced = (
+  limits: RunOptions.Limits,
+  policies: ReadonlyArray<Termination.Policy>
+): RunOptions.InvalidRunOptions | undefined => {
+  const enforced: Record<string, number | undefined> = Object.assign({}, ...policies.map((p) => p.limits ?? {}))
+  for (const [name, given] of Object.entries(limits)) {
+    if (given === undefined || pipelineLimits.has(name) || enforced[name] === given) continue
+    const held = enforced[name]
+    return new RunOptions.InvalidRunOptions({
+      path: ["limits", name],
+      reason:
+        (held === undefined
+          ? "no policy in force enforces it (it would be ignored)"
+          : `the policies in force enforce ${held} (${given} would be ignored)`) +
+        ": pass policies as a function of the defaults, which are built from the limits, or build the list with Termination.defaults(limits)"
+    })
+  }
+  return undefined
+}
+
 /** The policies of the run: the defaults, the list given, or what the function given made of the defaults. */
 const policiesOf = (
+  given: RunOptionsSchema.Checked["policies"],
+  limits: RunOptions.Limits
+): Result.Result<ReadonlyArray<Termination.Policy>, RunOptions.InvalidRunOptions> =>
+  Result.flatMap(chosenPolicies(given, limits), (policies) => {
+    const issue = unenforced(limits, policies)
+    return issue === undefined ? Result.succeed(policies) : Result.fail(issue)
+  })
+
+const chosenPolicies = (
   given: RunOptionsSchema.Checked["policies"],
   limits: RunOptions.Limits
 ): Result.Result<ReadonlyArray<Termination.Policy>, RunOptions.InvalidRunOptions> => {

@@ -314,7 +314,8 @@ const Fallback = Schema.Struct({
   )
 })
 
-const Limits = Schema.Struct({
+/** The limits of the termination policies: the defaults are built from them. */
+const PolicyLimits = {
   maxIterations: Schema.optional(Count(1)),
   maxToolCalls: Schema.optional(Count(1)),
   repeatedToolCall: Schema.optional(Count(1)),
@@ -323,14 +324,23 @@ const Limits = Schema.Struct({
   loopThreshold: Schema.optional(Count(1)),
   sameClassErrors: Schema.optional(Count(1)),
   maxTokens: Schema.optional(Count(0)),
-  maxCostUsd: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
+  maxCostUsd: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)))
+}
+
+/** The limits the tool pipeline enforces itself. */
+const PipelineLimits = {
   maxArgumentChars: Schema.optional(Count(1)),
   maxArgumentDepth: Schema.optional(Count(1).check(Schema.isLessThanOrEqualTo(ToolArguments.deepestArguments))),
   maxObservationChars: Schema.optional(Count(1))
-})
+}
+
+const Limits = Schema.Struct({ ...PolicyLimits, ...PipelineLimits })
 
 /** The names of the `limits` option's fields (what a resumed run takes back from its `run.started`). */
 export const limitNames: ReadonlyArray<string> = Object.keys(Limits.fields)
+
+/** The names of the limits the tool pipeline enforces, not a policy. */
+export const pipelineLimitNames: ReadonlyArray<string> = Object.keys(PipelineLimits)
 
 const Time = Schema.Struct({
   run: Schema.optional(Millis),
