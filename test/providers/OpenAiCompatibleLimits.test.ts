@@ -265,6 +265,13 @@ describe("OpenAiCompatible limits", () => {
       })
     )
 
+    live("R3.2 an answer with no body (204) is a corrupt response on every client, retryable", () =>
+      Effect.gen(function* () {
+        const { exit } = yield* once(FakeOpenAiServer.raw({ status: 204, body: "" }))
+        assert.deepStrictEqual(classOf(failureOf(exit)), ["Retryable", "corrupt_response", "corrupt_response"])
+      })
+    )
+
     live("R11 a stream whose content type is written in capitals is read as a stream", () =>
       Effect.gen(function* () {
         const body = `${chunkEvent({ content: "hi" })}data: [DONE]\n\n`

@@ -48,6 +48,9 @@ export const fromHttpError = (error: HttpClientError.HttpClientError): Failure.F
     return responseTooLarge("the response headers", "the HTTP client's header size limit")
   }
   const detail = `${reason._tag}: ${cause === undefined ? (reason.description ?? "") : describe(cause)}`
+  // An answer with no body (a 204): as the body read over node:http finds it, an answer
+  // that cannot be parsed, whatever the client.
+  if (reason._tag === "EmptyBodyError") return FailureBoundary.corruptResponse({ source, detail })
   const programmerError = code?.startsWith("ERR_") === true
   if ((reason._tag === "TransportError" || reason._tag === "DecodeError") && !programmerError) {
     return FailureBoundary.connection({ source, detail })
