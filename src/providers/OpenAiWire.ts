@@ -247,8 +247,10 @@ export interface Accumulator {
   text: string
   reasoning: string | undefined
   readonly calls: Map<number, PartialCall>
-  /** The last call opened under each id, so that a delta finds its call at once. */
+  /** The last call opened that holds each id, so that a delta finds its call at once. */
   readonly byId: Map<string, PartialCall>
+  /** The order the calls were opened in (`byId` keeps the last opened). */
+  readonly opened: Map<PartialCall, number>
   /** One past the highest index a call holds: where a call without one of its own goes. */
   next: number
   finishReason: string | undefined
@@ -264,6 +266,7 @@ export const accumulator = (): Accumulator => ({
   reasoning: undefined,
   calls: new Map(),
   byId: new Map(),
+  opened: new Map(),
   next: 0,
   finishReason: undefined,
   usage: undefined
@@ -298,7 +301,9 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
       const call = callFor(acc, part.index, id)
       if (id !== undefined && call.id !== id) {
         call.id = id
-        acc.byId.set(id, call)
+        // A call takes an id once; of two calls holding one, a delta goes to the last opened.
+        const holder = acc.byId.get(id)
+        if (holder === undefined || (acc.opened.get(holder) ?? 0) < (acc.opened.get(call) ?? 0)) acc.byId.set(id, call)
       }
       const name = part.function?.name
       if (typeof name === "string" && name !== call.name) call.name += name
@@ -329,6 +334,7 @@ const callFor = (acc: Accumulator, index: number | null | undefined, id: string 
 const open = (acc: Accumulator, at: number): PartialCall => {
   const call: PartialCall = { id: undefined, name: "", arguments: "" }
   acc.calls.set(at, call)
+  acc.opened.set(call, acc.opened.size)
   if (Number.isFinite(at)) acc.next = Math.max(acc.next, at + 1)
   return call
 }

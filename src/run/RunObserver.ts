@@ -14,7 +14,7 @@ import type * as Event from "../events/Event.ts"
  * fiber, with each event the run appends (an exception it throws is swallowed, and the
  * run goes on); `settled` is awaited once the run has its result, before its caller gets
  * it (a recorder waits there until `run.finished` is written), for the run's stop grace
- * at most; its failure is let go. An `attach` that throws or gives no attachment leaves
+ * (at least 5 seconds) at most; its failure is let go. An `attach` that throws or gives no attachment leaves
  * its observer out of that run, with a warning logged.
  *
  * @category models

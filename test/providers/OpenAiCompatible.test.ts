@@ -110,6 +110,20 @@ describe("OpenAiCompatible", () => {
         ]),
         expected
       )
+      // Two calls come to hold one id (the first took it late): a delta of that id without an
+      // index goes to the last one opened.
+      assert.deepStrictEqual(
+        fold([
+          delta({ index: 1, function: { name: "echo", arguments: '{"x":"1"}' } }),
+          delta({ index: 3, id: "a", function: { name: "echo", arguments: '{"x":' } }),
+          delta({ index: 1, id: "a" }),
+          delta({ id: "a", function: { arguments: '"2"}' } })
+        ]),
+        [
+          ["a", "echo", '{"x":"1"}'],
+          ["a", "echo", '{"x":"2"}']
+        ]
+      )
       // Index 0 reused under a new id, the name repeated in every delta.
       assert.deepStrictEqual(
         fold([

@@ -79,4 +79,38 @@ describe("Durable runs: what a run commits (R9)", () => {
         assert.isTrue(Option.isSome(stored.result))
       }).pipe(Effect.provide(Journal.layerMemory))
   )
+
+  /** A store whose appends wait `millis` of real time, as a PostgreSQL round trip does. */
+  const slow = (store: Journal.Service, millis: number): Journal.Service => ({
+    ...store,
+    append: (runId, batch) => Effect.andThen(Effect.sleep(millis), store.append(runId, batch))
+  })
+
+  it.live("R9 R5.1 a cancel that comes during a slow commit stops the run cancelled, its ending in the journal", () =>
+    Effect.gen(function* () {
+      const store = yield* Journal.Journal
+      const handle = yield* Run.start({ goal: "echo", runId: "r1", tools: [echo] }).pipe(
+        Effect.provideService(Journal.Journal, slow(store, 200)),
+        Effect.provide(model)
+      )
+      yield* Effect.sleep("50 millis") // inside the first commit
+      const result = yield* handle.cancel
+      assert.strictEqual(result.stopReason, "cancelled")
+      const stored = Option.getOrThrow(yield* store.read("r1"))
+      assert.isTrue(Option.isSome(stored.result), "the ending is committed: the run is not left to be resumed")
+      assert.deepStrictEqual(yield* store.unfinished, [])
+    }).pipe(Effect.scoped, Effect.provide(Journal.layerMemory))
+  )
+
+  it.live("R9 R3.11 the run deadline during a slow commit: run_timeout, not a dead process", () =>
+    Effect.gen(function* () {
+      const store = yield* Journal.Journal
+      const result = yield* Run.run({ goal: "echo", runId: "r1", tools: [echo], time: { run: "100 millis" } }).pipe(
+        Effect.provideService(Journal.Journal, slow(store, 300)),
+        Effect.provide(model)
+      )
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.isTrue(Option.isSome(Option.getOrThrow(yield* store.read("r1")).result))
+    }).pipe(Effect.provide(Journal.layerMemory))
+  )
 })

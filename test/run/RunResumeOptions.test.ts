@@ -83,6 +83,19 @@ describe("Run.resume: the options a run started with (R9)", () => {
       }).pipe(Effect.provide([Journal.layerMemory, model]))
   )
 
+  it.effect(
+    "R9 a policies function given to Run.resume may remove or replace the policies of the recorded limits",
+    () =>
+      Effect.gen(function* () {
+        yield* diesAtStep22
+        const removed = yield* Run.resume("r1", {
+          tools: [step],
+          policies: (defaults) => Termination.remove(defaults, "loop_detected")
+        })
+        assert.strictEqual(removed.status, "completed", removed.detail)
+      }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
+
   it.effect("R9 limits given to Run.resume win over the recorded ones", () =>
     Effect.gen(function* () {
       yield* diesAtStep22

@@ -66,7 +66,9 @@ const commit = (
         ...(result === undefined ? {} : { result })
       }
       // One try is not interrupted halfway: what the store committed, the run knows it committed.
-      // Only the store itself can interrupt it then: its process is going away (R9).
+      // Inside the mask only the store itself can end it interrupted: its process is going away
+      // (R9). A cancel or the deadline that came meanwhile takes effect once the mask is left,
+      // outside `onInterrupt`: the run is stopped, as it would have been, not dead.
       const once = Effect.uninterruptible(
         Effect.tap(
           sink.commit(batch),
@@ -74,8 +76,8 @@ const commit = (
             ctx.committed = fromSeq + events.length
             ctx.onCommitted?.()
           })
-        )
-      ).pipe(Effect.onInterrupt(() => Effect.sync(() => RunContext.died(ctx))))
+        ).pipe(Effect.onInterrupt(() => Effect.sync(() => RunContext.died(ctx))))
+      )
       return once.pipe(
         // Only a failed try builds the schedule (a commit is on every step's path).
         Effect.catchIf(unavailable, () =>

@@ -112,8 +112,8 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
 ): Result.Result<Options<T, RV, O>, ResumeError> => {
   const given = { ...options, goal: loaded.goal }
   const merged = { ...Durable.startedWith(options, loaded.started), goal: loaded.goal }
-  const recorded = resolve(merged)
-  if (Result.isFailure(recorded) && Result.isSuccess(resolve(given))) {
+  const recorded = resolve(merged, "resumed")
+  if (Result.isFailure(recorded) && Result.isSuccess(resolve(given, "resumed"))) {
     return Result.fail(
       new ResumeError({
         runId,

@@ -180,13 +180,19 @@ const unenforced = (
   return undefined
 }
 
-/** The policies of the run: the defaults, the list given, or what the function given made of the defaults. */
+/**
+ * The policies of the run: the defaults, the list given, or what the function given made
+ * of the defaults; for a fresh run, only if they enforce the limits given. A resumed run's
+ * limits are filled from its `run.started` (`Durable.startedWith`), for its defaults to be
+ * built from: policies given to the resume may replace them.
+ */
 const policiesOf = (
   given: RunOptionsSchema.Checked["policies"],
-  limits: RunOptions.Limits
+  limits: RunOptions.Limits,
+  from: From
 ): Result.Result<ReadonlyArray<Termination.Policy>, RunOptions.InvalidRunOptions> =>
   Result.flatMap(chosenPolicies(given, limits), (policies) => {
-    const issue = unenforced(limits, policies)
+    const issue = from === "resumed" ? undefined : unenforced(limits, policies)
     return issue === undefined ? Result.succeed(policies) : Result.fail(issue)
   })
 
@@ -291,20 +297,24 @@ const check = (options: unknown): Result.Result<RunOptionsSchema.Checked, RunOpt
   }
 }
 
+/** Whether the options are a fresh run's, or a resumed one's filled from its record. */
+export type From = "fresh" | "resumed"
+
 /**
  * The options resolved once, or the first field that cannot work. Never throws:
  * options built by hostile or broken code (a getter that throws, a Proxy) are invalid
  * options.
  */
 export const resolve = <T extends Tool.Any, RV, O = never>(
-  options: RunOptions.Options<T, RV, O>
+  options: RunOptions.Options<T, RV, O>,
+  from: From = "fresh"
 ): Result.Result<Resolved<RV, Tool.Requirements<T>>, RunOptions.InvalidRunOptions> =>
   Result.flatMap(check(options), (checked) => {
     const limits = checked.limits ?? noLimits
     // Erased boundary: the Schema reads the tools and hooks of `options` as `unknown`; the
     // registry holds them, and they need `Tool.Requirements<T>` and `RV`.
     return Result.map(
-      policiesOf(checked.policies, limits),
+      policiesOf(checked.policies, limits, from),
       (policies) => build(checked, limits, policies) as Resolved<RV, Tool.Requirements<T>>
     )
   })

@@ -154,7 +154,8 @@ export const prepare = <T extends Tool.Any, RV, O>(
           runId: restored.runId,
           goal: started?.goal ?? restored.goal,
           ...((started?.system ?? restored.system) === undefined ? {} : { system: started?.system ?? restored.system })
-        }
+        },
+    restored === undefined ? "fresh" : "resumed"
   )
   const valid = Result.getOrUndefined(resolved)
   const runId = valid?.runId ?? randomRunId()
@@ -191,6 +192,9 @@ const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>
     run.interruptUnsafe()
   })
 
+/** The least an observer's `settled` is waited for, whatever the stop grace. */
+const minimumSettleMillis = 5_000
+
 /** An observer's attachment to the run, or why it gave none (user code: it may throw, or give anything). */
 const attachOne = (observer: RunObserver.Observer, runId: string): RunObserver.Attached | string => {
   try {
@@ -211,7 +215,7 @@ const attachOne = (observer: RunObserver.Observer, runId: string): RunObserver.A
 /**
  * Attaches the run to each observer (`RunObserver`) before its first event: what sees each
  * event, and what the run awaits before it gives its result, for the stop grace at most
- * (in real time, as the grace itself). An observer cannot break the run it watches: one
+ * (in real time, as the grace itself), and at least 5 seconds. An observer cannot break the run it watches: one
  * that gives no attachment is left out (and logged), an event it throws on is dropped, a
  * `settled` that fails is let go.
  */
@@ -239,7 +243,8 @@ const attach = (
     settles.push(Effect.ignoreCause(settled))
   }
   const all = Effect.forEach(settles, (settle) => settle, { discard: true, concurrency: "unbounded" })
-  return Effect.raceFirst(all, RealTime.sleep(graceMillis))
+  // A short stop grace is for cancels: a recorder on a slow disk still gets its seconds.
+  return Effect.raceFirst(all, RealTime.sleep(Math.max(graceMillis, minimumSettleMillis)))
 }
 
 const noTools: ReadonlyMap<string, Tool.Any<unknown>> = new Map()
