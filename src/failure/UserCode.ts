@@ -134,12 +134,27 @@ export const notAnEffect = (source: Failure.Source, what: string, value: unknown
  * interrupts itself fails permanently with `defectCode` (see {@link interruptedItself}).
  */
 export const effect = <A, R>(
-  options: {
-    readonly source: Failure.Source
-    readonly what: string
-    readonly advice: string
-    readonly defectCode: string
-  },
+  options: CallOptions,
+  f: () => Effect.Effect<A, Failure.Failure, R>
+): Effect.Effect<A, Failure.Failure, R> =>
+  catchSelfInterrupt(called(options, f), () =>
+    Exit.fail(selfInterrupted(options.source, options.what, options.defectCode))
+  )
+
+/** What user code that must return an Effect is, for {@link effect} and {@link called}. */
+export interface CallOptions {
+  readonly source: Failure.Source
+  readonly what: string
+  readonly advice: string
+  readonly defectCode: string
+}
+
+/**
+ * {@link effect}, but an interruption of its own is left to the caller, which handles
+ * what the code ends with in one place (a tool handler's attempt: its defects too).
+ */
+export const called = <A, R>(
+  options: CallOptions,
   f: () => Effect.Effect<A, Failure.Failure, R>
 ): Effect.Effect<A, Failure.Failure, R> => {
   // Typed as declared; at run time it may be anything (JavaScript callers), hence the checks.
@@ -150,18 +165,12 @@ export const effect = <A, R>(
     return Exit.fail(Failure.fromDefect(options.source, defect, options.defectCode))
   }
   if (!isEffect(out)) return Exit.fail(notAnEffect(options.source, options.what, out, options.advice))
-  return catchSelfInterrupt(out, () =>
-    Exit.fail(
-      new Failure.Permanent({
-        source: options.source,
-        category: "defect",
-        code: options.defectCode,
-        attempts: 1,
-        hint: interruptedItself(options.what)
-      })
-    )
-  )
+  return out
 }
+
+/** The permanent failure of `what`, which interrupted itself (see {@link interruptedItself}). */
+export const selfInterrupted = (source: Failure.Source, what: string, code: string): Failure.Permanent =>
+  new Failure.Permanent({ source, category: "defect", code, attempts: 1, hint: interruptedItself(what) })
 
 /**
  * Like {@link effect}, for code outside a tool handler whose failure ends the run

@@ -8,6 +8,7 @@ import { Cause, Effect, Result } from "effect"
 import type * as RunState from "../../../events/RunState.ts"
 import * as Failure from "../../../failure/Failure.ts"
 import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
+import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Model from "../../../model/Model.ts"
 import type * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
@@ -93,7 +94,7 @@ const start = <R>(
         )
     })
   const once = Effect.suspend(() => callHandler(c)).pipe(
-    Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "tool_defect"))),
+    Effect.catchCause((cause) => handlerEnded(tool.name, cause)),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
     bounded(tool.name, mayHaveEffects(tool))
   )
@@ -112,6 +113,21 @@ const start = <R>(
     Effect.onInterrupt(() => Effect.sync(() => recordIntentInterrupted(c, n)))
   )
   return Effect.andThen(intent, guarded)
+}
+
+/**
+ * What a handler's attempt ends with, besides its typed failure: a defect is the tool's
+ * failure, and so is an interruption of its own (R5.1); one from outside (a cancel, a
+ * deadline, the tool's timeout) is sticky and never gets here.
+ */
+const handlerEnded = (name: string, cause: Cause.Cause<Failure.Failure>): Effect.Effect<never, Failure.Failure> => {
+  if (Cause.hasInterruptsOnly(cause)) {
+    return Effect.fail(UserCode.selfInterrupted("tool", `the handler of ${name}`, "tool_defect"))
+  }
+  const defect = Cause.findDefect(cause)
+  return Result.isSuccess(defect)
+    ? Effect.fail(Failure.fromDefect("tool", defect.success, "tool_defect"))
+    : Effect.failCause(cause)
 }
 
 /**

@@ -51,7 +51,9 @@ export const callHandler = <R>(c: Call<R>): Effect.Effect<unknown, Failure.Failu
   c.settled = undefined
   // Erased boundary: the registry holds tools of any input type, and `c.input` was decoded by this tool's schema.
   const handler = c.tool.handler as Handler<R>
-  return UserCode.effect(
+  // What it ends with besides its typed failure (a defect, an interruption of its own) is
+  // handled where the attempt runs it (`ToolAttempt`), in one place.
+  return UserCode.called(
     {
       source: "tool",
       what: `the handler of ${c.tool.name}`,
