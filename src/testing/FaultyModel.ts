@@ -60,10 +60,10 @@ export const httpError = (status: number): Step => ({
   fault: { kind: "http", status: httpStatus("httpError", status) }
 })
 
-/** `status`, or a `RangeError` naming `constructor` when it is no HTTP status. */
-const httpStatus = (constructor: string, status: number): number => {
+/** `status`, or a `RangeError` naming the constructor `made` when it is no HTTP status. */
+const httpStatus = (made: string, status: number): number => {
   if (!Number.isSafeInteger(status) || status < 100 || status > 999) {
-    throw new RangeError(`FaultyModel.${constructor}: status must be an HTTP status (100 to 999), got ${status}`)
+    throw new RangeError(`FaultyModel.${made}: status must be an HTTP status (100 to 999), got ${status}`)
   }
   return status
 }

@@ -199,7 +199,7 @@ export const ledgered = (options: {
   const script = options.behaviour
   if (!Predicate.isFunction(script)) {
     if (!Array.isArray(script)) throw new RangeError("FaultyTools.ledgered: behaviour must be an array or a function")
-    script.forEach((b, i) => knownBehaviour(b, `behaviour[${i}]`))
+    for (const [i, b] of script.entries()) knownBehaviour(b, `behaviour[${i}]`)
   }
   const { calls, record } = makeCalls()
   const { entries, ledger } = makeLedger()
