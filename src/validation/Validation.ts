@@ -219,28 +219,50 @@ export const artifact: typeof Artifact.make = Artifact.make
  */
 export const validate = <R = never>(spec: Spec<R>, context: Context): Effect.Effect<Report, never, R> =>
   Effect.gen(function* () {
-    const plan = spec.plan ?? []
-    // Only plan criteria cite calls; a spec without a plan need not index the timeline.
-    const succeededCalls = new Set<string>()
-    if (plan.length > 0) for (const e of context.timeline) if (e._tag === "tool.succeeded") succeededCalls.add(e.callId)
-    const steps = yield* Effect.forEach(plan, (s) => checkStep(s, context.timeline, succeededCalls))
+    const steps = planSteps(spec.plan ?? [], context)
     const hooks = yield* Effect.forEach(spec.stopHooks ?? [], (hook) => runHook(hook, context))
     const artifacts = yield* checkArtifacts(spec.artifacts ?? [], spec.root ?? ".")
-    const parts: ReadonlyArray<Parts.Part> = [...steps, ...hooks, ...artifacts, evidenceIndex(steps)]
-    const failed = parts.filter((p) => p.blocking && !p.check.passed).map((p) => p.check)
-    return {
-      passed: failed.length === 0,
-      checks: parts.map((p) => p.check),
-      failed,
-      evidence: parts.flatMap((p) => p.evidence),
-      // Completed means done with evidence (R6.3): a step whose criteria held without it is unfinished, saying so.
-      completed: steps.filter(backed).map((s) => ({ id: s.step.id, description: s.step.description })),
-      unfinished: steps
-        .filter((s) => !backed(s))
-        .map((s) => ({
-          id: s.step.id,
-          description: s.step.description,
-          reason: s.step.required ? notCompleted(s) : `optional: ${notCompleted(s)}`
-        }))
-    }
+    return reportOf(steps, [...hooks, ...artifacts])
   })
+
+/**
+ * {@link validate} of the plan alone, at once: plan criteria read the timeline alone,
+ * synchronously. What a run judges by when it has no time left for stop hooks and
+ * artifacts (past its deadline).
+ *
+ * @category validation
+ * @since 0.6.0
+ */
+export const validatePlan = (plan: ReadonlyArray<PlanStep>, context: Context): Report =>
+  reportOf(planSteps(plan, context), [])
+
+const planSteps = (plan: ReadonlyArray<PlanStep>, context: Context) => {
+  // Only plan criteria cite calls; a spec without a plan need not index the timeline.
+  const succeededCalls = new Set<string>()
+  if (plan.length > 0) for (const e of context.timeline) if (e._tag === "tool.succeeded") succeededCalls.add(e.callId)
+  return plan.map((s) => checkStep(s, context.timeline, succeededCalls))
+}
+
+/** The report of the plan's steps and the other checks, in their fixed order (the evidence index last). */
+const reportOf = (
+  steps: ReadonlyArray<ReturnType<typeof checkStep<PlanStep>>>,
+  others: ReadonlyArray<Parts.Part>
+): Report => {
+  const parts: ReadonlyArray<Parts.Part> = [...steps, ...others, evidenceIndex(steps)]
+  const failed = parts.filter((p) => p.blocking && !p.check.passed).map((p) => p.check)
+  return {
+    passed: failed.length === 0,
+    checks: parts.map((p) => p.check),
+    failed,
+    evidence: parts.flatMap((p) => p.evidence),
+    // Completed means done with evidence (R6.3): a step whose criteria held without it is unfinished, saying so.
+    completed: steps.filter(backed).map((s) => ({ id: s.step.id, description: s.step.description })),
+    unfinished: steps
+      .filter((s) => !backed(s))
+      .map((s) => ({
+        id: s.step.id,
+        description: s.step.description,
+        reason: s.step.required ? notCompleted(s) : `optional: ${notCompleted(s)}`
+      }))
+  }
+}

@@ -13,6 +13,7 @@ import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { runtime, span } from "../../src/tracing/Attributes.ts"
 import * as Metrics from "../../src/tracing/Metrics.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
 import * as Validation from "../../src/validation/Validation.ts"
 import { hostile, unprintable } from "../support/hostile.ts"
 import { assertRoundTrips } from "../support/schema.ts"
@@ -618,6 +619,42 @@ describe("R12 R4.2 R5.1 user code that cannot be interrupted", () => {
         assert.include(result.detail, "stop grace of 300 ms")
         assert.strictEqual(result.timeline.at(-1)?._tag, "run.finished")
         assertRoundTrips(result)
+      })
+  )
+
+  it.live(
+    "R6.3 R12 left behind past its deadline with a plan step done: partial, as the same run stopped in time is",
+    () =>
+      Effect.gen(function* () {
+        const look = toolOf(() => Effect.succeed("seen"), { sideEffect: "none" })
+        const plan = [
+          { id: "look", description: "look", required: true, criteria: [Criterion.toolSucceeded("t")] },
+          { id: "finish", description: "finish", required: true, criteria: [Criterion.toolSucceeded("never")] }
+        ]
+        const model = ScriptedModel.layer([
+          ScriptedModel.toolCall("t", {}),
+          ScriptedModel.toolCall("slow", {}),
+          ScriptedModel.finalAnswer("done")
+        ])
+        const ending = (slow: () => Effect.Effect<unknown>) =>
+          Run.run({
+            goal: "x",
+            tools: [look, toolOf(slow, { name: "slow" })],
+            time,
+            validation: { plan }
+          }).pipe(Effect.provide(model))
+        const leftBehind = yield* ending(stuck)
+        const inTime = yield* ending(() => Effect.sleep("1 hour").pipe(Effect.as("late")))
+        for (const result of [leftBehind, inTime]) {
+          assert.strictEqual(result.stopReason, "run_timeout")
+          assert.strictEqual(result.status, "partial", result.detail)
+          assert.deepStrictEqual(
+            result.completed.map((c) => c.id),
+            ["look"]
+          )
+        }
+        assert.include(leftBehind.detail, "left behind")
+        assert.strictEqual(leftBehind.timeline.at(-1)?._tag, "run.finished")
       })
   )
 

@@ -226,13 +226,19 @@ export const expire = (ctx: RunContext): Effect.Effect<never> =>
     return Effect.interrupt
   })
 
+/** Moves the run to `to` now, recorded, or says why it may not (see {@link transition}). */
+export const moveNow = (ctx: RunContext, to: RunState.State): Result.Result<void, RunState.IllegalTransition> => {
+  const from = state(ctx)
+  const moved = RunState.transition(from, to)
+  if (Result.isFailure(moved)) return Result.fail(moved.failure)
+  emit(ctx, ({ runId, seq, at }) => ({ _tag: "state.changed", from, to, runId, seq, at }))
+  return Result.void
+}
+
 const move = (ctx: RunContext, to: RunState.State): Effect.Effect<void, RunState.IllegalTransition> =>
   Effect.suspend(() => {
-    const from = state(ctx)
-    const moved = RunState.transition(from, to)
-    if (Result.isFailure(moved)) return Effect.fail(moved.failure)
-    emit(ctx, ({ runId, seq, at }) => ({ _tag: "state.changed", from, to, runId, seq, at }))
-    return Effect.void
+    const moved = moveNow(ctx, to)
+    return Result.isFailure(moved) ? Effect.fail(moved.failure) : Effect.void
   })
 
 /**

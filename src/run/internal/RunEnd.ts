@@ -98,7 +98,9 @@ export const rescue = (
 export const leftBehind = (
   ctx: RunContext.RunContext,
   tools: ReadonlyMap<string, Tool.Any<unknown>>,
-  graceMillis: number
+  graceMillis: number,
+  /** How the deadline's stop is judged, at once (R6.3): `undefined` when it cannot be. */
+  atDeadline: (detail: string) => Ending | undefined
 ): RunResult.RunResult => {
   const stopping = ctx.log.stopping
   const cancelled = stopping?.by !== "deadline"
@@ -114,7 +116,8 @@ export const leftBehind = (
     const reason = cancelled ? "cancelled" : "run_timeout"
     const policy = cancelled ? "runtime" : "run_timeout"
     RunContext.decided(ctx, policy, reason, detail)
-    return end(ctx, { status: cancelled ? "cancelled" : "failed", stopReason: reason, policy, detail })
+    const judged = cancelled ? undefined : atDeadline(detail)
+    return end(ctx, judged ?? { status: cancelled ? "cancelled" : "failed", stopReason: reason, policy, detail })
   } catch {
     return conclude(ctx, {
       status: cancelled ? "cancelled" : "failed",

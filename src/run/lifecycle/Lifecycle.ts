@@ -310,7 +310,8 @@ const execution = <RV, R>(
     )
     if (valid !== undefined) {
       const graceMillis = valid.stopGraceMillis
-      ctx.onStop = () => closing.stopped(graceMillis)
+      const plan = valid.validation.plan
+      ctx.onStop = () => closing.stopped(graceMillis, plan)
     }
     // However the fiber ends, even skipping its own ending, `done` gets a result (R12).
     self.addObserver((exit) => closing.fiberEnded(exit))

@@ -3,7 +3,7 @@
  * observed in the timeline, and the evidence index then asks that every completed step be
  * backed by a tool result of this timeline. Private to `validation/`.
  */
-import { Effect, Option, Result, Schema } from "effect"
+import { Option, Result, Schema } from "effect"
 import type * as Event from "../../events/Event.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import type { Criterion } from "../Criterion.ts"
@@ -26,24 +26,21 @@ const checkObservation = UserCode.check(
   "the criterion's answer"
 )
 
-const observe = (criterion: Criterion, timeline: ReadonlyArray<Event.Event>): Effect.Effect<Outcome> =>
-  Effect.sync(() => checkObservation(criterion.observe(timeline))).pipe(
-    Effect.map(
-      (checked): Outcome =>
-        Result.isFailure(checked)
-          ? { _tag: "unmet", reason: `${criterion.description}: ${checked.failure}` }
-          : Option.match(checked.success, {
-              onNone: (): Outcome => ({ _tag: "unmet", reason: `not observed: ${criterion.description}` }),
-              onSome: (o): Outcome => ({ _tag: "held", detail: o.detail, callId: o.callId })
-            })
-    ),
-    Effect.catchDefect((defect) =>
-      Effect.succeed<Outcome>({
-        _tag: "unmet",
-        reason: `${criterion.description}: criterion died (${describeDefect(defect)})`
+/** What a criterion observes in the timeline: a criterion reads it alone, synchronously (user code: it may throw). */
+const observe = (criterion: Criterion, timeline: ReadonlyArray<Event.Event>): Outcome => {
+  let checked: ReturnType<typeof checkObservation>
+  try {
+    checked = checkObservation(criterion.observe(timeline))
+  } catch (defect) {
+    return { _tag: "unmet", reason: `${criterion.description}: criterion died (${describeDefect(defect)})` }
+  }
+  return Result.isFailure(checked)
+    ? { _tag: "unmet", reason: `${criterion.description}: ${checked.failure}` }
+    : Option.match(checked.success, {
+        onNone: (): Outcome => ({ _tag: "unmet", reason: `not observed: ${criterion.description}` }),
+        onSome: (o): Outcome => ({ _tag: "held", detail: o.detail, callId: o.callId })
       })
-    )
-  )
+}
 
 export interface StepResult<S extends Step> extends Part {
   readonly step: S
@@ -53,13 +50,14 @@ export interface StepResult<S extends Step> extends Part {
   readonly dangling: ReadonlyArray<string>
 }
 
-export const checkStep = Effect.fnUntraced(function* <S extends Step>(
+/** A plan step checked against the timeline, synchronously: its criteria read the timeline alone. */
+export const checkStep = <S extends Step>(
   step: S,
   timeline: ReadonlyArray<Event.Event>,
   succeededCalls: ReadonlySet<string>
-) {
+): StepResult<S> => {
   const name = `plan:${step.id}`
-  const outcomes = yield* Effect.forEach(step.criteria, (criterion) => observe(criterion, timeline))
+  const outcomes = step.criteria.map((criterion) => observe(criterion, timeline))
   const unmet = outcomes.flatMap((o) => (o._tag === "unmet" ? [o.reason] : []))
   const held = outcomes.flatMap((o) => (o._tag === "held" ? [o] : []))
   const done = unmet.length === 0
@@ -85,8 +83,8 @@ export const checkStep = Effect.fnUntraced(function* <S extends Step>(
     check,
     blocking: step.required,
     evidence: done ? evidence : []
-  } satisfies StepResult<S>
-})
+  }
+}
 
 /** What keeps a done step from being backed by the timeline: no evidence, or calls it cites that are not results. */
 const unbacked = (s: StepResult<Step>): ReadonlyArray<string> => [

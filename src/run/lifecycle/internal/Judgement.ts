@@ -163,6 +163,26 @@ export const interrupted = <RV>(ctx: RunContext.RunContext, spec: Validation.Spe
   )
 }
 
+/**
+ * The ending of a run left behind past its deadline (its interrupted work did not stop
+ * within the stop grace), judged at once, outside its fiber, as {@link interrupted} judges
+ * the deadline's stop: the plan's criteria alone, which read the timeline synchronously,
+ * through `validating` when the run's phase leads there (R6.3). `undefined` when it
+ * does not (a run awaiting approval): the run fails as it stands.
+ */
+export const atDeadlineNow = (
+  ctx: RunContext.RunContext,
+  plan: ReadonlyArray<Validation.PlanStep> | undefined,
+  detail: string
+): Ending | undefined => {
+  if (RunContext.state(ctx) !== "validating" && Result.isFailure(RunContext.moveNow(ctx, "validating")))
+    return undefined
+  const report = Validation.validatePlan(plan ?? [], handedOut(ctx, { plan }, undefined))
+  for (const check of report.checks)
+    RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "validation.checked", check, runId, seq, at }))
+  return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
+}
+
 const timedOut: Ending = {
   status: "failed",
   stopReason: "run_timeout",
