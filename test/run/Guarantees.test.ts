@@ -655,6 +655,23 @@ describe("R12 R4.2 R5.1 user code that cannot be interrupted", () => {
         }
         assert.include(leftBehind.detail, "left behind")
         assert.strictEqual(leftBehind.timeline.at(-1)?._tag, "run.finished")
+        // The same with an approval gate that will not stop asking: its request is withdrawn, the run judged.
+        const stuckGate: Approval.Gate = {
+          request: () => stuck().pipe(Effect.as(Approval.approved("ops"))),
+          decide: (runId, callId) => Effect.fail(new Approval.NotPending({ runId, callId })),
+          pending: Effect.succeed([])
+        }
+        const gated = yield* Run.run({
+          goal: "x",
+          tools: [look, toolOf(() => Effect.succeed("ok"), { name: "slow", needsApproval: true })],
+          time,
+          validation: { plan }
+        }).pipe(Effect.provide(model), Effect.provideService(Approval.ApprovalGate, stuckGate))
+        assert.strictEqual(gated.status, "partial", gated.detail)
+        const withdrawn = gated.timeline.find((e) => e._tag === "approval.decided")
+        assert.strictEqual(withdrawn?._tag === "approval.decided" ? withdrawn.decision : undefined, "withdrawn")
+        const phases = gated.timeline.flatMap((e) => (e._tag === "state.changed" ? [e.to] : []))
+        assert.deepStrictEqual(phases.slice(-3), ["tool_executing", "validating", "partial"])
       })
   )
 

@@ -113,4 +113,39 @@ describe("Durable runs: what a run commits (R9)", () => {
       assert.isTrue(Option.isSome(Option.getOrThrow(yield* store.read("r1")).result))
     }).pipe(Effect.provide(Journal.layerMemory))
   )
+
+  it.live(
+    "R9 R12 left behind, then the stuck handler ends while the ending is committed: the result comes once it is in the journal",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        // Every commit is quick but the last, with the result.
+        const lastSlow: Journal.Service = {
+          ...store,
+          append: (runId, batch) =>
+            Effect.andThen(Effect.sleep(batch.result === undefined ? 0 : 400), store.append(runId, batch))
+        }
+        // A handler that ignores interruption for a while, then ends: past the grace, while the ending is committed.
+        const late = Tool.make({
+          name: "late",
+          description: "ignores interruption for a while",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "none",
+          handler: () => Effect.uninterruptible(Effect.as(Effect.sleep("400 millis"), "late"))
+        })
+        const result = yield* Run.run({
+          goal: "x",
+          runId: "r1",
+          tools: [late],
+          time: { run: "200 millis", stopGrace: "100 millis" }
+        }).pipe(
+          Effect.provideService(Journal.Journal, lastSlow),
+          Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("late", {}), ScriptedModel.finalAnswer("done")]))
+        )
+        assert.strictEqual(result.stopReason, "run_timeout")
+        const stored = Option.getOrThrow(yield* store.read("r1"))
+        assert.isTrue(Option.isSome(stored.result), "R9: the journal holds the ending the caller was given")
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
 })

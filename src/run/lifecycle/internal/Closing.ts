@@ -51,6 +51,8 @@ export class Closing {
   readonly context: Context.Context<never>
   /** The result the run closed with: it stands whatever becomes of its last commit. */
   closed: RunResult.RunResult | undefined = undefined
+  /** Whether a result made outside the run's fiber is being closed: it completes `done` itself. */
+  closingOutside = false
   /** Cancels the stop grace, once the run is stopped from outside. Real time on purpose: a TestClock never advanced must not stall the result. */
   cancelGrace: (() => void) | undefined = undefined
   /** Told of the stop grace (a test-clock driver holds its clock still meanwhile). */
@@ -149,7 +151,9 @@ export class Closing {
 
   /** A result made outside the run's fiber, closed in a fiber of its own with the run's context. */
   private outside(make: () => RunResult.RunResult): void {
-    if (Deferred.isDoneUnsafe(this.done)) return
+    // Closed already outside (the grace ran out, then the fiber ended): that closing gives
+    // the result once it is committed, not before.
+    if (Deferred.isDoneUnsafe(this.done) || this.closingOutside) return
     // Its ending was under way when the fiber ended (the store died in its last commit): its result stands.
     if (this.closed !== undefined) {
       Deferred.doneUnsafe(this.done, suspension(this.ctx) ?? Exit.succeed(this.closed))
@@ -159,6 +163,7 @@ export class Closing {
     if (suspended !== undefined) Deferred.doneUnsafe(this.done, suspended)
     else {
       const made = make()
+      this.closingOutside = true
       // The run's span ends with its result, as when the run ends in its fiber; its fiber,
       // left behind, may never end.
       Effect.runForkWith(this.context)(

@@ -167,8 +167,9 @@ export const interrupted = <RV>(ctx: RunContext.RunContext, spec: Validation.Spe
  * The ending of a run left behind past its deadline (its interrupted work did not stop
  * within the stop grace), judged at once, outside its fiber, as {@link interrupted} judges
  * the deadline's stop: the plan's criteria alone, which read the timeline synchronously,
- * through `validating` when the run's phase leads there (R6.3). `undefined` when it
- * does not (a run awaiting approval): the run fails as it stands.
+ * through `validating` (R6.3); its waits were recorded ended already (withdrawn,
+ * abandoned), and their phase left. `undefined` when its phase does not lead there: the
+ * run fails as it stands.
  */
 export const atDeadlineNow = (
   ctx: RunContext.RunContext,

@@ -227,8 +227,22 @@ export const recordAbandoned = (
   // Every call the batch took up is accounted for: one whose handler never started never ran.
   // An attempt that recorded its interruption has stopped: it is not left running.
   const { open, attempted, before } = callsOf(ctx, tools, true)
+  let withdrew = false
   for (const [callId, name] of open) {
     const tool = tools.get(name)
+    // A request still waiting for a person is withdrawn, as a wait the run stopped is (R7).
+    if (ctx.log.approvals.includes(callId)) {
+      withdrew = true
+      RunContext.emit(ctx, ({ runId, seq, at }) => ({
+        _tag: "approval.decided",
+        callId,
+        name,
+        decision: "withdrawn",
+        runId,
+        seq,
+        at
+      }))
+    }
     // A call whose handler never started did nothing, whatever of its checks still runs,
     // unless the process that stopped may have run it with no record (R9).
     if (!attempted.has(callId)) {
@@ -240,6 +254,10 @@ export const recordAbandoned = (
     const effects = stillRunning || (tool !== undefined && mayHaveEffects(tool))
     const detail = `${why}${effects ? "; its action may or may not have taken effect" : ""}`
     record(ctx, { id: callId, name }, 0, effects ? "outcome_unknown" : "cancelled", detail)
+  }
+  // Its waits for a person ended so: the run leaves their phase, as a wait that ends does (R1.3).
+  if (withdrew && RunContext.state(ctx) === "awaiting_approval") {
+    RunContext.moveNow(ctx, RunLog.phaseOf(ctx.log, "tool_executing"))
   }
 }
 
