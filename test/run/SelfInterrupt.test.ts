@@ -96,4 +96,29 @@ describe("user code that interrupts itself (R5.1, R12)", () => {
       assert.include(result.detail, "the approval gate interrupted itself")
     })
   )
+
+  it.live(
+    "R5.1 R3.11 a handler whose cleanup dies as it is stopped: the cancel and the deadline still decide the stop",
+    () =>
+      Effect.gen(function* () {
+        const dies = Tool.make({
+          name: "t",
+          description: "its cleanup dies",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "none",
+          handler: () => Effect.onInterrupt(Effect.as(Effect.sleep("1 hour"), "late"), () => Effect.die("cleanup"))
+        })
+        const timedOut = yield* Run.run({ goal: "x", tools: [dies], time: { run: "100 millis" } }).pipe(
+          Effect.provide(callsThenAnswers)
+        )
+        assert.strictEqual(timedOut.stopReason, "run_timeout", timedOut.detail)
+        const cancelled = yield* Effect.gen(function* () {
+          const handle = yield* Run.start({ goal: "x", tools: [dies] })
+          yield* Effect.sleep("50 millis")
+          return yield* handle.cancel
+        }).pipe(Effect.scoped, Effect.provide(callsThenAnswers))
+        assert.strictEqual(cancelled.stopReason, "cancelled", cancelled.detail)
+      })
+  )
 })

@@ -200,7 +200,12 @@ export const finalize = Effect.fnUntraced(function* <RV, E>(
 ) {
   // A model call the deadline cut off is failed by it, the first record of the stop.
   if (!Exit.isSuccess(exit)) Loop.recordCutOff(ctx)
-  if (!Exit.isSuccess(exit) && !Cause.hasInterruptsOnly(exit.cause)) return broken(ctx, exit.cause, tools)
+  // A defect raised as a recorded stop unwound the run (a handler's cleanup that died) does
+  // not undo the stop: the cancel or the deadline decides it (R5.1, R3.11).
+  const stopped = ctx.log.stopping !== undefined
+  if (!Exit.isSuccess(exit) && !Cause.hasInterruptsOnly(exit.cause) && !(stopped && Cause.hasInterrupts(exit.cause))) {
+    return broken(ctx, exit.cause, tools)
+  }
   // A resumed run may end before it took up again the calls its log left waiting (R5.2).
   if (ToolExecutor.recordUntaken(ctx, tools)) yield* Effect.ignore(RunContext.release(ctx, "tool_executing"))
   if (Exit.isSuccess(exit)) return end(ctx, exit.value)
