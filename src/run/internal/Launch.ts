@@ -13,8 +13,8 @@ import { ResumeError } from "../ResumeError.ts"
 import type { Options, Requirements } from "../RunOptions.ts"
 import type * as RunResult from "../RunResult.ts"
 import * as Durable from "./Durable.ts"
-import { resolve } from "./Resolve.ts"
 import * as RunContext from "./RunContext.ts"
+import { resolve } from "./resolve/Resolve.ts"
 
 /** A run's ending: its result, or the suspension its host made of it. */
 export type Done = Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>

@@ -17,10 +17,10 @@ import * as Spans from "../../tracing/Spans.ts"
 import * as Validation from "../../validation/Validation.ts"
 import * as Commit from "../internal/Commit.ts"
 import * as Durable from "../internal/Durable.ts"
-import { defaultStopGraceMillis, type Resolved, resolve } from "../internal/Resolve.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import { randomRunId } from "../internal/RunId.ts"
 import type { Ending } from "../internal/RunOutcome.ts"
+import { defaultStopGraceMillis, type Resolved, resolve } from "../internal/resolve/Resolve.ts"
 import * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import * as RunObserver from "../RunObserver.ts"
@@ -31,8 +31,8 @@ import { started } from "./internal/Started.ts"
 
 /** The internal types this module's functions take and give, and those they hold, named for their callers (ARCHITECTURE.md rule 4). */
 export type { Loaded } from "../internal/Durable.ts"
-export type { Resolved } from "../internal/Resolve.ts"
 export type { CommitError, RunContext, Sink, Suspended } from "../internal/RunContext.ts"
+export type { Resolved } from "../internal/resolve/Resolve.ts"
 export type { Done } from "./internal/Closing.ts"
 
 /** Invalid options end the run at once, saying which field and why. */

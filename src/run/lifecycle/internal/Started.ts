@@ -1,7 +1,8 @@
 /** The `run.started` record of a run. Private to the lifecycle. */
 import * as Termination from "../../../termination/Termination.ts"
-import { type Resolved, recordedLimits } from "../../internal/Resolve.ts"
 import * as RunContext from "../../internal/RunContext.ts"
+import { recordedLimits } from "../../internal/resolve/RecordedLimits.ts"
+import type { Resolved } from "../../internal/resolve/Resolve.ts"
 
 /** The `run.started` record: what the run starts with, and what guards its tools. */
 export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R> | undefined, allowAll: boolean) => {

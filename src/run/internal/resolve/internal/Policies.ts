@@ -1,0 +1,96 @@
+/**
+ * The termination policies of a run: the defaults built from its limits, the list given,
+ * or what a function of the defaults made of them; and, for a fresh run, only if they
+ * enforce the limits given. Private to `resolve/`.
+ */
+import { Predicate, Result, Schema } from "effect"
+import * as UserCode from "../../../../failure/UserCode.ts"
+import * as Termination from "../../../../termination/Termination.ts"
+import * as Tool from "../../../../tools/Tool.ts"
+import * as RunOptions from "../../../RunOptions.ts"
+import * as RunOptionsSchema from "../../RunOptionsSchema.ts"
+import { invalid } from "./OptionIssues.ts"
+
+/** Whether the options are a fresh run's, or a resumed one's filled from its record. */
+export type From = "fresh" | "resumed"
+
+const decodePolicies = Schema.decodeUnknownResult(RunOptionsSchema.Policies, { errors: "first" })
+
+/**
+ * What a throw of the policies function says: the library's own configuration errors
+ * (a `RangeError` from a combinator given a name that is not in the list) are shown
+ * whole; anything else is described safely.
+ */
+const threwMessage = (error: unknown): string => {
+  try {
+    if (error instanceof RangeError || error instanceof Tool.InvalidToolDefinition) return error.message
+  } catch {
+    // A hostile value: described below.
+  }
+  return UserCode.threw("the function", error).safeMessage
+}
+
+const pipelineLimits: ReadonlySet<string> = new Set(RunOptionsSchema.pipelineLimitNames)
+
+/**
+ * The first limit given that the policies in force do not enforce as given (a list given
+ * with its own policies, a function that removed one), as the typed error naming it:
+ * it would be ignored, and `run.started` would record other limits than the caller's.
+ */
+const unenforced = (
+  limits: RunOptions.Limits,
+  policies: ReadonlyArray<Termination.Policy>
+): RunOptions.InvalidRunOptions | undefined => {
+  const enforced: Record<string, number | undefined> = Object.assign({}, ...policies.map((p) => p.limits ?? {}))
+  for (const [name, given] of Object.entries(limits)) {
+    if (given === undefined || pipelineLimits.has(name) || enforced[name] === given) continue
+    const held = enforced[name]
+    return new RunOptions.InvalidRunOptions({
+      path: ["limits", name],
+      reason:
+        (held === undefined
+          ? "no policy in force enforces it (it would be ignored)"
+          : `the policies in force enforce ${held} (${given} would be ignored)`) +
+        ": pass policies as a function of the defaults, which are built from the limits, or build the list with Termination.defaults(limits)"
+    })
+  }
+  return undefined
+}
+
+/**
+ * The policies of the run: the defaults, the list given, or what the function given made
+ * of the defaults; for a fresh run, only if they enforce the limits given. A resumed run's
+ * limits are filled from its `run.started` (`Durable.startedWith`), for its defaults to be
+ * built from: policies given to the resume may replace them.
+ */
+export const policiesOf = (
+  given: RunOptionsSchema.Checked["policies"],
+  limits: RunOptions.Limits,
+  from: From
+): Result.Result<ReadonlyArray<Termination.Policy>, RunOptions.InvalidRunOptions> =>
+  Result.flatMap(chosenPolicies(given, limits), (policies) => {
+    const issue = from === "resumed" ? undefined : unenforced(limits, policies)
+    return issue === undefined ? Result.succeed(policies) : Result.fail(issue)
+  })
+
+const chosenPolicies = (
+  given: RunOptionsSchema.Checked["policies"],
+  limits: RunOptions.Limits
+): Result.Result<ReadonlyArray<Termination.Policy>, RunOptions.InvalidRunOptions> => {
+  const defaults = Termination.defaults(limits)
+  if (given === undefined) return Result.succeed(defaults)
+  if (!Predicate.isFunction(given)) return Result.succeed(given)
+  let returned: unknown
+  try {
+    returned = given(defaults)
+  } catch (error) {
+    return Result.fail(new RunOptions.InvalidRunOptions({ path: ["policies"], reason: threwMessage(error) }))
+  }
+  return Result.mapError(decodePolicies(returned), (error) => {
+    const inner = invalid(error.issue, returned, ["policies"])
+    return new RunOptions.InvalidRunOptions({
+      path: inner.path,
+      reason: `the function returned an invalid list: ${inner.reason}`
+    })
+  })
+}
