@@ -211,6 +211,19 @@ export const recordIntentInterrupted = (c: Call<unknown>, attempt: number): void
 /** What a call found past the run deadline before its handler ran says (R3.11). */
 export const lateDetail = "the run deadline had passed before its handler started; it never ran"
 
+/** A request for approval the run will not wait for any longer, withdrawn (R7). */
+const withdraw = (ctx: RunContext.RunContext, callId: string, name: string): void => {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "approval.decided",
+    callId,
+    name,
+    decision: "withdrawn",
+    runId,
+    seq,
+    at
+  }))
+}
+
 /**
  * The records of the calls still in flight when the run's fiber ended outright (a value
  * that was not an Effect deep inside user code, which ends a fiber without running its
@@ -233,15 +246,7 @@ export const recordAbandoned = (
     // A request still waiting for a person is withdrawn, as a wait the run stopped is (R7).
     if (ctx.log.approvals.includes(callId)) {
       withdrew = true
-      RunContext.emit(ctx, ({ runId, seq, at }) => ({
-        _tag: "approval.decided",
-        callId,
-        name,
-        decision: "withdrawn",
-        runId,
-        seq,
-        at
-      }))
+      withdraw(ctx, callId, name)
     }
     // A call whose handler never started did nothing, whatever of its checks still runs,
     // unless the process that stopped may have run it with no record (R9).
@@ -279,15 +284,7 @@ export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<str
     const tool = tools.get(name)
     if (ctx.log.approvals.includes(callId)) {
       waited = true
-      RunContext.emit(ctx, ({ runId, seq, at }) => ({
-        _tag: "approval.decided",
-        callId,
-        name,
-        decision: "withdrawn",
-        runId,
-        seq,
-        at
-      }))
+      withdraw(ctx, callId, name)
       recordNeverRan(ctx, call, "withdrawn: the run ended before the call went on; it never ran")
     } else if (ctx.log.retries.includes(callId)) {
       waited = true
