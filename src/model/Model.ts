@@ -45,7 +45,9 @@ const Cost = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLess
  * token, the cached ones too (`cachedInputTokens`, read from the provider's prompt
  * cache, usually at a lower price); `outputTokens` counts every generated token, the
  * reasoning ones too (`reasoningTokens`, the model's hidden or `reasoning_content`
- * thinking).
+ * thinking). `estimated` marks counts the provider did not report: estimated from the
+ * text sent and received ({@link estimatedUsage}), so that a token or cost budget still
+ * trips against a server that leaves its usage out.
  *
  * @category models
  * @since 0.1.0
@@ -55,7 +57,8 @@ export const Usage = Schema.Struct({
   outputTokens: Count,
   cachedInputTokens: Schema.optional(Count),
   reasoningTokens: Schema.optional(Count),
-  costUsd: Schema.optional(Cost)
+  costUsd: Schema.optional(Cost),
+  estimated: Schema.optional(Schema.Literal(true))
 })
 
 /**
@@ -69,6 +72,68 @@ export type Usage = typeof Usage.Type
  * @since 0.1.0
  */
 export const noUsage: Usage = { inputTokens: 0, outputTokens: 0 }
+
+/**
+ * The usage of a call whose provider reported none, estimated from the text of the
+ * request (messages and tool definitions) and of the response at about four characters
+ * a token, and marked `estimated: true` (R2.1). The built-in providers use it when a
+ * server sends no usage; a `Model` of your own can too. No cost: a provider that knows
+ * its prices adds `costUsd`.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const estimatedUsage = (
+  request: Pick<Request, "messages" | "tools">,
+  response: {
+    readonly text: string
+    readonly reasoning?: string | undefined
+    readonly toolCalls: ReadonlyArray<ToolCall>
+  }
+): Usage => {
+  const sent =
+    request.messages.reduce((sum, message) => sum + messageChars(message), 0) +
+    request.tools.reduce(
+      (sum, tool) => sum + tool.name.length + tool.description.length + jsonChars(tool.parameters),
+      0
+    )
+  const reasoning = response.reasoning?.length ?? 0
+  const received = response.text.length + reasoning + callsChars(response.toolCalls)
+  return {
+    inputTokens: tokensOf(sent),
+    outputTokens: tokensOf(received),
+    ...(reasoning === 0 ? {} : { reasoningTokens: tokensOf(reasoning) }),
+    estimated: true
+  }
+}
+
+/** Characters per token: OpenAI's rule of thumb for English text and JSON. */
+const tokensOf = (chars: number): number => Math.ceil(chars / 4)
+
+const jsonChars = (value: unknown): number => {
+  if (typeof value === "string") return value.length
+  try {
+    return JSON.stringify(value)?.length ?? 0
+  } catch {
+    // What JSON cannot write (a cycle, a bigint) was never sent as text: it counts nothing.
+    return 0
+  }
+}
+
+const callsChars = (calls: ReadonlyArray<ToolCall>): number =>
+  calls.reduce((sum, call) => sum + call.id.length + call.name.length + jsonChars(call.arguments), 0)
+
+const messageChars = (message: Message): number => {
+  switch (message._tag) {
+    case "system":
+    case "user":
+      return message.content.length
+    case "assistant":
+      return message.content.length + (message.reasoning?.length ?? 0) + callsChars(message.toolCalls)
+    case "tool":
+      return message.toolCallId.length + message.name.length + message.content.length
+  }
+}
 
 /**
  * One message of the conversation, in the shape chat-completion APIs share.

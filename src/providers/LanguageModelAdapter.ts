@@ -28,7 +28,9 @@
  * The finish reason (a cut-off answer is never final, a filtered one fails
  * `content_filtered`), the reasoning text, and cached and reasoning tokens are carried
  * over. Token usage feeds the run's counters and budgets: effect/ai decodes its counts as
- * integers, and a negative one is refused here as a `corrupt_response` too (R2.1).
+ * integers, and a negative one is refused here as a `corrupt_response` too (R2.1). A
+ * response with no totals at all is counted by `Model.estimatedUsage` (marked `estimated`),
+ * so that a token or cost budget still trips.
  *
  * @since 0.1.0
  */
@@ -226,8 +228,11 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
       ...(cached === undefined ? {} : { cachedInputTokens: cached }),
       ...(reasoning === undefined ? {} : { reasoningTokens: reasoning })
     }
-    return prices === undefined ? counts : { ...counts, costUsd: Cost.costUsd(prices, counts) }
+    return priced(counts)
   }
+
+  const priced = (usage: Model.Usage): Model.Usage =>
+    prices === undefined ? usage : { ...usage, costUsd: Cost.costUsd(prices, usage) }
 
   const toResponse = (
     response: {
@@ -237,10 +242,11 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
       readonly finishReason: Response.FinishReason
       readonly reasoningText: string | undefined
     },
-    tools: ReadonlyArray<Model.ToolDefinition>
+    request: Model.Request
   ): Effect.Effect<Model.Response, Failure.Failure> => {
     const usage = usageOf(response.usage)
     if (typeof usage === "string") return Effect.fail(FailureBoundary.corruptResponse({ source, detail: usage }))
+    const tools = request.tools
     // An answer the provider says ended in an error is unfinished: never a final answer, worth asking again (R11).
     if (response.finishReason === "error") {
       return Effect.fail(
@@ -257,15 +263,22 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
       const form = strict ? tools.find((tool) => tool.name === name)?.strict : undefined
       return form === undefined ? params : form.restore(params)
     }
+    const toolCalls = response.toolCalls.map((call) => ({
+      id: call.id,
+      name: call.name,
+      arguments: restore(call.name, call.params)
+    }))
+    // A provider that reports no totals: the counts are estimated from the text, so budgets still trip.
+    const reported = response.usage.inputTokens.total !== undefined || response.usage.outputTokens.total !== undefined
     return Effect.succeed(
       Model.response({
         text: response.text,
-        toolCalls: response.toolCalls.map((call) => ({
-          id: call.id,
-          name: call.name,
-          arguments: restore(call.name, call.params)
-        })),
-        usage,
+        toolCalls,
+        usage: reported
+          ? usage
+          : priced(
+              Model.estimatedUsage(request, { text: response.text, reasoning: response.reasoningText, toolCalls })
+            ),
         finishReason: FinishReasons[response.finishReason],
         reasoning: response.reasoningText
       })
@@ -280,7 +293,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     const prompt = toPrompt(request.messages)
     const call: Effect.Effect<Model.Response, AiError.AiError | Failure.Failure> =
       request.tools.length === 0
-        ? Effect.flatMap(model.generateText({ prompt }), (response) => toResponse(response, request.tools))
+        ? Effect.flatMap(model.generateText({ prompt }), (response) => toResponse(response, request))
         : Effect.flatMap(
             model.generateText({
               prompt,
@@ -288,7 +301,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
               disableToolCallResolution: true,
               toolCallValidation: "deferred"
             }),
-            (response) => toResponse(response, request.tools)
+            (response) => toResponse(response, request)
           )
     return yield* call.pipe(
       Effect.catchTag("AiError", (error) =>

@@ -185,12 +185,15 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         })
     })
 
-  /** The strict forms of the tools this request sends strict: their arguments come back in the tool's shape. */
+  /**
+   * The strict forms of the tools this request sends strict (their arguments come back in
+   * the tool's shape), and the request, to estimate the usage of an answer that reports none.
+   */
   const decodingOf = (request: Model.Request): OpenAiWire.Decoding => {
-    if (!resolved.strict) return { iteration: request.iteration, prices }
+    if (!resolved.strict) return { iteration: request.iteration, prices, request }
     const strict = new Map<string, Model.StrictForm>()
     for (const tool of request.tools) if (tool.strict !== undefined) strict.set(tool.name, tool.strict)
-    return { iteration: request.iteration, prices, strict }
+    return { iteration: request.iteration, prices, strict, request }
   }
 
   /** A tool choice naming a tool the request does not have: OpenAI answers 400, so it is refused here. */

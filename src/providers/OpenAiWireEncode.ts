@@ -11,12 +11,21 @@ import type * as OpenAiOptions from "./OpenAiOptions.ts"
 
 /**
  * A response to encode: a `Model.Response`, whose finish reason may also be one the
- * runtime does not know (a server under test sends whatever it is told to).
+ * runtime does not know (a server under test sends whatever it is told to), and whose
+ * usage may be absent: then none is sent, as some compatible servers do (an `estimated`
+ * usage was never reported either, and is not sent).
  *
  * @category models
  * @since 0.3.0
  */
-export type Encodable = Omit<Model.Response, "finishReason"> & { readonly finishReason?: string | undefined }
+export type Encodable = Omit<Model.Response, "finishReason" | "usage"> & {
+  readonly finishReason?: string | undefined
+  readonly usage?: Model.Usage | undefined
+}
+
+/** The usage a server reports for a response: none when it was never reported. */
+const reported = (response: Encodable): Model.Usage | undefined =>
+  response.usage?.estimated === true ? undefined : response.usage
 
 /**
  * @category models
@@ -83,28 +92,31 @@ const finishReasonOf = (response: Encodable): string =>
  * @category encoding
  * @since 0.1.0
  */
-export const completionBody = (response: Encodable, options: EncodeOptions): object => ({
-  id: options.id ?? "chatcmpl-0",
-  object: "chat.completion",
-  created: options.created ?? 0,
-  model: options.model,
-  choices: [
-    {
-      index: 0,
-      message: {
-        role: "assistant",
-        content: response.text === "" && response.toolCalls.length > 0 ? null : response.text,
-        ...(response.reasoning === undefined ? {} : { reasoning_content: response.reasoning }),
-        ...(response.toolCalls.length === 0 ? {} : { tool_calls: response.toolCalls.map(wireToolCall) }),
-        refusal: null
-      },
-      logprobs: null,
-      finish_reason: finishReasonOf(response)
-    }
-  ],
-  usage: usageBody(response.usage, options.dialect),
-  system_fingerprint: "fp_fake"
-})
+export const completionBody = (response: Encodable, options: EncodeOptions): object => {
+  const usage = reported(response)
+  return {
+    id: options.id ?? "chatcmpl-0",
+    object: "chat.completion",
+    created: options.created ?? 0,
+    model: options.model,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: "assistant",
+          content: response.text === "" && response.toolCalls.length > 0 ? null : response.text,
+          ...(response.reasoning === undefined ? {} : { reasoning_content: response.reasoning }),
+          ...(response.toolCalls.length === 0 ? {} : { tool_calls: response.toolCalls.map(wireToolCall) }),
+          refusal: null
+        },
+        logprobs: null,
+        finish_reason: finishReasonOf(response)
+      }
+    ],
+    ...(usage === undefined ? {} : { usage: usageBody(usage, options.dialect) }),
+    system_fingerprint: "fp_fake"
+  }
+}
 
 const pieces = (text: string, size: number): Array<string> => {
   const out: Array<string> = []
@@ -147,7 +159,8 @@ export const chunkData = (response: Encodable, options: EncodeOptions): Array<st
     }
   })
   out.push(chunk({}, finishReasonOf(response)))
-  if (includeUsage) out.push(envelope([], usageBody(response.usage, options.dialect)))
+  const usage = reported(response)
+  if (includeUsage && usage !== undefined) out.push(envelope([], usageBody(usage, options.dialect)))
   out.push("[DONE]")
   return out
 }

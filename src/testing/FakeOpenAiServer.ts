@@ -15,7 +15,7 @@
  * `internal/FakeOpenAiValidation.ts`: roles, tool messages that answer the calls of the
  * turn before, tool schemas, options that need tools or a stream, and DeepSeek's
  * `reasoning_content` rule in thinking mode). Answers carry `total_tokens` and the usage
- * details, the usage chunk of a stream only when the request sets
+ * details (none for a reply with `usage: "unreported"`), the usage chunk of a stream only when the request sets
  * `stream_options.include_usage`, a completion id unique across the script, and in
  * DeepSeek's thinking mode a `reasoning_content`. Error statuses carry the API's error
  * body (`type`, `code`, `param`).

@@ -4,19 +4,22 @@
  * whose arguments come back from a tool's strict form. Private to `OpenAiWire`.
  */
 import { Result } from "effect"
-import type * as Model from "../../model/Model.ts"
+import * as Model from "../../model/Model.ts"
 import type * as OpenAiOptions from "../OpenAiOptions.ts"
 import * as Cost from "./Cost.ts"
 
 /**
  * What a decoded answer needs besides its body: the iteration (for ids the provider left
- * out), the prices, and the strict forms of the tools sent strict (their arguments are
- * brought back to the tool's own shape). Re-exported by `OpenAiWire`.
+ * out), the prices, the strict forms of the tools sent strict (their arguments are
+ * brought back to the tool's own shape), and the request answered, whose text estimates
+ * the usage of an answer that reports none (`Model.estimatedUsage`; without it such an
+ * answer counts 0 tokens). Re-exported by `OpenAiWire`.
  */
 export interface Decoding {
   readonly iteration: number
   readonly prices?: OpenAiOptions.Prices | undefined
   readonly strict?: ReadonlyMap<string, Model.StrictForm> | undefined
+  readonly request?: Pick<Model.Request, "messages" | "tools"> | undefined
 }
 
 /**
@@ -44,6 +47,9 @@ const corrupt = (detail: string): Result.Result<never, Problem> => Result.fail({
 
 type WireUsageType = WireUsage
 
+const priced = (usage: Model.Usage, prices: OpenAiOptions.Prices | undefined): Model.Usage =>
+  prices === undefined ? usage : { ...usage, costUsd: Cost.costUsd(prices, usage) }
+
 const usageOf = (
   wire: WireUsageType | null | undefined,
   prices: OpenAiOptions.Prices | undefined
@@ -62,8 +68,7 @@ const usageOf = (
   const usage: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = { inputTokens, outputTokens }
   if (cached !== undefined) usage.cachedInputTokens = cached
   if (reasoning !== undefined) usage.reasoningTokens = reasoning
-  if (prices !== undefined) usage.costUsd = Cost.costUsd(prices, usage)
-  return Result.succeed(usage)
+  return Result.succeed(priced(usage, prices))
 }
 
 /**
@@ -115,8 +120,6 @@ export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Resp
           : `the provider stopped the answer unfinished (finish_reason: ${said})`
     })
   }
-  const usage = usageOf(parts.usage, decoding.prices)
-  if (Result.isFailure(usage)) return Result.fail(usage.failure)
   // Own keys only: a server's `constructor` or `__proto__` is no finish reason of ours.
   const finishReason = said !== undefined && Object.hasOwn(finishReasons, said) ? finishReasons[said] : undefined
   const toolCalls = parts.calls.map((call, index) => {
@@ -127,6 +130,16 @@ export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Resp
       arguments: strict === undefined ? call.arguments : strict.restore(call.arguments)
     }
   })
+  const usage =
+    parts.usage == null && decoding.request !== undefined
+      ? Result.succeed(
+          priced(
+            Model.estimatedUsage(decoding.request, { text: parts.text, reasoning: parts.reasoning, toolCalls }),
+            decoding.prices
+          )
+        )
+      : usageOf(parts.usage, decoding.prices)
+  if (Result.isFailure(usage)) return Result.fail(usage.failure)
   return Result.succeed({
     text: parts.text,
     toolCalls,

@@ -58,12 +58,15 @@ const responseOf = (reply: Reply, answering: Answering): OpenAiWireEncode.Encoda
     name: call.name,
     arguments: call.arguments
   })),
-  usage: {
-    inputTokens: reply.usage.input,
-    outputTokens: reply.usage.output,
-    ...(reply.usage.cached === undefined ? {} : { cachedInputTokens: reply.usage.cached }),
-    ...(reply.usage.reasoning === undefined ? {} : { reasoningTokens: reply.usage.reasoning })
-  },
+  usage:
+    reply.usage === "unreported"
+      ? undefined
+      : {
+          inputTokens: reply.usage.input,
+          outputTokens: reply.usage.output,
+          ...(reply.usage.cached === undefined ? {} : { cachedInputTokens: reply.usage.cached }),
+          ...(reply.usage.reasoning === undefined ? {} : { reasoningTokens: reply.usage.reasoning })
+        },
   // A scripted finish reason is sent as it is, also one the runtime does not know.
   ...(reply.finishReason === undefined ? {} : { finishReason: reply.finishReason }),
   ...(reply.reasoning !== undefined

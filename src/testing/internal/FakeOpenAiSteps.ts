@@ -79,7 +79,7 @@ export type Step =
       readonly _tag: "Reply"
       readonly text: string
       readonly toolCalls: ReadonlyArray<ToolCall>
-      readonly usage: ReplyUsage
+      readonly usage: ReplyUsage | "unreported"
       readonly finishReason?: string | undefined
       readonly reasoning?: string | undefined
     }
@@ -115,7 +115,8 @@ export type Step =
  * A response: text and/or tool calls, with token usage, and its finish reason (by
  * default `tool_calls` with calls, else `stop`; `length` for an answer the output cap cut
  * off, `content_filter`, or any other the API sends). In DeepSeek's thinking mode the
- * reply carries `reasoning` (a default one when the script gives none).
+ * reply carries `reasoning` (a default one when the script gives none). `usage:
+ * "unreported"` sends no usage at all, as some compatible servers do.
  *
  * @category constructors
  * @since 0.1.0
@@ -123,7 +124,7 @@ export type Step =
 export const reply = (options: {
   readonly text?: string | undefined
   readonly toolCalls?: ReadonlyArray<ToolCall> | undefined
-  readonly usage?: ReplyUsage | undefined
+  readonly usage?: ReplyUsage | "unreported" | undefined
   readonly finishReason?: Model.FinishReason | (string & {}) | undefined
   readonly reasoning?: string | undefined
 }): Step => ({

@@ -27,10 +27,11 @@ const unsigned = (n: number): number => (n === 0 ? 0 : n)
 const plainUsage = (usage: unknown): Model.Usage | undefined => {
   if (typeof usage !== "object" || usage === null) return undefined
   // Read field by field: each is checked below before it is used.
-  const { inputTokens, outputTokens, cachedInputTokens, reasoningTokens, costUsd } = usage as Partial<
+  const { inputTokens, outputTokens, cachedInputTokens, reasoningTokens, costUsd, estimated } = usage as Partial<
     Record<keyof Model.Usage, unknown>
   >
   if (!isCount(inputTokens) || !isCount(outputTokens)) return undefined
+  if (estimated !== undefined && estimated !== true) return undefined
   const optional = { cachedInputTokens, reasoningTokens, costUsd }
   // -0 is 0 once the log is JSON: the live log says so too.
   const out: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = {
@@ -43,6 +44,7 @@ const plainUsage = (usage: unknown): Model.Usage | undefined => {
     if (typeof value !== "number" || !(key === "costUsd" ? isCost(value) : isCount(value))) return undefined
     out[key] = unsigned(value)
   }
+  if (estimated) out.estimated = true
   // The log's own, frozen: the model is handed its responses back in the conversation.
   return Object.freeze(out)
 }
