@@ -99,8 +99,8 @@ export const leftBehind = (
   ctx: RunContext.RunContext,
   tools: ReadonlyMap<string, Tool.Any<unknown>>,
   graceMillis: number,
-  /** How the deadline's stop is judged, at once (R6.3): `undefined` when it cannot be. */
-  atDeadline: (detail: string) => Ending | undefined
+  /** How the stop is judged, at once (R6.3): `undefined` when it cannot be. */
+  judgedNow: (stop: "cancelled" | "run_timeout", detail: string) => Ending | undefined
 ): RunResult.RunResult => {
   const stopping = ctx.log.stopping
   const cancelled = stopping?.by !== "deadline"
@@ -116,7 +116,7 @@ export const leftBehind = (
     const reason = cancelled ? "cancelled" : "run_timeout"
     const policy = cancelled ? "runtime" : "run_timeout"
     RunContext.decided(ctx, policy, reason, detail)
-    const judged = cancelled ? undefined : atDeadline(detail)
+    const judged = judgedNow(reason, detail)
     return end(ctx, judged ?? { status: cancelled ? "cancelled" : "failed", stopReason: reason, policy, detail })
   } catch {
     return conclude(ctx, {

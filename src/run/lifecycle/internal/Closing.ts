@@ -16,7 +16,7 @@ import type * as RunContext from "../../internal/RunContext.ts"
 import { leftBehind, rescue } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
 import type * as RunResult from "../../RunResult.ts"
-import { atDeadlineNow, finalize } from "./Judgement.ts"
+import { atDeadlineNow, cancelledNow, finalize } from "./Judgement.ts"
 
 /** Where the run's result goes: its caller waits on it. */
 export type Done = Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>
@@ -128,7 +128,7 @@ export class Closing {
 
   /**
    * Stopped from outside: the run has its stop grace to end; past it, it ends as left
-   * behind, its deadline's stop judged by its `plan` at once (R6.3).
+   * behind, its stop judged by its `plan` at once (R6.3).
    */
   stopped(graceMillis: number, plan: ReadonlyArray<Validation.PlanStep> | undefined): void {
     // Closed already (a cancel that came as it ended): nothing left to wait for.
@@ -138,7 +138,9 @@ export class Closing {
     // cleared as soon as the run ends by itself.
     this.cancelGrace = RealTime.timer(this.waits, graceMillis, () =>
       this.outside(() =>
-        leftBehind(this.ctx, this.tools, graceMillis, (detail) => atDeadlineNow(this.ctx, plan, detail))
+        leftBehind(this.ctx, this.tools, graceMillis, (stop, detail) =>
+          stop === "cancelled" ? cancelledNow(this.ctx, plan, detail) : atDeadlineNow(this.ctx, plan, detail)
+        )
       )
     )
   }

@@ -152,7 +152,7 @@ export const interrupted = <RV>(ctx: RunContext.RunContext, spec: Validation.Spe
   if (stopping.by !== "deadline") {
     const detail = "the run was cancelled"
     RunContext.decided(ctx, "runtime", "cancelled", detail)
-    return Effect.succeed<Ending>({ status: "cancelled", stopReason: "cancelled", policy: "runtime", detail })
+    return Effect.succeed(cancelledNow(ctx, spec.plan, detail))
   }
   const detail = `the run deadline passed while the run was ${stopping.state}`
   RunContext.decided(ctx, "run_timeout", "run_timeout", detail)
@@ -164,24 +164,58 @@ export const interrupted = <RV>(ctx: RunContext.RunContext, spec: Validation.Spe
 }
 
 /**
+ * The plan's report of a run stopped from outside, made at once: the plan's criteria read
+ * the timeline alone, synchronously, through `validating` (R6.3), each check on the log.
+ * `undefined` when the run's phase does not lead there.
+ */
+const planNow = (
+  ctx: RunContext.RunContext,
+  plan: ReadonlyArray<Validation.PlanStep> | undefined
+): Validation.Report | undefined => {
+  if (RunContext.state(ctx) !== "validating" && Result.isFailure(RunContext.moveNow(ctx, "validating")))
+    return undefined
+  const report = Validation.validatePlan(plan ?? [], handedOut(ctx, { plan }, undefined))
+  for (const check of report.checks)
+    RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "validation.checked", check, runId, seq, at }))
+  return report
+}
+
+/**
  * The ending of a run left behind past its deadline (its interrupted work did not stop
  * within the stop grace), judged at once, outside its fiber, as {@link interrupted} judges
- * the deadline's stop: the plan's criteria alone, which read the timeline synchronously,
- * through `validating` (R6.3); its waits were recorded ended already (withdrawn,
- * abandoned), and their phase left. `undefined` when its phase does not lead there: the
- * run fails as it stands.
+ * the deadline's stop: the plan's criteria alone (R6.3); its waits were recorded ended
+ * already (withdrawn, abandoned), and their phase left. `undefined` when its phase does
+ * not lead there: the run fails as it stands.
  */
 export const atDeadlineNow = (
   ctx: RunContext.RunContext,
   plan: ReadonlyArray<Validation.PlanStep> | undefined,
   detail: string
 ): Ending | undefined => {
-  if (RunContext.state(ctx) !== "validating" && Result.isFailure(RunContext.moveNow(ctx, "validating")))
-    return undefined
-  const report = Validation.validatePlan(plan ?? [], handedOut(ctx, { plan }, undefined))
-  for (const check of report.checks)
-    RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "validation.checked", check, runId, seq, at }))
-  return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
+  const report = planNow(ctx, plan)
+  return report === undefined
+    ? undefined
+    : judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
+}
+
+/**
+ * A cancelled run's ending: `cancelled`, whatever it did, and with a plan, the steps it
+ * completed with evidence and those it did not, as a partial run lists them (R5.1, R6.3).
+ * A run with no plan ends as it stands.
+ */
+export const cancelledNow = (
+  ctx: RunContext.RunContext,
+  plan: ReadonlyArray<Validation.PlanStep> | undefined,
+  detail: string
+): Ending => {
+  const report = plan === undefined || plan.length === 0 ? undefined : planNow(ctx, plan)
+  return {
+    status: "cancelled",
+    stopReason: "cancelled",
+    policy: "runtime",
+    detail,
+    ...(report === undefined ? {} : { report })
+  }
 }
 
 const timedOut: Ending = {
