@@ -215,6 +215,9 @@ export const fromCompletion = (
 ): Result.Result<Model.Response, WireResponse.Problem> => {
   const choice = completion.choices[0]
   const message = choice.message
+  // As for a stream: a call with no name names no tool, and no answer is built on it.
+  const unnamed = (message.tool_calls ?? []).findIndex((call) => call.function.name === "")
+  if (unnamed !== -1) return corrupt(`the tool call at index ${unnamed} has no function name`)
   return WireResponse.make(
     {
       text: message.content ?? "",

@@ -133,6 +133,12 @@ describe("OpenAiCompatible", () => {
         ]),
         expected
       )
+      // A call that never gets a name names no tool: the answer is corrupt, streamed or not.
+      const unnamed = OpenAiWire.accumulator()
+      const chunk = OpenAiWire.parseChunk(JSON.stringify(delta({ index: 0, id: "a", function: { arguments: "{}" } })))
+      if (Result.isSuccess(chunk)) OpenAiWire.accumulate(unnamed, chunk.success)
+      const refused = OpenAiWire.fromAccumulator(unnamed, { iteration: 1 })
+      assert.isTrue(Result.isFailure(refused) && refused.failure.kind === "corrupt")
     })
 
     it("R4.2 R12 a stream of 200,000 tool-call deltas folds each in its call, one look-up each (no defect, every call in order)", () => {

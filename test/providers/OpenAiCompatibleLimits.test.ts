@@ -207,12 +207,13 @@ describe("OpenAiCompatible limits", () => {
       })
     )
 
-    live("R11 text, a tool-call name or an id that is not a string is a corrupt_response", () =>
+    live("R11 text, a tool-call name or an id that is not a string, or an empty name, is a corrupt_response", () =>
       Effect.gen(function* () {
         const messages: ReadonlyArray<unknown> = [
           { content: 42 },
           { content: ["parts"] },
           { content: null, tool_calls: [{ id: "a", function: { name: 7, arguments: "{}" } }] },
+          { content: null, tool_calls: [{ id: "a", function: { name: "", arguments: "{}" } }] },
           { content: null, tool_calls: [{ id: { x: 1 }, function: { name: "echo", arguments: "{}" } }] }
         ]
         for (const message of messages) {
