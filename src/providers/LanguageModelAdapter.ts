@@ -40,6 +40,7 @@ import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
 import * as Model from "../model/Model.ts"
 import * as Cost from "./internal/Cost.ts"
+import * as ProviderFailure from "./internal/ProviderFailure.ts"
 import * as Redact from "./internal/Redact.ts"
 import type * as OpenAiOptions from "./OpenAiOptions.ts"
 
@@ -183,8 +184,10 @@ export const fromAiError = (error: AiError.AiError, now: number, elapsedMillis: 
     case "AuthenticationError":
       return http(401)
     case "InvalidRequestError":
-    case "ContentPolicyError":
       return http(400)
+    case "ContentPolicyError":
+      // The content filter refused: the run stops `content_filtered`, as for a filtered answer (R11).
+      return ProviderFailure.filteredRequest(status ?? 400, undefined, diagnostic)
     default:
       return status !== undefined && status >= 400 ? http(status) : other()
   }

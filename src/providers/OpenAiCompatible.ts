@@ -159,14 +159,16 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       deadline
     ).pipe(
       Effect.map((read) => {
+        const error = OpenAiWire.parseError(read.text)
         const message = OpenAiWire.errorMessage(read.text)
         const text = said(message ?? read.text, 300)
         return {
           diagnostic: read.complete ? text : `${text} (the body went on past 64 KiB and was not read)`,
-          message: message === undefined ? undefined : said(message, 200)
+          message: message === undefined ? undefined : said(message, 200),
+          filtered: error !== undefined && ProviderFailure.isContentFilter(error)
         }
       }),
-      Effect.orElseSucceed(() => ({ diagnostic: "(the body could not be read)", message: undefined }))
+      Effect.orElseSucceed(() => ({ diagnostic: "(the body could not be read)", message: undefined, filtered: false }))
     )
 
   const readPlain = (text: string, decoding: OpenAiWire.Decoding) =>
@@ -240,7 +242,15 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       const at = yield* now
       if (response.status < 200 || response.status >= 300) {
         // Read (a bounded part of) the error body so the diagnostic says what the provider said.
-        const { diagnostic, message } = yield* errorText(response, at, deadline)
+        const { diagnostic, message, filtered } = yield* errorText(response, at, deadline)
+        // A request the content filter refused stops the run `content_filtered`, whatever its 4xx.
+        if (filtered && response.status >= 400 && response.status < 500) {
+          return yield* ProviderFailure.filteredRequest(
+            response.status,
+            message,
+            `HTTP ${response.status} from ${url}: ${diagnostic}`
+          )
+        }
         return yield* FailureBoundary.http({
           status: response.status,
           retryAfter: ProviderFailure.retryAfter(response),

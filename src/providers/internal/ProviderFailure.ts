@@ -136,6 +136,25 @@ const kindOf = (error: { readonly type?: unknown; readonly code?: unknown }): St
   return "stream_error"
 }
 
+/** Whether an error the provider sent says its content filter refused (by its code or type). */
+export const isContentFilter = (error: { readonly type?: unknown; readonly code?: unknown }): boolean =>
+  kindOf(error) === "content_filtered"
+
+/**
+ * A request the provider's content filter refused with an error status (Azure OpenAI's 400
+ * with `code: "content_filter"`): permanent, as a filtered answer is, and its own stop
+ * reason, `content_filtered`, never a plain `http_400` (R11).
+ */
+export const filteredRequest = (status: number, message: string | undefined, diagnostic: string): Failure.Permanent =>
+  new Failure.Permanent({
+    source: "provider",
+    category: "content_filter",
+    code: "content_filtered",
+    attempts: 1,
+    hint: `the provider's content filter refused the request (HTTP ${status})${message === undefined ? "" : `: ${message}`}`,
+    diagnostic
+  })
+
 /**
  * An error the provider sent inside a 200 stream (`data: {"error": {...}}`), classified
  * by what it says (R3.2): a rate limit or a server error is retryable, as are errors of

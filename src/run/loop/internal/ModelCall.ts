@@ -214,7 +214,9 @@ export const call = (
             return Effect.succeed<Answer>({ _tag: "Responded", response: answered.success })
           const reason = answered.failure
           const failure = Recovery.isExhausted(reason) ? reason.failure : reason
-          const canSwitch = !Recovery.isExhausted(reason) || switchable.has(reason.why)
+          // A filtered answer is the provider's safety verdict, not a fault: no other model is asked to overrule it (R3.11).
+          const canSwitch =
+            failure.category !== "content_filter" && (!Recovery.isExhausted(reason) || switchable.has(reason.why))
           const next = chain[ctx.log.fallbacks + 1]
           if (!canSwitch || next === undefined) return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
           RunContext.emit(ctx, ({ runId, seq, at }) => ({
