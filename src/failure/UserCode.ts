@@ -102,7 +102,8 @@ export class UserCodeDefect extends Error {
   }
 }
 
-const isUserCodeDefect = (value: unknown): value is UserCodeDefect => {
+/** Whether a defect is a {@link UserCodeDefect} (safely: a hostile value's getters are not run). */
+export const isUserCodeDefect = (value: unknown): value is UserCodeDefect => {
   try {
     return value instanceof UserCodeDefect
   } catch {

@@ -156,7 +156,12 @@ describe("LanguageModelAdapter", () => {
       [new AiError.AuthenticationError({ kind: "InsufficientPermissions" }), "Permanent", "permanent_http", "http_401"],
       [new AiError.InvalidRequestError({ http: http(400) }), "Permanent", "permanent_http", "http_400"],
       // The content filter refused: the run stops content_filtered, as for a filtered answer (R11).
-      [new AiError.ContentPolicyError({ description: "prohibited" }), "Permanent", "content_filter", "content_filtered"],
+      [
+        new AiError.ContentPolicyError({ description: "prohibited" }),
+        "Permanent",
+        "content_filter",
+        "content_filtered"
+      ],
       [new AiError.QuotaExhaustedError({ http: http(429) }), "Permanent", "request_failed", "request_failed"],
       [
         new AiError.NetworkError({

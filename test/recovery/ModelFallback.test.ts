@@ -83,15 +83,17 @@ describe("R3.9 fallback model", () => {
     })
   )
 
-  it.effect("R3.9 R3.11 a content-filtered answer never falls back: no other model is asked to overrule the filter", () =>
-    Effect.gen(function* () {
-      const filtered: Model.Model["Service"] = ScriptedModel.make([ScriptedModel.filtered])
-      const result = yield* run(filtered, { recovery: { fallbackModels: [backup()] } })
-      assert.strictEqual(result.stopReason, "content_filtered")
-      assert.lengthOf(result.fallbacks, 0)
-      assert.strictEqual(result.model, "primary")
-      assert.isUndefined(result.finalAnswer)
-    })
+  it.effect(
+    "R3.9 R3.11 a content-filtered answer never falls back: no other model is asked to overrule the filter",
+    () =>
+      Effect.gen(function* () {
+        const filtered: Model.Model["Service"] = ScriptedModel.make([ScriptedModel.filtered])
+        const result = yield* run(filtered, { recovery: { fallbackModels: [backup()] } })
+        assert.strictEqual(result.stopReason, "content_filtered")
+        assert.lengthOf(result.fallbacks, 0)
+        assert.strictEqual(result.model, "primary")
+        assert.isUndefined(result.finalAnswer)
+      })
   )
 
   it.effect("R3.9 R3.11 the run's own limits never fall back: a Retry-After past the deadline ends run_timeout", () =>

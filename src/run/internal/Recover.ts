@@ -7,6 +7,7 @@ import { Cause, Duration, Effect, Exit, Pull, Result, Schedule } from "effect"
 import * as RunState from "../../events/RunState.ts"
 import * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Spans from "../../tracing/Spans.ts"
@@ -35,13 +36,21 @@ export const recoverFrom: <A, R>(
     firstCause: Cause.Cause<Failure.Failure>
   ) {
     const step = yield* Schedule.toStep(episode.schedule)
+    // The schedule may be the user's (`recovery.backoff`): a throw in it is that code's
+    // defect, and ends the run `internal_error` naming it, never a failure of the call (R12).
+    const stepped = (failure: Failure.Retryable): ReturnType<typeof step> =>
+      Effect.catchDefect(
+        Effect.suspend(() => step(RunContext.now(ctx), failure)),
+        (defect) => Effect.die(UserCode.threw("the recovery schedule", defect))
+      )
     const nextDelay = (failure: Failure.Retryable) =>
-      Pull.matchEffect(step(RunContext.now(ctx), failure), {
+      Pull.matchEffect(stepped(failure), {
         onSuccess: ([, delay]) => Effect.succeed<number | undefined>(Duration.toMillis(delay)),
         onFailure: (cause) => Effect.failCause(cause),
         onDone: () => Effect.succeed(undefined)
       })
-    const made = episode.attemptsMade ?? 1
+    // An attempt count below 1 (a tool's own failure saying `attempts: 0`) is the first attempt (R3.4, R3.7).
+    const made = Math.max(1, episode.attemptsMade ?? 1)
     // A continued episode resumes the schedule where the earlier one left it.
     if (made > 1) {
       const seed = Failure.fromCause(episode.source, firstCause)
@@ -141,6 +150,8 @@ export const settled = <A, R>(
       const squashed = Cause.squash(cause)
       if (Recovery.isExhausted(squashed)) return Effect.succeed(Result.fail(squashed))
       if (RunState.isIllegalTransition(squashed)) return Effect.fail(squashed)
+      // User code of the run's own (its recovery schedule) broke: the run's defect, not the call's failure.
+      if (UserCode.isUserCodeDefect(squashed)) return Effect.die(squashed)
       return Effect.succeed(Result.fail(Failure.fromCause(source, cause)))
     }
   )

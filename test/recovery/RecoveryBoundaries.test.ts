@@ -1,0 +1,106 @@
+/**
+ * Where user values enter recovery (R3.4, R3.7, R12; review 25): a failure's attempt count
+ * below 1, and a backoff schedule that throws.
+ */
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schedule, Schema } from "effect"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import type * as Recovery from "../../src/recovery/Recovery.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import { drive } from "../support/clock.ts"
+
+const script = (steps: ReadonlyArray<ScriptedModel.Step>) =>
+  Layer.mergeAll(ScriptedModel.layer(steps), NodeServices.layer)
+
+describe("R3.4 R3.7 an attempt count below 1", () => {
+  for (const attempts of [0, -3]) {
+    it.effect(`R3.7 a status-query resend holds maxRetries when the tool's failure says attempts: ${attempts}`, () =>
+      Effect.gen(function* () {
+        let sends = 0
+        const pay = Tool.make({
+          name: "pay",
+          description: "Charges the card.",
+          input: Schema.Struct({ amount: Schema.Number }),
+          output: Schema.Struct({ receipt: Schema.String }),
+          sideEffect: "external",
+          idempotent: false,
+          maxRetries: 1,
+          handler: () =>
+            Effect.suspend(() => {
+              sends++
+              return Effect.fail(
+                new Failure.UnknownOutcome({
+                  source: "tool",
+                  category: "connection",
+                  code: "lost",
+                  attempts,
+                  hint: "lost"
+                })
+              )
+            }),
+          reconcile: () => Effect.succeed({ _tag: "NotApplied" as const })
+        })
+        const result = yield* drive(
+          Run.run({ goal: "pay", tools: [pay], recovery: { maxRecoveries: 50 } }).pipe(
+            Effect.provide(script([ScriptedModel.toolCall("pay", { amount: 1 }), ScriptedModel.finalAnswer("done")]))
+          )
+        )
+        // The first send and one resend (maxRetries: 1); before, each resend started the count again: 51 sends.
+        assert.strictEqual(sends, 2)
+        assert.isAtMost(result.counters.recoveryAttempts, 1)
+      })
+    )
+  }
+})
+
+describe("R12 a recovery schedule that throws", () => {
+  const throwing = Schedule.spaced("10 millis").pipe(
+    Schedule.modifyDelay(() => {
+      throw new Error("a bug in the schedule")
+    })
+  ) as unknown as Recovery.Backoff
+
+  it.effect("R12 R3.9 is the run's defect (internal_error naming it), not a provider failure that falls back", () =>
+    Effect.gen(function* () {
+      const backup = { name: "backup", model: ScriptedModel.make([ScriptedModel.finalAnswer("from the backup")]) }
+      const result = yield* drive(
+        Run.run({ goal: "g", tools: [], recovery: { backoff: throwing, fallbackModels: [backup] } }).pipe(
+          Effect.provide(
+            script([FailureBoundary.http({ status: 503, now: 0 }), ScriptedModel.finalAnswer("from the primary")])
+          )
+        )
+      )
+      assert.strictEqual(result.stopReason, "internal_error")
+      assert.include(result.detail, "the recovery schedule threw")
+      assert.lengthOf(result.fallbacks, 0)
+    })
+  )
+
+  it.effect("R12 is the run's defect for a tool's retry too, not the tool's failure", () =>
+    Effect.gen(function* () {
+      const flaky = Tool.make({
+        name: "read",
+        description: "Reads.",
+        input: Schema.Struct({}),
+        output: Schema.Struct({ ok: Schema.Boolean }),
+        sideEffect: "read",
+        idempotent: true,
+        handler: () =>
+          Effect.fail(
+            new Failure.Retryable({ source: "tool", category: "connection", code: "reset", attempts: 1, hint: "reset" })
+          )
+      })
+      const result = yield* drive(
+        Run.run({ goal: "g", tools: [flaky], recovery: { backoff: throwing } }).pipe(
+          Effect.provide(script([ScriptedModel.toolCall("read", {}), ScriptedModel.finalAnswer("done")]))
+        )
+      )
+      assert.strictEqual(result.stopReason, "internal_error")
+      assert.include(result.detail, "the recovery schedule threw")
+    })
+  )
+})
