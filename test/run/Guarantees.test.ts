@@ -2,6 +2,7 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Metric, Option, Schema, Stream } from "effect"
 import type * as Event from "../../src/events/Event.ts"
+import * as Failure from "../../src/failure/Failure.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -218,6 +219,31 @@ describe("R12 user code that throws a value that cannot be printed", () => {
 })
 
 describe("R12 values user code hands back are checked", () => {
+  it.effect("R3.7 R12 a tool's failure hint reaches the model cut to maxObservationChars, as an output does", () =>
+    Effect.gen(function* () {
+      const hint = "x".repeat(500_000)
+      const failing = toolOf(
+        () =>
+          Effect.fail(new Failure.Permanent({ source: "tool", category: "rejected", code: "no", attempts: 1, hint })),
+        { recoverErrors: true }
+      )
+      let seen: ReadonlyArray<Model.Message> = []
+      const result = yield* Run.run({ goal: "x", tools: [failing], limits: { maxObservationChars: 1_000 } }).pipe(
+        Effect.provide(
+          script(ScriptedModel.toolCall("t", {}), (request) => {
+            seen = request.messages
+            return ScriptedModel.finalAnswer("done")
+          })
+        )
+      )
+      const told = seen.find((m) => m._tag === "tool")
+      assert.isBelow(told?.content.length ?? Number.POSITIVE_INFINITY, 1_200)
+      assert.include(told?.content, "observation cut")
+      const event = result.timeline.find((e): e is Event.Of<"tool.failed"> => e._tag === "tool.failed")
+      assert.isBelow(event?.error.failure?.hint.length ?? Number.POSITIVE_INFINITY, 1_200)
+    })
+  )
+
   it.effect("R12 a policy's invalid decision is a typed failure naming the field, and the result encodes", () =>
     Effect.gen(function* () {
       const result = yield* Run.run({

@@ -19,7 +19,7 @@ import * as Commit from "../../internal/Commit.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import * as Reconcile from "./Reconcile.ts"
-import { type Call, callHandler, failed, mayHaveEffects, ownTimeout } from "./ToolCall.ts"
+import { type Call, callHandler, cutToObservation, failed, mayHaveEffects, ownTimeout } from "./ToolCall.ts"
 import {
   lateDetail,
   recordIntentInterrupted,
@@ -167,19 +167,24 @@ const episodeOf = <R>(c: Call<R>): Recovery.Episode => ({
   onInterruptedWait: () => recordInterruptedWait(c)
 })
 
-/** The `tool_failed` result of a call whose failure nothing recovered. */
-const toolFailed = <R>(c: Call<R>, failure: Failure.Failure): ToolResult.ToolResult =>
-  failed(
+/**
+ * The `tool_failed` result of a call whose failure nothing recovered. Its hint is the
+ * tool's own text, shown to the model: cut as an output is (`maxObservationChars`).
+ */
+const toolFailed = <R>(c: Call<R>, failure: Failure.Failure): ToolResult.ToolResult => {
+  const hint = cutToObservation(Redaction.maskText(failure.hint, c.secrets), c.registry.limits.maxObservationChars)
+  return failed(
     c.ctx,
     c.call,
     {
       code: "tool_failed",
-      message: Redaction.maskText(failure.hint, c.secrets),
+      message: hint,
       correctable: false,
-      failure: Redaction.maskSummary(Failure.summarize(failure), c.secrets)
+      failure: { ...Redaction.maskSummary(Failure.summarize(failure), c.secrets), hint }
     },
     c.tool.metadata.maxRetries
   )
+}
 
 /** The attempts' outcome: the handler's output, or, when they gave up, what that leaves. */
 const settleFrom = <R>(

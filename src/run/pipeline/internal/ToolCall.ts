@@ -87,6 +87,10 @@ export const failed = (
   return ToolResult.failed(call.id, call.name, error, status)
 }
 
+/** A text the model is shown, cut to `max` characters (`limits.maxObservationChars`), saying how much was left out. */
+export const cutToObservation = (text: string, max: number): string =>
+  text.length <= max ? text : `${text.slice(0, max)}… [observation cut: ${text.length - max} more characters]`
+
 /** Whether a call of the tool may have changed the world. */
 export const mayHaveEffects = (tool: Tool.Any<unknown>): boolean =>
   tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"

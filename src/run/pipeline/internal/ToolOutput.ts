@@ -13,11 +13,8 @@ import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as OwnCopy from "../../internal/OwnCopy.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import { type Call, describeTimeout, failed, waitOf } from "./ToolCall.ts"
+import { type Call, cutToObservation, describeTimeout, failed, waitOf } from "./ToolCall.ts"
 import { recordInterruptedCheck } from "./ToolInterruption.ts"
-
-const truncate = (text: string, max: number): string =>
-  text.length <= max ? text : `${text.slice(0, max)}… [observation cut: ${text.length - max} more characters]`
 
 /** The most values, and the deepest nesting, an output may have: more than any output a model can read. */
 const outputNodes = 1_000_000
@@ -199,7 +196,7 @@ export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): 
   }
   const { sensitive, secrets, shown } = shownOutput(c, output, encoded)
   const text = sensitive && observe === undefined ? (JSON.stringify(shown) ?? "null") : rendered
-  const observation = truncate(Redaction.maskText(text, secrets), c.registry.limits.maxObservationChars)
+  const observation = cutToObservation(Redaction.maskText(text, secrets), c.registry.limits.maxObservationChars)
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "tool.succeeded",
     callId: call.id,
