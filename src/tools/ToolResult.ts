@@ -52,7 +52,13 @@ export const ToolError = Schema.Struct({
   /** For schema errors: the paths of the offending fields, e.g. `arguments.content`. */
   fieldPaths: Schema.optional(Schema.Array(Schema.String)),
   /** For handler failures: the safe summary of the failure algebra value. */
-  failure: Schema.optional(Failure.Summary)
+  failure: Schema.optional(Failure.Summary),
+  /**
+   * For a failure recovery would have retried but for the run: its retry would have ended
+   * past the run deadline (`deadline`) or the step deadline (`step_deadline`), or the run's
+   * recovery budget was spent (`run_budget`). The run's stop says so (R3.3).
+   */
+  notRetriedFor: Schema.optional(Schema.Literals(["deadline", "step_deadline", "run_budget"]))
 })
 
 /**

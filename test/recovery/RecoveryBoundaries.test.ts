@@ -104,3 +104,52 @@ describe("R12 a recovery schedule that throws", () => {
     })
   )
 })
+
+describe("R3.3 a tool retry the run's own limits refuse", () => {
+  const busy = (retryAfterMillis: number) =>
+    Tool.make({
+      name: "get",
+      description: "Reads a busy service.",
+      input: Schema.Struct({}),
+      output: Schema.Struct({ ok: Schema.Boolean }),
+      sideEffect: "read",
+      idempotent: true,
+      handler: () =>
+        Effect.fail(
+          new Failure.Retryable({
+            source: "tool",
+            category: "rate_limited",
+            code: "busy",
+            attempts: 1,
+            hint: "busy",
+            retryAfterMillis
+          })
+        )
+    })
+  const cases = [
+    ["its wait would end past the run deadline", 60_000, { time: { run: "10 seconds" } }, "run_timeout", "deadline"],
+    [
+      "its wait would end past the step deadline",
+      5_000,
+      { time: { run: "1 minute", step: "2 seconds" } },
+      "step_timeout",
+      "step_deadline"
+    ],
+    ["the run's recovery budget is spent", 0, { recovery: { maxRecoveries: 1 } }, "recovery_exhausted", "run_budget"]
+  ] as const
+  for (const [why, retryAfter, options, stop, recorded] of cases) {
+    it.effect(`R3.3 ${why}: the run stops ${stop}, not tool_error, and the tool's result says why`, () =>
+      Effect.gen(function* () {
+        const result = yield* drive(
+          Run.run({ goal: "g", tools: [busy(retryAfter)], ...options }).pipe(
+            Effect.provide(script([ScriptedModel.toolCall("get", {}), ScriptedModel.finalAnswer("done")]))
+          )
+        )
+        assert.strictEqual(result.stopReason, stop)
+        const failed = result.timeline.find((e) => e._tag === "tool.failed")
+        assert.strictEqual(failed?._tag === "tool.failed" ? failed.error.notRetriedFor : undefined, recorded)
+        assert.include(result.detail, "get (")
+      })
+    )
+  }
+})

@@ -236,6 +236,18 @@ export const hardStop = <R>(
     if (failure.timeout?.layer === "step" && !recovers) {
       return decide(ctx, "step_timeout", "step_timeout", `${result.name} (${result.callId}): ${failure.hint}`)
     }
+    // A retry the run's own limits refused: the stop is theirs, as for a model call (R3.3).
+    const refusedBy = result.error?.notRetriedFor
+    if (refusedBy !== undefined && !recovers) {
+      const what = `${result.name} (${result.callId}) failed with ${failure.code} (${failure.hint})`
+      if (refusedBy === "deadline") {
+        return decide(ctx, "run_timeout", "run_timeout", `${what}; its retry would have ended past the run deadline`)
+      }
+      if (refusedBy === "step_deadline") {
+        return decide(ctx, "step_timeout", "step_timeout", `${what}; its retry would have ended past the step deadline`)
+      }
+      return decide(ctx, "recovery_exhausted", "recovery_exhausted", `${what}; the run's recovery budget is spent`)
+    }
     if (!recovers) {
       return decide(
         ctx,

@@ -10,7 +10,7 @@ import * as Failure from "../../../failure/Failure.ts"
 import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Model from "../../../model/Model.ts"
-import type * as Recovery from "../../../recovery/Recovery.ts"
+import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
@@ -171,7 +171,7 @@ const episodeOf = <R>(c: Call<R>): Recovery.Episode => ({
  * The `tool_failed` result of a call whose failure nothing recovered. Its hint is the
  * tool's own text, shown to the model: cut as an output is (`maxObservationChars`).
  */
-const toolFailed = <R>(c: Call<R>, failure: Failure.Failure): ToolResult.ToolResult => {
+const toolFailed = <R>(c: Call<R>, failure: Failure.Failure, why?: Recovery.GiveUp): ToolResult.ToolResult => {
   const hint = cutToObservation(Redaction.maskText(failure.hint, c.secrets), c.registry.limits.maxObservationChars)
   return failed(
     c.ctx,
@@ -180,7 +180,8 @@ const toolFailed = <R>(c: Call<R>, failure: Failure.Failure): ToolResult.ToolRes
       code: "tool_failed",
       message: hint,
       correctable: false,
-      failure: { ...Redaction.maskSummary(Failure.summarize(failure), c.secrets), hint }
+      failure: { ...Redaction.maskSummary(Failure.summarize(failure), c.secrets), hint },
+      ...(why === "deadline" || why === "step_deadline" || why === "run_budget" ? { notRetriedFor: why } : {})
     },
     c.tool.metadata.maxRetries
   )
@@ -209,7 +210,7 @@ const gaveUp = <R>(
   Effect.gen(function* () {
     const first = Failure.isFailure(reason) ? reason : reason.failure
     if (first._tag !== "UnknownOutcome" || c.tool.reconcile === undefined) {
-      return { _tag: "Ended", result: toolFailed(c, first) }
+      return { _tag: "Ended", result: toolFailed(c, first, Recovery.isExhausted(reason) ? reason.why : undefined) }
     }
     // No status query starts past the deadline (R3.11): the outcome stays unknown.
     if (RunContext.deadlinePassed(c.ctx)) {
