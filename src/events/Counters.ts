@@ -46,6 +46,7 @@ export const empty: Counters = {
   unchangedWhenWarned: 0,
   stateVersion: 0,
   sameClassStreak: 0,
+  sameClassWhenWarned: 0,
   sameClassCode: "",
   reminders: HashMap.empty(),
   callSignatures: HashMap.empty(),
@@ -73,7 +74,9 @@ const failureStep = (c: Draft, name: string, code: string, message: string, maxR
   c.toolErrors = c.toolErrors + 1
   c.repeatedFailureCount = Math.max(c.repeatedFailureCount, n)
   c.repeatedFailureOverLimit = Math.max(c.repeatedFailureOverLimit, n - maxRetries)
-  c.sameClassStreak = c.sameClassCode === code ? c.sameClassStreak + 1 : 1
+  const same = c.sameClassCode === code
+  c.sameClassStreak = same ? c.sameClassStreak + 1 : 1
+  c.sameClassWhenWarned = same ? c.sameClassWhenWarned : 0
   c.sameClassCode = code
 }
 
@@ -111,6 +114,7 @@ const onEvent = (c: Draft, e: Event): void => {
       c.unchangedObservations = c.unchangedObservations + (n > 1 ? 1 : 0)
       c.stateVersion = c.stateVersion + (changesState ? 1 : 0)
       c.sameClassStreak = 0
+      c.sameClassWhenWarned = 0
       c.sameClassCode = ""
       break
     }
@@ -135,6 +139,7 @@ const onEvent = (c: Draft, e: Event): void => {
     case "reminder.injected":
       c.reminders = bump(c.reminders, e.kind)[0]
       if (e.kind === "loop_warning") c.unchangedWhenWarned = c.unchangedObservations
+      if (e.kind === "same_class_errors") c.sameClassWhenWarned = c.sameClassStreak
       break
   }
   c.lastEventAt = e.at

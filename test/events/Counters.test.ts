@@ -387,6 +387,25 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
     )
   })
 
+  it.effect("R2.4 failures that come in batches are reminded too: 2 then 2 in a row past the threshold of 3", () => {
+    const { tool } = failing({ hint: (q) => `no ${q}`, code: () => "not_found" })
+    const two = (a: string, b: string) => ScriptedModel.toolCalls(["flaky", { q: a }], ["flaky", { q: b }])
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "call", tools: [tool], limits: { maxToolErrors: 20 } })
+      // Streaks of 2, 4 (reminded: past 3), 6 (not yet 3 more), 8 (reminded again).
+      const reminders = ofTag(result.timeline, "reminder.injected").filter((e) => e.kind === "same_class_errors")
+      assert.strictEqual(reminders.length, 2)
+      const fourthFailure = ofTag(result.timeline, "tool.failed")[3]
+      assert.isTrue((fourthFailure?.seq ?? Infinity) < (reminders[0]?.seq ?? -1))
+      assert.include(reminders[0]?.text ?? "", "4 tool calls in a row")
+      assert.include(reminders[1]?.text ?? "", "8 tool calls in a row")
+    }).pipe(
+      Effect.provide(
+        withScript([two("a", "b"), two("c", "d"), two("e", "f"), two("g", "h"), ScriptedModel.finalAnswer("done")])
+      )
+    )
+  })
+
   it.effect("R2.4 the error class is the failure's code: not_found is named, and different codes do not chain", () => {
     const { tool } = failing({ hint: (q) => `failed on ${q}`, code: (q) => (q.startsWith("nf") ? "not_found" : q) })
     return Effect.gen(function* () {

@@ -149,7 +149,7 @@ describe("Termination policies (unit)", () => {
     assert.strictEqual(tagOf(policy, at({ unchangedObservations: 5, unchangedWhenWarned: 4 })), "Stop")
   })
 
-  it("R2.4 same_class_errors reminds after tools at every multiple of the threshold and never stops", () => {
+  it("R2.4 same_class_errors reminds after tools once the threshold more failed in a row since its last reminder, and never stops", () => {
     const policy = Termination.sameClassErrors(3)
     const decision = policy.decide(at({ sameClassStreak: 3, sameClassCode: "not_found" }, { phase: "after_tools" }))
     assert.strictEqual(decision._tag, "Warn")
@@ -158,8 +158,16 @@ describe("Termination policies (unit)", () => {
       assert.include(decision.text, "not_found")
     }
     assert.strictEqual(tagOf(policy, at({ sameClassStreak: 2 }, { phase: "after_tools" })), "Continue")
-    assert.strictEqual(tagOf(policy, at({ sameClassStreak: 4 }, { phase: "after_tools" })), "Continue")
-    assert.strictEqual(tagOf(policy, at({ sameClassStreak: 6 }, { phase: "after_tools" })), "Warn")
+    assert.strictEqual(
+      tagOf(policy, at({ sameClassStreak: 4, sameClassWhenWarned: 3 }, { phase: "after_tools" })),
+      "Continue"
+    )
+    assert.strictEqual(
+      tagOf(policy, at({ sameClassStreak: 6, sameClassWhenWarned: 3 }, { phase: "after_tools" })),
+      "Warn"
+    )
+    // A batch took the streak from 2 to 4, past the threshold, with no reminder yet: reminded now.
+    assert.strictEqual(tagOf(policy, at({ sameClassStreak: 4 }, { phase: "after_tools" })), "Warn")
     assert.strictEqual(tagOf(policy, at({ sameClassStreak: 3 }, { phase: "after_model" })), "Continue")
   })
 

@@ -53,6 +53,11 @@ export interface Counters {
   /** Failures in a row sharing one error code, and that code. */
   readonly sameClassStreak: number
   readonly sameClassCode: string
+  /**
+   * What `sameClassStreak` was when the model was last reminded of it (its last
+   * `same_class_errors` reminder); 0 when it was not, since the streak began.
+   */
+  readonly sameClassWhenWarned: number
   readonly reminders: HashMap.HashMap<string, number>
   readonly callSignatures: HashMap.HashMap<string, number>
   readonly failureSignatures: HashMap.HashMap<string, number>

@@ -304,8 +304,10 @@ export const sameClassErrors = (threshold: number): Policy => {
   positiveInt("sameClassErrors", "threshold", threshold)
   return builtInPolicy(
     "same_class_errors",
+    // Once `threshold` more failed in a row since the last reminder: a batch may take the
+    // streak past a multiple of it (2, then 4), and is still reminded.
     ({ counters, phase }) =>
-      phase === "after_tools" && counters.sameClassStreak > 0 && counters.sameClassStreak % threshold === 0
+      phase === "after_tools" && counters.sameClassStreak - counters.sameClassWhenWarned >= threshold
         ? warn(
             "same_class_errors",
             `${counters.sameClassStreak} tool calls in a row failed with "${counters.sameClassCode}". Stop guessing: inspect the environment first (for files, list the directory), then act on what you find.`
