@@ -218,6 +218,26 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     "no policy in force enforces it (it would be ignored): pass policies as a function of the defaults, which are built from the limits, or build the list with Termination.defaults(limits)"
   ],
   [
+    "a policy's limit that is no number",
+    {
+      goal: "x",
+      tools: [],
+      policies: [{ name: "mine", decide: () => Termination.continue_, limits: { maxRefunds: "3" } }]
+    },
+    ["policies", 0, "limits", "maxRefunds"],
+    'Expected number, got "3"'
+  ],
+  [
+    "a policy's limit whose name is none (it goes into run.started)",
+    {
+      goal: "x",
+      tools: [],
+      policies: [{ name: "mine", decide: () => Termination.continue_, limits: JSON.parse('{"__proto__": 1}') }]
+    },
+    ["policies", 0, "limits", "__proto__"],
+    "Expected a limit's name (a letter, then letters, digits or _; 64 at most)"
+  ],
+  [
     "the policies",
     { goal: "x", tools: [], policies: "defaults" },
     ["policies"],
@@ -509,6 +529,23 @@ describe("R4.2 run.started records the limits a run resolved to", () => {
       assert.deepStrictEqual(given, none)
       assert.strictEqual(none?.runTimeoutMillis, 600_000)
       assert.strictEqual(none?.maxIterations, Termination.defaultLimits.maxIterations)
+    })
+  )
+
+  it.effect("R2.2 a policy of the user's that declares its limits: they are recorded, and enforce a limit given", () =>
+    Effect.gen(function* () {
+      const mine = Termination.make(
+        "my_iterations",
+        ({ counters }) =>
+          counters.iterations >= 5 ? Termination.stop("max_iterations", "mine") : Termination.continue_,
+        { maxIterations: 5, maxRefunds: 2 }
+      )
+      const limits = yield* limitsOf({
+        limits: { maxIterations: 5 },
+        policies: (defaults) => Termination.replace(defaults, "max_iterations", mine)
+      })
+      assert.strictEqual(limits?.maxIterations, 5)
+      assert.strictEqual(limits?.maxRefunds, 2)
     })
   )
 })

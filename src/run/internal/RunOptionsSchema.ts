@@ -215,12 +215,32 @@ const isBuiltInPolicy = (u: unknown): u is Termination.Policy => Predicate.isObj
  * A termination policy: a built-in one as it is; a user's with its name read once, so
  * that what the log says decided is what was checked.
  */
+/** A limit's name, as the `limits` options name them (`maxRefunds`): `run.started` records it. */
+const limitName = /^[A-Za-z][A-Za-z0-9_]{0,63}$/
+
+/** A policy's limits by name: a key that is no limit's name is refused, never dropped (as a record's key schema would). */
+const UserPolicyLimits = Schema.Record(Schema.String, Schema.Finite).check(
+  Schema.makeFilter((limits) => {
+    const bad = Object.keys(limits).find((key) => !limitName.test(key))
+    return bad === undefined
+      ? undefined
+      : { path: [bad], issue: "Expected a limit's name (a letter, then letters, digits or _; 64 at most)" }
+  })
+)
+
 const PolicySchema = dispatch(
   readOnce(
-    Schema.Struct({ name: PolicyName, decide: fn<Termination.Policy["decide"]>() }),
+    Schema.Struct({
+      name: PolicyName,
+      decide: fn<Termination.Policy["decide"]>(),
+      // The limits a policy of the user's enforces: recorded in `run.started`, and they make a
+      // limit of the same name given in `limits` one the run enforces.
+      limits: Schema.optional(UserPolicyLimits)
+    }),
     (read, from): Termination.Policy => ({
       name: read.name,
-      decide: (checkpoint) => read.decide.call(from, checkpoint)
+      decide: (checkpoint) => read.decide.call(from, checkpoint),
+      ...(read.limits === undefined ? {} : { limits: Object.freeze({ ...read.limits }) })
     })
   ),
   isBuiltInPolicy,

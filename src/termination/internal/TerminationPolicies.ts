@@ -68,7 +68,11 @@ export const warn = (kind: string, text: string): Decision => ({ _tag: "Warn", k
  * @category constructors
  * @since 0.1.0
  */
-export const make = (name: string, decide: (checkpoint: Checkpoint) => Decision): Policy => ({ name, decide })
+export const make = (
+  name: string,
+  decide: (checkpoint: Checkpoint) => Decision,
+  limits?: Readonly<Record<string, number>>
+): Policy => (limits === undefined ? { name, decide } : { name, decide, limits })
 
 /**
  * The policies of this module, told apart by their class (no registry of them is kept):
