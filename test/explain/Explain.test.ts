@@ -251,7 +251,7 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
       assert.strictEqual(e.stopReason, "recovery_exhausted")
       assert.strictEqual(e.failure?.source, "model")
       assert.strictEqual(e.failure?.code, "http_500")
-      assert.deepInclude(gauge(e, "recoveryAttempts"), { value: 2, max: 2, source: "recorded", decisive: true })
+      assert.deepInclude(gauge(e, "retries"), { value: 2, max: 2, source: "recorded", decisive: true })
       assert.isFalse(gauge(e, "toolCorrectionAttempts").decisive)
       assert.deepStrictEqual(
         { kind: e.next.kind, limit: e.next.limit },

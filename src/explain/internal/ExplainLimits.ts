@@ -20,13 +20,7 @@ interface Meter {
 }
 
 type Counted = "iterations" | "toolCalls" | "repeatedToolCallCount" | "toolErrors" | "emptyOutputs"
-type Tallied =
-  | Counted
-  | "unchangedObservations"
-  | "recoveryAttempts"
-  | "toolCorrectionAttempts"
-  | "costUsd"
-  | "elapsedMillis"
+type Tallied = Counted | "unchangedObservations" | "toolCorrectionAttempts" | "costUsd" | "elapsedMillis"
 
 /** A counter read as it is, its limit, the policy that enforces it and the stops it is about. */
 const meter = (
@@ -43,7 +37,15 @@ const meters: ReadonlyArray<Meter> = [
   meter("toolErrors", "maxToolErrors", "max_tool_errors", ["max_tool_errors"]),
   meter("emptyOutputs", "maxEmptyOutputs", "empty_output", ["empty_output"]),
   meter("unchangedObservations", "loopThreshold", "loop_detected", ["loop_detected"]),
-  meter("recoveryAttempts", "maxRecoveries", undefined, ["recovery_exhausted"]),
+  {
+    // The retries the run's budget counts: its recovery episodes less the argument corrections,
+    // which spend the correction budget instead (R3.4, R3.5).
+    counter: "retries",
+    value: (c) => c.recoveryAttempts - c.toolCorrectionAttempts,
+    limit: "maxRecoveries",
+    policy: undefined,
+    reasons: ["recovery_exhausted"]
+  },
   meter("toolCorrectionAttempts", "correctionBudget", undefined, ["recovery_exhausted", "output_truncated"]),
   {
     counter: "tokens",

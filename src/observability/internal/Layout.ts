@@ -311,7 +311,13 @@ const budgets = (events: ReadonlyArray<Event.Event>, limits: Readonly<Record<str
     { name: "empty outputs", used: c.emptyOutputs, limit: limits.maxEmptyOutputs, unit: "count" },
     { name: "tokens", used: c.inputTokens + c.outputTokens, limit: limits.maxTokens, unit: "tokens" },
     { name: "cost", used: c.costUsd, limit: limits.maxCostUsd, unit: "usd" },
-    { name: "recoveries", used: c.recoveryAttempts, limit: limits.maxRecoveries, unit: "count" },
+    // Corrections spend their own budget, not the retries' (R3.4, R3.5).
+    {
+      name: "retries",
+      used: c.recoveryAttempts - c.toolCorrectionAttempts,
+      limit: limits.maxRecoveries,
+      unit: "count"
+    },
     { name: "corrections", used: c.toolCorrectionAttempts, limit: limits.correctionBudget, unit: "count" },
     { name: "run time", used: c.elapsedMillis, limit: limits.runTimeoutMillis, unit: "ms" }
   ]
