@@ -120,7 +120,9 @@ describe("Termination policies (unit)", () => {
         { inputTokens: 60, outputTokens: 41 },
         "budget_exhausted"
       ],
-      [Termination.budget({ maxCostUsd: 0.5 }), { costUsd: 0.5 }, { costUsd: 0.51 }, "budget_exhausted"]
+      [Termination.budget({ maxCostUsd: 0.5 }), { costUsd: 0.5 }, { costUsd: 0.51 }, "budget_exhausted"],
+      // Three responses at $0.10 sum to 0.30000000000000004: that is the budget, not over it.
+      [Termination.budget({ maxCostUsd: 0.3 }), { costUsd: 0.1 + 0.1 + 0.1 }, { costUsd: 0.3001 }, "budget_exhausted"]
     ]
     for (const [policy, within, past, reason] of cases) {
       for (const phase of ["after_model", "after_tools"] as const) {

@@ -285,7 +285,8 @@ export const budget = (limits: {
     ({ counters }) => {
       const tokens = counters.inputTokens + counters.outputTokens
       if (tokens > maxTokens) return stop("budget_exhausted", `${tokens} tokens used, over the budget of ${maxTokens}`)
-      if (counters.costUsd > maxCost) {
+      // Over by more than the sum's rounding: 3 × $0.10 is $0.30000000000000004, not over $0.30.
+      if (counters.costUsd - maxCost > 1e-9 * Math.max(1, maxCost)) {
         return stop("budget_exhausted", `$${counters.costUsd.toFixed(4)} spent, over the budget of $${maxCost}`)
       }
       return continue_
