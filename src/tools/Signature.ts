@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Hash, Predicate } from "effect"
+import { Predicate } from "effect"
 import * as ToolArguments from "./ToolArguments.ts"
 
 /** As deep as the arguments the tool pipeline lets through can be (`ToolArguments.Limits.maxArgumentDepth`). */
@@ -83,11 +83,34 @@ export const toolCallParsed = (name: string, args: unknown): string => `${name}:
  */
 export const failure = (name: string, code: string, message: string): string => `${name}|${code}|${message}`
 
+/** murmur3's 32-bit finaliser: every bit of the input moves about half the bits of the output. */
+const mix = (h: number): number => {
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b)
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35)
+  return (h ^ (h >>> 16)) >>> 0
+}
+
 /**
- * A short digest of a text: equal texts have equal digests; different texts almost
- * never do (32-bit hash plus the length).
+ * A short digest of a text: equal texts have equal digests; different texts practically
+ * never do (64 bits from two multiply-rotate lanes over its UTF-16 code units, each
+ * finalised with the other, plus the length). A 32-bit hash was too short: among names
+ * three characters apart, distinct calls shared a signature and ended the run
+ * `repeated_tool_call` (R2.3).
  *
  * @category constructors
  * @since 0.1.0
  */
-export const digest = (text: string): string => `${(Hash.string(text) >>> 0).toString(16)}:${text.length}`
+export const digest = (text: string): string => {
+  let a = 0x243f6a88 ^ text.length
+  let b = 0x13198a2e ^ text.length
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    a = Math.imul(a ^ c, 0x9e3779b1)
+    a = (a << 13) | (a >>> 19)
+    b = Math.imul(b ^ c, 0x85ebca77)
+    b = (b << 17) | (b >>> 15)
+  }
+  const high = mix(a ^ Math.imul(b, 0x27d4eb2f))
+  const low = mix(b ^ Math.imul(high, 0x165667b1))
+  return `${high.toString(16).padStart(8, "0")}${low.toString(16).padStart(8, "0")}:${text.length}`
+}

@@ -52,6 +52,29 @@ describe("Signature.canonicalJson", () => {
   })
 })
 
+describe("Signature.digest", () => {
+  it("R2.3 distinct texts have distinct digests: 238,328 names three characters apart, and 100,000 ids", () => {
+    // With the 32-bit digest before, {"q":"file_aad.txt"}, "file_Bbd.txt" and "file_BCe.txt" shared one
+    // signature, and three different reads ended the run repeated_tool_call.
+    const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+    const digests = new Set<string>()
+    let texts = 0
+    for (const a of chars)
+      for (const b of chars)
+        for (const c of chars) {
+          digests.add(Signature.toolCallParsed("read", { q: `file_${a}${b}${c}.txt` }))
+          texts++
+        }
+    for (let id = 0; id < 100_000; id++) {
+      digests.add(Signature.digest(JSON.stringify({ id })))
+      texts++
+    }
+    assert.strictEqual(digests.size, texts)
+    assert.strictEqual(Signature.digest("same text"), Signature.digest("same text"))
+    assert.match(Signature.digest("abc"), /^[0-9a-f]{16}:3$/)
+  })
+})
+
 describe("Signature.toolCall", () => {
   it("R2.3 the signature is the tool name and canonical arguments, whatever the key order or spacing", () => {
     const a = Signature.toolCall("search", '{"a":1,"b":2}')

@@ -3,7 +3,7 @@
  * barriers, its result at the end), and what a resumed run reads back and checks before
  * it goes on. Private to the runtime; `Run.resume` and `Run.recover` are the public face.
  */
-import { Effect, Exit, Option, Schema, Semaphore } from "effect"
+import { Effect, Exit, Hash, Option, Schema, Semaphore } from "effect"
 import type * as Event from "../../events/Event.ts"
 import * as Journal from "../../journal/Journal.ts"
 import type * as JournalError from "../../journal/JournalError.ts"
@@ -44,13 +44,20 @@ const storable = (result: unknown): Schema.Json | undefined => {
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 
 /**
+ * The digest of a tool's fingerprint, as journals have recorded it since format 1 (a 32-bit
+ * hash and the length): a new digest would make every recorded run's tools look changed.
+ * Tools whose schemas differ and still collide are a risk of 2^-32 per pair.
+ */
+const fingerprintDigest = (text: string): string => `${(Hash.string(text) >>> 0).toString(16)}:${text.length}`
+
+/**
  * A tool's fingerprint: what a resumed run's log depends on (its arguments' shape, whether
  * it may act twice, whether its calls wait for approval: a call the log has waiting must
  * not run unapproved). `needsApproval` is in it only when set, so the fingerprints of
  * tools without approval are those runs recorded before it was.
  */
 const fingerprint = (tool: Tool.Any<unknown>): string =>
-  Signature.digest(
+  fingerprintDigest(
     Signature.canonicalJson({
       parameters: tool.definition.parameters,
       sideEffect: tool.metadata.sideEffect,
