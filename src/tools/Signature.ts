@@ -61,13 +61,23 @@ export const toolCall = (name: string, rawArguments: unknown): string => {
 }
 
 /**
- * The signature of a call whose arguments could not be parsed: a digest of their text.
+ * The signature of a call whose arguments could not be parsed: a digest of their text, or
+ * of the canonical JSON of a value a provider handed over parsed (`{ q: NaN, page: 2 }`:
+ * distinct refused calls stay distinct). A value that JSON cannot write, or nested past
+ * 512 levels, or cyclic, is signed by its type alone.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const unparsed = (name: string, rawArguments: unknown): string =>
-  `${name}:~${Predicate.isString(rawArguments) ? digest(rawArguments) : typeof rawArguments}`
+export const unparsed = (name: string, rawArguments: unknown): string => {
+  if (Predicate.isString(rawArguments)) return `${name}:~${digest(rawArguments)}`
+  try {
+    return `${name}:~${digest(canonicalJson(rawArguments))}`
+  } catch {
+    // A bigint, a cycle, a getter that throws, a depth past the walk's bound: no text to sign.
+    return `${name}:~${typeof rawArguments}`
+  }
+}
 
 /**
  * The signature of a call whose arguments are already parsed.

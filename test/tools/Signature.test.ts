@@ -105,6 +105,14 @@ describe("Signature.toolCall", () => {
     assert.throws(() => Signature.canonicalJson(JSON.parse(deep)), RangeError)
   })
 
+  it("R2.3 refused arguments handed over parsed keep apart: distinct values, distinct signatures", () => {
+    // NaN is no JSON: the pipeline refuses these, and each is still its own call (it was `t:~object` for all).
+    const signed = [1, 2, 3].map((page) => Signature.toolCall("t", { q: Number.NaN, page }))
+    assert.strictEqual(new Set(signed).size, 3)
+    assert.strictEqual(Signature.toolCall("t", { page: 1, q: Number.NaN }), signed[0])
+    assert.strictEqual(Signature.toolCall("t", { n: 1n }), "t:~object")
+  })
+
   it("R2.3 the failure signature is tool, code and message", () => {
     assert.strictEqual(Signature.failure("read", "not_found", "no file a"), "read|not_found|no file a")
     assert.notStrictEqual(
