@@ -143,7 +143,8 @@ const onEvent = (c: Draft, e: Event): void => {
       break
   }
   c.lastEventAt = e.at
-  c.elapsedMillis = e.at - c.startedAt
+  // Never below 0: a wall clock stepped back reads a short elapsed time, not a negative one.
+  c.elapsedMillis = Math.max(0, e.at - c.startedAt)
 }
 
 /**
