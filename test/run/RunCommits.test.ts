@@ -102,6 +102,25 @@ describe("Durable runs: what a run commits (R9)", () => {
     }).pipe(Effect.scoped, Effect.provide(Journal.layerMemory))
   )
 
+  it.live(
+    "R9 R12 a commit the store holds past the stop grace: the left-behind detail names the store, not user code",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        const handle = yield* Run.start({
+          goal: "echo",
+          runId: "r1",
+          tools: [echo],
+          time: { stopGrace: "100 millis" }
+        }).pipe(Effect.provideService(Journal.Journal, slow(store, 600)), Effect.provide(model))
+        yield* Effect.sleep("50 millis") // inside the first commit
+        const result = yield* handle.cancel
+        assert.strictEqual(result.stopReason, "cancelled")
+        assert.include(result.detail, "its journal's store held a commit past the stop grace of 100 ms")
+        assert.notInclude(result.detail, "what it interrupted")
+      }).pipe(Effect.scoped, Effect.provide(Journal.layerMemory))
+  )
+
   it.live("R9 R3.11 the run deadline during a slow commit: run_timeout, not a dead process", () =>
     Effect.gen(function* () {
       const store = yield* Journal.Journal

@@ -71,12 +71,23 @@ const commit = (
       // outside `onInterrupt`: the run is stopped, as it would have been, not dead.
       const once = Effect.uninterruptible(
         Effect.tap(
-          sink.commit(batch),
+          // While the store holds the commit, a run stopped from outside waits on the store, not on user code.
+          Effect.suspend(() => {
+            ctx.committing = true
+            return sink.commit(batch)
+          }),
           Effect.sync(() => {
             ctx.committed = fromSeq + events.length
             ctx.onCommitted?.()
           })
-        ).pipe(Effect.onInterrupt(() => Effect.sync(() => RunContext.died(ctx))))
+        ).pipe(
+          Effect.onInterrupt(() => Effect.sync(() => RunContext.died(ctx))),
+          Effect.ensuring(
+            Effect.sync(() => {
+              ctx.committing = false
+            })
+          )
+        )
       )
       return once.pipe(
         // Only a failed try builds the schedule (a commit is on every step's path).

@@ -39,6 +39,8 @@ export interface RunContext {
   readonly journal: Sink | undefined
   /** How many events of `events` the journal holds. */
   committed: number
+  /** Whether a commit is with the store now (a run left behind while one is was held by its store). */
+  committing: boolean
   /** Why the run may write no more (another process owns it), once a commit was fenced off. */
   fenced: string | undefined
   /** Why the store refused the run's last failed commit, when it refused it (not out of reach). */
@@ -112,6 +114,7 @@ export const make = (options: {
     onCommitted: undefined,
     journal: options.journal,
     committed: events.length,
+    committing: false,
     fenced: undefined,
     refused: undefined,
     suspended: undefined

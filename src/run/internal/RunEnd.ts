@@ -112,7 +112,10 @@ export const leftBehind = (
       `still running: it did not stop within the stop grace of ${graceMillis} ms after ${by}`,
       true
     )
-    const detail = `${by} stopped the run while it was ${stopping?.state ?? RunContext.state(ctx)}, and what it interrupted did not stop within the stop grace of ${graceMillis} ms; it was left behind`
+    const held = ctx.committing
+      ? "its journal's store held a commit past the stop grace"
+      : "what it interrupted did not stop within the stop grace"
+    const detail = `${by} stopped the run while it was ${stopping?.state ?? RunContext.state(ctx)}, and ${held} of ${graceMillis} ms; it was left behind`
     const reason = cancelled ? "cancelled" : "run_timeout"
     const policy = cancelled ? "runtime" : "run_timeout"
     RunContext.decided(ctx, policy, reason, detail)
