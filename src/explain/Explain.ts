@@ -162,6 +162,8 @@ const deadlineOf = (
   const timeout = failure?.timeout
   if (reason === "run_timeout" && timeout?.layer !== "run") {
     const decided = last(timeline, "termination.decided")
+    // A policy of the user's that stopped with `run_timeout` is no deadline that fired: it says so itself.
+    if (decided !== undefined && decided.policy !== "run_timeout") return undefined
     return {
       layer: "run",
       firedAtMillis: decided === undefined ? undefined : decided.at - start,

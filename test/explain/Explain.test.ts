@@ -124,6 +124,22 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     })
   )
 
+  it.effect(
+    "R13 R2.5 a policy of the user's that stops with run_timeout: decided by it, no run layer said to have fired",
+    () =>
+      Effect.gen(function* () {
+        const impatient = Termination.make("impatient", () => Termination.stop("run_timeout", "I will not wait"))
+        const result = yield* scripted([ScriptedModel.toolCall("echo", { text: "a" })], {
+          tools: [echo],
+          policies: (defaults) => [impatient, ...defaults]
+        })
+        const e = explained(result)
+        assert.strictEqual(e.stopReason, "run_timeout")
+        assert.strictEqual(e.decision?.policy, "impatient")
+        assert.isUndefined(e.deadline)
+      })
+  )
+
   it.effect("R4.1 run_timeout: the run layer fired, the state it found and the model call in flight", () =>
     Effect.gen(function* () {
       const result = yield* scripted([silent], { tools: [], time: { run: "1 second" } })
