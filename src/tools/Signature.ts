@@ -15,15 +15,21 @@ import * as ToolArguments from "./ToolArguments.ts"
 /** As deep as the arguments the tool pipeline lets through can be (`ToolArguments.Limits.maxArgumentDepth`). */
 const maxDepth = ToolArguments.deepestArguments
 
-const canonicalValue = (value: unknown, depth: number): unknown => {
+/** How many values a walk may still visit: a value that shares its parts may hold more paths than memory. */
+interface Budget {
+  left: number
+}
+
+const canonicalValue = (value: unknown, depth: number, budget: Budget): unknown => {
   if (depth > maxDepth) throw new RangeError(`Signature.canonicalJson: nested more than ${maxDepth} levels deep`)
-  if (Array.isArray(value)) return value.map((item) => canonicalValue(item, depth + 1))
+  if (--budget.left < 0) throw new RangeError("Signature.canonicalJson: more values than the walk may visit")
+  if (Array.isArray(value)) return value.map((item) => canonicalValue(item, depth + 1, budget))
   if (Predicate.isObject(value) && !Predicate.isFunction(value)) {
     const keys = Object.keys(value)
     if (keys.length > 1) keys.sort()
     const out: Record<string, unknown> = {}
     for (const key of keys) {
-      const item = canonicalValue(value[key], depth + 1)
+      const item = canonicalValue(value[key], depth + 1, budget)
       if (key === "__proto__") {
         // As an own key `__proto__` is data; defineProperty keeps it from touching the prototype.
         Object.defineProperty(out, key, { value: item, enumerable: true, writable: true, configurable: true })
@@ -43,7 +49,15 @@ const canonicalValue = (value: unknown, depth: number): unknown => {
  * @category constructors
  * @since 0.1.0
  */
-export const canonicalJson = (value: unknown): string => JSON.stringify(canonicalValue(value, 0)) ?? "null"
+export const canonicalJson = (value: unknown): string =>
+  JSON.stringify(canonicalValue(value, 0, { left: Number.POSITIVE_INFINITY })) ?? "null"
+
+/**
+ * The most values the signature of refused arguments walks (a few milliseconds). Past it
+ * they are signed by their type, so a value whose parts are shared at every level (its
+ * paths double per level) is signed at once.
+ */
+const maxUnparsedValues = 100_000
 
 /**
  * The signature of a call as the model sent it. Arguments that the tool pipeline would
@@ -64,7 +78,7 @@ export const toolCall = (name: string, rawArguments: unknown): string => {
  * The signature of a call whose arguments could not be parsed: a digest of their text, or
  * of the canonical JSON of a value a provider handed over parsed (`{ q: NaN, page: 2 }`:
  * distinct refused calls stay distinct). A value that JSON cannot write, or nested past
- * 512 levels, or cyclic, is signed by its type alone.
+ * 512 levels, or cyclic, or of more than 100,000 values, is signed by its type alone.
  *
  * @category constructors
  * @since 0.1.0
@@ -72,7 +86,8 @@ export const toolCall = (name: string, rawArguments: unknown): string => {
 export const unparsed = (name: string, rawArguments: unknown): string => {
   if (Predicate.isString(rawArguments)) return `${name}:~${digest(rawArguments)}`
   try {
-    return `${name}:~${digest(canonicalJson(rawArguments))}`
+    const canonical = JSON.stringify(canonicalValue(rawArguments, 0, { left: maxUnparsedValues })) ?? "null"
+    return `${name}:~${digest(canonical)}`
   } catch {
     // A bigint, a cycle, a getter that throws, a depth past the walk's bound: no text to sign.
     return `${name}:~${typeof rawArguments}`

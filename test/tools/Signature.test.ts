@@ -113,6 +113,13 @@ describe("Signature.toolCall", () => {
     assert.strictEqual(Signature.toolCall("t", { n: 1n }), "t:~object")
   })
 
+  it("R12 refused arguments whose parts are shared at every level are signed by their type, not walked path by path", () => {
+    // 2^40 paths: walked whole, the signature froze the run past its deadline and ran the process out of memory.
+    let shared: unknown = 1
+    for (let level = 0; level < 40; level++) shared = { a: shared, b: shared }
+    assert.strictEqual(Signature.toolCall("t", shared), "t:~object")
+  })
+
   it("R2.3 the failure signature is tool, code and message", () => {
     assert.strictEqual(Signature.failure("read", "not_found", "no file a"), "read|not_found|no file a")
     assert.notStrictEqual(
