@@ -218,6 +218,19 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     "no policy in force enforces it (it would be ignored): pass policies as a function of the defaults, which are built from the limits, or build the list with Termination.defaults(limits)"
   ],
   [
+    "a policy's limit that another policy in force enforces otherwise (run.started records one value)",
+    {
+      goal: "x",
+      tools: [],
+      policies: (defaults: ReadonlyArray<Termination.Policy>) => [
+        ...defaults,
+        Termination.make("my_audit", () => Termination.continue_, { maxIterations: 100 })
+      ]
+    },
+    ["policies", 12, "limits", "maxIterations"],
+    'the policy "my_audit" declares maxIterations: 100, but "max_iterations" enforces 20: a limit has one value (set it in limits, or name your own limit otherwise)'
+  ],
+  [
     "a policy's limit that is no number",
     {
       goal: "x",

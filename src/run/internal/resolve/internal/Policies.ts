@@ -58,6 +58,28 @@ const unenforced = (
 }
 
 /**
+ * Two policies in force that declare one limit with different values: `run.started` could
+ * record only one, and a resume would rebuild the defaults from it (a policy of the user's
+ * declaring `maxIterations: 100` beside the default `max_iterations` at 20). One limit, one value.
+ */
+const conflicting = (policies: ReadonlyArray<Termination.Policy>): RunOptions.InvalidRunOptions | undefined => {
+  const declared = new Map<string, { readonly policy: string; readonly value: number }>()
+  for (const [index, policy] of policies.entries()) {
+    for (const [name, value] of Object.entries(policy.limits ?? {})) {
+      const first = declared.get(name)
+      if (first === undefined) declared.set(name, { policy: policy.name, value })
+      else if (first.value !== value) {
+        return new RunOptions.InvalidRunOptions({
+          path: ["policies", index, "limits", name],
+          reason: `the policy "${policy.name}" declares ${name}: ${value}, but "${first.policy}" enforces ${first.value}: a limit has one value (set it in limits, or name your own limit otherwise)`
+        })
+      }
+    }
+  }
+  return undefined
+}
+
+/**
  * The policies of the run: the defaults, the list given, or what the function given made
  * of the defaults; for a fresh run, only if they enforce the limits given. A resumed run's
  * limits are filled from its `run.started` (`Durable.startedWith`), for its defaults to be
@@ -69,7 +91,7 @@ export const policiesOf = (
   from: From
 ): Result.Result<ReadonlyArray<Termination.Policy>, RunOptions.InvalidRunOptions> =>
   Result.flatMap(chosenPolicies(given, limits), (policies) => {
-    const issue = from === "resumed" ? undefined : unenforced(limits, policies)
+    const issue = conflicting(policies) ?? (from === "resumed" ? undefined : unenforced(limits, policies))
     return issue === undefined ? Result.succeed(policies) : Result.fail(issue)
   })
 
