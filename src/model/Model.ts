@@ -45,9 +45,9 @@ const Cost = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLess
  * token, the cached ones too (`cachedInputTokens`, read from the provider's prompt
  * cache, usually at a lower price); `outputTokens` counts every generated token, the
  * reasoning ones too (`reasoningTokens`, the model's hidden or `reasoning_content`
- * thinking). `estimated` marks counts the provider did not report: estimated from the
- * text sent and received ({@link estimatedUsage}), so that a token or cost budget still
- * trips against a server that leaves its usage out.
+ * thinking). `estimated: true` marks counts the provider did not report: estimated from
+ * the text sent and received ({@link estimatedUsage}), so that a token or cost budget still
+ * trips against a server that leaves its usage out (`false` is the same as none).
  *
  * @category models
  * @since 0.1.0
@@ -58,7 +58,7 @@ export const Usage = Schema.Struct({
   cachedInputTokens: Schema.optional(Count),
   reasoningTokens: Schema.optional(Count),
   costUsd: Schema.optional(Cost),
-  estimated: Schema.optional(Schema.Literal(true))
+  estimated: Schema.optional(Schema.Boolean)
 })
 
 /**

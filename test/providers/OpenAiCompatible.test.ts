@@ -361,13 +361,15 @@ describe("OpenAiCompatible", () => {
 
     live("R11 R3.2 a 400 whose error says the content filter refused is content_filtered, not a plain http_400", () =>
       Effect.gen(function* () {
-        const body = JSON.stringify({
-          error: { message: "The prompt was filtered.", type: null, code: "content_filter", param: "prompt" }
-        })
-        const { exit } = yield* once(FakeOpenAiServer.raw({ status: 400, body }))
-        const failure = failureOf(exit)
-        assert.deepStrictEqual(classOf(failure), ["Permanent", "content_filter", "content_filtered"])
-        assert.include(failure.hint, "The prompt was filtered.")
+        for (const error of [
+          { message: "The prompt was filtered.", type: null, code: "content_filter", param: "prompt" },
+          { message: "The prompt was filtered.", type: "content_policy_violation", code: 400 }
+        ]) {
+          const { exit } = yield* once(FakeOpenAiServer.raw({ status: 400, body: JSON.stringify({ error }) }))
+          const failure = failureOf(exit)
+          assert.deepStrictEqual(classOf(failure), ["Permanent", "content_filter", "content_filtered"])
+          assert.include(failure.hint, "The prompt was filtered.")
+        }
       })
     )
 

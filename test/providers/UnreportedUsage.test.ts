@@ -140,6 +140,19 @@ describe("a provider that reports no usage", () => {
     }).pipe(Effect.provide(NodeTransport.layer()))
   )
 
+  it.effect("R12 a Model of your own that says estimated: false is taken as reporting its usage", () =>
+    Effect.gen(function* () {
+      const own: Model.Model["Service"] = {
+        generate: () =>
+          Effect.succeed(Model.response({ text: "done", usage: { inputTokens: 3, outputTokens: 1, estimated: false } }))
+      }
+      const result = yield* Run.run({ goal: "g", tools: [] }).pipe(Effect.provideService(Model.Model, own))
+      assert.strictEqual(result.status, "completed")
+      const [event] = responded(result.timeline)
+      assert.deepStrictEqual(event?.usage, { inputTokens: 3, outputTokens: 1 })
+    })
+  )
+
   it("R10 OpenAiWireEncode sends no usage for an estimated or absent one", () => {
     const base = { text: "ok", toolCalls: [] }
     for (const usage of [undefined, { inputTokens: 3, outputTokens: 1, estimated: true as const }]) {

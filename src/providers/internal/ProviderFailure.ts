@@ -128,6 +128,8 @@ const kinds: ReadonlyArray<readonly [StreamErrorKind, ReadonlyArray<string>]> = 
 ]
 
 const kindOf = (error: { readonly type?: unknown; readonly code?: unknown }): StreamErrorKind => {
+  // A content filter's refusal is one whatever status comes with it.
+  if (isContentFilter(error)) return "content_filtered"
   const status = typeof error.code === "number" ? error.code : Number(error.code)
   const byStatus = Number.isInteger(status) ? kindOfStatus(status) : undefined
   if (byStatus !== undefined) return byStatus
@@ -136,9 +138,14 @@ const kindOf = (error: { readonly type?: unknown; readonly code?: unknown }): St
   return "stream_error"
 }
 
-/** Whether an error the provider sent says its content filter refused (by its code or type). */
+const contentFilterWords: ReadonlySet<string> = new Set(kinds.find(([kind]) => kind === "content_filtered")?.[1] ?? [])
+
+/**
+ * Whether an error the provider sent says its content filter refused, by its code or type,
+ * whatever status it also gives (`{ code: 400, type: "content_policy_violation" }`).
+ */
 export const isContentFilter = (error: { readonly type?: unknown; readonly code?: unknown }): boolean =>
-  kindOf(error) === "content_filtered"
+  [error.code, error.type].some((word) => Predicate.isString(word) && contentFilterWords.has(word.toLowerCase()))
 
 /**
  * A request the provider's content filter refused with an error status (Azure OpenAI's 400

@@ -31,7 +31,7 @@ const plainUsage = (usage: unknown): Model.Usage | undefined => {
     Record<keyof Model.Usage, unknown>
   >
   if (!isCount(inputTokens) || !isCount(outputTokens)) return undefined
-  if (estimated !== undefined && estimated !== true) return undefined
+  if (estimated !== undefined && typeof estimated !== "boolean") return undefined
   const optional = { cachedInputTokens, reasoningTokens, costUsd }
   // -0 is 0 once the log is JSON: the live log says so too.
   const out: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = {
@@ -44,7 +44,8 @@ const plainUsage = (usage: unknown): Model.Usage | undefined => {
     if (typeof value !== "number" || !(key === "costUsd" ? isCost(value) : isCount(value))) return undefined
     out[key] = unsigned(value)
   }
-  if (estimated) out.estimated = true
+  // Only an estimate is marked: `false` says what no field says.
+  if (estimated === true) out.estimated = true
   // The log's own, frozen: the model is handed its responses back in the conversation.
   return Object.freeze(out)
 }
