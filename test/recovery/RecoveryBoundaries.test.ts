@@ -137,6 +137,43 @@ describe("R3.3 a tool retry the run's own limits refuse", () => {
     ],
     ["the run's recovery budget is spent", 0, { recovery: { maxRecoveries: 1 } }, "recovery_exhausted", "run_budget"]
   ] as const
+  it.effect(
+    "R2.5 R3.3 a batch's stop is its gravest call's, whatever their order: the deadline's before a tool error",
+    () =>
+      Effect.gen(function* () {
+        const broken = Tool.make({
+          name: "put",
+          description: "Fails for good.",
+          input: Schema.Struct({}),
+          output: Schema.Struct({ ok: Schema.Boolean }),
+          sideEffect: "read",
+          handler: () =>
+            Effect.fail(
+              new Failure.Permanent({ source: "tool", category: "rejected", code: "no", attempts: 1, hint: "no" })
+            )
+        })
+        const stops: Array<string> = []
+        for (const order of [
+          [
+            ["put", {}],
+            ["get", {}]
+          ],
+          [
+            ["get", {}],
+            ["put", {}]
+          ]
+        ] as const) {
+          const result = yield* drive(
+            Run.run({ goal: "g", tools: [busy(60_000), broken], concurrency: 2, time: { run: "10 seconds" } }).pipe(
+              Effect.provide(script([ScriptedModel.toolCalls(...order), ScriptedModel.finalAnswer("done")]))
+            )
+          )
+          stops.push(result.stopReason)
+        }
+        assert.deepStrictEqual(stops, ["run_timeout", "run_timeout"])
+      })
+  )
+
   for (const [why, retryAfter, options, stop, recorded] of cases) {
     it.effect(`R3.3 ${why}: the run stops ${stop}, not tool_error, and the tool's result says why`, () =>
       Effect.gen(function* () {

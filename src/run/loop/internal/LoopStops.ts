@@ -196,6 +196,65 @@ export const fencedOff = (ctx: RunContext.RunContext): Outcome | undefined =>
     ? undefined
     : decide(ctx, "runtime", "internal_error", `another process owns this run now: ${ctx.fenced}`)
 
+/** The stop one call of a batch calls for, ranked by how grave it is (higher first). */
+interface BatchStop {
+  readonly rank: number
+  readonly policy: string
+  readonly reason: StopReason.StopReason
+  readonly detail: string
+}
+
+const stopOfCall = (result: ToolResult.ToolResult, recovers: boolean): BatchStop | undefined => {
+  const named = `${result.name} (${result.callId})`
+  if (result.status === "inconsistent") {
+    // A postcondition the step deadline cut off contradicted nothing: the step's stop (R4.2).
+    const cut = result.error?.failure?.timeout?.layer === "step"
+    const detail = `${named}: ${result.error?.message}`
+    return cut
+      ? { rank: 4, policy: "step_timeout", reason: "step_timeout", detail }
+      : { rank: 3, policy: "runtime", reason: "inconsistent_result", detail }
+  }
+  const failure = result.error?.failure
+  // A tool that hands its errors to the model lets it go on (with a fresh step).
+  if (failure === undefined || recovers) return undefined
+  // A call the step deadline cut off ends the step.
+  if (failure.timeout?.layer === "step") {
+    return { rank: 4, policy: "step_timeout", reason: "step_timeout", detail: `${named}: ${failure.hint}` }
+  }
+  // A retry the run's own limits refused: the stop is theirs, as for a model call (R3.3).
+  const what = `${named} failed with ${failure.code} (${failure.hint})`
+  switch (result.error?.notRetriedFor) {
+    case "deadline":
+      return {
+        rank: 5,
+        policy: "run_timeout",
+        reason: "run_timeout",
+        detail: `${what}; its retry would have ended past the run deadline`
+      }
+    case "step_deadline":
+      return {
+        rank: 4,
+        policy: "step_timeout",
+        reason: "step_timeout",
+        detail: `${what}; its retry would have ended past the step deadline`
+      }
+    case "run_budget":
+      return {
+        rank: 2,
+        policy: "recovery_exhausted",
+        reason: "recovery_exhausted",
+        detail: `${what}; the run's recovery budget is spent`
+      }
+    case undefined:
+      return {
+        rank: 1,
+        policy: "runtime",
+        reason: "tool_error",
+        detail: `${named} failed with ${failure.code}: ${failure.hint}; the tool does not opt in to recovering its errors`
+      }
+  }
+}
+
 export const hardStop = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
@@ -214,50 +273,15 @@ export const hardStop = <R>(
   if (RunContext.deadlinePassed(ctx)) {
     return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the tool batch")
   }
+  // The batch's stop is the gravest of its calls', whatever their order (R2.5): the deadline's,
+  // then the step's, a contradicted tool, the recovery budget, a tool error.
+  let stop: BatchStop | undefined
   for (const result of results) {
-    if (result.status === "inconsistent") {
-      // A postcondition the step deadline cut off contradicted nothing: the step's stop (R4.2).
-      const cut = result.error?.failure?.timeout?.layer === "step"
-      return decide(
-        ctx,
-        cut ? "step_timeout" : "runtime",
-        cut ? "step_timeout" : "inconsistent_result",
-        `${result.name} (${result.callId}): ${result.error?.message}`
-      )
-    }
-    const failure = result.error?.failure
-    if (failure === undefined) continue
-    if (failure.classification === "unknown") {
-      return decide(ctx, "runtime", "unknown_outcome", `${result.name} (${result.callId}): ${failure.hint}`)
-    }
     const recovers = config.registry.tools.get(result.name)?.metadata.recoverErrors === true
-    // A call the step deadline cut off ends the step: the step's stop, unless the tool
-    // hands its errors to the model (which then gets a fresh step).
-    if (failure.timeout?.layer === "step" && !recovers) {
-      return decide(ctx, "step_timeout", "step_timeout", `${result.name} (${result.callId}): ${failure.hint}`)
-    }
-    // A retry the run's own limits refused: the stop is theirs, as for a model call (R3.3).
-    const refusedBy = result.error?.notRetriedFor
-    if (refusedBy !== undefined && !recovers) {
-      const what = `${result.name} (${result.callId}) failed with ${failure.code} (${failure.hint})`
-      if (refusedBy === "deadline") {
-        return decide(ctx, "run_timeout", "run_timeout", `${what}; its retry would have ended past the run deadline`)
-      }
-      if (refusedBy === "step_deadline") {
-        return decide(ctx, "step_timeout", "step_timeout", `${what}; its retry would have ended past the step deadline`)
-      }
-      return decide(ctx, "recovery_exhausted", "recovery_exhausted", `${what}; the run's recovery budget is spent`)
-    }
-    if (!recovers) {
-      return decide(
-        ctx,
-        "runtime",
-        "tool_error",
-        `${result.name} (${result.callId}) failed with ${failure.code}: ${failure.hint}; the tool does not opt in to recovering its errors`
-      )
-    }
+    const candidate = stopOfCall(result, recovers)
+    if (candidate !== undefined && (stop === undefined || candidate.rank > stop.rank)) stop = candidate
   }
-  return undefined
+  return stop === undefined ? undefined : decide(ctx, stop.policy, stop.reason, stop.detail)
 }
 
 /** Maps a model call that ended without a response to the run's stop. */
