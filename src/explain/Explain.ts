@@ -162,8 +162,10 @@ const deadlineOf = (
   const timeout = failure?.timeout
   if (reason === "run_timeout" && timeout?.layer !== "run") {
     const decided = last(timeline, "termination.decided")
-    // A policy of the user's that stopped with `run_timeout` is no deadline that fired: it says so itself.
+    // A policy of the user's that stopped with `run_timeout` is no deadline that fired: it says so
+    // itself; nor is a retry refused because it would have ended past the deadline (R3.3).
     if (decided !== undefined && decided.policy !== "run_timeout") return undefined
+    if (timeline.some((e) => e._tag === "tool.failed" && e.error.notRetriedFor === "deadline")) return undefined
     return {
       layer: "run",
       firedAtMillis: decided === undefined ? undefined : decided.at - start,

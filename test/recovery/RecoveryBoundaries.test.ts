@@ -9,6 +9,7 @@ import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import type * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { drive } from "../support/clock.ts"
@@ -183,6 +184,8 @@ describe("R3.3 a tool retry the run's own limits refuse", () => {
           )
         )
         assert.strictEqual(result.stopReason, stop)
+        // Nothing fired: Explain says no deadline layer did.
+        if (recorded === "deadline") assert.isUndefined(RunResult.explain(result).deadline)
         const failed = result.timeline.find((e) => e._tag === "tool.failed")
         assert.strictEqual(failed?._tag === "tool.failed" ? failed.error.notRetriedFor : undefined, recorded)
         assert.include(result.detail, "get (")
