@@ -219,6 +219,17 @@ describe("R12 user code that throws a value that cannot be printed", () => {
 })
 
 describe("R12 values user code hands back are checked", () => {
+  it.effect("R12 a run given no Model (a caller without types) ends internal_error saying so", () =>
+    Effect.gen(function* () {
+      // The types require a Model; JavaScript does not check them.
+      const untyped = Run.run({ goal: "x", tools: [] }) as Effect.Effect<RunResult.RunResult>
+      const result = yield* untyped
+      assert.strictEqual(result.stopReason, "internal_error")
+      assert.include(result.detail, "no Model service was provided to the run")
+      assertRoundTrips(result)
+    })
+  )
+
   it.effect("R3.7 R12 a tool's failure hint reaches the model cut to maxObservationChars, as an output does", () =>
     Effect.gen(function* () {
       const hint = "x".repeat(500_000)

@@ -10,8 +10,9 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Result } from "effect"
+import { Context, Effect, Option, Result } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
@@ -314,6 +315,10 @@ const turn = <R>(
 
 type Turn<R> = ReturnType<typeof turn<R>>
 
+const noModel = new UserCode.UserCodeDefect(
+  "no Model service was provided to the run: provide a model's layer (OpenAiCompatible.layer, LanguageModelAdapter.layer, or ScriptedModel.layer from effect-agent-runtime/testing)"
+)
+
 /**
  * Runs the loop until it stops. `R` is what the tools need; the model comes from the
  * context (`Model.Model`), the permission policy too (`Permission.Permission`).
@@ -330,7 +335,10 @@ type Turn<R> = ReturnType<typeof turn<R>>
  */
 export const run = <R>(ctx: RunContext.RunContext, config: Config<R>, resumed = false) =>
   Effect.contextWith((context: Context.Context<Model.Model>) => {
-    const model = Context.get(context, Model.Model)
+    // A caller without types (JavaScript) may have provided none: say so, not "a defect (Error)".
+    const given = Context.getOption(context, Model.Model)
+    if (Option.isNone(given)) return Effect.die(noModel)
+    const model = given.value
     const permission = Context.get(context, Permission.Permission)
     const chain: Chain = [{ name: config.models.name, model }, ...config.models.fallbacks]
     // The end of an iteration: the rest of its events reach the journal together; then the next turn.
