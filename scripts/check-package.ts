@@ -99,7 +99,9 @@ const checkContents = (files: ReadonlyArray<string>): void => {
     ...bins.map((bin) => Path.posix.normalize(bin)),
     "LICENSE",
     "README.md",
-    "CHANGELOG.md"
+    "CHANGELOG.md",
+    "ARCHITECTURE.md",
+    "docs/SCALE.md"
   ].filter((file) => !files.includes(file))
   if (missing.length > 0) throw new Error(`missing from the tarball:\n${missing.join("\n")}`)
 }
