@@ -37,7 +37,7 @@
  * const result = yield* runs.result(runId)
  * ```
  *
- * @since 0.5.0
+ * @since 0.3.0
  */
 
 import { type Duration, Effect, Layer } from "effect"
@@ -55,7 +55,7 @@ import { executionOf, payloadOf, RunWorkflow, suspendedOnFailure } from "./inter
  * The code of the runs a runner hosts: `Run.Options` less what each start gives.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export type Definitions<T extends Tool.Any = Tool.Any, RV = never, O = never> = Omit<
   RunOptions.Options<T, RV, O>,
@@ -64,7 +64,7 @@ export type Definitions<T extends Tool.Any = Tool.Any, RV = never, O = never> = 
 
 /**
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface Settings {
   /** How often a run waiting for approval in its process reads the table for a decision. Default 1 second. */
@@ -107,7 +107,7 @@ const checkedAgainst =
  * checks the rest against its code when the run begins.
  *
  * @category layers
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const layerClient: Layer.Layer<DurableRuns, never, Requires> = Layer.effect(
   DurableRuns,
@@ -144,7 +144,7 @@ const wakeSuspended = Effect.gen(function* () {
  * code they need instead of failing.
  *
  * @category layers
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const layer = <T extends Tool.Any, RV = never, O = never>(
   definitions: Definitions<T, RV, O>,
@@ -171,28 +171,28 @@ export {
    * Why an operation on a durable run could not be done.
    *
    * @category errors
-   * @since 0.5.0
+   * @since 0.3.0
    */
   DurableRunError,
   /**
    * The operations on durable runs, as a service.
    *
    * @category services
-   * @since 0.5.0
+   * @since 0.3.0
    */
   DurableRuns,
   /**
    * The operations on durable runs, from any process on the same storage.
    *
    * @category models
-   * @since 0.5.0
+   * @since 0.3.0
    */
   type Service,
   /**
    * What a durable run is started with.
    *
    * @category models
-   * @since 0.5.0
+   * @since 0.3.0
    */
   type StartOptions
 } from "./DurableRuns.ts"
@@ -201,21 +201,21 @@ export {
    * Options of {@link layerCluster}.
    *
    * @category models
-   * @since 0.5.0
+   * @since 0.3.0
    */
   type ClusterOptions,
   /**
    * What {@link layerCluster} uses of `NodeClusterSocket`: its layer of runners over sockets.
    *
    * @category models
-   * @since 0.5.0
+   * @since 0.3.0
    */
   type ClusterSocket,
   /**
    * Options of {@link layerEmbedded}.
    *
    * @category models
-   * @since 0.5.0
+   * @since 0.3.0
    */
   type EmbeddedOptions,
   /**
@@ -223,21 +223,21 @@ export {
    * database (PostgreSQL); a dead runner's runs move to the others once its shard locks expire.
    *
    * @category layers
-   * @since 0.5.0
+   * @since 0.3.0
    */
   layerCluster,
   /**
    * The engine on one runner over one SQLite file, with the journal in the same file.
    *
    * @category layers
-   * @since 0.5.0
+   * @since 0.3.0
    */
   layerEmbedded,
   /**
    * The services every layer of runs needs: the engine with its storage, and the journal.
    *
    * @category models
-   * @since 0.5.0
+   * @since 0.3.0
    */
   type Requires
 } from "./internal/Engine.ts"
@@ -246,7 +246,7 @@ export {
    * The workflow of a run, keyed by its run id.
    *
    * @category workflows
-   * @since 0.5.0
+   * @since 0.3.0
    */
   RunWorkflow
 } from "./internal/Workflow.ts"

@@ -4,7 +4,7 @@
  * (`DurableRun.layer` on a runner, `DurableRun.layerClient` elsewhere) and re-exports
  * this module's members.
  *
- * @since 0.5.0
+ * @since 0.3.0
  */
 import { Context, type Duration, type Effect, type Option, Schema, type Stream } from "effect"
 import type * as Event from "../events/Event.ts"
@@ -18,7 +18,7 @@ import type * as Approval from "../tools/Approval.ts"
  * registered ones.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface StartOptions {
   readonly goal: string
@@ -41,7 +41,7 @@ export interface StartOptions {
  * (`corrupt`).
  *
  * @category errors
- * @since 0.5.0
+ * @since 0.3.0
  */
 export class DurableRunError extends Schema.TaggedError<DurableRunError>()("DurableRunError", {
   runId: Schema.String,
@@ -57,7 +57,7 @@ export class DurableRunError extends Schema.TaggedError<DurableRunError>()("Dura
  * The operations on durable runs, from any process on the same storage.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface Service {
   /** Starts a run (its options checked first: a bad one is `InvalidRunOptions`) and gives its id. */
@@ -112,6 +112,6 @@ export interface Service {
 
 /**
  * @category services
- * @since 0.5.0
+ * @since 0.3.0
  */
 export class DurableRuns extends Context.Service<DurableRuns, Service>()("effect-agent-runtime/DurableRuns") {}

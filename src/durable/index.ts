@@ -5,10 +5,10 @@
  * `@effect/platform-node`, and loads it when it is built.
  *
  * @module effect-agent-runtime/durable
- * @since 0.5.0
+ * @since 0.3.0
  */
 
-/** @since 0.5.0 */
+/** @since 0.3.0 */
 export * as RunHost from "../run/RunHost.ts"
-/** @since 0.5.0 */
+/** @since 0.3.0 */
 export * as DurableRun from "./DurableRun.ts"

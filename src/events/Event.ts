@@ -143,7 +143,7 @@ export type Of<Tag extends Event["_tag"]> = Extract<Event, { readonly _tag: Tag 
  * outputs and observations.
  *
  * @category constants
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const notRecorded = "<not recorded>"
 
@@ -152,7 +152,7 @@ export const notRecorded = "<not recorded>"
  * says so).
  *
  * @category predicates
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const contentLeftOut = (events: ReadonlyArray<Event>): boolean =>
   events.some((e) => e._tag === "run.started" && e.goal === notRecorded)
@@ -164,7 +164,7 @@ export const contentLeftOut = (events: ReadonlyArray<Event>): boolean =>
  * there (a timeline cut before the call's response).
  *
  * @category getters
- * @since 0.6.0
+ * @since 0.3.0
  */
 const readBack: ToolArguments.Limits = {
   ...ToolArguments.defaultLimits,

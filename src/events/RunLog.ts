@@ -340,7 +340,7 @@ export const concurrencyOf: (events: ReadonlyArray<Event.Event>) => number = Bat
  * start.
  *
  * @category getters
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const deadlineOf = (events: ReadonlyArray<Event.Event>): number => {
   let at = Number.POSITIVE_INFINITY
@@ -358,7 +358,7 @@ export const deadlineOf = (events: ReadonlyArray<Event.Event>): number => {
  * measured against. `undefined` when the log has no start.
  *
  * @category getters
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const limitsOf = (events: ReadonlyArray<Event.Event>): Readonly<Record<string, number>> | undefined => {
   const started = events.find((e) => e._tag === "run.started")

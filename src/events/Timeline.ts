@@ -115,7 +115,7 @@ const controls = /[\u0000-\u001f\u007f-\u009f]/g
  * goal says cannot move a terminal's cursor, retitle it or clear it.
  *
  * @category formatting
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const visible = (text: string): string =>
   text.replace(controls, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)

@@ -17,7 +17,7 @@
  * console.log(Explain.format(Explain.explain(result.timeline)))
  * ```
  *
- * @since 0.5.0
+ * @since 0.3.0
  */
 import * as Counters from "../events/Counters.ts"
 import type * as Event from "../events/Event.ts"
@@ -49,7 +49,7 @@ export {
    * An explanation as text, one fact a line, for a terminal or a log.
    *
    * @category formatting
-   * @since 0.5.0
+   * @since 0.3.0
    */
   format
 }
@@ -59,7 +59,7 @@ export {
  * (R3.8, R5.2): what a result's `pendingActions` lists.
  *
  * @category getters
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const pendingActions: (
   timeline: ReadonlyArray<Event.Event>
@@ -225,7 +225,7 @@ const cancellationOf = (timeline: Timeline, start: number): M.Cancellation => {
  * Why the run of this timeline stopped, or that its log has no ending.
  *
  * @category constructors
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => {
   const start = timeline[0]?.at ?? 0

@@ -102,7 +102,7 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Journal, Journa
  * never interleave.
  *
  * @category layers
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const layerSqliteWithClient = (
   options: SqliteOptions

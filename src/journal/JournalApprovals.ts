@@ -25,7 +25,7 @@
  * request breaks the gate, and the run ends `internal_error` with the call never run (as
  * for any gate that fails, R12).
  *
- * @since 0.4.0
+ * @since 0.3.0
  */
 import { Clock, Deferred, type Duration, Effect, Layer, Option, Predicate, Schema } from "effect"
 import * as Durations from "../time/Durations.ts"
@@ -36,7 +36,7 @@ import type * as JournalError from "./JournalError.ts"
 
 /**
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export interface Options {
   /**
@@ -63,7 +63,7 @@ const isSideEffect = Schema.is(Tool.SideEffect)
  * A row of the approvals table as the request a person decides.
  *
  * @category constructors
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const requestOf = (row: Journal.ApprovalRequest): Approval.Request => ({
   runId: row.runId,
@@ -85,7 +85,7 @@ const toDecision = (row: Journal.ApprovalDecision): Approval.Decision =>
  * never asked) is `NotPending`; a store that refuses is its `JournalError`.
  *
  * @category combinators
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const record = (
   journal: Journal.Service,
@@ -128,7 +128,7 @@ const pollMillisOf = (input: Duration.Input | undefined): number => {
  * positive, finite duration (a gate is built at start-up; 0 would read the store in a loop).
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const make = (journal: Journal.Service, options: Options = {}): Approval.Gate => {
   const pollMillis = pollMillisOf(options.pollInterval)
@@ -230,7 +230,7 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
  * The gate on the `Journal` in context, as the runs' `Approval.ApprovalGate`.
  *
  * @category layers
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const layer = (options?: Options): Layer.Layer<never, never, Journal.Journal> =>
   Layer.effect(

@@ -10,7 +10,7 @@
  * (`run.jsonl` → `run.html`). A missing file, a file that is not JSON and JSON that is no
  * run each fail with a message that says so.
  *
- * @since 0.6.0
+ * @since 0.3.0
  */
 import { Effect, FileSystem, Path, Schema } from "effect"
 import * as Recording from "./Recording.ts"
@@ -18,7 +18,7 @@ import * as Viewer from "./Viewer.ts"
 
 /**
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const usage = `usage: effect-agent-runtime view <run.json|run.jsonl> [-o out.html] [--no-content]
 
@@ -32,7 +32,7 @@ export const usage = `usage: effect-agent-runtime view <run.json|run.jsonl> [-o 
  * not JSON, is no run, or the page cannot be written.
  *
  * @category errors
- * @since 0.6.0
+ * @since 0.3.0
  */
 export class CliError extends Schema.TaggedError<CliError>()("CliError", {
   message: Schema.String,
@@ -77,7 +77,7 @@ const parse = (args: ReadonlyArray<string>): View | "help" | CliError => {
  * succeeds, or why it failed.
  *
  * @category commands
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const main = (args: ReadonlyArray<string>): Effect.Effect<string, CliError, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function* () {

@@ -12,7 +12,7 @@
  * {@link watch}. What it draws are pure functions of the events and the time
  * ({@link frame}, {@link line}), tested as such.
  *
- * @since 0.6.0
+ * @since 0.3.0
  */
 import { Clock, Effect, Fiber, type Layer, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
@@ -26,14 +26,14 @@ export {
    * and deadline countdown; the budgets beside their limits; what is in flight; the ending.
    *
    * @category rendering
-   * @since 0.6.0
+   * @since 0.3.0
    */
   frame,
   /**
    * The plain line for one event (its time since `startedAt`, its tag, what it says).
    *
    * @category rendering
-   * @since 0.6.0
+   * @since 0.3.0
    */
   line
 }
@@ -43,7 +43,7 @@ export {
  * whether stdout is a TTY), `refresh` the redraw interval on a TTY in milliseconds.
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export interface Options {
   readonly write?: ((text: string) => void) | undefined
@@ -56,7 +56,7 @@ export interface Options {
  * first line of the old frame, clear to the end of the screen, the new frame.
  *
  * @category rendering
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const redraw = (previous: number, next: ReadonlyArray<string>): string =>
   `${previous > 0 ? `\x1b[${previous}F\x1b[J` : ""}${next.join("\n")}\n`
@@ -146,7 +146,7 @@ const screen = (options: Options, now: () => number) => {
  * timer (`setInterval`, not keeping the process alive), which runs while a run is on it.
  *
  * @category constructors
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const observer = (options: Options = {}): RunObserver.Observer => {
   const shown = screen(options, Date.now)
@@ -177,7 +177,7 @@ export const observer = (options: Options = {}): RunObserver.Observer => {
  * Shows every run under this layer live.
  *
  * @category layers
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const layer = (options: Options = {}): Layer.Layer<never> => RunObserver.layer(Effect.succeed(observer(options)))
 
@@ -186,7 +186,7 @@ export const layer = (options: Options = {}): Layer.Layer<never> => RunObserver.
  * its events as they come, and on a TTY a redraw every `refresh`.
  *
  * @category combinators
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const watch = <O>(handle: Run.Handle<O>, options: Options = {}): Effect.Effect<void> =>
   Effect.gen(function* () {

@@ -23,7 +23,7 @@
  * // Effect.provide(Run.run({ goal, tools }), recorded) writes runs/<runId>.jsonl
  * ```
  *
- * @since 0.6.0
+ * @since 0.3.0
  */
 import { Context, Deferred, Effect, FileSystem, Layer, Path, Queue, Schema } from "effect"
 import type * as Event from "../events/Event.ts"
@@ -40,7 +40,7 @@ import * as Recording from "./Recording.ts"
  * and the recorder goes on (the run, and the runs after it, are not held up).
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export interface Options {
   readonly directory: string
@@ -53,7 +53,7 @@ export interface Options {
  * every event recorded so far is written.
  *
  * @category services
- * @since 0.6.0
+ * @since 0.3.0
  */
 export class Recorder extends Context.Service<
   Recorder,
@@ -67,7 +67,7 @@ export class Recorder extends Context.Service<
  * The recordings' directory cannot be made.
  *
  * @category errors
- * @since 0.6.0
+ * @since 0.3.0
  */
 export class RecorderError extends Schema.TaggedError<RecorderError>()("RecorderError", {
   directory: Schema.String,
@@ -108,7 +108,7 @@ const byteLength = (text: string): number => new TextEncoder().encode(text).leng
  * (`NodeServices.layer` on Node).
  *
  * @category layers
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, FileSystem.FileSystem | Path.Path> =>
   Layer.effectContext(

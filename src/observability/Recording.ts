@@ -6,7 +6,7 @@
  * from its last commit, under the sequence numbers the dead process had used past it: the
  * later events replace those (what was never committed), and are counted.
  *
- * @since 0.6.0
+ * @since 0.3.0
  */
 import { Effect, FileSystem, Result, Schema } from "effect"
 import * as Event from "../events/Event.ts"
@@ -18,7 +18,7 @@ import * as RunResult from "../run/RunResult.ts"
  * events a resume replaced (recorded by a process that died before it committed them).
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export interface Recording {
   readonly events: ReadonlyArray<Event.Event>
@@ -32,7 +32,7 @@ export interface Recording {
  * (`unreadable`), it is not JSON (`bad_json`), or it is JSON but no run (`not_a_run`).
  *
  * @category errors
- * @since 0.6.0
+ * @since 0.3.0
  */
 export class RecordingError extends Schema.TaggedError<RecordingError>()("RecordingError", {
   path: Schema.String,
@@ -61,7 +61,7 @@ const encodeEvent = Schema.encodeUnknownResult(EventJson)
  * when it does not encode.
  *
  * @category encoding
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const line = (event: Event.Event): string | undefined => {
   const encoded = encodeEvent(event)
@@ -141,7 +141,7 @@ const latest = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Event.Event> 
  * or a JSONL recording.
  *
  * @category decoding
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const decode = (text: string, path = "<input>"): Result.Result<Recording, RecordingError> => {
   if (text.trim() === "")
@@ -166,7 +166,7 @@ export const decode = (text: string, path = "<input>"): Result.Result<Recording,
  * Reads a run from a file, as {@link decode} does; the file may still be being written.
  *
  * @category decoding
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const read = (path: string): Effect.Effect<Recording, RecordingError, FileSystem.FileSystem> =>
   Effect.gen(function* () {

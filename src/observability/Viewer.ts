@@ -12,7 +12,7 @@
  * (`Recorder.layer({ content: false })` leaves it out), and `content: false` here leaves
  * it out of the page too. The CLI: `effect-agent-runtime view <run.json|run.jsonl> [-o out.html]`.
  *
- * @since 0.6.0
+ * @since 0.3.0
  */
 import { Schema } from "effect"
 import * as Event from "../events/Event.ts"
@@ -30,7 +30,7 @@ import type * as Recording from "./Recording.ts"
  * `title`, the page's title (default `run <runId>`).
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export interface Options {
   readonly content?: boolean | undefined
@@ -43,7 +43,7 @@ export interface Options {
  * far), a `RunResult`, or a `Recording` read from a file.
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export type Input = ReadonlyArray<Event.Event> | RunResult.RunResult | Recording.Recording
 
@@ -62,7 +62,7 @@ const recordingOf = (input: Input): Recording.Recording => {
  * The page of a run, as one HTML document.
  *
  * @category rendering
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const html = (input: Input, options: Options = {}): string => {
   const recording = recordingOf(input)

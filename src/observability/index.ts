@@ -7,14 +7,14 @@
  * `Metrics` and `TraceAttributes` (spans and metrics, free without a tracer).
  *
  * @module effect-agent-runtime/observability
- * @since 0.6.0
+ * @since 0.3.0
  */
 
 /** @since 0.3.0 */
 export * as RunLog from "../events/RunLog.ts"
-/** @since 0.5.0 */
+/** @since 0.3.0 */
 export * as Explain from "../explain/Explain.ts"
-/** @since 0.6.0 */
+/** @since 0.3.0 */
 export * as RunObserver from "../run/RunObserver.ts"
 /** @since 0.3.0 */
 export * as TraceAttributes from "../tracing/Attributes.ts"
@@ -22,11 +22,11 @@ export * as TraceAttributes from "../tracing/Attributes.ts"
 export * as Metrics from "../tracing/Metrics.ts"
 /** @since 0.3.0 */
 export * as Tracing from "../tracing/Tracing.ts"
-/** @since 0.6.0 */
+/** @since 0.3.0 */
 export * as LiveView from "./LiveView.ts"
-/** @since 0.6.0 */
+/** @since 0.3.0 */
 export * as Recorder from "./Recorder.ts"
-/** @since 0.6.0 */
+/** @since 0.3.0 */
 export * as Recording from "./Recording.ts"
-/** @since 0.6.0 */
+/** @since 0.3.0 */
 export * as Viewer from "./Viewer.ts"

@@ -4,7 +4,7 @@
  * format), the stored rows are damaged, or the store cannot be read now. Never a defect,
  * and nothing in the journal is overwritten.
  *
- * @since 0.4.0
+ * @since 0.3.0
  */
 import { Schema } from "effect"
 
@@ -18,19 +18,19 @@ import { Schema } from "effect"
  *   permission, a broken schema): driving it again would only repeat its model calls.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const Reason = Schema.Literals(["not_found", "incompatible", "corrupt", "unavailable", "failed"])
 
 /**
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export type Reason = typeof Reason.Type
 
 /**
  * @category errors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export class ResumeError extends Schema.TaggedError<ResumeError>()("ResumeError", {
   runId: Schema.String,
@@ -44,6 +44,6 @@ export class ResumeError extends Schema.TaggedError<ResumeError>()("ResumeError"
 
 /**
  * @category guards
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const isResumeError = (u: unknown): u is ResumeError => u instanceof ResumeError

@@ -83,7 +83,7 @@ export const run = <T extends Tool.Any, RV = never, O = never>(
  * run used (same names, input schemas and side-effect classes).
  *
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export type ResumeOptions<T extends Tool.Any = Tool.Any, RV = never, O = never> = Omit<
   Options<T, RV, O>,
@@ -103,7 +103,7 @@ export type ResumeOptions<T extends Tool.Any = Tool.Any, RV = never, O = never> 
  * on under the limits, time limits and concurrency it started with (its `run.started`).
  *
  * @category combinators
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const resume = <T extends Tool.Any, RV = never, O = never>(
   runId: string,
@@ -131,7 +131,7 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
  * The runs go on concurrently.
  *
  * @category combinators
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const recover = <T extends Tool.Any, RV = never, O = never>(
   options: ResumeOptions<T, RV, O>

@@ -17,7 +17,7 @@
  * The run's approvals go through the journal's table (see `JournalApprovals`), so every
  * process on the same journal lists the pending calls and can decide them.
  *
- * @since 0.5.0
+ * @since 0.3.0
  */
 import { Clock, Duration, Effect, type Fiber, Option, Result, Schedule } from "effect"
 import type * as Event from "../events/Event.ts"
@@ -39,7 +39,7 @@ import type * as RunResult from "./RunResult.ts"
  * the calls it waits on, each with its absolute expiry.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export type Outcome<O = never> =
   | { readonly _tag: "Finished"; readonly result: RunResult.Typed<O> }
@@ -47,7 +47,7 @@ export type Outcome<O = never> =
 
 /**
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface Settings {
   /** Stop the run `cancelled` as soon as it goes on (a cancel the host delivers). */
@@ -67,7 +67,7 @@ export interface Settings {
  * {@link drive} fails with.
  *
  * @category validation
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const checkSettings = (settings: Omit<Settings, "cancel">): InvalidRunOptions | undefined => {
   for (const name of ["pollInterval", "parkAfter"] as const) {
@@ -133,7 +133,7 @@ const isPrefixOf = (stored: ReadonlyArray<Event.Event>, timeline: ReadonlyArray<
  * last commit.
  *
  * @category combinators
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const drive = <T extends Tool.Any, RV = never, O = never>(
   runId: string,

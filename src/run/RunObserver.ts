@@ -4,7 +4,7 @@
  * of {@link RunObservers}); each run, fresh or resumed, attaches to each of them when it
  * sets off, before its first event.
  *
- * @since 0.6.0
+ * @since 0.3.0
  */
 import { Context, Effect, Layer, type Scope } from "effect"
 import type * as Event from "../events/Event.ts"
@@ -18,7 +18,7 @@ import type * as Event from "../events/Event.ts"
  * its observer out of that run, with a warning logged.
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export interface Attached {
   readonly event: (event: Event.Event) => void
@@ -29,7 +29,7 @@ export interface Attached {
  * Something that sees runs: `attach` is called once per run, with its id.
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export interface Observer {
   readonly attach: (runId: string) => Attached
@@ -39,7 +39,7 @@ export interface Observer {
  * The observers every run attaches to; none by default.
  *
  * @category services
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const RunObservers = Context.Reference<ReadonlyArray<Observer>>("effect-agent-runtime/RunObservers", {
   defaultValue: () => []
@@ -53,7 +53,7 @@ export const RunObservers = Context.Reference<ReadonlyArray<Observer>>("effect-a
  * effect's `Logger.layer` does.
  *
  * @category layers
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const layer = <E, R>(observer: Effect.Effect<Observer, E, R>): Layer.Layer<never, E, Exclude<R, Scope.Scope>> =>
   Layer.effectContext(

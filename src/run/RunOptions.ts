@@ -151,7 +151,7 @@ const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\
  * What a run id may be, in the words of the messages about one that is not.
  *
  * @category schemas
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const runIdRule = "1 to 256 characters of well-formed text, none of them a control character"
 
@@ -161,7 +161,7 @@ export const runIdRule = "1 to 256 characters of well-formed text, none of them 
  * carry it. (A store replaces a lone surrogate, so two ids would share one run.)
  *
  * @category schemas
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const RunId = Schema.String.check(
   Schema.makeFilter(

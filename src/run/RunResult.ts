@@ -145,7 +145,7 @@ export const isCompleted = <A extends RunResult>(result: A): result is A & { rea
  * `Explain.format` gives it as text.
  *
  * @category getters
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const explain = (result: Pick<RunResult, "timeline">): Explain.Explanation => Explain.explain(result.timeline)
 

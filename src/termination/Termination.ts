@@ -93,7 +93,7 @@ export interface Limits {
  * records only the limits it was given).
  *
  * @category constructors
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const defaultLimits = {
   maxToolCalls: 50,
@@ -154,7 +154,7 @@ const standardNames: ReadonlyArray<string> = Object.freeze(standardList.map((pol
  * list's names are made once and shared.
  *
  * @category getters
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const names = (policies: ReadonlyArray<Policy>): ReadonlyArray<string> =>
   policies === standardList ? standardNames : policies.map((policy) => policy.name)

@@ -15,7 +15,7 @@
  * const result = yield* Run.resume("r1", options)
  * ```
  *
- * @since 0.4.0
+ * @since 0.3.0
  */
 import { type Clock, Effect } from "effect"
 import type * as Journal from "../journal/Journal.ts"
@@ -28,7 +28,7 @@ import * as JournalError from "../journal/JournalError.ts"
  * response. A resumed run's first commit holds its `run.resumed`.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export interface Faults {
   /**
@@ -46,7 +46,7 @@ export interface Faults {
 
 /**
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export interface FaultyJournal {
   /** The journal to give the run. */
@@ -100,7 +100,7 @@ const check = (faults: Faults): void => {
  * `RangeError`.
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const make = (journal: Journal.Service, faults: Faults): FaultyJournal => {
   check(faults)

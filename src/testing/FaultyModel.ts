@@ -151,7 +151,7 @@ export interface FaultyModel {
  *   lost, as the first process's model did, where a call counter would have started over.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export type Keying = "call" | "iteration"
 

@@ -20,7 +20,7 @@
  * than the recorded one, is refused and the run stops: a divergence, never a hang. A
  * recording made with `content: false` cannot be replayed (its content is not in it).
  *
- * @since 0.6.0
+ * @since 0.3.0
  */
 import { Clock, Effect, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
@@ -37,7 +37,7 @@ import * as TestClockDriver from "./TestClockDriver.ts"
  * The replay did the same as the recording, event for event.
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export interface Matched {
   readonly _tag: "Matched"
@@ -49,7 +49,7 @@ export interface Matched {
  * `actual` the replay's (either absent when one timeline ended first), `detail` what differs.
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export interface Diverged {
   readonly _tag: "Diverged"
@@ -62,7 +62,7 @@ export interface Diverged {
 
 /**
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export type Report = Matched | Diverged
 
@@ -71,7 +71,7 @@ export type Report = Matched | Diverged
  * recording unless given.
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export type Options<T extends Tool.Any = Tool.Any, RV = never, O = never> = Omit<
   Run.Options<T, RV, O>,
@@ -83,7 +83,7 @@ export type Options<T extends Tool.Any = Tool.Any, RV = never, O = never> = Omit
  * it was recorded without its message content.
  *
  * @category errors
- * @since 0.6.0
+ * @since 0.3.0
  */
 export class NotARecording extends Schema.TaggedError<NotARecording>()("NotARecording", { detail: Schema.String }) {
   override get message(): string {
@@ -98,7 +98,7 @@ export class NotARecording extends Schema.TaggedError<NotARecording>()("NotAReco
  * reported where it parted.
  *
  * @category combinators
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const replay = <T extends Tool.Any, RV = never, O = never>(
   recorded: ReadonlyArray<Event.Event>,
@@ -170,7 +170,7 @@ const decideApprovals = (recorded: ReadonlyArray<Event.Event>, handle: Run.Handl
  * {@link replay}, failing with the report unless it matched: for a regression test.
  *
  * @category combinators
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const expectMatch = <T extends Tool.Any, RV = never, O = never>(
   recorded: ReadonlyArray<Event.Event>,
@@ -184,7 +184,7 @@ export const expectMatch = <T extends Tool.Any, RV = never, O = never>(
  * A replay that was expected to match diverged; `report` says where.
  *
  * @category errors
- * @since 0.6.0
+ * @since 0.3.0
  */
 export class ReplayDiverged extends Schema.TaggedError<ReplayDiverged>()("ReplayDiverged", {
   report: Schema.Struct({

@@ -14,7 +14,7 @@ export * as FaultyModel from "./FaultyModel.ts"
 export * as FaultyTools from "./FaultyTools.ts"
 /** @since 0.1.0 */
 export * as Properties from "./Properties.ts"
-/** @since 0.6.0 */
+/** @since 0.3.0 */
 export * as Replay from "./Replay.ts"
 /** @since 0.1.0 */
 export * as ScriptedModel from "./ScriptedModel.ts"

@@ -3,7 +3,7 @@
  * stands for in milliseconds. Each option then checks its own range (positive, finite,
  * at least 0) and says so in its own error.
  *
- * @since 0.6.0
+ * @since 0.3.0
  */
 import { Duration, Option, Predicate } from "effect"
 
@@ -12,7 +12,7 @@ import { Duration, Option, Predicate } from "effect"
  * `NaN`, which effect reads as 0 ms, is no duration.
  *
  * @category conversions
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const millisOf = (input: unknown): number | undefined => {
   if (input === undefined || (Predicate.isNumber(input) && Number.isNaN(input))) return undefined

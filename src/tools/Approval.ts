@@ -87,7 +87,7 @@ export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
  * a decision keeps (`by` 256 characters, `reason` 4096). Raised before anything is decided.
  *
  * @category errors
- * @since 0.6.0
+ * @since 0.3.0
  */
 export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("InvalidDecision", {
   runId: Schema.String,
@@ -105,7 +105,7 @@ export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("Inva
  * the call is still waiting, and the same decision may be tried again.
  *
  * @category errors
- * @since 0.6.0
+ * @since 0.3.0
  */
 export class Unavailable extends Schema.TaggedError<Unavailable>()("ApprovalUnavailable", {
   runId: Schema.String,
@@ -122,7 +122,7 @@ export class Unavailable extends Schema.TaggedError<Unavailable>()("ApprovalUnav
  * read): nothing changed, and the list may be asked for again.
  *
  * @category errors
- * @since 0.6.0
+ * @since 0.3.0
  */
 export class PendingUnavailable extends Schema.TaggedError<PendingUnavailable>()("ApprovalPendingUnavailable", {
   detail: Schema.String
@@ -136,7 +136,7 @@ export class PendingUnavailable extends Schema.TaggedError<PendingUnavailable>()
  * The field of `decision` that cannot be kept, if any (see {@link InvalidDecision}).
  *
  * @category validation
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const invalidField = (decision: Decision): "by" | "reason" | undefined => invalid(decision)?.field
 
@@ -166,7 +166,7 @@ const invalid = (decision: Decision): { readonly field: "by" | "reason"; readonl
  * (`by` over 256 characters, `reason` over 4096).
  *
  * @category validation
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const checkDecision = (runId: string, callId: string, decision: Decision): InvalidDecision | undefined => {
   const found = invalid(decision)
@@ -203,7 +203,7 @@ const keyOf = (runId: string, callId: string): string => `${runId}\u0000${callId
  * `internal_error` with the call never run.
  *
  * @category errors
- * @since 0.6.0
+ * @since 0.3.0
  */
 export class DuplicateRequest extends Schema.TaggedError<DuplicateRequest>()("ApprovalDuplicateRequest", {
   runId: Schema.String,

@@ -68,7 +68,7 @@ const describeType = (value: unknown): string =>
  * hold or too deep (`not_plain_json`), or a value that cannot be read (`unreadable`).
  *
  * @category models
- * @since 0.6.0
+ * @since 0.3.0
  */
 export type InvalidReason = "too_long" | "not_json" | "not_an_object" | "not_plain_json" | "unreadable"
 

@@ -49,7 +49,7 @@ export const run = <A, E, R>(self: Effect.Effect<A, E, R>, runId: string): Effec
  * its stop grace): its fiber, which would end it, may never end.
  *
  * @category spans
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const runGiven: Effect.Effect<void> = Tracing.endCurrent(span.run)
 

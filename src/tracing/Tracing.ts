@@ -66,7 +66,7 @@ const stopReasons: ReadonlySet<unknown> = new Set(StopReason.all)
  * quote what a tool was given or a provider said, a key included.
  *
  * @category attributes
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const errorTypeOf = (cause: Cause.Cause<unknown>): string => {
   if (Cause.hasInterruptsOnly(cause)) return "interrupted"
@@ -141,7 +141,7 @@ export const annotate = (attributes: Attributes): Effect.Effect<void> => Effect.
  * (no tracer installed, so none of ours) is never ended here.
  *
  * @category combinators
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const endCurrent = (name: string): Effect.Effect<void> =>
   Effect.withFiber((fiber) => {

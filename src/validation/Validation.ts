@@ -231,7 +231,7 @@ export const validate = <R = never>(spec: Spec<R>, context: Context): Effect.Eff
  * artifacts (past its deadline).
  *
  * @category validation
- * @since 0.6.0
+ * @since 0.3.0
  */
 export const validatePlan = (plan: ReadonlyArray<PlanStep>, context: Context): Report =>
   reportOf(planSteps(plan, context), [])

@@ -31,7 +31,7 @@ export type Requires =
  * Options of {@link layerEmbedded}.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface EmbeddedOptions extends Omit<Journal.SqliteOptions, "tablePrefix"> {
   /**
@@ -47,7 +47,7 @@ export interface EmbeddedOptions extends Omit<Journal.SqliteOptions, "tablePrefi
  * back and resumes every unfinished one by itself.
  *
  * @category layers
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const layerEmbedded = (
   options: EmbeddedOptions
@@ -71,7 +71,7 @@ const nodeClusterSocket: string = "@effect/platform-node/NodeClusterSocket"
  * Options of {@link layerCluster}.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface ClusterOptions<E> {
   /** The shared database of the runners (PostgreSQL: `PgClient.layer` of `@effect/sql-pg`). */
@@ -96,7 +96,7 @@ export interface ClusterOptions<E> {
  * What {@link layerCluster} uses of `NodeClusterSocket`: its layer of runners over sockets.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface ClusterSocket {
   readonly layer: (options: {
@@ -113,7 +113,7 @@ export interface ClusterSocket {
  * shard locks expire.
  *
  * @category layers
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const layerCluster = <E>(
   options: ClusterOptions<E>

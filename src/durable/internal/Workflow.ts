@@ -14,7 +14,7 @@ import type * as Body from "./Body.ts"
  * run ended in (the result itself is in the journal).
  *
  * @category workflows
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const RunWorkflow = Workflow.make("effect-agent-runtime/Run", {
   payload: {

@@ -74,7 +74,7 @@ export const RunStopping = Schema.TaggedStruct("run.stopping", {
  * deadline from then on.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const RunResumed = Schema.TaggedStruct("run.resumed", {
   ...base,

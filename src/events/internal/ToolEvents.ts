@@ -40,13 +40,13 @@ export const ToolSucceeded = Schema.TaggedStruct("tool.succeeded", {
    * limit. Loop detection folds its digest (`Signature.digest`).
    */
   observation: Schema.String,
-  /** Only in logs written before 0.5.0, read as they were: the digest of `observation`, which the fold computes. */
+  /** Only in logs of development builds before the 0.3.0 release, read as they were: the digest of `observation`, which the fold computes. */
   observationDigest: Schema.optional(Schema.String),
   /**
    * The arguments as the log may show them, only where they differ from what the call's
    * `model.responded` holds: a sensitive tool's, with its secrets masked. Absent otherwise
-   * (the arguments are stored once, R9); `Event.inputOf` reads them either way. Logs
-   * written before 0.6.0 carry it for every call.
+   * (the arguments are stored once, R9); `Event.inputOf` reads them either way. Logs of
+   * development builds before the 0.3.0 release carry it for every call.
    */
   input: Schema.optional(Schema.Unknown),
   output: Schema.Unknown

@@ -12,7 +12,7 @@ import type * as Failure from "../../failure/Failure.ts"
  * `validation` when validation refuted a final answer), its detail, and when.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface Decision {
   readonly policy: string
@@ -31,7 +31,7 @@ export interface Decision {
  * `off` (the run's policies leave it out) or `unset` (no such limit).
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface Gauge {
   /** The counter's name in `Counters` (`tokens` is input plus output tokens). */
@@ -55,7 +55,7 @@ export interface Gauge {
  * and what became of it afterwards.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface InFlight {
   readonly kind: "model_call" | "tool_call" | "approval" | "retry"
@@ -77,7 +77,7 @@ export interface InFlight {
  * the state the run was found in and what it had in flight.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface Deadline {
   readonly layer: Failure.TimeoutLayer
@@ -98,7 +98,7 @@ export interface Deadline {
  * result's `pendingActions`.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface PendingAction {
   readonly callId: string
@@ -113,7 +113,7 @@ export interface PendingAction {
  * (`loop_detected`), or a failure (`repeated_tool_failure`).
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export type Repetition =
   | {
@@ -146,7 +146,7 @@ export type Repetition =
  * The failure the stop is about: the last failed or blocked call, or the last failed model call.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface FailureSeen {
   readonly source: "model" | "tool"
@@ -163,7 +163,7 @@ export interface FailureSeen {
  * A plan step as validation left it.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface PlanItem {
   readonly id: string
@@ -175,7 +175,7 @@ export interface PlanItem {
 
 /**
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface ValidationSeen {
   readonly failed: ReadonlyArray<Event.Check>
@@ -187,7 +187,7 @@ export interface ValidationSeen {
  * The decision on a call that needed approval (R7).
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface ApprovalSeen {
   readonly callId: string
@@ -204,7 +204,7 @@ export interface ApprovalSeen {
 
 /**
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface Cancellation {
   /** Milliseconds since the run started. */
@@ -224,7 +224,7 @@ export interface Cancellation {
  * or `none`.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface NextStep {
   readonly kind:
@@ -248,7 +248,7 @@ export interface NextStep {
  * Why a run stopped, from its log alone.
  *
  * @category models
- * @since 0.5.0
+ * @since 0.3.0
  */
 export interface Explanation {
   readonly runId: string

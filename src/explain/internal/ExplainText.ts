@@ -67,7 +67,7 @@ const deadline = (d: Deadline, start: number, lines: Array<string>): void => {
  * An explanation as text, one fact a line.
  *
  * @category formatting
- * @since 0.5.0
+ * @since 0.3.0
  */
 export const format = (e: Explanation): string => {
   // Deadlines are absolute (the run's `Clock`); shown relative to the run's start.

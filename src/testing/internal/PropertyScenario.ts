@@ -163,7 +163,7 @@ export const toScenario = (c: Case): Scenario => {
  * (a request put back keeps its time).
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const restart = (scenario: Scenario): Scenario => {
   const { approved: _, ...approvalsHandle } = makeApprovals(scenario.plan, scenario.approved)
@@ -230,7 +230,7 @@ export const runScenario = (
  * `restart`), as {@link runScenario} runs it; give it the scenario {@link restart} made.
  *
  * @category combinators
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const resumeScenario = (
   scenario: Scenario

@@ -12,7 +12,7 @@ const ignoredEverywhere = new Set(["runId", "seq", "at", "deadlineAt", "expiresA
 
 /**
  * The fields of a `tool.succeeded` derived from its call's arguments, which its
- * `model.responded` holds and is compared on: `input`, which logs written before 0.6.0
+ * `model.responded` holds and is compared on: `input`, which logs of development builds before 0.3.0
  * carry for every call and later ones only masked.
  */
 const ignoredInSuccess = new Set(["input"])

@@ -77,7 +77,7 @@ export const unfinished = <R>(ctx: RunContext.RunContext, config: Config<R>): Un
  * it may have acted (its tool writes or acts outside, or is gone).
  *
  * @category getters
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const inDoubt = <R>(
   ctx: RunContext.RunContext,

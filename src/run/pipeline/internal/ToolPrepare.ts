@@ -101,7 +101,7 @@ export const prepare = <R>(registry: Registry<R>, used: CallId.Identities, call:
  * run's batch, from its `model.responded` record.
  *
  * @category constructors
- * @since 0.4.0
+ * @since 0.3.0
  */
 export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.ToolCall): Prepared => {
   const parsed = ToolArguments.parseArguments(call.arguments, registry.limits)

@@ -21,7 +21,7 @@ import * as ToolResult from "../../../tools/ToolResult.ts"
  * - `Done`: it has its result, which is not run again.
  *
  * @category models
- * @since 0.4.0
+ * @since 0.3.0
  */
 export type Standing =
   | { readonly _tag: "New" }
