@@ -50,7 +50,9 @@ const bad = (message: string) => new CliError({ message: `${message}\n\n${usage}
 
 const parse = (args: ReadonlyArray<string>): View | "help" | CliError => {
   const [command, ...rest] = args
-  if (command === undefined || command === "--help" || command === "-h" || command === "help") return "help"
+  // No command is a wrong command line (exit 2), as for any tool; asking for help is not.
+  if (command === undefined) return bad("no command")
+  if (command === "--help" || command === "-h" || command === "help") return "help"
   if (command !== "view") return bad(`unknown command: ${command}`)
   let input: string | undefined
   let output: string | undefined

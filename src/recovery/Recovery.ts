@@ -318,12 +318,12 @@ export const decide = (rules: Rules, facts: Facts): Decision => {
     const layer = facts.timeLeft.layer
     return giveUp(
       layer === "step" ? "step_deadline" : "deadline",
-      `nothing of the ${layer} is left for retry ${attempt}`
+      `nothing of the ${layer} is left for a retry after attempt ${attempt}`
     )
   }
   if (refused !== undefined) return refused
   if (facts.nextDelayMillis === undefined)
-    return giveUp("schedule_exhausted", `the schedule allows no retry ${attempt}`)
+    return giveUp("schedule_exhausted", `the schedule allows no retry after attempt ${attempt}`)
   const retryAfter = failure._tag === "Retryable" ? (failure.retryAfterMillis ?? 0) : 0
   const delayMillis = Math.max(facts.nextDelayMillis, retryAfter)
   // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.

@@ -57,7 +57,14 @@ describe("effect-agent-runtime view", () => {
 
   it.effect("a wrong command line is exit 2 with the usage", () =>
     Effect.gen(function* () {
-      for (const args of [["show", "x"], ["view"], ["view", "a", "b"], ["view", "a", "-o"], ["view", "a", "--frob"]]) {
+      for (const args of [
+        [],
+        ["show", "x"],
+        ["view"],
+        ["view", "a", "b"],
+        ["view", "a", "-o"],
+        ["view", "a", "--frob"]
+      ]) {
         const error = yield* failed(args)
         assert.strictEqual(error.exitCode, 2, args.join(" "))
         assert.include(error.message, "usage: effect-agent-runtime view")

@@ -124,7 +124,9 @@ export const format = (e: Explanation): string => {
     const v = e.validation
     if (v.failed.length > 0) {
       lines.push("Failed checks:")
-      for (const c of v.failed) lines.push(`    ✗ ${c.name}: ${clip(c.detail, 120)}`)
+      // A check's detail starts with its name (`plan:write: not done`): shown once.
+      for (const c of v.failed)
+        lines.push(`    ✗ ${clip(c.detail.startsWith(`${c.name}:`) ? c.detail : `${c.name}: ${c.detail}`, 120)}`)
     }
     if (v.completed.length > 0) lines.push(`Completed: ${v.completed.map((i) => i.id).join(", ")}`)
     if (v.unfinished.length > 0) {

@@ -120,7 +120,7 @@ const nonNegative = (policy: string, field: string, value: number): number => {
  */
 export const finalAnswer: Policy = builtInPolicy("final_answer", ({ counters, phase }) =>
   phase === "after_model" && counters.finalAnswerReceived
-    ? stop("goal_reached", "the model gave a final answer; it is a candidate until validation agrees")
+    ? stop("goal_reached", "the model gave a final answer (a candidate: validation decides)")
     : continue_
 )
 
