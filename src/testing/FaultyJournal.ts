@@ -2,8 +2,8 @@
  * A journal that fails on purpose (R9, R10), around a real one: the process "dies" at a
  * chosen commit (only what was committed before survives; the run stops there, as a
  * `kill -9` would stop it: nothing is written after, and its caller is interrupted, with
- * no result), a commit fenced off as if another process owned the run, or commits that
- * fail as an unreachable store. Resume from the journal underneath (`Run.resume`,
+ * no result), a commit fenced off as if another process owned the run, commits that
+ * fail as an unreachable store, or commits written whose reply is lost. Resume from the journal underneath (`Run.resume`,
  * `Run.recover`) in the same test, on `TestClock`, to see what a restart makes of it.
  *
  * ```ts
@@ -42,6 +42,11 @@ export interface Faults {
   readonly conflictOn?: ((commit: number) => boolean) | undefined
   /** These commits fail as a store that cannot be reached (`Unavailable`, retryable); nothing is written. */
   readonly unavailableOn?: ((commit: number) => boolean) | undefined
+  /**
+   * These commits are written, then their reply is lost (a connection cut after the commit):
+   * the store answers `Unavailable`, and the run's retry finds its own commit there.
+   */
+  readonly lostReplyOn?: ((commit: number) => boolean) | undefined
 }
 
 /**
@@ -88,7 +93,7 @@ const check = (faults: Faults): void => {
       fail(`crashAt.when must be "before" or "after", got ${String(crash.when)}`)
     }
   }
-  for (const name of ["conflictOn", "unavailableOn"] as const) {
+  for (const name of ["conflictOn", "unavailableOn", "lostReplyOn"] as const) {
     if (faults[name] !== undefined && typeof faults[name] !== "function")
       fail(`${name} must be a function of the commit number`)
   }
@@ -138,11 +143,11 @@ export const make = (journal: Journal.Service, faults: Faults): FaultyJournal =>
           )
         )
       }
-      if (faults.unavailableOn?.(n) === true) {
-        return Effect.fail(
-          JournalError.make(new JournalError.Unavailable({ operation: "append", detail: "unreachable (by the test)" }))
-        )
-      }
+      const unreachable = Effect.fail(
+        JournalError.make(new JournalError.Unavailable({ operation: "append", detail: "unreachable (by the test)" }))
+      )
+      if (faults.unavailableOn?.(n) === true) return unreachable
+      if (faults.lostReplyOn?.(n) === true) return Effect.andThen(journal.append(runId, batch), unreachable)
       return journal.append(runId, batch)
     })
   return {

@@ -80,6 +80,43 @@ describe("Durable runs: what a run commits (R9)", () => {
       }).pipe(Effect.provide(Journal.layerMemory))
   )
 
+  it.effect(
+    "R9 commits written but their replies lost (a connection cut after the commit): each retry finds its own, the payment runs once",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        let payments = 0
+        const pay = Tool.make({
+          name: "pay",
+          description: "Pays.",
+          input: Schema.Struct({ n: Schema.Number }),
+          output: Schema.Struct({ paid: Schema.Boolean }),
+          sideEffect: "external",
+          handler: () =>
+            Effect.sync(() => {
+              payments++
+              return { paid: true }
+            })
+        })
+        // Every other try loses its reply (the retry of each is the next try), and four in a row
+        // once, so the barrier gives up and the next one sends that commit again with more.
+        const faulty = FaultyJournal.make(store, { lostReplyOn: (n) => n % 2 === 1 || (n >= 4 && n <= 8) })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "pay", runId: "r1", tools: [pay] }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(
+              ScriptedModel.layer([ScriptedModel.toolCall("pay", { n: 1 }), ScriptedModel.finalAnswer("paid")])
+            )
+          )
+        )
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.strictEqual(payments, 1)
+        const stored = Option.getOrThrow(yield* store.read("r1"))
+        assert.strictEqual(stored.events.length, result.timeline.length)
+        assert.isTrue(Option.isSome(stored.result))
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
   /** A store whose appends wait `millis` of real time, as a PostgreSQL round trip does. */
   const slow = (store: Journal.Service, millis: number): Journal.Service => ({
     ...store,

@@ -4,7 +4,7 @@
  * it goes on. Private to the runtime; `Run.resume` and `Run.recover` are the public face.
  */
 import { Effect, Exit, Hash, Option, Schema, Semaphore } from "effect"
-import type * as Event from "../../events/Event.ts"
+import * as Event from "../../events/Event.ts"
 import * as Journal from "../../journal/Journal.ts"
 import type * as JournalError from "../../journal/JournalError.ts"
 import * as Signature from "../../tools/Signature.ts"
@@ -79,6 +79,55 @@ const commitError = (e: JournalError.JournalError): RunContext.CommitError => ({
   detail: e.message
 })
 
+const isConflict = (e: JournalError.JournalError): boolean => e.reason._tag === "Conflict"
+
+const encodeEvent = Schema.encodeUnknownExit(Schema.toCodecJson(Event.Event))
+
+/** An event as the journal writes it: equal texts, equal events. */
+const eventText = (event: Event.Event): string | undefined => {
+  const encoded = encodeEvent(event)
+  return Exit.isSuccess(encoded) ? JSON.stringify(encoded.value) : undefined
+}
+
+/**
+ * A conflict that is this run's own earlier commits: tries whose replies were lost wrote a
+ * first part of what it commits now (a connection cut after each commit, until its retries
+ * gave up; the next barrier sends all again). When the journal holds exactly those events
+ * after `fromSeq`, only the rest is committed. Anything else is another writer: the
+ * conflict stands (R9).
+ */
+const committedMeanwhile = (
+  journal: Journal.Service,
+  runId: string,
+  conflict: JournalError.JournalError,
+  batch: {
+    readonly fromSeq: number
+    readonly events: ReadonlyArray<Event.Event>
+    readonly state: Journal.Append["state"]
+    readonly result: Schema.Json | undefined
+  }
+): Effect.Effect<void, JournalError.JournalError> =>
+  Effect.flatMap(journal.read(runId), (found) => {
+    const stored = Option.getOrUndefined(found)
+    const written = stored === undefined ? -1 : stored.nextSeq - batch.fromSeq
+    if (stored === undefined || written <= 0 || written > batch.events.length || Option.isSome(stored.result)) {
+      return Effect.fail(conflict)
+    }
+    for (let i = 0; i < written; i++) {
+      const theirs = stored.events[batch.fromSeq + i]
+      const ours = batch.events[i]
+      if (theirs === undefined || ours === undefined || eventText(theirs) !== eventText(ours))
+        return Effect.fail(conflict)
+    }
+    if (written === batch.events.length) return batch.result === undefined ? Effect.void : Effect.fail(conflict)
+    return journal.append(runId, {
+      expectedSeq: stored.nextSeq,
+      events: batch.events.slice(written),
+      state: batch.state,
+      ...(batch.result === undefined ? {} : { result: batch.result })
+    })
+  })
+
 /** The header of a run, from its `run.started` and its tools' fingerprints. */
 const header = (started: Event.Event | undefined, tools: Record<string, string>): Schema.Json => ({
   goal: started?._tag === "run.started" ? started.goal : "",
@@ -129,7 +178,14 @@ export const sink = (
           state,
           ...(encoded === undefined ? {} : { result: encoded })
         })
-        if (fromSeq > 0 || created) return Effect.mapError(append, commitError)
+        if (fromSeq > 0 || created) {
+          return Effect.mapError(
+            Effect.catchIf(append, isConflict, (conflict) =>
+              committedMeanwhile(journal, runId, conflict, { fromSeq, events, state, result: encoded })
+            ),
+            commitError
+          )
+        }
         const create = Effect.tap(
           journal.create({ runId, header: header(events[0], prints), state }),
           Effect.sync(() => {
