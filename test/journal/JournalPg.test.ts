@@ -1,12 +1,12 @@
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, assert, it } from "vitest"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
 import { JournalPg } from "../../src/journal/pg/index.ts"
 import { postgres, required, unusedPort } from "../support/postgres.ts"
-import { contract } from "./contract.ts"
+import { contract, started, succeeded } from "./contract.ts"
 import { sqlRaw } from "./sqlRaw.ts"
 
 const found = await postgres()
@@ -31,6 +31,20 @@ if (found._tag === "Server") {
         }
       })
   })
+
+  it("R9 a commit over the client's default 16 MiB message reads back: what PostgreSQL takes, the journal gives back", async () => {
+    const events = [started("big"), { ...succeeded("big", 1), output: "x".repeat(17_000_000) }]
+    const stored = await Effect.runPromise(
+      Effect.gen(function* () {
+        const journal = yield* Journal.Journal
+        yield* journal.create({ runId: "big", header: {}, state: "created" })
+        yield* journal.append("big", { expectedSeq: 0, events, state: "planning" })
+        return yield* journal.read("big")
+      }).pipe(Effect.provide(JournalPg.layer({ url, tablePrefix: `big_${process.pid}_` })))
+    )
+    assert.isTrue(Option.isSome(stored))
+    if (Option.isSome(stored)) assert.deepStrictEqual(stored.value.events, events)
+  }, 120_000)
 
   it("R3.1 a PostgreSQL server that is not there fails the layer with Unavailable (retryable), not a defect", async () => {
     const closed = new URL(url)

@@ -117,6 +117,33 @@ describe("Durable runs: what a run commits (R9)", () => {
       }).pipe(Effect.provide(Journal.layerMemory))
   )
 
+  it.effect(
+    "R9 a store out of reach at the final commit of a run that ended by itself is waited for: the journal holds the result its caller got",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        const runOn = (journal: Journal.Service, runId: string) =>
+          TestClockDriver.drive(
+            Run.run({ goal: "echo", runId, tools: [echo] }).pipe(
+              Effect.provideService(Journal.Journal, journal),
+              Effect.provide(model)
+            )
+          )
+        // How many commits the run makes: the last is its final one.
+        const counted = FaultyJournal.make(store, {})
+        yield* runOn(counted.journal, "r0")
+        const last = counted.commits()
+        // The first eight tries of the final commit find the store down (a brief retry gives up after five).
+        const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= last && n < last + 8 })
+        const result = yield* runOn(faulty.journal, "r1")
+        assert.strictEqual(result.status, "completed")
+        assert.strictEqual(faulty.commits(), last + 8)
+        const stored = Option.getOrThrow(yield* store.read("r1"))
+        assert.isTrue(Option.isSome(stored.result), "the journal holds the run's result")
+        assert.strictEqual(stored.events.length, result.timeline.length)
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
   /** A store whose appends wait `millis` of real time, as a PostgreSQL round trip does. */
   const slow = (store: Journal.Service, millis: number): Journal.Service => ({
     ...store,

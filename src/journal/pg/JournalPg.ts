@@ -2,7 +2,8 @@
  * `layer({ url })`: the journal on a PostgreSQL database through `@effect/sql-pg`'s pool. The
  * tables (`<prefix>runs`, `<prefix>events`, `<prefix>approvals`, `<prefix>migrations`) are
  * created by effect's `Migrator` on first use. For a pool you configure yourself, provide
- * `PgClient.layer(...)` to `Journal.layerSql()` instead.
+ * `PgClient.layer(...)` to `Journal.layerSql()` instead, with a `maxMessageSize` as large as
+ * your largest commit (the client's default is 16 MiB; this layer's, 1 GiB).
  *
  * @since 0.3.0
  */
@@ -23,6 +24,9 @@ export interface Options extends SqlOptions {
   readonly maxConnections?: number | undefined
 }
 
+/** PostgreSQL's largest text value, and a message to carry one. */
+const maxRowBytes = 1024 ** 3 + 1024 * 1024
+
 /**
  * @category layers
  * @since 0.3.0
@@ -31,6 +35,9 @@ export const layer = (options: Options): Layer.Layer<Journal, JournalError> =>
   Layers.layerOwnClient(
     PgClient.make({
       url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
+      // What PostgreSQL takes it must give back: a commit row may hold up to 1 GB of text (a
+      // tool's large output), past the client's default 16 MiB message (R9).
+      maxMessageSize: maxRowBytes,
       ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections })
     }),
     options

@@ -12,7 +12,8 @@
  *   and decided, at the end of each iteration.
  * - {@link final}: at the end, with the result, before the caller gets it.
  *
- * A store that cannot be reached is retried briefly (the intent record for up to 30 s);
+ * A store that cannot be reached is retried briefly (the intent record, and the final
+ * commit of a run that ended by itself, for up to 30 s);
  * still out, the events stay buffered for the next barrier (only the intent record stops
  * anything: its call). A commit fenced
  * off by another writer (`Conflict`) means another process owns the run: this one writes
@@ -153,6 +154,14 @@ export const intent = (ctx: RunContext.RunContext, what: string): Effect.Effect<
               })
       )
 
-/** The last commit: the rest of the log with the run's result (`run.finished` is in it). */
+/**
+ * The last commit: the rest of the log with the run's result (`run.finished` is in it). For
+ * a run that ended by itself, a store out of reach is waited for, as for the intent record
+ * (up to 30 seconds), before the caller gets the result: a result the journal never held
+ * would differ from the one a later resume of the run made (R9). A run stopped from outside
+ * (a cancel, the deadline) tries briefly: its result is due within the stop grace (R12).
+ */
 export const final = (ctx: RunContext.RunContext, result: unknown): Effect.Effect<void> =>
-  ctx.journal === undefined ? Effect.void : Effect.ignore(commit(ctx, result))
+  ctx.journal === undefined
+    ? Effect.void
+    : Effect.ignore(commit(ctx, result, ctx.log.stopping === undefined ? outage : again))
