@@ -5,6 +5,7 @@
  * @since 0.2.0
  */
 import { type Duration, Schema } from "effect"
+import * as UserCode from "../failure/UserCode.ts"
 import type * as Model from "../model/Model.ts"
 import type { Backoff } from "../recovery/Recovery.ts"
 import type * as Termination from "../termination/Termination.ts"
@@ -145,7 +146,6 @@ export interface Recovery {
 }
 
 /** A UTF-16 surrogate without its pair: text no store keeps as it is (SQLite and PostgreSQL write U+FFFD). */
-const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 /**
  * What a run id may be, in the words of the messages about one that is not.
@@ -170,7 +170,7 @@ export const RunId = Schema.String.check(
       id.length <= 256 &&
       // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is refused.
       !/[\u0000-\u001f\u007f-\u009f]/.test(id) &&
-      !loneSurrogate.test(id),
+      UserCode.wellFormed(id),
     { expected: runIdRule }
   )
 )

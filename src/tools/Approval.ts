@@ -22,6 +22,7 @@
  * @since 0.1.0
  */
 import { Clock, Context, Deferred, Effect, Layer, Schema } from "effect"
+import * as UserCode from "../failure/UserCode.ts"
 import type * as Tool from "./Tool.ts"
 
 /**
@@ -148,9 +149,11 @@ const textIssue = (value: unknown, max: number): string | undefined =>
     ? `is ${typeof value}, not a string`
     : value.includes("\u0000")
       ? "holds a NUL character"
-      : value.length > max
-        ? `is ${value.length} characters long, over the limit of ${max}`
-        : undefined
+      : !UserCode.wellFormed(value)
+        ? "holds half of a surrogate pair (a store would keep another text)"
+        : value.length > max
+          ? `is ${value.length} characters long, over the limit of ${max}`
+          : undefined
 
 const invalid = (decision: Decision): { readonly field: "by" | "reason"; readonly detail: string } | undefined => {
   // A decision may come from code without types (a UI, a script): its fields are checked as values.
@@ -162,7 +165,8 @@ const invalid = (decision: Decision): { readonly field: "by" | "reason"; readonl
 
 /**
  * Why `decision` on the call `callId` of run `runId` cannot be taken, before anything is
- * decided: a `by` or `reason` that is not a string, holds a NUL character, or is too long
+ * decided: a `by` or `reason` that is not a string, holds a NUL character or half of a
+ * surrogate pair, or is too long
  * (`by` over 256 characters, `reason` over 4096).
  *
  * @category validation

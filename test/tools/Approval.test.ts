@@ -126,6 +126,10 @@ describe("R7 approvals", () => {
         )
         const nul = yield* Effect.flip(handle.approve("call_pay", { by: "eve\u0000" }))
         assert.strictEqual(nul._tag, "InvalidDecision")
+        // Half of a surrogate pair: a SQL store would give back "no\uFFFD", not what was decided.
+        const lone = yield* Effect.flip(handle.reject("call_pay", "no\ud800"))
+        assert.strictEqual(lone._tag === "InvalidDecision" && lone.field, "reason")
+        assert.include(lone.message, "half of a surrogate pair")
         // A reason no person wrote: 100,000 characters are not kept in the log or the journal.
         const long = yield* Effect.flip(handle.reject("call_pay", "x".repeat(100_000)))
         assert.strictEqual(long.message.includes("over the limit of 4096"), true, long.message)
