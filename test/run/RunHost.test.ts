@@ -8,6 +8,7 @@ import * as JournalError from "../../src/journal/JournalError.ts"
 import * as RunHost from "../../src/run/RunHost.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 
@@ -79,13 +80,14 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     }).pipe(Effect.provide(Journal.layerMemory))
   )
 
-  it.live(
+  // On TestClock: the final commit of a run that ended by itself waits out a store outage for 30 s.
+  it.effect(
     "R9 a run whose ending the journal could not record is not finished for its engine: driven again, it ends recorded",
     () =>
       Effect.gen(function* () {
         let down = false
         let asked = 0
-        // The store goes out of reach as the model answers, for longer than a commit's retries.
+        // The store goes out of reach as the model answers, for longer than a commit waits.
         const model = ScriptedModel.layerFunction(() => {
           asked++
           down = asked === 1
@@ -95,7 +97,7 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         const journal = Layer.succeed(Journal.Journal, faulty.journal)
         const options = { goal: "answer", tools: [] }
         const unrecorded = yield* Effect.flip(
-          RunHost.drive("u1", options).pipe(Effect.provide(Layer.merge(model, journal)))
+          TestClockDriver.drive(RunHost.drive("u1", options).pipe(Effect.provide(Layer.merge(model, journal))))
         )
         assert.strictEqual(unrecorded._tag, "ResumeError")
         if (unrecorded._tag !== "ResumeError") return
@@ -110,7 +112,8 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       }).pipe(Effect.provide(Journal.layerMemory))
   )
 
-  it.live(
+  // On TestClock: the final commit of a run that ended by itself waits out a store outage for 30 s.
+  it.effect(
     "R9 a run whose ending the journal could neither record nor read back is not finished for its engine: driven again, it ends recorded",
     () =>
       Effect.gen(function* () {
@@ -133,7 +136,7 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         const journal = Layer.succeed(Journal.Journal, flaky)
         const options = { goal: "answer", tools: [] }
         const unknown = yield* Effect.flip(
-          RunHost.drive("u2", options).pipe(Effect.provide(Layer.merge(model, journal)))
+          TestClockDriver.drive(RunHost.drive("u2", options).pipe(Effect.provide(Layer.merge(model, journal))))
         )
         assert.strictEqual(unknown._tag, "ResumeError")
         assert.include(unknown.message, "could not be read back after the run ended")
