@@ -181,3 +181,18 @@ export const reminderCount = (counters: Counters, kind: string): number => {
   const found = HashMap.get(counters.reminders, kind)
   return Option.isSome(found) ? found.value : 0
 }
+
+/**
+ * How many calls of the tool `name` the model asked for so far, every call of every
+ * response, refused ones included: for a policy of your own ("at most 3 refunds"). Read
+ * from the call signatures, which begin with the tool's name (a tool's name holds no `:`).
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const callsOf = (counters: Counters, name: string): number => {
+  const prefix = `${name}:`
+  let calls = 0
+  for (const [signature, count] of counters.callSignatures) if (signature.startsWith(prefix)) calls += count
+  return calls
+}

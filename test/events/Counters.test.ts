@@ -105,6 +105,11 @@ describe("Counters.step (unit)", () => {
     assert.strictEqual(c.iterations, 1)
     assert.strictEqual(c.toolCalls, 3)
     assert.strictEqual(c.repeatedToolCallCount, 2)
+    // Calls of one tool, for a policy of your own: `t` twice, `u` once, `tu` (a prefix of neither) never.
+    assert.deepStrictEqual(
+      ["t", "u", "tu"].map((name) => Counters.callsOf(c, name)),
+      [2, 1, 0]
+    )
     assert.isFalse(c.finalAnswerReceived)
     assert.strictEqual(c.emptyOutputs, 0)
     c = Counters.step(c, responded("   "))
