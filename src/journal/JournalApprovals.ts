@@ -205,6 +205,9 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
       ),
     decide: (runId, callId, decision) =>
       Effect.gen(function* () {
+        // What the table would not give back as given (a NUL, half of a surrogate pair) is refused first.
+        const invalid = Approval.checkDecision(runId, callId, decision)
+        if (invalid !== undefined) return yield* invalid
         yield* record(journal, runId, callId, decision).pipe(
           Effect.catchTag("JournalError", (e) =>
             // Out of reach: nothing was decided, the call still waits, the caller may try again.

@@ -191,9 +191,14 @@ export interface Gate {
   readonly request: (request: Request) => Effect.Effect<Decision>
   /**
    * Decides the pending call `callId` of run `runId`; `Unavailable` when the decision
-   * cannot be recorded now (a gate over a store out of reach).
+   * cannot be recorded now (a gate over a store out of reach); `InvalidDecision` when its
+   * `by` or `reason` cannot be kept as given (see {@link checkDecision}).
    */
-  readonly decide: (runId: string, callId: string, decision: Decision) => Effect.Effect<void, NotPending | Unavailable>
+  readonly decide: (
+    runId: string,
+    callId: string,
+    decision: Decision
+  ) => Effect.Effect<void, NotPending | Unavailable | InvalidDecision>
   /** The calls waiting now, oldest first; `PendingUnavailable` when they cannot be read now. */
   readonly pending: Effect.Effect<ReadonlyArray<Request>, PendingUnavailable>
 }
@@ -249,6 +254,8 @@ export const makeMemory = (): Gate => {
       }),
     decide: (runId, callId, decision) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const invalid = checkDecision(runId, callId, decision)
+        if (invalid !== undefined) return Effect.fail<InvalidDecision | NotPending>(invalid)
         const key = keyOf(runId, callId)
         const entry = waiting.get(key)
         // At or after its expiry a call takes no decision, even before its run has seen it expire.

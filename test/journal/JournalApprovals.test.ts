@@ -140,6 +140,15 @@ describe("JournalApprovals (R7, R9.3)", () => {
         Effect.forkChild
       )
       const [pending] = yield* pendingOn(ui, 1)
+      // A reason or a name the table would not give back as given is refused, and the call still waits.
+      for (const decision of [Approval.rejected("no \ud800 way"), Approval.approved("ops\u0000")]) {
+        const refused = yield* Effect.flip(ui.decide("r1", "c1", decision))
+        assert.strictEqual(refused._tag, "InvalidDecision")
+      }
+      const direct = yield* Effect.flip(
+        journal.decide({ runId: "r1", callId: "c1", decision: "reject", reason: "no \udc00", at: 0 })
+      )
+      assert.strictEqual(direct.reason._tag, "InvalidAppend")
       assert.strictEqual(pending?.runId, "r1")
       assert.strictEqual(pending?.callId, "c1")
       assert.strictEqual(pending?.tool, "pay")

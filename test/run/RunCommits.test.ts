@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option, Schema } from "effect"
 import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalError from "../../src/journal/JournalError.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -115,6 +116,74 @@ describe("Durable runs: what a run commits (R9)", () => {
         assert.strictEqual(stored.events.length, result.timeline.length)
         assert.isTrue(Option.isSome(stored.result))
       }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.effect(
+    "R9 two processes starting one run id with identical events (TestClock, a scripted model): one owns it, the payment runs once",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        // Each call of the store yields, so the two runs' commits interleave.
+        const interleaved: Journal.Service = {
+          ...store,
+          create: (run) => Effect.andThen(Effect.yieldNow, store.create(run)),
+          append: (runId, batch) => Effect.andThen(Effect.yieldNow, store.append(runId, batch)),
+          read: (runId) => Effect.andThen(Effect.yieldNow, store.read(runId))
+        }
+        let payments = 0
+        const pay = Tool.make({
+          name: "pay",
+          description: "Pays.",
+          input: Schema.Struct({ n: Schema.Number }),
+          output: Schema.Struct({ paid: Schema.Boolean }),
+          sideEffect: "external",
+          handler: () =>
+            Effect.sync(() => {
+              payments++
+              return { paid: true }
+            })
+        })
+        const once = () =>
+          Run.run({ goal: "pay", runId: "r1", tools: [pay] }).pipe(
+            Effect.provideService(Journal.Journal, interleaved),
+            Effect.provide(
+              ScriptedModel.layer([ScriptedModel.toolCall("pay", { n: 1 }), ScriptedModel.finalAnswer("paid")])
+            )
+          )
+        const results = yield* TestClockDriver.drive(Effect.all([once(), once()], { concurrency: 2 }))
+        assert.strictEqual(payments, 1)
+        assert.deepStrictEqual(results.map((r) => r.status).toSorted(), ["completed", "failed"])
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.effect("R9 the run's row created but the reply lost: the retry finds it, the run goes on", () =>
+    Effect.gen(function* () {
+      const store = yield* Journal.Journal
+      let creates = 0
+      const lostCreate: Journal.Service = {
+        ...store,
+        create: (run) =>
+          Effect.andThen(
+            store.create(run),
+            ++creates === 1
+              ? Effect.fail(
+                  JournalError.make(
+                    new JournalError.Unavailable({ operation: "create", detail: "reply lost (the test)" })
+                  )
+                )
+              : Effect.void
+          )
+      }
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "echo", runId: "r1", tools: [echo] }).pipe(
+          Effect.provideService(Journal.Journal, lostCreate),
+          Effect.provide(model)
+        )
+      )
+      assert.strictEqual(result.status, "completed", result.detail)
+      assert.strictEqual(creates, 2)
+      assert.strictEqual(Option.getOrThrow(yield* store.read("r1")).events.length, result.timeline.length)
+    }).pipe(Effect.provide(Journal.layerMemory))
   )
 
   it.effect(

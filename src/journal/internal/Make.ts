@@ -8,6 +8,7 @@ import { Clock, Effect, Option, Result, Schema } from "effect"
 import * as Event from "../../events/Event.ts"
 import * as RunState from "../../events/RunState.ts"
 import * as SchemaIssues from "../../failure/SchemaIssues.ts"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as JournalError from "../JournalError.ts"
 import {
   type Append,
@@ -225,24 +226,6 @@ const toDecision = (row: ApprovalRow): Option.Option<ApprovalDecision> =>
 
 const isTime = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value)
 
-const isConflict = (error: JournalError.JournalError): boolean => error.reason._tag === "Conflict"
-
-/**
- * A conflict that is this writer's own earlier try: a store that wrote a row and lost its
- * reply (a connection cut after the commit) answers the retry with a conflict against that
- * very row. It is no other writer when the store holds exactly what this try would write
- * (R9): otherwise the conflict stands. Read only on a conflict, which is rare.
- */
-const ownEarlierTry = (
-  store: Store,
-  runId: string,
-  conflict: JournalError.JournalError,
-  holds: (stored: { readonly run: RunRow; readonly commits: ReadonlyArray<CommitRow> }) => boolean
-): Effect.Effect<void, JournalError.JournalError> =>
-  Effect.flatMap(store.readRun(runId), (found) =>
-    Option.isSome(found) && holds(found.value) ? Effect.void : Effect.fail(conflict)
-  )
-
 /** The journal over one backend. */
 export const make = (store: Store): Service => ({
   create: Effect.fn("Journal.create")(function* (run: NewRun) {
@@ -251,28 +234,16 @@ export const make = (store: Store): Service => ({
     const header = jsonText(run.header)
     if (header === undefined) return yield* invalid(runId, "the header is not a JSON value")
     const now = yield* Clock.currentTimeMillis
-    yield* store
-      .insertRun({
-        runId,
-        version: FORMAT_VERSION,
-        header,
-        state: run.state,
-        nextSeq: 0,
-        result: null,
-        createdAt: now,
-        updatedAt: now
-      })
-      .pipe(
-        Effect.catchIf(isConflict, (conflict) =>
-          ownEarlierTry(
-            store,
-            runId,
-            conflict,
-            ({ run: stored, commits }) =>
-              commits.length === 0 && stored.header === header && stored.version === FORMAT_VERSION
-          )
-        )
-      )
+    yield* store.insertRun({
+      runId,
+      version: FORMAT_VERSION,
+      header,
+      state: run.state,
+      nextSeq: 0,
+      result: null,
+      createdAt: now,
+      updatedAt: now
+    })
   }),
   // Untraced: it runs at every barrier, two or more per step, and its span, made even with
   // no tracer installed, cost about 5 µs a commit (a tenth of a SQLite step).
@@ -286,30 +257,10 @@ export const make = (store: Store): Service => ({
       return yield* invalid(runId, "a result is committed with the run's last events (run.finished), not alone")
     }
     const at = yield* Clock.currentTimeMillis
-    const row = {
-      seq: append.expectedSeq,
-      count: append.events.length,
-      state: append.state,
-      at,
-      body: body.success,
-      result
-    }
-    yield* store.commit({ runId, row }).pipe(
-      Effect.catchIf(
-        (error) => isConflict(error) && row.count > 0,
-        (conflict) =>
-          ownEarlierTry(store, runId, conflict, ({ commits }) => {
-            const last = commits.at(-1)
-            return (
-              last !== undefined &&
-              last.seq === row.seq &&
-              last.count === row.count &&
-              last.body === row.body &&
-              last.result === row.result
-            )
-          })
-      )
-    )
+    yield* store.commit({
+      runId,
+      row: { seq: append.expectedSeq, count: append.events.length, state: append.state, at, body: body.success, result }
+    })
   }),
   read: Effect.fn("Journal.read")(function* (runId: string) {
     const found = yield* store.readRun(yield* checkRunId(runId))
@@ -372,6 +323,15 @@ export const make = (store: Store): Service => ({
       return yield* invalid(runId, `a decision is approve or reject, got ${String(decision.decision)}`)
     }
     if (!isTime(decision.at)) return yield* invalid(runId, "the decision's time must be finite epoch milliseconds")
+    // What a store keeps as text must come back as it was given: no NUL, no half of a surrogate pair.
+    for (const [field, text] of [
+      ["reason", decision.reason],
+      ["by", decision.by]
+    ] as const) {
+      if (text !== undefined && (typeof text !== "string" || text.includes("\u0000") || !UserCode.wellFormed(text))) {
+        return yield* invalid(runId, `the decision's ${field} must be text without a NUL or half of a surrogate pair`)
+      }
+    }
     yield* store.decide({
       runId,
       callId: decision.callId,

@@ -12,14 +12,14 @@
  *   and decided, at the end of each iteration.
  * - {@link final}: at the end, with the result, before the caller gets it.
  *
- * A store that cannot be reached is retried briefly (the intent record, and the final
- * commit of a run that ended by itself, for up to 30 s);
+ * A store that cannot be reached is retried briefly (the intent record for up to 30 s, the
+ * final commit of a run that ended by itself for up to its stop grace);
  * still out, the events stay buffered for the next barrier (only the intent record stops
  * anything: its call). A commit fenced
  * off by another writer (`Conflict`) means another process owns the run: this one writes
  * nothing more, and its loop stops at its next checkpoint.
  */
-import { Effect, Schedule } from "effect"
+import { Duration, Effect, Schedule } from "effect"
 import * as Failure from "../../failure/Failure.ts"
 import * as RunContext from "./RunContext.ts"
 
@@ -156,12 +156,20 @@ export const intent = (ctx: RunContext.RunContext, what: string): Effect.Effect<
 
 /**
  * The last commit: the rest of the log with the run's result (`run.finished` is in it). For
- * a run that ended by itself, a store out of reach is waited for, as for the intent record
- * (up to 30 seconds), before the caller gets the result: a result the journal never held
- * would differ from the one a later resume of the run made (R9). A run stopped from outside
- * (a cancel, the deadline) tries briefly: its result is due within the stop grace (R12).
+ * a run that ended by itself, a store out of reach is waited for, up to the stop grace,
+ * before the caller gets the result: a result the journal never held would differ from the
+ * one a later resume of the run made (R9). Not longer: a cancel or an interruption of the
+ * caller that comes meanwhile is due its result within the grace (R12). A run stopped from
+ * outside tries briefly, as every other barrier does.
  */
-export const final = (ctx: RunContext.RunContext, result: unknown): Effect.Effect<void> =>
+export const final = (ctx: RunContext.RunContext, result: unknown, graceMillis: number): Effect.Effect<void> =>
   ctx.journal === undefined
     ? Effect.void
-    : Effect.ignore(commit(ctx, result, ctx.log.stopping === undefined ? outage : again))
+    : Effect.ignore(commit(ctx, result, ctx.log.stopping === undefined ? withinGrace(graceMillis) : again))
+
+/** Retries of the last commit, for at most `graceMillis` in all. */
+const withinGrace = (graceMillis: number) =>
+  Schedule.max([
+    Schedule.min([Schedule.exponential("40 millis"), Schedule.spaced("1 second")]),
+    Schedule.during(Duration.millis(graceMillis))
+  ])

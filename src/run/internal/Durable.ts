@@ -90,11 +90,11 @@ const eventText = (event: Event.Event): string | undefined => {
 }
 
 /**
- * A conflict that is this run's own earlier commits: tries whose replies were lost wrote a
- * first part of what it commits now (a connection cut after each commit, until its retries
- * gave up; the next barrier sends all again). When the journal holds exactly those events
- * after `fromSeq`, only the rest is committed. Anything else is another writer: the
- * conflict stands (R9).
+ * A conflict, after a try that failed out of reach, that is this run's own earlier writes:
+ * tries whose replies were lost wrote what it commits now, or a first part of it (a
+ * connection cut after each commit, until the barrier gave up; the next one sends all
+ * again). When the journal holds exactly those events after `fromSeq` (and the same result,
+ * if any), only the rest is committed. Anything else is another writer: the conflict stands (R9).
  */
 const committedMeanwhile = (
   journal: Journal.Service,
@@ -110,16 +110,19 @@ const committedMeanwhile = (
   Effect.flatMap(journal.read(runId), (found) => {
     const stored = Option.getOrUndefined(found)
     const written = stored === undefined ? -1 : stored.nextSeq - batch.fromSeq
-    if (stored === undefined || written <= 0 || written > batch.events.length || Option.isSome(stored.result)) {
-      return Effect.fail(conflict)
-    }
+    if (stored === undefined || written <= 0 || written > batch.events.length) return Effect.fail(conflict)
     for (let i = 0; i < written; i++) {
       const theirs = stored.events[batch.fromSeq + i]
       const ours = batch.events[i]
       if (theirs === undefined || ours === undefined || eventText(theirs) !== eventText(ours))
         return Effect.fail(conflict)
     }
-    if (written === batch.events.length) return batch.result === undefined ? Effect.void : Effect.fail(conflict)
+    // All of it written: done, if the result the store holds (when the run ended) is this one.
+    if (written === batch.events.length) {
+      const theirs = Option.getOrUndefined(stored.result)
+      return JSON.stringify(theirs) === JSON.stringify(batch.result) ? Effect.void : Effect.fail(conflict)
+    }
+    if (Option.isSome(stored.result)) return Effect.fail(conflict)
     return journal.append(runId, {
       expectedSeq: stored.nextSeq,
       events: batch.events.slice(written),
@@ -166,36 +169,71 @@ export const sink = (
 ): RunContext.Sink => {
   const prints = fingerprints(tools)
   let created = exists
+  // Whether a try of this run's failed out of reach since its last commit that succeeded: its
+  // reply may have been lost after the store wrote it. Only then may a conflict be this run's
+  // own write; another writer's, even one identical to it, is a conflict (R9).
+  let unsure = false
+  const settle = <A>(self: Effect.Effect<A, JournalError.JournalError>) =>
+    self.pipe(
+      Effect.tapError((e) =>
+        Effect.sync(() => {
+          if (e.reason._tag === "Unavailable") unsure = true
+        })
+      ),
+      Effect.tap(
+        Effect.sync(() => {
+          unsure = false
+        })
+      ),
+      Effect.mapError(commitError)
+    )
   return {
     commits: Semaphore.makeUnsafe(1),
     commit: ({ fromSeq, events, state, result }) =>
       // Chosen when it runs: a commit retried after its row was created only appends.
       Effect.suspend(() => {
         const encoded = result === undefined ? undefined : storable(withoutLog(result, fromSeq, events))
-        const append = journal.append(runId, {
-          expectedSeq: fromSeq,
-          events,
-          state,
-          ...(encoded === undefined ? {} : { result: encoded })
-        })
-        if (fromSeq > 0 || created) {
-          return Effect.mapError(
-            Effect.catchIf(append, isConflict, (conflict) =>
-              committedMeanwhile(journal, runId, conflict, { fromSeq, events, state, result: encoded })
-            ),
-            commitError
-          )
-        }
+        const batch = { fromSeq, events, state, result: encoded }
+        const append = Effect.catchIf(
+          journal.append(runId, {
+            expectedSeq: fromSeq,
+            events,
+            state,
+            ...(encoded === undefined ? {} : { result: encoded })
+          }),
+          (e) => unsure && isConflict(e),
+          (conflict) => committedMeanwhile(journal, runId, conflict, batch)
+        )
+        if (fromSeq > 0 || created) return settle(append)
+        const head = header(events[0], prints)
         const create = Effect.tap(
-          journal.create({ runId, header: header(events[0], prints), state }),
+          Effect.catchIf(
+            journal.create({ runId, header: head, state }),
+            (e) => unsure && isConflict(e),
+            (conflict) => createdMeanwhile(journal, runId, conflict, head)
+          ),
           Effect.sync(() => {
             created = true
           })
         )
-        return Effect.mapError(Effect.andThen(create, append), commitError)
+        return settle(Effect.andThen(create, append))
       })
   }
 }
+
+/** A conflict on creating the run that is this run's own earlier try: its row, with its header and no commit yet. */
+const createdMeanwhile = (
+  journal: Journal.Service,
+  runId: string,
+  conflict: JournalError.JournalError,
+  head: Schema.Json
+): Effect.Effect<void, JournalError.JournalError> =>
+  Effect.flatMap(journal.read(runId), (found) => {
+    const stored = Option.getOrUndefined(found)
+    return stored !== undefined && stored.nextSeq === 0 && JSON.stringify(stored.header) === JSON.stringify(head)
+      ? Effect.void
+      : Effect.fail(conflict)
+  })
 
 /**
  * A run as its journal holds it: finished (its result), or open (its log to go on from;

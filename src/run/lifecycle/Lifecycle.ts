@@ -300,13 +300,15 @@ const execution = <RV, R>(
 ): Effect.Effect<Given | undefined, never, R | RV | Model.Model> =>
   Effect.withFiber((self) => {
     const valid = Result.getOrUndefined(resolved)
+    const grace = valid?.stopGraceMillis ?? defaultStopGraceMillis
     const closing = new Closing(
       ctx,
       done,
       valid?.registry.tools ?? noTools,
-      attach(ctx, self.getRef(RunObserver.RunObservers), valid?.stopGraceMillis ?? defaultStopGraceMillis),
+      attach(ctx, self.getRef(RunObserver.RunObservers), grace),
       self.context,
-      self.getRef(RealTime.Waits)
+      self.getRef(RealTime.Waits),
+      grace
     )
     if (valid !== undefined) {
       const graceMillis = valid.stopGraceMillis

@@ -57,6 +57,8 @@ export class Closing {
   cancelGrace: (() => void) | undefined = undefined
   /** Told of the stop grace (a test-clock driver holds its clock still meanwhile). */
   readonly waits: RealTime.Waits
+  /** The run's stop grace: how long its last commit may wait out a store out of reach. */
+  readonly graceMillis: number
 
   constructor(
     ctx: RunContext.RunContext,
@@ -64,9 +66,11 @@ export class Closing {
     tools: ReadonlyMap<string, Tool.Any<unknown>>,
     settled: Effect.Effect<void>,
     context: Context.Context<never>,
-    waits: RealTime.Waits
+    waits: RealTime.Waits,
+    graceMillis: number
   ) {
     this.waits = waits
+    this.graceMillis = graceMillis
     this.ctx = ctx
     this.done = done
     this.tools = tools
@@ -85,7 +89,7 @@ export class Closing {
     this.closed = OwnCopy.deepFreeze(result)
     const closing = this
     return Effect.gen(function* () {
-      yield* Commit.final(closing.ctx, result)
+      yield* Commit.final(closing.ctx, result, closing.graceMillis)
       const died = suspension(closing.ctx)
       if (died !== undefined) return died
       // Fenced off at its last commit: another process resumed the run meanwhile, and the
