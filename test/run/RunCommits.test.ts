@@ -18,6 +18,24 @@ const echo = Tool.make({
   handler: ({ n }) => Effect.succeed({ n })
 })
 
+/** A payment that is no idempotent action, and how many times it ran. */
+const ledger = () => {
+  let paid = 0
+  const pay = Tool.make({
+    name: "pay",
+    description: "Pays.",
+    input: Schema.Struct({ n: Schema.Number }),
+    output: Schema.Struct({ paid: Schema.Boolean }),
+    sideEffect: "external",
+    handler: () =>
+      Effect.sync(() => {
+        paid++
+        return { paid: true }
+      })
+  })
+  return { pay, payments: () => paid }
+}
+
 const model = ScriptedModel.layerFunction((request) =>
   request.iteration === 1 ? ScriptedModel.toolCall("echo", { n: 1 }) : ScriptedModel.finalAnswer("done")
 )
@@ -86,19 +104,7 @@ describe("Durable runs: what a run commits (R9)", () => {
     () =>
       Effect.gen(function* () {
         const store = yield* Journal.Journal
-        let payments = 0
-        const pay = Tool.make({
-          name: "pay",
-          description: "Pays.",
-          input: Schema.Struct({ n: Schema.Number }),
-          output: Schema.Struct({ paid: Schema.Boolean }),
-          sideEffect: "external",
-          handler: () =>
-            Effect.sync(() => {
-              payments++
-              return { paid: true }
-            })
-        })
+        const { pay, payments } = ledger()
         // Every other try loses its reply (the retry of each is the next try), and four in a row
         // once, so the barrier gives up and the next one sends that commit again with more.
         const faulty = FaultyJournal.make(store, { lostReplyOn: (n) => n % 2 === 1 || (n >= 4 && n <= 8) })
@@ -111,7 +117,7 @@ describe("Durable runs: what a run commits (R9)", () => {
           )
         )
         assert.strictEqual(result.status, "completed", result.detail)
-        assert.strictEqual(payments, 1)
+        assert.strictEqual(payments(), 1)
         const stored = Option.getOrThrow(yield* store.read("r1"))
         assert.strictEqual(stored.events.length, result.timeline.length)
         assert.isTrue(Option.isSome(stored.result))
@@ -130,19 +136,7 @@ describe("Durable runs: what a run commits (R9)", () => {
           append: (runId, batch) => Effect.andThen(Effect.yieldNow, store.append(runId, batch)),
           read: (runId) => Effect.andThen(Effect.yieldNow, store.read(runId))
         }
-        let payments = 0
-        const pay = Tool.make({
-          name: "pay",
-          description: "Pays.",
-          input: Schema.Struct({ n: Schema.Number }),
-          output: Schema.Struct({ paid: Schema.Boolean }),
-          sideEffect: "external",
-          handler: () =>
-            Effect.sync(() => {
-              payments++
-              return { paid: true }
-            })
-        })
+        const { pay, payments } = ledger()
         const once = () =>
           Run.run({ goal: "pay", runId: "r1", tools: [pay] }).pipe(
             Effect.provideService(Journal.Journal, interleaved),
@@ -151,7 +145,7 @@ describe("Durable runs: what a run commits (R9)", () => {
             )
           )
         const results = yield* TestClockDriver.drive(Effect.all([once(), once()], { concurrency: 2 }))
-        assert.strictEqual(payments, 1)
+        assert.strictEqual(payments(), 1)
         assert.deepStrictEqual(results.map((r) => r.status).toSorted(), ["completed", "failed"])
       }).pipe(Effect.provide(Journal.layerMemory))
   )
