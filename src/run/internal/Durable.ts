@@ -12,8 +12,8 @@ import type * as Tool from "../../tools/Tool.ts"
 import { ResumeError } from "../ResumeError.ts"
 import { RunId, runIdRule } from "../RunOptions.ts"
 import * as RunResult from "../RunResult.ts"
+import * as RunOptionsSchema from "./options/RunOptionsSchema.ts"
 import type * as RunContext from "./RunContext.ts"
-import * as RunOptionsSchema from "./RunOptionsSchema.ts"
 
 /** What the journal keeps of a run beside its log: enough to tell whether the code still fits it. */
 const Header = Schema.Struct({

@@ -7,7 +7,7 @@ import { Predicate, Result, Schema, SchemaIssue } from "effect"
 import * as Failure from "../../../../failure/Failure.ts"
 import * as UserCode from "../../../../failure/UserCode.ts"
 import * as RunOptions from "../../../RunOptions.ts"
-import * as RunOptionsSchema from "../../RunOptionsSchema.ts"
+import * as RunOptionsSchema from "../../options/RunOptionsSchema.ts"
 
 const decodeOptions = Schema.decodeUnknownResult(RunOptionsSchema.RunOptions, {
   errors: "first",

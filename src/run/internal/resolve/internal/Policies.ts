@@ -8,7 +8,7 @@ import * as UserCode from "../../../../failure/UserCode.ts"
 import * as Termination from "../../../../termination/Termination.ts"
 import * as Tool from "../../../../tools/Tool.ts"
 import * as RunOptions from "../../../RunOptions.ts"
-import * as RunOptionsSchema from "../../RunOptionsSchema.ts"
+import * as RunOptionsSchema from "../../options/RunOptionsSchema.ts"
 import { invalid } from "./OptionIssues.ts"
 
 /** Whether the options are a fresh run's, or a resumed one's filled from its record. */

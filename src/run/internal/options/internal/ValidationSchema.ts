@@ -1,0 +1,60 @@
+/**
+ * The validation spec of the options: plan steps with their criteria (ids unique, one
+ * criterion at least), stop hooks, artifact contracts; the user's functions read once.
+ * Private to `options/`.
+ */
+import { Schema } from "effect"
+import type * as Validation from "../../../../validation/Validation.ts"
+import { AnySchema, Count, fn, readOnce, uniqueBy } from "./Readers.ts"
+
+const Criterion = readOnce(
+  Schema.Struct({
+    description: Schema.String,
+    observe: fn<Validation.PlanStep["criteria"][number]["observe"]>()
+  }),
+  (read, from): Validation.PlanStep["criteria"][number] => ({
+    description: read.description,
+    observe: (timeline) => read.observe.call(from, timeline)
+  })
+)
+
+const StopHook = readOnce(
+  Schema.Struct({ name: Schema.NonEmptyString, check: fn<Validation.StopHook<unknown>["check"]>() }),
+  (read, from): Validation.StopHook<unknown> => ({
+    name: read.name,
+    check: (context) => read.check.call(from, context)
+  })
+)
+
+export const ValidationSpec = Schema.Struct({
+  plan: Schema.optional(
+    Schema.Array(
+      Schema.Struct({
+        id: Schema.NonEmptyString,
+        description: Schema.String,
+        required: Schema.Boolean,
+        // A step with nothing to check would count as done without evidence (R6.2).
+        criteria: Schema.Array(Criterion).check(
+          Schema.makeFilter((criteria) =>
+            criteria.length > 0
+              ? undefined
+              : { path: [], issue: "a step needs at least one criterion (it is done when they all hold); got none" }
+          )
+        )
+      })
+    ).check(uniqueBy("id", (id) => `two plan steps have the id "${id}"; step ids must be unique`))
+  ),
+  stopHooks: Schema.optional(Schema.Array(StopHook)),
+  artifacts: Schema.optional(
+    Schema.Array(
+      Schema.Struct({
+        path: Schema.NonEmptyString,
+        format: Schema.Literals(["text", "markdown", "json"]),
+        schema: Schema.optional(AnySchema),
+        nonEmpty: Schema.Boolean,
+        maxBytes: Schema.optional(Count(0))
+      })
+    )
+  ),
+  root: Schema.optional(Schema.String)
+})
