@@ -17,6 +17,18 @@ import { drive } from "../support/clock.ts"
 const script = (steps: ReadonlyArray<ScriptedModel.Step>) =>
   Layer.mergeAll(ScriptedModel.layer(steps), NodeServices.layer)
 
+/** An idempotent read, without arguments, that fails with `failure` every time. */
+const failingRead = (name: string, failure: Failure.Failure) =>
+  Tool.make({
+    name,
+    description: "Reads a service that fails.",
+    input: Schema.Struct({}),
+    output: Schema.Struct({ ok: Schema.Boolean }),
+    sideEffect: "read",
+    idempotent: true,
+    handler: () => Effect.fail(failure)
+  })
+
 describe("R3.4 R3.7 an attempt count below 1", () => {
   for (const attempts of [0, -3]) {
     it.effect(`R3.7 a status-query resend holds maxRetries when the tool's failure says attempts: ${attempts}`, () =>
@@ -83,18 +95,10 @@ describe("R12 a recovery schedule that throws", () => {
 
   it.effect("R12 is the run's defect for a tool's retry too, not the tool's failure", () =>
     Effect.gen(function* () {
-      const flaky = Tool.make({
-        name: "read",
-        description: "Reads.",
-        input: Schema.Struct({}),
-        output: Schema.Struct({ ok: Schema.Boolean }),
-        sideEffect: "read",
-        idempotent: true,
-        handler: () =>
-          Effect.fail(
-            new Failure.Retryable({ source: "tool", category: "connection", code: "reset", attempts: 1, hint: "reset" })
-          )
-      })
+      const flaky = failingRead(
+        "read",
+        new Failure.Retryable({ source: "tool", category: "connection", code: "reset", attempts: 1, hint: "reset" })
+      )
       const result = yield* drive(
         Run.run({ goal: "g", tools: [flaky], recovery: { backoff: throwing } }).pipe(
           Effect.provide(script([ScriptedModel.toolCall("read", {}), ScriptedModel.finalAnswer("done")]))
@@ -108,25 +112,17 @@ describe("R12 a recovery schedule that throws", () => {
 
 describe("R3.3 a tool retry the run's own limits refuse", () => {
   const busy = (retryAfterMillis: number) =>
-    Tool.make({
-      name: "get",
-      description: "Reads a busy service.",
-      input: Schema.Struct({}),
-      output: Schema.Struct({ ok: Schema.Boolean }),
-      sideEffect: "read",
-      idempotent: true,
-      handler: () =>
-        Effect.fail(
-          new Failure.Retryable({
-            source: "tool",
-            category: "rate_limited",
-            code: "busy",
-            attempts: 1,
-            hint: "busy",
-            retryAfterMillis
-          })
-        )
-    })
+    failingRead(
+      "get",
+      new Failure.Retryable({
+        source: "tool",
+        category: "rate_limited",
+        code: "busy",
+        attempts: 1,
+        hint: "busy",
+        retryAfterMillis
+      })
+    )
   const cases = [
     ["its wait would end past the run deadline", 60_000, { time: { run: "10 seconds" } }, "run_timeout", "deadline"],
     [
@@ -142,17 +138,10 @@ describe("R3.3 a tool retry the run's own limits refuse", () => {
     "R2.5 R3.3 a batch's stop is its gravest call's, whatever their order: the deadline's before a tool error",
     () =>
       Effect.gen(function* () {
-        const broken = Tool.make({
-          name: "put",
-          description: "Fails for good.",
-          input: Schema.Struct({}),
-          output: Schema.Struct({ ok: Schema.Boolean }),
-          sideEffect: "read",
-          handler: () =>
-            Effect.fail(
-              new Failure.Permanent({ source: "tool", category: "rejected", code: "no", attempts: 1, hint: "no" })
-            )
-        })
+        const broken = failingRead(
+          "put",
+          new Failure.Permanent({ source: "tool", category: "rejected", code: "no", attempts: 1, hint: "no" })
+        )
         const stops: Array<string> = []
         for (const order of [
           [
