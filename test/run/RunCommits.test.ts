@@ -7,6 +7,7 @@ import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import { deaf } from "../support/tools.ts"
 
 const echo = Tool.make({
   name: "echo",
@@ -272,14 +273,7 @@ describe("Durable runs: what a run commits (R9)", () => {
             Effect.andThen(Effect.sleep(batch.result === undefined ? 0 : 400), store.append(runId, batch))
         }
         // A handler that ignores interruption for a while, then ends: past the grace, while the ending is committed.
-        const late = Tool.make({
-          name: "late",
-          description: "ignores interruption for a while",
-          input: Schema.Struct({}),
-          output: Schema.String,
-          sideEffect: "none",
-          handler: () => Effect.uninterruptible(Effect.as(Effect.sleep("400 millis"), "late"))
-        })
+        const late = deaf("late", 400)
         const result = yield* Run.run({
           goal: "x",
           runId: "r1",

@@ -65,3 +65,14 @@ export const thrower = Tool.make({
     throw new Error("boom at /secret/path")
   }
 })
+
+/** A tool whose handler ignores interruption for `millis` of real time, then answers "late". */
+export const deaf = (name: string, millis: number) =>
+  Tool.make({
+    name,
+    description: "ignores interruption for a while",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    sideEffect: "none",
+    handler: () => Effect.uninterruptible(Effect.as(Effect.sleep(millis), "late"))
+  })

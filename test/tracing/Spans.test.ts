@@ -14,6 +14,7 @@ import { errorType, genAi, runtime, span } from "../../src/tracing/Attributes.ts
 import * as Tracing from "../../src/tracing/Tracing.ts"
 import { drive } from "../support/clock.ts"
 import { crashThenResume, layers, pay } from "../support/restart.ts"
+import { deaf } from "../support/tools.ts"
 import { memoryTracer } from "../support/tracer.ts"
 
 /** A model that fails its first call with a 429 (retried), then with a 400 (not retryable: the run falls back). */
@@ -353,14 +354,7 @@ describe("issue 15 spans say why a call failed by its type, never by its message
       Effect.gen(function* () {
         const { tracer, spans } = memoryTracer()
         // A handler that will not be interrupted: it outlives the run's stop grace.
-        const stuck = Tool.make({
-          name: "stuck",
-          description: "ignores interruption",
-          input: Schema.Struct({}),
-          output: Schema.String,
-          sideEffect: "none",
-          handler: () => Effect.uninterruptible(Effect.as(Effect.sleep("2 seconds"), "late"))
-        })
+        const stuck = deaf("stuck", 2_000)
         const model = ScriptedModel.layer([ScriptedModel.toolCall("stuck", {}), ScriptedModel.finalAnswer("done")])
         const result = yield* Effect.withTracer(
           Run.run({ goal: "x", tools: [stuck], time: { run: "100 millis", stopGrace: "100 millis" } }).pipe(
