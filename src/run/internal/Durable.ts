@@ -96,16 +96,27 @@ const eventText = (event: Event.Event): string | undefined => {
  * again). When the journal holds exactly those events after `fromSeq` (and the same result,
  * if any), only the rest is committed. Anything else is another writer: the conflict stands (R9).
  */
+/** What a commit writes: events from `fromSeq`, the run's state, and its result with its last events. */
+interface Batch {
+  readonly fromSeq: number
+  readonly events: ReadonlyArray<Event.Event>
+  readonly state: Journal.Append["state"]
+  readonly result: Schema.Json | undefined
+}
+
+const appendBatch = (journal: Journal.Service, runId: string, batch: Batch) =>
+  journal.append(runId, {
+    expectedSeq: batch.fromSeq,
+    events: batch.events,
+    state: batch.state,
+    ...(batch.result === undefined ? {} : { result: batch.result })
+  })
+
 const committedMeanwhile = (
   journal: Journal.Service,
   runId: string,
   conflict: JournalError.JournalError,
-  batch: {
-    readonly fromSeq: number
-    readonly events: ReadonlyArray<Event.Event>
-    readonly state: Journal.Append["state"]
-    readonly result: Schema.Json | undefined
-  }
+  batch: Batch
 ): Effect.Effect<void, JournalError.JournalError> =>
   Effect.flatMap(journal.read(runId), (found) => {
     const stored = Option.getOrUndefined(found)
@@ -123,12 +134,7 @@ const committedMeanwhile = (
       return JSON.stringify(theirs) === JSON.stringify(batch.result) ? Effect.void : Effect.fail(conflict)
     }
     if (Option.isSome(stored.result)) return Effect.fail(conflict)
-    return journal.append(runId, {
-      expectedSeq: stored.nextSeq,
-      events: batch.events.slice(written),
-      state: batch.state,
-      ...(batch.result === undefined ? {} : { result: batch.result })
-    })
+    return appendBatch(journal, runId, { ...batch, fromSeq: stored.nextSeq, events: batch.events.slice(written) })
   })
 
 /** The header of a run, from its `run.started` and its tools' fingerprints. */
@@ -193,14 +199,9 @@ export const sink = (
       // Chosen when it runs: a commit retried after its row was created only appends.
       Effect.suspend(() => {
         const encoded = result === undefined ? undefined : storable(withoutLog(result, fromSeq, events))
-        const batch = { fromSeq, events, state, result: encoded }
+        const batch: Batch = { fromSeq, events, state, result: encoded }
         const append = Effect.catchIf(
-          journal.append(runId, {
-            expectedSeq: fromSeq,
-            events,
-            state,
-            ...(encoded === undefined ? {} : { result: encoded })
-          }),
+          appendBatch(journal, runId, batch),
           (e) => unsure && isConflict(e),
           (conflict) => committedMeanwhile(journal, runId, conflict, batch)
         )
