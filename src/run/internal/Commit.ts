@@ -29,15 +29,16 @@ import * as RunContext from "./RunContext.ts"
  */
 const again = Schedule.max([Schedule.exponential("40 millis"), Schedule.recurs(3)])
 
+/** A store out of reach waited out for `total`: tries 40 ms apart at first, then at most `spacing` apart. */
+const waitingOut = (spacing: Duration.Input, total: Duration.Input) =>
+  Schedule.max([Schedule.min([Schedule.exponential("40 millis"), Schedule.spaced(spacing)]), Schedule.during(total)])
+
 /**
  * The intent record waits longer: until it is in the journal the call cannot start, and
  * nothing has happened, so a store out of reach is waited for, up to 30 seconds (the run's
  * step and run deadlines still stop the wait), rather than failing the call.
  */
-const outage = Schedule.max([
-  Schedule.min([Schedule.exponential("40 millis"), Schedule.spaced("2 seconds")]),
-  Schedule.during("30 seconds")
-])
+const outage = waitingOut("2 seconds", "30 seconds")
 
 const unavailable = (e: RunContext.CommitError) => e._tag === "Unavailable"
 
@@ -165,11 +166,10 @@ export const intent = (ctx: RunContext.RunContext, what: string): Effect.Effect<
 export const final = (ctx: RunContext.RunContext, result: unknown, graceMillis: number): Effect.Effect<void> =>
   ctx.journal === undefined
     ? Effect.void
-    : Effect.ignore(commit(ctx, result, ctx.log.stopping === undefined ? withinGrace(graceMillis) : again))
-
-/** Retries of the last commit, for at most `graceMillis` in all. */
-const withinGrace = (graceMillis: number) =>
-  Schedule.max([
-    Schedule.min([Schedule.exponential("40 millis"), Schedule.spaced("1 second")]),
-    Schedule.during(Duration.millis(graceMillis))
-  ])
+    : Effect.ignore(
+        commit(
+          ctx,
+          result,
+          ctx.log.stopping === undefined ? waitingOut("1 second", Duration.millis(graceMillis)) : again
+        )
+      )
