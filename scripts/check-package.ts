@@ -11,6 +11,11 @@
  *    run to `completed`. `consumer/require.cjs` requires every entry point.
  * 4. `tsc --noEmit` of `consumer/run.ts` with moduleResolution `nodenext`, then `bundler`:
  *    strict, target ES2022, TypeScript's default libs, declarations checked (no skipLibCheck).
+ *    Then every entry point but `./durable` and `./journal/pg` as a Node backend compiles it:
+ *    `lib: ["ES2022"]` and `@types/node`, no DOM but the two types effect's own `Schema`
+ *    names (`consumer/effect-dom.d.ts`). So the package's declarations must not reach effect's
+ *    `rpc` modules, which name the DOM's `Transferable`; `./durable` does, through effect's
+ *    cluster (the README says so), and `./journal/pg` needs `@effect/sql-pg`.
  * 5. esbuild bundles `consumer/run.ts`, from `dist/` only, and the bundle runs to `completed`.
  *    The core entries (`.` and `./testing`) and the providers (`./providers`, which run over
  *    any `HttpClient`) do not pull in `@effect/platform-node`, which is why it is an optional
@@ -165,6 +170,17 @@ const coreEntries = Object.keys(manifest.exports).filter(
   (entry) => entry !== "./package.json" && entry !== "./providers/node" && entry !== "./journal/pg"
 )
 
+/** The entry points whose declarations compile without the DOM's types. */
+const withoutDom = Object.keys(manifest.exports).filter(
+  (entry) => entry !== "./package.json" && entry !== "./durable" && entry !== "./journal/pg"
+)
+
+const checkWithoutDom = (app: string): void => {
+  const lines = withoutDom.map((entry, i) => `export * as Entry${i} from "effect-agent-runtime${entry.slice(1)}"`)
+  Fs.writeFileSync(Path.join(app, "entries.ts"), `${lines.join("\n")}\n`)
+  run(node, [tsc, "-p", "tsconfig.node.json"], app)
+}
+
 const checkCoreImports = (app: string): void => {
   const result = Esbuild.buildSync({
     absWorkingDir: app,
@@ -204,6 +220,9 @@ try {
   )
   step("tsc --noEmit, moduleResolution bundler, strict, ES2022: 0 errors", () =>
     run(node, [tsc, "-p", "tsconfig.bundler.json"], app)
+  )
+  step(`tsc --noEmit of ${withoutDom.join(", ")} with lib ES2022 and @types/node only (no DOM): 0 errors`, () =>
+    checkWithoutDom(app)
   )
   const size = step("esbuild: a bundle of the consumer runs to completed", () => bundleAndRun(app))
   step("the bin: a run recorded by ./observability's Recorder, then `effect-agent-runtime view` of it", () =>

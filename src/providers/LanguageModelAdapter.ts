@@ -35,7 +35,12 @@
  * @since 0.1.0
  */
 import { Cause, Clock, Duration, Effect, Layer, Predicate, Result, Schema } from "effect"
-import { type AiError, LanguageModel, Prompt, type Response, Tool, Toolkit } from "effect/ai"
+import type * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import * as Prompt from "effect/ai/Prompt"
+import type * as Response from "effect/ai/Response"
+import * as Tool from "effect/ai/Tool"
+import * as Toolkit from "effect/ai/Toolkit"
 import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
 import * as Model from "../model/Model.ts"

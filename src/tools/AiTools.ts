@@ -14,7 +14,9 @@
  * @since 0.2.0
  */
 import { Effect, Predicate, type Schema } from "effect"
-import { type AiError, Tool as AiTool, type Toolkit } from "effect/ai"
+import type * as AiError from "effect/ai/AiError"
+import * as AiTool from "effect/ai/Tool"
+import type * as Toolkit from "effect/ai/Toolkit"
 import type * as Failure from "../failure/Failure.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as AiToolInternal from "./internal/AiTool.ts"

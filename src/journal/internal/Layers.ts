@@ -1,6 +1,6 @@
 /** The SQL journal layers: over the `SqlClient` in context, or over a client the layer opens itself. */
 import { Context, Effect, Layer, type Scope } from "effect"
-import { Reactivity } from "effect/reactivity"
+import * as Reactivity from "effect/reactivity/Reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
 import type { JournalError } from "../JournalError.ts"
 import * as Make from "./Make.ts"

@@ -17,7 +17,7 @@
 
 import type { DatabaseSync, StatementSync } from "node:sqlite"
 import { Effect, type Scope, Semaphore, Stream } from "effect"
-import type { Reactivity } from "effect/reactivity"
+import type * as Reactivity from "effect/reactivity/Reactivity"
 import { SqlClient, type SqlConnection, SqlError, Statement } from "effect/sql"
 
 /** How the SQLite file is opened. */

@@ -5,7 +5,9 @@
  * the context. Private to `tools/`.
  */
 import { Context, Duration, Effect, Exit, Predicate, Schema } from "effect"
-import { AiError, Tool as AiTool, Prompt } from "effect/ai"
+import * as AiError from "effect/ai/AiError"
+import * as Prompt from "effect/ai/Prompt"
+import * as AiTool from "effect/ai/Tool"
 import * as Failure from "../../failure/Failure.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 
