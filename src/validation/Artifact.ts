@@ -12,8 +12,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Path, Result, Schema, SchemaIssue } from "effect"
+import { Effect, Exit, FileSystem, Option, Path, Result, Schema, SchemaIssue } from "effect"
 import type * as Event from "../events/Event.ts"
+import * as Failure from "../failure/Failure.ts"
+import * as ToolArguments from "../tools/ToolArguments.ts"
 
 /**
  * @category models
@@ -155,6 +157,54 @@ const isInside = (path: Path.Path, root: string, target: string): boolean => {
 const realPathOf = (fs: FileSystem.FileSystem, target: string): Effect.Effect<string | undefined> =>
   Effect.orElseSucceed(fs.realPath(target), () => undefined)
 
+/** Whether two stats are of one file on disk (where the platform numbers its files). */
+const sameFile = (a: FileSystem.File.Info, b: FileSystem.File.Info): boolean =>
+  a.dev === b.dev && (Option.isNone(a.ino) || Option.isNone(b.ino) || a.ino.value === b.ino.value)
+
+/** What reading a file through its descriptor found: its text, or more than `maxBytes`. */
+type Read = { readonly _tag: "Text"; readonly text: string } | { readonly _tag: "TooLarge" }
+
+/** At most `maxBytes` + 1 bytes of an open file: a file that grew since its `stat` is still bounded. */
+const readAtMost = Effect.fnUntraced(function* (file: FileSystem.File, maxBytes: number) {
+  const chunks: Array<Uint8Array> = []
+  let total = 0
+  while (total <= maxBytes) {
+    const chunk = yield* file.readAlloc(Math.min(64 * 1024, maxBytes + 1 - total))
+    if (Option.isNone(chunk)) break
+    chunks.push(chunk.value)
+    total += chunk.value.length
+  }
+  if (total > maxBytes) return { _tag: "TooLarge" } satisfies Read
+  const bytes = new Uint8Array(total)
+  let at = 0
+  for (const chunk of chunks) {
+    bytes.set(chunk, at)
+    at += chunk.length
+  }
+  return { _tag: "Text", text: new TextDecoder().decode(bytes) } satisfies Read
+})
+
+/**
+ * A JSON value decoded with the contract's schema: the schema's issues, or what broke in the
+ * schema itself (user code, R12: a throw, a service it needs, a stack it overflowed) as words.
+ */
+const decodeWith = (
+  schema: Schema.Decoder<unknown>,
+  value: unknown
+): { readonly _tag: "Decoded" } | { readonly _tag: "Mismatch" | "Broken"; readonly why: string } => {
+  let decoded: Exit.Exit<unknown, Schema.SchemaError>
+  try {
+    decoded = Schema.decodeUnknownExit(schema)(value, { errors: "all" })
+  } catch (defect) {
+    return { _tag: "Broken", why: Failure.safeDescription(defect) }
+  }
+  if (Exit.isSuccess(decoded)) return { _tag: "Decoded" }
+  const error = Exit.findErrorOption(decoded)
+  return Option.isSome(error) && Schema.isSchemaError(error.value)
+    ? { _tag: "Mismatch", why: formatIssue(error.value.issue) }
+    : { _tag: "Broken", why: Failure.fromCause("runtime", decoded.cause).hint }
+}
+
 const hasHeading = (text: string): boolean => /^ {0,3}#{1,6}(\s|$)/m.test(text) || /^.+\n(=+|-+)\s*$/m.test(text)
 
 /**
@@ -184,30 +234,48 @@ export const check: (
     })
   const [pass, fail] = [verdict(true), verdict(false)]
   const full = path.resolve(root, contract.path)
+  if (!isInside(path, path.resolve(root), full)) return fail(`outside the root (${contract.path} is not under ${root})`)
   const info = yield* Effect.result(fs.stat(full))
   if (Result.isFailure(info)) {
     const tag = info.failure.reason._tag
     return fail(tag === "NotFound" ? `missing (no file at ${contract.path})` : `unreadable (${tag})`)
   }
+  // Checked before opening: opening a FIFO would wait for a writer.
   if (info.success.type !== "File") {
     return fail(`not a file (found ${entryKind(info.success.type)} at ${contract.path})`)
   }
-  // A file named inside the root is the run's only if it is there on disk: a link out of it
-  // (to any file that happens to exist) delivers nothing.
-  if (isInside(path, path.resolve(root), full)) {
-    const [realRoot, realFile] = yield* Effect.all([realPathOf(fs, root), realPathOf(fs, full)])
-    if (realRoot === undefined || realFile === undefined || !isInside(path, realRoot, realFile)) {
-      return fail(`leads outside the root through a symbolic link (${contract.path})`)
-    }
-  }
   const bytes = Number(info.success.size)
   const maxBytes = contract.maxBytes ?? defaultMaxBytes
-  if (bytes > maxBytes) {
-    return fail(`too large to check (${bytes} bytes, over the limit of ${maxBytes}: raise maxBytes)`)
-  }
-  const read = yield* Effect.result(fs.readFileString(full))
+  const tooLarge = (size: string) => fail(`too large to check (${size}, over the limit of ${maxBytes}: raise maxBytes)`)
+  if (bytes > maxBytes) return tooLarge(`${bytes} bytes`)
+  // What is checked is what one descriptor reads. The file opened must be the one whose real
+  // path is inside the root, after the open: a link out of it (to any file that happens to
+  // exist) delivers nothing, even when swapped in while the check runs.
+  const read = yield* Effect.result(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const file = yield* fs.open(full, { flag: "r" })
+        const opened = yield* file.stat
+        const [realRoot, realFile] = yield* Effect.all([realPathOf(fs, root), realPathOf(fs, full)])
+        const there = realFile === undefined ? undefined : yield* Effect.option(fs.stat(realFile))
+        const inside =
+          realRoot !== undefined &&
+          realFile !== undefined &&
+          isInside(path, realRoot, realFile) &&
+          there !== undefined &&
+          Option.isSome(there) &&
+          sameFile(opened, there.value)
+        if (!inside) return "outside" as const
+        if (opened.type !== "File") return "not a file" as const
+        return yield* readAtMost(file, maxBytes)
+      })
+    )
+  )
   if (Result.isFailure(read)) return fail(`unreadable (${read.failure.reason._tag})`)
-  const text = read.success
+  if (read.success === "outside") return fail(`leads outside the root through a symbolic link (${contract.path})`)
+  if (read.success === "not a file") return fail(`not a file (replaced while checked: ${contract.path})`)
+  if (read.success._tag === "TooLarge") return tooLarge("grew past the limit while checked")
+  const text = read.success.text
   if (contract.nonEmpty && isBlank(text)) return fail("empty (no content after trimming whitespace)")
   const size = `${text.length} characters`
   switch (contract.format) {
@@ -220,10 +288,17 @@ export const check: (
       if (Result.isFailure(parsed)) return fail("does not parse as JSON")
       if (contract.nonEmpty && isEmptyJson(parsed.success)) return fail(`empty (the JSON value ${text.trim()})`)
       if (contract.schema === undefined) return pass(`valid JSON, ${size}`)
-      const decoded = yield* Effect.result(
-        Schema.decodeUnknownEffect(contract.schema)(parsed.success, { errors: "all" })
-      )
-      if (Result.isFailure(decoded)) return fail(`schema mismatch: ${formatIssue(decoded.failure.issue)}`)
+      // Bounded as what the model sends is (R12): no decoder walks a nesting past the limit.
+      const unfit = ToolArguments.jsonIssue(parsed.success, {
+        root: "the file",
+        maxDepth: ToolArguments.defaultLimits.maxArgumentDepth,
+        maxNodes: text.length,
+        strict: true
+      })
+      if (unfit !== undefined) return fail(`not checked against its schema: ${unfit}`)
+      const decoded = decodeWith(contract.schema, parsed.success)
+      if (decoded._tag === "Mismatch") return fail(`schema mismatch: ${decoded.why}`)
+      if (decoded._tag === "Broken") return fail(`its schema failed while decoding the file: ${decoded.why}`)
       return pass(`valid JSON matching its schema, ${size}`)
     }
   }

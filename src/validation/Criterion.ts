@@ -56,8 +56,9 @@ const nonEmpty = (where: string, what: string, value: string): void => {
 
 /**
  * Holds when some `tool.succeeded` event of the tool `name` has an input and output
- * accepted by `match` (every success when `match` is omitted). `input` and `output` are
- * the encoded values the event carries. The observation cites the latest matching
+ * accepted by `match` (every success when `match` is omitted). `input` is the arguments
+ * as the model sent them (JSON, before the tool's schema decoded them; secrets masked) and
+ * `output` the encoded output the event carries. The observation cites the latest matching
  * call, since it reflects the most recent state of the world.
  *
  * @category constructors

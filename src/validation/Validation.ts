@@ -78,7 +78,9 @@ export const Report = Schema.Struct({
   failed: Schema.Array(Event.Check),
   evidence: Schema.Array(Evidence),
   completed: Schema.Array(Item),
-  unfinished: Schema.Array(Item)
+  unfinished: Schema.Array(Item),
+  /** The description of the first unfinished required step, when there is one: where the work should go on. */
+  nextStep: Schema.optionalKey(Schema.String)
 })
 
 /**
@@ -250,6 +252,7 @@ const reportOf = (
 ): Report => {
   const parts: ReadonlyArray<Parts.Part> = [...steps, ...others, evidenceIndex(steps)]
   const failed = parts.filter((p) => p.blocking && !p.check.passed).map((p) => p.check)
+  const next = steps.find((s) => s.step.required && !backed(s))
   return {
     passed: failed.length === 0,
     checks: parts.map((p) => p.check),
@@ -263,6 +266,7 @@ const reportOf = (
         id: s.step.id,
         description: s.step.description,
         reason: s.step.required ? notCompleted(s) : `optional: ${notCompleted(s)}`
-      }))
+      })),
+    ...(next === undefined ? {} : { nextStep: next.step.description })
   }
 }

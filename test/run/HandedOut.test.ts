@@ -107,20 +107,34 @@ describe("what user code is handed", () => {
   )
 
   it.effect(
-    "R9.1 R6 a criterion or a stop hook that edits the timeline it is handed edits its own copy: the log stays whole",
+    "R9.1 R6 a criterion or a stop hook that edits the timeline it is handed fails, named: the log, and what the other checks read, stay whole",
     () =>
       Effect.gen(function* () {
         const eraser = Criterion.custom("erases the log", (timeline) => {
           ;(timeline as Array<Event.Event>).splice(2)
           return Option.some("ok")
         })
+        // Renames the call in what it was handed, so that the next step's criterion would find a "deploy".
+        const forger = Criterion.custom("forges a deploy", (timeline) => {
+          for (const e of timeline) if (e._tag === "tool.succeeded") (e as { name: string }).name = "deploy"
+          return Option.none()
+        })
         const erased = yield* Run.run({
           goal: "g",
           tools: [echo],
-          validation: { plan: [{ id: "s", description: "s", required: true, criteria: [eraser] }] }
+          validation: {
+            plan: [
+              { id: "s", description: "s", required: true, criteria: [eraser] },
+              { id: "forge", description: "forge", required: false, criteria: [forger] },
+              { id: "deploy", description: "deploy", required: true, criteria: [Criterion.toolSucceeded("deploy")] }
+            ]
+          }
         }).pipe(Effect.provide(oneCall))
-        // The criterion passes on its copy; the step it observed still needs evidence, which the log holds whole.
-        assert.include(erased.detail, "plan:s passed without evidence")
+        const detail = (name: string) => erased.checks.find((c) => c.name === name)?.detail ?? ""
+        assert.include(detail("plan:s"), "criterion died (TypeError)")
+        assert.include(detail("plan:forge"), "criterion died (TypeError)")
+        assert.include(detail("plan:deploy"), `not observed: tool "deploy" succeeded`)
+        assert.deepStrictEqual([erased.status, erased.stopReason], ["failed", "validation_failed"])
         assert.lengthOf(ofTag(erased.timeline, "tool.succeeded"), 1)
         assertTruthful(erased)
 
@@ -141,7 +155,7 @@ describe("what user code is handed", () => {
             ]
           }
         }).pipe(Effect.provide(oneCall))
-        assert.strictEqual(rewritten.status, "completed")
+        assert.include(rewritten.checks.find((c) => c.name === "hook:rewriter")?.detail, "died: TypeError")
         assert.deepStrictEqual(ofTag(rewritten.timeline, "tool.succeeded")[0]?.output, { n: 1 })
         assertTruthful(rewritten)
       })

@@ -173,6 +173,34 @@ describe("Run: a refuted final answer (R6.2, R6.3)", () => {
   const wrote = Validation.step("write", "Write the report", [Criterion.toolSucceeded("write_file")])
 
   it.effect(
+    "R6.3 the nextStep is the first unfinished required step: never an optional one, none once all required are done",
+    () =>
+      Effect.gen(function* () {
+        const polish = Validation.step("polish", "Polish the prose", [Criterion.toolSucceeded("polish")], {
+          required: false
+        })
+        const refuted = yield* Run.run({ goal: "g", tools: [echo], validation: { plan: [said, polish, wrote] } }).pipe(
+          Effect.provide(
+            withScript([ScriptedModel.toolCall("echo", { text: "hi" }), ScriptedModel.finalAnswer("done")])
+          )
+        )
+        assert.deepStrictEqual(
+          [refuted.status, refuted.unfinished.map((item) => item.id), refuted.nextStep],
+          ["partial", ["polish", "write"], "Write the report"]
+        )
+        const completed = yield* Run.run({ goal: "g", tools: [echo], validation: { plan: [said, polish] } }).pipe(
+          Effect.provide(
+            withScript([ScriptedModel.toolCall("echo", { text: "hi" }), ScriptedModel.finalAnswer("done")])
+          )
+        )
+        assert.deepStrictEqual(
+          [completed.status, completed.unfinished.map((item) => item.id), completed.nextStep],
+          ["completed", ["polish"], undefined]
+        )
+      })
+  )
+
+  it.effect(
     "R6.2 R6.3 validation refutes the answer while a plan step is done: partial, done and unfinished listed",
     () =>
       Effect.gen(function* () {

@@ -65,6 +65,28 @@ describe("Run.run({ output })", () => {
     })
   )
 
+  it.effect(
+    "R6.1 R6.5 an output holding class instances (Uint8Array, Date) is handed over as decoded, its plain parts frozen",
+    () =>
+      Effect.gen(function* () {
+        const Blob = Schema.Struct({ data: Schema.Uint8ArrayFromBase64, at: Schema.DateTimeUtcFromString })
+        const result = yield* Run.run({ goal: "answer as JSON", tools: [], output: Blob }).pipe(
+          Effect.provide(
+            ScriptedModel.layer([ScriptedModel.finalAnswer('{"data":"AQID","at":"2026-01-02T03:04:05Z"}')])
+          )
+        )
+        // Freezing a typed array with elements throws: the run died at its close, its result rebuilt with no output.
+        assert.deepStrictEqual(
+          [result.status, result.stopReason, result.policy],
+          ["completed", "goal_reached", "final_answer"]
+        )
+        assert.deepStrictEqual(Array.from(result.output?.data ?? []), [1, 2, 3])
+        assert.strictEqual(result.finalAnswer, '{"data":"AQID","at":"2026-01-02T03:04:05Z"}')
+        assert.isTrue(Object.isFrozen(result.output))
+        assert.isTrue(result.checks.some((c) => c.kind === "output" && c.passed))
+      })
+  )
+
   it.effect("R6.1 an answer wholly inside a code fence is read as the JSON inside it", () =>
     Effect.gen(function* () {
       const result = yield* run(['```json\n{"city":"Paris","population":1}\n```'])

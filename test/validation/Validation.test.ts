@@ -2,7 +2,7 @@ import { symlinkSync } from "node:fs"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, FileSystem, Option, Path, Predicate, Schema } from "effect"
+import { ByteSize, Context, Effect, FileSystem, SchemaGetter as Getter, Option, Path, Predicate, Schema } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
@@ -385,6 +385,127 @@ layer(NodeServices.layer)("Validation", (it) => {
           ]
         )
       })
+    )
+  })
+
+  describe("artifact contracts: user code and a changing disk", () => {
+    interface Tree {
+      readonly kids: ReadonlyArray<Tree>
+    }
+    const TreeSchema: Schema.Codec<Tree> = Schema.Struct({ kids: Schema.Array(Schema.suspend(() => TreeSchema)) })
+    const Throwing = Schema.Unknown.pipe(
+      Schema.decodeTo(Schema.Unknown, {
+        decode: Getter.transform(() => {
+          throw new Error("the schema's own bug")
+        }),
+        encode: Getter.passthrough()
+      })
+    )
+    class Needed extends Context.Service<Needed, { readonly ok: boolean }>()("test/Needed") {}
+    const NeedsService = Schema.Unknown.pipe(
+      Schema.decodeTo(Schema.Unknown, {
+        decode: Getter.transformEffect((value: unknown) => Effect.map(Effect.service(Needed), () => value)),
+        encode: Getter.passthrough()
+      })
+    ) as unknown as Schema.Decoder<unknown>
+
+    it.effect(
+      "R6.1 R12 an artifact schema that throws, needs a service, or meets a file nested past the limit is a failed check; the other checks stay",
+      () =>
+        Effect.gen(function* () {
+          let deep = '{"kids":[]}'
+          for (let i = 0; i < 2_000; i++) deep = `{"kids":[${deep}]}`
+          const root = yield* workspace({ "tree.json": deep, "a.json": "[1]", "ok.json": '{"kids":[]}' })
+          const report = yield* Validation.validate(
+            {
+              artifacts: [
+                Validation.artifact("tree.json", { schema: TreeSchema }),
+                Validation.artifact("a.json", { schema: Throwing }),
+                Validation.artifact("a.json", { schema: NeedsService }),
+                Validation.artifact("ok.json", { schema: TreeSchema })
+              ],
+              root
+            },
+            context([])
+          )
+          // Before, each of the first three crashed the validation: the run ended internal_error, its report lost.
+          const details = report.checks.map((c) => [c.passed, c.detail] as const)
+          assert.deepStrictEqual(details[0], [
+            false,
+            "artifact:tree.json: not checked against its schema: the file.kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0].kids[0]: nested more than 64 levels deep"
+          ])
+          assert.isFalse(details[1]?.[0])
+          assert.include(details[1]?.[1], "artifact:a.json: its schema failed while decoding the file:")
+          assert.isFalse(details[2]?.[0])
+          assert.include(details[2]?.[1], "artifact:a.json: its schema failed while decoding the file:")
+          assert.deepStrictEqual(details.slice(3), [
+            [true, "artifact:ok.json: valid JSON matching its schema, 11 characters"],
+            [true, "evidence:index: 0 completed plan step(s) backed by 0 tool result(s)"]
+          ])
+        })
+    )
+
+    it.effect("R6.1 a contract path outside the root passes no contract, whatever is there", () =>
+      Effect.gen(function* () {
+        const root = yield* workspace({ inner: { directory: true }, "inner/ok.txt": "fine", "outside.txt": "out" })
+        const report = yield* Validation.validate(
+          {
+            artifacts: [
+              Validation.artifact("../outside.txt"),
+              Validation.artifact("/etc/hostname"),
+              Validation.artifact("ok.txt")
+            ],
+            root: join(root, "inner")
+          },
+          context([])
+        )
+        assert.deepStrictEqual(
+          report.checks.slice(0, 3).map((c) => [c.passed, c.detail.split(" (")[0]]),
+          [
+            [false, "artifact:../outside.txt: outside the root"],
+            [false, "artifact:/etc/hostname: outside the root"],
+            [true, "artifact:ok.txt: text, 4 characters"]
+          ]
+        )
+      })
+    )
+
+    it.effect(
+      "R6.1 R12 what is checked is what one descriptor reads: at most maxBytes, of the file whose real path is inside the root",
+      () =>
+        Effect.gen(function* () {
+          const fs = yield* FileSystem.FileSystem
+          const root = yield* workspace({ "grown.txt": "x".repeat(5_000), "a.txt": "inside", "b.txt": "other" })
+          // A file that grew after its stat (here: a stat that says 1 byte) is read no further than the limit.
+          const staleStat: FileSystem.FileSystem = {
+            ...fs,
+            stat: (path) => Effect.map(fs.stat(path), (info) => ({ ...info, size: ByteSize.bytes(1) }))
+          }
+          // A real path that names another file than the one opened (a link swapped in meanwhile).
+          const swapped: FileSystem.FileSystem = {
+            ...fs,
+            realPath: (path) => (path.endsWith("a.txt") ? Effect.succeed(join(root, "b.txt")) : fs.realPath(path))
+          }
+          const grown = yield* Validation.validate(
+            { artifacts: [Validation.artifact("grown.txt", { maxBytes: 100 })], root },
+            context([])
+          ).pipe(Effect.provideService(FileSystem.FileSystem, staleStat))
+          assert.deepStrictEqual(
+            [check(grown, "artifact:grown.txt").passed, check(grown, "artifact:grown.txt").detail],
+            [
+              false,
+              "artifact:grown.txt: too large to check (grew past the limit while checked, over the limit of 100: raise maxBytes)"
+            ]
+          )
+          const linked = yield* Validation.validate(
+            { artifacts: [Validation.artifact("a.txt")], root },
+            context([])
+          ).pipe(Effect.provideService(FileSystem.FileSystem, swapped))
+          assert.deepStrictEqual(
+            [check(linked, "artifact:a.txt").passed, check(linked, "artifact:a.txt").detail],
+            [false, "artifact:a.txt: leads outside the root through a symbolic link (a.txt)"]
+          )
+        })
     )
   })
 

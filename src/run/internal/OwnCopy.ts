@@ -6,19 +6,32 @@
  */
 import * as Failure from "../../failure/Failure.ts"
 
-/** Freezes a value and everything inside it (iteratively: a wide or deep value is no stack hazard). */
+/**
+ * Freezes a value and every plain object and array inside it (iteratively: a wide or deep
+ * value is no stack hazard). An instance of another class is left as it is, and so is what
+ * it holds: freezing throws on a typed array with elements, and breaks values that fill
+ * their own caches later (a typed final output's `Uint8Array`, `Date`, effect's `Chunk`).
+ */
 export const deepFreeze = <A>(root: A): A => {
-  if (typeof root !== "object" || root === null) return root
+  if (!isPlain(root)) return root
   const stack: Array<object> = [root]
   while (stack.length > 0) {
     const value = stack.pop() as Record<string, unknown>
     Object.freeze(value)
     for (const key in value) {
       const item = value[key]
-      if (typeof item === "object" && item !== null && !Object.isFrozen(item)) stack.push(item)
+      if (isPlain(item) && !Object.isFrozen(item)) stack.push(item)
     }
   }
   return root
+}
+
+/** An object literal, an array or a prototype-less record: what JSON reads and the run builds. */
+const isPlain = (value: unknown): value is object => {
+  if (typeof value !== "object" || value === null) return false
+  if (Array.isArray(value)) return true
+  const prototype = Object.getPrototypeOf(value)
+  return prototype === Object.prototype || prototype === null
 }
 
 /**

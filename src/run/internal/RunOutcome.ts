@@ -70,7 +70,7 @@ export const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.
     pendingActions,
     model,
     fallbacks,
-    ...(unfinished[0] !== undefined ? { nextStep: unfinished[0].description } : {}),
+    ...(report?.nextStep !== undefined ? { nextStep: report.nextStep } : {}),
     checkpoint: ctx.events.length - 1,
     counters,
     elapsedMillis: counters.elapsedMillis,

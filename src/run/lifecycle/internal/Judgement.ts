@@ -12,6 +12,7 @@ import type * as ToolArguments from "../../../tools/ToolArguments.ts"
 import * as Spans from "../../../tracing/Spans.ts"
 import * as Validation from "../../../validation/Validation.ts"
 import * as FinalOutput from "../../internal/FinalOutput.ts"
+import * as OwnCopy from "../../internal/OwnCopy.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import { broken, end } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
@@ -88,8 +89,9 @@ const withOutput = (
 
 /**
  * What validation reads. Criteria and stop hooks are user code: they get a deep copy of the
- * log, so that nothing they do reaches the run's (R9.1, R12); the checks of the library's
- * own read the frozen log as it is.
+ * log, so that nothing they do reaches the run's (R9.1, R12), frozen, since they share it:
+ * one criterion's change (a `reverse()`, a renamed call) would be what the next one reads,
+ * the library's own among them. With no user code, the checks read the frozen log itself.
  */
 const handedOut = <RV>(
   ctx: RunContext.RunContext,
@@ -98,7 +100,7 @@ const handedOut = <RV>(
 ): Validation.Context => {
   const userCode = (spec.plan?.length ?? 0) + (spec.stopHooks?.length ?? 0) > 0
   return {
-    timeline: userCode ? structuredClone(ctx.events) : Object.freeze(ctx.events.slice()),
+    timeline: userCode ? OwnCopy.deepFreeze(structuredClone(ctx.events)) : Object.freeze(ctx.events.slice()),
     finalAnswer,
     counters: Object.freeze({ ...ctx.log.counters })
   }
