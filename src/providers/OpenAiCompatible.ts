@@ -171,21 +171,22 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       Effect.orElseSucceed(() => ({ diagnostic: "(the body could not be read)", message: undefined, filtered: false }))
     )
 
-  const readPlain = (text: string, decoding: OpenAiWire.Decoding) =>
-    Result.match(OpenAiWire.parseCompletion(text), {
-      onFailure: (detail) => {
-        // A 200 whose body is an error envelope: classified by what it says, as in a stream.
-        const error = OpenAiWire.parseError(text)
-        if (error === undefined) return Effect.fail(FailureBoundary.corruptResponse({ source, detail: said(detail) }))
-        const message = said(error.message ?? error.type ?? "no message", 200)
-        return Effect.fail(ProviderFailure.streamError(error, message, `the body carried an error: ${said(text)}`))
-      },
+  const readPlain = (text: string, decoding: OpenAiWire.Decoding) => {
+    // A 200 whose body carries an error envelope: classified by what it says, as in a stream.
+    const error = OpenAiWire.carriedError(text)
+    if (error !== undefined) {
+      const message = said(error.message ?? error.type ?? "no message", 200)
+      return Effect.fail(ProviderFailure.streamError(error, message, `the body carried an error: ${said(text)}`))
+    }
+    return Result.match(OpenAiWire.parseCompletion(text), {
+      onFailure: (detail) => Effect.fail(FailureBoundary.corruptResponse({ source, detail: said(detail) })),
       onSuccess: (completion) =>
         Result.match(OpenAiWire.fromCompletion(completion, decoding), {
           onFailure: (p) => Effect.fail(problem(p)),
           onSuccess: Effect.succeed
         })
     })
+  }
 
   /**
    * The strict forms of the tools this request sends strict (their arguments come back in

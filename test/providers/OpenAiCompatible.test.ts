@@ -1,3 +1,7 @@
+import { readFileSync } from "node:fs"
+import type { AddressInfo } from "node:net"
+import { join } from "node:path"
+import { createServer as createTlsServer } from "node:tls"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import {
@@ -373,6 +377,39 @@ describe("OpenAiCompatible", () => {
       })
     )
 
+    it.live(
+      "R3.2 a server whose TLS certificate does not verify is a permanent failure saying so, over either transport",
+      () =>
+        Effect.gen(function* () {
+          const fixtures = join(import.meta.dirname, "..", "fixtures", "tls")
+          const server = createTlsServer({
+            key: readFileSync(join(fixtures, "self-signed.key.pem")),
+            cert: readFileSync(join(fixtures, "self-signed.cert.pem"))
+          })
+          server.on("tlsClientError", () => {})
+          yield* Effect.acquireRelease(
+            Effect.callback<void>((resume) => {
+              server.listen(0, "127.0.0.1", () => resume(Effect.void))
+            }),
+            () => Effect.sync(() => server.close())
+          )
+          const port = (server.address() as AddressInfo).port
+          for (const client of [NodeTransport.layer(), FetchHttpClient.layer]) {
+            const failure = yield* Effect.gen(function* () {
+              const model = yield* OpenAiCompatible.make({
+                baseUrl: `https://127.0.0.1:${port}/v1`,
+                model: "m",
+                apiKey
+              })
+              return failureOf(yield* Effect.exit(model.generate(yield* request())))
+            }).pipe(Effect.provide(client))
+            // A self-signed certificate was a retryable connection error: retried, counted by the breaker.
+            assert.deepStrictEqual(classOf(failure), ["Permanent", "request_failed", "request_failed"])
+            assert.include(failure.hint, "the server's TLS certificate was refused (DEPTH_ZERO_SELF_SIGNED_CERT)")
+          }
+        })
+    )
+
     live("R3.2 a refused connection is a retryable connection error", () =>
       Effect.gen(function* () {
         const { url } = yield* Effect.scoped(FakeOpenAiServer.make([]).pipe(Effect.map((s) => ({ url: s.url }))))
@@ -584,8 +621,10 @@ describe("OpenAiCompatible", () => {
             }).pipe(Effect.flatMap((m) => Effect.flatMap(request(), m.generate)))
           )
         )
-        // Without connection reports, connect and first byte are one wait (here 100 ms), reported as first_byte.
+        // Without connection reports, connect and first byte are one wait (here 100 ms), reported as first_byte,
+        // with the whole of it as its length (it said 50 ms).
         assert.strictEqual(failure.code, "first_byte_timeout")
+        assert.deepStrictEqual(failure.timeout, { layer: "first_byte", elapsedMillis: 100, mayHaveSideEffects: false })
         assert.isTrue((yield* server.whenClosed(1).pipe(Effect.timeout("3 seconds"))).closedEarly)
       }).pipe(Effect.provide(FetchHttpClient.layer))
     )

@@ -431,6 +431,40 @@ describe("errors inside a stream (R3.2)", () => {
     })
   )
 
+  live("R3.2 an error envelope beside choices is the error, in a stream and in a plain body", () =>
+    Effect.gen(function* () {
+      const error = { message: "Invalid 'messages'", type: "invalid_request_error" }
+      const answer = { index: 0, finish_reason: "stop" }
+      const chunk = { id: "c", object: "chat.completion.chunk", created: 1, model: "m" }
+      const event = { ...chunk, error, choices: [{ ...answer, delta: { role: "assistant", content: "A" } }] }
+      const body = {
+        id: "c",
+        object: "chat.completion",
+        created: 1,
+        model: "m",
+        error,
+        choices: [{ ...answer, message: { role: "assistant", content: "A" } }]
+      }
+      const steps: ReadonlyArray<readonly [FakeOpenAiServer.Step, boolean]> = [
+        [
+          FakeOpenAiServer.raw({
+            headers: { "content-type": "text/event-stream" },
+            body: `data: ${JSON.stringify(event)}\n\ndata: [DONE]\n\n`
+          }),
+          true
+        ],
+        [FakeOpenAiServer.raw({ body: JSON.stringify(body) }), false]
+      ]
+      for (const [step, stream] of steps) {
+        const { exit } = yield* once(step, { stream })
+        // It was taken as the answer "A".
+        const failure = failureOf(exit)
+        assert.deepStrictEqual(classOf(failure), ["Permanent", "stream_error", "invalid_request"], String(stream))
+        assert.include(failure.hint, "Invalid 'messages'")
+      }
+    })
+  )
+
   live(
     "R3.2 R8 a rate limit in the stream is retried; an invalid request ends the run model_error, its message on the timeline",
     () =>

@@ -252,6 +252,23 @@ describe("OpenAiCompatible limits", () => {
       })
     )
 
+    live("R3.2 a retry-after-ms too large to represent is longer than any deadline, and small ones are exact", () =>
+      Effect.gen(function* () {
+        const cases: ReadonlyArray<readonly [string, number]> = [
+          // It was "1e+19" seconds, which no reader takes: the wait was lost, and the run backed off 50 ms.
+          [`1${"0".repeat(25)}`, Number.MAX_SAFE_INTEGER],
+          ["1500", 1_500],
+          ["0.5", 1]
+        ]
+        for (const [ms, expected] of cases) {
+          const headers = { "retry-after-ms": ms, "retry-after": "30" }
+          const { exit } = yield* once(FakeOpenAiServer.raw({ status: 429, headers, body: "{}" }))
+          const failure = failureOf(exit)
+          assert.strictEqual(failure._tag === "Retryable" ? failure.retryAfterMillis : undefined, expected, ms)
+        }
+      })
+    )
+
     live("R3.2 a redirect is not followed: a permanent failure saying so, nothing sent elsewhere", () =>
       Effect.gen(function* () {
         const elsewhere = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({ text: "from elsewhere" })])

@@ -118,10 +118,10 @@ export const read = Effect.fnUntraced(function* (
     if (Result.isFailure(fed)) return Effect.fail(reader.tooLarge("one event of the stream"))
     for (const data of fed.success) {
       if (data === "[DONE]") return Effect.succeed(true)
+      const error = OpenAiWire.carriedError(data)
+      if (error !== undefined) return Effect.fail(errorEvent(reader, data, error))
       const chunk = OpenAiWire.parseChunk(data)
       if (Result.isFailure(chunk)) {
-        const error = OpenAiWire.parseError(data)
-        if (error !== undefined) return Effect.fail(errorEvent(reader, data, error))
         return Effect.fail(FailureBoundary.corruptResponse({ source, detail: reader.said(chunk.failure) }))
       }
       OpenAiWire.accumulate(acc, chunk.success)

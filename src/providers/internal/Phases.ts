@@ -73,7 +73,12 @@ export const headersTimer = (
         if (connectedAt !== undefined || (!connection.started && Instants.hasPassed(connectEnd, now))) {
           const from = connectedAt ?? connectEnd
           const firstByte = cap("first_byte", limits.firstByteMillis, deadline, from)
-          if (Instants.hasPassed(from + firstByte.millis, now)) return yield* timedOut(firstByte)
+          if (Instants.hasPassed(from + firstByte.millis, now)) {
+            // One wait for both phases (no connection reported): it says how long it was, all of it.
+            return yield* timedOut(
+              connectedAt === undefined ? { ...firstByte, millis: from + firstByte.millis - start } : firstByte
+            )
+          }
           wake = from + firstByte.millis
         } else if (Instants.hasPassed(connectEnd, now)) {
           return yield* timedOut(connect)

@@ -36,6 +36,26 @@ const describe = (cause: unknown): string => {
 // What node:http and undici report when the response headers pass their limit (16 KiB by default).
 const headersOverflow: ReadonlySet<string> = new Set(["HPE_HEADER_OVERFLOW", "UND_ERR_HEADERS_OVERFLOW"])
 
+// What Node reports when the server's TLS certificate does not verify (OpenSSL's verify
+// results, and Node's own name check): a configuration to fix, not a failure that passes.
+const certificateRefused: ReadonlySet<string> = new Set([
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "CERT_REJECTED",
+  "CERT_REVOKED",
+  "CERT_SIGNATURE_FAILURE",
+  "CERT_UNTRUSTED",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+  "HOSTNAME_MISMATCH",
+  "INVALID_CA",
+  "INVALID_PURPOSE",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE"
+])
+
 const codeOf = (cause: unknown): string | undefined =>
   Predicate.hasProperty(cause, "code") && Predicate.isString(cause.code) ? cause.code : undefined
 
@@ -48,6 +68,16 @@ export const fromHttpError = (error: HttpClientError.HttpClientError): Failure.F
     return responseTooLarge("the response headers", "the HTTP client's header size limit")
   }
   const detail = `${reason._tag}: ${cause === undefined ? (reason.description ?? "") : describe(cause)}`
+  if (code !== undefined && certificateRefused.has(code)) {
+    return new Failure.Permanent({
+      source,
+      category: "request_failed",
+      code: "request_failed",
+      attempts: 1,
+      hint: `the server's TLS certificate was refused (${code}): trust its issuer (NODE_EXTRA_CA_CERTS) or fix the certificate`,
+      diagnostic: detail
+    })
+  }
   // An answer with no body (a 204): as the body read over node:http finds it, an answer
   // that cannot be parsed, whatever the client.
   if (reason._tag === "EmptyBodyError") return FailureBoundary.corruptResponse({ source, detail })
@@ -78,7 +108,9 @@ export const scrubbed = (failure: Failure.Failure, scrub: (text: string) => stri
 /** The `Retry-After` a response asks for, preferring OpenAI's `retry-after-ms` when it is a number of milliseconds. */
 export const retryAfter = (response: HttpClientResponse.HttpClientResponse): string | undefined => {
   const ms = response.headers["retry-after-ms"]?.trim()
-  return ms !== undefined && /^\d+(\.\d+)?$/.test(ms) ? String(Number(ms) / 1000) : response.headers["retry-after"]
+  if (ms === undefined || !/^\d+(\.\d+)?$/.test(ms)) return response.headers["retry-after"]
+  // In plain digits, as `Retry-After` is read: a huge value is "longer than any deadline", not "1e+22".
+  return Math.min(Number(ms) / 1000, Number.MAX_SAFE_INTEGER).toFixed(3)
 }
 
 /**

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer } from "effect"
 import * as HttpClient from "effect/http/HttpClient"
@@ -58,6 +59,36 @@ describe("NodeTransport", () => {
       assert.deepStrictEqual(reports, ["started"])
       yield* Fiber.interrupt(fiber)
     }).pipe(Effect.provide(NodeTransport.layer()))
+  )
+
+  it.live(
+    "R5.1 a connection stuck in its TLS handshake is closed once the request that waited for it is interrupted",
+    () =>
+      Effect.gen(function* () {
+        // Accepts TCP and reads the ClientHello, never answering it.
+        const closed: Array<boolean> = []
+        const server = createServer((socket) => {
+          const at = closed.push(false) - 1
+          socket.resume()
+          socket.on("error", () => {})
+          socket.on("close", () => {
+            closed[at] = true
+          })
+        })
+        yield* Effect.acquireRelease(
+          Effect.callback<void>((resume) => {
+            server.listen(0, "127.0.0.1", () => resume(Effect.void))
+          }),
+          () => Effect.sync(() => server.close())
+        )
+        const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`
+        const fiber = yield* Effect.forkChild(send(chat(url), recorder().progress))
+        yield* Effect.sleep(200)
+        yield* Fiber.interrupt(fiber)
+        // undici's own connect timeout (2 minutes) is not what ends it: nobody waits for it any more.
+        for (let i = 0; i < 100 && !(closed.length === 1 && closed[0]); i++) yield* Effect.sleep(20)
+        assert.deepStrictEqual(closed, [true])
+      }).pipe(Effect.provide(NodeTransport.layer()))
   )
 
   it.live("R11 requests without progress hooks (another caller of the same client) are sent as they are", () =>
