@@ -366,6 +366,18 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     })
   )
 
+  it.effect("R12 format writes out bidirectional overrides, so that a text reads as it is ordered", () =>
+    Effect.gen(function* () {
+      // Shown raw, U+202E turns "passed\u202Edeliaf" into what reads as "passedfailed" backwards.
+      const hostile = "check \u202Edeliaf\u202C \u2066x\u2069 line\u2028break"
+      const fails = tool({ name: "build", handler: () => Effect.fail(permanent("build_failed", hostile)) })
+      const result = yield* scripted([ScriptedModel.toolCall("build", {})], { tools: [fails] })
+      const text = Explain.format(explained(result))
+      for (const raw of ["\u202E", "\u202C", "\u2066", "\u2069", "\u2028"]) assert.notInclude(text, raw)
+      assert.include(text, "check \\u202edeliaf\\u202c \\u2066x\\u2069 line\\u2028break")
+    })
+  )
+
   it.effect("R3.2 model_error: the model's permanent failure", () =>
     Effect.gen(function* () {
       const result = yield* runOn(FaultyModel.layer(FaultyModel.make([FaultyModel.httpError(400)])), { tools: [] })

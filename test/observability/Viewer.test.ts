@@ -111,6 +111,17 @@ describe("Viewer", () => {
     assert.include(html, "&lt;/script&gt;&lt;script&gt;")
   })
 
+  it("R12 a right-to-left override in the run's text is shown, not obeyed: the page reads as the text is ordered", () => {
+    const goal = "deploy \u202Egnirahs\u202C now"
+    const result = Effect.runSync(
+      Run.run({ goal, tools: [] }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("ok")])))
+    )
+    // What the page shows: everything but its scripts (the run's data keeps the text as it is).
+    const shown = Viewer.html(result).replace(/<script[^>]*>[\s\S]*?<\/script>/g, "")
+    assert.notInclude(shown, "\u202E")
+    assert.include(shown, "deploy \\u202egnirahs\\u202c now")
+  })
+
   it("R13 a run of 200,000 events gives its page, its last event ending the chart (no spread into Math.max)", () => {
     const events: Array<Event.Event> = [
       { _tag: "run.started", runId: "long", seq: 0, at: 0, goal: "g", model: "m", tools: [], deadlineAt: 1e12 }

@@ -22,7 +22,10 @@ export interface Page {
 }
 
 export const escapeHtml = (text: string): string =>
-  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c)
+  text
+    .replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c)
+    // What reorders the text around it (a right-to-left override) is shown, as the terminal shows it.
+    .replace(/[\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, Timeline.visible)
 
 /** Milliseconds, as people read them. */
 export const duration = (millis: number): string =>
