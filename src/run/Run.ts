@@ -27,6 +27,7 @@ import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import { resolve } from "./internal/resolve/Resolve.ts"
 import * as Lifecycle from "./lifecycle/Lifecycle.ts"
+import * as ApprovalWait from "./pipeline/ApprovalWait.ts"
 import { ResumeError } from "./ResumeError.ts"
 import type { InvalidRunOptions, Options, Requirements } from "./RunOptions.ts"
 import * as RunResult from "./RunResult.ts"
@@ -278,7 +279,11 @@ class RunHandle<O> implements Handle<O> {
     decision: Approval.Decision
   ): Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable> {
     const invalid = Approval.checkDecision(this.runId, callId, decision)
-    return invalid === undefined ? this.#gate.decide(this.runId, callId, decision) : Effect.fail(invalid)
+    if (invalid !== undefined) return Effect.fail(invalid)
+    // Not on the gate yet, though the run asked (its `approval.requested` is out): kept for the call.
+    return Effect.catchTag(this.#gate.decide(this.runId, callId, decision), "NotPending", (notPending) =>
+      ApprovalWait.handOver(this.#ctx, callId, decision) ? Effect.void : Effect.fail(notPending)
+    )
   }
 }
 

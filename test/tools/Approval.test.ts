@@ -291,6 +291,52 @@ const concurrentBatch = (calls: ScriptedModel.Step) =>
     return { result, ledger }
   }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
 
+describe("R7 a decision given as soon as the run asks", () => {
+  it.live(
+    "R7 approving right on approval.requested is taken, after a model retry too: never NotPending for a call the run asked about",
+    () =>
+      Effect.gen(function* () {
+        // After a model retry the run's fiber went on past the event before the gate held the call:
+        // 40 of 60 such approvals failed NotPending while the run waited in awaiting_approval.
+        for (let i = 0; i < 20; i++) {
+          const { pay, ledger } = makePay()
+          const failing = FailureBoundary.http({ status: 503, now: Date.now() })
+          const decided = yield* Effect.gen(function* () {
+            const handle = yield* Run.start({
+              goal: "pay acme",
+              tools: [pay],
+              recovery: { backoff: Recovery.backoff({ base: "1 millis", jitter: false }) }
+            }).pipe(
+              Effect.provide(ScriptedModel.layer(i % 2 === 0 ? [failing, ...script] : [failing, failing, ...script]))
+            )
+            yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+            yield* handle.approve("call_pay", { by: "ops" })
+            // Taken once: a second decision is refused.
+            const again = yield* Effect.flip(handle.reject("call_pay", "too late"))
+            assert.strictEqual(again._tag, "NotPending")
+            return yield* handle.result
+          }).pipe(Effect.scoped)
+          assert.deepStrictEqual([decided.status, decided.stopReason], ["completed", "goal_reached"])
+          const verdict = decided.timeline.find((e) => e._tag === "approval.decided")
+          assert.deepInclude(verdict, { decision: "approved", by: "ops" })
+          assert.lengthOf(ledger, 1)
+        }
+      }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+
+  it.effect("R7 a decision for a call the run stopped asking about is NotPending, even before the gate held it", () =>
+    Effect.gen(function* () {
+      const { pay, ledger } = makePay()
+      const { handle } = yield* startWaiting([pay])
+      const result = yield* handle.cancel
+      assert.strictEqual(result.status, "cancelled")
+      const refused = yield* Effect.flip(handle.approve("call_pay"))
+      assert.strictEqual(refused._tag, "NotPending")
+      assert.lengthOf(ledger, 0)
+    }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+})
+
 describe("R7 approvals in concurrent batches and at deadlines", () => {
   it.effect("R7 R1 an approval waits while a sibling's retry sleeps: awaiting_approval wins, no illegal move", () =>
     Effect.gen(function* () {

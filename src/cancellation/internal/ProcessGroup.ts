@@ -16,8 +16,9 @@
  * - a zombie, which it counts as alive. A grandchild orphaned by the child's exit is
  *   reaped by PID 1, which some containers do late (seconds) or never (node as PID 1), so
  *   its every wait would run to its bound. A watch that counts a zombie as gone races it.
- *   The watch reads `/proc` asynchronously, and only once the leader has exited and a
- *   signal 0 to the group still finds a member.
+ *   The watch reads `/proc` asynchronously (see `ProcScan`: one read for every group
+ *   waited on), and only once the leader has exited and a signal 0 to the group still
+ *   finds a member.
  * - what left the group: a child with a cgroup (see `SubprocessCgroup`) is signalled and
  *   waited for through its cgroup, which holds every descendant; effect's kill reaches the
  *   process group only.
@@ -26,12 +27,12 @@
  * signal to `-pid` reaches what the child started too. The grace period and the waits
  * are measured in real time, not by Effect's `Clock` (see `SubprocessTime`).
  */
-import * as fs from "node:fs"
 import { Duration, Effect, Exit, Predicate } from "effect"
 import type * as PlatformError from "effect/PlatformError"
 import type { ChildProcessSpawner } from "effect/process"
 import * as RealTime from "../../time/RealTime.ts"
 import type * as Tool from "../../tools/Tool.ts"
+import * as ProcScan from "./ProcScan.ts"
 import * as SubprocessCgroup from "./SubprocessCgroup.ts"
 import { withinReal } from "./SubprocessTime.ts"
 
@@ -69,32 +70,6 @@ const errnoOf = (error: unknown): string | undefined =>
     ? error.code
     : undefined
 
-/** The text of `/proc/<pid>/stat`, or `undefined` once the process is gone: one open and one read (`readFile` costs 3x as much). */
-const readStat = (pid: string): Promise<string | undefined> =>
-  new Promise((resolve) => {
-    fs.open(`/proc/${pid}/stat`, "r", (error, fd) => {
-      if (error !== null) return resolve(undefined)
-      const buffer = Buffer.alloc(1024)
-      fs.read(fd, buffer, 0, buffer.length, 0, (error, bytes) => {
-        fs.close(fd, () => {})
-        resolve(error === null ? buffer.toString("latin1", 0, bytes) : undefined)
-      })
-    })
-  })
-
-/** Whether a process of group `pgid` other than a zombie is in `/proc`, read off the event loop. */
-const liveMemberInProc = (pgid: number): Effect.Effect<boolean> =>
-  Effect.promise(async () => {
-    const entries = await fs.promises.readdir("/proc").catch(() => [])
-    const stats = await Promise.all(entries.filter((entry) => /^\d+$/.test(entry)).map(readStat))
-    return stats.some((stat) => {
-      if (stat === undefined) return false
-      // pid (comm) state ppid pgrp ...; comm may contain spaces and parentheses.
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      return Number(fields[2]) === pgid && fields[0] !== "Z"
-    })
-  })
-
 /** Whether a process of group `pgid` other than a zombie exists. */
 const groupAlive = (pgid: number): Effect.Effect<boolean> =>
   Effect.suspend(() => {
@@ -105,7 +80,9 @@ const groupAlive = (pgid: number): Effect.Effect<boolean> =>
       return Effect.succeed(errnoOf(error) === "EPERM" && process.platform !== "darwin")
     }
     // The group answers; on Linux, tell live members from zombies.
-    return process.platform === "linux" ? liveMemberInProc(pgid) : Effect.succeed(true)
+    return process.platform === "linux"
+      ? Effect.flatMap(Effect.service(ProcScan.ProcScanRef), (scan) => scan.hasLiveMember(pgid))
+      : Effect.succeed(true)
   })
 
 const leaderRunning = (target: Target): Effect.Effect<boolean> =>

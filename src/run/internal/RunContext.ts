@@ -10,6 +10,7 @@ import * as RunLog from "../../events/RunLog.ts"
 import * as RunState from "../../events/RunState.ts"
 import type * as StopReason from "../../events/StopReason.ts"
 import type * as Breakers from "../../recovery/Breakers.ts"
+import type * as Approval from "../../tools/Approval.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as CallId from "./CallId.ts"
 import * as OwnCopy from "./OwnCopy.ts"
@@ -50,6 +51,12 @@ export interface RunContext {
    * on, and its journal keeps what the last barrier committed.
    */
   suspended: Suspended | undefined
+  /**
+   * The calls asked about (`approval.requested` is out) that the approval gate does not
+   * hold yet, each with the decision given meanwhile through the run's handle, if any (see
+   * `ApprovalWait`). Made at the first such call.
+   */
+  beforeGate: Map<string, { decision: Approval.Decision | undefined }> | undefined
 }
 
 /**
@@ -117,7 +124,8 @@ export const make = (options: {
     committing: false,
     fenced: undefined,
     refused: undefined,
-    suspended: undefined
+    suspended: undefined,
+    beforeGate: undefined
   }
 }
 

@@ -4,7 +4,7 @@
  * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
  * the step, what is left of the run) (R4.2). Private to the runtime.
  */
-import { Effect, Result, Schema } from "effect"
+import { Effect, Exit, Result, Schema } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -67,6 +67,11 @@ export const awaitDecision = Effect.fnUntraced(function* (
     requestedAt: restored?.requestedAt ?? now,
     expiresAt: restored?.expiresAt ?? now + limit.millis
   }
+  // Observers see the request before the gate holds it (the journal's commit comes first):
+  // a decision given through the handle in between is kept for the call (see `handOver`).
+  const beforeGate = (ctx.beforeGate ??= new Map())
+  beforeGate.set(call.id, { decision: undefined })
+  const notWaiting = Effect.sync(() => beforeGate.delete(call.id))
   if (restored === undefined) {
     yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", ({ runId, seq, at }) => ({
       _tag: "approval.requested",
@@ -83,7 +88,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
     yield* RunContext.transition(ctx, "awaiting_approval")
   }
   // A waiting run is persisted (R7): the request is in the journal before anyone decides.
-  yield* Commit.barrier(ctx)
+  yield* Effect.onExit(Commit.barrier(ctx), (exit) => (Exit.isSuccess(exit) ? Effect.void : notWaiting))
   const decided = (
     decision: "approved" | "rejected" | "expired",
     extra: { readonly by?: string | undefined; readonly reason?: string | undefined; readonly layer?: Deadline.Layer }
@@ -103,10 +108,17 @@ export const awaitDecision = Effect.fnUntraced(function* (
   // A gate is user code (R12): a throw, a non-Effect or an answer that is not a decision
   // ends the run internal_error; a decision is never guessed.
   const asked = Effect.flatMap(
-    UserCode.orDie(
-      "the approval gate",
-      UserCode.effectOrDie("the approval gate", () => gate.request(request))
-    ),
+    Effect.suspend(() => {
+      // From here on decisions go to the gate; one given before is the answer.
+      const early = beforeGate.get(call.id)?.decision
+      beforeGate.delete(call.id)
+      return early !== undefined
+        ? Effect.succeed(early)
+        : UserCode.orDie(
+            "the approval gate",
+            UserCode.effectOrDie("the approval gate", () => gate.request(request))
+          )
+    }),
     (decision) => {
       const checked = checkDecision(decision)
       return Result.isSuccess(checked)
@@ -137,7 +149,9 @@ export const awaitDecision = Effect.fnUntraced(function* (
       orElse: ({ layer, afterMillis }) => Effect.succeed({ _tag: "Expired", layer, millis: afterMillis } as const)
     }),
     Effect.onInterrupt(() => withdraw("withdrawn while waiting for approval; it never ran")),
-    Effect.tapDefect(() => withdraw("the approval gate failed; the call never ran"))
+    Effect.tapDefect(() => withdraw("the approval gate failed; the call never ran")),
+    // Expired before the gate was asked, or stopped: no decision is kept for it any more.
+    Effect.ensuring(notWaiting)
   )
   switch (answer._tag) {
     case "Approved":
@@ -187,4 +201,16 @@ const blocked = (
     at
   }))
   return new Stop(reason, detail)
+}
+
+/**
+ * Gives `decision` to the call `callId` of the run when the call is asked about but not yet
+ * on the gate; says whether it took it. Once the gate holds the call (or the run stopped
+ * waiting), the gate's own answer stands: a second decision is refused there.
+ */
+export const handOver = (ctx: RunContext.RunContext, callId: string, decision: Approval.Decision): boolean => {
+  const waiting = ctx.beforeGate?.get(callId)
+  if (waiting === undefined || waiting.decision !== undefined) return false
+  waiting.decision = decision
+  return true
 }
