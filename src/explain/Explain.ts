@@ -79,7 +79,17 @@ const decisionOf = (
   start: number
 ): M.Decision | undefined => {
   if (reason === "validation_failed") {
-    const failed = timeline.flatMap((e) => (e._tag === "validation.checked" && !e.check.passed ? [e.check.detail] : []))
+    // The checks that fail the validation, as the run's report lists them: an optional step's does not.
+    const optional = new Set(
+      (last(timeline, "plan.set")?.steps ?? []).flatMap((step) => (step.required ? [] : [`plan:${step.id}`]))
+    )
+    const failed = timeline.flatMap((e) =>
+      e._tag === "validation.checked" &&
+      !e.check.passed &&
+      !(e.check.kind === "plan_step" && optional.has(e.check.name))
+        ? [e.check.detail]
+        : []
+    )
     const finished = last(timeline, "run.finished")
     return {
       policy: "validation",

@@ -43,6 +43,16 @@ export const retryAfterMillis = (header: string | null | undefined, now: number)
 }
 
 /**
+ * A wait as the delay-seconds {@link retryAfterMillis} reads: plain digits, never an
+ * exponent (`1e+22` reads as nothing), a wait too long to represent (or infinite) capped
+ * at `Number.MAX_SAFE_INTEGER` seconds: longer than any deadline.
+ *
+ * @category parsing
+ * @since 0.3.0
+ */
+export const retryAfterSeconds = (millis: number): string => Math.min(millis / 1000, Number.MAX_SAFE_INTEGER).toFixed(3)
+
+/**
  * @category predicates
  * @since 0.1.0
  */

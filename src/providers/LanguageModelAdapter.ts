@@ -145,7 +145,7 @@ export const toToolkit = (tools: ReadonlyArray<Model.ToolDefinition>, strict = t
 
 const retryAfterOf = (reason: AiError.AiErrorReason): string | undefined => {
   if (reason._tag === "RateLimitError" && reason.retryAfter !== undefined) {
-    return String(Duration.toMillis(reason.retryAfter) / 1000)
+    return FailureBoundary.retryAfterSeconds(Duration.toMillis(reason.retryAfter))
   }
   const header = "http" in reason ? reason.http?.response?.headers["retry-after"] : undefined
   return Predicate.isString(header) ? header : undefined

@@ -188,13 +188,16 @@ export const parseError = (text: string): ErrorBody["error"] | undefined => {
 
 /**
  * The error a body or an event carries, whatever else it holds: an error envelope beside
- * `choices` is an error, never an answer. Only a text that names an `error` key is decoded.
+ * `choices` is an error, never an answer; an empty one (no message, type or code) says
+ * nothing. Only a text that names an `error` key is decoded.
  *
  * @category decoding
  * @since 0.3.0
  */
-export const carriedError = (text: string): ErrorBody["error"] | undefined =>
-  text.includes('"error"') ? parseError(text) : undefined
+export const carriedError = (text: string): ErrorBody["error"] | undefined => {
+  const error = text.includes('"error"') ? parseError(text) : undefined
+  return error !== undefined && (error.message != null || error.type != null || error.code != null) ? error : undefined
+}
 
 /**
  * The provider's own error message in an error body, when it has one.

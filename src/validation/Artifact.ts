@@ -12,7 +12,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, FileSystem, Option, Path, Result, Schema, SchemaIssue } from "effect"
+import { Effect, Exit, Fiber, FileSystem, Option, Path, Result, Schema, SchemaIssue } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Failure from "../failure/Failure.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
@@ -157,6 +157,17 @@ const isInside = (path: Path.Path, root: string, target: string): boolean => {
 const realPathOf = (fs: FileSystem.FileSystem, target: string): Effect.Effect<string | undefined> =>
   Effect.orElseSucceed(fs.realPath(target), () => undefined)
 
+/**
+ * `effect` in a fiber of its own, waited for interruptibly. Opening a file cannot be
+ * interrupted (effect's `open` acquires it), and opening a FIFO swapped in after its `stat`
+ * waits for a writer: a check stopped meanwhile stops waiting, and the fiber, interrupted,
+ * lets the file go once its open returns.
+ */
+const interruptibleWait = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.flatMap(Effect.forkDetach(effect), (fiber) =>
+    Effect.onInterrupt(Fiber.join(fiber), () => Effect.forkDetach(Fiber.interrupt(fiber)))
+  )
+
 /** Whether two stats are of one file on disk (where the platform numbers its files). */
 const sameFile = (a: FileSystem.File.Info, b: FileSystem.File.Info): boolean =>
   a.dev === b.dev && (Option.isNone(a.ino) || Option.isNone(b.ino) || a.ino.value === b.ino.value)
@@ -252,23 +263,25 @@ export const check: (
   // path is inside the root, after the open: a link out of it (to any file that happens to
   // exist) delivers nothing, even when swapped in while the check runs.
   const read = yield* Effect.result(
-    Effect.scoped(
-      Effect.gen(function* () {
-        const file = yield* fs.open(full, { flag: "r" })
-        const opened = yield* file.stat
-        const [realRoot, realFile] = yield* Effect.all([realPathOf(fs, root), realPathOf(fs, full)])
-        const there = realFile === undefined ? undefined : yield* Effect.option(fs.stat(realFile))
-        const inside =
-          realRoot !== undefined &&
-          realFile !== undefined &&
-          isInside(path, realRoot, realFile) &&
-          there !== undefined &&
-          Option.isSome(there) &&
-          sameFile(opened, there.value)
-        if (!inside) return "outside" as const
-        if (opened.type !== "File") return "not a file" as const
-        return yield* readAtMost(file, maxBytes)
-      })
+    interruptibleWait(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const file = yield* fs.open(full, { flag: "r" })
+          const opened = yield* file.stat
+          const [realRoot, realFile] = yield* Effect.all([realPathOf(fs, root), realPathOf(fs, full)])
+          const there = realFile === undefined ? undefined : yield* Effect.option(fs.stat(realFile))
+          const inside =
+            realRoot !== undefined &&
+            realFile !== undefined &&
+            isInside(path, realRoot, realFile) &&
+            there !== undefined &&
+            Option.isSome(there) &&
+            sameFile(opened, there.value)
+          if (!inside) return "outside" as const
+          if (opened.type !== "File") return "not a file" as const
+          return yield* readAtMost(file, maxBytes)
+        })
+      )
     )
   )
   if (Result.isFailure(read)) return fail(`unreadable (${read.failure.reason._tag})`)

@@ -87,6 +87,30 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     })
   )
 
+  it.effect(
+    "R6.3 validation_failed with only an optional step unfinished: the next step is the failing checks, as nextStep says",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* scripted(
+          [ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")],
+          {
+            tools: [echo],
+            validation: {
+              plan: [
+                Validation.step("echo", "echo something", [Criterion.toolSucceeded("echo")]),
+                Validation.step("polish", "polish", [Criterion.toolSucceeded("polish")], { required: false })
+              ],
+              stopHooks: [Validation.stopHook("tests", () => Effect.succeed({ passed: false, detail: "2 tests fail" }))]
+            }
+          }
+        )
+        assert.deepStrictEqual([result.stopReason, result.nextStep], ["validation_failed", undefined])
+        const e = explained(result)
+        // It said: finish the unfinished plan step "polish".
+        assert.strictEqual(e.next.text, "fix what the failing checks name, then run again")
+      })
+  )
+
   it.effect("R6.2 validation_failed: the failing checks, the unfinished plan step, decided by validation", () =>
     Effect.gen(function* () {
       const result = yield* scripted(

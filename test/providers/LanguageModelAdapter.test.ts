@@ -226,10 +226,13 @@ describe("LanguageModelAdapter", () => {
   it.effect("R3.2 Retry-After from a RateLimitError or its response headers is kept", () => {
     const { layer } = scripted([
       fail(new AiError.RateLimitError({ retryAfter: Duration.seconds(2) })),
-      fail(new AiError.RateLimitError({ http: { response: { status: 429, headers: { "retry-after": "3" } } } }))
+      fail(new AiError.RateLimitError({ http: { response: { status: 429, headers: { "retry-after": "3" } } } })),
+      // Too long to represent, or infinite: longer than any deadline (it was "1e+25", which no reader takes).
+      fail(new AiError.RateLimitError({ retryAfter: Duration.seconds(1e22) })),
+      fail(new AiError.RateLimitError({ retryAfter: Duration.infinity }))
     ])
     return Effect.gen(function* () {
-      for (const expected of [2_000, 3_000]) {
+      for (const expected of [2_000, 3_000, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]) {
         const failure = failureOf(yield* Effect.exit(generate(request())))
         assert.strictEqual(failure._tag === "Retryable" ? failure.retryAfterMillis : undefined, expected)
       }

@@ -462,6 +462,10 @@ describe("errors inside a stream (R3.2)", () => {
         assert.deepStrictEqual(classOf(failure), ["Permanent", "stream_error", "invalid_request"], String(stream))
         assert.include(failure.hint, "Invalid 'messages'")
       }
+      // An empty envelope says nothing: the answer stands.
+      const empty = { ...body, error: { message: null, type: null, code: null } }
+      const { exit } = yield* once(FakeOpenAiServer.raw({ body: JSON.stringify(empty) }))
+      assert.isTrue(Exit.isSuccess(exit) && exit.value.text === "A", String(exit))
     })
   )
 

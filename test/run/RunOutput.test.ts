@@ -66,23 +66,30 @@ describe("Run.run({ output })", () => {
   )
 
   it.effect(
-    "R6.1 R6.5 an output holding class instances (Uint8Array, Date) is handed over as decoded, its plain parts frozen",
+    "R6.1 R6.5 R12 an output is frozen all the way down, class instances included, but for what freezing would break (a Uint8Array)",
     () =>
       Effect.gen(function* () {
-        const Blob = Schema.Struct({ data: Schema.Uint8ArrayFromBase64, at: Schema.DateTimeUtcFromString })
+        class Place extends Schema.Class<Place>("Place")({ city: Schema.String, tags: Schema.Array(Schema.String) }) {}
+        const Blob = Schema.Struct({
+          data: Schema.Uint8ArrayFromBase64,
+          place: Place
+        })
+        const answer = '{"data":"AQID","place":{"city":"Paris","tags":["a"]}}'
         const result = yield* Run.run({ goal: "answer as JSON", tools: [], output: Blob }).pipe(
-          Effect.provide(
-            ScriptedModel.layer([ScriptedModel.finalAnswer('{"data":"AQID","at":"2026-01-02T03:04:05Z"}')])
-          )
+          Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer(answer)]))
         )
         // Freezing a typed array with elements throws: the run died at its close, its result rebuilt with no output.
         assert.deepStrictEqual(
           [result.status, result.stopReason, result.policy],
           ["completed", "goal_reached", "final_answer"]
         )
-        assert.deepStrictEqual(Array.from(result.output?.data ?? []), [1, 2, 3])
-        assert.strictEqual(result.finalAnswer, '{"data":"AQID","at":"2026-01-02T03:04:05Z"}')
-        assert.isTrue(Object.isFrozen(result.output))
+        const output = result.output
+        assert.deepStrictEqual(Array.from(output?.data ?? []), [1, 2, 3])
+        assert.strictEqual(result.finalAnswer, answer)
+        // Every caller is handed this one output: none can change it for the others.
+        assert.isTrue(Object.isFrozen(output))
+        assert.isTrue(Object.isFrozen(output?.place))
+        assert.isTrue(Object.isFrozen(output?.place.tags))
         assert.isTrue(result.checks.some((c) => c.kind === "output" && c.passed))
       })
   )

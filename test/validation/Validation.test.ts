@@ -1,8 +1,23 @@
-import { symlinkSync } from "node:fs"
+import { execFileSync } from "node:child_process"
+import { closeSync, existsSync, constants as fsConstants, openSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
-import { ByteSize, Context, Effect, FileSystem, SchemaGetter as Getter, Option, Path, Predicate, Schema } from "effect"
+import {
+  ByteSize,
+  Cause,
+  Context,
+  Effect,
+  Exit,
+  Fiber,
+  FileSystem,
+  SchemaGetter as Getter,
+  Option,
+  Path,
+  Predicate,
+  Schema
+} from "effect"
+import { TestClock } from "effect/testing"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
@@ -442,6 +457,47 @@ layer(NodeServices.layer)("Validation", (it) => {
             [true, "artifact:ok.json: valid JSON matching its schema, 11 characters"],
             [true, "evidence:index: 0 completed plan step(s) backed by 0 tool result(s)"]
           ])
+        })
+    )
+
+    it.effect(
+      "R6.1 R12 a check whose file became a FIFO after its stat can still be stopped: it waits for no writer",
+      () =>
+        Effect.gen(function* () {
+          const fs = yield* FileSystem.FileSystem
+          const root = yield* workspace({ "report.txt": "hello" })
+          const file = join(root, "report.txt")
+          // A FIFO swapped in after the check's stat: opening it waits for a writer, and the open cannot be interrupted.
+          const swapping: FileSystem.FileSystem = {
+            ...fs,
+            stat: (path) =>
+              Effect.tap(fs.stat(path), () =>
+                path === file && !existsSync(`${file}.swapped`)
+                  ? Effect.sync(() => {
+                      writeFileSync(`${file}.swapped`, "")
+                      rmSync(file)
+                      execFileSync("mkfifo", [file])
+                    })
+                  : Effect.void
+              )
+          }
+          // The open left waiting is let go at the end: a writer comes, and the pool's thread is free again.
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => closeSync(openSync(file, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK)))
+          )
+          const checking = yield* Effect.forkChild(
+            Validation.validate({ artifacts: [Validation.artifact("report.txt")], root }, context([])).pipe(
+              Effect.provideService(FileSystem.FileSystem, swapping),
+              Effect.timeout("300 millis"),
+              Effect.exit
+            )
+          )
+          // In real time, long enough for the check to be waiting in the FIFO's open.
+          yield* Effect.promise(() => new Promise((resume) => setTimeout(resume, 200)))
+          yield* TestClock.adjust("300 millis")
+          const exit = yield* Fiber.join(checking)
+          // It waited for the FIFO's writer, interruptible by nothing: a run was left behind at its deadline.
+          assert.isTrue(Exit.isFailure(exit) && String(Cause.squash(exit.cause)).includes("TimeoutError"), String(exit))
         })
     )
 

@@ -145,7 +145,8 @@ export const nextStep = (facts: Facts): NextStep => {
     case "goal_reached":
       return step("none", "nothing: the run completed and validation agreed")
     case "validation_failed": {
-      const first = facts.validation?.unfinished.find((i) => i.required) ?? facts.validation?.unfinished[0]
+      // As the result's `nextStep`: an optional step is never the next one.
+      const first = facts.validation?.unfinished.find((i) => i.required)
       return step(
         "fix",
         first !== undefined

@@ -39,18 +39,32 @@ const headersOverflow: ReadonlySet<string> = new Set(["HPE_HEADER_OVERFLOW", "UN
 // What Node reports when the server's TLS certificate does not verify (OpenSSL's verify
 // results, and Node's own name check): a configuration to fix, not a failure that passes.
 const certificateRefused: ReadonlySet<string> = new Set([
+  "CERT_CHAIN_TOO_LONG",
   "CERT_HAS_EXPIRED",
   "CERT_NOT_YET_VALID",
   "CERT_REJECTED",
   "CERT_REVOKED",
   "CERT_SIGNATURE_FAILURE",
   "CERT_UNTRUSTED",
+  "CRL_HAS_EXPIRED",
+  "CRL_NOT_YET_VALID",
+  "CRL_SIGNATURE_FAILURE",
   "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "ERR_TLS_CERT_ALTNAME_FORMAT",
   "ERR_TLS_CERT_ALTNAME_INVALID",
+  "ERROR_IN_CERT_NOT_AFTER_FIELD",
+  "ERROR_IN_CERT_NOT_BEFORE_FIELD",
+  "ERROR_IN_CRL_LAST_UPDATE_FIELD",
+  "ERROR_IN_CRL_NEXT_UPDATE_FIELD",
   "HOSTNAME_MISMATCH",
   "INVALID_CA",
   "INVALID_PURPOSE",
+  "PATH_LENGTH_EXCEEDED",
   "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY",
+  "UNABLE_TO_DECRYPT_CERT_SIGNATURE",
+  "UNABLE_TO_DECRYPT_CRL_SIGNATURE",
+  "UNABLE_TO_GET_CRL",
   "UNABLE_TO_GET_ISSUER_CERT",
   "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
   "UNABLE_TO_VERIFY_LEAF_SIGNATURE"
@@ -109,8 +123,7 @@ export const scrubbed = (failure: Failure.Failure, scrub: (text: string) => stri
 export const retryAfter = (response: HttpClientResponse.HttpClientResponse): string | undefined => {
   const ms = response.headers["retry-after-ms"]?.trim()
   if (ms === undefined || !/^\d+(\.\d+)?$/.test(ms)) return response.headers["retry-after"]
-  // In plain digits, as `Retry-After` is read: a huge value is "longer than any deadline", not "1e+22".
-  return Math.min(Number(ms) / 1000, Number.MAX_SAFE_INTEGER).toFixed(3)
+  return FailureBoundary.retryAfterSeconds(Number(ms))
 }
 
 /**

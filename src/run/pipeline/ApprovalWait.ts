@@ -69,7 +69,8 @@ export const awaitDecision = Effect.fnUntraced(function* (
   }
   // Observers see the request before the gate holds it (the journal's commit comes first):
   // a decision given through the handle in between is kept for the call (see `handOver`).
-  const beforeGate = (ctx.beforeGate ??= new Map())
+  if (ctx.beforeGate === undefined) ctx.beforeGate = new Map()
+  const beforeGate = ctx.beforeGate
   beforeGate.set(call.id, { decision: undefined })
   const notWaiting = Effect.sync(() => beforeGate.delete(call.id))
   if (restored === undefined) {
