@@ -71,6 +71,15 @@ const tool = (options: Partial<Tool.Options<{ readonly n?: number | undefined },
 const permanent = (code: string, hint: string) =>
   new Failure.Permanent({ source: "tool", category: "not_found", code, attempts: 1, hint })
 
+/** A run that echoes once, then answers: validated by `validation`. */
+const echoedThenDone = (validation: Options["validation"]) =>
+  scripted([ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")], {
+    tools: [echo],
+    validation
+  })
+
+const echoStep = Validation.step("echo", "echo something", [Criterion.toolSucceeded("echo")])
+
 const covered = new Set<StopReason.StopReason>()
 
 describe("R13 Explain: why a run stopped, from its log alone", () => {
@@ -91,19 +100,13 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     "R6.3 validation_failed with only an optional step unfinished: the next step is the failing checks, as nextStep says",
     () =>
       Effect.gen(function* () {
-        const result = yield* scripted(
-          [ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")],
-          {
-            tools: [echo],
-            validation: {
-              plan: [
-                Validation.step("echo", "echo something", [Criterion.toolSucceeded("echo")]),
-                Validation.step("polish", "polish", [Criterion.toolSucceeded("polish")], { required: false })
-              ],
-              stopHooks: [Validation.stopHook("tests", () => Effect.succeed({ passed: false, detail: "2 tests fail" }))]
-            }
-          }
-        )
+        const result = yield* echoedThenDone({
+          plan: [
+            echoStep,
+            Validation.step("polish", "polish", [Criterion.toolSucceeded("polish")], { required: false })
+          ],
+          stopHooks: [Validation.stopHook("tests", () => Effect.succeed({ passed: false, detail: "2 tests fail" }))]
+        })
         assert.deepStrictEqual([result.stopReason, result.nextStep], ["validation_failed", undefined])
         const e = explained(result)
         // It said: finish the unfinished plan step "polish".
@@ -113,18 +116,9 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
 
   it.effect("R6.2 validation_failed: the failing checks, the unfinished plan step, decided by validation", () =>
     Effect.gen(function* () {
-      const result = yield* scripted(
-        [ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")],
-        {
-          tools: [echo],
-          validation: {
-            plan: [
-              Validation.step("echo", "echo something", [Criterion.toolSucceeded("echo")]),
-              Validation.step("write", "write the report", [Criterion.toolSucceeded("write_json_file")])
-            ]
-          }
-        }
-      )
+      const result = yield* echoedThenDone({
+        plan: [echoStep, Validation.step("write", "write the report", [Criterion.toolSucceeded("write_json_file")])]
+      })
       const e = explained(result)
       covered.add("validation_failed")
       assert.strictEqual(e.stopReason, "validation_failed")
