@@ -121,8 +121,11 @@ export const make = (
   }
 }
 
-/** Whether text holds nothing but whitespace and NUL bytes (a preallocated, zero-filled file). */
-const isBlank = (text: string): boolean => /^[\s\0]*$/.test(text)
+/**
+ * Whether text holds nothing but whitespace, NUL bytes (a preallocated, zero-filled file) and
+ * characters that show nothing (zero-width spaces and joiners, word joiners, byte order marks).
+ */
+const isBlank = (text: string): boolean => /^[\s\0\u200b-\u200d\u2060\ufeff]*$/.test(text)
 
 /** Whether a JSON value holds nothing: `null`, `""`, `{}` or `[]`. */
 const isEmptyJson = (value: unknown): boolean =>

@@ -81,6 +81,46 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     "a step needs at least one criterion (it is done when they all hold); got none"
   ],
   [
+    "two stop hooks of one name (their checks could not be told apart)",
+    {
+      goal: "x",
+      tools: [],
+      validation: {
+        stopHooks: [
+          { name: "tests", check: () => Effect.succeed({ passed: true, detail: "ok" }) },
+          { name: "tests", check: () => Effect.succeed({ passed: false, detail: "no" }) }
+        ]
+      }
+    },
+    ["validation", "stopHooks", 1, "name"],
+    'two stop hooks have the name "tests"; hook names must be unique'
+  ],
+  [
+    "a blank stop hook name",
+    {
+      goal: "x",
+      tools: [],
+      validation: { stopHooks: [{ name: " ", check: () => Effect.succeed({ passed: true, detail: "" }) }] }
+    },
+    ["validation", "stopHooks", 0, "name"],
+    'Expected a name that is not blank, got " "'
+  ],
+  [
+    "two artifact contracts of one path",
+    {
+      goal: "x",
+      tools: [],
+      validation: {
+        artifacts: [
+          { path: "a.json", format: "json", nonEmpty: true },
+          { path: "a.json", format: "json", nonEmpty: false }
+        ]
+      }
+    },
+    ["validation", "artifacts", 1, "path"],
+    'two artifact contracts have the path "a.json"; one contract a file'
+  ],
+  [
     "two policies of one name",
     { goal: "x", tools: [], policies: [Termination.maxIterations(3), Termination.maxIterations(5)] },
     ["policies", 1, "name"],

@@ -337,6 +337,7 @@ layer(NodeServices.layer)("Validation", (it) => {
         Effect.gen(function* () {
           const root = yield* workspace({
             "zeros.txt": "\u0000".repeat(4096),
+            "unseen.md": "\u200b\u200d\ufeff \u2060\n",
             "empty.json": " {} ",
             "nothing.json": "null",
             "big.md": `# big\n${"x".repeat(2000)}`,
@@ -348,6 +349,7 @@ layer(NodeServices.layer)("Validation", (it) => {
             {
               artifacts: [
                 Validation.artifact("zeros.txt"),
+                Validation.artifact("unseen.md"),
                 Validation.artifact("empty.json"),
                 Validation.artifact("nothing.json"),
                 Validation.artifact("big.md", { maxBytes: 1000 }),
@@ -364,6 +366,7 @@ layer(NodeServices.layer)("Validation", (it) => {
             report.checks.map((c) => [c.passed, c.detail]),
             [
               [false, "artifact:zeros.txt: empty (no content after trimming whitespace)"],
+              [false, "artifact:unseen.md: empty (no content after trimming whitespace)"],
               [false, "artifact:empty.json: empty (the JSON value {})"],
               [false, "artifact:nothing.json: empty (the JSON value null)"],
               [false, "artifact:big.md: too large to check (2006 bytes, over the limit of 1000: raise maxBytes)"],

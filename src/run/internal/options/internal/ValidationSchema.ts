@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import type * as Validation from "../../../../validation/Validation.ts"
-import { AnySchema, Count, fn, readOnce, uniqueBy } from "./Readers.ts"
+import { AnySchema, Count, fn, NotBlank, readOnce, uniqueBy } from "./Readers.ts"
 
 const Criterion = readOnce(
   Schema.Struct({
@@ -19,7 +19,7 @@ const Criterion = readOnce(
 )
 
 const StopHook = readOnce(
-  Schema.Struct({ name: Schema.NonEmptyString, check: fn<Validation.StopHook<unknown>["check"]>() }),
+  Schema.Struct({ name: NotBlank, check: fn<Validation.StopHook<unknown>["check"]>() }),
   (read, from): Validation.StopHook<unknown> => ({
     name: read.name,
     check: (context) => read.check.call(from, context)
@@ -30,7 +30,7 @@ export const ValidationSpec = Schema.Struct({
   plan: Schema.optional(
     Schema.Array(
       Schema.Struct({
-        id: Schema.NonEmptyString,
+        id: NotBlank,
         description: Schema.String,
         required: Schema.Boolean,
         // A step with nothing to check would count as done without evidence (R6.2).
@@ -44,17 +44,22 @@ export const ValidationSpec = Schema.Struct({
       })
     ).check(uniqueBy("id", (id) => `two plan steps have the id "${id}"; step ids must be unique`))
   ),
-  stopHooks: Schema.optional(Schema.Array(StopHook)),
+  // Each check is named by its hook's name or its artifact's path: two of one name could not be told apart.
+  stopHooks: Schema.optional(
+    Schema.Array(StopHook).check(
+      uniqueBy("name", (name) => `two stop hooks have the name "${name}"; hook names must be unique`)
+    )
+  ),
   artifacts: Schema.optional(
     Schema.Array(
       Schema.Struct({
-        path: Schema.NonEmptyString,
+        path: NotBlank,
         format: Schema.Literals(["text", "markdown", "json"]),
         schema: Schema.optional(AnySchema),
         nonEmpty: Schema.Boolean,
         maxBytes: Schema.optional(Count(0))
       })
-    )
+    ).check(uniqueBy("path", (path) => `two artifact contracts have the path "${path}"; one contract a file`))
   ),
   root: Schema.optional(Schema.String)
 })
