@@ -74,6 +74,45 @@ describe("Properties.check catches broken runs", () => {
     })
   )
 
+  it.effect(
+    "R2.5 R10 a stop reason with no witness in the log is reported: a model_error relabelled as another stop",
+    () =>
+      Effect.gen(function* () {
+        const { scenario, result } = yield* run({ ...base, steps: [{ _tag: "BadRequest" }] })
+        assert.deepStrictEqual([result.stopReason, Properties.checkScenario(scenario, result)], ["model_error", []])
+        // Relabelled everywhere it is said: the decision, run.finished and the result.
+        const relabelled = (reason: RunResult.RunResult["stopReason"], policy: string) => ({
+          ...edit(
+            result,
+            result.timeline.map((e) =>
+              e._tag === "termination.decided" || e._tag === "run.finished"
+                ? { ...e, stopReason: reason, reason, policy }
+                : e
+            )
+          ),
+          stopReason: reason,
+          policy
+        })
+        // At 1 of 10 iterations, at t=0 of a 60 s deadline, with no retry, no tool call: every one passed before.
+        for (const [reason, policy] of [
+          ["max_iterations", "max_iterations"],
+          ["run_timeout", "run_timeout"],
+          ["recovery_exhausted", "recovery_exhausted"],
+          ["max_tool_calls", "max_tool_calls"],
+          ["tool_error", "runtime"],
+          ["cancelled", "runtime"]
+        ] as const) {
+          const found = Properties.checkScenario(scenario, relabelled(reason, policy))
+          assert.include(invariants(found), "R2.5 stop witnessed", reason)
+        }
+        // A stop a policy of the user's decided is theirs to explain.
+        assert.notInclude(
+          invariants(Properties.check(relabelled("max_iterations", "my_policy"), scenario.budget)),
+          "R2.5 stop witnessed"
+        )
+      })
+  )
+
   it.effect("R3.8 a payment sent twice under one key is reported by checkScenario", () =>
     Effect.gen(function* () {
       const { scenario, result } = yield* run({

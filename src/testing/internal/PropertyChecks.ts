@@ -15,6 +15,7 @@ import * as Deadline from "../../time/Deadline.ts"
 import { checkApprovals } from "./PropertyApprovalChecks.ts"
 import { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
+import { checkStopReason } from "./PropertyStopChecks.ts"
 import { checkTimeLayers } from "./PropertyTimeChecks.ts"
 import { checkCalls, checkEnding, ofTag } from "./PropertyTimelineChecks.ts"
 import { epsilon, type Violation } from "./PropertyViolation.ts"
@@ -362,6 +363,7 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
 
   // R2.5, R8: the ending.
   checkEnding(result, violate)
+  checkStopReason(result, violate)
   checkStates(result, violate)
   checkTimeLayers(result, budget, violate)
   checkApprovals(result, violate)

@@ -1,0 +1,118 @@
+/**
+ * R2.5, R10: the stop reason a run ended with has its witness in its own log: a limit's
+ * stop its counter at the limit, an error's stop the failure, a deadline's stop the
+ * deadline (or a retry it refused), a cancel the cancel. A relabelled ending (a `model_error`
+ * read as `max_iterations` at 1 of 5 iterations) is a violation. Private to the testing kit;
+ * `Properties` is the public face.
+ */
+import * as Counters from "../../events/Counters.ts"
+import type * as Event from "../../events/Event.ts"
+import * as RunLog from "../../events/RunLog.ts"
+import type * as StopReason from "../../events/StopReason.ts"
+import * as Explain from "../../explain/Explain.ts"
+import type * as Failure from "../../failure/Failure.ts"
+import type * as RunResult from "../../run/RunResult.ts"
+import * as Termination from "../../termination/Termination.ts"
+import { ofTag } from "./PropertyTimelineChecks.ts"
+import { epsilon, type Violate } from "./PropertyViolation.ts"
+
+type Timeline = ReadonlyArray<Event.Event>
+
+/** The limits whose counter at the limit is the stop, by the built-in policy (named as its stop) that enforces them. */
+const limitOf: Partial<Record<StopReason.StopReason, ReadonlyArray<string>>> = {
+  max_iterations: ["maxIterations"],
+  max_tool_calls: ["maxToolCalls"],
+  repeated_tool_call: ["repeatedToolCall"],
+  max_tool_errors: ["maxToolErrors"],
+  empty_output: ["maxEmptyOutputs"],
+  loop_detected: ["loopThreshold"],
+  budget_exhausted: ["maxTokens", "maxCostUsd"]
+}
+
+/** The policies the runtime itself decides by: any other is the user's, whose stops are theirs to explain. */
+const runtimePolicies: ReadonlySet<string> = new Set([...Termination.names(Termination.defaults()), "runtime"])
+
+/** The failures the log records: the model's, and those of tool calls that reached their handler. */
+const failures = (timeline: Timeline): ReadonlyArray<Failure.Summary> =>
+  timeline.flatMap((e) =>
+    e._tag === "model.failed"
+      ? [e.failure]
+      : e._tag === "tool.failed" && e.error.failure !== undefined
+        ? [e.error.failure]
+        : []
+  )
+
+/** A limit's stop: its counter, as `Explain` reads it against the limit in force, is at the limit. */
+const atLimit = (timeline: Timeline, limits: ReadonlyArray<string>): string | undefined => {
+  const gauges = Explain.explain(timeline).gauges.filter((g) => limits.includes(g.limit) && g.max !== undefined)
+  if (gauges.length === 0) return `no ${limits.join(" or ")} is in force`
+  if (gauges.some((g) => g.value >= (g.max ?? 0) - epsilon)) return undefined
+  return gauges.map((g) => `${g.counter} ${g.value} of ${g.limit} ${g.max}`).join(", ")
+}
+
+/** What in the log says the run stopped for `reason`; `undefined` when nothing does (the violation's detail otherwise). */
+const unwitnessed = (result: RunResult.RunResult): string | undefined => {
+  const timeline = result.timeline
+  const reason = result.stopReason
+  // A stop a policy of the user's made is theirs to explain.
+  if (!runtimePolicies.has(result.policy)) return undefined
+  const limits = limitOf[reason]
+  if (limits !== undefined) return atLimit(timeline, limits)
+  switch (reason) {
+    case "goal_reached":
+      return ofTag(timeline, "model.responded").some((e) => e.toolCalls.length === 0)
+        ? undefined
+        : "no final answer (a response without tool calls)"
+    case "validation_failed":
+      return ofTag(timeline, "validation.checked").some((e) => !e.check.passed) ? undefined : "no check failed"
+    case "cancelled":
+      return ofTag(timeline, "run.stopping").some((e) => e.by === "cancel") ? undefined : "no run.stopping by a cancel"
+    case "model_error":
+      // Retryable or not: an open circuit, or a recovery that allows no retry, stops on a retryable one too.
+      return ofTag(timeline, "model.failed").length > 0 ? undefined : "no model.failed"
+    case "repeated_tool_failure":
+      return Counters.fold(timeline).repeatedFailureOverLimit > 0
+        ? undefined
+        : "no failure repeated past its tool's retry limit"
+    case "tool_error":
+      return ofTag(timeline, "tool.failed").length > 0 ? undefined : "no tool.failed"
+    case "recovery_exhausted": {
+      const spent =
+        ofTag(timeline, "recovery.failed").length > 0 ||
+        ofTag(timeline, "tool.failed").some((e) => e.error.notRetriedFor === "run_budget")
+      return spent ? undefined : "no recovery.failed, and no retry refused for the run's budget"
+    }
+    case "run_timeout": {
+      const finished = timeline.at(-1)
+      const passed = finished !== undefined && finished.at >= RunLog.deadlineOf(timeline) - epsilon
+      // Before the deadline, only a retry the deadline refused ends a run so: the last failure is one that
+      // would have been retried (a wait past the deadline), or says the deadline refused it.
+      const last = failures(timeline).at(-1)
+      const refused =
+        last !== undefined &&
+        (last.classification === "retryable" || last.timeout?.layer === "run" || last.code === "run_timeout")
+      const refusedCall = ofTag(timeline, "tool.failed").some((e) => e.error.notRetriedFor === "deadline")
+      return passed || refused || refusedCall || ofTag(timeline, "run.stopping").some((e) => e.by === "deadline")
+        ? undefined
+        : `it ended at ${finished?.at}, before the deadline ${RunLog.deadlineOf(timeline)}, with no retry refused for it`
+    }
+    case "output_truncated":
+      return ofTag(timeline, "model.responded").some((e) => e.finishReason === "length")
+        ? undefined
+        : "no response cut off by its length"
+    case "content_filtered":
+      return ofTag(timeline, "model.responded").some((e) => e.finishReason === "content_filter") ||
+        failures(timeline).some((f) => f.code === "content_filtered")
+        ? undefined
+        : "no response or failure says a content filter refused"
+    default:
+      // step_timeout, approvals, unknown_outcome, internal_error: checked where their own invariants are.
+      return undefined
+  }
+}
+
+/** R2.5, R10: the stop reason is witnessed by the log. */
+export const checkStopReason = (result: RunResult.RunResult, violate: Violate): void => {
+  const missing = unwitnessed(result)
+  if (missing !== undefined) violate("R2.5 stop witnessed", `the run ended ${result.stopReason}, but ${missing}`)
+}
