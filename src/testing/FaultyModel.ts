@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Layer } from "effect"
+import { Clock, Effect, Layer, Predicate } from "effect"
 import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
 import * as Model from "../model/Model.ts"
@@ -62,8 +62,11 @@ export const httpError = (status: number): Step => ({
 
 /** `status`, or a `RangeError` naming the constructor `made` when it is no HTTP status. */
 const httpStatus = (made: string, status: number): number => {
-  if (!Number.isSafeInteger(status) || status < 100 || status > 999) {
-    throw new RangeError(`FaultyModel.${made}: status must be an HTTP status (100 to 999), got ${status}`)
+  // What a client fails on: a redirect (never followed), a client or a server error.
+  if (!Number.isSafeInteger(status) || status < 300 || status > 599) {
+    throw new RangeError(
+      `FaultyModel.${made}: status must be an HTTP status a client fails on (300 to 599), got ${status}`
+    )
   }
   return status
 }
@@ -160,6 +163,20 @@ export type Keying = "call" | "iteration"
  * @since 0.1.0
  */
 export const make = (script: ReadonlyArray<Step>, options?: { readonly keyedBy?: Keying | undefined }): FaultyModel => {
+  // The script is user code's (R12): what is not a script is said so here, not later as a defect of the run.
+  const given: unknown = script
+  if (!Array.isArray(given))
+    throw new TypeError(`FaultyModel.make: script must be an array of steps, got ${typeof given}`)
+  given.forEach((step: unknown, i) => {
+    const tag = Predicate.hasProperty(step, "_tag") ? step._tag : undefined
+    if (tag !== "Respond" && tag !== "Fault" && tag !== "Hang") {
+      throw new TypeError(`FaultyModel.make: step ${i} is not a step (make it with respond, httpError, timeout, …)`)
+    }
+  })
+  const keyedBy = options?.keyedBy
+  if (keyedBy !== undefined && keyedBy !== "call" && keyedBy !== "iteration") {
+    throw new RangeError(`FaultyModel.make: keyedBy must be "call" or "iteration", got ${JSON.stringify(keyedBy)}`)
+  }
   const calls: Array<number> = []
   const number = CallIds.numbering()
   const byIteration = options?.keyedBy === "iteration"

@@ -289,6 +289,9 @@ export interface Slow {
 /**
  * A tool that sleeps `millis` on Effect's `Clock` (so `TestClock` in tests) and then
  * answers `output` (default `"done"`). Idempotent and read-only unless told otherwise.
+ * With `ignoresCancellation`, its sleep cannot be interrupted (R10): a cancel or a deadline
+ * waits the stop grace for it, then leaves it behind (the run's result says so), as with a
+ * tool that ignores its `AbortSignal`.
  *
  * @category constructors
  * @since 0.1.0
@@ -303,9 +306,10 @@ export const slow = (options: {
   readonly recoverErrors?: boolean | undefined
   readonly output?: string | undefined
   readonly description?: string | undefined
+  readonly ignoresCancellation?: boolean | undefined
 }): Slow => {
   if (!(options.millis >= 0) || !Number.isFinite(options.millis)) {
-    throw new RangeError(`FaultyTools.slow: millis must be a finite number >= 0, got ${options.millis}`)
+    throw new RangeError(`FaultyTools.slow: millis must be a finite number >= 0, got ${JSON.stringify(options.millis)}`)
   }
   const { calls, record } = makeCalls()
   const finished: Array<number> = []
@@ -321,7 +325,11 @@ export const slow = (options: {
     recoverErrors: options.recoverErrors,
     handler: (input, context) =>
       record(input, context).pipe(
-        Effect.andThen(Effect.sleep(options.millis)),
+        Effect.andThen(
+          options.ignoresCancellation === true
+            ? Effect.uninterruptible(Effect.sleep(options.millis))
+            : Effect.sleep(options.millis)
+        ),
         Effect.andThen(Clock.currentTimeMillis),
         Effect.map((at) => {
           finished.push(at)

@@ -46,6 +46,9 @@ const player = (): ((step: Step, request: Model.Request) => Effect.Effect<Model.
  * @since 0.1.0
  */
 export const make = (script: ReadonlyArray<Step>): Model.Model["Service"] => {
+  const given: unknown = script
+  if (!Array.isArray(given))
+    throw new TypeError(`ScriptedModel.make: script must be an array of steps, got ${typeof given}`)
   const playOne = player()
   let next = 0
   return {

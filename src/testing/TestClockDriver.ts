@@ -30,10 +30,21 @@ export class StillRunning extends Schema.TaggedError<StillRunning>()("StillRunni
  * @since 0.2.0
  */
 export interface Options {
-  /** How far the clock moves at a time. Default 10 ms. */
+  /**
+   * How far the clock moves at a time: the driver's resolution. A sleep wakes at its own
+   * time whatever the step, but what follows a wait in real time that begins within a step
+   * (the stop grace at a deadline) is stamped at the step's end. Default 10 ms.
+   */
   readonly step?: Duration.Input | undefined
   /** The most the clock moves in all. Default 10 minutes. */
   readonly upTo?: Duration.Input | undefined
+  /**
+   * The most milliseconds the clock moves for each millisecond of real time: for a run that
+   * waits on real I/O (an HTTP server, a subprocess, a promise), which the `TestClock` would
+   * otherwise race past, timing it out. `pace: 10` gives a 100 ms answer 1 s of the run's
+   * time. Default: as fast as the driver can.
+   */
+  readonly pace?: number | undefined
 }
 
 /**
@@ -55,6 +66,12 @@ export const drive = <A, E, R>(
     const stepMillis = millisOf("step", options.step ?? "10 millis")
     const upToMillis = millisOf("upTo", options.upTo ?? "10 minutes")
     if (!(stepMillis > 0)) return yield* Effect.die(new RangeError(`TestClockDriver.drive: step must be > 0`))
+    const pace = options.pace
+    if (pace !== undefined && !(typeof pace === "number" && Number.isFinite(pace) && pace > 0)) {
+      return yield* Effect.die(
+        new RangeError(`TestClockDriver.drive: pace must be a finite number > 0, got ${String(pace)}`)
+      )
+    }
     const clock = yield* Clock.Clock
     if (!Predicate.hasProperty(clock, "adjust") || !Predicate.isFunction(clock.adjust)) {
       return yield* Effect.die(
@@ -72,12 +89,12 @@ export const drive = <A, E, R>(
     const running = () => fiber.pollUnsafe() === undefined
     return yield* Effect.onInterrupt(
       Effect.gen(function* () {
-        const moved = yield* advanceWhile(running, waits, stepMillis, upToMillis)
+        const moved = yield* advanceWhile(running, waits, stepMillis, upToMillis, pace)
         if (running()) {
           // Interrupting runs the effect's finalizers, which may sleep too: keep moving the clock
           // for them, as far again at most, and never wait for what still does not end.
           fiber.interruptUnsafe()
-          yield* advanceWhile(running, waits, stepMillis, upToMillis)
+          yield* advanceWhile(running, waits, stepMillis, upToMillis, pace)
           return yield* new StillRunning({ movedMillis: moved.millis, steps: moved.steps })
         }
         return yield* Fiber.join(fiber)
@@ -95,23 +112,29 @@ const millisOf = (name: string, input: Duration.Input): number => {
   return millis
 }
 
-/** A millisecond of real time, for the driver itself (not one of the run's waits). */
-const realMillisecond = Effect.callback<void>((resume) => {
-  const timer = setTimeout(() => resume(Effect.void), 1)
-  return Effect.sync(() => clearTimeout(timer))
-})
+/** Real time, for the driver itself (not one of the run's waits). */
+const realWait = (millis: number) =>
+  Effect.callback<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), millis)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+const realMillisecond = realWait(1)
 
 /**
  * Moves the clock `step` at a time, never past `upTo` in all, while `running` holds; while
  * one of the run's waits in real time is pending, it waits for it in real time instead.
+ * With a `pace`, the clock is never further than `pace` times the real time since it began.
  */
 const advanceWhile = (
   running: () => boolean,
   waits: { readonly pending: () => number },
   stepMillis: number,
-  upToMillis: number
+  upToMillis: number,
+  pace: number | undefined
 ) =>
   Effect.gen(function* () {
+    const began = performance.now()
     let millis = 0
     let steps = 0
     while (running() && millis < upToMillis) {
@@ -120,6 +143,11 @@ const advanceWhile = (
         continue
       }
       const next = Math.min(stepMillis, upToMillis - millis)
+      const ahead = pace === undefined ? 0 : (millis + next) / pace - (performance.now() - began)
+      if (ahead > 0) {
+        yield* realWait(Math.ceil(ahead))
+        continue
+      }
       yield* TestClock.adjust(Duration.millis(next))
       millis += next
       steps++

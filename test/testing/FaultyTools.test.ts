@@ -9,6 +9,7 @@ import * as Run from "../../src/run/Run.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { drive } from "../support/clock.ts"
@@ -569,9 +570,36 @@ describe("FaultyTools", () => {
       })
     )
 
+    it.effect("R10 R5.1 a slow tool that ignores cancellation is waited for the stop grace, then left behind", () =>
+      Effect.gen(function* () {
+        const deaf = FaultyTools.slow({ name: "deaf", millis: 60_000, ignoresCancellation: true })
+        const model = FaultyModel.make([call("deaf", {}, "c1"), final])
+        // The public driver holds the clock still through the stop grace (a wait in real time).
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "x", tools: [deaf.tool], time: { run: "1 second", stopGrace: "50 millis" } })
+        ).pipe(Effect.provide(Layer.mergeAll(FaultyModel.layer(model), NodeServices.layer)))
+        assert.deepStrictEqual([result.status, result.stopReason], ["failed", "run_timeout"])
+        assert.include(result.detail, "left behind")
+        // Still running when the run gave its result: it never answered.
+        assert.deepStrictEqual(deaf.finished, [])
+        assert.strictEqual(result.elapsedMillis, 1000)
+      })
+    )
+
     it("R10 the constructors refuse nonsense", () => {
       assert.throws(() => FaultyTools.flaky({ name: "x", failures: -1 }), /failures must be an integer >= 0/)
       assert.throws(() => FaultyTools.slow({ name: "x", millis: Number.NaN }), /millis must be a finite number/)
+      const hostile = (value: unknown) => value as never
+      assert.throws(() => FaultyTools.slow({ name: "x", millis: hostile("100") }), 'got "100"')
+      // Each was a crash later, a run ending internal_error, or a silent default.
+      assert.throws(() => FaultyModel.make(hostile(null)), /script must be an array of steps, got object/)
+      assert.throws(() => FaultyModel.make([hostile({ _tag: "Bogus" })]), /step 0 is not a step/)
+      assert.throws(
+        () => FaultyModel.make([], { keyedBy: hostile("iterations") }),
+        /keyedBy must be "call" or "iteration"/
+      )
+      assert.throws(() => FaultyModel.httpError(200), /a client fails on \(300 to 599\), got 200/)
+      assert.throws(() => ScriptedModel.make(hostile(null)), /script must be an array of steps/)
     })
   })
 })

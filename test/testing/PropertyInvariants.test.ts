@@ -113,6 +113,13 @@ describe("Properties.check catches broken runs", () => {
       })
   )
 
+  it("R10 a case written by hand out of its ranges is refused, naming the field", () => {
+    assert.throws(
+      () => Properties.toScenario({ ...base, runTimeoutSeconds: -5 }),
+      /Properties.toScenario: .*runTimeoutSeconds/s
+    )
+  })
+
   it.effect("R3.8 a payment sent twice under one key is reported by checkScenario", () =>
     Effect.gen(function* () {
       const { scenario, result } = yield* run({

@@ -102,6 +102,33 @@ describe("TestClockDriver", () => {
       })
   )
 
+  it.effect(
+    "R10 with a pace, a run waiting on real I/O is not raced past: a 150 ms answer takes about 0.75 s of the run",
+    () =>
+      Effect.gen(function* () {
+        // A tool whose answer comes from outside the run, in real time (a server, a subprocess).
+        const remote = Tool.make({
+          name: "remote",
+          description: "asks a server",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          handler: () => Effect.promise(() => new Promise<string>((resume) => setTimeout(() => resume("answer"), 150)))
+        })
+        const run = Run.run({ goal: "ask", tools: [remote], time: { run: "5 seconds" } }).pipe(
+          Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("remote", {}), ScriptedModel.finalAnswer("done")]))
+        )
+        // As fast as it can, the driver moved the clock past the deadline before the answer came: run_timeout.
+        const paced = yield* TestClockDriver.drive(run, { pace: 5 })
+        assert.deepStrictEqual([paced.status, paced.stopReason], ["completed", "goal_reached"])
+        assert.isAtMost(paced.elapsedMillis, 5000)
+        const refused = yield* Effect.exit(TestClockDriver.drive(Effect.void, { pace: 0 }))
+        assert.include(
+          Cause.pretty(refused._tag === "Failure" ? refused.cause : Cause.empty),
+          "pace must be a finite number > 0"
+        )
+      }).pipe(Effect.provide(NodeServices.layer))
+  )
+
   it("R10 the driver outside a TestClock is a defect saying what to provide", async () => {
     const exit = await Effect.runPromiseExit(TestClockDriver.drive(Effect.void))
     assert.isTrue(Exit.isFailure(exit))

@@ -5,7 +5,7 @@
  * `runScenario` that run one on `TestClock`.
  * Private to the testing kit; `Properties` is the public face.
  */
-import { Effect, type FileSystem, Layer, type Path, Random } from "effect"
+import { Effect, type FileSystem, Layer, type Path, Random, Result, Schema } from "effect"
 import type * as Journal from "../../journal/Journal.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
 import * as Run from "../../run/Run.ts"
@@ -17,7 +17,7 @@ import * as FaultyModel from "../FaultyModel.ts"
 import * as ScriptedModel from "../ScriptedModel.ts"
 import * as TestClockDriver from "../TestClockDriver.ts"
 import type { Budget } from "./PropertyBudget.ts"
-import type { Case, ModelFault, ToolOutcome } from "./PropertyCase.ts"
+import { Case, type ModelFault, type ToolOutcome } from "./PropertyCase.ts"
 import { type Approvals, makeApprovals } from "./PropertyGate.ts"
 import { makeTools, type Tools, toolFor } from "./PropertyScenarioTools.ts"
 
@@ -86,7 +86,12 @@ const faultStep = (fault: ModelFault): FaultyModel.Step => {
  * @category constructors
  * @since 0.1.0
  */
+const checkCase = Schema.decodeUnknownResult(Case)
+
 export const toScenario = (c: Case): Scenario => {
+  // A case written by hand is checked as a generated one is made: out of its ranges is a defect naming the field.
+  const checked = checkCase(c)
+  if (Result.isFailure(checked)) throw new RangeError(`Properties.toScenario: ${checked.failure.message}`)
   const plan = new Map<string, ToolOutcome>()
   const script: Array<FaultyModel.Step> = []
   let next = 0
