@@ -280,9 +280,11 @@ class RunHandle<O> implements Handle<O> {
   ): Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable> {
     const invalid = Approval.checkDecision(this.runId, callId, decision)
     if (invalid !== undefined) return Effect.fail(invalid)
-    // Not on the gate yet, though the run asked (its `approval.requested` is out): kept for the call.
-    return Effect.catchTag(this.#gate.decide(this.runId, callId, decision), "NotPending", (notPending) =>
-      ApprovalWait.handOver(this.#ctx, callId, decision) ? Effect.void : Effect.fail(notPending)
+    const decide = this.#gate.decide(this.runId, callId, decision)
+    // Not on the gate yet, though the run asked (its `approval.requested` is out): once the
+    // gate is asked, the gate takes the decision or refuses it, as ever.
+    return Effect.catchTag(decide, "NotPending", (notPending) =>
+      Effect.flatMap(ApprovalWait.gateAsked(this.#ctx, callId), (asked) => (asked ? decide : Effect.fail(notPending)))
     )
   }
 }

@@ -124,7 +124,7 @@ const realMillisecond = realWait(1)
 /**
  * Moves the clock `step` at a time, never past `upTo` in all, while `running` holds; while
  * one of the run's waits in real time is pending, it waits for it in real time instead.
- * With a `pace`, the clock is never further than `pace` times the real time since it began.
+ * With a `pace`, a step of `n` ms comes at least `n / pace` real ms after the one before.
  */
 const advanceWhile = (
   running: () => boolean,
@@ -134,7 +134,9 @@ const advanceWhile = (
   pace: number | undefined
 ) =>
   Effect.gen(function* () {
-    const began = performance.now()
+    // With a pace, each step waits out its share of real time since the step before: time
+    // spent elsewhere (a wait in real time, the run's own work) is never made up in a burst.
+    let steppedAt = performance.now()
     let millis = 0
     let steps = 0
     while (running() && millis < upToMillis) {
@@ -143,11 +145,12 @@ const advanceWhile = (
         continue
       }
       const next = Math.min(stepMillis, upToMillis - millis)
-      const ahead = pace === undefined ? 0 : (millis + next) / pace - (performance.now() - began)
-      if (ahead > 0) {
-        yield* realWait(Math.ceil(ahead))
+      const early = pace === undefined ? 0 : next / pace - (performance.now() - steppedAt)
+      if (early > 0) {
+        yield* realWait(Math.ceil(early))
         continue
       }
+      steppedAt = performance.now()
       yield* TestClock.adjust(Duration.millis(next))
       millis += next
       steps++

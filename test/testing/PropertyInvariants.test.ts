@@ -4,6 +4,7 @@ import { Effect, Schema } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
+import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Permission from "../../src/tools/Permission.ts"
@@ -111,6 +112,18 @@ describe("Properties.check catches broken runs", () => {
           "R2.5 stop witnessed"
         )
       })
+  )
+
+  it.effect("R2.5 R3.4 recovery_exhausted on a failure its provider had already retried is witnessed by it", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "g", tools: [] }).pipe(
+        Effect.provide(FaultyModel.layer(FaultyModel.make([FaultyModel.alreadyRetried(503, 3)])))
+      )
+      assert.strictEqual(result.stopReason, "recovery_exhausted")
+      // No recovery.failed: the run retried nothing; the provider's client had.
+      const budget = { runTimeoutMillis: 600_000, maxRecoveries: 8, scheduleRetries: 2 }
+      assert.notInclude(invariants(Properties.check(result, budget)), "R2.5 stop witnessed")
+    })
   )
 
   it("R10 a case written by hand out of its ranges is refused, naming the field", () => {

@@ -4,6 +4,7 @@ import { Effect, Exit, Fiber, Layer, Option, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import * as Journal from "../../src/journal/Journal.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
@@ -322,6 +323,51 @@ describe("R7 a decision given as soon as the run asks", () => {
           assert.lengthOf(ledger, 1)
         }
       }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+
+  it.live(
+    "R7 a decision given before the gate is asked still goes to the gate: a gate that refuses the call is obeyed",
+    () =>
+      Effect.gen(function* () {
+        // Commits that take 30 ms: a wide moment between approval.requested and the gate being asked.
+        const slowJournal = Layer.effect(
+          Journal.Journal,
+          Effect.map(Journal.Journal, (inner) => ({
+            ...inner,
+            append: (runId: string, batch: Parameters<typeof inner.append>[1]) =>
+              Effect.andThen(Effect.sleep("30 millis"), inner.append(runId, batch))
+          }))
+        ).pipe(Layer.provide(Journal.layerMemory))
+        // A gate that refuses every payment by policy, and holds no call anyone could decide.
+        const asked: Array<string> = []
+        const policy: Approval.Gate = {
+          request: (request) =>
+            Effect.sync(() => {
+              asked.push(request.callId)
+              return Approval.rejected("policy: no payments", "policy")
+            }),
+          decide: (runId, callId) => Effect.fail(new Approval.NotPending({ runId, callId })),
+          pending: Effect.succeed([])
+        }
+        const { pay, ledger } = makePay()
+        const outcome = yield* Effect.gen(function* () {
+          const handle = yield* Run.start({ goal: "pay acme", tools: [pay] })
+          yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+          const approved = yield* Effect.flip(handle.approve("call_pay", { by: "mallory" }))
+          return { approved, result: yield* handle.result }
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(
+            Layer.mergeAll(ScriptedModel.layer(script), slowJournal, Layer.succeed(Approval.ApprovalGate, policy))
+          )
+        )
+        // The handle's decision overrode the gate: the payment ran, "approved by mallory".
+        assert.strictEqual(outcome.approved._tag, "NotPending")
+        assert.deepStrictEqual(
+          [outcome.result.stopReason, ledger.length, asked],
+          ["approval_rejected", 0, ["call_pay"]]
+        )
+      })
   )
 
   it.effect("R7 a decision for a call the run stopped asking about is NotPending, even before the gate held it", () =>

@@ -4,35 +4,35 @@
  * that made a value nor the code shown it later changes what the log recorded. Private
  * to the runtime.
  */
-import { Chunk } from "effect"
 import * as Failure from "../../failure/Failure.ts"
 
 /**
- * Freezes a value and every object inside it (iteratively: a wide or deep value is no
- * stack hazard), but what freezing would break, left as it is with what it holds: a typed
- * array or buffer (freezing one with elements throws), and effect's `Chunk`, which fills
- * its own cache when read (a typed final output may hold either).
+ * Freezes a value and every plain object and array inside it (iteratively: a wide or deep
+ * value is no stack hazard). An instance of a class is left as it is, with what it holds:
+ * many fill caches of their own once made (effect's `DateTime`, `BigDecimal` and `Chunk`, a
+ * class of the user's), and freezing a typed array with elements throws. Only a typed
+ * final output holds one: what the run builds is JSON.
  */
 export const deepFreeze = <A>(root: A): A => {
-  if (!isFreezable(root)) return root
+  if (!isPlain(root)) return root
   const stack: Array<object> = [root]
   while (stack.length > 0) {
     const value = stack.pop() as Record<string, unknown>
     Object.freeze(value)
     for (const key in value) {
       const item = value[key]
-      if (isFreezable(item) && !Object.isFrozen(item)) stack.push(item)
+      if (isPlain(item) && !Object.isFrozen(item)) stack.push(item)
     }
   }
   return root
 }
 
-const isFreezable = (value: unknown): value is object =>
-  typeof value === "object" &&
-  value !== null &&
-  !ArrayBuffer.isView(value) &&
-  !(value instanceof ArrayBuffer) &&
-  !Chunk.isChunk(value)
+/** An object literal, an array or a record without a prototype: what JSON reads and the run builds. */
+const isPlain = (value: unknown): value is object => {
+  if (typeof value !== "object" || value === null) return false
+  const prototype = Object.getPrototypeOf(value)
+  return prototype === Object.prototype || prototype === Array.prototype || prototype === null
+}
 
 /**
  * A JSON value the run built itself (its objects and arrays are its own): `-0` made `0`, as

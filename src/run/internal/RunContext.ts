@@ -4,14 +4,13 @@
  * `emit`, and every decision reads the fold (`ctx.log`), so the log stays the single
  * source of truth (principle 3): the state is never kept beside it.
  */
-import { type Clock, Effect, Result, type Semaphore } from "effect"
+import { type Clock, type Deferred, Effect, Result, type Semaphore } from "effect"
 import type * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import * as RunState from "../../events/RunState.ts"
 import type * as StopReason from "../../events/StopReason.ts"
 import type * as Breakers from "../../recovery/Breakers.ts"
 import * as Deadline from "../../time/Deadline.ts"
-import type * as Approval from "../../tools/Approval.ts"
 import * as CallId from "./CallId.ts"
 import * as OwnCopy from "./OwnCopy.ts"
 
@@ -52,11 +51,12 @@ export interface RunContext {
    */
   suspended: Suspended | undefined
   /**
-   * The calls asked about (`approval.requested` is out) that the approval gate does not
-   * hold yet, each with the decision given meanwhile through the run's handle, if any (see
-   * `ApprovalWait`). Made at the first such call.
+   * The calls asked about (`approval.requested` is out) that the approval gate has not been
+   * asked for yet, each with what opens when it is (or the run stops waiting): a decision
+   * given through the handle meanwhile waits for it, then goes to the gate (see
+   * `ApprovalWait.gateAsked`). Made at the first such call.
    */
-  beforeGate: Map<string, { decision: Approval.Decision | undefined }> | undefined
+  beforeGate: Map<string, Deferred.Deferred<void>> | undefined
 }
 
 /**

@@ -4,7 +4,7 @@
  * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
  * the step, what is left of the run) (R4.2). Private to the runtime.
  */
-import { Effect, Exit, Result, Schema } from "effect"
+import { Deferred, Effect, Exit, Result, Schema } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -68,11 +68,16 @@ export const awaitDecision = Effect.fnUntraced(function* (
     expiresAt: restored?.expiresAt ?? now + limit.millis
   }
   // Observers see the request before the gate holds it (the journal's commit comes first):
-  // a decision given through the handle in between is kept for the call (see `handOver`).
+  // a decision given through the handle in between waits until the gate is asked (see `gateAsked`).
   if (ctx.beforeGate === undefined) ctx.beforeGate = new Map()
   const beforeGate = ctx.beforeGate
-  beforeGate.set(call.id, { decision: undefined })
-  const notWaiting = Effect.sync(() => beforeGate.delete(call.id))
+  const asking = Deferred.makeUnsafe<void>()
+  beforeGate.set(call.id, asking)
+  const gateAskedOrStopped = () => {
+    if (beforeGate.get(call.id) === asking) beforeGate.delete(call.id)
+    Deferred.doneUnsafe(asking, Exit.void)
+  }
+  const notWaiting = Effect.sync(gateAskedOrStopped)
   if (restored === undefined) {
     yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", ({ runId, seq, at }) => ({
       _tag: "approval.requested",
@@ -110,15 +115,12 @@ export const awaitDecision = Effect.fnUntraced(function* (
   // ends the run internal_error; a decision is never guessed.
   const asked = Effect.flatMap(
     Effect.suspend(() => {
-      // From here on decisions go to the gate; one given before is the answer.
-      const early = beforeGate.get(call.id)?.decision
-      beforeGate.delete(call.id)
-      return early !== undefined
-        ? Effect.succeed(early)
-        : UserCode.orDie(
-            "the approval gate",
-            UserCode.effectOrDie("the approval gate", () => gate.request(request))
-          )
+      // The gate is asked now (in this step): decisions that waited for it go to it.
+      gateAskedOrStopped()
+      return UserCode.orDie(
+        "the approval gate",
+        UserCode.effectOrDie("the approval gate", () => gate.request(request))
+      )
     }),
     (decision) => {
       const checked = checkDecision(decision)
@@ -205,13 +207,15 @@ const blocked = (
 }
 
 /**
- * Gives `decision` to the call `callId` of the run when the call is asked about but not yet
- * on the gate; says whether it took it. Once the gate holds the call (or the run stopped
- * waiting), the gate's own answer stands: a second decision is refused there.
+ * For a decision the gate refused as not pending: when the run asked about the call
+ * (`approval.requested` is out) but has not asked the gate yet, waits until it has (or the
+ * run stopped waiting) and says `true`, so that the decision goes to the gate again: the
+ * gate decides, as ever, what it takes. `false` otherwise.
  */
-export const handOver = (ctx: RunContext.RunContext, callId: string, decision: Approval.Decision): boolean => {
-  const waiting = ctx.beforeGate?.get(callId)
-  if (waiting === undefined || waiting.decision !== undefined) return false
-  waiting.decision = decision
-  return true
+export const gateAsked = (ctx: RunContext.RunContext, callId: string): Effect.Effect<boolean> => {
+  const asking = ctx.beforeGate?.get(callId)
+  // A turn after the gate was asked, so that a gate that holds the call from its first step holds it.
+  return asking === undefined
+    ? Effect.succeed(false)
+    : Effect.as(Effect.andThen(Deferred.await(asking), Effect.yieldNow), true)
 }

@@ -77,10 +77,15 @@ const unwitnessed = (result: RunResult.RunResult): string | undefined => {
     case "tool_error":
       return ofTag(timeline, "tool.failed").length > 0 ? undefined : "no tool.failed"
     case "recovery_exhausted": {
+      // An episode that gave up, a retry the run's budget refused, or a failure its owner had
+      // already retried (a provider's own client): none is retried again (R3.4).
       const spent =
         ofTag(timeline, "recovery.failed").length > 0 ||
-        ofTag(timeline, "tool.failed").some((e) => e.error.notRetriedFor === "run_budget")
-      return spent ? undefined : "no recovery.failed, and no retry refused for the run's budget"
+        ofTag(timeline, "tool.failed").some((e) => e.error.notRetriedFor === "run_budget") ||
+        failures(timeline).some((f) => f.attempts > 1)
+      return spent
+        ? undefined
+        : "no recovery.failed, no retry refused for the run's budget, and no failure already retried"
     }
     case "run_timeout": {
       const finished = timeline.at(-1)
