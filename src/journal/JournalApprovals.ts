@@ -10,7 +10,8 @@
  *   is shorter, 50 ms at least). A wait that ends without a decision (expiry,
  *   cancel, the run deadline) withdraws the call from the table.
  * - `decide` writes the decision (a call not pending is `NotPending`) and wakes a run of
- *   this process that waits on it.
+ *   this process that waits on it. A call this process is putting up is decided once its
+ *   row is there: a decision given on the run's `approval.requested` finds it.
  * - `pending` lists the table's pending calls, from every process (`PendingUnavailable`
  *   when the store cannot be read).
  *
@@ -27,7 +28,7 @@
  *
  * @since 0.3.0
  */
-import { Clock, Deferred, type Duration, Effect, Layer, Option, Predicate, Schema } from "effect"
+import { Clock, Deferred, type Duration, Effect, Exit, Layer, Option, Predicate, Schema } from "effect"
 import * as Durations from "../time/Durations.ts"
 import * as Approval from "../tools/Approval.ts"
 import * as Tool from "../tools/Tool.ts"
@@ -134,6 +135,9 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
   const pollMillis = pollMillisOf(options.pollInterval)
   // The runs of this process that wait, so that a decision made here wakes them at once.
   const waiting = new Map<string, Deferred.Deferred<Approval.Decision>>()
+  // The calls of this process being put on the table: a decision made here meanwhile (on the
+  // run's `approval.requested`, which comes out as the call is put up) waits for its row.
+  const puttingUp = new Map<string, Deferred.Deferred<void>>()
   const keyOf = (runId: string, callId: string) => `${runId}\u0000${callId}`
 
   const putUp = (request: Approval.Request) =>
@@ -180,7 +184,16 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         const key = keyOf(request.runId, request.callId)
         const here = Deferred.makeUnsafe<Approval.Decision>()
         waiting.set(key, here)
-        yield* putUp(request)
+        const put = Deferred.makeUnsafe<void>()
+        puttingUp.set(key, put)
+        yield* putUp(request).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              if (puttingUp.get(key) === put) puttingUp.delete(key)
+              Deferred.doneUnsafe(put, Exit.void)
+            })
+          )
+        )
         return yield* Effect.gen(function* () {
           // Decided already (a run going on after its call was decided): no wait.
           const found = yield* decisionOf(request.runId, request.callId)
@@ -208,6 +221,8 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         // What the table would not give back as given (a NUL, half of a surrogate pair) is refused first.
         const invalid = Approval.checkDecision(runId, callId, decision)
         if (invalid !== undefined) return yield* invalid
+        const put = puttingUp.get(keyOf(runId, callId))
+        if (put !== undefined) yield* Deferred.await(put)
         yield* record(journal, runId, callId, decision).pipe(
           Effect.catchTag("JournalError", (e) =>
             // Out of reach: nothing was decided, the call still waits, the caller may try again.

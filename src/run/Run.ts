@@ -27,7 +27,6 @@ import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import { resolve } from "./internal/resolve/Resolve.ts"
 import * as Lifecycle from "./lifecycle/Lifecycle.ts"
-import * as ApprovalWait from "./pipeline/ApprovalWait.ts"
 import { ResumeError } from "./ResumeError.ts"
 import type { InvalidRunOptions, Options, Requirements } from "./RunOptions.ts"
 import * as RunResult from "./RunResult.ts"
@@ -279,13 +278,7 @@ class RunHandle<O> implements Handle<O> {
     decision: Approval.Decision
   ): Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable> {
     const invalid = Approval.checkDecision(this.runId, callId, decision)
-    if (invalid !== undefined) return Effect.fail(invalid)
-    const decide = this.#gate.decide(this.runId, callId, decision)
-    // Not on the gate yet, though the run asked (its `approval.requested` is out): once the
-    // gate is asked, the gate takes the decision or refuses it, as ever.
-    return Effect.catchTag(decide, "NotPending", (notPending) =>
-      Effect.flatMap(ApprovalWait.gateAsked(this.#ctx, callId), (asked) => (asked ? decide : Effect.fail(notPending)))
-    )
+    return invalid === undefined ? this.#gate.decide(this.runId, callId, decision) : Effect.fail(invalid)
   }
 }
 

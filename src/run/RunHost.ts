@@ -119,6 +119,10 @@ const busy = (ctx: RunContext.RunContext): boolean => {
   })
 }
 
+/** Whether the log records that the call `callId` waits for approval (its `approval.requested`). */
+const asked = (events: ReadonlyArray<Event.Event>, callId: string): boolean =>
+  events.findLast((e) => e._tag === "approval.requested" && e.callId === callId) !== undefined
+
 /** Whether `stored` is a prefix of `timeline`: the same events, by `seq` and kind. */
 const isPrefixOf = (stored: ReadonlyArray<Event.Event>, timeline: ReadonlyArray<Event.Event>): boolean =>
   stored.length < timeline.length && stored.every((e, i) => e.seq === timeline[i]?.seq && e._tag === timeline[i]?._tag)
@@ -162,6 +166,8 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     const parkIfIdle = () => {
       if (run === undefined || waiting.size === 0) return
       if (run.ctx.committed < run.ctx.events.length || busy(run.ctx)) return
+      // The gate holds a call just before the run records that it waits: park on what the log says.
+      if (![...waiting.keys()].every((callId) => asked(run?.ctx.events ?? [], callId))) return
       const pending = [...waiting.values()]
       if (RunContext.suspend(run.ctx, "parked")) {
         parkedOn = pending

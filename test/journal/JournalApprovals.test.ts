@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Stream } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
@@ -166,6 +166,39 @@ describe("JournalApprovals (R7, R9.3)", () => {
       assert.isTrue(Exit.isFailure(again))
       assert.lengthOf(yield* ui.pending, 0)
     }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "R7 approving on approval.requested works on a store with latency: the decision waits for the call's row",
+    () =>
+      Effect.gen(function* () {
+        const inner = yield* store
+        // Every operation of the store takes 3 ms, as a store over the network does.
+        const slow = (effect: Effect.Effect<unknown, unknown>) => Effect.andThen(Effect.sleep("3 millis"), effect)
+        const journal: Journal.Service = {
+          ...inner,
+          requestApproval: (request) =>
+            slow(inner.requestApproval(request)) as ReturnType<typeof inner.requestApproval>,
+          append: (runId, batch) => slow(inner.append(runId, batch)) as ReturnType<typeof inner.append>
+        }
+        for (let i = 0; i < 5; i++) {
+          const pay = payment()
+          const outcome = yield* Effect.gen(function* () {
+            const handle = yield* Run.start({ goal: "pay 10", runId: `slow-${i}`, tools: [pay.tool] })
+            yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+            // The run's row of the call was not written yet: this was NotPending, the call waiting all the same.
+            yield* handle.approve("c1", { by: "ops" })
+            return yield* handle.result
+          }).pipe(
+            Effect.scoped,
+            Effect.provideService(Journal.Journal, journal),
+            Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(journal, poll)),
+            Effect.provide(model)
+          )
+          assert.deepStrictEqual([outcome.stopReason, pay.ledger.total], ["goal_reached", 1])
+          assert.isTrue(Option.isSome(yield* inner.decision(`slow-${i}`, "c1")), "the decision is in the table")
+        }
+      })
   )
 
   it.live("R7 an approval survives a restart: decided while no process runs the run, the recovered run pays once", () =>

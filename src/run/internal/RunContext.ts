@@ -4,7 +4,7 @@
  * `emit`, and every decision reads the fold (`ctx.log`), so the log stays the single
  * source of truth (principle 3): the state is never kept beside it.
  */
-import { type Clock, type Deferred, Effect, Result, type Semaphore } from "effect"
+import { type Clock, Effect, Result, type Semaphore } from "effect"
 import type * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import * as RunState from "../../events/RunState.ts"
@@ -50,13 +50,6 @@ export interface RunContext {
    * on, and its journal keeps what the last barrier committed.
    */
   suspended: Suspended | undefined
-  /**
-   * The calls asked about (`approval.requested` is out) that the approval gate has not been
-   * asked for yet, each with what opens when it is (or the run stops waiting): a decision
-   * given through the handle meanwhile waits for it, then goes to the gate (see
-   * `ApprovalWait.gateAsked`). Made at the first such call.
-   */
-  beforeGate: Map<string, Deferred.Deferred<void>> | undefined
 }
 
 /**
@@ -124,8 +117,7 @@ export const make = (options: {
     committing: false,
     fenced: undefined,
     refused: undefined,
-    suspended: undefined,
-    beforeGate: undefined
+    suspended: undefined
   }
 }
 

@@ -4,7 +4,7 @@
  * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
  * the step, what is left of the run) (R4.2). Private to the runtime.
  */
-import { Deferred, Effect, Exit, Result, Schema } from "effect"
+import { Effect, Fiber, Result, Schema } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -67,34 +67,6 @@ export const awaitDecision = Effect.fnUntraced(function* (
     requestedAt: restored?.requestedAt ?? now,
     expiresAt: restored?.expiresAt ?? now + limit.millis
   }
-  // Observers see the request before the gate holds it (the journal's commit comes first):
-  // a decision given through the handle in between waits until the gate is asked (see `gateAsked`).
-  if (ctx.beforeGate === undefined) ctx.beforeGate = new Map()
-  const beforeGate = ctx.beforeGate
-  const asking = Deferred.makeUnsafe<void>()
-  beforeGate.set(call.id, asking)
-  const gateAskedOrStopped = () => {
-    if (beforeGate.get(call.id) === asking) beforeGate.delete(call.id)
-    Deferred.doneUnsafe(asking, Exit.void)
-  }
-  const notWaiting = Effect.sync(gateAskedOrStopped)
-  if (restored === undefined) {
-    yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", ({ runId, seq, at }) => ({
-      _tag: "approval.requested",
-      callId: call.id,
-      name: call.name,
-      arguments: args,
-      expiresAt: request.expiresAt,
-      layer: limit.layer,
-      runId,
-      seq,
-      at
-    }))
-  } else {
-    yield* RunContext.transition(ctx, "awaiting_approval")
-  }
-  // A waiting run is persisted (R7): the request is in the journal before anyone decides.
-  yield* Effect.onExit(Commit.barrier(ctx), (exit) => (Exit.isSuccess(exit) ? Effect.void : notWaiting))
   const decided = (
     decision: "approved" | "rejected" | "expired",
     extra: { readonly by?: string | undefined; readonly reason?: string | undefined; readonly layer?: Deadline.Layer }
@@ -114,14 +86,10 @@ export const awaitDecision = Effect.fnUntraced(function* (
   // A gate is user code (R12): a throw, a non-Effect or an answer that is not a decision
   // ends the run internal_error; a decision is never guessed.
   const asked = Effect.flatMap(
-    Effect.suspend(() => {
-      // The gate is asked now (in this step): decisions that waited for it go to it.
-      gateAskedOrStopped()
-      return UserCode.orDie(
-        "the approval gate",
-        UserCode.effectOrDie("the approval gate", () => gate.request(request))
-      )
-    }),
+    UserCode.orDie(
+      "the approval gate",
+      UserCode.effectOrDie("the approval gate", () => gate.request(request))
+    ),
     (decision) => {
       const checked = checkDecision(decision)
       return Result.isSuccess(checked)
@@ -146,15 +114,39 @@ export const awaitDecision = Effect.fnUntraced(function* (
       // The run is ending (cancel, deadline, another call's stop, a broken gate): back to the batch's phase.
       Effect.ignore(RunContext.release(ctx, "tool_executing"))
     )
-  const answer: Answer = yield* asked.pipe(
-    Deadline.withinOrElse({
-      ...own,
-      orElse: ({ layer, afterMillis }) => Effect.succeed({ _tag: "Expired", layer, millis: afterMillis } as const)
-    }),
-    Effect.onInterrupt(() => withdraw("withdrawn while waiting for approval; it never ran")),
-    Effect.tapDefect(() => withdraw("the approval gate failed; the call never ran")),
-    // Expired before the gate was asked, or stopped: no decision is kept for it any more.
-    Effect.ensuring(notWaiting)
+  // The gate holds the call before anyone hears of it: a decision given on `approval.requested`
+  // (or on `pendingApprovals`) finds it there, whatever the journal's commit takes meanwhile.
+  const onGate = yield* Effect.forkChild(asked, { startImmediately: true })
+  const answer: Answer = yield* Effect.gen(function* () {
+    if (restored === undefined) {
+      yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", ({ runId, seq, at }) => ({
+        _tag: "approval.requested",
+        callId: call.id,
+        name: call.name,
+        arguments: args,
+        expiresAt: request.expiresAt,
+        layer: limit.layer,
+        runId,
+        seq,
+        at
+      }))
+    } else {
+      yield* RunContext.transition(ctx, "awaiting_approval")
+    }
+    // A waiting run is persisted (R7): its log holds the request before it records a decision,
+    // which a journal's gate keeps for a resumed run meanwhile.
+    yield* Commit.barrier(ctx)
+    return yield* Fiber.join(onGate).pipe(
+      Deadline.withinOrElse({
+        ...own,
+        orElse: ({ layer, afterMillis }) => Effect.succeed({ _tag: "Expired", layer, millis: afterMillis } as const)
+      }),
+      Effect.onInterrupt(() => withdraw("withdrawn while waiting for approval; it never ran")),
+      Effect.tapDefect(() => withdraw("the approval gate failed; the call never ran"))
+    )
+  }).pipe(
+    // Expired, stopped, or the run failed to commit: the gate lets the call go.
+    Effect.ensuring(Fiber.interrupt(onGate))
   )
   switch (answer._tag) {
     case "Approved":
@@ -204,18 +196,4 @@ const blocked = (
     at
   }))
   return new Stop(reason, detail)
-}
-
-/**
- * For a decision the gate refused as not pending: when the run asked about the call
- * (`approval.requested` is out) but has not asked the gate yet, waits until it has (or the
- * run stopped waiting) and says `true`, so that the decision goes to the gate again: the
- * gate decides, as ever, what it takes. `false` otherwise.
- */
-export const gateAsked = (ctx: RunContext.RunContext, callId: string): Effect.Effect<boolean> => {
-  const asking = ctx.beforeGate?.get(callId)
-  // A turn after the gate was asked, so that a gate that holds the call from its first step holds it.
-  return asking === undefined
-    ? Effect.succeed(false)
-    : Effect.as(Effect.andThen(Deferred.await(asking), Effect.yieldNow), true)
 }
