@@ -400,4 +400,35 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       assert.deepStrictEqual(paid, [4])
     }).pipe(Effect.provide([slowApprovals, oneCall("pay", { amount: 4 })]))
   )
+
+  it.live("R7 two calls of one batch waiting for approval: the run parks once both are on the table", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const both = { goal: "pay 1 and 2", tools: [pay], concurrency: 2 }
+      const parked = yield* RunHost.drive("r8", both)
+      const journal = yield* Journal.Journal
+      // It parked once the first was on the table, the second's insert interrupted: parked on a call nobody could decide.
+      assert.deepStrictEqual(parked._tag === "Parked" ? parked.approvals.map((a) => a.callId) : parked._tag, [
+        "call_1",
+        "call_2"
+      ])
+      assert.deepStrictEqual(
+        (yield* journal.pendingApprovals({ runId: "r8" })).map((r) => r.callId),
+        ["call_1", "call_2"]
+      )
+      for (const callId of ["call_1", "call_2"]) yield* decide("r8", callId, Approval.approved("ops"))
+      const finished = yield* RunHost.drive("r8", both)
+      assert.strictEqual(finished._tag === "Finished" ? finished.result.status : finished._tag, "completed")
+      assert.sameMembers(paid, [1, 2])
+    }).pipe(
+      Effect.provide([
+        slowApprovals,
+        ScriptedModel.layerFunction((request) =>
+          request.iteration === 1
+            ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["pay", { amount: 2 }, "call_2"])
+            : ScriptedModel.finalAnswer("done")
+        )
+      ])
+    )
+  )
 })

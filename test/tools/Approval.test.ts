@@ -370,6 +370,40 @@ describe("R7 a decision given as soon as the run asks", () => {
       })
   )
 
+  it.live(
+    "R7 R8 a decision taken while the run commits its request, the deadline then passing: the log keeps the decision",
+    () =>
+      Effect.gen(function* () {
+        // The commit of approval.requested takes 400 ms; the run's deadline comes at 250 ms.
+        const slowJournal = Layer.effect(
+          Journal.Journal,
+          Effect.map(Journal.Journal, (inner) => ({
+            ...inner,
+            append: (runId: string, batch: Parameters<typeof inner.append>[1]) =>
+              Effect.andThen(
+                Effect.sleep(batch.events.some((e) => e._tag === "approval.requested") ? "400 millis" : "0 millis"),
+                inner.append(runId, batch)
+              )
+          }))
+        ).pipe(Layer.provide(Journal.layerMemory))
+        const { pay, ledger } = makePay()
+        const result = yield* Effect.gen(function* () {
+          const handle = yield* Run.start({ goal: "pay acme", tools: [pay], time: { run: "250 millis" } })
+          yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+          yield* handle.approve("call_pay", { by: "ops" })
+          return yield* handle.result
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), slowJournal, Approval.layerMemory))
+        )
+        assert.deepStrictEqual([result.stopReason, ledger.length], ["run_timeout", 0])
+        // It said "withdrawn", while the gate had taken the approval and told the caller so.
+        const decided = result.timeline.find((e) => e._tag === "approval.decided")
+        assert.deepInclude(decided, { decision: "approved", by: "ops" })
+        assert.isTrue(result.timeline.some((e) => e._tag === "tool.interrupted" || e._tag === "tool.blocked"))
+      })
+  )
+
   it.effect("R7 a decision for a call the run stopped asking about is NotPending, even before the gate held it", () =>
     Effect.gen(function* () {
       const { pay, ledger } = makePay()

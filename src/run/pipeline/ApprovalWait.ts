@@ -4,7 +4,7 @@
  * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
  * the step, what is left of the run) (R4.2). Private to the runtime.
  */
-import { Effect, Fiber, Result, Schema } from "effect"
+import { Effect, Exit, Fiber, Result, Schema } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -97,26 +97,34 @@ export const awaitDecision = Effect.fnUntraced(function* (
         : Effect.die(new UserCode.UserCodeDefect(checked.failure))
     }
   )
-  const withdraw = (detail: string) =>
+  // The run stops waiting (cancel, deadline, another call's stop, a broken gate), the call never
+  // ran: the log says so, with the decision the gate had taken meanwhile, if any (the journal's
+  // gate keeps it, and so does the log), else that the request was withdrawn.
+  const stopped = (detail: string) =>
     Effect.andThen(
       Effect.sync(() => {
+        const answered = onGate.pollUnsafe()
+        const decision = answered !== undefined && Exit.isSuccess(answered) ? answered.value : undefined
         RunContext.emit(ctx, ({ runId, seq, at }) => ({
           _tag: "approval.decided",
           callId: call.id,
           name: call.name,
-          decision: "withdrawn",
+          decision: decision === undefined ? "withdrawn" : decision._tag === "Approved" ? "approved" : "rejected",
+          ...(decision?.by !== undefined ? { by: decision.by } : {}),
+          ...(decision?._tag === "Rejected" ? { reason: decision.reason } : {}),
           runId,
           seq,
           at
         }))
-        recordNeverRan(ctx, call, detail)
+        recordNeverRan(ctx, call, decision === undefined ? detail : "decided as the run stopped waiting; it never ran")
       }),
-      // The run is ending (cancel, deadline, another call's stop, a broken gate): back to the batch's phase.
+      // Back to the batch's phase.
       Effect.ignore(RunContext.release(ctx, "tool_executing"))
     )
   // The gate holds the call before anyone hears of it: a decision given on `approval.requested`
   // (or on `pendingApprovals`) finds it there, whatever the journal's commit takes meanwhile.
   const onGate = yield* Effect.forkChild(asked, { startImmediately: true })
+  let announced = false
   const answer: Answer = yield* Effect.gen(function* () {
     if (restored === undefined) {
       yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", ({ runId, seq, at }) => ({
@@ -133,6 +141,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
     } else {
       yield* RunContext.transition(ctx, "awaiting_approval")
     }
+    announced = true
     // A waiting run is persisted (R7): its log holds the request before it records a decision,
     // which a journal's gate keeps for a resumed run meanwhile.
     yield* Commit.barrier(ctx)
@@ -140,11 +149,11 @@ export const awaitDecision = Effect.fnUntraced(function* (
       Deadline.withinOrElse({
         ...own,
         orElse: ({ layer, afterMillis }) => Effect.succeed({ _tag: "Expired", layer, millis: afterMillis } as const)
-      }),
-      Effect.onInterrupt(() => withdraw("withdrawn while waiting for approval; it never ran")),
-      Effect.tapDefect(() => withdraw("the approval gate failed; the call never ran"))
+      })
     )
   }).pipe(
+    Effect.onInterrupt(() => (announced ? stopped("withdrawn while waiting for approval; it never ran") : Effect.void)),
+    Effect.tapDefect(() => (announced ? stopped("the approval gate failed; the call never ran") : Effect.void)),
     // Expired, stopped, or the run failed to commit: the gate lets the call go.
     Effect.ensuring(Fiber.interrupt(onGate))
   )
