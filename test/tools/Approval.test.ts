@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Option, Schema, Stream } from "effect"
+import { type Duration, Effect, Exit, Fiber, Layer, Option, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
@@ -54,6 +54,17 @@ const startWaiting = (tools: ReadonlyArray<Tool.Any<never>>) =>
   })
 
 const tags = (result: RunResult.RunResult) => result.timeline.map((e) => e._tag)
+
+/** A memory journal whose commits take the time `delay` gives for their events. */
+const slowCommits = (delay: (events: ReadonlyArray<Event.Event>) => Duration.Input) =>
+  Layer.effect(
+    Journal.Journal,
+    Effect.map(Journal.Journal, (inner) => ({
+      ...inner,
+      append: (runId: string, batch: Parameters<typeof inner.append>[1]) =>
+        Effect.andThen(Effect.sleep(delay(batch.events)), inner.append(runId, batch))
+    }))
+  ).pipe(Layer.provide(Journal.layerMemory))
 
 describe("R7 approvals", () => {
   it.effect("R7 a call that needs approval puts the run in awaiting_approval with the pending call and an expiry", () =>
@@ -330,14 +341,7 @@ describe("R7 a decision given as soon as the run asks", () => {
     () =>
       Effect.gen(function* () {
         // Commits that take 30 ms: a wide moment between approval.requested and the gate being asked.
-        const slowJournal = Layer.effect(
-          Journal.Journal,
-          Effect.map(Journal.Journal, (inner) => ({
-            ...inner,
-            append: (runId: string, batch: Parameters<typeof inner.append>[1]) =>
-              Effect.andThen(Effect.sleep("30 millis"), inner.append(runId, batch))
-          }))
-        ).pipe(Layer.provide(Journal.layerMemory))
+        const slowJournal = slowCommits(() => "30 millis")
         // A gate that refuses every payment by policy, and holds no call anyone could decide.
         const asked: Array<string> = []
         const policy: Approval.Gate = {
@@ -375,17 +379,9 @@ describe("R7 a decision given as soon as the run asks", () => {
     () =>
       Effect.gen(function* () {
         // The commit of approval.requested takes 400 ms; the run's deadline comes at 250 ms.
-        const slowJournal = Layer.effect(
-          Journal.Journal,
-          Effect.map(Journal.Journal, (inner) => ({
-            ...inner,
-            append: (runId: string, batch: Parameters<typeof inner.append>[1]) =>
-              Effect.andThen(
-                Effect.sleep(batch.events.some((e) => e._tag === "approval.requested") ? "400 millis" : "0 millis"),
-                inner.append(runId, batch)
-              )
-          }))
-        ).pipe(Layer.provide(Journal.layerMemory))
+        const slowJournal = slowCommits((events) =>
+          events.some((e) => e._tag === "approval.requested") ? "400 millis" : "0 millis"
+        )
         const { pay, ledger } = makePay()
         const result = yield* Effect.gen(function* () {
           const handle = yield* Run.start({ goal: "pay acme", tools: [pay], time: { run: "250 millis" } })
