@@ -9,6 +9,7 @@ import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
@@ -398,6 +399,25 @@ describe("R7 a decision given as soon as the run asks", () => {
         assert.deepInclude(decided, { decision: "approved", by: "ops" })
         assert.isTrue(result.timeline.some((e) => e._tag === "tool.interrupted" || e._tag === "tool.blocked"))
       })
+  )
+
+  it.effect("R7 R4.2 an approval expires at its recorded expiry, however long the request's commit takes", () =>
+    Effect.gen(function* () {
+      // The commit of approval.requested takes 200 ms of the 300 ms the call has to be decided.
+      const slowJournal = slowCommits((events) =>
+        events.some((e) => e._tag === "approval.requested") ? "200 millis" : "0 millis"
+      )
+      const { pay, ledger } = makePay()
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "pay acme", tools: [pay], time: { approval: "300 millis" } })
+      ).pipe(Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), slowJournal, Approval.layerMemory)))
+      const requested = result.timeline.find((e) => e._tag === "approval.requested")
+      const expired = result.timeline.find((e) => e._tag === "approval.decided")
+      assert.deepStrictEqual([result.stopReason, ledger.length], ["approval_expired", 0])
+      // It expired 500 ms after the request: the limit counted from the end of the commit.
+      assert.strictEqual((expired?.at ?? 0) - (requested?.at ?? 0), 300)
+      assert.strictEqual(requested?._tag === "approval.requested" ? requested.expiresAt : undefined, expired?.at)
+    })
   )
 
   it.effect("R7 a decision for a call the run stopped asking about is NotPending, even before the gate held it", () =>

@@ -145,10 +145,15 @@ export const awaitDecision = Effect.fnUntraced(function* (
     // A waiting run is persisted (R7): its log holds the request before it records a decision,
     // which a journal's gate keeps for a resumed run meanwhile.
     yield* Commit.barrier(ctx)
+    // The approval's own limit counts from the request, however long the commit took; the
+    // step and run deadlines are the run's own (their layer is named when they are the tighter).
+    const since = RunContext.now(ctx) - now
+    const left = { layer: own.layer, millis: own.millis === undefined ? undefined : Math.max(0, own.millis - since) }
     return yield* Fiber.join(onGate).pipe(
       Deadline.withinOrElse({
-        ...own,
-        orElse: ({ layer, afterMillis }) => Effect.succeed({ _tag: "Expired", layer, millis: afterMillis } as const)
+        ...left,
+        orElse: ({ layer, afterMillis }) =>
+          Effect.succeed({ _tag: "Expired", layer, millis: since + afterMillis } as const)
       })
     )
   }).pipe(
