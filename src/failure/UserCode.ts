@@ -236,3 +236,29 @@ export const checkAs = <S extends Schema.ConstraintDecoder<unknown>>(
     }
   }
 }
+
+/**
+ * `value` decoded with a schema of the user's (a typed output's, an artifact's): the value;
+ * the schema's issue, the value's fault; or what broke in the schema itself (a throw, a
+ * service it needs, an asynchronous step, a stack it overflowed), its cause.
+ */
+export const decodeWith = (
+  schema: Schema.Decoder<unknown>,
+  value: unknown,
+  options?: { readonly errors?: "first" | "all" | undefined }
+):
+  | { readonly _tag: "Decoded"; readonly value: unknown }
+  | { readonly _tag: "Mismatch"; readonly error: Schema.SchemaError }
+  | { readonly _tag: "Broken"; readonly cause: Cause.Cause<unknown> } => {
+  let decoded: Exit.Exit<unknown, Schema.SchemaError>
+  try {
+    decoded = Schema.decodeUnknownExit(schema)(value, options)
+  } catch (defect) {
+    return { _tag: "Broken", cause: Cause.die(defect) }
+  }
+  if (Exit.isSuccess(decoded)) return { _tag: "Decoded", value: decoded.value }
+  const error = Exit.findErrorOption(decoded)
+  return error._tag === "Some" && Schema.isSchemaError(error.value)
+    ? { _tag: "Mismatch", error: error.value }
+    : { _tag: "Broken", cause: decoded.cause }
+}

@@ -119,17 +119,6 @@ const busy = (ctx: RunContext.RunContext): boolean => {
   })
 }
 
-/** The calls of the last batch the log says wait for approval: asked about, not yet decided. */
-const waitingInLog = (events: ReadonlyArray<Event.Event>): ReadonlySet<string> => {
-  const waits = new Set<string>()
-  for (let i = events.findLastIndex((e) => e._tag === "model.responded") + 1; i < events.length; i++) {
-    const e = events[i]
-    if (e?._tag === "approval.requested") waits.add(e.callId)
-    else if (e?._tag === "approval.decided") waits.delete(e.callId)
-  }
-  return waits
-}
-
 /** Whether `stored` is a prefix of `timeline`: the same events, by `seq` and kind. */
 const isPrefixOf = (stored: ReadonlyArray<Event.Event>, timeline: ReadonlyArray<Event.Event>): boolean =>
   stored.length < timeline.length && stored.every((e, i) => e.seq === timeline[i]?.seq && e._tag === timeline[i]?._tag)
@@ -175,8 +164,8 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
       if (run.ctx.committed < run.ctx.events.length || busy(run.ctx)) return
       // The gate holds a call just before the run records that it waits, and puts it on the table
       // after: park only when the log's waiting calls and the table's are the same.
-      const undecided = waitingInLog(run.ctx.events)
-      if (undecided.size !== waiting.size || ![...waiting.keys()].every((callId) => undecided.has(callId))) return
+      const asked = run.ctx.log.approvals
+      if (asked.length !== waiting.size || !asked.every((callId) => waiting.has(callId))) return
       const pending = [...waiting.values()]
       if (RunContext.suspend(run.ctx, "parked")) {
         parkedOn = pending

@@ -12,9 +12,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, Fiber, FileSystem, Option, Path, Result, Schema, SchemaIssue } from "effect"
+import { Effect, Fiber, FileSystem, Option, Path, Result, Schema, SchemaIssue } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Failure from "../failure/Failure.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
 
 /**
@@ -198,27 +199,6 @@ const readAtMost = Effect.fnUntraced(function* (file: FileSystem.File, maxBytes:
   return { _tag: "Text", text: new TextDecoder().decode(bytes) } satisfies Read
 })
 
-/**
- * A JSON value decoded with the contract's schema: the schema's issues, or what broke in the
- * schema itself (user code, R12: a throw, a service it needs, a stack it overflowed) as words.
- */
-const decodeWith = (
-  schema: Schema.Decoder<unknown>,
-  value: unknown
-): { readonly _tag: "Decoded" } | { readonly _tag: "Mismatch" | "Broken"; readonly why: string } => {
-  let decoded: Exit.Exit<unknown, Schema.SchemaError>
-  try {
-    decoded = Schema.decodeUnknownExit(schema)(value, { errors: "all" })
-  } catch (defect) {
-    return { _tag: "Broken", why: Failure.safeDescription(defect) }
-  }
-  if (Exit.isSuccess(decoded)) return { _tag: "Decoded" }
-  const error = Exit.findErrorOption(decoded)
-  return Option.isSome(error) && Schema.isSchemaError(error.value)
-    ? { _tag: "Mismatch", why: formatIssue(error.value.issue) }
-    : { _tag: "Broken", why: Failure.fromCause("runtime", decoded.cause).hint }
-}
-
 const hasHeading = (text: string): boolean => /^ {0,3}#{1,6}(\s|$)/m.test(text) || /^.+\n(=+|-+)\s*$/m.test(text)
 
 /**
@@ -312,9 +292,12 @@ export const check: (
         strict: true
       })
       if (unfit !== undefined) return fail(`not checked against its schema: ${unfit}`)
-      const decoded = decodeWith(contract.schema, parsed.success)
-      if (decoded._tag === "Mismatch") return fail(`schema mismatch: ${decoded.why}`)
-      if (decoded._tag === "Broken") return fail(`its schema failed while decoding the file: ${decoded.why}`)
+      const decoded = UserCode.decodeWith(contract.schema, parsed.success, { errors: "all" })
+      if (decoded._tag === "Mismatch") return fail(`schema mismatch: ${formatIssue(decoded.error.issue)}`)
+      if (decoded._tag === "Broken") {
+        const why = Failure.fromCause("runtime", decoded.cause).hint
+        return fail(`its schema failed while decoding the file: ${why}`)
+      }
       return pass(`valid JSON matching its schema, ${size}`)
     }
   }

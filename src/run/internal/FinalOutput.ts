@@ -3,8 +3,9 @@
  * and decoded with the run's output schema, as a tool's output is checked. Private to
  * the runtime.
  */
-import { Cause, Exit, Result, Schema } from "effect"
+import { type Cause, Result, type Schema } from "effect"
 import * as Failure from "../../failure/Failure.ts"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as ToolArguments from "../../tools/ToolArguments.ts"
 
 /** The schema a run's final answer decodes with; its decoding needs no services. */
@@ -53,15 +54,9 @@ export const decode = (
     strict: true
   })
   if (unfit !== undefined) return Result.fail({ _tag: "Mismatch", message: unfit })
-  let decoded: Exit.Exit<unknown, Schema.SchemaError>
-  try {
-    decoded = Schema.decodeUnknownExit(schema)(parsed)
-  } catch (defect) {
-    return Result.fail(broken(Cause.die(defect)))
-  }
-  if (Exit.isSuccess(decoded)) return Result.succeed(decoded.value)
-  const error = Exit.findErrorOption(decoded)
-  if (error._tag === "None" || !Schema.isSchemaError(error.value)) return Result.fail(broken(decoded.cause))
-  const issue = ToolArguments.describeIssue(error.value.issue, "output").message
+  const decoded = UserCode.decodeWith(schema, parsed)
+  if (decoded._tag === "Decoded") return Result.succeed(decoded.value)
+  if (decoded._tag === "Broken") return Result.fail(broken(decoded.cause))
+  const issue = ToolArguments.describeIssue(decoded.error.issue, "output").message
   return Result.fail({ _tag: "Mismatch", message: `the final answer does not match the output schema: ${issue}` })
 }

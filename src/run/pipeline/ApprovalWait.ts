@@ -67,11 +67,13 @@ export const awaitDecision = Effect.fnUntraced(function* (
     requestedAt: restored?.requestedAt ?? now,
     expiresAt: restored?.expiresAt ?? now + limit.millis
   }
-  const decided = (
-    decision: "approved" | "rejected" | "expired",
-    extra: { readonly by?: string | undefined; readonly reason?: string | undefined; readonly layer?: Deadline.Layer }
-  ) =>
-    RunContext.release(ctx, "tool_executing", ({ runId, seq, at }) => ({
+  /** The call's `approval.decided`. */
+  const decisionEvent =
+    (
+      decision: "approved" | "rejected" | "expired" | "withdrawn",
+      extra: { readonly by?: string | undefined; readonly reason?: string | undefined; readonly layer?: Deadline.Layer }
+    ): RunContext.Build =>
+    ({ runId, seq, at }) => ({
       _tag: "approval.decided",
       callId: call.id,
       name: call.name,
@@ -82,7 +84,11 @@ export const awaitDecision = Effect.fnUntraced(function* (
       runId,
       seq,
       at
-    }))
+    })
+  const decided = (
+    decision: "approved" | "rejected" | "expired",
+    extra: { readonly by?: string | undefined; readonly reason?: string | undefined; readonly layer?: Deadline.Layer }
+  ) => RunContext.release(ctx, "tool_executing", decisionEvent(decision, extra))
   // A gate is user code (R12): a throw, a non-Effect or an answer that is not a decision
   // ends the run internal_error; a decision is never guessed.
   const asked = Effect.flatMap(
@@ -105,17 +111,14 @@ export const awaitDecision = Effect.fnUntraced(function* (
       Effect.sync(() => {
         const answered = onGate.pollUnsafe()
         const decision = answered !== undefined && Exit.isSuccess(answered) ? answered.value : undefined
-        RunContext.emit(ctx, ({ runId, seq, at }) => ({
-          _tag: "approval.decided",
-          callId: call.id,
-          name: call.name,
-          decision: decision === undefined ? "withdrawn" : decision._tag === "Approved" ? "approved" : "rejected",
-          ...(decision?.by !== undefined ? { by: decision.by } : {}),
-          ...(decision?._tag === "Rejected" ? { reason: decision.reason } : {}),
-          runId,
-          seq,
-          at
-        }))
+        RunContext.emit(
+          ctx,
+          decision === undefined
+            ? decisionEvent("withdrawn", {})
+            : decision._tag === "Approved"
+              ? decisionEvent("approved", { by: decision.by })
+              : decisionEvent("rejected", { by: decision.by, reason: decision.reason })
+        )
         recordNeverRan(ctx, call, decision === undefined ? detail : "decided as the run stopped waiting; it never ran")
       }),
       // Back to the batch's phase.

@@ -29,7 +29,7 @@ const limitOf: Partial<Record<StopReason.StopReason, ReadonlyArray<string>>> = {
   budget_exhausted: ["maxTokens", "maxCostUsd"]
 }
 
-/** The policies the runtime itself decides by: any other is the user's, whose stops are theirs to explain. */
+/** The policies the runtime itself decides by; every other policy is the user's, whose stops are theirs to explain. */
 const runtimePolicies: ReadonlySet<string> = new Set([...Termination.names(Termination.defaults()), "runtime"])
 
 /** The failures the log records: the model's, and those of tool calls that reached their handler. */
