@@ -121,6 +121,8 @@ const onEvent = (c: Draft, e: Event): void => {
     case "tool.failed":
       // The class of a handler failure is its own code (`not_found`), not the pipeline's `tool_failed`.
       failureStep(c, e.name, e.error.failure?.code ?? e.error.code, e.error.message, e.maxRetries)
+      // A handler that returned before the call failed did what it does: the world may have changed.
+      if (e.sideEffect === "write" || e.sideEffect === "external") c.stateVersion = c.stateVersion + 1
       break
     case "tool.blocked":
       // A denial is feedback, not a failure of the tool: it spends the error budget but

@@ -24,21 +24,104 @@ const formatPath = (path: ReadonlyArray<PropertyKey>, root: string): string => {
 }
 
 /**
- * Each field a schema error names, with its message.
+ * The most fields one description names: a value wrong in a million places (a model's
+ * arguments, a file) is described by its first ones and a count of the rest, so that the
+ * words, their cost and what the model is sent stay bounded.
+ *
+ * @category constants
+ * @since 0.3.0
+ */
+export const maxFields = 20
+
+type Issue = SchemaIssue.Issue
+
+/** The input an issue reported, passed on when it is rebuilt (`reportInput`). */
+const reported = (issue: Issue): readonly [unknown, { readonly reportInput: true }] | readonly [] =>
+  Object.hasOwn(issue, "input") ? [issue.input, { reportInput: true }] : []
+
+/** How many problems an issue holds: its leaves, a union's failure counting as one. */
+const problemsIn = (root: Issue): number => {
+  let count = 0
+  const stack: Array<Issue> = [root]
+  for (let issue = stack.pop(); issue !== undefined; issue = stack.pop()) {
+    switch (issue._tag) {
+      case "Pointer":
+      case "Filter":
+      case "Encoding":
+        stack.push(issue.issue)
+        break
+      case "Composite":
+        for (const child of issue.issues) stack.push(child)
+        break
+      default:
+        count++
+    }
+  }
+  return count
+}
+
+/**
+ * The issue with only its first `budget.left` problems kept, in order (`undefined` when
+ * none is left); the nodes above a cut are rebuilt, the others kept as they are. Recursive:
+ * an issue is as deep as the schema and the value, which the runtime bounds.
+ */
+const firstProblems = (issue: Issue, budget: { left: number }): Issue | undefined => {
+  switch (issue._tag) {
+    case "Pointer":
+    case "Filter":
+    case "Encoding": {
+      const inner = firstProblems(issue.issue, budget)
+      if (inner === undefined) return undefined
+      if (inner === issue.issue) return issue
+      if (issue._tag === "Pointer") return new SchemaIssue.Pointer(issue.path, inner)
+      if (issue._tag === "Filter") return new SchemaIssue.Filter(issue.filter, inner, ...reported(issue))
+      return new SchemaIssue.Encoding(issue.ast, inner, ...reported(issue))
+    }
+    case "Composite": {
+      const kept: Array<Issue> = []
+      for (const child of issue.issues) {
+        if (budget.left === 0) break
+        const first = firstProblems(child, budget)
+        if (first !== undefined) kept.push(first)
+      }
+      const [head, ...rest] = kept
+      if (head === undefined) return undefined
+      return kept.length === issue.issues.length && kept.every((k, i) => k === issue.issues[i])
+        ? issue
+        : new SchemaIssue.Composite(issue.ast, [head, ...rest], ...reported(issue))
+    }
+    default:
+      if (budget.left === 0) return undefined
+      budget.left--
+      return issue
+  }
+}
+
+/**
+ * Each field a schema error names, with its message: the first {@link maxFields}, and how
+ * many problems were left out.
  *
  * @category combinators
  * @since 0.3.0
  */
-export const entries = (
+export const fields = (
   issue: SchemaIssue.Issue
-): ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }> =>
-  formatter(issue).issues.map((i) => ({
+): {
+  readonly fields: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>
+  readonly omitted: number
+} => {
+  const total = problemsIn(issue)
+  const first = total <= maxFields ? issue : firstProblems(issue, { left: maxFields })
+  const fields = (first === undefined ? [] : formatter(first).issues).map((i) => ({
     path: (i.path ?? []).map((p) => (typeof p === "object" ? p.key : p)),
     message: i.message
   }))
+  return { fields, omitted: total <= maxFields ? 0 : total - maxFields }
+}
 
 /**
- * Field-level messages for a schema error: `arguments.content: field is required`.
+ * Field-level messages for a schema error: `arguments.content: field is required`, at most
+ * {@link maxFields} of them, then how many more there are.
  * `root` names the value the paths start from (default `arguments`; `""` for none).
  *
  * @category combinators
@@ -48,13 +131,9 @@ export const describe = (
   issue: SchemaIssue.Issue,
   root = "arguments"
 ): { readonly message: string; readonly fieldPaths: ReadonlyArray<string> } => {
-  const issues = formatter(issue).issues
-  const fieldPaths = issues.map((i) =>
-    formatPath(
-      (i.path ?? []).map((p) => (typeof p === "object" ? p.key : p)),
-      root
-    )
-  )
-  const lines = issues.map((i, n) => `${fieldPaths[n]}: ${i.message}`)
+  const { fields: named, omitted } = fields(issue)
+  const fieldPaths = named.map((f) => formatPath(f.path, root))
+  const lines = named.map((f, n) => `${fieldPaths[n]}: ${f.message}`)
+  if (omitted > 0) lines.push(`and ${omitted} more problem${omitted === 1 ? "" : "s"}`)
   return { message: lines.join("; "), fieldPaths }
 }

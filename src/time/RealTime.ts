@@ -62,15 +62,27 @@ export const counted = (): Waits & { readonly pending: () => number } => {
  */
 export const timer = (waits: Waits, millis: number, f: () => void): (() => void) => {
   const end = waits.begin()
-  const handle = setTimeout(() => {
-    end()
-    f()
-  }, millis)
+  // A `setTimeout` longer than its limit fires at once: a longer wait is made of several.
+  let handle: ReturnType<typeof setTimeout>
+  const arm = (left: number) => {
+    handle = setTimeout(
+      () => {
+        if (left > maxTimerMillis) return arm(left - maxTimerMillis)
+        end()
+        f()
+      },
+      Math.min(left, maxTimerMillis)
+    )
+  }
+  arm(millis)
   return () => {
     end()
     clearTimeout(handle)
   }
 }
+
+/** The longest wait one `setTimeout` makes. */
+const maxTimerMillis = 2 ** 31 - 1
 
 /**
  * Sleeps `millis` of real time, told to the fiber's {@link Waits}.

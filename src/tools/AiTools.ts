@@ -203,7 +203,8 @@ export const fromToolkit = <Tools extends Record<string, ServiceFreeTool>>(
             reason: "the context holds no handler for it: provide the toolkit's layer (toolkit.toLayer)"
           })
         }
-        return fromTool(tool, { ...byName[tool.name], handler })
+        // Own keys only: a tool may be named `toString` or `__proto__`.
+        return fromTool(tool, { ...(Object.hasOwn(byName, tool.name) ? byName[tool.name] : {}), handler })
       })
       // The list of the tools of every name, as the signature says (`tools` lost the names' types).
       return made as ReadonlyArray<Tool.Any<unknown>> as ReadonlyArray<FromToolkit<Tools>>

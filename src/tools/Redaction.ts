@@ -134,21 +134,6 @@ export const withoutSecrets = (value: unknown, depth = 0): unknown => {
   return out
 }
 
-/**
- * The forms in which text may hold the secrets: each as it is and as a JSON string escapes
- * it (a failure's message may quote a value as JSON), longest first, so that a secret that
- * holds another is masked whole, never leaving the rest of it around the shorter one's mask.
- */
-const formsOf = (secrets: ReadonlyArray<string>): ReadonlyArray<string> => {
-  const forms = new Set<string>()
-  for (const secret of secrets) {
-    if (secret.length < minInText) continue
-    forms.add(secret)
-    forms.add(JSON.stringify(secret).slice(1, -1))
-  }
-  return [...forms].sort((a, b) => b.length - a.length)
-}
-
 /** The mark of text cut short (a hint, a path shown in a denial): what came before it may be half a secret. */
 const cut = "…"
 
@@ -196,8 +181,7 @@ const cutLength = (text: string, at: number, forms: ReadonlyArray<Beginnings>): 
  * `text` with the beginning of any secret form that runs into a {@link cut} masked: one
  * pass over the cuts, the text rebuilt once.
  */
-const maskCutShort = (text: string, forms: ReadonlyArray<string>): string => {
-  const beginnings = forms.filter((form) => form.length > minCutShort).map(beginningsOf)
+const maskCutShort = (text: string, beginnings: ReadonlyArray<Beginnings>): string => {
   const pieces: Array<string> = []
   let from = 0
   for (let at = text.indexOf(cut); at !== -1; at = text.indexOf(cut, at + 1)) {
@@ -214,19 +198,91 @@ const maskCutShort = (text: string, forms: ReadonlyArray<string>): string => {
 }
 
 /**
+ * The most secret forms text is searched for. A call with more secrets than that (a
+ * sensitive tool given thousands of strings) has any text derived from it of at least
+ * four characters masked whole: searching each for each would cost the square of its size.
+ */
+const maxForms = 1_000
+
+/**
+ * The secrets of one call, ready to mask with: built once per call, and used for each of
+ * the texts and values derived from it.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface Secrets {
+  /** How many distinct secrets there are. */
+  readonly size: number
+  /** The secrets as they are: a value equal to one is masked whatever its length. */
+  readonly whole: ReadonlySet<string>
+  /**
+   * The forms in which text may hold them: each as it is and as a JSON string escapes it
+   * (a failure's message may quote a value as JSON), longest first, so that a secret that
+   * holds another is masked whole, never leaving the rest of it around the shorter one's
+   * mask. `undefined` when there are more than {@link maxForms}: text is masked whole.
+   */
+  readonly forms: ReadonlyArray<string> | undefined
+  /** The beginnings of the longer forms, to find one cut short before a `…`. */
+  readonly beginnings: ReadonlyArray<Beginnings>
+}
+
+/**
+ * The secrets of a call, from their plain values (see {@link secretsOf}, {@link allLeaves}).
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const secrets = (values: Iterable<string>): Secrets => {
+  const whole = new Set(values)
+  if (whole.size > maxForms) return { size: whole.size, whole, forms: undefined, beginnings: [] }
+  const found = new Set<string>()
+  for (const secret of whole) {
+    if (secret.length < minInText) continue
+    found.add(secret)
+    found.add(JSON.stringify(secret).slice(1, -1))
+  }
+  const forms = [...found].sort((a, b) => b.length - a.length)
+  return {
+    size: whole.size,
+    whole,
+    forms,
+    beginnings: forms.filter((form) => form.length > minCutShort).map(beginningsOf)
+  }
+}
+
+/**
+ * A call without secrets.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const none: Secrets = secrets([])
+
+/**
+ * `known` and the plain values `more`, as one set of secrets (an output's own secrets, to a call's).
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const adding = (known: Secrets, more: ReadonlyArray<string>): Secrets =>
+  more.length === 0 ? known : secrets([...known.whole, ...more])
+
+/**
  * `text` with every secret of at least four characters replaced by {@link mask}, longest
  * first, also where the text was cut short in the middle of one (its first eight
- * characters or more, before a `…`).
+ * characters or more, before a `…`). With too many secrets to search for, any text of four
+ * characters or more is masked whole.
  */
-export const maskText = (text: string, secrets: ReadonlyArray<string>): string => {
-  if (secrets.length === 0) return text
-  if (secrets.includes(text)) return mask
-  const forms = formsOf(secrets)
+export const maskText = (text: string, secrets: Secrets): string => {
+  if (secrets.size === 0) return text
+  if (secrets.whole.has(text)) return mask
+  if (secrets.forms === undefined) return text.length < minInText ? text : mask
   let out = text
-  for (const form of forms) {
+  for (const form of secrets.forms) {
     if (out.includes(form)) out = out.replaceAll(form, mask)
   }
-  return out.includes(cut) ? maskCutShort(out, forms) : out
+  return out.includes(cut) ? maskCutShort(out, secrets.beginnings) : out
 }
 
 /**
@@ -234,11 +290,11 @@ export const maskText = (text: string, secrets: ReadonlyArray<string>): string =
  * contains one. The value itself when there is no secret; a copy otherwise. The value
  * has passed the pipeline's JSON checks (bounded depth, no cycle).
  */
-export const maskValue = (value: unknown, secrets: ReadonlyArray<string>): unknown => {
-  if (secrets.length === 0) return value
+export const maskValue = (value: unknown, secrets: Secrets): unknown => {
+  if (secrets.size === 0) return value
   const walk = (v: unknown): unknown => {
     if (Predicate.isString(v)) return maskText(v, secrets)
-    if (Predicate.isNumber(v)) return secrets.includes(String(v)) ? mask : v
+    if (Predicate.isNumber(v)) return secrets.whole.has(String(v)) ? mask : v
     if (Array.isArray(v)) return v.map(walk)
     if (Predicate.isObject(v) && !Redacted.isRedacted(v)) {
       const out: Record<string, unknown> = {}
@@ -265,7 +321,7 @@ export const maskValue = (value: unknown, secrets: ReadonlyArray<string>): unkno
 export const shownBy = (
   encode: (value: unknown) => Exit.Exit<unknown, unknown>,
   decoded: unknown,
-  secrets: ReadonlyArray<string>
+  secrets: Secrets
 ): unknown => {
   try {
     const encoded = encode(withoutSecrets(decoded))
@@ -275,6 +331,8 @@ export const shownBy = (
   }
 }
 
-/** A failure's summary with the secrets masked in its hint. */
-export const maskSummary = (summary: Failure.Summary, secrets: ReadonlyArray<string>): Failure.Summary =>
-  secrets.length === 0 ? summary : { ...summary, hint: maskText(summary.hint, secrets) }
+/** A failure's summary with the secrets masked in its hint and its code. */
+export const maskSummary = (summary: Failure.Summary, secrets: Secrets): Failure.Summary =>
+  secrets.size === 0
+    ? summary
+    : { ...summary, code: maskText(summary.code, secrets), hint: maskText(summary.hint, secrets) }

@@ -103,6 +103,17 @@ export const unparsed = (name: string, rawArguments: unknown): string => {
 export const toolCallParsed = (name: string, args: unknown): string => `${name}:${digest(canonicalJson(args))}`
 
 /**
+ * The signature of a call of a sensitive tool: that of its masked arguments, and a digest
+ * of its secrets under `key`, a key the run never records (the digest is no cryptographic
+ * MAC, but without the key a guessed secret cannot be checked against it).
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const toolCallWithSecrets = (name: string, masked: unknown, secrets: Iterable<string>, key: string): string =>
+  `${toolCallParsed(name, masked)}:${digest(JSON.stringify([key, ...secrets]))}`
+
+/**
  * @category constructors
  * @since 0.1.0
  */

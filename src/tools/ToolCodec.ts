@@ -93,7 +93,7 @@ const nonFiniteAt = (root: unknown): ReadonlyArray<PropertyKey> | undefined => {
 /** The fields a failure names, with their messages; `undefined` when it is not the schema's. */
 const faultsOf = (exit: Exit.Exit<unknown, Schema.SchemaError>) => {
   const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
-  return Schema.isSchemaError(error) ? SchemaIssues.entries(error.issue) : undefined
+  return Schema.isSchemaError(error) ? SchemaIssues.fields(error.issue) : undefined
 }
 
 /**
@@ -108,10 +108,12 @@ const bothFailed = (
 ): Exit.Exit<unknown, Schema.SchemaError> => {
   const plain = faultsOf(decoded)
   const json = faultsOf(fromJson)
-  const [first, ...rest] = json ?? []
-  if (plain === undefined || json === undefined || first === undefined || json.length >= plain.length) return decoded
-  const said = new Map(plain.map((f) => [JSON.stringify(f.path), f.message]))
-  const issue = (f: (typeof json)[number]) =>
+  // The JSON form is taken only when it names all its faults (a rebuilt issue would lose their count).
+  if (plain === undefined || json === undefined || json.omitted > 0) return decoded
+  const [first, ...rest] = json.fields
+  if (first === undefined || json.fields.length >= plain.fields.length + plain.omitted) return decoded
+  const said = new Map(plain.fields.map((f) => [JSON.stringify(f.path), f.message]))
+  const issue = (f: (typeof json.fields)[number]) =>
     new SchemaIssue.Pointer(
       f.path,
       new SchemaIssue.InvalidValue({ message: said.get(JSON.stringify(f.path)) ?? f.message })

@@ -121,22 +121,28 @@ const objectRoot = (schema: unknown): unknown => {
  * requires it. The tool's own schema still decides what a call may send.
  */
 const merged = (schema: Json, members: ReadonlyArray<Json>): Json => {
-  const properties: Json = {}
+  // A `Map` by field name: a field may be named `__proto__`.
+  const properties = new Map<string, unknown>()
   for (const member of members) {
     if (!isObject(member.properties)) continue
     for (const [key, sub] of Object.entries(member.properties)) {
-      const seen = properties[key]
-      if (seen === undefined) properties[key] = sub
+      const seen = properties.get(key)
+      if (seen === undefined) properties.set(key, sub)
       else if (JSON.stringify(seen) !== JSON.stringify(sub)) {
         const options = isObject(seen) && Array.isArray(seen.anyOf) ? seen.anyOf : [seen]
-        properties[key] = { anyOf: [...options, sub] }
+        properties.set(key, { anyOf: [...options, sub] })
       }
     }
   }
   const requiredBy = (member: Json): ReadonlyArray<unknown> => (Array.isArray(member.required) ? member.required : [])
-  const required = Object.keys(properties).filter((key) => members.every((m) => requiredBy(m).includes(key)))
+  const required = [...properties.keys()].filter((key) => members.every((m) => requiredBy(m).includes(key)))
   const { anyOf: _, ...rest } = schema
-  return { ...rest, type: "object", properties, ...(required.length > 0 ? { required } : {}) }
+  return {
+    ...rest,
+    type: "object",
+    properties: Object.fromEntries(properties),
+    ...(required.length > 0 ? { required } : {})
+  }
 }
 
 /**

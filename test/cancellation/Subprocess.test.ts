@@ -408,6 +408,12 @@ describe("Subprocess.run", () => {
           }),
         Tool.InvalidToolDefinition
       )
+      // Longer than a timer can wait (2^31 - 1 ms), a grace would be none: refused, as is one over a day.
+      for (const graceMillis of [2 ** 31, 86_400_001, Number.NaN]) {
+        const refused = failureOf(yield* Effect.exit(Subprocess.run(node("finish", "0"), { graceMillis })))
+        assert.strictEqual(refused.code, "invalid_options")
+        assert.include(refused.hint, "graceMillis must be a number from 0 to 86400000")
+      }
     }).pipe(Effect.provide(NodeServices.layer))
   )
 

@@ -75,4 +75,17 @@ describe("RunObserver (R12)", () => {
       }),
     30_000
   )
+
+  it.live(
+    "R12 an observer whose settled cannot be interrupted holds the result for its wait, no longer",
+    () =>
+      Effect.gen(function* () {
+        const { result, millis } = yield* runWith({
+          attach: () => ({ event: () => {}, settled: Effect.uninterruptible(Effect.never) })
+        })
+        assert.strictEqual(result.stopReason, "goal_reached")
+        assert.isAtLeast(millis, 4_900)
+      }),
+    30_000
+  )
 })

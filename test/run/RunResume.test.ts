@@ -340,6 +340,39 @@ describe("Run.resume (R9)", () => {
     }).pipe(Effect.provide(layers))
   )
 
+  it.effect("R9 a tool named __proto__ or toString is fingerprinted as any other: a changed one is refused", () =>
+    Effect.gen(function* () {
+      const payment = pay(true)
+      const named = (name: string, sideEffect: Tool.SideEffect) =>
+        Tool.make({
+          name,
+          description: "A tool with an awkward name.",
+          input: Schema.Struct({}),
+          output: Schema.Struct({ ok: Schema.Boolean }),
+          sideEffect,
+          handler: () => Effect.succeed({ ok: true })
+        })
+      const store = yield* Journal.Journal
+      const faulty = FaultyJournal.make(store, { crashAt: { commit: 3, when: "after" } })
+      yield* diesIn(
+        faulty,
+        Run.run({
+          goal: "pay 10",
+          runId: "r3",
+          tools: [payment.tool, named("__proto__", "read"), named("toString", "read")]
+        }).pipe(Effect.provideService(Journal.Journal, faulty.journal), Effect.provide(payThenAnswer))
+      )
+      for (const [tools, says] of [
+        [[payment.tool, named("__proto__", "external"), named("toString", "read")], 'the tool "__proto__" changed'],
+        [[payment.tool, named("__proto__", "read")], 'the tool "toString", which is not given']
+      ] as const) {
+        const error = yield* Effect.flip(Run.resume("r3", { tools }).pipe(Effect.provide(payThenAnswer)))
+        assert.strictEqual(error.reason, "incompatible")
+        assert.include(error.message, says)
+      }
+    }).pipe(Effect.provide(layers))
+  )
+
   it.effect(
     "R7 R9 a run resumed with a tool that no longer needs approval is refused: a waiting call never runs unapproved",
     () =>

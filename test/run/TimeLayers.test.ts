@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Duration, Effect, Layer, Schema } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import type * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
@@ -54,6 +54,20 @@ const time = (tightest: "run" | "step" | "attempt" | "approval"): Run.Time => ({
 })
 
 describe("R4 time layers: each layer fires first in turn", () => {
+  it.effect(
+    "R4.1 R12 a run deadline of 1e303 ms is a run that ends by itself; the next run's deadline still fires",
+    () =>
+      Effect.gen(function* () {
+        const far = yield* runOn([ScriptedModel.finalAnswer("done")], {
+          tools: [],
+          time: { run: Duration.millis(1e303) }
+        })
+        assert.strictEqual(far.stopReason, "goal_reached")
+        const near = yield* runOn([silent], { tools: [], time: { run: "1 second" } })
+        assert.strictEqual(near.stopReason, "run_timeout")
+      })
+  )
+
   it.effect("R4.1 run layer first: the run deadline cuts off the model call; the run ends run_timeout", () =>
     Effect.gen(function* () {
       const result = yield* runOn([silent], { tools: [], time: time("run") })

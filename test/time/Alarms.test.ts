@@ -25,6 +25,28 @@ describe("Deadline.alarm", () => {
     })
   )
 
+  it.effect(
+    "R4 an alarm further than a sleep can say goes off at its time, and one past any time does not break the others",
+    () =>
+      Effect.gen(function* () {
+        const { fired, at } = recorder()
+        const day = 24 * 60 * 60 * 1000
+        // 1e303 ms: its nanoseconds are no safe integer (they were a RangeError for every alarm of the clock).
+        yield* at(1e303, "never")
+        yield* at(200 * day, "far")
+        yield* at(1_000, "near")
+        yield* TestClock.adjust(1_000)
+        assert.deepStrictEqual(fired, ["near"])
+        yield* TestClock.adjust(199 * day - 1_000 - 1)
+        assert.deepStrictEqual(fired, ["near"], "not before its time")
+        yield* TestClock.adjust(day + 1)
+        assert.deepStrictEqual(fired, ["near", "far"])
+        yield* at(1_000, "after")
+        yield* TestClock.adjust(1_000)
+        assert.deepStrictEqual(fired, ["near", "far", "after"])
+      })
+  )
+
   it.effect("alarms go off in order of time, equal times in the order they were set", () =>
     Effect.gen(function* () {
       const { fired, at } = recorder()

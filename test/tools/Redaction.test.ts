@@ -13,7 +13,7 @@ describe("Redaction (R3.1, R12)", () => {
       ["alice-TOPSECRET-2024", "alice"]
     ]) {
       assert.strictEqual(
-        Redaction.maskText("pw=alice-TOPSECRET-2024 user=alice", secrets),
+        Redaction.maskText("pw=alice-TOPSECRET-2024 user=alice", Redaction.secrets(secrets)),
         "pw=<redacted> user=<redacted>"
       )
     }
@@ -22,25 +22,31 @@ describe("Redaction (R3.1, R12)", () => {
   it("R12 a secret quoted as JSON (its quote and backslash escaped) is masked too", () => {
     const secret = 'tok"TOP\\SECRET99'
     const text = `the tool failed: ${JSON.stringify({ token: secret })}`
-    assert.strictEqual(Redaction.maskText(text, [secret]), 'the tool failed: {"token":"<redacted>"}')
+    assert.strictEqual(Redaction.maskText(text, Redaction.secrets([secret])), 'the tool failed: {"token":"<redacted>"}')
   })
 
   it("R12 a text cut short in the middle of a secret does not keep the secret's beginning", () => {
     const secret = "TOPSECRET-abcdef"
-    assert.strictEqual(Redaction.maskText(`hint: key=${secret.slice(0, 11)}…`, [secret]), "hint: key=<redacted>…")
     assert.strictEqual(
-      Redaction.maskText(`denied: arguments.path "/data/${secret.slice(0, 9)}…" is outside`, [secret]),
+      Redaction.maskText(`hint: key=${secret.slice(0, 11)}…`, Redaction.secrets([secret])),
+      "hint: key=<redacted>…"
+    )
+    assert.strictEqual(
+      Redaction.maskText(
+        `denied: arguments.path "/data/${secret.slice(0, 9)}…" is outside`,
+        Redaction.secrets([secret])
+      ),
       'denied: arguments.path "/data/<redacted>…" is outside'
     )
     // Seven characters say little of a secret, and text may share them with one: left as they are.
-    assert.strictEqual(Redaction.maskText("key=TOPSECR…", [secret]), "key=TOPSECR…")
-    assert.strictEqual(Redaction.maskText("see http…", ["https://user:pw@host"]), "see http…")
+    assert.strictEqual(Redaction.maskText("key=TOPSECR…", Redaction.secrets([secret])), "key=TOPSECR…")
+    assert.strictEqual(Redaction.maskText("see http…", Redaction.secrets(["https://user:pw@host"])), "see http…")
   })
 
   it("R12 a large text with many cuts and many secrets: only the cut inside a secret is masked", () => {
     const secrets = Array.from({ length: 200 }, (_, i) => `secret-${i}-${"z".repeat(40)}`)
     const text = `${"hello world…".repeat(40_000)} secret-7-${"z".repeat(20)}…`
-    const masked = Redaction.maskText(text, secrets)
+    const masked = Redaction.maskText(text, Redaction.secrets(secrets))
     // Only the cut inside a secret is masked; the 40,000 others are text.
     assert.strictEqual(masked, `${"hello world…".repeat(40_000)} <redacted>…`)
   })

@@ -16,13 +16,21 @@ export const defaultGraceMillis = 2000
  */
 export const defaultMaxOutputBytes = 1024 * 1024
 
+/**
+ * The longest grace a subprocess may be given: a day, far within what a timer can wait
+ * (a longer `setTimeout` fires at once, which would take the grace away).
+ */
+const maxGraceMillis = 24 * 60 * 60 * 1000
+
 /** Why the options cannot work, or `undefined` when they can. */
 export const validateOptions = (options: {
   readonly graceMillis?: number | undefined
   readonly maxOutputBytes?: number | undefined
 }): string | undefined => {
   const grace = options.graceMillis ?? defaultGraceMillis
-  if (!Number.isFinite(grace) || grace < 0) return `graceMillis must be a finite number >= 0, got ${grace}`
+  if (!(grace >= 0 && grace <= maxGraceMillis)) {
+    return `graceMillis must be a number from 0 to ${maxGraceMillis} (a day), got ${grace}`
+  }
   const max = options.maxOutputBytes ?? defaultMaxOutputBytes
   if (!Number.isInteger(max) || max < 1) return `maxOutputBytes must be an integer >= 1, got ${max}`
   return undefined

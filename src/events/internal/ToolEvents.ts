@@ -67,7 +67,14 @@ export const ToolFailed = Schema.TaggedStruct("tool.failed", {
    * What the tool reported when its postcondition contradicted it (`inconsistent_result`),
    * kept as a success keeps its output.
    */
-  output: Schema.optional(Schema.Unknown)
+  output: Schema.optional(Schema.Unknown),
+  /**
+   * The tool's side-effect class, only when its handler returned before the call failed
+   * (its output broke its schema, its rendering failed, or its postcondition did not
+   * hold): what the handler did took place, and a `write` or `external` call is among the
+   * run's `sideEffects` (R6.3).
+   */
+  sideEffect: Schema.optional(Tool.SideEffect)
 })
 
 /**

@@ -68,11 +68,9 @@ const fingerprint = (tool: Tool.Any<unknown>): string =>
 
 const isRunId = Schema.is(RunId)
 
-const fingerprints = (tools: Iterable<Tool.Any<unknown>>): Record<string, string> => {
-  const all: Record<string, string> = {}
-  for (const tool of tools) all[tool.name] = fingerprint(tool)
-  return all
-}
+/** The fingerprints by tool name: a `Map`, as a tool may be named `__proto__` or `toString`. */
+const fingerprints = (tools: Iterable<Tool.Any<unknown>>): ReadonlyMap<string, string> =>
+  new Map(Array.from(tools, (tool) => [tool.name, fingerprint(tool)]))
 
 const commitError = (e: JournalError.JournalError): RunContext.CommitError => ({
   _tag: e.reason._tag === "Conflict" ? "Conflict" : e.reason._tag === "Unavailable" ? "Unavailable" : "Failed",
@@ -138,11 +136,12 @@ const committedMeanwhile = (
   })
 
 /** The header of a run, from its `run.started` and its tools' fingerprints. */
-const header = (started: Event.Event | undefined, tools: Record<string, string>): Schema.Json => ({
+const header = (started: Event.Event | undefined, tools: ReadonlyMap<string, string>): Schema.Json => ({
   goal: started?._tag === "run.started" ? started.goal : "",
   ...(started?._tag === "run.started" && started.system !== undefined ? { system: started.system } : {}),
   model: started?._tag === "run.started" ? started.model : "",
-  tools
+  // `fromEntries` defines each key as data: a tool named `__proto__` is kept.
+  tools: Object.fromEntries(tools)
 })
 
 /**
@@ -306,10 +305,11 @@ export const load = Effect.fnUntraced(function* (
   if (Exit.isFailure(header)) return yield* fail("corrupt", "the run's header does not decode")
   const now = fingerprints(tools)
   for (const [name, print] of Object.entries(header.value.tools)) {
-    if (now[name] === undefined) {
+    const current = now.get(name)
+    if (current === undefined) {
       return yield* fail("incompatible", `the run was started with the tool "${name}", which is not given`)
     }
-    if (now[name] !== print) {
+    if (current !== print) {
       return yield* fail(
         "incompatible",
         `the tool "${name}" changed (its input schema, its side-effect class or whether it needs approval)`

@@ -11,10 +11,15 @@ import type * as Validation from "../../validation/Validation.ts"
 import type * as RunResult from "../RunResult.ts"
 import type * as RunContext from "./RunContext.ts"
 
-/** Calls that changed the world: successes of `write` and `external` tools. */
+/**
+ * Calls that changed the world: those of `write` and `external` tools whose handler
+ * returned, whether the call then succeeded or failed on what came after (its output, its
+ * rendering, its postcondition).
+ */
 const sideEffectsOf = (timeline: ReadonlyArray<Event.Event>): RunResult.RunResult["sideEffects"] =>
   timeline.flatMap((e) =>
-    e._tag === "tool.succeeded" && (e.sideEffect === "write" || e.sideEffect === "external")
+    (e._tag === "tool.succeeded" || e._tag === "tool.failed") &&
+    (e.sideEffect === "write" || e.sideEffect === "external")
       ? [{ callId: e.callId, name: e.name, sideEffect: e.sideEffect, seq: e.seq }]
       : []
   )

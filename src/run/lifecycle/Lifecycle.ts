@@ -3,7 +3,7 @@
  * deadline, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { type Clock, Deferred, Effect, type Fiber, Predicate, Result } from "effect"
+import { type Clock, Deferred, Effect, Fiber, Predicate, Result } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
 import * as Failure from "../../failure/Failure.ts"
 import type * as Journal from "../../journal/Journal.ts"
@@ -243,8 +243,15 @@ const attach = (
     settles.push(Effect.ignoreCause(settled))
   }
   const all = Effect.forEach(settles, (settle) => settle, { discard: true, concurrency: "unbounded" })
-  // A short stop grace is for cancels: a recorder on a slow disk still gets its seconds.
-  return Effect.raceFirst(all, RealTime.sleep(Math.max(graceMillis, minimumSettleMillis)))
+  return Effect.gen(function* () {
+    // Run apart and awaited, not raced: a race waits for its loser to stop, and a `settled`
+    // that cannot be interrupted would hold the result for good. Past the wait it is told
+    // to stop, and left.
+    const settling = yield* Effect.forkDetach(all)
+    // A short stop grace is for cancels: a recorder on a slow disk still gets its seconds.
+    yield* Effect.raceFirst(Fiber.await(settling), RealTime.sleep(Math.max(graceMillis, minimumSettleMillis)))
+    settling.interruptUnsafe()
+  })
 }
 
 const noTools: ReadonlyMap<string, Tool.Any<unknown>> = new Map()

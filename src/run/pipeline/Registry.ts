@@ -20,7 +20,22 @@ export interface Registry<out R = unknown> {
   readonly limits: ToolArguments.Limits
   readonly recovery: Recovery.Settings
   readonly time: TimeLimits
+  /**
+   * A random key of the run's own, never recorded: the signatures of a sensitive tool's
+   * calls digest their secrets under it, so that calls with different secrets differ
+   * (R2.3) while the log cannot be searched for a guessed secret (R12).
+   */
+  readonly secretKey: string
 }
+
+/**
+ * A new random {@link Registry.secretKey}.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const randomSecretKey = (): string =>
+  Array.from(crypto.getRandomValues(new Uint32Array(4)), (n) => n.toString(36)).join(".")
 
 /**
  * The time layers below the run deadline (R4.1), in milliseconds; `undefined` when a
@@ -56,7 +71,8 @@ export const registry = <R>(
   tools: new Map(tools.map((tool) => [tool.name, tool])),
   limits,
   recovery,
-  time
+  time,
+  secretKey: randomSecretKey()
 })
 
 /**

@@ -51,6 +51,7 @@ export {
   type ExecutionError,
   noTimeLimits,
   type Registry,
+  randomSecretKey,
   registry,
   type TimeLimits
 } from "./Registry.ts"

@@ -65,7 +65,8 @@ const never = new Alarm(undefined, Number.POSITIVE_INFINITY, 0, undefined)
  * the fiber that first set an alarm on this clock (a `TestClock` counts on its own).
  */
 export const set = (clock: Clock.Clock, scheduler: Scheduler.Scheduler, at: number, fire: () => void): Alarm => {
-  if (at === Number.POSITIVE_INFINITY) return never
+  // A time that is no number (`NaN`) never comes either.
+  if (!(at < Number.POSITIVE_INFINITY)) return never
   let alarms = byClock.get(clock)
   if (alarms === undefined) {
     alarms = new Alarms(clock, scheduler)
@@ -119,6 +120,9 @@ const wake = (alarms: Alarms): void => {
   })
 }
 
+/** The longest one sleep of the sleeper: about 104 days, whose nanoseconds are a safe integer. */
+const maxSleepMillis = Math.floor(Number.MAX_SAFE_INTEGER / 1e6)
+
 /** Sleeps until the earliest live alarm, fires every alarm due, and again while some are left. */
 const sleep = Effect.fnUntraced(function* (alarms: Alarms) {
   const clock = alarms.clock
@@ -126,12 +130,15 @@ const sleep = Effect.fnUntraced(function* (alarms: Alarms) {
   while (head !== undefined) {
     const until = head.at
     alarms.until = until
+    const remaining = Instant.remaining(until, clock.currentTimeMillisUnsafe())
+    // A time further than a sleep can say in whole nanoseconds (a deadline of 1e303 ms) is
+    // slept towards, a long sleep at a time.
+    const whole = remaining <= maxSleepMillis
     // Whole nanoseconds, rounded down: the sleep never ends after `until` (see `Instant`).
-    const nanos = Math.floor(Instant.remaining(until, clock.currentTimeMillisUnsafe()) * 1e6)
-    yield* clock.sleep(Duration.nanos(BigInt(nanos)))
+    yield* clock.sleep(Duration.nanos(BigInt(Math.floor(Math.min(remaining, maxSleepMillis) * 1e6))))
     // The clock ended the sleep for `until`, so that time has come, even where its
     // arithmetic says a hair less; alarms within the resolution of it go off with it.
-    fireDue(alarms, Math.max(until, clock.currentTimeMillisUnsafe()))
+    if (whole) fireDue(alarms, Math.max(until, clock.currentTimeMillisUnsafe()))
     head = alarms.heap[0]
   }
   alarms.until = Number.POSITIVE_INFINITY

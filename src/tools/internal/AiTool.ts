@@ -10,6 +10,7 @@ import * as Prompt from "effect/ai/Prompt"
 import * as AiTool from "effect/ai/Tool"
 import * as Failure from "../../failure/Failure.ts"
 import * as UserCode from "../../failure/UserCode.ts"
+import * as Redaction from "../Redaction.ts"
 
 /** The metadata an effect/ai tool declares, as the runtime's fields. */
 export interface Declared {
@@ -120,12 +121,14 @@ export const classifier = (
     const encoded = encodeFailure(error)
     if (Exit.isFailure(encoded)) return Failure.fromDefect("tool", error, "tool_failed")
     const tag = Predicate.hasProperty(error, "_tag") && Predicate.isString(error._tag) ? error._tag : undefined
+    // A declared failure may hold a secret of the tool's own (`Schema.Redacted`), which its JSON encoding writes out.
+    const shown = Redaction.maskValue(encoded.value, Redaction.secrets(Redaction.secretsOf(error)))
     return new Failure.Permanent({
       source: "tool",
       category: "tool_failure",
       code: tag === undefined ? "tool_failure" : snake(tag),
       attempts: 1,
-      hint: `the tool failed: ${clip(JSON.stringify(encoded.value) ?? "null")}`
+      hint: `the tool failed: ${clip(JSON.stringify(shown) ?? "null")}`
     })
   }
 }

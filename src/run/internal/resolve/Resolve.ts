@@ -111,7 +111,8 @@ const build = (
     tools: new Map(checked.tools.map((tool) => [tool.name, tool])),
     limits: toolLimits(limits),
     recovery,
-    time: timeLimits(time)
+    time: timeLimits(time),
+    secretKey: ToolExecutor.randomSecretKey()
   }
   return {
     runId: checked.runId,

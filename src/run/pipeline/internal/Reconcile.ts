@@ -15,7 +15,7 @@ import * as UserCode from "../../../failure/UserCode.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import { type Call, describeTimeout, waitOf } from "./ToolCall.ts"
+import { type Call, describeTimeout, inputFor, waitOf } from "./ToolCall.ts"
 
 /** What the status query found. */
 export type Outcome =
@@ -60,7 +60,7 @@ export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Fa
             advice: "reconcile must return an Effect of Applied, NotApplied or Undecidable",
             defectCode: "reconcile_defect"
           },
-          () => query(c.input, context)
+          () => query(inputFor(c, true), context)
         )
       ).pipe(Effect.catchDefect((defect) => Effect.fail(Failure.fromDefect("tool", defect, "reconcile_defect"))))
     )

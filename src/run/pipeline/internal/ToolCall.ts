@@ -3,12 +3,14 @@
  * attempts, its output, its interruption), and the records that end a call. Private to
  * the runtime.
  */
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Exit, Predicate } from "effect"
 import type * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Model from "../../../model/Model.ts"
 import * as Deadline from "../../../time/Deadline.ts"
+import type * as Redaction from "../../../tools/Redaction.ts"
 import type * as Tool from "../../../tools/Tool.ts"
+import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import type * as ToolCodec from "../../../tools/ToolCodec.ts"
 import * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
@@ -24,9 +26,11 @@ export interface Call<R> {
   /** The arguments as events show them: parsed, the call's secrets masked (see `Redaction`). */
   readonly args: Record<string, unknown>
   /** The plain values of the `Redacted`s in the decoded input: never copied into what the run derives. */
-  readonly secrets: ReadonlyArray<string>
-  /** The input, decoded by the tool's own input schema. */
+  readonly secrets: Redaction.Secrets
+  /** The input, decoded by the tool's own input schema: what the first attempt is handed. */
   readonly input: unknown
+  /** The arguments as the log records them (the model's text, or the run's frozen copy of its value). */
+  readonly recorded: unknown
   readonly context: Tool.CallContext
   /** The attempt of the handler running or last run, from 1 (0 before the first). */
   attempt: number
@@ -60,8 +64,23 @@ export const callHandler = <R>(c: Call<R>): Effect.Effect<unknown, Failure.Failu
       advice: "a handler must return an Effect; wrap promises with `Abortable.handler`",
       defectCode: "tool_defect"
     },
-    () => handler(c.input, c.context)
+    () => handler(inputFor(c, c.attempt > 1), c.context)
   )
+}
+
+/**
+ * The input handed to a piece of the tool's code: the decoded input to the first attempt;
+ * to each retry, the status query and the postcondition, the recorded arguments decoded
+ * afresh, so that code that changed the input it was handed changes nothing the next one
+ * acts on or checks (R3.8, R12).
+ */
+export const inputFor = <R>(c: Call<R>, fresh: boolean): unknown => {
+  if (!fresh) return c.input
+  // A value (not text) is the run's frozen copy: cloned, so that the code gets one it may change.
+  const source = Predicate.isObject(c.recorded) ? structuredClone(c.recorded) : c.recorded
+  const parsed = ToolArguments.parseArguments(source, c.registry.limits)
+  const decoded = parsed._tag === "Ok" ? c.codec.decode(parsed.value) : undefined
+  return decoded !== undefined && Exit.isSuccess(decoded) ? decoded.value : c.input
 }
 
 /** Records a `tool.failed` event and returns the failed result. */
@@ -70,9 +89,15 @@ export const failed = (
   call: Model.ToolCall,
   error: ToolResult.ToolError,
   maxRetries: number,
-  status: "failed" | "inconsistent" = "failed",
-  output?: unknown
+  after?: {
+    /** The side-effect class of a tool whose handler returned: what it did took place. */
+    readonly sideEffect: Tool.SideEffect
+    readonly status?: "inconsistent" | undefined
+    /** What the tool reported, when its postcondition contradicted it. */
+    readonly output?: unknown
+  }
 ): ToolResult.ToolResult => {
+  const output = after?.output
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "tool.failed",
     callId: call.id,
@@ -80,11 +105,12 @@ export const failed = (
     error,
     maxRetries,
     ...(output === undefined ? {} : { output }),
+    ...(after === undefined ? {} : { sideEffect: after.sideEffect }),
     runId,
     seq,
     at
   }))
-  return ToolResult.failed(call.id, call.name, error, status)
+  return ToolResult.failed(call.id, call.name, error, after?.status ?? "failed")
 }
 
 /** A text the model is shown, cut to `max` characters (`limits.maxObservationChars`), saying how much was left out. */

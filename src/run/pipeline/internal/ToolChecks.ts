@@ -17,7 +17,7 @@ import { compiled } from "../../../tools/ToolCodec.ts"
 import * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type { Registry } from "../Registry.ts"
-import { type Call, describeTimeout, failed } from "./ToolCall.ts"
+import { type Call, cutToObservation, describeTimeout, failed } from "./ToolCall.ts"
 import type { Prepared } from "./ToolPrepare.ts"
 
 /** A call refused before its handler ran: the feedback the model gets, as one value. */
@@ -62,7 +62,7 @@ const isSettlement = Schema.is(Tool.Settlement)
 const settledBy = (
   settlement: unknown,
   detail: unknown,
-  secrets: ReadonlyArray<string>
+  secrets: Redaction.Secrets
 ): NonNullable<Call<unknown>["settled"]> => {
   if (!isSettlement(settlement)) {
     return {
@@ -171,7 +171,10 @@ export const decode = <R>(
       return refused(
         {
           code: "tool_failed",
-          message: `the tool's input schema could not decode the arguments: ${failure.hint}`,
+          message: cutToObservation(
+            `the tool's input schema could not decode the arguments: ${failure.hint}`,
+            registry.limits.maxObservationChars
+          ),
           correctable: false,
           failure: Failure.summarize(failure)
         },
@@ -182,7 +185,10 @@ export const decode = <R>(
     return refused(
       {
         code: "input_validation_failed",
-        message: Redaction.maskText(described.message, prepared.secrets),
+        message: cutToObservation(
+          Redaction.maskText(described.message, prepared.secrets),
+          registry.limits.maxObservationChars
+        ),
         correctable: true,
         fieldPaths: described.fieldPaths
       },
@@ -198,6 +204,7 @@ export const decode = <R>(
     args: prepared.shown,
     secrets: prepared.secrets,
     input: decoded.value,
+    recorded: prepared.recorded,
     context: {
       runId: ctx.runId,
       callId: call.id,

@@ -13,7 +13,7 @@ import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as OwnCopy from "../../internal/OwnCopy.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import { type Call, cutToObservation, describeTimeout, failed, waitOf } from "./ToolCall.ts"
+import { type Call, cutToObservation, describeTimeout, failed, inputFor, mayHaveEffects, waitOf } from "./ToolCall.ts"
 import { recordInterruptedCheck } from "./ToolInterruption.ts"
 
 /** The most values, and the deepest nesting, an output may have: more than any output a model can read. */
@@ -39,13 +39,21 @@ const invalidOutput = (c: Call<unknown>, what: string): ToolResult.ToolResult =>
     c.call,
     {
       code: "output_validation_failed",
-      message: failure.hint,
+      message: cutToObservation(`${failure.hint}${carriedOut(c)}`, c.registry.limits.maxObservationChars),
       correctable: false,
       failure: Failure.summarize(failure)
     },
-    c.tool.metadata.maxRetries
+    c.tool.metadata.maxRetries,
+    { sideEffect: c.tool.metadata.sideEffect }
   )
 }
+
+/**
+ * What the model is told when a call that may change the world failed after its handler
+ * returned: the action took place, so that it does not ask for it again.
+ */
+const carriedOut = (c: Call<unknown>): string =>
+  mayHaveEffects(c.tool) ? " (the handler returned: what the call did took place; do not repeat it)" : ""
 
 /**
  * The output schema and the JSON check of what a handler returned: its encoded form, or
@@ -113,7 +121,7 @@ export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output:
             advice: "a postcondition must return an Effect of a boolean",
             defectCode: "postcondition_defect"
           },
-          () => check(c.input, output, c.context)
+          () => check(inputFor(c, true), output, c.context)
         )
       )
     ).pipe(Effect.onInterrupt(() => Effect.sync(() => recordInterruptedCheck(c))))
@@ -152,16 +160,15 @@ export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output:
       ...(failure === undefined ? {} : { failure: Redaction.maskSummary(Failure.summarize(failure), c.secrets) })
     },
     tool.metadata.maxRetries,
-    "inconsistent",
     // What the tool reported, as a success would have kept it.
-    shownOutput(c, output, encoded).shown
+    { sideEffect: tool.metadata.sideEffect, status: "inconsistent", output: shownOutput(c, output, encoded).shown }
   )
 })
 
 /** The output as the log keeps it: nothing the run derives copies a Redacted value of the input or the output (R3.1). */
 const shownOutput = (c: Call<unknown>, output: unknown, encoded: unknown) => {
-  const sensitive = c.codec.sensitiveOutput || c.secrets.length > 0
-  const secrets = c.codec.sensitiveOutput ? [...c.secrets, ...Redaction.secretsOf(output)] : c.secrets
+  const sensitive = c.codec.sensitiveOutput || c.secrets.size > 0
+  const secrets = c.codec.sensitiveOutput ? Redaction.adding(c.secrets, Redaction.secretsOf(output)) : c.secrets
   const masked = sensitive ? (Redaction.shownBy(c.codec.encode, output, secrets) ?? Redaction.mask) : encoded
   // The masked output is the log's own copy too, as JSON reads it back.
   const copy = sensitive ? OwnCopy.frozenCopy(masked) : undefined
@@ -184,11 +191,12 @@ export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): 
       call,
       {
         code: "tool_failed",
-        message: `rendering the output failed: ${failure.hint}`,
+        message: Redaction.maskText(`rendering the output failed: ${failure.hint}${carriedOut(c)}`, c.secrets),
         correctable: false,
-        failure: Failure.summarize(failure)
+        failure: Redaction.maskSummary(Failure.summarize(failure), c.secrets)
       },
-      tool.metadata.maxRetries
+      tool.metadata.maxRetries,
+      { sideEffect: tool.metadata.sideEffect }
     )
   }
   if (typeof rendered !== "string") {
@@ -204,7 +212,7 @@ export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): 
     sideEffect: tool.metadata.sideEffect,
     observation,
     // The arguments are in the call's model.responded already: kept again only masked (R9, R3.1).
-    ...(c.secrets.length > 0 || c.codec.sensitiveInput ? { input: c.args } : {}),
+    ...(c.secrets.size > 0 || c.codec.sensitiveInput ? { input: c.args } : {}),
     output: shown,
     runId,
     seq,

@@ -28,7 +28,7 @@ export interface Prepared {
   /** The decoded input, when it was decoded ahead (a sensitive tool whose arguments parsed). */
   readonly decoded: Exit.Exit<unknown, Schema.SchemaError> | undefined
   /** The plain values of the `Redacted`s in the decoded input. */
-  readonly secrets: ReadonlyArray<string>
+  readonly secrets: Redaction.Secrets
   /** The arguments as events and approvals show them: parsed, with the secrets masked. */
   readonly shown: Record<string, unknown>
   /**
@@ -51,16 +51,16 @@ const redacted = (
   codec: ReturnType<typeof compiled> | undefined,
   parsed: ToolArguments.ParsedArguments,
   decoded: Exit.Exit<unknown, Schema.SchemaError> | undefined
-): { readonly secrets: ReadonlyArray<string>; readonly shown: Record<string, unknown> } => {
-  if (parsed._tag === "Invalid") return { secrets: [], shown: {} }
-  if (codec === undefined || !codec.sensitiveInput) return { secrets: [], shown: parsed.value }
+): { readonly secrets: Redaction.Secrets; readonly shown: Record<string, unknown> } => {
+  if (parsed._tag === "Invalid") return { secrets: Redaction.none, shown: {} }
+  if (codec === undefined || !codec.sensitiveInput) return { secrets: Redaction.none, shown: parsed.value }
   if (decoded === undefined || Exit.isFailure(decoded)) {
     // It did not decode: nobody knows which part is secret, so every part is.
-    const secrets = Redaction.allLeaves(parsed.value)
+    const secrets = Redaction.secrets(Redaction.allLeaves(parsed.value))
     // Masking replaces leaves only: the arguments' object stays an object.
     return { secrets, shown: Redaction.maskValue(parsed.value, secrets) as Record<string, unknown> }
   }
-  const secrets = Redaction.secretsOf(decoded.value)
+  const secrets = Redaction.secrets(Redaction.secretsOf(decoded.value))
   const shown = Redaction.shownBy(codec.encodeInput, decoded.value, secrets)
   // The guard leaves `shown` an `object`; a record of its keys is what it is. Masking keeps an object an object.
   return Predicate.isObject(shown) && !Array.isArray(shown)
@@ -68,10 +68,10 @@ const redacted = (
     : {
         secrets,
         // Masking replaces leaves only: the arguments' object stays an object.
-        shown: Redaction.maskValue(parsed.value, [...secrets, ...Redaction.allLeaves(parsed.value)]) as Record<
-          string,
-          unknown
-        >
+        shown: Redaction.maskValue(
+          parsed.value,
+          Redaction.adding(secrets, Redaction.allLeaves(parsed.value))
+        ) as Record<string, unknown>
       }
 }
 
@@ -132,6 +132,10 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
           ? recordedCopy(parsed.value)
           : `<arguments refused: ${parsed.message}>`,
     signature:
-      parsed._tag === "Ok" ? Signature.toolCallParsed(call.name, shown) : Signature.unparsed(call.name, call.arguments)
+      parsed._tag !== "Ok"
+        ? Signature.unparsed(call.name, call.arguments)
+        : secrets.size > 0
+          ? Signature.toolCallWithSecrets(call.name, shown, secrets.whole, registry.secretKey)
+          : Signature.toolCallParsed(call.name, shown)
   }
 }

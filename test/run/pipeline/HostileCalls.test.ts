@@ -1,0 +1,266 @@
+/**
+ * The tool pipeline against a hostile model and careless tool code: arguments wrong in a
+ * million places, thousands of secrets, handlers that change their input or return what
+ * their schema refuses after acting.
+ */
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Redacted, Schema } from "effect"
+import * as AiTool from "effect/ai/Tool"
+import * as AiToolkit from "effect/ai/Toolkit"
+import type * as Event from "../../../src/events/Event.ts"
+import * as Failure from "../../../src/failure/Failure.ts"
+import * as SchemaIssues from "../../../src/failure/SchemaIssues.ts"
+import * as Run from "../../../src/run/Run.ts"
+import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
+import * as AiTools from "../../../src/tools/AiTools.ts"
+import * as Redaction from "../../../src/tools/Redaction.ts"
+import * as Tool from "../../../src/tools/Tool.ts"
+
+const script = (...steps: ReadonlyArray<ScriptedModel.Step>) =>
+  Layer.mergeAll(ScriptedModel.layer(steps), NodeServices.layer)
+
+const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
+  timeline.filter((e): e is Extract<Event.Event, { readonly _tag: T }> => e._tag === tag)
+
+describe("hostile calls (R12)", () => {
+  it.effect("R12 arguments wrong in 100,000 places: the refusal names the first 20 and counts the rest", () =>
+    Effect.gen(function* () {
+      const list = Tool.make({
+        name: "list",
+        description: "Takes names.",
+        input: Schema.Struct({ items: Schema.Array(Schema.String) }),
+        output: Schema.Struct({ ok: Schema.Boolean }),
+        sideEffect: "read",
+        handler: () => Effect.succeed({ ok: true })
+      })
+      const args = `{"items":[${"0,".repeat(99_999)}0]}`
+      const result = yield* Run.run({ goal: "list", tools: [list], limits: { maxObservationChars: 4096 } }).pipe(
+        Effect.provide(script(ScriptedModel.toolCall("list", args), ScriptedModel.finalAnswer("done")))
+      )
+      const [failed] = ofTag(result.timeline, "tool.failed")
+      assert.strictEqual(failed?.error.code, "input_validation_failed")
+      assert.strictEqual(failed?.error.fieldPaths?.length, SchemaIssues.maxFields)
+      assert.strictEqual(failed?.error.fieldPaths?.[0], "arguments.items[0]")
+      assert.include(failed?.error.message, `and ${100_000 - SchemaIssues.maxFields} more problems`)
+      assert.isAtMost(failed?.error.message.length ?? Infinity, 4096)
+    })
+  )
+
+  it("R12 an issue description is cut at its first fields, whatever the schema nests", () => {
+    const schema = Schema.Struct({ a: Schema.Number, rows: Schema.Array(Schema.Struct({ n: Schema.Number })) })
+    const exit = Schema.decodeUnknownExit(schema, { errors: "all" })({
+      a: "x",
+      rows: Array.from({ length: 50 }, () => ({ n: "y" }))
+    })
+    assert.isTrue(exit._tag === "Failure")
+    if (exit._tag !== "Failure") return
+    const error = exit.cause.reasons[0]
+    assert.isTrue(error?._tag === "Fail" && Schema.isSchemaError(error.error))
+    if (error?._tag !== "Fail" || !Schema.isSchemaError(error.error)) return
+    const described = SchemaIssues.describe(error.error.issue)
+    assert.deepStrictEqual(described.fieldPaths.slice(0, 3), [
+      "arguments.a",
+      "arguments.rows[0].n",
+      "arguments.rows[1].n"
+    ])
+    assert.strictEqual(described.fieldPaths.length, SchemaIssues.maxFields)
+    assert.isTrue(described.message.endsWith(`and ${51 - SchemaIssues.maxFields} more problems`))
+  })
+
+  it("R12 with more secrets than can be searched for, text derived from the call is masked whole", () => {
+    const many = Redaction.secrets(Array.from({ length: 5_000 }, (_, i) => `secret-${i}`))
+    assert.strictEqual(Redaction.maskText("secret-42", many), Redaction.mask)
+    assert.strictEqual(Redaction.maskText("the value secret-4999 was wrong", many), Redaction.mask)
+    // Shorter than any secret that is searched for in text, and equal to none: kept.
+    assert.strictEqual(Redaction.maskText("ok", many), "ok")
+    const few = Redaction.secrets(["secret-1", "secret-2"])
+    assert.strictEqual(Redaction.maskText("the value secret-2 was wrong", few), "the value <redacted> was wrong")
+    assert.deepStrictEqual(Redaction.maskValue({ a: ["secret-1", 7, "other"] }, few), {
+      a: [Redaction.mask, 7, "other"]
+    })
+    assert.deepStrictEqual(
+      Redaction.maskSummary(
+        {
+          source: "tool",
+          classification: "permanent",
+          category: "tool_failure",
+          code: "bad_key_secret-1",
+          attempts: 1,
+          hint: "secret-2"
+        },
+        few
+      ),
+      {
+        source: "tool",
+        classification: "permanent",
+        category: "tool_failure",
+        code: "bad_key_<redacted>",
+        attempts: 1,
+        hint: Redaction.mask
+      }
+    )
+  })
+
+  it.effect("R12 a sensitive tool given 20,000 strings that do not decode: none of them is in the log", () =>
+    Effect.gen(function* () {
+      const login = Tool.make({
+        name: "login",
+        description: "Logs in.",
+        input: Schema.Struct({ passwords: Schema.Array(Schema.RedactedFromValue(Schema.String)) }),
+        output: Schema.Struct({ ok: Schema.Boolean }),
+        sideEffect: "read",
+        handler: () => Effect.succeed({ ok: true })
+      })
+      const values = Array.from({ length: 20_000 }, (_, i) => `pw-${i}-${"k".repeat(8)}`)
+      const args = JSON.stringify({ passwords: [...values, 42] })
+      const result = yield* Run.run({ goal: "log in", tools: [login] }).pipe(
+        Effect.provide(script(ScriptedModel.toolCall("login", args), ScriptedModel.finalAnswer("done")))
+      )
+      const [failed] = ofTag(result.timeline, "tool.failed")
+      assert.strictEqual(failed?.error.code, "input_validation_failed")
+      const derived = JSON.stringify(result.timeline.filter((e) => e._tag !== "model.responded"))
+      assert.isFalse(values.some((v) => derived.includes(v)))
+    })
+  )
+
+  it.effect(
+    "R2.3 R12 calls of a sensitive tool with different secrets are different calls; the same secret repeats",
+    () =>
+      Effect.gen(function* () {
+        const login = Tool.make({
+          name: "login",
+          description: "Logs in.",
+          input: Schema.Struct({ password: Schema.RedactedFromValue(Schema.String) }),
+          output: Schema.Struct({ ok: Schema.Boolean }),
+          sideEffect: "read",
+          handler: ({ password }) => Effect.succeed({ ok: Redacted.value(password) === "correct-horse-battery" })
+        })
+        const guesses = ["guess-one-aaaa", "guess-two-bbbb", "guess-three-cc", "correct-horse-battery"]
+        const result = yield* Run.run({ goal: "log in", tools: [login] }).pipe(
+          Effect.provide(
+            script(
+              ...guesses.map((password) => ScriptedModel.toolCall("login", { password })),
+              ScriptedModel.finalAnswer("in")
+            )
+          )
+        )
+        assert.strictEqual(result.status, "completed")
+        assert.strictEqual(ofTag(result.timeline, "tool.succeeded").length, 4)
+        const signatures = ofTag(result.timeline, "model.responded").flatMap((e) => e.signatures)
+        assert.strictEqual(new Set(signatures).size, 4)
+        // No secret, and no digest a guess could be checked against without the run's key.
+        assert.isFalse(guesses.some((g) => signatures.some((s) => s.includes(g))))
+        const same = yield* Run.run({ goal: "log in", tools: [login], limits: { repeatedToolCall: 2 } }).pipe(
+          Effect.provide(
+            script(...Array.from({ length: 4 }, () => ScriptedModel.toolCall("login", { password: "guess-one-aaaa" })))
+          )
+        )
+        assert.strictEqual(same.stopReason, "repeated_tool_call")
+      })
+  )
+
+  // Live: the retry waits its backoff.
+  it.live(
+    "R3.8 R12 a handler that changes its input before a retry: the retry and the postcondition get the arguments the log holds",
+    () =>
+      Effect.gen(function* () {
+        const executed: Array<string> = []
+        const transfer = Tool.make({
+          name: "transfer",
+          description: "Transfers.",
+          input: Schema.Struct({ to: Schema.String, amount: Schema.Number }),
+          output: Schema.Struct({ ok: Schema.Boolean }),
+          sideEffect: "external",
+          idempotent: true,
+          maxRetries: 2,
+          handler: (input) =>
+            Effect.suspend(() => {
+              executed.push(`${input.to}:${input.amount}`)
+              if (executed.length > 1) return Effect.succeed({ ok: true })
+              // Careless code: it changes the object it was handed, then fails retryably.
+              Object.assign(input, { to: "mallory", amount: 500 })
+              return Effect.fail(
+                new Failure.Retryable({
+                  source: "tool",
+                  category: "connection",
+                  code: "reset",
+                  attempts: 1,
+                  hint: "reset"
+                })
+              )
+            }),
+          postcondition: (input) =>
+            Effect.sync(() => {
+              executed.push(`checked ${input.to}:${input.amount}`)
+              return true
+            })
+        })
+        const result = yield* Run.run({ goal: "pay bob", tools: [transfer] }).pipe(
+          Effect.provide(
+            script(ScriptedModel.toolCall("transfer", { to: "bob", amount: 5 }), ScriptedModel.finalAnswer("paid"))
+          )
+        )
+        assert.strictEqual(result.status, "completed")
+        assert.deepStrictEqual(executed, ["bob:5", "bob:5", "checked bob:5"])
+      })
+  )
+
+  it.effect("R6.3 a write whose handler returned is a side effect, even when its output then breaks its schema", () =>
+    Effect.gen(function* () {
+      const world: Array<string> = []
+      const pay = Tool.make({
+        name: "pay",
+        description: "Pays.",
+        input: Schema.Struct({ amount: Schema.Number }),
+        output: Schema.Struct({ receipt: Schema.String }),
+        sideEffect: "external",
+        recoverErrors: true,
+        // Erased on purpose: the handler returns what its schema refuses, after acting.
+        handler: ({ amount }) =>
+          Effect.sync(() => {
+            world.push(`paid ${amount}`)
+            return { receipt: 42 } as unknown as { receipt: string }
+          })
+      })
+      const result = yield* Run.run({ goal: "pay", tools: [pay] }).pipe(
+        Effect.provide(script(ScriptedModel.toolCall("pay", { amount: 10 }), ScriptedModel.finalAnswer("done")))
+      )
+      assert.deepStrictEqual(world, ["paid 10"])
+      const [failed] = ofTag(result.timeline, "tool.failed")
+      assert.strictEqual(failed?.error.code, "output_validation_failed")
+      assert.strictEqual(failed?.sideEffect, "external")
+      assert.include(failed?.error.message, "do not repeat it")
+      assert.deepStrictEqual(
+        result.sideEffects.map((s) => [s.name, s.sideEffect]),
+        [["pay", "external"]]
+      )
+    })
+  )
+
+  it.effect("R12 a secret in an effect/ai tool's declared failure is masked in what the run derives", () =>
+    Effect.gen(function* () {
+      class Denied extends Schema.TaggedError<Denied>()("Denied", {
+        apiKey: Schema.RedactedFromValue(Schema.String)
+      }) {}
+      const call = AiTool.make("call_api", {
+        description: "Calls the API.",
+        parameters: Schema.Struct({ path: Schema.String }),
+        success: Schema.String,
+        failure: Denied,
+        failureMode: "return"
+      })
+      const toolkit = AiToolkit.make(call)
+      const handlers = toolkit.toLayer({
+        call_api: () => Effect.fail(new Denied({ apiKey: Redacted.make("sk-server-SIDE-KEY-999") }))
+      })
+      const tools = yield* AiTools.fromToolkit(toolkit).pipe(Effect.provide(handlers))
+      const result = yield* Run.run({ goal: "call", tools }).pipe(
+        Effect.provide(script(ScriptedModel.toolCall("call_api", { path: "/x" }), ScriptedModel.finalAnswer("done")))
+      )
+      const [failed] = ofTag(result.timeline, "tool.failed")
+      assert.include(failed?.error.message, "Denied")
+      assert.notInclude(JSON.stringify(result), "sk-server-SIDE-KEY-999")
+    })
+  )
+})
