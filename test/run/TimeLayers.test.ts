@@ -1,12 +1,13 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Layer, Schema } from "effect"
+import { Duration, Effect, Layer, Schedule, Schema } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import type * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
+import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -54,6 +55,51 @@ const time = (tightest: "run" | "step" | "attempt" | "approval"): Run.Time => ({
 })
 
 describe("R4 time layers: each layer fires first in turn", () => {
+  it.effect(
+    "R4.2 R12 stepping the recovery schedule is a wait of the step: one that never decides ends step_timeout at the step",
+    () =>
+      Effect.gen(function* () {
+        const undecided = Schedule.spaced("10 millis").pipe(Schedule.modifyDelay(() => Effect.never))
+        const result = yield* drive(
+          Run.run({
+            goal: "x",
+            tools: [],
+            time: { run: "1 minute", step: "2 seconds" },
+            recovery: { backoff: undecided }
+          })
+        ).pipe(
+          Effect.provide(
+            FaultyModel.layer(
+              FaultyModel.make([FaultyModel.httpError(503), FaultyModel.respond(ScriptedModel.finalAnswer("x"))])
+            )
+          )
+        )
+        assert.strictEqual(result.stopReason, "step_timeout")
+        assert.strictEqual(result.elapsedMillis, 2_000)
+        assert.include(result.detail, "longer than any deadline")
+      })
+  )
+
+  it.effect(
+    "R12 a recovery schedule that fails (its type says it cannot) is named: internal_error, not the model's failure",
+    () =>
+      Effect.gen(function* () {
+        // Erased on purpose: the schedule's type says it never fails.
+        const failing = Schedule.spaced("10 millis").pipe(
+          Schedule.modifyDelay(() => Effect.fail("boom") as unknown as Effect.Effect<Duration.Duration>)
+        )
+        const result = yield* drive(Run.run({ goal: "x", tools: [], recovery: { backoff: failing } })).pipe(
+          Effect.provide(
+            FaultyModel.layer(
+              FaultyModel.make([FaultyModel.httpError(503), FaultyModel.respond(ScriptedModel.finalAnswer("x"))])
+            )
+          )
+        )
+        assert.strictEqual(result.stopReason, "internal_error")
+        assert.include(result.detail, "the recovery schedule failed with")
+      })
+  )
+
   it.effect(
     "R4.1 R12 a run deadline of 1e303 ms is a run that ends by itself; the next run's deadline still fires",
     () =>

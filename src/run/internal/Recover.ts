@@ -46,9 +46,24 @@ export const recoverFrom: <A, R>(
     const nextDelay = (failure: Failure.Retryable) =>
       Pull.matchEffect(stepped(failure), {
         onSuccess: ([, delay]) => Effect.succeed<number | undefined>(Duration.toMillis(delay)),
-        onFailure: (cause) => Effect.failCause(cause),
+        // A schedule fails with nothing (its type says so): one that does broke its contract, as one that throws.
+        onFailure: (cause) =>
+          Cause.hasFails(cause)
+            ? Effect.die(
+                new UserCode.UserCodeDefect(
+                  `the recovery schedule failed with ${Failure.safeDescription(Cause.squash(cause))}`
+                )
+              )
+            : Effect.failCause(cause),
         onDone: () => Effect.succeed(undefined)
-      })
+      }).pipe(
+        // Stepping it is a wait of the step's like any other (its delay may come from an effect):
+        // one that does not end within the step or the run is a delay that does not fit (R4.2).
+        Deadline.withinOrElse({
+          layer: "step",
+          orElse: () => Effect.succeed<number | undefined>(Number.POSITIVE_INFINITY)
+        })
+      )
     // An attempt count below 1 (a tool's own failure saying `attempts: 0`) is the first attempt (R3.4, R3.7).
     const made = Math.max(1, episode.attemptsMade ?? 1)
     // A continued episode resumes the schedule where the earlier one left it.

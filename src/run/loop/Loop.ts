@@ -116,7 +116,7 @@ const batch = <R>(
     if (!config.approvals) return ran
     return Effect.catchIf(ran, ApprovalWait.isStop, (stop) =>
       // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
-      Effect.map(untaken(ctx, config), () => approvalStop(ctx, stop, from))
+      Effect.map(untaken(ctx, config), () => approvalStop(ctx, config, stop, from))
     )
   })
 

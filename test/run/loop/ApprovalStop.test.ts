@@ -6,6 +6,7 @@ import type * as Event from "../../../src/events/Event.ts"
 import * as Recovery from "../../../src/recovery/Recovery.ts"
 import * as Run from "../../../src/run/Run.ts"
 import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../../src/tools/Approval.ts"
 import * as Tool from "../../../src/tools/Tool.ts"
 
@@ -55,4 +56,38 @@ describe("approvalStop: approval stop after a sibling's timed-out attempt was re
         assert.deepStrictEqual([result.stopReason, result.status], ["approval_rejected", "failed"])
       }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
   )
+
+  for (const idempotent of [true, false]) {
+    it.effect(
+      `R4.1 R3.8 the step deadline in a batch that waits for an approval: a cut-off ${idempotent ? "idempotent" : "non-idempotent"} write ends ${idempotent ? "step_timeout" : "unknown_outcome"}`,
+      () =>
+        Effect.gen(function* () {
+          const store = Tool.make({
+            name: "store",
+            description: "a write that hangs",
+            input: Schema.Struct({}),
+            output: Schema.String,
+            sideEffect: "write",
+            idempotent,
+            handler: () => Effect.never
+          })
+          const pay = Tool.make({
+            name: "pay",
+            description: "pay",
+            input: Schema.Struct({}),
+            output: Schema.String,
+            sideEffect: "external",
+            needsApproval: true,
+            handler: () => Effect.succeed("paid")
+          })
+          const result = yield* TestClockDriver.drive(
+            Run.run({ goal: "x", tools: [store, pay], concurrency: 2, time: { run: "1 minute", step: "2 seconds" } }),
+            { upTo: "1 hour" }
+          ).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.toolCalls(["store", {}], ["pay", {}])])))
+          // Alone, or beside another write, the same cut-off call ends step_timeout: an approval beside it changes nothing.
+          assert.strictEqual(result.stopReason, idempotent ? "step_timeout" : "unknown_outcome")
+          assert.strictEqual(result.elapsedMillis, 2_000)
+        }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+    )
+  }
 })

@@ -292,13 +292,22 @@ export const modelStop = (ctx: RunContext.RunContext, reason: Recovery.Exhausted
 
 /**
  * The stop of a batch an approval ended (rejected or expired, R7): unless a call of the
- * same batch (its events from `from` on) ended with an unknown outcome, or was cut off
- * by the stop while its action may have taken effect, which outranks any other stop
- * (R3.8), as in {@link hardStop}.
+ * same batch (its events from `from` on) of a tool that is not idempotent ended with an
+ * unknown outcome, or was cut off by the stop while its action may have taken effect,
+ * which outranks any other stop (R3.8), as in {@link hardStop}.
  */
-export const approvalStop = (ctx: RunContext.RunContext, stop: ApprovalWait.Stop, from: number): Outcome => {
-  // The batch's first call left pending (its outcome unknown, nothing later settled it).
-  const [first] = Explain.pendingActions(ctx.events.slice(from))
+export const approvalStop = <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  stop: ApprovalWait.Stop,
+  from: number
+): Outcome => {
+  // The batch's first call left pending (its outcome unknown, nothing later settled it), of
+  // a tool that may not act twice: an idempotent one's call is safe to ask again, as when
+  // the stop cuts it off in a batch with no approval.
+  const [first] = Explain.pendingActions(ctx.events.slice(from)).filter(
+    (pending) => config.registry.tools.get(pending.name)?.metadata.idempotent !== true
+  )
   if (first !== undefined) {
     const cutOff = ctx.events[first.seq]?._tag === "tool.interrupted"
     const detail = cutOff
