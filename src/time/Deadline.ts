@@ -261,12 +261,20 @@ export const withinOrElse: {
   <A, E, R, A2, E2, R2>(self: Effect.Effect<A, E, R>, own: OrElse<A2, E2, R2>): Effect.Effect<A | A2, E | E2, R | R2> =>
     Effect.withFiber((fiber) => {
       const { millis, layer } = leftIn(fiber, own)
-      return layer === "run" || millis === Number.POSITIVE_INFINITY
-        ? self
-        : Effect.timeoutOrElse(self, {
-            duration: millis,
-            orElse: () => own.orElse(new Timeout({ layer, afterMillis: millis }))
+      if (layer === "run" || millis === Number.POSITIVE_INFINITY) return self
+      const clock = fiber.getRef(Clock.Clock)
+      const start = clock.currentTimeMillisUnsafe()
+      return Effect.timeoutOrElse(self, {
+        duration: millis,
+        // The wait is interrupted, and awaited: code that cannot be interrupted holds it
+        // until it ends (the run's deadline alone leaves such code behind). The timeout
+        // then says how long the wait really took.
+        orElse: () =>
+          Effect.suspend(() => {
+            const elapsed = clock.currentTimeMillisUnsafe() - start
+            return own.orElse(new Timeout({ layer, afterMillis: elapsed >= millis + 1 ? elapsed : millis }))
           })
+      })
     })
 )
 
