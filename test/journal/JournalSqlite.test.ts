@@ -1,6 +1,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { DatabaseSync } from "node:sqlite"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Effect, Exit, Layer, Option } from "effect"
 import { Reactivity } from "effect/reactivity"
@@ -173,5 +174,20 @@ describe("Journal on SQLite: store failures", () => {
       assert.strictEqual(error.reason._tag, "StoreFailed")
       assert.include(error.message, "table prefix")
     })
+  )
+
+  it.effect(
+    "R9 R12 a journal file one of whose tables was dropped behind the migrations' back is a typed StoreFailed",
+    () =>
+      Effect.gen(function* () {
+        const filename = path.join(dir, `journal-${files++}.db`)
+        yield* Effect.scoped(Layer.build(Journal.layerSqlite({ filename })))
+        const db = new DatabaseSync(filename)
+        db.exec("DROP TABLE agent_commits")
+        db.close()
+        const error = yield* Effect.flip(Effect.provide(Journal.Journal, Journal.layerSqlite({ filename })))
+        assert.strictEqual(error.reason._tag, "StoreFailed")
+        assert.include(error.message, "the journal's tables cannot be used")
+      })
   )
 })

@@ -4,10 +4,12 @@
  * settled attempt, and resumed to the end the live run would have reached.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { type Duration, Effect, Fiber, Schema } from "effect"
+import { type Duration, Effect, Fiber, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
+import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Journal from "../../src/journal/Journal.ts"
+import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
@@ -97,6 +99,105 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
   )
 
   it.effect(
+    "R3.4 R9 killed while a call waits to retry: its failure and its retry were committed, and the resumed run spends the same budget",
+    () =>
+      Effect.gen(function* () {
+        const flakyTool = (attempts: { n: number }) =>
+          Tool.make({
+            name: "flaky",
+            description: "always busy",
+            input: Schema.Struct({}),
+            output: Schema.String,
+            sideEffect: "external",
+            idempotent: true,
+            maxRetries: 6,
+            handler: () =>
+              Effect.suspend(() => {
+                attempts.n++
+                return Effect.fail(
+                  new Failure.Retryable({
+                    source: "tool",
+                    category: "connection",
+                    code: "busy",
+                    attempts: 1,
+                    hint: "busy"
+                  })
+                )
+              })
+          })
+        const model = ScriptedModel.layerFunction(() => ScriptedModel.toolCall("flaky", {}, "c1"))
+        // The run's budget (two retries) is what ends it, not the schedule's (six).
+        const options = {
+          goal: "x",
+          recovery: { maxRecoveries: 2, backoff: Recovery.backoff({ retries: 6 }) }
+        } as const
+        const baseline = { n: 0 }
+        const uncut = yield* TestClockDriver.drive(Run.run({ ...options, tools: [flakyTool(baseline)] })).pipe(
+          Effect.provide(model)
+        )
+        assert.deepStrictEqual([uncut.stopReason, baseline.n], ["recovery_exhausted", 3])
+        let inBackoff = 0
+        for (let commit = 1; commit <= 20; commit++) {
+          const store = yield* Effect.provide(Effect.service(Journal.Journal), Journal.layerMemory)
+          const attempts = { n: 0 }
+          const faulty = FaultyJournal.make(store, { crashAt: { commit, when: "after" } })
+          yield* Effect.exit(
+            TestClockDriver.drive(Run.run({ ...options, runId: "r1", tools: [flakyTool(attempts)] })).pipe(
+              Effect.provideService(Journal.Journal, faulty.journal),
+              Effect.provide(model)
+            )
+          )
+          if (!faulty.crashed()) break
+          const kept = Option.getOrThrow(yield* store.read("r1")).events
+          const waiting = kept.findLast((e) => e._tag !== "state.changed")?._tag === "recovery.started"
+          const resumed = yield* TestClockDriver.drive(
+            Run.resume("r1", { recovery: options.recovery, tools: [flakyTool(attempts)] }, "restart")
+          ).pipe(Effect.provideService(Journal.Journal, store), Effect.provide(model))
+          const at = `crashed after commit ${commit}`
+          assert.strictEqual(resumed.stopReason, "recovery_exhausted", at)
+          assert.strictEqual(resumed.counters.recoveryAttempts, 2, at)
+          // Killed in a backoff, nothing is repeated (an attempt in doubt here never began its handler: it runs again, free).
+          assert.strictEqual(attempts.n, baseline.n, at)
+          if (waiting) inBackoff++
+        }
+        assert.strictEqual(inBackoff, 2, "each retry's wait began with its failure and its retry committed")
+      })
+  )
+
+  it.effect(
+    "R4.1 R9 killed between creating its row and its first commit: the run starts again under its options and its deadline",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        // The process dies as the first commit is sent: the row (with its header) is there, no event is.
+        const dying: Journal.Service = {
+          ...store,
+          append: (runId, append) => (append.expectedSeq === 0 ? Effect.interrupt : store.append(runId, append))
+        }
+        const answer = ScriptedModel.layerFunction(() => ScriptedModel.finalAnswer("forty-two"))
+        yield* Effect.exit(
+          Run.run({
+            goal: "answer",
+            runId: "r1",
+            tools: [],
+            time: { run: "3 seconds" },
+            limits: { maxIterations: 1 }
+          }).pipe(Effect.provideService(Journal.Journal, dying), Effect.provide(answer))
+        )
+        const kept = Option.getOrThrow(yield* store.read("r1"))
+        assert.strictEqual(kept.events.length, 0)
+        // Down for 4 s: past the run's deadline.
+        yield* TestClock.adjust("4 seconds")
+        const resumed = yield* Run.resume("r1", { tools: [] }, "restart").pipe(Effect.provide(answer))
+        assert.strictEqual(resumed.stopReason, "run_timeout")
+        const started = ofTag(resumed.timeline, "run.started")[0]
+        assert.strictEqual(started?.limits?.maxIterations, 1)
+        assert.strictEqual(started?.limits?.runTimeoutMillis, 3_000)
+        assert.strictEqual(started?.deadlineAt, 3_000)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
     "R9 killed after a final answer was committed, before the run's stop: it completes with it, asking nothing",
     () =>
       Effect.gen(function* () {
@@ -174,8 +275,9 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
         const payment = acting("pay", { behaviour: ["lose_before_apply", "apply"], reconcile: true })
         const tools = [payment.tool]
         const store = yield* Journal.Journal
-        // Commits: 1 the start, 2 the response, 3 the intent, 4 not applied and the resend's intent; 5 (its result) is lost.
-        const faulty = FaultyJournal.make(store, { crashAt: { commit: 5, when: "before" } })
+        // Commits: 1 the start, 2 the response, 3 the intent, 4 not applied and the resend's wait, 5 the resend's
+        // intent; 6 (its result) is lost.
+        const faulty = FaultyJournal.make(store, { crashAt: { commit: 6, when: "before" } })
         yield* diesIn(
           faulty,
           TestClockDriver.drive(
@@ -458,9 +560,9 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       )
       const soon = approvesAfter("500 millis")
       const options = { tools, concurrency: 2 } as const
-      // Commit 4: the approval, while the lookup's retry runs.
+      // Commit 5: the approval, while the lookup's retry runs.
       yield* TestClockDriver.drive(
-        dies({ crashAt: { commit: 4, when: "after" } }, { goal: "look and pay", ...options }, model).pipe(
+        dies({ crashAt: { commit: 5, when: "after" } }, { goal: "look and pay", ...options }, model).pipe(
           Effect.provideService(Approval.ApprovalGate, soon)
         )
       )

@@ -41,20 +41,22 @@ describe("Deadline.within", () => {
     })
   )
 
-  it.effect("R4.2 R4.3 a wait that cannot be interrupted holds its layer until it ends: the timeout says how long it took", () =>
-    Effect.gen(function* () {
-      const fiber = yield* Effect.uninterruptible(Effect.sleep(500)).pipe(
-        Deadline.within({ layer: "tool", millis: 100 }),
-        Deadline.run(10_000),
-        Effect.flip,
-        Effect.forkChild
-      )
-      yield* TestClock.adjust(100)
-      assert.isUndefined(fiber.pollUnsafe(), "the wait is not left behind below the run")
-      yield* TestClock.adjust(400)
-      const timeout = yield* Fiber.join(fiber)
-      assert.deepStrictEqual([timeout.layer, timeout.afterMillis], ["tool", 500])
-    })
+  it.effect(
+    "R4.2 R4.3 a wait that cannot be interrupted holds its layer until it ends: the timeout says how long it took",
+    () =>
+      Effect.gen(function* () {
+        const fiber = yield* Effect.uninterruptible(Effect.sleep(500)).pipe(
+          Deadline.within({ layer: "tool", millis: 100 }),
+          Deadline.run(10_000),
+          Effect.flip,
+          Effect.forkChild
+        )
+        yield* TestClock.adjust(100)
+        assert.isUndefined(fiber.pollUnsafe(), "the wait is not left behind below the run")
+        yield* TestClock.adjust(400)
+        const timeout = yield* Fiber.join(fiber)
+        assert.deepStrictEqual([timeout.layer, timeout.afterMillis], ["tool", 500])
+      })
   )
 
   it.effect("R4.2 inside a step, a wait gets only what is left of the step", () =>

@@ -2,7 +2,8 @@
 import { Context, Effect, Layer, type Scope } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
-import type { JournalError } from "../JournalError.ts"
+import * as Failure from "../../failure/Failure.ts"
+import * as JournalError from "../JournalError.ts"
 import * as Make from "./Make.ts"
 import { Journal } from "./Models.ts"
 import * as SqliteClient from "./SqliteClient.ts"
@@ -14,7 +15,7 @@ export interface SqlOptions {
   readonly tablePrefix?: string | undefined
 }
 
-export const layerSql = (options?: SqlOptions): Layer.Layer<Journal, JournalError, SqlClient.SqlClient> =>
+export const layerSql = (options?: SqlOptions): Layer.Layer<Journal, JournalError.JournalError, SqlClient.SqlClient> =>
   Layer.effect(
     Journal,
     Effect.gen(function* () {
@@ -29,7 +30,7 @@ export const layerSql = (options?: SqlOptions): Layer.Layer<Journal, JournalErro
 export const layerOwnClient = (
   open: Effect.Effect<SqlClient.SqlClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity>,
   options?: SqlOptions
-): Layer.Layer<Journal, JournalError> =>
+): Layer.Layer<Journal, JournalError.JournalError> =>
   layerSql(options).pipe(
     Layer.provide(
       Layer.effect(SqlClient.SqlClient, Effect.mapError(open, SqlStore.classify("open"))).pipe(
@@ -39,16 +40,34 @@ export const layerOwnClient = (
   )
 
 /** The SQLite journal on a file it opens (and closes with its scope): commits go to the connection directly. */
-export const layerSqlite = (options: SqliteClient.Options & SqlOptions): Layer.Layer<Journal, JournalError> =>
+export const layerSqlite = (
+  options: SqliteClient.Options & SqlOptions
+): Layer.Layer<Journal, JournalError.JournalError> =>
   Layer.effect(
     Journal,
     Effect.gen(function* () {
       const opened = yield* Effect.mapError(SqliteClient.open(options), SqlStore.classify("open"))
       const names = yield* SqlStore.tables(options.tablePrefix)
       yield* SqlStore.migrate(opened.client, names)
-      return Make.make(SqliteStore.make(opened, names))
+      return Make.make(yield* prepared(opened, names))
     })
   ).pipe(Layer.provide(Reactivity.layer))
+
+/**
+ * The store's statements, prepared: a file whose tables were changed behind the
+ * migrations' back (one dropped) is a typed `StoreFailed`, not a throw.
+ */
+const prepared = (opened: SqliteClient.Opened, names: SqlStore.Tables) =>
+  Effect.try({
+    try: () => SqliteStore.make(opened, names),
+    catch: (error) =>
+      JournalError.make(
+        new JournalError.StoreFailed({
+          operation: "open",
+          detail: `the journal's tables cannot be used: ${Failure.safeDescription(error)}`
+        })
+      )
+  })
 
 /**
  * The SQLite journal and the `SqlClient` of its connection, on one file: for state kept in
@@ -57,13 +76,13 @@ export const layerSqlite = (options: SqliteClient.Options & SqlOptions): Layer.L
  */
 export const layerSqliteWithClient = (
   options: SqliteClient.Options & SqlOptions
-): Layer.Layer<Journal | SqlClient.SqlClient, JournalError> =>
+): Layer.Layer<Journal | SqlClient.SqlClient, JournalError.JournalError> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const opened = yield* Effect.mapError(SqliteClient.open(options), SqlStore.classify("open"))
       const names = yield* SqlStore.tables(options.tablePrefix)
       yield* SqlStore.migrate(opened.client, names)
-      return Context.make(Journal, Make.make(SqliteStore.make(opened, names))).pipe(
+      return Context.make(Journal, Make.make(yield* prepared(opened, names))).pipe(
         Context.add(SqlClient.SqlClient, opened.client)
       )
     })

@@ -21,10 +21,16 @@ const Header = Schema.Struct({
   system: Schema.optional(Schema.String),
   model: Schema.String,
   /** Each tool's fingerprint: its input's JSON Schema and its side-effect class, digested. */
-  tools: Schema.Record(Schema.String, Schema.String)
+  tools: Schema.Record(Schema.String, Schema.String),
+  /**
+   * The run's `run.started`, JSON: what a run whose process died between creating its row
+   * and its first commit goes on under (its deadline, limits and order of policies), as its log would say.
+   */
+  started: Schema.optional(Schema.toCodecJson(Event.RunStarted))
 })
 
 const decodeHeader = Schema.decodeUnknownExit(Header)
+const encodeStarted = Schema.encodeUnknownExit(Schema.toCodecJson(Event.RunStarted))
 const encodeResult = Schema.encodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 const isJson = Schema.is(Schema.Json)
 
@@ -136,13 +142,17 @@ const committedMeanwhile = (
   })
 
 /** The header of a run, from its `run.started` and its tools' fingerprints. */
-const header = (started: Event.Event | undefined, tools: ReadonlyMap<string, string>): Schema.Json => ({
-  goal: started?._tag === "run.started" ? started.goal : "",
-  ...(started?._tag === "run.started" && started.system !== undefined ? { system: started.system } : {}),
-  model: started?._tag === "run.started" ? started.model : "",
-  // `fromEntries` defines each key as data: a tool named `__proto__` is kept.
-  tools: Object.fromEntries(tools)
-})
+const header = (started: Event.Event | undefined, tools: ReadonlyMap<string, string>): Schema.Json => {
+  const encoded = started?._tag === "run.started" ? encodeStarted(started) : undefined
+  return {
+    goal: started?._tag === "run.started" ? started.goal : "",
+    ...(started?._tag === "run.started" && started.system !== undefined ? { system: started.system } : {}),
+    model: started?._tag === "run.started" ? started.model : "",
+    // `fromEntries` defines each key as data: a tool named `__proto__` is kept.
+    tools: Object.fromEntries(tools),
+    ...(encoded !== undefined && Exit.isSuccess(encoded) && isJson(encoded.value) ? { started: encoded.value } : {})
+  }
+}
 
 /**
  * The result as it is committed. Its timeline is the log committed with it, so it goes in
@@ -249,6 +259,12 @@ export type Loaded =
       readonly system: string | undefined
       readonly events: ReadonlyArray<Event.Event>
       readonly started: Event.Of<"run.started"> | undefined
+      /**
+       * When the log has no `run.started` (the process died between creating the run's row
+       * and its first commit), the one its header kept: the run starts again under its
+       * options and its deadline.
+       */
+      readonly startedAs?: Event.Of<"run.started"> | undefined
     }
 
 const resumeError = (runId: string, e: JournalError.JournalError): ResumeError =>
@@ -326,7 +342,8 @@ export const load = Effect.fnUntraced(function* (
     goal: header.value.goal,
     system: header.value.system,
     events: stored.events,
-    started
+    started,
+    ...(started === undefined && header.value.started !== undefined ? { startedAs: header.value.started } : {})
   }
   return loaded
 })

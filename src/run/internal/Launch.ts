@@ -4,7 +4,7 @@
  * interruption of the caller means is the caller's to say: a cancel (`Run.run`) or, for a
  * hosted run, its suspension. Private to the runtime.
  */
-import { Clock, Context, Deferred, Effect, type Fiber, Option, Result } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, type Fiber, Option, Result } from "effect"
 import * as Journal from "../../journal/Journal.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
 import type * as Tool from "../../tools/Tool.ts"
@@ -111,7 +111,14 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
   loaded: Restored
 ): Result.Result<Options<T, RV, O>, ResumeError> => {
   const given = { ...options, goal: loaded.goal }
-  const merged = { ...Durable.startedWith(options, loaded.started), goal: loaded.goal }
+  const startedAs = loaded.started === undefined ? loaded.startedAs : undefined
+  const withRecorded = { ...Durable.startedWith(options, loaded.started ?? startedAs), goal: loaded.goal }
+  // A run that starts again under the options its header kept keeps its time limit too (its
+  // deadline, absolute, is kept by `Lifecycle.prepare`), so that its new `run.started` says the same.
+  const merged =
+    startedAs?.limits?.runTimeoutMillis === undefined || options.time?.run !== undefined
+      ? withRecorded
+      : { ...withRecorded, time: { ...withRecorded.time, run: Duration.millis(startedAs.limits.runTimeoutMillis) } }
   const recorded = resolve(merged, "resumed")
   if (Result.isFailure(recorded) && Result.isSuccess(resolve(given, "resumed"))) {
     return Result.fail(

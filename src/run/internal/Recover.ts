@@ -11,6 +11,7 @@ import * as UserCode from "../../failure/UserCode.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Spans from "../../tracing/Spans.ts"
+import * as Commit from "./Commit.ts"
 import * as RunContext from "./RunContext.ts"
 
 const callOf = (episode: Recovery.Episode): { readonly callId?: string } =>
@@ -136,7 +137,12 @@ export const recoverFrom: <A, R>(
       }))
       const owner = { owner: episode.callId ?? "" }
       const wait = { kind: episode.kind, attempt: n, delayMillis: decision.delayMillis, cause: own.code }
-      yield* Effect.onInterrupt(Spans.backoff(Effect.sleep(decision.delayMillis), wait), () =>
+      // A call's failure and the retry it waits for are committed before the sleep: a process
+      // that dies in it is resumed waiting to retry, in the same episode, its budget spent
+      // (R9, R3.4). A model call is asked again on resume, whatever its log says.
+      const backoff = Spans.backoff(Effect.sleep(decision.delayMillis), wait)
+      const sleep = episode.callId === undefined ? backoff : Effect.andThen(Commit.barrier(ctx), backoff)
+      yield* Effect.onInterrupt(sleep, () =>
         Effect.andThen(
           Effect.ignore(RunContext.release(ctx, episode.resume, owner)),
           Effect.sync(() => episode.onInterruptedWait?.())

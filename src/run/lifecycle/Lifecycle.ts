@@ -164,7 +164,7 @@ export const prepare = <T extends Tool.Any, RV, O>(
   // A resumed run keeps its deadline (absolute, in its log); a `time.run` its resume gives
   // may only bring it closer: from now, if that is sooner (the resume's options are
   // silent on `run` unless the caller set it).
-  const recorded = started === undefined ? undefined : RunLog.deadlineOf(restored?.events ?? [])
+  const recorded = started !== undefined ? RunLog.deadlineOf(restored?.events ?? []) : restored?.startedAs?.deadlineAt
   const deadlineAt =
     recorded === undefined ? fresh : options.time?.run === undefined ? recorded : Math.min(recorded, fresh)
   const ctx = RunContext.make({
