@@ -140,24 +140,35 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
   const puttingUp = new Map<string, Deferred.Deferred<void>>()
   const keyOf = (runId: string, callId: string) => `${runId}\u0000${callId}`
 
-  const putUp = (request: Approval.Request) =>
-    journal
-      .requestApproval({
-        runId: request.runId,
-        callId: request.callId,
-        tool: request.tool,
-        // The run checked the arguments against the tool's schema: they are JSON.
-        arguments: request.arguments as Schema.Json,
-        sideEffect: request.sideEffect,
-        requestedAt: request.requestedAt,
-        expiresAt: request.expiresAt
-      })
-      .pipe(
-        // Put up already: a run resumed after a restart finds it pending, or decided.
-        Effect.catchReason("JournalError", "Conflict", () => Effect.void),
-        Effect.retry({ times: 3, while: (e) => e.isRetryable }),
-        Effect.catch(broken("put the call up for approval"))
-      )
+  const putUp = (request: Approval.Request) => {
+    const row = {
+      runId: request.runId,
+      callId: request.callId,
+      tool: request.tool,
+      // The run checked the arguments against the tool's schema: they are JSON.
+      arguments: request.arguments as Schema.Json,
+      sideEffect: request.sideEffect,
+      requestedAt: request.requestedAt,
+      expiresAt: request.expiresAt
+    }
+    // Put up already, and still pending with other times: the run asks afresh (its process
+    // died after putting the call up, before its log said so), and its log is what the row
+    // follows; it is withdrawn and put up again with the times the run waits by.
+    const renewed = Effect.gen(function* () {
+      const pending = yield* journal.pendingApprovals({ runId: request.runId })
+      const found = pending.find((p) => p.callId === request.callId)
+      if (found === undefined || (found.requestedAt === row.requestedAt && found.expiresAt === row.expiresAt)) return
+      yield* journal.withdraw(request.runId, request.callId, request.requestedAt)
+      // Decided in between: the decision stands, and the run reads it.
+      yield* Effect.catchReason(journal.requestApproval(row), "JournalError", "Conflict", () => Effect.void)
+    })
+    return journal.requestApproval(row).pipe(
+      // Put up already: a run resumed after a restart finds it pending, or decided.
+      Effect.catchReason("JournalError", "Conflict", () => renewed),
+      Effect.retry({ times: 3, while: (e) => e.isRetryable }),
+      Effect.catch(broken("put the call up for approval"))
+    )
+  }
 
   // A store out of reach is read again at the next poll.
   const decisionOf = (runId: string, callId: string) =>

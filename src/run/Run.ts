@@ -120,7 +120,15 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
         Launch.launch(merged.success, Launch.cancel, {
           restored: loaded,
           resume: loaded.started === undefined ? undefined : { reason }
-        })
+        }).pipe(
+          // A run that ended without asking again (its deadline passed while its process was
+          // down) leaves no call on the approvals table.
+          Effect.tap(() =>
+            Effect.flatMap(Effect.orElseSucceed(journal.read(runId), Option.none), (stored) =>
+              Durable.withdrawLeftovers(journal, stored)
+            )
+          )
+        )
       )
     })
   )

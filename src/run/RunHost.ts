@@ -238,17 +238,8 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
       )
     }
     const stored = readBack.success
-    // Calls a finished run left on the table (a cancel while it was parked) are withdrawn,
-    // once the journal holds its ending: a run fenced off by another process (which owns it
-    // now, and may wait on approvals of its own) touches nothing.
     if (Option.isSome(stored) && Option.isSome(stored.value.result)) {
-      yield* Effect.ignore(
-        Effect.gen(function* () {
-          const rows = yield* journal.pendingApprovals({ runId })
-          const at = yield* Clock.currentTimeMillis
-          yield* Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
-        })
-      )
+      yield* Durable.withdrawLeftovers(journal, stored)
     } else if (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline)) {
       return yield* Effect.fail(unrecorded(runId, ended.success.stopReason, run?.ctx.refused))
     }

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer, Option, Stream } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Schedule, Stream } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
@@ -40,6 +40,67 @@ const pendingOn = (gate: Approval.Gate, n: number) =>
 const store = Effect.map(Layer.build(Journal.layerMemory), (context) => Context.get(context, Journal.Journal))
 
 describe("JournalApprovals (R7, R9.3)", () => {
+  it.live("R7 R9 a run resumed after its deadline passed while it was down withdraws the call it had put up", () =>
+    Effect.gen(function* () {
+      const journal = yield* store
+      // A process killed outright withdraws nothing (in this one, the run's finalizers would).
+      const gate = JournalApprovals.make({ ...journal, withdraw: () => Effect.void }, poll)
+      const pay = payment()
+      const options = { goal: "pay 10", runId: "r1", tools: [pay.tool], time: { run: "300 millis" } } as const
+      // Commit 3: the approval request; the process dies right after it.
+      const faulty = FaultyJournal.make(journal, { crashAt: { commit: 3, when: "after" } })
+      yield* Effect.exit(
+        Run.run(options).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.provideService(Approval.ApprovalGate, gate),
+          Effect.provide(model)
+        )
+      )
+      assert.isTrue(faulty.crashed())
+      assert.lengthOf(yield* journal.pendingApprovals({ runId: "r1" }), 1)
+      yield* Effect.sleep("400 millis")
+      const resumed = yield* Run.resume("r1", { tools: [pay.tool] }, "restart").pipe(
+        Effect.provideService(Journal.Journal, journal),
+        Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(journal, poll)),
+        Effect.provide(model)
+      )
+      assert.strictEqual(resumed.stopReason, "run_timeout")
+      assert.lengthOf(yield* journal.pendingApprovals({ runId: "r1" }), 0, "no call is left pending for good")
+      assert.strictEqual(pay.calls.count, 0)
+    })
+  )
+
+  it.live(
+    "R7 R9 a call put up by a process that died before its log said so: asked again, the row takes the times the run waits by",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* store
+        const now = Date.now()
+        const base = {
+          runId: "r1",
+          callId: "c1",
+          tool: "pay",
+          arguments: { amount: 10 },
+          sideEffect: "external"
+        } as const
+        // The dead process's row: it expires in 50 ms.
+        yield* journal.requestApproval({ ...base, requestedAt: now - 4_000, expiresAt: now + 50 })
+        const gate = JournalApprovals.make(journal, poll)
+        const asked = yield* Effect.forkChild(gate.request({ ...base, requestedAt: now, expiresAt: now + 60_000 }))
+        const [listed] = yield* Effect.repeat(journal.pendingApprovals({ runId: "r1" }), {
+          until: (pending) => pending[0]?.expiresAt === now + 60_000,
+          schedule: Schedule.spaced("2 millis"),
+          times: 1000
+        })
+        assert.deepStrictEqual([listed?.requestedAt, listed?.expiresAt], [now, now + 60_000])
+        // Past the dead process's expiry, the call can still be decided, and the run gets the decision.
+        yield* Effect.sleep("100 millis")
+        yield* gate.decide("r1", "c1", Approval.approved("ops"))
+        const decision = yield* Fiber.join(asked)
+        assert.strictEqual(decision._tag, "Approved")
+      })
+  )
+
   it.live(
     "R7 R12 a decision the store cannot take now is a typed ApprovalUnavailable: nothing decided, the call still waits",
     () =>

@@ -3,7 +3,7 @@
  * barriers, its result at the end), and what a resumed run reads back and checks before
  * it goes on. Private to the runtime; `Run.resume` and `Run.recover` are the public face.
  */
-import { Effect, Exit, Hash, Option, Schema, Semaphore } from "effect"
+import { Clock, Effect, Exit, Hash, Option, Schema, Semaphore } from "effect"
 import * as Event from "../../events/Event.ts"
 import * as Journal from "../../journal/Journal.ts"
 import type * as JournalError from "../../journal/JournalError.ts"
@@ -413,3 +413,25 @@ export const startedWith = <
     concurrency: options.concurrency ?? recorded.concurrency
   }
 }
+
+/**
+ * Withdraws the calls a finished run left on the approvals table (a cancel while it was
+ * parked; a deadline that passed while its process was down, so that it never asked
+ * again), once `stored`, the journal's copy of the run, holds its ending: a run fenced off
+ * by another process (which owns it now, and may wait on approvals of its own) touches
+ * nothing. Best effort: a store out of reach leaves them, listed as pending.
+ */
+export const withdrawLeftovers = (
+  journal: Journal.Service,
+  stored: Option.Option<Journal.Stored>
+): Effect.Effect<void> =>
+  Option.isSome(stored) && Option.isSome(stored.value.result)
+    ? Effect.ignore(
+        Effect.gen(function* () {
+          const runId = stored.value.runId
+          const rows = yield* journal.pendingApprovals({ runId })
+          const at = yield* Clock.currentTimeMillis
+          yield* Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
+        })
+      )
+    : Effect.void
