@@ -250,6 +250,12 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     })
   }
 
+  // `notes/`, `notes/.`, `..` name a directory, as the file system reads them: never a file.
+  const locateFile = (input: string) =>
+    input !== "" && /(^|[/\\])\.{0,2}$/.test(input)
+      ? Effect.fail(permanent("invalid_path", "invalid_argument", "the path names a directory; name a file"))
+      : locate(input)
+
   const tooLarge = (display: string, what: string, bytes: string) =>
     permanent(
       "content_too_large",
@@ -258,7 +264,7 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     )
 
   const write = Effect.fnUntraced(function* (input: string, text: string, what = "the content") {
-    const { names, display } = yield* locate(input)
+    const { names, display } = yield* locateFile(input)
     const bytes = Buffer.byteLength(text, "utf8")
     if (bytes > maxWriteBytes) return yield* tooLarge(display, what, `${bytes} bytes`)
     yield* workspace
@@ -268,7 +274,7 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
   })
 
   const writeJson = Effect.fnUntraced(function* (input: string, content: Schema.Json) {
-    const { display } = yield* locate(input)
+    const { display } = yield* locateFile(input)
     // Sized before the text exists: the pretty-printed text can be many times the compact
     // one (indentation grows with depth), and must not be built to find that out.
     if (prettyJsonBytes(content, maxWriteBytes - 1) === undefined) {
@@ -293,7 +299,7 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     maxRetries: 2,
     pathFields: ["path"],
     handler: Effect.fnUntraced(function* ({ path: input }) {
-      const { names, display } = yield* locate(input)
+      const { names, display } = yield* locateFile(input)
       const bytes = yield* workspace
         .read(names, maxReadBytes)
         .pipe(Effect.mapError(fromWorkspaceError("read", display, maxReadBytes)))

@@ -179,6 +179,23 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools without a
       })
     )
 
+    it.effect("R3.6 a path that names a directory (newdir/, a/., ..) is never read or written as a file", () =>
+      Effect.gen(function* () {
+        const { tools, at } = yield* workspace
+        for (const target of ["newdir/", "top.txt/", "a/.", "a/..", "."]) {
+          for (const error of [
+            yield* Effect.flip(tools.writeTextFile.handler({ path: target, content: "x" }, context)),
+            yield* Effect.flip(tools.readFile.handler({ path: target }, context))
+          ]) {
+            assertCode(error, "invalid_path")
+            assert.include(error.hint, "names a directory")
+          }
+        }
+        assert.deepStrictEqual(readdirSync(at()).sort(), ["a", "top.txt"])
+        assert.strictEqual(readFileSync(at("top.txt"), "utf8"), "top")
+      })
+    )
+
     it.effect("R3.6 a file on the way where a directory is needed is not_a_directory, and nothing is created", () =>
       Effect.gen(function* () {
         const { tools, at } = yield* workspace
