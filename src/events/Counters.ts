@@ -129,6 +129,10 @@ const onEvent = (c: Draft, e: Event): void => {
       // never counts against the tool's retry limit.
       failureStep(c, e.name, e.error.code, e.error.message, Number.POSITIVE_INFINITY)
       break
+    case "tool.interrupted":
+      // A call whose action took place (its handler had finished) changed the world.
+      if (e.sideEffect === "write" || e.sideEffect === "external") c.stateVersion = c.stateVersion + 1
+      break
     case "recovery.started":
       c.recoveryAttempts = c.recoveryAttempts + 1
       if (isCorrection(e.kind)) c.toolCorrectionAttempts = c.toolCorrectionAttempts + 1

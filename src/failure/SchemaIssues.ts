@@ -39,7 +39,7 @@ type Issue = SchemaIssue.Issue
 const reported = (issue: Issue): readonly [unknown, { readonly reportInput: true }] | readonly [] =>
   Object.hasOwn(issue, "input") ? [issue.input, { reportInput: true }] : []
 
-/** How many problems an issue holds: its leaves, a union's failure counting as one. */
+/** How many problems an issue holds: its leaves (a union's, those of its members). */
 const problemsIn = (root: Issue): number => {
   let count = 0
   const stack: Array<Issue> = [root]
@@ -51,6 +51,11 @@ const problemsIn = (root: Issue): number => {
         stack.push(issue.issue)
         break
       case "Composite":
+        for (const child of issue.issues) stack.push(child)
+        break
+      case "AnyOf":
+        // A union's failure is its members' problems, as the formatter names them; none is one.
+        if (issue.issues.length === 0) count++
         for (const child of issue.issues) stack.push(child)
         break
       default:
@@ -77,7 +82,9 @@ const firstProblems = (issue: Issue, budget: { left: number }): Issue | undefine
       if (issue._tag === "Filter") return new SchemaIssue.Filter(issue.filter, inner, ...reported(issue))
       return new SchemaIssue.Encoding(issue.ast, inner, ...reported(issue))
     }
-    case "Composite": {
+    case "Composite":
+    case "AnyOf": {
+      if (issue.issues.length === 0) return leaf(issue, budget)
       const kept: Array<Issue> = []
       for (const child of issue.issues) {
         if (budget.left === 0) break
@@ -86,15 +93,21 @@ const firstProblems = (issue: Issue, budget: { left: number }): Issue | undefine
       }
       const [head, ...rest] = kept
       if (head === undefined) return undefined
-      return kept.length === issue.issues.length && kept.every((k, i) => k === issue.issues[i])
-        ? issue
-        : new SchemaIssue.Composite(issue.ast, [head, ...rest], ...reported(issue))
+      if (kept.length === issue.issues.length && kept.every((k, i) => k === issue.issues[i])) return issue
+      return issue._tag === "Composite"
+        ? new SchemaIssue.Composite(issue.ast, [head, ...rest], ...reported(issue))
+        : new SchemaIssue.AnyOf(issue.ast, kept, ...reported(issue))
     }
     default:
-      if (budget.left === 0) return undefined
-      budget.left--
-      return issue
+      return leaf(issue, budget)
   }
+}
+
+/** A problem kept while the budget lasts. */
+const leaf = (issue: Issue, budget: { left: number }): Issue | undefined => {
+  if (budget.left === 0) return undefined
+  budget.left--
+  return issue
 }
 
 /**
@@ -134,6 +147,14 @@ export const describe = (
   const { fields: named, omitted } = fields(issue)
   const fieldPaths = named.map((f) => formatPath(f.path, root))
   const lines = named.map((f, n) => `${fieldPaths[n]}: ${f.message}`)
-  if (omitted > 0) lines.push(`and ${omitted} more problem${omitted === 1 ? "" : "s"}`)
+  if (omitted > 0) lines.push(andMore(omitted))
   return { message: lines.join("; "), fieldPaths }
 }
+
+/**
+ * How a description ends when it leaves problems out: `and 3 more problems`.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const andMore = (omitted: number): string => `and ${omitted} more problem${omitted === 1 ? "" : "s"}`

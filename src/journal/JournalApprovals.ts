@@ -151,13 +151,14 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
       requestedAt: request.requestedAt,
       expiresAt: request.expiresAt
     }
-    // Put up already, and still pending with other times: the run asks afresh (its process
+    // Put up already, and still pending with another expiry: the run asks afresh (its process
     // died after putting the call up, before its log said so), and its log is what the row
     // follows; it is withdrawn and put up again with the times the run waits by.
     const renewed = Effect.gen(function* () {
       const pending = yield* journal.pendingApprovals({ runId: request.runId })
       const found = pending.find((p) => p.callId === request.callId)
-      if (found === undefined || (found.requestedAt === row.requestedAt && found.expiresAt === row.expiresAt)) return
+      // The expiry is what the run waits by (a resumed run's request time is its event's, a hair later).
+      if (found === undefined || found.expiresAt === row.expiresAt) return
       yield* journal.withdraw(request.runId, request.callId, request.requestedAt)
       // Decided in between: the decision stands, and the run reads it.
       yield* Effect.catchReason(journal.requestApproval(row), "JournalError", "Conflict", () => Effect.void)

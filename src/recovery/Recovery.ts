@@ -215,6 +215,13 @@ export interface Episode extends Rules {
    * hold across both.
    */
   readonly attemptsMade?: number | undefined
+  /**
+   * Whether each failure and the retry it waits for are committed to the journal before
+   * the wait (R9, R3.4): for a call whose attempts commit their intent anyway (an
+   * idempotent write), so that a process that dies in the wait is resumed waiting, its
+   * budget spent. The commit's time counts in the wait.
+   */
+  readonly commitsWait?: boolean | undefined
 }
 
 /**

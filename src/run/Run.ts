@@ -110,10 +110,14 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
   options: ResumeOptions<T, RV, O>,
   reason: "restart" | "manual" = "manual"
 ): Effect.Effect<RunResult.Typed<O>, ResumeError, Requirements<T, RV> | Journal.Journal> =>
-  Effect.flatMap(Effect.service(Journal.Journal), (journal) =>
-    Effect.flatMap(Durable.load(journal, runId, options.tools, options.modelName), (loaded) => {
+  Effect.flatMap(Effect.service(Journal.Journal), (journal) => {
+    const leftovers = Effect.flatMap(Effect.orElseSucceed(journal.read(runId), Option.none), (stored) =>
+      Durable.withdrawLeftovers(journal, stored)
+    )
+    return Effect.flatMap(Durable.load(journal, runId, options.tools, options.modelName), (loaded) => {
       // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
-      if (loaded._tag === "Finished") return Effect.succeed(loaded.result as RunResult.Typed<O>)
+      // Calls it left on the table (a process that died before it withdrew them) are withdrawn now.
+      if (loaded._tag === "Finished") return Effect.as(leftovers, loaded.result as RunResult.Typed<O>)
       const merged = Launch.resumedOptions(runId, options, loaded)
       if (Result.isFailure(merged)) return Effect.fail(merged.failure)
       return typed<O, Requirements<T, RV>>(
@@ -123,15 +127,11 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
         }).pipe(
           // A run that ended without asking again (its deadline passed while its process was
           // down) leaves no call on the approvals table.
-          Effect.tap(() =>
-            Effect.flatMap(Effect.orElseSucceed(journal.read(runId), Option.none), (stored) =>
-              Durable.withdrawLeftovers(journal, stored)
-            )
-          )
+          Effect.tap(() => leftovers)
         )
       )
     })
-  )
+  })
 
 /**
  * Resumes every unfinished run of the journal (R9), after a crash or a restart, each

@@ -160,14 +160,31 @@ const beginningsOf = (form: string): Beginnings => {
   return { form, byLast }
 }
 
-/** The length of the longest beginning of a secret form that `text` holds just before `at`, or 0. */
-const cutLength = (text: string, at: number, forms: ReadonlyArray<Beginnings>): number => {
+/**
+ * The most steps (a secret form looked at, a beginning compared) one text's cuts take: past
+ * it (thousands of cuts and of long secrets whose characters the text shares), the text
+ * is masked whole instead.
+ */
+const maxComparisons = 20_000_000
+
+/**
+ * The length of the longest beginning of a secret form that `text` holds just before
+ * `at`, or 0; `undefined` once `budget` is spent.
+ */
+const cutLength = (
+  text: string,
+  at: number,
+  forms: ReadonlyArray<Beginnings>,
+  budget: { left: number }
+): number | undefined => {
   let longest = 0
   const last = text.charCodeAt(at - 1)
   for (const { form, byLast } of forms) {
+    if (--budget.left < 0) return undefined
     // Only the beginnings that end with the character before the cut are compared.
     for (const length of byLast.get(last) ?? []) {
       if (length <= longest) break
+      if (--budget.left < 0) return undefined
       if (length <= at && text.startsWith(form.slice(0, length), at - length)) {
         longest = length
         break
@@ -179,13 +196,15 @@ const cutLength = (text: string, at: number, forms: ReadonlyArray<Beginnings>): 
 
 /**
  * `text` with the beginning of any secret form that runs into a {@link cut} masked: one
- * pass over the cuts, the text rebuilt once.
+ * pass over the cuts, the text rebuilt once; `undefined` past {@link maxComparisons}.
  */
-const maskCutShort = (text: string, beginnings: ReadonlyArray<Beginnings>): string => {
+const maskCutShort = (text: string, beginnings: ReadonlyArray<Beginnings>): string | undefined => {
   const pieces: Array<string> = []
+  const budget = { left: maxComparisons }
   let from = 0
   for (let at = text.indexOf(cut); at !== -1; at = text.indexOf(cut, at + 1)) {
-    const length = cutLength(text, at, beginnings)
+    const length = cutLength(text, at, beginnings, budget)
+    if (length === undefined) return undefined
     // A beginning that overlaps what an earlier cut masked is left to it.
     if (length > 0 && at - length >= from) {
       pieces.push(text.slice(from, at - length), mask)
@@ -223,8 +242,8 @@ export interface Secrets {
    * mask. `undefined` when there are more than {@link maxForms}: text is masked whole.
    */
   readonly forms: ReadonlyArray<string> | undefined
-  /** The beginnings of the longer forms, to find one cut short before a `…`. */
-  readonly beginnings: ReadonlyArray<Beginnings>
+  /** The beginnings of the longer forms, to find one cut short before a `…` (built at the first such text). */
+  readonly beginnings: () => ReadonlyArray<Beginnings>
 }
 
 /**
@@ -235,7 +254,7 @@ export interface Secrets {
  */
 export const secrets = (values: Iterable<string>): Secrets => {
   const whole = new Set(values)
-  if (whole.size > maxForms) return { size: whole.size, whole, forms: undefined, beginnings: [] }
+  if (whole.size > maxForms) return { size: whole.size, whole, forms: undefined, beginnings: () => [] }
   const found = new Set<string>()
   for (const secret of whole) {
     if (secret.length < minInText) continue
@@ -243,11 +262,15 @@ export const secrets = (values: Iterable<string>): Secrets => {
     found.add(JSON.stringify(secret).slice(1, -1))
   }
   const forms = [...found].sort((a, b) => b.length - a.length)
+  let beginnings: ReadonlyArray<Beginnings> | undefined
   return {
     size: whole.size,
     whole,
     forms,
-    beginnings: forms.filter((form) => form.length > minCutShort).map(beginningsOf)
+    beginnings: () => {
+      beginnings ??= forms.filter((form) => form.length > minCutShort).map(beginningsOf)
+      return beginnings
+    }
   }
 }
 
@@ -282,7 +305,7 @@ export const maskText = (text: string, secrets: Secrets): string => {
   for (const form of secrets.forms) {
     if (out.includes(form)) out = out.replaceAll(form, mask)
   }
-  return out.includes(cut) ? maskCutShort(out, secrets.beginnings) : out
+  return out.includes(cut) ? (maskCutShort(out, secrets.beginnings()) ?? mask) : out
 }
 
 /**
@@ -331,8 +354,9 @@ export const shownBy = (
   }
 }
 
-/** A failure's summary with the secrets masked in its hint and its code. */
+/**
+ * A failure's summary with the secrets masked in its hint. Its `code` is the failure's
+ * name, which policies and the run branch on, kept as given: put no secret in it.
+ */
 export const maskSummary = (summary: Failure.Summary, secrets: Secrets): Failure.Summary =>
-  secrets.size === 0
-    ? summary
-    : { ...summary, code: maskText(summary.code, secrets), hint: maskText(summary.hint, secrets) }
+  secrets.size === 0 ? summary : { ...summary, hint: maskText(summary.hint, secrets) }

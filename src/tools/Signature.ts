@@ -9,6 +9,7 @@
  *
  * @since 0.1.0
  */
+import { createHmac } from "node:crypto"
 import { Predicate } from "effect"
 import * as ToolArguments from "./ToolArguments.ts"
 
@@ -103,15 +104,28 @@ export const unparsed = (name: string, rawArguments: unknown): string => {
 export const toolCallParsed = (name: string, args: unknown): string => `${name}:${digest(canonicalJson(args))}`
 
 /**
- * The signature of a call of a sensitive tool: that of its masked arguments, and a digest
- * of its secrets under `key`, a key the run never records (the digest is no cryptographic
- * MAC, but without the key a guessed secret cannot be checked against it).
+ * The signature of a call of a sensitive tool: an HMAC-SHA-256, under `key`, of the tool's
+ * name and the canonical JSON of the arguments as the model sent them (its secrets in
+ * place), so that calls with other secrets, or the same ones in other fields, differ
+ * (R2.3); the run never records its key, so the log cannot be searched for a guessed
+ * secret, nor does the signature tell a secret's length (R12).
  *
  * @category constructors
  * @since 0.3.0
  */
-export const toolCallWithSecrets = (name: string, masked: unknown, secrets: Iterable<string>, key: string): string =>
-  `${toolCallParsed(name, masked)}:${digest(JSON.stringify([key, ...secrets]))}`
+export const toolCallKeyed = (name: string, args: unknown, key: string): string =>
+  `${name}:#${createHmac("sha256", key)
+    .update(`${name}\u0000${canonicalJson(args)}`)
+    .digest("base64url")}`
+
+/**
+ * Whether a call's signature is a sensitive call's ({@link toolCallKeyed}): its arguments,
+ * as the model sent them, hold secrets and are not to be shown.
+ *
+ * @category guards
+ * @since 0.3.0
+ */
+export const isKeyed = (signature: string): boolean => signature.includes(":#")
 
 /**
  * @category constructors

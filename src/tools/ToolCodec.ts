@@ -108,10 +108,10 @@ const bothFailed = (
 ): Exit.Exit<unknown, Schema.SchemaError> => {
   const plain = faultsOf(decoded)
   const json = faultsOf(fromJson)
-  // The JSON form is taken only when it names all its faults (a rebuilt issue would lose their count).
-  if (plain === undefined || json === undefined || json.omitted > 0) return decoded
+  if (plain === undefined || json === undefined) return decoded
   const [first, ...rest] = json.fields
-  if (first === undefined || json.fields.length >= plain.fields.length + plain.omitted) return decoded
+  if (first === undefined || json.fields.length + json.omitted >= plain.fields.length + plain.omitted) return decoded
+  // Past the fields a description names, the rest go unnamed: the model is told them once it fixes these.
   const said = new Map(plain.fields.map((f) => [JSON.stringify(f.path), f.message]))
   const issue = (f: (typeof json.fields)[number]) =>
     new SchemaIssue.Pointer(

@@ -12,9 +12,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Fiber, FileSystem, Option, Path, Result, Schema, SchemaIssue } from "effect"
+import { Effect, Fiber, FileSystem, Option, Path, Result, Schema, type SchemaIssue } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Failure from "../failure/Failure.ts"
+import * as SchemaIssues from "../failure/SchemaIssues.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
 
@@ -134,17 +135,17 @@ const isEmptyJson = (value: unknown): boolean =>
   value === "" ||
   (Array.isArray(value) ? value.length === 0 : typeof value === "object" && Object.keys(value).length === 0)
 
-const issueFormatter = SchemaIssue.makeFormatterStandardSchemaV1()
-
-const formatIssue = (issue: SchemaIssue.Issue): string =>
-  issueFormatter(issue)
-    .issues.map(({ message, path }) => {
-      const keys = (path ?? []).map((segment) => (typeof segment === "object" ? segment.key : segment))
-      if (keys.length === 0) return message
-      const at = keys.map((key) => `[${typeof key === "string" ? JSON.stringify(key) : String(key)}]`).join("")
-      return `${message} at ${at}`
-    })
-    .join("; ")
+/** A schema's issue with a file: its first fields (see `SchemaIssues.maxFields`), then how many more. */
+const formatIssue = (issue: SchemaIssue.Issue): string => {
+  const { fields, omitted } = SchemaIssues.fields(issue)
+  const lines = fields.map(({ message, path }) => {
+    if (path.length === 0) return message
+    const at = path.map((key) => `[${typeof key === "string" ? JSON.stringify(key) : String(key)}]`).join("")
+    return `${message} at ${at}`
+  })
+  if (omitted > 0) lines.push(SchemaIssues.andMore(omitted))
+  return lines.join("; ")
+}
 
 const parseJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
 

@@ -67,7 +67,50 @@ describe("JournalApprovals (R7, R9.3)", () => {
       assert.strictEqual(resumed.stopReason, "run_timeout")
       assert.lengthOf(yield* journal.pendingApprovals({ runId: "r1" }), 0, "no call is left pending for good")
       assert.strictEqual(pay.calls.count, 0)
+      // Killed again between its last commit and the withdrawal: the next resume, of a finished run, withdraws it.
+      const now = Date.now()
+      const row = { runId: "r1", callId: "c9", tool: "pay", arguments: {}, sideEffect: "external" }
+      yield* journal.requestApproval({ ...row, requestedAt: now, expiresAt: now + 60_000 })
+      const again = yield* Run.resume("r1", { tools: [pay.tool] }, "restart").pipe(
+        Effect.provideService(Journal.Journal, journal),
+        Effect.provide(model)
+      )
+      assert.strictEqual(again.stopReason, "run_timeout")
+      assert.lengthOf(yield* journal.pendingApprovals({ runId: "r1" }), 0)
     })
+  )
+
+  it.live(
+    "R7 R9 a call put back with its logged expiry keeps its row: no withdrawal, a decision meanwhile is taken",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* store
+        let withdrawn = 0
+        const watched: Journal.Service = {
+          ...journal,
+          withdraw: (runId, callId, at) =>
+            Effect.andThen(
+              Effect.sync(() => withdrawn++),
+              journal.withdraw(runId, callId, at)
+            )
+        }
+        const now = Date.now()
+        const base = {
+          runId: "r1",
+          callId: "c1",
+          tool: "pay",
+          arguments: { amount: 10 },
+          sideEffect: "external"
+        } as const
+        yield* journal.requestApproval({ ...base, requestedAt: now, expiresAt: now + 60_000 })
+        // A resumed run puts it back with its logged expiry, its request time its event's (a hair later).
+        const gate = JournalApprovals.make(watched, poll)
+        const asked = yield* Effect.forkChild(gate.request({ ...base, requestedAt: now + 3, expiresAt: now + 60_000 }))
+        yield* Effect.sleep("20 millis")
+        yield* gate.decide("r1", "c1", Approval.approved("ops"))
+        assert.strictEqual((yield* Fiber.join(asked))._tag, "Approved")
+        assert.strictEqual(withdrawn, 0)
+      })
   )
 
   it.live(

@@ -165,6 +165,58 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
   )
 
   it.effect(
+    "R3.4 R4.2 committing a retry before its wait takes from the wait: the next attempt starts when the log says",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        // A store that takes 200 ms to commit.
+        const slow: Journal.Service = {
+          ...store,
+          append: (runId, append) => Effect.delay(store.append(runId, append), 200)
+        }
+        let n = 0
+        const put = Tool.make({
+          name: "put",
+          description: "an idempotent write that fails once",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "write",
+          idempotent: true,
+          handler: () =>
+            Effect.suspend(() =>
+              ++n === 1
+                ? Effect.fail(
+                    new Failure.Retryable({
+                      source: "tool",
+                      category: "connection",
+                      code: "reset",
+                      attempts: 1,
+                      hint: "reset"
+                    })
+                  )
+                : Effect.succeed("stored")
+            )
+        })
+        const model = ScriptedModel.layerFunction((request) =>
+          request.iteration === 1 ? ScriptedModel.toolCall("put", {}, "c1") : ScriptedModel.finalAnswer("done")
+        )
+        const result = yield* TestClockDriver.drive(
+          Run.run({
+            goal: "put",
+            runId: "r1",
+            tools: [put],
+            recovery: { backoff: Recovery.backoff({ base: "500 millis", jitter: false }) }
+          })
+        ).pipe(Effect.provideService(Journal.Journal, slow), Effect.provide(model))
+        assert.strictEqual(result.status, "completed")
+        const [wait] = ofTag(result.timeline, "recovery.started")
+        const retry = ofTag(result.timeline, "tool.started").find((e) => e.attempt === 2)
+        assert.isDefined(wait)
+        assert.strictEqual(retry?.at, (wait?.at ?? 0) + (wait?.delayMillis ?? 0))
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
     "R4.1 R9 killed between creating its row and its first commit: the run starts again under its options and its deadline",
     () =>
       Effect.gen(function* () {
@@ -275,9 +327,8 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
         const payment = acting("pay", { behaviour: ["lose_before_apply", "apply"], reconcile: true })
         const tools = [payment.tool]
         const store = yield* Journal.Journal
-        // Commits: 1 the start, 2 the response, 3 the intent, 4 not applied and the resend's wait, 5 the resend's
-        // intent; 6 (its result) is lost.
-        const faulty = FaultyJournal.make(store, { crashAt: { commit: 6, when: "before" } })
+        // Commits: 1 the start, 2 the response, 3 the intent, 4 not applied and the resend's intent; 5 (its result) is lost.
+        const faulty = FaultyJournal.make(store, { crashAt: { commit: 5, when: "before" } })
         yield* diesIn(
           faulty,
           TestClockDriver.drive(
@@ -560,9 +611,9 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
       )
       const soon = approvesAfter("500 millis")
       const options = { tools, concurrency: 2 } as const
-      // Commit 5: the approval, while the lookup's retry runs.
+      // Commit 4: the approval, while the lookup's retry runs.
       yield* TestClockDriver.drive(
-        dies({ crashAt: { commit: 5, when: "after" } }, { goal: "look and pay", ...options }, model).pipe(
+        dies({ crashAt: { commit: 4, when: "after" } }, { goal: "look and pay", ...options }, model).pipe(
           Effect.provideService(Approval.ApprovalGate, soon)
         )
       )

@@ -317,7 +317,10 @@ layer(NodeServices.layer)("Validation", (it) => {
             [false, "artifact:report.md: missing (no file at report.md)"],
             [false, "artifact:empty.txt: empty (no content after trimming whitespace)"],
             [false, "artifact:broken.json: does not parse as JSON"],
-            [false, 'artifact:data.json: schema mismatch: Missing key at ["title"]; Expected number at ["rows"][1]'],
+            [
+              false,
+              'artifact:data.json: schema mismatch: field is required at ["title"]; Expected number at ["rows"][1]'
+            ],
             [false, "artifact:out.md: not a file (found a directory at out.md)"],
             [true, "artifact:plain.md: markdown, 15 characters, no heading"],
             [true, "evidence:index: 0 completed plan step(s) backed by 0 tool result(s)"]

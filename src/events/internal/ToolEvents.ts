@@ -107,7 +107,13 @@ export const ToolInterrupted = Schema.TaggedStruct("tool.interrupted", {
   name: Schema.String,
   attempt: Schema.Int,
   settlement: Tool.Settlement,
-  detail: Schema.String
+  detail: Schema.String,
+  /**
+   * The tool's side-effect class, only when the call's action took place (`completed`: its
+   * handler had finished, or said so): a `write` or `external` call is among the run's
+   * `sideEffects` (R6.3).
+   */
+  sideEffect: Schema.optional(Tool.SideEffect)
 })
 
 /**

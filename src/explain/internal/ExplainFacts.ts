@@ -7,6 +7,7 @@ import type { HashMap } from "effect"
 import * as Counters from "../../events/Counters.ts"
 import * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
+import * as Redaction from "../../tools/Redaction.ts"
 import * as Signature from "../../tools/Signature.ts"
 import type {
   ApprovalSeen,
@@ -233,7 +234,9 @@ const repeatedCall = (timeline: Timeline): Repetition | undefined => {
       if (s === signature && e.toolCalls[i] !== undefined) last = e.toolCalls[i]
     })
   }
-  return { _tag: "call", name: last?.name ?? "", signature, arguments: last?.arguments, count }
+  // A sensitive call's arguments hold its secrets as the model sent them: not shown.
+  const shown = Signature.isKeyed(signature) ? Redaction.mask : last?.arguments
+  return { _tag: "call", name: last?.name ?? "", signature, arguments: shown, count }
 }
 
 /** The observation seen again most often with no state change: found by the counters' own fold. */

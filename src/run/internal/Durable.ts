@@ -3,34 +3,18 @@
  * barriers, its result at the end), and what a resumed run reads back and checks before
  * it goes on. Private to the runtime; `Run.resume` and `Run.recover` are the public face.
  */
-import { Clock, Effect, Exit, Hash, Option, Schema, Semaphore } from "effect"
+import { Clock, Effect, Exit, Option, Schema, Semaphore } from "effect"
 import * as Event from "../../events/Event.ts"
 import * as Journal from "../../journal/Journal.ts"
 import type * as JournalError from "../../journal/JournalError.ts"
-import * as Signature from "../../tools/Signature.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import { ResumeError } from "../ResumeError.ts"
 import { RunId, runIdRule } from "../RunOptions.ts"
 import * as RunResult from "../RunResult.ts"
 import * as RunOptionsSchema from "./options/RunOptionsSchema.ts"
 import type * as RunContext from "./RunContext.ts"
+import * as RunHeader from "./RunHeader.ts"
 
-/** What the journal keeps of a run beside its log: enough to tell whether the code still fits it. */
-const Header = Schema.Struct({
-  goal: Schema.String,
-  system: Schema.optional(Schema.String),
-  model: Schema.String,
-  /** Each tool's fingerprint: its input's JSON Schema and its side-effect class, digested. */
-  tools: Schema.Record(Schema.String, Schema.String),
-  /**
-   * The run's `run.started`, JSON: what a run whose process died between creating its row
-   * and its first commit goes on under (its deadline, limits and order of policies), as its log would say.
-   */
-  started: Schema.optional(Schema.toCodecJson(Event.RunStarted))
-})
-
-const decodeHeader = Schema.decodeUnknownExit(Header)
-const encodeStarted = Schema.encodeUnknownExit(Schema.toCodecJson(Event.RunStarted))
 const encodeResult = Schema.encodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 const isJson = Schema.is(Schema.Json)
 
@@ -49,34 +33,7 @@ const storable = (result: unknown): Schema.Json | undefined => {
 }
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 
-/**
- * The digest of a tool's fingerprint, as journals have recorded it since format 1 (a 32-bit
- * hash and the length): a new digest would make every recorded run's tools look changed.
- * Tools whose schemas differ and still collide are a risk of 2^-32 per pair.
- */
-const fingerprintDigest = (text: string): string => `${(Hash.string(text) >>> 0).toString(16)}:${text.length}`
-
-/**
- * A tool's fingerprint: what a resumed run's log depends on (its arguments' shape, whether
- * it may act twice, whether its calls wait for approval: a call the log has waiting must
- * not run unapproved). `needsApproval` is in it only when set, so the fingerprints of
- * tools without approval are those runs recorded before it was.
- */
-const fingerprint = (tool: Tool.Any<unknown>): string =>
-  fingerprintDigest(
-    Signature.canonicalJson({
-      parameters: tool.definition.parameters,
-      sideEffect: tool.metadata.sideEffect,
-      idempotent: tool.metadata.idempotent,
-      ...(tool.metadata.needsApproval ? { needsApproval: true } : {})
-    })
-  )
-
 const isRunId = Schema.is(RunId)
-
-/** The fingerprints by tool name: a `Map`, as a tool may be named `__proto__` or `toString`. */
-const fingerprints = (tools: Iterable<Tool.Any<unknown>>): ReadonlyMap<string, string> =>
-  new Map(Array.from(tools, (tool) => [tool.name, fingerprint(tool)]))
 
 const commitError = (e: JournalError.JournalError): RunContext.CommitError => ({
   _tag: e.reason._tag === "Conflict" ? "Conflict" : e.reason._tag === "Unavailable" ? "Unavailable" : "Failed",
@@ -141,19 +98,6 @@ const committedMeanwhile = (
     return appendBatch(journal, runId, { ...batch, fromSeq: stored.nextSeq, events: batch.events.slice(written) })
   })
 
-/** The header of a run, from its `run.started` and its tools' fingerprints. */
-const header = (started: Event.Event | undefined, tools: ReadonlyMap<string, string>): Schema.Json => {
-  const encoded = started?._tag === "run.started" ? encodeStarted(started) : undefined
-  return {
-    goal: started?._tag === "run.started" ? started.goal : "",
-    ...(started?._tag === "run.started" && started.system !== undefined ? { system: started.system } : {}),
-    model: started?._tag === "run.started" ? started.model : "",
-    // `fromEntries` defines each key as data: a tool named `__proto__` is kept.
-    tools: Object.fromEntries(tools),
-    ...(encoded !== undefined && Exit.isSuccess(encoded) && isJson(encoded.value) ? { started: encoded.value } : {})
-  }
-}
-
 /**
  * The result as it is committed. Its timeline is the log committed with it, so it goes in
  * empty (encoding and storing the log twice would cost a 200-step run about as much as
@@ -182,7 +126,7 @@ export const sink = (
   /** Whether the run's row is in the journal already (a resumed run). */
   exists: boolean
 ): RunContext.Sink => {
-  const prints = fingerprints(tools)
+  const prints = RunHeader.fingerprints(tools)
   let created = exists
   // Whether a try of this run's failed out of reach since its last commit that succeeded: its
   // reply may have been lost after the store wrote it. Only then may a conflict be this run's
@@ -215,7 +159,7 @@ export const sink = (
           (conflict) => committedMeanwhile(journal, runId, conflict, batch)
         )
         if (fromSeq > 0 || created) return settle(append)
-        const head = header(events[0], prints)
+        const head = RunHeader.make(events[0], prints)
         const create = Effect.tap(
           Effect.catchIf(
             journal.create({ runId, header: head, state }),
@@ -317,9 +261,9 @@ export const load = Effect.fnUntraced(function* (
   if (started !== undefined && started._tag !== "run.started") {
     return yield* fail("corrupt", "the log does not begin with run.started")
   }
-  const header = decodeHeader(stored.header)
+  const header = RunHeader.decode(stored.header)
   if (Exit.isFailure(header)) return yield* fail("corrupt", "the run's header does not decode")
-  const now = fingerprints(tools)
+  const now = RunHeader.fingerprints(tools)
   for (const [name, print] of Object.entries(header.value.tools)) {
     const current = now.get(name)
     if (current === undefined) {
@@ -343,7 +287,7 @@ export const load = Effect.fnUntraced(function* (
     system: header.value.system,
     events: stored.events,
     started,
-    ...(started === undefined && header.value.started !== undefined ? { startedAs: header.value.started } : {})
+    ...(started === undefined ? { startedAs: RunHeader.startedIn(header.value) } : {})
   }
   return loaded
 })

@@ -137,11 +137,17 @@ export const recoverFrom: <A, R>(
       }))
       const owner = { owner: episode.callId ?? "" }
       const wait = { kind: episode.kind, attempt: n, delayMillis: decision.delayMillis, cause: own.code }
-      // A call's failure and the retry it waits for are committed before the sleep: a process
-      // that dies in it is resumed waiting to retry, in the same episode, its budget spent
-      // (R9, R3.4). A model call is asked again on resume, whatever its log says.
-      const backoff = Spans.backoff(Effect.sleep(decision.delayMillis), wait)
-      const sleep = episode.callId === undefined ? backoff : Effect.andThen(Commit.barrier(ctx), backoff)
+      // See `Recovery.Episode.commitsWait`: the sleep ends when the delay the log records ends.
+      const waitFrom = RunContext.now(ctx)
+      const sleep =
+        episode.commitsWait === true
+          ? Effect.andThen(
+              Commit.barrier(ctx),
+              Effect.suspend(() =>
+                Spans.backoff(Effect.sleep(Math.max(0, waitFrom + decision.delayMillis - RunContext.now(ctx))), wait)
+              )
+            )
+          : Spans.backoff(Effect.sleep(decision.delayMillis), wait)
       yield* Effect.onInterrupt(sleep, () =>
         Effect.andThen(
           Effect.ignore(RunContext.release(ctx, episode.resume, owner)),

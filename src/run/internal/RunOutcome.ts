@@ -13,12 +13,12 @@ import type * as RunContext from "./RunContext.ts"
 
 /**
  * Calls that changed the world: those of `write` and `external` tools whose handler
- * returned, whether the call then succeeded or failed on what came after (its output, its
- * rendering, its postcondition).
+ * returned, whether the call then succeeded, failed on what came after (its output, its
+ * rendering, its postcondition) or was cut off in it.
  */
 const sideEffectsOf = (timeline: ReadonlyArray<Event.Event>): RunResult.RunResult["sideEffects"] =>
   timeline.flatMap((e) =>
-    (e._tag === "tool.succeeded" || e._tag === "tool.failed") &&
+    (e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.interrupted") &&
     (e.sideEffect === "write" || e.sideEffect === "external")
       ? [{ callId: e.callId, name: e.name, sideEffect: e.sideEffect, seq: e.seq }]
       : []

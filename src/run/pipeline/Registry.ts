@@ -21,9 +21,9 @@ export interface Registry<out R = unknown> {
   readonly recovery: Recovery.Settings
   readonly time: TimeLimits
   /**
-   * A random key of the run's own, never recorded: the signatures of a sensitive tool's
-   * calls digest their secrets under it, so that calls with different secrets differ
-   * (R2.3) while the log cannot be searched for a guessed secret (R12).
+   * A random key of the run's own (256 bits), never recorded: the signatures of a sensitive
+   * tool's calls are HMACs under it, so that calls with different secrets differ (R2.3)
+   * while the log cannot be searched for a guessed secret (R12).
    */
   readonly secretKey: string
 }
@@ -35,7 +35,7 @@ export interface Registry<out R = unknown> {
  * @since 0.3.0
  */
 export const randomSecretKey = (): string =>
-  Array.from(crypto.getRandomValues(new Uint32Array(4)), (n) => n.toString(36)).join(".")
+  Array.from(crypto.getRandomValues(new Uint8Array(32)), (n) => n.toString(16).padStart(2, "0")).join("")
 
 /**
  * The time layers below the run deadline (R4.1), in milliseconds; `undefined` when a

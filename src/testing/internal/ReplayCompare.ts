@@ -23,6 +23,13 @@ const ignoredInSuccess = new Set(["input"])
  */
 const ignoredInStart = new Set(["limits", "policies", "permission", "unguardedTools"])
 
+/**
+ * The fields of a `model.responded` derived from its calls, which it is compared on:
+ * `signatures`, which for a sensitive tool's call are keyed by the run's own secret key
+ * (each run has another).
+ */
+const ignoredInResponse = new Set(["signatures"])
+
 /** Entries by key, as `sort()` orders strings. */
 const byKey = ([a]: [string, unknown], [b]: [string, unknown]): number => (a < b ? -1 : a > b ? 1 : 0)
 
@@ -34,6 +41,7 @@ export const comparable = (event: Event.Event): Record<string, unknown> => {
     if (ignoredEverywhere.has(key)) continue
     if (event._tag === "run.started" && ignoredInStart.has(key)) continue
     if (event._tag === "tool.succeeded" && ignoredInSuccess.has(key)) continue
+    if (event._tag === "model.responded" && ignoredInResponse.has(key)) continue
     if (value !== undefined) fields[key] = value
   }
   return fields

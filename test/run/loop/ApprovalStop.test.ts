@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../../src/events/Event.ts"
+import * as Failure from "../../../src/failure/Failure.ts"
 import * as Recovery from "../../../src/recovery/Recovery.ts"
 import * as Run from "../../../src/run/Run.ts"
 import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
@@ -90,4 +91,39 @@ describe("approvalStop: approval stop after a sibling's timed-out attempt was re
         }).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
     )
   }
+
+  it.effect("R3.8 R7 an idempotent call that answered an unknown outcome outranks a rejection beside it", () =>
+    Effect.gen(function* () {
+      const sync = Tool.make({
+        name: "sync",
+        description: "an idempotent write that cannot tell what it did",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "write",
+        idempotent: true,
+        handler: () =>
+          Effect.fail(
+            new Failure.UnknownOutcome({ source: "tool", category: "timeout", code: "lost", attempts: 1, hint: "lost" })
+          )
+      })
+      const pay = Tool.make({
+        name: "pay",
+        description: "pay",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "external",
+        needsApproval: true,
+        handler: () => Effect.succeed("paid")
+      })
+      const handle = yield* Run.start({ goal: "x", tools: [sync, pay], concurrency: 2 }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCalls(["sync", {}, "c_sync"], ["pay", {}, "c_pay"])]))
+      )
+      const requested = yield* Stream.runHead(
+        Stream.filter(handle.events, (e): e is Event.Of<"approval.requested"> => e._tag === "approval.requested")
+      )
+      yield* handle.reject(Option.getOrThrow(requested).callId, "no")
+      const result = yield* handle.result
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
 })

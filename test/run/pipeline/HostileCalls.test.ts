@@ -9,10 +9,12 @@ import { Effect, Layer, Redacted, Schema } from "effect"
 import * as AiTool from "effect/ai/Tool"
 import * as AiToolkit from "effect/ai/Toolkit"
 import type * as Event from "../../../src/events/Event.ts"
+import * as Explain from "../../../src/explain/Explain.ts"
 import * as Failure from "../../../src/failure/Failure.ts"
 import * as SchemaIssues from "../../../src/failure/SchemaIssues.ts"
 import * as Run from "../../../src/run/Run.ts"
 import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../../src/testing/TestClockDriver.ts"
 import * as AiTools from "../../../src/tools/AiTools.ts"
 import * as Redaction from "../../../src/tools/Redaction.ts"
 import * as Tool from "../../../src/tools/Tool.ts"
@@ -95,7 +97,7 @@ describe("hostile calls (R12)", () => {
         source: "tool",
         classification: "permanent",
         category: "tool_failure",
-        code: "bad_key_<redacted>",
+        code: "bad_key_secret-1",
         attempts: 1,
         hint: Redaction.mask
       }
@@ -261,6 +263,134 @@ describe("hostile calls (R12)", () => {
       const [failed] = ofTag(result.timeline, "tool.failed")
       assert.include(failed?.error.message, "Denied")
       assert.notInclude(JSON.stringify(result), "sk-server-SIDE-KEY-999")
+    })
+  )
+
+  it.effect("R2.3 R12 sensitive calls with the same secrets in other fields are other calls", () =>
+    Effect.gen(function* () {
+      const change = Tool.make({
+        name: "change_password",
+        description: "Changes a password.",
+        input: Schema.Struct({
+          old: Schema.RedactedFromValue(Schema.String),
+          new: Schema.RedactedFromValue(Schema.String),
+          confirm: Schema.RedactedFromValue(Schema.String)
+        }),
+        output: Schema.Struct({ ok: Schema.Boolean }),
+        sideEffect: "read",
+        handler: () => Effect.succeed({ ok: false })
+      })
+      const [a, b] = ["alpha-secret-1", "bravo-secret-2"]
+      const result = yield* Run.run({ goal: "change it", tools: [change], limits: { repeatedToolCall: 2 } }).pipe(
+        Effect.provide(
+          script(
+            ScriptedModel.toolCall("change_password", { old: a, new: b, confirm: a }),
+            ScriptedModel.toolCall("change_password", { old: b, new: b, confirm: a }),
+            ScriptedModel.toolCall("change_password", { old: b, new: a, confirm: a }),
+            ScriptedModel.finalAnswer("gave up")
+          )
+        )
+      )
+      assert.strictEqual(result.stopReason, "goal_reached")
+      const signatures = ofTag(result.timeline, "model.responded").flatMap((e) => e.signatures)
+      assert.strictEqual(new Set(signatures).size, 3)
+    })
+  )
+
+  it.effect("R12 a secret the output quotes where its schema refuses it stays masked in the refusal", () =>
+    Effect.gen(function* () {
+      const echo = Tool.make({
+        name: "echo",
+        description: "Echoes.",
+        input: Schema.Struct({ password: Schema.RedactedFromValue(Schema.String) }),
+        output: Schema.Struct({
+          note: Schema.String.check(
+            Schema.makeFilter((s) => s.length < 3 || `the note ${JSON.stringify(s)} is too long`)
+          )
+        }),
+        sideEffect: "read",
+        recoverErrors: true,
+        handler: ({ password }) => Effect.succeed({ note: Redacted.value(password) })
+      })
+      const result = yield* Run.run({ goal: "echo", tools: [echo] }).pipe(
+        Effect.provide(
+          script(ScriptedModel.toolCall("echo", { password: "hunter22-secret" }), ScriptedModel.finalAnswer("done"))
+        )
+      )
+      const [failed] = ofTag(result.timeline, "tool.failed")
+      assert.strictEqual(failed?.error.code, "output_validation_failed")
+      const derived = JSON.stringify(result.timeline.filter((e) => e._tag !== "model.responded"))
+      assert.notInclude(derived, "hunter22-secret")
+    })
+  )
+
+  it.effect("R12 a union input wrong in 50,000 places is described by 20 fields too", () =>
+    Effect.gen(function* () {
+      const either = Tool.make({
+        name: "either",
+        description: "Takes names or numbers.",
+        input: Schema.Union([
+          Schema.Struct({ names: Schema.Array(Schema.String) }),
+          Schema.Struct({ numbers: Schema.Array(Schema.Number) })
+        ]),
+        output: Schema.Struct({ ok: Schema.Boolean }),
+        sideEffect: "read",
+        handler: () => Effect.succeed({ ok: true })
+      })
+      const args = `{"names":[${"0,".repeat(49_999)}0]}`
+      const result = yield* Run.run({ goal: "x", tools: [either] }).pipe(
+        Effect.provide(script(ScriptedModel.toolCall("either", args), ScriptedModel.finalAnswer("done")))
+      )
+      const [failed] = ofTag(result.timeline, "tool.failed")
+      assert.strictEqual(failed?.error.code, "input_validation_failed")
+      assert.isAtMost(failed?.error.fieldPaths?.length ?? Infinity, SchemaIssues.maxFields)
+      assert.include(failed?.error.message, "more problems")
+    })
+  )
+
+  it.effect("R12 Explain does not show a repeated sensitive call's arguments", () =>
+    Effect.gen(function* () {
+      const login = Tool.make({
+        name: "login",
+        description: "Logs in.",
+        input: Schema.Struct({ password: Schema.RedactedFromValue(Schema.String) }),
+        output: Schema.Struct({ ok: Schema.Boolean }),
+        sideEffect: "read",
+        handler: () => Effect.succeed({ ok: false })
+      })
+      const result = yield* Run.run({ goal: "log in", tools: [login], limits: { repeatedToolCall: 2 } }).pipe(
+        Effect.provide(
+          script(...Array.from({ length: 3 }, () => ScriptedModel.toolCall("login", { password: "hunter22-secret" })))
+        )
+      )
+      assert.strictEqual(result.stopReason, "repeated_tool_call")
+      const text = Explain.format(Explain.explain(result.timeline))
+      assert.include(text, "login")
+      assert.notInclude(text, "hunter22-secret")
+    })
+  )
+
+  it.effect("R6.3 a write whose handler returned and whose postcondition the deadline cut off is a side effect", () =>
+    Effect.gen(function* () {
+      const pay = Tool.make({
+        name: "pay",
+        description: "Pays.",
+        input: Schema.Struct({ amount: Schema.Number }),
+        output: Schema.Struct({ ok: Schema.Boolean }),
+        sideEffect: "external",
+        handler: () => Effect.succeed({ ok: true }),
+        postcondition: () => Effect.never
+      })
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "pay", tools: [pay], time: { run: "1 second" } }).pipe(
+          Effect.provide(script(ScriptedModel.toolCall("pay", { amount: 10 }), ScriptedModel.finalAnswer("done")))
+        )
+      )
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.deepStrictEqual(
+        result.sideEffects.map((e) => e.name),
+        ["pay"]
+      )
     })
   )
 })

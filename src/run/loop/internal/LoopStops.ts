@@ -302,11 +302,15 @@ export const approvalStop = <R>(
   stop: ApprovalWait.Stop,
   from: number
 ): Outcome => {
-  // The batch's first call left pending (its outcome unknown, nothing later settled it), of
-  // a tool that may not act twice: an idempotent one's call is safe to ask again, as when
-  // the stop cuts it off in a batch with no approval.
+  // The batch's first call left pending (its outcome unknown, nothing later settled it),
+  // but an idempotent tool's call that the stop cut off: safe to ask again, as when the stop
+  // cuts it off in a batch with no approval. Its own unknown outcome (it answered so) stands.
   const [first] = Explain.pendingActions(ctx.events.slice(from)).filter(
-    (pending) => config.registry.tools.get(pending.name)?.metadata.idempotent !== true
+    (pending) =>
+      !(
+        ctx.events[pending.seq]?._tag === "tool.interrupted" &&
+        config.registry.tools.get(pending.name)?.metadata.idempotent === true
+      )
   )
   if (first !== undefined) {
     const cutOff = ctx.events[first.seq]?._tag === "tool.interrupted"

@@ -163,6 +163,8 @@ const episodeOf = <R>(c: Call<R>): Recovery.Episode => ({
   maxRetries: c.tool.metadata.maxRetries,
   // Only an idempotent call is safe to send twice (R3.7).
   allowed: c.tool.metadata.idempotent,
+  // Its attempts commit their intent anyway; a resend of a call found not applied is asked about again on resume.
+  commitsWait: c.tool.metadata.idempotent && mayHaveEffects(c.tool),
   callId: c.call.id,
   onInterruptedWait: () => recordInterruptedWait(c)
 })

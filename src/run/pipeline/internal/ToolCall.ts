@@ -70,12 +70,14 @@ export const callHandler = <R>(c: Call<R>): Effect.Effect<unknown, Failure.Failu
 
 /**
  * The input handed to a piece of the tool's code: the decoded input to the first attempt;
- * to each retry, the status query and the postcondition, the recorded arguments decoded
- * afresh, so that code that changed the input it was handed changes nothing the next one
- * acts on or checks (R3.8, R12).
+ * to each retry, the status query and the postcondition, for a tool whose input schema is
+ * plain (no transformation: decoding gives the same values every time), the recorded
+ * arguments decoded afresh, so that code that changed the input it was handed changes
+ * nothing the next one acts on or checks (R3.8, R12). A schema that transforms may give
+ * other values each time (a default key it generates): its decoded input is handed again.
  */
 export const inputFor = <R>(c: Call<R>, fresh: boolean): unknown => {
-  if (!fresh) return c.input
+  if (!fresh || !c.codec.plainInput) return c.input
   // A value (not text) is the run's frozen copy: cloned, so that the code gets one it may change.
   const source = Predicate.isObject(c.recorded) ? structuredClone(c.recorded) : c.recorded
   const parsed = ToolArguments.parseArguments(source, c.registry.limits)

@@ -101,7 +101,9 @@ const record = (
   call: { readonly id: string; readonly name: string },
   attempt: number,
   settlement: Tool.Settlement,
-  detail: string
+  detail: string,
+  /** The tool's side-effect class, when its action took place (`completed`). */
+  sideEffect?: Tool.SideEffect
 ): void => {
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "tool.interrupted",
@@ -110,6 +112,7 @@ const record = (
     attempt,
     settlement,
     detail,
+    ...(sideEffect === undefined ? {} : { sideEffect }),
     runId,
     seq,
     at
@@ -126,7 +129,14 @@ export const recordInterrupt = (c: Call<unknown>): void => {
       ? `interrupted; a ${tool.metadata.sideEffect} action may or may not have taken effect`
       : `interrupted; a ${tool.metadata.sideEffect === "none" ? "pure" : "read-only"} call leaves nothing behind`
   }
-  record(c.ctx, c.call, c.attempt, settlement, detail)
+  record(
+    c.ctx,
+    c.call,
+    c.attempt,
+    settlement,
+    detail,
+    settlement === "completed" ? tool.metadata.sideEffect : undefined
+  )
 }
 
 /**
@@ -178,7 +188,8 @@ export const recordInterruptedCheck = (c: Call<unknown>): void => {
     c.call,
     0,
     "completed",
-    "interrupted before its postcondition answered; the handler had finished, unconfirmed"
+    "interrupted before its postcondition answered; the handler had finished, unconfirmed",
+    c.tool.metadata.sideEffect
   )
 }
 

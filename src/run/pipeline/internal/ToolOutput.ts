@@ -32,7 +32,8 @@ const invalidOutput = (c: Call<unknown>, what: string): ToolResult.ToolResult =>
     category: "invalid_output",
     code: "output_validation_failed",
     attempts: 1,
-    hint: `the tool returned output that ${what}`
+    // What the schema says of the output may quote it, and it may hold the call's secrets.
+    hint: Redaction.maskText(`the tool returned output that ${what}`, c.secrets)
   })
   return failed(
     c.ctx,

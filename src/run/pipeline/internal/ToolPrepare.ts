@@ -135,7 +135,7 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
       parsed._tag !== "Ok"
         ? Signature.unparsed(call.name, call.arguments)
         : secrets.size > 0
-          ? Signature.toolCallWithSecrets(call.name, shown, secrets.whole, registry.secretKey)
+          ? Signature.toolCallKeyed(call.name, parsed.value, registry.secretKey)
           : Signature.toolCallParsed(call.name, shown)
   }
 }
