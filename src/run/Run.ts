@@ -154,7 +154,12 @@ export const recover = <T extends Tool.Any, RV = never, O = never>(
         journal.unfinished,
         (e) => new ResumeError({ runId: "*", reason: "unavailable", detail: e.message })
       ),
-      (ids) => Effect.forEach(ids, (id) => Effect.result(resume(id, options, "restart")), { concurrency: "unbounded" })
+      (ids) =>
+        Effect.andThen(
+          // Finished runs are not resumed: what a process that died after their end left on the table is withdrawn here.
+          Durable.withdrawFinishedLeftovers(journal),
+          Effect.forEach(ids, (id) => Effect.result(resume(id, options, "restart")), { concurrency: "unbounded" })
+        )
     )
   )
 

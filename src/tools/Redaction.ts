@@ -160,10 +160,13 @@ const beginningsOf = (form: string): Beginnings => {
   return { form, byLast }
 }
 
+/** The most character comparisons the search of one text for the secret forms may take. */
+const maxSearchWork = 1_000_000_000
+
 /**
- * The most steps (a secret form looked at, a beginning compared) one text's cuts take: past
- * it (thousands of cuts and of long secrets whose characters the text shares), the text
- * is masked whole instead.
+ * The most work one text's cuts take, in secret forms looked at and characters compared:
+ * past it (thousands of cuts and of long secrets whose characters the text shares), the
+ * text is masked whole instead.
  */
 const maxComparisons = 20_000_000
 
@@ -184,7 +187,9 @@ const cutLength = (
     // Only the beginnings that end with the character before the cut are compared.
     for (const length of byLast.get(last) ?? []) {
       if (length <= longest) break
-      if (--budget.left < 0) return undefined
+      // A comparison may read the whole beginning: it is charged as much.
+      budget.left -= length
+      if (budget.left < 0) return undefined
       if (length <= at && text.startsWith(form.slice(0, length), at - length)) {
         longest = length
         break
@@ -242,6 +247,8 @@ export interface Secrets {
    * mask. `undefined` when there are more than {@link maxForms}: text is masked whole.
    */
   readonly forms: ReadonlyArray<string> | undefined
+  /** The forms' lengths added up: what searching a text for them may cost per character of it. */
+  readonly formsLength: number
   /** The beginnings of the longer forms, to find one cut short before a `…` (built at the first such text). */
   readonly beginnings: () => ReadonlyArray<Beginnings>
 }
@@ -254,7 +261,7 @@ export interface Secrets {
  */
 export const secrets = (values: Iterable<string>): Secrets => {
   const whole = new Set(values)
-  if (whole.size > maxForms) return { size: whole.size, whole, forms: undefined, beginnings: () => [] }
+  if (whole.size > maxForms) return { size: whole.size, whole, forms: undefined, formsLength: 0, beginnings: () => [] }
   const found = new Set<string>()
   for (const secret of whole) {
     if (secret.length < minInText) continue
@@ -267,6 +274,7 @@ export const secrets = (values: Iterable<string>): Secrets => {
     size: whole.size,
     whole,
     forms,
+    formsLength: forms.reduce((sum, form) => sum + form.length, 0),
     beginnings: () => {
       beginnings ??= forms.filter((form) => form.length > minCutShort).map(beginningsOf)
       return beginnings
@@ -301,6 +309,9 @@ export const maskText = (text: string, secrets: Secrets): string => {
   if (secrets.size === 0) return text
   if (secrets.whole.has(text)) return mask
   if (secrets.forms === undefined) return text.length < minInText ? text : mask
+  // A search may compare each form at each place of the text: past a bound (long secrets
+  // built to nearly match a long text), the text is masked whole instead.
+  if (secrets.formsLength * text.length > maxSearchWork) return text.length < minInText ? text : mask
   let out = text
   for (const form of secrets.forms) {
     if (out.includes(form)) out = out.replaceAll(form, mask)

@@ -77,6 +77,14 @@ describe("JournalApprovals (R7, R9.3)", () => {
       )
       assert.strictEqual(again.stopReason, "run_timeout")
       assert.lengthOf(yield* journal.pendingApprovals({ runId: "r1" }), 0)
+      // And on a restart, `Run.recover` (which resumes unfinished runs only) withdraws such a row too.
+      yield* journal.requestApproval({ ...row, callId: "c10", requestedAt: now, expiresAt: now + 60_000 })
+      const recovered = yield* Run.recover({ tools: [pay.tool] }).pipe(
+        Effect.provideService(Journal.Journal, journal),
+        Effect.provide(model)
+      )
+      assert.lengthOf(recovered, 0)
+      assert.lengthOf(yield* journal.pendingApprovals({ runId: "r1" }), 0)
     })
   )
 

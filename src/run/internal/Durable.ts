@@ -379,3 +379,17 @@ export const withdrawLeftovers = (
         })
       )
     : Effect.void
+
+/**
+ * {@link withdrawLeftovers} for every finished run that has a call on the approvals table
+ * (what `Run.recover`, which goes over the unfinished runs, would never reach). Best effort.
+ */
+export const withdrawFinishedLeftovers = (journal: Journal.Service): Effect.Effect<void> =>
+  Effect.ignore(
+    Effect.gen(function* () {
+      const rows = yield* journal.pendingApprovals()
+      for (const runId of new Set(rows.map((row) => row.runId))) {
+        yield* withdrawLeftovers(journal, yield* journal.read(runId))
+      }
+    })
+  )

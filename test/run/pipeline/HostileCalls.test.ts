@@ -12,6 +12,7 @@ import type * as Event from "../../../src/events/Event.ts"
 import * as Explain from "../../../src/explain/Explain.ts"
 import * as Failure from "../../../src/failure/Failure.ts"
 import * as SchemaIssues from "../../../src/failure/SchemaIssues.ts"
+import { maskedObservation } from "../../../src/run/pipeline/internal/ToolCall.ts"
 import * as Run from "../../../src/run/Run.ts"
 import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../../src/testing/TestClockDriver.ts"
@@ -367,6 +368,18 @@ describe("hostile calls (R12)", () => {
       const text = Explain.format(Explain.explain(result.timeline))
       assert.include(text, "login")
       assert.notInclude(text, "hunter22-secret")
+      // Arguments that do not even parse are signed under the run's key, and hidden, too.
+      const unparsed = yield* Run.run({ goal: "log in", tools: [login], limits: { repeatedToolCall: 2 } }).pipe(
+        Effect.provide(
+          script(
+            ...Array.from({ length: 3 }, () =>
+              ScriptedModel.toolCall("login", '{"user":"ada","password":"hunter22-secret"')
+            )
+          )
+        )
+      )
+      assert.strictEqual(unparsed.stopReason, "repeated_tool_call")
+      assert.notInclude(Explain.format(Explain.explain(unparsed.timeline)), "hunter22-secret")
     })
   )
 
@@ -393,4 +406,13 @@ describe("hostile calls (R12)", () => {
       )
     })
   )
+
+  it("R12 an observation is masked, then cut: a secret the cut would split is masked whole, a long text costs what is sent", () => {
+    const secrets = Redaction.secrets(["hunter22"])
+    const text = `${"x".repeat(95)}hunter22${"y".repeat(5_000_000)}`
+    const shown = maskedObservation(text, secrets, 100)
+    assert.isTrue(shown.startsWith(`${"x".repeat(95)}<reda…`))
+    assert.notInclude(shown, "hunt")
+    assert.include(shown, `[observation cut: ${text.length - 100} more characters]`)
+  })
 })

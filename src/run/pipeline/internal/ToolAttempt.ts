@@ -19,7 +19,7 @@ import * as Commit from "../../internal/Commit.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import * as Reconcile from "./Reconcile.ts"
-import { type Call, callHandler, cutToObservation, failed, mayHaveEffects, ownTimeout } from "./ToolCall.ts"
+import { type Call, callHandler, failed, maskedObservation, mayHaveEffects, ownTimeout } from "./ToolCall.ts"
 import {
   lateDetail,
   recordIntentInterrupted,
@@ -174,7 +174,7 @@ const episodeOf = <R>(c: Call<R>): Recovery.Episode => ({
  * tool's own text, shown to the model: cut as an output is (`maxObservationChars`).
  */
 const toolFailed = <R>(c: Call<R>, failure: Failure.Failure, why?: Recovery.GiveUp): ToolResult.ToolResult => {
-  const hint = cutToObservation(Redaction.maskText(failure.hint, c.secrets), c.registry.limits.maxObservationChars)
+  const hint = maskedObservation(failure.hint, c.secrets, c.registry.limits.maxObservationChars)
   return failed(
     c.ctx,
     c.call,

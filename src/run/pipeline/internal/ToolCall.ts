@@ -8,7 +8,7 @@ import type * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Model from "../../../model/Model.ts"
 import * as Deadline from "../../../time/Deadline.ts"
-import type * as Redaction from "../../../tools/Redaction.ts"
+import * as Redaction from "../../../tools/Redaction.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import type * as ToolCodec from "../../../tools/ToolCodec.ts"
@@ -117,7 +117,22 @@ export const failed = (
 
 /** A text the model is shown, cut to `max` characters (`limits.maxObservationChars`), saying how much was left out. */
 export const cutToObservation = (text: string, max: number): string =>
-  text.length <= max ? text : `${text.slice(0, max)}… [observation cut: ${text.length - max} more characters]`
+  text.length <= max ? text : cutAt(text, max, text.length - max)
+
+const cutAt = (text: string, max: number, more: number): string =>
+  `${text.slice(0, max)}… [observation cut: ${more} more characters]`
+
+/**
+ * {@link cutToObservation} of a text that may hold the call's secrets: masked, then cut.
+ * Only what is sent, and as much again as the longest secret (so that one the cut would
+ * split is masked whole first), is searched: a tool's megabytes of output cost no more
+ * than what the model reads.
+ */
+export const maskedObservation = (text: string, secrets: Redaction.Secrets, max: number): string => {
+  const longest = secrets.forms?.[0]?.length ?? 0
+  if (text.length <= max + longest) return cutToObservation(Redaction.maskText(text, secrets), max)
+  return cutAt(Redaction.maskText(text.slice(0, max + longest), secrets), max, text.length - max)
+}
 
 /** Whether a call of the tool may have changed the world. */
 export const mayHaveEffects = (tool: Tool.Any<unknown>): boolean =>

@@ -13,7 +13,16 @@ import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as OwnCopy from "../../internal/OwnCopy.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import { type Call, cutToObservation, describeTimeout, failed, inputFor, mayHaveEffects, waitOf } from "./ToolCall.ts"
+import {
+  type Call,
+  cutToObservation,
+  describeTimeout,
+  failed,
+  inputFor,
+  maskedObservation,
+  mayHaveEffects,
+  waitOf
+} from "./ToolCall.ts"
 import { recordInterruptedCheck } from "./ToolInterruption.ts"
 
 /** The most values, and the deepest nesting, an output may have: more than any output a model can read. */
@@ -205,7 +214,7 @@ export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): 
   }
   const { sensitive, secrets, shown } = shownOutput(c, output, encoded)
   const text = sensitive && observe === undefined ? (JSON.stringify(shown) ?? "null") : rendered
-  const observation = cutToObservation(Redaction.maskText(text, secrets), c.registry.limits.maxObservationChars)
+  const observation = maskedObservation(text, secrets, c.registry.limits.maxObservationChars)
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "tool.succeeded",
     callId: call.id,

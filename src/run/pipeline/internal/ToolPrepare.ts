@@ -131,11 +131,12 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
         : parsed._tag === "Ok"
           ? recordedCopy(parsed.value)
           : `<arguments refused: ${parsed.message}>`,
+    // A sensitive tool's call, parsed or not, is signed under the run's key: its arguments hold its secrets.
     signature:
-      parsed._tag !== "Ok"
-        ? Signature.unparsed(call.name, call.arguments)
-        : secrets.size > 0
-          ? Signature.toolCallKeyed(call.name, parsed.value, registry.secretKey)
-          : Signature.toolCallParsed(call.name, shown)
+      codec?.sensitiveInput === true
+        ? Signature.toolCallKeyed(call.name, parsed._tag === "Ok" ? parsed.value : call.arguments, registry.secretKey)
+        : parsed._tag === "Ok"
+          ? Signature.toolCallParsed(call.name, shown)
+          : Signature.unparsed(call.name, call.arguments)
   }
 }
