@@ -113,10 +113,20 @@ export const toolCallParsed = (name: string, args: unknown): string => `${name}:
  * @category constructors
  * @since 0.3.0
  */
-export const toolCallKeyed = (name: string, args: unknown, key: string): string =>
-  `${name}:#${createHmac("sha256", key)
-    .update(`${name}\u0000${canonicalJson(args)}`)
-    .digest("base64url")}`
+export const toolCallKeyed = (name: string, args: unknown, key: string): string => keyed(name, canonicalJson(args), key)
+
+/**
+ * {@link toolCallKeyed} of arguments that did not parse: the text as sent, or what
+ * {@link unparsed} makes of a value (bounded, and never throwing whatever the value).
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const unparsedKeyed = (name: string, rawArguments: unknown, key: string): string =>
+  keyed(name, Predicate.isString(rawArguments) ? rawArguments : unparsed(name, rawArguments), key)
+
+const keyed = (name: string, text: string, key: string): string =>
+  `${name}:#${createHmac("sha256", key).update(`${name}\u0000${text}`).digest("base64url")}`
 
 /**
  * Whether a call's signature is a sensitive call's ({@link toolCallKeyed}): its arguments,

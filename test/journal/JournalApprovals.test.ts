@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer, Option, Schedule, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
@@ -40,6 +41,18 @@ const pendingOn = (gate: Approval.Gate, n: number) =>
 const store = Effect.map(Layer.build(Journal.layerMemory), (context) => Context.get(context, Journal.Journal))
 
 describe("JournalApprovals (R7, R9.3)", () => {
+  it.effect("R9 R12 a store that never lists its approvals holds Run.recover up for a few seconds at most", () =>
+    Effect.gen(function* () {
+      const journal = yield* store
+      const stalled: Journal.Service = { ...journal, pendingApprovals: () => Effect.never }
+      const fiber = yield* Effect.forkChild(
+        Run.recover({ tools: [] }).pipe(Effect.provideService(Journal.Journal, stalled), Effect.provide(model))
+      )
+      yield* TestClock.adjust("5 seconds")
+      assert.deepStrictEqual(yield* Fiber.join(fiber), [])
+    })
+  )
+
   it.live("R7 R9 a run resumed after its deadline passed while it was down withdraws the call it had put up", () =>
     Effect.gen(function* () {
       const journal = yield* store

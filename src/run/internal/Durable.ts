@@ -382,14 +382,21 @@ export const withdrawLeftovers = (
 
 /**
  * {@link withdrawLeftovers} for every finished run that has a call on the approvals table
- * (what `Run.recover`, which goes over the unfinished runs, would never reach). Best effort.
+ * (what `Run.recover`, which goes over the unfinished runs, would never reach). Best effort,
+ * for a few seconds at most.
  */
 export const withdrawFinishedLeftovers = (journal: Journal.Service): Effect.Effect<void> =>
-  Effect.ignore(
-    Effect.gen(function* () {
-      const rows = yield* journal.pendingApprovals()
-      for (const runId of new Set(rows.map((row) => row.runId))) {
-        yield* withdrawLeftovers(journal, yield* journal.read(runId))
-      }
-    })
+  Effect.gen(function* () {
+    const rows = yield* journal.pendingApprovals()
+    for (const runId of new Set(rows.map((row) => row.runId))) {
+      // One run that cannot be read is left for the next time; the others go on.
+      yield* Effect.ignoreCause(Effect.flatMap(journal.read(runId), (stored) => withdrawLeftovers(journal, stored)))
+    }
+  }).pipe(
+    // A store that does not answer holds no recovery up.
+    Effect.timeout(sweepMillis),
+    Effect.ignoreCause
   )
+
+/** How long {@link withdrawFinishedLeftovers} may take. */
+const sweepMillis = 5_000

@@ -12,6 +12,7 @@ import type * as Event from "../../../src/events/Event.ts"
 import * as Explain from "../../../src/explain/Explain.ts"
 import * as Failure from "../../../src/failure/Failure.ts"
 import * as SchemaIssues from "../../../src/failure/SchemaIssues.ts"
+import * as Model from "../../../src/model/Model.ts"
 import { maskedObservation } from "../../../src/run/pipeline/internal/ToolCall.ts"
 import * as Run from "../../../src/run/Run.ts"
 import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
@@ -405,6 +406,49 @@ describe("hostile calls (R12)", () => {
         ["pay"]
       )
     })
+  )
+
+  it("R12 masks that shorten an observation bring no part of a secret into view at the cut", () => {
+    const key = "sk-live-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456"
+    const secrets = Redaction.secrets([key])
+    const text = Array.from({ length: 2_000 }, (_, i) => `GET /v1/items/${i} Authorization: Bearer ${key} -> 200`).join(
+      "\n"
+    )
+    for (const max of [100, 1_000, 32_768]) {
+      const shown = maskedObservation(text, secrets, max)
+      assert.notInclude(shown, key.slice(0, 8), `max ${max}`)
+      assert.include(shown, "[observation cut:", `max ${max}`)
+    }
+  })
+
+  it.effect(
+    "R12 a sensitive tool handed arguments that are no JSON (a bigint, a cycle) refuses them, as any tool does",
+    () =>
+      Effect.gen(function* () {
+        const login = Tool.make({
+          name: "login",
+          description: "Logs in.",
+          input: Schema.Struct({ password: Schema.RedactedFromValue(Schema.String) }),
+          output: Schema.Struct({ ok: Schema.Boolean }),
+          sideEffect: "read",
+          recoverErrors: true,
+          handler: () => Effect.succeed({ ok: true })
+        })
+        const cycle: Record<string, unknown> = { password: "hunter22-secret" }
+        cycle.self = cycle
+        let shared: Record<string, unknown> = { v: "hunter22-secret" }
+        // Shared at every level: a walk without a bound would visit 2^40 values.
+        for (let i = 0; i < 40; i++) shared = { a: shared, b: shared }
+        for (const args of [{ password: "hunter22-secret", n: 10n }, cycle, { password: shared }]) {
+          // As a model adapter may hand arguments over: parsed already.
+          const parsed = Model.response({ toolCalls: [{ id: "c1", name: "login", arguments: args }] })
+          const result = yield* Run.run({ goal: "log in", tools: [login] }).pipe(
+            Effect.provide(script(parsed, ScriptedModel.finalAnswer("done")))
+          )
+          assert.strictEqual(result.stopReason, "goal_reached")
+          assert.strictEqual(ofTag(result.timeline, "tool.failed")[0]?.error.code, "invalid_arguments")
+        }
+      })
   )
 
   it("R12 an observation is masked, then cut: a secret the cut would split is masked whole, a long text costs what is sent", () => {

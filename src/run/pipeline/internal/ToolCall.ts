@@ -124,14 +124,18 @@ const cutAt = (text: string, max: number, more: number): string =>
 
 /**
  * {@link cutToObservation} of a text that may hold the call's secrets: masked, then cut.
- * Only what is sent, and as much again as the longest secret (so that one the cut would
- * split is masked whole first), is searched: a tool's megabytes of output cost no more
- * than what the model reads.
+ * Only a beginning of the text is searched, long enough that what is sent lies a whole
+ * secret's length before its end (a secret the beginning splits there is never in view,
+ * and masks that shorten the text bring no more of it in): a tool's megabytes of output
+ * cost about what the model reads.
  */
 export const maskedObservation = (text: string, secrets: Redaction.Secrets, max: number): string => {
   const longest = secrets.forms?.[0]?.length ?? 0
-  if (text.length <= max + longest) return cutToObservation(Redaction.maskText(text, secrets), max)
-  return cutAt(Redaction.maskText(text.slice(0, max + longest), secrets), max, text.length - max)
+  for (let window = max + longest; ; window *= 2) {
+    if (window >= text.length) return cutToObservation(Redaction.maskText(text, secrets), max)
+    const masked = Redaction.maskText(text.slice(0, window), secrets)
+    if (masked.length >= max + longest) return cutAt(masked, max, text.length - max)
+  }
 }
 
 /** Whether a call of the tool may have changed the world. */

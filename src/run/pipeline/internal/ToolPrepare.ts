@@ -134,7 +134,9 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
     // A sensitive tool's call, parsed or not, is signed under the run's key: its arguments hold its secrets.
     signature:
       codec?.sensitiveInput === true
-        ? Signature.toolCallKeyed(call.name, parsed._tag === "Ok" ? parsed.value : call.arguments, registry.secretKey)
+        ? parsed._tag === "Ok"
+          ? Signature.toolCallKeyed(call.name, parsed.value, registry.secretKey)
+          : Signature.unparsedKeyed(call.name, call.arguments, registry.secretKey)
         : parsed._tag === "Ok"
           ? Signature.toolCallParsed(call.name, shown)
           : Signature.unparsed(call.name, call.arguments)
