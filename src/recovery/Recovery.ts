@@ -342,7 +342,7 @@ export const decide = (rules: Rules, facts: Facts): Decision => {
   if (delayMillis >= left) {
     return giveUp(
       layer === "step" ? "step_deadline" : "deadline",
-      `retry ${attempt} would wait ${Number.isFinite(delayMillis) ? `${Math.round(delayMillis)} ms` : "longer than any deadline"} but only ${left} ms of the ${layer} are left`
+      `retry ${attempt} would wait ${Number.isFinite(delayMillis) ? `${Math.round(delayMillis)} ms` : "without end"} but only ${left} ms of the ${layer} are left`
     )
   }
   return { _tag: "Retry", delayMillis }

@@ -22,10 +22,10 @@ import * as Journal from "../journal/Journal.ts"
 import * as Breakers from "../recovery/Breakers.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
-import * as Durable from "./internal/Durable.ts"
 import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import { resolve } from "./internal/resolve/Resolve.ts"
+import * as JournalLoad from "./journal/JournalLoad.ts"
 import * as Lifecycle from "./lifecycle/Lifecycle.ts"
 import { ResumeError } from "./ResumeError.ts"
 import type { InvalidRunOptions, Options, Requirements } from "./RunOptions.ts"
@@ -112,9 +112,9 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
 ): Effect.Effect<RunResult.Typed<O>, ResumeError, Requirements<T, RV> | Journal.Journal> =>
   Effect.flatMap(Effect.service(Journal.Journal), (journal) => {
     const leftovers = Effect.flatMap(Effect.orElseSucceed(journal.read(runId), Option.none), (stored) =>
-      Durable.withdrawLeftovers(journal, stored)
+      JournalLoad.withdrawLeftovers(journal, stored)
     )
-    return Effect.flatMap(Durable.load(journal, runId, options.tools, options.modelName), (loaded) => {
+    return Effect.flatMap(JournalLoad.load(journal, runId, options.tools, options.modelName), (loaded) => {
       // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
       // Calls it left on the table (a process that died before it withdrew them) are withdrawn now.
       if (loaded._tag === "Finished") return Effect.as(leftovers, loaded.result as RunResult.Typed<O>)
@@ -157,7 +157,7 @@ export const recover = <T extends Tool.Any, RV = never, O = never>(
       (ids) =>
         Effect.andThen(
           // Finished runs are not resumed: what a process that died after their end left on the table is withdrawn here.
-          Durable.withdrawFinishedLeftovers(journal),
+          JournalLoad.withdrawFinishedLeftovers(journal),
           Effect.forEach(ids, (id) => Effect.result(resume(id, options, "restart")), { concurrency: "unbounded" })
         )
     )

@@ -26,9 +26,9 @@ import * as JournalApprovals from "../journal/JournalApprovals.ts"
 import * as Durations from "../time/Durations.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
-import * as Durable from "./internal/Durable.ts"
 import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
+import * as JournalLoad from "./journal/JournalLoad.ts"
 import * as ToolExecutor from "./pipeline/ToolExecutor.ts"
 import { ResumeError } from "./ResumeError.ts"
 import { InvalidRunOptions, type Options, type Requirements } from "./RunOptions.ts"
@@ -145,7 +145,7 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     if (invalid !== undefined) return yield* Effect.fail(invalid)
     const journal = yield* Journal.Journal
     const loaded = yield* Effect.catchIf(
-      Durable.load(journal, runId, options.tools, options.modelName),
+      JournalLoad.load(journal, runId, options.tools, options.modelName),
       (e) => e.reason === "not_found",
       () => Effect.succeed(undefined)
     )
@@ -239,7 +239,7 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     }
     const stored = readBack.success
     if (Option.isSome(stored) && Option.isSome(stored.value.result)) {
-      yield* Durable.withdrawLeftovers(journal, stored)
+      yield* JournalLoad.withdrawLeftovers(journal, stored)
     } else if (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline)) {
       return yield* Effect.fail(unrecorded(runId, ended.success.stopReason, run?.ctx.refused))
     }

@@ -308,10 +308,11 @@ export const adding = (known: Secrets, more: ReadonlyArray<string>): Secrets =>
 export const maskText = (text: string, secrets: Secrets): string => {
   if (secrets.size === 0) return text
   if (secrets.whole.has(text)) return mask
-  if (secrets.forms === undefined) return text.length < minInText ? text : mask
-  // A search may compare each form at each place of the text: past a bound (long secrets
-  // built to nearly match a long text), the text is masked whole instead.
-  if (secrets.formsLength * text.length > maxSearchWork) return text.length < minInText ? text : mask
+  // Too many secrets to search for, or a search that may compare each form at each place
+  // of the text past a bound (long secrets built to nearly match a long text): masked whole.
+  if (secrets.forms === undefined || secrets.formsLength * text.length > maxSearchWork) {
+    return text.length < minInText ? text : mask
+  }
   let out = text
   for (const form of secrets.forms) {
     if (out.includes(form)) out = out.replaceAll(form, mask)

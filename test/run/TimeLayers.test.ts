@@ -76,7 +76,7 @@ describe("R4 time layers: each layer fires first in turn", () => {
         )
         assert.strictEqual(result.stopReason, "step_timeout")
         assert.strictEqual(result.elapsedMillis, 2_000)
-        assert.include(result.detail, "longer than any deadline")
+        assert.include(result.detail, "would wait without end")
       })
   )
 

@@ -8,11 +8,11 @@ import { Clock, Context, Deferred, Duration, Effect, type Fiber, Option, Result 
 import * as Journal from "../../journal/Journal.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
 import type * as Tool from "../../tools/Tool.ts"
+import * as JournalLoad from "../journal/JournalLoad.ts"
 import * as Lifecycle from "../lifecycle/Lifecycle.ts"
 import { ResumeError } from "../ResumeError.ts"
 import type { Options, Requirements } from "../RunOptions.ts"
 import type * as RunResult from "../RunResult.ts"
-import * as Durable from "./Durable.ts"
 import * as RunContext from "./RunContext.ts"
 import { resolve } from "./resolve/Resolve.ts"
 
@@ -20,7 +20,7 @@ import { resolve } from "./resolve/Resolve.ts"
 export type Done = Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>
 
 /** A run's log as its journal holds it, to go on from. */
-export type Restored = Extract<Durable.Loaded, { readonly _tag: "Open" }>
+export type Restored = Extract<JournalLoad.Loaded, { readonly _tag: "Open" }>
 
 /** What became of a run, to its caller. */
 export type Ended = Effect.Effect<RunResult.RunResult, RunContext.Suspended>
@@ -112,7 +112,7 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
 ): Result.Result<Options<T, RV, O>, ResumeError> => {
   const given = { ...options, goal: loaded.goal }
   const startedAs = loaded.started === undefined ? loaded.startedAs : undefined
-  const withRecorded = { ...Durable.startedWith(options, loaded.started ?? startedAs), goal: loaded.goal }
+  const withRecorded = { ...JournalLoad.startedWith(options, loaded.started ?? startedAs), goal: loaded.goal }
   // A run that starts again under the options its header kept keeps its time limit too (its
   // deadline, absolute, is kept by `Lifecycle.prepare`), so that its new `run.started` says the same.
   const merged =

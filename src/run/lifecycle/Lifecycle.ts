@@ -16,11 +16,12 @@ import type * as Tool from "../../tools/Tool.ts"
 import * as Spans from "../../tracing/Spans.ts"
 import * as Validation from "../../validation/Validation.ts"
 import * as Commit from "../internal/Commit.ts"
-import * as Durable from "../internal/Durable.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import { randomRunId } from "../internal/RunId.ts"
 import type { Ending } from "../internal/RunOutcome.ts"
 import { defaultStopGraceMillis, type Resolved, resolve } from "../internal/resolve/Resolve.ts"
+import type * as JournalLoad from "../journal/JournalLoad.ts"
+import * as JournalSink from "../journal/JournalSink.ts"
 import * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import * as RunObserver from "../RunObserver.ts"
@@ -29,10 +30,10 @@ import { Closing, type Done, type Given } from "./internal/Closing.ts"
 import { interrupted, judged } from "./internal/Judgement.ts"
 import { started } from "./internal/Started.ts"
 
-/** The internal types this module's functions take and give, and those they hold, named for their callers (ARCHITECTURE.md rule 4). */
-export type { Loaded } from "../internal/Durable.ts"
 export type { CommitError, RunContext, Sink, Suspended } from "../internal/RunContext.ts"
 export type { Resolved } from "../internal/resolve/Resolve.ts"
+/** The internal types this module's functions take and give, and those they hold, named for their callers (ARCHITECTURE.md rule 4). */
+export type { Loaded } from "../journal/JournalLoad.ts"
 export type { Done } from "./internal/Closing.ts"
 
 /** Invalid options end the run at once, saying which field and why. */
@@ -140,7 +141,7 @@ export const prepare = <T extends Tool.Any, RV, O>(
   clock: Clock.Clock,
   breakers: Breakers.Service | undefined,
   journal?: Journal.Service | undefined,
-  restored?: Extract<Durable.Loaded, { readonly _tag: "Open" }>
+  restored?: Extract<JournalLoad.Loaded, { readonly _tag: "Open" }>
 ): {
   readonly ctx: RunContext.RunContext
   readonly resolved: Checked<RV, Tool.Requirements<T>>
@@ -175,7 +176,7 @@ export const prepare = <T extends Tool.Any, RV, O>(
     journal:
       journal === undefined
         ? undefined
-        : Durable.sink(journal, runId, valid?.registry.tools.values() ?? [], restored !== undefined),
+        : JournalSink.sink(journal, runId, valid?.registry.tools.values() ?? [], restored !== undefined),
     restored: restored?.events
   })
   return { ctx, resolved }

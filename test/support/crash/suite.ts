@@ -13,7 +13,7 @@ import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import type * as Event from "../../../src/events/Event.ts"
 import * as Timeline from "../../../src/events/Timeline.ts"
 import * as Journal from "../../../src/journal/Journal.ts"
-import * as Durable from "../../../src/run/internal/Durable.ts"
+import * as JournalLoad from "../../../src/run/journal/JournalLoad.ts"
 import type * as RunResult from "../../../src/run/RunResult.ts"
 import { type Config, journalLayer, type Where } from "./config.ts"
 import * as Harness from "./harness.ts"
@@ -119,7 +119,7 @@ export const crashSuite = (setup: Setup) =>
             for (const runId of runIds) {
               const stored = yield* journal.read(runId)
               if (Option.isNone(stored)) continue
-              const result = Durable.storedResult(stored.value)
+              const result = JournalLoad.storedResult(stored.value)
               if (result !== undefined && Exit.isFailure(result)) throw new Error(`${runId}: bad result`)
               runs.set(runId, {
                 events: stored.value.events,

@@ -82,7 +82,7 @@ const conflicting = (policies: ReadonlyArray<Termination.Policy>): RunOptions.In
 /**
  * The policies of the run: the defaults, the list given, or what the function given made
  * of the defaults; for a fresh run, only if they enforce the limits given. A resumed run's
- * limits are filled from its `run.started` (`Durable.startedWith`), for its defaults to be
+ * limits are filled from its `run.started` (`JournalLoad.startedWith`), for its defaults to be
  * built from: policies given to the resume may replace them.
  */
 export const policiesOf = (

@@ -4,9 +4,9 @@
  * against) and its `run.started`. Private to the runtime.
  */
 import { Exit, Hash, Schema } from "effect"
-import * as Event from "../../events/Event.ts"
-import * as Signature from "../../tools/Signature.ts"
-import type * as Tool from "../../tools/Tool.ts"
+import * as Event from "../../../events/Event.ts"
+import * as Signature from "../../../tools/Signature.ts"
+import type * as Tool from "../../../tools/Tool.ts"
 
 /** What the journal keeps of a run beside its log: enough to tell whether the code still fits it. */
 export const Header = Schema.Struct({
