@@ -10,6 +10,7 @@
  * @since 0.1.0
  */
 import { HashMap, Option } from "effect"
+import * as Model from "../model/Model.ts"
 import * as Signature from "../tools/Signature.ts"
 import { type Event, isCorrection } from "./Event.ts"
 import type { Counters } from "./internal/CountersShape.ts"
@@ -95,7 +96,7 @@ const onEvent = (c: Draft, e: Event): void => {
       const noCalls = e.toolCalls.length === 0
       // An answer cut off by the output token limit is neither final nor empty (R11).
       const truncated = e.finishReason === "length"
-      const empty = noCalls && !truncated && e.text.trim() === ""
+      const empty = noCalls && !truncated && Model.isBlank(e.text)
       c.iterations = c.iterations + 1
       c.toolCalls = c.toolCalls + e.toolCalls.length
       c.finalAnswerReceived = noCalls && !empty && !truncated
@@ -109,7 +110,7 @@ const onEvent = (c: Draft, e: Event): void => {
       break
     }
     case "tool.succeeded": {
-      const n = count(c, "observationKeys", `${e.name}|${Signature.digest(e.observation)}|${c.stateVersion}`)
+      const n = count(c, "observationKeys", `${e.name}|${Signature.observation(e.observation)}|${c.stateVersion}`)
       const changesState = e.sideEffect === "write" || e.sideEffect === "external"
       c.unchangedObservations = c.unchangedObservations + (n > 1 ? 1 : 0)
       c.stateVersion = c.stateVersion + (changesState ? 1 : 0)
@@ -191,14 +192,13 @@ export const reminderCount = (counters: Counters, kind: string): number => {
 /**
  * How many calls of the tool `name` the model asked for so far, every call of every
  * response, refused ones included: for a policy of your own ("at most 3 refunds"). Read
- * from the call signatures, which begin with the tool's name (a tool's name holds no `:`).
+ * from the call signatures: only calls named `name` exactly (the model's made-up `refund:2` is no `refund`).
  *
  * @category getters
  * @since 0.3.0
  */
 export const callsOf = (counters: Counters, name: string): number => {
-  const prefix = `${name}:`
   let calls = 0
-  for (const [signature, count] of counters.callSignatures) if (signature.startsWith(prefix)) calls += count
+  for (const [signature, count] of counters.callSignatures) if (Signature.toolName(signature) === name) calls += count
   return calls
 }

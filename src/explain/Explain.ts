@@ -23,6 +23,7 @@ import * as Counters from "../events/Counters.ts"
 import type * as Event from "../events/Event.ts"
 import * as RunLog from "../events/RunLog.ts"
 import * as StopReason from "../events/StopReason.ts"
+import * as Termination from "../termination/Termination.ts"
 import * as Facts from "./internal/ExplainFacts.ts"
 import * as Limits from "./internal/ExplainLimits.ts"
 import type * as M from "./internal/ExplainModel.ts"
@@ -73,6 +74,9 @@ const last = <Tag extends Event.Event["_tag"]>(timeline: Timeline, tag: Tag): Ev
 const indexOf = (timeline: Timeline, event: Event.Event | undefined): number =>
   event === undefined ? timeline.length : timeline.indexOf(event)
 
+/** The names of the built-in policies: a policy of the run's own that replaces one under its name speaks for it. */
+const builtInPolicies: ReadonlySet<string> = new Set(Termination.names(Termination.defaults()))
+
 const decisionOf = (
   timeline: Timeline,
   reason: StopReason.StopReason | undefined,
@@ -95,6 +99,7 @@ const decisionOf = (
       policy: "validation",
       reason,
       detail: `the final answer is not backed: ${failed.join("; ")}`,
+      own: false,
       seq: undefined,
       atMillis: finished === undefined ? undefined : finished.at - start
     }
@@ -104,10 +109,12 @@ const decisionOf = (
       (e): e is Event.Of<"termination.decided"> => e._tag === "termination.decided" && e.reason === reason
     ) ?? last(timeline, "termination.decided")
   if (decided === undefined) return undefined
+  const listed = last(timeline, "run.started")?.policies ?? []
   return {
     policy: decided.policy,
     reason: decided.reason,
     detail: decided.detail,
+    own: listed.includes(decided.policy) && !builtInPolicies.has(decided.policy),
     seq: decided.seq,
     atMillis: decided.at - start
   }
@@ -265,12 +272,15 @@ export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => 
     summary:
       reason === undefined
         ? "The log has no run.finished: the run is still running, or it stopped without an ending (a crash)."
-        : StopReason.describe[reason],
+        : decision?.own === true
+          ? `The run's own policy "${decision.policy}" stopped it (${reason}).`
+          : StopReason.describe[reason],
     decision,
     elapsedMillis: counters.elapsedMillis,
     startedAt: start,
     resumes: timeline.filter((e) => e._tag === "run.resumed").length,
-    gauges: Limits.gauges(started, limits, counters, reason),
+    // A policy of the run's own passed a limit of its own, not the built-in one of its reason.
+    gauges: Limits.gauges(started, limits, counters, decision?.own === true ? undefined : reason),
     repetition: repetition === undefined ? undefined : Facts.repetitionOf(timeline, repetition),
     failure,
     deadline: deadlineOf(timeline, reason, failure, approval, limits),

@@ -20,11 +20,21 @@
  */
 import * as Failure from "./Failure.ts"
 
+const day = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+const dayName = "(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
+const month = "(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+const clock = "\\d{2}:\\d{2}:\\d{2}"
+
+/** The three forms of an HTTP-date (RFC 9110, 5.6.7): IMF-fixdate, then the obsolete RFC 850 and asctime forms. */
+const httpDate = new RegExp(
+  `^(?:${day}, \\d{1,2} ${month} \\d{4} ${clock} GMT|${dayName}, \\d{2}-${month}-\\d{2} ${clock} GMT|(${day} ${month} [ \\d]\\d ${clock} \\d{4}))$`
+)
+
 /**
  * Reads a `Retry-After` header: delay-seconds or an HTTP-date, relative to `now`
  * (milliseconds since the epoch, from the run's `Clock`). `undefined` when absent or
- * unreadable (`-5`, `2, 30`: a date begins with its day's name); never negative, never
- * more than `Number.MAX_SAFE_INTEGER`.
+ * unreadable (`-5`, `2, 30`, `Dec 2026`: a date is one of the three forms HTTP allows);
+ * never negative, never more than `Number.MAX_SAFE_INTEGER`.
  *
  * @category parsing
  * @since 0.1.0
@@ -35,10 +45,11 @@ export const retryAfterMillis = (header: string | null | undefined, now: number)
   if (text === "") return undefined
   // A delay too long to represent is still "longer than any deadline", never Infinity.
   if (/^\d+(\.\d+)?$/.test(text)) return Math.min(Math.round(Number(text) * 1000), Number.MAX_SAFE_INTEGER)
-  // An HTTP-date (IMF-fixdate or an obsolete form) begins with the day's name; `Date.parse`
-  // reads much else as a date (`-5` is a year).
-  if (!/^[A-Za-z]{3}/.test(text)) return undefined
-  const date = Date.parse(text)
+  // Only an HTTP-date: `Date.parse` reads much else as a date (`-5` is a year, `Dec 2026` a month).
+  const form = httpDate.exec(text)
+  if (form === null) return undefined
+  // asctime's form names no zone: it is GMT, as every HTTP-date is.
+  const date = Date.parse(form[1] === undefined ? text : `${text} GMT`)
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
 

@@ -231,8 +231,11 @@ const decideChecked = (policy: Policy, checkpoint: Checkpoint): Decision => {
 
 /**
  * Stop reasons that state what only the runtime can know: a cancel, a validation, an
- * outcome in doubt, a defect, a person's decision, a contradicted tool, a filtered answer. A policy's stop names a limit; it cannot say that the goal
- * was reached unless the model gave a final answer (R6.1), which validation then judges.
+ * outcome in doubt, a defect, a person's decision, a contradicted tool, a filtered answer,
+ * a step's deadline, a model or tool that failed for good, an answer cut off. A policy's
+ * stop names a limit (R2.5: the reason is a fact a reader can trust); it cannot say that
+ * the goal was reached unless the model gave a final answer (R6.1), which validation then
+ * judges, nor that the run deadline passed before it did.
  */
 const runtimeOnly: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopReason>([
   "cancelled",
@@ -242,7 +245,11 @@ const runtimeOnly: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopR
   "approval_rejected",
   "approval_expired",
   "inconsistent_result",
-  "content_filtered"
+  "content_filtered",
+  "step_timeout",
+  "model_error",
+  "tool_error",
+  "output_truncated"
 ])
 
 /** Why a user's policy cannot stop for `reason` at `checkpoint`, or `undefined` when it can. */
@@ -250,6 +257,9 @@ const unfounded = (reason: StopReason.StopReason, checkpoint: Checkpoint): strin
   if (runtimeOnly.has(reason)) return `${reason}, a stop reason only the runtime gives`
   if (reason === "goal_reached" && !checkpoint.counters.finalAnswerReceived) {
     return "goal_reached without a final answer: only the model's final answer is a candidate completion"
+  }
+  if (reason === "run_timeout" && checkpoint.now < checkpoint.deadlineAt) {
+    return "run_timeout before the run deadline (set time.run to give the run less time)"
   }
   return undefined
 }

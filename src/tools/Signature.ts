@@ -135,7 +135,40 @@ const keyed = (name: string, text: string, key: string): string =>
  * @category guards
  * @since 0.3.0
  */
-export const isKeyed = (signature: string): boolean => signature.includes(":#")
+export const isKeyed = (signature: string): boolean => keyedEnd.test(signature)
+
+/** How a keyed signature ends: `:#` and its HMAC, after the tool's name. */
+const keyedEnd = /:#[\w-]+$/
+
+/** What follows the tool's name in a call's signature: a digest, `~` and a digest or a type (unparsed), `#` and an HMAC (keyed). */
+const afterName = /:(?:~?\d+\.\d+:\d+|~[a-z]+|#[\w-]+)$/
+
+/**
+ * The name of the tool a call's signature is of. A name the model made up may hold `:`
+ * (`search:1`, for no tool `search`), so it is what comes before the signature's end,
+ * read from the end.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const toolName = (signature: string): string => {
+  const end = afterName.exec(signature)
+  return end === null ? signature : signature.slice(0, end.index)
+}
+
+/** White space, and white space as JSON writes it in a string (`\n`, `\r`, `\t`). */
+const spacing = /\s+|\\[nrt]/g
+
+/**
+ * The key of an observation for loop detection (R2.3): the digest of its text with what
+ * makes near-identical results differ left out (white space, as it is or escaped in JSON,
+ * letter case, Unicode's compatibility forms), so that a result echoing a query sent
+ * again with other spacing or case is the same result.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const observation = (text: string): string => digest(text.normalize("NFKC").toLowerCase().replace(spacing, ""))
 
 /**
  * @category constructors

@@ -17,6 +17,7 @@ import type * as Event from "../events/Event.ts"
 import * as Failure from "../failure/Failure.ts"
 import * as SchemaIssues from "../failure/SchemaIssues.ts"
 import * as UserCode from "../failure/UserCode.ts"
+import * as Model from "../model/Model.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
 
 /**
@@ -122,12 +123,6 @@ export const make = (
     ...(maxBytes === undefined ? {} : { maxBytes })
   }
 }
-
-/**
- * Whether text holds nothing but whitespace, NUL bytes (a preallocated, zero-filled file) and
- * characters that show nothing (zero-width spaces and joiners, word joiners, byte order marks).
- */
-const isBlank = (text: string): boolean => /^[\s\0\u200b-\u200d\u2060\ufeff]*$/.test(text)
 
 /** Whether a JSON value holds nothing: `null`, `""`, `{}` or `[]`. */
 const isEmptyJson = (value: unknown): boolean =>
@@ -273,7 +268,7 @@ export const check: (
   if (read.success === "not a file") return fail(`not a file (replaced while checked: ${contract.path})`)
   if (read.success._tag === "TooLarge") return tooLarge("grew past the limit while checked")
   const text = read.success.text
-  if (contract.nonEmpty && isBlank(text)) return fail("empty (no content after trimming whitespace)")
+  if (contract.nonEmpty && Model.isBlank(text)) return fail("empty (no content after trimming whitespace)")
   const size = `${text.length} characters`
   switch (contract.format) {
     case "text":

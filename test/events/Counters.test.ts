@@ -9,6 +9,7 @@ import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Signature from "../../src/tools/Signature.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { makeStore } from "../support/tools.ts"
 
@@ -41,7 +42,7 @@ const responded = (text: string, calls: ReadonlyArray<readonly [string, string]>
     text,
     toolCalls: calls.map(([name, args], i) => ({ id: `c${i}`, name, arguments: args })),
     callIds: calls.map((_, i) => `c${i}`),
-    signatures: calls.map(([name, args]) => `${name}:${args}`),
+    signatures: calls.map(([name, args]) => Signature.toolCallParsed(name, JSON.parse(args))),
     usage
   })
 const failed = (name: string, message: string, maxRetries: number, code: "tool_failed" = "tool_failed") =>
@@ -97,27 +98,37 @@ describe("Counters.step (unit)", () => {
         [
           ["t", "{}"],
           ["t", "{}"],
-          ["u", "{}"]
+          ["u", "{}"],
+          // Names the model made up around `t`: no calls of it.
+          ["t:1", "{}"],
+          ["t:1.2:3", "{}"]
         ],
         { inputTokens: 3, outputTokens: 4, costUsd: 0.25 }
       )
     )
     assert.strictEqual(c.iterations, 1)
-    assert.strictEqual(c.toolCalls, 3)
+    assert.strictEqual(c.toolCalls, 5)
     assert.strictEqual(c.repeatedToolCallCount, 2)
-    // Calls of one tool, for a policy of your own: `t` twice, `u` once, `tu` (a prefix of neither) never.
+    // Calls of one tool, for a policy of your own: `t` twice, `u` once, `tu` (a prefix of neither) never,
+    // each made-up name once under its own name.
     assert.deepStrictEqual(
-      ["t", "u", "tu"].map((name) => Counters.callsOf(c, name)),
-      [2, 1, 0]
+      ["t", "u", "tu", "t:1", "t:1.2:3"].map((name) => Counters.callsOf(c, name)),
+      [2, 1, 0, 1, 1]
     )
     assert.isFalse(c.finalAnswerReceived)
     assert.strictEqual(c.emptyOutputs, 0)
     c = Counters.step(c, responded("   "))
     assert.strictEqual(c.emptyOutputs, 1)
+    // A text that shows nothing is no answer (R2.3): zero-width spaces, NUL, a lone combining mark.
+    for (const invisible of ["\u200b", "\u0000", "\u0301", " \u2060\ufeff\u3164 "]) {
+      c = Counters.step(c, responded(invisible))
+      assert.isFalse(c.finalAnswerReceived, JSON.stringify(invisible))
+    }
+    assert.strictEqual(c.emptyOutputs, 5)
     assert.isFalse(c.finalAnswerReceived)
     c = Counters.step(c, responded("done", [], { inputTokens: 1, outputTokens: 1 }))
     assert.isTrue(c.finalAnswerReceived)
-    assert.deepStrictEqual([c.iterations, c.inputTokens, c.outputTokens, c.costUsd], [3, 4, 5, 0.25])
+    assert.deepStrictEqual([c.iterations, c.inputTokens, c.outputTokens, c.costUsd], [7, 4, 5, 0.25])
     c = Counters.step(c, ev({ _tag: "reminder.injected", kind: "empty_output", text: "x" }, 350))
     assert.strictEqual(Counters.reminderCount(c, "empty_output"), 1)
     assert.strictEqual(c.elapsedMillis, 250)
@@ -360,6 +371,36 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
       )
     )
   })
+
+  it.effect(
+    "R2.3 a semantic loop: near-identical queries whose result echoes them warn, then stop loop_detected",
+    () => {
+      const search = Tool.make({
+        name: "search",
+        description: "Search",
+        input: Schema.Struct({ q: Schema.String }),
+        output: Schema.Struct({ query: Schema.String, results: Schema.Array(Schema.String) }),
+        sideEffect: "read",
+        idempotent: true,
+        handler: ({ q }) => Effect.succeed({ query: q, results: [] })
+      })
+      // Other spacing, other case: one query, one (empty) result set.
+      const queries = ["report 2024", "report  2024 ", "Report 2024", "REPORT\t2024", "report 2024   "]
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "find it", tools: [search] })
+        assertStop(result, "loop_detected")
+        assert.deepStrictEqual(
+          ofTag(result.timeline, "reminder.injected").map((e) => e.kind),
+          ["loop_warning", "loop_warning"]
+        )
+        assert.strictEqual(result.counters.toolCalls, 4)
+      }).pipe(
+        Effect.provide(
+          withScript([...queries.map((q) => ScriptedModel.toolCall("search", { q })), ScriptedModel.finalAnswer("no")])
+        )
+      )
+    }
+  )
 
   it.effect("R2.4 three same-code failures on different arguments inject a reminder before any stop", () => {
     const store = makeStore()

@@ -1,6 +1,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema, Stream } from "effect"
+import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as StopReason from "../../src/events/StopReason.ts"
 import * as Timeline from "../../src/events/Timeline.ts"
@@ -143,18 +144,39 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
   )
 
   it.effect(
-    "R13 R2.5 a policy of the user's that stops with run_timeout: decided by it, no run layer said to have fired",
+    "R13 R2.5 a policy of the run's own that stops with a limit's reason: decided by it, in its words, no built-in limit said to be passed",
     () =>
       Effect.gen(function* () {
-        const impatient = Termination.make("impatient", () => Termination.stop("run_timeout", "I will not wait"))
-        const result = yield* scripted([ScriptedModel.toolCall("echo", { text: "a" })], {
+        // The README's policy: at most 3 echoes, in a run whose tool-call limit is far off.
+        const echoes = Termination.make(
+          "max_echoes",
+          ({ counters }) =>
+            Counters.callsOf(counters, "echo") > 3
+              ? Termination.stop("max_tool_calls", "more than 3 echoes asked for")
+              : Termination.continue_,
+          { maxEchoes: 3 }
+        )
+        const calls = ["a", "b", "c", "d", "e"].map((text) => ScriptedModel.toolCall("echo", { text }))
+        const result = yield* scripted(calls, {
           tools: [echo],
-          policies: (defaults) => [impatient, ...defaults]
+          policies: (defaults) => Termination.insertBefore(defaults, "max_iterations", echoes)
         })
         const e = explained(result)
-        assert.strictEqual(e.stopReason, "run_timeout")
-        assert.strictEqual(e.decision?.policy, "impatient")
-        assert.isUndefined(e.deadline)
+        assert.strictEqual(e.stopReason, "max_tool_calls")
+        assert.deepInclude(e.decision, { policy: "max_echoes", own: true, detail: "more than 3 echoes asked for" })
+        assert.include(e.summary, '"max_echoes"')
+        assert.deepStrictEqual(
+          e.gauges.filter((g) => g.decisive),
+          []
+        )
+        assert.deepInclude(gauge(e, "toolCalls"), { value: 4, max: 50, decisive: false })
+        assert.isUndefined(e.next.limit)
+        assert.include(e.next.text, 'policy "max_echoes"')
+        assert.notInclude(Explain.format(e), "→")
+        // The built-in policy under its own name is no policy of the run's own.
+        const builtIn = explained(yield* scripted(calls, { tools: [echo], limits: { maxToolCalls: 2 } }))
+        assert.deepInclude(builtIn.decision, { policy: "max_tool_calls", own: false })
+        assert.strictEqual(builtIn.next.limit, "limits.maxToolCalls")
       })
   )
 

@@ -36,6 +36,20 @@ describe("FailureBoundary", () => {
     // Read as dates by `Date.parse`, but no HTTP-date: `-5` is a year, `2, 30` two headers joined.
     assert.isUndefined(FailureBoundary.retryAfterMillis("-5", now))
     assert.isUndefined(FailureBoundary.retryAfterMillis("2, 30", now))
+    // Only the three forms of an HTTP-date: `Date.parse` reads these as dates, a year or more away.
+    for (const text of ["Dec 2026", "Tue 275760", "Sun 2 Jan", "Monday", "Sat, 05 Dec 2026"]) {
+      assert.isUndefined(FailureBoundary.retryAfterMillis(text, now), text)
+    }
+    const at = new Date(now + 9000)
+    const [dayName = "", , month = ""] = at.toUTCString().split(/[ ,]+/)
+    const longDay = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"][at.getUTCDay()]
+    const hms = at.toISOString().slice(11, 19)
+    const dd = String(at.getUTCDate()).padStart(2, "0")
+    const rfc850 = `${longDay}, ${dd}-${month}-${String(at.getUTCFullYear()).slice(2)} ${hms} GMT`
+    const asctime = `${dayName} ${month} ${String(at.getUTCDate()).padStart(2, " ")} ${hms} ${at.getUTCFullYear()}`
+    for (const text of [at.toUTCString(), rfc850, asctime]) {
+      assert.strictEqual(FailureBoundary.retryAfterMillis(text, now), 9000, text)
+    }
     assert.isUndefined(FailureBoundary.retryAfterMillis(undefined, now))
     const failure = FailureBoundary.http({ status: 429, retryAfter: "2", now })
     assert.isTrue(failure._tag === "Retryable" && failure.retryAfterMillis === 2000)

@@ -115,6 +115,20 @@ describe("OpenAiCompatible limits", () => {
       }).pipe(Effect.provide(NodeTransport.layer()))
     )
 
+    live("R11 R3.2 a streamed event with no data is skipped, and [DONE] is read however it is spaced", () =>
+      Effect.gen(function* () {
+        for (const [empty, done] of [
+          ["data:\n\n", "data: [DONE]\n\n"],
+          ["data: \n\n", "data:  [DONE]\n\n"],
+          ["data:\r\n\r\n", "data:[DONE] \r\n\r\n"]
+        ] as const) {
+          const body = `${empty}${chunkEvent({ content: "a" })}${empty}${chunkEvent({ content: "b" })}${done}`
+          const { exit } = yield* once(FakeOpenAiServer.raw({ body }), { stream: true })
+          assert.strictEqual(Exit.isSuccess(exit) ? exit.value.text : exit.cause, "ab", JSON.stringify([empty, done]))
+        }
+      })
+    )
+
     live("R11 an answer just under maxResponseBytes is whole, plain and streamed", () =>
       Effect.gen(function* () {
         const text = "w".repeat(MiB - 4 * 1024)

@@ -274,10 +274,20 @@ describe("R12 values user code hands back are checked", () => {
   )
 
   it.effect(
-    "R6.1 R12 a policy cannot claim the goal reached without a final answer, nor a stop only the runtime gives",
+    "R6.1 R2.5 R12 a policy cannot claim the goal reached without a final answer, nor a stop only the runtime gives",
     () =>
       Effect.gen(function* () {
-        for (const reason of ["goal_reached", "cancelled", "validation_failed"] as const) {
+        // Nor a timeout, a failure or a cut-off answer that never happened, nor the run deadline before it passed.
+        for (const reason of [
+          "goal_reached",
+          "cancelled",
+          "validation_failed",
+          "step_timeout",
+          "model_error",
+          "tool_error",
+          "output_truncated",
+          "run_timeout"
+        ] as const) {
           const ran: Array<string> = []
           const result = yield* Run.run({
             goal: "x",

@@ -308,6 +308,34 @@ describe("Termination in a run (R2.3)", () => {
     }).pipe(Effect.provide(withScript([ScriptedModel.finalAnswer("42")])))
   )
 
+  it.effect(
+    "R2.2 R2.3 with final_answer left out, a text answer goes on without being called empty; a blank one is empty",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* Run.run({
+          goal: "answer",
+          tools: [probe().tool],
+          limits: { maxIterations: 3 },
+          policies: (defaults) => Termination.remove(defaults, "final_answer")
+        })
+        assertStop(result, "max_iterations", "max_iterations")
+        const reminders = ofTag(result.timeline, "reminder.injected").map((e) => [e.kind, e.text.includes("empty")])
+        assert.deepStrictEqual(reminders, [
+          ["answer_not_final", false],
+          ["empty_output", true]
+        ])
+        assert.deepStrictEqual([result.counters.emptyOutputs, result.counters.finalAnswerReceived], [2, false])
+      }).pipe(
+        Effect.provide(
+          withScript([
+            ScriptedModel.finalAnswer("42"),
+            ScriptedModel.finalAnswer("\u200b\u200b"),
+            ScriptedModel.finalAnswer("\u0000")
+          ])
+        )
+      )
+  )
+
   it.effect("R2.3 final answer: validation can still refute the candidate", () =>
     Effect.gen(function* () {
       const hook = Validation.stopHook("tests_pass", () => Effect.succeed({ passed: false, detail: "tests fail" }))

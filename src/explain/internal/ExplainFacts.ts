@@ -248,8 +248,7 @@ const unchangedObservation = (timeline: Timeline): Repetition | undefined => {
     const before = counters.unchangedObservations
     counters = Counters.step(counters, e)
     if (e._tag !== "tool.succeeded") continue
-    const digest = Signature.digest(e.observation)
-    const key = `${e.name}|${digest}`
+    const key = `${e.name}|${Signature.observation(e.observation)}`
     if (!firsts.has(key)) firsts.set(key, e)
     // A repeat adds one; a change of the state sets the count back to 0, and is no repeat.
     if (counters.unchangedObservations !== before + 1) continue
@@ -266,7 +265,7 @@ const unchangedObservation = (timeline: Timeline): Repetition | undefined => {
     _tag: "observation",
     name: best.first.name,
     observation: best.first.observation,
-    digest: Signature.digest(best.first.observation),
+    digest: Signature.observation(best.first.observation),
     count: best.callIds.length,
     callIds: best.callIds
   }

@@ -140,6 +140,17 @@ export const nextStep = (facts: Facts): NextStep => {
   }
   const failure = facts.failure
   const failed = failure === undefined ? "" : ` (${failure.name}: ${failure.code})`
+  const decision = facts.decision
+  if (decision?.own === true) {
+    const repeated = decision.reason === "repeated_tool_call" || decision.reason === "loop_detected"
+    return step(
+      repeated ? "change_approach" : "raise_limit",
+      `the run's own policy "${decision.policy}" stopped it: ${decision.detail}; ` +
+        (repeated
+          ? "change the prompt, the tools or the goal"
+          : "change that policy's limits if the run was making progress, else narrow the goal")
+    )
+  }
   switch (facts.stopReason) {
     case undefined:
     case "goal_reached":

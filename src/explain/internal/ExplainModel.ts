@@ -18,6 +18,12 @@ export interface Decision {
   readonly policy: string
   readonly reason: StopReason.StopReason
   readonly detail: string
+  /**
+   * Whether a policy of the run's own decided (one `run.started` lists that is none of the
+   * built-in policies): its stop reason is its own words, so no built-in limit is said to
+   * be the one passed.
+   */
+  readonly own: boolean
   /** The `seq` of its `termination.decided`, when there is one. */
   readonly seq: number | undefined
   /** Milliseconds since the run started. */
@@ -128,6 +134,7 @@ export type Repetition =
       readonly _tag: "observation"
       readonly name: string
       readonly observation: string
+      /** Its key for loop detection (`Signature.observation`: spacing and letter case left out). */
       readonly digest: string
       /** How many times the call saw it, the first included. */
       readonly count: number

@@ -117,7 +117,10 @@ export const read = Effect.fnUntraced(function* (
     const fed = parser.feed(decoder.decode(bytes, { stream: true }))
     if (Result.isFailure(fed)) return Effect.fail(reader.tooLarge("one event of the stream"))
     for (const data of fed.success) {
-      if (data === "[DONE]") return Effect.succeed(true)
+      // An event with no data (`data:`, a keep-alive) says nothing; `[DONE]` is read however it is spaced.
+      const said = data.trim()
+      if (said === "") continue
+      if (said === "[DONE]") return Effect.succeed(true)
       const error = OpenAiWire.carriedError(data)
       if (error !== undefined) return Effect.fail(errorEvent(reader, data, error))
       const chunk = OpenAiWire.parseChunk(data)

@@ -223,7 +223,7 @@ const responded = <R>(
       }))
     }
     // A typed output (R6.1): a final answer that does not decode goes back as a correction.
-    if (config.output !== undefined && prepared.length === 0 && !truncated && response.text.trim() !== "") {
+    if (config.output !== undefined && prepared.length === 0 && !truncated && !Model.isBlank(response.text)) {
       const decoded = FinalOutput.decode(config.output, response.text, config.registry.limits)
       if (Result.isFailure(decoded)) {
         // A schema that breaks is user code failing, not the model's answer (R12): it ends the run.
@@ -263,8 +263,12 @@ const checked = <R>(
   if (prepared.length > 0) return finishBatch(ctx, config, { prepared }, permission)
   // Cut off by the output token limit: never a final answer (R11).
   if (response.finishReason === "length") return askToFinish(ctx, config)
-  if (!corrected) {
+  if (corrected) return Effect.succeed(undefined)
+  // An answer no policy took as final (the run's own policies may leave `final_answer` out) is no empty one.
+  if (Model.isBlank(response.text)) {
     remind(ctx, "empty_output", "Your last response was empty. Call a tool, or give your final answer as text.")
+  } else {
+    remind(ctx, "answer_not_final", "Your answer did not end the run: go on with the task, using the tools.")
   }
   return Effect.succeed(undefined)
 }
