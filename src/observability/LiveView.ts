@@ -14,11 +14,12 @@
  *
  * @since 0.3.0
  */
-import { Clock, Effect, Fiber, type Layer, Stream } from "effect"
+import { Clock, Effect, Fiber, type Layer, Schema, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as Run from "../run/Run.ts"
 import * as RunObserver from "../run/RunObserver.ts"
 import { frame, line } from "./internal/LiveFrame.ts"
+import { fit } from "./internal/Terminal.ts"
 
 export {
   /**
@@ -40,7 +41,9 @@ export {
 
 /**
  * Where the view writes, and how: `write` (default `process.stdout.write`), `tty` (default:
- * whether stdout is a TTY), `refresh` the redraw interval on a TTY in milliseconds.
+ * whether stdout is a TTY), `refresh` the redraw interval on a TTY in milliseconds (100 to a
+ * day; default 1 s), `columns` the terminal's width (default stdout's), to which each line of
+ * a frame is cut so that none wraps and the frame is redrawn in place.
  *
  * @category models
  * @since 0.3.0
@@ -49,6 +52,36 @@ export interface Options {
   readonly write?: ((text: string) => void) | undefined
   readonly tty?: boolean | undefined
   readonly refresh?: number | undefined
+  readonly columns?: number | undefined
+}
+
+/**
+ * Options the view cannot work with: a `refresh` that is no number of milliseconds from
+ * the frame interval (100) to a day.
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export class InvalidOptions extends Schema.TaggedError<InvalidOptions>()("InvalidOptions", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `Invalid LiveView options: ${this.reason}`
+  }
+}
+
+const day = 86_400_000
+
+/** The options as given, or why they cannot work (R12: a `refresh` of 0 redrew 60,000 times a second). */
+const checked = (options: Options): Effect.Effect<Options, InvalidOptions> => {
+  const { refresh } = options
+  return refresh === undefined || (typeof refresh === "number" && refresh >= frameInterval && refresh <= day)
+    ? Effect.succeed(options)
+    : Effect.fail(
+        new InvalidOptions({
+          reason: `refresh must be a number of milliseconds from ${frameInterval} to ${day}, got ${String(refresh)}`
+        })
+      )
 }
 
 /**
@@ -67,6 +100,14 @@ export const redraw = (previous: number, next: ReadonlyArray<string>): string =>
  * of its length; a terminal needs no more than a few frames a second.
  */
 const frameInterval = 100
+
+/**
+ * How many times the last frame's cost passes before the next: a frame of a long log (about
+ * 0.3 s at 120,000 events) is drawn on the run's own time, so the view takes a tenth of it
+ * at most, however long the log; with frames drawn every 100 ms, a run that ended in 4 s
+ * alone ran into its 60 s deadline (review 44).
+ */
+const framesApart = 9
 
 /** One run on a screen: its events as it appends them, `settled` once it is over. */
 interface RunView {
@@ -89,14 +130,21 @@ const screen = (options: Options, now: () => number) => {
   const live: Array<Array<Event.Event>> = []
   let drawn = 0
   let drawnAt = Number.NEGATIVE_INFINITY
+  /** When the next frame may be drawn: `frameInterval` after the last, or `framesApart` times its cost. */
+  let nextAt = Number.NEGATIVE_INFINITY
   let heldBack = false
   /** Redraws the block of the runs still going, below the last frame of `ended`, if given. */
+  // A line that wrapped would take two rows, and the cursor moves up one a line (review 44).
+  const rows = (events: ReadonlyArray<Event.Event>, at: number) =>
+    frame(events, at).map((text) => fit(text, options.columns ?? process.stdout.columns))
   const draw = (ended?: ReadonlyArray<Event.Event>) => {
     drawnAt = now()
     heldBack = false
-    const block = live.flatMap((events) => frame(events, drawnAt))
-    write(redraw(drawn, ended === undefined ? block : [...frame(ended, drawnAt), ...block]))
+    const block = live.flatMap((events) => rows(events, drawnAt))
+    write(redraw(drawn, ended === undefined ? block : [...rows(ended, drawnAt), ...block]))
     drawn = block.length
+    const done = now()
+    nextAt = done + Math.max(frameInterval - (done - drawnAt), framesApart * (done - drawnAt))
   }
   const attach = (): RunView => {
     const events: Array<Event.Event> = []
@@ -117,7 +165,7 @@ const screen = (options: Options, now: () => number) => {
         }
         if (event._tag === "run.finished") {
           if (leave()) draw(events)
-        } else if (now() - drawnAt >= frameInterval) draw()
+        } else if (now() >= nextAt) draw()
         else heldBack = true
       },
       // A run taken away (no `run.finished`) leaves its last frame too.
@@ -135,7 +183,8 @@ const screen = (options: Options, now: () => number) => {
     /** How many runs are on the screen. */
     runs: () => live.length,
     tick: () => {
-      if (tty && live.length > 0 && (heldBack || now() - drawnAt >= refresh)) draw()
+      const at = now()
+      if (tty && live.length > 0 && at >= nextAt && (heldBack || at - drawnAt >= refresh)) draw()
     }
   }
 }
@@ -148,7 +197,10 @@ const screen = (options: Options, now: () => number) => {
  * @category constructors
  * @since 0.3.0
  */
-export const observer = (options: Options = {}): RunObserver.Observer => {
+export const observer = (options: Options = {}): Effect.Effect<RunObserver.Observer, InvalidOptions> =>
+  Effect.map(checked(options), observerOf)
+
+const observerOf = (options: Options): RunObserver.Observer => {
   const shown = screen(options, Date.now)
   let timer: ReturnType<typeof setInterval> | undefined
   return {
@@ -179,7 +231,7 @@ export const observer = (options: Options = {}): RunObserver.Observer => {
  * @category layers
  * @since 0.3.0
  */
-export const layer = (options: Options = {}): Layer.Layer<never> => RunObserver.layer(Effect.succeed(observer(options)))
+export const layer = (options: Options = {}): Layer.Layer<never, InvalidOptions> => RunObserver.layer(observer(options))
 
 /**
  * Shows one started run live until it ends, by the Effect clock (`TestClock` in tests):
@@ -188,8 +240,9 @@ export const layer = (options: Options = {}): Layer.Layer<never> => RunObserver.
  * @category combinators
  * @since 0.3.0
  */
-export const watch = <O>(handle: Run.Handle<O>, options: Options = {}): Effect.Effect<void> =>
+export const watch = <O>(handle: Run.Handle<O>, options: Options = {}): Effect.Effect<void, InvalidOptions> =>
   Effect.gen(function* () {
+    yield* checked(options)
     const clock = yield* Clock.Clock
     const shown = screen(options, () => clock.currentTimeMillisUnsafe())
     const one = shown.attach()

@@ -215,6 +215,76 @@ describe("LiveView", () => {
     })
   )
 
+  it.live("R12 R13 a frame costs the run a tenth of its time at most, however slow it is to draw", () =>
+    Effect.gen(function* () {
+      // A slow terminal: each frame takes 40 ms to write; a run of 40 steps of 20 ms.
+      const frameMillis = 40
+      let frames = 0
+      const write = () => {
+        frames++
+        const until = Date.now() + frameMillis
+        while (Date.now() < until) {}
+      }
+      const steps = 40
+      const waits = Tool.make({
+        name: "wait",
+        description: "waits",
+        input: Schema.Struct({ i: Schema.Number }),
+        output: Schema.String,
+        sideEffect: "read",
+        idempotent: true,
+        handler: ({ i }) => Effect.as(Effect.sleep("20 millis"), `${i}`)
+      })
+      const calls = Array.from({ length: steps }, (_, i) => ScriptedModel.toolCall("wait", { i }))
+      const started = Date.now()
+      const result = yield* Run.run({
+        goal: "g",
+        tools: [waits],
+        limits: { maxIterations: 50, maxToolCalls: 50 }
+      }).pipe(
+        Effect.provide(ScriptedModel.layer([...calls, ScriptedModel.finalAnswer("done")])),
+        Effect.provide(LiveView.layer({ tty: true, write }))
+      )
+      const took = Date.now() - started
+      assert.strictEqual(result.status, "completed")
+      // Frames at most every 9 frames' time (360 ms), besides the first and the last: every 100 ms, they took half the run.
+      assert.isAtMost(frames, Math.floor(took / (9 * frameMillis)) + 2, `${frames} frames in ${took} ms`)
+    })
+  )
+
+  it.effect("R12 a frame's lines are cut to the terminal's width, so that it is redrawn in place", () =>
+    Effect.gen(function* () {
+      const out: Array<string> = []
+      yield* Run.run(options).pipe(
+        TestClockDriver.drive,
+        Effect.provide(ScriptedModel.layer(script)),
+        Effect.provide(LiveView.layer({ tty: true, columns: 40, write: (text) => out.push(text) }))
+      )
+      const lines = out
+        .join("")
+        .replace(/\x1b\[\d*[FJ]/g, "")
+        .split("\n")
+      assert.isAbove(lines.length, 3)
+      for (const line of lines) assert.isAtMost([...line].length, 39, line)
+      assert.isTrue(lines.some((line) => line.endsWith("…")))
+    })
+  )
+
+  it.effect("R12 a refresh that is no number of milliseconds from 100 to a day is a typed InvalidOptions", () =>
+    Effect.gen(function* () {
+      for (const refresh of [0, -5, 99, Number.NaN, Number.POSITIVE_INFINITY, 1e12]) {
+        const error = yield* Effect.flip(
+          Run.run(options).pipe(
+            Effect.provide(ScriptedModel.layer(script)),
+            Effect.provide(LiveView.layer({ tty: true, refresh, write: () => {} }))
+          )
+        )
+        assert.instanceOf(error, LiveView.InvalidOptions)
+        assert.include(error.message, "refresh")
+      }
+    })
+  )
+
   it.effect("watch shows one started run until it ends", () =>
     Effect.gen(function* () {
       const out: Array<string> = []

@@ -1,13 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Stream } from "effect"
+import { Effect, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
 import * as Explain from "../../src/explain/Explain.ts"
+import * as Failure from "../../src/failure/Failure.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Viewer from "../../src/observability/Viewer.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
 import { drive } from "../support/clock.ts"
 import { dies, layers, pay, payThenAnswer } from "../support/restart.ts"
 import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
@@ -82,6 +84,38 @@ describe("Viewer", () => {
     assert.notInclude(without, "Fetch the pages")
     assert.notInclude(without, "staging")
     assert.include(without, "Message content was not recorded")
+  })
+
+  it("R13 content: false leaves out what a tool's failure and the stop it caused quote of the arguments", () => {
+    const mark = "MergerWithAcmeCorp"
+    const lookup = Tool.make({
+      name: "lookup",
+      description: "Looks a record up",
+      input: Schema.Struct({ q: Schema.String }),
+      output: Schema.String,
+      handler: ({ q }) =>
+        Effect.fail(
+          new Failure.Permanent({
+            source: "tool",
+            category: "not_found",
+            code: "no_match",
+            attempts: 1,
+            hint: `no record matches ${q}`
+          })
+        )
+    })
+    const result = Effect.runSync(
+      Run.run({ goal: "g", tools: [lookup] }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("lookup", { q: `${mark} minutes` })]))
+      )
+    )
+    assert.strictEqual(result.stopReason, "tool_error")
+    assert.include(Viewer.html(result), mark)
+    const without = Viewer.html(result, { content: false })
+    assert.notInclude(without, mark)
+    // What it was stays: the tool, its code, the stop.
+    assert.include(without, "no_match")
+    assert.include(without, "tool_error")
   })
 
   it("a run still going: open bars to the last event, and no stop yet", async () => {

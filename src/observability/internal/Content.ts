@@ -7,17 +7,43 @@
  */
 import * as Event from "../../events/Event.ts"
 import type * as StopReason from "../../events/StopReason.ts"
+import type * as ToolResult from "../../tools/ToolResult.ts"
 
 /** What stands in for content a recording left out. */
 export const omitted = Event.notRecorded
 
 /**
- * A stop's detail without its content: a rejection's detail quotes the reviewer's reason
- * (`pay (call_1) was rejected by bob: <reason>`); every other stop's detail is the runtime's
- * or a policy's own text.
+ * The stops whose detail is counts and limits only (the runtime's words, or a policy's own).
+ * Every other stop's detail may quote content: a failure's message naming the path the
+ * model gave, a reviewer's reason (`pay (call_1) was rejected by bob: <reason>`), a check.
  */
+const countedStops: ReadonlySet<StopReason.StopReason | undefined> = new Set<StopReason.StopReason | undefined>([
+  "goal_reached",
+  "max_tool_calls",
+  "max_iterations",
+  "repeated_tool_call",
+  "repeated_tool_failure",
+  "max_tool_errors",
+  "empty_output",
+  "loop_detected",
+  "budget_exhausted",
+  "cancelled"
+])
+
+/** A stop's detail without its content (see `countedStops`). */
 export const detailWithoutContent = (reason: StopReason.StopReason | undefined, detail: string): string =>
-  reason === "approval_rejected" ? omitted : detail
+  countedStops.has(reason) ? detail : omitted
+
+/**
+ * A tool's error without its content: its message and its failure's hint may quote what
+ * the call was given (`read_file` names the path) or what a reviewer wrote; its code says
+ * what it was.
+ */
+const errorWithoutContent = (error: ToolResult.ToolError): ToolResult.ToolError => ({
+  ...error,
+  message: omitted,
+  ...(error.failure === undefined ? {} : { failure: { ...error.failure, hint: omitted } })
+})
 
 /** The event without its message content; the events that carry none are returned as they are. */
 export const withoutContent = (event: Event.Event): Event.Event => {
@@ -37,11 +63,13 @@ export const withoutContent = (event: Event.Event): Event.Event => {
       return { ...event, observation: omitted, input: omitted, output: omitted }
     case "tool.failed":
       // A success its postcondition contradicted keeps what the tool reported.
-      return event.output === undefined ? event : { ...event, output: omitted }
+      return {
+        ...event,
+        error: errorWithoutContent(event.error),
+        ...(event.output === undefined ? {} : { output: omitted })
+      }
     case "tool.blocked":
-      // A refusal's message quotes what the call was given (a permission denial names the
-      // path) or what a reviewer wrote (a rejection's reason); its code says what it was.
-      return { ...event, error: { ...event.error, message: omitted } }
+      return { ...event, error: errorWithoutContent(event.error) }
     case "approval.requested":
       return { ...event, arguments: omitted }
     case "approval.decided":
