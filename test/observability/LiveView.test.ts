@@ -260,10 +260,12 @@ describe("LiveView", () => {
         Effect.provide(ScriptedModel.layer(script)),
         Effect.provide(LiveView.layer({ tty: true, columns: 40, write: (text) => out.push(text) }))
       )
-      const lines = out
-        .join("")
-        .replace(/\x1b\[\d*[FJ]/g, "")
-        .split("\n")
+      // Each write is a frame, after the cursor's move up and the clear (see `redraw`).
+      const frameOf = (chunk: string) => {
+        const cleared = chunk.indexOf("\x1b[J")
+        return cleared < 0 ? chunk : chunk.slice(cleared + 3)
+      }
+      const lines = out.flatMap((chunk) => frameOf(chunk).split("\n"))
       assert.isAbove(lines.length, 3)
       for (const line of lines) assert.isAtMost([...line].length, 39, line)
       assert.isTrue(lines.some((line) => line.endsWith("…")))
