@@ -66,7 +66,8 @@ const parse = (args: ReadonlyArray<string>): View | "help" | CliError => {
       output = value
     } else if (arg === "--no-content") content = false
     else if (arg === "--help" || arg === "-h") return "help"
-    else if (arg.startsWith("-") && arg !== "-") return bad(`unknown option: ${arg}`)
+    else if (arg === "-") return bad("a run is read from a file, not from standard input: give its path")
+    else if (arg.startsWith("-")) return bad(`unknown option: ${arg}`)
     else if (input === undefined) input = arg
     else return bad(`one input file only, got ${input} and ${arg}`)
   }
@@ -88,12 +89,16 @@ export const main = (args: ReadonlyArray<string>): Effect.Effect<string, CliErro
     if (parsed instanceof CliError) return yield* parsed
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
+    const { dir, name } = path.parse(parsed.input)
+    const output = parsed.output ?? path.join(dir, `${name}.html`)
+    // The page never replaces the run it is drawn from (`view run.html`, or `-o` naming the input).
+    if (path.resolve(output) === path.resolve(parsed.input)) {
+      return yield* bad(`the page would overwrite its input ${parsed.input}: give another file with -o`)
+    }
     const recording = yield* Effect.mapError(
       Recording.read(parsed.input),
       (error) => new CliError({ message: error.message, exitCode: 1 })
     )
-    const { dir, name } = path.parse(parsed.input)
-    const output = parsed.output ?? path.join(dir, `${name}.html`)
     const page = Viewer.html(recording, { content: parsed.content })
     yield* Effect.mapError(
       fs.writeFileString(output, page),

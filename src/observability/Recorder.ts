@@ -148,10 +148,32 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
        * that throws (or names no file), costs that batch only: it is logged, and the writer
        * goes on with the next (a dead writer would leave every flush, so every run, waiting).
        */
-      const append = (runId: string, text: ReadonlyArray<string>) =>
+      /**
+       * A run that starts (its `run.started`) where a file of its id holds lines already: a
+       * run id used again, or a run started again from nothing. The old recording is kept
+       * beside it (`<name>.1.jsonl`, the first number free), and the run gets a file of its
+       * own: appended, the two read as one run (review 44).
+       */
+      const setAside = (file: string) =>
+        Effect.gen(function* () {
+          const exists = yield* fs.exists(file)
+          if (!exists || Number((yield* fs.stat(file)).size) === 0) return
+          const { dir, name, ext } = path.parse(file)
+          let n = 1
+          while (yield* fs.exists(path.join(dir, `${name}.${n}${ext}`))) n++
+          yield* fs.rename(file, path.join(dir, `${name}.${n}${ext}`))
+        })
+
+      const append = (runId: string, text: ReadonlyArray<string>, starts: boolean) =>
         Effect.suspend(() => {
           const file = pathOf(runId)
-          return Effect.andThen(repaired(file, runId), fs.writeFileString(file, text.join(""), { flag: "a" }))
+          const ready = starts
+            ? Effect.andThen(
+                setAside(file),
+                Effect.sync(() => opened.add(runId))
+              )
+            : repaired(file, runId)
+          return Effect.andThen(ready, fs.writeFileString(file, text.join(""), { flag: "a" }))
         }).pipe(
           Effect.catch((error) => Effect.logWarning(`recorder: run ${runId} not recorded: ${error.message}`)),
           Effect.catchDefect((defect) =>
@@ -164,8 +186,10 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
       /** Appends what came since the last batch, one write per run, then completes the flushes. */
       const writeBatch = Effect.fnUntraced(function* (items: ReadonlyArray<Item>) {
         const lines = new Map<string, Array<string>>()
+        const starting = new Set<string>()
         for (const item of items) {
           if (item._tag !== "event") continue
+          if (item.event._tag === "run.started") starting.add(item.event.runId)
           const text = Recording.line(shown(item.event))
           if (text === undefined) {
             yield* Effect.logWarning(`recorder: event ${item.event.seq} of run ${item.event.runId} does not encode`)
@@ -175,7 +199,7 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           if (run === undefined) lines.set(item.event.runId, [text])
           else run.push(text)
         }
-        for (const [runId, text] of lines) yield* append(runId, text)
+        for (const [runId, text] of lines) yield* append(runId, text, starting.has(runId))
         for (const item of items) if (item._tag === "flush") yield* Deferred.succeed(item.done, undefined)
       })
       yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.takeAll(queue), writeBatch)))

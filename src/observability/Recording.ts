@@ -8,9 +8,10 @@
  *
  * @since 0.3.0
  */
-import { Effect, FileSystem, Result, Schema } from "effect"
+import { Effect, FileSystem, type PlatformError, Result, Schema } from "effect"
 import * as Event from "../events/Event.ts"
 import * as RunResult from "../run/RunResult.ts"
+import * as ToolArguments from "../tools/ToolArguments.ts"
 
 /**
  * What a file holds of a run: its events, in order; the result when the file was one;
@@ -28,21 +29,24 @@ export interface Recording {
 }
 
 /**
- * Why a file cannot be read as a run: it is not there (`missing`) or cannot be read
- * (`unreadable`), it is not JSON (`bad_json`), or it is JSON but no run (`not_a_run`).
+ * Why a file cannot be read as a run: it is not there (`missing`), cannot be read
+ * (`unreadable`: a directory, a FIFO, a device, bytes that are no UTF-8) or is larger than
+ * the read allows (`too_large`), it is not JSON (`bad_json`), or it is JSON but no run
+ * (`not_a_run`: no event, events of two runs, values nested deeper than a run makes them).
  *
  * @category errors
  * @since 0.3.0
  */
 export class RecordingError extends Schema.TaggedError<RecordingError>()("RecordingError", {
   path: Schema.String,
-  reason: Schema.Literals(["missing", "unreadable", "bad_json", "not_a_run"]),
+  reason: Schema.Literals(["missing", "unreadable", "too_large", "bad_json", "not_a_run"]),
   detail: Schema.String
 }) {
   override get message(): string {
     const what = {
       missing: "no such file",
       unreadable: "cannot be read",
+      too_large: "too large",
       bad_json: "not JSON",
       not_a_run: "not a run"
     }[this.reason]
@@ -68,6 +72,25 @@ export const line = (event: Event.Event): string | undefined => {
   return Result.isSuccess(encoded) ? `${JSON.stringify(encoded.success)}\n` : undefined
 }
 
+/**
+ * As deep as a run nests what it records: the arguments the tool pipeline lets through.
+ * Deeper is no run's (a file made by hand, or damaged), and drawing it would overflow the stack.
+ */
+const deepest = ToolArguments.deepestArguments + 8
+
+/** Whether a JSON value nests deeper than `deepest` (walked without recursion). */
+const tooDeep = (value: unknown): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop() ?? [undefined, 0]
+    if (typeof item !== "object" || item === null) continue
+    if (depth > deepest) return true
+    for (const child of Object.values(item))
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
+  }
+  return false
+}
+
 const parse = (text: string): Result.Result<unknown, string> => {
   try {
     return Result.succeed(JSON.parse(text))
@@ -75,6 +98,8 @@ const parse = (text: string): Result.Result<unknown, string> => {
     return Result.fail(error instanceof Error ? error.message : String(error))
   }
 }
+
+const nestedTooDeep = `values nested more than ${deepest} levels deep, as no run records them`
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
@@ -91,7 +116,11 @@ const fromResult = (path: string, value: Record<string, unknown>): Result.Result
   const decoded = decodeResult(value)
   if (Result.isFailure(decoded))
     return Result.fail(notARun(path, `a RunResult that does not decode: ${firstIssue(decoded.failure)}`))
-  return Result.succeed({ events: decoded.success.timeline, result: decoded.success, torn: false, replaced: 0 })
+  const { timeline } = decoded.success
+  if (timeline.length === 0) return Result.fail(notARun(path, "a RunResult whose timeline has no event"))
+  const mixed = otherRun(timeline)
+  if (mixed !== undefined) return Result.fail(notARun(path, mixed))
+  return Result.succeed({ events: timeline, result: decoded.success, torn: false, replaced: 0 })
 }
 
 const fromLines = (path: string, text: string): Result.Result<Recording, RecordingError> => {
@@ -104,6 +133,7 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
     const json = parse(raw)
     if (Result.isFailure(json))
       return Result.fail(new RecordingError({ path, reason: "bad_json", detail: `line ${index + 1}: ${json.failure}` }))
+    if (tooDeep(json.success)) return Result.fail(notARun(path, `line ${index + 1}: ${nestedTooDeep}`))
     const event = decodeEvent(json.success)
     if (Result.isFailure(event))
       return Result.fail(notARun(path, `line ${index + 1} is not an event: ${firstIssue(event.failure)}`))
@@ -112,23 +142,35 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
   let torn = false
   if (tail.trim() !== "") {
     const json = parse(tail)
-    const event = Result.isSuccess(json) ? decodeEvent(json.success) : undefined
+    const event = Result.isSuccess(json) && !tooDeep(json.success) ? decodeEvent(json.success) : undefined
     if (event !== undefined && Result.isSuccess(event)) events.push(event.success)
     else torn = true
   }
   if (events.length === 0) return Result.fail(notARun(path, `no event in it; ${expected}`))
+  const mixed = otherRun(events)
+  if (mixed !== undefined) return Result.fail(notARun(path, mixed))
   const kept = latest(events)
   return Result.succeed({ events: kept, torn, replaced: events.length - kept.length })
 }
 
+/** Why the events are not one run's: the first event of another run id, and where. */
+const otherRun = (events: ReadonlyArray<Event.Event>): string | undefined => {
+  const runId = events[0]?.runId
+  const other = events.findIndex((e) => e.runId !== runId)
+  return other < 0
+    ? undefined
+    : `events of two runs: event ${other + 1} is of run ${JSON.stringify(events[other]?.runId)}, the first of ${JSON.stringify(runId)} (one file a run)`
+}
+
 /**
  * The events as the journal holds them: a `run.resumed` (a resume going on from its last
- * commit) replaces every event recorded before it from its `seq` on.
+ * commit) replaces every event recorded before it from its `seq` on, and a `run.started`
+ * (the run started again from nothing, or its id used again) every event before it.
  */
 const latest = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Event.Event> => {
   const kept: Array<Event.Event> = []
   for (const event of events) {
-    if (event._tag === "run.resumed") {
+    if (event._tag === "run.resumed" || event._tag === "run.started") {
       while (kept.length > 0 && (kept.at(-1)?.seq ?? -1) >= event.seq) kept.pop()
     }
     kept.push(event)
@@ -154,6 +196,7 @@ export const decode = (text: string, path = "<input>"): Result.Result<Recording,
   const whole = parse(text)
   if (Result.isSuccess(whole)) {
     const value = whole.success
+    if (tooDeep(value)) return Result.fail(notARun(path, nestedTooDeep))
     if (isObject(value) && Array.isArray(value.timeline)) return fromResult(path, value)
     if (!(isObject(value) && typeof value._tag === "string")) return Result.fail(notARun(path, expected))
   } else if (!text.includes("\n") || text.trimStart().startsWith("[")) {
@@ -163,22 +206,62 @@ export const decode = (text: string, path = "<input>"): Result.Result<Recording,
 }
 
 /**
- * Reads a run from a file, as {@link decode} does; the file may still be being written.
+ * The most bytes {@link read} reads by default: 256 MiB. Reading and drawing a recording
+ * takes about ten times its size in memory.
+ *
+ * @category constants
+ * @since 0.3.0
+ */
+export const defaultMaxBytes = 256 * 1024 * 1024
+
+/**
+ * Reads a run from a file, as {@link decode} does; the file may still be being written. Only
+ * a regular file is read (a FIFO would be waited on for good, a device read without end),
+ * of at most `maxBytes` (default {@link defaultMaxBytes}), and only as UTF-8.
  *
  * @category decoding
  * @since 0.3.0
  */
-export const read = (path: string): Effect.Effect<Recording, RecordingError, FileSystem.FileSystem> =>
+export const read = (
+  path: string,
+  options: { readonly maxBytes?: number | undefined } = {}
+): Effect.Effect<Recording, RecordingError, FileSystem.FileSystem> =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
-    const text = yield* Effect.mapError(
-      fs.readFileString(path),
-      (error) =>
-        new RecordingError({
-          path,
-          reason: error.reason._tag === "NotFound" ? "missing" : "unreadable",
-          detail: error.message
-        })
-    )
+    const maxBytes = options.maxBytes ?? defaultMaxBytes
+    const failed = (error: PlatformError.PlatformError) =>
+      new RecordingError({
+        path,
+        reason: error.reason._tag === "NotFound" ? "missing" : "unreadable",
+        detail: error.message
+      })
+    const info = yield* Effect.mapError(fs.stat(path), failed)
+    if (info.type !== "File") {
+      return yield* new RecordingError({
+        path,
+        reason: "unreadable",
+        detail: `not a regular file (a ${info.type === "Directory" ? "directory" : info.type.toLowerCase()})`
+      })
+    }
+    if (Number(info.size) > maxBytes) {
+      return yield* new RecordingError({
+        path,
+        reason: "too_large",
+        detail: `${Number(info.size)} bytes, more than the ${maxBytes} a read allows (maxBytes)`
+      })
+    }
+    const bytes = yield* Effect.mapError(fs.readFile(path), failed)
+    // Still being written: grown past the bound since its size was read.
+    if (bytes.length > maxBytes) {
+      return yield* new RecordingError({
+        path,
+        reason: "too_large",
+        detail: `more than the ${maxBytes} bytes a read allows (maxBytes)`
+      })
+    }
+    const text = yield* Effect.try({
+      try: () => new TextDecoder("utf-8", { fatal: true }).decode(bytes),
+      catch: () => new RecordingError({ path, reason: "unreadable", detail: "bytes that are no UTF-8 text" })
+    })
     return yield* Effect.fromResult(decode(text, path))
   })

@@ -129,6 +129,15 @@ export const chat = <E, R>(
     }
   )
 
+/** What names a call of no tool of the run's in a span. */
+const unknownTool = "(unknown tool)"
+
+/** A name the model sent, as a span may hold it: its first 64 characters, control and bidirectional ones replaced. */
+const printable = (name: string): string => {
+  const shown = name.replace(/[\p{Cc}\p{Cf}]/gu, "\ufffd")
+  return shown.length > 64 ? `${shown.slice(0, 64)}…` : shown
+}
+
 const toolStart = (
   tool: { readonly name: string; readonly sideEffect?: Tool.SideEffect | undefined },
   callId: string
@@ -187,8 +196,16 @@ export const refused = (
   tool: { readonly sideEffect: Tool.SideEffect } | undefined
 ): Effect.Effect<ToolResult.ToolResult> =>
   Effect.as(
-    Tracing.instant(span.tool(result.name), () => ({
-      ...toolStart({ name: result.name, sideEffect: tool?.sideEffect }, result.callId),
+    // A tool the model made up is named by what it sent (any length, any character): content, so
+    // the span is named for no tool, and the name, cut and made printable, is shown with content only.
+    Tracing.instant(span.tool(tool === undefined ? unknownTool : result.name), (content) => ({
+      ...toolStart(
+        {
+          name: tool !== undefined ? result.name : content ? printable(result.name) : unknownTool,
+          sideEffect: tool?.sideEffect
+        },
+        result.callId
+      ),
       [runtime.attempt]: 0,
       [runtime.outcome]: result.status,
       [runtime.code]: result.error?.code,

@@ -63,7 +63,11 @@ describe("effect-agent-runtime view", () => {
         ["view"],
         ["view", "a", "b"],
         ["view", "a", "-o"],
-        ["view", "a", "--frob"]
+        ["view", "a", "--frob"],
+        ["view", "-"],
+        // The page never replaces its input.
+        ["view", "run.html"],
+        ["view", "run.jsonl", "-o", "./run.jsonl"]
       ]) {
         const error = yield* failed(args)
         assert.strictEqual(error.exitCode, 2, args.join(" "))

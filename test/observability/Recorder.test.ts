@@ -4,6 +4,7 @@ import type * as Event from "../../src/events/Event.ts"
 import * as Recorder from "../../src/observability/Recorder.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as RunObserver from "../../src/run/RunObserver.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -49,24 +50,37 @@ describe("Recorder", () => {
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
-  it.effect("a line a crash tore is cut off before the run, going on under its id, appends to its file", () =>
+  it.effect("R9 a line a crash tore is cut off before a resumed run, going on under its id, appends to its file", () =>
     Effect.gen(function* () {
       const fs = yield* FileSystem.FileSystem
       const directory = yield* tempDirectory
-      const answered = Run.run({ goal: "g", tools: [], runId: "torn-1" }).pipe(
-        Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])),
-        Effect.provide(Recorder.layer({ directory }))
-      )
-      yield* answered
+      const result = yield* answered("g", "torn-1").pipe(Effect.provide(Recorder.layer({ directory })))
       const file = `${directory}/${Recorder.fileName("torn-1")}`
       const lines = (yield* fs.readFileString(file)).split("\n")
       // What a kill in the middle of a write leaves: whole lines, then half of the next.
       yield* fs.writeFileString(file, `${lines.slice(0, 3).join("\n")}\n${lines[3]?.slice(0, 20)}`)
-      yield* answered
+      // The run going on in a new process: its events from the fourth on, as its observers see them.
+      yield* Effect.gen(function* () {
+        const observers = yield* RunObserver.RunObservers
+        const attached = observers.map((observer) => observer.attach("torn-1"))
+        for (const event of result.timeline.slice(3)) for (const a of attached) a.event(event)
+        for (const a of attached) yield* a.settled
+      }).pipe(Effect.provide(Recorder.layer({ directory })))
       const recording = yield* Recording.read(file)
       assert.isFalse(recording.torn)
-      assert.deepStrictEqual(recording.events.map((e) => e.seq).slice(0, 4), [0, 1, 2, 0])
-      assert.strictEqual(recording.events.at(-1)?._tag, "run.finished")
+      assert.deepStrictEqual(recording.events, result.timeline)
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.effect("R13 a run id used again starts a file of its own; the earlier recording is kept beside it", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* tempDirectory
+      const first = yield* answered("first", "again").pipe(Effect.provide(Recorder.layer({ directory })))
+      const second = yield* answered("second", "again").pipe(Effect.provide(Recorder.layer({ directory })))
+      assert.deepStrictEqual((yield* fs.readDirectory(directory)).sort(), ["again.1.jsonl", "again.jsonl"])
+      assert.deepStrictEqual((yield* Recording.read(`${directory}/again.jsonl`)).events, second.timeline)
+      assert.deepStrictEqual((yield* Recording.read(`${directory}/again.1.jsonl`)).events, first.timeline)
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Result, Schema } from "effect"
 import * as Recording from "../../src/observability/Recording.ts"
@@ -81,6 +82,64 @@ describe("Recording", () => {
       assert.include(error?.message, "run.jsonl: not a run")
     }
   })
+
+  it("R13 a file holds one run: events of two run ids are not_a_run; a run started again is read from its start", () => {
+    const other = Effect.runSync(
+      Run.run({ goal: "another", tools: [] }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("6")]))
+      )
+    )
+    const otherJsonl = other.timeline.map((e) => Recording.line(e) ?? "").join("")
+    const mixed = failure(jsonl + otherJsonl)
+    assert.strictEqual(mixed?.reason, "not_a_run")
+    assert.include(mixed?.detail, "events of two runs")
+    // Its id used again (a Recorder before 0.3.0 appended it): the second run only, the first counted as replaced.
+    const again = other.timeline.map((e) => Recording.line({ ...e, runId: result.runId }) ?? "").join("")
+    const read = Result.getOrThrow(Recording.decode(jsonl + again))
+    assert.deepStrictEqual(
+      read.events.map((e) => e.seq),
+      other.timeline.map((e) => e.seq)
+    )
+    assert.strictEqual(read.replaced, result.timeline.length)
+    // A RunResult with no event, or one that mixes runs, is no run either.
+    const encode = Schema.encodeSync(Schema.toCodecJson(RunResult.RunResult))
+    for (const timeline of [[], [...result.timeline, ...other.timeline]]) {
+      const text = JSON.stringify(encode({ ...result, timeline }))
+      assert.strictEqual(failure(text)?.reason, "not_a_run", String(timeline.length))
+    }
+  })
+
+  it("R12 values nested deeper than a run records them are not_a_run, not a stack overflow", () => {
+    const deep = `${'{"a":'.repeat(5000)}"x"${"}".repeat(5000)}`
+    const [started, ...rest] = result.timeline
+    const line = (Recording.line(started as never) ?? "").trimEnd().replace(/^\{/, `{"deep":${deep},`)
+    const text = `${line}\n${rest.map((e) => Recording.line(e) ?? "").join("")}`
+    const error = failure(text)
+    assert.strictEqual(error?.reason, "not_a_run")
+    assert.include(error?.detail, "nested more than")
+  })
+
+  it.effect("R12 only a regular file of at most maxBytes of UTF-8 is read", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDirectory
+      const fs = yield* FileSystem.FileSystem
+      const dirError = yield* Effect.flip(Recording.read(directory))
+      assert.deepStrictEqual([dirError.reason, dirError.detail], ["unreadable", "not a regular file (a directory)"])
+      yield* fs.writeFileString(`${directory}/run.jsonl`, jsonl)
+      const large = yield* Effect.flip(Recording.read(`${directory}/run.jsonl`, { maxBytes: 100 }))
+      assert.strictEqual(large.reason, "too_large")
+      yield* fs.writeFile(`${directory}/latin1.jsonl`, new Uint8Array([0x7b, 0xe9, 0x7d, 0x0a]))
+      const latin1 = yield* Effect.flip(Recording.read(`${directory}/latin1.jsonl`))
+      assert.deepStrictEqual([latin1.reason, latin1.detail], ["unreadable", "bytes that are no UTF-8 text"])
+      if (process.platform !== "win32") {
+        const fifo = `${directory}/fifo`
+        execFileSync("mkfifo", [fifo])
+        const fifoError = yield* Effect.flip(Recording.read(fifo))
+        assert.strictEqual(fifoError.reason, "unreadable")
+        assert.include(fifoError.detail, "not a regular file")
+      }
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
 
   it("text that is no JSON at all is bad_json", () => {
     assert.strictEqual(failure("<html>")?.reason, "bad_json")

@@ -224,6 +224,25 @@ describe("issue 15 spans", () => {
     })
   )
 
+  it.effect("R3.1 a tool the model made up is named for no tool; its name, cut and printable, only with content", () =>
+    Effect.gen(function* () {
+      const invented = `\u202esk-live-${"k".repeat(5000)}`
+      const run = Run.run({ goal: "g", tools: [] }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall(invented, {}), ScriptedModel.finalAnswer("done")]))
+      )
+      const off = memoryTracer()
+      yield* Effect.withTracer(run, off.tracer)
+      const [refusal] = named(off.spans, span.tool("(unknown tool)"))
+      assert.strictEqual(attr(refusal, genAi.toolName), "(unknown tool)")
+      assert.notInclude(spanText(off.spans), "sk-live")
+      const on = memoryTracer()
+      yield* Effect.withTracer(run, on.tracer).pipe(Effect.provide(Tracing.layerRecordContent()))
+      const [shown] = named(on.spans, span.tool("(unknown tool)"))
+      const name = String(attr(shown, genAi.toolName))
+      assert.isTrue(name.startsWith("\ufffdsk-live-k") && name.length === 65, name.slice(0, 80))
+    })
+  )
+
   it.effect("R3.1 content opted in: the tool's arguments are on its span, its secrets masked", () =>
     Effect.gen(function* () {
       const { tracer, spans } = memoryTracer()
