@@ -112,6 +112,17 @@ const expected =
 /** The first issue of a failed decode, on one line. */
 const firstIssue = (issue: unknown): string => String(issue).split("\n").slice(0, 3).join(" ")
 
+/** The kinds of event this version writes. */
+const kinds: ReadonlySet<string> = new Set(Event.Event.members.map((member) => member.fields._tag.schema.literal))
+
+/** Why a line is no event: a kind this version does not know (a newer version's), or its first issue. */
+const notAnEvent = (json: unknown, issue: unknown): string => {
+  const tag = isObject(json) ? json._tag : undefined
+  return typeof tag === "string" && !kinds.has(tag)
+    ? `an event of a kind this version does not know (${JSON.stringify(tag.slice(0, 80))}): written by a newer version of effect-agent-runtime?`
+    : `it is not an event: ${firstIssue(issue)}`
+}
+
 const fromResult = (path: string, value: Record<string, unknown>): Result.Result<Recording, RecordingError> => {
   const decoded = decodeResult(value)
   if (Result.isFailure(decoded))
@@ -136,15 +147,20 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
     if (tooDeep(json.success)) return Result.fail(notARun(path, `line ${index + 1}: ${nestedTooDeep}`))
     const event = decodeEvent(json.success)
     if (Result.isFailure(event))
-      return Result.fail(notARun(path, `line ${index + 1} is not an event: ${firstIssue(event.failure)}`))
+      return Result.fail(notARun(path, `line ${index + 1}: ${notAnEvent(json.success, event.failure)}`))
     events.push(event.success)
   }
   let torn = false
   if (tail.trim() !== "") {
+    // A line cut by a crash is no whole JSON value; one that is, and is no event, is said so as any other.
     const json = parse(tail)
-    const event = Result.isSuccess(json) && !tooDeep(json.success) ? decodeEvent(json.success) : undefined
-    if (event !== undefined && Result.isSuccess(event)) events.push(event.success)
-    else torn = true
+    if (Result.isFailure(json) || tooDeep(json.success)) torn = true
+    else {
+      const event = decodeEvent(json.success)
+      if (Result.isFailure(event))
+        return Result.fail(notARun(path, `line ${lines.length + 1}: ${notAnEvent(json.success, event.failure)}`))
+      events.push(event.success)
+    }
   }
   if (events.length === 0) return Result.fail(notARun(path, `no event in it; ${expected}`))
   const mixed = otherRun(events)

@@ -141,6 +141,15 @@ describe("Recording", () => {
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it("R13 an event of a kind this version does not know says so, last line or not: never a torn line", () => {
+    const future = JSON.stringify({ _tag: "run.teleported", runId: result.runId, seq: 99, at: 0 })
+    for (const text of [`${future}\n${jsonl}`, `${jsonl}${future}`]) {
+      const error = failure(text)
+      assert.strictEqual(error?.reason, "not_a_run")
+      assert.include(error?.detail, 'does not know ("run.teleported"): written by a newer version')
+    }
+  })
+
   it("text that is no JSON at all is bad_json", () => {
     assert.strictEqual(failure("<html>")?.reason, "bad_json")
   })

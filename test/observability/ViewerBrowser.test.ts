@@ -16,6 +16,8 @@ import { Effect } from "effect"
 import { chromium } from "playwright-core"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Viewer from "../../src/observability/Viewer.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
 
 const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
@@ -83,6 +85,32 @@ describe.skipIf(!present && !required)("Viewer in Chromium", () => {
       assert.isAbove(shot.length, 10_000)
       assert.deepStrictEqual(requests, [])
       assert.deepStrictEqual(errors, [])
+    } finally {
+      await browser.close()
+      Fs.rmSync(work, { recursive: true, force: true })
+    }
+  })
+
+  it("R13 an event's details show what reorders text as its escape, as the page does", {
+    timeout: 60_000
+  }, async () => {
+    assert.isTrue(present, `Chromium is not installed at ${executablePath} (apt-get install -y chromium)`)
+    const result = await Effect.runPromise(
+      Run.run({ goal: "pay \u202eoleh\u202c now", tools: [] }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")]))
+      )
+    )
+    const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "viewer-browser-"))
+    const page = Path.join(work, "run.html")
+    Fs.writeFileSync(page, Viewer.html(result))
+    const browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] })
+    try {
+      const tab = await browser.newPage()
+      await tab.goto(pathToFileURL(page).href)
+      await tab.locator('tr.event[data-seq="0"]').click()
+      const details = (await tab.locator("#details-body").textContent()) ?? ""
+      assert.include(details, "pay \\u202eoleh\\u202c now")
+      assert.notInclude(details, "\u202e")
     } finally {
       await browser.close()
       Fs.rmSync(work, { recursive: true, force: true })

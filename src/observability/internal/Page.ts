@@ -199,7 +199,10 @@ const script = `
       .filter(function(el){ return el.classList.contains("bar") || el.classList.contains("event"); });
     selected.forEach(function(el){ el.classList.add("selected"); });
     title.textContent = "#" + e.seq + " " + e._tag;
-    body.textContent = JSON.stringify(e, null, 2);
+    // What reorders the text around it is shown as its escape, as in the page's own text.
+    body.textContent = JSON.stringify(e, null, 2).replace(/[\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069]/g, function(c){
+      return "\\\\u" + c.charCodeAt(0).toString(16);
+    });
   }
   document.addEventListener("click", function(ev){
     var el = ev.target.closest("[data-seq]");
