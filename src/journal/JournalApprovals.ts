@@ -252,7 +252,13 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         onFailure: (e) => new Approval.PendingUnavailable({ detail: e.message }),
         onSuccess: (rows) => rows.map(requestOf)
       })
-    )
+    ),
+    // The table refuses a decision at or after the call's expiry: one it holds was made in time.
+    decided: (runId, callId) =>
+      journal.decision(runId, callId).pipe(
+        Effect.map(Option.map(toDecision)),
+        Effect.orElseSucceed(() => Option.none())
+      )
   }
 }
 

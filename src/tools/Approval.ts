@@ -21,7 +21,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, type Option, Schema } from "effect"
 import * as UserCode from "../failure/UserCode.ts"
 import type * as Tool from "./Tool.ts"
 
@@ -201,6 +201,14 @@ export interface Gate {
   ) => Effect.Effect<void, NotPending | Unavailable | InvalidDecision>
   /** The calls waiting now, oldest first; `PendingUnavailable` when they cannot be read now. */
   readonly pending: Effect.Effect<ReadonlyArray<Request>, PendingUnavailable>
+  /**
+   * The decision recorded for the call, read once (no wait), when the gate keeps decisions
+   * where `request` may see them late (a table read every poll, another process that
+   * recorded one and died before waking the run). The run asks it when the call's expiry
+   * comes: a decision recorded in time is never taken for an expiry (R7). `None` when there
+   * is none, or it cannot be read now.
+   */
+  readonly decided?: ((runId: string, callId: string) => Effect.Effect<Option.Option<Decision>>) | undefined
 }
 
 const keyOf = (runId: string, callId: string): string => `${runId}\u0000${callId}`

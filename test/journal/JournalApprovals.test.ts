@@ -356,6 +356,63 @@ describe("JournalApprovals (R7, R9.3)", () => {
     }).pipe(Effect.scoped)
   )
 
+  it.live(
+    "R7 R9 an approval recorded in time is no expiry: the run recovered after the expiry, or whose read of the table is slow, pays",
+    () =>
+      Effect.gen(function* () {
+        const inner = yield* store
+        // A store whose reads of a decision take 80 ms, as a loaded database's may.
+        const journal: Journal.Service = {
+          ...inner,
+          decision: (runId, callId) => Effect.andThen(Effect.sleep("80 millis"), inner.decision(runId, callId))
+        }
+        const ui = JournalApprovals.make(inner, poll)
+        // Recovered after the expiry: the process died while the call waited; it was approved in time.
+        const pay = payment()
+        const faulty = FaultyJournal.make(inner, {})
+        const fiber = yield* Run.run({
+          goal: "pay 10",
+          runId: "r1",
+          tools: [pay.tool],
+          time: { approval: "300 millis" }
+        }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(faulty.journal, poll)),
+          Effect.provide(model),
+          Effect.forkChild
+        )
+        yield* pendingOn(ui, 1)
+        faulty.crash()
+        yield* Fiber.interrupt(fiber)
+        yield* ui.decide("r1", "c1", Approval.approved("ops"))
+        yield* Effect.sleep("400 millis")
+        const [recovered] = yield* Run.recover({ tools: [pay.tool] }).pipe(
+          Effect.provideService(Journal.Journal, journal),
+          Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(journal, poll)),
+          Effect.provide(model)
+        )
+        assert.isTrue(recovered?._tag === "Success" && recovered.success.stopReason === "goal_reached")
+        assert.strictEqual(pay.ledger.total, 1)
+        // Waiting: approved from another process at once, but the gate's read comes back after the expiry.
+        const slowly = payment()
+        const waiting = yield* Run.run({
+          goal: "pay 10",
+          runId: "r2",
+          tools: [slowly.tool],
+          time: { approval: "100 millis" }
+        }).pipe(
+          Effect.provideService(Journal.Journal, journal),
+          Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(journal, poll)),
+          Effect.provide(model),
+          Effect.forkChild
+        )
+        yield* pendingOn(ui, 1)
+        yield* ui.decide("r2", "c1", Approval.approved("ops"))
+        const result = yield* Fiber.join(waiting)
+        assert.deepStrictEqual([result.stopReason, slowly.ledger.total], ["goal_reached", 1])
+      }).pipe(Effect.scoped)
+  )
+
   it.live("R7 a request that expires is withdrawn from the table; the run ends approval_expired", () =>
     Effect.gen(function* () {
       const journal = yield* store

@@ -4,7 +4,7 @@
  * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
  * the step, what is left of the run) (R4.2). Private to the runtime.
  */
-import { Effect, Exit, Fiber, Result, Schema } from "effect"
+import { Effect, Exit, Fiber, Option, Result, Schema } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -27,6 +27,9 @@ const checkDecision = UserCode.check(
   ]),
   "the approval gate's decision"
 )
+
+/** How long the read of a decision recorded in time may hold a call that expired: past it, the call expired. */
+const lateReadMillis = 2_000
 
 /** The gate's decision, or the bound that expired first: its layer and how long it gave. */
 type Answer = Approval.Decision | { readonly _tag: "Expired"; readonly layer: Deadline.Layer; readonly millis: number }
@@ -152,13 +155,24 @@ export const awaitDecision = Effect.fnUntraced(function* (
     // step and run deadlines are the run's own (their layer is named when they are the tighter).
     const since = RunContext.now(ctx) - now
     const left = { layer: own.layer, millis: own.millis === undefined ? undefined : Math.max(0, own.millis - since) }
-    return yield* Fiber.join(onGate).pipe(
+    const answered: Answer = yield* Fiber.join(onGate).pipe(
       Deadline.withinOrElse({
         ...left,
         orElse: ({ layer, afterMillis }) =>
           Effect.succeed({ _tag: "Expired", layer, millis: since + afterMillis } as const)
       })
     )
+    // The call's own expiry came: a decision recorded in time that the gate had not brought yet
+    // (its next read of the table, a decider that died before waking the run) is the answer (R7).
+    if (answered._tag !== "Expired" || answered.layer !== own.layer || gate.decided === undefined) return answered
+    const late = yield* UserCode.orDie(
+      "the approval gate",
+      UserCode.effectOrDie("the approval gate", () => gate.decided?.(ctx.runId, call.id) ?? Effect.succeedNone)
+    ).pipe(Effect.timeoutOption(lateReadMillis))
+    const recorded = Option.flatten(late)
+    if (Option.isNone(recorded)) return answered
+    const checked = checkDecision(recorded.value)
+    return Result.isSuccess(checked) ? checked.success : yield* Effect.die(new UserCode.UserCodeDefect(checked.failure))
   }).pipe(
     Effect.onInterrupt(() => (announced ? stopped("withdrawn while waiting for approval; it never ran") : Effect.void)),
     Effect.tapDefect(() => (announced ? stopped("the approval gate failed; the call never ran") : Effect.void)),
