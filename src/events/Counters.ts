@@ -49,6 +49,7 @@ export const empty: Counters = {
   sameClassStreak: 0,
   sameClassWhenWarned: 0,
   sameClassCode: "",
+  lastCalls: { callIds: [], toolCalls: [] },
   reminders: HashMap.empty(),
   callSignatures: HashMap.empty(),
   failureSignatures: HashMap.empty(),
@@ -81,6 +82,19 @@ const failureStep = (c: Draft, name: string, code: string, message: string, maxR
   c.sameClassCode = code
 }
 
+/**
+ * A successful call's observation as loop detection keys it: its tool, and its text less
+ * what echoes the call's own arguments (see `Signature.observation`).
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const observationOf = (counters: Counters, e: Extract<Event, { readonly _tag: "tool.succeeded" }>): string => {
+  const { callIds, toolCalls } = counters.lastCalls
+  const at = callIds.indexOf(e.callId)
+  return `${e.name}|${Signature.observation(e.observation, at < 0 ? undefined : toolCalls[at]?.arguments)}`
+}
+
 /** The fold of one event, written into a fresh copy of the counters. */
 const onEvent = (c: Draft, e: Event): void => {
   switch (e._tag) {
@@ -107,10 +121,11 @@ const onEvent = (c: Draft, e: Event): void => {
       c.cachedInputTokens = c.cachedInputTokens + (e.usage.cachedInputTokens ?? 0)
       c.reasoningTokens = c.reasoningTokens + (e.usage.reasoningTokens ?? 0)
       c.costUsd = c.costUsd + (e.usage.costUsd ?? 0)
+      c.lastCalls = e
       break
     }
     case "tool.succeeded": {
-      const n = count(c, "observationKeys", `${e.name}|${Signature.observation(e.observation)}|${c.stateVersion}`)
+      const n = count(c, "observationKeys", `${observationOf(c, e)}|${c.stateVersion}`)
       const changesState = e.sideEffect === "write" || e.sideEffect === "external"
       c.unchangedObservations = c.unchangedObservations + (n > 1 ? 1 : 0)
       c.stateVersion = c.stateVersion + (changesState ? 1 : 0)

@@ -24,10 +24,16 @@ const day = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 const dayName = "(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
 const month = "(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 const clock = "\\d{2}:\\d{2}:\\d{2}"
+/** GMT, and what servers write for it (Go's `UTC`, PHP's `+0000`, Python's `-0000`). */
+const zone = "(?:GMT|UTC|[+-]0000)"
 
-/** The three forms of an HTTP-date (RFC 9110, 5.6.7): IMF-fixdate, then the obsolete RFC 850 and asctime forms. */
+/**
+ * The three forms of an HTTP-date (RFC 9110, 5.6.7): IMF-fixdate, then the obsolete RFC 850
+ * and asctime forms; in any letter case, with the zone as servers write GMT.
+ */
 const httpDate = new RegExp(
-  `^(?:${day}, \\d{1,2} ${month} \\d{4} ${clock} GMT|${dayName}, \\d{2}-${month}-\\d{2} ${clock} GMT|(${day} ${month} [ \\d]\\d ${clock} \\d{4}))$`
+  `^(?:${day}, \\d{1,2} ${month} \\d{4} ${clock} ${zone}|${dayName}, \\d{2}-${month}-\\d{2} ${clock} ${zone}|(${day} ${month} [ \\d]\\d ${clock} \\d{4}))$`,
+  "i"
 )
 
 /**

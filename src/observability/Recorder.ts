@@ -35,7 +35,10 @@ import * as Recording from "./Recording.ts"
 /**
  * What the recorder is given: the `directory` of the recordings (made when missing);
  * `content: false` to leave the message content out (default: recorded); `file` to name
- * a run's file (default `<runId>.jsonl`, the id escaped to a safe file name). A `file`
+ * a run's file (default `<runId>.jsonl`, the id escaped to a safe file name). A file holds
+ * one run: a run that starts where an earlier one was recorded sets it aside
+ * (`<name>.1.jsonl`), unless a run of this recorder is still writing it (a `file` naming one
+ * file for runs at once gives a file `Recording` refuses: events of two runs). A `file`
  * that throws costs the events it was asked to place: they are logged as not recorded,
  * and the recorder goes on (the run, and the runs after it, are not held up).
  *
@@ -164,16 +167,35 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           yield* fs.rename(file, path.join(dir, `${name}.${n}${ext}`))
         })
 
-      const append = (runId: string, text: ReadonlyArray<string>, starts: boolean) =>
+      // The runs each file is being written for (from their first event here to their `run.finished`):
+      // a file another run still writes to (a `file` option naming one file for several runs, one
+      // id run twice at once) is never set aside under it (review 47).
+      const writing = new Map<string, Set<string>>()
+      const wrote = (file: string, runId: string, events: ReadonlyArray<Event.Event>) => {
+        const runs = writing.get(file) ?? new Set<string>()
+        if (events.some((e) => e._tag === "run.finished")) runs.delete(runId)
+        else runs.add(runId)
+        if (runs.size === 0) writing.delete(file)
+        else writing.set(file, runs)
+      }
+
+      const append = (runId: string, events: ReadonlyArray<Event.Event>, text: ReadonlyArray<string>) =>
         Effect.suspend(() => {
           const file = pathOf(runId)
+          const starts = events[0]?._tag === "run.started" && writing.get(file) === undefined
           const ready = starts
             ? Effect.andThen(
                 setAside(file),
                 Effect.sync(() => opened.add(runId))
               )
             : repaired(file, runId)
-          return Effect.andThen(ready, fs.writeFileString(file, text.join(""), { flag: "a" }))
+          return Effect.andThen(
+            ready,
+            Effect.andThen(
+              fs.writeFileString(file, text.join(""), { flag: "a" }),
+              Effect.sync(() => wrote(file, runId, events))
+            )
+          )
         }).pipe(
           Effect.catch((error) => Effect.logWarning(`recorder: run ${runId} not recorded: ${error.message}`)),
           Effect.catchDefect((defect) =>
@@ -185,21 +207,20 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
 
       /** Appends what came since the last batch, one write per run, then completes the flushes. */
       const writeBatch = Effect.fnUntraced(function* (items: ReadonlyArray<Item>) {
-        const lines = new Map<string, Array<string>>()
-        const starting = new Set<string>()
+        const runs = new Map<string, { readonly events: Array<Event.Event>; readonly lines: Array<string> }>()
         for (const item of items) {
           if (item._tag !== "event") continue
-          if (item.event._tag === "run.started") starting.add(item.event.runId)
           const text = Recording.line(shown(item.event))
           if (text === undefined) {
             yield* Effect.logWarning(`recorder: event ${item.event.seq} of run ${item.event.runId} does not encode`)
             continue
           }
-          const run = lines.get(item.event.runId)
-          if (run === undefined) lines.set(item.event.runId, [text])
-          else run.push(text)
+          const run = runs.get(item.event.runId) ?? { events: [], lines: [] }
+          run.events.push(item.event)
+          run.lines.push(text)
+          runs.set(item.event.runId, run)
         }
-        for (const [runId, text] of lines) yield* append(runId, text, starting.has(runId))
+        for (const [runId, run] of runs) yield* append(runId, run.events, run.lines)
         for (const item of items) if (item._tag === "flush") yield* Deferred.succeed(item.done, undefined)
       })
       yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.takeAll(queue), writeBatch)))

@@ -166,6 +166,16 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
   const mixed = otherRun(events)
   if (mixed !== undefined) return Result.fail(notARun(path, mixed))
   const kept = latest(events)
+  // One run's events follow each other by `seq`; two runs of one id recorded at once are interleaved.
+  const astray = kept.findIndex((e, i) => i > 0 && e.seq !== (kept[i - 1]?.seq ?? 0) + 1)
+  if (astray >= 0) {
+    return Result.fail(
+      notARun(
+        path,
+        `event ${kept[astray]?.seq} follows event ${kept[astray - 1]?.seq}: the events of two runs of one id, written at once?`
+      )
+    )
+  }
   return Result.succeed({ events: kept, torn, replaced: events.length - kept.length })
 }
 

@@ -156,19 +156,60 @@ export const toolName = (signature: string): string => {
   return end === null ? signature : signature.slice(0, end.index)
 }
 
+/** How many of a call's string arguments an observation is searched for, and how long each may be. */
+const maxEchoes = 16
+const maxEchoLength = 4096
+
+/**
+ * The string values of a call's arguments (as the model sent them: JSON text, or a value),
+ * as JSON writes them (`"report 2024  "`), at least three characters long: what a result
+ * that echoes its query holds of it.
+ */
+const echoesOf = (args: unknown): ReadonlyArray<string> => {
+  let text: string
+  try {
+    text = typeof args === "string" ? args : (JSON.stringify(args) ?? "")
+  } catch {
+    return []
+  }
+  const echoes: Array<string> = []
+  for (const [literal] of text.slice(0, 65_536).matchAll(/"(?:[^"\\]|\\.)*"/g)) {
+    if (echoes.length >= maxEchoes) break
+    if (literal.length > maxEchoLength) continue
+    try {
+      const value: unknown = JSON.parse(literal)
+      if (typeof value === "string" && value.length >= 3) echoes.push(JSON.stringify(value))
+    } catch {
+      // Not a whole JSON string (arguments cut short): nothing to look for.
+    }
+  }
+  return echoes
+}
+
 /** White space, and white space as JSON writes it in a string (`\n`, `\r`, `\t`). */
 const spacing = /\s+|\\[nrt]/g
 
 /**
- * The key of an observation for loop detection (R2.3): the digest of its text with what
- * makes near-identical results differ left out (white space, as it is or escaped in JSON,
- * letter case, Unicode's compatibility forms), so that a result echoing a query sent
- * again with other spacing or case is the same result.
+ * The key of a successful call's observation for loop detection (R2.3). A result that
+ * echoes its call's own string arguments (each of three characters or more, as JSON writes
+ * it) is keyed by the rest of it and by those arguments with their spacing, case and
+ * Unicode compatibility forms left out: near-identical queries returning the same result
+ * set (`{"query":"report 2024  ","results":[]}` for `{"q":"report 2024  "}`, then for
+ * `{"q":"Report 2024"}`) are one result, and an echo of other words is another. Any other
+ * result is keyed by its whole text: the same observation for other arguments counts too,
+ * and results that differ in anything (their spacing, their case) are different.
  *
  * @category constructors
  * @since 0.3.0
  */
-export const observation = (text: string): string => digest(text.normalize("NFKC").toLowerCase().replace(spacing, ""))
+export const observation = (text: string, args?: unknown): string => {
+  const echoes = args === undefined ? [] : echoesOf(args).filter((echo) => text.includes(echo))
+  if (echoes.length === 0) return digest(text)
+  let rest = text
+  for (const echo of echoes) rest = rest.split(echo).join("")
+  const query = echoes.map((echo) => echo.normalize("NFKC").toLowerCase().replace(spacing, "")).join("\u0000")
+  return digest(`${rest}\u0000${query}`)
+}
 
 /**
  * @category constructors

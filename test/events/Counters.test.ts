@@ -126,6 +126,9 @@ describe("Counters.step (unit)", () => {
     }
     assert.strictEqual(c.emptyOutputs, 5)
     assert.isFalse(c.finalAnswerReceived)
+    // However long: 4 MB of spaces before a word is an answer, 4 MB of NUL after a BOM none (R12: no stack overflow).
+    assert.isTrue(Counters.step(c, responded(`${" ".repeat(4_300_000)}漢`)).finalAnswerReceived)
+    assert.isFalse(Counters.step(c, responded(`\ufeff${"\u0000".repeat(4_300_000)}`)).finalAnswerReceived)
     c = Counters.step(c, responded("done", [], { inputTokens: 1, outputTokens: 1 }))
     assert.isTrue(c.finalAnswerReceived)
     assert.deepStrictEqual([c.iterations, c.inputTokens, c.outputTokens, c.costUsd], [7, 4, 5, 0.25])

@@ -47,7 +47,10 @@ describe("FailureBoundary", () => {
     const dd = String(at.getUTCDate()).padStart(2, "0")
     const rfc850 = `${longDay}, ${dd}-${month}-${String(at.getUTCFullYear()).slice(2)} ${hms} GMT`
     const asctime = `${dayName} ${month} ${String(at.getUTCDate()).padStart(2, " ")} ${hms} ${at.getUTCFullYear()}`
-    for (const text of [at.toUTCString(), rfc850, asctime]) {
+    // GMT as servers write it: Go's UTC, PHP's +0000, Python's -0000, in lower case.
+    const imf = at.toUTCString()
+    const zones = ["UTC", "+0000", "-0000"].map((zone) => imf.replace("GMT", zone))
+    for (const text of [imf, rfc850, asctime, ...zones, imf.toLowerCase()]) {
       assert.strictEqual(FailureBoundary.retryAfterMillis(text, now), 9000, text)
     }
     assert.isUndefined(FailureBoundary.retryAfterMillis(undefined, now))

@@ -84,6 +84,49 @@ describe("Recorder", () => {
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it.live(
+    "R13 a file a run is still writing is never set aside: runs at once in one file are refused as two runs, not split",
+    () =>
+      Effect.gen(function* () {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* tempDirectory
+        const waits = Tool.make({
+          name: "wait",
+          description: "waits",
+          input: Schema.Struct({ i: Schema.Number }),
+          output: Schema.Number,
+          sideEffect: "read",
+          idempotent: true,
+          handler: ({ i }) => Effect.as(Effect.sleep("5 millis"), i)
+        })
+        const run = (runId: string) =>
+          Run.run({ goal: runId, runId, tools: [waits] }).pipe(
+            Effect.provide(
+              ScriptedModel.layer([
+                ...[1, 2, 3].map((i) => ScriptedModel.toolCall("wait", { i })),
+                ScriptedModel.finalAnswer("done")
+              ])
+            )
+          )
+        for (const ids of [
+          ["run-a", "run-b"],
+          ["same", "same"]
+        ]) {
+          const file = `${ids[0]}-at-once.jsonl`
+          yield* Effect.all(
+            ids.map((id) => run(id)),
+            { concurrency: 2 }
+          ).pipe(Effect.provide(Recorder.layer({ directory, file: () => file })))
+          const read = yield* Effect.flip(Recording.read(`${directory}/${file}`))
+          assert.strictEqual(read.reason, "not_a_run", file)
+        }
+        assert.deepStrictEqual((yield* fs.readDirectory(directory)).sort(), [
+          "run-a-at-once.jsonl",
+          "same-at-once.jsonl"
+        ])
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
   it("an empty file says no event was written to it yet", () => {
     const read = Recording.decode("", "runs/r.jsonl")
     assert.isTrue(Result.isFailure(read))

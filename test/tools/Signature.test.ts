@@ -214,3 +214,34 @@ describe("Repeated tool call in a run", () => {
     )
   )
 })
+
+describe("Signature.observation (R2.3)", () => {
+  const echoed = (q: string) => JSON.stringify({ query: q, results: [] })
+
+  it("R2.3 a result echoing near-identical queries is one result; an echo of other words another", () => {
+    const key = (q: string) => Signature.observation(echoed(q), JSON.stringify({ q }))
+    assert.strictEqual(key("report 2024"), key("report 2024   "))
+    assert.strictEqual(key("report 2024"), key("Report\t2024"))
+    assert.notStrictEqual(key("report 2024"), key("report 2025"))
+    // Arguments handed over parsed count as their JSON text does.
+    assert.strictEqual(key("report 2024"), Signature.observation(echoed("REPORT 2024"), { q: "REPORT 2024" }))
+    // An echo tool's results are its different inputs: different.
+    assert.notStrictEqual(
+      Signature.observation(JSON.stringify("hello"), { text: "hello" }),
+      Signature.observation(JSON.stringify("world"), { text: "world" })
+    )
+  })
+
+  it("R2.3 any other result is keyed whole: the same text for other arguments is one, other spacing or case is not", () => {
+    assert.strictEqual(
+      Signature.observation("no results", { q: "a query" }),
+      Signature.observation("no results", { q: "another" })
+    )
+    const yaml = (indent: number) => `a:\n${" ".repeat(indent)}b: 1`
+    assert.notStrictEqual(
+      Signature.observation(yaml(2), { path: "one.yaml" }),
+      Signature.observation(yaml(4), { path: "two.yaml" })
+    )
+    assert.notStrictEqual(Signature.observation("Hello"), Signature.observation("hello"))
+  })
+})

@@ -58,6 +58,14 @@ export interface Counters {
    * `same_class_errors` reminder); 0 when it was not, since the streak began.
    */
   readonly sameClassWhenWarned: number
+  /**
+   * The calls of the last model response (their ids as the run gave them, and their
+   * arguments): a result that echoes its call's arguments is keyed without them.
+   */
+  readonly lastCalls: {
+    readonly callIds: ReadonlyArray<string>
+    readonly toolCalls: ReadonlyArray<{ readonly arguments: unknown }>
+  }
   readonly reminders: HashMap.HashMap<string, number>
   readonly callSignatures: HashMap.HashMap<string, number>
   readonly failureSignatures: HashMap.HashMap<string, number>

@@ -246,9 +246,9 @@ const unchangedObservation = (timeline: Timeline): Repetition | undefined => {
   let counters = Counters.empty
   for (const e of timeline) {
     const before = counters.unchangedObservations
+    const key = e._tag === "tool.succeeded" ? Counters.observationOf(counters, e) : ""
     counters = Counters.step(counters, e)
     if (e._tag !== "tool.succeeded") continue
-    const key = `${e.name}|${Signature.observation(e.observation)}`
     if (!firsts.has(key)) firsts.set(key, e)
     // A repeat adds one; a change of the state sets the count back to 0, and is no repeat.
     if (counters.unchangedObservations !== before + 1) continue
@@ -265,7 +265,7 @@ const unchangedObservation = (timeline: Timeline): Repetition | undefined => {
     _tag: "observation",
     name: best.first.name,
     observation: best.first.observation,
-    digest: Signature.observation(best.first.observation),
+    digest: Signature.digest(best.first.observation),
     count: best.callIds.length,
     callIds: best.callIds
   }

@@ -134,7 +134,6 @@ export type Repetition =
       readonly _tag: "observation"
       readonly name: string
       readonly observation: string
-      /** Its key for loop detection (`Signature.observation`: spacing and letter case left out). */
       readonly digest: string
       /** How many times the call saw it, the first included. */
       readonly count: number

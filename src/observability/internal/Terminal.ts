@@ -4,12 +4,12 @@
  * `observability/` (see `LiveView`).
  */
 
-/** Code points a terminal draws two cells wide: the East Asian wide and fullwidth ranges, and emoji. */
+/** Code points a terminal draws two cells wide: the East Asian wide and fullwidth ranges, and emoji shown as emoji. */
 const wide =
-  /[\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua000-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6\u{1f300}-\u{1f64f}\u{1f900}-\u{1f9ff}\u{20000}-\u{3fffd}]/u
+  /[\p{Emoji_Presentation}\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua000-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6\u{20000}-\u{3fffd}]/u
 
-/** Code points a terminal draws on no cell of their own: combining marks, zero-width and format characters. */
-const none = /[\p{M}\p{Cf}]/u
+/** Code points a terminal draws on no cell of their own: marks that combine without spacing, format characters. */
+const none = /[\p{Mn}\p{Me}\p{Cf}]/u
 
 const cellsOf = (codePoint: string): number => (none.test(codePoint) ? 0 : wide.test(codePoint) ? 2 : 1)
 
