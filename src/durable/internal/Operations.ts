@@ -3,7 +3,7 @@
  * `durable/`.
  */
 import { Duration, Effect, Exit, Option, Schedule, Schema, Stream } from "effect"
-import { EntityAddress, EntityId, EntityType, MessageStorage, Sharding } from "effect/cluster"
+import { ClusterError, EntityAddress, EntityId, EntityType, MessageStorage, Sharding } from "effect/cluster"
 import { DurableDeferred, WorkflowEngine } from "effect/workflow"
 import * as Journal from "../../journal/Journal.ts"
 import * as JournalApprovals from "../../journal/JournalApprovals.ts"
@@ -42,6 +42,37 @@ const known = (runId: string) =>
           detail: `no run can have this id (${RunOptions.runIdRule})`
         })
       )
+
+/** How long one operation waits for its store's answer: a store that does not answer (a hung server) is out of reach. */
+const answerMillis = 10_000
+
+/**
+ * The store's answer within {@link answerMillis}, else `unavailable`; the engine's storage
+ * out of reach (a defect the engine makes of it, `PersistenceError`) is `unavailable` too.
+ */
+const answered =
+  (runId: string) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DurableRunError, R> =>
+    effect.pipe(
+      Effect.catchDefect((defect) =>
+        defect instanceof ClusterError.PersistenceError
+          ? Effect.fail(
+              new DurableRunError({ runId, reason: "unavailable", detail: `the engine's storage: ${defect.message}` })
+            )
+          : Effect.die(defect)
+      ),
+      Effect.timeoutOrElse({
+        duration: answerMillis,
+        orElse: () =>
+          Effect.fail(
+            new DurableRunError({
+              runId,
+              reason: "unavailable",
+              detail: `the store did not answer within ${answerMillis / 1000} s`
+            })
+          )
+      })
+    )
 
 /** How long an operation that waits (`result`, `watch`) reads a store out of reach again before it gives up. */
 const outage = Schedule.max([
@@ -96,14 +127,16 @@ export const make = (
 
   /** The run as its journal holds it; `undefined` for a run started that has committed nothing yet. */
   const stored = (runId: string) =>
-    Effect.flatMap(Effect.andThen(known(runId), Effect.mapError(journal.read(runId), storeError(runId))), (found) =>
-      Option.isSome(found)
-        ? Effect.succeed(found.value)
-        : Effect.flatMap(started(runId), (exists) =>
-            exists
-              ? Effect.succeed(undefined)
-              : Effect.fail(new DurableRunError({ runId, reason: "not_found", detail: "no run of this id" }))
-          )
+    Effect.flatMap(
+      Effect.andThen(known(runId), answered(runId)(Effect.mapError(journal.read(runId), storeError(runId)))),
+      (found) =>
+        Option.isSome(found)
+          ? Effect.succeed(found.value)
+          : Effect.flatMap(answered(runId)(started(runId)), (exists) =>
+              exists
+                ? Effect.succeed(undefined)
+                : Effect.fail(new DurableRunError({ runId, reason: "not_found", detail: "no run of this id" }))
+            )
     )
 
   const poll = (runId: string) =>
@@ -126,15 +159,17 @@ export const make = (
    * that a runner that can go on with it now finds the decision or the cancel.
    */
   const complete = (runId: string, deferred: typeof Names.cancel) =>
-    provide(
-      Effect.gen(function* () {
-        const executionId = yield* executionOf(runId)
-        yield* DurableDeferred.done(deferred, {
-          token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: RunWorkflow, executionId }),
-          exit: Exit.void
+    answered(runId)(
+      provide(
+        Effect.gen(function* () {
+          const executionId = yield* executionOf(runId)
+          yield* DurableDeferred.done(deferred, {
+            token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: RunWorkflow, executionId }),
+            exit: Exit.void
+          })
+          if (yield* suspendedOnFailure(executionId)) yield* RunWorkflow.resume(executionId)
         })
-        if (yield* suspendedOnFailure(executionId)) yield* RunWorkflow.resume(executionId)
-      })
+      )
     )
 
   /** Wakes the run on the call `callId`, whose decision is on the table. */
@@ -149,14 +184,16 @@ export const make = (
       // Decided on the table first (the first decision wins), then the run is woken: a wake
       // that finds no decision would only park the run again.
       const decided = yield* Effect.result(
-        Effect.mapError(JournalApprovals.record(journal, runId, callId, decision), (e) =>
-          e._tag === "JournalError" ? storeError(runId)(e) : e
+        answered(runId)(
+          Effect.mapError(JournalApprovals.record(journal, runId, callId, decision), (e) =>
+            e._tag === "JournalError" ? storeError(runId)(e) : e
+          )
         )
       )
       if (decided._tag === "Success") return yield* wake(runId, callId)
       if (decided.failure._tag === "DurableRunError") return yield* Effect.fail(decided.failure)
       // Not pending: decided already (a retry whose wake may have been lost is woken again), or never asked.
-      const earlier = yield* Effect.mapError(journal.decision(runId, callId), storeError(runId))
+      const earlier = yield* answered(runId)(Effect.mapError(journal.decision(runId, callId), storeError(runId)))
       if (Option.isSome(earlier)) yield* wake(runId, callId)
       // Never asked, of a run that does not exist: the run is unknown (`not_found`), not the call.
       else yield* stored(runId)
@@ -168,7 +205,7 @@ export const make = (
       Effect.gen(function* () {
         yield* validate(options)
         const runId = options.runId ?? crypto.randomUUID()
-        yield* provide(RunWorkflow.execute(payloadOf(options, runId), { discard: true }))
+        yield* answered(runId)(provide(RunWorkflow.execute(payloadOf(options, runId), { discard: true })))
         return runId
       }),
     poll,
@@ -217,9 +254,11 @@ export const make = (
       ),
     pending: (runId) =>
       Effect.gen(function* () {
-        const rows = yield* Effect.mapError(
-          journal.pendingApprovals(runId === undefined ? undefined : { runId }),
-          storeError(runId ?? "*")
+        const rows = yield* answered(runId ?? "*")(
+          Effect.mapError(
+            journal.pendingApprovals(runId === undefined ? undefined : { runId }),
+            storeError(runId ?? "*")
+          )
         )
         // None waiting, for a run that does not exist: the run is unknown (`not_found`).
         if (rows.length === 0 && runId !== undefined) yield* stored(runId)

@@ -1,0 +1,59 @@
+/**
+ * The operations of `DurableRuns` against a store that does not answer, or whose engine
+ * storage is out of reach (R3.1, R9): each is a typed `unavailable`, in bounded time.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Fiber, Layer } from "effect"
+import { ClusterError, type MessageStorage, type Sharding } from "effect/cluster"
+import { TestClock } from "effect/testing"
+import type { WorkflowEngine } from "effect/workflow"
+import { DurableRunError } from "../../../src/durable/DurableRuns.ts"
+import * as Operations from "../../../src/durable/internal/Operations.ts"
+import * as Journal from "../../../src/journal/Journal.ts"
+
+const memory = Effect.map(Layer.build(Journal.layerMemory), (context) => Context.get(context, Journal.Journal))
+
+/** Services whose engine and storage the test never reaches, or whose engine fails as a storage out of reach does. */
+const servicesOf = (journal: Journal.Service, engine: Partial<WorkflowEngine.WorkflowEngine["Service"]> = {}) =>
+  ({
+    journal,
+    // Erased boundary: stubs of the engine's services, with only what the operation under test calls.
+    engine: engine as WorkflowEngine.WorkflowEngine["Service"],
+    sharding: {} as Sharding.Sharding["Service"],
+    storage: {} as MessageStorage.MessageStorage["Service"]
+  }) satisfies Operations.Services
+
+describe("DurableRuns operations (R9)", () => {
+  it.effect("R9 R12 a store that does not answer is unavailable after 10 s, not a wait as long as the outage", () =>
+    Effect.gen(function* () {
+      const inner = yield* memory
+      const hung: Journal.Service = { ...inner, read: () => Effect.never, pendingApprovals: () => Effect.never }
+      const runs = Operations.make(servicesOf(hung), () => Effect.void)
+      const operations: ReadonlyArray<Effect.Effect<unknown, unknown>> = [
+        runs.poll("r1"),
+        runs.pending("r1"),
+        runs.events("r1")
+      ]
+      for (const operation of operations) {
+        const fiber = yield* Effect.forkChild(Effect.flip(operation))
+        yield* TestClock.adjust("10 seconds")
+        const error = yield* Fiber.join(fiber)
+        assert.instanceOf(error, DurableRunError)
+        assert.strictEqual(error instanceof DurableRunError ? error.reason : undefined, "unavailable")
+        assert.include(error instanceof DurableRunError ? error.message : "", "did not answer within 10 s")
+      }
+    })
+  )
+
+  it.effect("R3.1 a start whose engine storage is out of reach is a typed unavailable, not a defect", () =>
+    Effect.gen(function* () {
+      const journal = yield* memory
+      const engine = {
+        execute: () => Effect.die(new ClusterError.PersistenceError({ cause: new Error("connection refused") }))
+      } as unknown as Partial<WorkflowEngine.WorkflowEngine["Service"]>
+      const runs = Operations.make(servicesOf(journal, engine), () => Effect.void)
+      const error = yield* Effect.flip(runs.start({ goal: "g", runId: "r1" }))
+      assert.strictEqual(error._tag === "DurableRunError" ? error.reason : undefined, "unavailable")
+    })
+  )
+})
