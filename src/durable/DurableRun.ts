@@ -95,7 +95,7 @@ const checkedAgainst =
     Effect.andThen(
       unknownTool(definitions.tools, options),
       Run.validateOptions<T, RV, O>({
-        ...Body.optionsOf(definitions, payloadOf(options, options.runId ?? "")),
+        ...Body.optionsOf(definitions, payloadOf(options, options.runId ?? "", 0)),
         ...(options.runId === undefined ? {} : { runId: options.runId })
       })
     )

@@ -52,6 +52,18 @@ export type Outcome<O = never> =
 export interface Settings {
   /** Stop the run `cancelled` as soon as it goes on (a cancel the host delivers). */
   readonly cancel?: boolean | undefined
+  /**
+   * When the host was asked to start the run (milliseconds since the epoch): a run the
+   * journal does not hold yet counts its deadline from then, not from when a process took
+   * it up (R4.1).
+   */
+  readonly startedAt?: number | undefined
+  /**
+   * Why the host refuses to start the run (a tool it was started with that this process
+   * has not): a run the journal does not hold yet ends at once, `internal_error` naming the
+   * field, as a run with invalid options does.
+   */
+  readonly refused?: InvalidRunOptions | undefined
   /** How often a waiting call reads the table for a decision made by another process. Default 1 second. */
   readonly pollInterval?: Duration.Input | undefined
   /**
@@ -69,7 +81,9 @@ export interface Settings {
  * @category validation
  * @since 0.3.0
  */
-export const checkSettings = (settings: Omit<Settings, "cancel">): InvalidRunOptions | undefined => {
+export const checkSettings = (
+  settings: Omit<Settings, "cancel" | "startedAt" | "refused">
+): InvalidRunOptions | undefined => {
   for (const name of ["pollInterval", "parkAfter"] as const) {
     const given = settings[name]
     if (given === undefined) continue
@@ -210,7 +224,12 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
 
     let going: Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>>
     if (loaded === undefined) {
-      going = Launch.launch({ ...options, runId }, taken, { cancelled, watch })
+      going = Launch.launch({ ...options, runId }, taken, {
+        cancelled,
+        watch,
+        startedAt: settings.startedAt,
+        refused: settings.refused
+      })
     } else {
       const merged = Launch.resumedOptions(runId, options, loaded)
       if (Result.isFailure(merged)) return yield* Effect.fail(merged.failure)

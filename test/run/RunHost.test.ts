@@ -6,6 +6,7 @@ import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
 import * as RunHost from "../../src/run/RunHost.ts"
+import * as RunOptions from "../../src/run/RunOptions.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
@@ -80,6 +81,53 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     }).pipe(Effect.provide(Journal.layerMemory))
   )
 
+  it.effect("R4.1 a run its host was asked to start earlier counts its deadline from then: past it, nothing runs", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      yield* TestClock.setTime(60_000)
+      // Started 5 s ago with 3 s to run (no process took it up meanwhile): it is out of time already.
+      const late = yield* RunHost.drive(
+        "late",
+        { goal: "pay 5", tools: [pay], time: { run: "3 seconds" } },
+        {
+          startedAt: 55_000
+        }
+      ).pipe(Effect.provide(oneCall("pay", { amount: 5 })))
+      assert.isTrue(late._tag === "Finished" && late.result.stopReason === "run_timeout")
+      assert.deepStrictEqual(paid, [])
+      // Started 1 s ago with 3 s to run: its deadline is 2 s from now, as its run.started says.
+      const log = yield* RunHost.drive(
+        "soon",
+        { goal: "say hi", tools: [], time: { run: "3 seconds" } },
+        {
+          startedAt: 59_000
+        }
+      ).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("hi")])), Effect.andThen(logOf("soon")))
+      const started = log.find((e) => e._tag === "run.started")
+      assert.strictEqual(started?._tag === "run.started" ? started.deadlineAt : undefined, 62_000)
+    }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.effect("R12 a start its host refuses (a tool it has not) ends at once internal_error naming the field", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const refused = new RunOptions.InvalidRunOptions({
+        path: ["tools", 1],
+        reason: 'no tool named "refund" is registered on this runner'
+      })
+      const outcome = yield* RunHost.drive("r1", { goal: "pay 5", tools: [pay] }, { refused }).pipe(
+        Effect.provide(oneCall("pay", { amount: 5 }))
+      )
+      assert.isTrue(outcome._tag === "Finished")
+      if (outcome._tag === "Finished") {
+        assert.deepStrictEqual([outcome.result.status, outcome.result.stopReason], ["failed", "internal_error"])
+        assert.include(outcome.result.detail, 'tools[1]: no tool named "refund"')
+      }
+      assert.deepStrictEqual(paid, [])
+      assert.strictEqual((yield* logOf("r1")).at(-1)?._tag, "run.finished")
+    }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
   // On TestClock: the final commit of a run that ended by itself waits out a store outage for 30 s.
   it.effect(
     "R9 a run whose ending the journal could not record is not finished for its engine: driven again, it ends recorded",
@@ -110,6 +158,53 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         const stored = Option.getOrThrow(yield* (yield* Journal.Journal).read("u1"))
         assert.isTrue(Option.isSome(stored.result))
       }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.effect("R4.1 a run its host was asked to start earlier counts its deadline from then: past it, nothing runs", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      yield* TestClock.setTime(60_000)
+      // Started 5 s ago with 3 s to run (no process took it up meanwhile): it is out of time already.
+      const late = yield* RunHost.drive(
+        "late",
+        { goal: "pay 5", tools: [pay], time: { run: "3 seconds" } },
+        {
+          startedAt: 55_000
+        }
+      ).pipe(Effect.provide(oneCall("pay", { amount: 5 })))
+      assert.isTrue(late._tag === "Finished" && late.result.stopReason === "run_timeout")
+      assert.deepStrictEqual(paid, [])
+      // Started 1 s ago with 3 s to run: its deadline is 2 s from now, as its run.started says.
+      const log = yield* RunHost.drive(
+        "soon",
+        { goal: "say hi", tools: [], time: { run: "3 seconds" } },
+        {
+          startedAt: 59_000
+        }
+      ).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("hi")])), Effect.andThen(logOf("soon")))
+      const started = log.find((e) => e._tag === "run.started")
+      assert.strictEqual(started?._tag === "run.started" ? started.deadlineAt : undefined, 62_000)
+    }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.effect("R12 a start its host refuses (a tool it has not) ends at once internal_error naming the field", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const refused = new RunOptions.InvalidRunOptions({
+        path: ["tools", 1],
+        reason: 'no tool named "refund" is registered on this runner'
+      })
+      const outcome = yield* RunHost.drive("r1", { goal: "pay 5", tools: [pay] }, { refused }).pipe(
+        Effect.provide(oneCall("pay", { amount: 5 }))
+      )
+      assert.isTrue(outcome._tag === "Finished")
+      if (outcome._tag === "Finished") {
+        assert.deepStrictEqual([outcome.result.status, outcome.result.stopReason], ["failed", "internal_error"])
+        assert.include(outcome.result.detail, 'tools[1]: no tool named "refund"')
+      }
+      assert.deepStrictEqual(paid, [])
+      assert.strictEqual((yield* logOf("r1")).at(-1)?._tag, "run.finished")
+    }).pipe(Effect.provide(Journal.layerMemory))
   )
 
   // On TestClock: the final commit of a run that ended by itself waits out a store outage for 30 s.

@@ -8,7 +8,7 @@
 import { Clock, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
 import * as RunHost from "../../run/RunHost.ts"
-import type * as RunOptions from "../../run/RunOptions.ts"
+import * as RunOptions from "../../run/RunOptions.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import * as Names from "./Names.ts"
 
@@ -20,6 +20,8 @@ export interface Payload {
   readonly limits?: Readonly<Record<string, number>> | undefined
   readonly tools?: ReadonlyArray<string> | undefined
   readonly time?: Readonly<Record<string, number | string>> | undefined
+  /** When the run was started (milliseconds since the epoch, by the starter's clock): its deadline counts from then. */
+  readonly startedAt?: number | undefined
 }
 
 /** How the body drives its runs. */
@@ -57,11 +59,26 @@ export const body = <T extends Tool.Any, RV, O>(
     // deferred once that deferred completes, and the body then starts over and finds it.
     instance.awaitedDeferreds.set(Names.cancel.name, (instance.awaitedDeferreds.get(Names.cancel.name) ?? 0) + 1)
     const options = optionsOf(definitions, payload)
+    // A start from a process that hosts no runs names tools it cannot check: one this runner has not ends the run.
+    const missing = (payload.tools ?? []).findIndex((name) => !definitions.tools.some((tool) => tool.name === name))
+    const refused =
+      missing < 0
+        ? undefined
+        : new RunOptions.InvalidRunOptions({
+            path: ["tools", missing],
+            reason: `no tool named ${JSON.stringify(payload.tools?.[missing])} is registered on this runner`
+          })
     // A store out of reach is waited for; a journal this runner cannot go on with fails the
     // body, which suspends the workflow (`SuspendOnFailure`) for a runner that can.
     const drive = (cancel: boolean, parkAfter: Duration.Input) =>
       Effect.retry(
-        RunHost.drive(payload.runId, options, { cancel, pollInterval: settings.pollInterval, parkAfter }).pipe(
+        RunHost.drive(payload.runId, options, {
+          cancel,
+          pollInterval: settings.pollInterval,
+          parkAfter,
+          startedAt: payload.startedAt,
+          refused
+        }).pipe(
           // The settings were checked when the layer was built (`DurableRun.layer`).
           Effect.catchTag("InvalidRunOptions", (e) => Effect.die(e))
         ),

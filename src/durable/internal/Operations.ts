@@ -2,7 +2,7 @@
  * The operations of `DurableRuns` over the journal and the workflow engine. Private to
  * `durable/`.
  */
-import { Duration, Effect, Exit, Option, Schedule, Schema, Stream } from "effect"
+import { Clock, Duration, Effect, Exit, Option, Schedule, Schema, Stream } from "effect"
 import { ClusterError, EntityAddress, EntityId, EntityType, MessageStorage, Sharding } from "effect/cluster"
 import { DurableDeferred, WorkflowEngine } from "effect/workflow"
 import * as Journal from "../../journal/Journal.ts"
@@ -205,7 +205,9 @@ export const make = (
       Effect.gen(function* () {
         yield* validate(options)
         const runId = options.runId ?? crypto.randomUUID()
-        yield* answered(runId)(provide(RunWorkflow.execute(payloadOf(options, runId), { discard: true })))
+        // The run's deadline counts from now, however long it waits for a runner (R4.1).
+        const startedAt = yield* Clock.currentTimeMillis
+        yield* answered(runId)(provide(RunWorkflow.execute(payloadOf(options, runId, startedAt), { discard: true })))
         return runId
       }),
     poll,

@@ -23,7 +23,8 @@ export const RunWorkflow = Workflow.make("effect-agent-runtime/Run", {
     system: Schema.optional(Schema.String),
     limits: Schema.optional(Schema.Record(Schema.String, Schema.Number)),
     tools: Schema.optional(Schema.Array(Schema.String)),
-    time: Schema.optional(Schema.Record(Schema.String, Schema.Union([Schema.Number, Schema.String])))
+    time: Schema.optional(Schema.Record(Schema.String, Schema.Union([Schema.Number, Schema.String]))),
+    startedAt: Schema.optional(Schema.Finite)
   },
   success: Schema.String,
   error: Run.ResumeError,
@@ -31,8 +32,9 @@ export const RunWorkflow = Workflow.make("effect-agent-runtime/Run", {
 }).annotate(Workflow.SuspendOnFailure, true)
 
 /** The workflow's payload of a start. */
-export const payloadOf = (options: DurableRuns.StartOptions, runId: string): Body.Payload => ({
+export const payloadOf = (options: DurableRuns.StartOptions, runId: string, startedAt: number): Body.Payload => ({
   runId,
+  startedAt,
   goal: options.goal,
   ...(options.system === undefined ? {} : { system: options.system }),
   ...(options.limits === undefined ? {} : { limits: options.limits }),

@@ -11,7 +11,7 @@ import type * as Tool from "../../tools/Tool.ts"
 import * as JournalLoad from "../journal/JournalLoad.ts"
 import * as Lifecycle from "../lifecycle/Lifecycle.ts"
 import { ResumeError } from "../ResumeError.ts"
-import type { Options, Requirements } from "../RunOptions.ts"
+import type { InvalidRunOptions, Options, Requirements } from "../RunOptions.ts"
 import type * as RunResult from "../RunResult.ts"
 import * as RunContext from "./RunContext.ts"
 import { resolve } from "./resolve/Resolve.ts"
@@ -62,6 +62,13 @@ export interface From {
   readonly resume?: Resume | undefined
   /** A cancel its host has for it already: recorded before the run does anything. */
   readonly cancelled?: boolean | undefined
+  /**
+   * When its host was asked to start it (milliseconds since the epoch), if before now: a
+   * fresh run's deadline counts from then (a durable run started while no runner lived).
+   */
+  readonly startedAt?: number | undefined
+  /** Why its host refuses to start it (a tool it has not): a fresh run ends at once, as for invalid options. */
+  readonly refused?: InvalidRunOptions | undefined
   /** Sees the run once it is going (a host arms its own stops there). */
   readonly watch?: ((ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done) => void) | undefined
 }
@@ -86,7 +93,8 @@ export const launch = <T extends Tool.Any, RV, O>(
       caller.getRef(Clock.Clock),
       caller.getRef(Breakers.Breakers),
       Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal)),
-      from.restored
+      from.restored,
+      from
     )
     const done: Done = Deferred.makeUnsafe()
     // Uninterruptible until the wait: an interruption between the fork and the wait would

@@ -141,13 +141,20 @@ export const prepare = <T extends Tool.Any, RV, O>(
   clock: Clock.Clock,
   breakers: Breakers.Service | undefined,
   journal?: Journal.Service | undefined,
-  restored?: Extract<JournalLoad.Loaded, { readonly _tag: "Open" }>
+  restored?: Extract<JournalLoad.Loaded, { readonly _tag: "Open" }>,
+  host: {
+    /** When the run's host was asked to start it: a fresh run's deadline counts from then. */
+    readonly startedAt?: number | undefined
+    /** Why its host refuses the start (a tool it has not): the run ends at once, as for invalid options. */
+    readonly refused?: RunOptions.InvalidRunOptions | undefined
+  } = {}
 ): {
   readonly ctx: RunContext.RunContext
   readonly resolved: Checked<RV, Tool.Requirements<T>>
 } => {
   const started = restored?.started
-  const resolved = resolve(
+  const { startedAt, refused } = host
+  const checked = resolve(
     restored === undefined
       ? options
       : {
@@ -158,10 +165,13 @@ export const prepare = <T extends Tool.Any, RV, O>(
         },
     restored === undefined ? "fresh" : "resumed"
   )
-  const valid = Result.getOrUndefined(resolved)
+  const resolved = refused === undefined || restored !== undefined ? checked : Result.fail(refused)
+  const valid = Result.getOrUndefined(checked)
   const runId = valid?.runId ?? randomRunId()
   const now = clock.currentTimeMillisUnsafe()
-  const fresh = now + (valid?.timeoutMillis ?? 0)
+  // A run its host was asked to start earlier counts its time from then (never from a later time).
+  const fresh =
+    (startedAt === undefined || restored !== undefined ? now : Math.min(startedAt, now)) + (valid?.timeoutMillis ?? 0)
   // A resumed run keeps its deadline (absolute, in its log); a `time.run` its resume gives
   // may only bring it closer: from now, if that is sooner (the resume's options are
   // silent on `run` unless the caller set it).
