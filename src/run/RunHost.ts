@@ -158,11 +158,21 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     const invalid = checkSettings(settings)
     if (invalid !== undefined) return yield* Effect.fail(invalid)
     const journal = yield* Journal.Journal
-    const loaded = yield* Effect.catchIf(
+    const cancelled = settings.cancel === true
+    const checked = yield* Effect.catchIf(
       JournalLoad.load(journal, runId, options.tools, options.modelName),
-      (e) => e.reason === "not_found",
-      () => Effect.succeed(undefined)
+      (e) => e.reason === "not_found" || (cancelled && e.reason === "incompatible"),
+      (e) => Effect.succeed(e)
     )
+    // A run this process cannot go on with (a tool of it changed, or is gone) can still be
+    // cancelled (R5.1): it ends `cancelled` with none of its tools, so none of them runs.
+    const unrunnable = checked instanceof ResumeError && checked.reason === "incompatible"
+    const loaded =
+      checked instanceof ResumeError
+        ? unrunnable
+          ? yield* JournalLoad.load(journal, runId, [], options.modelName, false)
+          : undefined
+        : checked
     // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
     if (loaded?._tag === "Finished") return { _tag: "Finished", result: loaded.result as RunResult.Typed<O> } as const
 
@@ -218,7 +228,6 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
       // The run went as far as it could before it was watched: a call may wait already.
       parkIfIdle()
     }
-    const cancelled = settings.cancel === true
     const taken = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Launch.Done) =>
       Launch.suspend(ctx, fiber, done, "taken")
 
@@ -231,7 +240,7 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
         refused: settings.refused
       })
     } else {
-      const merged = Launch.resumedOptions(runId, options, loaded)
+      const merged = Launch.resumedOptions(runId, unrunnable ? { ...options, tools: [] } : options, loaded)
       if (Result.isFailure(merged)) return yield* Effect.fail(merged.failure)
       const resume = loaded.started === undefined ? undefined : ({ reason: "restart" } as const)
       going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch })

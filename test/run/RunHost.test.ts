@@ -160,53 +160,6 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       }).pipe(Effect.provide(Journal.layerMemory))
   )
 
-  it.effect("R4.1 a run its host was asked to start earlier counts its deadline from then: past it, nothing runs", () =>
-    Effect.gen(function* () {
-      const { paid, pay } = ledger()
-      yield* TestClock.setTime(60_000)
-      // Started 5 s ago with 3 s to run (no process took it up meanwhile): it is out of time already.
-      const late = yield* RunHost.drive(
-        "late",
-        { goal: "pay 5", tools: [pay], time: { run: "3 seconds" } },
-        {
-          startedAt: 55_000
-        }
-      ).pipe(Effect.provide(oneCall("pay", { amount: 5 })))
-      assert.isTrue(late._tag === "Finished" && late.result.stopReason === "run_timeout")
-      assert.deepStrictEqual(paid, [])
-      // Started 1 s ago with 3 s to run: its deadline is 2 s from now, as its run.started says.
-      const log = yield* RunHost.drive(
-        "soon",
-        { goal: "say hi", tools: [], time: { run: "3 seconds" } },
-        {
-          startedAt: 59_000
-        }
-      ).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("hi")])), Effect.andThen(logOf("soon")))
-      const started = log.find((e) => e._tag === "run.started")
-      assert.strictEqual(started?._tag === "run.started" ? started.deadlineAt : undefined, 62_000)
-    }).pipe(Effect.provide(Journal.layerMemory))
-  )
-
-  it.effect("R12 a start its host refuses (a tool it has not) ends at once internal_error naming the field", () =>
-    Effect.gen(function* () {
-      const { paid, pay } = ledger()
-      const refused = new RunOptions.InvalidRunOptions({
-        path: ["tools", 1],
-        reason: 'no tool named "refund" is registered on this runner'
-      })
-      const outcome = yield* RunHost.drive("r1", { goal: "pay 5", tools: [pay] }, { refused }).pipe(
-        Effect.provide(oneCall("pay", { amount: 5 }))
-      )
-      assert.isTrue(outcome._tag === "Finished")
-      if (outcome._tag === "Finished") {
-        assert.deepStrictEqual([outcome.result.status, outcome.result.stopReason], ["failed", "internal_error"])
-        assert.include(outcome.result.detail, 'tools[1]: no tool named "refund"')
-      }
-      assert.deepStrictEqual(paid, [])
-      assert.strictEqual((yield* logOf("r1")).at(-1)?._tag, "run.finished")
-    }).pipe(Effect.provide(Journal.layerMemory))
-  )
-
   // On TestClock: the final commit of a run that ended by itself waits out a store outage for 30 s.
   it.effect(
     "R9 a run whose ending the journal could neither record nor read back is not finished for its engine: driven again, it ends recorded",
@@ -371,6 +324,34 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       const stored = Option.getOrThrow(yield* journal.read("r2"))
       assert.isTrue(Option.isSome(stored.result))
     }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
+  )
+
+  it.effect(
+    "R5.1 a parked run whose tool changed cannot go on, but a cancel still ends it cancelled, nothing run",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const parked = yield* RunHost.drive("r3", { goal: "pay 7", tools: [pay] })
+        assert.strictEqual(parked._tag, "Parked")
+        const changed = Tool.make({
+          name: "pay",
+          description: "Pays an amount in a currency.",
+          input: Schema.Struct({ amount: Schema.Number, currency: Schema.String }),
+          output: Schema.Struct({ receipt: Schema.String }),
+          sideEffect: "external",
+          needsApproval: true,
+          handler: () => Effect.die("never run")
+        })
+        const refused = yield* Effect.flip(RunHost.drive("r3", { goal: "pay 7", tools: [changed] }))
+        assert.strictEqual(refused._tag === "ResumeError" ? refused.reason : undefined, "incompatible")
+        const cancelled = yield* RunHost.drive("r3", { goal: "pay 7", tools: [changed] }, { cancel: true })
+        const result = cancelled._tag === "Finished" ? cancelled.result : undefined
+        assert.deepStrictEqual([result?.status, result?.stopReason], ["cancelled", "cancelled"])
+        assert.deepStrictEqual(paid, [])
+        const journal = yield* Journal.Journal
+        assert.deepStrictEqual(yield* journal.pendingApprovals({ runId: "r3" }), [])
+        assert.isTrue(Option.isSome(Option.getOrThrow(yield* journal.read("r3")).result))
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
   )
 
   it.effect("R7 a rejection found when the run goes on ends it approval_rejected", () =>

@@ -68,7 +68,9 @@ export const load = Effect.fnUntraced(function* (
   journal: Journal.Service,
   runId: string,
   tools: Iterable<Tool.Any<unknown>>,
-  modelName: string | undefined
+  modelName: string | undefined,
+  /** Whether the tools and the model must be those the run used; a run only ended (a cancel) needs neither. */
+  check = true
 ) {
   const fail = (reason: ResumeError["reason"], detail: string) =>
     Effect.fail(new ResumeError({ runId, reason, detail }))
@@ -92,7 +94,7 @@ export const load = Effect.fnUntraced(function* (
   const header = RunHeader.decode(stored.header)
   if (Exit.isFailure(header)) return yield* fail("corrupt", "the run's header does not decode")
   const now = RunHeader.fingerprints(tools)
-  for (const [name, print] of Object.entries(header.value.tools)) {
+  for (const [name, print] of check ? Object.entries(header.value.tools) : []) {
     const current = now.get(name)
     if (current === undefined) {
       return yield* fail("incompatible", `the run was started with the tool "${name}", which is not given`)
@@ -105,7 +107,7 @@ export const load = Effect.fnUntraced(function* (
     }
   }
   const model = header.value.model
-  if (modelName !== undefined && model !== "" && modelName !== model) {
+  if (check && modelName !== undefined && model !== "" && modelName !== model) {
     return yield* fail("incompatible", `the run used the model ${model}, not ${modelName}`)
   }
   const loaded: Loaded = {
