@@ -152,7 +152,7 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
   }
   let torn = false
   if (tail.trim() !== "") {
-    // A line cut by a crash is no whole JSON value; one that is, and is no event, is said so as any other.
+    // A line cut by a crash is no whole JSON value; one that is, and is no event, is said so as every other is.
     const json = parse(tail)
     if (Result.isFailure(json) || tooDeep(json.success)) torn = true
     else {

@@ -196,7 +196,7 @@ export const refused = (
   tool: { readonly sideEffect: Tool.SideEffect } | undefined
 ): Effect.Effect<ToolResult.ToolResult> =>
   Effect.as(
-    // A tool the model made up is named by what it sent (any length, any character): content, so
+    // A tool the model made up is named by what it sent (of every length and character): content, so
     // the span is named for no tool, and the name, cut and made printable, is shown with content only.
     Tracing.instant(span.tool(tool === undefined ? unknownTool : result.name), (content) => ({
       ...toolStart(
