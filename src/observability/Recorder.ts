@@ -99,9 +99,13 @@ const digest = (text: string): string => {
   return hash.toString(16).padStart(8, "0")
 }
 
-/** What the writer is given: an event to append, or a flush to complete once all before it is written. */
+/**
+ * What the writer is given: an event to append, a run gone from this process (ended, taken
+ * away, parked: it writes no more here), or a flush to complete once all before it is written.
+ */
 type Item =
   | { readonly _tag: "event"; readonly event: Event.Event }
+  | { readonly _tag: "gone"; readonly runId: string }
   | { readonly _tag: "flush"; readonly done: Deferred.Deferred<void> }
 
 const byteLength = (text: string): number => new TextEncoder().encode(text).length
@@ -167,16 +171,15 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           yield* fs.rename(file, path.join(dir, `${name}.${n}${ext}`))
         })
 
-      // The runs each file is being written for (from their first event here to their `run.finished`):
+      // The runs each file is being written for (from their first event here until they are gone):
       // a file another run still writes to (a `file` option naming one file for several runs, one
       // id run twice at once) is never set aside under it (review 47).
       const writing = new Map<string, Set<string>>()
-      const wrote = (file: string, runId: string, events: ReadonlyArray<Event.Event>) => {
-        const runs = writing.get(file) ?? new Set<string>()
-        if (events.some((e) => e._tag === "run.finished")) runs.delete(runId)
-        else runs.add(runId)
-        if (runs.size === 0) writing.delete(file)
-        else writing.set(file, runs)
+      const wrote = (file: string, runId: string) => {
+        writing.set(file, (writing.get(file) ?? new Set<string>()).add(runId))
+      }
+      const gone = (runId: string) => {
+        for (const [file, runs] of writing) if (runs.delete(runId) && runs.size === 0) writing.delete(file)
       }
 
       const append = (runId: string, events: ReadonlyArray<Event.Event>, text: ReadonlyArray<string>) =>
@@ -193,7 +196,7 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
             ready,
             Effect.andThen(
               fs.writeFileString(file, text.join(""), { flag: "a" }),
-              Effect.sync(() => wrote(file, runId, events))
+              Effect.sync(() => wrote(file, runId))
             )
           )
         }).pipe(
@@ -221,6 +224,7 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           runs.set(item.event.runId, run)
         }
         for (const [runId, run] of runs) yield* append(runId, run.events, run.lines)
+        for (const item of items) if (item._tag === "gone") gone(item.runId)
         for (const item of items) if (item._tag === "flush") yield* Deferred.succeed(item.done, undefined)
       })
       yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.takeAll(queue), writeBatch)))
@@ -234,11 +238,14 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
       yield* Effect.addFinalizer(() => Effect.andThen(flush, Queue.shutdown(queue)))
 
       const observer: RunObserver.Observer = {
-        attach: () => ({
+        attach: (runId) => ({
           event: (event) => {
             Queue.offerUnsafe(queue, { _tag: "event", event })
           },
-          settled: flush
+          settled: Effect.andThen(
+            Effect.sync(() => Queue.offerUnsafe(queue, { _tag: "gone", runId })),
+            flush
+          )
         })
       }
       const existing = yield* RunObserver.RunObservers

@@ -166,8 +166,9 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
   const mixed = otherRun(events)
   if (mixed !== undefined) return Result.fail(notARun(path, mixed))
   const kept = latest(events)
-  // One run's events follow each other by `seq`; two runs of one id recorded at once are interleaved.
-  const astray = kept.findIndex((e, i) => i > 0 && e.seq !== (kept[i - 1]?.seq ?? 0) + 1)
+  // One run's events come by rising `seq` (a batch a recorder lost leaves a gap); two runs of one id
+  // recorded at once go back.
+  const astray = kept.findIndex((e, i) => i > 0 && e.seq <= (kept[i - 1]?.seq ?? -1))
   if (astray >= 0) {
     return Result.fail(
       notARun(

@@ -156,32 +156,46 @@ export const toolName = (signature: string): string => {
   return end === null ? signature : signature.slice(0, end.index)
 }
 
-/** How many of a call's string arguments an observation is searched for, and how long each may be. */
-const maxEchoes = 16
+/** How many of a call's string arguments an observation is searched for, how long each may be, and the longest observation searched. */
+const maxEchoes = 8
 const maxEchoLength = 4096
+const maxSearched = 65_536
+
+/** A text with every character past ASCII as JSON's `\uXXXX` escape (as Python's `json.dumps` writes it). */
+const asciiEscaped = (text: string): string =>
+  text.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
+/** The inside of a JSON string holding `text`: its escapes, without the quotes. */
+const escaped = (text: string): string => JSON.stringify(text).slice(1, -1)
 
 /**
  * The string values of a call's arguments (as the model sent them: JSON text, or a value),
- * as JSON writes them (`"report 2024  "`), at least three characters long: what a result
- * that echoes its query holds of it.
+ * at least three characters long, each in the forms a result may echo it: as it is, as
+ * JSON writes it in a string (its escapes, ASCII-only or not), and once more escaped (JSON
+ * inside a string: a text output holding JSON); longest first.
  */
-const echoesOf = (args: unknown): ReadonlyArray<string> => {
+const echoesOf = (args: unknown): ReadonlyArray<ReadonlyArray<string>> => {
   let text: string
   try {
     text = typeof args === "string" ? args : (JSON.stringify(args) ?? "")
   } catch {
     return []
   }
-  const echoes: Array<string> = []
-  for (const [literal] of text.slice(0, 65_536).matchAll(/"(?:[^"\\]|\\.)*"/g)) {
+  const echoes: Array<ReadonlyArray<string>> = []
+  for (const [literal] of text.slice(0, maxSearched).matchAll(/"(?:[^"\\]|\\.)*"/g)) {
     if (echoes.length >= maxEchoes) break
     if (literal.length > maxEchoLength) continue
+    let value: unknown
     try {
-      const value: unknown = JSON.parse(literal)
-      if (typeof value === "string" && value.length >= 3) echoes.push(JSON.stringify(value))
+      value = JSON.parse(literal)
     } catch {
       // Not a whole JSON string (arguments cut short): nothing to look for.
+      continue
     }
+    if (typeof value !== "string" || value.length < 3) continue
+    const once = [value, escaped(value), asciiEscaped(escaped(value))]
+    const forms = new Set([...once.map(escaped), ...once])
+    echoes.push([...forms].sort((a, b) => b.length - a.length))
   }
   return echoes
 }
@@ -191,24 +205,29 @@ const spacing = /\s+|\\[nrt]/g
 
 /**
  * The key of a successful call's observation for loop detection (R2.3). A result that
- * echoes its call's own string arguments (each of three characters or more, as JSON writes
- * it) is keyed by the rest of it and by those arguments with their spacing, case and
- * Unicode compatibility forms left out: near-identical queries returning the same result
- * set (`{"query":"report 2024  ","results":[]}` for `{"q":"report 2024  "}`, then for
- * `{"q":"Report 2024"}`) are one result, and an echo of other words is another. Any other
- * result is keyed by its whole text: the same observation for other arguments counts too,
- * and results that differ in anything (their spacing, their case) are different.
+ * echoes its call's own string arguments (each of three characters or more, as it is or as
+ * JSON writes it, once or twice escaped) is keyed by the rest of it and by those arguments
+ * with their spacing, case and Unicode compatibility forms left out: near-identical queries
+ * returning the same result set (`No results for café report 2024` for `{"q":"café report
+ * 2024"}`, then for `{"q":"Café  report 2024"}`) are one result, and an echo of other words
+ * is another. Any other result (or one longer than 64 KiB) is keyed by its whole text: the
+ * same observation for other arguments counts too, and results that differ in anything
+ * (their spacing, their case) are different.
  *
  * @category constructors
  * @since 0.3.0
  */
 export const observation = (text: string, args?: unknown): string => {
-  const echoes = args === undefined ? [] : echoesOf(args).filter((echo) => text.includes(echo))
-  if (echoes.length === 0) return digest(text)
+  if (args === undefined || text.length > maxSearched) return digest(text)
   let rest = text
-  for (const echo of echoes) rest = rest.split(echo).join("")
-  const query = echoes.map((echo) => echo.normalize("NFKC").toLowerCase().replace(spacing, "")).join("\u0000")
-  return digest(`${rest}\u0000${query}`)
+  const queries: Array<string> = []
+  for (const forms of echoesOf(args)) {
+    const found = forms.filter((form) => rest.includes(form))
+    if (found.length === 0) continue
+    for (const form of found) rest = rest.split(form).join("")
+    queries.push((forms.at(-1) ?? "").normalize("NFKC").toLowerCase().replace(spacing, ""))
+  }
+  return queries.length === 0 ? digest(text) : digest(`${rest}\u0000${queries.join("\u0000")}`)
 }
 
 /**

@@ -127,6 +127,25 @@ describe("Recorder", () => {
       }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it.effect("R13 a run gone from the process without an ending (parked, taken away) no longer holds its file", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* tempDirectory
+      const first = yield* answered("first", "p1")
+      yield* Effect.gen(function* () {
+        // A run that parks: its events up to its wait, then it leaves the process, with no run.finished.
+        const observers = yield* RunObserver.RunObservers
+        const attached = observers.map((observer) => observer.attach("p1"))
+        for (const event of first.timeline.slice(0, -2)) for (const a of attached) a.event(event)
+        for (const a of attached) yield* a.settled
+        yield* answered("second", "p2")
+      }).pipe(Effect.provide(Recorder.layer({ directory, file: () => "latest.jsonl" })))
+      assert.deepStrictEqual((yield* fs.readDirectory(directory)).sort(), ["latest.1.jsonl", "latest.jsonl"])
+      assert.strictEqual((yield* Recording.read(`${directory}/latest.jsonl`)).events[0]?.runId, "p2")
+      assert.strictEqual((yield* Recording.read(`${directory}/latest.1.jsonl`)).events[0]?.runId, "p1")
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
   it("an empty file says no event was written to it yet", () => {
     const read = Recording.decode("", "runs/r.jsonl")
     assert.isTrue(Result.isFailure(read))

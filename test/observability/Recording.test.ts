@@ -109,6 +109,16 @@ describe("Recording", () => {
     }
   })
 
+  it("R13 events a recorder could not write leave a gap, and the rest still reads as the run", () => {
+    const lines = jsonl.split("\n")
+    const gapped = [...lines.slice(0, 2), ...lines.slice(4)].join("\n")
+    const read = Result.getOrThrow(Recording.decode(gapped))
+    assert.deepStrictEqual(
+      read.events.map((e) => e.seq),
+      result.timeline.filter((_, i) => i < 2 || i >= 4).map((e) => e.seq)
+    )
+  })
+
   it("R12 values nested deeper than a run records them are not_a_run, not a stack overflow", () => {
     const deep = `${'{"a":'.repeat(5000)}"x"${"}".repeat(5000)}`
     const [started, ...rest] = result.timeline

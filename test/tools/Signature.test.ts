@@ -225,6 +225,18 @@ describe("Signature.observation (R2.3)", () => {
     assert.notStrictEqual(key("report 2024"), key("report 2025"))
     // Arguments handed over parsed count as their JSON text does.
     assert.strictEqual(key("report 2024"), Signature.observation(echoed("REPORT 2024"), { q: "REPORT 2024" }))
+    // The echo as a text writes it, as Python's json.dumps escapes it, and as JSON inside a string.
+    const shapes = [
+      (q: string) => `No results for '${q}'.`,
+      (q: string) =>
+        echoed(q).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`),
+      (q: string) => JSON.stringify({ text: echoed(q) })
+    ]
+    for (const shape of shapes) {
+      const of = (q: string) => Signature.observation(shape(q), { q })
+      assert.strictEqual(of("café report 2024"), of("Café  report 2024"), shape("café"))
+      assert.notStrictEqual(of("café report 2024"), of("café report 2025"), shape("café"))
+    }
     // An echo tool's results are its different inputs: different.
     assert.notStrictEqual(
       Signature.observation(JSON.stringify("hello"), { text: "hello" }),

@@ -68,7 +68,7 @@ const answered =
             new DurableRunError({
               runId,
               reason: "unavailable",
-              detail: `the store did not answer within ${answerMillis / 1000} s`
+              detail: `the store did not answer within ${answerMillis / 1000} s; what was asked may still take effect when it does: try again under the same run id (a start under an id starts once; a decision recorded already is NotPending)`
             })
           )
       })
