@@ -184,10 +184,11 @@ const echoesOf = (args: unknown): ReadonlyArray<ReadonlyArray<string>> => {
   const echoes: Array<ReadonlyArray<string>> = []
   for (const [literal] of text.slice(0, maxSearched).matchAll(/"(?:[^"\\]|\\.)*"/g)) {
     if (echoes.length >= maxEchoes) break
-    if (literal.length > maxEchoLength) continue
+    // Three characters at least between the quotes (escapes only make a value shorter than its literal).
+    if (literal.length < 5 || literal.length > maxEchoLength) continue
     let value: unknown
     try {
-      value = JSON.parse(literal)
+      value = literal.includes("\\") ? JSON.parse(literal) : literal.slice(1, -1)
     } catch {
       // Not a whole JSON string (arguments cut short): nothing to look for.
       continue
