@@ -208,23 +208,37 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           )
         )
 
-      /** Appends what came since the last batch, one write per run, then completes the flushes. */
+      /**
+       * Appends what came since the last batch, in the order it came: each run's lines in one
+       * write, up to a run gone or a run starting (what follows depends on the files as they
+       * are then); then completes the flushes.
+       */
       const writeBatch = Effect.fnUntraced(function* (items: ReadonlyArray<Item>) {
         const runs = new Map<string, { readonly events: Array<Event.Event>; readonly lines: Array<string> }>()
+        const appendAll = Effect.suspend(() => {
+          const batch = [...runs]
+          runs.clear()
+          return Effect.forEach(batch, ([runId, run]) => append(runId, run.events, run.lines), { discard: true })
+        })
         for (const item of items) {
+          if (item._tag === "gone") {
+            yield* appendAll
+            gone(item.runId)
+            continue
+          }
           if (item._tag !== "event") continue
           const text = Recording.line(shown(item.event))
           if (text === undefined) {
             yield* Effect.logWarning(`recorder: event ${item.event.seq} of run ${item.event.runId} does not encode`)
             continue
           }
+          if (item.event._tag === "run.started" && runs.size > 0) yield* appendAll
           const run = runs.get(item.event.runId) ?? { events: [], lines: [] }
           run.events.push(item.event)
           run.lines.push(text)
           runs.set(item.event.runId, run)
         }
-        for (const [runId, run] of runs) yield* append(runId, run.events, run.lines)
-        for (const item of items) if (item._tag === "gone") gone(item.runId)
+        yield* appendAll
         for (const item of items) if (item._tag === "flush") yield* Deferred.succeed(item.done, undefined)
       })
       yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.takeAll(queue), writeBatch)))

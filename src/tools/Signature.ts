@@ -11,6 +11,7 @@
  */
 import { createHmac } from "node:crypto"
 import { Predicate } from "effect"
+import { echoesIn } from "./internal/Echoes.ts"
 import * as ToolArguments from "./ToolArguments.ts"
 
 /** As deep as the arguments the tool pipeline lets through can be (`ToolArguments.Limits.maxArgumentDepth`). */
@@ -156,51 +157,6 @@ export const toolName = (signature: string): string => {
   return end === null ? signature : signature.slice(0, end.index)
 }
 
-/** How many of a call's string arguments an observation is searched for, how long each may be, and the longest observation searched. */
-const maxEchoes = 8
-const maxEchoLength = 4096
-const maxSearched = 65_536
-
-/** A text with every character past ASCII as JSON's `\uXXXX` escape (as Python's `json.dumps` writes it). */
-const asciiEscaped = (text: string): string =>
-  text.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
-
-/** The inside of a JSON string holding `text`: its escapes, without the quotes. */
-const escaped = (text: string): string => JSON.stringify(text).slice(1, -1)
-
-/**
- * The string values of a call's arguments (as the model sent them: JSON text, or a value),
- * at least three characters long, each in the forms a result may echo it: as it is, as
- * JSON writes it in a string (its escapes, ASCII-only or not), and once more escaped (JSON
- * inside a string: a text output holding JSON); longest first.
- */
-const echoesOf = (args: unknown): ReadonlyArray<ReadonlyArray<string>> => {
-  let text: string
-  try {
-    text = typeof args === "string" ? args : (JSON.stringify(args) ?? "")
-  } catch {
-    return []
-  }
-  const echoes: Array<ReadonlyArray<string>> = []
-  for (const [literal] of text.slice(0, maxSearched).matchAll(/"(?:[^"\\]|\\.)*"/g)) {
-    if (echoes.length >= maxEchoes) break
-    // Three characters at least between the quotes (escapes only make a value shorter than its literal).
-    if (literal.length < 5 || literal.length > maxEchoLength) continue
-    let value: unknown
-    try {
-      value = literal.includes("\\") ? JSON.parse(literal) : literal.slice(1, -1)
-    } catch {
-      // Not a whole JSON string (arguments cut short): nothing to look for.
-      continue
-    }
-    if (typeof value !== "string" || value.length < 3) continue
-    const once = [value, escaped(value), asciiEscaped(escaped(value))]
-    const forms = new Set([...once.map(escaped), ...once])
-    echoes.push([...forms].sort((a, b) => b.length - a.length))
-  }
-  return echoes
-}
-
 /** White space, and white space as JSON writes it in a string (`\n`, `\r`, `\t`). */
 const spacing = /\s+|\\[nrt]/g
 
@@ -219,17 +175,15 @@ const spacing = /\s+|\\[nrt]/g
  * @since 0.3.0
  */
 export const observation = (text: string, args?: unknown): string => {
-  if (args === undefined || text.length > maxSearched) return digest(text)
-  let rest = text
-  const queries: Array<string> = []
-  for (const forms of echoesOf(args)) {
-    const found = forms.filter((form) => rest.includes(form))
-    if (found.length === 0) continue
-    for (const form of found) rest = rest.split(form).join("")
-    queries.push((forms.at(-1) ?? "").normalize("NFKC").toLowerCase().replace(spacing, ""))
-  }
-  return queries.length === 0 ? digest(text) : digest(`${rest}\u0000${queries.join("\u0000")}`)
+  const { rest, echoed } = echoesIn(text, args)
+  if (echoed.length === 0) return digest(text)
+  const queries = echoed.map((value) => value.normalize("NFKC").toLowerCase().replace(spacing, ""))
+  // A result cut to its observation's length says how much was cut, which a longer echo changes.
+  return digest(`${rest.replace(cutCount, "")}\u0000${queries.join("\u0000")}`)
 }
+
+/** The count a cut observation ends with (`… [observation cut: 14269 more characters]`). */
+const cutCount = /\[observation cut: \d+ more characters\]$/
 
 /**
  * @category constructors

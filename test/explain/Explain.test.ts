@@ -144,6 +144,44 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
   )
 
   it.effect(
+    "R13 R2.3 the repeated observation names the calls since the state last changed, as the counters count them",
+    () =>
+      Effect.gen(function* () {
+        const read = Tool.make({
+          name: "read",
+          description: "reads",
+          input: Schema.Struct({ n: Schema.Number }),
+          output: Schema.String,
+          sideEffect: "read",
+          idempotent: true,
+          handler: () => Effect.succeed("unchanged contents")
+        })
+        const write = Tool.make({
+          name: "write",
+          description: "writes",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "write",
+          handler: () => Effect.succeed("written")
+        })
+        const script = [
+          ScriptedModel.toolCall("read", { n: 1 }, "c1"),
+          ScriptedModel.toolCall("write", {}, "c2"),
+          ...[3, 4, 5, 6].map((n) => ScriptedModel.toolCall("read", { n }, `c${n}`)),
+          ScriptedModel.finalAnswer("done")
+        ]
+        const e = explained(yield* scripted(script, { tools: [read, write] }))
+        assert.strictEqual(e.stopReason, "loop_detected")
+        assert.deepStrictEqual(e.repetition?._tag === "observation" ? e.repetition.callIds : [], [
+          "c3",
+          "c4",
+          "c5",
+          "c6"
+        ])
+      })
+  )
+
+  it.effect(
     "R13 R2.5 a policy of the run's own that stops with a limit's reason: decided by it, in its words, no built-in limit said to be passed",
     () =>
       Effect.gen(function* () {

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Result, Schema, Stream } from "effect"
+import { Effect, Fiber, FileSystem, Layer, Result, Schema, Stream } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Recorder from "../../src/observability/Recorder.ts"
 import * as Recording from "../../src/observability/Recording.ts"
@@ -144,6 +144,42 @@ describe("Recorder", () => {
       assert.strictEqual((yield* Recording.read(`${directory}/latest.jsonl`)).events[0]?.runId, "p2")
       assert.strictEqual((yield* Recording.read(`${directory}/latest.1.jsonl`)).events[0]?.runId, "p1")
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.live(
+    "R13 the writer keeps the order events came in: a run starting after another ended, on a slow disk, sets it aside",
+    () =>
+      Effect.gen(function* () {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* tempDirectory
+        // Each append takes 300 ms: the end of one run and the start of the next come in one batch.
+        const slow = FileSystem.FileSystem.of({
+          ...fs,
+          writeFileString: (path, data, options) =>
+            Effect.andThen(Effect.sleep("300 millis"), fs.writeFileString(path, data, options))
+        })
+        for (const [first, second] of [
+          ["run-a", "run-b"],
+          ["again", "again"]
+        ] as const) {
+          const file = `${first}-${second}.jsonl`
+          yield* Effect.gen(function* () {
+            const a = yield* Effect.forkChild(answered("first", first))
+            yield* Effect.sleep("150 millis")
+            yield* answered("second", second)
+            yield* Fiber.join(a)
+          }).pipe(
+            Effect.provide(Recorder.layer({ directory, file: () => file })),
+            Effect.provideService(FileSystem.FileSystem, slow)
+          )
+          const goals = []
+          for (const name of [`${first}-${second}.1.jsonl`, file]) {
+            const [started] = (yield* Recording.read(`${directory}/${name}`)).events
+            goals.push(started?._tag === "run.started" ? started.goal : "")
+          }
+          assert.deepStrictEqual(goals, ["first", "second"])
+        }
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
   it("an empty file says no event was written to it yet", () => {

@@ -237,6 +237,26 @@ describe("Signature.observation (R2.3)", () => {
       assert.strictEqual(of("café report 2024"), of("Café  report 2024"), shape("café"))
       assert.notStrictEqual(of("café report 2024"), of("café report 2025"), shape("café"))
     }
+    // Among other string arguments (their keys are no echoes), and escaped as .NET and Go escape.
+    const many = (q: string) => ({
+      index: "documents",
+      language: "english",
+      sort: "relevance",
+      order: "desc",
+      query: q
+    })
+    const dotnet = (q: string) =>
+      echoed(q).replace(
+        /[\u0080-\uffff&<>]/g,
+        (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`
+      )
+    for (const shape of [echoed, dotnet, (q: string) => JSON.stringify(dotnet(q))]) {
+      const of = (q: string) => Signature.observation(shape(q), many(q))
+      assert.strictEqual(of("R&D café 2024"), of("r&d Café  2024"), shape("R&D café 2024"))
+    }
+    // Argument text past 64 KiB is not parsed again: the result is keyed whole, at once.
+    const big = JSON.stringify({ content: `"${"x".repeat(70_000)}`, q: "report 2024" })
+    assert.strictEqual(Signature.observation(echoed("report 2024"), big), Signature.digest(echoed("report 2024")))
     // An echo tool's results are its different inputs: different.
     assert.notStrictEqual(
       Signature.observation(JSON.stringify("hello"), { text: "hello" }),

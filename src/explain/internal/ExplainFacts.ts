@@ -246,7 +246,8 @@ const unchangedObservation = (timeline: Timeline): Repetition | undefined => {
   let counters = Counters.empty
   for (const e of timeline) {
     const before = counters.unchangedObservations
-    const key = e._tag === "tool.succeeded" ? Counters.observationOf(counters, e) : ""
+    // Keyed as the counters key it: a change of the state starts the observation afresh.
+    const key = e._tag === "tool.succeeded" ? `${Counters.observationOf(counters, e)}|${counters.stateVersion}` : ""
     counters = Counters.step(counters, e)
     if (e._tag !== "tool.succeeded") continue
     if (!firsts.has(key)) firsts.set(key, e)

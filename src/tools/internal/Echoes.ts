@@ -1,0 +1,97 @@
+/**
+ * What of a call's own arguments a result echoes (R2.3): its string values, found in the
+ * forms a result writes them in, and the result without them. Private to `tools/`; see
+ * `Signature.observation`.
+ */
+
+/** How many string values of the arguments are looked for, how long each may be, and the longest text searched. */
+const maxEchoes = 16
+const maxEchoLength = 4096
+export const maxSearched = 65_536
+
+/** How many values of the arguments are visited, at most (a value handed over parsed may share its parts). */
+const maxVisited = 4096
+
+/**
+ * The string values of a call's arguments of three characters or more (not their keys),
+ * as the model sent them: JSON text of at most 64 KiB, parsed once, or a value.
+ */
+const valuesOf = (args: unknown): ReadonlyArray<string> => {
+  try {
+    let root: unknown = args
+    if (typeof args === "string") {
+      if (args.length > maxSearched) return []
+      root = JSON.parse(args)
+    }
+    const found: Array<string> = []
+    const stack: Array<unknown> = [root]
+    for (let visited = 0; stack.length > 0 && found.length < maxEchoes && visited < maxVisited; visited++) {
+      const value = stack.pop()
+      if (typeof value === "string") {
+        if (value.length >= 3 && value.length <= maxEchoLength) found.push(value)
+      } else if (typeof value === "object" && value !== null) {
+        stack.push(...Object.values(value).reverse())
+      }
+    }
+    return found
+  } catch {
+    // Arguments that do not parse, or a value that cannot be read: nothing to look for.
+    return []
+  }
+}
+
+/** A text with every character past ASCII as JSON's `\uXXXX` escape (as Python's `json.dumps` writes it). */
+const asciiEscaped = (text: string): string =>
+  text.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
+/** The inside of a JSON string holding `text`: its escapes, without the quotes. */
+const escaped = (text: string): string => JSON.stringify(text).slice(1, -1)
+
+/**
+ * A value in the forms a result may echo it: as it is, as JSON writes it in a string (its
+ * escapes, ASCII-only or not), and once more escaped (JSON inside a string: a text output
+ * holding JSON); longest first.
+ */
+const formsOf = (value: string): ReadonlyArray<string> => {
+  const once = [value, escaped(value), asciiEscaped(escaped(value))]
+  return [...new Set([...once.map(escaped), ...once])].sort((a, b) => b.length - a.length)
+}
+
+/**
+ * `\uXXXX` escapes (any case: .NET writes `\u00E9`, Go `\u0026`), once or twice escaped
+ * (JSON inside a string), read as their characters.
+ */
+const unicodeEscape = /\\{1,2}u([0-9a-fA-F]{4})/g
+const hasUnicodeEscape = /\\u[0-9a-fA-F]{4}/
+const unescaped = (text: string): string =>
+  text.replace(unicodeEscape, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
+
+/** The result without what it echoes of `values`, and those it echoes. */
+const without = (text: string, values: ReadonlyArray<string>) => {
+  let rest = text
+  const echoed: Array<string> = []
+  for (const value of values) {
+    const forms = formsOf(value).filter((form) => rest.includes(form))
+    if (forms.length === 0) continue
+    for (const form of forms) rest = rest.split(form).join("")
+    echoed.push(value)
+  }
+  return { rest, echoed }
+}
+
+/**
+ * The result without what it echoes of the call's string arguments, and those it echoes
+ * (none: the result as it is). Escapes written otherwise than JSON.stringify writes them
+ * (upper-case hex, every `&` escaped) are read as their characters first.
+ */
+export const echoesIn = (
+  text: string,
+  args: unknown
+): { readonly rest: string; readonly echoed: ReadonlyArray<string> } => {
+  if (text.length > maxSearched) return { rest: text, echoed: [] }
+  const values = valuesOf(args)
+  if (values.length === 0) return { rest: text, echoed: [] }
+  const found = without(text, values)
+  if (found.echoed.length > 0 || !hasUnicodeEscape.test(text)) return found
+  return without(unescaped(text), values)
+}
