@@ -208,37 +208,54 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           )
         )
 
+      /** A run's file, or none when naming it throws (its lines are then logged as not recorded). */
+      const fileOf = (runId: string): string | undefined => {
+        try {
+          return pathOf(runId)
+        } catch {
+          return undefined
+        }
+      }
+
       /**
-       * Appends what came since the last batch, in the order it came: each run's lines in one
-       * write, up to a run gone or a run starting (what follows depends on the files as they
-       * are then); then completes the flushes.
+       * Appends what came since the last batch, each run's lines in one write, then marks the
+       * runs gone; a run that starts in a file another run of the batch wrote to or left waits
+       * for those to be written and marked first (whether the file is set aside depends on
+       * them); then completes the flushes.
        */
       const writeBatch = Effect.fnUntraced(function* (items: ReadonlyArray<Item>) {
         const runs = new Map<string, { readonly events: Array<Event.Event>; readonly lines: Array<string> }>()
-        const appendAll = Effect.suspend(() => {
+        const left: Array<string> = []
+        const settle = Effect.suspend(() => {
           const batch = [...runs]
+          const gones = left.splice(0)
           runs.clear()
-          return Effect.forEach(batch, ([runId, run]) => append(runId, run.events, run.lines), { discard: true })
+          return Effect.andThen(
+            Effect.forEach(batch, ([runId, run]) => append(runId, run.events, run.lines), { discard: true }),
+            Effect.sync(() => {
+              for (const runId of gones) gone(runId)
+            })
+          )
         })
         for (const item of items) {
-          if (item._tag === "gone") {
-            yield* appendAll
-            gone(item.runId)
-            continue
-          }
+          if (item._tag === "gone") left.push(item.runId)
           if (item._tag !== "event") continue
           const text = Recording.line(shown(item.event))
           if (text === undefined) {
             yield* Effect.logWarning(`recorder: event ${item.event.seq} of run ${item.event.runId} does not encode`)
             continue
           }
-          if (item.event._tag === "run.started" && runs.size > 0) yield* appendAll
+          if (item.event._tag === "run.started") {
+            const file = fileOf(item.event.runId)
+            const shared = [...runs.keys(), ...left].some((runId) => file !== undefined && fileOf(runId) === file)
+            if (shared) yield* settle
+          }
           const run = runs.get(item.event.runId) ?? { events: [], lines: [] }
           run.events.push(item.event)
           run.lines.push(text)
           runs.set(item.event.runId, run)
         }
-        yield* appendAll
+        yield* settle
         for (const item of items) if (item._tag === "flush") yield* Deferred.succeed(item.done, undefined)
       })
       yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.takeAll(queue), writeBatch)))

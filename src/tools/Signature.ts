@@ -178,12 +178,8 @@ export const observation = (text: string, args?: unknown): string => {
   const { rest, echoed } = echoesIn(text, args)
   if (echoed.length === 0) return digest(text)
   const queries = echoed.map((value) => value.normalize("NFKC").toLowerCase().replace(spacing, ""))
-  // A result cut to its observation's length says how much was cut, which a longer echo changes.
-  return digest(`${rest.replace(cutCount, "")}\u0000${queries.join("\u0000")}`)
+  return digest(`${rest}\u0000${queries.join("\u0000")}`)
 }
-
-/** The count a cut observation ends with (`… [observation cut: 14269 more characters]`). */
-const cutCount = /\[observation cut: \d+ more characters\]$/
 
 /**
  * @category constructors

@@ -254,6 +254,22 @@ describe("Signature.observation (R2.3)", () => {
       const of = (q: string) => Signature.observation(shape(q), many(q))
       assert.strictEqual(of("R&D café 2024"), of("r&d Café  2024"), shape("R&D café 2024"))
     }
+    // Escapes read even when another argument is echoed as it is.
+    const formatted = (q: string) =>
+      JSON.stringify({ format: "json", query: q }).replace(
+        /[\u0080-\uffff&]/g,
+        (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`
+      )
+    assert.strictEqual(
+      Signature.observation(formatted("R&D café"), { query: "R&D café", format: "json" }),
+      Signature.observation(formatted("r&d Café "), { query: "r&d Café ", format: "json" })
+    )
+    // A log that names its job and grows past the cut is no unchanged observation: its count of what was cut differs.
+    const cut = (more: number) => `log of build-42: line 1 … [observation cut: ${more} more characters]`
+    assert.notStrictEqual(
+      Signature.observation(cut(10), { job: "build-42" }),
+      Signature.observation(cut(11), { job: "build-42" })
+    )
     // Argument text past 64 KiB is not parsed again: the result is keyed whole, at once.
     const big = JSON.stringify({ content: `"${"x".repeat(70_000)}`, q: "report 2024" })
     assert.strictEqual(Signature.observation(echoed("report 2024"), big), Signature.digest(echoed("report 2024")))

@@ -40,31 +40,28 @@ const valuesOf = (args: unknown): ReadonlyArray<string> => {
   }
 }
 
-/** A text with every character past ASCII as JSON's `\uXXXX` escape (as Python's `json.dumps` writes it). */
-const asciiEscaped = (text: string): string =>
-  text.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
-
 /** The inside of a JSON string holding `text`: its escapes, without the quotes. */
 const escaped = (text: string): string => JSON.stringify(text).slice(1, -1)
 
 /**
- * A value in the forms a result may echo it: as it is, as JSON writes it in a string (its
- * escapes, ASCII-only or not), and once more escaped (JSON inside a string: a text output
+ * A value in the forms a result may echo it, once its `\uXXXX` escapes are read: as it is,
+ * as JSON writes it in a string, and once more escaped (JSON inside a string: a text output
  * holding JSON); longest first.
  */
 const formsOf = (value: string): ReadonlyArray<string> => {
-  const once = [value, escaped(value), asciiEscaped(escaped(value))]
-  return [...new Set([...once.map(escaped), ...once])].sort((a, b) => b.length - a.length)
+  const once = escaped(value)
+  return [...new Set([escaped(once), once, value])]
 }
 
 /**
- * `\uXXXX` escapes (any case: .NET writes `\u00E9`, Go `\u0026`), once or twice escaped
- * (JSON inside a string), read as their characters.
+ * `\uXXXX` escapes (any case: Python writes `\u00e9`, .NET `\u00E9`, Go `\u0026`), once or
+ * twice escaped (JSON inside a string), read as their characters.
  */
 const unicodeEscape = /\\{1,2}u([0-9a-fA-F]{4})/g
-const hasUnicodeEscape = /\\u[0-9a-fA-F]{4}/
 const unescaped = (text: string): string =>
-  text.replace(unicodeEscape, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
+  text.includes("\\u")
+    ? text.replace(unicodeEscape, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
+    : text
 
 /** The result without what it echoes of `values`, and those it echoes. */
 const without = (text: string, values: ReadonlyArray<string>) => {
@@ -81,8 +78,7 @@ const without = (text: string, values: ReadonlyArray<string>) => {
 
 /**
  * The result without what it echoes of the call's string arguments, and those it echoes
- * (none: the result as it is). Escapes written otherwise than JSON.stringify writes them
- * (upper-case hex, every `&` escaped) are read as their characters first.
+ * (none: the result as it is). Its `\uXXXX` escapes, of any case, are read first.
  */
 export const echoesIn = (
   text: string,
@@ -91,7 +87,5 @@ export const echoesIn = (
   if (text.length > maxSearched) return { rest: text, echoed: [] }
   const values = valuesOf(args)
   if (values.length === 0) return { rest: text, echoed: [] }
-  const found = without(text, values)
-  if (found.echoed.length > 0 || !hasUnicodeEscape.test(text)) return found
   return without(unescaped(text), values)
 }
