@@ -226,10 +226,22 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
       const writeBatch = Effect.fnUntraced(function* (items: ReadonlyArray<Item>) {
         const runs = new Map<string, { readonly events: Array<Event.Event>; readonly lines: Array<string> }>()
         const left: Array<string> = []
+        // The files the runs waiting in the batch write to or left, each named once a run.
+        const files = new Set<string>()
+        const named = new Map<string, string | undefined>()
+        const fileOfRun = (runId: string) => {
+          if (!named.has(runId)) named.set(runId, fileOf(runId))
+          return named.get(runId)
+        }
+        const touches = (runId: string) => {
+          const file = fileOfRun(runId)
+          if (file !== undefined) files.add(file)
+        }
         const settle = Effect.suspend(() => {
           const batch = [...runs]
           const gones = left.splice(0)
           runs.clear()
+          files.clear()
           return Effect.andThen(
             Effect.forEach(batch, ([runId, run]) => append(runId, run.events, run.lines), { discard: true }),
             Effect.sync(() => {
@@ -238,7 +250,10 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           )
         })
         for (const item of items) {
-          if (item._tag === "gone") left.push(item.runId)
+          if (item._tag === "gone") {
+            left.push(item.runId)
+            touches(item.runId)
+          }
           if (item._tag !== "event") continue
           const text = Recording.line(shown(item.event))
           if (text === undefined) {
@@ -246,10 +261,10 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
             continue
           }
           if (item.event._tag === "run.started") {
-            const file = fileOf(item.event.runId)
-            const shared = [...runs.keys(), ...left].some((runId) => file !== undefined && fileOf(runId) === file)
-            if (shared) yield* settle
+            const file = fileOfRun(item.event.runId)
+            if (file !== undefined && files.has(file)) yield* settle
           }
+          touches(item.event.runId)
           const run = runs.get(item.event.runId) ?? { events: [], lines: [] }
           run.events.push(item.event)
           run.lines.push(text)

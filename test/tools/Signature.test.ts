@@ -270,6 +270,18 @@ describe("Signature.observation (R2.3)", () => {
       Signature.observation(cut(10), { job: "build-42" }),
       Signature.observation(cut(11), { job: "build-42" })
     )
+    // The rest of a result keeps its escapes as written: lines that differ only in them differ.
+    const line = (text: string) => JSON.stringify({ path: "fixtures/esc.ts", text })
+    assert.notStrictEqual(
+      Signature.observation(line('decode("é")'), { path: "fixtures/esc.ts" }),
+      Signature.observation(line('decode("\\u00e9")'), { path: "fixtures/esc.ts" })
+    )
+    // An argument that holds escape text is found as it is written.
+    const grep = (pattern: string) => `No matches for "${pattern}"`
+    assert.strictEqual(
+      Signature.observation(grep("\\u2019"), { pattern: "\\u2019" }),
+      Signature.observation(grep("\\u2019 "), { pattern: "\\u2019 " })
+    )
     // Argument text past 64 KiB is not parsed again: the result is keyed whole, at once.
     const big = JSON.stringify({ content: `"${"x".repeat(70_000)}`, q: "report 2024" })
     assert.strictEqual(Signature.observation(echoed("report 2024"), big), Signature.digest(echoed("report 2024")))

@@ -44,41 +44,58 @@ const valuesOf = (args: unknown): ReadonlyArray<string> => {
 const escaped = (text: string): string => JSON.stringify(text).slice(1, -1)
 
 /**
- * A value in the forms a result may echo it, once its `\uXXXX` escapes are read: as it is,
- * as JSON writes it in a string, and once more escaped (JSON inside a string: a text output
- * holding JSON); longest first.
+ * A value in the forms a result may echo it: as it is, as JSON writes it in a string, and
+ * once more escaped (JSON inside a string: a text output holding JSON); longest first.
  */
 const formsOf = (value: string): ReadonlyArray<string> => {
   const once = escaped(value)
   return [...new Set([escaped(once), once, value])]
 }
 
+/** The longest form looked for with its characters' `\uXXXX` escapes too (a pattern a character each). */
+const maxEscapedForm = 256
+
+/** What escapers write as `\uXXXX` besides non-ASCII: Go `<`, `>`, `&`; .NET also `'`, `+`, `=`. */
+const escapedByEscapers = new Set(["&", "<", ">", "'", "+", "="])
+
 /**
- * `\uXXXX` escapes (any case: Python writes `\u00e9`, .NET `\u00E9`, Go `\u0026`), once or
- * twice escaped (JSON inside a string), read as their characters.
+ * A form as a pattern that also matches its characters written as `\uXXXX` escapes (of any
+ * case, once or twice escaped: Python, Go and .NET write them): the result's other text is
+ * left as it is.
  */
-const unicodeEscape = /\\{1,2}u([0-9a-fA-F]{4})/g
-const unescaped = (text: string): string =>
-  text.includes("\\u")
-    ? text.replace(unicodeEscape, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
-    : text
+const escapable = (form: string): RegExp =>
+  new RegExp(
+    Array.from(form, (c) => {
+      const literal = c.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+      const code = c.charCodeAt(0)
+      if (c.length > 1 || (code < 0x80 && !escapedByEscapers.has(c))) return literal
+      const hex = Array.from(code.toString(16).padStart(4, "0"), (h) => (h >= "a" ? `[${h}${h.toUpperCase()}]` : h))
+      return `(?:${literal}|\\\\{1,2}u${hex.join("")})`
+    }).join(""),
+    "g"
+  )
 
 /** The result without what it echoes of `values`, and those it echoes. */
 const without = (text: string, values: ReadonlyArray<string>) => {
+  const escapes = text.includes("\\u")
   let rest = text
   const echoed: Array<string> = []
   for (const value of values) {
-    const forms = formsOf(value).filter((form) => rest.includes(form))
-    if (forms.length === 0) continue
-    for (const form of forms) rest = rest.split(form).join("")
-    echoed.push(value)
+    let found = false
+    for (const form of formsOf(value)) {
+      const left =
+        escapes && form.length <= maxEscapedForm ? rest.replace(escapable(form), "") : rest.split(form).join("")
+      found = found || left !== rest
+      rest = left
+    }
+    if (found) echoed.push(value)
   }
   return { rest, echoed }
 }
 
 /**
  * The result without what it echoes of the call's string arguments, and those it echoes
- * (none: the result as it is). Its `\uXXXX` escapes, of any case, are read first.
+ * (none: the result as it is).
  */
 export const echoesIn = (
   text: string,
@@ -87,5 +104,5 @@ export const echoesIn = (
   if (text.length > maxSearched) return { rest: text, echoed: [] }
   const values = valuesOf(args)
   if (values.length === 0) return { rest: text, echoed: [] }
-  return without(unescaped(text), values)
+  return without(text, values)
 }
