@@ -282,6 +282,21 @@ describe("Signature.observation (R2.3)", () => {
       Signature.observation(grep("\\u2019"), { pattern: "\\u2019" }),
       Signature.observation(grep("\\u2019 "), { pattern: "\\u2019 " })
     )
+    // An emoji as Python escapes it (a surrogate pair of escapes), a quote as .NET does.
+    const py = (q: string) =>
+      JSON.stringify({ q, hits: [] }).replace(
+        /[\u0080-\uffff]/g,
+        (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`
+      )
+    assert.strictEqual(
+      Signature.observation(py("rocket 🚀 launch"), { q: "rocket 🚀 launch" }),
+      Signature.observation(py("Rocket 🚀  launch"), { q: "Rocket 🚀  launch" })
+    )
+    const quoted = (q: string) => JSON.stringify({ q }).replace(/\\"/g, "\\u0022")
+    assert.strictEqual(
+      Signature.observation(quoted('say "hi"'), { q: 'say "hi"' }),
+      Signature.observation(quoted('Say "hi" '), { q: 'Say "hi" ' })
+    )
     // Argument text past 64 KiB is not parsed again: the result is keyed whole, at once.
     const big = JSON.stringify({ content: `"${"x".repeat(70_000)}`, q: "report 2024" })
     assert.strictEqual(Signature.observation(echoed("report 2024"), big), Signature.digest(echoed("report 2024")))

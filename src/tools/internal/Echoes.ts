@@ -52,45 +52,44 @@ const formsOf = (value: string): ReadonlyArray<string> => {
   return [...new Set([escaped(once), once, value])]
 }
 
-/** The longest form looked for with its characters' `\uXXXX` escapes too (a pattern a character each). */
-const maxEscapedForm = 256
+/**
+ * `\uXXXX` escapes (any case: Python writes `\u00e9`, .NET `\u00E9`, Go `\u0026`; a
+ * surrogate pair as two), once or twice escaped (JSON inside a string), read as their
+ * characters.
+ */
+const unicodeEscape = /\\{1,2}u([0-9a-fA-F]{4})/g
+const unescaped = (text: string): string =>
+  text.replace(unicodeEscape, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
 
-/** What escapers write as `\uXXXX` besides non-ASCII: Go `<`, `>`, `&`; .NET also `'`, `+`, `=`. */
-const escapedByEscapers = new Set(["&", "<", ">", "'", "+", "="])
+/** `text` without the forms of each of `values` it holds: what is left, and the values found and not found. */
+const strip = (text: string, values: ReadonlyArray<string>) => {
+  let rest = text
+  const found: Array<string> = []
+  const missing: Array<string> = []
+  for (const value of values) {
+    const before = rest
+    for (const form of formsOf(value)) rest = rest.split(form).join("")
+    if (rest === before) missing.push(value)
+    else found.push(value)
+  }
+  return { rest, found, missing }
+}
 
 /**
- * A form as a pattern that also matches its characters written as `\uXXXX` escapes (of any
- * case, once or twice escaped: Python, Go and .NET write them): the result's other text is
- * left as it is.
+ * The result without what it echoes of `values`, and those it echoes. A value is looked for
+ * in the result as written first (an argument may hold escape text itself: a pattern
+ * `\u2019`, a path `C:\data\ucafe`), then, for those not found, in the result with its
+ * `\uXXXX` escapes read; only then is what is left read that way too.
  */
-const escapable = (form: string): RegExp =>
-  new RegExp(
-    Array.from(form, (c) => {
-      const literal = c.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-      const code = c.charCodeAt(0)
-      if (c.length > 1 || (code < 0x80 && !escapedByEscapers.has(c))) return literal
-      const hex = Array.from(code.toString(16).padStart(4, "0"), (h) => (h >= "a" ? `[${h}${h.toUpperCase()}]` : h))
-      return `(?:${literal}|\\\\{1,2}u${hex.join("")})`
-    }).join(""),
-    "g"
-  )
-
-/** The result without what it echoes of `values`, and those it echoes. */
 const without = (text: string, values: ReadonlyArray<string>) => {
-  const escapes = text.includes("\\u")
-  let rest = text
-  const echoed: Array<string> = []
-  for (const value of values) {
-    let found = false
-    for (const form of formsOf(value)) {
-      const left =
-        escapes && form.length <= maxEscapedForm ? rest.replace(escapable(form), "") : rest.split(form).join("")
-      found = found || left !== rest
-      rest = left
-    }
-    if (found) echoed.push(value)
+  const written = strip(text, values)
+  if (written.missing.length === 0 || !written.rest.includes("\\u")) {
+    return { rest: written.rest, echoed: written.found }
   }
-  return { rest, echoed }
+  const read = strip(unescaped(written.rest), written.missing)
+  return read.found.length === 0
+    ? { rest: written.rest, echoed: written.found }
+    : { rest: read.rest, echoed: [...written.found, ...read.found] }
 }
 
 /**
