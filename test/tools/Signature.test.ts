@@ -297,6 +297,17 @@ describe("Signature.observation (R2.3)", () => {
       Signature.observation(quoted('say "hi"'), { q: 'say "hi"' }),
       Signature.observation(quoted('Say "hi" '), { q: 'Say "hi" ' })
     )
+    // A value within another does not cut it apart; `/` written as PHP writes it.
+    const none = (q: string) => `No results for ${q}`
+    assert.strictEqual(
+      Signature.observation(none("report 2024"), { topic: "report", q: "report 2024" }),
+      Signature.observation(none("report  2024"), { topic: "report", q: "report  2024" })
+    )
+    const php = (q: string) => JSON.stringify({ q }).replaceAll("/", "\\/")
+    assert.strictEqual(
+      Signature.observation(php("docs/api"), { q: "docs/api" }),
+      Signature.observation(php("Docs/API "), { q: "Docs/API " })
+    )
     // Argument text past 64 KiB is not parsed again: the result is keyed whole, at once.
     const big = JSON.stringify({ content: `"${"x".repeat(70_000)}`, q: "report 2024" })
     assert.strictEqual(Signature.observation(echoed("report 2024"), big), Signature.digest(echoed("report 2024")))

@@ -44,12 +44,15 @@ const valuesOf = (args: unknown): ReadonlyArray<string> => {
 const escaped = (text: string): string => JSON.stringify(text).slice(1, -1)
 
 /**
- * A value in the forms a result may echo it: as it is, as JSON writes it in a string, and
- * once more escaped (JSON inside a string: a text output holding JSON); longest first.
+ * A value in the forms a result may echo it: as it is, as JSON writes it in a string (`/`
+ * as it is or as `\/`), and once more escaped (JSON inside a string: a text output holding
+ * JSON); longest first.
  */
 const formsOf = (value: string): ReadonlyArray<string> => {
   const once = escaped(value)
-  return [...new Set([escaped(once), once, value])]
+  // PHP's json_encode writes `/` as `\/`.
+  const slashed = once.replaceAll("/", "\\/")
+  return [...new Set([escaped(slashed), escaped(once), slashed, once, value])].sort((a, b) => b.length - a.length)
 }
 
 /**
@@ -66,7 +69,8 @@ const strip = (text: string, values: ReadonlyArray<string>) => {
   let rest = text
   const found: Array<string> = []
   const missing: Array<string> = []
-  for (const value of values) {
+  // The longest first: a value within another (`report` in `report 2024`) would cut it apart.
+  for (const value of [...values].sort((a, b) => b.length - a.length)) {
     const before = rest
     for (const form of formsOf(value)) rest = rest.split(form).join("")
     if (rest === before) missing.push(value)
