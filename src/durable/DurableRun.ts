@@ -44,7 +44,7 @@ import { type Duration, Effect, Layer } from "effect"
 import * as Journal from "../journal/Journal.ts"
 import * as Run from "../run/Run.ts"
 import * as RunHost from "../run/RunHost.ts"
-import * as RunOptions from "../run/RunOptions.ts"
+import type * as RunOptions from "../run/RunOptions.ts"
 import type * as Tool from "../tools/Tool.ts"
 import { DurableRuns, type StartOptions } from "./DurableRuns.ts"
 import * as Body from "./internal/Body.ts"
@@ -75,17 +75,8 @@ export interface Settings {
 
 /** A tool the start names that the runner did not register (`definitions` without tools: a client, which cannot tell). */
 const unknownTool = (tools: ReadonlyArray<Tool.Any>, options: StartOptions) => {
-  if (tools.length === 0) return Effect.void
-  const registered = new Set(tools.map((t) => t.name))
-  const index = (options.tools ?? []).findIndex((name) => !registered.has(name))
-  return index === -1
-    ? Effect.void
-    : Effect.fail(
-        new RunOptions.InvalidRunOptions({
-          path: ["tools", index],
-          reason: `no tool named ${JSON.stringify(options.tools?.[index])} is registered`
-        })
-      )
+  const refused = tools.length === 0 ? undefined : Body.unregistered(tools, options.tools)
+  return refused === undefined ? Effect.void : Effect.fail(refused)
 }
 
 /** Checks a start as `Run.run` checks its options: the start's data over `definitions`. */

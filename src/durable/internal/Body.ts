@@ -30,6 +30,22 @@ export interface Settings {
   readonly parkAfter?: RunHost.Settings["parkAfter"]
 }
 
+/** The first of `names` that no tool of `tools` has, as the invalid option it is; `undefined` when all are there. */
+export const unregistered = (
+  tools: ReadonlyArray<Tool.Any>,
+  names: ReadonlyArray<string> | undefined,
+  where = ""
+): RunOptions.InvalidRunOptions | undefined => {
+  const registered = new Set(tools.map((tool) => tool.name))
+  const index = (names ?? []).findIndex((name) => !registered.has(name))
+  return index === -1
+    ? undefined
+    : new RunOptions.InvalidRunOptions({
+        path: ["tools", index],
+        reason: `no tool named ${JSON.stringify(names?.[index])} is registered${where}`
+      })
+}
+
 /** The run's options: the registered code, the started run's data over its defaults. */
 export const optionsOf = <T extends Tool.Any, RV, O>(
   definitions: Omit<RunOptions.Options<T, RV, O>, "goal" | "system" | "runId">,
@@ -60,14 +76,7 @@ export const body = <T extends Tool.Any, RV, O>(
     instance.awaitedDeferreds.set(Names.cancel.name, (instance.awaitedDeferreds.get(Names.cancel.name) ?? 0) + 1)
     const options = optionsOf(definitions, payload)
     // A start from a process that hosts no runs names tools it cannot check: one this runner has not ends the run.
-    const missing = (payload.tools ?? []).findIndex((name) => !definitions.tools.some((tool) => tool.name === name))
-    const refused =
-      missing < 0
-        ? undefined
-        : new RunOptions.InvalidRunOptions({
-            path: ["tools", missing],
-            reason: `no tool named ${JSON.stringify(payload.tools?.[missing])} is registered on this runner`
-          })
+    const refused = unregistered(definitions.tools, payload.tools, " on this runner")
     // A store out of reach is waited for; a journal this runner cannot go on with fails the
     // body, which suspends the workflow (`SuspendOnFailure`) for a runner that can.
     const drive = (cancel: boolean, parkAfter: Duration.Input) =>

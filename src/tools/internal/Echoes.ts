@@ -56,7 +56,7 @@ const formsOf = (value: string): ReadonlyArray<string> => {
 }
 
 /**
- * `\uXXXX` escapes (any case: Python writes `\u00e9`, .NET `\u00E9`, Go `\u0026`; a
+ * `\uXXXX` escapes (in either case: Python writes `\u00e9`, .NET `\u00E9`, Go `\u0026`; a
  * surrogate pair as two), once or twice escaped (JSON inside a string), read as their
  * characters.
  */
