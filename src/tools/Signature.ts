@@ -177,7 +177,8 @@ const spacing = /\s+|\\[nrt]/g
 export const observation = (text: string, args?: unknown): string => {
   const { rest, echoed } = echoesIn(text, args)
   if (echoed.length === 0) return digest(text)
-  const queries = echoed.map((value) => value.normalize("NFKC").toLowerCase().replace(spacing, ""))
+  // Sorted: values searched longest first come in another order when their spacing differs.
+  const queries = echoed.map((value) => value.normalize("NFKC").toLowerCase().replace(spacing, "")).sort()
   return digest(`${rest}\u0000${queries.join("\u0000")}`)
 }
 

@@ -308,6 +308,32 @@ describe("Signature.observation (R2.3)", () => {
       Signature.observation(php("docs/api"), { q: "docs/api" }),
       Signature.observation(php("Docs/API "), { q: "Docs/API " })
     )
+    // A value echoed as written and escaped too is left out in both forms.
+    const twice = (q: string) => `${JSON.stringify({ q })} ${JSON.stringify({ q }).replace(/é/g, "\\u00e9")}`
+    assert.strictEqual(
+      Signature.observation(twice("café 2024"), { q: "café 2024" }),
+      Signature.observation(twice("Café  2024"), { q: "Café  2024" })
+    )
+    // Escapes read to find a value do not change the rest: lines that differ only in them still differ.
+    const pyLine = (q: string, text: string) =>
+      JSON.stringify({ q, text }).replace(
+        /[\u0080-\uffff]/g,
+        (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`
+      )
+    assert.strictEqual(
+      Signature.observation(pyLine("café 2024", 'decode("é")'), { q: "café 2024" }),
+      Signature.observation(pyLine("Café  2024", 'decode("é")'), { q: "Café  2024" })
+    )
+    assert.notStrictEqual(
+      Signature.observation(pyLine("café 2024", 'decode("é")'), { q: "café 2024" }),
+      Signature.observation(pyLine("café 2024", 'decode("\\u00e9")'), { q: "café 2024" })
+    )
+    // Two echoed values whose lengths change places with their spacing.
+    const both = (q: string, topic: string) => `No results for ${q} in ${topic}`
+    assert.strictEqual(
+      Signature.observation(both("ab  cd", "wxyzv"), { topic: "wxyzv", q: "ab  cd" }),
+      Signature.observation(both("ab cd", "wxyzv"), { topic: "wxyzv", q: "ab cd" })
+    )
     // Argument text past 64 KiB is not parsed again: the result is keyed whole, at once.
     const big = JSON.stringify({ content: `"${"x".repeat(70_000)}`, q: "report 2024" })
     assert.strictEqual(Signature.observation(echoed("report 2024"), big), Signature.digest(echoed("report 2024")))

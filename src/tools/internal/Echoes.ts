@@ -57,43 +57,126 @@ const formsOf = (value: string): ReadonlyArray<string> => {
 
 /**
  * `\uXXXX` escapes (in either case: Python writes `\u00e9`, .NET `\u00E9`, Go `\u0026`; a
- * surrogate pair as two), once or twice escaped (JSON inside a string), read as their
- * characters.
+ * surrogate pair as two), once or twice escaped (JSON inside a string).
  */
 const unicodeEscape = /\\{1,2}u([0-9a-fA-F]{4})/g
-const unescaped = (text: string): string =>
-  text.replace(unicodeEscape, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
 
-/** `text` without the forms of each of `values` it holds: what is left, and the values found and not found. */
+/**
+ * A text with its escapes read as their characters, and where each of its UTF-16 units
+ * starts and ends in the text as written.
+ */
+const readEscapes = (text: string) => {
+  let read = ""
+  const starts = new Int32Array(text.length)
+  const ends = new Int32Array(text.length)
+  let from = 0
+  const copy = (to: number) => {
+    for (let i = from; i < to; i++) {
+      starts[read.length + i - from] = i
+      ends[read.length + i - from] = i + 1
+    }
+    read += text.slice(from, to)
+  }
+  for (const match of text.matchAll(unicodeEscape)) {
+    copy(match.index)
+    starts[read.length] = match.index
+    from = match.index + match[0].length
+    ends[read.length] = from
+    read += String.fromCharCode(Number.parseInt(match[1] ?? "", 16))
+  }
+  copy(text.length)
+  return { read, starts: starts.subarray(0, read.length), ends: ends.subarray(0, read.length) }
+}
+
+/** Where `text` holds `form`, left to right without overlaps (as `split` finds them): each start. */
+const placesOf = (text: string, form: string): Array<number> => {
+  const places: Array<number> = []
+  for (let at = text.indexOf(form); at !== -1; at = text.indexOf(form, at + form.length)) places.push(at)
+  return places
+}
+
+/** `text` without the spans `[start, end)` (in any order; overlapping ones count once). */
+const cut = (text: string, spans: ReadonlyArray<readonly [number, number]>): string => {
+  let rest = ""
+  let from = 0
+  for (const [start, end] of [...spans].sort((a, b) => a[0] - b[0])) {
+    if (end <= from) continue
+    rest += text.slice(from, Math.max(from, start))
+    from = end
+  }
+  return rest + text.slice(from)
+}
+
+/** `text` without the forms of each of `values` it holds: what is left, and the values found. */
 const strip = (text: string, values: ReadonlyArray<string>) => {
   let rest = text
   const found: Array<string> = []
-  const missing: Array<string> = []
-  // The longest first: a value within another (`report` in `report 2024`) would cut it apart.
-  for (const value of [...values].sort((a, b) => b.length - a.length)) {
+  for (const value of values) {
     const before = rest
     for (const form of formsOf(value)) rest = rest.split(form).join("")
-    if (rest === before) missing.push(value)
-    else found.push(value)
+    if (rest !== before) found.push(value)
   }
-  return { rest, found, missing }
+  return { rest, found }
 }
 
 /**
- * The result without what it echoes of `values`, and those it echoes. A value is looked for
- * in the result as written first (an argument may hold escape text itself: a pattern
- * `\u2019`, a path `C:\data\ucafe`), then, for those not found, in the result with its
- * `\uXXXX` escapes read; only then is what is left read that way too.
+ * `text` without the forms of each of `values` it holds once its escapes are read, cut from
+ * the text as written: the rest keeps its own escapes, so lines that differ only in them
+ * still differ.
+ */
+const stripRead = (text: string, values: ReadonlyArray<string>) => {
+  let { read, starts, ends } = readEscapes(text)
+  const spans: Array<readonly [number, number]> = []
+  const found: Array<string> = []
+  for (const value of values) {
+    const before = spans.length
+    for (const form of formsOf(value)) {
+      const places = placesOf(read, form).map((at) => [at, at + form.length] as const)
+      if (places.length === 0) continue
+      // Both hold a position for each unit of `read`.
+      for (const [start, end] of places) spans.push([starts[start] ?? 0, ends[end - 1] ?? 0])
+      read = cut(read, places)
+      starts = cutUnits(starts, places)
+      ends = cutUnits(ends, places)
+    }
+    if (spans.length > before) found.push(value)
+  }
+  return { rest: cut(text, spans), found }
+}
+
+/** `units` without the spans `[start, end)` (in order, not overlapping). */
+const cutUnits = (
+  units: Int32Array<ArrayBuffer>,
+  spans: ReadonlyArray<readonly [number, number]>
+): Int32Array<ArrayBuffer> => {
+  const rest = new Int32Array(units.length)
+  let length = 0
+  let from = 0
+  for (const [start, end] of spans) {
+    rest.set(units.subarray(from, start), length)
+    length += start - from
+    from = end
+  }
+  rest.set(units.subarray(from), length)
+  return rest.subarray(0, length + units.length - from)
+}
+
+/**
+ * The result without what it echoes of `values`, and those it echoes. Each value is looked
+ * for in the result as written first (an argument may hold escape text itself: a pattern
+ * `\u2019`, a path `C:\data\ucafe`), then in what is left with its `\uXXXX` escapes read
+ * (an echo may be written both ways). Values are looked for longest first: a value within
+ * another (`report` in `report 2024`) would cut it apart.
  */
 const without = (text: string, values: ReadonlyArray<string>) => {
-  const written = strip(text, values)
-  if (written.missing.length === 0 || !written.rest.includes("\\u")) {
-    return { rest: written.rest, echoed: written.found }
+  const longestFirst = [...values].sort((a, b) => b.length - a.length)
+  const written = strip(text, longestFirst)
+  if (!written.rest.includes("\\u")) return { rest: written.rest, echoed: written.found }
+  const read = stripRead(written.rest, longestFirst)
+  return {
+    rest: read.rest,
+    echoed: longestFirst.filter((value) => written.found.includes(value) || read.found.includes(value))
   }
-  const read = strip(unescaped(written.rest), written.missing)
-  return read.found.length === 0
-    ? { rest: written.rest, echoed: written.found }
-    : { rest: read.rest, echoed: [...written.found, ...read.found] }
 }
 
 /**
