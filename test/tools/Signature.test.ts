@@ -334,6 +334,13 @@ describe("Signature.observation (R2.3)", () => {
       Signature.observation(both("ab  cd", "wxyzv"), { topic: "wxyzv", q: "ab  cd" }),
       Signature.observation(both("ab cd", "wxyzv"), { topic: "wxyzv", q: "ab cd" })
     )
+    // A value as a page writes it (`&amp;`, `&quot;`, `&#39;` or `&#x27;`).
+    const page = (q: string) =>
+      `<p>No results for <b>${q.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/'/g, "&#x27;")}</b></p>`
+    assert.strictEqual(
+      Signature.observation(page(`R&D "Bob's" notes`), { q: `R&D "Bob's" notes` }),
+      Signature.observation(page(`r&d "bob's"  notes`), { q: `r&d "bob's"  notes` })
+    )
     // Argument text past 64 KiB is not parsed again: the result is keyed whole, at once.
     const big = JSON.stringify({ content: `"${"x".repeat(70_000)}`, q: "report 2024" })
     assert.strictEqual(Signature.observation(echoed("report 2024"), big), Signature.digest(echoed("report 2024")))

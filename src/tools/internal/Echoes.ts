@@ -43,16 +43,30 @@ const valuesOf = (args: unknown): ReadonlyArray<string> => {
 /** The inside of a JSON string holding `text`: its escapes, without the quotes. */
 const escaped = (text: string): string => JSON.stringify(text).slice(1, -1)
 
+/** The characters HTML escapes in text, and how: `'` as `&#39;` (Python's `html.escape`) or `&#x27;` (Go's, React's). */
+const html = /[&<>"']/g
+const htmlEscapes = (quote: string): Record<string, string> => ({
+  "&": "&amp;",
+  "<": "&lt;",
+  ">": "&gt;",
+  '"': "&quot;",
+  "'": quote
+})
+const htmlForms = [htmlEscapes("&#39;"), htmlEscapes("&#x27;")]
+
 /**
  * A value in the forms a result may echo it: as it is, as JSON writes it in a string (`/`
- * as it is or as `\/`), and once more escaped (JSON inside a string: a text output holding
- * JSON); longest first.
+ * as it is or as `\/`), once more escaped (JSON inside a string: a text output holding
+ * JSON), and as HTML writes it in a page; longest first.
  */
 const formsOf = (value: string): ReadonlyArray<string> => {
   const once = escaped(value)
   // PHP's json_encode writes `/` as `\/`.
   const slashed = once.replaceAll("/", "\\/")
-  return [...new Set([escaped(slashed), escaped(once), slashed, once, value])].sort((a, b) => b.length - a.length)
+  const pages = htmlForms.map((escapes) => value.replace(html, (c) => escapes[c] ?? c))
+  return [...new Set([escaped(slashed), escaped(once), slashed, once, value, ...pages])].sort(
+    (a, b) => b.length - a.length
+  )
 }
 
 /**
