@@ -30,7 +30,9 @@
  *
  * Output is bounded: stdout and stderr together may hold `maxOutputBytes` (default
  * 1 MiB); beyond that the child is stopped and the call fails. A non-zero exit or a
- * crash of the child is a typed {@link Failure.Permanent}, never a crash of the run.
+ * crash of the child is a typed {@link Failure.Permanent}, never a crash of the run; a
+ * crash, or a stop for too much output, of a command unsafe to repeat is a
+ * {@link Failure.UnknownOutcome} (its action may have taken place in part).
  * `Redacted` arguments and environment values reach the child only: they are replaced
  * by `<redacted>` in its output, in failures and in errors.
  *
@@ -99,7 +101,8 @@ export { killWaitMillis } from "./internal/SubprocessRun.ts"
  * Runs a process to its exit and collects its output. Succeeds only on exit code 0;
  * a non-zero exit (`exit_<n>`), a death by signal (`killed_<signal>`), too much output
  * (`output_too_large`) and a failure to start (`spawn_failed`) are typed failures, with
- * the tail of stderr in `diagnostic` (never in `hint`, which the model may see).
+ * the tail of stderr in `diagnostic` (never in `hint`, which the model may see). The
+ * middle two are `UnknownOutcome`s for a command `unsafeToRepeat` (see {@link Options}).
  *
  * Interrupting the effect stops the child (SIGTERM, grace, SIGKILL, reap; see the module
  * doc) before the interruption completes, and reports the {@link Settled} record to
@@ -150,7 +153,9 @@ export interface ToolOptions<I, O, R> {
 }
 
 /**
- * A tool that runs a supervised process per call (R5.2). When the call is interrupted,
+ * A tool that runs a supervised process per call (R5.2). A `write` or `external` tool
+ * that is not `idempotent` runs its commands `unsafeToRepeat` (see {@link Options}): a
+ * child stopped for too much output, or killed by a signal, is an unknown outcome. When the call is interrupted,
  * the handler reports to `context.settle` whether the child had already exited
  * (`completed`), stopped on SIGTERM (`cancelled`) or had to be SIGKILLed
  * (`outcome_unknown`), so the run's `tool.interrupted` event records it. Throws
@@ -165,7 +170,7 @@ export const tool = <I, O, R = never>(
   const problem = validateOptions(options)
   if (problem !== undefined) throw new Tool.InvalidToolDefinition({ tool: options.name, reason: problem })
   const { onSettled, onSpawn } = options
-  return Tool.make<I, O, R | ChildProcessSpawner.ChildProcessSpawner>({
+  const made: Tool.Tool<I, O, R | ChildProcessSpawner.ChildProcessSpawner> = Tool.make({
     name: options.name,
     description: options.description,
     input: options.input,
@@ -186,6 +191,7 @@ export const tool = <I, O, R = never>(
           graceMillis: options.graceMillis,
           maxOutputBytes: options.maxOutputBytes,
           cgroup: options.cgroup,
+          unsafeToRepeat: Tool.mayChangeWorld(made.metadata.sideEffect) && !made.metadata.idempotent,
           onSpawn: onSpawn === undefined ? undefined : (pid) => onSpawn(pid, context),
           onSettled: (settled) => {
             context.settle(settled.settlement, settled.detail)
@@ -207,4 +213,5 @@ export const tool = <I, O, R = never>(
       )
     }
   })
+  return made
 }

@@ -12,6 +12,7 @@
 import { HashMap, Option } from "effect"
 import * as Model from "../model/Model.ts"
 import * as Signature from "../tools/Signature.ts"
+import * as Tool from "../tools/Tool.ts"
 import { type Event, isCorrection } from "./Event.ts"
 import type { Counters } from "./internal/CountersShape.ts"
 
@@ -126,7 +127,7 @@ const onEvent = (c: Draft, e: Event): void => {
     }
     case "tool.succeeded": {
       const n = count(c, "observationKeys", `${observationOf(c, e)}|${c.stateVersion}`)
-      const changesState = e.sideEffect === "write" || e.sideEffect === "external"
+      const changesState = Tool.mayChangeWorld(e.sideEffect)
       c.unchangedObservations = c.unchangedObservations + (n > 1 ? 1 : 0)
       c.stateVersion = c.stateVersion + (changesState ? 1 : 0)
       c.sameClassStreak = 0
@@ -138,7 +139,7 @@ const onEvent = (c: Draft, e: Event): void => {
       // The class of a handler failure is its own code (`not_found`), not the pipeline's `tool_failed`.
       failureStep(c, e.name, e.error.failure?.code ?? e.error.code, e.error.message, e.maxRetries)
       // A handler that returned before the call failed did what it does: the world may have changed.
-      if (e.sideEffect === "write" || e.sideEffect === "external") c.stateVersion = c.stateVersion + 1
+      if (Tool.mayChangeWorld(e.sideEffect)) c.stateVersion = c.stateVersion + 1
       break
     case "tool.blocked":
       // A denial is feedback, not a failure of the tool: it spends the error budget but
@@ -147,7 +148,7 @@ const onEvent = (c: Draft, e: Event): void => {
       break
     case "tool.interrupted":
       // A call whose action took place (its handler had finished) changed the world.
-      if (e.sideEffect === "write" || e.sideEffect === "external") c.stateVersion = c.stateVersion + 1
+      if (Tool.mayChangeWorld(e.sideEffect)) c.stateVersion = c.stateVersion + 1
       break
     case "recovery.started":
       c.recoveryAttempts = c.recoveryAttempts + 1

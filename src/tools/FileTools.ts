@@ -17,6 +17,7 @@
  *
  * @since 0.1.0
  */
+import * as NodeFs from "node:fs"
 import { Array as Arr, Effect, Order, Path, Result, Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
 import { prettyJsonBytes } from "./internal/prettyJson.ts"
@@ -120,20 +121,48 @@ const checkLimit = (name: string, value: number | undefined, fallback: number): 
   return limit
 }
 
+/** Whether `at` is a directory, or nothing yet (a root the first write makes). */
+const isDirectoryOrMissing = (at: string): boolean => {
+  try {
+    // Without `throwIfNoEntry: false`, which takes a file on the way for a missing name.
+    return NodeFs.statSync(at).isDirectory()
+  } catch (error) {
+    // A file on the way (`ENOTDIR`) can never hold the root; the rest (`EACCES`) each call reports.
+    return !(error instanceof Error && "code" in error && error.code === "ENOTDIR")
+  }
+}
+
+/** The root as given: a path that is not empty; `undefined` when it is one. */
+const rootProblem = (root: unknown): string | undefined =>
+  typeof root === "string" && root !== "" && !root.includes("\0")
+    ? undefined
+    : `root must be the workspace directory's path, got ${root === "" ? "an empty string" : String(root)}`
+
 /**
  * Builds the file tools for one root. The path service is captured here, so the
- * handlers need nothing.
+ * handlers need nothing. The root need not exist yet: the first write makes it; until
+ * then reading and listing fail `workspace_unavailable`.
+ *
+ * Dies with a `RangeError` naming the option for options that cannot work (a root that
+ * is empty, or is there and is not a directory; a limit that is not an integer >= 0):
+ * the tools are built at start-up.
  *
  * @category constructors
  * @since 0.1.0
  */
 export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Return<FileTools, never, Path.Path> {
   const path = yield* Path.Path
+  const problem = rootProblem(options.root)
+  if (problem !== undefined) throw new RangeError(`FileTools.make: ${problem}`)
   const root = path.resolve(options.root)
+  if (!isDirectoryOrMissing(root)) throw new RangeError(`FileTools.make: root ${root} is not a directory`)
   const maxReadBytes = checkLimit("maxReadBytes", options.maxReadBytes, Permission.defaultMaxContentBytes)
   const maxWriteBytes = checkLimit("maxWriteBytes", options.maxWriteBytes, Permission.defaultMaxContentBytes)
   const maxListEntries = checkLimit("maxListEntries", options.maxListEntries, 1_000)
   const workspace = yield* Workspace.make({ root })
+  // The system's limit holds for the whole path, the root's own included (the kernel names a
+  // directory by it): a longer path would fail only after making the directories on its way.
+  const maxInputBytes = Math.max(0, maxPathBytes - Buffer.byteLength(root, "utf8") - 1)
 
   // The path as names below the root, `..` resolved by text first (as the permission
   // policy does), so a path that is outside on its face never reaches the file system.
@@ -145,12 +174,12 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
       return Effect.fail(permanent("invalid_path", "invalid_argument", "the path is empty or contains a NUL byte"))
     }
     const bytes = Buffer.byteLength(input, "utf8")
-    if (bytes > maxPathBytes) {
+    if (bytes > maxInputBytes) {
       return Effect.fail(
         permanent(
           "invalid_path",
           "invalid_argument",
-          `the path is ${bytes} bytes long, over the limit of ${maxPathBytes} bytes; use a shorter path`
+          `the path is ${bytes} bytes long, over the limit of ${maxInputBytes} bytes in this workspace; use a shorter path`
         )
       )
     }

@@ -35,6 +35,15 @@ export const SideEffect = Schema.Literals(["none", "read", "write", "external"])
 export type SideEffect = typeof SideEffect.Type
 
 /**
+ * Whether a call of a tool of this class may change the world: `write` and `external`.
+ *
+ * @category predicates
+ * @since 0.3.0
+ */
+export const mayChangeWorld = (sideEffect: SideEffect | undefined): sideEffect is "write" | "external" =>
+  sideEffect === "write" || sideEffect === "external"
+
+/**
  * What a handler learns about the call it serves.
  *
  * @category models
@@ -278,7 +287,7 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
       maxRetries,
       timeout: options.timeout,
       sideEffect,
-      destructive: options.destructive ?? (sideEffect === "write" || sideEffect === "external"),
+      destructive: options.destructive ?? mayChangeWorld(sideEffect),
       needsApproval: options.needsApproval ?? false,
       recoverErrors: options.recoverErrors ?? false,
       pathFields: Object.freeze([...(options.pathFields ?? [])]),

@@ -12,7 +12,7 @@ import {
 import * as Net from "node:net"
 import { NodeFileSystem, NodePath, NodeServices } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Option, Path, Schema } from "effect"
+import { Cause, Effect, Exit, Fiber, FileSystem, Layer, Option, Path, Schema } from "effect"
 import type * as Failure from "../../src/failure/Failure.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -221,6 +221,62 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools limits", 
           assertCode(error, "content_too_large")
         }),
       { arbitrary: { runs: 100 } }
+    )
+  })
+
+  describe("options, paths and interruptions", () => {
+    it.effect("R12 a root that cannot be a workspace is refused when the tools are built, naming root", () =>
+      Effect.gen(function* () {
+        const { at } = yield* workspace()
+        writeFileSync(at("file.txt"), "a file")
+        for (const root of ["", at("file.txt"), at("file.txt/below"), undefined]) {
+          // A caller without types may pass anything.
+          const made = yield* Effect.exit(FileTools.make({ root } as FileTools.Options))
+          const defect = Exit.isFailure(made) ? Cause.squash(made.cause) : undefined
+          assert.instanceOf(defect, RangeError, String(root))
+          assert.match(String(defect), /FileTools\.make: root/)
+        }
+        // A root not there yet: made by the first write; until then the workspace is said to be empty.
+        const later = yield* FileTools.make({ root: at("later") })
+        const read = yield* Effect.flip(later.readFile.handler({ path: "a.txt" }, context))
+        assertCode(read, "workspace_unavailable")
+        assert.include(read.hint, "the workspace is empty")
+        yield* later.writeTextFile.handler({ path: "a.txt", content: "now" }, context)
+        assert.strictEqual((yield* later.readFile.handler({ path: "a.txt" }, context)).content, "now")
+      })
+    )
+
+    it.effect("R3.6 a path too long with the root's own is refused before a directory is made", () =>
+      Effect.gen(function* () {
+        const { tools, root } = yield* workspace()
+        const deep = `${"a/".repeat(2040)}x.txt`
+        assertCode(
+          yield* Effect.flip(tools.writeTextFile.handler({ path: deep, content: "deep" }, context)),
+          "invalid_path"
+        )
+        assert.deepStrictEqual(readdirSync(root), [])
+      })
+    )
+
+    it.effect("R3.11 a write interrupted at any moment leaves no temporary file behind", () =>
+      Effect.gen(function* () {
+        const { tools, root, at } = yield* workspace()
+        const content = "N".repeat(256 * 1024)
+        for (let i = 0; i < 120; i++) {
+          const fiber = yield* Effect.forkChild(
+            tools.writeTextFile.handler({ path: `d${i % 3}/t.txt`, content }, context),
+            {
+              startImmediately: true
+            }
+          )
+          for (let k = 0; k < i % 30; k++) yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+          yield* Fiber.interrupt(fiber)
+        }
+        const left = [root, at("d0"), at("d1"), at("d2")].flatMap((dir) =>
+          readdirSync(dir).filter((name) => name.endsWith(".tmp"))
+        )
+        assert.deepStrictEqual(left, [])
+      })
     )
   })
 })

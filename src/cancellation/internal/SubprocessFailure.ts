@@ -44,6 +44,39 @@ export const spawnFailure = (spec: Spec, error: PlatformError.PlatformError): Fa
     : new Failure.Retryable(fields)
 }
 
+/** What Node's spawn throws, instead of failing, for a call the system refuses (`E2BIG`, `EAGAIN`). */
+export interface SpawnThrown {
+  readonly code: string
+  readonly message: string
+}
+
+/** Whether `defect` is an error Node's spawn threw for a call the system refused. */
+export const isSpawnThrown = (defect: unknown): defect is SpawnThrown =>
+  defect instanceof Error &&
+  "syscall" in defect &&
+  typeof defect.syscall === "string" &&
+  defect.syscall.startsWith("spawn") &&
+  "code" in defect &&
+  typeof defect.code === "string"
+
+/** The system's answers that stay the same when asked again. */
+const refusedForGood = new Set(["E2BIG", "EINVAL", "ENOENT", "EACCES", "EPERM", "ENOTDIR", "ENAMETOOLONG", "ELOOP"])
+
+/** The child could not be started: the system refused the call, as Node's spawn threw. */
+export const spawnThrew = (spec: Spec, error: SpawnThrown): Failure.Failure => {
+  const fields = {
+    source: "subprocess" as const,
+    category: "spawn" as const,
+    code: "spawn_failed",
+    attempts: 1,
+    hint: `${commandName(spec)} could not be started (${
+      error.code === "E2BIG" ? "E2BIG: its arguments and environment are too long" : error.code
+    })`,
+    diagnostic: error.message
+  }
+  return refusedForGood.has(error.code) ? new Failure.Permanent(fields) : new Failure.Retryable(fields)
+}
+
 /**
  * The command cannot be started: nothing executable has its name, or it is empty
  * (`NotFound`); what has it is not an executable file (`PermissionDenied`); its working
@@ -93,16 +126,40 @@ export const supervisorFailure = (spec: Spec, error: Error) =>
     diagnostic: `/bin/sh: ${error.message}`
   })
 
+/**
+ * A child that did not finish its work as it meant to: `Permanent`, or, for a command
+ * unsafe to repeat (`Options.unsafeToRepeat`), an `UnknownOutcome`, since it may have
+ * done part of its work (R3.8), as a timeout of it is.
+ */
+const cutOff = (
+  fields: {
+    readonly category: "output_limit" | "crash"
+    readonly code: string
+    readonly hint: string
+    readonly diagnostic: string
+  },
+  unsafeToRepeat: boolean
+): Failure.Failure =>
+  unsafeToRepeat
+    ? new Failure.UnknownOutcome({
+        source: "subprocess",
+        attempts: 1,
+        ...fields,
+        hint: `${fields.hint}; whether its action took effect is unknown`
+      })
+    : new Failure.Permanent({ source: "subprocess", attempts: 1, ...fields })
+
 /** The child wrote more than `maxOutputBytes` and was stopped; `how` says how it ended. */
-export const tooLarge = (name: string, maxOutputBytes: number, how: string) =>
-  new Failure.Permanent({
-    source: "subprocess",
-    category: "output_limit",
-    code: "output_too_large",
-    attempts: 1,
-    hint: `${name} wrote more than ${maxOutputBytes} bytes of output and was stopped`,
-    diagnostic: how
-  })
+export const tooLarge = (name: string, maxOutputBytes: number, how: string, unsafeToRepeat: boolean) =>
+  cutOff(
+    {
+      category: "output_limit",
+      code: "output_too_large",
+      hint: `${name} wrote more than ${maxOutputBytes} bytes of output and was stopped`,
+      diagnostic: how
+    },
+    unsafeToRepeat
+  )
 
 /** Reading the child's output failed. */
 export const readFailure = (name: string, cause: unknown) =>
@@ -115,16 +172,12 @@ export const readFailure = (name: string, cause: unknown) =>
     diagnostic: String(cause)
   })
 
-/** The child died by a signal. */
-export const killed = (name: string, signal: string, stderr: string) =>
-  new Failure.Permanent({
-    source: "subprocess",
-    category: "crash",
-    code: `killed_${signal}`,
-    attempts: 1,
-    hint: `${name} was killed by ${signal}`,
-    diagnostic: tail(stderr)
-  })
+/** The child died by a signal it was not sent by its host (a crash, the out-of-memory killer). */
+export const killed = (name: string, signal: string, stderr: string, unsafeToRepeat: boolean) =>
+  cutOff(
+    { category: "crash", code: `killed_${signal}`, hint: `${name} was killed by ${signal}`, diagnostic: tail(stderr) },
+    unsafeToRepeat
+  )
 
 /** The child exited with a code other than 0. */
 export const exited = (name: string, exitCode: number, stderr: string) =>

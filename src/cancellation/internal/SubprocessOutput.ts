@@ -20,32 +20,58 @@ export interface OutputTooLarge {
 
 const outputTooLarge: OutputTooLarge = { _tag: "OutputTooLarge" }
 
-/** What a child wrote so far: the chunks of each stream, and their bytes together. */
+/**
+ * The bytes of one stream so far, copied into one buffer that grows by doubling: a chunk
+ * kept per write would cost a few hundred bytes of memory for each byte a child writes
+ * one at a time (and may hold on to the larger buffer it was read into).
+ */
+export interface Bytes {
+  buffer: Uint8Array
+  length: number
+}
+
+/** What a child wrote so far: the bytes of each stream, and their count together. */
 export interface Output {
-  readonly stdout: Array<Uint8Array>
-  readonly stderr: Array<Uint8Array>
+  readonly stdout: Bytes
+  readonly stderr: Bytes
   bytes: number
 }
 
 /** Nothing written yet. */
-export const empty = (): Output => ({ stdout: [], stderr: [], bytes: 0 })
+export const empty = (): Output => ({
+  stdout: { buffer: new Uint8Array(0), length: 0 },
+  stderr: { buffer: new Uint8Array(0), length: 0 },
+  bytes: 0
+})
+
+/** Adds `chunk` to `into`, whose buffer grows to `cap` bytes at most. */
+const append = (into: Bytes, chunk: Uint8Array, cap: number) => {
+  const length = into.length + chunk.length
+  if (length > into.buffer.length) {
+    const grown = new Uint8Array(Math.min(cap, Math.max(length, 2 * into.buffer.length, 4096)))
+    grown.set(into.buffer.subarray(0, into.length))
+    into.buffer = grown
+  }
+  into.buffer.set(chunk, into.length)
+  into.length = length
+}
 
 const read = (
   output: Output,
   maxOutputBytes: number,
   stream: Stream.Stream<Uint8Array, PlatformError.PlatformError>,
-  into: Array<Uint8Array>
+  into: Bytes
 ) =>
   Stream.runForEachArray(stream, (chunks) =>
     Effect.suspend(() => {
       for (const chunk of chunks) {
         const room = maxOutputBytes - output.bytes
         if (chunk.length > room) {
-          into.push(chunk.subarray(0, room))
+          append(into, chunk.subarray(0, room), maxOutputBytes)
           output.bytes = maxOutputBytes
           return Effect.fail(outputTooLarge)
         }
-        into.push(chunk)
+        append(into, chunk, maxOutputBytes)
         output.bytes += chunk.length
       }
       return Effect.void
@@ -73,5 +99,5 @@ export const collect = (
 
 const decoder = new TextDecoder()
 
-/** The chunks of a stream as text (UTF-8). */
-export const decode = (chunks: ReadonlyArray<Uint8Array>): string => decoder.decode(Buffer.concat(chunks))
+/** The bytes of a stream as text (UTF-8). */
+export const decode = (bytes: Bytes): string => decoder.decode(bytes.buffer.subarray(0, bytes.length))

@@ -9,7 +9,7 @@ import { ChildProcessSpawner } from "effect/process"
 import * as ProcessGroup from "./ProcessGroup.ts"
 import * as SubprocessCgroup from "./SubprocessCgroup.ts"
 import * as SubprocessFailure from "./SubprocessFailure.ts"
-import { defaultGraceMillis, defaultMaxOutputBytes, validateOptions } from "./SubprocessOptions.ts"
+import { defaultGraceMillis, defaultMaxOutputBytes, validateOptions, validateSpec } from "./SubprocessOptions.ts"
 import * as SubprocessOutput from "./SubprocessOutput.ts"
 import * as SubprocessSpawn from "./SubprocessSpawn.ts"
 import type { Containment, Options, Result, Spec } from "./SubprocessSpec.ts"
@@ -30,10 +30,11 @@ const stopReading = (readers: Fiber.Fiber<unknown, unknown> | undefined) =>
  * effect ends (see the module doc of `Subprocess`).
  */
 export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
-  const problem = validateOptions(options)
+  const problem = validateOptions(options) ?? validateSpec(spec)
   if (problem !== undefined) return yield* Effect.fail(SubprocessFailure.invalid(problem))
   const graceMillis = options.graceMillis ?? defaultGraceMillis
   const maxOutputBytes = options.maxOutputBytes ?? defaultMaxOutputBytes
+  const unsafeToRepeat = options.unsafeToRepeat === true
   const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
   const support = options.cgroup === false ? undefined : yield* SubprocessCgroup.support
   const cgroups = support?.available === true ? support : undefined
@@ -75,9 +76,15 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
         // Removed by the reclamation below; this covers a spawn that failed.
         yield* Effect.addFinalizer(() => SubprocessCgroup.remove(cgroup))
       }
-      const handle = yield* spawner
-        .spawn(SubprocessSpawn.command(spec, { graceMillis, cgroup }))
-        .pipe(Effect.mapError((error) => SubprocessFailure.spawnFailure(spec, error)))
+      const handle = yield* spawner.spawn(SubprocessSpawn.command(spec, { graceMillis, cgroup })).pipe(
+        Effect.mapError((error) => SubprocessFailure.spawnFailure(spec, error)),
+        // Node's spawn throws for some refusals (arguments too long): the same typed failure.
+        Effect.catchDefect((defect) =>
+          SubprocessFailure.isSpawnThrown(defect)
+            ? Effect.fail(SubprocessFailure.spawnThrew(spec, defect))
+            : Effect.die(defect)
+        )
+      )
       supervisor.watch(handle.pid)
       // Only now may a command in a cgroup run: a host that died before this left nothing
       // running. Without a cgroup the command runs from the spawn: a host SIGKILLed before
@@ -131,7 +138,7 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
     const settled = yield* Effect.uninterruptible(ProcessGroup.reclaim(target, graceMillis, killWaitMillis))
     const error = Exit.findErrorOption(first.exit)
     if (error._tag === "Some" && error.value._tag === "OutputTooLarge")
-      return yield* Effect.fail(SubprocessFailure.tooLarge(name, maxOutputBytes, settled.detail))
+      return yield* Effect.fail(SubprocessFailure.tooLarge(name, maxOutputBytes, settled.detail, unsafeToRepeat))
     return yield* Effect.fail(SubprocessFailure.readFailure(name, first.exit))
   }
   const elapsedMillis = performance.now() - started
@@ -142,7 +149,9 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
     const readExit = drained.value
     const error = Exit.findErrorOption(readExit)
     if (error._tag === "Some" && error.value._tag === "OutputTooLarge") {
-      return yield* Effect.fail(SubprocessFailure.tooLarge(name, maxOutputBytes, `${name} had already exited`))
+      return yield* Effect.fail(
+        SubprocessFailure.tooLarge(name, maxOutputBytes, `${name} had already exited`, unsafeToRepeat)
+      )
     }
     if (!Exit.hasInterrupts(readExit)) return yield* Effect.fail(SubprocessFailure.readFailure(name, readExit))
   }
@@ -152,7 +161,7 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
   if (Exit.isFailure(exit)) {
     const error = Exit.findErrorOption(exit)
     const signal = error._tag === "Some" ? ProcessGroup.signalOf(error.value) : "unknown_signal"
-    return yield* Effect.fail(SubprocessFailure.killed(name, signal, stderr))
+    return yield* Effect.fail(SubprocessFailure.killed(name, signal, stderr, unsafeToRepeat))
   }
   const exitCode: number = exit.value
   if (target.cgroup !== undefined && exitCode === SubprocessSpawn.notRunCode) {

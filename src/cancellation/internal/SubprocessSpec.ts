@@ -107,6 +107,16 @@ export interface Options {
    * process group (for a process manager that owns the cgroup tree, say).
    */
   readonly cgroup?: boolean | undefined
+  /**
+   * Whether the command may change the world and is not safe to run twice. Default
+   * `false`. A child that did not finish may have done part of its work: one stopped for
+   * too much output, or killed by a signal its host did not send (a crash, the kernel's
+   * out-of-memory killer). For such a command that is an `UnknownOutcome`, never retried
+   * blindly, as a timeout of it is (R3.8); otherwise a `Permanent` failure.
+   * `Subprocess.tool` sets it from the tool's `sideEffect` (`write`, `external`) and
+   * `idempotent`.
+   */
+  readonly unsafeToRepeat?: boolean | undefined
   /** Called once the child is running, with its pid (which is also its process group id). */
   readonly onSpawn?: ((pid: number) => void) | undefined
   /**

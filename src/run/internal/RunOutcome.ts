@@ -7,6 +7,7 @@ import type * as Event from "../../events/Event.ts"
 import type * as RunState from "../../events/RunState.ts"
 import type * as StopReason from "../../events/StopReason.ts"
 import * as Explain from "../../explain/Explain.ts"
+import * as Tool from "../../tools/Tool.ts"
 import type * as Validation from "../../validation/Validation.ts"
 import type * as RunResult from "../RunResult.ts"
 import type * as RunContext from "./RunContext.ts"
@@ -19,7 +20,7 @@ import type * as RunContext from "./RunContext.ts"
 const sideEffectsOf = (timeline: ReadonlyArray<Event.Event>): RunResult.RunResult["sideEffects"] =>
   timeline.flatMap((e) =>
     (e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.interrupted") &&
-    (e.sideEffect === "write" || e.sideEffect === "external")
+    Tool.mayChangeWorld(e.sideEffect)
       ? [{ callId: e.callId, name: e.name, sideEffect: e.sideEffect, seq: e.seq }]
       : []
   )

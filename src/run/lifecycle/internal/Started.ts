@@ -1,5 +1,6 @@
 /** The `run.started` record of a run. Private to the lifecycle. */
 import * as Termination from "../../../termination/Termination.ts"
+import * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import { recordedLimits } from "../../internal/resolve/RecordedLimits.ts"
 import type { Resolved } from "../../internal/resolve/Resolve.ts"
@@ -8,11 +9,7 @@ import type { Resolved } from "../../internal/resolve/Resolve.ts"
 export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R> | undefined, allowAll: boolean) => {
   const tools = valid === undefined ? [] : Array.from(valid.registry.tools.values())
   const unguarded = tools.flatMap((tool) =>
-    allowAll &&
-    !tool.metadata.needsApproval &&
-    (tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external")
-      ? [tool.name]
-      : []
+    allowAll && !tool.metadata.needsApproval && Tool.mayChangeWorld(tool.metadata.sideEffect) ? [tool.name] : []
   )
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "run.started",

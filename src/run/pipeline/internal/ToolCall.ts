@@ -9,7 +9,7 @@ import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Model from "../../../model/Model.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
-import type * as Tool from "../../../tools/Tool.ts"
+import * as Tool from "../../../tools/Tool.ts"
 import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import type * as ToolCodec from "../../../tools/ToolCodec.ts"
 import * as ToolResult from "../../../tools/ToolResult.ts"
@@ -139,8 +139,7 @@ export const maskedObservation = (text: string, secrets: Redaction.Secrets, max:
 }
 
 /** Whether a call of the tool may have changed the world. */
-export const mayHaveEffects = (tool: Tool.Any<unknown>): boolean =>
-  tool.metadata.sideEffect === "write" || tool.metadata.sideEffect === "external"
+export const mayHaveEffects = (tool: Tool.Any<unknown>): boolean => Tool.mayChangeWorld(tool.metadata.sideEffect)
 
 /** A tool's own timeout in milliseconds (R4.2), if it has one. */
 export const ownTimeout = (tool: Tool.Any<unknown>): number | undefined =>

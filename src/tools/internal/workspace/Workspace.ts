@@ -242,9 +242,16 @@ export const make = Effect.fnUntraced(function* (options: {
           const existing = childOf(root, target.directory, target.name)
           yield* open(existing, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY).pipe(onError)
         }
-        const handle = yield* open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o666).pipe(onError)
-        yield* Effect.addFinalizer((exit) =>
-          Exit.isSuccess(exit) ? Effect.void : Effect.ignore(call(() => Fsp.unlink(temporary)))
+        // Made and given its removal in one step: an interruption between the two would leave it behind.
+        const handle = yield* Effect.uninterruptible(
+          open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o666).pipe(
+            onError,
+            Effect.tap(() =>
+              Effect.addFinalizer((exit) =>
+                Exit.isSuccess(exit) ? Effect.void : Effect.ignore(call(() => Fsp.unlink(temporary)))
+              )
+            )
+          )
         )
         const { mode } = target
         if (mode !== undefined) yield* call(() => handle.chmod(mode)).pipe(onError)

@@ -92,5 +92,14 @@ export const fromWorkspaceError =
         )
       case "io":
         return permanent("io_error", "io", `could not ${operation} ${at}`, diagnostic)
+      case "root_unavailable":
+        return permanent(
+          "workspace_unavailable",
+          "not_found",
+          operation === "write"
+            ? "the workspace root is not a directory: nothing can be written; no other path will do"
+            : "the workspace is empty: its root does not exist yet (nothing was written) or is not a directory",
+          diagnostic
+        )
     }
   }

@@ -103,8 +103,13 @@ export const makeWalker = (rootPath: string, descriptorPaths: boolean): Walker =
       yield* Effect.ignore(call(() => Fsp.mkdir(rootPath, { recursive: true })))
       opened = yield* Effect.result(open(rootPath, flags))
     }
-    if (opened._tag === "Failure")
-      return yield* Effect.fail(fromErrno(`the workspace root ${rootPath}`)(opened.failure))
+    if (opened._tag === "Failure") {
+      const error = fromErrno(`the workspace root ${rootPath}`)(opened.failure)
+      // No path the model gives can mend a root that is not there or not a directory.
+      return yield* error.reason === "not_found" || error.reason === "not_a_directory"
+        ? fail("root_unavailable", error.detail)
+        : Effect.fail(error)
+    }
     const handle = opened.success
     const real = yield* call(() =>
       descriptorPaths ? Fsp.readlink(`/proc/self/fd/${handle.fd}`) : Fsp.realpath(rootPath)

@@ -24,6 +24,8 @@ export type Reason =
   | "too_large"
   | "permission_denied"
   | "io"
+  /** The root itself is missing (nothing was written yet) or is not a directory. */
+  | "root_unavailable"
 
 /** @internal */
 export class WorkspaceError extends Data.TaggedError("WorkspaceError")<{

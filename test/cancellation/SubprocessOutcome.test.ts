@@ -1,0 +1,169 @@
+/**
+ * A child that did not finish its work (R3.8, R5.2): stopped for too much output, or killed
+ * by a signal its host did not send. For a command unsafe to repeat that is an unknown
+ * outcome, never retried; otherwise a permanent failure.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Schema } from "effect"
+import * as Subprocess from "../../src/cancellation/Subprocess.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import { fixtures, tempDir } from "../support/processes.ts"
+
+const child = path.join(fixtures, "child.mjs")
+const node = (mode: string, ...args: ReadonlyArray<string>): Subprocess.Spec => ({
+  command: process.execPath,
+  args: [child, mode, ...args]
+})
+
+const failureOf = <A>(exit: Exit.Exit<A, Failure.Failure>): Failure.Failure => {
+  const error = Exit.isFailure(exit) ? Exit.findErrorOption(exit) : undefined
+  if (error?._tag !== "Some") throw new Error("expected a typed failure")
+  return error.value
+}
+
+describe("Subprocess.run: a child that did not finish", () => {
+  it.live(
+    "R3.8 R5.2 unsafe to repeat: too much output and a death by signal are unknown outcomes; an exit code is not",
+    () =>
+      Effect.gen(function* () {
+        const unsafe = { unsafeToRepeat: true, graceMillis: 200 } as const
+        const flood = failureOf(yield* Effect.exit(Subprocess.run(node("flood"), { ...unsafe, maxOutputBytes: 4096 })))
+        assert.instanceOf(flood, Failure.UnknownOutcome)
+        assert.strictEqual(flood.code, "output_too_large")
+        assert.include(flood.hint, "whether its action took effect is unknown")
+        const segv = failureOf(yield* Effect.exit(Subprocess.run(node("segv"), unsafe)))
+        assert.instanceOf(segv, Failure.UnknownOutcome)
+        assert.strictEqual(segv.code, "killed_SIGSEGV")
+        // The process said it failed: that is its answer.
+        const exited = failureOf(yield* Effect.exit(Subprocess.run(node("exit", "3"), unsafe)))
+        assert.instanceOf(exited, Failure.Permanent)
+        // Safe to repeat (the default): permanent failures, as before.
+        const safe = failureOf(yield* Effect.exit(Subprocess.run(node("flood"), { maxOutputBytes: 4096 })))
+        assert.instanceOf(safe, Failure.Permanent)
+        assert.strictEqual(safe.code, "output_too_large")
+      }).pipe(Effect.provide(NodeServices.layer))
+  )
+})
+
+describe("Subprocess.run: a child the system refuses to start", () => {
+  it.live("R5.2 an argument longer than the system takes (E2BIG) is a typed spawn_failed, not a defect", () =>
+    Effect.gen(function* () {
+      for (const cgroup of [true, false]) {
+        const exit = yield* Effect.exit(
+          Subprocess.run({ command: "/bin/echo", args: ["y".repeat(200 * 1024)] }, { cgroup })
+        )
+        const failure = failureOf(exit)
+        assert.instanceOf(failure, Failure.Permanent)
+        assert.strictEqual(failure.code, "spawn_failed")
+        assert.include(failure.hint, "E2BIG: its arguments and environment are too long")
+      }
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+})
+
+describe("Subprocess.run: specs and options a caller without types gets wrong", () => {
+  it.live("R12 each is refused as invalid_options naming the field, in both containments, before a spawn", () =>
+    Effect.gen(function* () {
+      const specs: ReadonlyArray<readonly [unknown, string]> = [
+        [{ args: ["x"] }, "command must be a string"],
+        [{ command: "/bin/echo", args: "hello" }, "args must be an array of strings"],
+        [{ command: "/bin/echo", args: [42] }, "args must be an array of strings"],
+        [{ command: "/bin/echo", env: { X: 5 } }, "env.X must be a string"],
+        [{ command: "/bin/echo", env: { "A=B": "c" } }, "invalid variable name"],
+        [{ command: "/bin/echo", cwd: 7 }, "cwd must be a string"],
+        [{ command: "/bin/ec\0ho" }, "may not hold a NUL byte"],
+        [{ command: "/bin/echo", args: ["a\0b"] }, "may not hold a NUL byte"],
+        [null, "the spec must be an object"]
+      ]
+      for (const cgroup of [true, false]) {
+        for (const [spec, message] of specs) {
+          let spawned = false
+          const exit = yield* Effect.exit(
+            Subprocess.run(spec as Subprocess.Spec, { cgroup, onSpawn: () => (spawned = true) })
+          )
+          const failure = failureOf(exit)
+          assert.strictEqual(failure.code, "invalid_options", JSON.stringify(spec))
+          assert.include(failure.hint, message)
+          assert.isFalse(spawned)
+        }
+      }
+      const options: ReadonlyArray<readonly [unknown, string]> = [
+        [{ graceMillis: "100" }, "graceMillis must be a number"],
+        [{ maxOutputBytes: "10" }, "maxOutputBytes must be an integer"],
+        [{ cgroup: "no" }, "cgroup must be a boolean"],
+        [{ unsafeToRepeat: 1 }, "unsafeToRepeat must be a boolean"]
+      ]
+      for (const [option, message] of options) {
+        const failure = failureOf(yield* Effect.exit(Subprocess.run(node("finish", "0"), option as Subprocess.Options)))
+        assert.strictEqual(failure.code, "invalid_options")
+        assert.include(failure.hint, message)
+      }
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+})
+
+describe("Subprocess.tool: a child that did not finish", () => {
+  /** A tool that appends a line to a ledger, then does what `then` says (a shell command). */
+  const ledgerTool = (
+    ledger: string,
+    then: string,
+    options: Partial<Subprocess.ToolOptions<{ readonly n: number }, string, never>>
+  ) =>
+    Subprocess.tool({
+      name: "charge",
+      description: "charges a card",
+      input: Schema.Struct({ n: Schema.Number }),
+      output: Schema.String,
+      command: ({ n }) => ({ command: "/bin/sh", args: ["-c", `echo charge-${n} >> "$0"; ${then}`, ledger] }),
+      parse: (result) => result.stdout,
+      graceMillis: 200,
+      maxOutputBytes: 10_000,
+      ...options
+    })
+  const twoCalls = ScriptedModel.layer([
+    ScriptedModel.toolCall("charge", { n: 1 }),
+    ScriptedModel.toolCall("charge", { n: 2 }),
+    ScriptedModel.finalAnswer("done")
+  ])
+  const runWith = (tool: ReturnType<typeof ledgerTool>) =>
+    Run.run({ goal: "charge once", tools: [tool] }).pipe(Effect.provide(Layer.mergeAll(twoCalls, NodeServices.layer)))
+  const flood = "trap '' TERM; while :; do echo yyyyyyyyyyyyyyyyyyyyyyyy; done"
+
+  it.live("R3.8 R5.2 an external call stopped for too much output is never repeated, even with recoverErrors", () =>
+    Effect.gen(function* () {
+      const ledger = path.join(tempDir(), "ledger")
+      const result = yield* runWith(ledgerTool(ledger, flood, { sideEffect: "external", recoverErrors: true }))
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.strictEqual(fs.readFileSync(ledger, "utf8"), "charge-1\n")
+      const failed = result.timeline.find((e) => e._tag === "tool.failed")
+      assert.strictEqual(failed?._tag === "tool.failed" ? failed.error.failure?.code : undefined, "output_too_large")
+    })
+  )
+
+  it.live("R3.8 R5.2 an external call killed by a signal it was not sent (the OOM killer) is an unknown outcome", () =>
+    Effect.gen(function* () {
+      const ledger = path.join(tempDir(), "ledger")
+      const result = yield* runWith(ledgerTool(ledger, "kill -9 $$", { sideEffect: "external" }))
+      assert.strictEqual(result.stopReason, "unknown_outcome")
+      assert.strictEqual(fs.readFileSync(ledger, "utf8"), "charge-1\n")
+    })
+  )
+
+  it.live(
+    "R5.2 a read tool or an idempotent one stopped for too much output fails as before, for the model to correct",
+    () =>
+      Effect.gen(function* () {
+        for (const options of [{ sideEffect: "read" }, { sideEffect: "write", idempotent: true }] as const) {
+          const ledger = path.join(tempDir(), "ledger")
+          const result = yield* runWith(ledgerTool(ledger, flood, { ...options, recoverErrors: true }))
+          assert.strictEqual(result.status, "completed", JSON.stringify(options))
+          assert.strictEqual(fs.readFileSync(ledger, "utf8"), "charge-1\ncharge-2\n")
+        }
+      })
+  )
+})
