@@ -30,8 +30,8 @@ export interface Batch {
   readonly calls: ReadonlyArray<Model.ToolCall>
   /** The run's identity of each call (`callId`), by the call's position. */
   readonly callIds: ReadonlyArray<string>
-  /** The observation of each call that has its result, by the call's position. */
-  readonly observations: ReadonlyArray<string | undefined>
+  /** The observation of each call that has its result, by the call's position, and whether the call failed. */
+  readonly observations: ReadonlyArray<{ readonly content: string; readonly failed: boolean } | undefined>
   /** Reminders injected while results were outstanding. */
   readonly reminders: ReadonlyArray<Model.Message>
   /** Whether every call has its result (the tool messages are in `messages`). */
@@ -137,19 +137,20 @@ const nameOf = (batch: Batch | undefined, callId: string | undefined): string | 
 }
 
 /** A call's result came: kept in its place, and the batch's messages sent once all are in. */
-const settle = (s: State, callId: string, observation: string): Partial<State> | undefined => {
+const settle = (s: State, callId: string, content: string, failed: boolean): Partial<State> | undefined => {
   const batch = s.batch
   if (batch === undefined || batch.closed) return undefined
   const i = batch.callIds.indexOf(callId)
   if (i < 0 || batch.observations[i] !== undefined) return undefined
   const observations = batch.observations.slice()
-  observations[i] = observation
+  observations[i] = { content, failed }
   if (observations.some((o) => o === undefined)) return { batch: { ...batch, observations } }
   const results: Array<Model.Message> = batch.calls.map((call, j) => ({
     _tag: "tool",
     toolCallId: call.id,
     name: call.name,
-    content: observations[j] ?? ""
+    content: observations[j]?.content ?? "",
+    ...(observations[j]?.failed === true ? { failed: true } : {})
   }))
   return {
     batch: { ...batch, observations, reminders: [], closed: true },
@@ -204,11 +205,11 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
     case "tool.started":
       return s.retries.includes(e.callId) ? { retries: without(s.retries, e.callId) } : undefined
     case "tool.succeeded":
-      return settle(s, e.callId, e.observation)
+      return settle(s, e.callId, e.observation, false)
     case "tool.failed":
-      return settle(s, e.callId, ToolResult.refusalObservation(e.error, false))
+      return settle(s, e.callId, ToolResult.refusalObservation(e.error, false), true)
     case "tool.blocked":
-      return settle(s, e.callId, ToolResult.refusalObservation(e.error, true))
+      return settle(s, e.callId, ToolResult.refusalObservation(e.error, true), true)
     case "tool.interrupted":
       return s.retries.includes(e.callId) ? { retries: without(s.retries, e.callId) } : undefined
     case "approval.requested":

@@ -153,7 +153,13 @@ export const Message = Schema.Union([
      */
     reasoning: Schema.optional(Schema.String)
   }),
-  Schema.TaggedStruct("tool", { toolCallId: Schema.String, name: Schema.String, content: Schema.String })
+  Schema.TaggedStruct("tool", {
+    toolCallId: Schema.String,
+    name: Schema.String,
+    content: Schema.String,
+    /** The call failed or was refused: `content` says why (a provider that marks failed results, such as Anthropic's `is_error`, is told). */
+    failed: Schema.optional(Schema.Boolean)
+  })
 ])
 
 /**

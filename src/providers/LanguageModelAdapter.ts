@@ -29,8 +29,12 @@
  * `content_filtered`), the reasoning text, and cached and reasoning tokens are carried
  * over. Token usage feeds the run's counters and budgets: effect/ai decodes its counts as
  * integers, and a negative one is refused here as a `corrupt_response` too (R2.1). A
- * response with no totals at all is counted by `Model.estimatedUsage` (marked `estimated`),
- * so that a token or cost budget still trips.
+ * side with no total counts the parts it reports (`uncached` + `cacheRead` + `cacheWrite`;
+ * `text` + `reasoning`); a side with none is estimated by `Model.estimatedUsage` (the usage
+ * marked `estimated`), so that a token or cost budget still trips.
+ *
+ * A tool call the provider ran itself (`providerExecuted`: its web search, say) is not
+ * handed back: the run neither runs it again nor takes it for a call of an unknown tool.
  *
  * @since 0.1.0
  */
@@ -103,7 +107,7 @@ const toMessage = (message: Model.Message): Prompt.Message => {
           Prompt.toolResultPart({
             id: message.toolCallId,
             name: message.name,
-            isFailure: false,
+            isFailure: message.failed === true,
             result: message.content,
             // The text itself, not its JSON encoding as a string.
             modelOutput: [Prompt.textPart({ text: message.content })],
@@ -198,6 +202,12 @@ export const fromAiError = (error: AiError.AiError, now: number, elapsedMillis: 
   }
 }
 
+/** The sum of the counts given, or `undefined` when none is. */
+const sumOf = (...counts: ReadonlyArray<number | undefined>): number | undefined =>
+  counts.every((count) => count === undefined)
+    ? undefined
+    : counts.reduce<number>((sum, count) => sum + (count ?? 0), 0)
+
 const FinishReasons: Readonly<Record<string, Model.FinishReason>> = {
   stop: "stop",
   length: "length",
@@ -218,11 +228,20 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
   // Made per request from the request's tools: a few objects, next to a call that waits seconds.
   const toolkitFor = (tools: ReadonlyArray<Model.ToolDefinition>) => toToolkit(tools, strict)
 
-  const usageOf = (usage: Response.Usage): Model.Usage | string => {
-    const inputTokens = usage.inputTokens.total ?? 0
-    const outputTokens = usage.outputTokens.total ?? 0
-    const cached = usage.inputTokens.cacheRead
-    const reasoning = usage.outputTokens.reasoning
+  /**
+   * The usage as the provider reported it: each side's total, else the sum of the parts it
+   * gave (`uncached`, `cacheRead`, `cacheWrite`; `text`, `reasoning`); a side it gave
+   * nothing of is estimated (R2.1), and the usage marked so.
+   */
+  const usageOf = (usage: Response.Usage, estimate: () => Model.Usage): Model.Usage | string => {
+    const { inputTokens: input, outputTokens: output } = usage
+    const reportedInput = input.total ?? sumOf(input.uncached, input.cacheRead, input.cacheWrite)
+    const reportedOutput = output.total ?? sumOf(output.text, output.reasoning)
+    const estimated = reportedInput === undefined || reportedOutput === undefined ? estimate() : undefined
+    const inputTokens = reportedInput ?? estimated?.inputTokens ?? 0
+    const outputTokens = reportedOutput ?? estimated?.outputTokens ?? 0
+    const cached = input.cacheRead
+    const reasoning = output.reasoning ?? (reportedOutput === undefined ? estimated?.reasoningTokens : undefined)
     if (
       [inputTokens, outputTokens, cached ?? 0, reasoning ?? 0].some((n) => n < 0) ||
       (cached ?? 0) > inputTokens ||
@@ -230,13 +249,13 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     ) {
       return `the usage has a negative or inconsistent token count (input ${inputTokens}, cached ${cached}, output ${outputTokens}, reasoning ${reasoning})`
     }
-    const counts = {
+    return priced({
       inputTokens,
       outputTokens,
       ...(cached === undefined ? {} : { cachedInputTokens: cached }),
-      ...(reasoning === undefined ? {} : { reasoningTokens: reasoning })
-    }
-    return priced(counts)
+      ...(reasoning === undefined ? {} : { reasoningTokens: reasoning }),
+      ...(estimated === undefined ? {} : { estimated: true })
+    })
   }
 
   const priced = (usage: Model.Usage): Model.Usage =>
@@ -245,15 +264,18 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
   const toResponse = (
     response: {
       readonly text: string
-      readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }>
+      readonly toolCalls: ReadonlyArray<{
+        readonly id: string
+        readonly name: string
+        readonly params: unknown
+        readonly providerExecuted?: boolean
+      }>
       readonly usage: Response.Usage
       readonly finishReason: Response.FinishReason
       readonly reasoningText: string | undefined
     },
     request: Model.Request
   ): Effect.Effect<Model.Response, Failure.Failure> => {
-    const usage = usageOf(response.usage)
-    if (typeof usage === "string") return Effect.fail(FailureBoundary.corruptResponse({ source, detail: usage }))
     const tools = request.tools
     // An answer the provider says ended in an error is unfinished: never a final answer, worth asking again (R11).
     if (response.finishReason === "error") {
@@ -271,22 +293,20 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
       const form = strict ? tools.find((tool) => tool.name === name)?.strict : undefined
       return form === undefined ? params : form.restore(params)
     }
-    const toolCalls = response.toolCalls.map((call) => ({
-      id: call.id,
-      name: call.name,
-      arguments: restore(call.name, call.params)
-    }))
-    // A provider that reports no totals: the counts are estimated from the text, so budgets still trip.
-    const reported = response.usage.inputTokens.total !== undefined || response.usage.outputTokens.total !== undefined
+    // A call the provider ran itself (its web search, say) is done: the run neither runs it again nor corrects it.
+    const toolCalls = response.toolCalls
+      .filter((call) => call.providerExecuted !== true)
+      .map((call) => ({ id: call.id, name: call.name, arguments: restore(call.name, call.params) }))
+    // What the provider did not report is estimated from the text, so budgets still trip.
+    const usage = usageOf(response.usage, () =>
+      Model.estimatedUsage(request, { text: response.text, reasoning: response.reasoningText, toolCalls })
+    )
+    if (typeof usage === "string") return Effect.fail(FailureBoundary.corruptResponse({ source, detail: usage }))
     return Effect.succeed(
       Model.response({
         text: response.text,
         toolCalls,
-        usage: reported
-          ? usage
-          : priced(
-              Model.estimatedUsage(request, { text: response.text, reasoning: response.reasoningText, toolCalls })
-            ),
+        usage,
         finishReason: FinishReasons[response.finishReason],
         reasoning: response.reasoningText
       })

@@ -13,7 +13,7 @@
  *
  * @since 0.2.0
  */
-import { Effect, Predicate, type Schema } from "effect"
+import { Context, Effect, Predicate, type Schema } from "effect"
 import type * as AiError from "effect/ai/AiError"
 import * as AiTool from "effect/ai/Tool"
 import type * as Toolkit from "effect/ai/Toolkit"
@@ -87,7 +87,10 @@ export type FromTool<T extends AiTool.Any, R = never> = Tool.Tool<AiTool.Paramet
  * correct: `input_validation_failed`, naming each field), the output checked with its
  * `success` schema. A
  * handler's failure is, unless `classify` says otherwise: a `Failure` as it
- * is; an `AiError` retryable as its `isRetryable` says; a value of its `failure` schema a
+ * is; an `AiError` retryable as its `isRetryable` says, except that for a tool that may
+ * act and is not idempotent, a retryable one other than a rate limit (a broken connection,
+ * a provider's internal error) is an `UnknownOutcome`, reconciled by `reconcile` when
+ * given (R3.8); a value of its `failure` schema a
  * `Permanent` whose hint is that value's JSON; anything else a defect.
  *
  * Throws {@link Tool.InvalidToolDefinition}, as {@link Tool.make} does, and for a provider-defined
@@ -128,10 +131,13 @@ export const fromTool = <T extends ServiceFreeTool, R = never>(
   if (reason !== undefined) throw new Tool.InvalidToolDefinition({ tool: tool.name, reason })
   // effect/ai types its schemas as `Schema.Top`; `T` has none that needs services.
   const schemas = AiToolInternal.schemasOf<AiTool.Parameters<T>, AiTool.Success<T>>(tool)
-  const classify = AiToolInternal.classifier(schemas.failure, options.classify)
+  const declared = AiToolInternal.declared(tool)
+  const classify = AiToolInternal.classifier(schemas.failure, options.classify, declared)
   const { handler, ...rest } = options
   return Tool.make({
-    ...AiToolInternal.declared(tool),
+    ...declared,
+    // effect/ai's `Strict` annotation: `false` asks for the plain schema.
+    strict: Context.get(tool.annotations, AiTool.Strict) !== false,
     observe: AiToolInternal.observer(tool),
     ...rest,
     name: tool.name,

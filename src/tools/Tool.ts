@@ -234,6 +234,11 @@ export interface Options<I, O, R> {
   readonly recoverErrors?: boolean | undefined
   readonly pathFields?: ReadonlyArray<string> | undefined
   readonly contentFields?: ReadonlyArray<string> | undefined
+  /**
+   * Default `true`: the tool is handed to a provider in its strict form (OpenAI's structured
+   * outputs) when its input has one; `false` hands over the plain JSON Schema only.
+   */
+  readonly strict?: boolean | undefined
   readonly postcondition?:
     | ((input: I, output: O, context: CallContext) => Effect.Effect<boolean, Failure.Failure, R>)
     | undefined
@@ -263,7 +268,7 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
   if (reason !== undefined) throw new InvalidToolDefinition({ tool: String(options.name), reason })
   const maxRetries = options.maxRetries ?? defaultMaxRetries
   const sideEffect = options.sideEffect ?? "external"
-  const strict = ToolJsonSchema.strict(options.input)
+  const strict = options.strict === false ? undefined : ToolJsonSchema.strict(options.input)
   // Frozen, so that a run can keep the tool as it is: what it checked cannot change later.
   return Object.freeze({
     _tag: "Tool",

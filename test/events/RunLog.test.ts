@@ -71,7 +71,7 @@ describe("RunLog.fold (unit)", () => {
         ]
       },
       // The tool messages carry the model's own ids, right after the answer that asked for them.
-      { _tag: "tool", toolCallId: "model-c1", name: "a", content: "Error (invalid_arguments): bad" },
+      { _tag: "tool", toolCallId: "model-c1", name: "a", content: "Error (invalid_arguments): bad", failed: true },
       { _tag: "tool", toolCallId: "model-c2", name: "b", content: "two" },
       { _tag: "user", content: "[runtime reminder: loop_detected] stop repeating" }
     ])

@@ -128,6 +128,85 @@ describe("LanguageModelAdapter", () => {
     }).pipe(Effect.provide(layer))
   })
 
+  it.effect("R11 a tool call the provider ran itself is not handed back to be run again", () => {
+    const { layer } = scripted([
+      Effect.succeed([
+        { type: "tool-call", id: "ws", name: "web_search", params: { q: "x" }, providerExecuted: true },
+        { type: "tool-call", id: "a", name: "echo", params: { text: "hi" } },
+        finish(10, 5)
+      ])
+    ])
+    return Effect.gen(function* () {
+      const response = yield* generate(request({ tools: [echoDefinition] }))
+      assert.deepStrictEqual(
+        response.toolCalls.map((call) => call.id),
+        ["a"]
+      )
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("R2.1 a side reported without its total counts its parts; a side not reported at all is estimated", () => {
+    const usage = (
+      input: Record<string, number | undefined>,
+      output: Record<string, number | undefined>
+    ): Response.PartEncoded => ({
+      type: "finish",
+      reason: "stop",
+      usage: {
+        inputTokens: { uncached: undefined, total: undefined, cacheRead: undefined, cacheWrite: undefined, ...input },
+        outputTokens: { total: undefined, text: undefined, reasoning: undefined, ...output }
+      }
+    })
+    const { layer } = scripted([
+      Effect.succeed([{ type: "text", text: "ok" }, usage({ uncached: 600, cacheRead: 400 }, { text: 1000 })]),
+      Effect.succeed([{ type: "text", text: "x".repeat(400) }, usage({ total: 10 }, {})])
+    ])
+    return Effect.gen(function* () {
+      const parts = yield* generate(request())
+      assert.deepStrictEqual(
+        [parts.usage.inputTokens, parts.usage.cachedInputTokens, parts.usage.outputTokens, parts.usage.estimated],
+        [1000, 400, 1000, undefined]
+      )
+      const half = yield* generate(request())
+      assert.strictEqual(half.usage.inputTokens, 10)
+      // 400 characters of answer: about 100 tokens, never 0.
+      assert.strictEqual(half.usage.outputTokens, 100)
+      assert.isTrue(half.usage.estimated)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("R11 a failed call's result reaches the model marked as a failure", () => {
+    const { calls, layer } = scripted([Effect.succeed([{ type: "text", text: "ok" }, finish(3, 1)])])
+    return Effect.gen(function* () {
+      yield* generate(
+        request({
+          messages: [
+            { _tag: "user", content: "echo" },
+            {
+              _tag: "assistant",
+              content: "",
+              toolCalls: [
+                { id: "c1", name: "echo", arguments: "{}" },
+                { id: "c2", name: "echo", arguments: '{"text":"hi"}' }
+              ]
+            },
+            { _tag: "tool", toolCallId: "c1", name: "echo", content: "Error (invalid_arguments): text", failed: true },
+            { _tag: "tool", toolCallId: "c2", name: "echo", content: "hi" }
+          ],
+          tools: [echoDefinition]
+        })
+      )
+      const results = (calls[0]?.prompt.content ?? []).flatMap((m) => (m.role === "tool" ? m.content : []))
+      assert.deepStrictEqual(
+        results.map((part) => (part.type === "tool-result" ? [part.id, part.isFailure] : [])),
+        [
+          ["c1", true],
+          ["c2", false]
+        ]
+      )
+    }).pipe(Effect.provide(layer))
+  })
+
   it.effect("R3.2 classifies AiError by its reason, not by its isRetryable flag", () => {
     const http = (status: number, headers: Record<string, string> = {}) => ({ response: { status, headers } })
     const cases: ReadonlyArray<readonly [AiError.AiErrorReason, string, string, string]> = [

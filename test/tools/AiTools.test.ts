@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, Option, Ref, Schema, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Option, Ref, Schema, Stream } from "effect"
 import { AiError, Tool as AiTool, Prompt, Toolkit } from "effect/ai"
 import type * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
@@ -236,6 +236,91 @@ describe("AiTools.fromTool", () => {
       )
     )
   )
+
+  it.effect(
+    "R3.8 a non-idempotent tool whose remote call broke is an unknown outcome, reconciled, never repeated",
+    () =>
+      Effect.gen(function* () {
+        const calls = yield* Ref.make(0)
+        const asked = yield* Ref.make(0)
+        const broken = new AiError.NetworkError({
+          reason: "TransportError",
+          method: "POST",
+          url: "https://bank.test",
+          description: "socket hang up"
+        })
+        const pay = (reconcile: boolean) =>
+          AiTools.fromTool(Pay, {
+            handler: () =>
+              Effect.andThen(
+                Ref.update(calls, (n) => n + 1),
+                Effect.fail(broken)
+              ),
+            ...(reconcile
+              ? {
+                  reconcile: () =>
+                    Effect.as(
+                      Ref.update(asked, (n) => n + 1),
+                      { _tag: "Applied", output: "paid 1" } as const
+                    )
+                }
+              : {})
+          })
+        const unreconciled = yield* drive(Run.run({ goal: "pay", tools: [pay(false)] }))
+        assert.strictEqual(unreconciled.stopReason, "unknown_outcome")
+        assert.strictEqual(yield* Ref.get(calls), 1)
+        const failed = ofTag(unreconciled.timeline, "tool.failed")[0]?.error.failure
+        assert.strictEqual(failed?.classification, "unknown")
+        assert.strictEqual(failed?.code, "network_error")
+        const reconciled = yield* drive(Run.run({ goal: "pay", tools: [pay(true)] }))
+        assert.strictEqual(reconciled.status, "completed")
+        assert.strictEqual(yield* Ref.get(calls), 2)
+        assert.strictEqual(yield* Ref.get(asked), 1)
+      }).pipe(
+        Effect.provide(
+          ScriptedModel.layerFunction((request) =>
+            request.messages.some((m) => m._tag === "tool")
+              ? ScriptedModel.finalAnswer("done")
+              : ScriptedModel.toolCall("pay", { amount: 1 })
+          )
+        )
+      )
+  )
+
+  it.effect("R3.2 a rate limit's wait is kept, whether the handler fails with the AiError or its bare reason", () =>
+    Effect.gen(function* () {
+      for (const wrapped of [false, true]) {
+        const limited = new AiError.RateLimitError({ retryAfter: Duration.seconds(5) })
+        const error = wrapped ? AiError.make({ module: "Weather", method: "get", reason: limited }) : limited
+        const tries = yield* Ref.make(0)
+        const weather = AiTools.fromTool(GetWeather, {
+          handler: ({ city }) =>
+            Effect.flatMap(
+              Ref.getAndUpdate(tries, (n) => n + 1),
+              (n) => (n === 0 ? Effect.fail(error) : Effect.succeed({ city, celsius: 3 }))
+            )
+        })
+        const result = yield* drive(
+          Run.run({ goal: "weather", tools: [weather] }).pipe(
+            Effect.provide(
+              withScript(ScriptedModel.toolCall("get_weather", { city: "Oslo" }), ScriptedModel.finalAnswer("3"))
+            )
+          )
+        )
+        assert.strictEqual(result.status, "completed", String(wrapped))
+        assert.strictEqual(ofTag(result.timeline, "recovery.started")[0]?.delayMillis, 5000, String(wrapped))
+      }
+    })
+  )
+
+  it("R11 effect/ai's Strict annotation false hands the tool over in its plain schema only", () => {
+    const plain = AiTools.fromTool(GetWeather.annotate(AiTool.Strict, false), {
+      handler: ({ city }) => Effect.succeed({ city, celsius: 1 })
+    })
+    const strict = AiTools.fromTool(GetWeather, { handler: ({ city }) => Effect.succeed({ city, celsius: 1 }) })
+    assert.isUndefined(plain.definition.strict)
+    assert.isDefined(strict.definition.strict)
+  })
 
   it.effect("R3.1 classify decides what a handler's failure is", () =>
     Effect.gen(function* () {

@@ -82,10 +82,26 @@ const clip = (text: string): string => (text.length > maxHintChars ? `${text.sli
 /** `RateLimitError` → `rate_limit_error`. */
 const snake = (tag: string): string => tag.replace(/(?<=[a-z0-9])([A-Z])/g, "_$1").toLowerCase()
 
-/** An `AiError` (or its reason) from a handler: retryable as effect/ai says, its text kept out of the hint. */
-const fromAiError = (error: AiError.AiError | AiError.AiErrorReason, attempts: number): Failure.Failure => {
+/**
+ * The reasons effect/ai calls retryable that say the request was refused before it was
+ * acted on: only a rate limit. A broken connection, a provider's internal error or an
+ * output that does not parse may come after the action took place.
+ */
+const refusedBeforeActing = new Set(["RateLimitError"])
+
+/**
+ * An `AiError` (or its reason) from a handler: retryable as effect/ai says, its text kept
+ * out of the hint; but for a tool that may act and is not idempotent (`inDoubt`), an
+ * `UnknownOutcome` when the request may have been acted on (R3.8).
+ */
+const fromAiError = (
+  error: AiError.AiError | AiError.AiErrorReason,
+  attempts: number,
+  inDoubt: boolean
+): Failure.Failure => {
   const reason = AiError.isAiError(error) ? error.reason : error
-  const retryAfter = AiError.isAiError(error) ? error.retryAfter : undefined
+  // The wrapper reads it from its reason; a bare reason has it itself.
+  const retryAfter = "retryAfter" in reason ? reason.retryAfter : undefined
   const fields = {
     source: "tool" as const,
     category: "ai_error" as const,
@@ -94,12 +110,14 @@ const fromAiError = (error: AiError.AiError | AiError.AiErrorReason, attempts: n
     hint: `the tool failed with effect/ai's ${reason._tag}`,
     diagnostic: reason.message
   }
-  return reason.isRetryable
-    ? new Failure.Retryable({
-        ...fields,
-        ...(retryAfter === undefined ? {} : { retryAfterMillis: Duration.toMillis(retryAfter) })
-      })
-    : new Failure.Permanent(fields)
+  if (!reason.isRetryable) return new Failure.Permanent(fields)
+  if (inDoubt && !refusedBeforeActing.has(reason._tag)) {
+    return new Failure.UnknownOutcome({ ...fields, hint: `${fields.hint}; whether the call took effect is unknown` })
+  }
+  return new Failure.Retryable({
+    ...fields,
+    ...(retryAfter === undefined ? {} : { retryAfterMillis: Duration.toMillis(retryAfter) })
+  })
 }
 
 /**
@@ -111,13 +129,15 @@ const fromAiError = (error: AiError.AiError | AiError.AiErrorReason, attempts: n
  */
 export const classifier = (
   failureSchema: Schema.Codec<unknown, unknown>,
-  classify: ((error: unknown) => Failure.Failure) | undefined
+  classify: ((error: unknown) => Failure.Failure) | undefined,
+  declared: Declared
 ): ((error: unknown) => Failure.Failure) => {
   if (classify !== undefined) return (error) => (Failure.isFailure(error) ? error : classify(error))
   const encodeFailure = Schema.encodeUnknownExit(Schema.toCodecJson(failureSchema))
+  const inDoubt = declared.sideEffect !== "read" && !declared.idempotent
   return (error) => {
     if (Failure.isFailure(error)) return error
-    if (AiError.isAiError(error) || AiError.isAiErrorReason(error)) return fromAiError(error, 1)
+    if (AiError.isAiError(error) || AiError.isAiErrorReason(error)) return fromAiError(error, 1, inDoubt)
     const encoded = encodeFailure(error)
     if (Exit.isFailure(encoded)) return Failure.fromDefect("tool", error, "tool_failed")
     const tag = Predicate.hasProperty(error, "_tag") && Predicate.isString(error._tag) ? error._tag : undefined

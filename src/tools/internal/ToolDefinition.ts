@@ -26,6 +26,7 @@ type Untyped = {
     | "recoverErrors"
     | "pathFields"
     | "contentFields"
+    | "strict"
     | "postcondition"
     | "observe"
     | "reconcile"]?: unknown
@@ -120,6 +121,7 @@ export const problem = (options: Untyped): string | undefined => {
     flag("destructive", options.destructive) ??
     flag("needsApproval", options.needsApproval) ??
     flag("recoverErrors", options.recoverErrors) ??
+    flag("strict", options.strict) ??
     fieldList("pathFields", options.pathFields) ??
     fieldList("contentFields", options.contentFields) ??
     // Lists of names: `fieldList` checked them just above (a definition is untyped here).
