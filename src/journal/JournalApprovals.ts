@@ -253,11 +253,18 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         onSuccess: (rows) => rows.map(requestOf)
       })
     ),
-    // The table refuses a decision at or after the call's expiry: one it holds was made in time.
-    decided: (runId, callId) =>
-      journal.decision(runId, callId).pipe(
+    // The row is withdrawn first, then read: a decision recorded before (or one being recorded,
+    // which the withdrawal waits for) is found; one after finds the call withdrawn (`NotPending`).
+    expire: (runId, callId) =>
+      Clock.currentTimeMillis.pipe(
+        Effect.flatMap((at) => journal.withdraw(runId, callId, at)),
+        Effect.andThen(journal.decision(runId, callId)),
         Effect.map(Option.map(toDecision)),
-        Effect.orElseSucceed(() => Option.none())
+        Effect.catch((e) =>
+          e.isRetryable
+            ? Effect.fail(new Approval.Unavailable({ runId, callId, detail: e.message }))
+            : broken("close the call at its expiry")(e)
+        )
       )
   }
 }

@@ -75,15 +75,19 @@ export interface Settings {
 
 /**
  * What is wrong with `settings`, if anything: a `pollInterval` or `parkAfter` that is not
- * a positive duration (a poll of no time would spin), as the `InvalidRunOptions` that
- * {@link drive} fails with.
+ * a positive duration (a poll of no time would spin), or a `startedAt` that is not an
+ * instant (finite milliseconds), as the `InvalidRunOptions` that {@link drive} fails with.
  *
  * @category validation
  * @since 0.3.0
  */
-export const checkSettings = (
-  settings: Omit<Settings, "cancel" | "startedAt" | "refused">
-): InvalidRunOptions | undefined => {
+export const checkSettings = (settings: Omit<Settings, "cancel" | "refused">): InvalidRunOptions | undefined => {
+  const { startedAt } = settings
+  // A caller without types may pass anything: a string is not coerced, NaN is no instant.
+  if (startedAt !== undefined && !(typeof startedAt === "number" && Number.isFinite(startedAt))) {
+    const given = typeof startedAt === "string" ? JSON.stringify(startedAt) : String(startedAt)
+    return new InvalidRunOptions({ path: ["startedAt"], reason: `Expected finite epoch milliseconds, got ${given}` })
+  }
   for (const name of ["pollInterval", "parkAfter"] as const) {
     const given = settings[name]
     if (given === undefined) continue

@@ -202,13 +202,15 @@ export interface Gate {
   /** The calls waiting now, oldest first; `PendingUnavailable` when they cannot be read now. */
   readonly pending: Effect.Effect<ReadonlyArray<Request>, PendingUnavailable>
   /**
-   * The decision recorded for the call, read once (no wait), when the gate keeps decisions
-   * where `request` may see them late (a table read every poll, another process that
-   * recorded one and died before waking the run). The run asks it when the call's expiry
-   * comes: a decision recorded in time is never taken for an expiry (R7). `None` when there
-   * is none, or it cannot be read now.
+   * Closes the call when its wait ran out, unless a decision was recorded for it first:
+   * that decision, or `None` once the call is closed, so that a decision recorded in time
+   * is never taken for an expiry and none is taken after it (R7). For a gate that keeps
+   * decisions where `request` may see them late (a table read every poll, another process
+   * that recorded one and died before waking the run, one still being recorded). The run
+   * asks it when its wait for the call ends by a deadline, and again while it fails
+   * `Unavailable` (the gate cannot answer now), within the run's deadline.
    */
-  readonly decided?: ((runId: string, callId: string) => Effect.Effect<Option.Option<Decision>>) | undefined
+  readonly expire?: ((runId: string, callId: string) => Effect.Effect<Option.Option<Decision>, Unavailable>) | undefined
 }
 
 const keyOf = (runId: string, callId: string): string => `${runId}\u0000${callId}`

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer, Option, Schedule, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schedule, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
@@ -411,6 +411,89 @@ describe("JournalApprovals (R7, R9.3)", () => {
         const result = yield* Fiber.join(waiting)
         assert.deepStrictEqual([result.stopReason, slowly.ledger.total], ["goal_reached", 1])
       }).pipe(Effect.scoped)
+  )
+
+  it.effect(
+    "R7 an approval recorded in time is no expiry when the store is out of reach at the expiry: the run asks again, and pays",
+    () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(1_000_000)
+        const inner = yield* store
+        let down = false
+        const outOfReach = JournalError.make(new JournalError.Unavailable({ operation: "decision", detail: "reset" }))
+        // The decision cannot be read while the store is down, nor the call withdrawn.
+        const journal: Journal.Service = {
+          ...inner,
+          decision: (runId, callId) =>
+            Effect.suspend(() => (down ? Effect.fail(outOfReach) : inner.decision(runId, callId))),
+          withdraw: (runId, callId, at) =>
+            Effect.suspend(() => (down ? Effect.fail(outOfReach) : inner.withdraw(runId, callId, at)))
+        }
+        const pay = payment()
+        const fiber = yield* Run.run({
+          goal: "pay 10",
+          runId: "r1",
+          tools: [pay.tool],
+          time: { approval: "20 seconds" }
+        }).pipe(
+          Effect.provideService(Journal.Journal, journal),
+          Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(journal, { pollInterval: "1 second" })),
+          Effect.provide(model),
+          Effect.forkChild
+        )
+        let rows: ReadonlyArray<Journal.ApprovalRequest> = []
+        while (rows.length === 0) {
+          yield* TestClock.adjust(1)
+          rows = yield* inner.pendingApprovals({ runId: "r1" })
+        }
+        const expiresAt = rows[0]?.expiresAt ?? 0
+        // Approved 300 ms before the expiry, from another process; the store goes down before the run's next read.
+        yield* TestClock.setTime(expiresAt - 300)
+        yield* JournalApprovals.record(inner, "r1", "c1", Approval.approved("ops"))
+        down = true
+        yield* TestClock.setTime(expiresAt + 1_000)
+        down = false
+        yield* TestClock.adjust(10_000)
+        const result = yield* Fiber.join(fiber)
+        assert.deepStrictEqual([result.stopReason, pay.ledger.total], ["goal_reached", 1])
+      })
+  )
+
+  it.live("R7 an approval being recorded as the call expires is found: the run waits for it, and pays", () =>
+    Effect.gen(function* () {
+      const inner = yield* store
+      // Another process's decision is held in the store until the run has closed its wait (a locked row).
+      const held = yield* Deferred.make<void>()
+      const journal: Journal.Service = {
+        ...inner,
+        decide: (decision) => Effect.andThen(Deferred.await(held), inner.decide(decision)),
+        withdraw: (runId, callId, at) =>
+          Effect.andThen(
+            Effect.andThen(Deferred.await(held), Effect.sleep("20 millis")),
+            inner.withdraw(runId, callId, at)
+          )
+      }
+      const pay = payment()
+      const fiber = yield* Run.run({
+        goal: "pay 10",
+        runId: "r1",
+        tools: [pay.tool],
+        time: { approval: "150 millis" }
+      }).pipe(
+        Effect.provideService(Journal.Journal, journal),
+        Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(journal, poll)),
+        Effect.provide(model),
+        Effect.forkChild
+      )
+      yield* pendingOn(JournalApprovals.make(inner, poll), 1)
+      // Decided in time; its write lands only once the run's wait has run out.
+      const deciding = yield* Effect.forkChild(JournalApprovals.record(journal, "r1", "c1", Approval.approved("ops")))
+      yield* Effect.sleep("250 millis")
+      yield* Deferred.succeed(held, undefined)
+      yield* Fiber.join(deciding)
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual([result.stopReason, pay.ledger.total], ["goal_reached", 1])
+    }).pipe(Effect.scoped)
   )
 
   it.live("R7 a request that expires is withdrawn from the table; the run ends approval_expired", () =>

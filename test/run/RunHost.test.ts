@@ -66,7 +66,11 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         [{ pollInterval: 0 }, "pollInterval"],
         [{ pollInterval: Number.NaN }, "pollInterval"],
         // A poll that never comes: refused here rather than by the gate the drive makes.
-        [{ pollInterval: Duration.infinity }, "pollInterval"]
+        [{ pollInterval: Duration.infinity }, "pollInterval"],
+        // An instant that is none: never coerced, never taken for "now".
+        [{ startedAt: Number.NaN }, "startedAt"],
+        [{ startedAt: "1000" }, "startedAt"],
+        [{ startedAt: Number.NEGATIVE_INFINITY }, "startedAt"]
       ] as const) {
         const refused = yield* Effect.flip(
           RunHost.drive("s1", { goal: "pay 5", tools: [pay] }, settings as RunHost.Settings).pipe(

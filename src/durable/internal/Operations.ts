@@ -2,7 +2,7 @@
  * The operations of `DurableRuns` over the journal and the workflow engine. Private to
  * `durable/`.
  */
-import { Clock, Duration, Effect, Exit, Option, Schedule, Schema, Stream } from "effect"
+import { Clock, Duration, Effect, Exit, Fiber, Option, Schedule, Schema, Stream } from "effect"
 import { ClusterError, EntityAddress, EntityId, EntityType, MessageStorage, Sharding } from "effect/cluster"
 import { DurableDeferred, WorkflowEngine } from "effect/workflow"
 import * as Journal from "../../journal/Journal.ts"
@@ -49,29 +49,37 @@ const answerMillis = 10_000
 /**
  * The store's answer within {@link answerMillis}, else `unavailable`; the engine's storage
  * out of reach (a defect the engine makes of it, `PersistenceError`) is `unavailable` too.
+ * The operation runs in a fiber of its own, which is let go at the bound: interrupting a
+ * query on a hung server waits for its connection to time out (5 s more).
  */
 const answered =
   (runId: string) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DurableRunError, R> =>
-    effect.pipe(
-      Effect.catchDefect((defect) =>
-        defect instanceof ClusterError.PersistenceError
-          ? Effect.fail(
-              new DurableRunError({ runId, reason: "unavailable", detail: `the engine's storage: ${defect.message}` })
+    Effect.flatMap(Effect.forkDetach(effect, { startImmediately: true }), (fiber) =>
+      Fiber.join(fiber).pipe(
+        Effect.onInterrupt(() => Effect.forkDetach(Fiber.interrupt(fiber))),
+        Effect.catchDefect((defect) =>
+          defect instanceof ClusterError.PersistenceError
+            ? Effect.fail(
+                new DurableRunError({ runId, reason: "unavailable", detail: `the engine's storage: ${defect.message}` })
+              )
+            : Effect.die(defect)
+        ),
+        Effect.timeoutOrElse({
+          duration: answerMillis,
+          orElse: () =>
+            Effect.andThen(
+              Effect.forkDetach(Fiber.interrupt(fiber)),
+              Effect.fail(
+                new DurableRunError({
+                  runId,
+                  reason: "unavailable",
+                  detail: `the store did not answer within ${answerMillis / 1000} s; what was asked may still take effect when it does: try again under the same run id (a start under an id starts once; a decision recorded already is NotPending)`
+                })
+              )
             )
-          : Effect.die(defect)
-      ),
-      Effect.timeoutOrElse({
-        duration: answerMillis,
-        orElse: () =>
-          Effect.fail(
-            new DurableRunError({
-              runId,
-              reason: "unavailable",
-              detail: `the store did not answer within ${answerMillis / 1000} s; what was asked may still take effect when it does: try again under the same run id (a start under an id starts once; a decision recorded already is NotPending)`
-            })
-          )
-      })
+        })
+      )
     )
 
 /** How long an operation that waits (`result`, `watch`) reads a store out of reach again before it gives up. */

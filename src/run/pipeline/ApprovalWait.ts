@@ -4,7 +4,7 @@
  * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
  * the step, what is left of the run) (R4.2). Private to the runtime.
  */
-import { Effect, Exit, Fiber, Option, Result, Schema } from "effect"
+import { Effect, Exit, Fiber, Option, Result, Schedule, Schema } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -28,8 +28,13 @@ const checkDecision = UserCode.check(
   "the approval gate's decision"
 )
 
-/** How long the read of a decision recorded in time may hold a call that expired: past it, the call expired. */
-const lateReadMillis = 2_000
+/**
+ * How long one try of the gate's close at expiry may take, and how long after a failed
+ * one the next comes: a store out of reach (or hung) is asked again, within the run's
+ * deadline, never taken for an expiry.
+ */
+const closeTryMillis = 2_000
+const closeAgainMillis = 250
 
 /** The gate's decision, or the bound that expired first: its layer and how long it gave. */
 type Answer = Approval.Decision | { readonly _tag: "Expired"; readonly layer: Deadline.Layer; readonly millis: number }
@@ -162,14 +167,25 @@ export const awaitDecision = Effect.fnUntraced(function* (
           Effect.succeed({ _tag: "Expired", layer, millis: since + afterMillis } as const)
       })
     )
-    // The call's own expiry came: a decision recorded in time that the gate had not brought yet
-    // (its next read of the table, a decider that died before waking the run) is the answer (R7).
-    if (answered._tag !== "Expired" || answered.layer !== own.layer || gate.decided === undefined) return answered
-    const late = yield* UserCode.orDie(
-      "the approval gate",
-      UserCode.effectOrDie("the approval gate", () => gate.decided?.(ctx.runId, call.id) ?? Effect.succeedNone)
-    ).pipe(Effect.timeoutOption(lateReadMillis))
-    const recorded = Option.flatten(late)
+    // The wait ran out: the gate closes the call, unless a decision was recorded first that it had
+    // not brought yet (its next read of the table, a decider that died before waking the run, one
+    // still being recorded): that decision is the answer (R7). A gate out of reach is asked again.
+    const expire = gate.expire
+    if (answered._tag !== "Expired" || expire === undefined) return answered
+    const closing = UserCode.effectOrDie("the approval gate", () => expire(ctx.runId, call.id)).pipe(
+      Effect.timeoutOrElse({
+        duration: closeTryMillis,
+        orElse: () =>
+          Effect.fail(
+            new Approval.Unavailable({ runId: ctx.runId, callId: call.id, detail: `no answer in ${closeTryMillis} ms` })
+          )
+      }),
+      Effect.retry({
+        while: (e) => e instanceof Approval.Unavailable,
+        schedule: Schedule.spaced(closeAgainMillis)
+      })
+    )
+    const recorded = yield* UserCode.orDie("the approval gate", closing)
     if (Option.isNone(recorded)) return answered
     const checked = checkDecision(recorded.value)
     return Result.isSuccess(checked) ? checked.success : yield* Effect.die(new UserCode.UserCodeDefect(checked.failure))
