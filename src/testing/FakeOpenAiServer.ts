@@ -33,8 +33,8 @@
 
 import * as Http from "node:http"
 import { Deferred, Effect, Exit, Result, Schema, type Scope } from "effect"
-import * as Failure from "../failure/Failure.ts"
 import * as Answers from "./internal/FakeOpenAiAnswers.ts"
+import * as Steps from "./internal/FakeOpenAiSteps.ts"
 import { type RecordedRequest, type Step, status } from "./internal/FakeOpenAiSteps.ts"
 import * as Validation from "./internal/FakeOpenAiValidation.ts"
 
@@ -131,6 +131,10 @@ const play = (step: Step, playback: Playback): void => {
   const { res, later, destroy, record, answering } = playback
   const streamed = answering.streamed
   if (res.destroyed) return
+  // A step the script made by hand (or a function returned) that is none: a 500 naming it, never a hang.
+  const problem = Steps.stepProblem(step)
+  if (problem !== undefined)
+    return play(Steps.scriptBroke(record.index, `the script gave no step: ${problem}`), playback)
   const write = (text: string): boolean => {
     record.bytesSent += Buffer.byteLength(text)
     return res.write(text)
@@ -174,9 +178,16 @@ const play = (step: Step, playback: Playback): void => {
       )
       return
     }
-    case "FromRequest":
-      play(step.choose(record), playback)
+    case "FromRequest": {
+      let chosen: Step
+      try {
+        chosen = step.choose(record)
+      } catch (error) {
+        chosen = Steps.scriptBroke(record.index, "fromRequest's choice", error)
+      }
+      play(chosen, playback)
       return
+    }
     case "Delay":
       later(step.millis, () => play(step.next, playback))
       return
@@ -279,14 +290,7 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<FakeO
           try {
             return script(index, record)
           } catch (error) {
-            // The test's own message (its script is no secret), cut; a value that throws when read says nothing.
-            let said = ""
-            try {
-              if (error instanceof Error) said = `: ${String(error.message).slice(0, 500)}`
-            } catch {}
-            return status(500, {
-              message: `FakeOpenAiServer: the script threw ${Failure.describeDefect(error).type} at request ${index + 1}${said}`
-            })
+            return Steps.scriptBroke(index, "the script", error)
           }
         }
         return (

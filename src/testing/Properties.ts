@@ -31,7 +31,9 @@
  *   R7 says; every state change an edge of `RunState.table`; exactly one terminal
  *   `run.finished`, last, with a `StopReason` of the enumeration; counters equal to the
  *   fold of the timeline. {@link checkScenario} adds what only the tools and the gate
- *   saw (handler invocations, the ledger, the requests and decisions).
+ *   saw (handler invocations, the ledger, the requests and decisions). A budget whose
+ *   limit is missing or not a number (`NaN` passes every comparison) is a `RangeError`
+ *   naming the field.
  *
  * ```ts
  * it.effect.prop("R3 recovery invariants", [Properties.arbitrary], ([c]) =>

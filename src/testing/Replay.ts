@@ -10,7 +10,9 @@
  * name, their schemas and metadata; their handlers, status queries and postconditions are
  * replaced by the playback), the policies, limits, time and recovery (the fallback models
  * by name: the playback answers for them too, none is called), so that a changed policy
- * shows its effect. The model's name is the recording's unless given.
+ * shows its effect. The model's name is the recording's unless given. A replay writes to no
+ * journal and decides its approvals on a gate of its own, whatever the caller's context
+ * holds: it never touches the caller's store.
  *
  * The report is `Matched`, or `Diverged` at the first event whose tag or compared fields
  * differ. Compared: every field of every event but `runId`, `seq`, `at`, `deadlineAt`,
@@ -22,12 +24,15 @@
  *
  * @since 0.3.0
  */
-import { Clock, Effect, Schema, Stream } from "effect"
+import { Clock, Context, Effect, Result, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Event from "../events/Event.ts"
+import * as SchemaIssues from "../failure/SchemaIssues.ts"
+import * as Journal from "../journal/Journal.ts"
 import * as Model from "../model/Model.ts"
 import * as Run from "../run/Run.ts"
 import * as RunResult from "../run/RunResult.ts"
+import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
 import { firstParting } from "./internal/ReplayCompare.ts"
 import * as Playback from "./internal/ReplayPlayback.ts"
@@ -105,6 +110,13 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
   options: Options<T, RV, O>
 ): Effect.Effect<Report, NotARecording, Exclude<Run.Requirements<T, RV>, Model.Model>> =>
   Effect.gen(function* () {
+    // A recording read from a file, or made by hand, is checked whole first: an event that is none is named.
+    const checked = checkEvents(recorded)
+    if (Result.isFailure(checked)) {
+      return yield* new NotARecording({
+        detail: `it is not a list of run events: ${SchemaIssues.describe(checked.failure.issue, "recording").message}`
+      })
+    }
     const started = recorded[0]
     if (started?._tag !== "run.started") {
       return yield* new NotARecording({ detail: `its first event is ${started?._tag ?? "missing"}, not run.started` })
@@ -135,13 +147,30 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
       return yield* TestClockDriver.drive(handle.result, { upTo: span + 600_000 }).pipe(
         Effect.catchTag("StillRunning", () => handle.cancel)
       )
-    }).pipe(Effect.scoped, Effect.provideService(Model.Model, played), Effect.provide(TestClock.layer()))
+    }).pipe(
+      Effect.scoped,
+      Effect.provideService(Model.Model, played),
+      Effect.provide(TestClock.layer()),
+      // A replay is no run of the caller's: it journals nothing, and its approvals go through a gate of its own.
+      Effect.provide(Approval.layerMemory),
+      withoutJournal
+    )
     const parting = firstParting(recorded, result.timeline)
     if (parting === undefined) return { _tag: "Matched", result } satisfies Matched
     const found = refusals.map((r) => r.detail)
     const detail = found.length === 0 ? parting.detail : `${parting.detail}; ${found.join("; ")}`
     return { _tag: "Diverged", ...parting, detail, result } satisfies Diverged
   })
+
+const checkEvents = Schema.decodeUnknownResult(Schema.Array(Event.Event))
+
+/** `effect` with no `Journal` in its context: a run journals only when its context has one. */
+const withoutJournal = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.updateContext(
+    effect,
+    // Boundary: a run reads the Journal when it is there and never requires it, so the requirements stay as they are.
+    (context: Context.Context<R>) => Context.omit(Journal.Journal)(context) as Context.Context<R>
+  )
 
 /** Decides each approval the replay asks for as the recording did, at the recorded time. */
 const decideApprovals = (recorded: ReadonlyArray<Event.Event>, handle: Run.Handle<unknown>) =>

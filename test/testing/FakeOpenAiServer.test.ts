@@ -316,6 +316,41 @@ describe("FakeOpenAiServer", () => {
       })
     )
 
+    it.live(
+      "R11 R12 a step that is none, or a choice that throws, is a 500 naming it; a step that cannot work is refused when made",
+      () =>
+        Effect.gen(function* () {
+          const server = yield* FakeOpenAiServer.make([
+            FakeOpenAiServer.fromRequest(() => {
+              throw new Error("chooser broke")
+            }),
+            // A script made by hand, as a test without types may.
+            {} as FakeOpenAiServer.Step,
+            FakeOpenAiServer.fromRequest(() => undefined as unknown as FakeOpenAiServer.Step),
+            FakeOpenAiServer.reply({ text: "next" })
+          ])
+          const chose = yield* chat(server)
+          assert.strictEqual(chose.status, 500)
+          assert.include(chose.text, "fromRequest's choice threw Error at request 1: chooser broke")
+          const none = yield* chat(server)
+          assert.strictEqual(none.status, 500)
+          assert.include(none.text, "the script gave no step")
+          assert.include(
+            (yield* chat(server)).text,
+            "the script gave no step: a step must be one of FakeOpenAiServer's steps, got undefined"
+          )
+          assert.strictEqual(JSON.parse((yield* chat(server)).text).choices[0].message.content, "next")
+          for (const make of [
+            () => FakeOpenAiServer.status(99),
+            () => FakeOpenAiServer.status(1000),
+            () => FakeOpenAiServer.endless({ chunk: "" }),
+            () => FakeOpenAiServer.delay(Number.NaN, FakeOpenAiServer.reply({}))
+          ]) {
+            assert.throws(make, RangeError)
+          }
+        })
+    )
+
     it.live("R11 a whole tool round is accepted, and validation can be turned off", () =>
       Effect.gen(function* () {
         const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({}), FakeOpenAiServer.reply({})])

@@ -101,7 +101,9 @@ describe("Properties.check catches broken runs", () => {
           ["recovery_exhausted", "recovery_exhausted"],
           ["max_tool_calls", "max_tool_calls"],
           ["tool_error", "runtime"],
-          ["cancelled", "runtime"]
+          ["cancelled", "runtime"],
+          ["inconsistent_result", "runtime"],
+          ["step_timeout", "runtime"]
         ] as const) {
           const found = Properties.checkScenario(scenario, relabelled(reason, policy))
           assert.include(invariants(found), "R2.5 stop witnessed", reason)
@@ -123,6 +125,28 @@ describe("Properties.check catches broken runs", () => {
       // No recovery.failed: the run retried nothing; the provider's client had.
       const budget = { runTimeoutMillis: 600_000, maxRecoveries: 8, scheduleRetries: 2 }
       assert.notInclude(invariants(Properties.check(result, budget)), "R2.5 stop witnessed")
+    })
+  )
+
+  it.effect("R10 a budget whose limit is missing or not a number is refused, naming the field, never passed", () =>
+    Effect.gen(function* () {
+      const { result } = yield* run({ ...base, steps: [{ _tag: "BadRequest" }] })
+      for (const [budget, field] of [
+        [{}, "runTimeoutMillis"],
+        [{ runTimeoutMillis: Number.NaN, maxRecoveries: 1, scheduleRetries: 1 }, "runTimeoutMillis"],
+        [{ runTimeoutMillis: 1000, maxRecoveries: 1.5, scheduleRetries: 1 }, "maxRecoveries"],
+        [
+          { runTimeoutMillis: 1000, maxRecoveries: 1, scheduleRetries: 1, stepTimeoutMillis: Number.NaN },
+          "stepTimeoutMillis"
+        ],
+        [
+          { runTimeoutMillis: 1000, maxRecoveries: 1, scheduleRetries: 1, toolMaxRetries: { pay: -1 } },
+          "toolMaxRetries"
+        ]
+      ] as const) {
+        // A budget computed wrongly, as a test without types may.
+        assert.throws(() => Properties.check(result, budget as unknown as Properties.Budget), RangeError, field)
+      }
     })
   )
 

@@ -1,7 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import type * as Model from "../../src/model/Model.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
@@ -325,6 +327,46 @@ describe("Replay", () => {
       assert.strictEqual(error._tag, "NotARecording")
       assert.include(error.message, "content: false")
     })
+  )
+
+  it.effect(
+    "R12 what is not a list of run events is not a recording: a typed error naming the first event that is none",
+    () =>
+      Effect.gen(function* () {
+        const recorded = yield* recordRun()
+        const [started] = recorded.timeline
+        for (const [bad, where] of [
+          [null, "recording"],
+          [[...recorded.timeline.slice(0, 2), { _tag: "nonsense" }, null, 42], "recording[2]"],
+          [[{ _tag: "run.started" }], "recording[0]"],
+          [[{ ...started, at: Number.NaN }], "recording[0]"]
+        ] as const) {
+          // A recording read from a file or made by hand: of any shape.
+          const error = yield* Effect.flip(
+            Replay.replay(bad as unknown as ReadonlyArray<Event.Event>, { tools: tools() })
+          )
+          assert.strictEqual(error._tag, "NotARecording")
+          assert.include(error.message, "it is not a list of run events")
+          assert.include(error.message, where)
+        }
+      })
+  )
+
+  it.effect(
+    "R9 a replay journals nothing and decides its approvals on a gate of its own, whatever the caller provides",
+    () =>
+      Effect.gen(function* () {
+        const recorded = yield* recordRun().pipe(Effect.provide(JournalApprovals.layer()))
+        const journal = yield* Journal.Journal
+        // The caller's store holds the recorded run already, and its gate is the journal's.
+        const inStore = yield* journal.read(recorded.runId)
+        assert.isTrue(Option.isSome(inStore))
+        const report = yield* Replay.replay(recorded.timeline, { ...options, tools: tools() }).pipe(
+          Effect.provide(JournalApprovals.layer())
+        )
+        assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+        assert.deepStrictEqual(yield* journal.read(recorded.runId), inStore)
+      }).pipe(Effect.provide(Journal.layerMemory))
   )
 
   it.effect("a timeline that does not start with run.started is not a recording", () =>

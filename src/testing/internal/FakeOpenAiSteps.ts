@@ -4,6 +4,7 @@
  * or truncated body, a body given byte for byte, a body that never ends, a step chosen
  * from the request). Re-exported from `FakeOpenAiServer`, which plays them.
  */
+import * as Failure from "../../failure/Failure.ts"
 import type * as Model from "../../model/Model.ts"
 
 /**
@@ -151,13 +152,14 @@ export const status = (
     readonly message?: string | undefined
     readonly error?: Partial<ApiError> | undefined
   } = {}
-): Step => ({
-  _tag: "Status",
-  status: code,
-  retryAfter: options.retryAfter,
-  message: options.message ?? `status ${code}`,
-  error: options.error
-})
+): Step =>
+  checked("status", {
+    _tag: "Status",
+    status: code,
+    retryAfter: options.retryAfter,
+    message: options.message ?? `status ${code}`,
+    error: options.error
+  })
 
 /**
  * A 200 stream that sends `afterChunks` events of an answer, then an error event
@@ -179,7 +181,8 @@ export const streamError = (error: ApiError, options: { readonly afterChunks?: n
  * @category constructors
  * @since 0.1.0
  */
-export const fromRequest = (choose: (request: RecordedRequest) => Step): Step => ({ _tag: "FromRequest", choose })
+export const fromRequest = (choose: (request: RecordedRequest) => Step): Step =>
+  checked("fromRequest", { _tag: "FromRequest", choose })
 
 /**
  * Waits before sending any header, then plays `next`.
@@ -187,7 +190,7 @@ export const fromRequest = (choose: (request: RecordedRequest) => Step): Step =>
  * @category constructors
  * @since 0.1.0
  */
-export const delay = (millis: number, next: Step): Step => ({ _tag: "Delay", millis, next })
+export const delay = (millis: number, next: Step): Step => checked("delay", { _tag: "Delay", millis, next })
 
 /**
  * Sends the headers and `afterChunks` events of `next` (for a plain answer: half its
@@ -196,16 +199,13 @@ export const delay = (millis: number, next: Step): Step => ({ _tag: "Delay", mil
  * @category constructors
  * @since 0.1.0
  */
-export const stall = (options: {
-  readonly afterChunks?: number
-  readonly millis: number
-  readonly next: Step
-}): Step => ({
-  _tag: "Stall",
-  afterChunks: options.afterChunks ?? 1,
-  millis: options.millis,
-  next: options.next
-})
+export const stall = (options: { readonly afterChunks?: number; readonly millis: number; readonly next: Step }): Step =>
+  checked("stall", {
+    _tag: "Stall",
+    afterChunks: options.afterChunks ?? 1,
+    millis: options.millis,
+    next: options.next
+  })
 
 /**
  * Destroys the connection: before any header, or after `afterChunks` events of a
@@ -246,7 +246,8 @@ export const raw = (options: {
   readonly body: string
   readonly status?: number | undefined
   readonly headers?: Readonly<Record<string, string>> | undefined
-}): Step => ({ _tag: "Raw", status: options.status ?? 200, headers: options.headers ?? {}, body: options.body })
+}): Step =>
+  checked("raw", { _tag: "Raw", status: options.status ?? 200, headers: options.headers ?? {}, body: options.body })
 
 /**
  * A body that never ends: the headers, `prefix`, then `chunk` again and again, as fast
@@ -261,10 +262,72 @@ export const endless = (options: {
   readonly prefix?: string | undefined
   readonly status?: number | undefined
   readonly headers?: Readonly<Record<string, string>> | undefined
-}): Step => ({
-  _tag: "Endless",
-  status: options.status ?? 200,
-  headers: options.headers ?? {},
-  prefix: options.prefix ?? "",
-  chunk: options.chunk
-})
+}): Step =>
+  checked("endless", {
+    _tag: "Endless",
+    status: options.status ?? 200,
+    headers: options.headers ?? {},
+    prefix: options.prefix ?? "",
+    chunk: options.chunk
+  })
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const isMillis = (value: unknown): boolean => typeof value === "number" && value >= 0 && Number.isFinite(value)
+
+/**
+ * Why `step` cannot be played, or `undefined`: a test's script (a value of any type) made
+ * by hand or by a function, checked before it is played, and by the constructors.
+ */
+export const stepProblem = (step: unknown): string | undefined => {
+  if (!isObject(step))
+    return `a step must be one of FakeOpenAiServer's steps, got ${step === null ? "null" : typeof step}`
+  switch (step._tag) {
+    case "Reply":
+      return Array.isArray(step.toolCalls) ? undefined : "a reply's toolCalls must be an array"
+    case "Status":
+    case "Raw":
+      // Node refuses a status outside 100 to 999 when it writes it; HTTP's statuses end at 599.
+      return Number.isInteger(step.status) && Number(step.status) >= 100 && Number(step.status) <= 599
+        ? undefined
+        : `a status must be an HTTP status from 100 to 599, got ${String(step.status)}`
+    case "FromRequest":
+      return typeof step.choose === "function" ? undefined : "fromRequest needs a function choosing the step"
+    case "Delay":
+    case "Stall":
+      return isMillis(step.millis)
+        ? stepProblem(step.next)
+        : `millis must be a finite number >= 0, got ${String(step.millis)}`
+    case "Endless":
+      // Node takes an empty write as written at once: the server would write it forever, never yielding.
+      return typeof step.chunk === "string" && step.chunk !== ""
+        ? undefined
+        : "an endless body's chunk must be a non-empty string"
+    case "StreamError":
+    case "Reset":
+    case "Corrupt":
+    case "Truncated":
+      return undefined
+    default:
+      return `a step must be one of FakeOpenAiServer's steps, got one tagged ${String(step._tag)}`
+  }
+}
+
+/** `step`, or a `RangeError` naming what is wrong with it (a step that cannot work is refused when it is made). */
+export const checked = (what: string, step: Step): Step => {
+  const problem = stepProblem(step)
+  if (problem !== undefined) throw new RangeError(`FakeOpenAiServer.${what}: ${problem}`)
+  return step
+}
+
+/** The 500 a request gets when the test's script broke at it: `what` broke, and what it threw, if anything. */
+export const scriptBroke = (index: number, what: string, error?: unknown): Step => {
+  // What it threw: its kind and its own message (no secret), cut; a value that throws when read says nothing more.
+  let said = ""
+  try {
+    if (error instanceof Error) said = `: ${String(error.message).slice(0, 500)}`
+  } catch {}
+  const kind = error === undefined ? "" : ` threw ${Failure.describeDefect(error).type}`
+  return status(500, { message: `FakeOpenAiServer: ${what}${kind} at request ${index + 1}${said}` })
+}

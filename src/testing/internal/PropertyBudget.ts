@@ -50,3 +50,45 @@ export const neverRetriedCodes: ReadonlyArray<string> = [
   "invalid_arguments",
   "unknown_tool"
 ]
+
+const isCount = (value: unknown): boolean => typeof value === "number" && Number.isInteger(value) && value >= 0
+const isMillis = (value: unknown): boolean => typeof value === "number" && value > 0 && !Number.isNaN(value)
+
+/**
+ * Why `budget` cannot be checked against, or `undefined`: a test's budget (of any type, a
+ * value computed wrongly) whose `NaN` or missing limit would let every comparison pass.
+ */
+export const budgetProblem = (budget: unknown): string | undefined => {
+  if (typeof budget !== "object" || budget === null) return "the budget must be an object"
+  const b = budget as Record<string, unknown>
+  const fields: ReadonlyArray<readonly [string, (value: unknown) => boolean, string, boolean]> = [
+    ["runTimeoutMillis", isMillis, "a number of milliseconds > 0", true],
+    ["maxRecoveries", isCount, "an integer >= 0", true],
+    ["scheduleRetries", isCount, "an integer >= 0", true],
+    ["correctionBudget", isCount, "an integer >= 0", false],
+    ["maxIterations", isCount, "an integer >= 0", false],
+    ["maxToolCalls", isCount, "an integer >= 0", false],
+    ["stepTimeoutMillis", isMillis, "a number of milliseconds > 0", false],
+    ["attemptTimeoutMillis", isMillis, "a number of milliseconds > 0", false],
+    ["approvalTimeoutMillis", isMillis, "a number of milliseconds > 0", false]
+  ]
+  for (const [name, valid, expected, required] of fields) {
+    const value = b[name]
+    if ((value !== undefined || required) && !valid(value)) return `${name} must be ${expected}, got ${String(value)}`
+  }
+  for (const [name, valid] of [
+    ["toolMaxRetries", isCount],
+    ["toolTimeoutMillis", isMillis]
+  ] as const) {
+    const record = b[name]
+    if (record === undefined) continue
+    if (typeof record !== "object" || record === null || !Object.values(record).every(valid)) {
+      return `${name} must map tool names to ${name === "toolMaxRetries" ? "integers >= 0" : "milliseconds > 0"}`
+    }
+  }
+  const codes = b.neverRetried
+  if (codes !== undefined && !(Array.isArray(codes) && codes.every((c) => typeof c === "string"))) {
+    return "neverRetried must be an array of failure codes"
+  }
+  return undefined
+}

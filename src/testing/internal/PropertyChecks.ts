@@ -13,7 +13,7 @@ import * as Event from "../../events/Event.ts"
 import type * as RunResult from "../../run/RunResult.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import { checkApprovals } from "./PropertyApprovalChecks.ts"
-import { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
+import { type Budget, budgetProblem, neverRetriedCodes } from "./PropertyBudget.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
 import { checkTimeLayers } from "./PropertyTimeChecks.ts"
@@ -153,6 +153,9 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, CallRef> => {
  * @since 0.1.0
  */
 export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArray<Violation> => {
+  // A budget whose limits are NaN or missing would pass every comparison: refused, naming the field.
+  const problem = budgetProblem(budget)
+  if (problem !== undefined) throw new RangeError(`Properties.check: ${problem}`)
   const violations: Array<Violation> = []
   const violate = (invariant: string, detail: string) => violations.push({ invariant, detail })
   const timeline = result.timeline

@@ -50,6 +50,32 @@ const atLimit = (timeline: Timeline, limits: ReadonlyArray<string>): string | un
   return gauges.map((g) => `${g.counter} ${g.value} of ${g.limit} ${g.max}`).join(", ")
 }
 
+/**
+ * A step's deadline stopped the run: it ended at its last step's deadline, or a wait the step
+ * bounded was cut off there (a timeout or an approval naming the step), or a retry the deadline
+ * refused (the last failure would have been retried).
+ */
+const stepTimeoutWitness = (timeline: Timeline): string | undefined => {
+  const started = timeline[0]
+  const stepMillis = started?._tag === "run.started" ? started.limits?.stepTimeoutMillis : undefined
+  if (stepMillis === undefined) return "no step timeout is in force"
+  const requests = ofTag(timeline, "model.requested")
+  const lastIteration = requests.at(-1)?.iteration
+  const stepStart = requests.find((e) => e.iteration === lastIteration)?.at
+  const finished = timeline.at(-1)
+  const deadline = stepStart === undefined ? Number.POSITIVE_INFINITY : stepStart + stepMillis
+  const last = failures(timeline).at(-1)
+  const cutOff =
+    (finished !== undefined && finished.at >= deadline - epsilon) ||
+    failures(timeline).some((f) => f.timeout?.layer === "step") ||
+    ofTag(timeline, "approval.decided").some((e) => e.layer === "step") ||
+    ofTag(timeline, "tool.failed").some((e) => e.error.notRetriedFor === "deadline") ||
+    last?.classification === "retryable"
+  return cutOff
+    ? undefined
+    : `it ended at ${finished?.at}, before its step's deadline ${deadline}, with no wait cut off by it and no retry refused`
+}
+
 /** What in the log says the run stopped for `reason`; `undefined` when nothing does (the violation's detail otherwise). */
 const unwitnessed = (result: RunResult.RunResult): string | undefined => {
   const timeline = result.timeline
@@ -110,8 +136,15 @@ const unwitnessed = (result: RunResult.RunResult): string | undefined => {
         failures(timeline).some((f) => f.code === "content_filtered")
         ? undefined
         : "no response or failure says a content filter refused"
+    case "step_timeout":
+      return stepTimeoutWitness(timeline)
+    case "inconsistent_result":
+      // A success whose postcondition contradicted it: the call failed `inconsistent_result`.
+      return ofTag(timeline, "tool.failed").some((e) => e.error.code === "inconsistent_result")
+        ? undefined
+        : "no call whose postcondition contradicted its success"
     default:
-      // step_timeout, approvals, unknown_outcome, internal_error: checked where their own invariants are.
+      // approvals, unknown_outcome, internal_error: checked where their own invariants are.
       return undefined
   }
 }
