@@ -133,8 +133,10 @@ const play = (step: Step, playback: Playback): void => {
   if (res.destroyed) return
   // A step the script made by hand (or a function returned) that is none: a 500 naming it, never a hang.
   const problem = Steps.stepProblem(step)
-  if (problem !== undefined)
-    return play(Steps.scriptBroke(record.index, `the script gave no step: ${problem}`), playback)
+  if (problem !== undefined) {
+    play(Steps.scriptBroke(record.index, `the script gave no step: ${problem}`), playback)
+    return
+  }
   const write = (text: string): boolean => {
     record.bytesSent += Buffer.byteLength(text)
     return res.write(text)
