@@ -78,13 +78,21 @@ const dead = (operation: string) =>
     JournalError.make(new JournalError.StoreFailed({ operation, detail: "the process writing this journal has died" }))
   )
 
+const faultNames: ReadonlyArray<string> = ["crashAt", "conflictOn", "unavailableOn", "lostReplyOn"]
+
 /** A `RangeError` naming what in `faults` can never be injected as written. */
 const check = (faults: Faults): void => {
   const fail = (what: string) => {
     throw new RangeError(`FaultyJournal.make: ${what}`)
   }
   if (typeof faults !== "object" || faults === null) fail("faults must be an object")
+  // A misspelt fault would inject nothing, and a crash-safety test pass without a crash.
+  const unknown = Object.keys(faults).find((key) => !faultNames.includes(key))
+  if (unknown !== undefined) fail(`there is no fault named ${JSON.stringify(unknown)} (the faults: ${faultNames.join(", ")})`)
   const crash = faults.crashAt
+  if (crash !== undefined && (typeof crash !== "object" || crash === null)) {
+    fail(`crashAt must be { commit, when? }, got ${String(crash)}`)
+  }
   if (crash !== undefined) {
     if (!Number.isSafeInteger(crash.commit) || crash.commit < 1) {
       fail(`crashAt.commit must be an integer from 1 (the first commit), got ${String(crash.commit)}`)
@@ -101,8 +109,8 @@ const check = (faults: Faults): void => {
 
 /**
  * Wraps `journal` with the given faults. Faults that can never be injected as written
- * (`crashAt.commit` 0 or 1.5, a `when` that is neither `before` nor `after`) are a
- * `RangeError`.
+ * (`crashAt.commit` 0 or 1.5, a `when` that is neither `before` nor `after`, a fault of a
+ * name there is none of, such as `crashat`) are a `RangeError`.
  *
  * @category constructors
  * @since 0.3.0

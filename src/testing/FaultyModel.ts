@@ -110,6 +110,30 @@ export const alreadyRetried = (status: number, attempts: number): Step => {
  */
 export const hang: Step = { _tag: "Hang" }
 
+const faultKinds: ReadonlyArray<string> = ["http", "timeout", "connection_reset", "corrupt_json", "already_retried"]
+
+/** Why `step` (of a script made by hand: a value of any type) is no step, or `undefined`. */
+const stepProblem = (step: unknown): string | undefined => {
+  const tag = Predicate.hasProperty(step, "_tag") ? step._tag : undefined
+  if (tag === "Hang") return undefined
+  if (tag === "Respond") {
+    return Predicate.hasProperty(step, "response") && Predicate.isObject(step.response)
+      ? undefined
+      : "is a Respond without a response"
+  }
+  if (tag !== "Fault") return "is not a step (make it with respond, httpError, timeout, …)"
+  const fault = Predicate.hasProperty(step, "fault") ? step.fault : undefined
+  const kind = Predicate.hasProperty(fault, "kind") ? fault.kind : undefined
+  if (typeof kind !== "string" || !faultKinds.includes(kind)) {
+    return `is a fault of no kind there is (${faultKinds.join(", ")}), got ${String(kind)}`
+  }
+  const status = Predicate.hasProperty(fault, "status") ? fault.status : undefined
+  if ((kind === "http" || kind === "already_retried") && !(Number.isInteger(status) && Number(status) >= 100)) {
+    return `is an ${kind} fault without an HTTP status, got ${String(status)}`
+  }
+  return undefined
+}
+
 /**
  * The failure a provider adapter produces for a fault, at time `now`.
  *
@@ -167,12 +191,10 @@ export const make = (script: ReadonlyArray<Step>, options?: { readonly keyedBy?:
   const given: unknown = script
   if (!Array.isArray(given))
     throw new TypeError(`FaultyModel.make: script must be an array of steps, got ${typeof given}`)
-  given.forEach((step: unknown, i) => {
-    const tag = Predicate.hasProperty(step, "_tag") ? step._tag : undefined
-    if (tag !== "Respond" && tag !== "Fault" && tag !== "Hang") {
-      throw new TypeError(`FaultyModel.make: step ${i} is not a step (make it with respond, httpError, timeout, …)`)
-    }
-  })
+  for (let i = 0; i < given.length; i++) {
+    const problem = stepProblem(given[i])
+    if (problem !== undefined) throw new TypeError(`FaultyModel.make: step ${i} ${problem}`)
+  }
   const keyedBy = options?.keyedBy
   if (keyedBy !== undefined && keyedBy !== "call" && keyedBy !== "iteration") {
     throw new RangeError(`FaultyModel.make: keyedBy must be "call" or "iteration", got ${JSON.stringify(keyedBy)}`)

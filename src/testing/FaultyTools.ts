@@ -73,8 +73,13 @@ export const flaky = (options: {
   readonly output?: string | undefined
   readonly description?: string | undefined
 }): Flaky => {
+  if (typeof options !== "object" || options === null) throw new RangeError("FaultyTools.flaky: options must be an object")
   if (!Number.isInteger(options.failures) || options.failures < 0) {
     throw new RangeError(`FaultyTools.flaky: failures must be an integer >= 0, got ${options.failures}`)
+  }
+  const given = options.failure
+  if (given !== undefined && !Predicate.isFunction(given) && !Failure.isFailure(given)) {
+    throw new RangeError("FaultyTools.flaky: failure must be a Failure or a function of the call giving one")
   }
   const { calls, record } = makeCalls()
   const failureOf = (call: Call): Failure.Failure => {
@@ -196,6 +201,15 @@ export const ledgered = (options: {
   /** The call waits for a person's approval before it runs (R7). */
   readonly needsApproval?: boolean | undefined
 }): Ledgered => {
+  if (typeof options !== "object" || options === null) {
+    throw new RangeError("FaultyTools.ledgered: options must be an object")
+  }
+  const reconcileGiven: unknown = options.reconcile
+  if (reconcileGiven !== undefined && typeof reconcileGiven !== "boolean" && !Predicate.isFunction(reconcileGiven)) {
+    throw new RangeError(
+      `FaultyTools.ledgered: reconcile must be a boolean or a function of the ledger's entry, got ${JSON.stringify(reconcileGiven) ?? String(reconcileGiven)}`
+    )
+  }
   const script = options.behaviour
   if (!Predicate.isFunction(script)) {
     if (!Array.isArray(script)) throw new RangeError("FaultyTools.ledgered: behaviour must be an array or a function")

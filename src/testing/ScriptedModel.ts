@@ -21,6 +21,9 @@ export type Step =
   | Failure.Failure
   | ((request: Model.Request) => Model.Response | Effect.Effect<Model.Response, Failure.Failure>)
 
+/** A response, as far as the script is concerned: the run checks its fields as it checks every model's answer. */
+const isResponse = (step: unknown): boolean => typeof step === "object" && step !== null && !Array.isArray(step)
+
 const play = (step: Step, request: Model.Request): Effect.Effect<Model.Response, Failure.Failure> => {
   if (Predicate.isFunction(step)) {
     return Effect.suspend(() => {
@@ -49,6 +52,15 @@ export const make = (script: ReadonlyArray<Step>): Model.Model["Service"] => {
   const given: unknown = script
   if (!Array.isArray(given))
     throw new TypeError(`ScriptedModel.make: script must be an array of steps, got ${typeof given}`)
+  // What is not a step is said so here, not later as the run's `invalid_response` (a hole too, which `forEach` skips).
+  for (let i = 0; i < given.length; i++) {
+    const step: unknown = given[i]
+    if (!(Predicate.isFunction(step) || Failure.isFailure(step) || isResponse(step))) {
+      throw new TypeError(
+        `ScriptedModel.make: step ${i} is not a step (a Model.Response, a Failure, or a function of the request), got ${step === null ? "null" : typeof step}`
+      )
+    }
+  }
   const playOne = player()
   let next = 0
   return {

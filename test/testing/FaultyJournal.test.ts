@@ -86,7 +86,11 @@ describe("FaultyJournal (R9)", () => {
       [{ crashAt: { commit: Number.NaN } }, "crashAt.commit"],
       [{ crashAt: { commit: 2, when: "During" } }, "crashAt.when"],
       [{ unavailableOn: 3 }, "unavailableOn"],
-      [{ conflictOn: true }, "conflictOn"]
+      [{ conflictOn: true }, "conflictOn"],
+      // A misspelt fault would inject nothing: a crash-safety test would pass without its crash.
+      [{ crashat: { commit: 2 } }, '"crashat"'],
+      [{ lostReply: () => true }, '"lostReply"'],
+      [{ crashAt: null }, "crashAt must be"]
     ] as const) {
       assert.throws(
         () => FaultyJournal.make(store, faults as unknown as FaultyJournal.Faults),
