@@ -88,7 +88,8 @@ const check = (faults: Faults): void => {
   if (typeof faults !== "object" || faults === null) fail("faults must be an object")
   // A misspelt fault would inject nothing, and a crash-safety test pass without a crash.
   const unknown = Object.keys(faults).find((key) => !faultNames.includes(key))
-  if (unknown !== undefined) fail(`there is no fault named ${JSON.stringify(unknown)} (the faults: ${faultNames.join(", ")})`)
+  if (unknown !== undefined)
+    fail(`there is no fault named ${JSON.stringify(unknown)} (the faults: ${faultNames.join(", ")})`)
   const crash = faults.crashAt
   if (crash !== undefined && (typeof crash !== "object" || crash === null)) {
     fail(`crashAt must be { commit, when? }, got ${String(crash)}`)

@@ -73,7 +73,8 @@ export const flaky = (options: {
   readonly output?: string | undefined
   readonly description?: string | undefined
 }): Flaky => {
-  if (typeof options !== "object" || options === null) throw new RangeError("FaultyTools.flaky: options must be an object")
+  if (typeof options !== "object" || options === null)
+    throw new RangeError("FaultyTools.flaky: options must be an object")
   if (!Number.isInteger(options.failures) || options.failures < 0) {
     throw new RangeError(`FaultyTools.flaky: failures must be an integer >= 0, got ${options.failures}`)
   }
