@@ -606,29 +606,29 @@ describe("FaultyTools", () => {
       holed[0] = ScriptedModel.finalAnswer("a")
       holed[2] = ScriptedModel.finalAnswer("b")
       assert.throws(() => ScriptedModel.make(holed), /step 1 is not a step/)
-      )
       assert.throws(
-        () => FaultyModel.make([hostile(_tag: "Fault", fault: kind: "bogus" )]),
+        () => FaultyModel.make([hostile({ _tag: "Fault", fault: { kind: "bogus" } })]),
         /a fault of no kind there is/
       )
       assert.throws(
-        () => FaultyModel.make([hostile(_tag: "Fault", fault: kind: "http" )]),
+        () => FaultyModel.make([hostile({ _tag: "Fault", fault: { kind: "http" } })]),
         /without an HTTP status/
       )
-      assert.throws(() => FaultyModel.make([hostile(_tag: "Respond" )]), /a Respond without a response/)
+      assert.throws(() => FaultyModel.make([hostile({ _tag: "Respond" })]), /a Respond without a response/)
       assert.throws(
         () =>
-          FaultyTools.ledgered(
+          FaultyTools.ledgered({
             name: "x",
             idempotent: false,
             sideEffect: "write",
             behaviour: ["apply"],
-            reconcile: hostile("yes")),
+            reconcile: hostile("yes")
+          }),
         /reconcile must be a boolean or a function/
       )
       assert.throws(() => FaultyTools.ledgered(hostile(undefined)), /ledgered: options must be an object/)
       assert.throws(
-        () => FaultyTools.flaky(name: "x", failures: 1, failure: hostile("nope") ),
+        () => FaultyTools.flaky({ name: "x", failures: 1, failure: hostile("nope") }),
         /failure must be a Failure/
       )
     })
