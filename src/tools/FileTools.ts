@@ -132,6 +132,15 @@ const isDirectoryOrMissing = (at: string): boolean => {
   }
 }
 
+/** The real path of `at` (its links followed), or `at` itself while nothing is there yet. */
+const realPathOf = (at: string): string => {
+  try {
+    return NodeFs.realpathSync(at)
+  } catch {
+    return at
+  }
+}
+
 /** The root as given: a path that is not empty; `undefined` when it is one. */
 const rootProblem = (root: unknown): string | undefined =>
   typeof root === "string" && root !== "" && !root.includes("\0")
@@ -160,9 +169,9 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
   const maxWriteBytes = checkLimit("maxWriteBytes", options.maxWriteBytes, Permission.defaultMaxContentBytes)
   const maxListEntries = checkLimit("maxListEntries", options.maxListEntries, 1_000)
   const workspace = yield* Workspace.make({ root })
-  // The system's limit holds for the whole path, the root's own included (the kernel names a
-  // directory by it): a longer path would fail only after making the directories on its way.
-  const maxInputBytes = Math.max(0, maxPathBytes - Buffer.byteLength(root, "utf8") - 1)
+  // The system's limit holds for the whole path, the root's real path included (the kernel names
+  // a directory by it): a longer path would fail only after making the directories on its way.
+  const maxBelowRootBytes = Math.max(0, maxPathBytes - Buffer.byteLength(realPathOf(root), "utf8") - 1)
 
   // The path as names below the root, `..` resolved by text first (as the permission
   // policy does), so a path that is outside on its face never reaches the file system.
@@ -173,16 +182,17 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     if (input.length === 0 || input.includes("\0")) {
       return Effect.fail(permanent("invalid_path", "invalid_argument", "the path is empty or contains a NUL byte"))
     }
-    const bytes = Buffer.byteLength(input, "utf8")
-    if (bytes > maxInputBytes) {
-      return Effect.fail(
+    const tooLong = (bytes: number, limit: number) =>
+      Effect.fail(
         permanent(
           "invalid_path",
           "invalid_argument",
-          `the path is ${bytes} bytes long, over the limit of ${maxInputBytes} bytes in this workspace; use a shorter path`
+          `the path is ${bytes} bytes long, over the limit of ${limit} bytes in this workspace; use a shorter path`
         )
       )
-    }
+    // No longer path names anything: refused before it is resolved.
+    const bytes = Buffer.byteLength(input, "utf8")
+    if (bytes > maxPathBytes) return tooLong(bytes, maxPathBytes)
     const absolute = path.resolve(root, input)
     const relative = path.relative(root, absolute)
     if (relative === ".." || relative.startsWith(`..${path.sep}`) || path.isAbsolute(relative)) {
@@ -190,6 +200,9 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
         permanent("outside_root", "permission", "the path is outside the workspace root; use a path inside it")
       )
     }
+    // What lies below the root (an absolute path holds the root already).
+    const below = Buffer.byteLength(relative, "utf8")
+    if (below > maxBelowRootBytes) return tooLong(below, maxBelowRootBytes)
     return Effect.succeed({
       names: relative.split(path.sep).filter((name) => name.length > 0),
       display: relative === "" ? "." : relative

@@ -177,8 +177,8 @@ const spacing = /\s+|\\[nrt]/g
 export const observation = (text: string, args?: unknown): string => {
   const { rest, echoed } = echoesIn(text, args)
   if (echoed.length === 0) return digest(text)
-  // Sorted: values searched longest first come in another order when their spacing differs.
-  const queries = echoed.map((value) => value.normalize("NFKC").toLowerCase().replace(spacing, "")).sort()
+  // In the arguments' order, as the rest marks where each was.
+  const queries = echoed.map((value) => value.normalize("NFKC").toLowerCase().replace(spacing, ""))
   return digest(`${rest}\u0000${queries.join("\u0000")}`)
 }
 

@@ -39,6 +39,15 @@ describe("Subprocess.run: a child that did not finish", () => {
         const segv = failureOf(yield* Effect.exit(Subprocess.run(node("segv"), unsafe)))
         assert.instanceOf(segv, Failure.UnknownOutcome)
         assert.strictEqual(segv.code, "killed_SIGSEGV")
+        // A shell whose command was killed says so by its code (128 + the signal's number).
+        const wrapped = failureOf(
+          yield* Effect.exit(
+            Subprocess.run({ command: "/bin/sh", args: ["-c", 'sh -c "kill -9 \\$\\$"; exit $?'] }, unsafe)
+          )
+        )
+        assert.instanceOf(wrapped, Failure.UnknownOutcome)
+        assert.strictEqual(wrapped.code, "exit_137")
+        assert.include(wrapped.hint, "killed by SIGKILL")
         // The process said it failed: that is its answer.
         const exited = failureOf(yield* Effect.exit(Subprocess.run(node("exit", "3"), unsafe)))
         assert.instanceOf(exited, Failure.Permanent)

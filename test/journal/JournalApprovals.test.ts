@@ -459,6 +459,38 @@ describe("JournalApprovals (R7, R9.3)", () => {
       })
   )
 
+  it.live(
+    "R4.2 a gate out of reach at the expiry is asked again only within the step: the run stops at its step deadline",
+    () =>
+      Effect.gen(function* () {
+        let tries = 0
+        const outOfReach: Approval.Gate = {
+          request: () => Effect.never,
+          decide: () => Effect.void,
+          pending: Effect.succeed([]),
+          expire: (runId, callId) =>
+            Effect.suspend(() => {
+              tries++
+              return Effect.fail(new Approval.Unavailable({ runId, callId, detail: "reset" }))
+            })
+        }
+        const pay = payment()
+        const started = Date.now()
+        const result = yield* Run.run({
+          goal: "pay 10",
+          tools: [pay.tool],
+          time: { step: "400 millis", approval: "100 millis", run: "20 seconds" }
+        }).pipe(Effect.provideService(Approval.ApprovalGate, outOfReach), Effect.provide(model))
+        const elapsed = Date.now() - started
+        assert.strictEqual(result.stopReason, "step_timeout")
+        assert.isAtLeast(tries, 1)
+        assert.isBelow(elapsed, 1_500)
+        // It says how long the call waited in all, not when its own limit came.
+        assert.match(result.detail ?? "", /waited (3\d\d|4\d\d) ms/)
+        assert.strictEqual(pay.calls.count, 0)
+      })
+  )
+
   it.live("R7 an approval being recorded as the call expires is found: the run waits for it, and pays", () =>
     Effect.gen(function* () {
       const inner = yield* store

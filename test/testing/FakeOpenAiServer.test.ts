@@ -327,6 +327,8 @@ describe("FakeOpenAiServer", () => {
             // A script made by hand, as a test without types may.
             {} as FakeOpenAiServer.Step,
             FakeOpenAiServer.fromRequest(() => undefined as unknown as FakeOpenAiServer.Step),
+            // A reply made by hand without its usage or text.
+            { _tag: "Reply", toolCalls: [] } as unknown as FakeOpenAiServer.Step,
             FakeOpenAiServer.reply({ text: "next" })
           ])
           const chose = yield* chat(server)
@@ -339,9 +341,11 @@ describe("FakeOpenAiServer", () => {
             (yield* chat(server)).text,
             "the script gave no step: a step must be one of FakeOpenAiServer's steps, got undefined"
           )
+          assert.include((yield* chat(server)).text, "a reply's text must be a string")
           assert.strictEqual(JSON.parse((yield* chat(server)).text).choices[0].message.content, "next")
           for (const make of [
             () => FakeOpenAiServer.status(99),
+            () => FakeOpenAiServer.status(101),
             () => FakeOpenAiServer.status(1000),
             () => FakeOpenAiServer.endless({ chunk: "" }),
             () => FakeOpenAiServer.delay(Number.NaN, FakeOpenAiServer.reply({}))

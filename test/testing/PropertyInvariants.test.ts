@@ -108,11 +108,27 @@ describe("Properties.check catches broken runs", () => {
           const found = Properties.checkScenario(scenario, relabelled(reason, policy))
           assert.include(invariants(found), "R2.5 stop witnessed", reason)
         }
-        // A stop a policy of the user's decided is theirs to explain.
-        assert.notInclude(
-          invariants(Properties.check(relabelled("max_iterations", "my_policy"), scenario.budget)),
-          "R2.5 stop witnessed"
+        // A stop a policy of the user's decided (one the run lists) is theirs to explain; a name it does not list is not.
+        const byMine = relabelled("max_iterations", "my_policy")
+        const listing = edit(
+          byMine,
+          byMine.timeline.map((e) =>
+            e._tag === "run.started" ? { ...e, policies: [...(e.policies ?? []), "my_policy"] } : e
+          )
         )
+        assert.notInclude(invariants(Properties.check(listing, scenario.budget)), "R2.5 stop witnessed")
+        assert.include(invariants(Properties.check(byMine, scenario.budget)), "R2.5 stop witnessed")
+        // The runtime's own names for its stops: a step deadline's, validation's.
+        for (const [reason, policy] of [
+          ["step_timeout", "step_timeout"],
+          ["validation_failed", "validation"]
+        ] as const) {
+          assert.include(
+            invariants(Properties.check(relabelled(reason, policy), scenario.budget)),
+            "R2.5 stop witnessed",
+            reason
+          )
+        }
       })
   )
 

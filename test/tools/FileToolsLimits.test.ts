@@ -255,6 +255,24 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools limits", 
           "invalid_path"
         )
         assert.deepStrictEqual(readdirSync(root), [])
+        // A root of about 3,000 bytes reached through a short link: its real path counts.
+        const { base } = yield* workspace()
+        let long = base
+        for (let i = 0; i < 12; i++) {
+          long = `${long}/${"d".repeat(250)}`
+          mkdirSync(long)
+        }
+        symlinkSync(long, `${base}/short`)
+        const linked = yield* FileTools.make({ root: `${base}/short` })
+        const below = `${"a/".repeat(800)}x.txt`
+        assertCode(
+          yield* Effect.flip(linked.writeTextFile.handler({ path: below, content: "x" }, context)),
+          "invalid_path"
+        )
+        assert.deepStrictEqual(readdirSync(long), [])
+        // An absolute path inside the root counts what lies below it, once.
+        const inside = yield* linked.writeTextFile.handler({ path: `${base}/short/f.txt`, content: "x" }, context)
+        assert.strictEqual(inside.path, "f.txt")
       })
     )
 

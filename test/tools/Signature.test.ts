@@ -341,6 +341,23 @@ describe("Signature.observation (R2.3)", () => {
       Signature.observation(page(`R&D "Bob's" notes`), { q: `R&D "Bob's" notes` }),
       Signature.observation(page(`r&d "bob's"  notes`), { q: `r&d "bob's"  notes` })
     )
+    const goPage = (q: string) => `<p>${q.replace(/&/g, "&amp;").replace(/"/g, "&#34;").replace(/'/g, "&#39;")}</p>`
+    assert.strictEqual(
+      Signature.observation(goPage(`"café" report`), { q: `"café" report` }),
+      Signature.observation(goPage(`"Café"  report`), { q: `"Café"  report` })
+    )
+    // Where each value was, and which it was: a route and its reverse differ, as do swapped results.
+    const route = (from: string, to: string) =>
+      Signature.observation(`No direct flight from ${from} to ${to}`, { from, to })
+    assert.notStrictEqual(route("Paris", "Lille"), route("Lille", "Paris"))
+    const swapped = (done: string, pending: string) =>
+      Signature.observation(`done: ${done}; pending: ${pending}`, { items: ["alpha", "omega"] })
+    assert.notStrictEqual(swapped("alpha", "omega"), swapped("omega", "alpha"))
+    // What was on either side of an echo is not joined into a new one.
+    assert.notStrictEqual(
+      Signature.observation("found: aabcbc", { q: "abc" }),
+      Signature.observation("found: ababcc", { q: "abc" })
+    )
     // Argument text past 64 KiB is not parsed again: the result is keyed whole, at once.
     const big = JSON.stringify({ content: `"${"x".repeat(70_000)}`, q: "report 2024" })
     assert.strictEqual(Signature.observation(echoed("report 2024"), big), Signature.digest(echoed("report 2024")))

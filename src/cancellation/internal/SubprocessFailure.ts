@@ -4,6 +4,7 @@
  * signal and a non-zero exit. The `hint` of each is one the model may see; the details
  * (the tail of stderr, the platform's error) go in `diagnostic`.
  */
+import * as os from "node:os"
 import type * as PlatformError from "effect/PlatformError"
 import * as Failure from "../../failure/Failure.ts"
 import type { Spec } from "./SubprocessSpec.ts"
@@ -179,9 +180,30 @@ export const killed = (name: string, signal: string, stderr: string, unsafeToRep
     unsafeToRepeat
   )
 
-/** The child exited with a code other than 0. */
-export const exited = (name: string, exitCode: number, stderr: string) =>
-  new Failure.Permanent({
+/** The signal a shell's exit code `128 + n` says its command died of (`137`: SIGKILL), if it names one. */
+const signalOfExitCode = (exitCode: number): string | undefined =>
+  exitCode > 128 ? Object.entries(os.constants.signals).find(([, n]) => n === exitCode - 128)?.[0] : undefined
+
+/**
+ * The child exited with a code other than 0: it says it failed (`Permanent`). A code a
+ * shell gives when the command it ran died by a signal (`128 + n`: 137 for SIGKILL, 139
+ * for SIGSEGV) is, for a command unsafe to repeat, a death by that signal: an
+ * `UnknownOutcome`, as a worker under `sh -c`, `bash` or `npm run` is killed.
+ */
+export const exited = (name: string, exitCode: number, stderr: string, unsafeToRepeat: boolean) => {
+  const signal = signalOfExitCode(exitCode)
+  if (unsafeToRepeat && signal !== undefined) {
+    return cutOff(
+      {
+        category: "crash",
+        code: `exit_${exitCode}`,
+        hint: `${name} exited with code ${exitCode}, as a shell does when the command it ran was killed by ${signal}`,
+        diagnostic: tail(stderr)
+      },
+      true
+    )
+  }
+  return new Failure.Permanent({
     source: "subprocess",
     category: "exit",
     code: `exit_${exitCode}`,
@@ -189,3 +211,4 @@ export const exited = (name: string, exitCode: number, stderr: string) =>
     hint: `${name} exited with code ${exitCode}`,
     diagnostic: tail(stderr)
   })
+}

@@ -174,7 +174,7 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
     }
   }
   if (exitCode !== 0) {
-    return yield* Effect.fail(SubprocessFailure.exited(name, exitCode, stderr))
+    return yield* Effect.fail(SubprocessFailure.exited(name, exitCode, stderr, unsafeToRepeat))
   }
   return { pid, exitCode, stdout, stderr, elapsedMillis, containment } satisfies Result
 })

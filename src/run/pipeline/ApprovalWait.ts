@@ -185,9 +185,20 @@ export const awaitDecision = Effect.fnUntraced(function* (
         schedule: Schedule.spaced(closeAgainMillis)
       })
     )
-    const recorded = yield* UserCode.orDie("the approval gate", closing)
-    if (Option.isNone(recorded)) return answered
-    const checked = checkDecision(recorded.value)
+    // Asked again within what is left of the step and the run (a short try at least, for a call
+    // the step deadline expired): a gate that cannot answer by then leaves the call expired by
+    // that deadline, which it never ran past.
+    const bound = yield* Deadline.left({ layer: "step" })
+    const recorded = yield* UserCode.orDie("the approval gate", closing).pipe(
+      Effect.map((found) => ({ found, layer: answered.layer })),
+      Effect.timeoutOrElse({
+        duration: Math.max(bound.millis, closeAgainMillis),
+        orElse: () => Effect.succeed({ found: Option.none<Approval.Decision>(), layer: bound.layer })
+      })
+    )
+    const waited = RunContext.now(ctx) - now
+    if (Option.isNone(recorded.found)) return { _tag: "Expired", layer: recorded.layer, millis: waited } as const
+    const checked = checkDecision(recorded.found.value)
     return Result.isSuccess(checked) ? checked.success : yield* Effect.die(new UserCode.UserCodeDefect(checked.failure))
   }).pipe(
     Effect.onInterrupt(() => (announced ? stopped("withdrawn while waiting for approval; it never ran") : Effect.void)),

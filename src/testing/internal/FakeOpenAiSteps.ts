@@ -276,6 +276,21 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
 
 const isMillis = (value: unknown): boolean => typeof value === "number" && value >= 0 && Number.isFinite(value)
 
+/** Why a hand-made reply cannot be sent, or `undefined`. */
+const replyProblem = (step: Record<string, unknown>): string | undefined => {
+  if (typeof step.text !== "string") return "a reply's text must be a string"
+  const calls = step.toolCalls
+  if (
+    !Array.isArray(calls) ||
+    !calls.every((c) => isObject(c) && typeof c.name === "string" && typeof c.arguments === "string")
+  ) {
+    return "a reply's toolCalls must be an array of { name, arguments } (both text)"
+  }
+  const usage = step.usage
+  const counts = isObject(usage) && typeof usage.input === "number" && typeof usage.output === "number"
+  return usage === "unreported" || counts ? undefined : 'a reply\'s usage must be { input, output } or "unreported"'
+}
+
 /**
  * Why `step` cannot be played, or `undefined`: a test's script (a value of any type) made
  * by hand or by a function, checked before it is played, and by the constructors.
@@ -285,13 +300,16 @@ export const stepProblem = (step: unknown): string | undefined => {
     return `a step must be one of FakeOpenAiServer's steps, got ${step === null ? "null" : typeof step}`
   switch (step._tag) {
     case "Reply":
-      return Array.isArray(step.toolCalls) ? undefined : "a reply's toolCalls must be an array"
+      return replyProblem(step)
     case "Status":
     case "Raw":
-      // Node refuses a status outside 100 to 999 when it writes it; HTTP's statuses end at 599.
-      return Number.isInteger(step.status) && Number(step.status) >= 100 && Number(step.status) <= 599
-        ? undefined
-        : `a status must be an HTTP status from 100 to 599, got ${String(step.status)}`
+      // A 1xx is no answer (the client waits for the real one); Node refuses past 999, HTTP's end at 599.
+      if (!(Number.isInteger(step.status) && Number(step.status) >= 200 && Number(step.status) <= 599)) {
+        return `a status must be an HTTP status from 200 to 599, got ${String(step.status)}`
+      }
+      return step._tag === "Raw" && (typeof step.body !== "string" || !isObject(step.headers))
+        ? "a raw answer needs a body (text) and headers"
+        : undefined
     case "FromRequest":
       return typeof step.choose === "function" ? undefined : "fromRequest needs a function choosing the step"
     case "Delay":

@@ -29,8 +29,19 @@ const limitOf: Partial<Record<StopReason.StopReason, ReadonlyArray<string>>> = {
   budget_exhausted: ["maxTokens", "maxCostUsd"]
 }
 
-/** The policies the runtime itself decides by; every other policy is the user's, whose stops are theirs to explain. */
-const runtimePolicies: ReadonlySet<string> = new Set([...Termination.names(Termination.defaults()), "runtime"])
+/** The built-in policies: a run's policy of the same name is the runtime's, whatever the run lists. */
+const builtInPolicies: ReadonlySet<string> = new Set(Termination.names(Termination.defaults()))
+
+/**
+ * Whether a policy of the user's made the stop: one the run lists (`run.started`'s
+ * `policies`) that is not built in. Every other name (`runtime`, `step_timeout`,
+ * `validation`, a built-in's) is the runtime's, whose stop the log must witness.
+ */
+const usersOwn = (timeline: Timeline, policy: string): boolean => {
+  const started = timeline[0]
+  const listed = started?._tag === "run.started" ? (started.policies ?? []) : []
+  return listed.includes(policy) && !builtInPolicies.has(policy)
+}
 
 /** The failures the log records: the model's, and those of tool calls that reached their handler. */
 const failures = (timeline: Timeline): ReadonlyArray<Failure.Summary> =>
@@ -81,7 +92,7 @@ const unwitnessed = (result: RunResult.RunResult): string | undefined => {
   const timeline = result.timeline
   const reason = result.stopReason
   // A stop a policy of the user's made is theirs to explain.
-  if (!runtimePolicies.has(result.policy)) return undefined
+  if (usersOwn(timeline, result.policy)) return undefined
   const limits = limitOf[reason]
   if (limits !== undefined) return atLimit(timeline, limits)
   switch (reason) {

@@ -43,16 +43,19 @@ const valuesOf = (args: unknown): ReadonlyArray<string> => {
 /** The inside of a JSON string holding `text`: its escapes, without the quotes. */
 const escaped = (text: string): string => JSON.stringify(text).slice(1, -1)
 
-/** The characters HTML escapes in text, and how: `'` as `&#39;` (Python's `html.escape`) or `&#x27;` (Go's, React's). */
+/**
+ * The characters HTML escapes in text, and how: `"` as `&quot;` or `&#34;` (Go's
+ * `html.EscapeString`), `'` as `&#39;` (Python's `html.escape`, Go's) or `&#x27;` (React's).
+ */
 const html = /[&<>"']/g
-const htmlEscapes = (quote: string): Record<string, string> => ({
+const htmlEscapes = (doubleQuote: string, quote: string): Record<string, string> => ({
   "&": "&amp;",
   "<": "&lt;",
   ">": "&gt;",
-  '"': "&quot;",
+  '"': doubleQuote,
   "'": quote
 })
-const htmlForms = [htmlEscapes("&#39;"), htmlEscapes("&#x27;")]
+const htmlForms = [htmlEscapes("&quot;", "&#39;"), htmlEscapes("&quot;", "&#x27;"), htmlEscapes("&#34;", "&#39;")]
 
 /**
  * A value in the forms a result may echo it: as it is, as JSON writes it in a string (`/`
@@ -109,59 +112,71 @@ const placesOf = (text: string, form: string): Array<number> => {
   return places
 }
 
-/** `text` without the spans `[start, end)` (in any order; overlapping ones count once). */
-const cut = (text: string, spans: ReadonlyArray<readonly [number, number]>): string => {
+/**
+ * What stands where the value of position `index` among the call's string arguments was cut:
+ * the rest keeps where each echo was, and which (`from X to Y` is not `from Y to X`), and
+ * what was on either side of one is not joined into a new match.
+ */
+const markOf = (index: number): string => `\u0000${index}\u0000`
+
+/** `text` with each span `[start, end)` replaced by its mark (in any order; one inside another goes with it). */
+const replaced = (text: string, spans: ReadonlyArray<readonly [number, number, string]>): string => {
   let rest = ""
   let from = 0
-  for (const [start, end] of [...spans].sort((a, b) => a[0] - b[0])) {
+  for (const [start, end, mark] of [...spans].sort((a, b) => a[0] - b[0])) {
     if (end <= from) continue
-    rest += text.slice(from, Math.max(from, start))
+    rest += text.slice(from, Math.max(from, start)) + mark
     from = end
   }
   return rest + text.slice(from)
 }
 
-/** `text` without the forms of each of `values` it holds: what is left, and the values found. */
-const strip = (text: string, values: ReadonlyArray<string>) => {
+/** `text` without the forms of each value it holds (longest first), each replaced by its mark: what is left, and the values found. */
+const strip = (text: string, values: ReadonlyArray<Value>) => {
   let rest = text
   const found: Array<string> = []
-  for (const value of values) {
+  for (const { value, index } of values) {
     const before = rest
-    for (const form of formsOf(value)) rest = rest.split(form).join("")
+    for (const form of formsOf(value)) rest = rest.split(form).join(markOf(index))
     if (rest !== before) found.push(value)
   }
   return { rest, found }
 }
 
 /**
- * `text` without the forms of each of `values` it holds once its escapes are read, cut from
- * the text as written: the rest keeps its own escapes, so lines that differ only in them
- * still differ.
+ * `text` without the forms of each value it holds once its escapes are read, each replaced
+ * by its mark in the text as written: the rest keeps its own escapes, so lines that differ
+ * only in them still differ. In the text read, a place found becomes one unit standing for
+ * its span, so no later form is found across it.
  */
-const stripRead = (text: string, values: ReadonlyArray<string>) => {
+const stripRead = (text: string, values: ReadonlyArray<Value>) => {
   let { read, starts, ends } = readEscapes(text)
-  const spans: Array<readonly [number, number]> = []
+  const spans: Array<readonly [number, number, string]> = []
   const found: Array<string> = []
-  for (const value of values) {
+  for (const { value, index } of values) {
     const before = spans.length
     for (const form of formsOf(value)) {
       const places = placesOf(read, form).map((at) => [at, at + form.length] as const)
       if (places.length === 0) continue
       // Both hold a position for each unit of `read`.
-      for (const [start, end] of places) spans.push([starts[start] ?? 0, ends[end - 1] ?? 0])
-      read = cut(read, places)
-      starts = cutUnits(starts, places)
-      ends = cutUnits(ends, places)
+      for (const [start, end] of places) spans.push([starts[start] ?? 0, ends[end - 1] ?? 0, markOf(index)])
+      read = replaced(
+        read,
+        places.map(([start, end]) => [start, end, "\u0000"])
+      )
+      starts = collapsed(starts, places, "first")
+      ends = collapsed(ends, places, "last")
     }
     if (spans.length > before) found.push(value)
   }
-  return { rest: cut(text, spans), found }
+  return { rest: replaced(text, spans), found }
 }
 
-/** `units` without the spans `[start, end)` (in order, not overlapping). */
-const cutUnits = (
+/** `units` with each span `[start, end)` (in order, not overlapping) collapsed to one: its first or its last. */
+const collapsed = (
   units: Int32Array<ArrayBuffer>,
-  spans: ReadonlyArray<readonly [number, number]>
+  spans: ReadonlyArray<readonly [number, number]>,
+  keep: "first" | "last"
 ): Int32Array<ArrayBuffer> => {
   const rest = new Int32Array(units.length)
   let length = 0
@@ -169,27 +184,36 @@ const cutUnits = (
   for (const [start, end] of spans) {
     rest.set(units.subarray(from, start), length)
     length += start - from
+    rest[length++] = units[keep === "first" ? start : end - 1] ?? 0
     from = end
   }
   rest.set(units.subarray(from), length)
   return rest.subarray(0, length + units.length - from)
 }
 
+/** A string value of the call's arguments, and its position among them. */
+interface Value {
+  readonly value: string
+  readonly index: number
+}
+
 /**
- * The result without what it echoes of `values`, and those it echoes. Each value is looked
- * for in the result as written first (an argument may hold escape text itself: a pattern
- * `\u2019`, a path `C:\data\ucafe`), then in what is left with its `\uXXXX` escapes read
- * (an echo may be written both ways). Values are looked for longest first: a value within
- * another (`report` in `report 2024`) would cut it apart.
+ * The result without what it echoes of `values`, and those it echoes, in the arguments'
+ * order. Each value is looked for in the result as written first (an argument may hold
+ * escape text itself: a pattern `\u2019`, a path `C:\data\ucafe`), then in what is left
+ * with its `\uXXXX` escapes read (an echo may be written both ways). Values are looked for
+ * longest first: a value within another (`report` in `report 2024`) would cut it apart.
  */
 const without = (text: string, values: ReadonlyArray<string>) => {
-  const longestFirst = [...values].sort((a, b) => b.length - a.length)
+  const longestFirst = values.map((value, index) => ({ value, index })).sort((a, b) => b.value.length - a.value.length)
   const written = strip(text, longestFirst)
-  if (!written.rest.includes("\\u")) return { rest: written.rest, echoed: written.found }
+  if (!written.rest.includes("\\u")) {
+    return { rest: written.rest, echoed: values.filter((value) => written.found.includes(value)) }
+  }
   const read = stripRead(written.rest, longestFirst)
   return {
     rest: read.rest,
-    echoed: longestFirst.filter((value) => written.found.includes(value) || read.found.includes(value))
+    echoed: values.filter((value) => written.found.includes(value) || read.found.includes(value))
   }
 }
 
