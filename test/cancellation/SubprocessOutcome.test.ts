@@ -48,6 +48,11 @@ describe("Subprocess.run: a child that did not finish", () => {
         assert.instanceOf(wrapped, Failure.UnknownOutcome)
         assert.strictEqual(wrapped.code, "exit_137")
         assert.include(wrapped.hint, "killed by SIGKILL")
+        // A program that exits 130 or 143 itself (after a SIGINT or SIGTERM it handled) says it failed.
+        for (const code of [130, 143]) {
+          const itself = failureOf(yield* Effect.exit(Subprocess.run(node("exit", String(code)), unsafe)))
+          assert.instanceOf(itself, Failure.Permanent, String(code))
+        }
         // The process said it failed: that is its answer.
         const exited = failureOf(yield* Effect.exit(Subprocess.run(node("exit", "3"), unsafe)))
         assert.instanceOf(exited, Failure.Permanent)

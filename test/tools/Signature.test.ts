@@ -353,6 +353,12 @@ describe("Signature.observation (R2.3)", () => {
     const swapped = (done: string, pending: string) =>
       Signature.observation(`done: ${done}; pending: ${pending}`, { items: ["alpha", "omega"] })
     assert.notStrictEqual(swapped("alpha", "omega"), swapped("omega", "alpha"))
+    // The same call with its keys written in another order is one.
+    const twoArgs = (q: string) => `${q}: no results (english)`
+    assert.strictEqual(
+      Signature.observation(twoArgs("café report"), '{"q":"café report","lang":"english"}'),
+      Signature.observation(twoArgs("Café  report"), '{"lang":"english","q":"Café  report"}')
+    )
     // What was on either side of an echo is not joined into a new one.
     assert.notStrictEqual(
       Signature.observation("found: aabcbc", { q: "abc" }),

@@ -180,9 +180,16 @@ export const killed = (name: string, signal: string, stderr: string, unsafeToRep
     unsafeToRepeat
   )
 
-/** The signal a shell's exit code `128 + n` says its command died of (`137`: SIGKILL), if it names one. */
+/**
+ * The signals that kill a command mid-action without its say (the kernel's, a crash's), whose
+ * `128 + n` a shell exits with when its command died of one (137: SIGKILL, 139: SIGSEGV). A
+ * program may exit 130 or 143 itself (after SIGINT or SIGTERM, handled): those are not read so.
+ */
+const killedBy: ReadonlyArray<string> = ["SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE", "SIGSYS"]
+
+/** The signal a shell's exit code `128 + n` says its command was killed by, if it is one of {@link killedBy}. */
 const signalOfExitCode = (exitCode: number): string | undefined =>
-  exitCode > 128 ? Object.entries(os.constants.signals).find(([, n]) => n === exitCode - 128)?.[0] : undefined
+  killedBy.find((name) => os.constants.signals[name as keyof typeof os.constants.signals] === exitCode - 128)
 
 /**
  * The child exited with a code other than 0: it says it failed (`Permanent`). A code a
@@ -197,7 +204,7 @@ export const exited = (name: string, exitCode: number, stderr: string, unsafeToR
       {
         category: "crash",
         code: `exit_${exitCode}`,
-        hint: `${name} exited with code ${exitCode}, as a shell does when the command it ran was killed by ${signal}`,
+        hint: `${name} exited with code ${exitCode}, the code a shell gives when the command it ran was killed by ${signal}`,
         diagnostic: tail(stderr)
       },
       true

@@ -40,8 +40,11 @@ const builtInPolicies: ReadonlySet<string> = new Set(Termination.names(Terminati
 const usersOwn = (timeline: Timeline, policy: string): boolean => {
   const started = timeline[0]
   const listed = started?._tag === "run.started" ? (started.policies ?? []) : []
-  return listed.includes(policy) && !builtInPolicies.has(policy)
+  return listed.includes(policy) && !builtInPolicies.has(policy) && !runtimeNames.has(policy)
 }
+
+/** The names the runtime decides its own stops by: a policy of the user's so named still has its stops checked. */
+const runtimeNames: ReadonlySet<string> = new Set(["runtime", "step_timeout", "validation"])
 
 /** The failures the log records: the model's, and those of tool calls that reached their handler. */
 const failures = (timeline: Timeline): ReadonlyArray<Failure.Summary> =>

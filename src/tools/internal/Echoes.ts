@@ -29,8 +29,12 @@ const valuesOf = (args: unknown): ReadonlyArray<string> => {
       const value = stack.pop()
       if (typeof value === "string") {
         if (value.length >= 3 && value.length <= maxEchoLength) found.push(value)
+      } else if (Array.isArray(value)) {
+        stack.push(...[...value].reverse())
       } else if (typeof value === "object" && value !== null) {
-        stack.push(...Object.values(value).reverse())
+        // By key, as the call's signature orders them: the same call written with its keys in another order is one.
+        const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        stack.push(...entries.map(([, item]) => item).reverse())
       }
     }
     return found
