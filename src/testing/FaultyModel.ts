@@ -112,7 +112,7 @@ export const hang: Step = { _tag: "Hang" }
 
 const faultKinds: ReadonlyArray<string> = ["http", "timeout", "connection_reset", "corrupt_json", "already_retried"]
 
-/** Why `step` (of a script made by hand: a value of any type) is no step, or `undefined`. */
+/** Why `step` (of a script made by hand: a value of whatever type) is no step, or `undefined`. */
 const stepProblem = (step: unknown): string | undefined => {
   const tag = Predicate.hasProperty(step, "_tag") ? step._tag : undefined
   if (tag === "Hang") return undefined

@@ -292,7 +292,7 @@ const replyProblem = (step: Record<string, unknown>): string | undefined => {
 }
 
 /**
- * Why `step` cannot be played, or `undefined`: a test's script (a value of any type) made
+ * Why `step` cannot be played, or `undefined`: a test's script (a value of whatever type) made
  * by hand or by a function, checked before it is played, and by the constructors.
  */
 export const stepProblem = (step: unknown): string | undefined => {

@@ -55,7 +55,7 @@ const isCount = (value: unknown): boolean => typeof value === "number" && Number
 const isMillis = (value: unknown): boolean => typeof value === "number" && value > 0 && !Number.isNaN(value)
 
 /**
- * Why `budget` cannot be checked against, or `undefined`: a test's budget (of any type, a
+ * Why `budget` cannot be checked against, or `undefined`: a test's budget (of whatever type, a
  * value computed wrongly) whose `NaN` or missing limit would let every comparison pass.
  */
 export const budgetProblem = (budget: unknown): string | undefined => {

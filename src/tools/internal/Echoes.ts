@@ -123,7 +123,7 @@ const placesOf = (text: string, form: string): Array<number> => {
  */
 const markOf = (index: number): string => `\u0000${index}\u0000`
 
-/** `text` with each span `[start, end)` replaced by its mark (in any order; one inside another goes with it). */
+/** `text` with each span `[start, end)` replaced by its mark (in whatever order; one inside another goes with it). */
 const replaced = (text: string, spans: ReadonlyArray<readonly [number, number, string]>): string => {
   let rest = ""
   let from = 0
