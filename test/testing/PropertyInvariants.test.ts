@@ -144,6 +144,33 @@ describe("Properties.check catches broken runs", () => {
     })
   )
 
+  it.effect("R2.5 a step_timeout from a retry its step refused, beside another call's failure, is witnessed", () =>
+    Effect.gen(function* () {
+      // A concurrent batch: the retryable call's retry would wait past its 1 ms step; the other call failed for good after it.
+      const { scenario, result } = yield* run({
+        ...base,
+        steps: [
+          {
+            _tag: "CallTools",
+            calls: [{ _tag: "Retryable", failures: 1, idempotent: true }, { _tag: "Permanent" }]
+          }
+        ],
+        runTimeoutSeconds: 1,
+        maxRecoveries: 1,
+        scheduleRetries: 1,
+        toolMaxRetries: 1,
+        correctionBudget: 0,
+        maxIterations: 2,
+        maxToolCalls: 2,
+        recoverErrors: false,
+        seed: 0,
+        stepTimeoutMillis: 1,
+        concurrency: 2
+      })
+      assert.deepStrictEqual([result.stopReason, Properties.checkScenario(scenario, result)], ["step_timeout", []])
+    })
+  )
+
   it.effect("R10 a budget whose limit is missing or not a number is refused, naming the field, never passed", () =>
     Effect.gen(function* () {
       const { result } = yield* run({ ...base, steps: [{ _tag: "BadRequest" }] })

@@ -83,7 +83,9 @@ const stepTimeoutWitness = (timeline: Timeline): string | undefined => {
     (finished !== undefined && finished.at >= deadline - epsilon) ||
     failures(timeline).some((f) => f.timeout?.layer === "step") ||
     ofTag(timeline, "approval.decided").some((e) => e.layer === "step") ||
-    ofTag(timeline, "tool.failed").some((e) => e.error.notRetriedFor === "deadline") ||
+    ofTag(timeline, "tool.failed").some(
+      (e) => e.error.notRetriedFor === "step_deadline" || e.error.notRetriedFor === "deadline"
+    ) ||
     last?.classification === "retryable"
   return cutOff
     ? undefined
