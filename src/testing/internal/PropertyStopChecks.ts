@@ -67,7 +67,7 @@ const atLimit = (timeline: Timeline, limits: ReadonlyArray<string>): string | un
 /**
  * A step's deadline stopped the run: it ended at its last step's deadline, or a wait the step
  * bounded was cut off there (a timeout or an approval naming the step), or a retry the deadline
- * refused (the last failure would have been retried).
+ * refused (a call's, said so; or a failure of the last step that would have been retried).
  */
 const stepTimeoutWitness = (timeline: Timeline): string | undefined => {
   const started = timeline[0]
@@ -75,10 +75,11 @@ const stepTimeoutWitness = (timeline: Timeline): string | undefined => {
   if (stepMillis === undefined) return "no step timeout is in force"
   const requests = ofTag(timeline, "model.requested")
   const lastIteration = requests.at(-1)?.iteration
-  const stepStart = requests.find((e) => e.iteration === lastIteration)?.at
+  const stepBegan = requests.find((e) => e.iteration === lastIteration)
   const finished = timeline.at(-1)
-  const deadline = stepStart === undefined ? Number.POSITIVE_INFINITY : stepStart + stepMillis
-  const last = failures(timeline).at(-1)
+  const deadline = stepBegan === undefined ? Number.POSITIVE_INFINITY : stepBegan.at + stepMillis
+  // The last step's failures: one that would have been retried is a retry its deadline may have refused.
+  const lastStep = stepBegan === undefined ? timeline : timeline.filter((e) => e.seq >= stepBegan.seq)
   const cutOff =
     (finished !== undefined && finished.at >= deadline - epsilon) ||
     failures(timeline).some((f) => f.timeout?.layer === "step") ||
@@ -86,7 +87,7 @@ const stepTimeoutWitness = (timeline: Timeline): string | undefined => {
     ofTag(timeline, "tool.failed").some(
       (e) => e.error.notRetriedFor === "step_deadline" || e.error.notRetriedFor === "deadline"
     ) ||
-    last?.classification === "retryable"
+    failures(lastStep).some((f) => f.classification === "retryable")
   return cutOff
     ? undefined
     : `it ended at ${finished?.at}, before its step's deadline ${deadline}, with no wait cut off by it and no retry refused`
