@@ -11,7 +11,7 @@
  */
 import { createHmac } from "node:crypto"
 import { Predicate } from "effect"
-import { echoesIn } from "./internal/Echoes.ts"
+import { echoesIn, queryOf } from "./internal/Echoes.ts"
 import * as ToolArguments from "./ToolArguments.ts"
 
 /** As deep as the arguments the tool pipeline lets through can be (`ToolArguments.Limits.maxArgumentDepth`). */
@@ -157,9 +157,6 @@ export const toolName = (signature: string): string => {
   return end === null ? signature : signature.slice(0, end.index)
 }
 
-/** White space, and white space as JSON writes it in a string (`\n`, `\r`, `\t`). */
-const spacing = /\s+|\\[nrt]/g
-
 /**
  * The key of a successful call's observation for loop detection (R2.3). A result that
  * echoes its call's own string arguments (each of three characters or more, as it is or as
@@ -178,7 +175,7 @@ export const observation = (text: string, args?: unknown): string => {
   const { rest, echoed } = echoesIn(text, args)
   if (echoed.length === 0) return digest(text)
   // In the arguments' order, as the rest marks where each was.
-  const queries = echoed.map((value) => value.normalize("NFKC").toLowerCase().replace(spacing, ""))
+  const queries = echoed.map(queryOf)
   return digest(`${rest}\u0000${queries.join("\u0000")}`)
 }
 

@@ -359,6 +359,9 @@ describe("Signature.observation (R2.3)", () => {
       Signature.observation(twoArgs("café report"), '{"q":"café report","lang":"english"}'),
       Signature.observation(twoArgs("Café  report"), '{"lang":"english","q":"Café  report"}')
     )
+    // One value in two arguments, its case differing in one: one query.
+    const tagged = (q: string, tag: string) => Signature.observation(`${q}: 3 posts tagged ${tag}`, { q, tag })
+    assert.strictEqual(tagged("rust", "rust"), tagged("Rust", "rust"))
     // What was on either side of an echo is not joined into a new one.
     assert.notStrictEqual(
       Signature.observation("found: aabcbc", { q: "abc" }),

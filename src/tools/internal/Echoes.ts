@@ -195,7 +195,13 @@ const collapsed = (
   return rest.subarray(0, length + units.length - from)
 }
 
-/** A string value of the call's arguments, and its position among them. */
+/** White space, and white space as JSON writes it in a string (`\n`, `\r`, `\t`). */
+const spacing = /\s+|\\[nrt]/g
+
+/** A value as a query: its spacing, case and Unicode compatibility forms left out. */
+export const queryOf = (value: string): string => value.normalize("NFKC").toLowerCase().replace(spacing, "")
+
+/** A string value of the call's arguments, and its position among them (the first of those alike). */
 interface Value {
   readonly value: string
   readonly index: number
@@ -209,7 +215,11 @@ interface Value {
  * longest first: a value within another (`report` in `report 2024`) would cut it apart.
  */
 const without = (text: string, values: ReadonlyArray<string>) => {
-  const longestFirst = values.map((value, index) => ({ value, index })).sort((a, b) => b.value.length - a.value.length)
+  // Values alike but for spacing, case or compatibility forms share a mark: `rust` and `Rust` are one query.
+  const keys = values.map(queryOf)
+  const longestFirst = values
+    .map((value, i) => ({ value, index: keys.indexOf(keys[i] ?? "") }))
+    .sort((a, b) => b.value.length - a.value.length)
   const written = strip(text, longestFirst)
   if (!written.rest.includes("\\u")) {
     return { rest: written.rest, echoed: values.filter((value) => written.found.includes(value)) }
