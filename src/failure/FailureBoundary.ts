@@ -49,7 +49,7 @@ export const retryAfterMillis = (header: string | null | undefined, now: number)
   if (header === null || header === undefined) return undefined
   const text = header.trim()
   if (text === "") return undefined
-  // A delay too long to represent is still "longer than any deadline", never Infinity.
+  // A delay too long to represent is still longer than every deadline, never Infinity.
   if (/^\d+(\.\d+)?$/.test(text)) return Math.min(Math.round(Number(text) * 1000), Number.MAX_SAFE_INTEGER)
   // Only an HTTP-date: `Date.parse` reads much else as a date (`-5` is a year, `Dec 2026` a month).
   const form = httpDate.exec(text)
