@@ -26,7 +26,8 @@
  * false` hands over the plain schemas.
  *
  * The finish reason (a cut-off answer is never final, a filtered one fails
- * `content_filtered`), the reasoning text, and cached and reasoning tokens are carried
+ * `content_filtered`, one ended by an error or paused part way is asked again as a
+ * retryable `answer_unfinished`), the reasoning text, and cached and reasoning tokens are carried
  * over. Token usage feeds the run's counters and budgets: effect/ai decodes its counts as
  * integers, and a negative one is refused here as a `corrupt_response` too (R2.1). A
  * side with no total counts the parts it reports (`uncached` + `cacheRead` + `cacheWrite`;
@@ -277,15 +278,16 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     request: Model.Request
   ): Effect.Effect<Model.Response, Failure.Failure> => {
     const tools = request.tools
-    // An answer the provider says ended in an error is unfinished: never a final answer, worth asking again (R11).
-    if (response.finishReason === "error") {
+    // An answer the provider says ended in an error, or paused (a long turn it stopped part way,
+    // as Anthropic's `pause_turn`), is unfinished: never a final answer, worth asking again (R11).
+    if (response.finishReason === "error" || response.finishReason === "pause") {
       return Effect.fail(
         new Failure.Retryable({
           source,
           category: "provider_interrupted",
           code: "answer_unfinished",
           attempts: 1,
-          hint: "the provider stopped the answer unfinished (finish reason: error)"
+          hint: `the provider stopped the answer unfinished (finish reason: ${response.finishReason})`
         })
       )
     }

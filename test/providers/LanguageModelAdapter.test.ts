@@ -476,6 +476,27 @@ describe("LanguageModelAdapter", () => {
     }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
   })
 
+  it.effect(
+    "R11 an answer the provider paused part way (finish reason pause) is never final: it is asked again",
+    () => {
+      const paused: Response.PartEncoded = { ...finish(1, 0), reason: "pause" } as Response.PartEncoded
+      const { calls, layer } = scripted([
+        Effect.succeed([{ type: "text", text: "Let me search for" }, paused]),
+        Effect.succeed([{ type: "text", text: "the whole answer" }, finish(2, 3)])
+      ])
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "answer", tools: [echo] }).pipe(TestClockDriver.drive)
+        assert.deepStrictEqual([result.status, result.finalAnswer], ["completed", "the whole answer"])
+        assert.lengthOf(calls, 2)
+        const failed = result.timeline.find((e) => e._tag === "model.failed")
+        assert.deepInclude(failed?._tag === "model.failed" ? failed.failure : undefined, {
+          code: "answer_unfinished",
+          hint: "the provider stopped the answer unfinished (finish reason: pause)"
+        })
+      }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+    }
+  )
+
   it.effect("R11 an answer effect/ai reports content-filtered ends the run content_filtered", () => {
     const filtered: Response.PartEncoded = { ...finish(1, 0), reason: "content-filter" } as Response.PartEncoded
     const { layer } = scripted([Effect.succeed([filtered])])
