@@ -62,13 +62,14 @@ export const all: ReadonlyArray<StopReason> = StopReason.literals
 export const describe: { readonly [K in StopReason]: string } = {
   goal_reached: "The model gave a final answer and every validation check passed.",
   validation_failed: "The model gave a final answer but a validation check failed.",
-  run_timeout: "The run deadline was reached.",
+  run_timeout: "The run deadline was reached, or a wait (a retry's delay) would have passed it.",
   step_timeout: "A step (one model call and its tool batch, with their retries) ran out of its time.",
   max_tool_calls: "A tool batch would have exceeded the run's tool-call limit; none of it ran.",
   max_iterations: "The run used all its model responses.",
   repeated_tool_call: "The same tool call (name and canonical arguments) was requested too many times.",
   repeated_tool_failure: "The same tool failure (tool, code and message) repeated past the tool's retry limit.",
-  recovery_exhausted: "The run's recovery or argument-correction budget was spent.",
+  recovery_exhausted:
+    "The run's recovery or argument-correction budget was spent, or the failure's owner (the provider's client) had retried it already.",
   max_tool_errors: "The run's tool error budget was spent.",
   empty_output: "The model returned empty responses past their budget.",
   loop_detected: "The same action kept producing an unchanged observation.",

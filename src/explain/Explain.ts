@@ -183,6 +183,8 @@ const deadlineOf = (
     // itself; nor is a retry refused because it would have ended past the deadline (R3.3).
     if (decided !== undefined && decided.policy !== "run_timeout") return undefined
     if (timeline.some((e) => e._tag === "tool.failed" && e.error.notRetriedFor === "deadline")) return undefined
+    // Nor is a stop decided before the deadline: a model retry that would have waited past it.
+    if (decided !== undefined && runDeadlineAt !== undefined && decided.at < runDeadlineAt) return undefined
     return {
       layer: "run",
       firedAtMillis: decided === undefined ? undefined : decided.at - start,

@@ -354,6 +354,30 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     })
   )
 
+  it.effect("R3.4 recovery_exhausted on a failure its owner had retried: no budget was spent, none to raise", () =>
+    Effect.gen(function* () {
+      const model = FaultyModel.make([FaultyModel.alreadyRetried(503, 3)])
+      const e = explained(yield* runOn(FaultyModel.layer(model), { tools: [echo] }))
+      assert.strictEqual(e.stopReason, "recovery_exhausted")
+      assert.deepStrictEqual(decisive(e), [])
+      assert.deepStrictEqual({ kind: e.next.kind, limit: e.next.limit }, { kind: "retry", limit: undefined })
+      assert.include(e.next.text, "had retried the failure already")
+    })
+  )
+
+  it.effect(
+    "R4.3 run_timeout decided before the deadline (a retry that would wait past it) names no layer that fired",
+    () =>
+      Effect.gen(function* () {
+        const model = FaultyModel.make([FaultyModel.rateLimited("3600")])
+        const e = explained(yield* runOn(FaultyModel.layer(model), { tools: [echo] }))
+        assert.strictEqual(e.stopReason, "run_timeout")
+        assert.isUndefined(e.deadline)
+        assert.include(e.decision?.detail, "would wait 3600000 ms")
+        assert.notInclude(Explain.format(e), "layer fired")
+      })
+  )
+
   it.effect("R2.3 max_tool_errors: the error budget and the last failure", () =>
     Effect.gen(function* () {
       const fails = tool({

@@ -96,16 +96,37 @@ describe("R3.9 fallback model", () => {
       })
   )
 
-  it.effect("R3.9 R3.11 the run's own limits never fall back: a Retry-After past the deadline ends run_timeout", () =>
+  it.effect("R3.9 R4.2 a Retry-After past the deadline hands the time left to the next model", () =>
     Effect.gen(function* () {
       const primary = failing(FailureBoundary.http({ status: 429, retryAfter: "60", now: 0 }))
       const result = yield* run(primary.model, {
         time: { run: "10 seconds" },
         recovery: { fallbackModels: [backup()] }
       })
+      assert.deepStrictEqual([result.stopReason, result.finalAnswer], ["goal_reached", "done by the backup"])
+      assert.strictEqual(primary.calls(), 1)
+      assert.strictEqual(result.fallbacks[0]?.failure.code, "http_429")
+      assert.strictEqual(result.elapsedMillis, 0)
+    })
+  )
+
+  it.effect("R3.9 R3.11 without a next model, a Retry-After past the deadline stops the run at once, run_timeout", () =>
+    Effect.gen(function* () {
+      const primary = failing(FailureBoundary.http({ status: 429, retryAfter: "60", now: 0 }))
+      const result = yield* run(primary.model, { time: { run: "10 seconds" } })
       assert.strictEqual(result.stopReason, "run_timeout")
+      assert.include(result.detail, "would wait 60000 ms")
+      assert.strictEqual(result.elapsedMillis, 0)
+    })
+  )
+
+  it.effect("R3.9 R3.4 the run's spent budget never falls back", () =>
+    Effect.gen(function* () {
+      const primary = failing(unavailable)
+      const result = yield* run(primary.model, { recovery: { maxRecoveries: 1, fallbackModels: [backup()] } })
+      assert.strictEqual(result.stopReason, "recovery_exhausted")
       assert.lengthOf(result.fallbacks, 0)
-      assert.strictEqual(result.model, "primary")
+      assert.strictEqual(primary.calls(), 2)
     })
   )
 
@@ -291,6 +312,75 @@ describe("R3.9 circuit breakers in a run", () => {
         assert.strictEqual(result.stopReason, "recovery_exhausted")
       }
       assert.strictEqual(primary.calls(), 9)
+    })
+  )
+})
+
+/** Blocks the event loop for `millis`, as user code that never yields does: the run's deadline cannot fire meanwhile. */
+const block = (millis: number) => {
+  const until = Date.now() + millis
+  while (Date.now() < until) {
+    // spin
+  }
+}
+
+describe("R3.11 a model call that outlasts the run deadline", () => {
+  const blockedThenFailed = (failure: Failure.Failure): Model.Model["Service"] => ({
+    generate: () =>
+      Effect.suspend(() => {
+        block(300)
+        return Effect.fail(failure)
+      })
+  })
+  const live = (primary: Model.Model["Service"], fallbackModels: ReadonlyArray<Model.Fallback>) =>
+    Run.run({
+      goal: "x",
+      tools: [],
+      modelName: "primary",
+      time: { run: "100 millis" },
+      recovery: { fallbackModels }
+    }).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(Model.Model, primary), NodeServices.layer)))
+
+  it.live("R3.11 a model call failing for good after the run deadline passed ends run_timeout, not model_error", () =>
+    Effect.gen(function* () {
+      const result = yield* live(blockedThenFailed(badRequest), [])
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.include(result.detail, "deadline passed")
+    })
+  )
+
+  it.live("R3.11 no fallback model is asked once the run deadline has passed", () =>
+    Effect.gen(function* () {
+      let asked = 0
+      const backupModel: Model.Model["Service"] = {
+        generate: () =>
+          Effect.sync(() => {
+            asked++
+            return Model.response({ text: "too late" })
+          })
+      }
+      const result = yield* live(blockedThenFailed(badRequest), [{ name: "backup", model: backupModel }])
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.strictEqual(asked, 0)
+      assert.lengthOf(result.fallbacks, 0)
+      assert.strictEqual(result.model, "primary")
+    })
+  )
+
+  it.live("R3.11 no retry is asked once the run deadline has passed", () =>
+    Effect.gen(function* () {
+      let asked = 0
+      const primary: Model.Model["Service"] = {
+        generate: () =>
+          Effect.suspend(() => {
+            asked++
+            block(300)
+            return Effect.fail(unavailable)
+          })
+      }
+      const result = yield* live(primary, [])
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.strictEqual(asked, 1)
     })
   )
 })

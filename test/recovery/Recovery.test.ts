@@ -291,6 +291,71 @@ describe("Recovery", () => {
     })
   )
 
+  describe("R3.4 the calls of a concurrent batch failing together spend no more than the run's budget", () => {
+    const failingTool = (name: string, work: number) =>
+      Tool.make({
+        name,
+        description: "does some work, then fails retryably",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        idempotent: true,
+        sideEffect: "read",
+        maxRetries: 5,
+        handler: () =>
+          Effect.andThen(
+            // Enough steps that the scheduler may hand over to another call of the batch between them.
+            Effect.forEach(
+              Array.from({ length: work }, (_, i) => i),
+              Effect.succeed,
+              { discard: true }
+            ),
+            Effect.fail(
+              new Failure.Retryable({
+                source: "tool",
+                category: "transient_http",
+                code: "http_503",
+                attempts: 1,
+                hint: "down"
+              })
+            )
+          )
+      })
+    const batch = (work: number, backoff?: Recovery.Backoff) => {
+      const tools = Array.from({ length: 6 }, (_, i) => failingTool(`t${i}`, work))
+      const model = FaultyModel.make([
+        FaultyModel.respond(ScriptedModel.toolCalls(...tools.map((t) => [t.name, {}] as const))),
+        final
+      ])
+      return runWith(model, {
+        tools,
+        concurrency: 6,
+        recovery: { maxRecoveries: 1, ...(backoff === undefined ? {} : { backoff }) }
+      })
+    }
+    const retries = (timeline: ReadonlyArray<Event.Event>) =>
+      ofTag(timeline, "recovery.started").filter((e) => e.kind === "tool_retry").length
+
+    it.effect("R3.4 when each call's schedule waits on an effect before it answers", () =>
+      Effect.gen(function* () {
+        const yielding = exact.pipe(Schedule.modifyDelay(({ duration }) => Effect.as(Effect.yieldNow, duration)))
+        const result = yield* batch(0, yielding)
+        assert.strictEqual(retries(result.timeline), 1)
+        assert.strictEqual(result.counters.recoveryAttempts, 1)
+        assert.strictEqual(result.stopReason, "recovery_exhausted")
+      })
+    )
+
+    it.effect("R3.4 when the scheduler hands over between the calls' failures", () =>
+      Effect.gen(function* () {
+        for (const work of [0, 1000, 1998, 2047, 4000]) {
+          const result = yield* batch(work)
+          assert.strictEqual(retries(result.timeline), 1, `handlers of ${work} steps`)
+          assert.strictEqual(result.stopReason, "recovery_exhausted", `handlers of ${work} steps`)
+        }
+      })
+    )
+  })
+
   it.effect("R3.10 a conflict is not resent, even by an idempotent tool: the model re-reads", () =>
     Effect.gen(function* () {
       const calls = yield* Ref.make(0)

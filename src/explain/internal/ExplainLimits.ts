@@ -60,6 +60,9 @@ const meters: ReadonlyArray<Meter> = [
 
 const defaults: Readonly<Record<string, number>> = Termination.defaultLimits
 
+/** The limits that decided a stop only when spent: each shares its reason with another. */
+const spentOnly: ReadonlySet<string> = new Set(["maxTokens", "maxCostUsd", "correctionBudget", "maxRecoveries"])
+
 /** Every counter beside its limit (`limits`: those in force, `RunLog.limitsOf`). */
 export const gauges = (
   started: Event.Of<"run.started"> | undefined,
@@ -82,10 +85,9 @@ export const gauges = (
     const decisive =
       reason !== undefined &&
       m.reasons.includes(reason) &&
-      // Of the two budgets, the one that is spent; of recovery's, the correction budget only when it is spent.
-      (m.limit !== "maxTokens" && m.limit !== "maxCostUsd" && m.limit !== "correctionBudget"
-        ? true
-        : max !== undefined && m.value(counters) >= max)
+      // Of two budgets behind one reason, the one that is spent (neither, for a failure its owner had
+      // retried already: the run spent no retry on it).
+      (!spentOnly.has(m.limit) || (max !== undefined && m.value(counters) >= max))
     return { counter: m.counter, value: m.value(counters), limit: m.limit, max, source, decisive }
   })
 
@@ -191,13 +193,19 @@ export const nextStep = (facts: Facts): NextStep => {
         "the model repeated itself: change the prompt, the tools or the goal; raising the threshold only repeats it longer"
       )
     case "recovery_exhausted":
-      return facts.gauges.some((g) => g.limit === "correctionBudget" && g.decisive)
-        ? step(
-            "change_approach",
-            "the model could not correct its tool arguments: make the tool's schema or description clearer",
-            "correctionBudget"
+      if (facts.gauges.some((g) => g.limit === "correctionBudget" && g.decisive)) {
+        return step(
+          "change_approach",
+          "the model could not correct its tool arguments: make the tool's schema or description clearer",
+          "correctionBudget"
+        )
+      }
+      return facts.gauges.some((g) => g.limit === "maxRecoveries" && g.decisive)
+        ? step("retry", `the failure kept coming back${failed}: retry later, or allow more retries`, "maxRecoveries")
+        : step(
+            "retry",
+            `its owner (the provider's client, or the tool) had retried the failure already${failed}: retry later`
           )
-        : step("retry", `the failure kept coming back${failed}: retry later, or allow more retries`, "maxRecoveries")
     case "empty_output":
       return step("change_approach", "the model gave empty answers: check the prompt and the model", "maxEmptyOutputs")
     case "tool_error":

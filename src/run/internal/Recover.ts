@@ -17,6 +17,10 @@ import * as RunContext from "./RunContext.ts"
 const callOf = (episode: Recovery.Episode): { readonly callId?: string } =>
   episode.callId === undefined ? {} : { callId: episode.callId }
 
+/** The retries the run has spent: argument corrections are the model's to spend (R3.5), not this budget (R3.4). */
+const spent = (ctx: RunContext.RunContext): number =>
+  ctx.log.counters.recoveryAttempts - ctx.log.counters.toolCorrectionAttempts
+
 /**
  * A recovery episode once its first attempt has failed with `firstCause`: retries
  * `attempt` as `Recovery.decide` allows. The caller runs the first attempt itself, bare,
@@ -92,19 +96,35 @@ export const recoverFrom: <A, R>(
       }
       if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
       const own = Failure.fromCause(episode.source, exit.cause)
-      const facts = {
-        failure: own,
-        attempt: n,
-        // Argument corrections are the model's to spend (R3.5), not this retry budget (R3.4).
-        recoveriesSpent: ctx.log.counters.recoveryAttempts - ctx.log.counters.toolCorrectionAttempts
-      }
       // The schedule is stepped only for a failure that may be retried; `decide` refuses the others
       // (and says when nothing of the step or run was left anyway).
-      const refused = Recovery.refuse(episode, facts)
-      const decision = Recovery.decide(episode, {
-        ...facts,
-        nextDelayMillis: refused === undefined && own._tag === "Retryable" ? yield* nextDelay(own) : undefined,
-        timeLeft: yield* Deadline.left({ layer: "run" })
+      const refused = Recovery.refuse(episode, { failure: own, attempt: n, recoveriesSpent: spent(ctx) })
+      const nextDelayMillis = refused === undefined && own._tag === "Retryable" ? yield* nextDelay(own) : undefined
+      const timeLeft = yield* Deadline.left({ layer: "run" })
+      // The budget is read, the retry decided and recorded in one synchronous step: the calls of a
+      // batch failing together, whose schedules wait or yield, each see the retries recorded before
+      // theirs, and together spend no more than the run's budget (R3.4).
+      const decision = yield* Effect.suspend((): Effect.Effect<Recovery.Decision, RunState.IllegalTransition> => {
+        const decided = Recovery.decide(episode, {
+          failure: own,
+          attempt: n,
+          recoveriesSpent: spent(ctx),
+          nextDelayMillis,
+          timeLeft
+        })
+        if (decided._tag === "GiveUp") return Effect.succeed(decided)
+        const held = RunContext.holdNow(ctx, "recovering", episode.resume, ({ runId, seq, at }) => ({
+          _tag: "recovery.started",
+          kind: episode.kind,
+          ...callOf(episode),
+          attempt: n,
+          delayMillis: decided.delayMillis,
+          cause: own.code,
+          runId,
+          seq,
+          at
+        }))
+        return Result.isFailure(held) ? Effect.fail(held.failure) : Effect.succeed(decided)
       })
       if (decision._tag === "GiveUp") {
         const failure = n > 1 ? FailureBoundary.withAttempts(own, n) : own
@@ -124,17 +144,6 @@ export const recoverFrom: <A, R>(
         const exhausted: Recovery.Exhausted = { _tag: "Exhausted", failure, why: decision.why, detail: decision.detail }
         return yield* Effect.fail(exhausted)
       }
-      yield* RunContext.hold(ctx, "recovering", episode.resume, ({ runId, seq, at }) => ({
-        _tag: "recovery.started",
-        kind: episode.kind,
-        ...callOf(episode),
-        attempt: n,
-        delayMillis: decision.delayMillis,
-        cause: own.code,
-        runId,
-        seq,
-        at
-      }))
       const owner = { owner: episode.callId ?? "" }
       const wait = { kind: episode.kind, attempt: n, delayMillis: decision.delayMillis, cause: own.code }
       // See `Recovery.Episode.commitsWait`: the sleep ends when the delay the log records ends.

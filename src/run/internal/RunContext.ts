@@ -264,17 +264,33 @@ export const hold = (
   base: RunState.Phase,
   begin: Build
 ): Effect.Effect<void, RunState.IllegalTransition> =>
-  Effect.andThen(
-    transition(
-      ctx,
-      what === "awaiting_approval"
-        ? "awaiting_approval"
-        : RunLog.phaseOf({ ...ctx.log, retries: [...ctx.log.retries, ""] }, base)
-    ),
-    Effect.sync(() => {
-      emit(ctx, begin)
-    })
-  )
+  Effect.suspend(() => {
+    const held = holdNow(ctx, what, base, begin)
+    return Result.isFailure(held) ? Effect.fail(held.failure) : Effect.void
+  })
+
+/**
+ * {@link hold} now, in the caller's synchronous step: a decision read from the log and the
+ * record of what it decided, with no other fiber of the run in between (a retry spending the
+ * run's budget, R3.4).
+ */
+export const holdNow = (
+  ctx: RunContext,
+  what: "awaiting_approval" | "recovering",
+  base: RunState.Phase,
+  begin: Build
+): Result.Result<void, RunState.IllegalTransition> => {
+  const to =
+    what === "awaiting_approval"
+      ? "awaiting_approval"
+      : RunLog.phaseOf({ ...ctx.log, retries: [...ctx.log.retries, ""] }, base)
+  if (state(ctx) !== to) {
+    const moved = moveNow(ctx, to)
+    if (Result.isFailure(moved)) return moved
+  }
+  emit(ctx, begin)
+  return Result.void
+}
 
 /**
  * Ends a wait begun with {@link hold}, then moves the run to the phase what is left adds

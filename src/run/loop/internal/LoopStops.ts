@@ -284,11 +284,18 @@ export const hardStop = <R>(
   return stop === undefined ? undefined : decide(ctx, stop.policy, stop.reason, stop.detail)
 }
 
-/** Maps a model call that ended without a response to the run's stop. */
-export const modelStop = (ctx: RunContext.RunContext, reason: Recovery.Exhausted | Failure.Failure): Outcome =>
-  Recovery.isExhausted(reason)
+/**
+ * Maps a model call that ended without a response to the run's stop: the deadline's, when it
+ * passed while the call was failing (R3.11), as for a response or a batch past it.
+ */
+export const modelStop = (ctx: RunContext.RunContext, reason: Recovery.Exhausted | Failure.Failure): Outcome => {
+  if (RunContext.deadlinePassed(ctx)) {
+    return decide(ctx, "run_timeout", "run_timeout", "the run deadline passed during the model call")
+  }
+  return Recovery.isExhausted(reason)
     ? giveUp(ctx, reason)
     : permanentStop(ctx, reason, `the model call failed: ${reason.hint}`)
+}
 
 /**
  * The stop of a batch an approval ended (rejected or expired, R7): unless a call of the

@@ -84,6 +84,8 @@ const attempt = (
 ): Effect.Effect<Model.Response, Failure.Failure> => {
   const own = { layer: "attempt", millis: settings.registry.time.attemptMillis } as const
   return Effect.flatMap(Deadline.left(own), (limit) => {
+    // No request starts past the run deadline (R3.11): a retry or a fallback after a call that blocked past it.
+    if (RunContext.deadlinePassed(ctx)) return RunContext.expire(ctx)
     recordRequest(ctx, iteration, n, limit)
     const request: Model.Request = {
       runId: ctx.runId,
@@ -214,22 +216,43 @@ export const call = (
             return Effect.succeed<Answer>({ _tag: "Responded", response: answered.success })
           const reason = answered.failure
           const failure = Recovery.isExhausted(reason) ? reason.failure : reason
-          // A filtered answer is the provider's safety verdict, not a fault: no other model is asked to overrule it (R3.11).
-          const canSwitch =
-            failure.category !== "content_filter" && (!Recovery.isExhausted(reason) || switchable.has(reason.why))
           const next = chain[ctx.log.fallbacks + 1]
-          if (!canSwitch || next === undefined) return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
-          RunContext.emit(ctx, ({ runId, seq, at }) => ({
-            _tag: "model.fallback",
-            iteration,
-            from: ctx.log.model,
-            to: next.name,
-            failure: Failure.summarize(failure),
-            runId,
-            seq,
-            at
-          }))
-          return call(ctx, settings, chain, iteration)
+          // A filtered answer is the provider's safety verdict, not a fault: no other model is asked to overrule it (R3.11).
+          if (next === undefined || failure.category === "content_filter") {
+            return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
+          }
+          return Effect.flatMap(Deadline.left({ layer: "run" }), (left) => {
+            // A retry that would wait past the step or the run (a Retry-After of an hour) leaves the
+            // time there is to the next model; nothing is switched to once none is left.
+            const canSwitch =
+              !Recovery.isExhausted(reason) ||
+              switchable.has(reason.why) ||
+              ((reason.why === "deadline" || reason.why === "step_deadline") && left.millis > 0)
+            if (!canSwitch || RunContext.deadlinePassed(ctx)) return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
+            return switchTo(ctx, settings, chain, iteration, next, failure)
+          })
         })
     })
   )
+
+/** Switches the rest of the run to the next model of the chain, and asks it (R3.10). */
+const switchTo = (
+  ctx: RunContext.RunContext,
+  settings: Settings,
+  chain: Chain,
+  iteration: number,
+  next: Model.Fallback,
+  failure: Failure.Failure
+): Effect.Effect<Answer, RunState.IllegalTransition> => {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "model.fallback",
+    iteration,
+    from: ctx.log.model,
+    to: next.name,
+    failure: Failure.summarize(failure),
+    runId,
+    seq,
+    at
+  }))
+  return call(ctx, settings, chain, iteration)
+}
