@@ -51,6 +51,7 @@ import type { Duration, Schema } from "effect"
 import { Effect } from "effect"
 import type { ChildProcessSpawner } from "effect/process"
 import type * as Failure from "../failure/Failure.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import * as Tool from "../tools/Tool.ts"
 import * as SubprocessCgroup from "./internal/SubprocessCgroup.ts"
 import { validateOptions } from "./internal/SubprocessOptions.ts"
@@ -195,14 +196,14 @@ export const tool = <I, O, R = never>(
           onSpawn: onSpawn === undefined ? undefined : (pid) => onSpawn(pid, context),
           onSettled: (settled) => {
             context.settle(settled.settlement, settled.detail)
-            onSettled?.(settled, context)
+            UserCode.letGo(onSettled?.(settled, context))
           }
         })
       ).pipe(
         Effect.flatMap((result) => {
           exited = result
           const parsed = options.parse(result, input)
-          return Effect.isEffect(parsed) ? parsed : Effect.succeed(parsed)
+          return Effect.isEffect(parsed) ? parsed : Effect.succeed(UserCode.letGo(parsed))
         }),
         // Interrupted while parsing: the process had finished its work.
         Effect.onInterrupt(() =>

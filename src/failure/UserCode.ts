@@ -80,11 +80,35 @@ const isThenable = (value: unknown): boolean => {
   }
 }
 
-/** What a returned value is, in a few words, without running any of its code. */
+const handled = (): void => {}
+
+/**
+ * Lets go of what user code returned where no Promise belongs (an `async` function, where
+ * an Effect, a decision or nothing was due): a rejection of a Promise is handled here, since
+ * Node ends the process on a rejection nothing handles (R12). Returns the value as it is.
+ */
+export const letGo = <A>(value: A): A => {
+  if (value instanceof Promise) {
+    try {
+      Promise.prototype.then.call(value, undefined, handled)
+    } catch {
+      // A Promise whose constructor getter throws: nothing more can be done for it.
+    }
+  }
+  return value
+}
+
+/**
+ * What a returned value is, in a few words, without running any of its code. A Promise it
+ * names is let go (see {@link letGo}): the value is being refused.
+ */
 export const kindOf = (value: unknown): string => {
   if (value === undefined) return "undefined"
   if (value === null) return "null"
-  if (isThenable(value)) return "a Promise"
+  if (isThenable(value)) {
+    letGo(value)
+    return "a Promise"
+  }
   const type = typeof value
   if (type === "object") {
     try {
@@ -228,7 +252,7 @@ export const checkAs = <S extends Schema.ConstraintDecoder<unknown>>(
   return (value, what) => {
     try {
       return Result.mapError(
-        decode(value),
+        decode(letGo(value)),
         (error) => `${what()} is invalid: ${SchemaIssues.describe(error.issue, "").message}`
       )
     } catch (defect) {

@@ -6,6 +6,7 @@
 import { type Clock, Deferred, Effect, Fiber, Predicate, Result } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
 import * as Failure from "../../failure/Failure.ts"
+import * as UserCode from "../../failure/UserCode.ts"
 import type * as Journal from "../../journal/Journal.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
@@ -246,7 +247,7 @@ const attach = (
     const { event, settled } = attached
     ctx.listeners.push((e) => {
       try {
-        event(e)
+        UserCode.letGo(event(e))
       } catch {
         // Dropped: the run goes on.
       }
