@@ -24,7 +24,6 @@ import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
 import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
-import { resolve } from "./internal/resolve/Resolve.ts"
 import * as JournalLoad from "./journal/JournalLoad.ts"
 import * as Lifecycle from "./lifecycle/Lifecycle.ts"
 import { ResumeError } from "./ResumeError.ts"
@@ -48,8 +47,8 @@ export const validateOptions = <T extends Tool.Any, RV = never, O = never>(
   options: Options<T, RV, O>
 ): Effect.Effect<void, InvalidRunOptions> =>
   Effect.suspend(() => {
-    const resolved = resolve(options)
-    return Result.isFailure(resolved) ? Effect.fail(resolved.failure) : Effect.void
+    const invalid = Launch.checkOptions(options)
+    return invalid === undefined ? Effect.void : Effect.fail(invalid)
   })
 
 /**

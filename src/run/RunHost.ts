@@ -19,7 +19,7 @@
  *
  * @since 0.3.0
  */
-import { Clock, Duration, Effect, type Fiber, Option, Result, Schedule } from "effect"
+import { Clock, Duration, Effect, type Fiber, Option, Result, Schedule, Schema } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
@@ -31,7 +31,7 @@ import * as RunContext from "./internal/RunContext.ts"
 import * as JournalLoad from "./journal/JournalLoad.ts"
 import * as ToolExecutor from "./pipeline/ToolExecutor.ts"
 import { ResumeError } from "./ResumeError.ts"
-import { InvalidRunOptions, type Options, type Requirements } from "./RunOptions.ts"
+import { InvalidRunOptions, type Options, type Requirements, RunId, runIdRule } from "./RunOptions.ts"
 import type * as RunResult from "./RunResult.ts"
 
 /**
@@ -82,6 +82,12 @@ export interface Settings {
  * @since 0.3.0
  */
 export const checkSettings = (settings: Omit<Settings, "cancel" | "refused">): InvalidRunOptions | undefined => {
+  if (typeof settings !== "object" || settings === null) {
+    return new InvalidRunOptions({
+      path: [],
+      reason: `Expected the host's settings as an object, got ${String(settings)}`
+    })
+  }
   const { startedAt } = settings
   // A caller without types may pass anything: a string is not coerced, NaN is no instant.
   if (startedAt !== undefined && !(typeof startedAt === "number" && Number.isFinite(startedAt))) {
@@ -100,6 +106,23 @@ export const checkSettings = (settings: Omit<Settings, "cancel" | "refused">): I
   }
   return undefined
 }
+
+const isRunId = Schema.is(RunId)
+
+/** The run id a host drives, checked as `Run.Options.runId` is. */
+const checkRunId = (runId: unknown): InvalidRunOptions | undefined =>
+  isRunId(runId)
+    ? undefined
+    : new InvalidRunOptions({
+        path: ["runId"],
+        reason: `Expected ${runIdRule}, got ${typeof runId === "string" ? JSON.stringify(runId.slice(0, 64)) : String(runId)}`
+      })
+
+/** Options a caller without types gave: an object, before a field of it is read. */
+const checkObject = (options: unknown): InvalidRunOptions | undefined =>
+  typeof options === "object" && options !== null
+    ? undefined
+    : new InvalidRunOptions({ path: [], reason: `Expected object, got ${String(options)}` })
 
 /** A store out of reach when a run has ended is read again for about a second and a half. */
 const readAgain = Schedule.max([Schedule.exponential("50 millis"), Schedule.recurs(5)])
@@ -159,7 +182,7 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
   settings: Settings = {}
 ): Effect.Effect<Outcome<O>, ResumeError | InvalidRunOptions, Requirements<T, RV> | Journal.Journal> =>
   Effect.gen(function* () {
-    const invalid = checkSettings(settings)
+    const invalid = checkSettings(settings) ?? checkRunId(runId) ?? checkObject(options)
     if (invalid !== undefined) return yield* Effect.fail(invalid)
     const journal = yield* Journal.Journal
     const cancelled = settings.cancel === true
@@ -237,6 +260,9 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
 
     let going: Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>>
     if (loaded === undefined) {
+      // Options that cannot start a run are the caller's to fix: nothing is written, the engine does not retry.
+      const refusedOptions = Launch.checkOptions({ ...options, runId })
+      if (refusedOptions !== undefined) return yield* Effect.fail(refusedOptions)
       going = Launch.launch({ ...options, runId }, taken, {
         cancelled,
         watch,

@@ -85,6 +85,37 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     }).pipe(Effect.provide(Journal.layerMemory))
   )
 
+  it.effect(
+    "R12 a run id, options or settings that cannot start a run are a typed InvalidRunOptions; nothing is written",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const cases: ReadonlyArray<readonly [unknown, unknown, unknown, ReadonlyArray<string | number>]> = [
+          ["job-1", { goal: "pay 5", tools: [pay], limits: { maxIterations: 0 } }, {}, ["limits", "maxIterations"]],
+          ["job-1", null, {}, []],
+          ["job-1", { goal: "pay 5", tools: 5 }, {}, ["tools"]],
+          ["job-1", { goal: "pay 5", tools: [pay] }, null, []],
+          [5, { goal: "pay 5", tools: [pay] }, {}, ["runId"]],
+          ["", { goal: "pay 5", tools: [pay] }, {}, ["runId"]],
+          ["line\nbreak", { goal: "pay 5", tools: [pay] }, {}, ["runId"]]
+        ]
+        for (const [runId, options, settings, path] of cases) {
+          // A caller without types: whatever it passes.
+          const refused = yield* Effect.flip(
+            RunHost.drive(
+              runId as string,
+              options as RunOptions.Options<typeof pay>,
+              settings as RunHost.Settings
+            ).pipe(Effect.provide(oneCall("pay", { amount: 5 })))
+          )
+          assert.strictEqual(refused._tag, "InvalidRunOptions", JSON.stringify(runId))
+          if (refused._tag === "InvalidRunOptions") assert.deepStrictEqual(refused.path, path, JSON.stringify(runId))
+        }
+        assert.isTrue(Option.isNone(yield* (yield* Journal.Journal).read("job-1")))
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
   it.effect("R4.1 a run its host was asked to start earlier counts its deadline from then: past it, nothing runs", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()

@@ -450,6 +450,22 @@ describe("R12 run options are checked by one Schema", () => {
       })
   )
 
+  it.effect("R12 options refused for another field keep the run id they give: the result is found under it", () =>
+    Effect.gen(function* () {
+      const model = recordingModel()
+      const result = yield* Run.run({ goal: "x", tools: [], runId: "order-17", limits: { maxIterations: 0 } }).pipe(
+        Effect.provide(model.layer)
+      )
+      assert.deepStrictEqual([result.runId, result.stopReason], ["order-17", "internal_error"])
+      assert.isTrue(result.timeline.every((e) => e.runId === "order-17"))
+      // A run id that is none itself is replaced by a fresh one.
+      const bad = yield* Run.run({ goal: "x", tools: [], runId: "" }).pipe(Effect.provide(model.layer))
+      assert.notStrictEqual(bad.runId, "")
+      assert.strictEqual(bad.stopReason, "internal_error")
+      assert.lengthOf(model.requests, 0)
+    })
+  )
+
   it.effect("R12 options that cannot be read name the field that throws", () =>
     Effect.gen(function* () {
       const throwing = (path: ReadonlyArray<string>) => {

@@ -107,6 +107,12 @@ export const launch = <T extends Tool.Any, RV, O>(
     )
   })
 
+/** Why options cannot start a run (the field and the reason), or `undefined` when they can. */
+export const checkOptions = <T extends Tool.Any, RV, O>(options: Options<T, RV, O>): InvalidRunOptions | undefined => {
+  const resolved = resolve(options)
+  return Result.isFailure(resolved) ? resolved.failure : undefined
+}
+
 /**
  * The options a run of the journal goes on under: the caller's, and where they are silent,
  * those it started with (its `run.started`). Recorded options that no longer resolve are

@@ -3,7 +3,7 @@
  * deadline, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { type Clock, Deferred, Effect, Fiber, Predicate, Result } from "effect"
+import { type Clock, Deferred, Effect, Fiber, Predicate, Result, Schema } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
 import * as Failure from "../../failure/Failure.ts"
 import * as UserCode from "../../failure/UserCode.ts"
@@ -26,7 +26,7 @@ import * as JournalSink from "../journal/JournalSink.ts"
 import * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import * as RunObserver from "../RunObserver.ts"
-import type * as RunOptions from "../RunOptions.ts"
+import * as RunOptions from "../RunOptions.ts"
 import { Closing, type Done, type Given } from "./internal/Closing.ts"
 import { interrupted, judged } from "./internal/Judgement.ts"
 import { started } from "./internal/Started.ts"
@@ -132,6 +132,18 @@ const resumedLifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.Run
 /** The options resolved, or the field that cannot work. */
 type Checked<RV, R> = Result.Result<Resolved<RV, R>, RunOptions.InvalidRunOptions>
 
+const isRunId = Schema.is(RunOptions.RunId)
+
+/** The run id options give, when it is one (read safely: a caller without types may give whatever). */
+const givenRunId = (options: unknown): string | undefined => {
+  try {
+    const id = Predicate.hasProperty(options, "runId") ? options.runId : undefined
+    return isRunId(id) ? id : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * The run's context, with its options resolved once; the clock is the caller's. With a
  * journal, the run commits to it (R9); a run resumed from its journal's log (`restored`)
@@ -168,7 +180,8 @@ export const prepare = <T extends Tool.Any, RV, O>(
   )
   const resolved = refused === undefined || restored !== undefined ? checked : Result.fail(refused)
   const valid = Result.getOrUndefined(checked)
-  const runId = valid?.runId ?? randomRunId()
+  // Options refused for another field keep the run id they give: the result and the log are found under it.
+  const runId = valid?.runId ?? givenRunId(options) ?? randomRunId()
   const now = clock.currentTimeMillisUnsafe()
   // A run its host was asked to start earlier counts its time from then (never from a later time).
   const fresh =
