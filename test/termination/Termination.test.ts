@@ -278,6 +278,41 @@ describe("Termination.evaluate and combinators", () => {
   })
 })
 
+describe("R2.5 R12 the built-in policies cannot be changed or imitated", () => {
+  it("R12 a built-in policy, the shared ones included, is frozen: changing it throws", () => {
+    for (const policy of [Termination.finalAnswer, Termination.maxIterations(5), ...Termination.defaults()]) {
+      assert.isTrue(Object.isFrozen(policy), policy.name)
+      assert.throws(() => {
+        ;(policy as { decide: unknown }).decide = () => Termination.stop("cancelled", "forged")
+      }, TypeError)
+    }
+    assert.isTrue(Object.isFrozen(Termination.maxIterations(5).limits))
+  })
+
+  it.effect("R2.5 a policy made on a built-in's prototype, or copied from one, is checked as the user's own", () =>
+    Effect.gen(function* () {
+      const original = Termination.finalAnswer
+      const forged = (decide: Termination.Policy["decide"]): ReadonlyArray<Termination.Policy> => [
+        Object.create(Object.getPrototypeOf(original), {
+          name: { value: "final_answer" },
+          decide: { value: decide }
+        }),
+        { ...original, decide }
+      ]
+      for (const policy of forged(() => Termination.stop("validation_failed", "forged"))) {
+        const result = yield* Run.run({
+          goal: "x",
+          tools: [],
+          policies: (defaults) => Termination.replace(defaults, "final_answer", policy)
+        }).pipe(Effect.provide(withScript([ScriptedModel.finalAnswer("done")])))
+        assert.strictEqual(result.stopReason, "internal_error")
+        assert.include(result.detail, `the termination policy "final_answer"`)
+        assert.include(result.detail, "validation_failed")
+      }
+    })
+  )
+})
+
 describe("StopReason", () => {
   it("R2.5 the stop reasons are a finite, duplicate-free enumeration, each with display text", () => {
     assert.isTrue(Array.isArray(StopReason.all) && StopReason.all.length > 0)

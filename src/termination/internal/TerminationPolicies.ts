@@ -75,24 +75,31 @@ export const make = (
 ): Policy => (limits === undefined ? { name, decide } : { name, decide, limits })
 
 /**
- * The policies of this module, told apart by their class (no registry of them is kept):
- * they read the counters' fields and `reminders`, never the per-key maps, and never
- * throw, so they may be given the run's counters as they are and run unguarded (see
- * `Termination.evaluate`).
+ * The policies of this module, told apart by a private field only their constructor gives
+ * (an object made on their prototype has none; no registry of them is kept), and frozen:
+ * they read the counters' fields and `reminders`, never the per-key maps, and never throw,
+ * so they may be given the run's counters as they are and run unguarded (see
+ * `Termination.evaluate`). One that user code changed or imitated would be neither; it is
+ * checked as the user's own policies are (R2.5, R12).
  */
 class BuiltIn implements Policy {
+  readonly #builtIn = true
   declare readonly name: string
   declare readonly decide: (checkpoint: Checkpoint) => Decision
   declare readonly limits?: Readonly<Record<string, number>>
   constructor(name: string, decide: (checkpoint: Checkpoint) => Decision, limits?: Readonly<Record<string, number>>) {
     this.name = name
     this.decide = decide
-    if (limits !== undefined) this.limits = limits
+    if (limits !== undefined) this.limits = Object.freeze({ ...limits })
+    Object.freeze(this)
+  }
+  static is(policy: object): boolean {
+    return #builtIn in policy && policy.#builtIn
   }
 }
 
-/** Whether `policy` is one of this module's built-in policies. */
-export const isBuiltIn = (policy: object): boolean => policy instanceof BuiltIn
+/** Whether `policy` is one of this module's built-in policies, as this module made it. */
+export const isBuiltIn = (policy: object): boolean => BuiltIn.is(policy)
 
 const builtInPolicy = (
   name: string,
