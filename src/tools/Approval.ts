@@ -21,7 +21,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Effect, Layer, type Option, Schema } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, type Option, Predicate, Schema } from "effect"
 import * as UserCode from "../failure/UserCode.ts"
 import type * as Tool from "./Tool.ts"
 
@@ -85,7 +85,8 @@ export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
 /**
  * A decision whose text cannot be kept: `by` or `reason` is not a string, holds a NUL
  * character, which the stores refuse (PostgreSQL) or cut short (SQLite), or is longer than
- * a decision keeps (`by` 256 characters, `reason` 4096). Raised before anything is decided.
+ * a decision keeps (`by` 256 characters, `reason` 4096); or the decision is none at all
+ * (`decision`: not an `Approved` or a `Rejected`). Raised before anything is decided.
  *
  * @category errors
  * @since 0.3.0
@@ -93,7 +94,7 @@ export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
 export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("InvalidDecision", {
   runId: Schema.String,
   callId: Schema.String,
-  field: Schema.Literals(["by", "reason"]),
+  field: Schema.Literals(["by", "reason", "decision"]),
   detail: Schema.String
 }) {
   override get message(): string {
@@ -167,14 +168,37 @@ const invalid = (decision: Decision): { readonly field: "by" | "reason"; readonl
  * Why `decision` on the call `callId` of run `runId` cannot be taken, before anything is
  * decided: a `by` or `reason` that is not a string, holds a NUL character or half of a
  * surrogate pair, or is too long
- * (`by` over 256 characters, `reason` over 4096).
+ * (`by` over 256 characters, `reason` over 4096), or a decision that is none. A run or call
+ * id that is not a string names no waiting call (`NotPending`).
  *
  * @category validation
  * @since 0.3.0
  */
-export const checkDecision = (runId: string, callId: string, decision: Decision): InvalidDecision | undefined => {
+export const checkDecision = (
+  runId: string,
+  callId: string,
+  decision: Decision
+): InvalidDecision | NotPending | undefined => {
+  // Ids and decisions may come from code without types: an id that is no string names no waiting call.
+  if (typeof runId !== "string" || typeof callId !== "string") {
+    return new NotPending({ runId: shown(runId), callId: shown(callId) })
+  }
+  if (!isDecision(decision)) {
+    return new InvalidDecision({ runId, callId, field: "decision", detail: `is ${UserCode.kindOf(decision)}` })
+  }
   const found = invalid(decision)
   return found === undefined ? undefined : new InvalidDecision({ runId, callId, ...found })
+}
+
+/** An id as an error shows it: itself when it is a string, else what it is. */
+const shown = (id: unknown): string => (typeof id === "string" ? id : `(${UserCode.kindOf(id)})`)
+
+const isDecision = (value: unknown): value is Decision => {
+  try {
+    return Predicate.isTagged(value, "Approved") || Predicate.isTagged(value, "Rejected")
+  } catch {
+    return false
+  }
 }
 
 /**

@@ -148,6 +148,35 @@ describe("R7 approvals", () => {
         assert.strictEqual(long.message.includes("over the limit of 4096"), true, long.message)
         const longName = yield* Effect.flip(handle.approve("call_pay", { by: "a".repeat(257) }))
         assert.strictEqual(longName._tag === "InvalidDecision" && longName.field, "by")
+        // A call id that is no string names no waiting call: a typed NotPending, never a throw or a defect.
+        const untyped = handle as unknown as {
+          readonly approve: (
+            ...args: ReadonlyArray<unknown>
+          ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision>
+          readonly reject: (
+            ...args: ReadonlyArray<unknown>
+          ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision>
+        }
+        for (const attempt of [
+          untyped.approve(5, { by: 5 }),
+          untyped.approve(),
+          untyped.approve(null, null),
+          untyped.reject(undefined, "r")
+        ]) {
+          const refused = yield* Effect.flip(attempt)
+          assert.strictEqual(refused._tag, "NotPending")
+        }
+        // The gate itself, asked by code without types.
+        const gate = yield* Approval.ApprovalGate
+        const notADecision = yield* Effect.flip(
+          gate.decide(handle.runId, "call_pay", null as unknown as Approval.Decision)
+        )
+        assert.deepStrictEqual(
+          [notADecision._tag, notADecision._tag === "InvalidDecision" && notADecision.field],
+          ["InvalidDecision", "decision"]
+        )
+        const noRun = yield* Effect.flip(gate.decide(7 as unknown as string, "call_pay", Approval.approved()))
+        assert.strictEqual(noRun._tag, "NotPending")
         assert.lengthOf(yield* handle.pendingApprovals, 1)
         yield* handle.approve("call_pay", { by: "alice" })
         const result = yield* handle.result

@@ -37,7 +37,8 @@ const known = (runId: string) =>
     ? Effect.void
     : Effect.fail(
         new DurableRunError({
-          runId,
+          // A caller without types may give whatever: what is no string is shown as what it is.
+          runId: typeof runId === "string" ? runId : `(${typeof runId})`,
           reason: "not_found",
           detail: `no run can have this id (${RunOptions.runIdRule})`
         })
@@ -186,9 +187,9 @@ export const make = (
   const decide = (runId: string, callId: string, decision: Approval.Decision) =>
     Effect.gen(function* () {
       yield* known(runId)
-      if (!isId(callId)) return yield* Effect.fail(new Approval.NotPending({ runId, callId }))
       const invalid = Approval.checkDecision(runId, callId, decision)
       if (invalid !== undefined) return yield* Effect.fail(invalid)
+      if (!isId(callId)) return yield* Effect.fail(new Approval.NotPending({ runId, callId }))
       // Decided on the table first (the first decision wins), then the run is woken: a wake
       // that finds no decision would only park the run again.
       const decided = yield* Effect.result(
