@@ -54,8 +54,11 @@ export const empty: Counters = {
   reminders: HashMap.empty(),
   callSignatures: HashMap.empty(),
   failureSignatures: HashMap.empty(),
+  failuresOfTurn: [],
   observationKeys: HashMap.empty()
 }
+
+const noFailures: ReadonlyArray<string> = empty.failuresOfTurn
 
 const bump = (map: HashMap.HashMap<string, number>, key: string): [HashMap.HashMap<string, number>, number] => {
   const found = HashMap.get(map, key)
@@ -73,7 +76,13 @@ const count = (c: Draft, field: "callSignatures" | "failureSignatures" | "observ
 }
 
 const failureStep = (c: Draft, name: string, code: string, message: string, maxRetries: number): void => {
-  const n = count(c, "failureSignatures", Signature.failure(name, code, message))
+  const signature = Signature.failure(name, code, message)
+  // Calls of one response failing alike are one failure to repeat: the model saw none of them before it asked.
+  const again = c.failuresOfTurn.includes(signature)
+  const n = again
+    ? (Option.getOrUndefined(HashMap.get(c.failureSignatures, signature)) ?? 1)
+    : count(c, "failureSignatures", signature)
+  if (!again) c.failuresOfTurn = [...c.failuresOfTurn, signature]
   c.toolErrors = c.toolErrors + 1
   c.repeatedFailureCount = Math.max(c.repeatedFailureCount, n)
   c.repeatedFailureOverLimit = Math.max(c.repeatedFailureOverLimit, n - maxRetries)
@@ -123,6 +132,7 @@ const onEvent = (c: Draft, e: Event): void => {
       c.reasoningTokens = c.reasoningTokens + (e.usage.reasoningTokens ?? 0)
       c.costUsd = c.costUsd + (e.usage.costUsd ?? 0)
       c.lastCalls = e
+      if (c.failuresOfTurn.length > 0) c.failuresOfTurn = noFailures
       break
     }
     case "tool.succeeded": {
@@ -151,8 +161,12 @@ const onEvent = (c: Draft, e: Event): void => {
       if (Tool.mayChangeWorld(e.sideEffect)) c.stateVersion = c.stateVersion + 1
       break
     case "recovery.started":
-      c.recoveryAttempts = c.recoveryAttempts + 1
-      if (isCorrection(e.kind)) c.toolCorrectionAttempts = c.toolCorrectionAttempts + 1
+      if (isCorrection(e.kind)) {
+        // The corrections one turn of the model is asked for share their attempt: one of the budget (R3.5).
+        const made = Math.max(c.toolCorrectionAttempts, e.attempt)
+        c.recoveryAttempts = c.recoveryAttempts + (made - c.toolCorrectionAttempts)
+        c.toolCorrectionAttempts = made
+      } else c.recoveryAttempts = c.recoveryAttempts + 1
       // A final answer sent back because it does not decode is no longer the final answer.
       if (e.kind === "output_correction") c.finalAnswerReceived = false
       break

@@ -138,7 +138,15 @@ describe("Counters.step (unit)", () => {
   })
 
   it("R2.1 repeated failures count per signature against the tool's maxRetries; denials never do", () => {
-    let c = Counters.fold([failed("t", "down", 1), failed("t", "other", 1), failed("t", "down", 1)])
+    const turn = () => responded("", [["t", "{}"]])
+    let c = Counters.fold([
+      turn(),
+      failed("t", "down", 1),
+      turn(),
+      failed("t", "other", 1),
+      turn(),
+      failed("t", "down", 1)
+    ])
     assert.deepStrictEqual([c.toolErrors, c.repeatedFailureCount, c.repeatedFailureOverLimit], [3, 2, 1])
     assert.deepStrictEqual([c.sameClassStreak, c.sameClassCode], [3, "tool_failed"])
     const blocked = ev({
@@ -147,7 +155,7 @@ describe("Counters.step (unit)", () => {
       name: "t",
       error: { code: "permission_denied", message: "no", correctable: false }
     })
-    c = Counters.fold([blocked, blocked, blocked, blocked])
+    c = Counters.fold([turn(), blocked, turn(), blocked, turn(), blocked, turn(), blocked])
     assert.deepStrictEqual([c.toolErrors, c.repeatedFailureCount, c.repeatedFailureOverLimit], [4, 4, 0])
     c = Counters.step(c, succeeded("t", "d"))
     assert.deepStrictEqual([c.sameClassStreak, c.sameClassCode], [0, ""])
@@ -159,6 +167,37 @@ describe("Counters.step (unit)", () => {
     c = Counters.fold([succeeded("ls", "d1"), succeeded("w", "ok", "write"), succeeded("ls", "d1")])
     assert.strictEqual(c.unchangedObservations, 0)
     assert.strictEqual(c.stateVersion, 1)
+  })
+
+  it("R2.3 calls of one response failing alike are one failure to repeat: the model saw none of them", () => {
+    const three = responded("", [
+      ["put", `{"key":"k0"}`],
+      ["put", `{"key":"k1"}`],
+      ["put", `{"key":"k2"}`]
+    ])
+    const missing = () => failed("put", "value is missing", 1)
+    let c = Counters.fold([three, missing(), missing(), missing()])
+    // Every failure spends the error budget; as a repeat, the three are one.
+    assert.deepStrictEqual([c.toolErrors, c.repeatedFailureCount, c.repeatedFailureOverLimit], [3, 1, 0])
+    // The next response repeating the mistake is a repeat.
+    c = Counters.step(Counters.step(c, responded("", [["put", `{"key":"k3"}`]])), missing())
+    assert.deepStrictEqual([c.repeatedFailureCount, c.repeatedFailureOverLimit], [2, 1])
+  })
+
+  it("R3.5 the corrections one response needs share their attempt: one of the correction budget", () => {
+    const correction = (attempt: number) =>
+      ev({ _tag: "recovery.started", kind: "tool_argument_correction", attempt, delayMillis: 0, cause: "x" })
+    let c = Counters.fold([correction(1), correction(1), correction(1)])
+    assert.deepStrictEqual([c.toolCorrectionAttempts, c.recoveryAttempts], [1, 1])
+    c = Counters.step(c, correction(2))
+    c = Counters.step(
+      c,
+      ev({ _tag: "recovery.started", kind: "provider_retry", attempt: 1, delayMillis: 0, cause: "x" })
+    )
+    assert.deepStrictEqual([c.toolCorrectionAttempts, c.recoveryAttempts], [2, 3])
+    // A log written when each correction took its own attempt folds as it did.
+    c = Counters.fold([correction(1), correction(2), correction(3)])
+    assert.deepStrictEqual([c.toolCorrectionAttempts, c.recoveryAttempts], [3, 3])
   })
 
   it("R2.1 recovery attempts, argument corrections and exhaustion", () => {
@@ -276,6 +315,50 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
       )
     )
   })
+
+  it.effect(
+    "R3.5 R2.3 one response with several bad calls gets one correction turn: no repeat, one attempt of the budget",
+    () => {
+      const store = makeStore()
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "write", tools: [store.write], recovery: { correctionBudget: 1 } })
+        assert.strictEqual(result.stopReason, "goal_reached")
+        assert.deepStrictEqual(store.writes, ["d", "a", "b", "c"])
+        // The model was asked again once, with the three corrections.
+        assert.strictEqual(ofTag(result.timeline, "model.requested").length, 3)
+        assert.deepStrictEqual(
+          ofTag(result.timeline, "recovery.started").map((e) => [e.kind, e.attempt]),
+          [
+            ["tool_argument_correction", 1],
+            ["tool_argument_correction", 1],
+            ["tool_argument_correction", 1]
+          ]
+        )
+        assert.deepStrictEqual(
+          [result.counters.toolCorrectionAttempts, result.counters.recoveryAttempts, result.counters.toolErrors],
+          [1, 1, 3]
+        )
+        assert.deepStrictEqual(result.counters, Counters.snapshot(Counters.fold(result.timeline)))
+      }).pipe(
+        Effect.provide(
+          withScript([
+            ScriptedModel.toolCalls(
+              ["write_json_file", { artifact_name: "a" }],
+              ["write_json_file", { artifact_name: "b" }],
+              ["write_json_file", { artifact_name: "c" }],
+              ["write_json_file", { artifact_name: "d", content: "x" }]
+            ),
+            ScriptedModel.toolCalls(
+              ["write_json_file", { artifact_name: "a", content: "x" }],
+              ["write_json_file", { artifact_name: "b", content: "x" }],
+              ["write_json_file", { artifact_name: "c", content: "x" }]
+            ),
+            ScriptedModel.finalAnswer("written")
+          ])
+        )
+      )
+    }
+  )
 
   it.effect("R2.3 max_tool_errors: errors over the budget stop the run; later policies are not consulted", () => {
     const { tool, seen } = failing({ hint: (q) => `failed on ${q}` })

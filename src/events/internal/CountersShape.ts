@@ -69,5 +69,11 @@ export interface Counters {
   readonly reminders: HashMap.HashMap<string, number>
   readonly callSignatures: HashMap.HashMap<string, number>
   readonly failureSignatures: HashMap.HashMap<string, number>
+  /**
+   * The failure signatures of the calls of the last model response: one that fails the same
+   * way several times in one response is counted once in `failureSignatures`, since the
+   * model saw none of them before it asked (R2.3).
+   */
+  readonly failuresOfTurn: ReadonlyArray<string>
   readonly observationKeys: HashMap.HashMap<string, number>
 }

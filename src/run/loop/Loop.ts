@@ -154,22 +154,26 @@ const afterBatch = <R>(ctx: RunContext.RunContext, config: Config<R>, results: R
       : Effect.map(askCorrections(ctx, config, needCorrection), policies)
   })
 
-/** The corrections of a batch's calls: one give-up record for the batch, however many of them the spent budget leaves uncorrected. */
+/**
+ * The corrections of a batch's calls: the model corrects them all in its next turn, one
+ * attempt of the correction budget (R3.5); with the budget spent, one give-up record for
+ * the batch.
+ */
 const askCorrections = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   needCorrection: ReadonlyArray<ToolResult.ToolResult>
 ) {
-  let spent = false
-  for (const result of needCorrection) {
-    const asked = yield* correct(ctx, config, {
+  const attempt = ctx.log.counters.toolCorrectionAttempts + 1
+  for (const [i, result] of needCorrection.entries()) {
+    yield* correct(ctx, config, {
       kind: "tool_argument_correction",
       cause: result.error?.code ?? "input_validation_failed",
       scope: "run",
       callId: result.callId,
-      recordSpent: !spent
+      attempt,
+      recordSpent: i === 0
     })
-    if (!asked) spent = true
   }
 })
 

@@ -60,7 +60,8 @@ export const checkpoint = <R>(
  * Asks the model to correct itself (its arguments, an answer cut off, an output that does
  * not decode), spending one attempt of the run's correction budget (R3.5): `true` when the
  * correction is asked; `false` once the budget is spent, the give-up recorded unless
- * `recordSpent` is `false` (one record for several calls of a batch).
+ * `recordSpent` is `false` (one record for several calls of a batch). The calls of one
+ * batch share their `attempt`: the model corrects them all in one turn.
  */
 export const correct = Effect.fnUntraced(function* <R>(
   ctx: RunContext.RunContext,
@@ -72,11 +73,13 @@ export const correct = Effect.fnUntraced(function* <R>(
     readonly callId?: string | undefined
     readonly reminder?: { readonly kind: string; readonly text: string } | undefined
     readonly recordSpent?: boolean | undefined
+    readonly attempt?: number | undefined
   }
 ) {
   const { kind, cause } = correction
   const call = correction.callId === undefined ? {} : { callId: correction.callId }
-  const made = ctx.log.counters.toolCorrectionAttempts
+  const attempt = correction.attempt ?? ctx.log.counters.toolCorrectionAttempts + 1
+  const made = attempt - 1
   if (made >= config.correctionBudget) {
     if (correction.recordSpent !== false) {
       RunContext.emit(ctx, ({ runId, seq, at }) => ({
@@ -98,7 +101,7 @@ export const correct = Effect.fnUntraced(function* <R>(
     _tag: "recovery.started",
     kind,
     ...call,
-    attempt: made + 1,
+    attempt,
     delayMillis: 0,
     cause,
     runId,
