@@ -188,7 +188,7 @@ export const tool = <I, O, R = never>(
     handler: (input, context) => {
       let exited: Result | undefined
       return Effect.suspend(() =>
-        run(options.command(input), {
+        run(UserCode.letGo(options.command(input)), {
           graceMillis: options.graceMillis,
           maxOutputBytes: options.maxOutputBytes,
           cgroup: options.cgroup,

@@ -16,6 +16,7 @@
  */
 import { Clock, Effect, Fiber, type Layer, Schema, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import type * as Run from "../run/Run.ts"
 import * as RunObserver from "../run/RunObserver.ts"
 import { frame, line } from "./internal/LiveFrame.ts"
@@ -124,7 +125,12 @@ interface RunView {
  * event, and a run's frame once it has ended.
  */
 const screen = (options: Options, now: () => number) => {
-  const write = options.write ?? ((text: string) => void process.stdout.write(text))
+  const given = options.write
+  // An `async` write's Promise is let go, its rejection handled: a view never takes the process down.
+  const write =
+    given === undefined
+      ? (text: string) => void process.stdout.write(text)
+      : (text: string) => void UserCode.letGo(given(text))
   const tty = options.tty ?? process.stdout.isTTY === true
   const refresh = options.refresh ?? 1000
   const live: Array<Array<Event.Event>> = []

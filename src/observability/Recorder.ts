@@ -28,6 +28,7 @@
 import { Context, Deferred, Effect, FileSystem, Layer, Path, Queue, Schema } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Failure from "../failure/Failure.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import * as RunObserver from "../run/RunObserver.ts"
 import { withoutContent } from "./internal/Content.ts"
 import * as Recording from "./Recording.ts"
@@ -126,7 +127,9 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
         fs.makeDirectory(options.directory, { recursive: true }),
         (error) => new RecorderError({ directory: options.directory, detail: error.message })
       )
-      const name = options.file ?? fileName
+      const given = options.file
+      // An `async` file name is none: its Promise is let go, and the path it gives fails as a bad name would.
+      const name = given === undefined ? fileName : (runId: string) => UserCode.letGo(given(runId))
       const pathOf = (runId: string) => path.join(options.directory, name(runId))
       const shown = options.content === false ? withoutContent : (event: Event.Event) => event
       const queue = yield* Queue.unbounded<Item>()

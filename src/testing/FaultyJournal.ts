@@ -18,6 +18,7 @@
  * @since 0.3.0
  */
 import { type Clock, Effect } from "effect"
+import * as UserCode from "../failure/UserCode.ts"
 import type * as Journal from "../journal/Journal.ts"
 import * as JournalError from "../journal/JournalError.ts"
 
@@ -109,6 +110,30 @@ const check = (faults: Faults): void => {
 }
 
 /**
+ * What the fault predicates say of commit `n`, or why one cannot be heeded: a predicate that
+ * answers something other than a boolean (the Promise of an `async` one) would never inject
+ * its fault, and the test would pass without it.
+ */
+const askFaults = (
+  faults: Faults,
+  n: number
+): { readonly conflict: boolean; readonly unavailable: boolean; readonly lostReply: boolean } | string => {
+  const answers: Record<string, boolean> = {}
+  for (const name of ["conflictOn", "unavailableOn", "lostReplyOn"] as const) {
+    const answer = UserCode.letGo(faults[name]?.(n) ?? false)
+    if (typeof answer !== "boolean") {
+      return `FaultyJournal: ${name}(${n}) answered ${UserCode.kindOf(answer)}, not a boolean: the fault would never be injected`
+    }
+    answers[name] = answer
+  }
+  return {
+    conflict: answers.conflictOn === true,
+    unavailable: answers.unavailableOn === true,
+    lostReply: answers.lostReplyOn === true
+  }
+}
+
+/**
  * Wraps `journal` with the given faults. Faults that can never be injected as written
  * (`crashAt.commit` 0 or 1.5, a `when` that is neither `before` nor `after`, a fault of a
  * name there is none of, such as `crashat`) are a `RangeError`.
@@ -145,7 +170,9 @@ export const make = (journal: Journal.Service, faults: Faults): FaultyJournal =>
         if ((crash.when ?? "before") === "before") return Effect.interrupt
         return Effect.andThen(journal.append(runId, batch), Effect.interrupt)
       }
-      if (faults.conflictOn?.(n) === true) {
+      const asked = askFaults(faults, n)
+      if (typeof asked === "string") return Effect.die(new UserCode.UserCodeDefect(asked))
+      if (asked.conflict) {
         return Effect.fail(
           JournalError.make(
             new JournalError.Conflict({ runId, expectedSeq: batch.expectedSeq, detail: "fenced off by the test" })
@@ -155,8 +182,8 @@ export const make = (journal: Journal.Service, faults: Faults): FaultyJournal =>
       const unreachable = Effect.fail(
         JournalError.make(new JournalError.Unavailable({ operation: "append", detail: "unreachable (by the test)" }))
       )
-      if (faults.unavailableOn?.(n) === true) return unreachable
-      if (faults.lostReplyOn?.(n) === true) return Effect.andThen(journal.append(runId, batch), unreachable)
+      if (asked.unavailable) return unreachable
+      if (asked.lostReply) return Effect.andThen(journal.append(runId, batch), unreachable)
       return journal.append(runId, batch)
     })
   return {

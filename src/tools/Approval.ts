@@ -186,7 +186,13 @@ export const checkDecision = (
   if (!isDecision(decision)) {
     return new InvalidDecision({ runId, callId, field: "decision", detail: `is ${UserCode.kindOf(decision)}` })
   }
-  const found = invalid(decision)
+  let found: { readonly field: "by" | "reason" | "decision"; readonly detail: string } | undefined
+  try {
+    found = invalid(decision)
+  } catch (defect) {
+    // A field whose getter throws: nothing can be kept of it.
+    found = { field: "decision", detail: `cannot be read (${UserCode.kindOf(defect)} thrown)` }
+  }
   return found === undefined ? undefined : new InvalidDecision({ runId, callId, ...found })
 }
 

@@ -16,6 +16,7 @@
 import { Option } from "effect"
 import { dual } from "effect/Function"
 import * as Event from "../events/Event.ts"
+import * as UserCode from "../failure/UserCode.ts"
 
 /**
  * What a criterion saw. `callId`, when present, names the `tool.succeeded` event
@@ -73,7 +74,9 @@ export const toolSucceeded = (name: string, match?: (input: unknown, output: unk
       for (let i = timeline.length - 1; i >= 0; i--) {
         const event = timeline[i]
         if (event?._tag !== "tool.succeeded" || event.name !== name) continue
-        if (match !== undefined && !match(Event.inputOf(timeline, event), event.output)) continue
+        // Only `true` is a match: what an `async` match gives (a Promise) is none, its rejection handled.
+        if (match !== undefined && UserCode.letGo(match(Event.inputOf(timeline, event), event.output)) !== true)
+          continue
         return Option.some({ detail: `${name} succeeded${qualifier} (call ${event.callId})`, callId: event.callId })
       }
       return Option.none()

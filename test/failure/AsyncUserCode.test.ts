@@ -1,13 +1,18 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
+import * as Journal from "../../src/journal/Journal.ts"
 import * as Model from "../../src/model/Model.ts"
+import * as LiveView from "../../src/observability/LiveView.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunObserver from "../../src/run/RunObserver.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import * as Validation from "../../src/validation/Validation.ts"
 
 /**
  * What a JavaScript caller writes: an `async` function where an Effect, a decision or
@@ -137,6 +142,71 @@ describe("R12 user code written as an async function that rejects", () => {
       )
       assert.deepStrictEqual(byGate.unhandled, [])
       assert.strictEqual(byGate.result.stopReason, "internal_error")
+    })
+  )
+
+  it.live("R12 an observer's attach and a live view's write: the run ends as it would, the process lives on", () =>
+    Effect.gen(function* () {
+      const answer = ScriptedModel.layer([ScriptedModel.finalAnswer("done")])
+      const attach = yield* unhandledAfter(
+        Run.run({ goal: "g", tools: [] }).pipe(
+          Effect.provide(answer),
+          Effect.provide(
+            RunObserver.layer(Effect.succeed<RunObserver.Observer>({ attach: untyped(rejecting("attach")) }))
+          )
+        )
+      )
+      assert.deepStrictEqual([attach.unhandled, attach.result.stopReason], [[], "goal_reached"])
+      const view = yield* unhandledAfter(
+        Run.run({ goal: "g", tools: [] }).pipe(
+          Effect.provide(answer),
+          Effect.provide(LiveView.layer({ write: untyped(rejecting("the terminal")), tty: false }))
+        )
+      )
+      assert.deepStrictEqual([view.unhandled, view.result.stopReason], [[], "goal_reached"])
+    })
+  )
+
+  it.live("R6.2 R12 a criterion's async match is no match: only true is, and its rejection is handled", () =>
+    Effect.gen(function* () {
+      const echo = plain("echo")
+      const { result, unhandled } = yield* unhandledAfter(
+        Run.run({
+          goal: "g",
+          tools: [echo],
+          validation: {
+            plan: [
+              Validation.step("yes", "echo said yes", [
+                Criterion.toolSucceeded(
+                  "echo",
+                  untyped(async () => false)
+                )
+              ]),
+              Validation.step("ok", "echo was fine", [Criterion.toolSucceeded("echo", untyped(rejecting("match")))])
+            ]
+          }
+        }).pipe(Effect.provide(callThenAnswer("echo")))
+      )
+      assert.deepStrictEqual(unhandled, [])
+      assert.notStrictEqual(result.status, "completed")
+      assert.strictEqual(result.stopReason, "validation_failed")
+    })
+  )
+
+  it.live("R10 a FaultyJournal predicate written async is refused when asked: its fault would never be injected", () =>
+    Effect.gen(function* () {
+      const { result, unhandled } = yield* unhandledAfter(
+        Effect.gen(function* () {
+          const faulty = FaultyJournal.make(yield* Journal.Journal, { conflictOn: untyped(rejecting("conflictOn")) })
+          return yield* Run.run({ goal: "g", tools: [] }).pipe(
+            Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])),
+            Effect.provideService(Journal.Journal, faulty.journal)
+          )
+        }).pipe(Effect.provide(Journal.layerMemory))
+      )
+      assert.deepStrictEqual(unhandled, [])
+      assert.strictEqual(result.stopReason, "internal_error")
+      assert.include(result.detail, "conflictOn(1) answered a Promise, not a boolean")
     })
   )
 })

@@ -324,6 +324,19 @@ const block = (millis: number) => {
   }
 }
 
+/** A backup model that answers at once, counting how often it is asked. */
+const answering = () => {
+  let asked = 0
+  const model: Model.Model["Service"] = {
+    generate: () =>
+      Effect.sync(() => {
+        asked++
+        return Model.response({ text: "too late" })
+      })
+  }
+  return { model, asked: () => asked }
+}
+
 describe("R3.11 a model call that outlasts the run deadline", () => {
   const blockedThenFailed = (failure: Failure.Failure): Model.Model["Service"] => ({
     generate: () =>
@@ -351,19 +364,38 @@ describe("R3.11 a model call that outlasts the run deadline", () => {
 
   it.live("R3.11 no fallback model is asked once the run deadline has passed", () =>
     Effect.gen(function* () {
-      let asked = 0
-      const backupModel: Model.Model["Service"] = {
-        generate: () =>
-          Effect.sync(() => {
-            asked++
-            return Model.response({ text: "too late" })
-          })
-      }
-      const result = yield* live(blockedThenFailed(badRequest), [{ name: "backup", model: backupModel }])
+      const backup = answering()
+      const result = yield* live(blockedThenFailed(badRequest), [{ name: "backup", model: backup.model }])
       assert.strictEqual(result.stopReason, "run_timeout")
-      assert.strictEqual(asked, 0)
+      assert.strictEqual(backup.asked(), 0)
       assert.lengthOf(result.fallbacks, 0)
       assert.strictEqual(result.model, "primary")
+    })
+  )
+
+  it.live("R4.2 past its step's deadline, no fallback is asked and no late answer accepted: step_timeout", () =>
+    Effect.gen(function* () {
+      const backup = answering()
+      const inStep = (primary: Model.Model["Service"], fallbackModels: ReadonlyArray<Model.Fallback>) =>
+        Run.run({
+          goal: "x",
+          tools: [],
+          modelName: "primary",
+          time: { step: "100 millis" },
+          recovery: { fallbackModels }
+        }).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(Model.Model, primary), NodeServices.layer)))
+      const failed = yield* inStep(blockedThenFailed(badRequest), [{ name: "backup", model: backup.model }])
+      assert.deepStrictEqual([failed.stopReason, backup.asked(), failed.model], ["step_timeout", 0, "primary"])
+      assert.include(failed.detail, "after its step's deadline")
+      const answeredLate: Model.Model["Service"] = {
+        generate: () =>
+          Effect.sync(() => {
+            block(300)
+            return Model.response({ text: "late answer" })
+          })
+      }
+      const late = yield* inStep(answeredLate, [])
+      assert.deepStrictEqual([late.stopReason, late.finalAnswer], ["step_timeout", undefined])
     })
   )
 

@@ -1,6 +1,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
+import * as Journal from "../../src/journal/Journal.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunResult from "../../src/run/RunResult.ts"
@@ -464,6 +465,23 @@ describe("R12 run options are checked by one Schema", () => {
       assert.strictEqual(bad.stopReason, "internal_error")
       assert.lengthOf(model.requests, 0)
     })
+  )
+
+  it.effect("R9 R12 options that cannot start a run write nothing to the journal: the id stays free", () =>
+    Effect.gen(function* () {
+      const model = recordingModel()
+      const refused = yield* Run.run({ goal: "x", tools: [], runId: "r2", limits: { maxIterations: 0 } }).pipe(
+        Effect.provide(model.layer)
+      )
+      assert.deepStrictEqual([refused.runId, refused.stopReason], ["r2", "internal_error"])
+      const journal = yield* Journal.Journal
+      assert.isTrue(Option.isNone(yield* journal.read("r2")))
+      // The corrected start under the same id runs, and is the one recorded.
+      const fixed = yield* Run.run({ goal: "x", tools: [], runId: "r2" }).pipe(Effect.provide(model.layer))
+      assert.deepStrictEqual([fixed.runId, fixed.stopReason], ["r2", "goal_reached"])
+      const stored = yield* journal.read("r2")
+      assert.isTrue(Option.isSome(stored) && Option.isSome(stored.value.result))
+    }).pipe(Effect.provide(Journal.layerMemory))
   )
 
   it.effect("R12 options that cannot be read name the field that throws", () =>

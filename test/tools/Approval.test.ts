@@ -177,6 +177,16 @@ describe("R7 approvals", () => {
         )
         const noRun = yield* Effect.flip(gate.decide(7 as unknown as string, "call_pay", Approval.approved()))
         assert.strictEqual(noRun._tag, "NotPending")
+        const unreadable = Object.defineProperty({ _tag: "Approved" }, "by", {
+          get: () => {
+            throw new Error("boom")
+          }
+        }) as Approval.Decision
+        const thrown = yield* Effect.flip(gate.decide(handle.runId, "call_pay", unreadable))
+        assert.deepStrictEqual(
+          [thrown._tag, thrown._tag === "InvalidDecision" && thrown.field],
+          ["InvalidDecision", "decision"]
+        )
         assert.lengthOf(yield* handle.pendingApprovals, 1)
         yield* handle.approve("call_pay", { by: "alice" })
         const result = yield* handle.result
@@ -542,6 +552,69 @@ describe("R7 approvals in concurrent batches and at deadlines", () => {
       )
       assert.lengthOf(ledger, 0)
     }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))
+  )
+
+  it.effect("R5.2 R3.8 a rejection that stops the batch as a handler returns never loses the call's record", () =>
+    Effect.gen(function* () {
+      const pay = Tool.make({
+        name: "pay",
+        description: "pays, once a person approves",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "external",
+        needsApproval: true,
+        handler: () => Effect.succeed("paid")
+      })
+      const rejecting: Approval.Gate = {
+        request: () => Effect.succeed(Approval.rejected("no", "ops")),
+        decide: () => Effect.void,
+        expire: () => Effect.succeed(Option.none()),
+        pending: Effect.succeed([])
+      }
+      // The write acts, then works on: at some amount of work the scheduler hands over to the
+      // rejection right as the handler returns, before its result is recorded.
+      for (let work = 1900; work < 2150; work += 3) {
+        const acted: Array<string> = []
+        const write = Tool.make({
+          name: "write",
+          description: "writes, then works on",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "write",
+          handler: () =>
+            Effect.sync(() => acted.push("acted")).pipe(
+              Effect.andThen(
+                Effect.forEach(
+                  Array.from({ length: work }, (_, i) => i),
+                  Effect.succeed,
+                  { discard: true }
+                )
+              ),
+              Effect.as("written")
+            )
+        })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "x", tools: [write, pay], concurrency: 2 }).pipe(
+            Effect.provide(
+              ScriptedModel.layer([
+                ScriptedModel.toolCalls(["write", {}], ["pay", {}]),
+                ScriptedModel.finalAnswer("done")
+              ])
+            ),
+            Effect.provideService(Approval.ApprovalGate, rejecting)
+          )
+        )
+        const ends = result.timeline.filter(
+          (e) => (e._tag === "tool.succeeded" || e._tag === "tool.interrupted") && e.callId === "call_1"
+        )
+        if (acted.length > 0) {
+          assert.lengthOf(ends, 1, `work ${work}: the write acted; its call has one end`)
+          // It acted: listed as done, or as in doubt, never as nothing.
+          const listed = [...result.sideEffects, ...result.pendingActions].map((a) => a.callId)
+          assert.include(listed, "call_1", `work ${work}`)
+        }
+      }
+    }).pipe(Effect.provide(NodeServices.layer))
   )
 
   it.effect("R7 R6.3 a rejection after plan steps were done ends the run partial, listing what was done", () =>

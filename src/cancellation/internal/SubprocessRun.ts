@@ -6,6 +6,7 @@
 import { Effect, Exit, Fiber, Option } from "effect"
 import type * as PlatformError from "effect/PlatformError"
 import { ChildProcessSpawner } from "effect/process"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as ProcessGroup from "./ProcessGroup.ts"
 import * as SubprocessCgroup from "./SubprocessCgroup.ts"
 import * as SubprocessFailure from "./SubprocessFailure.ts"
@@ -108,7 +109,7 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
           yield* Effect.ignore(handle.unref)
           const onSettled = options.onSettled
           if (Exit.hasInterrupts(exit) && onSettled !== undefined) {
-            yield* Effect.exit(Effect.sync(() => onSettled(settled)))
+            yield* Effect.exit(Effect.sync(() => UserCode.letGo(onSettled(settled))))
           }
         })
       )
@@ -124,7 +125,7 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
   const containment: Containment = target.cgroup === undefined ? "process_group" : "cgroup"
   const pid: number = handle.pid
   const onSpawn = options.onSpawn
-  if (onSpawn !== undefined) yield* Effect.exit(Effect.sync(() => onSpawn(pid)))
+  if (onSpawn !== undefined) yield* Effect.exit(Effect.sync(() => UserCode.letGo(onSpawn(pid))))
   const name = SubprocessFailure.commandName(spec)
 
   // Wait for the exit, unless reading fails first (too much output, a broken pipe).

@@ -305,12 +305,16 @@ export const release = (
   end?: Build | { readonly owner: string }
 ): Effect.Effect<void, RunState.IllegalTransition> =>
   Effect.suspend(() => {
+    // The record and the move in one synchronous step, as in `hold`: no other call's event
+    // comes between them, so the phase never says a wait goes on that has ended (R1.3).
     if (typeof end === "function") emit(ctx, end)
     const log = ctx.log
     const i = end === undefined || typeof end === "function" ? -1 : log.retries.indexOf(end.owner)
     const waits = i < 0 ? log : { ...log, retries: log.retries.filter((_, j) => j !== i) }
-    if (RunState.isTerminal(state(ctx))) return Effect.void
-    return transition(ctx, RunLog.phaseOf(waits, base))
+    const to = RunLog.phaseOf(waits, base)
+    if (RunState.isTerminal(state(ctx)) || state(ctx) === to) return Effect.void
+    const moved = moveNow(ctx, to)
+    return Result.isFailure(moved) ? Effect.fail(moved.failure) : Effect.void
   })
 
 /** Records the stop the run decided on (`termination.decided`): the policy, the reason and why. */

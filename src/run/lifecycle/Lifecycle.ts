@@ -197,10 +197,12 @@ export const prepare = <T extends Tool.Any, RV, O>(
     clock,
     deadlineAt,
     breakers,
+    // Options that cannot start a run write nothing: the id stays free for the corrected start,
+    // and a run resumed with them stays in its journal as it was (R9, R12).
     journal:
-      journal === undefined
+      journal === undefined || valid === undefined
         ? undefined
-        : JournalSink.sink(journal, runId, valid?.registry.tools.values() ?? [], restored !== undefined),
+        : JournalSink.sink(journal, runId, valid.registry.tools.values(), restored !== undefined),
     restored: restored?.events
   })
   return { ctx, resolved }
@@ -223,7 +225,8 @@ const minimumSettleMillis = 5_000
 /** An observer's attachment to the run, or why it gave none (user code: it may throw, or give anything). */
 const attachOne = (observer: RunObserver.Observer, runId: string): RunObserver.Attached | string => {
   try {
-    const attached: unknown = observer.attach(runId)
+    // An `async` attach gives a Promise: no attachment, its rejection handled.
+    const attached: unknown = UserCode.letGo(observer.attach(runId))
     if (!Predicate.hasProperty(attached, "event") || !Predicate.isFunction(attached.event)) {
       return "its attach gave no event function"
     }

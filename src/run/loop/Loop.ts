@@ -14,6 +14,7 @@ import { Context, Effect, Option, Result } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Model from "../../model/Model.ts"
+import * as Recovery from "../../recovery/Recovery.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
@@ -35,7 +36,8 @@ import {
   fencedOff,
   hardStop,
   modelStop,
-  remind
+  remind,
+  stepLate
 } from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
 import { inDoubt, type OpenBatch, stepLeft, type Unfinished, unfinished } from "./internal/Unfinished.ts"
@@ -177,6 +179,9 @@ const askCorrections = Effect.fnUntraced(function* <R>(
   }
 })
 
+/** Whether the step's own deadline has passed (code that blocked past it): the run's is checked apart. */
+const stepPassed = Effect.map(Deadline.left({ layer: "step" }), (left) => left.layer === "step" && left.millis <= 0)
+
 /**
  * One iteration, inside its step deadline: the model call, its answer, its tool batch.
  * Each stage hands over to the next by returning it (`flatMap`), so nothing of this one
@@ -191,13 +196,33 @@ const iteration = <R>(
   Effect.suspend(() => {
     const n = ctx.log.counters.iterations + 1
     return Effect.flatMap(ModelCall.call(ctx, config, chain, n), (answer) => {
-      if (answer._tag === "GaveUp") return Effect.succeed(modelStop(ctx, answer.reason))
+      if (answer._tag === "GaveUp") {
+        const { reason } = answer
+        const failure = Recovery.isExhausted(reason) ? reason.failure : reason
+        // The step's own stop already: its timeout, or a retry its time could not hold.
+        const byTime =
+          failure.timeout?.layer === "step" ||
+          (Recovery.isExhausted(reason) && (reason.why === "step_deadline" || reason.why === "deadline"))
+        // A call that failed once its step's deadline had passed (it blocked past it) is the step's stop.
+        return Effect.map(stepPassed, (late) =>
+          late && !byTime && !RunContext.deadlinePassed(ctx)
+            ? stepLate(ctx, `the model call failed after its step's deadline: ${failure.hint}`)
+            : modelStop(ctx, reason)
+        )
+      }
       const response = answer.response
       const prepared = record(ctx, config, n, response)
       // Tokens are paid for and the calls are fixed: a resumed run never asks for this choice again (R9).
       return Effect.andThen(Commit.barrier(ctx), () =>
-        // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say.
-        RunContext.deadlinePassed(ctx) ? RunContext.expire(ctx) : responded(ctx, config, response, prepared, permission)
+        // An answer that arrived after the deadline is not accepted (R3.11), whatever the policies say;
+        // nor one after its step's (R4.2): a model that blocked past them.
+        RunContext.deadlinePassed(ctx)
+          ? RunContext.expire(ctx)
+          : Effect.flatMap(stepPassed, (late) =>
+              late
+                ? Effect.succeed(stepLate(ctx, "the model's answer came after its step's deadline"))
+                : responded(ctx, config, response, prepared, permission)
+            )
       )
     })
   })

@@ -24,7 +24,7 @@ import * as ApprovalWait from "./ApprovalWait.ts"
 import { firstAttempt, type Settled, settleFailed, settleResumed } from "./internal/ToolAttempt.ts"
 import { type Call, ownTimeout } from "./internal/ToolCall.ts"
 import { decode, denied, lookup, refuse, unanswered } from "./internal/ToolChecks.ts"
-import { lateDetail, recordNeverRan } from "./internal/ToolInterruption.ts"
+import { lateDetail, recordIfOpen, recordNeverRan } from "./internal/ToolInterruption.ts"
 import { checkOutput, postcondition, succeeded } from "./internal/ToolOutput.ts"
 import { checkPermission } from "./internal/ToolPermission.ts"
 import type { Prepared } from "./internal/ToolPrepare.ts"
@@ -157,12 +157,16 @@ const attempted = (standing: Standing): standing is Extract<Standing, { readonly
  * A first attempt that succeeds goes on to them at once; a failed one goes through recovery.
  */
 const attempts = <R>(c: Call<R>, standing: Standing) =>
-  attempted(standing)
-    ? Effect.flatMap(settleResumed(c, standing), (settled) => afterAttempts(c, settled))
-    : Effect.matchCauseEffect(firstAttempt(c), {
-        onSuccess: (output) => checked(c, output),
-        onFailure: (cause) => Effect.flatMap(settleFailed(c, cause), (settled) => afterAttempts(c, settled))
-      })
+  Effect.onInterrupt(
+    attempted(standing)
+      ? Effect.flatMap(settleResumed(c, standing), (settled) => afterAttempts(c, settled))
+      : Effect.matchCauseEffect(firstAttempt(c), {
+          onSuccess: (output) => checked(c, output),
+          onFailure: (cause) => Effect.flatMap(settleFailed(c, cause), (settled) => afterAttempts(c, settled))
+        }),
+    // Interrupted where none of its steps records it: the call is not left without an end (R5.2).
+    () => Effect.sync(() => recordIfOpen(c))
+  )
 
 /** What the attempts came to: the call's failed result, or the output to check. */
 const afterAttempts = <R>(c: Call<R>, settled: Settled) =>

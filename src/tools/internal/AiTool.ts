@@ -132,7 +132,7 @@ export const classifier = (
   classify: ((error: unknown) => Failure.Failure) | undefined,
   declared: Declared
 ): ((error: unknown) => Failure.Failure) => {
-  if (classify !== undefined) return (error) => (Failure.isFailure(error) ? error : classify(error))
+  if (classify !== undefined) return (error) => (Failure.isFailure(error) ? error : UserCode.letGo(classify(error)))
   const encodeFailure = Schema.encodeUnknownExit(Schema.toCodecJson(failureSchema))
   const inDoubt = declared.sideEffect !== "read" && !declared.idempotent
   return (error) => {

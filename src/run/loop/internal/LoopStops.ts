@@ -287,6 +287,10 @@ export const hardStop = <R>(
   return stop === undefined ? undefined : decide(ctx, stop.policy, stop.reason, stop.detail)
 }
 
+/** A model call that ended after its step's deadline (it blocked past it): its answer is not accepted (R4.2). */
+export const stepLate = (ctx: RunContext.RunContext, detail: string): Outcome =>
+  decide(ctx, "step_timeout", "step_timeout", detail)
+
 /**
  * Maps a model call that ended without a response to the run's stop: the deadline's, when it
  * passed while the call was failing (R3.11), as for a response or a batch past it.

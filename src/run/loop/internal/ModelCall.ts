@@ -86,6 +86,10 @@ const attempt = (
   return Effect.flatMap(Deadline.left(own), (limit) => {
     // No request starts past the run deadline (R3.11): a retry or a fallback after a call that blocked past it.
     if (RunContext.deadlinePassed(ctx)) return RunContext.expire(ctx)
+    // Nor once nothing is left of its step (R4.2): it times out at once, asking nothing.
+    if (limit.millis <= 0 && limit.layer !== "run") {
+      return Effect.fail(FailureBoundary.timeout({ source: "provider", layer: limit.layer, afterMillis: 0 }))
+    }
     recordRequest(ctx, iteration, n, limit)
     const request: Model.Request = {
       runId: ctx.runId,
@@ -223,12 +227,15 @@ export const call = (
           }
           return Effect.flatMap(Deadline.left({ layer: "run" }), (left) => {
             // A retry that would wait past the step or the run (a Retry-After of an hour) leaves the
-            // time there is to the next model; nothing is switched to once none is left.
+            // time there is to the next model; nothing is switched to once none is left of either.
             const canSwitch =
               !Recovery.isExhausted(reason) ||
               switchable.has(reason.why) ||
-              ((reason.why === "deadline" || reason.why === "step_deadline") && left.millis > 0)
-            if (!canSwitch || RunContext.deadlinePassed(ctx)) return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
+              reason.why === "deadline" ||
+              reason.why === "step_deadline"
+            if (!canSwitch || left.millis <= 0 || RunContext.deadlinePassed(ctx)) {
+              return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
+            }
             return switchTo(ctx, settings, chain, iteration, next, failure)
           })
         })

@@ -94,6 +94,12 @@ const start = <R>(
         )
     })
   const once = Effect.suspend(() => callHandler(c)).pipe(
+    // Returned: its action took place, whatever becomes of the call before its result is recorded.
+    Effect.tap(() =>
+      Effect.sync(() => {
+        c.settled ??= returned
+      })
+    ),
     Effect.catchCause((cause) => handlerEnded(tool.name, cause)),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
     bounded(tool.name, mayHaveEffects(tool))
@@ -114,6 +120,8 @@ const start = <R>(
   )
   return Effect.andThen(intent, guarded)
 }
+
+const returned = { settlement: "completed", detail: "its handler had returned; its result was not recorded" } as const
 
 /**
  * What a handler's attempt ends with, besides its typed failure: a defect is the tool's

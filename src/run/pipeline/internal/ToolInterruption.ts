@@ -140,6 +140,21 @@ export const recordInterrupt = (c: Call<unknown>): void => {
 }
 
 /**
+ * The record of a call interrupted between the steps of an attempt, where none of its own
+ * handlers records it: right after its `tool.started`, after its handler returned and before
+ * its result was recorded, or after its retries gave up and before its failure was recorded
+ * (R5.2, R3.8). A call whose last event is none of these has its record already (an
+ * interrupted handler's, a retry's wait, a result).
+ */
+export const recordIfOpen = (c: Call<unknown>): void => {
+  const last = c.ctx.events.findLast((e) => "callId" in e && e.callId === c.call.id)
+  if (last?._tag === "recovery.failed") recordInterrupt(c)
+  if (last?._tag !== "tool.started") return
+  if (last.attempt === c.attempt) recordInterrupt(c)
+  else record(c.ctx, c.call, last.attempt, "cancelled", "interrupted before its handler started; it never ran")
+}
+
+/**
  * The record of an attempt a resumed run found in doubt (R9): the process running it
  * stopped before the attempt's end was committed.
  */
