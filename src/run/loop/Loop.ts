@@ -179,8 +179,17 @@ const askCorrections = Effect.fnUntraced(function* <R>(
   }
 })
 
-/** Whether the step's own deadline has passed (code that blocked past it): the run's is checked apart. */
-const stepPassed = Effect.map(Deadline.left({ layer: "step" }), (left) => left.layer === "step" && left.millis <= 0)
+/**
+ * `then`, told whether the step's own deadline has passed (code that blocked past it): the
+ * run's is checked apart. A run without a step layer has none to pass.
+ */
+const afterStepCheck = <R, A, E, R2>(
+  config: Config<R>,
+  then: (late: boolean) => Effect.Effect<A, E, R2>
+): Effect.Effect<A, E, R2> =>
+  config.registry.time.stepMillis === undefined
+    ? then(false)
+    : Effect.flatMap(Deadline.left({ layer: "step" }), (left) => then(left.layer === "step" && left.millis <= 0))
 
 /**
  * One iteration, inside its step deadline: the model call, its answer, its tool batch.
@@ -204,10 +213,12 @@ const iteration = <R>(
           failure.timeout?.layer === "step" ||
           (Recovery.isExhausted(reason) && (reason.why === "step_deadline" || reason.why === "deadline"))
         // A call that failed once its step's deadline had passed (it blocked past it) is the step's stop.
-        return Effect.map(stepPassed, (late) =>
-          late && !byTime && !RunContext.deadlinePassed(ctx)
-            ? stepLate(ctx, `the model call failed after its step's deadline: ${failure.hint}`)
-            : modelStop(ctx, reason)
+        return afterStepCheck(config, (late) =>
+          Effect.sync(() =>
+            late && !byTime && !RunContext.deadlinePassed(ctx)
+              ? stepLate(ctx, `the model call failed after its step's deadline: ${failure.hint}`)
+              : modelStop(ctx, reason)
+          )
         )
       }
       const response = answer.response
@@ -218,7 +229,7 @@ const iteration = <R>(
         // nor one after its step's (R4.2): a model that blocked past them.
         RunContext.deadlinePassed(ctx)
           ? RunContext.expire(ctx)
-          : Effect.flatMap(stepPassed, (late) =>
+          : afterStepCheck(config, (late) =>
               late
                 ? Effect.succeed(stepLate(ctx, "the model's answer came after its step's deadline"))
                 : responded(ctx, config, response, prepared, permission)

@@ -95,11 +95,10 @@ const start = <R>(
     })
   const once = Effect.suspend(() => callHandler(c)).pipe(
     // Returned: its action took place, whatever becomes of the call before its result is recorded.
-    Effect.tap(() =>
-      Effect.sync(() => {
-        c.settled ??= returned
-      })
-    ),
+    Effect.map((output) => {
+      c.settled ??= returned
+      return output
+    }),
     Effect.catchCause((cause) => handlerEnded(tool.name, cause)),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
     bounded(tool.name, mayHaveEffects(tool))
