@@ -94,12 +94,14 @@ const start = <R>(
         )
     })
   const once = Effect.suspend(() => callHandler(c)).pipe(
-    // Returned: its action took place, whatever becomes of the call before its result is recorded.
-    Effect.map((output) => {
-      c.settled ??= returned
-      return output
+    Effect.matchCauseEffect({
+      // Returned: its action took place, whatever becomes of the call before its result is recorded.
+      onSuccess: (output) => {
+        c.settled ??= returned
+        return Effect.succeed(output)
+      },
+      onFailure: (cause) => handlerEnded(tool.name, cause)
     }),
-    Effect.catchCause((cause) => handlerEnded(tool.name, cause)),
     Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
     bounded(tool.name, mayHaveEffects(tool))
   )

@@ -140,18 +140,29 @@ export const recordInterrupt = (c: Call<unknown>): void => {
 }
 
 /**
- * The record of a call interrupted between the steps of an attempt, where none of its own
- * handlers records it: right after its `tool.started`, after its handler returned and before
- * its result was recorded, or after its retries gave up and before its failure was recorded
- * (R5.2, R3.8). A call whose last event is none of these has its record already (an
- * interrupted handler's, a retry's wait, a result).
+ * The record of a call interrupted between its steps, where none of its own handlers records
+ * it (R5.2, R3.8): right after its `tool.started`, after its handler returned, after its
+ * retries gave up, or after its status query answered, and before its result was recorded.
+ * A call with its result, or whose last attempt has its record (its interruption, its
+ * timeout, a retry's wait), is left as it is, but for a status query's answer given since.
  */
 export const recordIfOpen = (c: Call<unknown>): void => {
-  const last = c.ctx.events.findLast((e) => "callId" in e && e.callId === c.call.id)
-  if (last?._tag === "recovery.failed") recordInterrupt(c)
-  if (last?._tag !== "tool.started") return
-  if (last.attempt === c.attempt) recordInterrupt(c)
-  else record(c.ctx, c.call, last.attempt, "cancelled", "interrupted before its handler started; it never ran")
+  const events = c.ctx.events
+  const started = events.findLastIndex((e) => e._tag === "tool.started" && e.callId === c.call.id)
+  const attempt = events[started]
+  if (attempt?._tag !== "tool.started") return
+  let last: Event.Event = attempt
+  let recorded = false
+  for (const e of events.slice(started + 1)) {
+    if (!("callId" in e) || e.callId !== c.call.id) continue
+    if (e._tag === "tool.succeeded" || e._tag === "tool.failed" || e._tag === "tool.blocked") return
+    if (e._tag === "tool.interrupted") recorded = true
+    last = e
+  }
+  if (last._tag === "tool.reconciled") recordInterruptedReconcile(c)
+  else if (recorded) return
+  else if (attempt.attempt === c.attempt) recordInterrupt(c)
+  else record(c.ctx, c.call, attempt.attempt, "cancelled", "interrupted before its handler started; it never ran")
 }
 
 /**
@@ -181,9 +192,18 @@ export const recordInterruptedWait = (c: Call<unknown>): void => {
 
 /**
  * The record of a call interrupted while its status query ran (R3.8): its outcome was
- * unknown and stays so.
+ * unknown and stays so, unless the query had answered, which the record then keeps.
  */
 export const recordInterruptedReconcile = (c: Call<unknown>): void => {
+  const last = c.ctx.events.findLast((e) => "callId" in e && e.callId === c.call.id)
+  const verdict = last?._tag === "tool.reconciled" ? last.verdict : "undecidable"
+  if (verdict === "applied") {
+    const detail = "its status query found it applied; the run stopped before its result was recorded"
+    return record(c.ctx, c.call, 0, "completed", detail, c.tool.metadata.sideEffect)
+  }
+  if (verdict === "not_applied") {
+    return record(c.ctx, c.call, 0, "cancelled", "its status query found it not applied; it was not sent again")
+  }
   record(
     c.ctx,
     c.call,
