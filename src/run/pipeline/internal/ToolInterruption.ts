@@ -199,18 +199,13 @@ export const recordInterruptedReconcile = (c: Call<unknown>): void => {
   const verdict = last?._tag === "tool.reconciled" ? last.verdict : "undecidable"
   if (verdict === "applied") {
     const detail = "its status query found it applied; the run stopped before its result was recorded"
-    return record(c.ctx, c.call, 0, "completed", detail, c.tool.metadata.sideEffect)
+    record(c.ctx, c.call, 0, "completed", detail, c.tool.metadata.sideEffect)
+  } else if (verdict === "not_applied") {
+    record(c.ctx, c.call, 0, "cancelled", "its status query found it not applied; it was not sent again")
+  } else {
+    const detail = "interrupted while its status query ran; whether it took effect is still unknown"
+    record(c.ctx, c.call, 0, "outcome_unknown", detail)
   }
-  if (verdict === "not_applied") {
-    return record(c.ctx, c.call, 0, "cancelled", "its status query found it not applied; it was not sent again")
-  }
-  record(
-    c.ctx,
-    c.call,
-    0,
-    "outcome_unknown",
-    "interrupted while its status query ran; whether it took effect is still unknown"
-  )
 }
 
 /**
