@@ -78,20 +78,23 @@ const start = <R>(
   }
   recordAttempt(ctx, c.call, n, limit)
   // Bounded by the tool's own timeout, what is left of the step and of the run (R4.2).
-  const bounded = (what: string, mayHaveSideEffects: boolean) =>
+  const bounded = (what: string, mayHaveSideEffects: boolean, onTimeout?: () => void) =>
     Deadline.withinOrElse({
       ...own,
       orElse: ({ layer, afterMillis }) =>
-        Effect.fail(
-          FailureBoundary.actionTimeout({
-            source: "tool",
-            layer,
-            afterMillis,
-            what,
-            mayHaveSideEffects,
-            idempotent: tool.metadata.idempotent
-          })
-        )
+        Effect.suspend(() => {
+          onTimeout?.()
+          return Effect.fail(
+            FailureBoundary.actionTimeout({
+              source: "tool",
+              layer,
+              afterMillis,
+              what,
+              mayHaveSideEffects,
+              idempotent: tool.metadata.idempotent
+            })
+          )
+        })
     })
   const once = Effect.suspend(() => callHandler(c)).pipe(
     Effect.matchCauseEffect({
@@ -102,8 +105,9 @@ const start = <R>(
       },
       onFailure: (cause) => handlerEnded(tool.name, cause)
     }),
-    Effect.onInterrupt(() => Effect.sync(() => recordInterrupt(c))),
-    bounded(tool.name, mayHaveEffects(tool))
+    // A layer's timeout interrupted the handler: what it left behind is recorded here. Cut off
+    // from outside (a cancel, the run's deadline), the call's own guard records it (`ToolExecutor`).
+    bounded(tool.name, mayHaveEffects(tool), () => recordInterrupt(c))
   )
   const guarded = Spans.toolAttempt(ctx.breakers === undefined ? once : ctx.breakers.guard("tool", tool.name, once), {
     tool: { name: tool.name, sideEffect: tool.metadata.sideEffect },
