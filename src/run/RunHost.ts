@@ -19,7 +19,7 @@
  *
  * @since 0.3.0
  */
-import { Clock, Duration, Effect, type Fiber, Option, Result, Schedule, Schema } from "effect"
+import { Clock, Duration, Effect, type Fiber, Option, Result, Schedule } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
@@ -31,7 +31,7 @@ import * as RunContext from "./internal/RunContext.ts"
 import * as JournalLoad from "./journal/JournalLoad.ts"
 import * as ToolExecutor from "./pipeline/ToolExecutor.ts"
 import { ResumeError } from "./ResumeError.ts"
-import { InvalidRunOptions, type Options, type Requirements, RunId, runIdRule } from "./RunOptions.ts"
+import { InvalidRunOptions, isRunId, type Options, type Requirements, runIdRule } from "./RunOptions.ts"
 import type * as RunResult from "./RunResult.ts"
 
 /**
@@ -106,8 +106,6 @@ export const checkSettings = (settings: Omit<Settings, "cancel" | "refused">): I
   }
   return undefined
 }
-
-const isRunId = Schema.is(RunId)
 
 /** The run id a host drives, checked as `Run.Options.runId` is. */
 const checkRunId = (runId: unknown): InvalidRunOptions | undefined =>

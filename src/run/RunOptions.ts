@@ -176,6 +176,14 @@ export const RunId = Schema.String.check(
 )
 
 /**
+ * Whether `u` is a run id (see {@link RunId}).
+ *
+ * @category guards
+ * @since 0.3.0
+ */
+export const isRunId = Schema.is(RunId)
+
+/**
  * Run options that cannot work: `path` names the field (`["limits", "maxIterations"]`,
  * `["tools", 1, "name"]`; empty for the options as a whole), `reason` says why. A run
  * given them ends `failed` (`internal_error`) with this error's message as its detail;

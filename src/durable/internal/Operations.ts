@@ -29,7 +29,7 @@ const storeError = (runId: string) => (e: JournalError.JournalError) =>
 
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 
-const isId = Schema.is(RunOptions.RunId)
+const isId = RunOptions.isRunId
 
 /** An id no run can have (see `RunOptions.RunId`) is no run's: refused before any store is asked. */
 const known = (runId: string) =>

@@ -11,12 +11,11 @@ import type * as JournalError from "../../journal/JournalError.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import * as RunOptionsSchema from "../internal/options/RunOptionsSchema.ts"
 import { ResumeError } from "../ResumeError.ts"
-import { RunId, runIdRule } from "../RunOptions.ts"
+import { isRunId, runIdRule } from "../RunOptions.ts"
 import * as RunResult from "../RunResult.ts"
 import * as RunHeader from "./internal/RunHeader.ts"
 
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
-const isRunId = Schema.is(RunId)
 /**
  * A run as its journal holds it: finished (its result), or open (its log to go on from;
  * `started` is absent when the process died before the first events were committed, and

@@ -3,7 +3,7 @@
  * deadline, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { type Clock, Deferred, Effect, Fiber, Predicate, Result, Schema } from "effect"
+import { type Clock, Deferred, Effect, Fiber, Predicate, Result } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
 import * as Failure from "../../failure/Failure.ts"
 import * as UserCode from "../../failure/UserCode.ts"
@@ -132,13 +132,11 @@ const resumedLifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.Run
 /** The options resolved, or the field that cannot work. */
 type Checked<RV, R> = Result.Result<Resolved<RV, R>, RunOptions.InvalidRunOptions>
 
-const isRunId = Schema.is(RunOptions.RunId)
-
 /** The run id options give, when it is one (read safely: a caller without types may give whatever). */
 const givenRunId = (options: unknown): string | undefined => {
   try {
     const id = Predicate.hasProperty(options, "runId") ? options.runId : undefined
-    return isRunId(id) ? id : undefined
+    return RunOptions.isRunId(id) ? id : undefined
   } catch {
     return undefined
   }
