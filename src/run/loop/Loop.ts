@@ -14,7 +14,6 @@ import { Context, Effect, Option, Result } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Model from "../../model/Model.ts"
-import * as Recovery from "../../recovery/Recovery.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
@@ -26,6 +25,7 @@ import * as ApprovalWait from "../pipeline/ApprovalWait.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import type { Config, Outcome } from "./internal/LoopConfig.ts"
 import {
+  afterStepCheck,
   approvalStop,
   askToFinish,
   checkpoint,
@@ -35,7 +35,7 @@ import {
   decide,
   fencedOff,
   hardStop,
-  modelStop,
+  modelGaveUp,
   remind,
   stepLate
 } from "./internal/LoopStops.ts"
@@ -180,18 +180,6 @@ const askCorrections = Effect.fnUntraced(function* <R>(
 })
 
 /**
- * `then`, told whether the step's own deadline has passed (code that blocked past it): the
- * run's is checked apart. A run without a step layer has none to pass.
- */
-const afterStepCheck = <R, A, E, R2>(
-  config: Config<R>,
-  then: (late: boolean) => Effect.Effect<A, E, R2>
-): Effect.Effect<A, E, R2> =>
-  config.registry.time.stepMillis === undefined
-    ? then(false)
-    : Effect.flatMap(Deadline.left({ layer: "step" }), (left) => then(left.layer === "step" && left.millis <= 0))
-
-/**
  * One iteration, inside its step deadline: the model call, its answer, its tool batch.
  * Each stage hands over to the next by returning it (`flatMap`), so nothing of this one
  * stays on the stack while the batch runs.
@@ -205,22 +193,7 @@ const iteration = <R>(
   Effect.suspend(() => {
     const n = ctx.log.counters.iterations + 1
     return Effect.flatMap(ModelCall.call(ctx, config, chain, n), (answer) => {
-      if (answer._tag === "GaveUp") {
-        const { reason } = answer
-        const failure = Recovery.isExhausted(reason) ? reason.failure : reason
-        // The step's own stop already: its timeout, or a retry its time could not hold.
-        const byTime =
-          failure.timeout?.layer === "step" ||
-          (Recovery.isExhausted(reason) && (reason.why === "step_deadline" || reason.why === "deadline"))
-        // A call that failed once its step's deadline had passed (it blocked past it) is the step's stop.
-        return afterStepCheck(config, (late) =>
-          Effect.sync(() =>
-            late && !byTime && !RunContext.deadlinePassed(ctx)
-              ? stepLate(ctx, `the model call failed after its step's deadline: ${failure.hint}`)
-              : modelStop(ctx, reason)
-          )
-        )
-      }
+      if (answer._tag === "GaveUp") return modelGaveUp(ctx, config, answer.reason)
       const response = answer.response
       const prepared = record(ctx, config, n, response)
       // Tokens are paid for and the calls are fixed: a resumed run never asks for this choice again (R9).

@@ -10,6 +10,7 @@ import * as Explain from "../../../explain/Explain.ts"
 import type * as Failure from "../../../failure/Failure.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Termination from "../../../termination/Termination.ts"
+import * as Deadline from "../../../time/Deadline.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as ApprovalWait from "../../pipeline/ApprovalWait.ts"
@@ -290,6 +291,42 @@ export const hardStop = <R>(
 /** A model call that ended after its step's deadline (it blocked past it): its answer is not accepted (R4.2). */
 export const stepLate = (ctx: RunContext.RunContext, detail: string): Outcome =>
   decide(ctx, "step_timeout", "step_timeout", detail)
+
+/**
+ * `then`, told whether the step's own deadline has passed (code that blocked past it): the
+ * run's is checked apart. A run without a step layer has none to pass.
+ */
+export const afterStepCheck = <R, A, E, R2>(
+  config: Config<R>,
+  then: (late: boolean) => Effect.Effect<A, E, R2>
+): Effect.Effect<A, E, R2> =>
+  config.registry.time.stepMillis === undefined
+    ? then(false)
+    : Effect.flatMap(Deadline.left({ layer: "step" }), (left) => then(left.layer === "step" && left.millis <= 0))
+
+/**
+ * The stop of a model call that ended without a response: the step's when it failed once
+ * its step's deadline had passed (it blocked past it), unless its stop is a deadline's
+ * already; else as {@link modelStop} maps it.
+ */
+export const modelGaveUp = <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  reason: Recovery.Exhausted | Failure.Failure
+): Effect.Effect<Outcome> => {
+  const failure = Recovery.isExhausted(reason) ? reason.failure : reason
+  // The step's own stop already: its timeout, or a retry its time could not hold.
+  const byTime =
+    failure.timeout?.layer === "step" ||
+    (Recovery.isExhausted(reason) && (reason.why === "step_deadline" || reason.why === "deadline"))
+  return afterStepCheck(config, (late) =>
+    Effect.sync(() =>
+      late && !byTime && !RunContext.deadlinePassed(ctx)
+        ? stepLate(ctx, `the model call failed after its step's deadline: ${failure.hint}`)
+        : modelStop(ctx, reason)
+    )
+  )
+}
 
 /**
  * Maps a model call that ended without a response to the run's stop: the deadline's, when it
