@@ -99,7 +99,7 @@ export const letGo = <A>(value: A): A => {
 }
 
 /**
- * What a returned value is, in a few words, without running any of its code. A Promise it
+ * What a returned value is, in a few words, without running its code. A Promise it
  * names is let go (see {@link letGo}): the value is being refused.
  */
 export const kindOf = (value: unknown): string => {
