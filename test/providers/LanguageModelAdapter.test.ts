@@ -461,10 +461,11 @@ describe("LanguageModelAdapter", () => {
     }
   )
 
-  it.effect("R11 an answer effect/ai reports ended in an error is never final: it is asked again", () => {
-    const errored: Response.PartEncoded = { ...finish(1, 0), reason: "error" } as Response.PartEncoded
+  /** A first answer cut short with finish reason `reason`, then a whole one: what the run ends with. */
+  const unfinishedThenWhole = (reason: "error" | "pause", partial: string) => {
+    const cut: Response.PartEncoded = { ...finish(1, 0), reason } as Response.PartEncoded
     const { calls, layer } = scripted([
-      Effect.succeed([{ type: "text", text: "half an ans" }, errored]),
+      Effect.succeed([{ type: "text", text: partial }, cut]),
       Effect.succeed([{ type: "text", text: "the whole answer" }, finish(2, 3)])
     ])
     return Effect.gen(function* () {
@@ -472,29 +473,25 @@ describe("LanguageModelAdapter", () => {
       assert.deepStrictEqual([result.status, result.finalAnswer], ["completed", "the whole answer"])
       assert.lengthOf(calls, 2)
       const failed = result.timeline.find((e) => e._tag === "model.failed")
-      assert.strictEqual(failed?._tag === "model.failed" && failed.failure.code, "answer_unfinished")
+      return failed?._tag === "model.failed" ? failed.failure : undefined
     }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
-  })
+  }
 
-  it.effect(
-    "R11 an answer the provider paused part way (finish reason pause) is never final: it is asked again",
-    () => {
-      const paused: Response.PartEncoded = { ...finish(1, 0), reason: "pause" } as Response.PartEncoded
-      const { calls, layer } = scripted([
-        Effect.succeed([{ type: "text", text: "Let me search for" }, paused]),
-        Effect.succeed([{ type: "text", text: "the whole answer" }, finish(2, 3)])
-      ])
-      return Effect.gen(function* () {
-        const result = yield* Run.run({ goal: "answer", tools: [echo] }).pipe(TestClockDriver.drive)
-        assert.deepStrictEqual([result.status, result.finalAnswer], ["completed", "the whole answer"])
-        assert.lengthOf(calls, 2)
-        const failed = result.timeline.find((e) => e._tag === "model.failed")
-        assert.deepInclude(failed?._tag === "model.failed" ? failed.failure : undefined, {
-          code: "answer_unfinished",
-          hint: "the provider stopped the answer unfinished (finish reason: pause)"
-        })
-      }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
-    }
+  it.effect("R11 an answer effect/ai reports ended in an error is never final: it is asked again", () =>
+    Effect.gen(function* () {
+      const failure = yield* unfinishedThenWhole("error", "half an ans")
+      assert.strictEqual(failure?.code, "answer_unfinished")
+    })
+  )
+
+  it.effect("R11 an answer the provider paused part way (finish reason pause) is never final: it is asked again", () =>
+    Effect.gen(function* () {
+      const failure = yield* unfinishedThenWhole("pause", "Let me search for")
+      assert.deepInclude(failure, {
+        code: "answer_unfinished",
+        hint: "the provider stopped the answer unfinished (finish reason: pause)"
+      })
+    })
   )
 
   it.effect("R11 an answer effect/ai reports content-filtered ends the run content_filtered", () => {
