@@ -105,6 +105,15 @@ export const observationOf = (counters: Counters, e: Extract<Event, { readonly _
   return `${e.name}|${Signature.observation(e.observation, at < 0 ? undefined : toolCalls[at]?.arguments)}`
 }
 
+/** Adds what a model call cost to the run's tokens and cost. */
+const spend = (c: Draft, usage: Model.Usage): void => {
+  c.inputTokens = c.inputTokens + usage.inputTokens
+  c.outputTokens = c.outputTokens + usage.outputTokens
+  c.cachedInputTokens = c.cachedInputTokens + (usage.cachedInputTokens ?? 0)
+  c.reasoningTokens = c.reasoningTokens + (usage.reasoningTokens ?? 0)
+  c.costUsd = c.costUsd + (usage.costUsd ?? 0)
+}
+
 /** The fold of one event, written into a fresh copy of the counters. */
 const onEvent = (c: Draft, e: Event): void => {
   switch (e._tag) {
@@ -126,15 +135,15 @@ const onEvent = (c: Draft, e: Event): void => {
       c.finalAnswerReceived = noCalls && !empty && !truncated
       c.emptyOutputs = c.emptyOutputs + (empty ? 1 : 0)
       c.repeatedToolCallCount = repeated
-      c.inputTokens = c.inputTokens + e.usage.inputTokens
-      c.outputTokens = c.outputTokens + e.usage.outputTokens
-      c.cachedInputTokens = c.cachedInputTokens + (e.usage.cachedInputTokens ?? 0)
-      c.reasoningTokens = c.reasoningTokens + (e.usage.reasoningTokens ?? 0)
-      c.costUsd = c.costUsd + (e.usage.costUsd ?? 0)
+      spend(c, e.usage)
       c.lastCalls = e
       if (c.failuresOfTurn.length > 0) c.failuresOfTurn = noFailures
       break
     }
+    case "model.failed":
+      // An answer the provider stopped unfinished was paid for all the same (R2.1).
+      if (e.usage !== undefined) spend(c, e.usage)
+      break
     case "tool.succeeded": {
       const n = count(c, "observationKeys", `${observationOf(c, e)}|${c.stateVersion}`)
       const changesState = Tool.mayChangeWorld(e.sideEffect)

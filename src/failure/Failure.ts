@@ -87,6 +87,28 @@ export const Timeout = Schema.Struct({
  */
 export type Timeout = typeof Timeout.Type
 
+/** A token count: a whole number a sum of many can still hold exactly enough (R2.1). */
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER))
+/** A price: finite, and small enough that a run's total stays finite. */
+const Cost = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(1e15))
+
+/**
+ * The tokens a model call used and what they cost: `Model.Usage`, documented there. It
+ * is defined here, below the model, so that a failure can carry what an answer the
+ * provider stopped unfinished had already cost ({@link Retryable}'s `usage`).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export const Usage = Schema.Struct({
+  inputTokens: Count,
+  outputTokens: Count,
+  cachedInputTokens: Schema.optional(Count),
+  reasoningTokens: Schema.optional(Count),
+  costUsd: Schema.optional(Cost),
+  estimated: Schema.optional(Schema.Boolean)
+})
+
 const fields = {
   source: Source,
   category: StoredCategory,
@@ -95,7 +117,12 @@ const fields = {
   hint: Schema.String,
   diagnostic: Schema.optional(Schema.String),
   /** Set on a timeout: the layer that fired (R4.3). */
-  timeout: Schema.optional(Timeout)
+  timeout: Schema.optional(Timeout),
+  /**
+   * What a model's answer cost though it failed (one the provider stopped unfinished, or
+   * paused): the run counts it toward its token and cost budgets, as a response's (R2.1).
+   */
+  usage: Schema.optional(Usage)
 }
 
 /**

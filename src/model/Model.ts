@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Schema, type Scope } from "effect"
-import type * as Failure from "../failure/Failure.ts"
+import * as Failure from "../failure/Failure.ts"
 
 /**
  * A tool call as the model proposed it. `arguments` is the raw JSON text the model
@@ -35,11 +35,6 @@ export const ToolCall = Schema.Struct({
  */
 export type ToolCall = typeof ToolCall.Type
 
-/** A token count: a whole number a sum of many can still hold exactly enough (R2.1). */
-const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER))
-/** A price: finite, and small enough that a run's total stays finite. */
-const Cost = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(1e15))
-
 /**
  * The tokens a response used and what they cost. `inputTokens` counts every prompt
  * token, the cached ones too (`cachedInputTokens`, read from the provider's prompt
@@ -47,19 +42,14 @@ const Cost = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLess
  * reasoning ones too (`reasoningTokens`, the model's hidden or `reasoning_content`
  * thinking). `estimated: true` marks counts the provider did not report: estimated from
  * the text sent and received ({@link estimatedUsage}), so that a token or cost budget still
- * trips against a server that leaves its usage out (`false` is the same as none).
+ * trips against a server that leaves its usage out (`false` is the same as none). A
+ * failure of an answer the provider stopped unfinished carries its usage too
+ * (`Failure`'s `usage`): it counts toward the run's budgets as a response's does.
  *
  * @category models
  * @since 0.1.0
  */
-export const Usage = Schema.Struct({
-  inputTokens: Count,
-  outputTokens: Count,
-  cachedInputTokens: Schema.optional(Count),
-  reasoningTokens: Schema.optional(Count),
-  costUsd: Schema.optional(Cost),
-  estimated: Schema.optional(Schema.Boolean)
-})
+export const Usage = Failure.Usage
 
 /**
  * @category models

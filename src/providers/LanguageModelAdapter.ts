@@ -70,6 +70,9 @@ const source = "provider" as const
 // effect/ai's provider holds the key, so only key-shaped text can be recognised here.
 const scrub = Redact.redactor(undefined)
 
+/** A usage a failure can carry: counts a provider reported as fractions or past the safe integers are not one. */
+const isUsage = Schema.is(Model.Usage)
+
 const decodeJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
 const decodeObject = Schema.decodeUnknownResult(Schema.Record(Schema.String, Schema.Unknown))
 
@@ -278,19 +281,6 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     request: Model.Request
   ): Effect.Effect<Model.Response, Failure.Failure> => {
     const tools = request.tools
-    // An answer the provider says ended in an error, or paused (a long turn it stopped part way,
-    // as Anthropic's `pause_turn`), is unfinished: never a final answer, worth asking again (R11).
-    if (response.finishReason === "error" || response.finishReason === "pause") {
-      return Effect.fail(
-        new Failure.Retryable({
-          source,
-          category: "provider_interrupted",
-          code: "answer_unfinished",
-          attempts: 1,
-          hint: `the provider stopped the answer unfinished (finish reason: ${response.finishReason})`
-        })
-      )
-    }
     const restore = (name: string, params: unknown) => {
       const form = strict ? tools.find((tool) => tool.name === name)?.strict : undefined
       return form === undefined ? params : form.restore(params)
@@ -303,6 +293,21 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     const usage = usageOf(response.usage, () =>
       Model.estimatedUsage(request, { text: response.text, reasoning: response.reasoningText, toolCalls })
     )
+    // An answer the provider says ended in an error, or paused (a long turn it stopped part way,
+    // as Anthropic's `pause_turn`), is unfinished: never a final answer, worth asking again (R11).
+    // What it cost counts toward the run's budgets all the same (R2.1).
+    if (response.finishReason === "error" || response.finishReason === "pause") {
+      return Effect.fail(
+        new Failure.Retryable({
+          source,
+          category: "provider_interrupted",
+          code: "answer_unfinished",
+          attempts: 1,
+          hint: `the provider stopped the answer unfinished (finish reason: ${response.finishReason})`,
+          ...(isUsage(usage) ? { usage } : {})
+        })
+      )
+    }
     if (typeof usage === "string") return Effect.fail(FailureBoundary.corruptResponse({ source, detail: usage }))
     return Effect.succeed(
       Model.response({

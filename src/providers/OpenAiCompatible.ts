@@ -108,7 +108,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
   const tooLarge = (what: string) => ProviderFailure.responseTooLarge(what, `maxResponseBytes (${maxBytes} bytes)`)
   const problem = (problem: OpenAiWire.Problem) =>
     problem.kind === "interrupted"
-      ? ProviderFailure.interrupted(problem.detail, problem.finishReason)
+      ? ProviderFailure.interrupted(problem.detail, problem.finishReason, problem.usage)
       : FailureBoundary.corruptResponse({ source, detail: said(problem.detail) })
   const reader: EventStream.Reader = { idleMillis: resolved.idleMillis, maxBytes, said, tooLarge, problem }
   const wire: OpenAiWire.RequestOptions = {

@@ -6,7 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit } from "effect"
+import { Cause, Effect, Exit } from "effect"
+import * as Failure from "../failure/Failure.ts"
 import type * as Model from "../model/Model.ts"
 import type * as Tool from "../tools/Tool.ts"
 import type * as ToolResult from "../tools/ToolResult.ts"
@@ -115,7 +116,19 @@ export const chat = <E, R>(
       [genAi.inputMessages]: content ? JSON.stringify(attempt.messages()) : undefined
     }),
     (exit, content) => {
-      if (Exit.isFailure(exit)) return failed(exit)
+      if (Exit.isFailure(exit)) {
+        // An answer the provider stopped unfinished still used tokens (R2.1).
+        const squashed = Cause.squash(exit.cause)
+        const usage = Failure.isFailure(squashed) ? squashed.usage : undefined
+        return usage === undefined
+          ? failed(exit)
+          : {
+              ...failed(exit),
+              [genAi.inputTokens]: usage.inputTokens,
+              [genAi.outputTokens]: usage.outputTokens,
+              [runtime.costUsd]: usage.costUsd
+            }
+      }
       const response = exit.value
       return {
         [genAi.finishReasons]: response.finishReason === undefined ? undefined : [response.finishReason],

@@ -137,6 +137,28 @@ describe("Counters.step (unit)", () => {
     assert.strictEqual(c.elapsedMillis, 250)
   })
 
+  it("R2.1 a failed model call that had cost tokens adds them, and its cost; one that had not adds none", () => {
+    const failure = Failure.summarize(
+      new Failure.Retryable({
+        source: "provider",
+        category: "provider_interrupted",
+        code: "answer_unfinished",
+        attempts: 1,
+        hint: "paused"
+      })
+    )
+    const failed = (usage?: Model.Usage) =>
+      ev({ _tag: "model.failed", iteration: 1, failure, ...(usage === undefined ? {} : { usage }) })
+    let c = Counters.step(
+      Counters.empty,
+      failed({ inputTokens: 30, outputTokens: 7, reasoningTokens: 5, costUsd: 0.5 })
+    )
+    c = Counters.step(c, failed())
+    assert.deepInclude(c, { inputTokens: 30, outputTokens: 7, reasoningTokens: 5, cachedInputTokens: 0, costUsd: 0.5 })
+    // No response came: neither an iteration nor a final answer.
+    assert.deepInclude(c, { iterations: 0, finalAnswerReceived: false })
+  })
+
   it("R2.1 repeated failures count per signature against the tool's maxRetries; denials never do", () => {
     const turn = () => responded("", [["t", "{}"]])
     let c = Counters.fold([

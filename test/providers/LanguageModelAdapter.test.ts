@@ -494,6 +494,38 @@ describe("LanguageModelAdapter", () => {
     })
   )
 
+  it.effect("R2.1 what an unfinished answer cost counts toward the run's tokens, cost and budget", () => {
+    const paused: Response.PartEncoded = { ...finish(400, 600), reason: "pause" } as Response.PartEncoded
+    const { calls, layer } = scripted([
+      Effect.succeed([{ type: "text", text: "Let me look that up" }, paused]),
+      Effect.succeed([{ type: "tool-call", id: "c1", name: "echo", params: { text: "hi" } }, finish(10, 5)]),
+      Effect.succeed([{ type: "text", text: "done" }, finish(20, 5)])
+    ])
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "answer", tools: [echo], limits: { maxTokens: 500 } }).pipe(
+        TestClockDriver.drive
+      )
+      // The paused answer's 1,000 tokens and the tool call's 15 pass the budget of 500 at the response after it.
+      assert.deepStrictEqual([result.stopReason, calls.length], ["budget_exhausted", 2])
+      assert.deepInclude(result.counters, { inputTokens: 410, outputTokens: 605 })
+      const failed = result.timeline.find((e) => e._tag === "model.failed")
+      assert.deepInclude(failed?._tag === "model.failed" ? failed.usage : undefined, {
+        inputTokens: 400,
+        outputTokens: 600
+      })
+    }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+  })
+
+  it.effect("R2.1 an unfinished answer is charged its cost at the adapter's prices", () => {
+    const cut: Response.PartEncoded = { ...finish(1_000_000, 0), reason: "error" } as Response.PartEncoded
+    const { layer } = scripted([Effect.succeed([cut]), Effect.succeed([{ type: "text", text: "done" }, finish(0, 0)])])
+    return Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "answer", tools: [echo] }).pipe(TestClockDriver.drive)
+      // A million input tokens at $1 a million.
+      assert.deepStrictEqual([result.status, result.counters.costUsd], ["completed", 1])
+    }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+  })
+
   it.effect("R11 an answer effect/ai reports content-filtered ends the run content_filtered", () => {
     const filtered: Response.PartEncoded = { ...finish(1, 0), reason: "content-filter" } as Response.PartEncoded
     const { layer } = scripted([Effect.succeed([filtered])])

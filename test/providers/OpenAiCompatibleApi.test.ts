@@ -319,19 +319,33 @@ describe("finish reasons over HTTP (R11)", () => {
     })
   )
 
-  live("R3.2 an answer DeepSeek stopped for lack of resources is retried, then completes", () =>
-    Effect.gen(function* () {
-      const { result } = yield* runWith([
-        FakeOpenAiServer.reply({ text: "The ans", finishReason: "insufficient_system_resource" }),
-        FakeOpenAiServer.reply({ text: "The answer." })
-      ])
-      assert.strictEqual(result.status, "completed")
-      assert.deepStrictEqual(
-        ofTag(result.timeline, "recovery.started").map((e) => [e.kind, e.cause]),
-        [["provider_retry", "insufficient_system_resource"]]
-      )
-    })
-  )
+  for (const stream of [false, true]) {
+    live(
+      `R3.2 R2.1 an answer DeepSeek stopped for lack of resources is retried, then completes; its tokens count (${stream ? "streamed" : "plain"})`,
+      () =>
+        Effect.gen(function* () {
+          const { result } = yield* runWith(
+            [
+              FakeOpenAiServer.reply({
+                text: "The ans",
+                finishReason: "insufficient_system_resource",
+                usage: { input: 300, output: 40 }
+              }),
+              FakeOpenAiServer.reply({ text: "The answer.", usage: { input: 310, output: 5 } })
+            ],
+            { stream, costPerMillionTokens: { input: 1, output: 2 } }
+          )
+          assert.strictEqual(result.status, "completed")
+          assert.deepStrictEqual(
+            ofTag(result.timeline, "recovery.started").map((e) => [e.kind, e.cause]),
+            [["provider_retry", "insufficient_system_resource"]]
+          )
+          assert.deepInclude(ofTag(result.timeline, "model.failed")[0]?.usage, { inputTokens: 300, outputTokens: 40 })
+          assert.deepInclude(result.counters, { inputTokens: 610, outputTokens: 45 })
+          assert.closeTo(result.counters.costUsd, (610 + 45 * 2) / 1_000_000, 1e-12)
+        })
+    )
+  }
 })
 
 describe("usage and cost (R2.1)", () => {

@@ -54,7 +54,9 @@ export const ModelResponded = Schema.TaggedStruct("model.responded", {
 export const ModelFailed = Schema.TaggedStruct("model.failed", {
   ...base,
   iteration: Schema.Int,
-  failure: Failure.Summary
+  failure: Failure.Summary,
+  /** What the failed answer had cost, when the provider stopped it unfinished (R2.1): it counts as a response's does. */
+  usage: Schema.optional(Model.Usage)
 })
 
 /**

@@ -3,7 +3,7 @@
  * ones of `FailureBoundary`: a transport error, a response over a size limit, and the
  * scrubbing of a failure's text (R3.1, R3.2, R12).
  */
-import { Predicate } from "effect"
+import { Predicate, Schema } from "effect"
 import type * as HttpClientError from "effect/http/HttpClientError"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import * as Failure from "../../failure/Failure.ts"
@@ -126,11 +126,19 @@ export const retryAfter = (response: HttpClientResponse.HttpClientResponse): str
   return FailureBoundary.retryAfterSeconds(Number(ms))
 }
 
+/** A usage a failure can carry (a cost past what a run can total is none). */
+const isUsage = Schema.is(Failure.Usage)
+
 /**
  * The answer the provider itself stopped unfinished: for lack of resources (DeepSeek's
- * `insufficient_system_resource`), or with an `error` or `abort` finish reason. Retryable.
+ * `insufficient_system_resource`), or with an `error` or `abort` finish reason. Retryable,
+ * carrying what the answer had cost (`usage`), which counts toward the run's budgets (R2.1).
  */
-export const interrupted = (detail: string, finishReason?: string): Failure.Retryable => {
+export const interrupted = (
+  detail: string,
+  finishReason?: string,
+  usage?: Failure.Retryable["usage"]
+): Failure.Retryable => {
   const resources = finishReason === undefined || finishReason === "insufficient_system_resource"
   return new Failure.Retryable({
     source,
@@ -140,7 +148,8 @@ export const interrupted = (detail: string, finishReason?: string): Failure.Retr
     hint: resources
       ? "the provider stopped the answer for lack of resources"
       : `the provider stopped the answer unfinished (finish_reason: ${finishReason})`,
-    diagnostic: detail
+    diagnostic: detail,
+    ...(usage !== undefined && isUsage(usage) ? { usage } : {})
   })
 }
 

@@ -32,6 +32,8 @@ export interface Problem {
   readonly kind: "corrupt" | "interrupted"
   readonly detail: string
   readonly finishReason?: string | undefined
+  /** What an interrupted answer had cost, when its usage could be read (R2.1). */
+  readonly usage?: Model.Usage | undefined
 }
 
 /** The usage as the wire carries it (what `OpenAiWire`'s schema decodes). */
@@ -110,16 +112,6 @@ export interface Parts {
 /** The response the parts of an answer make, plain or streamed. */
 export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Response, Problem> => {
   const said = parts.finishReason?.toLowerCase()
-  if (said !== undefined && broken.has(said)) {
-    return Result.fail({
-      kind: "interrupted",
-      finishReason: said,
-      detail:
-        said === "insufficient_system_resource"
-          ? "the provider stopped the answer for lack of resources (finish_reason: insufficient_system_resource)"
-          : `the provider stopped the answer unfinished (finish_reason: ${said})`
-    })
-  }
   // Own keys only: a server's `constructor` or `__proto__` is no finish reason of ours.
   const finishReason = said !== undefined && Object.hasOwn(finishReasons, said) ? finishReasons[said] : undefined
   const toolCalls = parts.calls.map((call, index) => {
@@ -139,6 +131,18 @@ export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Resp
           )
         )
       : usageOf(parts.usage, decoding.prices)
+  if (said !== undefined && broken.has(said)) {
+    return Result.fail({
+      kind: "interrupted",
+      finishReason: said,
+      detail:
+        said === "insufficient_system_resource"
+          ? "the provider stopped the answer for lack of resources (finish_reason: insufficient_system_resource)"
+          : `the provider stopped the answer unfinished (finish_reason: ${said})`,
+      // What it cost counts toward the run's budgets all the same (R2.1).
+      ...(Result.isSuccess(usage) ? { usage: usage.success } : {})
+    })
+  }
   if (Result.isFailure(usage)) return Result.fail(usage.failure)
   return Result.succeed({
     text: parts.text,

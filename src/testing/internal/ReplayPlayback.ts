@@ -28,14 +28,19 @@ const refused = (code: string, hint: string) =>
  * A failure back from its summary, as the recording kept it; `attempts` as the one attempt
  * played (a tool's last failure counts the call's attempts, its handler failed once).
  */
-const fromSummary = (summary: Failure.Summary, attempts = summary.attempts): Failure.Failure => {
+const fromSummary = (
+  summary: Failure.Summary,
+  attempts = summary.attempts,
+  usage?: Failure.Failure["usage"]
+): Failure.Failure => {
   const fields = {
     source: summary.source,
     category: summary.category,
     code: summary.code,
     attempts,
     hint: summary.hint,
-    ...(summary.timeout === undefined ? {} : { timeout: summary.timeout })
+    ...(summary.timeout === undefined ? {} : { timeout: summary.timeout }),
+    ...(usage === undefined ? {} : { usage })
   }
   if (summary.classification === "retryable") return new Failure.Retryable(fields)
   if (summary.classification === "unknown") return new Failure.UnknownOutcome(fields)
@@ -81,7 +86,10 @@ export const model = (recorded: ReadonlyArray<Event.Event>, refusals: Array<Refu
           return Effect.as(until(answer.at), response)
         }
         if (answer?._tag === "model.failed")
-          return Effect.andThen(until(answer.at), Effect.fail(fromSummary(answer.failure)))
+          return Effect.andThen(
+            until(answer.at),
+            Effect.fail(fromSummary(answer.failure, answer.failure.attempts, answer.usage))
+          )
         // The recorded run stopped while this request waited: the replay waits as it did.
         return Effect.never
       })

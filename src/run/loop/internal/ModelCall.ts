@@ -128,6 +128,7 @@ const attempt = (
           _tag: "model.failed",
           iteration,
           failure: Failure.summarize(failure),
+          ...(failure.usage === undefined ? {} : { usage: failure.usage }),
           runId,
           seq,
           at
