@@ -102,7 +102,8 @@ export const custom = (
   return {
     description,
     observe: (timeline) => {
-      const answer = decide(timeline)
+      // An `async` function's Promise is no finding: its rejection is let go, not left to end the process (R12).
+      const answer = UserCode.letGo(decide(timeline))
       const finding = Option.isOption(answer) ? Option.getOrUndefined(answer) : answer
       if (finding === undefined) return Option.none()
       return Option.some(typeof finding === "string" ? { detail: finding } : finding)

@@ -68,54 +68,66 @@ describe("R12 user code written as an async function that rejects", () => {
     })
   )
 
-  it.live("R12 a tool's observe, a termination policy, a stop hook, an observer and a permission check", () =>
-    Effect.gen(function* () {
-      const observed = plain("observed", { observe: untyped(rejecting("observe")) })
-      const cases: ReadonlyArray<readonly [string, Effect.Effect<RunResult.RunResult>]> = [
-        ["observe", Run.run({ goal: "g", tools: [observed] }).pipe(Effect.provide(callThenAnswer("observed")))],
-        [
-          "policy",
-          Run.run({
-            goal: "g",
-            tools: [],
-            policies: (defaults) => [{ name: "mine", decide: untyped(rejecting("policy")) }, ...defaults]
-          }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
-        ],
-        [
-          "stop hook",
-          Run.run({
-            goal: "g",
-            tools: [],
-            validation: { stopHooks: [{ name: "h", check: untyped(rejecting("hook")) }] }
-          }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
-        ],
-        [
-          "observer",
-          Run.run({ goal: "g", tools: [] }).pipe(
-            Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])),
-            Effect.provide(
-              RunObserver.layer(
-                Effect.succeed<RunObserver.Observer>({
-                  attach: () => ({ event: untyped(rejecting("observer")), settled: Effect.void })
-                })
+  it.live(
+    "R12 a tool's observe, a termination policy, a stop hook, a custom criterion, an observer and a permission check",
+    () =>
+      Effect.gen(function* () {
+        const observed = plain("observed", { observe: untyped(rejecting("observe")) })
+        const cases: ReadonlyArray<readonly [string, Effect.Effect<RunResult.RunResult>]> = [
+          ["observe", Run.run({ goal: "g", tools: [observed] }).pipe(Effect.provide(callThenAnswer("observed")))],
+          [
+            "policy",
+            Run.run({
+              goal: "g",
+              tools: [],
+              policies: (defaults) => [{ name: "mine", decide: untyped(rejecting("policy")) }, ...defaults]
+            }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
+          ],
+          [
+            "stop hook",
+            Run.run({
+              goal: "g",
+              tools: [],
+              validation: { stopHooks: [{ name: "h", check: untyped(rejecting("hook")) }] }
+            }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
+          ],
+          [
+            "custom criterion",
+            Run.run({
+              goal: "g",
+              tools: [],
+              validation: {
+                plan: [Validation.step("s", "s", [Criterion.custom("c", untyped(rejecting("criterion")))])]
+              }
+            }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
+          ],
+          [
+            "observer",
+            Run.run({ goal: "g", tools: [] }).pipe(
+              Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])),
+              Effect.provide(
+                RunObserver.layer(
+                  Effect.succeed<RunObserver.Observer>({
+                    attach: () => ({ event: untyped(rejecting("observer")), settled: Effect.void })
+                  })
+                )
               )
             )
-          )
-        ],
-        [
-          "permission",
-          Run.run({ goal: "g", tools: [plain("lookup")] }).pipe(
-            Effect.provide(callThenAnswer("lookup")),
-            Effect.provideService(Permission.Permission, { check: untyped(rejecting("permission")) })
-          )
+          ],
+          [
+            "permission",
+            Run.run({ goal: "g", tools: [plain("lookup")] }).pipe(
+              Effect.provide(callThenAnswer("lookup")),
+              Effect.provideService(Permission.Permission, { check: untyped(rejecting("permission")) })
+            )
+          ]
         ]
-      ]
-      for (const [what, run] of cases) {
-        const { result, unhandled } = yield* unhandledAfter(run)
-        assert.deepStrictEqual(unhandled, [], what)
-        assert.isString(result.stopReason, what)
-      }
-    })
+        for (const [what, run] of cases) {
+          const { result, unhandled } = yield* unhandledAfter(run)
+          assert.deepStrictEqual(unhandled, [], what)
+          assert.isString(result.stopReason, what)
+        }
+      })
   )
 
   it.live("R12 a model's generate and an approval gate's request end the run, the process lives on", () =>
