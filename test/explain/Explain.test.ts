@@ -115,6 +115,31 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
       })
   )
 
+  it.effect("R6.3 R13 a plan step that held with no tool result behind it is unfinished in the explanation too", () =>
+    Effect.gen(function* () {
+      const result = yield* echoedThenDone({
+        plan: [
+          echoStep,
+          Validation.step("claim", "claim it", [Criterion.custom("claims", () => "I did it")]),
+          Validation.step("ghost", "cite a call", [
+            Criterion.custom("cites", () => ({ detail: "x", callId: "call_999" }))
+          ])
+        ]
+      })
+      assert.deepStrictEqual(
+        result.completed.map((i) => i.id),
+        ["echo"]
+      )
+      const e = explained(result)
+      assert.deepStrictEqual(
+        [e.validation?.completed.map((i) => i.id), e.validation?.unfinished.map((i) => i.id)],
+        [["echo"], ["claim", "ghost"]]
+      )
+      assert.include(e.validation?.unfinished[0]?.detail, "no tool result of this run backs it")
+      assert.notInclude(Explain.format(e), "Completed: echo, claim")
+    })
+  )
+
   it.effect("R6.2 validation_failed: the failing checks, the unfinished plan step, decided by validation", () =>
     Effect.gen(function* () {
       const result = yield* echoedThenDone({
@@ -518,10 +543,16 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
         handler: () => Effect.succeed("ok"),
         postcondition: () => Effect.succeed(false)
       })
-      const result = yield* scripted([ScriptedModel.toolCall("write", {})], { tools: [checked] })
+      const result = yield* scripted([ScriptedModel.toolCall("write", {})], {
+        tools: [checked],
+        validation: { plan: [Validation.step("more", "do more", [Criterion.toolSucceeded("more")])] }
+      })
       const e = explained(result)
       covered.add("inconsistent_result")
       assert.deepInclude(e.failure, { source: "tool", name: "write", code: "inconsistent_result" })
+      // The next safe step is to check the world, as the explanation says, not the plan's next work (R6.3).
+      assert.deepStrictEqual([result.unfinished.map((i) => i.id), result.nextStep], [["more"], undefined])
+      assert.include(e.next.text, "check the world by hand")
     })
   )
 
@@ -619,6 +650,22 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
       assert.strictEqual(e.decision?.policy, "runtime")
       assert.include(e.decision?.detail ?? "", '"broken"')
       assert.strictEqual(e.next.kind, "fix")
+    })
+  )
+
+  it.effect("R13 internal_error for invalid options: the explanation's detail is the result's", () =>
+    Effect.gen(function* () {
+      const result = yield* scripted([ScriptedModel.finalAnswer("hi")], {
+        tools: [echo],
+        validation: {
+          plan: [
+            Validation.step("a", "a", [Criterion.toolSucceeded("echo")]),
+            Validation.step("a", "again", [Criterion.toolSucceeded("echo")])
+          ]
+        }
+      })
+      assert.include(result.detail, "invalid run options: validation.plan[1].id")
+      assert.strictEqual(explained(result).decision?.detail, result.detail)
     })
   )
 

@@ -435,7 +435,7 @@ describe("R12 run options are checked by one Schema", () => {
         assert.notInclude(tags, "tool.started")
         const decided = result.timeline.find((e) => e._tag === "termination.decided")
         assert.isTrue(decided?._tag === "termination.decided" && decided.policy === "runtime")
-        assert.isTrue(decided?._tag === "termination.decided" && decided.detail === `${error.field}: ${error.reason}`)
+        assert.isTrue(decided?._tag === "termination.decided" && decided.detail === error.message)
         assertRoundTrips(result)
 
         const stopped = yield* Effect.flip(Run.runOrFail(options).pipe(Effect.provide(model.layer)))

@@ -113,7 +113,12 @@ export const Check = Schema.Struct({
   name: Schema.String,
   kind: Schema.Literals(["plan_step", "stop_hook", "artifact", "evidence", "output"]),
   passed: Schema.Boolean,
-  detail: Schema.String
+  detail: Schema.String,
+  /**
+   * Set on a plan step whose criteria held: whether tool results of the run back it
+   * (R6.2). Only a step done with evidence counts as completed (R6.3).
+   */
+  backed: Schema.optional(Schema.Boolean)
 })
 
 /**

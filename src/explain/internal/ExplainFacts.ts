@@ -355,9 +355,18 @@ export const validationOf = (timeline: Timeline): ValidationSeen | undefined => 
   const unfinished: Array<PlanItem> = []
   for (const step of plan?.steps ?? []) {
     const check = checks.findLast((c) => c.kind === "plan_step" && c.name === `plan:${step.id}`)
-    const item = { ...step, detail: check?.detail ?? "not checked: validation did not run on this step" }
-    if (check?.passed === true) completed.push(item)
-    else unfinished.push(item)
+    // Completed means done with evidence, as in the result (R6.3); a log written before `backed` says only whether it held.
+    if (check?.passed === true && check.backed !== false) completed.push({ ...step, detail: check.detail })
+    else
+      unfinished.push({
+        ...step,
+        detail:
+          check === undefined
+            ? "not checked: validation did not run on this step"
+            : check.passed
+              ? `${check.detail}; no tool result of this run backs it`
+              : check.detail
+      })
   }
   return { failed: checks.filter((c) => !c.passed), completed, unfinished }
 }

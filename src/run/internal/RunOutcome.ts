@@ -76,7 +76,11 @@ export const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.
     pendingActions,
     model,
     fallbacks,
-    ...(report?.nextStep !== undefined ? { nextStep: report.nextStep } : {}),
+    // The next safe step (R6.3): no plan work is while an action's outcome is unknown or a
+    // result was contradicted; the world is checked first (the explanation's `next` says how).
+    ...(report?.nextStep !== undefined && pendingActions.length === 0 && ending.stopReason !== "inconsistent_result"
+      ? { nextStep: report.nextStep }
+      : {}),
     checkpoint: ctx.events.length - 1,
     counters,
     elapsedMillis: counters.elapsedMillis,

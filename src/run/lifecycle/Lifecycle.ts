@@ -39,7 +39,8 @@ export type { Done } from "./internal/Closing.ts"
 
 /** Invalid options end the run at once, saying which field and why. */
 const invalid = (ctx: RunContext.RunContext, issue: RunOptions.InvalidRunOptions): Ending => {
-  RunContext.decided(ctx, "runtime", "internal_error", `${issue.field}: ${issue.reason}`)
+  // The log says what the result says: an explanation from the log alone agrees with it (R13).
+  RunContext.decided(ctx, "runtime", "internal_error", issue.message)
   return { status: "failed", stopReason: "internal_error", policy: "runtime", detail: issue.message }
 }
 

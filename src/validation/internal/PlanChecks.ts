@@ -74,7 +74,8 @@ export const checkStep = <S extends Step>(
     : step.required
       ? `not done: ${reason}`
       : `optional step not done (does not fail validation): ${reason}`
-  const check = part(name, "plan_step", done, clause)
+  const base = part(name, "plan_step", done, clause)
+  const check = done ? { ...base, backed: evidence.length > 0 && dangling.length === 0 } : base
   return {
     step,
     done,
