@@ -12,13 +12,14 @@
  *
  * @since 0.1.0
  */
-import { Effect, Fiber, FileSystem, Option, Path, Result, Schema, type SchemaIssue } from "effect"
+import { Effect, Path, Result, Schema, type SchemaIssue } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Failure from "../failure/Failure.ts"
 import * as SchemaIssues from "../failure/SchemaIssues.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Model from "../model/Model.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
+import * as WorkspaceFiles from "../tools/WorkspaceFiles.ts"
 
 /**
  * @category models
@@ -144,56 +145,29 @@ const formatIssue = (issue: SchemaIssue.Issue): string => {
 
 const parseJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
 
-// `stat` follows symbolic links, so anything but a file here is a directory or a special file.
-const entryKind = (type: FileSystem.File.Type): string =>
-  type === "Directory" ? "a directory" : `an entry of type ${type}`
-
 const isInside = (path: Path.Path, root: string, target: string): boolean => {
   const relative = path.relative(root, target)
   // `..report.json` is a name inside the root; `..` and `../x` lead out of it.
   return !(relative === ".." || relative.startsWith(`..${path.sep}`) || path.isAbsolute(relative))
 }
 
-const realPathOf = (fs: FileSystem.FileSystem, target: string): Effect.Effect<string | undefined> =>
-  Effect.orElseSucceed(fs.realPath(target), () => undefined)
-
-/**
- * `effect` in a fiber of its own, waited for interruptibly. Opening a file cannot be
- * interrupted (effect's `open` acquires it), and opening a FIFO swapped in after its `stat`
- * waits for a writer: a check stopped meanwhile stops waiting, and the fiber, interrupted,
- * lets the file go once its open returns.
- */
-const interruptibleWait = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.flatMap(Effect.forkDetach(effect), (fiber) =>
-    Effect.onInterrupt(Fiber.join(fiber), () => Effect.forkDetach(Fiber.interrupt(fiber)))
-  )
-
-/** Whether two stats are of one file on disk (where the platform numbers its files). */
-const sameFile = (a: FileSystem.File.Info, b: FileSystem.File.Info): boolean =>
-  a.dev === b.dev && (Option.isNone(a.ino) || Option.isNone(b.ino) || a.ino.value === b.ino.value)
-
-/** What reading a file through its descriptor found: its text, or more than `maxBytes`. */
-type Read = { readonly _tag: "Text"; readonly text: string } | { readonly _tag: "TooLarge" }
-
-/** At most `maxBytes` + 1 bytes of an open file: a file that grew since its `stat` is still bounded. */
-const readAtMost = Effect.fnUntraced(function* (file: FileSystem.File, maxBytes: number) {
-  const chunks: Array<Uint8Array> = []
-  let total = 0
-  while (total <= maxBytes) {
-    const chunk = yield* file.readAlloc(Math.min(64 * 1024, maxBytes + 1 - total))
-    if (Option.isNone(chunk)) break
-    chunks.push(chunk.value)
-    total += chunk.value.length
+/** What a read that failed says, after `artifact:<path>: `. */
+const unread = (error: WorkspaceFiles.WorkspaceError, at: string): string => {
+  switch (error.reason) {
+    case "not_found":
+    case "root_unavailable":
+      return `missing (no file at ${at})`
+    case "is_a_directory":
+      return `not a file (found a directory at ${at})`
+    case "not_a_regular_file":
+      return `not a file (found a special file at ${at})`
+    case "outside_root":
+    case "link_loop":
+      return `leads outside the root through a symbolic link (${at})`
+    default:
+      return `unreadable (${error.reason})`
   }
-  if (total > maxBytes) return { _tag: "TooLarge" } satisfies Read
-  const bytes = new Uint8Array(total)
-  let at = 0
-  for (const chunk of chunks) {
-    bytes.set(chunk, at)
-    at += chunk.length
-  }
-  return { _tag: "Text", text: new TextDecoder().decode(bytes) } satisfies Read
-})
+}
 
 const hasHeading = (text: string): boolean => /^ {0,3}#{1,6}(\s|$)/m.test(text) || /^.+\n(=+|-+)\s*$/m.test(text)
 
@@ -205,96 +179,61 @@ const hasHeading = (text: string): boolean => /^ {0,3}#{1,6}(\s|$)/m.test(text) 
  * @category validation
  * @since 0.1.0
  */
-export const check: (
-  contract: Contract,
-  root: string
-) => Effect.Effect<Verdict, never, FileSystem.FileSystem | Path.Path> = Effect.fnUntraced(function* (
-  contract: Contract,
-  root: string
-) {
-  const fs = yield* FileSystem.FileSystem
-  const path = yield* Path.Path
-  const name = `artifact:${contract.path}`
-  const verdict =
-    (passed: boolean) =>
-    (clause: string): Verdict => ({
-      check: { name, kind: "artifact", passed, detail: `${name}: ${clause}` },
-      blocking: true,
-      evidence: passed ? [{ item: name, kind: "artifact", ref: contract.path, detail: clause }] : []
-    })
-  const [pass, fail] = [verdict(true), verdict(false)]
-  const full = path.resolve(root, contract.path)
-  if (!isInside(path, path.resolve(root), full)) return fail(`outside the root (${contract.path} is not under ${root})`)
-  const info = yield* Effect.result(fs.stat(full))
-  if (Result.isFailure(info)) {
-    const tag = info.failure.reason._tag
-    return fail(tag === "NotFound" ? `missing (no file at ${contract.path})` : `unreadable (${tag})`)
-  }
-  // Checked before opening: opening a FIFO would wait for a writer.
-  if (info.success.type !== "File") {
-    return fail(`not a file (found ${entryKind(info.success.type)} at ${contract.path})`)
-  }
-  const bytes = Number(info.success.size)
-  const maxBytes = contract.maxBytes ?? defaultMaxBytes
-  const tooLarge = (size: string) => fail(`too large to check (${size}, over the limit of ${maxBytes}: raise maxBytes)`)
-  if (bytes > maxBytes) return tooLarge(`${bytes} bytes`)
-  // What is checked is what one descriptor reads. The file opened must be the one whose real
-  // path is inside the root, after the open: a link out of it (to any file that happens to
-  // exist) delivers nothing, even when swapped in while the check runs.
-  const read = yield* Effect.result(
-    interruptibleWait(
-      Effect.scoped(
-        Effect.gen(function* () {
-          const file = yield* fs.open(full, { flag: "r" })
-          const opened = yield* file.stat
-          const [realRoot, realFile] = yield* Effect.all([realPathOf(fs, root), realPathOf(fs, full)])
-          const there = realFile === undefined ? undefined : yield* Effect.option(fs.stat(realFile))
-          const inside =
-            realRoot !== undefined &&
-            realFile !== undefined &&
-            isInside(path, realRoot, realFile) &&
-            there !== undefined &&
-            Option.isSome(there) &&
-            sameFile(opened, there.value)
-          if (!inside) return "outside" as const
-          if (opened.type !== "File") return "not a file" as const
-          return yield* readAtMost(file, maxBytes)
-        })
-      )
-    )
-  )
-  if (Result.isFailure(read)) return fail(`unreadable (${read.failure.reason._tag})`)
-  if (read.success === "outside") return fail(`leads outside the root through a symbolic link (${contract.path})`)
-  if (read.success === "not a file") return fail(`not a file (replaced while checked: ${contract.path})`)
-  if (read.success._tag === "TooLarge") return tooLarge("grew past the limit while checked")
-  const text = read.success.text
-  if (contract.nonEmpty && Model.isBlank(text)) return fail("empty (no content after trimming whitespace)")
-  const size = `${text.length} characters`
-  switch (contract.format) {
-    case "text":
-      return pass(`text, ${size}`)
-    case "markdown":
-      return pass(`markdown, ${size}, ${hasHeading(text) ? "has a heading" : "no heading"}`)
-    case "json": {
-      const parsed = parseJson(text)
-      if (Result.isFailure(parsed)) return fail("does not parse as JSON")
-      if (contract.nonEmpty && isEmptyJson(parsed.success)) return fail(`empty (the JSON value ${text.trim()})`)
-      if (contract.schema === undefined) return pass(`valid JSON, ${size}`)
-      // Bounded as what the model sends is (R12): no decoder walks a nesting past the limit.
-      const unfit = ToolArguments.jsonIssue(parsed.success, {
-        root: "the file",
-        maxDepth: ToolArguments.defaultLimits.maxArgumentDepth,
-        maxNodes: text.length,
-        strict: true
+export const check: (contract: Contract, root: string) => Effect.Effect<Verdict, never, Path.Path> = Effect.fnUntraced(
+  function* (contract: Contract, root: string) {
+    const path = yield* Path.Path
+    const name = `artifact:${contract.path}`
+    const verdict =
+      (passed: boolean) =>
+      (clause: string): Verdict => ({
+        check: { name, kind: "artifact", passed, detail: `${name}: ${clause}` },
+        blocking: true,
+        evidence: passed ? [{ item: name, kind: "artifact", ref: contract.path, detail: clause }] : []
       })
-      if (unfit !== undefined) return fail(`not checked against its schema: ${unfit}`)
-      const decoded = UserCode.decodeWith(contract.schema, parsed.success, { errors: "all" })
-      if (decoded._tag === "Mismatch") return fail(`schema mismatch: ${formatIssue(decoded.error.issue)}`)
-      if (decoded._tag === "Broken") {
-        const why = Failure.fromCause("runtime", decoded.cause).hint
-        return fail(`its schema failed while decoding the file: ${why}`)
+    const [pass, fail] = [verdict(true), verdict(false)]
+    const full = path.resolve(root, contract.path)
+    if (!isInside(path, path.resolve(root), full))
+      return fail(`outside the root (${contract.path} is not under ${root})`)
+    const maxBytes = contract.maxBytes ?? defaultMaxBytes
+    // Read as the file tools read (R12): what is checked is what one descriptor of a file inside
+    // the root reads, no link followed out of it and nothing opened that could block (a FIFO),
+    // whatever is swapped in while the check runs.
+    const read = yield* Effect.result(WorkspaceFiles.read(root, contract.path, maxBytes))
+    if (Result.isFailure(read)) {
+      const error = read.failure
+      if (error.reason !== "too_large") return fail(unread(error, contract.path))
+      const size = error.size === undefined ? "grew past the limit while checked" : `${error.size} bytes`
+      return fail(`too large to check (${size}, over the limit of ${maxBytes}: raise maxBytes)`)
+    }
+    const text = new TextDecoder().decode(read.success)
+    if (contract.nonEmpty && Model.isBlank(text)) return fail("empty (no content after trimming whitespace)")
+    const size = `${text.length} characters`
+    switch (contract.format) {
+      case "text":
+        return pass(`text, ${size}`)
+      case "markdown":
+        return pass(`markdown, ${size}, ${hasHeading(text) ? "has a heading" : "no heading"}`)
+      case "json": {
+        const parsed = parseJson(text)
+        if (Result.isFailure(parsed)) return fail("does not parse as JSON")
+        if (contract.nonEmpty && isEmptyJson(parsed.success)) return fail(`empty (the JSON value ${text.trim()})`)
+        if (contract.schema === undefined) return pass(`valid JSON, ${size}`)
+        // Bounded as what the model sends is (R12): no decoder walks a nesting past the limit.
+        const unfit = ToolArguments.jsonIssue(parsed.success, {
+          root: "the file",
+          maxDepth: ToolArguments.defaultLimits.maxArgumentDepth,
+          maxNodes: text.length,
+          strict: true
+        })
+        if (unfit !== undefined) return fail(`not checked against its schema: ${unfit}`)
+        const decoded = UserCode.decodeWith(contract.schema, parsed.success, { errors: "all" })
+        if (decoded._tag === "Mismatch") return fail(`schema mismatch: ${formatIssue(decoded.error.issue)}`)
+        if (decoded._tag === "Broken") {
+          const why = Failure.fromCause("runtime", decoded.cause).hint
+          return fail(`its schema failed while decoding the file: ${why}`)
+        }
+        return pass(`valid JSON matching its schema, ${size}`)
       }
-      return pass(`valid JSON matching its schema, ${size}`)
     }
   }
-})
+)

@@ -211,9 +211,9 @@ export const artifact: typeof Artifact.make = Artifact.make
  * (`plan:<id>`), stop hooks (`hook:<name>`), artifacts (`artifact:<path>`), then
  * `evidence:index`. Every check's detail starts with its name.
  *
- * Artifact contracts read files through the `FileSystem` and `Path` services (on Node,
- * `NodeServices.layer` from `@effect/platform-node`). They are not a requirement of the
- * type, since only a spec with artifacts needs them: without them, each artifact check
+ * Artifact contracts need the `Path` service (on Node, `NodeServices.layer` from
+ * `@effect/platform-node`) and read files as the file tools do. It is not a requirement of
+ * the type, since only a spec with artifacts needs it: without it, each artifact check
  * fails saying what to provide, and nothing else is affected.
  *
  * @category validation

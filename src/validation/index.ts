@@ -1,7 +1,7 @@
 /**
  * Artifact contracts, for `effect-agent-runtime/validation`: the types and checks of a file
- * a run must deliver (`Validation.artifact` builds one; its checks need effect's
- * `FileSystem` and `Path`). `Validation` and `Criterion` themselves are in the root.
+ * a run must deliver (`Validation.artifact` builds one; its checks need effect's `Path`).
+ * `Validation` and `Criterion` themselves are in the root.
  *
  * @module effect-agent-runtime/validation
  * @since 0.3.0

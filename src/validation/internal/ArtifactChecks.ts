@@ -1,13 +1,13 @@
 /**
- * The artifact checks of a validation (see `Artifact`), with the file system the caller
+ * The artifact checks of a validation (see `Artifact`), with the `Path` service the caller
  * provided: without one, each contract is a failed check saying what to provide. Private
  * to `validation/`.
  */
-import { Effect, FileSystem, Option, Path } from "effect"
+import { Effect, Option, Path } from "effect"
 import * as Artifact from "../Artifact.ts"
 import { type Part, part } from "./Parts.ts"
 
-/** The artifact checks, with the file system the caller provided, if any. */
+/** The artifact checks, with the `Path` service the caller provided, if any. */
 export const checkArtifacts = (
   contracts: ReadonlyArray<Artifact.Contract>,
   root: string
@@ -15,19 +15,14 @@ export const checkArtifacts = (
   contracts.length === 0
     ? Effect.succeed([])
     : Effect.gen(function* () {
-        const fs = yield* Effect.serviceOption(FileSystem.FileSystem)
         const path = yield* Effect.serviceOption(Path.Path)
-        if (Option.isNone(fs) || Option.isNone(path)) {
+        if (Option.isNone(path)) {
           return contracts.map((contract) => {
-            const clause =
-              "cannot be checked: no FileSystem and Path services (provide NodeServices.layer from @effect/platform-node)"
+            const clause = "cannot be checked: no Path service (provide NodeServices.layer from @effect/platform-node)"
             return { check: part(`artifact:${contract.path}`, "artifact", false, clause), blocking: true, evidence: [] }
           })
         }
         return yield* Effect.forEach(contracts, (contract) =>
-          Artifact.check(contract, root).pipe(
-            Effect.provideService(FileSystem.FileSystem, fs.value),
-            Effect.provideService(Path.Path, path.value)
-          )
+          Artifact.check(contract, root).pipe(Effect.provideService(Path.Path, path.value))
         )
       })

@@ -1,0 +1,58 @@
+/**
+ * Reading one file under a root as the file tools read it (R3.6, R12): the path is
+ * resolved one name at a time from a descriptor of the root, no symbolic link is
+ * followed out of it (a link swapped in while the read runs included), nothing that could
+ * block is opened (a FIFO, a device), and at most `maxBytes` are read. Artifact contracts
+ * read the files they check through it; a check of your own can too.
+ *
+ * On Linux the walk holds descriptors (`/proc/self/fd`); elsewhere it runs by path, and a
+ * concurrent swap between two of its steps is not detected (see `FileTools`).
+ *
+ * @since 0.3.0
+ */
+import * as NodePath from "node:path"
+import { Effect } from "effect"
+import * as Workspace from "./internal/workspace/Workspace.ts"
+
+/**
+ * Why a file could not be read: `reason` says what was found (`not_found`,
+ * `is_a_directory`, `not_a_regular_file`, `outside_root`, `link_loop`, `too_large` with
+ * the file's `size` when known, `permission_denied`, `root_unavailable`, ...).
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export { WorkspaceError } from "./internal/workspace/Workspace.ts"
+
+/**
+ * @category models
+ * @since 0.3.0
+ */
+export type Reason = Workspace.Reason
+
+/**
+ * The bytes of the file at `relativePath` under `root`, at most `maxBytes` of them. A
+ * path that leads out of the root on its face (`..`, an absolute path elsewhere) fails
+ * `outside_root` before the file system is asked.
+ *
+ * @category reading
+ * @since 0.3.0
+ */
+export const read = (
+  root: string,
+  relativePath: string,
+  maxBytes: number
+): Effect.Effect<Uint8Array, Workspace.WorkspaceError> =>
+  Effect.gen(function* () {
+    const base = NodePath.resolve(root)
+    const relative = NodePath.relative(base, NodePath.resolve(base, relativePath))
+    if (relative === ".." || relative.startsWith(`..${NodePath.sep}`) || NodePath.isAbsolute(relative)) {
+      return yield* Effect.fail(new Workspace.WorkspaceError({ reason: "outside_root", detail: relativePath }))
+    }
+    const names = relative.split(NodePath.sep).filter((name) => name.length > 0)
+    if (names.length === 0) {
+      return yield* Effect.fail(new Workspace.WorkspaceError({ reason: "is_a_directory", detail: relativePath }))
+    }
+    const workspace = yield* Workspace.make({ root: base })
+    return yield* workspace.read(names, maxBytes)
+  })
