@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Option, Schema } from "effect"
+import { Effect, Fiber, Metric, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -9,6 +9,7 @@ import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import * as Metrics from "../../src/tracing/Metrics.ts"
 import { approvedPay, crashThenResume, dies, diesIn, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
 
 describe("Run.resume (R9)", () => {
@@ -216,10 +217,23 @@ describe("Run.resume (R9)", () => {
         assert.strictEqual(second.finalAnswer, "B's answer")
         assert.strictEqual(overtaken.stopReason, "internal_error")
         assert.include(overtaken.detail, "another process owns this run now")
+        // One run, counted once, as its journal holds it: the overtaken process records no metrics of an ending the run does not have (R13).
+        const counted = (status: string, stopReason: string) =>
+          Effect.map(
+            Metric.value(Metric.withAttributes(Metrics.runs, { status, stop_reason: stopReason })),
+            (state) => state.count
+          )
+        assert.deepStrictEqual(
+          [yield* counted("completed", "goal_reached"), yield* counted("failed", "internal_error")],
+          [1, 0]
+        )
+        assert.strictEqual((yield* Metric.value(Metrics.steps)).count, 2)
         // The journal holds the second process's ending.
         const stored = yield* Run.resume("f1", { tools: [look.tool] }).pipe(Effect.provide(model))
         assert.strictEqual(stored.finalAnswer, "B's answer")
-      }).pipe(Effect.provide(layers))
+        // Reading a finished run back from its journal counts nothing again.
+        assert.strictEqual(yield* counted("completed", "goal_reached"), 1)
+      }).pipe(Effect.provide(layers), Effect.provideService(Metric.MetricRegistry, new Map()))
   )
 
   it.effect("R9 a journal out of reach for a moment at the intent record is waited for: the call runs once", () =>
