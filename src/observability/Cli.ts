@@ -12,7 +12,8 @@
  *
  * @since 0.3.0
  */
-import { Effect, FileSystem, Path, Schema } from "effect"
+import { Effect, FileSystem, Option, Path, Schema } from "effect"
+import * as Timeline from "../events/Timeline.ts"
 import * as Recording from "./Recording.ts"
 import * as Viewer from "./Viewer.ts"
 
@@ -46,7 +47,34 @@ interface View {
   readonly content: boolean
 }
 
-const bad = (message: string) => new CliError({ message: `${message}\n\n${usage}`, exitCode: 2 })
+/**
+ * What the command prints: a file's name or content may hold control characters (a file
+ * that opens with an escape sequence, quoted by the parser), which are written out, so that
+ * no file moves the cursor of the terminal that views it, retitles it or clears it.
+ */
+const printable = Timeline.visible
+
+const bad = (message: string) => new CliError({ message: `${printable(message)}\n\n${usage}`, exitCode: 2 })
+
+const failed = (message: string) => new CliError({ message: printable(message), exitCode: 1 })
+
+/**
+ * Whether writing `output` would replace the file `input` is: the same path, or, both
+ * existing, the same file (a symbolic or a hard link to it) by its device and inode, or by
+ * its real path where the file system gives no inode.
+ */
+const sameFile = (fs: FileSystem.FileSystem, path: Path.Path, input: string, output: string) =>
+  path.resolve(output) === path.resolve(input)
+    ? Effect.succeed(true)
+    : Effect.all([fs.stat(input), fs.stat(output)]).pipe(
+        Effect.flatMap(([a, b]) =>
+          Option.isSome(a.ino) && Option.isSome(b.ino)
+            ? Effect.succeed(a.dev === b.dev && a.ino.value === b.ino.value)
+            : Effect.map(Effect.all([fs.realPath(input), fs.realPath(output)]), ([x, y]) => x === y)
+        ),
+        // Either is missing: the page replaces nothing of the input (a missing input fails as it is read).
+        Effect.orElseSucceed(() => false)
+      )
 
 const parse = (args: ReadonlyArray<string>): View | "help" | CliError => {
   const [command, ...rest] = args
@@ -91,21 +119,17 @@ export const main = (args: ReadonlyArray<string>): Effect.Effect<string, CliErro
     const path = yield* Path.Path
     const { dir, name } = path.parse(parsed.input)
     const output = parsed.output ?? path.join(dir, `${name}.html`)
-    // The page never replaces the run it is drawn from (`view run.html`, or `-o` naming the input).
-    if (path.resolve(output) === path.resolve(parsed.input)) {
+    // The page never replaces the run it is drawn from (`view run.html`, or `-o` naming the input or a link to it).
+    if (yield* sameFile(fs, path, parsed.input, output)) {
       return yield* bad(`the page would overwrite its input ${parsed.input}: give another file with -o`)
     }
-    const recording = yield* Effect.mapError(
-      Recording.read(parsed.input),
-      (error) => new CliError({ message: error.message, exitCode: 1 })
-    )
+    const recording = yield* Effect.mapError(Recording.read(parsed.input), (error) => failed(error.message))
     const page = Viewer.html(recording, { content: parsed.content })
-    yield* Effect.mapError(
-      fs.writeFileString(output, page),
-      (error) => new CliError({ message: `cannot write ${output}: ${error.message}`, exitCode: 1 })
+    yield* Effect.mapError(fs.writeFileString(output, page), (error) =>
+      failed(`cannot write ${output}: ${error.message}`)
     )
     const torn = recording.torn ? " (its torn last line skipped)" : ""
     const replaced =
       recording.replaced > 0 ? ` (${recording.replaced} events a resume replaced, never committed, left out)` : ""
-    return `wrote ${output}: ${recording.events.length} events${torn}${replaced}`
+    return printable(`wrote ${output}: ${recording.events.length} events${torn}${replaced}`)
   })

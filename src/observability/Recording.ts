@@ -2,14 +2,16 @@
  * A run as a file: the JSONL recording the `Recorder` writes (one event a line, appended
  * as the run goes) or a `RunResult` as JSON (its `timeline`). {@link decode} reads either;
  * a recording's last line torn by a crash (or still being written) is skipped and counted,
- * any other line that is not an event is an error. A run resumed after a crash goes on
- * from its last commit, under the sequence numbers the dead process had used past it: the
- * later events replace those (what was never committed), and are counted.
+ * every other line that is not an event is an error, and so is an event at a time no `Date`
+ * holds. A run resumed after a crash goes on from its last commit, under the sequence
+ * numbers the dead process had used past it: the later events replace those (what was
+ * never committed), and are counted.
  *
  * @since 0.3.0
  */
 import { Effect, FileSystem, type PlatformError, Result, Schema } from "effect"
 import * as Event from "../events/Event.ts"
+import * as Timeline from "../events/Timeline.ts"
 import * as RunResult from "../run/RunResult.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
 
@@ -50,7 +52,8 @@ export class RecordingError extends Schema.TaggedError<RecordingError>()("Record
       bad_json: "not JSON",
       not_a_run: "not a run"
     }[this.reason]
-    return `${this.path}: ${what}: ${this.detail}`
+    // The detail may quote the file (a parser's message does): its control characters are written out.
+    return Timeline.visible(`${this.path}: ${what}: ${this.detail}`)
   }
 }
 
@@ -123,12 +126,28 @@ const notAnEvent = (json: unknown, issue: unknown): string => {
     : `it is not an event: ${firstIssue(issue)}`
 }
 
+/**
+ * A `Date` holds times up to 8.64e15 ms either side of 1970 (ECMA-262); no clock gives
+ * another. An event at a time beyond is no run's, and would break every reader that dates it.
+ */
+const dateLimit = 8.64e15
+
+/** Why the event's time is no run's, or `undefined` when a `Date` holds it. */
+const undatable = (event: Event.Event): string | undefined =>
+  Math.abs(event.at) <= dateLimit
+    ? undefined
+    : `its "at" (${event.at}) is no time a date can hold (at most ${dateLimit} ms either side of 1970)`
+
 const fromResult = (path: string, value: Record<string, unknown>): Result.Result<Recording, RecordingError> => {
   const decoded = decodeResult(value)
   if (Result.isFailure(decoded))
     return Result.fail(notARun(path, `a RunResult that does not decode: ${firstIssue(decoded.failure)}`))
   const { timeline } = decoded.success
   if (timeline.length === 0) return Result.fail(notARun(path, "a RunResult whose timeline has no event"))
+  for (const [index, event] of timeline.entries()) {
+    const undated = undatable(event)
+    if (undated !== undefined) return Result.fail(notARun(path, `event ${index + 1} of its timeline: ${undated}`))
+  }
   const mixed = otherRun(timeline)
   if (mixed !== undefined) return Result.fail(notARun(path, mixed))
   return Result.succeed({ events: timeline, result: decoded.success, torn: false, replaced: 0 })
@@ -148,6 +167,8 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
     const event = decodeEvent(json.success)
     if (Result.isFailure(event))
       return Result.fail(notARun(path, `line ${index + 1}: ${notAnEvent(json.success, event.failure)}`))
+    const undated = undatable(event.success)
+    if (undated !== undefined) return Result.fail(notARun(path, `line ${index + 1}: ${undated}`))
     events.push(event.success)
   }
   let torn = false
@@ -159,6 +180,8 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
       const event = decodeEvent(json.success)
       if (Result.isFailure(event))
         return Result.fail(notARun(path, `line ${lines.length + 1}: ${notAnEvent(json.success, event.failure)}`))
+      const undated = undatable(event.success)
+      if (undated !== undefined) return Result.fail(notARun(path, `line ${lines.length + 1}: ${undated}`))
       events.push(event.success)
     }
   }
@@ -242,9 +265,28 @@ export const decode = (text: string, path = "<input>"): Result.Result<Recording,
 export const defaultMaxBytes = 256 * 1024 * 1024
 
 /**
+ * The file's text; throws on bytes that are no UTF-8, but for a character its end cuts short:
+ * a crash (or a write still going on) may tear the last line in the middle of one. That
+ * character is read as U+FFFD, so that the torn line is no JSON and is skipped as every torn
+ * line is (a character of more than one byte is only ever inside a JSON string).
+ */
+const utf8 = (bytes: Uint8Array): string => {
+  const decoder = new TextDecoder("utf-8", { fatal: true })
+  // Streaming, the decoder keeps a character the bytes end inside of for later, and throws on every other fault.
+  const text = decoder.decode(bytes, { stream: true })
+  try {
+    decoder.decode()
+    return text
+  } catch {
+    return `${text}\uFFFD`
+  }
+}
+
+/**
  * Reads a run from a file, as {@link decode} does; the file may still be being written. Only
  * a regular file is read (a FIFO would be waited on for good, a device read without end),
- * of at most `maxBytes` (default {@link defaultMaxBytes}), and only as UTF-8.
+ * of at most `maxBytes` (default {@link defaultMaxBytes}), and only as UTF-8 (a torn last
+ * line may end inside a character: it is skipped).
  *
  * @category decoding
  * @since 0.3.0
@@ -287,7 +329,7 @@ export const read = (
       })
     }
     const text = yield* Effect.try({
-      try: () => new TextDecoder("utf-8", { fatal: true }).decode(bytes),
+      try: () => utf8(bytes),
       catch: () => new RecordingError({ path, reason: "unreadable", detail: "bytes that are no UTF-8 text" })
     })
     return yield* Effect.fromResult(decode(text, path))

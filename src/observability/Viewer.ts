@@ -59,6 +59,15 @@ const recordingOf = (input: Input): Recording.Recording => {
 }
 
 /**
+ * A time as a date, or, for one no `Date` holds (a timeline made by hand: `Recording` refuses
+ * it in a file), its milliseconds as they are.
+ */
+const dated = (at: number): string => {
+  const date = new Date(at)
+  return Number.isNaN(date.getTime()) ? `${at} ms since 1970 (no date)` : date.toISOString()
+}
+
+/**
  * The page of a run, as one HTML document.
  *
  * @category rendering
@@ -86,7 +95,7 @@ export const html = (input: Input, options: Options = {}): string => {
   const facts: Array<readonly [string, string]> = [["run", runId]]
   if (started?._tag === "run.started") {
     facts.push(["model", result?.model ?? started.model])
-    facts.push(["started", new Date(started.at).toISOString()])
+    facts.push(["started", dated(started.at)])
     facts.push(["goal", started.goal.length > 160 ? `${started.goal.slice(0, 159)}…` : started.goal])
   }
   facts.push(["elapsed", duration(picture.endedAt - picture.startedAt)])

@@ -4,6 +4,7 @@
  * file system (`@effect/platform-node`, loaded here, so that only the command needs it).
  */
 import { Cause, Effect, type FileSystem, type Layer, type Path } from "effect"
+import * as Timeline from "../events/Timeline.ts"
 import * as Cli from "./Cli.ts"
 
 // Not a literal, so that bundlers leave the optional peer dependency to the command's users.
@@ -24,7 +25,9 @@ else {
     console.error(error.value.message)
     process.exitCode = error.value.exitCode
   } else {
-    console.error(`effect-agent-runtime: ${Cause.pretty(exit.cause)}`)
+    // A defect's message may quote the file: each line with its control characters written out.
+    const lines = Cause.pretty(exit.cause).split("\n").map(Timeline.visible)
+    console.error(`effect-agent-runtime: ${lines.join("\n")}`)
     process.exitCode = 1
   }
 }

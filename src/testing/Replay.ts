@@ -20,7 +20,10 @@
  * `limits`, `policies`, `permission` and `unguardedTools` (what a replay varies on purpose).
  * A model asked more often than the recording answered, or asked with another conversation
  * than the recorded one, is refused and the run stops: a divergence, never a hang. A
- * recording made with `content: false` cannot be replayed (its content is not in it).
+ * recording made with `content: false` cannot be replayed (its content is not in it), nor a
+ * resumed run's (a replay runs one process from the start: there is no crash nor journal to
+ * go on from). A cancel the recording holds (`run.stopping` by `cancel`) is made again at
+ * its time, once the replay has come to the event before it.
  *
  * @since 0.3.0
  */
@@ -84,8 +87,8 @@ export type Options<T extends Tool.Any = Tool.Any, RV = never, O = never> = Omit
 > & { readonly goal?: string | undefined; readonly system?: string | undefined }
 
 /**
- * The recording cannot be replayed: it does not hold a run (no `run.started` first), or
- * it was recorded without its message content.
+ * The recording cannot be replayed: it does not hold a run (no `run.started` first), it
+ * was recorded without its message content, or it is a resumed run's.
  *
  * @category errors
  * @since 0.3.0
@@ -126,6 +129,12 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
         detail: "it was recorded without its message content (content: false), which a replay plays back"
       })
     }
+    const resumed = recorded.find((e) => e._tag === "run.resumed")
+    if (resumed !== undefined) {
+      return yield* new NotARecording({
+        detail: `it is a resumed run's (run.resumed at seq ${resumed.seq}): a replay plays a run from its start in one process, and has no crash nor journal to resume from`
+      })
+    }
     const refusals: Array<Playback.Refusal> = []
     const last = recorded[recorded.length - 1]
     const span = (last?.at ?? started.at) - started.at
@@ -144,6 +153,7 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
         tools: Playback.tools(recorded, options.tools, refusals)
       })
       yield* Effect.forkScoped(decideApprovals(recorded, handle))
+      yield* Effect.forkScoped(cancelAsRecorded(recorded, handle))
       return yield* TestClockDriver.drive(handle.result, { upTo: span + 600_000 }).pipe(
         Effect.catchTag("StillRunning", () => handle.cancel)
       )
@@ -173,13 +183,14 @@ const withoutJournal = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<
   )
 
 /** Decides each approval the replay asks for as the recording did, at the recorded time. */
-const decideApprovals = (recorded: ReadonlyArray<Event.Event>, handle: Run.Handle<unknown>) =>
-  Stream.runForEach(
+const decideApprovals = (recorded: ReadonlyArray<Event.Event>, handle: Run.Handle<unknown>) => {
+  // The first decision of each call, found once: a recording may hold thousands.
+  const decisions = new Map<string, Event.Of<"approval.decided">>()
+  for (const e of recorded) if (e._tag === "approval.decided" && !decisions.has(e.callId)) decisions.set(e.callId, e)
+  return Stream.runForEach(
     Stream.filter(handle.events, (e) => e._tag === "approval.requested"),
     (requested) => {
-      const decided = recorded.find(
-        (e): e is Event.Of<"approval.decided"> => e._tag === "approval.decided" && e.callId === requested.callId
-      )
+      const decided = decisions.get(requested.callId)
       if (decided === undefined || (decided.decision !== "approved" && decided.decision !== "rejected"))
         return Effect.void
       return Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -194,6 +205,20 @@ const decideApprovals = (recorded: ReadonlyArray<Event.Event>, handle: Run.Handl
       )
     }
   )
+}
+
+/**
+ * Cancels the replay as the recording was cancelled (its `run.stopping` by `cancel`): once
+ * the replay has come as far as the event before it, at the time it was recorded.
+ */
+const cancelAsRecorded = (recorded: ReadonlyArray<Event.Event>, handle: Run.Handle<unknown>) => {
+  const cancel = recorded.find((e) => e._tag === "run.stopping" && e.by === "cancel")
+  if (cancel === undefined) return Effect.void
+  return Stream.runHead(Stream.filter(handle.events, (e) => e.seq >= cancel.seq - 1)).pipe(
+    Effect.andThen(Playback.until(cancel.at)),
+    Effect.andThen(handle.cancel)
+  )
+}
 
 /**
  * {@link replay}, failing with the report unless it matched: for a regression test.

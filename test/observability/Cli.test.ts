@@ -4,6 +4,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Schema } from "effect"
+import * as Timeline from "../../src/events/Timeline.ts"
 import * as Cli from "../../src/observability/Cli.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -75,6 +76,59 @@ describe("effect-agent-runtime view", () => {
       }
       assert.strictEqual(yield* Cli.main(["--help"]), Cli.usage)
     }).pipe(Effect.provide(nodeLayer))
+  )
+
+  it.effect(
+    "R12 R13 -o naming a symbolic or a hard link to the input is refused: the recording is never replaced",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDirectory
+        const fs = yield* FileSystem.FileSystem
+        const input = `${directory}/run.jsonl`
+        yield* fs.writeFileString(input, jsonl)
+        yield* fs.symlink("run.jsonl", `${directory}/symlink.html`)
+        yield* fs.link(input, `${directory}/hardlink.html`)
+        // The default output, run.html, is a link to the input too.
+        yield* fs.symlink("run.jsonl", `${directory}/run.html`)
+        for (const args of [
+          ["view", input, "-o", `${directory}/symlink.html`],
+          ["view", input, "-o", `${directory}/hardlink.html`],
+          ["view", input]
+        ]) {
+          const error = yield* failed(args)
+          assert.strictEqual(error.exitCode, 2, args.join(" "))
+          assert.include(error.message, "the page would overwrite its input")
+        }
+        assert.strictEqual(yield* fs.readFileString(input), jsonl)
+        // Another file, existing or not, takes the page.
+        yield* fs.writeFileString(`${directory}/old.html`, "old")
+        yield* Cli.main(["view", input, "-o", `${directory}/old.html`])
+        yield* Cli.main(["view", input, "-o", `${directory}/new.html`])
+        assert.include(yield* fs.readFileString(`${directory}/old.html`), "goal_reached")
+        assert.strictEqual(yield* fs.readFileString(input), jsonl)
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.effect("R12 what the command prints of a file or a name has its control characters written out", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDirectory
+      const fs = yield* FileSystem.FileSystem
+      // A file that clears the terminal and retitles it, were its bytes printed as they are.
+      yield* fs.writeFileString(`${directory}/esc.jsonl`, "\x1b[2J\x1b[3J\x1b[H\x1b]0;owned\x07xx\n")
+      const error = yield* failed(["view", `${directory}/esc.jsonl`])
+      assert.strictEqual(error.exitCode, 1)
+      assert.include(error.message, "esc.jsonl: not JSON: line 1")
+      assert.include(error.message, "\\x1b[2J\\x1b[3J")
+      const name = `${directory}/run\x1b[2J.jsonl`
+      yield* fs.writeFileString(name, jsonl)
+      // Line breaks apart (the usage's), nothing is left for the terminal to obey.
+      for (const printed of [
+        yield* Cli.main(["view", name]),
+        (yield* failed(["view", name, "--\x1b[2J"])).message,
+        (yield* failed(["view", `${directory}/gone\u202e.jsonl`])).message
+      ])
+        for (const line of printed.split("\n")) assert.strictEqual(line, Timeline.visible(line))
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
   it("the bin prints what it wrote, or the error on stderr with its exit code", () => {

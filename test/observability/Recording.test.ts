@@ -151,6 +151,39 @@ describe("Recording", () => {
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it.effect(
+    "R12 R13 a torn last line cut inside a character is skipped; bytes that are no UTF-8 elsewhere are unreadable",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDirectory
+        const fs = yield* FileSystem.FileSystem
+        const bytes = (text: string, ...more: Array<number>) =>
+          new Uint8Array([...new TextEncoder().encode(text), ...more])
+        // "你" is e4 bd a0, "好" e5 a5 bd: the crash cut the second after its second byte.
+        for (const [name, content] of [
+          ["cut.jsonl", bytes(`${jsonl}{"_tag":"model.responded","text":"`, 0xe4, 0xbd, 0xa0, 0xe5, 0xa5)],
+          ["cut-alone.jsonl", bytes(jsonl, 0xf0, 0x9f, 0x98)]
+        ] as const) {
+          yield* fs.writeFile(`${directory}/${name}`, content)
+          const recording = yield* Recording.read(`${directory}/${name}`)
+          assert.deepStrictEqual(recording.events, result.timeline, name)
+          assert.isTrue(recording.torn, name)
+        }
+        // Cut short anywhere but at the end, or bytes no UTF-8 has, the file is unreadable, the last line or not.
+        const lines = jsonl.split("\n")
+        const firstLine = `${lines[0]}\n`
+        for (const [name, content] of [
+          ["inner.jsonl", bytes(firstLine.slice(0, 20), 0xe4, 0xbd, ...new TextEncoder().encode(firstLine.slice(20)))],
+          ["last.jsonl", bytes(`${jsonl}{"_tag":"`, 0xff, 0x41)],
+          ["lone.jsonl", bytes(`${jsonl}{"_tag":"`, 0xe4, 0x41)]
+        ] as const) {
+          yield* fs.writeFile(`${directory}/${name}`, content)
+          const error = yield* Effect.flip(Recording.read(`${directory}/${name}`))
+          assert.deepStrictEqual([error.reason, error.detail], ["unreadable", "bytes that are no UTF-8 text"], name)
+        }
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
   it("R13 an event of a kind this version does not know says so, last line or not: never a torn line", () => {
     const future = JSON.stringify({ _tag: "run.teleported", runId: result.runId, seq: 99, at: 0 })
     for (const text of [`${future}\n${jsonl}`, `${jsonl}${future}`]) {
@@ -158,6 +191,37 @@ describe("Recording", () => {
       assert.strictEqual(error?.reason, "not_a_run")
       assert.include(error?.detail, 'does not know ("run.teleported"): written by a newer version')
     }
+  })
+
+  it("R12 R13 an event at a time no Date can hold is not_a_run, by its line and field, in a recording or a result", () => {
+    const at = (time: number, index: number) =>
+      result.timeline.map((e, i) => Recording.line(i === index ? { ...e, at: time } : e) ?? "").join("")
+    const last = result.timeline.length - 1
+    for (const [text, where] of [
+      [at(1e20, 0), "line 1"],
+      [at(1e20, 1), "line 2"],
+      // The last line, its line break not written yet: whole JSON, so no torn line.
+      [at(1e20, last).trimEnd(), `line ${last + 1}`]
+    ] as const) {
+      const error = failure(text)
+      assert.strictEqual(error?.reason, "not_a_run", where)
+      assert.include(error?.detail, `${where}: its "at" (100000000000000000000) is no time a date can hold`)
+    }
+    // The bounds a Date holds are times still.
+    assert.isTrue(Result.isSuccess(Recording.decode(at(-8.64e15, 0))))
+    assert.isTrue(Result.isSuccess(Recording.decode(at(8.64e15, last))))
+    const encode = Schema.encodeSync(Schema.toCodecJson(RunResult.RunResult))
+    const timeline = result.timeline.map((e, i) => (i === 2 ? { ...e, at: -1e300 } : e))
+    const error = failure(JSON.stringify(encode({ ...result, timeline })))
+    assert.strictEqual(error?.reason, "not_a_run")
+    assert.include(error?.detail, 'event 3 of its timeline: its "at" (-1e+300) is no time a date can hold')
+  })
+
+  it("R12 what a file says is quoted with its control characters written out: no file clears the terminal", () => {
+    const error = failure("\x1b[2J\x1b[3J\x1b[Hxx\n")
+    assert.strictEqual(error?.reason, "bad_json")
+    assert.notInclude(error?.message, "\x1b")
+    assert.include(error?.message, "\\x1b[2J")
   })
 
   it("text that is no JSON at all is bad_json", () => {

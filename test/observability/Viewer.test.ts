@@ -156,6 +156,15 @@ describe("Viewer", () => {
     assert.include(shown, "deploy \\u202egnirahs\\u202c now")
   })
 
+  it("R12 R13 a timeline made by hand at a time no Date holds gives its page, its start shown as milliseconds", () => {
+    const at = (time: number): ReadonlyArray<Event.Event> => [
+      { _tag: "run.started", runId: "far", seq: 0, at: time, goal: "g", model: "m", tools: [], deadlineAt: time },
+      { _tag: "state.changed", runId: "far", seq: 1, at: time, from: "created", to: "initializing" }
+    ]
+    assert.include(Viewer.html(at(1e20)), "<dt>started</dt><dd>100000000000000000000 ms since 1970 (no date)</dd>")
+    assert.include(Viewer.html(at(0)), "<dt>started</dt><dd>1970-01-01T00:00:00.000Z</dd>")
+  })
+
   it("R13 a run of 200,000 events gives its page, its last event ending the chart (no spread into Math.max)", () => {
     const events: Array<Event.Event> = [
       { _tag: "run.started", runId: "long", seq: 0, at: 0, goal: "g", model: "m", tools: [], deadlineAt: 1e12 }

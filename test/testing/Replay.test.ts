@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Journal from "../../src/journal/Journal.ts"
@@ -15,6 +16,7 @@ import * as Replay from "../../src/testing/Replay.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import { dies, layers, pay, payThenAnswer } from "../support/restart.ts"
 import { echo } from "../support/tools.ts"
 
 const deploy = Tool.make({
@@ -367,6 +369,63 @@ describe("Replay", () => {
         assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
         assert.deepStrictEqual(yield* journal.read(recorded.runId), inStore)
       }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.effect(
+    "R9 R13 a resumed run's recording is refused up front: a typed error says why, not a false divergence",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        yield* dies({ crashAt: { commit: 2, when: "after" } }, { goal: "pay 10", tools: [payment.tool] }, payThenAnswer)
+        const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+          Effect.provide(payThenAnswer)
+        )
+        const at = resumed.timeline.find((e) => e._tag === "run.resumed")?.seq
+        assert.isDefined(at)
+        const error = yield* Effect.flip(Replay.replay(resumed.timeline, { tools: [pay(true).tool] }))
+        assert.strictEqual(error._tag, "NotARecording")
+        assert.include(error.message, `it is a resumed run's (run.resumed at seq ${at})`)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R5 R13 a run cancelled from outside replays its cancel at the recorded time, and matches", () =>
+    Effect.gen(function* () {
+      const slow = FaultyTools.slow({ name: "slow", millis: 60_000 })
+      const model = ScriptedModel.layer([ScriptedModel.toolCall("slow", {}), ScriptedModel.finalAnswer("x")])
+      const recorded = yield* TestClockDriver.drive(
+        Effect.gen(function* () {
+          const handle = yield* Run.start({ goal: "wait", tools: [slow.tool] })
+          yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "tool.started"))
+          yield* TestClock.adjust("2 seconds")
+          return yield* handle.cancel
+        }).pipe(Effect.provide(model)),
+        { upTo: "2 minutes" }
+      )
+      assert.strictEqual(recorded.stopReason, "cancelled")
+      const report = yield* Replay.replay(recorded.timeline, { tools: [slow.tool] })
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+      assert.strictEqual(report.result.stopReason, "cancelled")
+      assert.strictEqual(report.result.elapsedMillis, recorded.elapsedMillis)
+    })
+  )
+
+  it.live(
+    "R13 a long recording (1,500 iterations, 9,000 events) replays and matches",
+    () =>
+      Effect.gen(function* () {
+        const limits = { maxIterations: 1500, maxToolCalls: 1505, repeatedToolCall: 1_000_000 }
+        const recorded = yield* Run.run({ goal: "echo", tools: [echo], limits }).pipe(
+          Effect.provide(
+            ScriptedModel.layerFunction((request) => ScriptedModel.toolCall("echo", { text: `v${request.iteration}` }))
+          )
+        )
+        assert.strictEqual(recorded.stopReason, "max_iterations")
+        // The log is folded once over the recording: before, folding it again for each request took
+        // about 20 s here (timings are for the closing notes, not asserted on a shared machine).
+        const report = yield* Replay.replay(recorded.timeline, { tools: [echo], limits })
+        assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+      }),
+    60_000
   )
 
   it.effect("a timeline that does not start with run.started is not a recording", () =>

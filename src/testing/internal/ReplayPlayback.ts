@@ -18,7 +18,7 @@ export interface Refusal {
 }
 
 /** Sleeps until the recorded time `at` (the replay's clock starts where the recording did). */
-const until = (at: number) =>
+export const until = (at: number) =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => (at > now ? Effect.sleep(at - now) : Effect.void))
 
 const refused = (code: string, hint: string) =>
@@ -47,6 +47,66 @@ const fromSummary = (
   return new Failure.Permanent(fields)
 }
 
+/** A recorded request: where it is, the conversation it was sent, and what answered it first. */
+interface Request {
+  readonly index: number
+  readonly conversation: RunLog.Conversation
+  answer: Event.Event | undefined
+}
+
+/**
+ * The recording's requests, its log folded once: the conversation each was sent (states of
+ * one fold share their conversation's buffer, so keeping each costs nothing), and the first
+ * `model.responded`, `model.failed` or next `model.requested` after it.
+ */
+const requestsOf = (recorded: ReadonlyArray<Event.Event>): ReadonlyArray<Request> => {
+  const requests: Array<Request> = []
+  let state = RunLog.empty
+  let unanswered: Request | undefined
+  for (const [index, e] of recorded.entries()) {
+    if (e._tag === "model.responded" || e._tag === "model.failed" || e._tag === "model.requested") {
+      if (unanswered !== undefined) unanswered.answer = e
+      unanswered = undefined
+    }
+    if (e._tag === "model.requested") {
+      unanswered = { index, conversation: state.conversation, answer: undefined }
+      requests.push(unanswered)
+    }
+    state = RunLog.step(state, e)
+  }
+  return requests
+}
+
+/**
+ * Whether `sent` is the conversation `recorded` holds, message by message as canonical JSON
+ * (so field order never matters). A run sends the same message objects again at each
+ * request, and a fold keeps its own: each is made canonical once, and a pair found equal is
+ * not compared again, so a replay takes time linear in its recording.
+ */
+const sameConversation = () => {
+  const canonicals = new WeakMap<object, string>()
+  const matched = new WeakMap<object, object>()
+  const canonicalOf = (message: Model.Message): string => {
+    const known = canonicals.get(message)
+    if (known !== undefined) return known
+    const text = canonical(message)
+    canonicals.set(message, text)
+    return text
+  }
+  return (sent: ReadonlyArray<Model.Message>, recorded: RunLog.Conversation): boolean => {
+    if (sent.length !== recorded.length) return false
+    for (let i = 0; i < sent.length; i++) {
+      const a = sent[i]
+      const b = recorded.buffer[i]
+      if (a === undefined || b === undefined) return false
+      if (matched.get(a) === b) continue
+      if (canonicalOf(a) !== canonicalOf(b)) return false
+      matched.set(a, b)
+    }
+    return true
+  }
+}
+
 /**
  * The model of a replay: the n-th request gets the recording's n-th answer (`model.responded`,
  * or the failure of `model.failed`), at the time it came. A request with another conversation
@@ -54,27 +114,25 @@ const fromSummary = (
  * `replay_exhausted`) and noted, so the run stops instead of waiting.
  */
 export const model = (recorded: ReadonlyArray<Event.Event>, refusals: Array<Refusal>): Model.Model["Service"] => {
-  const requests = recorded.flatMap((e, i) => (e._tag === "model.requested" ? [i] : []))
+  const requests = requestsOf(recorded)
+  const same = sameConversation()
   let next = 0
   return {
     generate: (request) =>
       Effect.suspend(() => {
-        const index = requests[next]
+        const recordedRequest = requests[next]
         const n = ++next
-        if (index === undefined) {
+        if (recordedRequest === undefined) {
           const detail = `the model was asked a ${n}th time; the recording asked it ${requests.length} times`
           refusals.push({ seq: recorded.length, detail })
           return Effect.fail(refused("replay_exhausted", detail))
         }
-        const expected = canonical(RunLog.messages(RunLog.fold(recorded.slice(0, index))))
-        if (canonical(request.messages) !== expected) {
+        const { index, conversation, answer } = recordedRequest
+        if (!same(request.messages, conversation)) {
           const detail = `model request ${n} was sent another conversation than the recorded one`
           refusals.push({ seq: index, detail })
           return Effect.fail(refused("replay_diverged", detail))
         }
-        const answer = recorded
-          .slice(index + 1)
-          .find((e) => e._tag === "model.responded" || e._tag === "model.failed" || e._tag === "model.requested")
         if (answer?._tag === "model.responded") {
           const response: Model.Response = {
             text: answer.text,
