@@ -205,6 +205,41 @@ describe("Recorder", () => {
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it.effect(
+    "R13 content: false leaves out what reminders and checks quote of the model's answer; kinds and verdicts stay",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDirectory
+        const fs = yield* FileSystem.FileSystem
+        // An answer whose keys the model chose: the output schema's refusal names them.
+        const answer = ScriptedModel.finalAnswer(JSON.stringify({ "PATIENT-SECRET": "x" }))
+        const result = yield* Run.run({
+          goal: "count",
+          tools: [],
+          output: Schema.Record(Schema.String, Schema.Number),
+          recovery: { correctionBudget: 1 }
+        }).pipe(
+          Effect.provide(ScriptedModel.layer([answer, answer])),
+          Effect.provide(Recorder.layer({ directory, content: false }))
+        )
+        assert.include(JSON.stringify(result.timeline), "PATIENT-SECRET")
+        const file = `${directory}/${Recorder.fileName(result.runId)}`
+        assert.notInclude(yield* fs.readFileString(file), "PATIENT-SECRET")
+        const events = (yield* Recording.read(file)).events
+        const reminder = events.find((e) => e._tag === "reminder.injected")
+        const check = events.find((e) => e._tag === "validation.checked" && e.check.kind === "output")
+        assert.deepInclude(reminder?._tag === "reminder.injected" ? reminder : undefined, {
+          kind: "output_invalid",
+          text: "<not recorded>"
+        })
+        assert.deepInclude(check?._tag === "validation.checked" ? check.check : undefined, {
+          kind: "output",
+          passed: false,
+          detail: "<not recorded>"
+        })
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
   it.effect("R13 content: false leaves out the path a permission denial quotes; the refusal's code stays", () =>
     Effect.gen(function* () {
       const directory = yield* tempDirectory

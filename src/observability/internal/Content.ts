@@ -3,7 +3,8 @@
  * results of tool calls, and the text people wrote (the goal, the plan, a reviewer's
  * reason). A recording may leave it out (`Recorder.layer({ content: false })`); each such
  * field then holds {@link omitted}, so that the event still decodes and a viewer can say
- * that it was not recorded. Codes, names, counts and times stay. Private to `observability/`.
+ * that it was not recorded. Codes, names, counts and times stay (a reminder's kind, a check's
+ * name and verdict). Private to `observability/`.
  */
 import * as Event from "../../events/Event.ts"
 import type * as StopReason from "../../events/StopReason.ts"
@@ -76,6 +77,12 @@ export const withoutContent = (event: Event.Event): Event.Event => {
       return event.reason === undefined ? event : { ...event, reason: omitted }
     case "termination.decided":
       return { ...event, detail: detailWithoutContent(event.reason, event.detail) }
+    // A reminder may quote what the model sent (the keys of an answer its output schema
+    // refused), and a check's detail what a criterion, a hook, a file or the answer said.
+    case "reminder.injected":
+      return { ...event, text: omitted }
+    case "validation.checked":
+      return { ...event, check: { ...event.check, detail: omitted } }
     default:
       return event
   }
