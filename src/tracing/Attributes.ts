@@ -82,6 +82,8 @@ export const runtime = {
   sideEffect: `${ours}.tool.side_effect`,
   delayMillis: `${ours}.backoff.delay_ms`,
   cause: `${ours}.backoff.cause`,
+  /** What the wait is for: `provider_retry`, `tool_retry`, ... (`Recovery.Kind`). */
+  backoffKind: `${ours}.backoff.kind`,
   approval: `${ours}.approval.decision`,
   checks: `${ours}.validation.checks`,
   failedChecks: `${ours}.validation.failed_checks`
@@ -108,5 +110,6 @@ export const metric = {
   outcome: "outcome",
   kind: "kind",
   cause: "cause",
-  tokenType: "gen_ai.token.type"
+  tokenType: "gen_ai.token.type",
+  operation: "gen_ai.operation.name"
 } as const

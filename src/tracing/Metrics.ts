@@ -48,7 +48,10 @@ export const retries = Metric.counter(names.retries, {
  * @category metrics
  * @since 0.1.0
  */
-export const tokens = Metric.counter(names.tokens, { description: "Tokens used, by type", incremental: true })
+export const tokens = Metric.histogram(names.tokens, {
+  description: "Tokens each model call used, by type (input, output): the GenAI conventions' histogram",
+  boundaries: Metric.exponentialBoundaries({ start: 1, factor: 4, count: 14 })
+})
 /**
  * @category metrics
  * @since 0.1.0
@@ -128,6 +131,17 @@ const toolOutcomes = (timeline: ReadonlyArray<Event.Event>): Iterable<string> =>
   return last.values()
 }
 
+/** What each model call used: a response's usage, and a failed answer's that had cost some (R2.1). */
+function* usages(timeline: ReadonlyArray<Event.Event>) {
+  for (const e of timeline) {
+    if (e._tag === "model.responded") yield e.usage
+    else if (e._tag === "model.failed" && e.usage !== undefined) yield e.usage
+  }
+}
+
+const chatInput = { [names.tokenType]: "input", [names.operation]: "chat" }
+const chatOutput = { [names.tokenType]: "output", [names.operation]: "chat" }
+
 function* retryCauses(timeline: ReadonlyArray<Event.Event>) {
   for (const e of timeline) if (e._tag === "recovery.started") yield `${e.kind}\u0000${e.cause}`
 }
@@ -153,8 +167,10 @@ export const record = (ended: Ended): Effect.Effect<void> =>
       const [kind = "", cause = ""] = key.split("\u0000")
       yield* Metric.update(Metric.withAttributes(retries, { [names.kind]: kind, [names.cause]: cause }), n)
     }
-    yield* Metric.update(Metric.withAttributes(tokens, { [names.tokenType]: "input" }), counters.inputTokens)
-    yield* Metric.update(Metric.withAttributes(tokens, { [names.tokenType]: "output" }), counters.outputTokens)
+    for (const usage of usages(timeline)) {
+      yield* Metric.update(Metric.withAttributes(tokens, chatInput), usage.inputTokens)
+      yield* Metric.update(Metric.withAttributes(tokens, chatOutput), usage.outputTokens)
+    }
     yield* Metric.update(costUsd, counters.costUsd)
     yield* Metric.update(runDuration, ended.elapsedMillis)
     for (const millis of stepDurations(timeline)) yield* Metric.update(stepDuration, millis)

@@ -42,8 +42,29 @@ export interface Ended {
  * @category spans
  * @since 0.1.0
  */
-export const run = <A, E, R>(self: Effect.Effect<A, E, R>, runId: string): Effect.Effect<A, E, R> =>
-  Tracing.span(self, span.run, () => ({ [genAi.operation]: "invoke_agent", [genAi.conversationId]: runId }))
+export const run = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  runId: string,
+  /** The stop reason of a run that did not complete, from what `self` gives: the span ends failed, so named. */
+  failedAs: (given: A) => string | undefined
+): Effect.Effect<A, E, R> =>
+  Tracing.span(
+    self,
+    span.run,
+    () => ({ [genAi.operation]: "invoke_agent", [genAi.conversationId]: runId }),
+    undefined,
+    { failedAs }
+  )
+
+/**
+ * What a run's span ends failed with: the stop reason of a run that did not complete
+ * (its `error.type` too, see {@link ended}); `undefined` for a run that completed.
+ *
+ * @category spans
+ * @since 0.3.0
+ */
+export const failedAs = (result: { readonly status: string; readonly stopReason: string }): string | undefined =>
+  result.status === "completed" ? undefined : result.stopReason
 
 /**
  * Ends the run's span, where a run is given its result outside its fiber (left behind past
@@ -52,7 +73,8 @@ export const run = <A, E, R>(self: Effect.Effect<A, E, R>, runId: string): Effec
  * @category spans
  * @since 0.3.0
  */
-export const runGiven: Effect.Effect<void> = Tracing.endCurrent(span.run)
+export const runGiven = (result: { readonly status: string; readonly stopReason: string }): Effect.Effect<void> =>
+  Tracing.endCurrent(span.run, failedAs(result))
 
 /**
  * The run's ending on its span: status, stop reason, deciding policy, counters, usage, cost.
@@ -139,7 +161,9 @@ export const chat = <E, R>(
           ? JSON.stringify([{ role: "assistant", text: response.text, toolCalls: response.toolCalls }])
           : undefined
       }
-    }
+    },
+    // A call to the model's service: a client span, as the GenAI conventions have it.
+    { kind: "client" }
   )
 
 /** What names a call of no tool of the run's in a span. */
@@ -241,7 +265,7 @@ export const backoff = <A, E, R>(
     [runtime.attempt]: wait.attempt,
     [runtime.delayMillis]: wait.delayMillis,
     [runtime.cause]: wait.cause,
-    [runtime.outcome]: wait.kind
+    [runtime.backoffKind]: wait.kind
   }))
 
 /** The decision an approval wait ended with, by what stopped it. */

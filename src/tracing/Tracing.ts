@@ -105,7 +105,8 @@ export const span = <A, E, R>(
   self: Effect.Effect<A, E, R>,
   name: string,
   start: (content: boolean) => Attributes,
-  end?: (exit: Exit.Exit<A, E>, content: boolean) => Attributes
+  end?: (exit: Exit.Exit<A, E>, content: boolean) => Attributes,
+  options?: SpanOptions<A>
 ): Effect.Effect<A, E, R> =>
   Effect.withFiber((fiber) => {
     if (!tracing(fiber)) return self
@@ -115,15 +116,34 @@ export const span = <A, E, R>(
     let exited: Exit.Exit<A, E> | undefined
     const seen = Effect.flatMap(Effect.exit(body), (exit) => {
       exited = exit
-      return Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
-        ? Effect.die(new SpanFailure(errorTypeOf(exit.cause)))
-        : exit
+      if (Exit.isFailure(exit))
+        return Cause.hasInterruptsOnly(exit.cause) ? exit : Effect.die(new SpanFailure(errorTypeOf(exit.cause)))
+      const failed = options?.failedAs?.(exit.value)
+      return failed === undefined ? exit : Effect.die(new SpanFailure(failed))
     })
     return Effect.flatMap(
-      Effect.exit(Effect.withSpan(seen, name, { attributes: defined(start(content)) })),
+      Effect.exit(
+        Effect.withSpan(seen, name, {
+          attributes: defined(start(content)),
+          ...(options?.kind === undefined ? {} : { kind: options.kind })
+        })
+      ),
       (exit) => exited ?? exit
     )
   })
+
+/**
+ * How a {@link span} is made beyond its attributes: its kind (`client` for a call to a
+ * remote service), and when a value it succeeds with is a failure of the operation it
+ * stands for (a run that ended `run_timeout`), named by the `error.type` it gives.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export interface SpanOptions<A> {
+  readonly kind?: Tracer.SpanKind | undefined
+  readonly failedAs?: ((value: A) => string | undefined) | undefined
+}
 
 /**
  * Adds attributes to the current span, when there is one.
@@ -138,18 +158,19 @@ export const annotate = (attributes: Attributes): Effect.Effect<void> => Effect.
  * {@link span} made under `name`, still open: for a run whose result is given while its
  * fiber cannot end yet (left behind past its stop grace, R12). The span's own ending,
  * once the fiber does end, finds it ended and changes nothing. A span of the caller's
- * (no tracer installed, so none of ours) is never ended here.
+ * (no tracer installed, so none of ours) is never ended here. With `failedAs`, it ends
+ * failed, named so (see {@link SpanOptions}).
  *
  * @category combinators
  * @since 0.3.0
  */
-export const endCurrent = (name: string): Effect.Effect<void> =>
+export const endCurrent = (name: string, failedAs?: string): Effect.Effect<void> =>
   Effect.withFiber((fiber) => {
     if (!tracing(fiber)) return Effect.void
     const current = Context.getOrUndefined(fiber.context, Tracer.ParentSpan)
     if (current?._tag !== "Span" || current.name !== name || current.status._tag === "Ended") return Effect.void
     const at = fiber.getRef(References.TracerTimingEnabled) ? fiber.getRef(Clock.Clock).currentTimeNanosUnsafe() : 0n
-    current.end(at, Exit.void)
+    current.end(at, failedAs === undefined ? Exit.void : Exit.die(new SpanFailure(failedAs)))
     return Effect.void
   })
 

@@ -131,12 +131,20 @@ describe("issue 15 spans", () => {
         assert.strictEqual(parentOf(chats[3] as Tracer.NativeSpan), second)
         assert.strictEqual(attr(chats[2], genAi.operation), "chat")
         assert.strictEqual(typeof attr(chats[2], genAi.inputTokens), "number")
+        // A call to the model's service is a client span (GenAI conventions); the run's is internal.
+        assert.deepStrictEqual([...new Set(chats.map((s) => s.kind))], ["client"])
+        assert.strictEqual(run?.kind, "internal")
+        // A completed run's span ends successfully.
+        assert.isTrue(run?.status._tag === "Ended" && Exit.isSuccess(run.status.exit))
 
         // The backoff between the attempts, in the step, with its cause.
         const [backoff] = named(spans, span.backoff)
         assert.strictEqual(parentOf(backoff as Tracer.NativeSpan), first)
         assert.strictEqual(attr(backoff, runtime.cause), "http_429")
         assert.strictEqual(attr(backoff, runtime.attempt), 1)
+        // What the wait is for, under the backoff's own name: no tool outcome on a model's retry.
+        assert.strictEqual(attr(backoff, runtime.backoffKind), "provider_retry")
+        assert.isFalse(backoff?.attributes.has(runtime.outcome))
 
         // The approval wait and the approved call's attempt; the refused call's span.
         const [approval] = named(spans, span.approval)
@@ -168,6 +176,31 @@ describe("issue 15 spans", () => {
           }
         }
       })
+  )
+
+  it.effect("R13 a run that does not complete ends its span failed, its error.type the stop reason", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = memoryTracer()
+      const hang = Tool.make({
+        name: "hang",
+        description: "never returns",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "none",
+        handler: () => Effect.never
+      })
+      const result = yield* Effect.withTracer(
+        drive(Run.run({ goal: "wait", tools: [hang], time: { run: "1 second" } })),
+        tracer
+      ).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("hang", {})])))
+      assert.strictEqual(result.stopReason, "run_timeout")
+      const [run] = named(spans, span.run)
+      assert.strictEqual(attr(run, errorType), "run_timeout")
+      // Failed, as the conventions ask of an operation that ended in an error; only its type is said.
+      assert.isTrue(run?.status._tag === "Ended" && Exit.isFailure(run.status.exit))
+      const exit = run?.status._tag === "Ended" ? run.status.exit : undefined
+      assert.include(exit !== undefined && Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "", "run_timeout")
+    })
   )
 
   it.effect("no tracer installed: the run makes no span (the native tracer is never asked)", () =>

@@ -27,7 +27,7 @@ import * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import * as RunObserver from "../RunObserver.ts"
 import * as RunOptions from "../RunOptions.ts"
-import { Closing, type Done, type Given } from "./internal/Closing.ts"
+import { Closing, type Done, failedRun, type Given } from "./internal/Closing.ts"
 import { interrupted, judged } from "./internal/Judgement.ts"
 import { started } from "./internal/Started.ts"
 
@@ -315,7 +315,7 @@ export const execute = <RV, R>(
 ): Effect.Effect<void, never, R | RV | Model.Model> =>
   // `done` is completed once the run's span has ended: a caller that exports it on return has it.
   Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(Spans.run(execution(ctx, resolved, done, start, restore), ctx.runId), (exit) =>
+    Effect.flatMap(Spans.run(execution(ctx, resolved, done, start, restore), ctx.runId, failedRun), (exit) =>
       exit === undefined ? Effect.void : Deferred.done(done, exit)
     )
   )

@@ -24,6 +24,10 @@ export type Done = Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>
 /** What `done` gets: the run's result, or the suspension its host made of it. */
 export type Given = Exit.Exit<RunResult.RunResult, RunContext.Suspended>
 
+/** A run given a result that is no completion: its span ends failed, named by its stop reason (R13). */
+export const failedRun = (given: Given | undefined): string | undefined =>
+  given !== undefined && Exit.isSuccess(given) ? Spans.failedAs(given.value) : undefined
+
 /** How a run its host took away ends: with its suspension instead of a result. */
 const suspension = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspended> | undefined =>
   ctx.suspended === undefined ? undefined : Exit.fail(ctx.suspended)
@@ -176,7 +180,7 @@ export class Closing {
       // left behind, may never end.
       Effect.runForkWith(this.context)(
         Effect.flatMap(Effect.exit(this.close(made)), (closed) =>
-          Effect.andThen(Spans.runGiven, Deferred.done(this.done, this.given(closed, made)))
+          Effect.andThen(Spans.runGiven(this.closed ?? made), Deferred.done(this.done, this.given(closed, made)))
         )
       )
     }
