@@ -139,8 +139,9 @@ function* usages(timeline: ReadonlyArray<Event.Event>) {
   }
 }
 
-const chatInput = { [names.tokenType]: "input", [names.operation]: "chat" }
-const chatOutput = { [names.tokenType]: "output", [names.operation]: "chat" }
+/** The token histogram's two series: made once, they are updated for every model call. */
+const inputTokens = Metric.withAttributes(tokens, { [names.tokenType]: "input", [names.operation]: "chat" })
+const outputTokens = Metric.withAttributes(tokens, { [names.tokenType]: "output", [names.operation]: "chat" })
 
 function* retryCauses(timeline: ReadonlyArray<Event.Event>) {
   for (const e of timeline) if (e._tag === "recovery.started") yield `${e.kind}\u0000${e.cause}`
@@ -168,8 +169,8 @@ export const record = (ended: Ended): Effect.Effect<void> =>
       yield* Metric.update(Metric.withAttributes(retries, { [names.kind]: kind, [names.cause]: cause }), n)
     }
     for (const usage of usages(timeline)) {
-      yield* Metric.update(Metric.withAttributes(tokens, chatInput), usage.inputTokens)
-      yield* Metric.update(Metric.withAttributes(tokens, chatOutput), usage.outputTokens)
+      yield* Metric.update(inputTokens, usage.inputTokens)
+      yield* Metric.update(outputTokens, usage.outputTokens)
     }
     yield* Metric.update(costUsd, counters.costUsd)
     yield* Metric.update(runDuration, ended.elapsedMillis)

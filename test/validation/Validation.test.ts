@@ -512,7 +512,9 @@ layer(NodeServices.layer)("Validation", (it) => {
               detail
             )
           }
-        })
+        }),
+      // Real processes racing on a shared machine: time to meet the race often enough.
+      60_000
     )
 
     it.effect(
@@ -533,7 +535,7 @@ layer(NodeServices.layer)("Validation", (it) => {
           yield* started(join(root, "report.json"))
           let [mismatched, refused] = [0, 0]
           // Until both have been met often (or, at worst, 5,000 checks): the file inside, and the link.
-          for (let i = 0; i < 5_000 && (mismatched < 50 || refused < 50); i++) {
+          for (let i = 0; i < 5_000 && (mismatched < 20 || refused < 20); i++) {
             const report = yield* Validation.validate({ artifacts: [contract], root }, context([]))
             const detail = report.checks[0]?.detail ?? ""
             // The file inside does not match the schema; only the one outside would (before, 4 in 10 passed).
@@ -542,7 +544,9 @@ layer(NodeServices.layer)("Validation", (it) => {
             if (detail.includes("outside the root through a symbolic link")) refused++
           }
           assert.isAtLeast(Math.min(mismatched, refused), 1)
-        })
+        }),
+      // Real processes racing on a shared machine: time to meet the race often enough.
+      60_000
     )
 
     it.effect("R6.1 a contract path outside the root passes no contract, whatever is there", () =>
