@@ -172,6 +172,8 @@ export type GiveUp =
   | "deadline"
   | "step_deadline"
   | "circuit_open"
+  /** The run's own policies stopped it after this failure: a token or cost budget the failed answer spent (R2.1). */
+  | "halted"
 
 /**
  * A failure recovery did not (or could no longer) retry, with the attempts made in total.
@@ -222,6 +224,8 @@ export interface Episode extends Rules {
    * budget spent. The commit's time counts in the wait.
    */
   readonly commitsWait?: boolean | undefined
+  /** Asked after each failure: whether the run's own policies stopped it since ({@link Facts.halted}). */
+  readonly halted?: (() => boolean) | undefined
 }
 
 /**
@@ -247,6 +251,11 @@ export interface Facts {
   readonly nextDelayMillis: number | undefined
   /** What is left of the tighter of the step and run deadlines. */
   readonly timeLeft: { readonly millis: number; readonly layer: Failure.TimeoutLayer }
+  /**
+   * Whether the run's own policies stopped it after this failure (an answer that failed but
+   * was paid for, whose tokens spent the run's budget, R2.1): nothing more is asked.
+   */
+  readonly halted?: boolean | undefined
 }
 
 /**
@@ -275,9 +284,10 @@ const giveUp = (why: GiveUp, detail: string): Extract<Decision, { _tag: "GiveUp"
  */
 export const refuse = (
   rules: Rules,
-  facts: Pick<Facts, "failure" | "attempt" | "recoveriesSpent">
+  facts: Pick<Facts, "failure" | "attempt" | "recoveriesSpent" | "halted">
 ): Extract<Decision, { _tag: "GiveUp" }> | undefined => {
   const { failure, attempt } = facts
+  if (facts.halted === true) return giveUp("halted", "the run's policies stopped it after this failure")
   if (failure._tag !== "Retryable") {
     return giveUp(
       "not_retryable",

@@ -51,6 +51,56 @@ const run = (primary: Model.Model["Service"], options: Partial<Run.Options<Tool.
 const events = <Tag extends Event.Event["_tag"]>(result: RunResult.RunResult, tag: Tag) =>
   result.timeline.filter((e): e is Event.Of<Tag> => e._tag === tag)
 
+/** An answer the provider stopped unfinished, after it had cost 1,010 tokens and $1. */
+const paidUnfinished = new Failure.Retryable({
+  source: "provider",
+  category: "provider_interrupted",
+  code: "answer_unfinished",
+  attempts: 1,
+  hint: "the provider stopped the answer unfinished (finish reason: pause)",
+  usage: { inputTokens: 1_000, outputTokens: 10, costUsd: 1 }
+})
+
+describe("R2.1 R3.9 a failed answer that was paid for", () => {
+  it.effect("R2.1 the budget it spends stops the run before a retry or a fallback is paid for", () =>
+    Effect.gen(function* () {
+      for (const limits of [{ maxTokens: 100 }, { maxCostUsd: 0.5 }]) {
+        const primary = failing(paidUnfinished)
+        const fallback = failing(paidUnfinished)
+        const result = yield* run(primary.model, {
+          limits,
+          recovery: { fallbackModels: [{ name: "backup", model: fallback.model }] }
+        })
+        assert.deepStrictEqual(
+          [result.stopReason, result.policy, primary.calls(), fallback.calls()],
+          ["budget_exhausted", "budget_exhausted", 1, 0],
+          JSON.stringify(limits)
+        )
+        assert.deepInclude(result.counters, { inputTokens: 1_000, outputTokens: 10, costUsd: 1 })
+        // The log says why: the failure, then the policy's decision; no retry was started.
+        assert.deepStrictEqual(
+          result.timeline.filter((e) => e._tag.startsWith("recovery.") || e._tag === "model.fallback").length,
+          0
+        )
+      }
+    })
+  )
+
+  it.effect("R2.1 within the budget, it is retried as before, and every attempt's cost counts", () =>
+    Effect.gen(function* () {
+      const primary = failing(paidUnfinished)
+      const result = yield* run(primary.model, {
+        limits: { maxCostUsd: 10 },
+        recovery: { backoff: Recovery.backoff({ jitter: false }), maxRecoveries: 2 }
+      })
+      assert.deepStrictEqual(
+        [result.stopReason, primary.calls(), result.counters.costUsd],
+        ["recovery_exhausted", 3, 3]
+      )
+    })
+  )
+})
+
 describe("R3.9 fallback model", () => {
   it.effect("R3.9 when recovery gives up on the model, the run falls back to the next one and the result says so", () =>
     Effect.gen(function* () {

@@ -56,6 +56,16 @@ const table: ReadonlyArray<{
     facts: { failure: retryable({ retryAfterMillis: 10 }) },
     expect: { _tag: "Retry", delayMillis: 50 }
   },
+  {
+    name: "R2.1 a failure after which the run's policies stopped it (a budget a paid answer spent) is not retried",
+    facts: { halted: true },
+    expect: "halted"
+  },
+  {
+    name: "R2.1 halted whatever else would say no: the policies' stop is the reason",
+    facts: { halted: true, failure: permanent, timeLeft: { millis: 0, layer: "run" } },
+    expect: "halted"
+  },
   { name: "a permanent failure is never retried", facts: { failure: permanent }, expect: "not_retryable" },
   { name: "an unknown outcome is never retried", facts: { failure: unknown }, expect: "not_retryable" },
   {

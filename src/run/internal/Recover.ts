@@ -98,7 +98,8 @@ export const recoverFrom: <A, R>(
       const own = Failure.fromCause(episode.source, exit.cause)
       // The schedule is stepped only for a failure that may be retried; `decide` refuses the others
       // (and says when nothing of the step or run was left anyway).
-      const refused = Recovery.refuse(episode, { failure: own, attempt: n, recoveriesSpent: spent(ctx) })
+      const halted = episode.halted?.() === true
+      const refused = Recovery.refuse(episode, { failure: own, attempt: n, recoveriesSpent: spent(ctx), halted })
       const nextDelayMillis = refused === undefined && own._tag === "Retryable" ? yield* nextDelay(own) : undefined
       const timeLeft = yield* Deadline.left({ layer: "run" })
       // The budget is read, the retry decided and recorded in one synchronous step: the calls of a
@@ -110,7 +111,8 @@ export const recoverFrom: <A, R>(
           attempt: n,
           recoveriesSpent: spent(ctx),
           nextDelayMillis,
-          timeLeft
+          timeLeft,
+          halted
         })
         if (decided._tag === "GiveUp") return Effect.succeed(decided)
         const held = RunContext.holdNow(ctx, "recovering", episode.resume, ({ runId, seq, at }) => ({

@@ -194,6 +194,7 @@ const iteration = <R>(
     const n = ctx.log.counters.iterations + 1
     return Effect.flatMap(ModelCall.call(ctx, config, chain, n), (answer) => {
       if (answer._tag === "GaveUp") return modelGaveUp(ctx, config, answer.reason)
+      if (answer._tag === "Stopped") return Effect.succeed(answer.outcome)
       const response = answer.response
       const prepared = record(ctx, config, n, response)
       // Tokens are paid for and the calls are fixed: a resumed run never asks for this choice again (R9).

@@ -33,6 +33,36 @@ export const remind = (ctx: RunContext.RunContext, kind: string, text: string): 
   RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "reminder.injected", kind, text, runId, seq, at }))
 }
 
+/** The policies' verdict on the run's counters now. */
+const verdictOf = <R>(
+  ctx: RunContext.RunContext,
+  config: Pick<Config<R>, "policies">,
+  phase: Termination.Checkpoint["phase"]
+) =>
+  Termination.evaluate(config.policies, {
+    phase,
+    // Policies are user code: they are handed a frozen copy, which none can change for the others or the run (R12).
+    counters: Object.freeze({ ...ctx.log.counters }),
+    now: RunContext.now(ctx),
+    deadlineAt: ctx.deadlineAt
+  })
+
+/**
+ * After a model call that failed but was paid for (an answer the provider stopped
+ * unfinished, its usage counted, R2.1): the policies see the counters again, so that a token
+ * or cost budget it spent stops the run before another request, a retry or a fallback's, is
+ * paid for. Only a stop is taken: nothing else changed since the last checkpoint's warnings.
+ */
+export const afterPaidFailure = <R>(
+  ctx: RunContext.RunContext,
+  config: Pick<Config<R>, "policies">
+): Outcome | undefined => {
+  // The deadline's own stop is the model call's to take (R3.11).
+  if (RunContext.deadlinePassed(ctx)) return undefined
+  const stop = verdictOf(ctx, config, "after_model").stop
+  return stop === undefined ? undefined : decide(ctx, stop.policy, stop.reason, stop.detail)
+}
+
 export const checkpoint = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
@@ -42,13 +72,7 @@ export const checkpoint = <R>(
   // The deadline is a hard stop (R3.11): no policy outranks it, before or after they run.
   const late = () => decide(ctx, "run_timeout", "run_timeout", `the run deadline passed at the ${phase} checkpoint`)
   if (RunContext.deadlinePassed(ctx)) return late()
-  const verdict = Termination.evaluate(config.policies, {
-    phase,
-    // Policies are user code: they are handed a frozen copy, which none can change for the others or the run (R12).
-    counters: Object.freeze({ ...ctx.log.counters }),
-    now: RunContext.now(ctx),
-    deadlineAt: ctx.deadlineAt
-  })
+  const verdict = verdictOf(ctx, config, phase)
   // A policy is user code and may have blocked past the deadline.
   if (RunContext.deadlinePassed(ctx)) return late()
   for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
@@ -189,6 +213,8 @@ const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outc
     case "owner_retried":
     case "schedule_exhausted":
     case "run_budget":
+    // Not reached by a model call: the policy that halted it decided the run's stop (`afterPaidFailure`).
+    case "halted":
       return decide(ctx, "recovery_exhausted", "recovery_exhausted", `${what}; ${detail}`)
   }
 }

@@ -18,22 +18,31 @@ import * as Spans from "../../../tracing/Spans.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as Registry from "../../pipeline/Registry.ts"
+import type { Config, Outcome } from "./LoopConfig.ts"
+import { afterPaidFailure } from "./LoopStops.ts"
 import * as ModelResponse from "./ModelResponse.ts"
 
 /** What the call needs from the loop's configuration. */
-export interface Settings {
+export interface Settings extends Pick<Config<unknown>, "policies"> {
   readonly registry: Registry.Registry
   readonly toolDefinitions: ReadonlyArray<Model.ToolDefinition>
   readonly recovery: Recovery.Settings
 }
 
 /**
- * What the model call of an iteration came to: a response, or the reason it ended
- * without one (recovery gave up, `Exhausted`, or a failure nothing recovers).
+ * What the model call of an iteration came to: a response, the reason it ended without
+ * one (recovery gave up, `Exhausted`, or a failure nothing recovers), or the run's stop a
+ * policy decided after a failed answer that was paid for (its budget spent, R2.1).
  */
 export type Answer =
   | { readonly _tag: "Responded"; readonly response: Model.Response }
   | { readonly _tag: "GaveUp"; readonly reason: Recovery.Exhausted | Failure.Failure }
+  | { readonly _tag: "Stopped"; readonly outcome: Outcome }
+
+/** The run's stop, once a policy decided it after a paid failure: nothing more is asked. */
+interface Halt {
+  outcome: Outcome | undefined
+}
 
 /** The model chain of a run: the model it starts with, then its fallbacks in order. */
 export type Chain = readonly [Model.Fallback, ...Array<Model.Fallback>]
@@ -80,7 +89,8 @@ const attempt = (
   settings: Settings,
   current: Model.Fallback,
   iteration: number,
-  n: number
+  n: number,
+  halt: Halt
 ): Effect.Effect<Model.Response, Failure.Failure> => {
   const own = { layer: "attempt", millis: settings.registry.time.attemptMillis } as const
   return Effect.flatMap(Deadline.left(own), (limit) => {
@@ -133,6 +143,8 @@ const attempt = (
           seq,
           at
         }))
+        // What it cost may have spent the run's budget: the policies look before anything more is paid for.
+        if (failure.usage !== undefined) halt.outcome ??= afterPaidFailure(ctx, settings)
         return Effect.fail(failure)
       })
     )
@@ -177,7 +189,8 @@ const episode = (
   settings: Settings,
   chain: Chain,
   iteration: number,
-  cause: Cause.Cause<Failure.Failure>
+  cause: Cause.Cause<Failure.Failure>,
+  halt: Halt
 ) => {
   const current = chain[ctx.log.fallbacks] ?? chain[0]
   const { recovery } = settings
@@ -193,9 +206,10 @@ const episode = (
       maxRetries: Number.POSITIVE_INFINITY,
       allowed: true,
       // With a next model, an open circuit hands over at once, on any attempt.
-      handOff: ctx.log.fallbacks + 1 < chain.length
+      handOff: ctx.log.fallbacks + 1 < chain.length,
+      halted: () => halt.outcome !== undefined
     },
-    (n) => attempt(ctx, settings, current, iteration, n),
+    (n) => attempt(ctx, settings, current, iteration, n, halt),
     cause
   )
 }
@@ -211,37 +225,43 @@ export const call = (
   chain: Chain,
   iteration: number
 ): Effect.Effect<Answer, RunState.IllegalTransition> =>
-  Effect.suspend(() =>
+  Effect.suspend(() => {
+    const halt: Halt = { outcome: undefined }
     // The first attempt runs bare: a call that succeeds pays nothing for recovery.
-    Effect.matchCauseEffect(attempt(ctx, settings, chain[ctx.log.fallbacks] ?? chain[0], iteration, 1), {
+    return Effect.matchCauseEffect(attempt(ctx, settings, chain[ctx.log.fallbacks] ?? chain[0], iteration, 1, halt), {
       onSuccess: (response) => Effect.succeed<Answer>({ _tag: "Responded", response }),
       onFailure: (cause) =>
-        Effect.flatMap(Recover.settled("provider", episode(ctx, settings, chain, iteration, cause)), (answered) => {
-          if (Result.isSuccess(answered))
-            return Effect.succeed<Answer>({ _tag: "Responded", response: answered.success })
-          const reason = answered.failure
-          const failure = Recovery.isExhausted(reason) ? reason.failure : reason
-          const next = chain[ctx.log.fallbacks + 1]
-          // A filtered answer is the provider's safety verdict, not a fault: no other model is asked to overrule it (R3.11).
-          if (next === undefined || failure.category === "content_filter") {
-            return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
-          }
-          return Effect.flatMap(Deadline.left({ layer: "run" }), (left) => {
-            // A retry that would wait past the step or the run (a Retry-After of an hour) leaves the
-            // time there is to the next model; nothing is switched to once none is left of either.
-            const canSwitch =
-              !Recovery.isExhausted(reason) ||
-              switchable.has(reason.why) ||
-              reason.why === "deadline" ||
-              reason.why === "step_deadline"
-            if (!canSwitch || left.millis <= 0 || RunContext.deadlinePassed(ctx)) {
+        Effect.flatMap(
+          Recover.settled("provider", episode(ctx, settings, chain, iteration, cause, halt)),
+          (answered) => {
+            if (Result.isSuccess(answered))
+              return Effect.succeed<Answer>({ _tag: "Responded", response: answered.success })
+            // A policy stopped the run after a paid failure: no retry was sent, nor is a fallback asked.
+            if (halt.outcome !== undefined) return Effect.succeed<Answer>({ _tag: "Stopped", outcome: halt.outcome })
+            const reason = answered.failure
+            const failure = Recovery.isExhausted(reason) ? reason.failure : reason
+            const next = chain[ctx.log.fallbacks + 1]
+            // A filtered answer is the provider's safety verdict, not a fault: no other model is asked to overrule it (R3.11).
+            if (next === undefined || failure.category === "content_filter") {
               return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
             }
-            return switchTo(ctx, settings, chain, iteration, next, failure)
-          })
-        })
+            return Effect.flatMap(Deadline.left({ layer: "run" }), (left) => {
+              // A retry that would wait past the step or the run (a Retry-After of an hour) leaves the
+              // time there is to the next model; nothing is switched to once none is left of either.
+              const canSwitch =
+                !Recovery.isExhausted(reason) ||
+                switchable.has(reason.why) ||
+                reason.why === "deadline" ||
+                reason.why === "step_deadline"
+              if (!canSwitch || left.millis <= 0 || RunContext.deadlinePassed(ctx)) {
+                return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
+              }
+              return switchTo(ctx, settings, chain, iteration, next, failure)
+            })
+          }
+        )
     })
-  )
+  })
 
 /** Switches the rest of the run to the next model of the chain, and asks it (R3.10). */
 const switchTo = (
