@@ -50,13 +50,15 @@ export const empty: Counters = {
   sameClassStreak: 0,
   sameClassWhenWarned: 0,
   sameClassCode: "",
-  lastCalls: { callIds: [], toolCalls: [] },
+  lastCalls: Object.freeze({ callIds: Object.freeze([]), toolCalls: Object.freeze([]) }),
   reminders: HashMap.empty(),
   callSignatures: HashMap.empty(),
   failureSignatures: HashMap.empty(),
-  failuresOfTurn: [],
+  failuresOfTurn: Object.freeze([]),
   observationKeys: HashMap.empty()
 }
+// Shared by every run, and handed to user code (policies): nothing of it can be changed (R12).
+Object.freeze(empty)
 
 const noFailures: ReadonlyArray<string> = empty.failuresOfTurn
 
@@ -82,7 +84,8 @@ const failureStep = (c: Draft, name: string, code: string, message: string, maxR
   const n = again
     ? (Option.getOrUndefined(HashMap.get(c.failureSignatures, signature)) ?? 1)
     : count(c, "failureSignatures", signature)
-  if (!again) c.failuresOfTurn = [...c.failuresOfTurn, signature]
+  // Frozen: the policies are handed the counters, and none may change them for the others (R12).
+  if (!again) c.failuresOfTurn = Object.freeze([...c.failuresOfTurn, signature])
   c.toolErrors = c.toolErrors + 1
   c.repeatedFailureCount = Math.max(c.repeatedFailureCount, n)
   c.repeatedFailureOverLimit = Math.max(c.repeatedFailureOverLimit, n - maxRetries)

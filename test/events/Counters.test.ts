@@ -8,6 +8,7 @@ import * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
+import * as Termination from "../../src/termination/Termination.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Signature from "../../src/tools/Signature.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -237,6 +238,39 @@ describe("Counters.step (unit)", () => {
     )
     assert.isTrue(spent.recoveryExhausted)
   })
+
+  it.effect("R12 a policy cannot change the counters it is handed, nested parts included, for later runs", () =>
+    Effect.gen(function* () {
+      assert.isTrue(Object.isFrozen(Counters.empty) && Object.isFrozen(Counters.empty.failuresOfTurn))
+      const failing = Tool.make({
+        name: "read",
+        description: "reads",
+        input: Schema.Struct({ path: Schema.String }),
+        output: Schema.String,
+        sideEffect: "read",
+        recoverErrors: true,
+        handler: () => Effect.die(new Error("no such file"))
+      })
+      const script = Array.from({ length: 6 }, (_, i) => ScriptedModel.toolCall("read", { path: `f${i}` }))
+      const pushed: Array<string> = []
+      const meddling = Termination.make("meddling", ({ counters }) => {
+        try {
+          ;(counters.failuresOfTurn as Array<string>).push("read|defect|Error")
+          pushed.push("pushed")
+        } catch {
+          // Frozen: the policy's own throw, caught here.
+        }
+        return Termination.continue_
+      })
+      yield* Run.run({ goal: "g", tools: [failing], policies: (defaults) => [meddling, ...defaults] }).pipe(
+        Effect.provide(ScriptedModel.layer(script))
+      )
+      assert.deepStrictEqual([pushed, Counters.empty.failuresOfTurn], [[], []])
+      // A later run, default policies only, stops on its repeated failure as a run in a fresh process does.
+      const later = yield* Run.run({ goal: "g", tools: [failing] }).pipe(Effect.provide(ScriptedModel.layer(script)))
+      assert.deepStrictEqual([later.stopReason, later.counters.toolErrors], ["repeated_tool_failure", 3])
+    })
+  )
 
   it("R2.1 step is pure: it never mutates the counters it is given", () => {
     const base = Object.freeze(Counters.fold([responded("", [["t", "{}"]]), failed("t", "down", 0)]))

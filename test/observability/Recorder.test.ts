@@ -1,6 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, FileSystem, Layer, Result, Schema, Stream } from "effect"
 import type * as Event from "../../src/events/Event.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import * as Model from "../../src/model/Model.ts"
 import * as Recorder from "../../src/observability/Recorder.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -238,6 +241,63 @@ describe("Recorder", () => {
           detail: "<not recorded>"
         })
       }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.effect("R13 content: false leaves out what a status query and a model failure say, which may quote the call", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDirectory
+      const fs = yield* FileSystem.FileSystem
+      const lost = new Failure.UnknownOutcome({
+        source: "tool",
+        category: "connection",
+        code: "connection_lost",
+        attempts: 1,
+        hint: "lost"
+      })
+      const pay = Tool.make({
+        name: "pay",
+        description: "charges a card",
+        input: Schema.Struct({ card: Schema.String }),
+        output: Schema.String,
+        sideEffect: "external",
+        handler: () => Effect.fail(lost),
+        reconcile: (input: { readonly card: string }) =>
+          Effect.succeed<Tool.Reconciliation<string>>({
+            _tag: "Undecidable",
+            detail: `no record yet of a charge to card ${input.card}`
+          })
+      })
+      const refused = FailureBoundary.http({
+        status: 400,
+        now: 0,
+        providerMessage: "invalid card CARD-SECRET-4111 in messages[1]"
+      })
+      const paying = ScriptedModel.layer([ScriptedModel.toolCall("pay", { card: "CARD-SECRET-4111" })])
+      const refusing = Layer.succeed(Model.Model, { generate: () => Effect.fail(refused) })
+      const recorded = (model: Layer.Layer<Model.Model>) =>
+        Effect.gen(function* () {
+          const result = yield* Run.run({ goal: "pay", tools: [pay] }).pipe(
+            Effect.provide(model),
+            Effect.provide(Recorder.layer({ directory, content: false }))
+          )
+          assert.include(JSON.stringify(result.timeline), "CARD-SECRET")
+          const file = `${directory}/${Recorder.fileName(result.runId)}`
+          assert.notInclude(yield* fs.readFileString(file), "CARD-SECRET")
+          return (yield* Recording.read(file)).events
+        })
+      // The provider's refusal quoted what it was sent: its code stays.
+      const failed = (yield* recorded(refusing)).find((e) => e._tag === "model.failed")
+      assert.deepInclude(failed?._tag === "model.failed" ? failed.failure : undefined, {
+        code: "http_400",
+        hint: "<not recorded>"
+      })
+      const events = yield* recorded(paying)
+      const reconciled = events.find((e) => e._tag === "tool.reconciled")
+      assert.deepInclude(reconciled?._tag === "tool.reconciled" ? reconciled : undefined, {
+        verdict: "undecidable",
+        detail: "<not recorded>"
+      })
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
   it.effect("R13 content: false leaves out the path a permission denial quotes; the refusal's code stays", () =>

@@ -81,6 +81,12 @@ export const withoutContent = (event: Event.Event): Event.Event => {
     // refused), and a check's detail what a criterion, a hook, a file or the answer said.
     case "reminder.injected":
       return { ...event, text: omitted }
+    // A status query's own words may quote the call's arguments; a provider's hint, what it was sent.
+    case "tool.reconciled":
+      return { ...event, detail: omitted }
+    case "model.failed":
+    case "model.fallback":
+      return { ...event, failure: { ...event.failure, hint: omitted } }
     case "validation.checked":
       return { ...event, check: { ...event.check, detail: omitted } }
     default:
