@@ -211,7 +211,7 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
 
   // `notes/`, `notes/.`, `..` name a directory, as the file system reads them: never a file.
   const locateFile = (input: string) =>
-    input !== "" && /(^|[/\\])\.{0,2}$/.test(input)
+    Workspace.namesDirectory(input)
       ? Effect.fail(permanent("invalid_path", "invalid_argument", "the path names a directory; name a file"))
       : locate(input)
 

@@ -30,10 +30,14 @@ export { WorkspaceError } from "./internal/workspace/Workspace.ts"
  */
 export type Reason = Workspace.Reason
 
+const invalid = (detail: string) => Effect.fail(new Workspace.WorkspaceError({ reason: "invalid_argument", detail }))
+
 /**
- * The bytes of the file at `relativePath` under `root`, at most `maxBytes` of them. A
- * path that leads out of the root on its face (`..`, an absolute path elsewhere) fails
- * `outside_root` before the file system is asked.
+ * The bytes of the file at `relativePath` under `root`, at most `maxBytes` of them (a whole
+ * number, 0 or more; `Infinity` for no limit). A path that leads out of the root on its face
+ * (`..`, an absolute path elsewhere) fails `outside_root`, and one that names a directory
+ * (`notes/`, `notes/.`) `is_a_directory`, before the file system is asked; a root, a path or
+ * a limit that cannot work fails `invalid_argument`, saying which.
  *
  * @category reading
  * @since 0.3.0
@@ -44,6 +48,14 @@ export const read = (
   maxBytes: number
 ): Effect.Effect<Uint8Array, Workspace.WorkspaceError> =>
   Effect.gen(function* () {
+    if (typeof root !== "string" || root === "" || root.includes("\0"))
+      return yield* invalid("root must be a directory's path, neither empty nor with a NUL byte")
+    if (typeof relativePath !== "string" || relativePath === "" || relativePath.includes("\0"))
+      return yield* invalid("the path must name a file, neither empty nor with a NUL byte")
+    if (!(typeof maxBytes === "number" && maxBytes >= 0 && (Number.isInteger(maxBytes) || maxBytes === Infinity)))
+      return yield* invalid(`maxBytes must be a whole number of bytes, 0 or more, got ${String(maxBytes)}`)
+    if (Workspace.namesDirectory(relativePath))
+      return yield* Effect.fail(new Workspace.WorkspaceError({ reason: "is_a_directory", detail: relativePath }))
     const base = NodePath.resolve(root)
     const relative = NodePath.relative(base, NodePath.resolve(base, relativePath))
     if (relative === ".." || relative.startsWith(`..${NodePath.sep}`) || NodePath.isAbsolute(relative)) {

@@ -164,6 +164,8 @@ const unread = (error: WorkspaceFiles.WorkspaceError, at: string): string => {
     case "outside_root":
     case "link_loop":
       return `leads outside the root through a symbolic link (${at})`
+    case "invalid_argument":
+      return `not checked: ${error.detail}`
     default:
       return `unreadable (${error.reason})`
   }

@@ -15,42 +15,69 @@ const reasonOf = (root: string, path: string, maxBytes = 1_000) =>
   })
 
 describe("WorkspaceFiles", () => {
-  it.effect("R3.6 R12 reads a file under the root, and nothing a path or a link leads to outside it", () =>
-    Effect.gen(function* () {
-      const base = mkdtempSync(join(tmpdir(), "workspace-files-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(base, { recursive: true, force: true })))
-      const root = join(base, "root")
-      mkdirSync(join(root, "notes"), { recursive: true })
-      writeFileSync(join(base, "secret.txt"), "outside")
-      writeFileSync(join(root, "notes", "a.txt"), "inside")
-      writeFileSync(join(root, "big.txt"), "x".repeat(2_000))
-      symlinkSync("../secret.txt", join(root, "out.txt"))
-      symlinkSync("notes/a.txt", join(root, "in.txt"))
-      const reasons = yield* Effect.forEach(
-        [
-          "notes/a.txt",
-          "in.txt",
-          "out.txt",
-          "../secret.txt",
-          join(base, "secret.txt"),
-          "notes",
-          ".",
-          "missing.txt",
-          "big.txt"
-        ],
-        (path) => reasonOf(root, path)
-      )
-      assert.deepStrictEqual(reasons, [
-        "inside",
-        "inside",
-        "outside_root",
-        "outside_root",
-        "outside_root",
-        "is_a_directory",
-        "is_a_directory",
-        "not_found",
-        "too_large"
-      ])
-    })
+  it.effect(
+    "R3.6 R12 reads a file under the root, and nothing a path or a link leads to outside it; bad input is a typed error",
+    () =>
+      Effect.gen(function* () {
+        const base = mkdtempSync(join(tmpdir(), "workspace-files-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(base, { recursive: true, force: true })))
+        const root = join(base, "root")
+        mkdirSync(join(root, "notes"), { recursive: true })
+        writeFileSync(join(base, "secret.txt"), "outside")
+        writeFileSync(join(root, "notes", "a.txt"), "inside")
+        writeFileSync(join(root, "big.txt"), "x".repeat(2_000))
+        symlinkSync("../secret.txt", join(root, "out.txt"))
+        symlinkSync("notes/a.txt", join(root, "in.txt"))
+        const reasons = yield* Effect.forEach(
+          [
+            "notes/a.txt",
+            "in.txt",
+            "out.txt",
+            "../secret.txt",
+            join(base, "secret.txt"),
+            "notes",
+            ".",
+            "missing.txt",
+            "big.txt"
+          ],
+          (path) => reasonOf(root, path)
+        )
+        // Bad input gets a typed error before the file system is asked.
+        const refused = yield* Effect.forEach(
+          [
+            [root, "notes/a.txt", Number.NaN],
+            [root, "notes/a.txt", -1],
+            [root, "notes/a.txt", 1.5],
+            ["", "notes/a.txt", 10],
+            [root, "", 10],
+            [root, "a\u0000b", 10],
+            [root, "notes/a.txt/", 10],
+            [root, "notes/a.txt/.", 10]
+          ] as const,
+          ([at, path, max]) => reasonOf(at, path, max)
+        )
+        assert.deepStrictEqual(refused, [
+          "invalid_argument",
+          "invalid_argument",
+          "invalid_argument",
+          "invalid_argument",
+          "invalid_argument",
+          "invalid_argument",
+          "is_a_directory",
+          "is_a_directory"
+        ])
+        assert.strictEqual(yield* reasonOf(root, "notes/a.txt", Number.POSITIVE_INFINITY), "inside")
+        assert.deepStrictEqual(reasons, [
+          "inside",
+          "inside",
+          "outside_root",
+          "outside_root",
+          "outside_root",
+          "is_a_directory",
+          "is_a_directory",
+          "not_found",
+          "too_large"
+        ])
+      })
   )
 })

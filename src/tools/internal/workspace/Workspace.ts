@@ -43,6 +43,14 @@ export { type Reason, WorkspaceError }
 export type Kind = "file" | "directory"
 
 /**
+ * Whether a path names a directory on its face, as the file system reads it (`notes/`,
+ * `notes/.`, `..`): never a file, whatever is there.
+ *
+ * @internal
+ */
+export const namesDirectory = (path: string): boolean => path !== "" && /(^|[/\\])\.{0,2}$/.test(path)
+
+/**
  * The first `limit` entries of the directory at `at` by name, and how many it holds: read
  * one entry at a time, keeping only the `limit` smallest names seen so far.
  */

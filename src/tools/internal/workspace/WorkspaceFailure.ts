@@ -65,6 +65,8 @@ export const fromWorkspaceError =
           `${at} leads outside the workspace root through a symbolic link; use a path inside it`,
           diagnostic
         )
+      case "invalid_argument":
+        return permanent("invalid_path", "invalid_argument", error.detail, diagnostic)
       case "link_loop":
         return permanent("link_loop", "invalid_target", `${at} goes through a loop of symbolic links`, diagnostic)
       case "name_too_long":

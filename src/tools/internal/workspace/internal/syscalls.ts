@@ -26,6 +26,8 @@ export type Reason =
   | "io"
   /** The root itself is missing (nothing was written yet) or is not a directory. */
   | "root_unavailable"
+  /** What was asked cannot name a file or a limit (an empty root, a `maxBytes` of NaN). */
+  | "invalid_argument"
 
 /** @internal */
 export class WorkspaceError extends Data.TaggedError("WorkspaceError")<{
