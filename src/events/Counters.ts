@@ -102,10 +102,30 @@ const failureStep = (c: Draft, name: string, code: string, message: string, maxR
  * @category getters
  * @since 0.3.0
  */
-export const observationOf = (counters: Counters, e: Extract<Event, { readonly _tag: "tool.succeeded" }>): string => {
+export const observationOf = (counters: Counters, e: Extract<Event, { readonly _tag: "tool.succeeded" }>): string =>
+  `${e.name}|${Signature.observation(e.observation, argumentsOf(counters, e.callId))}`
+
+/**
+ * Every key loop detection counts a successful call's observation under (see
+ * `Signature.observationKeys`), with its tool and the state it was seen in: it is seen again
+ * when one of them is.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const observationKeysOf = (
+  counters: Counters,
+  e: Extract<Event, { readonly _tag: "tool.succeeded" }>
+): ReadonlyArray<string> =>
+  Signature.observationKeys(e.observation, argumentsOf(counters, e.callId)).map(
+    (key) => `${e.name}|${key}|${counters.stateVersion}`
+  )
+
+/** The arguments the model sent for a call of its last response. */
+const argumentsOf = (counters: Counters, callId: string): unknown => {
   const { callIds, toolCalls } = counters.lastCalls
-  const at = callIds.indexOf(e.callId)
-  return `${e.name}|${Signature.observation(e.observation, at < 0 ? undefined : toolCalls[at]?.arguments)}`
+  const at = callIds.indexOf(callId)
+  return at < 0 ? undefined : toolCalls[at]?.arguments
 }
 
 /** Adds what a model call cost to the run's tokens and cost. */
@@ -148,7 +168,8 @@ const onEvent = (c: Draft, e: Event): void => {
       if (e.usage !== undefined) spend(c, e.usage)
       break
     case "tool.succeeded": {
-      const n = count(c, "observationKeys", `${observationOf(c, e)}|${c.stateVersion}`)
+      let n = 0
+      for (const key of observationKeysOf(c, e)) n = Math.max(n, count(c, "observationKeys", key))
       const changesState = Tool.mayChangeWorld(e.sideEffect)
       c.unchangedObservations = c.unchangedObservations + (n > 1 ? 1 : 0)
       c.stateVersion = c.stateVersion + (changesState ? 1 : 0)

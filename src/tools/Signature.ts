@@ -171,12 +171,31 @@ export const toolName = (signature: string): string => {
  * @category constructors
  * @since 0.3.0
  */
-export const observation = (text: string, args?: unknown): string => {
+export const observation = (text: string, args?: unknown): string => echoKey(text, args) ?? digest(text)
+
+/** The key of a result that echoes its call's arguments (see {@link observation}), or `undefined` when none does. */
+const echoKey = (text: string, args: unknown): string | undefined => {
   const { rest, echoed } = echoesIn(text, args)
-  if (echoed.length === 0) return digest(text)
+  if (echoed.length === 0) return undefined
   // In the arguments' order, as the rest marks where each was.
   const queries = echoed.map(queryOf)
   return digest(`${rest}\u0000${queries.join("\u0000")}`)
+}
+
+/**
+ * Every key of a successful call's observation for loop detection (R2.3): its whole text's,
+ * and, for a result that echoes its call's arguments, {@link observation}'s. An observation
+ * is seen again when either is: the same text for other arguments is the same observation,
+ * whatever of it those arguments happen to echo (a model that sends words of the result it
+ * was shown does not make it new).
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const observationKeys = (text: string, args?: unknown): ReadonlyArray<string> => {
+  const whole = digest(text)
+  const echoed = echoKey(text, args)
+  return echoed === undefined ? [whole] : [whole, echoed]
 }
 
 /**

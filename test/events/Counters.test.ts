@@ -515,6 +515,37 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
   })
 
   it.effect(
+    "R2.3 the same result for other arguments stays unchanged whatever words of it the arguments send, declared or not",
+    () => {
+      const text = "No matching documents were found in the archive for this query."
+      const search = Tool.make({
+        name: "search",
+        description: "Search",
+        input: Schema.Struct({ q: Schema.String }),
+        output: Schema.String,
+        sideEffect: "read",
+        idempotent: true,
+        handler: () => Effect.succeed(text)
+      })
+      // Each query a piece of the result the model was shown, one through an argument the schema drops.
+      const calls = [{ q: "documents" }, { q: "archive" }, { q: "found in" }, { q: "x", note: "matching" }]
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "find it", tools: [search] })
+        assertStop(result, "loop_detected")
+        assert.deepStrictEqual(
+          ofTag(result.timeline, "reminder.injected").map((e) => e.kind),
+          ["loop_warning", "loop_warning"]
+        )
+        assert.deepStrictEqual(Counters.snapshot(Counters.fold(result.timeline)), result.counters)
+      }).pipe(
+        Effect.provide(
+          withScript([...calls.map((args) => ScriptedModel.toolCall("search", args)), ScriptedModel.finalAnswer("no")])
+        )
+      )
+    }
+  )
+
+  it.effect(
     "R2.3 a semantic loop: near-identical queries whose result echoes them warn, then stop loop_detected",
     () => {
       const search = Tool.make({

@@ -246,11 +246,13 @@ const unchangedObservation = (timeline: Timeline): Repetition | undefined => {
   let counters = Counters.empty
   for (const e of timeline) {
     const before = counters.unchangedObservations
-    // Keyed as the counters key it: a change of the state starts the observation afresh.
-    const key = e._tag === "tool.succeeded" ? `${Counters.observationOf(counters, e)}|${counters.stateVersion}` : ""
+    // Keyed as the counters key it (a change of the state starts the observation afresh): by
+    // the key under which it was seen before, if one was.
+    const keys = e._tag === "tool.succeeded" ? Counters.observationKeysOf(counters, e) : []
+    const key = keys.find((k) => firsts.has(k)) ?? keys[0] ?? ""
     counters = Counters.step(counters, e)
     if (e._tag !== "tool.succeeded") continue
-    if (!firsts.has(key)) firsts.set(key, e)
+    for (const k of keys) if (!firsts.has(k)) firsts.set(k, e)
     // A repeat adds one; a change of the state sets the count back to 0, and is no repeat.
     if (counters.unchangedObservations !== before + 1) continue
     const first = firsts.get(key) ?? e
