@@ -349,6 +349,34 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
     )
   })
 
+  it.effect(
+    "R3.5 R2.3 a repeated failure that stops the run stops it before a correction is announced: every one asked for is given",
+    () => {
+      const store = makeStore()
+      return Effect.gen(function* () {
+        // The seed's scenario: the model keeps leaving out `content`; the third such failure is one too many.
+        const result = yield* Run.run({ goal: "write", tools: [store.write] })
+        assertStop(result, "repeated_tool_failure")
+        const started = ofTag(result.timeline, "recovery.started").map((e) => e.attempt)
+        assert.deepStrictEqual(started, [1, 2])
+        // Each correction announced was a turn the model was given: a request follows it.
+        for (const e of ofTag(result.timeline, "recovery.started")) {
+          assert.isTrue(result.timeline.slice(e.seq).some((later) => later._tag === "model.requested"))
+        }
+        assert.strictEqual(result.counters.toolCorrectionAttempts, 2)
+      }).pipe(
+        Effect.provide(
+          withScript([
+            ScriptedModel.toolCall("write_json_file", { artifact_name: "a" }),
+            ScriptedModel.toolCall("write_json_file", { artifact_name: "b" }),
+            ScriptedModel.toolCall("write_json_file", { artifact_name: "c" }),
+            ScriptedModel.finalAnswer("never asked")
+          ])
+        )
+      )
+    }
+  )
+
   it.effect("R2.3 recovery_exhausted: argument corrections past the correction budget stop the run", () => {
     const store = makeStore()
     return Effect.gen(function* () {

@@ -23,20 +23,18 @@ import * as FinalOutput from "../internal/FinalOutput.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "../pipeline/ApprovalWait.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
+import { beforeCorrections, checkpoint, decide, remind } from "./internal/Checkpoint.ts"
 import type { Config, Outcome } from "./internal/LoopConfig.ts"
 import {
   afterStepCheck,
   approvalStop,
   askToFinish,
-  checkpoint,
   correct,
   correctOutput,
   cutOffArguments,
-  decide,
   fencedOff,
   hardStop,
   modelGaveUp,
-  remind,
   stepLate
 } from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
@@ -151,9 +149,10 @@ const afterBatch = <R>(ctx: RunContext.RunContext, config: Config<R>, results: R
     const forced = hardStop(ctx, config, results)
     if (forced !== undefined) return Effect.succeed(forced)
     const policies = () => checkpoint(ctx, config, "after_tools")
-    return needCorrection.length === 0
-      ? Effect.succeed(policies())
-      : Effect.map(askCorrections(ctx, config, needCorrection), policies)
+    if (needCorrection.length === 0) return Effect.succeed(policies())
+    // A stop the policies take already is taken before a correction is announced (R3.5).
+    const stop = beforeCorrections(ctx, config)
+    return stop !== undefined ? Effect.succeed(stop) : Effect.map(askCorrections(ctx, config, needCorrection), policies)
   })
 
 /**

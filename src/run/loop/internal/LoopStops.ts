@@ -1,7 +1,8 @@
 /**
- * How the loop decides that a run stops, private to the loop: the policies at each
- * checkpoint, the hard stops a tool result forces, and the stop a model call that
- * gave up ends in. Every decision is recorded (`termination.decided`) where it is taken.
+ * How the loop decides that a run stops, private to the loop: the hard stops a tool result
+ * forces, corrections, and the stop a model call that gave up ends in (the policies'
+ * checkpoints are `Checkpoint`). Every decision is recorded (`termination.decided`) where
+ * it is taken.
  */
 
 import { Effect } from "effect"
@@ -9,77 +10,13 @@ import type * as StopReason from "../../../events/StopReason.ts"
 import * as Explain from "../../../explain/Explain.ts"
 import type * as Failure from "../../../failure/Failure.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
-import * as Termination from "../../../termination/Termination.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as ApprovalWait from "../../pipeline/ApprovalWait.ts"
 import type * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
+import { decide, remind } from "./Checkpoint.ts"
 import type { Config, Outcome } from "./LoopConfig.ts"
-
-export const decide = (
-  ctx: RunContext.RunContext,
-  policy: string,
-  reason: StopReason.StopReason,
-  detail: string,
-  finalAnswer?: string
-): Outcome => {
-  RunContext.decided(ctx, policy, reason, detail)
-  return { reason, policy, detail, finalAnswer }
-}
-
-/** A reminder to the model: the log's fold puts it in the conversation (see `RunLog`). */
-export const remind = (ctx: RunContext.RunContext, kind: string, text: string): void => {
-  RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "reminder.injected", kind, text, runId, seq, at }))
-}
-
-/** The policies' verdict on the run's counters now. */
-const verdictOf = <R>(
-  ctx: RunContext.RunContext,
-  config: Pick<Config<R>, "policies">,
-  phase: Termination.Checkpoint["phase"]
-) =>
-  Termination.evaluate(config.policies, {
-    phase,
-    // Policies are user code: they are handed a frozen copy, which none can change for the others or the run (R12).
-    counters: Object.freeze({ ...ctx.log.counters }),
-    now: RunContext.now(ctx),
-    deadlineAt: ctx.deadlineAt
-  })
-
-/**
- * After a model call that failed but was paid for (an answer the provider stopped
- * unfinished, its usage counted, R2.1): the policies see the counters again, so that a token
- * or cost budget it spent stops the run before another request, a retry or a fallback's, is
- * paid for. Only a stop is taken: nothing else changed since the last checkpoint's warnings.
- */
-export const afterPaidFailure = <R>(
-  ctx: RunContext.RunContext,
-  config: Pick<Config<R>, "policies">
-): Outcome | undefined => {
-  // The deadline's own stop is the model call's to take (R3.11).
-  if (RunContext.deadlinePassed(ctx)) return undefined
-  const stop = verdictOf(ctx, config, "after_model").stop
-  return stop === undefined ? undefined : decide(ctx, stop.policy, stop.reason, stop.detail)
-}
-
-export const checkpoint = <R>(
-  ctx: RunContext.RunContext,
-  config: Config<R>,
-  phase: Termination.Checkpoint["phase"],
-  finalAnswer?: string
-): Outcome | undefined => {
-  // The deadline is a hard stop (R3.11): no policy outranks it, before or after they run.
-  const late = () => decide(ctx, "run_timeout", "run_timeout", `the run deadline passed at the ${phase} checkpoint`)
-  if (RunContext.deadlinePassed(ctx)) return late()
-  const verdict = verdictOf(ctx, config, phase)
-  // A policy is user code and may have blocked past the deadline.
-  if (RunContext.deadlinePassed(ctx)) return late()
-  for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
-  if (verdict.stop === undefined) return undefined
-  const { policy, reason, detail } = verdict.stop
-  return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
-}
 
 /**
  * Asks the model to correct itself (its arguments, an answer cut off, an output that does
@@ -213,7 +150,7 @@ const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outc
     case "owner_retried":
     case "schedule_exhausted":
     case "run_budget":
-    // Not reached by a model call: the policy that halted it decided the run's stop (`afterPaidFailure`).
+    // Not reached by a model call: the policy that halted it decided the run's stop (`Checkpoint.afterPaidFailure`).
     case "halted":
       return decide(ctx, "recovery_exhausted", "recovery_exhausted", `${what}; ${detail}`)
   }

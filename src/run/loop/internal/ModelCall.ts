@@ -18,8 +18,8 @@ import * as Spans from "../../../tracing/Spans.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as Registry from "../../pipeline/Registry.ts"
+import { afterPaidFailure } from "./Checkpoint.ts"
 import type { Config, Outcome } from "./LoopConfig.ts"
-import { afterPaidFailure } from "./LoopStops.ts"
 import * as ModelResponse from "./ModelResponse.ts"
 
 /** What the call needs from the loop's configuration. */

@@ -1,0 +1,91 @@
+/**
+ * The policies' checkpoints, private to the loop (R2.2): after every model response and
+ * every tool batch, and the stop-only looks between (a paid failure, before corrections).
+ * Every decision is recorded (`termination.decided`) where it is taken.
+ */
+import type * as StopReason from "../../../events/StopReason.ts"
+import * as Termination from "../../../termination/Termination.ts"
+import * as RunContext from "../../internal/RunContext.ts"
+import type { Config, Outcome } from "./LoopConfig.ts"
+
+export const decide = (
+  ctx: RunContext.RunContext,
+  policy: string,
+  reason: StopReason.StopReason,
+  detail: string,
+  finalAnswer?: string
+): Outcome => {
+  RunContext.decided(ctx, policy, reason, detail)
+  return { reason, policy, detail, finalAnswer }
+}
+
+/** A reminder to the model: the log's fold puts it in the conversation (see `RunLog`). */
+export const remind = (ctx: RunContext.RunContext, kind: string, text: string): void => {
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "reminder.injected", kind, text, runId, seq, at }))
+}
+
+/** The policies' verdict on the run's counters now. */
+const verdictOf = <R>(
+  ctx: RunContext.RunContext,
+  config: Pick<Config<R>, "policies">,
+  phase: Termination.Checkpoint["phase"]
+) =>
+  Termination.evaluate(config.policies, {
+    phase,
+    // Policies are user code: they are handed a frozen copy, which none can change for the others or the run (R12).
+    counters: Object.freeze({ ...ctx.log.counters }),
+    now: RunContext.now(ctx),
+    deadlineAt: ctx.deadlineAt
+  })
+
+/**
+ * The stop the policies take now, if they take one; what they warn of is left to the
+ * checkpoint that follows (it would be said twice).
+ */
+const stopNow = <R>(
+  ctx: RunContext.RunContext,
+  config: Pick<Config<R>, "policies">,
+  phase: Termination.Checkpoint["phase"]
+): Outcome | undefined => {
+  const stop = verdictOf(ctx, config, phase).stop
+  return stop === undefined ? undefined : decide(ctx, stop.policy, stop.reason, stop.detail)
+}
+
+/**
+ * After a model call that failed but was paid for (an answer the provider stopped
+ * unfinished, its usage counted, R2.1): the policies see the counters again, so that a token
+ * or cost budget it spent stops the run before another request, a retry or a fallback's, is
+ * paid for. Only a stop is taken: nothing else changed since the last checkpoint's warnings.
+ */
+export const afterPaidFailure = <R>(
+  ctx: RunContext.RunContext,
+  config: Pick<Config<R>, "policies">
+): Outcome | undefined =>
+  // The deadline's own stop is the model call's to take (R3.11).
+  RunContext.deadlinePassed(ctx) ? undefined : stopNow(ctx, config, "after_model")
+
+/**
+ * Before the corrections a batch's calls need (R3.5): a stop the policies take already (a
+ * repeated failure) is taken first, so that no correction is announced for a turn the model
+ * is never given. The checkpoint after the corrections says the rest.
+ */
+export const beforeCorrections = <R>(ctx: RunContext.RunContext, config: Config<R>): Outcome | undefined =>
+  RunContext.deadlinePassed(ctx) ? checkpoint(ctx, config, "after_tools") : stopNow(ctx, config, "after_tools")
+
+export const checkpoint = <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  phase: Termination.Checkpoint["phase"],
+  finalAnswer?: string
+): Outcome | undefined => {
+  // The deadline is a hard stop (R3.11): no policy outranks it, before or after they run.
+  const late = () => decide(ctx, "run_timeout", "run_timeout", `the run deadline passed at the ${phase} checkpoint`)
+  if (RunContext.deadlinePassed(ctx)) return late()
+  const verdict = verdictOf(ctx, config, phase)
+  // A policy is user code and may have blocked past the deadline.
+  if (RunContext.deadlinePassed(ctx)) return late()
+  for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
+  if (verdict.stop === undefined) return undefined
+  const { policy, reason, detail } = verdict.stop
+  return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
+}
