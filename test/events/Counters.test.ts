@@ -121,18 +121,27 @@ describe("Counters.step (unit)", () => {
     c = Counters.step(c, responded("   "))
     assert.strictEqual(c.emptyOutputs, 1)
     // A text that shows nothing is no answer (R2.3): zero-width spaces, NUL, a lone combining mark.
-    for (const invisible of ["\u200b", "\u0000", "\u0301", " \u2060\ufeff\u3164 "]) {
+    // Nor what no font draws: a lone surrogate half, noncharacters (a private-use icon shows).
+    for (const invisible of [
+      "\u200b",
+      "\u0000",
+      "\u0301",
+      " \u2060\ufeff\u3164 ",
+      "\ud800",
+      "\ufdd0\uffff\u{10fffe}"
+    ]) {
       c = Counters.step(c, responded(invisible))
       assert.isFalse(c.finalAnswerReceived, JSON.stringify(invisible))
     }
-    assert.strictEqual(c.emptyOutputs, 5)
+    assert.strictEqual(c.emptyOutputs, 7)
+    assert.isFalse(Model.isBlank("\ue000"))
     assert.isFalse(c.finalAnswerReceived)
     // However long: 4 MB of spaces before a word is an answer, 4 MB of NUL after a BOM none (R12: no stack overflow).
     assert.isTrue(Counters.step(c, responded(`${" ".repeat(4_300_000)}漢`)).finalAnswerReceived)
     assert.isFalse(Counters.step(c, responded(`\ufeff${"\u0000".repeat(4_300_000)}`)).finalAnswerReceived)
     c = Counters.step(c, responded("done", [], { inputTokens: 1, outputTokens: 1 }))
     assert.isTrue(c.finalAnswerReceived)
-    assert.deepStrictEqual([c.iterations, c.inputTokens, c.outputTokens, c.costUsd], [7, 4, 5, 0.25])
+    assert.deepStrictEqual([c.iterations, c.inputTokens, c.outputTokens, c.costUsd], [9, 4, 5, 0.25])
     c = Counters.step(c, ev({ _tag: "reminder.injected", kind: "empty_output", text: "x" }, 350))
     assert.strictEqual(Counters.reminderCount(c, "empty_output"), 1)
     assert.strictEqual(c.elapsedMillis, 250)

@@ -184,7 +184,10 @@ export const repeatedToolCall = (threshold: number): Policy => {
     "repeated_tool_call",
     ({ counters }) =>
       counters.repeatedToolCallCount >= threshold
-        ? stop("repeated_tool_call", `the same tool call was requested ${counters.repeatedToolCallCount} times`)
+        ? stop(
+            "repeated_tool_call",
+            `the same tool call was requested ${counters.repeatedToolCallCount} times, at the threshold of ${threshold}`
+          )
         : continue_,
     { repeatedToolCall: threshold }
   )
@@ -264,7 +267,10 @@ export const loopDetected = (threshold: number): Policy => {
       // Nothing repeated since the model was last warned: it has its chance.
       if (repeats <= warnedAt) return continue_
       if (repeats >= threshold && warnedAt > 0) {
-        return stop("loop_detected", `${repeats} actions returned an observation already seen with no state change`)
+        return stop(
+          "loop_detected",
+          `${repeats} actions returned an observation already seen with no state change, at the threshold of ${threshold}`
+        )
       }
       return warn(
         "loop_warning",
