@@ -94,7 +94,8 @@ export const table: { readonly [K in State]: ReadonlyArray<State> } = {
   tool_executing: ["model_thinking", "recovering", "awaiting_approval", "validating", ...anyActiveMayEnd],
   recovering: ["model_thinking", "tool_executing", "awaiting_approval", "validating", ...anyActiveMayEnd],
   awaiting_approval: ["tool_executing", "recovering", ...anyActiveMayEnd],
-  validating: ["completed", "partial", "failed", "cancelled"],
+  // A run stopped on an unknown outcome (or a cancel) with a plan has its plan checked first (R6.3).
+  validating: ["completed", "partial", "failed", "cancelled", "unknown_outcome"],
   completed: [],
   partial: [],
   failed: [],

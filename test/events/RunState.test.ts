@@ -57,7 +57,10 @@ describe("RunState", () => {
     }
   })
 
-  it("R1.1 only completed can be reached from validating without failure paths", () => {
-    assert.deepStrictEqual([...RunState.table.validating].sort(), ["cancelled", "completed", "failed", "partial"])
+  it("R1.1 R6.3 validating ends the run: completed, or how a stop with a plan checked ends", () => {
+    assert.deepStrictEqual(
+      [...RunState.table.validating].sort(),
+      ["cancelled", "completed", "failed", "partial", "unknown_outcome"]
+    )
   })
 })

@@ -575,6 +575,35 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     })
   )
 
+  it.effect(
+    "R6.3 R13 unknown_outcome with a plan: the steps done with evidence and those not, as the explanation lists them",
+    () =>
+      Effect.gen(function* () {
+        const fetch = tool({ name: "fetch", sideEffect: "none", handler: () => Effect.succeed("3 rows") })
+        const hang = tool({ name: "hang", sideEffect: "write", timeout: "1 second", handler: () => Effect.never })
+        const result = yield* scripted([ScriptedModel.toolCall("fetch", {}), ScriptedModel.toolCall("hang", {})], {
+          tools: [fetch, hang],
+          validation: {
+            plan: [
+              Validation.step("fetch", "fetch the rows", [Criterion.toolSucceeded("fetch")]),
+              Validation.step("write", "write them", [Criterion.toolSucceeded("hang")])
+            ]
+          }
+        })
+        assert.deepStrictEqual([result.status, result.stopReason], ["unknown_outcome", "unknown_outcome"])
+        assert.deepStrictEqual(
+          [result.completed.map((i) => i.id), result.unfinished.map((i) => i.id), result.nextStep],
+          [["fetch"], ["write"], undefined]
+        )
+        const e = explained(result)
+        assert.deepStrictEqual(
+          [e.ended, e.validation?.completed.map((i) => i.id), e.validation?.unfinished.map((i) => i.id), e.next.kind],
+          [true, ["fetch"], ["write"], "reconcile"]
+        )
+        assert.strictEqual(result.timeline.at(-1)?._tag, "run.finished")
+      })
+  )
+
   it.effect("R7 approval_rejected: which call, by whom, why", () =>
     Effect.gen(function* () {
       const pay = tool({ name: "pay", sideEffect: "external", needsApproval: true })

@@ -268,6 +268,23 @@ export const judged = Effect.fnUntraced(function* <RV, R>(
       resolved.loop.registry.limits
     )
   }
-  const status: RunState.Status = outcome.reason === "unknown_outcome" ? "unknown_outcome" : "failed"
-  return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail } satisfies Ending
+  if (outcome.reason === "unknown_outcome") {
+    // As a cancelled run: its own status, and with a plan, the steps it completed with evidence
+    // and those it did not (R6.3), its criteria read from the timeline alone.
+    const plan = resolved.validation.plan
+    const report = plan === undefined || plan.length === 0 ? undefined : planNow(ctx, plan)
+    return {
+      status: "unknown_outcome",
+      stopReason: outcome.reason,
+      policy: outcome.policy,
+      detail: outcome.detail,
+      ...(report === undefined ? {} : { report })
+    } satisfies Ending
+  }
+  return {
+    status: "failed",
+    stopReason: outcome.reason,
+    policy: outcome.policy,
+    detail: outcome.detail
+  } satisfies Ending
 })
