@@ -100,7 +100,8 @@ export const metric = {
   steps: `${ours}.steps`,
   toolCalls: `${ours}.tool_calls`,
   retries: `${ours}.retries`,
-  tokens: "gen_ai.client.token.usage",
+  /** Not the GenAI conventions' `gen_ai.client.token.usage`, a histogram per call: a run's tokens per call are on its `chat` spans. */
+  tokens: `${ours}.tokens`,
   costUsd: `${ours}.cost_usd`,
   runDuration: `${ours}.run.duration`,
   stepDuration: `${ours}.step.duration`,
@@ -110,6 +111,5 @@ export const metric = {
   outcome: "outcome",
   kind: "kind",
   cause: "cause",
-  tokenType: "gen_ai.token.type",
-  operation: "gen_ai.operation.name"
+  tokenType: "gen_ai.token.type"
 } as const

@@ -250,7 +250,7 @@ describe("Counters.step (unit)", () => {
 
   it.effect("R12 a policy cannot change the counters it is handed, nested parts included, for later runs", () =>
     Effect.gen(function* () {
-      assert.isTrue(Object.isFrozen(Counters.empty) && Object.isFrozen(Counters.empty.failuresOfTurn))
+      assert.isTrue(Object.isFrozen(Counters.empty.failuresOfTurn) && Object.isFrozen(Counters.empty.lastCalls))
       const failing = Tool.make({
         name: "read",
         description: "reads",

@@ -39,16 +39,9 @@ describe("issue 15 metrics", () => {
         yield* count(Metric.withAttributes(Metrics.toolCalls, { outcome: "failed" })),
         calls("tool.failed")
       )
-      // Tokens as the GenAI conventions have them: a histogram of each model call's, by type.
-      const inputTokens = yield* Metric.value(
-        Metric.withAttributes(Metrics.tokens, { "gen_ai.token.type": "input", "gen_ai.operation.name": "chat" })
-      )
-      assert.deepStrictEqual(
-        [inputTokens.sum, inputTokens.count],
-        [
-          results.reduce((n, r) => n + r.counters.inputTokens, 0),
-          results.reduce((n, r) => n + r.counters.iterations, 0)
-        ]
+      assert.strictEqual(
+        yield* count(Metric.withAttributes(Metrics.tokens, { "gen_ai.token.type": "input" })),
+        results.reduce((n, r) => n + r.counters.inputTokens, 0)
       )
       const runDurations = yield* Metric.value(Metrics.runDuration)
       assert.strictEqual(runDurations.count, 3)
