@@ -100,14 +100,9 @@ export interface State {
   readonly finished: boolean
 }
 
-/**
- * The state before the first event.
- *
- * @category constructors
- * @since 0.3.0
- */
-export const empty: State = {
-  counters: Counters.empty,
+/** The state before the first event, as a new object: what a fold starts from (see `Counters.fresh`). */
+const initial = (): State => ({
+  counters: Counters.fresh(),
   conversation: fresh([]),
   batch: undefined,
   model: "model",
@@ -119,7 +114,16 @@ export const empty: State = {
   retries: [],
   stopping: undefined,
   finished: false
-}
+})
+
+/**
+ * The state before the first event. Frozen, as `Counters.empty` is: no user code changes
+ * it for the other runs (R12); `fold([])` gives a new one.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const empty: State = Object.freeze({ ...initial(), counters: Counters.empty })
 
 /** The owner of a retry: the call it retries, or the model call. */
 const ownerOf = (e: { readonly callId?: string | undefined }): string => e.callId ?? ""
@@ -263,7 +267,7 @@ export const step = (state: State, event: Event.Event): State => {
  * @since 0.3.0
  */
 export const fold = (events: Iterable<Event.Event>): State => {
-  let state = empty
+  let state = initial()
   for (const event of events) state = step(state, event)
   return state
 }

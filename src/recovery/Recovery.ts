@@ -224,8 +224,8 @@ export interface Episode extends Rules {
    * budget spent. The commit's time counts in the wait.
    */
   readonly commitsWait?: boolean | undefined
-  /** Asked after each failure: whether the run's own policies stopped it since ({@link Facts.halted}). */
-  readonly halted?: (() => boolean) | undefined
+  /** Asked after each failure, with it: whether the run's own policies stopped it since ({@link Facts.halted}). */
+  readonly halted?: ((failure: Failure.Failure) => boolean) | undefined
 }
 
 /**

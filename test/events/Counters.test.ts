@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, HashMap, Layer, Schema } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
+import * as RunLog from "../../src/events/RunLog.ts"
 import type * as StopReason from "../../src/events/StopReason.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
@@ -250,7 +251,12 @@ describe("Counters.step (unit)", () => {
 
   it.effect("R12 a policy cannot change the counters it is handed, nested parts included, for later runs", () =>
     Effect.gen(function* () {
-      assert.isTrue(Object.isFrozen(Counters.empty.failuresOfTurn) && Object.isFrozen(Counters.empty.lastCalls))
+      // What every run starts from cannot be changed by user code, its parts included, nor the log's.
+      for (const part of [Counters.empty, Counters.empty.failuresOfTurn, Counters.empty.lastCalls, RunLog.empty])
+        assert.isTrue(Object.isFrozen(part))
+      assert.throws(() => {
+        ;(Counters.empty as { iterations: number }).iterations = 100
+      })
       const failing = Tool.make({
         name: "read",
         description: "reads",

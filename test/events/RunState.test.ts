@@ -58,9 +58,12 @@ describe("RunState", () => {
   })
 
   it("R1.1 R6.3 validating ends the run: completed, or how a stop with a plan checked ends", () => {
-    assert.deepStrictEqual(
-      [...RunState.table.validating].sort(),
-      ["cancelled", "completed", "failed", "partial", "unknown_outcome"]
-    )
+    assert.deepStrictEqual([...RunState.table.validating].sort(), [
+      "cancelled",
+      "completed",
+      "failed",
+      "partial",
+      "unknown_outcome"
+    ])
   })
 })

@@ -11,6 +11,7 @@ import * as Breakers from "../../src/recovery/Breakers.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
+import * as Termination from "../../src/termination/Termination.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { drive } from "../support/clock.ts"
@@ -83,6 +84,49 @@ describe("R2.1 R3.9 a failed answer that was paid for", () => {
           0
         )
       }
+    })
+  )
+
+  it.effect(
+    "R12 a policy that throws when it looks is the run's defect, named: not the provider's, and no fallback is asked",
+    () =>
+      Effect.gen(function* () {
+        const thrower = Termination.make("thrower", ({ counters }) => {
+          if (counters.inputTokens > 0) throw new Error("policy bug")
+          return Termination.continue_
+        })
+        const primary = failing(paidUnfinished)
+        const fallback = failing(paidUnfinished)
+        const result = yield* run(primary.model, {
+          policies: (defaults) => [...defaults, thrower],
+          recovery: { fallbackModels: [{ name: "backup", model: fallback.model }] }
+        })
+        assert.deepStrictEqual([result.stopReason, primary.calls(), fallback.calls()], ["internal_error", 1, 0])
+        assert.include(result.detail, '"thrower"')
+        assert.lengthOf(events(result, "model.fallback"), 0)
+      })
+  )
+
+  it.live("R3.11 a policy that blocks past the deadline when it looks: the deadline's stop, whatever it says", () =>
+    Effect.gen(function* () {
+      const slow = Termination.make("slow_budget", ({ counters }) => {
+        if (counters.inputTokens > 0) {
+          const until = Date.now() + 150
+          while (Date.now() < until) {
+            // Blocks past the run's deadline.
+          }
+          return Termination.stop("budget_exhausted", "over my budget")
+        }
+        return Termination.continue_
+      })
+      const primary = failing(paidUnfinished)
+      const result = yield* Run.run({
+        goal: "x",
+        tools: [],
+        time: { run: "50 millis" },
+        policies: (defaults) => [...defaults, slow]
+      }).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(Model.Model, primary.model), NodeServices.layer)))
+      assert.deepStrictEqual([result.stopReason, primary.calls()], ["run_timeout", 1])
     })
   )
 

@@ -1,7 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Metric, Option, Schema } from "effect"
+import { Effect, Fiber, Layer, Metric, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
+import * as Failure from "../../src/failure/Failure.ts"
 import * as Journal from "../../src/journal/Journal.ts"
+import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
@@ -234,6 +236,42 @@ describe("Run.resume (R9)", () => {
         // Reading a finished run back from its journal counts nothing again.
         assert.strictEqual(yield* counted("completed", "goal_reached"), 1)
       }).pipe(Effect.provide(layers), Effect.provideService(Metric.MetricRegistry, new Map()))
+  )
+
+  it.effect("R9 R2.1 a process that dies in the wait after a paid failure is resumed with what it cost counted", () =>
+    Effect.gen(function* () {
+      let calls = 0
+      const unfinished = new Failure.Retryable({
+        source: "provider",
+        category: "provider_interrupted",
+        code: "answer_unfinished",
+        attempts: 1,
+        hint: "the provider stopped the answer unfinished",
+        usage: { inputTokens: 400, outputTokens: 0 }
+      })
+      const model = Layer.succeed(Model.Model, {
+        generate: () =>
+          Effect.suspend(() => {
+            calls++
+            return Effect.fail(unfinished)
+          })
+      })
+      const options = { goal: "x", tools: [], limits: { maxTokens: 500 } }
+      const faulty = FaultyJournal.make(yield* Journal.Journal, {})
+      const first = yield* Run.run({ ...options, runId: "r1" }).pipe(
+        Effect.provideService(Journal.Journal, faulty.journal),
+        Effect.provide(model),
+        Effect.forkChild
+      )
+      // The first answer failed, paid for (400 of 500 tokens); its retry waits its backoff: the process dies.
+      while (calls < 1) yield* Effect.yieldNow
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow
+      faulty.crash()
+      yield* Fiber.interrupt(first)
+      const resumed = yield* TestClockDriver.drive(Run.resume("r1", options, "restart").pipe(Effect.provide(model)))
+      // 800 tokens were paid for in two calls, and 800 are counted: the budget stops the run after the second.
+      assert.deepStrictEqual([resumed.stopReason, calls, resumed.counters.inputTokens], ["budget_exhausted", 2, 800])
+    }).pipe(Effect.provide(layers))
   )
 
   it.effect("R9 a journal out of reach for a moment at the intent record is waited for: the call runs once", () =>

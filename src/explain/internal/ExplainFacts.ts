@@ -81,7 +81,7 @@ const endingOf = (e: Event.Event): string | undefined => {
  */
 export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InFlight> => {
   const start = startOf(timeline)
-  let state = RunLog.empty
+  let state = RunLog.fold([])
   let model: Open | undefined
   const tools = new Map<string, Open>()
   const retries = new Map<string, Open>()
@@ -243,7 +243,7 @@ const repeatedCall = (timeline: Timeline): Repetition | undefined => {
 const unchangedObservation = (timeline: Timeline): Repetition | undefined => {
   const groups = new Map<string, { first: Event.Of<"tool.succeeded">; callIds: Array<string> }>()
   const firsts = new Map<string, Event.Of<"tool.succeeded">>()
-  let counters = Counters.empty
+  let counters = Counters.fresh()
   for (const e of timeline) {
     const before = counters.unchangedObservations
     // Keyed as the counters key it (a change of the state starts the observation afresh): by

@@ -98,7 +98,7 @@ export const recoverFrom: <A, R>(
       const own = Failure.fromCause(episode.source, exit.cause)
       // The schedule is stepped only for a failure that may be retried; `decide` refuses the others
       // (and says when nothing of the step or run was left anyway).
-      const halted = episode.halted?.() === true
+      const halted = episode.halted?.(own) === true
       const refused = Recovery.refuse(episode, { failure: own, attempt: n, recoveriesSpent: spent(ctx), halted })
       const nextDelayMillis = refused === undefined && own._tag === "Retryable" ? yield* nextDelay(own) : undefined
       const timeLeft = yield* Deadline.left({ layer: "run" })

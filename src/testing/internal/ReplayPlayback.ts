@@ -61,7 +61,7 @@ interface Request {
  */
 const requestsOf = (recorded: ReadonlyArray<Event.Event>): ReadonlyArray<Request> => {
   const requests: Array<Request> = []
-  let state = RunLog.empty
+  let state = RunLog.fold([])
   let unanswered: Request | undefined
   for (const [index, e] of recorded.entries()) {
     if (e._tag === "model.responded" || e._tag === "model.failed" || e._tag === "model.requested") {

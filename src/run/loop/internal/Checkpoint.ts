@@ -39,17 +39,34 @@ const verdictOf = <R>(
   })
 
 /**
- * The stop the policies take now, if they take one; what they warn of is left to the
- * checkpoint that follows (it would be said twice).
+ * The policies' look at the run now (R2.2): `warn`ing, as at a checkpoint, or taking only a
+ * stop. The deadline is a hard stop (R3.11): no policy outranks it, before or after they
+ * run (a policy is user code, and may have blocked past it).
  */
-const stopNow = <R>(
+const look = <R>(
   ctx: RunContext.RunContext,
   config: Pick<Config<R>, "policies">,
-  phase: Termination.Checkpoint["phase"]
+  phase: Termination.Checkpoint["phase"],
+  warn: boolean,
+  finalAnswer?: string
 ): Outcome | undefined => {
-  const stop = verdictOf(ctx, config, phase).stop
-  return stop === undefined ? undefined : decide(ctx, stop.policy, stop.reason, stop.detail)
+  const late = () => decide(ctx, "run_timeout", "run_timeout", `the run deadline passed at the ${phase} checkpoint`)
+  if (RunContext.deadlinePassed(ctx)) return late()
+  const verdict = verdictOf(ctx, config, phase)
+  if (RunContext.deadlinePassed(ctx)) return late()
+  if (warn) for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
+  if (verdict.stop === undefined) return undefined
+  const { policy, reason, detail } = verdict.stop
+  return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
 }
+
+/** The policies at a checkpoint: after every model response and every tool batch. */
+export const checkpoint = <R>(
+  ctx: RunContext.RunContext,
+  config: Config<R>,
+  phase: Termination.Checkpoint["phase"],
+  finalAnswer?: string
+): Outcome | undefined => look(ctx, config, phase, true, finalAnswer)
 
 /**
  * After a model call that failed but was paid for (an answer the provider stopped
@@ -60,9 +77,7 @@ const stopNow = <R>(
 export const afterPaidFailure = <R>(
   ctx: RunContext.RunContext,
   config: Pick<Config<R>, "policies">
-): Outcome | undefined =>
-  // The deadline's own stop is the model call's to take (R3.11).
-  RunContext.deadlinePassed(ctx) ? undefined : stopNow(ctx, config, "after_model")
+): Outcome | undefined => look(ctx, config, "after_model", false)
 
 /**
  * Before the corrections a batch's calls need (R3.5): a stop the policies take already (a
@@ -70,22 +85,4 @@ export const afterPaidFailure = <R>(
  * is never given. The checkpoint after the corrections says the rest.
  */
 export const beforeCorrections = <R>(ctx: RunContext.RunContext, config: Config<R>): Outcome | undefined =>
-  RunContext.deadlinePassed(ctx) ? checkpoint(ctx, config, "after_tools") : stopNow(ctx, config, "after_tools")
-
-export const checkpoint = <R>(
-  ctx: RunContext.RunContext,
-  config: Config<R>,
-  phase: Termination.Checkpoint["phase"],
-  finalAnswer?: string
-): Outcome | undefined => {
-  // The deadline is a hard stop (R3.11): no policy outranks it, before or after they run.
-  const late = () => decide(ctx, "run_timeout", "run_timeout", `the run deadline passed at the ${phase} checkpoint`)
-  if (RunContext.deadlinePassed(ctx)) return late()
-  const verdict = verdictOf(ctx, config, phase)
-  // A policy is user code and may have blocked past the deadline.
-  if (RunContext.deadlinePassed(ctx)) return late()
-  for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
-  if (verdict.stop === undefined) return undefined
-  const { policy, reason, detail } = verdict.stop
-  return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
-}
+  look(ctx, config, "after_tools", false)

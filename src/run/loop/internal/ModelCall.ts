@@ -39,6 +39,9 @@ export type Answer =
   | { readonly _tag: "GaveUp"; readonly reason: Recovery.Exhausted | Failure.Failure }
   | { readonly _tag: "Stopped"; readonly outcome: Outcome }
 
+/** Whether a call's first failure was an answer that was paid for (it carries its usage). */
+const paidFor = (cause: Cause.Cause<Failure.Failure>): boolean => Failure.fromCause("provider", cause).usage !== undefined
+
 /** The run's stop, once a policy decided it after a paid failure: nothing more is asked. */
 interface Halt {
   outcome: Outcome | undefined
@@ -89,8 +92,7 @@ const attempt = (
   settings: Settings,
   current: Model.Fallback,
   iteration: number,
-  n: number,
-  halt: Halt
+  n: number
 ): Effect.Effect<Model.Response, Failure.Failure> => {
   const own = { layer: "attempt", millis: settings.registry.time.attemptMillis } as const
   return Effect.flatMap(Deadline.left(own), (limit) => {
@@ -143,8 +145,6 @@ const attempt = (
           seq,
           at
         }))
-        // What it cost may have spent the run's budget: the policies look before anything more is paid for.
-        if (failure.usage !== undefined) halt.outcome ??= afterPaidFailure(ctx, settings)
         return Effect.fail(failure)
       })
     )
@@ -205,11 +205,19 @@ const episode = (
       neverRetried: recovery.neverRetried,
       maxRetries: Number.POSITIVE_INFINITY,
       allowed: true,
+      // A failed answer that was paid for is committed with its retry before the wait: a process
+      // that dies in it is resumed with what it cost counted (R2.1, R9).
+      commitsWait: paidFor(cause),
       // With a next model, an open circuit hands over at once, on any attempt.
       handOff: ctx.log.fallbacks + 1 < chain.length,
-      halted: () => halt.outcome !== undefined
+      // What a failed answer cost may have spent the run's budget: the policies look before anything
+      // more is paid for. Asked by the episode, so that a policy that throws is the run's defect, not the call's.
+      halted: (failure) => {
+        if (failure.usage !== undefined) halt.outcome ??= afterPaidFailure(ctx, settings)
+        return halt.outcome !== undefined
+      }
     },
-    (n) => attempt(ctx, settings, current, iteration, n, halt),
+    (n) => attempt(ctx, settings, current, iteration, n),
     cause
   )
 }
@@ -228,7 +236,7 @@ export const call = (
   Effect.suspend(() => {
     const halt: Halt = { outcome: undefined }
     // The first attempt runs bare: a call that succeeds pays nothing for recovery.
-    return Effect.matchCauseEffect(attempt(ctx, settings, chain[ctx.log.fallbacks] ?? chain[0], iteration, 1, halt), {
+    return Effect.matchCauseEffect(attempt(ctx, settings, chain[ctx.log.fallbacks] ?? chain[0], iteration, 1), {
       onSuccess: (response) => Effect.succeed<Answer>({ _tag: "Responded", response }),
       onFailure: (cause) =>
         Effect.flatMap(
