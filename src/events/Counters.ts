@@ -25,6 +25,9 @@ const noFailures: ReadonlyArray<string> = Object.freeze([])
 /** No call yet: shared and frozen. */
 const noCalls = Object.freeze({ callIds: Object.freeze([]), toolCalls: Object.freeze([]) })
 
+/** An empty tally: immutable, so every run's counters share it until they count something. */
+const noCounts: HashMap.HashMap<string, number> = HashMap.empty()
+
 /**
  * The counters of a run that has not started, as a new object: what a fold starts from.
  * ({@link empty} is the same, frozen.)
@@ -60,11 +63,11 @@ export const fresh = (): Counters => ({
   sameClassWhenWarned: 0,
   sameClassCode: "",
   lastCalls: noCalls,
-  reminders: HashMap.empty(),
-  callSignatures: HashMap.empty(),
-  failureSignatures: HashMap.empty(),
+  reminders: noCounts,
+  callSignatures: noCounts,
+  failureSignatures: noCounts,
   failuresOfTurn: noFailures,
-  observationKeys: HashMap.empty()
+  observationKeys: noCounts
 })
 
 /**

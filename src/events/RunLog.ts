@@ -103,18 +103,23 @@ export interface State {
 /** The state before the first event, as a new object: what a fold starts from (see `Counters.fresh`). */
 const initial = (): State => ({
   counters: Counters.fresh(),
-  conversation: fresh([]),
+  conversation: noConversation,
   batch: undefined,
   model: "model",
   fallbacks: 0,
-  corrections: HashMap.empty(),
+  corrections: noCorrections,
   truncation: undefined,
   outputCorrection: undefined,
-  approvals: [],
-  retries: [],
+  approvals: none,
+  retries: none,
   stopping: undefined,
   finished: false
 })
+
+// What every fold starts from and no step changes in place (each returns new ones): shared.
+const noConversation = fresh([])
+const noCorrections: HashMap.HashMap<string, number> = HashMap.empty()
+const none: ReadonlyArray<string> = Object.freeze([])
 
 /**
  * The state before the first event. Frozen, as `Counters.empty` is: no user code changes
