@@ -40,7 +40,8 @@ export type Answer =
   | { readonly _tag: "Stopped"; readonly outcome: Outcome }
 
 /** Whether a call's first failure was an answer that was paid for (it carries its usage). */
-const paidFor = (cause: Cause.Cause<Failure.Failure>): boolean => Failure.fromCause("provider", cause).usage !== undefined
+const paidFor = (cause: Cause.Cause<Failure.Failure>): boolean =>
+  Failure.fromCause("provider", cause).usage !== undefined
 
 /** The run's stop, once a policy decided it after a paid failure: nothing more is asked. */
 interface Halt {
