@@ -7,7 +7,7 @@ import { Effect, Option, Path } from "effect"
 import * as Artifact from "../Artifact.ts"
 import { type Part, part } from "./Parts.ts"
 
-/** The artifact checks, with the `Path` service the caller provided, if any. */
+/** The artifact checks, with the `Path` service the caller provided, when there is one. */
 export const checkArtifacts = (
   contracts: ReadonlyArray<Artifact.Contract>,
   root: string
