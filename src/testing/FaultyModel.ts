@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Layer, Predicate } from "effect"
+import { Clock, Effect, Layer, Predicate, Schema } from "effect"
 import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
 import * as Model from "../model/Model.ts"
@@ -33,6 +33,7 @@ export type Fault =
   | { readonly kind: "connection_reset" }
   | { readonly kind: "corrupt_json" }
   | { readonly kind: "already_retried"; readonly status: number; readonly attempts: number }
+  | { readonly kind: "unfinished"; readonly usage: Model.Usage }
 
 /**
  * @category constructors
@@ -103,6 +104,25 @@ export const alreadyRetried = (status: number, attempts: number): Step => {
 }
 
 /**
+ * An answer the provider stopped unfinished after it had cost `usage` (a finish reason of
+ * `error` or `pause`, DeepSeek's `insufficient_system_resource`): retryable, and charged to
+ * the run's token and cost budgets (R2.1), as the built-in providers report it.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const unfinished = (usage: Model.Usage): Step => {
+  if (!isUsage(usage)) {
+    throw new RangeError(
+      "FaultyModel.unfinished: usage must be a Model.Usage (whole, non-negative token counts; a cost of 0 or more)"
+    )
+  }
+  return { _tag: "Fault", fault: { kind: "unfinished", usage } }
+}
+
+const isUsage = Schema.is(Model.Usage)
+
+/**
  * A call that never answers: only the run's deadline or a cancel ends it.
  *
  * @category constructors
@@ -110,7 +130,14 @@ export const alreadyRetried = (status: number, attempts: number): Step => {
  */
 export const hang: Step = { _tag: "Hang" }
 
-const faultKinds: ReadonlyArray<string> = ["http", "timeout", "connection_reset", "corrupt_json", "already_retried"]
+const faultKinds: ReadonlyArray<string> = [
+  "http",
+  "timeout",
+  "connection_reset",
+  "corrupt_json",
+  "already_retried",
+  "unfinished"
+]
 
 /** Why `step` (of a script made by hand: a value of whatever type) is no step, or `undefined`. */
 const stepProblem = (step: unknown): string | undefined => {
@@ -130,6 +157,9 @@ const stepProblem = (step: unknown): string | undefined => {
   const status = Predicate.hasProperty(fault, "status") ? fault.status : undefined
   if ((kind === "http" || kind === "already_retried") && !(Number.isInteger(status) && Number(status) >= 100)) {
     return `is an ${kind} fault without an HTTP status, got ${String(status)}`
+  }
+  if (kind === "unfinished" && !isUsage(Predicate.hasProperty(fault, "usage") ? fault.usage : undefined)) {
+    return "is an unfinished fault without a Model.Usage"
   }
   return undefined
 }
@@ -152,6 +182,15 @@ export const toFailure = (fault: Fault, now: number): Failure.Failure => {
       return FailureBoundary.corruptResponse({ source: "provider", detail: "Unexpected end of JSON input" })
     case "already_retried":
       return FailureBoundary.withAttempts(FailureBoundary.http({ status: fault.status, now }), fault.attempts)
+    case "unfinished":
+      return new Failure.Retryable({
+        source: "provider",
+        category: "provider_interrupted",
+        code: "answer_unfinished",
+        attempts: 1,
+        hint: "the provider stopped the answer unfinished (finish reason: pause)",
+        usage: fault.usage
+      })
   }
 }
 

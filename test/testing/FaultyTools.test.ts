@@ -64,7 +64,30 @@ describe("FaultyTools", () => {
     }
     // A function's answer is checked as it is given: the handler fails naming it, the run goes on to say so.
     assert.doesNotThrow(ledgered(() => "hang"))
+    for (const usage of [{ inputTokens: -1, outputTokens: 0 }, { inputTokens: 1.5, outputTokens: 0 }, {}]) {
+      assert.throws(() => FaultyModel.unfinished(usage as Model.Usage), RangeError, "usage", JSON.stringify(usage))
+    }
   })
+
+  it.effect(
+    "R10 R2.1 an unfinished answer that was paid for: retried, and charged to the budget that stops the run",
+    () =>
+      Effect.gen(function* () {
+        const model = FaultyModel.make([
+          FaultyModel.unfinished({ inputTokens: 300, outputTokens: 20 }),
+          FaultyModel.unfinished({ inputTokens: 300, outputTokens: 20 }),
+          FaultyModel.respond(ScriptedModel.finalAnswer("never asked"))
+        ])
+        const result = yield* drive(Run.run({ goal: "x", tools: [echo], limits: { maxTokens: 500 } })).pipe(
+          Effect.provide(Layer.mergeAll(FaultyModel.layer(model), NodeServices.layer))
+        )
+        // The first (320 tokens) is retried; the second passes the budget (640): no third call.
+        assert.deepStrictEqual(
+          [result.stopReason, model.calls.length, result.counters.inputTokens],
+          ["budget_exhausted", 2, 600]
+        )
+      })
+  )
 
   describe("R3.8 unknown outcomes and the side-effect ledger", () => {
     it.effect("R3.8 a payment that applies then loses its answer is reconciled: the real receipt, applied once", () =>
