@@ -51,6 +51,17 @@ const swapping = (cwd: string, loop: string) =>
     stdio: "ignore"
   })
 
+/** Kills the swapping process and waits for its end: it must write nothing into a directory being removed. */
+const stop = (child: ReturnType<typeof spawn>) =>
+  Effect.promise(
+    () =>
+      new Promise<void>((resume) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resume()
+        child.once("exit", () => resume())
+        child.kill("SIGKILL")
+      })
+  )
+
 /** Waits (in real time) until the swapping process has made `file` once. */
 const started = (file: string) =>
   Effect.promise(async () => {
@@ -484,7 +495,7 @@ layer(NodeServices.layer)("Validation", (it) => {
             root,
             `const p = "report.txt"; for (;;) { try { fs.rmSync(p, { force: true }); cp.execFileSync("mkfifo", [p]); fs.rmSync(p); fs.writeFileSync(p, "hello") } catch {} }`
           )
-          yield* Effect.addFinalizer(() => Effect.sync(() => swapper.kill("SIGKILL")))
+          yield* Effect.addFinalizer(() => stop(swapper))
           yield* started(join(root, "report.txt"))
           const details = new Map<string, number>()
           // Until the check has met the FIFO a few times (or, at worst, 5,000 checks).
@@ -531,7 +542,7 @@ layer(NodeServices.layer)("Validation", (it) => {
             root,
             `for (;;) { try { fs.symlinkSync("../outside.json", "l.tmp"); fs.renameSync("l.tmp", "report.json"); fs.writeFileSync("f.tmp", '{"approved":"no"}'); fs.renameSync("f.tmp", "report.json") } catch {} }`
           )
-          yield* Effect.addFinalizer(() => Effect.sync(() => swapper.kill("SIGKILL")))
+          yield* Effect.addFinalizer(() => stop(swapper))
           yield* started(join(root, "report.json"))
           let [mismatched, refused] = [0, 0]
           // Until both have been met often (or, at worst, 5,000 checks): the file inside, and the link.
