@@ -234,13 +234,13 @@ export const call = (
   chain: Chain,
   iteration: number
 ): Effect.Effect<Answer, RunState.IllegalTransition> =>
-  Effect.suspend(() => {
-    const halt: Halt = { outcome: undefined }
+  Effect.suspend(() =>
     // The first attempt runs bare: a call that succeeds pays nothing for recovery.
-    return Effect.matchCauseEffect(attempt(ctx, settings, chain[ctx.log.fallbacks] ?? chain[0], iteration, 1), {
+    Effect.matchCauseEffect(attempt(ctx, settings, chain[ctx.log.fallbacks] ?? chain[0], iteration, 1), {
       onSuccess: (response) => Effect.succeed<Answer>({ _tag: "Responded", response }),
-      onFailure: (cause) =>
-        Effect.flatMap(
+      onFailure: (cause) => {
+        const halt: Halt = { outcome: undefined }
+        return Effect.flatMap(
           Recover.settled("provider", episode(ctx, settings, chain, iteration, cause, halt)),
           (answered) => {
             if (Result.isSuccess(answered))
@@ -269,8 +269,9 @@ export const call = (
             })
           }
         )
+      }
     })
-  })
+  )
 
 /** Switches the rest of the run to the next model of the chain, and asks it (R3.10). */
 const switchTo = (
