@@ -48,17 +48,23 @@ const workspace = Effect.fnUntraced(function* (files: Readonly<Record<string, En
 const swapping = (cwd: string, loop: string) =>
   spawn(process.execPath, ["-e", `const fs = require("node:fs"), cp = require("node:child_process"); ${loop}`], {
     cwd,
-    stdio: "ignore"
+    stdio: "ignore",
+    // A group of its own: the programs it runs (`mkfifo`) are stopped with it.
+    detached: true
   })
 
-/** Kills the swapping process and waits for its end: it must write nothing into a directory being removed. */
+/**
+ * Kills the swapping process and what it runs, and waits for its end: none of them may write
+ * into the directory being removed after the test (a `mkfifo` left running did).
+ */
 const stop = (child: ReturnType<typeof spawn>) =>
   Effect.promise(
     () =>
       new Promise<void>((resume) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resume()
-        child.once("exit", () => resume())
-        child.kill("SIGKILL")
+        if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resume()
+        // A moment after its end, for what it ran to be gone too.
+        child.once("exit", () => setTimeout(resume, 50))
+        process.kill(-child.pid, "SIGKILL")
       })
   )
 
