@@ -211,8 +211,8 @@ const episode = (
       commitsWait: paidFor(cause),
       // With a next model, an open circuit hands over at once, on any attempt.
       handOff: ctx.log.fallbacks + 1 < chain.length,
-      // What a failed answer cost may have spent the run's budget: the policies look before anything
-      // more is paid for. Asked by the episode, so that a policy that throws is the run's defect, not the call's.
+      // What a failed answer cost may have spent the run's budget: the policies look before more is
+      // paid for. Asked by the episode, so that a policy that throws is the run's defect, not the call's.
       halted: (failure) => {
         if (failure.usage !== undefined) halt.outcome ??= afterPaidFailure(ctx, settings)
         return halt.outcome !== undefined
