@@ -153,6 +153,14 @@ const fromResult = (path: string, value: Record<string, unknown>): Result.Result
   return Result.succeed({ events: timeline, result: decoded.success, torn: false, replaced: 0 })
 }
 
+/** The event of line `line`: one of this version's, at a time a `Date` holds. */
+const eventOf = (path: string, json: unknown, line: number): Result.Result<Event.Event, RecordingError> => {
+  const event = decodeEvent(json)
+  if (Result.isFailure(event)) return Result.fail(notARun(path, `line ${line}: ${notAnEvent(json, event.failure)}`))
+  const undated = undatable(event.success)
+  return undated === undefined ? Result.succeed(event.success) : Result.fail(notARun(path, `line ${line}: ${undated}`))
+}
+
 const fromLines = (path: string, text: string): Result.Result<Recording, RecordingError> => {
   const lines = text.split("\n")
   // A recording ends with a line break; what follows the last one is a line still being written, or torn.
@@ -164,11 +172,8 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
     if (Result.isFailure(json))
       return Result.fail(new RecordingError({ path, reason: "bad_json", detail: `line ${index + 1}: ${json.failure}` }))
     if (tooDeep(json.success)) return Result.fail(notARun(path, `line ${index + 1}: ${nestedTooDeep}`))
-    const event = decodeEvent(json.success)
-    if (Result.isFailure(event))
-      return Result.fail(notARun(path, `line ${index + 1}: ${notAnEvent(json.success, event.failure)}`))
-    const undated = undatable(event.success)
-    if (undated !== undefined) return Result.fail(notARun(path, `line ${index + 1}: ${undated}`))
+    const event = eventOf(path, json.success, index + 1)
+    if (Result.isFailure(event)) return Result.fail(event.failure)
     events.push(event.success)
   }
   let torn = false
@@ -177,11 +182,8 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
     const json = parse(tail)
     if (Result.isFailure(json) || tooDeep(json.success)) torn = true
     else {
-      const event = decodeEvent(json.success)
-      if (Result.isFailure(event))
-        return Result.fail(notARun(path, `line ${lines.length + 1}: ${notAnEvent(json.success, event.failure)}`))
-      const undated = undatable(event.success)
-      if (undated !== undefined) return Result.fail(notARun(path, `line ${lines.length + 1}: ${undated}`))
+      const event = eventOf(path, json.success, lines.length + 1)
+      if (Result.isFailure(event)) return Result.fail(event.failure)
       events.push(event.success)
     }
   }
