@@ -195,7 +195,9 @@ export const toFailure = (fault: Fault, now: number): Failure.Failure => {
 }
 
 /**
- * A faulty model and what it saw: the clock time of each call.
+ * A faulty model and what it saw: the clock time of each call, and the usage of each
+ * answer it gave (`paid`: a response's, or an unfinished answer's, in the order given),
+ * what a provider would bill; a run's token and cost budgets must count all of it (R2.1).
  *
  * @category models
  * @since 0.1.0
@@ -203,6 +205,8 @@ export const toFailure = (fault: Fault, now: number): Failure.Failure => {
 export interface FaultyModel {
   readonly service: Model.Model["Service"]
   readonly calls: ReadonlyArray<number>
+  /** @since 0.3.0 */
+  readonly paid: ReadonlyArray<Model.Usage>
 }
 
 /**
@@ -239,6 +243,7 @@ export const make = (script: ReadonlyArray<Step>, options?: { readonly keyedBy?:
     throw new RangeError(`FaultyModel.make: keyedBy must be "call" or "iteration", got ${JSON.stringify(keyedBy)}`)
   }
   const calls: Array<number> = []
+  const paid: Array<Model.Usage> = []
   const number = CallIds.numbering()
   const byIteration = options?.keyedBy === "iteration"
   // Where each iteration's steps begin: just after the response that ended the one before.
@@ -272,15 +277,17 @@ export const make = (script: ReadonlyArray<Step>, options?: { readonly keyedBy?:
         }
         switch (step._tag) {
           case "Respond":
+            paid.push(step.response.usage)
             return Effect.succeed(number(step.response))
           case "Fault":
+            if (step.fault.kind === "unfinished") paid.push(step.fault.usage)
             return Effect.fail(toFailure(step.fault, now))
           case "Hang":
             return Effect.never
         }
       })
   }
-  return { service, calls }
+  return { service, calls, paid }
 }
 
 /**

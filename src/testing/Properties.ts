@@ -7,11 +7,12 @@
  *   readably), and {@link arbitrary} generates it with a mix weighted toward runs that get
  *   far enough to retry; `it.effect.prop` takes either. A case is a script of model steps
  *   (retryable provider faults: 429 with `Retry-After` 0–3 s, 500, timeout, connection
- *   reset, corrupt JSON, a hang; permanent ones: 400, 401; tool batches of one to three
- *   calls that succeed, fail retryably, permanently, with an unknown outcome, are refused
+ *   reset, corrupt JSON, an answer stopped unfinished and billed, a hang; permanent ones:
+ *   400, 401; tool batches of one to three calls that succeed, fail retryably, permanently, with an unknown outcome, are refused
  *   by the permission policy, send invalid arguments, are slow, or need approval, which
  *   the scenario's gate gives or refuses after a delay, or never), and the budgets: run
- *   deadline 1–120 s, `maxRecoveries` 0–10, schedule retries per episode 0–4, and more;
+ *   deadline 1–120 s, `maxRecoveries` 0–10, schedule retries per episode 0–4, a token
+ *   budget in a third of the cases, the tokens each answer uses, and more;
  *   optionally a step timeout, an attempt timeout, an approval timeout and a tool
  *   timeout (each in half the cases, often tighter than the faults' delays), and a batch
  *   concurrency of 2 or 3. {@link arbitraryConcurrent} weights the mix toward concurrent
@@ -30,7 +31,8 @@
  *   retried; approvals before handlers, and rejections and expiries ending the run as
  *   R7 says; every state change an edge of `RunState.table`; exactly one terminal
  *   `run.finished`, last, with a `StopReason` of the enumeration; counters equal to the
- *   fold of the timeline. {@link checkScenario} adds what only the tools and the gate
+ *   fold of the timeline; every answer's tokens counted, and nothing asked or run once the
+ *   token budget is spent. {@link checkScenario} adds what only the tools and the gate
  *   saw (handler invocations, the ledger, the requests and decisions). A budget whose
  *   limit is missing or not a number (`NaN` passes every comparison) is a `RangeError`
  *   naming the field.

@@ -1,9 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Metric, Option, Schema } from "effect"
+import { Clock, Effect, Fiber, Layer, Metric, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Model from "../../src/model/Model.ts"
+import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
@@ -272,6 +273,59 @@ describe("Run.resume (R9)", () => {
       // 800 tokens were paid for in two calls, and 800 are counted: the budget stops the run after the second.
       assert.deepStrictEqual([resumed.stopReason, calls, resumed.counters.inputTokens], ["budget_exhausted", 2, 800])
     }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R9 R3.3 a process that dies in a paid failure's retry wait is resumed in that wait, in the same episode",
+    () =>
+      Effect.gen(function* () {
+        const asked: Array<number> = []
+        const unfinished = new Failure.Retryable({
+          source: "provider",
+          category: "provider_interrupted",
+          code: "answer_unfinished",
+          attempts: 1,
+          hint: "the provider stopped the answer unfinished",
+          usage: { inputTokens: 30, outputTokens: 0 }
+        })
+        const model = Layer.succeed(Model.Model, {
+          generate: () =>
+            Effect.flatMap(Clock.currentTimeMillis, (now) => {
+              asked.push(now)
+              return asked.length === 1 ? Effect.fail(unfinished) : Effect.succeed(Model.response({ text: "done" }))
+            })
+        })
+        const options = { goal: "x", tools: [], recovery: { backoff: Recovery.backoff({ base: "1 second" }) } }
+        const faulty = FaultyJournal.make(yield* Journal.Journal, {})
+        const first = yield* Run.run({ ...options, runId: "w1" }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.provide(model),
+          Effect.forkChild
+        )
+        while (asked.length < 1) yield* Effect.yieldNow
+        for (let i = 0; i < 50; i++) yield* Effect.yieldNow
+        faulty.crash()
+        yield* Fiber.interrupt(first)
+        yield* TestClock.adjust("400 millis")
+        const resumed = yield* TestClockDriver.drive(Run.resume("w1", options, "restart").pipe(Effect.provide(model)))
+        const started = resumed.timeline.find((e) => e._tag === "recovery.started")
+        const after = resumed.timeline.slice(resumed.timeline.findIndex((e) => e._tag === "run.resumed"))
+        // The retry the dead process waited for is asked as its attempt 2, once its wait ends, and closes the episode.
+        assert.deepStrictEqual(
+          after.flatMap((e) =>
+            e._tag === "model.requested"
+              ? [`requested ${e.attempt} at ${e.at}`]
+              : e._tag === "recovery.completed" || e._tag === "recovery.started"
+                ? [`${e._tag} ${e.attempt}`]
+                : []
+          ),
+          [
+            `requested 2 at ${(started?.at ?? 0) + (started?._tag === "recovery.started" ? started.delayMillis : 0)}`,
+            "recovery.completed 1"
+          ]
+        )
+        assert.deepStrictEqual([resumed.status, resumed.counters.inputTokens, asked.length], ["completed", 30, 2])
+      }).pipe(Effect.provide(layers))
   )
 
   it.effect("R9 a journal out of reach for a moment at the intent record is waited for: the call runs once", () =>

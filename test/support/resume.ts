@@ -141,8 +141,12 @@ const undecidable: ReadonlySet<string> = new Set(["pay", "pay_undecidable", "sub
  *   dead process had not committed runs again (R9), and what the restarted process
  *   retries is counted from its log. `checkRetriesPerProcess` holds each process to the
  *   limits instead.
+ * - `R2.1 paid`: the restarted model answered only the restarted process, and an answer
+ *   the dead process was given but had not committed is not on the timeline (the
+ *   provider billed it; the log cannot know). `checkPaidPerProcess` bounds it instead.
  */
 const relaxed = (v: Properties.Violation, pending: ReadonlySet<string>, unseen: number): boolean =>
+  v.invariant === "R2.1 paid" ||
   ((v.invariant === "R3.7 maxRetries" || v.invariant === "R3.1 never retried") &&
     / was sent \d+ times/.test(v.detail)) ||
   (v.invariant === "R7 approvals" &&
@@ -152,6 +156,32 @@ const relaxed = (v: Properties.Violation, pending: ReadonlySet<string>, unseen: 
   (v.invariant === "R7 approvals" &&
     /^(\S+) was approved at \S+, and its handler never ran$/.test(v.detail) &&
     pending.has(v.detail.split(" ")[0] ?? ""))
+
+/** What a model was paid for, in tokens. */
+const paidBy = (scenario: Properties.Scenario) =>
+  scenario.model.paid.reduce((sum, u) => sum + u.inputTokens + u.outputTokens, 0)
+
+/**
+ * R2.1 across the restart: the resumed timeline records every answer the restarted
+ * process was given, and no answer that neither process was given.
+ */
+const checkPaidPerProcess = (
+  first: Properties.Scenario,
+  second: Properties.Scenario,
+  resumed: RunResult.RunResult,
+  label: string
+) => {
+  const recorded = resumed.timeline.reduce(
+    (sum, e) =>
+      sum +
+      (e._tag === "model.responded" || e._tag === "model.failed"
+        ? (e.usage?.inputTokens ?? 0) + (e.usage?.outputTokens ?? 0)
+        : 0),
+    0
+  )
+  assert.isAtLeast(recorded, paidBy(second), `${label}: the restarted process's answers are not all recorded`)
+  assert.isAtMost(recorded, paidBy(first) + paidBy(second), `${label}: the timeline records answers never given`)
+}
 
 /** The limits `relaxed` leaves out, held per process: the invocations of each process alone. */
 const checkRetriesPerProcess = (
@@ -352,6 +382,7 @@ export const crashAndResume = (
     checkSideEffects(first, resumed, label)
     checkFolds(resumed, sent)
     checkRetriesPerProcess(first, before)
+    checkPaidPerProcess(first, second, resumed, label)
     const seen = new Set([...first.approvals.requests, ...second.approvals.requests].map((r) => r.callId))
     const unseen = ofTag(resumed.timeline, "approval.requested").filter((e) => !seen.has(e.callId))
     for (const request of unseen) {

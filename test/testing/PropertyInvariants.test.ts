@@ -37,6 +37,43 @@ describe("Properties.check catches broken runs", () => {
     })
   )
 
+  it.effect("R2.1 an answer paid for and not counted, or a request past the token budget, is reported", () =>
+    Effect.gen(function* () {
+      const { scenario, result } = yield* run({
+        ...base,
+        steps: [{ _tag: "Unfinished", tokens: 100 }, { _tag: "ServerError" }],
+        answerTokens: 40,
+        maxTokens: 90
+      })
+      // The unfinished answer spent the budget: no retry is asked, and its 100 tokens are counted.
+      assert.deepStrictEqual(
+        [result.stopReason, result.counters.inputTokens + result.counters.outputTokens],
+        ["budget_exhausted", 100]
+      )
+      assert.deepStrictEqual(
+        scenario.model.paid.map((u) => u.inputTokens + u.outputTokens),
+        [100]
+      )
+      assert.deepStrictEqual(Properties.checkScenario(scenario, result), [])
+      // A failure's usage the counters leave out, and the model paid for more than the timeline records.
+      const uncounted = edit(
+        result,
+        result.timeline.map((e) => (e._tag === "model.failed" ? { ...e, usage: undefined } : e))
+      )
+      assert.include(invariants(Properties.check(uncounted, scenario.budget)), "R2.1 usage counted")
+      assert.include(invariants(Properties.checkScenario(scenario, uncounted)), "R2.1 paid")
+      // With a budget the answers passed sooner, the run went on past it.
+      const { scenario: under, result: spent } = yield* run({
+        ...base,
+        steps: [{ _tag: "CallTools", calls: [{ _tag: "Succeeds" }] }],
+        answerTokens: 40
+      })
+      assert.strictEqual(spent.status, "completed")
+      assert.include(invariants(Properties.check(spent, { ...under.budget, maxTokens: 30 })), "R2.1 token budget")
+      assert.notInclude(invariants(Properties.check(spent, { ...under.budget, maxTokens: 80 })), "R2.1 token budget")
+    })
+  )
+
   it.effect("R3.1 a retry caused by a permanent failure is reported", () =>
     Effect.gen(function* () {
       const { scenario, result } = yield* run({ ...base, steps: [{ _tag: "ServerError" }] })

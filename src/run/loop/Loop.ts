@@ -187,11 +187,16 @@ const iteration = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   chain: Chain,
-  permission: Permission.PermissionService
+  permission: Permission.PermissionService,
+  waiting?: ModelCall.Waiting
 ) =>
   Effect.suspend(() => {
     const n = ctx.log.counters.iterations + 1
-    return Effect.flatMap(ModelCall.call(ctx, config, chain, n), (answer) => {
+    const called =
+      waiting === undefined
+        ? ModelCall.call(ctx, config, chain, n)
+        : ModelCall.resumeWaiting(ctx, config, chain, n, waiting)
+    return Effect.flatMap(called, (answer) => {
       if (answer._tag === "GaveUp") return modelGaveUp(ctx, config, answer.reason)
       if (answer._tag === "Stopped") return Effect.succeed(answer.outcome)
       const response = answer.response
@@ -310,22 +315,32 @@ const finishIteration = <R>(
     ? responded(ctx, config, open.response, open.prepared, permission)
     : finishBatch(ctx, config, open, permission)
 
-/** One turn of the loop: the checks before the model call, then the iteration inside its step deadline. */
+/**
+ * One turn of the loop: the checks before the model call, then the iteration inside its
+ * step deadline. A resumed run whose log stopped in a retry's wait (`waiting`) goes on with
+ * that iteration, in its phase and what is left of its step.
+ */
 const turn = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
   chain: Chain,
-  permission: Permission.PermissionService
+  permission: Permission.PermissionService,
+  waiting?: ModelCall.Waiting
 ) =>
   Effect.suspend(() => {
     const fenced = fencedOff(ctx)
     if (fenced !== undefined) return Effect.succeed(fenced)
-    return Effect.andThen(RunContext.transition(ctx, "model_thinking"), () =>
+    const n = ctx.log.counters.iterations + 1
+    const { stepMillis } = config.registry.time
+    return Effect.andThen(waiting === undefined ? RunContext.transition(ctx, "model_thinking") : Effect.void, () =>
       RunContext.deadlinePassed(ctx)
         ? Effect.succeed(decide(ctx, "run_timeout", "run_timeout", "the run deadline passed before the model call"))
         : Spans.step(
-            Deadline.step(iteration(ctx, config, chain, permission), config.registry.time.stepMillis),
-            ctx.log.counters.iterations + 1
+            Deadline.step(
+              iteration(ctx, config, chain, permission, waiting),
+              waiting === undefined ? stepMillis : stepLeft(ctx, stepMillis, n)
+            ),
+            n
           )
     )
   })
@@ -365,6 +380,8 @@ export const run = <R>(ctx: RunContext.RunContext, config: Config<R>, resumed = 
       outcome !== undefined ? Effect.succeed(outcome) : Effect.andThen(Commit.barrier(ctx), turns)
     const turns = () => Effect.flatMap(turn(ctx, config, chain, permission), next)
     const open = resumed ? unfinished(ctx, config) : undefined
+    const waiting = resumed && open === undefined ? ModelCall.waitingOf(ctx) : undefined
+    if (waiting !== undefined) return Effect.flatMap(turn(ctx, config, chain, permission, waiting), next)
     if (open === undefined) return turns()
     // The rest of the iteration its log stopped in, on a step span of that iteration's number.
     return Effect.flatMap(

@@ -18,6 +18,8 @@ export interface Budget {
   readonly correctionBudget?: number | undefined
   readonly maxIterations?: number | undefined
   readonly maxToolCalls?: number | undefined
+  /** `limits.maxTokens`: once the answers paid for used more, nothing more is asked or run (R2.1). */
+  readonly maxTokens?: number | undefined
   /** Each tool's `maxRetries`, by name. */
   readonly toolMaxRetries?: Readonly<Record<string, number>> | undefined
   /** Failure codes that are permanent or of unknown outcome: a retry caused by one is a violation. */
@@ -68,6 +70,7 @@ export const budgetProblem = (budget: unknown): string | undefined => {
     ["correctionBudget", isCount, "an integer >= 0", false],
     ["maxIterations", isCount, "an integer >= 0", false],
     ["maxToolCalls", isCount, "an integer >= 0", false],
+    ["maxTokens", isCount, "an integer >= 0", false],
     ["stepTimeoutMillis", isMillis, "a number of milliseconds > 0", false],
     ["attemptTimeoutMillis", isMillis, "a number of milliseconds > 0", false],
     ["approvalTimeoutMillis", isMillis, "a number of milliseconds > 0", false]

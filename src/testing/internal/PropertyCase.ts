@@ -8,7 +8,9 @@ import { Arbitrary, Array as Arr, Schema } from "effect"
 const between = (minimum: number, maximum: number) => Schema.Int.check(Schema.isBetween({ minimum, maximum }))
 
 /**
- * A provider fault the model plays instead of answering.
+ * A provider fault the model plays instead of answering. `Unfinished` is an answer the
+ * provider stopped part way and billed (`FaultyModel.unfinished`): a retryable failure
+ * that used `tokens` (R2.1).
  *
  * @category models
  * @since 0.1.0
@@ -21,7 +23,8 @@ export const ModelFault = Schema.Union([
   Schema.TaggedStruct("CorruptJson", {}),
   Schema.TaggedStruct("BadRequest", {}),
   Schema.TaggedStruct("Unauthorized", {}),
-  Schema.TaggedStruct("Hang", {})
+  Schema.TaggedStruct("Hang", {}),
+  Schema.TaggedStruct("Unfinished", { tokens: between(1, 400) })
 ])
 
 /**
@@ -128,7 +131,11 @@ export const Case = Schema.Struct({
   /** The own `timeout` of the tools whose handlers take time (`lookup`, `transfer`, `wire`). */
   toolTimeoutMillis: Schema.optionalKey(between(1, 10_000)),
   /** How many calls of one batch run at once. Default 1. */
-  concurrency: Schema.optionalKey(between(1, 3))
+  concurrency: Schema.optionalKey(between(1, 3)),
+  /** The run's token budget, `limits.maxTokens` (R2.1). Default: none. */
+  maxTokens: Schema.optionalKey(between(0, 3_000)),
+  /** The tokens each answer of the script uses (a response's `usage`). Default 0. */
+  answerTokens: Schema.optionalKey(between(0, 400))
 })
 
 /**
@@ -212,7 +219,8 @@ const retryableFault: Arbitrary.Arbitrary<ModelFault> = weighted<ModelFault>([
   [1, Arbitrary.Constant({ _tag: "ServerError" })],
   [1, Arbitrary.Constant({ _tag: "Timeout" })],
   [1, Arbitrary.Constant({ _tag: "ConnectionReset" })],
-  [1, Arbitrary.Constant({ _tag: "CorruptJson" })]
+  [1, Arbitrary.Constant({ _tag: "CorruptJson" })],
+  [1, member(ModelFault.members[8])]
 ])
 
 const permanentFault: Arbitrary.Arbitrary<ModelFault> = weighted<ModelFault>([
@@ -246,6 +254,16 @@ const timeLayer = (loose: number): Arbitrary.Arbitrary<number | undefined> =>
     [1, member(between(1_500, 6_000))],
     [1, member(between(6_000, loose))]
   ])
+
+/**
+ * An optional token budget: absent two cases in three; otherwise mostly within a few
+ * answers (50–1,500 tokens), sometimes none at all (0: the first answer that costs spends it).
+ */
+const tokenBudget: Arbitrary.Arbitrary<number | undefined> = weighted<number | undefined>([
+  [6, Arbitrary.Constant(undefined)],
+  [1, Arbitrary.Constant(0)],
+  [2, member(between(50, 1_500))]
+])
 
 /** The optional fields of a case, without the keys that are absent. */
 const optional = <A extends Record<string, unknown>>(fields: A): { [K in keyof A]?: Exclude<A[K], undefined> } =>
@@ -287,6 +305,11 @@ const mix = (w: Weights): Arbitrary.Arbitrary<Case> =>
           [w.concurrency[0], Arbitrary.Constant(undefined)],
           [w.concurrency[1], Arbitrary.Constant(2)],
           [w.concurrency[2], Arbitrary.Constant(3)]
+        ]),
+        maxTokens: tokenBudget,
+        answerTokens: weighted<number | undefined>([
+          [1, Arbitrary.Constant(undefined)],
+          [1, member(between(1, 400))]
         ])
       })
     }),
@@ -302,7 +325,9 @@ const mix = (w: Weights): Arbitrary.Arbitrary<Case> =>
  * five, rejected or never decided once each), so about half the cases have one. Each
  * time layer (step, attempt, approval, tool timeout) is set in half the cases,
  * independently, tight more often than loose; half the cases run their batches two or
- * three calls at a time. `Arbitrary.schema(Case)` gives the unweighted mix.
+ * three calls at a time. A third of the cases have a token budget, and half give each
+ * answer a usage; one retryable provider fault in eight is an answer stopped unfinished
+ * and billed. `Arbitrary.schema(Case)` gives the unweighted mix.
  *
  * @category constructors
  * @since 0.1.0

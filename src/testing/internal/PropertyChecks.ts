@@ -14,6 +14,7 @@ import type * as RunResult from "../../run/RunResult.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import { checkApprovals } from "./PropertyApprovalChecks.ts"
 import { type Budget, budgetProblem, neverRetriedCodes } from "./PropertyBudget.ts"
+import { checkSpend } from "./PropertySpendChecks.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
 import { checkTimeLayers } from "./PropertyTimeChecks.ts"
@@ -89,6 +90,9 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, CallRef> => {
  *   (a provider retry must follow a retryable `model.failed`), no retry of a blocked or
  *   argument-refused call.
  * - `R2.3 hard limits`: model responses ≤ `maxIterations`, tool calls started ≤ `maxToolCalls`.
+ * - `R2.1 usage counted`: the token counters sum the usage of every answer on the
+ *   timeline, failed ones included; `R2.1 token budget`: once those answers used more
+ *   than `maxTokens`, no model request and no tool call starts (`PropertySpendChecks.ts`).
  * - `R3.3 episode` also: every episode that retried ends with `recovery.completed` or
  *   `recovery.failed`, unless the deadline or a cancel stopped the run inside it.
  * - `R3.8 unknown outcome`: a tool result of unknown outcome ends the run
@@ -370,5 +374,6 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
   checkStates(result, violate)
   checkTimeLayers(result, budget, violate)
   checkApprovals(result, violate)
+  checkSpend(result, budget, violate)
   return violations
 }

@@ -7,6 +7,7 @@
  */
 import { Effect, type FileSystem, Layer, type Path, Random, Result, Schema } from "effect"
 import type * as Journal from "../../journal/Journal.ts"
+import type * as Model from "../../model/Model.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
 import * as Run from "../../run/Run.ts"
 import type * as RunResult from "../../run/RunResult.ts"
@@ -68,7 +69,15 @@ const faultStep = (fault: ModelFault): FaultyModel.Step => {
       return FaultyModel.httpError(401)
     case "Hang":
       return FaultyModel.hang
+    case "Unfinished":
+      return FaultyModel.unfinished(usageOf(fault.tokens))
   }
+}
+
+/** `tokens`, three quarters of them (rounded down) the prompt's, the rest the answer's. */
+const usageOf = (tokens: number): Model.Usage => {
+  const inputTokens = Math.floor((tokens * 3) / 4)
+  return { inputTokens, outputTokens: tokens - inputTokens }
 }
 
 /**
@@ -94,6 +103,8 @@ export const toScenario = (c: Case): Scenario => {
   if (Result.isFailure(checked)) throw new RangeError(`Properties.toScenario: ${checked.failure.message}`)
   const plan = new Map<string, ToolOutcome>()
   const script: Array<FaultyModel.Step> = []
+  const costing = (response: Model.Response): Model.Response =>
+    c.answerTokens === undefined ? response : { ...response, usage: usageOf(c.answerTokens) }
   let next = 0
   for (const step of c.steps) {
     if (step._tag !== "CallTools") {
@@ -106,9 +117,9 @@ export const toScenario = (c: Case): Scenario => {
       const args = outcome._tag === "InvalidArgument" ? { q: 42 } : { q: id }
       return [toolFor(outcome), args, id]
     })
-    script.push(FaultyModel.respond(ScriptedModel.toolCalls(...calls)))
+    script.push(FaultyModel.respond(costing(ScriptedModel.toolCalls(...calls))))
   }
-  if (c.ending === "final_answer") script.push(FaultyModel.respond(ScriptedModel.finalAnswer("done")))
+  if (c.ending === "final_answer") script.push(FaultyModel.respond(costing(ScriptedModel.finalAnswer("done"))))
 
   const approvals = makeApprovals(plan)
   const { handles, tools } = makeTools(c, plan, approvals.approved)
@@ -125,7 +136,11 @@ export const toScenario = (c: Case): Scenario => {
       goal: "a generated case",
       runId: "prop",
       tools,
-      limits: { maxIterations: c.maxIterations, maxToolCalls: c.maxToolCalls },
+      limits: {
+        maxIterations: c.maxIterations,
+        maxToolCalls: c.maxToolCalls,
+        ...(c.maxTokens !== undefined ? { maxTokens: c.maxTokens } : {})
+      },
       time: {
         run: runTimeoutMillis,
         ...(c.stepTimeoutMillis !== undefined ? { step: c.stepTimeoutMillis } : {}),
@@ -147,6 +162,7 @@ export const toScenario = (c: Case): Scenario => {
       correctionBudget: c.correctionBudget,
       maxIterations: c.maxIterations,
       maxToolCalls: c.maxToolCalls,
+      maxTokens: c.maxTokens,
       toolMaxRetries: Object.fromEntries(tools.map((t) => [t.name, t.metadata.maxRetries])),
       stepTimeoutMillis: c.stepTimeoutMillis,
       attemptTimeoutMillis: c.attemptTimeoutMillis,

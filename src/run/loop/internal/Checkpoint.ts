@@ -40,8 +40,8 @@ const verdictOf = <R>(
 
 /**
  * The policies' look at the run now (R2.2): `warn`ing, as at a checkpoint, or taking only a
- * stop. The deadline is a hard stop (R3.11): no policy outranks it, before or after they
- * run (a policy is user code, and may have blocked past it).
+ * stop, which it returns unrecorded. The deadline is a hard stop (R3.11): no policy outranks
+ * it, before or after they run (a policy is user code, and may have blocked past it).
  */
 const look = <R>(
   ctx: RunContext.RunContext,
@@ -50,15 +50,27 @@ const look = <R>(
   warn: boolean,
   finalAnswer?: string
 ): Outcome | undefined => {
-  const late = () => decide(ctx, "run_timeout", "run_timeout", `the run deadline passed at the ${phase} checkpoint`)
+  const late = (): Outcome => ({
+    reason: "run_timeout",
+    policy: "run_timeout",
+    detail: `the run deadline passed at the ${phase} checkpoint`,
+    finalAnswer: undefined
+  })
   if (RunContext.deadlinePassed(ctx)) return late()
   const verdict = verdictOf(ctx, config, phase)
   if (RunContext.deadlinePassed(ctx)) return late()
   if (warn) for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
   if (verdict.stop === undefined) return undefined
   const { policy, reason, detail } = verdict.stop
-  return decide(ctx, policy, reason, detail, reason === "goal_reached" ? finalAnswer : undefined)
+  return { reason, policy, detail, finalAnswer: reason === "goal_reached" ? finalAnswer : undefined }
 }
+
+/** Records the stop a look took (`termination.decided`). */
+export const record = (ctx: RunContext.RunContext, outcome: Outcome): Outcome =>
+  decide(ctx, outcome.policy, outcome.reason, outcome.detail, outcome.finalAnswer)
+
+const recorded = (ctx: RunContext.RunContext, outcome: Outcome | undefined): Outcome | undefined =>
+  outcome === undefined ? undefined : record(ctx, outcome)
 
 /** The policies at a checkpoint: after every model response and every tool batch. */
 export const checkpoint = <R>(
@@ -66,13 +78,15 @@ export const checkpoint = <R>(
   config: Config<R>,
   phase: Termination.Checkpoint["phase"],
   finalAnswer?: string
-): Outcome | undefined => look(ctx, config, phase, true, finalAnswer)
+): Outcome | undefined => recorded(ctx, look(ctx, config, phase, true, finalAnswer))
 
 /**
  * After a model call that failed but was paid for (an answer the provider stopped
  * unfinished, its usage counted, R2.1): the policies see the counters again, so that a token
  * or cost budget it spent stops the run before another request, a retry or a fallback's, is
  * paid for. Only a stop is taken: nothing else changed since the last checkpoint's warnings.
+ * It is asked inside the recovery episode, and returned unrecorded: the caller {@link record}s
+ * it once the episode has closed, so that no episode is open when a stop is decided.
  */
 export const afterPaidFailure = <R>(
   ctx: RunContext.RunContext,
@@ -85,4 +99,4 @@ export const afterPaidFailure = <R>(
  * is never given. The checkpoint after the corrections says the rest.
  */
 export const beforeCorrections = <R>(ctx: RunContext.RunContext, config: Config<R>): Outcome | undefined =>
-  look(ctx, config, "after_tools", false)
+  recorded(ctx, look(ctx, config, "after_tools", false))

@@ -18,7 +18,7 @@ import * as Spans from "../../../tracing/Spans.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as Registry from "../../pipeline/Registry.ts"
-import { afterPaidFailure } from "./Checkpoint.ts"
+import { afterPaidFailure, record } from "./Checkpoint.ts"
 import type { Config, Outcome } from "./LoopConfig.ts"
 import * as ModelResponse from "./ModelResponse.ts"
 
@@ -191,7 +191,8 @@ const episode = (
   chain: Chain,
   iteration: number,
   cause: Cause.Cause<Failure.Failure>,
-  halt: Halt
+  halt: Halt,
+  made: Made
 ) => {
   const current = chain[ctx.log.fallbacks] ?? chain[0]
   const { recovery } = settings
@@ -207,8 +208,9 @@ const episode = (
       maxRetries: Number.POSITIVE_INFINITY,
       allowed: true,
       // A failed answer that was paid for is committed with its retry before the wait: a process
-      // that dies in it is resumed with what it cost counted (R2.1, R9).
-      commitsWait: paidFor(cause),
+      // that dies in it is resumed with what it cost counted, waiting (R2.1, R9).
+      commitsWait: made.attempts > 1 ? made.commitsWait : paidFor(cause),
+      attemptsMade: made.attempts,
       // With a next model, an open circuit hands over at once, on any attempt.
       handOff: ctx.log.fallbacks + 1 < chain.length,
       // What a failed answer cost may have spent the run's budget: the policies look before more is
@@ -238,40 +240,119 @@ export const call = (
     // The first attempt runs bare: a call that succeeds pays nothing for recovery.
     Effect.matchCauseEffect(attempt(ctx, settings, chain[ctx.log.fallbacks] ?? chain[0], iteration, 1), {
       onSuccess: (response) => Effect.succeed<Answer>({ _tag: "Responded", response }),
-      onFailure: (cause) => {
-        const halt: Halt = { outcome: undefined }
-        return Effect.flatMap(
-          Recover.settled("provider", episode(ctx, settings, chain, iteration, cause, halt)),
-          (answered) => {
-            if (Result.isSuccess(answered))
-              return Effect.succeed<Answer>({ _tag: "Responded", response: answered.success })
-            // A policy stopped the run after a paid failure: no retry was sent, nor is a fallback asked.
-            if (halt.outcome !== undefined) return Effect.succeed<Answer>({ _tag: "Stopped", outcome: halt.outcome })
-            const reason = answered.failure
-            const failure = Recovery.isExhausted(reason) ? reason.failure : reason
-            const next = chain[ctx.log.fallbacks + 1]
-            // A filtered answer is the provider's safety verdict, not a fault: no other model is asked to overrule it (R3.11).
-            if (next === undefined || failure.category === "content_filter") {
-              return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
-            }
-            return Effect.flatMap(Deadline.left({ layer: "run" }), (left) => {
-              // A retry that would wait past the step or the run (a Retry-After of an hour) leaves the
-              // time there is to the next model; nothing is switched to once none is left of either.
-              const canSwitch =
-                !Recovery.isExhausted(reason) ||
-                switchable.has(reason.why) ||
-                reason.why === "deadline" ||
-                reason.why === "step_deadline"
-              if (!canSwitch || left.millis <= 0 || RunContext.deadlinePassed(ctx)) {
-                return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
-              }
-              return switchTo(ctx, settings, chain, iteration, next, failure)
-            })
-          }
-        )
-      }
+      onFailure: (cause) => failed(ctx, settings, chain, iteration, cause, { attempts: 1, commitsWait: false })
     })
   )
+
+/** The attempts of a call already made when its episode goes on, and whether its waits are committed. */
+interface Made {
+  readonly attempts: number
+  readonly commitsWait: boolean
+}
+
+/**
+ * Where a resumed run's model call stood when its log stopped, if in the wait for a retry:
+ * a paid failure's episode commits its retry before the wait (R2.1, R9). The attempts made,
+ * and when the wait ends.
+ */
+export interface Waiting {
+  readonly attempts: number
+  readonly wakeAt: number
+}
+
+const modelEvents: ReadonlySet<string> = new Set(["model.requested", "model.responded", "model.failed"])
+
+/** The wait a restored log stopped in, if its last model event is a retry's start (see {@link Waiting}). */
+export const waitingOf = (ctx: RunContext.RunContext): Waiting | undefined => {
+  const last = ctx.events.findLast(
+    (e) =>
+      modelEvents.has(e._tag) ||
+      ((e._tag === "recovery.started" || e._tag === "recovery.completed" || e._tag === "recovery.failed") &&
+        e.kind === "provider_retry")
+  )
+  return last?._tag === "recovery.started" ? { attempts: last.attempt, wakeAt: last.at + last.delayMillis } : undefined
+}
+
+/**
+ * The model call of a resumed run whose log stopped in a retry's wait ({@link waitingOf}):
+ * it waits out the rest of the delay, then goes on with the next attempt, in the same
+ * episode, as the live run would have (R9, R3.3).
+ */
+export const resumeWaiting = (
+  ctx: RunContext.RunContext,
+  settings: Settings,
+  chain: Chain,
+  iteration: number,
+  waiting: Waiting
+): Effect.Effect<Answer, RunState.IllegalTransition> =>
+  Effect.suspend(() => {
+    const owner = { owner: "" }
+    const made: Made = { attempts: waiting.attempts + 1, commitsWait: true }
+    const rest = Effect.onInterrupt(Effect.sleep(Math.max(0, waiting.wakeAt - RunContext.now(ctx))), () =>
+      Effect.ignore(RunContext.release(ctx, "model_thinking", owner))
+    )
+    const next = Effect.matchCauseEffect(
+      Effect.suspend(() => attempt(ctx, settings, chain[ctx.log.fallbacks] ?? chain[0], iteration, made.attempts)),
+      {
+        onSuccess: (response) => {
+          RunContext.emit(ctx, ({ runId, seq, at }) => ({
+            _tag: "recovery.completed",
+            kind: "provider_retry",
+            attempt: waiting.attempts,
+            runId,
+            seq,
+            at
+          }))
+          return Effect.succeed<Answer>({ _tag: "Responded", response })
+        },
+        onFailure: (cause) => failed(ctx, settings, chain, iteration, cause, made)
+      }
+    )
+    return rest.pipe(Effect.andThen(RunContext.release(ctx, "model_thinking", owner)), Effect.andThen(next))
+  })
+
+/** After an attempt failed (`cause`): its episode's further attempts, then the next model of the chain. */
+const failed = (
+  ctx: RunContext.RunContext,
+  settings: Settings,
+  chain: Chain,
+  iteration: number,
+  cause: Cause.Cause<Failure.Failure>,
+  made: Made
+): Effect.Effect<Answer, RunState.IllegalTransition> => {
+  const halt: Halt = { outcome: undefined }
+  return Effect.flatMap(
+    Recover.settled("provider", episode(ctx, settings, chain, iteration, cause, halt, made)),
+    (answered) => {
+      if (Result.isSuccess(answered)) return Effect.succeed<Answer>({ _tag: "Responded", response: answered.success })
+      // A policy stopped the run after a paid failure: no retry was sent, nor is a fallback asked.
+      // Its stop is recorded now that the episode has closed.
+      if (halt.outcome !== undefined) {
+        return Effect.succeed<Answer>({ _tag: "Stopped", outcome: record(ctx, halt.outcome) })
+      }
+      const reason = answered.failure
+      const failure = Recovery.isExhausted(reason) ? reason.failure : reason
+      const next = chain[ctx.log.fallbacks + 1]
+      // A filtered answer is the provider's safety verdict, not a fault: no other model is asked to overrule it (R3.11).
+      if (next === undefined || failure.category === "content_filter") {
+        return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
+      }
+      return Effect.flatMap(Deadline.left({ layer: "run" }), (left) => {
+        // A retry that would wait past the step or the run (a Retry-After of an hour) leaves the
+        // time there is to the next model; nothing is switched to once none is left of either.
+        const canSwitch =
+          !Recovery.isExhausted(reason) ||
+          switchable.has(reason.why) ||
+          reason.why === "deadline" ||
+          reason.why === "step_deadline"
+        if (!canSwitch || left.millis <= 0 || RunContext.deadlinePassed(ctx)) {
+          return Effect.succeed<Answer>({ _tag: "GaveUp", reason })
+        }
+        return switchTo(ctx, settings, chain, iteration, next, failure)
+      })
+    }
+  )
+}
 
 /** Switches the rest of the run to the next model of the chain, and asks it (R3.10). */
 const switchTo = (

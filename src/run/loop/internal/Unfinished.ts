@@ -107,12 +107,16 @@ export const inDoubt = <R>(
 }
 
 /**
- * What is left of the step of a resumed run's last iteration: the step began at the
- * iteration's first model request, and keeps its deadline across a restart (R4.2, R9).
+ * What is left of the step of a resumed run's iteration (its last answered one, by
+ * default): the step began at the iteration's first model request, and keeps its deadline
+ * across a restart (R4.2, R9).
  */
-export const stepLeft = (ctx: RunContext.RunContext, stepMillis: number | undefined): number | undefined => {
+export const stepLeft = (
+  ctx: RunContext.RunContext,
+  stepMillis: number | undefined,
+  iteration = ctx.log.counters.iterations
+): number | undefined => {
   if (stepMillis === undefined) return undefined
-  const iteration = ctx.log.counters.iterations
   const began = ctx.events.find((e) => e._tag === "model.requested" && e.iteration === iteration)
   return began === undefined ? stepMillis : began.at + stepMillis - RunContext.now(ctx)
 }
