@@ -12,6 +12,14 @@
  * a device is refused without being opened for blocking I/O. Reads and writes are
  * bounded (`maxReadBytes`, `maxWriteBytes`).
  *
+ * A path must be well-formed text: one with a lone UTF-16 surrogate (`"\ud800"`) is
+ * `invalid_path`, as the file system would read it as U+FFFD and two paths would name one
+ * file. A write's temporary file is named `.<16 hex digits>.tmp`; a process killed mid-write
+ * leaves it behind. Such names are the tools' own: `list_files` does not list them, the
+ * other tools refuse them (`invalid_path`), and a write removes those in its directory older
+ * than a minute (checking each directory at most once a minute), never a younger one, which
+ * may be another write's in progress.
+ *
  * Every path a tool reports back, in its output or in a failure's hint, is relative to
  * the root: absolute paths and platform error text stay in `diagnostic`.
  *
@@ -28,8 +36,9 @@ import * as Tool from "./Tool.ts"
 
 /**
  * One entry of a directory listing. A symbolic link is listed as what it points to;
- * entries that are neither files nor directories, and links that dangle or lead out of
- * the root, are left out.
+ * entries that are neither files nor directories, links that dangle or lead out of the
+ * root, and the writes' temporary files are left out. So is a name that is not valid UTF-8
+ * (no path the model gives names it), counted in `omitted`.
  *
  * @category models
  * @since 0.1.0
@@ -82,7 +91,7 @@ export interface Options {
   readonly maxWriteBytes?: number | undefined
   /**
    * The most entries `list_files` lists (the first by name); `omitted` then says how many
-   * more there are. Default 1,000.
+   * more there are, with the names that are not valid UTF-8 (never listed). Default 1,000.
    */
   readonly maxListEntries?: number | undefined
 }
@@ -141,9 +150,9 @@ const realPathOf = (at: string): string => {
   }
 }
 
-/** The root as given: a path that is not empty; `undefined` when it is one. */
+/** The root as given: a path that is not empty, with no NUL byte or lone surrogate; `undefined` when it is one. */
 const rootProblem = (root: unknown): string | undefined =>
-  typeof root === "string" && root !== "" && !root.includes("\0")
+  typeof root === "string" && root !== "" && !root.includes("\0") && Workspace.isWellFormed(root)
     ? undefined
     : `root must be the workspace directory's path, got ${root === "" ? "an empty string" : String(root)}`
 
@@ -182,6 +191,16 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     if (input.length === 0 || input.includes("\0")) {
       return Effect.fail(permanent("invalid_path", "invalid_argument", "the path is empty or contains a NUL byte"))
     }
+    // A lone surrogate would reach the file system as U+FFFD: two paths, one file.
+    if (!Workspace.isWellFormed(input)) {
+      return Effect.fail(
+        permanent(
+          "invalid_path",
+          "invalid_argument",
+          "the path is not well-formed text (it holds a lone UTF-16 surrogate, which names no character)"
+        )
+      )
+    }
     const tooLong = (bytes: number, limit: number) =>
       Effect.fail(
         permanent(
@@ -210,10 +229,21 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
   }
 
   // `notes/`, `notes/.`, `..` name a directory, as the file system reads them: never a file.
+  // A name of the form of the writes' own temporary files is theirs, swept when stale.
   const locateFile = (input: string) =>
-    Workspace.namesDirectory(input)
+    Workspace.namesDirectory(input, path.sep)
       ? Effect.fail(permanent("invalid_path", "invalid_argument", "the path names a directory; name a file"))
-      : locate(input)
+      : Effect.flatMap(locate(input), (located) =>
+          Workspace.isTemporaryName(located.names[located.names.length - 1] ?? "")
+            ? Effect.fail(
+                permanent(
+                  "invalid_path",
+                  "invalid_argument",
+                  "names of the form .<16 hex digits>.tmp are the file tools' own temporary files; use another name"
+                )
+              )
+            : Effect.succeed(located)
+        )
 
   const tooLarge = (display: string, what: string, bytes: string) =>
     permanent(
@@ -270,7 +300,8 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     name: "list_files",
     description:
       "Lists a directory: each entry's name and whether it is a file or a directory, sorted by name. " +
-      `At most ${maxListEntries} entries; \`omitted\` then counts the rest. ` +
+      `At most ${maxListEntries} entries; \`omitted\` then counts the rest, with the names no path can ` +
+      "give (not valid UTF-8), which are never listed. " +
       '`path` is relative to the workspace root; "." is the root itself.',
     input: PathInput,
     output: Schema.Struct({

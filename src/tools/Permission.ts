@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, FileSystem, Layer, Path, Predicate, Result, Schema } from "effect"
+import { isWellFormed } from "./internal/workspace/Names.ts"
 import type * as Tool from "./Tool.ts"
 
 /**
@@ -27,7 +28,9 @@ import type * as Tool from "./Tool.ts"
  * - `symlink_escape`: a path inside the roots reaches outside them through a symbolic link.
  * - `env_file`: a path field names a `.env` or `.env.*` file, or goes through a `.env` directory.
  * - `content_too_large`: a content field is over the size limit.
- * - `invalid_path`: a path field is empty, holds a NUL byte or is longer than 4096 bytes.
+ * - `invalid_path`: a path field is empty, holds a NUL byte or a lone UTF-16 surrogate (not
+ *   well-formed text: the file system would read it as U+FFFD, so two paths would name one
+ *   file), or is longer than 4096 bytes.
  * - `policy_failed`: the policy itself failed (threw, died, or returned something that is
  *   not a decision): a policy that cannot decide denies.
  *
@@ -191,7 +194,9 @@ const optionsProblem = (options: Options): string | undefined => {
   const names = (value: unknown) =>
     Array.isArray(value) && value.every((item) => Predicate.isString(item) && item !== "")
   if (allowTools !== undefined && !names(allowTools)) return "allowTools must be an array of tool names"
-  if (roots !== undefined && !names(roots)) return "roots must be an array of directory paths"
+  if (roots !== undefined && !(names(roots) && roots.every(isWellFormed))) {
+    return "roots must be an array of directory paths, with no lone surrogate"
+  }
   // An empty list would read as "no confinement": the opposite of what an empty allow-list says.
   if (roots !== undefined && roots.length === 0) {
     return "roots is empty: give at least one directory, or leave roots out for no confinement"
@@ -207,7 +212,8 @@ const optionsProblem = (options: Options): string | undefined => {
  * Builds a policy. Rules run in this order, and the first that fails decides:
  *
  * 1. the tool must be in `allowTools` (`tool_not_allowed`);
- * 2. for each path of a path field (a string, or each string of an array): not empty, no NUL byte, at most 4096 bytes (`invalid_path`); not a
+ * 2. for each path of a path field (a string, or each string of an array): not empty, no NUL byte, no lone
+ *    surrogate, at most 4096 bytes (`invalid_path`); not a
  *    `.env` file (`env_file`); inside a root after resolving `..` (`outside_roots`);
  *    still inside a root after following symbolic links, for a file that does not exist
  *    yet through its nearest existing ancestor (`symlink_escape`);
@@ -279,6 +285,9 @@ export const make = Effect.fnUntraced(function* (
     const subject = `${tool}: arguments.${field} ${show(value)}`
     if (value.length === 0 || value.includes("\0")) {
       return deny("invalid_path", `${subject} is empty or contains a NUL byte`)
+    }
+    if (!isWellFormed(value)) {
+      return deny("invalid_path", `${subject} is not well-formed text: it holds a lone UTF-16 surrogate`)
     }
     const bytes = Buffer.byteLength(value, "utf8")
     if (bytes > maxPathBytes) {

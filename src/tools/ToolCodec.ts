@@ -100,14 +100,14 @@ const faultsOf = (exit: Exit.Exit<unknown, Schema.SchemaError>) => {
  * When neither reading takes the arguments: the fields the JSON form finds wrong, if fewer
  * (the one that blames only what is wrong), in the schema's own words where it has them
  * (the JSON form's number also reads "NaN", which is no advice to give); else the schema's.
+ * `json` is the JSON form's failure as its named fields ({@link faultsOf}), not the failure.
  */
 const bothFailed = (
   ast: Schema.Codec<unknown, unknown>["ast"],
   decoded: Exit.Exit<unknown, Schema.SchemaError>,
-  fromJson: Exit.Exit<unknown, Schema.SchemaError>
+  json: ReturnType<typeof faultsOf>
 ): Exit.Exit<unknown, Schema.SchemaError> => {
   const plain = faultsOf(decoded)
-  const json = faultsOf(fromJson)
   if (plain === undefined || json === undefined) return decoded
   const [first, ...rest] = json.fields
   if (first === undefined || json.fields.length + json.omitted >= plain.fields.length + plain.omitted) return decoded
@@ -122,19 +122,82 @@ const bothFailed = (
 }
 
 /**
+ * The most values (objects, arrays and what they hold, counted alike) arguments may hold for
+ * a failure to count every problem in them: each problem is a few issue objects, so a value
+ * wrong in each of 131,072 places costs some 70 MB while it is described, and one wrong in
+ * millions would cost gigabytes (R12).
+ */
+export const maxDescribedValues = 131_072
+
+/** Whether `root` holds at most `limit` values, counted without recursion, and stopping past the limit. */
+const holdsAtMost = (root: unknown, limit: number): boolean => {
+  let left = limit
+  const stack: Array<unknown> = [root]
+  while (stack.length > 0) {
+    const value = stack.pop()
+    if (--left < 0) return false
+    if (typeof value !== "object" || value === null) continue
+    if (Array.isArray(value)) {
+      if (value.length > left) return false
+      for (const item of value) stack.push(item)
+      continue
+    }
+    for (const key in value) {
+      if (!Object.hasOwn(value, key)) continue
+      if (stack.length >= left) return false
+      stack.push(Reflect.get(value, key))
+    }
+  }
+  return true
+}
+
+/**
+ * A failure found at its first problem, for arguments too large to have every problem
+ * named: its first problem, and a word that there may be more.
+ */
+const cutShort = (
+  ast: Schema.Codec<unknown, unknown>["ast"],
+  exit: Exit.Exit<unknown, Schema.SchemaError>
+): Exit.Exit<unknown, Schema.SchemaError> => {
+  const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+  if (!Schema.isSchemaError(error)) return exit
+  const note = new SchemaIssue.InvalidValue({
+    message: `checked only up to their first problem, as they hold more than ${maxDescribedValues} values; there may be more`
+  })
+  return Exit.fail(new Schema.SchemaError(new SchemaIssue.Composite(ast, [error.issue, note])))
+}
+
+/**
  * Decodes arguments by the input schema; failing that, in their JSON form, as the model is
  * told (`ToolJsonSchema`): a `Date` as its ISO text, a `bigint` as its digits. The JSON form
  * is taken only when every number it gives is finite, as the model is told numbers are (its
  * codec reads the text "NaN" as one). When neither reads them, see {@link bothFailed}.
+ *
+ * Each reading stops at the first problem, so that arguments wrong in millions of places
+ * cost one issue, not millions (R12). Only when both fail, and the arguments hold at most
+ * {@link maxDescribedValues} values, are they read again collecting every problem, so the
+ * model is told each (the first `SchemaIssues.maxFields`, and how many more): the JSON form
+ * first, kept only as its named fields, then the schema's, so that one reading's problems
+ * at most are held at a time. Larger ones are described by their first problem (see
+ * {@link cutShort}).
  */
 const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
-  const plain = Schema.decodeUnknownExit(input, { errors: "all" })
-  const json = Schema.decodeUnknownExit(Schema.toCodecJson(input), { errors: "all" })
+  const jsonForm = Schema.toCodecJson(input)
+  const plain = Schema.decodeUnknownExit(input, { errors: "first" })
+  const json = Schema.decodeUnknownExit(jsonForm, { errors: "first" })
+  const plainAll = Schema.decodeUnknownExit(input, { errors: "all" })
+  const jsonAll = Schema.decodeUnknownExit(jsonForm, { errors: "all" })
   return (value: unknown): Exit.Exit<unknown, Schema.SchemaError> => {
     const decoded = plain(value)
     if (Exit.isSuccess(decoded)) return decoded
     const fromJson = json(value)
-    if (Exit.isFailure(fromJson)) return bothFailed(input.ast, decoded, fromJson)
+    if (Exit.isFailure(fromJson)) {
+      if (!holdsAtMost(value, maxDescribedValues)) {
+        return cutShort(input.ast, bothFailed(input.ast, decoded, faultsOf(fromJson)))
+      }
+      const jsonFaults = faultsOf(jsonAll(value))
+      return bothFailed(input.ast, plainAll(value), jsonFaults)
+    }
     const at = nonFiniteAt(fromJson.value)
     if (at === undefined) return fromJson
     const issue = new SchemaIssue.InvalidValue({ message: "Expected a finite number" })

@@ -37,7 +37,8 @@ const invalid = (detail: string) => Effect.fail(new Workspace.WorkspaceError({ r
  * number, 0 or more; `Infinity` for no limit). A path that leads out of the root on its face
  * (`..`, an absolute path elsewhere) fails `outside_root`, and one that names a directory
  * (`notes/`, `notes/.`) `is_a_directory`, before the file system is asked; a root, a path or
- * a limit that cannot work fails `invalid_argument`, saying which.
+ * a limit that cannot work (a path with a NUL byte, or a lone UTF-16 surrogate that the file
+ * system would read as U+FFFD) fails `invalid_argument`, saying which.
  *
  * @category reading
  * @since 0.3.0
@@ -48,10 +49,16 @@ export const read = (
   maxBytes: number
 ): Effect.Effect<Uint8Array, Workspace.WorkspaceError> =>
   Effect.gen(function* () {
-    if (typeof root !== "string" || root === "" || root.includes("\0"))
-      return yield* invalid("root must be a directory's path, neither empty nor with a NUL byte")
-    if (typeof relativePath !== "string" || relativePath === "" || relativePath.includes("\0"))
-      return yield* invalid("the path must name a file, neither empty nor with a NUL byte")
+    if (typeof root !== "string" || root === "" || root.includes("\0") || !Workspace.isWellFormed(root))
+      return yield* invalid("root must be a directory's path, neither empty nor with a NUL byte or a lone surrogate")
+    // A lone surrogate would reach the file system as U+FFFD: two paths, one file.
+    if (
+      typeof relativePath !== "string" ||
+      relativePath === "" ||
+      relativePath.includes("\0") ||
+      !Workspace.isWellFormed(relativePath)
+    )
+      return yield* invalid("the path must name a file, neither empty nor with a NUL byte or a lone surrogate")
     if (!(typeof maxBytes === "number" && maxBytes >= 0 && (Number.isInteger(maxBytes) || maxBytes === Infinity)))
       return yield* invalid(`maxBytes must be a whole number of bytes, 0 or more, got ${String(maxBytes)}`)
     if (Workspace.namesDirectory(relativePath))

@@ -256,6 +256,20 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
       })
     )
 
+    it.effect("R12 a path with a lone surrogate is denied as invalid_path: it would name the file U+FFFD does", () =>
+      Effect.gen(function* () {
+        const { policy } = yield* workspace
+        assertDenied(yield* check(policy, { path: "report-\ud800.txt" }), "invalid_path", "lone", "\\ud800")
+        assertDenied(yield* check(policy, { path: "docs/\udfff/a.txt" }), "invalid_path", "\\udfff")
+        // Without roots too, and in a list of paths.
+        const open = yield* Permission.make({})
+        assertDenied(yield* check(open, { path: "a-\udc00.txt" }), "invalid_path")
+        assertAllowed(yield* check(policy, { path: "docs/report-\ud83d\ude00.md" }))
+        const exit = yield* Effect.exit(Permission.make({ roots: ["/tmp/root-\ud800"] }))
+        assert.isTrue(exit._tag === "Failure" && Cause.squash(exit.cause) instanceof RangeError)
+      })
+    )
+
     it.effect("R3.6 a path longer than 4096 bytes is denied as invalid_path, with its size", () =>
       Effect.gen(function* () {
         const { policy } = yield* workspace

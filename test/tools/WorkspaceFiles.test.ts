@@ -80,4 +80,17 @@ describe("WorkspaceFiles", () => {
         ])
       })
   )
+
+  it.effect(
+    "R12 a path or a root with a lone surrogate fails invalid_argument, and the file U+FFFD names is not read",
+    () =>
+      Effect.gen(function* () {
+        const root = mkdtempSync(join(tmpdir(), "workspace-files-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(root, { recursive: true, force: true })))
+        writeFileSync(join(root, "report-\ufffd.txt"), "someone else's")
+        assert.strictEqual(yield* reasonOf(root, "report-\ud800.txt"), "invalid_argument")
+        assert.strictEqual(yield* reasonOf(root, "report-\ufffd.txt"), "someone else's")
+        assert.strictEqual(yield* reasonOf(`${root}/\udfff`, "a.txt"), "invalid_argument")
+      })
+  )
 })

@@ -313,6 +313,33 @@ layer(NodeServices.layer)("Validation", (it) => {
   })
 
   describe("artifact contracts", () => {
+    it.effect("R12 R6.1 a JSON artifact wrong in a million places is named by its first problem, not each", () =>
+      Effect.gen(function* () {
+        const wrong = JSON.stringify(Array.from({ length: 1_000_000 }, () => 0))
+        const few = JSON.stringify([0, 0, "a"])
+        const root = yield* workspace({ "big.json": wrong, "few.json": few })
+        const Strings = Schema.Array(Schema.String)
+        const report = yield* Validation.validate(
+          {
+            artifacts: [
+              Validation.artifact("big.json", { schema: Strings, maxBytes: 4 * 1024 * 1024 }),
+              Validation.artifact("few.json", { schema: Strings })
+            ],
+            root
+          },
+          context([])
+        )
+        const [big, small] = report.checks.map((c) => c.detail)
+        assert.include(big, "schema mismatch")
+        // Named by its first problem (a million issues held at once cost gigabytes) ...
+        assert.notInclude(big, "more problems")
+        assert.isBelow(big?.length ?? 0, 300)
+        // ... while a file with a few problems still has each named.
+        assert.include(small, "[0]")
+        assert.include(small, "[1]")
+      })
+    )
+
     it.effect("R6.1 each broken contract names the clause it broke", () =>
       Effect.gen(function* () {
         const root = yield* workspace({

@@ -26,13 +26,14 @@
  *
  * @internal
  */
-import { randomBytes } from "node:crypto"
+import { isUtf8 } from "node:buffer"
 import { constants, type Dirent } from "node:fs"
 import * as Fsp from "node:fs/promises"
 import * as NodePath from "node:path"
 import { Effect, Exit } from "effect"
 import { call, fail, fromErrno, open, type Reason, WorkspaceError } from "./internal/syscalls.ts"
 import * as Walk from "./internal/Walk.ts"
+import { isTemporaryName, staleTemporaryMillis, temporaryName } from "./Names.ts"
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants
 
@@ -42,36 +43,54 @@ export { type Reason, WorkspaceError }
 /** @internal */
 export type Kind = "file" | "directory"
 
-/**
- * Whether a path names a directory on its face, as the file system reads it (`notes/`,
- * `notes/.`, `..`): never a file, whatever is there.
- *
- * @internal
- */
-export const namesDirectory = (path: string): boolean => path !== "" && /(^|[/\\])\.{0,2}$/.test(path)
+/** @internal */
+export { isTemporaryName, isWellFormed, namesDirectory } from "./Names.ts"
+
+/** An entry of a directory: its name as text, and what the directory says it is. */
+interface Named {
+  readonly name: string
+  readonly entry: Pick<
+    Dirent,
+    "isFile" | "isDirectory" | "isSymbolicLink" | "isFIFO" | "isSocket" | "isCharacterDevice" | "isBlockDevice"
+  >
+}
+
+// Node's typings give `opendir` only text encodings; it takes "buffer", and then names entries by their bytes.
+const bytesEncoding = "buffer" as BufferEncoding
 
 /**
- * The first `limit` entries of the directory at `at` by name, and how many it holds: read
- * one entry at a time, keeping only the `limit` smallest names seen so far.
+ * The first `limit` entries of the directory at `at` by name, how many it holds, and how many
+ * have a name that is not UTF-8 (`unnamed`): read one entry at a time, keeping only the
+ * `limit` smallest names seen so far. A name that is not UTF-8 would read as one with U+FFFD
+ * in it, which names another file or none, so it is counted, not listed. Temporary files of
+ * writes ({@link isTemporaryName}) are neither.
  */
 const firstByName = async (at: string, limit: number) => {
-  const first: Array<Dirent> = []
+  const first: Array<Named> = []
   let total = 0
-  for await (const entry of await Fsp.opendir(at, { bufferSize: 128 })) {
+  let unnamed = 0
+  for await (const entry of await Fsp.opendir(at, { bufferSize: 128, encoding: bytesEncoding })) {
+    const bytes: unknown = entry.name
+    if (Buffer.isBuffer(bytes) && !isUtf8(bytes)) {
+      unnamed++
+      continue
+    }
+    const name = Buffer.isBuffer(bytes) ? bytes.toString("utf8") : entry.name
+    if (isTemporaryName(name) && !entry.isDirectory()) continue
     total++
     const last = first[limit - 1]
-    if (limit === 0 || (last !== undefined && entry.name >= last.name)) continue
+    if (limit === 0 || (last !== undefined && name >= last.name)) continue
     let low = 0
     let high = first.length
     while (low < high) {
       const middle = (low + high) >>> 1
-      if ((first[middle]?.name ?? "") < entry.name) low = middle + 1
+      if ((first[middle]?.name ?? "") < name) low = middle + 1
       else high = middle
     }
-    first.splice(low, 0, entry)
+    first.splice(low, 0, { name, entry })
     if (first.length > limit) first.pop()
   }
-  return { first, total }
+  return { first, total, unnamed }
 }
 
 /** @internal */
@@ -80,7 +99,9 @@ export interface Workspace {
   readonly read: (names: ReadonlyArray<string>, maxBytes: number) => Effect.Effect<Buffer, WorkspaceError>
   /**
    * The entries that are files or directories inside the root, links resolved; nothing
-   * else: the first `maxEntries` by name, and how many entries were not looked at.
+   * else: the first `maxEntries` by name, and how many entries were not looked at, those
+   * whose names are not UTF-8 included (no path names them). Temporary files of writes are
+   * left out, and not counted.
    */
   readonly list: (
     names: ReadonlyArray<string>,
@@ -89,7 +110,12 @@ export interface Workspace {
     { readonly entries: ReadonlyArray<{ readonly name: string; readonly kind: Kind }>; readonly more: number },
     WorkspaceError
   >
-  /** Replaces the file (creating missing directories) with `data`, atomically. */
+  /**
+   * Replaces the file (creating missing directories) with `data`, atomically: `data` goes to
+   * a temporary file ({@link temporaryName}) in the target's directory, renamed over the
+   * target. A process killed mid-write leaves that file behind; the next write to the
+   * directory (at most once a minute per directory) removes those older than a minute.
+   */
   readonly write: (names: ReadonlyArray<string>, data: Uint8Array) => Effect.Effect<void, WorkspaceError>
 }
 
@@ -212,12 +238,16 @@ export const make = Effect.fnUntraced(function* (options: {
       Effect.gen(function* () {
         const root = yield* openRoot(false)
         const directory = yield* walk(root, root.directory, names, directoryFinal(false))
-        const { first: entries, total } = yield* call(() => firstByName(pathOf(root, directory), maxEntries)).pipe(
+        const {
+          first: entries,
+          total,
+          unnamed
+        } = yield* call(() => firstByName(pathOf(root, directory), maxEntries)).pipe(
           Effect.mapError(fromErrno(shownAt(root, directory)))
         )
         const listed: Array<{ readonly name: string; readonly kind: Kind }> = []
         let seen = 0
-        for (const entry of entries) {
+        for (const { name, entry } of entries) {
           if (listed.length >= maxEntries) break
           seen++
           const kind: Kind | undefined = entry.isFile()
@@ -226,13 +256,37 @@ export const make = Effect.fnUntraced(function* (options: {
               ? "directory"
               : entry.isSymbolicLink() ||
                   !(entry.isFIFO() || entry.isSocket() || entry.isCharacterDevice() || entry.isBlockDevice())
-                ? yield* walk(root, directory, [entry.name], kindFinal).pipe(Effect.orElseSucceed(() => undefined))
+                ? yield* walk(root, directory, [name], kindFinal).pipe(Effect.orElseSucceed(() => undefined))
                 : undefined
-          if (kind !== undefined) listed.push({ name: entry.name, kind })
+          if (kind !== undefined) listed.push({ name, kind })
         }
-        return { entries: listed, more: total - seen }
+        return { entries: listed, more: total - seen + unnamed }
       })
     )
+
+  // When each directory (by its names below the root) was last swept.
+  const swept = new Map<string, number>()
+
+  // Removes the temporary files a killed write left in `directory`, those older than
+  // `staleTemporaryMillis` (file times are wall-clock times, so `Date.now`), at most once a
+  // minute per directory. Only exact temporary names, only regular files; every error ignored.
+  const sweep = (root: Walk.Root, directory: Walk.Directory) => {
+    const key = directory.names.join("/")
+    const now = Date.now()
+    if (now - (swept.get(key) ?? Number.NEGATIVE_INFINITY) < staleTemporaryMillis) return Effect.void
+    if (swept.size >= 1024) swept.clear()
+    swept.set(key, now)
+    return Effect.ignore(
+      call(async () => {
+        for await (const entry of await Fsp.opendir(pathOf(root, directory), { bufferSize: 128 })) {
+          if (!isTemporaryName(entry.name) || !entry.isFile()) continue
+          const at = childOf(root, directory, entry.name)
+          const info = await Fsp.lstat(at).catch(() => undefined)
+          if (info?.isFile() && now - info.mtimeMs > staleTemporaryMillis) await Fsp.unlink(at).catch(() => undefined)
+        }
+      })
+    )
+  }
 
   const write = (names: ReadonlyArray<string>, data: Uint8Array) =>
     Effect.scoped(
@@ -242,7 +296,8 @@ export const make = Effect.fnUntraced(function* (options: {
         // A fresh name in the checked directory: O_EXCL | O_NOFOLLOW create a new file or fail,
         // and the rename replaces the name itself, never what a link there points to. So a
         // hard link to a file elsewhere is replaced, not written through.
-        const temporary = childOf(root, target.directory, `.${randomBytes(8).toString("hex")}.tmp`)
+        yield* sweep(root, target.directory)
+        const temporary = childOf(root, target.directory, temporaryName())
         const onError = Effect.mapError(fromErrno(shownAt(root, target.directory, target.name)))
         // A file that is there is replaced only if it could be written: the rename needs only the
         // directory's permission, and would replace a read-only file, or another user's (EACCES).
