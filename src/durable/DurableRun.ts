@@ -13,7 +13,8 @@
  *   the context) on a runner and provides {@link DurableRuns}: start, poll, result, events,
  *   approve, reject, cancel, pending, from any process on the same storage.
  * - {@link layerEmbedded}: the engine on one runner over one SQLite file, the journal's
- *   (zero set-up; a restarted process resumes every unfinished run by itself).
+ *   (zero set-up; a restarted process resumes every unfinished run by itself). One live
+ *   process hosts the file; `clientOnly` for a process beside it.
  * - {@link layerCluster}: runner processes over sockets on PostgreSQL (or any `SqlClient`
  *   effect's cluster supports); `clientOnly` for a process (an API server) that starts,
  *   approves and cancels runs without owning any.
@@ -40,11 +41,11 @@
  * @since 0.3.0
  */
 
-import { type Duration, Effect, Layer } from "effect"
+import { type Duration, Effect, Layer, Predicate } from "effect"
 import * as Journal from "../journal/Journal.ts"
 import * as Run from "../run/Run.ts"
 import * as RunHost from "../run/RunHost.ts"
-import type * as RunOptions from "../run/RunOptions.ts"
+import * as RunOptions from "../run/RunOptions.ts"
 import type * as Tool from "../tools/Tool.ts"
 import { DurableRuns, type StartOptions } from "./DurableRuns.ts"
 import * as Body from "./internal/Body.ts"
@@ -73,9 +74,27 @@ export interface Settings {
   readonly parkAfter?: Duration.Input | undefined
 }
 
+/**
+ * A start that is not an object, or names its tools other than as a list of names: from
+ * JavaScript, or data that came over the wire (R12).
+ */
+const shapeOf = (options: unknown): RunOptions.InvalidRunOptions | undefined => {
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    return new RunOptions.InvalidRunOptions({
+      path: [],
+      reason: `a start's options must be an object, got ${options === null ? "null" : typeof options}`
+    })
+  }
+  const tools = Predicate.hasProperty(options, "tools") ? options.tools : undefined
+  if (tools !== undefined && !(Array.isArray(tools) && tools.every((name) => typeof name === "string"))) {
+    return new RunOptions.InvalidRunOptions({ path: ["tools"], reason: "tools must be a list of tool names" })
+  }
+  return undefined
+}
+
 /** A tool the start names that the runner did not register (`definitions` without tools: a client, which cannot tell). */
 const unknownTool = (tools: ReadonlyArray<Tool.Any>, options: StartOptions) => {
-  const refused = tools.length === 0 ? undefined : Body.unregistered(tools, options.tools)
+  const refused = shapeOf(options) ?? (tools.length === 0 ? undefined : Body.unregistered(tools, options.tools))
   return refused === undefined ? Effect.void : Effect.fail(refused)
 }
 
@@ -83,8 +102,7 @@ const unknownTool = (tools: ReadonlyArray<Tool.Any>, options: StartOptions) => {
 const checkedAgainst =
   <T extends Tool.Any, RV, O>(definitions: Definitions<T, RV, O>) =>
   (options: StartOptions): Effect.Effect<void, RunOptions.InvalidRunOptions> =>
-    Effect.andThen(
-      unknownTool(definitions.tools, options),
+    Effect.andThen(unknownTool(definitions.tools, options), () =>
       Run.validateOptions<T, RV, O>({
         ...Body.optionsOf(definitions, payloadOf(options, options.runId ?? "", 0)),
         ...(options.runId === undefined ? {} : { runId: options.runId })
@@ -218,7 +236,9 @@ export {
    */
   layerCluster,
   /**
-   * The engine on one runner over one SQLite file, with the journal in the same file.
+   * The engine on one runner over one SQLite file, with the journal in the same file. One
+   * live process hosts the file's runs (a second one to host is refused once the first has
+   * had time to shut down); `clientOnly: true` opens it beside the host.
    *
    * @category layers
    * @since 0.3.0

@@ -16,12 +16,13 @@
  *
  * @since 0.3.0
  */
-import { Layer } from "effect"
+import { type Duration, Layer } from "effect"
 import type { SqlClient } from "effect/sql"
 import * as Layers from "./internal/Layers.ts"
 import * as Make from "./internal/Make.ts"
 import * as MemoryStore from "./internal/MemoryStore.ts"
 import { Journal } from "./internal/Models.ts"
+import * as SqliteHost from "./internal/SqliteHost.ts"
 import type { JournalError } from "./JournalError.ts"
 
 export {
@@ -70,7 +71,7 @@ export const layerSql: (options?: SqlOptions) => Layer.Layer<Journal, JournalErr
  * @since 0.3.0
  */
 export interface SqliteOptions extends SqlOptions {
-  /** The database file, created on first use. */
+  /** The database file, created on first use (an empty name is refused: SQLite would give a temporary one). */
   readonly filename: string
   /** `NORMAL` (default): a commit survives `kill -9`; `FULL`: it also survives power loss, at an fsync per commit. */
   readonly synchronous?: "NORMAL" | "FULL" | undefined
@@ -94,6 +95,23 @@ export interface SqliteOptions extends SqlOptions {
  * @since 0.3.0
  */
 export const layerSqlite = (options: SqliteOptions): Layer.Layer<Journal, JournalError> => Layers.layerSqlite(options)
+
+/**
+ * The one live host of a SQLite file (R9.4): a lock on `<filename>.owner` (SQLite's own file
+ * locking, which the system lets go when the process ends, however it ends), held for the
+ * layer's life. While another live process holds it, the layer waits up to `wait`, then
+ * fails `Unavailable`, its detail ending with `advice`. `DurableRun.layerEmbedded` takes it,
+ * so that one process drives a file's runs; a host of your own over one file may too.
+ *
+ * @category layers
+ * @since 0.3.0
+ */
+export const layerSqliteHost = (options: {
+  readonly filename: string
+  readonly wait: Duration.Input
+  readonly advice?: string | undefined
+}): Layer.Layer<never, JournalError> =>
+  Layer.effectDiscard(SqliteHost.hold(options.filename, options.wait, options.advice))
 
 /**
  * {@link layerSqlite}, and the `SqlClient` of its connection: for what keeps its own tables in

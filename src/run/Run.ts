@@ -22,6 +22,7 @@ import * as Journal from "../journal/Journal.ts"
 import * as Breakers from "../recovery/Breakers.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
+import * as FinalOutput from "./internal/FinalOutput.ts"
 import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as JournalLoad from "./journal/JournalLoad.ts"
@@ -116,7 +117,9 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
     return Effect.flatMap(JournalLoad.load(journal, runId, options.tools, options.modelName), (loaded) => {
       // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
       // Calls it left on the table (a process that died before it withdrew them) are withdrawn now.
-      if (loaded._tag === "Finished") return Effect.as(leftovers, loaded.result as RunResult.Typed<O>)
+      if (loaded._tag === "Finished") {
+        return Effect.as(leftovers, FinalOutput.restored(loaded.result, options.output) as RunResult.Typed<O>)
+      }
       const merged = Launch.resumedOptions(runId, options, loaded)
       if (Result.isFailure(merged)) return Effect.fail(merged.failure)
       return typed<O, Requirements<T, RV>>(

@@ -26,6 +26,7 @@ import * as JournalApprovals from "../journal/JournalApprovals.ts"
 import * as Durations from "../time/Durations.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
+import * as FinalOutput from "./internal/FinalOutput.ts"
 import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as JournalLoad from "./journal/JournalLoad.ts"
@@ -199,7 +200,12 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           : undefined
         : checked
     // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
-    if (loaded?._tag === "Finished") return { _tag: "Finished", result: loaded.result as RunResult.Typed<O> } as const
+    if (loaded?._tag === "Finished") {
+      return {
+        _tag: "Finished",
+        result: FinalOutput.restored(loaded.result, options.output) as RunResult.Typed<O>
+      } as const
+    }
 
     const parkAfterMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
     // The calls waiting long enough to park on, and the run once it is going.

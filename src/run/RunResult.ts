@@ -111,6 +111,13 @@ export const RunResult = Schema.Struct({
   nextStep: Schema.optional(Schema.String),
   /** The sequence number of the last event: the point a resume would replay up to (R9). */
   checkpoint: Schema.Int,
+  /**
+   * Why the run's journal does not hold this ending, when it does not: its last commit did
+   * not get through (a store out of reach past the stop grace, or one that refused it). The
+   * journal holds the run up to its last commit; a later `Run.resume` or `Run.recover`
+   * goes on from there, and may ask the model again. Absent for a run without a journal.
+   */
+  unrecorded: Schema.optional(Schema.String),
   counters: CountersSnapshot,
   elapsedMillis: Schema.Finite,
   timeline: Schema.Array(Event.Event)

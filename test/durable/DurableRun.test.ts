@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Option, Schema, Stream } from "effect"
+import { Cause, Deferred, Effect, Fiber, Layer, Option, Schema, Stream } from "effect"
 import { DurableRun } from "../../src/durable/index.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
@@ -66,6 +66,15 @@ const waitingCall = (runs: DurableRun.Service, runId: string) =>
   })
 
 const tagsOf = (events: ReadonlyArray<{ readonly _tag: string }>) => events.map((e) => e._tag)
+
+/** A host of the runs of `filename`, with `pay`; its shutdown (and so a second host's wait) 200 ms. */
+const hostOn = <T extends Tool.Any>(filename: string, pay: T) =>
+  DurableRun.layer({ tools: [pay] }).pipe(
+    Layer.provideMerge(
+      DurableRun.layerEmbedded({ filename, shardingConfig: { entityTerminationTimeout: "200 millis" } })
+    ),
+    Layer.provide(payOnce)
+  )
 
 /**
  * A client on the engine and file of `base` whose journal is `base`'s with the operations
@@ -233,6 +242,12 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
         assert.strictEqual(invalid._tag, "InvalidRunOptions")
         const badTime = yield* Effect.flip(runs.start({ goal: "x", time: { run: "soon" } }))
         assert.strictEqual(badTime._tag, "InvalidRunOptions")
+        // From JavaScript, or data off the wire: no start at all, tools not a list of names.
+        for (const hostile of [null, "go", { goal: "x", tools: "pay" }, { goal: "x", tools: [7] }]) {
+          // Boundary: what a caller without types may pass.
+          const refused = yield* Effect.flip(runs.start(hostile as unknown as DurableRun.StartOptions))
+          assert.strictEqual(refused._tag, "InvalidRunOptions", JSON.stringify(hostile))
+        }
         for (const op of [
           runs.poll("nope"),
           runs.events("nope"),
@@ -261,6 +276,67 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
       }).pipe(Effect.provide(runtime([pay])))
     },
     30_000
+  )
+})
+
+describe("DurableRun: one live host per file (R9.4)", () => {
+  it.live(
+    "R9.4 R7 a second host on a live host's file is refused, naming clientOnly; a client-only process approves, the host pays once",
+    () =>
+      Effect.gen(function* () {
+        const filename = fileOf()
+        const { paid, pay } = payments()
+        yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          yield* runs.start({ goal: "pay", runId: "o1" })
+          const callId = yield* waitingCall(runs, "o1")
+          // A second host while this one lives: it would take over the run and pay again.
+          const second = yield* Effect.exit(Layer.build(hostOn(filename, pay)).pipe(Effect.scoped))
+          assert.isTrue(second._tag === "Failure", "a second host was built")
+          const error = second._tag === "Failure" ? String(Cause.squash(second.cause)) : ""
+          assert.include(error, "hosted by another live process")
+          assert.include(error, "clientOnly: true")
+          // A process beside the host, on the file: it approves, and the host runs the call.
+          const result = yield* Effect.gen(function* () {
+            const client = yield* DurableRun.DurableRuns
+            yield* client.approve("o1", callId, { by: "ops" })
+            return yield* client.result("o1")
+          }).pipe(
+            Effect.provide(
+              DurableRun.layerClient.pipe(Layer.provideMerge(DurableRun.layerEmbedded({ filename, clientOnly: true })))
+            )
+          )
+          assert.deepStrictEqual([result.status, paid], ["completed", ["o1:c1"]])
+        }).pipe(Effect.provide(hostOn(filename, pay)))
+        // The host gone, another hosts the file at once.
+        const again = yield* Effect.flatMap(DurableRun.DurableRuns, (runs) => runs.result("o1")).pipe(
+          Effect.provide(hostOn(filename, pay))
+        )
+        assert.deepStrictEqual([again.status, paid.length], ["completed", 1])
+      }),
+    60_000
+  )
+
+  it.live("R12 an embedded engine on no file (empty, :memory:) is refused with StoreFailed", () =>
+    Effect.gen(function* () {
+      for (const filename of ["", "  ", ":memory:"]) {
+        const exit = yield* Effect.exit(Layer.build(DurableRun.layerEmbedded({ filename })).pipe(Effect.scoped))
+        const reason = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
+        assert.isTrue(
+          reason instanceof JournalError.JournalError && reason.reason._tag === "StoreFailed",
+          `${JSON.stringify(filename)}: ${String(reason)}`
+        )
+      }
+      // A plain journal on an empty name or a durability it does not know is refused too.
+      for (const options of [{ filename: "" }, { filename: fileOf(), synchronous: "full" }]) {
+        const exit = yield* Effect.exit(
+          // Boundary: a JavaScript caller's options, which the types would refuse.
+          Layer.build(Journal.layerSqlite(options as Journal.SqliteOptions)).pipe(Effect.scoped)
+        )
+        const reason = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
+        assert.instanceOf(reason, JournalError.JournalError, JSON.stringify(options))
+      }
+    })
   )
 })
 

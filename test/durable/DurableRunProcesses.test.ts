@@ -47,6 +47,34 @@ describe("DurableRun embedded on one SQLite file, across kill -9 (R9)", () => {
     assert.deepStrictEqual(result.reconciled, [{ callId: "c1", verdict: "applied" }])
   }, 60_000)
 
+  it("R9.4 a second host on the file while the first lives is refused: the first pays once; a client-only process beside it sees the result", async () => {
+    const w = world("second-host")
+    const runId = "pay1-live"
+    const filename = w.file("runs.db")
+    const shardingConfig = { entityTerminationTimeout: "1 second" }
+    const first = w.start({
+      mode: { _tag: "embedded", filename },
+      shardingConfig,
+      start: [runId],
+      watch: [runId],
+      payMillis: 4000
+    })
+    await first.waitFor(`paying ${runId} c1`)
+    // Another process opens the file to host while the first is in the payment: it would take
+    // the run over, find the payment in doubt, and pay again.
+    const second = w.start({ mode: { _tag: "embedded", filename }, shardingConfig, watch: [runId], payMillis: 5 })
+    const exit = await second.exited
+    assert.strictEqual(exit.code, 1, second.stderr())
+    assert.include(second.stderr(), "hosted by another live process")
+    assert.notInclude(second.lines, "ready")
+    // A process beside the host, on the file, reads the run.
+    const beside = w.start({ mode: { _tag: "embedded", filename, clientOnly: true }, shardingConfig, watch: [runId] })
+    const [seen, own] = await Promise.all([resultOf(beside, runId), resultOf(first, runId)])
+    assert.deepStrictEqual([seen.status, own.status], ["completed", "completed"], own.detail)
+    assert.deepStrictEqual(paidOf(runId, w.payments()), { c1: 1 })
+    assert.isFalse(beside.lines.some((line) => line.startsWith("model ") || line.startsWith("paying ")))
+  }, 60_000)
+
   it("R7 a run parked on approval, its process killed: another process approves, the run finishes there, each payment once", async () => {
     const w = world("approve")
     const runId = "approve-a"

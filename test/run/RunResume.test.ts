@@ -6,6 +6,7 @@ import * as Journal from "../../src/journal/Journal.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as RunHost from "../../src/run/RunHost.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -110,6 +111,45 @@ describe("Run.resume (R9)", () => {
           ["c1"]
         )
       }).pipe(Effect.provide(payThenAnswer), Effect.provide(layers))
+  )
+
+  it.effect("R9 a finished run read back gives its typed output as the run did: a Date stays one", () =>
+    Effect.gen(function* () {
+      const Output = Schema.Struct({ due: Schema.DateFromString, total: Schema.Number })
+      const model = ScriptedModel.layerFunction(() =>
+        ScriptedModel.finalAnswer(JSON.stringify({ due: "2026-01-02T00:00:00.000Z", total: 5 }))
+      )
+      const first = yield* Run.run({ goal: "when", tools: [], runId: "t1", output: Output }).pipe(Effect.provide(model))
+      const again = yield* Run.resume("t1", { tools: [], output: Output }).pipe(Effect.provide(model))
+      assert.instanceOf(first.output?.due, Date)
+      assert.deepStrictEqual(again, first)
+      // RunHost.drive, which a workflow calls, reads it back alike.
+      const hosted = yield* RunHost.drive("t1", { goal: "when", tools: [], output: Output }).pipe(Effect.provide(model))
+      assert.deepStrictEqual(hosted._tag === "Finished" ? hosted.result.output : undefined, first.output)
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R9 a result whose ending the journal could not take says so (unrecorded); one it took does not", () =>
+    Effect.gen(function* () {
+      const store = yield* Journal.Journal
+      const model = ScriptedModel.layer([ScriptedModel.finalAnswer("done")])
+      // Commits: 1 the start, 2 the response; from the third (the ending) on, the store is out of reach.
+      const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 3 })
+      const lost = yield* TestClockDriver.drive(
+        Run.run({ goal: "x", tools: [], runId: "u1", time: { stopGrace: 300 } }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.provide(model)
+        )
+      )
+      assert.strictEqual(lost.status, "completed")
+      assert.include(lost.unrecorded ?? "", "could not be reached")
+      // The journal holds the run up to its last commit: read back, it is not finished.
+      assert.isTrue(Option.isSome(yield* store.read("u1")))
+      const kept = yield* Run.run({ goal: "x", tools: [], runId: "u2" }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")]))
+      )
+      assert.deepStrictEqual([kept.status, kept.unrecorded], ["completed", undefined])
+    }).pipe(Effect.provide(layers))
   )
 
   it.effect("R9 an idempotent call in doubt runs again", () =>

@@ -18,7 +18,7 @@ import { Digest } from "effect/crypto"
 import type { SqlClient } from "effect/sql"
 import type { WorkflowEngine } from "effect/workflow"
 import * as Journal from "../../journal/Journal.ts"
-import type * as JournalError from "../../journal/JournalError.ts"
+import * as JournalError from "../../journal/JournalError.ts"
 
 /** The services every layer of runs needs: the engine with its storage, and the journal. */
 export type Requires =
@@ -39,6 +39,12 @@ export interface EmbeddedOptions extends Omit<Journal.SqliteOptions, "tablePrefi
    * timers fire on that read, so an expiry is at most that late).
    */
   readonly shardingConfig?: Partial<ShardingConfig.ShardingConfig["Service"]> | undefined
+  /**
+   * A process that starts, approves, cancels and reads runs on the file beside the process
+   * hosting them (an approver, a command line tool): it hosts none. Its requests reach the
+   * host through the file, on the host's next read of it (every second by default).
+   */
+  readonly clientOnly?: boolean | undefined
 }
 
 /**
@@ -46,22 +52,60 @@ export interface EmbeddedOptions extends Omit<Journal.SqliteOptions, "tablePrefi
  * set-up durable runs for one process. A process started again on the file takes its runs
  * back and resumes every unfinished one by itself.
  *
+ * One live process hosts the file's runs (R9.4): it holds a lock on `<filename>.owner`,
+ * which the system lets go when the process ends, however it ends. A second process
+ * opening the file to host waits for it as long as the first may take to shut down
+ * (`entityTerminationTimeout` and 5 s), then fails `Unavailable`; open it with
+ * `clientOnly: true` to start, approve, cancel or read runs beside the host. A filename
+ * that names no file (empty, or `:memory:`) is refused with `StoreFailed`.
+ *
  * @category layers
  * @since 0.3.0
  */
 export const layerEmbedded = (
   options: EmbeddedOptions
 ): Layer.Layer<Requires | Runners.Runners, JournalError.JournalError | ConfigError> => {
-  const { shardingConfig, ...file } = options
+  const { shardingConfig, clientOnly, ...file } = options
+  const client = clientOnly === true
+  if (typeof file.filename !== "string" || file.filename.trim() === "" || file.filename === ":memory:") {
+    return Layer.unwrap(
+      Effect.fail(
+        JournalError.make(
+          new JournalError.StoreFailed({
+            operation: "configure",
+            detail: `an embedded engine needs a database file, got ${JSON.stringify(file.filename)}`
+          })
+        )
+      )
+    )
+  }
+  // Without an address, the runner hosts no shard: it only sends, through the file's message tables.
+  // The host waits as long as the one before may take to let its runs go, and five seconds more.
+  const wait = Duration.sum(
+    Duration.fromInputUnsafe(shardingConfig?.entityTerminationTimeout ?? "15 seconds"),
+    Duration.seconds(5)
+  )
+  const host = client
+    ? Layer.empty
+    : Journal.layerSqliteHost({
+        filename: file.filename,
+        wait,
+        advice: "; open it with clientOnly: true to start, approve, cancel and read runs from this one"
+      })
   return ClusterWorkflowEngine.layer.pipe(
     Layer.provideMerge(
       SingleRunner.layer({
-        shardingConfig: { entityMessagePollInterval: Duration.seconds(1), ...shardingConfig },
+        shardingConfig: {
+          entityMessagePollInterval: Duration.seconds(1),
+          ...shardingConfig,
+          ...(client ? { runnerAddress: Option.none() } : {})
+        },
         runnerStorage: "sql"
       })
     ),
     Layer.provide(Digest.layerWebCrypto),
-    Layer.provideMerge(Journal.layerSqliteWithClient(file))
+    Layer.provideMerge(Journal.layerSqliteWithClient(file)),
+    Layer.provide(host)
   )
 }
 

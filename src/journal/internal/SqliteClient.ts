@@ -98,12 +98,27 @@ const makeCache = (db: DatabaseSync, size: number, arrays: boolean) => {
 }
 
 /** SQLITE_BUSY or SQLITE_LOCKED, extended codes (`SQLITE_BUSY_RECOVERY`, …) included. */
-const isBusy = (error: unknown): boolean =>
+export const isBusy = (error: unknown): boolean =>
   typeof error === "object" &&
   error !== null &&
   "errcode" in error &&
   typeof error.errcode === "number" &&
   ((error.errcode & 0xff) === 5 || (error.errcode & 0xff) === 6)
+
+/**
+ * The file and its durability as asked for: a file name (an empty one is a temporary
+ * database SQLite deletes on close, which a journal must not be: an unset setting, most
+ * likely), and `NORMAL` or `FULL`, exactly (a `full` would have been taken as `NORMAL`).
+ */
+const checkFile = (options: Options): void => {
+  if (typeof options.filename !== "string" || options.filename.trim() === "") {
+    throw new RangeError(`filename must name the database file, got ${JSON.stringify(options.filename)}`)
+  }
+  const synchronous: unknown = options.synchronous
+  if (synchronous !== undefined && synchronous !== "NORMAL" && synchronous !== "FULL") {
+    throw new RangeError(`synchronous must be "NORMAL" or "FULL", got ${JSON.stringify(synchronous)}`)
+  }
+}
 
 /** The checkpoint size asked for: a whole number of pages, at least 1. */
 const checkpointPages = (options: Options): number => {
@@ -123,6 +138,7 @@ const openFile = (options: Options) =>
   Effect.tryPromise({
     try: async () => {
       // Checked before the file is created.
+      checkFile(options)
       const pages = checkpointPages(options)
       const { DatabaseSync } = await import("node:sqlite")
       const busyTimeout = options.busyTimeoutMillis ?? 5000

@@ -60,3 +60,18 @@ export const decode = (
   const issue = ToolArguments.describeIssue(decoded.error.issue, "output").message
   return Result.fail({ _tag: "Mismatch", message: `the final answer does not match the output schema: ${issue}` })
 }
+
+/**
+ * A finished run's result as its journal gave it back, its `output` decoded again from its
+ * final answer with `schema` (R9): the journal keeps what JSON can hold, so an output that
+ * is a `Date`, a `bigint` or a class instance was left out of the stored result. Without a
+ * schema, or when the answer no longer decodes with it, the result is as stored.
+ */
+export const restored = <R extends { readonly status: string; readonly finalAnswer?: string | undefined }>(
+  result: R,
+  schema: OutputSchema | undefined
+): R => {
+  if (schema === undefined || result.status !== "completed" || result.finalAnswer === undefined) return result
+  const decoded = decode(schema, result.finalAnswer)
+  return Result.isSuccess(decoded) ? { ...result, output: decoded.success } : result
+}

@@ -54,6 +54,8 @@ export interface Child<R = Result> {
   readonly succeeded: () => Promise<void>
   /** The run results it printed (`result <json>` lines). */
   readonly results: () => ReadonlyArray<R>
+  /** What it wrote to stderr so far. */
+  readonly stderr: () => string
 }
 
 /** What the child prints of a run's result. */
@@ -145,6 +147,7 @@ export const start = <R = Result>(script: string, config: object): Child<R> => {
       if (code !== 0) throw new Error(`exited ${code ?? signal}: ${describe()}`)
     },
     results: () =>
-      lines.filter((line) => line.startsWith("result ")).map((line) => JSON.parse(line.slice("result ".length)))
+      lines.filter((line) => line.startsWith("result ")).map((line) => JSON.parse(line.slice("result ".length))),
+    stderr: () => stderr
   }
 }

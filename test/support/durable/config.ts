@@ -2,8 +2,8 @@
 
 /** Where the process's engine and journal are, and what it is. */
 export type Mode =
-  /** `DurableRun.layerEmbedded` on one SQLite file: a runner of its own. */
-  | { readonly _tag: "embedded"; readonly filename: string }
+  /** `DurableRun.layerEmbedded` on one SQLite file: its host, or (`clientOnly`) a process beside the host. */
+  | { readonly _tag: "embedded"; readonly filename: string; readonly clientOnly?: boolean | undefined }
   /** `DurableRun.layerCluster` on PostgreSQL: a runner listening on 127.0.0.1:`port`. */
   | { readonly _tag: "runner"; readonly pg: string; readonly port: number }
   /** `DurableRun.layerCluster({ clientOnly: true })` + `layerClient`: starts, approves and cancels, hosts nothing. */

@@ -67,6 +67,11 @@ const shardingConfig = (config.shardingConfig ?? {}) as Partial<ShardingConfig.S
 const layerOf = (mode: Config["mode"]) => {
   switch (mode._tag) {
     case "embedded":
+      if (mode.clientOnly === true) {
+        return DurableRun.layerClient.pipe(
+          Layer.provideMerge(DurableRun.layerEmbedded({ filename: mode.filename, shardingConfig, clientOnly: true }))
+        )
+      }
       return DurableRun.layer(definitions).pipe(
         Layer.provideMerge(DurableRun.layerEmbedded({ filename: mode.filename, shardingConfig })),
         Layer.provide(model)

@@ -42,6 +42,20 @@ const overtaken = (result: RunResult.RunResult, fenced: string): RunResult.RunRe
 })
 
 /**
+ * The result, saying so when its journal does not hold its ending: the last commit did not
+ * get through (R9). The caller learns that a later resume of the run goes on from the last
+ * commit, rather than taking the ending as recorded.
+ */
+const unrecorded = (ctx: RunContext.RunContext, result: RunResult.RunResult): RunResult.RunResult => {
+  if (ctx.journal === undefined || ctx.committed >= ctx.events.length) return result
+  const why =
+    ctx.refused === undefined
+      ? `the journal could not be reached; it holds the run up to seq ${ctx.committed - 1}`
+      : `the journal refused it (${ctx.refused}); it holds the run up to seq ${ctx.committed - 1}`
+  return OwnCopy.deepFreeze({ ...result, unrecorded: why })
+}
+
+/**
  * The closing of one run. It keeps what every way out needs, and the two facts they
  * share: the result the run closed with, and the stop grace's timer.
  */
@@ -102,7 +116,7 @@ export class Closing {
       const fenced = closing.ctx.fenced
       const given =
         fenced === undefined || result.stopReason === "internal_error"
-          ? result
+          ? unrecorded(closing.ctx, result)
           : OwnCopy.deepFreeze(overtaken(result, fenced))
       closing.closed = given
       yield* Spans.ended(given)
