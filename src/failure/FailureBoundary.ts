@@ -260,6 +260,21 @@ export const unknown = (source: Failure.Source, error: unknown): Failure.Failure
   })
 }
 
+/** The same failure with some of its fields changed. */
+const changed = (
+  failure: Failure.Failure,
+  fields: Partial<Pick<Failure.Failure, "attempts" | "usage">>
+): Failure.Failure => {
+  switch (failure._tag) {
+    case "Retryable":
+      return new Failure.Retryable({ ...failure, ...fields })
+    case "Permanent":
+      return new Failure.Permanent({ ...failure, ...fields })
+    case "UnknownOutcome":
+      return new Failure.UnknownOutcome({ ...failure, ...fields })
+  }
+}
+
 /**
  * The same failure, with the number of attempts its owner already made (R3.4): an
  * outer layer reads it and does not retry again.
@@ -267,13 +282,17 @@ export const unknown = (source: Failure.Source, error: unknown): Failure.Failure
  * @category combinators
  * @since 0.1.0
  */
-export const withAttempts = (failure: Failure.Failure, attempts: number): Failure.Failure => {
-  switch (failure._tag) {
-    case "Retryable":
-      return new Failure.Retryable({ ...failure, attempts })
-    case "Permanent":
-      return new Failure.Permanent({ ...failure, attempts })
-    case "UnknownOutcome":
-      return new Failure.UnknownOutcome({ ...failure, attempts })
-  }
-}
+export const withAttempts = (failure: Failure.Failure, attempts: number): Failure.Failure =>
+  changed(failure, { attempts })
+
+/**
+ * The same failure, carrying what the answer it cut off had cost (R2.1): a stream that
+ * broke, stalled or carried an error after the provider had begun to answer was paid for,
+ * and counts toward the run's budgets as a response does. The failure's own usage stands
+ * when it has one; `undefined` changes nothing.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const withUsage = (failure: Failure.Failure, usage: typeof Failure.Usage.Type | undefined): Failure.Failure =>
+  usage === undefined || failure.usage !== undefined ? failure : changed(failure, { usage })

@@ -245,16 +245,19 @@ export const checkAs = <S extends Schema.ConstraintDecoder<unknown>>(
   schema: S,
   options?: { readonly exact?: boolean | undefined }
 ): ((value: unknown, what: () => string) => Result.Result<S["Type"], string>) => {
-  const decode = Schema.decodeUnknownResult(schema, {
-    errors: "all",
-    ...(options?.exact === true ? { onExcessProperty: "error" as const } : {})
-  })
+  const excess = options?.exact === true ? { onExcessProperty: "error" as const } : {}
+  // Decided at the first problem; every problem named only for a value small enough to hold
+  // them (a value wrong in millions of places is millions of issues, R12).
+  const decode = Schema.decodeUnknownResult(schema, { errors: "first", ...excess })
+  const decodeAll = Schema.decodeUnknownResult(schema, { errors: "all", ...excess })
   return (value, what) => {
     try {
-      return Result.mapError(
-        decode(letGo(value)),
-        (error) => `${what()} is invalid: ${SchemaIssues.describe(error.issue, "").message}`
-      )
+      const given = letGo(value)
+      return Result.mapError(decode(given), (first) => {
+        const all = SchemaIssues.describable(given) ? decodeAll(given) : undefined
+        const error = all !== undefined && Result.isFailure(all) ? all.failure : first
+        return `${what()} is invalid: ${SchemaIssues.describe(error.issue, "").message}`
+      })
     } catch (defect) {
       return Result.fail(`${what()} cannot be read (${Failure.safeDescription(defect)})`)
     }

@@ -37,6 +37,7 @@
  */
 import { Config, ConfigProvider, Context, Effect, Layer, Redacted, Result } from "effect"
 import * as FetchHttpClient from "effect/http/FetchHttpClient"
+import * as Headers from "effect/http/Headers"
 import * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
@@ -63,6 +64,7 @@ export {
   Dialect,
   defaultMaxResponseBytes,
   InvalidOptions,
+  maxPricePerMillionTokens,
   type Options,
   type Prices,
   Reasoning,
@@ -89,6 +91,21 @@ const noRedirects = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E,
       ...Context.getOrUndefined(fiber.context, FetchHttpClient.RequestInit),
       redirect: "manual"
     })
+  )
+
+/**
+ * The request's span, when the app traces headers (`HttpClient.TracerHeaderFilter`), records
+ * none of the response's: a server may echo the key in one (`x-debug-auth`), and the names
+ * the app redacts cannot know it. The request's headers are recorded as the app says, with
+ * `authorization` always redacted, whatever names the app redacts (R12).
+ */
+const untracedSecrets = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  self.pipe(
+    Effect.updateService(
+      HttpClient.TracerHeaderFilter,
+      (filter) => (name: string, phase: "request" | "response") => phase === "request" && filter(name, phase)
+    ),
+    Effect.updateService(Headers.CurrentRedactedNames, (names) => [...names, "authorization"])
   )
 
 /**
@@ -236,7 +253,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
           .pipe(
             Effect.mapError(ProviderFailure.fromHttpError),
             Effect.provideService(ConnectionProgress.CurrentProgress, progress),
-            noRedirects
+            noRedirects,
+            untracedSecrets
           ),
         Phases.headersTimer(resolved, deadline, connection, start)
       )

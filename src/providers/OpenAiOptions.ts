@@ -16,7 +16,7 @@ import type * as Cost from "./internal/Cost.ts"
  * @since 0.1.0
  */
 export interface Timeouts {
-  /** Until the request has a connected socket. Default 10 seconds. */
+  /** Until the request has a connected socket. Default 10 seconds; each timeout is at least 1 ms. */
   readonly connect?: Duration.Input | undefined
   /** From the connection until the response headers. Default 5 minutes. */
   readonly firstByte?: Duration.Input | undefined
@@ -28,14 +28,24 @@ export interface Timeouts {
 }
 
 /**
- * Prices in USD per million tokens. `cachedInput` is the price of an input token read
- * from the provider's prompt cache (OpenAI's `cached_tokens`, DeepSeek's
- * `prompt_cache_hit_tokens`); without it, cached tokens cost `input`.
+ * Prices in USD per million tokens, each from 0 to {@link maxPricePerMillionTokens}.
+ * `cachedInput` is the price of an input token read from the provider's prompt cache
+ * (OpenAI's `cached_tokens`, DeepSeek's `prompt_cache_hit_tokens`); without it, cached
+ * tokens cost `input`.
  *
  * @category models
  * @since 0.1.0
  */
 export interface Prices extends Cost.Prices {}
+
+/**
+ * The highest price {@link Prices} takes: a million USD per million tokens. A higher one
+ * would make an answer's cost too large to count, so it is refused at `make`.
+ *
+ * @category constants
+ * @since 0.3.0
+ */
+export const maxPricePerMillionTokens = 1_000_000
 
 /**
  * Which wire conventions the endpoint follows where OpenAI and DeepSeek differ: the

@@ -295,7 +295,7 @@ export const accumulator = (): Accumulator => ({
  * (a request asks for one). A delta without an `index` starts a new call when it has an
  * id, and adds to the last call otherwise; a delta whose id differs from the one its
  * `index` holds starts a new call (servers that omit or reuse indexes); a name sent again
- * whole is not appended.
+ * whole with the call's id is not appended, and a name piece without an id always is.
  *
  * @category combinators
  * @since 0.1.0
@@ -321,8 +321,9 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
         const holder = acc.byId.get(id)
         if (holder === undefined || (acc.opened.get(holder) ?? 0) < (acc.opened.get(call) ?? 0)) acc.byId.set(id, call)
       }
+      // A name equal to the whole so far is a resend only beside an id; else a piece (`tar` + `tar`).
       const name = part.function?.name
-      if (typeof name === "string" && name !== call.name) call.name += name
+      if (typeof name === "string" && (id === undefined || name !== call.name)) call.name += name
       if (typeof part.function?.arguments === "string") call.arguments += part.function.arguments
     }
   }
@@ -354,6 +355,25 @@ const open = (acc: Accumulator, at: number): PartialCall => {
   if (Number.isFinite(at)) acc.next = Math.max(acc.next, at + 1)
   return call
 }
+
+/**
+ * What a streamed answer that never reached `[DONE]` had cost so far (R2.1): the usage the
+ * server reported, priced, or an estimate from what came of it; `undefined` when nothing did.
+ *
+ * @category decoding
+ * @since 0.3.0
+ */
+export const partialUsage = (acc: Accumulator, decoding: WireResponse.Decoding): Model.Usage | undefined =>
+  WireResponse.partialUsage(
+    {
+      text: acc.text,
+      reasoning: acc.reasoning,
+      calls: [...acc.calls.values()],
+      finishReason: acc.finishReason,
+      usage: acc.usage
+    },
+    decoding
+  )
 
 /**
  * The response the deltas add up to, or why they do not make one (a tool call

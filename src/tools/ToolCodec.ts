@@ -122,34 +122,10 @@ const bothFailed = (
 }
 
 /**
- * The most values (objects, arrays and what they hold, counted alike) arguments may hold for
- * a failure to count every problem in them: each problem is a few issue objects, so a value
- * wrong in each of 131,072 places costs some 70 MB while it is described, and one wrong in
- * millions would cost gigabytes (R12).
+ * The most values arguments may hold for a failure to count every problem in them (R12):
+ * see `SchemaIssues.maxDescribedValues`.
  */
-export const maxDescribedValues = 131_072
-
-/** Whether `root` holds at most `limit` values, counted without recursion, and stopping past the limit. */
-const holdsAtMost = (root: unknown, limit: number): boolean => {
-  let left = limit
-  const stack: Array<unknown> = [root]
-  while (stack.length > 0) {
-    const value = stack.pop()
-    if (--left < 0) return false
-    if (typeof value !== "object" || value === null) continue
-    if (Array.isArray(value)) {
-      if (value.length > left) return false
-      for (const item of value) stack.push(item)
-      continue
-    }
-    for (const key in value) {
-      if (!Object.hasOwn(value, key)) continue
-      if (stack.length >= left) return false
-      stack.push(Reflect.get(value, key))
-    }
-  }
-  return true
-}
+export const maxDescribedValues = SchemaIssues.maxDescribedValues
 
 /**
  * A failure found at its first problem, for arguments too large to have every problem
@@ -192,7 +168,7 @@ const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
     if (Exit.isSuccess(decoded)) return decoded
     const fromJson = json(value)
     if (Exit.isFailure(fromJson)) {
-      if (!holdsAtMost(value, maxDescribedValues)) {
+      if (!SchemaIssues.describable(value)) {
         return cutShort(input.ast, bothFailed(input.ast, decoded, faultsOf(fromJson)))
       }
       const jsonFaults = faultsOf(jsonAll(value))

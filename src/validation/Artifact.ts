@@ -19,7 +19,6 @@ import * as SchemaIssues from "../failure/SchemaIssues.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Model from "../model/Model.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
-import * as ToolCodec from "../tools/ToolCodec.ts"
 import * as WorkspaceFiles from "../tools/WorkspaceFiles.ts"
 
 /**
@@ -229,9 +228,9 @@ export const check: (contract: Contract, root: string) => Effect.Effect<Verdict,
           strict: true
         })
         if (unfit !== undefined) return fail(`not checked against its schema: ${unfit}`)
-        // Every problem named only where they are few enough to hold (a text of n characters holds
-        // at most about n / 2 values): a file wrong in millions of places is named by its first.
-        const errors = text.length <= 2 * ToolCodec.maxDescribedValues ? "all" : "first"
+        // Every problem named only where they are few enough to hold: a file wrong in millions of
+        // places is named by its first (R12).
+        const errors = SchemaIssues.describable(parsed.success) ? "all" : "first"
         const decoded = UserCode.decodeWith(contract.schema, parsed.success, { errors })
         if (decoded._tag === "Mismatch") return fail(`schema mismatch: ${formatIssue(decoded.error.issue)}`)
         if (decoded._tag === "Broken") {

@@ -296,6 +296,11 @@ describe("DurableRun: one live host per file (R9.4)", () => {
           const error = second._tag === "Failure" ? String(Cause.squash(second.cause)) : ""
           assert.include(error, "hosted by another live process")
           assert.include(error, "clientOnly: true")
+          // Nor through another name of the file: a symbolic link to it.
+          const link = path.join(path.dirname(filename), "link.db")
+          fs.symlinkSync(filename, link)
+          const linked = yield* Effect.exit(Layer.build(hostOn(link, pay)).pipe(Effect.scoped))
+          assert.isTrue(linked._tag === "Failure", "a second host was built through a link")
           // A process beside the host, on the file: it approves, and the host runs the call.
           const result = yield* Effect.gen(function* () {
             const client = yield* DurableRun.DurableRuns
@@ -317,26 +322,36 @@ describe("DurableRun: one live host per file (R9.4)", () => {
     60_000
   )
 
-  it.live("R12 an embedded engine on no file (empty, :memory:) is refused with StoreFailed", () =>
-    Effect.gen(function* () {
-      for (const filename of ["", "  ", ":memory:"]) {
-        const exit = yield* Effect.exit(Layer.build(DurableRun.layerEmbedded({ filename })).pipe(Effect.scoped))
-        const reason = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
-        assert.isTrue(
-          reason instanceof JournalError.JournalError && reason.reason._tag === "StoreFailed",
-          `${JSON.stringify(filename)}: ${String(reason)}`
-        )
-      }
-      // A plain journal on an empty name or a durability it does not know is refused too.
-      for (const options of [{ filename: "" }, { filename: fileOf(), synchronous: "full" }]) {
-        const exit = yield* Effect.exit(
-          // Boundary: a JavaScript caller's options, which the types would refuse.
-          Layer.build(Journal.layerSqlite(options as Journal.SqliteOptions)).pipe(Effect.scoped)
-        )
-        const reason = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
-        assert.instanceOf(reason, JournalError.JournalError, JSON.stringify(options))
-      }
-    })
+  it.live(
+    "R12 an embedded engine on no file (empty, :memory:), or with a duration that is none, is refused with StoreFailed",
+    () =>
+      Effect.gen(function* () {
+        const bad = [
+          { filename: "" },
+          { filename: "  " },
+          { filename: ":memory:" },
+          { filename: fileOf(), shardingConfig: { entityTerminationTimeout: "soon" } }
+        ]
+        for (const options of bad) {
+          // Boundary: a duration a caller without types may give.
+          const layer = Effect.sync(() => DurableRun.layerEmbedded(options as DurableRun.EmbeddedOptions))
+          const exit = yield* Effect.exit(Effect.flatMap(layer, (built) => Layer.build(built).pipe(Effect.scoped)))
+          const reason = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
+          assert.isTrue(
+            reason instanceof JournalError.JournalError && reason.reason._tag === "StoreFailed",
+            `${JSON.stringify(options)}: ${String(reason)}`
+          )
+        }
+        // A plain journal on an empty name or a durability it does not know is refused too.
+        for (const options of [{ filename: "" }, { filename: fileOf(), synchronous: "full" }]) {
+          const exit = yield* Effect.exit(
+            // Boundary: a JavaScript caller's options, which the types would refuse.
+            Layer.build(Journal.layerSqlite(options as Journal.SqliteOptions)).pipe(Effect.scoped)
+          )
+          const reason = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
+          assert.instanceOf(reason, JournalError.JournalError, JSON.stringify(options))
+        }
+      })
   )
 })
 

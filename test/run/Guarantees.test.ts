@@ -388,6 +388,23 @@ describe("R12 values user code hands back are checked", () => {
       }
     })
   )
+
+  it.effect("R12 a model answering two million broken tool calls is refused by the first, not each", () =>
+    Effect.gen(function* () {
+      const response = { text: "", toolCalls: Array.from({ length: 2_000_000 }, () => 0), usage: Model.noUsage }
+      const result = yield* Run.run({ goal: "x", tools: [] }).pipe(
+        Effect.provide(modelLayer(() => Effect.succeed(response)))
+      )
+      const failure = failureOf(result, "model.failed")
+      assert.strictEqual(failure?.code, "invalid_response")
+      // Naming every problem held two million issues at once (385 MB); a small one names each.
+      assert.notInclude(failure?.hint, "more problem")
+      const few = yield* Run.run({ goal: "x", tools: [] }).pipe(
+        Effect.provide(modelLayer(() => Effect.succeed({ ...response, toolCalls: [0, 0, 0] })))
+      )
+      assert.include(failureOf(few, "model.failed")?.hint, "[2]")
+    })
+  )
 })
 
 describe("R12 whatever arguments the model sends", () => {

@@ -126,6 +126,19 @@ describe("Run.resume (R9)", () => {
       // RunHost.drive, which a workflow calls, reads it back alike.
       const hosted = yield* RunHost.drive("t1", { goal: "when", tools: [], output: Output }).pipe(Effect.provide(model))
       assert.deepStrictEqual(hosted._tag === "Finished" ? hosted.result.output : undefined, first.output)
+      // A run whose limits took an answer nested deeper than the default reads it back too.
+      const nest = (n: number): unknown => (n === 0 ? 1 : [nest(n - 1)])
+      const Deep = Schema.Struct({ due: Schema.DateFromString, deep: Schema.Unknown })
+      const deepModel = ScriptedModel.layerFunction(() =>
+        ScriptedModel.finalAnswer(JSON.stringify({ due: "2026-01-02T00:00:00.000Z", deep: nest(80) }))
+      )
+      const limits = { maxArgumentDepth: 200 }
+      const deep = yield* Run.run({ goal: "when", tools: [], runId: "t2", output: Deep, limits }).pipe(
+        Effect.provide(deepModel)
+      )
+      assert.instanceOf(deep.output?.due, Date)
+      const deepAgain = yield* Run.resume("t2", { tools: [], output: Deep }).pipe(Effect.provide(deepModel))
+      assert.instanceOf(deepAgain.output?.due, Date)
     }).pipe(Effect.provide(layers))
   )
 
@@ -149,6 +162,12 @@ describe("Run.resume (R9)", () => {
         Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")]))
       )
       assert.deepStrictEqual([kept.status, kept.unrecorded], ["completed", undefined])
+      // Fenced off at its last commit: the journal holds another process's run, not this ending.
+      const fenced = yield* Run.run({ goal: "x", tools: [], runId: "u3" }).pipe(
+        Effect.provideService(Journal.Journal, FaultyJournal.make(store, { conflictOn: (n) => n === 3 }).journal),
+        Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")]))
+      )
+      assert.include(fenced.unrecorded ?? "", "another process took the run over")
     }).pipe(Effect.provide(layers))
   )
 

@@ -62,6 +62,31 @@ describe("Properties.check catches broken runs", () => {
       )
       assert.include(invariants(Properties.check(uncounted, scenario.budget)), "R2.1 usage counted")
       assert.include(invariants(Properties.checkScenario(scenario, uncounted)), "R2.1 paid")
+      // Nor may one answer's usage pass for another's: the totals agree, the answers do not.
+      const { scenario: two, result: both } = yield* run({
+        ...base,
+        steps: [{ _tag: "Unfinished", tokens: 100 }],
+        answerTokens: 40
+      })
+      const failedUsage = both.timeline.find((e) => e._tag === "model.failed")
+      const moved = edit(
+        both,
+        both.timeline.map((e) =>
+          e._tag === "model.failed"
+            ? { ...e, usage: undefined }
+            : e._tag === "model.responded" && failedUsage?._tag === "model.failed" && failedUsage.usage !== undefined
+              ? {
+                  ...e,
+                  usage: {
+                    inputTokens: e.usage.inputTokens + failedUsage.usage.inputTokens,
+                    outputTokens: e.usage.outputTokens + failedUsage.usage.outputTokens
+                  }
+                }
+              : e
+        )
+      )
+      assert.deepStrictEqual(Properties.checkScenario(two, both), [])
+      assert.include(invariants(Properties.checkScenario(two, moved)), "R2.1 paid")
       // With a budget the answers passed sooner, the run went on past it.
       const { scenario: under, result: spent } = yield* run({
         ...base,

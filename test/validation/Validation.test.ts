@@ -551,7 +551,9 @@ layer(NodeServices.layer)("Validation", (it) => {
               [
                 "artifact:report.txt: text, 5 characters",
                 "artifact:report.txt: not a file (...)",
-                "artifact:report.txt: missing (...)"
+                "artifact:report.txt: missing (...)",
+                // The file made and not yet written: the swapper's write is an open, then a write.
+                "artifact:report.txt: empty (...)"
               ],
               detail
             )

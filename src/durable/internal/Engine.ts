@@ -67,24 +67,20 @@ export const layerEmbedded = (
 ): Layer.Layer<Requires | Runners.Runners, JournalError.JournalError | ConfigError> => {
   const { shardingConfig, clientOnly, ...file } = options
   const client = clientOnly === true
+  const refused = (detail: string): Layer.Layer<Requires | Runners.Runners, JournalError.JournalError> =>
+    Layer.unwrap(Effect.fail(JournalError.make(new JournalError.StoreFailed({ operation: "configure", detail }))))
   if (typeof file.filename !== "string" || file.filename.trim() === "" || file.filename === ":memory:") {
-    return Layer.unwrap(
-      Effect.fail(
-        JournalError.make(
-          new JournalError.StoreFailed({
-            operation: "configure",
-            detail: `an embedded engine needs a database file, got ${JSON.stringify(file.filename)}`
-          })
-        )
-      )
+    return refused(`an embedded engine needs a database file, got ${JSON.stringify(file.filename)}`)
+  }
+  const termination = Duration.fromInput(shardingConfig?.entityTerminationTimeout ?? "15 seconds")
+  if (Option.isNone(termination)) {
+    return refused(
+      `shardingConfig.entityTerminationTimeout must be a duration, got ${JSON.stringify(shardingConfig?.entityTerminationTimeout)}`
     )
   }
   // Without an address, the runner hosts no shard: it only sends, through the file's message tables.
   // The host waits as long as the one before may take to let its runs go, and five seconds more.
-  const wait = Duration.sum(
-    Duration.fromInputUnsafe(shardingConfig?.entityTerminationTimeout ?? "15 seconds"),
-    Duration.seconds(5)
-  )
+  const wait = Duration.sum(termination.value, Duration.seconds(5))
   const host = client
     ? Layer.empty
     : Journal.layerSqliteHost({

@@ -4,6 +4,8 @@
  * which the operating system lets go when the process dies, so a process started after a
  * crash hosts at once. `Journal.layerSqliteHost` is its public face. Private to the journal.
  */
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import type { DatabaseSync } from "node:sqlite"
 import { Duration, Effect, Schedule, type Scope } from "effect"
 import * as JournalError from "../JournalError.ts"
@@ -19,6 +21,19 @@ const hosted = (filename: string, advice: string) =>
 
 const failed = (operation: string, error: unknown) =>
   JournalError.make(new JournalError.StoreFailed({ operation, detail: String(error) }))
+
+/**
+ * The file's own path, links resolved: every name of one database (a symbolic link to it, a
+ * relative path) locks one owner file beside it. A file not made yet is named by its
+ * directory's own path.
+ */
+const realPath = (filename: string): string => {
+  try {
+    return NodeFs.realpathSync(filename)
+  } catch {
+    return NodePath.join(NodeFs.realpathSync(NodePath.dirname(filename)), NodePath.basename(filename))
+  }
+}
 
 /** Takes the lock, or fails `busy` at once while another connection holds it. */
 const take = (db: DatabaseSync): Effect.Effect<void, "busy" | JournalError.JournalError> =>
@@ -42,8 +57,9 @@ export const hold = (
       try: () => import("node:sqlite"),
       catch: (error) => failed("host", error)
     })
+    const owner = yield* Effect.try({ try: () => `${realPath(filename)}.owner`, catch: (e) => failed("host", e) })
     const db = yield* Effect.acquireRelease(
-      Effect.try({ try: () => new DatabaseSync(`${filename}.owner`, { timeout: 0 }), catch: (e) => failed("host", e) }),
+      Effect.try({ try: () => new DatabaseSync(owner, { timeout: 0 }), catch: (e) => failed("host", e) }),
       (db) => Effect.sync(() => db.close())
     )
     yield* take(db).pipe(

@@ -152,7 +152,11 @@ export const read = Effect.fnUntraced(function* (
       for (const bytes of chunks) received += bytes.length
     }
   })
-  yield* Effect.raceFirst(events, watchdog(progress, limits, deadline))
+  // An answer cut off (a reset, a stall, an error event, no `[DONE]`) was paid for as far as
+  // it came: its failure carries that usage, for the run's budgets (R2.1).
+  yield* Effect.raceFirst(events, watchdog(progress, limits, deadline)).pipe(
+    Effect.mapError((failure) => FailureBoundary.withUsage(failure, OpenAiWire.partialUsage(acc, decoding)))
+  )
   return yield* Result.match(OpenAiWire.fromAccumulator(acc, decoding), {
     onFailure: (problem) => Effect.fail(reader.problem(problem)),
     onSuccess: Effect.succeed

@@ -70,6 +70,17 @@ const certificateRefused: ReadonlySet<string> = new Set([
   "UNABLE_TO_VERIFY_LEAF_SIGNATURE"
 ])
 
+/**
+ * Whether the HTTP client refused to send the request as it stands (a header value it cannot
+ * carry, or another invalid part): undici's `UND_ERR_INVALID_ARG` (also inside fetch's
+ * `fetch failed`), or the `TypeError` fetch throws for a header it cannot hold (`Cannot
+ * convert argument to a ByteString`, `invalid header value`). The same request fails the same
+ * way every time, before a byte is sent: no connection error, which a retry could mend.
+ */
+const refusedToSend = (code: string | undefined, cause: unknown): boolean =>
+  code === "UND_ERR_INVALID_ARG" ||
+  (code === undefined && cause instanceof TypeError && /ByteString|header/i.test(cause.message))
+
 const codeOf = (cause: unknown): string | undefined =>
   Predicate.hasProperty(cause, "code") && Predicate.isString(cause.code) ? cause.code : undefined
 
@@ -89,6 +100,16 @@ export const fromHttpError = (error: HttpClientError.HttpClientError): Failure.F
       code: "request_failed",
       attempts: 1,
       hint: `the server's TLS certificate was refused (${code}): trust its issuer (NODE_EXTRA_CA_CERTS) or fix the certificate`,
+      diagnostic: detail
+    })
+  }
+  if (reason._tag === "TransportError" && refusedToSend(code, cause)) {
+    return new Failure.Permanent({
+      source,
+      category: "request_failed",
+      code: "request_failed",
+      attempts: 1,
+      hint: `the HTTP client refused to send the request${code === undefined ? "" : ` (${code})`}: a header value it cannot carry, or another invalid part; it was never sent, and no attempt can succeed`,
       diagnostic: detail
     })
   }

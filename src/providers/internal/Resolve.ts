@@ -8,7 +8,11 @@ import * as Durations from "../../time/Durations.ts"
 import * as OpenAiOptions from "../OpenAiOptions.ts"
 import * as Redact from "./Redact.ts"
 
-const NonNegative = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
+/**
+ * A price in USD per million tokens: at most a million dollars, so that an answer's cost
+ * stays representable (a price of 1e300 failed the first paid answer, blaming the model).
+ */
+const Price = Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: OpenAiOptions.maxPricePerMillionTokens }))
 const AtLeastOne = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
 
 /** A field `resolve` checks itself, named here so that the struct knows every option. */
@@ -25,7 +29,7 @@ const checkFields = UserCode.check(
     dialect: Schema.optional(OpenAiOptions.Dialect),
     stream: Schema.optional(Schema.Boolean),
     costPerMillionTokens: Schema.optional(
-      Schema.Struct({ input: NonNegative, output: NonNegative, cachedInput: Schema.optional(NonNegative) })
+      Schema.Struct({ input: Price, output: Price, cachedInput: Schema.optional(Price) })
     ),
     temperature: Schema.optional(Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 2 }))),
     maxOutputTokens: Schema.optional(AtLeastOne),
@@ -63,8 +67,32 @@ const millis = (name: string, input: Duration.Input | undefined, fallback: numbe
   if (input === undefined) return Result.succeed(fallback)
   const ms = Durations.millisOf(input)
   if (ms === undefined) return Result.fail(`timeouts.${name} is not a duration`)
-  // 0 would fail every request at once.
-  return ms > 0 ? Result.succeed(ms) : Result.fail(`timeouts.${name} must be longer than 0`)
+  // 0, or a fraction of a millisecond (`1 nanos`), would fail every request at once.
+  return ms >= 1 ? Result.succeed(ms) : Result.fail(`timeouts.${name} must be at least 1 millisecond`)
+}
+
+/**
+ * Why an API key cannot go in the `Authorization` header, or `undefined`: a key is printable
+ * ASCII, and one that is not (a byte-order mark from a file, a pasted typographic dash, a
+ * letter of another alphabet, a control character) fails every request in the HTTP client,
+ * before it is sent. Never quotes the key: it says what stands where.
+ */
+export const keyIssue = (key: string): string | undefined => {
+  if (/[\r\n\0]/.test(key)) {
+    return "apiKey holds a line break or a NUL, which no HTTP header can carry (a key read from a file keeps its last newline: trim it)"
+  }
+  const at = key.search(/[^\x20-\x7e]|^ | $/)
+  if (at < 0) return undefined
+  const code = key.charCodeAt(at)
+  const what =
+    code === 0xfeff
+      ? "a byte-order mark (U+FEFF, which a file saved with one starts with)"
+      : code === 0x20
+        ? "a space at its start or end, which HTTP drops"
+        : code < 0x20 || (code >= 0x7f && code <= 0x9f)
+          ? "a control character"
+          : "a character outside ASCII (a pasted typographic dash or quote, a letter of another alphabet)"
+  return `apiKey holds ${what} at character ${at + 1}; an HTTP header cannot carry it as it is, so no request could be sent (an API key is printable ASCII)`
 }
 
 /** What the dialect does not have, or `undefined`. */
@@ -97,11 +125,8 @@ export const resolve = (options: OpenAiOptions.Options): Effect.Effect<Resolved,
     if (Result.isFailure(checked)) return fail(checked.failure.replace(/^the options is invalid: /, ""))
     if (!Redacted.isRedacted(options.apiKey)) return fail("apiKey must be a Redacted value (Redacted.make(key))")
     // Never quoted: it is the key. A header cannot carry these, so no request could be sent.
-    if (/[\r\n\0]/.test(String(Redacted.value(options.apiKey)))) {
-      return fail(
-        "apiKey holds a line break or a NUL, which no HTTP header can carry (a key read from a file keeps its last newline: trim it)"
-      )
-    }
+    const badKey = keyIssue(String(Redacted.value(options.apiKey)))
+    if (badKey !== undefined) return fail(badKey)
     let url: URL
     try {
       url = new URL(options.baseUrl)
@@ -113,8 +138,12 @@ export const resolve = (options: OpenAiOptions.Options): Effect.Effect<Resolved,
     if (url.username !== "" || url.password !== "") {
       return fail("baseUrl must not hold a user name or password (the key goes in apiKey)")
     }
-    if (url.search !== "" || url.hash !== "") {
-      return fail("baseUrl must not have a query or a fragment: /chat/completions is appended to its path")
+    // The text, not the parsed URL: an empty query or fragment (`…/v1?`, `…/v1#`) parses as
+    // none, yet kept in the text it turned `/chat/completions` into a query or a fragment.
+    if (/[?#]/.test(options.baseUrl)) {
+      return fail(
+        "baseUrl must not have a query or a fragment, not even an empty `?` or `#`: /chat/completions is appended to its path"
+      )
     }
     const dialect = options.dialect ?? "openai"
     const issue = dialectIssue(dialect, options)
@@ -127,7 +156,8 @@ export const resolve = (options: OpenAiOptions.Options): Effect.Effect<Resolved,
     const maxBytes = options.maxResponseBytes ?? OpenAiOptions.defaultMaxResponseBytes
     if (!Number.isSafeInteger(maxBytes)) return fail("maxResponseBytes must be a safe integer")
     return Effect.succeed({
-      url: `${options.baseUrl.replace(/\/+$/, "")}/chat/completions`,
+      // From the parsed URL: the text may have spaces around it, which the URL drops.
+      url: `${url.href.replace(/\/+$/, "")}/chat/completions`,
       model: options.model,
       apiKey: options.apiKey,
       dialect,

@@ -109,6 +109,29 @@ export interface Parts {
   readonly usage: WireUsageType | undefined
 }
 
+/**
+ * What the parts of an answer that never ended (its stream broke, stalled or carried an
+ * error) had cost (R2.1): the usage the server reported, priced; else, once something of the
+ * answer came, an estimate from the text sent and received; else nothing (no answer began).
+ */
+export const partialUsage = (parts: Parts, decoding: Decoding): Model.Usage | undefined => {
+  if (parts.usage != null) {
+    const reported = usageOf(parts.usage, decoding.prices)
+    if (Result.isSuccess(reported)) return reported.success
+  }
+  const began = parts.text !== "" || (parts.reasoning ?? "") !== "" || parts.calls.length > 0
+  if (!began || decoding.request === undefined) return undefined
+  const toolCalls = parts.calls.map((call, index) => ({
+    id: callId(call.id, decoding.iteration, index),
+    name: call.name,
+    arguments: call.arguments
+  }))
+  return priced(
+    Model.estimatedUsage(decoding.request, { text: parts.text, reasoning: parts.reasoning, toolCalls }),
+    decoding.prices
+  )
+}
+
 /** The response the parts of an answer make, plain or streamed. */
 export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Response, Problem> => {
   const said = parts.finishReason?.toLowerCase()

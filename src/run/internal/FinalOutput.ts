@@ -61,6 +61,13 @@ export const decode = (
   return Result.fail({ _tag: "Mismatch", message: `the final answer does not match the output schema: ${issue}` })
 }
 
+/** The widest limits a run may set: what one accepted, read back. */
+const readBack: ToolArguments.Limits = {
+  ...ToolArguments.defaultLimits,
+  maxArgumentChars: Number.POSITIVE_INFINITY,
+  maxArgumentDepth: ToolArguments.deepestArguments
+}
+
 /**
  * A finished run's result as its journal gave it back, its `output` decoded again from its
  * final answer with `schema` (R9): the journal keeps what JSON can hold, so an output that
@@ -72,6 +79,7 @@ export const restored = <R extends { readonly status: string; readonly finalAnsw
   schema: OutputSchema | undefined
 ): R => {
   if (schema === undefined || result.status !== "completed" || result.finalAnswer === undefined) return result
-  const decoded = decode(schema, result.finalAnswer)
+  // The run took this answer under its own limits, which no run sets past these.
+  const decoded = decode(schema, result.finalAnswer, readBack)
   return Result.isSuccess(decoded) ? { ...result, output: decoded.success } : result
 }

@@ -7,7 +7,12 @@ import type * as Event from "../../events/Event.ts"
 import type * as RunResult from "../../run/RunResult.ts"
 import { check, type Violation } from "./PropertyChecks.ts"
 import type { Scenario } from "./PropertyScenario.ts"
-import { tokensUsed } from "./PropertySpendChecks.ts"
+
+/** An answer's usage as `input+output`, or nothing when it used no token. */
+const usageText = (usage: { readonly inputTokens: number; readonly outputTokens: number } | undefined) =>
+  usage === undefined || usage.inputTokens + usage.outputTokens === 0
+    ? []
+    : [`${usage.inputTokens}+${usage.outputTokens}`]
 
 /** R7: what the tools that need approval and the approval gate saw, against the timeline. */
 const checkApprovals = (scenario: Scenario, result: RunResult.RunResult): ReadonlyArray<Violation> => {
@@ -104,8 +109,8 @@ const checkApprovals = (scenario: Scenario, result: RunResult.RunResult): Readon
  * {@link check}, plus what only the scenario's tools saw:
  *
  * - `R1.2`: the run never ends `internal_error` (a defect);
- * - `R2.1 paid`: the timeline records every token the model's answers used, those of
- *   answers it stopped unfinished too;
+ * - `R2.1 paid`: the timeline records the usage of every answer the model gave, answer by
+ *   answer and in order, those it stopped unfinished too;
  * - `R3.8`: every handler invocation carried its call's key, `runId:callId`;
  * - `R3.6`: the refused tool's handler never ran;
  * - `R3.8`: each payment key was applied at most once, and sent once (never retried
@@ -130,9 +135,16 @@ export const checkScenario = (scenario: Scenario, result: RunResult.RunResult): 
   const { tools, plan, budget } = scenario
   if (result.stopReason === "internal_error")
     violate("R1.2 no defect", `the run ended internal_error: ${result.detail}`)
-  const paid = scenario.model.paid.reduce((sum, u) => sum + u.inputTokens + u.outputTokens, 0)
-  if (paid !== tokensUsed(result.timeline)) {
-    violate("R2.1 paid", `the model was paid for ${paid} tokens, the timeline records ${tokensUsed(result.timeline)}`)
+  // Answer by answer, in order: a usage moved from one answer to another is no record of either.
+  const billed = scenario.model.paid.flatMap(usageText)
+  const recorded = result.timeline.flatMap((e) =>
+    e._tag === "model.responded" || e._tag === "model.failed" ? usageText(e.usage) : []
+  )
+  if (billed.join(", ") !== recorded.join(", ")) {
+    violate(
+      "R2.1 paid",
+      `the model was paid for answers of ${billed.join(", ") || "no"} tokens, the timeline records ${recorded.join(", ") || "none"}`
+    )
   }
   const handles = [
     tools.lookup,

@@ -18,7 +18,7 @@ const paidIn = (e: Event.Event): Model.Usage | undefined =>
   e._tag === "model.responded" || e._tag === "model.failed" ? e.usage : undefined
 
 /** The tokens the answers of `timeline` used. */
-export const tokensUsed = (timeline: ReadonlyArray<Event.Event>): number =>
+const tokensUsed = (timeline: ReadonlyArray<Event.Event>): number =>
   timeline.reduce((sum, e) => sum + tokensOf(paidIn(e)), 0)
 
 /**

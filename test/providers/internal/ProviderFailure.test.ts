@@ -42,4 +42,33 @@ describe("ProviderFailure.fromHttpError", () => {
     const failure = ProviderFailure.fromHttpError(transport("ECONNRESET"))
     assert.deepStrictEqual([failure._tag, failure.code], ["Retryable", "connection_error"])
   })
+
+  it("R3.2 a request the HTTP client refused to send (UND_ERR_INVALID_ARG, also inside fetch failed; fetch's ByteString TypeError) is permanent, not a connection error", () => {
+    const refused = (cause: unknown) =>
+      new HttpClientError.HttpClientError({
+        reason: new HttpClientError.TransportError({
+          request: HttpClientRequest.post("https://api.example.test/v1/chat/completions"),
+          cause
+        })
+      })
+    const invalidArg = () => Object.assign(new Error("invalid authorization header"), { code: "UND_ERR_INVALID_ARG" })
+    const causes: ReadonlyArray<unknown> = [
+      invalidArg(),
+      new TypeError("fetch failed", { cause: invalidArg() }),
+      new TypeError(
+        "Cannot convert argument to a ByteString because the character at index 7 has a value of 65279 which is greater than 255."
+      ),
+      new TypeError('Headers.append: "a\\nb" is an invalid header value.')
+    ]
+    for (const cause of causes) {
+      const failure = ProviderFailure.fromHttpError(refused(cause))
+      assert.deepStrictEqual([failure._tag, failure.code], ["Permanent", "request_failed"], String(cause))
+      assert.include(failure.hint, "the HTTP client refused to send the request")
+    }
+    // fetch's own network failure stays a retryable connection error.
+    const network = ProviderFailure.fromHttpError(
+      refused(new TypeError("fetch failed", { cause: new Error("other side closed") }))
+    )
+    assert.deepStrictEqual([network._tag, network.code], ["Retryable", "connection_error"])
+  })
 })

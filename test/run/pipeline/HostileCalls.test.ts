@@ -28,7 +28,7 @@ const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Even
   timeline.filter((e): e is Extract<Event.Event, { readonly _tag: T }> => e._tag === tag)
 
 describe("hostile calls (R12)", () => {
-  it.effect("R12 arguments wrong in 100,000 places: the refusal names the first 20 and counts the rest", () =>
+  it.effect("R12 arguments wrong in 4,000 places: the refusal names the first 20 and counts the rest", () =>
     Effect.gen(function* () {
       const list = Tool.make({
         name: "list",
@@ -38,7 +38,7 @@ describe("hostile calls (R12)", () => {
         sideEffect: "read",
         handler: () => Effect.succeed({ ok: true })
       })
-      const args = `{"items":[${"0,".repeat(99_999)}0]}`
+      const args = `{"items":[${"0,".repeat(3_999)}0]}`
       const result = yield* Run.run({ goal: "list", tools: [list], limits: { maxObservationChars: 4096 } }).pipe(
         Effect.provide(script(ScriptedModel.toolCall("list", args), ScriptedModel.finalAnswer("done")))
       )
@@ -46,7 +46,7 @@ describe("hostile calls (R12)", () => {
       assert.strictEqual(failed?.error.code, "input_validation_failed")
       assert.strictEqual(failed?.error.fieldPaths?.length, SchemaIssues.maxFields)
       assert.strictEqual(failed?.error.fieldPaths?.[0], "arguments.items[0]")
-      assert.include(failed?.error.message, `and ${100_000 - SchemaIssues.maxFields} more problems`)
+      assert.include(failed?.error.message, `and ${4_000 - SchemaIssues.maxFields} more problems`)
       assert.isAtMost(failed?.error.message.length ?? Infinity, 4096)
     })
   )
@@ -326,7 +326,7 @@ describe("hostile calls (R12)", () => {
     })
   )
 
-  it.effect("R12 a union input wrong in 50,000 places is described by 20 fields too", () =>
+  it.effect("R12 a union input wrong in 3,000 places is described by 20 fields too", () =>
     Effect.gen(function* () {
       const either = Tool.make({
         name: "either",
@@ -339,7 +339,7 @@ describe("hostile calls (R12)", () => {
         sideEffect: "read",
         handler: () => Effect.succeed({ ok: true })
       })
-      const args = `{"names":[${"0,".repeat(49_999)}0]}`
+      const args = `{"names":[${"0,".repeat(2_999)}0]}`
       const result = yield* Run.run({ goal: "x", tools: [either] }).pipe(
         Effect.provide(script(ScriptedModel.toolCall("either", args), ScriptedModel.finalAnswer("done")))
       )
@@ -348,6 +348,34 @@ describe("hostile calls (R12)", () => {
       assert.isAtMost(failed?.error.fieldPaths?.length ?? Infinity, SchemaIssues.maxFields)
       assert.include(failed?.error.message, "more problems")
     })
+  )
+
+  it.effect(
+    "R12 R3.5 arguments matching none of a union's eight structs in 120,000 places are named by the first",
+    () =>
+      Effect.gen(function* () {
+        const struct = (tag: string) =>
+          Schema.Struct({ [`${tag}1`]: Schema.String, [`${tag}2`]: Schema.Number, [`${tag}3`]: Schema.Boolean })
+        const shapes = Tool.make({
+          name: "shapes",
+          description: "Takes shapes.",
+          input: Schema.Struct({
+            items: Schema.Array(Schema.Union(["a", "b", "c", "d", "e", "f", "g", "h"].map(struct)))
+          }),
+          output: Schema.Struct({ ok: Schema.Boolean }),
+          sideEffect: "read",
+          handler: () => Effect.succeed({ ok: true })
+        })
+        const args = `{"items":[${"{},".repeat(119_999)}{}]}`
+        const result = yield* Run.run({ goal: "x", tools: [shapes] }).pipe(
+          Effect.provide(script(ScriptedModel.toolCall("shapes", args), ScriptedModel.finalAnswer("done")))
+        )
+        const [failed] = ofTag(result.timeline, "tool.failed")
+        assert.strictEqual(failed?.error.code, "input_validation_failed")
+        // Every problem of each of 120,000 values against eight members was 1.6 GB and 13 s to hold.
+        assert.include(failed?.error.message, "checked only up to their first problem")
+        assert.notInclude(failed?.error.message, "more problems")
+      })
   )
 
   it.effect("R12 Explain does not show a repeated sensitive call's arguments", () =>

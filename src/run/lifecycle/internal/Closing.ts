@@ -48,10 +48,13 @@ const overtaken = (result: RunResult.RunResult, fenced: string): RunResult.RunRe
  */
 const unrecorded = (ctx: RunContext.RunContext, result: RunResult.RunResult): RunResult.RunResult => {
   if (ctx.journal === undefined || ctx.committed >= ctx.events.length) return result
+  const held = `it holds the run up to seq ${ctx.committed - 1}`
   const why =
-    ctx.refused === undefined
-      ? `the journal could not be reached; it holds the run up to seq ${ctx.committed - 1}`
-      : `the journal refused it (${ctx.refused}); it holds the run up to seq ${ctx.committed - 1}`
+    ctx.fenced !== undefined
+      ? `another process took the run over (${ctx.fenced}): the journal holds that process's run, not this ending`
+      : ctx.refused === undefined
+        ? `the journal could not be reached; ${held}`
+        : `the journal refused it (${ctx.refused}); ${held}`
   return OwnCopy.deepFreeze({ ...result, unrecorded: why })
 }
 
@@ -114,10 +117,12 @@ export class Closing {
       // journal will hold that process's ending. This one's caller is told so, not given
       // an ending the run does not have (its timeline is this process's own view).
       const fenced = closing.ctx.fenced
-      const given =
+      const given = unrecorded(
+        closing.ctx,
         fenced === undefined || result.stopReason === "internal_error"
-          ? unrecorded(closing.ctx, result)
+          ? result
           : OwnCopy.deepFreeze(overtaken(result, fenced))
+      )
       closing.closed = given
       yield* Spans.ended(given)
       // The run's metrics are its owner's: the process that took it over records the ending the

@@ -87,16 +87,22 @@ const plainResponse = (response: unknown): Model.Response | undefined => {
 
 /**
  * A response the provider's content filter withheld (R11): permanent, since the same
- * request meets the same filter, and never an answer.
+ * request meets the same filter, and never an answer; what it cost counts all the same
+ * (R2.1).
  */
-export const contentFiltered = (): Failure.Permanent =>
+export const contentFiltered = (usage?: Model.Usage): Failure.Permanent =>
   new Failure.Permanent({
     source: "provider",
     category: "content_filter",
     code: "content_filtered",
     attempts: 1,
-    hint: "the provider's content filter withheld the answer (finish_reason: content_filter)"
+    hint: "the provider's content filter withheld the answer (finish_reason: content_filter)",
+    ...(usage === undefined || !paid(usage) ? {} : { usage })
   })
+
+/** Whether a usage says something was paid for: tokens, or a cost. */
+const paid = (usage: Model.Usage): boolean =>
+  usage.inputTokens + usage.outputTokens > 0 || (usage.costUsd !== undefined && usage.costUsd > 0)
 
 /**
  * A response as the loop may use it (R12): text a string, tool calls with string ids and
@@ -126,5 +132,5 @@ export const valid = (response: unknown): Exit.Exit<Model.Response, Failure.Fail
     }
     plain = { ...checked.success, usage: plainUsage(checked.success.usage) ?? checked.success.usage }
   }
-  return plain.finishReason === "content_filter" ? Exit.fail(contentFiltered()) : Exit.succeed(plain)
+  return plain.finishReason === "content_filter" ? Exit.fail(contentFiltered(plain.usage)) : Exit.succeed(plain)
 }
