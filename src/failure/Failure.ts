@@ -90,7 +90,16 @@ export type Timeout = typeof Timeout.Type
 /** A token count: a whole number a sum of many can still hold exactly enough (R2.1). */
 const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER))
 /** A price: finite, and small enough that a run's total stays finite. */
-const Cost = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(1e15))
+/**
+ * The largest cost a usage may carry, in USD: far past every budget, and exactly held by a
+ * double. A cost counted past it (safe-integer token counts at the highest price) is this.
+ *
+ * @category constants
+ * @since 0.3.0
+ */
+export const maxCostUsd = 1e15
+
+const Cost = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(maxCostUsd))
 
 /**
  * The tokens a model call used and what they cost: `Model.Usage`, documented there. It

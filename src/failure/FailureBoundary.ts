@@ -18,6 +18,7 @@
  *
  * @since 0.1.0
  */
+import { Schema } from "effect"
 import * as Failure from "./Failure.ts"
 
 const day = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
@@ -295,4 +296,7 @@ export const withAttempts = (failure: Failure.Failure, attempts: number): Failur
  * @since 0.3.0
  */
 export const withUsage = (failure: Failure.Failure, usage: typeof Failure.Usage.Type | undefined): Failure.Failure =>
-  usage === undefined || failure.usage !== undefined ? failure : changed(failure, { usage })
+  // A usage no failure may carry (counts past the safe integers) changes nothing: the failure stands.
+  usage === undefined || failure.usage !== undefined || !isUsage(usage) ? failure : changed(failure, { usage })
+
+const isUsage = Schema.is(Failure.Usage)

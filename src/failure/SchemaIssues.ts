@@ -4,7 +4,7 @@
  *
  * @since 0.2.0
  */
-import { Predicate, SchemaIssue } from "effect"
+import { Predicate, type SchemaAST, SchemaIssue } from "effect"
 
 /** A key missing is said as what to do about it; every other issue as effect says it. */
 const formatter = SchemaIssue.makeFormatterStandardSchemaV1({
@@ -160,12 +160,18 @@ export const describe = (
 export const andMore = (omitted: number): string => `and ${omitted} more problem${omitted === 1 ? "" : "s"}`
 
 /**
- * The most values (objects, arrays and what they hold, counted alike) a value may hold for a
- * failure to name every problem in it (R12). A value can hold many problems (one per member
- * of a union it matches none of, per field of each): 4,096 values against a union of eight
- * five-field structs are some 160,000 issues, tens of megabytes while described; 120,000
- * values were 1.6 GB and 13 s. Only the first {@link maxFields} are shown in the end. A larger
- * value is decoded up to its first problem.
+ * The most issues a failure may hold while every problem is named (R12): some tens of
+ * milliseconds and megabytes to collect. Only the first {@link maxFields} are shown in the end.
+ *
+ * @category constants
+ * @since 0.3.0
+ */
+export const maxDescribedIssues = 50_000
+
+/**
+ * The most values (objects, arrays and what they hold, counted alike) a value may hold for
+ * a failure to name every problem in it, whatever its schema (R12). A larger value is
+ * decoded up to its first problem.
  *
  * @category constants
  * @since 0.3.0
@@ -173,14 +179,59 @@ export const andMore = (omitted: number): string => `and ${omitted} more problem
 export const maxDescribedValues = 4_096
 
 /**
- * Whether `value` holds at most {@link maxDescribedValues} values: a walk without recursion
- * that stops as soon as it is past the limit.
+ * An upper bound on the issues decoding may report for each value a value holds, from the
+ * schema's shape alone: each member of a union tries the value and what it holds, and a
+ * struct reports a missing key for each field. `Array(String)` is 1; an array of a union of
+ * 50 structs of 50 fields is 2,500, so 4,000 empty objects against it are 10 million issues,
+ * seconds of work no deadline can cut short. A schema that refers to itself counts 64 where
+ * it does.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const issuesPerValue = (ast: SchemaAST.AST): number => {
+  const open = new Set<SchemaAST.AST>()
+  const cost = (node: SchemaAST.AST): number => {
+    if (open.has(node)) return 64
+    open.add(node)
+    try {
+      switch (node._tag) {
+        case "Union":
+          return node.types.reduce((sum, member) => sum + cost(member), 0)
+        case "Objects":
+          return Math.max(
+            1,
+            node.propertySignatures.length + node.indexSignatures.length,
+            ...node.propertySignatures.map((p) => cost(p.type)),
+            ...node.indexSignatures.map((i) => cost(i.type))
+          )
+        case "Arrays":
+          return Math.max(1, node.elements.length, ...node.elements.map(cost), ...node.rest.map(cost))
+        case "Suspend":
+          return cost(node.thunk())
+        case "Declaration":
+          return Math.max(1, ...node.typeParameters.map(cost))
+        default:
+          return 1
+      }
+    } finally {
+      open.delete(node)
+    }
+  }
+  return cost(ast)
+}
+
+/**
+ * Whether every problem of `value` may be named, decoding it with a schema of `perValue`
+ * issues a value ({@link issuesPerValue}): it holds at most {@link maxDescribedValues} values,
+ * and at most {@link maxDescribedIssues} issues. A walk without recursion that stops as soon
+ * as it is past the limit.
  *
  * @category predicates
  * @since 0.3.0
  */
-export const describable = (value: unknown): boolean => {
-  let left = maxDescribedValues
+export const describable = (value: unknown, perValue = 1): boolean => {
+  let left = Math.min(maxDescribedValues, Math.floor(maxDescribedIssues / Math.max(1, perValue)))
   const stack: Array<unknown> = [value]
   while (stack.length > 0) {
     const next = stack.pop()

@@ -250,11 +250,12 @@ export const checkAs = <S extends Schema.ConstraintDecoder<unknown>>(
   // them (a value wrong in millions of places is millions of issues, R12).
   const decode = Schema.decodeUnknownResult(schema, { errors: "first", ...excess })
   const decodeAll = Schema.decodeUnknownResult(schema, { errors: "all", ...excess })
+  const perValue = SchemaIssues.issuesPerValue(schema.ast)
   return (value, what) => {
     try {
       const given = letGo(value)
       return Result.mapError(decode(given), (first) => {
-        const all = SchemaIssues.describable(given) ? decodeAll(given) : undefined
+        const all = SchemaIssues.describable(given, perValue) ? decodeAll(given) : undefined
         const error = all !== undefined && Result.isFailure(all) ? all.failure : first
         return `${what()} is invalid: ${SchemaIssues.describe(error.issue, "").message}`
       })

@@ -47,6 +47,7 @@ import * as Model from "../model/Model.ts"
 import * as ConnectionProgress from "./ConnectionProgress.ts"
 import * as Body from "./internal/Body.ts"
 import * as EventStream from "./internal/EventStream.ts"
+import * as PaidUsage from "./internal/PaidUsage.ts"
 import * as Phases from "./internal/Phases.ts"
 import * as ProviderFailure from "./internal/ProviderFailure.ts"
 import * as Redact from "./internal/Redact.ts"
@@ -154,12 +155,15 @@ export const make = Effect.fnUntraced(function* (options: Options) {
    * so it must arrive within one idle-read period. One declared or found longer than
    * `maxResponseBytes` is not read on.
    */
-  const wholeBody = Effect.fnUntraced(function* (response: HttpClientResponse.HttpClientResponse) {
+  const wholeBody = Effect.fnUntraced(function* (
+    response: HttpClientResponse.HttpClientResponse,
+    progress: { bytes: number }
+  ) {
     if ((Body.declaredLength(response) ?? 0) > maxBytes) {
       yield* Body.discard(response)
       return yield* tooLarge(`the declared body length (${Body.declaredLength(response)} bytes)`)
     }
-    const read = yield* Effect.mapError(Body.readUpTo(response, maxBytes), ProviderFailure.fromHttpError)
+    const read = yield* Effect.mapError(Body.readUpTo(response, maxBytes, progress), ProviderFailure.fromHttpError)
     if (!read.complete) return yield* tooLarge("the response body")
     return read.text
   })
@@ -188,7 +192,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       Effect.orElseSucceed(() => ({ diagnostic: "(the body could not be read)", message: undefined, filtered: false }))
     )
 
-  const readPlain = (text: string, decoding: OpenAiWire.Decoding) => {
+  const readPlain = (text: string, decoding: OpenAiWire.Decoding): Effect.Effect<Model.Response, Failure.Failure> => {
     // A 200 whose body carries an error envelope: classified by what it says, as in a stream.
     const error = OpenAiWire.carriedError(text)
     if (error !== undefined) {
@@ -282,8 +286,15 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       // A media type is case-insensitive (`Text/Event-Stream`).
       const eventStream = (response.headers["content-type"] ?? "").toLowerCase().includes("text/event-stream")
       if (eventStream) return yield* EventStream.read(reader, response, request, decoding, at)
-      const text = yield* withinIdle(wholeBody(response), at, deadline)
-      return yield* readPlain(text, decoding)
+      // An answer sent (a 200) is paid for, whatever becomes of it here: cut off, too large, or
+      // one that makes no response carries what it cost (R2.1).
+      const came = { bytes: 0 }
+      const text = yield* withinIdle(wholeBody(response, came), at, deadline).pipe(
+        Effect.mapError((failure) => FailureBoundary.withUsage(failure, PaidUsage.ofBytes(came.bytes, decoding)))
+      )
+      return yield* readPlain(text, decoding).pipe(
+        Effect.mapError((failure) => FailureBoundary.withUsage(failure, PaidUsage.ofBody(text, decoding)))
+      )
     },
     // The last guard: whatever text reached a failure, no key leaves it.
     (effect) => Effect.mapError(effect, (failure) => ProviderFailure.scrubbed(failure, scrub))

@@ -321,10 +321,11 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
         const holder = acc.byId.get(id)
         if (holder === undefined || (acc.opened.get(holder) ?? 0) < (acc.opened.get(call) ?? 0)) acc.byId.set(id, call)
       }
-      // A name equal to the whole so far is a resend only beside an id; else a piece (`tar` + `tar`).
-      const name = part.function?.name
-      if (typeof name === "string" && (id === undefined || name !== call.name)) call.name += name
-      if (typeof part.function?.arguments === "string") call.arguments += part.function.arguments
+      // A name equal to the whole so far is a piece (`tar` + `tar`) only alone, before arguments; else a resend.
+      const { name, arguments: args } = part.function ?? {}
+      const resent = name === call.name && (id !== undefined || call.arguments !== "" || (args ?? "") !== "")
+      if (typeof name === "string" && !resent) call.name += name
+      if (typeof args === "string") call.arguments += args
     }
   }
 }

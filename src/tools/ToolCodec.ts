@@ -138,7 +138,7 @@ const cutShort = (
   const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
   if (!Schema.isSchemaError(error)) return exit
   const note = new SchemaIssue.InvalidValue({
-    message: `checked only up to their first problem, as they hold more than ${maxDescribedValues} values; there may be more`
+    message: "checked only up to their first problem, as they are too large to name each; there may be more"
   })
   return Exit.fail(new Schema.SchemaError(new SchemaIssue.Composite(ast, [error.issue, note])))
 }
@@ -159,6 +159,7 @@ const cutShort = (
  */
 const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
   const jsonForm = Schema.toCodecJson(input)
+  const perValue = SchemaIssues.issuesPerValue(input.ast)
   const plain = Schema.decodeUnknownExit(input, { errors: "first" })
   const json = Schema.decodeUnknownExit(jsonForm, { errors: "first" })
   const plainAll = Schema.decodeUnknownExit(input, { errors: "all" })
@@ -168,7 +169,7 @@ const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
     if (Exit.isSuccess(decoded)) return decoded
     const fromJson = json(value)
     if (Exit.isFailure(fromJson)) {
-      if (!SchemaIssues.describable(value)) {
+      if (!SchemaIssues.describable(value, perValue)) {
         return cutShort(input.ast, bothFailed(input.ast, decoded, faultsOf(fromJson)))
       }
       const jsonFaults = faultsOf(jsonAll(value))

@@ -230,7 +230,8 @@ export const check: (contract: Contract, root: string) => Effect.Effect<Verdict,
         if (unfit !== undefined) return fail(`not checked against its schema: ${unfit}`)
         // Every problem named only where they are few enough to hold: a file wrong in millions of
         // places is named by its first (R12).
-        const errors = SchemaIssues.describable(parsed.success) ? "all" : "first"
+        const perValue = SchemaIssues.issuesPerValue(contract.schema.ast)
+        const errors = SchemaIssues.describable(parsed.success, perValue) ? "all" : "first"
         const decoded = UserCode.decodeWith(contract.schema, parsed.success, { errors })
         if (decoded._tag === "Mismatch") return fail(`schema mismatch: ${formatIssue(decoded.error.issue)}`)
         if (decoded._tag === "Broken") {

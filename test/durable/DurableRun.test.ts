@@ -323,6 +323,22 @@ describe("DurableRun: one live host per file (R9.4)", () => {
   )
 
   it.live(
+    "R9.4 a link to a database not made yet locks the file it leads to: a host on the file itself is refused",
+    () =>
+      Effect.gen(function* () {
+        const { pay } = payments()
+        const target = fileOf()
+        const link = path.join(path.dirname(target), "link.db")
+        fs.symlinkSync(target, link)
+        yield* Effect.gen(function* () {
+          const second = yield* Effect.exit(Layer.build(hostOn(target, pay)).pipe(Effect.scoped))
+          assert.isTrue(second._tag === "Failure", "two hosts on one database")
+        }).pipe(Effect.provide(hostOn(link, pay)))
+      }),
+    60_000
+  )
+
+  it.live(
     "R12 an embedded engine on no file (empty, :memory:), or with a duration that is none, is refused with StoreFailed",
     () =>
       Effect.gen(function* () {

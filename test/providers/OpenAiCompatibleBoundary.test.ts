@@ -227,5 +227,14 @@ describe("OpenAiCompatible refuses at its boundary", () => {
       ]),
       [["c1", "tartar", "{}"]]
     )
+    // One that resends the whole name, without the id, beside each piece of the arguments (review 74).
+    assert.deepStrictEqual(
+      fold([
+        { index: 0, id: "c1", function: { name: "read_file", arguments: "" } },
+        { index: 0, function: { name: "read_file", arguments: '{"path":' } },
+        { index: 0, function: { name: "read_file", arguments: '"a"}' } }
+      ]),
+      [["c1", "read_file", '{"path":"a"}']]
+    )
   })
 })

@@ -68,6 +68,67 @@ describe("answers paid for and cut off (R2.1)", () => {
       }).pipe(Effect.provide(NodeTransport.layer()))
   )
 
+  it.live("R2.1 a plain body cut off, or whole and making no response, carries what it cost", () =>
+    Effect.gen(function* () {
+      const nameless = JSON.stringify({
+        id: "c1",
+        object: "chat.completion",
+        choices: [
+          {
+            index: 0,
+            message: {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "t1", type: "function", function: { name: "", arguments: "{}" } }]
+            },
+            finish_reason: "tool_calls"
+          }
+        ],
+        usage: reported
+      })
+      const server = yield* FakeOpenAiServer.make([
+        FakeOpenAiServer.reset({ afterChunks: 1 }),
+        FakeOpenAiServer.raw({ body: nameless, headers: { "content-type": "application/json" } })
+      ])
+      const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "fake-model", apiKey })
+      // Cut off half way: an estimate of what came.
+      const cut = failureOf(yield* Effect.exit(model.generate(yield* request())))
+      assert.strictEqual(cut.usage?.estimated, true, JSON.stringify(cut))
+      assert.isAbove(cut.usage?.outputTokens ?? 0, 0)
+      // Whole, with a tool call of no name: the usage it reported.
+      const corrupt = failureOf(yield* Effect.exit(model.generate(yield* request())))
+      assert.strictEqual(corrupt.code, "corrupt_response")
+      assert.deepStrictEqual(corrupt.usage, { inputTokens: 50, outputTokens: 500 })
+    }).pipe(Effect.provide(NodeTransport.layer()))
+  )
+
+  it.live("R2.1 R12 a usage whose cost no budget could hold is counted at the largest cost, not refused", () =>
+    Effect.gen(function* () {
+      const huge = {
+        prompt_tokens: Number.MAX_SAFE_INTEGER,
+        completion_tokens: 0,
+        total_tokens: Number.MAX_SAFE_INTEGER
+      }
+      const body = [
+        chunk({ role: "assistant", content: "word" }),
+        `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [], usage: huge })}\n\n`
+      ].join("")
+      const server = yield* FakeOpenAiServer.make([
+        FakeOpenAiServer.raw({ body, headers: { "content-type": "text/event-stream" } })
+      ])
+      const model = yield* OpenAiCompatible.make({
+        baseUrl: server.url,
+        model: "fake-model",
+        apiKey,
+        stream: true,
+        costPerMillionTokens: { input: OpenAiCompatible.maxPricePerMillionTokens, output: 1 }
+      })
+      // The stream ended without [DONE]: retryable as ever, carrying the usage at the largest cost.
+      const failure = failureOf(yield* Effect.exit(model.generate(yield* request())))
+      assert.deepStrictEqual([failure._tag, failure.usage?.costUsd], ["Retryable", 1e15])
+    }).pipe(Effect.provide(NodeTransport.layer()))
+  )
+
   for (const stream of [false, true]) {
     it.live(`R2.1 an answer the content filter withheld is counted (stream: ${stream})`, () =>
       Effect.gen(function* () {

@@ -5,7 +5,6 @@
  * crash hosts at once. `Journal.layerSqliteHost` is its public face. Private to the journal.
  */
 import * as NodeFs from "node:fs"
-import * as NodePath from "node:path"
 import type { DatabaseSync } from "node:sqlite"
 import { Duration, Effect, Schedule, type Scope } from "effect"
 import * as JournalError from "../JournalError.ts"
@@ -24,14 +23,16 @@ const failed = (operation: string, error: unknown) =>
 
 /**
  * The file's own path, links resolved: every name of one database (a symbolic link to it, a
- * relative path) locks one owner file beside it. A file not made yet is named by its
- * directory's own path.
+ * relative path) locks one owner file beside it.
  */
 const realPath = (filename: string): string => {
   try {
     return NodeFs.realpathSync(filename)
   } catch {
-    return NodePath.join(NodeFs.realpathSync(NodePath.dirname(filename)), NodePath.basename(filename))
+    // Not made yet: made empty here (an empty file is an empty database), through a link to
+    // it that leads nowhere yet too, so that its real path is the one every name finds.
+    NodeFs.closeSync(NodeFs.openSync(filename, "a"))
+    return NodeFs.realpathSync(filename)
   }
 }
 

@@ -40,10 +40,11 @@ const concat = (parts: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
   return out
 }
 
-/** Reads at most `maxBytes` of the body. */
+/** Reads at most `maxBytes` of the body; `progress.bytes` counts what came, for a read cut off. */
 export const readUpTo = Effect.fnUntraced(function* (
   response: HttpClientResponse.HttpClientResponse,
-  maxBytes: number
+  maxBytes: number,
+  progress: { bytes: number } = { bytes: 0 }
 ) {
   const pull = yield* Stream.toPull(response.stream)
   const parts: Array<Uint8Array> = []
@@ -52,6 +53,7 @@ export const readUpTo = Effect.fnUntraced(function* (
     const chunks = yield* Pull.catchDone(pull, () => Effect.succeed(undefined))
     if (chunks === undefined) return { text: decoder.decode(concat(parts, size)), complete: true } satisfies Read
     for (const chunk of chunks) {
+      progress.bytes += chunk.length
       const room = maxBytes - size
       if (chunk.length > room) {
         parts.push(chunk.subarray(0, room))

@@ -3,6 +3,8 @@
  * there is one) and output, each at its price per million tokens.
  */
 
+import * as Failure from "../../failure/Failure.ts"
+
 /** Prices in USD per million tokens. */
 export interface Prices {
   readonly input: number
@@ -21,8 +23,9 @@ export const costUsd = (
 ): number => {
   const cached = usage.cachedInputTokens ?? 0
   const uncached = usage.inputTokens - cached
-  return (
+  const cost =
     (uncached * prices.input + cached * (prices.cachedInput ?? prices.input) + usage.outputTokens * prices.output) /
     1_000_000
-  )
+  // Past every budget already: held at the largest cost a usage carries, not refused as no usage.
+  return Math.min(cost, Failure.maxCostUsd)
 }

@@ -158,7 +158,9 @@ export const read = Effect.fnUntraced(function* (
     Effect.mapError((failure) => FailureBoundary.withUsage(failure, OpenAiWire.partialUsage(acc, decoding)))
   )
   return yield* Result.match(OpenAiWire.fromAccumulator(acc, decoding), {
-    onFailure: (problem) => Effect.fail(reader.problem(problem)),
+    // Whole, and no response (a call with no name): paid for all the same (R2.1).
+    onFailure: (problem) =>
+      Effect.fail(FailureBoundary.withUsage(reader.problem(problem), OpenAiWire.partialUsage(acc, decoding))),
     onSuccess: Effect.succeed
   })
 }, Effect.scoped)

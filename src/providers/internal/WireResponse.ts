@@ -49,7 +49,7 @@ const corrupt = (detail: string): Result.Result<never, Problem> => Result.fail({
 
 type WireUsageType = WireUsage
 
-const priced = (usage: Model.Usage, prices: OpenAiOptions.Prices | undefined): Model.Usage =>
+export const priced = (usage: Model.Usage, prices: OpenAiOptions.Prices | undefined): Model.Usage =>
   prices === undefined ? usage : { ...usage, costUsd: Cost.costUsd(prices, usage) }
 
 const usageOf = (

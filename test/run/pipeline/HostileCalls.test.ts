@@ -378,6 +378,34 @@ describe("hostile calls (R12)", () => {
       })
   )
 
+  it.effect(
+    "R12 R4.1 8 KB of arguments against a union of 50 structs of 50 fields are named by the first problem",
+    () =>
+      Effect.gen(function* () {
+        const wide = (m: number) =>
+          Schema.Struct(Object.fromEntries(Array.from({ length: 50 }, (_, f) => [`m${m}f${f}`, Schema.String])))
+        const shapes = Tool.make({
+          name: "wide",
+          description: "Takes wide shapes.",
+          input: Schema.Struct({ items: Schema.Array(Schema.Union(Array.from({ length: 50 }, (_, m) => wide(m)))) }),
+          output: Schema.Struct({ ok: Schema.Boolean }),
+          sideEffect: "read",
+          handler: () => Effect.succeed({ ok: true })
+        })
+        // 4,000 values, under the count bound, yet ten million issues by the schema's shape (13.5 s).
+        assert.strictEqual(SchemaIssues.issuesPerValue(shapes.input.ast), 2_500)
+        const args = `{"items":[${"{},".repeat(3_999)}{}]}`
+        const result = yield* Run.run({ goal: "x", tools: [shapes] }).pipe(
+          Effect.provide(script(ScriptedModel.toolCall("wide", args), ScriptedModel.finalAnswer("done")))
+        )
+        const [failed] = ofTag(result.timeline, "tool.failed")
+        assert.strictEqual(failed?.error.code, "input_validation_failed")
+        // Named by the first item's problems (a union member's first each), not 4,000 items' ten million.
+        assert.notInclude(failed?.error.message, "items[1]")
+        assert.match(failed?.error.message ?? "", /and \d{1,3} more problems/)
+      })
+  )
+
   it.effect("R12 Explain does not show a repeated sensitive call's arguments", () =>
     Effect.gen(function* () {
       const login = Tool.make({
