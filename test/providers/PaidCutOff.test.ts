@@ -22,6 +22,22 @@ const chunk = (delta: object, finish: string | null = null) =>
 
 const reported = { prompt_tokens: 50, completion_tokens: 500, total_tokens: 550 }
 
+/** The failure of one streamed answer that is `body` and no more (no `[DONE]`), priced at `prices`. */
+const streamedOnly = (body: string, prices: OpenAiCompatible.Options["costPerMillionTokens"]) =>
+  Effect.gen(function* () {
+    const server = yield* FakeOpenAiServer.make([
+      FakeOpenAiServer.raw({ body, headers: { "content-type": "text/event-stream" } })
+    ])
+    const model = yield* OpenAiCompatible.make({
+      baseUrl: server.url,
+      model: "fake-model",
+      apiKey,
+      stream: true,
+      costPerMillionTokens: prices
+    })
+    return failureOf(yield* Effect.exit(model.generate(yield* request())))
+  })
+
 describe("answers paid for and cut off (R2.1)", () => {
   it.live("R2.1 a stream cut off after its usage came carries that usage, priced", () =>
     Effect.gen(function* () {
@@ -30,17 +46,7 @@ describe("answers paid for and cut off (R2.1)", () => {
         chunk({}, "stop"),
         `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [], usage: reported })}\n\n`
       ].join("")
-      const server = yield* FakeOpenAiServer.make([
-        FakeOpenAiServer.raw({ body, headers: { "content-type": "text/event-stream" } })
-      ])
-      const model = yield* OpenAiCompatible.make({
-        baseUrl: server.url,
-        model: "fake-model",
-        apiKey,
-        stream: true,
-        costPerMillionTokens: { input: 1_000, output: 1_000 }
-      })
-      const failure = failureOf(yield* Effect.exit(model.generate(yield* request())))
+      const failure = yield* streamedOnly(body, { input: 1_000, output: 1_000 })
       assert.strictEqual(failure.code, "corrupt_response")
       assert.deepStrictEqual(failure.usage, { inputTokens: 50, outputTokens: 500, costUsd: 0.55 })
     }).pipe(Effect.provide(NodeTransport.layer()))
@@ -113,18 +119,8 @@ describe("answers paid for and cut off (R2.1)", () => {
         chunk({ role: "assistant", content: "word" }),
         `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [], usage: huge })}\n\n`
       ].join("")
-      const server = yield* FakeOpenAiServer.make([
-        FakeOpenAiServer.raw({ body, headers: { "content-type": "text/event-stream" } })
-      ])
-      const model = yield* OpenAiCompatible.make({
-        baseUrl: server.url,
-        model: "fake-model",
-        apiKey,
-        stream: true,
-        costPerMillionTokens: { input: OpenAiCompatible.maxPricePerMillionTokens, output: 1 }
-      })
       // The stream ended without [DONE]: retryable as ever, carrying the usage at the largest cost.
-      const failure = failureOf(yield* Effect.exit(model.generate(yield* request())))
+      const failure = yield* streamedOnly(body, { input: OpenAiCompatible.maxPricePerMillionTokens, output: 1 })
       assert.deepStrictEqual([failure._tag, failure.usage?.costUsd], ["Retryable", 1e15])
     }).pipe(Effect.provide(NodeTransport.layer()))
   )
