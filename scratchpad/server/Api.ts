@@ -19,10 +19,13 @@ export class NotWaiting extends Schema.TaggedError<NotWaiting>()(
   { httpApiStatus: 409 }
 ) {}
 
-/** The store of runs is out of reach: try again. */
+/**
+ * The store of runs is out of reach: try again. `runId`, when the request named or made one:
+ * what it asked may still take effect, so a start is tried again under that id (it starts once).
+ */
 export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()(
   "StoreUnavailable",
-  { detail: Schema.String },
+  { detail: Schema.String, runId: Schema.optional(Schema.String) },
   { httpApiStatus: 503 }
 ) {}
 
@@ -49,6 +52,11 @@ export class InvalidStart extends Schema.TaggedError<InvalidStart>()(
 
 export const StartRun = Schema.Struct({
   goal: Schema.NonEmptyString,
+  /**
+   * The run's id, to start it at most once: a start answered 503 is tried again under the
+   * id its error names, or the one given here. Default: a new one.
+   */
+  runId: Schema.optional(Schema.String),
   /** Names of tools the server registers; default: all of them. */
   tools: Schema.optional(Schema.Array(Schema.String)),
   /** As `Run.Options.limits`, e.g. `{ "maxIterations": 10 }`. */

@@ -19,7 +19,7 @@ import {
 const lookupError = (error: DurableRun.DurableRunError) =>
   error.reason === "not_found"
     ? new RunNotFound({ runId: error.runId })
-    : new StoreUnavailable({ detail: error.message })
+    : new StoreUnavailable({ detail: error.message, runId: error.runId })
 
 const counters = (events: ReadonlyArray<Event.Event>, waiting: number) => ({
   events: events.length,
@@ -37,12 +37,14 @@ export const RunsHandlers = HttpApiBuilder.group(
     const runs = yield* DurableRun.DurableRuns
 
     return handlers.handleAll({
+      // The id is made here when the request names none, so that a start the store did not
+      // answer in time can be tried again under it (a start under an id starts once).
       start: ({ payload }) =>
-        runs.start(payload).pipe(
+        runs.start({ ...payload, runId: payload.runId ?? crypto.randomUUID() }).pipe(
           Effect.map((runId) => ({ runId })),
           Effect.catchTags({
             InvalidRunOptions: (e) => Effect.fail(new InvalidStart({ field: e.field, message: e.reason })),
-            DurableRunError: (e) => Effect.fail(new StoreUnavailable({ detail: e.message }))
+            DurableRunError: (e) => Effect.fail(new StoreUnavailable({ detail: e.message, runId: e.runId }))
           })
         ),
 

@@ -11,6 +11,7 @@ import { ByteSize, Config, Console, Effect, Layer, Option } from "effect"
 import { FetchHttpClient, HttpIncomingMessage, HttpRouter, HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { DurableRun } from "effect-agent-runtime/durable"
+import { JournalPg } from "effect-agent-runtime/journal/pg"
 import { OpenAiCompatible } from "effect-agent-runtime/providers"
 import { Api } from "./Api.ts"
 import { RunsHandlers } from "./Handlers.ts"
@@ -32,7 +33,8 @@ const runsLayer = (config: Config.Success<typeof settings>) => {
     onNone: () => DurableRun.layerEmbedded({ filename: config.runsFile }),
     onSome: (url) =>
       DurableRun.layerCluster({
-        sql: PgClient.layer({ url }),
+        // What PostgreSQL takes the client must give back: a run's row holds its goal (R9).
+        sql: PgClient.layer({ url, maxMessageSize: JournalPg.maxMessageSize }),
         runnerAddress: { host: config.host, port: config.runnerPort }
       })
   })

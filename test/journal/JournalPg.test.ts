@@ -46,6 +46,28 @@ if (found._tag === "Server") {
     if (Option.isSome(stored)) assert.deepStrictEqual(stored.value.events, events)
   }, 120_000)
 
+  it("R9 R3.1 a row larger than a client of your own reads back is StoreFailed naming maxMessageSize, not retried forever", async () => {
+    const prefix = `small_${process.pid}_`
+    const events = [{ ...started("wide"), goal: "g".repeat(40_000) }]
+    const error = await Effect.runPromise(
+      Effect.gen(function* () {
+        const journal = yield* Journal.Journal
+        yield* journal.create({ runId: "wide", header: {}, state: "created" })
+        yield* journal.append("wide", { expectedSeq: 0, events, state: "planning" })
+        return yield* Effect.flip(journal.read("wide"))
+      }).pipe(
+        Effect.provide(
+          Journal.layerSql({ tablePrefix: prefix }).pipe(
+            Layer.provide(Layer.orDie(PgClient.layer({ url: Redacted.make(url), maxMessageSize: 16_384 })))
+          )
+        )
+      )
+    )
+    assert.strictEqual(error.reason._tag, "StoreFailed")
+    assert.isFalse(error.isRetryable)
+    assert.include(error.message, "JournalPg.maxMessageSize")
+  }, 120_000)
+
   it("R3.1 a PostgreSQL server that is not there fails the layer with Unavailable (retryable), not a defect", async () => {
     const closed = new URL(url)
     closed.port = String(await unusedPort())

@@ -53,6 +53,22 @@ describe("server over durable runs", () => {
     assert.strictEqual(status.body.counters.toolCalls, 1)
   })
 
+  it("R9 a start under a run id of the client's starts once: tried again (after a 503), the same run", {
+    timeout: 30_000
+  }, async () => {
+    const body = { goal: "Look up INV-8", tools: ["lookup_invoice"], limits: { maxIterations: 5 }, runId: "order-8" }
+    assert.strictEqual(await start(body), "order-8")
+    assert.strictEqual(await start(body), "order-8")
+    const result = await finished("order-8")
+    assert.strictEqual(result.result.status, "completed")
+    // One run: one run.started in its log.
+    const events = await readEvents(`${server.url}/runs/order-8/events`)
+    assert.lengthOf(
+      events.filter((e) => e.event === "run.started"),
+      1
+    )
+  })
+
   it("an approved call runs and the run finishes; deciding it again is 409", { timeout: 30_000 }, async () => {
     const runId = await start({ goal: "Pay INV-7", tools: ["pay_invoice"] })
     const call = await waitingCall(runId)

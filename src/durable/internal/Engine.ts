@@ -114,7 +114,10 @@ const nodeClusterSocket: string = "@effect/platform-node/NodeClusterSocket"
  * @since 0.3.0
  */
 export interface ClusterOptions<E> {
-  /** The shared database of the runners (PostgreSQL: `PgClient.layer` of `@effect/sql-pg`). */
+  /**
+   * The shared database of the runners (PostgreSQL: `PgClient.layer` of `@effect/sql-pg`,
+   * with `maxMessageSize: JournalPg.maxMessageSize`, so that it reads back what it stores).
+   */
   readonly sql: Layer.Layer<SqlClient.SqlClient, E>
   /** Where this runner listens and other runners reach it. Omitted with `clientOnly`. */
   readonly runnerAddress?: { readonly host: string; readonly port: number } | undefined

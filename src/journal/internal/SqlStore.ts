@@ -57,6 +57,15 @@ export const classify =
   (operation: string) =>
   (error: SqlError.SqlError | Migrator.MigrationError): JournalError.JournalError => {
     const detail = describe(error._tag === "SqlError" ? error.reason : error)
+    // A row larger than the client reads back is so on every try: asked again, it never ends.
+    if (/exceeds maxMessageSize/.test(detail)) {
+      return JournalError.make(
+        new JournalError.StoreFailed({
+          operation,
+          detail: `${detail}; give the PostgreSQL client a maxMessageSize as large as the largest run (JournalPg.maxMessageSize)`
+        })
+      )
+    }
     const retryable = error._tag === "SqlError" ? error.isRetryable : error.kind === "Locked"
     return JournalError.make(
       retryable

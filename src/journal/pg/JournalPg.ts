@@ -24,8 +24,17 @@ export interface Options extends SqlOptions {
   readonly maxConnections?: number | undefined
 }
 
-/** PostgreSQL's largest text value, and a message to carry one. */
-const maxRowBytes = 1024 ** 3 + 1024 * 1024
+/**
+ * PostgreSQL's largest text value, and a message to carry one: the `maxMessageSize` to give
+ * a `PgClient` of your own (`DurableRun.layerCluster`'s `sql`, `Journal.layerSql`), whose
+ * default of 16 MiB cannot read back a run whose goal or commit is larger.
+ *
+ * @category constants
+ * @since 0.3.0
+ */
+export const maxMessageSize = 1024 ** 3 + 1024 * 1024
+
+const maxRowBytes = maxMessageSize
 
 /**
  * @category layers
