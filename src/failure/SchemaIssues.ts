@@ -192,7 +192,9 @@ export const maxDescribedValues = 4_096
 export const issuesPerValue = (ast: SchemaAST.AST): number => {
   const open = new Set<SchemaAST.AST>()
   const cost = (node: SchemaAST.AST): number => {
-    if (open.has(node)) return 64
+    // A schema met again on its own path, or one that makes a new one at each step (a
+    // suspended thunk building its schema afresh), is a recursion: counted, not followed.
+    if (open.has(node) || open.size > 64) return 64
     open.add(node)
     try {
       switch (node._tag) {

@@ -1,0 +1,32 @@
+/**
+ * R12: what naming every problem of a value may cost, from its schema's shape and its size.
+ */
+import { Schema } from "effect"
+import { assert, describe, it } from "vitest"
+import * as SchemaIssues from "../../src/failure/SchemaIssues.ts"
+
+interface Node {
+  readonly next?: Node | undefined
+}
+
+describe("SchemaIssues bounds (R12)", () => {
+  it("R12 issuesPerValue: one for a plain array, each union member's fields added, a recursion counted not followed", () => {
+    assert.strictEqual(SchemaIssues.issuesPerValue(Schema.Array(Schema.String).ast), 1)
+    const struct = (n: number) =>
+      Schema.Struct(Object.fromEntries(Array.from({ length: n }, (_, i) => [`f${i}`, Schema.String])))
+    assert.strictEqual(SchemaIssues.issuesPerValue(Schema.Union([struct(3), struct(5)]).ast), 8)
+    // A suspended schema that builds itself afresh at each step ends, as one that refers to itself does.
+    const fresh = (): Schema.Codec<Node> => Schema.Struct({ next: Schema.optional(Schema.suspend(fresh)) })
+    assert.isAbove(SchemaIssues.issuesPerValue(fresh().ast), 0)
+    const Self: Schema.Codec<Node> = Schema.Struct({ next: Schema.optional(Schema.suspend(() => Self)) })
+    assert.isAbove(SchemaIssues.issuesPerValue(Self.ast), 0)
+  })
+
+  it("R12 describable: at most 4,096 values, and at most 50,000 issues by the schema's shape", () => {
+    const values = (n: number) => Array.from({ length: n - 1 }, () => 0)
+    assert.isTrue(SchemaIssues.describable(values(4_096)))
+    assert.isFalse(SchemaIssues.describable(values(4_097)))
+    assert.isTrue(SchemaIssues.describable(values(20), 2_500))
+    assert.isFalse(SchemaIssues.describable(values(21), 2_500))
+  })
+})
