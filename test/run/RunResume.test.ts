@@ -1,13 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Layer, Metric, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
-import * as Failure from "../../src/failure/Failure.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunHost from "../../src/run/RunHost.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
+import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
@@ -15,6 +15,33 @@ import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import * as Metrics from "../../src/tracing/Metrics.ts"
 import { approvedPay, crashThenResume, dies, diesIn, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
+
+/** An answer the provider stopped unfinished after billing `inputTokens`, as `FaultyModel.unfinished` plays it. */
+const unfinishedAfter = (inputTokens: number) =>
+  FaultyModel.toFailure({ kind: "unfinished", usage: { inputTokens, outputTokens: 0 } }, 0)
+
+/**
+ * Runs `runId` on a journal whose process dies once the model has been asked (`asked` says
+ * how often) and the run has gone on a little: in the wait for the retry its failure asked for.
+ */
+const diesInRetryWait = (
+  options: Run.Options<Tool.Any<never>>,
+  runId: string,
+  model: Layer.Layer<Model.Model>,
+  asked: () => number
+) =>
+  Effect.gen(function* () {
+    const faulty = FaultyJournal.make(yield* Journal.Journal, {})
+    const first = yield* Run.run({ ...options, runId }).pipe(
+      Effect.provideService(Journal.Journal, faulty.journal),
+      Effect.provide(model),
+      Effect.forkChild
+    )
+    while (asked() < 1) yield* Effect.yieldNow
+    for (let i = 0; i < 50; i++) yield* Effect.yieldNow
+    faulty.crash()
+    yield* Fiber.interrupt(first)
+  })
 
 describe("Run.resume (R9)", () => {
   it.effect("R9 a finished run's result is committed with it: resuming gives it back, running nothing", () =>
@@ -301,33 +328,16 @@ describe("Run.resume (R9)", () => {
   it.effect("R9 R2.1 a process that dies in the wait after a paid failure is resumed with what it cost counted", () =>
     Effect.gen(function* () {
       let calls = 0
-      const unfinished = new Failure.Retryable({
-        source: "provider",
-        category: "provider_interrupted",
-        code: "answer_unfinished",
-        attempts: 1,
-        hint: "the provider stopped the answer unfinished",
-        usage: { inputTokens: 400, outputTokens: 0 }
-      })
       const model = Layer.succeed(Model.Model, {
         generate: () =>
           Effect.suspend(() => {
             calls++
-            return Effect.fail(unfinished)
+            return Effect.fail(unfinishedAfter(400))
           })
       })
       const options = { goal: "x", tools: [], limits: { maxTokens: 500 } }
-      const faulty = FaultyJournal.make(yield* Journal.Journal, {})
-      const first = yield* Run.run({ ...options, runId: "r1" }).pipe(
-        Effect.provideService(Journal.Journal, faulty.journal),
-        Effect.provide(model),
-        Effect.forkChild
-      )
       // The first answer failed, paid for (400 of 500 tokens); its retry waits its backoff: the process dies.
-      while (calls < 1) yield* Effect.yieldNow
-      for (let i = 0; i < 50; i++) yield* Effect.yieldNow
-      faulty.crash()
-      yield* Fiber.interrupt(first)
+      yield* diesInRetryWait(options, "r1", model, () => calls)
       const resumed = yield* TestClockDriver.drive(Run.resume("r1", options, "restart").pipe(Effect.provide(model)))
       // 800 tokens were paid for in two calls, and 800 are counted: the budget stops the run after the second.
       assert.deepStrictEqual([resumed.stopReason, calls, resumed.counters.inputTokens], ["budget_exhausted", 2, 800])
@@ -339,32 +349,17 @@ describe("Run.resume (R9)", () => {
     () =>
       Effect.gen(function* () {
         const asked: Array<number> = []
-        const unfinished = new Failure.Retryable({
-          source: "provider",
-          category: "provider_interrupted",
-          code: "answer_unfinished",
-          attempts: 1,
-          hint: "the provider stopped the answer unfinished",
-          usage: { inputTokens: 30, outputTokens: 0 }
-        })
         const model = Layer.succeed(Model.Model, {
           generate: () =>
             Effect.flatMap(Clock.currentTimeMillis, (now) => {
               asked.push(now)
-              return asked.length === 1 ? Effect.fail(unfinished) : Effect.succeed(Model.response({ text: "done" }))
+              return asked.length === 1
+                ? Effect.fail(unfinishedAfter(30))
+                : Effect.succeed(Model.response({ text: "done" }))
             })
         })
         const options = { goal: "x", tools: [], recovery: { backoff: Recovery.backoff({ base: "1 second" }) } }
-        const faulty = FaultyJournal.make(yield* Journal.Journal, {})
-        const first = yield* Run.run({ ...options, runId: "w1" }).pipe(
-          Effect.provideService(Journal.Journal, faulty.journal),
-          Effect.provide(model),
-          Effect.forkChild
-        )
-        while (asked.length < 1) yield* Effect.yieldNow
-        for (let i = 0; i < 50; i++) yield* Effect.yieldNow
-        faulty.crash()
-        yield* Fiber.interrupt(first)
+        yield* diesInRetryWait(options, "w1", model, () => asked.length)
         yield* TestClock.adjust("400 millis")
         const resumed = yield* TestClockDriver.drive(Run.resume("w1", options, "restart").pipe(Effect.provide(model)))
         const started = resumed.timeline.find((e) => e._tag === "recovery.started")

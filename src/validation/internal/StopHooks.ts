@@ -38,7 +38,7 @@ export const runHook = <C, R>(hook: Hook<C, R>, context: C): Effect.Effect<Part,
       const checked = checkVerdict(verdict)
       return Result.isSuccess(checked) ? checked.success : { passed: false, detail: checked.failure }
     }),
-    // Typed as infallible, but a cast may hide a failure: anything but an interruption from
+    // Typed as infallible, but a cast may hide a failure: whatever is not an interruption from
     // outside becomes a failed check (one from outside is sticky: see `UserCode.catchSelfInterrupt`).
     Effect.catchCause((cause) =>
       Cause.hasInterruptsOnly(cause)
