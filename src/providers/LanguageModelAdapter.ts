@@ -48,6 +48,7 @@ import * as Tool from "effect/ai/Tool"
 import * as Toolkit from "effect/ai/Toolkit"
 import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import * as Model from "../model/Model.ts"
 import * as Cost from "./internal/Cost.ts"
 import * as ProviderFailure from "./internal/ProviderFailure.ts"
@@ -59,11 +60,35 @@ import type * as OpenAiOptions from "./OpenAiOptions.ts"
  * @since 0.1.0
  */
 export interface Options {
-  /** Prices in USD per million tokens (`cachedInput`: of an input token read from a prompt cache), to fill `usage.costUsd`. */
+  /**
+   * Prices in USD per million tokens (`cachedInput`: of an input token read from a prompt
+   * cache), to fill `usage.costUsd`; each from 0 to `OpenAiCompatible.maxPricePerMillionTokens`.
+   */
   readonly costPerMillionTokens?: OpenAiOptions.Prices | undefined
   /** Hand tools over in their strict form when they have one (see the module doc). Default `true`. */
   readonly strict?: boolean | undefined
 }
+
+/**
+ * Options that cannot work (a price that is negative, NaN or past a million USD per million
+ * tokens, a `strict` that is no boolean), refused when the model is made, naming the field.
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export class InvalidAdapterOptions extends Schema.TaggedError<InvalidAdapterOptions>()("InvalidAdapterOptions", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `Invalid LanguageModelAdapter options: ${this.reason}`
+  }
+}
+
+const checkOptions = UserCode.check(
+  Schema.Struct({ costPerMillionTokens: Schema.optional(Cost.PricesSchema), strict: Schema.optional(Schema.Boolean) }),
+  "the options",
+  { exact: true }
+)
 
 const source = "provider" as const
 
@@ -220,12 +245,17 @@ const FinishReasons: Readonly<Record<string, Model.FinishReason>> = {
 }
 
 /**
- * The model service over the `LanguageModel` in context.
+ * The model service over the `LanguageModel` in context. Options that cannot work fail with
+ * {@link InvalidAdapterOptions}, naming the field.
  *
  * @category constructors
  * @since 0.1.0
  */
 export const make = Effect.fnUntraced(function* (options: Options = {}) {
+  const checked = checkOptions(options)
+  if (Result.isFailure(checked)) {
+    return yield* new InvalidAdapterOptions({ reason: checked.failure.replace(/^the options is invalid: /, "") })
+  }
   const model = yield* LanguageModel.LanguageModel
   const prices = options.costPerMillionTokens
   const strict = options.strict ?? true
@@ -356,5 +386,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
  * @category layers
  * @since 0.1.0
  */
-export const layer = (options: Options = {}): Layer.Layer<Model.Model, never, LanguageModel.LanguageModel> =>
+export const layer = (
+  options: Options = {}
+): Layer.Layer<Model.Model, InvalidAdapterOptions, LanguageModel.LanguageModel> =>
   Layer.effect(Model.Model, make(options))

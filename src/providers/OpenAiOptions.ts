@@ -9,7 +9,7 @@
  */
 import type { Duration, Redacted } from "effect"
 import { Schema } from "effect"
-import type * as Cost from "./internal/Cost.ts"
+import * as Cost from "./internal/Cost.ts"
 
 /**
  * @category models
@@ -45,7 +45,7 @@ export interface Prices extends Cost.Prices {}
  * @category constants
  * @since 0.3.0
  */
-export const maxPricePerMillionTokens = 1_000_000
+export const maxPricePerMillionTokens: number = Cost.maxPricePerMillionTokens
 
 /**
  * Which wire conventions the endpoint follows where OpenAI and DeepSeek differ: the

@@ -24,7 +24,10 @@ const finish = (input: number, output: number): Response.PartEncoded => ({
 })
 
 /** A hand-made `LanguageModel` playing one answer per call and recording what it was asked. */
-const scripted = (answers: ReadonlyArray<Answer>) => {
+const scripted = (
+  answers: ReadonlyArray<Answer>,
+  costPerMillionTokens: LanguageModelAdapter.Options["costPerMillionTokens"] = { input: 1, output: 2 }
+) => {
   const calls: Array<LanguageModel.ProviderOptions> = []
   const layer = Layer.effect(
     LanguageModel.LanguageModel,
@@ -38,7 +41,7 @@ const scripted = (answers: ReadonlyArray<Answer>) => {
   )
   return {
     calls,
-    layer: LanguageModelAdapter.layer({ costPerMillionTokens: { input: 1, output: 2 } }).pipe(Layer.provide(layer))
+    layer: LanguageModelAdapter.layer({ costPerMillionTokens }).pipe(Layer.provide(layer))
   }
 }
 
@@ -534,4 +537,52 @@ describe("LanguageModelAdapter", () => {
       assert.strictEqual(result.stopReason, "content_filtered")
     }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
   })
+})
+
+describe("LanguageModelAdapter options", () => {
+  const makeWith = (options: unknown) =>
+    LanguageModelAdapter.make(options as LanguageModelAdapter.Options).pipe(
+      Effect.provideService(
+        LanguageModel.LanguageModel,
+        LanguageModel.make({ generateText: () => Effect.die("unused"), streamText: () => Stream.die("unused") }).pipe(
+          Effect.runSync
+        )
+      ),
+      Effect.flip
+    )
+
+  it.effect("R12 R2.1 a price that is negative, NaN or past the highest is refused when the model is made", () =>
+    Effect.gen(function* () {
+      for (const [prices, field] of [
+        [{ input: Number.NaN, output: 1 }, "costPerMillionTokens.input"],
+        [{ input: 1, output: -2 }, "costPerMillionTokens.output"],
+        [{ input: 1, output: 1, cachedInput: 1e300 }, "costPerMillionTokens.cachedInput"],
+        [{ input: 1 }, "costPerMillionTokens.output"]
+      ] as const) {
+        const error = yield* makeWith({ costPerMillionTokens: prices })
+        assert.strictEqual(error._tag, "InvalidAdapterOptions")
+        assert.include(error.message, field)
+      }
+      const strict = yield* makeWith({ strict: "no" })
+      assert.include(strict.message, "strict")
+      const unknown = yield* makeWith({ costPerMillion: { input: 1, output: 1 } })
+      assert.include(unknown.message, "costPerMillion")
+      assert.strictEqual((yield* makeWith(null))._tag, "InvalidAdapterOptions")
+    })
+  )
+
+  it.effect("R2.1 a free model's answer costs $0, one at the highest price its full cost", () =>
+    Effect.gen(function* () {
+      for (const [prices, cost] of [
+        [{ input: 0, output: 0 }, 0],
+        [{ input: 1_000_000, output: 1_000_000, cachedInput: 0 }, 20]
+      ] as const) {
+        const { layer } = scripted([Effect.succeed([{ type: "text", text: "done" }, finish(10, 10)])], prices)
+        const result = yield* Run.run({ goal: "answer", tools: [echo] }).pipe(
+          Effect.provide(Layer.mergeAll(layer, NodeServices.layer))
+        )
+        assert.deepStrictEqual([result.status, result.counters.costUsd], ["completed", cost])
+      }
+    })
+  )
 })

@@ -3,6 +3,7 @@
  * there is one) and output, each at its price per million tokens.
  */
 
+import { Schema } from "effect"
 import * as Failure from "../../failure/Failure.ts"
 
 /** Prices in USD per million tokens. */
@@ -11,6 +12,19 @@ export interface Prices {
   readonly output: number
   readonly cachedInput?: number | undefined
 }
+
+/** The highest price: a million USD per million tokens. */
+export const maxPricePerMillionTokens = 1_000_000
+
+/**
+ * A price in USD per million tokens: at most a million dollars, so that an answer's cost
+ * stays representable (a price of 1e300 failed the first paid answer, blaming the model),
+ * and never negative or NaN (which made every cost NaN or took it off the budget).
+ */
+const Price = Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: maxPricePerMillionTokens }))
+
+/** The prices a provider's options take, checked when the provider is made. */
+export const PricesSchema = Schema.Struct({ input: Price, output: Price, cachedInput: Schema.optional(Price) })
 
 /** USD for `inputTokens` (of which `cachedInputTokens` were read from a cache) and `outputTokens`. */
 export const costUsd = (

@@ -6,13 +6,9 @@ import { type Duration, Effect, Predicate, Redacted, Result, Schema } from "effe
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Durations from "../../time/Durations.ts"
 import * as OpenAiOptions from "../OpenAiOptions.ts"
+import * as Cost from "./Cost.ts"
 import * as Redact from "./Redact.ts"
 
-/**
- * A price in USD per million tokens: at most a million dollars, so that an answer's cost
- * stays representable (a price of 1e300 failed the first paid answer, blaming the model).
- */
-const Price = Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: OpenAiOptions.maxPricePerMillionTokens }))
 const AtLeastOne = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
 
 /** A field `resolve` checks itself, named here so that the struct knows every option. */
@@ -28,9 +24,7 @@ const checkFields = UserCode.check(
     model: Schema.NonEmptyString,
     dialect: Schema.optional(OpenAiOptions.Dialect),
     stream: Schema.optional(Schema.Boolean),
-    costPerMillionTokens: Schema.optional(
-      Schema.Struct({ input: Price, output: Price, cachedInput: Schema.optional(Price) })
-    ),
+    costPerMillionTokens: Schema.optional(Cost.PricesSchema),
     temperature: Schema.optional(Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 2 }))),
     maxOutputTokens: Schema.optional(AtLeastOne),
     toolChoice: Schema.optional(OpenAiOptions.ToolChoice),
