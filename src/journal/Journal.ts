@@ -19,9 +19,10 @@
 import { type Duration, Layer } from "effect"
 import type { SqlClient } from "effect/sql"
 import * as Layers from "./internal/Layers.ts"
+import * as Live from "./internal/LiveRuns.ts"
 import * as Make from "./internal/Make.ts"
 import * as MemoryStore from "./internal/MemoryStore.ts"
-import { Journal } from "./internal/Models.ts"
+import { Journal, type LiveRuns } from "./internal/Models.ts"
 import * as SqliteHost from "./internal/SqliteHost.ts"
 import type { JournalError } from "./JournalError.ts"
 
@@ -31,11 +32,21 @@ export {
   type ApprovalRequest,
   FORMAT_VERSION,
   Journal,
+  type LiveRuns,
   type NewRun,
   type PendingFilter,
   type Service,
   type Stored
 } from "./internal/Models.ts"
+
+/**
+ * An empty {@link LiveRuns}, for a journal service of your own (a wrapper that stands for
+ * another process, as `FaultyJournal` does): every journal the layers here build has one.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const makeLiveRuns: () => LiveRuns = Live.make
 
 /**
  * A journal in memory, for tests: the same rows (encoded JSON) and the same checks as SQL.

@@ -148,6 +148,12 @@ export interface Rules {
   /** Whether this failure may be retried at all (e.g. only idempotent tools). */
   readonly allowed: boolean
   /**
+   * When set, only the failure of an attempt up to this number may be retried: a call that
+   * may not be retried is sent again once, after its status query found it not applied
+   * (R3.8), and a failure of that resend is not retried (R3.7).
+   */
+  readonly allowedUpTo?: number | undefined
+  /**
    * Whether someone else can take over when the dependency's circuit is open (a
    * fallback model): then a call refused by an open circuit is handed over at once
    * instead of waiting for the circuit (R3.9). Default `false`.
@@ -304,7 +310,9 @@ export const refuse = (
   }
   // On every attempt, not only the first: a failure its owner retried is not retried again (R3.4).
   if (failure.attempts > 1) return giveUp("owner_retried", `already retried ${failure.attempts - 1} times by its owner`)
-  if (!rules.allowed) return giveUp("not_allowed", "this call may not be retried automatically")
+  if (!rules.allowed || (rules.allowedUpTo !== undefined && attempt > rules.allowedUpTo)) {
+    return giveUp("not_allowed", "this call may not be retried automatically")
+  }
   if (isCircuitRefusal(failure) && rules.handOff === true)
     return giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
   if (attempt > rules.maxRetries) return giveUp("schedule_exhausted", `retry limit of ${rules.maxRetries} reached`)

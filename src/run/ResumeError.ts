@@ -16,11 +16,14 @@ import { Schema } from "effect"
  * - `unavailable`: the store cannot be reached now; resuming later may work.
  * - `failed`: the store refused the run's commits for a reason a retry does not change (a
  *   permission, a broken schema): driving it again would only repeat its model calls.
+ * - `running`: this process drives the run now (`Run.run`, `Run.start`, `Run.resume`, a
+ *   host): a second driver would find the call it runs in doubt and could send it again.
+ *   Wait for its result, or cancel it first.
  *
  * @category models
  * @since 0.3.0
  */
-export const Reason = Schema.Literals(["not_found", "incompatible", "corrupt", "unavailable", "failed"])
+export const Reason = Schema.Literals(["not_found", "incompatible", "corrupt", "unavailable", "failed", "running"])
 
 /**
  * @category models

@@ -114,25 +114,33 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
     const leftovers = Effect.flatMap(Effect.orElseSucceed(journal.read(runId), Option.none), (stored) =>
       JournalLoad.withdrawLeftovers(journal, stored)
     )
-    return Effect.flatMap(JournalLoad.load(journal, runId, options.tools, options.modelName), (loaded) => {
-      // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
-      // Calls it left on the table (a process that died before it withdrew them) are withdrawn now.
-      if (loaded._tag === "Finished") {
-        return Effect.as(leftovers, FinalOutput.restored(loaded.result, options.output) as RunResult.Typed<O>)
-      }
-      const merged = Launch.resumedOptions(runId, options, loaded)
-      if (Result.isFailure(merged)) return Effect.fail(merged.failure)
-      return typed<O, Requirements<T, RV>>(
-        Launch.launch(merged.success, Launch.cancel, {
-          restored: loaded,
-          resume: loaded.started === undefined ? undefined : { reason }
-        }).pipe(
-          // A run that ended without asking again (its deadline passed while its process was
-          // down) leaves no call on the approvals table.
-          Effect.tap(() => leftovers)
-        )
-      )
-    })
+    // Held from before its log is read: a run this process drives already is not driven twice.
+    return Launch.holding(
+      journal,
+      runId,
+      (hold) =>
+        Effect.flatMap(JournalLoad.load(journal, runId, options.tools, options.modelName), (loaded) => {
+          // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
+          // Calls it left on the table (a process that died before it withdrew them) are withdrawn now.
+          if (loaded._tag === "Finished") {
+            return Effect.as(leftovers, FinalOutput.restored(loaded.result, options.output) as RunResult.Typed<O>)
+          }
+          const merged = Launch.resumedOptions(runId, options, loaded)
+          if (Result.isFailure(merged)) return Effect.fail(merged.failure)
+          return typed<O, Requirements<T, RV>>(
+            Launch.launch(merged.success, Launch.cancel, {
+              restored: loaded,
+              resume: loaded.started === undefined ? undefined : { reason },
+              hold
+            }).pipe(
+              // A run that ended without asking again (its deadline passed while its process was
+              // down) leaves no call on the approvals table.
+              Effect.tap(() => leftovers)
+            )
+          )
+        }),
+      Effect.fail(Launch.running(runId))
+    )
   })
 
 /**
@@ -307,24 +315,26 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
   options: Options<T, RV, O>
 ): Effect.Effect<Handle<O>, never, Requirements<T, RV> | Scope.Scope> =>
   Effect.withFiber((caller) => {
+    const journal = Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal))
     const { ctx, resolved } = Lifecycle.prepare(
       options,
       caller.getRef(Clock.Clock),
       caller.getRef(Breakers.Breakers),
-      Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal))
+      journal
     )
     const done: Launch.Done = Deferred.makeUnsafe()
     // Uninterruptible until the finalizer is in the scope: an interruption between the fork
     // and the finalizer would leave the run's fiber behind, detached.
     return Effect.uninterruptible(
-      Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) =>
-        Effect.as(
+      Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) => {
+        Launch.adopt(fiber, ctx.runId, journal, undefined)
+        return Effect.as(
           // The cancel needs nothing of the caller's context: added to the scope as it is.
           Effect.flatMap(Effect.scope, (scope) =>
             Scope.addFinalizerExit(scope, () => Effect.ignore(Launch.cancel(ctx, fiber, done)))
           ),
           new RunHandle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
         )
-      )
+      })
     )
   })

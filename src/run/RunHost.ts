@@ -184,6 +184,26 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     const invalid = checkSettings(settings) ?? checkRunId(runId) ?? checkObject(options)
     if (invalid !== undefined) return yield* Effect.fail(invalid)
     const journal = yield* Journal.Journal
+    // Held from before its log is read, so that a `Run.resume` from this process is refused
+    // while the host drives the run. The engine owns the run: held already (the drive before
+    // this one winding down, a handler that ignores interruption), it is driven all the same.
+    return yield* Launch.holding(
+      journal,
+      runId,
+      (hold) => driveHeld(journal, runId, options, settings, hold),
+      driveHeld(journal, runId, options, settings, undefined)
+    )
+  })
+
+/** {@link drive}, the run held for this process when it was free. */
+const driveHeld = <T extends Tool.Any, RV, O>(
+  journal: Journal.Service,
+  runId: string,
+  options: Omit<Options<T, RV, O>, "runId">,
+  settings: Settings,
+  hold: Launch.Hold | undefined
+): Effect.Effect<Outcome<O>, ResumeError | InvalidRunOptions, Requirements<T, RV>> =>
+  Effect.gen(function* () {
     const cancelled = settings.cancel === true
     const checked = yield* Effect.catchIf(
       JournalLoad.load(journal, runId, options.tools, options.modelName),
@@ -271,13 +291,14 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
         cancelled,
         watch,
         startedAt: settings.startedAt,
-        refused: settings.refused
+        refused: settings.refused,
+        hold
       })
     } else {
       const merged = Launch.resumedOptions(runId, unrunnable ? { ...options, tools: [] } : options, loaded)
       if (Result.isFailure(merged)) return yield* Effect.fail(merged.failure)
       const resume = loaded.started === undefined ? undefined : ({ reason: "restart" } as const)
-      going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch })
+      going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch, hold })
     }
     const ended = yield* Effect.result(Effect.provideService(going, Approval.ApprovalGate, gate))
     if (Result.isFailure(ended)) {

@@ -19,7 +19,7 @@
  */
 import { type Clock, Effect } from "effect"
 import * as UserCode from "../failure/UserCode.ts"
-import type * as Journal from "../journal/Journal.ts"
+import * as Journal from "../journal/Journal.ts"
 import * as JournalError from "../journal/JournalError.ts"
 
 /**
@@ -188,6 +188,8 @@ export const make = (journal: Journal.Service, faults: Faults): FaultyJournal =>
     })
   return {
     journal: {
+      // A process of its own: the runs it drove are not the wrapped journal's (a crash leaves them to be resumed).
+      live: Journal.makeLiveRuns(),
       create: (run) => guard("create", journal.create(run)),
       append,
       read: (runId) => guard("read", journal.read(runId)),

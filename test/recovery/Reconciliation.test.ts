@@ -196,3 +196,69 @@ describe("Reconciliation", () => {
     })
   )
 })
+
+describe("Reconciliation: the resend a status query allows", () => {
+  const lostAfter = (attempts: number) =>
+    new Failure.UnknownOutcome({
+      source: "tool",
+      category: "connection",
+      code: "connection_lost",
+      attempts,
+      hint: "the connection broke after the request was sent"
+    })
+  const busy = new Failure.Retryable({
+    source: "tool",
+    category: "unavailable",
+    code: "gateway_busy",
+    attempts: 1,
+    hint: "the payment gateway is busy"
+  })
+  /** A payment that is not idempotent, whose sends fail as `script` says (then succeed), and that is never found applied. */
+  const scripted = (script: ReadonlyArray<Failure.Failure>) => {
+    const state = { sends: 0, queries: 0 }
+    const pay = Tool.make({
+      name: "pay",
+      description: "charge a card",
+      input: Schema.Struct({ amount: Schema.Number }),
+      output: Schema.Struct({ receipt: Schema.String }),
+      sideEffect: "external",
+      idempotent: false,
+      maxRetries: 5,
+      handler: () =>
+        Effect.suspend(() => {
+          const failure = script[state.sends++]
+          return failure === undefined ? Effect.succeed({ receipt: "r" }) : Effect.fail(failure)
+        }),
+      reconcile: () =>
+        Effect.sync((): Tool.Reconciliation<{ readonly receipt: string }> => {
+          state.queries++
+          return { _tag: "NotApplied" }
+        })
+    })
+    return { pay, state }
+  }
+
+  it.effect("R3.7 R3.8 a failure of that resend is not retried: the query vouched for one send, not for more", () =>
+    Effect.gen(function* () {
+      const { pay, state } = scripted([lostAfter(1), busy])
+      const result = yield* drive(run(pay))
+      assert.deepStrictEqual([result.stopReason, state.sends, state.queries], ["tool_error", 2, 1])
+      // A resend that is lost again is asked about again, and resent once more.
+      const twice = scripted([lostAfter(1), lostAfter(1)])
+      const again = yield* drive(run(twice.pay))
+      assert.deepStrictEqual([again.status, twice.state.sends, twice.state.queries], ["completed", 3, 2])
+    })
+  )
+
+  it.effect("R3.4 R12 a tool's own count of its retries, however large, is past the limit at once: no resend", () =>
+    Effect.gen(function* () {
+      for (const attempts of [6, 1e9]) {
+        const { pay, state } = scripted([lostAfter(attempts)])
+        const result = yield* drive(run(pay))
+        // Before, a count of 1e9 stepped the schedule a billion times: the run spun until its deadline.
+        assert.deepStrictEqual([result.stopReason, state.sends, state.queries], ["tool_error", 1, 1])
+        assert.isBelow(result.elapsedMillis, 1_000)
+      }
+    })
+  )
+})

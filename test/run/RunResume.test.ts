@@ -300,7 +300,12 @@ describe("Run.resume (R9)", () => {
           Run.run({ goal: "look", runId: "f1", tools: [look.tool] }).pipe(Effect.provide(model))
         )
         while (answers === 0) yield* Effect.yieldNow
-        const second = yield* Run.resume("f1", { tools: [look.tool] }).pipe(Effect.provide(model))
+        // Another process on the same store: the runs this one drives are not its own.
+        const otherProcess = FaultyJournal.make(yield* Journal.Journal, {}).journal
+        const second = yield* Run.resume("f1", { tools: [look.tool] }).pipe(
+          Effect.provide(model),
+          Effect.provideService(Journal.Journal, otherProcess)
+        )
         yield* TestClock.adjust("1 second")
         const overtaken = yield* Fiber.join(first)
         assert.strictEqual(second.finalAnswer, "B's answer")

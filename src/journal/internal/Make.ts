@@ -10,6 +10,7 @@ import * as RunState from "../../events/RunState.ts"
 import * as SchemaIssues from "../../failure/SchemaIssues.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as JournalError from "../JournalError.ts"
+import * as LiveRuns from "./LiveRuns.ts"
 import {
   type Append,
   type ApprovalDecision,
@@ -228,6 +229,7 @@ const isTime = (value: unknown): value is number => typeof value === "number" &&
 
 /** The journal over one backend. */
 export const make = (store: Store): Service => ({
+  live: LiveRuns.make(),
   create: Effect.fn("Journal.create")(function* (run: NewRun) {
     const runId = yield* checkRunId(runIdOf(run))
     if (!isState(run.state)) return yield* invalid(runId, `unknown run state ${String(run.state)}`)

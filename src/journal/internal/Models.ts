@@ -71,8 +71,22 @@ export interface PendingFilter {
   readonly runId?: string | undefined
 }
 
+/**
+ * The runs this process drives on a journal (R9). A run is driven by one fiber of one
+ * process at a time: a resume of a run still going would find the call it runs in doubt,
+ * and a status query answering "not applied yet" would have it sent a second time. Other
+ * processes are kept off by the journal's fencing and by one host per store
+ * (`Journal.layerSqliteHost`, the cluster's shard locks).
+ */
+export interface LiveRuns {
+  /** Holds the run for its caller: the function that lets it go, or `undefined` when it is held already. */
+  readonly hold: (runId: string) => (() => void) | undefined
+}
+
 /** The journal store (R9): runs, their committed events, and approvals any process on the same store can see. */
 export interface Service {
+  /** The runs this process drives on this journal: the runtime holds each run while its fiber lives. */
+  readonly live: LiveRuns
   /** Records a new run with `nextSeq = 0`. An existing run id is a `Conflict`. */
   readonly create: (run: NewRun) => Effect.Effect<void, JournalError>
   /**

@@ -71,6 +71,65 @@ export interface From {
   readonly refused?: InvalidRunOptions | undefined
   /** Sees the run once it is going (a host arms its own stops there). */
   readonly watch?: ((ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done) => void) | undefined
+  /** The hold its caller took on the run before reading its log, for the run's fiber to adopt. */
+  readonly hold?: Hold | undefined
+}
+
+/**
+ * A run held for this process by its caller (see `Journal.LiveRuns`) before it read the
+ * log, until the fiber that drives the run adopts the hold: the run is then let go when
+ * that fiber ends, which may be after its result (a handler that ignores interruption).
+ */
+export interface Hold {
+  readonly release: () => void
+  adopted: boolean
+}
+
+/**
+ * `use` with the run `runId` held for this process, or `onHeld` when this process drives
+ * it already. The hold is let go when `use` ends, unless the run it launched adopted it.
+ */
+export const holding = <A, E, R>(
+  journal: Journal.Service,
+  runId: string,
+  use: (hold: Hold) => Effect.Effect<A, E, R>,
+  onHeld: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.suspend(() => {
+    const release = journal.live.hold(runId)
+    if (release === undefined) return onHeld
+    const hold: Hold = { release, adopted: false }
+    return Effect.ensuring(
+      use(hold),
+      Effect.sync(() => {
+        if (!hold.adopted) release()
+      })
+    )
+  })
+
+/** `runId` is driven by this process already: a second driver is refused. */
+export const running = (runId: string): ResumeError =>
+  new ResumeError({
+    runId,
+    reason: "running",
+    detail:
+      "this process drives the run now (Run.run, Run.start, Run.resume or a host): wait for its result, or cancel it before resuming it"
+  })
+
+/**
+ * The run's fiber holds the run until it ends: the caller's hold, or for a fresh run one
+ * taken now if the run is free (a run id live already fails at its first commit, which
+ * finds the run created).
+ */
+export const adopt = (
+  fiber: Fiber.Fiber<void>,
+  runId: string,
+  journal: Journal.Service | undefined,
+  hold: Hold | undefined
+): void => {
+  const release = hold?.release ?? journal?.live.hold(runId)
+  if (hold !== undefined) hold.adopted = true
+  if (release !== undefined) fiber.addObserver(release)
 }
 
 /** A fresh run, not resumed and not cancelled: shared by every such run. */
@@ -88,11 +147,12 @@ export const launch = <T extends Tool.Any, RV, O>(
   from: From = fresh
 ): Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>> =>
   Effect.withFiber((caller) => {
+    const journal = Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal))
     const { ctx, resolved } = Lifecycle.prepare(
       options,
       caller.getRef(Clock.Clock),
       caller.getRef(Breakers.Breakers),
-      Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal)),
+      journal,
       from.restored,
       from
     )
@@ -101,6 +161,7 @@ export const launch = <T extends Tool.Any, RV, O>(
     // leave the run's fiber behind, detached.
     return Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(Lifecycle.fork(ctx, resolved, done, from), (fiber) => {
+        adopt(fiber, ctx.runId, journal, from.hold)
         from.watch?.(ctx, fiber, done)
         return Effect.onInterrupt(restore(Deferred.await(done)), () => onInterrupt(ctx, fiber, done))
       })

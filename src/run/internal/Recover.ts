@@ -69,12 +69,16 @@ export const recoverFrom: <A, R>(
           orElse: () => Effect.succeed<number | undefined>(Number.POSITIVE_INFINITY)
         })
       )
-    // An attempt count below 1 (a tool's own failure saying `attempts: 0`) is the first attempt (R3.4, R3.7).
-    const made = Math.max(1, episode.attemptsMade ?? 1)
-    // A continued episode resumes the schedule where the earlier one left it.
+    // An attempt count below 1 (a tool's own failure saying `attempts: 0`) is the first attempt
+    // (R3.4, R3.7); one past the retry limit (a tool's own count, `attempts: 1e9`) is the limit:
+    // given up as at once, without stepping the schedule a billion times.
+    const made = Math.min(Math.max(1, episode.attemptsMade ?? 1), episode.maxRetries + 1)
+    // A continued episode resumes the schedule where the earlier one left it, or where it ended.
     if (made > 1) {
       const seed = Failure.fromCause(episode.source, firstCause)
-      if (seed._tag === "Retryable") for (let i = 1; i < made; i++) yield* Effect.ignore(nextDelay(seed))
+      for (let i = 1; seed._tag === "Retryable" && i < made; i++) {
+        if ((yield* Effect.orElseSucceed(nextDelay(seed), () => undefined)) === undefined) break
+      }
     }
     let n = made
     let exit: Exit.Exit<A, Failure.Failure> = Exit.failCause(firstCause)

@@ -243,7 +243,13 @@ const gaveUp = <R>(
           c,
           Recover.recoverFrom(
             c.ctx,
-            { ...episodeOf(c), allowed: true, attemptsMade: first.attempts },
+            {
+              ...episodeOf(c),
+              allowed: true,
+              // The query vouched for one resend: a call that may not be retried is not retried after it (R3.7).
+              ...(c.tool.metadata.idempotent ? {} : { allowedUpTo: Math.max(1, first.attempts) }),
+              attemptsMade: first.attempts
+            },
             (n) => attempt(c, n),
             Cause.fail(reconciled.failure)
           )
