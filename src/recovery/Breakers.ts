@@ -228,6 +228,15 @@ const rejection = (kind: Kind, name: string, error: CircuitBreaker.CircuitBreake
   switch (reason._tag) {
     case "CircuitOpen": {
       const millis = Math.max(0, Math.ceil(Duration.toMillis(reason.retryAfter)))
+      // An open time of forever (`openDuration: Duration.infinity`) has no time to resume: a failure's wait is finite.
+      if (!Number.isFinite(millis)) {
+        return new Failure.Retryable({
+          ...fields,
+          category: "circuit_open",
+          code: "circuit_open",
+          hint: `the ${kind} circuit for ${name} is open, and stays open`
+        })
+      }
       return new Failure.Retryable({
         ...fields,
         category: "circuit_open",

@@ -94,6 +94,13 @@ export interface Options {
    * more there are, with the names that are not valid UTF-8 (never listed). Default 1,000.
    */
   readonly maxListEntries?: number | undefined
+  /**
+   * Refuse to read or write a `.env` file (or a copy, `.env~`, `.env-old`), judged where
+   * symbolic links lead: a link `settings.txt` to `.env` is refused too (`env_file`). The
+   * permission policy judges the path as the model wrote it; this, where it leads. Default
+   * `true`, as the policy's `denyEnvFiles`.
+   */
+  readonly denyEnvFiles?: boolean | undefined
 }
 
 /**
@@ -176,8 +183,11 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
   if (!isDirectoryOrMissing(root)) throw new RangeError(`FileTools.make: root ${root} is not a directory`)
   const maxReadBytes = checkLimit("maxReadBytes", options.maxReadBytes, Permission.defaultMaxContentBytes)
   const maxWriteBytes = checkLimit("maxWriteBytes", options.maxWriteBytes, Permission.defaultMaxContentBytes)
+  if (options.denyEnvFiles !== undefined && typeof options.denyEnvFiles !== "boolean") {
+    throw new RangeError(`FileTools.make: denyEnvFiles must be a boolean, got ${String(options.denyEnvFiles)}`)
+  }
   const maxListEntries = checkLimit("maxListEntries", options.maxListEntries, 1_000)
-  const workspace = yield* Workspace.make({ root })
+  const workspace = yield* Workspace.make({ root, denyEnvFiles: options.denyEnvFiles ?? true })
   // The system's limit holds for the whole path, the root's real path included (the kernel names
   // a directory by it): a longer path would fail only after making the directories on its way.
   const maxBelowRootBytes = Math.max(0, maxPathBytes - Buffer.byteLength(realPathOf(root), "utf8") - 1)
@@ -336,6 +346,8 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     output: Written,
     sideEffect: "write",
     idempotent: true,
+    // A refused write (a bad path, too much content) wrote nothing: the model hears why, the run goes on.
+    recoverErrors: true,
     pathFields: ["path"],
     contentFields: ["content"],
     handler: ({ path: input, content }) => write(input, content)
@@ -355,6 +367,8 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     output: Written,
     sideEffect: "write",
     idempotent: true,
+    // A refused write (a bad path, too much content) wrote nothing: the model hears why, the run goes on.
+    recoverErrors: true,
     pathFields: ["path"],
     contentFields: ["content"],
     handler: Effect.fnUntraced(function* ({ path: input, content }) {
@@ -378,6 +392,8 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     output: Written,
     sideEffect: "write",
     idempotent: true,
+    // A refused write (a bad path, too much content) wrote nothing: the model hears why, the run goes on.
+    recoverErrors: true,
     pathFields: ["path"],
     contentFields: ["content"],
     handler: ({ path: input, content }) => writeJson(input, content)

@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, FileSystem, Layer, Path, Predicate, Result, Schema } from "effect"
+import { isEnvPath } from "./internal/EnvFiles.ts"
 import { isWellFormed } from "./internal/workspace/Names.ts"
 import type * as Tool from "./Tool.ts"
 
@@ -26,7 +27,8 @@ import type * as Tool from "./Tool.ts"
  * - `tool_not_allowed`: the tool is not on the allow-list.
  * - `outside_roots`: a path field leaves the allowed roots.
  * - `symlink_escape`: a path inside the roots reaches outside them through a symbolic link.
- * - `env_file`: a path field names a `.env` or `.env.*` file, or goes through a `.env` directory.
+ * - `env_file`: a path field names a `.env` or `.env.*` file (or a copy: `.env~`, `.env-old`), or
+ *   goes through a `.env` directory, as written or through a symbolic link.
  * - `content_too_large`: a content field is over the size limit.
  * - `invalid_path`: a path field is empty, holds a NUL byte or a lone UTF-16 surrogate (not
  *   well-formed text: the file system would read it as U+FFFD, so two paths would name one
@@ -138,7 +140,10 @@ export interface Options {
    * against the first. Default: no confinement.
    */
   readonly roots?: ReadonlyArray<string> | undefined
-  /** Refuse `.env` and `.env.*` files (`.envrc`, `.environment` are not refused). Default `true`. */
+  /**
+   * Refuse `.env` and `.env.*` files, and copies of them (`.env~`, `.env-old`, `.env copy`);
+   * `.envrc` and `.environment` are not refused. Default `true`.
+   */
   readonly denyEnvFiles?: boolean | undefined
   /** Largest content field, in UTF-8 bytes (JSON text for non-string values). Default 1 MiB. */
   readonly maxContentBytes?: number | undefined
@@ -160,18 +165,6 @@ const maxShownChars = 200
 // The path as the model sent it, quoted and escaped (a NUL shows as \u0000), and cut short.
 const show = (value: string): string =>
   JSON.stringify(value.length > maxShownChars ? `${value.slice(0, maxShownChars)}…` : value)
-
-const isEnvName = (segment: string): boolean => {
-  const name = segment.toLowerCase()
-  return name === ".env" || name.startsWith(".env.")
-}
-
-// Both separators, whatever the platform: a name with a backslash is refused rather than missed.
-const isEnvPath = (value: string): boolean => {
-  const segments = value.split(/[\\/]/).filter((segment) => segment.length > 0)
-  const last = segments[segments.length - 1]
-  return (last !== undefined && isEnvName(last)) || segments.some((segment) => segment.toLowerCase() === ".env")
-}
 
 const contentBytes = (value: unknown): number | undefined => {
   if (Predicate.isString(value)) return Buffer.byteLength(value, "utf8")
@@ -216,7 +209,10 @@ const optionsProblem = (options: Options): string | undefined => {
  *    surrogate, at most 4096 bytes (`invalid_path`); not a
  *    `.env` file (`env_file`); inside a root after resolving `..` (`outside_roots`);
  *    still inside a root after following symbolic links, for a file that does not exist
- *    yet through its nearest existing ancestor (`symlink_escape`);
+ *    yet through its nearest existing ancestor (`symlink_escape`); not led to a `.env`
+ *    file by a link (`env_file`; without `roots`, a relative path is followed from the
+ *    working directory: a tool with a root of its own, as `FileTools`, checks where its
+ *    own links lead);
  * 3. each content field within `maxContentBytes` (`content_too_large`).
  *
  * Absent or wrongly typed fields are left to schema validation, which runs next.
@@ -297,7 +293,15 @@ export const make = Effect.fnUntraced(function* (
       return deny("env_file", `${subject} names a .env file, which may hold secrets`)
     }
     const first = roots[0]
-    if (first === undefined) return allow
+    if (first === undefined) {
+      // No confinement: a link is still followed (a relative path from the working directory,
+      // where a tool of no root of its own resolves it), so it cannot lead to a .env file unseen.
+      if (!denyEnvFiles) return allow
+      const real = yield* realPath(path.resolve(value))
+      return real !== undefined && isEnvPath(real)
+        ? deny("env_file", `${subject} leads to a .env file through a symbolic link`)
+        : allow
+    }
     const target = path.resolve(first, value)
     if (!roots.some((root) => isInside(root, target))) {
       return deny("outside_roots", `${subject} resolves outside the allowed roots`)

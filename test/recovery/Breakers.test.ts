@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, type Duration, Effect, Exit, Fiber, Queue, Stream } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Queue, Stream } from "effect"
 import { CircuitBreaker } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import * as Failure from "../../src/failure/Failure.ts"
@@ -105,6 +105,23 @@ describe("Breakers", () => {
         assert.strictEqual((yield* rejected(call)).retryAfterMillis, 6_000)
         assert.strictEqual(model.runs(), 3)
         assert.strictEqual(yield* breakers.state("provider", "other"), "closed")
+      })
+    )
+  )
+
+  it.effect("R3.9 R12 a circuit open for ever refuses as circuit_open, with no time to resume (review 76)", () =>
+    withBreakers({ provider: policy(1, Duration.infinity) })((breakers) =>
+      Effect.gen(function* () {
+        const model = counted()
+        const call = breakers.guard("provider", "openai", model.call(Effect.fail(retryable())))
+        yield* rejected(call)
+        // Before, the refusal's wait of Infinity ms made it a defect, blamed on the model.
+        const rejection = yield* rejected(call)
+        assert.deepStrictEqual(
+          [rejection.category, rejection.retryAfterMillis, model.runs()],
+          ["circuit_open", undefined, 1]
+        )
+        assert.strictEqual(rejection.hint, "the provider circuit for openai is open, and stays open")
       })
     )
   )

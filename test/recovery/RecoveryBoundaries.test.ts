@@ -108,6 +108,25 @@ describe("R12 a recovery schedule that throws", () => {
       assert.include(result.detail, "the recovery schedule threw")
     })
   )
+
+  it.effect("R12 R3.9 a schedule whose delay is no Duration is the run's defect too, naming it (review 76)", () =>
+    Effect.gen(function* () {
+      // A hand-made step that breaks the type: what a caller without types can build.
+      const step: unknown = Effect.succeed(() => Effect.succeed(["soon", "soon"]))
+      const soon = Schedule.fromStep(step as Parameters<typeof Schedule.fromStep>[0]) as unknown as Recovery.Backoff
+      const backup = { name: "backup", model: ScriptedModel.make([ScriptedModel.finalAnswer("from the backup")]) }
+      const result = yield* drive(
+        Run.run({ goal: "g", tools: [], recovery: { backoff: soon, fallbackModels: [backup] } }).pipe(
+          Effect.provide(
+            script([FailureBoundary.http({ status: 503, now: 0 }), ScriptedModel.finalAnswer("from the primary")])
+          )
+        )
+      )
+      assert.strictEqual(result.stopReason, "internal_error")
+      assert.include(result.detail, "the recovery schedule gave a delay that is no Duration")
+      assert.lengthOf(result.fallbacks, 0)
+    })
+  )
 })
 
 describe("R3.3 a tool retry the run's own limits refuse", () => {
@@ -135,13 +154,25 @@ describe("R3.3 a tool retry the run's own limits refuse", () => {
     ["the run's recovery budget is spent", 0, { recovery: { maxRecoveries: 1 } }, "recovery_exhausted", "run_budget"]
   ] as const
   it.effect(
-    "R2.5 R3.3 a batch's stop is its gravest call's, whatever their order: the deadline's before a tool error",
+    "R2.5 R3.3 R3.11 a batch stops for the first call that stops the run, whatever the calls' order: the deadline's before a later tool error",
     () =>
       Effect.gen(function* () {
-        const broken = failingRead(
-          "put",
-          new Failure.Permanent({ source: "tool", category: "rejected", code: "no", attempts: 1, hint: "no" })
-        )
+        // Refused a second later: by then the other call has given up for the deadline, which stopped the batch.
+        const broken = Tool.make({
+          name: "put",
+          description: "Writes to a service that refuses, after a second.",
+          input: Schema.Struct({}),
+          output: Schema.Struct({ ok: Schema.Boolean }),
+          sideEffect: "read",
+          idempotent: true,
+          handler: () =>
+            Effect.andThen(
+              Effect.sleep("1 second"),
+              Effect.fail(
+                new Failure.Permanent({ source: "tool", category: "rejected", code: "no", attempts: 1, hint: "no" })
+              )
+            )
+        })
         const stops: Array<string> = []
         for (const order of [
           [

@@ -119,23 +119,29 @@ describe("regressions the properties found", () => {
     })
   )
 
-  it.effect("R3.8 a batch with an unknown outcome ends unknown_outcome whatever the order of its calls", () =>
-    Effect.gen(function* () {
-      // Minimal: a failing call that does not recover its errors, then a payment whose answer was lost.
-      const { result } = yield* run({
-        ...base,
-        steps: [
-          {
-            _tag: "CallTools",
-            calls: [{ _tag: "Permanent" }, { _tag: "UnknownOutcome", reconcile: "none" }]
-          }
-        ],
-        recoverErrors: false
+  it.effect(
+    "R3.8 R3.11 a batch stops at the first call that stops the run: a payment after a tool error never runs",
+    () =>
+      Effect.gen(function* () {
+        // A failing call that does not recover its errors, and a payment whose answer would be lost, in both orders.
+        for (const [calls, stop] of [
+          [[{ _tag: "Permanent" }, { _tag: "UnknownOutcome", reconcile: "none" }], "tool_error"],
+          [[{ _tag: "UnknownOutcome", reconcile: "none" }, { _tag: "Permanent" }], "unknown_outcome"]
+        ] as const) {
+          const { scenario, result } = yield* run({
+            ...base,
+            steps: [{ _tag: "CallTools", calls }],
+            recoverErrors: false
+          })
+          assert.strictEqual(result.stopReason, stop)
+          // One call started: the second never began once the first had stopped the run.
+          assert.lengthOf(
+            result.timeline.filter((e) => e._tag === "tool.started"),
+            1
+          )
+          assert.deepStrictEqual(invariants(Properties.checkScenario(scenario, result)), [])
+        }
       })
-      // Today: failed / tool_error, decided by the first call; the payment is only in pendingActions.
-      assert.strictEqual(result.stopReason, "unknown_outcome")
-      assert.strictEqual(result.status, "unknown_outcome")
-    })
   )
 })
 

@@ -41,6 +41,11 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools", (it) =>
           assert.deepStrictEqual(tool.metadata.pathFields, ["path"], tool.name)
           assert.isTrue(tool.metadata.idempotent, tool.name)
         }
+        // A refusal goes back to the model: every tool hands its errors over (review 77).
+        assert.isTrue(
+          tools.all.every((tool) => tool.metadata.recoverErrors),
+          "recoverErrors"
+        )
         assert.strictEqual(tools.readFile.metadata.sideEffect, "read")
         assert.strictEqual(tools.readFile.metadata.maxRetries, 2)
         assert.strictEqual(tools.listFiles.metadata.sideEffect, "read")
@@ -48,6 +53,38 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools", (it) =>
           assert.strictEqual(tool.metadata.sideEffect, "write", tool.name)
           assert.deepStrictEqual(tool.metadata.contentFields, ["content"], tool.name)
         }
+      })
+    )
+  })
+
+  describe(".env files", () => {
+    it.effect("R3.6 a .env file, or a link to one, is neither read nor written: env_file, the secret unread", () =>
+      Effect.gen(function* () {
+        const { fs, path, root, tools } = yield* workspace
+        yield* fs.writeFileString(path.join(root, ".env"), "OPENAI_API_KEY=sk-secret\n")
+        yield* fs.writeFileString(path.join(root, ".env~"), "OPENAI_API_KEY=sk-secret\n")
+        symlinkSync(path.join(root, ".env"), path.join(root, "settings.txt"))
+        for (const target of [".env", "settings.txt", ".env~"]) {
+          const read = yield* Effect.flip(tools.readFile.handler({ path: target }, context))
+          assertPermanent(read, "env_file")
+          assert.notInclude(JSON.stringify(read), "sk-secret")
+        }
+        const written = yield* Effect.flip(tools.writeTextFile.handler({ path: "settings.txt", content: "x" }, context))
+        assertPermanent(written, "env_file")
+        assert.strictEqual(yield* fs.readFileString(path.join(root, ".env")), "OPENAI_API_KEY=sk-secret\n")
+        // Turned off, as the policy's option: the file is read.
+        const open = yield* FileTools.make({ root, denyEnvFiles: false })
+        const shown = yield* open.readFile.handler({ path: "settings.txt" }, context)
+        assert.include(shown.content, "sk-secret")
+      })
+    )
+
+    it.effect("R3.6 R12 denyEnvFiles that is no boolean is refused when the tools are made", () =>
+      Effect.gen(function* () {
+        const { root } = yield* workspace
+        const made = yield* Effect.exit(FileTools.make({ root, denyEnvFiles: "no" as unknown as boolean }))
+        assert.isTrue(Exit.isFailure(made))
+        assert.match(String(Exit.isFailure(made) ? made.cause : ""), /denyEnvFiles must be a boolean/)
       })
     )
   })

@@ -204,6 +204,31 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools limits", 
       })
     )
 
+    it.effect(
+      "R3.6 R12 a write the tool refuses goes back to the model: a hostile model cannot end the run by it",
+      () =>
+        Effect.gen(function* () {
+          const { tools, root } = yield* workspace()
+          // Under the policy's limit as compact JSON, over the tool's pretty-printed (review 77).
+          const content = nested(50, 20_000)
+          const result = yield* Run.run({ goal: "write", tools: tools.all }).pipe(
+            Effect.provide(
+              Layer.mergeAll(
+                ScriptedModel.layer([
+                  ScriptedModel.toolCall("write_json_file", { path: "deep.json", content }),
+                  ScriptedModel.finalAnswer("done")
+                ]),
+                NodeServices.layer
+              )
+            )
+          )
+          assert.strictEqual(result.status, "completed", result.detail)
+          const failed = result.timeline.find((event) => event._tag === "tool.failed")
+          assert.include(failed?._tag === "tool.failed" ? failed.error.message : "", "over the write limit")
+          assert.deepStrictEqual(readdirSync(root), [])
+        })
+    )
+
     it.effect.prop(
       "R3.6 write_json_file's limit is exact: the bytes it reports are the bytes written, one more is refused",
       { content: Schema.Json },

@@ -239,6 +239,28 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
       })
     )
 
+    it.effect("R3.6 copies of a .env file are denied too: an editor's backup, an old one, a copy", () =>
+      Effect.gen(function* () {
+        const { policy } = yield* workspace
+        for (const target of [".env~", "#.env#", ".env-old", ".env_backup", ".env copy", "config/.ENV.bak"]) {
+          assertDenied(yield* check(policy, { path: target }), "env_file", JSON.stringify(target))
+        }
+      })
+    )
+
+    it.effect("R3.6 without roots, a link to a .env file is followed and denied (review 77)", () =>
+      Effect.gen(function* () {
+        const { root, path } = yield* workspace
+        const noRoots = yield* Permission.make({})
+        symlinkSync(path.join(root, ".env"), path.join(root, "settings.txt"))
+        // Before, a policy without roots judged the text alone: the link read the secrets.
+        assertDenied(yield* check(noRoots, { path: path.join(root, "settings.txt") }), "env_file")
+        assertAllowed(yield* check(noRoots, { path: path.join(root, "notes.txt") }))
+        const off = yield* Permission.make({ denyEnvFiles: false })
+        assertAllowed(yield* check(off, { path: path.join(root, "settings.txt") }))
+      })
+    )
+
     it.effect("R3.6 denyEnvFiles: false lets .env files through", () =>
       Effect.gen(function* () {
         const policy = yield* Permission.make({ denyEnvFiles: false })

@@ -50,7 +50,15 @@ export const recoverFrom: <A, R>(
       )
     const nextDelay = (failure: Failure.Retryable) =>
       Pull.matchEffect(stepped(failure), {
-        onSuccess: ([, delay]) => Effect.succeed<number | undefined>(Duration.toMillis(delay)),
+        // A delay that is no Duration (a hand-made step's) broke the schedule's contract, as a throw does.
+        onSuccess: ([, delay]) =>
+          Duration.isDuration(delay)
+            ? Effect.succeed<number | undefined>(Duration.toMillis(delay))
+            : Effect.die(
+                new UserCode.UserCodeDefect(
+                  `the recovery schedule gave a delay that is no Duration: ${UserCode.kindOf(delay)}`
+                )
+              ),
         // A schedule fails with nothing (its type says so): one that does broke its contract, as one that throws.
         onFailure: (cause) =>
           Cause.hasFails(cause)

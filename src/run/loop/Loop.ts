@@ -27,13 +27,16 @@ import { beforeCorrections, checkpoint, decide, remind } from "./internal/Checkp
 import type { Config, Outcome } from "./internal/LoopConfig.ts"
 import {
   afterStepCheck,
-  approvalStop,
   askToFinish,
+  batchStop,
+  type CallStop,
+  callStop,
   correct,
   correctOutput,
   cutOffArguments,
   fencedOff,
   hardStop,
+  isCallStop,
   modelGaveUp,
   stepLate
 } from "./internal/LoopStops.ts"
@@ -85,8 +88,9 @@ const record = <R>(ctx: RunContext.RunContext, config: Config<R>, iteration: num
 
 /**
  * The batch: `concurrency` calls at a time, results in call order, then what the batch
- * comes to (see {@link afterBatch}). A rejected or expired approval fails the batch (the
- * rest of it is interrupted) and stops the run (R7).
+ * comes to (see {@link afterBatch}). A rejected or expired approval (R7), or a call whose
+ * result stops the run (a tool error, an unknown outcome: R3.11), fails the batch: the
+ * rest of it is interrupted, and the run stops.
  */
 const batch = <R>(
   ctx: RunContext.RunContext,
@@ -98,13 +102,16 @@ const batch = <R>(
   Effect.suspend(() => {
     // The batch's events begin after its response: a resumed batch's earlier results count too (R3.8).
     const from = ctx.events.findLastIndex((e) => e._tag === "model.responded") + 1
-    const run = (p: ToolExecutor.Prepared, i: number) => {
-      const result = ToolExecutor.execute(ctx, config.registry, p, permission, standings?.[i])
-      // The result of a call that may act twice is committed at once (R9): a resumed run never re-runs it.
-      const tool = config.registry.tools.get(p.call.name)
-      const acts = tool !== undefined && !tool.metadata.idempotent && ToolExecutor.mayHaveEffects(tool)
-      return acts ? Effect.tap(result, () => Commit.barrier(ctx)) : result
-    }
+    const run = (p: ToolExecutor.Prepared, i: number) =>
+      Effect.flatMap(ToolExecutor.execute(ctx, config.registry, p, permission, standings?.[i]), (result) => {
+        // The result of a call that may act twice is committed at once (R9): a resumed run never re-runs it.
+        const tool = config.registry.tools.get(p.call.name)
+        const acts = tool !== undefined && !tool.metadata.idempotent && ToolExecutor.mayHaveEffects(tool)
+        const committed = acts ? Effect.as(Commit.barrier(ctx), result) : Effect.succeed(result)
+        // A result that stops the run stops the batch at once (R3.11), as a rejection does.
+        const stop = callStop(config, result)
+        return stop === undefined ? committed : Effect.andThen(committed, Effect.fail(stop))
+      })
     const [first] = prepared
     const ran =
       prepared.length === 1 && first !== undefined
@@ -112,11 +119,13 @@ const batch = <R>(
         : Effect.flatMap(Effect.forEach(prepared, run, { concurrency: config.concurrency }), (results) =>
             afterBatch(ctx, config, results)
           )
-    // Only a call that needs approval can stop the batch.
-    if (!config.approvals) return ran
-    return Effect.catchIf(ran, ApprovalWait.isStop, (stop) =>
-      // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
-      Effect.map(untaken(ctx, config), () => approvalStop(ctx, config, stop, from))
+    // A call that needs approval, or whose result stops the run, stops the batch.
+    return Effect.catchIf(
+      ran,
+      (e): e is ApprovalWait.Stop | CallStop => isCallStop(e) || (config.approvals && ApprovalWait.isStop(e)),
+      (stop) =>
+        // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
+        Effect.map(untaken(ctx, config), () => batchStop(ctx, config, stop, from))
     )
   })
 

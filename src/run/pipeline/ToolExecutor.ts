@@ -23,7 +23,7 @@ import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
 import { firstAttempt, type Settled, settleFailed, settleResumed } from "./internal/ToolAttempt.ts"
 import { type Call, ownTimeout } from "./internal/ToolCall.ts"
-import { decode, denied, lookup, refuse, unanswered } from "./internal/ToolChecks.ts"
+import { decode, denied, lookup, type Refused, refuse, unanswered } from "./internal/ToolChecks.ts"
 import { lateDetail, recordIfOpen, recordNeverRan } from "./internal/ToolInterruption.ts"
 import { checkOutput, postcondition, succeeded } from "./internal/ToolOutput.ts"
 import { checkPermission } from "./internal/ToolPermission.ts"
@@ -81,13 +81,18 @@ export const execute = <R>(
   // The checks and waits before the handler hand over to its attempts (`flatMap`), so that
   // nothing of them stays on the stack while the handler runs.
   Effect.flatMap(admit(ctx, registry, prepared, permission, standing), (admitted) =>
-    admitted._tag === "Result" ? Effect.succeed(admitted.result) : attempts(admitted.call, standing)
+    admitted._tag === "Result" ? Effect.succeed(admitted.result) : attempts(admitted, standing)
   )
 
 /** A call admitted to its handler, or the result that ends it before. */
 type Admitted<R> =
   | { readonly _tag: "Result"; readonly result: ToolResult.ToolResult }
-  | { readonly _tag: "Admitted"; readonly call: Call<R> }
+  | {
+      readonly _tag: "Admitted"
+      readonly call: Call<R>
+      /** For a call whose handler ran: the refusal of the policy in force now, which no further attempt passes. */
+      readonly refused: (() => Effect.Effect<ToolResult.ToolResult>) | undefined
+    }
 
 const ended = (result: ToolResult.ToolResult): Admitted<never> => ({ _tag: "Result", result })
 
@@ -106,8 +111,11 @@ const admit = Effect.fnUntraced(function* <R>(
   const found = lookup(registry, prepared)
   if (found._tag === "Refused") return ended(yield* Spans.refused(refuse(ctx, call, found), undefined))
   const { tool, args } = found
+  // A call of a resumed run whose handler ran meets the policy in force now too: what it
+  // refuses is never sent again by recovery (R3.6), whatever an earlier policy allowed.
+  let refusal: Refused | undefined
   // The default policy allows every call at once: there is nothing to wait for, or to check.
-  if (!attempted(standing) && permission !== Permission.allowAll) {
+  if (permission !== Permission.allowAll) {
     // The policy is a wait like every other: bounded by the tool and step layers (R4.2), and,
     // interrupted, the call never ran (R5.2).
     // The policy reads the arguments; it cannot change what the handler gets or what a person approves.
@@ -126,15 +134,21 @@ const admit = Effect.fnUntraced(function* <R>(
         Effect.sync(() => recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran"))
       )
     )
-    if (decision._tag === "Timeout")
+    if (decision._tag === "Timeout" && !attempted(standing))
       return ended(yield* Spans.refused(refuse(ctx, call, unanswered(tool, decision)), tool.metadata))
     // The policy may have taken its time: past the deadline, nothing more of the call starts.
     if (RunContext.deadlinePassed(ctx)) {
       recordNeverRan(ctx, call, lateDetail)
       return yield* RunContext.expire(ctx)
     }
-    if (decision._tag === "Deny")
-      return ended(yield* Spans.refused(refuse(ctx, call, denied(prepared, tool, decision)), tool.metadata))
+    refusal =
+      decision._tag === "Timeout"
+        ? unanswered(tool, decision)
+        : decision._tag === "Deny"
+          ? denied(prepared, tool, decision, registry.limits.maxObservationChars)
+          : undefined
+    if (refusal !== undefined && !attempted(standing))
+      return ended(yield* Spans.refused(refuse(ctx, call, refusal), tool.metadata))
   }
   const ready = decode(ctx, registry, prepared, tool, args)
   if (ready._tag === "Refused") return ended(yield* Spans.refused(refuse(ctx, call, ready), tool.metadata))
@@ -145,7 +159,12 @@ const admit = Effect.fnUntraced(function* <R>(
       { tool: call.name, callId: call.id }
     )
   }
-  return { _tag: "Admitted", call: ready.call } satisfies Admitted<R>
+  const refused = refusal
+  return {
+    _tag: "Admitted",
+    call: ready.call,
+    refused: refused === undefined ? undefined : () => Spans.refused(refuse(ctx, call, refused), tool.metadata)
+  } satisfies Admitted<R>
 })
 
 /** A handler that ran has passed the policy and the approval already. */
@@ -156,10 +175,10 @@ const attempted = (standing: Standing): standing is Extract<Standing, { readonly
  * The handler's attempts, then the output schema, the postcondition and the observation.
  * A first attempt that succeeds goes on to them at once; a failed one goes through recovery.
  */
-const attempts = <R>(c: Call<R>, standing: Standing) =>
+const attempts = <R>({ call: c, refused }: Extract<Admitted<R>, { readonly _tag: "Admitted" }>, standing: Standing) =>
   Effect.onInterrupt(
     attempted(standing)
-      ? Effect.flatMap(settleResumed(c, standing), (settled) => afterAttempts(c, settled))
+      ? Effect.flatMap(settleResumed(c, standing, refused), (settled) => afterAttempts(c, settled))
       : Effect.matchCauseEffect(firstAttempt(c), {
           onSuccess: (output) => checked(c, output),
           onFailure: (cause) => Effect.flatMap(settleFailed(c, cause), (settled) => afterAttempts(c, settled))

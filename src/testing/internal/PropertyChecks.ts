@@ -303,15 +303,19 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
 
   // R3.3: every episode that retried ends with recovery.completed or recovery.failed,
   // unless the run was stopped from outside (deadline, cancel) while it was in it, or
-  // (a tool call's) its batch was stopped by another call's approval (R7). Episodes
-  // are kept per owner (the model, or a tool call by its id): calls of a concurrent
-  // batch retry side by side.
+  // (a tool call's) its batch was stopped by another call's approval (R7) or failure
+  // (R3.11). Episodes are kept per owner (the model, or a tool call by its id): calls of
+  // a concurrent batch retry side by side.
   const open = new Map<string, Event.Of<"recovery.started">>()
   const ownerOf = (e: { readonly callId?: string | undefined }) => e.callId ?? "model"
   const closeOpen = (episode: Event.Of<"recovery.started">, e: Event.Event) =>
     violate("R3.3 episode", `the ${episode.kind} episode of seq ${episode.seq} never closed before seq ${e.seq}`)
   let approvalStop: Event.Of<"approval.decided"> | undefined
+  // The calls of the current batch that failed: one that stopped the run stopped its batch.
+  let failedCalls = new Set<string>()
   for (const e of timeline) {
+    if (e._tag === "model.responded") failedCalls = new Set()
+    if (e._tag === "tool.failed" && !e.error.correctable) failedCalls.add(e.callId)
     if (e._tag === "recovery.started" && !Event.isCorrection(e.kind)) {
       const before = open.get(ownerOf(e))
       if (e.attempt === 1 && before !== undefined) closeOpen(before, e)
@@ -326,7 +330,9 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
     } else if (e._tag === "termination.decided") {
       for (const episode of open.values()) {
         const outside = e.reason === "run_timeout" || e.reason === "cancelled"
-        const stoppedBatch = episode.callId !== undefined && approvalStop !== undefined
+        const stoppedBatch =
+          episode.callId !== undefined &&
+          (approvalStop !== undefined || [...failedCalls].some((callId) => callId !== episode.callId))
         if (!outside && !stoppedBatch) closeOpen(episode, e)
       }
       open.clear()

@@ -116,12 +116,14 @@ describe("approvalStop: approval stop after a sibling's timed-out attempt was re
         handler: () => Effect.succeed("paid")
       })
       const handle = yield* Run.start({ goal: "x", tools: [sync, pay], concurrency: 2 }).pipe(
-        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCalls(["sync", {}, "c_sync"], ["pay", {}, "c_pay"])]))
+        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCalls(["pay", {}, "c_pay"], ["sync", {}, "c_sync"])]))
       )
+      // The unknown outcome stops the batch at once (R3.11): the payment's wait is withdrawn
+      // before anyone decides, or, decided first, the rejection stands below it.
       const requested = yield* Stream.runHead(
         Stream.filter(handle.events, (e): e is Event.Of<"approval.requested"> => e._tag === "approval.requested")
       )
-      yield* handle.reject(Option.getOrThrow(requested).callId, "no")
+      if (Option.isSome(requested)) yield* Effect.ignore(handle.reject(requested.value.callId, "no"))
       const result = yield* handle.result
       assert.strictEqual(result.stopReason, "unknown_outcome")
     }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(NodeServices.layer, Approval.layerMemory)))

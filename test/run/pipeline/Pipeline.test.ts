@@ -153,6 +153,21 @@ describe("ToolExecutor.execute (the pipeline alone)", () => {
     })
   )
 
+  it.effect("R3.6 R12 a denial's reason reaches the model cut as an observation is, however long (review 77)", () =>
+    Effect.gen(function* () {
+      const verbose: Permission.PermissionService = {
+        check: () => Effect.succeed(Permission.deny("tool_not_allowed", "x".repeat(20_000_000)))
+      }
+      const { result, events } = yield* callUpper('{"text":"hi"}', verbose)
+      assert.strictEqual(result.error?.code, "permission_denied")
+      // The default observation limit, and the note of what was left out.
+      assert.isBelow(result.observation.length, 100_000)
+      assert.include(result.error?.message ?? "", "observation cut")
+      const blocked = events.find((e) => e._tag === "tool.blocked")
+      assert.isBelow(JSON.stringify(blocked).length, 100_000)
+    })
+  )
+
   it.effect(
     "R4.2 R3.6 a permission policy that does not answer within the tool's timeout refuses the call; it never runs",
     () =>

@@ -5,7 +5,7 @@
  * it is taken.
  */
 
-import { Effect } from "effect"
+import { Effect, Predicate } from "effect"
 import type * as StopReason from "../../../events/StopReason.ts"
 import * as Explain from "../../../explain/Explain.ts"
 import type * as Failure from "../../../failure/Failure.ts"
@@ -222,6 +222,30 @@ const stopOfCall = (result: ToolResult.ToolResult, recovers: boolean): BatchStop
   }
 }
 
+/**
+ * A call's result that stops the run whatever the rest of its batch does: an unknown
+ * outcome, or a stop of the call's own (a tool error the tool does not recover, a
+ * contradicted tool, a retry the run's limits refused). It stops the batch at once, as a
+ * rejected approval does (R3.11: a run that has failed takes no new action): the calls
+ * not begun never begin, waits for a person are withdrawn, and the rest is interrupted.
+ */
+export class CallStop {
+  readonly _tag = "CallStop"
+  readonly result: ToolResult.ToolResult
+  constructor(result: ToolResult.ToolResult) {
+    this.result = result
+  }
+}
+
+export const isCallStop = (u: unknown): u is CallStop => Predicate.isTagged(u, "CallStop")
+
+/** The {@link CallStop} `result` makes, or `undefined` when the batch goes on. */
+export const callStop = <R>(config: Config<R>, result: ToolResult.ToolResult): CallStop | undefined => {
+  if (result.error?.failure?.classification === "unknown") return new CallStop(result)
+  const recovers = config.registry.tools.get(result.name)?.metadata.recoverErrors === true
+  return stopOfCall(result, recovers) === undefined ? undefined : new CallStop(result)
+}
+
 export const hardStop = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
@@ -305,17 +329,21 @@ export const modelStop = (ctx: RunContext.RunContext, reason: Recovery.Exhausted
 }
 
 /**
- * The stop of a batch an approval ended (rejected or expired, R7): unless a call of the
- * same batch (its events from `from` on) of a tool that is not idempotent ended with an
- * unknown outcome, or was cut off by the stop while its action may have taken effect,
- * which outranks any other stop (R3.8), as in {@link hardStop}.
+ * The stop of a batch an approval ended (rejected or expired, R7), or a call's result
+ * ({@link CallStop}): unless a call of the same batch (its events from `from` on) of a
+ * tool that is not idempotent ended with an unknown outcome, or was cut off by the stop
+ * while its action may have taken effect, which outranks any other stop (R3.8), as in
+ * {@link hardStop}.
  */
-export const approvalStop = <R>(
+export const batchStop = <R>(
   ctx: RunContext.RunContext,
   config: Config<R>,
-  stop: ApprovalWait.Stop,
+  stop: ApprovalWait.Stop | CallStop,
   from: number
 ): Outcome => {
+  // Another process owns the run: nothing of this batch is its stop.
+  const fenced = stop._tag === "CallStop" ? fencedOff(ctx) : undefined
+  if (fenced !== undefined) return fenced
   // The batch's first call left pending (its outcome unknown, nothing later settled it),
   // but an idempotent tool's call that the stop cut off: safe to ask again, as when the stop
   // cuts it off in a batch with no approval. Its own unknown outcome (it answered so) stands.
@@ -328,10 +356,15 @@ export const approvalStop = <R>(
   )
   if (first !== undefined) {
     const cutOff = ctx.events[first.seq]?._tag === "tool.interrupted"
+    const why = stop._tag === "CallStop" ? `${stop.result.name} (${stop.result.callId})'s failure` : stop.reason
     const detail = cutOff
-      ? `${first.name} (${first.callId}) was cut off while ${stop.reason} stopped the batch: ${first.detail}`
+      ? `${first.name} (${first.callId}) was cut off while ${why} stopped the batch: ${first.detail}`
       : `${first.name} (${first.callId}): ${first.detail}`
     return decide(ctx, "runtime", "unknown_outcome", detail)
+  }
+  if (stop._tag === "CallStop") {
+    const named = `${stop.result.name} (${stop.result.callId})`
+    return hardStop(ctx, config, [stop.result]) ?? decide(ctx, "runtime", "tool_error", `${named} stopped the batch`)
   }
   return decide(ctx, stop.reason === "step_timeout" ? "step_timeout" : "approval", stop.reason, stop.detail)
 }

@@ -287,10 +287,17 @@ export const settleResumed = <R>(
   c: Call<R>,
   standing:
     | { readonly _tag: "InDoubt"; readonly attempt: number; readonly retry: boolean }
-    | { readonly _tag: "Retrying"; readonly attempt: number; readonly wakeAt: number }
+    | { readonly _tag: "Retrying"; readonly attempt: number; readonly wakeAt: number },
+  refused?: () => Effect.Effect<ToolResult.ToolResult>
 ): Effect.Effect<Settled, RunState.IllegalTransition, R> => {
   const made = standing.attempt
   const episode = episodeOf(c)
+  // Refused by the policy in force now: no further attempt (R3.6). A call that cannot have
+  // acted is blocked; one that may have stays in doubt, unless its status query decides.
+  const blocked =
+    refused === undefined
+      ? undefined
+      : Effect.suspend(() => Effect.map(refused(), (result): Settled => ({ _tag: "Ended", result })))
   const again = (n: number) => attempt(c, n)
   // The attempts the log holds were made: the next handler call is attempt `made + 1`.
   c.attempt = made
@@ -316,8 +323,10 @@ export const settleResumed = <R>(
       (cause) => Recover.recoverFrom(c.ctx, { ...episode, attemptsMade: made + 1 }, again, cause)
     )
   if (standing._tag === "Retrying") {
-    // The rest of the wait the log left, its end, then the next attempt, as `Recover.recoverFrom` goes on.
     const owner = { owner: c.call.id }
+    // Its last attempt failed, as a retry may follow: refused, none does, and the wait ends now.
+    if (blocked !== undefined) return Effect.andThen(RunContext.release(c.ctx, episode.resume, owner), blocked)
+    // The rest of the wait the log left, its end, then the next attempt, as `Recover.recoverFrom` goes on.
     const wait = Effect.onInterrupt(Effect.sleep(Math.max(0, standing.wakeAt - RunContext.now(c.ctx))), () =>
       Effect.andThen(
         Effect.ignore(RunContext.release(c.ctx, episode.resume, owner)),
@@ -332,7 +341,8 @@ export const settleResumed = <R>(
   // The stop of the process was recorded when the run resumed (its `tool.interrupted`).
   const effects = mayHaveEffects(c.tool)
   const hint = `the process running ${c.tool.name} stopped during attempt ${made}`
-  if (!effects || c.tool.metadata.idempotent) {
+  if (blocked !== undefined && !effects) return blocked
+  if (blocked === undefined && (!effects || c.tool.metadata.idempotent)) {
     // Run again at once: the restart is not the call's failure, so it spends no retry (R3.4); a
     // success ends the episode the attempt in doubt was a retry of, as it would have (R3.3).
     return settleFrom(c, next(standing.retry ? made - 1 : undefined))
@@ -352,6 +362,7 @@ export const settleResumed = <R>(
   // A retry's episode gives up on the attempt as the live run does, then its status query
   // decides. Without a query, or past the deadline (R3.11), the outcome stays unknown.
   if (standing.retry || c.tool.reconcile === undefined || RunContext.deadlinePassed(c.ctx)) return inDoubt
+  // An idempotent call the policy now refuses may have acted: its status query decides, as for any other.
   return Effect.flatMap(
     Reconcile.reconcile(c, unknown).pipe(Effect.onInterrupt(() => Effect.sync(() => recordInterruptedReconcile(c)))),
     (reconciled): Effect.Effect<Settled, RunState.IllegalTransition, R> => {
@@ -360,8 +371,8 @@ export const settleResumed = <R>(
           return Effect.succeed({ _tag: "Output", output: reconciled.output })
         case "NotApplied":
           // Found not applied: sent again at once under the same key, and, as for a call that
-          // cannot act twice, the process's stop spends no retry (R3.4).
-          return settleFrom(c, next(undefined))
+          // cannot act twice, the process's stop spends no retry (R3.4); unless the policy now refuses it.
+          return blocked ?? settleFrom(c, next(undefined))
         case "Failed":
           return Effect.succeed({ _tag: "Ended", result: toolFailed(c, reconciled.failure) })
       }

@@ -17,7 +17,7 @@ import { compiled } from "../../../tools/ToolCodec.ts"
 import * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type { Registry } from "../Registry.ts"
-import { type Call, cutToObservation, describeTimeout, failed } from "./ToolCall.ts"
+import { type Call, cutToObservation, describeTimeout, failed, maskedObservation } from "./ToolCall.ts"
 import type { Prepared } from "./ToolPrepare.ts"
 
 /** A call refused before its handler ran: the feedback the model gets, as one value. */
@@ -106,16 +106,17 @@ export const lookup = <R>(
   return { _tag: "Found", tool, args: parsed.value }
 }
 
-/** A denial of the permission policy (R3.6), as the call's refusal. */
+/** A denial of the permission policy (R3.6), as the call's refusal: its reason masked, and cut as an observation is (R12). */
 export const denied = (
   prepared: Prepared,
   tool: Tool.Any<unknown>,
-  decision: Extract<Permission.Decision, { readonly _tag: "Deny" }>
+  decision: Extract<Permission.Decision, { readonly _tag: "Deny" }>,
+  maxChars: number
 ): Refused =>
   refused(
     {
       code: "permission_denied",
-      message: Redaction.maskText(`${decision.rule}: ${decision.reason}`, prepared.secrets),
+      message: maskedObservation(`${decision.rule}: ${decision.reason}`, prepared.secrets, maxChars),
       correctable: false
     },
     tool.metadata.maxRetries,

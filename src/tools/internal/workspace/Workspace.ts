@@ -31,6 +31,7 @@ import { constants, type Dirent } from "node:fs"
 import * as Fsp from "node:fs/promises"
 import * as NodePath from "node:path"
 import { Effect, Exit } from "effect"
+import { isEnvNames } from "../EnvFiles.ts"
 import { call, fail, fromErrno, open, type Reason, WorkspaceError } from "./internal/syscalls.ts"
 import * as Walk from "./internal/Walk.ts"
 import { isTemporaryName, staleTemporaryMillis, temporaryName } from "./Names.ts"
@@ -129,6 +130,8 @@ export const make = Effect.fnUntraced(function* (options: {
   readonly root: string
   /** Use `/proc/self/fd`; default: when it exists. */
   readonly descriptorPaths?: boolean | undefined
+  /** Refuse a file that is a `.env` file where links lead (`env_file`, R3.6). Default `false`. */
+  readonly denyEnvFiles?: boolean | undefined
 }): Effect.fn.Return<Workspace> {
   const rootPath = NodePath.resolve(options.root)
   const descriptorPaths =
@@ -146,6 +149,12 @@ export const make = Effect.fnUntraced(function* (options: {
   const isDirectoryAt = (what: string) => (_root: Walk.Root, _directory: Walk.Directory) =>
     fail("is_a_directory", `${what} names a directory`)
 
+  // Judged where links led: the file's canonical names below the root.
+  const checkEnv = (directory: Walk.Directory, name: string, where: string) =>
+    options.denyEnvFiles === true && isEnvNames([...directory.names, name])
+      ? fail("env_file", `${where} is a .env file`)
+      : Effect.void
+
   const fileFinal: Walk.Final<{ readonly handle: Fsp.FileHandle; readonly size: number }> = {
     create: false,
     onName: Effect.fnUntraced(function* (root, directory, name) {
@@ -160,6 +169,7 @@ export const make = Effect.fnUntraced(function* (options: {
       }
       if (info.isDirectory()) return yield* fail("is_a_directory", `${where} is a directory`)
       if (!info.isFile()) return yield* fail("not_a_regular_file", `${where} is not a regular file`)
+      yield* checkEnv(directory, name, where)
       // Non-blocking, and judged again on the descriptor: the name may have changed since.
       const handle = yield* open(at, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY).pipe(
         Effect.mapError(fromErrno(where))
@@ -188,6 +198,7 @@ export const make = Effect.fnUntraced(function* (options: {
       if (info?.isDirectory()) return yield* fail("is_a_directory", `${where} is a directory`)
       if (info !== undefined && !info.isFile())
         return yield* fail("not_a_regular_file", `${where} is not a regular file`)
+      yield* checkEnv(directory, name, where)
       yield* verify(root, directory.handle)
       return Walk.done({ directory, name, mode: info === undefined ? undefined : info.mode & 0o777 })
     }),

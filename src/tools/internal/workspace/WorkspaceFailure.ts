@@ -85,6 +85,13 @@ export const fromWorkspaceError =
           diagnostic
         )
       }
+      case "env_file":
+        return permanent(
+          "env_file",
+          "permission",
+          `${at} is a .env file (or a link to one), which may hold secrets; the file tools do not ${operation} it`,
+          diagnostic
+        )
       case "permission_denied":
         return permanent(
           "permission_denied",

@@ -22,6 +22,8 @@ export type Reason =
   | "link_loop"
   | "name_too_long"
   | "too_large"
+  /** The path leads to a `.env` file (a link to one included), which may hold secrets. */
+  | "env_file"
   | "permission_denied"
   | "io"
   /** The root itself is missing (nothing was written yet) or is not a directory. */

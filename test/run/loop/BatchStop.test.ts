@@ -1,0 +1,162 @@
+/**
+ * A call whose result stops the run stops its batch at once, as a rejected approval does
+ * (R3.11, R7, R3.8): the calls not begun never begin, a wait for a person is withdrawn, and
+ * a handler still running is cut off (if it may have acted, the run ends `unknown_outcome`
+ * with it pending). Before (review 77), a sequential batch of `[a tool error, a payment
+ * needing approval]` asked a person after the run had failed, paid if they approved, and
+ * waited out the run deadline if nobody decided.
+ */
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import type * as Event from "../../../src/events/Event.ts"
+import * as Failure from "../../../src/failure/Failure.ts"
+import * as Run from "../../../src/run/Run.ts"
+import type * as RunResult from "../../../src/run/RunResult.ts"
+import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../../src/testing/TestClockDriver.ts"
+import * as Approval from "../../../src/tools/Approval.ts"
+import * as Tool from "../../../src/tools/Tool.ts"
+
+/** A tool that fails after `millis` with `failure` (its errors are not recovered: the run stops). */
+const failing = (name: string, failure: Failure.Failure, millis = 0, recoverErrors = false) =>
+  Tool.make({
+    name,
+    description: "fails",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    sideEffect: "external",
+    recoverErrors,
+    handler: () => Effect.andThen(Effect.sleep(millis), Effect.fail(failure))
+  })
+
+const boom = new Failure.Permanent({ source: "tool", category: "defect", code: "boom", attempts: 1, hint: "boom" })
+const reset = new Failure.UnknownOutcome({
+  source: "tool",
+  category: "connection",
+  code: "reset",
+  attempts: 1,
+  hint: "the connection reset mid-transfer"
+})
+
+/** Payments, ledgered, taking `millis` each; `needsApproval` asks a person first. */
+const payments = (options: { readonly needsApproval?: boolean; readonly millis?: number } = {}) => {
+  const ledger: Array<number> = []
+  const tool = Tool.make({
+    name: "pay",
+    description: "pays",
+    input: Schema.Struct({ amount: Schema.Number }),
+    output: Schema.String,
+    sideEffect: "external",
+    needsApproval: options.needsApproval ?? false,
+    handler: ({ amount }) =>
+      Effect.andThen(
+        Effect.sleep(options.millis ?? 0),
+        Effect.sync(() => {
+          ledger.push(amount)
+          return "paid"
+        })
+      )
+  })
+  return { tool, ledger }
+}
+
+const batchOf = (...calls: ReadonlyArray<readonly [string, object]>) =>
+  ScriptedModel.layer([
+    ScriptedModel.toolCalls(...calls.map(([name, args], i) => [name, args, `c${i + 1}`] as const)),
+    ScriptedModel.finalAnswer("done")
+  ])
+
+const of = <T extends Event.Event["_tag"]>(result: RunResult.RunResult, tag: T) =>
+  result.timeline.filter((e): e is Event.Of<T> => e._tag === tag)
+
+const neverStarted = (result: RunResult.RunResult, callId: string) =>
+  !of(result, "tool.started").some((e) => e.callId === callId)
+
+const services = Layer.mergeAll(NodeServices.layer, Approval.layerMemory)
+
+describe("a batch stopped by one of its calls (R3.11)", () => {
+  it.effect("R3.11 R7 after a tool error, the next call of a sequential batch never runs and no person is asked", () =>
+    Effect.gen(function* () {
+      const pay = payments({ needsApproval: true })
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "pay", tools: [pay.tool, failing("boom", boom)] }).pipe(
+          Effect.provide(batchOf(["boom", {}], ["pay", { amount: 500 }]))
+        )
+      )
+      assert.deepStrictEqual([result.stopReason, pay.ledger], ["tool_error", []])
+      assert.lengthOf(of(result, "approval.requested"), 0)
+      assert.isTrue(neverStarted(result, "c2"))
+    }).pipe(Effect.provide(services))
+  )
+
+  it.effect(
+    "R3.8 R3.11 after a call in doubt, the next payment is not asked for: unknown_outcome, the payment never ran",
+    () =>
+      Effect.gen(function* () {
+        const pay = payments({ needsApproval: true })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "pay", tools: [pay.tool, failing("transfer", reset)] }).pipe(
+            Effect.provide(batchOf(["transfer", {}], ["pay", { amount: 500 }]))
+          )
+        )
+        assert.deepStrictEqual([result.stopReason, pay.ledger], ["unknown_outcome", []])
+        assert.deepStrictEqual(
+          result.pendingActions.map((p) => p.callId),
+          ["c1"]
+        )
+        assert.isTrue(neverStarted(result, "c2"))
+      }).pipe(Effect.provide(services))
+  )
+
+  it.effect(
+    "R3.11 R7 a wait for a person beside a call that fails is withdrawn: the run stops then, not at its deadline",
+    () =>
+      Effect.gen(function* () {
+        const pay = payments({ needsApproval: true })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "pay", tools: [pay.tool, failing("boom", boom, 1_000)], concurrency: 2 }).pipe(
+            Effect.provide(batchOf(["pay", { amount: 500 }], ["boom", {}]))
+          )
+        )
+        assert.deepStrictEqual([result.stopReason, pay.ledger], ["tool_error", []])
+        assert.isBelow(result.elapsedMillis, 2_000)
+        assert.deepStrictEqual(
+          of(result, "approval.decided").map((e) => [e.callId, e.decision]),
+          [["c1", "withdrawn"]]
+        )
+        assert.isTrue(neverStarted(result, "c1"))
+        assert.lengthOf(yield* (yield* Approval.ApprovalGate).pending, 0)
+      }).pipe(Effect.provide(services))
+  )
+
+  it.effect("R3.11 R3.8 a payment in its handler is cut off, as by a rejection: unknown_outcome, it pending", () =>
+    Effect.gen(function* () {
+      const pay = payments({ millis: 2_000 })
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "pay", tools: [pay.tool, failing("boom", boom, 1_000)], concurrency: 2 }).pipe(
+          Effect.provide(batchOf(["pay", { amount: 500 }], ["boom", {}]))
+        )
+      )
+      assert.deepStrictEqual([result.stopReason, pay.ledger], ["unknown_outcome", []])
+      assert.deepStrictEqual(
+        result.pendingActions.map((p) => p.callId),
+        ["c1"]
+      )
+      assert.include(result.detail, "boom (c2)'s failure stopped the batch")
+      assert.isBelow(result.elapsedMillis, 2_000)
+    }).pipe(Effect.provide(services))
+  )
+
+  it.effect("R3.11 a failure the tool hands to the model stops nothing: the batch goes on", () =>
+    Effect.gen(function* () {
+      const pay = payments()
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "pay", tools: [pay.tool, failing("boom", boom, 0, true)] }).pipe(
+          Effect.provide(batchOf(["boom", {}], ["pay", { amount: 500 }]))
+        )
+      )
+      assert.deepStrictEqual([result.status, pay.ledger], ["completed", [500]])
+    }).pipe(Effect.provide(services))
+  )
+})
