@@ -94,7 +94,8 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, CallRef> => {
  *   timeline, failed ones included; `R2.1 token budget`: once those answers used more
  *   than `maxTokens`, no model request and no tool call starts (`PropertySpendChecks.ts`).
  * - `R3.3 episode` also: every episode that retried ends with `recovery.completed` or
- *   `recovery.failed`, unless the deadline or a cancel stopped the run inside it.
+ *   `recovery.failed`, unless the deadline or a cancel stopped the run inside it, or (a
+ *   tool call's) its batch was stopped by another call's approval or failure.
  * - `R3.8 unknown outcome`: a tool result of unknown outcome ends the run
  *   `unknown_outcome` (or the deadline or a cancel ended it first), the model is not
  *   asked again, and the call is among the result's `pendingActions`.
