@@ -389,6 +389,41 @@ describe("Recovery", () => {
     })
   )
 
+  it.effect(
+    "R3.10 a conflict of a tool that fails fast goes back to the model too: the run goes on, nothing resent",
+    () =>
+      Effect.gen(function* () {
+        const calls = yield* Ref.make(0)
+        const reserve = Tool.make({
+          name: "reserve",
+          description: "fails with a conflict, and does not hand its errors to the model",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          handler: () =>
+            Ref.update(calls, (n) => n + 1).pipe(
+              Effect.andThen(
+                Effect.fail(
+                  new Failure.Permanent({
+                    source: "tool",
+                    category: "conflict",
+                    code: "out_of_stock",
+                    attempts: 1,
+                    hint: "no widget left"
+                  })
+                )
+              )
+            )
+        })
+        const model = FaultyModel.make([FaultyModel.respond(ScriptedModel.toolCall("reserve", {})), final])
+        const result = yield* runWith(model, { tools: [reserve], recovery: { backoff: exact } })
+        // Before, the run ended tool_error: nothing re-read the state (review 76).
+        assert.deepStrictEqual([result.status, yield* Ref.get(calls)], ["completed", 1])
+        const failed = ofTag(result.timeline, "tool.failed")
+        assert.include(failed[0]?.error.message ?? "", "no widget left")
+      })
+  )
+
   it("Recovery.backoff refuses nonsense", () => {
     assert.throws(() => Recovery.backoff({ retries: -1 }), /retries must be an integer >= 0/)
     assert.throws(() => Recovery.backoff({ factor: 0.5 }), /factor must be >= 1/)

@@ -182,8 +182,9 @@ const stopOfCall = (result: ToolResult.ToolResult, recovers: boolean): BatchStop
       : { rank: 3, policy: "runtime", reason: "inconsistent_result", detail }
   }
   const failure = result.error?.failure
-  // A tool that hands its errors to the model lets it go on (with a fresh step).
-  if (failure === undefined || recovers) return undefined
+  // A tool that hands its errors to the model lets it go on (with a fresh step). So does a
+  // business conflict, whatever the tool: the model re-reads the state and decides (R3.10).
+  if (failure === undefined || recovers || failure.category === "conflict") return undefined
   // A call the step deadline cut off ends the step.
   if (failure.timeout?.layer === "step") {
     return { rank: 4, policy: "step_timeout", reason: "step_timeout", detail: `${named}: ${failure.hint}` }
