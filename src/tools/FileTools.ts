@@ -25,13 +25,12 @@
  *
  * @since 0.1.0
  */
-import * as NodeFs from "node:fs"
 import { Array as Arr, Effect, Order, Path, Result, Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
+import * as FileToolsOptions from "./internal/FileToolsOptions.ts"
 import { prettyJsonBytes } from "./internal/prettyJson.ts"
 import * as Workspace from "./internal/workspace/Workspace.ts"
 import { fromWorkspaceError, permanent, shown } from "./internal/workspace/WorkspaceFailure.ts"
-import * as Permission from "./Permission.ts"
 import * as Tool from "./Tool.ts"
 
 /**
@@ -129,40 +128,6 @@ const maxPathBytes = 4096
 
 const byName = Order.mapInput(Order.String, (entry: Entry) => entry.name)
 
-const checkLimit = (name: string, value: number | undefined, fallback: number): number => {
-  const limit = value ?? fallback
-  if (!Number.isSafeInteger(limit) || limit < 0) {
-    throw new RangeError(`FileTools.make: ${name} must be an integer >= 0, got ${limit}`)
-  }
-  return limit
-}
-
-/** Whether `at` is a directory, or nothing yet (a root the first write makes). */
-const isDirectoryOrMissing = (at: string): boolean => {
-  try {
-    // Without `throwIfNoEntry: false`, which takes a file on the way for a missing name.
-    return NodeFs.statSync(at).isDirectory()
-  } catch (error) {
-    // A file on the way (`ENOTDIR`) can never hold the root; the rest (`EACCES`) each call reports.
-    return !(error instanceof Error && "code" in error && error.code === "ENOTDIR")
-  }
-}
-
-/** The real path of `at` (its links followed), or `at` itself while nothing is there yet. */
-const realPathOf = (at: string): string => {
-  try {
-    return NodeFs.realpathSync(at)
-  } catch {
-    return at
-  }
-}
-
-/** The root as given: a path that is not empty, with no NUL byte or lone surrogate; `undefined` when it is one. */
-const rootProblem = (root: unknown): string | undefined =>
-  typeof root === "string" && root !== "" && !root.includes("\0") && Workspace.isWellFormed(root)
-    ? undefined
-    : `root must be the workspace directory's path, got ${root === "" ? "an empty string" : String(root)}`
-
 /**
  * Builds the file tools for one root. The path service is captured here, so the
  * handlers need nothing. The root need not exist yet: the first write makes it; until
@@ -177,20 +142,11 @@ const rootProblem = (root: unknown): string | undefined =>
  */
 export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Return<FileTools, never, Path.Path> {
   const path = yield* Path.Path
-  const problem = rootProblem(options.root)
-  if (problem !== undefined) throw new RangeError(`FileTools.make: ${problem}`)
-  const root = path.resolve(options.root)
-  if (!isDirectoryOrMissing(root)) throw new RangeError(`FileTools.make: root ${root} is not a directory`)
-  const maxReadBytes = checkLimit("maxReadBytes", options.maxReadBytes, Permission.defaultMaxContentBytes)
-  const maxWriteBytes = checkLimit("maxWriteBytes", options.maxWriteBytes, Permission.defaultMaxContentBytes)
-  if (options.denyEnvFiles !== undefined && typeof options.denyEnvFiles !== "boolean") {
-    throw new RangeError(`FileTools.make: denyEnvFiles must be a boolean, got ${String(options.denyEnvFiles)}`)
-  }
-  const maxListEntries = checkLimit("maxListEntries", options.maxListEntries, 1_000)
-  const workspace = yield* Workspace.make({ root, denyEnvFiles: options.denyEnvFiles ?? true })
+  const { root, maxReadBytes, maxWriteBytes, maxListEntries, denyEnvFiles } = FileToolsOptions.resolve(options, path)
+  const workspace = yield* Workspace.make({ root, denyEnvFiles })
   // The system's limit holds for the whole path, the root's real path included (the kernel names
   // a directory by it): a longer path would fail only after making the directories on its way.
-  const maxBelowRootBytes = Math.max(0, maxPathBytes - Buffer.byteLength(realPathOf(root), "utf8") - 1)
+  const maxBelowRootBytes = Math.max(0, maxPathBytes - Buffer.byteLength(FileToolsOptions.realPathOf(root), "utf8") - 1)
 
   // The path as names below the root, `..` resolved by text first (as the permission
   // policy does), so a path that is outside on its face never reaches the file system.

@@ -25,21 +25,7 @@ import * as ApprovalWait from "../pipeline/ApprovalWait.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import { beforeCorrections, checkpoint, decide, remind } from "./internal/Checkpoint.ts"
 import type { Config, Outcome } from "./internal/LoopConfig.ts"
-import {
-  afterStepCheck,
-  askToFinish,
-  batchStop,
-  type CallStop,
-  callStop,
-  correct,
-  correctOutput,
-  cutOffArguments,
-  fencedOff,
-  hardStop,
-  isCallStop,
-  modelGaveUp,
-  stepLate
-} from "./internal/LoopStops.ts"
+import * as LoopStops from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
 import { inDoubt, type OpenBatch, stepLeft, type Unfinished, unfinished } from "./internal/Unfinished.ts"
 
@@ -60,7 +46,7 @@ const record = <R>(ctx: RunContext.RunContext, config: Config<R>, iteration: num
   const truncated = response.finishReason === "length"
   const prepared = response.toolCalls.map((call) => {
     const ready = ToolExecutor.prepare(config.registry, ctx.callIds, call)
-    return truncated ? cutOffArguments(ready) : ready
+    return truncated ? LoopStops.cutOffArguments(ready) : ready
   })
   // The optional fields last: the fields every response has are one shape.
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
@@ -109,7 +95,7 @@ const batch = <R>(
         const acts = tool !== undefined && !tool.metadata.idempotent && ToolExecutor.mayHaveEffects(tool)
         const committed = acts ? Effect.as(Commit.barrier(ctx), result) : Effect.succeed(result)
         // A result that stops the run stops the batch at once (R3.11), as a rejection does.
-        const stop = callStop(config, result)
+        const stop = LoopStops.callStop(config, result)
         return stop === undefined ? committed : Effect.andThen(committed, Effect.fail(stop))
       })
     const [first] = prepared
@@ -122,10 +108,11 @@ const batch = <R>(
     // A call that needs approval, or whose result stops the run, stops the batch.
     return Effect.catchIf(
       ran,
-      (e): e is ApprovalWait.Stop | CallStop => isCallStop(e) || (config.approvals && ApprovalWait.isStop(e)),
+      (e): e is ApprovalWait.Stop | LoopStops.CallStop =>
+        LoopStops.isCallStop(e) || (config.approvals && ApprovalWait.isStop(e)),
       (stop) =>
         // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
-        Effect.map(untaken(ctx, config), () => batchStop(ctx, config, stop, from))
+        Effect.map(untaken(ctx, config), () => LoopStops.batchStop(ctx, config, stop, from))
     )
   })
 
@@ -155,7 +142,7 @@ const afterBatch = <R>(ctx: RunContext.RunContext, config: Config<R>, results: R
       if (result.status === "failed" && result.error?.correctable === true) needCorrection.push(result)
     }
 
-    const forced = hardStop(ctx, config, results)
+    const forced = LoopStops.hardStop(ctx, config, results)
     if (forced !== undefined) return Effect.succeed(forced)
     const policies = () => checkpoint(ctx, config, "after_tools")
     if (needCorrection.length === 0) return Effect.succeed(policies())
@@ -176,7 +163,7 @@ const askCorrections = Effect.fnUntraced(function* <R>(
 ) {
   const attempt = ctx.log.counters.toolCorrectionAttempts + 1
   for (const [i, result] of needCorrection.entries()) {
-    yield* correct(ctx, config, {
+    yield* LoopStops.correct(ctx, config, {
       kind: "tool_argument_correction",
       cause: result.error?.code ?? "input_validation_failed",
       scope: "run",
@@ -206,7 +193,7 @@ const iteration = <R>(
         ? ModelCall.call(ctx, config, chain, n)
         : ModelCall.resumeWaiting(ctx, config, chain, n, waiting)
     return Effect.flatMap(called, (answer) => {
-      if (answer._tag === "GaveUp") return modelGaveUp(ctx, config, answer.reason)
+      if (answer._tag === "GaveUp") return LoopStops.modelGaveUp(ctx, config, answer.reason)
       if (answer._tag === "Stopped") return Effect.succeed(answer.outcome)
       const response = answer.response
       const prepared = record(ctx, config, n, response)
@@ -216,9 +203,9 @@ const iteration = <R>(
         // nor one after its step's (R4.2): a model that blocked past them.
         RunContext.deadlinePassed(ctx)
           ? RunContext.expire(ctx)
-          : afterStepCheck(config, (late) =>
+          : LoopStops.afterStepCheck(config, (late) =>
               late
-                ? Effect.succeed(stepLate(ctx, "the model's answer came after its step's deadline"))
+                ? Effect.succeed(LoopStops.stepLate(ctx, "the model's answer came after its step's deadline"))
                 : responded(ctx, config, response, prepared, permission)
             )
       )
@@ -257,7 +244,7 @@ const responded = <R>(
         if (decoded.failure._tag === "Broken") {
           return Effect.succeed(decide(ctx, "runtime", "internal_error", decoded.failure.message))
         }
-        return Effect.flatMap(correctOutput(ctx, config, decoded.failure.message), (corrected) =>
+        return Effect.flatMap(LoopStops.correctOutput(ctx, config, decoded.failure.message), (corrected) =>
           checked(ctx, config, response, prepared, permission, corrected)
         )
       }
@@ -289,7 +276,7 @@ const checked = <R>(
   if (afterModel !== undefined) return Effect.succeed(afterModel)
   if (prepared.length > 0) return finishBatch(ctx, config, { prepared }, permission)
   // Cut off by the output token limit: never a final answer (R11).
-  if (response.finishReason === "length") return askToFinish(ctx, config)
+  if (response.finishReason === "length") return LoopStops.askToFinish(ctx, config)
   if (corrected) return Effect.succeed(undefined)
   // An answer no policy took as final (the run's own policies may leave `final_answer` out) is no empty one.
   if (Model.isBlank(response.text)) {
@@ -337,7 +324,7 @@ const turn = <R>(
   waiting?: ModelCall.Waiting
 ) =>
   Effect.suspend(() => {
-    const fenced = fencedOff(ctx)
+    const fenced = LoopStops.fencedOff(ctx)
     if (fenced !== undefined) return Effect.succeed(fenced)
     const n = ctx.log.counters.iterations + 1
     const { stepMillis } = config.registry.time
