@@ -184,17 +184,22 @@ export const maxDescribedValues = 4_096
  * struct reports a missing key for each field. `Array(String)` is 1; an array of a union of
  * 50 structs of 50 fields is 2,500, so 4,000 empty objects against it are 10 million issues,
  * seconds of work no deadline can cut short. A schema that refers to itself counts 64 where
- * it does.
+ * it does. A schema too large to count (over {@link maxCountedNodes} nodes walked: a
+ * recursion whose thunks build it afresh at each step, branching) or whose thunk throws
+ * counts as no bound at all (`Infinity`): its values are decoded up to their first problem.
  *
  * @category getters
  * @since 0.3.0
  */
 export const issuesPerValue = (ast: SchemaAST.AST): number => {
   const open = new Set<SchemaAST.AST>()
+  let walked = 0
   const cost = (node: SchemaAST.AST): number => {
     // A schema met again on its own path, or one that makes a new one at each step (a
     // suspended thunk building its schema afresh), is a recursion: counted, not followed.
     if (open.has(node) || open.size > 64) return 64
+    // Each such step may branch (a union of an array and a record of itself): 2^64 paths.
+    if (++walked > maxCountedNodes) throw tooLarge
     open.add(node)
     try {
       switch (node._tag) {
@@ -220,8 +225,24 @@ export const issuesPerValue = (ast: SchemaAST.AST): number => {
       open.delete(node)
     }
   }
-  return cost(ast)
+  try {
+    return cost(ast)
+  } catch {
+    // Too large to count, or a thunk that throws (decoding meets it again, inside its own guard).
+    return Number.POSITIVE_INFINITY
+  }
 }
+
+/**
+ * The most schema nodes {@link issuesPerValue} walks (thunks called included) before it
+ * gives up counting: a few milliseconds.
+ *
+ * @category constants
+ * @since 0.3.0
+ */
+export const maxCountedNodes = 10_000
+
+const tooLarge = new Error("the schema is too large to count")
 
 /**
  * Whether every problem of `value` may be named, decoding it with a schema of `perValue`

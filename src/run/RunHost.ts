@@ -19,7 +19,7 @@
  *
  * @since 0.3.0
  */
-import { Clock, Duration, Effect, type Fiber, Option, Result, Schedule } from "effect"
+import { Clock, Duration, Effect, Fiber, Option, Result, Schedule } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
@@ -170,7 +170,9 @@ const isPrefixOf = (stored: ReadonlyArray<Event.Event>, timeline: ReadonlyArray<
  * it has finished. Fails with a `ResumeError` when its log cannot be gone on with, and
  * with one that is `unavailable` when the run ended but the journal did not record its
  * ending (its store out of reach at the last commit): driven again, it goes on from its
- * last commit.
+ * last commit. One that is `running` when this process drives the run already (the drive
+ * before, taken, whose handler has not stopped yet; a `Run.resume`): drive it again later.
+ * A cancel (`settings.cancel`) is delivered all the same.
  *
  * @category combinators
  * @since 0.3.0
@@ -184,14 +186,16 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     const invalid = checkSettings(settings) ?? checkRunId(runId) ?? checkObject(options)
     if (invalid !== undefined) return yield* Effect.fail(invalid)
     const journal = yield* Journal.Journal
-    // Held from before its log is read, so that a `Run.resume` from this process is refused
-    // while the host drives the run. The engine owns the run: held already (the drive before
-    // this one winding down, a handler that ignores interruption), it is driven all the same.
+    const cancelled = settings.cancel === true
+    // Held from before its log is read: a run this process drives already (the drive before
+    // this one, taken, whose handler ignores interruption; a `Run.resume` from this process)
+    // is not driven twice, `running` (the engine tries again later). A cancel goes on all the
+    // same: it runs nothing, and ends the run at once.
     return yield* Launch.holding(
       journal,
       runId,
       (hold) => driveHeld(journal, runId, options, settings, hold),
-      driveHeld(journal, runId, options, settings, undefined)
+      cancelled ? driveHeld(journal, runId, options, settings, undefined) : Effect.fail(Launch.running(runId))
     )
   })
 
@@ -304,6 +308,9 @@ const driveHeld = <T extends Tool.Any, RV, O>(
     if (Result.isFailure(ended)) {
       // Taken away, the run stopped with its caller, which is interrupted: only a park comes back.
       if (ended.failure.why !== "parked") return yield* Effect.interrupt
+      // Parked with nothing running: its fiber ends at once, and with it the process's hold, so
+      // that the drive that wakes it is not refused as `running` (a few seconds at most).
+      if (run !== undefined) yield* Effect.timeoutOption(Fiber.await(run.fiber), "5 seconds")
       return { _tag: "Parked", approvals: parkedOn } as const
     }
     const readBack = yield* Effect.result(

@@ -218,7 +218,8 @@ export const check: (contract: Contract, root: string) => Effect.Effect<Verdict,
       case "json": {
         const parsed = parseJson(text)
         if (Result.isFailure(parsed)) return fail("does not parse as JSON")
-        if (contract.nonEmpty && isEmptyJson(parsed.success)) return fail(`empty (the JSON value ${text.trim()})`)
+        if (contract.nonEmpty && isEmptyJson(parsed.success))
+          return fail(`empty (the JSON value ${JSON.stringify(parsed.success)})`)
         if (contract.schema === undefined) return pass(`valid JSON, ${size}`)
         // Bounded as what the model sends is (R12): no decoder walks a nesting past the limit.
         const unfit = ToolArguments.jsonIssue(parsed.success, {

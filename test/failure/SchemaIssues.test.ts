@@ -22,6 +22,31 @@ describe("SchemaIssues bounds (R12)", () => {
     assert.isAbove(SchemaIssues.issuesPerValue(Self.ast), 0)
   })
 
+  it("R12 issuesPerValue: a branching recursion built afresh at each step, or a thunk that throws, is no bound (review 79)", () => {
+    // JSON as people write it: each thunk makes a new union of an array and a record of itself.
+    let thunks = 0
+    const Json = (): Schema.Codec<unknown> => {
+      thunks++
+      return Schema.Union([
+        Schema.String,
+        Schema.Number,
+        Schema.Array(Schema.suspend(Json)),
+        Schema.Record(Schema.String, Schema.suspend(Json))
+      ])
+    }
+    // Before, 2^64 paths: seconds, then the heap.
+    assert.strictEqual(SchemaIssues.issuesPerValue(Json().ast), Number.POSITIVE_INFINITY)
+    assert.isBelow(thunks, SchemaIssues.maxCountedNodes)
+    const broken = Schema.Struct({
+      next: Schema.suspend((): Schema.Codec<unknown> => {
+        throw new Error("a bug in the schema")
+      })
+    })
+    assert.strictEqual(SchemaIssues.issuesPerValue(broken.ast), Number.POSITIVE_INFINITY)
+    // No bound: every value is decoded up to its first problem only.
+    assert.isFalse(SchemaIssues.describable({}, Number.POSITIVE_INFINITY))
+  })
+
   it("R12 describable: at most 4,096 values, and at most 50,000 issues by the schema's shape", () => {
     const values = (n: number) => Array.from({ length: n - 1 }, () => 0)
     assert.isTrue(SchemaIssues.describable(values(4_096)))

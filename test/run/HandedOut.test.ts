@@ -158,6 +158,38 @@ describe("what user code is handed", () => {
         assert.include(rewritten.checks.find((c) => c.name === "hook:rewriter")?.detail, "died: TypeError")
         assert.deepStrictEqual(ofTag(rewritten.timeline, "tool.succeeded")[0]?.output, { n: 1 })
         assertTruthful(rewritten)
+
+        // A hook that replaces what it was handed, rather than editing it, fails too; the next one
+        // reads the run's own answer, log and counters (review 79).
+        const seen: Array<unknown> = []
+        const replaced = yield* Run.run({
+          goal: "g",
+          tools: [echo],
+          validation: {
+            stopHooks: [
+              {
+                name: "replacer",
+                check: (context) =>
+                  Effect.sync(() => {
+                    const writable = context as { finalAnswer?: string; timeline: ReadonlyArray<Event.Event> }
+                    writable.finalAnswer = "forged"
+                    writable.timeline = []
+                    return { passed: true, detail: "ok" }
+                  })
+              },
+              {
+                name: "reader",
+                check: (context) =>
+                  Effect.sync(() => {
+                    seen.push(context.finalAnswer, context.timeline.length > 0)
+                    return { passed: true, detail: "read" }
+                  })
+              }
+            ]
+          }
+        }).pipe(Effect.provide(oneCall))
+        assert.include(replaced.checks.find((c) => c.name === "hook:replacer")?.detail, "died: TypeError")
+        assert.deepStrictEqual(seen, ["done", true])
       })
   )
 

@@ -292,8 +292,15 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         const settings: RunHost.Settings = { parkAfter: "1 hour" }
         const first = yield* Effect.forkChild(RunHost.drive("h1", options, settings).pipe(Effect.provide(model)))
         while (second === 0) yield* Effect.sleep(5)
-        const owner = yield* Effect.forkChild(RunHost.drive("h1", options, settings).pipe(Effect.provide(model)))
+        // The second host is another process on the same store: the runs this one drives are not its own.
         const journal = yield* Journal.Journal
+        const otherProcess = FaultyJournal.make(journal, {}).journal
+        const owner = yield* Effect.forkChild(
+          RunHost.drive("h1", options, settings).pipe(
+            Effect.provide(model),
+            Effect.provideService(Journal.Journal, otherProcess)
+          )
+        )
         while ((yield* journal.pendingApprovals({ runId: "h1" })).length === 0) yield* Effect.sleep(5)
         const overtaken = yield* Fiber.join(first)
         assert.strictEqual(overtaken._tag, "Finished")

@@ -378,6 +378,16 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     { goal: "x", tools: [], validation: { artifacts: [{ path: "a.pdf", format: "pdf", nonEmpty: true }] } },
     ["validation", "artifacts", 0, "format"],
     'Expected "text" | "markdown" | "json", got "pdf"'
+  ],
+  [
+    "an artifact contract with a schema its format never applies (review 79)",
+    {
+      goal: "x",
+      tools: [],
+      validation: { artifacts: [{ path: "a.txt", format: "text", schema: Schema.Struct({}), nonEmpty: true }] }
+    },
+    ["validation", "artifacts", 0, "schema"],
+    "format text takes no schema; only json does"
   ]
 ]
 

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { BigDecimal, DateTime, Effect, Schema } from "effect"
+import { BigDecimal, DateTime, Effect, Result, Schema } from "effect"
+import * as FinalOutput from "../../src/run/internal/FinalOutput.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 
@@ -111,8 +112,24 @@ describe("Run.run({ output })", () => {
 
   it.effect("R6.1 an answer wholly inside a code fence is read as the JSON inside it", () =>
     Effect.gen(function* () {
-      const result = yield* run(['```json\n{"city":"Paris","population":1}\n```'])
-      assert.deepStrictEqual(result.output, { city: "Paris", population: 1 })
+      for (const answer of [
+        '```json\n{"city":"Paris","population":1}\n```',
+        '```JSON \r\n{"city":"Paris","population":1}\r\n```',
+        '```\n\n{"city":"Paris","population":1}```'
+      ]) {
+        const result = yield* run([answer])
+        assert.deepStrictEqual(result.output, { city: "Paris", population: 1 }, JSON.stringify(answer))
+      }
+    })
+  )
+
+  it.effect("R12 R6.1 an unclosed fence of 100,000 blank lines is refused at once, not after seconds (review 79)", () =>
+    Effect.sync(() => {
+      // Before, the fence's pattern tried every split of the blank lines: 200 KB took 10 s, 1 MiB minutes.
+      const answer = `\`\`\`json\n${" \n".repeat(100_000)}x`
+      const decoded = FinalOutput.decode(Schema.Struct({ city: Schema.String }), answer)
+      assert.isTrue(Result.isFailure(decoded))
+      assert.include(Result.isFailure(decoded) ? decoded.failure.message : "", "not JSON")
     })
   )
 

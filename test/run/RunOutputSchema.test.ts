@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect, Schema, SchemaGetter } from "effect"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 
@@ -42,5 +42,42 @@ describe("Run.run({ output }) with a schema that throws", () => {
       assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"])
       assert.include(result.detail, "the output schema failed while decoding the final answer")
     })
+  )
+
+  it.effect(
+    "R12 R6.1 an output that throws when read (a getter, a Proxy) is the schema's defect, not a completed run (review 79)",
+    () =>
+      Effect.gen(function* () {
+        const hostile = [
+          Object.defineProperty({}, "city", {
+            enumerable: true,
+            get: () => {
+              throw new Error("getter boom")
+            }
+          }),
+          new Proxy(
+            {},
+            {
+              getPrototypeOf: () => {
+                throw new Error("trap boom")
+              }
+            }
+          )
+        ]
+        for (const value of hostile) {
+          const Odd = Schema.Unknown.pipe(
+            Schema.decodeTo(Schema.Unknown, {
+              decode: SchemaGetter.transform(() => value),
+              encode: SchemaGetter.transform((out) => out)
+            })
+          )
+          const result = yield* Run.run({ goal: "g", tools: [], output: Odd }).pipe(
+            Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer('{"city":"Paris"}')]))
+          )
+          // Before: completed, no checks, no output, and a defect for its detail.
+          assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"])
+          assert.include(result.detail, "the output schema failed while decoding the final answer")
+        }
+      })
   )
 })

@@ -7,7 +7,7 @@
  * refused with `ResumeError` `running`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Result, Schema } from "effect"
+import { Effect, Exit, Fiber, Layer, References, Result, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -150,6 +150,61 @@ describe("a run driven by one fiber of its process (R9)", () => {
         const stored = yield* Run.resume("r1", { tools: [payment.tool] })
         assert.deepStrictEqual([stored.status, payment.paid()], ["cancelled", 1])
       }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect("R9 R3.8 a host does not drive a run this process drives: running, the payment runs once (review 78)", () =>
+    Effect.gen(function* () {
+      const payment = slowPayment(10_000)
+      const first = yield* Effect.forkChild(Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }))
+      yield* settle
+      const refused = yield* Effect.flip(RunHost.drive("r1", { goal: "pay 10", tools: [payment.tool] }))
+      assert.strictEqual(refused._tag === "ResumeError" ? refused.reason : refused._tag, "running")
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual((yield* Fiber.join(first)).status, "completed")
+      assert.strictEqual(payment.paid(), 1)
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R9 R3.8 a host's drive taken while its handler ignores interruption is not driven again until the handler ends",
+    () =>
+      Effect.gen(function* () {
+        const payment = slowPayment(60_000, { uninterruptible: true })
+        const options = { goal: "pay 10", tools: [payment.tool], time: { stopGrace: "1 second" } } as const
+        const hosted = yield* Effect.forkChild(RunHost.drive("r1", options))
+        yield* settle
+        // The host takes the run away (its shard moves): the drive stops; the handler goes on paying.
+        yield* Fiber.interrupt(hosted)
+        const again = yield* Effect.flip(RunHost.drive("r1", options))
+        assert.strictEqual(again._tag === "ResumeError" ? again.reason : again._tag, "running")
+        yield* TestClock.adjust("60 seconds")
+        yield* settle
+        const outcome = yield* RunHost.drive("r1", options)
+        assert.strictEqual(outcome._tag === "Finished" ? outcome.result.status : outcome._tag, "completed")
+        assert.strictEqual(payment.paid(), 1)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect("R9 R12 a Run.resume interrupted at any point lets the run go (review 78)", () =>
+    Effect.gen(function* () {
+      const payment = slowPayment(0)
+      const journal = yield* Journal.Journal
+      for (let k = 0; k < 40; k++) yield* Run.run({ goal: "pay 10", runId: `r${k}`, tools: [payment.tool] })
+      const held: Array<number> = []
+      for (let k = 0; k < 40; k++) {
+        // Yielding every few steps, so that the interruption can come between any two of them.
+        const fiber = yield* Effect.forkChild(
+          Run.resume(`r${k}`, { tools: [payment.tool] }).pipe(Effect.provideService(References.MaxOpsBeforeYield, 2)),
+          { startImmediately: false }
+        )
+        for (let i = 0; i < k; i++) yield* Effect.yieldNow
+        yield* Fiber.interrupt(fiber)
+        const release = journal.live.hold(`r${k}`)
+        if (release === undefined) held.push(k)
+        else release()
+      }
+      assert.deepStrictEqual(held, [])
+    }).pipe(Effect.provide(layers))
   )
 
   it.effect("R9 a run its host drives is not resumed beside it; the host drives a run freed by its last driver", () =>

@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Permission from "../../src/tools/Permission.ts"
@@ -31,7 +32,28 @@ const resumedUnder = (tools: ReadonlyArray<Tool.Any<never>>, model: typeof payTh
     Effect.provide(model)
   )
 
+const budget = { runTimeoutMillis: 600_000, maxRecoveries: 8, scheduleRetries: 2, correctionBudget: 3 }
+
 describe("a run resumed under a policy that now refuses a call it had begun (R3.6)", () => {
+  it.effect(
+    "R5.2 R3.8 a call that ran, cut off by the deadline while the policy decides again, is not said never to have run",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(false)
+        yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "pay 10", tools: [payment.tool] }, payThenAnswer)
+        // A policy that never answers: the run's deadline comes first.
+        const silent = Layer.succeed(Permission.Permission, { check: () => Effect.never })
+        const resumed = yield* TestClockDriver.drive(
+          Run.resume("r1", { tools: [payment.tool], time: { run: "1 second" } }, "restart")
+        ).pipe(Effect.provide(silent), Effect.provide(payThenAnswer))
+        assert.strictEqual(resumed.stopReason, "run_timeout")
+        assert.isFalse(
+          ofTag(resumed.timeline, "tool.interrupted").some((e) => e.callId === "c1" && /never ran/.test(e.detail)),
+          "a call whose handler ran recorded as never run"
+        )
+      }).pipe(Effect.provide(layers))
+  )
+
   it.effect("R3.6 R3.8 a payment found not applied is blocked, never resent", () =>
     Effect.gen(function* () {
       const payment = pay(true)
@@ -124,6 +146,12 @@ describe("a run resumed under a policy that now refuses a call it had begun (R3.
         ["c1"]
       )
       assert.notStrictEqual(resumed.status, "failed")
+      // Its retry episode ends, given up (review 78), and the property kit finds nothing wrong.
+      assert.deepStrictEqual(
+        ofTag(resumed.timeline, "recovery.failed").map((e) => [e.callId, e.kind]),
+        [["c1", "tool_retry"]]
+      )
+      assert.deepStrictEqual(Properties.check(resumed, budget), [])
     }).pipe(Effect.provide(layers))
   )
 })

@@ -249,6 +249,30 @@ layer(NodeServices.layer)("Validation", (it) => {
       })
     )
 
+    it.effect("R6.2 R6.3 an optional step that held without citing a call does not fail validation (review 79)", () =>
+      Effect.gen(function* () {
+        const extra = Validation.step(
+          "extra",
+          "Something optional",
+          [Criterion.custom("it looked fine", () => "looked at the logs")],
+          { required: false }
+        )
+        const ctx = context([succeeded("c3", "run_tests", {}, { failed: 0 })])
+        const report = yield* Validation.validate({ plan: [runTests, extra] }, ctx)
+        // Before, observing more of an optional step failed the run: "unbacked success".
+        assert.isTrue(report.passed)
+        assert.include(
+          check(report, "evidence:index").detail,
+          "optional, not counted completed: plan:extra passed without evidence"
+        )
+        assert.deepStrictEqual(report.completed, [{ id: "test", description: "Run the tests" }])
+        assert.deepStrictEqual(
+          report.unfinished.map((u) => u.id),
+          ["extra"]
+        )
+      })
+    )
+
     it.effect("R6.2 a criterion that throws is not observed, and validation completes", () =>
       Effect.gen(function* () {
         const broken = Criterion.toolSucceeded("run_tests", () => {
@@ -502,6 +526,7 @@ layer(NodeServices.layer)("Validation", (it) => {
             context([])
           )
           // Before, each of the first three crashed the validation: the run ended internal_error, its report lost.
+          // (review 79: so did a schema whose suspended part throws when it is first built; see below)
           const details = report.checks.map((c) => [c.passed, c.detail] as const)
           assert.deepStrictEqual(details[0], [
             false,
@@ -593,6 +618,46 @@ layer(NodeServices.layer)("Validation", (it) => {
         }),
       // Real processes racing on a shared machine: time to meet the race often enough.
       60_000
+    )
+
+    it.effect(
+      "R6.1 R12 an artifact schema whose suspended part throws when built fails its check; the others stay",
+      () =>
+        Effect.gen(function* () {
+          const root = yield* workspace({ "a.json": '{"x":1}' })
+          const Broken = Schema.Struct({
+            x: Schema.Number,
+            next: Schema.optionalKey(
+              Schema.suspend((): Schema.Codec<unknown> => {
+                throw new Error("a bug in the schema")
+              })
+            )
+          })
+          const report = yield* Validation.validate(
+            {
+              artifacts: [Validation.artifact("a.json", { schema: Broken })],
+              stopHooks: [Validation.stopHook("fine", () => Effect.succeed({ passed: true, detail: "fine" }))],
+              root
+            },
+            context([])
+          )
+          const checks = report.checks.map((c) => [c.name, c.passed] as const)
+          assert.deepStrictEqual(checks.slice(0, 2), [
+            ["hook:fine", true],
+            ["artifact:a.json", false]
+          ])
+          assert.include(report.checks[1]?.detail ?? "", "its schema failed while decoding the file")
+        })
+    )
+
+    it.effect("R6.1 R12 an empty JSON artifact is named by its value, not quoted whole (review 79)", () =>
+      Effect.gen(function* () {
+        const root = yield* workspace({ "a.json": `[${" ".repeat(1_000_000)}]` })
+        const report = yield* Validation.validate({ artifacts: [Validation.artifact("a.json")], root }, context([]))
+        const detail = report.checks[0]?.detail ?? ""
+        assert.include(detail, "empty (the JSON value [])")
+        assert.isBelow(detail.length, 200)
+      })
     )
 
     it.effect("R6.1 a contract path outside the root passes no contract, whatever is there", () =>

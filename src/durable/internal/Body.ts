@@ -92,7 +92,8 @@ export const body = <T extends Tool.Any, RV, O>(
           Effect.catchTag("InvalidRunOptions", (e) => Effect.die(e))
         ),
         {
-          while: (e) => e.reason === "unavailable",
+          // `running`: this process's drive before this one has not stopped yet (a handler that ignores interruption).
+          while: (e) => e.reason === "unavailable" || e.reason === "running",
           schedule: Schedule.min([Schedule.exponential("200 millis", 2), Schedule.spaced("30 seconds")])
         }
       )

@@ -76,7 +76,8 @@ export interface PendingFilter {
  * process at a time: a resume of a run still going would find the call it runs in doubt,
  * and a status query answering "not applied yet" would have it sent a second time. Other
  * processes are kept off by the journal's fencing and by one host per store
- * (`Journal.layerSqliteHost`, the cluster's shard locks).
+ * (`Journal.layerSqliteHost`, the cluster's shard locks). Each journal a layer builds has
+ * its own: build the layer once for the process, not per request.
  */
 export interface LiveRuns {
   /** Holds the run for its caller: the function that lets it go, or `undefined` when it is held already. */

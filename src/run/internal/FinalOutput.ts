@@ -3,16 +3,28 @@
  * and decoded with the run's output schema, as a tool's output is checked. Private to
  * the runtime.
  */
-import { type Cause, Result, type Schema } from "effect"
+import { Cause, Result, type Schema } from "effect"
 import * as Failure from "../../failure/Failure.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as ToolArguments from "../../tools/ToolArguments.ts"
+import * as OwnCopy from "./OwnCopy.ts"
 
 /** The schema a run's final answer decodes with; its decoding needs no services. */
 export type OutputSchema = Schema.Codec<unknown, unknown>
 
-/** A reply wholly inside one Markdown code fence (```json … ```), as models often send JSON. */
-const fenced = /^```[A-Za-z0-9_-]*\s*\n([\s\S]*?)\n?```$/
+/**
+ * The text inside a reply that is wholly one Markdown code fence (```json … ```), as models
+ * often send JSON, else the reply. Found by position, not by a pattern: a pattern whose
+ * spaces may be newlines tried every split of an unclosed fence of blank lines (200 KB
+ * took 10 s, R12).
+ */
+const unfenced = (text: string): string => {
+  const opening = text.indexOf("\n")
+  if (!text.startsWith("```") || opening < 0 || text.length < opening + 4 || !text.endsWith("```")) return text
+  if (!/^[A-Za-z0-9_-]*$/.test(text.slice(3, opening).trim())) return text
+  const body = text.slice(opening + 1, text.length - 3)
+  return body.endsWith("\n") ? body.slice(0, -1) : body
+}
 
 /**
  * Why a final answer is not the output: it does not match the schema (`Mismatch`, the
@@ -38,7 +50,7 @@ export const decode = (
   limits: ToolArguments.Limits = ToolArguments.defaultLimits
 ): Result.Result<unknown, Problem> => {
   const trimmed = text.trim()
-  const json = fenced.exec(trimmed)?.[1] ?? trimmed
+  const json = unfenced(trimmed)
   let parsed: unknown
   try {
     parsed = JSON.parse(json)
@@ -55,7 +67,15 @@ export const decode = (
   })
   if (unfit !== undefined) return Result.fail({ _tag: "Mismatch", message: unfit })
   const decoded = UserCode.decodeWith(schema, parsed)
-  if (decoded._tag === "Decoded") return Result.succeed(decoded.value)
+  if (decoded._tag === "Decoded") {
+    // Frozen now, as the result will hold it: a value that throws when read (a getter, a
+    // Proxy's trap) is the schema's broken contract, not a defect of the run's ending (R12).
+    try {
+      return Result.succeed(OwnCopy.deepFreeze(decoded.value))
+    } catch (error) {
+      return Result.fail(broken(Cause.die(error)))
+    }
+  }
   if (decoded._tag === "Broken") return Result.fail(broken(decoded.cause))
   const issue = ToolArguments.describeIssue(decoded.error.issue, "output").message
   return Result.fail({ _tag: "Mismatch", message: `the final answer does not match the output schema: ${issue}` })

@@ -95,12 +95,13 @@ export const holding = <A, E, R>(
   use: (hold: Hold) => Effect.Effect<A, E, R>,
   onHeld: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
-  Effect.suspend(() => {
+  // Taken and given its release in one step: an interruption between the two would keep the run held for good.
+  Effect.uninterruptibleMask((restore) => {
     const release = journal.live.hold(runId)
-    if (release === undefined) return onHeld
+    if (release === undefined) return restore(onHeld)
     const hold: Hold = { release, adopted: false }
     return Effect.ensuring(
-      use(hold),
+      restore(use(hold)),
       Effect.sync(() => {
         if (!hold.adopted) release()
       })

@@ -130,15 +130,19 @@ const admit = Effect.fnUntraced(function* <R>(
         millis: ownTimeout(tool),
         orElse: (timeout) => Effect.succeed(timeout)
       }),
+      // A call whose handler ran (a resumed run's) is not one that never ran: the run's end records it as it stands.
       Effect.onInterrupt(() =>
-        Effect.sync(() => recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran"))
+        Effect.sync(() => {
+          if (!attempted(standing))
+            recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran")
+        })
       )
     )
     if (decision._tag === "Timeout" && !attempted(standing))
       return ended(yield* Spans.refused(refuse(ctx, call, unanswered(tool, decision)), tool.metadata))
     // The policy may have taken its time: past the deadline, nothing more of the call starts.
     if (RunContext.deadlinePassed(ctx)) {
-      recordNeverRan(ctx, call, lateDetail)
+      if (!attempted(standing)) recordNeverRan(ctx, call, lateDetail)
       return yield* RunContext.expire(ctx)
     }
     refusal =

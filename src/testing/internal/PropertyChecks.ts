@@ -269,14 +269,19 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
       )
     }
   }
-  const refused = new Set(
-    timeline.flatMap((e) =>
-      e._tag === "tool.blocked" || (e._tag === "tool.failed" && e.error.correctable) ? [e.callId] : []
-    )
-  )
+  // Where each call was refused: a retry after it is one of a refused call (one before it, a resumed run's, is not).
+  const refused = new Map<string, number>()
+  for (const e of timeline) {
+    if ((e._tag === "tool.blocked" || (e._tag === "tool.failed" && e.error.correctable)) && !refused.has(e.callId))
+      refused.set(e.callId, e.seq)
+  }
   for (const e of retries) {
     const call = owner.get(e.seq)
-    if (e.kind === "tool_retry" && call !== undefined && refused.has(call.callId)) {
+    if (
+      e.kind === "tool_retry" &&
+      call !== undefined &&
+      e.seq > (refused.get(call.callId) ?? Number.POSITIVE_INFINITY)
+    ) {
       violate("R3.1 never retried", `${call.name} (${call.callId}) was refused, then retried (seq ${e.seq})`)
     }
   }

@@ -105,11 +105,17 @@ export const notCompleted = (s: StepResult<Step>): string => (s.done ? unbacked(
 /** The `evidence:index` check over the plan's results. */
 export const evidenceIndex = (steps: ReadonlyArray<StepResult<Step>>): Part => {
   const done = steps.filter((s) => s.done)
-  const problems = done.flatMap(unbacked)
-  const backed = done.reduce((n, s) => n + s.evidence.length, 0)
+  // An optional step's unbacked success does not fail validation, as its failure would not:
+  // it is not counted completed, and the clause says why (review 79).
+  const problems = done.filter((s) => s.step.required).flatMap(unbacked)
+  const optional = done.filter((s) => !s.step.required).flatMap(unbacked)
+  const counted = done.filter((s) => unbacked(s).length === 0)
+  const backed = counted.reduce((n, s) => n + s.evidence.length, 0)
   const clause =
     problems.length === 0
-      ? `${done.length} completed plan step(s) backed by ${backed} tool result(s)`
+      ? `${counted.length} completed plan step(s) backed by ${backed} tool result(s)${
+          optional.length === 0 ? "" : `; optional, not counted completed: ${optional.join("; ")}`
+        }`
       : `unbacked success: ${problems.join("; ")}`
   return { check: part("evidence:index", "evidence", problems.length === 0, clause), blocking: true, evidence: [] }
 }

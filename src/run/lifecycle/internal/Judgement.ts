@@ -99,11 +99,12 @@ const handedOut = <RV>(
   finalAnswer: string | undefined
 ): Validation.Context => {
   const userCode = (spec.plan?.length ?? 0) + (spec.stopHooks?.length ?? 0) > 0
-  return {
+  // Frozen itself too: a hook that replaces a field fails, and the next one reads the run's own (R12).
+  return Object.freeze({
     timeline: userCode ? OwnCopy.deepFreeze(structuredClone(ctx.events)) : Object.freeze(ctx.events.slice()),
     finalAnswer,
     counters: Object.freeze({ ...ctx.log.counters })
-  }
+  })
 }
 
 const validateOutcome = Effect.fnUntraced(function* <RV>(

@@ -324,8 +324,23 @@ export const settleResumed = <R>(
     )
   if (standing._tag === "Retrying") {
     const owner = { owner: c.call.id }
-    // Its last attempt failed, as a retry may follow: refused, none does, and the wait ends now.
-    if (blocked !== undefined) return Effect.andThen(RunContext.release(c.ctx, episode.resume, owner), blocked)
+    // Its last attempt failed, as a retry may follow: refused, none does, the wait ends now, and so does its episode.
+    if (blocked !== undefined) {
+      const episodeEnds = Effect.sync(() =>
+        RunContext.emit(c.ctx, ({ runId, seq, at }) => ({
+          _tag: "recovery.failed",
+          kind: episode.kind,
+          callId: c.call.id,
+          attempts: made,
+          cause: "permission_denied: the permission policy in force refuses another attempt",
+          scope: "call",
+          runId,
+          seq,
+          at
+        }))
+      )
+      return Effect.andThen(Effect.andThen(episodeEnds, RunContext.release(c.ctx, episode.resume, owner)), blocked)
+    }
     // The rest of the wait the log left, its end, then the next attempt, as `Recover.recoverFrom` goes on.
     const wait = Effect.onInterrupt(Effect.sleep(Math.max(0, standing.wakeAt - RunContext.now(c.ctx))), () =>
       Effect.andThen(

@@ -58,7 +58,14 @@ export const ValidationSpec = Schema.Struct({
         schema: Schema.optional(AnySchema),
         nonEmpty: Schema.Boolean,
         maxBytes: Schema.optional(Count(0))
-      })
+      }).check(
+        // A schema the check would never apply (it reads only JSON) would pass whatever the file holds.
+        Schema.makeFilter((contract) =>
+          contract.schema === undefined || contract.format === "json"
+            ? undefined
+            : { path: ["schema"], issue: `format ${contract.format} takes no schema; only json does` }
+        )
+      )
     ).check(uniqueBy("path", (path) => `two artifact contracts have the path "${path}"; one contract a file`))
   ),
   root: Schema.optional(Schema.String)
