@@ -193,36 +193,44 @@ export const maxDescribedValues = 4_096
  */
 export const issuesPerValue = (ast: SchemaAST.AST): number => {
   const open = new Set<SchemaAST.AST>()
-  let walked = 0
+  // A part used in many places (a struct reused, a grammar's kinds) is counted once.
+  const counted = new Map<SchemaAST.AST, number>()
   const cost = (node: SchemaAST.AST): number => {
     // A schema met again on its own path, or one that makes a new one at each step (a
     // suspended thunk building its schema afresh), is a recursion: counted, not followed.
     if (open.has(node) || open.size > 64) return 64
-    // Each such step may branch (a union of an array and a record of itself): 2^64 paths.
-    if (++walked > maxCountedNodes) throw tooLarge
+    const known = counted.get(node)
+    if (known !== undefined) return known
+    // New parts at each step may branch (a union of an array and a record of itself): 2^64 of them.
+    if (counted.size >= maxCountedNodes) throw tooLarge
     open.add(node)
     try {
-      switch (node._tag) {
-        case "Union":
-          return node.types.reduce((sum, member) => sum + cost(member), 0)
-        case "Objects":
-          return Math.max(
-            1,
-            node.propertySignatures.length + node.indexSignatures.length,
-            ...node.propertySignatures.map((p) => cost(p.type)),
-            ...node.indexSignatures.map((i) => cost(i.type))
-          )
-        case "Arrays":
-          return Math.max(1, node.elements.length, ...node.elements.map(cost), ...node.rest.map(cost))
-        case "Suspend":
-          return cost(node.thunk())
-        case "Declaration":
-          return Math.max(1, ...node.typeParameters.map(cost))
-        default:
-          return 1
-      }
+      const total = own(node)
+      counted.set(node, total)
+      return total
     } finally {
       open.delete(node)
+    }
+  }
+  const own = (node: SchemaAST.AST): number => {
+    switch (node._tag) {
+      case "Union":
+        return node.types.reduce((sum, member) => sum + cost(member), 0)
+      case "Objects":
+        return Math.max(
+          1,
+          node.propertySignatures.length + node.indexSignatures.length,
+          ...node.propertySignatures.map((p) => cost(p.type)),
+          ...node.indexSignatures.map((i) => cost(i.type))
+        )
+      case "Arrays":
+        return Math.max(1, node.elements.length, ...node.elements.map(cost), ...node.rest.map(cost))
+      case "Suspend":
+        return cost(node.thunk())
+      case "Declaration":
+        return Math.max(1, ...node.typeParameters.map(cost))
+      default:
+        return 1
     }
   }
   try {
@@ -234,8 +242,8 @@ export const issuesPerValue = (ast: SchemaAST.AST): number => {
 }
 
 /**
- * The most schema nodes {@link issuesPerValue} walks (thunks called included) before it
- * gives up counting: a few milliseconds.
+ * The most distinct schema nodes {@link issuesPerValue} counts (the parts thunks build
+ * included) before it gives up: a few milliseconds.
  *
  * @category constants
  * @since 0.3.0

@@ -47,6 +47,37 @@ describe("SchemaIssues bounds (R12)", () => {
     assert.isFalse(SchemaIssues.describable({}, Number.POSITIVE_INFINITY))
   })
 
+  it("R3.5 R12 issuesPerValue: a part used in many places, or a grammar of kinds that refer to each other, keeps its bound (review 80)", () => {
+    const fields = (n: number, of: () => Schema.Top) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`f${i}`, of()]))
+    // Five levels, each referring seven times to the one below: five distinct structs, 7^5 paths.
+    let level: Schema.Top = Schema.Struct(fields(7, () => Schema.String))
+    for (let i = 0; i < 4; i++) {
+      const below = level
+      level = Schema.Struct(fields(7, () => below))
+    }
+    assert.strictEqual(SchemaIssues.issuesPerValue(level.ast), 7)
+    // Seven kinds, each with an optional field of every other kind, declared once.
+    const names = ["Expr", "Stmt", "Decl", "Type", "Pattern", "Block", "Module"]
+    const kinds: Record<string, Schema.Top> = {}
+    for (const name of names) {
+      kinds[name] = Schema.Struct({
+        kind: Schema.Literal(name),
+        ...Object.fromEntries(
+          names
+            .filter((other) => other !== name)
+            .map((other) => [
+              other,
+              Schema.optional(Schema.suspend((): Schema.Codec<unknown> => kinds[other] as Schema.Codec<unknown>))
+            ])
+        )
+      })
+    }
+    const grammar = kinds.Module
+    assert.isDefined(grammar)
+    if (grammar !== undefined) assert.isFinite(SchemaIssues.issuesPerValue(grammar.ast))
+  })
+
   it("R12 describable: at most 4,096 values, and at most 50,000 issues by the schema's shape", () => {
     const values = (n: number) => Array.from({ length: n - 1 }, () => 0)
     assert.isTrue(SchemaIssues.describable(values(4_096)))

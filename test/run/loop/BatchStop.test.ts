@@ -11,8 +11,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import type * as Event from "../../../src/events/Event.ts"
 import * as Failure from "../../../src/failure/Failure.ts"
+import * as Journal from "../../../src/journal/Journal.ts"
 import * as Run from "../../../src/run/Run.ts"
 import type * as RunResult from "../../../src/run/RunResult.ts"
+import * as FaultyJournal from "../../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../../src/tools/Approval.ts"
@@ -40,10 +42,12 @@ const reset = new Failure.UnknownOutcome({
 })
 
 /** Payments, ledgered, taking `millis` each; `needsApproval` asks a person first. */
-const payments = (options: { readonly needsApproval?: boolean; readonly millis?: number } = {}) => {
+const payments = (
+  options: { readonly needsApproval?: boolean; readonly millis?: number; readonly name?: string } = {}
+) => {
   const ledger: Array<number> = []
   const tool = Tool.make({
-    name: "pay",
+    name: options.name ?? "pay",
     description: "pays",
     input: Schema.Struct({ amount: Schema.Number }),
     output: Schema.String,
@@ -146,6 +150,27 @@ describe("a batch stopped by one of its calls (R3.11)", () => {
       assert.include(result.detail, "boom (c2)'s failure stopped the batch")
       assert.isBelow(result.elapsedMillis, 2_000)
     }).pipe(Effect.provide(services))
+  )
+
+  it.effect(
+    "R9 R3.11 a call fenced off by another process (journal_conflict) stops its batch: no person is asked (review 80)",
+    () =>
+      Effect.gen(function* () {
+        const pay = payments()
+        const transfer = payments({ needsApproval: true, name: "transfer" })
+        const store = yield* Journal.Journal
+        // Another process takes the run over from the third commit on: the payment's intent is refused.
+        const faulty = FaultyJournal.make(store, { conflictOn: (n) => n >= 3 })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "pay", runId: "f1", tools: [pay.tool, transfer.tool] }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(batchOf(["pay", { amount: 1 }], ["transfer", { amount: 2 }]))
+          )
+        )
+        assert.lengthOf(of(result, "approval.requested"), 0)
+        assert.include(result.detail, "another process owns this run")
+        assert.isBelow(result.elapsedMillis, 1_000)
+      }).pipe(Effect.provide(Layer.mergeAll(services, Journal.layerMemory)))
   )
 
   it.effect("R3.11 a failure the tool hands to the model stops nothing: the batch goes on", () =>

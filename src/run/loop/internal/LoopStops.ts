@@ -183,8 +183,11 @@ const stopOfCall = (result: ToolResult.ToolResult, recovers: boolean): BatchStop
   }
   const failure = result.error?.failure
   // A tool that hands its errors to the model lets it go on (with a fresh step). So does a
-  // business conflict, whatever the tool: the model re-reads the state and decides (R3.10).
-  if (failure === undefined || recovers || failure.category === "conflict") return undefined
+  // business conflict of the tool's own, whatever the tool: the model re-reads the state and
+  // decides (R3.10). Not the journal's (another process owns the run): that one stops it.
+  if (failure === undefined || recovers || (failure.category === "conflict" && failure.source === "tool")) {
+    return undefined
+  }
   // A call the step deadline cut off ends the step.
   if (failure.timeout?.layer === "step") {
     return { rank: 4, policy: "step_timeout", reason: "step_timeout", detail: `${named}: ${failure.hint}` }
