@@ -90,7 +90,8 @@ export const bound = (
 
 /**
  * The bound a wait of `layer` with its own limit `millis` would get if it started now,
- * and the absolute time it ends (for the records that say so, R4.2).
+ * the absolute time it ends (for the records that say so, R4.2), and the time it was read
+ * at (`now`: a record of the wait's start that agrees with its end).
  *
  * @category getters
  * @since 0.3.0
@@ -98,17 +99,17 @@ export const bound = (
 export const left = (own: {
   readonly layer: Layer
   readonly millis?: number | undefined
-}): Effect.Effect<{ readonly millis: number; readonly layer: Layer; readonly at: number }> =>
+}): Effect.Effect<{ readonly millis: number; readonly layer: Layer; readonly at: number; readonly now: number }> =>
   Effect.withFiber((fiber) => Effect.succeed(leftIn(fiber, own)))
 
 /** What {@link left} reads: the fiber's budget and clock, now. */
 const leftIn = (
   fiber: Fiber.Fiber<unknown, unknown>,
   own: { readonly layer: Layer; readonly millis?: number | undefined }
-): { readonly millis: number; readonly layer: Layer; readonly at: number } => {
+): { readonly millis: number; readonly layer: Layer; readonly at: number; readonly now: number } => {
   const now = fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()
   const { millis, layer } = bound(fiber.getRef(Current), now, own)
-  return { millis, layer, at: now + millis }
+  return { millis, layer, at: now + millis, now }
 }
 
 /**

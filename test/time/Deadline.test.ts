@@ -156,11 +156,11 @@ describe("Deadline.passed / left", () => {
     })
   )
 
-  it.effect("R4.2 left gives the bound and the absolute time it ends, for the records", () =>
+  it.effect("R4.2 left gives the bound, the absolute time it ends and the time it was read at, for the records", () =>
     Effect.gen(function* () {
       yield* TestClock.adjust(100)
       const left = yield* Deadline.left({ layer: "attempt", millis: 50 }).pipe(Deadline.step(30), Deadline.run(10_000))
-      assert.deepStrictEqual(left, { millis: 30, layer: "step", at: 130 })
+      assert.deepStrictEqual(left, { millis: 30, layer: "step", at: 130, now: 100 })
     })
   )
 })

@@ -88,24 +88,29 @@ const batch = <R>(
   Effect.suspend(() => {
     // The batch's events begin after its response: a resumed batch's earlier results count too (R3.8).
     const from = ctx.events.findLastIndex((e) => e._tag === "model.responded") + 1
-    const run = (p: ToolExecutor.Prepared, i: number) =>
-      Effect.flatMap(ToolExecutor.execute(ctx, config.registry, p, permission, standings?.[i]), (result) => {
-        // The result of a call that may act twice is committed at once (R9): a resumed run never re-runs it.
-        const tool = config.registry.tools.get(p.call.name)
-        const acts = tool !== undefined && !tool.metadata.idempotent && ToolExecutor.mayHaveEffects(tool)
-        const committed = acts ? Effect.as(Commit.barrier(ctx), result) : Effect.succeed(result)
-        // A result that stops the run stops the batch at once (R3.11), as a rejection does.
+    const run = (p: ToolExecutor.Prepared, i: number) => {
+      const result = ToolExecutor.execute(ctx, config.registry, p, permission, standings?.[i])
+      // The result of a call that may act twice is committed at once (R9): a resumed run never re-runs it.
+      const tool = config.registry.tools.get(p.call.name)
+      const acts = tool !== undefined && !tool.metadata.idempotent && ToolExecutor.mayHaveEffects(tool)
+      return acts ? Effect.tap(result, () => Commit.barrier(ctx)) : result
+    }
+    // A result that stops the run stops the rest of the batch at once (R3.11), as a rejection does.
+    const stopping = (p: ToolExecutor.Prepared, i: number) =>
+      Effect.flatMap(run(p, i), (result) => {
         const stop = LoopStops.callStop(config, result)
-        return stop === undefined ? committed : Effect.andThen(committed, Effect.fail(stop))
+        return stop === undefined ? Effect.succeed(result) : Effect.fail(stop)
       })
     const [first] = prepared
+    // A call alone has no rest to stop: its result goes to the batch's end as it is.
     const ran =
       prepared.length === 1 && first !== undefined
         ? Effect.flatMap(run(first, 0), (result) => afterBatch(ctx, config, [result]))
-        : Effect.flatMap(Effect.forEach(prepared, run, { concurrency: config.concurrency }), (results) =>
+        : Effect.flatMap(Effect.forEach(prepared, stopping, { concurrency: config.concurrency }), (results) =>
             afterBatch(ctx, config, results)
           )
     // A call that needs approval, or whose result stops the run, stops the batch.
+    if (!config.approvals && prepared.length === 1) return ran
     return Effect.catchIf(
       ran,
       (e): e is ApprovalWait.Stop | LoopStops.CallStop =>

@@ -59,13 +59,16 @@ export const awaitDecision = Effect.fnUntraced(function* (
   }
 ) {
   const gate = yield* Approval.ApprovalGate
-  const now = RunContext.now(ctx)
+  const before = RunContext.now(ctx)
   // A request put back keeps its expiry, and the layer that set it (R9, R4.2).
   const own: { readonly layer: Deadline.Layer; readonly millis: number | undefined } =
     restored === undefined
       ? { layer: "approval", millis: approvalMillis }
-      : { layer: restored.layer ?? "approval", millis: Math.max(0, restored.expiresAt - now) }
+      : { layer: restored.layer ?? "approval", millis: Math.max(0, restored.expiresAt - before) }
   const limit = yield* Deadline.left(own)
+  // The time the bound was read at: a handover between the two reads (the clock moved on)
+  // would otherwise record an expiry short of what the layers give (R4.2).
+  const now = limit.now
   const request: Approval.Request = {
     runId: ctx.runId,
     callId: call.id,

@@ -81,11 +81,13 @@ const checkApprovals = (scenario: Scenario, result: RunResult.RunResult): Readon
     const decision = decided.get(delivered.callId)
     const expiresAt =
       approvals.requests.find((r) => r.callId === delivered.callId)?.expiresAt ?? Number.POSITIVE_INFINITY
-    // A decision delivered at the deadline's instant may lose the race to the deadline, and
-    // one delivered at or after the call's expiry is no decision: the call expired (R7).
+    // A decision delivered at the deadline's instant may lose the race to the deadline, or at
+    // the instant the run stopped waiting (its batch stopped, R3.11) to that stop; one
+    // delivered at or after the call's expiry is no decision: the call expired (R7).
     if (
       decision?.decision !== delivered.decision &&
       !(delivered.at >= deadlineAt && decision?.decision === "withdrawn") &&
+      !(decision?.decision === "withdrawn" && delivered.at >= decision.at) &&
       !(delivered.at >= expiresAt && decision?.decision === "expired")
     ) {
       violate(
