@@ -103,14 +103,17 @@ const batch = <R>(
       })
     const [first] = prepared
     // A call alone has no rest to stop: its result goes to the batch's end as it is.
-    const ran =
+    const alone =
       prepared.length === 1 && first !== undefined
         ? Effect.flatMap(run(first, 0), (result) => afterBatch(ctx, config, [result]))
-        : Effect.flatMap(Effect.forEach(prepared, stopping, { concurrency: config.concurrency }), (results) =>
-            afterBatch(ctx, config, results)
-          )
+        : undefined
+    if (alone !== undefined && !config.approvals) return alone
+    const ran =
+      alone ??
+      Effect.flatMap(Effect.forEach(prepared, stopping, { concurrency: config.concurrency }), (results) =>
+        afterBatch(ctx, config, results)
+      )
     // A call that needs approval, or whose result stops the run, stops the batch.
-    if (!config.approvals && prepared.length === 1) return ran
     return Effect.catchIf(
       ran,
       (e): e is ApprovalWait.Stop | LoopStops.CallStop =>
