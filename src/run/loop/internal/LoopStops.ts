@@ -336,7 +336,7 @@ export const modelStop = (ctx: RunContext.RunContext, reason: Recovery.Exhausted
  * The stop of a batch an approval ended (rejected or expired, R7), or a call's result
  * ({@link CallStop}): unless a call of the same batch (its events from `from` on) of a
  * tool that is not idempotent ended with an unknown outcome, or was cut off by the stop
- * while its action may have taken effect, which outranks any other stop (R3.8), as in
+ * while its action may have taken effect, which outranks every other stop (R3.8), as in
  * {@link hardStop}.
  */
 export const batchStop = <R>(

@@ -377,7 +377,7 @@ export const settleResumed = <R>(
   // A retry's episode gives up on the attempt as the live run does, then its status query
   // decides. Without a query, or past the deadline (R3.11), the outcome stays unknown.
   if (standing.retry || c.tool.reconcile === undefined || RunContext.deadlinePassed(c.ctx)) return inDoubt
-  // An idempotent call the policy now refuses may have acted: its status query decides, as for any other.
+  // An idempotent call the policy now refuses may have acted: its status query decides, as for every other call.
   return Effect.flatMap(
     Reconcile.reconcile(c, unknown).pipe(Effect.onInterrupt(() => Effect.sync(() => recordInterruptedReconcile(c)))),
     (reconciled): Effect.Effect<Settled, RunState.IllegalTransition, R> => {
