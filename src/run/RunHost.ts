@@ -187,6 +187,138 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     if (invalid !== undefined) return yield* Effect.fail(invalid)
     const journal = yield* Journal.Journal
     const cancelled = settings.cancel === true
+    /** The drive, the run held for this process when it was free. */
+    const driveHeld = (
+      hold: Launch.Hold | undefined
+    ): Effect.Effect<Outcome<O>, ResumeError | InvalidRunOptions, Requirements<T, RV>> =>
+      Effect.gen(function* () {
+        const checked = yield* Effect.catchIf(
+          JournalLoad.load(journal, runId, options.tools, options.modelName),
+          (e) => e.reason === "not_found" || (cancelled && e.reason === "incompatible"),
+          (e) => Effect.succeed(e)
+        )
+        // A run this process cannot go on with (a tool of it changed, or is gone) can still be
+        // cancelled (R5.1): it ends `cancelled` with none of its tools, so none of them runs.
+        const unrunnable = checked instanceof ResumeError && checked.reason === "incompatible"
+        const loaded =
+          checked instanceof ResumeError
+            ? unrunnable
+              ? yield* JournalLoad.load(journal, runId, [], options.modelName, false)
+              : undefined
+            : checked
+        // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
+        if (loaded?._tag === "Finished") {
+          return {
+            _tag: "Finished",
+            result: FinalOutput.restored(loaded.result, options.output) as RunResult.Typed<O>
+          } as const
+        }
+
+        const parkAfterMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
+        // The calls waiting long enough to park on, and the run once it is going.
+        const waiting = new Map<string, Approval.Request>()
+        let run: { readonly ctx: RunContext.RunContext; readonly fiber: Fiber.Fiber<void> } | undefined
+        let parkedOn: ReadonlyArray<Approval.Request> = []
+        // Checked when a call starts waiting and after every commit: the run parks once nothing else goes
+        // on and all it recorded is in the journal (what a park drops is what the last commit left out).
+        const parkIfIdle = () => {
+          if (run === undefined || waiting.size === 0) return
+          if (run.ctx.committed < run.ctx.events.length || busy(run.ctx)) return
+          // The gate holds a call just before the run records that it waits, and puts it on the table
+          // after: park only when the log's waiting calls and the table's are the same.
+          const asked = run.ctx.log.approvals
+          if (asked.length !== waiting.size || !asked.every((callId) => waiting.has(callId))) return
+          const pending = [...waiting.values()]
+          if (RunContext.suspend(run.ctx, "parked")) {
+            parkedOn = pending
+            run.fiber.interruptUnsafe()
+          }
+        }
+        const inner = JournalApprovals.make(journal, {
+          pollInterval: settings.pollInterval,
+          // A suspended run's calls stay on the table: it waits for them again when it goes on.
+          keepOnInterrupt: () => run?.ctx.suspended !== undefined,
+          // A call may park the run only once it is on the table: a park before the store has
+          // answered (PostgreSQL answers later) would interrupt the insert and leave the run
+          // parked on a call nobody sees.
+          onPutUp: (request) =>
+            Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              Effect.sync(() => {
+                if (request.expiresAt - now <= parkAfterMillis) return
+                waiting.set(request.callId, request)
+                parkIfIdle()
+              })
+            )
+        })
+        const gate: Approval.Gate = {
+          ...inner,
+          request: (request) =>
+            Effect.ensuring(
+              inner.request(request),
+              Effect.sync(() => {
+                waiting.delete(request.callId)
+              })
+            )
+        }
+        const watch = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>) => {
+          run = { ctx, fiber }
+          ctx.onCommitted = parkIfIdle
+          // The run went as far as it could before it was watched: a call may wait already.
+          parkIfIdle()
+        }
+        const taken = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Launch.Done) =>
+          Launch.suspend(ctx, fiber, done, "taken")
+
+        let going: Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>>
+        if (loaded === undefined) {
+          // Options that cannot start a run are the caller's to fix: nothing is written, the engine does not retry.
+          const refusedOptions = Launch.checkOptions({ ...options, runId })
+          if (refusedOptions !== undefined) return yield* Effect.fail(refusedOptions)
+          going = Launch.launch({ ...options, runId }, taken, {
+            cancelled,
+            watch,
+            startedAt: settings.startedAt,
+            refused: settings.refused,
+            hold
+          })
+        } else {
+          const merged = Launch.resumedOptions(runId, unrunnable ? { ...options, tools: [] } : options, loaded)
+          if (Result.isFailure(merged)) return yield* Effect.fail(merged.failure)
+          const resume = loaded.started === undefined ? undefined : ({ reason: "restart" } as const)
+          going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch, hold })
+        }
+        const ended = yield* Effect.result(Effect.provideService(going, Approval.ApprovalGate, gate))
+        if (Result.isFailure(ended)) {
+          // Taken away, the run stopped with its caller, which is interrupted: only a park comes back.
+          if (ended.failure.why !== "parked") return yield* Effect.interrupt
+          // Parked with nothing running: its fiber ends at once, and with it the process's hold, so
+          // that the drive that wakes it is not refused as `running` (a few seconds at most).
+          if (run !== undefined) yield* Effect.timeoutOption(Fiber.await(run.fiber), "5 seconds")
+          return { _tag: "Parked", approvals: parkedOn } as const
+        }
+        const readBack = yield* Effect.result(
+          journal.read(runId).pipe(Effect.retry({ schedule: readAgain, while: (e) => e.isRetryable }))
+        )
+        if (Result.isFailure(readBack)) {
+          // Nobody knows whether the ending got through: the engine drives the run again, which
+          // finds it finished, or goes on from its last commit.
+          return yield* Effect.fail(
+            new ResumeError({
+              runId,
+              reason: "unavailable",
+              detail: `the journal could not be read back after the run ended (${ended.success.stopReason}): ${readBack.failure.message}`
+            })
+          )
+        }
+        const stored = readBack.success
+        if (Option.isSome(stored) && Option.isSome(stored.value.result)) {
+          yield* JournalLoad.withdrawLeftovers(journal, stored)
+        } else if (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline)) {
+          return yield* Effect.fail(unrecorded(runId, ended.success.stopReason, run?.ctx.refused))
+        }
+        // Erased boundary: the run decoded its `output` with the schema of `O` it was given.
+        return { _tag: "Finished", result: ended.success as RunResult.Typed<O> } as const
+      })
     // Held from before its log is read: a run this process drives already (the drive before
     // this one, taken, whose handler ignores interruption; a `Run.resume` from this process)
     // is not driven twice, `running` (the engine tries again later). A cancel goes on all the
@@ -194,145 +326,7 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
     return yield* Launch.holding(
       journal,
       runId,
-      (hold) => driveHeld(journal, runId, options, settings, hold),
-      cancelled ? driveHeld(journal, runId, options, settings, undefined) : Effect.fail(Launch.running(runId))
+      driveHeld,
+      cancelled ? driveHeld(undefined) : Effect.fail(Launch.running(runId))
     )
-  })
-
-/** {@link drive}, the run held for this process when it was free. */
-const driveHeld = <T extends Tool.Any, RV, O>(
-  journal: Journal.Service,
-  runId: string,
-  options: Omit<Options<T, RV, O>, "runId">,
-  settings: Settings,
-  hold: Launch.Hold | undefined
-): Effect.Effect<Outcome<O>, ResumeError | InvalidRunOptions, Requirements<T, RV>> =>
-  Effect.gen(function* () {
-    const cancelled = settings.cancel === true
-    const checked = yield* Effect.catchIf(
-      JournalLoad.load(journal, runId, options.tools, options.modelName),
-      (e) => e.reason === "not_found" || (cancelled && e.reason === "incompatible"),
-      (e) => Effect.succeed(e)
-    )
-    // A run this process cannot go on with (a tool of it changed, or is gone) can still be
-    // cancelled (R5.1): it ends `cancelled` with none of its tools, so none of them runs.
-    const unrunnable = checked instanceof ResumeError && checked.reason === "incompatible"
-    const loaded =
-      checked instanceof ResumeError
-        ? unrunnable
-          ? yield* JournalLoad.load(journal, runId, [], options.modelName, false)
-          : undefined
-        : checked
-    // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
-    if (loaded?._tag === "Finished") {
-      return {
-        _tag: "Finished",
-        result: FinalOutput.restored(loaded.result, options.output) as RunResult.Typed<O>
-      } as const
-    }
-
-    const parkAfterMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
-    // The calls waiting long enough to park on, and the run once it is going.
-    const waiting = new Map<string, Approval.Request>()
-    let run: { readonly ctx: RunContext.RunContext; readonly fiber: Fiber.Fiber<void> } | undefined
-    let parkedOn: ReadonlyArray<Approval.Request> = []
-    // Checked when a call starts waiting and after every commit: the run parks once nothing else goes
-    // on and all it recorded is in the journal (what a park drops is what the last commit left out).
-    const parkIfIdle = () => {
-      if (run === undefined || waiting.size === 0) return
-      if (run.ctx.committed < run.ctx.events.length || busy(run.ctx)) return
-      // The gate holds a call just before the run records that it waits, and puts it on the table
-      // after: park only when the log's waiting calls and the table's are the same.
-      const asked = run.ctx.log.approvals
-      if (asked.length !== waiting.size || !asked.every((callId) => waiting.has(callId))) return
-      const pending = [...waiting.values()]
-      if (RunContext.suspend(run.ctx, "parked")) {
-        parkedOn = pending
-        run.fiber.interruptUnsafe()
-      }
-    }
-    const inner = JournalApprovals.make(journal, {
-      pollInterval: settings.pollInterval,
-      // A suspended run's calls stay on the table: it waits for them again when it goes on.
-      keepOnInterrupt: () => run?.ctx.suspended !== undefined,
-      // A call may park the run only once it is on the table: a park before the store has
-      // answered (PostgreSQL answers later) would interrupt the insert and leave the run
-      // parked on a call nobody sees.
-      onPutUp: (request) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.sync(() => {
-            if (request.expiresAt - now <= parkAfterMillis) return
-            waiting.set(request.callId, request)
-            parkIfIdle()
-          })
-        )
-    })
-    const gate: Approval.Gate = {
-      ...inner,
-      request: (request) =>
-        Effect.ensuring(
-          inner.request(request),
-          Effect.sync(() => {
-            waiting.delete(request.callId)
-          })
-        )
-    }
-    const watch = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>) => {
-      run = { ctx, fiber }
-      ctx.onCommitted = parkIfIdle
-      // The run went as far as it could before it was watched: a call may wait already.
-      parkIfIdle()
-    }
-    const taken = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Launch.Done) =>
-      Launch.suspend(ctx, fiber, done, "taken")
-
-    let going: Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>>
-    if (loaded === undefined) {
-      // Options that cannot start a run are the caller's to fix: nothing is written, the engine does not retry.
-      const refusedOptions = Launch.checkOptions({ ...options, runId })
-      if (refusedOptions !== undefined) return yield* Effect.fail(refusedOptions)
-      going = Launch.launch({ ...options, runId }, taken, {
-        cancelled,
-        watch,
-        startedAt: settings.startedAt,
-        refused: settings.refused,
-        hold
-      })
-    } else {
-      const merged = Launch.resumedOptions(runId, unrunnable ? { ...options, tools: [] } : options, loaded)
-      if (Result.isFailure(merged)) return yield* Effect.fail(merged.failure)
-      const resume = loaded.started === undefined ? undefined : ({ reason: "restart" } as const)
-      going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch, hold })
-    }
-    const ended = yield* Effect.result(Effect.provideService(going, Approval.ApprovalGate, gate))
-    if (Result.isFailure(ended)) {
-      // Taken away, the run stopped with its caller, which is interrupted: only a park comes back.
-      if (ended.failure.why !== "parked") return yield* Effect.interrupt
-      // Parked with nothing running: its fiber ends at once, and with it the process's hold, so
-      // that the drive that wakes it is not refused as `running` (a few seconds at most).
-      if (run !== undefined) yield* Effect.timeoutOption(Fiber.await(run.fiber), "5 seconds")
-      return { _tag: "Parked", approvals: parkedOn } as const
-    }
-    const readBack = yield* Effect.result(
-      journal.read(runId).pipe(Effect.retry({ schedule: readAgain, while: (e) => e.isRetryable }))
-    )
-    if (Result.isFailure(readBack)) {
-      // Nobody knows whether the ending got through: the engine drives the run again, which
-      // finds it finished, or goes on from its last commit.
-      return yield* Effect.fail(
-        new ResumeError({
-          runId,
-          reason: "unavailable",
-          detail: `the journal could not be read back after the run ended (${ended.success.stopReason}): ${readBack.failure.message}`
-        })
-      )
-    }
-    const stored = readBack.success
-    if (Option.isSome(stored) && Option.isSome(stored.value.result)) {
-      yield* JournalLoad.withdrawLeftovers(journal, stored)
-    } else if (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline)) {
-      return yield* Effect.fail(unrecorded(runId, ended.success.stopReason, run?.ctx.refused))
-    }
-    // Erased boundary: the run decoded its `output` with the schema of `O` it was given.
-    return { _tag: "Finished", result: ended.success as RunResult.Typed<O> } as const
   })

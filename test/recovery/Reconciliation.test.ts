@@ -8,18 +8,22 @@ import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { drive } from "../support/clock.ts"
 
+/** A payment's connection broken after the request was sent, after `attempts` of its own. */
+const lostAfter = (attempts: number) =>
+  new Failure.UnknownOutcome({
+    source: "tool",
+    category: "connection",
+    code: "connection_lost",
+    attempts,
+    hint: "the connection broke after the request was sent"
+  })
+
 /** A payment API whose answer gets lost after it charged: the side effect happened once. */
 const makePayments = (answer: "applied" | "not_applied" | "undecidable" | "none") => {
   const charges: Array<string> = []
   const sends: Array<string> = []
   const keys: Array<string> = []
-  const lost = new Failure.UnknownOutcome({
-    source: "tool",
-    category: "connection",
-    code: "connection_lost",
-    attempts: 1,
-    hint: "the connection broke after the request was sent"
-  })
+  const lost = lostAfter(1)
   const pay = Tool.make({
     name: "pay",
     description: "charge a card",
@@ -198,14 +202,6 @@ describe("Reconciliation", () => {
 })
 
 describe("Reconciliation: the resend a status query allows", () => {
-  const lostAfter = (attempts: number) =>
-    new Failure.UnknownOutcome({
-      source: "tool",
-      category: "connection",
-      code: "connection_lost",
-      attempts,
-      hint: "the connection broke after the request was sent"
-    })
   const busy = new Failure.Retryable({
     source: "tool",
     category: "unavailable",

@@ -5,14 +5,13 @@
  * happened was under a policy that forbade it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
-import * as Failure from "../../src/failure/Failure.ts"
+import { Effect, Layer } from "effect"
 import * as Run from "../../src/run/Run.ts"
 import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Permission from "../../src/tools/Permission.ts"
-import * as Tool from "../../src/tools/Tool.ts"
+import type * as Tool from "../../src/tools/Tool.ts"
 import { acting, dies, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
 
 /** A policy that now refuses `name`. */
@@ -110,37 +109,20 @@ describe("a run resumed under a policy that now refuses a call it had begun (R3.
 
   it.effect("R3.6 R3.3 a call waiting to retry when its process died is blocked, not retried", () =>
     Effect.gen(function* () {
-      let attempts = 0
-      const flaky = Tool.make({
-        name: "put",
-        description: "an idempotent write whose first attempt is refused",
-        input: Schema.Struct({}),
-        output: Schema.String,
-        sideEffect: "write",
-        idempotent: true,
-        handler: () =>
-          Effect.suspend(() =>
-            ++attempts === 1
-              ? Effect.fail(
-                  new Failure.Retryable({
-                    source: "tool",
-                    category: "unavailable",
-                    code: "busy",
-                    attempts: 1,
-                    hint: "busy"
-                  })
-                )
-              : Effect.succeed("stored")
-          )
-      })
+      // An idempotent write whose first attempt the service refuses before doing anything.
+      const put = acting("put", { idempotent: true, sideEffect: "write", behaviour: ["fail_before_apply", "apply"] })
+      const flaky = put.tool
+      const attempts = () => put.calls.count
       const model = ScriptedModel.layerFunction((request) =>
-        request.iteration === 1 ? ScriptedModel.toolCall("put", {}, "c1") : ScriptedModel.finalAnswer("stored")
+        request.iteration === 1
+          ? ScriptedModel.toolCall("put", { amount: 1 }, "c1")
+          : ScriptedModel.finalAnswer("stored")
       )
       // The failure and its wait are committed before the wait (an idempotent write); the process dies in it.
       yield* dies({ crashAt: { commit: 4, when: "after" } }, { goal: "put", tools: [flaky] }, model)
-      assert.strictEqual(attempts, 1)
+      assert.strictEqual(attempts(), 1)
       const resumed = yield* resumedUnder([flaky], model)
-      assert.strictEqual(attempts, 1, "retried under a policy that refuses it")
+      assert.strictEqual(attempts(), 1, "retried under a policy that refuses it")
       assert.deepStrictEqual(
         ofTag(resumed.timeline, "tool.blocked").map((e) => e.callId),
         ["c1"]
