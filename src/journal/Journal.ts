@@ -35,6 +35,7 @@ export {
   type LiveRuns,
   type NewRun,
   type PendingFilter,
+  type ReadOptions,
   type Service,
   type Stored
 } from "./internal/Models.ts"

@@ -192,7 +192,7 @@ export const make = (journal: Journal.Service, faults: Faults): FaultyJournal =>
       live: Journal.makeLiveRuns(),
       create: (run) => guard("create", journal.create(run)),
       append,
-      read: (runId) => guard("read", journal.read(runId)),
+      read: (runId, options) => guard("read", journal.read(runId, options)),
       unfinished: guard("unfinished", journal.unfinished),
       requestApproval: (request) => guard("requestApproval", journal.requestApproval(request)),
       pendingApprovals: (filter) => guard("pendingApprovals", journal.pendingApprovals(filter)),

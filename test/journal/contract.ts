@@ -136,6 +136,55 @@ export const contract = (backend: Backend) =>
       )
     )
 
+    it.effect("R9 R13 a read from a sequence number holds the events from it on, with the run's whole standing", () =>
+      withJournal((journal, raw) =>
+        Effect.gen(function* () {
+          const header: Schema.Json = { goal: "pay the invoice" }
+          yield* journal.create({ runId: "w", header, state: "created" })
+          // Commits of 2, 1 and 3 events: seq 0-1, 2, 3-5.
+          const all = [started("w"), changed("w", 1), succeeded("w", 2), changed("w", 3), changed("w", 4)]
+          yield* journal.append("w", { expectedSeq: 0, events: all.slice(0, 2), state: "initializing" })
+          yield* journal.append("w", { expectedSeq: 2, events: all.slice(2, 3), state: "tool_executing" })
+          const read = (fromSeq: number) =>
+            Effect.map(journal.read("w", { fromSeq }), (found) => Option.getOrThrow(found))
+          // Inside a commit, at a commit's start, at the end, past it.
+          for (const from of [0, 1, 2, 3, 7, 2 ** 40]) {
+            const stored = yield* read(from)
+            assert.deepStrictEqual(stored.events, all.slice(from, 3), `from ${from}`)
+            assert.strictEqual(stored.nextSeq, 3, `from ${from}`)
+            assert.strictEqual(stored.state, "tool_executing", `from ${from}`)
+            assert.deepStrictEqual(stored.header, header, `from ${from}`)
+            assert.isTrue(Option.isNone(stored.result))
+          }
+          const result: Schema.Json = { status: "completed" }
+          yield* journal.append("w", { expectedSeq: 3, events: all.slice(3), state: "completed", result })
+          const ended = yield* read(99)
+          assert.deepStrictEqual(ended.events, [])
+          assert.strictEqual(ended.nextSeq, 5)
+          assert.strictEqual(ended.state, "completed")
+          assert.deepStrictEqual(ended.result, Option.some(result))
+          assert.deepStrictEqual((yield* read(4)).events, all.slice(4))
+          assert.deepStrictEqual((yield* read(0)).events, all)
+
+          // A bad start is a typed error naming it, never a read of something else.
+          for (const bad of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, "2", null]) {
+            const reason = yield* failure(journal.read("w", { fromSeq: bad as number }))
+            assert.strictEqual(reason._tag, "InvalidAppend")
+            assert.include(reason.message, "fromSeq must be a non-negative integer")
+          }
+          assert.isTrue(Option.isNone(yield* journal.read("nobody", { fromSeq: 3 })))
+
+          // The log's start missing is seen from any point before the next commit that is there.
+          yield* raw.deleteCommit("w", 0)
+          for (const from of [0, 1]) {
+            const reason = yield* failure(journal.read("w", { fromSeq: from }))
+            assert.strictEqual(reason._tag, "Corrupt", `from ${from}`)
+            assert.include(reason.message, "seq 0 is missing")
+          }
+        })
+      )
+    )
+
     // Live: a pool's connections are waited for on the real clock.
     it.live(
       "R9 a read racing the commit that ends the run sees it unfinished or ended, never half of each (one snapshot)",

@@ -134,10 +134,16 @@ export const make = (
       })
     })
 
-  /** The run as its journal holds it; `undefined` for a run started that has committed nothing yet. */
-  const stored = (runId: string) =>
+  /**
+   * The run as its journal holds it, its events from `fromSeq` on (all by default);
+   * `undefined` for a run started that has committed nothing yet.
+   */
+  const stored = (runId: string, fromSeq = 0) =>
     Effect.flatMap(
-      Effect.andThen(known(runId), answered(runId)(Effect.mapError(journal.read(runId), storeError(runId)))),
+      Effect.andThen(
+        known(runId),
+        answered(runId)(Effect.mapError(journal.read(runId, { fromSeq }), storeError(runId)))
+      ),
       (found) =>
         Option.isSome(found)
           ? Effect.succeed(found.value)
@@ -149,7 +155,8 @@ export const make = (
     )
 
   const poll = (runId: string) =>
-    Effect.flatMap(stored(runId), (run) => {
+    // The run's last commit alone, until it holds the result: a poll does not read the whole log.
+    Effect.flatMap(stored(runId, Number.MAX_SAFE_INTEGER), (run) => {
       if (run === undefined || Option.isNone(run.result)) return Effect.succeed(Option.none<RunResult.RunResult>())
       const decoded = decodeResult(run.result.value)
       if (Exit.isFailure(decoded)) {
@@ -158,7 +165,9 @@ export const make = (
         )
       }
       const result = decoded.value
-      return Effect.succeed(Option.some(result.timeline.length === 0 ? { ...result, timeline: run.events } : result))
+      if (result.timeline.length > 0) return Effect.succeed(Option.some(result))
+      // A result stored without its timeline takes the log's.
+      return Effect.map(stored(runId), (whole) => Option.some({ ...result, timeline: whole?.events ?? [] }))
     })
 
   /**
@@ -244,13 +253,15 @@ export const make = (
             ? `pollInterval must be a positive duration, not ${String(options?.pollInterval)}`
             : undefined
       if (invalid !== undefined) return Stream.fail(new DurableRunError({ runId, reason: "invalid", detail: invalid }))
-      const start = { from: Math.max(0, Math.trunc(fromSeq)), wait: false }
+      const start = { from: Math.min(Math.max(0, Math.trunc(fromSeq)), Number.MAX_SAFE_INTEGER), wait: false }
       return Stream.paginate(start, ({ from, wait }) =>
         Effect.gen(function* () {
           if (wait) yield* Effect.sleep(pollMillis)
-          const events = (yield* patiently(stored(runId)))?.events ?? []
-          const fresh = events.slice(from)
-          const finished = events.at(-1)?._tag === "run.finished"
+          // From where the last read ended: a watcher reads what is new, not the whole log again.
+          const run = yield* patiently(stored(runId, from))
+          const fresh = run?.events ?? []
+          // The result is committed with the log's last event (`run.finished`): nothing comes after it.
+          const finished = run !== undefined && Option.isSome(run.result)
           // A read that brought nothing new waits before the next; one that did reads again at once.
           const next = { from: from + fresh.length, wait: fresh.length === 0 }
           return [fresh, finished ? Option.none() : Option.some(next)] as const

@@ -17,6 +17,7 @@ import {
   type ApprovalRequest,
   FORMAT_VERSION,
   type NewRun,
+  type ReadOptions,
   type Service,
   type Stored
 } from "./Models.ts"
@@ -137,9 +138,11 @@ const decodeCommit = (
   return undefined
 }
 
+/** The run as stored, with its events from `fromSeq` on (the commits begin with the one that holds it). */
 const decodeRun = (
   run: RunRow,
-  commits: ReadonlyArray<CommitRow>
+  commits: ReadonlyArray<CommitRow>,
+  fromSeq: number
 ): Result.Result<Stored, JournalError.JournalError> => {
   const runId = run.runId
   if (!Number.isSafeInteger(run.version) || run.version < 1) {
@@ -155,9 +158,14 @@ const decodeRun = (
   if (!isState(run.state)) return Result.fail(corrupt(runId, `unknown run state ${run.state}`))
   const events: Array<Event.Event> = []
   const last = commits.at(-1)
+  // The first commit read holds `fromSeq`, or ends before it; one that starts after it
+  // means no commit starts at or before it: the log's start is missing.
+  const first = commits[0]
+  let next = first !== undefined && first.seq <= fromSeq ? first.seq : 0
   for (const row of commits) {
-    const failed = decodeCommit(runId, row, events.length, events)
+    const failed = decodeCommit(runId, row, next, events)
     if (failed !== undefined) return Result.fail(failed)
+    next = row.seq + row.count
     if (row !== last && row.result !== null) {
       return Result.fail(corrupt(runId, "a commit before the last holds a result", row.seq))
     }
@@ -189,8 +197,8 @@ const decodeRun = (
     header: header.success,
     // Checked: the run row's state by `isState` above, each commit's by `decodeCommit`.
     state: (last?.state ?? run.state) as RunState.State,
-    nextSeq: events.length,
-    events,
+    nextSeq: next,
+    events: fromSeq === 0 ? events : events.filter((event) => event.seq >= fromSeq),
     result,
     createdAt: run.createdAt,
     updatedAt: last?.at ?? run.updatedAt
@@ -264,10 +272,19 @@ export const make = (store: Store): Service => ({
       row: { seq: append.expectedSeq, count: append.events.length, state: append.state, at, body: body.success, result }
     })
   }),
-  read: Effect.fn("Journal.read")(function* (runId: string) {
-    const found = yield* store.readRun(yield* checkRunId(runId))
+  read: Effect.fn("Journal.read")(function* (runId: string, options?: ReadOptions) {
+    const id = yield* checkRunId(runId)
+    // `null` is no default: the value is checked as it came (a caller's JavaScript, a query string).
+    const fromSeq: unknown = options?.fromSeq === undefined ? 0 : options.fromSeq
+    if (typeof fromSeq !== "number" || !Number.isSafeInteger(fromSeq) || fromSeq < 0) {
+      const given = typeof fromSeq === "number" ? String(fromSeq) : UserCode.kindOf(fromSeq)
+      return yield* invalid(id, `fromSeq must be a non-negative integer, not ${given}`)
+    }
+    // No log reaches past `maxSeq`; SQL's INTEGER does not either.
+    const from = Math.min(fromSeq, maxSeq)
+    const found = yield* store.readRun(id, from)
     if (Option.isNone(found)) return Option.none<Stored>()
-    const stored = decodeRun(found.value.run, found.value.commits)
+    const stored = decodeRun(found.value.run, found.value.commits, from)
     if (Result.isFailure(stored)) return yield* stored.failure
     return Option.some(stored.success)
   }),

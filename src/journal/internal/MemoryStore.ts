@@ -56,11 +56,14 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
         }
         return Effect.void
       }),
-    readRun: (runId) =>
+    readRun: (runId, fromSeq) =>
       Effect.sync(() => {
         const run = tables.runs.get(runId)
         if (run === undefined) return Option.none()
-        return Option.some({ run, commits: [...(tables.commits.get(runId) ?? [])].sort((a, b) => a.seq - b.seq) })
+        const commits = [...(tables.commits.get(runId) ?? [])].sort((a, b) => a.seq - b.seq)
+        // As SQL reads them: from the last commit that starts at or before `fromSeq`.
+        const start = commits.findLast((commit) => commit.seq <= fromSeq)?.seq ?? 0
+        return Option.some({ run, commits: commits.filter((commit) => commit.seq >= start) })
       }),
     unfinished: Effect.sync(() =>
       [...tables.runs.values()]

@@ -38,10 +38,17 @@ export interface Stored {
   readonly state: RunState.State
   /** The number of committed events: the fencing token for the next `append`. */
   readonly nextSeq: number
+  /** The committed events, in order: all of them, or those from the read's `fromSeq` on. */
   readonly events: ReadonlyArray<Event.Event>
   readonly result: Option.Option<Schema.Json>
   readonly createdAt: number
   readonly updatedAt: number
+}
+
+/** Options of {@link Service.read}. */
+export interface ReadOptions {
+  /** The first sequence number to read events from; default `0`, the whole log. A non-negative integer. */
+  readonly fromSeq?: number | undefined
 }
 
 /** A call waiting for a person's decision (R7). Times are epoch milliseconds. */
@@ -98,8 +105,13 @@ export interface Service {
    * are an `InvalidAppend`.
    */
   readonly append: (runId: string, append: Append) => Effect.Effect<void, JournalError>
-  /** The run as committed, decoded; `Corrupt` or `Incompatible` when it cannot be read back. */
-  readonly read: (runId: string) => Effect.Effect<Option.Option<Stored>, JournalError>
+  /**
+   * The run as committed, decoded; `Corrupt` or `Incompatible` when it cannot be read back.
+   * With `fromSeq`, `events` holds the events from that sequence number on (none when the
+   * log ends before it), and only the commits that hold them (and the last, for the run's
+   * state and result) are read: a watcher reads what is new, not the whole log again.
+   */
+  readonly read: (runId: string, options?: ReadOptions) => Effect.Effect<Option.Option<Stored>, JournalError>
   /** The ids of the runs without a result, oldest first (for `Run.recover`). */
   readonly unfinished: Effect.Effect<ReadonlyArray<string>, JournalError>
   /**

@@ -271,14 +271,20 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
     },
     // One statement, so one snapshot: the commit that ends a run writes its row and the run
     // row's result together, and two statements could see the one without the other. The
-    // header comes once, with the first row.
-    readRun: (runId) =>
+    // header comes once, with the first row. From the commit that holds `fromSeq` (the last,
+    // when the log ends before it): the primary key's range, so a watcher reads what is new.
+    readRun: (runId, fromSeq) =>
       sql`SELECT r.run_id, r.version, r.state, r.next_seq, r.result, r.created_at, r.updated_at,
-          CASE WHEN c.seq IS NULL OR c.seq = (SELECT MIN(f.seq) FROM ${commits} f WHERE f.run_id = r.run_id)
+          CASE WHEN c.seq IS NULL
+            OR c.seq = (SELECT MIN(f.seq) FROM ${commits} f WHERE f.run_id = r.run_id AND f.seq >= s.start)
             THEN r.header END AS header,
           c.seq AS c_seq, c.event_count AS c_event_count, c.state AS c_state, c.at AS c_at, c.body AS c_body,
           c.result AS c_result
-        FROM ${runs} r LEFT JOIN ${commits} c ON c.run_id = r.run_id
+        FROM ${runs} r
+        CROSS JOIN (SELECT COALESCE(
+          (SELECT MAX(f.seq) FROM ${commits} f WHERE f.run_id = ${runId} AND f.seq <= CAST(${fromSeq} AS INTEGER)), 0
+        ) AS start) s
+        LEFT JOIN ${commits} c ON c.run_id = r.run_id AND c.seq >= s.start
         WHERE r.run_id = ${runId} ORDER BY c.seq`.pipe(
         Effect.map((rows) => {
           const first = rows[0]

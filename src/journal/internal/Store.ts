@@ -77,9 +77,13 @@ export interface Store {
    * an unknown run.
    */
   readonly commit: (commit: Commit) => Effect.Effect<void, JournalError>
-  /** The run row and its commit rows in `seq` order. */
+  /**
+   * The run row and its commit rows in `seq` order: those from the one that holds `fromSeq`
+   * on, or the last alone when the log ends before `fromSeq` (all of them from `0`).
+   */
   readonly readRun: (
-    runId: string
+    runId: string,
+    fromSeq: number
   ) => Effect.Effect<Option.Option<{ readonly run: RunRow; readonly commits: ReadonlyArray<CommitRow> }>, JournalError>
   readonly unfinished: Effect.Effect<ReadonlyArray<string>, JournalError>
   /** `Conflict` when the call is on the list already. */

@@ -3,13 +3,14 @@
  * storage is out of reach (R3.1, R9): each is a typed `unavailable`, in bounded time.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer } from "effect"
+import { Context, Effect, Fiber, Layer, Option, Stream } from "effect"
 import { ClusterError, type MessageStorage, type Sharding } from "effect/cluster"
 import { TestClock } from "effect/testing"
 import type { WorkflowEngine } from "effect/workflow"
 import { DurableRunError } from "../../../src/durable/DurableRuns.ts"
 import * as Operations from "../../../src/durable/internal/Operations.ts"
 import * as Journal from "../../../src/journal/Journal.ts"
+import { changed, started } from "../../journal/contract.ts"
 
 const memory = Effect.map(Layer.build(Journal.layerMemory), (context) => Context.get(context, Journal.Journal))
 
@@ -43,6 +44,57 @@ describe("DurableRuns operations (R9)", () => {
         assert.include(error instanceof DurableRunError ? error.message : "", "did not answer within 10 s")
       }
     })
+  )
+
+  it.effect(
+    "R9 R13 a watcher reads what is new at each poll, and a poll reads the last commit alone, not the whole log",
+    () =>
+      Effect.gen(function* () {
+        const inner = yield* memory
+        const reads: Array<{ readonly fromSeq: number | undefined; readonly events: number }> = []
+        const counted: Journal.Service = {
+          ...inner,
+          read: (runId, options) =>
+            Effect.tap(inner.read(runId, options), (found) =>
+              Effect.sync(() => {
+                reads.push({ fromSeq: options?.fromSeq, events: Option.isSome(found) ? found.value.events.length : 0 })
+              })
+            )
+        }
+        const runs = Operations.make(servicesOf(counted), () => Effect.void)
+        const all = Array.from({ length: 40 }, (_, seq) => (seq === 0 ? started("w") : changed("w", seq)))
+        yield* inner.create({ runId: "w", header: {}, state: "created" })
+        yield* inner.append("w", { expectedSeq: 0, events: all.slice(0, 10), state: "initializing" })
+        const watched = yield* Effect.forkChild(Stream.runCollect(runs.watch("w", { pollInterval: "1 second" })))
+        // Ten polls with nothing new, then the rest of the log in three commits, the last ending the run.
+        yield* TestClock.adjust("10 seconds")
+        yield* inner.append("w", { expectedSeq: 10, events: all.slice(10, 20), state: "tool_executing" })
+        yield* TestClock.adjust("1 second")
+        yield* inner.append("w", { expectedSeq: 20, events: all.slice(20, 30), state: "tool_executing" })
+        yield* TestClock.adjust("1 second")
+        assert.isTrue(Option.isNone(yield* runs.poll("w")))
+        yield* inner.append("w", {
+          expectedSeq: 30,
+          events: all.slice(30),
+          state: "completed",
+          result: { status: "x" }
+        })
+        yield* TestClock.adjust("1 second")
+        const seen = yield* Fiber.join(watched)
+        assert.deepStrictEqual(seen, all, "every event once, in order")
+        const watcherReads = reads.filter((read) => read.fromSeq !== Number.MAX_SAFE_INTEGER)
+        assert.isAbove(watcherReads.length, 12)
+        // Each event was read once: no read brought back what an earlier one had.
+        assert.strictEqual(
+          watcherReads.reduce((sum, read) => sum + read.events, 0),
+          all.length
+        )
+        // The poll read from past the end: no event of the log.
+        assert.deepStrictEqual(
+          reads.filter((read) => read.fromSeq === Number.MAX_SAFE_INTEGER),
+          [{ fromSeq: Number.MAX_SAFE_INTEGER, events: 0 }]
+        )
+      })
   )
 
   it.effect("R3.1 a start whose engine storage is out of reach is a typed unavailable, not a defect", () =>
