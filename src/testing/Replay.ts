@@ -3,20 +3,23 @@
  * policies. The recording (a `RunResult.timeline`, or the events `Recording.read` gives)
  * supplies the model's answers (`model.responded`: text, tool calls, usage; `model.failed`:
  * the failure) and the tools' results (each attempt of each call: the output of
- * `tool.succeeded`, the failure of `tool.failed`, or the retried failure a
- * `recovery.started` names), played back in order at the times they were recorded, on a
+ * `tool.succeeded`, the failure of `tool.failed`, the retried failure a
+ * `recovery.started` names, or an attempt cut off, which the playback's handler settles
+ * as the `tool.interrupted` says), played back in order at the times they were recorded, on a
  * `TestClock` of the replay's own that starts where the recording started. Approvals are
  * decided as recorded. The rest comes from the caller, as for `Run.run`: the tools (by
  * name, their schemas and metadata; their handlers, status queries and postconditions are
  * replaced by the playback), the policies, limits, time and recovery (the fallback models
  * by name: the playback answers for them too, none is called), so that a changed policy
  * shows its effect. The model's name is the recording's unless given. A replay writes to no
- * journal and decides its approvals on a gate of its own, whatever the caller's context
- * holds: it never touches the caller's store.
+ * journal, decides its approvals on a gate of its own and has breakers of its own (with
+ * the policies `breakers` gives, else none), whatever the caller's context holds: it never
+ * touches the caller's store or circuits.
  *
  * The report is `Matched`, or `Diverged` at the first event whose tag or compared fields
  * differ. Compared: every field of every event but `runId`, `seq`, `at`, `deadlineAt`,
- * `expiresAt` and `delayMillis` (the clock's and the backoff's); of `run.started`, also not
+ * `expiresAt` and `delayMillis` (the clock's and the backoff's) and the jittered wait a
+ * given-up retry names; of `run.started`, also not
  * `limits`, `policies`, `permission` and `unguardedTools` (what a replay varies on purpose).
  * A model asked more often than the recording answered, or asked with another conversation
  * than the recorded one, is refused and the run stops: a divergence, never a hang. A
@@ -33,6 +36,7 @@ import * as Event from "../events/Event.ts"
 import * as SchemaIssues from "../failure/SchemaIssues.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as Model from "../model/Model.ts"
+import * as Breakers from "../recovery/Breakers.ts"
 import * as Run from "../run/Run.ts"
 import * as RunResult from "../run/RunResult.ts"
 import * as Approval from "../tools/Approval.ts"
@@ -84,7 +88,16 @@ export type Report = Matched | Diverged
 export type Options<T extends Tool.Any = Tool.Any, RV = never, O = never> = Omit<
   Run.Options<T, RV, O>,
   "goal" | "system"
-> & { readonly goal?: string | undefined; readonly system?: string | undefined }
+> & {
+  readonly goal?: string | undefined
+  readonly system?: string | undefined
+  /**
+   * The policies of the circuit breakers the recorded run ran behind: the replay has
+   * breakers of its own with them, fresh. Without, it runs without breakers. The caller's
+   * breakers are never used: their state is not the recording's, and a replay would trip them.
+   */
+  readonly breakers?: Breakers.Options | undefined
+}
 
 /**
  * The recording cannot be replayed: it does not hold a run (no `run.started` first), it
@@ -135,6 +148,7 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
         detail: `it is a resumed run's (run.resumed at seq ${resumed.seq}): a replay plays a run from its start in one process, and has no crash nor journal to resume from`
       })
     }
+    const { breakers, ...runOptions } = options
     const refusals: Array<Playback.Refusal> = []
     const last = recorded[recorded.length - 1]
     const span = (last?.at ?? started.at) - started.at
@@ -144,7 +158,7 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
     const result = yield* Effect.gen(function* () {
       yield* TestClock.setTime(started.at)
       const handle = yield* Run.start({
-        ...options,
+        ...runOptions,
         goal: options.goal ?? started.goal,
         system: options.system ?? started.system,
         runId: options.runId ?? started.runId,
@@ -161,8 +175,12 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
       Effect.scoped,
       Effect.provideService(Model.Model, played),
       Effect.provide(TestClock.layer()),
-      // A replay is no run of the caller's: it journals nothing, and its approvals go through a gate of its own.
+      // A replay is no run of the caller's: it journals nothing, its approvals go through a gate
+      // of its own, and its breakers (if any) are its own.
       Effect.provide(Approval.layerMemory),
+      breakers === undefined
+        ? Effect.provideService(Breakers.Breakers, undefined)
+        : Effect.provide(Breakers.layerMemory(breakers)),
       withoutJournal
     )
     const parting = firstParting(recorded, result.timeline)

@@ -135,7 +135,7 @@ export const chat = <E, R>(
       [genAi.requestModel]: attempt.model,
       [runtime.iteration]: attempt.iteration,
       [runtime.attempt]: attempt.attempt,
-      [genAi.inputMessages]: content ? JSON.stringify(attempt.messages()) : undefined
+      [genAi.inputMessages]: content ? Tracing.contentJson(attempt.messages()) : undefined
     }),
     (exit, content) => {
       if (Exit.isFailure(exit)) {
@@ -158,7 +158,7 @@ export const chat = <E, R>(
         [genAi.outputTokens]: response.usage.outputTokens,
         [runtime.costUsd]: response.usage.costUsd,
         [genAi.outputMessages]: content
-          ? JSON.stringify([{ role: "assistant", text: response.text, toolCalls: response.toolCalls }])
+          ? Tracing.contentJson([{ role: "assistant", text: response.text, toolCalls: response.toolCalls }])
           : undefined
       }
     },
@@ -208,7 +208,7 @@ export const toolAttempt = <A, E, R>(
     (content) => ({
       ...toolStart(call.tool, call.callId),
       [runtime.attempt]: call.attempt,
-      [genAi.toolArguments]: content ? JSON.stringify(call.arguments) : undefined
+      [genAi.toolArguments]: content ? Tracing.contentJson(call.arguments) : undefined
     }),
     (exit) => {
       if (Exit.isSuccess(exit)) return { [runtime.outcome]: "succeeded" }

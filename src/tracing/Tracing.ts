@@ -52,6 +52,34 @@ const defined = (attributes: Attributes): Record<string, unknown> => {
   return out
 }
 
+/**
+ * The attributes `f` gives, or none when it throws: a span only watches, and what it
+ * reads of a value it was handed (a model's answer outside its type) never fails the
+ * operation it stands for.
+ */
+const attributesOf = (f: () => Attributes): Record<string, unknown> => {
+  try {
+    return defined(f())
+  } catch {
+    return {}
+  }
+}
+
+/**
+ * A value as JSON text for a content attribute, or what kept it from being JSON (a
+ * `BigInt`, a cycle): a span's content never throws.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const contentJson = (value: unknown): string => {
+  try {
+    return JSON.stringify(value) ?? "null"
+  } catch (error) {
+    return `(not JSON: ${error instanceof Error ? error.message : "a value that cannot be written"})`
+  }
+}
+
 /** A class name or a code as code writes it (`ProviderError`, `http_429`); anything else is not shown. */
 const identifier = /^[A-Za-z_$][\w$]{0,63}$/
 
@@ -111,7 +139,10 @@ export const span = <A, E, R>(
   Effect.withFiber((fiber) => {
     if (!tracing(fiber)) return self
     const content = fiber.getRef(RecordContent)
-    const body = end === undefined ? self : Effect.onExit(self, (exit) => annotate(end(exit, content)))
+    const body =
+      end === undefined
+        ? self
+        : Effect.onExit(self, (exit) => Effect.annotateCurrentSpan(attributesOf(() => end(exit, content))))
     // The span sees a failure by its type only; the caller gets the exit as it was.
     let exited: Exit.Exit<A, E> | undefined
     const seen = Effect.flatMap(Effect.exit(body), (exit) => {
@@ -124,7 +155,7 @@ export const span = <A, E, R>(
     return Effect.flatMap(
       Effect.exit(
         Effect.withSpan(seen, name, {
-          attributes: defined(start(content)),
+          attributes: attributesOf(() => start(content)),
           ...(options?.kind === undefined ? {} : { kind: options.kind })
         })
       ),

@@ -1,6 +1,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as StopReason from "../../src/events/StopReason.ts"
@@ -661,6 +662,59 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     }).pipe(
       Effect.provide(Layer.mergeAll(ScriptedModel.layer([ScriptedModel.toolCall("hang", {})]), NodeServices.layer))
     )
+  )
+
+  it.effect(
+    "R5.2 R13 cancelled while a call waits for its retry: the retry is in flight, not the attempt that failed",
+    () =>
+      Effect.gen(function* () {
+        const reset = new Failure.Retryable({
+          source: "tool",
+          category: "connection",
+          code: "reset",
+          attempts: 1,
+          hint: "connection reset",
+          retryAfterMillis: 60_000
+        })
+        const flaky = tool({ name: "flaky", sideEffect: "read", idempotent: true, handler: () => Effect.fail(reset) })
+        const handle = yield* Run.start({ goal: "x", tools: [flaky] })
+        yield* Stream.runHead(Stream.filter(handle.events, (x) => x._tag === "recovery.started"))
+        const e = explained(yield* handle.cancel)
+        assert.deepStrictEqual(
+          (e.cancellation?.inFlight ?? []).map((work) => [work.kind, work.name, work.attempt]),
+          [["retry", "flaky", 1]]
+        )
+      }).pipe(
+        Effect.provide(Layer.mergeAll(ScriptedModel.layer([ScriptedModel.toolCall("flaky", {})]), NodeServices.layer))
+      )
+  )
+
+  it.effect(
+    "R9 R13 a deadline that passed while the process was down: the attempt its resume settled is not in flight",
+    () =>
+      Effect.gen(function* () {
+        const payment = ledgeredPay(true)
+        yield* dies(
+          { crashAt: { commit: 3, when: "after" } },
+          { goal: "pay 10", tools: [payment.tool], time: { run: "1 minute" } },
+          payThenAnswer
+        )
+        yield* TestClock.adjust("2 minutes")
+        const resumed = yield* drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+          Effect.provide(payThenAnswer)
+        )
+        const settled = resumed.timeline.findIndex((x) => x._tag === "tool.interrupted")
+        assert.isAbove(settled, -1)
+        assert.isBelow(
+          settled,
+          resumed.timeline.findIndex((x) => x._tag === "run.stopping")
+        )
+        const e = Explain.explain(resumed.timeline)
+        assert.deepStrictEqual(
+          e.deadline?.inFlight.filter((work) => work.kind === "tool_call"),
+          []
+        )
+      }).pipe(Effect.provide(restartLayers))
   )
 
   it.effect("R12 internal_error: the defect named by the runtime", () =>

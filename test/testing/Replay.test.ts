@@ -1,12 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, Schema, Stream } from "effect"
+import { type Duration, Effect, Option, Schema, Stream } from "effect"
+import { CircuitBreaker } from "effect/persistence"
 import { TestClock } from "effect/testing"
+import * as Abortable from "../../src/cancellation/Abortable.ts"
 import * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import type * as Model from "../../src/model/Model.ts"
 import * as Recording from "../../src/observability/Recording.ts"
+import * as Breakers from "../../src/recovery/Breakers.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as Termination from "../../src/termination/Termination.ts"
@@ -426,6 +429,174 @@ describe("Replay", () => {
         assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
       }),
     60_000
+  )
+
+  it.effect(
+    "R4 R5.2 R13 attempts cut off by a tool timeout, a step deadline or a cancel replay Matched, settled as recorded",
+    () =>
+      Effect.gen(function* () {
+        const recordAndReplay = (
+          tool: Tool.Any<never>,
+          options: Omit<Run.Options<Tool.Any<never>>, "goal" | "tools">,
+          cancelAfter?: Duration.Input
+        ) =>
+          Effect.gen(function* () {
+            const model = ScriptedModel.layer([ScriptedModel.toolCall(tool.name, {}), ScriptedModel.finalAnswer("x")])
+            const recorded = yield* TestClockDriver.drive(
+              Effect.gen(function* () {
+                const handle = yield* Run.start({ goal: "g", tools: [tool], ...options })
+                if (cancelAfter === undefined) return yield* handle.result
+                yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "tool.started"))
+                yield* TestClock.adjust(cancelAfter)
+                return yield* handle.cancel
+              }).pipe(Effect.scoped, Effect.provide(model)),
+              { upTo: "2 minutes" }
+            )
+            const report = yield* Replay.replay(recorded.timeline, { tools: [tool], ...options })
+            assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+            return recorded
+          })
+        // Hangs once, cut off by its own timeout, then retried (a jittered backoff).
+        let calls = 0
+        const flaky = Tool.make({
+          name: "flaky",
+          description: "Hangs the first time",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "read",
+          idempotent: true,
+          timeout: "1 second",
+          handler: () => Effect.suspend(() => (++calls === 1 ? Effect.never : Effect.succeed("ok")))
+        })
+        const retried = yield* recordAndReplay(flaky, {})
+        assert.strictEqual(retried.stopReason, "goal_reached")
+        assert.isTrue(retried.timeline.some((e) => e._tag === "tool.interrupted" && e.attempt === 1))
+        // A write cut off by its timeout is not retried: its outcome is unknown.
+        const hangs = (sideEffect: Tool.SideEffect, timeout?: Duration.Input) =>
+          Tool.make({
+            name: "hangs",
+            description: "Never returns",
+            input: Schema.Struct({}),
+            output: Schema.String,
+            sideEffect,
+            ...(timeout === undefined ? {} : { timeout }),
+            handler: () => Effect.never
+          })
+        yield* recordAndReplay(hangs("write", "1 second"), {})
+        // A step deadline cuts a read off; its retry would not fit (a jittered wait named in the cause).
+        const stepped = yield* recordAndReplay(hangs("read"), { time: { step: "1 second" } })
+        assert.strictEqual(stepped.stopReason, "step_timeout")
+        // A cancel, with what the handler said of its action (an Abortable promise that stopped on the signal).
+        const fetchPage = Tool.make({
+          name: "fetch_page",
+          description: "Fetches a page",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "read",
+          handler: Abortable.handler(
+            (_input, signal) =>
+              new Promise<string>((_resolve, reject) => signal.addEventListener("abort", () => reject(signal.reason)))
+          )
+        })
+        const cancelled = yield* recordAndReplay(fetchPage, {}, "2 seconds")
+        const settled = cancelled.timeline.find((e) => e._tag === "tool.interrupted")
+        assert.include(settled?._tag === "tool.interrupted" ? settled.detail : "", "abort")
+      })
+  )
+
+  it.effect(
+    "R13 a call whose observation could not be rendered replays Matched; one whose output broke its schema is named as not kept",
+    () =>
+      Effect.gen(function* () {
+        const tool = (name: string, output: unknown, observe?: (output: { readonly n: number }) => string) =>
+          Tool.make({
+            name,
+            description: "Counts",
+            input: Schema.Struct({}),
+            output: Schema.Struct({ n: Schema.Number }),
+            sideEffect: "read",
+            recoverErrors: true,
+            // Erased on purpose: a handler that breaks its own output schema.
+            handler: () => Effect.succeed(output as { readonly n: number }),
+            ...(observe === undefined ? {} : { observe })
+          })
+        const recordAndReplay = (t: Tool.Any<never>) =>
+          Effect.gen(function* () {
+            const recorded = yield* Run.run({ goal: "g", tools: [t] }).pipe(
+              TestClockDriver.drive,
+              Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall(t.name, {}), ScriptedModel.finalAnswer("x")]))
+            )
+            return { recorded, report: yield* Replay.replay(recorded.timeline, { tools: [t] }) }
+          })
+        const throwing = yield* recordAndReplay(
+          tool("count", { n: 1 }, () => {
+            throw new Error("cannot render")
+          })
+        )
+        const failed = throwing.recorded.timeline.find((e) => e._tag === "tool.failed")
+        assert.deepStrictEqual(failed?._tag === "tool.failed" ? failed.output : undefined, { n: 1 })
+        assert.strictEqual(
+          throwing.report._tag,
+          "Matched",
+          throwing.report._tag === "Diverged" ? throwing.report.detail : ""
+        )
+        const notString = yield* recordAndReplay(tool("count", { n: 1 }, () => 42 as unknown as string))
+        assert.strictEqual(
+          notString.report._tag,
+          "Matched",
+          notString.report._tag === "Diverged" ? notString.report.detail : ""
+        )
+        const broken = yield* recordAndReplay(tool("count", { n: "one" }))
+        assert.strictEqual(broken.report._tag, "Diverged")
+        assert.include(
+          broken.report._tag === "Diverged" ? broken.report.detail : "",
+          "returned output its checks refused (output_validation_failed), which the recording does not keep"
+        )
+      })
+  )
+
+  it.effect(
+    "R3.9 R13 a replay never uses the caller's circuit breakers: an open circuit refuses nothing, and replayed failures trip none",
+    () =>
+      Effect.gen(function* () {
+        const options = { goal: "g", tools: [], recovery: { backoff: Recovery.backoff({ jitter: false }) } } as const
+        const two503 = FaultyModel.make([
+          FaultyModel.httpError(503),
+          FaultyModel.httpError(503),
+          FaultyModel.respond(ScriptedModel.finalAnswer("x"))
+        ])
+        // Recorded without breakers: two 503s, then the answer.
+        const recorded = yield* Run.run(options).pipe(
+          Effect.provide(FaultyModel.layer(two503)),
+          TestClockDriver.drive,
+          Effect.provideService(Breakers.Breakers, undefined)
+        )
+        assert.strictEqual(recorded.stopReason, "goal_reached")
+        const found = yield* Breakers.Breakers
+        if (found === undefined) return assert.fail("the application's breakers are not in context")
+        const app = found
+        // The replay in the application's context: its breakers are not tripped by it...
+        const first = yield* Replay.replay(recorded.timeline, options)
+        assert.strictEqual(first._tag, "Matched", first._tag === "Diverged" ? first.detail : "")
+        assert.strictEqual(yield* app.state("provider", "model"), "closed")
+        // ... and their open circuit does not refuse the replay's model.
+        const down = FaultyModel.make(Array.from({ length: 10 }, () => FaultyModel.httpError(503)))
+        yield* Run.run(options).pipe(Effect.provide(FaultyModel.layer(down)), TestClockDriver.drive)
+        assert.strictEqual(yield* app.state("provider", "model"), "open")
+        const second = yield* Replay.replay(recorded.timeline, options)
+        assert.strictEqual(second._tag, "Matched", second._tag === "Diverged" ? second.detail : "")
+        // Given policies, the replay has breakers of its own: the second 503 opens its circuit.
+        const own = yield* Replay.replay(recorded.timeline, {
+          ...options,
+          breakers: { provider: { tripPolicy: CircuitBreaker.consecutive(2), openDuration: "1 second" } }
+        })
+        assert.strictEqual(own._tag, "Diverged")
+        assert.isTrue(own.result.timeline.some((e) => e._tag === "circuit.changed" && e.to === "open"))
+      }).pipe(
+        Effect.provide(
+          Breakers.layerMemory({ provider: { tripPolicy: CircuitBreaker.consecutive(2), openDuration: "1 hour" } })
+        )
+      )
   )
 
   it.effect("a timeline that does not start with run.started is not a recording", () =>

@@ -14,7 +14,7 @@ import { errorType, genAi, runtime, span } from "../../src/tracing/Attributes.ts
 import * as Tracing from "../../src/tracing/Tracing.ts"
 import { drive } from "../support/clock.ts"
 import { crashThenResume, layers, pay } from "../support/restart.ts"
-import { deaf } from "../support/tools.ts"
+import { deaf, echo } from "../support/tools.ts"
 import { memoryTracer } from "../support/tracer.ts"
 
 /** A model that fails its first call with a 429 (retried), then with a 400 (not retryable: the run falls back). */
@@ -274,6 +274,40 @@ describe("issue 15 spans", () => {
       const name = String(attr(shown, genAi.toolName))
       assert.isTrue(name.startsWith("\ufffdsk-live-k") && name.length === 65, name.slice(0, 80))
     })
+  )
+
+  it.effect(
+    "R12 R13 content opted in never changes a run: a model's arguments that are no JSON (a BigInt, a cycle) end as untraced",
+    () =>
+      Effect.gen(function* () {
+        const cyclic: Record<string, unknown> = { a: 1 }
+        cyclic.self = cyclic
+        for (const args of [{ text: 10n }, { text: cyclic }]) {
+          // A model service that answers outside its type: arguments already parsed, and no JSON.
+          const model = () => {
+            let n = 0
+            return Layer.succeed(Model.Model, {
+              generate: () =>
+                Effect.sync(() =>
+                  n++ === 0
+                    ? Model.response({ toolCalls: [{ id: "c1", name: "echo", arguments: args as never }] })
+                    : Model.response({ text: "done" })
+                )
+            })
+          }
+          const run = Run.run({ goal: "g", tools: [echo] })
+          const plain = yield* run.pipe(Effect.provide(model()))
+          const { tracer, spans } = memoryTracer()
+          const traced = yield* Effect.withTracer(run, tracer).pipe(
+            Effect.provide(model()),
+            Effect.provide(Tracing.layerRecordContent())
+          )
+          assert.strictEqual(traced.stopReason, plain.stopReason)
+          assert.strictEqual(traced.detail, plain.detail)
+          const [chat] = spans.filter((s) => s.name.startsWith("chat ") && attr(s, runtime.iteration) === 1)
+          assert.include(String(attr(chat, genAi.outputMessages)), "(not JSON: ")
+        }
+      })
   )
 
   it.effect("R3.1 content opted in: the tool's arguments are on its span, its secrets masked", () =>

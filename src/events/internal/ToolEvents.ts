@@ -64,8 +64,9 @@ export const ToolFailed = Schema.TaggedStruct("tool.failed", {
   /** The tool's retry limit, so the repeated-failure policy can be a pure fold. */
   maxRetries: Schema.Int,
   /**
-   * What the tool reported when its postcondition contradicted it (`inconsistent_result`),
-   * kept as a success keeps its output.
+   * What the tool reported when it passed its output schema and the call failed all the
+   * same: its postcondition contradicted it (`inconsistent_result`), or its observation
+   * could not be rendered. Kept as a success keeps its output.
    */
   output: Schema.optional(Schema.Unknown),
   /**

@@ -86,6 +86,9 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
   const tools = new Map<string, Open>()
   const retries = new Map<string, Open>()
   const ended = new Set<string>()
+  // When each call's first attempt started (a retry is the same call, in flight since then), and its tool.
+  const firstStarted = new Map<string, number>()
+  const toolOf = new Map<string, string>()
   let batchFrom = -1
   for (const [i, e] of timeline.entries()) {
     if (i >= index) break
@@ -113,12 +116,14 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
         break
       case "tool.started":
         // A retry is the same call in flight since its first attempt, now on its next.
+        if (!firstStarted.has(e.callId)) firstStarted.set(e.callId, since)
+        toolOf.set(e.callId, e.name)
         tools.set(e.callId, {
           kind: "tool_call",
           name: e.name,
           callId: e.callId,
           attempt: e.attempt,
-          sinceMillis: tools.get(e.callId)?.sinceMillis ?? since,
+          sinceMillis: firstStarted.get(e.callId) ?? since,
           deadlineAt: e.deadlineAt,
           layer: e.layer,
           became: undefined
@@ -131,13 +136,15 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
         ended.add(e.callId)
         break
       case "tool.interrupted":
+        // Its attempt cut off: no attempt of it runs now.
+        if (e.attempt > 0) tools.delete(e.callId)
         // Settled with no attempt running: the call no longer holds its place in the batch.
-        if (e.attempt === 0 && !tools.has(e.callId)) ended.add(e.callId)
+        else if (!tools.has(e.callId)) ended.add(e.callId)
         break
       case "recovery.started":
         retries.set(e.callId ?? "", {
           kind: "retry",
-          name: e.callId === undefined ? state.model : (tools.get(e.callId)?.name ?? e.kind),
+          name: e.callId === undefined ? state.model : (toolOf.get(e.callId) ?? e.kind),
           callId: e.callId,
           attempt: e.attempt,
           sinceMillis: since,
@@ -145,6 +152,8 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
           layer: undefined,
           became: undefined
         })
+        // Its attempt failed: the call waits for its retry (above), no attempt of it runs.
+        if (e.callId !== undefined) tools.delete(e.callId)
         break
     }
   }
@@ -157,7 +166,8 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
     )
     const taken = RunLog.takenUp(timeline.slice(batchFrom, index), RunLog.concurrencyOf(timeline))
     for (const [callId, at] of taken) {
-      if (ended.has(callId) || tools.has(callId)) continue
+      // Begun: running (above), waiting for its retry, or cut off: not a call still in its checks.
+      if (ended.has(callId) || firstStarted.has(callId)) continue
       tools.set(callId, {
         kind: "tool_call",
         name: names.get(callId) ?? "",

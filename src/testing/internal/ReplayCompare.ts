@@ -6,7 +6,8 @@ import type * as Event from "../../events/Event.ts"
 
 /**
  * The fields no event is compared on: the run's identity, the event's place and time, and
- * the deadlines and waits derived from the clock and the backoff's jitter.
+ * the deadlines and waits derived from the clock and the backoff's jitter (and the
+ * jittered wait a given-up retry names, see {@link jitteredWait}).
  */
 const ignoredEverywhere = new Set(["runId", "seq", "at", "deadlineAt", "expiresAt", "delayMillis"])
 
@@ -30,6 +31,13 @@ const ignoredInStart = new Set(["limits", "policies", "permission", "unguardedTo
  */
 const ignoredInResponse = new Set(["signatures"])
 
+/**
+ * The wait a retry given up on would have taken, which a `recovery.failed` cause names
+ * (`retry 1 would wait 45 ms but only 0 ms of the step are left`): drawn with the
+ * backoff's jitter, as `delayMillis` is.
+ */
+const jitteredWait = /would wait \d+ ms/g
+
 /** Entries by key, as `sort()` orders strings. */
 const byKey = ([a]: [string, unknown], [b]: [string, unknown]): number => (a < b ? -1 : a > b ? 1 : 0)
 
@@ -42,7 +50,11 @@ export const comparable = (event: Event.Event): Record<string, unknown> => {
     if (event._tag === "run.started" && ignoredInStart.has(key)) continue
     if (event._tag === "tool.succeeded" && ignoredInSuccess.has(key)) continue
     if (event._tag === "model.responded" && ignoredInResponse.has(key)) continue
-    if (value !== undefined) fields[key] = value
+    if (value === undefined) continue
+    fields[key] =
+      event._tag === "recovery.failed" && key === "cause" && typeof value === "string"
+        ? value.replace(jitteredWait, "would wait (jittered) ms")
+        : value
   }
   return fields
 }

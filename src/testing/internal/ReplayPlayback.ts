@@ -158,6 +158,10 @@ export const model = (recorded: ReadonlyArray<Event.Event>, refusals: Array<Refu
 type Outcome =
   | { readonly _tag: "Succeeded"; readonly at: number; readonly output: unknown }
   | { readonly _tag: "Failed"; readonly at: number; readonly failure: Failure.Failure }
+  /** Cut off (its timeout, a deadline, a cancel), then settled as the recording says. */
+  | { readonly _tag: "Cut"; readonly settlement: Tool.Settlement; readonly detail: string }
+  /** The handler returned what the tool's checks refused, which the recording does not keep. */
+  | { readonly _tag: "Unkept"; readonly seq: number; readonly code: string }
   | { readonly _tag: "Waited" }
 
 /** What a call's status query answered (R3.8), and when; `output` is an applied action's result. */
@@ -231,10 +235,17 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
         applied.delete(e.callId)
       }
       settle(e.callId, { _tag: "Succeeded", at: e.at, output: e.output })
-    } else if (e._tag === "tool.failed" && e.error.code === "inconsistent_result" && e.output !== undefined) {
-      // A success its postcondition contradicted: the handler gave this output, the check said no.
-      contradicted.set(e.callId, e.error)
+    } else if (e._tag === "tool.interrupted" && e.attempt > 0) {
+      // The replay's handler waits until the same layer cuts it off, and says what the recorded one said.
+      settle(e.callId, { _tag: "Cut", settlement: e.settlement, detail: e.detail })
+    } else if (e._tag === "tool.failed" && e.output !== undefined) {
+      // The handler gave this output, and what the run did with it failed: its postcondition
+      // contradicted it, or its observation could not be rendered. The replay does it again.
+      if (e.error.code === "inconsistent_result") contradicted.set(e.callId, e.error)
       settle(e.callId, { _tag: "Succeeded", at: e.at, output: e.output })
+    } else if (e._tag === "tool.failed" && e.sideEffect !== undefined) {
+      // The handler returned, and the output's checks refused what it gave (not JSON, not its schema).
+      settle(e.callId, { _tag: "Unkept", seq: e.seq, code: e.error.code })
     } else if (e._tag === "tool.failed") {
       const failure =
         e.error.failure === undefined ? refused(e.error.code, e.error.message) : fromSummary(e.error.failure, 1)
@@ -310,6 +321,15 @@ export const tools = <T extends Tool.Any>(
           return Effect.fail(refused("replay_unrecorded", detail))
         }
         if (outcome._tag === "Waited") return Effect.never
+        if (outcome._tag === "Cut") {
+          const { settlement, detail } = outcome
+          return Effect.onInterrupt(Effect.never, () => Effect.sync(() => context.settle(settlement, detail)))
+        }
+        if (outcome._tag === "Unkept") {
+          const detail = `${tool.name} call ${context.callId} returned output its checks refused (${outcome.code}), which the recording does not keep: it cannot be played back`
+          refusals.push({ seq: outcome.seq, detail })
+          return Effect.fail(refused("replay_unrecorded", detail))
+        }
         if (outcome._tag === "Failed") return Effect.andThen(until(outcome.at), Effect.fail(outcome.failure))
         return Effect.andThen(until(outcome.at), decoded(outcome.output))
       })

@@ -95,7 +95,7 @@ export const failed = (
     /** The side-effect class of a tool whose handler returned: what it did took place. */
     readonly sideEffect: Tool.SideEffect
     readonly status?: "inconsistent" | undefined
-    /** What the tool reported, when its postcondition contradicted it. */
+    /** What the tool reported, when it passed its schema: its postcondition contradicted it, or it could not be rendered. */
     readonly output?: unknown
   }
 ): ToolResult.ToolResult => {

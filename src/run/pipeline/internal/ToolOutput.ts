@@ -35,7 +35,7 @@ const outputDepth = 512
  * the tool hands its errors to the model (`recoverErrors`). Never retried: the same code
  * would return the same output.
  */
-const invalidOutput = (c: Call<unknown>, what: string): ToolResult.ToolResult => {
+const invalidOutput = (c: Call<unknown>, what: string, shown?: unknown): ToolResult.ToolResult => {
   const failure = new Failure.Permanent({
     source: "tool",
     category: "invalid_output",
@@ -54,7 +54,7 @@ const invalidOutput = (c: Call<unknown>, what: string): ToolResult.ToolResult =>
       failure: Failure.summarize(failure)
     },
     c.tool.metadata.maxRetries,
-    { sideEffect: c.tool.metadata.sideEffect }
+    { sideEffect: c.tool.metadata.sideEffect, output: shown }
   )
 }
 
@@ -206,13 +206,14 @@ export const succeeded = (c: Call<unknown>, output: unknown, encoded: unknown): 
         failure: Redaction.maskSummary(Failure.summarize(failure), c.secrets)
       },
       tool.metadata.maxRetries,
-      { sideEffect: tool.metadata.sideEffect }
+      // The output passed its schema: kept as a success keeps it (a replay renders it again).
+      { sideEffect: tool.metadata.sideEffect, output: shownOutput(c, output, encoded).shown }
     )
   }
-  if (typeof rendered !== "string") {
-    return invalidOutput(c, `was rendered by observe as ${UserCode.kindOf(rendered)}, not a string`)
-  }
   const { sensitive, secrets, shown } = shownOutput(c, output, encoded)
+  if (typeof rendered !== "string") {
+    return invalidOutput(c, `was rendered by observe as ${UserCode.kindOf(rendered)}, not a string`, shown)
+  }
   const text = sensitive && observe === undefined ? (JSON.stringify(shown) ?? "null") : rendered
   const observation = maskedObservation(text, secrets, c.registry.limits.maxObservationChars)
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
