@@ -124,7 +124,17 @@ export const main = (args: ReadonlyArray<string>): Effect.Effect<string, CliErro
       return yield* bad(`the page would overwrite its input ${parsed.input}: give another file with -o`)
     }
     const recording = yield* Effect.mapError(Recording.read(parsed.input), (error) => failed(error.message))
-    const page = Viewer.html(recording, { content: parsed.content })
+    // A page is one string: past what V8 holds in one (about 512 MiB, the page of a recording of
+    // some 100 MB) it cannot be made, which is said as such, not as a crash.
+    const page = yield* Effect.try({
+      try: () => Viewer.html(recording, { content: parsed.content }),
+      catch: (error) =>
+        failed(
+          error instanceof RangeError
+            ? `the page of ${recording.events.length} events would be larger than one JavaScript string can be (about 512 MiB): the recording is too large to view as one page`
+            : `cannot draw the page: ${error instanceof Error ? error.message : String(error)}`
+        )
+    })
     yield* Effect.mapError(fs.writeFileString(output, page), (error) =>
       failed(`cannot write ${output}: ${error.message}`)
     )

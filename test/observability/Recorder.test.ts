@@ -11,6 +11,7 @@ import * as RunObserver from "../../src/run/RunObserver.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import { drive } from "../support/clock.ts"
 import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
 
 const answered = (goal: string, runId?: string) =>
@@ -298,6 +299,41 @@ describe("Recorder", () => {
         detail: "<not recorded>"
       })
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.effect(
+    "R13 content: false leaves out what a handler said of its interrupted action, which may quote the call",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDirectory
+        const fs = yield* FileSystem.FileSystem
+        const pay = Tool.make({
+          name: "pay",
+          description: "charges a card",
+          input: Schema.Struct({ card: Schema.String }),
+          output: Schema.String,
+          sideEffect: "external",
+          timeout: "1 second",
+          handler: (input, context) =>
+            Effect.onInterrupt(Effect.never, () =>
+              Effect.sync(() => context.settle("outcome_unknown", `the charge to card ${input.card} was in flight`))
+            )
+        })
+        const result = yield* Run.run({ goal: "pay", tools: [pay] }).pipe(
+          drive,
+          Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("pay", { card: "CARD-SECRET-4111" })])),
+          Effect.provide(Recorder.layer({ directory, content: false }))
+        )
+        const interrupted = result.timeline.find((e) => e._tag === "tool.interrupted")
+        assert.include(interrupted?._tag === "tool.interrupted" ? interrupted.detail : "", "CARD-SECRET")
+        const file = `${directory}/${Recorder.fileName(result.runId)}`
+        assert.notInclude(yield* fs.readFileString(file), "CARD-SECRET")
+        const recorded = (yield* Recording.read(file)).events.find((e) => e._tag === "tool.interrupted")
+        assert.deepInclude(recorded?._tag === "tool.interrupted" ? recorded : undefined, {
+          settlement: "outcome_unknown",
+          detail: "<not recorded>"
+        })
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
   it.effect("R13 content: false leaves out the path a permission denial quotes; the refusal's code stays", () =>

@@ -3,6 +3,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Data, Effect, Exit, Layer, Redacted, Schedule, Schema, Stream, type Tracer } from "effect"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -226,6 +228,44 @@ describe("issue 15 spans", () => {
       )
       assert.strictEqual(seen, "None")
     })
+  )
+
+  it.live(
+    "R13 a journaled run with an approval makes only the runtime's spans: the journal's operations make none",
+    () =>
+      Effect.gen(function* () {
+        const deploy = Tool.make({
+          name: "deploy",
+          description: "deploys",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          idempotent: true,
+          needsApproval: true,
+          handler: () => Effect.succeed("ok")
+        })
+        const scenario = Effect.gen(function* () {
+          const handle = yield* Run.start({ goal: "g", tools: [deploy] })
+          yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+          yield* Effect.sleep("100 millis")
+          yield* handle.approve("call_1", { by: "ada" })
+          return yield* handle.result
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("deploy", {}), ScriptedModel.finalAnswer("x")])),
+          Effect.provide(JournalApprovals.layer({ pollInterval: "20 millis" })),
+          Effect.provide(Journal.layerMemory)
+        )
+        const { tracer, spans } = memoryTracer()
+        const result = yield* Effect.withTracer(scenario, tracer)
+        assert.strictEqual(result.stopReason, "goal_reached")
+        const names = new Set(spans.map((s) => s.name))
+        assert.isTrue(names.has(span.tool("deploy")))
+        assert.deepStrictEqual(
+          [...names].filter((name) => name.startsWith("Journal")),
+          []
+        )
+      })
   )
 
   const login = Tool.make({

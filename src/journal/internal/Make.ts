@@ -238,7 +238,7 @@ const isTime = (value: unknown): value is number => typeof value === "number" &&
 /** The journal over one backend. */
 export const make = (store: Store): Service => ({
   live: LiveRuns.make(),
-  create: Effect.fn("Journal.create")(function* (run: NewRun) {
+  create: Effect.fnUntraced(function* (run: NewRun) {
     const runId = yield* checkRunId(runIdOf(run))
     if (!isState(run.state)) return yield* invalid(runId, `unknown run state ${String(run.state)}`)
     const header = jsonText(run.header)
@@ -255,8 +255,9 @@ export const make = (store: Store): Service => ({
       updatedAt: now
     })
   }),
-  // Untraced: it runs at every barrier, two or more per step, and its span, made even with
-  // no tracer installed, cost about 5 µs a commit (a tenth of a SQLite step).
+  // Untraced, as every operation here: a span is made even with no tracer installed (the
+  // runtime makes none then, R13), and `append` runs at every barrier, two or more per step
+  // (its span cost about 5 µs a commit, a tenth of a SQLite step).
   append: Effect.fnUntraced(function* (runId: string, append: Append) {
     yield* checkRunId(runId)
     const body = encodeEvents(runId, append)
@@ -272,7 +273,7 @@ export const make = (store: Store): Service => ({
       row: { seq: append.expectedSeq, count: append.events.length, state: append.state, at, body: body.success, result }
     })
   }),
-  read: Effect.fn("Journal.read")(function* (runId: string, options?: ReadOptions) {
+  read: Effect.fnUntraced(function* (runId: string, options?: ReadOptions) {
     const id = yield* checkRunId(runId)
     // `null` is no default: the value is checked as it came (a caller's JavaScript, a query string).
     const fromSeq: unknown = options?.fromSeq === undefined ? 0 : options.fromSeq
@@ -289,7 +290,7 @@ export const make = (store: Store): Service => ({
     return Option.some(stored.success)
   }),
   unfinished: store.unfinished,
-  requestApproval: Effect.fn("Journal.requestApproval")(function* (request: ApprovalRequest) {
+  requestApproval: Effect.fnUntraced(function* (request: ApprovalRequest) {
     const runId = yield* checkRunId(runIdOf(request))
     if (typeof request.callId !== "string" || request.callId.length === 0) {
       return yield* invalid(runId, "the call id must be a non-empty string")
@@ -323,7 +324,7 @@ export const make = (store: Store): Service => ({
         )
       )
   }),
-  pendingApprovals: Effect.fn("Journal.pendingApprovals")(function* (filter) {
+  pendingApprovals: Effect.fnUntraced(function* (filter) {
     const rows = yield* store.pendingApprovals(filter?.runId)
     const requests: Array<ApprovalRequest> = []
     for (const row of rows) {
@@ -336,7 +337,7 @@ export const make = (store: Store): Service => ({
     }
     return requests
   }),
-  decide: Effect.fn("Journal.decide")(function* (decision: ApprovalDecision) {
+  decide: Effect.fnUntraced(function* (decision: ApprovalDecision) {
     const runId = yield* checkRunId(runIdOf(decision))
     if (!decisions.includes(decision.decision)) {
       return yield* invalid(runId, `a decision is approve or reject, got ${String(decision.decision)}`)
@@ -360,14 +361,14 @@ export const make = (store: Store): Service => ({
       decidedAt: decision.at
     })
   }),
-  withdraw: Effect.fn("Journal.withdraw")(function* (runId: string, callId: string, at: number) {
+  withdraw: Effect.fnUntraced(function* (runId: string, callId: string, at: number) {
     const checked = yield* checkRunId(runId)
     if (!isTime(at)) return yield* invalid(checked, "the withdrawal's time must be finite epoch milliseconds")
     yield* store
       .decide({ runId: checked, callId, decision: "withdrawn", reason: null, decidedBy: null, decidedAt: at })
       .pipe(Effect.catchReason("JournalError", "NotPending", () => Effect.void))
   }),
-  decision: Effect.fn("Journal.decision")(function* (runId: string, callId: string) {
+  decision: Effect.fnUntraced(function* (runId: string, callId: string) {
     const row = yield* store.approval(yield* checkRunId(runId), callId)
     return Option.flatMap(row, toDecision)
   })

@@ -81,8 +81,10 @@ export const withoutContent = (event: Event.Event): Event.Event => {
     // refused), and a check's detail what a criterion, a hook, a file or the answer said.
     case "reminder.injected":
       return { ...event, text: omitted }
-    // A status query's own words may quote the call's arguments; a provider's hint, what it was sent.
+    // A status query's own words may quote the call's arguments, and so may what a handler said
+    // of its interrupted action (`context.settle`); a provider's hint, what it was sent.
     case "tool.reconciled":
+    case "tool.interrupted":
       return { ...event, detail: omitted }
     case "model.failed":
     case "model.fallback":
