@@ -107,7 +107,8 @@ const failureStep = (c: Draft, name: string, code: string, message: string, maxR
   if (!again) c.failuresOfTurn = Object.freeze([...c.failuresOfTurn, signature])
   c.toolErrors = c.toolErrors + 1
   c.repeatedFailureCount = Math.max(c.repeatedFailureCount, n)
-  c.repeatedFailureOverLimit = Math.max(c.repeatedFailureOverLimit, n - maxRetries)
+  // A failure seen once is no repeat, whatever the retry limit (0: the model sees it once, and may act on it).
+  c.repeatedFailureOverLimit = Math.max(c.repeatedFailureOverLimit, n - Math.max(maxRetries, 1))
   const same = c.sameClassCode === code
   c.sameClassStreak = same ? c.sameClassStreak + 1 : 1
   c.sameClassWhenWarned = same ? c.sameClassWhenWarned : 0

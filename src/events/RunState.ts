@@ -72,6 +72,12 @@ export const isTerminal = (state: State): state is Status => terminal.has(state)
 /** Every active phase may fail, be cancelled or end with an unknown outcome. */
 const anyActiveMayEnd: ReadonlyArray<State> = ["failed", "cancelled", "unknown_outcome"]
 
+/** A table frozen with each of its rows. */
+const frozenRows = <T extends Record<string, ReadonlyArray<unknown>>>(rows: T): T => {
+  for (const row of Object.values(rows)) Object.freeze(row)
+  return Object.freeze(rows)
+}
+
 /**
  * The single table of legal moves. Read it as "from → allowed targets".
  *
@@ -81,12 +87,13 @@ const anyActiveMayEnd: ReadonlyArray<State> = ["failed", "cancelled", "unknown_o
  * may wait for approval while another's retry sleeps: the run is `awaiting_approval`
  * while any call waits for a person, else `recovering` while any retry sleeps, and
  * moves directly between the two. A budget stop also passes
- * through validating, which decides between partial and failed (R6.3).
+ * through validating, which decides between partial and failed (R6.3). Frozen, its rows
+ * too: the run checks every move against it, and no user code may add an edge (R12).
  *
  * @category models
  * @since 0.1.0
  */
-export const table: { readonly [K in State]: ReadonlyArray<State> } = {
+export const table: { readonly [K in State]: ReadonlyArray<State> } = frozenRows({
   created: ["initializing", ...anyActiveMayEnd],
   initializing: ["planning", ...anyActiveMayEnd],
   planning: ["model_thinking", ...anyActiveMayEnd],
@@ -101,7 +108,7 @@ export const table: { readonly [K in State]: ReadonlyArray<State> } = {
   failed: [],
   cancelled: [],
   unknown_outcome: []
-}
+})
 
 /**
  * Raised when code asks the run to move along an edge the table does not have.

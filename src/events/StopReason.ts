@@ -51,7 +51,7 @@ export type StopReason = typeof StopReason.Type
  * @category models
  * @since 0.1.0
  */
-export const all: ReadonlyArray<StopReason> = StopReason.literals
+export const all: ReadonlyArray<StopReason> = Object.freeze([...StopReason.literals])
 
 /**
  * Human-readable text for each reason. For display only: never parse it.
@@ -59,7 +59,7 @@ export const all: ReadonlyArray<StopReason> = StopReason.literals
  * @category models
  * @since 0.1.0
  */
-export const describe: { readonly [K in StopReason]: string } = {
+export const describe: { readonly [K in StopReason]: string } = Object.freeze({
   goal_reached: "The model gave a final answer and every validation check passed.",
   validation_failed: "The model gave a final answer but a validation check failed.",
   run_timeout: "The run deadline was reached, or a wait (a retry's delay) would have passed it.",
@@ -85,4 +85,4 @@ export const describe: { readonly [K in StopReason]: string } = {
   approval_expired: "An action that needed approval was not decided in time.",
   cancelled: "The run was cancelled.",
   internal_error: "A defect in the runtime or in user code outside a tool handler."
-}
+})

@@ -61,7 +61,7 @@ export type Usage = typeof Usage.Type
  * @category constructors
  * @since 0.1.0
  */
-export const noUsage: Usage = { inputTokens: 0, outputTokens: 0 }
+export const noUsage: Usage = Object.freeze({ inputTokens: 0, outputTokens: 0 })
 
 /**
  * The usage of a call whose provider reported none, estimated from the text of the

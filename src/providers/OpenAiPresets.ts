@@ -38,25 +38,25 @@ export interface Preset {
  * @category presets
  * @since 0.1.0
  */
-export const OpenAi: Preset = {
+export const OpenAi: Preset = Object.freeze({
   name: "openai",
   baseUrl: "https://api.openai.com/v1",
   model: "gpt-4o-mini",
   dialect: "openai",
-  env: { apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL", model: "OPENAI_MODEL" }
-}
+  env: Object.freeze({ apiKey: "OPENAI_API_KEY", baseUrl: "OPENAI_BASE_URL", model: "OPENAI_MODEL" })
+})
 
 /**
  * @category presets
  * @since 0.1.0
  */
-export const DeepSeek: Preset = {
+export const DeepSeek: Preset = Object.freeze({
   name: "deepseek",
   baseUrl: "https://api.deepseek.com",
   model: "deepseek-v4-flash",
   dialect: "deepseek",
-  env: { apiKey: "DEEPSEEK_API_KEY", baseUrl: "DEEPSEEK_BASE_URL", model: "DEEPSEEK_MODEL" }
-}
+  env: Object.freeze({ apiKey: "DEEPSEEK_API_KEY", baseUrl: "DEEPSEEK_BASE_URL", model: "DEEPSEEK_MODEL" })
+})
 
 const fromPreset =
   (preset: Preset) =>

@@ -149,10 +149,10 @@ export const Observer = Context.Reference<((transition: Transition) => void) | u
  * @category constructors
  * @since 0.1.0
  */
-export const defaultPolicy: Policy = {
+export const defaultPolicy: Policy = Object.freeze({
   tripPolicy: CircuitBreaker.consecutive(5),
   openDuration: Schedule.min([Schedule.exponential("1 second"), Schedule.spaced("1 minute")])
-}
+})
 
 /**
  * Which breaker guards what. For each kind, `false` means no breaker and an omitted

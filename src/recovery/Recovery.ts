@@ -101,7 +101,11 @@ export interface Settings {
  * @category constructors
  * @since 0.1.0
  */
-export const defaults: Settings = { schedule: backoff(), maxRecoveries: 8, neverRetried: ["conflict"] }
+export const defaults: Settings = Object.freeze({
+  schedule: backoff(),
+  maxRecoveries: 8,
+  neverRetried: Object.freeze(["conflict"] as const)
+})
 
 /**
  * What a recovery episode retries (or, for `tool_argument_correction`, what the model corrects).

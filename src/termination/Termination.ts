@@ -95,7 +95,7 @@ export interface Limits {
  * @category constructors
  * @since 0.3.0
  */
-export const defaultLimits = {
+export const defaultLimits = Object.freeze({
   maxToolCalls: 50,
   maxIterations: 20,
   repeatedToolCall: 3,
@@ -103,7 +103,7 @@ export const defaultLimits = {
   maxEmptyOutputs: 2,
   loopThreshold: 3,
   sameClassErrors: 3
-} as const
+} as const)
 
 /** The policies with the default limits: shared by every run (the policies are pure values). */
 const standard = {
@@ -268,10 +268,16 @@ const unfounded = (reason: StopReason.StopReason, checkpoint: Checkpoint): strin
  * @category combinators
  * @since 0.1.0
  */
-export const evaluate = (policies: ReadonlyArray<Policy>, checkpoint: Checkpoint): Verdict => {
+export const evaluate = (policies: ReadonlyArray<Policy>, given: Checkpoint): Verdict => {
+  // Every policy sees the same checkpoint, frozen (counters too): a policy that writes to it
+  // fails, named, and cannot change what the next one sees or what its stop is checked against.
+  const checkpoint =
+    Object.isFrozen(given) && Object.isFrozen(given.counters)
+      ? given
+      : Object.freeze({ ...given, counters: Object.freeze({ ...given.counters }) })
   let warnings: Array<Verdict["warnings"][number]> | undefined
   for (const policy of policies) {
-    // Every policy sees the same checkpoint; a user's policy is user code, checked at its boundary.
+    // A user's policy is user code, checked at its boundary.
     const decision = isBuiltIn(policy) ? policy.decide(checkpoint) : decideChecked(policy, checkpoint)
     if (decision._tag === "Stop") {
       return {

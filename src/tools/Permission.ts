@@ -77,7 +77,7 @@ export type Decision = typeof Decision.Type
  * @category constructors
  * @since 0.1.0
  */
-export const allow: Decision = { _tag: "Allow" }
+export const allow: Decision = Object.freeze({ _tag: "Allow" })
 
 /**
  * @category constructors

@@ -45,11 +45,11 @@ export const deepestArguments = 512
  * @category constructors
  * @since 0.1.0
  */
-export const defaultLimits: Limits = {
+export const defaultLimits: Limits = Object.freeze({
   maxArgumentChars: 8 * 1024 * 1024,
   maxObservationChars: 32 * 1024,
   maxArgumentDepth: 64
-}
+})
 
 /**
  * Field-level messages for a schema error (see `SchemaIssues.describe`).

@@ -159,7 +159,7 @@ export interface Spec<R = never> {
  * @category constructors
  * @since 0.1.0
  */
-export const empty: Spec = {}
+export const empty: Spec = Object.freeze({})
 
 const requireNonEmpty = (where: string, what: string, value: string): void => {
   if (value.trim() === "") {

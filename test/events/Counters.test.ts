@@ -365,6 +365,27 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
   })
 
   it.effect(
+    "R2.3 R3.7 with maxRetries 0 a failure seen once goes back to the model; the same failure again stops the run",
+    () => {
+      const { tool, seen } = failing({ maxRetries: 0, hint: () => "the service is down" })
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "call", tools: [tool] })
+        assertStop(result, "repeated_tool_failure")
+        assert.deepStrictEqual(seen, ["a", "b"])
+        assert.strictEqual(result.counters.repeatedFailureCount, 2)
+      }).pipe(
+        Effect.provide(
+          withScript([
+            ScriptedModel.toolCall("flaky", { q: "a" }),
+            ScriptedModel.toolCall("flaky", { q: "b" }),
+            ScriptedModel.toolCall("flaky", { q: "c" })
+          ])
+        )
+      )
+    }
+  )
+
+  it.effect(
     "R3.5 R2.3 a repeated failure that stops the run stops it before a correction is announced: every one asked for is given",
     () => {
       const store = makeStore()

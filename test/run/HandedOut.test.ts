@@ -69,6 +69,45 @@ describe("what user code is handed", () => {
     })
   )
 
+  it.effect(
+    "R12 R2.5 a policy that replaces what the checkpoint holds fails, named: no later policy, nor the check of a stop, sees its edit",
+    () =>
+      Effect.gen(function* () {
+        const edits: ReadonlyArray<readonly [string, (checkpoint: Termination.Checkpoint) => void]> = [
+          ["counters", (checkpoint) => Object.assign(checkpoint, { counters: Counters.empty })],
+          ["phase", (checkpoint) => Object.assign(checkpoint, { phase: "after_tools" })],
+          ["now", (checkpoint) => Object.assign(checkpoint, { now: checkpoint.deadlineAt })],
+          [
+            "a forged final answer",
+            (checkpoint) =>
+              Object.assign(checkpoint, { counters: { ...checkpoint.counters, finalAnswerReceived: true } })
+          ]
+        ]
+        for (const [what, edit] of edits) {
+          const editing: Termination.Policy = {
+            name: "editing",
+            decide: (checkpoint) => {
+              edit(checkpoint)
+              // Had the edit held: the limits after it blind (the counters, the phase), or the
+              // check of this stop fooled by it (the time, a final answer).
+              if (what === "counters" || what === "phase") return Termination.continue_
+              return Termination.stop(what === "now" ? "run_timeout" : "goal_reached", "forged")
+            }
+          }
+          const result = yield* Run.run({
+            goal: "g",
+            tools: [echo],
+            policies: (defaults) => [editing, ...defaults],
+            limits: { maxIterations: 2 }
+          }).pipe(Effect.provide(ScriptedModel.layerFunction(() => ScriptedModel.toolCall("echo", { n: 1 }))))
+          assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"], what)
+          assert.include(result.detail, `"editing"`, what)
+          assert.deepStrictEqual(ofTag(result.timeline, "tool.started"), [], what)
+          assertTruthful(result)
+        }
+      })
+  )
+
   it.effect("R12 R9.1 a model that edits its request cannot edit the run's conversation", () =>
     Effect.gen(function* () {
       const sent: Array<ReadonlyArray<Model.Message>> = []

@@ -272,6 +272,35 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     'the policy "my_audit" declares maxIterations: 100, but "max_iterations" enforces 20: a limit has one value (set it in limits, or name your own limit otherwise)'
   ],
   [
+    "a token budget a policy declares beside the default budget, which has none (a resume would build the budget with it)",
+    {
+      goal: "x",
+      tools: [],
+      policies: (defaults: ReadonlyArray<Termination.Policy>) => [
+        Termination.make("per_response_tokens", () => Termination.continue_, { maxTokens: 150 }),
+        ...defaults
+      ]
+    },
+    ["policies", 0, "limits", "maxTokens"],
+    'the policy "per_response_tokens" declares maxTokens: 150, but "budget_exhausted" is in force without one: a limit has one value (set it in limits, or name your own limit otherwise)'
+  ],
+  [
+    "a limit the run knows by name, declared by a policy as the limits option cannot take it (a resume reads it back as one)",
+    {
+      goal: "x",
+      tools: [],
+      policies: [{ name: "mine", decide: () => Termination.continue_, limits: { maxIterations: -1 } }]
+    },
+    ["policies", 0, "limits", "maxIterations"],
+    "Expected what limits.maxIterations takes (the run knows this limit by name), got -1"
+  ],
+  [
+    "a repeated call at the first call",
+    { goal: "x", tools: [], limits: { repeatedToolCall: 1 } },
+    ["limits", "repeatedToolCall"],
+    "Expected a value greater than or equal to 2, got 1"
+  ],
+  [
     "a policy's limit that is no number",
     {
       goal: "x",

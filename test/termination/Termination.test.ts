@@ -4,13 +4,18 @@ import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
+import * as RunState from "../../src/events/RunState.ts"
 import * as StopReason from "../../src/events/StopReason.ts"
 import * as Model from "../../src/model/Model.ts"
+import * as Breakers from "../../src/recovery/Breakers.ts"
+import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as Termination from "../../src/termination/Termination.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import * as ToolArguments from "../../src/tools/ToolArguments.ts"
 import * as Validation from "../../src/validation/Validation.ts"
 
 const withScript = (script: ReadonlyArray<ScriptedModel.Step>) =>
@@ -287,6 +292,41 @@ describe("R2.5 R12 the built-in policies cannot be changed or imitated", () => {
       }, TypeError)
     }
     assert.isTrue(Object.isFrozen(Termination.maxIterations(5).limits))
+  })
+
+  it("R12 what the built-in policies and the run trust is frozen: a continue, the default limits, the states' table, the stop reasons", () => {
+    const shared: ReadonlyArray<readonly [string, object]> = [
+      ["continue_", Termination.continue_],
+      ["defaultLimits", Termination.defaultLimits],
+      ["RunState.table", RunState.table],
+      ["RunState.table.created", RunState.table.created],
+      ["StopReason.all", StopReason.all],
+      ["StopReason.describe", StopReason.describe],
+      ["Recovery.defaults", Recovery.defaults],
+      ["Recovery.defaults.neverRetried", Recovery.defaults.neverRetried],
+      ["Permission.allow", Permission.allow],
+      ["ToolArguments.defaultLimits", ToolArguments.defaultLimits],
+      ["Model.noUsage", Model.noUsage],
+      ["Validation.empty", Validation.empty],
+      ["Breakers.defaultPolicy", Breakers.defaultPolicy]
+    ]
+    for (const [name, value] of shared) assert.isTrue(Object.isFrozen(value), name)
+    assert.throws(() => {
+      Object.assign(Termination.continue_, { _tag: "Stop", reason: "goal_reached", detail: "forged" })
+    }, TypeError)
+    assert.strictEqual(Termination.continue_._tag, "Continue")
+  })
+
+  it("R2.3 R9 a built-in policy takes its limits as the limits option does: whole counts, a repeat seen twice at least", () => {
+    const refused: ReadonlyArray<readonly [() => unknown, string]> = [
+      [() => Termination.maxToolErrors(2.5), "limit must be an integer >= 0, got 2.5"],
+      [() => Termination.emptyOutput(0.5), "budget must be an integer >= 0, got 0.5"],
+      [() => Termination.budget({ maxTokens: 1e9 + 0.5 }), "maxTokens must be an integer >= 0"],
+      [() => Termination.repeatedToolCall(1), "threshold must be an integer >= 2, got 1"],
+      [() => Termination.maxIterations("5" as unknown as number), 'got the string "5"']
+    ]
+    for (const [make, message] of refused) assert.throws(make, RangeError, message)
+    assert.strictEqual(Termination.budget({ maxCostUsd: 0.25 }).limits?.maxCostUsd, 0.25)
   })
 
   it.effect("R2.5 a policy made on a built-in's prototype, or copied from one, is checked as the user's own", () =>

@@ -56,7 +56,11 @@ export interface TimeLimits {
  * @category constructors
  * @since 0.1.0
  */
-export const noTimeLimits: TimeLimits = { stepMillis: undefined, attemptMillis: undefined, approvalMillis: undefined }
+export const noTimeLimits: TimeLimits = Object.freeze({
+  stepMillis: undefined,
+  attemptMillis: undefined,
+  approvalMillis: undefined
+})
 
 /**
  * @category constructors

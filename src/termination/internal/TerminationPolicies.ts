@@ -50,7 +50,8 @@ export interface Policy {
  * @category constructors
  * @since 0.1.0
  */
-export const continue_: Decision = { _tag: "Continue" }
+// Frozen: every built-in returns it, and its decisions are not checked as a user's are (R12).
+export const continue_: Decision = Object.freeze({ _tag: "Continue" })
 
 /**
  * @category constructors
@@ -107,16 +108,23 @@ const builtInPolicy = (
   limits?: Readonly<Record<string, number>>
 ): Policy => new BuiltIn(name, decide, limits)
 
-const positiveInt = (policy: string, field: string, value: number): number => {
-  if (!Number.isInteger(value) || value < 1) {
-    throw new RangeError(`Termination.${policy}: ${field} must be an integer >= 1, got ${value}`)
+/** What a value given for a number is, as a message shows it: `"5"` is no 5. */
+const shown = (value: unknown): string =>
+  typeof value === "number" ? String(value) : typeof value === "string" ? `the string "${value}"` : `a ${typeof value}`
+
+/** `value` when it is an integer at least `minimum`, as the `limits` option takes it (a resumed run reads it back as one). */
+const count = (policy: string, field: string, value: number, minimum: number): number => {
+  if (!Number.isInteger(value) || value < minimum) {
+    throw new RangeError(`Termination.${policy}: ${field} must be an integer >= ${minimum}, got ${shown(value)}`)
   }
   return value
 }
 
+const positiveInt = (policy: string, field: string, value: number): number => count(policy, field, value, 1)
+
 const nonNegative = (policy: string, field: string, value: number): number => {
-  if (!Number.isFinite(value) || value < 0) {
-    throw new RangeError(`Termination.${policy}: ${field} must be a finite number >= 0, got ${value}`)
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
+    throw new RangeError(`Termination.${policy}: ${field} must be a finite number >= 0, got ${shown(value)}`)
   }
   return value
 }
@@ -179,7 +187,8 @@ export const maxIterations = (limit: number): Policy => {
  * @since 0.1.0
  */
 export const repeatedToolCall = (threshold: number): Policy => {
-  positiveInt("repeatedToolCall", "threshold", threshold)
+  // A call seen once is no repeat: 1 would stop the run at any tool's first call.
+  count("repeatedToolCall", "threshold", threshold, 2)
   return builtInPolicy(
     "repeated_tool_call",
     ({ counters }) =>
@@ -221,7 +230,7 @@ export const recoveryExhausted: Policy = builtInPolicy("recovery_exhausted", ({ 
  * @since 0.1.0
  */
 export const maxToolErrors = (limit: number): Policy => {
-  nonNegative("maxToolErrors", "limit", limit)
+  count("maxToolErrors", "limit", limit, 0)
   return builtInPolicy(
     "max_tool_errors",
     ({ counters }) =>
@@ -237,7 +246,7 @@ export const maxToolErrors = (limit: number): Policy => {
  * @since 0.1.0
  */
 export const emptyOutput = (budget: number): Policy => {
-  nonNegative("emptyOutput", "budget", budget)
+  count("emptyOutput", "budget", budget, 0)
   return builtInPolicy(
     "empty_output",
     ({ counters }) =>
@@ -290,7 +299,7 @@ export const budget = (limits: {
   readonly maxCostUsd?: number | undefined
 }): Policy => {
   const maxTokens =
-    limits.maxTokens === undefined ? Number.POSITIVE_INFINITY : nonNegative("budget", "maxTokens", limits.maxTokens)
+    limits.maxTokens === undefined ? Number.POSITIVE_INFINITY : count("budget", "maxTokens", limits.maxTokens, 0)
   const maxCost =
     limits.maxCostUsd === undefined ? Number.POSITIVE_INFINITY : nonNegative("budget", "maxCostUsd", limits.maxCostUsd)
   return builtInPolicy(

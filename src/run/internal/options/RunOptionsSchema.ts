@@ -6,11 +6,11 @@
  * (their functions still called on the object they came from); durations in
  * milliseconds. What fails names the field by its path. Private to the runtime.
  */
-import { Predicate, Schedule, Schema } from "effect"
+import { Predicate, Schedule, Schema, Struct } from "effect"
 import type * as Model from "../../../model/Model.ts"
 import type { Backoff } from "../../../recovery/Recovery.ts"
-import * as ToolArguments from "../../../tools/ToolArguments.ts"
 import { RunId } from "../../RunOptions.ts"
+import * as LimitSchemas from "./internal/LimitSchemas.ts"
 import { PoliciesOption } from "./internal/PolicySchema.ts"
 import { AnySchema, Count, Grace, Millis, NotBlank, opaque } from "./internal/Readers.ts"
 import { Tools } from "./internal/ToolSchema.ts"
@@ -26,25 +26,9 @@ const Fallback = Schema.Struct({
   )
 })
 
-/** The limits of the termination policies: the defaults are built from them. */
-const PolicyLimits = {
-  maxIterations: Schema.optional(Count(1)),
-  maxToolCalls: Schema.optional(Count(1)),
-  repeatedToolCall: Schema.optional(Count(1)),
-  maxToolErrors: Schema.optional(Count(0)),
-  maxEmptyOutputs: Schema.optional(Count(0)),
-  loopThreshold: Schema.optional(Count(1)),
-  sameClassErrors: Schema.optional(Count(1)),
-  maxTokens: Schema.optional(Count(0)),
-  maxCostUsd: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)))
-}
-
-/** The limits the tool pipeline enforces itself. */
-const PipelineLimits = {
-  maxArgumentChars: Schema.optional(Count(1)),
-  maxArgumentDepth: Schema.optional(Count(1).check(Schema.isLessThanOrEqualTo(ToolArguments.deepestArguments))),
-  maxObservationChars: Schema.optional(Count(1))
-}
+/** The limits of the termination policies (the defaults are built from them) and of the tool pipeline. */
+const PolicyLimits = Struct.map(LimitSchemas.policyLimits, Schema.optional)
+const PipelineLimits = Struct.map(LimitSchemas.pipelineLimits, Schema.optional)
 
 const Limits = Schema.Struct({ ...PolicyLimits, ...PipelineLimits })
 

@@ -30,13 +30,17 @@ const verdictOf = <R>(
   config: Pick<Config<R>, "policies">,
   phase: Termination.Checkpoint["phase"]
 ) =>
-  Termination.evaluate(config.policies, {
-    phase,
-    // Policies are user code: they are handed a frozen copy, which none can change for the others or the run (R12).
-    counters: Object.freeze({ ...ctx.log.counters }),
-    now: RunContext.now(ctx),
-    deadlineAt: ctx.deadlineAt
-  })
+  // Policies are user code: they are handed a frozen checkpoint with a frozen copy of the
+  // counters, which none can change for the others, the checks of their stops or the run (R12).
+  Termination.evaluate(
+    config.policies,
+    Object.freeze({
+      phase,
+      counters: Object.freeze({ ...ctx.log.counters }),
+      now: RunContext.now(ctx),
+      deadlineAt: ctx.deadlineAt
+    })
+  )
 
 /**
  * The policies' look at the run now (R2.2): `warn`ing, as at a checkpoint, or taking only a

@@ -5,6 +5,7 @@
  */
 import { Predicate, Schema } from "effect"
 import * as Termination from "../../../../termination/Termination.ts"
+import { knownLimits } from "./LimitSchemas.ts"
 import { dispatch, fn, NotBlank, readOnce, uniqueBy } from "./Readers.ts"
 
 const isBuiltInPolicy = (u: unknown): u is Termination.Policy => Predicate.isObject(u) && Termination.isBuiltIn(u)
@@ -12,13 +13,31 @@ const isBuiltInPolicy = (u: unknown): u is Termination.Policy => Predicate.isObj
 /** A limit's name, as the `limits` options name them (`maxRefunds`): `run.started` records it. */
 const limitName = /^[A-Za-z][A-Za-z0-9_]{0,63}$/
 
-/** A policy's limits by name: a key that is no limit's name is refused, never dropped (as a record's key schema would). */
+/** Whether each known limit's value is one its schema takes. */
+const takes: Readonly<Record<string, (u: unknown) => boolean>> = Object.fromEntries(
+  Object.entries(knownLimits).map(([name, schema]) => [name, Schema.is(schema)])
+)
+
+/**
+ * A policy's limits by name: a key that is no limit's name is refused, never dropped (as a
+ * record's key schema would). A limit the run knows by name (`maxIterations`, `maxTokens`)
+ * takes what the `limits` option takes: a resumed run reads it back as its `limits`.
+ */
 const UserPolicyLimits = Schema.Record(Schema.String, Schema.Finite).check(
   Schema.makeFilter((limits) => {
-    const bad = Object.keys(limits).find((key) => !limitName.test(key))
-    return bad === undefined
-      ? undefined
-      : { path: [bad], issue: "Expected a limit's name (a letter, then letters, digits or _; 64 at most)" }
+    for (const [key, value] of Object.entries(limits)) {
+      if (!limitName.test(key)) {
+        return { path: [key], issue: "Expected a limit's name (a letter, then letters, digits or _; 64 at most)" }
+      }
+      const known = Object.hasOwn(takes, key) ? takes[key] : undefined
+      if (known !== undefined && !known(value)) {
+        return {
+          path: [key],
+          issue: `Expected what limits.${key} takes (the run knows this limit by name), got ${value}`
+        }
+      }
+    }
+    return undefined
   })
 )
 

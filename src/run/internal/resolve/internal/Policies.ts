@@ -57,6 +57,11 @@ const unenforced = (
   return undefined
 }
 
+/** The limits a built-in policy owns and declares only when they are set (the budget's). */
+const unlimitedUnlessSet: Readonly<Record<string, ReadonlyArray<string>>> = {
+  budget_exhausted: ["maxTokens", "maxCostUsd"]
+}
+
 /**
  * Two policies in force that declare one limit with different values: `run.started` could
  * record only one, and a resume would rebuild the defaults from it (a policy of the user's
@@ -64,14 +69,22 @@ const unenforced = (
  */
 const conflicting = (policies: ReadonlyArray<Termination.Policy>): RunOptions.InvalidRunOptions | undefined => {
   const declared = new Map<string, { readonly policy: string; readonly value: number }>()
+  // A built-in budget in force without a limit enforces none, which is a value too: a
+  // policy of the user's declaring it would make a resume build the budget with it.
+  for (const policy of policies) {
+    for (const name of Termination.isBuiltIn(policy) ? (unlimitedUnlessSet[policy.name] ?? []) : []) {
+      if (policy.limits?.[name] === undefined) declared.set(name, { policy: policy.name, value: Infinity })
+    }
+  }
   for (const [index, policy] of policies.entries()) {
     for (const [name, value] of Object.entries(policy.limits ?? {})) {
       const first = declared.get(name)
       if (first === undefined) declared.set(name, { policy: policy.name, value })
       else if (first.value !== value) {
+        const enforces = first.value === Infinity ? "is in force without one" : `enforces ${first.value}`
         return new RunOptions.InvalidRunOptions({
           path: ["policies", index, "limits", name],
-          reason: `the policy "${policy.name}" declares ${name}: ${value}, but "${first.policy}" enforces ${first.value}: a limit has one value (set it in limits, or name your own limit otherwise)`
+          reason: `the policy "${policy.name}" declares ${name}: ${value}, but "${first.policy}" ${enforces}: a limit has one value (set it in limits, or name your own limit otherwise)`
         })
       }
     }
