@@ -344,45 +344,29 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
     )
   })
 
-  it.effect("R2.3 repeated_tool_failure: the same failure past the tool's maxRetries stops the run", () => {
-    const { tool, seen } = failing({ maxRetries: 1, hint: () => "the service is down" })
-    return Effect.gen(function* () {
-      const result = yield* Run.run({ goal: "call", tools: [tool] })
-      assertStop(result, "repeated_tool_failure")
-      // Different arguments, so this is not a repeated call: the failure signature repeated.
-      assert.deepStrictEqual(seen, ["a", "b"])
-      assert.strictEqual(result.counters.repeatedFailureCount, 2)
-      assert.strictEqual(result.counters.repeatedToolCallCount, 1)
-    }).pipe(
-      Effect.provide(
-        withScript([
-          ScriptedModel.toolCall("flaky", { q: "a" }),
-          ScriptedModel.toolCall("flaky", { q: "b" }),
-          ScriptedModel.toolCall("flaky", { q: "c" })
-        ])
-      )
-    )
-  })
-
   it.effect(
-    "R2.3 R3.7 with maxRetries 0 a failure seen once goes back to the model; the same failure again stops the run",
-    () => {
-      const { tool, seen } = failing({ maxRetries: 0, hint: () => "the service is down" })
-      return Effect.gen(function* () {
-        const result = yield* Run.run({ goal: "call", tools: [tool] })
-        assertStop(result, "repeated_tool_failure")
-        assert.deepStrictEqual(seen, ["a", "b"])
-        assert.strictEqual(result.counters.repeatedFailureCount, 2)
-      }).pipe(
-        Effect.provide(
-          withScript([
-            ScriptedModel.toolCall("flaky", { q: "a" }),
-            ScriptedModel.toolCall("flaky", { q: "b" }),
-            ScriptedModel.toolCall("flaky", { q: "c" })
-          ])
-        )
-      )
-    }
+    "R2.3 R3.7 repeated_tool_failure: the same failure past the tool's maxRetries stops the run; with 0, a first failure goes back to the model",
+    () =>
+      Effect.gen(function* () {
+        // maxRetries 1: past it at the second. 0: a failure seen once is no repeat, the second is.
+        for (const maxRetries of [1, 0]) {
+          const { tool, seen } = failing({ maxRetries, hint: () => "the service is down" })
+          const result = yield* Run.run({ goal: "call", tools: [tool] }).pipe(
+            Effect.provide(
+              withScript([
+                ScriptedModel.toolCall("flaky", { q: "a" }),
+                ScriptedModel.toolCall("flaky", { q: "b" }),
+                ScriptedModel.toolCall("flaky", { q: "c" })
+              ])
+            )
+          )
+          assertStop(result, "repeated_tool_failure")
+          // Different arguments, so this is not a repeated call: the failure signature repeated.
+          assert.deepStrictEqual(seen, ["a", "b"], `maxRetries ${maxRetries}`)
+          assert.strictEqual(result.counters.repeatedFailureCount, 2)
+          assert.strictEqual(result.counters.repeatedToolCallCount, 1)
+        }
+      })
   )
 
   it.effect(
