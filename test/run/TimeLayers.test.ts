@@ -1,9 +1,13 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { CircuitBreaker } from "effect/persistence"
 import type * as Event from "../../src/events/Event.ts"
 import type * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as Model from "../../src/model/Model.ts"
+import * as Breakers from "../../src/recovery/Breakers.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
@@ -126,6 +130,18 @@ describe("R4 time layers: each layer fires first in turn", () => {
       })
       assert.strictEqual(result.elapsedMillis, 1000)
       withinRunDeadline(result)
+      // A call asked at +600 ms waited 400 ms when the deadline cut it off: its own wait, not the run's length.
+      const slow = Tool.make({
+        name: "slow",
+        description: "Takes 600 ms",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "read",
+        handler: () => Effect.as(Effect.sleep("600 millis"), "done")
+      })
+      const later = yield* runOn([ScriptedModel.toolCall("slow", {}), silent], { tools: [slow], time: time("run") })
+      assert.strictEqual(later.stopReason, "run_timeout")
+      assert.deepInclude(timeoutOf(events(later, "model.failed")[0]?.failure), { layer: "run", elapsedMillis: 400 })
     })
   )
 
@@ -343,6 +359,14 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
       assert.strictEqual(result.stopReason, "inconsistent_result")
       assert.include(result.detail, "the check did not answer within the tool timeout of 1000 ms")
       assert.isAtMost(result.elapsedMillis, 1100)
+      // The write took place: the check's timeout does not say it left nothing behind (R4.3), nor that its outcome is unknown.
+      const failure = events(result, "tool.failed")[0]?.error.failure
+      assert.deepInclude(timeoutOf(failure), { layer: "tool", mayHaveSideEffects: true })
+      assert.notStrictEqual(failure?.classification, "unknown")
+      assert.deepStrictEqual(
+        result.sideEffects.map((e) => e.name),
+        ["write"]
+      )
     })
   )
 
@@ -398,6 +422,182 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
         )
         assert.deepStrictEqual([byRecovering.status, byRecovering.stopReason], ["failed", "step_timeout"])
         assert.lengthOf(events(byRecovering, "tool.started"), 1)
+      })
+  )
+})
+
+describe("R4.2 R3.11 an attempt's intent record and its handler share one bound", () => {
+  /** A journal whose commit of a `tool.started` takes `millis`: waiting (a store out of reach) or blocking the event loop. */
+  const slowIntent = (journal: Journal.Service, millis: number, how: "wait" | "block"): Journal.Service => ({
+    ...journal,
+    append: (runId, batch) =>
+      batch.events.some((e) => e._tag === "tool.started")
+        ? Effect.andThen(
+            how === "wait"
+              ? Effect.sleep(millis)
+              : Effect.sync(() => {
+                  const end = Date.now() + millis
+                  while (Date.now() < end) {
+                    // The event loop is held, as SQLite does waiting out another process's lock.
+                  }
+                }),
+            journal.append(runId, batch)
+          )
+        : journal.append(runId, batch)
+  })
+  const pay = (paid: { count: number }, handler?: () => Effect.Effect<string>) =>
+    Tool.make({
+      name: "pay",
+      description: "Pays",
+      input: Schema.Struct({}),
+      output: Schema.String,
+      sideEffect: "external",
+      recoverErrors: true,
+      timeout: "1 second",
+      handler: () =>
+        handler?.() ??
+        Effect.sync(() => {
+          paid.count++
+          return "paid"
+        })
+    })
+  const script = ScriptedModel.layer([ScriptedModel.toolCall("pay", {}), ScriptedModel.finalAnswer("done")])
+
+  it.effect(
+    "R4.2 R4.3 an intent record that takes 800 ms leaves the handler 200 ms of its 1 s: cut off at 1 s, as tool.started says",
+    () =>
+      Effect.gen(function* () {
+        const journal = slowIntent(yield* Journal.Journal, 800, "wait")
+        const result = yield* drive(
+          Run.run({ goal: "pay", tools: [pay({ count: 0 }, () => Effect.never)] }).pipe(
+            Effect.provideService(Journal.Journal, journal),
+            Effect.provide(script)
+          )
+        )
+        const [attempt] = events(result, "tool.started")
+        const [failed] = events(result, "tool.failed")
+        assert.deepInclude(attempt, { layer: "tool", deadlineAt: started(result).at + 1000 })
+        assert.strictEqual(failed?.at, attempt?.deadlineAt)
+        assert.deepInclude(timeoutOf(failed?.error.failure), { layer: "tool", elapsedMillis: 1000 })
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.effect("R4.2 an intent record that takes all of the attempt's time: the handler never starts", () =>
+    Effect.gen(function* () {
+      const paid = { count: 0 }
+      const journal = slowIntent(yield* Journal.Journal, 1000, "wait")
+      const result = yield* drive(
+        Run.run({ goal: "pay", tools: [pay(paid)] }).pipe(
+          Effect.provideService(Journal.Journal, journal),
+          Effect.provide(script)
+        )
+      )
+      assert.strictEqual(paid.count, 0)
+      const [settled] = events(result, "tool.interrupted")
+      assert.deepInclude(settled, { attempt: 1, settlement: "cancelled" })
+      assert.include(settled?.detail ?? "", "it never ran")
+      assert.deepStrictEqual(result.sideEffects, [])
+    }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
+  it.live("R3.11 R12 an intent record that holds the event loop past the run deadline: the payment never starts", () =>
+    Effect.gen(function* () {
+      const paid = { count: 0 }
+      const journal = slowIntent(yield* Journal.Journal, 300, "block")
+      const result = yield* Run.run({ goal: "pay", tools: [pay(paid)], time: { run: "150 millis" } }).pipe(
+        Effect.provideService(Journal.Journal, journal),
+        Effect.provide(script)
+      )
+      assert.strictEqual(result.stopReason, "run_timeout")
+      assert.strictEqual(paid.count, 0)
+      assert.deepStrictEqual(result.sideEffects, [])
+      assert.deepStrictEqual(events(result, "tool.succeeded"), [])
+    }).pipe(Effect.provide(Journal.layerMemory))
+  )
+  it.effect(
+    "R4.2 R3.9 a circuit's store that takes all of an attempt's time: neither the model nor the tool is called past it",
+    () =>
+      Effect.gen(function* () {
+        /** A breaker store (a Redis behind a partition) whose admission answers after 5 s. */
+        const slowStore = Layer.effect(
+          CircuitBreaker.CircuitBreakerStore,
+          Effect.map(Effect.service(CircuitBreaker.CircuitBreakerStore), (inner) =>
+            CircuitBreaker.CircuitBreakerStore.of({
+              ...inner,
+              admit: (key) => Effect.delay(inner.admit(key), "5 seconds")
+            })
+          )
+        ).pipe(Layer.provide(CircuitBreaker.layerStoreMemory()))
+        let asked = 0
+        const model = Layer.succeed(Model.Model, {
+          generate: () =>
+            Effect.sync(() => {
+              asked++
+              return ScriptedModel.finalAnswer("done")
+            })
+        })
+        const viaModel = yield* drive(
+          Run.run({ goal: "x", tools: [], time: { attempt: "500 millis" } }).pipe(
+            Effect.provide(model),
+            Effect.provide(Breakers.layer().pipe(Layer.provide(slowStore)))
+          )
+        )
+        assert.strictEqual(asked, 0)
+        assert.deepInclude(timeoutOf(events(viaModel, "model.failed")[0]?.failure), { layer: "attempt" })
+        const ran = { count: 0 }
+        const read = Tool.make({
+          name: "read",
+          description: "Reads",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "read",
+          timeout: "500 millis",
+          handler: () =>
+            Effect.sync(() => {
+              ran.count++
+              return "read"
+            })
+        })
+        const viaTool = yield* drive(
+          Run.run({ goal: "x", tools: [read] }).pipe(
+            Effect.provide(
+              ScriptedModel.layer([ScriptedModel.toolCall("read", {}), ScriptedModel.finalAnswer("done")])
+            ),
+            Effect.provide(Breakers.layer({ provider: false }).pipe(Layer.provide(slowStore)))
+          )
+        )
+        assert.strictEqual(ran.count, 0)
+        const [settled] = events(viaTool, "tool.interrupted")
+        assert.include(settled?.detail ?? "", "it never ran")
+      })
+  )
+  it.effect(
+    "R4.2 R3.8 a write the step deadline cut off: its status query is not asked with nothing of the step left, and says so",
+    () =>
+      Effect.gen(function* () {
+        let asked = 0
+        const pay = Tool.make({
+          name: "pay",
+          description: "Pays",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          handler: () => Effect.never,
+          reconcile: () =>
+            Effect.sync((): Tool.Reconciliation<string> => {
+              asked++
+              return { _tag: "Applied", output: "paid" }
+            })
+        })
+        const result = yield* runOn([ScriptedModel.toolCall("pay", {}), ScriptedModel.finalAnswer("done")], {
+          tools: [pay],
+          time: { step: "1 second" }
+        })
+        assert.strictEqual(asked, 0)
+        assert.strictEqual(result.stopReason, "unknown_outcome")
+        const [reconciled] = events(result, "tool.reconciled")
+        assert.deepInclude(reconciled, { verdict: "undecidable" })
+        assert.include(reconciled?.detail ?? "", "the step deadline, which had passed (it was not asked)")
       })
   )
 })

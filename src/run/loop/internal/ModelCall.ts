@@ -112,7 +112,7 @@ const attempt = (
       deadlineAt: limit.at,
       deadlineLayer: limit.layer
     }
-    const generated = UserCode.effect(
+    const call = UserCode.effect(
       {
         source: "provider",
         what: `the generate of model "${current.name}"`,
@@ -120,15 +120,28 @@ const attempt = (
         defectCode: "defect"
       },
       () => current.model.generate(request)
-    ).pipe(
-      Effect.flatMap(ModelResponse.valid),
-      Deadline.withinOrElse({
-        ...own,
-        orElse: ({ layer, afterMillis }) =>
-          Effect.fail(FailureBoundary.timeout({ source: "provider", layer, afterMillis }))
-      })
-    )
-    // The breaker sees one outcome per attempt, the timeout inside it.
+    ).pipe(Effect.flatMap(ModelResponse.valid))
+    // Bounded by what is left of the attempt's limit as recorded (R4.2): the time a circuit's
+    // store took to admit the call is the call's, and with nothing left the call is not made.
+    // Its timeout counts from the request.
+    const generated = Effect.clockWith((clock) => {
+      const now = clock.currentTimeMillisUnsafe()
+      const timedOut = (layer: Deadline.Layer, afterMillis: number) =>
+        Effect.fail(
+          FailureBoundary.timeout({ source: "provider", layer, afterMillis: afterMillis + (now - limit.now) })
+        )
+      const rest = {
+        layer: own.layer,
+        millis: own.millis === undefined ? undefined : Math.max(0, limit.now + own.millis - now)
+      }
+      return Effect.flatMap(Deadline.left(rest), (left) =>
+        left.millis <= 0 && left.layer !== "run"
+          ? timedOut(left.layer, 0)
+          : Deadline.withinOrElse(call, { ...rest, orElse: ({ layer, afterMillis }) => timedOut(layer, afterMillis) })
+      )
+    })
+    // The breaker sees one outcome per attempt, the timeout inside it. Its store's waits are
+    // not cut off (effect's breaker admits uninterruptibly); the time they take is the call's.
     const guarded = ctx.breakers === undefined ? generated : ctx.breakers.guard("provider", current.name, generated)
     const traced = Spans.chat(guarded, { model: current.name, iteration, attempt: n, messages: () => request.messages })
     return traced.pipe(
@@ -169,7 +182,8 @@ export const recordCutOff = (ctx: RunContext.RunContext): void => {
       e._tag === "run.resumed"
   )
   if (last?._tag !== "model.requested") return
-  const afterMillis = Math.max(0, ctx.deadlineAt - ctx.startedAt)
+  // How long the call waited, as every layer's timeout says (R4.3): from its request to the deadline.
+  const afterMillis = Math.max(0, ctx.deadlineAt - last.at)
   const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis })
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "model.failed",

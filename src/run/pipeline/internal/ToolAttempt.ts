@@ -1,170 +1,25 @@
 /**
- * The attempts of a tool call's handler (R3.3, R3.7, R3.8, R3.9): the handler run once
- * (written here once: defects caught, interruption recorded, the time bound, the circuit
- * breaker), retried as recovery allows, and what is left reconciled. Private to the
- * runtime.
+ * The attempts of a tool call's handler (R3.3, R3.7, R3.8, R3.9): each run once
+ * (`HandlerAttempt`), retried as recovery allows, and what is left reconciled. Private to
+ * the runtime.
  */
 import { Cause, Effect, Result } from "effect"
 import type * as RunState from "../../../events/RunState.ts"
 import * as Failure from "../../../failure/Failure.ts"
-import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
-import * as UserCode from "../../../failure/UserCode.ts"
-import type * as Model from "../../../model/Model.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
-import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
-import * as Spans from "../../../tracing/Spans.ts"
-import * as Commit from "../../internal/Commit.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
+import { attempt } from "./HandlerAttempt.ts"
 import * as Reconcile from "./Reconcile.ts"
-import { type Call, callHandler, failed, maskedObservation, mayHaveEffects, ownTimeout } from "./ToolCall.ts"
-import {
-  lateDetail,
-  recordIntentInterrupted,
-  recordInterrupt,
-  recordInterruptedReconcile,
-  recordInterruptedWait,
-  recordNeverRan
-} from "./ToolInterruption.ts"
+import { type Call, failed, maskedObservation, mayHaveEffects } from "./ToolCall.ts"
+import { recordInterruptedReconcile, recordInterruptedWait } from "./ToolInterruption.ts"
 
 /** What a call's attempts came to: the handler's output, or the call's failed result. */
 export type Settled =
   | { readonly _tag: "Output"; readonly output: unknown }
   | { readonly _tag: "Ended"; readonly result: ToolResult.ToolResult }
-
-/**
- * Runs the handler once: never past the run deadline (R3.11); recorded with its deadline
- * (R4.2); a defect is the tool's failure, never a crash of the run; an interruption is
- * recorded with what it may have left behind (R5.2); bounded by min(the tool's own
- * timeout, what is left of the step, what is left of the run), a call cut off being a
- * timeout naming the layer, or an `UnknownOutcome` for a tool that may have acted and is
- * not idempotent (R3.8); and seen by the tool's circuit breaker, timeout inside (R3.9).
- */
-const attempt = <R>(c: Call<R>, n: number): Effect.Effect<unknown, Failure.Failure, R> =>
-  Effect.suspend(() => {
-    const { ctx } = c
-    if (RunContext.deadlinePassed(ctx)) {
-      if (n === 1) recordNeverRan(ctx, c.call, lateDetail)
-      else recordInterruptedWait(c)
-      return RunContext.expire(ctx)
-    }
-    const own = { layer: "tool", millis: ownTimeout(c.tool) } as const
-    return Effect.flatMap(Deadline.left(own), (limit) => start(c, n, own, limit))
-  })
-
-/** The attempt once its bound is known: recorded, committed when it may act twice, then the handler run once. */
-const start = <R>(
-  c: Call<R>,
-  n: number,
-  own: { readonly layer: "tool"; readonly millis: number | undefined },
-  limit: { readonly millis: number; readonly layer: Deadline.Layer; readonly at: number }
-): Effect.Effect<unknown, Failure.Failure, R> => {
-  const { ctx, tool } = c
-  // Nothing is left of its step (an approval that came as the step ended): the handler does not start,
-  // so the call times out knowing nothing happened (R4.2, R3.8).
-  if (limit.millis <= 0 && limit.layer !== "run") {
-    return Effect.fail(
-      FailureBoundary.actionTimeout({
-        source: "tool",
-        layer: limit.layer,
-        afterMillis: 0,
-        what: tool.name,
-        mayHaveSideEffects: false,
-        idempotent: tool.metadata.idempotent
-      })
-    )
-  }
-  recordAttempt(ctx, c.call, n, limit)
-  // Bounded by the tool's own timeout, what is left of the step and of the run (R4.2).
-  const bounded = (what: string, mayHaveSideEffects: boolean, onTimeout?: () => void) =>
-    Deadline.withinOrElse({
-      ...own,
-      orElse: ({ layer, afterMillis }) =>
-        Effect.suspend(() => {
-          onTimeout?.()
-          return Effect.fail(
-            FailureBoundary.actionTimeout({
-              source: "tool",
-              layer,
-              afterMillis,
-              what,
-              mayHaveSideEffects,
-              idempotent: tool.metadata.idempotent
-            })
-          )
-        })
-    })
-  const once = Effect.suspend(() => callHandler(c)).pipe(
-    Effect.matchCauseEffect({
-      // Returned: its action took place, whatever becomes of the call before its result is recorded.
-      onSuccess: (output) => {
-        c.settled ??= returned
-        return Effect.succeed(output)
-      },
-      onFailure: (cause) => handlerEnded(tool.name, cause)
-    }),
-    // A layer's timeout interrupted the handler: what it left behind is recorded here. Cut off
-    // from outside (a cancel, the run's deadline), the call's own guard records it (`ToolExecutor`).
-    bounded(tool.name, mayHaveEffects(tool), () => recordInterrupt(c))
-  )
-  const guarded = Spans.toolAttempt(ctx.breakers === undefined ? once : ctx.breakers.guard("tool", tool.name, once), {
-    tool: { name: tool.name, sideEffect: tool.metadata.sideEffect },
-    callId: c.call.id,
-    attempt: n,
-    arguments: c.args
-  })
-  if (!mayHaveEffects(tool)) return guarded
-  // The intent record (R9.2): a call that may change the world runs only once the journal holds
-  // its attempt; an idempotent one too, so that a resumed run knows it may have acted. Its wait
-  // for a store out of reach is bounded as the handler is (R4.2), and cut off, nothing ran.
-  const intent = Commit.intent(ctx, `${tool.name} (${c.call.id})`).pipe(
-    bounded(`${tool.name}'s intent record`, false),
-    Effect.onInterrupt(() => Effect.sync(() => recordIntentInterrupted(c, n)))
-  )
-  return Effect.andThen(intent, guarded)
-}
-
-const returned = { settlement: "completed", detail: "its handler had returned; its result was not recorded" } as const
-
-/**
- * What a handler's attempt ends with, besides its typed failure: a defect is the tool's
- * failure, and so is an interruption of its own (R5.1); one from outside (a cancel, a
- * deadline, the tool's timeout) is sticky and never gets here.
- */
-const handlerEnded = (name: string, cause: Cause.Cause<Failure.Failure>): Effect.Effect<never, Failure.Failure> => {
-  if (Cause.hasInterruptsOnly(cause)) {
-    return Effect.fail(UserCode.selfInterrupted("tool", `the handler of ${name}`, "tool_defect"))
-  }
-  const defect = Cause.findDefect(cause)
-  return Result.isSuccess(defect)
-    ? Effect.fail(Failure.fromDefect("tool", defect.success, "tool_defect"))
-    : Effect.failCause(cause)
-}
-
-/**
- * The attempt's record, with its deadline (R4.2). A function of its own, so that what the
- * record is built from is not kept by the closures of the attempt while its handler runs.
- */
-const recordAttempt = (
-  ctx: RunContext.RunContext,
-  call: Model.ToolCall,
-  n: number,
-  limit: { readonly layer: Deadline.Layer; readonly at: number }
-): void => {
-  RunContext.emit(ctx, ({ runId, seq, at }) => ({
-    _tag: "tool.started",
-    callId: call.id,
-    name: call.name,
-    attempt: n,
-    deadlineAt: limit.at,
-    layer: limit.layer,
-    runId,
-    seq,
-    at
-  }))
-}
 
 const episodeOf = <R>(c: Call<R>): Recovery.Episode => ({
   kind: "tool_retry",

@@ -56,7 +56,7 @@ export const callHandler = <R>(c: Call<R>): Effect.Effect<unknown, Failure.Failu
   // Erased boundary: the registry holds tools of any input type, and `c.input` was decoded by this tool's schema.
   const handler = c.tool.handler as Handler<R>
   // What it ends with besides its typed failure (a defect, an interruption of its own) is
-  // handled where the attempt runs it (`ToolAttempt`), in one place.
+  // handled where the attempt runs it (`HandlerAttempt`), in one place.
   return UserCode.called(
     {
       source: "tool",
@@ -148,20 +148,25 @@ export const ownTimeout = (tool: Tool.Any<unknown>): number | undefined =>
 /**
  * Bounds a wait of a call that is not an attempt of its handler (its status query, its
  * postcondition) as an attempt is bounded (R4.2): `timedOut` is the step or tool bound
- * that cut it off; the run's own deadline interrupts it instead.
+ * that cut it off, after 0 ms when nothing was left of it and the wait was not started (as
+ * a model attempt or a handler is not); the run's own deadline interrupts it instead.
  */
 export const waitOf = <A, E, R>(
   c: Call<unknown>,
   self: Effect.Effect<A, E, R>
-): Effect.Effect<{ readonly value: A } | { readonly timedOut: Deadline.Timeout }, E, R> =>
-  Effect.map(self, (value): { readonly value: A } | { readonly timedOut: Deadline.Timeout } => ({ value })).pipe(
-    Deadline.withinOrElse({
-      layer: "tool",
-      millis: ownTimeout(c.tool),
-      orElse: (timedOut) => Effect.succeed({ timedOut })
-    })
+): Effect.Effect<{ readonly value: A } | { readonly timedOut: Deadline.Timeout }, E, R> => {
+  const own = { layer: "tool", millis: ownTimeout(c.tool) } as const
+  return Effect.flatMap(Deadline.left(own), ({ millis, layer }) =>
+    millis <= 0 && layer !== "run"
+      ? Effect.succeed({ timedOut: new Deadline.Timeout({ layer, afterMillis: 0 }) })
+      : Effect.map(self, (value): { readonly value: A } | { readonly timedOut: Deadline.Timeout } => ({ value })).pipe(
+          Deadline.withinOrElse({ ...own, orElse: (timedOut) => Effect.succeed({ timedOut }) })
+        )
   )
+}
 
-/** The bound a wait ran into, in words: `the tool timeout of 2000 ms`. */
+/** The bound a wait ran into, in words: `the tool timeout of 2000 ms`, or one that had passed before it began. */
 export const describeTimeout = ({ layer, afterMillis }: Deadline.Timeout): string =>
-  `the ${layer} ${layer === "step" ? "deadline" : "timeout"} of ${afterMillis} ms`
+  afterMillis === 0
+    ? `the ${layer} ${layer === "step" ? "deadline" : "timeout"}, which had passed (it was not asked)`
+    : `the ${layer} ${layer === "step" ? "deadline" : "timeout"} of ${afterMillis} ms`

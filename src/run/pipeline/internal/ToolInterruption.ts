@@ -249,6 +249,14 @@ export const recordIntentInterrupted = (c: Call<unknown>, attempt: number): void
   )
 }
 
+/**
+ * The record of an attempt whose handler did not start after its intent record: the run's
+ * deadline, or all of the attempt's time, had passed meanwhile (R3.11, R4.2).
+ */
+export const recordNotStarted = (c: Call<unknown>, attempt: number, detail: string): void => {
+  record(c.ctx, c.call, attempt, "cancelled", detail)
+}
+
 /** What a call found past the run deadline before its handler ran says (R3.11). */
 export const lateDetail = "the run deadline had passed before its handler started; it never ran"
 

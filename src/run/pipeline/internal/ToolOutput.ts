@@ -148,7 +148,9 @@ export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output:
           layer: confirmed.value.timedOut.layer,
           afterMillis: confirmed.value.timedOut.afterMillis,
           what: `the postcondition of ${tool.name}`,
-          mayHaveSideEffects: false,
+          // The handler returned: what a write did took place, whatever the check would have said (R4.3).
+          // Its outcome is known, so the failure is no unknown one (`idempotent` keeps it so).
+          mayHaveSideEffects: mayHaveEffects(tool),
           idempotent: true
         })
       : undefined
