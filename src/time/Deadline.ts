@@ -241,7 +241,19 @@ export const within: {
 export interface OrElse<A, E, R> {
   readonly layer: Layer
   readonly millis?: number | undefined
+  /**
+   * The wait's own limit as the absolute time it ends, instead of `millis`: for a wait
+   * that continues one begun earlier (an attempt's handler after its intent record), whose
+   * own limit counts from then.
+   */
+  readonly until?: number | undefined
   readonly orElse: (timeout: Timeout) => Effect.Effect<A, E, R>
+  /**
+   * What the wait comes to when nothing is left of its bound (its own limit or the step;
+   * the run's deadline is the run's) as it would start: given a timeout after 0 ms, in
+   * place of the wait, which does not start. Without it the wait starts, and is cut off at once.
+   */
+  readonly ifNoTime?: ((timeout: Timeout) => Effect.Effect<A, E, R>) | undefined
 }
 
 /**
@@ -261,10 +273,12 @@ export const withinOrElse: {
   2,
   <A, E, R, A2, E2, R2>(self: Effect.Effect<A, E, R>, own: OrElse<A2, E2, R2>): Effect.Effect<A | A2, E | E2, R | R2> =>
     Effect.withFiber((fiber) => {
-      const { millis, layer } = leftIn(fiber, own)
-      if (layer === "run" || millis === Number.POSITIVE_INFINITY) return self
       const clock = fiber.getRef(Clock.Clock)
       const start = clock.currentTimeMillisUnsafe()
+      const mine = own.until === undefined ? own.millis : Math.max(0, own.until - start)
+      const { millis, layer } = bound(fiber.getRef(Current), start, { layer: own.layer, millis: mine })
+      if (layer === "run" || millis === Number.POSITIVE_INFINITY) return self
+      if (millis <= 0 && own.ifNoTime !== undefined) return own.ifNoTime(new Timeout({ layer, afterMillis: 0 }))
       return Effect.timeoutOrElse(self, {
         duration: millis,
         // The wait is interrupted, and awaited: code that cannot be interrupted holds it

@@ -120,6 +120,50 @@ describe("Deadline.withinOrElse", () => {
     })
   )
 
+  it.effect(
+    "R4.2 a wait that continues one begun earlier keeps its end (until); with nothing left, ifNoTime stands in for it",
+    () =>
+      Effect.gen(function* () {
+        let started = 0
+        const wait = Effect.suspend(() => {
+          started++
+          return Effect.never
+        })
+        const until = (at: number) =>
+          wait.pipe(
+            Deadline.withinOrElse({
+              layer: "tool",
+              until: at,
+              orElse: (timeout) => Effect.succeed(`cut: ${timeout.layer} after ${timeout.afterMillis} ms`),
+              ifNoTime: (timeout) => Effect.succeed(`not started: ${timeout.layer} after ${timeout.afterMillis} ms`)
+            }),
+            Deadline.step(1_000),
+            Deadline.run(10_000)
+          )
+        // Its own limit ends at +300: 300 ms from now, however long ago it began.
+        const fiber = yield* Effect.forkChild(until(300))
+        yield* TestClock.adjust(300)
+        assert.strictEqual(yield* Fiber.join(fiber), "cut: tool after 300 ms")
+        assert.strictEqual(started, 1)
+        // An end already reached: the wait does not start.
+        assert.strictEqual(yield* until(200), "not started: tool after 0 ms")
+        assert.strictEqual(started, 1)
+        // Nor once the step is spent, whatever its own limit.
+        const stepSpent = yield* wait.pipe(
+          Deadline.withinOrElse({
+            layer: "tool",
+            millis: 5_000,
+            orElse: () => Effect.succeed("cut"),
+            ifNoTime: (timeout) => Effect.succeed(`not started: ${timeout.layer}`)
+          }),
+          Deadline.step(0),
+          Deadline.run(10_000)
+        )
+        assert.strictEqual(stepSpent, "not started: step")
+        assert.strictEqual(started, 1)
+      })
+  )
+
   it.effect("a wait in time, or bounded by the run only, never reaches orElse", () =>
     Effect.gen(function* () {
       const orElse = () => Effect.succeed("cut off")

@@ -124,21 +124,21 @@ const attempt = (
     // Bounded by what is left of the attempt's limit as recorded (R4.2): the time a circuit's
     // store took to admit the call is the call's, and with nothing left the call is not made.
     // Its timeout counts from the request.
-    const generated = Effect.clockWith((clock) => {
-      const now = clock.currentTimeMillisUnsafe()
-      const timedOut = (layer: Deadline.Layer, afterMillis: number) =>
+    const timedOut = ({ layer, afterMillis }: Deadline.Timeout) =>
+      Effect.clockWith((clock) =>
         Effect.fail(
-          FailureBoundary.timeout({ source: "provider", layer, afterMillis: afterMillis + (now - limit.now) })
+          FailureBoundary.timeout({
+            source: "provider",
+            layer,
+            afterMillis: Math.max(afterMillis, clock.currentTimeMillisUnsafe() - limit.now)
+          })
         )
-      const rest = {
-        layer: own.layer,
-        millis: own.millis === undefined ? undefined : Math.max(0, limit.now + own.millis - now)
-      }
-      return Effect.flatMap(Deadline.left(rest), (left) =>
-        left.millis <= 0 && left.layer !== "run"
-          ? timedOut(left.layer, 0)
-          : Deadline.withinOrElse(call, { ...rest, orElse: ({ layer, afterMillis }) => timedOut(layer, afterMillis) })
       )
+    const generated = Deadline.withinOrElse(call, {
+      layer: own.layer,
+      until: own.millis === undefined ? undefined : limit.now + own.millis,
+      orElse: timedOut,
+      ifNoTime: timedOut
     })
     // The breaker sees one outcome per attempt, the timeout inside it. Its store's waits are
     // not cut off (effect's breaker admits uninterruptibly); the time they take is the call's.

@@ -68,31 +68,28 @@ const start = <R>(
   // so the call times out knowing nothing happened (R4.2, R3.8).
   if (limit.millis <= 0 && limit.layer !== "run") return Effect.fail(timeout(limit.layer, 0, tool.name, false))
   recordAttempt(ctx, c.call, n, limit)
-  // What is left of the attempt now: of the tool's own limit from the attempt's start, of the step, of the run.
-  const rest = Effect.clockWith((clock) => {
-    const now = clock.currentTimeMillisUnsafe()
-    const ownLeft = own.millis === undefined ? undefined : Math.max(0, limit.now + own.millis - now)
-    return Effect.map(Deadline.left({ layer: own.layer, millis: ownLeft }), (left) => ({ ...left, ownLeft }))
-  })
-  // Bounded by the rest of the attempt (R4.2); its timeout counts from the attempt's start.
-  // With nothing left (its intent record or its circuit's store took it all), `self` does not start.
+  // Bounded by the rest of the attempt (R4.2): its own limit ends where it did when the attempt
+  // began, and its timeout counts from then. With nothing left (its intent record, or its
+  // circuit's store, took it all), `self` does not start.
+  const until = own.millis === undefined ? undefined : limit.now + own.millis
+  const since = (afterMillis: number) =>
+    Effect.clockWith((clock) => Effect.succeed(Math.max(afterMillis, clock.currentTimeMillisUnsafe() - limit.now)))
   const bounded =
     (what: string, mayHaveSideEffects: boolean, onTimeout?: () => void, onNoTime?: (layer: Deadline.Layer) => void) =>
     <A>(self: Effect.Effect<A, Failure.Failure, R>): Effect.Effect<A, Failure.Failure, R> =>
-      Effect.flatMap(rest, ({ millis, layer, ownLeft, now }) => {
-        if (millis <= 0 && layer !== "run") {
+      Deadline.withinOrElse(self, {
+        layer: own.layer,
+        until,
+        orElse: ({ layer, afterMillis }) => {
+          onTimeout?.()
+          return Effect.flatMap(since(afterMillis), (after) =>
+            Effect.fail(timeout(layer, after, what, mayHaveSideEffects))
+          )
+        },
+        ifNoTime: ({ layer }) => {
           onNoTime?.(layer)
-          return Effect.fail(timeout(layer, now - limit.now, what, false))
+          return Effect.flatMap(since(0), (after) => Effect.fail(timeout(layer, after, what, false)))
         }
-        return Deadline.withinOrElse(self, {
-          layer: own.layer,
-          millis: ownLeft,
-          orElse: ({ layer, afterMillis }) =>
-            Effect.suspend(() => {
-              onTimeout?.()
-              return Effect.fail(timeout(layer, afterMillis + (now - limit.now), what, mayHaveSideEffects))
-            })
-        })
       })
   const once = Effect.suspend(() => callHandler(c)).pipe(
     Effect.matchCauseEffect({

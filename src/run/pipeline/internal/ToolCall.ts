@@ -154,16 +154,15 @@ export const ownTimeout = (tool: Tool.Any<unknown>): number | undefined =>
 export const waitOf = <A, E, R>(
   c: Call<unknown>,
   self: Effect.Effect<A, E, R>
-): Effect.Effect<{ readonly value: A } | { readonly timedOut: Deadline.Timeout }, E, R> => {
-  const own = { layer: "tool", millis: ownTimeout(c.tool) } as const
-  return Effect.flatMap(Deadline.left(own), ({ millis, layer }) =>
-    millis <= 0 && layer !== "run"
-      ? Effect.succeed({ timedOut: new Deadline.Timeout({ layer, afterMillis: 0 }) })
-      : Effect.map(self, (value): { readonly value: A } | { readonly timedOut: Deadline.Timeout } => ({ value })).pipe(
-          Deadline.withinOrElse({ ...own, orElse: (timedOut) => Effect.succeed({ timedOut }) })
-        )
+): Effect.Effect<{ readonly value: A } | { readonly timedOut: Deadline.Timeout }, E, R> =>
+  Effect.map(self, (value): { readonly value: A } | { readonly timedOut: Deadline.Timeout } => ({ value })).pipe(
+    Deadline.withinOrElse({
+      layer: "tool",
+      millis: ownTimeout(c.tool),
+      orElse: (timedOut) => Effect.succeed({ timedOut }),
+      ifNoTime: (timedOut) => Effect.succeed({ timedOut })
+    })
   )
-}
 
 /** The bound a wait ran into, in words: `the tool timeout of 2000 ms`, or one that had passed before it began. */
 export const describeTimeout = ({ layer, afterMillis }: Deadline.Timeout): string =>
