@@ -53,7 +53,7 @@ export const run = <A, E, R>(
     span.run,
     () => ({ [genAi.operation]: "invoke_agent", [genAi.conversationId]: runId }),
     undefined,
-    { failedAs }
+    { failedAs, root: true }
   )
 
 /**
@@ -73,8 +73,11 @@ export const failedAs = (result: { readonly status: string; readonly stopReason:
  * @category spans
  * @since 0.3.0
  */
-export const runGiven = (result: { readonly status: string; readonly stopReason: string }): Effect.Effect<void> =>
-  Tracing.endCurrent(span.run, failedAs(result))
+export const runGiven = (
+  result: { readonly status: string; readonly stopReason: string },
+  /** `end` when the run's fiber has ended (without its finalizers): the spans it left open end too. */
+  openInside: "end" | "keep" = "keep"
+): Effect.Effect<void> => Tracing.endCurrent(span.run, failedAs(result), openInside)
 
 /**
  * The run's ending on its span: status, stop reason, deciding policy, counters, usage, cost.

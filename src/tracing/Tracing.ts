@@ -12,6 +12,7 @@
 import { Cause, Clock, Context, Effect, Exit, Layer, Predicate, References, Tracer } from "effect"
 import * as StopReason from "../events/StopReason.ts"
 import * as Failure from "../failure/Failure.ts"
+import { errorType } from "./Attributes.ts"
 
 /**
  * Attributes of a span: values OpenTelemetry accepts.
@@ -152,9 +153,22 @@ export const span = <A, E, R>(
       const failed = options?.failedAs?.(exit.value)
       return failed === undefined ? exit : Effect.die(new SpanFailure(failed))
     })
+    // The span, known to its root's list of open ones while it runs (see `SpanOptions.root`).
+    const tracked = Effect.withFiber((inner) => {
+      const current = Context.getOrUndefined(inner.context, Tracer.ParentSpan)
+      if (current?._tag !== "Span") return seen
+      if (options?.root === true) return Effect.provideService(seen, OpenSpans, new Set())
+      const open = inner.getRef(OpenSpans)
+      if (open === undefined) return seen
+      open.add(current)
+      return Effect.ensuring(
+        seen,
+        Effect.sync(() => open.delete(current))
+      )
+    })
     return Effect.flatMap(
       Effect.exit(
-        Effect.withSpan(seen, name, {
+        Effect.withSpan(tracked, name, {
           attributes: attributesOf(() => start(content)),
           ...(options?.kind === undefined ? {} : { kind: options.kind })
         })
@@ -174,7 +188,17 @@ export const span = <A, E, R>(
 export interface SpanOptions<A> {
   readonly kind?: Tracer.SpanKind | undefined
   readonly failedAs?: ((value: A) => string | undefined) | undefined
+  /**
+   * The span of a whole operation (a run): the spans made inside it are known while open,
+   * so that {@link endCurrent} ends those a fiber killed without its finalizers left open.
+   */
+  readonly root?: boolean | undefined
 }
+
+/** The spans made inside a root span and still open (see {@link SpanOptions.root}). */
+const OpenSpans = Context.Reference<Set<Tracer.Span> | undefined>("effect-agent-runtime/Tracing/OpenSpans", {
+  defaultValue: () => undefined
+})
 
 /**
  * Adds attributes to the current span, when there is one.
@@ -190,17 +214,26 @@ export const annotate = (attributes: Attributes): Effect.Effect<void> => Effect.
  * fiber cannot end yet (left behind past its stop grace, R12). The span's own ending,
  * once the fiber does end, finds it ended and changes nothing. A span of the caller's
  * (no tracer installed, so none of ours) is never ended here. With `failedAs`, it ends
- * failed, named so (see {@link SpanOptions}).
+ * failed, named so (see {@link SpanOptions}). Also for a run whose fiber ended without its
+ * finalizers: with `openInside: "end"`, the spans made inside it and left open end too.
  *
  * @category combinators
  * @since 0.3.0
  */
-export const endCurrent = (name: string, failedAs?: string): Effect.Effect<void> =>
+export const endCurrent = (name: string, failedAs?: string, openInside: "end" | "keep" = "keep"): Effect.Effect<void> =>
   Effect.withFiber((fiber) => {
     if (!tracing(fiber)) return Effect.void
     const current = Context.getOrUndefined(fiber.context, Tracer.ParentSpan)
     if (current?._tag !== "Span" || current.name !== name || current.status._tag === "Ended") return Effect.void
     const at = fiber.getRef(References.TracerTimingEnabled) ? fiber.getRef(Clock.Clock).currentTimeNanosUnsafe() : 0n
+    // With `end`, the spans inside it still open end with it: the fiber that made them ended
+    // without its finalizers (a value that is no Effect, deep in user code). Code still
+    // running (a run left behind) keeps its spans open until it ends.
+    for (const left of openInside === "end" ? (fiber.getRef(OpenSpans) ?? []) : []) {
+      if (left.status._tag === "Ended") continue
+      left.attribute(errorType, failedAs ?? "interrupted")
+      left.end(at, Exit.die(new SpanFailure(failedAs ?? "interrupted")))
+    }
     current.end(at, failedAs === undefined ? Exit.void : Exit.die(new SpanFailure(failedAs)))
     return Effect.void
   })

@@ -167,10 +167,12 @@ export class Closing {
     // only thing left to give the result, and a program must not exit without it. It is
     // cleared as soon as the run ends by itself.
     this.cancelGrace = RealTime.timer(this.waits, graceMillis, () =>
-      this.outside(() =>
-        leftBehind(this.ctx, this.tools, graceMillis, (stop, detail) =>
-          stop === "cancelled" ? cancelledNow(this.ctx, plan, detail) : atDeadlineNow(this.ctx, plan, detail)
-        )
+      this.outside(
+        () =>
+          leftBehind(this.ctx, this.tools, graceMillis, (stop, detail) =>
+            stop === "cancelled" ? cancelledNow(this.ctx, plan, detail) : atDeadlineNow(this.ctx, plan, detail)
+          ),
+        "keep"
       )
     )
   }
@@ -178,11 +180,11 @@ export class Closing {
   /** The run's fiber ended: if it gave no result (it skipped its ending), one is made for it. */
   fiberEnded(exit: Exit.Exit<unknown, unknown>): void {
     this.cancelGrace?.()
-    this.outside(() => rescue(this.ctx, exit, this.tools))
+    this.outside(() => rescue(this.ctx, exit, this.tools), "end")
   }
 
   /** A result made outside the run's fiber, closed in a fiber of its own with the run's context. */
-  private outside(make: () => RunResult.RunResult): void {
+  private outside(make: () => RunResult.RunResult, openSpans: "end" | "keep"): void {
     // Closed already outside (the grace ran out, then the fiber ended): that closing gives
     // the result once it is committed, not before.
     if (Deferred.isDoneUnsafe(this.done) || this.closingOutside) return
@@ -200,7 +202,10 @@ export class Closing {
       // left behind, may never end.
       Effect.runForkWith(this.context)(
         Effect.flatMap(Effect.exit(this.close(made)), (closed) =>
-          Effect.andThen(Spans.runGiven(this.closed ?? made), Deferred.done(this.done, this.given(closed, made)))
+          Effect.andThen(
+            Spans.runGiven(this.closed ?? made, openSpans),
+            Deferred.done(this.done, this.given(closed, made))
+          )
         )
       )
     }
