@@ -268,29 +268,31 @@ describe("issue 15 spans", () => {
       })
   )
 
-  it.effect("R12 R13 a run whose fiber a value that is no Effect killed ends every span it left open, with the run's stop reason", () =>
-    Effect.gen(function* () {
-      const broken = Tool.make({
-        name: "broken",
-        description: "yields a value that is no Effect, deep inside",
-        input: Schema.Struct({}),
-        output: Schema.String,
-        sideEffect: "read",
-        // Erased on purpose: the runtime's fiber meets a value that is no Effect when it runs this.
-        handler: () => Effect.flatMap(Effect.yieldNow, () => 42 as unknown as Effect.Effect<string>)
+  it.effect(
+    "R12 R13 a run whose fiber a value that is no Effect killed ends every span it left open, with the run's stop reason",
+    () =>
+      Effect.gen(function* () {
+        const broken = Tool.make({
+          name: "broken",
+          description: "yields a value that is no Effect, deep inside",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "read",
+          // Erased on purpose: the runtime's fiber meets a value that is no Effect when it runs this.
+          handler: () => Effect.flatMap(Effect.yieldNow, () => 42 as unknown as Effect.Effect<string>)
+        })
+        const { tracer, spans } = memoryTracer()
+        const result = yield* Effect.withTracer(
+          Run.run({ goal: "g", tools: [broken] }).pipe(
+            Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("broken", {}), ScriptedModel.finalAnswer("x")]))
+          ),
+          tracer
+        )
+        assert.strictEqual(result.stopReason, "internal_error")
+        for (const s of spans) assert.strictEqual(s.status._tag, "Ended", s.name)
+        const [call] = named(spans, span.tool("broken"))
+        assert.strictEqual(attr(call, errorType), "internal_error")
       })
-      const { tracer, spans } = memoryTracer()
-      const result = yield* Effect.withTracer(
-        Run.run({ goal: "g", tools: [broken] }).pipe(
-          Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("broken", {}), ScriptedModel.finalAnswer("x")]))
-        ),
-        tracer
-      )
-      assert.strictEqual(result.stopReason, "internal_error")
-      for (const s of spans) assert.strictEqual(s.status._tag, "Ended", s.name)
-      const [call] = named(spans, span.tool("broken"))
-      assert.strictEqual(attr(call, errorType), "internal_error")
-    })
   )
 
   const login = Tool.make({
