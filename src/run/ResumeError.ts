@@ -19,11 +19,22 @@ import { Schema } from "effect"
  * - `running`: this process drives the run now (`Run.run`, `Run.start`, `Run.resume`, a
  *   host): a second driver would find the call it runs in doubt and could send it again.
  *   Wait for its result, or cancel it first.
+ * - `invalid`: the resume's own arguments cannot be read (options that are no object, a
+ *   getter that throws, a reason that is neither `restart` nor `manual`): nothing was read
+ *   from the journal.
  *
  * @category models
  * @since 0.3.0
  */
-export const Reason = Schema.Literals(["not_found", "incompatible", "corrupt", "unavailable", "failed", "running"])
+export const Reason = Schema.Literals([
+  "not_found",
+  "incompatible",
+  "corrupt",
+  "unavailable",
+  "failed",
+  "running",
+  "invalid"
+])
 
 /**
  * @category models

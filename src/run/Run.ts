@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Effect, type Fiber, Option, PubSub, Result, Scope, Stream } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, type Fiber, Option, PubSub, Result, Scope, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as RunState from "../events/RunState.ts"
 import * as Journal from "../journal/Journal.ts"
@@ -107,10 +107,14 @@ export type ResumeOptions<T extends Tool.Any = Tool.Any, RV = never, O = never> 
  */
 export const resume = <T extends Tool.Any, RV = never, O = never>(
   runId: string,
-  options: ResumeOptions<T, RV, O>,
+  given: ResumeOptions<T, RV, O>,
   reason: "restart" | "manual" = "manual"
 ): Effect.Effect<RunResult.Typed<O>, ResumeError, Requirements<T, RV> | Journal.Journal> =>
   Effect.flatMap(Effect.service(Journal.Journal), (journal) => {
+    // Read once, before the run is held: arguments it cannot read are a typed error (R12).
+    const read = Launch.readResume(runId, given, reason)
+    if (Result.isFailure(read)) return Effect.fail(read.failure)
+    const options = read.success
     const leftovers = Effect.flatMap(Effect.orElseSucceed(journal.read(runId), Option.none), (stored) =>
       JournalLoad.withdrawLeftovers(journal, stored)
     )
@@ -158,8 +162,11 @@ export const recover = <T extends Tool.Any, RV = never, O = never>(
   ResumeError,
   Requirements<T, RV> | Journal.Journal
 > =>
-  Effect.flatMap(Effect.service(Journal.Journal), (journal) =>
-    Effect.flatMap(
+  Effect.flatMap(Effect.service(Journal.Journal), (journal) => {
+    // Options it cannot read fail the recovery at once: each run's resume would refuse them.
+    const read = Launch.readResume("*", options, "restart")
+    if (Result.isFailure(read)) return Effect.fail(read.failure)
+    return Effect.flatMap(
       Effect.mapError(
         journal.unfinished,
         (e) => new ResumeError({ runId: "*", reason: "unavailable", detail: e.message })
@@ -168,10 +175,10 @@ export const recover = <T extends Tool.Any, RV = never, O = never>(
         Effect.andThen(
           // Finished runs are not resumed: what a process that died after their end left on the table is withdrawn here.
           JournalLoad.withdrawFinishedLeftovers(journal),
-          Effect.forEach(ids, (id) => Effect.result(resume(id, options, "restart")), { concurrency: "unbounded" })
+          Effect.forEach(ids, (id) => Effect.result(resume(id, read.success, "restart")), { concurrency: "unbounded" })
         )
     )
-  )
+  })
 
 /**
  * {@link run} for code that wants only a completed run: a run that ends in any other status
@@ -224,15 +231,25 @@ export interface Handle<O = never> {
   readonly pendingApprovals: Effect.Effect<ReadonlyArray<Approval.Request>, Approval.PendingUnavailable>
 }
 
-/** Every event of a started run from the first, then live ones, ending with `run.finished`. */
+/**
+ * Every event of a started run from the first, then live ones, ending with `run.finished`;
+ * or where the run was suspended (its process's store died at a commit): no event follows.
+ */
 const timeline = Effect.fnUntraced(function* (
   ctx: RunContext.RunContext,
-  feed: Effect.Effect<PubSub.PubSub<Event.Event>>
+  feed: Effect.Effect<PubSub.PubSub<Event.Event>>,
+  done: Launch.Done
 ) {
   const subscription = yield* PubSub.subscribe(yield* feed)
   const past = ctx.events.slice()
   const live = Stream.fromSubscription(subscription).pipe(Stream.filter((e) => e.seq >= past.length))
-  return Stream.concat(Stream.fromIterable(past), live).pipe(Stream.takeUntil((e) => e._tag === "run.finished"))
+  const suspended = Effect.flatMap(Effect.exit(Deferred.await(done)), (exit) =>
+    Exit.isSuccess(exit) ? Effect.never : Effect.void
+  )
+  return Stream.concat(Stream.fromIterable(past), live).pipe(
+    Stream.takeUntil((e) => e._tag === "run.finished"),
+    Stream.interruptWhen(suspended)
+  )
 })
 
 /**
@@ -267,7 +284,7 @@ class RunHandle<O> implements Handle<O> {
         return created
       })
     })
-    return Stream.unwrap(timeline(this.#ctx, feed))
+    return Stream.unwrap(timeline(this.#ctx, feed, this.#done))
   }
 
   get state(): Effect.Effect<RunState.State> {

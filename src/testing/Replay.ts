@@ -18,8 +18,8 @@
  *
  * The report is `Matched`, or `Diverged` at the first event whose tag or compared fields
  * differ. Compared: every field of every event but `runId`, `seq`, `at`, `deadlineAt`,
- * `expiresAt` and `delayMillis` (the clock's and the backoff's) and the jittered wait a
- * given-up retry names; of `run.started`, also not
+ * `expiresAt` and `delayMillis` (the clock's and the backoff's) and the times a given-up
+ * retry's cause names; of `run.started`, also not
  * `limits`, `policies`, `permission` and `unguardedTools` (what a replay varies on purpose).
  * A model asked more often than the recording answered, or asked with another conversation
  * than the recorded one, is refused and the run stops: a divergence, never a hang. A

@@ -1,8 +1,10 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Schema, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
+import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -104,5 +106,24 @@ describe("Run.start", () => {
       assert.strictEqual(result.status, "failed")
       assert.strictEqual(result.elapsedMillis, 30_000)
     }).pipe(Effect.scoped, Effect.provide(withScript([() => Effect.never])))
+  )
+
+  it.effect("R9 R8 a run whose store died at a commit: its events stream ends where the run stopped, never hangs", () =>
+    Effect.gen(function* () {
+      const faulty = FaultyJournal.make(yield* Journal.Journal, { crashAt: { commit: 2, when: "before" } })
+      const handle = yield* Run.start({ goal: "x", tools: [], runId: "r1" }).pipe(
+        Effect.provideService(Journal.Journal, faulty.journal)
+      )
+      // The process died: its caller is interrupted, with no result.
+      const result = yield* Effect.exit(handle.result)
+      assert.isTrue(faulty.crashed())
+      assert.isTrue(Exit.isFailure(result))
+      const events = yield* Stream.runCollect(handle.events)
+      assert.isAbove(events.length, 0)
+      assert.isFalse(events.some((e) => e._tag === "run.finished"))
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.mergeAll(Journal.layerMemory, ScriptedModel.layer([ScriptedModel.finalAnswer("x")])))
+    )
   )
 })

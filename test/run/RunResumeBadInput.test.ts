@@ -2,7 +2,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Result } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import { afterAll } from "vitest"
@@ -113,5 +113,45 @@ describe("Run.resume refuses a journal it cannot trust (R9, R3.1)", () => {
       )
       assert.strictEqual(error.reason, "corrupt")
     })
+  )
+})
+
+describe("Run.resume and Run.recover refuse arguments they cannot read (R12)", () => {
+  const unreadable: ReadonlyArray<readonly [string, unknown, unknown]> = [
+    ["no options", undefined, "manual"],
+    ["null options", null, "manual"],
+    [
+      "a tools getter that throws",
+      {
+        get tools(): never {
+          throw new Error("boom")
+        }
+      },
+      "manual"
+    ],
+    ["a reason that is none", { tools: [] }, "bogus"]
+  ]
+
+  it.effect(
+    "R12 R9 each is a typed invalid ResumeError, and the run is not left held: a correct resume and recover follow",
+    () =>
+      Effect.gen(function* () {
+        // An unfinished run: its process died after its first commits.
+        const journal = yield* Journal.Journal
+        const faulty = FaultyJournal.make(journal, { crashAt: { commit: 2, when: "after" } })
+        yield* diesIn(
+          faulty,
+          Run.run({ goal: "g", tools: [], runId: "r1" }).pipe(Effect.provideService(Journal.Journal, faulty.journal))
+        )
+        for (const [what, options, reason] of unreadable) {
+          // Erased on purpose: a JavaScript caller, or one that casts.
+          const error = yield* Effect.flip(Run.resume("r1", options as Run.ResumeOptions<never>, reason as "manual"))
+          assert.strictEqual(error.reason, "invalid", what)
+        }
+        const recovered = yield* Effect.flip(Run.recover(null as unknown as Run.ResumeOptions<never>))
+        assert.strictEqual(recovered.reason, "invalid")
+        const [resumed] = yield* Run.recover({ tools: [] })
+        assert.isTrue(resumed !== undefined && Result.isSuccess(resumed))
+      }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory))
   )
 })

@@ -317,12 +317,13 @@ describe("R2.5 R12 the built-in policies cannot be changed or imitated", () => {
     assert.strictEqual(Termination.continue_._tag, "Continue")
   })
 
-  it("R2.3 R9 a built-in policy takes its limits as the limits option does: whole counts, a repeat seen twice at least", () => {
+  it("R2.3 R9 a built-in policy takes its limits as the limits option does: whole counts, safe integers", () => {
     const refused: ReadonlyArray<readonly [() => unknown, string]> = [
       [() => Termination.maxToolErrors(2.5), "limit must be an integer >= 0, got 2.5"],
       [() => Termination.emptyOutput(0.5), "budget must be an integer >= 0, got 0.5"],
       [() => Termination.budget({ maxTokens: 1e9 + 0.5 }), "maxTokens must be an integer >= 0"],
-      [() => Termination.repeatedToolCall(1), "threshold must be an integer >= 2, got 1"],
+      [() => Termination.maxIterations(Number.MAX_VALUE), "limit must be an integer >= 1 and at most 2^53 - 1"],
+      [() => Termination.budget({ maxTokens: 2 ** 60 }), "maxTokens must be an integer >= 0 and at most 2^53 - 1"],
       [() => Termination.maxIterations("5" as unknown as number), 'got the string "5"']
     ]
     for (const [make, message] of refused) assert.throws(make, RangeError, message)

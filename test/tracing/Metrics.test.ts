@@ -101,29 +101,31 @@ describe("issue 15 metrics", () => {
         assert.strictEqual(result.counters.toolCalls, 1)
       }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
   )
-  it.effect("R9 R13 an ending the journal did not take is counted once, by the resume that ends the run there", () =>
-    Effect.gen(function* () {
-      const store = yield* Journal.Journal
-      const model = ScriptedModel.layerFunction((request) =>
-        request.iteration === 1 ? ScriptedModel.toolCall("echo", { text: "a" }) : ScriptedModel.finalAnswer("done")
-      )
-      const completed = Metric.withAttributes(Metrics.runs, { status: "completed", stop_reason: "goal_reached" })
-      // The store out of reach from the third commit on: the run ends, its ending not in its journal.
-      const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 3 })
-      const first = yield* Run.run({ goal: "g", tools: [echo], runId: "r1" }).pipe(
-        Effect.provideService(Journal.Journal, faulty.journal),
-        drive,
-        Effect.provide(model)
-      )
-      assert.isDefined(first.unrecorded)
-      assert.strictEqual(yield* count(completed), 0)
-      assert.strictEqual(yield* count(Metrics.steps), 0)
-      const resumed = yield* drive(Run.resume("r1", { tools: [echo] })).pipe(Effect.provide(model))
-      assert.strictEqual(resumed.stopReason, "goal_reached")
-      assert.isUndefined(resumed.unrecorded)
-      assert.strictEqual(yield* count(completed), 1)
-      assert.strictEqual(yield* count(Metrics.steps), resumed.counters.iterations)
-      assert.strictEqual(yield* count(Metric.withAttributes(Metrics.toolCalls, { outcome: "succeeded" })), 1)
-    }).pipe(Effect.provide(Journal.layerMemory), Effect.provideService(Metric.MetricRegistry, new Map()))
+  it.effect(
+    "R9 R13 an ending the journal did not take is counted with the result its caller is given, and the resume's ending again",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        const model = ScriptedModel.layerFunction((request) =>
+          request.iteration === 1 ? ScriptedModel.toolCall("echo", { text: "a" }) : ScriptedModel.finalAnswer("done")
+        )
+        const completed = Metric.withAttributes(Metrics.runs, { status: "completed", stop_reason: "goal_reached" })
+        // The store out of reach from the third commit on: the run ends, its ending not in its journal.
+        const faulty = FaultyJournal.make(store, { unavailableOn: (n) => n >= 3 })
+        const first = yield* Run.run({ goal: "g", tools: [echo], runId: "r1" }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          drive,
+          Effect.provide(model)
+        )
+        assert.isDefined(first.unrecorded)
+        // Nobody may resume it: the ending its caller was given is counted.
+        assert.strictEqual(yield* count(completed), 1)
+        assert.strictEqual(yield* count(Metrics.steps), first.counters.iterations)
+        const resumed = yield* drive(Run.resume("r1", { tools: [echo] })).pipe(Effect.provide(model))
+        assert.strictEqual(resumed.stopReason, "goal_reached")
+        assert.isUndefined(resumed.unrecorded)
+        assert.strictEqual(yield* count(completed), 2)
+        assert.strictEqual(yield* count(Metrics.steps), first.counters.iterations + resumed.counters.iterations)
+      }).pipe(Effect.provide(Journal.layerMemory), Effect.provideService(Metric.MetricRegistry, new Map()))
   )
 })

@@ -259,7 +259,8 @@ export const make = (
           if (wait) yield* Effect.sleep(pollMillis)
           // From where the last read ended: a watcher reads what is new, not the whole log again.
           const run = yield* patiently(stored(runId, from))
-          const fresh = run?.events ?? []
+          // Filtered again: a journal service of the user's that passes no `fromSeq` on gives the whole log.
+          const fresh = (run?.events ?? []).filter((event) => event.seq >= from)
           // The result is committed with the log's last event (`run.finished`): nothing comes after it.
           const finished = run !== undefined && Option.isSome(run.result)
           // A read that brought nothing new waits before the next; one that did reads again at once.

@@ -136,10 +136,13 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
         ended.add(e.callId)
         break
       case "tool.interrupted":
-        // Its attempt cut off: no attempt of it runs now.
-        if (e.attempt > 0) tools.delete(e.callId)
-        // Settled with no attempt running: the call no longer holds its place in the batch.
-        else if (!tools.has(e.callId)) ended.add(e.callId)
+        // Settled with no attempt running: the call no longer holds its place in the batch. One
+        // whose attempt was cut off stays in flight: its status query may run next (R3.8).
+        if (e.attempt === 0 && !tools.has(e.callId)) ended.add(e.callId)
+        break
+      case "run.resumed":
+        // No attempt of the process that stopped runs in this one.
+        tools.clear()
         break
       case "recovery.started":
         retries.set(e.callId ?? "", {

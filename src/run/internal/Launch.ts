@@ -5,6 +5,7 @@
  * hosted run, its suspension. Private to the runtime.
  */
 import { Clock, Context, Deferred, Duration, Effect, type Fiber, Option, Result } from "effect"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as Journal from "../../journal/Journal.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
 import type * as Tool from "../../tools/Tool.ts"
@@ -100,13 +101,37 @@ export const holding = <A, E, R>(
     const release = journal.live.hold(runId)
     if (release === undefined) return restore(onHeld)
     const hold: Hold = { release, adopted: false }
+    // `use` is built inside the ensuring: one that throws while being built (options it cannot read) lets the run go.
     return Effect.ensuring(
-      restore(use(hold)),
+      restore(Effect.suspend(() => use(hold))),
       Effect.sync(() => {
         if (!hold.adopted) release()
       })
     )
   })
+
+/**
+ * The arguments of a resume, read once (R12): options that are an object, each field read
+ * once (a getter that throws is a typed error, not a defect), and a known reason.
+ */
+export const readResume = <A extends object>(
+  runId: string,
+  options: A,
+  reason: unknown
+): Result.Result<A, ResumeError> => {
+  const invalid = (detail: string) => Result.fail(new ResumeError({ runId: String(runId), reason: "invalid", detail }))
+  if (reason !== "restart" && reason !== "manual") {
+    return invalid(`the reason of a resume is "restart" or "manual", not ${UserCode.kindOf(reason)}`)
+  }
+  if (typeof options !== "object" || options === null) {
+    return invalid(`the options of a resume are an object ({ tools, ... }), not ${UserCode.kindOf(options)}`)
+  }
+  try {
+    return Result.succeed({ ...options })
+  } catch (error) {
+    return invalid(`its options could not be read: ${UserCode.threw("a getter", error).safeMessage}`)
+  }
+}
 
 /** `runId` is driven by this process already: a second driver is refused. */
 export const running = (runId: string): ResumeError =>

@@ -114,8 +114,12 @@ const shown = (value: unknown): string =>
 
 /** `value` when it is an integer at least `minimum`, as the `limits` option takes it (a resumed run reads it back as one). */
 const count = (policy: string, field: string, value: number, minimum: number): number => {
-  if (!Number.isInteger(value) || value < minimum) {
-    throw new RangeError(`Termination.${policy}: ${field} must be an integer >= ${minimum}, got ${shown(value)}`)
+  if (!Number.isSafeInteger(value) || value < minimum) {
+    // A safe integer, as the `limits` option takes it: past 2^53 a count no longer counts.
+    const bound = Number.isInteger(value) && value >= minimum ? " and at most 2^53 - 1" : ""
+    throw new RangeError(
+      `Termination.${policy}: ${field} must be an integer >= ${minimum}${bound}, got ${shown(value)}`
+    )
   }
   return value
 }
@@ -187,8 +191,7 @@ export const maxIterations = (limit: number): Policy => {
  * @since 0.1.0
  */
 export const repeatedToolCall = (threshold: number): Policy => {
-  // A call seen once is no repeat: 1 would stop the run at any tool's first call.
-  count("repeatedToolCall", "threshold", threshold, 2)
+  positiveInt("repeatedToolCall", "threshold", threshold)
   return builtInPolicy(
     "repeated_tool_call",
     ({ counters }) =>

@@ -7,7 +7,7 @@ import type * as Event from "../../events/Event.ts"
 /**
  * The fields no event is compared on: the run's identity, the event's place and time, and
  * the deadlines and waits derived from the clock and the backoff's jitter (and the
- * jittered wait a given-up retry names, see {@link jitteredWait}).
+ * times a given-up retry's cause names, see {@link jitteredTimes}).
  */
 const ignoredEverywhere = new Set(["runId", "seq", "at", "deadlineAt", "expiresAt", "delayMillis"])
 
@@ -32,11 +32,11 @@ const ignoredInStart = new Set(["limits", "policies", "permission", "unguardedTo
 const ignoredInResponse = new Set(["signatures"])
 
 /**
- * The wait a retry given up on would have taken, which a `recovery.failed` cause names
- * (`retry 1 would wait 45 ms but only 0 ms of the step are left`): drawn with the
- * backoff's jitter, as `delayMillis` is.
+ * The times a `recovery.failed` cause names (`retry 1 would wait 45 ms but only 90.1 ms of
+ * the step are left`): the wait drawn with the backoff's jitter, as `delayMillis` is, and
+ * what was left, which earlier jittered waits decided.
  */
-const jitteredWait = /would wait \d+ ms/g
+const jitteredTimes = /\d+(?:\.\d+)?(?:e[+-]?\d+)? ms/g
 
 /** Entries by key, as `sort()` orders strings. */
 const byKey = ([a]: [string, unknown], [b]: [string, unknown]): number => (a < b ? -1 : a > b ? 1 : 0)
@@ -53,7 +53,7 @@ export const comparable = (event: Event.Event): Record<string, unknown> => {
     if (value === undefined) continue
     fields[key] =
       event._tag === "recovery.failed" && key === "cause" && typeof value === "string"
-        ? value.replace(jitteredWait, "would wait (jittered) ms")
+        ? value.replace(jitteredTimes, "(a time) ms")
         : value
   }
   return fields

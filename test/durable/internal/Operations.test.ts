@@ -97,6 +97,31 @@ describe("DurableRuns operations (R9)", () => {
       })
   )
 
+  it.effect(
+    "R9 a journal service of the user's that passes no fromSeq on: each event is watched once, in order, waiting between reads",
+    () =>
+      Effect.gen(function* () {
+        const inner = yield* memory
+        let reads = 0
+        // Type-checks: a function of fewer parameters is one of more.
+        const careless: Journal.Service = {
+          ...inner,
+          read: (runId) => Effect.tap(inner.read(runId), () => Effect.sync(() => reads++))
+        }
+        const runs = Operations.make(servicesOf(careless), () => Effect.void)
+        const all = Array.from({ length: 12 }, (_, seq) => (seq === 0 ? started("w") : changed("w", seq)))
+        yield* inner.create({ runId: "w", header: {}, state: "created" })
+        yield* inner.append("w", { expectedSeq: 0, events: all.slice(0, 6), state: "initializing" })
+        const watched = yield* Effect.forkChild(Stream.runCollect(runs.watch("w", { pollInterval: "1 second" })))
+        yield* TestClock.adjust("3 seconds")
+        yield* inner.append("w", { expectedSeq: 6, events: all.slice(6), state: "completed", result: { status: "x" } })
+        yield* TestClock.adjust("1 second")
+        assert.deepStrictEqual(yield* Fiber.join(watched), all)
+        // One read a poll (and one after each read that brought something): no spin.
+        assert.isAtMost(reads, 8)
+      })
+  )
+
   it.effect("R3.1 a start whose engine storage is out of reach is a typed unavailable, not a defect", () =>
     Effect.gen(function* () {
       const journal = yield* memory

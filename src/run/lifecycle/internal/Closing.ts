@@ -125,10 +125,10 @@ export class Closing {
       )
       closing.closed = given
       yield* Spans.ended(given)
-      // The run's metrics are recorded with the ending its journal holds, so one run is counted
-      // once (R13): an ending the journal did not take is recorded by the process that ends the
-      // run there (the one that took it over, or the resume that goes on from the last commit).
-      if (given.unrecorded === undefined) yield* Metrics.record(given)
+      // The run's metrics are recorded with each ending a caller is given (R13), so none is lost:
+      // a run taken over is counted by its new owner, and one whose ending its journal did not
+      // take (a store out of reach, or refusing) is counted here, and again if it is resumed.
+      if (fenced === undefined) yield* Metrics.record(given)
       yield* closing.settled
       return Exit.succeed(given)
     })

@@ -12,8 +12,7 @@ import { Count } from "./Readers.ts"
 export const policyLimits = {
   maxIterations: Count(1),
   maxToolCalls: Count(1),
-  // A call seen once is no repeat: 1 would stop the run at any tool's first call.
-  repeatedToolCall: Count(2),
+  repeatedToolCall: Count(1),
   maxToolErrors: Count(0),
   maxEmptyOutputs: Count(0),
   loopThreshold: Count(1),
