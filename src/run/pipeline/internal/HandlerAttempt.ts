@@ -55,42 +55,12 @@ const start = <R>(
   limit: { readonly millis: number; readonly layer: Deadline.Layer; readonly at: number; readonly now: number }
 ): Effect.Effect<unknown, Failure.Failure, R> => {
   const { ctx, tool } = c
-  const timeout = (layer: Deadline.Layer, afterMillis: number, what: string, mayHaveSideEffects: boolean) =>
-    FailureBoundary.actionTimeout({
-      source: "tool",
-      layer,
-      afterMillis,
-      what,
-      mayHaveSideEffects,
-      idempotent: tool.metadata.idempotent
-    })
   // Nothing is left of its step (an approval that came as the step ended): the handler does not start,
   // so the call times out knowing nothing happened (R4.2, R3.8).
-  if (limit.millis <= 0 && limit.layer !== "run") return Effect.fail(timeout(limit.layer, 0, tool.name, false))
+  if (limit.millis <= 0 && limit.layer !== "run") return Effect.fail(timeoutOf(tool, limit.layer, 0, tool.name, false))
   recordAttempt(ctx, c.call, n, limit)
-  // Bounded by the rest of the attempt (R4.2): its own limit ends where it did when the attempt
-  // began, and its timeout counts from then. With nothing left (its intent record, or its
-  // circuit's store, took it all), `self` does not start.
-  const until = own.millis === undefined ? undefined : limit.now + own.millis
-  const since = (afterMillis: number) =>
-    Effect.clockWith((clock) => Effect.succeed(Math.max(afterMillis, clock.currentTimeMillisUnsafe() - limit.now)))
-  const bounded =
-    (what: string, mayHaveSideEffects: boolean, onTimeout?: () => void, onNoTime?: (layer: Deadline.Layer) => void) =>
-    <A>(self: Effect.Effect<A, Failure.Failure, R>): Effect.Effect<A, Failure.Failure, R> =>
-      Deadline.withinOrElse(self, {
-        layer: own.layer,
-        until,
-        orElse: ({ layer, afterMillis }) => {
-          onTimeout?.()
-          return Effect.flatMap(since(afterMillis), (after) =>
-            Effect.fail(timeout(layer, after, what, mayHaveSideEffects))
-          )
-        },
-        ifNoTime: ({ layer }) => {
-          onNoTime?.(layer)
-          return Effect.flatMap(since(0), (after) => Effect.fail(timeout(layer, after, what, false)))
-        }
-      })
+  // One bound for the attempt: its own limit ends where it did when the attempt began.
+  const attemptBound = { tool, until: own.millis === undefined ? undefined : limit.now + own.millis, began: limit.now }
   const once = Effect.suspend(() => callHandler(c)).pipe(
     Effect.matchCauseEffect({
       // Returned: its action took place, whatever becomes of the call before its result is recorded.
@@ -103,6 +73,7 @@ const start = <R>(
     // A layer's timeout interrupted the handler: what it left behind is recorded here. Cut off
     // from outside (a cancel, the run's deadline), the call's own guard records it (`ToolExecutor`).
     bounded(
+      attemptBound,
       tool.name,
       mayHaveEffects(tool),
       () => recordInterrupt(c),
@@ -121,19 +92,82 @@ const start = <R>(
   // its attempt; an idempotent one too, so that a resumed run knows it may have acted. Its wait
   // for a store out of reach is bounded as the handler is (R4.2), and cut off, nothing ran.
   const intent = Commit.intent(ctx, `${tool.name} (${c.call.id})`).pipe(
-    bounded(`${tool.name}'s intent record`, false),
+    bounded(attemptBound, `${tool.name}'s intent record`, false),
     Effect.onInterrupt(() => Effect.sync(() => recordIntentInterrupted(c, n)))
   )
-  // The record may have held the event loop (a SQLite store waiting out another process's
-  // lock): the run's deadline may have passed meanwhile, and the handler does not start then
-  // (R3.11); nor when it took all of the attempt's time (`bounded`, R4.2).
-  const afterIntent = Effect.suspend(() => {
-    if (!RunContext.deadlinePassed(ctx)) return guarded
-    recordNotStarted(c, n, lateDetail)
-    return RunContext.expire(ctx)
-  })
-  return Effect.andThen(intent, afterIntent)
+  return Effect.andThen(intent, afterIntent(c, n, guarded))
 }
+
+/**
+ * The handler once its intent record is in: the record may have held the event loop (a
+ * SQLite store waiting out another process's lock), so the run's deadline may have passed
+ * meanwhile, and the handler does not start then (R3.11); nor when the record took all of
+ * the attempt's time (`bounded`, R4.2). A function of its own: a closure in `start` would
+ * keep the attempt's effects for as long as its handler runs (a parked run's heap).
+ */
+const afterIntent = <A, R>(
+  c: Call<R>,
+  n: number,
+  handler: Effect.Effect<A, Failure.Failure, R>
+): Effect.Effect<A, Failure.Failure, R> =>
+  Effect.suspend(() => {
+    if (!RunContext.deadlinePassed(c.ctx)) return handler
+    recordNotStarted(c, n, lateDetail)
+    return RunContext.expire(c.ctx)
+  })
+
+/**
+ * Bounded by the rest of the attempt (R4.2): its own limit ends where it did when the
+ * attempt began (`until`), and its timeout counts from then. With nothing left (its intent
+ * record, or its circuit's store, took it all), `self` does not start. A function of its
+ * own, as {@link afterIntent} is.
+ */
+const bounded =
+  (
+    attempt: { readonly tool: Call<unknown>["tool"]; readonly until: number | undefined; readonly began: number },
+    what: string,
+    mayHaveSideEffects: boolean,
+    onTimeout?: () => void,
+    onNoTime?: (layer: Deadline.Layer) => void
+  ) =>
+  <A, R>(self: Effect.Effect<A, Failure.Failure, R>): Effect.Effect<A, Failure.Failure, R> =>
+    Deadline.withinOrElse(self, {
+      layer: "tool",
+      until: attempt.until,
+      orElse: ({ layer, afterMillis }) => {
+        onTimeout?.()
+        return Effect.flatMap(sinceStart(attempt.began, afterMillis), (after) =>
+          Effect.fail(timeoutOf(attempt.tool, layer, after, what, mayHaveSideEffects))
+        )
+      },
+      ifNoTime: ({ layer }) => {
+        onNoTime?.(layer)
+        return Effect.flatMap(sinceStart(attempt.began, 0), (after) =>
+          Effect.fail(timeoutOf(attempt.tool, layer, after, what, false))
+        )
+      }
+    })
+
+/** A tool attempt's timeout. */
+const timeoutOf = (
+  tool: Call<unknown>["tool"],
+  layer: Deadline.Layer,
+  afterMillis: number,
+  what: string,
+  mayHaveSideEffects: boolean
+): Failure.Failure =>
+  FailureBoundary.actionTimeout({
+    source: "tool",
+    layer,
+    afterMillis,
+    what,
+    mayHaveSideEffects,
+    idempotent: tool.metadata.idempotent
+  })
+
+/** How long since an attempt began at `began`, at least `afterMillis` (a wait's own count). */
+const sinceStart = (began: number, afterMillis: number): Effect.Effect<number> =>
+  Effect.clockWith((clock) => Effect.succeed(Math.max(afterMillis, clock.currentTimeMillisUnsafe() - began)))
 
 const returned = { settlement: "completed", detail: "its handler had returned; its result was not recorded" } as const
 
