@@ -176,7 +176,7 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
       Effect.provideService(Model.Model, played),
       Effect.provide(TestClock.layer()),
       // A replay is no run of the caller's: it journals nothing, its approvals go through a gate
-      // of its own, and its breakers (if any) are its own.
+      // of its own, and the breakers it has, when given their policies, are its own.
       Effect.provide(Approval.layerMemory),
       breakers === undefined
         ? Effect.provideService(Breakers.Breakers, undefined)
