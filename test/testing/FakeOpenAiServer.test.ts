@@ -251,6 +251,25 @@ describe("FakeOpenAiServer", () => {
         "Expected a value <= 2"
       ],
       [
+        "a temperature below 0",
+        { model: "m", messages: [user], temperature: -1 },
+        "temperature",
+        "decimal below minimum value. Expected a value >= 0"
+      ],
+      [
+        "a temperature that is no number",
+        { model: "m", messages: [user], temperature: "0.5" },
+        "temperature",
+        "expected a decimal, but got a string"
+      ],
+      ["an empty list of tools", { model: "m", messages: [user], tools: [] }, "tools", "[] is too short - 'tools'"],
+      [
+        "a parameter the API does not have",
+        { model: "m", messages: [user], foo: 1 },
+        null,
+        "Unrecognized request argument supplied: foo"
+      ],
+      [
         "an assistant tool call without its type",
         {
           model: "m",

@@ -6,7 +6,8 @@
  * `tool` message answers a `tool_call_id` of the assistant turn before it, and every call
  * of that turn is answered before the conversation goes on; tools are functions with a
  * valid name and object parameters (in strict form when `strict: true`); the options that
- * need tools, or a stream, come with them; the temperature is within 0 to 2. In DeepSeek's
+ * need tools, or a stream, come with them; the temperature is a number within 0 to 2; at
+ * OpenAI, every parameter is one the API has, and a list of tools is not empty. In DeepSeek's
  * thinking mode (its default), every assistant turn with tool calls must carry its
  * `reasoning_content` back.
  */
@@ -37,6 +38,44 @@ const roles: Record<Api, ReadonlyArray<string>> = {
 }
 
 const functionName = /^[a-zA-Z0-9_-]{1,64}$/
+
+/** The parameters of OpenAI's chat completions: any other is refused (`Unrecognized request argument`). */
+const openAiParameters: ReadonlySet<string> = new Set([
+  "model",
+  "messages",
+  "audio",
+  "frequency_penalty",
+  "function_call",
+  "functions",
+  "logit_bias",
+  "logprobs",
+  "max_completion_tokens",
+  "max_tokens",
+  "metadata",
+  "modalities",
+  "n",
+  "parallel_tool_calls",
+  "prediction",
+  "presence_penalty",
+  "prompt_cache_key",
+  "reasoning_effort",
+  "response_format",
+  "safety_identifier",
+  "seed",
+  "service_tier",
+  "stop",
+  "store",
+  "stream",
+  "stream_options",
+  "temperature",
+  "tool_choice",
+  "tools",
+  "top_logprobs",
+  "top_p",
+  "user",
+  "verbosity",
+  "web_search_options"
+])
 
 const invalid = (message: string, param: string | null = null, code: string | null = null): Invalid => ({
   message,
@@ -207,6 +246,13 @@ export const check = (body: unknown, api: Api): Invalid | undefined => {
       Array.isArray(body.messages) ? "empty_array" : "missing_required_parameter"
     )
   }
+  if (api === "openai") {
+    const unknown = Object.keys(body).find((key) => !openAiParameters.has(key))
+    if (unknown !== undefined) return invalid(`Unrecognized request argument supplied: ${unknown}`)
+    if (Array.isArray(body.tools) && body.tools.length === 0) {
+      return invalid("[] is too short - 'tools'", "tools", "empty_array")
+    }
+  }
   const conversation = conversationIssue(body.messages, api)
   if (conversation !== undefined) return conversation
   if (body.tools !== undefined) {
@@ -231,9 +277,23 @@ export const check = (body: unknown, api: Api): Invalid | undefined => {
     )
   }
   const temperature = body.temperature
-  if (temperature !== undefined && (typeof temperature !== "number" || temperature < 0 || temperature > 2)) {
+  if (temperature !== undefined && typeof temperature !== "number") {
     return invalid(
-      `Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got ${String(temperature)} instead.`,
+      `Invalid type for 'temperature': expected a decimal, but got ${typeof temperature === "string" ? "a string" : "another type"} instead.`,
+      "temperature",
+      "invalid_type"
+    )
+  }
+  if (typeof temperature === "number" && temperature < 0) {
+    return invalid(
+      `Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got ${temperature} instead.`,
+      "temperature",
+      "decimal_below_min_value"
+    )
+  }
+  if (typeof temperature === "number" && temperature > 2) {
+    return invalid(
+      `Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got ${temperature} instead.`,
       "temperature",
       "decimal_above_max_value"
     )
