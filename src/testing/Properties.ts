@@ -33,7 +33,10 @@
  *   `run.finished`, last, with a `StopReason` of the enumeration; counters equal to the
  *   fold of the timeline; every answer's tokens counted, and nothing asked or run once the
  *   token budget is spent. {@link checkScenario} adds what only the tools and the gate
- *   saw (handler invocations, the ledger, the requests and decisions). A budget whose
+ *   saw (handler invocations, the ledger, the requests and decisions). Of a resumed run,
+ *   the model and the gate are the restarted process's only, while its timeline holds both
+ *   processes' answers and requests: `R2.1 paid` and `R7 approvals` compare the two, and
+ *   flag what the process that died was given or asked (check them per process). A budget whose
  *   limit is missing or not a number (`NaN` passes every comparison) is a `RangeError`
  *   naming the field.
  *
