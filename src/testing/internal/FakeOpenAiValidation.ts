@@ -39,7 +39,7 @@ const roles: Record<Api, ReadonlyArray<string>> = {
 
 const functionName = /^[a-zA-Z0-9_-]{1,64}$/
 
-/** The parameters of OpenAI's chat completions: any other is refused (`Unrecognized request argument`). */
+/** The parameters of OpenAI's chat completions: a parameter not listed is refused (`Unrecognized request argument`). */
 const openAiParameters: ReadonlySet<string> = new Set([
   "model",
   "messages",
