@@ -8,6 +8,7 @@ import * as Recorder from "../../src/observability/Recorder.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunObserver from "../../src/run/RunObserver.ts"
+import type * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -16,6 +17,23 @@ import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
 
 const answered = (goal: string, runId?: string) =>
   Run.run({ goal, tools: [], runId }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
+
+/**
+ * A run recorded with `content: false`: `secret` is on its timeline and not in its file.
+ * Gives the events the file reads back as.
+ */
+const recordedWithoutContent = <E, R>(
+  directory: string,
+  run: Effect.Effect<RunResult.RunResult, E, R>,
+  secret: string
+) =>
+  Effect.gen(function* () {
+    const result = yield* run.pipe(Effect.provide(Recorder.layer({ directory, content: false })))
+    assert.include(JSON.stringify(result.timeline), secret)
+    const file = `${directory}/${Recorder.fileName(result.runId)}`
+    assert.notInclude(yield* (yield* FileSystem.FileSystem).readFileString(file), secret)
+    return (yield* Recording.read(file)).events
+  })
 
 describe("Recorder", () => {
   it.live("records every event of a run, one a line, written before the run gives its result", () =>
@@ -247,7 +265,6 @@ describe("Recorder", () => {
   it.effect("R13 content: false leaves out what a status query and a model failure say, which may quote the call", () =>
     Effect.gen(function* () {
       const directory = yield* tempDirectory
-      const fs = yield* FileSystem.FileSystem
       const lost = new Failure.UnknownOutcome({
         source: "tool",
         category: "connection",
@@ -276,16 +293,11 @@ describe("Recorder", () => {
       const paying = ScriptedModel.layer([ScriptedModel.toolCall("pay", { card: "CARD-SECRET-4111" })])
       const refusing = Layer.succeed(Model.Model, { generate: () => Effect.fail(refused) })
       const recorded = (model: Layer.Layer<Model.Model>) =>
-        Effect.gen(function* () {
-          const result = yield* Run.run({ goal: "pay", tools: [pay] }).pipe(
-            Effect.provide(model),
-            Effect.provide(Recorder.layer({ directory, content: false }))
-          )
-          assert.include(JSON.stringify(result.timeline), "CARD-SECRET")
-          const file = `${directory}/${Recorder.fileName(result.runId)}`
-          assert.notInclude(yield* fs.readFileString(file), "CARD-SECRET")
-          return (yield* Recording.read(file)).events
-        })
+        recordedWithoutContent(
+          directory,
+          Run.run({ goal: "pay", tools: [pay] }).pipe(Effect.provide(model)),
+          "CARD-SECRET"
+        )
       // The provider's refusal quoted what it was sent: its code stays.
       const failed = (yield* recorded(refusing)).find((e) => e._tag === "model.failed")
       assert.deepInclude(failed?._tag === "model.failed" ? failed.failure : undefined, {
@@ -306,7 +318,6 @@ describe("Recorder", () => {
     () =>
       Effect.gen(function* () {
         const directory = yield* tempDirectory
-        const fs = yield* FileSystem.FileSystem
         const pay = Tool.make({
           name: "pay",
           description: "charges a card",
@@ -319,16 +330,18 @@ describe("Recorder", () => {
               Effect.sync(() => context.settle("outcome_unknown", `the charge to card ${input.card} was in flight`))
             )
         })
-        const result = yield* Run.run({ goal: "pay", tools: [pay] }).pipe(
+        const run = Run.run({ goal: "pay", tools: [pay] }).pipe(
           drive,
           Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("pay", { card: "CARD-SECRET-4111" })])),
-          Effect.provide(Recorder.layer({ directory, content: false }))
+          Effect.tap((result) =>
+            Effect.sync(() => {
+              const interrupted = result.timeline.find((e) => e._tag === "tool.interrupted")
+              assert.include(interrupted?._tag === "tool.interrupted" ? interrupted.detail : "", "CARD-SECRET")
+            })
+          )
         )
-        const interrupted = result.timeline.find((e) => e._tag === "tool.interrupted")
-        assert.include(interrupted?._tag === "tool.interrupted" ? interrupted.detail : "", "CARD-SECRET")
-        const file = `${directory}/${Recorder.fileName(result.runId)}`
-        assert.notInclude(yield* fs.readFileString(file), "CARD-SECRET")
-        const recorded = (yield* Recording.read(file)).events.find((e) => e._tag === "tool.interrupted")
+        const events = yield* recordedWithoutContent(directory, run, "CARD-SECRET")
+        const recorded = events.find((e) => e._tag === "tool.interrupted")
         assert.deepInclude(recorded?._tag === "tool.interrupted" ? recorded : undefined, {
           settlement: "outcome_unknown",
           detail: "<not recorded>"
@@ -339,7 +352,6 @@ describe("Recorder", () => {
   it.effect("R13 content: false leaves out the path a permission denial quotes; the refusal's code stays", () =>
     Effect.gen(function* () {
       const directory = yield* tempDirectory
-      const fs = yield* FileSystem.FileSystem
       const read = Tool.make({
         name: "read_file",
         description: "reads a file",
@@ -349,7 +361,7 @@ describe("Recorder", () => {
         pathFields: ["path"],
         handler: () => Effect.succeed("text")
       })
-      const result = yield* Run.run({ goal: "read", tools: [read] }).pipe(
+      const run = Run.run({ goal: "read", tools: [read] }).pipe(
         Effect.provide(
           ScriptedModel.layer([
             ScriptedModel.toolCall("read_file", { path: "/home/ada/PATH-SECRET/notes.txt" }),
@@ -357,13 +369,16 @@ describe("Recorder", () => {
           ])
         ),
         Effect.provide(Permission.layer({ roots: [directory] })),
-        Effect.provide(Recorder.layer({ directory, content: false }))
+        Effect.tap((result) =>
+          Effect.sync(() => {
+            const blocked = result.timeline.find((e) => e._tag === "tool.blocked")
+            assert.include(JSON.stringify(blocked), "PATH-SECRET")
+          })
+        )
       )
-      const blocked = result.timeline.find((e) => e._tag === "tool.blocked")
-      assert.include(JSON.stringify(blocked), "PATH-SECRET")
-      const file = `${directory}/${Recorder.fileName(result.runId)}`
-      assert.notInclude(yield* fs.readFileString(file), "PATH-SECRET")
-      const recorded = (yield* Recording.read(file)).events.find((e) => e._tag === "tool.blocked")
+      const recorded = (yield* recordedWithoutContent(directory, run, "PATH-SECRET")).find(
+        (e) => e._tag === "tool.blocked"
+      )
       assert.deepInclude(recorded?._tag === "tool.blocked" ? recorded.error : undefined, {
         code: "permission_denied",
         message: "<not recorded>"
