@@ -62,6 +62,7 @@ const isPlain = (schema: Schema.Top): boolean => {
   const seen = new Set<object>()
   const stack: Array<object> = [schema.ast]
   while (stack.length > 0) {
+    // Boundary: an AST node (or one of its objects), read by its field names.
     const node = stack.pop() as Record<string, unknown>
     if (seen.has(node)) continue
     seen.add(node)

@@ -17,6 +17,7 @@ export const deepFreeze = <A>(root: A): A => {
   if (!isPlain(root)) return root
   const stack: Array<object> = [root]
   while (stack.length > 0) {
+    // Boundary: a plain object or array (`isPlain` let it in), its keys read as a record's.
     const value = stack.pop() as Record<string, unknown>
     Object.freeze(value)
     for (const key in value) {
@@ -42,6 +43,7 @@ export const ownFrozen = (root: unknown): unknown => {
   if (typeof root !== "object" || root === null) return Object.is(root, -0) ? 0 : root
   // Every object is walked, frozen already or not: only what the run built is trusted to be its own.
   const seen = new Set<object>()
+  // Boundary: a JSON value's objects and arrays, their keys read as a record's.
   const stack: Array<Record<string, unknown>> = [root as Record<string, unknown>]
   while (stack.length > 0) {
     const value = stack.pop() as Record<string, unknown>

@@ -62,6 +62,7 @@ const isMillis = (value: unknown): boolean => typeof value === "number" && value
  */
 export const budgetProblem = (budget: unknown): string | undefined => {
   if (typeof budget !== "object" || budget === null) return "the budget must be an object"
+  // Boundary: an object of whatever type, its fields read by name and each checked below.
   const b = budget as Record<string, unknown>
   const fields: ReadonlyArray<readonly [string, (value: unknown) => boolean, string, boolean]> = [
     ["runTimeoutMillis", isMillis, "a number of milliseconds > 0", true],

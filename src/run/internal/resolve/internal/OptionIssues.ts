@@ -107,6 +107,7 @@ export const invalid = (
 const unreadableAt = (value: unknown, depth = 1): ReadonlyArray<string> | undefined => {
   let keys: ReadonlyArray<string | symbol>
   try {
+    // Boundary: options of whatever shape; `ownKeys` of a non-object throws, and is caught.
     keys = Reflect.ownKeys(value as object)
   } catch {
     return []
@@ -115,7 +116,7 @@ const unreadableAt = (value: unknown, depth = 1): ReadonlyArray<string> | undefi
     if (typeof key !== "string") continue
     let item: unknown
     try {
-      item = (value as Record<string, unknown>)[key]
+      item = Reflect.get(value as object, key)
     } catch {
       return [key]
     }
