@@ -353,6 +353,26 @@ describe("OpenAiCompatible limits", () => {
         })
     )
 
+    live(
+      "R12 R3.1 a key-shaped run of millions of characters in an error is scrubbed whole, and the failure stays typed",
+      () =>
+        Effect.gen(function* () {
+          // `sk-` and 6,000,000 more: a scrubber's pattern that backtracks over it overflowed the stack (review 87).
+          const message = `sk-${"a".repeat(6_000_000)} and the end`
+          const envelope = JSON.stringify({ error: { message, type: "server_error" } })
+          // A 200 whose body is an error envelope is read as a stream's error event is.
+          for (const [body, stream] of [
+            [envelope, false],
+            [`data: ${envelope}\n\n`, true]
+          ] as const) {
+            const failure = failureOf((yield* once(FakeOpenAiServer.raw({ body }), { stream })).exit)
+            assert.deepStrictEqual(classOf(failure), ["Retryable", "stream_error", "server_error"])
+            assert.include(failure.hint, "<redacted> and the end")
+            assert.notInclude(failure.diagnostic ?? "", "aaaaaaaa")
+          }
+        })
+    )
+
     live("R3.1 a key in an error event of a stream is scrubbed before the cut", () =>
       Effect.gen(function* () {
         const event = `data: ${JSON.stringify({ error: { message: `${"s".repeat(460)}${KEY}` } })}\n\n`
