@@ -233,8 +233,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     function* (request: Model.Request) {
       const clock = yield* Effect.clockWith(Effect.succeed)
       const start = clock.currentTimeMillisUnsafe()
-      const deadline = Phases.deadlineOf(request)
-      if (request.deadlineAt - start <= 0) return yield* Phases.timedOut({ layer: deadline.layer, millis: 0 })
+      const deadline = Phases.deadlineOf(request, start)
+      if (request.deadlineAt - start <= 0) return yield* Phases.timedOut(Phases.cap(deadline.layer, 0, deadline, start))
       const issue = choiceIssue(request)
       if (issue !== undefined) return yield* ProviderFailure.invalidRequest(issue)
       const httpRequest = HttpClientRequest.bodyUint8Array(
@@ -260,7 +260,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
             noRedirects,
             untracedSecrets
           ),
-        Phases.headersTimer(resolved, deadline, connection, start)
+        Phases.headersTimer(resolved, deadline, connection)
       )
       const at = yield* now
       if (response.status < 200 || response.status >= 300) {
@@ -285,7 +285,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       const decoding = decodingOf(request)
       // A media type is case-insensitive (`Text/Event-Stream`).
       const eventStream = (response.headers["content-type"] ?? "").toLowerCase().includes("text/event-stream")
-      if (eventStream) return yield* EventStream.read(reader, response, request, decoding, at)
+      if (eventStream) return yield* EventStream.read(reader, response, deadline, decoding, at)
       // An answer sent (a 200) is paid for, whatever becomes of it here: cut off, too large, or
       // one that makes no response carries what it cost (R2.1).
       const came = { bytes: 0 }

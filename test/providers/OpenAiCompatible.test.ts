@@ -491,6 +491,26 @@ describe("OpenAiCompatible", () => {
       })
     )
 
+    live("R4.3 a deadline that fires after the headers came reports the whole wait, from the request's start", () =>
+      Effect.gen(function* () {
+        const long = { connect: 10_000, firstByte: 10_000, idleRead: 10_000 }
+        for (const stream of [false, true]) {
+          // Headers (and half a plain body) at 300 ms of a 600 ms deadline, then silence.
+          const step = FakeOpenAiServer.delay(
+            300,
+            FakeOpenAiServer.stall({ afterChunks: 0, millis: 5_000, next: FakeOpenAiServer.reply({ text: "x" }) })
+          )
+          const { exit } = yield* once(step, { stream, timeouts: long }, 600)
+          const failure = failureOf(exit)
+          assert.deepStrictEqual(classOf(failure), ["Retryable", "timeout", "attempt_timeout"])
+          // It said what was left when the headers came (about 300 ms), as if that were the timeout (review 87).
+          const waited = failure.timeout?.elapsedMillis ?? 0
+          assert.isTrue(waited > 450 && waited <= 600, `stream ${stream}: waited ${waited} ms`)
+          assert.include(failure.hint, `attempt timeout of ${waited} ms`)
+        }
+      })
+    )
+
     live("R4.3 a deadline that is the step's or the run's is reported as that layer", () =>
       Effect.gen(function* () {
         const long = { connect: 10_000, firstByte: 10_000, idleRead: 10_000 }

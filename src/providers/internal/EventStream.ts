@@ -8,7 +8,6 @@ import { Effect, Pull, Result, Stream } from "effect"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import type * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
-import type * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as OpenAiWire from "../OpenAiWire.ts"
 import * as Sse from "../Sse.ts"
@@ -20,7 +19,8 @@ const source = "provider" as const
 /**
  * How long the rest of a stream is drained after `[DONE]`, at most: long enough for a
  * server that closes at once (the connection can then be reused), short, since the answer
- * is whole and waits for it; never past the request's deadline.
+ * is whole and waits for it; never more than half of what is left before the request's
+ * deadline.
  */
 const drainMillis = 100
 
@@ -48,33 +48,26 @@ interface Progress {
 }
 
 /**
- * The one timer of a read: it fails once the stream has been idle for its idle-read
- * period, or at the request's deadline, whichever comes first, until `[DONE]`; after
- * it, it ends the drain (successfully) once `drain` has passed. It never sleeps longer
- * than `drain`, so it sees `[DONE]` in time.
+ * The timer of a read until `[DONE]`: it fails once the stream has been idle for its
+ * idle-read period, or at the request's deadline, whichever comes first. Once the answer
+ * is whole it watches no more: the drain ends on its own.
  */
 const watchdog = (
   progress: Progress,
-  limits: { readonly idle: Phases.Phase; readonly whole: Phases.Phase; readonly drain: number },
+  limits: { readonly idle: Phases.Phase; readonly whole: Phases.Phase },
   deadline: Phases.Deadline
-): Effect.Effect<void, Failure.Retryable> =>
+): Effect.Effect<never, Failure.Retryable> =>
   Effect.clockWith((clock) =>
     Effect.gen(function* () {
-      while (true) {
+      while (progress.doneAt === undefined) {
         const now = clock.currentTimeMillisUnsafe()
-        if (progress.doneAt !== undefined) {
-          // The answer is whole: the drain never holds it past the deadline.
-          const end = Math.min(progress.doneAt + limits.drain, deadline.at)
-          if (Deadline.hasPassed(end, now)) return
-          yield* Effect.sleep(end - now)
-          continue
-        }
         const idleAt = progress.lastBytesAt + limits.idle.millis
         const at = Math.min(idleAt, deadline.at)
         if (Deadline.hasPassed(at, now))
           return yield* Phases.timedOut(deadline.at < idleAt ? limits.whole : limits.idle)
-        yield* Effect.sleep(Math.min(at - now, limits.drain))
+        yield* Effect.sleep(at - now)
       }
+      return yield* Effect.never
     })
   )
 
@@ -87,18 +80,13 @@ const watchdog = (
 export const read = Effect.fnUntraced(function* (
   reader: Reader,
   response: HttpClientResponse.HttpClientResponse,
-  request: Model.Request,
+  deadline: Phases.Deadline,
   decoding: OpenAiWire.Decoding,
   now: number
 ) {
   const { idleMillis, maxBytes } = reader
-  const deadline = Phases.deadlineOf(request)
   const idle = Phases.cap("idle_read", idleMillis, deadline, now)
-  const limits = {
-    idle,
-    whole: Phases.cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, now),
-    drain: Math.min(idle.millis, drainMillis)
-  }
+  const limits = { idle, whole: Phases.cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, now) }
   const clock = yield* Effect.clockWith(Effect.succeed)
   const progress: Progress = { lastBytesAt: now, doneAt: undefined }
   const pull = yield* Stream.toPull(response.stream)
@@ -145,12 +133,17 @@ export const read = Effect.fnUntraced(function* (
         }
       }
     }
-    // The drain: bounded in bytes here, in time by the watchdog; a failure now is no failure.
-    while (received <= maxBytes) {
-      const chunks = yield* Effect.orElseSucceed(next, () => undefined)
-      if (chunks === undefined) return
-      for (const bytes of chunks) received += bytes.length
-    }
+    // The drain: bounded in bytes, and in time so that the whole answer it holds is never
+    // the one the deadline cuts off (at most half of what is left); a failure now is no failure.
+    const drain = Effect.gen(function* () {
+      while (received <= maxBytes) {
+        const chunks = yield* Effect.orElseSucceed(next, () => undefined)
+        if (chunks === undefined) return
+        for (const bytes of chunks) received += bytes.length
+      }
+    })
+    const left = deadline.at - clock.currentTimeMillisUnsafe()
+    yield* Effect.timeoutOption(drain, Math.max(0, Math.min(drainMillis, idle.millis, left / 2)))
   })
   // An answer cut off (a reset, a stall, an error event, no `[DONE]`) was paid for as far as
   // it came: its failure carries that usage, for the run's budgets (R2.1).

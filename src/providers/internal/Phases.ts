@@ -11,31 +11,41 @@ import * as Instants from "../../time/Deadline.ts"
 
 const source = "provider" as const
 
-/** A phase: the layer reported if it fires, and how long it may last. */
+/**
+ * A phase: the layer reported if it fires, how long it may last, and how long its
+ * timeout says was waited (R4.3): the phase's own limit, or, when the deadline binds, the
+ * whole wait from the request's start (a deadline that fires after the headers came has
+ * still been waited for since then).
+ */
 export interface Phase {
   readonly layer: FailureBoundary.TimeoutLayer
   readonly millis: number
+  readonly reportedMillis: number
 }
 
-/** The request's deadline and the time layer it belongs to. */
+/** The request's deadline, the time layer it belongs to, and when the request started. */
 export interface Deadline {
   readonly at: number
   readonly layer: FailureBoundary.TimeoutLayer
+  readonly start: number
 }
 
-export const deadlineOf = (request: Model.Request): Deadline => ({
+export const deadlineOf = (request: Model.Request, start: number): Deadline => ({
   at: request.deadlineAt,
-  layer: request.deadlineLayer ?? "attempt"
+  layer: request.deadlineLayer ?? "attempt",
+  start
 })
 
 /** A phase's own limit, or what is left before the deadline (named by its layer) if that is shorter. */
 export const cap = (layer: FailureBoundary.TimeoutLayer, own: number, deadline: Deadline, now: number): Phase => {
   const left = deadline.at - now
-  return own <= left ? { layer, millis: own } : { layer: deadline.layer, millis: Math.max(0, left) }
+  return own <= left
+    ? { layer, millis: own, reportedMillis: own }
+    : { layer: deadline.layer, millis: Math.max(0, left), reportedMillis: Math.max(0, deadline.at - deadline.start) }
 }
 
 export const timedOut = (phase: Phase) =>
-  FailureBoundary.timeout({ source, layer: phase.layer, afterMillis: phase.millis })
+  FailureBoundary.timeout({ source, layer: phase.layer, afterMillis: phase.reportedMillis })
 
 /** Fails with the phase's timeout once it passes. */
 export const within = <A>(effect: Effect.Effect<A, Failure.Failure>, phase: Phase) =>
@@ -59,11 +69,11 @@ export interface Connection {
 export const headersTimer = (
   limits: { readonly connectMillis: number; readonly firstByteMillis: number },
   deadline: Deadline,
-  connection: Connection,
-  start: number
+  connection: Connection
 ): Effect.Effect<never, Failure.Retryable> =>
   Effect.clockWith((clock) =>
     Effect.gen(function* () {
+      const start = deadline.start
       const connect = cap("connect", limits.connectMillis, deadline, start)
       const connectEnd = start + connect.millis
       while (true) {
@@ -76,7 +86,7 @@ export const headersTimer = (
           if (Instants.hasPassed(from + firstByte.millis, now)) {
             // One wait for both phases (no connection reported): it says how long it was, all of it.
             return yield* timedOut(
-              connectedAt === undefined ? { ...firstByte, millis: from + firstByte.millis - start } : firstByte
+              connectedAt === undefined ? { ...firstByte, reportedMillis: from + firstByte.millis - start } : firstByte
             )
           }
           wake = from + firstByte.millis
