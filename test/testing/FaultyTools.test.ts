@@ -593,20 +593,28 @@ describe("FaultyTools", () => {
       })
     )
 
-    it.effect("R10 R5.1 a slow tool that ignores cancellation is waited for the stop grace, then left behind", () =>
-      Effect.gen(function* () {
-        const deaf = FaultyTools.slow({ name: "deaf", millis: 60_000, ignoresCancellation: true })
-        const model = FaultyModel.make([call("deaf", {}, "c1"), final])
-        // The public driver holds the clock still through the stop grace (a wait in real time).
-        const result = yield* TestClockDriver.drive(
-          Run.run({ goal: "x", tools: [deaf.tool], time: { run: "1 second", stopGrace: "50 millis" } })
-        ).pipe(Effect.provide(Layer.mergeAll(FaultyModel.layer(model), NodeServices.layer)))
-        assert.deepStrictEqual([result.status, result.stopReason], ["failed", "run_timeout"])
-        assert.include(result.detail, "left behind")
-        // Still running when the run gave its result: it never answered.
-        assert.deepStrictEqual(deaf.finished, [])
-        assert.strictEqual(result.elapsedMillis, 1000)
-      })
+    it.effect(
+      "R10 R5.1 R5.2 a slow tool that ignores cancellation is waited for the stop grace, then left behind, its attempt named",
+      () =>
+        Effect.gen(function* () {
+          const deaf = FaultyTools.slow({ name: "deaf", millis: 60_000, ignoresCancellation: true })
+          const model = FaultyModel.make([call("deaf", {}, "c1"), final])
+          // The public driver holds the clock still through the stop grace (a wait in real time).
+          const result = yield* TestClockDriver.drive(
+            Run.run({ goal: "x", tools: [deaf.tool], time: { run: "1 second", stopGrace: "50 millis" } })
+          ).pipe(Effect.provide(Layer.mergeAll(FaultyModel.layer(model), NodeServices.layer)))
+          assert.deepStrictEqual([result.status, result.stopReason], ["failed", "run_timeout"])
+          assert.include(result.detail, "left behind")
+          // Still running when the run gave its result: it never answered.
+          assert.deepStrictEqual(deaf.finished, [])
+          assert.strictEqual(result.elapsedMillis, 1000)
+          // The record names the attempt left running (review 86: it said 0, "none was running").
+          const left = result.timeline.find((e) => e._tag === "tool.interrupted")
+          assert.deepStrictEqual(left?._tag === "tool.interrupted" ? [left.attempt, left.settlement] : left, [
+            1,
+            "outcome_unknown"
+          ])
+        })
     )
 
     it("R10 the constructors refuse nonsense", () => {

@@ -22,8 +22,8 @@ const lastBatch = (ctx: RunContext.RunContext): ReadonlyArray<Event.Event> => {
 interface Calls {
   /** Each call taken up without its ending, by id, with its name. */
   readonly open: Map<string, string>
-  /** The calls an attempt of whose handler started. */
-  readonly attempted: Set<string>
+  /** The calls an attempt of whose handler started, each with the last such attempt. */
+  readonly attempted: Map<string, number>
   /** The calls taken up before the run was last resumed: the process that stopped may have run them, their events lost. */
   readonly before: ReadonlySet<string>
 }
@@ -53,7 +53,7 @@ const callsOf = (
       ? new Set<string>()
       : RunLog.mayHaveTakenUp(events.slice(0, resumedAt), concurrency, commitsAtOnce(tools))
   const open = new Map<string, string>()
-  const attempted = new Set<string>()
+  const attempted = new Map<string, number>()
   const ended = new Set<string>()
   const openIf = (callId: string) => {
     const name = names.get(callId)
@@ -69,7 +69,7 @@ const callsOf = (
       ended.add(callId)
     } else if (e._tag === "tool.started") {
       // An attempt after an interrupted one (a timeout retried): the call is open again.
-      attempted.add(callId)
+      attempted.set(callId, e.attempt)
       ended.delete(callId)
       openIf(callId)
     } else openIf(callId)
@@ -307,7 +307,8 @@ export const recordAbandoned = (
     }
     const effects = stillRunning || (tool !== undefined && mayHaveEffects(tool))
     const detail = `${why}${effects ? "; its action may or may not have taken effect" : ""}`
-    record(ctx, { id: callId, name }, 0, effects ? "outcome_unknown" : "cancelled", detail)
+    // The attempt that was running, and may still be (review 86: it said 0, "none running").
+    record(ctx, { id: callId, name }, attempted.get(callId) ?? 0, effects ? "outcome_unknown" : "cancelled", detail)
   }
   // Its waits for a person ended so: the run leaves their phase, as a wait that ends does (R1.3).
   if (withdrew && RunContext.state(ctx) === "awaiting_approval") {
