@@ -12,7 +12,7 @@
  * 4. waits for the exit to be reaped,
  *
  * and reports what became of the action as a {@link Settled} record: `completed` (it had
- * already exited), `cancelled` (it stopped on SIGTERM within the grace period) or
+ * already exited; what it left running stopped on SIGTERM), `cancelled` (it stopped on SIGTERM within the grace period) or
  * `outcome_unknown` (it ignored SIGTERM and was killed mid-action). Stopping the wait,
  * cancelling the task and the remote work stopping are three different results: a
  * child that had to be killed may have done part of its work, so it is never recorded

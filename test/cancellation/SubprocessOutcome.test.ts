@@ -7,12 +7,12 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Schema } from "effect"
+import { Effect, Exit, Fiber, Layer, Schema } from "effect"
 import * as Subprocess from "../../src/cancellation/Subprocess.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
-import { fixtures, tempDir } from "../support/processes.ts"
+import { fixtures, isGroupGone, nap, tempDir } from "../support/processes.ts"
 
 const child = path.join(fixtures, "child.mjs")
 const node = (mode: string, ...args: ReadonlyArray<string>): Subprocess.Spec => ({
@@ -62,6 +62,44 @@ describe("Subprocess.run: a child that did not finish", () => {
         assert.strictEqual(safe.code, "output_too_large")
       }).pipe(Effect.provide(NodeServices.layer))
   )
+})
+
+describe("Subprocess.run: a child stopped for too much output, then interrupted", () => {
+  for (const cgroup of [true, false]) {
+    it.live(
+      `R5.2 R3.8 an interruption during that stop keeps its record: killed mid-action, never completed (cgroup: ${cgroup})`,
+      () =>
+        Effect.gen(function* () {
+          // The flood ignores SIGTERM; the stop for its output waits out the grace period, and
+          // the interruption comes inside it. The reclamation after found nothing left and
+          // said "had already exited", completed (review 86).
+          const settled: Array<Subprocess.Settled> = []
+          let pid = 0
+          const flood: Subprocess.Spec = {
+            command: "/bin/sh",
+            args: ["-c", "trap '' TERM; while :; do echo yyyyyyyyyyyyyyyy; done"]
+          }
+          const fiber = yield* Effect.forkChild(
+            Subprocess.run(flood, {
+              cgroup,
+              maxOutputBytes: 4096,
+              graceMillis: 1_000,
+              onSpawn: (p) => {
+                pid = p
+              },
+              onSettled: (s) => settled.push(s)
+            })
+          )
+          while (pid === 0) yield* nap(2)
+          yield* nap(300)
+          yield* Fiber.interrupt(fiber)
+          assert.isTrue(isGroupGone(pid))
+          assert.strictEqual(settled.length, 1)
+          assert.strictEqual(settled[0]?.settlement, "outcome_unknown", settled[0]?.detail)
+          assert.deepStrictEqual(settled[0]?.signals, ["SIGTERM", "SIGKILL"])
+        }).pipe(Effect.provide(NodeServices.layer))
+    )
+  }
 })
 
 describe("Subprocess.run: a child the system refuses to start", () => {

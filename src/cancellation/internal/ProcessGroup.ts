@@ -133,17 +133,44 @@ interface Stop {
   readonly killed: boolean
 }
 
+/**
+ * How a command that was not running when its stop began had ended, on its own: by its
+ * exit code (it finished, whatever it answered) or by a signal (the OOM killer, say: it
+ * died mid-action).
+ */
+type Ended = { readonly _tag: "Exited" } | { readonly _tag: "Died"; readonly signal: string }
+
 /** The record of a stop, from when it started and what it did. */
 const settledRecord = (
   target: Target,
   graceMillis: number,
   killWaitMillis: number,
-  stop: Stop & { readonly start: number; readonly end: number }
+  stop: Stop & {
+    readonly start: number
+    readonly end: number
+    /** How the command had ended before the stop, if it had. */
+    readonly ended: Ended | undefined
+    /** Whether anything was left to signal. */
+    readonly signalled: boolean
+  }
 ): Settled => {
   const pid: number = target.handle.pid
   const containment: Containment = target.cgroup === undefined ? "process_group" : "cgroup"
   const who = `pid ${pid} (${containment === "cgroup" ? "cgroup" : "process group"})`
   const millis = stop.end - stop.start
+  if (stop.reaped && !stop.killed && stop.ended !== undefined) {
+    // The command had ended on its own, and what it left behind (if anything) stopped as
+    // asked: its action is what its ending says (review 86: an exit 0 was recorded
+    // cancelled, which invites a repeat of what it did).
+    const signals: ReadonlyArray<Signal> = stop.signalled ? ["SIGTERM"] : []
+    const left = stop.signalled ? `; what it left running stopped on SIGTERM after ${round(millis)} ms` : ""
+    const exited = stop.ended._tag === "Exited"
+    const detail = exited
+      ? `${who} had already exited${left}`
+      : `${who} had died of ${stop.ended.signal} before the stop, and its action may or may not have taken effect${left}`
+    const settlement = exited ? "completed" : "outcome_unknown"
+    return { pid, containment, settlement, signals, reaped: true, millis, detail }
+  }
   if (stop.reaped && !stop.killed) {
     const detail = `${who} stopped on SIGTERM after ${round(millis)} ms`
     return { pid, containment, settlement: "cancelled", signals: ["SIGTERM"], reaped: true, millis, detail }
@@ -179,12 +206,12 @@ export const signalOf = (error: PlatformError.PlatformError): string => {
   return /signal: '([A-Z0-9]+)'/.exec(text)?.[1] ?? "unknown_signal"
 }
 
-/** Whether the leader died of SIGKILL (its exit is known: call it once the group is gone). */
-const leaderKilled = (target: Target): Effect.Effect<boolean> =>
-  Effect.map(Effect.exit(target.handle.exitCode), (exit) => {
-    if (Exit.isSuccess(exit)) return false
+/** How the leader ended (call it once it has: its exit is then known). */
+const endingOf = (target: Target): Effect.Effect<Ended> =>
+  Effect.map(Effect.exit(target.handle.exitCode), (exit): Ended => {
+    if (Exit.isSuccess(exit)) return { _tag: "Exited" }
     const error = Exit.findErrorOption(exit)
-    return error._tag === "Some" && signalOf(error.value) === "SIGKILL"
+    return { _tag: "Died", signal: error._tag === "Some" ? signalOf(error.value) : "unknown_signal" }
   })
 
 /** SIGTERM, the grace period, SIGKILL and the reap of the process group, by effect's kill, raced by a watch that counts a zombie as gone. */
@@ -222,25 +249,27 @@ const stopCgroup = Effect.fnUntraced(function* (
  */
 export const reclaim = Effect.fnUntraced(function* (target: Target, graceMillis: number, killWaitMillis: number) {
   const leaderWasRunning = yield* leaderRunning(target)
-  if (!leaderWasRunning && !(yield* othersAlive(target))) {
-    const pid: number = target.handle.pid
-    const containment: Containment = target.cgroup === undefined ? "process_group" : "cgroup"
-    const detail = `pid ${pid} (${containment === "cgroup" ? "cgroup" : "process group"}) had already exited`
-    return { pid, containment, settlement: "completed", signals: [], reaped: true, millis: 0, detail } satisfies Settled
-  }
+  const ended = leaderWasRunning ? undefined : yield* endingOf(target)
   const start = performance.now()
+  if (ended !== undefined && !(yield* othersAlive(target))) {
+    const stop = { reaped: true, killed: false, start, end: start, ended, signalled: false }
+    return settledRecord(target, graceMillis, killWaitMillis, stop)
+  }
   const cgroup = target.cgroup
   const stop =
     cgroup === undefined
       ? yield* stopGroup(target, graceMillis, killWaitMillis)
       : yield* stopCgroup(target, cgroup, graceMillis, killWaitMillis)
   // A leader that SIGKILL ended while it was being stopped (the kill, or the OOM killer)
-  // was killed mid-action; one that had died before the stop tells nothing of it.
-  const killed = stop.killed || (stop.reaped && leaderWasRunning && (yield* leaderKilled(target)))
+  // was killed mid-action; one that had ended before the stop is recorded by its ending.
+  const ending = stop.reaped && leaderWasRunning ? yield* endingOf(target) : undefined
+  const killed = stop.killed || (ending?._tag === "Died" && ending.signal === "SIGKILL")
   return settledRecord(target, graceMillis, killWaitMillis, {
     reaped: stop.reaped,
     killed,
     start,
-    end: performance.now()
+    end: performance.now(),
+    ended,
+    signalled: true
   })
 })

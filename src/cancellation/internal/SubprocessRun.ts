@@ -60,6 +60,9 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
   // spawner's release, the cgroup's removal (for a spawn that failed), and last the
   // wait for the supervisor's exit.
   let readers: Fiber.Fiber<void, PlatformError.PlatformError | SubprocessOutput.OutputTooLarge> | undefined
+  // The child's stop for too much output, when it came first: what the record says if the
+  // effect is then interrupted (the reclamation after it finds nothing left, review 86).
+  let stoppedFirst: ProcessGroup.Settled | undefined
   const started = performance.now()
   const { target, reading } = yield* Effect.uninterruptible(
     Effect.gen(function* () {
@@ -98,7 +101,8 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
         Effect.gen(function* () {
           // The readers keep draining the pipes meanwhile, so a child that flushes its
           // output on SIGTERM is not blocked on a full pipe.
-          const settled = yield* ProcessGroup.reclaim(target, graceMillis, killWaitMillis)
+          const reclaimed = yield* ProcessGroup.reclaim(target, graceMillis, killWaitMillis)
+          const settled = stoppedFirst ?? reclaimed
           // Nothing is left for the supervisor to stop: it exits while the rest is
           // cleaned up (its release, last, waits for that).
           if (cgroup !== undefined) yield* SubprocessCgroup.remove(cgroup)
@@ -136,7 +140,13 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
     )
   )
   if (first._tag === "ReadFailed") {
-    const settled = yield* Effect.uninterruptible(ProcessGroup.reclaim(target, graceMillis, killWaitMillis))
+    const settled = yield* Effect.uninterruptible(
+      Effect.tap(ProcessGroup.reclaim(target, graceMillis, killWaitMillis), (stop) =>
+        Effect.sync(() => {
+          stoppedFirst = stop
+        })
+      )
+    )
     const error = Exit.findErrorOption(first.exit)
     if (error._tag === "Some" && error.value._tag === "OutputTooLarge")
       return yield* Effect.fail(SubprocessFailure.tooLarge(name, maxOutputBytes, settled.detail, unsafeToRepeat))
