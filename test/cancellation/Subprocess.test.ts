@@ -306,17 +306,24 @@ describe("Subprocess.run", () => {
 
   for (const cgroup of [true, false]) {
     it.live(
-      `R5.2 a command that is not found or not executable is a typed spawn_failed failure (cgroup: ${cgroup})`,
+      `R5.2 a command (or a script's interpreter) that is not found or not executable is a typed spawn_failed failure (cgroup: ${cgroup})`,
       () =>
         Effect.gen(function* () {
           const dir = tempDir()
           const plain = path.join(dir, "not-executable.sh")
           fs.writeFileSync(plain, "#!/bin/sh\necho hi\n", { mode: 0o644 })
+          // Scripts whose interpreter is missing or not executable: the same in both containments (review 86).
+          const noInterpreter = path.join(dir, "no-interpreter.sh")
+          fs.writeFileSync(noInterpreter, "#!/nonexistent/interpreter -x\necho hi\n", { mode: 0o755 })
+          const plainInterpreter = path.join(dir, "plain-interpreter.sh")
+          fs.writeFileSync(plainInterpreter, `#! ${plain}\necho hi\n`, { mode: 0o755 })
           const cases: ReadonlyArray<readonly [Subprocess.Spec, string]> = [
             [{ command: "/nonexistent/no-such-tool" }, "NotFound"],
             [{ command: "no-such-tool-on-path-7f3a" }, "NotFound"],
             [{ command: plain }, "PermissionDenied"],
             [{ command: dir }, "PermissionDenied"],
+            [{ command: noInterpreter }, "NotFound"],
+            [{ command: plainInterpreter }, "PermissionDenied"],
             // What Node's spawn throws instead of failing, and a working directory that is not there.
             [{ command: "" }, "NotFound"],
             [{ command: "true", cwd: plain }, "NotADirectory"],

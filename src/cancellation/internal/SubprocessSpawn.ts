@@ -81,10 +81,39 @@ const isExecutableFile = (file: string): "yes" | "no" | "missing" => {
 }
 
 /**
+ * Why a script cannot run when its `#!` line names an interpreter that is not there, or
+ * not an executable file (as `exec` then fails: ENOENT, EACCES); `undefined` otherwise.
+ */
+const interpreterProblem = (file: string, cwd: string): Unstartable | undefined => {
+  const head = Buffer.alloc(256)
+  let length: number
+  try {
+    const fd = fs.openSync(file, "r")
+    try {
+      length = fs.readSync(fd, head, 0, head.length, 0)
+    } finally {
+      fs.closeSync(fd)
+    }
+  } catch {
+    return undefined
+  }
+  const text = head.subarray(0, length).toString("latin1")
+  if (!text.startsWith("#!")) return undefined
+  const interpreter = text.slice(2).split("\n")[0]?.trim().split(/[ \t]/)[0] ?? ""
+  if (interpreter === "") return undefined
+  const found = isExecutableFile(path.resolve(cwd, interpreter))
+  if (found === "yes") return undefined
+  const what = found === "missing" ? "which does not exist" : "which is not an executable file"
+  const detail = `${file} names the interpreter ${interpreter}, ${what}`
+  return { reason: found === "missing" ? "NotFound" : "PermissionDenied", detail }
+}
+
+/**
  * Why the command cannot run, looked up as `execvp` does (relative to the child's cwd, on
- * the child's PATH): nothing there (`NotFound`), or only what is not an executable file
- * (`PermissionDenied`); `undefined` when it can. The trampoline then `exec`s the command
- * as given, so the child's `argv[0]` is what the caller wrote.
+ * the child's PATH): nothing there (`NotFound`), only what is not an executable file
+ * (`PermissionDenied`), or a script whose interpreter is either; `undefined` when it can.
+ * The trampoline then `exec`s the command as given, so the child's `argv[0]` is what the
+ * caller wrote. (A spawn without the trampoline fails so by itself.)
  */
 export const findExecutable = (spec: Spec): Unstartable | undefined => {
   const cwd = path.resolve(spec.cwd ?? ".")
@@ -94,7 +123,7 @@ export const findExecutable = (spec: Spec): Unstartable | undefined => {
   let denied: string | undefined
   for (const file of candidates) {
     const found = spec.command === "" ? "missing" : isExecutableFile(file)
-    if (found === "yes") return undefined
+    if (found === "yes") return interpreterProblem(file, cwd)
     if (found === "no") denied ??= file
   }
   return denied === undefined
