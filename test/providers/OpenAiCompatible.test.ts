@@ -178,12 +178,14 @@ describe("OpenAiCompatible", () => {
         const response = OpenAiWire.fromAccumulator(acc, { iteration: 1 })
         return Result.isSuccess(response) ? (response.success.finishReason ?? "none") : response.failure.kind
       }
-      for (const reason of ["length", "LENGTH", "max_tokens", "model_length", "MAX_TOKENS"]) {
-        assert.strictEqual(finish([reason]), "length", reason)
+      const lengths = ["length", "LENGTH", "max_tokens", "model_length", "MAX_TOKENS", "max_length", "token_limit"]
+      for (const reason of lengths) assert.strictEqual(finish([reason]), "length", reason)
+      // Gemini's, Anthropic's and Bedrock's own filter names too (review 87: `blocklist`, `spii` were final answers).
+      const filters = ["content_filter", "SAFETY", "recitation", "BLOCKLIST", "spii", "refusal", "guardrail_intervened"]
+      for (const reason of filters) assert.strictEqual(finish([reason]), "content_filter", reason)
+      for (const reason of ["error", "abort", "MALFORMED_FUNCTION_CALL", "other"]) {
+        assert.strictEqual(finish([reason]), "interrupted", reason)
       }
-      for (const reason of ["content_filter", "SAFETY", "recitation"])
-        assert.strictEqual(finish([reason]), "content_filter")
-      for (const reason of ["error", "abort"]) assert.strictEqual(finish([reason]), "interrupted")
       assert.strictEqual(finish(["length", "stop"]), "length")
       // An empty finish reason is none: it hides no later one.
       assert.strictEqual(finish(["", "length"]), "length")

@@ -76,7 +76,8 @@ const usageOf = (
 /**
  * The finish reasons compatible servers send, by what they mean (read without case):
  * an answer cut off by a token limit is never final, a filtered one stops the run (R11).
- * Any other is read as a normal stop.
+ * Gemini's, Anthropic's and Bedrock's own names are among them. Any other is read as a
+ * normal stop.
  */
 const finishReasons: Readonly<Record<string, Model.FinishReason>> = {
   stop: "stop",
@@ -88,15 +89,35 @@ const finishReasons: Readonly<Record<string, Model.FinishReason>> = {
   max_tokens: "length",
   max_output_tokens: "length",
   model_length: "length",
+  max_length: "length",
+  token_limit: "length",
+  model_context_window_exceeded: "length",
   content_filter: "content_filter",
   content_filtered: "content_filter",
   safety: "content_filter",
   recitation: "content_filter",
-  prohibited_content: "content_filter"
+  prohibited_content: "content_filter",
+  blocklist: "content_filter",
+  spii: "content_filter",
+  image_safety: "content_filter",
+  refusal: "content_filter",
+  guardrail_intervened: "content_filter"
 }
 
-/** Finish reasons that say the answer was not finished at all: the call failed. */
-const broken: ReadonlySet<string> = new Set(["error", "abort", "aborted", "insufficient_system_resource"])
+/**
+ * Finish reasons that say the answer was not finished at all: the call failed (Gemini's
+ * `malformed_function_call` and `other` among them, review 87).
+ */
+const broken: ReadonlySet<string> = new Set([
+  "error",
+  "abort",
+  "aborted",
+  "insufficient_system_resource",
+  "malformed_function_call",
+  "unexpected_tool_call",
+  "too_many_tool_calls",
+  "other"
+])
 
 const callId = (id: string | null | undefined, iteration: number, index: number) =>
   id === null || id === undefined || id === "" ? `call_${iteration}_${index}` : id
