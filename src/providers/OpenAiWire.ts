@@ -140,10 +140,24 @@ export const ErrorBody = Schema.Struct({
  */
 export type ErrorBody = typeof ErrorBody.Type
 
+/**
+ * The error of Hugging Face's text-generation-inference and servers like it: the message
+ * itself as `error`, its kind beside it (`{ "error": "Input validation error: ...",
+ * "error_type": "validation" }`).
+ *
+ * @category schemas
+ * @since 0.3.0
+ */
+export const PlainErrorBody = Schema.Struct({
+  error: Schema.String,
+  error_type: Nullable(Schema.String)
+})
+
 const decodeCompletion = Schema.decodeUnknownResult(Schema.fromJsonString(Completion))
 const decodeChunk = Schema.decodeUnknownResult(Schema.fromJsonString(Chunk))
 const decodeChunkValue = Schema.decodeUnknownResult(Chunk)
 const decodeError = Schema.decodeUnknownResult(Schema.fromJsonString(ErrorBody))
+const decodePlainError = Schema.decodeUnknownResult(Schema.fromJsonString(PlainErrorBody))
 
 /**
  * Decodes a JSON text, or says why it does not decode.
@@ -176,14 +190,20 @@ export const parseChunk = (text: string): Result.Result<Chunk, string> => {
 }
 
 /**
- * The error a body or an event carries, when it is one.
+ * The error a body or an event carries, when it is one; a plain one ({@link PlainErrorBody})
+ * as the envelope's fields.
  *
  * @category decoding
  * @since 0.1.0
  */
 export const parseError = (text: string): ErrorBody["error"] | undefined => {
   const decoded = decodeError(text)
-  return Result.isSuccess(decoded) ? decoded.success.error : undefined
+  if (Result.isSuccess(decoded)) return decoded.success.error
+  // An empty one says nothing, as an empty envelope does.
+  const plain = decodePlainError(text)
+  return Result.isSuccess(plain) && plain.success.error !== ""
+    ? { message: plain.success.error, type: plain.success.error_type ?? null }
+    : undefined
 }
 
 /**

@@ -519,6 +519,30 @@ describe("errors inside a stream (R3.2)", () => {
       assert.notInclude(JSON.stringify(failure), KEY)
     })
   )
+
+  live("R3.2 an error whose message is the error itself (text-generation-inference's) is read as one", () =>
+    Effect.gen(function* () {
+      // It was a corrupt response, retried, its message never shown (review 87).
+      const error = {
+        error: "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096",
+        error_type: "validation"
+      }
+      const event = FakeOpenAiServer.raw({ body: `data: ${JSON.stringify(error)}\n\n` })
+      const streamed = failureOf((yield* once(event, { stream: true })).exit)
+      assert.deepStrictEqual(classOf(streamed), ["Permanent", "stream_error", "invalid_request"])
+      assert.include(streamed.hint, "(validation): Input validation error")
+      const status = FakeOpenAiServer.raw({ status: 422, body: JSON.stringify(error) })
+      const refused = failureOf((yield* once(status)).exit)
+      assert.include(refused.hint, "HTTP 422")
+      assert.include(refused.hint, "Input validation error")
+      // Overloaded: retried.
+      const busy = { error: "Model is overloaded", error_type: "overloaded" }
+      const overloaded = failureOf(
+        (yield* once(FakeOpenAiServer.raw({ body: `data: ${JSON.stringify(busy)}\n\n` }), { stream: true })).exit
+      )
+      assert.deepStrictEqual(classOf(overloaded), ["Retryable", "stream_error", "server_error"])
+    })
+  )
 })
 
 describe("DeepSeek's thinking mode with tools (R11)", () => {

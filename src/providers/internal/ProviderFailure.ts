@@ -198,8 +198,14 @@ const kinds: ReadonlyArray<readonly [StreamErrorKind, ReadonlyArray<string>]> = 
   ["rate_limited", ["rate_limit_exceeded", "rate_limit_error", "rate_limited", "requests", "tokens"]],
   ["content_filtered", ["content_filter", "content_policy_violation", "content_filtered"]],
   ["authentication", ["invalid_api_key", "authentication_error", "permission_error", "unauthorized"]],
-  ["server_error", ["server_error", "internal_error", "api_error", "overloaded_error", "service_unavailable"]],
-  ["invalid_request", ["invalid_request_error", "invalid_request", "context_length_exceeded", "not_found_error"]]
+  [
+    "server_error",
+    ["server_error", "internal_error", "api_error", "overloaded_error", "overloaded", "service_unavailable"]
+  ],
+  [
+    "invalid_request",
+    ["invalid_request_error", "invalid_request", "context_length_exceeded", "not_found_error", "validation"]
+  ]
 ]
 
 const kindOf = (error: { readonly type?: unknown; readonly code?: unknown }): StreamErrorKind => {
