@@ -6,11 +6,13 @@
  *
  * @since 0.1.0
  */
+
+import * as Text from "../failure/Text.ts"
 import type * as Event from "./Event.ts"
 
 const clip = (text: string, max = 80): string => {
   const line = text.replaceAll("\n", "⏎")
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
+  return line.length > max ? `${Text.head(line, max - 1)}…` : line
 }
 
 const callOf = (event: { readonly callId?: string | undefined }): string =>

@@ -12,6 +12,7 @@
 import { Effect, FileSystem, type PlatformError, Result, Schema } from "effect"
 import * as Event from "../events/Event.ts"
 import * as Timeline from "../events/Timeline.ts"
+import * as Text from "../failure/Text.ts"
 import * as RunResult from "../run/RunResult.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
 
@@ -122,7 +123,7 @@ const kinds: ReadonlySet<string> = new Set(Event.Event.members.map((member) => m
 const notAnEvent = (json: unknown, issue: unknown): string => {
   const tag = isObject(json) ? json._tag : undefined
   return typeof tag === "string" && !kinds.has(tag)
-    ? `an event of a kind this version does not know (${JSON.stringify(tag.slice(0, 80))}): written by a newer version of effect-agent-runtime?`
+    ? `an event of a kind this version does not know (${JSON.stringify(Text.head(tag, 80))}): written by a newer version of effect-agent-runtime?`
     : `it is not an event: ${firstIssue(issue)}`
 }
 

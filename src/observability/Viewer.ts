@@ -17,6 +17,7 @@
 import { Schema } from "effect"
 import * as Event from "../events/Event.ts"
 import * as Explain from "../explain/Explain.ts"
+import * as Text from "../failure/Text.ts"
 import type * as RunResult from "../run/RunResult.ts"
 import { detailWithoutContent, withoutContent } from "./internal/Content.ts"
 import { layout } from "./internal/Layout.ts"
@@ -96,7 +97,7 @@ export const html = (input: Input, options: Options = {}): string => {
   if (started?._tag === "run.started") {
     facts.push(["model", result?.model ?? started.model])
     facts.push(["started", dated(started.at)])
-    facts.push(["goal", started.goal.length > 160 ? `${started.goal.slice(0, 159)}…` : started.goal])
+    facts.push(["goal", started.goal.length > 160 ? `${Text.head(started.goal, 159)}…` : started.goal])
   }
   facts.push(["elapsed", duration(picture.endedAt - picture.startedAt)])
   facts.push(["events", String(events.length)])

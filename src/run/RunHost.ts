@@ -21,6 +21,7 @@
  */
 import { Clock, Duration, Effect, Fiber, Option, Result, Schedule } from "effect"
 import type * as Event from "../events/Event.ts"
+import * as Text from "../failure/Text.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
 import * as Durations from "../time/Durations.ts"
@@ -114,7 +115,7 @@ const checkRunId = (runId: unknown): InvalidRunOptions | undefined =>
     ? undefined
     : new InvalidRunOptions({
         path: ["runId"],
-        reason: `Expected ${runIdRule}, got ${typeof runId === "string" ? JSON.stringify(runId.slice(0, 64)) : String(runId)}`
+        reason: `Expected ${runIdRule}, got ${typeof runId === "string" ? JSON.stringify(Text.head(runId, 64)) : String(runId)}`
       })
 
 /** Options a caller without types gave: an object, before a field of it is read. */

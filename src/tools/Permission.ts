@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, FileSystem, Layer, Path, Predicate, Result, Schema } from "effect"
+import * as Text from "../failure/Text.ts"
 import { isEnvPath } from "./internal/EnvFiles.ts"
 import { isWellFormed } from "./internal/workspace/Names.ts"
 import type * as Tool from "./Tool.ts"
@@ -163,8 +164,7 @@ export const defaultMaxContentBytes = 1024 * 1024
 const maxShownChars = 200
 
 // The path as the model sent it, quoted and escaped (a NUL shows as \u0000), and cut short.
-const show = (value: string): string =>
-  JSON.stringify(value.length > maxShownChars ? `${value.slice(0, maxShownChars)}…` : value)
+const show = (value: string): string => JSON.stringify(Text.clip(value, maxShownChars))
 
 const contentBytes = (value: unknown): number | undefined => {
   if (Predicate.isString(value)) return Buffer.byteLength(value, "utf8")

@@ -8,6 +8,7 @@
 import { Predicate } from "effect"
 import * as Failure from "../failure/Failure.ts"
 import * as SchemaIssues from "../failure/SchemaIssues.ts"
+import * as Text from "../failure/Text.ts"
 
 /**
  * Limits the pipeline enforces on what the model sends and what it sees back.
@@ -133,7 +134,7 @@ const pathOf = (frame: Frame | undefined, root: string): string => {
   for (let f = frame; f?.parent !== undefined; f = f.parent) keys.push(f.key)
   let path = root
   for (const key of keys.reverse()) {
-    path += typeof key === "number" ? `[${key}]` : `.${key.length > 64 ? `${key.slice(0, 64)}…` : key}`
+    path += typeof key === "number" ? `[${key}]` : `.${Text.clip(key, 64)}`
   }
   return path
 }

@@ -8,6 +8,7 @@
  */
 import { Cause, Effect, Exit } from "effect"
 import * as Failure from "../failure/Failure.ts"
+import * as Text from "../failure/Text.ts"
 import type * as Model from "../model/Model.ts"
 import type * as Tool from "../tools/Tool.ts"
 import type * as ToolResult from "../tools/ToolResult.ts"
@@ -175,7 +176,7 @@ const unknownTool = "(unknown tool)"
 /** A name the model sent, as a span may hold it: its first 64 characters, control and bidirectional ones replaced. */
 const printable = (name: string): string => {
   const shown = name.replace(/[\p{Cc}\p{Cf}]/gu, "\ufffd")
-  return shown.length > 64 ? `${shown.slice(0, 64)}…` : shown
+  return Text.clip(shown, 64)
 }
 
 const toolStart = (

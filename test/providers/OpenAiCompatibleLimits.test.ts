@@ -313,13 +313,20 @@ describe("OpenAiCompatible limits", () => {
       })
     )
 
-    live("R3.1 an error in the stream with a huge type: the hint keeps 200 characters of it", () =>
-      Effect.gen(function* () {
-        const body = `data: ${JSON.stringify({ error: { message: "no", type: "t".repeat(100_000) } })}\n\n`
-        const headers = { "content-type": "text/event-stream" }
-        const { exit } = yield* once(FakeOpenAiServer.raw({ headers, body }), { stream: true })
-        assert.isBelow(failureOf(exit).hint.length, 400)
-      })
+    live(
+      "R3.1 R12 an error in the stream with a huge type: the hint keeps 200 characters of it, never half of one",
+      () =>
+        Effect.gen(function* () {
+          const body = `data: ${JSON.stringify({ error: { message: "no", type: "t".repeat(100_000) } })}\n\n`
+          const headers = { "content-type": "text/event-stream" }
+          const { exit } = yield* once(FakeOpenAiServer.raw({ headers, body }), { stream: true })
+          assert.isBelow(failureOf(exit).hint.length, 400)
+          // A message cut where an emoji stands keeps no half of it (review 87).
+          const emoji = `data: ${JSON.stringify({ error: { message: `${"m".repeat(199)}${"😀".repeat(5)}` } })}\n\n`
+          const cut = failureOf((yield* once(FakeOpenAiServer.raw({ headers, body: emoji }), { stream: true })).exit)
+          assert.include(cut.hint, `${"m".repeat(199)}…`)
+          assert.notMatch(cut.hint, /[\uD800-\uDBFF](?![\uDC00-\uDFFF])/)
+        })
     )
   })
 

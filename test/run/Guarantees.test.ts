@@ -255,6 +255,34 @@ describe("R12 values user code hands back are checked", () => {
     })
   )
 
+  it.effect(
+    "R12 R11 an output cut to maxObservationChars is never cut inside a character: the model gets well-formed text",
+    () =>
+      Effect.gen(function* () {
+        // Emoji are two UTF-16 units: one of them lands on the cut, whatever the offset (review 87).
+        for (const pad of [997, 998, 999]) {
+          const output = `${"x".repeat(pad)}${"😀".repeat(10)}`
+          let seen: ReadonlyArray<Model.Message> = []
+          yield* Run.run({
+            goal: "x",
+            tools: [toolOf(() => Effect.succeed(output))],
+            limits: { maxObservationChars: 1_000 }
+          }).pipe(
+            Effect.provide(
+              script(ScriptedModel.toolCall("t", {}), (request) => {
+                seen = request.messages
+                return ScriptedModel.finalAnswer("done")
+              })
+            )
+          )
+          const told = seen.find((m) => m._tag === "tool")?.content ?? ""
+          assert.include(told, "observation cut")
+          // No first half of a pair without its second.
+          assert.notMatch(told, /[\uD800-\uDBFF](?![\uDC00-\uDFFF])/, `pad ${pad}`)
+        }
+      })
+  )
+
   it.effect("R12 a policy's invalid decision is a typed failure naming the field, and the result encodes", () =>
     Effect.gen(function* () {
       const result = yield* Run.run({

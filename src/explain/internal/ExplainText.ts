@@ -4,11 +4,12 @@
  * Re-exported from `Explain` as `format`. Private to `observability/`.
  */
 import * as Timeline from "../../events/Timeline.ts"
+import * as Text from "../../failure/Text.ts"
 import type { Deadline, Explanation, Gauge, InFlight, Repetition } from "./ExplainModel.ts"
 
 const clip = (text: string, max = 100): string => {
   const line = text.replaceAll("\n", "⏎")
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
+  return line.length > max ? `${Text.head(line, max - 1)}…` : line
 }
 
 const json = (value: unknown): string => clip(JSON.stringify(value) ?? "undefined", 80)

@@ -3,6 +3,7 @@
  * diagnostic text. Re-exported from `Failure`.
  */
 import { Predicate } from "effect"
+import * as Text from "../Text.ts"
 
 /** An error class name as code writes it (`TypeError`, `PaymentDeclined`); anything else is not shown. */
 const identifier = /^[A-Za-z_$][\w$]{0,63}$/
@@ -75,7 +76,7 @@ export const describeDefect = (defect: unknown): DefectDescription => {
 
 const clip = (text: string): string => {
   const line = text.split("\n", 1)[0] ?? ""
-  return line.length > 1000 ? `${line.slice(0, 1000)}…` : line
+  return Text.clip(line, 1000)
 }
 
 /**

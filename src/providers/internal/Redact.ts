@@ -10,6 +10,8 @@
  * matches it whole.
  */
 
+import * as Text from "../../failure/Text.ts"
+
 /** Shorter pieces of a key say too little to matter (a masked key's last 4 characters). */
 export const PIECE = 8
 
@@ -48,4 +50,4 @@ export const redactor = (secret: string | undefined): ((text: string) => string)
 }
 
 /** Cuts text to `max` characters, marking the cut. Scrub first. */
-export const clip = (text: string, max = 500): string => (text.length > max ? `${text.slice(0, max)}…` : text)
+export const clip = (text: string, max = 500): string => Text.clip(text, max)

@@ -5,6 +5,7 @@
  * from the request). Re-exported from `FakeOpenAiServer`, which plays them.
  */
 import * as Failure from "../../failure/Failure.ts"
+import * as Text from "../../failure/Text.ts"
 import type * as Model from "../../model/Model.ts"
 
 /**
@@ -344,7 +345,7 @@ export const scriptBroke = (index: number, what: string, error?: unknown): Step 
   // What it threw: its kind and its own message (no secret), cut; a value that throws when read says nothing more.
   let said = ""
   try {
-    if (error instanceof Error) said = `: ${String(error.message).slice(0, 500)}`
+    if (error instanceof Error) said = `: ${Text.head(String(error.message), 500)}`
   } catch {}
   const kind = error === undefined ? "" : ` threw ${Failure.describeDefect(error).type}`
   return status(500, { message: `FakeOpenAiServer: ${what}${kind} at request ${index + 1}${said}` })

@@ -3,6 +3,7 @@
  * `testing/` (see `Replay`).
  */
 import type * as Event from "../../events/Event.ts"
+import * as Text from "../../failure/Text.ts"
 
 /**
  * The fields no event is compared on: the run's identity, the event's place and time, and
@@ -86,7 +87,7 @@ const describe = (event: Event.Event | undefined): string => (event === undefine
 
 const shown = (value: unknown): string => {
   const text = value === undefined ? "(absent)" : canonical(value)
-  return text.length > 120 ? `${text.slice(0, 117)}...` : text
+  return text.length > 120 ? `${Text.head(text, 117)}...` : text
 }
 
 /** The first event at which `actual` differs from `expected`, with what differs. */

@@ -9,6 +9,7 @@ import * as AiError from "effect/ai/AiError"
 import * as Prompt from "effect/ai/Prompt"
 import * as AiTool from "effect/ai/Tool"
 import * as Failure from "../../failure/Failure.ts"
+import * as Text from "../../failure/Text.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Redaction from "../Redaction.ts"
 
@@ -77,7 +78,7 @@ export const observer = (tool: AiTool.Any): ((output: unknown) => string) | unde
 /** The longest text of an encoded failure a hint carries. */
 const maxHintChars = 2_000
 
-const clip = (text: string): string => (text.length > maxHintChars ? `${text.slice(0, maxHintChars)}…` : text)
+const clip = (text: string): string => Text.clip(text, maxHintChars)
 
 /** `RateLimitError` → `rate_limit_error`. */
 const snake = (tag: string): string => tag.replace(/(?<=[a-z0-9])([A-Z])/g, "_$1").toLowerCase()

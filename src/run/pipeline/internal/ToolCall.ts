@@ -5,6 +5,7 @@
  */
 import { Duration, Effect, Exit, Predicate } from "effect"
 import type * as Failure from "../../../failure/Failure.ts"
+import * as Text from "../../../failure/Text.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Model from "../../../model/Model.ts"
 import * as Deadline from "../../../time/Deadline.ts"
@@ -120,7 +121,7 @@ export const cutToObservation = (text: string, max: number): string =>
   text.length <= max ? text : cutAt(text, max, text.length - max)
 
 const cutAt = (text: string, max: number, more: number): string =>
-  `${text.slice(0, max)}… [observation cut: ${more} more characters]`
+  `${Text.head(text, max)}… [observation cut: ${more} more characters]`
 
 /**
  * {@link cutToObservation} of a text that may hold the call's secrets: masked, then cut.
@@ -133,7 +134,7 @@ export const maskedObservation = (text: string, secrets: Redaction.Secrets, max:
   const longest = secrets.forms?.[0]?.length ?? 0
   for (let window = max + longest; ; window *= 2) {
     if (window >= text.length) return cutToObservation(Redaction.maskText(text, secrets), max)
-    const masked = Redaction.maskText(text.slice(0, window), secrets)
+    const masked = Redaction.maskText(Text.head(text, window), secrets)
     if (masked.length >= max + longest) return cutAt(masked, max, text.length - max)
   }
 }

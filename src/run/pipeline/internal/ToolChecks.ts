@@ -7,6 +7,7 @@
 import { Cause, Exit, Schema } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
 import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
+import * as Text from "../../../failure/Text.ts"
 import type * as Model from "../../../model/Model.ts"
 import type * as Deadline from "../../../time/Deadline.ts"
 import type * as Permission from "../../../tools/Permission.ts"
@@ -51,7 +52,7 @@ export const refuse = (ctx: RunContext.RunContext, call: Model.ToolCall, refusal
   return ToolResult.failed(call.id, call.name, refusal.error, "blocked")
 }
 
-const nameShown = (name: string): string => (name.length > 64 ? `${name.slice(0, 64)}…` : name)
+const nameShown = (name: string): string => Text.clip(name, 64)
 
 const isSettlement = Schema.is(Tool.Settlement)
 
@@ -74,7 +75,7 @@ const settledBy = (
     settlement,
     // The call's secrets are masked before the cut, so that no part of one is left (R12).
     detail:
-      typeof detail === "string" ? Redaction.maskText(detail, secrets).slice(0, 1000) : "the handler gave no detail"
+      typeof detail === "string" ? Text.head(Redaction.maskText(detail, secrets), 1000) : "the handler gave no detail"
   }
 }
 

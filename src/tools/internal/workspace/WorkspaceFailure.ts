@@ -4,6 +4,7 @@
  * text kept in `diagnostic`. Private to the file tools.
  */
 import * as Failure from "../../../failure/Failure.ts"
+import * as Text from "../../../failure/Text.ts"
 import type * as Workspace from "./Workspace.ts"
 
 /** A permanent failure of a file tool. */
@@ -19,8 +20,7 @@ export type Operation = "read" | "list" | "write"
 const maxShownChars = 200
 
 // A path as a hint shows it: relative to the root, and cut short.
-export const shown = (display: string): string =>
-  display.length > maxShownChars ? `${display.slice(0, maxShownChars)}…` : display
+export const shown = (display: string): string => Text.clip(display, maxShownChars)
 
 export const fromWorkspaceError =
   (operation: Operation, display: string, maxReadBytes: number) =>

@@ -5,6 +5,7 @@
  */
 import { Predicate, Result, Schema, SchemaIssue } from "effect"
 import * as Failure from "../../../../failure/Failure.ts"
+import * as Text from "../../../../failure/Text.ts"
 import * as UserCode from "../../../../failure/UserCode.ts"
 import * as RunOptions from "../../../RunOptions.ts"
 import * as RunOptionsSchema from "../../options/RunOptionsSchema.ts"
@@ -30,7 +31,7 @@ const valueAt = (root: unknown, path: ReadonlyArray<PropertyKey>): unknown => {
 /** An option's value as a message shows it: a number, a boolean, a short quoted string, or its kind. */
 const safeString = (value: unknown): string => {
   if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") return String(value)
-  if (typeof value === "string") return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value)
+  if (typeof value === "string") return JSON.stringify(Text.clip(value, 60))
   return UserCode.kindOf(value)
 }
 
