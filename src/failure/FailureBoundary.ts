@@ -99,7 +99,8 @@ const reasonPhrase = (status: number): string => {
       return "rate limited"
     default:
       if (status >= 300 && status <= 399) return "a redirect, not followed: baseUrl must name the API itself"
-      return status >= 500 ? "server error" : "client error"
+      if (status >= 500 && status <= 599) return "server error"
+      return status >= 400 && status <= 499 ? "client error" : "a status HTTP does not define"
   }
 }
 

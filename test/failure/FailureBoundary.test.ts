@@ -19,11 +19,12 @@ describe("FailureBoundary", () => {
     }
   })
 
-  it("R3.2 any other status is a permanent request failure", () => {
-    for (const status of [0, 200, 302, 600]) {
+  it("R3.2 any other status is a permanent request failure, and a status past 599 is not called a server error", () => {
+    for (const status of [0, 200, 302, 600, 999]) {
       const failure = FailureBoundary.http({ status, now })
       assert.strictEqual(failure._tag, "Permanent")
       assert.strictEqual(failure.code, "request_failed")
+      if (status >= 600) assert.include(failure.hint, `HTTP ${status} (a status HTTP does not define)`)
     }
   })
 

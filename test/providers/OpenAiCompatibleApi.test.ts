@@ -421,6 +421,8 @@ describe("errors inside a stream (R3.2)", () => {
     [{ message: "The server had an error", type: "server_error" }, "Retryable", "server_error"],
     [{ message: "Upstream said 429", code: 429 }, "Retryable", "rate_limited"],
     [{ message: "Something odd happened" }, "Retryable", "stream_error"],
+    // A code that is no HTTP status is no status: it says nothing (review 87: 1e308 was a server error).
+    [{ message: "A huge code", code: 1e308, type: "invalid_request_error" }, "Permanent", "invalid_request"],
     [
       { message: "Invalid 'messages'", type: "invalid_request_error", param: "messages" },
       "Permanent",

@@ -212,7 +212,8 @@ const kindOf = (error: { readonly type?: unknown; readonly code?: unknown }): St
   // A content filter's refusal is one whatever status comes with it.
   if (isContentFilter(error)) return "content_filtered"
   const status = typeof error.code === "number" ? error.code : Number(error.code)
-  const byStatus = Number.isInteger(status) ? kindOfStatus(status) : undefined
+  // A status as a number or its digits, and only one HTTP defines (a code of 1e308 is none).
+  const byStatus = Number.isInteger(status) && status >= 100 && status <= 599 ? kindOfStatus(status) : undefined
   if (byStatus !== undefined) return byStatus
   const words = [error.code, error.type].filter(Predicate.isString).map((word) => word.toLowerCase())
   for (const [kind, names] of kinds) if (words.some((word) => names.includes(word))) return kind
