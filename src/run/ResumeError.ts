@@ -20,8 +20,8 @@ import { Schema } from "effect"
  *   host): a second driver would find the call it runs in doubt and could send it again.
  *   Wait for its result, or cancel it first.
  * - `invalid`: the resume's own arguments cannot be read (options that are no object, a
- *   getter that throws, a reason that is neither `restart` nor `manual`): nothing was read
- *   from the journal.
+ *   getter that throws, a reason that is neither `restart` nor `manual`), or they cannot
+ *   work (a limit of 0, a negative time): nothing was written, the run is as it was.
  *
  * @category models
  * @since 0.3.0

@@ -154,4 +154,52 @@ describe("Run.resume and Run.recover refuse arguments they cannot read (R12)", (
         assert.isTrue(resumed !== undefined && Result.isSuccess(resumed))
       }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory))
   )
+
+  it.effect(
+    "R12 R9 R3.8 options that cannot work are a typed invalid ResumeError naming the field: nothing written, the call in doubt still there",
+    () =>
+      Effect.gen(function* () {
+        // Killed after the payment: the call is in doubt, and no status query can tell.
+        const journal = yield* Journal.Journal
+        const payment = FaultyTools.ledgered({
+          name: "pay",
+          idempotent: false,
+          sideEffect: "external",
+          behaviour: () => "apply"
+        })
+        const faulty = FaultyJournal.make(journal, { crashAt: { commit: 4, when: "before" } })
+        yield* diesIn(
+          faulty,
+          Run.run({ goal: "pay 10", runId: "r1", tools: [payment.tool] }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal)
+          )
+        )
+        const before = yield* journal.read("r1")
+        const bad: ReadonlyArray<readonly [string, Run.ResumeOptions<typeof payment.tool>]> = [
+          ["limits.maxToolCalls", { tools: [payment.tool], limits: { maxToolCalls: 0 } }],
+          ["concurrency", { tools: [payment.tool], concurrency: 0 }],
+          ["limits.maxIterations", { tools: [payment.tool], limits: { maxIterations: 1.5 } }]
+        ]
+        for (const [field, options] of bad) {
+          // It ended internal_error with a result its journal did not hold, the call dropped (review 88).
+          const error = yield* Effect.flip(Run.resume("r1", options))
+          assert.strictEqual(error.reason, "invalid", field)
+          assert.include(error.detail, field)
+          assert.deepStrictEqual(yield* journal.read("r1"), before, field)
+        }
+        const recovered = yield* Run.recover(bad[0]?.[1] ?? { tools: [] })
+        assert.deepStrictEqual(
+          recovered.map((r) => (Result.isFailure(r) ? r.failure.reason : r.success.status)),
+          ["invalid"]
+        )
+        // Corrected, the resume finds the call in doubt, as it was.
+        const resumed = yield* Run.resume("r1", { tools: [payment.tool] })
+        assert.strictEqual(resumed.stopReason, "unknown_outcome")
+        assert.deepStrictEqual(
+          resumed.pendingActions.map((a) => a.callId),
+          ["c1"]
+        )
+        assert.strictEqual(payment.calls.count, 1)
+      }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory))
+  )
 })

@@ -202,9 +202,11 @@ export const checkOptions = <T extends Tool.Any, RV, O>(options: Options<T, RV, 
 
 /**
  * The options a run of the journal goes on under: the caller's, and where they are silent,
- * those it started with (its `run.started`). Recorded options that no longer resolve are
- * the log's damage (`corrupt`); options the caller gave that do not resolve end the run as
- * a fresh one would.
+ * those it started with (its `run.started`). Options the caller gave that do not resolve
+ * are the caller's to fix (`invalid`): nothing is written, and the run stays in its journal
+ * as it was, its calls in doubt still there for a resume that can go on (review 88: it
+ * ended as a fresh run does, with a result its journal did not hold). Recorded options
+ * that no longer resolve are the log's damage (`corrupt`).
  */
 export const resumedOptions = <T extends Tool.Any, RV, O>(
   runId: string,
@@ -220,8 +222,13 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
     startedAs?.limits?.runTimeoutMillis === undefined || options.time?.run !== undefined
       ? withRecorded
       : { ...withRecorded, time: { ...withRecorded.time, run: Duration.millis(startedAs.limits.runTimeoutMillis) } }
+  const own = resolve(given, "resumed")
+  if (Result.isFailure(own)) {
+    const detail = `its options cannot work (${own.failure.message}); nothing was written, and the run is as it was`
+    return Result.fail(new ResumeError({ runId, reason: "invalid", detail }))
+  }
   const recorded = resolve(merged, "resumed")
-  if (Result.isFailure(recorded) && Result.isSuccess(resolve(given, "resumed"))) {
+  if (Result.isFailure(recorded)) {
     return Result.fail(
       new ResumeError({
         runId,
