@@ -12,15 +12,6 @@ import { Cause, Effect, Exit, Predicate, Result, Schema } from "effect"
 import * as Failure from "./Failure.ts"
 import * as SchemaIssues from "./SchemaIssues.ts"
 
-const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
-
-/**
- * Whether a text is well-formed (no half of a surrogate pair): a store keeps text as UTF-8,
- * and replaces a lone surrogate with U+FFFD, so what it gives back would differ from what
- * was given.
- */
-export const wellFormed = (text: string): boolean => !loneSurrogate.test(text)
-
 /**
  * `Effect.isEffect`, for a value that may be hostile (a Proxy whose `has` trap throws).
  * Not a type guard: the caller's value keeps its declared type (and its requirements).

@@ -29,6 +29,7 @@
  * @since 0.3.0
  */
 import { Clock, Deferred, type Duration, Effect, Exit, Layer, Option, Predicate, Schema } from "effect"
+import * as Text from "../failure/Text.ts"
 import * as Durations from "../time/Durations.ts"
 import * as Approval from "../tools/Approval.ts"
 import * as Tool from "../tools/Tool.ts"
@@ -255,17 +256,20 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
     ),
     // The row is withdrawn first, then read: a decision recorded before (or one being recorded,
     // which the withdrawal waits for) is found; one after finds the call withdrawn (`NotPending`).
+    // An id no row can have names no call: nothing to close, no decision (review 88: a defect).
     expire: (runId, callId) =>
-      Clock.currentTimeMillis.pipe(
-        Effect.flatMap((at) => journal.withdraw(runId, callId, at)),
-        Effect.andThen(journal.decision(runId, callId)),
-        Effect.map(Option.map(toDecision)),
-        Effect.catch((e) =>
-          e.isRetryable
-            ? Effect.fail(new Approval.Unavailable({ runId, callId, detail: e.message }))
-            : broken("close the call at its expiry")(e)
-        )
-      )
+      !Text.isId(runId) || !Text.isId(callId)
+        ? Effect.succeed(Option.none())
+        : Clock.currentTimeMillis.pipe(
+            Effect.flatMap((at) => journal.withdraw(runId, callId, at)),
+            Effect.andThen(journal.decision(runId, callId)),
+            Effect.map(Option.map(toDecision)),
+            Effect.catch((e) =>
+              e.isRetryable
+                ? Effect.fail(new Approval.Unavailable({ runId, callId, detail: e.message }))
+                : broken("close the call at its expiry")(e)
+            )
+          )
   }
 }
 

@@ -5,7 +5,7 @@
  * @since 0.2.0
  */
 import { type Duration, Schema } from "effect"
-import * as UserCode from "../failure/UserCode.ts"
+import * as Text from "../failure/Text.ts"
 import type * as Model from "../model/Model.ts"
 import type { Backoff } from "../recovery/Recovery.ts"
 import type * as Termination from "../termination/Termination.ts"
@@ -163,17 +163,7 @@ export const runIdRule = "1 to 256 characters of well-formed text, none of them 
  * @category schemas
  * @since 0.3.0
  */
-export const RunId = Schema.String.check(
-  Schema.makeFilter(
-    (id) =>
-      id.length >= 1 &&
-      id.length <= 256 &&
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is refused.
-      !/[\u0000-\u001f\u007f-\u009f]/.test(id) &&
-      UserCode.wellFormed(id),
-    { expected: runIdRule }
-  )
-)
+export const RunId = Schema.String.check(Schema.makeFilter(Text.isId, { expected: runIdRule }))
 
 /**
  * Whether `u` is a run id (see {@link RunId}).

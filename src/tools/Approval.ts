@@ -22,6 +22,7 @@
  * @since 0.1.0
  */
 import { Clock, Context, Deferred, Effect, Layer, type Option, Predicate, Schema } from "effect"
+import * as Text from "../failure/Text.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import type * as Tool from "./Tool.ts"
 
@@ -150,7 +151,7 @@ const textIssue = (value: unknown, max: number): string | undefined =>
     ? `is ${typeof value}, not a string`
     : value.includes("\u0000")
       ? "holds a NUL character"
-      : !UserCode.wellFormed(value)
+      : !Text.wellFormed(value)
         ? "holds half of a surrogate pair (a store would keep another text)"
         : value.length > max
           ? `is ${value.length} characters long, over the limit of ${max}`
@@ -169,7 +170,8 @@ const invalid = (decision: Decision): { readonly field: "by" | "reason"; readonl
  * decided: a `by` or `reason` that is not a string, holds a NUL character or half of a
  * surrogate pair, or is too long
  * (`by` over 256 characters, `reason` over 4096), or a decision that is none. A run or call
- * id that is not a string names no waiting call (`NotPending`).
+ * id that no row can have (not a string, empty, longer than 256 characters, a control
+ * character or half of a surrogate pair in it) names no waiting call (`NotPending`).
  *
  * @category validation
  * @since 0.3.0
@@ -179,8 +181,9 @@ export const checkDecision = (
   callId: string,
   decision: Decision
 ): InvalidDecision | NotPending | undefined => {
-  // Ids and decisions may come from code without types: an id that is no string names no waiting call.
-  if (typeof runId !== "string" || typeof callId !== "string") {
+  // Ids and decisions may come from code without types, a URL or a form: an id no row can
+  // have names no waiting call (review 88: an empty id, or a NUL for PostgreSQL, was a defect).
+  if (!Text.isId(runId) || !Text.isId(callId)) {
     return new NotPending({ runId: shown(runId), callId: shown(callId) })
   }
   if (!isDecision(decision)) {
@@ -196,8 +199,8 @@ export const checkDecision = (
   return found === undefined ? undefined : new InvalidDecision({ runId, callId, ...found })
 }
 
-/** An id as an error shows it: itself when it is a string, else what it is. */
-const shown = (id: unknown): string => (typeof id === "string" ? id : `(${UserCode.kindOf(id)})`)
+/** An id as an error shows it: itself when it is a string (its first 256 characters), else what it is. */
+const shown = (id: unknown): string => (typeof id === "string" ? Text.clip(id, 256) : `(${UserCode.kindOf(id)})`)
 
 const isDecision = (value: unknown): value is Decision => {
   try {

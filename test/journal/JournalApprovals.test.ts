@@ -237,6 +237,29 @@ describe("JournalApprovals (R7, R9.3)", () => {
     })
   )
 
+  it.effect("R7 R12 ids no row can have are NotPending to decide and have no decision to expire, never a defect", () =>
+    Effect.gen(function* () {
+      // Ids from a URL or a form reach the gate as they are (review 88: an empty one was a defect).
+      const gate = JournalApprovals.make(yield* store, poll)
+      const expire = gate.expire
+      if (expire === undefined) return assert.fail("the journal's gate closes calls at their expiry")
+      for (const id of ["", "a\u0000b", "half \ud800", "x".repeat(257), "line\nbreak"]) {
+        for (const [runId, callId] of [
+          [id, "c1"],
+          ["r1", id]
+        ] as const) {
+          const decided = yield* Effect.exit(gate.decide(runId, callId, Approval.approved("ops")))
+          // A defect has no error: it shows as undefined.
+          const failed = Exit.isFailure(decided)
+            ? Option.getOrUndefined(Exit.findErrorOption(decided))?._tag
+            : "decided"
+          assert.strictEqual(failed, "NotPending", JSON.stringify([runId, callId]))
+          assert.deepStrictEqual(yield* expire(runId, callId), Option.none())
+        }
+      }
+    })
+  )
+
   it.effect("R12 a pollInterval that is not a positive, finite duration is a RangeError naming it", () =>
     Effect.gen(function* () {
       const journal = yield* store

@@ -8,6 +8,7 @@ import { Clock, Effect, Option, Result, Schema } from "effect"
 import * as Event from "../../events/Event.ts"
 import * as RunState from "../../events/RunState.ts"
 import * as SchemaIssues from "../../failure/SchemaIssues.ts"
+import * as Text from "../../failure/Text.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as JournalError from "../JournalError.ts"
 import * as LiveRuns from "./LiveRuns.ts"
@@ -348,7 +349,7 @@ export const make = (store: Store): Service => ({
       ["reason", decision.reason],
       ["by", decision.by]
     ] as const) {
-      if (text !== undefined && (typeof text !== "string" || text.includes("\u0000") || !UserCode.wellFormed(text))) {
+      if (text !== undefined && (typeof text !== "string" || text.includes("\u0000") || !Text.wellFormed(text))) {
         return yield* invalid(runId, `the decision's ${field} must be text without a NUL or half of a surrogate pair`)
       }
     }

@@ -6,9 +6,7 @@
  */
 import { randomBytes } from "node:crypto"
 import * as NodePath from "node:path"
-
-// A code point in the surrogate range: with the `u` flag only a lone surrogate is one.
-const loneSurrogate = /\p{Surrogate}/u
+import * as Text from "../../../failure/Text.ts"
 
 /**
  * Whether a path is well-formed text: no lone surrogate (`"\ud800"`), which has no UTF-8
@@ -17,7 +15,7 @@ const loneSurrogate = /\p{Surrogate}/u
  *
  * @internal
  */
-export const isWellFormed = (path: string): boolean => !loneSurrogate.test(path)
+export const isWellFormed = (path: string): boolean => Text.wellFormed(path)
 
 /**
  * Whether a path names a directory on its face, as the file system reads it (`notes/`,
