@@ -270,6 +270,16 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
         assert.strictEqual(nul._tag === "InvalidDecision" ? nul.field : "", "reason")
         const byNul = yield* Effect.flip(runs.approve(runId, callId, { by: "a\u0000b" }))
         assert.strictEqual(byNul._tag === "InvalidDecision" ? byNul.field : byNul._tag, "by")
+        // Options with a getter that throws are a typed refusal, not a throw out of the call (review 88).
+        const hostile = {
+          get by(): string {
+            throw new Error("x")
+          }
+        }
+        for (const refused of [runs.approve(runId, callId, hostile), runs.reject(runId, callId, "no", hostile)]) {
+          const e = yield* Effect.flip(refused)
+          assert.strictEqual(e._tag === "InvalidDecision" ? e.field : e._tag, "by")
+        }
         assert.strictEqual((yield* runs.pending(runId)).length, 1)
         const journal = yield* Journal.Journal
         assert.isTrue(Option.isSome(yield* journal.read(runId)))

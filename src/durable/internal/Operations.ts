@@ -5,6 +5,7 @@
 import { Clock, Duration, Effect, Exit, Fiber, Option, Schedule, Schema, Stream } from "effect"
 import { ClusterError, EntityAddress, EntityId, EntityType, MessageStorage, Sharding } from "effect/cluster"
 import { DurableDeferred, WorkflowEngine } from "effect/workflow"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as Journal from "../../journal/Journal.ts"
 import * as JournalApprovals from "../../journal/JournalApprovals.ts"
 import type * as JournalError from "../../journal/JournalError.ts"
@@ -30,6 +31,26 @@ const storeError = (runId: string) => (e: JournalError.JournalError) =>
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 
 const isId = RunOptions.isRunId
+
+/**
+ * The `by` of a decision's options, read when the effect runs, once: options of code
+ * without types may hold a getter that throws (review 88: a throw out of `approve` itself).
+ */
+const byOf = (
+  runId: string,
+  callId: string,
+  options: { readonly by?: string | undefined } | undefined
+): Effect.Effect<string | undefined, Approval.InvalidDecision> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(options?.by)
+    } catch (defect) {
+      const detail = `cannot be read (${UserCode.kindOf(defect)} thrown)`
+      return Effect.fail(
+        new Approval.InvalidDecision({ runId: String(runId), callId: String(callId), field: "by", detail })
+      )
+    }
+  })
 
 /** An id no run can have (see `RunOptions.RunId`) is no run's: refused before any store is asked. */
 const known = (runId: string) =>
@@ -269,8 +290,10 @@ export const make = (
         })
       )
     },
-    approve: (runId, callId, options) => decide(runId, callId, Approval.approved(options?.by)),
-    reject: (runId, callId, reason, options) => decide(runId, callId, Approval.rejected(reason, options?.by)),
+    approve: (runId, callId, options) =>
+      Effect.flatMap(byOf(runId, callId, options), (by) => decide(runId, callId, Approval.approved(by))),
+    reject: (runId, callId, reason, options) =>
+      Effect.flatMap(byOf(runId, callId, options), (by) => decide(runId, callId, Approval.rejected(reason, by))),
     cancel: (runId) =>
       Effect.flatMap(stored(runId), (run) =>
         run !== undefined && Option.isSome(run.result) ? Effect.void : complete(runId, Names.cancel)
