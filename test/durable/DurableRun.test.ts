@@ -126,9 +126,24 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
         )
         // A start that is not a number, or a poll of no time, is refused at once (it read the
         // whole log again and again, or would spin).
-        for (const options of [{ fromSeq: Number.NaN }, { pollInterval: "soon" as never }, { pollInterval: 0 }]) {
-          const refused = yield* Effect.flip(Stream.runCollect(runs.watch(runId, options)))
-          assert.strictEqual(refused.reason, "invalid", JSON.stringify(options))
+        // Options whose getter throws too (review 88: a throw out of watch itself).
+        const throwing = {
+          get fromSeq(): number {
+            throw new Error("x")
+          }
+        }
+        for (const options of [
+          { fromSeq: Number.NaN },
+          { pollInterval: "soon" as never },
+          { pollInterval: 0 },
+          throwing
+        ]) {
+          const refused = yield* Effect.flip(Stream.runCollect(Stream.suspend(() => runs.watch(runId, options))))
+          assert.strictEqual(
+            refused.reason,
+            "invalid",
+            options === throwing ? "a getter that throws" : JSON.stringify(options)
+          )
         }
         // Resumed from an event: the rest, once.
         const rest = yield* Stream.runCollect(runs.watch(runId, { fromSeq: 5 }))

@@ -263,17 +263,30 @@ export const make = (
       ),
     events: (runId) => Effect.map(stored(runId), (run) => run?.events ?? []),
     watch: (runId, options) => {
-      const poll = Duration.fromInput(options?.pollInterval ?? "500 millis")
+      // Read once, here: options of code without types may hold a getter that throws.
+      let given: { readonly fromSeq: unknown; readonly pollInterval: unknown }
+      try {
+        given = { fromSeq: options?.fromSeq ?? 0, pollInterval: options?.pollInterval ?? "500 millis" }
+      } catch (defect) {
+        const detail = `its options cannot be read (${UserCode.kindOf(defect)} thrown)`
+        return Stream.fail(new DurableRunError({ runId, reason: "invalid", detail }))
+      }
+      const { fromSeq, pollInterval } = given
+      // Boundary: whatever was given; `fromInput` says none for what is no duration.
+      const poll = Duration.fromInput(pollInterval as Duration.Input)
       const pollMillis = Option.isSome(poll) ? Duration.toMillis(poll.value) : Number.NaN
-      const fromSeq = options?.fromSeq ?? 0
       // A NaN start read the whole log again at every poll; a poll of no time spins.
+      const said = (value: unknown) =>
+        typeof value === "number" || typeof value === "string" ? String(value) : UserCode.kindOf(value)
       const invalid =
         typeof fromSeq !== "number" || Number.isNaN(fromSeq)
-          ? `fromSeq must be a number, not ${String(fromSeq)}`
+          ? `fromSeq must be a number, not ${said(fromSeq)}`
           : !(pollMillis > 0)
-            ? `pollInterval must be a positive duration, not ${String(options?.pollInterval)}`
+            ? `pollInterval must be a positive duration, not ${said(pollInterval)}`
             : undefined
-      if (invalid !== undefined) return Stream.fail(new DurableRunError({ runId, reason: "invalid", detail: invalid }))
+      if (invalid !== undefined || typeof fromSeq !== "number") {
+        return Stream.fail(new DurableRunError({ runId, reason: "invalid", detail: invalid ?? "" }))
+      }
       const start = { from: Math.min(Math.max(0, Math.trunc(fromSeq)), Number.MAX_SAFE_INTEGER), wait: false }
       return Stream.paginate(start, ({ from, wait }) =>
         Effect.gen(function* () {
