@@ -169,7 +169,7 @@ export const recover = <T extends Tool.Any, RV = never, O = never>(
     return Effect.flatMap(
       Effect.mapError(
         journal.unfinished,
-        (e) => new ResumeError({ runId: "*", reason: "unavailable", detail: e.message })
+        (e) => new ResumeError({ runId: "*", reason: e.isRetryable ? "unavailable" : "failed", detail: e.message })
       ),
       (ids) =>
         Effect.andThen(

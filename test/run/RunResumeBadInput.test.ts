@@ -8,6 +8,7 @@ import { SqlClient } from "effect/sql"
 import { afterAll } from "vitest"
 import * as SqliteClient from "../../src/journal/internal/SqliteClient.ts"
 import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalError from "../../src/journal/JournalError.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
@@ -113,6 +114,30 @@ describe("Run.resume refuses a journal it cannot trust (R9, R3.1)", () => {
       )
       assert.strictEqual(error.reason, "corrupt")
     })
+  )
+})
+
+describe("Run.resume says whether a store that refuses may answer later (R9, R3.1)", () => {
+  it.effect("R9 R3.1 a store out of reach is unavailable; one that refuses for good (a table gone) is failed", () =>
+    Effect.gen(function* () {
+      const journal = yield* Journal.Journal
+      const refusing = (reason: JournalError.Reason): Journal.Service => ({
+        ...journal,
+        read: () => Effect.fail(JournalError.make(reason))
+      })
+      const cases = [
+        [new JournalError.Unavailable({ operation: "read", detail: "connection reset" }), "unavailable"],
+        // It said "resuming later may work" (review 88), and a durable run retried it every 30 s, forever.
+        [new JournalError.StoreFailed({ operation: "read", detail: "no such table: agent_commits" }), "failed"]
+      ] as const
+      for (const [reason, expected] of cases) {
+        const error = yield* Effect.flip(
+          Run.resume("r1", { tools: [] }).pipe(Effect.provideService(Journal.Journal, refusing(reason)))
+        )
+        assert.strictEqual(error.reason, expected, reason._tag)
+        assert.include(error.detail, reason.detail)
+      }
+    }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory))
   )
 })
 

@@ -41,8 +41,16 @@ export type Loaded =
 const resumeError = (runId: string, e: JournalError.JournalError): ResumeError =>
   new ResumeError({
     runId,
-    // A store that refuses the read for any other reason is out of use for now: resuming later may work.
-    reason: e.reason._tag === "Incompatible" ? "incompatible" : e.reason._tag === "Corrupt" ? "corrupt" : "unavailable",
+    // A store out of reach for now is `unavailable` (resuming later may work); one that refuses
+    // for a reason a retry does not change (a table gone, a damaged file) is `failed` (review 88).
+    reason:
+      e.reason._tag === "Incompatible"
+        ? "incompatible"
+        : e.reason._tag === "Corrupt"
+          ? "corrupt"
+          : e.isRetryable
+            ? "unavailable"
+            : "failed",
     detail: e.message
   })
 
