@@ -122,6 +122,15 @@ export const Event = Schema.Union([
 export type Event = typeof Event.Type
 
 /**
+ * The kinds of event this version writes (their `_tag`s): one a log holds that is not
+ * among them was written by a newer version.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export const kinds: ReadonlySet<string> = new Set(Event.members.map((member) => member.fields._tag.schema.literal))
+
+/**
  * An event before the run stamps it with its id, sequence number and time.
  *
  * @category models

@@ -80,7 +80,8 @@ export class Corrupt extends Schema.TaggedError<Corrupt>()("Corrupt", {
 
 /**
  * The run was written in a journal format this code does not read: a newer one, or
- * format 1, whose events older development builds wrote.
+ * format 1, whose events older development builds wrote; or its log holds a kind of event
+ * this code does not know (`eventTag`), which a newer version wrote.
  *
  * @category errors
  * @since 0.3.0
@@ -88,9 +89,13 @@ export class Corrupt extends Schema.TaggedError<Corrupt>()("Corrupt", {
 export class Incompatible extends Schema.TaggedError<Incompatible>()("Incompatible", {
   runId: Schema.String,
   version: Schema.Int,
-  supported: Schema.Int
+  supported: Schema.Int,
+  eventTag: Schema.optional(Schema.String)
 }) {
   override get message(): string {
+    if (this.eventTag !== undefined) {
+      return `journal of run ${this.runId} holds an event of a kind this code does not know (${JSON.stringify(this.eventTag)}): a newer version wrote it; go on with that version`
+    }
     return this.version > this.supported
       ? `journal of run ${this.runId} has format version ${this.version}; this code reads up to ${this.supported}`
       : `journal of run ${this.runId} has format version ${this.version}, whose events this code no longer reads (it reads format ${this.supported}); finish the run with the version that started it`

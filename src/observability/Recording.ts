@@ -116,13 +116,10 @@ const expected =
 /** The first issue of a failed decode, on one line. */
 const firstIssue = (issue: unknown): string => String(issue).split("\n").slice(0, 3).join(" ")
 
-/** The kinds of event this version writes. */
-const kinds: ReadonlySet<string> = new Set(Event.Event.members.map((member) => member.fields._tag.schema.literal))
-
 /** Why a line is no event: a kind this version does not know (a newer version's), or its first issue. */
 const notAnEvent = (json: unknown, issue: unknown): string => {
   const tag = isObject(json) ? json._tag : undefined
-  return typeof tag === "string" && !kinds.has(tag)
+  return typeof tag === "string" && !Event.kinds.has(tag)
     ? `an event of a kind this version does not know (${JSON.stringify(Text.head(tag, 80))}): written by a newer version of effect-agent-runtime?`
     : `it is not an event: ${firstIssue(issue)}`
 }

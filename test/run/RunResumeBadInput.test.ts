@@ -94,6 +94,21 @@ describe("Run.resume refuses a journal it cannot trust (R9, R3.1)", () => {
     })
   )
 
+  it.effect(
+    "R9 an event of a kind this code does not know is a ResumeError (incompatible) naming it, not corrupt",
+    () =>
+      Effect.gen(function* () {
+        // A newer version's event (review 88: it was `corrupt`, as damage is).
+        const { error } = yield* refused(
+          (sql) =>
+            sql`UPDATE agent_commits SET body = replace(body, '"tool.started"', '"tool.levitated"') WHERE run_id = 'r1'`
+        )
+        assert.strictEqual(error.reason, "incompatible")
+        assert.include(error.detail, '"tool.levitated"')
+        assert.include(error.detail, "a newer version wrote it")
+      })
+  )
+
   it.effect("R9 a row of another run's log is a ResumeError (corrupt)", () =>
     Effect.gen(function* () {
       const { error } = yield* refused(
