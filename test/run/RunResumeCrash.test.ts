@@ -411,35 +411,39 @@ describe("Run.resume after a crash at any barrier (R9)", () => {
     }).pipe(Effect.provide(layers))
   )
 
-  it.effect("R7 R9 resumed as two approvals expire together: one stops the run, the other is withdrawn", () =>
-    Effect.gen(function* () {
-      const tools = [acting("wire", { needsApproval: true }).tool, acting("pay", { needsApproval: true }).tool]
-      const model = ScriptedModel.layerFunction(() =>
-        ScriptedModel.toolCalls(["wire", { amount: 5 }, "c1"], ["pay", { amount: 10 }, "c2"])
-      )
-      const options = { tools, concurrency: 2, time: { approval: "1 second" } } as const
-      const store = yield* Journal.Journal
-      // Commits 3 and 4: the two requests; 5, at their expiry, is lost.
-      const faulty = FaultyJournal.make(store, { crashAt: { commit: 5, when: "before" } })
-      yield* diesIn(
-        faulty,
-        TestClockDriver.drive(
-          Run.run({ goal: "wire and pay", runId: "r1", ...options }).pipe(
-            Effect.provideService(Journal.Journal, faulty.journal),
-            Effect.provide(model)
+  it.effect(
+    "R7 R9 R13 resumed as two approvals expire together: one stops the run, the other is withdrawn; the wait said whole",
+    () =>
+      Effect.gen(function* () {
+        const tools = [acting("wire", { needsApproval: true }).tool, acting("pay", { needsApproval: true }).tool]
+        const model = ScriptedModel.layerFunction(() =>
+          ScriptedModel.toolCalls(["wire", { amount: 5 }, "c1"], ["pay", { amount: 10 }, "c2"])
+        )
+        const options = { tools, concurrency: 2, time: { approval: "1 second" } } as const
+        const store = yield* Journal.Journal
+        // Commits 3 and 4: the two requests; 5, at their expiry, is lost.
+        const faulty = FaultyJournal.make(store, { crashAt: { commit: 5, when: "before" } })
+        yield* diesIn(
+          faulty,
+          TestClockDriver.drive(
+            Run.run({ goal: "wire and pay", runId: "r1", ...options }).pipe(
+              Effect.provideService(Journal.Journal, faulty.journal),
+              Effect.provide(model)
+            )
           )
         )
-      )
-      const resumed = yield* Run.resume("r1", options, "restart").pipe(Effect.provide(model))
-      assert.strictEqual(resumed.stopReason, "approval_expired")
-      assert.deepStrictEqual(
-        ofTag(resumed.timeline, "approval.decided").map((e) => [e.callId, e.decision]),
-        [
-          ["c1", "expired"],
-          ["c2", "withdrawn"]
-        ]
-      )
-    }).pipe(Effect.provide(layers))
+        const resumed = yield* Run.resume("r1", options, "restart").pipe(Effect.provide(model))
+        assert.strictEqual(resumed.stopReason, "approval_expired")
+        // Its whole wait, from its request in the process that stopped (review 88: it said 0 ms).
+        assert.include(resumed.detail, "(c1) waited 1000 ms for approval")
+        assert.deepStrictEqual(
+          ofTag(resumed.timeline, "approval.decided").map((e) => [e.callId, e.decision]),
+          [
+            ["c1", "expired"],
+            ["c2", "withdrawn"]
+          ]
+        )
+      }).pipe(Effect.provide(layers))
   )
 
   it.effect("R4.2 R3.8 approved with nothing left of its step: the handler never starts, so nothing is in doubt", () =>

@@ -78,6 +78,9 @@ export const awaitDecision = Effect.fnUntraced(function* (
     requestedAt: restored?.requestedAt ?? now,
     expiresAt: restored?.expiresAt ?? now + limit.millis
   }
+  // How long the call had waited already: a request put back has waited since it was made, in
+  // the process that stopped and in between (review 88: it said only this process's wait).
+  const waitedBefore = Math.max(0, now - request.requestedAt)
   /** The call's `approval.decided`. */
   const decisionEvent =
     (
@@ -167,7 +170,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
       Deadline.withinOrElse({
         ...left,
         orElse: ({ layer, afterMillis }) =>
-          Effect.succeed({ _tag: "Expired", layer, millis: since + afterMillis } as const)
+          Effect.succeed({ _tag: "Expired", layer, millis: waitedBefore + since + afterMillis } as const)
       })
     )
     // The wait ran out: the gate closes the call, unless a decision was recorded first that it had
@@ -199,7 +202,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
         orElse: () => Effect.succeed({ found: Option.none<Approval.Decision>(), layer: bound.layer })
       })
     )
-    const waited = RunContext.now(ctx) - now
+    const waited = waitedBefore + RunContext.now(ctx) - now
     if (Option.isNone(recorded.found)) return { _tag: "Expired", layer: recorded.layer, millis: waited } as const
     const checked = checkDecision(recorded.found.value)
     return Result.isSuccess(checked) ? checked.success : yield* Effect.die(new UserCode.UserCodeDefect(checked.failure))
