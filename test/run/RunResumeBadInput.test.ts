@@ -10,6 +10,7 @@ import * as SqliteClient from "../../src/journal/internal/SqliteClient.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as Termination from "../../src/termination/Termination.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -232,6 +233,23 @@ describe("Run.resume and Run.recover refuse arguments they cannot read (R12)", (
           recovered.map((r) => (Result.isFailure(r) ? r.failure.reason : r.success.status)),
           ["invalid"]
         )
+        // A getter deep in the options that throws, and a policy of the caller's whose limit conflicts with the
+        // one the run started with: the caller's to fix too (review 89: a defect, and `corrupt`).
+        const throwing = Object.defineProperty({}, "maxIterations", {
+          enumerable: true,
+          get() {
+            throw new Error("boom")
+          }
+        })
+        const mine = Termination.make("mine", () => Termination.continue_, { maxToolCalls: 99 })
+        for (const [what, options] of [
+          ["a getter that throws", { tools: [payment.tool], limits: throwing }],
+          ["a conflicting policy", { tools: [payment.tool], policies: (d) => [...d, mine] }]
+        ] as const satisfies ReadonlyArray<readonly [string, Run.ResumeOptions<typeof payment.tool>]>) {
+          const error = yield* Effect.flip(Run.resume("r1", options))
+          assert.strictEqual(error.reason, "invalid", `${what}: ${error.detail}`)
+          assert.deepStrictEqual(yield* journal.read("r1"), before, what)
+        }
         // Corrected, the resume finds the call in doubt, as it was.
         const resumed = yield* Run.resume("r1", { tools: [payment.tool] })
         assert.strictEqual(resumed.stopReason, "unknown_outcome")

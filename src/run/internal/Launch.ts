@@ -213,29 +213,45 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
   options: Omit<Options<T, RV, O>, "goal" | "system" | "runId">,
   loaded: Restored
 ): Result.Result<Options<T, RV, O>, ResumeError> => {
-  const given = { ...options, goal: loaded.goal }
+  const invalid = (why: string) =>
+    Result.fail(
+      new ResumeError({ runId, reason: "invalid", detail: `${why}; nothing was written, the run is as it was` })
+    )
+  // The caller's options first, alone: what they cannot be (read, or work) is theirs to fix.
+  const own = resolve({ ...options, goal: loaded.goal }, "resumed")
+  if (Result.isFailure(own)) return invalid(`its options cannot work (${own.failure.message})`)
+  let merged: Options<T, RV, O>
+  try {
+    merged = withStarted(options, loaded)
+  } catch (error) {
+    // A getter that answered the check above and throws now (R12).
+    return invalid(`its options could not be read (${UserCode.threw("a getter", error).safeMessage})`)
+  }
+  const resolved = resolve(merged, "resumed")
+  if (Result.isSuccess(resolved)) return Result.succeed(merged)
+  // Each resolves, the two together do not: whose they are, the record alone tells (review 89:
+  // a policy of the caller's that conflicted with a recorded limit was called the log's damage).
+  const recordedAlone = resolve(withStarted({ tools: options.tools }, loaded), "resumed")
+  if (Result.isSuccess(recordedAlone)) {
+    return invalid(`its options do not fit those the run started with (${resolved.failure.message})`)
+  }
+  const detail = `the options recorded in run.started do not resolve: ${resolved.failure.message}`
+  return Result.fail(new ResumeError({ runId, reason: "corrupt", detail }))
+}
+
+/**
+ * `options`, and where they are silent those the run started with (its `run.started`, or
+ * for a run that never began its loop, its header's).
+ */
+const withStarted = <T extends Tool.Any, RV, O>(
+  options: Omit<Options<T, RV, O>, "goal" | "system" | "runId">,
+  loaded: Restored
+): Options<T, RV, O> => {
   const startedAs = loaded.started === undefined ? loaded.startedAs : undefined
   const withRecorded = { ...JournalLoad.startedWith(options, loaded.started ?? startedAs), goal: loaded.goal }
   // A run that starts again under the options its header kept keeps its time limit too (its
   // deadline, absolute, is kept by `Lifecycle.prepare`), so that its new `run.started` says the same.
-  const merged =
-    startedAs?.limits?.runTimeoutMillis === undefined || options.time?.run !== undefined
-      ? withRecorded
-      : { ...withRecorded, time: { ...withRecorded.time, run: Duration.millis(startedAs.limits.runTimeoutMillis) } }
-  const own = resolve(given, "resumed")
-  if (Result.isFailure(own)) {
-    const detail = `its options cannot work (${own.failure.message}); nothing was written, and the run is as it was`
-    return Result.fail(new ResumeError({ runId, reason: "invalid", detail }))
-  }
-  const recorded = resolve(merged, "resumed")
-  if (Result.isFailure(recorded)) {
-    return Result.fail(
-      new ResumeError({
-        runId,
-        reason: "corrupt",
-        detail: `the options recorded in run.started do not resolve: ${recorded.failure.message}`
-      })
-    )
-  }
-  return Result.succeed(merged)
+  return startedAs?.limits?.runTimeoutMillis === undefined || options.time?.run !== undefined
+    ? withRecorded
+    : { ...withRecorded, time: { ...withRecorded.time, run: Duration.millis(startedAs.limits.runTimeoutMillis) } }
 }
