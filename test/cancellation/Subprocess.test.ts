@@ -215,6 +215,72 @@ describe("Subprocess.run", () => {
           assert.isBelow(millis, grace / 2)
         }).pipe(Effect.provide(NodeServices.layer))
     )
+
+    it.live(
+      `R5.2 R3.8 a shell that exited 137 (its command SIGKILLed) before the stop is an unknown outcome, never completed (cgroup: ${cgroup})`,
+      () =>
+        Effect.gen(function* () {
+          // The shell's command dies of SIGKILL (as the OOM killer would): the shell says so, 137, while
+          // the event loop is busy; the sleep it started is still running when the call is interrupted.
+          const settled: Array<Subprocess.Settled> = []
+          let pid = 0
+          const fiber = yield* Effect.forkChild(
+            Subprocess.run(
+              { command: "/bin/sh", args: ["-c", "sleep 5 & sleep 0.2; sh -c 'kill -KILL $$'; exit $?"] },
+              {
+                graceMillis: 2000,
+                cgroup,
+                onSpawn: (p) => {
+                  pid = p
+                },
+                onSettled: (s) => settled.push(s)
+              }
+            )
+          )
+          while (pid === 0) yield* nap(2)
+          yield* Effect.sync(() => {
+            const end = performance.now() + 1_500
+            while (performance.now() < end) {}
+          })
+          yield* Fiber.interrupt(fiber)
+          assert.isTrue(isGroupGone(pid))
+          // Review 89: it was `completed`, "had already exited".
+          assert.strictEqual(settled[0]?.settlement, "outcome_unknown", settled[0]?.detail)
+          assert.include(settled[0]?.detail, "had died of SIGKILL before the stop")
+        }).pipe(Effect.provide(NodeServices.layer))
+    )
+
+    it.live(
+      `R5.2 R3.8 a command that exited 0 while the event loop was busy is completed, not stopped by the SIGTERM after (cgroup: ${cgroup})`,
+      () =>
+        Effect.gen(function* () {
+          const settled: Array<Subprocess.Settled> = []
+          let pid = 0
+          const fiber = yield* Effect.forkChild(
+            Subprocess.run(
+              { command: "/bin/sh", args: ["-c", "sleep 0.2; exit 0"] },
+              {
+                graceMillis: 2000,
+                cgroup,
+                onSpawn: (p) => {
+                  pid = p
+                },
+                onSettled: (s) => settled.push(s)
+              }
+            )
+          )
+          while (pid === 0) yield* nap(2)
+          // The command exits while the event loop is busy: the kernel knows, Node has not run the exit's handler.
+          yield* Effect.sync(() => {
+            const end = performance.now() + 1_500
+            while (performance.now() < end) {}
+          })
+          yield* Fiber.interrupt(fiber)
+          assert.isTrue(isGroupGone(pid))
+          // Review 89: it was `cancelled`, "stopped on SIGTERM".
+          assert.strictEqual(settled[0]?.settlement, "completed", settled[0]?.detail)
+        }).pipe(Effect.provide(NodeServices.layer))
+    )
   }
 
   it.live("R5.2 a grandchild holding the pipes delays the result by at most the output drain time", () =>

@@ -41,9 +41,22 @@ const liveGroups = async (): Promise<ReadonlySet<number>> => {
   return live
 }
 
-/** The reader: whether a group has a live member, by the next read of `/proc`. */
+/**
+ * Whether our child `pid` has exited, by its own `/proc/<pid>/stat`: a zombie, or reaped
+ * (no entry). The kernel knows of an exit before Node has run its handler (a busy event
+ * loop), and Node reaps a child before its handle says so. `false` where there is no `/proc`.
+ */
+const hasExited = (pid: number): Effect.Effect<boolean> =>
+  process.platform !== "linux"
+    ? Effect.succeed(false)
+    : Effect.promise(() =>
+        readStat(String(pid)).then((stat) => stat === undefined || stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z")
+      )
+
+/** The reader: whether a group has a live member, by the next read of `/proc`; whether a child has exited. */
 export interface ProcScan {
   readonly hasLiveMember: (pgid: number) => Effect.Effect<boolean>
+  readonly hasExited: (pid: number) => Effect.Effect<boolean>
 }
 
 /** A reader whose callers share its reads. */
@@ -68,7 +81,7 @@ export const make = (): ProcScan => {
     }
     return next
   }
-  return { hasLiveMember: (pgid) => Effect.promise(() => nextRead().then((live) => live.has(pgid))) }
+  return { hasLiveMember: (pgid) => Effect.promise(() => nextRead().then((live) => live.has(pgid))), hasExited }
 }
 
 /**

@@ -27,6 +27,7 @@
  * signal to `-pid` reaches what the child started too. The grace period and the waits
  * are measured in real time, not by Effect's `Clock` (see `SubprocessTime`).
  */
+import * as os from "node:os"
 import { Duration, Effect, Exit, Predicate } from "effect"
 import type * as PlatformError from "effect/PlatformError"
 import type { ChildProcessSpawner } from "effect/process"
@@ -85,8 +86,22 @@ const groupAlive = (pgid: number): Effect.Effect<boolean> =>
       : Effect.succeed(true)
   })
 
+/**
+ * Whether the leader is running: Node says so until it has run the exit's handler, which a
+ * busy event loop delays, so a leader the kernel holds as a zombie, or that is reaped, has
+ * exited already (review 89: a command that had exited 0 was taken as stopped by the
+ * SIGTERM sent after).
+ */
 const leaderRunning = (target: Target): Effect.Effect<boolean> =>
-  Effect.orElseSucceed(target.handle.isRunning, () => false)
+  Effect.flatMap(
+    Effect.orElseSucceed(target.handle.isRunning, () => false),
+    (running) =>
+      running
+        ? Effect.flatMap(Effect.service(ProcScan.ProcScanRef), (scan) =>
+            Effect.map(scan.hasExited(target.handle.pid), (exited) => !exited)
+          )
+        : Effect.succeed(false)
+  )
 
 /** Whether what the leader left in its containment (cgroup, or group) is alive. */
 const othersAlive = (target: Target): Effect.Effect<boolean> => {
@@ -206,10 +221,25 @@ export const signalOf = (error: PlatformError.PlatformError): string => {
   return /signal: '([A-Z0-9]+)'/.exec(text)?.[1] ?? "unknown_signal"
 }
 
+/**
+ * The signals that kill a command mid-action without its say (the kernel's, a crash's), whose
+ * `128 + n` a shell exits with when its command died of one (137: SIGKILL, 139: SIGSEGV). A
+ * program may exit 130 or 143 itself (after SIGINT or SIGTERM, handled): those are not read so.
+ */
+const killedBy: ReadonlyArray<string> = ["SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE", "SIGSYS"]
+
+/** The signal a shell's exit code `128 + n` says its command was killed by, if it is one of {@link killedBy}. */
+export const signalOfExitCode = (exitCode: number): string | undefined =>
+  killedBy.find((name) => os.constants.signals[name as keyof typeof os.constants.signals] === exitCode - 128)
+
 /** How the leader ended (call it once it has: its exit is then known). */
 const endingOf = (target: Target): Effect.Effect<Ended> =>
   Effect.map(Effect.exit(target.handle.exitCode), (exit): Ended => {
-    if (Exit.isSuccess(exit)) return { _tag: "Exited" }
+    if (Exit.isSuccess(exit)) {
+      // A shell's `128 + n` for a command a signal killed is that death (review 89: 137 was "exited").
+      const signal = signalOfExitCode(exit.value)
+      return signal === undefined ? { _tag: "Exited" } : { _tag: "Died", signal }
+    }
     const error = Exit.findErrorOption(exit)
     return { _tag: "Died", signal: error._tag === "Some" ? signalOf(error.value) : "unknown_signal" }
   })

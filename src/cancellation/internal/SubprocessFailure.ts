@@ -4,9 +4,9 @@
  * signal and a non-zero exit. The `hint` of each is one the model may see; the details
  * (the tail of stderr, the platform's error) go in `diagnostic`.
  */
-import * as os from "node:os"
 import type * as PlatformError from "effect/PlatformError"
 import * as Failure from "../../failure/Failure.ts"
+import * as ProcessGroup from "./ProcessGroup.ts"
 import type { Spec } from "./SubprocessSpec.ts"
 
 const stderrTailChars = 4000
@@ -181,24 +181,13 @@ export const killed = (name: string, signal: string, stderr: string, unsafeToRep
   )
 
 /**
- * The signals that kill a command mid-action without its say (the kernel's, a crash's), whose
- * `128 + n` a shell exits with when its command died of one (137: SIGKILL, 139: SIGSEGV). A
- * program may exit 130 or 143 itself (after SIGINT or SIGTERM, handled): those are not read so.
- */
-const killedBy: ReadonlyArray<string> = ["SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE", "SIGSYS"]
-
-/** The signal a shell's exit code `128 + n` says its command was killed by, if it is one of {@link killedBy}. */
-const signalOfExitCode = (exitCode: number): string | undefined =>
-  killedBy.find((name) => os.constants.signals[name as keyof typeof os.constants.signals] === exitCode - 128)
-
-/**
  * The child exited with a code other than 0: it says it failed (`Permanent`). A code a
  * shell gives when the command it ran died by a signal (`128 + n`: 137 for SIGKILL, 139
  * for SIGSEGV) is, for a command unsafe to repeat, a death by that signal: an
  * `UnknownOutcome`, as a worker under `sh -c`, `bash` or `npm run` is killed.
  */
 export const exited = (name: string, exitCode: number, stderr: string, unsafeToRepeat: boolean) => {
-  const signal = signalOfExitCode(exitCode)
+  const signal = ProcessGroup.signalOfExitCode(exitCode)
   if (unsafeToRepeat && signal !== undefined) {
     return cutOff(
       {

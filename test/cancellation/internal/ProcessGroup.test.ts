@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, PlatformError, Sink, Stream } from "effect"
 import { ChildProcessSpawner } from "effect/process"
 import * as ProcessGroup from "../../../src/cancellation/internal/ProcessGroup.ts"
+import * as ProcScan from "../../../src/cancellation/internal/ProcScan.ts"
 
 /** Beyond the largest pid_max Linux allows (2^22), so no process and no group has it. */
 const unusedPid = ChildProcessSpawner.ProcessId(5_000_000)
@@ -19,6 +20,14 @@ const diedOf = (signal: string) =>
     method: "exitCode",
     cause: new Error(`Process interrupted due to receipt of signal: '${signal}'`)
   })
+
+/**
+ * What `/proc` says of the fake pid: no group, and a child that has not exited (its handle
+ * says when it has), as a live child's own entry says.
+ */
+const scan: ProcScan.ProcScan = { hasLiveMember: () => Effect.succeed(false), hasExited: () => Effect.succeed(false) }
+const reclaim = (target: ProcessGroup.Target) =>
+  Effect.provideService(ProcessGroup.reclaim(target, 500, 1000), ProcScan.ProcScanRef, scan)
 
 /** A child that is running until `kill`, and then has died as `exitCode` says. */
 const child = (exitCode: Effect.Effect<ChildProcessSpawner.ExitCode, PlatformError.PlatformError>) => {
@@ -50,7 +59,7 @@ describe("ProcessGroup.reclaim", () => {
     () =>
       Effect.gen(function* () {
         const { target, signals } = child(Effect.fail(diedOf("SIGKILL")))
-        const settled = yield* ProcessGroup.reclaim(target, 500, 1000)
+        const settled = yield* reclaim(target)
         assert.deepStrictEqual(signals, ["SIGTERM"])
         assert.isBelow(settled.millis, 500)
         assert.strictEqual(settled.settlement, "outcome_unknown")
@@ -62,7 +71,7 @@ describe("ProcessGroup.reclaim", () => {
     Effect.gen(function* () {
       for (const exitCode of [Effect.fail(diedOf("SIGTERM")), Effect.succeed(ChildProcessSpawner.ExitCode(0))]) {
         const { target } = child(exitCode)
-        const settled = yield* ProcessGroup.reclaim(target, 500, 1000)
+        const settled = yield* reclaim(target)
         assert.strictEqual(settled.settlement, "cancelled")
         assert.deepStrictEqual(settled.signals, ["SIGTERM"])
         assert.match(settled.detail, /stopped on SIGTERM/)
