@@ -60,6 +60,32 @@ const interruptWhenReady = (mode: string, extra: Subprocess.Options = {}) =>
     return { pid, settled, millis, exit: fiber.pollUnsafe() }
   })
 
+/**
+ * Runs `script` under `sh -c`, blocks the event loop while it ends (the kernel knows, Node
+ * has not run the exit's handler yet), then interrupts the call: what the stop recorded.
+ */
+const endsWhileBusy = (script: string, cgroup: boolean) =>
+  Effect.gen(function* () {
+    const settled: Array<Subprocess.Settled> = []
+    let pid = 0
+    const options: Subprocess.Options = {
+      graceMillis: 2000,
+      cgroup,
+      onSpawn: (p) => {
+        pid = p
+      },
+      onSettled: (s) => settled.push(s)
+    }
+    const fiber = yield* Effect.forkChild(Subprocess.run({ command: "/bin/sh", args: ["-c", script] }, options))
+    while (pid === 0) yield* nap(2)
+    yield* Effect.sync(() => {
+      const end = performance.now() + 1_500
+      while (performance.now() < end) {}
+    })
+    yield* Fiber.interrupt(fiber)
+    return { pid, settled }
+  })
+
 describe("Subprocess.run", () => {
   it.live("R5.2 a child that ignores SIGTERM is SIGKILLed after the grace period and reaped", () =>
     Effect.gen(function* () {
@@ -220,29 +246,9 @@ describe("Subprocess.run", () => {
       `R5.2 R3.8 a shell that exited 137 (its command SIGKILLed) before the stop is an unknown outcome, never completed (cgroup: ${cgroup})`,
       () =>
         Effect.gen(function* () {
-          // The shell's command dies of SIGKILL (as the OOM killer would): the shell says so, 137, while
-          // the event loop is busy; the sleep it started is still running when the call is interrupted.
-          const settled: Array<Subprocess.Settled> = []
-          let pid = 0
-          const fiber = yield* Effect.forkChild(
-            Subprocess.run(
-              { command: "/bin/sh", args: ["-c", "sleep 5 & sleep 0.2; sh -c 'kill -KILL $$'; exit $?"] },
-              {
-                graceMillis: 2000,
-                cgroup,
-                onSpawn: (p) => {
-                  pid = p
-                },
-                onSettled: (s) => settled.push(s)
-              }
-            )
-          )
-          while (pid === 0) yield* nap(2)
-          yield* Effect.sync(() => {
-            const end = performance.now() + 1_500
-            while (performance.now() < end) {}
-          })
-          yield* Fiber.interrupt(fiber)
+          // The shell's command dies of SIGKILL (as the OOM killer would): the shell says so, 137.
+          // The sleep it started is still running when the call is interrupted.
+          const { pid, settled } = yield* endsWhileBusy("sleep 5 & sleep 0.2; sh -c 'kill -KILL $$'; exit $?", cgroup)
           assert.isTrue(isGroupGone(pid))
           // Review 89: it was `completed`, "had already exited".
           assert.strictEqual(settled[0]?.settlement, "outcome_unknown", settled[0]?.detail)
@@ -254,28 +260,7 @@ describe("Subprocess.run", () => {
       `R5.2 R3.8 a command that exited 0 while the event loop was busy is completed, not stopped by the SIGTERM after (cgroup: ${cgroup})`,
       () =>
         Effect.gen(function* () {
-          const settled: Array<Subprocess.Settled> = []
-          let pid = 0
-          const fiber = yield* Effect.forkChild(
-            Subprocess.run(
-              { command: "/bin/sh", args: ["-c", "sleep 0.2; exit 0"] },
-              {
-                graceMillis: 2000,
-                cgroup,
-                onSpawn: (p) => {
-                  pid = p
-                },
-                onSettled: (s) => settled.push(s)
-              }
-            )
-          )
-          while (pid === 0) yield* nap(2)
-          // The command exits while the event loop is busy: the kernel knows, Node has not run the exit's handler.
-          yield* Effect.sync(() => {
-            const end = performance.now() + 1_500
-            while (performance.now() < end) {}
-          })
-          yield* Fiber.interrupt(fiber)
+          const { pid, settled } = yield* endsWhileBusy("sleep 0.2; exit 0", cgroup)
           assert.isTrue(isGroupGone(pid))
           // Review 89: it was `cancelled`, "stopped on SIGTERM".
           assert.strictEqual(settled[0]?.settlement, "completed", settled[0]?.detail)
