@@ -305,11 +305,15 @@ class RunHandle<O> implements Handle<O> {
 
   // Functions that work detached from the handle (`const { approve } = handle`), as fields did.
   get approve(): Handle<O>["approve"] {
-    return (callId, options) => this.#decide(callId, Approval.approved(options?.by))
+    return (callId, options) =>
+      Effect.flatMap(Approval.byOf(this.runId, callId, options), (by) => this.#decide(callId, Approval.approved(by)))
   }
 
   get reject(): Handle<O>["reject"] {
-    return (callId, reason, options) => this.#decide(callId, Approval.rejected(reason, options?.by))
+    return (callId, reason, options) =>
+      Effect.flatMap(Approval.byOf(this.runId, callId, options), (by) =>
+        this.#decide(callId, Approval.rejected(reason, by))
+      )
   }
 
   /** A decision checked before it reaches the gate: one it cannot keep decides nothing. */

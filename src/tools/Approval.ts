@@ -199,6 +199,28 @@ export const checkDecision = (
   return found === undefined ? undefined : new InvalidDecision({ runId, callId, ...found })
 }
 
+/**
+ * The `by` of a decision's options (`approve(callId, { by })`), read when the effect runs,
+ * once: options from code without types may hold a getter that throws, which is an
+ * `InvalidDecision` of `by`, never a throw out of the call.
+ *
+ * @category validation
+ * @since 0.3.0
+ */
+export const byOf = (
+  runId: string,
+  callId: string,
+  options: { readonly by?: string | undefined } | undefined
+): Effect.Effect<string | undefined, InvalidDecision> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(options?.by)
+    } catch (defect) {
+      const detail = `cannot be read (${UserCode.kindOf(defect)} thrown)`
+      return Effect.fail(new InvalidDecision({ runId: shown(runId), callId: shown(callId), field: "by", detail }))
+    }
+  })
+
 /** An id as an error shows it: itself when it is a string (its first 256 characters), else what it is. */
 const shown = (id: unknown): string => (typeof id === "string" ? Text.clip(id, 256) : `(${UserCode.kindOf(id)})`)
 

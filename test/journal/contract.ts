@@ -172,6 +172,15 @@ export const contract = (backend: Backend) =>
             assert.strictEqual(reason._tag, "InvalidAppend")
             assert.include(reason.message, "fromSeq must be a non-negative integer")
           }
+          // Options whose getter throws too (review 89: a defect).
+          const throwing = {
+            get fromSeq(): number {
+              throw new Error("x")
+            }
+          }
+          const unreadable = yield* failure(journal.read("w", throwing))
+          assert.strictEqual(unreadable._tag, "InvalidAppend")
+          assert.include(unreadable.message, "cannot be read")
           assert.isTrue(Option.isNone(yield* journal.read("nobody", { fromSeq: 3 })))
 
           // The log's start missing is seen from any point before the next commit that is there.

@@ -148,6 +148,19 @@ describe("R7 approvals", () => {
         assert.strictEqual(long.message.includes("over the limit of 4096"), true, long.message)
         const longName = yield* Effect.flip(handle.approve("call_pay", { by: "a".repeat(257) }))
         assert.strictEqual(longName._tag === "InvalidDecision" && longName.field, "by")
+        // Options whose `by` getter throws: a typed refusal, not a throw out of approve (review 89).
+        const throwing = {
+          get by(): string {
+            throw new Error("x")
+          }
+        }
+        for (const refused of [
+          Effect.suspend(() => handle.approve("call_pay", throwing)),
+          Effect.suspend(() => handle.reject("call_pay", "no", throwing))
+        ]) {
+          const e = yield* Effect.flip(refused)
+          assert.strictEqual(e._tag === "InvalidDecision" && e.field, "by")
+        }
         // A call id that is no string names no waiting call: a typed NotPending, never a throw or a defect.
         const untyped = handle as unknown as {
           readonly approve: (

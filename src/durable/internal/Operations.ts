@@ -32,26 +32,6 @@ const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunRe
 
 const isId = RunOptions.isRunId
 
-/**
- * The `by` of a decision's options, read when the effect runs, once: options of code
- * without types may hold a getter that throws (review 88: a throw out of `approve` itself).
- */
-const byOf = (
-  runId: string,
-  callId: string,
-  options: { readonly by?: string | undefined } | undefined
-): Effect.Effect<string | undefined, Approval.InvalidDecision> =>
-  Effect.suspend(() => {
-    try {
-      return Effect.succeed(options?.by)
-    } catch (defect) {
-      const detail = `cannot be read (${UserCode.kindOf(defect)} thrown)`
-      return Effect.fail(
-        new Approval.InvalidDecision({ runId: String(runId), callId: String(callId), field: "by", detail })
-      )
-    }
-  })
-
 /** An id no run can have (see `RunOptions.RunId`) is no run's: refused before any store is asked. */
 const known = (runId: string) =>
   isId(runId)
@@ -304,9 +284,11 @@ export const make = (
       )
     },
     approve: (runId, callId, options) =>
-      Effect.flatMap(byOf(runId, callId, options), (by) => decide(runId, callId, Approval.approved(by))),
+      Effect.flatMap(Approval.byOf(runId, callId, options), (by) => decide(runId, callId, Approval.approved(by))),
     reject: (runId, callId, reason, options) =>
-      Effect.flatMap(byOf(runId, callId, options), (by) => decide(runId, callId, Approval.rejected(reason, by))),
+      Effect.flatMap(Approval.byOf(runId, callId, options), (by) =>
+        decide(runId, callId, Approval.rejected(reason, by))
+      ),
     cancel: (runId) =>
       Effect.flatMap(stored(runId), (run) =>
         run !== undefined && Option.isSome(run.result) ? Effect.void : complete(runId, Names.cancel)

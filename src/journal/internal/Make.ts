@@ -284,8 +284,15 @@ export const make = (store: Store): Service => ({
   }),
   read: Effect.fnUntraced(function* (runId: string, options?: ReadOptions) {
     const id = yield* checkRunId(runId)
-    // `null` is no default: the value is checked as it came (a caller's JavaScript, a query string).
-    const fromSeq: unknown = options?.fromSeq === undefined ? 0 : options.fromSeq
+    // `null` is no default: the value is checked as it came (a caller's JavaScript, a query
+    // string), read once (a getter that throws is the caller's, review 89).
+    let fromSeq: unknown
+    try {
+      const given = options?.fromSeq
+      fromSeq = given === undefined ? 0 : given
+    } catch (defect) {
+      return yield* invalid(id, `its options cannot be read (${UserCode.kindOf(defect)} thrown)`)
+    }
     if (typeof fromSeq !== "number" || !Number.isSafeInteger(fromSeq) || fromSeq < 0) {
       const given = typeof fromSeq === "number" ? String(fromSeq) : UserCode.kindOf(fromSeq)
       return yield* invalid(id, `fromSeq must be a non-negative integer, not ${given}`)
