@@ -263,6 +263,33 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
           const refused = yield* Effect.flip(runs.start(hostile as unknown as DurableRun.StartOptions))
           assert.strictEqual(refused._tag, "InvalidRunOptions", JSON.stringify(hostile))
         }
+        // Getters: one that throws, deep or not, and a run id that answers a checked value, then
+        // another (review 89: a throw out of start, and a workflow started under "x\u0000y").
+        const throwing = (field: string) =>
+          Object.defineProperty({}, field, {
+            enumerable: true,
+            get() {
+              throw new Error("x")
+            }
+          })
+        let reads = 0
+        const shifty = {
+          goal: "x",
+          get runId(): string {
+            reads += 1
+            return reads === 1 ? "shifty-1" : "x\u0000y"
+          }
+        }
+        for (const [what, options] of [
+          ["goal", throwing("goal")],
+          ["limits.maxIterations", { goal: "x", limits: throwing("maxIterations") }],
+          ["tools", { goal: "x", tools: throwing("0") }]
+        ] as const) {
+          const refused = yield* Effect.flip(Effect.suspend(() => runs.start(options as DurableRun.StartOptions)))
+          assert.strictEqual(refused._tag, "InvalidRunOptions", what)
+        }
+        assert.strictEqual(yield* runs.start(shifty), "shifty-1")
+        assert.strictEqual(reads, 1)
         for (const op of [
           runs.poll("nope"),
           runs.events("nope"),

@@ -32,6 +32,32 @@ const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunRe
 
 const isId = RunOptions.isRunId
 
+/** A group of the options as its own copy: each of its fields read once. */
+const copied = (value: unknown): unknown =>
+  Array.isArray(value) ? [...value] : typeof value === "object" && value !== null ? { ...value } : value
+
+/**
+ * The start options as the run's own plain data, each field read once (R12): a getter that
+ * throws is an `InvalidRunOptions`, and one that answers a checked value then another
+ * cannot start a run under an id no check saw (review 89: the run id was read four times).
+ */
+const plainStartOptions = (options: StartOptions): Effect.Effect<StartOptions, RunOptions.InvalidRunOptions> =>
+  Effect.suspend(() => {
+    // What is no object at all is said so by the check of the options.
+    if (typeof options !== "object" || options === null) return Effect.succeed(options)
+    try {
+      const { goal, system, runId, limits, tools, time } = options
+      // Boundary: the copies are what was given, still unchecked; `validate` checks them next.
+      const plain = { goal, system, runId, limits: copied(limits), tools: copied(tools), time: copied(time) }
+      return Effect.succeed(
+        Object.fromEntries(Object.entries(plain).filter(([, value]) => value !== undefined)) as unknown as StartOptions
+      )
+    } catch (defect) {
+      const reason = `cannot be read (${UserCode.kindOf(defect)} thrown)`
+      return Effect.fail(new RunOptions.InvalidRunOptions({ path: [], reason }))
+    }
+  })
+
 /** An id no run can have (see `RunOptions.RunId`) is no run's: refused before any store is asked. */
 const known = (runId: string) =>
   isId(runId)
@@ -220,8 +246,9 @@ export const make = (
     })
 
   return {
-    start: (options) =>
+    start: (given) =>
       Effect.gen(function* () {
+        const options = yield* plainStartOptions(given)
         yield* validate(options)
         const runId = options.runId ?? crypto.randomUUID()
         // The run's deadline counts from now, however long it waits for a runner (R4.1).
