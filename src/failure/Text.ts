@@ -23,6 +23,9 @@ export const wellFormed = (text: string): boolean => !loneHalf.test(text)
 /** Whether a code unit is the first half of a surrogate pair. */
 const isLeadingHalf = (unit: number): boolean => unit >= 0xd800 && unit <= 0xdbff
 
+/** Whether a code unit is the second half of a surrogate pair. */
+const isTrailingHalf = (unit: number): boolean => unit >= 0xdc00 && unit <= 0xdfff
+
 /**
  * The first `max` code units of `text`, one fewer when the last of them would be the
  * first half of a pair; `text` itself when it is no longer.
@@ -34,6 +37,19 @@ export const head = (text: string, max: number): string => {
   if (text.length <= max) return text
   const end = max > 0 && isLeadingHalf(text.charCodeAt(max - 1)) ? max - 1 : max
   return text.slice(0, end)
+}
+
+/**
+ * The last `max` code units of `text`, one fewer when the first of them would be the
+ * second half of a pair; `text` itself when it is no longer.
+ *
+ * @category cutting
+ * @since 0.3.0
+ */
+export const tail = (text: string, max: number): string => {
+  if (text.length <= max) return text
+  const start = text.length - max
+  return text.slice(isTrailingHalf(text.charCodeAt(start)) ? start + 1 : start)
 }
 
 /**

@@ -16,6 +16,11 @@ describe("Text", () => {
       assert.isAtLeast(head.length, Math.min(max, text.length) - 1)
       assert.isAtMost(head.length, max)
       assert.isTrue(wellFormed(Text.clip(text, max)), `clip at ${max}`)
+      const tail = Text.tail(text, max)
+      assert.isTrue(wellFormed(tail), `tail at ${max}`)
+      assert.isTrue(text.endsWith(tail))
+      assert.isAtLeast(tail.length, Math.min(max, text.length) - 1)
+      assert.isAtMost(tail.length, max)
     }
   })
 

@@ -183,7 +183,8 @@ describe("OpenAiCompatible", () => {
       // Gemini's, Anthropic's and Bedrock's own filter names too (review 87: `blocklist`, `spii` were final answers).
       const filters = ["content_filter", "SAFETY", "recitation", "BLOCKLIST", "spii", "refusal", "guardrail_intervened"]
       for (const reason of filters) assert.strictEqual(finish([reason]), "content_filter", reason)
-      for (const reason of ["error", "abort", "MALFORMED_FUNCTION_CALL", "other"]) {
+      assert.strictEqual(finish(["IMAGE_PROHIBITED_CONTENT"]), "content_filter")
+      for (const reason of ["error", "abort", "MALFORMED_FUNCTION_CALL", "other", "LANGUAGE", "NO_IMAGE"]) {
         assert.strictEqual(finish([reason]), "interrupted", reason)
       }
       assert.strictEqual(finish(["length", "stop"]), "length")

@@ -6,6 +6,7 @@
  */
 import type * as PlatformError from "effect/PlatformError"
 import * as Failure from "../../failure/Failure.ts"
+import * as Text from "../../failure/Text.ts"
 import * as ProcessGroup from "./ProcessGroup.ts"
 import type { Spec } from "./SubprocessSpec.ts"
 
@@ -14,7 +15,7 @@ const stderrTailChars = 4000
 /** The executable's name, without its directory. */
 export const commandName = (spec: Spec): string => spec.command.split(/[\\/]/).pop() ?? spec.command
 
-const tail = (text: string): string => (text.length <= stderrTailChars ? text : `…${text.slice(-stderrTailChars)}`)
+const tail = (text: string): string => (text.length <= stderrTailChars ? text : `…${Text.tail(text, stderrTailChars)}`)
 
 /** Options that cannot work (see `SubprocessOptions.validateOptions`). */
 export const invalid = (hint: string) =>

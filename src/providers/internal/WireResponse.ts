@@ -101,7 +101,9 @@ const finishReasons: Readonly<Record<string, Model.FinishReason>> = {
   spii: "content_filter",
   image_safety: "content_filter",
   refusal: "content_filter",
-  guardrail_intervened: "content_filter"
+  guardrail_intervened: "content_filter",
+  image_prohibited_content: "content_filter",
+  image_recitation: "content_filter"
 }
 
 /**
@@ -116,7 +118,11 @@ const broken: ReadonlySet<string> = new Set([
   "malformed_function_call",
   "unexpected_tool_call",
   "too_many_tool_calls",
-  "other"
+  "other",
+  "image_other",
+  "no_image",
+  "language",
+  "missing_thought_signature"
 ])
 
 const callId = (id: string | null | undefined, iteration: number, index: number) =>
