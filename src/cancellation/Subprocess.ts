@@ -12,8 +12,9 @@
  * 4. waits for the exit to be reaped,
  *
  * and reports what became of the action as a {@link Settled} record: `completed` (it had
- * already exited; what it left running stopped on SIGTERM), `cancelled` (it stopped on SIGTERM within the grace period) or
- * `outcome_unknown` (it ignored SIGTERM and was killed mid-action). Stopping the wait,
+ * already exited with a code; what it left running stopped on SIGTERM), `cancelled` (it
+ * stopped on SIGTERM within the grace period) or `outcome_unknown` (it ignored SIGTERM and
+ * was killed mid-action, or had died of a signal before). Stopping the wait,
  * cancelling the task and the remote work stopping are three different results: a
  * child that had to be killed may have done part of its work, so it is never recorded
  * as cancelled. The interruption completes only after the reap, so a run's result is

@@ -11,6 +11,7 @@
 import { Cause, Effect, Exit, Predicate, Result, Schema } from "effect"
 import * as Failure from "./Failure.ts"
 import * as SchemaIssues from "./SchemaIssues.ts"
+import * as Text from "./Text.ts"
 
 /**
  * `Effect.isEffect`, for a value that may be hostile (a Proxy whose `has` trap throws).
@@ -87,6 +88,16 @@ export const letGo = <A>(value: A): A => {
     }
   }
   return value
+}
+
+/**
+ * A value as a message shows it, without running its code: a number, a boolean, a short
+ * quoted string, or its kind (`String(value)` runs a `toString` that may throw).
+ */
+export const shown = (value: unknown): string => {
+  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") return String(value)
+  if (typeof value === "string") return JSON.stringify(Text.clip(value, 60))
+  return kindOf(value)
 }
 
 /**

@@ -21,7 +21,7 @@
  */
 import { Clock, Duration, Effect, Fiber, Option, Result, Schedule } from "effect"
 import type * as Event from "../events/Event.ts"
-import * as Text from "../failure/Text.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
 import * as Durations from "../time/Durations.ts"
@@ -103,7 +103,7 @@ export const checkSettings = (settings: Omit<Settings, "cancel" | "refused">): I
     // A poll must come some time (`parkAfter` may be never: the run then never parks).
     if (!(millis > 0) || (name === "pollInterval" && !Number.isFinite(millis))) {
       const expected = name === "pollInterval" ? "a positive, finite duration" : "a positive duration"
-      return new InvalidRunOptions({ path: [name], reason: `Expected ${expected}, got ${String(given)}` })
+      return new InvalidRunOptions({ path: [name], reason: `Expected ${expected}, got ${UserCode.shown(given)}` })
     }
   }
   return undefined
@@ -115,14 +115,14 @@ const checkRunId = (runId: unknown): InvalidRunOptions | undefined =>
     ? undefined
     : new InvalidRunOptions({
         path: ["runId"],
-        reason: `Expected ${runIdRule}, got ${typeof runId === "string" ? JSON.stringify(Text.head(runId, 64)) : String(runId)}`
+        reason: `Expected ${runIdRule}, got ${UserCode.shown(runId)}`
       })
 
 /** Options a caller without types gave: an object, before a field of it is read. */
 const checkObject = (options: unknown): InvalidRunOptions | undefined =>
   typeof options === "object" && options !== null
     ? undefined
-    : new InvalidRunOptions({ path: [], reason: `Expected object, got ${String(options)}` })
+    : new InvalidRunOptions({ path: [], reason: `Expected object, got ${UserCode.shown(options)}` })
 
 /** A store out of reach when a run has ended is read again for about a second and a half. */
 const readAgain = Schedule.max([Schedule.exponential("50 millis"), Schedule.recurs(5)])

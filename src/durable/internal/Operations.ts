@@ -283,13 +283,11 @@ export const make = (
       const poll = Duration.fromInput(pollInterval as Duration.Input)
       const pollMillis = Option.isSome(poll) ? Duration.toMillis(poll.value) : Number.NaN
       // A NaN start read the whole log again at every poll; a poll of no time spins.
-      const said = (value: unknown) =>
-        typeof value === "number" || typeof value === "string" ? String(value) : UserCode.kindOf(value)
       const invalid =
         typeof fromSeq !== "number" || Number.isNaN(fromSeq)
-          ? `fromSeq must be a number, not ${said(fromSeq)}`
+          ? `fromSeq must be a number, not ${UserCode.shown(fromSeq)}`
           : !(pollMillis > 0)
-            ? `pollInterval must be a positive duration, not ${said(pollInterval)}`
+            ? `pollInterval must be a positive duration, not ${UserCode.shown(pollInterval)}`
             : undefined
       if (invalid !== undefined || typeof fromSeq !== "number") {
         return Stream.fail(new DurableRunError({ runId, reason: "invalid", detail: invalid ?? "" }))

@@ -5,7 +5,6 @@
  */
 import { Predicate, Result, Schema, SchemaIssue } from "effect"
 import * as Failure from "../../../../failure/Failure.ts"
-import * as Text from "../../../../failure/Text.ts"
 import * as UserCode from "../../../../failure/UserCode.ts"
 import * as RunOptions from "../../../RunOptions.ts"
 import * as RunOptionsSchema from "../../options/RunOptionsSchema.ts"
@@ -26,13 +25,6 @@ const valueAt = (root: unknown, path: ReadonlyArray<PropertyKey>): unknown => {
   } catch {
     return undefined
   }
-}
-
-/** An option's value as a message shows it: a number, a boolean, a short quoted string, or its kind. */
-const safeString = (value: unknown): string => {
-  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") return String(value)
-  if (typeof value === "string") return JSON.stringify(Text.clip(value, 60))
-  return UserCode.kindOf(value)
 }
 
 /**
@@ -93,7 +85,7 @@ export const invalid = (
       : kind === "excess"
         ? "no such option"
         : kind === "expected"
-          ? `${message}, got ${safeString(valueAt(root, path))}`
+          ? `${message}, got ${UserCode.shown(valueAt(root, path))}`
           : message
   return new RunOptions.InvalidRunOptions({
     path: [...prefix, ...path.map((key) => (typeof key === "number" ? key : String(key)))],
