@@ -30,6 +30,7 @@
  */
 import { Clock, Deferred, type Duration, Effect, Exit, Layer, Option, Predicate, Schema } from "effect"
 import * as Text from "../failure/Text.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import * as Durations from "../time/Durations.ts"
 import * as Approval from "../tools/Approval.ts"
 import * as Tool from "../tools/Tool.ts"
@@ -119,7 +120,7 @@ const pollMillisOf = (input: Duration.Input | undefined): number => {
   const millis = Durations.millisOf(input) ?? Number.NaN
   if (!(millis > 0 && Number.isFinite(millis))) {
     throw new RangeError(
-      `JournalApprovals.make: pollInterval must be a positive, finite duration, got ${String(input)}`
+      `JournalApprovals.make: pollInterval must be a positive, finite duration, got ${UserCode.shown(input)}`
     )
   }
   return millis

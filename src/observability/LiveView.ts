@@ -80,7 +80,7 @@ const checked = (options: Options): Effect.Effect<Options, InvalidOptions> => {
     ? Effect.succeed(options)
     : Effect.fail(
         new InvalidOptions({
-          reason: `refresh must be a number of milliseconds from ${frameInterval} to ${day}, got ${String(refresh)}`
+          reason: `refresh must be a number of milliseconds from ${frameInterval} to ${day}, got ${UserCode.shown(refresh)}`
         })
       )
 }

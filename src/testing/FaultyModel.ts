@@ -9,6 +9,7 @@
 import { Clock, Effect, Layer, Predicate, Schema } from "effect"
 import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import * as Model from "../model/Model.ts"
 import * as CallIds from "./internal/CallIds.ts"
 
@@ -152,11 +153,11 @@ const stepProblem = (step: unknown): string | undefined => {
   const fault = Predicate.hasProperty(step, "fault") ? step.fault : undefined
   const kind = Predicate.hasProperty(fault, "kind") ? fault.kind : undefined
   if (typeof kind !== "string" || !faultKinds.includes(kind)) {
-    return `is a fault of no kind there is (${faultKinds.join(", ")}), got ${String(kind)}`
+    return `is a fault of no kind there is (${faultKinds.join(", ")}), got ${UserCode.shown(kind)}`
   }
   const status = Predicate.hasProperty(fault, "status") ? fault.status : undefined
   if ((kind === "http" || kind === "already_retried") && !(Number.isInteger(status) && Number(status) >= 100)) {
-    return `is an ${kind} fault without an HTTP status, got ${String(status)}`
+    return `is an ${kind} fault without an HTTP status, got ${UserCode.shown(status)}`
   }
   if (kind === "unfinished" && !isUsage(Predicate.hasProperty(fault, "usage") ? fault.usage : undefined)) {
     return "is an unfinished fault without a Model.Usage"

@@ -7,6 +7,7 @@
  */
 import { Clock, Duration, Effect, Fiber, Predicate, Schema } from "effect"
 import { TestClock } from "effect/testing"
+import * as UserCode from "../failure/UserCode.ts"
 import * as Durations from "../time/Durations.ts"
 import * as RealTime from "../time/RealTime.ts"
 
@@ -69,7 +70,7 @@ export const drive = <A, E, R>(
     const pace = options.pace
     if (pace !== undefined && !(typeof pace === "number" && Number.isFinite(pace) && pace > 0)) {
       return yield* Effect.die(
-        new RangeError(`TestClockDriver.drive: pace must be a finite number > 0, got ${String(pace)}`)
+        new RangeError(`TestClockDriver.drive: pace must be a finite number > 0, got ${UserCode.shown(pace)}`)
       )
     }
     const clock = yield* Clock.Clock
@@ -107,7 +108,7 @@ export const drive = <A, E, R>(
 const millisOf = (name: string, input: Duration.Input): number => {
   const millis = Durations.millisOf(input)
   if (millis === undefined || !Number.isFinite(millis) || millis < 0) {
-    throw new RangeError(`TestClockDriver.drive: ${name} must be a finite duration >= 0, got ${String(input)}`)
+    throw new RangeError(`TestClockDriver.drive: ${name} must be a finite duration >= 0, got ${UserCode.shown(input)}`)
   }
   return millis
 }

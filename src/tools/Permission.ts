@@ -18,6 +18,7 @@
  */
 import { Context, Effect, FileSystem, Layer, Path, Predicate, Result, Schema } from "effect"
 import * as Text from "../failure/Text.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import { isEnvPath } from "./internal/EnvFiles.ts"
 import { isWellFormed } from "./internal/workspace/Names.ts"
 import type * as Tool from "./Tool.ts"
@@ -196,7 +197,7 @@ const optionsProblem = (options: Options): string | undefined => {
   }
   if (denyEnvFiles !== undefined && typeof denyEnvFiles !== "boolean") return "denyEnvFiles must be a boolean"
   if (maxContentBytes !== undefined && !(Number.isSafeInteger(maxContentBytes) && maxContentBytes >= 0)) {
-    return `maxContentBytes must be an integer >= 0, got ${String(maxContentBytes)}`
+    return `maxContentBytes must be an integer >= 0, got ${UserCode.shown(maxContentBytes)}`
   }
   return undefined
 }

@@ -12,6 +12,7 @@
  */
 import * as NodePath from "node:path"
 import { Effect } from "effect"
+import * as UserCode from "../failure/UserCode.ts"
 import * as Workspace from "./internal/workspace/Workspace.ts"
 
 /**
@@ -60,7 +61,7 @@ export const read = (
     )
       return yield* invalid("the path must name a file, neither empty nor with a NUL byte or a lone surrogate")
     if (!(typeof maxBytes === "number" && maxBytes >= 0 && (Number.isInteger(maxBytes) || maxBytes === Infinity)))
-      return yield* invalid(`maxBytes must be a whole number of bytes, 0 or more, got ${String(maxBytes)}`)
+      return yield* invalid(`maxBytes must be a whole number of bytes, 0 or more, got ${UserCode.shown(maxBytes)}`)
     if (Workspace.namesDirectory(relativePath))
       return yield* Effect.fail(new Workspace.WorkspaceError({ reason: "is_a_directory", detail: relativePath }))
     const base = NodePath.resolve(root)

@@ -114,7 +114,7 @@ export const make = (
   }
   const maxBytes = options?.maxBytes
   if (maxBytes !== undefined && !(Number.isSafeInteger(maxBytes) && maxBytes >= 0)) {
-    throw new RangeError(`Validation.artifact: maxBytes must be an integer >= 0, got ${String(maxBytes)}`)
+    throw new RangeError(`Validation.artifact: maxBytes must be an integer >= 0, got ${UserCode.shown(maxBytes)}`)
   }
   return {
     path,

@@ -268,7 +268,7 @@ describe("JournalApprovals (R7, R9.3)", () => {
         assert.throws(
           () => JournalApprovals.make(journal, { pollInterval: pollInterval as never }),
           RangeError,
-          `JournalApprovals.make: pollInterval must be a positive, finite duration, got ${String(pollInterval)}`
+          `JournalApprovals.make: pollInterval must be a positive, finite duration, got ${typeof pollInterval === "string" ? JSON.stringify(pollInterval) : String(pollInterval)}`
         )
       }
     })

@@ -228,6 +228,15 @@ describe("Tool.make (R12: a definition that cannot work is refused where it is w
     refused({ ...base, idempotent: "yes" }, "idempotent must be a boolean, got string")
     refused({ ...base, timeout: "Infinity" }, "timeout must be a positive, finite duration")
     refused({ ...base, timeout: 0 }, "timeout must be a positive, finite duration")
+    // A value whose `toString` throws, or that has none, is named by its kind: the refusal is the
+    // typed one, not the TypeError of turning it into text.
+    refused({ ...base, maxRetries: Object.create(null) }, "maxRetries must be an integer >= 0, got an object")
+    const throwing = {
+      toString() {
+        throw new Error("x")
+      }
+    }
+    refused({ ...base, timeout: throwing }, "timeout must be a positive, finite duration, got an object")
     refused({ ...base, description: 5 }, "description must be a string, got number")
     refused({ ...base, observe: "json" }, "observe must be a function, got string")
     refused({ ...base, name: "no spaces" }, "the name must be 1 to 64 characters")

@@ -77,7 +77,7 @@ const encodeEvents = (runId: string, append: Append): Result.Result<string, Jour
   if (append.expectedSeq + append.events.length > maxSeq) {
     return Result.fail(invalid(runId, `a run's log holds at most ${maxSeq} events`))
   }
-  if (!isState(append.state)) return Result.fail(invalid(runId, `unknown run state ${String(append.state)}`))
+  if (!isState(append.state)) return Result.fail(invalid(runId, `unknown run state ${UserCode.shown(append.state)}`))
   const encoded: Array<unknown> = []
   for (const [index, event] of append.events.entries()) {
     const seq = append.expectedSeq + index
@@ -249,7 +249,7 @@ export const make = (store: Store): Service => ({
   live: LiveRuns.make(),
   create: Effect.fnUntraced(function* (run: NewRun) {
     const runId = yield* checkRunId(runIdOf(run))
-    if (!isState(run.state)) return yield* invalid(runId, `unknown run state ${String(run.state)}`)
+    if (!isState(run.state)) return yield* invalid(runId, `unknown run state ${UserCode.shown(run.state)}`)
     const header = jsonText(run.header)
     if (header === undefined) return yield* invalid(runId, "the header is not a JSON value")
     const now = yield* Clock.currentTimeMillis
@@ -356,7 +356,7 @@ export const make = (store: Store): Service => ({
   decide: Effect.fnUntraced(function* (decision: ApprovalDecision) {
     const runId = yield* checkRunId(runIdOf(decision))
     if (!decisions.includes(decision.decision)) {
-      return yield* invalid(runId, `a decision is approve or reject, got ${String(decision.decision)}`)
+      return yield* invalid(runId, `a decision is approve or reject, got ${UserCode.shown(decision.decision)}`)
     }
     if (!isTime(decision.at)) return yield* invalid(runId, "the decision's time must be finite epoch milliseconds")
     // What a store keeps as text must come back as it was given: no NUL, no half of a surrogate pair.

@@ -19,6 +19,7 @@ import type { DatabaseSync, StatementSync } from "node:sqlite"
 import { Effect, type Scope, Semaphore, Stream } from "effect"
 import type * as Reactivity from "effect/reactivity/Reactivity"
 import { SqlClient, type SqlConnection, SqlError, Statement } from "effect/sql"
+import * as UserCode from "../../failure/UserCode.ts"
 
 /** How the SQLite file is opened. */
 export interface Options {
@@ -124,7 +125,7 @@ const checkFile = (options: Options): void => {
 const checkpointPages = (options: Options): number => {
   const pages = options.checkpointPages ?? defaultCheckpointPages
   if (!Number.isSafeInteger(pages) || pages < 1) {
-    throw new RangeError(`checkpointPages must be a whole number of pages, at least 1; got ${String(pages)}`)
+    throw new RangeError(`checkpointPages must be a whole number of pages, at least 1; got ${UserCode.shown(pages)}`)
   }
   return pages
 }

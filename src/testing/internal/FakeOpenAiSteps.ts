@@ -6,6 +6,7 @@
  */
 import * as Failure from "../../failure/Failure.ts"
 import * as Text from "../../failure/Text.ts"
+import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 
 /**
@@ -306,7 +307,7 @@ export const stepProblem = (step: unknown): string | undefined => {
     case "Raw":
       // A 1xx is no answer (the client waits for the real one); Node refuses past 999, HTTP's end at 599.
       if (!(Number.isInteger(step.status) && Number(step.status) >= 200 && Number(step.status) <= 599)) {
-        return `a status must be an HTTP status from 200 to 599, got ${String(step.status)}`
+        return `a status must be an HTTP status from 200 to 599, got ${UserCode.shown(step.status)}`
       }
       return step._tag === "Raw" && (typeof step.body !== "string" || !isObject(step.headers))
         ? "a raw answer needs a body (text) and headers"
@@ -317,7 +318,7 @@ export const stepProblem = (step: unknown): string | undefined => {
     case "Stall":
       return isMillis(step.millis)
         ? stepProblem(step.next)
-        : `millis must be a finite number >= 0, got ${String(step.millis)}`
+        : `millis must be a finite number >= 0, got ${UserCode.shown(step.millis)}`
     case "Endless":
       // Node takes an empty write as written at once: the server would write it forever, never yielding.
       return typeof step.chunk === "string" && step.chunk !== ""

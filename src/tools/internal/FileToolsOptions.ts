@@ -4,6 +4,7 @@
  */
 import * as NodeFs from "node:fs"
 import type { Path } from "effect"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as Permission from "../Permission.ts"
 import * as Workspace from "./workspace/Workspace.ts"
 
@@ -57,7 +58,7 @@ export const resolve = (options: Given, path: Path.Path) => {
   const root = path.resolve(options.root)
   if (!isDirectoryOrMissing(root)) throw new RangeError(`FileTools.make: root ${root} is not a directory`)
   if (options.denyEnvFiles !== undefined && typeof options.denyEnvFiles !== "boolean") {
-    throw new RangeError(`FileTools.make: denyEnvFiles must be a boolean, got ${String(options.denyEnvFiles)}`)
+    throw new RangeError(`FileTools.make: denyEnvFiles must be a boolean, got ${UserCode.shown(options.denyEnvFiles)}`)
   }
   return {
     root,

@@ -5,6 +5,7 @@
  * `tools/`.
  */
 import { Duration, Option, Predicate, Schema, SchemaAST } from "effect"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as ToolFields from "./ToolFields.ts"
 
 const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
@@ -101,7 +102,7 @@ export const problem = (options: Untyped): string | undefined => {
     maxRetries !== undefined &&
     !(typeof maxRetries === "number" && Number.isInteger(maxRetries) && maxRetries >= 0)
   ) {
-    return `maxRetries must be an integer >= 0, got ${String(maxRetries)}`
+    return `maxRetries must be an integer >= 0, got ${UserCode.shown(maxRetries)}`
   }
   if (timeout !== undefined) {
     // Untyped input at the boundary: `Duration.fromInput` reads what it can and gives `None` for the rest.
@@ -110,7 +111,7 @@ export const problem = (options: Untyped): string | undefined => {
       onSome: Duration.toMillis
     })
     if (!(millis > 0 && Number.isFinite(millis))) {
-      return `timeout must be a positive, finite duration, got ${String(timeout)}`
+      return `timeout must be a positive, finite duration, got ${UserCode.shown(timeout)}`
     }
   }
   if (sideEffect !== undefined && !sideEffects.includes(sideEffect)) {
