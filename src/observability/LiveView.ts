@@ -20,7 +20,7 @@ import * as UserCode from "../failure/UserCode.ts"
 import type * as Run from "../run/Run.ts"
 import * as RunObserver from "../run/RunObserver.ts"
 import { frame, line } from "./internal/LiveFrame.ts"
-import { fit } from "./internal/Terminal.ts"
+import { fitToRow } from "./internal/Terminal.ts"
 
 export {
   /**
@@ -142,7 +142,7 @@ const screen = (options: Options, now: () => number) => {
   /** Redraws the block of the runs still going, below the last frame of `ended`, if given. */
   // A line that wrapped would take two rows, and the cursor moves up one a line (review 44).
   const rows = (events: ReadonlyArray<Event.Event>, at: number) =>
-    frame(events, at).map((text) => fit(text, options.columns ?? process.stdout.columns))
+    frame(events, at).map((text) => fitToRow(text, options.columns ?? process.stdout.columns))
   const draw = (ended?: ReadonlyArray<Event.Event>) => {
     drawnAt = now()
     heldBack = false

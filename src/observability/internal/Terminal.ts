@@ -17,7 +17,7 @@ const cellsOf = (codePoint: string): number => (none.test(codePoint) ? 0 : wide.
  * The line as it fits in `columns` cells on one row, its last cell left free (some terminals
  * wrap on writing it): cut, with `…`, when it would not; as it is when the width is not known.
  */
-export const fit = (line: string, columns: number | undefined): string => {
+export const fitToRow = (line: string, columns: number | undefined): string => {
   if (columns === undefined || !Number.isFinite(columns) || columns < 3) return line
   const room = columns - 1
   // A line of one-cell characters that fits needs no count.
