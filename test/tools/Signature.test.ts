@@ -129,7 +129,7 @@ describe("Signature.toolCall", () => {
   })
 })
 
-describe("Signature.digest", () => {
+describe("Signature.digest of equal values", () => {
   it("R2.3 equal values have equal digests; different ones differ", () => {
     const x = Signature.digest(Signature.canonicalJson({ a: 1, b: [1, 2] }))
     assert.strictEqual(Signature.digest(Signature.canonicalJson({ b: [1, 2], a: 1 })), x)
