@@ -80,4 +80,27 @@ describe("Run.run({ output }) with a schema that throws", () => {
         }
       })
   )
+
+  it.effect("R6.1 R12 the answer the loop decoded is the one judged: the schema runs once per answer (review 90)", () =>
+    Effect.gen(function* () {
+      // Decodes the first time, then throws, or refuses: a second decode decided the run.
+      for (const second of ["throws", "refuses"] as const) {
+        let decodes = 0
+        const Flaky = Schema.Struct({ a: Schema.Number }).check(
+          Schema.makeFilter(() => {
+            decodes += 1
+            if (decodes === 1) return true
+            if (second === "throws") throw new Error("second decode")
+            return "refused the second time"
+          })
+        )
+        const result = yield* Run.run({ goal: "g", tools: [], output: Flaky }).pipe(
+          Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer('{"a":1}')]))
+        )
+        assert.deepStrictEqual([result.status, result.stopReason], ["completed", "goal_reached"], second)
+        assert.deepStrictEqual(result.output, { a: 1 })
+        assert.strictEqual(decodes, 1, second)
+      }
+    })
+  )
 })

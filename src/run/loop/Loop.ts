@@ -233,17 +233,8 @@ const responded = <R>(
 ) =>
   Effect.suspend(() => {
     const truncated = response.finishReason === "length"
-    const truncation = ctx.log.truncation
-    if (truncation !== undefined && !truncated) {
-      RunContext.emit(ctx, ({ runId, seq, at }) => ({
-        _tag: "recovery.completed",
-        kind: "output_truncation",
-        attempt: truncation,
-        runId,
-        seq,
-        at
-      }))
-    }
+    // An answer whole again, or that decodes, ends the episode of asking for it (R3.3).
+    if (!truncated) LoopStops.episodeEnded(ctx, "output_truncation", ctx.log.truncation)
     // A typed output (R6.1): a final answer that does not decode goes back as a correction.
     if (config.output !== undefined && prepared.length === 0 && !truncated && !Model.isBlank(response.text)) {
       const decoded = FinalOutput.decode(config.output, response.text, config.registry.limits)
@@ -256,17 +247,12 @@ const responded = <R>(
           checked(ctx, config, response, prepared, permission, corrected)
         )
       }
-      const correction = ctx.log.outputCorrection
-      if (correction !== undefined) {
-        RunContext.emit(ctx, ({ runId, seq, at }) => ({
-          _tag: "recovery.completed",
-          kind: "output_correction",
-          attempt: correction,
-          runId,
-          seq,
-          at
-        }))
-      }
+      LoopStops.episodeEnded(ctx, "output_correction", ctx.log.outputCorrection)
+      // The value decoded here is the one judged (review 90: a second decode decided the run).
+      const output = { value: decoded.success }
+      return Effect.map(checked(ctx, config, response, prepared, permission, false), (outcome) =>
+        outcome?.reason === "goal_reached" ? { ...outcome, output } : outcome
+      )
     }
     return checked(ctx, config, response, prepared, permission, false)
   })

@@ -115,11 +115,14 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   limits?: ToolArguments.Limits
 ) {
   yield* RunContext.transition(ctx, "validating")
-  // The typed output's check is one of the report's, on the validation span with the others.
+  // The typed output's check is one of the report's, on the validation span with the others:
+  // the loop's decoded value, or (a run resumed after its loop decided) the answer decoded now.
   const output =
-    schema !== undefined && outcome.reason === "goal_reached"
-      ? FinalOutput.decode(schema, outcome.finalAnswer ?? "", limits)
-      : undefined
+    schema === undefined || outcome.reason !== "goal_reached"
+      ? undefined
+      : outcome.output !== undefined
+        ? Result.succeed(outcome.output.value)
+        : FinalOutput.decode(schema, outcome.finalAnswer ?? "", limits)
   const report = yield* Spans.validation(
     Effect.map(Validation.validate(spec, handedOut(ctx, spec, outcome.finalAnswer)), (validated) =>
       output === undefined ? validated : withOutput(validated, output)
@@ -127,6 +130,12 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   )
   for (const check of report.checks)
     RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "validation.checked", check, runId, seq, at }))
+  // A schema that breaks is user code failing, not the answer (R12): the run ends as the loop ends it.
+  if (output !== undefined && Result.isFailure(output) && output.failure._tag === "Broken") {
+    const detail = output.failure.message
+    RunContext.decided(ctx, "runtime", "internal_error", detail)
+    return { status: "failed", stopReason: "internal_error", policy: "runtime", detail, report } satisfies Ending
+  }
   // Validation may have run past the deadline (a stop hook that blocked): no answer is
   // accepted once it has passed (R3.11), so the run ends run_timeout on this report.
   if (outcome.reason === "goal_reached" && RunContext.deadlinePassed(ctx)) {

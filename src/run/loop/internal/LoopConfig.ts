@@ -53,4 +53,9 @@ export interface Outcome {
   readonly policy: string
   readonly detail: string
   readonly finalAnswer: string | undefined
+  /**
+   * The final answer as the run's output schema decoded it, when the loop decoded it: the
+   * answer the loop took is the one judged, never decoded again.
+   */
+  readonly output?: { readonly value: unknown } | undefined
 }

@@ -98,6 +98,16 @@ export const askToFinish = Effect.fnUntraced(function* <R>(ctx: RunContext.RunCo
   )
 })
 
+/** The `recovery.completed` of the loop's own episode of `kind`, when one is open (`attempt`, its last). */
+export const episodeEnded = (
+  ctx: RunContext.RunContext,
+  kind: "output_truncation" | "output_correction",
+  attempt: number | undefined
+): void => {
+  if (attempt === undefined) return
+  RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "recovery.completed", kind, attempt, runId, seq, at }))
+}
+
 /**
  * A final answer that does not decode with the run's output schema: the model is told
  * why and asked again, as a correction within the run's correction budget. Once the
