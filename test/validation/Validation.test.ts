@@ -712,6 +712,28 @@ layer(NodeServices.layer)("Validation", (it) => {
       })
     )
 
+    it.effect(
+      "R6.2 R6.3 one criterion's citation does not back another that cites nothing: the step is not completed",
+      () =>
+        Effect.gen(function* () {
+          const ctx = context([succeeded("c1", "fetch", { q: "x" }, ["a"])], "Done.")
+          // Review 90: the fetch's citation counted for the claim too, and the step was completed.
+          const step = Validation.step("ship", "Fetch, then email the report", [
+            Criterion.toolSucceeded("fetch"),
+            Criterion.custom("report emailed", () => "trust me")
+          ])
+          const report = yield* Validation.validate({ plan: [step] }, ctx)
+          assert.isTrue(check(report, "plan:ship").passed)
+          assert.deepStrictEqual(report.completed, [])
+          assert.deepStrictEqual(
+            report.unfinished.map((u) => u.reason),
+            ['plan:ship: "trust me" cites no call']
+          )
+          assert.isFalse(check(report, "evidence:index").passed)
+          assert.isFalse(report.passed)
+        })
+    )
+
     it.effect("R6.2 a citation must resolve to a tool.succeeded event of this timeline", () =>
       Effect.gen(function* () {
         const ctx = context([succeeded("c1", "search", { q: "x" }, ["a"])])

@@ -5,6 +5,7 @@
  */
 import { Option, Result, Schema } from "effect"
 import type * as Event from "../../events/Event.ts"
+import * as Text from "../../failure/Text.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import type { Criterion } from "../Criterion.ts"
 import { describeDefect, type Evidence, type Part, part } from "./Parts.ts"
@@ -48,6 +49,8 @@ export interface StepResult<S extends Step> extends Part {
   readonly reason: string
   /** Call ids the step cites that are not a `tool.succeeded` event of this timeline. */
   readonly dangling: ReadonlyArray<string>
+  /** What its criteria that held without citing a call said: each backs nothing. */
+  readonly uncited: ReadonlyArray<string>
 }
 
 /** A plan step checked against the timeline, synchronously: its criteria read the timeline alone. */
@@ -63,9 +66,11 @@ export const checkStep = <S extends Step>(
   const done = unmet.length === 0
   const evidence: Array<Evidence> = []
   const dangling: Array<string> = []
+  const uncited: Array<string> = []
   for (const { callId, detail } of held) {
-    if (callId === undefined) continue
-    if (!succeededCalls.has(callId)) dangling.push(callId)
+    // A criterion that holds citing nothing backs nothing, whatever the others cite (review 90).
+    if (callId === undefined) uncited.push(detail)
+    else if (!succeededCalls.has(callId)) dangling.push(callId)
     else evidence.push({ item: name, kind: "tool_result", ref: callId, detail })
   }
   const reason = unmet.join("; ")
@@ -75,22 +80,29 @@ export const checkStep = <S extends Step>(
       ? `not done: ${reason}`
       : `optional step not done (does not fail validation): ${reason}`
   const base = part(name, "plan_step", done, clause)
-  const check = done ? { ...base, backed: evidence.length > 0 && dangling.length === 0 } : base
+  const check = done ? { ...base, backed: evidence.length > 0 && dangling.length === 0 && uncited.length === 0 } : base
   return {
     step,
     done,
     reason,
     dangling,
+    uncited,
     check,
     blocking: step.required,
     evidence: done ? evidence : []
   }
 }
 
-/** What keeps a done step from being backed by the timeline: no evidence, or calls it cites that are not results. */
+/**
+ * What keeps a done step from being backed by the timeline: no evidence, calls it cites
+ * that are not results, or a criterion that held citing no call.
+ */
 const unbacked = (s: StepResult<Step>): ReadonlyArray<string> => [
   ...(s.evidence.length === 0 ? [`${s.check.name} passed without evidence`] : []),
-  ...s.dangling.map((callId) => `${s.check.name} cites call ${callId}, which is not a tool.succeeded event`)
+  ...s.dangling.map((callId) => `${s.check.name} cites call ${callId}, which is not a tool.succeeded event`),
+  ...(s.evidence.length === 0
+    ? []
+    : s.uncited.map((detail) => `${s.check.name}: ${JSON.stringify(Text.clip(detail, 80))} cites no call`))
 ]
 
 /**
