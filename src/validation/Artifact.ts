@@ -207,7 +207,13 @@ export const check: (contract: Contract, root: string) => Effect.Effect<Verdict,
       const size = error.size === undefined ? "grew past the limit while checked" : `${error.size} bytes`
       return fail(`too large to check (${size}, over the limit of ${maxBytes}: raise maxBytes)`)
     }
-    const text = new TextDecoder().decode(read.success)
+    // Bytes that are not UTF-8 are no text file delivered (review 90: they passed as U+FFFD).
+    let text: string
+    try {
+      text = new TextDecoder("utf-8", { fatal: true }).decode(read.success)
+    } catch {
+      return fail("not UTF-8 text")
+    }
     if (contract.nonEmpty && Model.isBlank(text)) return fail("empty (no content after trimming whitespace)")
     const size = `${text.length} characters`
     switch (contract.format) {

@@ -660,6 +660,32 @@ layer(NodeServices.layer)("Validation", (it) => {
       })
     )
 
+    it.effect("R6.1 a text or markdown artifact that is not UTF-8 is no text delivered (review 90)", () =>
+      Effect.gen(function* () {
+        const root = yield* workspace({})
+        const fs = yield* FileSystem.FileSystem
+        yield* fs.writeFile(join(root, "summary.md"), new Uint8Array([0xff, 0xfe, 0xfd, 0x80, 0x81]))
+        yield* fs.writeFileString(join(root, "ok.md"), "\ufeff# Été ✓")
+        const report = yield* Validation.validate(
+          {
+            artifacts: [
+              Validation.artifact("summary.md", { format: "markdown" }),
+              Validation.artifact("ok.md", { format: "markdown" })
+            ],
+            root
+          },
+          context([])
+        )
+        assert.deepStrictEqual(
+          report.checks.slice(0, 2).map((c) => [c.passed, c.detail]),
+          [
+            [false, "artifact:summary.md: not UTF-8 text"],
+            [true, "artifact:ok.md: markdown, 7 characters, has a heading"]
+          ]
+        )
+      })
+    )
+
     it.effect("R6.1 a contract path outside the root passes no contract, whatever is there", () =>
       Effect.gen(function* () {
         const root = yield* workspace({ inner: { directory: true }, "inner/ok.txt": "fine", "outside.txt": "out" })

@@ -77,8 +77,13 @@ const withOutput = (
   decoded: Result.Result<unknown, FinalOutput.Problem>
 ): Validation.Report => {
   const check: Event.Check = Result.isSuccess(decoded)
-    ? { name: "output", kind: "output", passed: true, detail: "the final answer decodes with the output schema" }
-    : { name: "output", kind: "output", passed: false, detail: decoded.failure.message }
+    ? {
+        name: "output",
+        kind: "output",
+        passed: true,
+        detail: "output: the final answer decodes with the output schema"
+      }
+    : { name: "output", kind: "output", passed: false, detail: `output: ${decoded.failure.message}` }
   return {
     ...report,
     passed: report.passed && check.passed,
