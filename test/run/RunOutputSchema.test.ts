@@ -103,4 +103,28 @@ describe("Run.run({ output }) with a schema that throws", () => {
       }
     })
   )
+
+  it.effect(
+    "R6.1 R12 the typed output is the run's own frozen copy: objects a schema put in from outside stay the user's (review 90)",
+    () =>
+      Effect.gen(function* () {
+        // Module-level defaults a transform puts into the decoded value: the run froze them in place.
+        const defaults = { tags: ["a"], limits: { n: 1 } }
+        const WithDefaults = Schema.Unknown.pipe(
+          Schema.decodeTo(Schema.Unknown, {
+            decode: SchemaGetter.transform((value) => ({ value, defaults })),
+            encode: SchemaGetter.transform((out) => out)
+          })
+        )
+        const result = yield* Run.run({ goal: "g", tools: [], output: WithDefaults }).pipe(
+          Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer('{"x":1}')]))
+        )
+        assert.strictEqual(result.status, "completed")
+        assert.deepStrictEqual(result.output, { value: { x: 1 }, defaults: { tags: ["a"], limits: { n: 1 } } })
+        assert.isTrue(Object.isFrozen(result.output))
+        assert.isFalse(Object.isFrozen(defaults) || Object.isFrozen(defaults.tags) || Object.isFrozen(defaults.limits))
+        defaults.tags.push("b")
+        assert.deepStrictEqual(result.output, { value: { x: 1 }, defaults: { tags: ["a"], limits: { n: 1 } } })
+      })
+  )
 })

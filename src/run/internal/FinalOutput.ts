@@ -71,7 +71,7 @@ export const decode = (
     // Frozen now, as the result will hold it: a value that throws when read (a getter, a
     // Proxy's trap) is the schema's broken contract, not a defect of the run's ending (R12).
     try {
-      return Result.succeed(OwnCopy.deepFreeze(decoded.value))
+      return Result.succeed(OwnCopy.frozenPlainCopy(decoded.value))
     } catch (error) {
       return Result.fail(broken(Cause.die(error)))
     }

@@ -28,6 +28,40 @@ export const deepFreeze = <A>(root: A): A => {
   return root
 }
 
+/**
+ * A value's own frozen copy: every plain object and array in it copied and frozen, every
+ * other value (an instance of a class) kept as it is, unfrozen, as {@link deepFreeze}
+ * leaves it. A value the user's code shares (a module's defaults a schema's transform put
+ * in) is never frozen itself (review 90). Iterative; a value met twice is copied once.
+ */
+export const frozenPlainCopy = <A>(root: A): A => {
+  if (!isPlain(root)) return root
+  const copies = new Map<object, Record<string, unknown>>()
+  const pending: Array<readonly [Record<string, unknown>, Record<string, unknown>]> = []
+  const copyOf = (value: object): Record<string, unknown> => {
+    const known = copies.get(value)
+    if (known !== undefined) return known
+    // Boundary: a plain object or array (`isPlain`), its keys read as a record's; its copy has its prototype.
+    const copy: Record<string, unknown> = Array.isArray(value) ? [] : Object.create(Object.getPrototypeOf(value))
+    copies.set(value, copy)
+    pending.push([value as Record<string, unknown>, copy])
+    return copy
+  }
+  const top = copyOf(root)
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [value, copy] = next
+    for (const key of Object.keys(value)) {
+      const item = value[key]
+      copy[key] = isPlain(item) ? copyOf(item) : item
+    }
+    // An array's holes at its end are kept: its length is its own.
+    if (Array.isArray(value)) Reflect.set(copy, "length", value.length)
+  }
+  for (const copy of copies.values()) Object.freeze(copy)
+  // Boundary: the copy has the value's shape, plain part by plain part.
+  return top as A
+}
+
 /** An object literal, an array or a record without a prototype: what JSON reads and the run builds. */
 const isPlain = (value: unknown): value is object => {
   if (typeof value !== "object" || value === null) return false
