@@ -76,8 +76,8 @@ const usageOf = (
 /**
  * The finish reasons compatible servers send, by what they mean (read without case):
  * an answer cut off by a token limit is never final, a filtered one stops the run (R11).
- * Gemini's, Anthropic's and Bedrock's own names are among them. Any other is read as a
- * normal stop.
+ * Gemini's, Anthropic's and Bedrock's own names are among them. A reason named nowhere here
+ * is read as a normal stop.
  */
 const finishReasons: Readonly<Record<string, Model.FinishReason>> = {
   stop: "stop",

@@ -217,12 +217,23 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
     Result.fail(
       new ResumeError({ runId, reason: "invalid", detail: `${why}; nothing was written, the run is as it was` })
     )
+  // `given`, and where it is silent the options the run started with (its `run.started`, or
+  // for a run that never began its loop, its header's).
+  const withStarted = (given: typeof options): Options<T, RV, O> => {
+    const startedAs = loaded.started === undefined ? loaded.startedAs : undefined
+    const withRecorded = { ...JournalLoad.startedWith(given, loaded.started ?? startedAs), goal: loaded.goal }
+    // A run that starts again under the options its header kept keeps its time limit too (its
+    // deadline, absolute, is kept by `Lifecycle.prepare`), so that its new `run.started` says the same.
+    return startedAs?.limits?.runTimeoutMillis === undefined || given.time?.run !== undefined
+      ? withRecorded
+      : { ...withRecorded, time: { ...withRecorded.time, run: Duration.millis(startedAs.limits.runTimeoutMillis) } }
+  }
   // The caller's options first, alone: what they cannot be (read, or work) is theirs to fix.
   const own = resolve({ ...options, goal: loaded.goal }, "resumed")
   if (Result.isFailure(own)) return invalid(`its options cannot work (${own.failure.message})`)
   let merged: Options<T, RV, O>
   try {
-    merged = withStarted(options, loaded)
+    merged = withStarted(options)
   } catch (error) {
     // A getter that answered the check above and throws now (R12).
     return invalid(`its options could not be read (${UserCode.threw("a getter", error).safeMessage})`)
@@ -231,27 +242,10 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
   if (Result.isSuccess(resolved)) return Result.succeed(merged)
   // Each resolves, the two together do not: whose they are, the record alone tells (review 89:
   // a policy of the caller's that conflicted with a recorded limit was called the log's damage).
-  const recordedAlone = resolve(withStarted({ tools: options.tools }, loaded), "resumed")
+  const recordedAlone = resolve(withStarted({ tools: options.tools }), "resumed")
   if (Result.isSuccess(recordedAlone)) {
     return invalid(`its options do not fit those the run started with (${resolved.failure.message})`)
   }
   const detail = `the options recorded in run.started do not resolve: ${resolved.failure.message}`
   return Result.fail(new ResumeError({ runId, reason: "corrupt", detail }))
-}
-
-/**
- * `options`, and where they are silent those the run started with (its `run.started`, or
- * for a run that never began its loop, its header's).
- */
-const withStarted = <T extends Tool.Any, RV, O>(
-  options: Omit<Options<T, RV, O>, "goal" | "system" | "runId">,
-  loaded: Restored
-): Options<T, RV, O> => {
-  const startedAs = loaded.started === undefined ? loaded.startedAs : undefined
-  const withRecorded = { ...JournalLoad.startedWith(options, loaded.started ?? startedAs), goal: loaded.goal }
-  // A run that starts again under the options its header kept keeps its time limit too (its
-  // deadline, absolute, is kept by `Lifecycle.prepare`), so that its new `run.started` says the same.
-  return startedAs?.limits?.runTimeoutMillis === undefined || options.time?.run !== undefined
-    ? withRecorded
-    : { ...withRecorded, time: { ...withRecorded.time, run: Duration.millis(startedAs.limits.runTimeoutMillis) } }
 }
