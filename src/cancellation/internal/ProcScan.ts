@@ -1,7 +1,7 @@
 /**
- * Which process groups have a live member, read from `/proc` (Linux), private to
- * `cancellation/`: what tells a group whose only members left are zombies (gone: see
- * `ProcessGroup`) from one still running.
+ * Which process groups have a live member, and whether a child has exited, read from
+ * `/proc` (Linux), private to `cancellation/`: what tells a group whose only members left
+ * are zombies (gone: see `ProcessGroup`) from one still running.
  *
  * There is no call that lists a group's members: a read is of every process on the
  * machine. So one read answers every group asked about: a caller joins the next read to

@@ -165,7 +165,7 @@ const settledRecord = (
     readonly end: number
     /** How the command had ended before the stop, if it had. */
     readonly ended: Ended | undefined
-    /** Whether anything was left to signal. */
+    /** Whether something was left to signal. */
     readonly signalled: boolean
   }
 ): Settled => {
@@ -174,8 +174,8 @@ const settledRecord = (
   const who = `pid ${pid} (${containment === "cgroup" ? "cgroup" : "process group"})`
   const millis = stop.end - stop.start
   if (stop.reaped && !stop.killed && stop.ended !== undefined) {
-    // The command had ended on its own, and what it left behind (if anything) stopped as
-    // asked: its action is what its ending says (review 86: an exit 0 was recorded
+    // The command had ended on its own, and what it left behind, if it left something, stopped
+    // as asked: its action is what its ending says (review 86: an exit 0 was recorded
     // cancelled, which invites a repeat of what it did).
     const signals: ReadonlyArray<Signal> = stop.signalled ? ["SIGTERM"] : []
     const left = stop.signalled ? `; what it left running stopped on SIGTERM after ${round(millis)} ms` : ""

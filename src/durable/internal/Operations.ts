@@ -270,28 +270,24 @@ export const make = (
       ),
     events: (runId) => Effect.map(stored(runId), (run) => run?.events ?? []),
     watch: (runId, options) => {
+      const refused = (detail: string) => Stream.fail(new DurableRunError({ runId, reason: "invalid", detail }))
       // Read once, here: options of code without types may hold a getter that throws.
       let given: { readonly fromSeq: unknown; readonly pollInterval: unknown }
       try {
         given = { fromSeq: options?.fromSeq ?? 0, pollInterval: options?.pollInterval ?? "500 millis" }
       } catch (defect) {
-        const detail = `its options cannot be read (${UserCode.kindOf(defect)} thrown)`
-        return Stream.fail(new DurableRunError({ runId, reason: "invalid", detail }))
+        return refused(`its options cannot be read (${UserCode.kindOf(defect)} thrown)`)
       }
       const { fromSeq, pollInterval } = given
+      // A NaN start read the whole log again at every poll; a poll of no time spins.
+      if (typeof fromSeq !== "number" || Number.isNaN(fromSeq)) {
+        return refused(`fromSeq must be a number, not ${UserCode.shown(fromSeq)}`)
+      }
       // Boundary: whatever was given; `fromInput` says none for what is no duration.
       const poll = Duration.fromInput(pollInterval as Duration.Input)
       const pollMillis = Option.isSome(poll) ? Duration.toMillis(poll.value) : Number.NaN
-      // A NaN start read the whole log again at every poll; a poll of no time spins.
-      const invalid =
-        typeof fromSeq !== "number" || Number.isNaN(fromSeq)
-          ? `fromSeq must be a number, not ${UserCode.shown(fromSeq)}`
-          : !(pollMillis > 0)
-            ? `pollInterval must be a positive duration, not ${UserCode.shown(pollInterval)}`
-            : undefined
-      if (invalid !== undefined || typeof fromSeq !== "number") {
-        return Stream.fail(new DurableRunError({ runId, reason: "invalid", detail: invalid ?? "" }))
-      }
+      if (!(pollMillis > 0))
+        return refused(`pollInterval must be a positive duration, not ${UserCode.shown(pollInterval)}`)
       const start = { from: Math.min(Math.max(0, Math.trunc(fromSeq)), Number.MAX_SAFE_INTEGER), wait: false }
       return Stream.paginate(start, ({ from, wait }) =>
         Effect.gen(function* () {
