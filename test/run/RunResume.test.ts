@@ -14,7 +14,17 @@ import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import * as Metrics from "../../src/tracing/Metrics.ts"
-import { approvedPay, crashThenResume, dies, diesIn, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
+import {
+  acting,
+  approvedPay,
+  crashThenResume,
+  dies,
+  diesIn,
+  layers,
+  ofTag,
+  pay,
+  payThenAnswer
+} from "../support/restart.ts"
 
 /** An answer the provider stopped unfinished after billing `inputTokens`, as `FaultyModel.unfinished` plays it. */
 const unfinishedAfter = (inputTokens: number) =>
@@ -115,29 +125,201 @@ describe("Run.resume (R9)", () => {
       }).pipe(Effect.provide(layers))
   )
 
+  /**
+   * Runs `r1` (pay 10, a one-minute run) on a journal that dies as `faults` say, then resumes
+   * it two minutes later: past its deadline. `tools` must hold a `pay`.
+   */
+  const resumedLate = (faults: FaultyJournal.Faults, tools: ReadonlyArray<Tool.Any<never>>) =>
+    Effect.gen(function* () {
+      yield* dies(faults, { goal: "pay 10", tools, time: { run: "1 minute" } }, payThenAnswer)
+      yield* TestClock.adjust("2 minutes")
+      const resumedAt = yield* Clock.currentTimeMillis
+      const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools, time: { run: "1 minute" } }))
+      return { resumed, resumedAt }
+    }).pipe(Effect.provide(payThenAnswer))
+
   it.effect(
-    "R3.11 resumed past its deadline: nothing more runs, the run ends run_timeout with the call in doubt pending",
+    "R3.11 resumed past its deadline without a status query: nothing more runs, run_timeout with the call in doubt pending",
     () =>
       Effect.gen(function* () {
-        const payment = pay(true)
-        const tools = [payment.tool]
-        const store = yield* Journal.Journal
-        const faulty = FaultyJournal.make(store, { crashAt: { commit: 4, when: "before" } })
-        yield* diesIn(
-          faulty,
-          Run.run({ goal: "pay 10", runId: "r1", tools, time: { run: "1 minute" } }).pipe(
-            Effect.provideService(Journal.Journal, faulty.journal)
-          )
-        )
-        yield* TestClock.adjust("2 minutes")
-        const resumed = yield* Run.resume("r1", { tools, time: { run: "1 minute" } })
+        const payment = pay(false)
+        const { resumed } = yield* resumedLate({ crashAt: { commit: 4, when: "before" } }, [payment.tool])
         assert.strictEqual(resumed.stopReason, "run_timeout")
         assert.strictEqual(payment.calls.count, 1)
         assert.deepStrictEqual(
           resumed.pendingActions.map((p) => p.callId),
           ["c1"]
         )
-      }).pipe(Effect.provide(payThenAnswer), Effect.provide(layers))
+        const from = resumed.timeline.findIndex((e) => e._tag === "run.resumed")
+        assert.isFalse(resumed.timeline.slice(from).some((e) => e._tag === "model.requested"))
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R3.8 R3.11 R9.2 resumed past its deadline, the payment in doubt is asked about first: found applied, its result is recorded and nothing is pending",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        // Commit 4 (the payment's result) is lost with the process: the payment took place.
+        const { resumed, resumedAt } = yield* resumedLate({ crashAt: { commit: 4, when: "before" } }, [payment.tool])
+        assert.strictEqual(resumed.stopReason, "run_timeout")
+        assert.strictEqual(payment.calls.count, 1)
+        assert.deepStrictEqual(payment.reconciled, ["r1:c1"])
+        assert.deepStrictEqual(resumed.pendingActions, [])
+        const from = resumed.timeline.findIndex((e) => e._tag === "run.resumed")
+        const after = resumed.timeline.slice(from)
+        assert.deepStrictEqual(
+          ofTag(after, "tool.reconciled").map((e) => e.verdict),
+          ["applied"]
+        )
+        // Its real result, as a live run records an applied call's; asked at once, not waited for.
+        const [succeeded] = ofTag(after, "tool.succeeded")
+        assert.strictEqual(succeeded?.callId, "c1")
+        assert.strictEqual(succeeded?.at, resumedAt)
+        assert.isFalse(after.some((e) => e._tag === "model.requested" || e._tag === "tool.started"))
+        assert.strictEqual(resumed.counters.toolCalls, 1)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R3.8 R3.11 R9.2 resumed past its deadline, a payment found not applied is not sent again: it ends unpaid, nothing pending",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        // Commit 3 (the payment's intent) is kept, and the process dies before the payment is made.
+        const { resumed } = yield* resumedLate({ crashAt: { commit: 3, when: "after" } }, [payment.tool])
+        assert.strictEqual(resumed.stopReason, "run_timeout")
+        assert.strictEqual(payment.ledger.total, 0)
+        assert.deepStrictEqual(payment.reconciled, ["r1:c1"])
+        assert.deepStrictEqual(resumed.pendingActions, [])
+        const [failed] = ofTag(resumed.timeline, "tool.failed")
+        assert.strictEqual(failed?.error.notRetriedFor, "deadline")
+        assert.strictEqual(failed?.error.failure?.classification, "retryable")
+        assert.strictEqual(ofTag(resumed.timeline, "tool.started").length, 1)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R3.8 R3.11 R4.1 resumed past its deadline, a status query that never answers is given 5 s: the call stays pending",
+    () =>
+      Effect.gen(function* () {
+        const payment = acting("pay", {
+          reconcile: () => ({ _tag: "Undecidable", detail: "unused" })
+        })
+        const asked: Array<string> = []
+        const hanging: Tool.Any<never> = {
+          ...payment.tool,
+          reconcile: (_input, { idempotencyKey }) =>
+            Effect.andThen(
+              Effect.sync(() => asked.push(idempotencyKey)),
+              Effect.never
+            )
+        }
+        const { resumed, resumedAt } = yield* resumedLate({ crashAt: { commit: 4, when: "before" } }, [hanging])
+        assert.strictEqual(resumed.stopReason, "run_timeout")
+        assert.deepStrictEqual(asked, ["r1:c1"])
+        assert.deepStrictEqual(
+          resumed.pendingActions.map((p) => p.callId),
+          ["c1"]
+        )
+        const [finished] = ofTag(resumed.timeline, "run.finished")
+        assert.strictEqual(finished?.at, resumedAt + 5_000)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R3.8 R3.11 resumed past its deadline, an undecided payment stays pending with what its status query said",
+    () =>
+      Effect.gen(function* () {
+        const undecided = acting("pay", { reconcile: () => ({ _tag: "Undecidable", detail: "the bank does not say" }) })
+        const { resumed } = yield* resumedLate({ crashAt: { commit: 4, when: "before" } }, [undecided.tool])
+        assert.strictEqual(resumed.stopReason, "run_timeout")
+        assert.deepStrictEqual(
+          resumed.pendingActions.map((p) => p.callId),
+          ["c1"]
+        )
+        assert.include(resumed.pendingActions[0]?.detail, "the bank does not say")
+        assert.deepStrictEqual(
+          ofTag(resumed.timeline, "tool.reconciled").map((e) => e.verdict),
+          ["undecidable"]
+        )
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R5.1 R3.8 resumed past its deadline, a cancel during the status query ends the run cancelled, the call pending",
+    () =>
+      Effect.gen(function* () {
+        const payment = acting("pay", { reconcile: () => ({ _tag: "Undecidable", detail: "unused" }) })
+        let asked = 0
+        const hanging: Tool.Any<never> = {
+          ...payment.tool,
+          reconcile: () =>
+            Effect.andThen(
+              Effect.sync(() => asked++),
+              Effect.never
+            )
+        }
+        const tools = [hanging]
+        yield* dies(
+          { crashAt: { commit: 4, when: "before" } },
+          { goal: "pay 10", tools, time: { run: "1 minute" } },
+          payThenAnswer
+        )
+        yield* TestClock.adjust("2 minutes")
+        const resuming = yield* Run.resume("r1", { tools, time: { run: "1 minute" } }).pipe(
+          Effect.provide(payThenAnswer),
+          Effect.forkChild
+        )
+        while (asked === 0) yield* Effect.yieldNow
+        yield* Fiber.interrupt(resuming)
+        const stored = Option.getOrThrow(yield* (yield* Journal.Journal).read("r1"))
+        assert.nestedInclude(Option.getOrThrow(stored.result), {
+          status: "cancelled",
+          "pendingActions[0].callId": "c1",
+          "pendingActions[0].detail": "interrupted while its status query ran; whether it took effect is still unknown"
+        })
+        const from = stored.events.findIndex((e) => e._tag === "run.resumed")
+        assert.deepStrictEqual(
+          ofTag(stored.events.slice(from), "tool.interrupted").map((e) => e.settlement),
+          ["outcome_unknown", "outcome_unknown"]
+        )
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R3.3 R3.8 resumed past its deadline in the resend of a call found not applied: its episode ends, the resend is asked about, nothing is sent again",
+    () =>
+      Effect.gen(function* () {
+        // The first attempt loses its connection before it acts; its status query finds it not applied;
+        // the resend (attempt 2, its intent committed) hangs, and the process dies there.
+        const payment = acting("pay", { reconcile: true, behaviour: ["lose_before_apply", "hang"] })
+        const tools = [payment.tool]
+        const options = { goal: "pay 10", tools, time: { run: "1 minute" } } as const
+        const faulty = FaultyJournal.make(yield* Journal.Journal, {})
+        const first = yield* Run.run({ ...options, runId: "r1" }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.provide(payThenAnswer),
+          Effect.forkChild
+        )
+        while (payment.calls.count < 2) yield* TestClock.adjust("10 millis")
+        faulty.crash()
+        yield* Fiber.interrupt(first)
+        yield* TestClock.adjust("2 minutes")
+        const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools, time: { run: "1 minute" } })).pipe(
+          Effect.provide(payThenAnswer)
+        )
+        assert.strictEqual(resumed.stopReason, "run_timeout")
+        assert.strictEqual(payment.calls.count, 2)
+        assert.strictEqual(payment.ledger.total, 0)
+        assert.deepStrictEqual(payment.reconciled, ["r1:c1", "r1:c1"])
+        assert.deepStrictEqual(resumed.pendingActions, [])
+        const from = resumed.timeline.findIndex((e) => e._tag === "run.resumed")
+        const [ended] = ofTag(resumed.timeline.slice(from), "recovery.failed")
+        assert.strictEqual(ended?.attempts, 2)
+        assert.include(ended?.cause, "the run deadline had passed")
+        assert.strictEqual(ofTag(resumed.timeline, "tool.started").length, 2)
+      }).pipe(Effect.provide(layers))
   )
 
   it.effect("R9 a finished run read back gives its typed output as the run did: a Date stays one", () =>

@@ -3,10 +3,8 @@
  * deadline, validation, and the one terminal entry point. Private to the
  * runtime; `Run` is the public face.
  */
-import { type Clock, Deferred, Effect, Fiber, Predicate, Result } from "effect"
+import { type Clock, Deferred, Effect, type Fiber, Predicate, Result } from "effect"
 import * as RunLog from "../../events/RunLog.ts"
-import * as Failure from "../../failure/Failure.ts"
-import * as UserCode from "../../failure/UserCode.ts"
 import type * as Journal from "../../journal/Journal.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
@@ -29,6 +27,7 @@ import * as RunObserver from "../RunObserver.ts"
 import * as RunOptions from "../RunOptions.ts"
 import { Closing, type Done, failedRun, type Given } from "./internal/Closing.ts"
 import { interrupted, judged } from "./internal/Judgement.ts"
+import { attach } from "./internal/Observers.ts"
 import { started } from "./internal/Started.ts"
 
 export type { CommitError, RunContext, Sink, Suspended } from "../internal/RunContext.ts"
@@ -130,6 +129,21 @@ const resumedLifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.Run
   return yield* judged(ctx, resolved, decided ?? (yield* Loop.run(ctx, resolved.loop, true)))
 })
 
+/**
+ * How long a run resumed past its deadline gives the status queries of its calls in doubt,
+ * each also within its tool's own timeout (DURABILITY.md §5a, resume step 8).
+ */
+const lateGraceMillis = 5_000
+
+/**
+ * A run resumed past its deadline with calls in doubt that a status query can settle
+ * (R3.8, R3.11): recording the truth is not waiting, so each is asked, within
+ * {@link lateGraceMillis} (the run's alarm then stops what is left), and none is sent
+ * again; then the run ends `run_timeout`, as its deadline says.
+ */
+const lateLifecycle = <RV, R>(ctx: RunContext.RunContext, resolved: Resolved<RV, R>, until: number) =>
+  Effect.andThen(Deadline.run(Loop.reconcileLate(ctx, resolved.loop), until), RunContext.expire(ctx))
+
 /** The options resolved, or the field that cannot work. */
 type Checked<RV, R> = Result.Result<Resolved<RV, R>, RunOptions.InvalidRunOptions>
 
@@ -212,74 +226,11 @@ export const prepare = <T extends Tool.Any, RV, O>(
  * same path): an alarm that records that it found the run there, then interrupts the
  * run's fiber. No wait inside the run needs a timer for the run layer.
  */
-const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>) =>
-  Deadline.alarm(ctx.deadlineAt, () => {
+const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>, at: number) =>
+  Deadline.alarm(at, () => {
     RunContext.stopping(ctx, "deadline")
     run.interruptUnsafe()
   })
-
-/** The least an observer's `settled` is waited for, whatever the stop grace. */
-const minimumSettleMillis = 5_000
-
-/** An observer's attachment to the run, or why it gave none (user code: it may throw, or give anything). */
-const attachOne = (observer: RunObserver.Observer, runId: string): RunObserver.Attached | string => {
-  try {
-    // An `async` attach gives a Promise: no attachment, its rejection handled.
-    const attached: unknown = UserCode.letGo(observer.attach(runId))
-    if (!Predicate.hasProperty(attached, "event") || !Predicate.isFunction(attached.event)) {
-      return "its attach gave no event function"
-    }
-    if (!Predicate.hasProperty(attached, "settled") || !Effect.isEffect(attached.settled)) {
-      return "its attach gave no settled effect"
-    }
-    // Checked just above: a function and an effect (what they give is not looked at).
-    return attached as RunObserver.Attached
-  } catch (error) {
-    return `its attach threw ${Failure.describeDefect(error).type}`
-  }
-}
-
-/**
- * Attaches the run to each observer (`RunObserver`) before its first event: what sees each
- * event, and what the run awaits before it gives its result, for the stop grace at most
- * (in real time, as the grace itself), and at least 5 seconds. An observer cannot break the run it watches: one
- * that gives no attachment is left out (and logged), an event it throws on is dropped, a
- * `settled` that fails is let go.
- */
-const attach = (
-  ctx: RunContext.RunContext,
-  observers: ReadonlyArray<RunObserver.Observer>,
-  graceMillis: number
-): Effect.Effect<void> => {
-  if (observers.length === 0) return Effect.void
-  const settles: Array<Effect.Effect<void>> = []
-  for (const observer of observers) {
-    const attached = attachOne(observer, ctx.runId)
-    if (typeof attached === "string") {
-      settles.push(Effect.logWarning(`a run observer was left out of run ${ctx.runId}: ${attached}`))
-      continue
-    }
-    const { event, settled } = attached
-    ctx.listeners.push((e) => {
-      try {
-        UserCode.letGo(event(e))
-      } catch {
-        // Dropped: the run goes on.
-      }
-    })
-    settles.push(Effect.ignoreCause(settled))
-  }
-  const all = Effect.forEach(settles, (settle) => settle, { discard: true, concurrency: "unbounded" })
-  return Effect.gen(function* () {
-    // Run apart and awaited, not raced: a race waits for its loser to stop, and a `settled`
-    // that cannot be interrupted would hold the result for good. Past the wait it is told
-    // to stop, and left.
-    const settling = yield* Effect.forkDetach(all)
-    // A short stop grace is for cancels: a recorder on a slow disk still gets its seconds.
-    yield* Effect.raceFirst(Fiber.await(settling), RealTime.sleep(Math.max(graceMillis, minimumSettleMillis)))
-    settling.interruptUnsafe()
-  })
-}
 
 const noTools: ReadonlyMap<string, Tool.Any<unknown>> = new Map()
 
@@ -351,6 +302,8 @@ const execution = <RV, R>(
     }
     // However the fiber ends, even skipping its own ending, `done` gets a result (R12).
     self.addObserver((exit) => closing.fiberEnded(exit))
+    // When a run resumed past its deadline stops asking its calls in doubt what they did.
+    let lateUntil: number | undefined
     if (resume === undefined) started(ctx, valid, self.getRef(Permission.Permission) === Permission.allowAll)
     else {
       // The calls in doubt are recorded as the process's stop left them: pending until settled (R3.8).
@@ -361,11 +314,20 @@ const execution = <RV, R>(
         doubts.map((d) => d.call.id)
       )
       for (const d of doubts) if (!d.recorded) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
+      const asks = doubts.some((d) => d.mayHaveActed && d.reconciles)
+      if (asks && cancelled !== true && ctx.log.stopping === undefined && RunContext.deadlinePassed(ctx)) {
+        lateUntil = RunContext.now(ctx) + lateGraceMillis
+      }
     }
     // A cancel that came before the run went on: recorded before it does anything.
     if (cancelled === true) RunContext.stopping(ctx, "cancel")
     // With circuit breakers, the changes this run's calls cause reach its timeline (R3.9).
-    const phases = resume === undefined ? lifecycle(ctx, resolved) : resumedLifecycle(ctx, resolved)
+    const phases =
+      resume === undefined
+        ? lifecycle(ctx, resolved)
+        : valid !== undefined && lateUntil !== undefined
+          ? lateLifecycle(ctx, valid, lateUntil)
+          : resumedLifecycle(ctx, resolved)
     const body =
       ctx.breakers === undefined
         ? phases
@@ -375,7 +337,7 @@ const execution = <RV, R>(
     const validation = valid?.validation ?? Validation.empty
     // Invalid options end the run at once: no deadline to watch.
     if (valid === undefined) return Effect.flatMap(Effect.exit(restore(body)), (exit) => closing.end(exit, validation))
-    return Effect.flatMap(deadline(ctx, self), (alarm) =>
+    return Effect.flatMap(deadline(ctx, self, lateUntil ?? ctx.deadlineAt), (alarm) =>
       Effect.flatMap(Effect.exit(restore(body)), (exit) => {
         Deadline.clearAlarm(alarm)
         return closing.end(exit, validation)

@@ -21,7 +21,7 @@ import * as Spans from "../../tracing/Spans.ts"
 import * as OwnCopy from "../internal/OwnCopy.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
-import { firstAttempt, type Settled, settleFailed, settleResumed } from "./internal/ToolAttempt.ts"
+import { firstAttempt, type Settled, settleFailed, settleLate, settleResumed } from "./internal/ToolAttempt.ts"
 import { type Call, ownTimeout } from "./internal/ToolCall.ts"
 import { decode, denied, lookup, type Refused, refuse, unanswered } from "./internal/ToolChecks.ts"
 import { lateDetail, recordIfOpen, recordNeverRan } from "./internal/ToolInterruption.ts"
@@ -83,6 +83,34 @@ export const execute = <R>(
   Effect.flatMap(admit(ctx, registry, prepared, permission, standing), (admitted) =>
     admitted._tag === "Result" ? Effect.succeed(admitted.result) : attempts(admitted, standing)
   )
+
+/**
+ * Settles a call in doubt of a run resumed past its deadline (R3.8, R3.11): its status
+ * query is asked, and nothing of the call is sent again (see `settleLate`); applied, its
+ * output goes through the output schema, the postcondition and the observation as any
+ * output does. A call the registry no longer takes as it was is left as it stands.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const reconcileLate = <R>(
+  ctx: RunContext.RunContext,
+  registry: Registry<R>,
+  prepared: Prepared,
+  standing: Extract<Standing, { readonly _tag: "InDoubt" }>
+): Effect.Effect<void, never, R> =>
+  Effect.suspend(() => {
+    const found = lookup(registry, prepared)
+    const ready = found._tag === "Refused" ? found : decode(ctx, registry, prepared, found.tool, found.args)
+    if (ready._tag === "Refused") return Effect.void
+    const c = ready.call
+    return Effect.asVoid(
+      Effect.onInterrupt(
+        Effect.flatMap(settleLate(c, standing), (settled) => afterAttempts(c, settled)),
+        () => Effect.sync(() => recordIfOpen(c))
+      )
+    )
+  })
 
 /** A call admitted to its handler, or the result that ends it before. */
 type Admitted<R> =

@@ -3,6 +3,7 @@
  * iteration or not, which calls of its batch are in doubt, what is left of its step.
  * Private to the loop.
  */
+import { Effect } from "effect"
 import * as Event from "../../../events/Event.ts"
 import type * as Model from "../../../model/Model.ts"
 import * as RunContext from "../../internal/RunContext.ts"
@@ -73,8 +74,9 @@ export const unfinished = <R>(ctx: RunContext.RunContext, config: Config<R>): Un
 
 /**
  * The calls of a restored log whose handler was running when the log stopped: neither
- * their result nor a retry's wait is in it (R3.8). Each with its attempt, and whether
- * it may have acted (its tool writes or acts outside, or is gone).
+ * their result nor a retry's wait is in it (R3.8). Each with its attempt, whether it may
+ * have acted (its tool writes or acts outside, or is gone), and whether its tool has a
+ * status query to ask what it did.
  *
  * @category getters
  * @since 0.3.0
@@ -86,6 +88,7 @@ export const inDoubt = <R>(
   readonly call: Model.ToolCall
   readonly attempt: number
   readonly mayHaveActed: boolean
+  readonly reconciles: boolean
   /** Whether the log records the attempt's interruption already. */
   readonly recorded: boolean
 }> => {
@@ -100,11 +103,30 @@ export const inDoubt = <R>(
         call: p.call,
         attempt: standing.attempt,
         recorded: standing.recorded,
-        mayHaveActed: tool === undefined || ToolExecutor.mayHaveEffects(tool)
+        mayHaveActed: tool === undefined || ToolExecutor.mayHaveEffects(tool),
+        reconciles: tool?.reconcile !== undefined
       }
     ]
   })
 }
+
+/**
+ * Settles the calls in doubt of a run resumed past its deadline (R3.8, R3.11) that may have
+ * acted and have a status query: each is asked, `concurrency` at a time, and none is sent
+ * again (see `ToolExecutor.reconcileLate`). Nothing else of the run goes on.
+ */
+export const reconcileLate = <R>(ctx: RunContext.RunContext, config: Config<R>): Effect.Effect<void, never, R> =>
+  Effect.suspend(() => {
+    const open = unfinished(ctx, config)
+    if (open?._tag !== "InBatch") return Effect.void
+    const asked = open.prepared.flatMap((p, i) => {
+      const standing = open.standings?.[i]
+      const tool = config.registry.tools.get(p.call.name)
+      if (standing?._tag !== "InDoubt" || tool?.reconcile === undefined || !ToolExecutor.mayHaveEffects(tool)) return []
+      return [ToolExecutor.reconcileLate(ctx, config.registry, p, standing)]
+    })
+    return Effect.all(asked, { concurrency: config.concurrency, discard: true })
+  })
 
 /**
  * What is left of the step of a resumed run's iteration (its last answered one, by

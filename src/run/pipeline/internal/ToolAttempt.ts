@@ -182,17 +182,7 @@ export const settleResumed = <R>(
     // Its last attempt failed, as a retry may follow: refused, none does, the wait ends now, and so does its episode.
     if (blocked !== undefined) {
       const episodeEnds = Effect.sync(() =>
-        RunContext.emit(c.ctx, ({ runId, seq, at }) => ({
-          _tag: "recovery.failed",
-          kind: episode.kind,
-          callId: c.call.id,
-          attempts: made,
-          cause: "permission_denied: the permission policy in force refuses another attempt",
-          scope: "call",
-          runId,
-          seq,
-          at
-        }))
+        endEpisode(c, made, "permission_denied: the permission policy in force refuses another attempt")
       )
       return Effect.andThen(Effect.andThen(episodeEnds, RunContext.release(c.ctx, episode.resume, owner)), blocked)
     }
@@ -210,20 +200,13 @@ export const settleResumed = <R>(
   }
   // The stop of the process was recorded when the run resumed (its `tool.interrupted`).
   const effects = mayHaveEffects(c.tool)
-  const hint = `the process running ${c.tool.name} stopped during attempt ${made}`
   if (blocked !== undefined && !effects) return blocked
   if (blocked === undefined && (!effects || c.tool.metadata.idempotent)) {
     // Run again at once: the restart is not the call's failure, so it spends no retry (R3.4); a
     // success ends the episode the attempt in doubt was a retry of, as it would have (R3.3).
     return settleFrom(c, next(standing.retry ? made - 1 : undefined))
   }
-  const unknown = new Failure.UnknownOutcome({
-    source: "tool",
-    category: "crash",
-    code: "process_stopped",
-    attempts: made,
-    hint: `${hint}; whether it took effect is unknown`
-  })
+  const unknown = stoppedDuring(c, made)
   // As if the attempt had answered so: a retry's episode gives up on it, recorded as the live run records it.
   const inDoubt = settleFrom(
     c,
@@ -249,3 +232,59 @@ export const settleResumed = <R>(
     }
   )
 }
+
+/** The failure a process's stop during attempt `made` leaves: an unknown outcome (R3.8). */
+const stoppedDuring = <R>(c: Call<R>, made: number): Failure.UnknownOutcome =>
+  new Failure.UnknownOutcome({
+    source: "tool",
+    category: "crash",
+    code: "process_stopped",
+    attempts: made,
+    hint: `the process running ${c.tool.name} stopped during attempt ${made}; whether it took effect is unknown`
+  })
+
+/** Records that the retry episode of the call ends after attempt `made`, for `cause`. */
+const endEpisode = <R>(c: Call<R>, made: number, cause: string): void => {
+  RunContext.emit(c.ctx, ({ runId, seq, at }) => ({
+    _tag: "recovery.failed",
+    kind: "tool_retry",
+    callId: c.call.id,
+    attempts: made,
+    cause,
+    scope: "call",
+    runId,
+    seq,
+    at
+  }))
+}
+
+/**
+ * A call in doubt of a run resumed past its deadline (R3.8, R3.11): recording the truth is
+ * not waiting, so its status query is asked, within what the run gives it; nothing of the
+ * call is sent again. Applied records the real result; not applied ends the call, not sent
+ * again for the deadline; undecidable, or a query that fails, leaves its outcome unknown.
+ * An attempt in doubt that was a retry ends its episode first: no attempt follows it.
+ */
+export const settleLate = <R>(
+  c: Call<R>,
+  standing: { readonly attempt: number; readonly retry: boolean }
+): Effect.Effect<Settled, never, R> =>
+  Effect.suspend(() => {
+    const made = standing.attempt
+    c.attempt = made
+    const unknown = stoppedDuring(c, made)
+    if (standing.retry) endEpisode(c, made, `${unknown.code}: the run deadline had passed; no attempt follows`)
+    return Effect.map(
+      Reconcile.reconcile(c, unknown).pipe(Effect.onInterrupt(() => Effect.sync(() => recordInterruptedReconcile(c)))),
+      (reconciled): Settled => {
+        switch (reconciled._tag) {
+          case "Applied":
+            return { _tag: "Output", output: reconciled.output }
+          case "NotApplied":
+            return { _tag: "Ended", result: toolFailed(c, reconciled.failure, "deadline") }
+          case "Failed":
+            return { _tag: "Ended", result: toolFailed(c, reconciled.failure) }
+        }
+      }
+    )
+  })

@@ -1,0 +1,73 @@
+/**
+ * A run's observers (`RunObserver`): each attached before the run's first event, and what
+ * the run awaits of them before it gives its result. Private to the lifecycle.
+ */
+import { Effect, Fiber, Predicate } from "effect"
+import * as Failure from "../../../failure/Failure.ts"
+import * as UserCode from "../../../failure/UserCode.ts"
+import * as RealTime from "../../../time/RealTime.ts"
+import type * as RunContext from "../../internal/RunContext.ts"
+import type * as RunObserver from "../../RunObserver.ts"
+
+/** The least an observer's `settled` is waited for, whatever the stop grace. */
+const minimumSettleMillis = 5_000
+
+/** An observer's attachment to the run, or why it gave none (user code: it may throw, or give anything). */
+const attachOne = (observer: RunObserver.Observer, runId: string): RunObserver.Attached | string => {
+  try {
+    // An `async` attach gives a Promise: no attachment, its rejection handled.
+    const attached: unknown = UserCode.letGo(observer.attach(runId))
+    if (!Predicate.hasProperty(attached, "event") || !Predicate.isFunction(attached.event)) {
+      return "its attach gave no event function"
+    }
+    if (!Predicate.hasProperty(attached, "settled") || !Effect.isEffect(attached.settled)) {
+      return "its attach gave no settled effect"
+    }
+    // Checked just above: a function and an effect (what they give is not looked at).
+    return attached as RunObserver.Attached
+  } catch (error) {
+    return `its attach threw ${Failure.describeDefect(error).type}`
+  }
+}
+
+/**
+ * Attaches the run to each observer (`RunObserver`) before its first event: what sees each
+ * event, and what the run awaits before it gives its result, for the stop grace at most
+ * (in real time, as the grace itself), and at least 5 seconds. An observer cannot break the run it watches: one
+ * that gives no attachment is left out (and logged), an event it throws on is dropped, a
+ * `settled` that fails is let go.
+ */
+export const attach = (
+  ctx: RunContext.RunContext,
+  observers: ReadonlyArray<RunObserver.Observer>,
+  graceMillis: number
+): Effect.Effect<void> => {
+  if (observers.length === 0) return Effect.void
+  const settles: Array<Effect.Effect<void>> = []
+  for (const observer of observers) {
+    const attached = attachOne(observer, ctx.runId)
+    if (typeof attached === "string") {
+      settles.push(Effect.logWarning(`a run observer was left out of run ${ctx.runId}: ${attached}`))
+      continue
+    }
+    const { event, settled } = attached
+    ctx.listeners.push((e) => {
+      try {
+        UserCode.letGo(event(e))
+      } catch {
+        // Dropped: the run goes on.
+      }
+    })
+    settles.push(Effect.ignoreCause(settled))
+  }
+  const all = Effect.forEach(settles, (settle) => settle, { discard: true, concurrency: "unbounded" })
+  return Effect.gen(function* () {
+    // Run apart and awaited, not raced: a race waits for its loser to stop, and a `settled`
+    // that cannot be interrupted would hold the result for good. Past the wait it is told
+    // to stop, and left.
+    const settling = yield* Effect.forkDetach(all)
+    // A short stop grace is for cancels: a recorder on a slow disk still gets its seconds.
+    yield* Effect.raceFirst(Fiber.await(settling), RealTime.sleep(Math.max(graceMillis, minimumSettleMillis)))
+    settling.interruptUnsafe()
+  })
+}
