@@ -138,6 +138,20 @@ describe("Run.resume (R9)", () => {
       return { resumed, resumedAt }
     }).pipe(Effect.provide(payThenAnswer))
 
+  /** A payment whose status query never answers; `asked` holds the keys it was asked about. */
+  const hangingQuery = () => {
+    const asked: Array<string> = []
+    const tool: Tool.Any<never> = {
+      ...acting("pay", { reconcile: true }).tool,
+      reconcile: (_input, { idempotencyKey }) =>
+        Effect.andThen(
+          Effect.sync(() => asked.push(idempotencyKey)),
+          Effect.never
+        )
+    }
+    return { tool, asked }
+  }
+
   it.effect(
     "R3.11 resumed past its deadline without a status query: nothing more runs, run_timeout with the call in doubt pending",
     () =>
@@ -203,18 +217,7 @@ describe("Run.resume (R9)", () => {
     "R3.8 R3.11 R4.1 resumed past its deadline, a status query that never answers is given 5 s: the call stays pending",
     () =>
       Effect.gen(function* () {
-        const payment = acting("pay", {
-          reconcile: () => ({ _tag: "Undecidable", detail: "unused" })
-        })
-        const asked: Array<string> = []
-        const hanging: Tool.Any<never> = {
-          ...payment.tool,
-          reconcile: (_input, { idempotencyKey }) =>
-            Effect.andThen(
-              Effect.sync(() => asked.push(idempotencyKey)),
-              Effect.never
-            )
-        }
+        const { tool: hanging, asked } = hangingQuery()
         const { resumed, resumedAt } = yield* resumedLate({ crashAt: { commit: 4, when: "before" } }, [hanging])
         assert.strictEqual(resumed.stopReason, "run_timeout")
         assert.deepStrictEqual(asked, ["r1:c1"])
@@ -250,16 +253,7 @@ describe("Run.resume (R9)", () => {
     "R5.1 R3.8 resumed past its deadline, a cancel during the status query ends the run cancelled, the call pending",
     () =>
       Effect.gen(function* () {
-        const payment = acting("pay", { reconcile: () => ({ _tag: "Undecidable", detail: "unused" }) })
-        let asked = 0
-        const hanging: Tool.Any<never> = {
-          ...payment.tool,
-          reconcile: () =>
-            Effect.andThen(
-              Effect.sync(() => asked++),
-              Effect.never
-            )
-        }
+        const { tool: hanging, asked } = hangingQuery()
         const tools = [hanging]
         yield* dies(
           { crashAt: { commit: 4, when: "before" } },
@@ -271,7 +265,7 @@ describe("Run.resume (R9)", () => {
           Effect.provide(payThenAnswer),
           Effect.forkChild
         )
-        while (asked === 0) yield* Effect.yieldNow
+        while (asked.length === 0) yield* Effect.yieldNow
         yield* Fiber.interrupt(resuming)
         const stored = Option.getOrThrow(yield* (yield* Journal.Journal).read("r1"))
         assert.nestedInclude(Option.getOrThrow(stored.result), {
