@@ -183,11 +183,27 @@ const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
   }
 }
 
+/**
+ * An encoder that gives its failure, never throws: a value whose reading throws (a revoked
+ * `Proxy` a handler returned) throws inside the schema's parser, and is the tool's broken
+ * output (a defect in the `Exit`), not the run's.
+ */
+const encoder =
+  (schema: Schema.Codec<unknown, unknown>): ((value: unknown) => Exit.Exit<unknown, Schema.SchemaError>) =>
+  (value) => {
+    const encode = Schema.encodeUnknownExit(Schema.toCodecJson(schema))
+    try {
+      return encode(value)
+    } catch (error) {
+      return Exit.die(error)
+    }
+  }
+
 /** A tool's schemas compiled (see `Tool.make`, which compiles them once per tool). */
 export const compile = (input: Schema.Codec<unknown, unknown>, output: Schema.Codec<unknown, unknown>): Compiled => ({
   decode: decodeArguments(input),
-  encode: Schema.encodeUnknownExit(Schema.toCodecJson(output)),
-  encodeInput: Schema.encodeUnknownExit(Schema.toCodecJson(input)),
+  encode: encoder(output),
+  encodeInput: encoder(input),
   sensitiveInput: isSensitive(input),
   sensitiveOutput: isSensitive(output),
   plainInput: isPlain(input),

@@ -281,6 +281,59 @@ describe("Run.resume (R9)", () => {
       }).pipe(Effect.provide(layers))
   )
 
+  it.effect("R3.8 R6.4 resumed past its deadline, a call found applied goes through its postcondition again", () =>
+    Effect.gen(function* () {
+      const checked: Array<string> = []
+      const payment = pay(true)
+      const confirmed: Tool.Any<never> = {
+        ...payment.tool,
+        postcondition: (_input, _output, { callId }) => Effect.sync(() => checked.push(callId) > 0)
+      }
+      // Commit 4, the payment's result, is lost: it was paid and checked, and nothing of that is kept.
+      const { resumed } = yield* resumedLate({ crashAt: { commit: 4, when: "before" } }, [confirmed])
+      assert.deepStrictEqual(checked, ["c1", "c1"])
+      assert.strictEqual(resumed.stopReason, "run_timeout")
+      assert.deepStrictEqual(resumed.pendingActions, [])
+      const from = resumed.timeline.findIndex((e) => e._tag === "run.resumed")
+      const after = resumed.timeline.slice(from)
+      assert.deepStrictEqual(
+        ofTag(after, "tool.succeeded").map((e) => e.callId),
+        ["c1"]
+      )
+      assert.deepStrictEqual(
+        ofTag(after, "tool.interrupted").map((e) => e.settlement),
+        ["outcome_unknown"]
+      )
+      assert.strictEqual(payment.calls.count, 1)
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R9 resumed past its deadline, what a status query settled is committed at once: a second crash does not ask it again",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        const tools = [payment.tool]
+        const options = { tools, time: { run: "1 minute" } } as const
+        yield* dies({ crashAt: { commit: 4, when: "before" } }, { goal: "pay 10", ...options }, payThenAnswer)
+        yield* TestClock.adjust("2 minutes")
+        // The resumed process dies in its turn at its second commit: the run's ending is lost.
+        const faulty = FaultyJournal.make(yield* Journal.Journal, { crashAt: { commit: 2, when: "before" } })
+        yield* diesIn(
+          faulty,
+          Run.resume("r1", options).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(payThenAnswer)
+          )
+        )
+        const third = yield* TestClockDriver.drive(Run.resume("r1", options).pipe(Effect.provide(payThenAnswer)))
+        assert.strictEqual(third.stopReason, "run_timeout")
+        assert.deepStrictEqual(payment.reconciled, ["r1:c1"])
+        assert.deepStrictEqual(third.pendingActions, [])
+        assert.strictEqual(payment.calls.count, 1)
+      }).pipe(Effect.provide(layers))
+  )
+
   it.effect(
     "R3.3 R3.8 resumed past its deadline in the resend of a call found not applied: its episode ends, the resend is asked about, nothing is sent again",
     () =>

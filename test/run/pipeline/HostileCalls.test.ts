@@ -242,6 +242,36 @@ describe("hostile calls (R12)", () => {
     })
   )
 
+  it.effect(
+    "R12 R6.3 a handler that returns a revoked Proxy: its output is refused, the run goes on, the side effect stays",
+    () =>
+      Effect.gen(function* () {
+        const pay = Tool.make({
+          name: "pay",
+          description: "Pays.",
+          input: Schema.Struct({ amount: Schema.Number }),
+          output: Schema.Struct({ receipt: Schema.String }),
+          sideEffect: "external",
+          recoverErrors: true,
+          // Every read of a revoked Proxy throws, even the schema's `Array.isArray`.
+          handler: () =>
+            Effect.sync(() => {
+              const revocable = Proxy.revocable<{ receipt: string }>({ receipt: "r" }, {})
+              revocable.revoke()
+              return revocable.proxy
+            })
+        })
+        const result = yield* Run.run({ goal: "pay", tools: [pay] }).pipe(
+          Effect.provide(script(ScriptedModel.toolCall("pay", { amount: 10 }), ScriptedModel.finalAnswer("done")))
+        )
+        assert.strictEqual(result.stopReason, "goal_reached")
+        const [failed] = ofTag(result.timeline, "tool.failed")
+        assert.strictEqual(failed?.error.code, "output_validation_failed")
+        assert.include(failed?.error.message, "could not be encoded by its output schema (TypeError)")
+        assert.strictEqual(failed?.sideEffect, "external")
+      })
+  )
+
   it.effect("R12 a secret in an effect/ai tool's declared failure is masked in what the run derives", () =>
     Effect.gen(function* () {
       class Denied extends Schema.TaggedError<Denied>()("Denied", {

@@ -6,6 +6,7 @@
 import { Effect } from "effect"
 import * as Event from "../../../events/Event.ts"
 import type * as Model from "../../../model/Model.ts"
+import * as Commit from "../../internal/Commit.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
 import type { Config } from "./LoopConfig.ts"
@@ -112,8 +113,9 @@ export const inDoubt = <R>(
 
 /**
  * Settles the calls in doubt of a run resumed past its deadline (R3.8, R3.11) that may have
- * acted and have a status query: each is asked, `concurrency` at a time, and none is sent
- * again (see `ToolExecutor.reconcileLate`). Nothing else of the run goes on.
+ * acted and have a status query: each is asked, `concurrency` at a time, none is sent
+ * again (see `ToolExecutor.reconcileLate`), and what each came to is committed. Nothing
+ * else of the run goes on.
  */
 export const reconcileLate = <R>(ctx: RunContext.RunContext, config: Config<R>): Effect.Effect<void, never, R> =>
   Effect.suspend(() => {
@@ -123,7 +125,8 @@ export const reconcileLate = <R>(ctx: RunContext.RunContext, config: Config<R>):
       const standing = open.standings?.[i]
       const tool = config.registry.tools.get(p.call.name)
       if (standing?._tag !== "InDoubt" || tool?.reconcile === undefined || !ToolExecutor.mayHaveEffects(tool)) return []
-      return [ToolExecutor.reconcileLate(ctx, config.registry, p, standing)]
+      // Each settled call is committed at once, as a live batch commits an acting call's result (R9).
+      return [Effect.andThen(ToolExecutor.reconcileLate(ctx, config.registry, p, standing), Commit.barrier(ctx))]
     })
     return Effect.all(asked, { concurrency: config.concurrency, discard: true })
   })

@@ -210,7 +210,8 @@ export const recordInterruptedReconcile = (c: Call<unknown>): void => {
 
 /**
  * The record of a call interrupted while its postcondition ran (R6.4): its handler had
- * finished, so its action is done; only the confirmation is missing.
+ * finished (or its status query found it applied), so its action is done; only the
+ * confirmation is missing.
  */
 export const recordInterruptedCheck = (c: Call<unknown>): void => {
   record(
@@ -218,7 +219,7 @@ export const recordInterruptedCheck = (c: Call<unknown>): void => {
     c.call,
     0,
     "completed",
-    "interrupted before its postcondition answered; the handler had finished, unconfirmed",
+    "interrupted before its postcondition answered; its action had taken place, unconfirmed",
     c.tool.metadata.sideEffect
   )
 }

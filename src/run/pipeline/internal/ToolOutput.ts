@@ -7,6 +7,7 @@ import { Cause, Effect, Exit, Schema } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
 import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
+import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as ToolArguments from "../../../tools/ToolArguments.ts"
@@ -110,7 +111,8 @@ export const checkOutput = (
 export const postcondition = Effect.fnUntraced(function* <R>(c: Call<R>, output: unknown, encoded: unknown) {
   const { ctx, call, tool } = c
   if (tool.postcondition === undefined) return undefined
-  if (RunContext.deadlinePassed(ctx)) {
+  // The deadline its waits are bounded by: the run's, or the grace of a run resumed past it.
+  if (yield* Deadline.passed) {
     recordInterruptedCheck(c)
     return yield* RunContext.expire(ctx)
   }
