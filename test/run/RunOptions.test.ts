@@ -295,6 +295,12 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     "Expected what limits.maxIterations takes (the run knows this limit by name), got -1"
   ],
   [
+    "a repeated call at the first call",
+    { goal: "x", tools: [], limits: { repeatedToolCall: 1 } },
+    ["limits", "repeatedToolCall"],
+    "Expected a value greater than or equal to 2, got 1"
+  ],
+  [
     "a policy's limit that is no number",
     {
       goal: "x",

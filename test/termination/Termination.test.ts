@@ -317,8 +317,9 @@ describe("R2.5 R12 the built-in policies cannot be changed or imitated", () => {
     assert.strictEqual(Termination.continue_._tag, "Continue")
   })
 
-  it("R2.3 R9 a built-in policy takes its limits as the limits option does: whole counts, safe integers", () => {
+  it("R2.3 R9 a built-in policy takes its limits as the limits option does: whole counts, safe integers, a repeat seen twice at least", () => {
     const refused: ReadonlyArray<readonly [() => unknown, string]> = [
+      [() => Termination.repeatedToolCall(1), "threshold must be an integer >= 2, got 1"],
       [() => Termination.maxToolErrors(2.5), "limit must be an integer >= 0, got 2.5"],
       [() => Termination.emptyOutput(0.5), "budget must be an integer >= 0, got 0.5"],
       [() => Termination.budget({ maxTokens: 1e9 + 0.5 }), "maxTokens must be an integer >= 0"],

@@ -191,7 +191,8 @@ export const maxIterations = (limit: number): Policy => {
  * @since 0.1.0
  */
 export const repeatedToolCall = (threshold: number): Policy => {
-  positiveInt("repeatedToolCall", "threshold", threshold)
+  // A call made once is no repeat: at 1 the first call of a run would stop it.
+  count("repeatedToolCall", "threshold", threshold, 2)
   return builtInPolicy(
     "repeated_tool_call",
     ({ counters }) =>

@@ -12,7 +12,7 @@ import { Count } from "./Readers.ts"
 export const policyLimits = {
   maxIterations: Count(1),
   maxToolCalls: Count(1),
-  repeatedToolCall: Count(1),
+  repeatedToolCall: Count(2),
   maxToolErrors: Count(0),
   maxEmptyOutputs: Count(0),
   loopThreshold: Count(1),
