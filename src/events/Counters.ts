@@ -186,6 +186,8 @@ const onEvent = (c: Draft, e: Event): void => {
     case "model.failed":
       // An answer the provider stopped unfinished was paid for all the same (R2.1).
       if (e.usage !== undefined) spend(c, e.usage)
+      // The model's latest word is this failure: an earlier answer not taken is not its final one (R6.1).
+      c.finalAnswerReceived = false
       break
     case "tool.succeeded": {
       let n = 0

@@ -74,9 +74,6 @@ const last = <Tag extends Event.Event["_tag"]>(timeline: Timeline, tag: Tag): Ev
 const indexOf = (timeline: Timeline, event: Event.Event | undefined): number =>
   event === undefined ? timeline.length : timeline.indexOf(event)
 
-/** The names of the built-in policies: a policy of the run's own that replaces one under its name speaks for it. */
-const builtInPolicies: ReadonlySet<string> = new Set(Termination.names(Termination.defaults()))
-
 const decisionOf = (
   timeline: Timeline,
   reason: StopReason.StopReason | undefined,
@@ -114,7 +111,8 @@ const decisionOf = (
     policy: decided.policy,
     reason: decided.reason,
     detail: decided.detail,
-    own: listed.includes(decided.policy) && !builtInPolicies.has(decided.policy),
+    // A policy of the run's own that replaces a built-in under its name speaks for it, when it stops as the built-in does.
+    own: listed.includes(decided.policy) && !Termination.isBuiltInStop(decided.policy, decided.reason),
     seq: decided.seq,
     atMillis: decided.at - start
   }

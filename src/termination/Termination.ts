@@ -159,6 +159,20 @@ const standardNames: ReadonlyArray<string> = Object.freeze(standardList.map((pol
 export const names = (policies: ReadonlyArray<Policy>): ReadonlyArray<string> =>
   policies === standardList ? standardNames : policies.map((policy) => policy.name)
 
+const builtInNames: ReadonlySet<string> = new Set(standardNames)
+
+/**
+ * Whether a stop by `policy` for `reason` is one a built-in policy gives: each stops for its
+ * own name (`final_answer` for `goal_reached`; `same_class_errors` never stops). A policy of
+ * the user's that replaces a built-in under its name, and stops for another reason, is the
+ * user's own (R13: no limit of the runtime was passed).
+ *
+ * @category guards
+ * @since 0.3.0
+ */
+export const isBuiltInStop = (policy: string, reason: StopReason.StopReason): boolean =>
+  builtInNames.has(policy) && (policy === "final_answer" ? reason === "goal_reached" : policy === reason)
+
 const limitKeys = [
   "maxIterations",
   "maxToolCalls",

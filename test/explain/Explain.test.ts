@@ -244,6 +244,32 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
       })
   )
 
+  it.effect(
+    "R13 R2.2 a policy of the run's own that replaces a built-in under its name and stops for another reason is the run's own",
+    () =>
+      Effect.gen(function* () {
+        const mine = Termination.make(
+          "max_iterations",
+          ({ counters }) =>
+            counters.iterations >= 1 ? Termination.stop("repeated_tool_call", "my own reason") : Termination.continue_,
+          { maxIterations: 20 }
+        )
+        const result = yield* scripted([ScriptedModel.toolCall("echo", { text: "a" })], {
+          tools: [echo],
+          policies: (defaults) => Termination.replace(defaults, "max_iterations", mine)
+        })
+        const e = explained(result)
+        assert.strictEqual(e.stopReason, "repeated_tool_call")
+        assert.deepInclude(e.decision, { policy: "max_iterations", own: true, detail: "my own reason" })
+        assert.deepStrictEqual(
+          e.gauges.filter((g) => g.decisive),
+          []
+        )
+        assert.include(e.next.text, 'policy "max_iterations"')
+        assert.isUndefined(e.next.limit)
+      })
+  )
+
   it.effect("R4.1 run_timeout: the run layer fired, the state it found and the model call in flight", () =>
     Effect.gen(function* () {
       const result = yield* scripted([silent], { tools: [], time: { run: "1 second" } })

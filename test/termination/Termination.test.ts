@@ -6,6 +6,7 @@ import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as RunState from "../../src/events/RunState.ts"
 import * as StopReason from "../../src/events/StopReason.ts"
+import * as Failure from "../../src/failure/Failure.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Breakers from "../../src/recovery/Breakers.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
@@ -13,6 +14,7 @@ import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as Termination from "../../src/termination/Termination.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import * as ToolArguments from "../../src/tools/ToolArguments.ts"
@@ -597,6 +599,45 @@ describe("User-edited policies in a run (R2.2)", () => {
       assertStop(result, "max_tool_calls", "one_tool_batch")
       assert.strictEqual(result.detail, "one batch only")
     }).pipe(Effect.provide(withScript(echoes(3))))
+  )
+
+  it.effect(
+    "R6.1 R2.5 after a paid model failure, an earlier answer not taken is no final answer a policy may complete on",
+    () =>
+      Effect.gen(function* () {
+        // Completes on an answer once enough tokens were spent: the first answer comes too cheap.
+        const whenPaid = Termination.make("accept_when_paid", (c) =>
+          c.phase === "after_model" && c.counters.finalAnswerReceived && c.counters.inputTokens > 50
+            ? Termination.stop("goal_reached", "accepted")
+            : Termination.continue_
+        )
+        const unfinished = new Failure.Retryable({
+          source: "provider",
+          category: "transient_http",
+          code: "unfinished",
+          attempts: 1,
+          hint: "stopped unfinished",
+          usage: { inputTokens: 80, outputTokens: 0 }
+        })
+        const result = yield* TestClockDriver.drive(
+          Run.run({
+            goal: "x",
+            tools: [probe().tool],
+            policies: (d) => Termination.replace(d, "final_answer", whenPaid)
+          })
+        ).pipe(
+          Effect.provide(
+            withScript([
+              { ...ScriptedModel.finalAnswer("early draft"), usage: { inputTokens: 10, outputTokens: 0 } },
+              unfinished,
+              ScriptedModel.finalAnswer("the answer")
+            ])
+          )
+        )
+        assert.strictEqual(result.status, "completed")
+        assert.strictEqual(result.finalAnswer, "the answer")
+        assert.strictEqual(ofTag(result.timeline, "model.responded").length, 2)
+      })
   )
 
   it.effect("R2.2 editing the policies with an unknown name fails the run with the names listed", () =>

@@ -180,6 +180,11 @@ describe("Properties.check catches broken runs", () => {
         )
         assert.notInclude(invariants(Properties.check(listing, scenario.budget)), "R2.5 stop witnessed")
         assert.include(invariants(Properties.check(byMine, scenario.budget)), "R2.5 stop witnessed")
+        // A policy of the user's that replaced a built-in under its name, stopping for a reason that built-in never gives.
+        assert.notInclude(
+          invariants(Properties.check(relabelled("repeated_tool_call", "max_iterations"), scenario.budget)),
+          "R2.5 stop witnessed"
+        )
         // The runtime's own names for its stops: a step deadline's, validation's.
         for (const [reason, policy] of [
           ["step_timeout", "step_timeout"],

@@ -21,6 +21,11 @@ export interface Counters {
   readonly lastEventAt: number
   /** `lastEventAt - startedAt`, by the run's `Clock`. */
   readonly elapsedMillis: number
+  /**
+   * Whether the model's latest word is a final answer: a response with text and no tool
+   * calls, not cut off. A later response, a failed model call, or the answer sent back for
+   * correction make it `false`.
+   */
   readonly finalAnswerReceived: boolean
   /** The highest number of times any one tool-call signature was requested. */
   readonly repeatedToolCallCount: number

@@ -29,18 +29,16 @@ const limitOf: Partial<Record<StopReason.StopReason, ReadonlyArray<string>>> = {
   budget_exhausted: ["maxTokens", "maxCostUsd"]
 }
 
-/** The built-in policies: a run's policy of the same name is the runtime's, whatever the run lists. */
-const builtInPolicies: ReadonlySet<string> = new Set(Termination.names(Termination.defaults()))
-
 /**
  * Whether a policy of the user's made the stop: one the run lists (`run.started`'s
- * `policies`) that is not built in. Every other name (`runtime`, `step_timeout`,
- * `validation`, a built-in's) is the runtime's, whose stop the log must witness.
+ * `policies`) that is not built in, or that replaces a built-in under its name and stops for
+ * another reason. Every other stop (`runtime`, `step_timeout`, `validation`, a built-in's) is
+ * the runtime's, whose stop the log must witness.
  */
-const usersOwn = (timeline: Timeline, policy: string): boolean => {
+const usersOwn = (timeline: Timeline, policy: string, reason: StopReason.StopReason): boolean => {
   const started = timeline[0]
   const listed = started?._tag === "run.started" ? (started.policies ?? []) : []
-  return listed.includes(policy) && !builtInPolicies.has(policy) && !runtimeNames.has(policy)
+  return listed.includes(policy) && !Termination.isBuiltInStop(policy, reason) && !runtimeNames.has(policy)
 }
 
 /** The names the runtime decides its own stops by: a policy of the user's so named still has its stops checked. */
@@ -98,7 +96,7 @@ const unwitnessed = (result: RunResult.RunResult): string | undefined => {
   const timeline = result.timeline
   const reason = result.stopReason
   // A stop a policy of the user's made is theirs to explain.
-  if (usersOwn(timeline, result.policy)) return undefined
+  if (usersOwn(timeline, result.policy, reason)) return undefined
   const limits = limitOf[reason]
   if (limits !== undefined) return atLimit(timeline, limits)
   switch (reason) {
