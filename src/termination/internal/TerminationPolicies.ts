@@ -199,7 +199,7 @@ export const repeatedToolCall = (threshold: number): Policy => {
       counters.repeatedToolCallCount >= threshold
         ? stop(
             "repeated_tool_call",
-            `the same tool call was requested ${counters.repeatedToolCallCount} times, at the threshold of ${threshold}`
+            `the same tool call was requested ${counters.repeatedToolCallCount} times (threshold ${threshold})`
           )
         : continue_,
     { repeatedToolCall: threshold }
@@ -282,7 +282,7 @@ export const loopDetected = (threshold: number): Policy => {
       if (repeats >= threshold && warnedAt > 0) {
         return stop(
           "loop_detected",
-          `${repeats} actions returned an observation already seen with no state change, at the threshold of ${threshold}`
+          `${repeats} actions returned an observation already seen with no state change (threshold ${threshold}; the model was warned first)`
         )
       }
       return warn(
