@@ -188,16 +188,18 @@ const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
  * `Proxy` a handler returned) throws inside the schema's parser, and is the tool's broken
  * output (a defect in the `Exit`), not the run's.
  */
-const encoder =
-  (schema: Schema.Codec<unknown, unknown>): ((value: unknown) => Exit.Exit<unknown, Schema.SchemaError>) =>
-  (value) => {
-    const encode = Schema.encodeUnknownExit(Schema.toCodecJson(schema))
+const encoder = (
+  schema: Schema.Codec<unknown, unknown>
+): ((value: unknown) => Exit.Exit<unknown, Schema.SchemaError>) => {
+  const encode = Schema.encodeUnknownExit(Schema.toCodecJson(schema))
+  return (value) => {
     try {
       return encode(value)
     } catch (error) {
       return Exit.die(error)
     }
   }
+}
 
 /** A tool's schemas compiled (see `Tool.make`, which compiles them once per tool). */
 export const compile = (input: Schema.Codec<unknown, unknown>, output: Schema.Codec<unknown, unknown>): Compiled => ({
