@@ -14,7 +14,7 @@
  * When the input does not decode, nobody knows which part is secret: every string of it
  * is. Private to the runtime.
  */
-import { Exit, Predicate, Redacted, type Schema } from "effect"
+import { Chunk, Exit, HashMap, HashSet, Predicate, Redacted, type Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
 
 /** What a secret is replaced with: what a `Redacted` prints as. */
@@ -64,8 +64,24 @@ const holdsRedacted = (root: object): boolean => {
 /** Whether a schema holds a `Redacted` anywhere (a tool's are asked once, by `Tool.make`). */
 export const isSensitive = (schema: Schema.Top): boolean => holdsRedacted(schema.ast)
 
+/**
+ * What a value holds, for the walks that look for secrets: a map's keys and values (a
+ * `Map`, effect's `HashMap`), a collection's items (a `Set`, `HashSet`, `Chunk`), an
+ * object's or array's own values. Each walk is bounded by depth, visits an object once (a
+ * value that shares its parts is walked in the time of its size), and catches a throw.
+ */
+const partsOf = (value: object): ReadonlyArray<unknown> => {
+  if (value instanceof Map || HashMap.isHashMap(value)) {
+    return Array.from(value as Iterable<readonly [unknown, unknown]>).flat()
+  }
+  if (value instanceof Set || HashSet.isHashSet(value) || Chunk.isChunk(value)) {
+    return Array.from(value as Iterable<unknown>)
+  }
+  return Object.values(value)
+}
+
 /** Every string and number inside `root` (without recursion): the plain parts of a secret. */
-const leavesOf = (root: unknown, into: Array<string>): void => {
+const leavesOf = (root: unknown, into: Array<string>, seen: Set<object> = new Set()): void => {
   const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value: root, depth: 0 }]
   for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
     const { value, depth } = item
@@ -73,8 +89,9 @@ const leavesOf = (root: unknown, into: Array<string>): void => {
       if (value !== "") into.push(value)
     } else if (Predicate.isNumber(value) || Predicate.isBigInt(value)) {
       into.push(String(value))
-    } else if (typeof value === "object" && value !== null && depth < maxDepth) {
-      const inner = Redacted.isRedacted(value) ? [Redacted.value(value)] : Object.values(value)
+    } else if (typeof value === "object" && value !== null && depth < maxDepth && !seen.has(value)) {
+      seen.add(value)
+      const inner = Redacted.isRedacted(value) ? [Redacted.value(value)] : partsOf(value)
       for (const item of inner) stack.push({ value: item, depth: depth + 1 })
     }
   }
@@ -83,16 +100,18 @@ const leavesOf = (root: unknown, into: Array<string>): void => {
 /** The plain values of the `Redacted`s in a decoded value, every string inside them (never throws). */
 export const secretsOf = (root: unknown): ReadonlyArray<string> => {
   const found: Array<string> = []
+  const seen = new Set<object>()
   try {
     const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value: root, depth: 0 }]
     for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
       const { value, depth } = item
-      if (typeof value !== "object" || value === null || depth > maxDepth) continue
+      if (typeof value !== "object" || value === null || depth > maxDepth || seen.has(value)) continue
+      seen.add(value)
       if (Redacted.isRedacted(value)) {
-        leavesOf(Redacted.value(value), found)
+        leavesOf(Redacted.value(value), found, seen)
         continue
       }
-      for (const item of Object.values(value)) stack.push({ value: item, depth: depth + 1 })
+      for (const item of partsOf(value)) stack.push({ value: item, depth: depth + 1 })
     }
   } catch {
     // A value that cannot be walked holds no secret the runtime can see.
@@ -113,19 +132,36 @@ export const allLeaves = (root: unknown): ReadonlyArray<string> => {
 
 /**
  * A decoded value with every `Redacted` replaced by one holding `<redacted>`, ready to be
- * encoded by its schema: plain objects and arrays are copied, anything else kept.
+ * encoded by its schema: plain objects, arrays and the collections `partsOf` walks are
+ * copied, anything else kept.
  */
-export const withoutSecrets = (value: unknown, depth = 0): unknown => {
+export const withoutSecrets = (value: unknown, depth = 0): unknown => copyWithoutSecrets(value, depth, new Map())
+
+/** {@link withoutSecrets}, each object copied once (`copies`): a value that shares its parts keeps sharing them. */
+const copyWithoutSecrets = (value: unknown, depth: number, copies: Map<object, unknown>): unknown => {
   if (typeof value !== "object" || value === null || depth > maxDepth) return value
   if (Redacted.isRedacted(value)) return masked
-  if (Array.isArray(value)) return value.map((item) => withoutSecrets(item, depth + 1))
+  if (copies.has(value)) return copies.get(value)
+  const copy = copiedWithoutSecrets(value, (item) => copyWithoutSecrets(item, depth + 1, copies))
+  copies.set(value, copy)
+  return copy
+}
+
+const copiedWithoutSecrets = (value: object, inner: (item: unknown) => unknown): unknown => {
+  if (Array.isArray(value)) return value.map(inner)
+  const pair = ([key, item]: readonly [unknown, unknown]) => [inner(key), inner(item)] as const
+  if (value instanceof Map) return new Map(Array.from(value, pair))
+  if (value instanceof Set) return new Set(Array.from(value, inner))
+  if (HashMap.isHashMap(value)) return HashMap.fromIterable(Array.from(value, pair))
+  if (HashSet.isHashSet(value)) return HashSet.fromIterable(Array.from(value, inner))
+  if (Chunk.isChunk(value)) return Chunk.fromIterable(Array.from(value, inner))
   const proto = Object.getPrototypeOf(value)
   if (proto !== Object.prototype && proto !== null) return value
   const out: Record<string, unknown> = {}
   for (const [key, item] of Object.entries(value)) {
     // As an own key `__proto__` is data; defineProperty keeps it from touching the prototype.
     Object.defineProperty(out, key, {
-      value: withoutSecrets(item, depth + 1),
+      value: inner(item),
       enumerable: true,
       writable: true,
       configurable: true
@@ -334,7 +370,8 @@ export const maskValue = (value: unknown, secrets: Secrets): unknown => {
     if (Predicate.isObject(v) && !Redacted.isRedacted(v)) {
       const out: Record<string, unknown> = {}
       for (const key of Object.keys(v)) {
-        Object.defineProperty(out, key, {
+        // A key may hold a secret too (an output keyed by the token it checked).
+        Object.defineProperty(out, maskText(key, secrets), {
           value: walk(v[key]),
           enumerable: true,
           writable: true,

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Chunk, Effect, HashMap, HashSet, Layer, Redacted, Schema } from "effect"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Redaction from "../../src/tools/Redaction.ts"
@@ -81,5 +81,76 @@ describe("Redaction (R3.1, R12)", () => {
         assert.notInclude(derived, "TOPSECRET")
         assert.include(derived, "pw=<redacted>")
       })
+  )
+
+  it("R12 the secrets of a value are found inside maps and sets, their keys too, and masked in a copy", () => {
+    const secret = (n: number) => Redacted.make(`TOPSECRET-${n}`)
+    const value = {
+      map: new Map<unknown, unknown>([
+        ["a", secret(1)],
+        [secret(2), "b"]
+      ]),
+      set: new Set([secret(3)]),
+      hashMap: HashMap.make(["c", secret(4)]),
+      hashSet: HashSet.make(secret(5)),
+      chunk: Chunk.make(secret(6))
+    }
+    assert.deepStrictEqual(
+      [...Redaction.secretsOf(value)].sort(),
+      [1, 2, 3, 4, 5, 6].map((n) => `TOPSECRET-${n}`)
+    )
+    const copy = Redaction.withoutSecrets(value)
+    // Every secret is now the one masked value.
+    assert.deepStrictEqual(Redaction.secretsOf(copy), [Redaction.mask])
+    // The original is untouched.
+    assert.isTrue(Redacted.isRedacted(value.map.get("a")))
+    assert.notInclude(JSON.stringify([...(copy as typeof value).map.values()]), "TOPSECRET")
+    assert.deepStrictEqual([...Redaction.allLeaves(new Map([["k", new Set(["v"])]]))].sort(), ["k", "v"])
+  })
+
+  it("R12 a value that shares its parts (60 levels, each holding the next twice) is walked once per part", () => {
+    let shared: unknown = Redacted.make("TOPSECRET-SHARED")
+    let plain: unknown = "leaf"
+    for (let i = 0; i < 60; i++) {
+      shared = { a: shared, b: [shared] }
+      plain = { a: plain, b: plain }
+    }
+    assert.deepStrictEqual(Redaction.secretsOf(shared), ["TOPSECRET-SHARED"])
+    assert.deepStrictEqual([...new Set(Redaction.allLeaves(plain))], ["leaf"])
+    assert.deepStrictEqual(Redaction.secretsOf(Redaction.withoutSecrets(shared)), [Redaction.mask])
+  })
+
+  it("R12 a secret used as an object's key is masked in the masked copy, as in text", () => {
+    const secrets = Redaction.secrets(["TOPSECRET-1"])
+    assert.deepStrictEqual(Redaction.maskValue({ "TOPSECRET-1": "valid", other: 1 }, secrets), {
+      [Redaction.mask]: "valid",
+      other: 1
+    })
+  })
+
+  it.effect("R3.1 R12 Redacted values inside a map of the input and a set of the output reach no record", () =>
+    Effect.gen(function* () {
+      const vault = Tool.make({
+        name: "vault",
+        description: "Checks tokens.",
+        input: Schema.Struct({ creds: Schema.ReadonlyMap(Schema.String, Schema.RedactedFromValue(Schema.String)) }),
+        output: Schema.Struct({ keys: Schema.ReadonlySet(Schema.Redacted(Schema.String)) }),
+        sideEffect: "read",
+        handler: ({ creds }) => Effect.succeed({ keys: new Set([...creds.values(), Redacted.make("TOPSECRET-OUT")]) })
+      })
+      const model = ScriptedModel.layer([
+        ScriptedModel.toolCall("vault", { creds: [["github", "TOPSECRET-IN"]] }),
+        ScriptedModel.finalAnswer("ok")
+      ])
+      const result = yield* Run.run({ goal: "check", tools: [vault] }).pipe(
+        Effect.provide(Layer.merge(model, NodeServices.layer))
+      )
+      const derived = JSON.stringify(result.timeline.filter((e) => e._tag !== "model.responded"))
+      assert.notInclude(derived, "TOPSECRET")
+      const succeeded = result.timeline.find((e) => e._tag === "tool.succeeded")
+      assert.deepStrictEqual(succeeded?._tag === "tool.succeeded" ? succeeded.input : undefined, {
+        creds: [["github", Redaction.mask]]
+      })
+    })
   )
 })
