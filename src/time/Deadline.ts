@@ -14,7 +14,7 @@
  *
  * @since 0.3.0
  */
-import { Clock, Context, Data, Effect, type Fiber, Scheduler } from "effect"
+import { Clock, Context, Data, Effect, type Fiber, Option, Scheduler } from "effect"
 import { dual } from "effect/Function"
 import type * as Failure from "../failure/Failure.ts"
 import * as Alarms from "./internal/Alarms.ts"
@@ -279,17 +279,23 @@ export const withinOrElse: {
       const { millis, layer } = bound(fiber.getRef(Current), start, { layer: own.layer, millis: mine })
       if (layer === "run" || millis === Number.POSITIVE_INFINITY) return self
       if (millis <= 0 && own.ifNoTime !== undefined) return own.ifNoTime(new Timeout({ layer, afterMillis: 0 }))
-      return Effect.timeoutOrElse(self, {
-        duration: millis,
-        // The wait is interrupted, and awaited: code that cannot be interrupted holds it
-        // until it ends (the run's deadline alone leaves such code behind). The timeout
-        // then says how long the wait really took.
-        orElse: () =>
-          Effect.suspend(() => {
-            const elapsed = clock.currentTimeMillisUnsafe() - start
-            return own.orElse(new Timeout({ layer, afterMillis: elapsed >= millis + 1 ? elapsed : millis }))
-          })
-      })
+      // The timer ends `millis` after the wait's start, measured when it is set: the race
+      // starts the wait first, and what the wait does before it first yields (code that
+      // blocks the event loop) is not added to its bound.
+      const timer = Effect.suspend(() => Effect.sleep(Math.max(0, start + millis - clock.currentTimeMillisUnsafe())))
+      // The wait is interrupted, and awaited: code that cannot be interrupted holds it until
+      // it ends (the run's deadline alone leaves such code behind). The timeout then says how
+      // long the wait really took.
+      return Effect.flatMap(
+        Effect.raceFirst(Effect.asSome(self), Effect.as(timer, Option.none())),
+        (ended): Effect.Effect<A | A2, E2, R2> =>
+          Option.isSome(ended)
+            ? Effect.succeed(ended.value)
+            : Effect.suspend(() => {
+                const elapsed = clock.currentTimeMillisUnsafe() - start
+                return own.orElse(new Timeout({ layer, afterMillis: elapsed >= millis + 1 ? elapsed : millis }))
+              })
+      )
     })
 )
 

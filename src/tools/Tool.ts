@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import type { Effect } from "effect"
-import { type Duration, Schema } from "effect"
+import { Duration, Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
 import type * as Model from "../model/Model.ts"
 import * as ToolDefinition from "./internal/ToolDefinition.ts"
@@ -290,7 +290,8 @@ export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> 
     metadata: Object.freeze({
       idempotent: options.idempotent ?? false,
       maxRetries,
-      timeout: options.timeout,
+      // Read once, as checked: a mutable object the caller gave (`{ seconds: 1 }`) changes nothing later.
+      timeout: options.timeout === undefined ? undefined : Duration.fromInputUnsafe(options.timeout),
       sideEffect,
       destructive: options.destructive ?? mayChangeWorld(sideEffect),
       needsApproval: options.needsApproval ?? false,

@@ -186,6 +186,28 @@ describe("Deadline.withinOrElse", () => {
   )
 })
 
+describe("Deadline.within on the live clock", () => {
+  it.live(
+    "R4.2 a wait that blocks the event loop before it yields is cut off at its bound, not its bound after the block",
+    () =>
+      Effect.gen(function* () {
+        const started = Date.now()
+        // Blocks 600 ms synchronously (code that holds the event loop), then never answers.
+        const blocking = Effect.suspend(() => {
+          while (Date.now() - started < 600) {
+            // Busy: nothing else runs.
+          }
+          return Effect.never
+        })
+        const exit = yield* Effect.exit(blocking.pipe(Deadline.within({ layer: "tool", millis: 300 })))
+        const elapsed = Date.now() - started
+        assert.isTrue(Exit.isFailure(exit))
+        // Its 300 ms ran out while it blocked: cut off as soon as it yields, not 300 ms later.
+        assert.isBelow(elapsed, 850)
+      })
+  )
+})
+
 describe("Deadline.passed / left", () => {
   it.effect("R3.11 the run deadline has passed from the instant it is reached, on the run's clock", () =>
     Effect.gen(function* () {

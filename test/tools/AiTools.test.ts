@@ -103,7 +103,8 @@ describe("AiTools.fromTool", () => {
     assert.strictEqual(tool.name, "get_weather")
     assert.strictEqual(tool.description, "The weather in a city")
     assert.strictEqual(tool.metadata.maxRetries, 5)
-    assert.strictEqual(tool.metadata.timeout, "2 seconds")
+    // Read once, as a Duration: the caller's value is not kept.
+    assert.strictEqual(Duration.toMillis(Duration.fromInputUnsafe(tool.metadata.timeout ?? 0)), 2_000)
     assert.deepInclude(tool.definition.parameters, { type: "object", required: ["city"] })
   })
 

@@ -272,6 +272,34 @@ describe("hostile calls (R12)", () => {
       })
   )
 
+  it.effect(
+    "R4.2 R12 a tool's timeout is read once, as checked: the object it was given, changed later, changes nothing",
+    () =>
+      Effect.gen(function* () {
+        const timeout = { seconds: 1 }
+        const slow = Tool.make({
+          name: "slow",
+          description: "Never answers.",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "read",
+          timeout,
+          handler: () => Effect.never
+        })
+        const model = ScriptedModel.layerFunction((request) => {
+          // The caller's object changes while the run goes on.
+          timeout.seconds = request.iteration === 1 ? 100 : Number.NaN
+          return request.iteration === 1 ? ScriptedModel.toolCall("slow", {}) : ScriptedModel.finalAnswer("done")
+        })
+        const result = yield* TestClockDriver.drive(Run.run({ goal: "wait", tools: [slow] })).pipe(
+          Effect.provide(Layer.merge(model, NodeServices.layer))
+        )
+        const [failed] = ofTag(result.timeline, "tool.failed")
+        assert.strictEqual(failed?.at, 1_000)
+        assert.strictEqual(failed?.error.failure?.code, "tool_timeout")
+      })
+  )
+
   it.effect("R12 a secret in an effect/ai tool's declared failure is masked in what the run derives", () =>
     Effect.gen(function* () {
       class Denied extends Schema.TaggedError<Denied>()("Denied", {

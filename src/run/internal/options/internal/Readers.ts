@@ -3,7 +3,7 @@
  * are (`opaque`, `fn`), objects read once (`readOnce`), values passed on or decoded
  * (`dispatch`), lists of unique names, counts and durations. Private to `options/`.
  */
-import { type Duration, Effect, Predicate, Schema, type SchemaAST, SchemaIssue, SchemaParser } from "effect"
+import { Effect, Predicate, Schema, type SchemaAST, SchemaIssue, SchemaParser } from "effect"
 import * as Durations from "../../../../time/Durations.ts"
 
 /** A value of type `T`, checked by `is` alone: functions, schemas and services of the user. */
@@ -58,9 +58,6 @@ const positiveMillisOf = (input: unknown): number | undefined => {
 }
 
 const aDuration = 'a positive, finite duration ("30 seconds", or milliseconds)'
-
-/** A positive, finite `Duration.Input`, kept as it was given (a tool's own timeout). */
-export const DurationInput = opaque<Duration.Input>((u) => positiveMillisOf(u) !== undefined, aDuration)
 
 /** A positive, finite `Duration.Input`, read as milliseconds. */
 export const Millis = Schema.declareConstructor<number, unknown>()([], () => (input) => {

@@ -6,7 +6,7 @@ import { Predicate, Schema, SchemaIssue } from "effect"
 import type * as Model from "../../../../model/Model.ts"
 import * as Tool from "../../../../tools/Tool.ts"
 import type * as ToolCodec from "../../../../tools/ToolCodec.ts"
-import { AnySchema, Count, DurationInput, fn, opaque, readOnce, uniqueBy } from "./Readers.ts"
+import { AnySchema, Count, fn, Millis, opaque, readOnce, uniqueBy } from "./Readers.ts"
 
 const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
 
@@ -17,7 +17,8 @@ const ToolName = Schema.String.check(
 const Metadata = Schema.Struct({
   idempotent: Schema.Boolean,
   maxRetries: Count(0),
-  timeout: Schema.optional(DurationInput),
+  // Read as milliseconds, once: what was checked is what every attempt is bounded by.
+  timeout: Schema.optional(Millis),
   sideEffect: Tool.SideEffect,
   destructive: Schema.Boolean,
   needsApproval: Schema.Boolean,
