@@ -220,7 +220,8 @@ describe("Recorder", () => {
       assert.strictEqual(started.goal, "<not recorded>")
       const succeeded = recording.events.filter((e) => e._tag === "tool.succeeded")
       assert.isTrue(succeeded.length > 0)
-      for (const e of succeeded) assert.strictEqual(e.observation, "<not recorded>")
+      // Each observation's stand-in: what the counters compare stays comparable, nothing of it shown.
+      for (const e of succeeded) assert.match(e.observation, /^<not recorded #[\w-]{16}>$/)
       const text = yield* Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(file))
       assert.notInclude(text, "staging")
       assert.notInclude(text, "Fetch the pages")
@@ -379,10 +380,8 @@ describe("Recorder", () => {
       const recorded = (yield* recordedWithoutContent(directory, run, "PATH-SECRET")).find(
         (e) => e._tag === "tool.blocked"
       )
-      assert.deepInclude(recorded?._tag === "tool.blocked" ? recorded.error : undefined, {
-        code: "permission_denied",
-        message: "<not recorded>"
-      })
+      assert.deepInclude(recorded?._tag === "tool.blocked" ? recorded.error : undefined, { code: "permission_denied" })
+      assert.match(recorded?._tag === "tool.blocked" ? recorded.error.message : "", /^<not recorded #[\w-]{16}>$/)
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 

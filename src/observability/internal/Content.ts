@@ -2,16 +2,33 @@
  * The message content of events: what the model was asked and said, the arguments and
  * results of tool calls, and the text people wrote (the goal, the plan, a reviewer's
  * reason). A recording may leave it out (`Recorder.layer({ content: false })`); each such
- * field then holds {@link omitted}, so that the event still decodes and a viewer can say
- * that it was not recorded. Codes, names, counts and times stay (a reminder's kind, a check's
+ * field then holds {@link omitted} (or its stand-in, for a text the counters compare), so
+ * that the event still decodes and a viewer can say that it was not recorded. Codes, names, counts and times stay (a reminder's kind, a check's
  * name and verdict). Private to `observability/`.
  */
+import { createHmac } from "node:crypto"
 import * as Event from "../../events/Event.ts"
 import type * as StopReason from "../../events/StopReason.ts"
+import * as Model from "../../model/Model.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 
 /** What stands in for content a recording left out. */
 export const omitted = Event.notRecorded
+
+/** The key of this process's stand-ins: random, never written anywhere. */
+const standInKey = crypto.getRandomValues(new Uint8Array(32))
+
+/**
+ * What stands in for a text whose sameness the run's counters read (an observation seen
+ * again, a failure repeated, an answer that was blank): {@link omitted} with a keyed digest
+ * of the text (`<not recorded #…>`). Equal texts get one stand-in, different texts
+ * different ones, so that a view folds the counters the run had; the key stays in memory,
+ * so nobody can test a guess against it. Blank text is no content: kept as it is.
+ */
+const standIn = (text: string): string =>
+  Model.isBlank(text)
+    ? text
+    : `${omitted.slice(0, -1)} #${createHmac("sha256", standInKey).update(text).digest("base64url").slice(0, 16)}>`
 
 /**
  * The stops whose detail is counts and limits only (the runtime's words, or a policy's own).
@@ -42,7 +59,7 @@ export const detailWithoutContent = (reason: StopReason.StopReason | undefined, 
  */
 const errorWithoutContent = (error: ToolResult.ToolError): ToolResult.ToolError => ({
   ...error,
-  message: omitted,
+  message: standIn(error.message),
   ...(error.failure === undefined ? {} : { failure: { ...error.failure, hint: omitted } })
 })
 
@@ -56,12 +73,12 @@ export const withoutContent = (event: Event.Event): Event.Event => {
     case "model.responded":
       return {
         ...event,
-        text: omitted,
+        text: standIn(event.text),
         toolCalls: event.toolCalls.map((call) => ({ ...call, arguments: omitted })),
         ...(event.reasoning === undefined ? {} : { reasoning: omitted })
       }
     case "tool.succeeded":
-      return { ...event, observation: omitted, input: omitted, output: omitted }
+      return { ...event, observation: standIn(event.observation), input: omitted, output: omitted }
     case "tool.failed":
       // A success its postcondition contradicted keeps what the tool reported.
       return {
