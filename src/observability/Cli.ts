@@ -135,6 +135,12 @@ export const main = (args: ReadonlyArray<string>): Effect.Effect<string, CliErro
             : `cannot draw the page: ${error instanceof Error ? error.message : String(error)}`
         )
     })
+    // Only a regular file, or none, is written: a FIFO would hold the write until something read it.
+    const existing = yield* Effect.option(fs.stat(output))
+    if (Option.isSome(existing) && existing.value.type !== "File") {
+      const kind = existing.value.type === "Directory" ? "directory" : existing.value.type.toLowerCase()
+      return yield* failed(`cannot write ${output}: not a regular file (a ${kind}); give another file with -o`)
+    }
     yield* Effect.mapError(fs.writeFileString(output, page), (error) =>
       failed(`cannot write ${output}: ${error.message}`)
     )

@@ -56,6 +56,24 @@ describe("effect-agent-runtime view", () => {
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it.effect(
+    "R12 a page is written to a regular file only: a FIFO or a directory as the output fails at once, saying so",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDirectory
+        const fs = yield* FileSystem.FileSystem
+        yield* fs.writeFileString(`${directory}/run.jsonl`, jsonl)
+        // The default output, beside the input, is a FIFO nobody reads: writing to it would wait for good.
+        spawnSync("mkfifo", [`${directory}/run.html`])
+        const fifo = yield* failed(["view", `${directory}/run.jsonl`])
+        assert.include(fifo.message, `cannot write ${directory}/run.html: not a regular file (a fifo)`)
+        assert.strictEqual(fifo.exitCode, 1)
+        yield* fs.makeDirectory(`${directory}/out`)
+        const inDirectory = yield* failed(["view", `${directory}/run.jsonl`, "-o", `${directory}/out`])
+        assert.include(inDirectory.message, "not a regular file (a directory)")
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
   it.effect("a wrong command line is exit 2 with the usage", () =>
     Effect.gen(function* () {
       for (const args of [
