@@ -300,6 +300,22 @@ export const withinOrElse: {
 )
 
 /**
+ * Sleeps until `at` (absolute, on the fiber's clock), or until the step ends if that comes
+ * first: the rest of a wait a resumed run's log recorded, which a shorter step given on
+ * resume does not let it outlast (R3.3, R4.2). The run's deadline interrupts it, as every wait.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const sleepUntil = (at: number): Effect.Effect<void> =>
+  Effect.withFiber((fiber) =>
+    withinOrElse(Effect.sleep(Math.max(0, at - fiber.getRef(Clock.Clock).currentTimeMillisUnsafe())), {
+      layer: "step",
+      orElse: () => Effect.void
+    })
+  )
+
+/**
  * @category guards
  * @since 0.3.0
  */

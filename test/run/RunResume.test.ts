@@ -369,6 +369,24 @@ describe("Run.resume (R9)", () => {
       }).pipe(Effect.provide(layers))
   )
 
+  it.effect("R3.3 R4.2 resumed with a shorter step while a retry waits: the rest of its wait ends with the step", () =>
+    Effect.gen(function* () {
+      const payment = acting("pay", { idempotent: true, behaviour: ["fail_before_apply", "apply"] })
+      const tools = [payment.tool]
+      const recovery = { backoff: Recovery.backoff({ base: "5 seconds", cap: "10 seconds", jitter: false }) }
+      // Commit 4, after the first attempt's failure: its 5 s wait is in the log.
+      yield* dies({ crashAt: { commit: 4, when: "after" } }, { goal: "pay 10", tools, recovery }, payThenAnswer)
+      const resumedAt = yield* Clock.currentTimeMillis
+      const resumed = yield* TestClockDriver.drive(
+        Run.resume("r1", { tools, time: { step: "1 second" }, recovery }).pipe(Effect.provide(payThenAnswer))
+      )
+      assert.strictEqual(resumed.stopReason, "step_timeout")
+      const [finished] = ofTag(resumed.timeline, "run.finished")
+      assert.strictEqual(finished?.at, resumedAt + 1_000)
+      assert.strictEqual(payment.calls.count, 1)
+    }).pipe(Effect.provide(layers))
+  )
+
   it.effect("R9 a finished run read back gives its typed output as the run did: a Date stays one", () =>
     Effect.gen(function* () {
       const Output = Schema.Struct({ due: Schema.DateFromString, total: Schema.Number })

@@ -5,7 +5,7 @@
  * `runScenario` that run one on `TestClock`.
  * Private to the testing kit; `Properties` is the public face.
  */
-import { Effect, type FileSystem, Layer, type Path, Random, Result, Schema } from "effect"
+import { Duration, Effect, type FileSystem, Layer, type Path, Random, Result, Schema } from "effect"
 import type * as Journal from "../../journal/Journal.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Recovery from "../../recovery/Recovery.ts"
@@ -168,7 +168,11 @@ export const toScenario = (c: Case): Scenario => {
       attemptTimeoutMillis: c.attemptTimeoutMillis,
       approvalTimeoutMillis: c.approvalTimeoutMillis,
       toolTimeoutMillis: Object.fromEntries(
-        tools.flatMap((t) => (typeof t.metadata.timeout === "number" ? [[t.name, t.metadata.timeout]] : []))
+        tools.flatMap((t) =>
+          t.metadata.timeout === undefined
+            ? []
+            : [[t.name, Duration.toMillis(Duration.fromInputUnsafe(t.metadata.timeout))]]
+        )
       )
     },
     plan

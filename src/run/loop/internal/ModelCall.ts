@@ -302,7 +302,7 @@ export const resumeWaiting = (
   Effect.suspend(() => {
     const owner = { owner: "" }
     const made: Made = { attempts: waiting.attempts + 1, commitsWait: true }
-    const rest = Effect.onInterrupt(Effect.sleep(Math.max(0, waiting.wakeAt - RunContext.now(ctx))), () =>
+    const rest = Effect.onInterrupt(Deadline.sleepUntil(waiting.wakeAt), () =>
       Effect.ignore(RunContext.release(ctx, "model_thinking", owner))
     )
     const next = Effect.matchCauseEffect(

@@ -7,6 +7,7 @@ import { Cause, Effect, Result } from "effect"
 import type * as RunState from "../../../events/RunState.ts"
 import * as Failure from "../../../failure/Failure.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
+import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as Recover from "../../internal/Recover.ts"
@@ -187,7 +188,7 @@ export const settleResumed = <R>(
       return Effect.andThen(Effect.andThen(episodeEnds, RunContext.release(c.ctx, episode.resume, owner)), blocked)
     }
     // The rest of the wait the log left, its end, then the next attempt, as `Recover.recoverFrom` goes on.
-    const wait = Effect.onInterrupt(Effect.sleep(Math.max(0, standing.wakeAt - RunContext.now(c.ctx))), () =>
+    const wait = Effect.onInterrupt(Deadline.sleepUntil(standing.wakeAt), () =>
       Effect.andThen(
         Effect.ignore(RunContext.release(c.ctx, episode.resume, owner)),
         Effect.sync(() => episode.onInterruptedWait?.())
