@@ -453,6 +453,29 @@ describe("Termination in a run (R2.3)", () => {
     })
   )
 
+  it.live(
+    "R4.3 run_timeout: a model call that held the event loop past the deadline says how long it really waited",
+    () =>
+      Effect.gen(function* () {
+        // Holds the event loop 600 ms, then never answers: the 200 ms deadline fires after the block.
+        const blocking: ScriptedModel.Step = () =>
+          Effect.suspend(() => {
+            const from = Date.now()
+            while (Date.now() - from < 600) {
+              // Busy: nothing else runs.
+            }
+            return Effect.never
+          })
+        const result = yield* Run.run({ goal: "slow", tools: [], time: { run: "200 millis" } }).pipe(
+          Effect.provide(withScript([blocking]))
+        )
+        assertStop(result, "run_timeout", "run_timeout")
+        const [failed] = ofTag(result.timeline, "model.failed")
+        assert.strictEqual(failed?.failure.timeout?.layer, "run")
+        assert.isAtLeast(failed?.failure.timeout?.elapsedMillis ?? 0, 590, failed?.failure.hint)
+      })
+  )
+
   it.effect("R2.3 run_timeout: a slow tool does not keep the run waiting past the deadline (R4.2)", () =>
     Effect.gen(function* () {
       const sleeper = Tool.make({

@@ -182,8 +182,11 @@ export const recordCutOff = (ctx: RunContext.RunContext): void => {
       e._tag === "run.resumed"
   )
   if (last?._tag !== "model.requested") return
-  // How long the call waited, as every layer's timeout says (R4.3): from its request to the deadline.
-  const afterMillis = Math.max(0, ctx.deadlineAt - last.at)
+  // How long the call waited, as every layer's timeout says (R4.3): from its request to the
+  // deadline, or to now when code that held the event loop kept the deadline from firing on time.
+  const bound = Math.max(0, ctx.deadlineAt - last.at)
+  const waited = RunContext.now(ctx) - last.at
+  const afterMillis = waited >= bound + 1 ? waited : bound
   const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis })
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "model.failed",
