@@ -20,8 +20,6 @@ import type * as Failure from "../failure/Failure.ts"
 /** What a secret is replaced with: what a `Redacted` prints as. */
 export const mask = "<redacted>"
 
-const masked = Redacted.make(mask)
-
 /** Secrets shorter than this are masked where they are a whole value, not inside other text. */
 const minInText = 4
 
@@ -101,6 +99,8 @@ const leavesOf = (root: unknown, into: Array<string>, seen: Set<object> = new Se
 export const secretsOf = (root: unknown): ReadonlyArray<string> => {
   const found: Array<string> = []
   const seen = new Set<object>()
+  // The walk inside the secrets has its own: a part shared with the plain value is a secret's part all the same.
+  const inSecrets = new Set<object>()
   try {
     const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value: root, depth: 0 }]
     for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
@@ -108,7 +108,7 @@ export const secretsOf = (root: unknown): ReadonlyArray<string> => {
       if (typeof value !== "object" || value === null || depth > maxDepth || seen.has(value)) continue
       seen.add(value)
       if (Redacted.isRedacted(value)) {
-        leavesOf(Redacted.value(value), found, seen)
+        leavesOf(Redacted.value(value), found, inSecrets)
         continue
       }
       for (const item of partsOf(value)) stack.push({ value: item, depth: depth + 1 })
@@ -140,7 +140,8 @@ export const withoutSecrets = (value: unknown, depth = 0): unknown => copyWithou
 /** {@link withoutSecrets}, each object copied once (`copies`): a value that shares its parts keeps sharing them. */
 const copyWithoutSecrets = (value: unknown, depth: number, copies: Map<object, unknown>): unknown => {
   if (typeof value !== "object" || value === null || depth > maxDepth) return value
-  if (Redacted.isRedacted(value)) return masked
+  // One of its own for each: two secrets that key a `Map` or a `Set` stay two entries.
+  if (Redacted.isRedacted(value)) return Redacted.make(mask)
   if (copies.has(value)) return copies.get(value)
   const copy = copiedWithoutSecrets(value, (item) => copyWithoutSecrets(item, depth + 1, copies))
   copies.set(value, copy)
@@ -370,8 +371,12 @@ export const maskValue = (value: unknown, secrets: Secrets): unknown => {
     if (Predicate.isObject(v) && !Redacted.isRedacted(v)) {
       const out: Record<string, unknown> = {}
       for (const key of Object.keys(v)) {
-        // A key may hold a secret too (an output keyed by the token it checked).
-        Object.defineProperty(out, maskText(key, secrets), {
+        // A key may hold a secret too (an output keyed by the token it checked); two keys
+        // masked alike stay two entries (`<redacted>`, `<redacted> (2)`): nothing is dropped.
+        const masked = maskText(key, secrets)
+        let shown = masked
+        for (let n = 2; Object.hasOwn(out, shown); n++) shown = `${masked} (${n})`
+        Object.defineProperty(out, shown, {
           value: walk(v[key]),
           enumerable: true,
           writable: true,
