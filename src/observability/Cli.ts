@@ -12,6 +12,7 @@
  *
  * @since 0.3.0
  */
+import * as NodeFs from "node:fs/promises"
 import { Effect, FileSystem, Option, Path, Schema } from "effect"
 import * as Timeline from "../events/Timeline.ts"
 import * as Recording from "./Recording.ts"
@@ -76,6 +77,26 @@ const sameFile = (fs: FileSystem.FileSystem, path: Path.Path, input: string, out
         Effect.orElseSucceed(() => false)
       )
 
+/**
+ * Runs `write` to the FIFO at `file` while this end holds it open, or fails when nothing
+ * reads it: opening it to write without waiting fails (ENXIO) then. Held open until the
+ * write ends, so that its reader does not see the end of its input before the page.
+ */
+const whileRead = <A, E>(file: string, write: Effect.Effect<A, E>): Effect.Effect<A, E | CliError> =>
+  Effect.acquireUseRelease(
+    Effect.promise(() =>
+      NodeFs.open(file, NodeFs.constants.O_WRONLY | NodeFs.constants.O_NONBLOCK).then(
+        (handle) => handle,
+        () => undefined
+      )
+    ),
+    (held): Effect.Effect<A, E | CliError> =>
+      held === undefined
+        ? Effect.fail(failed(`cannot write ${file}: it is a FIFO that nothing reads; give a file with -o`))
+        : write,
+    (held) => (held === undefined ? Effect.void : Effect.promise(() => held.close()))
+  )
+
 const parse = (args: ReadonlyArray<string>): View | "help" | CliError => {
   const [command, ...rest] = args
   // No command is a wrong command line (exit 2), as for any tool; asking for help is not.
@@ -135,15 +156,16 @@ export const main = (args: ReadonlyArray<string>): Effect.Effect<string, CliErro
             : `cannot draw the page: ${error instanceof Error ? error.message : String(error)}`
         )
     })
-    // Only a regular file, or none, is written: a FIFO would hold the write until something read it.
+    // A directory is no page; a FIFO nobody reads would hold the write for good (a device, a
+    // socket or a FIFO something reads, `-o /dev/stdout` piped on, is written as asked).
     const existing = yield* Effect.option(fs.stat(output))
-    if (Option.isSome(existing) && existing.value.type !== "File") {
-      const kind = existing.value.type === "Directory" ? "directory" : existing.value.type.toLowerCase()
-      return yield* failed(`cannot write ${output}: not a regular file (a ${kind}); give another file with -o`)
+    if (Option.isSome(existing) && existing.value.type === "Directory") {
+      return yield* failed(`cannot write ${output}: it is a directory; give a file with -o`)
     }
-    yield* Effect.mapError(fs.writeFileString(output, page), (error) =>
+    const write = Effect.mapError(fs.writeFileString(output, page), (error) =>
       failed(`cannot write ${output}: ${error.message}`)
     )
+    yield* Option.isSome(existing) && existing.value.type === "FIFO" ? whileRead(output, write) : write
     const torn = recording.torn ? " (its torn last line skipped)" : ""
     const replaced =
       recording.replaced > 0 ? ` (${recording.replaced} events a resume replaced, never committed, left out)` : ""

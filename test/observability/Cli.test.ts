@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -57,7 +57,7 @@ describe("effect-agent-runtime view", () => {
   )
 
   it.effect(
-    "R12 a page is written to a regular file only: a FIFO or a directory as the output fails at once, saying so",
+    "R12 a FIFO nothing reads or a directory as the output fails at once, saying so; a device is written to",
     () =>
       Effect.gen(function* () {
         const directory = yield* tempDirectory
@@ -66,12 +66,32 @@ describe("effect-agent-runtime view", () => {
         // The default output, beside the input, is a FIFO nobody reads: writing to it would wait for good.
         spawnSync("mkfifo", [`${directory}/run.html`])
         const fifo = yield* failed(["view", `${directory}/run.jsonl`])
-        assert.include(fifo.message, `cannot write ${directory}/run.html: not a regular file (a fifo)`)
+        assert.include(fifo.message, `cannot write ${directory}/run.html: it is a FIFO that nothing reads`)
         assert.strictEqual(fifo.exitCode, 1)
         yield* fs.makeDirectory(`${directory}/out`)
         const inDirectory = yield* failed(["view", `${directory}/run.jsonl`, "-o", `${directory}/out`])
-        assert.include(inDirectory.message, "not a regular file (a directory)")
+        assert.include(inDirectory.message, "it is a directory")
+        assert.include(yield* Cli.main(["view", `${directory}/run.jsonl`, "-o", "/dev/null"]), "wrote /dev/null")
       }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.live("a FIFO something reads gets the whole page (`-o /dev/stdout` piped on)", () =>
+    Effect.gen(function* () {
+      const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "view-fifo-"))
+      Fs.writeFileSync(`${directory}/run.jsonl`, jsonl)
+      spawnSync("mkfifo", [`${directory}/out.html`])
+      const reader = spawn("sh", ["-c", `cat "${directory}/out.html" > "${directory}/read.html"`])
+      const done = Effect.callback<void>((resume) => {
+        reader.on("exit", () => resume(Effect.void))
+      })
+      // Time for the reader to open its end (a FIFO nobody reads yet is refused).
+      yield* Effect.sleep("500 millis")
+      yield* Cli.main(["view", `${directory}/run.jsonl`, "-o", `${directory}/out.html`]).pipe(Effect.provide(nodeLayer))
+      // The reader sees the end of its input after the whole page, and exits.
+      yield* done
+      assert.include(Fs.readFileSync(`${directory}/read.html`, "utf8"), "goal_reached")
+      Fs.rmSync(directory, { recursive: true })
+    })
   )
 
   it.effect("a wrong command line is exit 2 with the usage", () =>
