@@ -9,6 +9,7 @@ import * as RunHost from "../../src/run/RunHost.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
+import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
@@ -192,6 +193,40 @@ describe("Run.resume (R9)", () => {
         assert.strictEqual(succeeded?.at, resumedAt)
         assert.isFalse(after.some((e) => e._tag === "model.requested" || e._tag === "tool.started"))
         assert.strictEqual(resumed.counters.toolCalls, 1)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R10 R3.8 the property kit finds nothing wrong in a run resumed past its deadline that records what its status query found",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        const tools = [payment.tool]
+        const time = { run: "1 minute", step: "30 seconds" } as const
+        yield* dies({ crashAt: { commit: 4, when: "before" } }, { goal: "pay 10", tools, time }, payThenAnswer)
+        yield* TestClock.adjust("2 minutes")
+        const resumed = yield* TestClockDriver.drive(
+          Run.resume("r1", { tools, time }).pipe(Effect.provide(payThenAnswer))
+        )
+        assert.deepStrictEqual(resumed.pendingActions, [])
+        const budget = {
+          runTimeoutMillis: 60_000,
+          stepTimeoutMillis: 30_000,
+          maxRecoveries: 8,
+          scheduleRetries: 2,
+          correctionBudget: 3
+        }
+        assert.deepStrictEqual(Properties.check(resumed, budget), [])
+        // Work started after such a resume is still past the deadline.
+        const from = resumed.timeline.findIndex((e) => e._tag === "run.resumed")
+        const asked = resumed.timeline.find((e) => e._tag === "model.requested")
+        const resumedAt = resumed.timeline[from]?.at ?? 0
+        const askedLate = asked === undefined ? [] : [{ ...asked, at: resumedAt }]
+        const timeline = [...resumed.timeline.slice(0, from + 1), ...askedLate, ...resumed.timeline.slice(from + 1)]
+        assert.include(
+          Properties.check({ ...resumed, timeline }, budget).map((v) => v.invariant),
+          "R3.3 deadline"
+        )
       }).pipe(Effect.provide(layers))
   )
 

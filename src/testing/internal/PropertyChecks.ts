@@ -17,7 +17,7 @@ import { type Budget, budgetProblem, neverRetriedCodes } from "./PropertyBudget.
 import { checkSpend } from "./PropertySpendChecks.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
-import { checkTimeLayers } from "./PropertyTimeChecks.ts"
+import { checkTimeLayers, lateResume, startsWork } from "./PropertyTimeChecks.ts"
 import { checkCalls, checkEnding, ofTag } from "./PropertyTimelineChecks.ts"
 import { epsilon, type Violation } from "./PropertyViolation.ts"
 
@@ -226,8 +226,12 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
         )
       }
     }
-    // The deadline fires at the first instant the clock reaches it (fractional sums may pass it by a hair).
-    const late = timeline.find((e) => e.at > deadlineAt + epsilon)
+    // The deadline fires at the first instant the clock reaches it (fractional sums may pass it by
+    // a hair). Resumed past it, the run records what its status queries found: only work started counts.
+    const resumedLate = timeline.findIndex((e) => e._tag === "run.resumed" && lateResume(timeline, e))
+    const late = timeline.find(
+      (e, i) => e.at > deadlineAt + epsilon && (resumedLate < 0 || i < resumedLate || startsWork(e))
+    )
     if (late !== undefined)
       violate("R3.3 deadline", `${late._tag} (seq ${late.seq}) at ${late.at}, after the deadline ${deadlineAt}`)
   }

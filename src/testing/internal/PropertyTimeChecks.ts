@@ -25,6 +25,23 @@ const reportedByProvider = (failed: Event.Of<"model.failed">, requested: Event.O
   failed.failure.timeout.elapsedMillis > 0
 
 /** R4.1–R4.3: each timeout names a layer the run has, within its limit; nothing waits past its step. */
+/**
+ * Whether `resumed` came past the run's deadline (its process was down when it passed): the
+ * run then only records, before its `run_timeout`, what its status queries find of its calls
+ * in doubt (recording the truth is not waiting). Nothing may start.
+ */
+export const lateResume = (timeline: ReadonlyArray<Event.Event>, resumed: Event.Of<"run.resumed">): boolean => {
+  const started = timeline[0]
+  return started?._tag === "run.started" && resumed.at > started.deadlineAt + epsilon
+}
+
+/** What starts work (a model request, a handler's attempt, a person asked, a retry's wait): never past the deadline. */
+export const startsWork = (e: Event.Event): boolean =>
+  e._tag === "model.requested" ||
+  e._tag === "tool.started" ||
+  e._tag === "approval.requested" ||
+  e._tag === "recovery.started"
+
 export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, violate: Violate): void => {
   const timeline = result.timeline
   const started = timeline[0]
@@ -99,7 +116,12 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
     if (e._tag === "approval.decided" || e._tag === "recovery.started") {
       if (e.callId !== undefined) begun.delete(e.callId)
     }
-    if (e._tag === "run.resumed") begun.clear()
+    if (e._tag === "run.resumed") {
+      begun.clear()
+      // Resumed past the run's deadline: what it records of its calls in doubt is the truth
+      // its status queries found, not a wait of the step (see `lateResume`).
+      if (lateResume(timeline, e)) stepDeadline = Number.POSITIVE_INFINITY
+    }
     if (e._tag === "tool.started") begun.set(e.callId, e.at)
 
     // A retry's wait ends before the deadline of its step (R4.2, R3.3).
