@@ -111,8 +111,11 @@ const decisionOf = (
     policy: decided.policy,
     reason: decided.reason,
     detail: decided.detail,
-    // A policy of the run's own that replaces a built-in under its name speaks for it, when it stops as the built-in does.
-    own: listed.includes(decided.policy) && !Termination.isBuiltInStop(decided.policy, decided.reason),
+    // Recorded by the run; in a log written before it was, a policy of the run's list that
+    // stops as no built-in does (a built-in's name with another reason included).
+    own:
+      decided.own === true ||
+      (listed.includes(decided.policy) && !Termination.isBuiltInStop(decided.policy, decided.reason)),
     seq: decided.seq,
     atMillis: decided.at - start
   }

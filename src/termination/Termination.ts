@@ -205,7 +205,13 @@ export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> =>
  */
 export interface Verdict {
   readonly stop:
-    | { readonly policy: string; readonly reason: StopReason.StopReason; readonly detail: string }
+    | {
+        readonly policy: string
+        readonly reason: StopReason.StopReason
+        readonly detail: string
+        /** The policy is the user's own, not a built-in (even under a built-in's name). */
+        readonly own: boolean
+      }
     | undefined
   readonly warnings: ReadonlyArray<{ readonly policy: string; readonly kind: string; readonly text: string }>
 }
@@ -295,7 +301,7 @@ export const evaluate = (policies: ReadonlyArray<Policy>, given: Checkpoint): Ve
     const decision = isBuiltIn(policy) ? policy.decide(checkpoint) : decideChecked(policy, checkpoint)
     if (decision._tag === "Stop") {
       return {
-        stop: { policy: policy.name, reason: decision.reason, detail: decision.detail },
+        stop: { policy: policy.name, reason: decision.reason, detail: decision.detail, own: !isBuiltIn(policy) },
         warnings: warnings ?? []
       }
     }

@@ -14,6 +14,7 @@ import * as Run from "../../src/run/Run.ts"
 import * as RunResult from "../../src/run/RunResult.ts"
 import * as Termination from "../../src/termination/Termination.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
+import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -267,6 +268,27 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
         )
         assert.include(e.next.text, 'policy "max_iterations"')
         assert.isUndefined(e.next.limit)
+        // Stopping for the built-in's own reason, far from the built-in's limit: the run recorded it as its own.
+        const early = Termination.make(
+          "max_iterations",
+          ({ counters }) =>
+            counters.iterations >= 1 ? Termination.stop("max_iterations", "my own limit") : Termination.continue_,
+          { maxIterations: 20 }
+        )
+        const stopped = yield* scripted([ScriptedModel.toolCall("echo", { text: "a" })], {
+          tools: [echo],
+          policies: (defaults) => Termination.replace(defaults, "max_iterations", early)
+        })
+        const [decided] = stopped.timeline.filter((e) => e._tag === "termination.decided")
+        assert.isTrue(decided?._tag === "termination.decided" && decided.own)
+        const same = explained(stopped)
+        assert.deepInclude(same.decision, { policy: "max_iterations", own: true, detail: "my own limit" })
+        assert.deepStrictEqual(
+          same.gauges.filter((g) => g.decisive),
+          []
+        )
+        const budget = { runTimeoutMillis: 600_000, maxRecoveries: 8, scheduleRetries: 2, correctionBudget: 3 }
+        assert.deepStrictEqual(Properties.check(stopped, budget), [])
       })
   )
 

@@ -220,13 +220,17 @@ describe("Termination.evaluate and combinators", () => {
     assert.strictEqual(Termination.evaluate([a, b], checkpoint).stop?.reason, "max_tool_calls")
     assert.strictEqual(Termination.evaluate([b, a], checkpoint).stop?.reason, "max_iterations")
     assert.strictEqual(Termination.evaluate([b, a], checkpoint).stop?.policy, "max_iterations")
+    // A built-in is not the user's own; a policy of the user's under a built-in's name is.
+    assert.isFalse(Termination.evaluate([b, a], checkpoint).stop?.own)
+    const mine = Termination.make("max_iterations", () => Termination.stop("max_iterations", "mine"))
+    assert.isTrue(Termination.evaluate([mine], checkpoint).stop?.own)
   })
 
   it("R2.2 warnings from policies before the stop are collected in order; none after it", () => {
     const w = (name: string) => Termination.make(name, () => Termination.warn(name, `text ${name}`))
     const stopper = Termination.make("stopper", () => Termination.stop("budget_exhausted", "spent"))
     const verdict = Termination.evaluate([w("w1"), Termination.maxIterations(99), w("w2"), stopper, w("w3")], at({}))
-    assert.deepStrictEqual(verdict.stop, { policy: "stopper", reason: "budget_exhausted", detail: "spent" })
+    assert.deepStrictEqual(verdict.stop, { policy: "stopper", reason: "budget_exhausted", detail: "spent", own: true })
     assert.deepStrictEqual(
       verdict.warnings.map((x) => [x.policy, x.kind, x.text]),
       [

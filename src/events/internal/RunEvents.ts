@@ -102,7 +102,13 @@ export const TerminationDecided = Schema.TaggedStruct("termination.decided", {
   ...base,
   policy: Schema.String,
   reason: StopReason.StopReason,
-  detail: Schema.String
+  detail: Schema.String,
+  /**
+   * `true` when a policy of the run's own decided, one the user made (`Termination.make`),
+   * even under a built-in's name: no limit of the runtime was passed (R13). Left out for
+   * the built-in policies and the runtime, and in logs written before it was recorded.
+   */
+  own: Schema.optional(Schema.Literal(true))
 })
 
 /**

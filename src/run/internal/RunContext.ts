@@ -317,9 +317,27 @@ export const release = (
     return Result.isFailure(moved) ? Effect.fail(moved.failure) : Effect.void
   })
 
-/** Records the stop the run decided on (`termination.decided`): the policy, the reason and why. */
-export const decided = (ctx: RunContext, policy: string, reason: StopReason.StopReason, detail: string): void => {
-  emit(ctx, ({ runId, seq, at }) => ({ _tag: "termination.decided", policy, reason, detail, runId, seq, at }))
+/**
+ * Records the stop the run decided on (`termination.decided`): the policy, the reason and
+ * why, and whether the policy is the user's own (`own`).
+ */
+export const decided = (
+  ctx: RunContext,
+  policy: string,
+  reason: StopReason.StopReason,
+  detail: string,
+  own = false
+): void => {
+  emit(ctx, ({ runId, seq, at }) => ({
+    _tag: "termination.decided",
+    policy,
+    reason,
+    detail,
+    runId,
+    seq,
+    at,
+    ...(own ? { own: true } : {})
+  }))
 }
 
 /** The single entry point for a terminal status (R1.2): the transition, then `run.finished`. */

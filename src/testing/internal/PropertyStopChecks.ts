@@ -31,14 +31,19 @@ const limitOf: Partial<Record<StopReason.StopReason, ReadonlyArray<string>>> = {
 
 /**
  * Whether a policy of the user's made the stop: one the run lists (`run.started`'s
- * `policies`) that is not built in, or that replaces a built-in under its name and stops for
- * another reason. Every other stop (`runtime`, `step_timeout`, `validation`, a built-in's) is
+ * `policies`) that the run recorded as the user's own (`termination.decided`'s `own`), or,
+ * in a log written before it did, that is not built in or stops as no built-in does. Every other stop (`runtime`, `step_timeout`, `validation`, a built-in's) is
  * the runtime's, whose stop the log must witness.
  */
 const usersOwn = (timeline: Timeline, policy: string, reason: StopReason.StopReason): boolean => {
   const started = timeline[0]
   const listed = started?._tag === "run.started" ? (started.policies ?? []) : []
-  return listed.includes(policy) && !Termination.isBuiltInStop(policy, reason) && !runtimeNames.has(policy)
+  if (!listed.includes(policy) || runtimeNames.has(policy)) return false
+  // The run records a policy of the user's that decided, even under a built-in's name.
+  const decided = timeline.findLast(
+    (e) => e._tag === "termination.decided" && e.policy === policy && e.reason === reason
+  )
+  return (decided?._tag === "termination.decided" && decided.own === true) || !Termination.isBuiltInStop(policy, reason)
 }
 
 /** The names the runtime decides its own stops by: a policy of the user's so named still has its stops checked. */

@@ -27,6 +27,18 @@ const script = (...steps: ReadonlyArray<ScriptedModel.Step>) =>
 const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
   timeline.filter((e): e is Extract<Event.Event, { readonly _tag: T }> => e._tag === tag)
 
+/** A payment tool that recovers its errors, whose handler returns what `handler` gives. */
+const paying = (handler: (input: { readonly amount: number }) => Effect.Effect<{ readonly receipt: string }>) =>
+  Tool.make({
+    name: "pay",
+    description: "Pays.",
+    input: Schema.Struct({ amount: Schema.Number }),
+    output: Schema.Struct({ receipt: Schema.String }),
+    sideEffect: "external",
+    recoverErrors: true,
+    handler
+  })
+
 describe("hostile calls (R12)", () => {
   it.effect("R12 arguments wrong in 4,000 places: the refusal names the first 20 and counts the rest", () =>
     Effect.gen(function* () {
@@ -213,20 +225,13 @@ describe("hostile calls (R12)", () => {
   it.effect("R6.3 a write whose handler returned is a side effect, even when its output then breaks its schema", () =>
     Effect.gen(function* () {
       const world: Array<string> = []
-      const pay = Tool.make({
-        name: "pay",
-        description: "Pays.",
-        input: Schema.Struct({ amount: Schema.Number }),
-        output: Schema.Struct({ receipt: Schema.String }),
-        sideEffect: "external",
-        recoverErrors: true,
-        // Erased on purpose: the handler returns what its schema refuses, after acting.
-        handler: ({ amount }) =>
-          Effect.sync(() => {
-            world.push(`paid ${amount}`)
-            return { receipt: 42 } as unknown as { receipt: string }
-          })
-      })
+      // Erased on purpose: the handler returns what its schema refuses, after acting.
+      const pay = paying(({ amount }) =>
+        Effect.sync(() => {
+          world.push(`paid ${amount}`)
+          return { receipt: 42 } as unknown as { receipt: string }
+        })
+      )
       const result = yield* Run.run({ goal: "pay", tools: [pay] }).pipe(
         Effect.provide(script(ScriptedModel.toolCall("pay", { amount: 10 }), ScriptedModel.finalAnswer("done")))
       )
@@ -246,21 +251,14 @@ describe("hostile calls (R12)", () => {
     "R12 R6.3 a handler that returns a revoked Proxy: its output is refused, the run goes on, the side effect stays",
     () =>
       Effect.gen(function* () {
-        const pay = Tool.make({
-          name: "pay",
-          description: "Pays.",
-          input: Schema.Struct({ amount: Schema.Number }),
-          output: Schema.Struct({ receipt: Schema.String }),
-          sideEffect: "external",
-          recoverErrors: true,
-          // Every read of a revoked Proxy throws, even the schema's `Array.isArray`.
-          handler: () =>
-            Effect.sync(() => {
-              const revocable = Proxy.revocable<{ receipt: string }>({ receipt: "r" }, {})
-              revocable.revoke()
-              return revocable.proxy
-            })
-        })
+        // Every read of a revoked Proxy throws, even the schema's `Array.isArray`.
+        const pay = paying(() =>
+          Effect.sync(() => {
+            const revocable = Proxy.revocable<{ receipt: string }>({ receipt: "r" }, {})
+            revocable.revoke()
+            return revocable.proxy
+          })
+        )
         const result = yield* Run.run({ goal: "pay", tools: [pay] }).pipe(
           Effect.provide(script(ScriptedModel.toolCall("pay", { amount: 10 }), ScriptedModel.finalAnswer("done")))
         )

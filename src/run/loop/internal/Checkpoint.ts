@@ -13,10 +13,11 @@ export const decide = (
   policy: string,
   reason: StopReason.StopReason,
   detail: string,
-  finalAnswer?: string
+  finalAnswer?: string,
+  own = false
 ): Outcome => {
-  RunContext.decided(ctx, policy, reason, detail)
-  return { reason, policy, detail, finalAnswer }
+  RunContext.decided(ctx, policy, reason, detail, own)
+  return { reason, policy, detail, finalAnswer, ...(own ? { own } : {}) }
 }
 
 /** A reminder to the model: the log's fold puts it in the conversation (see `RunLog`). */
@@ -65,13 +66,13 @@ const look = <R>(
   if (RunContext.deadlinePassed(ctx)) return late()
   if (warn) for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
   if (verdict.stop === undefined) return undefined
-  const { policy, reason, detail } = verdict.stop
-  return { reason, policy, detail, finalAnswer: reason === "goal_reached" ? finalAnswer : undefined }
+  const { policy, reason, detail, own } = verdict.stop
+  return { reason, policy, detail, finalAnswer: reason === "goal_reached" ? finalAnswer : undefined, own }
 }
 
 /** Records the stop a look took (`termination.decided`). */
 export const record = (ctx: RunContext.RunContext, outcome: Outcome): Outcome =>
-  decide(ctx, outcome.policy, outcome.reason, outcome.detail, outcome.finalAnswer)
+  decide(ctx, outcome.policy, outcome.reason, outcome.detail, outcome.finalAnswer, outcome.own === true)
 
 const recorded = (ctx: RunContext.RunContext, outcome: Outcome | undefined): Outcome | undefined =>
   outcome === undefined ? undefined : record(ctx, outcome)

@@ -53,6 +53,8 @@ export interface Outcome {
   readonly policy: string
   readonly detail: string
   readonly finalAnswer: string | undefined
+  /** The policy that decided is the user's own (see `Termination.Verdict`). */
+  readonly own?: boolean | undefined
   /**
    * The final answer as the run's output schema decoded it, when the loop decoded it: the
    * answer the loop took is the one judged, never decoded again.
