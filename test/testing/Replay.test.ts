@@ -109,6 +109,27 @@ describe("Replay", () => {
     })
   )
 
+  it.effect("a run a policy of the user's stopped, recorded before its decision said own: true, replays the same", () =>
+    Effect.gen(function* () {
+      const once = Termination.make("one_turn", ({ counters }) =>
+        counters.iterations >= 1 ? Termination.stop("max_iterations", "one turn") : Termination.continue_
+      )
+      const stopped = { goal: "g", policies: (d: ReadonlyArray<Termination.Policy>) => [once, ...d] }
+      const model = ScriptedModel.layerFunction(() => ScriptedModel.toolCall("fetch", { page: 1 }))
+      const recorded = yield* Run.run({ ...stopped, tools: tools() }).pipe(Effect.provide(model))
+      const decided = recorded.timeline.find((e) => e._tag === "termination.decided")
+      assert.isTrue(decided?._tag === "termination.decided" && decided.own)
+      // As an older version recorded it.
+      const older = recorded.timeline.map((e) => {
+        if (e._tag !== "termination.decided") return e
+        const { own: _, ...rest } = e
+        return rest
+      })
+      const report = yield* Replay.replay(older, { ...stopped, tools: tools() }).pipe(Effect.provide(model))
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
+
   it.effect("a recording read back as JSONL replays the same: Recording.decode, then replay", () =>
     Effect.gen(function* () {
       const recorded = yield* recordRun()

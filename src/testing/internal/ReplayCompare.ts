@@ -33,6 +33,12 @@ const ignoredInStart = new Set(["limits", "policies", "permission", "unguardedTo
 const ignoredInResponse = new Set(["signatures"])
 
 /**
+ * The fields of a `termination.decided` derived from the policy it names, which it is
+ * compared on: `own`, which recordings made before 0.3.0 do not hold.
+ */
+const ignoredInDecision = new Set(["own"])
+
+/**
  * The times a `recovery.failed` cause names (`retry 1 would wait 45 ms but only 90.1 ms of
  * the step are left`): the wait drawn with the backoff's jitter, as `delayMillis` is, and
  * what was left, which earlier jittered waits decided.
@@ -51,6 +57,7 @@ export const comparable = (event: Event.Event): Record<string, unknown> => {
     if (event._tag === "run.started" && ignoredInStart.has(key)) continue
     if (event._tag === "tool.succeeded" && ignoredInSuccess.has(key)) continue
     if (event._tag === "model.responded" && ignoredInResponse.has(key)) continue
+    if (event._tag === "termination.decided" && ignoredInDecision.has(key)) continue
     if (value === undefined) continue
     fields[key] =
       event._tag === "recovery.failed" && key === "cause" && typeof value === "string"
