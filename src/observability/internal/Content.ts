@@ -15,7 +15,7 @@ import type * as ToolResult from "../../tools/ToolResult.ts"
 /** What stands in for content a recording left out. */
 export const omitted = Event.notRecorded
 
-/** The key of this process's stand-ins: random, never written anywhere. */
+/** The key of this process's stand-ins: random, kept in memory only. */
 const standInKey = crypto.getRandomValues(new Uint8Array(32))
 
 /**

@@ -87,7 +87,7 @@ export const execute = <R>(
 /**
  * Settles a call in doubt of a run resumed past its deadline (R3.8, R3.11): its status
  * query is asked, and nothing of the call is sent again (see `settleLate`); applied, its
- * output goes through the output schema, the postcondition and the observation as any
+ * output goes through the output schema, the postcondition and the observation as every
  * output does. A call the registry no longer takes as it was is left as it stands.
  *
  * @category combinators

@@ -12,7 +12,7 @@ import type * as RunObserver from "../../RunObserver.ts"
 /** The least an observer's `settled` is waited for, whatever the stop grace. */
 const minimumSettleMillis = 5_000
 
-/** An observer's attachment to the run, or why it gave none (user code: it may throw, or give anything). */
+/** An observer's attachment to the run, or why it gave none (user code: it may throw, or give what it likes). */
 const attachOne = (observer: RunObserver.Observer, runId: string): RunObserver.Attached | string => {
   try {
     // An `async` attach gives a Promise: no attachment, its rejection handled.
