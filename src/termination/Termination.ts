@@ -209,8 +209,8 @@ export interface Verdict {
         readonly policy: string
         readonly reason: StopReason.StopReason
         readonly detail: string
-        /** The policy is the user's own, not a built-in (even under a built-in's name). */
-        readonly own: boolean
+        /** The policy is the user's own, not a built-in (even under a built-in's name); `evaluate` always says. */
+        readonly own?: boolean | undefined
       }
     | undefined
   readonly warnings: ReadonlyArray<{ readonly policy: string; readonly kind: string; readonly text: string }>

@@ -210,6 +210,25 @@ export const maskText = (text: string, secrets: Secrets): string => {
 }
 
 /**
+ * The names an object's keys are shown under: a key may hold a secret too (an output keyed
+ * by the token it checked), and is masked. Keys masked alike stay apart, numbered
+ * (`<redacted>`, `<redacted> (2)`) past every name a key the masking left alone has: no
+ * entry is dropped, and none takes the name of another.
+ */
+const keysShown = (keys: ReadonlyArray<string>, secrets: Secrets): ReadonlyArray<readonly [string, string]> => {
+  const masked = keys.map((key) => maskText(key, secrets))
+  const taken = new Set(keys.filter((key, i) => masked[i] === key))
+  return keys.map((key, i) => {
+    const base = masked[i] ?? key
+    if (base === key) return [key, key] as const
+    let shown = base
+    for (let n = 2; taken.has(shown); n++) shown = `${base} (${n})`
+    taken.add(shown)
+    return [key, shown] as const
+  })
+}
+
+/**
  * A JSON value with every secret masked: a string or number equal to one, and text that
  * contains one. The value itself when there is no secret; a copy otherwise. The value
  * has passed the pipeline's JSON checks (bounded depth, no cycle).
@@ -222,12 +241,8 @@ export const maskValue = (value: unknown, secrets: Secrets): unknown => {
     if (Array.isArray(v)) return v.map(walk)
     if (Predicate.isObject(v) && !Redacted.isRedacted(v)) {
       const out: Record<string, unknown> = {}
-      for (const key of Object.keys(v)) {
-        // A key may hold a secret too (an output keyed by the token it checked); two keys
-        // masked alike stay two entries (`<redacted>`, `<redacted> (2)`): nothing is dropped.
-        const masked = maskText(key, secrets)
-        let shown = masked
-        for (let n = 2; Object.hasOwn(out, shown); n++) shown = `${masked} (${n})`
+      const names = keysShown(Object.keys(v), secrets)
+      for (const [key, shown] of names) {
         Object.defineProperty(out, shown, {
           value: walk(v[key]),
           enumerable: true,

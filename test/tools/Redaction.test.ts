@@ -109,6 +109,13 @@ describe("Redaction (R3.1, R12)", () => {
       ])
     )
     assert.deepStrictEqual([...(keyed as Map<unknown, string>).values()], ["valid", "revoked"])
+    // Effect's collections key by value: their masks are numbered, and no entry merges away.
+    const hashed = Redaction.withoutSecrets(HashMap.make([secret(7), "valid"], [secret(8), "revoked"]))
+    assert.deepStrictEqual([...HashMap.values(hashed as HashMap.HashMap<unknown, string>)].sort(), ["revoked", "valid"])
+    assert.strictEqual(
+      HashSet.size(Redaction.withoutSecrets(HashSet.make(secret(7), secret(8))) as HashSet.HashSet<unknown>),
+      2
+    )
     // A part a secret shares with the plain value is the secret's all the same, in either order.
     const shared = { token: "TOPSECRET-9" }
     assert.deepStrictEqual(Redaction.secretsOf({ plain: shared, secret: Redacted.make(shared) }), ["TOPSECRET-9"])
@@ -137,11 +144,13 @@ describe("Redaction (R3.1, R12)", () => {
       [Redaction.mask]: "valid",
       other: 1
     })
-    // Keys masked alike stay apart: nothing the tool said is dropped.
+    // Keys masked alike stay apart, numbered past the names the tool's own keys have: nothing
+    // the tool said is dropped, and no value takes another key's name.
     const two = Redaction.secrets(["TOPSECRET-1", "TOPSECRET-2"])
+    const own = `${Redaction.mask} (2)`
     assert.deepStrictEqual(
-      Redaction.maskValue({ "TOPSECRET-1": "valid", "TOPSECRET-2": "revoked", [Redaction.mask]: "literal" }, two),
-      { [Redaction.mask]: "valid", [`${Redaction.mask} (2)`]: "revoked", [`${Redaction.mask} (3)`]: "literal" }
+      Redaction.maskValue({ "TOPSECRET-1": "valid", "TOPSECRET-2": "revoked", [own]: "the tool's own" }, two),
+      { [Redaction.mask]: "valid", [`${Redaction.mask} (3)`]: "revoked", [own]: "the tool's own" }
     )
   })
 

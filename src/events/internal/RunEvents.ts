@@ -108,7 +108,7 @@ export const TerminationDecided = Schema.TaggedStruct("termination.decided", {
    * even under a built-in's name: no limit of the runtime was passed (R13). Left out for
    * the built-in policies and the runtime, and in logs written before it was recorded.
    */
-  own: Schema.optional(Schema.Literal(true))
+  own: Schema.optional(Schema.Boolean)
 })
 
 /**

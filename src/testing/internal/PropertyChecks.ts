@@ -17,7 +17,7 @@ import { type Budget, budgetProblem, neverRetriedCodes } from "./PropertyBudget.
 import { checkSpend } from "./PropertySpendChecks.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
-import { checkTimeLayers, lateResume, startsWork } from "./PropertyTimeChecks.ts"
+import { checkTimeLayers, lateResume, recordsLate } from "./PropertyTimeChecks.ts"
 import { checkCalls, checkEnding, ofTag } from "./PropertyTimelineChecks.ts"
 import { epsilon, type Violation } from "./PropertyViolation.ts"
 
@@ -228,9 +228,12 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
     }
     // The deadline fires at the first instant the clock reaches it (fractional sums may pass it by
     // a hair). Resumed past it, the run records what its status queries found: only work started counts.
-    const resumedLate = timeline.findIndex((e) => e._tag === "run.resumed" && lateResume(timeline, e))
+    const resumed = timeline.find(
+      (e): e is Event.Of<"run.resumed"> => e._tag === "run.resumed" && lateResume(timeline, e)
+    )
+    const from = resumed === undefined ? timeline.length : timeline.indexOf(resumed)
     const late = timeline.find(
-      (e, i) => e.at > deadlineAt + epsilon && (resumedLate < 0 || i < resumedLate || startsWork(e))
+      (e, i) => e.at > deadlineAt + epsilon && !(resumed !== undefined && i >= from && recordsLate(e, resumed))
     )
     if (late !== undefined)
       violate("R3.3 deadline", `${late._tag} (seq ${late.seq}) at ${late.at}, after the deadline ${deadlineAt}`)

@@ -35,12 +35,31 @@ export const lateResume = (timeline: ReadonlyArray<Event.Event>, resumed: Event.
   return started?._tag === "run.started" && resumed.at > started.deadlineAt + epsilon
 }
 
-/** What starts work (a model request, a handler's attempt, a person asked, a retry's wait): never past the deadline. */
-export const startsWork = (e: Event.Event): boolean =>
-  e._tag === "model.requested" ||
-  e._tag === "tool.started" ||
-  e._tag === "approval.requested" ||
-  e._tag === "recovery.started"
+/**
+ * What a run resumed past its deadline may record after its resume (`resumed`): the results
+ * its status queries found for its calls in doubt, the withdrawals of the rest, and its
+ * ending. Anything else past the deadline (work started, an answer, a reminder) is late.
+ */
+export const recordsLate = (e: Event.Event, resumed: Event.Of<"run.resumed">): boolean => {
+  switch (e._tag) {
+    case "tool.succeeded":
+    case "tool.failed":
+    case "tool.reconciled":
+    case "recovery.failed":
+      return e.callId !== undefined && resumed.inDoubt.includes(e.callId)
+    case "run.resumed":
+    case "run.stopping":
+    case "tool.interrupted":
+    case "approval.decided":
+    case "termination.decided":
+    case "state.changed":
+    case "validation.checked":
+    case "run.finished":
+      return true
+    default:
+      return false
+  }
+}
 
 export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, violate: Violate): void => {
   const timeline = result.timeline
@@ -104,6 +123,7 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
    */
   const begun = new Map<string, number>()
   const requests = new Map<string, Event.Of<"approval.requested">>()
+  let resumedLate: Event.Of<"run.resumed"> | undefined
   for (const e of timeline) {
     if (e._tag === "model.requested") {
       requested = e
@@ -120,7 +140,7 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
       begun.clear()
       // Resumed past the run's deadline: what it records of its calls in doubt is the truth
       // its status queries found, not a wait of the step (see `lateResume`).
-      if (lateResume(timeline, e)) stepDeadline = Number.POSITIVE_INFINITY
+      resumedLate = lateResume(timeline, e) ? e : undefined
     }
     if (e._tag === "tool.started") begun.set(e.callId, e.at)
 
@@ -143,7 +163,8 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
         e._tag === "tool.failed" ||
         e._tag === "tool.blocked" ||
         e._tag === "approval.decided") &&
-      e.at > stepDeadline + epsilon
+      e.at > stepDeadline + epsilon &&
+      !(resumedLate !== undefined && recordsLate(e, resumedLate))
     ) {
       violate("R4.2 step deadline", `${e._tag} (seq ${e.seq}) at ${e.at}, after its step's deadline ${stepDeadline}`)
     }

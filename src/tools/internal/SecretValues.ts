@@ -133,13 +133,24 @@ const copyWithoutSecrets = (value: unknown, depth: number, copies: Map<object, u
   return copy
 }
 
+/** Masked keys, each its own: the second `<redacted> (2)`, and so on. */
+const numbered = (keys: ReadonlyArray<unknown>): ReadonlyArray<unknown> => {
+  let n = 0
+  return keys.map((key) => (Redacted.isRedacted(key) && n++ > 0 ? Redacted.make(`${mask} (${n})`) : key))
+}
+
 const copiedWithoutSecrets = (value: object, inner: (item: unknown) => unknown): unknown => {
   if (Array.isArray(value)) return value.map(inner)
   const pair = ([key, item]: readonly [unknown, unknown]) => [inner(key), inner(item)] as const
   if (value instanceof Map) return new Map(Array.from(value, pair))
   if (value instanceof Set) return new Set(Array.from(value, inner))
-  if (HashMap.isHashMap(value)) return HashMap.fromIterable(Array.from(value, pair))
-  if (HashSet.isHashSet(value)) return HashSet.fromIterable(Array.from(value, inner))
+  // Effect's collections key by value, and every mask is the same value: the masks of their
+  // keys are numbered (`<redacted>`, `<redacted> (2)`), so that no entry is merged away.
+  if (HashMap.isHashMap(value)) {
+    const keys = numbered(Array.from(value, ([key]) => inner(key)))
+    return HashMap.fromIterable(Array.from(value, ([, item], i) => [keys[i], inner(item)] as const))
+  }
+  if (HashSet.isHashSet(value)) return HashSet.fromIterable(numbered(Array.from(value, inner)))
   if (Chunk.isChunk(value)) return Chunk.fromIterable(Array.from(value, inner))
   const proto = Object.getPrototypeOf(value)
   if (proto !== Object.prototype && proto !== null) return value
