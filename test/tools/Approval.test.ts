@@ -224,6 +224,80 @@ describe("R7 approvals", () => {
     }).pipe(Effect.scoped, Effect.provide(layers))
   )
 
+  describe("a gate's own decisions (R7, R12)", () => {
+    /** A sensitive payment that needs approval, decided by `request`. */
+    const decidedBy = (request: Approval.Gate["request"]) => {
+      const ran: Array<string> = []
+      const login = Tool.make({
+        name: "login",
+        description: "Logs in",
+        input: Schema.Struct({ password: Schema.RedactedFromValue(Schema.String) }),
+        output: Schema.String,
+        sideEffect: "external",
+        needsApproval: true,
+        handler: () => Effect.sync(() => ran.push("ran")).pipe(Effect.as("in"))
+      })
+      const gate: Approval.Gate = {
+        request,
+        decide: () => Effect.void,
+        expire: () => Effect.succeed(Option.none()),
+        pending: Effect.succeed([])
+      }
+      const run = Run.run({ goal: "log in", tools: [login], time: { approval: "300 millis" } }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            ScriptedModel.layer([ScriptedModel.toolCall("login", { password: "hunter2-TOPSECRET" }, "c1")]),
+            NodeServices.layer,
+            Layer.succeed(Approval.ApprovalGate, gate)
+          )
+        )
+      )
+      return { run, ran }
+    }
+
+    it.effect(
+      "R12 R3.1 a reviewer's reason or name that quotes the call's secret is masked in the result and the log",
+      () =>
+        Effect.gen(function* () {
+          const { run, ran } = decidedBy(() =>
+            Effect.succeed(Approval.rejected("hunter2-TOPSECRET is the shared one", "hunter2-TOPSECRET"))
+          )
+          const result = yield* run
+          assert.strictEqual(result.stopReason, "approval_rejected")
+          assert.deepStrictEqual(ran, [])
+          const derived = JSON.stringify(result.timeline.filter((e) => e._tag !== "model.responded"))
+          assert.notInclude(derived, "TOPSECRET")
+          assert.notInclude(result.detail, "TOPSECRET")
+          assert.include(result.detail, "<redacted> is the shared one")
+        })
+    )
+
+    it.effect(
+      "R7 R12 a gate's decision past a handle's limits (a 2 MB reason, a NUL) ends the run, the call never run",
+      () =>
+        Effect.gen(function* () {
+          for (const decision of [Approval.rejected("r".repeat(2_000_000)), Approval.approved("ops\u0000")]) {
+            const { run, ran } = decidedBy(() => Effect.succeed(decision))
+            const result = yield* run
+            assert.strictEqual(result.stopReason, "internal_error")
+            assert.include(result.detail, "the approval gate's decision")
+            assert.isBelow(result.detail.length, 2_000)
+            assert.deepStrictEqual(ran, [])
+          }
+        })
+    )
+
+    it.effect("R4.1 R7 a gate that cannot be interrupted does not hold the run past its approval timeout", () =>
+      Effect.gen(function* () {
+        const { run, ran } = decidedBy(() => Effect.uninterruptible(Effect.never))
+        const result = yield* TestClockDriver.drive(run)
+        assert.strictEqual(result.stopReason, "approval_expired")
+        assert.strictEqual(result.elapsedMillis, 300)
+        assert.deepStrictEqual(ran, [])
+      })
+    )
+  })
+
   it.effect("R7 deciding a call that is not waiting is a typed NotPending error with a clear message", () =>
     Effect.gen(function* () {
       const gate = Approval.makeMemory()

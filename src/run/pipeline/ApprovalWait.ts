@@ -9,6 +9,7 @@ import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Approval from "../../tools/Approval.ts"
+import * as Redaction from "../../tools/Redaction.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import * as Commit from "../internal/Commit.ts"
@@ -20,13 +21,39 @@ import { recordNeverRan } from "./internal/ToolInterruption.ts"
 export type { RunContext } from "../internal/RunContext.ts"
 export { isStop, Stop }
 
-const checkDecision = UserCode.check(
+const checkShape = UserCode.check(
   Schema.Union([
     Schema.TaggedStruct("Approved", { by: Schema.optional(Schema.String) }),
     Schema.TaggedStruct("Rejected", { reason: Schema.String, by: Schema.optional(Schema.String) })
   ]),
   "the approval gate's decision"
 )
+
+/**
+ * A gate's answer on `call`, checked as every decision is (R7, R12): its shape, then the
+ * limits a handle's `approve` and `reject` keep (`Approval.checkDecision`: no NUL, no half
+ * of a surrogate pair, a `by` of 256 characters at most, a reason of 4096), since a gate's
+ * store may hold what no handle wrote. Its words are masked by the call's secrets: a
+ * reviewer may quote them. Else why it is none.
+ */
+const checkDecision = (
+  ctx: RunContext.RunContext,
+  call: Model.ToolCall,
+  secrets: Redaction.Secrets,
+  value: unknown
+): Result.Result<Approval.Decision, string> => {
+  const shaped = checkShape(value)
+  if (Result.isFailure(shaped)) return shaped
+  const invalid = Approval.checkDecision(ctx.runId, call.id, shaped.success)
+  if (invalid !== undefined) return Result.fail(`the approval gate's decision: ${invalid.message}`)
+  const decision = shaped.success
+  const by = decision.by === undefined ? undefined : Redaction.maskText(decision.by, secrets)
+  return Result.succeed(
+    decision._tag === "Approved"
+      ? Approval.approved(by)
+      : Approval.rejected(Redaction.maskText(decision.reason, secrets), by)
+  )
+}
 
 /**
  * How long one try of the gate's close at expiry may take, and how long after a failed
@@ -52,6 +79,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
   call: Model.ToolCall,
   tool: Tool.Any<unknown>,
   args: Record<string, unknown>,
+  secrets: Redaction.Secrets,
   restored?: {
     readonly requestedAt: number
     readonly expiresAt: number
@@ -111,7 +139,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
       UserCode.effectOrDie("the approval gate", () => gate.request(request))
     ),
     (decision) => {
-      const checked = checkDecision(decision)
+      const checked = checkDecision(ctx, call, secrets, decision)
       return Result.isSuccess(checked)
         ? Effect.succeed(checked.success)
         : Effect.die(new UserCode.UserCodeDefect(checked.failure))
@@ -204,13 +232,15 @@ export const awaitDecision = Effect.fnUntraced(function* (
     )
     const waited = waitedBefore + RunContext.now(ctx) - now
     if (Option.isNone(recorded.found)) return { _tag: "Expired", layer: recorded.layer, millis: waited } as const
-    const checked = checkDecision(recorded.found.value)
+    const checked = checkDecision(ctx, call, secrets, recorded.found.value)
     return Result.isSuccess(checked) ? checked.success : yield* Effect.die(new UserCode.UserCodeDefect(checked.failure))
   }).pipe(
     Effect.onInterrupt(() => (announced ? stopped("withdrawn while waiting for approval; it never ran") : Effect.void)),
     Effect.tapDefect(() => (announced ? stopped("the approval gate failed; the call never ran") : Effect.void)),
     // Expired, stopped, or the run failed to commit: the gate lets the call go.
-    Effect.ensuring(Fiber.interrupt(onGate))
+    // Told to stop, not awaited: a gate that cannot be interrupted does not hold the run past
+    // its bound (its answer is no longer taken).
+    Effect.ensuring(Effect.sync(() => onGate.interruptUnsafe()))
   )
   switch (answer._tag) {
     case "Approved":

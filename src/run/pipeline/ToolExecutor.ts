@@ -187,7 +187,15 @@ const admit = Effect.fnUntraced(function* <R>(
   if (tool.metadata.needsApproval && !attempted(standing) && !(standing._tag === "Checked" && standing.approved)) {
     const restored = standing._tag === "Waiting" ? standing : undefined
     yield* Spans.approval(
-      ApprovalWait.awaitDecision(ctx, registry.time.approvalMillis, call, tool, prepared.shown, restored),
+      ApprovalWait.awaitDecision(
+        ctx,
+        registry.time.approvalMillis,
+        call,
+        tool,
+        prepared.shown,
+        prepared.secrets,
+        restored
+      ),
       { tool: call.name, callId: call.id }
     )
   }
