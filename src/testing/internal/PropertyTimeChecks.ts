@@ -38,7 +38,7 @@ export const lateResume = (timeline: ReadonlyArray<Event.Event>, resumed: Event.
 /**
  * What a run resumed past its deadline may record after its resume (`resumed`): the results
  * its status queries found for its calls in doubt, the withdrawals of the rest, and its
- * ending. Anything else past the deadline (work started, an answer, a reminder) is late.
+ * ending. All else past the deadline (work started, an answer, a reminder) is late.
  */
 export const recordsLate = (e: Event.Event, resumed: Event.Of<"run.resumed">): boolean => {
   switch (e._tag) {

@@ -20,7 +20,7 @@ const representationId = (node: object): unknown => {
   return Predicate.hasProperty(representation, "id") ? representation.id : undefined
 }
 
-/** Whether an AST node, or any node below it, is a `Redacted` declaration (without recursion). */
+/** Whether an AST node, or a node below it, is a `Redacted` declaration (without recursion). */
 const holdsRedacted = (root: object): boolean => {
   const seen = new Set<object>()
   const stack: Array<unknown> = [root]
@@ -118,7 +118,7 @@ export const allLeaves = (root: unknown): ReadonlyArray<string> => {
 /**
  * A decoded value with every `Redacted` replaced by one holding `<redacted>`, ready to be
  * encoded by its schema: plain objects, arrays and the collections `partsOf` walks are
- * copied, anything else kept.
+ * copied; every other value kept as it is.
  */
 export const withoutSecrets = (value: unknown, depth = 0): unknown => copyWithoutSecrets(value, depth, new Map())
 
