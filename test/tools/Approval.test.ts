@@ -296,6 +296,56 @@ describe("R7 approvals", () => {
         assert.deepStrictEqual(ran, [])
       })
     )
+
+    it.effect(
+      "R4.1 R5.3 R7 gates that cannot be interrupted hold no batch of concurrent calls past the timeout or a cancel",
+      () =>
+        Effect.gen(function* () {
+          const ran: Array<string> = []
+          const tools = ["a", "b"].map((name) =>
+            Tool.make({
+              name,
+              description: name,
+              input: Schema.Struct({}),
+              output: Schema.String,
+              sideEffect: "external",
+              needsApproval: true,
+              handler: () => Effect.sync(() => ran.push(name)).pipe(Effect.as("ok"))
+            })
+          )
+          const gate: Approval.Gate = {
+            request: () => Effect.uninterruptible(Effect.never),
+            decide: () => Effect.void,
+            expire: () => Effect.succeed(Option.none()),
+            pending: Effect.succeed([])
+          }
+          const services = Layer.mergeAll(
+            ScriptedModel.layer([ScriptedModel.toolCalls(["a", {}, "c1"], ["b", {}, "c2"])]),
+            NodeServices.layer,
+            Layer.succeed(Approval.ApprovalGate, gate)
+          )
+          const options = {
+            goal: "g",
+            tools,
+            concurrency: 2,
+            time: { approval: "300 millis", stopGrace: "2 seconds" }
+          } as const
+          const expired = yield* TestClockDriver.drive(Run.run(options).pipe(Effect.provide(services)))
+          assert.strictEqual(expired.stopReason, "approval_expired")
+          assert.strictEqual(expired.elapsedMillis, 300)
+          const cancelled = yield* TestClockDriver.drive(
+            Effect.gen(function* () {
+              const handle = yield* Run.start(options)
+              yield* Effect.sleep("100 millis")
+              return yield* handle.cancel
+            }).pipe(Effect.scoped, Effect.provide(services))
+          )
+          assert.strictEqual(cancelled.stopReason, "cancelled")
+          assert.strictEqual(cancelled.elapsedMillis, 100)
+          assert.notInclude(cancelled.detail, "left behind")
+          assert.deepStrictEqual(ran, [])
+        })
+    )
   })
 
   it.effect("R7 deciding a call that is not waiting is a typed NotPending error with a clear message", () =>

@@ -148,7 +148,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
   // The run stops waiting (cancel, deadline, another call's stop, a broken gate), the call never
   // ran: the log says so, with the decision the gate had taken meanwhile, if any (the journal's
   // gate keeps it, and so does the log), else that the request was withdrawn.
-  const stopped = (detail: string) =>
+  const stopped = (onGate: Fiber.Fiber<Approval.Decision>, detail: string) =>
     Effect.andThen(
       Effect.sync(() => {
         const answered = onGate.pollUnsafe()
@@ -166,81 +166,95 @@ export const awaitDecision = Effect.fnUntraced(function* (
       // Back to the batch's phase.
       Effect.ignore(RunContext.release(ctx, "tool_executing"))
     )
+  let announced = false
+  const waiting = (onGate: Fiber.Fiber<Approval.Decision>) =>
+    Effect.gen(function* () {
+      if (restored === undefined) {
+        yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", ({ runId, seq, at }) => ({
+          _tag: "approval.requested",
+          callId: call.id,
+          name: call.name,
+          arguments: args,
+          expiresAt: request.expiresAt,
+          layer: limit.layer,
+          runId,
+          seq,
+          at
+        }))
+      } else {
+        yield* RunContext.transition(ctx, "awaiting_approval")
+      }
+      announced = true
+      // A waiting run is persisted (R7): its log holds the request before it records a decision,
+      // which a journal's gate keeps for a resumed run meanwhile.
+      yield* Commit.barrier(ctx)
+      // The approval's own limit counts from the request, however long the commit took; the
+      // step and run deadlines are the run's own (their layer is named when they are the tighter).
+      const since = RunContext.now(ctx) - now
+      const left = { layer: own.layer, millis: own.millis === undefined ? undefined : Math.max(0, own.millis - since) }
+      const answered: Answer = yield* Fiber.join(onGate).pipe(
+        Deadline.withinOrElse({
+          ...left,
+          orElse: ({ layer, afterMillis }) =>
+            Effect.succeed({ _tag: "Expired", layer, millis: waitedBefore + since + afterMillis } as const)
+        })
+      )
+      // The wait ran out: the gate closes the call, unless a decision was recorded first that it had
+      // not brought yet (its next read of the table, a decider that died before waking the run, one
+      // still being recorded): that decision is the answer (R7). A gate out of reach is asked again.
+      const expire = gate.expire
+      if (answered._tag !== "Expired" || expire === undefined) return answered
+      const closing = UserCode.effectOrDie("the approval gate", () => expire(ctx.runId, call.id)).pipe(
+        Effect.timeoutOrElse({
+          duration: closeTryMillis,
+          orElse: () =>
+            Effect.fail(
+              new Approval.Unavailable({
+                runId: ctx.runId,
+                callId: call.id,
+                detail: `no answer in ${closeTryMillis} ms`
+              })
+            )
+        }),
+        Effect.retry({
+          while: (e) => e instanceof Approval.Unavailable,
+          schedule: Schedule.spaced(closeAgainMillis)
+        })
+      )
+      // Asked again within what is left of the step and the run (a short try at least, for a call
+      // the step deadline expired): a gate that cannot answer by then leaves the call expired by
+      // that deadline, which it never ran past.
+      const bound = yield* Deadline.left({ layer: "step" })
+      const recorded = yield* UserCode.orDie("the approval gate", closing).pipe(
+        Effect.map((found) => ({ found, layer: answered.layer })),
+        Effect.timeoutOrElse({
+          duration: Math.max(bound.millis, closeAgainMillis),
+          orElse: () => Effect.succeed({ found: Option.none<Approval.Decision>(), layer: bound.layer })
+        })
+      )
+      const waited = waitedBefore + RunContext.now(ctx) - now
+      if (Option.isNone(recorded.found)) return { _tag: "Expired", layer: recorded.layer, millis: waited } as const
+      const checked = checkDecision(ctx, call, secrets, recorded.found.value)
+      return Result.isSuccess(checked)
+        ? checked.success
+        : yield* Effect.die(new UserCode.UserCodeDefect(checked.failure))
+    }).pipe(
+      Effect.onInterrupt(() =>
+        announced ? stopped(onGate, "withdrawn while waiting for approval; it never ran") : Effect.void
+      ),
+      Effect.tapDefect(() =>
+        announced ? stopped(onGate, "the approval gate failed; the call never ran") : Effect.void
+      )
+    )
   // The gate holds the call before anyone hears of it: a decision given on `approval.requested`
   // (or on `pendingApprovals`) finds it there, whatever the journal's commit takes meanwhile.
-  const onGate = yield* Effect.forkChild(asked, { startImmediately: true })
-  let announced = false
-  const answer: Answer = yield* Effect.gen(function* () {
-    if (restored === undefined) {
-      yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", ({ runId, seq, at }) => ({
-        _tag: "approval.requested",
-        callId: call.id,
-        name: call.name,
-        arguments: args,
-        expiresAt: request.expiresAt,
-        layer: limit.layer,
-        runId,
-        seq,
-        at
-      }))
-    } else {
-      yield* RunContext.transition(ctx, "awaiting_approval")
-    }
-    announced = true
-    // A waiting run is persisted (R7): its log holds the request before it records a decision,
-    // which a journal's gate keeps for a resumed run meanwhile.
-    yield* Commit.barrier(ctx)
-    // The approval's own limit counts from the request, however long the commit took; the
-    // step and run deadlines are the run's own (their layer is named when they are the tighter).
-    const since = RunContext.now(ctx) - now
-    const left = { layer: own.layer, millis: own.millis === undefined ? undefined : Math.max(0, own.millis - since) }
-    const answered: Answer = yield* Fiber.join(onGate).pipe(
-      Deadline.withinOrElse({
-        ...left,
-        orElse: ({ layer, afterMillis }) =>
-          Effect.succeed({ _tag: "Expired", layer, millis: waitedBefore + since + afterMillis } as const)
-      })
-    )
-    // The wait ran out: the gate closes the call, unless a decision was recorded first that it had
-    // not brought yet (its next read of the table, a decider that died before waking the run, one
-    // still being recorded): that decision is the answer (R7). A gate out of reach is asked again.
-    const expire = gate.expire
-    if (answered._tag !== "Expired" || expire === undefined) return answered
-    const closing = UserCode.effectOrDie("the approval gate", () => expire(ctx.runId, call.id)).pipe(
-      Effect.timeoutOrElse({
-        duration: closeTryMillis,
-        orElse: () =>
-          Effect.fail(
-            new Approval.Unavailable({ runId: ctx.runId, callId: call.id, detail: `no answer in ${closeTryMillis} ms` })
-          )
-      }),
-      Effect.retry({
-        while: (e) => e instanceof Approval.Unavailable,
-        schedule: Schedule.spaced(closeAgainMillis)
-      })
-    )
-    // Asked again within what is left of the step and the run (a short try at least, for a call
-    // the step deadline expired): a gate that cannot answer by then leaves the call expired by
-    // that deadline, which it never ran past.
-    const bound = yield* Deadline.left({ layer: "step" })
-    const recorded = yield* UserCode.orDie("the approval gate", closing).pipe(
-      Effect.map((found) => ({ found, layer: answered.layer })),
-      Effect.timeoutOrElse({
-        duration: Math.max(bound.millis, closeAgainMillis),
-        orElse: () => Effect.succeed({ found: Option.none<Approval.Decision>(), layer: bound.layer })
-      })
-    )
-    const waited = waitedBefore + RunContext.now(ctx) - now
-    if (Option.isNone(recorded.found)) return { _tag: "Expired", layer: recorded.layer, millis: waited } as const
-    const checked = checkDecision(ctx, call, secrets, recorded.found.value)
-    return Result.isSuccess(checked) ? checked.success : yield* Effect.die(new UserCode.UserCodeDefect(checked.failure))
-  }).pipe(
-    Effect.onInterrupt(() => (announced ? stopped("withdrawn while waiting for approval; it never ran") : Effect.void)),
-    Effect.tapDefect(() => (announced ? stopped("the approval gate failed; the call never ran") : Effect.void)),
-    // Expired, stopped, or the run failed to commit: the gate lets the call go.
-    // Told to stop, not awaited: a gate that cannot be interrupted does not hold the run past
-    // its bound (its answer is no longer taken).
-    Effect.ensuring(Effect.sync(() => onGate.interruptUnsafe()))
+  // Expired, stopped, or the run failed to commit: the gate lets the call go. Its fiber is
+  // detached, told to stop and not awaited: a gate that cannot be interrupted holds neither
+  // the wait nor the fiber of the call's batch past its bound (its answer is no longer taken).
+  const answer: Answer = yield* Effect.acquireUseRelease(
+    Effect.forkDetach(asked, { startImmediately: true }),
+    waiting,
+    (onGate) => Effect.sync(() => onGate.interruptUnsafe())
   )
   switch (answer._tag) {
     case "Approved":
