@@ -14,6 +14,13 @@
  *    stopped on the signal) or `outcome_unknown` (it ignored the signal for the whole
  *    grace period: it may still be running in this process).
  *
+ * A promise that stopped on the signal has left nothing running, but a `write` or
+ * `external` action it had begun may have taken effect all the same: an aborted `fetch`
+ * stops waiting, not the server that took the request. For such a tool (the call's
+ * `sideEffect`), or a rejection that is an `UnknownOutcome`, the call is `outcome_unknown`,
+ * listed in the run's `pendingActions`. What the function itself tells `context.settle`
+ * (it knows its service) stands instead, unless the promise ignored the signal.
+ *
  * The interruption completes only after that decision, so the run's `tool.interrupted`
  * event carries it, and never waits longer than the grace period. The grace period is
  * measured in real time, not on Effect's `Clock`: the promise lives in real time, and a
@@ -29,7 +36,7 @@ import { type Duration, Effect } from "effect"
 import * as Failure from "../failure/Failure.ts"
 import * as Durations from "../time/Durations.ts"
 import * as RealTime from "../time/RealTime.ts"
-import type * as Tool from "../tools/Tool.ts"
+import * as Tool from "../tools/Tool.ts"
 
 /**
  * @category models
@@ -137,9 +144,18 @@ export const handler = <I, O>(
   return (input, context) =>
     Effect.callback<O, Failure.Failure>((resume) => {
       const controller = new AbortController()
+      // Whether the function told `settle` itself: its word stands over what is guessed here.
+      let spoke = false
+      const own: Tool.CallContext = {
+        ...context,
+        settle: (settlement, detail) => {
+          spoke = true
+          context.settle(settlement, detail)
+        }
+      }
       let promise: Promise<O>
       try {
-        promise = Promise.resolve(f(input, controller.signal, context))
+        promise = Promise.resolve(f(input, controller.signal, own))
       } catch (error) {
         resume(failWith(error))
         return
@@ -164,12 +180,13 @@ export const handler = <I, O>(
       return Effect.withFiber((fiber) =>
         Effect.callback<void>((done) => {
           if (outcome !== undefined) {
-            context.settle(
-              "completed",
-              outcome.ok
-                ? "the promise had already resolved when the call was interrupted"
-                : `the promise had already rejected (${nameOf(outcome.error)}) when the call was interrupted`
-            )
+            if (!spoke)
+              context.settle(
+                "completed",
+                outcome.ok
+                  ? "the promise had already resolved when the call was interrupted"
+                  : `the promise had already rejected (${nameOf(outcome.error)}) when the call was interrupted`
+              )
             return done(Effect.void)
           }
           const aborted = performance.now()
@@ -183,10 +200,22 @@ export const handler = <I, O>(
                 `the promise ignored the abort signal for the ${graceMillis} ms grace period: it may still be ` +
                   "running in this process, and its effect must be reclaimed or reconciled"
               )
+            } else if (spoke) {
+              // The function said what became of its action.
             } else if (outcome.ok) {
               context.settle("completed", `the promise resolved ${after}: it finished anyway`)
             } else {
-              context.settle("cancelled", `the promise stopped on the abort signal (${nameOf(outcome.error)}) ${after}`)
+              const stopped = `the promise stopped on the abort signal (${nameOf(outcome.error)}) ${after}`
+              const { sideEffect } = context
+              if (sideEffect === undefined || Tool.mayChangeWorld(sideEffect)) {
+                context.settle(
+                  "outcome_unknown",
+                  `${stopped}: nothing is left running, but the ${sideEffect ?? "write or external"} action ` +
+                    "it had begun may or may not have taken effect"
+                )
+              } else if (Failure.isFailure(outcome.error) && outcome.error.classification === "unknown") {
+                context.settle("outcome_unknown", `${stopped}, with a failure of unknown outcome`)
+              } else context.settle("cancelled", stopped)
             }
             done(Effect.void)
           }

@@ -160,7 +160,10 @@ export interface ToolOptions<I, O, R> {
  * child stopped for too much output, or killed by a signal, is an unknown outcome. When the call is interrupted,
  * the handler reports to `context.settle` whether the child had already exited
  * (`completed`), stopped on SIGTERM (`cancelled`) or had to be SIGKILLed
- * (`outcome_unknown`), so the run's `tool.interrupted` event records it. Throws
+ * (`outcome_unknown`), so the run's `tool.interrupted` event records it. A `write` or
+ * `external` command that stopped on SIGTERM is `outcome_unknown` too: nothing of it is left
+ * running, but what it had begun may have taken effect (a request a server had taken);
+ * `onSettled`, which gets the child's own record, may tell `context.settle` better. Throws
  * {@link Tool.InvalidToolDefinition} for options that cannot work.
  *
  * @category constructors
@@ -196,7 +199,14 @@ export const tool = <I, O, R = never>(
           unsafeToRepeat: Tool.mayChangeWorld(made.metadata.sideEffect) && !made.metadata.idempotent,
           onSpawn: onSpawn === undefined ? undefined : (pid) => onSpawn(pid, context),
           onSettled: (settled) => {
-            context.settle(settled.settlement, settled.detail)
+            const { sideEffect } = made.metadata
+            // A command that stopped on SIGTERM left nothing running; what it had begun may have taken effect.
+            if (settled.settlement === "cancelled" && Tool.mayChangeWorld(sideEffect)) {
+              context.settle(
+                "outcome_unknown",
+                `${settled.detail}: nothing is left running, but the ${sideEffect} action it had begun may or may not have taken effect`
+              )
+            } else context.settle(settled.settlement, settled.detail)
             UserCode.letGo(onSettled?.(settled, context))
           }
         })

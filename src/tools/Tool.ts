@@ -60,15 +60,25 @@ export interface CallContext {
    * had to be killed) reports it here, and the run records it (R5.2).
    */
   readonly settle: (settlement: Settlement, detail: string) => void
+  /**
+   * The side-effect class of the call's tool, as the run sets it. Work that stopped on the
+   * cancel signal has left nothing running, but a `write` or `external` action it had begun
+   * may have taken effect (a request the server had already taken): `Abortable` and
+   * `Subprocess` record such a call `outcome_unknown`, unless its handler says otherwise.
+   * Absent (a context made by hand), they assume the action may have taken effect.
+   */
+  readonly sideEffect?: SideEffect | undefined
 }
 
 /**
  * What became of an action whose call was interrupted (R5.2):
  *
  * - `completed`: it had finished anyway.
- * - `cancelled`: it stopped on the cancel signal; nothing is left running.
- * - `outcome_unknown`: it was killed or ignored the signal: it may have had its effect,
- *   or may still be running, and must be reclaimed or reconciled.
+ * - `cancelled`: it stopped on the cancel signal before it had an effect (or it has none
+ *   to have); nothing is left running.
+ * - `outcome_unknown`: it may have had its effect (killed, or stopped part way through a
+ *   write or an external request), or it ignored the signal and may still be running: it
+ *   must be reclaimed or reconciled, and the run lists it in `pendingActions`.
  *
  * @category models
  * @since 0.1.0

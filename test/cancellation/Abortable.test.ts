@@ -16,7 +16,7 @@ interface Settled {
 }
 
 /** A call context that records what the handler settled. */
-const makeContext = (callId = "c1") => {
+const makeContext = (callId = "c1", sideEffect: Tool.SideEffect | "not given" = "read") => {
   const settled: Array<Settled> = []
   const context: Tool.CallContext = {
     runId: "r",
@@ -24,7 +24,8 @@ const makeContext = (callId = "c1") => {
     idempotencyKey: `r:${callId}`,
     settle: (settlement, detail) => {
       settled.push({ settlement, detail })
-    }
+    },
+    ...(sideEffect === "not given" ? {} : { sideEffect })
   }
   return { context, settled }
 }
@@ -144,6 +145,68 @@ describe("Abortable.handler", () => {
     })
   )
 
+  it.live(
+    "R5.2 R3.8 a write or external action that stopped on the signal may have taken effect: outcome_unknown",
+    () =>
+      Effect.gen(function* () {
+        for (const sideEffect of ["write", "external", "not given"] as const) {
+          const { context, settled } = makeContext("c1", sideEffect)
+          const stops = Abortable.handler((_: undefined, signal) => untilAborted(signal))
+          yield* interruptAfter(stops(undefined, context), 10)
+          assert.deepStrictEqual(
+            settled.map((s) => s.settlement),
+            ["outcome_unknown"]
+          )
+          assert.match(settled[0]?.detail ?? "", /stopped on the abort signal .*may or may not have taken effect/)
+        }
+        // A read whose rejection says its outcome is unknown is not taken for cancelled either.
+        const { context, settled } = makeContext("c2", "read")
+        const unknown = Abortable.handler((_: undefined, signal) =>
+          untilAborted(signal).catch(() => {
+            throw new Failure.UnknownOutcome({
+              source: "tool",
+              category: "connection",
+              code: "lost",
+              attempts: 1,
+              hint: "lost"
+            })
+          })
+        )
+        yield* interruptAfter(unknown(undefined, context), 10)
+        assert.deepStrictEqual(
+          settled.map((s) => s.settlement),
+          ["outcome_unknown"]
+        )
+      })
+  )
+
+  it.live("R5.2 what the function tells settle itself stands, unless its promise ignored the signal", () =>
+    Effect.gen(function* () {
+      const told = makeContext("c1", "external")
+      const knows = Abortable.handler((_: undefined, signal, context) =>
+        untilAborted(signal).catch((error: unknown) => {
+          context.settle("cancelled", "the bank says the payment was never taken")
+          throw error
+        })
+      )
+      yield* interruptAfter(knows(undefined, told.context), 10)
+      assert.deepStrictEqual(told.settled.at(-1), {
+        settlement: "cancelled",
+        detail: "the bank says the payment was never taken"
+      })
+      const ignoring = makeContext("c2", "read")
+      const ignores = Abortable.handler(
+        (_: undefined, _signal, context) => {
+          context.settle("cancelled", "said too early")
+          return resolveAfter(1_000, "late")
+        },
+        { grace: 20 }
+      )
+      yield* interruptAfter(ignores(undefined, ignoring.context), 10)
+      assert.strictEqual(ignoring.settled.at(-1)?.settlement, "outcome_unknown")
+    })
+  )
+
   it.live("R5.1 a promise that finishes during the grace period is completed; one that ignores it, unknown", () =>
     Effect.gen(function* () {
       const finishing = makeContext()
@@ -224,13 +287,19 @@ const interruptedEvents = (timeline: ReadonlyArray<Event.Event>) =>
 const Mode = Schema.Struct({ mode: Schema.Literals(["finish", "stop", "ignore"]) })
 
 /** One in-process tool in three behaviours: finish in 100 ms, stop on the signal, ignore it for 5 s. */
-const makeWorker = (options: { readonly timeout?: Duration.Input; readonly onEnter?: () => void } = {}) =>
+const makeWorker = (
+  options: {
+    readonly timeout?: Duration.Input
+    readonly onEnter?: () => void
+    readonly sideEffect?: Tool.SideEffect
+  } = {}
+) =>
   Tool.make({
     name: "worker",
     description: "works in process",
     input: Mode,
     output: Schema.String,
-    sideEffect: "write",
+    sideEffect: options.sideEffect ?? "write",
     ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
     handler: Abortable.handler(
       ({ mode }, signal) => {
@@ -252,7 +321,7 @@ describe("Abortable.handler in a run", () => {
     const ready = new Promise<void>((resolve) => {
       allEntered = resolve
     })
-    const worker = makeWorker({ onEnter: () => ++entered === 3 && allEntered() })
+    const worker = makeWorker({ onEnter: () => ++entered === 3 && allEntered(), sideEffect: "read" })
     return Effect.gen(function* () {
       const handle = yield* Run.start({ goal: "x", tools: [worker], concurrency: 3 })
       yield* Effect.promise(() => ready)
@@ -285,6 +354,30 @@ describe("Abortable.handler in a run", () => {
     )
   })
 
+  it.live("R5.2 R3.8 a cancelled external call whose promise stopped on the signal is listed in pendingActions", () =>
+    Effect.gen(function* () {
+      let entered: () => void = () => {}
+      const inFlight = new Promise<void>((resolve) => {
+        entered = resolve
+      })
+      const worker = makeWorker({ sideEffect: "external", onEnter: () => entered() })
+      const result = yield* Effect.gen(function* () {
+        const handle = yield* Run.start({ goal: "x", tools: [worker] })
+        yield* Effect.promise(() => inFlight)
+        return yield* handle.cancel
+      }).pipe(Effect.scoped)
+      assert.strictEqual(result.stopReason, "cancelled")
+      assert.deepStrictEqual(
+        interruptedEvents(result.timeline).map((e) => e.settlement),
+        ["outcome_unknown"]
+      )
+      assert.deepStrictEqual(
+        result.pendingActions.map((a) => a.callId),
+        ["pays"]
+      )
+    }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("worker", { mode: "stop" }, "pays")])))
+  )
+
   it.live("R4 R5.1 at the run deadline a promise that ignores the signal is outcome_unknown, after the grace", () =>
     Effect.gen(function* () {
       const start = performance.now()
@@ -302,13 +395,13 @@ describe("Abortable.handler in a run", () => {
   )
 
   it.live(
-    "R4 R5.1 R3.8 a tool timeout on a cooperating write tool: the promise stops (cancelled), the outcome is still unknown",
+    "R4 R5.1 R3.8 a tool timeout on a cooperating write tool: the promise stops, the outcome is still unknown",
     () =>
       Effect.gen(function* () {
         const result = yield* Run.run({ goal: "x", tools: [makeWorker({ timeout: "100 millis" })] })
         assert.deepStrictEqual(
           interruptedEvents(result.timeline).map((e) => e.settlement),
-          ["cancelled"]
+          ["outcome_unknown"]
         )
         // The failure names the layer that fired (R4.3).
         const failed = result.timeline.find((e) => e._tag === "tool.failed")

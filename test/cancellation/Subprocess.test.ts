@@ -517,7 +517,13 @@ const withScript = (script: ReadonlyArray<ScriptedModel.Step>) =>
 
 const Input = Schema.Struct({ mode: Schema.String, ready: Schema.String })
 
-const childTool = (options: { readonly timeout?: Duration.Input; readonly pids?: Array<number> } = {}) =>
+const childTool = (
+  options: {
+    readonly timeout?: Duration.Input
+    readonly pids?: Array<number>
+    readonly sideEffect?: Tool.SideEffect
+  } = {}
+) =>
   Subprocess.tool({
     name: "child",
     description: "runs the test child",
@@ -525,7 +531,7 @@ const childTool = (options: { readonly timeout?: Duration.Input; readonly pids?:
     output: Schema.String,
     command: ({ mode, ready }) => (mode === "ignore-term" ? ignoringFromStart : node)(mode, "--ready", ready),
     parse: (result) => result.stdout,
-    sideEffect: "external",
+    sideEffect: options.sideEffect ?? "external",
     graceMillis: GRACE,
     timeout: options.timeout,
     onSpawn: (pid) => options.pids?.push(pid)
@@ -558,15 +564,64 @@ describe("Subprocess.tool in a run", () => {
   it.live("R5.2 cancelling a run stops a child that exits on SIGTERM, and tool.interrupted says cancelled", () => {
     const ready = path.join(tempDir(), "ready")
     return Effect.gen(function* () {
-      const handle = yield* Run.start({ goal: "x", tools: [childTool()] })
+      const handle = yield* Run.start({ goal: "x", tools: [childTool({ sideEffect: "read" })] })
       const pid = yield* waitReady(ready)
       const result = yield* handle.cancel
       assert.strictEqual(result.status, "cancelled")
       assert.strictEqual(interruptedEvents(result.timeline)[0]?.settlement, "cancelled")
+      assert.deepStrictEqual(result.pendingActions, [])
       assert.isTrue(isGone(pid))
     }).pipe(
       Effect.scoped,
       Effect.provide(withScript([ScriptedModel.toolCall("child", { mode: "exit-on-term", ready })]))
+    )
+  })
+
+  it.live("R5.2 R3.8 an external command that exits on SIGTERM may have acted: outcome_unknown, pending", () => {
+    const ready = path.join(tempDir(), "ready")
+    const told: Array<Tool.Settlement> = []
+    return Effect.gen(function* () {
+      const handle = yield* Run.start({ goal: "x", tools: [childTool()] })
+      const pid = yield* waitReady(ready)
+      const result = yield* handle.cancel
+      assert.strictEqual(result.status, "cancelled")
+      const [interrupted] = interruptedEvents(result.timeline)
+      assert.strictEqual(interrupted?.settlement, "outcome_unknown")
+      assert.match(interrupted?.detail ?? "", /nothing is left running, but the external action .* may or may not/)
+      assert.deepStrictEqual(
+        result.pendingActions.map((a) => a.callId),
+        ["pays"]
+      )
+      assert.isTrue(isGone(pid))
+      // Its own `onSettled` gets the child's record as it is, and may say better.
+      const knowing = Subprocess.tool({
+        name: "child",
+        description: "runs the test child",
+        input: Input,
+        output: Schema.String,
+        command: ({ mode, ready }) => node(mode, "--ready", ready),
+        parse: (result) => result.stdout,
+        graceMillis: GRACE,
+        onSettled: (settled, context) => {
+          told.push(settled.settlement)
+          context.settle("cancelled", "the service says nothing was taken")
+        }
+      })
+      const again = path.join(tempDir(), "ready")
+      const second = yield* Effect.gen(function* () {
+        const handle = yield* Run.start({ goal: "x", tools: [knowing] })
+        yield* waitReady(again)
+        return yield* handle.cancel
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(withScript([ScriptedModel.toolCall("child", { mode: "exit-on-term", ready: again })]))
+      )
+      assert.deepStrictEqual(told, ["cancelled"])
+      assert.strictEqual(interruptedEvents(second.timeline)[0]?.detail, "the service says nothing was taken")
+      assert.deepStrictEqual(second.pendingActions, [])
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(withScript([ScriptedModel.toolCall("child", { mode: "exit-on-term", ready }, "pays")]))
     )
   })
 
@@ -601,7 +656,7 @@ describe("Subprocess.tool in a run", () => {
     const file = (name: string) => path.join(dir, name)
     const pids: Array<number> = []
     return Effect.gen(function* () {
-      const handle = yield* Run.start({ goal: "x", tools: [childTool({ pids })], concurrency: 3 })
+      const handle = yield* Run.start({ goal: "x", tools: [childTool({ pids, sideEffect: "read" })], concurrency: 3 })
       yield* waitReady(file("stops"))
       yield* waitReady(file("ignores"))
       // The first call finishes on its own (100 ms); then the run is cancelled.
@@ -679,6 +734,7 @@ describe("Subprocess.tool in a run", () => {
         output: Schema.String,
         command: ({ script, ready }) => ({ command: "/bin/sh", args: [path.join(fixtures, script), ready] }),
         parse: (result) => result.stdout,
+        sideEffect: "read",
         // Long enough for a child that exits on SIGTERM to do so on a loaded machine.
         graceMillis: 500
       })

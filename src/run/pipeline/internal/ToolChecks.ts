@@ -213,7 +213,8 @@ export const decode = <R>(
       idempotencyKey: `${ctx.runId}:${call.id}`,
       settle: (settlement, detail) => {
         c.settled = settledBy(settlement, detail, prepared.secrets)
-      }
+      },
+      sideEffect: tool.metadata.sideEffect
     },
     attempt: 0,
     settled: undefined
