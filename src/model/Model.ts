@@ -274,6 +274,35 @@ export class Model extends Context.Service<
 >()("effect-agent-runtime/Model") {}
 
 /**
+ * Where a model tells the run what an answer it is cut off from cost so far (R2.1): the
+ * run's own timers (the attempt's and the step's timeouts, the run deadline) interrupt a
+ * call whose answer was coming, and paid for. A provider that knows what it has received
+ * reports that usage here as it is interrupted, and the run counts it with the timeout,
+ * toward its budgets. The run provides it to each attempt; by default a report goes nowhere.
+ *
+ * @category services
+ * @since 0.3.0
+ */
+export const CutOffUsage = Context.Reference<(usage: Usage) => void>("effect-agent-runtime/Model/CutOffUsage", {
+  defaultValue: () => () => {}
+})
+
+/**
+ * Reports `usage` (when there is one) to the run's {@link CutOffUsage}: for a provider's
+ * `Effect.onInterrupt`.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const reportCutOff = (usage: Usage | undefined): Effect.Effect<void> =>
+  usage === undefined
+    ? Effect.void
+    : Effect.withFiber((fiber) => {
+        fiber.getRef(CutOffUsage)(usage)
+        return Effect.void
+      })
+
+/**
  * A named model, for the run's fallback chain (R3.9) and its circuit breaker: when the
  * model in use fails for good (recovery gave up, or its circuit is open), the run
  * switches to the next one for the rest of the run, and the result says so.

@@ -290,7 +290,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       // one that makes no response carries what it cost (R2.1).
       const came = { bytes: 0 }
       const text = yield* withinIdle(wholeBody(response, came), at, deadline).pipe(
-        Effect.mapError((failure) => FailureBoundary.withUsage(failure, PaidUsage.ofBytes(came.bytes, decoding)))
+        Effect.mapError((failure) => FailureBoundary.withUsage(failure, PaidUsage.ofBytes(came.bytes, decoding))),
+        Effect.onInterrupt(() => Model.reportCutOff(PaidUsage.ofBytes(came.bytes, decoding)))
       )
       return yield* readPlain(text, decoding).pipe(
         Effect.mapError((failure) => FailureBoundary.withUsage(failure, PaidUsage.ofBody(text, decoding)))

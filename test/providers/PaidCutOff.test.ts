@@ -125,6 +125,37 @@ describe("answers paid for and cut off (R2.1)", () => {
     }).pipe(Effect.provide(NodeTransport.layer()))
   )
 
+  for (const layer of ["attempt", "step"] as const) {
+    it.live(`R2.1 R4.2 an answer the ${layer} timeout cuts off as it comes is counted, and trips the budget`, () =>
+      Effect.gen(function* () {
+        const usage = { input: 1_000, output: 4_000 }
+        const server = yield* FakeOpenAiServer.make(
+          Array.from({ length: 3 }, () =>
+            FakeOpenAiServer.stall({
+              afterChunks: 3,
+              millis: 60_000,
+              next: FakeOpenAiServer.reply({ text: "word ".repeat(50), usage })
+            })
+          )
+        )
+        const result = yield* Run.run({
+          goal: "Answer.",
+          tools: [],
+          limits: { maxTokens: 5 },
+          time: { [layer]: "300 millis" }
+        }).pipe(
+          Effect.provide(OpenAiCompatible.layer({ baseUrl: server.url, model: "fake-model", apiKey, stream: true }))
+        )
+        assert.strictEqual(result.stopReason, "budget_exhausted", result.detail)
+        const [first, ...rest] = failed(result.timeline)
+        assert.strictEqual(first?.failure.code, `${layer}_timeout`)
+        assert.lengthOf(rest, 0, "a retry was paid for after the budget was spent")
+        assert.isAbove(result.counters.inputTokens + result.counters.outputTokens, 5)
+        assert.lengthOf(yield* server.requests, 1)
+      }).pipe(Effect.provide(NodeTransport.layer()))
+    )
+  }
+
   for (const stream of [false, true]) {
     it.live(`R2.1 an answer the content filter withheld is counted (stream: ${stream})`, () =>
       Effect.gen(function* () {

@@ -601,3 +601,32 @@ describe("R4.2 R3.11 an attempt's intent record and its handler share one bound"
       })
   )
 })
+
+describe("R2.1 R4.2 an answer each layer cuts off is counted with what it cost so far", () => {
+  /** A model whose answer is coming, paid for, when a timer cuts it off: it reports what it cost. */
+  const paying = Layer.succeed(Model.Model, {
+    generate: () =>
+      Effect.never.pipe(Effect.onInterrupt(() => Model.reportCutOff({ inputTokens: 1_000, outputTokens: 4_000 })))
+  })
+  const cases = [
+    // The first answer's 5,000 tokens leave room for a second; its 5,000 more pass 6,000.
+    { layer: "attempt", time: { attempt: "400 millis" }, limits: { maxTokens: 6_000 }, stop: "budget_exhausted", n: 2 },
+    { layer: "step", time: { step: "400 millis" }, limits: {}, stop: "step_timeout", n: 1 },
+    { layer: "run", time: { run: "400 millis" }, limits: {}, stop: "run_timeout", n: 1 }
+  ] as const
+  for (const { layer, time, limits, stop, n } of cases)
+    it.effect(`R2.1 R4.2 the ${layer} layer`, () =>
+      Effect.gen(function* () {
+        const result = yield* drive(
+          Run.run({ goal: "x", tools: [], time, limits, recovery: { backoff: Recovery.backoff({ jitter: false }) } })
+        ).pipe(Effect.provide(paying))
+        assert.strictEqual(result.stopReason, stop, result.detail)
+        const failed = events(result, "model.failed")
+        assert.strictEqual(failed[0]?.failure.code, `${layer}_timeout`)
+        assert.deepStrictEqual(failed[0]?.usage, { inputTokens: 1_000, outputTokens: 4_000 })
+        assert.lengthOf(failed, n)
+        assert.strictEqual(result.counters.outputTokens, 4_000 * n)
+        assertRoundTrips(result)
+      })
+    )
+})

@@ -8,6 +8,7 @@ import { Effect, Pull, Result, Stream } from "effect"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import type * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
+import * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as OpenAiWire from "../OpenAiWire.ts"
 import * as Sse from "../Sse.ts"
@@ -146,9 +147,11 @@ export const read = Effect.fnUntraced(function* (
     yield* Effect.timeoutOption(drain, Math.max(0, Math.min(drainMillis, idle.millis, left / 2)))
   })
   // An answer cut off (a reset, a stall, an error event, no `[DONE]`) was paid for as far as
-  // it came: its failure carries that usage, for the run's budgets (R2.1).
+  // it came: its failure carries that usage, for the run's budgets (R2.1); so does the
+  // report of one the run's own timers interrupt.
   yield* Effect.raceFirst(events, watchdog(progress, limits, deadline)).pipe(
-    Effect.mapError((failure) => FailureBoundary.withUsage(failure, OpenAiWire.partialUsage(acc, decoding)))
+    Effect.mapError((failure) => FailureBoundary.withUsage(failure, OpenAiWire.partialUsage(acc, decoding))),
+    Effect.onInterrupt(() => Model.reportCutOff(OpenAiWire.partialUsage(acc, decoding)))
   )
   return yield* Result.match(OpenAiWire.fromAccumulator(acc, decoding), {
     // Whole, and no response (a call with no name): paid for all the same (R2.1).

@@ -27,6 +27,7 @@ import { beforeCorrections, checkpoint, decide, remind } from "./internal/Checkp
 import type { Config, Outcome } from "./internal/LoopConfig.ts"
 import * as LoopStops from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
+import * as ModelRecords from "./internal/ModelRecords.ts"
 import { inDoubt, type OpenBatch, reconcileLate, stepLeft, type Unfinished, unfinished } from "./internal/Unfinished.ts"
 
 /** The run's live context, which the loop's functions take (internal to `run/`). */
@@ -34,7 +35,7 @@ export type { RunContext } from "../internal/RunContext.ts"
 export type { Config, Models, Outcome } from "./internal/LoopConfig.ts"
 export { inDoubt, reconcileLate }
 /** The model call a run's deadline cut off, recorded when the run ends. */
-export const recordCutOff = ModelCall.recordCutOff
+export const recordCutOff = (ctx: RunContext.RunContext): void => ModelRecords.recordCutOff(ctx)
 
 type Chain = ModelCall.Chain
 

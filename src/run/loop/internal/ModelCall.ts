@@ -11,7 +11,7 @@ import type * as RunState from "../../../events/RunState.ts"
 import * as Failure from "../../../failure/Failure.ts"
 import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
-import type * as Model from "../../../model/Model.ts"
+import * as Model from "../../../model/Model.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Spans from "../../../tracing/Spans.ts"
@@ -20,6 +20,7 @@ import * as RunContext from "../../internal/RunContext.ts"
 import type * as Registry from "../../pipeline/Registry.ts"
 import { afterPaidFailure, record } from "./Checkpoint.ts"
 import type { Config, Outcome } from "./LoopConfig.ts"
+import { recordCutOff, recordRequest } from "./ModelRecords.ts"
 import * as ModelResponse from "./ModelResponse.ts"
 
 /** What the call needs from the loop's configuration. */
@@ -61,28 +62,6 @@ const switchable: ReadonlySet<Recovery.GiveUp> = new Set<Recovery.GiveUp>([
 ])
 
 /**
- * The request's record, with its attempt and deadline (R4.2). A function of its own, so
- * that what it is built from is not kept by the closures of the call while it waits.
- */
-const recordRequest = (
-  ctx: RunContext.RunContext,
-  iteration: number,
-  n: number,
-  limit: { readonly layer: Deadline.Layer; readonly at: number }
-): void => {
-  RunContext.emit(ctx, ({ runId, seq, at }) => ({
-    _tag: "model.requested",
-    iteration,
-    attempt: n,
-    deadlineAt: limit.at,
-    layer: limit.layer,
-    runId,
-    seq,
-    at
-  }))
-}
-
-/**
  * One attempt: records the request with its deadline, calls the model through the
  * user-code boundary, checks the response, and bounds it by min(the attempt timeout,
  * what is left of the step, what is left of the run) (R4.2). Every failure is recorded;
@@ -112,6 +91,8 @@ const attempt = (
       deadlineAt: limit.at,
       deadlineLayer: limit.layer
     }
+    // What the answer cost so far when the run's own timers cut it off, as the model reports it (R2.1).
+    let paid: Model.Usage | undefined
     const call = UserCode.effect(
       {
         source: "provider",
@@ -120,18 +101,26 @@ const attempt = (
         defectCode: "defect"
       },
       () => current.model.generate(request)
-    ).pipe(Effect.flatMap(ModelResponse.valid))
+    ).pipe(
+      Effect.flatMap(ModelResponse.valid),
+      Effect.provideService(Model.CutOffUsage, (usage) => {
+        paid = usage
+      })
+    )
     // Bounded by what is left of the attempt's limit as recorded (R4.2): the time a circuit's
     // store took to admit the call is the call's, and with nothing left the call is not made.
     // Its timeout counts from the request.
     const timedOut = ({ layer, afterMillis }: Deadline.Timeout) =>
       Effect.clockWith((clock) =>
         Effect.fail(
-          FailureBoundary.timeout({
-            source: "provider",
-            layer,
-            afterMillis: Math.max(afterMillis, clock.currentTimeMillisUnsafe() - limit.now)
-          })
+          FailureBoundary.withUsage(
+            FailureBoundary.timeout({
+              source: "provider",
+              layer,
+              afterMillis: Math.max(afterMillis, clock.currentTimeMillisUnsafe() - limit.now)
+            }),
+            paid
+          )
         )
       )
     const generated = Deadline.withinOrElse(call, {
@@ -160,42 +149,11 @@ const attempt = (
           at
         }))
         return Effect.fail(failure)
-      })
+      }),
+      // Cut off by the run's deadline with what it cost so far: recorded now, with that usage.
+      Effect.onInterrupt(() => (paid === undefined ? Effect.void : Effect.sync(() => recordCutOff(ctx, paid))))
     )
   })
-}
-
-/**
- * Records the model call the run's deadline cut off, once the run has stopped: a
- * request its log leaves unanswered when the deadline stopped the run is failed by that
- * deadline (R4.1). One record at the run's end, where each attempt would otherwise need
- * a finalizer of its own.
- */
-export const recordCutOff = (ctx: RunContext.RunContext): void => {
-  if (ctx.log.stopping?.by !== "deadline") return
-  // A request a resumed run found unanswered was not this process's call: it is asked again.
-  const last = ctx.events.findLast(
-    (e) =>
-      e._tag === "model.requested" ||
-      e._tag === "model.responded" ||
-      e._tag === "model.failed" ||
-      e._tag === "run.resumed"
-  )
-  if (last?._tag !== "model.requested") return
-  // How long the call waited, as every layer's timeout says (R4.3): from its request to the
-  // deadline, or to now when code that held the event loop kept the deadline from firing on time.
-  const bound = Math.max(0, ctx.deadlineAt - last.at)
-  const waited = RunContext.now(ctx) - last.at
-  const afterMillis = waited >= bound + 1 ? waited : bound
-  const failure = FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis })
-  RunContext.emit(ctx, ({ runId, seq, at }) => ({
-    _tag: "model.failed",
-    iteration: last.iteration,
-    failure: Failure.summarize(failure),
-    runId,
-    seq,
-    at
-  }))
 }
 
 /**
