@@ -9,6 +9,8 @@ import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import * as Validation from "../../src/validation/Validation.ts"
 import { diesIn } from "../support/restart.ts"
 
 const K = 25
@@ -163,5 +165,83 @@ describe("Run.resume: the options a run started with (R9)", () => {
         assert.isTrue(again?._tag === "run.resumed" && again.deadlineAt === undefined)
         assert.strictEqual(RunLog.deadlineOf(wider.timeline), first?._tag === "run.started" ? first.deadlineAt : 0)
       }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
+})
+
+describe("Run.resume: the plan a run started with (R6, R9)", () => {
+  const tools = ["a", "b", "c"].map((name) =>
+    Tool.make({
+      name,
+      description: name,
+      input: Schema.Struct({}),
+      output: Schema.String,
+      sideEffect: "read",
+      handler: () => Effect.succeed(name)
+    })
+  )
+  const plan = [
+    Validation.step("a", "do a", [Criterion.toolSucceeded("a")]),
+    Validation.step("b", "do b", [Criterion.toolSucceeded("b")])
+  ]
+  const script = ScriptedModel.layer([ScriptedModel.toolCall("a", {}), ScriptedModel.finalAnswer("done")])
+  /** The run does a, not b, and answers; its process dies at its `commit`th commit (its plan.set is in the first). */
+  const diesAt = (runId: string, commit: number, when: "before" | "after", validation: Validation.Spec) =>
+    Effect.gen(function* () {
+      const faulty = FaultyJournal.make(yield* Journal.Journal, { crashAt: { commit, when } })
+      yield* diesIn(
+        faulty,
+        Run.run({ goal: "g", runId, tools, validation }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal),
+          Effect.provide(script)
+        )
+      )
+    })
+
+  it.effect(
+    "R6.2 R9 a run resumed or recovered without its plan, or with another, is refused; with its own, judged",
+    () =>
+      Effect.gen(function* () {
+        yield* diesAt("r1", 2, "after", { plan })
+        const bigger = [...plan, Validation.step("c", "do c", [Criterion.toolSucceeded("c")])]
+        const optional = [
+          Validation.step("a", "do a", [Criterion.toolSucceeded("a")]),
+          Validation.step("b", "do b", [Criterion.toolSucceeded("b")], { required: false })
+        ]
+        for (const validation of [undefined, { plan: bigger }, { plan: optional }]) {
+          const error = yield* Effect.flip(
+            Run.resume("r1", { tools, ...(validation === undefined ? {} : { validation }) })
+          )
+          assert.strictEqual(error.reason, "invalid")
+          assert.include(
+            error.detail,
+            'is not the plan the run started with (steps "a", "b", as its plan.set records them)'
+          )
+        }
+        const [recovered] = yield* Run.recover({ tools })
+        assert.strictEqual(recovered?._tag, "Failure")
+        const judged = yield* Run.resume("r1", { tools, validation: { plan } })
+        assert.strictEqual(judged.status, "partial", judged.detail)
+        assert.deepStrictEqual(
+          judged.unfinished.map((u) => u.id),
+          ["b"]
+        )
+      }).pipe(Effect.provide([Journal.layerMemory, script]))
+  )
+
+  it.effect("R6.2 R9 a run that died before its first commit is judged by the plan it is given on resume", () =>
+    Effect.gen(function* () {
+      // It dies before its first commit: its journal holds its header, no event.
+      yield* diesAt("r2", 1, "before", {})
+      const journal = yield* Journal.Journal
+      const stored = Option.getOrThrow(yield* journal.read("r2"))
+      assert.lengthOf(stored.events, 0)
+      const resumed = yield* Run.resume("r2", { tools, validation: { plan } })
+      assert.strictEqual(resumed.status, "partial", resumed.detail)
+      const explained = Explain.explain(resumed.timeline)
+      assert.deepStrictEqual(
+        explained.validation?.unfinished.map((u) => u.id),
+        ["b"]
+      )
+    }).pipe(Effect.provide([Journal.layerMemory, script]))
   )
 })

@@ -5,10 +5,12 @@
  * hosted run, its suspension. Private to the runtime.
  */
 import { Clock, Context, Deferred, Duration, Effect, type Fiber, Option, Result } from "effect"
+import type * as Event from "../../events/Event.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Journal from "../../journal/Journal.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
 import type * as Tool from "../../tools/Tool.ts"
+import type * as Validation from "../../validation/Validation.ts"
 import * as JournalLoad from "../journal/JournalLoad.ts"
 import * as Lifecycle from "../lifecycle/Lifecycle.ts"
 import { ResumeError } from "../ResumeError.ts"
@@ -201,12 +203,39 @@ export const checkOptions = <T extends Tool.Any, RV, O>(options: Options<T, RV, 
 }
 
 /**
+ * Why the plan a resumed run is given is not the one its log recorded (R6, R9), if it is
+ * not: a run is judged by the plan it started with, which its log's `plan.set` says (a log
+ * that reached `planning` without one: no plan). A run resumed before `planning` records
+ * the plan it is given then.
+ */
+const planIssue = (
+  events: ReadonlyArray<Event.Event>,
+  plan: ReadonlyArray<Validation.PlanStep>
+): string | undefined => {
+  if (!events.some((e) => e._tag === "state.changed" && e.from === "initializing")) return undefined
+  const recorded = events.findLast((e): e is Event.Of<"plan.set"> => e._tag === "plan.set")?.steps ?? []
+  const same =
+    recorded.length === plan.length &&
+    recorded.every(
+      (r, i) => r.id === plan[i]?.id && r.description === plan[i]?.description && r.required === plan[i]?.required
+    )
+  if (same) return undefined
+  const shown = (steps: ReadonlyArray<{ readonly id: string; readonly required: boolean }>) =>
+    steps.length === 0 ? "none" : steps.map((s) => JSON.stringify(s.id) + (s.required ? "" : " (optional)")).join(", ")
+  return (
+    `its validation.plan (steps ${shown(plan)}) is not the plan the run started with (steps ${shown(recorded)}, ` +
+    "as its plan.set records them): a run is judged by the plan it started with, so give that one"
+  )
+}
+
+/**
  * The options a run of the journal goes on under: the caller's, and where they are silent,
  * those it started with (its `run.started`). Options the caller gave that do not resolve
  * are the caller's to fix (`invalid`): nothing is written, and the run stays in its journal
  * as it was, its calls in doubt still there for a resume that can go on (review 88: it
  * ended as a fresh run does, with a result its journal did not hold). Recorded options
- * that no longer resolve are the log's damage (`corrupt`).
+ * that no longer resolve are the log's damage (`corrupt`). A plan other than the one
+ * the run started with is refused (`invalid`).
  */
 export const resumedOptions = <T extends Tool.Any, RV, O>(
   runId: string,
@@ -231,6 +260,8 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
   // The caller's options first, alone: what they cannot be (read, or work) is theirs to fix.
   const own = resolve({ ...options, goal: loaded.goal }, "resumed")
   if (Result.isFailure(own)) return invalid(`its options cannot work (${own.failure.message})`)
+  const otherPlan = planIssue(loaded.events, own.success.validation.plan ?? [])
+  if (otherPlan !== undefined) return invalid(otherPlan)
   let merged: Options<T, RV, O>
   try {
     merged = withStarted(options)

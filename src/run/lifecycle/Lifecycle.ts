@@ -124,7 +124,10 @@ const resumedLifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.Run
   const resolved = checked.success
   if (ctx.log.stopping !== undefined) return yield* interrupted(ctx, resolved.validation)
   if (RunContext.state(ctx) === "created") yield* RunContext.transition(ctx, "initializing")
-  if (RunContext.state(ctx) === "initializing") yield* RunContext.transition(ctx, "planning")
+  if (RunContext.state(ctx) === "initializing") {
+    yield* RunContext.transition(ctx, "planning")
+    recordPlan(ctx, resolved.validation.plan ?? [])
+  }
   const decided = decidedIn(ctx)
   return yield* judged(ctx, resolved, decided ?? (yield* Loop.run(ctx, resolved.loop, true)))
 })
