@@ -293,5 +293,10 @@ export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => 
     pendingActions: Facts.pendingActions(timeline),
     validation: Facts.validationOf(timeline)
   }
-  return { ...facts, next: Limits.nextStep(facts) }
+  // A success its postcondition contradicted stays the first thing to check, even when a cancel
+  // or the deadline then cut the run's validation short (R6.4).
+  const contradicted = timeline.find(
+    (e): e is Event.Of<"tool.failed"> => e._tag === "tool.failed" && e.error.code === "inconsistent_result"
+  )
+  return { ...facts, next: Limits.nextStep(facts, contradicted) }
 }

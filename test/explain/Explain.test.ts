@@ -605,6 +605,44 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     })
   )
 
+  it.effect(
+    "R6.4 R6.3 a contradicted success stays the next thing to check when the deadline or a cancel cuts validation",
+    () =>
+      Effect.gen(function* () {
+        const checked = tool({
+          name: "write",
+          sideEffect: "write",
+          handler: () => Effect.succeed("ok"),
+          postcondition: () => Effect.succeed(false)
+        })
+        const validation = {
+          plan: [Validation.step("more", "do more", [Criterion.toolSucceeded("more")])],
+          stopHooks: [
+            Validation.stopHook("slow", () => Effect.as(Effect.sleep("5 seconds"), { passed: true, detail: "ok" }))
+          ]
+        }
+        const script = [ScriptedModel.toolCall("write", {}, "w1")]
+        const timedOut = yield* scripted(script, { tools: [checked], validation, time: { run: "1 second" } })
+        const cancelled = yield* drive(
+          Effect.gen(function* () {
+            const handle = yield* Run.start({ goal: "x", tools: [checked], validation })
+            yield* Effect.sleep("1 second")
+            return yield* handle.cancel
+          }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer)))
+        )
+        for (const [result, stop] of [
+          [timedOut, "run_timeout"],
+          [cancelled, "cancelled"]
+        ] as const) {
+          assert.strictEqual(result.stopReason, stop)
+          assert.deepStrictEqual([result.unfinished.map((i) => i.id), result.nextStep], [["more"], undefined])
+          const e = explained(result)
+          assert.deepStrictEqual({ kind: e.next.kind, callIds: e.next.callIds }, { kind: "fix", callIds: ["w1"] })
+          assert.include(e.next.text, "check the world by hand: write (w1) said it succeeded")
+        }
+      })
+  )
+
   it.effect("R3.8 R4.3 unknown_outcome: the pending action, its key, and the tool layer that fired", () =>
     Effect.gen(function* () {
       const hang = tool({ name: "hang", sideEffect: "write", timeout: "1 second", handler: () => Effect.never })

@@ -120,8 +120,15 @@ const step = (kind: NextStep["kind"], text: string, limit?: string, callIds: Rea
 
 const decisiveLimit = (facts: Facts): string | undefined => facts.gauges.find((g) => g.decisive)?.limit
 
-/** What to do next, safely: reconcile first, then what the stop calls for. */
-export const nextStep = (facts: Facts): NextStep => {
+/**
+ * What to do next, safely: reconcile first, then check the world where a tool's success
+ * was contradicted (`contradicted`: its call, whatever stopped the run after), then what
+ * the stop calls for.
+ */
+export const nextStep = (
+  facts: Facts,
+  contradicted?: { readonly callId: string; readonly name: string } | undefined
+): NextStep => {
   const pending = facts.pendingActions.map((a) => a.callId)
   if (!facts.ended) {
     const doubt = facts.inFlight.filter((w) => w.kind === "tool_call").map((w) => w.callId ?? "")
@@ -138,6 +145,14 @@ export const nextStep = (facts: Facts): NextStep => {
       `reconcile ${pending.join(", ")} by its idempotency key (a status query, or by hand) before acting on the same thing again; never resend it blindly`,
       undefined,
       pending
+    )
+  }
+  if (contradicted !== undefined && facts.stopReason !== "inconsistent_result") {
+    return step(
+      "fix",
+      `check the world by hand: ${contradicted.name} (${contradicted.callId}) said it succeeded and its postcondition says not; the run did not build on it`,
+      undefined,
+      [contradicted.callId]
     )
   }
   const failure = facts.failure
