@@ -7,6 +7,7 @@ import { Cause, Effect, Exit, Result } from "effect"
 import type * as Event from "../../../events/Event.ts"
 import type * as RunState from "../../../events/RunState.ts"
 import * as StopReason from "../../../events/StopReason.ts"
+import * as Explain from "../../../explain/Explain.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import type * as ToolArguments from "../../../tools/ToolArguments.ts"
 import * as Spans from "../../../tracing/Spans.ts"
@@ -147,6 +148,20 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
     const detail = "the run deadline passed while the run was validating"
     RunContext.decided(ctx, "run_timeout", "run_timeout", detail)
     return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
+  }
+  // No answer is a success while an action the run took may or may not have taken effect
+  // (R3.8, R6.2): the run ends `unknown_outcome`, the action in `pendingActions`.
+  const [pending] = outcome.reason === "goal_reached" && report.passed ? Explain.pendingActions(ctx.events) : []
+  if (pending !== undefined) {
+    const detail = `${pending.name} (${pending.callId}) may or may not have taken effect (${pending.detail}): the final answer is not taken as a success while it is in doubt`
+    RunContext.decided(ctx, "runtime", "unknown_outcome", detail)
+    return {
+      status: "unknown_outcome",
+      stopReason: "unknown_outcome",
+      policy: "runtime",
+      detail,
+      report
+    } satisfies Ending
   }
   return judge(outcome, report, output)
 })
