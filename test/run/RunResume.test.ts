@@ -451,6 +451,23 @@ describe("Run.resume (R9)", () => {
     }).pipe(Effect.provide(layers))
   )
 
+  it.effect("R9 R12 a finished run read back with a schema its answer does not decode with has no output", () =>
+    Effect.gen(function* () {
+      const City = Schema.Struct({ city: Schema.String })
+      const Counted = Schema.Struct({ city: Schema.String, population: Schema.Number })
+      const model = ScriptedModel.layerFunction(() => ScriptedModel.finalAnswer(JSON.stringify({ city: "Paris" })))
+      const first = yield* Run.run({ goal: "where", tools: [], runId: "c1", output: City }).pipe(Effect.provide(model))
+      assert.deepStrictEqual(first.output, { city: "Paris" })
+      const other = yield* Run.resume("c1", { tools: [], output: Counted }).pipe(Effect.provide(model))
+      assert.isFalse("output" in other)
+      assert.strictEqual(other.finalAnswer, first.finalAnswer)
+      const hosted = yield* RunHost.drive("c1", { goal: "where", tools: [], output: Counted }).pipe(
+        Effect.provide(model)
+      )
+      assert.isFalse(hosted._tag === "Finished" && "output" in hosted.result)
+    }).pipe(Effect.provide(layers))
+  )
+
   it.effect("R9 a result whose ending the journal could not take says so (unrecorded); one it took does not", () =>
     Effect.gen(function* () {
       const store = yield* Journal.Journal

@@ -92,14 +92,20 @@ const readBack: ToolArguments.Limits = {
  * A finished run's result as its journal gave it back, its `output` decoded again from its
  * final answer with `schema` (R9): the journal keeps what JSON can hold, so an output that
  * is a `Date`, a `bigint` or a class instance was left out of the stored result. Without a
- * schema, or when the answer no longer decodes with it, the result is as stored.
+ * schema, the result is as stored; when the answer does not decode with it (a schema other
+ * than the run's), it has no `output`: none of another type is handed out as this one's.
  */
-export const restored = <R extends { readonly status: string; readonly finalAnswer?: string | undefined }>(
+export const restored = <
+  R extends { readonly status: string; readonly finalAnswer?: string | undefined; readonly output?: unknown }
+>(
   result: R,
   schema: OutputSchema | undefined
 ): R => {
   if (schema === undefined || result.status !== "completed" || result.finalAnswer === undefined) return result
   // The run took this answer under its own limits, which no run sets past these.
   const decoded = decode(schema, result.finalAnswer, readBack)
-  return Result.isSuccess(decoded) ? { ...result, output: decoded.success } : result
+  if (Result.isSuccess(decoded)) return { ...result, output: decoded.success }
+  const { output: _notThisSchemas, ...rest } = result
+  // The same result less its optional `output`: TypeScript cannot see that the rest is still an `R`.
+  return rest as R
 }
