@@ -155,8 +155,9 @@ const isInside = (path: Path.Path, root: string, target: string): boolean => {
 const unread = (error: WorkspaceFiles.WorkspaceError, at: string): string => {
   switch (error.reason) {
     case "not_found":
-    case "root_unavailable":
       return `missing (no file at ${at})`
+    case "root_unavailable":
+      return `missing: the root itself cannot be opened as a directory (${error.detail})`
     case "is_a_directory":
       return `not a file (found a directory at ${at})`
     case "not_a_regular_file":

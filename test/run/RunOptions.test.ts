@@ -417,6 +417,12 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     },
     ["validation", "artifacts", 0, "schema"],
     "format text takes no schema; only json does"
+  ],
+  [
+    "an artifact root that is no path (review 100)",
+    { goal: "x", tools: [], validation: { root: "" } },
+    ["validation", "root"],
+    `Expected a directory's path, neither empty nor with a NUL byte or a lone surrogate, got ""`
   ]
 ]
 

@@ -410,6 +410,21 @@ layer(NodeServices.layer)("Validation", (it) => {
       })
     )
 
+    it.effect("R6.1 an artifact root that is not a directory is named as the problem, not the file", () =>
+      Effect.gen(function* () {
+        const root = yield* workspace({ "file.txt": "not a directory" })
+        for (const bad of [join(root, "file.txt"), join(root, "gone")]) {
+          const report = yield* Validation.validate(
+            { artifacts: [Validation.artifact("report.md")], root: bad },
+            context([])
+          )
+          const [check] = report.checks
+          assert.isFalse(check?.passed)
+          assert.include(check?.detail, "artifact:report.md: missing: the root itself cannot be opened as a directory")
+        }
+      })
+    )
+
     it.effect(
       "R6.1 R12 a file the run did not deliver passes no contract: zero-filled, an empty JSON value, too large, a link out of the root",
       () =>

@@ -4,6 +4,7 @@
  * Private to `options/`.
  */
 import { Schema } from "effect"
+import * as Text from "../../../../failure/Text.ts"
 import type * as Validation from "../../../../validation/Validation.ts"
 import { AnySchema, Count, fn, NotBlank, readOnce, uniqueBy } from "./Readers.ts"
 
@@ -68,5 +69,12 @@ export const ValidationSpec = Schema.Struct({
       )
     ).check(uniqueBy("path", (path) => `two artifact contracts have the path "${path}"; one contract a file`))
   ),
-  root: Schema.optional(Schema.String)
+  // Checked as the artifact reads check it, before the run rather than after its work (R12).
+  root: Schema.optional(
+    Schema.String.check(
+      Schema.makeFilter((root) => root !== "" && !root.includes("\0") && Text.wellFormed(root), {
+        expected: "a directory's path, neither empty nor with a NUL byte or a lone surrogate"
+      })
+    )
+  )
 })
