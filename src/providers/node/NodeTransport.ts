@@ -22,6 +22,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as Undici from "@effect/platform-node/Undici"
 import { Effect, Layer, Schema, type Scope } from "effect"
 import * as HttpClient from "effect/http/HttpClient"
+import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as ConnectionProgress from "../ConnectionProgress.ts"
 
 /**
@@ -128,7 +129,14 @@ export const make = (options: Options = {}): Effect.Effect<HttpClient.HttpClient
       NodeHttpClient.Dispatcher,
       agent.compose(reportConnections)
     )
-    return HttpClient.transform(undici, (execute) =>
+    // undici's `request` decodes no content coding: the body is asked for as it is (RFC 9110
+    // §12.5.3), unless the caller asks for a coding itself, as a server may use one otherwise.
+    const asIs = HttpClient.mapRequest(undici, (request) =>
+      request.headers["accept-encoding"] === undefined
+        ? HttpClientRequest.setHeader(request, "accept-encoding", "identity")
+        : request
+    )
+    return HttpClient.transform(asIs, (execute) =>
       Effect.withFiber((fiber) => {
         const progress = fiber.getRef(ConnectionProgress.CurrentProgress)
         if (progress === undefined) return execute

@@ -1,4 +1,6 @@
+import { createServer as createHttpServer } from "node:http"
 import { type AddressInfo, createServer } from "node:net"
+import { gzipSync } from "node:zlib"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer } from "effect"
 import * as HttpClient from "effect/http/HttpClient"
@@ -99,6 +101,41 @@ describe("NodeTransport", () => {
       assert.strictEqual(response.status, 200)
       assert.include(yield* response.text, "plain")
     }).pipe(Effect.provide(NodeTransport.layer()))
+  )
+
+  it.live(
+    "R11 the body is asked for as it is: a server that would compress it for a client silent on codings does not",
+    () =>
+      Effect.gen(function* () {
+        const seen: Array<string | undefined> = []
+        // As RFC 9110 lets a server do: no accept-encoding, any coding; this one gzips then.
+        const server = createHttpServer((request, response) => {
+          const asked = request.headers["accept-encoding"]
+          seen.push(asked)
+          const body = JSON.stringify({ ok: true })
+          if (asked === undefined || asked.includes("gzip")) {
+            response.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip" })
+            response.end(gzipSync(body))
+          } else {
+            response.writeHead(200, { "content-type": "application/json" })
+            response.end(body)
+          }
+        })
+        yield* Effect.acquireRelease(
+          Effect.callback<void>((resume) => {
+            server.listen(0, "127.0.0.1", () => resume(Effect.void))
+          }),
+          () => Effect.sync(() => server.close())
+        )
+        const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+        const client = yield* HttpClient.HttpClient
+        const plain = yield* client.execute(chat(url))
+        assert.deepStrictEqual(yield* plain.json, { ok: true })
+        // A caller that asks for a coding itself gets what it asked for, to decode itself.
+        const asked = yield* client.execute(chat(url).pipe(HttpClientRequest.setHeader("accept-encoding", "gzip")))
+        assert.strictEqual(asked.headers["content-encoding"], "gzip")
+        assert.deepStrictEqual(seen, ["identity", "gzip"])
+      }).pipe(Effect.scoped, Effect.provide(NodeTransport.layer()))
   )
 
   it.live("R11 maxSockets bounds the connections per origin", () =>
