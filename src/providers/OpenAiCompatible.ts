@@ -186,10 +186,16 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         return {
           diagnostic: read.complete ? text : `${text} (the body went on past 64 KiB and was not read)`,
           message: message === undefined ? undefined : said(message, 200),
-          filtered: error !== undefined && ProviderFailure.isContentFilter(error)
+          filtered: error !== undefined && ProviderFailure.isContentFilter(error),
+          spent: error !== undefined && ProviderFailure.isSpentQuota(error)
         }
       }),
-      Effect.orElseSucceed(() => ({ diagnostic: "(the body could not be read)", message: undefined, filtered: false }))
+      Effect.orElseSucceed(() => ({
+        diagnostic: "(the body could not be read)",
+        message: undefined,
+        filtered: false,
+        spent: false
+      }))
     )
 
   const readPlain = (text: string, decoding: OpenAiWire.Decoding): Effect.Effect<Model.Response, Failure.Failure> => {
@@ -265,10 +271,18 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       const at = yield* now
       if (response.status < 200 || response.status >= 300) {
         // Read (a bounded part of) the error body so the diagnostic says what the provider said.
-        const { diagnostic, message, filtered } = yield* errorText(response, at, deadline)
+        const { diagnostic, message, filtered, spent } = yield* errorText(response, at, deadline)
         // A request the content filter refused stops the run `content_filtered`, whatever its 4xx.
         if (filtered && response.status >= 400 && response.status < 500) {
           return yield* ProviderFailure.filteredRequest(
+            response.status,
+            message,
+            `HTTP ${response.status} from ${url}: ${diagnostic}`
+          )
+        }
+        // A spent quota does not come back with a wait, whatever its 4xx (OpenAI's is a 429).
+        if (spent && response.status >= 400 && response.status < 500) {
+          return yield* ProviderFailure.spentQuota(
             response.status,
             message,
             `HTTP ${response.status} from ${url}: ${diagnostic}`

@@ -324,6 +324,23 @@ describe("OpenAiCompatible", () => {
         })
       )
 
+      live(`R3.2 a 429 that says the quota is spent is permanent: no wait brings it back (${mode})`, () =>
+        Effect.gen(function* () {
+          const { exit, requests } = yield* once(
+            FakeOpenAiServer.status(429, {
+              retryAfter: "1",
+              message: "You exceeded your current quota",
+              error: { type: "insufficient_quota", code: "insufficient_quota" }
+            }),
+            { stream }
+          )
+          const failure = failureOf(exit)
+          assert.deepStrictEqual(classOf(failure), ["Permanent", "permanent_http", "insufficient_quota"])
+          assert.include(failure.hint, "the account's quota is spent (HTTP 429): You exceeded your current quota")
+          assert.strictEqual(requests.length, 1)
+        })
+      )
+
       live(`R3.2 a reset before the headers and one mid-body are retryable connection errors (${mode})`, () =>
         Effect.gen(function* () {
           for (const step of [FakeOpenAiServer.reset(), FakeOpenAiServer.reset({ afterChunks: 2 })]) {

@@ -229,6 +229,30 @@ const contentFilterWords: ReadonlySet<string> = new Set(kinds.find(([kind]) => k
 export const isContentFilter = (error: { readonly type?: unknown; readonly code?: unknown }): boolean =>
   [error.code, error.type].some((word) => Predicate.isString(word) && contentFilterWords.has(word.toLowerCase()))
 
+const spentQuotaWords: ReadonlySet<string> = new Set(kinds.find(([kind]) => kind === "insufficient_quota")?.[1] ?? [])
+
+/**
+ * Whether an error the provider sent says the account's quota is spent, by its code or type
+ * (OpenAI's `429` with `code: "insufficient_quota"`): waiting does not bring it back.
+ */
+export const isSpentQuota = (error: { readonly type?: unknown; readonly code?: unknown }): boolean =>
+  [error.code, error.type].some((word) => Predicate.isString(word) && spentQuotaWords.has(word.toLowerCase()))
+
+/**
+ * A request refused because the account's quota is spent, whatever its status (a 429 as
+ * OpenAI sends it): permanent, as the same error in a stream is, never retried as a rate
+ * limit would be (R3.2), so a fallback model is asked at once.
+ */
+export const spentQuota = (status: number, message: string | undefined, diagnostic: string): Failure.Permanent =>
+  new Failure.Permanent({
+    source: "provider",
+    category: "permanent_http",
+    code: "insufficient_quota",
+    attempts: 1,
+    hint: `the provider refused the request: the account's quota is spent (HTTP ${status})${message === undefined ? "" : `: ${message}`}`,
+    diagnostic
+  })
+
 /**
  * A request the provider's content filter refused with an error status (Azure OpenAI's 400
  * with `code: "content_filter"`): permanent, as a filtered answer is, and its own stop
