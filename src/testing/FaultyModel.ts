@@ -62,14 +62,15 @@ export const httpError = (status: number): Step => ({
   fault: { kind: "http", status: httpStatus("httpError", status) }
 })
 
+const failingStatusRule = "status must be an HTTP status a client fails on (300 to 599)"
+
+/** What a client fails on: a redirect (never followed), a client or a server error. */
+const isFailingStatus = (status: unknown): boolean =>
+  typeof status === "number" && Number.isSafeInteger(status) && status >= 300 && status <= 599
+
 /** `status`, or a `RangeError` naming the constructor `made` when it is no HTTP status. */
 const httpStatus = (made: string, status: number): number => {
-  // What a client fails on: a redirect (never followed), a client or a server error.
-  if (!Number.isSafeInteger(status) || status < 300 || status > 599) {
-    throw new RangeError(
-      `FaultyModel.${made}: status must be an HTTP status a client fails on (300 to 599), got ${status}`
-    )
-  }
+  if (!isFailingStatus(status)) throw new RangeError(`FaultyModel.${made}: ${failingStatusRule}, got ${status}`)
   return status
 }
 
@@ -158,6 +159,10 @@ const stepProblem = (step: unknown): string | undefined => {
   const status = Predicate.hasProperty(fault, "status") ? fault.status : undefined
   if ((kind === "http" || kind === "already_retried") && !(Number.isInteger(status) && Number(status) >= 100)) {
     return `is an ${kind} fault without an HTTP status, got ${UserCode.shown(status)}`
+  }
+  // Refused as `httpError` refuses it: a 200 (or a 102) is no fault, and would be classified as one.
+  if ((kind === "http" || kind === "already_retried") && !isFailingStatus(status)) {
+    return `is an ${kind} fault whose ${failingStatusRule}, got ${UserCode.shown(status)}`
   }
   if (kind === "unfinished" && !isUsage(Predicate.hasProperty(fault, "usage") ? fault.usage : undefined)) {
     return "is an unfinished fault without a Model.Usage"

@@ -22,8 +22,10 @@
  * @since 0.1.0
  */
 import { Clock, Effect, Predicate, Schema } from "effect"
+import * as Abortable from "../cancellation/Abortable.ts"
 import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
+import * as RealTime from "../time/RealTime.ts"
 import * as Tool from "../tools/Tool.ts"
 import {
   type Call,
@@ -289,6 +291,26 @@ export const ledgered = (options: {
 }
 
 /**
+ * A sleep whose interruption is ignored as a promise ignores its `AbortSignal` under
+ * `Abortable.handler`: the interruption completes only after `Abortable`'s grace, in real
+ * time (told to a test-clock driver), and the call is settled `outcome_unknown`, as
+ * `Abortable` settles such a promise.
+ */
+const ignoringItsSignal = (millis: number, context: Tool.CallContext): Effect.Effect<void> =>
+  Effect.onInterrupt(Effect.sleep(millis), () =>
+    Effect.andThen(
+      RealTime.sleep(Abortable.defaultGraceMillis),
+      Effect.sync(() =>
+        context.settle(
+          "outcome_unknown",
+          `the tool ignored its abort signal for the ${Abortable.defaultGraceMillis} ms grace period: it may still be ` +
+            "running in this process, and its effect must be reclaimed or reconciled"
+        )
+      )
+    )
+  )
+
+/**
  * A slow tool and what it received. `finished` holds the clock time at which each
  * invocation that was not cut off answered.
  *
@@ -304,9 +326,16 @@ export interface Slow {
 /**
  * A tool that sleeps `millis` on Effect's `Clock` (so `TestClock` in tests) and then
  * answers `output` (default `"done"`). Idempotent and read-only unless told otherwise.
- * With `ignoresCancellation`, its sleep cannot be interrupted (R10): a cancel or a deadline
- * waits the stop grace for it, then leaves it behind (the run's result says so), as with a
- * tool that ignores its `AbortSignal`.
+ *
+ * With `ignoresCancellation` (R10), it is a tool that ignores its `AbortSignal`, as an
+ * `Abortable` handler whose promise never settles on the abort: whatever cuts it off (its
+ * timeout, the step or run deadline, a cancel) waits `Abortable`'s grace for it (100 ms,
+ * real time, during which `TestClockDriver` holds the clock still), and the call is
+ * recorded `outcome_unknown`, "it may still be running" (in `pendingActions`). Its timeout
+ * and the step deadline cut it off at their time, as they cut off such a promise. A stop
+ * grace (`time.stopGrace`) shorter than that grace leaves it behind instead: the run's
+ * result says so. (Code that cannot be interrupted at all, an `Effect.uninterruptible`
+ * region, is another thing: it holds its step until it ends; write such a tool yourself.)
  *
  * @category constructors
  * @since 0.1.0
@@ -342,7 +371,7 @@ export const slow = (options: {
       record(input, context).pipe(
         Effect.andThen(
           options.ignoresCancellation === true
-            ? Effect.uninterruptible(Effect.sleep(options.millis))
+            ? ignoringItsSignal(options.millis, context)
             : Effect.sleep(options.millis)
         ),
         Effect.andThen(Clock.currentTimeMillis),

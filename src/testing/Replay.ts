@@ -5,7 +5,10 @@
  * the failure) and the tools' results (each attempt of each call: the output of
  * `tool.succeeded`, the failure of `tool.failed`, the retried failure a
  * `recovery.started` names, or an attempt cut off, which the playback's handler settles
- * as the `tool.interrupted` says), played back in order at the times they were recorded, on a
+ * as the `tool.interrupted` says; one that held its step past its deadline, or that the run
+ * left behind after its stop grace, cannot be interrupted in the playback either, so the
+ * replay holds and leaves it as the recording did, after the same stop grace in real time),
+ * played back in order at the times they were recorded, on a
  * `TestClock` of the replay's own that starts where the recording started. Approvals are
  * decided as recorded. The rest comes from the caller, as for `Run.run`: the tools (by
  * name, their schemas and metadata; their handlers, status queries and postconditions are

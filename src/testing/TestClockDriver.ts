@@ -32,9 +32,9 @@ export class StillRunning extends Schema.TaggedError<StillRunning>()("StillRunni
  */
 export interface Options {
   /**
-   * How far the clock moves at a time: the driver's resolution. A sleep wakes at its own
-   * time whatever the step, but what follows a wait in real time that begins within a step
-   * (the stop grace at a deadline) is stamped at the step's end. Default 10 ms.
+   * How far the clock moves at a time. A sleep wakes at its own time whatever the step, and
+   * a sleeper that begins a wait in real time (the stop grace at a deadline) stops the move
+   * at its instant: what follows the wait is stamped there, not at the step's end. Default 10 ms.
    */
   readonly step?: Duration.Input | undefined
   /** The most the clock moves in all. Default 10 minutes. */
@@ -53,8 +53,8 @@ export interface Options {
  * until the effect ends; then returns what it returned. If it is still running once the
  * clock has moved `upTo`, it is interrupted and the driver fails with {@link StillRunning}.
  * Run it inside a test that provides the `TestClock` (every `it.effect` of `@effect/vitest` does).
- * A `step` that is not > 0, or a `step` or `upTo` that is not a finite duration, is a defect
- * (`RangeError`) naming the option, raised before the effect starts.
+ * Options that are not an object, a `step` that is not > 0, or a `step` or `upTo` that is not
+ * a finite duration, is a defect (`RangeError`) naming the option, raised before the effect starts.
  *
  * @category combinators
  * @since 0.2.0
@@ -64,6 +64,15 @@ export const drive = <A, E, R>(
   options: Options = {}
 ): Effect.Effect<A, E | StillRunning, R> =>
   Effect.gen(function* () {
+    // Options of whatever type (`null` from a caller's JavaScript): refused naming them, not a TypeError on a read.
+    const given: unknown = options
+    if (typeof given !== "object" || given === null) {
+      return yield* Effect.die(
+        new RangeError(
+          `TestClockDriver.drive: options must be an object (step, upTo, pace), got ${UserCode.shown(given)}`
+        )
+      )
+    }
     const stepMillis = millisOf("step", options.step ?? "10 millis")
     const upToMillis = millisOf("upTo", options.upTo ?? "10 minutes")
     if (!(stepMillis > 0)) return yield* Effect.die(new RangeError(`TestClockDriver.drive: step must be > 0`))
@@ -82,7 +91,7 @@ export const drive = <A, E, R>(
       )
     }
     // The run's waits in real time (a stop grace, an abort's grace): the clock stands still meanwhile.
-    const waits = RealTime.counted()
+    const waits = holdingWaits(clock)
     // Detached, so that the driver never waits for it: what cannot be interrupted is left to run.
     const fiber = yield* Effect.forkDetach(Effect.provideService(effect, RealTime.Waits, waits), {
       startImmediately: true
@@ -90,12 +99,12 @@ export const drive = <A, E, R>(
     const running = () => fiber.pollUnsafe() === undefined
     return yield* Effect.onInterrupt(
       Effect.gen(function* () {
-        const moved = yield* advanceWhile(running, waits, stepMillis, upToMillis, pace)
+        const moved = yield* advanceWhile(clock, running, waits, stepMillis, upToMillis, pace)
         if (running()) {
           // Interrupting runs the effect's finalizers, which may sleep too: keep moving the clock
           // for them, as far again at most, and never wait for what still does not end.
           fiber.interruptUnsafe()
-          yield* advanceWhile(running, waits, stepMillis, upToMillis, pace)
+          yield* advanceWhile(clock, running, waits, stepMillis, upToMillis, pace)
           return yield* new StillRunning({ movedMillis: moved.millis, steps: moved.steps })
         }
         return yield* Fiber.join(fiber)
@@ -122,14 +131,69 @@ const realWait = (millis: number) =>
 
 const realMillisecond = realWait(1)
 
+/** The run's waits in real time, counted, and able to stop the clock's move that woke one. */
+interface HoldingWaits extends RealTime.Waits {
+  readonly pending: () => number
+  /** Called when a wait begins while the clock moves, and the clock has moved since `from`. */
+  hold: { readonly from: number; readonly stop: () => void } | undefined
+}
+
+/**
+ * The waits of a driven effect. A wait that begins while the clock is being moved was begun by
+ * a sleeper it woke (the clock has jumped to that sleeper's time): the move stops there, so
+ * that nothing more of the step runs, and nothing is stamped past that instant (a deadline).
+ */
+const holdingWaits = (clock: Clock.Clock): HoldingWaits => {
+  const counted = RealTime.counted()
+  const waits: HoldingWaits = {
+    begin: () => {
+      const end = counted.begin()
+      const hold = waits.hold
+      // Only a move that made progress is stopped: a wait begun before it moved (not woken by it) lets it go on.
+      if (hold !== undefined && clock.currentTimeMillisUnsafe() > hold.from) {
+        waits.hold = undefined
+        hold.stop()
+      }
+      return end
+    },
+    pending: counted.pending,
+    hold: undefined
+  }
+  return waits
+}
+
+/**
+ * Moves the clock by `millis`, waking its sleepers in order, unless one of them begins a wait
+ * in real time: then it stops at that sleeper's time. Gives how far it moved.
+ */
+const moveClock = (clock: Clock.Clock, waits: HoldingWaits, millis: number) =>
+  Effect.gen(function* () {
+    const from = clock.currentTimeMillisUnsafe()
+    let stopped = false
+    const moving = yield* Effect.forkChild(TestClock.adjust(Duration.millis(millis)), { startImmediately: true })
+    waits.hold = {
+      from,
+      stop: () => {
+        stopped = true
+        moving.interruptUnsafe()
+      }
+    }
+    yield* Fiber.await(moving)
+    waits.hold = undefined
+    // A whole move counts as asked (no sum of clock readings, which may differ in the last bits).
+    return stopped ? clock.currentTimeMillisUnsafe() - from : millis
+  })
+
 /**
  * Moves the clock `step` at a time, never past `upTo` in all, while `running` holds; while
- * one of the run's waits in real time is pending, it waits for it in real time instead.
- * With a `pace`, a step of `n` ms comes at least `n / pace` real ms after the one before.
+ * one of the run's waits in real time is pending, it waits for it in real time instead (and
+ * a move that woke one stops at its instant). With a `pace`, a step of `n` ms comes at least
+ * `n / pace` real ms after the one before.
  */
 const advanceWhile = (
+  clock: Clock.Clock,
   running: () => boolean,
-  waits: { readonly pending: () => number },
+  waits: HoldingWaits,
   stepMillis: number,
   upToMillis: number,
   pace: number | undefined
@@ -152,8 +216,7 @@ const advanceWhile = (
         continue
       }
       steppedAt = performance.now()
-      yield* TestClock.adjust(Duration.millis(next))
-      millis += next
+      millis += yield* moveClock(clock, waits, next)
       steps++
     }
     return { millis, steps }

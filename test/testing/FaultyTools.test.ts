@@ -8,6 +8,7 @@ import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
+import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Permission from "../../src/tools/Permission.ts"
@@ -616,6 +617,92 @@ describe("FaultyTools", () => {
           ])
         })
     )
+
+    it.effect(
+      "R10 R5.2 R4.2 a slow tool that ignores cancellation ignores its signal as an Abortable promise does: its timeout and the step cut it off after the grace, outcome_unknown",
+      () =>
+        Effect.gen(function* () {
+          for (const [layer, time, timeout, budget] of [
+            ["tool", { run: "1 minute" }, "2 seconds", { toolTimeoutMillis: { deaf: 2_000 } }],
+            ["step", { run: "1 minute", step: "5 seconds" }, undefined, { stepTimeoutMillis: 5_000 }]
+          ] as const) {
+            const deaf = FaultyTools.slow({
+              name: "deaf",
+              millis: 10_000,
+              ignoresCancellation: true,
+              timeout,
+              maxRetries: 0
+            })
+            const model = FaultyModel.make([call("deaf", {}, "c1"), final])
+            const result = yield* TestClockDriver.drive(Run.run({ goal: "x", tools: [deaf.tool], time })).pipe(
+              Effect.provide(Layer.mergeAll(FaultyModel.layer(model), NodeServices.layer))
+            )
+            // Each run starts where the clock stands.
+            const cutAt = (result.timeline[0]?.at ?? 0) + (layer === "tool" ? 2_000 : 5_000)
+            // Cut off at its layer's time, not held until it ends: nothing it would have answered is seen.
+            assert.deepStrictEqual(deaf.finished, [])
+            const interrupted = ofTag(result.timeline, "tool.interrupted")
+            assert.deepStrictEqual(
+              interrupted.map((e) => [e.at, e.attempt, e.settlement]),
+              [[cutAt, 1, "outcome_unknown"]]
+            )
+            assert.include(interrupted[0]?.detail, "ignored its abort signal for the 100 ms grace period")
+            const failed = ofTag(result.timeline, "tool.failed")
+            assert.deepStrictEqual(
+              failed.map((e) => [e.at, e.error.failure?.timeout?.layer, e.error.failure?.timeout?.elapsedMillis]),
+              [[cutAt, layer, layer === "tool" ? 2_000 : 5_000]]
+            )
+            assert.notInclude(result.detail, "left behind")
+            const found = Properties.check(result, {
+              runTimeoutMillis: 60_000,
+              maxRecoveries: 8,
+              scheduleRetries: 2,
+              ...budget
+            })
+            assert.deepStrictEqual(found, [])
+          }
+          // A cancel with the default stop grace (5 s) waits the 100 ms of the ignored signal, and leaves nothing behind.
+          const deaf = FaultyTools.slow({ name: "deaf", millis: 60_000, ignoresCancellation: true })
+          const model = FaultyModel.make([call("deaf", {}, "c1"), final])
+          const result = yield* TestClockDriver.drive(
+            Effect.gen(function* () {
+              const handle = yield* Run.start({ goal: "x", tools: [deaf.tool], time: { run: "1 minute" } })
+              yield* Effect.sleep("1 second")
+              yield* handle.cancel
+              return yield* handle.result
+            }).pipe(Effect.scoped)
+          ).pipe(Effect.provide(Layer.mergeAll(FaultyModel.layer(model), NodeServices.layer)))
+          assert.deepStrictEqual([result.status, result.elapsedMillis], ["cancelled", 1_000])
+          assert.strictEqual(deaf.calls.count, 1)
+          assert.notInclude(result.detail, "left behind")
+          assert.deepStrictEqual(
+            ofTag(result.timeline, "tool.interrupted").map((e) => e.settlement),
+            ["outcome_unknown"]
+          )
+          assert.deepStrictEqual(
+            result.pendingActions.map((a) => a.callId),
+            ["c1"]
+          )
+        })
+    )
+
+    it("R10 a hand-made http fault with a status no client fails on (200, 102) is refused as httpError refuses it", () => {
+      const hostile = (value: unknown) => value as never
+      for (const status of [200, 102, 204, 600]) {
+        assert.throws(
+          () => FaultyModel.make([hostile({ _tag: "Fault", fault: { kind: "http", status } })]),
+          new RegExp(
+            `step 0 is an http fault whose status must be an HTTP status a client fails on \\(300 to 599\\), got ${status}`
+          )
+        )
+        assert.throws(
+          () => FaultyModel.make([hostile({ _tag: "Fault", fault: { kind: "already_retried", status, attempts: 2 } })]),
+          /already_retried fault whose status must be an HTTP status a client fails on/
+        )
+      }
+      // What httpError makes passes.
+      assert.doesNotThrow(() => FaultyModel.make([hostile({ _tag: "Fault", fault: { kind: "http", status: 503 } })]))
+    })
 
     it("R10 the constructors refuse nonsense", () => {
       assert.throws(() => FaultyTools.flaky({ name: "x", failures: -1 }), /failures must be an integer >= 0/)

@@ -2,11 +2,15 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Schema } from "effect"
 import type * as Event from "../../src/events/Event.ts"
+import * as Failure from "../../src/failure/Failure.ts"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
+import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { approval, base, invariants, run, tagsOf } from "../support/properties.ts"
@@ -115,6 +119,114 @@ describe("Properties.check catches broken runs", () => {
       )
       assert.include(invariants(Properties.check(renamed, scenario.budget)), "R3.1 never retried")
     })
+  )
+
+  it.effect(
+    "R10 R3.1 a call that fails for good after a retry of another failure, or after its own retries, is no retry of it",
+    () =>
+      Effect.gen(function* () {
+        const budget = { runTimeoutMillis: 60_000, maxRecoveries: 8, scheduleRetries: 2, toolMaxRetries: { t: 2 } }
+        const runOne = <I, O>(tool: Tool.Tool<I, O>) =>
+          Run.run({ goal: "g", tools: [tool], time: { run: "1 minute" } }).pipe(
+            TestClockDriver.drive,
+            Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("t", { a: 1 }), ScriptedModel.finalAnswer("x")]))
+          )
+        const gone = new Failure.Permanent({
+          source: "tool",
+          category: "not_found",
+          code: "gone",
+          attempts: 1,
+          hint: "gone"
+        })
+        // Busy, retried once; then gone for good: recovery.failed says "never retried", and the failure counts 2 attempts.
+        const flaky = FaultyTools.flaky({
+          name: "t",
+          failures: 2,
+          recoverErrors: true,
+          failure: (call) =>
+            call.n === 1
+              ? new Failure.Retryable({
+                  source: "tool",
+                  category: "unavailable",
+                  code: "busy",
+                  attempts: 1,
+                  hint: "busy"
+                })
+              : gone
+        })
+        const retriedThenGone = yield* runOne(flaky.tool)
+        // A tool that retried inside itself, then failed for good (R3.4: it carries its 3 attempts outward).
+        const own = Tool.make({
+          name: "t",
+          description: "retries by itself",
+          input: Schema.Struct({ a: Schema.Number }),
+          output: Schema.String,
+          sideEffect: "read",
+          recoverErrors: true,
+          handler: () => Effect.fail(FailureBoundary.withAttempts(gone, 3))
+        })
+        const ownRetries = yield* runOne(own)
+        // An idempotent write refused at first (retried), whose retry's answer is lost: unknown outcome.
+        const ledgered = FaultyTools.ledgered({
+          name: "t",
+          idempotent: true,
+          sideEffect: "write",
+          behaviour: ["fail_before_apply", "apply_then_lose"]
+        })
+        const retriedThenLost = yield* runOne(ledgered.tool)
+        for (const [result, attempts] of [
+          [retriedThenGone, 2],
+          [ownRetries, 3],
+          [retriedThenLost, 2]
+        ] as const) {
+          const failed = result.timeline.find((e) => e._tag === "tool.failed")
+          assert.strictEqual(failed?._tag === "tool.failed" ? failed.error.failure?.attempts : undefined, attempts)
+          assert.notInclude(invariants(Properties.check(result, budget)), "R3.1 never retried")
+        }
+        // Made by hand: the run retried the permanent failure the call then ended with. Caught by
+        // the call's own ending, whatever the list of codes known to be permanent.
+        const retriedGone = edit(
+          retriedThenGone,
+          retriedThenGone.timeline.map((e) => (e._tag === "recovery.started" ? { ...e, cause: "gone" } : e))
+        )
+        assert.include(invariants(Properties.check(retriedGone, { ...budget, neverRetried: [] })), "R3.1 never retried")
+        const retriedLost = edit(
+          retriedThenLost,
+          retriedThenLost.timeline.map((e) => (e._tag === "recovery.started" ? { ...e, cause: "connection_lost" } : e))
+        )
+        assert.include(invariants(Properties.check(retriedLost, { ...budget, neverRetried: [] })), "R3.1 never retried")
+      })
+  )
+
+  it.effect(
+    "R10 R4.2 an attempt that holds its step past its deadline is reported, whether it ends or the run deadline leaves it behind",
+    () =>
+      Effect.gen(function* () {
+        const stubborn = (millis: number) =>
+          Tool.make({
+            name: "t",
+            description: "cannot be interrupted",
+            input: Schema.Struct({}),
+            output: Schema.String,
+            sideEffect: "read",
+            maxRetries: 0,
+            handler: () => Effect.as(Effect.uninterruptible(Effect.sleep(millis)), "late")
+          })
+        const budget = { runTimeoutMillis: 20_000, maxRecoveries: 8, scheduleRetries: 2, stepTimeoutMillis: 5_000 }
+        for (const millis of [10_000, 60_000]) {
+          const result = yield* Run.run({
+            goal: "g",
+            tools: [stubborn(millis)],
+            time: { run: "20 seconds", step: "5 seconds", stopGrace: "20 millis" }
+          }).pipe(
+            TestClockDriver.drive,
+            Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("t", {}), ScriptedModel.finalAnswer("x")]))
+          )
+          // Ended at 10 s (its step_timeout says so), or left behind at the run deadline.
+          assert.strictEqual(result.stopReason, millis === 10_000 ? "step_timeout" : "run_timeout")
+          assert.include(invariants(Properties.check(result, budget)), "R4.2 step deadline")
+        }
+      })
   )
 
   it.effect("R2.5 R8 a missing or early run.finished and counters off the timeline are reported", () =>

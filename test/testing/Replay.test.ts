@@ -526,6 +526,71 @@ describe("Replay", () => {
   )
 
   it.effect(
+    "R10 R5.2 R4.2 R13 attempts left behind after the stop grace, or that held their step, replay Matched: nothing interrupts their playback",
+    () =>
+      Effect.gen(function* () {
+        // Code that cannot be interrupted: it holds its step until it ends, and only the run deadline or a cancel leaves it behind.
+        const stubborn = (millis: number, timeout?: Duration.Input) =>
+          Tool.make({
+            name: "stubborn",
+            description: "Cannot be interrupted",
+            input: Schema.Struct({}),
+            output: Schema.String,
+            sideEffect: "read",
+            maxRetries: 0,
+            ...(timeout === undefined ? {} : { timeout }),
+            handler: () => Effect.as(Effect.uninterruptible(Effect.sleep(millis)), "late")
+          })
+        const recordAndReplay = (
+          tool: Tool.Any<never>,
+          time: NonNullable<Run.Options<Tool.Any<never>>["time"]>,
+          cancelAfter?: Duration.Input
+        ) =>
+          Effect.gen(function* () {
+            const model = ScriptedModel.layer([ScriptedModel.toolCall(tool.name, {}), ScriptedModel.finalAnswer("x")])
+            const recorded = yield* TestClockDriver.drive(
+              Effect.gen(function* () {
+                const handle = yield* Run.start({ goal: "g", tools: [tool], time })
+                if (cancelAfter === undefined) return yield* handle.result
+                yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "tool.started"))
+                yield* Effect.sleep(cancelAfter)
+                return yield* handle.cancel
+              }).pipe(Effect.scoped, Effect.provide(model)),
+              { upTo: "2 minutes" }
+            )
+            const report = yield* Replay.replay(recorded.timeline, { tools: [tool], time })
+            assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+            return recorded
+          })
+        const grace = { stopGrace: "20 millis" } as const
+        // Left behind by the run deadline; by it after holding its step, or its own timeout; by a cancel.
+        for (const [tool, time, cancelAfter] of [
+          [stubborn(60_000), { run: "5 seconds", ...grace }, undefined],
+          [stubborn(60_000), { run: "5 seconds", step: "2 seconds", ...grace }, undefined],
+          [stubborn(60_000, "1 second"), { run: "5 seconds", ...grace }, undefined],
+          [stubborn(60_000), { run: "1 minute", ...grace }, "2 seconds"],
+          // A tool that ignores its signal for longer than the stop grace: left behind too.
+          [
+            FaultyTools.slow({ name: "deaf", millis: 60_000, ignoresCancellation: true }).tool,
+            { run: "1 minute", ...grace },
+            "2 seconds"
+          ]
+        ] as const) {
+          const recorded = yield* recordAndReplay(tool, time, cancelAfter)
+          assert.include(recorded.detail, "it was left behind")
+        }
+        // Held its step past the deadline, then ended: the timeout says how long the wait really took.
+        const held = yield* recordAndReplay(stubborn(3_000), { run: "1 minute", step: "1 second" })
+        const failed = held.timeline.find((e) => e._tag === "tool.failed")
+        assert.deepStrictEqual(failed?._tag === "tool.failed" ? failed.error.failure?.timeout : undefined, {
+          layer: "step",
+          elapsedMillis: 3_000,
+          mayHaveSideEffects: false
+        })
+      })
+  )
+
+  it.effect(
     "R13 a call whose observation could not be rendered replays Matched; one whose output broke its schema is named as not kept",
     () =>
       Effect.gen(function* () {

@@ -3,8 +3,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Clock, Effect, Exit, Layer, Schema } from "effect"
 import * as Abortable from "../../src/cancellation/Abortable.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
+import * as RealTime from "../../src/time/RealTime.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 
 const slow = Tool.make({
@@ -199,4 +201,63 @@ describe("TestClockDriver", () => {
       })
     )
   }
+
+  it.effect(
+    "R10 R4.2 a wait in real time that a sleeper begins stops the clock at that sleeper: nothing is stamped past the deadline, whatever the step",
+    () =>
+      Effect.gen(function* () {
+        // The driver itself: a sleeper of 5 ms begins a real wait; a step of 7 ms does not move on to 7 meanwhile.
+        const start = yield* Clock.currentTimeMillis
+        const seen = yield* TestClockDriver.drive(
+          Effect.sleep(5).pipe(Effect.andThen(RealTime.sleep(20)), Effect.andThen(Clock.currentTimeMillis)),
+          { step: "7 millis" }
+        )
+        assert.strictEqual(seen - start, 5)
+        // A run whose tool cannot be interrupted: its deadline waits the stop grace, and every event is stamped at it.
+        const stubborn = Tool.make({
+          name: "stubborn",
+          description: "cannot be interrupted",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          handler: () => Effect.as(Effect.uninterruptible(Effect.sleep("1 minute")), "done")
+        })
+        for (const step of ["3 millis", "7 millis"] as const) {
+          const result = yield* TestClockDriver.drive(
+            Run.run({ goal: "wait", tools: [stubborn], time: { run: "5 seconds", stopGrace: "30 millis" } }),
+            { step, upTo: "1 minute" }
+          ).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("stubborn", {})])))
+          assert.include(result.detail, "left behind")
+          const startedAt = result.timeline[0]?.at ?? 0
+          assert.deepStrictEqual(
+            [result.elapsedMillis, ...new Set(result.timeline.slice(-6).map((e) => e.at - startedAt))],
+            [5_000, 5_000]
+          )
+          assert.deepStrictEqual(
+            Properties.check(result, { runTimeoutMillis: 5_000, maxRecoveries: 8, scheduleRetries: 2 }),
+            []
+          )
+        }
+      }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.effect("R10 options that are no object (null from JavaScript) are a RangeError naming them, not a TypeError", () =>
+    Effect.gen(function* () {
+      for (const options of [null, "fast"]) {
+        let started = false
+        const exit = yield* Effect.exit(
+          TestClockDriver.drive(
+            Effect.sync(() => {
+              started = true
+            }),
+            // A caller's JavaScript: options of whatever type.
+            options as unknown as TestClockDriver.Options
+          )
+        )
+        const defect = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+        assert.instanceOf(defect, RangeError)
+        assert.match(String((defect as RangeError).message), /TestClockDriver\.drive: options must be an object/)
+        assert.isFalse(started)
+      }
+    })
+  )
 })

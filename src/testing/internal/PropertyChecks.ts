@@ -14,6 +14,7 @@ import type * as RunResult from "../../run/RunResult.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import { checkApprovals } from "./PropertyApprovalChecks.ts"
 import { type Budget, budgetProblem, neverRetriedCodes } from "./PropertyBudget.ts"
+import { type CallRef, checkNeverRetried } from "./PropertyRetryChecks.ts"
 import { checkSpend } from "./PropertySpendChecks.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
@@ -41,12 +42,6 @@ export const correctionsSpendRetries = "R3.4 corrections do not spend the retry 
  * @since 0.1.0
  */
 export const unknownOutcomeEndsRun = "R3.8 an unknown outcome ends the run unknown_outcome"
-
-/** A tool call, as its `model.responded` names it. */
-interface CallRef {
-  readonly callId: string
-  readonly name: string
-}
 
 /**
  * The tool call each event belongs to: by the `callId` it names (recovery events of a
@@ -87,8 +82,9 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, CallRef> => {
  *   more than the run timeout; `elapsedMillis` ≤ the run timeout; no event after the
  *   deadline.
  * - `R3.1 never retried`: no retry caused by a permanent or unknown-outcome failure
- *   (a provider retry must follow a retryable `model.failed`), no retry of a blocked or
- *   argument-refused call.
+ *   (a provider retry must follow a retryable `model.failed`; a tool retry must not name
+ *   the code of the permanent or unknown-outcome failure its call ended with), no retry
+ *   of a blocked or argument-refused call (`PropertyRetryChecks.ts`).
  * - `R2.3 hard limits`: model responses ≤ `maxIterations`, tool calls started ≤ `maxToolCalls`.
  * - `R2.1 usage counted`: the token counters sum the usage of every answer on the
  *   timeline, failed ones included; `R2.1 token budget`: once those answers used more
@@ -132,8 +128,10 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, CallRef> => {
  *   its `tool.started`); 0 for a tool attempt its step left no time to start.
  * - `R4.2 step deadline`: with a step timeout, each step starts at the first
  *   `model.requested` of its iteration; every retry's wait ends before its step's
- *   deadline, and no model answer or failure, tool result or approval decision of the
- *   step comes after it.
+ *   deadline, and no model answer or failure, tool result, attempt settled
+ *   (`tool.interrupted`) or approval decision of the step comes after it: code that
+ *   cannot be interrupted holds its step (README, Guarantees), reported whether it ends
+ *   or the run deadline leaves it behind.
  * - `R4.2 approval wait`: an approval request expires at min(its request + the approval
  *   timeout, the step's deadline, the run's deadline), and an expiry comes exactly then.
  *
@@ -258,58 +256,7 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
   }
 
   // R3.1, R3.6, R3.8: what is never retried.
-  const never = new Set(budget.neverRetried ?? neverRetriedCodes)
-  for (const e of retries) {
-    if (never.has(e.cause)) violate("R3.1 never retried", `${e.kind} (seq ${e.seq}) retried a ${e.cause} failure`)
-  }
-  for (const e of ofTag(retries, "recovery.started").filter((r) => r.kind === "provider_retry")) {
-    const before = timeline
-      .slice(0, e.seq)
-      .reverse()
-      .find((x) => x._tag !== "state.changed")
-    if (before?._tag !== "model.failed" || before.failure.classification !== "retryable") {
-      violate("R3.1 never retried", `provider retry (seq ${e.seq}) does not follow a retryable model failure`)
-    } else if (before.failure.code !== e.cause) {
-      violate(
-        "R3.1 never retried",
-        `provider retry (seq ${e.seq}) names ${e.cause}, the failure was ${before.failure.code}`
-      )
-    }
-  }
-  // Where each call was refused: a retry after it is one of a refused call (one before it, a resumed run's, is not).
-  const refused = new Map<string, number>()
-  for (const e of timeline) {
-    if ((e._tag === "tool.blocked" || (e._tag === "tool.failed" && e.error.correctable)) && !refused.has(e.callId))
-      refused.set(e.callId, e.seq)
-  }
-  for (const e of retries) {
-    const call = owner.get(e.seq)
-    if (
-      e.kind === "tool_retry" &&
-      call !== undefined &&
-      e.seq > (refused.get(call.callId) ?? Number.POSITIVE_INFINITY)
-    ) {
-      violate("R3.1 never retried", `${call.name} (${call.callId}) was refused, then retried (seq ${e.seq})`)
-    }
-  }
-  // A call its status query found not applied is sent again by the runtime (R3.8): that is no blind retry.
-  const resent = new Set(
-    timeline.flatMap((e) => (e._tag === "tool.reconciled" && e.verdict === "not_applied" ? [e.callId] : []))
-  )
-  for (const e of ofTag(timeline, "tool.failed")) {
-    const failure = e.error.failure
-    if (
-      failure !== undefined &&
-      failure.classification !== "retryable" &&
-      failure.attempts > 1 &&
-      !resent.has(e.callId)
-    ) {
-      violate(
-        "R3.1 never retried",
-        `${e.name} (${e.callId}) ended ${failure.classification} after ${failure.attempts} attempts`
-      )
-    }
-  }
+  checkNeverRetried(timeline, retries, owner, new Set(budget.neverRetried ?? neverRetriedCodes), violate)
 
   // R8, R5.2: each call starts once and ends once, or is recorded interrupted.
   checkCalls(result, violate)

@@ -156,12 +156,15 @@ export const checkTimeLayers = (result: RunResult.RunResult, budget: Budget, vio
       )
     }
     // No answer, result or decision of a step arrives after the step's deadline: every wait is bounded by it.
+    // Nor is an attempt settled after it: one that held its step (code that cannot be interrupted),
+    // whether it then ended by itself or the run deadline left it behind.
     if (
       (e._tag === "model.responded" ||
         e._tag === "model.failed" ||
         e._tag === "tool.succeeded" ||
         e._tag === "tool.failed" ||
         e._tag === "tool.blocked" ||
+        e._tag === "tool.interrupted" ||
         e._tag === "approval.decided") &&
       e.at > stepDeadline + epsilon &&
       !(resumedLate !== undefined && recordsLate(e, resumedLate))

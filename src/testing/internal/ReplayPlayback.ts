@@ -154,12 +154,24 @@ export const model = (recorded: ReadonlyArray<Event.Event>, refusals: Array<Refu
   }
 }
 
-/** What one attempt of a recorded call came to, and when. */
+/**
+ * What one attempt of a recorded call came to, and when. `held`: it came past the attempt's
+ * deadline (its `tool.started`'s), so the recorded handler could not be interrupted and held
+ * its step (or its timeout) until then; played back so, it holds the replay's too.
+ */
 type Outcome =
-  | { readonly _tag: "Succeeded"; readonly at: number; readonly output: unknown }
-  | { readonly _tag: "Failed"; readonly at: number; readonly failure: Failure.Failure }
-  /** Cut off (its timeout, a deadline, a cancel), then settled as the recording says. */
-  | { readonly _tag: "Cut"; readonly settlement: Tool.Settlement; readonly detail: string }
+  | { readonly _tag: "Succeeded"; readonly at: number; readonly output: unknown; readonly held?: boolean }
+  | { readonly _tag: "Failed"; readonly at: number; readonly failure: Failure.Failure; readonly held?: boolean }
+  /** Cut off (its timeout, a deadline, a cancel), then settled as the recording says, at `at`. */
+  | {
+      readonly _tag: "Cut"
+      readonly at: number
+      readonly settlement: Tool.Settlement
+      readonly detail: string
+      readonly held?: boolean
+    }
+  /** Still running when the stop grace ran out: the run left it behind, and the replay leaves it too. */
+  | { readonly _tag: "LeftBehind" }
   /** The handler returned what the tool's checks refused, which the recording does not keep. */
   | { readonly _tag: "Unkept"; readonly seq: number; readonly code: string }
   | { readonly _tag: "Waited" }
@@ -191,6 +203,16 @@ const lost = (final: Failure.Summary | undefined, answer: Answer): Failure.Failu
   })
 }
 
+/** Times closer than this are the same instant (jittered delays make fractional sums). */
+const heldPast = 1e-6
+
+/**
+ * Whether a call's `tool.interrupted` is the run's record of an attempt it left behind
+ * after the stop grace (`RunEnd.leftBehind`), not what the attempt said of itself.
+ */
+const isLeftBehind = (e: Event.Of<"tool.interrupted">): boolean =>
+  e.settlement === "outcome_unknown" && e.detail.startsWith("still running: it did not stop within the stop grace")
+
 /**
  * The outcome of each attempt of each recorded call, and the answers of its status query,
  * by call id, in order.
@@ -202,6 +224,9 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
   for (const e of recorded)
     if (e._tag === "tool.failed" && e.error.failure !== undefined) finals.set(e.callId, e.error.failure)
   const open = new Set<string>()
+  // The deadline of each call's attempt now running, and whether the run was being stopped (deadline, cancel).
+  const deadlines = new Map<string, number>()
+  let stopping = false
   // An applied action's result is the call's success that follows its status query.
   const applied = new Map<string, Answer>()
   // The calls whose postcondition contradicted their success, with the result that said so.
@@ -210,10 +235,15 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
     if (!open.delete(callId)) return
     byCall.get(callId)?.push(outcome)
   }
+  /** An attempt's ending at `at` (its result, a failure it was retried for, its cut): held when past its deadline. */
+  const ended = (callId: string, outcome: Extract<Outcome, { readonly at: number }>) =>
+    settle(callId, { ...outcome, held: outcome.at > (deadlines.get(callId) ?? Number.POSITIVE_INFINITY) + heldPast })
   for (const e of recorded) {
+    if (e._tag === "run.stopping") stopping = true
     if (e._tag === "tool.started") {
       if (!byCall.has(e.callId)) byCall.set(e.callId, [])
       open.add(e.callId)
+      deadlines.set(e.callId, e.deadlineAt)
     } else if (e._tag === "tool.reconciled") {
       const answer: Answer = { at: e.at, verdict: e.verdict, detail: e.detail }
       answers.set(e.callId, [...(answers.get(e.callId) ?? []), answer])
@@ -227,17 +257,19 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
         attempts: 1,
         hint: `replayed: attempt ${e.attempt} failed with ${e.cause}`
       })
-      settle(e.callId, { _tag: "Failed", at: e.at, failure })
+      ended(e.callId, { _tag: "Failed", at: e.at, failure })
     } else if (e._tag === "tool.succeeded") {
       const answer = applied.get(e.callId)
       if (answer !== undefined) {
         answer.output = e.output
         applied.delete(e.callId)
       }
-      settle(e.callId, { _tag: "Succeeded", at: e.at, output: e.output })
+      ended(e.callId, { _tag: "Succeeded", at: e.at, output: e.output })
+    } else if (e._tag === "tool.interrupted" && e.attempt > 0 && stopping && isLeftBehind(e)) {
+      settle(e.callId, { _tag: "LeftBehind" })
     } else if (e._tag === "tool.interrupted" && e.attempt > 0) {
       // The replay's handler waits until the same layer cuts it off, and says what the recorded one said.
-      settle(e.callId, { _tag: "Cut", settlement: e.settlement, detail: e.detail })
+      ended(e.callId, { _tag: "Cut", at: e.at, settlement: e.settlement, detail: e.detail })
     } else if (e._tag === "tool.failed" && e.output !== undefined) {
       // The handler gave this output, and what the run did with it failed: its postcondition
       // contradicted it, or its observation could not be rendered. The replay does it again.
@@ -249,7 +281,7 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
     } else if (e._tag === "tool.failed") {
       const failure =
         e.error.failure === undefined ? refused(e.error.code, e.error.message) : fromSummary(e.error.failure, 1)
-      settle(e.callId, { _tag: "Failed", at: e.at, failure })
+      ended(e.callId, { _tag: "Failed", at: e.at, failure })
     }
   }
   // An attempt the recording never saw end (the run stopped while it ran) waits as it did.
@@ -321,17 +353,23 @@ export const tools = <T extends Tool.Any>(
           return Effect.fail(refused("replay_unrecorded", detail))
         }
         if (outcome._tag === "Waited") return Effect.never
-        if (outcome._tag === "Cut") {
-          const { settlement, detail } = outcome
-          return Effect.onInterrupt(Effect.never, () => Effect.sync(() => context.settle(settlement, detail)))
-        }
+        // Past the stop grace, as the recorded one was: nothing interrupts it.
+        if (outcome._tag === "LeftBehind") return Effect.uninterruptible(Effect.never)
         if (outcome._tag === "Unkept") {
           const detail = `${tool.name} call ${context.callId} returned output its checks refused (${outcome.code}), which the recording does not keep: it cannot be played back`
           refusals.push({ seq: outcome.seq, detail })
           return Effect.fail(refused("replay_unrecorded", detail))
         }
-        if (outcome._tag === "Failed") return Effect.andThen(until(outcome.at), Effect.fail(outcome.failure))
-        return Effect.andThen(until(outcome.at), decoded(outcome.output))
+        // An attempt that held its step is not interrupted before its recorded end.
+        const wait = outcome.held === true ? Effect.uninterruptible(until(outcome.at)) : until(outcome.at)
+        if (outcome._tag === "Cut") {
+          // Waits until the same layer cuts it off (once it has held as long as recorded), and says what the recorded one said.
+          const { settlement, detail } = outcome
+          const cut = outcome.held === true ? Effect.andThen(wait, Effect.never) : Effect.never
+          return Effect.onInterrupt(cut, () => Effect.sync(() => context.settle(settlement, detail)))
+        }
+        if (outcome._tag === "Failed") return Effect.andThen(wait, Effect.fail(outcome.failure))
+        return Effect.andThen(wait, decoded(outcome.output))
       })
     const postcondition = (_input: unknown, _output: unknown, context: Tool.CallContext) =>
       check(contradicted.get(context.callId))
