@@ -249,6 +249,57 @@ describe("Durable runs: what a run commits (R9)", () => {
       }).pipe(Effect.scoped, Effect.provide(Journal.layerMemory))
   )
 
+  it.live(
+    "R9.2 R5.2 a call whose intent record the store holds past the stop grace never ran: cancelled, not in doubt",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        let ran = 0
+        let holding = false
+        // The store holds the commit of the payment's intent record for 1.5 s; every other is quick.
+        const holdsIntent: Journal.Service = {
+          ...store,
+          append: (runId, batch) => {
+            const intent = batch.events.some((e) => e._tag === "tool.started")
+            if (!intent || holding) return store.append(runId, batch)
+            holding = true
+            return Effect.andThen(Effect.sleep("1500 millis"), store.append(runId, batch))
+          }
+        }
+        const pay = Tool.make({
+          name: "pay",
+          description: "Pays",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          handler: () =>
+            Effect.sync(() => {
+              ran++
+              return "paid"
+            })
+        })
+        const handle = yield* Run.start({
+          goal: "pay",
+          runId: "r1",
+          tools: [pay],
+          time: { stopGrace: "200 millis" }
+        }).pipe(
+          Effect.provideService(Journal.Journal, holdsIntent),
+          Effect.provide(
+            ScriptedModel.layer([ScriptedModel.toolCall("pay", {}, "c1"), ScriptedModel.finalAnswer("done")])
+          )
+        )
+        while (!holding) yield* Effect.sleep("5 millis")
+        const result = yield* handle.cancel
+        assert.strictEqual(ran, 0)
+        assert.strictEqual(result.stopReason, "cancelled")
+        const [interrupted] = result.timeline.filter((e) => e._tag === "tool.interrupted")
+        assert.strictEqual(interrupted?._tag === "tool.interrupted" ? interrupted.settlement : undefined, "cancelled")
+        assert.include(interrupted?._tag === "tool.interrupted" ? interrupted.detail : "", "it never ran")
+        assert.deepStrictEqual(result.pendingActions, [])
+      }).pipe(Effect.scoped, Effect.provide(Journal.layerMemory))
+  )
+
   it.live("R9 R3.11 the run deadline during a slow commit: run_timeout, not a dead process", () =>
     Effect.gen(function* () {
       const store = yield* Journal.Journal

@@ -160,8 +160,10 @@ export const intent = (ctx: RunContext.RunContext, what: string): Effect.Effect<
  * a run that ended by itself, a store out of reach is waited for, up to the stop grace,
  * before the caller gets the result: a result the journal never held would differ from the
  * one a later resume of the run made (R9). Not longer: a cancel or an interruption of the
- * caller that comes meanwhile is due its result within the grace (R12). A run stopped from
- * outside tries briefly, as every other barrier does.
+ * caller that comes meanwhile is due its result within the grace (R12), unless the store
+ * itself holds a commit: one try is never cut halfway, so the result waits for the store's
+ * answer (a limit the README states). A run stopped from outside tries briefly, as every
+ * other barrier does.
  */
 export const final = (ctx: RunContext.RunContext, result: unknown, graceMillis: number): Effect.Effect<void> =>
   ctx.journal === undefined

@@ -84,6 +84,21 @@ const callsOf = (
  */
 const mayHaveActedUnrecorded = (tool: Tool.Any<unknown> | undefined): boolean => tool === undefined
 
+/**
+ * Whether a call's last attempt is one whose handler waits for its intent record (a tool
+ * that may change the world, in a run with a journal) and that record is not in the journal
+ * yet (R9.2): its handler has not started, whatever holds the commit (a store that does not answer).
+ */
+const intentUncommitted = (
+  ctx: RunContext.RunContext,
+  callId: string,
+  tool: Tool.Any<unknown> | undefined
+): boolean => {
+  if (ctx.journal === undefined || tool === undefined || !mayHaveEffects(tool)) return false
+  const started = ctx.events.findLast((e) => e._tag === "tool.started" && e.callId === callId)
+  return started !== undefined && started.seq >= ctx.committed
+}
+
 /** Whether a call of the named tool commits its attempt before its handler and its ending at once (R9.2): it may act twice. */
 const commitsAtOnce =
   (tools: ReadonlyMap<string, Tool.Any<unknown>>) =>
@@ -304,6 +319,11 @@ export const recordAbandoned = (
       if (before.has(callId) && mayHaveActedUnrecorded(tool))
         record(ctx, { id: callId, name }, 0, "outcome_unknown", `${why}; ${ranBeforeDetail}`)
       else record(ctx, { id: callId, name }, 0, "cancelled", `${why}; its handler had not started: it never ran`)
+      continue
+    }
+    if (intentUncommitted(ctx, callId, tool)) {
+      const detail = `${why}; its intent record was not yet in the journal, so its handler had not started: it never ran`
+      record(ctx, { id: callId, name }, attempted.get(callId) ?? 0, "cancelled", detail)
       continue
     }
     const effects = stillRunning || (tool !== undefined && mayHaveEffects(tool))
