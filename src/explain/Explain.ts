@@ -66,6 +66,21 @@ export const pendingActions: (
   timeline: ReadonlyArray<Event.Event>
 ) => ReadonlyArray<M.Explanation["pendingActions"][number]> = Facts.pendingActions
 
+/**
+ * The first call of a timeline whose reported success its postcondition contradicted (R6.4):
+ * the check answered no (or not a boolean), failed, or did not answer within its tool's
+ * timeout. One the step deadline cut off contradicted nothing: the step ended first. The
+ * run does not build on such a call, and its world is to be checked before anything else.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const contradicted = (timeline: ReadonlyArray<Event.Event>): Event.Of<"tool.failed"> | undefined =>
+  timeline.find(
+    (e): e is Event.Of<"tool.failed"> =>
+      e._tag === "tool.failed" && e.error.code === "inconsistent_result" && e.error.failure?.timeout?.layer !== "step"
+  )
+
 type Timeline = ReadonlyArray<Event.Event>
 
 const last = <Tag extends Event.Event["_tag"]>(timeline: Timeline, tag: Tag): Event.Of<Tag> | undefined =>
@@ -295,8 +310,5 @@ export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => 
   }
   // A success its postcondition contradicted stays the first thing to check, even when a cancel
   // or the deadline then cut the run's validation short (R6.4).
-  const contradicted = timeline.find(
-    (e): e is Event.Of<"tool.failed"> => e._tag === "tool.failed" && e.error.code === "inconsistent_result"
-  )
-  return { ...facts, next: Limits.nextStep(facts, contradicted) }
+  return { ...facts, next: Limits.nextStep(facts, contradicted(timeline)) }
 }

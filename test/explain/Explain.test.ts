@@ -638,8 +638,27 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
           assert.deepStrictEqual([result.unfinished.map((i) => i.id), result.nextStep], [["more"], undefined])
           const e = explained(result)
           assert.deepStrictEqual({ kind: e.next.kind, callIds: e.next.callIds }, { kind: "fix", callIds: ["w1"] })
-          assert.include(e.next.text, "check the world by hand: write (w1) said it succeeded")
+          assert.include(
+            e.next.text,
+            "check the world by hand: write (w1): the tool reported success but its postcondition does not hold (the check answered false)"
+          )
         }
+        // A postcondition the step deadline cut off contradicted nothing: the step ended first.
+        const unanswered = tool({
+          name: "write",
+          sideEffect: "write",
+          handler: () => Effect.succeed("ok"),
+          postcondition: () => Effect.never
+        })
+        const cut = yield* scripted(script, {
+          tools: [unanswered],
+          validation: { plan: validation.plan },
+          time: { step: "1 second" }
+        })
+        assert.strictEqual(cut.stopReason, "step_timeout")
+        assert.strictEqual(cut.nextStep, "do more")
+        assert.isUndefined(Explain.contradicted(cut.timeline))
+        assert.strictEqual(explained(cut).next.kind, "raise_limit")
       })
   )
 

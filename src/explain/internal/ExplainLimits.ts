@@ -127,7 +127,9 @@ const decisiveLimit = (facts: Facts): string | undefined => facts.gauges.find((g
  */
 export const nextStep = (
   facts: Facts,
-  contradicted?: { readonly callId: string; readonly name: string } | undefined
+  contradicted?:
+    | { readonly callId: string; readonly name: string; readonly error: { readonly message: string } }
+    | undefined
 ): NextStep => {
   const pending = facts.pendingActions.map((a) => a.callId)
   if (!facts.ended) {
@@ -150,7 +152,7 @@ export const nextStep = (
   if (contradicted !== undefined && facts.stopReason !== "inconsistent_result") {
     return step(
       "fix",
-      `check the world by hand: ${contradicted.name} (${contradicted.callId}) said it succeeded and its postcondition says not; the run did not build on it`,
+      `check the world by hand: ${contradicted.name} (${contradicted.callId}): ${contradicted.error.message}; the run did not build on it`,
       undefined,
       [contradicted.callId]
     )

@@ -52,10 +52,6 @@ export interface Ending {
   readonly report?: Validation.Report | undefined
 }
 
-/** Whether a tool's success was contradicted by its postcondition, whatever stopped the run after (R6.4). */
-const contradicted = (events: ReadonlyArray<Event.Event>): boolean =>
-  events.some((e) => e._tag === "tool.failed" && e.error.code === "inconsistent_result")
-
 export const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.RunResult => {
   const report = ending.report
   const unfinished = report?.unfinished ?? []
@@ -82,7 +78,7 @@ export const conclude = (ctx: RunContext.RunContext, ending: Ending): RunResult.
     fallbacks,
     // The next safe step (R6.3): no plan work is while an action's outcome is unknown or a
     // result was contradicted; the world is checked first (the explanation's `next` says how).
-    ...(report?.nextStep !== undefined && pendingActions.length === 0 && !contradicted(ctx.events)
+    ...(report?.nextStep !== undefined && pendingActions.length === 0 && Explain.contradicted(ctx.events) === undefined
       ? { nextStep: report.nextStep }
       : {}),
     checkpoint: ctx.events.length - 1,
