@@ -7,7 +7,7 @@ import * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
-import type * as Model from "../../src/model/Model.ts"
+import * as Model from "../../src/model/Model.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Breakers from "../../src/recovery/Breakers.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
@@ -692,4 +692,37 @@ describe("Replay", () => {
       assert.strictEqual(error._tag, "NotARecording")
     })
   )
+})
+
+describe("Replay of answers cut off as they came (R13, R2.1)", () => {
+  const paying: Model.Model["Service"] = {
+    generate: () =>
+      Effect.never.pipe(Effect.onInterrupt(() => Model.reportCutOff({ inputTokens: 1_000, outputTokens: 4_000 })))
+  }
+  const cases = [
+    { time: { attempt: "400 millis" }, limits: { maxTokens: 6_000 } },
+    { time: { step: "400 millis" }, limits: {} },
+    { time: { run: "400 millis" }, limits: {} }
+  ] as const
+  for (const { time, limits } of cases)
+    it.effect(
+      `R13 R2.1 a run whose paid answers ${Object.keys(time)[0]} timing cut off replays, its usage counted`,
+      () =>
+        Effect.gen(function* () {
+          const options = {
+            goal: "x",
+            tools: [],
+            time,
+            limits,
+            recovery: { backoff: Recovery.backoff({ jitter: false }) }
+          }
+          const recorded = yield* TestClockDriver.drive(Run.run(options)).pipe(
+            Effect.provideService(Model.Model, paying)
+          )
+          assert.isAbove(recorded.counters.outputTokens, 0)
+          const report = yield* Replay.replay(recorded.timeline, options)
+          assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+          assert.strictEqual(report.result.counters.outputTokens, recorded.counters.outputTokens)
+        })
+    )
 })

@@ -6,7 +6,7 @@ import { Clock, Effect, Schema } from "effect"
 import type * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import * as Failure from "../../failure/Failure.ts"
-import type * as Model from "../../model/Model.ts"
+import * as Model from "../../model/Model.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import { canonical } from "./ReplayCompare.ts"
@@ -147,6 +147,9 @@ export const model = (recorded: ReadonlyArray<Event.Event>, refusals: Array<Refu
           return Effect.andThen(
             until(answer.at),
             Effect.fail(fromSummary(answer.failure, answer.failure.attempts, answer.usage))
+          ).pipe(
+            // Cut off by the run's own timer at that time, as recorded: what it cost is reported as the model did.
+            Effect.onInterrupt(() => Model.reportCutOff(answer.usage))
           )
         // The recorded run stopped while this request waited: the replay waits as it did.
         return Effect.never
