@@ -706,7 +706,7 @@ describe("Replay of answers cut off as they came (R13, R2.1)", () => {
   ] as const
   for (const { time, limits } of cases)
     it.effect(
-      `R13 R2.1 a run whose paid answers ${Object.keys(time)[0]} timing cut off replays, its usage counted`,
+      `R13 R2.1 a paid answer cut off by the ${Object.keys(time)[0]} layer replays Matched, its usage counted`,
       () =>
         Effect.gen(function* () {
           const options = {
