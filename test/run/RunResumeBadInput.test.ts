@@ -131,6 +131,21 @@ describe("Run.resume refuses a journal it cannot trust (R9, R3.1)", () => {
       assert.strictEqual(error.reason, "corrupt")
     })
   )
+
+  it.effect("R9 a log that holds run.finished but no result is a ResumeError (corrupt), at once", () =>
+    Effect.gen(function* () {
+      const { error } = yield* refused(
+        (sql) =>
+          // The last event becomes a well-formed ending; the run's row keeps no result.
+          sql`UPDATE agent_commits SET body = json_set(body, '$[#-1]', json_object(
+              '_tag', 'run.finished', 'runId', 'r1', 'at', json_extract(body, '$[#-1].at'),
+              'seq', json_extract(body, '$[#-1].seq'), 'status', 'completed', 'stopReason', 'goal_reached'))
+            WHERE run_id = 'r1' AND seq = (SELECT max(seq) FROM agent_commits WHERE run_id = 'r1')`
+      )
+      assert.strictEqual(error.reason, "corrupt")
+      assert.include(error.detail, "holds run.finished")
+    })
+  )
 })
 
 describe("Run.resume says whether a store that refuses may answer later (R9, R3.1)", () => {

@@ -98,6 +98,12 @@ export const load = Effect.fnUntraced(function* (
   if (started !== undefined && started._tag !== "run.started") {
     return yield* fail("corrupt", "the log does not begin with run.started")
   }
+  // A run's ending is committed with its result (R9): a log that ends, or holds an ending, with
+  // no result is damaged, and a run restored from it could record nothing more.
+  const ending = stored.events.findIndex((e) => e._tag === "run.finished")
+  if (ending >= 0) {
+    return yield* fail("corrupt", `the log holds run.finished (seq ${stored.events[ending]?.seq}) but no result`)
+  }
   const header = RunHeader.decode(stored.header)
   if (Exit.isFailure(header)) return yield* fail("corrupt", "the run's header does not decode")
   const now = RunHeader.fingerprints(tools)
