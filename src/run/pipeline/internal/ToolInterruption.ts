@@ -85,16 +85,12 @@ const callsOf = (
 const mayHaveActedUnrecorded = (tool: Tool.Any<unknown> | undefined): boolean => tool === undefined
 
 /**
- * Whether a call's last attempt is one whose handler waits for its intent record (a tool
- * that may change the world, in a run with a journal) and that record is not in the journal
- * yet (R9.2): its handler has not started, whatever holds the commit (a store that does not answer).
+ * Whether a call's last attempt is one whose handler waits for its intent record (its tool
+ * `mayAct`, in a run with a journal) and that record is not in the journal yet (R9.2): its
+ * handler has not started, whatever holds the commit (a store that does not answer).
  */
-const intentUncommitted = (
-  ctx: RunContext.RunContext,
-  callId: string,
-  tool: Tool.Any<unknown> | undefined
-): boolean => {
-  if (ctx.journal === undefined || tool === undefined || !mayHaveEffects(tool)) return false
+const intentUncommitted = (ctx: RunContext.RunContext, callId: string, mayAct: boolean): boolean => {
+  if (ctx.journal === undefined || !mayAct) return false
   const started = ctx.events.findLast((e) => e._tag === "tool.started" && e.callId === callId)
   return started !== undefined && started.seq >= ctx.committed
 }
@@ -321,7 +317,7 @@ export const recordAbandoned = (
       else record(ctx, { id: callId, name }, 0, "cancelled", `${why}; its handler had not started: it never ran`)
       continue
     }
-    if (intentUncommitted(ctx, callId, tool)) {
+    if (intentUncommitted(ctx, callId, tool !== undefined && mayHaveEffects(tool))) {
       const detail = `${why}; its intent record was not yet in the journal, so its handler had not started: it never ran`
       record(ctx, { id: callId, name }, attempted.get(callId) ?? 0, "cancelled", detail)
       continue
