@@ -220,23 +220,24 @@ const kindOf = (error: { readonly type?: unknown; readonly code?: unknown }): St
   return "stream_error"
 }
 
-const contentFilterWords: ReadonlySet<string> = new Set(kinds.find(([kind]) => kind === "content_filtered")?.[1] ?? [])
+/** Whether an error's code or type is one of the words of `kind`, whatever status it also gives. */
+const says = (kind: StreamErrorKind) => {
+  const words: ReadonlySet<string> = new Set(kinds.find(([k]) => k === kind)?.[1] ?? [])
+  return (error: { readonly type?: unknown; readonly code?: unknown }): boolean =>
+    [error.code, error.type].some((word) => Predicate.isString(word) && words.has(word.toLowerCase()))
+}
 
 /**
  * Whether an error the provider sent says its content filter refused, by its code or type,
  * whatever status it also gives (`{ code: 400, type: "content_policy_violation" }`).
  */
-export const isContentFilter = (error: { readonly type?: unknown; readonly code?: unknown }): boolean =>
-  [error.code, error.type].some((word) => Predicate.isString(word) && contentFilterWords.has(word.toLowerCase()))
-
-const spentQuotaWords: ReadonlySet<string> = new Set(kinds.find(([kind]) => kind === "insufficient_quota")?.[1] ?? [])
+export const isContentFilter = says("content_filtered")
 
 /**
  * Whether an error the provider sent says the account's quota is spent, by its code or type
  * (OpenAI's `429` with `code: "insufficient_quota"`): waiting does not bring it back.
  */
-export const isSpentQuota = (error: { readonly type?: unknown; readonly code?: unknown }): boolean =>
-  [error.code, error.type].some((word) => Predicate.isString(word) && spentQuotaWords.has(word.toLowerCase()))
+export const isSpentQuota = says("insufficient_quota")
 
 /**
  * A request refused because the account's quota is spent, whatever its status (a 429 as
