@@ -726,3 +726,35 @@ describe("Replay of answers cut off as they came (R13, R2.1)", () => {
         })
     )
 })
+
+describe("Replay of a recording made in real time (R13)", () => {
+  it.effect("R13 R4.3 a timeout the host overshot by a few ms replays Matched: its measured time is the clock's", () =>
+    Effect.gen(function* () {
+      const options = { goal: "x", tools: [], time: { attempt: "100 millis" } } as const
+      const recorded = yield* TestClockDriver.drive(Run.run(options)).pipe(
+        Effect.provide(
+          FaultyModel.layer(
+            FaultyModel.make([FaultyModel.hang, FaultyModel.respond(ScriptedModel.finalAnswer("done"))])
+          )
+        )
+      )
+      // As a live clock records it: the timer fired 3 ms late.
+      const overshot = recorded.timeline.map((e) =>
+        e._tag === "model.failed" && e.failure.timeout !== undefined
+          ? {
+              ...e,
+              at: e.at + 3,
+              failure: {
+                ...e.failure,
+                hint: e.failure.hint.replace("100 ms", "103 ms"),
+                timeout: { ...e.failure.timeout, elapsedMillis: 103 }
+              }
+            }
+          : e
+      )
+      assert.notDeepEqual(overshot, recorded.timeline)
+      const report = yield* Replay.replay(overshot, options)
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
+})

@@ -3,6 +3,7 @@
  * `testing/` (see `Replay`).
  */
 import type * as Event from "../../events/Event.ts"
+import type * as Failure from "../../failure/Failure.ts"
 import * as Text from "../../failure/Text.ts"
 
 /**
@@ -45,6 +46,35 @@ const ignoredInDecision = new Set(["own"])
  */
 const jitteredTimes = /\d+(?:\.\d+)?(?:e[+-]?\d+)? ms/g
 
+/**
+ * A timeout's failure as compared: how long its wait took (`elapsedMillis`, the times its
+ * hint names) is measured on the clock, as `at` is, and a recording made in real time holds
+ * the host's overshoot of a few milliseconds, which a replay on its exact clock has not. Its
+ * layer, code and classification are compared.
+ */
+const timeless = (failure: Failure.Summary): unknown =>
+  failure.timeout === undefined
+    ? failure
+    : {
+        ...failure,
+        hint: failure.hint.replace(jitteredTimes, "(a time) ms"),
+        timeout: { ...failure.timeout, elapsedMillis: "(a time)" }
+      }
+
+/** The value of `key` in `event` as compared (see {@link timeless}). */
+const comparedValue = (event: Event.Event, key: string, value: unknown): unknown => {
+  if (event._tag === "recovery.failed" && key === "cause" && typeof value === "string")
+    return value.replace(jitteredTimes, "(a time) ms")
+  if (event._tag === "model.failed" && key === "failure") return timeless(event.failure)
+  if (event._tag === "tool.failed" && key === "error" && event.error.failure?.timeout !== undefined)
+    return {
+      ...event.error,
+      message: event.error.message.replace(jitteredTimes, "(a time) ms"),
+      failure: timeless(event.error.failure)
+    }
+  return value
+}
+
 /** Entries by key, as `sort()` orders strings. */
 const byKey = ([a]: [string, unknown], [b]: [string, unknown]): number => (a < b ? -1 : a > b ? 1 : 0)
 
@@ -59,10 +89,7 @@ export const comparable = (event: Event.Event): Record<string, unknown> => {
     if (event._tag === "model.responded" && ignoredInResponse.has(key)) continue
     if (event._tag === "termination.decided" && ignoredInDecision.has(key)) continue
     if (value === undefined) continue
-    fields[key] =
-      event._tag === "recovery.failed" && key === "cause" && typeof value === "string"
-        ? value.replace(jitteredTimes, "(a time) ms")
-        : value
+    fields[key] = comparedValue(event, key, value)
   }
   return fields
 }
