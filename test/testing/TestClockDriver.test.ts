@@ -213,6 +213,21 @@ describe("TestClockDriver", () => {
           { step: "7 millis" }
         )
         assert.strictEqual(seen - start, 5)
+        // Two sleepers of one instant that each begin one: the second is not stamped a step later.
+        const again = yield* Clock.currentTimeMillis
+        const both = yield* TestClockDriver.drive(
+          Effect.all(
+            [0, 1].map(() =>
+              Effect.sleep(5).pipe(Effect.andThen(RealTime.sleep(20)), Effect.andThen(Clock.currentTimeMillis))
+            ),
+            { concurrency: 2 }
+          ),
+          { step: "7 millis" }
+        )
+        assert.deepStrictEqual(
+          both.map((at) => at - again),
+          [5, 5]
+        )
         // A run whose tool cannot be interrupted: its deadline waits the stop grace, and every event is stamped at it.
         const stubborn = Tool.make({
           name: "stubborn",
