@@ -129,6 +129,8 @@ export const chat = <E, R>(
     readonly iteration: number
     readonly attempt: number
     readonly messages: () => ReadonlyArray<unknown>
+    /** What an answer the run's timers cut off cost so far, as the model reported it (R2.1). */
+    readonly cutOff?: (() => Model.Usage | undefined) | undefined
   }
 ): Effect.Effect<Model.Response, E, R> =>
   Tracing.span(
@@ -143,9 +145,13 @@ export const chat = <E, R>(
     }),
     (exit, content) => {
       if (Exit.isFailure(exit)) {
-        // An answer the provider stopped unfinished still used tokens (R2.1).
+        // An answer the provider stopped unfinished, or the run's timers cut off, still used tokens (R2.1).
         const squashed = Cause.squash(exit.cause)
-        const usage = Failure.isFailure(squashed) ? squashed.usage : undefined
+        const usage = Failure.isFailure(squashed)
+          ? squashed.usage
+          : Cause.hasInterruptsOnly(exit.cause)
+            ? attempt.cutOff?.()
+            : undefined
         return usage === undefined
           ? failed(exit)
           : {

@@ -205,6 +205,31 @@ describe("issue 15 spans", () => {
     })
   )
 
+  it.effect(
+    "R13 R2.1 a chat span the run deadline cut off carries what the answer cost so far, as the run counts it",
+    () =>
+      Effect.gen(function* () {
+        const { tracer, spans } = memoryTracer()
+        const paying = Layer.succeed(Model.Model, {
+          generate: () =>
+            Effect.never.pipe(
+              Effect.onInterrupt(() => Model.reportCutOff({ inputTokens: 100, outputTokens: 7, costUsd: 0.5 }))
+            )
+        })
+        const result = yield* Effect.withTracer(
+          drive(Run.run({ goal: "wait", tools: [], time: { run: "100 millis" } })),
+          tracer
+        ).pipe(Effect.provide(paying))
+        assert.strictEqual(result.stopReason, "run_timeout")
+        assert.strictEqual(result.counters.inputTokens, 100)
+        const [chat] = spans.filter((s) => s.name.startsWith("chat"))
+        assert.deepStrictEqual(
+          [attr(chat, genAi.inputTokens), attr(chat, genAi.outputTokens), attr(chat, runtime.costUsd)],
+          [100, 7, 0.5]
+        )
+      })
+  )
+
   it.effect("no tracer installed: the run makes no span (the native tracer is never asked)", () =>
     Effect.gen(function* () {
       const result = yield* scenario

@@ -132,7 +132,13 @@ const attempt = (
     // The breaker sees one outcome per attempt, the timeout inside it. Its store's waits are
     // not cut off (effect's breaker admits uninterruptibly); the time they take is the call's.
     const guarded = ctx.breakers === undefined ? generated : ctx.breakers.guard("provider", current.name, generated)
-    const traced = Spans.chat(guarded, { model: current.name, iteration, attempt: n, messages: () => request.messages })
+    const traced = Spans.chat(guarded, {
+      model: current.name,
+      iteration,
+      attempt: n,
+      messages: () => request.messages,
+      cutOff: () => paid
+    })
     return traced.pipe(
       // A defect, or an error outside the algebra (a Model that broke its contract), is the
       // provider's failure as `Failure.fromCause` makes it; interruption passes through.
