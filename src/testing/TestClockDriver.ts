@@ -91,7 +91,7 @@ export const drive = <A, E, R>(
       )
     }
     // The run's waits in real time (a stop grace, an abort's grace): the clock stands still meanwhile.
-    const waits = holdingWaits()
+    const waits = holdingWaits(clock)
     // Detached, so that the driver never waits for it: what cannot be interrupted is left to run.
     const fiber = yield* Effect.forkDetach(Effect.provideService(effect, RealTime.Waits, waits), {
       startImmediately: true
@@ -134,24 +134,25 @@ const realMillisecond = realWait(1)
 /** The run's waits in real time, counted, and able to stop the clock's move that woke one. */
 interface HoldingWaits extends RealTime.Waits {
   readonly pending: () => number
-  /** Stops the clock's move under way, when a wait begins during it. */
-  hold: { readonly stop: () => void } | undefined
+  /** Called when a wait begins while the clock moves, and the clock has moved since `from`. */
+  hold: { readonly from: number; readonly stop: () => void } | undefined
 }
 
 /**
- * The waits of a driven effect. A wait that begins while the clock is being moved stops the
- * move where the clock stands: begun by a sleeper it woke (the clock has jumped to that
- * sleeper's time, or stays at it for a second sleeper of the same instant), or by a fiber
- * that ran before the move went on, nothing more of the step runs meanwhile, and nothing is
- * stamped past that instant (a deadline). The clock stands still while the wait lasts.
+ * The waits of a driven effect. A wait that begins while the clock is being moved was begun by
+ * a sleeper it woke (the clock has jumped to that sleeper's time): the move stops there, so
+ * that nothing more of the step runs, and nothing is stamped past that instant (a deadline).
+ * A wait begun before the move went anywhere (a fiber that polls in real time) does not stop
+ * it: the clock would never move.
  */
-const holdingWaits = (): HoldingWaits => {
+const holdingWaits = (clock: Clock.Clock): HoldingWaits => {
   const counted = RealTime.counted()
   const waits: HoldingWaits = {
     begin: () => {
       const end = counted.begin()
       const hold = waits.hold
-      if (hold !== undefined) {
+      // Only a move that made progress is stopped: a wait begun before it moved (not woken by it) lets it go on.
+      if (hold !== undefined && clock.currentTimeMillisUnsafe() > hold.from) {
         waits.hold = undefined
         hold.stop()
       }
@@ -173,6 +174,7 @@ const moveClock = (clock: Clock.Clock, waits: HoldingWaits, millis: number) =>
     let stopped = false
     const moving = yield* Effect.forkChild(TestClock.adjust(Duration.millis(millis)), { startImmediately: true })
     waits.hold = {
+      from,
       stop: () => {
         stopped = true
         moving.interruptUnsafe()
@@ -180,6 +182,10 @@ const moveClock = (clock: Clock.Clock, waits: HoldingWaits, millis: number) =>
     }
     yield* Fiber.await(moving)
     waits.hold = undefined
+    // Stopped at a sleeper's instant: the other sleepers of that instant wake too (a move of
+    // nothing, which no wait stops, as it cannot stamp past the instant), each free to begin
+    // its own wait there rather than a step later.
+    if (stopped) yield* TestClock.adjust(Duration.zero)
     // A whole move counts as asked (no sum of clock readings, which may differ in the last bits).
     return stopped ? clock.currentTimeMillisUnsafe() - from : millis
   })

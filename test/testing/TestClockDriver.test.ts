@@ -255,6 +255,20 @@ describe("TestClockDriver", () => {
       }).pipe(Effect.provide(NodeServices.layer))
   )
 
+  it.effect("R10 a fiber that keeps polling in real time does not hold the clock still: the drive ends", () =>
+    Effect.gen(function* () {
+      const start = yield* Clock.currentTimeMillis
+      const polling = Effect.raceFirst(
+        Effect.sleep("100 millis").pipe(Effect.as("slept")),
+        Effect.forever(RealTime.sleep(1)).pipe(Effect.as("polled"))
+      )
+      // A hang here is the test's own timeout.
+      const out = yield* TestClockDriver.drive(polling, { upTo: "1 second" })
+      assert.strictEqual(out, "slept")
+      assert.strictEqual((yield* Clock.currentTimeMillis) - start, 100)
+    })
+  )
+
   it.effect("R10 options that are no object (null from JavaScript) are a RangeError naming them, not a TypeError", () =>
     Effect.gen(function* () {
       for (const options of [null, "fast"]) {
