@@ -227,6 +227,23 @@ describe("issue 15 spans", () => {
           [attr(chat, genAi.inputTokens), attr(chat, genAi.outputTokens), attr(chat, runtime.costUsd)],
           [100, 7, 0.5]
         )
+        // A cancel's cut-off is not counted by the run: nor by its span.
+        const cancelled = memoryTracer()
+        const stopped = yield* Effect.withTracer(
+          drive(
+            Effect.gen(function* () {
+              const handle = yield* Run.start({ goal: "wait", tools: [] })
+              yield* Effect.sleep("50 millis")
+              return yield* handle.cancel
+            }).pipe(Effect.scoped)
+          ),
+          cancelled.tracer
+        ).pipe(Effect.provide(paying))
+        assert.strictEqual(stopped.stopReason, "cancelled")
+        assert.strictEqual(stopped.counters.inputTokens, 0)
+        const [cut] = cancelled.spans.filter((s) => s.name.startsWith("chat"))
+        assert.isDefined(cut)
+        assert.isUndefined(attr(cut, genAi.inputTokens))
       })
   )
 

@@ -137,7 +137,8 @@ const attempt = (
       iteration,
       attempt: n,
       messages: () => request.messages,
-      cutOff: () => paid
+      // As the run counts it: only the run deadline's cut-off is recorded with its usage.
+      cutOff: () => (ctx.log.stopping?.by === "deadline" ? paid : undefined)
     })
     return traced.pipe(
       // A defect, or an error outside the algebra (a Model that broke its contract), is the
