@@ -433,6 +433,8 @@ describe("errors inside a stream (R3.2)", () => {
       "Permanent",
       "insufficient_quota"
     ],
+    // A spent quota is one whatever status comes with it, as over HTTP (review 106).
+    [{ message: "Quota spent", type: "insufficient_quota", code: 429 }, "Permanent", "insufficient_quota"],
     [{ message: `Incorrect API key provided: ${KEY}`, code: "invalid_api_key" }, "Permanent", "authentication"]
   ]
   live("R3.2 an error event is classified by what it says, and its message (no key) is in the hint", () =>

@@ -209,8 +209,9 @@ const kinds: ReadonlyArray<readonly [StreamErrorKind, ReadonlyArray<string>]> = 
 ]
 
 const kindOf = (error: { readonly type?: unknown; readonly code?: unknown }): StreamErrorKind => {
-  // A content filter's refusal is one whatever status comes with it.
+  // A content filter's refusal, and a spent quota, are what they are whatever status comes with them.
   if (isContentFilter(error)) return "content_filtered"
+  if (isSpentQuota(error)) return "insufficient_quota"
   const status = typeof error.code === "number" ? error.code : Number(error.code)
   // A status as a number or its digits, and only one HTTP defines (a code of 1e308 is none).
   const byStatus = Number.isInteger(status) && status >= 100 && status <= 599 ? kindOfStatus(status) : undefined

@@ -65,7 +65,8 @@ const timeless = (failure: Failure.Summary): unknown =>
 const comparedValue = (event: Event.Event, key: string, value: unknown): unknown => {
   if (event._tag === "recovery.failed" && key === "cause" && typeof value === "string")
     return value.replace(jitteredTimes, "(a time) ms")
-  if (event._tag === "model.failed" && key === "failure") return timeless(event.failure)
+  if ((event._tag === "model.failed" || event._tag === "model.fallback") && key === "failure")
+    return timeless(event.failure)
   if (event._tag === "tool.failed" && key === "error" && event.error.failure?.timeout !== undefined)
     return {
       ...event.error,
