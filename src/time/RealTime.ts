@@ -97,3 +97,18 @@ export const sleep = (millis: number): Effect.Effect<void> =>
       return Effect.sync(cancel)
     })
   )
+
+/**
+ * Runs `self` as one wait in real time of the fiber's {@link Waits}, from its start to its
+ * end: for work made of several real waits and what lies between them (a subprocess's grace,
+ * its polls and its reads of `/proc`), so that a test-clock driver holds its clock still for
+ * the whole of it, not only during each wait.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const held = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiber((fiber) => {
+    const end = fiber.getRef(Waits).begin()
+    return Effect.ensuring(self, Effect.sync(end))
+  })

@@ -2,6 +2,7 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Clock, Effect, Exit, Layer, Schema } from "effect"
 import * as Abortable from "../../src/cancellation/Abortable.ts"
+import * as Subprocess from "../../src/cancellation/Subprocess.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -253,6 +254,23 @@ describe("TestClockDriver", () => {
           )
         }
       }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.effect("R10 R5.2 a subprocess's whole grace holds the clock still, its polls included, whatever the step", () =>
+    Effect.gen(function* () {
+      for (const step of ["10 millis", "1 second"] as const) {
+        const start = yield* Clock.currentTimeMillis
+        // The leader exits on SIGTERM; a member of its group outlives it by 0.4 s, which the grace polls for.
+        const at = yield* TestClockDriver.drive(
+          Subprocess.run(
+            { command: "/bin/sh", args: ["-c", "(trap '' TERM; sleep 0.4) & exec sleep 30"] },
+            { graceMillis: 2_000, cgroup: false }
+          ).pipe(Effect.timeout("1 second"), Effect.exit, Effect.andThen(Clock.currentTimeMillis)),
+          { step, upTo: "1 minute", pace: 20 }
+        )
+        assert.strictEqual(at - start, 1_000, step)
+      }
+    }).pipe(Effect.provide(NodeServices.layer))
   )
 
   it.effect("R10 a fiber that keeps polling in real time does not hold the clock still: the drive ends", () =>

@@ -275,9 +275,13 @@ const stopCgroup = Effect.fnUntraced(function* (
 /**
  * Stops the child and what it started, and reaps it: SIGTERM, up to `graceMillis` for
  * all of it to exit, then SIGKILL and up to `killWaitMillis` for the reap. Never fails;
- * run it uninterruptibly.
+ * run it uninterruptibly. The whole of it is one wait in real time (`RealTime.held`): a
+ * test-clock driver does not move its clock between its polls.
  */
-export const reclaim = Effect.fnUntraced(function* (target: Target, graceMillis: number, killWaitMillis: number) {
+export const reclaim = (target: Target, graceMillis: number, killWaitMillis: number) =>
+  RealTime.held(reclaiming(target, graceMillis, killWaitMillis))
+
+const reclaiming = Effect.fnUntraced(function* (target: Target, graceMillis: number, killWaitMillis: number) {
   const leaderWasRunning = yield* leaderRunning(target)
   const ended = leaderWasRunning ? undefined : yield* endingOf(target)
   const start = performance.now()
