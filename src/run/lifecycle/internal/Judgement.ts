@@ -118,7 +118,9 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   spec: Validation.Spec<RV>,
   outcome: Loop.Outcome,
   schema?: FinalOutput.OutputSchema,
-  limits?: ToolArguments.Limits
+  limits?: ToolArguments.Limits,
+  /** Whether a call of the named tool may not be sent twice: one in doubt stops a final answer. */
+  unsafeToResend?: (name: string) => boolean
 ) {
   yield* RunContext.transition(ctx, "validating")
   // The typed output's check is one of the report's, on the validation span with the others:
@@ -149,9 +151,14 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
     RunContext.decided(ctx, "run_timeout", "run_timeout", detail)
     return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
   }
-  // No answer is a success while an action the run took may or may not have taken effect
-  // (R3.8, R6.2): the run ends `unknown_outcome`, the action in `pendingActions`.
-  const [pending] = outcome.reason === "goal_reached" && report.passed ? Explain.pendingActions(ctx.events) : []
+  // No answer is a success while an action the run took may or may not have taken effect and
+  // may not be sent twice (R3.8, R6.2): the run ends `unknown_outcome`, the action in
+  // `pendingActions`. An idempotent one (or a read) is safe to send again, as the loop's batch
+  // stop has it: it stays listed, and does not stop the run.
+  const [pending] =
+    outcome.reason === "goal_reached" && report.passed
+      ? Explain.pendingActions(ctx.events).filter((p) => unsafeToResend?.(p.name) ?? true)
+      : []
   if (pending !== undefined) {
     const detail = `${pending.name} (${pending.callId}) may or may not have taken effect (${pending.detail}): the final answer is not taken as a success while it is in doubt`
     RunContext.decided(ctx, "runtime", "unknown_outcome", detail)
@@ -295,7 +302,11 @@ export const judged = Effect.fnUntraced(function* <RV, R>(
       resolved.validation,
       outcome,
       resolved.loop.output,
-      resolved.loop.registry.limits
+      resolved.loop.registry.limits,
+      (name) => {
+        const tool = resolved.loop.registry.tools.get(name)
+        return tool === undefined || (ToolExecutor.mayHaveEffects(tool) && !tool.metadata.idempotent)
+      }
     )
   }
   if (outcome.reason === "unknown_outcome") {
