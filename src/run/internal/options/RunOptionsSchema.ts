@@ -12,7 +12,7 @@ import type { Backoff } from "../../../recovery/Recovery.ts"
 import { RunId } from "../../RunOptions.ts"
 import * as LimitSchemas from "./internal/LimitSchemas.ts"
 import { PoliciesOption } from "./internal/PolicySchema.ts"
-import { AnySchema, Count, Grace, Millis, NotBlank, opaque } from "./internal/Readers.ts"
+import { Count, Grace, Millis, NotBlank, opaque, SchemaValue } from "./internal/Readers.ts"
 import { Tools } from "./internal/ToolSchema.ts"
 import { ValidationSpec } from "./internal/ValidationSchema.ts"
 
@@ -64,7 +64,7 @@ export const RunOptions = Schema.Struct({
   policies: Schema.optional(PoliciesOption),
   concurrency: Schema.optional(Count(1)),
   validation: Schema.optional(ValidationSpec),
-  output: Schema.optional(AnySchema),
+  output: Schema.optional(SchemaValue),
   runId: Schema.optional(RunId),
   modelName: Schema.optional(NotBlank)
 }).check(

@@ -75,7 +75,7 @@ export const Grace = Millis.check(
 // Every effect Schema carries its AST.
 const isSchema = (value: unknown): boolean => Predicate.hasProperty(value, "ast") && Predicate.isObject(value.ast)
 
-export const AnySchema = opaque<Schema.Codec<unknown, unknown>>(isSchema, "a Schema")
+export const SchemaValue = opaque<Schema.Codec<unknown, unknown>>(isSchema, "a Schema")
 
 /** A value that is either passed on as it is (`keep`) or decoded by `codec`, or refused as not `expected`. */
 export const dispatch = <S extends Schema.Constraint, K>(

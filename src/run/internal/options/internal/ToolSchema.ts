@@ -6,7 +6,7 @@ import { Predicate, Schema, SchemaIssue } from "effect"
 import type * as Model from "../../../../model/Model.ts"
 import * as Tool from "../../../../tools/Tool.ts"
 import type * as ToolCodec from "../../../../tools/ToolCodec.ts"
-import { AnySchema, Count, fn, Millis, opaque, readOnce, uniqueBy } from "./Readers.ts"
+import { Count, fn, Millis, opaque, readOnce, SchemaValue, uniqueBy } from "./Readers.ts"
 
 const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
 
@@ -57,8 +57,8 @@ const ToolSchema = readOnce(
     _tag: Schema.Literal("Tool"),
     name: ToolName,
     description: Schema.String,
-    input: AnySchema,
-    output: AnySchema,
+    input: SchemaValue,
+    output: SchemaValue,
     definition: opaque<Model.ToolDefinition>(
       (u) => Predicate.hasProperty(u, "name") && Predicate.isString(u.name),
       "the tool's definition (build tools with Tool.make)"

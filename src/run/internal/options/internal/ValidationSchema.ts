@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import * as Text from "../../../../failure/Text.ts"
 import type * as Validation from "../../../../validation/Validation.ts"
-import { AnySchema, Count, fn, NotBlank, readOnce, uniqueBy } from "./Readers.ts"
+import { Count, fn, NotBlank, readOnce, SchemaValue, uniqueBy } from "./Readers.ts"
 
 const Criterion = readOnce(
   Schema.Struct({
@@ -56,7 +56,7 @@ export const ValidationSpec = Schema.Struct({
       Schema.Struct({
         path: NotBlank,
         format: Schema.Literals(["text", "markdown", "json"]),
-        schema: Schema.optional(AnySchema),
+        schema: Schema.optional(SchemaValue),
         nonEmpty: Schema.Boolean,
         maxBytes: Schema.optional(Count(0))
       }).check(
