@@ -249,16 +249,19 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     "R13 R2.2 a policy of the run's own that replaces a built-in under its name and stops for another reason is the run's own",
     () =>
       Effect.gen(function* () {
-        const mine = Termination.make(
-          "max_iterations",
-          ({ counters }) =>
-            counters.iterations >= 1 ? Termination.stop("repeated_tool_call", "my own reason") : Termination.continue_,
-          { maxIterations: 20 }
-        )
-        const result = yield* scripted([ScriptedModel.toolCall("echo", { text: "a" })], {
-          tools: [echo],
-          policies: (defaults) => Termination.replace(defaults, "max_iterations", mine)
-        })
+        /** A run whose own policy, under the built-in's name, stops it at its first step for `reason`. */
+        const replacedBy = (reason: StopReason.StopReason, detail: string) => {
+          const mine = Termination.make(
+            "max_iterations",
+            ({ counters }) => (counters.iterations >= 1 ? Termination.stop(reason, detail) : Termination.continue_),
+            { maxIterations: 20 }
+          )
+          return scripted([ScriptedModel.toolCall("echo", { text: "a" })], {
+            tools: [echo],
+            policies: (defaults) => Termination.replace(defaults, "max_iterations", mine)
+          })
+        }
+        const result = yield* replacedBy("repeated_tool_call", "my own reason")
         const e = explained(result)
         assert.strictEqual(e.stopReason, "repeated_tool_call")
         assert.deepInclude(e.decision, { policy: "max_iterations", own: true, detail: "my own reason" })
@@ -269,16 +272,7 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
         assert.include(e.next.text, 'policy "max_iterations"')
         assert.isUndefined(e.next.limit)
         // Stopping for the built-in's own reason, far from the built-in's limit: the run recorded it as its own.
-        const early = Termination.make(
-          "max_iterations",
-          ({ counters }) =>
-            counters.iterations >= 1 ? Termination.stop("max_iterations", "my own limit") : Termination.continue_,
-          { maxIterations: 20 }
-        )
-        const stopped = yield* scripted([ScriptedModel.toolCall("echo", { text: "a" })], {
-          tools: [echo],
-          policies: (defaults) => Termination.replace(defaults, "max_iterations", early)
-        })
+        const stopped = yield* replacedBy("max_iterations", "my own limit")
         const [decided] = stopped.timeline.filter((e) => e._tag === "termination.decided")
         assert.isTrue(decided?._tag === "termination.decided" && decided.own)
         const same = explained(stopped)

@@ -93,7 +93,7 @@ const batch = <R>(
       const result = ToolExecutor.execute(ctx, config.registry, p, permission, standings?.[i])
       // The result of a call that may act twice is committed at once (R9): a resumed run never re-runs it.
       const tool = config.registry.tools.get(p.call.name)
-      const acts = tool !== undefined && !tool.metadata.idempotent && ToolExecutor.mayHaveEffects(tool)
+      const acts = tool !== undefined && ToolExecutor.mayActTwice(tool)
       return acts ? Effect.tap(result, () => Commit.barrier(ctx)) : result
     }
     // A result that stops the run stops the rest of the batch at once (R3.11), as a rejection does.

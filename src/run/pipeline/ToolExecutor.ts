@@ -42,7 +42,7 @@ export {
 /** The internal types the executor's functions take: the run's live context and its call ids. */
 export type { Identities } from "../internal/CallId.ts"
 export type { RunContext } from "../internal/RunContext.ts"
-export { mayHaveEffects } from "./internal/ToolCall.ts"
+export { mayActTwice, mayHaveEffects } from "./internal/ToolCall.ts"
 /** How the run records a call it leaves behind when it ends. */
 export { recordAbandoned, recordStopped, recordUntaken } from "./internal/ToolInterruption.ts"
 export { type Prepared, prepare, prepareAs } from "./internal/ToolPrepare.ts"

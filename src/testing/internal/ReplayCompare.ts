@@ -9,7 +9,7 @@ import * as Text from "../../failure/Text.ts"
 /**
  * The fields no event is compared on: the run's identity, the event's place and time, and
  * the deadlines and waits derived from the clock and the backoff's jitter (and the
- * times a given-up retry's cause names, see {@link jitteredTimes}).
+ * times a given-up retry's cause names, see {@link clockTimes}).
  */
 const ignoredEverywhere = new Set(["runId", "seq", "at", "deadlineAt", "expiresAt", "delayMillis"])
 
@@ -40,11 +40,15 @@ const ignoredInResponse = new Set(["signatures"])
 const ignoredInDecision = new Set(["own"])
 
 /**
- * The times a `recovery.failed` cause names (`retry 1 would wait 45 ms but only 90.1 ms of
- * the step are left`): the wait drawn with the backoff's jitter, as `delayMillis` is, and
- * what was left, which earlier jittered waits decided.
+ * The times a text names, measured or drawn on the clock: those of a `recovery.failed`
+ * cause (`retry 1 would wait 45 ms but only 90.1 ms of the step are left`: the wait drawn
+ * with the backoff's jitter, as `delayMillis` is, and what earlier jittered waits left), and
+ * those of a timeout's hint (see {@link timeless}).
  */
-const jitteredTimes = /\d+(?:\.\d+)?(?:e[+-]?\d+)? ms/g
+const clockTimes = /\d+(?:\.\d+)?(?:e[+-]?\d+)? ms/g
+
+/** `text` with the times it names left out (see {@link clockTimes}). */
+const withoutTimes = (text: string): string => text.replace(clockTimes, "(a time) ms")
 
 /**
  * A timeout's failure as compared: how long its wait took (`elapsedMillis`, the times its
@@ -57,20 +61,19 @@ const timeless = (failure: Failure.Summary): unknown =>
     ? failure
     : {
         ...failure,
-        hint: failure.hint.replace(jitteredTimes, "(a time) ms"),
+        hint: withoutTimes(failure.hint),
         timeout: { ...failure.timeout, elapsedMillis: "(a time)" }
       }
 
 /** The value of `key` in `event` as compared (see {@link timeless}). */
 const comparedValue = (event: Event.Event, key: string, value: unknown): unknown => {
-  if (event._tag === "recovery.failed" && key === "cause" && typeof value === "string")
-    return value.replace(jitteredTimes, "(a time) ms")
+  if (event._tag === "recovery.failed" && key === "cause" && typeof value === "string") return withoutTimes(value)
   if ((event._tag === "model.failed" || event._tag === "model.fallback") && key === "failure")
     return timeless(event.failure)
   if (event._tag === "tool.failed" && key === "error" && event.error.failure?.timeout !== undefined)
     return {
       ...event.error,
-      message: event.error.message.replace(jitteredTimes, "(a time) ms"),
+      message: withoutTimes(event.error.message),
       failure: timeless(event.error.failure)
     }
   return value

@@ -305,7 +305,7 @@ export const judged = Effect.fnUntraced(function* <RV, R>(
       resolved.loop.registry.limits,
       (name) => {
         const tool = resolved.loop.registry.tools.get(name)
-        return tool === undefined || (ToolExecutor.mayHaveEffects(tool) && !tool.metadata.idempotent)
+        return tool === undefined || ToolExecutor.mayActTwice(tool)
       }
     )
   }

@@ -142,6 +142,10 @@ export const maskedObservation = (text: string, secrets: Redaction.Secrets, max:
 /** Whether a call of the tool may have changed the world. */
 export const mayHaveEffects = (tool: Tool.Any<unknown>): boolean => Tool.mayChangeWorld(tool.metadata.sideEffect)
 
+/** Whether a call of the tool may change the world and may not be sent twice (R3.7, R3.8). */
+export const mayActTwice = (tool: { readonly metadata: Tool.Metadata }): boolean =>
+  Tool.mayChangeWorld(tool.metadata.sideEffect) && !tool.metadata.idempotent
+
 /** A tool's own timeout in milliseconds (R4.2), if it has one. */
 export const ownTimeout = (tool: Tool.Any<unknown>): number | undefined =>
   tool.metadata.timeout === undefined ? undefined : Duration.toMillis(Duration.fromInputUnsafe(tool.metadata.timeout))

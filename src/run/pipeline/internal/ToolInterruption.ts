@@ -7,7 +7,7 @@ import * as Event from "../../../events/Event.ts"
 import * as RunLog from "../../../events/RunLog.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import { type Call, mayHaveEffects } from "./ToolCall.ts"
+import { type Call, mayActTwice, mayHaveEffects } from "./ToolCall.ts"
 
 /**
  * The log from the last model response on: only its batch can have calls still open,
@@ -100,7 +100,7 @@ const commitsAtOnce =
   (tools: ReadonlyMap<string, Tool.Any<unknown>>) =>
   (name: string): boolean => {
     const tool = tools.get(name)
-    return tool !== undefined && mayHaveEffects(tool) && !tool.metadata.idempotent
+    return tool !== undefined && mayActTwice(tool)
   }
 
 /** What a call the process that stopped may have run with no record comes to. */
