@@ -354,7 +354,9 @@ export const decide = (rules: Rules, facts: Facts): Decision => {
   if (facts.nextDelayMillis === undefined)
     return giveUp("schedule_exhausted", `the schedule allows no retry after attempt ${attempt}`)
   const retryAfter = failure._tag === "Retryable" ? (failure.retryAfterMillis ?? 0) : 0
-  const delayMillis = Math.max(facts.nextDelayMillis, retryAfter)
+  // Whole milliseconds, as a clock counts them: a jittered delay's fraction would turn every
+  // later instant of the run, and the timeouts measured from them, into 999.9999999999998 ms.
+  const delayMillis = Math.ceil(Math.max(facts.nextDelayMillis, retryAfter))
   // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.
   const { millis: left, layer } = facts.timeLeft
   // A circuit that stays open past the deadline is the circuit's stop, not the deadline's.

@@ -258,3 +258,106 @@ describe("Reconciliation: the resend a status query allows", () => {
     })
   )
 })
+
+describe("Reconciliation: an idempotent call its retries left in doubt", () => {
+  const busy = new Failure.Retryable({
+    source: "tool",
+    category: "unavailable",
+    code: "gateway_busy",
+    attempts: 1,
+    hint: "the payment gateway is busy"
+  })
+  /**
+   * An idempotent payment under a 1 s timeout and one retry: each send does as `sends`
+   * says (`hang`: cut off by its timeout, so it may have paid), and its status query
+   * answers `answer`.
+   */
+  const makeIdempotentPay = (
+    sends: ReadonlyArray<"hang" | "busy">,
+    answer: "applied" | "not_applied" | "undecidable"
+  ) => {
+    const state = { sends: 0, queries: 0 }
+    const pay = Tool.make({
+      name: "pay",
+      description: "charge a card",
+      input: Schema.Struct({ amount: Schema.Number }),
+      output: Schema.Struct({ receipt: Schema.String }),
+      sideEffect: "external",
+      idempotent: true,
+      maxRetries: 1,
+      timeout: "1 second",
+      handler: () => Effect.suspend(() => (sends[state.sends++] === "busy" ? Effect.fail(busy) : Effect.never)),
+      reconcile: () =>
+        Effect.sync((): Tool.Reconciliation<{ readonly receipt: string }> => {
+          state.queries++
+          switch (answer) {
+            case "applied":
+              return { _tag: "Applied", output: { receipt: "r-1" } }
+            case "not_applied":
+              return { _tag: "NotApplied" }
+            case "undecidable":
+              return { _tag: "Undecidable", detail: "the gateway has no record yet" }
+          }
+        })
+    })
+    return { pay, state }
+  }
+
+  it.effect("R3.8 R3.7 retries spent while a send may have acted: the status query decides, found applied", () =>
+    Effect.gen(function* () {
+      for (const sends of [
+        ["hang", "hang"],
+        ["hang", "busy"]
+      ] as const) {
+        const { pay, state } = makeIdempotentPay(sends, "applied")
+        const result = yield* drive(run(pay))
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.deepStrictEqual([state.sends, state.queries], [2, 1])
+        assert.deepStrictEqual(reconciled(result.timeline), ["applied"])
+        assert.deepStrictEqual(result.pendingActions, [])
+        const success = result.timeline.find((e) => e._tag === "tool.succeeded")
+        assert.deepStrictEqual(success?._tag === "tool.succeeded" ? success.output : undefined, { receipt: "r-1" })
+      }
+    })
+  )
+
+  it.effect("R3.8 R3.7 found not applied after its retries: the call failed, no longer in doubt, not sent again", () =>
+    Effect.gen(function* () {
+      const { pay, state } = makeIdempotentPay(["hang", "hang"], "not_applied")
+      const result = yield* drive(run(pay))
+      assert.deepStrictEqual([state.sends, state.queries], [2, 1])
+      assert.deepStrictEqual(reconciled(result.timeline), ["not_applied"])
+      assert.deepStrictEqual(result.pendingActions, [])
+      const failed = result.timeline.find((e) => e._tag === "tool.failed")
+      assert.include(failed?._tag === "tool.failed" ? failed.error.message : "", "did not take effect")
+    })
+  )
+
+  it.effect(
+    "R3.8 R3.7 undecidable after its retries: the call stays listed, and, safe to send again, stops nothing",
+    () =>
+      Effect.gen(function* () {
+        const { pay, state } = makeIdempotentPay(["hang", "hang"], "undecidable")
+        const result = yield* drive(run(pay))
+        assert.deepStrictEqual([state.sends, state.queries], [2, 1])
+        assert.deepStrictEqual(reconciled(result.timeline), ["undecidable"])
+        assert.deepStrictEqual(
+          result.pendingActions.map((p) => p.callId),
+          ["call-1"]
+        )
+        // As without a status query: the call's failure goes as its retries left it, not an unknown outcome's stop.
+        assert.strictEqual(result.stopReason, "tool_error", result.detail)
+        const said = result.timeline.find((e) => e._tag === "tool.reconciled")
+        assert.include(said?._tag === "tool.reconciled" ? said.detail : "", "the gateway has no record yet")
+      })
+  )
+
+  it.effect("R3.8 a call whose sends all failed before acting is not asked about", () =>
+    Effect.gen(function* () {
+      const { pay, state } = makeIdempotentPay(["busy", "busy"], "applied")
+      const result = yield* drive(run(pay))
+      assert.deepStrictEqual([state.sends, state.queries], [2, 0])
+      assert.deepStrictEqual(result.pendingActions, [])
+    })
+  )
+})

@@ -758,3 +758,56 @@ describe("Replay of a recording made in real time (R13)", () => {
     })
   )
 })
+
+describe("Replay of an idempotent call asked about after its retries (R13, R3.8)", () => {
+  const busy = new Failure.Retryable({
+    source: "tool",
+    category: "unavailable",
+    code: "gateway_busy",
+    attempts: 1,
+    hint: "the gateway is busy"
+  })
+  /** An idempotent payment whose first send hangs past its timeout (it may have paid) and whose retry finds the gateway busy. */
+  const payment = (answer: "applied" | "not_applied" | "undecidable") => {
+    let sends = 0
+    return Tool.make({
+      name: "pay",
+      description: "Pays",
+      input: Schema.Struct({ amount: Schema.Number }),
+      output: Schema.Struct({ receipt: Schema.String }),
+      sideEffect: "external",
+      idempotent: true,
+      maxRetries: 1,
+      recoverErrors: true,
+      timeout: "1 second",
+      handler: () => Effect.suspend(() => (sends++ % 2 === 0 ? Effect.never : Effect.fail(busy))),
+      reconcile: () =>
+        Effect.succeed<Tool.Reconciliation<{ readonly receipt: string }>>(
+          answer === "applied"
+            ? { _tag: "Applied", output: { receipt: "r-1" } }
+            : answer === "not_applied"
+              ? { _tag: "NotApplied" }
+              : { _tag: "Undecidable", detail: "no record yet" }
+        )
+    })
+  }
+  for (const answer of ["applied", "not_applied", "undecidable"] as const)
+    it.effect(`R13 R3.8 a status query found ${answer} after a retry's own failure replays Matched`, () =>
+      Effect.gen(function* () {
+        const options = { goal: "pay", runId: "run-1" }
+        const model = ScriptedModel.layer([
+          ScriptedModel.toolCall("pay", { amount: 10 }, "call-1"),
+          ScriptedModel.finalAnswer("done")
+        ])
+        const recorded = yield* TestClockDriver.drive(Run.run({ ...options, tools: [payment(answer)] })).pipe(
+          Effect.provide(model)
+        )
+        assert.deepStrictEqual(
+          recorded.timeline.flatMap((e) => (e._tag === "tool.reconciled" ? [e.verdict] : [])),
+          [answer]
+        )
+        const report = yield* TestClockDriver.drive(Replay.replay(recorded.timeline, { tools: [payment(answer)] }))
+        assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+      })
+    )
+})

@@ -130,7 +130,15 @@ export const ToolReconciled = Schema.TaggedStruct("tool.reconciled", {
   name: Schema.String,
   idempotencyKey: Schema.String,
   verdict: Schema.Literals(["applied", "not_applied", "undecidable"]),
-  detail: Schema.String
+  detail: Schema.String,
+  /**
+   * For an idempotent call asked about once its retries gave up while an earlier attempt
+   * may have acted: the failure its last attempt ended with, which the log shows nowhere
+   * else when the query found it applied or not applied.
+   *
+   * @since 0.3.0
+   */
+  after: Schema.optional(Failure.Summary)
 })
 
 /**

@@ -251,7 +251,9 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
       const answer: Answer = { at: e.at, verdict: e.verdict, detail: e.detail }
       answers.set(e.callId, [...(answers.get(e.callId) ?? []), answer])
       if (e.verdict === "applied") applied.set(e.callId, answer)
-      settle(e.callId, { _tag: "Failed", at: e.at, failure: lost(finals.get(e.callId), answer) })
+      // Asked after its retries gave up, the query says what the last attempt failed with.
+      const failure = e.after === undefined ? lost(finals.get(e.callId), answer) : fromSummary(e.after, 1)
+      settle(e.callId, { _tag: "Failed", at: e.at, failure })
     } else if (e._tag === "recovery.started" && e.callId !== undefined) {
       const failure = new Failure.Retryable({
         source: "tool",

@@ -41,7 +41,11 @@ const outcome = (o: Outcome): Outcome => o
  * outcome, by the call's idempotency key; the query is bounded as a wait of the call
  * (`waitOf`). Interruption passes through.
  */
-export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Failure.UnknownOutcome) {
+export const reconcile = Effect.fnUntraced(function* <R>(
+  c: Call<R>,
+  failure: Failure.UnknownOutcome,
+  after?: Failure.Summary
+) {
   const { ctx, tool, context } = c
   if (tool.reconcile === undefined) return outcome({ _tag: "Failed", failure })
   // Erased boundary: the registry holds tools of any input type, and `c.input` was decoded by this tool's schema.
@@ -75,6 +79,7 @@ export const reconcile = Effect.fnUntraced(function* <R>(c: Call<R>, failure: Fa
       verdict,
       // What the status query said may quote the call's arguments: its secrets are masked (R12).
       detail: Redaction.maskText(detail, c.secrets),
+      ...(after === undefined ? {} : { after: Redaction.maskSummary(after, c.secrets) }),
       runId,
       seq,
       at

@@ -5,6 +5,7 @@
  */
 import { Cause, Effect, Result } from "effect"
 import type * as RunState from "../../../events/RunState.ts"
+import * as Explain from "../../../explain/Explain.ts"
 import * as Failure from "../../../failure/Failure.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
@@ -72,7 +73,8 @@ const settleFrom = <R>(
  * tool with a status query, the query's verdict (R3.8): applied records the real
  * result, not applied sends the call again under the same key as a retry of the same
  * episode (budget, backoff, deadline, `maxRetries` held across both), undecidable stays
- * unknown. Never a blind resend.
+ * unknown. Never a blind resend. An idempotent call whose retries gave up while one of
+ * its attempts may have acted is asked about too ({@link askRetried}).
  */
 const gaveUp = <R>(
   c: Call<R>,
@@ -80,8 +82,12 @@ const gaveUp = <R>(
 ): Effect.Effect<Settled, RunState.IllegalTransition, R> =>
   Effect.gen(function* () {
     const first = Failure.isFailure(reason) ? reason : reason.failure
-    if (first._tag !== "UnknownOutcome" || c.tool.reconcile === undefined) {
-      return { _tag: "Ended", result: toolFailed(c, first, Recovery.isExhausted(reason) ? reason.why : undefined) }
+    const why = Recovery.isExhausted(reason) ? reason.why : undefined
+    if (c.tool.reconcile === undefined) return { _tag: "Ended", result: toolFailed(c, first, why) }
+    if (first._tag !== "UnknownOutcome") {
+      return RunContext.deadlinePassed(c.ctx) || !leftInDoubt(c)
+        ? { _tag: "Ended", result: toolFailed(c, first, why) }
+        : yield* askRetried(c, first, why)
     }
     // No status query starts past the deadline (R3.11): the outcome stays unknown.
     if (RunContext.deadlinePassed(c.ctx)) {
@@ -114,6 +120,42 @@ const gaveUp = <R>(
         return { _tag: "Ended", result: toolFailed(c, reconciled.failure) }
     }
   })
+
+/**
+ * Whether an attempt of the call left it in doubt and nothing settled it since (R3.8):
+ * one cut off while it may have acted, as the log's `pendingActions` say. An idempotent
+ * call's retries may all have failed since; they say nothing of that attempt.
+ */
+const leftInDoubt = <R>(c: Call<R>): boolean =>
+  Explain.pendingActions(c.ctx.events).some((pending) => pending.callId === c.call.id)
+
+/**
+ * An idempotent call whose retries gave up (`last`, for `why`) while an attempt may have
+ * acted: its status query settles the doubt (R3.8). Applied records the real result; not
+ * applied ends the call, not sent again (its episode is over), now known not to have
+ * acted; undecidable leaves the call as its retries did, in doubt and listed, and, being
+ * safe to send again, not a stop of the run.
+ */
+const askRetried = <R>(
+  c: Call<R>,
+  last: Failure.Failure,
+  why: Recovery.GiveUp | undefined
+): Effect.Effect<Settled, never, R> =>
+  Effect.map(
+    Reconcile.reconcile(c, new Failure.UnknownOutcome(Failure.summarize(last)), Failure.summarize(last)).pipe(
+      Effect.onInterrupt(() => Effect.sync(() => recordInterruptedReconcile(c)))
+    ),
+    (reconciled): Settled => {
+      switch (reconciled._tag) {
+        case "Applied":
+          return { _tag: "Output", output: reconciled.output }
+        case "NotApplied":
+          return { _tag: "Ended", result: toolFailed(c, reconciled.failure, why) }
+        case "Failed":
+          return { _tag: "Ended", result: toolFailed(c, last, why) }
+      }
+    }
+  )
 
 /** The handler's first attempt: it runs bare, so that a call that succeeds pays nothing for recovery. */
 export const firstAttempt = <R>(c: Call<R>): Effect.Effect<unknown, Failure.Failure, R> => attempt(c, 1)
