@@ -196,6 +196,45 @@ describe("Deadline.alarm", () => {
   )
 })
 
+describe("Deadline.alarm on a system clock stepped while it waits (R4.1)", () => {
+  /** The test's clock, with a wall time that can be stepped (as NTP steps the system clock); its sleeps and monotonic time are the test clock's. */
+  const steppable = (test: Clock.Clock) => {
+    const state = { offset: 0 }
+    const now = () => test.currentTimeMillisUnsafe() + state.offset
+    const clock: Clock.Clock = {
+      currentTimeMillisUnsafe: now,
+      currentTimeMillis: Effect.sync(now),
+      currentTimeNanosUnsafe: () => BigInt(Math.round(now() * 1e6)),
+      currentTimeNanos: Effect.sync(() => BigInt(Math.round(now() * 1e6))),
+      monotonicTimeNanosUnsafe: () => test.monotonicTimeNanosUnsafe(),
+      monotonicTimeNanos: test.monotonicTimeNanos,
+      sleep: (duration) => test.sleep(duration)
+    }
+    return { clock, state }
+  }
+
+  for (const step of [-3_000, 3_000])
+    it.effect(
+      `R4.1 stepped ${step < 0 ? "back" : "forward"} 3 s, an alarm still goes off on time when the sleeper restarts for it`,
+      () =>
+        Effect.gen(function* () {
+          const { clock, state } = steppable(yield* Effect.clockWith(Effect.succeed))
+          const { fired, at } = recorder()
+          const on = <A>(effect: Effect.Effect<A>) => Effect.provideService(effect, Clock.Clock, clock)
+          yield* on(at(800, "later"))
+          // The earlier alarm is the one slept for; cleared after the step, the sleeper restarts for the later one.
+          const earlier = yield* on(at(300, "earlier"))
+          yield* TestClock.adjust(100)
+          state.offset = step
+          Deadline.clearAlarm(earlier)
+          yield* TestClock.adjust(699)
+          assert.deepStrictEqual(fired, [], "not before its time")
+          yield* TestClock.adjust(1)
+          assert.deepStrictEqual(fired, ["later"])
+        })
+    )
+})
+
 describe("Deadline.alarm on the live clock", () => {
   const script = Path.resolve(import.meta.dirname, "..", "fixtures", "one-run.ts")
   const exits = (mode: string) => {
