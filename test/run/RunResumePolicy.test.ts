@@ -5,14 +5,17 @@
  * happened was under a policy that forbade it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Schema } from "effect"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
+import * as Approval from "../../src/tools/Approval.ts"
 import * as Permission from "../../src/tools/Permission.ts"
-import type * as Tool from "../../src/tools/Tool.ts"
-import { acting, dies, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+import { acting, approvedPay, dies, layers, ofTag, pay, payThenAnswer } from "../support/restart.ts"
 
 /** A policy that now refuses `name`. */
 const refusing = (name: string) =>
@@ -135,5 +138,120 @@ describe("a run resumed under a policy that now refuses a call it had begun (R3.
       )
       assert.deepStrictEqual(Properties.check(resumed, budget), [])
     }).pipe(Effect.provide(layers))
+  )
+})
+
+describe("a run resumed while a call waits for approval, under a policy that now refuses it (R3.6, R7)", () => {
+  /** The events of call c1 from its request on, as `tag decision/code`. */
+  const storyOf = (timeline: ReadonlyArray<{ readonly _tag: string }>) =>
+    timeline.flatMap((e) =>
+      e._tag === "approval.requested" || e._tag === "run.resumed"
+        ? [e._tag]
+        : e._tag === "approval.decided" && "decision" in e
+          ? [`${e._tag} ${String(e.decision)}`]
+          : e._tag === "tool.blocked" && "error" in e
+            ? [`${e._tag} ${(e.error as { readonly code: string }).code}`]
+            : []
+    )
+  const silent = Layer.succeed(Permission.Permission, { check: () => Effect.never })
+
+  for (const [name, policy, stop] of [
+    ["refuses it", refusing("pay"), "goal_reached"],
+    ["does not answer within the step", silent, "step_timeout"]
+  ] as const)
+    it.effect(
+      `R3.6 R7 R1.3 a policy that ${name}: the request is let go, the model is told, the run goes on (was internal_error)`,
+      () =>
+        Effect.gen(function* () {
+          const payment = approvedPay()
+          // Commit 3: the approval request; the process dies waiting for a person.
+          yield* dies(
+            { crashAt: { commit: 3, when: "after" } },
+            { goal: "pay 10", tools: [payment.tool] },
+            payThenAnswer
+          )
+          const resumed = yield* TestClockDriver.drive(
+            Run.resume("r1", { tools: [payment.tool], time: { step: "2 seconds" } }, "restart")
+          ).pipe(Effect.provide(policy), Effect.provide(payThenAnswer))
+          assert.strictEqual(resumed.stopReason, stop, resumed.detail)
+          assert.deepStrictEqual(storyOf(resumed.timeline), [
+            "approval.requested",
+            "run.resumed",
+            "approval.decided withdrawn",
+            "tool.blocked permission_denied"
+          ])
+          assert.strictEqual(payment.calls.count, 0)
+          assert.deepStrictEqual(yield* (yield* Approval.ApprovalGate).pending, [])
+        }).pipe(Effect.provide(layers))
+    )
+
+  it.effect("R3.6 R7 a decision given while the process was down is recorded, and the refusal stands after it", () =>
+    Effect.gen(function* () {
+      const journal = yield* Journal.Journal
+      const gate = JournalApprovals.make(journal)
+      const payment = approvedPay()
+      // The call is on the journal's table when the process dies (a kill leaves it there).
+      const killed = JournalApprovals.make(journal, { keepOnInterrupt: () => true })
+      yield* dies(
+        { crashAt: { commit: 3, when: "after" } },
+        { goal: "pay 10", tools: [payment.tool] },
+        payThenAnswer
+      ).pipe(Effect.provideService(Approval.ApprovalGate, killed))
+      yield* JournalApprovals.record(journal, "r1", "c1", Approval.approved("ops"))
+      const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+        Effect.provide(refusing("pay")),
+        Effect.provide(payThenAnswer),
+        Effect.provideService(Approval.ApprovalGate, gate)
+      )
+      assert.strictEqual(resumed.stopReason, "goal_reached", resumed.detail)
+      assert.deepStrictEqual(storyOf(resumed.timeline), [
+        "approval.requested",
+        "run.resumed",
+        "approval.decided approved",
+        "tool.blocked permission_denied"
+      ])
+      assert.strictEqual(payment.calls.count, 0)
+      assert.deepStrictEqual(yield* journal.pendingApprovals({ runId: "r1" }), [])
+    }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R5.2 R7 a call put back, cut off in its policy check by another call's stop: the batch's stop, withdrawn",
+    () =>
+      Effect.gen(function* () {
+        const payment = approvedPay()
+        const broken = Tool.make({
+          name: "broken",
+          description: "Fails",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "read",
+          handler: () => Effect.die(new Error("boom"))
+        })
+        const tools = [payment.tool, broken]
+        const model = ScriptedModel.layerFunction((request) =>
+          request.iteration === 1
+            ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "c1"], ["broken", {}, "c2"])
+            : ScriptedModel.finalAnswer("done")
+        )
+        yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "pay", tools }, model)
+        // A policy that takes a second on a payment: the other call's failure stops the batch meanwhile.
+        const slowOnPay = Layer.succeed(Permission.Permission, {
+          check: (request) =>
+            request.tool.name === "pay"
+              ? Effect.as(Effect.sleep("1 second"), Permission.allow)
+              : Effect.succeed(Permission.allow)
+        })
+        const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools, concurrency: 2 }, "restart")).pipe(
+          Effect.provide(slowOnPay),
+          Effect.provide(model)
+        )
+        assert.strictEqual(resumed.stopReason, "tool_error", resumed.detail)
+        assert.deepStrictEqual(
+          ofTag(resumed.timeline, "approval.decided").map((e) => [e.callId, e.decision]),
+          [["c1", "withdrawn"]]
+        )
+        assert.strictEqual(payment.calls.count, 0)
+      }).pipe(Effect.provide(layers))
   )
 })

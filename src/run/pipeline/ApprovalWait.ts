@@ -63,6 +63,79 @@ const checkDecision = (
 const closeTryMillis = 2_000
 const closeAgainMillis = 250
 
+type Decided = "approved" | "rejected" | "expired" | "withdrawn"
+
+interface DecidedWith {
+  readonly by?: string | undefined
+  readonly reason?: string | undefined
+  readonly layer?: Deadline.Layer
+}
+
+/** The call's `approval.decided`. */
+const decidedEvent =
+  (call: { readonly id: string; readonly name: string }, decision: Decided, extra: DecidedWith): RunContext.Build =>
+  ({ runId, seq, at }) => ({
+    _tag: "approval.decided",
+    callId: call.id,
+    name: call.name,
+    decision,
+    ...(extra.by !== undefined ? { by: extra.by } : {}),
+    ...(extra.reason !== undefined ? { reason: extra.reason } : {}),
+    ...(extra.layer !== undefined ? { layer: extra.layer } : {}),
+    runId,
+    seq,
+    at
+  })
+
+/** The `approval.decided` of a request the run lets go without waiting for it: what the gate held, else withdrawn. */
+const letGo = (call: { readonly id: string; readonly name: string }, held: Option.Option<Approval.Decision>) =>
+  Option.match(held, {
+    onNone: () => decidedEvent(call, "withdrawn", {}),
+    onSome: (decision) =>
+      decision._tag === "Approved"
+        ? decidedEvent(call, "approved", { by: decision.by })
+        : decidedEvent(call, "rejected", { by: decision.by, reason: decision.reason })
+  })
+
+/**
+ * Lets go of the request of a resumed run's call that its log left waiting, when the call
+ * ends before its wait is taken up again (the policy in force now refuses it, its tool or
+ * its arguments no longer pass, R3.6): the gate closes it (`expire`, one short try: a gate
+ * out of reach keeps it listed until the run's end withdraws it), and the log records what
+ * the gate held, a decision given meanwhile, or withdrawn. The run leaves
+ * `awaiting_approval` for it (R1.3). The decision's words are not shown to the model: the
+ * call's refusal is what it is told.
+ */
+export const letGoRestored = (
+  ctx: RunContext.RunContext,
+  call: Model.ToolCall,
+  secrets: Redaction.Secrets
+): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    const expire = (yield* Approval.ApprovalGate).expire
+    const held =
+      expire === undefined
+        ? Option.none<Approval.Decision>()
+        : yield* UserCode.effectOrDie("the approval gate", () => expire(ctx.runId, call.id)).pipe(
+            Effect.timeoutOption(closeTryMillis),
+            Effect.map(Option.flatten),
+            Effect.catchCause(() => Effect.succeed(Option.none<Approval.Decision>()))
+          )
+    // What the gate's store holds is checked as every decision is; one that is none is not taken.
+    const checked = Option.flatMap(held, (decision) => Result.getSuccess(checkDecision(ctx, call, secrets, decision)))
+    yield* Effect.ignore(RunContext.release(ctx, "tool_executing", letGo(call, checked)))
+  })
+
+/**
+ * The same, for a resumed run's call interrupted before its wait was taken up again (a
+ * cancel, another call's stop): the log says it was withdrawn, and the run's end withdraws
+ * it from a journal's table.
+ */
+export const withdrawRestored = (
+  ctx: RunContext.RunContext,
+  call: { readonly id: string; readonly name: string }
+): Effect.Effect<void> => Effect.ignore(RunContext.release(ctx, "tool_executing", decidedEvent(call, "withdrawn", {})))
+
 /** The gate's decision, or the bound that expired first: its layer and how long it gave. */
 type Answer = Approval.Decision | { readonly _tag: "Expired"; readonly layer: Deadline.Layer; readonly millis: number }
 
@@ -109,24 +182,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
   // How long the call had waited already: a request put back has waited since it was made, in
   // the process that stopped and in between (review 88: it said only this process's wait).
   const waitedBefore = Math.max(0, now - request.requestedAt)
-  /** The call's `approval.decided`. */
-  const decisionEvent =
-    (
-      decision: "approved" | "rejected" | "expired" | "withdrawn",
-      extra: { readonly by?: string | undefined; readonly reason?: string | undefined; readonly layer?: Deadline.Layer }
-    ): RunContext.Build =>
-    ({ runId, seq, at }) => ({
-      _tag: "approval.decided",
-      callId: call.id,
-      name: call.name,
-      decision,
-      ...(extra.by !== undefined ? { by: extra.by } : {}),
-      ...(extra.reason !== undefined ? { reason: extra.reason } : {}),
-      ...(extra.layer !== undefined ? { layer: extra.layer } : {}),
-      runId,
-      seq,
-      at
-    })
+  const decisionEvent = (decision: Decided, extra: DecidedWith) => decidedEvent(call, decision, extra)
   const decided = (
     decision: "approved" | "rejected" | "expired",
     extra: { readonly by?: string | undefined; readonly reason?: string | undefined; readonly layer?: Deadline.Layer }
@@ -153,14 +209,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
       Effect.sync(() => {
         const answered = onGate.pollUnsafe()
         const decision = answered !== undefined && Exit.isSuccess(answered) ? answered.value : undefined
-        RunContext.emit(
-          ctx,
-          decision === undefined
-            ? decisionEvent("withdrawn", {})
-            : decision._tag === "Approved"
-              ? decisionEvent("approved", { by: decision.by })
-              : decisionEvent("rejected", { by: decision.by, reason: decision.reason })
-        )
+        RunContext.emit(ctx, letGo(call, Option.fromUndefinedOr(decision)))
         recordNeverRan(ctx, call, decision === undefined ? detail : "decided as the run stopped waiting; it never ran")
       }),
       // Back to the batch's phase.

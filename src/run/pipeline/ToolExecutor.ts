@@ -136,8 +136,15 @@ const admit = Effect.fnUntraced(function* <R>(
   const call = prepared.call
   // No new action once the deadline has passed (R3.11), even if its timer could not fire yet.
   if (RunContext.deadlinePassed(ctx)) return yield* RunContext.expire(ctx)
+  // A call its log left waiting for a person, which ends before that wait is taken up again,
+  // is let go on the gate first: the run does not stay `awaiting_approval` for it (R7, R1.3).
+  const restored = standing._tag === "Waiting" ? standing : undefined
+  const letGo = restored === undefined ? Effect.void : ApprovalWait.letGoRestored(ctx, call, prepared.secrets)
   const found = lookup(registry, prepared)
-  if (found._tag === "Refused") return ended(yield* Spans.refused(refuse(ctx, call, found), undefined))
+  if (found._tag === "Refused") {
+    yield* letGo
+    return ended(yield* Spans.refused(refuse(ctx, call, found), undefined))
+  }
   const { tool, args } = found
   // A call of a resumed run whose handler ran meets the policy in force now too: what it
   // refuses is never sent again by recovery (R3.6), whatever an earlier policy allowed.
@@ -160,16 +167,22 @@ const admit = Effect.fnUntraced(function* <R>(
       }),
       // A call whose handler ran (a resumed run's) is not one that never ran: the run's end records it as it stands.
       Effect.onInterrupt(() =>
-        Effect.sync(() => {
-          if (!attempted(standing))
-            recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran")
-        })
+        Effect.andThen(
+          restored === undefined ? Effect.void : ApprovalWait.withdrawRestored(ctx, call),
+          Effect.sync(() => {
+            if (!attempted(standing))
+              recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran")
+          })
+        )
       )
     )
-    if (decision._tag === "Timeout" && !attempted(standing))
+    if (decision._tag === "Timeout" && !attempted(standing)) {
+      yield* letGo
       return ended(yield* Spans.refused(refuse(ctx, call, unanswered(tool, decision)), tool.metadata))
+    }
     // The policy may have taken its time: past the deadline, nothing more of the call starts.
     if (RunContext.deadlinePassed(ctx)) {
+      if (restored !== undefined) yield* ApprovalWait.withdrawRestored(ctx, call)
       if (!attempted(standing)) recordNeverRan(ctx, call, lateDetail)
       return yield* RunContext.expire(ctx)
     }
@@ -179,13 +192,17 @@ const admit = Effect.fnUntraced(function* <R>(
         : decision._tag === "Deny"
           ? denied(prepared, tool, decision, registry.limits.maxObservationChars)
           : undefined
-    if (refusal !== undefined && !attempted(standing))
+    if (refusal !== undefined && !attempted(standing)) {
+      yield* letGo
       return ended(yield* Spans.refused(refuse(ctx, call, refusal), tool.metadata))
+    }
   }
   const ready = decode(ctx, registry, prepared, tool, args)
-  if (ready._tag === "Refused") return ended(yield* Spans.refused(refuse(ctx, call, ready), tool.metadata))
+  if (ready._tag === "Refused") {
+    yield* letGo
+    return ended(yield* Spans.refused(refuse(ctx, call, ready), tool.metadata))
+  }
   if (tool.metadata.needsApproval && !attempted(standing) && !(standing._tag === "Checked" && standing.approved)) {
-    const restored = standing._tag === "Waiting" ? standing : undefined
     yield* Spans.approval(
       ApprovalWait.awaitDecision(
         ctx,
