@@ -248,7 +248,11 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         const here = waiting.get(keyOf(runId, callId))
         if (here !== undefined) yield* Deferred.succeed(here, decision)
       }),
-    pending: journal.pendingApprovals().pipe(
+    // Read once the calls being put up are on the table: a list read on their `approval.requested` shows them.
+    pending: Effect.suspend(() =>
+      Effect.forEach(Array.from(puttingUp.values()), Deferred.await, { discard: true })
+    ).pipe(
+      Effect.andThen(journal.pendingApprovals()),
       Effect.retry({ times: 3, while: (e) => e.isRetryable }),
       Effect.mapBoth({
         onFailure: (e) => new Approval.PendingUnavailable({ detail: e.message }),

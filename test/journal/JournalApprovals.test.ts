@@ -574,3 +574,84 @@ describe("JournalApprovals (R7, R9.3)", () => {
     }).pipe(Effect.scoped)
   )
 })
+
+describe("JournalApprovals: a finished run's calls (R7, R5.3)", () => {
+  /** A memory journal whose withdrawals take 30 ms, as a store across a network does. */
+  const slowWithdraw = Layer.effect(
+    Journal.Journal,
+    Effect.map(Journal.Journal, (inner) => ({
+      ...inner,
+      withdraw: (runId: string, callId: string, at: number) =>
+        Effect.andThen(Effect.sleep("30 millis"), inner.withdraw(runId, callId, at))
+    }))
+  ).pipe(Layer.provide(Journal.layerMemory))
+  const services = Layer.merge(slowWithdraw, JournalApprovals.layer(poll).pipe(Layer.provide(slowWithdraw)))
+
+  for (const how of ["cancel", "a sibling's rejection", "run_timeout"] as const)
+    it.live(
+      `R7 R5.3 once the result is out (${how}), the call left is not pending and no decision on it is taken`,
+      () =>
+        Effect.gen(function* () {
+          const pay = payment()
+          const handle = yield* Run.start({
+            goal: "pay twice",
+            tools: [pay.tool],
+            concurrency: 2,
+            time: { approval: "1 hour", run: how === "run_timeout" ? "300 millis" : "10 minutes" }
+          }).pipe(
+            Effect.provide(
+              ScriptedModel.layer([
+                ScriptedModel.toolCalls(["pay", { amount: 1 }, "a"], ["pay", { amount: 2 }, "b"]),
+                ScriptedModel.finalAnswer("paid")
+              ])
+            )
+          )
+          yield* Stream.runCollect(
+            Stream.take(
+              Stream.filter(handle.events, (e) => e._tag === "approval.requested"),
+              2
+            )
+          )
+          if (how === "cancel") yield* handle.cancel
+          else if (how === "a sibling's rejection") yield* Effect.andThen(handle.reject("a", "no"), handle.result)
+          else yield* handle.result
+          // Before, the gate's own withdrawal came after the result: listed, and a decision was taken.
+          assert.deepStrictEqual(yield* handle.pendingApprovals, [])
+          const late = yield* Effect.exit(handle.approve("b", { by: "late" }))
+          assert.isTrue(Exit.isFailure(late), "a decision on a call of a finished run was taken")
+          assert.isTrue(Option.isNone(yield* (yield* Journal.Journal).decision(handle.runId, "b")))
+          assert.strictEqual(pay.calls.count, 0)
+        }).pipe(Effect.scoped, Effect.provide(services))
+    )
+})
+
+describe("JournalApprovals: the list as the run says it waits (R7, R1.3)", () => {
+  /** A memory journal whose approvals table takes 50 ms to put a call up. */
+  const slowPutUp = Layer.effect(
+    Journal.Journal,
+    Effect.map(Journal.Journal, (inner) => ({
+      ...inner,
+      requestApproval: (request: Parameters<typeof inner.requestApproval>[0]) =>
+        Effect.andThen(Effect.sleep("50 millis"), inner.requestApproval(request))
+    }))
+  ).pipe(Layer.provide(Journal.layerMemory))
+
+  it.live("R7 on approval.requested the list of waiting calls shows the call, however long the store takes", () =>
+    Effect.gen(function* () {
+      const pay = payment()
+      const handle = yield* Run.start({ goal: "pay", tools: [pay.tool] }).pipe(Effect.provide(model))
+      yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+      assert.strictEqual(yield* handle.state, "awaiting_approval")
+      // Before, the list was read while the row was still being written: empty.
+      assert.deepStrictEqual(
+        (yield* handle.pendingApprovals).map((r) => r.callId),
+        ["c1"]
+      )
+      yield* handle.approve("c1")
+      assert.strictEqual((yield* handle.result).status, "completed")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.merge(slowPutUp, JournalApprovals.layer(poll).pipe(Layer.provide(slowPutUp))))
+    )
+  )
+})

@@ -4,7 +4,7 @@
  * calls a finished run left on the approvals table. Private to the runtime; `Run.resume`
  * and `Run.recover` are the public face.
  */
-import { Clock, Effect, Exit, Option, Schema } from "effect"
+import { Effect, Exit, Option, Schema } from "effect"
 import type * as Event from "../../events/Event.ts"
 import type * as Journal from "../../journal/Journal.ts"
 import type * as JournalError from "../../journal/JournalError.ts"
@@ -14,6 +14,7 @@ import { ResumeError } from "../ResumeError.ts"
 import { isRunId, runIdRule } from "../RunOptions.ts"
 import * as RunResult from "../RunResult.ts"
 import * as RunHeader from "./internal/RunHeader.ts"
+import * as JournalSink from "./JournalSink.ts"
 
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 /**
@@ -209,14 +210,7 @@ export const withdrawLeftovers = (
   stored: Option.Option<Journal.Stored>
 ): Effect.Effect<void> =>
   Option.isSome(stored) && Option.isSome(stored.value.result)
-    ? Effect.ignore(
-        Effect.gen(function* () {
-          const runId = stored.value.runId
-          const rows = yield* journal.pendingApprovals({ runId })
-          const at = yield* Clock.currentTimeMillis
-          yield* Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
-        })
-      )
+    ? JournalSink.withdrawPending(journal, stored.value.runId)
     : Effect.void
 
 /**

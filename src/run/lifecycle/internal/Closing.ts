@@ -58,6 +58,12 @@ const unrecorded = (ctx: RunContext.RunContext, result: RunResult.RunResult): Ru
   return OwnCopy.deepFreeze({ ...result, unrecorded: why })
 }
 
+/** How long a finished run's withdrawal of its calls from the approvals table may take. */
+const withdrawMillis = 2_000
+
+/** Whether the run ever put a call up for approval. */
+const asked = (ctx: RunContext.RunContext): boolean => ctx.events.some((e) => e._tag === "approval.requested")
+
 /**
  * The closing of one run. It keeps what every way out needs, and the two facts they
  * share: the result the run closed with, and the stop grace's timer.
@@ -117,6 +123,12 @@ export class Closing {
       // journal will hold that process's ending. This one's caller is told so, not given
       // an ending the run does not have (its timeline is this process's own view).
       const fenced = closing.ctx.fenced
+      // The calls it put up for a person are let go on the journal's table before its result is
+      // out: a gate's own withdrawal may come after, and a decision then would be taken (R7).
+      const journal = closing.ctx.journal
+      if (fenced === undefined && journal !== undefined && asked(closing.ctx)) {
+        yield* Effect.timeoutOption(journal.withdrawApprovals, withdrawMillis)
+      }
       const given = unrecorded(
         closing.ctx,
         fenced === undefined || result.stopReason === "internal_error"
