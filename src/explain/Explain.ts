@@ -151,13 +151,40 @@ const attemptBefore = (timeline: Timeline, index: number): Event.Of<"model.reque
 const limitOfLayer = (limits: Readonly<Record<string, number>> | undefined, layer: string): number | undefined =>
   limits?.[`${layer}TimeoutMillis`]
 
+/** The step a run's decision at `index` ended (R4.2): where it began, where its last model attempt did, its deadline. */
+interface Step {
+  readonly began: Event.Of<"model.requested">
+  readonly lastRequest: number
+  readonly deadlineAt: number
+}
+
+const stepBefore = (
+  timeline: Timeline,
+  index: number,
+  limits: Readonly<Record<string, number>> | undefined
+): Step | undefined => {
+  const lastRequest = timeline.slice(0, index).findLastIndex((e) => e._tag === "model.requested")
+  const request = timeline[lastRequest]
+  if (request?._tag !== "model.requested") return undefined
+  // The step began at its iteration's first model request, and keeps its deadline across retries and resumes.
+  const requests = timeline.filter(
+    (e): e is Event.Of<"model.requested"> => e._tag === "model.requested" && e.iteration === request.iteration
+  )
+  const began = requests[0] ?? request
+  const bounded = requests.find((e) => e.layer === "step")
+  const limit = limitOfLayer(limits, "step")
+  const deadlineAt = bounded?.deadlineAt ?? (limit === undefined ? undefined : began.at + limit)
+  return deadlineAt === undefined ? undefined : { began, lastRequest, deadlineAt }
+}
+
 /** The time layer that fired, from the stop the deadline recorded or the failure it caused. */
 const deadlineOf = (
   timeline: Timeline,
   reason: StopReason.StopReason | undefined,
   failure: M.FailureSeen | undefined,
   approval: M.ApprovalSeen | undefined,
-  limits: Readonly<Record<string, number>> | undefined
+  limits: Readonly<Record<string, number>> | undefined,
+  step: Step | undefined
 ): M.Deadline | undefined => {
   const start = timeline[0]?.at ?? 0
   const started = last(timeline, "run.started")
@@ -209,6 +236,27 @@ const deadlineOf = (
       elapsedMillis: undefined,
       state: undefined,
       inFlight: []
+    }
+  }
+  const stopDecided = last(timeline, "termination.decided")
+  // The step's own deadline, passed when the stop was decided with no timeout of the step's to
+  // show for it: an answer, or a failure, that came after it (code that blocked past it).
+  if (
+    reason === "step_timeout" &&
+    step !== undefined &&
+    stopDecided !== undefined &&
+    stopDecided.at >= step.deadlineAt &&
+    timeout?.layer !== "step"
+  ) {
+    const passedAt = timeline.findIndex((e, i) => i > step.lastRequest && e.at >= step.deadlineAt)
+    return {
+      layer: "step",
+      firedAtMillis: stopDecided.at - start,
+      deadlineAt: step.deadlineAt,
+      limitMillis: limitOfLayer(limits, "step"),
+      elapsedMillis: stopDecided.at - step.began.at,
+      state: undefined,
+      inFlight: Facts.inFlightAt(timeline, passedAt === -1 ? indexOf(timeline, stopDecided) : passedAt)
     }
   }
   if (failure === undefined || timeout === undefined) return undefined
@@ -272,8 +320,13 @@ export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => 
   const decision = decisionOf(timeline, reason, start)
   const source = reason === undefined ? undefined : failureSources[reason]
   const decidedAt = decision?.seq === undefined ? timeline.length : timeline.findIndex((e) => e.seq === decision.seq)
+  // A step's stop is explained by the step that ended: a failure of an earlier step, or of an
+  // attempt of this one that was retried, was recovered from.
+  const step = reason === "step_timeout" ? stepBefore(timeline, decidedAt, limits) : undefined
   const failure =
-    source === undefined ? undefined : Facts.lastFailure(timeline, decidedAt, source === "either" ? undefined : source)
+    source === undefined
+      ? undefined
+      : Facts.lastFailure(timeline, decidedAt, source === "either" ? undefined : source, step?.lastRequest)
   const approval =
     reason === "approval_rejected"
       ? Facts.approvalOf(timeline, ["rejected"])
@@ -301,7 +354,7 @@ export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => 
     gauges: Limits.gauges(started, limits, counters, decision?.own === true ? undefined : reason),
     repetition: repetition === undefined ? undefined : Facts.repetitionOf(timeline, repetition),
     failure,
-    deadline: deadlineOf(timeline, reason, failure, approval, limits),
+    deadline: deadlineOf(timeline, reason, failure, approval, limits, step),
     approval,
     cancellation: reason === "cancelled" ? cancellationOf(timeline, start) : undefined,
     inFlight: finished === undefined ? Facts.inFlightAt(timeline, timeline.length) : [],

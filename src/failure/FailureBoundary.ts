@@ -151,10 +151,31 @@ export type TimeoutLayer = Failure.TimeoutLayer
 interface TimeoutOptions {
   readonly source: Failure.Source
   readonly layer: TimeoutLayer
+  /** How long the wait took before it was cut off (the failure's `timeout.elapsedMillis`). */
   readonly afterMillis: number
+  /**
+   * The limit of a timeout of the wait's own (`attempt`, `tool`, a transport's phase): said
+   * in the hint when known. A deadline's (`run`, `step`) is the run's or the step's, not the wait's: not said.
+   */
+  readonly limitMillis?: number | undefined
   readonly attempts?: number | undefined
   /** What was cut off, for the hint (`"write_file"`); default: the answer. */
   readonly what?: string | undefined
+}
+
+/**
+ * The limit a wait ran into, in words (R4.3): a timeout's own limit when it is known, and
+ * how long the wait took when that is not the limit (code that could not be interrupted
+ * held it past it, or the limit is a deadline's, or unknown).
+ */
+const limitWords = (options: TimeoutOptions): string => {
+  const layer = options.layer.replace("_", "-")
+  const elapsed = `(cut off after ${options.afterMillis} ms)`
+  if (options.layer === "run" || options.layer === "step") return `the ${layer} deadline ${elapsed}`
+  const limit = options.limitMillis
+  if (limit === undefined) return `the ${layer} timeout ${elapsed}`
+  // Within a millisecond of the limit is on time, as `Deadline` counts it.
+  return `the ${layer} timeout of ${limit} ms${options.afterMillis >= limit + 1 ? ` ${elapsed}` : ""}`
 }
 
 const timeoutFields = (options: TimeoutOptions, mayHaveSideEffects: boolean) => {
@@ -167,7 +188,7 @@ const timeoutFields = (options: TimeoutOptions, mayHaveSideEffects: boolean) => 
     attempts: options.attempts ?? 1,
     hint:
       options.what === undefined
-        ? `no answer within the ${layer} ${kind} of ${options.afterMillis} ms`
+        ? `no answer within ${limitWords(options)}`
         : `${options.what} was cut off by the ${layer} ${kind} after ${options.afterMillis} ms${
             mayHaveSideEffects ? "; its side effects may or may not have happened" : ""
           }`,

@@ -354,7 +354,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     const start = yield* Clock.currentTimeMillis
     const left = request.deadlineAt - start
     const layer = request.deadlineLayer ?? "attempt"
-    if (left <= 0) return yield* FailureBoundary.timeout({ source, layer, afterMillis: 0 })
+    if (left <= 0) return yield* FailureBoundary.timeout({ source, layer, limitMillis: 0, afterMillis: 0 })
     const prompt = toPrompt(request.messages)
     const call: Effect.Effect<Model.Response, AiError.AiError | Failure.Failure> =
       request.tools.length === 0
@@ -374,7 +374,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
       ),
       Effect.timeoutOrElse({
         duration: left,
-        orElse: () => Effect.fail(FailureBoundary.timeout({ source, layer, afterMillis: left }))
+        orElse: () => Effect.fail(FailureBoundary.timeout({ source, layer, limitMillis: left, afterMillis: left }))
       })
     )
   })

@@ -18,6 +18,7 @@
 import { Clock, Context, Deferred, Effect, Exit, type Fiber, Option, PubSub, Result, Scope, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as RunState from "../events/RunState.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as Breakers from "../recovery/Breakers.ts"
 import * as Approval from "../tools/Approval.ts"
@@ -215,7 +216,8 @@ export interface Handle<O = never> {
   /**
    * Approves the call `callId` this run is waiting on (R7): the run resumes and runs
    * that exact call. Fails with `NotPending` when the call is not waiting (or its expiry
-   * has come), and with `InvalidDecision` for a `by` that cannot be kept.
+   * has come), and with `InvalidDecision` for a `by` that cannot be kept. A gate of the
+   * user's whose `decide` throws or returns no Effect (a Promise) is a defect naming it.
    */
   readonly approve: (
     callId: string,
@@ -227,7 +229,10 @@ export interface Handle<O = never> {
     reason: string,
     options?: { readonly by?: string | undefined }
   ) => Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable>
-  /** The calls of this run waiting for approval now (`PendingUnavailable`: its gate's store out of reach). */
+  /**
+   * The calls of this run waiting for approval now (`PendingUnavailable`: its gate's store out
+   * of reach). A gate of the user's whose `pending` is no Effect (a Promise) is a defect naming it.
+   */
   readonly pendingApprovals: Effect.Effect<ReadonlyArray<Approval.Request>, Approval.PendingUnavailable>
 }
 
@@ -299,8 +304,12 @@ class RunHandle<O> implements Handle<O> {
     return Effect.andThen(Effect.ignore(Launch.cancel(this.#ctx, this.#fiber, this.#done)), this.result)
   }
 
+  // The gate is user code (R12): one that breaks its contract (a Promise, a throw) is a defect naming it.
   get pendingApprovals(): Effect.Effect<ReadonlyArray<Approval.Request>, Approval.PendingUnavailable> {
-    return Effect.map(this.#gate.pending, (all) => all.filter((request) => request.runId === this.runId))
+    return Effect.map(
+      UserCode.effectOrDie("the approval gate's pending", () => this.#gate.pending),
+      (all) => all.filter((request) => request.runId === this.runId)
+    )
   }
 
   // Functions that work detached from the handle (`const { approve } = handle`), as fields did.
@@ -322,7 +331,8 @@ class RunHandle<O> implements Handle<O> {
     decision: Approval.Decision
   ): Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable> {
     const invalid = Approval.checkDecision(this.runId, callId, decision)
-    return invalid === undefined ? this.#gate.decide(this.runId, callId, decision) : Effect.fail(invalid)
+    if (invalid !== undefined) return Effect.fail(invalid)
+    return UserCode.effectOrDie("the approval gate's decide", () => this.#gate.decide(this.runId, callId, decision))
   }
 }
 

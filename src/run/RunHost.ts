@@ -102,7 +102,12 @@ export const checkSettings = (settings: Omit<Settings, "cancel" | "refused">): I
     const millis = Durations.millisOf(given) ?? Number.NaN
     // A poll must come some time (`parkAfter` may be never: the run then never parks).
     if (!(millis > 0) || (name === "pollInterval" && !Number.isFinite(millis))) {
-      const expected = name === "pollInterval" ? "a positive, finite duration" : "a positive duration"
+      // Positive, but less than effect counts (`1e-9`): refused as what it is, not as one that is not positive.
+      const expected = Durations.belowResolution(given)
+        ? `a duration of ${Durations.atLeastOneNanosecond}`
+        : name === "pollInterval"
+          ? "a positive, finite duration"
+          : "a positive duration"
       return new InvalidRunOptions({ path: [name], reason: `Expected ${expected}, got ${UserCode.shown(given)}` })
     }
   }

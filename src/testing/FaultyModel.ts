@@ -181,7 +181,7 @@ export const toFailure = (fault: Fault, now: number): Failure.Failure => {
     case "http":
       return FailureBoundary.http({ status: fault.status, retryAfter: fault.retryAfter, now })
     case "timeout":
-      return FailureBoundary.timeout({ source: "provider", layer: "attempt", afterMillis: 30_000 })
+      return FailureBoundary.timeout({ source: "provider", layer: "attempt", limitMillis: 30_000, afterMillis: 30_000 })
     case "connection_reset":
       return FailureBoundary.connection({ source: "provider", detail: "ECONNRESET" })
     case "corrupt_json":

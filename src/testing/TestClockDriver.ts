@@ -34,7 +34,9 @@ export interface Options {
   /**
    * How far the clock moves at a time. A sleep wakes at its own time whatever the step, and
    * a sleeper that begins a wait in real time (the stop grace at a deadline) stops the move
-   * at its instant: what follows the wait is stamped there, not at the step's end. Default 10 ms.
+   * at its instant: what follows the wait is stamped there, not at the step's end. Default 10 ms;
+   * at least 1 ms (a finer step would change nothing but the number of moves: a 1 s sleep in
+   * steps of 1 ns is 10^9 of them).
    */
   readonly step?: Duration.Input | undefined
   /** The most the clock moves in all. Default 10 minutes. */
@@ -53,8 +55,8 @@ export interface Options {
  * until the effect ends; then returns what it returned. If it is still running once the
  * clock has moved `upTo`, it is interrupted and the driver fails with {@link StillRunning}.
  * Run it inside a test that provides the `TestClock` (every `it.effect` of `@effect/vitest` does).
- * Options that are not an object, a `step` that is not > 0, or a `step` or `upTo` that is not
- * a finite duration, is a defect (`RangeError`) naming the option, raised before the effect starts.
+ * Options that are not an object, a `step` under 1 ms, or a `step` or `upTo` that is not a
+ * finite duration, is a defect (`RangeError`) naming the option, raised before the effect starts.
  *
  * @category combinators
  * @since 0.2.0
@@ -75,7 +77,15 @@ export const drive = <A, E, R>(
     }
     const stepMillis = millisOf("step", options.step ?? "10 millis")
     const upToMillis = millisOf("upTo", options.upTo ?? "10 minutes")
-    if (!(stepMillis > 0)) return yield* Effect.die(new RangeError(`TestClockDriver.drive: step must be > 0`))
+    // Each move costs the driver a turn: a finer step buys nothing (a sleep wakes at its own time
+    // whatever the step) but moves by the million (a 1 s sleep in steps of 1 ns: 10^9 of them).
+    if (stepMillis < minStepMillis) {
+      return yield* Effect.die(
+        new RangeError(
+          `TestClockDriver.drive: step must be a duration of at least 1 millisecond (a sleep wakes at its own time whatever the step), got ${UserCode.shown(options.step)}`
+        )
+      )
+    }
     const pace = options.pace
     if (pace !== undefined && !(typeof pace === "number" && Number.isFinite(pace) && pace > 0)) {
       return yield* Effect.die(
@@ -112,6 +122,9 @@ export const drive = <A, E, R>(
       () => Effect.sync(() => fiber.interruptUnsafe())
     )
   })
+
+/** The finest step the driver takes (see {@link Options.step}). */
+const minStepMillis = 1
 
 /** A finite duration of at least 0 ms, or a defect naming the option. */
 const millisOf = (name: string, input: Duration.Input): number => {

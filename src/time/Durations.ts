@@ -20,3 +20,26 @@ export const millisOf = (input: unknown): number | undefined => {
   const parsed = Duration.fromInput(input as Duration.Input)
   return Option.isSome(parsed) ? Duration.toMillis(parsed.value) : undefined
 }
+
+/**
+ * Whether `input` is a positive amount of time that effect counts as none: it counts time in
+ * whole nanoseconds, and reads a positive amount under half of one (`1e-9` milliseconds) as
+ * 0. An option that refuses it says so, not that the amount is not positive (R12).
+ *
+ * @category predicates
+ * @since 0.3.0
+ */
+export const belowResolution = (input: unknown): boolean => {
+  if (millisOf(input) !== 0) return false
+  const amount = Predicate.isNumber(input) ? input : Predicate.isString(input) ? Number.parseFloat(input) : 0
+  return amount > 0
+}
+
+/**
+ * How an option that must be positive says what it expected of a positive amount effect
+ * counts as none (see {@link belowResolution}).
+ *
+ * @category constants
+ * @since 0.3.0
+ */
+export const atLeastOneNanosecond = "at least 1 nanosecond (effect counts time in whole nanoseconds)"

@@ -24,6 +24,7 @@
 import { Clock, Context, Deferred, Effect, Layer, type Option, Predicate, Schema } from "effect"
 import * as Text from "../failure/Text.ts"
 import * as UserCode from "../failure/UserCode.ts"
+import * as Model from "../model/Model.ts"
 import type * as Tool from "./Tool.ts"
 
 /**
@@ -86,8 +87,9 @@ export class NotPending extends Schema.TaggedError<NotPending>()("NotPending", {
 /**
  * A decision whose text cannot be kept: `by` or `reason` is not a string, holds a NUL
  * character, which the stores refuse (PostgreSQL) or cut short (SQLite), or is longer than
- * a decision keeps (`by` 256 characters, `reason` 4096); or the decision is none at all
- * (`decision`: not an `Approved` or a `Rejected`). Raised before anything is decided.
+ * a decision keeps (`by` 256 characters, `reason` 4096); a `by` that is blank (it names
+ * nobody: leave it out instead); or the decision is none at all (`decision`: not an
+ * `Approved` or a `Rejected`). Raised before the gate decides.
  *
  * @category errors
  * @since 0.3.0
@@ -157,9 +159,13 @@ const textIssue = (value: unknown, max: number): string | undefined =>
           ? `is ${value.length} characters long, over the limit of ${max}`
           : undefined
 
+/** A `by` names somebody: one that shows nothing (empty, spaces, zero-width) would be shown as `rejected by : no`. */
+const byIssueOf = (by: unknown): string | undefined =>
+  textIssue(by, maxChars.by) ?? (typeof by === "string" && Model.isBlank(by) ? "is blank: it names nobody" : undefined)
+
 const invalid = (decision: Decision): { readonly field: "by" | "reason"; readonly detail: string } | undefined => {
   // A decision may come from code without types (a UI, a script): its fields are checked as values.
-  const byIssue = decision.by === undefined ? undefined : textIssue(decision.by, maxChars.by)
+  const byIssue = decision.by === undefined ? undefined : byIssueOf(decision.by)
   if (byIssue !== undefined) return { field: "by", detail: byIssue }
   const reasonIssue = decision._tag === "Rejected" ? textIssue(decision.reason, maxChars.reason) : undefined
   return reasonIssue === undefined ? undefined : { field: "reason", detail: reasonIssue }
@@ -168,8 +174,8 @@ const invalid = (decision: Decision): { readonly field: "by" | "reason"; readonl
 /**
  * Why `decision` on the call `callId` of run `runId` cannot be taken, before anything is
  * decided: a `by` or `reason` that is not a string, holds a NUL character or half of a
- * surrogate pair, or is too long
- * (`by` over 256 characters, `reason` over 4096), or a decision that is none. A run or call
+ * surrogate pair, or is too long (`by` over 256 characters, `reason` over 4096), a `by`
+ * that is blank (it names nobody), or a decision that is none. A run or call
  * id that no row can have (not a string, empty, longer than 256 characters, a control
  * character or half of a surrogate pair in it) names no waiting call (`NotPending`).
  *

@@ -327,6 +327,58 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     })
   )
 
+  it.effect(
+    "R4.3 R13 step_timeout of an answer that came after its step's deadline: the step that ended, not a timeout the run recovered from",
+    () =>
+      Effect.gen(function* () {
+        const answerAfter =
+          (millis: number): ScriptedModel.Step =>
+          () =>
+            Effect.as(Effect.sleep(millis), ScriptedModel.finalAnswer("late"))
+        let calls = 0
+        // Its first call hangs until the tool timeout (handed to the model, which goes on); its second answers.
+        const lookup = tool({
+          name: "lookup",
+          sideEffect: "read",
+          maxRetries: 0,
+          recoverErrors: true,
+          timeout: "300 millis",
+          handler: () => (++calls === 1 ? Effect.never : Effect.succeed("found"))
+        })
+        const timedOut: ScriptedModel.Step = () => Effect.fail(FaultyModel.toFailure({ kind: "timeout" }, 0))
+        const time = { run: "1 minute", step: "1 second" } as const
+        const runs = [
+          // Step 1's tool timeout, handed to the model; step 2's answer comes at its deadline.
+          yield* scripted([ScriptedModel.toolCall("lookup", {}), answerAfter(1000)], { tools: [lookup], time }),
+          // Step 1's attempt timeout, retried; step 2's answer comes at its deadline.
+          yield* scripted([timedOut, ScriptedModel.toolCall("echo", { text: "a" }), answerAfter(1000)], {
+            tools: [echo],
+            time
+          })
+        ]
+        for (const result of runs) {
+          assert.strictEqual(result.stopReason, "step_timeout")
+          const e = explained(result)
+          const began = result.timeline.findLast((ev) => ev._tag === "model.requested")?.at ?? Number.NaN
+          const decided = result.timeline.findLast((ev) => ev._tag === "termination.decided")?.at ?? Number.NaN
+          assert.deepInclude(e.deadline, {
+            layer: "step",
+            deadlineAt: began + 1000,
+            limitMillis: 1000,
+            firedAtMillis: decided - e.startedAt,
+            elapsedMillis: decided - began
+          })
+          // No failure of the step that ended: the earlier one was recovered from.
+          assert.isUndefined(e.failure)
+          assert.deepStrictEqual(
+            e.deadline?.inFlight.map((w) => [w.kind, w.became]),
+            [["model_call", "responded"]]
+          )
+          assert.strictEqual(e.next.limit, "time.step")
+        }
+      })
+  )
+
   it.effect("R2.3 max_tool_calls: the counter beside its recorded limit", () =>
     Effect.gen(function* () {
       const batch = ScriptedModel.toolCalls(["echo", { text: "a" }], ["echo", { text: "b" }])

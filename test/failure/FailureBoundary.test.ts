@@ -71,6 +71,38 @@ describe("FailureBoundary", () => {
     )
   })
 
+  it("R4.3 a timeout's hint names its limit, and the time the wait took as elapsed, never one for the other", () => {
+    const hint = (options: Parameters<typeof FailureBoundary.timeout>[0]) => FailureBoundary.timeout(options).hint
+    // Cut off on time: the limit, as before.
+    assert.strictEqual(
+      hint({ source: "provider", layer: "attempt", limitMillis: 1000, afterMillis: 1000 }),
+      "no answer within the attempt timeout of 1000 ms"
+    )
+    // Held past it by code that could not be interrupted: the limit, and how long it took.
+    const held = FailureBoundary.timeout({ source: "provider", layer: "attempt", limitMillis: 1000, afterMillis: 3000 })
+    assert.strictEqual(held.hint, "no answer within the attempt timeout of 1000 ms (cut off after 3000 ms)")
+    assert.strictEqual(held.timeout?.elapsedMillis, 3000)
+    // A deadline's size is the run's or the step's, not the wait's: only how long the wait took.
+    assert.strictEqual(
+      hint({ source: "provider", layer: "run", afterMillis: 400 }),
+      "no answer within the run deadline (cut off after 400 ms)"
+    )
+    assert.strictEqual(
+      hint({ source: "provider", layer: "step", limitMillis: 700, afterMillis: 700 }),
+      "no answer within the step deadline (cut off after 700 ms)"
+    )
+    // A limit that is not known (a client's own timeout): only how long the wait took.
+    assert.strictEqual(
+      hint({ source: "provider", layer: "attempt", afterMillis: 4873 }),
+      "no answer within the attempt timeout (cut off after 4873 ms)"
+    )
+    // What was cut off, after how long: true as it was.
+    assert.strictEqual(
+      hint({ source: "tool", layer: "tool", limitMillis: 1000, afterMillis: 3000, what: "write" }),
+      "write was cut off by the tool timeout after 3000 ms"
+    )
+  })
+
   it("R3.1 an unknown error is permanent, and its detail stays out of the hint", () => {
     const failure = FailureBoundary.unknown("provider", new Error("key sk-secret123 leaked"))
     assert.strictEqual(failure._tag, "Permanent")

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -125,5 +125,55 @@ describe("Run.start", () => {
       Effect.scoped,
       Effect.provide(Layer.mergeAll(Journal.layerMemory, ScriptedModel.layer([ScriptedModel.finalAnswer("x")])))
     )
+  )
+
+  it.effect(
+    "R12 a gate whose decide or pending breaks its contract (a Promise, a throw) is a defect naming it, not a killed caller",
+    () =>
+      Effect.gen(function* () {
+        const pay = Tool.make({
+          name: "pay",
+          description: "Pay",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          needsApproval: true,
+          handler: () => Effect.succeed("paid")
+        })
+        const memory = Approval.makeMemory()
+        // A gate of a caller without types: an `async` decide, a pending that is a Promise, a decide that throws.
+        const broken = (decide: unknown, pending: unknown): Approval.Gate => ({
+          ...memory,
+          decide: decide as Approval.Gate["decide"], // as: a caller without types
+          pending: pending as Approval.Gate["pending"] // as: a caller without types
+        })
+        const defectOf = (exit: Exit.Exit<unknown, unknown>) =>
+          Exit.isFailure(exit) && Cause.hasDies(exit.cause) ? String(Cause.squash(exit.cause)) : `not a defect: ${exit}`
+        for (const [gate, decided, listed] of [
+          [
+            broken(async () => undefined, Promise.resolve([])),
+            "UserCodeDefect: the approval gate's decide returned a Promise, not an Effect",
+            "UserCodeDefect: the approval gate's pending returned a Promise, not an Effect"
+          ],
+          [
+            broken(() => {
+              throw new Error("db down")
+            }, memory.pending),
+            "UserCodeDefect: the approval gate's decide threw Error",
+            undefined
+          ]
+        ] as const) {
+          yield* Effect.gen(function* () {
+            const handle = yield* Run.start({ goal: "pay", tools: [pay] })
+            yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+            const request = (yield* memory.pending).find((r) => r.runId === handle.runId)
+            assert.strictEqual(defectOf(yield* Effect.exit(handle.approve(request?.callId ?? ""))), decided)
+            const pending = yield* Effect.exit(handle.pendingApprovals)
+            if (listed === undefined) assert.isTrue(Exit.isSuccess(pending))
+            else assert.strictEqual(defectOf(pending), listed)
+            yield* handle.cancel
+          }).pipe(Effect.scoped, Effect.provideService(Approval.ApprovalGate, gate))
+        }
+      }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("pay", {}), ScriptedModel.toolCall("pay", {})])))
   )
 })

@@ -85,6 +85,21 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     }).pipe(Effect.provide(Journal.layerMemory))
   )
 
+  it.effect("R12 a poll interval that is positive but less than a nanosecond is refused as what it is", () =>
+    Effect.gen(function* () {
+      const { pay } = ledger()
+      const refused = yield* Effect.flip(
+        RunHost.drive("s1", { goal: "pay 5", tools: [pay] }, { pollInterval: 1e-9 }).pipe(
+          Effect.provide(oneCall("pay", { amount: 5 }))
+        )
+      )
+      assert.deepInclude(refused, {
+        _tag: "InvalidRunOptions",
+        reason: "Expected a duration of at least 1 nanosecond (effect counts time in whole nanoseconds), got 1e-9"
+      })
+    }).pipe(Effect.provide(Journal.layerMemory))
+  )
+
   it.effect(
     "R12 a run id, options or settings that cannot start a run are a typed InvalidRunOptions; nothing is written",
     () =>

@@ -34,6 +34,7 @@ const fallback = (name: string): Model.Fallback => ({
 })
 
 const duration = 'Expected a positive, finite duration ("30 seconds", or milliseconds)'
+const fine = "Expected a duration of at least 1 nanosecond (effect counts time in whole nanoseconds)"
 
 /** Options that cannot work, one per kind of field, and the path and reason the error gives. */
 const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | number>, string]> = [
@@ -134,6 +135,12 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     'Expected a name that is not blank, got "  "'
   ],
   [
+    "a policy named as the runtime's own stops (R13: Explain took them for the policy's)",
+    { goal: "x", tools: [], policies: [Termination.make("runtime", () => Termination.continue_)] },
+    ["policies", 0, "name"],
+    '"runtime" is the name the runtime records for stops of its own; a policy so named would be taken for them'
+  ],
+  [
     "a tool's metadata",
     { goal: "x", tools: [{ ...echo, metadata: { ...echo.metadata, maxRetries: -1 } }] },
     ["tools", 0, "metadata", "maxRetries"],
@@ -186,6 +193,19 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     { goal: "x", tools: [], time: { step: "0 millis" } },
     ["time", "step"],
     `${duration}, got "0 millis"`
+  ],
+  // Positive, but less than effect's nanosecond: refused as what it is, not as a duration that is not positive.
+  [
+    "a run deadline too fine to count",
+    { goal: "x", tools: [], time: { run: 1e-9 } },
+    ["time", "run"],
+    `${fine}, got 1e-9`
+  ],
+  [
+    "a step deadline too fine to count",
+    { goal: "x", tools: [], time: { step: "0.000000001 millis" } },
+    ["time", "step"],
+    `${fine}, got "0.000000001 millis"`
   ],
   ["the attempt timeout", { goal: "x", tools: [], time: { attempt: -5 } }, ["time", "attempt"], `${duration}, got -5`],
   [

@@ -370,6 +370,48 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
     })
   )
 
+  it.effect("R4.3 a timeout's words name its limit, and the time its wait took as elapsed", () =>
+    Effect.gen(function* () {
+      // A 1 s attempt timeout on a model call that cannot be interrupted until 3 s.
+      const held = yield* runOn(
+        [() => Effect.uninterruptible(Effect.as(Effect.sleep("3 seconds"), ScriptedModel.finalAnswer("late")))],
+        { tools: [], time: { run: "1 minute", step: "5 seconds", attempt: "1 second" } }
+      )
+      const heldFailure = events(held, "model.failed")[0]?.failure
+      assert.strictEqual(heldFailure?.hint, "no answer within the attempt timeout of 1000 ms (cut off after 3000 ms)")
+      assert.deepInclude(timeoutOf(heldFailure), { layer: "attempt", elapsedMillis: 3000 })
+      // A 1 s run deadline reached 400 ms into a model call.
+      const quick = Tool.make({
+        name: "quick",
+        description: "600 ms",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "read",
+        handler: () => Effect.as(Effect.sleep("600 millis"), "done")
+      })
+      const cut = yield* runOn([ScriptedModel.toolCall("quick", {}), silent], { tools: [quick], time: time("run") })
+      const cutFailure = events(cut, "model.failed")[0]?.failure
+      assert.strictEqual(cutFailure?.hint, "no answer within the run deadline (cut off after 400 ms)")
+      assert.deepInclude(timeoutOf(cutFailure), { layer: "run", elapsedMillis: 400 })
+      // A postcondition held past its tool's 1 s timeout.
+      const checked = Tool.make({
+        name: "write",
+        description: "write and confirm",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "write",
+        timeout: "1 second",
+        handler: () => Effect.succeed("ok"),
+        postcondition: () => Effect.uninterruptible(Effect.as(Effect.sleep("3 seconds"), true))
+      })
+      const late = yield* runOn([ScriptedModel.toolCall("write", {}), ScriptedModel.finalAnswer("done")], {
+        tools: [checked],
+        time: { step: "5 seconds" }
+      })
+      assert.include(late.detail, "the check did not answer within the tool timeout of 1000 ms (cut off after 3000 ms)")
+    })
+  )
+
   it.effect("R5.2 R4.3 a call cut off on several attempts has one tool.interrupted per attempt, naming it", () =>
     Effect.gen(function* () {
       const read = hangingTool({ sideEffect: "read", idempotent: true, timeout: "1 second", maxRetries: 2 })

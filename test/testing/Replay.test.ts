@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { type Duration, Effect, Option, Schema, Stream } from "effect"
+import { type Duration, Effect, Option, Redacted, Schema, Stream } from "effect"
 import { CircuitBreaker } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import * as Abortable from "../../src/cancellation/Abortable.ts"
@@ -759,6 +759,49 @@ describe("Replay of a recording made in real time (R13)", () => {
   )
 })
 
+describe("Replay of a timeout's words (R13, R4.3)", () => {
+  /**
+   * A recording whose timeout hint reads `written` where this version writes `now` (the stop's
+   * detail quoting it too), made in real time: the timer fired 3 ms late.
+   */
+  const replayedWith = (time: Run.Time, now: string, written: string) =>
+    Effect.gen(function* () {
+      const options = { goal: "x", tools: [], time }
+      const recorded = yield* TestClockDriver.drive(Run.run(options)).pipe(
+        Effect.provide(
+          FaultyModel.layer(
+            FaultyModel.make([FaultyModel.hang, FaultyModel.respond(ScriptedModel.finalAnswer("done"))])
+          )
+        )
+      )
+      assert.include(JSON.stringify(recorded.timeline), now)
+      const rewritten: ReadonlyArray<Event.Event> = JSON.parse(
+        JSON.stringify(recorded.timeline).replaceAll(now, written)
+      )
+      const live = rewritten.map((e) => (e._tag === "model.failed" ? { ...e, at: e.at + 3 } : e))
+      return yield* Replay.replay(live, options)
+    })
+
+  it.effect(
+    "R13 R4.3 a hint that says a wait was held past its limit, or a deadline's as 0.2 wrote it, replays Matched",
+    () =>
+      Effect.gen(function* () {
+        // As a live clock writes it now: the limit, and how long the call took.
+        const attempt = "no answer within the attempt timeout of 100 ms"
+        const held = yield* replayedWith({ attempt: "100 millis" }, attempt, `${attempt} (cut off after 103 ms)`)
+        assert.strictEqual(held._tag, "Matched", held._tag === "Diverged" ? held.detail : "")
+        // As recordings before 0.3.0 wrote a deadline's: the time the wait took as its size. The
+        // stop's detail quotes it, with the jittered wait its retry would have taken.
+        const old = yield* replayedWith(
+          { run: "10 seconds", step: "100 millis" },
+          "no answer within the step deadline (cut off after 100 ms)",
+          "no answer within the step deadline of 103 ms"
+        )
+        assert.strictEqual(old._tag, "Matched", old._tag === "Diverged" ? old.detail : "")
+      })
+  )
+})
+
 describe("Replay of an idempotent call asked about after its retries (R13, R3.8)", () => {
   const busy = new Failure.Retryable({
     source: "tool",
@@ -810,4 +853,33 @@ describe("Replay of an idempotent call asked about after its retries (R13, R3.8)
         assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
       })
     )
+})
+
+describe("Replay of outputs stored in their JSON form (R13, R10)", () => {
+  it.effect("R13 R10 a tool whose output holds a Date, a bigint, an Option and a Redacted replays Matched", () =>
+    Effect.gen(function* () {
+      const token = Tool.make({
+        name: "token",
+        description: "Issues a token",
+        input: Schema.Struct({}),
+        output: Schema.Struct({
+          at: Schema.Date,
+          serial: Schema.BigInt,
+          scope: Schema.Option(Schema.String),
+          token: Schema.Redacted(Schema.String)
+        }),
+        sideEffect: "read",
+        handler: () =>
+          Effect.succeed({ at: new Date(0), serial: 5n, scope: Option.some("read"), token: Redacted.make("s3cret") })
+      })
+      const model = ScriptedModel.layer([ScriptedModel.toolCall("token", {}, "c1"), ScriptedModel.finalAnswer("ok")])
+      const recorded = yield* TestClockDriver.drive(Run.run({ goal: "get a token", tools: [token] })).pipe(
+        Effect.provide(model)
+      )
+      assert.strictEqual(recorded.status, "completed")
+      // Before, the recorded JSON was read by the schema itself: the replay's tool failed where the recorded one succeeded.
+      const report = yield* TestClockDriver.drive(Replay.replay(recorded.timeline, { tools: [token] }))
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
 })

@@ -203,6 +203,28 @@ describe("TestClockDriver", () => {
     )
   }
 
+  it.effect("R10 a step under 1 ms (1 nano) is a RangeError naming the option and its bound, not a billion moves", () =>
+    Effect.gen(function* () {
+      for (const [step, shown] of [
+        ["1 nano", '"1 nano"'],
+        [0.5, "0.5"]
+      ] as const) {
+        const exit = yield* Effect.exit(TestClockDriver.drive(Effect.as(Effect.sleep("1 second"), "ok"), { step }))
+        const defect = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+        assert.instanceOf(defect, RangeError)
+        assert.strictEqual(
+          (defect as RangeError).message, // as: checked just above
+          `TestClockDriver.drive: step must be a duration of at least 1 millisecond (a sleep wakes at its own time whatever the step), got ${shown}`
+        )
+      }
+      // 1 ms is the finest: a 1 s sleep in a thousand moves.
+      assert.strictEqual(
+        yield* TestClockDriver.drive(Effect.as(Effect.sleep("1 second"), "ok"), { step: "1 millis" }),
+        "ok"
+      )
+    })
+  )
+
   it.effect(
     "R10 R4.2 a wait in real time that a sleeper begins stops the clock at that sleeper: nothing is stamped past the deadline, whatever the step",
     () =>

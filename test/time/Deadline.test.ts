@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber } from "effect"
+import { Cause, Effect, Exit, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as Deadline from "../../src/time/Deadline.ts"
 
@@ -57,6 +57,26 @@ describe("Deadline.within", () => {
         const timeout = yield* Fiber.join(fiber)
         assert.deepStrictEqual([timeout.layer, timeout.afterMillis], ["tool", 500])
       })
+  )
+
+  it.effect("R4.3 a Timeout says the bound its wait was given apart from how long the wait took", () =>
+    Effect.gen(function* () {
+      const held = yield* Effect.uninterruptible(Effect.sleep(500)).pipe(
+        Deadline.within({ layer: "tool", millis: 100 }),
+        Deadline.run(10_000),
+        Effect.flip,
+        Effect.forkChild
+      )
+      yield* TestClock.adjust(500)
+      assert.deepInclude(yield* Fiber.join(held), { layer: "tool", limitMillis: 100, afterMillis: 500 })
+      // Inside a step, the bound is what was left of it.
+      const stepped = yield* Effect.gen(function* () {
+        yield* Effect.sleep(150)
+        return yield* Effect.flip(Deadline.within(Effect.never, { layer: "attempt", millis: 5_000 }))
+      }).pipe(Deadline.step(400), Deadline.run(10_000), Effect.forkChild)
+      yield* TestClock.adjust(400)
+      assert.deepInclude(yield* Fiber.join(stepped), { layer: "step", limitMillis: 250, afterMillis: 250 })
+    })
   )
 
   it.effect("R4.2 inside a step, a wait gets only what is left of the step", () =>
@@ -227,6 +247,77 @@ describe("Deadline.passed / left", () => {
       yield* TestClock.adjust(100)
       const left = yield* Deadline.left({ layer: "attempt", millis: 50 }).pipe(Deadline.step(30), Deadline.run(10_000))
       assert.deepStrictEqual(left, { millis: 30, layer: "step", at: 130, now: 100 })
+    })
+  )
+})
+
+describe("Deadline given a time that is no time (R12)", () => {
+  /** The defect `self` dies with: a RangeError, by its message. */
+  const refusal = (self: Effect.Effect<unknown, unknown>) =>
+    Effect.map(Effect.exit(self), (exit) => {
+      assert.isTrue(Exit.isFailure(exit) && Cause.hasDies(exit.cause), "a defect")
+      const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+      assert.instanceOf(error, RangeError)
+      return error instanceof RangeError ? error.message : ""
+    })
+  const slow = Effect.as(Effect.sleep(1_000), "finished")
+
+  it.effect("R4.2 R12 NaN, a negative limit or a string is refused as a RangeError naming the argument", () =>
+    Effect.gen(function* () {
+      const notANumber = Number.NaN
+      assert.strictEqual(
+        yield* refusal(Deadline.within(slow, { layer: "tool", millis: notANumber })),
+        "Deadline.within: millis must be a number of milliseconds >= 0 (or undefined for none), got NaN"
+      )
+      assert.strictEqual(
+        yield* refusal(Deadline.within(slow, { layer: "tool", millis: -1 })),
+        "Deadline.within: millis must be a number of milliseconds >= 0 (or undefined for none), got -1"
+      )
+      const orElse = () => Effect.succeed("timed out")
+      assert.strictEqual(
+        yield* refusal(Deadline.withinOrElse(slow, { layer: "tool", until: notANumber, orElse })),
+        "Deadline.withinOrElse: until must be a time in epoch milliseconds (or undefined for none), got NaN"
+      )
+      assert.strictEqual(
+        yield* refusal(Deadline.step(slow, notANumber)),
+        "Deadline.step: millis must be a number of milliseconds (or undefined for none), got NaN"
+      )
+      const untyped: unknown = "1 second"
+      assert.strictEqual(
+        yield* refusal(Deadline.step(slow, untyped as number)), // as: a caller without types
+        'Deadline.step: millis must be a number of milliseconds (or undefined for none), got "1 second"'
+      )
+      assert.strictEqual(
+        yield* refusal(Deadline.run(Deadline.passed, notANumber)),
+        "Deadline.run: runAt must be a time in epoch milliseconds, got NaN"
+      )
+      assert.strictEqual(
+        yield* refusal(Deadline.left({ layer: "tool", millis: notANumber })),
+        "Deadline.left: millis must be a number of milliseconds >= 0 (or undefined for none), got NaN"
+      )
+      assert.throws(
+        () => Deadline.bound(budget(notANumber), 0, { layer: "tool" }),
+        RangeError,
+        "Deadline.bound: budget.runAt must be a time in epoch milliseconds, got NaN"
+      )
+      assert.throws(
+        () => Deadline.bound(budget(1_000), 0, { layer: "tool", millis: notANumber }),
+        RangeError,
+        "Deadline.bound: millis must be a number of milliseconds >= 0 (or undefined for none), got NaN"
+      )
+    })
+  )
+
+  it.effect("R4.2 the edges that mean something still do: no limit, a step already spent, no run deadline", () =>
+    Effect.gen(function* () {
+      const infinite = Number.POSITIVE_INFINITY
+      const unbounded = yield* Effect.forkChild(Deadline.within(slow, { layer: "tool", millis: infinite }))
+      yield* TestClock.adjust(1_000)
+      assert.deepStrictEqual(yield* Fiber.await(unbounded), Exit.succeed("finished"))
+      // A step whose time is spent (a resumed run's): nothing is left of it.
+      const spent = yield* Effect.flip(Deadline.step(Deadline.within(slow, { layer: "attempt" }), -5))
+      assert.deepInclude(spent, { layer: "step", limitMillis: 0 })
+      assert.isFalse(yield* Deadline.run(Deadline.passed, infinite))
     })
   )
 })

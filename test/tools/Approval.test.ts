@@ -208,6 +208,30 @@ describe("R7 approvals", () => {
       }).pipe(Effect.scoped, Effect.provide(layers))
   )
 
+  it.effect(
+    "R7 R12 a blank by (empty, spaces, zero-width) names nobody: a typed InvalidDecision; the call still waits",
+    () =>
+      Effect.gen(function* () {
+        const { pay, ledger } = makePay()
+        const { handle } = yield* startWaiting([pay])
+        for (const by of ["", "   ", "\u200b"]) {
+          const rejected = yield* Effect.flip(handle.reject("call_pay", "no", { by }))
+          assert.deepInclude(rejected, { _tag: "InvalidDecision", field: "by", detail: "is blank: it names nobody" })
+          const approved = yield* Effect.flip(handle.approve("call_pay", { by }))
+          assert.deepInclude(approved, { _tag: "InvalidDecision", field: "by" })
+        }
+        // The gate itself, asked by run id and call id (a UI), refuses it too.
+        const gate = yield* Approval.ApprovalGate
+        const atGate = yield* Effect.flip(gate.decide(handle.runId, "call_pay", Approval.rejected("no", " ")))
+        assert.deepInclude(atGate, { _tag: "InvalidDecision", field: "by" })
+        assert.lengthOf(yield* handle.pendingApprovals, 1)
+        // No `by` at all is no one named, as before.
+        yield* handle.approve("call_pay")
+        assert.strictEqual((yield* handle.result).status, "completed")
+        assert.lengthOf(ledger, 1)
+      }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
   it.effect("R7 R5.3 cancel while waiting ends the run cancelled and withdraws the request", () =>
     Effect.gen(function* () {
       const { pay, ledger } = makePay()

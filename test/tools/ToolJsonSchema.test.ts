@@ -228,6 +228,12 @@ describe("Tool.make (R12: a definition that cannot work is refused where it is w
     refused({ ...base, idempotent: "yes" }, "idempotent must be a boolean, got string")
     refused({ ...base, timeout: "Infinity" }, "timeout must be a positive, finite duration")
     refused({ ...base, timeout: 0 }, "timeout must be a positive, finite duration")
+    // Positive, but less than effect's nanosecond: refused as what it is, not as one that is not positive.
+    refused(
+      { ...base, timeout: "0.000000001 millis" },
+      'timeout must be at least 1 nanosecond (effect counts time in whole nanoseconds), got "0.000000001 millis"'
+    )
+    refused({ ...base, timeout: 1e-9 }, "timeout must be at least 1 nanosecond")
     // A value whose `toString` throws, or that has none, is named by its kind: the refusal is the
     // typed one, not the TypeError of turning it into text.
     refused({ ...base, maxRetries: Object.create(null) }, "maxRetries must be an integer >= 0, got an object")

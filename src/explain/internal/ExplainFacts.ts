@@ -307,9 +307,14 @@ const repeatedFailure = (timeline: Timeline): Repetition | undefined => {
   }
 }
 
-/** The last failed model call, or failed or blocked tool call, before `index`. */
-export const lastFailure = (timeline: Timeline, index: number, source?: "model" | "tool"): FailureSeen | undefined => {
-  for (let i = Math.min(index, timeline.length) - 1; i >= 0; i--) {
+/** The last failed model call, or failed or blocked tool call, before `index` (and from `from` on). */
+export const lastFailure = (
+  timeline: Timeline,
+  index: number,
+  source?: "model" | "tool",
+  from = 0
+): FailureSeen | undefined => {
+  for (let i = Math.min(index, timeline.length) - 1; i >= from; i--) {
     const e = timeline[i]
     if (e === undefined) continue
     if (e._tag === "model.failed" && source !== "tool") {

@@ -45,7 +45,12 @@ export const cap = (layer: FailureBoundary.TimeoutLayer, own: number, deadline: 
 }
 
 export const timedOut = (phase: Phase) =>
-  FailureBoundary.timeout({ source, layer: phase.layer, afterMillis: phase.reportedMillis })
+  FailureBoundary.timeout({
+    source,
+    layer: phase.layer,
+    limitMillis: phase.reportedMillis,
+    afterMillis: phase.reportedMillis
+  })
 
 /** Fails with the phase's timeout once it passes. */
 export const within = <A>(effect: Effect.Effect<A, Failure.Failure>, phase: Phase) =>

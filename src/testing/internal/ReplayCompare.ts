@@ -42,13 +42,23 @@ const ignoredInDecision = new Set(["own"])
 /**
  * The times a text names, measured or drawn on the clock: those of a `recovery.failed`
  * cause (`retry 1 would wait 45 ms but only 90.1 ms of the step are left`: the wait drawn
- * with the backoff's jitter, as `delayMillis` is, and what earlier jittered waits left), and
- * those of a timeout's hint (see {@link timeless}).
+ * with the backoff's jitter, as `delayMillis` is, and what earlier jittered waits left), of a
+ * `termination.decided` detail that quotes them, and those of a timeout's hint (see {@link timeless}).
  */
 const clockTimes = /\d+(?:\.\d+)?(?:e[+-]?\d+)? ms/g
 
-/** `text` with the times it names left out (see {@link clockTimes}). */
-const withoutTimes = (text: string): string => text.replace(clockTimes, "(a time) ms")
+/**
+ * How long a wait took, when its hint says it apart from its limit: a recording in real time
+ * says it for a wait held a millisecond past its limit, where a replay on its exact clock is
+ * on time. And a deadline's hint as recordings before 0.3.0 wrote it (`the step deadline of
+ * 700 ms`, the time the wait took), as it reads now once its time is left out.
+ */
+const heldPast = / \(cut off after \(a time\) ms\)/g
+const deadlineOf = / deadline of \(a time\) ms/g
+
+/** `text` with the times it names left out (see {@link clockTimes}, {@link heldPast}). */
+const withoutTimes = (text: string): string =>
+  text.replace(clockTimes, "(a time) ms").replace(heldPast, "").replace(deadlineOf, " deadline")
 
 /**
  * A timeout's failure as compared: how long its wait took (`elapsedMillis`, the times its
@@ -68,6 +78,8 @@ const timeless = (failure: Failure.Summary): unknown =>
 /** The value of `key` in `event` as compared (see {@link timeless}). */
 const comparedValue = (event: Event.Event, key: string, value: unknown): unknown => {
   if (event._tag === "recovery.failed" && key === "cause" && typeof value === "string") return withoutTimes(value)
+  // A stop's detail quotes the same: a timeout's hint, the wait a refused retry would have taken.
+  if (event._tag === "termination.decided" && key === "detail" && typeof value === "string") return withoutTimes(value)
   if ((event._tag === "model.failed" || event._tag === "model.fallback") && key === "failure")
     return timeless(event.failure)
   if (event._tag === "tool.failed" && key === "error" && event.error.failure?.timeout !== undefined)

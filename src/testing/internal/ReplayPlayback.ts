@@ -323,7 +323,8 @@ export const tools = <T extends Tool.Any>(
   const attempts = new Map<string, number>()
   const queries = new Map<string, number>()
   return given.map((tool) => {
-    const decode = Schema.decodeUnknownEffect(tool.output)
+    // The recording keeps an output as the run stored it, in its JSON form (a `Date` as its ISO text).
+    const decode = Schema.decodeUnknownEffect(Schema.toCodecJson(tool.output))
     const decoded = (output: unknown) =>
       Effect.mapError(decode(output), (issue) => refused("replay_undecodable", issue.message))
     // The status query answers as recorded; a query the recording does not have is refused.

@@ -111,7 +111,18 @@ export const problem = (options: Untyped): string | undefined => {
       onSome: Duration.toMillis
     })
     if (!(millis > 0 && Number.isFinite(millis))) {
-      return `timeout must be a positive, finite duration, got ${UserCode.shown(timeout)}`
+      // Positive, but less than effect counts (`1e-9`, read as 0 ns): refused as what it is, not as
+      // one that is not positive (as `Durations.belowResolution`, which `tools/` cannot import).
+      const amount = Predicate.isNumber(timeout)
+        ? timeout
+        : Predicate.isString(timeout)
+          ? Number.parseFloat(timeout)
+          : 0
+      const expected =
+        millis === 0 && amount > 0
+          ? "at least 1 nanosecond (effect counts time in whole nanoseconds)"
+          : "a positive, finite duration"
+      return `timeout must be ${expected}, got ${UserCode.shown(timeout)}`
     }
   }
   if (sideEffect !== undefined && !sideEffects.includes(sideEffect)) {

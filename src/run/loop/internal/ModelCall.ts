@@ -80,7 +80,9 @@ const attempt = (
     if (RunContext.deadlinePassed(ctx)) return RunContext.expire(ctx)
     // Nor once nothing is left of its step (R4.2): it times out at once, asking nothing.
     if (limit.millis <= 0 && limit.layer !== "run") {
-      return Effect.fail(FailureBoundary.timeout({ source: "provider", layer: limit.layer, afterMillis: 0 }))
+      return Effect.fail(
+        FailureBoundary.timeout({ source: "provider", layer: limit.layer, limitMillis: 0, afterMillis: 0 })
+      )
     }
     recordRequest(ctx, iteration, n, limit)
     const request: Model.Request = {
@@ -109,7 +111,7 @@ const attempt = (
     )
     // Bounded by what is left of the attempt's limit as recorded (R4.2): the time a circuit's
     // store took to admit the call is the call's, and with nothing left the call is not made.
-    // Its timeout counts from the request.
+    // Its timeout counts from the request, and names the attempt's own limit apart (R4.3).
     const timedOut = ({ layer, afterMillis }: Deadline.Timeout) =>
       Effect.clockWith((clock) =>
         Effect.fail(
@@ -117,6 +119,7 @@ const attempt = (
             FailureBoundary.timeout({
               source: "provider",
               layer,
+              limitMillis: layer === own.layer ? own.millis : undefined,
               afterMillis: Math.max(afterMillis, clock.currentTimeMillisUnsafe() - limit.now)
             }),
             paid

@@ -169,8 +169,15 @@ export const waitOf = <A, E, R>(
     })
   )
 
-/** The bound a wait ran into, in words: `the tool timeout of 2000 ms`, or one that had passed before it began. */
-export const describeTimeout = ({ layer, afterMillis }: Deadline.Timeout): string =>
-  afterMillis === 0
-    ? `the ${layer} ${layer === "step" ? "deadline" : "timeout"}, which had passed (it was not asked)`
-    : `the ${layer} ${layer === "step" ? "deadline" : "timeout"} of ${afterMillis} ms`
+/**
+ * The bound a wait ran into, in words (R4.3): `the tool timeout of 2000 ms`, with how long the
+ * wait took when code held it past that; the step's deadline with how long the wait took (its
+ * size is the step's); or one that had passed before it began.
+ */
+export const describeTimeout = ({ layer, limitMillis, afterMillis }: Deadline.Timeout): string => {
+  const kind = layer === "step" ? "deadline" : "timeout"
+  const elapsed = `(cut off after ${afterMillis} ms)`
+  if (afterMillis === 0) return `the ${layer} ${kind}, which had passed (it was not asked)`
+  if (layer === "step") return `the step deadline ${elapsed}`
+  return `the ${layer} timeout of ${limitMillis} ms${afterMillis >= limitMillis + 1 ? ` ${elapsed}` : ""}`
+}

@@ -42,13 +42,28 @@ const UserPolicyLimits = Schema.Record(Schema.String, Schema.Finite).check(
 )
 
 /**
+ * The names the runtime records as the policy of its own stops (a tool error, a step's
+ * deadline, an approval's end, validation): a policy of the user's so named would be taken
+ * for it, by the log's readers and by `Explain`.
+ */
+const runtimeNames: ReadonlySet<string> = new Set(["runtime", "step_timeout", "approval", "validation"])
+
+const PolicyName = NotBlank.check(
+  Schema.makeFilter((name) =>
+    runtimeNames.has(name)
+      ? `"${name}" is the name the runtime records for stops of its own; a policy so named would be taken for them`
+      : undefined
+  )
+)
+
+/**
  * A termination policy: a built-in one as it is; a user's with its name read once, so
  * that what the log says decided is what was checked.
  */
 const PolicySchema = dispatch(
   readOnce(
     Schema.Struct({
-      name: NotBlank,
+      name: PolicyName,
       decide: fn<Termination.Policy["decide"]>(),
       // The limits a policy of the user's enforces: recorded in `run.started`, and they make a
       // limit of the same name given in `limits` one the run enforces.

@@ -62,9 +62,10 @@ const aDuration = 'a positive, finite duration ("30 seconds", or milliseconds)'
 /** A positive, finite `Duration.Input`, read as milliseconds. */
 export const Millis = Schema.declareConstructor<number, unknown>()([], () => (input) => {
   const millis = positiveMillisOf(input)
-  return millis === undefined
-    ? Effect.fail(new SchemaIssue.InvalidValue({ expected: aDuration }))
-    : Effect.succeed(millis)
+  if (millis !== undefined) return Effect.succeed(millis)
+  // Positive, but less than effect counts (`1e-9`): refused as what it is, not as a duration that is not positive.
+  const expected = Durations.belowResolution(input) ? `a duration of ${Durations.atLeastOneNanosecond}` : aDuration
+  return Effect.fail(new SchemaIssue.InvalidValue({ expected }))
 })
 
 /** The stop grace is a real-time timer: at most 2^31 - 1 ms (24.8 days), what one can wait. */
