@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option, Schema } from "effect"
+import * as Counters from "../../src/events/Counters.ts"
 import * as RunLog from "../../src/events/RunLog.ts"
 import * as Explain from "../../src/explain/Explain.ts"
 import * as Journal from "../../src/journal/Journal.ts"
@@ -243,5 +244,38 @@ describe("Run.resume: the plan a run started with (R6, R9)", () => {
         ["b"]
       )
     }).pipe(Effect.provide([Journal.layerMemory, script]))
+  )
+
+  it.effect("R2.2 R9 a resume given no policies is refused when the run started with policies of its own", () =>
+    Effect.gen(function* () {
+      // A policy of the user's: one call of `step` at most (its own limit, which the log records).
+      const once = Termination.make(
+        "one_step",
+        ({ counters }) =>
+          Counters.callsOf(counters, "step") > 1
+            ? Termination.stop("max_tool_calls", "one step only")
+            : Termination.continue_,
+        { maxSteps: 1 }
+      )
+      const journal = yield* Journal.Journal
+      const faulty = FaultyJournal.make(journal, { crashAt: { commit: 3, when: "before" } })
+      yield* diesIn(
+        faulty,
+        Run.run({ goal: "g", runId: "r3", tools: [step], policies: (d) => [...d, once] }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal)
+        )
+      )
+      const before = calls
+      // Before, it went on under the defaults alone: every further step ran, and the run completed.
+      const error = yield* Effect.flip(Run.resume("r3", { tools: [step] }))
+      assert.strictEqual(error.reason, "invalid")
+      assert.include(error.detail, '("one_step", as its run.started records them)')
+      assert.strictEqual(calls, before, "nothing ran")
+      const [recovered] = yield* Run.recover({ tools: [step] })
+      assert.strictEqual(recovered?._tag, "Failure")
+      // Given again, it stops the run as it would have.
+      const resumed = yield* Run.resume("r3", { tools: [step], policies: (d) => [...d, once] })
+      assert.deepStrictEqual([resumed.stopReason, resumed.policy], ["max_tool_calls", "one_step"])
+    }).pipe(Effect.provide([Journal.layerMemory, model]))
   )
 })

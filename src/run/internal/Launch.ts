@@ -9,6 +9,7 @@ import type * as Event from "../../events/Event.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Journal from "../../journal/Journal.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
+import * as Termination from "../../termination/Termination.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import type * as Validation from "../../validation/Validation.ts"
 import * as JournalLoad from "../journal/JournalLoad.ts"
@@ -229,6 +230,27 @@ const planIssue = (
 }
 
 /**
+ * Why a resume given no `policies` would go on without termination policies the run started
+ * with (R2.2, R9), if it would: the policies of the user's that its `run.started` names. A
+ * policy is code, which the log cannot keep; a resume that says nothing of them would drop
+ * them silently, and the loops they stopped would run on. A resume that gives `policies`
+ * chooses them (it may remove or replace some).
+ */
+const droppedPolicies = (
+  started: Event.Of<"run.started"> | undefined,
+  resolved: { readonly loop: { readonly policies: ReadonlyArray<Termination.Policy> } }
+): string | undefined => {
+  const now = new Set(Termination.names(resolved.loop.policies))
+  const dropped = (started?.policies ?? []).filter((name) => !now.has(name))
+  if (dropped.length === 0) return undefined
+  const named = dropped.map((name) => JSON.stringify(name)).join(", ")
+  return (
+    `the run started with termination policies that its resume, given no policies, would go on without (${named}, as its run.started records them): ` +
+    "a policy is code, which the log cannot keep; give the run's policies again (or a list of your choice)"
+  )
+}
+
+/**
  * The options a run of the journal goes on under: the caller's, and where they are silent,
  * those it started with (its `run.started`). Options the caller gave that do not resolve
  * are the caller's to fix (`invalid`): nothing is written, and the run stays in its journal
@@ -270,7 +292,10 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
     return invalid(`its options could not be read (${UserCode.threw("a getter", error).safeMessage})`)
   }
   const resolved = resolve(merged, "resumed")
-  if (Result.isSuccess(resolved)) return Result.succeed(merged)
+  if (Result.isSuccess(resolved)) {
+    const dropped = options.policies === undefined ? droppedPolicies(loaded.started, resolved.success) : undefined
+    return dropped === undefined ? Result.succeed(merged) : invalid(dropped)
+  }
   // Each resolves, the two together do not: whose they are, the record alone tells (review 89:
   // a policy of the caller's that conflicted with a recorded limit was called the log's damage).
   const recordedAlone = resolve(withStarted({ tools: options.tools }), "resumed")
