@@ -46,6 +46,7 @@ export const fresh = (): Counters => ({
   repeatedToolCallCount: 0,
   repeatedFailureCount: 0,
   repeatedFailureOverLimit: 0,
+  overLimitFailure: undefined,
   toolErrors: 0,
   emptyOutputs: 0,
   recoveryAttempts: 0,
@@ -108,7 +109,10 @@ const failureStep = (c: Draft, name: string, code: string, message: string, maxR
   c.toolErrors = c.toolErrors + 1
   c.repeatedFailureCount = Math.max(c.repeatedFailureCount, n)
   // A failure seen once is no repeat, whatever the retry limit (0: the model sees it once, and may act on it).
-  c.repeatedFailureOverLimit = Math.max(c.repeatedFailureOverLimit, n - Math.max(maxRetries, 1))
+  const over = n - Math.max(maxRetries, 1)
+  // Frozen, as every part of the counters a policy is handed.
+  if (over > c.repeatedFailureOverLimit) c.overLimitFailure = Object.freeze({ name, code, times: n, maxRetries })
+  c.repeatedFailureOverLimit = Math.max(c.repeatedFailureOverLimit, over)
   const same = c.sameClassCode === code
   c.sameClassStreak = same ? c.sameClassStreak + 1 : 1
   c.sameClassWhenWarned = same ? c.sameClassWhenWarned : 0

@@ -27,6 +27,7 @@ import * as Termination from "../termination/Termination.ts"
 import * as Facts from "./internal/ExplainFacts.ts"
 import * as Limits from "./internal/ExplainLimits.ts"
 import type * as M from "./internal/ExplainModel.ts"
+import * as Repetitions from "./internal/ExplainRepetition.ts"
 import { format } from "./internal/ExplainText.ts"
 
 export type {
@@ -352,7 +353,7 @@ export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => 
     resumes: timeline.filter((e) => e._tag === "run.resumed").length,
     // A policy of the run's own passed a limit of its own, not the built-in one of its reason.
     gauges: Limits.gauges(started, limits, counters, decision?.own === true ? undefined : reason),
-    repetition: repetition === undefined ? undefined : Facts.repetitionOf(timeline, repetition),
+    repetition: repetition === undefined ? undefined : Repetitions.repetitionOf(timeline, repetition),
     failure,
     deadline: deadlineOf(timeline, reason, failure, approval, limits, step),
     approval,

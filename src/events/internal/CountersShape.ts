@@ -33,6 +33,16 @@ export interface Counters {
   readonly repeatedFailureCount: number
   /** The most any failure signature went past its tool's `maxRetries` (0 when none did). */
   readonly repeatedFailureOverLimit: number
+  /**
+   * The failure that went furthest past its tool's `maxRetries` (the one
+   * `repeatedFailureOverLimit` counts): its tool, code, how many times it occurred and the
+   * limit. `undefined` while none did.
+   *
+   * @since 0.3.0
+   */
+  readonly overLimitFailure:
+    | { readonly name: string; readonly code: string; readonly times: number; readonly maxRetries: number }
+    | undefined
   /** Failed and blocked tool results. */
   readonly toolErrors: number
   readonly emptyOutputs: number

@@ -1,23 +1,12 @@
 /**
  * The facts of a run's log an explanation is made of: the work in flight at a moment, the
- * actions of unknown outcome, what repeated, the failure that mattered, approvals and the
- * plan as validation left it. Pure functions of the timeline. Private to `observability/`.
+ * actions of unknown outcome, the failure that mattered, approvals and the plan as
+ * validation left it (what repeated: `ExplainRepetition`). Pure functions of the timeline.
+ * Private to `explain/`.
  */
-import type { HashMap } from "effect"
-import * as Counters from "../../events/Counters.ts"
 import * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
-import * as Redaction from "../../tools/Redaction.ts"
-import * as Signature from "../../tools/Signature.ts"
-import type {
-  ApprovalSeen,
-  FailureSeen,
-  InFlight,
-  PendingAction,
-  PlanItem,
-  Repetition,
-  ValidationSeen
-} from "./ExplainModel.ts"
+import type { ApprovalSeen, FailureSeen, InFlight, PendingAction, PlanItem, ValidationSeen } from "./ExplainModel.ts"
 
 type Timeline = ReadonlyArray<Event.Event>
 
@@ -221,90 +210,6 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
     }
   }
   return open
-}
-
-/** The call, observation or failure that repeated most. */
-export const repetitionOf = (timeline: Timeline, kind: "call" | "observation" | "failure"): Repetition | undefined => {
-  if (kind === "call") return repeatedCall(timeline)
-  if (kind === "observation") return unchangedObservation(timeline)
-  return repeatedFailure(timeline)
-}
-
-const top = (map: HashMap.HashMap<string, number>): [string, number] | undefined => {
-  let best: [string, number] | undefined
-  for (const [key, n] of map) if (best === undefined || n > best[1]) best = [key, n]
-  return best
-}
-
-const repeatedCall = (timeline: Timeline): Repetition | undefined => {
-  const best = top(Counters.fold(timeline).callSignatures)
-  if (best === undefined) return undefined
-  const [signature, count] = best
-  let last: { readonly name: string; readonly arguments: unknown } | undefined
-  for (const e of timeline) {
-    if (e._tag !== "model.responded") continue
-    e.signatures.forEach((s, i) => {
-      if (s === signature && e.toolCalls[i] !== undefined) last = e.toolCalls[i]
-    })
-  }
-  // A sensitive call's arguments hold its secrets as the model sent them: not shown.
-  const shown = Signature.isKeyed(signature) ? Redaction.mask : last?.arguments
-  return { _tag: "call", name: last?.name ?? "", signature, arguments: shown, count }
-}
-
-/** The observation seen again most often with no state change: found by the counters' own fold. */
-const unchangedObservation = (timeline: Timeline): Repetition | undefined => {
-  const groups = new Map<string, { first: Event.Of<"tool.succeeded">; callIds: Array<string> }>()
-  const firsts = new Map<string, Event.Of<"tool.succeeded">>()
-  let counters = Counters.fresh()
-  for (const e of timeline) {
-    const before = counters.unchangedObservations
-    // Keyed as the counters key it (a change of the state starts the observation afresh): by
-    // the key under which it was seen before, if one was.
-    const keys = e._tag === "tool.succeeded" ? Counters.observationKeysOf(counters, e) : []
-    const key = keys.find((k) => firsts.has(k)) ?? keys[0] ?? ""
-    counters = Counters.step(counters, e)
-    if (e._tag !== "tool.succeeded") continue
-    for (const k of keys) if (!firsts.has(k)) firsts.set(k, e)
-    // A repeat adds one; a change of the state sets the count back to 0, and is no repeat.
-    if (counters.unchangedObservations !== before + 1) continue
-    const first = firsts.get(key) ?? e
-    const group = groups.get(key) ?? { first, callIds: [first.callId] }
-    group.callIds.push(e.callId)
-    groups.set(key, group)
-  }
-  let best: { first: Event.Of<"tool.succeeded">; callIds: Array<string> } | undefined
-  for (const group of groups.values())
-    if (best === undefined || group.callIds.length > best.callIds.length) best = group
-  if (best === undefined) return undefined
-  return {
-    _tag: "observation",
-    name: best.first.name,
-    observation: best.first.observation,
-    digest: Signature.digest(best.first.observation),
-    count: best.callIds.length,
-    callIds: best.callIds
-  }
-}
-
-const repeatedFailure = (timeline: Timeline): Repetition | undefined => {
-  const best = top(Counters.fold(timeline).failureSignatures)
-  if (best === undefined) return undefined
-  const [signature, count] = best
-  const failed = timeline.findLast(
-    (e): e is Event.Of<"tool.failed"> =>
-      e._tag === "tool.failed" &&
-      Signature.failure(e.name, e.error.failure?.code ?? e.error.code, e.error.message) === signature
-  )
-  if (failed === undefined) return undefined
-  return {
-    _tag: "failure",
-    name: failed.name,
-    code: failed.error.failure?.code ?? failed.error.code,
-    message: failed.error.message,
-    count,
-    maxRetries: failed.maxRetries
-  }
 }
 
 /** The last failed model call, or failed or blocked tool call, before `index` (and from `from` on). */

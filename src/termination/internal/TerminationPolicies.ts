@@ -210,14 +210,17 @@ export const repeatedToolCall = (threshold: number): Policy => {
  * @category policies
  * @since 0.1.0
  */
-export const repeatedToolFailure: Policy = builtInPolicy("repeated_tool_failure", ({ counters }) =>
-  counters.repeatedFailureOverLimit > 0
-    ? stop(
-        "repeated_tool_failure",
-        `the same failure occurred ${counters.repeatedFailureCount} times, past the tool's retry limit`
-      )
-    : continue_
-)
+export const repeatedToolFailure: Policy = builtInPolicy("repeated_tool_failure", ({ counters }) => {
+  if (counters.repeatedFailureOverLimit <= 0) return continue_
+  // The failure that passed its limit, which need not be the one that occurred most (R13).
+  const failure = counters.overLimitFailure
+  return stop(
+    "repeated_tool_failure",
+    failure === undefined
+      ? `the same failure occurred ${counters.repeatedFailureCount} times, past the tool's retry limit`
+      : `the same failure of ${failure.name} (${failure.code}) occurred ${failure.times} times, past the tool's retry limit of ${failure.maxRetries}`
+  )
+})
 
 /**
  * @category policies
