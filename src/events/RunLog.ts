@@ -362,7 +362,8 @@ export const deadlineOf = (events: ReadonlyArray<Event.Event>): number => {
 }
 
 /**
- * The limits in force, by name: those `run.started` recorded, but for the run's time limit
+ * The limits in force, by name: those `run.started` recorded, or the last resume that went
+ * on under others recorded (its `run.resumed`), but for the run's time limit
  * once a resume brought its deadline closer (`time.run` given to `Run.resume`): then the
  * time from the start to that deadline ({@link deadlineOf}), which the run's elapsed time is
  * measured against. `undefined` when the log has no start.
@@ -373,8 +374,15 @@ export const deadlineOf = (events: ReadonlyArray<Event.Event>): number => {
 export const limitsOf = (events: ReadonlyArray<Event.Event>): Readonly<Record<string, number>> | undefined => {
   const started = events.find((e) => e._tag === "run.started")
   if (started?._tag !== "run.started") return undefined
+  // A resume that went on under other limits recorded them: in force from then on.
+  const resumed = events.findLast(
+    (e): e is Event.Of<"run.resumed"> => e._tag === "run.resumed" && e.limits !== undefined
+  )
+  const runTimeout = started.limits?.runTimeoutMillis
+  const limits =
+    resumed?.limits === undefined
+      ? started.limits
+      : { ...resumed.limits, ...(runTimeout === undefined ? {} : { runTimeoutMillis: runTimeout }) }
   const deadlineAt = deadlineOf(events)
-  return deadlineAt < started.deadlineAt
-    ? { ...started.limits, runTimeoutMillis: deadlineAt - started.at }
-    : started.limits
+  return deadlineAt < started.deadlineAt ? { ...limits, runTimeoutMillis: deadlineAt - started.at } : limits
 }

@@ -278,4 +278,25 @@ describe("Run.resume: the plan a run started with (R6, R9)", () => {
       assert.deepStrictEqual([resumed.stopReason, resumed.policy], ["max_tool_calls", "one_step"])
     }).pipe(Effect.provide([Journal.layerMemory, model]))
   )
+
+  it.effect("R13 R9 a run resumed under other limits records them: Explain reads the limit that stopped it", () =>
+    Effect.gen(function* () {
+      const journal = yield* Journal.Journal
+      const faulty = FaultyJournal.make(journal, { crashAt: { commit: 4, when: "before" } })
+      yield* diesIn(
+        faulty,
+        Run.run({ goal: "g", runId: "r4", tools: [step], limits: { maxIterations: 10 } }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal)
+        )
+      )
+      const resumed = yield* Run.resume("r4", { tools: [step], limits: { maxIterations: 3 } })
+      assert.strictEqual(resumed.stopReason, "max_iterations", resumed.detail)
+      const [again] = resumed.timeline.filter((e) => e._tag === "run.resumed")
+      assert.strictEqual(again?._tag === "run.resumed" ? again.limits?.maxIterations : undefined, 3)
+      // Before, Explain read run.started's 10: "iterations 3 / 10" for a stop at 3 of 3.
+      assert.strictEqual(RunLog.limitsOf(resumed.timeline)?.maxIterations, 3)
+      const gauge = Explain.explain(resumed.timeline).gauges.find((g) => g.limit === "maxIterations")
+      assert.strictEqual(gauge?.max, 3)
+    }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
 })

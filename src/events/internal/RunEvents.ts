@@ -71,7 +71,9 @@ export const RunStopping = Schema.TaggedStruct("run.stopping", {
  * `inDoubt` lists the calls whose handler was running when the log stopped: they go
  * through reconciliation, or run again when that is safe (R3.8). `deadlineAt` is there
  * when the resume brought the run's deadline closer (a `time.run` it was given): the run's
- * deadline from then on.
+ * deadline from then on. `limits` is there when the run goes on under other limits than
+ * those the log said (given to the resume): the limits in force from then on, as
+ * `run.started` records them (its `runTimeoutMillis` left to `deadlineAt`).
  *
  * @category models
  * @since 0.3.0
@@ -81,7 +83,8 @@ export const RunResumed = Schema.TaggedStruct("run.resumed", {
   fromSeq: Schema.Int,
   reason: Schema.Literals(["restart", "manual"]),
   inDoubt: Schema.Array(Schema.String),
-  deadlineAt: Schema.optional(Schema.Number)
+  deadlineAt: Schema.optional(Schema.Number),
+  limits: Schema.optional(Schema.Record(Schema.String, Schema.Finite))
 })
 
 /**

@@ -18,6 +18,7 @@ import * as Commit from "../internal/Commit.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import { randomRunId } from "../internal/RunId.ts"
 import type { Ending } from "../internal/RunOutcome.ts"
+import { recordedLimits } from "../internal/resolve/RecordedLimits.ts"
 import { defaultStopGraceMillis, type Resolved, resolve } from "../internal/resolve/Resolve.ts"
 import type * as JournalLoad from "../journal/JournalLoad.ts"
 import * as JournalSink from "../journal/JournalSink.ts"
@@ -62,19 +63,31 @@ const recordPlan = (ctx: RunContext.RunContext, plan: ReadonlyArray<Validation.P
 const recordResumed = (
   ctx: RunContext.RunContext,
   reason: "restart" | "manual",
-  inDoubt: ReadonlyArray<string>
+  inDoubt: ReadonlyArray<string>,
+  limits: Readonly<Record<string, number>> | undefined
 ): void => {
   const closer = ctx.deadlineAt < RunLog.deadlineOf(ctx.events)
+  // Other limits than the log says (given to the resume) are recorded: the log alone tells
+  // what stopped the run (R13). The run's time limit is its deadline's, recorded apart.
+  const { runTimeoutMillis: _, ...given } = limits ?? {}
+  const { runTimeoutMillis: __, ...logged } = RunLog.limitsOf(ctx.events) ?? {}
+  const other = limits !== undefined && !sameLimits(given, logged)
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "run.resumed",
     fromSeq: seq,
     reason,
     inDoubt,
     ...(closer ? { deadlineAt: ctx.deadlineAt } : {}),
+    ...(other ? { limits: given } : {}),
     runId,
     seq,
     at
   }))
+}
+
+const sameLimits = (a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>): boolean => {
+  const keys = Object.keys(a)
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key])
 }
 
 /**
@@ -314,7 +327,8 @@ const execution = <RV, R>(
       recordResumed(
         ctx,
         resume.reason,
-        doubts.map((d) => d.call.id)
+        doubts.map((d) => d.call.id),
+        valid === undefined ? undefined : recordedLimits(valid)
       )
       for (const d of doubts) if (!d.recorded) ToolExecutor.recordStopped(ctx, d.call, d.attempt, d.mayHaveActed)
       const asks = doubts.some((d) => d.mayHaveActed && d.reconciles)
