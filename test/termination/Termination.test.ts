@@ -226,6 +226,22 @@ describe("Termination.evaluate and combinators", () => {
     assert.isTrue(Termination.evaluate([mine], checkpoint).stop?.own)
   })
 
+  it("R12 a user's policy's words are cut to 4096 characters: its stop's detail and its warning's text", () => {
+    const huge = "x".repeat(5_000_000)
+    const talker = Termination.make("talker", () => Termination.warn("talk", huge))
+    const stopper = Termination.make("stopper", () => Termination.stop("budget_exhausted", huge))
+    const verdict = Termination.evaluate([talker, stopper], at({}))
+    // Before, 5 MB of each went into the log, the result and the conversation as they were.
+    assert.strictEqual(verdict.stop?.detail, `${"x".repeat(4096)}... (${5_000_000 - 4096} more characters)`)
+    assert.strictEqual(verdict.warnings[0]?.text, `${"x".repeat(4096)}... (${5_000_000 - 4096} more characters)`)
+    // Words within the bound are kept as they are.
+    const brief = Termination.evaluate(
+      [Termination.make("b", () => Termination.stop("budget_exhausted", "spent"))],
+      at({})
+    )
+    assert.strictEqual(brief.stop?.detail, "spent")
+  })
+
   it("R2.2 warnings from policies before the stop are collected in order; none after it", () => {
     const w = (name: string) => Termination.make(name, () => Termination.warn(name, `text ${name}`))
     const stopper = Termination.make("stopper", () => Termination.stop("budget_exhausted", "spent"))

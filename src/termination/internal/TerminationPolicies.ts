@@ -228,7 +228,10 @@ export const repeatedToolFailure: Policy = builtInPolicy("repeated_tool_failure"
  */
 export const recoveryExhausted: Policy = builtInPolicy("recovery_exhausted", ({ counters }) =>
   counters.recoveryExhausted
-    ? stop("recovery_exhausted", `recovery budget spent after ${counters.recoveryAttempts} attempts`)
+    ? stop(
+        "recovery_exhausted",
+        `recovery budget spent after ${counters.recoveryAttempts} attempt${counters.recoveryAttempts === 1 ? "" : "s"}`
+      )
     : continue_
 )
 
