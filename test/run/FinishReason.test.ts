@@ -4,7 +4,7 @@ import { Effect, Layer, Schema } from "effect"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as Timeline from "../../src/events/Timeline.ts"
-import type * as Model from "../../src/model/Model.ts"
+import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -143,6 +143,28 @@ describe("finish reasons (R11)", () => {
       assert.strictEqual(ofTag(result.timeline, "model.responded").length, 0)
       assert.strictEqual(ofTag(result.timeline, "recovery.started").length, 0)
     }).pipe(Effect.provide(withScript([ScriptedModel.filtered])))
+  )
+
+  it.effect(
+    "R11 R2.1 a filtered answer that was paid past the budget stops content_filtered: nothing more was asked",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "answer", tools: [echo], limits: { maxCostUsd: 0.5 } })
+        // Before, budget_exhausted, and Explain advised raising maxCostUsd: no budget would have let the run go on.
+        assert.strictEqual(result.stopReason, "content_filtered", result.detail)
+        // What it cost is counted all the same.
+        assert.closeTo(result.counters.costUsd, 0.8, 1e-9)
+      }).pipe(
+        Effect.provide(
+          withScript([
+            Model.response({
+              toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"a"}' }],
+              usage: { inputTokens: 1, outputTokens: 1, costUsd: 0.4 }
+            }),
+            Model.response({ finishReason: "content_filter", usage: { inputTokens: 1, outputTokens: 1, costUsd: 0.4 } })
+          ])
+        )
+      )
   )
 
   it.effect("R11 the model's reasoning is kept on its turn and on the timeline, never in an observation", () => {

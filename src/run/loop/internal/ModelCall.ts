@@ -200,8 +200,11 @@ const episode = (
       handOff: ctx.log.fallbacks + 1 < chain.length,
       // What a failed answer cost may have spent the run's budget: the policies look before more is
       // paid for. Asked by the episode, so that a policy that throws is the run's defect, not the call's.
+      // Only where more would be paid for (a retry, a next model): a failure that ends the run's
+      // asking ends it with its own reason (a filtered answer), which says more than a budget.
       halted: (failure) => {
-        if (failure.usage !== undefined) halt.outcome ??= afterPaidFailure(ctx, settings)
+        const more = failure._tag === "Retryable" || ctx.log.fallbacks + 1 < chain.length
+        if (failure.usage !== undefined && more) halt.outcome ??= afterPaidFailure(ctx, settings)
         return halt.outcome !== undefined
       }
     },
