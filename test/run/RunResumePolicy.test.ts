@@ -155,25 +155,26 @@ describe("a run resumed while a call waits for approval, under a policy that now
     )
   const silent = Layer.succeed(Permission.Permission, { check: () => Effect.never })
 
-  for (const [name, policy, stop] of [
-    ["refuses it", refusing("pay"), "goal_reached"],
-    ["does not answer within the step", silent, "step_timeout"]
+  for (const [name, policy] of [
+    ["refuses it", refusing("pay")],
+    ["does not answer within the tool's timeout", silent]
   ] as const)
     it.effect(
       `R3.6 R7 R1.3 a policy that ${name}: the request is let go, the model is told, the run goes on (was internal_error)`,
       () =>
         Effect.gen(function* () {
-          const payment = approvedPay()
+          const payment = acting("pay", { reconcile: true, needsApproval: true, timeout: "2 seconds" })
           // Commit 3: the approval request; the process dies waiting for a person.
           yield* dies(
             { crashAt: { commit: 3, when: "after" } },
             { goal: "pay 10", tools: [payment.tool] },
             payThenAnswer
           )
-          const resumed = yield* TestClockDriver.drive(
-            Run.resume("r1", { tools: [payment.tool], time: { step: "2 seconds" } }, "restart")
-          ).pipe(Effect.provide(policy), Effect.provide(payThenAnswer))
-          assert.strictEqual(resumed.stopReason, stop, resumed.detail)
+          const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+            Effect.provide(policy),
+            Effect.provide(payThenAnswer)
+          )
+          assert.strictEqual(resumed.stopReason, "goal_reached", resumed.detail)
           assert.deepStrictEqual(storyOf(resumed.timeline), [
             "approval.requested",
             "run.resumed",
@@ -182,6 +183,8 @@ describe("a run resumed while a call waits for approval, under a policy that now
           ])
           assert.strictEqual(payment.calls.count, 0)
           assert.deepStrictEqual(yield* (yield* Approval.ApprovalGate).pending, [])
+          // The property kit took the withdrawal for the run's stop, and the model asked after it for a guess.
+          assert.deepStrictEqual(Properties.check(resumed, budget), [])
         }).pipe(Effect.provide(layers))
     )
 
@@ -213,6 +216,37 @@ describe("a run resumed while a call waits for approval, under a policy that now
       assert.strictEqual(payment.calls.count, 0)
       assert.deepStrictEqual(yield* journal.pendingApprovals({ runId: "r1" }), [])
     }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R7 R2.5 a rejection given while the process was down is the run's stop, whatever the policy says now",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* Journal.Journal
+        const payment = approvedPay()
+        const killed = JournalApprovals.make(journal, { keepOnInterrupt: () => true })
+        yield* dies(
+          { crashAt: { commit: 3, when: "after" } },
+          { goal: "pay 10", tools: [payment.tool] },
+          payThenAnswer
+        ).pipe(Effect.provideService(Approval.ApprovalGate, killed))
+        yield* JournalApprovals.record(journal, "r1", "c1", Approval.rejected("too much", "ops"))
+        const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+          Effect.provide(refusing("pay")),
+          Effect.provide(payThenAnswer),
+          Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(journal))
+        )
+        // Before, the rejection was recorded, then the call blocked as a refusal and the run completed.
+        assert.strictEqual(resumed.stopReason, "approval_rejected", resumed.detail)
+        assert.deepStrictEqual(storyOf(resumed.timeline), [
+          "approval.requested",
+          "run.resumed",
+          "approval.decided rejected",
+          "tool.blocked approval_rejected"
+        ])
+        assert.strictEqual(payment.calls.count, 0)
+        assert.deepStrictEqual(Properties.check(resumed, budget), [])
+      }).pipe(Effect.provide(layers))
   )
 
   it.effect(

@@ -98,32 +98,71 @@ const letGo = (call: { readonly id: string; readonly name: string }, held: Optio
   })
 
 /**
+ * Closes the call `callId` on the gate (its `expire`): the decision recorded before, if any.
+ * A gate out of reach (`Unavailable`, or no answer in a short try) is asked again, within
+ * what is left of the step and the run (a short try at least): one that cannot answer by
+ * then leaves no decision, and says which bound ran out (`ranOut`). A gate that breaks its
+ * contract is a defect naming it.
+ */
+const closeOnGate = (
+  ctx: RunContext.RunContext,
+  expire: NonNullable<Approval.Gate["expire"]>,
+  callId: string
+): Effect.Effect<{ readonly found: Option.Option<Approval.Decision>; readonly ranOut?: Deadline.Layer }> =>
+  Effect.gen(function* () {
+    const closing = UserCode.effectOrDie("the approval gate", () => expire(ctx.runId, callId)).pipe(
+      Effect.timeoutOrElse({
+        duration: closeTryMillis,
+        orElse: () =>
+          Effect.fail(
+            new Approval.Unavailable({ runId: ctx.runId, callId, detail: `no answer in ${closeTryMillis} ms` })
+          )
+      }),
+      Effect.retry({ while: (e) => e instanceof Approval.Unavailable, schedule: Schedule.spaced(closeAgainMillis) })
+    )
+    const bound = yield* Deadline.left({ layer: "step" })
+    return yield* UserCode.orDie("the approval gate", closing).pipe(
+      Effect.map((found) => ({ found })),
+      Effect.timeoutOrElse({
+        duration: Math.max(bound.millis, closeAgainMillis),
+        orElse: () => Effect.succeed({ found: Option.none<Approval.Decision>(), ranOut: bound.layer })
+      })
+    )
+  })
+
+/**
  * Lets go of the request of a resumed run's call that its log left waiting, when the call
  * ends before its wait is taken up again (the policy in force now refuses it, its tool or
- * its arguments no longer pass, R3.6): the gate closes it (`expire`, one short try: a gate
- * out of reach keeps it listed until the run's end withdraws it), and the log records what
- * the gate held, a decision given meanwhile, or withdrawn. The run leaves
- * `awaiting_approval` for it (R1.3). The decision's words are not shown to the model: the
- * call's refusal is what it is told.
+ * its arguments no longer pass, R3.6): the gate closes it, asked again while out of reach
+ * ({@link closeOnGate}), and the log records what the gate held, a decision given
+ * meanwhile, or withdrawn. The run leaves `awaiting_approval` for it (R1.3). A rejection
+ * given meanwhile is the run's stop, as it is when the run waits (R7: `approval_rejected`);
+ * after an approval, or none, the call's own refusal is what the model is told.
  */
 export const letGoRestored = (
   ctx: RunContext.RunContext,
   call: Model.ToolCall,
   secrets: Redaction.Secrets
-): Effect.Effect<void> =>
+): Effect.Effect<void, Stop> =>
   Effect.gen(function* () {
     const expire = (yield* Approval.ApprovalGate).expire
     const held =
-      expire === undefined
-        ? Option.none<Approval.Decision>()
-        : yield* UserCode.effectOrDie("the approval gate", () => expire(ctx.runId, call.id)).pipe(
-            Effect.timeoutOption(closeTryMillis),
-            Effect.map(Option.flatten),
-            Effect.catchCause(() => Effect.succeed(Option.none<Approval.Decision>()))
-          )
+      expire === undefined ? Option.none<Approval.Decision>() : (yield* closeOnGate(ctx, expire, call.id)).found
     // What the gate's store holds is checked as every decision is; one that is none is not taken.
     const checked = Option.flatMap(held, (decision) => Result.getSuccess(checkDecision(ctx, call, secrets, decision)))
     yield* Effect.ignore(RunContext.release(ctx, "tool_executing", letGo(call, checked)))
+    if (Option.isSome(checked) && checked.value._tag === "Rejected") {
+      const { by, reason } = checked.value
+      return yield* Effect.fail(
+        blocked(
+          ctx,
+          call,
+          "approval_rejected",
+          "approval_rejected",
+          `${call.name} (${call.id}) was rejected${by !== undefined ? ` by ${by}` : ""}: ${reason}`
+        )
+      )
+    }
   })
 
 /**
@@ -253,34 +292,8 @@ export const awaitDecision = Effect.fnUntraced(function* (
       // still being recorded): that decision is the answer (R7). A gate out of reach is asked again.
       const expire = gate.expire
       if (answered._tag !== "Expired" || expire === undefined) return answered
-      const closing = UserCode.effectOrDie("the approval gate", () => expire(ctx.runId, call.id)).pipe(
-        Effect.timeoutOrElse({
-          duration: closeTryMillis,
-          orElse: () =>
-            Effect.fail(
-              new Approval.Unavailable({
-                runId: ctx.runId,
-                callId: call.id,
-                detail: `no answer in ${closeTryMillis} ms`
-              })
-            )
-        }),
-        Effect.retry({
-          while: (e) => e instanceof Approval.Unavailable,
-          schedule: Schedule.spaced(closeAgainMillis)
-        })
-      )
-      // Asked again within what is left of the step and the run (a short try at least, for a call
-      // the step deadline expired): a gate that cannot answer by then leaves the call expired by
-      // that deadline, which it never ran past.
-      const bound = yield* Deadline.left({ layer: "step" })
-      const recorded = yield* UserCode.orDie("the approval gate", closing).pipe(
-        Effect.map((found) => ({ found, layer: answered.layer })),
-        Effect.timeoutOrElse({
-          duration: Math.max(bound.millis, closeAgainMillis),
-          orElse: () => Effect.succeed({ found: Option.none<Approval.Decision>(), layer: bound.layer })
-        })
-      )
+      const closed = yield* closeOnGate(ctx, expire, call.id)
+      const recorded = { found: closed.found, layer: closed.ranOut ?? answered.layer }
       const waited = waitedBefore + RunContext.now(ctx) - now
       if (Option.isNone(recorded.found)) return { _tag: "Expired", layer: recorded.layer, millis: waited } as const
       const checked = checkDecision(ctx, call, secrets, recorded.found.value)

@@ -26,6 +26,15 @@ export const checkApprovals = (result: RunResult.RunResult, violate: Violate): v
   const requested = new Map<string, Event.Of<"approval.requested">>()
   const decided = new Map<string, Event.Of<"approval.decided">>()
   let ending: Event.Of<"approval.decided"> | undefined
+  // A resumed run lets go of a call put back for approval that a check refuses before its wait
+  // (the policy in force now): withdrawn, then blocked for its refusal, and the run goes on.
+  const refused = new Set(
+    timeline.flatMap((e) =>
+      e._tag === "tool.blocked" && e.error.code !== "approval_rejected" && e.error.code !== "approval_expired"
+        ? [e.callId]
+        : []
+    )
+  )
   for (const e of timeline) {
     if (e._tag === "model.responded") for (const callId of e.callIds) asked.add(callId)
     if (e._tag === "approval.requested") {
@@ -39,7 +48,7 @@ export const checkApprovals = (result: RunResult.RunResult, violate: Violate): v
       if (!requested.has(e.callId)) violate("R7 approvals", `${e.callId} was decided (seq ${e.seq}) without a request`)
       if (decided.has(e.callId)) violate("R7 approvals", `${e.callId} was decided twice (seq ${e.seq})`)
       decided.set(e.callId, e)
-      if (e.decision !== "approved") ending ??= e
+      if (e.decision !== "approved" && !(e.decision === "withdrawn" && refused.has(e.callId))) ending ??= e
       continue
     }
     // Nothing new starts once a decision ended the run: the model never guesses the decision.
