@@ -3,6 +3,7 @@ import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Scheduler } from "effect"
 import { TestClock } from "effect/testing"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Deadline from "../../src/time/Deadline.ts"
 import * as Alarms from "../../src/time/internal/Alarms.ts"
 
@@ -233,6 +234,34 @@ describe("Deadline.alarm on a system clock stepped while it waits (R4.1)", () =>
           assert.deepStrictEqual(fired, ["later"])
         })
     )
+})
+
+describe("Deadline.alarm on a TestClock set to a real date (R4.1, R10)", () => {
+  it.effect(
+    "R4.1 alarms at fractional instants of an epoch-scale clock go off at their time, never a hair before",
+    () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(1_765_000_000_000.123)
+        const clock = yield* Effect.clockWith(Effect.succeed)
+        const start = clock.currentTimeMillisUnsafe()
+        const late: Array<string> = []
+        const early: Array<string> = []
+        // Eight alarms, as eight runs' deadlines; each one cleared when it fires restarts the sleeper for the next.
+        for (let i = 0; i < 8; i++) {
+          const at = start + 1000 + i * 137.3 + 3.77
+          yield* Deadline.alarm(at, () => {
+            const now = clock.currentTimeMillisUnsafe()
+            if (!Deadline.hasPassed(at, now)) early.push(`a${i} at ${now - at} ms`)
+            late.push(`a${i}`)
+          })
+        }
+        // Moved as a driver moves it: to each sleeper's instant in turn, the alarms' one among them.
+        yield* TestClockDriver.drive(Effect.sleep("2200 millis"), { step: "3 millis" })
+        // Before (a monotonic count rounded to 256 ns at this scale), some went off 0.000244 ms early.
+        assert.deepStrictEqual(early, [])
+        assert.deepStrictEqual(late, ["a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"])
+      })
+  )
 })
 
 describe("Deadline.alarm on the live clock", () => {

@@ -2,9 +2,9 @@
  * Alarms on a `Clock`: callbacks due at absolute times, all of one clock watched by ONE
  * fiber that sleeps on that clock (`clock.sleep`, so the live clock and `TestClock` take
  * the same path) until the earliest live alarm, fires what is due, and ends when none is
- * left. Many runs of one process share that fiber instead of one each. An alarm's time is
- * kept on the clock's monotonic time, as its sleep is measured: the system clock stepped
- * while it waits does not move it.
+ * left. Many runs of one process share that fiber instead of one each. An alarm keeps its
+ * time on the clock's monotonic time too, as its sleep is measured: the system clock stepped
+ * while it waits does not move it, even when the sleeper is restarted for it.
  *
  * The alarms of a clock are a binary min-heap by time (then by order of setting). A
  * cleared alarm drops its callback at once; deeper in the heap it stays as a tombstone
@@ -24,26 +24,25 @@ import * as Instant from "./Instant.ts"
 /** One alarm: set by {@link set}, given to {@link clear}. */
 export class Alarm {
   readonly owner: Alarms | undefined
+  /** Its absolute time on the clock's wall time, by which alarms are ordered and fired. */
+  readonly at: number
   /**
-   * When it is due on the clock's monotonic time, in milliseconds: its absolute time
-   * turned, when it was set, into how long from then. A system clock stepped back or
-   * forward afterwards moves no alarm (R4.1), even when the sleeper is restarted for
-   * another one.
+   * The same time on the clock's monotonic time (milliseconds from the alarms' origin): its
+   * absolute time turned, when it was set, into how long from then. A system clock stepped
+   * afterwards moves no alarm's sleep (R4.1), even when the sleeper is restarted for it.
    */
   readonly due: number
   readonly order: number
   /** What it does when due; `undefined` once it fired or was cleared. */
   fire: (() => void) | undefined
-  constructor(owner: Alarms | undefined, due: number, order: number, fire: (() => void) | undefined) {
+  constructor(owner: Alarms | undefined, at: number, due: number, order: number, fire: (() => void) | undefined) {
     this.owner = owner
+    this.at = at
     this.due = due
     this.order = order
     this.fire = fire
   }
 }
-
-/** The clock's monotonic time, in milliseconds. */
-const monotonic = (clock: Clock.Clock): number => Number(clock.monotonicTimeNanosUnsafe()) / 1e6
 
 /** The alarms of one clock, and its sleeper. */
 class Alarms {
@@ -54,21 +53,46 @@ class Alarms {
   live = 0
   /** How many alarms were ever set: their order among equal times. */
   count = 0
-  /** The fiber sleeping until the head's time, if any, and that time (monotonic). */
+  /** The fiber sleeping until the head's time, if any, and that time. */
   sleeper: Fiber.Fiber<void> | undefined = undefined
   until = Number.POSITIVE_INFINITY
   /** True while the sleeper fires what is due: it sleeps again for the new head itself. */
   firing = false
+  /** The clock's monotonic time when these alarms began: what `due` counts from, in whole precision. */
+  readonly origin: bigint
   constructor(clock: Clock.Clock, scheduler: Scheduler.Scheduler) {
     this.clock = clock
     this.scheduler = scheduler
+    this.origin = clock.monotonicTimeNanosUnsafe()
   }
+}
+
+/** The clock's monotonic time, in milliseconds from the alarms' origin. */
+const monotonic = (alarms: Alarms): number => Number(alarms.clock.monotonicTimeNanosUnsafe() - alarms.origin) / 1e6
+
+/**
+ * How far the wall time and the monotonic time may part before the wall clock is taken to
+ * have been stepped: a `TestClock` keeps the one in fractions of a millisecond and the other
+ * in whole nanoseconds, and they part by a hair; a step of the system clock (NTP) parts them
+ * by seconds.
+ */
+const steppedMillis = 1
+
+/**
+ * How long until `alarm`: by the wall clock, as the alarm's time is given (to the nanosecond
+ * on a `TestClock`, whose sleeps wake by it); by the monotonic time once the wall clock was
+ * stepped since the alarm was set, which moves no sleep (R4.1).
+ */
+const remainingOf = (alarms: Alarms, alarm: Alarm): number => {
+  const byWall = Instant.remaining(alarm.at, alarms.clock.currentTimeMillisUnsafe())
+  const byMonotonic = Instant.remaining(alarm.due, monotonic(alarms))
+  return Math.abs(byWall - byMonotonic) < steppedMillis ? byWall : byMonotonic
 }
 
 const byClock = new WeakMap<Clock.Clock, Alarms>()
 
 /** An alarm that never fires (for a time that never comes): nothing is kept for it. */
-const never = new Alarm(undefined, Number.POSITIVE_INFINITY, 0, undefined)
+const never = new Alarm(undefined, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, 0, undefined)
 
 /**
  * Sets an alarm: `fire` is called (synchronously, by the clock's sleeper) once `clock`
@@ -85,7 +109,8 @@ export const set = (clock: Clock.Clock, scheduler: Scheduler.Scheduler, at: numb
   }
   const alarm = new Alarm(
     alarms,
-    monotonic(clock) + Instant.remaining(at, clock.currentTimeMillisUnsafe()),
+    at,
+    monotonic(alarms) + Instant.remaining(at, clock.currentTimeMillisUnsafe()),
     alarms.count++,
     fire
   )
@@ -119,7 +144,7 @@ export const sleeping = (clock: Clock.Clock): boolean => byClock.get(clock)?.sle
 /** The sleeper for the current head: kept if it sleeps until then, restarted otherwise, stopped if none. */
 const wake = (alarms: Alarms): void => {
   const head = alarms.heap[0]
-  if (alarms.sleeper !== undefined && head?.due === alarms.until) return
+  if (alarms.sleeper !== undefined && head?.at === alarms.until) return
   const previous = alarms.sleeper
   alarms.sleeper = undefined
   alarms.until = Number.POSITIVE_INFINITY
@@ -144,9 +169,9 @@ const sleep = Effect.fnUntraced(function* (alarms: Alarms) {
   const clock = alarms.clock
   let head = alarms.heap[0]
   while (head !== undefined) {
-    const until = head.due
+    const until = head.at
     alarms.until = until
-    const remaining = Instant.remaining(until, monotonic(clock))
+    const remaining = remainingOf(alarms, head)
     // A time further than a sleep can say in whole nanoseconds (a deadline of 1e303 ms) is
     // slept towards, a long sleep at a time.
     const whole = remaining <= maxSleepMillis
@@ -154,7 +179,7 @@ const sleep = Effect.fnUntraced(function* (alarms: Alarms) {
     yield* clock.sleep(Duration.nanos(BigInt(Math.floor(Math.min(remaining, maxSleepMillis) * 1e6))))
     // The clock ended the sleep for `until`, so that time has come, even where its
     // arithmetic says a hair less; alarms within the resolution of it go off with it.
-    if (whole) fireDue(alarms, Math.max(until, monotonic(clock)))
+    if (whole) fireDue(alarms, Math.max(until, clock.currentTimeMillisUnsafe()))
     head = alarms.heap[0]
   }
   alarms.until = Number.POSITIVE_INFINITY
@@ -164,7 +189,7 @@ const sleep = Effect.fnUntraced(function* (alarms: Alarms) {
 const fireDue = (alarms: Alarms, now: number): void => {
   alarms.firing = true
   try {
-    for (let head = alarms.heap[0]; head !== undefined && Instant.reached(head.due, now); head = alarms.heap[0]) {
+    for (let head = alarms.heap[0]; head !== undefined && Instant.reached(head.at, now); head = alarms.heap[0]) {
       pop(alarms.heap)
       const fire = head.fire
       head.fire = undefined
@@ -195,7 +220,7 @@ const before = (heap: Array<Alarm>, i: number, j: number): boolean => {
   const a = heap[i]
   const b = heap[j]
   if (a === undefined || b === undefined) return false
-  return a.due < b.due || (a.due === b.due && a.order < b.order)
+  return a.at < b.at || (a.at === b.at && a.order < b.order)
 }
 
 const push = (heap: Array<Alarm>, alarm: Alarm): void => {
