@@ -855,6 +855,55 @@ describe("Replay of an idempotent call asked about after its retries (R13, R3.8)
     )
 })
 
+describe("Replay of a status query's answer recorded in real time (R13, R3.8)", () => {
+  it.effect("R13 R3.8 a retry's timeout the host overshot, quoted by the query's record, replays Matched", () =>
+    Effect.gen(function* () {
+      // An idempotent payment whose sends all hang past their 1 s timeout; its status query cannot decide.
+      const pay = () =>
+        Tool.make({
+          name: "pay",
+          description: "Pays",
+          input: Schema.Struct({ amount: Schema.Number }),
+          output: Schema.Struct({ receipt: Schema.String }),
+          sideEffect: "external",
+          idempotent: true,
+          maxRetries: 1,
+          recoverErrors: true,
+          timeout: "1 second",
+          handler: () => Effect.never,
+          reconcile: () =>
+            Effect.succeed<Tool.Reconciliation<{ readonly receipt: string }>>({
+              _tag: "Undecidable",
+              detail: "no record"
+            })
+        })
+      const model = ScriptedModel.layer([
+        ScriptedModel.toolCall("pay", { amount: 1 }, "c1"),
+        ScriptedModel.finalAnswer("done")
+      ])
+      const recorded = yield* TestClockDriver.drive(Run.run({ goal: "pay", runId: "r1", tools: [pay()] })).pipe(
+        Effect.provide(model)
+      )
+      // As a live clock records it: the second timer fired 3 ms late, which the query's record quotes.
+      const overshot: ReadonlyArray<Event.Event> = recorded.timeline.map((e) =>
+        e._tag === "tool.reconciled" && e.after?.timeout !== undefined
+          ? {
+              ...e,
+              after: {
+                ...e.after,
+                hint: e.after.hint.replace("after 1000 ms", "after 1003 ms"),
+                timeout: { ...e.after.timeout, elapsedMillis: 1003 }
+              }
+            }
+          : e
+      )
+      assert.isTrue(overshot.some((e) => e._tag === "tool.reconciled" && e.after?.timeout?.elapsedMillis === 1003))
+      const report = yield* TestClockDriver.drive(Replay.replay(overshot, { tools: [pay()] }))
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
+})
+
 describe("Replay of outputs stored in their JSON form (R13, R10)", () => {
   it.effect("R13 R10 a tool whose output holds a Date, a bigint, an Option and a Redacted replays Matched", () =>
     Effect.gen(function* () {

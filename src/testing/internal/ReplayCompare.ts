@@ -66,14 +66,12 @@ const withoutTimes = (text: string): string =>
  * the host's overshoot of a few milliseconds, which a replay on its exact clock has not. Its
  * layer, code and classification are compared.
  */
-const timeless = (failure: Failure.Summary): unknown =>
-  failure.timeout === undefined
-    ? failure
-    : {
-        ...failure,
-        hint: withoutTimes(failure.hint),
-        timeout: { ...failure.timeout, elapsedMillis: "(a time)" }
-      }
+const timeless = (failure: Failure.Summary): unknown => ({
+  ...failure,
+  // A failure that quotes a timeout's (a call found not applied after one) names its times too.
+  hint: withoutTimes(failure.hint),
+  ...(failure.timeout === undefined ? {} : { timeout: { ...failure.timeout, elapsedMillis: "(a time)" } })
+})
 
 /** The value of `key` in `event` as compared (see {@link timeless}). */
 const comparedValue = (event: Event.Event, key: string, value: unknown): unknown => {
@@ -82,12 +80,16 @@ const comparedValue = (event: Event.Event, key: string, value: unknown): unknown
   if (event._tag === "termination.decided" && key === "detail" && typeof value === "string") return withoutTimes(value)
   if ((event._tag === "model.failed" || event._tag === "model.fallback") && key === "failure")
     return timeless(event.failure)
-  if (event._tag === "tool.failed" && key === "error" && event.error.failure?.timeout !== undefined)
+  if (event._tag === "tool.failed" && key === "error") {
+    const failure = event.error.failure
     return {
       ...event.error,
       message: withoutTimes(event.error.message),
-      failure: timeless(event.error.failure)
+      ...(failure === undefined ? {} : { failure: timeless(failure) })
     }
+  }
+  // The failure an idempotent call's retries gave up on before its status query: a timeout's, often.
+  if (event._tag === "tool.reconciled" && key === "after" && event.after !== undefined) return timeless(event.after)
   return value
 }
 
