@@ -288,7 +288,12 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
             hold
           })
         } else {
-          const merged = Launch.resumedOptions(runId, unrunnable ? { ...options, tools: [] } : options, loaded)
+          const merged = Launch.resumedOptions(
+            runId,
+            unrunnable ? { ...options, tools: [] } : options,
+            loaded,
+            cancelled
+          )
           if (Result.isFailure(merged)) return yield* Effect.fail(merged.failure)
           const resume = loaded.started === undefined ? undefined : ({ reason: "restart" } as const)
           going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch, hold })

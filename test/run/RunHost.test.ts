@@ -7,11 +7,14 @@ import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
 import * as RunHost from "../../src/run/RunHost.ts"
 import * as RunOptions from "../../src/run/RunOptions.ts"
+import * as Termination from "../../src/termination/Termination.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import * as Validation from "../../src/validation/Validation.ts"
 
 /** A payment that needs approval, counting how often its handler ran. */
 const ledger = () => {
@@ -409,6 +412,29 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         assert.deepStrictEqual(yield* journal.pendingApprovals({ runId: "r3" }), [])
         assert.isTrue(Option.isSome(Option.getOrThrow(yield* journal.read("r3")).result))
       }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
+  )
+
+  it.effect("R5.1 R2.2 a cancel ends a parked run whose policies and plan the host no longer gives", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const audit = Termination.make("audit", () => Termination.continue_)
+      const plan = [Validation.step("pay", "pay it", [Criterion.toolSucceeded("pay")])]
+      const parked = yield* RunHost.drive("r4", {
+        goal: "pay 7",
+        tools: [pay],
+        policies: (defaults) => [...defaults, audit],
+        validation: { plan }
+      })
+      assert.strictEqual(parked._tag, "Parked")
+      // Going on, it would need them; a cancel runs nothing, and needs neither (it was refused invalid).
+      const refused = yield* Effect.flip(RunHost.drive("r4", { goal: "pay 7", tools: [pay] }))
+      assert.strictEqual(refused._tag === "ResumeError" ? refused.reason : undefined, "invalid")
+      const cancelled = yield* RunHost.drive("r4", { goal: "pay 7", tools: [pay] }, { cancel: true })
+      const result = cancelled._tag === "Finished" ? cancelled.result : undefined
+      assert.deepStrictEqual([result?.status, result?.stopReason], ["cancelled", "cancelled"])
+      assert.deepStrictEqual(paid, [])
+      assert.deepStrictEqual(yield* (yield* Journal.Journal).pendingApprovals({ runId: "r4" }), [])
+    }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
   )
 
   it.effect("R7 a rejection found when the run goes on ends it approval_rejected", () =>

@@ -257,12 +257,15 @@ const droppedPolicies = (
  * as it was, its calls in doubt still there for a resume that can go on (review 88: it
  * ended as a fresh run does, with a result its journal did not hold). Recorded options
  * that no longer resolve are the log's damage (`corrupt`). A plan other than the one
- * the run started with is refused (`invalid`).
+ * the run started with is refused (`invalid`), and so are no policies for a run that started
+ * with its own; not for a run resumed to be cancelled (`cancelling`), which runs nothing.
  */
 export const resumedOptions = <T extends Tool.Any, RV, O>(
   runId: string,
   options: Omit<Options<T, RV, O>, "goal" | "system" | "runId">,
-  loaded: Restored
+  loaded: Restored,
+  /** A run resumed to be cancelled runs nothing: no plan judges it, no policy stops it. */
+  cancelling = false
 ): Result.Result<Options<T, RV, O>, ResumeError> => {
   const invalid = (why: string) =>
     Result.fail(
@@ -282,7 +285,7 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
   // The caller's options first, alone: what they cannot be (read, or work) is theirs to fix.
   const own = resolve({ ...options, goal: loaded.goal }, "resumed")
   if (Result.isFailure(own)) return invalid(`its options cannot work (${own.failure.message})`)
-  const otherPlan = planIssue(loaded.events, own.success.validation.plan ?? [])
+  const otherPlan = cancelling ? undefined : planIssue(loaded.events, own.success.validation.plan ?? [])
   if (otherPlan !== undefined) return invalid(otherPlan)
   let merged: Options<T, RV, O>
   try {
@@ -293,7 +296,8 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
   }
   const resolved = resolve(merged, "resumed")
   if (Result.isSuccess(resolved)) {
-    const dropped = options.policies === undefined ? droppedPolicies(loaded.started, resolved.success) : undefined
+    const dropped =
+      options.policies === undefined && !cancelling ? droppedPolicies(loaded.started, resolved.success) : undefined
     return dropped === undefined ? Result.succeed(merged) : invalid(dropped)
   }
   // Each resolves, the two together do not: whose they are, the record alone tells (review 89:
