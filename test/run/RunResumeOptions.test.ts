@@ -299,4 +299,37 @@ describe("Run.resume: the plan a run started with (R6, R9)", () => {
       assert.strictEqual(gauge?.max, 3)
     }).pipe(Effect.provide([Journal.layerMemory, model]))
   )
+
+  it.effect("R2.2 R9 a resume given no policies is refused for a replaced or removed built-in as for a new one", () =>
+    Effect.gen(function* () {
+      // The user's own max_iterations (stop at 3), under the built-in's name; and a list without loop_detected.
+      const mine = Termination.make("max_iterations", ({ counters }) =>
+        counters.iterations >= 3 ? Termination.stop("max_iterations", "three is enough") : Termination.continue_
+      )
+      const lists = {
+        r5: (d: ReadonlyArray<Termination.Policy>) => Termination.replace(d, "max_iterations", mine),
+        r6: (d: ReadonlyArray<Termination.Policy>) => Termination.remove(d, "loop_detected")
+      }
+      for (const [runId, policies] of Object.entries(lists)) {
+        const journal = yield* Journal.Journal
+        const faulty = FaultyJournal.make(journal, { crashAt: { commit: 3, when: "before" } })
+        yield* diesIn(
+          faulty,
+          Run.run({ goal: "g", runId, tools: [step], policies }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal)
+          )
+        )
+        // Before, the names matched the defaults' (or were a subset): it went on under the defaults.
+        const error = yield* Effect.flip(Run.resume(runId, { tools: [step] }))
+        assert.strictEqual(error.reason, "invalid", runId)
+        assert.include(
+          error.detail,
+          runId === "r5" ? 'policies of its own ("max_iterations"' : "other termination policies"
+        )
+        const resumed = yield* Run.resume(runId, { tools: [step], policies })
+        if (runId === "r5")
+          assert.deepStrictEqual([resumed.stopReason, resumed.detail], ["max_iterations", "three is enough"])
+      }
+    }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
 })

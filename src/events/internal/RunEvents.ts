@@ -22,6 +22,14 @@ export const RunStarted = Schema.TaggedStruct("run.started", {
   /** The termination policies, in the order they are evaluated. */
   policies: Schema.optional(Schema.Array(Schema.String)),
   /**
+   * Those of `policies` that are the user's own (not built in), a built-in's name included
+   * when a policy of the user's replaced it: code the log cannot keep, which a resume must
+   * be given again.
+   *
+   * @since 0.3.0
+   */
+  ownPolicies: Schema.optional(Schema.Array(Schema.String)),
+  /**
    * The permission policy in force: `allow_all` when no `Permission` layer is installed.
    * With `allow_all`, `unguardedTools` names the tools that write or act outside (their
    * `sideEffect` is `write` or `external`) without needing approval, and so run with

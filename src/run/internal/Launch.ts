@@ -230,22 +230,29 @@ const planIssue = (
 }
 
 /**
- * Why a resume given no `policies` would go on without termination policies the run started
- * with (R2.2, R9), if it would: the policies of the user's that its `run.started` names. A
- * policy is code, which the log cannot keep; a resume that says nothing of them would drop
- * them silently, and the loops they stopped would run on. A resume that gives `policies`
- * chooses them (it may remove or replace some).
+ * Why a resume given no `policies` would not go on under the termination policies the run
+ * started with (R2.2, R9), if it would not: its `run.started` names policies of the user's
+ * (`ownPolicies`: code, which the log cannot keep), or a list the defaults are not (one
+ * removed, or moved). A resume that says nothing of them would change them silently, and
+ * the loops they stopped would run on. A resume that gives `policies` chooses them.
  */
 const droppedPolicies = (
   started: Event.Of<"run.started"> | undefined,
   resolved: { readonly loop: { readonly policies: ReadonlyArray<Termination.Policy> } }
 ): string | undefined => {
-  const now = new Set(Termination.names(resolved.loop.policies))
-  const dropped = (started?.policies ?? []).filter((name) => !now.has(name))
-  if (dropped.length === 0) return undefined
-  const named = dropped.map((name) => JSON.stringify(name)).join(", ")
+  const recorded = started?.policies
+  if (recorded === undefined) return undefined
+  const now = Termination.names(resolved.loop.policies)
+  const own = started?.ownPolicies ?? recorded.filter((name) => !now.includes(name))
+  const same = recorded.length === now.length && recorded.every((name, i) => name === now[i])
+  if (own.length === 0 && same) return undefined
+  const shown = (names: ReadonlyArray<string>) => names.map((name) => JSON.stringify(name)).join(", ")
+  const which =
+    own.length > 0
+      ? `policies of its own (${shown(own)}, as its run.started records them)`
+      : `other termination policies than the defaults (${shown(recorded)}, as its run.started records them)`
   return (
-    `the run started with termination policies that its resume, given no policies, would go on without (${named}, as its run.started records them): ` +
+    `the run started with ${which}, which its resume, given no policies, would not go on under: ` +
     "a policy is code, which the log cannot keep; give the run's policies again (or a list of your choice)"
   )
 }

@@ -11,6 +11,7 @@ export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R
   const unguarded = tools.flatMap((tool) =>
     allowAll && !tool.metadata.needsApproval && Tool.mayChangeWorld(tool.metadata.sideEffect) ? [tool.name] : []
   )
+  const own = valid === undefined ? [] : valid.loop.policies.flatMap((p) => (Termination.isBuiltIn(p) ? [] : [p.name]))
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "run.started",
     // Invalid options are not repeated into the log: the run ends at once, saying why.
@@ -20,6 +21,7 @@ export const started = <RV, R>(ctx: RunContext.RunContext, valid: Resolved<RV, R
     deadlineAt: ctx.deadlineAt,
     ...(valid?.system === undefined ? {} : { system: valid.system }),
     ...(valid === undefined ? {} : { policies: Termination.names(valid.loop.policies) }),
+    ...(own.length === 0 ? {} : { ownPolicies: own }),
     permission: allowAll ? "allow_all" : "policy",
     ...(unguarded.length > 0 ? { unguardedTools: unguarded } : {}),
     ...(valid === undefined ? {} : { limits: recordedLimits(valid) }),
