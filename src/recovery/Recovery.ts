@@ -228,6 +228,14 @@ export interface Episode extends Rules {
    */
   readonly attemptsMade?: number | undefined
   /**
+   * How many of the attempts made were cut off by the process's stops (a resumed run's
+   * attempts in doubt, run again), not failures of the call: they spend no retry, and the
+   * schedule is not stepped for them (R3.4). Default 0.
+   *
+   * @since 0.3.0
+   */
+  readonly restarts?: number | undefined
+  /**
    * Whether each failure and the retry it waits for are committed to the journal before
    * the wait (R9, R3.4): for a call whose attempts commit their intent anyway (an
    * idempotent write), so that a process that dies in the wait is resumed waiting, its

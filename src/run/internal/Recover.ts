@@ -80,11 +80,13 @@ export const recoverFrom: <A, R>(
     // An attempt count below 1 (a tool's own failure saying `attempts: 0`) is the first attempt
     // (R3.4, R3.7); one past the retry limit (a tool's own count, `attempts: 1e9`) is the limit:
     // given up as at once, without stepping the schedule a billion times.
-    const made = Math.min(Math.max(1, episode.attemptsMade ?? 1), episode.maxRetries + 1)
+    // Attempts the process's stops cut off are no failures of the call: they count for nothing (R3.4).
+    const restarts = Math.max(0, episode.restarts ?? 0)
+    const made = Math.min(Math.max(1, episode.attemptsMade ?? 1), episode.maxRetries + 1 + restarts)
     // A continued episode resumes the schedule where the earlier one left it, or where it ended.
-    if (made > 1) {
+    if (made - restarts > 1) {
       const seed = Failure.fromCause(episode.source, firstCause)
-      for (let i = 1; seed._tag === "Retryable" && i < made; i++) {
+      for (let i = 1; seed._tag === "Retryable" && i < made - restarts; i++) {
         if ((yield* Effect.orElseSucceed(nextDelay(seed), () => undefined)) === undefined) break
       }
     }
@@ -111,7 +113,8 @@ export const recoverFrom: <A, R>(
       // The schedule is stepped only for a failure that may be retried; `decide` refuses the others
       // (and says when nothing of the step or run was left anyway).
       const halted = episode.halted?.(own) === true
-      const refused = Recovery.refuse(episode, { failure: own, attempt: n, recoveriesSpent: spent(ctx), halted })
+      const counted = n - restarts
+      const refused = Recovery.refuse(episode, { failure: own, attempt: counted, recoveriesSpent: spent(ctx), halted })
       const nextDelayMillis = refused === undefined && own._tag === "Retryable" ? yield* nextDelay(own) : undefined
       const timeLeft = yield* Deadline.left({ layer: "run" })
       // The budget is read, the retry decided and recorded in one synchronous step: the calls of a
@@ -120,7 +123,7 @@ export const recoverFrom: <A, R>(
       const decision = yield* Effect.suspend((): Effect.Effect<Recovery.Decision, RunState.IllegalTransition> => {
         const decided = Recovery.decide(episode, {
           failure: own,
-          attempt: n,
+          attempt: counted,
           recoveriesSpent: spent(ctx),
           nextDelayMillis,
           timeLeft,

@@ -193,10 +193,16 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
     )
   }
 
-  // R3.3: per episode, per tool.
+  // R3.3: per episode, per tool. An attempt the process's stops cut off, run again on resume
+  // (the call listed in doubt by its `run.resumed`), is no failure of the call: it spends no retry (R3.4).
   const owner = callOf(timeline)
+  const restartsBefore = (callId: string | undefined, seq: number): number =>
+    callId === undefined
+      ? 0
+      : timeline.filter((r) => r._tag === "run.resumed" && r.seq < seq && r.inDoubt.includes(callId)).length
   for (const e of retries) {
-    if (e.attempt > budget.scheduleRetries) {
+    const counted = e.attempt - restartsBefore(e.callId, e.seq)
+    if (counted > budget.scheduleRetries) {
       violate(
         "R3.3 episode",
         `${e.kind} attempt ${e.attempt} (seq ${e.seq}) past the schedule's ${budget.scheduleRetries}`
@@ -206,7 +212,7 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
       const call = owner.get(e.seq)
       const limit = call === undefined ? undefined : budget.toolMaxRetries?.[call.name]
       if (call === undefined) violate("R3.3 episode", `tool retry (seq ${e.seq}) outside every tool call`)
-      else if (limit !== undefined && e.attempt > limit) {
+      else if (limit !== undefined && counted > limit) {
         violate("R3.3 episode", `${call.name} (${call.callId}) retry ${e.attempt}, past its maxRetries ${limit}`)
       }
     }

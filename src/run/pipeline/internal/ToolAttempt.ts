@@ -189,7 +189,10 @@ export const settleResumed = <R>(
   refused?: () => Effect.Effect<ToolResult.ToolResult>
 ): Effect.Effect<Settled, RunState.IllegalTransition, R> => {
   const made = standing.attempt
-  const episode = episodeOf(c)
+  // The process's stops during the call's attempts (each resume that found one in doubt) are
+  // not the call's failures: the attempts they cost spend no retry (R3.4), however many.
+  const restarts = c.ctx.events.filter((e) => e._tag === "run.resumed" && e.inDoubt.includes(c.call.id)).length
+  const episode = { ...episodeOf(c), restarts }
   // Refused by the policy in force now: no further attempt (R3.6). A call that cannot have
   // acted is blocked; one that may have stays in doubt, unless its status query decides.
   const blocked =

@@ -59,7 +59,13 @@ export const standingOf = (events: ReadonlyArray<Event.Event>, callId: string): 
         standing = { _tag: "Checked", approved: e.decision === "approved" }
         break
       case "tool.started":
-        standing = { _tag: "InDoubt", attempt: e.attempt, recorded: false, retry: standing._tag === "Retrying" }
+        // A retry, or the attempt that ran again for one in doubt (its episode still open).
+        standing = {
+          _tag: "InDoubt",
+          attempt: e.attempt,
+          recorded: false,
+          retry: standing._tag === "Retrying" || (standing._tag === "InDoubt" && standing.retry)
+        }
         break
       case "tool.interrupted":
         // The attempt's interruption was recorded before the log stopped: it is still in doubt, said once.
