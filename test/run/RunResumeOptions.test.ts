@@ -332,4 +332,21 @@ describe("Run.resume: the plan a run started with (R6, R9)", () => {
       }
     }).pipe(Effect.provide([Journal.layerMemory, model]))
   )
+
+  it.effect("R9 R2.3 limits a resume went on under stay in force for the next resume given only tools", () =>
+    Effect.gen(function* () {
+      const journal = yield* Journal.Journal
+      const dies = <R>(commit: number, run: Effect.Effect<unknown, unknown, R>) =>
+        Effect.gen(function* () {
+          const faulty = FaultyJournal.make(journal, { crashAt: { commit, when: "before" } })
+          yield* diesIn(faulty, run.pipe(Effect.provideService(Journal.Journal, faulty.journal)))
+        })
+      yield* dies(6, Run.run({ goal: "g", runId: "r7", tools: [step], limits: { maxIterations: 30 } }))
+      // A person resumes it under tighter limits; its process dies again.
+      yield* dies(4, Run.resume("r7", { tools: [step], limits: { maxIterations: 12, maxToolCalls: 12 } }))
+      const resumed = yield* Run.resume("r7", { tools: [step] }, "restart")
+      // Before, it went on under run.started's 30 and completed at 26 iterations.
+      assert.deepStrictEqual([resumed.stopReason, resumed.counters.iterations], ["max_iterations", 12])
+    }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
 })

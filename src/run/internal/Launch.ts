@@ -6,6 +6,7 @@
  */
 import { Clock, Context, Deferred, Duration, Effect, type Fiber, Option, Result } from "effect"
 import type * as Event from "../../events/Event.ts"
+import * as RunLog from "../../events/RunLog.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Journal from "../../journal/Journal.ts"
 import * as Breakers from "../../recovery/Breakers.ts"
@@ -282,7 +283,10 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
   // for a run that never began its loop, its header's).
   const withStarted = (given: typeof options): Options<T, RV, O> => {
     const startedAs = loaded.started === undefined ? loaded.startedAs : undefined
-    const withRecorded = { ...JournalLoad.startedWith(given, loaded.started ?? startedAs), goal: loaded.goal }
+    // The limits in force: those a resume went on under, when one recorded them (its `run.resumed`).
+    const inForce =
+      loaded.started === undefined ? undefined : { ...loaded.started, limits: RunLog.limitsOf(loaded.events) }
+    const withRecorded = { ...JournalLoad.startedWith(given, inForce ?? startedAs), goal: loaded.goal }
     // A run that starts again under the options its header kept keeps its time limit too (its
     // deadline, absolute, is kept by `Lifecycle.prepare`), so that its new `run.started` says the same.
     return startedAs?.limits?.runTimeoutMillis === undefined || given.time?.run !== undefined
