@@ -166,10 +166,13 @@ interface TimeoutOptions {
 /**
  * The limit a wait ran into, in words (R4.3): a timeout's own limit when it is known, and
  * how long the wait took when that is not the limit (code that could not be interrupted
- * held it past it, or the limit is a deadline's, or unknown).
+ * held it past it, or the limit is a deadline's, or unknown). A wait that took no time was
+ * never begun: its limit had passed, and nothing was asked (as a tool's waits say it).
  */
 const limitWords = (options: TimeoutOptions): string => {
   const layer = options.layer.replace("_", "-")
+  const kind = options.layer === "run" || options.layer === "step" ? "deadline" : "timeout"
+  if (options.afterMillis === 0) return `the ${layer} ${kind}, which had passed (it was not asked)`
   const elapsed = `(cut off after ${options.afterMillis} ms)`
   if (options.layer === "run" || options.layer === "step") return `the ${layer} deadline ${elapsed}`
   const limit = options.limitMillis

@@ -13,7 +13,9 @@
  *   this process that waits on it. A call this process is putting up is decided once its
  *   row is there: a decision given on the run's `approval.requested` finds it.
  * - `pending` lists the table's pending calls, from every process (`PendingUnavailable`
- *   when the store cannot be read).
+ *   when the store cannot be read). The calls this process is putting up are waited for
+ *   first, a second of real time at most (a store that hangs on one run's call holds no
+ *   run's list for longer), so that a list read on a call's `approval.requested` shows it.
  *
  * ```ts
  * const journal = Journal.layerSqlite({ filename: "runs.db" })
@@ -31,7 +33,9 @@
 import { Clock, Deferred, type Duration, Effect, Exit, Layer, Option, Predicate, Schema } from "effect"
 import * as Text from "../failure/Text.ts"
 import * as UserCode from "../failure/UserCode.ts"
+import * as Model from "../model/Model.ts"
 import * as Durations from "../time/Durations.ts"
+import * as RealTime from "../time/RealTime.ts"
 import * as Approval from "../tools/Approval.ts"
 import * as Tool from "../tools/Tool.ts"
 import * as Journal from "./Journal.ts"
@@ -79,13 +83,18 @@ export const requestOf = (row: Journal.ApprovalRequest): Approval.Request => ({
   expiresAt: row.expiresAt
 })
 
-const toDecision = (row: Journal.ApprovalDecision): Approval.Decision =>
-  row.decision === "approve" ? Approval.approved(row.by) : Approval.rejected(row.reason ?? "rejected", row.by)
+const toDecision = (row: Journal.ApprovalDecision): Approval.Decision => {
+  // A blank `by` (a row decided before it was refused) names nobody: read as none, so that the decision stands.
+  const by = row.by === undefined || Model.isBlank(row.by) ? undefined : row.by
+  return row.decision === "approve" ? Approval.approved(by) : Approval.rejected(row.reason ?? "rejected", by)
+}
 
 /**
  * Records `decision` on the call `callId` of the run `runId` in `journal`, at the time of
  * the `Clock`: the first decision wins; a call not pending (decided already, withdrawn,
- * never asked) is `NotPending`; a store that refuses is its `JournalError`.
+ * never asked, or an id no row can have) is `NotPending`; a decision a handle's `approve`
+ * and `reject` refuse (`Approval.checkDecision`: a blank `by`, a NUL, a text too long) is
+ * `InvalidDecision`, and nothing is recorded; a store that refuses is its `JournalError`.
  *
  * @category combinators
  * @since 0.3.0
@@ -95,21 +104,33 @@ export const record = (
   runId: string,
   callId: string,
   decision: Approval.Decision
-): Effect.Effect<void, Approval.NotPending | JournalError.JournalError> =>
-  Effect.flatMap(Clock.currentTimeMillis, (at) =>
-    journal
-      .decide({
-        runId,
-        callId,
-        decision: decision._tag === "Approved" ? "approve" : "reject",
-        ...(decision._tag === "Rejected" ? { reason: decision.reason } : {}),
-        ...(decision.by === undefined ? {} : { by: decision.by }),
-        at
-      })
-      .pipe(
-        Effect.catchReason("JournalError", "NotPending", () => Effect.fail(new Approval.NotPending({ runId, callId })))
-      )
+): Effect.Effect<void, Approval.InvalidDecision | Approval.NotPending | JournalError.JournalError> =>
+  Effect.suspend(() => {
+    // What a run waiting on the call would refuse to read (it would end internal_error) is not written.
+    const invalid = Approval.checkDecision(runId, callId, decision)
+    return invalid === undefined ? Effect.void : Effect.fail(invalid)
+  }).pipe(
+    Effect.andThen(Clock.currentTimeMillis),
+    Effect.flatMap((at) =>
+      journal
+        .decide({
+          runId,
+          callId,
+          decision: decision._tag === "Approved" ? "approve" : "reject",
+          ...(decision._tag === "Rejected" ? { reason: decision.reason } : {}),
+          ...(decision.by === undefined ? {} : { by: decision.by }),
+          at
+        })
+        .pipe(
+          Effect.catchReason("JournalError", "NotPending", () =>
+            Effect.fail(new Approval.NotPending({ runId, callId }))
+          )
+        )
+    )
   )
+
+/** How long a list of the pending calls waits, in real time, for the calls this process is putting up. */
+const putUpWaitMillis = 1_000
 
 const broken = (what: string) => (e: JournalError.JournalError) =>
   Effect.die(new Error(`the journal's approval gate could not ${what}: ${e.message}`))
@@ -248,10 +269,14 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         const here = waiting.get(keyOf(runId, callId))
         if (here !== undefined) yield* Deferred.succeed(here, decision)
       }),
-    // Read once the calls being put up are on the table: a list read on their `approval.requested` shows them.
-    pending: Effect.suspend(() =>
-      Effect.forEach(Array.from(puttingUp.values()), Deferred.await, { discard: true })
-    ).pipe(
+    // Read once the calls being put up are on the table: a list read on their `approval.requested`
+    // shows them. A second of real time at most: a store that hangs on one run's call holds no
+    // run's list for good (review 112), and a TestClock nobody moves does not stall it.
+    pending: Effect.suspend(() => {
+      const puts = Array.from(puttingUp.values())
+      if (puts.length === 0) return Effect.void
+      return Effect.raceFirst(Effect.forEach(puts, Deferred.await, { discard: true }), RealTime.sleep(putUpWaitMillis))
+    }).pipe(
       Effect.andThen(journal.pendingApprovals()),
       Effect.retry({ times: 3, while: (e) => e.isRetryable }),
       Effect.mapBoth({

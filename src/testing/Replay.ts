@@ -214,13 +214,15 @@ const decideApprovals = (recorded: ReadonlyArray<Event.Event>, handle: Run.Handl
       const decided = decisions.get(requested.callId)
       if (decided === undefined || (decided.decision !== "approved" && decided.decision !== "rejected"))
         return Effect.void
+      // A blank `by`, which a recording made before it was refused may hold, names nobody: left out.
+      const by = decided.by === undefined || Model.isBlank(decided.by) ? {} : { by: decided.by }
       return Effect.flatMap(Clock.currentTimeMillis, (now) =>
         Effect.andThen(
           Effect.sleep(Math.max(0, decided.at - now)),
           Effect.ignore(
             decided.decision === "approved"
-              ? handle.approve(decided.callId, { by: decided.by })
-              : handle.reject(decided.callId, decided.reason ?? "rejected", { by: decided.by })
+              ? handle.approve(decided.callId, by)
+              : handle.reject(decided.callId, decided.reason ?? "rejected", by)
           )
         )
       )

@@ -24,13 +24,17 @@ export const millisOf = (input: unknown): number | undefined => {
 /**
  * Whether `input` is a positive amount of time that effect counts as none: it counts time in
  * whole nanoseconds, and reads a positive amount under half of one (`1e-9` milliseconds) as
- * 0. An option that refuses it says so, not that the amount is not positive (R12).
+ * 0. An option that refuses it says so, not that the amount is not positive (R12). A
+ * `Duration` effect made of such an amount (`Duration.millis(4e-7)`) no longer holds it, but
+ * shows its rounding: it is 0 nanoseconds, where no time at all is 0 milliseconds (so is
+ * one made of a negative amount that small: its sign is lost with it).
  *
  * @category predicates
  * @since 0.3.0
  */
 export const belowResolution = (input: unknown): boolean => {
   if (millisOf(input) !== 0) return false
+  if (Duration.isDuration(input)) return input.value._tag === "Nanos" && input.value.nanos === 0n
   const amount = Predicate.isNumber(input) ? input : Predicate.isString(input) ? Number.parseFloat(input) : 0
   return amount > 0
 }

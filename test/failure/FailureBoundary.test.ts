@@ -103,6 +103,21 @@ describe("FailureBoundary", () => {
     )
   })
 
+  it("R4.3 a request never made (nothing left of its step) is worded as a tool's status query is: not asked", () => {
+    const hint = (options: Parameters<typeof FailureBoundary.timeout>[0]) => FailureBoundary.timeout(options).hint
+    // Before, "the step deadline (cut off after 0 ms)": as if it had been asked and cut off.
+    assert.strictEqual(
+      hint({ source: "provider", layer: "step", limitMillis: 0, afterMillis: 0 }),
+      "no answer within the step deadline, which had passed (it was not asked)"
+    )
+    assert.strictEqual(
+      hint({ source: "provider", layer: "attempt", limitMillis: 0, afterMillis: 0 }),
+      "no answer within the attempt timeout, which had passed (it was not asked)"
+    )
+    const failure = FailureBoundary.timeout({ source: "provider", layer: "step", limitMillis: 0, afterMillis: 0 })
+    assert.deepStrictEqual(failure.timeout, { layer: "step", elapsedMillis: 0, mayHaveSideEffects: false })
+  })
+
   it("R3.1 an unknown error is permanent, and its detail stays out of the hint", () => {
     const failure = FailureBoundary.unknown("provider", new Error("key sk-secret123 leaked"))
     assert.strictEqual(failure._tag, "Permanent")

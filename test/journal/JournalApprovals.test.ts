@@ -9,6 +9,7 @@ import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as RealTime from "../../src/time/RealTime.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 
 const model = ScriptedModel.layerFunction((request) =>
@@ -26,6 +27,16 @@ const payment = () =>
   })
 
 const poll = { pollInterval: "5 millis" } as const
+
+/** A call as a row of the approvals table, but for its run. */
+const row = {
+  callId: "c1",
+  tool: "pay",
+  arguments: { amount: 10 },
+  sideEffect: "external",
+  requestedAt: 0,
+  expiresAt: 600_000
+} as const
 
 /** Waits (live) until `gate` lists `n` pending calls. */
 const pendingOn = (gate: Approval.Gate, n: number) =>
@@ -258,6 +269,55 @@ describe("JournalApprovals (R7, R9.3)", () => {
         }
       }
     })
+  )
+
+  it.effect(
+    "R7 R12 JournalApprovals.record refuses what a handle refuses (a blank by): InvalidDecision, nothing recorded",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* store
+        yield* journal.requestApproval({ ...row, runId: "r1" })
+        for (const decision of [
+          Approval.approved(""),
+          Approval.rejected("no", " \u200b"),
+          Approval.approved("a\u0000b")
+        ]) {
+          // Before, the row was decided with it, and the run waiting on it ended internal_error.
+          const refused = yield* Effect.flip(JournalApprovals.record(journal, "r1", "c1", decision))
+          assert.strictEqual(refused._tag, "InvalidDecision", JSON.stringify(decision))
+          assert.isTrue(Option.isNone(yield* journal.decision("r1", "c1")))
+        }
+        yield* JournalApprovals.record(journal, "r1", "c1", Approval.approved("ops"))
+        assert.strictEqual(Option.getOrUndefined(yield* journal.decision("r1", "c1"))?.by, "ops")
+      })
+  )
+
+  it.live(
+    "R7 R9 a decision stored with a blank by (a row decided before it was refused) decides the call, by nobody",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* store
+        const gate = JournalApprovals.make(journal, poll)
+        const pay = payment()
+        const run = yield* Effect.forkChild(
+          Run.run({ goal: "pay 10", runId: "r1", tools: [pay.tool] }).pipe(
+            Effect.provideService(Journal.Journal, journal),
+            Effect.provideService(Approval.ApprovalGate, gate),
+            Effect.provide(model)
+          )
+        )
+        assert.lengthOf(yield* pendingOn(gate, 1), 1)
+        // As another process of an older version wrote it, past `record`'s check.
+        yield* journal.decide({ runId: "r1", callId: "c1", decision: "approve", by: " ", at: Date.now() })
+        const result = yield* Fiber.join(run)
+        // Before, the run ended internal_error: "by is blank: it names nobody".
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.strictEqual(pay.calls.count, 1)
+        const decided = result.timeline.find((e) => e._tag === "approval.decided")
+        assert.isTrue(
+          decided?._tag === "approval.decided" && decided.decision === "approved" && decided.by === undefined
+        )
+      })
   )
 
   it.effect("R12 a pollInterval that is not a positive, finite duration is a RangeError naming it", () =>
@@ -653,5 +713,40 @@ describe("JournalApprovals: the list as the run says it waits (R7, R1.3)", () =>
       Effect.scoped,
       Effect.provide(Layer.merge(slowPutUp, JournalApprovals.layer(poll).pipe(Layer.provide(slowPutUp))))
     )
+  )
+
+  it.effect(
+    "R7 R9.3 R12 a put-up that hangs holds the list of every run's waiting calls up for a second or so of real time, not for good",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* store
+        const hanging = Deferred.makeUnsafe<void>()
+        const stalled: Journal.Service = {
+          ...journal,
+          requestApproval: (request) =>
+            request.runId === "rA"
+              ? Effect.andThen(Deferred.succeed(hanging, undefined), Effect.never)
+              : journal.requestApproval(request)
+        }
+        const gate = JournalApprovals.make(stalled, poll)
+        // Run rA's call is being put up, and its store never answers; run rB's is on the table.
+        yield* Effect.forkChild(gate.request({ ...row, runId: "rA" }))
+        yield* Deferred.await(hanging)
+        yield* journal.requestApproval({ ...row, runId: "rB" })
+        // The TestClock is never moved: the bound is in real time.
+        const started = performance.now()
+        const listed = yield* Effect.forkChild(gate.pending)
+        const answer = yield* Effect.raceFirst(
+          Effect.map(Fiber.join(listed), Option.some),
+          Effect.as(RealTime.sleep(3_000), Option.none())
+        )
+        // Before, it waited for rA's row for good.
+        assert.isTrue(Option.isSome(answer), "one run's put-up held the list of waiting calls for good")
+        assert.deepStrictEqual(
+          Option.getOrThrow(answer).map((r) => r.runId),
+          ["rB"]
+        )
+        assert.isBelow(performance.now() - started, 2_500)
+      })
   )
 })

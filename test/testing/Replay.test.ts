@@ -396,6 +396,26 @@ describe("Replay", () => {
   )
 
   it.effect(
+    "R13 R7 a recording whose approval says a blank by (made before a blank by was refused) replays and matches",
+    () =>
+      Effect.gen(function* () {
+        const recorded = yield* recordRun()
+        assert.isTrue(recorded.timeline.some((e) => e._tag === "approval.decided" && e.by === "ops"))
+        // As an older version recorded an approval given with `by: ""` (or spaces), which a handle now refuses.
+        for (const blank of ["", "  "]) {
+          const older = recorded.timeline.map((e) => (e._tag === "approval.decided" ? { ...e, by: blank } : e))
+          const report = yield* Replay.replay(older, { ...options, tools: tools() })
+          // Before, the replay's approve was refused, nothing was decided, and it parted at the decision.
+          assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+          const decided = report.result.timeline.find((e) => e._tag === "approval.decided")
+          assert.isTrue(
+            decided?._tag === "approval.decided" && decided.decision === "approved" && decided.by === undefined
+          )
+        }
+      })
+  )
+
+  it.effect(
     "R9 R13 a resumed run's recording is refused up front: a typed error says why, not a false divergence",
     () =>
       Effect.gen(function* () {

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema, SchemaTransformation } from "effect"
+import { Duration, Effect, Schema, SchemaTransformation } from "effect"
 import * as Tool from "../../src/tools/Tool.ts"
 
 const tool = <I>(input: Schema.Codec<I, unknown>) =>
@@ -234,6 +234,8 @@ describe("Tool.make (R12: a definition that cannot work is refused where it is w
       'timeout must be at least 1 nanosecond (effect counts time in whole nanoseconds), got "0.000000001 millis"'
     )
     refused({ ...base, timeout: 1e-9 }, "timeout must be at least 1 nanosecond")
+    // As a Duration effect made of it (0 nanoseconds): before, "a positive, finite duration, got an object".
+    refused({ ...base, timeout: Duration.millis(4e-7) }, "timeout must be at least 1 nanosecond")
     // A value whose `toString` throws, or that has none, is named by its kind: the refusal is the
     // typed one, not the TypeError of turning it into text.
     refused({ ...base, maxRetries: Object.create(null) }, "maxRetries must be an integer >= 0, got an object")

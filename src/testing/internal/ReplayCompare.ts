@@ -5,6 +5,7 @@
 import type * as Event from "../../events/Event.ts"
 import type * as Failure from "../../failure/Failure.ts"
 import * as Text from "../../failure/Text.ts"
+import * as Model from "../../model/Model.ts"
 
 /**
  * The fields no event is compared on: the run's identity, the event's place and time, and
@@ -56,9 +57,15 @@ const clockTimes = /\d+(?:\.\d+)?(?:e[+-]?\d+)? ms/g
 const heldPast = / \(cut off after \(a time\) ms\)/g
 const deadlineOf = / deadline of \(a time\) ms/g
 
-/** `text` with the times it names left out (see {@link clockTimes}, {@link heldPast}). */
+/**
+ * A wait never begun, its limit passed, as a model request's hint says it since 0.3.0: before,
+ * `(cut off after 0 ms)`, a time left out as {@link heldPast} says it.
+ */
+const notAsked = /, which had passed \(it was not asked\)/g
+
+/** `text` with the times it names left out (see {@link clockTimes}, {@link heldPast}, {@link notAsked}). */
 const withoutTimes = (text: string): string =>
-  text.replace(clockTimes, "(a time) ms").replace(heldPast, "").replace(deadlineOf, " deadline")
+  text.replace(clockTimes, "(a time) ms").replace(heldPast, "").replace(deadlineOf, " deadline").replace(notAsked, "")
 
 /**
  * A timeout's failure as compared: how long its wait took (`elapsedMillis`, the times its
@@ -107,6 +114,8 @@ export const comparable = (event: Event.Event): Record<string, unknown> => {
     if (event._tag === "model.responded" && ignoredInResponse.has(key)) continue
     if (event._tag === "termination.decided" && ignoredInDecision.has(key)) continue
     if (value === undefined) continue
+    // A blank `by`, which recordings made before it was refused may hold, names nobody: as none (a replay decides without it).
+    if (event._tag === "approval.decided" && key === "by" && typeof value === "string" && Model.isBlank(value)) continue
     fields[key] = comparedValue(event, key, value)
   }
   return fields

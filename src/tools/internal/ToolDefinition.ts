@@ -118,8 +118,10 @@ export const problem = (options: Untyped): string | undefined => {
         : Predicate.isString(timeout)
           ? Number.parseFloat(timeout)
           : 0
+      // A Duration made of such an amount (`Duration.millis(4e-7)`) is 0 nanoseconds, where none is 0 milliseconds.
+      const rounded = Duration.isDuration(timeout) && timeout.value._tag === "Nanos" && timeout.value.nanos === 0n
       const expected =
-        millis === 0 && amount > 0
+        millis === 0 && (amount > 0 || rounded)
           ? "at least 1 nanosecond (effect counts time in whole nanoseconds)"
           : "a positive, finite duration"
       return `timeout must be ${expected}, got ${UserCode.shown(timeout)}`
