@@ -2,10 +2,11 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, Result } from "effect"
+import { Context, Effect, Layer, Option, Result } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import { afterAll } from "vitest"
+import type * as Event from "../../src/events/Event.ts"
 import * as SqliteClient from "../../src/journal/internal/SqliteClient.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
@@ -274,5 +275,66 @@ describe("Run.resume and Run.recover refuse arguments they cannot read (R12)", (
         )
         assert.strictEqual(payment.calls.count, 1)
       }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory))
+  )
+
+  it.effect("R9.1 a log with a second run.started, or an approval decided but never requested, is corrupt", () =>
+    Effect.gen(function* () {
+      const store = yield* Journal.Journal
+      const pay = FaultyTools.ledgered({
+        name: "pay",
+        idempotent: false,
+        sideEffect: "external",
+        reconcile: true,
+        needsApproval: true,
+        behaviour: () => "apply"
+      })
+      // Commit 2 holds the model's response (pay c1), before any approval was asked.
+      const faulty = FaultyJournal.make(store, { crashAt: { commit: 2, when: "after" } })
+      yield* diesIn(
+        faulty,
+        Run.run({ goal: "pay", runId: "r1", tools: [pay.tool] }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal)
+        )
+      )
+      const stored = yield* Effect.orDie(store.read("r1"))
+      const { header, events } = Option.getOrThrow(stored)
+      const started = events[0]
+      const last = events[events.length - 1]
+      if (started?._tag !== "run.started" || last === undefined) return assert.fail("no log")
+      const forgeries: ReadonlyArray<readonly [string, ReadonlyArray<Event.Event>]> = [
+        // Its deadline would replace the run's: a payment made after the run's own deadline.
+        ["f1", [...events, { ...started, deadlineAt: started.deadlineAt + 3_600_000 }]],
+        // A call run with nobody asked.
+        [
+          "f2",
+          [
+            ...events,
+            {
+              _tag: "approval.decided",
+              callId: "c1",
+              name: "pay",
+              decision: "approved",
+              runId: "r1",
+              seq: 0,
+              at: last.at
+            }
+          ]
+        ]
+      ]
+      for (const [runId, forged] of forgeries) {
+        yield* Effect.orDie(store.create({ runId, header, state: "tool_executing" }))
+        yield* Effect.orDie(
+          store.append(runId, {
+            expectedSeq: 0,
+            events: forged.map((e, seq) => ({ ...e, runId, seq })),
+            state: "tool_executing"
+          })
+        )
+        // Before, both were taken: the second deadline stood, and the call ran unasked.
+        const error = yield* Effect.flip(Run.resume(runId, { tools: [pay.tool] }))
+        assert.strictEqual(error.reason, "corrupt", runId)
+      }
+      assert.strictEqual(pay.ledger.total, 0)
+    }).pipe(Effect.provide(model), Effect.provide(Journal.layerMemory))
   )
 })

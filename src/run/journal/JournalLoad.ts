@@ -68,6 +68,23 @@ export const storedResult = (stored: Journal.Stored): Exit.Exit<RunResult.RunRes
 }
 
 /**
+ * What makes a log no run's (R9.1), if anything: damage no code path writes, which a run
+ * restored from it would act on. A second `run.started` (its deadline would replace the
+ * run's), or a decision on an approval never requested (a call run with no person asked).
+ */
+const damageOf = (events: ReadonlyArray<Event.Event>): string | undefined => {
+  const requested = new Set<string>()
+  for (const [i, e] of events.entries()) {
+    if (e._tag === "run.started" && i > 0) return `the log holds a second run.started (seq ${e.seq})`
+    if (e._tag === "approval.requested") requested.add(e.callId)
+    if (e._tag === "approval.decided" && !requested.has(e.callId)) {
+      return `the log decides the approval of ${e.callId} (seq ${e.seq}), which it never requested`
+    }
+  }
+  return undefined
+}
+
+/**
  * Reads a run back and checks that the code fits its log: every tool it used is there
  * with the same fingerprint, and the model is the same one. A finished run gives its
  * stored result.
@@ -105,6 +122,8 @@ export const load = Effect.fnUntraced(function* (
   if (ending >= 0) {
     return yield* fail("corrupt", `the log holds run.finished (seq ${stored.events[ending]?.seq}) but no result`)
   }
+  const damaged = damageOf(stored.events)
+  if (damaged !== undefined) return yield* fail("corrupt", damaged)
   const header = RunHeader.decode(stored.header)
   if (Exit.isFailure(header)) return yield* fail("corrupt", "the run's header does not decode")
   const now = RunHeader.fingerprints(tools)
