@@ -191,6 +191,9 @@ export const tool = <I, O, R = never>(
     observe: options.observe,
     handler: (input, context) => {
       let exited: Result | undefined
+      // Whether a child was stopped and its settlement given (see `onSettled`): interrupted
+      // without one, no child was started, and the call never ran (review 114).
+      let reclaimed = false
       return Effect.suspend(() =>
         run(UserCode.letGo(options.command(input)), {
           graceMillis: options.graceMillis,
@@ -199,6 +202,7 @@ export const tool = <I, O, R = never>(
           unsafeToRepeat: Tool.mayChangeWorld(made.metadata.sideEffect) && !made.metadata.idempotent,
           onSpawn: onSpawn === undefined ? undefined : (pid) => onSpawn(pid, context),
           onSettled: (settled) => {
+            reclaimed = true
             const { sideEffect } = made.metadata
             // A command that stopped on SIGTERM left nothing running; what it had begun may have taken effect.
             if (settled.settlement === "cancelled" && Tool.mayChangeWorld(sideEffect)) {
@@ -216,10 +220,12 @@ export const tool = <I, O, R = never>(
           const parsed = options.parse(result, input)
           return Effect.isEffect(parsed) ? parsed : Effect.succeed(UserCode.letGo(parsed))
         }),
-        // Interrupted while parsing: the process had finished its work.
+        // Interrupted while parsing: the process had finished its work. Interrupted before its
+        // command was started (checks, the spawner's lookup): nothing ran.
         Effect.onInterrupt(() =>
           Effect.sync(() => {
             if (exited !== undefined) context.settle("completed", `pid ${exited.pid} had already exited with code 0`)
+            else if (!reclaimed) context.settle("cancelled", "interrupted before its command was started; it never ran")
           })
         )
       )

@@ -773,4 +773,55 @@ describe("Subprocess.tool in a run", () => {
     },
     60_000
   )
+
+  it.live(
+    "R5.2 R3.8 calls cut off before their command was started never ran: the batch's stop is the other call's tool error",
+    () =>
+      Effect.gen(function* () {
+        const spawned = new Set<string>()
+        const commands = Array.from({ length: 4 }, (_, k) =>
+          Subprocess.tool({
+            name: `sp${k}`,
+            description: "Sleeps",
+            input: Schema.Struct({}),
+            output: Schema.String,
+            sideEffect: "external",
+            graceMillis: 200,
+            command: () => ({ command: "/bin/sh", args: ["-c", "sleep 5"] }),
+            parse: (r) => r.stdout,
+            onSpawn: (_pid, context) => {
+              spawned.add(context.callId)
+            }
+          })
+        )
+        // Fails for good at once: the batch stops while the others have not started their commands.
+        const broken = Tool.make({
+          name: "broken",
+          description: "Fails",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "read",
+          handler: () =>
+            Effect.fail(
+              new Failure.Permanent({ source: "tool", category: "other", code: "broken", attempts: 1, hint: "broken" })
+            )
+        })
+        const tools = [...commands, broken]
+        const model = ScriptedModel.layerFunction((request) =>
+          request.iteration === 1
+            ? ScriptedModel.toolCalls(...tools.map((t) => [t.name, {}] as const))
+            : ScriptedModel.finalAnswer("x")
+        )
+        const result = yield* Run.run({ goal: "x", tools, concurrency: 5 }).pipe(
+          Effect.provide(Layer.mergeAll(model, NodeServices.layer))
+        )
+        const neverStarted = result.timeline.filter(
+          (e): e is Event.Of<"tool.interrupted"> => e._tag === "tool.interrupted" && !spawned.has(e.callId)
+        )
+        // Before, each was outcome_unknown ("may or may not have taken effect"), and the run ended unknown_outcome.
+        for (const e of neverStarted) assert.strictEqual(e.settlement, "cancelled", e.detail)
+        if (spawned.size === 0) assert.strictEqual(result.stopReason, "tool_error", result.detail)
+        assert.isTrue(result.pendingActions.every((p) => spawned.has(p.callId)))
+      })
+  )
 })
