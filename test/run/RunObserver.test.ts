@@ -3,11 +3,12 @@
  * cannot keep the run from giving its result (R12), nor the other observers from seeing it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunObserver from "../../src/run/RunObserver.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Tool from "../../src/tools/Tool.ts"
 
 const answer = ScriptedModel.layer([ScriptedModel.finalAnswer("done")])
 
@@ -87,5 +88,59 @@ describe("RunObserver (R12)", () => {
         assert.isAtLeast(millis, 4_900)
       }),
     30_000
+  )
+
+  it.live(
+    "R8 R5.1 an observer that cancels the run from its event callback: every observer still sees the log's order",
+    () =>
+      Effect.gen(function* () {
+        const handles = new Map<string, Run.Handle<never>>()
+        const seen: Array<number> = []
+        const canceller: RunObserver.Observer = {
+          attach: (runId) => ({
+            event: (e) => {
+              const handle = handles.get(runId)
+              if (e._tag === "tool.started" && handle !== undefined) Effect.runFork(handle.cancel)
+            },
+            settled: Effect.void
+          })
+        }
+        const recorder: RunObserver.Observer = {
+          attach: () => ({
+            event: (e) => {
+              seen.push(e.seq)
+            },
+            settled: Effect.void
+          })
+        }
+        const hangs = Tool.make({
+          name: "hangs",
+          description: "Never answers",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "write",
+          handler: () => Effect.never
+        })
+        const result = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const handle = yield* Run.start({ goal: "x", tools: [hangs] })
+            handles.set(handle.runId, handle)
+            return yield* handle.result
+          })
+        ).pipe(
+          // The model answers once the handle is known to the canceller.
+          Effect.provide(
+            ScriptedModel.layerFunction(() => Effect.as(Effect.sleep("20 millis"), ScriptedModel.toolCall("hangs", {})))
+          ),
+          Effect.provide(RunObserver.layer(Effect.succeed(recorder))),
+          Effect.provide(RunObserver.layer(Effect.succeed(canceller)))
+        )
+        assert.strictEqual(result.status, "cancelled")
+        // Before, the cancel's run.stopping reached the recorder inside tool.started's delivery: 6, 8, 7, 9.
+        assert.deepStrictEqual(
+          seen,
+          result.timeline.map((e) => e.seq)
+        )
+      })
   )
 })

@@ -26,6 +26,13 @@ export interface RunContext {
   /** The identities given to tool calls so far (see `CallId`): an index of the log's `callIds`. */
   readonly callIds: CallId.Identities
   readonly listeners: Array<(event: Event.Event) => void>
+  /**
+   * How many events of `events` the listeners were handed, and whether they are being handed
+   * one: an event a listener causes (a cancel from an observer's callback) waits its turn,
+   * so that every listener sees the events in the log's order (R8).
+   */
+  delivered: number
+  delivering: boolean
   /** The application's circuit breakers (R3.9), when it has breakers. */
   readonly breakers: Breakers.Service | undefined
   /**
@@ -114,6 +121,8 @@ export const make = (options: {
     log: RunLog.fold(events),
     callIds: CallId.replay(events),
     listeners: [],
+    delivered: events.length,
+    delivering: false,
     breakers: options.breakers,
     onStop: undefined,
     onCommitted: undefined,
@@ -173,8 +182,22 @@ export const emit = (ctx: RunContext, build: Build): Event.Event => {
   if (ctx.log.finished || ctx.suspended !== undefined) return event
   ctx.events.push(event)
   ctx.log = RunLog.step(ctx.log, event)
-  for (const listener of ctx.listeners) listener(event)
+  deliver(ctx)
   return event
+}
+
+/** Hands the listeners the events they have not seen, in order, unless they are being handed one (see `delivered`). */
+const deliver = (ctx: RunContext): void => {
+  if (ctx.delivering) return
+  ctx.delivering = true
+  try {
+    while (ctx.delivered < ctx.events.length) {
+      const event = ctx.events[ctx.delivered++]
+      if (event !== undefined) for (const listener of ctx.listeners) listener(event)
+    }
+  } finally {
+    ctx.delivering = false
+  }
 }
 
 /**
