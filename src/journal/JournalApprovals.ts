@@ -221,15 +221,16 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         waiting.set(key, here)
         const put = Deferred.makeUnsafe<void>()
         puttingUp.set(key, put)
-        yield* putUp(request).pipe(
-          Effect.ensuring(
-            Effect.sync(() => {
-              if (puttingUp.get(key) === put) puttingUp.delete(key)
-              Deferred.doneUnsafe(put, Exit.void)
-            })
-          )
-        )
+        // Interrupted from the put-up on (a store's insert may land after it), the call is withdrawn.
         return yield* Effect.gen(function* () {
+          yield* putUp(request).pipe(
+            Effect.ensuring(
+              Effect.sync(() => {
+                if (puttingUp.get(key) === put) puttingUp.delete(key)
+                Deferred.doneUnsafe(put, Exit.void)
+              })
+            )
+          )
           // Decided already (a run going on after its call was decided): no wait.
           const found = yield* decisionOf(request.runId, request.callId)
           if (Option.isSome(found)) return toDecision(found.value)
