@@ -234,6 +234,22 @@ describe("Deadline.alarm on a system clock stepped while it waits (R4.1)", () =>
           assert.deepStrictEqual(fired, ["later"])
         })
     )
+  it.effect("R4.1 stepped back 1 h, an alarm set after the step does not hold back one set before it", () =>
+    Effect.gen(function* () {
+      const { clock, state } = steppable(yield* Effect.clockWith(Effect.succeed))
+      const { fired, at } = recorder()
+      const on = <A>(effect: Effect.Effect<A>) => Effect.provideService(effect, Clock.Clock, clock)
+      // Run X's deadline, 10 minutes away; then the clock is stepped back an hour, and run Y starts with 30 minutes.
+      yield* on(at(600_000, "x"))
+      state.offset = -3_600_000
+      yield* on(at(clock.currentTimeMillisUnsafe() + 1_800_000, "y"))
+      // Before, Y's earlier wall time made it the one slept for, and X fired with it at 30 minutes.
+      yield* TestClock.adjust(600_000)
+      assert.deepStrictEqual(fired, ["x"])
+      yield* TestClock.adjust(1_200_000)
+      assert.deepStrictEqual(fired, ["x", "y"])
+    })
+  )
 })
 
 describe("Deadline.alarm on a TestClock set to a real date (R4.1, R10)", () => {

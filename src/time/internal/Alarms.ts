@@ -24,12 +24,13 @@ import * as Instant from "./Instant.ts"
 /** One alarm: set by {@link set}, given to {@link clear}. */
 export class Alarm {
   readonly owner: Alarms | undefined
-  /** Its absolute time on the clock's wall time, by which alarms are ordered and fired. */
+  /** Its absolute time on the clock's wall time, as it was given. */
   readonly at: number
   /**
    * The same time on the clock's monotonic time (milliseconds from the alarms' origin): its
-   * absolute time turned, when it was set, into how long from then. A system clock stepped
-   * afterwards moves no alarm's sleep (R4.1), even when the sleeper is restarted for it.
+   * absolute time turned, when it was set, into how long from then, by which alarms are
+   * ordered. A system clock stepped afterwards moves no alarm (R4.1), even when the sleeper
+   * is restarted for it or for another.
    */
   readonly due: number
   readonly order: number
@@ -144,7 +145,7 @@ export const sleeping = (clock: Clock.Clock): boolean => byClock.get(clock)?.sle
 /** The sleeper for the current head: kept if it sleeps until then, restarted otherwise, stopped if none. */
 const wake = (alarms: Alarms): void => {
   const head = alarms.heap[0]
-  if (alarms.sleeper !== undefined && head?.at === alarms.until) return
+  if (alarms.sleeper !== undefined && head?.due === alarms.until) return
   const previous = alarms.sleeper
   alarms.sleeper = undefined
   alarms.until = Number.POSITIVE_INFINITY
@@ -169,27 +170,48 @@ const sleep = Effect.fnUntraced(function* (alarms: Alarms) {
   const clock = alarms.clock
   let head = alarms.heap[0]
   while (head !== undefined) {
-    const until = head.at
-    alarms.until = until
+    const slept = head
+    alarms.until = head.due
     const remaining = remainingOf(alarms, head)
     // A time further than a sleep can say in whole nanoseconds (a deadline of 1e303 ms) is
     // slept towards, a long sleep at a time.
     const whole = remaining <= maxSleepMillis
     // Whole nanoseconds, rounded down: the sleep never ends after `until` (see `Instant`).
     yield* clock.sleep(Duration.nanos(BigInt(Math.floor(Math.min(remaining, maxSleepMillis) * 1e6))))
-    // The clock ended the sleep for `until`, so that time has come, even where its
-    // arithmetic says a hair less; alarms within the resolution of it go off with it.
-    if (whole) fireDue(alarms, Math.max(until, clock.currentTimeMillisUnsafe()))
+    // The clock ended the sleep for `slept`, so its time has come, even where the clock's
+    // arithmetic says a hair less; the others due by then go off with it.
+    if (whole) fireDue(alarms, slept)
     head = alarms.heap[0]
   }
   alarms.until = Number.POSITIVE_INFINITY
 })
 
-/** Takes every alarm due at `now` (to within the resolution, see `Instant`) off the heap and calls it, in order of time. */
-const fireDue = (alarms: Alarms, now: number): void => {
+/**
+ * Whether `alarm`'s time has come (to within the resolution, see `Instant`): by the
+ * monotonic time, or by the wall clock while the two agree (a wall clock stepped since the
+ * alarm was set moves it neither way, R4.1).
+ */
+const isDue = (alarms: Alarms, alarm: Alarm): boolean => {
+  const byWall = alarm.at - alarms.clock.currentTimeMillisUnsafe()
+  const byMonotonic = alarm.due - monotonic(alarms)
+  return (
+    byMonotonic < Instant.resolutionMillis ||
+    (byWall < Instant.resolutionMillis && Math.abs(byWall - byMonotonic) < steppedMillis)
+  )
+}
+
+/**
+ * Takes the alarm slept for (`slept`) and every other one due off the heap, and calls
+ * them, in order of time.
+ */
+const fireDue = (alarms: Alarms, slept: Alarm): void => {
   alarms.firing = true
   try {
-    for (let head = alarms.heap[0]; head !== undefined && Instant.reached(head.at, now); head = alarms.heap[0]) {
+    for (
+      let head = alarms.heap[0];
+      head !== undefined && (head === slept || isDue(alarms, head));
+      head = alarms.heap[0]
+    ) {
       pop(alarms.heap)
       const fire = head.fire
       head.fire = undefined
@@ -220,7 +242,7 @@ const before = (heap: Array<Alarm>, i: number, j: number): boolean => {
   const a = heap[i]
   const b = heap[j]
   if (a === undefined || b === undefined) return false
-  return a.at < b.at || (a.at === b.at && a.order < b.order)
+  return a.due < b.due || (a.due === b.due && a.order < b.order)
 }
 
 const push = (heap: Array<Alarm>, alarm: Alarm): void => {
