@@ -362,6 +362,29 @@ export const deadlineOf = (events: ReadonlyArray<Event.Event>): number => {
 }
 
 /**
+ * How many attempts of the call `callId` the process's stops cut off, before `seq` (R3.4):
+ * the distinct attempts a `run.resumed` found in doubt (several resumes may find the same
+ * one, when each process stopped before it ran again). They are no failures of the call.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const restartsOf = (
+  events: ReadonlyArray<Event.Event>,
+  callId: string,
+  seq = Number.POSITIVE_INFINITY
+): number => {
+  const cutOff = new Set<number>()
+  let attempt: number | undefined
+  for (const e of events) {
+    if (e.seq >= seq) break
+    if (e._tag === "tool.started" && e.callId === callId) attempt = e.attempt
+    else if (e._tag === "run.resumed" && attempt !== undefined && e.inDoubt.includes(callId)) cutOff.add(attempt)
+  }
+  return cutOff.size
+}
+
+/**
  * The limits in force, by name: those `run.started` recorded, or the last resume that went
  * on under others recorded (its `run.resumed`), but for the run's time limit
  * once a resume brought its deadline closer (`time.run` given to `Run.resume`): then the

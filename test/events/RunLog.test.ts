@@ -257,3 +257,41 @@ describe("RunLog.fold (property)", () => {
     { timeout: 120_000, arbitrary: { runs } }
   )
 })
+
+describe("RunLog.restartsOf (R3.4)", () => {
+  const base = { runId: "r1", at: 0 }
+  const started = (seq: number, callId: string, attempt: number): Event.Event => ({
+    _tag: "tool.started",
+    callId,
+    name: "ship",
+    attempt,
+    deadlineAt: 1000,
+    layer: "tool",
+    seq,
+    ...base
+  })
+  const resumed = (seq: number, inDoubt: ReadonlyArray<string>): Event.Event => ({
+    _tag: "run.resumed",
+    fromSeq: seq,
+    reason: "restart",
+    inDoubt,
+    seq,
+    ...base
+  })
+
+  it("R3.4 counts the attempts the process's stops cut off, once each however many resumes found them in doubt", () => {
+    const events = [
+      started(0, "c2", 1),
+      resumed(1, ["c1", "c2"]),
+      // Each next process stopped before c2 ran again: the same attempt, found in doubt again.
+      resumed(2, ["c2"]),
+      resumed(3, ["c2"]),
+      started(4, "c2", 2),
+      resumed(5, ["c2"])
+    ]
+    // Before, each resume counted: 4, and the call was retried past its maxRetries.
+    assert.strictEqual(RunLog.restartsOf(events, "c2"), 2)
+    assert.strictEqual(RunLog.restartsOf(events, "c2", 4), 1)
+    assert.strictEqual(RunLog.restartsOf(events, "c1"), 0)
+  })
+})

@@ -10,6 +10,7 @@
  */
 
 import * as Event from "../../events/Event.ts"
+import * as RunLog from "../../events/RunLog.ts"
 import type * as RunResult from "../../run/RunResult.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import { checkApprovals } from "./PropertyApprovalChecks.ts"
@@ -197,9 +198,7 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
   // (the call listed in doubt by its `run.resumed`), is no failure of the call: it spends no retry (R3.4).
   const owner = callOf(timeline)
   const restartsBefore = (callId: string | undefined, seq: number): number =>
-    callId === undefined
-      ? 0
-      : timeline.filter((r) => r._tag === "run.resumed" && r.seq < seq && r.inDoubt.includes(callId)).length
+    callId === undefined ? 0 : RunLog.restartsOf(timeline, callId, seq)
   for (const e of retries) {
     const counted = e.attempt - restartsBefore(e.callId, e.seq)
     if (counted > budget.scheduleRetries) {

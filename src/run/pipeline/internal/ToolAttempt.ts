@@ -4,6 +4,7 @@
  * the runtime.
  */
 import { Cause, Effect, Result } from "effect"
+import * as RunLog from "../../../events/RunLog.ts"
 import type * as RunState from "../../../events/RunState.ts"
 import * as Explain from "../../../explain/Explain.ts"
 import * as Failure from "../../../failure/Failure.ts"
@@ -191,7 +192,7 @@ export const settleResumed = <R>(
   const made = standing.attempt
   // The process's stops during the call's attempts (each resume that found one in doubt) are
   // not the call's failures: the attempts they cost spend no retry (R3.4), however many.
-  const restarts = c.ctx.events.filter((e) => e._tag === "run.resumed" && e.inDoubt.includes(c.call.id)).length
+  const restarts = RunLog.restartsOf(c.ctx.events, c.call.id)
   const episode = { ...episodeOf(c), restarts }
   // Refused by the policy in force now: no further attempt (R3.6). A call that cannot have
   // acted is blocked; one that may have stays in doubt, unless its status query decides.
