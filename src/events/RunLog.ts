@@ -397,15 +397,15 @@ export const restartsOf = (
 export const limitsOf = (events: ReadonlyArray<Event.Event>): Readonly<Record<string, number>> | undefined => {
   const started = events.find((e) => e._tag === "run.started")
   if (started?._tag !== "run.started") return undefined
-  // A resume that went on under other limits recorded them: in force from then on.
-  const resumed = events.findLast(
-    (e): e is Event.Of<"run.resumed"> => e._tag === "run.resumed" && e.limits !== undefined
-  )
-  const runTimeout = started.limits?.runTimeoutMillis
-  const limits =
-    resumed?.limits === undefined
-      ? started.limits
-      : { ...resumed.limits, ...(runTimeout === undefined ? {} : { runTimeoutMillis: runTimeout }) }
+  // A resume that went on under other limits recorded them: in force from then on, over those
+  // the run started with (a limit a resume's record lacks is not lifted by it).
+  let limits = started.limits
+  for (const e of events) {
+    if (e._tag === "run.resumed" && e.limits !== undefined) {
+      const { runTimeoutMillis: _, ...given } = e.limits
+      limits = { ...limits, ...given }
+    }
+  }
   const deadlineAt = deadlineOf(events)
   return deadlineAt < started.deadlineAt ? { ...limits, runTimeoutMillis: deadlineAt - started.at } : limits
 }

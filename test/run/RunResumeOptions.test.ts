@@ -349,4 +349,21 @@ describe("Run.resume: the plan a run started with (R6, R9)", () => {
       assert.deepStrictEqual([resumed.stopReason, resumed.counters.iterations], ["max_iterations", 12])
     }).pipe(Effect.provide([Journal.layerMemory, model]))
   )
+
+  it.effect("R9 R2.2 a limit a resume went without is the run's own again at the next resume given only tools", () =>
+    Effect.gen(function* () {
+      const journal = yield* Journal.Journal
+      const dies = <R>(commit: number, run: Effect.Effect<unknown, unknown, R>) =>
+        Effect.gen(function* () {
+          const faulty = FaultyJournal.make(journal, { crashAt: { commit, when: "before" } })
+          yield* diesIn(faulty, run.pipe(Effect.provideService(Journal.Journal, faulty.journal)))
+        })
+      yield* dies(3, Run.run({ goal: "g", runId: "r8", tools: [step], limits: { maxIterations: 5 } }))
+      // A resume that goes on without max_iterations (its limit is then not recorded), and dies.
+      yield* dies(2, Run.resume("r8", { tools: [step], policies: (d) => Termination.remove(d, "max_iterations") }))
+      const resumed = yield* Run.resume("r8", { tools: [step] }, "restart")
+      // Before, the resume's record replaced the run's limits whole: the default 20 came back.
+      assert.deepStrictEqual([resumed.stopReason, resumed.counters.iterations], ["max_iterations", 5])
+    }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
 })
