@@ -366,4 +366,23 @@ describe("Run.resume: the plan a run started with (R6, R9)", () => {
       assert.deepStrictEqual([resumed.stopReason, resumed.counters.iterations], ["max_iterations", 5])
     }).pipe(Effect.provide([Journal.layerMemory, model]))
   )
+
+  it.effect("R2.2 R9 a run whose first commit was lost (its header only) is refused without its policies too", () =>
+    Effect.gen(function* () {
+      const mine = Termination.make("my_stop", () => Termination.continue_)
+      const journal = yield* Journal.Journal
+      const faulty = FaultyJournal.make(journal, { crashAt: { commit: 1, when: "before" } })
+      yield* diesIn(
+        faulty,
+        Run.run({ goal: "g", runId: "r9", tools: [step], policies: (d) => [...d, mine] }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal)
+        )
+      )
+      assert.lengthOf(Option.getOrThrow(yield* journal.read("r9")).events, 0)
+      // Before, the header's record was not read: it went on under the defaults.
+      const error = yield* Effect.flip(Run.resume("r9", { tools: [step] }))
+      assert.strictEqual(error.reason, "invalid")
+      assert.include(error.detail, '"my_stop"')
+    }).pipe(Effect.provide([Journal.layerMemory, model]))
+  )
 })

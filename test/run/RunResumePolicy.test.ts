@@ -288,4 +288,26 @@ describe("a run resumed while a call waits for approval, under a policy that now
         assert.strictEqual(payment.calls.count, 0)
       }).pipe(Effect.provide(layers))
   )
+
+  it.effect("R7 R4.2 a gate out of reach holds a refused call's let-go a few seconds at most, not the run", () =>
+    Effect.gen(function* () {
+      const payment = approvedPay()
+      yield* dies({ crashAt: { commit: 3, when: "after" } }, { goal: "pay 10", tools: [payment.tool] }, payThenAnswer)
+      const unreachable: Approval.Gate = {
+        ...Approval.makeMemory(),
+        expire: (runId, callId) => Effect.fail(new Approval.Unavailable({ runId, callId, detail: "store down" }))
+      }
+      const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+        Effect.provide(refusing("pay")),
+        Effect.provide(payThenAnswer),
+        Effect.provideService(Approval.ApprovalGate, unreachable)
+      )
+      // Before, the gate was asked until the run deadline (10 minutes): run_timeout.
+      assert.strictEqual(resumed.stopReason, "goal_reached", resumed.detail)
+      const [again] = ofTag(resumed.timeline, "run.resumed")
+      const [finished] = ofTag(resumed.timeline, "run.finished")
+      assert.isAtMost((finished?.at ?? 0) - (again?.at ?? 0), 5_500)
+      assert.strictEqual(payment.calls.count, 0)
+    }).pipe(Effect.provide(layers))
+  )
 })

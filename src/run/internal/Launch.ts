@@ -308,7 +308,9 @@ export const resumedOptions = <T extends Tool.Any, RV, O>(
   const resolved = resolve(merged, "resumed")
   if (Result.isSuccess(resolved)) {
     const dropped =
-      options.policies === undefined && !cancelling ? droppedPolicies(loaded.started, resolved.success) : undefined
+      options.policies === undefined && !cancelling
+        ? droppedPolicies(loaded.started ?? loaded.startedAs, resolved.success)
+        : undefined
     return dropped === undefined ? Result.succeed(merged) : invalid(dropped)
   }
   // Each resolves, the two together do not: whose they are, the record alone tells (review 89:

@@ -62,6 +62,8 @@ const checkDecision = (
  */
 const closeTryMillis = 2_000
 const closeAgainMillis = 250
+/** How long a resumed run's let-go of a call it refuses asks the gate, at most (see {@link letGoRestored}). */
+const letGoMillis = 5_000
 
 type Decided = "approved" | "rejected" | "expired" | "withdrawn"
 
@@ -107,7 +109,9 @@ const letGo = (call: { readonly id: string; readonly name: string }, held: Optio
 const closeOnGate = (
   ctx: RunContext.RunContext,
   expire: NonNullable<Approval.Gate["expire"]>,
-  callId: string
+  callId: string,
+  /** At most this long in all, when shorter than what is left of the step and the run. */
+  atMostMillis = Number.POSITIVE_INFINITY
 ): Effect.Effect<{ readonly found: Option.Option<Approval.Decision>; readonly ranOut?: Deadline.Layer }> =>
   Effect.gen(function* () {
     const closing = UserCode.effectOrDie("the approval gate", () => expire(ctx.runId, callId)).pipe(
@@ -124,7 +128,7 @@ const closeOnGate = (
     return yield* UserCode.orDie("the approval gate", closing).pipe(
       Effect.map((found) => ({ found })),
       Effect.timeoutOrElse({
-        duration: Math.max(bound.millis, closeAgainMillis),
+        duration: Math.min(Math.max(bound.millis, closeAgainMillis), atMostMillis),
         orElse: () => Effect.succeed({ found: Option.none<Approval.Decision>(), ranOut: bound.layer })
       })
     )
@@ -134,7 +138,7 @@ const closeOnGate = (
  * Lets go of the request of a resumed run's call that its log left waiting, when the call
  * ends before its wait is taken up again (the policy in force now refuses it, its tool or
  * its arguments no longer pass, R3.6): the gate closes it, asked again while out of reach
- * ({@link closeOnGate}), and the log records what the gate held, a decision given
+ * for 5 s at most ({@link closeOnGate}), and the log records what the gate held, a decision given
  * meanwhile, or withdrawn. The run leaves `awaiting_approval` for it (R1.3). A rejection
  * given meanwhile is the run's stop, as it is when the run waits (R7: `approval_rejected`);
  * after an approval, or none, the call's own refusal is what the model is told.
@@ -146,8 +150,12 @@ export const letGoRestored = (
 ): Effect.Effect<void, Stop> =>
   Effect.gen(function* () {
     const expire = (yield* Approval.ApprovalGate).expire
+    // A short while at most: the call is refused whatever the gate says, and only a rejection it
+    // holds would change the run's stop; a gate out of reach does not hold the run for it.
     const held =
-      expire === undefined ? Option.none<Approval.Decision>() : (yield* closeOnGate(ctx, expire, call.id)).found
+      expire === undefined
+        ? Option.none<Approval.Decision>()
+        : (yield* closeOnGate(ctx, expire, call.id, letGoMillis)).found
     // What the gate's store holds is checked as every decision is; one that is none is not taken.
     const checked = Option.flatMap(held, (decision) => Result.getSuccess(checkDecision(ctx, call, secrets, decision)))
     yield* Effect.ignore(RunContext.release(ctx, "tool_executing", letGo(call, checked)))
