@@ -228,7 +228,7 @@ export interface Episode extends Rules {
    */
   readonly attemptsMade?: number | undefined
   /**
-   * How many of the attempts made were cut off by the process's stops (a resumed run's
+   * The number of the attempts made that the process's stops cut off (a resumed run's
    * attempts in doubt, run again), not failures of the call: they spend no retry, and the
    * schedule is not stepped for them (R3.4). Default 0.
    *

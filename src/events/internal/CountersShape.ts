@@ -35,7 +35,7 @@ export interface Counters {
   readonly repeatedFailureOverLimit: number
   /**
    * The failure that went furthest past its tool's `maxRetries` (the one
-   * `repeatedFailureOverLimit` counts): its tool, code, how many times it occurred and the
+   * `repeatedFailureOverLimit` counts): its tool, code, the times it occurred and the
    * limit. `undefined` while none did.
    *
    * @since 0.3.0

@@ -27,7 +27,7 @@ export interface RunContext {
   readonly callIds: CallId.Identities
   readonly listeners: Array<(event: Event.Event) => void>
   /**
-   * How many events of `events` the listeners were handed, and whether they are being handed
+   * The number of events of `events` the listeners were handed, and whether they are being handed
    * one: an event a listener causes (a cancel from an observer's callback) waits its turn,
    * so that every listener sees the events in the log's order (R8).
    */

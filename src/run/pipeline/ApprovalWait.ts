@@ -100,7 +100,7 @@ const letGo = (call: { readonly id: string; readonly name: string }, held: Optio
   })
 
 /**
- * Closes the call `callId` on the gate (its `expire`): the decision recorded before, if any.
+ * Closes the call `callId` on the gate (its `expire`): the decision recorded before, when there is one.
  * A gate out of reach (`Unavailable`, or no answer in a short try) is asked again, within
  * what is left of the step and the run (a short try at least): one that cannot answer by
  * then leaves no decision, and says which bound ran out (`ranOut`). A gate that breaks its

@@ -2,7 +2,7 @@
  * Alarms on a `Clock`: callbacks due at absolute times, all of one clock watched by ONE
  * fiber that sleeps on that clock (`clock.sleep`, so the live clock and `TestClock` take
  * the same path) until the earliest live alarm, fires what is due, and ends when none is
- * left. Many runs of one process share that fiber instead of one each. An alarm keeps its
+ * left. The runs of one process share that fiber instead of one each. An alarm keeps its
  * time on the clock's monotonic time too, as its sleep is measured: the system clock stepped
  * while it waits does not move it, even when the sleeper is restarted for it.
  *

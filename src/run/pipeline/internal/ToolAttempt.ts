@@ -191,7 +191,7 @@ export const settleResumed = <R>(
 ): Effect.Effect<Settled, RunState.IllegalTransition, R> => {
   const made = standing.attempt
   // The process's stops during the call's attempts (each resume that found one in doubt) are
-  // not the call's failures: the attempts they cost spend no retry (R3.4), however many.
+  // not the call's failures: the attempts they cost spend no retry (R3.4), whatever their number.
   const restarts = RunLog.restartsOf(c.ctx.events, c.call.id)
   const episode = { ...episodeOf(c), restarts }
   // Refused by the policy in force now: no further attempt (R3.6). A call that cannot have
