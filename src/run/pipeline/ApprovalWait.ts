@@ -129,7 +129,13 @@ const closeOnGate = (
       Effect.map((found) => ({ found })),
       Effect.timeoutOrElse({
         duration: Math.min(Math.max(bound.millis, closeAgainMillis), atMostMillis),
-        orElse: () => Effect.succeed({ found: Option.none<Approval.Decision>(), ranOut: bound.layer })
+        // The step's or run's bound ran out, unless the caller's own was the shorter.
+        orElse: () =>
+          Effect.succeed(
+            Math.max(bound.millis, closeAgainMillis) <= atMostMillis
+              ? { found: Option.none<Approval.Decision>(), ranOut: bound.layer }
+              : { found: Option.none<Approval.Decision>() }
+          )
       })
     )
   })
