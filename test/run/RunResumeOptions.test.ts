@@ -14,6 +14,13 @@ import * as Criterion from "../../src/validation/Criterion.ts"
 import * as Validation from "../../src/validation/Validation.ts"
 import { diesIn } from "../support/restart.ts"
 
+/** Runs `run` as a process that dies at its journal's commit `commit` (before it is written). */
+const diesAtCommit = <A, E, R>(commit: number, run: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const faulty = FaultyJournal.make(yield* Journal.Journal, { crashAt: { commit, when: "before" } })
+    yield* diesIn(faulty, run.pipe(Effect.provideService(Journal.Journal, faulty.journal)))
+  })
+
 const K = 25
 let calls = 0
 
@@ -335,15 +342,9 @@ describe("Run.resume: the plan a run started with (R6, R9)", () => {
 
   it.effect("R9 R2.3 limits a resume went on under stay in force for the next resume given only tools", () =>
     Effect.gen(function* () {
-      const journal = yield* Journal.Journal
-      const dies = <R>(commit: number, run: Effect.Effect<unknown, unknown, R>) =>
-        Effect.gen(function* () {
-          const faulty = FaultyJournal.make(journal, { crashAt: { commit, when: "before" } })
-          yield* diesIn(faulty, run.pipe(Effect.provideService(Journal.Journal, faulty.journal)))
-        })
-      yield* dies(6, Run.run({ goal: "g", runId: "r7", tools: [step], limits: { maxIterations: 30 } }))
+      yield* diesAtCommit(6, Run.run({ goal: "g", runId: "r7", tools: [step], limits: { maxIterations: 30 } }))
       // A person resumes it under tighter limits; its process dies again.
-      yield* dies(4, Run.resume("r7", { tools: [step], limits: { maxIterations: 12, maxToolCalls: 12 } }))
+      yield* diesAtCommit(4, Run.resume("r7", { tools: [step], limits: { maxIterations: 12, maxToolCalls: 12 } }))
       const resumed = yield* Run.resume("r7", { tools: [step] }, "restart")
       // Before, it went on under run.started's 30 and completed at 26 iterations.
       assert.deepStrictEqual([resumed.stopReason, resumed.counters.iterations], ["max_iterations", 12])
@@ -352,15 +353,12 @@ describe("Run.resume: the plan a run started with (R6, R9)", () => {
 
   it.effect("R9 R2.2 a limit a resume went without is the run's own again at the next resume given only tools", () =>
     Effect.gen(function* () {
-      const journal = yield* Journal.Journal
-      const dies = <R>(commit: number, run: Effect.Effect<unknown, unknown, R>) =>
-        Effect.gen(function* () {
-          const faulty = FaultyJournal.make(journal, { crashAt: { commit, when: "before" } })
-          yield* diesIn(faulty, run.pipe(Effect.provideService(Journal.Journal, faulty.journal)))
-        })
-      yield* dies(3, Run.run({ goal: "g", runId: "r8", tools: [step], limits: { maxIterations: 5 } }))
+      yield* diesAtCommit(3, Run.run({ goal: "g", runId: "r8", tools: [step], limits: { maxIterations: 5 } }))
       // A resume that goes on without max_iterations (its limit is then not recorded), and dies.
-      yield* dies(2, Run.resume("r8", { tools: [step], policies: (d) => Termination.remove(d, "max_iterations") }))
+      yield* diesAtCommit(
+        2,
+        Run.resume("r8", { tools: [step], policies: (d) => Termination.remove(d, "max_iterations") })
+      )
       const resumed = yield* Run.resume("r8", { tools: [step] }, "restart")
       // Before, the resume's record replaced the run's limits whole: the default 20 came back.
       assert.deepStrictEqual([resumed.stopReason, resumed.counters.iterations], ["max_iterations", 5])
