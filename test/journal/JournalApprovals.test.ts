@@ -750,3 +750,36 @@ describe("JournalApprovals: the list as the run says it waits (R7, R1.3)", () =>
       })
   )
 })
+
+describe("JournalApprovals: a call cut off as it is put up (R7, R5.3)", () => {
+  it.live("R7 R5.3 a cancel during a row's insert that lands anyway leaves no row pending for the finished run", () =>
+    Effect.gen(function* () {
+      const store = yield* Journal.Journal
+      // A store whose insert, once sent, completes whatever happens to its caller (as an SQL statement does).
+      const slow: Journal.Service = {
+        ...store,
+        requestApproval: (request) =>
+          Effect.uninterruptible(Effect.andThen(Effect.sleep("300 millis"), store.requestApproval(request)))
+      }
+      const pay = payment()
+      const result = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const handle = yield* Run.start({ goal: "pay", runId: "cut", tools: [pay.tool] })
+          yield* Effect.sleep("100 millis")
+          return yield* handle.cancel
+        })
+      ).pipe(
+        Effect.provideService(Journal.Journal, slow),
+        Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(slow, poll)),
+        Effect.provide(model)
+      )
+      assert.strictEqual(result.status, "cancelled")
+      // The insert lands after the result: the gate withdraws it then (before, it stayed pending, and a decision on it was taken).
+      yield* Effect.sleep("500 millis")
+      assert.deepStrictEqual(yield* store.pendingApprovals({ runId: "cut" }), [])
+      const late = yield* Effect.exit(JournalApprovals.record(store, "cut", "c1", Approval.approved("ops")))
+      assert.isTrue(Exit.isFailure(late))
+      assert.strictEqual(pay.calls.count, 0)
+    }).pipe(Effect.provide(Journal.layerMemory))
+  )
+})
