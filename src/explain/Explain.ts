@@ -71,7 +71,7 @@ export const pendingActions: (
  * The first call of a timeline whose reported success its postcondition contradicted (R6.4):
  * the check answered no (or not a boolean), failed, or did not answer within its tool's
  * timeout. One the step deadline cut off contradicted nothing: the step ended first. The
- * run does not build on such a call, and its world is to be checked before anything else.
+ * run does not build on such a call, and its world is to be checked first.
  *
  * @category getters
  * @since 0.3.0

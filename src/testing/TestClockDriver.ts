@@ -155,7 +155,7 @@ interface HoldingWaits extends RealTime.Waits {
  * The waits of a driven effect. A wait that begins while the clock is being moved was begun by
  * a sleeper it woke (the clock has jumped to that sleeper's time): the move stops there, so
  * that nothing more of the step runs, and nothing is stamped past that instant (a deadline).
- * A wait begun before the move went anywhere (a fiber that polls in real time) does not stop
+ * A wait begun before the move got under way (a fiber that polls in real time) does not stop
  * it: the clock would never move.
  */
 const holdingWaits = (clock: Clock.Clock): HoldingWaits => {

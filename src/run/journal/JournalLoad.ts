@@ -68,7 +68,7 @@ export const storedResult = (stored: Journal.Stored): Exit.Exit<RunResult.RunRes
 }
 
 /**
- * What makes a log no run's (R9.1), if anything: damage no code path writes, which a run
+ * What makes a log no run's (R9.1), when something does: damage no code path writes, which a run
  * restored from it would act on. A second `run.started` (its deadline would replace the
  * run's), or a decision on an approval never requested (a call run with no person asked).
  */
