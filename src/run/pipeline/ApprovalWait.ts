@@ -166,16 +166,7 @@ export const letGoRestored = (
     const checked = Option.flatMap(held, (decision) => Result.getSuccess(checkDecision(ctx, call, secrets, decision)))
     yield* Effect.ignore(RunContext.release(ctx, "tool_executing", letGo(call, checked)))
     if (Option.isSome(checked) && checked.value._tag === "Rejected") {
-      const { by, reason } = checked.value
-      return yield* Effect.fail(
-        blocked(
-          ctx,
-          call,
-          "approval_rejected",
-          "approval_rejected",
-          `${call.name} (${call.id}) was rejected${by !== undefined ? ` by ${by}` : ""}: ${reason}`
-        )
-      )
+      return yield* Effect.fail(rejected(ctx, call, checked.value))
     }
   })
 
@@ -338,16 +329,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
       return yield* Commit.barrier(ctx)
     case "Rejected": {
       yield* decided("rejected", { by: answer.by, reason: answer.reason })
-      const who = answer.by !== undefined ? ` by ${answer.by}` : ""
-      return yield* Effect.fail(
-        blocked(
-          ctx,
-          call,
-          "approval_rejected",
-          "approval_rejected",
-          `${call.name} (${call.id}) was rejected${who}: ${answer.reason}`
-        )
-      )
+      return yield* Effect.fail(rejected(ctx, call, answer))
     }
     case "Expired": {
       yield* decided("expired", { layer: answer.layer })
@@ -360,6 +342,17 @@ export const awaitDecision = Effect.fnUntraced(function* (
     }
   }
 })
+
+/** A rejected call's ending and the run's stop (`approval_rejected`), saying who rejected it and why. */
+const rejected = (
+  ctx: RunContext.RunContext,
+  call: Model.ToolCall,
+  decision: Extract<Approval.Decision, { readonly _tag: "Rejected" }>
+): Stop => {
+  const who = decision.by !== undefined ? ` by ${decision.by}` : ""
+  const detail = `${call.name} (${call.id}) was rejected${who}: ${decision.reason}`
+  return blocked(ctx, call, "approval_rejected", "approval_rejected", detail)
+}
 
 /** Ends the call's events (`tool.blocked`) and makes the run's stop. */
 const blocked = (

@@ -4,7 +4,7 @@
  * without its ending (R12). Each way goes through {@link Closing.close}, exactly once
  * for the result that is given. Private to the lifecycle.
  */
-import { type Context, Deferred, Effect, Exit, Fiber } from "effect"
+import { type Context, Deferred, Effect, Exit } from "effect"
 import * as RealTime from "../../../time/RealTime.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as Metrics from "../../../tracing/Metrics.ts"
@@ -17,6 +17,7 @@ import { leftBehind, rescue } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
 import type * as RunResult from "../../RunResult.ts"
 import { atDeadlineNow, cancelledNow, finalize } from "./Judgement.ts"
+import { withinRealTime } from "./RealTimeBound.ts"
 
 /** Where the run's result goes: its caller waits on it. */
 export type Done = Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>
@@ -63,19 +64,6 @@ const unrecorded = (ctx: RunContext.RunContext, result: RunResult.RunResult): Ru
  * result up: real time, as the stop grace, so that a TestClock nobody moves cannot stall it.
  */
 const withdrawMillis = 1_000
-
-/**
- * Runs `effect` for `millis` of real time at most, told to `waits`. Run apart and awaited,
- * not raced: a race waits for its loser to stop, and a store that cannot be interrupted would
- * hold the result for good. Past the wait it is told to stop, and left.
- */
-const withinRealTime = (effect: Effect.Effect<void>, millis: number, waits: RealTime.Waits) =>
-  Effect.gen(function* () {
-    // Started at once: a store that answers at once (memory) is done with it before the run goes on.
-    const fiber = yield* Effect.forkDetach(effect, { startImmediately: true })
-    yield* Effect.raceFirst(Fiber.await(fiber), Effect.provideService(RealTime.sleep(millis), RealTime.Waits, waits))
-    fiber.interruptUnsafe()
-  })
 
 /** Whether the run ever put a call up for approval. */
 const asked = (ctx: RunContext.RunContext): boolean => ctx.events.some((e) => e._tag === "approval.requested")
@@ -143,7 +131,11 @@ export class Closing {
       // out: a gate's own withdrawal may come after, and a decision then would be taken (R7).
       const journal = closing.ctx.journal
       if (fenced === undefined && journal !== undefined && asked(closing.ctx)) {
-        yield* withinRealTime(journal.withdrawApprovals, withdrawMillis, closing.waits)
+        yield* Effect.provideService(
+          withinRealTime(journal.withdrawApprovals, withdrawMillis),
+          RealTime.Waits,
+          closing.waits
+        )
       }
       const given = unrecorded(
         closing.ctx,

@@ -2,12 +2,12 @@
  * A run's observers (`RunObserver`): each attached before the run's first event, and what
  * the run awaits of them before it gives its result. Private to the lifecycle.
  */
-import { Effect, Fiber, Predicate } from "effect"
+import { Effect, Predicate } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
-import * as RealTime from "../../../time/RealTime.ts"
 import type * as RunContext from "../../internal/RunContext.ts"
 import type * as RunObserver from "../../RunObserver.ts"
+import { withinRealTime } from "./RealTimeBound.ts"
 
 /** The least an observer's `settled` is waited for, whatever the stop grace. */
 const minimumSettleMillis = 5_000
@@ -61,13 +61,7 @@ export const attach = (
     settles.push(Effect.ignoreCause(settled))
   }
   const all = Effect.forEach(settles, (settle) => settle, { discard: true, concurrency: "unbounded" })
-  return Effect.gen(function* () {
-    // Run apart and awaited, not raced: a race waits for its loser to stop, and a `settled`
-    // that cannot be interrupted would hold the result for good. Past the wait it is told
-    // to stop, and left.
-    const settling = yield* Effect.forkDetach(all)
-    // A short stop grace is for cancels: a recorder on a slow disk still gets its seconds.
-    yield* Effect.raceFirst(Fiber.await(settling), RealTime.sleep(Math.max(graceMillis, minimumSettleMillis)))
-    settling.interruptUnsafe()
-  })
+  // A `settled` that cannot be interrupted holds the result no longer than this. A short stop
+  // grace is for cancels: a recorder on a slow disk still gets its seconds.
+  return withinRealTime(all, Math.max(graceMillis, minimumSettleMillis))
 }
