@@ -116,9 +116,6 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
     const read = Launch.readResume(runId, given, reason)
     if (Result.isFailure(read)) return Effect.fail(read.failure)
     const options = read.success
-    const leftovers = Effect.flatMap(Effect.orElseSucceed(journal.read(runId), Option.none), (stored) =>
-      JournalLoad.withdrawLeftovers(journal, stored)
-    )
     // Held from before its log is read: a run this process drives already is not driven twice.
     return Launch.holding(
       journal,
@@ -126,9 +123,8 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
       (hold) =>
         Effect.flatMap(JournalLoad.load(journal, runId, options.tools, options.modelName), (loaded) => {
           // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
-          // Calls it left on the table (a process that died before it withdrew them) are withdrawn now.
           if (loaded._tag === "Finished") {
-            return Effect.as(leftovers, FinalOutput.restored(loaded.result, options.output) as RunResult.Typed<O>)
+            return Effect.succeed(FinalOutput.restored(loaded.result, options.output) as RunResult.Typed<O>)
           }
           const merged = Launch.resumedOptions(runId, options, loaded)
           if (Result.isFailure(merged)) return Effect.fail(merged.failure)
@@ -137,11 +133,7 @@ export const resume = <T extends Tool.Any, RV = never, O = never>(
               restored: loaded,
               resume: loaded.started === undefined ? undefined : { reason },
               hold
-            }).pipe(
-              // A run that ended without asking again (its deadline passed while its process was
-              // down) leaves no call on the approvals table.
-              Effect.tap(() => leftovers)
-            )
+            })
           )
         }),
       Effect.fail(Launch.running(runId))
@@ -173,11 +165,7 @@ export const recover = <T extends Tool.Any, RV = never, O = never>(
         (e) => new ResumeError({ runId: "*", reason: e.isRetryable ? "unavailable" : "failed", detail: e.message })
       ),
       (ids) =>
-        Effect.andThen(
-          // Finished runs are not resumed: what a process that died after their end left on the table is withdrawn here.
-          JournalLoad.withdrawFinishedLeftovers(journal),
-          Effect.forEach(ids, (id) => Effect.result(resume(id, read.success, "restart")), { concurrency: "unbounded" })
-        )
+        Effect.forEach(ids, (id) => Effect.result(resume(id, read.success, "restart")), { concurrency: "unbounded" })
     )
   })
 

@@ -322,9 +322,8 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           )
         }
         const stored = readBack.success
-        if (Option.isSome(stored) && Option.isSome(stored.value.result)) {
-          yield* JournalLoad.withdrawLeftovers(journal, stored)
-        } else if (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline)) {
+        const finished = Option.isSome(stored) && Option.isSome(stored.value.result)
+        if (!finished && (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline))) {
           return yield* Effect.fail(unrecorded(runId, ended.success.stopReason, run?.ctx.refused))
         }
         // Erased boundary: the run decoded its `output` with the schema of `O` it was given.

@@ -91,7 +91,7 @@ describe("JournalApprovals (R7, R9.3)", () => {
       assert.strictEqual(resumed.stopReason, "run_timeout")
       assert.lengthOf(yield* journal.pendingApprovals({ runId: "r1" }), 0, "no call is left pending for good")
       assert.strictEqual(pay.calls.count, 0)
-      // Killed again between its last commit and the withdrawal: the next resume, of a finished run, withdraws it.
+      // A row put up after the run ended (by a process the ending fenced off) is not pending: nobody decides it.
       const now = Date.now()
       const row = { runId: "r1", callId: "c9", tool: "pay", arguments: {}, sideEffect: "external" }
       yield* journal.requestApproval({ ...row, requestedAt: now, expiresAt: now + 60_000 })
@@ -101,7 +101,7 @@ describe("JournalApprovals (R7, R9.3)", () => {
       )
       assert.strictEqual(again.stopReason, "run_timeout")
       assert.lengthOf(yield* journal.pendingApprovals({ runId: "r1" }), 0)
-      // And on a restart, `Run.recover` (which resumes unfinished runs only) withdraws such a row too.
+      // Nor after a restart's `Run.recover` (which resumes unfinished runs only).
       yield* journal.requestApproval({ ...row, callId: "c10", requestedAt: now, expiresAt: now + 60_000 })
       const recovered = yield* Run.recover({ tools: [pay.tool] }).pipe(
         Effect.provideService(Journal.Journal, journal),

@@ -445,6 +445,47 @@ export const contract = (backend: Backend) =>
     )
 
     it.effect(
+      "R7 R9 a run's ending closes its calls still pending, with its last commit: they are no longer listed, and a decision on them, or on a call put up after the ending, is NotPending",
+      () =>
+        withJournal((journal) =>
+          Effect.gen(function* () {
+            const request = { tool: "pay", arguments: { amount: 1 }, requestedAt: 5_000, expiresAt: 65_000 }
+            yield* journal.create({ runId: "r1", header: {}, state: "created" })
+            yield* journal.create({ runId: "r2", header: {}, state: "created" })
+            yield* journal.requestApproval({ ...request, runId: "r1", callId: "c1" })
+            yield* journal.requestApproval({ ...request, runId: "r1", callId: "c2" })
+            yield* journal.decide({ runId: "r1", callId: "c2", decision: "approve", by: "ana", at: 6_000 })
+            yield* journal.requestApproval({ ...request, runId: "r2", callId: "c9" })
+            yield* journal.append("r1", {
+              expectedSeq: 0,
+              events: history("r1", 2),
+              state: "cancelled",
+              result: "cancelled"
+            })
+            assert.deepStrictEqual(
+              (yield* journal.pendingApprovals()).map((p) => [p.runId, p.callId]),
+              [["r2", "c9"]],
+              "the ended run's call is not listed; the other run's is"
+            )
+            assert.deepStrictEqual(yield* journal.pendingApprovals({ runId: "r1" }), [])
+            const late = yield* failure(journal.decide({ runId: "r1", callId: "c1", decision: "approve", at: 7_000 }))
+            assert.strictEqual(late._tag, "NotPending")
+            assert.isTrue(Option.isNone(yield* journal.decision("r1", "c1")), "withdrawn: no decision")
+            // A decision given before the ending stands.
+            assert.strictEqual(Option.getOrUndefined(yield* journal.decision("r1", "c2"))?.by, "ana")
+            // A process the ending fenced off puts a call up after it: nobody can decide it.
+            yield* Effect.ignore(journal.requestApproval({ ...request, runId: "r1", callId: "c3" }))
+            assert.deepStrictEqual(yield* journal.pendingApprovals({ runId: "r1" }), [])
+            const stale = yield* failure(journal.decide({ runId: "r1", callId: "c3", decision: "approve", at: 7_000 }))
+            assert.strictEqual(stale._tag, "NotPending")
+            assert.isTrue(Option.isNone(yield* journal.decision("r1", "c3")))
+            // The other run's call is decided as before.
+            yield* journal.decide({ runId: "r2", callId: "c9", decision: "reject", reason: "no", at: 7_000 })
+          })
+        )
+    )
+
+    it.effect(
       "R7 R12 an approvals row that cannot be read fails its run's list (Corrupt); the list of every run goes on without it",
       () =>
         withJournal((journal, raw) =>

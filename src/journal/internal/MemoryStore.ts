@@ -20,6 +20,7 @@ const byRequestTime = (a: ApprovalRow, b: ApprovalRow) =>
 
 export const make = (): { readonly store: Store; readonly tables: Tables } => {
   const tables: Tables = { runs: new Map(), commits: new Map(), approvals: new Map() }
+  const ended = (runId: string) => (tables.runs.get(runId)?.result ?? null) !== null
   const store: Store = {
     insertRun: (row) =>
       Effect.suspend(() => {
@@ -53,6 +54,12 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
             result: row.result,
             updatedAt: row.at
           })
+          // Its calls still pending close with it.
+          for (const [key, approval] of tables.approvals) {
+            if (approval.runId === runId && approval.decision === null) {
+              tables.approvals.set(key, { ...approval, decision: "withdrawn", decidedAt: row.at })
+            }
+          }
         }
         return Effect.void
       }),
@@ -90,7 +97,7 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
     pendingApprovals: (runId) =>
       Effect.sync(() =>
         [...tables.approvals.values()]
-          .filter((row) => row.decision === null && (runId === undefined || row.runId === runId))
+          .filter((row) => row.decision === null && (runId === undefined || row.runId === runId) && !ended(row.runId))
           .sort(byRequestTime)
       ),
     decide: (decide) =>
@@ -99,8 +106,12 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
         const row = tables.approvals.get(key)
         // Expired (by the decider's clock) is not pending for a person's decision, whether or not
         // the run has seen it yet; a withdrawal may come at any time.
-        const expired = decide.decision !== "withdrawn" && row !== undefined && row.expiresAt <= decide.decidedAt
-        if (row === undefined || row.decision !== null || expired) {
+        // Nor is a call of a run that has ended (put up by a process the ending fenced off).
+        const closed =
+          decide.decision !== "withdrawn" &&
+          row !== undefined &&
+          (row.expiresAt <= decide.decidedAt || ended(row.runId))
+        if (row === undefined || row.decision !== null || closed) {
           return Effect.fail(
             JournalError.make(new JournalError.NotPending({ runId: decide.runId, callId: decide.callId }))
           )

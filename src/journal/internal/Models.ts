@@ -102,7 +102,8 @@ export interface Service {
    * count is not `expectedSeq` (another writer moved it, or ended the run) the result is a
    * `Conflict` and nothing is written. Events whose `seq` do not run `expectedSeq,
    * expectedSeq + 1, …`, or belong to another run, or more events after the run's own end,
-   * are an `InvalidAppend`.
+   * are an `InvalidAppend`. The commit that carries the result also withdraws the run's calls
+   * still pending (R7): nobody decides for a run that has ended.
    */
   readonly append: (runId: string, append: Append) => Effect.Effect<void, JournalError>
   /**
@@ -119,9 +120,12 @@ export interface Service {
    * was withdrawn: it is then pending again, with the new times.
    */
   readonly requestApproval: (request: ApprovalRequest) => Effect.Effect<void, JournalError>
-  /** The undecided calls, oldest first. */
+  /** The undecided calls of runs that have not ended, oldest first. */
   readonly pendingApprovals: (filter?: PendingFilter) => Effect.Effect<ReadonlyArray<ApprovalRequest>, JournalError>
-  /** Decides a pending call; a call not pending (never requested, decided already) is `NotPending`. */
+  /**
+   * Decides a pending call; a call not pending (never requested, decided already, expired,
+   * withdrawn, or of a run that has ended) is `NotPending`.
+   */
   readonly decide: (decision: ApprovalDecision) => Effect.Effect<void, JournalError>
   /**
    * Takes a call off the pending list without a decision: the run stopped waiting (its

@@ -251,16 +251,21 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
       const ended = sql`UPDATE ${runs}
         SET next_seq = ${row.seq + row.count}, state = ${row.state}, updated_at = ${Math.trunc(row.at)}, result = ${row.result}
         WHERE run_id = ${runId}`
+      // Its calls still pending close with it: nobody decides for a run that has ended.
+      const closed = sql`UPDATE ${approvals} SET decision = 'withdrawn', decided_at = ${Math.trunc(row.at)}
+        WHERE run_id = ${runId} AND decision IS NULL`
       const write =
         row.result === null
           ? insert
           : sql.onDialectOrElse({
-              // One statement: the run row moves only if the commit row was written.
-              pg: () => sql`WITH written AS (${insert}) ${ended} AND EXISTS (SELECT 1 FROM written) RETURNING run_id`,
+              // One statement: the run row moves, and its calls close, only if the commit row was written.
+              pg: () =>
+                sql`WITH written AS (${insert}), closed AS (${closed} AND EXISTS (SELECT 1 FROM written))
+                  ${ended} AND EXISTS (SELECT 1 FROM written) RETURNING run_id`,
               orElse: () =>
                 sql.withTransaction(
                   Effect.flatMap(insert, (written) =>
-                    written.length === 0 ? Effect.succeed(written) : ended.pipe(Effect.as(written))
+                    written.length === 0 ? Effect.succeed(written) : Effect.as(Effect.andThen(ended, closed), written)
                   )
                 )
             })
@@ -333,9 +338,11 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
         )
       ),
     pendingApprovals: (runId) =>
-      sql`SELECT * FROM ${approvals} WHERE decision IS NULL${
-        runId === undefined ? sql.literal("") : sql` AND run_id = ${runId}`
-      } ORDER BY requested_at, run_id, call_id`.pipe(
+      // A call put up after its run ended (by a process the ending fenced off) is not listed.
+      sql`SELECT a.* FROM ${approvals} a WHERE a.decision IS NULL${
+        runId === undefined ? sql.literal("") : sql` AND a.run_id = ${runId}`
+      } AND NOT EXISTS (SELECT 1 FROM ${runs} r WHERE r.run_id = a.run_id AND r.result IS NOT NULL)
+        ORDER BY a.requested_at, a.run_id, a.call_id`.pipe(
         Effect.map((rows) => rows.map(toApprovalRow)),
         Effect.mapError(classify("pendingApprovals"))
       ),
@@ -343,8 +350,11 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
       sql`UPDATE ${approvals}
         SET decision = ${decide.decision}, reason = ${decide.reason}, decided_by = ${decide.decidedBy}, decided_at = ${decide.decidedAt}
         WHERE run_id = ${decide.runId} AND call_id = ${decide.callId} AND decision IS NULL${
-          // A person's decision comes before the expiry; a withdrawal may come at any time.
-          decide.decision === "withdrawn" ? sql.literal("") : sql` AND expires_at > ${decide.decidedAt}`
+          // A person's decision comes before the expiry and the run's ending; a withdrawal, whenever it comes.
+          decide.decision === "withdrawn"
+            ? sql.literal("")
+            : sql` AND expires_at > ${decide.decidedAt}
+              AND NOT EXISTS (SELECT 1 FROM ${runs} r WHERE r.run_id = ${decide.runId} AND r.result IS NOT NULL)`
         }
         RETURNING call_id`.pipe(
         Effect.mapError(classify("decide")),

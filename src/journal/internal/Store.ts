@@ -72,7 +72,8 @@ export interface Store {
   /** `Conflict` when the run id exists. */
   readonly insertRun: (row: RunRow) => Effect.Effect<void, JournalError>
   /**
-   * All or nothing (the commit row, and the run row when it carries the result);
+   * All or nothing (the commit row, and the run row and the run's pending approvals, which
+   * it withdraws, when it carries the result);
    * `Conflict` when the run's last commit does not end at `row.seq`, `InvalidAppend` for
    * an unknown run.
    */
@@ -89,7 +90,10 @@ export interface Store {
   /** `Conflict` when the call is on the list already. */
   readonly insertApproval: (row: ApprovalRow) => Effect.Effect<void, JournalError>
   readonly pendingApprovals: (runId: string | undefined) => Effect.Effect<ReadonlyArray<ApprovalRow>, JournalError>
-  /** `NotPending` when no undecided row matches. */
+  /**
+   * `NotPending` when no undecided row matches; for a person's decision, also when the row
+   * has expired or its run has ended.
+   */
   readonly decide: (decide: Decide) => Effect.Effect<void, JournalError>
   /** Puts a withdrawn call back on the pending list with new times; whether there was one to reopen. */
   readonly reopenApproval: (row: ApprovalRow) => Effect.Effect<boolean, JournalError>

@@ -85,11 +85,6 @@ export interface Sink {
   }) => Effect.Effect<void, CommitError>
   /** The sink's one permit: a commit reads what to send and sends it holding it. */
   readonly commits: Semaphore.Semaphore
-  /**
-   * Withdraws the run's calls still on the journal's approvals table (R7), best effort: a
-   * finished run's request lets no decision in after its result is out.
-   */
-  readonly withdrawApprovals: Effect.Effect<void>
 }
 
 /**

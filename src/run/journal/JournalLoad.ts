@@ -14,7 +14,6 @@ import { ResumeError } from "../ResumeError.ts"
 import { isRunId, runIdRule } from "../RunOptions.ts"
 import * as RunResult from "../RunResult.ts"
 import * as RunHeader from "./internal/RunHeader.ts"
-import * as JournalSink from "./JournalSink.ts"
 
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
 /**
@@ -216,39 +215,3 @@ export const startedWith = <
     concurrency: options.concurrency ?? recorded.concurrency
   }
 }
-
-/**
- * Withdraws the calls a finished run left on the approvals table (a cancel while it was
- * parked; a deadline that passed while its process was down, so that it never asked
- * again), once `stored`, the journal's copy of the run, holds its ending: a run fenced off
- * by another process (which owns it now, and may wait on approvals of its own) touches
- * nothing. Best effort: a store out of reach leaves them, listed as pending.
- */
-export const withdrawLeftovers = (
-  journal: Journal.Service,
-  stored: Option.Option<Journal.Stored>
-): Effect.Effect<void> =>
-  Option.isSome(stored) && Option.isSome(stored.value.result)
-    ? JournalSink.withdrawPending(journal, stored.value.runId)
-    : Effect.void
-
-/**
- * {@link withdrawLeftovers} for every finished run that has a call on the approvals table
- * (what `Run.recover`, which goes over the unfinished runs, would never reach). Best effort,
- * for a few seconds at most.
- */
-export const withdrawFinishedLeftovers = (journal: Journal.Service): Effect.Effect<void> =>
-  Effect.gen(function* () {
-    const rows = yield* journal.pendingApprovals()
-    for (const runId of new Set(rows.map((row) => row.runId))) {
-      // One run that cannot be read is left for the next time; the others go on.
-      yield* Effect.ignoreCause(Effect.flatMap(journal.read(runId), (stored) => withdrawLeftovers(journal, stored)))
-    }
-  }).pipe(
-    // A store that does not answer holds no recovery up.
-    Effect.timeout(sweepMillis),
-    Effect.ignoreCause
-  )
-
-/** How long {@link withdrawFinishedLeftovers} may take. */
-const sweepMillis = 5_000

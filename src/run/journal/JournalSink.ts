@@ -3,7 +3,7 @@
  * then its log at the barriers, fenced on the committed count, and its result at the
  * end. Private to the runtime.
  */
-import { Clock, Effect, Exit, Option, Schema, Semaphore } from "effect"
+import { Effect, Exit, Option, Schema, Semaphore } from "effect"
 import * as Event from "../../events/Event.ts"
 import type * as Journal from "../../journal/Journal.ts"
 import type * as JournalError from "../../journal/JournalError.ts"
@@ -140,7 +140,6 @@ export const sink = (
     )
   return {
     commits: Semaphore.makeUnsafe(1),
-    withdrawApprovals: withdrawPending(journal, runId),
     commit: ({ fromSeq, events, state, result }) =>
       // Chosen when it runs: a commit retried after its row was created only appends.
       Effect.suspend(() => {
@@ -181,17 +180,3 @@ const createdMeanwhile = (
       ? Effect.void
       : Effect.fail(conflict)
   })
-
-/**
- * Withdraws the calls of run `runId` still pending on `journal`'s approvals table. Best
- * effort: a store out of reach leaves them, listed as pending.
- */
-export const withdrawPending = (journal: Journal.Service, runId: string): Effect.Effect<void> =>
-  Effect.ignore(
-    Effect.gen(function* () {
-      const rows = yield* journal.pendingApprovals({ runId })
-      if (rows.length === 0) return
-      const at = yield* Clock.currentTimeMillis
-      yield* Effect.forEach(rows, (row) => journal.withdraw(runId, row.callId, at), { discard: true })
-    })
-  )

@@ -17,7 +17,6 @@ import { leftBehind, rescue } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
 import type * as RunResult from "../../RunResult.ts"
 import { atDeadlineNow, cancelledNow, finalize } from "./Judgement.ts"
-import { withinRealTime } from "./RealTimeBound.ts"
 
 /** Where the run's result goes: its caller waits on it. */
 export type Done = Deferred.Deferred<RunResult.RunResult, RunContext.Suspended>
@@ -58,15 +57,6 @@ const unrecorded = (ctx: RunContext.RunContext, result: RunResult.RunResult): Ru
         : `the journal refused it (${ctx.refused}); ${held}`
   return OwnCopy.deepFreeze({ ...result, unrecorded: why })
 }
-
-/**
- * How long a finished run's withdrawal of its calls from the approvals table may hold its
- * result up: real time, as the stop grace, so that a TestClock nobody moves cannot stall it.
- */
-const withdrawMillis = 1_000
-
-/** Whether the run ever put a call up for approval. */
-const asked = (ctx: RunContext.RunContext): boolean => ctx.events.some((e) => e._tag === "approval.requested")
 
 /**
  * The closing of one run. It keeps what every way out needs, and the two facts they
@@ -126,17 +116,8 @@ export class Closing {
       // Fenced off at its last commit: another process resumed the run meanwhile, and the
       // journal will hold that process's ending. This one's caller is told so, not given
       // an ending the run does not have (its timeline is this process's own view).
+      // (The calls it left on the journal's approvals table closed with its last commit, R7.)
       const fenced = closing.ctx.fenced
-      // The calls it put up for a person are let go on the journal's table before its result is
-      // out: a gate's own withdrawal may come after, and a decision then would be taken (R7).
-      const journal = closing.ctx.journal
-      if (fenced === undefined && journal !== undefined && asked(closing.ctx)) {
-        yield* Effect.provideService(
-          withinRealTime(journal.withdrawApprovals, withdrawMillis),
-          RealTime.Waits,
-          closing.waits
-        )
-      }
       const given = unrecorded(
         closing.ctx,
         fenced === undefined || result.stopReason === "internal_error"
