@@ -213,6 +213,8 @@ export interface Accumulator {
   text: string
   reasoning: string | undefined
   readonly calls: Map<number, PartialCall>
+  /** The call each index last named: a delta with an index and no id goes on with it. */
+  readonly latest: Map<number, PartialCall>
   /** The last call opened that holds each id, so that a delta finds its call at once. */
   readonly byId: Map<string, PartialCall>
   /** The order the calls were opened in (`byId` keeps the last opened). */
@@ -231,6 +233,7 @@ export const accumulator = (): Accumulator => ({
   text: "",
   reasoning: undefined,
   calls: new Map(),
+  latest: new Map(),
   byId: new Map(),
   opened: new Map(),
   next: 0,
@@ -244,7 +247,8 @@ export const accumulator = (): Accumulator => ({
  * every delta), the first finish reason and the last usage kept. Only the first choice counts
  * (a request asks for one). A delta without an `index` starts a new call when it has an
  * id, and adds to the last call otherwise; a delta whose id differs from the one its
- * `index` holds starts a new call (servers that omit or reuse indexes); a name sent again
+ * `index` holds starts a new call (servers that omit or reuse indexes), and the deltas of
+ * that index without an id go on with it; a name sent again
  * whole with the call's id is not appended, and a name piece without an id always is.
  *
  * @category combinators
@@ -287,11 +291,12 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
 const callFor = (acc: Accumulator, index: number | null | undefined, id: string | undefined): PartialCall => {
   const withId = id === undefined ? undefined : acc.byId.get(id)
   if (typeof index === "number") {
-    const held = acc.calls.get(index)
-    // Its index, unless another call holds it (an index reused under a new id).
+    const held = acc.latest.get(index)
+    // The call its index last named, unless that one has another id (an index reused under a new id).
     if (held !== undefined && (id === undefined || held.id === undefined || held.id === id)) return held
-    if (held !== undefined && withId !== undefined) return withId
-    return open(acc, held === undefined ? index : acc.next)
+    const call = held !== undefined && withId !== undefined ? withId : open(acc, acc.calls.has(index) ? acc.next : index)
+    acc.latest.set(index, call)
+    return call
   }
   // No index: the call of its id, or, without an id, the last call.
   const found = id === undefined ? acc.calls.get(acc.next - 1) : withId

@@ -137,6 +137,29 @@ describe("OpenAiCompatible", () => {
         ]),
         expected
       )
+      // Index 0 for every call, the id on each call's first delta only (Ollama and other gateways):
+      // a piece without an id goes to the call that last opened under its index (review 117).
+      assert.deepStrictEqual(
+        fold([
+          delta({ index: 0, id: "a", type: "function", function: { name: "echo", arguments: "" } }),
+          delta({ index: 0, function: { arguments: '{"x":' } }),
+          delta({ index: 0, function: { arguments: '"1"}' } }),
+          delta({ index: 0, id: "b", type: "function", function: { name: "echo", arguments: "" } }),
+          delta({ index: 0, function: { arguments: '{"x":' } }),
+          delta({ index: 0, function: { arguments: '"2"}' } })
+        ]),
+        expected
+      )
+      // The same with a third call under index 1, a position the second call took: it stays apart.
+      assert.deepStrictEqual(
+        fold([
+          delta({ index: 0, id: "a", function: { name: "echo", arguments: '{"x":"1"}' } }),
+          delta({ index: 0, id: "b", function: { name: "echo", arguments: '{"x":' } }),
+          delta({ index: 1, id: "c", function: { name: "echo", arguments: '{"x":"3"}' } }),
+          delta({ index: 0, function: { arguments: '"2"}' } })
+        ]),
+        [...expected, ["c", "echo", '{"x":"3"}']]
+      )
       // A call that never gets a name names no tool: the answer is corrupt, streamed or not.
       const unnamed = OpenAiWire.accumulator()
       const chunk = OpenAiWire.parseChunk(JSON.stringify(delta({ index: 0, id: "a", function: { arguments: "{}" } })))
