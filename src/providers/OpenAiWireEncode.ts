@@ -118,9 +118,17 @@ export const completionBody = (response: Encodable, options: EncodeOptions): obj
   }
 }
 
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
+
 const pieces = (text: string, size: number): Array<string> => {
   const out: Array<string> = []
-  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size))
+  for (let i = 0; i < text.length; ) {
+    let end = Math.min(i + size, text.length)
+    // Never between the halves of a pair: each piece is text a strict reader (Python, Go) takes.
+    if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) end++
+    out.push(text.slice(i, end))
+    i = end
+  }
   return out
 }
 

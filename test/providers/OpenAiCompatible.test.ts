@@ -21,6 +21,7 @@ import * as FetchHttpClient from "effect/http/FetchHttpClient"
 import type * as HttpClient from "effect/http/HttpClient"
 import type * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
+import * as Text from "../../src/failure/Text.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as NodeTransport from "../../src/providers/node/NodeTransport.ts"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
@@ -87,6 +88,24 @@ describe("OpenAiCompatible", () => {
         }
         assert.deepStrictEqual(OpenAiWire.fromAccumulator(acc, { iteration: 1 }), Result.succeed(response))
       }
+    })
+
+    it("R11 R12 a streamed piece never ends in half of a surrogate pair: each piece is well-formed text a strict reader takes", () => {
+      const text = "1234567🎉89🎉"
+      const data = OpenAiWireEncode.chunkData(
+        { text, toolCalls: [{ id: "c", name: "echo", arguments: '{"x":"abcdefg🎉"}' }] },
+        { model: "m", dialect: "openai", pieceSize: 8 }
+      )
+      const deltas = data.slice(0, -1).map((d) => JSON.parse(d).choices?.[0]?.delta ?? {})
+      const content: Array<string> = deltas.flatMap((d) => (typeof d.content === "string" ? [d.content] : []))
+      const args: Array<string> = deltas.flatMap((d) =>
+        (d.tool_calls ?? []).flatMap((c: { function?: { arguments?: string } }) => c.function?.arguments ?? [])
+      )
+      for (const piece of [...content, ...args]) {
+        assert.isTrue(Text.wellFormed(piece), `a piece holds half of a pair: ${JSON.stringify(piece)}`)
+      }
+      assert.strictEqual(content.join(""), text)
+      assert.strictEqual(args.join(""), '{"x":"abcdefg🎉"}')
     })
 
     it("R11 streamed tool calls without an index, or reusing one under a new id, stay apart; a name sent again is not doubled", () => {
