@@ -294,7 +294,8 @@ const callFor = (acc: Accumulator, index: number | null | undefined, id: string 
     const held = acc.latest.get(index)
     // The call its index last named, unless that one has another id (an index reused under a new id).
     if (held !== undefined && (id === undefined || held.id === undefined || held.id === id)) return held
-    const call = held !== undefined && withId !== undefined ? withId : open(acc, acc.calls.has(index) ? acc.next : index)
+    const call =
+      held !== undefined && withId !== undefined ? withId : open(acc, acc.calls.has(index) ? acc.next : index)
     acc.latest.set(index, call)
     return call
   }
