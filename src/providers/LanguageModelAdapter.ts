@@ -53,6 +53,7 @@ import * as Model from "../model/Model.ts"
 import * as Cost from "./internal/Cost.ts"
 import * as ProviderFailure from "./internal/ProviderFailure.ts"
 import * as Redact from "./internal/Redact.ts"
+import * as UsageParts from "./internal/UsageParts.ts"
 import type * as OpenAiOptions from "./OpenAiOptions.ts"
 
 /**
@@ -272,16 +273,13 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     const reportedInput = input.total ?? sumOf(input.uncached, input.cacheRead, input.cacheWrite)
     const reportedOutput = output.total ?? sumOf(output.text, output.reasoning)
     const estimated = reportedInput === undefined || reportedOutput === undefined ? estimate() : undefined
-    const inputTokens = reportedInput ?? estimated?.inputTokens ?? 0
-    const outputTokens = reportedOutput ?? estimated?.outputTokens ?? 0
     const cached = input.cacheRead
     const reasoning = output.reasoning ?? (reportedOutput === undefined ? estimated?.reasoningTokens : undefined)
-    if (
-      [inputTokens, outputTokens, cached ?? 0, reasoning ?? 0].some((n) => n < 0) ||
-      (cached ?? 0) > inputTokens ||
-      (reasoning ?? 0) > outputTokens
-    ) {
-      return `the usage has a negative or inconsistent token count (input ${inputTokens}, cached ${cached}, output ${outputTokens}, reasoning ${reasoning})`
+    // A part larger than its whole was reported beside it: counted so, never as less.
+    const inputTokens = UsageParts.wholeWith(reportedInput ?? estimated?.inputTokens ?? 0, cached)
+    const outputTokens = UsageParts.wholeWith(reportedOutput ?? estimated?.outputTokens ?? 0, reasoning)
+    if ([inputTokens, outputTokens, cached ?? 0, reasoning ?? 0].some((n) => n < 0)) {
+      return `the usage has a negative token count (input ${inputTokens}, cached ${cached}, output ${outputTokens}, reasoning ${reasoning})`
     }
     return priced({
       inputTokens,

@@ -46,7 +46,9 @@ const WireUsage = Schema.Struct({
   prompt_tokens_details: Nullable(Schema.Struct({ cached_tokens: Nullable(Schema.Natural) })),
   completion_tokens_details: Nullable(Schema.Struct({ reasoning_tokens: Nullable(Schema.Natural) })),
   /** DeepSeek's count of prompt tokens read from its cache. */
-  prompt_cache_hit_tokens: Nullable(Schema.Natural)
+  prompt_cache_hit_tokens: Nullable(Schema.Natural),
+  /** Read only when it is a count (it tells a part reported beside its whole); nothing else checks it. */
+  total_tokens: Schema.optional(Schema.Unknown)
 })
 
 const WireToolCall = Schema.Struct({

@@ -148,18 +148,20 @@ describe("LanguageModelAdapter", () => {
     }).pipe(Effect.provide(layer))
   })
 
+  /** A finish part with the usage sides given, the rest of each side left out. */
+  const usage = (
+    input: Record<string, number | undefined>,
+    output: Record<string, number | undefined>
+  ): Response.PartEncoded => ({
+    type: "finish",
+    reason: "stop",
+    usage: {
+      inputTokens: { uncached: undefined, total: undefined, cacheRead: undefined, cacheWrite: undefined, ...input },
+      outputTokens: { total: undefined, text: undefined, reasoning: undefined, ...output }
+    }
+  })
+
   it.effect("R2.1 a side reported without its total counts its parts; a side not reported at all is estimated", () => {
-    const usage = (
-      input: Record<string, number | undefined>,
-      output: Record<string, number | undefined>
-    ): Response.PartEncoded => ({
-      type: "finish",
-      reason: "stop",
-      usage: {
-        inputTokens: { uncached: undefined, total: undefined, cacheRead: undefined, cacheWrite: undefined, ...input },
-        outputTokens: { total: undefined, text: undefined, reasoning: undefined, ...output }
-      }
-    })
     const { layer } = scripted([
       Effect.succeed([{ type: "text", text: "ok" }, usage({ uncached: 600, cacheRead: 400 }, { text: 1000 })]),
       Effect.succeed([{ type: "text", text: "x".repeat(400) }, usage({ total: 10 }, {})])
@@ -177,6 +179,25 @@ describe("LanguageModelAdapter", () => {
       assert.isTrue(half.usage.estimated)
     }).pipe(Effect.provide(layer))
   })
+
+  it.effect(
+    "R2.1 a part larger than its whole was reported beside it: counted beside, never as less (review 117)",
+    () => {
+      const { layer } = scripted([
+        Effect.succeed([{ type: "text", text: "4" }, usage({ total: 20 }, { total: 5, reasoning: 400 })]),
+        Effect.succeed([{ type: "text", text: "4" }, usage({ total: 20, cacheRead: 30 }, { total: 5 })])
+      ])
+      return Effect.gen(function* () {
+        const thinking = yield* generate(request())
+        assert.deepStrictEqual(
+          [thinking.usage.inputTokens, thinking.usage.outputTokens, thinking.usage.reasoningTokens],
+          [20, 405, 400]
+        )
+        const cachedBeside = yield* generate(request())
+        assert.deepStrictEqual([cachedBeside.usage.inputTokens, cachedBeside.usage.cachedInputTokens], [50, 30])
+      }).pipe(Effect.provide(layer))
+    }
+  )
 
   it.effect("R11 a failed call's result reaches the model marked as a failure", () => {
     const { calls, layer } = scripted([Effect.succeed([{ type: "text", text: "ok" }, finish(3, 1)])])

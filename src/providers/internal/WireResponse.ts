@@ -7,6 +7,7 @@ import { Result } from "effect"
 import * as Model from "../../model/Model.ts"
 import type * as OpenAiOptions from "../OpenAiOptions.ts"
 import * as Cost from "./Cost.ts"
+import * as UsageParts from "./UsageParts.ts"
 
 /**
  * What a decoded answer needs besides its body: the iteration (for ids the provider left
@@ -43,34 +44,28 @@ export interface WireUsage {
   readonly prompt_tokens_details?: { readonly cached_tokens?: number | null | undefined } | null | undefined
   readonly completion_tokens_details?: { readonly reasoning_tokens?: number | null | undefined } | null | undefined
   readonly prompt_cache_hit_tokens?: number | null | undefined
+  /** Read only when it is a count: it tells a part reported beside its whole, and checks nothing. */
+  readonly total_tokens?: unknown
 }
-
-const corrupt = (detail: string): Result.Result<never, Problem> => Result.fail({ kind: "corrupt", detail })
 
 type WireUsageType = WireUsage
 
 export const priced = (usage: Model.Usage, prices: OpenAiOptions.Prices | undefined): Model.Usage =>
   prices === undefined ? usage : { ...usage, costUsd: Cost.costUsd(prices, usage) }
 
-const usageOf = (
-  wire: WireUsageType | null | undefined,
-  prices: OpenAiOptions.Prices | undefined
-): Result.Result<Model.Usage, Problem> => {
-  const inputTokens = wire?.prompt_tokens ?? 0
-  const outputTokens = wire?.completion_tokens ?? 0
+const usageOf = (wire: WireUsageType | null | undefined, prices: OpenAiOptions.Prices | undefined): Model.Usage => {
   const cached = wire?.prompt_tokens_details?.cached_tokens ?? wire?.prompt_cache_hit_tokens ?? undefined
   const reasoning = wire?.completion_tokens_details?.reasoning_tokens ?? undefined
-  // Parts larger than their whole would bend the cost (a negative uncached count).
-  if (cached !== undefined && cached > inputTokens) {
-    return corrupt(`the usage says ${cached} cached input tokens of ${inputTokens}`)
-  }
-  if (reasoning !== undefined && reasoning > outputTokens) {
-    return corrupt(`the usage says ${reasoning} reasoning tokens of ${outputTokens} output tokens`)
-  }
+  const inputTokens = UsageParts.wholeWith(wire?.prompt_tokens ?? 0, cached)
+  const completion = wire?.completion_tokens ?? 0
+  // Reasoning beside the completion: larger than it, or a total that adds it (Gemini's gateways).
+  const total = wire?.total_tokens
+  const besideTotal = reasoning !== undefined && reasoning > 0 && total === inputTokens + completion + reasoning
+  const outputTokens = besideTotal ? completion + reasoning : UsageParts.wholeWith(completion, reasoning)
   const usage: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = { inputTokens, outputTokens }
   if (cached !== undefined) usage.cachedInputTokens = cached
   if (reasoning !== undefined) usage.reasoningTokens = reasoning
-  return Result.succeed(priced(usage, prices))
+  return priced(usage, prices)
 }
 
 /**
@@ -142,10 +137,7 @@ export interface Parts {
  * answer came, an estimate from the text sent and received; else nothing (no answer began).
  */
 export const partialUsage = (parts: Parts, decoding: Decoding): Model.Usage | undefined => {
-  if (parts.usage != null) {
-    const reported = usageOf(parts.usage, decoding.prices)
-    if (Result.isSuccess(reported)) return reported.success
-  }
+  if (parts.usage != null) return usageOf(parts.usage, decoding.prices)
   const began = parts.text !== "" || (parts.reasoning ?? "") !== "" || parts.calls.length > 0
   if (!began || decoding.request === undefined) return undefined
   const toolCalls = parts.calls.map((call, index) => ({
@@ -174,11 +166,9 @@ export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Resp
   })
   const usage =
     parts.usage == null && decoding.request !== undefined
-      ? Result.succeed(
-          priced(
-            Model.estimatedUsage(decoding.request, { text: parts.text, reasoning: parts.reasoning, toolCalls }),
-            decoding.prices
-          )
+      ? priced(
+          Model.estimatedUsage(decoding.request, { text: parts.text, reasoning: parts.reasoning, toolCalls }),
+          decoding.prices
         )
       : usageOf(parts.usage, decoding.prices)
   if (said !== undefined && broken.has(said)) {
@@ -190,14 +180,13 @@ export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Resp
           ? "the provider stopped the answer for lack of resources (finish_reason: insufficient_system_resource)"
           : `the provider stopped the answer unfinished (finish_reason: ${said})`,
       // What it cost counts toward the run's budgets all the same (R2.1).
-      ...(Result.isSuccess(usage) ? { usage: usage.success } : {})
+      usage
     })
   }
-  if (Result.isFailure(usage)) return Result.fail(usage.failure)
   return Result.succeed({
     text: parts.text,
     toolCalls,
-    usage: usage.success,
+    usage,
     ...(finishReason === undefined ? {} : { finishReason }),
     ...(parts.reasoning === undefined ? {} : { reasoning: parts.reasoning })
   })
