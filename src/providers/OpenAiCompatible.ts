@@ -76,6 +76,9 @@ export {
 /** An error body is read for its diagnostic only. */
 const maxErrorBodyBytes = 64 * 1024
 
+/** How long an error response's body is read for its words. */
+const errorBodyMillis = 2_000
+
 const source = "provider" as const
 
 const now = Effect.clockWith((clock) => clock.currentTimeMillis)
@@ -169,15 +172,15 @@ export const make = Effect.fnUntraced(function* (options: Options) {
   })
 
   /**
-   * What the provider said in an error response, from at most 64 KiB of its body; never a
+   * What the provider said in an error response, from at most 64 KiB of its body, read for
+   * 2 s at most (the status classifies it; a body that stalls holds nothing up); never a
    * failure of its own: the diagnostic's text, and the message of its error envelope (for
    * the hint) when it has one.
    */
   const errorText = (response: HttpClientResponse.HttpClientResponse, at: number, deadline: Phases.Deadline) =>
-    withinIdle(
+    Phases.within(
       Effect.mapError(Body.readUpTo(response, maxErrorBodyBytes), ProviderFailure.fromHttpError),
-      at,
-      deadline
+      Phases.cap("idle_read", Math.min(resolved.idleMillis, errorBodyMillis), deadline, at)
     ).pipe(
       Effect.map((read) => {
         const error = OpenAiWire.parseError(read.text)

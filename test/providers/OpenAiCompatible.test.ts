@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs"
+import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { createServer as createTlsServer } from "node:tls"
@@ -506,6 +507,40 @@ describe("OpenAiCompatible", () => {
         assert.isBelow(elapsed, 1_000)
         assert.isTrue((yield* server.whenClosed(0).pipe(Effect.timeout("2 seconds"))).closedEarly)
       })
+    )
+
+    live(
+      "R3.2 R4.1 an error status whose body stalls is classified by its status at once: the body, only words, gets 2 s at most",
+      () =>
+        Effect.gen(function* () {
+          // A 429 whose body starts and never ends (review 117): it was held the whole idle-read period.
+          const server = yield* Effect.acquireRelease(
+            Effect.callback<Http.Server>((resume) => {
+              const created = Http.createServer((_, res) => {
+                res.writeHead(429, { "content-type": "application/json", "retry-after": "1" })
+                res.write("{")
+              })
+              created.listen(0, "127.0.0.1", () => resume(Effect.succeed(created)))
+            }),
+            (created) =>
+              Effect.sync(() => {
+                created.closeAllConnections()
+                created.close()
+              })
+          )
+          const { port } = server.address() as AddressInfo
+          const model = yield* OpenAiCompatible.make({
+            baseUrl: `http://127.0.0.1:${port}/v1`,
+            model: "m",
+            apiKey,
+            timeouts: { idleRead: 30_000 }
+          })
+          const start = yield* Clock.currentTimeMillis
+          const failure = failureOf(yield* Effect.exit(model.generate(yield* request({ deadlineIn: 60_000 }))))
+          assert.deepStrictEqual(classOf(failure), ["Retryable", "transient_http", "http_429"])
+          assert.strictEqual(failure._tag === "Retryable" ? failure.retryAfterMillis : undefined, 1_000)
+          assert.isBelow((yield* Clock.currentTimeMillis) - start, 10_000)
+        })
     )
 
     live("R4.1 a stall shorter than the idle-read timeout is only slow", () =>
