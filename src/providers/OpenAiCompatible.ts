@@ -251,10 +251,14 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         encoder.encode(JSON.stringify(OpenAiWire.requestBody(wire, request))),
         "application/json"
       )
-      const connection: Phases.Connection = { started: false, connectedAt: undefined }
+      const connection: Phases.Connection = { startedAt: undefined, queued: false, connectedAt: undefined }
       const progress: ConnectionProgress.Progress = {
         started: () => {
-          connection.started = true
+          connection.startedAt = clock.currentTimeMillisUnsafe()
+          connection.queued = false
+        },
+        queued: () => {
+          connection.queued = true
         },
         connected: () => {
           connection.connectedAt = clock.currentTimeMillisUnsafe()

@@ -58,18 +58,22 @@ export const within = <A>(effect: Effect.Effect<A, Failure.Failure>, phase: Phas
 
 /** What a transport reported about the request's connection (see `ConnectionProgress.Progress`). */
 export interface Connection {
-  /** The transport reports connections (set as the request starts). */
-  started: boolean
+  /** When the connect phase began, by the run's `Clock`; `undefined` for a transport that does not report. */
+  startedAt: number | undefined
+  /** The request waits for a free connection: its connect phase has not begun. */
+  queued: boolean
   /** When it reported the connection, by the run's `Clock`. */
   connectedAt: number | undefined
 }
 
 /**
- * Fails once a phase passes without headers: connect (from `start`), then first byte
- * (from the connection). A transport that never reports connections (`started` stays
- * false) gets one wait for both: connect, then first byte. One fiber, no signal: it wakes
- * at the end of a phase, and, while a reporting transport has not connected, at least
- * once per first-byte period, so it never misses the end of the first-byte phase.
+ * Fails once a phase passes without headers: connect (from when it began), then first byte
+ * (from the connection). A transport that never reports connections (`startedAt` stays
+ * unset) gets one wait for both: connect, then first byte. A request queued for a free
+ * connection is bounded by the deadline alone until it leaves the queue. One fiber, no
+ * signal: it wakes at the end of a phase, and, while a reporting transport has not
+ * connected, at least once per connect or first-byte period, whichever is shorter, so it
+ * never misses the end of a phase that began meanwhile.
  */
 export const headersTimer = (
   limits: { readonly connectMillis: number; readonly firstByteMillis: number },
@@ -79,13 +83,14 @@ export const headersTimer = (
   Effect.clockWith((clock) =>
     Effect.gen(function* () {
       const start = deadline.start
-      const connect = cap("connect", limits.connectMillis, deadline, start)
-      const connectEnd = start + connect.millis
+      const poll = Math.min(limits.connectMillis, limits.firstByteMillis)
       while (true) {
         const now = clock.currentTimeMillisUnsafe()
-        const connectedAt = connection.connectedAt
+        const { connectedAt, startedAt } = connection
+        const connect = cap("connect", limits.connectMillis, deadline, startedAt ?? start)
+        const connectEnd = (startedAt ?? start) + connect.millis
         let wake: number
-        if (connectedAt !== undefined || (!connection.started && Instants.hasPassed(connectEnd, now))) {
+        if (connectedAt !== undefined || (startedAt === undefined && Instants.hasPassed(connectEnd, now))) {
           const from = connectedAt ?? connectEnd
           const firstByte = cap("first_byte", limits.firstByteMillis, deadline, from)
           if (Instants.hasPassed(from + firstByte.millis, now)) {
@@ -95,10 +100,15 @@ export const headersTimer = (
             )
           }
           wake = from + firstByte.millis
+        } else if (connection.queued) {
+          // Busy, not unreachable: only the deadline bounds the wait for a free connection.
+          const queued = cap("connect", Number.POSITIVE_INFINITY, deadline, start)
+          if (Instants.hasPassed(start + queued.millis, now)) return yield* timedOut(queued)
+          wake = Math.min(start + queued.millis, now + poll)
         } else if (Instants.hasPassed(connectEnd, now)) {
           return yield* timedOut(connect)
         } else {
-          wake = connection.started ? Math.min(connectEnd, now + limits.firstByteMillis) : connectEnd
+          wake = startedAt === undefined ? connectEnd : Math.min(connectEnd, now + poll)
         }
         // Until the phase's end (at least a nanosecond off, see `Deadline.hasPassed`); a
         // millisecond's poll when no end is set yet.

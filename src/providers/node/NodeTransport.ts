@@ -8,7 +8,9 @@
  * only once the request has a connected socket: at once on a reused keep-alive socket,
  * after the TCP (and TLS) handshake on a new one. An interceptor composed onto the agent
  * reports that moment for the requests that carry the hooks of their calling fiber
- * (`CurrentProgress`) in their undici options. The timers stay with the provider
+ * (`CurrentProgress`) in their undici options. With `maxSockets`, the interceptor also keeps
+ * each origin's requests as undici's pool holds them, and reports a request that waits for a
+ * free connection (`queued`, then `started` as it gets one). The timers stay with the provider
  * client, on Effect's `Clock`; interrupting a request aborts it, which
  * destroys its socket, so the server sees the connection close.
  *
@@ -65,16 +67,77 @@ class Reporter {
   }
 }
 
-/** A handler that reports the connection as undici starts the request, then does what `inner` does. */
+/**
+ * The requests of one origin as its undici pool holds them, when its connections are
+ * limited: those given a connection, and, in order, those its queue holds (undici's pool
+ * hands a freed connection to the oldest). A request that waits is reported `queued`, and
+ * `started` as it leaves, so that the time it waits for a busy server's connection is not
+ * timed as a connect.
+ */
+class Slots {
+  readonly limit: number
+  /** Called when it holds no request: an origin no longer asked is not kept. */
+  readonly idle: () => void
+  active = 0
+  readonly waiting: Array<Reporting> = []
+  constructor(limit: number, idle: () => void) {
+    this.limit = limit
+    this.idle = idle
+  }
+  enter(request: Reporting): void {
+    if (this.active < this.limit) {
+      this.active++
+      request.state = "active"
+    } else {
+      request.state = "waiting"
+      this.waiting.push(request)
+      request.progress?.queued()
+    }
+  }
+  /** undici started it: it holds a connection, whatever the queue said. */
+  begun(request: Reporting): void {
+    if (request.state !== "waiting") return
+    this.waiting.splice(this.waiting.indexOf(request), 1)
+    this.active++
+    request.state = "active"
+  }
+  leave(request: Reporting): void {
+    const was = request.state
+    request.state = "done"
+    if (was === "waiting") this.waiting.splice(this.waiting.indexOf(request), 1)
+    if (was === "active") this.active--
+    const next = this.active < this.limit ? this.waiting.shift() : undefined
+    if (next !== undefined) {
+      this.active++
+      next.state = "active"
+      next.progress?.started()
+    }
+    if (this.active === 0 && this.waiting.length === 0) this.idle()
+  }
+}
+
+/**
+ * A handler that reports the connection as undici starts the request, and keeps its origin's
+ * slots, then does what `inner` does.
+ */
 class Reporting implements Undici.Dispatcher.DispatchHandler {
   readonly inner: Undici.Dispatcher.DispatchHandler
-  readonly progress: ConnectionProgress.Progress
-  constructor(inner: Undici.Dispatcher.DispatchHandler, progress: ConnectionProgress.Progress) {
+  readonly progress: ConnectionProgress.Progress | undefined
+  readonly slots: Slots | undefined
+  state: "active" | "waiting" | "done" = "active"
+  constructor(
+    inner: Undici.Dispatcher.DispatchHandler,
+    progress: ConnectionProgress.Progress | undefined,
+    slots: Slots | undefined
+  ) {
     this.inner = inner
     this.progress = progress
+    this.slots = slots
+    slots?.enter(this)
   }
   onRequestStart(controller: Undici.Dispatcher.DispatchController, context: unknown): void {
-    this.progress.connected()
+    this.slots?.begun(this)
+    this.progress?.connected()
     this.inner.onRequestStart?.(controller, context)
   }
   onRequestUpgrade(...args: Parameters<NonNullable<Undici.Dispatcher.DispatchHandler["onRequestUpgrade"]>>): void {
@@ -87,9 +150,11 @@ class Reporting implements Undici.Dispatcher.DispatchHandler {
     this.inner.onResponseData?.(...args)
   }
   onResponseEnd(...args: Parameters<NonNullable<Undici.Dispatcher.DispatchHandler["onResponseEnd"]>>): void {
+    this.slots?.leave(this)
     this.inner.onResponseEnd?.(...args)
   }
   onResponseError(...args: Parameters<NonNullable<Undici.Dispatcher.DispatchHandler["onResponseError"]>>): void {
+    this.slots?.leave(this)
     this.inner.onResponseError?.(...args)
   }
   onResponseStarted(): void {
@@ -103,10 +168,30 @@ class Reporting implements Undici.Dispatcher.DispatchHandler {
   }
 }
 
-const reportConnections: Undici.Dispatcher.DispatcherComposeInterceptor = (dispatch) => (options, handler) => {
-  const carried = progressKey in options ? options[progressKey] : undefined
-  return dispatch(options, carried instanceof Reporter ? new Reporting(handler, carried.progress) : handler)
-}
+/** Reports each request's connection; with `maxSockets`, keeps each origin's slots for every request. */
+const reportConnections =
+  (maxSockets: number | undefined): Undici.Dispatcher.DispatcherComposeInterceptor =>
+  (dispatch) => {
+    const origins = new Map<string, Slots>()
+    const slotsOf = (origin: unknown): Slots | undefined => {
+      if (maxSockets === undefined) return undefined
+      const key = String(origin)
+      const found = origins.get(key)
+      if (found !== undefined) return found
+      const made = new Slots(maxSockets, () => origins.delete(key))
+      origins.set(key, made)
+      return made
+    }
+    return (options, handler) => {
+      const carried = progressKey in options ? options[progressKey] : undefined
+      const progress = carried instanceof Reporter ? carried.progress : undefined
+      const slots = slotsOf(options.origin)
+      return dispatch(
+        options,
+        progress === undefined && slots === undefined ? handler : new Reporting(handler, progress, slots)
+      )
+    }
+  }
 
 /**
  * The client, with its agent, destroyed with the scope.
@@ -127,7 +212,7 @@ export const make = (options: Options = {}): Effect.Effect<HttpClient.HttpClient
     const undici = yield* Effect.provideService(
       NodeHttpClient.makeUndici,
       NodeHttpClient.Dispatcher,
-      agent.compose(reportConnections)
+      agent.compose(reportConnections(maxSockets))
     )
     // undici's `request` decodes no content coding: the body is asked for as it is (RFC 9110
     // §12.5.3), unless the caller asks for a coding itself, as a server may use one otherwise.

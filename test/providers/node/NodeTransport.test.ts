@@ -7,13 +7,16 @@ import * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as ConnectionProgress from "../../../src/providers/ConnectionProgress.ts"
 import * as NodeTransport from "../../../src/providers/node/NodeTransport.ts"
+import * as OpenAiCompatible from "../../../src/providers/OpenAiCompatible.ts"
 import * as FakeOpenAiServer from "../../../src/testing/FakeOpenAiServer.ts"
+import { apiKey, classOf, failureOf, request } from "../../support/provider.ts"
 
 /** A progress that records what the transport reported, in order. */
 const recorder = () => {
-  const reports: Array<"started" | "connected"> = []
+  const reports: Array<"started" | "queued" | "connected"> = []
   const progress: ConnectionProgress.Progress = {
     started: () => reports.push("started"),
+    queued: () => reports.push("queued"),
     connected: () => reports.push("connected")
   }
   return { reports, progress }
@@ -151,6 +154,60 @@ describe("NodeTransport", () => {
       )
       assert.strictEqual(yield* server.connections, 1)
     }).pipe(Effect.provide(NodeTransport.layer({ maxSockets: 1 })))
+  )
+
+  it.live(
+    "R4.1 with maxSockets, a request waiting for a free connection is reported queued, then started as it leaves the queue",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([
+          FakeOpenAiServer.delay(300, FakeOpenAiServer.reply({ text: "first" })),
+          FakeOpenAiServer.reply({ text: "second" })
+        ])
+        const first = recorder()
+        const second = recorder()
+        const busy = yield* Effect.forkChild(send(chat(server.url), first.progress))
+        yield* Effect.sleep(50)
+        const answer = yield* send(chat(server.url), second.progress)
+        assert.include(answer.text, "second")
+        assert.include((yield* Fiber.join(busy)).text, "first")
+        assert.deepStrictEqual(first.reports, ["started", "connected"])
+        assert.deepStrictEqual(second.reports, ["started", "queued", "started", "connected"])
+      }).pipe(Effect.provide(NodeTransport.layer({ maxSockets: 1 })))
+  )
+
+  it.live(
+    "R4.1 R11 a request waiting for one of maxSockets' connections is bounded by its deadline, not by the connect timeout",
+    () =>
+      Effect.gen(function* () {
+        // Review 117: queued behind a 1.5 s answer, the second failed connect_timeout, the server reachable.
+        const server = yield* FakeOpenAiServer.make([
+          FakeOpenAiServer.delay(1_500, FakeOpenAiServer.reply({ text: "slow" })),
+          FakeOpenAiServer.reply({ text: "queued" }),
+          FakeOpenAiServer.delay(1_500, FakeOpenAiServer.reply({ text: "slow again" })),
+          FakeOpenAiServer.reply({ text: "never sent" })
+        ])
+        const model = yield* OpenAiCompatible.make({
+          baseUrl: server.url,
+          model: "m",
+          apiKey,
+          timeouts: { connect: 300 }
+        })
+        const pair = (deadlineIn: number) =>
+          Effect.all(
+            [
+              Effect.exit(Effect.flatMap(request({ deadlineIn: 10_000 }), model.generate)),
+              Effect.exit(Effect.delay(Effect.flatMap(request({ deadlineIn }), model.generate), 50))
+            ],
+            { concurrency: 2 }
+          )
+        const [slow, queued] = yield* pair(10_000)
+        assert.strictEqual(Exit.isSuccess(slow) ? slow.value.text : undefined, "slow")
+        assert.strictEqual(Exit.isSuccess(queued) ? queued.value.text : undefined, "queued")
+        // A deadline that passes while it waits ends it, naming the deadline's layer.
+        const [, late] = yield* pair(700)
+        assert.deepStrictEqual(classOf(failureOf(late)), ["Retryable", "timeout", "attempt_timeout"])
+      }).pipe(Effect.provide(NodeTransport.layer({ maxSockets: 1 })))
   )
 
   it.effect("R11 a maxSockets that cannot work is a typed InvalidOptions naming the field", () =>
