@@ -64,7 +64,8 @@ export const orDie = <A, E, R>(what: string, self: Effect.Effect<A, E, R>): Effe
     )
   })
 
-const isThenable = (value: unknown): boolean => {
+/** Whether a value is a Promise or looks like one (a `then` method), read safely. */
+export const isThenable = (value: unknown): boolean => {
   try {
     return Predicate.hasProperty(value, "then") && Predicate.isFunction(value.then)
   } catch {
@@ -73,6 +74,20 @@ const isThenable = (value: unknown): boolean => {
 }
 
 const handled = (): void => {}
+
+/**
+ * How much of user code's words the run keeps (a policy's stop detail or warning, a stop
+ * hook's verdict, a criterion's finding): each goes into the log and the result, copied
+ * several times (R12: 20 MB of it went in as it was).
+ */
+export const maxWords = 4096
+
+/** `text` cut to `max` characters (no pair cut in two), saying how much more it had. */
+export const cutWords = (text: string, max = maxWords): string => {
+  if (text.length <= max) return text
+  const kept = Text.head(text, max)
+  return `${kept}... (${text.length - kept.length} more characters)`
+}
 
 /**
  * Lets go of what user code returned where no Promise belongs (an `async` function, where

@@ -12,7 +12,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Path, Result, Schema, type SchemaIssue } from "effect"
+import { Effect, FileSystem, Option, Path, Result, Schema, type SchemaIssue } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Failure from "../failure/Failure.ts"
 import * as SchemaIssues from "../failure/SchemaIssues.ts"
@@ -87,8 +87,8 @@ const inferFormat = (path: string): Format => {
 
 /**
  * An artifact contract. The format defaults from the extension (`.md` → markdown,
- * `.json` → json, else text), `nonEmpty` to true (for json: not `null`, `""`, `{}` or
- * `[]`) and `maxBytes` to {@link defaultMaxBytes}. Throws a `RangeError` for an empty
+ * `.json` → json, else text), `nonEmpty` to true (for json: not `null`, a blank string,
+ * `{}` or `[]`) and `maxBytes` to {@link defaultMaxBytes}. Throws a `RangeError` for an empty
  * path, a schema on a format other than json, or a `maxBytes` that is not an integer
  * >= 0. Also exported as `Validation.artifact`, whose name its error messages carry.
  *
@@ -125,10 +125,10 @@ export const make = (
   }
 }
 
-/** Whether a JSON value holds nothing: `null`, `""`, `{}` or `[]`. */
+/** Whether a JSON value holds nothing: `null`, a blank string (`""`, `"   "`), `{}` or `[]`. */
 const isEmptyJson = (value: unknown): boolean =>
   value === null ||
-  value === "" ||
+  (typeof value === "string" && Model.isBlank(value)) ||
   (Array.isArray(value) ? value.length === 0 : typeof value === "object" && Object.keys(value).length === 0)
 
 /** A schema's issue with a file: its first fields (see `SchemaIssues.maxFields`), then how many more. */
@@ -150,6 +150,28 @@ const isInside = (path: Path.Path, root: string, target: string): boolean => {
   // `..report.json` is a name inside the root; `..` and `../x` lead out of it.
   return !(relative === ".." || relative.startsWith(`..${path.sep}`) || path.isAbsolute(relative))
 }
+
+/**
+ * The contract's path as the read takes it, or `undefined` when it is outside the root. An
+ * absolute path not under the root as written is compared by real paths, its folder's
+ * against the root's (a root reached through a link, review 118), and read by the names
+ * between them. This needs `FileSystem` (`NodeServices.layer` gives it); the read still
+ * refuses a link out of the root, one swapped in while it runs included.
+ */
+const located = Effect.fnUntraced(function* (path: Path.Path, root: string, given: string) {
+  const base = path.resolve(root)
+  const full = path.resolve(base, given)
+  if (isInside(path, base, full)) return given
+  const fs = yield* Effect.serviceOption(FileSystem.FileSystem)
+  if (!path.isAbsolute(given) || Option.isNone(fs)) return undefined
+  // A path not there yet is taken as written: the read then finds nothing.
+  const real = (at: string) => fs.value.realPath(at).pipe(Effect.orElseSucceed(() => at))
+  const realRoot = yield* real(base)
+  const target = path.join(yield* real(path.dirname(full)), path.basename(full))
+  if (!isInside(path, realRoot, target)) return undefined
+  const relative = path.relative(realRoot, target)
+  return relative === "" ? "." : relative
+})
 
 /** What a read that failed says, after `artifact:<path>: `. */
 const unread = (error: WorkspaceFiles.WorkspaceError, at: string): string => {
@@ -175,9 +197,11 @@ const unread = (error: WorkspaceFiles.WorkspaceError, at: string): string => {
 const hasHeading = (text: string): boolean => /^ {0,3}#{1,6}(\s|$)/m.test(text) || /^.+\n(=+|-+)\s*$/m.test(text)
 
 /**
- * Checks one contract against the file at `contract.path` resolved against `root`.
- * Never fails: a missing, unreadable, empty, unparsable or mismatching file is a
- * failed check whose detail starts with `artifact:<path>: ` and says why.
+ * Checks one contract against the file at `contract.path` resolved against `root`. An
+ * absolute path is also compared by real paths (a root reached through a symbolic link),
+ * with the `FileSystem` service when there is one. Never fails: a missing, unreadable,
+ * empty, unparsable or mismatching file is a failed check whose detail starts with
+ * `artifact:<path>: ` and says why.
  *
  * @category validation
  * @since 0.1.0
@@ -194,14 +218,13 @@ export const check: (contract: Contract, root: string) => Effect.Effect<Verdict,
         evidence: passed ? [{ item: name, kind: "artifact", ref: contract.path, detail: clause }] : []
       })
     const [pass, fail] = [verdict(true), verdict(false)]
-    const full = path.resolve(root, contract.path)
-    if (!isInside(path, path.resolve(root), full))
-      return fail(`outside the root (${contract.path} is not under ${root})`)
+    const at = yield* located(path, root, contract.path)
+    if (at === undefined) return fail(`outside the root (${contract.path} is not under ${root})`)
     const maxBytes = contract.maxBytes ?? defaultMaxBytes
     // Read as the file tools read (R12): what is checked is what one descriptor of a file inside
     // the root reads, no link followed out of it and nothing opened that could block (a FIFO),
     // whatever is swapped in while the check runs.
-    const read = yield* Effect.result(WorkspaceFiles.read(root, contract.path, maxBytes))
+    const read = yield* Effect.result(WorkspaceFiles.read(root, at, maxBytes))
     if (Result.isFailure(read)) {
       const error = read.failure
       if (error.reason !== "too_large") return fail(unread(error, contract.path))
@@ -225,8 +248,13 @@ export const check: (contract: Contract, root: string) => Effect.Effect<Verdict,
       case "json": {
         const parsed = parseJson(text)
         if (Result.isFailure(parsed)) return fail("does not parse as JSON")
-        if (contract.nonEmpty && isEmptyJson(parsed.success))
-          return fail(`empty (the JSON value ${JSON.stringify(parsed.success)})`)
+        if (contract.nonEmpty && isEmptyJson(parsed.success)) {
+          // A blank string is shown cut: it may be megabytes of spaces.
+          const value = parsed.success
+          return fail(
+            `empty (the JSON value ${typeof value === "string" ? UserCode.shown(value) : JSON.stringify(value)})`
+          )
+        }
         if (contract.schema === undefined) return pass(`valid JSON, ${size}`)
         // Bounded as what the model sends is (R12): no decoder walks a nesting past the limit.
         const unfit = ToolArguments.jsonIssue(parsed.success, {

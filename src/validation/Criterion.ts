@@ -90,6 +90,9 @@ export const toolSucceeded = (name: string, match?: (input: unknown, output: unk
  * `callId` of the `tool.succeeded` event it rests on; a bare string means "holds,
  * but I cite nothing": the step's check passes, the evidence index fails, and the step
  * is listed unfinished, not completed (only a step done with evidence is, R6.3).
+ * `decide` is synchronous: one that returns a Promise (an `async` function) is not
+ * observed, and the step's reason says it returned a Promise. A finding's `detail` is cut
+ * to 4,096 characters.
  *
  * @category constructors
  * @since 0.1.0
@@ -102,8 +105,14 @@ export const custom = (
   return {
     description,
     observe: (timeline) => {
-      // An `async` function's Promise is no finding: its rejection is let go, not left to end the process (R12).
       const answer = UserCode.letGo(decide(timeline))
+      // Criteria are synchronous: an `async` function's Promise is refused as such, its
+      // rejection let go, not left to end the process (R12, review 118).
+      if (UserCode.isThenable(answer)) {
+        throw new UserCode.UserCodeDefect(
+          `its function returned ${UserCode.kindOf(answer)}: criteria are synchronous, so it cannot be async`
+        )
+      }
       const finding = Option.isOption(answer) ? Option.getOrUndefined(answer) : answer
       if (finding === undefined) return Option.none()
       return Option.some(typeof finding === "string" ? { detail: finding } : finding)

@@ -261,6 +261,27 @@ describe("Run: a refuted final answer (R6.2, R6.3)", () => {
         )
       }).pipe(Effect.provide(withScript([ScriptedModel.finalAnswer("all done")])))
   )
+
+  it.effect(
+    "R12 R6.2 the refuted answer's detail joining the failing checks is cut to 4,096 characters, and 20 MB hook texts leave a small result (review 118)",
+    () =>
+      Effect.gen(function* () {
+        const big = "A".repeat(20_000_000)
+        const hook = (name: string) => Validation.stopHook(name, () => Effect.succeed({ passed: false, detail: big }))
+        const result = yield* Run.run({
+          goal: "report",
+          tools: [echo],
+          validation: { plan: [said], stopHooks: [hook("one"), hook("two"), hook("three")] }
+        })
+        assert.deepStrictEqual([result.status, result.stopReason], ["partial", "validation_failed"])
+        const detail = result.detail ?? ""
+        assert.isTrue(detail.startsWith("the final answer is not backed: hook:one: AAAA"), detail.slice(0, 80))
+        assert.match(detail, /^.{4096}\.\.\. \(\d+ more characters\)$/s)
+        assert.isBelow(JSON.stringify(result).length, 100_000)
+      }).pipe(
+        Effect.provide(withScript([ScriptedModel.toolCall("echo", { text: "hi" }), ScriptedModel.finalAnswer("done")]))
+      )
+  )
 })
 
 describe("Run: a call's arguments are stored once (R9)", () => {

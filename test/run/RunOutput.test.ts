@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { BigDecimal, DateTime, Effect, Result, Schema } from "effect"
 import * as FinalOutput from "../../src/run/internal/FinalOutput.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 
 const City = Schema.Struct({ city: Schema.String, population: Schema.Number })
@@ -108,6 +109,31 @@ describe("Run.run({ output })", () => {
         assert.isTrue(Object.isFrozen(output.tags))
         assert.strictEqual(result.finalAnswer, answer)
       })
+  )
+
+  it.effect("R6.1 R12 a typed output's -0 is 0, live as after the result's JSON round trip (review 118)", () =>
+    Effect.gen(function* () {
+      const codec = Schema.toCodecJson(RunResult.RunResult)
+      const roundTrip = (result: RunResult.RunResult) =>
+        Schema.decodeUnknownSync(codec)(JSON.parse(JSON.stringify(Schema.encodeUnknownSync(codec)(result))))
+      const Numbers = Schema.Struct({ n: Schema.Number, list: Schema.Array(Schema.Number) })
+      const result = yield* Run.run({ goal: "answer as JSON", tools: [], output: Numbers }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer('{"n":-0,"list":[-0,1]}')]))
+      )
+      assert.strictEqual(result.status, "completed")
+      const back = roundTrip(result).output as typeof result.output
+      for (const output of [result.output, back]) {
+        assert.isFalse(Object.is(output?.n, -0))
+        assert.isFalse(Object.is(output?.list[0], -0))
+      }
+      assert.deepStrictEqual(back, result.output)
+      // A bare number too.
+      const bare = yield* Run.run({ goal: "answer as JSON", tools: [], output: Schema.Number }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("-0")]))
+      )
+      assert.isTrue(Object.is(bare.output, 0))
+      assert.isTrue(Object.is(roundTrip(bare).output, 0))
+    })
   )
 
   it.effect("R6.1 an answer wholly inside a code fence is read as the JSON inside it", () =>

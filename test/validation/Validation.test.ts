@@ -289,6 +289,26 @@ layer(NodeServices.layer)("Validation", (it) => {
         assert.notInclude(check(report, "plan:test").detail, "secret")
       })
     )
+
+    it.effect(
+      "R6.2 R12 an async Criterion.custom is not observed, and its reason says it returned a Promise: criteria are synchronous (review 118)",
+      () =>
+        Effect.gen(function* () {
+          const ctx = context([succeeded("c3", "run_tests", {}, { failed: 0 })])
+          const answered = Criterion.custom("the tests ran", (async () => "yes") as never)
+          // Its rejection is let go, not left to end the process.
+          const rejected = Criterion.custom("the tests passed", (async () => Promise.reject(new Error("no"))) as never)
+          const report = yield* Validation.validate(
+            { plan: [Validation.step("test", "Run the tests", [answered, rejected])] },
+            ctx
+          )
+          const promised = "its function returned a Promise: criteria are synchronous, so it cannot be async"
+          assert.strictEqual(
+            check(report, "plan:test").detail,
+            `plan:test: not done: the tests ran: ${promised}; the tests passed: ${promised}`
+          )
+        })
+    )
   })
 
   describe("stop hooks", () => {
@@ -333,6 +353,43 @@ layer(NodeServices.layer)("Validation", (it) => {
           [{ item: "hook:after", kind: "stop_hook", ref: "after", detail: "ran after" }]
         )
       })
+    )
+
+    it.effect(
+      "R12 R6.1 a stop hook's text and a criterion's finding are cut to 4,096 characters when the check is built (review 118)",
+      () =>
+        Effect.gen(function* () {
+          const big = "A".repeat(1_000_000)
+          const cut = `${"A".repeat(4096)}... (${1_000_000 - 4096} more characters)`
+          const found = Criterion.custom("found", () => ({ detail: big, callId: "c3" }))
+          const report = yield* Validation.validate(
+            {
+              plan: [
+                Validation.step("one", "Find it", [found]),
+                Validation.step("two", "Find it twice", [found, found])
+              ],
+              stopHooks: [
+                Validation.stopHook("passes", () => Effect.succeed({ passed: true, detail: big })),
+                Validation.stopHook("fails", () => Effect.succeed({ passed: false, detail: big }))
+              ]
+            },
+            context([succeeded("c3", "run_tests", {}, { failed: 0 })])
+          )
+          assert.strictEqual(check(report, "plan:one").detail, `plan:one: done: ${cut}`)
+          assert.strictEqual(check(report, "hook:passes").detail, `hook:passes: ${cut}`)
+          assert.strictEqual(check(report, "hook:fails").detail, `hook:fails: ${cut}`)
+          // Each finding is cut, and so is each piece of evidence that keeps one.
+          assert.strictEqual(check(report, "plan:two").detail, `plan:two: done: ${cut}; ${cut}`)
+          assert.deepStrictEqual(
+            report.evidence.map((e) => [e.item, e.detail]),
+            [
+              ["plan:one", cut],
+              ["plan:two", cut],
+              ["plan:two", cut],
+              ["hook:passes", cut]
+            ]
+          )
+        })
     )
   })
 
@@ -723,6 +780,75 @@ layer(NodeServices.layer)("Validation", (it) => {
             [true, "artifact:ok.txt: text, 4 characters"]
           ]
         )
+      })
+    )
+
+    it.effect(
+      "R6.1 R12 an absolute contract path under a root reached through a link is under the root; one really outside, or led out by a link, is not (review 118)",
+      () =>
+        Effect.gen(function* () {
+          const base = yield* workspace({ real: { directory: true }, "real/a.txt": "hello", "outside.txt": "out" })
+          const real = join(base, "real")
+          const root = join(base, "link")
+          symlinkSync(real, root)
+          symlinkSync(base, join(real, "up"))
+          symlinkSync(join(base, "outside.txt"), join(real, "out.txt"))
+          const report = yield* Validation.validate(
+            {
+              artifacts: [
+                Validation.artifact(join(real, "a.txt")),
+                Validation.artifact(join(root, "a.txt")),
+                Validation.artifact(join(real, "up", "outside.txt")),
+                Validation.artifact(join(real, "out.txt")),
+                Validation.artifact(join(base, "outside.txt")),
+                Validation.artifact(join(real, "missing.txt"))
+              ],
+              root
+            },
+            context([])
+          )
+          assert.deepStrictEqual(
+            report.checks.slice(0, 6).map((c) => [c.passed, c.detail.replace(c.name, "").split(" (")[0]]),
+            [
+              [true, ": text, 5 characters"],
+              [true, ": text, 5 characters"],
+              [false, ": outside the root"],
+              [false, ": leads outside the root through a symbolic link"],
+              [false, ": outside the root"],
+              [false, ": missing"]
+            ]
+          )
+        })
+    )
+
+    it.effect("R6.1 R12 a JSON artifact holding only a blank string is empty, shown cut short (review 118)", () =>
+      Effect.gen(function* () {
+        const root = yield* workspace({
+          "blank.json": '"   "',
+          "spaces.json": JSON.stringify(" ".repeat(1_000_000)),
+          "word.json": '" x "'
+        })
+        const report = yield* Validation.validate(
+          {
+            artifacts: [
+              Validation.artifact("blank.json"),
+              Validation.artifact("spaces.json"),
+              Validation.artifact("word.json"),
+              Validation.artifact("blank.json", { nonEmpty: false })
+            ],
+            root
+          },
+          context([])
+        )
+        const [blank, spaces, word, allowed] = report.checks
+        assert.deepStrictEqual(
+          [blank?.passed, blank?.detail],
+          [false, 'artifact:blank.json: empty (the JSON value "   ")']
+        )
+        assert.isFalse(spaces?.passed)
+        assert.include(spaces?.detail, "artifact:spaces.json: empty (the JSON value")
+        assert.isBelow(spaces?.detail.length ?? Infinity, 200)
+        assert.deepStrictEqual([word?.passed, allowed?.passed], [true, true])
       })
     )
   })

@@ -70,6 +70,7 @@ export const decode = (
   if (decoded._tag === "Decoded") {
     // Frozen now, as the result will hold it: a value that throws when read (a getter, a
     // Proxy's trap) is the schema's broken contract, not a defect of the run's ending (R12).
+    // Its plain parts' `-0` is `0`, as the result's JSON gives it back (review 118).
     try {
       return Result.succeed(OwnCopy.frozenPlainCopy(decoded.value))
     } catch (error) {

@@ -28,14 +28,18 @@ export const deepFreeze = <A>(root: A): A => {
   return root
 }
 
+/** A number as JSON reads it back: `-0` is `0`. */
+const asJsonReads = <A>(value: A): A => (Object.is(value, -0) ? (0 as A) : value)
+
 /**
  * A value's own frozen copy: every plain object and array in it copied and frozen, every
  * other value (an instance of a class) kept as it is, unfrozen, as {@link deepFreeze}
- * leaves it. A value the user's code shares (a module's defaults a schema's transform put
- * in) is never frozen itself (review 90). Iterative; a value met twice is copied once.
+ * leaves it. In its plain parts `-0` is `0`, as JSON reads it back (review 118). A value
+ * the user's code shares (a module's defaults a schema's transform put in) is never frozen
+ * itself (review 90). Iterative; a value met twice is copied once.
  */
 export const frozenPlainCopy = <A>(root: A): A => {
-  if (!isPlain(root)) return root
+  if (!isPlain(root)) return asJsonReads(root)
   const copies = new Map<object, Record<string, unknown>>()
   const pending: Array<readonly [Record<string, unknown>, Record<string, unknown>]> = []
   const copyOf = (value: object): Record<string, unknown> => {
@@ -52,7 +56,7 @@ export const frozenPlainCopy = <A>(root: A): A => {
     const [value, copy] = next
     for (const key of Object.keys(value)) {
       const item = value[key]
-      copy[key] = isPlain(item) ? copyOf(item) : item
+      copy[key] = isPlain(item) ? copyOf(item) : asJsonReads(item)
     }
     // An array's holes at its end are kept: its length is its own.
     if (Array.isArray(value)) Reflect.set(copy, "length", value.length)
@@ -74,7 +78,7 @@ const isPlain = (value: unknown): value is object => {
  * JSON reads it back, and frozen all the way down, in place.
  */
 export const ownFrozen = (root: unknown): unknown => {
-  if (typeof root !== "object" || root === null) return Object.is(root, -0) ? 0 : root
+  if (typeof root !== "object" || root === null) return asJsonReads(root)
   // Every object is walked, frozen already or not: only what the run built is trusted to be its own.
   const seen = new Set<object>()
   // Boundary: a JSON value's objects and arrays, their keys read as a record's.

@@ -5,7 +5,6 @@
  */
 import { Result, Schema } from "effect"
 import * as StopReason from "../../events/StopReason.ts"
-import * as Text from "../../failure/Text.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import type { Checkpoint, Decision, Policy } from "./TerminationPolicies.ts"
 
@@ -40,28 +39,23 @@ export const decideChecked = (policy: Policy, checkpoint: Checkpoint): Decision 
 }
 
 /**
- * How much of a user's policy's words the run keeps: a stop's detail goes into the log and
- * the result, a warning's text into the conversation at every checkpoint it is given (R12:
- * 20 MB of it went in as it was).
+ * A decision with its words cut to what the run keeps (`UserCode.maxWords`): a stop's detail
+ * goes into the log and the result, a warning's text into the conversation at every
+ * checkpoint it is given (R12: 20 MB of it went in as it was).
  */
-const maxWords = 4096
-
-const cut = (text: string, max: number): string =>
-  text.length <= max ? text : `${Text.head(text, max)}... (${text.length - max} more characters)`
-
-/** A decision with its words cut to what the run keeps. */
 const bounded = (decision: Decision): Decision => {
+  const max = UserCode.maxWords
   switch (decision._tag) {
     case "Continue":
       return decision
     case "Warn":
-      return decision.text.length <= maxWords && decision.kind.length <= 256
+      return decision.text.length <= max && decision.kind.length <= 256
         ? decision
-        : { _tag: "Warn", kind: cut(decision.kind, 256), text: cut(decision.text, maxWords) }
+        : { _tag: "Warn", kind: UserCode.cutWords(decision.kind, 256), text: UserCode.cutWords(decision.text) }
     case "Stop":
-      return decision.detail.length <= maxWords
+      return decision.detail.length <= max
         ? decision
-        : { _tag: "Stop", reason: decision.reason, detail: cut(decision.detail, maxWords) }
+        : { _tag: "Stop", reason: decision.reason, detail: UserCode.cutWords(decision.detail) }
   }
 }
 

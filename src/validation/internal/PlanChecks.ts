@@ -33,13 +33,20 @@ const observe = (criterion: Criterion, timeline: ReadonlyArray<Event.Event>): Ou
   try {
     checked = checkObservation(criterion.observe(timeline))
   } catch (defect) {
-    return { _tag: "unmet", reason: `${criterion.description}: criterion died (${describeDefect(defect)})` }
+    // A contract the criterion broke, as its constructor names it (an `async` decide), says so as it is.
+    const why = UserCode.isUserCodeDefect(defect) ? defect.safeMessage : `criterion died (${describeDefect(defect)})`
+    return { _tag: "unmet", reason: `${criterion.description}: ${why}` }
   }
   return Result.isFailure(checked)
     ? { _tag: "unmet", reason: `${criterion.description}: ${checked.failure}` }
     : Option.match(checked.success, {
         onNone: (): Outcome => ({ _tag: "unmet", reason: `not observed: ${criterion.description}` }),
-        onSome: (o): Outcome => ({ _tag: "held", detail: o.detail, callId: o.callId })
+        // Cut to what the run keeps: the detail is copied into the log and the result (R12, review 118).
+        onSome: (o): Outcome => ({
+          _tag: "held",
+          detail: UserCode.cutWords(o.detail),
+          callId: o.callId === undefined ? undefined : UserCode.cutWords(o.callId)
+        })
       })
 }
 

@@ -45,8 +45,10 @@ export const runHook = <C, R>(hook: Hook<C, R>, context: C): Effect.Effect<Part,
         ? Effect.succeed({ passed: false, detail: UserCode.interruptedItself("the hook") })
         : Effect.succeed({ passed: false, detail: `died: ${describeDefect(Cause.squash(cause))}` })
     ),
-    Effect.map(({ passed, detail }): Part => {
+    Effect.map(({ passed, detail: given }): Part => {
       const name = `hook:${hook.name}`
+      // Cut to what the run keeps: the detail is copied into the log and the result (R12, review 118).
+      const detail = UserCode.cutWords(given)
       const evidence: ReadonlyArray<Evidence> = passed
         ? [{ item: name, kind: "stop_hook", ref: hook.name, detail }]
         : []

@@ -8,6 +8,7 @@ import type * as Event from "../../../events/Event.ts"
 import type * as RunState from "../../../events/RunState.ts"
 import * as StopReason from "../../../events/StopReason.ts"
 import * as Explain from "../../../explain/Explain.ts"
+import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import type * as ToolArguments from "../../../tools/ToolArguments.ts"
 import * as Spans from "../../../tracing/Spans.ts"
@@ -60,7 +61,8 @@ const judge = (
       status: report.completed.length > 0 ? "partial" : "failed",
       stopReason: "validation_failed",
       policy: "validation",
-      detail: `the final answer is not backed: ${failing.join("; ")}`,
+      // Each check's detail is bounded; their join is cut as they are (R12, review 118).
+      detail: UserCode.cutWords(`the final answer is not backed: ${failing.join("; ")}`),
       finalAnswer: outcome.finalAnswer,
       report
     }
