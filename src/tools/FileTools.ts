@@ -146,7 +146,15 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
   const workspace = yield* Workspace.make({ root, denyEnvFiles })
   // The system's limit holds for the whole path, the root's real path included (the kernel names
   // a directory by it): a longer path would fail only after making the directories on its way.
-  const maxBelowRootBytes = Math.max(0, maxPathBytes - Buffer.byteLength(FileToolsOptions.realPathOf(root), "utf8") - 1)
+  const realRoot = FileToolsOptions.realPathOf(root)
+  const maxBelowRootBytes = Math.max(0, maxPathBytes - Buffer.byteLength(realRoot, "utf8") - 1)
+  // Under the root as given, or under its real path (a root reached through a link, as macOS's
+  // /tmp is, and a model given the real one): the names below it, or `undefined` when outside.
+  const bases = realRoot === root ? [root] : [root, realRoot]
+  const below = (absolute: string): string | undefined =>
+    bases
+      .map((base) => path.relative(base, absolute))
+      .find((relative) => !(relative === ".." || relative.startsWith(`..${path.sep}`) || path.isAbsolute(relative)))
 
   // The path as names below the root, `..` resolved by text first (as the permission
   // policy does), so a path that is outside on its face never reaches the file system.
@@ -178,16 +186,15 @@ export const make = Effect.fnUntraced(function* (options: Options): Effect.fn.Re
     // No longer path names anything: refused before it is resolved.
     const bytes = Buffer.byteLength(input, "utf8")
     if (bytes > maxPathBytes) return tooLong(bytes, maxPathBytes)
-    const absolute = path.resolve(root, input)
-    const relative = path.relative(root, absolute)
-    if (relative === ".." || relative.startsWith(`..${path.sep}`) || path.isAbsolute(relative)) {
+    const relative = below(path.resolve(root, input))
+    if (relative === undefined) {
       return Effect.fail(
         permanent("outside_root", "permission", "the path is outside the workspace root; use a path inside it")
       )
     }
     // What lies below the root (an absolute path holds the root already).
-    const below = Buffer.byteLength(relative, "utf8")
-    if (below > maxBelowRootBytes) return tooLong(below, maxBelowRootBytes)
+    const belowBytes = Buffer.byteLength(relative, "utf8")
+    if (belowBytes > maxBelowRootBytes) return tooLong(belowBytes, maxBelowRootBytes)
     return Effect.succeed({
       names: relative.split(path.sep).filter((name) => name.length > 0),
       display: relative === "" ? "." : relative

@@ -304,14 +304,16 @@ export const make = Effect.fnUntraced(function* (
         : allow
     }
     const target = path.resolve(first, value)
-    if (!roots.some((root) => isInside(root, target))) {
+    const realRoots = yield* Effect.forEach(roots, realPath)
+    // Under a root as given, or under its real path (a root reached through a link, as macOS's /tmp is).
+    const under = (root: string | undefined) => root !== undefined && isInside(root, target)
+    if (!roots.some(under) && !realRoots.some(under)) {
       return deny("outside_roots", `${subject} resolves outside the allowed roots`)
     }
     const real = yield* realPath(target)
     if (real === undefined) {
       return deny("symlink_escape", `${subject} goes through a loop of symbolic links`)
     }
-    const realRoots = yield* Effect.forEach(roots, realPath)
     if (!realRoots.some((root) => root !== undefined && isInside(root, real))) {
       return deny("symlink_escape", `${subject} leads outside the allowed roots through a symbolic link`)
     }

@@ -211,6 +211,32 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools", (it) =>
     )
   })
 
+  describe("a root reached through a symbolic link", () => {
+    it.effect(
+      "R3.6 R12 an absolute path under the root's real path is inside it, as under the root as given; one outside either is not",
+      () =>
+        Effect.gen(function* () {
+          // Review 118's sibling: the root a link (macOS's /tmp), the model given the real path (`pwd`).
+          const { fs, path, base, root, outside } = yield* workspace
+          const link = path.join(base, "link")
+          symlinkSync(root, link)
+          yield* fs.writeFileString(path.join(root, "a.txt"), "hello")
+          const tools = yield* FileTools.make({ root: link })
+          for (const target of [path.join(root, "a.txt"), path.join(link, "a.txt"), "a.txt"]) {
+            const read = yield* tools.readFile.handler({ path: target }, context)
+            assert.include(read.content, "hello", target)
+          }
+          yield* tools.writeTextFile.handler({ path: path.join(root, "b.txt"), content: "written" }, context)
+          assert.strictEqual(yield* fs.readFileString(path.join(root, "b.txt")), "written")
+          for (const target of [path.join(outside, "x.txt"), path.join(root, "..", "outside", "x.txt"), base]) {
+            const error = yield* Effect.flip(tools.writeTextFile.handler({ path: target, content: "x" }, context))
+            assertPermanent(error, "outside_root")
+          }
+          assert.isFalse(yield* fs.exists(path.join(outside, "x.txt")))
+        })
+    )
+  })
+
   describe("write_markdown_file", () => {
     it.effect("R3.5 a path not ending in .md fails the input schema and the handler", () =>
       Effect.gen(function* () {

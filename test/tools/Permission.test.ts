@@ -118,6 +118,22 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
       })
     )
 
+    it.effect(
+      "R3.6 a root reached through a symbolic link: an absolute path under its real path is inside, one outside both is not",
+      () =>
+        Effect.gen(function* () {
+          const { base, root, outside, path } = yield* workspace
+          const link = path.join(base, "link")
+          symlinkSync(root, link)
+          const policy = yield* Permission.make({ roots: [link] })
+          assertAllowed(yield* check(policy, { path: path.join(root, "docs", "notes.md") }))
+          assertAllowed(yield* check(policy, { path: path.join(link, "docs", "notes.md") }))
+          assertAllowed(yield* check(policy, { path: "docs/new.md" }))
+          assertDenied(yield* check(policy, { path: path.join(outside, "secret.txt") }), "outside_roots")
+          assertDenied(yield* check(policy, { path: path.join(root, "..", "outside", "secret.txt") }), "outside_roots")
+        })
+    )
+
     it.effect("R3.6 the root itself, absolute paths inside it and new files are allowed", () =>
       Effect.gen(function* () {
         const { policy, root, path } = yield* workspace
