@@ -97,16 +97,8 @@ const decisionOf = (
 ): M.Decision | undefined => {
   if (reason === "validation_failed") {
     // The checks that fail the validation, as the run's report lists them: an optional step's does not.
-    const optional = new Set(
-      (last(timeline, "plan.set")?.steps ?? []).flatMap((step) => (step.required ? [] : [`plan:${step.id}`]))
-    )
-    const failed = timeline.flatMap((e) =>
-      e._tag === "validation.checked" &&
-      !e.check.passed &&
-      !(e.check.kind === "plan_step" && optional.has(e.check.name))
-        ? [e.check.detail]
-        : []
-    )
+    const fails = Facts.failsValidation(timeline)
+    const failed = timeline.flatMap((e) => (e._tag === "validation.checked" && fails(e.check) ? [e.check.detail] : []))
     const finished = last(timeline, "run.finished")
     return {
       policy: "validation",

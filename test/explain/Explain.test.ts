@@ -117,6 +117,27 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
       })
   )
 
+  it.effect(
+    "R6.3 R13 a completed run whose optional step is not done lists no failed check, as its report does (review 118)",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* echoedThenDone({
+          plan: [
+            echoStep,
+            Validation.step("polish", "polish", [Criterion.toolSucceeded("polish")], { required: false })
+          ]
+        })
+        assert.strictEqual(result.status, "completed", result.detail)
+        const e = explained(result)
+        assert.deepStrictEqual(e.validation?.failed, [])
+        assert.deepStrictEqual(
+          e.validation?.unfinished.map((i) => i.id),
+          ["polish"]
+        )
+        assert.notInclude(Explain.format(e), "✗")
+      })
+  )
+
   it.effect("R6.3 R13 a plan step that held with no tool result behind it is unfinished in the explanation too", () =>
     Effect.gen(function* () {
       const result = yield* echoedThenDone({

@@ -14,6 +14,8 @@ import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { errorType, genAi, runtime, span } from "../../src/tracing/Attributes.ts"
 import * as Tracing from "../../src/tracing/Tracing.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import * as Validation from "../../src/validation/Validation.ts"
 import { drive } from "../support/clock.ts"
 import { crashThenResume, layers, pay } from "../support/restart.ts"
 import { deaf, echo } from "../support/tools.ts"
@@ -616,6 +618,30 @@ describe("issue 15 spans say why a call failed by its type, never by its message
       assert.isAbove(failed, 0)
       assert.strictEqual(attr(last, runtime.failedChecks), 1)
     })
+  )
+})
+
+describe("the validation span's failed checks (R13)", () => {
+  it.effect(
+    "R13 R6.3 an optional step not done is no failed check: a completed run's span counts none (review 118)",
+    () =>
+      Effect.gen(function* () {
+        const { tracer, spans } = memoryTracer()
+        const result = yield* Effect.withTracer(
+          Run.run({
+            goal: "x",
+            tools: [],
+            validation: {
+              plan: [Validation.step("polish", "polish", [Criterion.toolSucceeded("polish")], { required: false })]
+            }
+          }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")]))),
+          tracer
+        )
+        assert.strictEqual(result.status, "completed", result.detail)
+        const last = named(spans, span.validation).at(-1)
+        assert.isAtLeast(Number(attr(last, runtime.checks)), 1)
+        assert.strictEqual(attr(last, runtime.failedChecks), 0)
+      })
   )
 })
 

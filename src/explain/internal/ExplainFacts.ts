@@ -271,7 +271,17 @@ export const approvalOf = (
   }
 }
 
-/** The checks that failed, and the plan's steps done and not done, as validation recorded them. */
+/**
+ * Whether a check fails the validation, as the run's report counts it: a failed check, but
+ * not an optional plan step's (that step is only unfinished).
+ */
+export const failsValidation = (timeline: Timeline): ((check: Event.Check) => boolean) => {
+  const plan = timeline.findLast((e): e is Event.Of<"plan.set"> => e._tag === "plan.set")
+  const optional = new Set((plan?.steps ?? []).flatMap((step) => (step.required ? [] : [`plan:${step.id}`])))
+  return (check) => !check.passed && !(check.kind === "plan_step" && optional.has(check.name))
+}
+
+/** The checks that failed the validation, and the plan's steps done and not done, as validation recorded them. */
 export const validationOf = (timeline: Timeline): ValidationSeen | undefined => {
   const plan = timeline.findLast((e): e is Event.Of<"plan.set"> => e._tag === "plan.set")
   const checks = timeline.flatMap((e) => (e._tag === "validation.checked" ? [e.check] : []))
@@ -293,5 +303,5 @@ export const validationOf = (timeline: Timeline): ValidationSeen | undefined => 
               : check.detail
       })
   }
-  return { failed: checks.filter((c) => !c.passed), completed, unfinished }
+  return { failed: checks.filter(failsValidation(timeline)), completed, unfinished }
 }
