@@ -126,11 +126,16 @@ interface RunView {
  */
 const screen = (options: Options, now: () => number) => {
   const given = options.write
-  // An `async` write's Promise is let go, its rejection handled: a view never takes the process down.
-  const write =
-    given === undefined
-      ? (text: string) => void process.stdout.write(text)
-      : (text: string) => void UserCode.letGo(given(text))
+  // A write that throws is dropped, and an `async` write's Promise let go, its rejection handled:
+  // a view never takes the process down (its countdown's timer has nobody to catch it, review 120).
+  const write = (text: string) => {
+    try {
+      if (given === undefined) process.stdout.write(text)
+      else UserCode.letGo(given(text))
+    } catch {
+      // Dropped: the view goes on.
+    }
+  }
   const tty = options.tty ?? process.stdout.isTTY === true
   const refresh = options.refresh ?? 1000
   const live: Array<Array<Event.Event>> = []

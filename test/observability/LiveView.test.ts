@@ -252,6 +252,36 @@ describe("LiveView", () => {
     })
   )
 
+  it.live(
+    "R12 a write that throws never takes the process down, on the TTY's countdown timer either (review 120)",
+    () =>
+      Effect.gen(function* () {
+        const uncaught: Array<unknown> = []
+        const count = (error: unknown) => uncaught.push(error)
+        process.on("uncaughtException", count)
+        const writes = { count: 0 }
+        const result = yield* Run.run({ ...options, tools: [slowEcho] }).pipe(
+          Effect.provide(ScriptedModel.layer(script)),
+          Effect.provide(
+            LiveView.layer({
+              tty: true,
+              refresh: 100,
+              write: () => {
+                writes.count += 1
+                throw new Error("the terminal is gone")
+              }
+            })
+          ),
+          Effect.ensuring(Effect.sync(() => process.off("uncaughtException", count)))
+        )
+        // Let the last ticks fire before counting.
+        yield* Effect.sleep("250 millis")
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.isAbove(writes.count, 2)
+        assert.deepStrictEqual(uncaught, [])
+      })
+  )
+
   it.effect("R12 a frame's lines are cut to the terminal's width, so that it is redrawn in place", () =>
     Effect.gen(function* () {
       const out: Array<string> = []

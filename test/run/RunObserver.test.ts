@@ -50,7 +50,24 @@ describe("RunObserver (R12)", () => {
       "attach gives no settled effect",
       { attach: () => ({ event: () => {}, settled: 5 }) as unknown as RunObserver.Attached }
     ],
-    ["settled fails", { attach: () => ({ event: () => {}, settled: Effect.die(new Error("boom")) }) }]
+    ["settled fails", { attach: () => ({ event: () => {}, settled: Effect.die(new Error("boom")) }) }],
+    // Getters that answer the check, then throw (review 120: the run never ended, nor could be interrupted).
+    ...(["event", "settled"] as const).map((field): readonly [string, RunObserver.Observer] => [
+      `attach gives a ${field} getter that throws on its second read`,
+      {
+        attach: () => {
+          let reads = 0
+          const fields = { event: () => {}, settled: Effect.void }
+          return Object.defineProperty({ ...fields }, field, {
+            get: () => {
+              reads += 1
+              if (reads > 1) throw new Error("second read")
+              return fields[field]
+            }
+          }) as RunObserver.Attached
+        }
+      }
+    ])
   ]
   for (const [name, observer] of broken) {
     it.live(`R12 an observer whose ${name}: the run ends as it would, the other observers see it all`, () =>

@@ -17,14 +17,14 @@ const attachOne = (observer: RunObserver.Observer, runId: string): RunObserver.A
   try {
     // An `async` attach gives a Promise: no attachment, its rejection handled.
     const attached: unknown = UserCode.letGo(observer.attach(runId))
-    if (!Predicate.hasProperty(attached, "event") || !Predicate.isFunction(attached.event)) {
-      return "its attach gave no event function"
-    }
-    if (!Predicate.hasProperty(attached, "settled") || !Effect.isEffect(attached.settled)) {
-      return "its attach gave no settled effect"
-    }
+    if (!Predicate.isObject(attached)) return "its attach gave no event function"
+    // Each read once, here: a getter that answers once and throws the next time is read no more (review 120).
+    const event: unknown = Reflect.get(attached, "event")
+    const settled: unknown = Reflect.get(attached, "settled")
+    if (!Predicate.isFunction(event)) return "its attach gave no event function"
+    if (!Effect.isEffect(settled)) return "its attach gave no settled effect"
     // Checked just above: a function and an effect (what they give is not looked at).
-    return attached as RunObserver.Attached
+    return { event: event as RunObserver.Attached["event"], settled: settled as RunObserver.Attached["settled"] }
   } catch (error) {
     return `its attach threw ${Failure.describeDefect(error).type}`
   }
