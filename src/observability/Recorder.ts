@@ -131,7 +131,13 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
       // An `async` file name is none: its Promise is let go, and the path it gives fails as a bad name would.
       const name = given === undefined ? fileName : (runId: string) => UserCode.letGo(given(runId))
       const pathOf = (runId: string) => path.join(options.directory, name(runId))
-      const shown = options.content === false ? withoutContent : (event: Event.Event) => event
+      // The tools of each run whose `run.started` this recorder saw: a tool name the model made up is content.
+      const tools = new Map<string, ReadonlySet<string>>()
+      const shown = (event: Event.Event): Event.Event => {
+        if (options.content !== false) return event
+        if (event._tag === "run.started") tools.set(event.runId, new Set(event.tools))
+        return withoutContent(event, tools.get(event.runId))
+      }
       const queue = yield* Queue.unbounded<Item>()
 
       // A run's file this process has not written to yet may end in a line a crash tore (a
@@ -248,7 +254,10 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           return Effect.andThen(
             Effect.forEach(batch, ([runId, run]) => append(runId, run.events, run.lines), { discard: true }),
             Effect.sync(() => {
-              for (const runId of gones) gone(runId)
+              for (const runId of gones) {
+                gone(runId)
+                tools.delete(runId)
+              }
             })
           )
         })

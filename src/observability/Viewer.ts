@@ -19,7 +19,7 @@ import * as Event from "../events/Event.ts"
 import * as Explain from "../explain/Explain.ts"
 import * as Text from "../failure/Text.ts"
 import type * as RunResult from "../run/RunResult.ts"
-import { detailWithoutContent, withoutContent } from "./internal/Content.ts"
+import { detailWithoutContent, knownTools, withoutContent } from "./internal/Content.ts"
 import { layout } from "./internal/Layout.ts"
 import { duration, render } from "./internal/Page.ts"
 import type * as Recording from "./Recording.ts"
@@ -76,7 +76,9 @@ const dated = (at: number): string => {
  */
 export const html = (input: Input, options: Options = {}): string => {
   const recording = recordingOf(input)
-  const events = options.content === false ? recording.events.map(withoutContent) : recording.events
+  const known = knownTools(recording.events)
+  const events =
+    options.content === false ? recording.events.map((event) => withoutContent(event, known)) : recording.events
   const picture = layout(events)
   const result = recording.result
   // A result says how the run ended after validation; the log's decision may have been overruled.

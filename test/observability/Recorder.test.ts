@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, FileSystem, Layer, Result, Schema, Stream } from "effect"
+import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
@@ -11,6 +12,7 @@ import * as RunObserver from "../../src/run/RunObserver.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Permission from "../../src/tools/Permission.ts"
+import * as Signature from "../../src/tools/Signature.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { drive } from "../support/clock.ts"
 import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
@@ -260,6 +262,55 @@ describe("Recorder", () => {
           passed: false,
           detail: "<not recorded>"
         })
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.effect(
+    "R13 R12 content: false leaves no guess to test: call signatures are keyed stand-ins, keys the model chose in a refusal's field paths and tool names it made up are left out (review 120)",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDirectory
+        const read = Tool.make({
+          name: "read_file",
+          description: "reads",
+          input: Schema.Record(Schema.String, Schema.Number),
+          output: Schema.String,
+          sideEffect: "read",
+          handler: () => Effect.succeed("ok")
+        })
+        const guessed = { path: 7 }
+        const events = yield* recordedWithoutContent(
+          directory,
+          Run.run({ goal: "read", tools: [read], limits: { maxIterations: 6 } }).pipe(
+            Effect.provide(
+              ScriptedModel.layer([
+                ScriptedModel.toolCall("read_file", guessed, "c1"),
+                ScriptedModel.toolCall("read_file", guessed, "c2"),
+                ScriptedModel.toolCall("read_file", { "PATIENT-SECRET": "x" }, "c3"),
+                ScriptedModel.toolCall("sk-live-ABCDEF123456", {}, "c4"),
+                ScriptedModel.finalAnswer("done")
+              ])
+            )
+          ),
+          "PATIENT-SECRET"
+        )
+        const text = JSON.stringify(events)
+        assert.notInclude(text, "sk-live-ABCDEF123456")
+        // A guess of the arguments gives a signature that is not in the file.
+        assert.notInclude(text, Signature.toolCallParsed("read_file", guessed))
+        const signatures = events.flatMap((e) => (e._tag === "model.responded" ? e.signatures : []))
+        assert.lengthOf(signatures, 4)
+        // Equal calls keep equal stand-ins, under the name of the run's own tool, so the counters fold as the run's did.
+        assert.strictEqual(signatures[0], signatures[1])
+        assert.notStrictEqual(signatures[0], signatures[2])
+        assert.strictEqual(Signature.toolName(signatures[0] ?? ""), "read_file")
+        const refused = events.find((e) => e._tag === "tool.failed" && e.callId === "c3")
+        assert.match(
+          refused?._tag === "tool.failed" ? (refused.error.fieldPaths ?? []).join() : "",
+          /^<not recorded #[\w-]{16}>$/
+        )
+        const folded = (timeline: ReadonlyArray<Event.Event>) => Counters.fold(timeline).repeatedToolCallCount
+        assert.strictEqual(folded(events), 2)
       }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 

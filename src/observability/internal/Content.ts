@@ -10,6 +10,7 @@ import { createHmac } from "node:crypto"
 import * as Event from "../../events/Event.ts"
 import type * as StopReason from "../../events/StopReason.ts"
 import * as Model from "../../model/Model.ts"
+import * as Signature from "../../tools/Signature.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 
 /** What stands in for content a recording left out. */
@@ -25,10 +26,31 @@ const standInKey = crypto.getRandomValues(new Uint8Array(32))
  * different ones, so that a view folds the counters the run had; the key stays in memory,
  * so nobody can test a guess against it. Blank text is no content: kept as it is.
  */
+const keyedDigest = (text: string): string =>
+  createHmac("sha256", standInKey).update(text).digest("base64url").slice(0, 16)
+
 const standIn = (text: string): string =>
-  Model.isBlank(text)
-    ? text
-    : `${omitted.slice(0, -1)} #${createHmac("sha256", standInKey).update(text).digest("base64url").slice(0, 16)}>`
+  Model.isBlank(text) ? text : `${omitted.slice(0, -1)} #${keyedDigest(text)}>`
+
+/** The tools a run has (its `run.started`): a name the model gave is content unless it is one of them. */
+export type Known = ReadonlySet<string> | undefined
+
+/** The tools of the run whose events these are, when they hold its `run.started`. */
+export const knownTools = (events: ReadonlyArray<Event.Event>): Known => {
+  const started = events.find((e): e is Event.Of<"run.started"> => e._tag === "run.started")
+  return started === undefined ? undefined : new Set(started.tools)
+}
+
+/** A tool name the model gave: kept when it names one of the run's tools (or they are not known), else its stand-in. */
+const nameOf = (name: string, known: Known): string => (known === undefined || known.has(name) ? name : standIn(name))
+
+/**
+ * A call's signature without its content: the digest of the arguments (unkeyed, so a guess
+ * of them could be tested against it, review 120) becomes a keyed one, after the tool's
+ * name. Equal signatures keep equal stand-ins, and a stand-in reads as a sensitive call's.
+ */
+const signatureWithoutContent = (signature: string, known: Known): string =>
+  `${nameOf(Signature.toolName(signature), known)}:#${keyedDigest(signature)}`
 
 /**
  * The stops whose detail is counts and limits only (the runtime's words, or a policy's own).
@@ -60,11 +82,16 @@ export const detailWithoutContent = (reason: StopReason.StopReason | undefined, 
 const errorWithoutContent = (error: ToolResult.ToolError): ToolResult.ToolError => ({
   ...error,
   message: standIn(error.message),
+  // Its field paths may hold keys the model chose.
+  ...(error.fieldPaths === undefined ? {} : { fieldPaths: error.fieldPaths.map(standIn) }),
   ...(error.failure === undefined ? {} : { failure: { ...error.failure, hint: omitted } })
 })
 
-/** The event without its message content; the events that carry none are returned as they are. */
-export const withoutContent = (event: Event.Event): Event.Event => {
+/**
+ * The event without its message content; the events that carry none are returned as they
+ * are. Tool names the model gave that are not among `known` (the run's tools) are content too.
+ */
+export const withoutContent = (event: Event.Event, known?: Known): Event.Event => {
   switch (event._tag) {
     case "run.started":
       return { ...event, goal: omitted, ...(event.system === undefined ? {} : { system: omitted }) }
@@ -74,20 +101,25 @@ export const withoutContent = (event: Event.Event): Event.Event => {
       return {
         ...event,
         text: standIn(event.text),
-        toolCalls: event.toolCalls.map((call) => ({ ...call, arguments: omitted })),
+        toolCalls: event.toolCalls.map((call) => ({ ...call, name: nameOf(call.name, known), arguments: omitted })),
+        signatures: event.signatures.map((signature) => signatureWithoutContent(signature, known)),
         ...(event.reasoning === undefined ? {} : { reasoning: omitted })
       }
-    case "tool.succeeded":
-      return { ...event, observation: standIn(event.observation), input: omitted, output: omitted }
+    case "tool.succeeded": {
+      // An older log's digest of the observation, as unkeyed as a signature's: the fold computes it.
+      const { observationDigest: _, ...rest } = event
+      return { ...rest, observation: standIn(event.observation), input: omitted, output: omitted }
+    }
     case "tool.failed":
       // A success its postcondition contradicted keeps what the tool reported.
       return {
         ...event,
+        name: nameOf(event.name, known),
         error: errorWithoutContent(event.error),
         ...(event.output === undefined ? {} : { output: omitted })
       }
     case "tool.blocked":
-      return { ...event, error: errorWithoutContent(event.error) }
+      return { ...event, name: nameOf(event.name, known), error: errorWithoutContent(event.error) }
     case "approval.requested":
       return { ...event, arguments: omitted }
     case "approval.decided":

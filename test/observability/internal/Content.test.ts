@@ -95,7 +95,7 @@ describe("content left out of a recording", () => {
         detail: `pay (c2) was rejected by bob: not ${secret}`
       }
     ]
-    const left = events.map(withoutContent)
+    const left = events.map((event) => withoutContent(event))
     assert.notInclude(JSON.stringify(left), "SECRET-PATH")
     const [plan, blocked, decided, decision] = left
     assert.deepStrictEqual(plan?._tag === "plan.set" ? plan.steps : [], [
@@ -145,7 +145,7 @@ describe("content left out of a recording", () => {
       // The counts (the maps behind them are keyed by the texts, or their stand-ins).
       const counts = (counters: Counters.Counters) =>
         Object.entries(counters).filter(([, value]) => typeof value === "number" || typeof value === "boolean")
-      const left = Counters.fold(result.timeline.map(withoutContent))
+      const left = Counters.fold(result.timeline.map((event) => withoutContent(event)))
       assert.deepStrictEqual(counts(left), counts(Counters.fold(result.timeline)))
       assert.strictEqual(left.emptyOutputs, 3)
       assert.strictEqual(left.unchangedObservations, 1)
