@@ -109,10 +109,18 @@ export const describe = (event: Event.Event): string => {
 export const formatEvent = (event: Event.Event, startedAt: number): string =>
   `${`+${event.at - startedAt}ms`.padStart(9)}  ${event._tag.padEnd(19)} ${visible(describe(event))}`
 
-// The C0 and C1 controls, and the marks and overrides of bidirectional text and the line and
-// paragraph separators (U+200E, U+200F, U+2028 to U+202E, U+2066 to U+2069).
-// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is replaced.
-const controls = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028-\u202e\u2066-\u2069]/g
+/**
+ * The marks and overrides of bidirectional text, as a regular expression's character class
+ * holds them (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069): what shows text in
+ * another order than it is read.
+ *
+ * @category formatting
+ * @since 0.3.0
+ */
+export const bidiClass = "\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069"
+
+// The C0 and C1 controls, the marks of bidirectional text, and the line and paragraph separators.
+const controls = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029${bidiClass}]`, "g")
 
 /**
  * The text with its control characters written out (`\x1b`, `\u202e`): what the model, a
@@ -125,7 +133,7 @@ const controls = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028-\u202e\u2066-\u2
 export const visible = (text: string): string =>
   text.replace(controls, (c) => {
     const code = c.charCodeAt(0)
-    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16)}`
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`
   })
 
 /**

@@ -146,14 +146,16 @@ describe("Viewer", () => {
   })
 
   it("R12 a right-to-left override in the run's text is shown, not obeyed: the page reads as the text is ordered", () => {
-    const goal = "deploy \u202Egnirahs\u202C now"
+    // U+061C, the Arabic letter mark, is a mark of bidirectional text too (review 120).
+    const goal = "deploy \u202Egnirahs\u202C now \u061C"
     const result = Effect.runSync(
       Run.run({ goal, tools: [] }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("ok")])))
     )
     // What the page shows: everything but its scripts (the run's data keeps the text as it is).
     const shown = Viewer.html(result).replace(/<script[^>]*>[\s\S]*?<\/script>/g, "")
     assert.notInclude(shown, "\u202E")
-    assert.include(shown, "deploy \\u202egnirahs\\u202c now")
+    assert.notInclude(shown, "\u061C")
+    assert.include(shown, "deploy \\u202egnirahs\\u202c now \\u061c")
   })
 
   it("R12 R13 a timeline made by hand at a time no Date holds gives its page, its start shown as milliseconds", () => {

@@ -96,7 +96,7 @@ describe.skipIf(!present && !required)("Viewer in Chromium", () => {
   }, async () => {
     assert.isTrue(present, `Chromium is not installed at ${executablePath} (apt-get install -y chromium)`)
     const result = await Effect.runPromise(
-      Run.run({ goal: "pay \u202eoleh\u202c now", tools: [] }).pipe(
+      Run.run({ goal: "pay \u202eoleh\u202c now \u061c", tools: [] }).pipe(
         Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")]))
       )
     )
@@ -109,8 +109,9 @@ describe.skipIf(!present && !required)("Viewer in Chromium", () => {
       await tab.goto(pathToFileURL(page).href)
       await tab.locator('tr.event[data-seq="0"]').click()
       const details = (await tab.locator("#details-body").textContent()) ?? ""
-      assert.include(details, "pay \\u202eoleh\\u202c now")
+      assert.include(details, "pay \\u202eoleh\\u202c now \\u061c")
       assert.notInclude(details, "\u202e")
+      assert.notInclude(details, "\u061c")
     } finally {
       await browser.close()
       Fs.rmSync(work, { recursive: true, force: true })

@@ -21,11 +21,13 @@ export interface Page {
   readonly explanation: string | undefined
 }
 
+const bidi = new RegExp(`[${Timeline.bidiClass}]`, "g")
+
 export const escapeHtml = (text: string): string =>
   text
     .replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c)
     // What reorders the text around it (a right-to-left override) is shown, as the terminal shows it.
-    .replace(/[\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, Timeline.visible)
+    .replace(bidi, Timeline.visible)
 
 /** Milliseconds, as people read them. */
 export const duration = (millis: number): string =>
@@ -200,8 +202,8 @@ const script = `
     selected.forEach(function(el){ el.classList.add("selected"); });
     title.textContent = "#" + e.seq + " " + e._tag;
     // What reorders the text around it is shown as its escape, as in the page's own text.
-    body.textContent = JSON.stringify(e, null, 2).replace(/[\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069]/g, function(c){
-      return "\\\\u" + c.charCodeAt(0).toString(16);
+    body.textContent = JSON.stringify(e, null, 2).replace(/[${Timeline.bidiClass}]/g, function(c){
+      return "\\\\u" + ("000" + c.charCodeAt(0).toString(16)).slice(-4);
     });
   }
   document.addEventListener("click", function(ev){
