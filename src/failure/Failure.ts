@@ -243,7 +243,12 @@ export const Summary = Schema.Struct({
   code: Schema.String,
   attempts: Schema.Int,
   hint: Schema.String,
-  timeout: Schema.optional(Timeout)
+  timeout: Schema.optional(Timeout),
+  /**
+   * A retryable failure's `retryAfterMillis` (a 429's `Retry-After`), so that a replay
+   * waits it as the run did. Absent from logs written before 0.3.0.
+   */
+  retryAfterMillis: Schema.optional(Schema.Finite)
 })
 
 /**
@@ -265,7 +270,10 @@ export const summarize = (failure: Failure): Summary => ({
   code: failure.code,
   attempts: failure.attempts,
   hint: failure.hint,
-  ...(failure.timeout !== undefined ? { timeout: failure.timeout } : {})
+  ...(failure.timeout !== undefined ? { timeout: failure.timeout } : {}),
+  ...(failure._tag === "Retryable" && failure.retryAfterMillis !== undefined
+    ? { retryAfterMillis: failure.retryAfterMillis }
+    : {})
 })
 
 /**

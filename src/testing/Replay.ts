@@ -203,29 +203,35 @@ const withoutJournal = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<
     (context: Context.Context<R>) => Context.omit(Journal.Journal)(context) as Context.Context<R>
   )
 
-/** Decides each approval the replay asks for as the recording did, at the recorded time. */
+/**
+ * Decides each approval the replay asks for as the recording did, at the recorded time: each
+ * in a fiber of its own, in the replay's scope, so that one decided earlier than a call asked
+ * before it is not held behind it.
+ */
 const decideApprovals = (recorded: ReadonlyArray<Event.Event>, handle: Run.Handle<unknown>) => {
   // The first decision of each call, found once: a recording may hold thousands.
   const decisions = new Map<string, Event.Of<"approval.decided">>()
   for (const e of recorded) if (e._tag === "approval.decided" && !decisions.has(e.callId)) decisions.set(e.callId, e)
+  const decide = (decided: Event.Of<"approval.decided">) =>
+    Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      yield* Effect.sleep(Math.max(0, decided.at - now))
+      // A blank `by`, which a recording made before it was refused may hold, names nobody: left out.
+      const by = decided.by === undefined || Model.isBlank(decided.by) ? {} : { by: decided.by }
+      yield* Effect.ignore(
+        decided.decision === "approved"
+          ? handle.approve(decided.callId, by)
+          : handle.reject(decided.callId, decided.reason ?? "rejected", by)
+      )
+    })
   return Stream.runForEach(
     Stream.filter(handle.events, (e) => e._tag === "approval.requested"),
     (requested) => {
       const decided = decisions.get(requested.callId)
       if (decided === undefined || (decided.decision !== "approved" && decided.decision !== "rejected"))
         return Effect.void
-      // A blank `by`, which a recording made before it was refused may hold, names nobody: left out.
-      const by = decided.by === undefined || Model.isBlank(decided.by) ? {} : { by: decided.by }
-      return Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        Effect.andThen(
-          Effect.sleep(Math.max(0, decided.at - now)),
-          Effect.ignore(
-            decided.decision === "approved"
-              ? handle.approve(decided.callId, by)
-              : handle.reject(decided.callId, decided.reason ?? "rejected", by)
-          )
-        )
-      )
+      // Started at once: its sleep is set before the clock moves on (an expiry a millisecond later).
+      return Effect.asVoid(Effect.forkScoped(decide(decided), { startImmediately: true }))
     }
   )
 }

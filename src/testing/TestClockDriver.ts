@@ -19,10 +19,19 @@ import * as RealTime from "../time/RealTime.ts"
  */
 export class StillRunning extends Schema.TaggedError<StillRunning>()("StillRunning", {
   movedMillis: Schema.Finite,
-  steps: Schema.Int
+  steps: Schema.Int,
+  /**
+   * The `RealTime.held` regions still pending then: each held the clock still until its
+   * `heldUpTo` of nothing had passed (held work that sleeps on the Clock, or never ends).
+   */
+  heldWaits: Schema.optional(Schema.Int)
 }) {
   override get message(): string {
-    return `the effect was still running after the TestClock moved ${this.movedMillis} ms in ${this.steps} steps`
+    const held =
+      this.heldWaits === undefined
+        ? ""
+        : `; ${this.heldWaits} RealTime.held wait(s) still pending (held work should wait in real time, not on the Clock)`
+    return `the effect was still running after the TestClock moved ${this.movedMillis} ms in ${this.steps} steps${held}`
   }
 }
 
@@ -48,6 +57,14 @@ export interface Options {
    * time. Default: as fast as the driver can.
    */
   readonly pace?: number | undefined
+  /**
+   * How long, in real time, a `RealTime.held` region holds the clock still while no wait in
+   * real time begins or ends. Past it the clock moves again: held work that sleeps on the
+   * Clock then goes on, and work that never ends meets `upTo` (`StillRunning` counts it). A
+   * wait with a timer of its own (a stop grace, a subprocess's grace, `RealTime.sleep`) holds
+   * the clock until it ends, whatever this bound. Default 2 seconds.
+   */
+  readonly heldUpTo?: Duration.Input | undefined
 }
 
 /**
@@ -55,8 +72,11 @@ export interface Options {
  * until the effect ends; then returns what it returned. If it is still running once the
  * clock has moved `upTo`, it is interrupted and the driver fails with {@link StillRunning}.
  * Run it inside a test that provides the `TestClock` (every `it.effect` of `@effect/vitest` does).
- * Options that are not an object, a `step` under 1 ms, or a `step` or `upTo` that is not a
- * finite duration, is a defect (`RangeError`) naming the option, raised before the effect starts.
+ * Options that are not an object, a `step` under 1 ms, or a `step`, `upTo` or `heldUpTo` that
+ * is not a finite duration, is a defect (`RangeError`) naming the option, raised before the
+ * effect starts. A `RealTime.held` region holds the clock still at most `heldUpTo` of real
+ * time with nothing begun or ended in real time (see {@link Options.heldUpTo}), so a drive
+ * always ends.
  *
  * @category combinators
  * @since 0.2.0
@@ -77,6 +97,7 @@ export const drive = <A, E, R>(
     }
     const stepMillis = millisOf("step", options.step ?? "10 millis")
     const upToMillis = millisOf("upTo", options.upTo ?? "10 minutes")
+    const heldUpToMillis = millisOf("heldUpTo", options.heldUpTo ?? "2 seconds")
     // Each move costs the driver a turn: a finer step buys nothing (a sleep wakes at its own time
     // whatever the step) but moves by the million (a 1 s sleep in steps of 1 ns: 10^9 of them).
     if (stepMillis < minStepMillis) {
@@ -101,7 +122,7 @@ export const drive = <A, E, R>(
       )
     }
     // The run's waits in real time (a stop grace, an abort's grace): the clock stands still meanwhile.
-    const waits = holdingWaits(clock)
+    const waits = holdingWaits(clock, heldUpToMillis)
     // Detached, so that the driver never waits for it: what cannot be interrupted is left to run.
     const fiber = yield* Effect.forkDetach(Effect.provideService(effect, RealTime.Waits, waits), {
       startImmediately: true
@@ -111,11 +132,16 @@ export const drive = <A, E, R>(
       Effect.gen(function* () {
         const moved = yield* advanceWhile(clock, running, waits, stepMillis, upToMillis, pace)
         if (running()) {
+          const held = waits.held()
           // Interrupting runs the effect's finalizers, which may sleep too: keep moving the clock
           // for them, as far again at most, and never wait for what still does not end.
           fiber.interruptUnsafe()
           yield* advanceWhile(clock, running, waits, stepMillis, upToMillis, pace)
-          return yield* new StillRunning({ movedMillis: moved.millis, steps: moved.steps })
+          return yield* new StillRunning({
+            movedMillis: moved.millis,
+            steps: moved.steps,
+            ...(held > 0 ? { heldWaits: held } : {})
+          })
         }
         return yield* Fiber.join(fiber)
       }),
@@ -146,7 +172,10 @@ const realMillisecond = realWait(1)
 
 /** The run's waits in real time, counted, and able to stop the clock's move that woke one. */
 interface HoldingWaits extends RealTime.Waits {
-  readonly pending: () => number
+  /** Whether the clock stands still: a timed wait is pending, or a held region within its `heldUpTo`. */
+  readonly holding: () => boolean
+  /** The `RealTime.held` regions pending. */
+  readonly held: () => number
   /** Called when a wait begins while the clock moves, and the clock has moved since `from`. */
   hold: { readonly from: number; readonly stop: () => void } | undefined
 }
@@ -156,22 +185,35 @@ interface HoldingWaits extends RealTime.Waits {
  * a sleeper it woke (the clock has jumped to that sleeper's time): the move stops there, so
  * that nothing more of the step runs, and nothing is stamped past that instant (a deadline).
  * A wait begun before the move got under way (a fiber that polls in real time) does not stop
- * it: the clock would never move.
+ * it: the clock would never move. A held region holds the clock only until `heldUpToMillis`
+ * of real time pass with no wait begun or ended: it may be waiting on the clock itself.
  */
-const holdingWaits = (clock: Clock.Clock): HoldingWaits => {
-  const counted = RealTime.counted()
+const holdingWaits = (clock: Clock.Clock, heldUpToMillis: number): HoldingWaits => {
+  let timed = 0
+  let regions = 0
+  let changedAt = performance.now()
   const waits: HoldingWaits = {
-    begin: () => {
-      const end = counted.begin()
+    begin: (held) => {
+      if (held === true) regions++
+      else timed++
+      changedAt = performance.now()
       const hold = waits.hold
       // Only a move that made progress is stopped: a wait begun before it moved (not woken by it) lets it go on.
       if (hold !== undefined && clock.currentTimeMillisUnsafe() > hold.from) {
         waits.hold = undefined
         hold.stop()
       }
-      return end
+      let ended = false
+      return () => {
+        if (ended) return
+        ended = true
+        if (held === true) regions--
+        else timed--
+        changedAt = performance.now()
+      }
     },
-    pending: counted.pending,
+    holding: () => timed > 0 || (regions > 0 && performance.now() - changedAt < heldUpToMillis),
+    held: () => regions,
     hold: undefined
   }
   return waits
@@ -205,8 +247,8 @@ const moveClock = (clock: Clock.Clock, waits: HoldingWaits, millis: number) =>
 
 /**
  * Moves the clock `step` at a time, never past `upTo` in all, while `running` holds; while
- * one of the run's waits in real time is pending, it waits for it in real time instead (and
- * a move that woke one stops at its instant). With a `pace`, a step of `n` ms comes at least
+ * one of the run's waits in real time holds it (see {@link holdingWaits}), it waits in real
+ * time instead (and a move that woke one stops at its instant). With a `pace`, a step of `n` ms comes at least
  * `n / pace` real ms after the one before.
  */
 const advanceWhile = (
@@ -224,7 +266,7 @@ const advanceWhile = (
     let millis = 0
     let steps = 0
     while (running() && millis < upToMillis) {
-      if (waits.pending() > 0) {
+      if (waits.holding()) {
         yield* realMillisecond
         continue
       }

@@ -11,12 +11,13 @@ import { Context, Effect } from "effect"
 
 /**
  * Told of each wait in real time as it begins; `begin` gives the function that ends it.
+ * `held` is set for a region of {@link held}, which ends when its work does, not by a timer.
  *
  * @category models
  * @since 0.3.0
  */
 export interface Waits {
-  readonly begin: () => () => void
+  readonly begin: (held?: boolean) => () => void
 }
 
 const noWait = () => {}
@@ -102,13 +103,16 @@ export const sleep = (millis: number): Effect.Effect<void> =>
  * Runs `self` as one wait in real time of the fiber's {@link Waits}, from its start to its
  * end: for work made of several real waits and what lies between them (a subprocess's grace,
  * its polls and its reads of `/proc`), so that a test-clock driver holds its clock still for
- * the whole of it, not only during each wait.
+ * the whole of it, not only during each wait. Held work should wait in real time
+ * ({@link sleep}), never on the `Clock`, which the driver holds still: once its `heldUpTo`
+ * (2 s by default) passes with no wait in real time begun or ended, the driver moves the
+ * clock again.
  *
  * @category combinators
  * @since 0.3.0
  */
 export const held = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiber((fiber) => {
-    const end = fiber.getRef(Waits).begin()
+    const end = fiber.getRef(Waits).begin(true)
     return Effect.ensuring(self, Effect.sync(end))
   })

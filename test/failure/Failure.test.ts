@@ -45,6 +45,28 @@ describe("Failure", () => {
     }
   })
 
+  it("R10 R13 a summary keeps a retryable failure's retryAfterMillis through the log; one written without it still decodes", () => {
+    const limited = new Failure.Retryable({
+      source: "provider",
+      category: "rate_limited",
+      code: "rate_limited",
+      attempts: 1,
+      hint: "HTTP 429",
+      retryAfterMillis: 2000
+    })
+    const summary = Failure.summarize(limited)
+    assert.strictEqual(summary.retryAfterMillis, 2000)
+    const event = { _tag: "model.failed", runId: "r", seq: 3, at: 0, iteration: 1, failure: summary }
+    const [decoded] = Schema.decodeUnknownSync(timelineCodec)(Schema.encodeSync(timelineCodec)([event as Event.Event]))
+    assert.isTrue(decoded?._tag === "model.failed" && decoded.failure.retryAfterMillis === 2000)
+    // As a log written before the field was kept: no retryAfterMillis, and none made up.
+    const { retryAfterMillis: _, ...older } = summary
+    const [old] = Schema.decodeUnknownSync(timelineCodec)([{ ...event, failure: older }])
+    assert.isTrue(old?._tag === "model.failed" && !("retryAfterMillis" in old.failure))
+    // Only a retryable failure has one to keep.
+    assert.notProperty(Failure.summarize(new Failure.Permanent({ ...older, attempts: 1 })), "retryAfterMillis")
+  })
+
   it("R3.1 a category that is not text is still a decoding error naming the field", () => {
     const decoded = Schema.decodeUnknownExit(failureCodec)({ ...stored, category: 7 })
     assert.isTrue(decoded._tag === "Failure")

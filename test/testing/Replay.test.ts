@@ -18,6 +18,7 @@ import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as Replay from "../../src/testing/Replay.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
+import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { dies, layers, pay, payThenAnswer } from "../support/restart.ts"
 import { echo } from "../support/tools.ts"
@@ -950,5 +951,160 @@ describe("Replay of outputs stored in their JSON form (R13, R10)", () => {
       const report = yield* TestClockDriver.drive(Replay.replay(recorded.timeline, { tools: [token] }))
       assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
     })
+  )
+})
+
+describe("Replay of waits and texts an identical run repeats (R10, R13), review 119", () => {
+  const noJitter = { backoff: Recovery.backoff({ jitter: false }) }
+
+  it.effect("R10 R13 Replay plays a 429's Retry-After back: an identical run matches", () =>
+    Effect.gen(function* () {
+      // The retry waits the 2 s the provider asked, not the 50 ms backoff; its answer comes within the 1 s attempt timeout.
+      const options = {
+        goal: "g",
+        tools: [],
+        time: { run: "1 minute", attempt: "1 second" },
+        recovery: noJitter
+      } as const
+      const model = FaultyModel.make([
+        FaultyModel.rateLimited("2"),
+        FaultyModel.respond(ScriptedModel.finalAnswer("done"))
+      ])
+      const recorded = yield* TestClockDriver.drive(Run.run(options).pipe(Effect.provide(FaultyModel.layer(model))))
+      assert.strictEqual(recorded.status, "completed")
+      const failed = recorded.timeline.find((e) => e._tag === "model.failed")
+      assert.strictEqual(failed?._tag === "model.failed" ? failed.failure.retryAfterMillis : undefined, 2000)
+      const report = yield* Replay.replay(recorded.timeline, options)
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
+
+  it.effect("R10 R13 Replay plays a tool's Retry-After back: its retry waits as recorded, and matches", () =>
+    Effect.gen(function* () {
+      const busy = () => {
+        let sends = 0
+        return Tool.make({
+          name: "fetch",
+          description: "Fetches, after a Retry-After of 2 s the first time",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          idempotent: true,
+          timeout: "1 second",
+          handler: () =>
+            Effect.suspend(() =>
+              sends++ === 0
+                ? Effect.fail(
+                    new Failure.Retryable({
+                      source: "tool",
+                      category: "rate_limited",
+                      code: "busy",
+                      attempts: 1,
+                      hint: "busy",
+                      retryAfterMillis: 2000
+                    })
+                  )
+                : Effect.as(Effect.sleep("500 millis"), "ok")
+            )
+        })
+      }
+      const options = { goal: "g", time: { run: "1 minute" }, recovery: noJitter } as const
+      const model = ScriptedModel.layer([ScriptedModel.toolCall("fetch", {}), ScriptedModel.finalAnswer("done")])
+      const recorded = yield* TestClockDriver.drive(Run.run({ ...options, tools: [busy()] })).pipe(
+        Effect.provide(model)
+      )
+      assert.strictEqual(recorded.status, "completed")
+      const report = yield* Replay.replay(recorded.timeline, { ...options, tools: [busy()] })
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
+
+  it.effect(
+    "R10 R13 R7 Replay decides each approval at its time: one decided before a call asked earlier matches",
+    () =>
+      Effect.gen(function* () {
+        const gated = (name: string) =>
+          Tool.make({
+            name,
+            description: name,
+            input: Schema.Struct({}),
+            output: Schema.String,
+            needsApproval: true,
+            idempotent: true,
+            handler: () => Effect.succeed("ok")
+          })
+        const tools = () => [gated("a"), gated("b")]
+        const options = { goal: "g", concurrency: 2, time: { run: "1 minute" }, recovery: noJitter } as const
+        // call_2 is decided at 10 ms, call_1 (asked first) at 50 ms.
+        const recorded = yield* Effect.gen(function* () {
+          const handle = yield* Run.start({ ...options, tools: tools() })
+          yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+          yield* Effect.forkScoped(Effect.andThen(Effect.sleep("10 millis"), handle.approve("call_2")))
+          yield* Effect.forkScoped(Effect.andThen(Effect.sleep("50 millis"), handle.approve("call_1")))
+          return yield* handle.result
+        }).pipe(
+          Effect.scoped,
+          TestClockDriver.drive,
+          Effect.provide(
+            ScriptedModel.layer([ScriptedModel.toolCalls(["a", {}], ["b", {}]), ScriptedModel.finalAnswer("done")])
+          ),
+          Effect.provide(Approval.layerMemory)
+        )
+        assert.strictEqual(recorded.status, "completed")
+        assert.deepStrictEqual(
+          recorded.timeline.flatMap((e) => (e._tag === "approval.decided" ? [e.callId] : [])),
+          ["call_2", "call_1"]
+        )
+        const report = yield* Replay.replay(recorded.timeline, { ...options, tools: tools() })
+        assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+        // A call asked at the run's start, decided 1 ms later, 1 ms before its approval expires: decided in time.
+        const tight = { goal: "g", time: { run: "1 minute", approval: "2 millis" } } as const
+        const quick = yield* Effect.gen(function* () {
+          const handle = yield* Run.start({ ...tight, tools: [gated("a")] })
+          yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+          yield* Effect.forkScoped(Effect.andThen(Effect.sleep("1 millis"), handle.approve("call_1")))
+          return yield* handle.result
+        }).pipe(
+          Effect.scoped,
+          TestClockDriver.drive,
+          Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("a", {}), ScriptedModel.finalAnswer("done")])),
+          Effect.provide(Approval.layerMemory)
+        )
+        assert.strictEqual(quick.status, "completed")
+        const again = yield* Replay.replay(quick.timeline, { ...tight, tools: [gated("a")] })
+        assert.strictEqual(again._tag, "Matched", again._tag === "Diverged" ? again.detail : "")
+      })
+  )
+
+  it.effect(
+    "R10 R13 R3.8 Replay keeps a lost call's failure text when its status query found it not applied with no retry left",
+    () =>
+      Effect.gen(function* () {
+        const payment = () =>
+          FaultyTools.ledgered({
+            name: "pay",
+            idempotent: false,
+            sideEffect: "external",
+            behaviour: ["lose_before_apply"],
+            reconcile: true
+          }).tool
+        const options = {
+          goal: "g",
+          time: { run: "1 minute" },
+          recovery: { backoff: Recovery.backoff({ retries: 0 }) }
+        } as const
+        const recorded = yield* TestClockDriver.drive(Run.run({ ...options, tools: [payment()] })).pipe(
+          Effect.provide(
+            ScriptedModel.layer([ScriptedModel.toolCall("pay", { amount: 1 }), ScriptedModel.finalAnswer("done")])
+          )
+        )
+        const failed = recorded.timeline.find((e) => e._tag === "tool.failed")
+        // The lost attempt's own words, quoted by the failure the query's verdict made.
+        assert.match(
+          failed?._tag === "tool.failed" ? failed.error.message : "",
+          /^pay did not take effect \(pay: the connection broke/
+        )
+        const report = yield* Replay.replay(recorded.timeline, { ...options, tools: [payment()] })
+        assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+      })
   )
 })

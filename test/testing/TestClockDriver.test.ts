@@ -309,6 +309,45 @@ describe("TestClockDriver", () => {
     })
   )
 
+  it.effect(
+    "R10 R4 a RealTime.held region that sleeps on the Clock holds it only heldUpTo: the drive ends, and one that never ends is StillRunning naming it",
+    () =>
+      Effect.gen(function* () {
+        // A hang here ends at 3 s of real time, as "hung".
+        const bounded = <A, E>(drive: Effect.Effect<A, E>) =>
+          Effect.raceFirst(Effect.exit(drive), Effect.as(RealTime.sleep(3_000), "hung" as const))
+        const start = yield* Clock.currentTimeMillis
+        const slept = yield* bounded(
+          TestClockDriver.drive(RealTime.held(Effect.as(Effect.sleep("1 second"), "slept")), {
+            upTo: "5 seconds",
+            heldUpTo: "50 millis"
+          })
+        )
+        assert.deepStrictEqual(slept, Exit.succeed("slept"))
+        assert.strictEqual((yield* Clock.currentTimeMillis) - start, 1_000)
+        const never = yield* bounded(
+          TestClockDriver.drive(RealTime.held(Effect.never), { upTo: "1 second", heldUpTo: "50 millis" })
+        )
+        const error = never !== "hung" && Exit.isFailure(never) ? Cause.squash(never.cause) : never
+        assert.instanceOf(error, TestClockDriver.StillRunning)
+        assert.strictEqual((error as TestClockDriver.StillRunning).heldWaits, 1)
+        assert.include((error as TestClockDriver.StillRunning).message, "1 RealTime.held wait(s) still pending")
+        // Held work that waits in real time holds the clock the whole time, past heldUpTo.
+        const before = yield* Clock.currentTimeMillis
+        const polled = yield* bounded(
+          TestClockDriver.drive(
+            Effect.raceFirst(
+              RealTime.held(Effect.as(Effect.repeat(RealTime.sleep(20), { times: 9 }), "held")),
+              Effect.as(Effect.sleep("10 millis"), "clock")
+            ),
+            { heldUpTo: "50 millis" }
+          )
+        )
+        assert.deepStrictEqual(polled, Exit.succeed("held"))
+        assert.isBelow((yield* Clock.currentTimeMillis) - before, 10)
+      })
+  )
+
   it.effect("R10 options that are no object (null from JavaScript) are a RangeError naming them, not a TypeError", () =>
     Effect.gen(function* () {
       for (const options of [null, "fast"]) {

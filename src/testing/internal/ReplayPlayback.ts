@@ -10,6 +10,7 @@ import * as Model from "../../model/Model.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import { canonical } from "./ReplayCompare.ts"
+import { type Answer, fromSummary, lost, refused } from "./ReplayFailures.ts"
 
 /** A divergence the playback itself found: a request the recording does not answer. */
 export interface Refusal {
@@ -20,32 +21,6 @@ export interface Refusal {
 /** Sleeps until the recorded time `at` (the replay's clock starts where the recording did). */
 export const until = (at: number) =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => (at > now ? Effect.sleep(at - now) : Effect.void))
-
-const refused = (code: string, hint: string) =>
-  new Failure.Permanent({ source: "runtime", category: "script", code, attempts: 1, hint })
-
-/**
- * A failure back from its summary, as the recording kept it; `attempts` as the one attempt
- * played (a tool's last failure counts the call's attempts, its handler failed once).
- */
-const fromSummary = (
-  summary: Failure.Summary,
-  attempts = summary.attempts,
-  usage?: Failure.Failure["usage"]
-): Failure.Failure => {
-  const fields = {
-    source: summary.source,
-    category: summary.category,
-    code: summary.code,
-    attempts,
-    hint: summary.hint,
-    ...(summary.timeout === undefined ? {} : { timeout: summary.timeout }),
-    ...(usage === undefined ? {} : { usage })
-  }
-  if (summary.classification === "retryable") return new Failure.Retryable(fields)
-  if (summary.classification === "unknown") return new Failure.UnknownOutcome(fields)
-  return new Failure.Permanent(fields)
-}
 
 /** A recorded request: where it is, the conversation it was sent, and what answered it first. */
 interface Request {
@@ -179,33 +154,6 @@ type Outcome =
   | { readonly _tag: "Unkept"; readonly seq: number; readonly code: string }
   | { readonly _tag: "Waited" }
 
-/** What a call's status query answered (R3.8), and when; `output` is an applied action's result. */
-interface Answer {
-  readonly at: number
-  readonly verdict: Event.Of<"tool.reconciled">["verdict"]
-  readonly detail: string
-  output?: unknown
-}
-
-/**
- * The failure of an attempt whose outcome was unknown, which the recording shows only by the
- * status query that followed it: as the call's last failure says when the query could not
- * decide (its hint ends with the query's detail), else one of our own.
- */
-const lost = (final: Failure.Summary | undefined, answer: Answer): Failure.Failure => {
-  const suffix = `; ${answer.detail}`
-  if (answer.verdict === "undecidable" && final?.classification === "unknown" && final.hint.endsWith(suffix)) {
-    return fromSummary({ ...final, hint: final.hint.slice(0, -suffix.length) }, 1)
-  }
-  return new Failure.UnknownOutcome({
-    source: "tool",
-    category: "other",
-    code: "outcome_unknown",
-    attempts: 1,
-    hint: "replayed: the outcome of this attempt was unknown"
-  })
-}
-
 /** Times closer than this are the same instant (jittered delays make fractional sums). */
 const heldPast = 1e-6
 
@@ -248,7 +196,7 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
       open.add(e.callId)
       deadlines.set(e.callId, e.deadlineAt)
     } else if (e._tag === "tool.reconciled") {
-      const answer: Answer = { at: e.at, verdict: e.verdict, detail: e.detail }
+      const answer: Answer = { at: e.at, name: e.name, verdict: e.verdict, detail: e.detail }
       answers.set(e.callId, [...(answers.get(e.callId) ?? []), answer])
       if (e.verdict === "applied") applied.set(e.callId, answer)
       // Asked after its retries gave up, the query says what the last attempt failed with.
@@ -260,7 +208,9 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
         category: "other",
         code: e.cause,
         attempts: 1,
-        hint: `replayed: attempt ${e.attempt} failed with ${e.cause}`
+        hint: `replayed: attempt ${e.attempt} failed with ${e.cause}`,
+        // Its retry waited as recorded (a `Retry-After` the failure named): the replay's waits as long.
+        retryAfterMillis: e.delayMillis
       })
       ended(e.callId, { _tag: "Failed", at: e.at, failure })
     } else if (e._tag === "tool.succeeded") {
