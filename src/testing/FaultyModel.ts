@@ -44,14 +44,24 @@ export const respond = (response: Model.Response): Step => ({ _tag: "Respond", r
 
 /**
  * HTTP 429, optionally with a `Retry-After` header value (seconds or an HTTP date).
+ * A value the provider boundary cannot read (a number, `"soon"`, `""`) is a `RangeError`
+ * naming it: it would be a fault with no `Retry-After` at all.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const rateLimited = (retryAfter?: string): Step => ({
-  _tag: "Fault",
-  fault: { kind: "http", status: 429, retryAfter }
-})
+export const rateLimited = (retryAfter?: string): Step => {
+  if (!isRetryAfter(retryAfter)) {
+    throw new RangeError(`FaultyModel.rateLimited: ${retryAfterRule}, got ${UserCode.shown(retryAfter)}`)
+  }
+  return { _tag: "Fault", fault: { kind: "http", status: 429, retryAfter } }
+}
+
+const retryAfterRule = 'retryAfter must be a Retry-After header value: delay-seconds ("2") or an HTTP-date'
+
+/** Absent, or a header value the provider boundary reads (as `FailureBoundary.http` reads it). */
+const isRetryAfter = (value: unknown): boolean =>
+  value === undefined || (typeof value === "string" && FailureBoundary.retryAfterMillis(value, 0) !== undefined)
 
 /**
  * @category constructors
@@ -163,6 +173,11 @@ const stepProblem = (step: unknown): string | undefined => {
   // Refused as `httpError` refuses it: a 200 (or a 102) is no fault, and would be classified as one.
   if ((kind === "http" || kind === "already_retried") && !isFailingStatus(status)) {
     return `is an ${kind} fault whose ${failingStatusRule}, got ${UserCode.shown(status)}`
+  }
+  // Refused as `rateLimited` refuses it: a value read as nothing is a fault without its wait.
+  const retryAfter = Predicate.hasProperty(fault, "retryAfter") ? fault.retryAfter : undefined
+  if (kind === "http" && !isRetryAfter(retryAfter)) {
+    return `is an http fault whose ${retryAfterRule}, got ${UserCode.shown(retryAfter)}`
   }
   if (kind === "unfinished" && !isUsage(Predicate.hasProperty(fault, "usage") ? fault.usage : undefined)) {
     return "is an unfinished fault without a Model.Usage"

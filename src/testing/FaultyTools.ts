@@ -25,6 +25,7 @@ import { Clock, Effect, Predicate, Schema } from "effect"
 import * as Abortable from "../cancellation/Abortable.ts"
 import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import * as RealTime from "../time/RealTime.ts"
 import * as Tool from "../tools/Tool.ts"
 import {
@@ -352,8 +353,20 @@ export const slow = (options: {
   readonly description?: string | undefined
   readonly ignoresCancellation?: boolean | undefined
 }): Slow => {
+  if (typeof options !== "object" || options === null)
+    throw new RangeError("FaultyTools.slow: options must be an object")
   if (!(options.millis >= 0) || !Number.isFinite(options.millis)) {
     throw new RangeError(`FaultyTools.slow: millis must be a finite number >= 0, got ${JSON.stringify(options.millis)}`)
+  }
+  // Its own options; the tool's (name, idempotent, timeout, …) are checked by `Tool.make`.
+  const { ignoresCancellation, output } = options
+  if (ignoresCancellation !== undefined && typeof ignoresCancellation !== "boolean") {
+    throw new RangeError(
+      `FaultyTools.slow: ignoresCancellation must be a boolean, got ${UserCode.shown(ignoresCancellation)}`
+    )
+  }
+  if (output !== undefined && typeof output !== "string") {
+    throw new RangeError(`FaultyTools.slow: output must be a string, got ${UserCode.shown(output)}`)
   }
   const { calls, record } = makeCalls()
   const finished: Array<number> = []

@@ -26,19 +26,20 @@
  *   from the journal (R9).
  * - {@link check} returns the invariants a `RunResult` violates against a {@link Budget}:
  *   retries within the run budget, the episode's schedule and the tool's `maxRetries`;
- *   no wait past the run deadline or its step's deadline; every timeout naming a layer
+ *   no wait past the run deadline or its step's deadline; no run longer than the budget's
+ *   run timeout, nor a recorded deadline later, whatever the run says; every timeout naming a layer
  *   the run has, within its limit; permanent, unknown-outcome and blocked results never
  *   retried; approvals before handlers, and rejections and expiries ending the run as
  *   R7 says; every state change an edge of `RunState.table`; exactly one terminal
  *   `run.finished`, last, with a `StopReason` of the enumeration; counters equal to the
  *   fold of the timeline; every answer's tokens counted, and nothing asked or run once the
- *   token budget is spent. {@link checkScenario} adds what only the tools and the gate
+ *   token budget is spent; a stop reason witnessed by the log. {@link checkScenario} adds what only the tools and the gate
  *   saw (handler invocations, the ledger, the requests and decisions). Of a resumed run,
  *   the model and the gate are the restarted process's only, while its timeline holds both
  *   processes' answers and requests: `R2.1 paid` and `R7 approvals` compare the two, and
  *   flag what the process that died was given or asked (check them per process). A budget whose
- *   limit is missing or not a number (`NaN` passes every comparison) is a `RangeError`
- *   naming the field.
+ *   limit is missing, not a number or infinite (`NaN` and `Infinity` pass every comparison)
+ *   is a `RangeError` naming the field.
  *
  * ```ts
  * it.effect.prop("R3 recovery invariants", [Properties.arbitrary], ([c]) =>

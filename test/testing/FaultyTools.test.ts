@@ -704,6 +704,45 @@ describe("FaultyTools", () => {
       assert.doesNotThrow(() => FaultyModel.make([hostile({ _tag: "Fault", fault: { kind: "http", status: 503 } })]))
     })
 
+    it("R10 R3.2 FaultyModel.rateLimited refuses a Retry-After the provider boundary cannot read, naming it", () => {
+      const hostile = (value: unknown) => value as never
+      // A number died in the run (`header.trim`); "soon" or "" was a 429 with no Retry-After at all.
+      for (const [given, shown] of [
+        [2, "got 2"],
+        ["soon", 'got "soon"'],
+        ["", 'got ""'],
+        ["-5", 'got "-5"'],
+        [null, "got null"]
+      ] as const) {
+        assert.throws(() => FaultyModel.rateLimited(hostile(given)), RangeError, `retryAfter must be a Retry-After`)
+        assert.throws(() => FaultyModel.rateLimited(hostile(given)), RangeError, shown)
+        assert.throws(
+          () => FaultyModel.make([hostile({ _tag: "Fault", fault: { kind: "http", status: 429, retryAfter: given } })]),
+          /step 0 is an http fault whose retryAfter must be a Retry-After header value/
+        )
+      }
+      // What the boundary reads passes: delay-seconds, an HTTP-date, or none.
+      for (const given of ["2", "0.5", "Wed, 21 Oct 2015 07:28:00 GMT", undefined]) {
+        assert.doesNotThrow(() => FaultyModel.make([FaultyModel.rateLimited(given)]))
+      }
+    })
+
+    it("R10 FaultyTools.slow refuses options that are no object, or an option of the wrong type, naming it", () => {
+      const hostile = (value: unknown) => value as never
+      assert.throws(() => FaultyTools.slow(hostile(null)), RangeError, "FaultyTools.slow: options must be an object")
+      assert.throws(
+        () => FaultyTools.slow({ name: "s", millis: 1, ignoresCancellation: hostile("yes") }),
+        RangeError,
+        'ignoresCancellation must be a boolean, got "yes"'
+      )
+      assert.throws(
+        () => FaultyTools.slow({ name: "s", millis: 1, output: hostile(5) }),
+        RangeError,
+        "output must be a string, got 5"
+      )
+      assert.doesNotThrow(() => FaultyTools.slow({ name: "s", millis: 1, ignoresCancellation: false, output: "x" }))
+    })
+
     it("R10 the constructors refuse nonsense", () => {
       assert.throws(() => FaultyTools.flaky({ name: "x", failures: -1 }), /failures must be an integer >= 0/)
       assert.throws(() => FaultyTools.slow({ name: "x", millis: Number.NaN }), /millis must be a finite number/)

@@ -23,6 +23,30 @@ const edit = (result: RunResult.RunResult, timeline: ReadonlyArray<Event.Event>)
   timeline: timeline.map((e, seq) => ({ ...e, seq }))
 })
 
+/** A run relabelled everywhere its ending is said: the decisions, the last state, run.finished and the result. */
+const relabel = (
+  result: RunResult.RunResult,
+  reason: RunResult.RunResult["stopReason"],
+  status: RunResult.RunResult["status"],
+  policy: string
+): RunResult.RunResult => ({
+  ...edit(
+    result,
+    result.timeline.map((e) =>
+      e._tag === "termination.decided"
+        ? { ...e, reason, policy }
+        : e._tag === "run.finished"
+          ? { ...e, stopReason: reason, status }
+          : e._tag === "state.changed" && e.to === result.status
+            ? { ...e, to: status }
+            : e
+    )
+  ),
+  stopReason: reason,
+  status,
+  policy
+})
+
 describe("Properties.check catches broken runs", () => {
   it.effect("R3.4 R3.3 a retry past the budget, the schedule or the deadline is reported", () =>
     Effect.gen(function* () {
@@ -370,6 +394,104 @@ describe("Properties.check catches broken runs", () => {
         assert.throws(() => Properties.check(result, budget as unknown as Properties.Budget), RangeError, field)
       }
     })
+  )
+
+  it.effect("R10 a budget whose limit is infinite is refused, naming the field, as NaN is", () =>
+    Effect.gen(function* () {
+      const { result } = yield* run({ ...base, steps: [{ _tag: "BadRequest" }] })
+      const budget = { runTimeoutMillis: 1000, maxRecoveries: 1, scheduleRetries: 1 }
+      for (const [given, field] of [
+        [{ ...budget, runTimeoutMillis: Number.POSITIVE_INFINITY }, "runTimeoutMillis"],
+        [{ ...budget, stepTimeoutMillis: Number.POSITIVE_INFINITY }, "stepTimeoutMillis"],
+        [{ ...budget, attemptTimeoutMillis: Number.POSITIVE_INFINITY }, "attemptTimeoutMillis"],
+        [{ ...budget, approvalTimeoutMillis: Number.POSITIVE_INFINITY }, "approvalTimeoutMillis"],
+        [{ ...budget, maxTokens: Number.POSITIVE_INFINITY }, "maxTokens"],
+        [{ ...budget, toolTimeoutMillis: { pay: Number.POSITIVE_INFINITY } }, "toolTimeoutMillis"]
+      ] as const) {
+        // An infinite limit passes every comparison: it would switch the check off.
+        assert.throws(() => Properties.check(result, given as Properties.Budget), RangeError, field)
+      }
+    })
+  )
+
+  it.effect(
+    "R10 R3.3 Properties.check flags a run past the budget's run timeout even when run.started records a later deadline",
+    () =>
+      Effect.gen(function* () {
+        const slow = FaultyTools.slow({ name: "slow", millis: 30_000 })
+        const model = ScriptedModel.layer([ScriptedModel.toolCall("slow", {}), ScriptedModel.finalAnswer("done")])
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "g", tools: [slow.tool], time: { run: "60 seconds" } }).pipe(Effect.provide(model)),
+          { upTo: "2 minutes" }
+        )
+        assert.deepStrictEqual([result.status, result.elapsedMillis], ["completed", 30_000])
+        const budget = { runTimeoutMillis: 60_000, maxRecoveries: 8, scheduleRetries: 2 }
+        assert.deepStrictEqual(Properties.check(result, budget), [])
+        // The budget says 5 s: the run's own record of a 60 s deadline does not excuse its 30 s.
+        const found = Properties.check(result, { ...budget, runTimeoutMillis: 5_000 })
+        assert.deepStrictEqual(
+          found.map((v) => v.detail),
+          [
+            "run.started records the deadline 60000, 60000 ms after its start, past the run timeout of 5000 ms",
+            "the run took 30000 ms, over its timeout of 5000 ms"
+          ]
+        )
+        assert.deepStrictEqual(invariants(found), ["R3.3 deadline", "R3.3 deadline"])
+      }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.effect(
+    "R2.5 R10 a completed run relabelled run_timeout, step_timeout, model_error, tool_error, unknown_outcome or internal_error has no witness: a failure the run got past is none",
+    () =>
+      Effect.gen(function* () {
+        // A provider failure whose retry was answered, then a final answer, at t < 1 s of 60 s and of a 30 s step.
+        const retried = yield* run({ ...base, steps: [{ _tag: "ServerError" }], stepTimeoutMillis: 30_000 })
+        assert.deepStrictEqual(
+          [retried.result.status, Properties.checkScenario(retried.scenario, retried.result)],
+          ["completed", []]
+        )
+        for (const [reason, status, policy] of [
+          ["run_timeout", "failed", "run_timeout"],
+          ["step_timeout", "failed", "step_timeout"],
+          ["model_error", "failed", "runtime"],
+          ["unknown_outcome", "unknown_outcome", "runtime"],
+          ["internal_error", "failed", "runtime"]
+        ] as const) {
+          const found = Properties.check(relabel(retried.result, reason, status, policy), retried.scenario.budget)
+          assert.include(invariants(found), "R2.5 stop witnessed", reason)
+        }
+        // A tool that hands its errors to the model failed for good; the model went on and answered.
+        const recovered = yield* run({ ...base, steps: [{ _tag: "CallTools", calls: [{ _tag: "Permanent" }] }] })
+        assert.deepStrictEqual(
+          [recovered.result.status, Properties.checkScenario(recovered.scenario, recovered.result)],
+          ["completed", []]
+        )
+        for (const reason of ["tool_error", "run_timeout", "step_timeout"] as const) {
+          const lie = relabel(recovered.result, reason, "failed", reason === "tool_error" ? "runtime" : reason)
+          assert.include(invariants(Properties.check(lie, recovered.scenario.budget)), "R2.5 stop witnessed", reason)
+        }
+        // The real stops still have theirs: a permanent provider failure, a defect of a policy.
+        const failed = yield* run({ ...base, steps: [{ _tag: "BadRequest" }] })
+        assert.deepStrictEqual(
+          [failed.result.stopReason, Properties.checkScenario(failed.scenario, failed.result)],
+          ["model_error", []]
+        )
+        const broken = yield* Run.run({
+          goal: "g",
+          tools: [],
+          policies: (defaults) => [
+            {
+              name: "broken",
+              decide: () => {
+                throw new Error("boom")
+              }
+            },
+            ...defaults
+          ]
+        }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")])))
+        const budget = { runTimeoutMillis: 600_000, maxRecoveries: 8, scheduleRetries: 2 }
+        assert.deepStrictEqual([broken.stopReason, Properties.check(broken, budget)], ["internal_error", []])
+      })
   )
 
   it("R10 a case written by hand out of its ranges is refused, naming the field", () => {

@@ -54,27 +54,28 @@ export const neverRetriedCodes: ReadonlyArray<string> = [
 ]
 
 const isCount = (value: unknown): boolean => typeof value === "number" && Number.isInteger(value) && value >= 0
-const isMillis = (value: unknown): boolean => typeof value === "number" && value > 0 && !Number.isNaN(value)
+// Finite: an infinite limit would pass every comparison, as NaN would.
+const isMillis = (value: unknown): boolean => typeof value === "number" && value > 0 && Number.isFinite(value)
 
 /**
  * Why `budget` cannot be checked against, or `undefined`: a test's budget (of whatever type, a
- * value computed wrongly) whose `NaN` or missing limit would let every comparison pass.
+ * value computed wrongly) whose `NaN`, infinite or missing limit would let every comparison pass.
  */
 export const budgetProblem = (budget: unknown): string | undefined => {
   if (typeof budget !== "object" || budget === null) return "the budget must be an object"
   // Boundary: an object of whatever type, its fields read by name and each checked below.
   const b = budget as Record<string, unknown>
   const fields: ReadonlyArray<readonly [string, (value: unknown) => boolean, string, boolean]> = [
-    ["runTimeoutMillis", isMillis, "a number of milliseconds > 0", true],
+    ["runTimeoutMillis", isMillis, "a finite number of milliseconds > 0", true],
     ["maxRecoveries", isCount, "an integer >= 0", true],
     ["scheduleRetries", isCount, "an integer >= 0", true],
     ["correctionBudget", isCount, "an integer >= 0", false],
     ["maxIterations", isCount, "an integer >= 0", false],
     ["maxToolCalls", isCount, "an integer >= 0", false],
     ["maxTokens", isCount, "an integer >= 0", false],
-    ["stepTimeoutMillis", isMillis, "a number of milliseconds > 0", false],
-    ["attemptTimeoutMillis", isMillis, "a number of milliseconds > 0", false],
-    ["approvalTimeoutMillis", isMillis, "a number of milliseconds > 0", false]
+    ["stepTimeoutMillis", isMillis, "a finite number of milliseconds > 0", false],
+    ["attemptTimeoutMillis", isMillis, "a finite number of milliseconds > 0", false],
+    ["approvalTimeoutMillis", isMillis, "a finite number of milliseconds > 0", false]
   ]
   for (const [name, valid, expected, required] of fields) {
     const value = b[name]
@@ -87,7 +88,7 @@ export const budgetProblem = (budget: unknown): string | undefined => {
     const record = b[name]
     if (record === undefined) continue
     if (typeof record !== "object" || record === null || !Object.values(record).every(valid)) {
-      return `${name} must map tool names to ${name === "toolMaxRetries" ? "integers >= 0" : "milliseconds > 0"}`
+      return `${name} must map tool names to ${name === "toolMaxRetries" ? "integers >= 0" : "finite milliseconds > 0"}`
     }
   }
   const codes = b.neverRetried

@@ -21,7 +21,7 @@ import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
 import { checkTimeLayers, lateResume, recordsLate } from "./PropertyTimeChecks.ts"
 import { checkCalls, checkEnding, ofTag } from "./PropertyTimelineChecks.ts"
-import { epsilon, type Violation } from "./PropertyViolation.ts"
+import { epsilon, roundingAt, type Violation } from "./PropertyViolation.ts"
 
 export { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
 export type { Violation } from "./PropertyViolation.ts"
@@ -80,8 +80,11 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, CallRef> => {
  *   its `maxRetries`.
  * - `R3.3 deadline`: every retry's wait ends before the deadline; the time some retry
  *   was asleep (the waits' union: calls of a concurrent batch sleep side by side) is no
- *   more than the run timeout; `elapsedMillis` ≤ the run timeout; no event after the
- *   deadline.
+ *   more than the run timeout; the deadline `run.started` records is no later than the
+ *   run timeout after its start, and `elapsedMillis` ≤ the run timeout whatever deadline
+ *   the run recorded (both to the rounding of a duration between two instants,
+ *   `roundingAt`: 1e-3 ms since the epoch; a run resumed past its deadline took the time
+ *   it was down too); no event after the deadline.
  * - `R3.1 never retried`: no retry caused by a permanent or unknown-outcome failure
  *   (a provider retry must follow a retryable `model.failed`; a tool retry must not name
  *   the code of the permanent or unknown-outcome failure its call ended with), no retry
@@ -217,9 +220,13 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
     }
   }
 
-  // R3.3, R4: the run deadline.
+  // R3.3, R4: the run deadline. Resumed past it, the run records what its status queries found:
+  // only work started counts.
   const started = timeline[0]
   const deadlineAt = started?._tag === "run.started" ? started.deadlineAt : undefined
+  const resumed = timeline.find(
+    (e): e is Event.Of<"run.resumed"> => e._tag === "run.resumed" && lateResume(timeline, e)
+  )
   if (deadlineAt !== undefined) {
     for (const e of retries) {
       if (Deadline.hasPassed(deadlineAt, e.at + e.delayMillis)) {
@@ -229,17 +236,23 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
         )
       }
     }
-    // The deadline fires at the first instant the clock reaches it (fractional sums may pass it by
-    // a hair). Resumed past it, the run records what its status queries found: only work started counts.
-    const resumed = timeline.find(
-      (e): e is Event.Of<"run.resumed"> => e._tag === "run.resumed" && lateResume(timeline, e)
-    )
+    // The deadline fires at the first instant the clock reaches it (fractional sums may pass it by a hair).
     const from = resumed === undefined ? timeline.length : timeline.indexOf(resumed)
     const late = timeline.find(
       (e, i) => e.at > deadlineAt + epsilon && !(resumed !== undefined && i >= from && recordsLate(e, resumed))
     )
     if (late !== undefined)
       violate("R3.3 deadline", `${late._tag} (seq ${late.seq}) at ${late.at}, after the deadline ${deadlineAt}`)
+  }
+  // The deadline the run recorded is the budget's, never later: the runtime's record is checked, not trusted.
+  if (
+    started?._tag === "run.started" &&
+    started.deadlineAt - started.at > budget.runTimeoutMillis + roundingAt(started.deadlineAt)
+  ) {
+    violate(
+      "R3.3 deadline",
+      `run.started records the deadline ${started.deadlineAt}, ${started.deadlineAt - started.at} ms after its start, past the run timeout of ${budget.runTimeoutMillis} ms`
+    )
   }
   // The run's time spent with a retry asleep: calls of a concurrent batch sleep side by side.
   let slept = 0
@@ -251,9 +264,10 @@ export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArra
   if (slept > budget.runTimeoutMillis) {
     violate("R3.3 deadline", `retries slept ${slept} ms in all, over the run timeout of ${budget.runTimeoutMillis} ms`)
   }
-  // With a recorded deadline the check above is exact; a duration taken by subtracting two
-  // epoch instants carries floating-point error when the clock stands at a fraction of a ms.
-  if (deadlineAt === undefined && result.elapsedMillis > budget.runTimeoutMillis) {
+  // Whatever deadline the run recorded. A duration taken between two epoch instants carries their
+  // rounding (`roundingAt`); a run resumed past its deadline took longer by the time it was down.
+  const startedAt = started?._tag === "run.started" ? started.at : 0
+  if (resumed === undefined && result.elapsedMillis > budget.runTimeoutMillis + roundingAt(startedAt)) {
     violate(
       "R3.3 deadline",
       `the run took ${result.elapsedMillis} ms, over its timeout of ${budget.runTimeoutMillis} ms`

@@ -1,9 +1,12 @@
 /**
  * R2.5, R10: the stop reason a run ended with has its witness in its own log: a limit's
- * stop its counter at the limit, an error's stop the failure, a deadline's stop the
- * deadline (or a retry it refused), a cancel the cancel. A relabelled ending (a `model_error`
- * read as `max_iterations` at 1 of 5 iterations) is a violation. Private to the testing kit;
- * `Properties` is the public face.
+ * stop its counter at the limit, an error's stop the failure the run did not get past (the
+ * last of its episode, with no `recovery.completed` and no model answer after it), a
+ * deadline's stop the deadline (or a retry it refused), a cancel the cancel, an unknown
+ * outcome a call in doubt, a defect the runtime's `internal_error` decision with nothing
+ * validated after it. A relabelled ending (a `model_error` read as `max_iterations` at 1 of
+ * 5 iterations, a completed run read as `run_timeout`) is a violation. Private to the
+ * testing kit; `Properties` is the public face.
  */
 import * as Counters from "../../events/Counters.ts"
 import type * as Event from "../../events/Event.ts"
@@ -59,6 +62,29 @@ const failures = (timeline: Timeline): ReadonlyArray<Failure.Summary> =>
         : []
   )
 
+/** A failure event: the model's, or a tool call's. */
+type Failed = Event.Of<"model.failed"> | Event.Of<"tool.failed">
+
+const summaryOf = (e: Failed): Failure.Summary | undefined => (e._tag === "model.failed" ? e.failure : e.error.failure)
+
+/**
+ * The failures the run did not get past, which alone can witness a stop: each the last of its
+ * episode (the model's, or a tool call's by its id), with no `recovery.completed` of that
+ * episode, no success of that call and no model answer after it (a run that went on did not
+ * stop on it).
+ */
+const unrecovered = (timeline: Timeline): ReadonlyArray<Failed> => {
+  const open = new Map<string, Failed>()
+  for (const e of timeline) {
+    if (e._tag === "model.responded") open.clear()
+    else if (e._tag === "model.failed") open.set("model", e)
+    else if (e._tag === "tool.failed") open.set(`call ${e.callId}`, e)
+    else if (e._tag === "recovery.completed") open.delete(e.callId === undefined ? "model" : `call ${e.callId}`)
+    else if (e._tag === "tool.succeeded") open.delete(`call ${e.callId}`)
+  }
+  return [...open.values()]
+}
+
 /** A limit's stop: its counter, as `Explain` reads it against the limit in force, is at the limit. */
 const atLimit = (timeline: Timeline, limits: ReadonlyArray<string>): string | undefined => {
   const gauges = Explain.explain(timeline).gauges.filter((g) => limits.includes(g.limit) && g.max !== undefined)
@@ -81,19 +107,40 @@ const stepTimeoutWitness = (timeline: Timeline): string | undefined => {
   const stepBegan = requests.find((e) => e.iteration === lastIteration)
   const finished = timeline.at(-1)
   const deadline = stepBegan === undefined ? Number.POSITIVE_INFINITY : stepBegan.at + stepMillis
-  // The last step's failures: one that would have been retried is a retry its deadline may have refused.
-  const lastStep = stepBegan === undefined ? timeline : timeline.filter((e) => e.seq >= stepBegan.seq)
+  // Only failures the run did not get past: one whose episode then succeeded, or that the model
+  // was given, stopped nothing. Of the last step, one that would have been retried is a retry its
+  // deadline may have refused.
+  const open = unrecovered(timeline)
   const cutOff =
     (finished !== undefined && finished.at >= deadline - epsilon) ||
-    failures(timeline).some((f) => f.timeout?.layer === "step") ||
+    open.some((e) => summaryOf(e)?.timeout?.layer === "step") ||
     ofTag(timeline, "approval.decided").some((e) => e.layer === "step") ||
-    ofTag(timeline, "tool.failed").some(
-      (e) => e.error.notRetriedFor === "step_deadline" || e.error.notRetriedFor === "deadline"
+    open.some(
+      (e) =>
+        e._tag === "tool.failed" && (e.error.notRetriedFor === "step_deadline" || e.error.notRetriedFor === "deadline")
     ) ||
-    failures(lastStep).some((f) => f.classification === "retryable")
+    open.some(
+      (e) => (stepBegan === undefined || e.seq >= stepBegan.seq) && summaryOf(e)?.classification === "retryable"
+    )
   return cutOff
     ? undefined
     : `it ended at ${finished?.at}, before its step's deadline ${deadline}, with no wait cut off by it and no retry refused`
+}
+
+/**
+ * A defect's stop: the runtime's own decision (`runtime`), its last, after which nothing was
+ * validated (a run that ends `internal_error` is not assessed; validation that broke records no check).
+ */
+const internalErrorWitness = (timeline: Timeline): string | undefined => {
+  const index = timeline.findLastIndex((e) => e._tag === "termination.decided")
+  const decided = timeline[index]
+  if (decided?._tag !== "termination.decided" || decided.reason !== "internal_error" || decided.policy !== "runtime") {
+    return "its last termination.decided is no internal_error by the runtime"
+  }
+  const validated = timeline
+    .slice(index + 1)
+    .find((e) => e._tag === "validation.checked" || (e._tag === "state.changed" && e.to === "validating"))
+  return validated === undefined ? undefined : `it was validated after its decision (seq ${validated.seq})`
 }
 
 /** What in the log says the run stopped for `reason`; `undefined` when nothing does (the violation's detail otherwise). */
@@ -114,14 +161,19 @@ const unwitnessed = (result: RunResult.RunResult): string | undefined => {
     case "cancelled":
       return ofTag(timeline, "run.stopping").some((e) => e.by === "cancel") ? undefined : "no run.stopping by a cancel"
     case "model_error":
-      // Retryable or not: an open circuit, or a recovery that allows no retry, stops on a retryable one too.
-      return ofTag(timeline, "model.failed").length > 0 ? undefined : "no model.failed"
+      // Retryable or not: an open circuit, or a recovery that allows no retry, stops on a retryable one
+      // too. Not one the model got past (a retry that was answered).
+      return unrecovered(timeline).some((e) => e._tag === "model.failed")
+        ? undefined
+        : "no model.failed that the model did not get past"
     case "repeated_tool_failure":
       return Counters.fold(timeline).repeatedFailureOverLimit > 0
         ? undefined
         : "no failure repeated past its tool's retry limit"
     case "tool_error":
-      return ofTag(timeline, "tool.failed").length > 0 ? undefined : "no tool.failed"
+      return unrecovered(timeline).some((e) => e._tag === "tool.failed")
+        ? undefined
+        : "no tool.failed that the run did not get past"
     case "recovery_exhausted": {
       // An episode that gave up, a retry the run's budget refused, or a failure its owner had
       // already retried (a provider's own client): none is retried again (R3.4).
@@ -138,11 +190,16 @@ const unwitnessed = (result: RunResult.RunResult): string | undefined => {
       const passed = finished !== undefined && finished.at >= RunLog.deadlineOf(timeline) - epsilon
       // Before the deadline, only a retry the deadline refused ends a run so: the last failure is one that
       // would have been retried (a wait past the deadline), or says the deadline refused it.
-      const last = failures(timeline).at(-1)
+      // Never one the run got past: its retry answered, or the model was given it.
+      const open = unrecovered(timeline)
+      const lastFailed = timeline.findLast(
+        (e): e is Failed => e._tag === "model.failed" || (e._tag === "tool.failed" && e.error.failure !== undefined)
+      )
+      const last = lastFailed !== undefined && open.includes(lastFailed) ? summaryOf(lastFailed) : undefined
       const refused =
         last !== undefined &&
         (last.classification === "retryable" || last.timeout?.layer === "run" || last.code === "run_timeout")
-      const refusedCall = ofTag(timeline, "tool.failed").some((e) => e.error.notRetriedFor === "deadline")
+      const refusedCall = open.some((e) => e._tag === "tool.failed" && e.error.notRetriedFor === "deadline")
       return passed || refused || refusedCall || ofTag(timeline, "run.stopping").some((e) => e.by === "deadline")
         ? undefined
         : `it ended at ${finished?.at}, before the deadline ${RunLog.deadlineOf(timeline)}, with no retry refused for it`
@@ -163,8 +220,16 @@ const unwitnessed = (result: RunResult.RunResult): string | undefined => {
       return ofTag(timeline, "tool.failed").some((e) => e.error.code === "inconsistent_result")
         ? undefined
         : "no call whose postcondition contradicted its success"
+    case "unknown_outcome":
+      // A call whose outcome is in doubt: a failure of unknown outcome, or an action still pending.
+      return ofTag(timeline, "tool.failed").some((e) => e.error.failure?.classification === "unknown") ||
+        Explain.pendingActions(timeline).length > 0
+        ? undefined
+        : "no call of unknown outcome and no pending action"
+    case "internal_error":
+      return internalErrorWitness(timeline)
     default:
-      // approvals, unknown_outcome, internal_error: checked where their own invariants are.
+      // approvals: checked where their own invariants are.
       return undefined
   }
 }

@@ -21,5 +21,12 @@ export interface Violation {
  */
 export const epsilon = 1e-6
 
+/**
+ * How far a duration taken between two instants near `at` may be off: `epsilon`, plus the
+ * rounding of a subtraction at that magnitude (a few units in the last place: 1e-3 ms for an
+ * instant since the epoch).
+ */
+export const roundingAt = (at: number): number => epsilon + 4 * Number.EPSILON * Math.abs(at)
+
 /** Records that the invariant named `invariant` (by its SPEC id) was broken, and how. */
 export type Violate = (invariant: string, detail: string) => void
