@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Result, Schema } from "effect"
+import { Result, Schema, SchemaTransformation } from "effect"
 import type * as Model from "../model/Model.ts"
 import * as WireChunk from "./internal/WireChunk.ts"
 import * as WireRequest from "./internal/WireRequest.ts"
@@ -51,6 +51,26 @@ const WireUsage = Schema.Struct({
   total_tokens: Schema.optional(Schema.Unknown)
 })
 
+/** A part of an answer's content given as a list (Mistral's reasoning models): its text, when it is text. */
+const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
+
+/**
+ * An answer's content: text, or a list of parts read as the text of its `text` parts (a
+ * `thinking` part, or one of another kind, adds none).
+ */
+const ContentText = Schema.Union([Schema.String, Schema.Array(ContentPart)]).pipe(
+  Schema.decodeTo(
+    Schema.String,
+    SchemaTransformation.transform<string, string | ReadonlyArray<typeof ContentPart.Type>>({
+      decode: (content) =>
+        typeof content === "string"
+          ? content
+          : content.map((part) => (part.type === "text" && part.text !== undefined ? part.text : "")).join(""),
+      encode: (text) => text
+    })
+  )
+)
+
 const WireToolCall = Schema.Struct({
   id: Nullable(Schema.String),
   function: Schema.Struct({ name: Schema.String, arguments: Nullable(Schema.Unknown) })
@@ -66,7 +86,7 @@ export const Completion = Schema.Struct({
   choices: Schema.NonEmptyArray(
     Schema.Struct({
       message: Schema.Struct({
-        content: Nullable(Schema.String),
+        content: Nullable(ContentText),
         tool_calls: Nullable(Schema.Array(WireToolCall)),
         /** DeepSeek's thinking mode. */
         reasoning_content: Nullable(Schema.String)
@@ -103,7 +123,7 @@ export const Chunk = Schema.Struct({
       index: Nullable(Schema.Int),
       delta: Nullable(
         Schema.Struct({
-          content: Nullable(Schema.String),
+          content: Nullable(ContentText),
           reasoning_content: Nullable(Schema.String),
           tool_calls: Nullable(Schema.Array(WireToolCallDelta))
         })

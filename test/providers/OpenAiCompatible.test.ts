@@ -91,6 +91,40 @@ describe("OpenAiCompatible", () => {
       }
     })
 
+    it("R11 an answer whose content is a list of parts (Mistral's reasoning models) reads as the text of its text parts", () => {
+      const parts = [
+        { type: "thinking", thinking: [{ type: "text", text: "let me see" }] },
+        { type: "text", text: "The answer " },
+        { type: "text", text: "is 4." }
+      ]
+      const plain = OpenAiWire.parseCompletion(
+        JSON.stringify({ choices: [{ message: { role: "assistant", content: parts }, finish_reason: "stop" }] })
+      )
+      const response = Result.flatMap(plain, (c) => OpenAiWire.fromCompletion(c, { iteration: 1 }))
+      assert.strictEqual(Result.isSuccess(response) ? response.success.text : undefined, "The answer is 4.")
+      const acc = OpenAiWire.accumulator()
+      const pieces = [
+        [{ type: "thinking", thinking: [] }],
+        [{ type: "text", text: "The answer " }],
+        "is ",
+        [{ type: "text", text: "4." }]
+      ]
+      for (const content of pieces) {
+        const chunk = OpenAiWire.parseChunk(JSON.stringify({ choices: [{ index: 0, delta: { content } }] }))
+        if (Result.isFailure(chunk)) assert.fail(chunk.failure)
+        else OpenAiWire.accumulate(acc, chunk.success)
+      }
+      assert.strictEqual(acc.text, "The answer is 4.")
+      // A list holding what is no part at all is still corrupt.
+      assert.isTrue(
+        Result.isFailure(
+          OpenAiWire.parseCompletion(
+            JSON.stringify({ choices: [{ message: { content: [5] }, finish_reason: "stop" }] })
+          )
+        )
+      )
+    })
+
     it("R11 R12 a streamed piece never ends in half of a surrogate pair: each piece is well-formed text a strict reader takes", () => {
       const text = "1234567🎉89🎉"
       const data = OpenAiWireEncode.chunkData(
