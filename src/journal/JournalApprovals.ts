@@ -11,7 +11,8 @@
  *   cancel, the run deadline) withdraws the call from the table.
  * - `decide` writes the decision (a call not pending is `NotPending`) and wakes a run of
  *   this process that waits on it. A call this process is putting up is decided once its
- *   row is there: a decision given on the run's `approval.requested` finds it.
+ *   row is there (a second of real time at most): a decision given on the run's
+ *   `approval.requested` finds it.
  * - `pending` lists the table's pending calls, from every process (`PendingUnavailable`
  *   when the store cannot be read). The calls this process is putting up are waited for
  *   first, a second of real time at most (a store that hangs on one run's call holds no
@@ -129,7 +130,7 @@ export const record = (
     )
   )
 
-/** How long a list of the pending calls waits, in real time, for the calls this process is putting up. */
+/** How long a list of the pending calls, or a decision, waits in real time for the calls this process is putting up. */
 const putUpWaitMillis = 1_000
 
 const broken = (what: string) => (e: JournalError.JournalError) =>
@@ -257,8 +258,9 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
         // What the table would not give back as given (a NUL, half of a surrogate pair) is refused first.
         const invalid = Approval.checkDecision(runId, callId, decision)
         if (invalid !== undefined) return yield* invalid
+        // Its row awaited, a second of real time at most: a store that hangs on it holds no decision for good.
         const put = puttingUp.get(keyOf(runId, callId))
-        if (put !== undefined) yield* Deferred.await(put)
+        if (put !== undefined) yield* Effect.raceFirst(Deferred.await(put), RealTime.sleep(putUpWaitMillis))
         yield* record(journal, runId, callId, decision).pipe(
           Effect.catchTag("JournalError", (e) =>
             // Out of reach: nothing was decided, the call still waits, the caller may try again.

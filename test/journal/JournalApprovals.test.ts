@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schedule, Stream } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schedule, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
 import * as Journal from "../../src/journal/Journal.ts"
@@ -748,6 +748,33 @@ describe("JournalApprovals: the list as the run says it waits (R7, R1.3)", () =>
         )
         assert.isBelow(performance.now() - started, 2_500)
       })
+  )
+})
+
+describe("JournalApprovals: a decision on a call whose put-up hangs (R7, R12)", () => {
+  it.effect("R7 R12 waits a second or so of real time for the row, then answers: the call is not pending", () =>
+    Effect.gen(function* () {
+      const journal = yield* store
+      const hanging = Deferred.makeUnsafe<void>()
+      const stalled: Journal.Service = {
+        ...journal,
+        requestApproval: () => Effect.andThen(Deferred.succeed(hanging, undefined), Effect.never)
+      }
+      const gate = JournalApprovals.make(stalled, poll)
+      yield* Effect.forkChild(gate.request({ ...row, runId: "rA" }))
+      yield* Deferred.await(hanging)
+      const started = performance.now()
+      const decided = yield* Effect.forkChild(Effect.exit(gate.decide("rA", row.callId, Approval.approved("ops"))))
+      const answer = yield* Effect.raceFirst(
+        Effect.map(Fiber.join(decided), Option.some),
+        Effect.as(RealTime.sleep(3_000), Option.none())
+      )
+      // Before, the decision waited for the row for good.
+      assert.isTrue(Option.isSome(answer), "a decision waited for good on a put-up that hangs")
+      const exit = Option.getOrThrow(answer)
+      assert.isTrue(Exit.isFailure(exit) && Cause.squash(exit.cause) instanceof Approval.NotPending)
+      assert.isBelow(performance.now() - started, 2_500)
+    })
   )
 })
 
