@@ -441,7 +441,14 @@ describe("usage and cost (R2.1)", () => {
               completion_tokens_details: { reasoning_tokens: 40 }
             },
             // Cache reads beside the prompt.
-            { prompt_tokens: 10, completion_tokens: 1, total_tokens: 11, prompt_tokens_details: { cached_tokens: 11 } }
+            { prompt_tokens: 10, completion_tokens: 1, total_tokens: 11, prompt_tokens_details: { cached_tokens: 11 } },
+            // Beside its whole, past the counts a number holds exactly: the most it holds (review 122).
+            {
+              prompt_tokens: 10,
+              completion_tokens: 5,
+              prompt_tokens_details: { cached_tokens: Number.MAX_SAFE_INTEGER },
+              completion_tokens_details: { reasoning_tokens: Number.MAX_SAFE_INTEGER }
+            }
           ]
           const server = yield* FakeOpenAiServer.make(usages.map(answer))
           const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "m", apiKey, stream })
@@ -454,7 +461,8 @@ describe("usage and cost (R2.1)", () => {
             [20, 405, 400, undefined],
             [20, 90, 40, undefined],
             [20, 50, 40, undefined],
-            [21, 1, undefined, 11]
+            [21, 1, undefined, 11],
+            [Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]
           ])
         })
     )

@@ -5,6 +5,9 @@
  * counted beside it: a count never reads less than what the server reported.
  */
 
+/** `whole` and `part` added, at most the largest count a number holds exactly (a server's absurd part included). */
+export const beside = (whole: number, part: number): number => Math.min(whole + part, Number.MAX_SAFE_INTEGER)
+
 /** `whole`, with `part` added when the part is larger (reported beside it). */
 export const wholeWith = (whole: number, part: number | undefined): number =>
-  part !== undefined && part > whole ? whole + part : whole
+  part !== undefined && part > whole ? beside(whole, part) : whole

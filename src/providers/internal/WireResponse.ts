@@ -61,7 +61,9 @@ const usageOf = (wire: WireUsageType | null | undefined, prices: OpenAiOptions.P
   // Reasoning beside the completion: larger than it, or a total that adds it (Gemini's gateways).
   const total = wire?.total_tokens
   const besideTotal = reasoning !== undefined && reasoning > 0 && total === inputTokens + completion + reasoning
-  const outputTokens = besideTotal ? completion + reasoning : UsageParts.wholeWith(completion, reasoning)
+  const outputTokens = besideTotal
+    ? UsageParts.beside(completion, reasoning)
+    : UsageParts.wholeWith(completion, reasoning)
   const usage: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = { inputTokens, outputTokens }
   if (cached !== undefined) usage.cachedInputTokens = cached
   if (reasoning !== undefined) usage.reasoningTokens = reasoning
