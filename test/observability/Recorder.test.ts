@@ -7,6 +7,7 @@ import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Recorder from "../../src/observability/Recorder.ts"
 import * as Recording from "../../src/observability/Recording.ts"
+import * as Viewer from "../../src/observability/Viewer.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunObserver from "../../src/run/RunObserver.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
@@ -311,6 +312,25 @@ describe("Recorder", () => {
         )
         const folded = (timeline: ReadonlyArray<Event.Event>) => Counters.fold(timeline).repeatedToolCallCount
         assert.strictEqual(folded(events), 2)
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
+  it.effect(
+    "R13 R12 content: false leaves a made-up tool name out of a repeated_tool_failure's detail, in the file and on the page (review 122)",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDirectory
+        const secret = "PATIENTSECRETTOOL"
+        const script = Array.from({ length: 12 }, (_, i) => ScriptedModel.toolCall(secret, { a: i }))
+        const result = yield* Run.run({ goal: "g", tools: [] }).pipe(
+          Effect.provide(ScriptedModel.layer([...script, ScriptedModel.finalAnswer("done")])),
+          Effect.provide(Recorder.layer({ directory, content: false }))
+        )
+        assert.strictEqual(result.stopReason, "repeated_tool_failure")
+        assert.include(result.detail, secret)
+        const file = `${directory}/${Recorder.fileName(result.runId)}`
+        assert.notInclude(yield* (yield* FileSystem.FileSystem).readFileString(file), secret)
+        assert.notInclude(Viewer.html(result, { content: false }), secret)
       }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 

@@ -55,14 +55,14 @@ const signatureWithoutContent = (signature: string, known: Known): string =>
 /**
  * The stops whose detail is counts and limits only (the runtime's words, or a policy's own).
  * Every other stop's detail may quote content: a failure's message naming the path the
- * model gave, a reviewer's reason (`pay (call_1) was rejected by bob: <reason>`), a check.
+ * model gave, a reviewer's reason (`pay (call_1) was rejected by bob: <reason>`), a check,
+ * the name of the tool whose failure repeated (one the model made up, review 122).
  */
 const countedStops: ReadonlySet<StopReason.StopReason | undefined> = new Set<StopReason.StopReason | undefined>([
   "goal_reached",
   "max_tool_calls",
   "max_iterations",
   "repeated_tool_call",
-  "repeated_tool_failure",
   "max_tool_errors",
   "empty_output",
   "loop_detected",
