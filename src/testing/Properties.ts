@@ -33,13 +33,21 @@
  *   R7 says; every state change an edge of `RunState.table`; exactly one terminal
  *   `run.finished`, last, with a `StopReason` of the enumeration; counters equal to the
  *   fold of the timeline; every answer's tokens counted, and nothing asked or run once the
- *   token budget is spent; a stop reason witnessed by the log. {@link checkScenario} adds what only the tools and the gate
- *   saw (handler invocations, the ledger, the requests and decisions). Of a resumed run,
+ *   token budget is spent; a stop reason witnessed by the log (a step measured under the
+ *   limits in force, `RunLog.limitsOf`: a resume may lay a step timeout, or a longer one).
+ *   {@link checkScenario} adds what only the tools and the gate
+ *   saw (handler invocations, the ledger, the requests and decisions). A process fenced off
+ *   at its last commit is given `failed`/`internal_error` with `unrecorded` set while its
+ *   timeline keeps its own `run.finished`: its log is checked against that ending. Of a resumed run,
  *   the model and the gate are the restarted process's only, while its timeline holds both
  *   processes' answers and requests: `R2.1 paid` and `R7 approvals` compare the two, and
  *   flag what the process that died was given or asked (check them per process). A budget whose
  *   limit is missing, not a number or infinite (`NaN` and `Infinity` pass every comparison)
  *   is a `RangeError` naming the field.
+ * - The checks judge a run made on a virtual clock (R10): `TestClock`, as {@link runScenario}
+ *   and `TestClockDriver.drive` run it. They compare times exactly (to the rounding of the
+ *   arithmetic); on the live clock the ending takes a few ms after the deadline fires, and
+ *   a `run_timeout` is flagged `R3.3 deadline` for them.
  *
  * ```ts
  * it.effect.prop("R3 recovery invariants", [Properties.arbitrary], ([c]) =>

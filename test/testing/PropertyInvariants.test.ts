@@ -1,11 +1,13 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Schema } from "effect"
+import { Duration, Effect, Layer, Schema } from "effect"
 import type * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as Properties from "../../src/testing/Properties.ts"
@@ -14,6 +16,7 @@ import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { approval, base, invariants, run, tagsOf } from "../support/properties.ts"
+import { diesIn } from "../support/restart.ts"
 
 // The invariants of `Properties.check` and `checkScenario`, each catching a doctored run, and
 // the scenarios `toScenario` builds.
@@ -761,5 +764,120 @@ describe("Properties.check counts the calls a run took up", () => {
         )
       )
     }
+  )
+})
+
+describe("Properties.check passes resumed and fenced runs as the runtime ends them (review 122)", () => {
+  const budget = { runTimeoutMillis: 600_000, maxRecoveries: 3, scheduleRetries: 2 }
+  const slowModel = ScriptedModel.layerFunction((request) =>
+    request.iteration === 1 ? ScriptedModel.toolCall("slow", {}) : ScriptedModel.finalAnswer("done")
+  )
+
+  /** A run that dies after its first commit, resumed from the journal with `time`. */
+  const resumedWith = (started: Run.Options<never>["time"], resumed: Run.Options<never>["time"]) =>
+    Effect.gen(function* () {
+      const slow = FaultyTools.slow({ name: "slow", millis: 60_000 })
+      const faulty = FaultyJournal.make(yield* Journal.Journal, { crashAt: { commit: 1, when: "after" } })
+      yield* diesIn(
+        faulty,
+        Run.run({ goal: "g", runId: "r1", tools: [slow.tool], time: started }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal)
+        )
+      )
+      return yield* TestClockDriver.drive(Run.resume("r1", { tools: [slow.tool], time: resumed }))
+    }).pipe(Effect.provide(Layer.mergeAll(Journal.layerMemory, slowModel, NodeServices.layer)))
+
+  it.effect(
+    "R2.5 R9 a step_timeout under a step timeout its resume laid (none at the start) is witnessed by the limits in force",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* resumedWith(undefined, { step: "1 second" })
+        assert.deepStrictEqual([result.status, result.stopReason], ["failed", "step_timeout"])
+        const started = result.timeline[0]
+        assert.strictEqual(started?._tag === "run.started" ? started.limits?.stepTimeoutMillis : "none", undefined)
+        const resumed = result.timeline.find((e) => e._tag === "run.resumed")
+        assert.strictEqual(resumed?._tag === "run.resumed" ? resumed.limits?.stepTimeoutMillis : undefined, 1000)
+        const failed = result.timeline.find((e) => e._tag === "tool.failed")
+        assert.strictEqual(failed?._tag === "tool.failed" ? failed.error.failure?.timeout?.layer : undefined, "step")
+        // It was "R2.5 stop witnessed: … no step timeout is in force": only run.started's limits were read.
+        assert.deepStrictEqual(Properties.check(result, { ...budget, stepTimeoutMillis: 1000 }), [])
+      })
+  )
+
+  it.effect(
+    "R2.5 R9 a resume that lengthens the step is checked against the longer step, not the start's: a relabelled stop before it is flagged",
+    () =>
+      Effect.gen(function* () {
+        // Started with a 1 s step, resumed with a 10 s one: the run deadline (3 s) ends it at 3 s, in its first step.
+        const result = yield* resumedWith({ run: "3 seconds", step: "1 second" }, { step: "10 seconds" })
+        assert.deepStrictEqual([result.stopReason, result.elapsedMillis], ["run_timeout", 3000])
+        const lengthened = { ...budget, runTimeoutMillis: 3000, stepTimeoutMillis: 10_000 }
+        assert.deepStrictEqual(Properties.check(result, lengthened), [])
+        // Read as step_timeout it has no witness: 3 s is within the 10 s step (the start's 1 s step is no longer in force).
+        const lie = relabel(result, "step_timeout", "failed", "step_timeout")
+        const found = Properties.check(lie, lengthened).filter((v) => v.invariant === "R2.5 stop witnessed")
+        assert.deepStrictEqual(
+          found.map((v) => v.detail),
+          [
+            "the run ended step_timeout, but it ended at 3000, before its step's deadline 10000, with no wait cut off by it and no retry refused"
+          ]
+        )
+      })
+  )
+
+  it.effect(
+    "R2.5 R1.2 R9 a run fenced off at its last commit (failed/internal_error, unrecorded) is checked against its own run.finished",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        const faulty = FaultyJournal.make(store, { conflictOn: (n) => n >= 2 })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "g", runId: "fenced", tools: [] }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")]))
+          )
+        )
+        // The runtime's documented result: another process owns the run; the timeline is this process's own.
+        assert.deepStrictEqual(
+          [result.status, result.stopReason, result.policy],
+          ["failed", "internal_error", "runtime"]
+        )
+        assert.include(result.detail, "another process owns this run now")
+        assert.isDefined(result.unrecorded)
+        const finished = result.timeline.at(-1)
+        assert.deepStrictEqual(finished?._tag === "run.finished" ? [finished.status, finished.stopReason] : [], [
+          "completed",
+          "goal_reached"
+        ])
+        // It was "R2.5 ending", "R2.5 stop witnessed" and "R1.2 state machine".
+        assert.deepStrictEqual(Properties.check(result, budget), [])
+        // Its own log is still checked: an ending its own log does not witness is flagged.
+        const ownLie = {
+          ...result,
+          timeline: result.timeline.map((e) =>
+            e._tag === "run.finished" ? { ...e, status: "failed" as const, stopReason: "run_timeout" as const } : e
+          )
+        }
+        assert.include(invariants(Properties.check(ownLie, budget)), "R2.5 stop witnessed")
+        // Without `unrecorded`, the same relabel is a result that disagrees with its log.
+        const { unrecorded: _, ...told } = result
+        assert.sameMembers(invariants(Properties.check(told, budget)), [
+          "R2.5 ending",
+          "R2.5 stop witnessed",
+          "R1.2 state machine"
+        ])
+      }).pipe(Effect.provide(Layer.mergeAll(Journal.layerMemory, NodeServices.layer)))
+  )
+
+  it.effect("R1.2 R9 checkScenario takes a scenario's run fenced off at its last commit for no defect", () =>
+    Effect.gen(function* () {
+      const faulty = FaultyJournal.make(yield* Journal.Journal, { conflictOn: (n) => n >= 2 })
+      const scenario = Properties.toScenario(base)
+      const result = yield* Properties.runScenario(scenario).pipe(
+        Effect.provideService(Journal.Journal, faulty.journal)
+      )
+      assert.deepStrictEqual([result.stopReason, result.unrecorded !== undefined], ["internal_error", true])
+      assert.deepStrictEqual(Properties.checkScenario(scenario, result), [])
+    }).pipe(Effect.provide(Layer.mergeAll(Journal.layerMemory, NodeServices.layer)))
   )
 })

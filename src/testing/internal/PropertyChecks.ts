@@ -20,7 +20,7 @@ import { checkSpend } from "./PropertySpendChecks.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
 import { checkTimeLayers, lateResume, recordsLate } from "./PropertyTimeChecks.ts"
-import { checkCalls, checkEnding, ofTag } from "./PropertyTimelineChecks.ts"
+import { checkCalls, checkEnding, ofTag, ownEnding } from "./PropertyTimelineChecks.ts"
 import { epsilon, roundingAt, type Violation } from "./PropertyViolation.ts"
 
 export { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
@@ -107,7 +107,8 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, CallRef> => {
  *   ended has a `tool.interrupted` saying what became of it.
  * - `R2.5 ending`: `run.started` first, exactly one `run.finished`, last, agreeing with
  *   the result; a terminal status and a `StopReason` from `StopReason.all`; `completed`
- *   exactly when `goal_reached`; `seq` numbered without gaps.
+ *   exactly when `goal_reached`; `seq` numbered without gaps. A result fenced off at its
+ *   last commit is checked as its own `run.finished` ends it (`ownEnding`).
  * - `R8 counters`: the result's counters equal `Counters.snapshot(Counters.fold(timeline))`.
  *
  * The state machine, in `PropertyStateChecks.ts` ({@link checkStates}):
@@ -159,10 +160,12 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, CallRef> => {
  * @category checks
  * @since 0.1.0
  */
-export const check = (result: RunResult.RunResult, budget: Budget): ReadonlyArray<Violation> => {
+export const check = (given: RunResult.RunResult, budget: Budget): ReadonlyArray<Violation> => {
   // A budget whose limits are NaN or missing would pass every comparison: refused, naming the field.
   const problem = budgetProblem(budget)
   if (problem !== undefined) throw new RangeError(`Properties.check: ${problem}`)
+  // A process fenced off at its last commit is told so; its log is checked against its own ending.
+  const result = ownEnding(given)
   const violations: Array<Violation> = []
   const violate = (invariant: string, detail: string) => violations.push({ invariant, detail })
   const timeline = result.timeline

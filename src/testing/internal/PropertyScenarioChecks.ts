@@ -7,6 +7,7 @@ import type * as Event from "../../events/Event.ts"
 import type * as RunResult from "../../run/RunResult.ts"
 import { check, type Violation } from "./PropertyChecks.ts"
 import type { Scenario } from "./PropertyScenario.ts"
+import { ownEnding } from "./PropertyTimelineChecks.ts"
 
 /** An answer's usage as `input+output`, or nothing when it used no token. */
 const usageText = (usage: { readonly inputTokens: number; readonly outputTokens: number } | undefined) =>
@@ -135,7 +136,8 @@ export const checkScenario = (scenario: Scenario, result: RunResult.RunResult): 
   const violations: Array<Violation> = [...check(result, scenario.budget)]
   const violate = (invariant: string, detail: string) => violations.push({ invariant, detail })
   const { tools, plan, budget } = scenario
-  if (result.stopReason === "internal_error")
+  // A process fenced off at its last commit ended as its log says: no defect of the runtime.
+  if (ownEnding(result).stopReason === "internal_error")
     violate("R1.2 no defect", `the run ended internal_error: ${result.detail}`)
   // Answer by answer, in order: a usage moved from one answer to another is no record of either.
   const billed = scenario.model.paid.flatMap(usageText)

@@ -94,31 +94,34 @@ const atLimit = (timeline: Timeline, limits: ReadonlyArray<string>): string | un
 }
 
 /**
- * A step's deadline stopped the run: it ended at its last step's deadline, or a wait the step
- * bounded was cut off there (a timeout or an approval naming the step), or a retry the deadline
- * refused (a call's, said so; or a failure of the last step that would have been retried).
+ * A step's deadline stopped the run: a wait cut off by the step layer (a timeout or an
+ * approval naming it, a retry refused for the step's deadline); or, with a step timeout in
+ * force, the run ended at its last step's deadline, or a retry the deadline refused (a
+ * call's, said so; or a failure of the last step that would have been retried). The step
+ * is measured under the limits in force at the end (`RunLog.limitsOf`): a resume may have
+ * laid a step timeout the start did not have, or a longer one.
  */
 const stepTimeoutWitness = (timeline: Timeline): string | undefined => {
-  const started = timeline[0]
-  const stepMillis = started?._tag === "run.started" ? started.limits?.stepTimeoutMillis : undefined
-  if (stepMillis === undefined) return "no step timeout is in force"
+  const stepMillis = RunLog.limitsOf(timeline)?.stepTimeoutMillis
   const requests = ofTag(timeline, "model.requested")
   const lastIteration = requests.at(-1)?.iteration
   const stepBegan = requests.find((e) => e.iteration === lastIteration)
   const finished = timeline.at(-1)
-  const deadline = stepBegan === undefined ? Number.POSITIVE_INFINITY : stepBegan.at + stepMillis
+  const deadline =
+    stepBegan === undefined || stepMillis === undefined ? Number.POSITIVE_INFINITY : stepBegan.at + stepMillis
   // Only failures the run did not get past: one whose episode then succeeded, or that the model
-  // was given, stopped nothing. Of the last step, one that would have been retried is a retry its
-  // deadline may have refused.
+  // was given, stopped nothing.
   const open = unrecovered(timeline)
-  const cutOff =
-    (finished !== undefined && finished.at >= deadline - epsilon) ||
+  const byStep =
     open.some((e) => summaryOf(e)?.timeout?.layer === "step") ||
     ofTag(timeline, "approval.decided").some((e) => e.layer === "step") ||
-    open.some(
-      (e) =>
-        e._tag === "tool.failed" && (e.error.notRetriedFor === "step_deadline" || e.error.notRetriedFor === "deadline")
-    ) ||
+    open.some((e) => e._tag === "tool.failed" && e.error.notRetriedFor === "step_deadline")
+  if (byStep) return undefined
+  if (stepMillis === undefined) return "no step timeout is in force and no wait was cut off by the step layer"
+  // Of the last step, a failure that would have been retried is a retry its deadline may have refused.
+  const cutOff =
+    (finished !== undefined && finished.at >= deadline - epsilon) ||
+    open.some((e) => e._tag === "tool.failed" && e.error.notRetriedFor === "deadline") ||
     open.some(
       (e) => (stepBegan === undefined || e.seq >= stepBegan.seq) && summaryOf(e)?.classification === "retryable"
     )

@@ -16,6 +16,34 @@ import type { Violate } from "./PropertyViolation.ts"
 export const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Event.Event>, tag: T) =>
   timeline.filter((e): e is Event.Of<T> => e._tag === tag)
 
+/**
+ * The run as its own log ends it. A process fenced off at its last commit (another one
+ * resumed the run meanwhile) gives `failed`/`internal_error` by the `runtime`, with
+ * `unrecorded` set, while its timeline keeps its own `run.finished` (`Closing`'s
+ * `overtaken`). Such a result is checked against that `run.finished` instead: its status,
+ * its stop reason and the policy that decided it (the log's last decision of that reason).
+ * Every other result is returned as it is.
+ */
+export const ownEnding = (result: RunResult.RunResult): RunResult.RunResult => {
+  const finished = result.timeline.at(-1)
+  const relabelled =
+    result.unrecorded !== undefined &&
+    result.status === "failed" &&
+    result.stopReason === "internal_error" &&
+    result.policy === "runtime" &&
+    finished?._tag === "run.finished" &&
+    (finished.status !== result.status || finished.stopReason !== result.stopReason)
+  if (!relabelled) return result
+  const decided = result.timeline.findLast((e) => e._tag === "termination.decided" && e.reason === finished.stopReason)
+  const policy =
+    decided?._tag === "termination.decided"
+      ? decided.policy
+      : finished.stopReason === "validation_failed"
+        ? "validation"
+        : "runtime"
+  return { ...result, status: finished.status, stopReason: finished.stopReason, policy }
+}
+
 const terminal: ReadonlySet<string> = new Set(["completed", "partial", "failed", "cancelled", "unknown_outcome"])
 
 /**
