@@ -345,15 +345,18 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
     // Uninterruptible until the finalizer is in the scope: an interruption between the fork
     // and the finalizer would leave the run's fiber behind, detached.
     return Effect.uninterruptible(
-      Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) => {
-        Launch.adopt(fiber, ctx.runId, journal, undefined)
-        return Effect.as(
-          // The cancel needs nothing of the caller's context: added to the scope as it is.
-          Effect.flatMap(Effect.scope, (scope) =>
-            Scope.addFinalizerExit(scope, () => Effect.ignore(Launch.cancel(ctx, fiber, done)))
-          ),
-          new RunHandle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
-        )
+      Effect.suspend(() => {
+        const adopted = Launch.adopt(ctx, done, journal, undefined)
+        return Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) => {
+          adopted(fiber)
+          return Effect.as(
+            // The cancel needs nothing of the caller's context: added to the scope as it is.
+            Effect.flatMap(Effect.scope, (scope) =>
+              Scope.addFinalizerExit(scope, () => Effect.ignore(Launch.cancel(ctx, fiber, done)))
+            ),
+            new RunHandle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
+          )
+        })
       })
     )
   })

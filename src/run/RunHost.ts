@@ -178,7 +178,8 @@ const isPrefixOf = (stored: ReadonlyArray<Event.Event>, timeline: ReadonlyArray<
  * ending (its store out of reach at the last commit): driven again, it goes on from its
  * last commit. One that is `running` when this process drives the run already (the drive
  * before, taken, whose handler has not stopped yet; a `Run.resume`): drive it again later.
- * A cancel (`settings.cancel`) is delivered all the same.
+ * A cancel (`settings.cancel`) is delivered all the same: to the run this process drives,
+ * whose ending it is then given.
  *
  * @category combinators
  * @since 0.3.0
@@ -326,17 +327,30 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
         if (!finished && (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline))) {
           return yield* Effect.fail(unrecorded(runId, ended.success.stopReason, run?.ctx.refused))
         }
+        // Ended by another writer (this one fenced off): the journal's ending is the run's, not this view of it.
+        if (finished && ended.success.unrecorded !== undefined) {
+          const theirs = yield* Effect.result(JournalLoad.load(journal, runId, options.tools, options.modelName))
+          if (Result.isSuccess(theirs) && theirs.success._tag === "Finished") {
+            // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
+            return {
+              _tag: "Finished",
+              result: FinalOutput.restored(theirs.success.result, options.output) as RunResult.Typed<O>
+            } as const
+          }
+        }
         // Erased boundary: the run decoded its `output` with the schema of `O` it was given.
         return { _tag: "Finished", result: ended.success as RunResult.Typed<O> } as const
       })
     // Held from before its log is read: a run this process drives already (the drive before
     // this one, taken, whose handler ignores interruption; a `Run.resume` from this process)
     // is not driven twice, `running` (the engine tries again later). A cancel goes on all the
-    // same: it runs nothing, and ends the run at once.
-    return yield* Launch.holding(
-      journal,
-      runId,
-      driveHeld,
-      cancelled ? driveHeld(undefined) : Effect.fail(Launch.running(runId))
-    )
+    // same: it reaches the run this process drives, which records what its calls did as it
+    // stops (R5.2), and its ending is then read; a run that gave no way to reach it (taken
+    // already) is ended at once by a driver that runs nothing (review 123).
+    const live = cancelled ? journal.live.cancelOf(runId) : undefined
+    const cancelHeld =
+      live === undefined
+        ? driveHeld(undefined)
+        : Effect.andThen(live, Launch.holding(journal, runId, driveHeld, driveHeld(undefined)))
+    return yield* Launch.holding(journal, runId, driveHeld, cancelled ? cancelHeld : Effect.fail(Launch.running(runId)))
   })

@@ -591,3 +591,92 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     )
   )
 })
+
+describe("RunHost.drive: a cancel of a run this process drives (R5.1, R5.2, R9)", () => {
+  it.live(
+    "R5.1 R9 reaches the running drive, which records its call as a cancel does; both drives are given the journal's ending (review 123)",
+    () =>
+      Effect.gen(function* () {
+        const entered = Deferred.makeUnsafe<void>()
+        const paid: Array<string> = []
+        const pay = Tool.make({
+          name: "pay",
+          description: "Pays",
+          input: Schema.Struct({ amount: Schema.Number }),
+          output: Schema.String,
+          sideEffect: "external",
+          // It cannot be stopped once it has begun: it finishes within the stop grace.
+          handler: (_, context) =>
+            Effect.uninterruptible(
+              Effect.gen(function* () {
+                yield* Deferred.succeed(entered, undefined)
+                yield* Effect.sleep("300 millis")
+                paid.push(context.idempotencyKey)
+                return "paid"
+              })
+            )
+        })
+        const options = { goal: "pay 5", tools: [pay], time: { stopGrace: "3 seconds" } } as const
+        const first = yield* Effect.forkChild(RunHost.drive("h1", options))
+        yield* Deferred.await(entered)
+        // Before, a second driver resumed the run and ended it `cancelled`, saying the process had stopped
+        // during the payment, while the first drive was given `internal_error` ("another process took the run over").
+        const second = yield* RunHost.drive("h1", options, { cancel: true })
+        const firstEnded = yield* Fiber.join(first)
+        const result = second._tag === "Finished" ? second.result : undefined
+        const theirs = firstEnded._tag === "Finished" ? firstEnded.result : undefined
+        assert.deepStrictEqual([result?.status, result?.stopReason], ["cancelled", "cancelled"], result?.detail)
+        assert.deepStrictEqual(
+          [theirs?.status, theirs?.stopReason, theirs?.unrecorded],
+          ["cancelled", "cancelled", undefined]
+        )
+        assert.deepStrictEqual(paid, ["h1:c1"])
+        assert.isFalse(
+          result?.timeline.some((e) => e._tag === "run.resumed"),
+          "a second driver resumed the run"
+        )
+        assert.deepStrictEqual(
+          result?.pendingActions.map((p) => p.callId),
+          ["c1"]
+        )
+        assert.notInclude(result?.pendingActions[0]?.detail ?? "", "process")
+        const stored = Option.getOrThrow(yield* (yield* Journal.Journal).read("h1"))
+        assert.deepInclude(Option.getOrUndefined(stored.result), { status: "cancelled", stopReason: "cancelled" })
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
+  )
+
+  it.live(
+    "R9 a drive whose run another process ended meanwhile (it is fenced off) is given the journal's ending, not its own view (review 123)",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* Journal.Journal
+        // Another process: the same store, its own runs.
+        const other = FaultyJournal.make(journal, {}).journal
+        const entered = Deferred.makeUnsafe<void>()
+        const pay = Tool.make({
+          name: "pay",
+          description: "Pays",
+          input: Schema.Struct({ amount: Schema.Number }),
+          output: Schema.String,
+          sideEffect: "read",
+          handler: () =>
+            Effect.andThen(Deferred.succeed(entered, undefined), Effect.as(Effect.sleep("300 millis"), "paid"))
+        })
+        const options = { goal: "pay 5", tools: [pay] } as const
+        const first = yield* Effect.forkChild(RunHost.drive("h2", options))
+        yield* Deferred.await(entered)
+        const cancelled = yield* RunHost.drive("h2", options, { cancel: true }).pipe(
+          Effect.provideService(Journal.Journal, other)
+        )
+        const mine = yield* Fiber.join(first)
+        const theirs = cancelled._tag === "Finished" ? cancelled.result : undefined
+        const given = mine._tag === "Finished" ? mine.result : undefined
+        assert.deepStrictEqual([theirs?.status, theirs?.stopReason], ["cancelled", "cancelled"])
+        // Before, `failed`/`internal_error`: "another process took the run over".
+        assert.deepStrictEqual(
+          [given?.status, given?.stopReason, given?.unrecorded],
+          ["cancelled", "cancelled", undefined]
+        )
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
+  )
+})

@@ -89,6 +89,14 @@ export interface PendingFilter {
 export interface LiveRuns {
   /** Holds the run for its caller: the function that lets it go, or `undefined` when it is held already. */
   readonly hold: (runId: string) => (() => void) | undefined
+  /**
+   * While the run is held: how a cancel reaches the run this process drives (its fiber's
+   * own cancel, which waits for its ending), so that a host's cancel stops that run rather
+   * than start a second driver of it.
+   */
+  readonly cancelWith: (runId: string, cancel: Effect.Effect<void>) => void
+  /** The cancel the run held here gave (see `cancelWith`), while it is held. */
+  readonly cancelOf: (runId: string) => Effect.Effect<void> | undefined
 }
 
 /** The journal store (R9): runs, their committed events, and approvals any process on the same store can see. */

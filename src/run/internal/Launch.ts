@@ -4,7 +4,7 @@
  * interruption of the caller means is the caller's to say: a cancel (`Run.run`) or, for a
  * hosted run, its suspension. Private to the runtime.
  */
-import { Clock, Context, Deferred, Duration, Effect, type Fiber, Option, Result } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Option, Result } from "effect"
 import type * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import * as UserCode from "../../failure/UserCode.ts"
@@ -149,17 +149,25 @@ export const running = (runId: string): ResumeError =>
 /**
  * The run's fiber holds the run until it ends: the caller's hold, or for a fresh run one
  * taken now if the run is free (a run id live already fails at its first commit, which
- * finds the run created).
+ * finds the run created). Taken before the run is forked, with how a host's cancel reaches
+ * it meanwhile (R5.1, the journal's live runs): that cancel waits for the fork, which the
+ * function returned is given. A host's cancel then stops this run, not a second driver of it.
  */
 export const adopt = (
-  fiber: Fiber.Fiber<void>,
-  runId: string,
+  ctx: RunContext.RunContext,
+  done: Done,
   journal: Journal.Service | undefined,
   hold: Hold | undefined
-): void => {
-  const release = hold?.release ?? journal?.live.hold(runId)
+): ((fiber: Fiber.Fiber<void>) => void) => {
+  const release = hold?.release ?? journal?.live.hold(ctx.runId)
   if (hold !== undefined) hold.adopted = true
-  if (release !== undefined) fiber.addObserver(release)
+  if (release === undefined || journal === undefined) return () => {}
+  const forked = Deferred.makeUnsafe<Fiber.Fiber<void>>()
+  journal.live.cancelWith(ctx.runId, Effect.ignore(Effect.flatMap(Deferred.await(forked), (f) => cancel(ctx, f, done))))
+  return (fiber) => {
+    fiber.addObserver(release)
+    Deferred.doneUnsafe(forked, Exit.succeed(fiber))
+  }
 }
 
 /** A fresh run, not resumed and not cancelled: shared by every such run. */
@@ -189,13 +197,14 @@ export const launch = <T extends Tool.Any, RV, O>(
     const done: Done = Deferred.makeUnsafe()
     // Uninterruptible until the wait: an interruption between the fork and the wait would
     // leave the run's fiber behind, detached.
-    return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(Lifecycle.fork(ctx, resolved, done, from), (fiber) => {
-        adopt(fiber, ctx.runId, journal, from.hold)
+    return Effect.uninterruptibleMask((restore) => {
+      const adopted = adopt(ctx, done, journal, from.hold)
+      return Effect.flatMap(Lifecycle.fork(ctx, resolved, done, from), (fiber) => {
+        adopted(fiber)
         from.watch?.(ctx, fiber, done)
         return Effect.onInterrupt(restore(Deferred.await(done)), () => onInterrupt(ctx, fiber, done))
       })
-    )
+    })
   })
 
 /** Why options cannot start a run (the field and the reason), or `undefined` when they can. */
