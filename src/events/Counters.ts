@@ -225,7 +225,10 @@ const onEvent = (c: Draft, e: Event): void => {
         const made = Math.max(c.toolCorrectionAttempts, e.attempt)
         c.recoveryAttempts = c.recoveryAttempts + (made - c.toolCorrectionAttempts)
         c.toolCorrectionAttempts = made
-      } else c.recoveryAttempts = c.recoveryAttempts + 1
+      } else if (e.circuit === undefined) {
+        // A retry; a wait for the circuit that refused the call (it never ran) spends none (R3.9).
+        c.recoveryAttempts = c.recoveryAttempts + 1
+      }
       // A final answer sent back because it does not decode is no longer the final answer.
       if (e.kind === "output_correction") c.finalAnswerReceived = false
       break

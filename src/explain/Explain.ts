@@ -356,5 +356,6 @@ export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => 
   }
   // A success its postcondition contradicted stays the first thing to check, even when a cancel
   // or the deadline then cut the run's validation short (R6.4).
-  return { ...facts, next: Limits.nextStep(facts, contradicted(timeline)) }
+  const gaveUp = reason === "recovery_exhausted" ? Limits.gaveUpOn(timeline, decidedAt) : undefined
+  return { ...facts, next: Limits.nextStep(facts, contradicted(timeline), gaveUp) }
 }

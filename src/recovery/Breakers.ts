@@ -5,14 +5,18 @@
  *
  * Each circuit is keyed `${kind}:${name}` and is closed, open or half-open. While open,
  * a call is rejected without running, as a {@link Failure.Retryable} `circuit_open` with
- * `retryAfterMillis`; once the open time ends one probe runs (`circuit_half_open` for
- * the others), and its outcome closes or reopens the circuit.
+ * `retryAfterMillis`; once the open time ends one trial call runs, and its outcome closes
+ * or reopens the circuit. The others are refused meanwhile as `circuit_half_open`, with
+ * a `retryAfterMillis` of {@link Recovery.trialPollMillis} (250 ms): a run's recovery
+ * asks again then, doubling the wait (2 s at most) while the trial runs, and spends no
+ * retry on it.
  *
  * How an attempt's exit counts (see {@link classify}):
  *
  * | exit                                                  | outcome  |
  * |-------------------------------------------------------|----------|
  * | success                                               | success  |
+ * | a category recovery never retries (`conflict`: the dependency answered) | ignored |
  * | `Retryable` (its `retryAfterMillis` lengthens an opening) | failure |
  * | `UnknownOutcome`                                      | failure  |
  * | `Permanent` in {@link brokenCategories}               | failure  |
@@ -32,6 +36,7 @@ import type { Take } from "effect"
 import { Cause, Context, Duration, Effect, Exit, Layer, PubSub, Schedule, Schema, Scope, Stream } from "effect"
 import { CircuitBreaker } from "effect/persistence"
 import * as Failure from "../failure/Failure.ts"
+import * as Recovery from "./Recovery.ts"
 
 /**
  * What a circuit guards.
@@ -181,6 +186,11 @@ export const brokenCategories: ReadonlySet<Failure.Category> = new Set(["corrupt
 const isDeadline = (failure: Failure.Failure): boolean =>
   failure.timeout?.layer === "run" || failure.timeout?.layer === "step"
 
+// A business answer (a conflict: the version moved) goes back to the model, never retried
+// (R3.10): the dependency worked. `Recovery.defaults.neverRetried`, as a run uses it.
+const isBusinessAnswer = (failure: Failure.Failure): boolean =>
+  Recovery.defaults.neverRetried.includes(failure.category)
+
 /**
  * How one attempt's exit counts for its circuit (the table in the module docs).
  *
@@ -192,7 +202,7 @@ export const classify = (exit: Exit.Exit<unknown, Failure.Failure>): CircuitBrea
   const error = Cause.findErrorOption(exit.cause)
   if (error._tag === "None") return CircuitBreaker.failure()
   const failure = error.value
-  if (isDeadline(failure)) return CircuitBreaker.ignored
+  if (isDeadline(failure) || isBusinessAnswer(failure)) return CircuitBreaker.ignored
   switch (failure._tag) {
     case "Retryable":
       return CircuitBreaker.failure({ retryAfter: failure.retryAfterMillis })
@@ -250,7 +260,8 @@ const rejection = (kind: Kind, name: string, error: CircuitBreaker.CircuitBreake
         ...fields,
         category: "circuit_half_open",
         code: "circuit_half_open",
-        hint: `the ${kind} circuit for ${name} is half-open and a probe call is running; try again shortly`
+        hint: `the ${kind} circuit for ${name} is half-open while a trial call runs; calls resume when it succeeds`,
+        retryAfterMillis: Recovery.trialPollMillis
       })
     case "CircuitBreakerStoreError":
       return storeFailure(reason.message)

@@ -13,6 +13,10 @@
  *   and before the step deadline.
  *   Otherwise it stops early and says why, rather than sleeping past the deadline.
  *
+ * A call its circuit refused (open, or half-open while another call is the trial) never
+ * ran: it waits for the circuit ({@link refusalDelay}) within the deadlines, and the wait
+ * steps no schedule and spends no retry of the call nor of the run (R3.9).
+ *
  * These rules are one pure function, {@link decide}. The run applies it: each retry moves
  * the run to `recovering`, appends `recovery.started` (attempt, delay, cause), sleeps on
  * Effect's `Clock`, and returns to the phase it left. A success after a retry appends
@@ -21,63 +25,13 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Predicate, Schedule, Schema } from "effect"
+import { Predicate, Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
-import * as Durations from "../time/Durations.ts"
+import { type Backoff, backoff } from "./internal/Backoff.ts"
+import { isRefusal } from "./internal/Refusal.ts"
 
-/**
- * The delays of one recovery episode, one per retry. The input is the failure being
- * retried, so a schedule can look at its code or category.
- *
- * @category models
- * @since 0.1.0
- */
-export type Backoff = Schedule.Schedule<unknown, Failure.Retryable>
-
-/** A delay option: a duration of at least 0 (finite unless `infinite` may be), or a `RangeError` naming it. */
-const delayOf = (name: string, input: Duration.Input, infinite: boolean): Duration.Duration => {
-  const millis = Durations.millisOf(input)
-  if (millis !== undefined && millis >= 0 && (infinite || Number.isFinite(millis))) return Duration.millis(millis)
-  throw new RangeError(
-    `Recovery.backoff: ${name} must be a ${infinite ? "" : "finite "}duration >= 0, got ${String(input)}`
-  )
-}
-
-/**
- * Exponential backoff: `base × factor^n` for the n-th completed retry (by default
- * 0.05 s, then 0.10 s: two retries), jittered ×0.8–1.2 unless `jitter: false`, each
- * delay capped at `cap` (default 5 s; infinite for no cap). Throws a `RangeError` for a
- * `base` that is not a finite duration >= 0, a negative `cap`, a `factor` under 1 or
- * `retries` not an integer >= 0.
- *
- * @category constructors
- * @since 0.1.0
- */
-export const backoff = (
-  options: {
-    readonly base?: Duration.Input | undefined
-    readonly factor?: number | undefined
-    readonly retries?: number | undefined
-    readonly cap?: Duration.Input | undefined
-    readonly jitter?: boolean | undefined
-  } = {}
-): Backoff => {
-  const retries = options.retries ?? 2
-  if (!Number.isInteger(retries) || retries < 0) {
-    throw new RangeError(`Recovery.backoff: retries must be an integer >= 0, got ${retries}`)
-  }
-  const factor = options.factor ?? 2
-  if (!(factor >= 1)) throw new RangeError(`Recovery.backoff: factor must be >= 1, got ${factor}`)
-  const base = delayOf("base", options.base ?? "50 millis", false)
-  const cap = delayOf("cap", options.cap ?? "5 seconds", true)
-  const exponential = Schedule.exponential(base, factor)
-  const jittered = options.jitter === false ? exponential : Schedule.jittered(exponential)
-  return jittered.pipe(
-    Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, cap))),
-    Schedule.upTo({ times: retries }),
-    Schedule.setInputType<Failure.Retryable>()
-  )
-}
+export { type Backoff, backoff } from "./internal/Backoff.ts"
+export { isRefusal, refusalDelay, trialPollCapMillis, trialPollMillis } from "./internal/Refusal.ts"
 
 /**
  * The recovery settings of a run.
@@ -265,7 +219,10 @@ export interface Facts {
   readonly attempt: number
   /** Retries the run has already spent from its shared budget. */
   readonly recoveriesSpent: number
-  /** The schedule's next delay in milliseconds, or `undefined` when it allows no more. */
+  /**
+   * The schedule's next delay in milliseconds, or `undefined` when it allows no more; for a
+   * call its circuit refused, its wait ({@link refusalDelay}): the schedule is not stepped.
+   */
   readonly nextDelayMillis: number | undefined
   /** What is left of the tighter of the step and run deadlines. */
   readonly timeLeft: { readonly millis: number; readonly layer: Failure.TimeoutLayer }
@@ -285,10 +242,6 @@ export interface Facts {
 export type Decision =
   | { readonly _tag: "Retry"; readonly delayMillis: number }
   | { readonly _tag: "GiveUp"; readonly why: GiveUp; readonly detail: string }
-
-/** A call an open (or probing) circuit refused: it never ran (R3.9). */
-const isCircuitRefusal = (failure: Failure.Failure): boolean =>
-  failure.category === "circuit_open" || failure.category === "circuit_half_open"
 
 const giveUp = (why: GiveUp, detail: string): Extract<Decision, { _tag: "GiveUp" }> => ({ _tag: "GiveUp", why, detail })
 
@@ -325,8 +278,14 @@ export const refuse = (
   if (!rules.allowed || (rules.allowedUpTo !== undefined && attempt > rules.allowedUpTo)) {
     return giveUp("not_allowed", "this call may not be retried automatically")
   }
-  if (isCircuitRefusal(failure) && rules.handOff === true)
-    return giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
+  if (isRefusal(failure)) {
+    if (rules.handOff === true) return giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
+    // Open for ever: there is no time to wait for.
+    if (failure.category === "circuit_open" && failure.retryAfterMillis === undefined)
+      return giveUp("circuit_open", failure.hint)
+    // It never ran: its wait spends no retry of the call nor of the run (R3.9).
+    return undefined
+  }
   if (attempt > rules.maxRetries) return giveUp("schedule_exhausted", `retry limit of ${rules.maxRetries} reached`)
   if (facts.recoveriesSpent >= rules.maxRecoveries) {
     return giveUp("run_budget", `the run's recovery budget of ${rules.maxRecoveries} retries is spent`)
@@ -351,7 +310,7 @@ export const decide = (rules: Rules, facts: Facts): Decision => {
       ? facts.nextDelayMillis === undefined
       : refused.why === "schedule_exhausted" || refused.why === "run_budget"
   // An open circuit stays the circuit's stop: it may hand over to a fallback model.
-  if (facts.timeLeft.millis <= 0 && limited && !isCircuitRefusal(failure)) {
+  if (facts.timeLeft.millis <= 0 && limited && !isRefusal(failure)) {
     const layer = facts.timeLeft.layer
     return giveUp(
       layer === "step" ? "step_deadline" : "deadline",
@@ -368,7 +327,7 @@ export const decide = (rules: Rules, facts: Facts): Decision => {
   // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.
   const { millis: left, layer } = facts.timeLeft
   // A circuit that stays open past the deadline is the circuit's stop, not the deadline's.
-  if (isCircuitRefusal(failure) && delayMillis >= left) {
+  if (isRefusal(failure) && delayMillis >= left) {
     return giveUp("circuit_open", `${failure.hint}, past what is left of the ${layer} (${left} ms)`)
   }
   if (delayMillis >= left) {

@@ -495,6 +495,30 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     })
   )
 
+  it.effect("R13 R3.3 recovery_exhausted by the run's own backoff schedule names Recovery.backoff, not the owner", () =>
+    Effect.gen(function* () {
+      const model = FaultyModel.make([
+        FaultyModel.httpError(500),
+        FaultyModel.httpError(502),
+        FaultyModel.httpError(503)
+      ])
+      const result = yield* runOn(FaultyModel.layer(model), { tools: [echo] })
+      const e = explained(result)
+      assert.strictEqual(e.stopReason, "recovery_exhausted")
+      assert.include(result.detail, "the schedule allows no retry after attempt 3")
+      assert.deepStrictEqual(decisive(e), [])
+      // Before (review 121): "its owner ... had retried the failure already", which no owner had.
+      assert.deepStrictEqual(
+        { kind: e.next.kind, limit: e.next.limit, text: e.next.text },
+        {
+          kind: "retry",
+          limit: "recovery.backoff",
+          text: "the run's backoff schedule allowed no more retries (model: http_503): retry later, or allow more with Recovery.backoff({ retries })"
+        }
+      )
+    })
+  )
+
   it.effect("R3.4 recovery_exhausted on a failure its owner had retried: no budget was spent, none to raise", () =>
     Effect.gen(function* () {
       const model = FaultyModel.make([FaultyModel.alreadyRetried(503, 3)])

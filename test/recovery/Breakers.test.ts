@@ -146,7 +146,8 @@ describe("Breakers", () => {
         const busy = yield* rejected(guard(Effect.succeed("never")))
         assert.strictEqual(busy.code, "circuit_half_open")
         assert.strictEqual(busy.category, "circuit_half_open")
-        assert.isUndefined(busy.retryAfterMillis)
+        // A short poll: the run's recovery asks again then, spending no retry (review 121).
+        assert.strictEqual(busy.retryAfterMillis, 250)
         assert.strictEqual(model.runs(), 2)
 
         // A failed probe reopens the circuit for another open duration.
@@ -218,6 +219,37 @@ describe("Breakers", () => {
         assert.deepStrictEqual(Breakers.classify(Exit.succeed(1)), CircuitBreaker.success)
       })
     )
+  )
+
+  it.effect(
+    "R3.10 R3.9 a business conflict (never retried, handed to the model) does not count against the circuit",
+    () =>
+      withBreakers({ tool: policy(2) })((breakers) =>
+        Effect.gen(function* () {
+          const seen: Array<string> = []
+          const conflict = (failure: Failure.Failure) =>
+            breakers.guard("tool", "save", Effect.fail(failure)).pipe(
+              Effect.flip,
+              Effect.provideService(Breakers.Observer, (transition) => seen.push(edge(transition)))
+            )
+          const moved = (tag: "Retryable" | "Permanent") =>
+            new (tag === "Retryable" ? Failure.Retryable : Failure.Permanent)({
+              source: "tool",
+              category: "conflict",
+              code: "version_changed",
+              attempts: 1,
+              hint: "the version moved; re-read"
+            })
+          for (let i = 0; i < 5; i++) assert.strictEqual((yield* conflict(moved("Retryable"))).code, "version_changed")
+          yield* conflict(moved("Permanent"))
+          assert.strictEqual(yield* breakers.state("tool", "save"), "closed")
+          assert.deepStrictEqual(seen, [])
+          assert.deepStrictEqual(Breakers.classify(Exit.fail(moved("Retryable"))), CircuitBreaker.ignored)
+          // The dependency itself failing still counts.
+          for (let i = 0; i < 2; i++) yield* conflict(retryable())
+          assert.strictEqual(yield* breakers.state("tool", "save"), "open")
+        })
+      )
   )
 
   it.effect("R3.9 Retry-After on a Retryable lengthens the opening, capped by maxOpenDuration", () =>

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Fiber, Layer, Schema } from "effect"
 import { CircuitBreaker } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
@@ -12,6 +12,8 @@ import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as Termination from "../../src/termination/Termination.ts"
+import * as Properties from "../../src/testing/Properties.ts"
+import * as Replay from "../../src/testing/Replay.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { drive } from "../support/clock.ts"
@@ -395,6 +397,85 @@ describe("R3.9 circuit breakers in a run", () => {
         assert.include(result.detail, "circuit for primary is open")
         assert.strictEqual(result.elapsedMillis, 150)
       })
+  )
+
+  /**
+   * One run's call is the circuit's trial (it takes 5 s); another run's call, refused
+   * `circuit_half_open` meanwhile, runs `options` with its own model. Both forked, the
+   * clock moved 10 ms at a time until both end.
+   */
+  const besideTrial = (options: Partial<Run.Options<Tool.Any<never>>>) =>
+    Effect.gen(function* () {
+      let down = true
+      const trial: Model.Model["Service"] = {
+        generate: () =>
+          down ? Effect.fail(unavailable) : Effect.as(Effect.sleep("5 seconds"), Model.response({ text: "slow" }))
+      }
+      const waiter: Model.Model["Service"] = {
+        generate: () => Effect.succeed(Model.response({ text: "done after the trial" }))
+      }
+      const runOf = (model: Model.Model["Service"], more: Partial<Run.Options<Tool.Any<never>>>) =>
+        Run.run({ goal: "x", tools: [], modelName: "primary", ...more }).pipe(
+          Effect.provide(Layer.mergeAll(Layer.succeed(Model.Model, model), NodeServices.layer))
+        )
+      // One 503 opens the circuit for 1 s.
+      yield* runOf(trial, { recovery: { backoff: Recovery.backoff({ retries: 0 }) } })
+      yield* TestClock.adjust("2 seconds")
+      down = false
+      const a = yield* Effect.forkChild(runOf(trial, {}))
+      yield* Effect.yieldNow
+      const b = yield* Effect.forkChild(runOf(waiter, options))
+      for (let i = 0; i < 3000 && (a.pollUnsafe() === undefined || b.pollUnsafe() === undefined); i++) {
+        yield* TestClock.adjust("10 millis")
+      }
+      return [yield* Fiber.join(a), yield* Fiber.join(b)] as const
+    }).pipe(
+      Effect.provide(
+        Breakers.layerMemory({ provider: { tripPolicy: CircuitBreaker.consecutive(1), openDuration: "1 second" } })
+      )
+    )
+
+  it.effect("R3.9 a call refused while another run's trial call is in flight waits for it and spends no retry", () =>
+    Effect.gen(function* () {
+      // No retry in its schedule nor in its budget: each wait for the trial must spend none (review 121).
+      const [trial, waiting] = yield* besideTrial({
+        recovery: { backoff: Recovery.backoff({ jitter: false, retries: 0 }), maxRecoveries: 0 }
+      })
+      assert.strictEqual(trial.status, "completed")
+      assert.strictEqual(waiting.status, "completed", `${waiting.stopReason}: ${waiting.detail}`)
+      const waits = events(waiting, "recovery.started")
+      // Asked again after 250 ms, doubling up to 2 s, until the trial closed the circuit at 5 s.
+      assert.deepStrictEqual(
+        waits.map((e) => [e.delayMillis, e.cause, e.circuit]),
+        [250, 500, 1000, 2000, 2000].map((delay) => [delay, "circuit_half_open", "half_open"])
+      )
+      assert.strictEqual(waiting.counters.recoveryAttempts, 0)
+      assert.strictEqual(waiting.elapsedMillis, 5750)
+      assertRoundTrips(waiting)
+      // The test kit takes the waits as the run does: no retry spent, none past the schedule.
+      assert.deepStrictEqual(
+        Properties.check(waiting, { runTimeoutMillis: 600_000, maxRecoveries: 0, scheduleRetries: 0 }),
+        []
+      )
+      // And a replay of it, with no breakers, waits as the run did and spends no retry either.
+      const report = yield* Replay.replay(waiting.timeline, {
+        tools: [],
+        modelName: "primary",
+        recovery: { backoff: Recovery.backoff({ jitter: false, retries: 0 }), maxRecoveries: 0 }
+      })
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
+
+  it.effect("R3.9 R4.2 a call waiting for another run's trial call stops within its own deadline", () =>
+    Effect.gen(function* () {
+      const [trial, waiting] = yield* besideTrial({ time: { run: "3 seconds" } })
+      assert.strictEqual(trial.status, "completed")
+      // 250 + 500 + 1000 ms of waits; the next (2 s) would pass the deadline: the circuit's stop, not a sleep past it.
+      assert.strictEqual(waiting.stopReason, "model_error")
+      assert.include(waiting.detail, "half-open")
+      assert.strictEqual(waiting.elapsedMillis, 1750)
+    })
   )
 
   it.effect("R3.9 without breakers nothing is guarded and no circuit events appear", () =>

@@ -95,9 +95,38 @@ const table: ReadonlyArray<{
     expect: "circuit_open"
   },
   {
-    name: "an open circuit without a fallback waits like any retryable failure",
+    name: "R3.9 an open circuit without a fallback waits until it resumes, spending no retry (review 121)",
+    facts: {
+      failure: retryable({ category: "circuit_open", retryAfterMillis: 1000 }),
+      attempt: 4,
+      recoveriesSpent: 8,
+      nextDelayMillis: 1000
+    },
+    expect: { _tag: "Retry", delayMillis: 1000 }
+  },
+  {
+    name: "R3.9 a call refused while another call is the circuit's trial waits, whatever retries are spent (review 121)",
+    facts: {
+      failure: retryable({ category: "circuit_half_open", retryAfterMillis: 250 }),
+      attempt: 4,
+      recoveriesSpent: 8,
+      nextDelayMillis: 500
+    },
+    expect: { _tag: "Retry", delayMillis: 500 }
+  },
+  {
+    name: "R3.9 a wait for the circuit's trial past the deadline is the circuit's stop",
+    facts: {
+      failure: retryable({ category: "circuit_half_open", retryAfterMillis: 250 }),
+      nextDelayMillis: 2000,
+      timeLeft: { millis: 1000, layer: "step" }
+    },
+    expect: "circuit_open"
+  },
+  {
+    name: "R3.9 a circuit open for ever is the circuit's stop at once: there is no time to wait for",
     facts: { failure: retryable({ category: "circuit_open" }) },
-    expect: { _tag: "Retry", delayMillis: 50 }
+    expect: "circuit_open"
   },
   { name: "the episode's own retry limit", facts: { attempt: 4 }, expect: "schedule_exhausted" },
   { name: "the last retry the limit allows", facts: { attempt: 3 }, expect: { _tag: "Retry", delayMillis: 50 } },
@@ -156,6 +185,19 @@ describe("Recovery.decide", () => {
       } else assert.deepStrictEqual(decision, row.expect)
     })
   }
+
+  it("R3.9 a refused call waits for its circuit: an open one until it resumes, a trial 250 ms doubling to 2 s", () => {
+    const halfOpen = retryable({ category: "circuit_half_open", retryAfterMillis: Recovery.trialPollMillis })
+    assert.deepStrictEqual(
+      [0, 1, 2, 3, 4, 40].map((before) => Recovery.refusalDelay(halfOpen, before)),
+      [250, 500, 1000, 2000, 2000, 2000]
+    )
+    assert.strictEqual(Recovery.refusalDelay(retryable({ category: "circuit_half_open" }), 1), 500)
+    assert.strictEqual(Recovery.refusalDelay(retryable({ category: "circuit_open", retryAfterMillis: 700 }), 3), 700)
+    assert.isUndefined(Recovery.refusalDelay(retryable({ category: "circuit_open" }), 0))
+    assert.isTrue(Recovery.isRefusal(halfOpen))
+    assert.isFalse(Recovery.isRefusal(retryable()))
+  })
 
   it("the checks come in order: a permanent failure is not_retryable even when every limit is also spent", () => {
     const decision = Recovery.decide(

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { type Duration, Effect, Option, Redacted, Schema, Stream } from "effect"
+import { type Duration, Effect, Fiber, Option, Redacted, Schema, Stream } from "effect"
 import { CircuitBreaker } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import * as Abortable from "../../src/cancellation/Abortable.ts"
@@ -1104,6 +1104,63 @@ describe("Replay of waits and texts an identical run repeats (R10, R13), review 
           /^pay did not take effect \(pay: the connection broke/
         )
         const report = yield* Replay.replay(recorded.timeline, { ...options, tools: [payment()] })
+        assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+      })
+  )
+})
+
+describe("Replay of a tool call its circuit refused (R13, R3.9), review 121", () => {
+  it.effect(
+    "R13 R3.9 waits for another run's trial call are replayed as such: no retry spent, the identical run matches",
+    () =>
+      Effect.gen(function* () {
+        let down = true
+        const failing = new Failure.Retryable({
+          source: "tool",
+          category: "transient_http",
+          code: "http_503",
+          attempts: 1,
+          hint: "down"
+        })
+        const save = (millis: number) =>
+          Tool.make({
+            name: "save",
+            description: "Saves",
+            input: Schema.Struct({ n: Schema.Number }),
+            output: Schema.String,
+            sideEffect: "write",
+            idempotent: true,
+            handler: () => (down ? Effect.fail(failing) : Effect.as(Effect.sleep(millis), "saved"))
+          })
+        const script = () =>
+          ScriptedModel.layer([ScriptedModel.toolCall("save", { n: 1 }, "c1"), ScriptedModel.finalAnswer("done")])
+        const recovery = { backoff: Recovery.backoff({ jitter: false, retries: 0 }), maxRecoveries: 0 }
+        const waiting = yield* Effect.gen(function* () {
+          // One failure opens the tool's circuit for 1 s; then one run's call is its trial (5 s), the other's waits.
+          yield* Run.run({ goal: "save", tools: [save(0)], recovery }).pipe(Effect.provide(script()))
+          yield* TestClock.adjust("2 seconds")
+          down = false
+          const trial = yield* Effect.forkChild(
+            Run.run({ goal: "save", tools: [save(5_000)] }).pipe(Effect.provide(script()))
+          )
+          yield* Effect.yieldNow
+          const other = yield* Effect.forkChild(
+            Run.run({ goal: "save", tools: [save(0)], recovery }).pipe(Effect.provide(script()))
+          )
+          for (let i = 0; i < 3000 && (trial.pollUnsafe() === undefined || other.pollUnsafe() === undefined); i++) {
+            yield* TestClock.adjust("10 millis")
+          }
+          return yield* Fiber.join(other)
+        }).pipe(
+          Effect.provide(
+            Breakers.layerMemory({ tool: { tripPolicy: CircuitBreaker.consecutive(1), openDuration: "1 second" } })
+          )
+        )
+        assert.strictEqual(waiting.status, "completed", waiting.detail)
+        const waits = waiting.timeline.flatMap((e) => (e._tag === "recovery.started" ? [e.circuit] : []))
+        assert.isAbove(waits.length, 1)
+        assert.isTrue(waits.every((circuit) => circuit === "half_open"))
+        const report = yield* Replay.replay(waiting.timeline, { goal: "save", tools: [save(0)], recovery })
         assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
       })
   )

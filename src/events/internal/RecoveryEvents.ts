@@ -30,7 +30,13 @@ export const RecoveryStarted = Schema.TaggedStruct("recovery.started", {
   kind: RecoveryKind,
   attempt: Schema.Int,
   delayMillis: Schema.Finite,
-  cause: Schema.String
+  cause: Schema.String,
+  /**
+   * Set when the call's circuit refused it, `open` or `half_open` (another call was its
+   * trial): it never ran, and this wait for the circuit spends no retry (R3.9). Absent from
+   * logs written before 0.3.0.
+   */
+  circuit: Schema.optional(Schema.Literals(["open", "half_open"]))
 })
 
 /**

@@ -104,12 +104,36 @@ const optionOf = (limit: string): string => {
       return "recovery.maxRecoveries"
     case "correctionBudget":
       return "recovery.correctionBudget"
+    case "backoff":
+      return "recovery.backoff"
     default:
       return `limits.${limit}`
   }
 }
 
 type Facts = Omit<Explanation, "next">
+
+/**
+ * Why recovery gave up on the model call that stopped the run (the log up to `index`, its
+ * `termination.decided`): `owner_retried` when the failure's owner (the provider's client)
+ * had retried it already, `schedule_exhausted` when the run's own backoff schedule allowed no
+ * more retries (its `recovery.failed` follows the failure); `undefined` for neither.
+ */
+export const gaveUpOn = (
+  timeline: ReadonlyArray<Event.Event>,
+  index: number
+): "owner_retried" | "schedule_exhausted" | undefined => {
+  let recorded = false
+  for (let i = Math.min(index, timeline.length) - 1; i >= 0; i--) {
+    const e = timeline[i]
+    if (e === undefined || e._tag === "state.changed" || e._tag === "circuit.changed") continue
+    if (e._tag === "recovery.failed" && e.kind === "provider_retry" && e.scope === "call") recorded = true
+    else if (e._tag === "model.failed") {
+      return e.failure.attempts > 1 ? "owner_retried" : recorded ? "schedule_exhausted" : undefined
+    } else return undefined
+  }
+  return undefined
+}
 
 const step = (kind: NextStep["kind"], text: string, limit?: string, callIds: ReadonlyArray<string> = []): NextStep => ({
   kind,
@@ -129,7 +153,8 @@ export const nextStep = (
   facts: Facts,
   contradicted?:
     | { readonly callId: string; readonly name: string; readonly error: { readonly message: string } }
-    | undefined
+    | undefined,
+  gaveUp?: ReturnType<typeof gaveUpOn>
 ): NextStep => {
   const pending = facts.pendingActions.map((a) => a.callId)
   if (!facts.ended) {
@@ -217,12 +242,27 @@ export const nextStep = (
           "correctionBudget"
         )
       }
-      return facts.gauges.some((g) => g.limit === "maxRecoveries" && g.decisive)
-        ? step("retry", `the failure kept coming back${failed}: retry later, or allow more retries`, "maxRecoveries")
-        : step(
+      if (facts.gauges.some((g) => g.limit === "maxRecoveries" && g.decisive)) {
+        return step(
+          "retry",
+          `the failure kept coming back${failed}: retry later, or allow more retries`,
+          "maxRecoveries"
+        )
+      }
+      // Not the budget: the run's own schedule ran out (its retries can be raised), or the owner had retried.
+      if (gaveUp === "schedule_exhausted") {
+        return step(
+          "retry",
+          `the run's backoff schedule allowed no more retries${failed}: retry later, or allow more with Recovery.backoff({ retries })`,
+          "backoff"
+        )
+      }
+      return gaveUp === "owner_retried"
+        ? step(
             "retry",
             `its owner (the provider's client, or the tool) had retried the failure already${failed}: retry later`
           )
+        : step("retry", `recovery gave up on the failure${failed}: retry later`)
     case "empty_output":
       return step("change_approach", "the model gave empty answers: check the prompt and the model", "maxEmptyOutputs")
     case "tool_error":

@@ -92,6 +92,9 @@ export const recoverFrom: <A, R>(
     }
     let n = made
     let exit: Exit.Exit<A, Failure.Failure> = Exit.failCause(firstCause)
+    // Attempts its circuit refused (they never ran: no retry spent, R3.9), and the half-open ones in a row.
+    let refusals = 0
+    let polls = 0
     while (true) {
       if (n > made) exit = yield* Effect.exit(attempt(n))
       if (Exit.isSuccess(exit)) {
@@ -113,9 +116,16 @@ export const recoverFrom: <A, R>(
       // The schedule is stepped only for a failure that may be retried; `decide` refuses the others
       // (and says when nothing of the step or run was left anyway).
       const halted = episode.halted?.(own) === true
-      const counted = n - restarts
+      const counted = n - restarts - refusals
+      const refusal = Recovery.isRefusal(own)
       const refused = Recovery.refuse(episode, { failure: own, attempt: counted, recoveriesSpent: spent(ctx), halted })
-      const nextDelayMillis = refused === undefined && own._tag === "Retryable" ? yield* nextDelay(own) : undefined
+      // A refused call waits for its circuit, the schedule left as it is.
+      const nextDelayMillis =
+        refused !== undefined || own._tag !== "Retryable"
+          ? undefined
+          : refusal
+            ? Recovery.refusalDelay(own, polls)
+            : yield* nextDelay(own)
       const timeLeft = yield* Deadline.left({ layer: "run" })
       // The budget is read, the retry decided and recorded in one synchronous step: the calls of a
       // batch failing together, whose schedules wait or yield, each see the retries recorded before
@@ -137,6 +147,7 @@ export const recoverFrom: <A, R>(
           attempt: n,
           delayMillis: decided.delayMillis,
           cause: own.code,
+          ...(refusal ? { circuit: own.category === "circuit_open" ? "open" : "half_open" } : {}),
           runId,
           seq,
           at
@@ -181,6 +192,8 @@ export const recoverFrom: <A, R>(
         )
       )
       yield* RunContext.release(ctx, episode.resume, owner)
+      if (refusal) refusals++
+      polls = refusal && own.category === "circuit_half_open" ? polls + 1 : 0
       n++
     }
   }

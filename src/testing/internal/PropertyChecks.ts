@@ -15,7 +15,7 @@ import type * as RunResult from "../../run/RunResult.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import { checkApprovals } from "./PropertyApprovalChecks.ts"
 import { type Budget, budgetProblem, neverRetriedCodes } from "./PropertyBudget.ts"
-import { type CallRef, checkNeverRetried } from "./PropertyRetryChecks.ts"
+import { type CallRef, checkNeverRetried, refusalsBefore } from "./PropertyRetryChecks.ts"
 import { checkSpend } from "./PropertySpendChecks.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
@@ -169,7 +169,9 @@ export const check = (given: RunResult.RunResult, budget: Budget): ReadonlyArray
   const violations: Array<Violation> = []
   const violate = (invariant: string, detail: string) => violations.push({ invariant, detail })
   const timeline = result.timeline
-  const retries = ofTag(timeline, "recovery.started").filter((e) => !Event.isCorrection(e.kind))
+  const waits = ofTag(timeline, "recovery.started").filter((e) => !Event.isCorrection(e.kind))
+  // A wait for the circuit that refused a call (it never ran) is no retry: it spends none (R3.9).
+  const retries = waits.filter((e) => e.circuit === undefined)
   const corrections = ofTag(timeline, "recovery.started").filter((e) => Event.isCorrection(e.kind))
 
   // R3.4: one run budget of attempts.
@@ -205,8 +207,9 @@ export const check = (given: RunResult.RunResult, budget: Budget): ReadonlyArray
   const owner = callOf(timeline)
   const restartsBefore = (callId: string | undefined, seq: number): number =>
     callId === undefined ? 0 : RunLog.restartsOf(timeline, callId, seq)
+  const refused = refusalsBefore(timeline)
   for (const e of retries) {
-    const counted = e.attempt - restartsBefore(e.callId, e.seq)
+    const counted = e.attempt - restartsBefore(e.callId, e.seq) - (refused.get(e.seq) ?? 0)
     if (counted > budget.scheduleRetries) {
       violate(
         "R3.3 episode",
@@ -231,7 +234,7 @@ export const check = (given: RunResult.RunResult, budget: Budget): ReadonlyArray
     (e): e is Event.Of<"run.resumed"> => e._tag === "run.resumed" && lateResume(timeline, e)
   )
   if (deadlineAt !== undefined) {
-    for (const e of retries) {
+    for (const e of waits) {
       if (Deadline.hasPassed(deadlineAt, e.at + e.delayMillis)) {
         violate(
           "R3.3 deadline",
@@ -260,7 +263,7 @@ export const check = (given: RunResult.RunResult, budget: Budget): ReadonlyArray
   // The run's time spent with a retry asleep: calls of a concurrent batch sleep side by side.
   let slept = 0
   let until = Number.NEGATIVE_INFINITY
-  for (const [from, to] of retries.map((e) => [e.at, e.at + e.delayMillis] as const).sort((a, b) => a[0] - b[0])) {
+  for (const [from, to] of waits.map((e) => [e.at, e.at + e.delayMillis] as const).sort((a, b) => a[0] - b[0])) {
     slept += Math.max(0, to - Math.max(from, until))
     until = Math.max(until, to)
   }
@@ -278,7 +281,7 @@ export const check = (given: RunResult.RunResult, budget: Budget): ReadonlyArray
   }
 
   // R3.1, R3.6, R3.8: what is never retried.
-  checkNeverRetried(timeline, retries, owner, new Set(budget.neverRetried ?? neverRetriedCodes), violate)
+  checkNeverRetried(timeline, waits, owner, new Set(budget.neverRetried ?? neverRetriedCodes), violate)
 
   // R8, R5.2: each call starts once and ends once, or is recorded interrupted.
   checkCalls(result, violate)

@@ -2,7 +2,7 @@
  * What is never retried (R3.1, R3.6, R3.8), part of `check`: `checkNeverRetried`.
  * Private to the testing kit; `Properties` is the public face.
  */
-import type * as Event from "../../events/Event.ts"
+import * as Event from "../../events/Event.ts"
 import type * as Failure from "../../failure/Failure.ts"
 import { ofTag } from "./PropertyTimelineChecks.ts"
 import type { Violate } from "./PropertyViolation.ts"
@@ -87,4 +87,25 @@ export const checkNeverRetried = (
       )
     }
   }
+}
+
+/**
+ * For each retry (a `recovery.started` with no `circuit`), the waits for its circuit before
+ * it in the same episode of the same owner (the model, or a tool call by its id): a call its
+ * circuit refused never ran, so those attempts are no retries (R3.9), and the retry's attempt
+ * number counts them.
+ */
+export const refusalsBefore = (timeline: ReadonlyArray<Event.Event>): ReadonlyMap<number, number> => {
+  const counts = new Map<string, number>()
+  const before = new Map<number, number>()
+  for (const e of timeline) {
+    if (e._tag === "recovery.started" && !Event.isCorrection(e.kind)) {
+      const owner = e.callId ?? "model"
+      if (e.circuit !== undefined) counts.set(owner, (counts.get(owner) ?? 0) + 1)
+      else before.set(e.seq, counts.get(owner) ?? 0)
+    } else if ((e._tag === "recovery.completed" || e._tag === "recovery.failed") && !Event.isCorrection(e.kind)) {
+      counts.delete(e.callId ?? "model")
+    }
+  }
+  return before
 }

@@ -7,6 +7,7 @@ import type * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import * as Failure from "../../failure/Failure.ts"
 import * as Model from "../../model/Model.ts"
+import * as Recovery from "../../recovery/Recovery.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import { canonical } from "./ReplayCompare.ts"
@@ -203,14 +204,17 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
       const failure = e.after === undefined ? lost(finals.get(e.callId), answer) : fromSummary(e.after, 1)
       settle(e.callId, { _tag: "Failed", at: e.at, failure })
     } else if (e._tag === "recovery.started" && e.callId !== undefined) {
+      // A refusal of its circuit (it never ran) as the breaker gives it, so the replay spends no retry on it either (R3.9).
+      const refusal = e.circuit === undefined ? undefined : e.circuit === "open" ? "circuit_open" : "circuit_half_open"
       const failure = new Failure.Retryable({
         source: "tool",
-        category: "other",
+        category: refusal ?? "other",
         code: e.cause,
         attempts: 1,
         hint: `replayed: attempt ${e.attempt} failed with ${e.cause}`,
         // Its retry waited as recorded (a `Retry-After` the failure named): the replay's waits as long.
-        retryAfterMillis: e.delayMillis
+        // A half-open refusal's wait doubles from the breaker's poll, as the run's did.
+        retryAfterMillis: refusal === "circuit_half_open" ? Recovery.trialPollMillis : e.delayMillis
       })
       ended(e.callId, { _tag: "Failed", at: e.at, failure })
     } else if (e._tag === "tool.succeeded") {

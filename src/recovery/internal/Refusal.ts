@@ -1,0 +1,48 @@
+/**
+ * Calls a circuit refused (R3.9): they never ran, so waiting for the circuit spends no retry
+ * of the call nor of the run. Re-exported from `Recovery`; the poll is `Breakers`' too.
+ */
+import type * as Failure from "../../failure/Failure.ts"
+
+/**
+ * How long a call refused while another call is its circuit's trial (`circuit_half_open`)
+ * waits before it asks again, the first time: the refusal's `retryAfterMillis`.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export const trialPollMillis = 250
+
+/**
+ * The longest wait between two asks of a call refused while the trial call runs.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export const trialPollCapMillis = 2_000
+
+/**
+ * Whether the call's circuit refused it, open or half-open: it never ran (R3.9).
+ *
+ * @category predicates
+ * @since 0.3.0
+ */
+export const isRefusal = (failure: Failure.Failure): failure is Failure.Retryable =>
+  failure._tag === "Retryable" && (failure.category === "circuit_open" || failure.category === "circuit_half_open")
+
+/**
+ * How long a call its circuit refused waits before it asks again, the episode's schedule
+ * left as it is: an open circuit's refusal until its open time ends (its
+ * `retryAfterMillis`); a half-open one's poll ({@link trialPollMillis}), doubled for each
+ * half-open refusal in a row before it (`before`), at most {@link trialPollCapMillis}, so
+ * that a long trial call is not asked about every 250 ms. `undefined` for a circuit open
+ * for ever: there is no time to wait for.
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const refusalDelay = (failure: Failure.Retryable, before: number): number | undefined => {
+  if (failure.category === "circuit_open") return failure.retryAfterMillis
+  const poll = Math.max(0, failure.retryAfterMillis ?? trialPollMillis) * 2 ** Math.min(Math.max(0, before), 16)
+  return Math.min(poll, Math.max(trialPollCapMillis, failure.retryAfterMillis ?? 0))
+}
