@@ -333,30 +333,28 @@ class RunHandle<O> implements Handle<O> {
 export const start = <T extends Tool.Any, RV = never, O = never>(
   options: Options<T, RV, O>
 ): Effect.Effect<Handle<O>, never, Requirements<T, RV> | Scope.Scope> =>
-  Effect.withFiber((caller) => {
-    const journal = Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal))
-    const { ctx, resolved } = Lifecycle.prepare(
-      options,
-      caller.getRef(Clock.Clock),
-      caller.getRef(Breakers.Breakers),
-      journal
-    )
-    const done: Launch.Done = Deferred.makeUnsafe()
-    // Uninterruptible until the finalizer is in the scope: an interruption between the fork
-    // and the finalizer would leave the run's fiber behind, detached.
-    return Effect.uninterruptible(
-      Effect.suspend(() => {
-        const adopted = Launch.adopt(ctx, done, journal, undefined)
-        return Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) => {
-          adopted(fiber)
-          return Effect.as(
-            // The cancel needs nothing of the caller's context: added to the scope as it is.
-            Effect.flatMap(Effect.scope, (scope) =>
-              Scope.addFinalizerExit(scope, () => Effect.ignore(Launch.cancel(ctx, fiber, done)))
-            ),
-            new RunHandle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
-          )
-        })
+  // Uninterruptible until the finalizer is in the scope: an interruption between the hold, the
+  // fork and the finalizer would leave the run held, or its fiber behind, detached.
+  Effect.uninterruptible(
+    Effect.withFiber((caller) => {
+      const journal = Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal))
+      const { ctx, resolved } = Lifecycle.prepare(
+        options,
+        caller.getRef(Clock.Clock),
+        caller.getRef(Breakers.Breakers),
+        journal
+      )
+      const done: Launch.Done = Deferred.makeUnsafe()
+      const adopted = Launch.adopt(ctx, done, journal, undefined)
+      return Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) => {
+        adopted(fiber)
+        return Effect.as(
+          // The cancel needs nothing of the caller's context: added to the scope as it is.
+          Effect.flatMap(Effect.scope, (scope) =>
+            Scope.addFinalizerExit(scope, () => Effect.ignore(Launch.cancel(ctx, fiber, done)))
+          ),
+          new RunHandle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
+        )
       })
-    )
-  })
+    })
+  )

@@ -146,6 +146,9 @@ export const running = (runId: string): ResumeError =>
       "this process drives the run now (Run.run, Run.start, Run.resume or a host): wait for its result, or cancel it before resuming it"
   })
 
+/** What a run not held here does with its fork: nothing. */
+const unheld = (_: Fiber.Fiber<void>): void => {}
+
 /**
  * The run's fiber holds the run until it ends: the caller's hold, or for a fresh run one
  * taken now if the run is free (a run id live already fails at its first commit, which
@@ -161,7 +164,7 @@ export const adopt = (
 ): ((fiber: Fiber.Fiber<void>) => void) => {
   const release = hold?.release ?? journal?.live.hold(ctx.runId)
   if (hold !== undefined) hold.adopted = true
-  if (release === undefined || journal === undefined) return () => {}
+  if (release === undefined || journal === undefined) return unheld
   const forked = Deferred.makeUnsafe<Fiber.Fiber<void>>()
   journal.live.cancelWith(ctx.runId, Effect.ignore(Effect.flatMap(Deferred.await(forked), (f) => cancel(ctx, f, done))))
   return (fiber) => {
