@@ -15,12 +15,11 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Effect, Exit, type Fiber, Option, PubSub, Result, Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, type Fiber, PubSub, Result, Scope, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as RunState from "../events/RunState.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Journal from "../journal/Journal.ts"
-import * as Breakers from "../recovery/Breakers.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
 import * as FinalOutput from "./internal/FinalOutput.ts"
@@ -337,13 +336,8 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
   // fork and the finalizer would leave the run held, or its fiber behind, detached.
   Effect.uninterruptible(
     Effect.withFiber((caller) => {
-      const journal = Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal))
-      const { ctx, resolved } = Lifecycle.prepare(
-        options,
-        caller.getRef(Clock.Clock),
-        caller.getRef(Breakers.Breakers),
-        journal
-      )
+      const { clock, breakers, journal } = Launch.environmentOf(caller)
+      const { ctx, resolved } = Lifecycle.prepare(options, clock, breakers, journal)
       const done: Launch.Done = Deferred.makeUnsafe()
       const adopted = Launch.adopt(ctx, done, journal, undefined)
       return Effect.flatMap(Lifecycle.fork(ctx, resolved, done), (fiber) => {

@@ -176,6 +176,13 @@ export const adopt = (
 /** A fresh run, not resumed and not cancelled: shared by every such run. */
 const fresh: From = {}
 
+/** What a run takes from the fiber that starts it: its clock, its circuit breakers and its journal. */
+export const environmentOf = (caller: Fiber.Fiber<unknown, unknown>) => ({
+  clock: caller.getRef(Clock.Clock),
+  breakers: caller.getRef(Breakers.Breakers),
+  journal: Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal))
+})
+
 /**
  * A run, fresh or resumed from its journal's log, set going in a fiber of its own, so that
  * its deadline and cancellation can interrupt everything it started and still produce a
@@ -188,15 +195,8 @@ export const launch = <T extends Tool.Any, RV, O>(
   from: From = fresh
 ): Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>> =>
   Effect.withFiber((caller) => {
-    const journal = Option.getOrUndefined(Context.getOption(caller.context, Journal.Journal))
-    const { ctx, resolved } = Lifecycle.prepare(
-      options,
-      caller.getRef(Clock.Clock),
-      caller.getRef(Breakers.Breakers),
-      journal,
-      from.restored,
-      from
-    )
+    const { clock, breakers, journal } = environmentOf(caller)
+    const { ctx, resolved } = Lifecycle.prepare(options, clock, breakers, journal, from.restored, from)
     const done: Done = Deferred.makeUnsafe()
     // Uninterruptible until the wait: an interruption between the fork and the wait would
     // leave the run's fiber behind, detached.
