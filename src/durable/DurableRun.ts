@@ -42,6 +42,7 @@
  */
 
 import { type Duration, Effect, Layer, Predicate } from "effect"
+import * as UserCode from "../failure/UserCode.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as Run from "../run/Run.ts"
 import * as RunHost from "../run/RunHost.ts"
@@ -75,8 +76,10 @@ export interface Settings {
 }
 
 /**
- * A start that is not an object, or names its tools other than as a list of names: from
- * JavaScript, or data that came over the wire (R12).
+ * A start that is not an object, names its tools other than as a list of names, or gives a
+ * time other than as milliseconds or a duration's text (a `Duration`, a tuple, a bigint,
+ * which `Run.Options` takes but a start's data cannot carry): from JavaScript, or data that
+ * came over the wire (R12).
  */
 const shapeOf = (options: unknown): RunOptions.InvalidRunOptions | undefined => {
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
@@ -88,6 +91,19 @@ const shapeOf = (options: unknown): RunOptions.InvalidRunOptions | undefined => 
   const tools = Predicate.hasProperty(options, "tools") ? options.tools : undefined
   if (tools !== undefined && !(Array.isArray(tools) && tools.every((name) => typeof name === "string"))) {
     return new RunOptions.InvalidRunOptions({ path: ["tools"], reason: "tools must be a list of tool names" })
+  }
+  const time = Predicate.hasProperty(options, "time") ? options.time : undefined
+  if (time === undefined) return undefined
+  if (!Predicate.isObject(time)) {
+    return new RunOptions.InvalidRunOptions({ path: ["time"], reason: "time must be an object of durations" })
+  }
+  for (const [name, value] of Object.entries(time)) {
+    if (typeof value !== "number" && typeof value !== "string" && value !== undefined) {
+      return new RunOptions.InvalidRunOptions({
+        path: ["time", name],
+        reason: `a start's time is milliseconds (a number) or a duration's text ("30 seconds"), not ${UserCode.kindOf(value)}`
+      })
+    }
   }
   return undefined
 }
