@@ -54,7 +54,7 @@ class Alarms {
   live = 0
   /** How many alarms were ever set: their order among equal times. */
   count = 0
-  /** The fiber sleeping until the head's time, if any, and that time. */
+  /** The fiber sleeping until the head's time (when one sleeps), and that time. */
   sleeper: Fiber.Fiber<void> | undefined = undefined
   until = Number.POSITIVE_INFINITY
   /** True while the sleeper fires what is due: it sleeps again for the new head itself. */
