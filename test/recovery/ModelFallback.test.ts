@@ -401,18 +401,20 @@ describe("R3.9 circuit breakers in a run", () => {
 
   /**
    * One run's call is the circuit's trial (it takes 5 s); another run's call, refused
-   * `circuit_half_open` meanwhile, runs `options` with its own model. Both forked, the
+   * `circuit_half_open` meanwhile, runs `options` with its own model (`waiter`). Both forked, the
    * clock moved 10 ms at a time until both end.
    */
-  const besideTrial = (options: Partial<Run.Options<Tool.Any<never>>>) =>
+  const besideTrial = (
+    options: Partial<Run.Options<Tool.Any<never>>>,
+    waiter: Model.Model["Service"] = {
+      generate: () => Effect.succeed(Model.response({ text: "done after the trial" }))
+    }
+  ) =>
     Effect.gen(function* () {
       let down = true
       const trial: Model.Model["Service"] = {
         generate: () =>
           down ? Effect.fail(unavailable) : Effect.as(Effect.sleep("5 seconds"), Model.response({ text: "slow" }))
-      }
-      const waiter: Model.Model["Service"] = {
-        generate: () => Effect.succeed(Model.response({ text: "done after the trial" }))
       }
       const runOf = (model: Model.Model["Service"], more: Partial<Run.Options<Tool.Any<never>>>) =>
         Run.run({ goal: "x", tools: [], modelName: "primary", ...more }).pipe(
@@ -464,6 +466,27 @@ describe("R3.9 circuit breakers in a run", () => {
         recovery: { backoff: Recovery.backoff({ jitter: false, retries: 0 }), maxRecoveries: 0 }
       })
       assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
+
+  it.effect("R3.9 R10 a call its circuit refuses never calls the model: a scripted model keeps its script", () =>
+    Effect.gen(function* () {
+      // `generate` counted as it is called, not as its Effect runs: a refusal must not call it at all.
+      let calls = 0
+      const script = ScriptedModel.make([ScriptedModel.finalAnswer("done after the trial")])
+      const waiter: Model.Model["Service"] = {
+        generate: (request) => {
+          calls++
+          return script.generate(request)
+        }
+      }
+      const [trial, waiting] = yield* besideTrial({}, waiter)
+      assert.strictEqual(trial.status, "completed")
+      // Before, each of the five refusals called `generate`, spending the script: its one answer went to a refusal.
+      assert.strictEqual(waiting.status, "completed", `${waiting.stopReason}: ${waiting.detail}`)
+      assert.strictEqual(waiting.finalAnswer, "done after the trial")
+      assert.strictEqual(events(waiting, "recovery.started").length, 5)
+      assert.strictEqual(calls, 1)
     })
   )
 

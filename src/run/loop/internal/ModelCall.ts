@@ -95,14 +95,17 @@ const attempt = (
     }
     // What the answer cost so far when the run's own timers cut it off, as the model reports it (R2.1).
     let paid: Model.Usage | undefined
-    const call = UserCode.effect(
-      {
-        source: "provider",
-        what: `the generate of model "${current.name}"`,
-        advice: "generate must return an Effect (wrap a promise with Effect.tryPromise)",
-        defectCode: "defect"
-      },
-      () => current.model.generate(request)
+    // Called as the attempt runs, inside its circuit: a call the circuit refuses never calls the model (R3.9).
+    const call = Effect.suspend(() =>
+      UserCode.effect(
+        {
+          source: "provider",
+          what: `the generate of model "${current.name}"`,
+          advice: "generate must return an Effect (wrap a promise with Effect.tryPromise)",
+          defectCode: "defect"
+        },
+        () => current.model.generate(request)
+      )
     ).pipe(
       Effect.flatMap(ModelResponse.valid),
       Effect.provideService(Model.CutOffUsage, (usage) => {
