@@ -108,7 +108,9 @@ export { killWaitMillis } from "./internal/SubprocessRun.ts"
  *
  * Interrupting the effect stops the child (SIGTERM, grace, SIGKILL, reap; see the module
  * doc) before the interruption completes, and reports the {@link Settled} record to
- * `onSettled`. No child outlives the effect.
+ * `onSettled`; so does an interruption that lands while what an exited child left running
+ * is stopped (the effect is then interrupted, its result lost): the record says how the
+ * child had ended. No child outlives the effect.
  *
  * @category combinators
  * @since 0.1.0
@@ -117,7 +119,23 @@ export const run = (
   spec: Spec,
   options: Options = {}
 ): Effect.Effect<Result, Failure.Failure, ChildProcessSpawner.ChildProcessSpawner> =>
-  Effect.scoped(SubprocessRun.runScoped(spec, options))
+  Effect.suspend(() => {
+    // What became of a child whose effect ended on its own, for an interruption landing as it is reclaimed.
+    let ended: Settled | undefined
+    const { onSettled } = options
+    return Effect.scoped(
+      SubprocessRun.runScoped(spec, options, (settled) => {
+        ended = settled
+      })
+    ).pipe(
+      Effect.onInterrupt(() => {
+        const settled = ended
+        return settled === undefined || onSettled === undefined
+          ? Effect.void
+          : Effect.exit(Effect.sync(() => UserCode.letGo(onSettled(settled))))
+      })
+    )
+  })
 
 /**
  * @category models

@@ -12,7 +12,7 @@ import * as Subprocess from "../../src/cancellation/Subprocess.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
-import { fixtures, isGroupGone, nap, tempDir } from "../support/processes.ts"
+import { fixtures, isGone, isGroupGone, nap, tempDir } from "../support/processes.ts"
 
 const child = path.join(fixtures, "child.mjs")
 const node = (mode: string, ...args: ReadonlyArray<string>): Subprocess.Spec => ({
@@ -218,4 +218,111 @@ describe("Subprocess.tool: a child that did not finish", () => {
         }
       })
   )
+})
+
+describe("a command that exited, interrupted while what it left running is stopped", () => {
+  // Exits 0 at once, its action done, leaving a job that takes 1 s to stop on SIGTERM: an
+  // interruption that lands in that second used to find no record at all (review 124).
+  const payingScript = (paid: string) =>
+    `(trap 'sleep 1; exit 0' TERM; sleep 30 & wait) >/dev/null 2>&1 & echo paid > ${paid}; echo receipt`
+  /** Waits until the command has paid and exited, and the stop of what it left has begun. */
+  const paidAndExited = (paid: string, pid: () => number) =>
+    Effect.gen(function* () {
+      while (!fs.existsSync(paid) || pid() === 0 || !isGone(pid())) yield* nap(5)
+      yield* nap(200)
+    })
+
+  /** Runs the command `script(paid)` writes, interrupted once it has paid and exited: what onSettled was given. */
+  const interruptedAfterPaying = (script: (paid: string) => string, graceMillis: number, cgroup: boolean) =>
+    Effect.gen(function* () {
+      const paid = path.join(tempDir(), "paid")
+      const settled: Array<Subprocess.Settled> = []
+      let pid = 0
+      const fiber = yield* Effect.forkChild(
+        Subprocess.run(
+          { command: "/bin/sh", args: ["-c", script(paid)] },
+          {
+            graceMillis,
+            cgroup,
+            onSpawn: (p) => {
+              pid = p
+            },
+            onSettled: (s) => settled.push(s)
+          }
+        )
+      )
+      yield* paidAndExited(paid, () => pid)
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(isGroupGone(pid))
+      return settled
+    }).pipe(Effect.provide(NodeServices.layer))
+
+  for (const cgroup of [true, false]) {
+    it.live(`R5.2 R3.8 Subprocess.run reports the record of its ending to onSettled (cgroup: ${cgroup})`, () =>
+      Effect.gen(function* () {
+        const settled = yield* interruptedAfterPaying(payingScript, 3_000, cgroup)
+        // Before, the effect was interrupted as its reclamation ended, and onSettled never called.
+        assert.strictEqual(settled.length, 1)
+        assert.strictEqual(settled[0]?.settlement, "completed", settled[0]?.detail)
+        assert.include(settled[0]?.detail, "had already exited; what it left running stopped on SIGTERM")
+      })
+    )
+
+    it.live(
+      `R5.2 R3.8 what it left that had to be killed puts its action in doubt, and says so (cgroup: ${cgroup})`,
+      () =>
+        Effect.gen(function* () {
+          const stubborn = (paid: string) =>
+            `(trap '' TERM; exec sleep 30) >/dev/null 2>&1 & echo paid > ${paid}; echo receipt`
+          const settled = yield* interruptedAfterPaying(stubborn, 600, cgroup)
+          assert.strictEqual(settled[0]?.settlement, "outcome_unknown", settled[0]?.detail)
+          // It said the command itself "did not stop within the grace period".
+          assert.include(
+            settled[0]?.detail,
+            "had already exited; what it left running did not stop within the 600 ms grace"
+          )
+        })
+    )
+
+    it.live(`R5.2 R3.8 a cancelled run records the call completed, never "it never ran" (cgroup: ${cgroup})`, () =>
+      Effect.gen(function* () {
+        const paid = path.join(tempDir(), "paid")
+        let pid = 0
+        const pay = Subprocess.tool({
+          name: "pay",
+          description: "Pays, leaving a job behind.",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          graceMillis: 3_000,
+          cgroup,
+          command: () => ({ command: "/bin/sh", args: ["-c", payingScript(paid)] }),
+          parse: (r) => r.stdout.trim(),
+          onSpawn: (p) => {
+            pid = p
+          }
+        })
+        const result = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const handle = yield* Run.start({ goal: "pay once", tools: [pay] })
+            yield* paidAndExited(paid, () => pid)
+            return yield* handle.cancel
+          })
+        ).pipe(
+          Effect.provide(
+            Layer.mergeAll(
+              ScriptedModel.layer([ScriptedModel.toolCall("pay", {}, "c1"), ScriptedModel.finalAnswer("paid")]),
+              NodeServices.layer
+            )
+          )
+        )
+        assert.strictEqual(result.stopReason, "cancelled")
+        const interrupted = result.timeline.find((e) => e._tag === "tool.interrupted")
+        // Before: `cancelled`, "interrupted before its command was started; it never ran", with the payment made.
+        assert.strictEqual(interrupted?._tag === "tool.interrupted" ? interrupted.settlement : undefined, "completed")
+        assert.include(interrupted?._tag === "tool.interrupted" ? interrupted.detail : "", "had already exited")
+        assert.deepStrictEqual(result.pendingActions, [])
+      }).pipe(Effect.provide(NodeServices.layer))
+    )
+  }
 })

@@ -1,12 +1,14 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Duration, Effect, Layer, Schedule, Schema, Stream } from "effect"
+import { LanguageModel } from "effect/ai"
 import { CircuitBreaker } from "effect/persistence"
 import type * as Event from "../../src/events/Event.ts"
 import type * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Model from "../../src/model/Model.ts"
+import * as LanguageModelAdapter from "../../src/providers/LanguageModelAdapter.ts"
 import * as Breakers from "../../src/recovery/Breakers.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -367,6 +369,43 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
         result.sideEffects.map((e) => e.name),
         ["write"]
       )
+    })
+  )
+
+  it.effect("R4.3 a provider's timeout of the deadline it was handed names the run's limit, from the request", () =>
+    Effect.gen(function* () {
+      // A circuit store that takes 150 ms to admit a call (a remote one): the provider starts
+      // late, and its own timer, set for the request's deadline, fires first (review 124).
+      const slowStore = Layer.effect(
+        CircuitBreaker.CircuitBreakerStore,
+        Effect.map(CircuitBreaker.CircuitBreakerStore, (inner) => ({
+          ...inner,
+          admit: (key: string) => Effect.andThen(Effect.sleep("150 millis"), inner.admit(key))
+        }))
+      ).pipe(Layer.provide(CircuitBreaker.layerStoreMemory()))
+      const never = LanguageModelAdapter.layer().pipe(
+        Layer.provide(
+          Layer.effect(
+            LanguageModel.LanguageModel,
+            LanguageModel.make({ generateText: () => Effect.never, streamText: () => Stream.never })
+          )
+        )
+      )
+      const failureWith = (time: Run.Time) =>
+        Effect.map(
+          drive(Run.run({ goal: "x", tools: [], time, recovery: { backoff: Recovery.backoff({ retries: 0 }) } })).pipe(
+            Effect.provide(Layer.mergeAll(never, Breakers.layer().pipe(Layer.provide(slowStore))))
+          ),
+          (result) => events(result, "model.failed")[0]?.failure
+        )
+      // It said "the attempt timeout of 850 ms": the time left when the provider began.
+      const attempt = yield* failureWith({ attempt: "1 second" })
+      assert.strictEqual(attempt?.hint, "no answer within the attempt timeout of 1000 ms")
+      assert.deepInclude(timeoutOf(attempt), { layer: "attempt", elapsedMillis: 1000 })
+      // The step's: 1 s waited since the request, not 850 ms.
+      const step = yield* failureWith({ step: "1 second" })
+      assert.strictEqual(step?.hint, "no answer within the step deadline (cut off after 1000 ms)")
+      assert.deepInclude(timeoutOf(step), { layer: "step", elapsedMillis: 1000 })
     })
   )
 

@@ -190,11 +190,16 @@ const settledRecord = (
     const detail = `${who} stopped on SIGTERM after ${round(millis)} ms`
     return { pid, containment, settlement: "cancelled", signals: ["SIGTERM"], reaped: true, millis, detail }
   }
+  // A command that had ended on its own left something running, which had to be killed: what it began is in doubt.
+  const what =
+    stop.ended === undefined
+      ? who
+      : `${who} had ${stop.ended._tag === "Exited" ? "already exited" : `died of ${stop.ended.signal}`}; what it left running`
   const detail = !stop.reaped
-    ? `${who} was still running ${killWaitMillis} ms after SIGKILL; it must be reclaimed, and its action may or may not have taken effect`
+    ? `${what} was still running ${killWaitMillis} ms after SIGKILL; it must be reclaimed, and its action may or may not have taken effect`
     : millis < graceMillis
-      ? `${who} was ended by SIGKILL ${round(millis)} ms after SIGTERM, and its action may or may not have taken effect`
-      : `${who} did not stop within the ${graceMillis} ms grace period after SIGTERM; it was SIGKILLed and reaped ${round(
+      ? `${what} was ended by SIGKILL ${round(millis)} ms after SIGTERM, and its action may or may not have taken effect`
+      : `${what} did not stop within the ${graceMillis} ms grace period after SIGTERM; it was SIGKILLed and reaped ${round(
           Math.max(0, millis - graceMillis)
         )} ms later, and its action may or may not have taken effect`
   return {

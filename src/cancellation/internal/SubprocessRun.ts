@@ -30,7 +30,16 @@ const stopReading = (readers: Fiber.Fiber<unknown, unknown> | undefined) =>
  * Runs `spec` to its exit in the current scope, which reclaims the child however the
  * effect ends (see the module doc of `Subprocess`).
  */
-export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Options) {
+export const runScoped = Effect.fnUntraced(function* (
+  spec: Spec,
+  options: Options,
+  /**
+   * Given what became of the child when the effect ended without an interruption (its exit,
+   * a failure): an interruption may still land as the reclamation ends, and the caller is
+   * then interrupted, not given the result (see `Subprocess.run`).
+   */
+  onEnded?: (settled: ProcessGroup.Settled) => void
+) {
   const problem = validateOptions(options) ?? validateSpec(spec)
   if (problem !== undefined) return yield* Effect.fail(SubprocessFailure.invalid(problem))
   const graceMillis = options.graceMillis ?? defaultGraceMillis
@@ -112,9 +121,8 @@ export const runScoped = Effect.fnUntraced(function* (spec: Spec, options: Optio
           // waiting again (it does so after an exit code 0 or a death by signal while referenced).
           yield* Effect.ignore(handle.unref)
           const onSettled = options.onSettled
-          if (Exit.hasInterrupts(exit) && onSettled !== undefined) {
-            yield* Effect.exit(Effect.sync(() => UserCode.letGo(onSettled(settled))))
-          }
+          if (!Exit.hasInterrupts(exit)) onEnded?.(settled)
+          else if (onSettled !== undefined) yield* Effect.exit(Effect.sync(() => UserCode.letGo(onSettled(settled))))
         })
       )
       const reading = yield* Effect.forkChild(

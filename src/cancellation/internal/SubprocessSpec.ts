@@ -121,8 +121,9 @@ export interface Options {
   readonly onSpawn?: ((pid: number) => void) | undefined
   /**
    * Called when the running effect was interrupted (cancel, deadline, timeout), after the
-   * child was reclaimed, with what became of it. Not called when the effect ends any
-   * other way (an exit, a failure).
+   * child was reclaimed, with what became of it; also when the interruption lands while
+   * what an exited child left running is stopped (the effect is then interrupted, not
+   * given its result). Not called when the effect ends otherwise (an exit, a failure).
    */
   readonly onSettled?: ((settled: Settled) => void) | undefined
 }

@@ -129,7 +129,28 @@ const attempt = (
           )
         )
       )
-    const generated = Deadline.withinOrElse(call, {
+    // The provider's timeout of the deadline it was handed, fired at that deadline, is restated
+    // as the run's own (R4.3): the provider counts from when its request began, and knows the
+    // deadline, not the limit. A timeout it reports before then is its own word, kept.
+    const restated = Effect.catchIf(
+      call,
+      (failure) => failure.category === "timeout" && failure.timeout?.layer === limit.layer,
+      (failure) =>
+        Effect.clockWith((clock) => {
+          const now = clock.currentTimeMillisUnsafe()
+          if (now < limit.at - 1) return Effect.fail(failure)
+          const limitMillis = limit.layer === own.layer ? own.millis : undefined
+          const restatement = FailureBoundary.timeout({
+            source: "provider",
+            layer: limit.layer,
+            limitMillis,
+            afterMillis: now - limit.now,
+            attempts: failure.attempts
+          })
+          return Effect.fail(FailureBoundary.withUsage(restatement, failure.usage ?? paid))
+        })
+    )
+    const generated = Deadline.withinOrElse(restated, {
       layer: own.layer,
       until: own.millis === undefined ? undefined : limit.now + own.millis,
       orElse: timedOut,
