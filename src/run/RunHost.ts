@@ -21,6 +21,7 @@
  */
 import { Clock, Duration, Effect, Fiber, Option, Result, Schedule } from "effect"
 import type * as Event from "../events/Event.ts"
+import * as RunLog from "../events/RunLog.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
@@ -152,17 +153,23 @@ const unrecorded = (runId: string, stopReason: string, refused: string | undefin
         detail: `the journal refused the run's commits, so its ending (${stopReason}) is not recorded: ${refused}`
       })
 
-/** A call of the open batch whose handler may be running, or that is between two attempts. */
+/**
+ * A call of the open batch that goes on without a person: taken up by the batch and not
+ * waiting for a decision (its checks, an approved call about to run, a handler running, a
+ * retry's wait). A call not taken up yet (the batch's places are held by calls waiting for
+ * a person) waits with them (R7: an approved call is not held back by its siblings' waits).
+ */
 const busy = (ctx: RunContext.RunContext): boolean => {
   const batch = ctx.log.batch
   if (batch === undefined || batch.closed) return true
-  const from = ctx.events.findLastIndex((e) => e._tag === "model.responded")
-  const after = ctx.events.slice(from + 1)
-  return batch.callIds.some((callId, i) => {
-    if (batch.observations[i] !== undefined) return false
-    const standing = ToolExecutor.standingOf(after, callId)
-    return standing._tag === "InDoubt" || standing._tag === "Retrying"
-  })
+  const events = ctx.events.slice(ctx.events.findLastIndex((e) => e._tag === "model.responded"))
+  const taken = RunLog.takenUp(events, RunLog.concurrencyOf(ctx.events))
+  return batch.callIds.some(
+    (callId, i) =>
+      batch.observations[i] === undefined &&
+      taken.has(callId) &&
+      ToolExecutor.standingOf(events, callId)._tag !== "Waiting"
+  )
 }
 
 /** Whether `stored` is a prefix of `timeline`: the same events, by `seq` and kind. */

@@ -12,6 +12,7 @@ import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
+import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
 import * as Validation from "../../src/validation/Validation.ts"
@@ -540,6 +541,101 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       assert.include(log, "tool.succeeded")
       assert.deepStrictEqual(paid, [])
     }).pipe(Effect.provide(Layer.mergeAll(Journal.layerMemory)))
+  )
+
+  const twoPayments = ScriptedModel.layerFunction((request) =>
+    request.iteration === 1
+      ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["pay", { amount: 2 }, "call_2"])
+      : ScriptedModel.finalAnswer("done")
+  )
+
+  it.live("R7 an approved call runs before its run parks again on a sibling still waiting (review 125)", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const both = { goal: "pay 1 and 2", tools: [pay], concurrency: 2 }
+      const first = yield* RunHost.drive("r9", both)
+      assert.sameMembers(first._tag === "Parked" ? first.approvals.map((a) => a.callId) : [first._tag], [
+        "call_1",
+        "call_2"
+      ])
+      yield* decide("r9", "call_1", Approval.approved("ops"))
+      const second = yield* RunHost.drive("r9", both)
+      assert.deepStrictEqual(second._tag === "Parked" ? second.approvals.map((a) => a.callId) : second._tag, ["call_2"])
+      // Before, it parked again at once on call_2: the approved payment waited for call_2's decision.
+      assert.deepStrictEqual(paid, [1])
+      const log = yield* logOf("r9")
+      assert.isTrue(log.some((e) => e._tag === "tool.succeeded" && e.callId === "call_1"))
+    }).pipe(
+      Effect.provide([
+        // Its decision read answered after its sibling's (a database over a socket): the sibling is back on the table first.
+        Layer.effect(
+          Journal.Journal,
+          Effect.map(Journal.Journal, (journal) => ({
+            ...journal,
+            decision: (runId: string, callId: string) =>
+              callId === "call_1"
+                ? Effect.andThen(Effect.sleep("30 millis"), journal.decision(runId, callId))
+                : journal.decision(runId, callId)
+          }))
+        ).pipe(Layer.provide(Journal.layerMemory)),
+        twoPayments
+      ])
+    )
+  )
+
+  it.effect("R7 with one place in its batch, the run parks on the call holding it; the next waits its turn", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const inTurn = { goal: "pay 1 then 2", tools: [pay], concurrency: 1 }
+      const first = yield* RunHost.drive("r10", inTurn)
+      assert.deepStrictEqual(first._tag === "Parked" ? first.approvals.map((a) => a.callId) : first._tag, ["call_1"])
+      yield* decide("r10", "call_1", Approval.approved("ops"))
+      const second = yield* RunHost.drive("r10", inTurn)
+      assert.deepStrictEqual(second._tag === "Parked" ? second.approvals.map((a) => a.callId) : second._tag, ["call_2"])
+      assert.deepStrictEqual(paid, [1])
+    }).pipe(Effect.provide([Journal.layerMemory, twoPayments]))
+  )
+
+  it.live("R7 a call still in its checks is not cut off by a park on its sibling's approval (review 125)", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const written: Array<string> = []
+      const write = Tool.make({
+        name: "write",
+        description: "Writes.",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "write",
+        handler: (_, context) =>
+          Effect.sync(() => {
+            written.push(context.callId)
+            return "ok"
+          })
+      })
+      // The write's permission check takes 200 ms: the payment is on the table before it ends.
+      const slowCheck: Permission.PermissionService = {
+        check: (request) =>
+          request.tool.name === "write"
+            ? Effect.as(Effect.sleep("200 millis"), Permission.allow)
+            : Effect.succeed(Permission.allow)
+      }
+      const parked = yield* RunHost.drive("r11", { goal: "pay and write", tools: [pay, write], concurrency: 2 }).pipe(
+        Effect.provide(Layer.succeed(Permission.Permission, slowCheck))
+      )
+      assert.deepStrictEqual(parked._tag === "Parked" ? parked.approvals.map((a) => a.callId) : parked._tag, ["call_1"])
+      // Before, the park cut the write off in its check: it would run only once someone decided the payment.
+      assert.deepStrictEqual(written, ["call_2"])
+      assert.deepStrictEqual(paid, [])
+    }).pipe(
+      Effect.provide([
+        Journal.layerMemory,
+        ScriptedModel.layerFunction((request) =>
+          request.iteration === 1
+            ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["write", {}, "call_2"])
+            : ScriptedModel.finalAnswer("done")
+        )
+      ])
+    )
   )
 
   it.live("R7 on a store that answers later (PostgreSQL), the run parks only once its call is on the table", () =>
