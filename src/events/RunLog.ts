@@ -145,6 +145,17 @@ const nameOf = (batch: Batch | undefined, callId: string | undefined): string | 
   return batch.calls[i]?.name
 }
 
+/**
+ * A response's calls as the conversation sends them back to the model, each under its run
+ * identity (R3.8, R11): the model's own id when it was free, so ids an API takes once per
+ * request (a model that repeats one, or a made-up id that meets a real one) are never sent
+ * twice, and each result is paired with its own call.
+ */
+const sentBack = (e: Event.Of<"model.responded">): ReadonlyArray<Model.ToolCall> =>
+  e.toolCalls.every((call, i) => call.id === e.callIds[i])
+    ? e.toolCalls
+    : e.toolCalls.map((call, i) => ({ ...call, id: e.callIds[i] ?? call.id }))
+
 /** A call's result came: kept in its place, and the batch's messages sent once all are in. */
 const settle = (s: State, callId: string, content: string, failed: boolean): Partial<State> | undefined => {
   const batch = s.batch
@@ -156,7 +167,7 @@ const settle = (s: State, callId: string, content: string, failed: boolean): Par
   if (observations.some((o) => o === undefined)) return { batch: { ...batch, observations } }
   const results: Array<Model.Message> = batch.calls.map((call, j) => ({
     _tag: "tool",
-    toolCallId: call.id,
+    toolCallId: batch.callIds[j] ?? call.id,
     name: call.name,
     content: observations[j]?.content ?? "",
     ...(observations[j]?.failed === true ? { failed: true } : {})
@@ -185,7 +196,7 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
       const assistant: Model.Message = {
         _tag: "assistant",
         content: e.text,
-        toolCalls: e.toolCalls,
+        toolCalls: sentBack(e),
         ...(e.reasoning === undefined ? {} : { reasoning: e.reasoning })
       }
       const asked = e.toolCalls.length > 0

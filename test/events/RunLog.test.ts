@@ -65,14 +65,15 @@ describe("RunLog.fold (unit)", () => {
       {
         _tag: "assistant",
         content: "",
+        // Sent back under the calls' run identities, unique in the run (review 126).
         toolCalls: [
-          { id: "model-c1", name: "a", arguments: "{}" },
-          { id: "model-c2", name: "b", arguments: "{}" }
+          { id: "c1", name: "a", arguments: "{}" },
+          { id: "c2", name: "b", arguments: "{}" }
         ]
       },
-      // The tool messages carry the model's own ids, right after the answer that asked for them.
-      { _tag: "tool", toolCallId: "model-c1", name: "a", content: "Error (invalid_arguments): bad", failed: true },
-      { _tag: "tool", toolCallId: "model-c2", name: "b", content: "two" },
+      // The tool messages carry the same identities, right after the answer that asked for them.
+      { _tag: "tool", toolCallId: "c1", name: "a", content: "Error (invalid_arguments): bad", failed: true },
+      { _tag: "tool", toolCallId: "c2", name: "b", content: "two" },
       { _tag: "user", content: "[runtime reminder: loop_detected] stop repeating" }
     ])
   })

@@ -348,6 +348,39 @@ describe("finish reasons over HTTP (R11)", () => {
   }
 })
 
+describe("tool-call ids over HTTP (R3.8, R11)", () => {
+  for (const [name, calls] of [
+    ["one id sent twice in an answer", [echoCall("a", "call_dup"), echoCall("bb", "call_dup")]],
+    // The client names a call sent with no id `call_<iteration>_<index>`: here the server's own id for another.
+    ["a made-up id that meets the server's", [echoCall("a", "call_1_1"), echoCall("bb", "")]]
+  ] as const) {
+    live(`R3.8 R11 ${name}: each call goes back under an id of its own, the run goes on (review 126)`, () =>
+      Effect.gen(function* () {
+        const { result, requests } = yield* runWith([
+          FakeOpenAiServer.reply({ toolCalls: calls }),
+          FakeOpenAiServer.reply({ text: "done" })
+        ])
+        // Before, the fake refused the second request (as OpenAI does: "Duplicate value for 'tool_call_id'").
+        assert.strictEqual(result.status, "completed", result.detail)
+        const sent = messagesOf(requests[1])
+        const asked = (sent.find((m) => m.role === "assistant")?.tool_calls ?? []) as ReadonlyArray<Json>
+        const ids = asked.map((c) => c.id)
+        assert.strictEqual(new Set(ids).size, 2)
+        // Each result answers its own call: the tool messages follow in call order, with the echoes.
+        const answers = sent.filter((m) => m.role === "tool")
+        assert.deepStrictEqual(
+          answers.map((m) => m.tool_call_id),
+          ids
+        )
+        assert.deepStrictEqual(
+          answers.map((m) => String(m.content).replaceAll('"', "")),
+          ["a", "bb"]
+        )
+      })
+    )
+  }
+})
+
 describe("usage and cost (R2.1)", () => {
   const usage = { input: 1_000, output: 500, cached: 400, reasoning: 100 }
   const prices = { input: 2, output: 8, cachedInput: 0.5 }

@@ -615,24 +615,39 @@ describe("R3.8 one call id, one effect", () => {
     })
   )
 
-  it.effect("R3.8 the conversation keeps the model's own ids", () =>
-    Effect.gen(function* () {
-      const { pay } = makeBank()
-      const seen: Array<ReadonlyArray<Model.Message>> = []
-      yield* Run.run({ goal: "pay", tools: [pay] }).pipe(
-        Effect.provide(
-          script(ScriptedModel.toolCalls(["pay", { amount: 1 }, "same"], ["pay", { amount: 2 }, "same"]), (request) => {
-            seen.push(request.messages.slice())
-            return ScriptedModel.finalAnswer("paid")
-          })
+  it.effect(
+    "R3.8 R11 the conversation sends calls back under ids unique in the run, each with its result (review 126)",
+    () =>
+      Effect.gen(function* () {
+        const { pay } = makeBank()
+        const seen: Array<ReadonlyArray<Model.Message>> = []
+        yield* Run.run({ goal: "pay", tools: [pay] }).pipe(
+          Effect.provide(
+            script(
+              ScriptedModel.toolCalls(["pay", { amount: 1 }, "same"], ["pay", { amount: 2 }, "same"]),
+              (request) => {
+                seen.push(request.messages.slice())
+                return ScriptedModel.finalAnswer("paid")
+              }
+            )
+          )
         )
-      )
-      const results = (seen[0] ?? []).filter((m) => m._tag === "tool")
-      assert.deepStrictEqual(
-        results.map((m) => (m._tag === "tool" ? m.toolCallId : "")),
-        ["same", "same"]
-      )
-    })
+        const sent = seen[0] ?? []
+        const asked = sent.flatMap((m) => (m._tag === "assistant" ? (m.toolCalls ?? []) : []))
+        // Before, both went back as "same": an API takes an id once per request (OpenAI answers 400).
+        assert.deepStrictEqual(
+          asked.map((c) => [c.id, c.arguments]),
+          [
+            ["same", JSON.stringify({ amount: 1 })],
+            ["same#2", JSON.stringify({ amount: 2 })]
+          ]
+        )
+        const results = sent.filter((m) => m._tag === "tool")
+        assert.deepStrictEqual(
+          results.map((m) => (m._tag === "tool" ? m.toolCallId : "")),
+          ["same", "same#2"]
+        )
+      })
   )
 
   it.effect("R3.8 R7 two calls with one id in a batch that both need approval can both be approved", () =>

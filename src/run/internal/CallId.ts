@@ -2,8 +2,9 @@
  * Every tool call gets an identity unique in its run (R3.8): the key of its idempotency
  * key, its approval, its result and every event about it, whatever ids the model sends.
  * Models reuse ids (a scripted or local model numbering `call_0` afresh each turn), send
- * the same id twice in one batch, or send none. The model's own id is kept for the
- * conversation only. Private to the runtime.
+ * the same id twice in one batch, or send none. The model's own id is kept in its
+ * `model.responded`; the conversation sends each call back under its identity (the model's
+ * id when it was free). Private to the runtime.
  */
 
 /**
