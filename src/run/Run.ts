@@ -15,13 +15,13 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, Exit, type Fiber, PubSub, Result, Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, type Fiber, PubSub, Result, Schema, Scope, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as RunState from "../events/RunState.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as Approval from "../tools/Approval.ts"
-import type * as Tool from "../tools/Tool.ts"
+import * as Tool from "../tools/Tool.ts"
 import * as FinalOutput from "./internal/FinalOutput.ts"
 import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
@@ -245,6 +245,33 @@ const timeline = Effect.fnUntraced(function* (
 })
 
 /**
+ * The calls a gate lists (its `pending`), checked where they enter (R12), as its decisions
+ * are: a list of requests, each made the handle's own copy of what was checked. A list that
+ * is none, or whose reading throws, is the gate's defect, named.
+ */
+const checkPending = UserCode.check(
+  Schema.Array(
+    Schema.Struct({
+      runId: Schema.String,
+      callId: Schema.String,
+      tool: Schema.String,
+      arguments: Schema.Record(Schema.String, Schema.Unknown),
+      sideEffect: Tool.SideEffect,
+      requestedAt: Schema.Number,
+      expiresAt: Schema.Number
+    })
+  ),
+  "the approval gate's pending"
+)
+
+const pendingOf = (listed: unknown): Effect.Effect<ReadonlyArray<Approval.Request>> => {
+  const checked = checkPending(listed)
+  return Result.isSuccess(checked)
+    ? Effect.succeed(checked.success)
+    : Effect.die(new UserCode.UserCodeDefect(checked.failure))
+}
+
+/**
  * A started run's handle: one object, its operations made when they are used (a parked
  * run keeps its handle, and a handle of closures made up front would cost it more).
  */
@@ -294,7 +321,10 @@ class RunHandle<O> implements Handle<O> {
   // The gate is user code (R12): one that breaks its contract (a Promise, a throw) is a defect naming it.
   get pendingApprovals(): Effect.Effect<ReadonlyArray<Approval.Request>, Approval.PendingUnavailable> {
     return Effect.map(
-      UserCode.effectOrDie("the approval gate's pending", () => this.#gate.pending),
+      Effect.flatMap(
+        UserCode.effectOrDie("the approval gate's pending", () => this.#gate.pending),
+        pendingOf
+      ),
       (all) => all.filter((request) => request.runId === this.runId)
     )
   }

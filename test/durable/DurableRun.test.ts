@@ -13,6 +13,8 @@ import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import * as Criterion from "../../src/validation/Criterion.ts"
+import * as Validation from "../../src/validation/Validation.ts"
 
 const dirs: Array<string> = []
 afterAll(() => {
@@ -199,6 +201,63 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
         assert.deepStrictEqual(paid, [])
         assert.deepStrictEqual(yield* runs.pending(runId), [])
       }).pipe(Effect.provide(runtime([pay])))
+    },
+    30_000
+  )
+
+  it.live(
+    "R5.1 R6.3 DurableRuns.cancel of a parked run lists the plan steps it completed with evidence (review 125)",
+    () => {
+      const { paid, pay } = payments()
+      const lookup = Tool.make({
+        name: "lookup",
+        description: "Looks the invoice up.",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "read",
+        handler: () => Effect.succeed("invoice INV-9: 5 EUR")
+      })
+      const model = ScriptedModel.layerFunction((request) =>
+        request.iteration === 1
+          ? ScriptedModel.toolCall("lookup", {}, "l1")
+          : request.iteration === 2
+            ? ScriptedModel.toolCall("pay", { amount: 5 }, "p1")
+            : ScriptedModel.finalAnswer("paid")
+      )
+      const plan = [
+        Validation.step("lookup", "look the invoice up", [Criterion.toolSucceeded("lookup")]),
+        Validation.step("pay", "pay it", [Criterion.toolSucceeded("pay")])
+      ]
+      const host = DurableRun.layer({ tools: [lookup, pay], validation: { plan } }).pipe(
+        Layer.provideMerge(DurableRun.layerEmbedded({ filename: fileOf() })),
+        Layer.provide(model)
+      )
+      return Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay INV-9", runId: "c2", time: { approval: "30 minutes" } })
+        yield* waitingCall(runs, runId)
+        // Parked by now: its call is on the table and nothing else of it goes on.
+        yield* Effect.sleep("1 second")
+        yield* runs.cancel(runId)
+        const result = yield* runs.result(runId)
+        assert.deepStrictEqual([result.status, result.stopReason], ["cancelled", "cancelled"], result.detail)
+        assert.deepStrictEqual(
+          result.completed.map((item) => item.id),
+          ["lookup"]
+        )
+        assert.deepStrictEqual(
+          result.unfinished.map((item) => item.id),
+          ["pay"]
+        )
+        // Judged once its wait had ended: validating, from tool_executing, never from awaiting_approval.
+        const moves = result.timeline.flatMap((e) => (e._tag === "state.changed" ? [`${e.from}->${e.to}`] : []))
+        assert.deepStrictEqual(moves.slice(-3), [
+          "awaiting_approval->tool_executing",
+          "tool_executing->validating",
+          "validating->cancelled"
+        ])
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide(host))
     },
     30_000
   )

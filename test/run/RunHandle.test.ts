@@ -31,6 +31,17 @@ const makeHang = Effect.gen(function* () {
   return { entered, interrupted, hang }
 })
 
+/** A payment that needs approval. */
+const pay = Tool.make({
+  name: "pay",
+  description: "Pay",
+  input: Schema.Struct({}),
+  output: Schema.String,
+  sideEffect: "external",
+  needsApproval: true,
+  handler: () => Effect.succeed("paid")
+})
+
 describe("Run.start", () => {
   it.effect("R8 the live stream replays past events, then follows the run, and ends with run.finished", () =>
     Effect.gen(function* () {
@@ -131,15 +142,6 @@ describe("Run.start", () => {
     "R12 a gate whose decide or pending breaks its contract (a Promise, a throw) is a defect naming it, not a killed caller",
     () =>
       Effect.gen(function* () {
-        const pay = Tool.make({
-          name: "pay",
-          description: "Pay",
-          input: Schema.Struct({}),
-          output: Schema.String,
-          sideEffect: "external",
-          needsApproval: true,
-          handler: () => Effect.succeed("paid")
-        })
         const memory = Approval.makeMemory()
         // A gate of a caller without types: an `async` decide, a pending that is a Promise, a decide that throws.
         const broken = (decide: unknown, pending: unknown): Approval.Gate => ({
@@ -175,5 +177,58 @@ describe("Run.start", () => {
           }).pipe(Effect.scoped, Effect.provideService(Approval.ApprovalGate, gate))
         }
       }).pipe(Effect.provide(withScript([ScriptedModel.toolCall("pay", {}), ScriptedModel.toolCall("pay", {})])))
+  )
+
+  it.effect(
+    "R12 a gate whose pending answers no list of requests (null, 42, [null], a Proxy that throws) is a defect naming it (review 125)",
+    () =>
+      Effect.gen(function* () {
+        const memory = Approval.makeMemory()
+        const throwing = new Proxy([], {
+          get: () => {
+            throw new Error("no")
+          }
+        })
+        for (const answer of [null, 42, [null], [{ runId: 5 }], throwing]) {
+          // as: a gate of a caller without types
+          const gate: Approval.Gate = { ...memory, pending: Effect.succeed(answer as unknown as []) }
+          yield* Effect.gen(function* () {
+            const handle = yield* Run.start({ goal: "pay", tools: [pay] })
+            yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+            // The run waits, its call on the gate.
+            assert.strictEqual(yield* handle.state, "awaiting_approval")
+            const listed = yield* Effect.exit(handle.pendingApprovals)
+            // Before, null, 42 and [null] died on an unnamed TypeError.
+            assert.isTrue(Exit.isFailure(listed) && Cause.hasDies(listed.cause))
+            if (Exit.isFailure(listed))
+              assert.include(String(Cause.squash(listed.cause)), "the approval gate's pending")
+            yield* handle.cancel
+          }).pipe(Effect.scoped, Effect.provideService(Approval.ApprovalGate, gate))
+        }
+        // What a well-behaved gate lists is the run's own requests, in full.
+        yield* Effect.gen(function* () {
+          const handle = yield* Run.start({ goal: "pay", tools: [pay] })
+          yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+          const listed = yield* handle.pendingApprovals
+          assert.deepStrictEqual(
+            listed,
+            (yield* memory.pending).filter((r) => r.runId === handle.runId)
+          )
+          assert.deepStrictEqual(
+            listed.map((r) => [r.tool, r.sideEffect]),
+            [["pay", "external"]]
+          )
+          yield* handle.cancel
+        }).pipe(Effect.scoped, Effect.provideService(Approval.ApprovalGate, memory))
+      }).pipe(
+        Effect.provide(
+          Layer.merge(
+            ScriptedModel.layerFunction((request) =>
+              request.iteration === 1 ? ScriptedModel.toolCall("pay", {}, "c1") : ScriptedModel.finalAnswer("done")
+            ),
+            NodeServices.layer
+          )
+        )
+      )
   )
 })

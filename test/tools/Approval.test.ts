@@ -311,6 +311,61 @@ describe("R7 approvals", () => {
         })
     )
 
+    it.effect(
+      "R12 R7 a gate whose expire answers no Option (null, a Proxy that throws, {}, 42) ends the run internal_error naming it (review 125)",
+      () =>
+        Effect.gen(function* () {
+          const throwing = new Proxy(
+            {},
+            {
+              get: () => {
+                throw new Error("hunter2-TOPSECRET")
+              },
+              has: () => {
+                throw new Error("hunter2-TOPSECRET")
+              }
+            }
+          )
+          for (const answer of [null, undefined, throwing, {}, 42, "None"]) {
+            const ran: Array<string> = []
+            const pay = Tool.make({
+              name: "pay",
+              description: "Pay",
+              input: Schema.Struct({}),
+              output: Schema.String,
+              sideEffect: "external",
+              needsApproval: true,
+              handler: () => Effect.sync(() => ran.push("ran")).pipe(Effect.as("paid"))
+            })
+            const gate: Approval.Gate = {
+              ...Approval.makeMemory(),
+              // as: a gate of a caller without types
+              expire: () => Effect.succeed(answer as unknown as Option.Option<Approval.Decision>)
+            }
+            const result = yield* TestClockDriver.drive(
+              Run.run({ goal: "pay", tools: [pay], time: { approval: "300 millis" } }).pipe(
+                Effect.provide(
+                  Layer.mergeAll(
+                    ScriptedModel.layer([ScriptedModel.toolCall("pay", {}, "c1")]),
+                    NodeServices.layer,
+                    Layer.succeed(Approval.ApprovalGate, gate)
+                  )
+                )
+              )
+            )
+            // Before, null and the Proxy ended the run on an unnamed defect: "a defect (TypeError)".
+            assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"], result.detail)
+            assert.include(result.detail, "the approval gate's expire")
+            assert.notInclude(result.detail, "TOPSECRET")
+            assert.deepStrictEqual(ran, [])
+            // The call never ran, and its wait is closed on the log.
+            const decided = result.timeline.filter((e) => e._tag === "approval.decided").map((e) => e.decision)
+            assert.deepStrictEqual(decided, ["withdrawn"])
+            assertRoundTrips(result)
+          }
+        })
+    )
+
     it.effect("R4.1 R7 a gate that cannot be interrupted does not hold the run past its approval timeout", () =>
       Effect.gen(function* () {
         const { run, ran } = decidedBy(() => Effect.uninterruptible(Effect.never))

@@ -56,6 +56,21 @@ const checkDecision = (
 }
 
 /**
+ * A gate's answer to `expire`, checked once where it enters (R12), as its decisions are: an
+ * `Option` (a value that is none, or one whose reading throws, is the gate's defect, named),
+ * made the run's own; what it holds is then checked as every decision is.
+ */
+const checkClosed = UserCode.check(Schema.Option(Schema.Unknown), "the approval gate's expire answer")
+
+/** The gate's close of a call: its answer checked, else a defect naming the gate. */
+const closed = (answer: unknown): Effect.Effect<Option.Option<unknown>> => {
+  const checked = checkClosed(answer)
+  return Result.isSuccess(checked)
+    ? Effect.succeed(checked.success)
+    : Effect.die(new UserCode.UserCodeDefect(checked.failure))
+}
+
+/**
  * How long one try of the gate's close at expiry may take, and how long after a failed
  * one the next comes: a store out of reach (or hung) is asked again, within the run's
  * deadline, never taken for an expiry.
@@ -112,9 +127,10 @@ const closeOnGate = (
   callId: string,
   /** At most this long in all, when shorter than what is left of the step and the run. */
   atMostMillis = Number.POSITIVE_INFINITY
-): Effect.Effect<{ readonly found: Option.Option<Approval.Decision>; readonly ranOut?: Deadline.Layer }> =>
+): Effect.Effect<{ readonly found: Option.Option<unknown>; readonly ranOut?: Deadline.Layer }> =>
   Effect.gen(function* () {
     const closing = UserCode.effectOrDie("the approval gate", () => expire(ctx.runId, callId)).pipe(
+      Effect.flatMap(closed),
       Effect.timeoutOrElse({
         duration: closeTryMillis,
         orElse: () =>
@@ -133,8 +149,8 @@ const closeOnGate = (
         orElse: () =>
           Effect.succeed(
             Math.max(bound.millis, closeAgainMillis) <= atMostMillis
-              ? { found: Option.none<Approval.Decision>(), ranOut: bound.layer }
-              : { found: Option.none<Approval.Decision>() }
+              ? { found: Option.none(), ranOut: bound.layer }
+              : { found: Option.none() }
           )
       })
     )
@@ -158,10 +174,7 @@ export const letGoRestored = (
     const expire = (yield* Approval.ApprovalGate).expire
     // A short while at most: the call is refused whatever the gate says, and only a rejection it
     // holds would change the run's stop; a gate out of reach does not hold the run for it.
-    const held =
-      expire === undefined
-        ? Option.none<Approval.Decision>()
-        : (yield* closeOnGate(ctx, expire, call.id, letGoMillis)).found
+    const held = expire === undefined ? Option.none() : (yield* closeOnGate(ctx, expire, call.id, letGoMillis)).found
     // What the gate's store holds is checked as every decision is; one that is none is not taken.
     const checked = Option.flatMap(held, (decision) => Result.getSuccess(checkDecision(ctx, call, secrets, decision)))
     yield* Effect.ignore(RunContext.release(ctx, "tool_executing", letGo(call, checked)))

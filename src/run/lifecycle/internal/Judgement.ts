@@ -266,6 +266,21 @@ const timedOut: Ending = {
   detail: "the run deadline passed"
 }
 
+/**
+ * The calls a restored log left open that the run ends without taking up again (waiting
+ * for approval or to retry, checked but not run), each recorded as it ends (a request
+ * withdrawn: it never ran), and the run out of their phase (R5.3, R7, R1.3). A restored run
+ * ends them before its ending is judged, as a live run's waits end before it is: validation
+ * is reached from no waiting phase (R1.2, R6.3). Nothing when none is open.
+ */
+export const settleUntaken = (
+  ctx: RunContext.RunContext,
+  tools: ToolExecutor.Registry["tools"]
+): Effect.Effect<void, RunState.IllegalTransition> =>
+  Effect.suspend(() =>
+    ToolExecutor.recordUntaken(ctx, tools) ? RunContext.release(ctx, "tool_executing") : Effect.void
+  )
+
 /** Ends the run on whatever the lifecycle produced. */
 export const finalize = Effect.fnUntraced(function* <RV, E>(
   ctx: RunContext.RunContext,
@@ -282,7 +297,7 @@ export const finalize = Effect.fnUntraced(function* <RV, E>(
     return broken(ctx, exit.cause, tools)
   }
   // A resumed run may end before it took up again the calls its log left waiting (R5.2).
-  if (ToolExecutor.recordUntaken(ctx, tools)) yield* Effect.ignore(RunContext.release(ctx, "tool_executing"))
+  yield* Effect.ignore(settleUntaken(ctx, tools))
   if (Exit.isSuccess(exit)) return end(ctx, exit.value)
   const assessed = yield* Effect.exit(interrupted(ctx, spec))
   return end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
