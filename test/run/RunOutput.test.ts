@@ -186,6 +186,30 @@ describe("Run.run({ output })", () => {
     })
   )
 
+  it.effect(
+    "R6.1 R3.5 R2.2 at the last iteration, or its token budget spent, no correction is announced (review 126)",
+    () =>
+      Effect.gen(function* () {
+        for (const [limits, reason] of [
+          [{ maxIterations: 1 }, "max_iterations"],
+          [{ maxTokens: 1 }, "budget_exhausted"]
+        ] as const) {
+          const result = yield* Run.run({ goal: "The capital, as JSON.", tools: [], output: City, limits }).pipe(
+            Effect.provide(
+              ScriptedModel.layer([
+                { ...ScriptedModel.finalAnswer("Paris"), usage: { inputTokens: 5, outputTokens: 5 } }
+              ])
+            )
+          )
+          assert.strictEqual(result.stopReason, reason)
+          // Before, a correction was announced and counted, its episode never closed, for a turn never given.
+          assert.deepStrictEqual(kinds(result.timeline), [])
+          assert.isFalse(result.timeline.some((e) => e._tag === "reminder.injected"))
+          assert.strictEqual(result.counters.toolCorrectionAttempts, 0)
+        }
+      })
+  )
+
   it.effect("an output that is not a Schema is a clear invalid option, and the run ends at once", () =>
     Effect.gen(function* () {
       const result = yield* Run.run({

@@ -23,7 +23,7 @@ import * as FinalOutput from "../internal/FinalOutput.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "../pipeline/ApprovalWait.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
-import { beforeCorrections, checkpoint, decide, remind } from "./internal/Checkpoint.ts"
+import { beforeCorrections, beforeOutputCorrection, checkpoint, decide, remind } from "./internal/Checkpoint.ts"
 import type { Config, Outcome } from "./internal/LoopConfig.ts"
 import * as LoopStops from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
@@ -244,6 +244,10 @@ const responded = <R>(
         if (decoded.failure._tag === "Broken") {
           return Effect.succeed(decide(ctx, "runtime", "internal_error", decoded.failure.message))
         }
+        // With a correction to spend, a stop the policies take already is taken before it is announced.
+        const spent = ctx.log.counters.toolCorrectionAttempts >= config.correctionBudget
+        const stop = spent ? undefined : beforeOutputCorrection(ctx, config)
+        if (stop !== undefined) return Effect.succeed(stop)
         return Effect.flatMap(LoopStops.correctOutput(ctx, config, decoded.failure.message), (corrected) =>
           checked(ctx, config, response, prepared, permission, corrected)
         )

@@ -29,7 +29,8 @@ export const remind = (ctx: RunContext.RunContext, kind: string, text: string): 
 const verdictOf = <R>(
   ctx: RunContext.RunContext,
   config: Pick<Config<R>, "policies">,
-  phase: Termination.Checkpoint["phase"]
+  phase: Termination.Checkpoint["phase"],
+  notFinal: boolean
 ) =>
   // Policies are user code: they are handed a frozen checkpoint with a frozen copy of the
   // counters, which none can change for the others, the checks of their stops or the run (R12).
@@ -37,7 +38,9 @@ const verdictOf = <R>(
     config.policies,
     Object.freeze({
       phase,
-      counters: Object.freeze({ ...ctx.log.counters }),
+      counters: Object.freeze(
+        notFinal ? { ...ctx.log.counters, finalAnswerReceived: false } : { ...ctx.log.counters }
+      ),
       now: RunContext.now(ctx),
       deadlineAt: ctx.deadlineAt
     })
@@ -53,7 +56,9 @@ const look = <R>(
   config: Pick<Config<R>, "policies">,
   phase: Termination.Checkpoint["phase"],
   warn: boolean,
-  finalAnswer?: string
+  finalAnswer?: string,
+  /** Whether the answer is looked at as one that is not final (it goes back for correction). */
+  notFinal = false
 ): Outcome | undefined => {
   const late = (): Outcome => ({
     reason: "run_timeout",
@@ -62,7 +67,7 @@ const look = <R>(
     finalAnswer: undefined
   })
   if (RunContext.deadlinePassed(ctx)) return late()
-  const verdict = verdictOf(ctx, config, phase)
+  const verdict = verdictOf(ctx, config, phase, notFinal)
   if (RunContext.deadlinePassed(ctx)) return late()
   if (warn) for (const warning of verdict.warnings) remind(ctx, warning.kind, warning.text)
   if (verdict.stop === undefined) return undefined
@@ -105,3 +110,11 @@ export const afterPaidFailure = <R>(
  */
 export const beforeCorrections = <R>(ctx: RunContext.RunContext, config: Config<R>): Outcome | undefined =>
   recorded(ctx, look(ctx, config, "after_tools", false))
+
+/**
+ * Before a final answer that does not decode goes back to be corrected (R6.1, R3.5): a stop
+ * the policies take for an answer that is not final (the last iteration, a spent budget) is
+ * taken first, so that no correction is announced for a turn the model is never given.
+ */
+export const beforeOutputCorrection = <R>(ctx: RunContext.RunContext, config: Config<R>): Outcome | undefined =>
+  recorded(ctx, look(ctx, config, "after_model", false, undefined, true))
