@@ -38,9 +38,7 @@ const verdictOf = <R>(
     config.policies,
     Object.freeze({
       phase,
-      counters: Object.freeze(
-        notFinal ? { ...ctx.log.counters, finalAnswerReceived: false } : { ...ctx.log.counters }
-      ),
+      counters: Object.freeze(notFinal ? { ...ctx.log.counters, finalAnswerReceived: false } : { ...ctx.log.counters }),
       now: RunContext.now(ctx),
       deadlineAt: ctx.deadlineAt
     })
