@@ -223,8 +223,10 @@ describe("Subprocess.tool: a child that did not finish", () => {
 describe("a command that exited, interrupted while what it left running is stopped", () => {
   // Exits 0 at once, its action done, leaving a job that takes 1 s to stop on SIGTERM: an
   // interruption that lands in that second used to find no record at all (review 124).
+  /** Pays, leaving a job behind that takes 1 s to stop on SIGTERM (ready once `paid` is written). */
   const payingScript = (paid: string) =>
-    `(trap 'sleep 1; exit 0' TERM; sleep 30 & wait) >/dev/null 2>&1 & echo paid > ${paid}; echo receipt`
+    `"${process.execPath}" "${child}" slow-term 1000 --ready "${paid}.job" >/dev/null 2>&1 & ` +
+    `while [ ! -s "${paid}.job" ]; do sleep 0.01; done; echo paid > "${paid}"; echo receipt`
   /** Waits until the command has paid and exited, and the stop of what it left has begun. */
   const paidAndExited = (paid: string, pid: () => number) =>
     Effect.gen(function* () {
@@ -319,7 +321,11 @@ describe("a command that exited, interrupted while what it left running is stopp
         assert.strictEqual(result.stopReason, "cancelled")
         const interrupted = result.timeline.find((e) => e._tag === "tool.interrupted")
         // Before: `cancelled`, "interrupted before its command was started; it never ran", with the payment made.
-        assert.strictEqual(interrupted?._tag === "tool.interrupted" ? interrupted.settlement : undefined, "completed")
+        assert.strictEqual(
+          interrupted?._tag === "tool.interrupted" ? interrupted.settlement : undefined,
+          "completed",
+          interrupted?._tag === "tool.interrupted" ? interrupted.detail : ""
+        )
         assert.include(interrupted?._tag === "tool.interrupted" ? interrupted.detail : "", "had already exited")
         assert.deepStrictEqual(result.pendingActions, [])
       }).pipe(Effect.provide(NodeServices.layer))
