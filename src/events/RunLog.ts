@@ -26,7 +26,7 @@ import * as BatchSchedule from "./internal/BatchSchedule.ts"
  * @since 0.3.0
  */
 export interface Batch {
-  /** The calls as the model sent them (its `model.responded`'s `toolCalls`): their names and the model's own ids. */
+  /** The calls as the conversation sends them back (see `sentBack`): their names and the ids their results answer. */
   readonly calls: ReadonlyArray<Model.ToolCall>
   /** The run's identity of each call (`callId`), by the call's position. */
   readonly callIds: ReadonlyArray<string>
@@ -146,15 +146,24 @@ const nameOf = (batch: Batch | undefined, callId: string | undefined): string | 
 }
 
 /**
- * A response's calls as the conversation sends them back to the model, each under its run
- * identity (R3.8, R11): the model's own id when it was free, so ids an API takes once per
- * request (a model that repeats one, or a made-up id that meets a real one) are never sent
- * twice, and each result is paired with its own call.
+ * A response's calls as the conversation sends them back to the model (R3.8, R11): each
+ * under the id the model gave it (some models need theirs back as they wrote them), but a
+ * repeat of an id in one answer, or an empty one, under the call's run identity instead: an
+ * API takes a `tool_call_id` once in a turn (a model that repeats one, or a made-up id that
+ * meets a real one), and each result must answer its own call.
  */
-const sentBack = (e: Event.Of<"model.responded">): ReadonlyArray<Model.ToolCall> =>
-  e.toolCalls.every((call, i) => call.id === e.callIds[i])
-    ? e.toolCalls
-    : e.toolCalls.map((call, i) => ({ ...call, id: e.callIds[i] ?? call.id }))
+const sentBack = (e: Event.Of<"model.responded">): ReadonlyArray<Model.ToolCall> => {
+  const ids = new Set(e.toolCalls.map((call) => call.id))
+  if (ids.size === e.toolCalls.length && !ids.has("")) return e.toolCalls
+  const sent = new Set<string>()
+  return e.toolCalls.map((call, i) => {
+    let id = call.id !== "" && !sent.has(call.id) ? call.id : (e.callIds[i] ?? "call")
+    // An identity is never an id the model may keep, unless the model sent an odd one (`a#2`).
+    while (sent.has(id) || (id !== call.id && ids.has(id))) id = `${id}#`
+    sent.add(id)
+    return id === call.id ? call : { ...call, id }
+  })
+}
 
 /** A call's result came: kept in its place, and the batch's messages sent once all are in. */
 const settle = (s: State, callId: string, content: string, failed: boolean): Partial<State> | undefined => {
@@ -167,7 +176,7 @@ const settle = (s: State, callId: string, content: string, failed: boolean): Par
   if (observations.some((o) => o === undefined)) return { batch: { ...batch, observations } }
   const results: Array<Model.Message> = batch.calls.map((call, j) => ({
     _tag: "tool",
-    toolCallId: batch.callIds[j] ?? call.id,
+    toolCallId: call.id,
     name: call.name,
     content: observations[j]?.content ?? "",
     ...(observations[j]?.failed === true ? { failed: true } : {})
@@ -193,10 +202,11 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
     case "model.requested":
       return s.retries.includes("") ? { retries: without(s.retries, "") } : undefined
     case "model.responded": {
+      const calls = sentBack(e)
       const assistant: Model.Message = {
         _tag: "assistant",
         content: e.text,
-        toolCalls: sentBack(e),
+        toolCalls: calls,
         ...(e.reasoning === undefined ? {} : { reasoning: e.reasoning })
       }
       const asked = e.toolCalls.length > 0
@@ -204,7 +214,7 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
         conversation: append(s.conversation, [assistant]),
         batch: asked
           ? {
-              calls: e.toolCalls,
+              calls,
               callIds: e.callIds,
               observations: e.toolCalls.map(() => undefined),
               reminders: [],

@@ -65,16 +65,49 @@ describe("RunLog.fold (unit)", () => {
       {
         _tag: "assistant",
         content: "",
-        // Sent back under the calls' run identities, unique in the run (review 126).
         toolCalls: [
-          { id: "c1", name: "a", arguments: "{}" },
-          { id: "c2", name: "b", arguments: "{}" }
+          { id: "model-c1", name: "a", arguments: "{}" },
+          { id: "model-c2", name: "b", arguments: "{}" }
         ]
       },
-      // The tool messages carry the same identities, right after the answer that asked for them.
-      { _tag: "tool", toolCallId: "c1", name: "a", content: "Error (invalid_arguments): bad", failed: true },
-      { _tag: "tool", toolCallId: "c2", name: "b", content: "two" },
+      // The tool messages carry the model's own ids, right after the answer that asked for them.
+      { _tag: "tool", toolCallId: "model-c1", name: "a", content: "Error (invalid_arguments): bad", failed: true },
+      { _tag: "tool", toolCallId: "model-c2", name: "b", content: "two" },
       { _tag: "user", content: "[runtime reminder: loop_detected] stop repeating" }
+    ])
+  })
+
+  it("R3.8 R11 ids go back as the model wrote them, but a repeat in one answer or an empty one (reviews 126, 127)", () => {
+    const answer = (ids: ReadonlyArray<string>, callIds: ReadonlyArray<string>) =>
+      RunLog.messages(
+        RunLog.fold([
+          started,
+          ev({
+            _tag: "model.responded",
+            iteration: 1,
+            text: "",
+            toolCalls: ids.map((id) => ({ id, name: "a", arguments: "{}" })),
+            callIds,
+            signatures: ids.map(() => "sig"),
+            usage: { inputTokens: 1, outputTokens: 1 }
+          }),
+          ...callIds.map((callId) => succeeded(callId, "a", callId))
+        ])
+      )
+    const sent = (messages: ReadonlyArray<Model.Message>) => [
+      messages.flatMap((m) => (m._tag === "assistant" ? (m.toolCalls ?? []).map((c) => c.id) : [])),
+      messages.flatMap((m) => (m._tag === "tool" ? [m.toolCallId] : []))
+    ]
+    // Kimi K2's ids (not ones the run keeps as identities) go back as they came: the model needs them so.
+    const kimi = ["functions.lookup:0", "functions.lookup:1"]
+    assert.deepStrictEqual(sent(answer(kimi, ["call#1", "call#2"])), [kimi, kimi])
+    // A repeat, and an empty id, go back under the call's identity, each result paired with its call.
+    const repeated = ["same", "same#2", "call#1"]
+    assert.deepStrictEqual(sent(answer(["same", "same", ""], repeated)), [repeated, repeated])
+    // An identity the model happened to send as an id of its own is not sent twice.
+    assert.deepStrictEqual(sent(answer(["a#2", "a", "a"], ["call#1", "a", "a#2"])), [
+      ["a#2", "a", "a#2#"],
+      ["a#2", "a", "a#2#"]
     ])
   })
 

@@ -616,7 +616,7 @@ describe("R3.8 one call id, one effect", () => {
   )
 
   it.effect(
-    "R3.8 R11 the conversation sends calls back under ids unique in the run, each with its result (review 126)",
+    "R3.8 R11 the conversation sends a repeated id back under the call's identity, each with its result (review 126)",
     () =>
       Effect.gen(function* () {
         const { pay } = makeBank()

@@ -3,8 +3,8 @@
  * key, its approval, its result and every event about it, whatever ids the model sends.
  * Models reuse ids (a scripted or local model numbering `call_0` afresh each turn), send
  * the same id twice in one batch, or send none. The model's own id is kept in its
- * `model.responded`; the conversation sends each call back under its identity (the model's
- * id when it was free). Private to the runtime.
+ * `model.responded`, and the conversation sends it back, but for a repeat in one answer
+ * (see `RunLog`). Private to the runtime.
  */
 
 /**
