@@ -638,6 +638,40 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     )
   )
 
+  it.live("R7 R9.3 a run whose other call is a read parks once the read is done (review 127)", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const read = Tool.make({
+        name: "read",
+        description: "Reads.",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "read",
+        handler: () => Effect.succeed("the balance")
+      })
+      // Before, the read's result was never committed while the payment waited, and the run never parked.
+      const parked = yield* RunHost.drive("r12", { goal: "read and pay", tools: [pay, read], concurrency: 2 }).pipe(
+        Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.succeed("still driving" as const) })
+      )
+      assert.deepStrictEqual(
+        parked !== "still driving" && parked._tag === "Parked" ? parked.approvals.map((a) => a.callId) : parked,
+        ["call_1"]
+      )
+      const log = yield* logOf("r12")
+      assert.isTrue(log.some((e) => e._tag === "tool.succeeded" && e.callId === "call_2"))
+      assert.deepStrictEqual(paid, [])
+    }).pipe(
+      Effect.provide([
+        Journal.layerMemory,
+        ScriptedModel.layerFunction((request) =>
+          request.iteration === 1
+            ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["read", {}, "call_2"])
+            : ScriptedModel.finalAnswer("done")
+        )
+      ])
+    )
+  )
+
   it.live("R7 on a store that answers later (PostgreSQL), the run parks only once its call is on the table", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()

@@ -93,8 +93,11 @@ const batch = <R>(
       const result = ToolExecutor.execute(ctx, config.registry, p, permission, standings?.[i])
       // The result of a call that may act twice is committed at once (R9): a resumed run never re-runs it.
       const tool = config.registry.tools.get(p.call.name)
-      const acts = tool !== undefined && ToolExecutor.mayActTwice(tool)
-      return acts ? Effect.tap(result, () => Commit.barrier(ctx)) : result
+      if (tool !== undefined && ToolExecutor.mayActTwice(tool)) return Effect.tap(result, () => Commit.barrier(ctx))
+      // So is every result while a call waits for a person: the run may park on that wait, and a
+      // park keeps what is committed (R9.3; a read's result held back kept the run from parking).
+      if (ctx.journal === undefined || !config.approvals) return result
+      return Effect.tap(result, () => (ctx.log.approvals.length > 0 ? Commit.barrier(ctx) : Effect.void))
     }
     // A result that stops the run stops the rest of the batch at once (R3.11), as a rejection does.
     const stopping = (p: ToolExecutor.Prepared, i: number) =>

@@ -104,7 +104,9 @@ describe("the calls a run leaves behind", () => {
       const options = { goal: "g", tools: [deploy.tool, put.tool], concurrency: 2, time: { run: 1000 } } as const
       return Effect.gen(function* () {
         const store = yield* Journal.Journal
-        const faulty = FaultyJournal.make(store, {})
+        // The store is out of reach from once put has run: its result, committed at once while
+        // deploy waits for a person (a park keeps what is committed), never gets through.
+        const faulty = FaultyJournal.make(store, { unavailableOn: () => put.ledger.entries.length > 0 })
         const fiber = yield* Run.run({ ...options, runId: "r1" }).pipe(
           Effect.provideService(Journal.Journal, faulty.journal),
           Effect.forkChild
