@@ -328,13 +328,24 @@ export const phaseOf = <P extends string>(
  * until the run is stopping.
  * A resumed run takes up again, in order, the calls its log left unfinished. A call with an
  * event of its own was taken up by then, whatever the count says. Read with the run's
- * `concurrency` ({@link concurrencyOf}).
+ * `concurrency` ({@link concurrencyOf}); a resume that lays another takes up calls by it.
  *
  * @category getters
  * @since 0.3.0
  */
 export const takenUp: (events: ReadonlyArray<Event.Event>, concurrency: number) => ReadonlyMap<string, number> =
   BatchSchedule.takenUp
+
+/**
+ * The calls of a batch that hold one of its places by the end of `events` (which begin with
+ * the batch's `model.responded`): taken up, by this process or since its resume, and not
+ * ended. Read as {@link takenUp} is.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const inPlace: (events: ReadonlyArray<Event.Event>, concurrency: number) => ReadonlySet<string> =
+  BatchSchedule.inPlace
 
 /**
  * The calls of a batch that the process which wrote `events` may have taken up before it

@@ -154,22 +154,21 @@ const unrecorded = (runId: string, stopReason: string, refused: string | undefin
       })
 
 /**
- * A call of the open batch that goes on without a person: taken up by the batch and not
- * waiting for a decision (its checks, an approved call about to run, a handler running, a
- * retry's wait). A call not taken up yet (the batch's places are held by calls waiting for
- * a person) waits with them (R7: an approved call is not held back by its siblings' waits).
+ * The calls of the open batch that wait for a person now, or `undefined` while the run goes
+ * on without one: a call taken up by the batch and not waiting for a decision (its checks, an
+ * approved call about to run, a handler running, a retry's wait). A call not taken up yet
+ * (the batch's places, the run's concurrency or its resume's, are held by calls waiting for
+ * a person) waits with them (R7: an approved call is not held back by its
+ * siblings' waits), its request left on the table as it was.
  */
-const busy = (ctx: RunContext.RunContext): boolean => {
+const waitingOnly = (ctx: RunContext.RunContext): ReadonlyArray<string> | undefined => {
   const batch = ctx.log.batch
-  if (batch === undefined || batch.closed) return true
+  if (batch === undefined || batch.closed) return undefined
   const events = ctx.events.slice(ctx.events.findLastIndex((e) => e._tag === "model.responded"))
-  const taken = RunLog.takenUp(events, RunLog.concurrencyOf(ctx.events))
-  return batch.callIds.some(
-    (callId, i) =>
-      batch.observations[i] === undefined &&
-      taken.has(callId) &&
-      ToolExecutor.standingOf(events, callId)._tag !== "Waiting"
-  )
+  const taken = RunLog.inPlace(events, RunLog.concurrencyOf(ctx.events))
+  const open = batch.callIds.filter((callId, i) => batch.observations[i] === undefined && taken.has(callId))
+  const waiting = open.filter((callId) => ToolExecutor.standingOf(events, callId)._tag === "Waiting")
+  return waiting.length === open.length ? waiting : undefined
 }
 
 /** Whether `stored` is a prefix of `timeline`: the same events, by `seq` and kind. */
@@ -237,11 +236,12 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
         // on and all it recorded is in the journal (what a park drops is what the last commit left out).
         const parkIfIdle = () => {
           if (run === undefined || waiting.size === 0) return
-          if (run.ctx.committed < run.ctx.events.length || busy(run.ctx)) return
+          if (run.ctx.committed < run.ctx.events.length) return
+          const asked = waitingOnly(run.ctx)
           // The gate holds a call just before the run records that it waits, and puts it on the table
           // after: park only when the log's waiting calls and the table's are the same.
-          const asked = run.ctx.log.approvals
-          if (asked.length !== waiting.size || !asked.every((callId) => waiting.has(callId))) return
+          if (asked === undefined || asked.length !== waiting.size || !asked.every((callId) => waiting.has(callId)))
+            return
           const pending = [...waiting.values()]
           if (RunContext.suspend(run.ctx, "parked")) {
             parkedOn = pending

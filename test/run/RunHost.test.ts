@@ -672,6 +672,64 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     )
   )
 
+  it.live("R7 R9.3 a resume under another concurrency takes up calls by it: lowered, it parks again (review 127)", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const first = yield* RunHost.drive("r13", { goal: "pay 1 and 2", tools: [pay], concurrency: 2 })
+      assert.strictEqual(first._tag, "Parked")
+      // Before, the log's two waits never matched the one put back on the table: it never parked again.
+      const second = yield* RunHost.drive("r13", { goal: "pay 1 and 2", tools: [pay], concurrency: 1 }).pipe(
+        Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.succeed("still driving" as const) })
+      )
+      assert.strictEqual(second === "still driving" ? second : second._tag, "Parked")
+      assert.deepStrictEqual(paid, [])
+    }).pipe(Effect.provide([Journal.layerMemory, twoPayments]))
+  )
+
+  it.live("R7 R9.3 a resume under a higher concurrency does not park while the call it took up is checked", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const written: Array<string> = []
+      const write = Tool.make({
+        name: "write",
+        description: "Writes.",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "write",
+        handler: (_, context) =>
+          Effect.sync(() => {
+            written.push(context.callId)
+            return "ok"
+          })
+      })
+      const slowCheck: Permission.PermissionService = {
+        check: (request) =>
+          request.tool.name === "write"
+            ? Effect.as(Effect.sleep("200 millis"), Permission.allow)
+            : Effect.succeed(Permission.allow)
+      }
+      const drive = (concurrency: number) =>
+        RunHost.drive("r14", { goal: "pay and write", tools: [pay, write], concurrency }).pipe(
+          Effect.provide(Layer.succeed(Permission.Permission, slowCheck))
+        )
+      assert.strictEqual((yield* drive(1))._tag, "Parked")
+      assert.deepStrictEqual(written, [])
+      // Raised to 2, the resumed batch takes up the write: before, the run parked in its check.
+      assert.strictEqual((yield* drive(2))._tag, "Parked")
+      assert.deepStrictEqual(written, ["call_2"])
+      assert.deepStrictEqual(paid, [])
+    }).pipe(
+      Effect.provide([
+        Journal.layerMemory,
+        ScriptedModel.layerFunction((request) =>
+          request.iteration === 1
+            ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["write", {}, "call_2"])
+            : ScriptedModel.finalAnswer("done")
+        )
+      ])
+    )
+  )
+
   it.live("R7 on a store that answers later (PostgreSQL), the run parks only once its call is on the table", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()

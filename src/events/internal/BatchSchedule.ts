@@ -22,7 +22,8 @@ class Schedule {
   stopping = false
 
   readonly order: ReadonlyArray<string>
-  readonly concurrency: number
+  /** The calls that run at once: the run's concurrency, or the one a resume laid. */
+  concurrency: number
 
   constructor(order: ReadonlyArray<string>, concurrency: number) {
     this.order = order
@@ -54,7 +55,10 @@ const schedule = (events: ReadonlyArray<Event.Event>, concurrency: number): Sche
   for (const e of events) {
     if (e._tag === "run.stopping") s.stopping = true
     if (e._tag === "run.resumed") {
-      // The resumed run goes on with the batch, if the process that stopped had begun it.
+      // The resumed run goes on with the batch, if the process that stopped had begun it, at
+      // the concurrency its resume says.
+      const resumedAt = e.limits?.concurrency
+      if (resumedAt !== undefined && resumedAt >= 1) s.concurrency = resumedAt
       s.stopping = false
       s.running = new Set()
       s.next = 0
@@ -80,6 +84,9 @@ const schedule = (events: ReadonlyArray<Event.Event>, concurrency: number): Sche
 
 export const takenUp = (events: ReadonlyArray<Event.Event>, concurrency: number): ReadonlyMap<string, number> =>
   schedule(events, concurrency)?.taken ?? new Map()
+
+export const inPlace = (events: ReadonlyArray<Event.Event>, concurrency: number): ReadonlySet<string> =>
+  schedule(events, concurrency)?.running ?? new Set()
 
 export const mayHaveTakenUp = (
   events: ReadonlyArray<Event.Event>,
