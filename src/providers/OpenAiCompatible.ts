@@ -31,7 +31,9 @@
  * each request's connection (`ConnectionProgress`), so the connect phase is told apart;
  * over a client that does not report (effect's `FetchHttpClient.layer`, which needs no
  * other package, or your own), connect and first byte are one wait, reported as
- * `first_byte`.
+ * `first_byte`. The HTTP client's own timeouts (fetch's undici dispatcher: 10 s to connect,
+ * 300 s for the headers and between body reads) can fire first: each is reported as the
+ * phase it cut, never as a connection error.
  *
  * @since 0.1.0
  */
@@ -166,7 +168,11 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       yield* Body.discard(response)
       return yield* tooLarge(`the declared body length (${Body.declaredLength(response)} bytes)`)
     }
-    const read = yield* Effect.mapError(Body.readUpTo(response, maxBytes, progress), ProviderFailure.fromHttpError)
+    const clock = yield* Effect.clockWith(Effect.succeed)
+    const began = clock.currentTimeMillisUnsafe()
+    const read = yield* Effect.mapError(Body.readUpTo(response, maxBytes, progress), (error) =>
+      ProviderFailure.fromHttpError(error, clock.currentTimeMillisUnsafe() - began)
+    )
     if (!read.complete) return yield* tooLarge("the response body")
     return read.text
   })
@@ -179,7 +185,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
    */
   const errorText = (response: HttpClientResponse.HttpClientResponse, at: number, deadline: Phases.Deadline) =>
     Phases.within(
-      Effect.mapError(Body.readUpTo(response, maxErrorBodyBytes), ProviderFailure.fromHttpError),
+      // Whatever fails here is not a failure of its own (see below): no elapsed time is told.
+      Effect.mapError(Body.readUpTo(response, maxErrorBodyBytes), (error) => ProviderFailure.fromHttpError(error, 0)),
       Phases.cap("idle_read", Math.min(resolved.idleMillis, errorBodyMillis), deadline, at)
     ).pipe(
       Effect.map((read) => {
@@ -265,14 +272,12 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         }
       }
       const response = yield* Effect.raceFirst(
-        client
-          .execute(httpRequest)
-          .pipe(
-            Effect.mapError(ProviderFailure.fromHttpError),
-            Effect.provideService(ConnectionProgress.CurrentProgress, progress),
-            noRedirects,
-            untracedSecrets
-          ),
+        client.execute(httpRequest).pipe(
+          Effect.mapError((error) => ProviderFailure.fromHttpError(error, clock.currentTimeMillisUnsafe() - start)),
+          Effect.provideService(ConnectionProgress.CurrentProgress, progress),
+          noRedirects,
+          untracedSecrets
+        ),
         Phases.headersTimer(resolved, deadline, connection)
       )
       const at = yield* now

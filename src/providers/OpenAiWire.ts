@@ -40,9 +40,11 @@ const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.Nul
 
 // Token counts feed the run's counters and budgets: a negative, fractional or huge count
 // would bend them, so a usage that is not whole, non-negative, safe integers does not decode.
+// A count left out (or null) is read as what the rest says (see `WireResponse`), never as a
+// broken answer: some servers report a usage in part.
 const WireUsage = Schema.Struct({
-  prompt_tokens: Schema.Natural,
-  completion_tokens: Schema.Natural,
+  prompt_tokens: Nullable(Schema.Natural),
+  completion_tokens: Nullable(Schema.Natural),
   prompt_tokens_details: Nullable(Schema.Struct({ cached_tokens: Nullable(Schema.Natural) })),
   completion_tokens_details: Nullable(Schema.Struct({ reasoning_tokens: Nullable(Schema.Natural) })),
   /** DeepSeek's count of prompt tokens read from its cache. */
@@ -111,25 +113,28 @@ const WireToolCallDelta = Schema.Struct({
 
 /**
  * One streamed chunk. The last chunk of a stream asked with `include_usage` has no
- * choices and carries the usage.
+ * choices and carries the usage: an empty list, or, from some servers, no `choices` key
+ * at all (or `null`), read the same way.
  *
  * @category schemas
  * @since 0.1.0
  */
 export const Chunk = Schema.Struct({
-  choices: Schema.Array(
-    Schema.Struct({
-      /** Which choice (a request asks for one: index 0); absent from some servers. */
-      index: Nullable(Schema.Int),
-      delta: Nullable(
-        Schema.Struct({
-          content: Nullable(ContentText),
-          reasoning_content: Nullable(Schema.String),
-          tool_calls: Nullable(Schema.Array(WireToolCallDelta))
-        })
-      ),
-      finish_reason: Nullable(Schema.String)
-    })
+  choices: Nullable(
+    Schema.Array(
+      Schema.Struct({
+        /** Which choice (a request asks for one: index 0); absent from some servers. */
+        index: Nullable(Schema.Int),
+        delta: Nullable(
+          Schema.Struct({
+            content: Nullable(ContentText),
+            reasoning_content: Nullable(Schema.String),
+            tool_calls: Nullable(Schema.Array(WireToolCallDelta))
+          })
+        ),
+        finish_reason: Nullable(Schema.String)
+      })
+    )
   ),
   usage: Nullable(WireUsage)
 })
@@ -278,7 +283,7 @@ export const accumulator = (): Accumulator => ({
  */
 export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
   if (chunk.usage !== undefined && chunk.usage !== null) acc.usage = chunk.usage
-  for (const choice of chunk.choices) {
+  for (const choice of chunk.choices ?? []) {
     if (typeof choice.index === "number" && choice.index !== 0) continue
     // A choice finishes once: a later finish reason (a `stop` after a `length`) changes nothing.
     if (typeof choice.finish_reason === "string" && choice.finish_reason !== "" && acc.finishReason === undefined) {

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { createServer as createTlsServer } from "node:tls"
 import { NodeServices } from "@effect/platform-node"
+import * as Undici from "@effect/platform-node/Undici"
 import { assert, describe, it } from "@effect/vitest"
 import {
   Cause,
@@ -281,6 +282,13 @@ describe("OpenAiCompatible", () => {
         { choices: [{ delta: { tool_calls: [call] }, finish_reason: "tool_calls" }] },
         { choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 1 } } },
         { choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, prompt_cache_hit_tokens: 2 } },
+        // A usage chunk without choices, and a usage in part (review 128).
+        { usage: { prompt_tokens: 3, completion_tokens: 2 } },
+        { choices: null, usage: { prompt_tokens: 3, completion_tokens: 2 } },
+        {},
+        { choices: [], usage: { prompt_tokens: 3 } },
+        { choices: [], usage: { prompt_tokens: 3, completion_tokens: null, total_tokens: 5 } },
+        { choices: [], usage: { total_tokens: 5 } },
         { choices: [{ delta: null }] },
         { choices: [], usage: { prompt_tokens: -1, completion_tokens: 2 } },
         { choices: [], usage: { prompt_tokens: 1.5, completion_tokens: 2 } },
@@ -778,6 +786,56 @@ describe("OpenAiCompatible", () => {
         assert.deepStrictEqual(failure.timeout, { layer: "first_byte", elapsedMillis: 100, mayHaveSideEffects: false })
         assert.isTrue((yield* server.whenClosed(1).pipe(Effect.timeout("3 seconds"))).closedEarly)
       }).pipe(Effect.provide(FetchHttpClient.layer))
+    )
+
+    it.live(
+      "R4.1 R4.3 over fetch, undici's own connect, headers and body timeouts are the phase they cut, never a connection error (review 128)",
+      () =>
+        Effect.gen(function* () {
+          // fetch's dispatcher as it is once undici is loaded (as `@effect/platform-node` loads
+          // it): an undici Agent, in the wrapper Node's fetch takes, here with timeouts short
+          // enough for a test (the global one's are 10 s, 300 s and 300 s).
+          const dispatcher = yield* Effect.acquireRelease(
+            Effect.sync(
+              () =>
+                new Undici.Dispatcher1Wrapper(
+                  new Undici.Agent({ connect: { timeout: 100 }, headersTimeout: 200, bodyTimeout: 200 })
+                )
+            ),
+            (agent) => Effect.promise(() => agent.destroy())
+          )
+          const { url: nowhere } = yield* FakeOpenAiServer.unreachable
+          const server = yield* FakeOpenAiServer.make([
+            FakeOpenAiServer.delay(10_000, FakeOpenAiServer.reply({ text: "late" })),
+            FakeOpenAiServer.stall({ millis: 10_000, next: FakeOpenAiServer.reply({ text: "slow body" }) }),
+            FakeOpenAiServer.stall({ afterChunks: 1, millis: 10_000, next: FakeOpenAiServer.reply({ text: "slow" }) })
+          ])
+          // Every phase of the client's own far longer: undici's fire first.
+          const timeouts = { connect: "30 seconds", firstByte: "30 seconds", idleRead: "30 seconds" } as const
+          const failed = (baseUrl: string, stream: boolean) =>
+            OpenAiCompatible.make({ baseUrl, model: "m", apiKey, stream, timeouts }).pipe(
+              Effect.flatMap((model) => Effect.flatMap(request({ deadlineIn: 20_000 }), model.generate)),
+              Effect.exit,
+              Effect.map(failureOf),
+              // Node's types know an earlier undici's dispatcher: the wrapper is what bridges them.
+              Effect.provideService(FetchHttpClient.RequestInit, { dispatcher } as unknown as RequestInit)
+            )
+          const cases = [
+            [nowhere, false, "connect"],
+            [server.url, false, "first_byte"],
+            [server.url, false, "idle_read"],
+            [server.url, true, "idle_read"]
+          ] as const
+          for (const [baseUrl, stream, layer] of cases) {
+            const failure = yield* failed(baseUrl, stream)
+            assert.deepStrictEqual(classOf(failure), ["Retryable", "timeout", `${layer}_timeout`], failure.diagnostic)
+            assert.strictEqual(failure.timeout?.layer, layer)
+            assert.isAbove(failure.timeout?.elapsedMillis ?? 0, 50)
+            assert.isBelow(failure.timeout?.elapsedMillis ?? 0, 5_000)
+            assert.include(failure.diagnostic, "the HTTP client's own")
+          }
+        }).pipe(Effect.provide(FetchHttpClient.layer)),
+      30_000
     )
   })
 })

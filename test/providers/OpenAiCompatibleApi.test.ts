@@ -345,7 +345,46 @@ describe("finish reasons over HTTP (R11)", () => {
           assert.closeTo(result.counters.costUsd, (610 + 45 * 2) / 1_000_000, 1e-12)
         })
     )
+
+    live(
+      `R11 finish_reason tool_calls with no tool call is an unfinished answer, asked again, never a final one (review 128, ${stream ? "streamed" : "plain"})`,
+      () =>
+        Effect.gen(function* () {
+          // vLLM with tool_choice "required": a turn that made no call still says tool_calls.
+          const { result, requests } = yield* runWith(
+            [
+              FakeOpenAiServer.reply({ text: "Hello! I'm fine.", finishReason: "tool_calls" }),
+              FakeOpenAiServer.reply({ toolCalls: [echoCall("a")] }),
+              FakeOpenAiServer.reply({ text: "done" })
+            ],
+            { stream }
+          )
+          assert.strictEqual(result.status, "completed", result.detail)
+          assert.strictEqual(result.finalAnswer, "done")
+          assert.strictEqual(requests.length, 3)
+          const failure = ofTag(result.timeline, "model.failed")[0]?.failure
+          assert.deepInclude(failure, { classification: "retryable", code: "answer_unfinished" })
+          assert.include(failure?.hint, "tool_calls")
+        })
+    )
   }
+
+  live(
+    "R11 Bedrock's malformed_model_output and malformed_tool_use, and Anthropic's pause_turn, are unfinished answers (review 128)",
+    () =>
+      Effect.gen(function* () {
+        for (const reason of ["malformed_model_output", "MALFORMED_TOOL_USE", "pause_turn"]) {
+          const { result, requests } = yield* runWith([
+            FakeOpenAiServer.reply({ text: "Let me look that up with the echo tool.", finishReason: reason }),
+            FakeOpenAiServer.reply({ text: "final: a" })
+          ])
+          assert.strictEqual(result.finalAnswer, "final: a", reason)
+          assert.strictEqual(requests.length, 2, reason)
+          const failure = ofTag(result.timeline, "model.failed")[0]?.failure
+          assert.deepInclude(failure, { classification: "retryable", code: "answer_unfinished" }, reason)
+        }
+      })
+  )
 })
 
 describe("tool-call ids over HTTP (R3.8, R11)", () => {
@@ -496,6 +535,92 @@ describe("usage and cost (R2.1)", () => {
             [20, 50, 40, undefined],
             [21, 1, undefined, 11],
             [Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]
+          ])
+        })
+    )
+  }
+
+  live(
+    "R2.1 R11 a streamed usage chunk with no choices key, or choices null, is usage only: the answer stands with the usage reported (review 128)",
+    () =>
+      Effect.gen(function* () {
+        const usage = { prompt_tokens: 1_200, completion_tokens: 7, total_tokens: 1_207 }
+        const answer = (last: object) =>
+          FakeOpenAiServer.raw({
+            headers: { "content-type": "text/event-stream" },
+            body: [
+              `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: "The answer is 42." }, finish_reason: null }] })}\n\n`,
+              `data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })}\n\n`,
+              // A keep-alive of an empty object, as some gateways send.
+              "data: {}\n\n",
+              `data: ${JSON.stringify(last)}\n\n`,
+              "data: [DONE]\n\n"
+            ].join("")
+          })
+        const lasts = [
+          { id: "x", object: "chat.completion.chunk", usage },
+          { choices: null, usage }
+        ]
+        const server = yield* FakeOpenAiServer.make(lasts.map(answer))
+        const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "m", apiKey, stream: true })
+        for (const last of lasts) {
+          const exit = yield* Effect.exit(model.generate(yield* request()))
+          assert.isTrue(Exit.isSuccess(exit), `${JSON.stringify(last)}: ${String(exit)}`)
+          if (Exit.isSuccess(exit)) {
+            assert.strictEqual(exit.value.text, "The answer is 42.")
+            assert.strictEqual(exit.value.finishReason, "stop")
+            assert.deepStrictEqual(exit.value.usage, { inputTokens: 1_200, outputTokens: 7 })
+          }
+        }
+      })
+  )
+
+  for (const stream of [false, true]) {
+    live(
+      `R2.1 R11 a usage missing a part counts what it has, and estimates only the side it says nothing of (review 128, ${stream ? "streamed" : "plain"})`,
+      () =>
+        Effect.gen(function* () {
+          const text = "The answer is 4."
+          const answer = (usage: object) =>
+            stream
+              ? FakeOpenAiServer.raw({
+                  headers: { "content-type": "text/event-stream" },
+                  body: [
+                    `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: text }, finish_reason: "stop" }] })}\n\n`,
+                    `data: ${JSON.stringify({ choices: [], usage })}\n\n`,
+                    "data: [DONE]\n\n"
+                  ].join("")
+                })
+              : FakeOpenAiServer.raw({
+                  body: JSON.stringify({ choices: [{ message: { content: text }, finish_reason: "stop" }], usage })
+                })
+          const usages = [
+            // No completion count, no total: the completion is estimated from the text (16 characters, 4 tokens).
+            { prompt_tokens: 40 },
+            { prompt_tokens: 40, completion_tokens: null },
+            // A total tells the side left out.
+            { prompt_tokens: 40, completion_tokens: null, total_tokens: 46 },
+            { completion_tokens: 6, total_tokens: 46 },
+            // Nothing but a total: both sides estimated (the request's "hi" is 1 token).
+            { total_tokens: 50 }
+          ]
+          const server = yield* FakeOpenAiServer.make(usages.map(answer))
+          const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "m", apiKey, stream })
+          const counted = []
+          for (const usage of usages) {
+            const exit = yield* Effect.exit(model.generate(yield* request()))
+            assert.isTrue(Exit.isSuccess(exit), `${JSON.stringify(usage)}: ${String(exit)}`)
+            if (Exit.isSuccess(exit)) {
+              const u = exit.value.usage
+              counted.push([u.inputTokens, u.outputTokens, u.estimated === true])
+            }
+          }
+          assert.deepStrictEqual(counted, [
+            [40, 4, true],
+            [40, 4, true],
+            [40, 6, false],
+            [40, 6, false],
+            [1, 4, true]
           ])
         })
     )
@@ -674,6 +799,59 @@ describe("DeepSeek's thinking mode with tools (R11)", () => {
         })
     )
   }
+
+  for (const stream of [false, true]) {
+    live(
+      `R11 DeepSeek thinking mode: a text-only turn after a tool call passes its reasoning back (review 128, ${stream ? "streamed" : "plain"})`,
+      () =>
+        Effect.gen(function* () {
+          // A tool call, then an answer the output cap cut off: the run's reminder is a user
+          // message, and the cut-off turn sits between two user messages where a tool was called.
+          const { result, requests } = yield* runWith(
+            [
+              FakeOpenAiServer.reply({ toolCalls: [echoCall("a", "d1")], reasoning: "R1: call echo" }),
+              FakeOpenAiServer.reply({ text: "The answer is", finishReason: "length", reasoning: "R2: answering" }),
+              FakeOpenAiServer.reply({ text: "The answer is a.", reasoning: "R3" })
+            ],
+            { dialect: "deepseek", stream },
+            { api: "deepseek" }
+          )
+          assert.strictEqual(result.status, "completed", result.detail)
+          assert.strictEqual(requests.length, 3)
+          const assistants = messagesOf(requests[2]).filter((m) => m.role === "assistant")
+          assert.deepStrictEqual(
+            assistants.map((m) => m.reasoning_content),
+            ["R1: call echo", "R2: answering"]
+          )
+        })
+    )
+  }
+
+  live(
+    "R11 DeepSeek thinking mode: a text-only turn whose reasoning is unknown goes with an empty one after a tool call, and none elsewhere (review 128)",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([FakeOpenAiServer.reply({ text: "ok" })], { api: "deepseek" })
+        const model = yield* OpenAiCompatible.make(OpenAiCompatible.deepseek({ apiKey, baseUrl: server.url }))
+        const messages: ReadonlyArray<Model.Message> = [
+          { _tag: "user", content: "hello" },
+          { _tag: "assistant", content: "hi", toolCalls: [] },
+          { _tag: "user", content: "echo hi" },
+          { _tag: "assistant", content: "", toolCalls: [{ id: "c1", name: "echo", arguments: '{"text":"hi"}' }] },
+          { _tag: "tool", toolCallId: "c1", name: "echo", content: "hi" },
+          { _tag: "assistant", content: "not json", toolCalls: [] },
+          { _tag: "user", content: "answer as JSON" }
+        ]
+        const exit = yield* Effect.exit(
+          model.generate({ ...(yield* request({ messages })), tools: [echoDefinition()] })
+        )
+        assert.isTrue(Exit.isSuccess(exit), String(exit))
+        const sent = messagesOf((yield* server.requests)[0])
+        assert.notProperty(sent[1], "reasoning_content")
+        assert.strictEqual(sent[3]?.reasoning_content, "")
+        assert.strictEqual(sent[5]?.reasoning_content, "")
+      })
+  )
 
   live("R11 a client that drops reasoning_content gets DeepSeek's 400, and the run ends model_error saying why", () =>
     Effect.gen(function* () {

@@ -520,6 +520,44 @@ describe("FakeOpenAiServer", () => {
         assert.strictEqual(developer.status, 400)
       })
     )
+
+    it.live(
+      "R11 DeepSeek mode: a text-only turn between two user messages where a tool was called must carry reasoning_content back too (review 128)",
+      () =>
+        Effect.gen(function* () {
+          const server = yield* FakeOpenAiServer.make(() => FakeOpenAiServer.reply({ text: "ok" }), { api: "deepseek" })
+          const conversation = (textTurn: object, before: ReadonlyArray<object>) => ({
+            model: "deepseek-v4-flash",
+            messages: [...before, { role: "assistant", content: "The answer is", ...textTurn }, user]
+          })
+          const toolSpan = [
+            user,
+            { role: "assistant", content: null, reasoning_content: "I call echo", tool_calls: [call] },
+            { role: "tool", tool_call_id: "c1", content: "{}" }
+          ]
+          // After a tool call, before the next user message: refused without its reasoning.
+          const dropped = yield* post(`${server.url}/chat/completions`, conversation({}, toolSpan))
+          assert.strictEqual(dropped.status, 400)
+          assert.include(JSON.parse(dropped.text).error.message, "reasoning_content")
+          // With its reasoning, or an empty one, accepted.
+          for (const reasoning of ["I answer", ""]) {
+            const kept = yield* post(
+              `${server.url}/chat/completions`,
+              conversation({ reasoning_content: reasoning }, toolSpan)
+            )
+            assert.strictEqual(kept.status, 200, kept.text)
+          }
+          // A text-only turn in a span with no tool call needs none.
+          const plain = yield* post(`${server.url}/chat/completions`, conversation({}, [user]))
+          assert.strictEqual(plain.status, 200, plain.text)
+          // Nor does one after the next user message, once the tool span is closed.
+          const later = yield* post(
+            `${server.url}/chat/completions`,
+            conversation({}, [...toolSpan, { role: "assistant", content: "done", reasoning_content: "" }, user])
+          )
+          assert.strictEqual(later.status, 200, later.text)
+        })
+    )
   })
 
   describe("faults", () => {

@@ -93,7 +93,9 @@ export const read = Effect.fnUntraced(function* (
   const pull = yield* Stream.toPull(response.stream)
   const next = pull.pipe(
     Pull.catchDone(() => Effect.succeed(undefined)),
-    Effect.mapError(ProviderFailure.fromHttpError)
+    Effect.mapError((error) =>
+      ProviderFailure.fromHttpError(error, clock.currentTimeMillisUnsafe() - progress.lastBytesAt)
+    )
   )
   const decoder = new TextDecoder()
   const parser = Sse.parser({ maxEventLength: maxBytes })

@@ -84,15 +84,51 @@ const refusedToSend = (code: string | undefined, cause: unknown): boolean =>
 const codeOf = (cause: unknown): string | undefined =>
   Predicate.hasProperty(cause, "code") && Predicate.isString(cause.code) ? cause.code : undefined
 
-/** Transport failures; the diagnostic names the cause, never the request (it has the headers). */
-export const fromHttpError = (error: HttpClientError.HttpClientError): Failure.Failure => {
+/** The first code in a cause and the causes it wraps (fetch's `fetch failed` or `terminated` wraps undici's), a few deep. */
+const codeIn = (cause: unknown): string | undefined => {
+  let at = cause
+  for (let depth = 0; depth < 4 && at !== undefined && at !== null; depth++) {
+    const code = codeOf(at)
+    if (code !== undefined) return code
+    at = Predicate.hasProperty(at, "cause") ? at.cause : undefined
+  }
+  return undefined
+}
+
+/**
+ * undici's own timeouts, by the phase they cut: its connect timeout, its wait for the
+ * headers, its wait between body reads. Over fetch the global dispatcher's (10 s, 300 s,
+ * 300 s) can fire before the client's own phases do; each is that phase's timeout all the
+ * same, never a connection error (R4.1, R4.3).
+ */
+const transportTimeouts: Readonly<Record<string, FailureBoundary.TimeoutLayer>> = {
+  UND_ERR_CONNECT_TIMEOUT: "connect",
+  UND_ERR_HEADERS_TIMEOUT: "first_byte",
+  UND_ERR_BODY_TIMEOUT: "idle_read"
+}
+
+/**
+ * Transport failures; the diagnostic names the cause, never the request (it has the
+ * headers). `elapsedMillis` is how long the wait that failed had lasted, for the timeout of
+ * one the HTTP client cut off itself.
+ */
+export const fromHttpError = (error: HttpClientError.HttpClientError, elapsedMillis: number): Failure.Failure => {
   const reason = error.reason
   const cause = "cause" in reason ? reason.cause : undefined
-  const code = codeOf(cause) ?? codeOf(Predicate.hasProperty(cause, "cause") ? cause.cause : undefined)
+  const code = codeIn(cause)
   if (code !== undefined && headersOverflow.has(code)) {
     return responseTooLarge("the response headers", "the HTTP client's header size limit")
   }
   const detail = `${reason._tag}: ${cause === undefined ? (reason.description ?? "") : describe(cause)}`
+  const layer = code !== undefined && Object.hasOwn(transportTimeouts, code) ? transportTimeouts[code] : undefined
+  if (layer !== undefined) {
+    // A wait that was cut off took some time: never reported as one not begun.
+    const timedOut = FailureBoundary.timeout({ source, layer, afterMillis: Math.max(1, elapsedMillis) })
+    return new Failure.Retryable({
+      ...timedOut,
+      diagnostic: `the HTTP client's own ${layer.replace("_", "-")} timeout fired (${code}), before the client's: ${detail}`
+    })
+  }
   if (code !== undefined && certificateRefused.has(code)) {
     return new Failure.Permanent({
       source,

@@ -25,8 +25,8 @@ const optionalDetails = (value: unknown, key: string): boolean =>
 const plainUsage = (usage: unknown): boolean =>
   absent(usage) ||
   (isObject(usage) &&
-    count(usage.prompt_tokens) &&
-    count(usage.completion_tokens) &&
+    optionalCount(usage.prompt_tokens) &&
+    optionalCount(usage.completion_tokens) &&
     optionalDetails(usage.prompt_tokens_details, "cached_tokens") &&
     optionalDetails(usage.completion_tokens_details, "reasoning_tokens") &&
     optionalCount(usage.prompt_cache_hit_tokens))
@@ -50,4 +50,6 @@ const plainChoice = (choice: unknown): boolean =>
 
 /** Whether the chunk is of the common shape (and so one the schema accepts as it is). */
 export const isPlain = (value: unknown): boolean =>
-  isObject(value) && Array.isArray(value.choices) && value.choices.every(plainChoice) && plainUsage(value.usage)
+  isObject(value) &&
+  (absent(value.choices) || (Array.isArray(value.choices) && value.choices.every(plainChoice))) &&
+  plainUsage(value.usage)

@@ -5,9 +5,9 @@
  *
  * Where OpenAI and DeepSeek differ: the output cap is `max_completion_tokens` for OpenAI
  * and `max_tokens` for DeepSeek; `thinking` goes to DeepSeek only (the options check
- * refuses it for OpenAI, and `parallelToolCalls` for DeepSeek); an assistant turn with
- * tool calls carries its `reasoning_content` to DeepSeek (`""` if it has none) unless
- * thinking is off. The README's table lists every option.
+ * refuses it for OpenAI, and `parallelToolCalls` for DeepSeek); every assistant turn
+ * between two user messages where the model called a tool carries its `reasoning_content`
+ * to DeepSeek (`""` if it has none) unless thinking is off. The README's table lists every option.
  */
 import type * as Model from "../../model/Model.ts"
 import type * as OpenAiOptions from "../OpenAiOptions.ts"
@@ -36,12 +36,31 @@ export const wireToolCall = (call: Model.ToolCall) => ({
 })
 
 /**
- * DeepSeek's thinking mode needs the `reasoning_content` of every assistant turn that
- * called tools sent back, in every later request (it answers 400 otherwise); a turn
- * whose reasoning is unknown (another model's, say) sends an empty one.
+ * DeepSeek's thinking mode needs the `reasoning_content` of every assistant turn between
+ * two user messages where the model called a tool sent back, in every later request: the
+ * turns that called, and the text-only ones among them too (an answer cut off after a
+ * tool's result, before the run's reminder); it answers 400 otherwise. A turn whose
+ * reasoning is unknown (another model's, say) sends an empty one. Elsewhere DeepSeek
+ * ignores it, so it is not sent.
  */
 const sendsReasoning = (options: RequestOptions): boolean =>
   options.dialect === "deepseek" && options.reasoning?.thinking !== false
+
+/** For each message, whether it is in a stretch between two user messages where the model called a tool. */
+const inToolStretch = (messages: ReadonlyArray<Model.Message>): ReadonlyArray<boolean> => {
+  const marks = new Array<boolean>(messages.length).fill(false)
+  let start = 0
+  const close = (end: number) => {
+    const called = messages.slice(start, end).some((m) => m._tag === "assistant" && m.toolCalls.length > 0)
+    if (called) marks.fill(true, start, end)
+    start = end + 1
+  }
+  messages.forEach((message, index) => {
+    if (message._tag === "user") close(index)
+  })
+  close(messages.length)
+  return marks
+}
 
 const wireMessage = (message: Model.Message, reasoning: boolean): object => {
   switch (message._tag) {
@@ -50,7 +69,11 @@ const wireMessage = (message: Model.Message, reasoning: boolean): object => {
       return { role: message._tag, content: message.content }
     case "assistant":
       return message.toolCalls.length === 0
-        ? { role: "assistant", content: message.content }
+        ? {
+            role: "assistant",
+            content: message.content,
+            ...(reasoning ? { reasoning_content: message.reasoning ?? "" } : {})
+          }
         : {
             role: "assistant",
             content: message.content === "" ? null : message.content,
@@ -96,11 +119,11 @@ const reasoningOptions = (options: RequestOptions): object => {
 
 /** The JSON body of a chat-completions request. */
 export const body = (options: RequestOptions, request: Model.Request): object => {
-  const reasoning = sendsReasoning(options)
+  const stretches = sendsReasoning(options) ? inToolStretch(request.messages) : undefined
   const maxTokensField = options.dialect === "deepseek" ? "max_tokens" : "max_completion_tokens"
   return {
     model: options.model,
-    messages: request.messages.map((message) => wireMessage(message, reasoning)),
+    messages: request.messages.map((message, index) => wireMessage(message, stretches?.[index] === true)),
     ...toolOptions(options, request),
     ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
     ...(options.maxOutputTokens === undefined ? {} : { [maxTokensField]: options.maxOutputTokens }),

@@ -26,8 +26,9 @@ export interface Decoding {
 /**
  * Why a body does not make a response: it is corrupt (`corrupt`), or the provider
  * stopped the answer itself unfinished (`interrupted`: DeepSeek's
- * `insufficient_system_resource`, or an `error` or `abort` finish reason, with
- * `finishReason` saying which), which is worth asking again. Re-exported by `OpenAiWire`.
+ * `insufficient_system_resource`, a finish reason such as `error` or `abort`, or a
+ * `tool_calls` one with no tool call, with `finishReason` saying which), which is worth
+ * asking again. Re-exported by `OpenAiWire`.
  */
 export interface Problem {
   readonly kind: "corrupt" | "interrupted"
@@ -39,8 +40,8 @@ export interface Problem {
 
 /** The usage as the wire carries it (what `OpenAiWire`'s schema decodes). */
 export interface WireUsage {
-  readonly prompt_tokens: number
-  readonly completion_tokens: number
+  readonly prompt_tokens?: number | null | undefined
+  readonly completion_tokens?: number | null | undefined
   readonly prompt_tokens_details?: { readonly cached_tokens?: number | null | undefined } | null | undefined
   readonly completion_tokens_details?: { readonly reasoning_tokens?: number | null | undefined } | null | undefined
   readonly prompt_cache_hit_tokens?: number | null | undefined
@@ -53,13 +54,36 @@ type WireUsageType = WireUsage
 export const priced = (usage: Model.Usage, prices: OpenAiOptions.Prices | undefined): Model.Usage =>
   prices === undefined ? usage : { ...usage, costUsd: Cost.costUsd(prices, usage) }
 
-const usageOf = (wire: WireUsageType | null | undefined, prices: OpenAiOptions.Prices | undefined): Model.Usage => {
-  const cached = wire?.prompt_tokens_details?.cached_tokens ?? wire?.prompt_cache_hit_tokens ?? undefined
-  const reasoning = wire?.completion_tokens_details?.reasoning_tokens ?? undefined
-  const inputTokens = UsageParts.wholeWith(wire?.prompt_tokens ?? 0, cached)
-  const completion = wire?.completion_tokens ?? 0
+/** A count as the usage's schema reads one: a safe integer, not negative. */
+const countOf = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : undefined
+
+/** What a total leaves of one side once the other is taken out, when it tells. */
+const restOf = (total: number | undefined, other: number | undefined): number | undefined =>
+  total !== undefined && other !== undefined && total >= other ? total - other : undefined
+
+/**
+ * The usage the server reported, counted as it says. A side it left out (no
+ * `prompt_tokens` or `completion_tokens`, or `null`) is what its `total_tokens` leaves of
+ * the other, else estimated from the text (`estimate`), and the usage is then marked
+ * `estimated` (0, unmarked, when there is nothing to estimate from): a usage reported in
+ * part counts what it has (R2.1).
+ */
+const usageOf = (
+  wire: WireUsageType,
+  prices: OpenAiOptions.Prices | undefined,
+  estimate: () => Model.Usage | undefined
+): Model.Usage => {
+  const cached = wire.prompt_tokens_details?.cached_tokens ?? wire.prompt_cache_hit_tokens ?? undefined
+  const total = countOf(wire.total_tokens)
+  const prompt = wire.prompt_tokens ?? restOf(total, wire.completion_tokens ?? undefined)
+  const said = wire.completion_tokens ?? restOf(total, wire.prompt_tokens ?? undefined)
+  const estimated = prompt === undefined || said === undefined ? estimate() : undefined
+  const reasoning =
+    wire.completion_tokens_details?.reasoning_tokens ?? (said === undefined ? estimated?.reasoningTokens : undefined)
+  const inputTokens = UsageParts.wholeWith(prompt ?? estimated?.inputTokens ?? 0, cached)
+  const completion = said ?? estimated?.outputTokens ?? 0
   // Reasoning beside the completion: larger than it, or a total that adds it (Gemini's gateways).
-  const total = wire?.total_tokens
   const besideTotal = reasoning !== undefined && reasoning > 0 && total === inputTokens + completion + reasoning
   const outputTokens = besideTotal
     ? UsageParts.beside(completion, reasoning)
@@ -67,6 +91,7 @@ const usageOf = (wire: WireUsageType | null | undefined, prices: OpenAiOptions.P
   const usage: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = { inputTokens, outputTokens }
   if (cached !== undefined) usage.cachedInputTokens = cached
   if (reasoning !== undefined) usage.reasoningTokens = reasoning
+  if (estimated !== undefined) usage.estimated = true
   return priced(usage, prices)
 }
 
@@ -105,7 +130,9 @@ const finishReasons: Readonly<Record<string, Model.FinishReason>> = {
 
 /**
  * Finish reasons that say the answer was not finished at all: the call failed (Gemini's
- * `malformed_function_call` and `other` among them, review 87).
+ * `malformed_function_call` and `other` among them, review 87; Bedrock's
+ * `malformed_model_output` and `malformed_tool_use`, and Anthropic's `pause_turn`, a turn
+ * paused part way, review 128).
  */
 const broken: ReadonlySet<string> = new Set([
   "error",
@@ -113,6 +140,9 @@ const broken: ReadonlySet<string> = new Set([
   "aborted",
   "insufficient_system_resource",
   "malformed_function_call",
+  "malformed_model_output",
+  "malformed_tool_use",
+  "pause_turn",
   "unexpected_tool_call",
   "too_many_tool_calls",
   "other",
@@ -139,19 +169,24 @@ export interface Parts {
  * answer came, an estimate from the text sent and received; else nothing (no answer began).
  */
 export const partialUsage = (parts: Parts, decoding: Decoding): Model.Usage | undefined => {
-  if (parts.usage != null) return usageOf(parts.usage, decoding.prices)
-  const began = parts.text !== "" || (parts.reasoning ?? "") !== "" || parts.calls.length > 0
-  if (!began || decoding.request === undefined) return undefined
   const toolCalls = parts.calls.map((call, index) => ({
     id: callId(call.id, decoding.iteration, index),
     name: call.name,
     arguments: call.arguments
   }))
-  return priced(
-    Model.estimatedUsage(decoding.request, { text: parts.text, reasoning: parts.reasoning, toolCalls }),
-    decoding.prices
-  )
+  const estimate = estimateOf(parts, decoding, toolCalls)
+  if (parts.usage != null) return usageOf(parts.usage, decoding.prices, estimate)
+  const began = parts.text !== "" || (parts.reasoning ?? "") !== "" || parts.calls.length > 0
+  const estimated = began ? estimate() : undefined
+  return estimated === undefined ? undefined : priced(estimated, decoding.prices)
 }
+
+/** The estimate of what the parts cost, from the text sent and received, when the request is known. */
+const estimateOf =
+  (parts: Parts, decoding: Decoding, toolCalls: ReadonlyArray<Model.ToolCall>) => (): Model.Usage | undefined =>
+    decoding.request === undefined
+      ? undefined
+      : Model.estimatedUsage(decoding.request, { text: parts.text, reasoning: parts.reasoning, toolCalls })
 
 /** The response the parts of an answer make, plain or streamed. */
 export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Response, Problem> => {
@@ -166,21 +201,25 @@ export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Resp
       arguments: strict === undefined ? call.arguments : strict.restore(call.arguments)
     }
   })
+  const estimate = estimateOf(parts, decoding, toolCalls)
+  // No usage reported: an estimate, or 0 without the request to make one from.
   const usage =
-    parts.usage == null && decoding.request !== undefined
-      ? priced(
-          Model.estimatedUsage(decoding.request, { text: parts.text, reasoning: parts.reasoning, toolCalls }),
-          decoding.prices
-        )
-      : usageOf(parts.usage, decoding.prices)
-  if (said !== undefined && broken.has(said)) {
+    parts.usage == null
+      ? priced(estimate() ?? { inputTokens: 0, outputTokens: 0 }, decoding.prices)
+      : usageOf(parts.usage, decoding.prices, estimate)
+  // An answer that says it calls tools and carries none (vLLM's with `tool_choice: "required"`)
+  // made no call it promised: unfinished, never a final answer.
+  const noCall = finishReason === "tool_calls" && toolCalls.length === 0
+  if (said !== undefined && (broken.has(said) || noCall)) {
     return Result.fail({
       kind: "interrupted",
       finishReason: said,
       detail:
         said === "insufficient_system_resource"
           ? "the provider stopped the answer for lack of resources (finish_reason: insufficient_system_resource)"
-          : `the provider stopped the answer unfinished (finish_reason: ${said})`,
+          : noCall
+            ? `the answer says it calls tools (finish_reason: ${said}) and carries no tool call`
+            : `the provider stopped the answer unfinished (finish_reason: ${said})`,
       // What it cost counts toward the run's budgets all the same (R2.1).
       usage
     })

@@ -8,8 +8,8 @@
  * valid name and object parameters (in strict form when `strict: true`); the options that
  * need tools, or a stream, come with them; the temperature is a number within 0 to 2; at
  * OpenAI, every parameter is one the API has, and a list of tools is not empty. In DeepSeek's
- * thinking mode (its default), every assistant turn with tool calls must carry its
- * `reasoning_content` back.
+ * thinking mode (its default), every assistant turn between two user messages where the
+ * model called a tool must carry its `reasoning_content` back.
  */
 import * as ToolJsonSchema from "../../tools/ToolJsonSchema.ts"
 
@@ -95,6 +95,28 @@ const toolCallIds = (message: Json): Array<string> =>
   Array.isArray(message.tool_calls)
     ? message.tool_calls.flatMap((call) => (isObject(call) && typeof call.id === "string" ? [call.id] : []))
     : []
+
+/**
+ * Whether an assistant turn that DeepSeek's thinking mode needs the reasoning of goes without
+ * its `reasoning_content`: every assistant turn between two user messages where the model
+ * called a tool (the text-only ones too, such as an answer cut off after a tool's result).
+ */
+const reasoningMissing = (messages: ReadonlyArray<unknown>): boolean => {
+  let called = false
+  let missing = false
+  for (const message of messages) {
+    if (!isObject(message)) continue
+    if (message.role === "user") {
+      if (called && missing) return true
+      called = false
+      missing = false
+    } else if (message.role === "assistant") {
+      if (toolCallIds(message).length > 0) called = true
+      if (typeof message.reasoning_content !== "string") missing = true
+    }
+  }
+  return called && missing
+}
 
 /** What the API says of the first tool call of an assistant turn it would refuse (no id, no `type: "function"`, arguments that are not text). */
 const toolCallIssue = (message: Json, at: string): Invalid | undefined => {
@@ -299,11 +321,7 @@ export const check = (body: unknown, api: Api): Invalid | undefined => {
     )
   }
   if (api === "deepseek" && thinkingMode(body)) {
-    const missing = body.messages.some(
-      (m) =>
-        isObject(m) && m.role === "assistant" && toolCallIds(m).length > 0 && typeof m.reasoning_content !== "string"
-    )
-    if (missing) {
+    if (reasoningMissing(body.messages)) {
       return invalid(
         "The `reasoning_content` in the thinking mode must be passed back to the API.",
         null,
