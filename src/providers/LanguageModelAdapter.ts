@@ -323,15 +323,19 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     )
     // An answer the provider says ended in an error, or paused (a long turn it stopped part way,
     // as Anthropic's `pause_turn`), is unfinished: never a final answer, worth asking again (R11).
+    // So is one that says it calls tools and carries none (review 128, as the OpenAI wire reads it).
     // What it cost counts toward the run's budgets all the same (R2.1).
-    if (response.finishReason === "error" || response.finishReason === "pause") {
+    const noCall = response.finishReason === "tool-calls" && response.toolCalls.length === 0
+    if (response.finishReason === "error" || response.finishReason === "pause" || noCall) {
       return Effect.fail(
         new Failure.Retryable({
           source,
           category: "provider_interrupted",
           code: "answer_unfinished",
           attempts: 1,
-          hint: `the provider stopped the answer unfinished (finish reason: ${response.finishReason})`,
+          hint: noCall
+            ? "the answer says it calls tools (finish reason: tool-calls) and carries no tool call"
+            : `the provider stopped the answer unfinished (finish reason: ${response.finishReason})`,
           ...(isUsage(usage) ? { usage } : {})
         })
       )

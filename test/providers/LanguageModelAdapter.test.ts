@@ -488,7 +488,7 @@ describe("LanguageModelAdapter", () => {
   )
 
   /** A first answer cut short with finish reason `reason`, then a whole one: what the run ends with. */
-  const unfinishedThenWhole = (reason: "error" | "pause", partial: string) => {
+  const unfinishedThenWhole = (reason: "error" | "pause" | "tool-calls", partial: string) => {
     const cut: Response.PartEncoded = { ...finish(1, 0), reason } as Response.PartEncoded
     const { calls, layer } = scripted([
       Effect.succeed([{ type: "text", text: partial }, cut]),
@@ -518,6 +518,18 @@ describe("LanguageModelAdapter", () => {
         hint: "the provider stopped the answer unfinished (finish reason: pause)"
       })
     })
+  )
+
+  it.effect(
+    "R11 an answer that says it calls tools and carries none is never final: it is asked again (review 128)",
+    () =>
+      Effect.gen(function* () {
+        const failure = yield* unfinishedThenWhole("tool-calls", "I will call the tool now.")
+        assert.deepInclude(failure, {
+          code: "answer_unfinished",
+          hint: "the answer says it calls tools (finish reason: tool-calls) and carries no tool call"
+        })
+      })
   )
 
   it.effect("R2.1 what an unfinished answer cost counts toward the run's tokens, cost and budget", () => {
