@@ -328,7 +328,8 @@ export const phaseOf = <P extends string>(
  * until the run is stopping.
  * A resumed run takes up again, in order, the calls its log left unfinished. A call with an
  * event of its own was taken up by then, whatever the count says. Read with the run's
- * `concurrency` ({@link concurrencyOf}); a resume that lays another takes up calls by it.
+ * `concurrency` (the one in force before the batch, {@link concurrencyOf}); a resume inside
+ * the batch that lays another takes up calls by it.
  *
  * @category getters
  * @since 0.3.0
@@ -369,7 +370,9 @@ export const mayHaveTakenUp: (
 ) => ReadonlySet<string> = BatchSchedule.mayHaveTakenUp
 
 /**
- * The batch concurrency a run's log records (`run.started`'s `limits`), 1 when it says none.
+ * The batch concurrency in force at the end of `events`: `run.started`'s `limits`, or the
+ * last resume's that laid one (`run.resumed`'s), 1 when none says. A batch starts with the
+ * one in force before its `model.responded`, and {@link takenUp} follows a resume inside it.
  *
  * @category getters
  * @since 0.3.0

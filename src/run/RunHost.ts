@@ -164,8 +164,9 @@ const unrecorded = (runId: string, stopReason: string, refused: string | undefin
 const waitingOnly = (ctx: RunContext.RunContext): ReadonlyArray<string> | undefined => {
   const batch = ctx.log.batch
   if (batch === undefined || batch.closed) return undefined
-  const events = ctx.events.slice(ctx.events.findLastIndex((e) => e._tag === "model.responded"))
-  const taken = RunLog.inPlace(events, RunLog.concurrencyOf(ctx.events))
+  const from = ctx.events.findLastIndex((e) => e._tag === "model.responded")
+  const events = ctx.events.slice(from)
+  const taken = RunLog.inPlace(events, RunLog.concurrencyOf(ctx.events.slice(0, from)))
   const open = batch.callIds.filter((callId, i) => batch.observations[i] === undefined && taken.has(callId))
   const waiting = open.filter((callId) => ToolExecutor.standingOf(events, callId)._tag === "Waiting")
   return waiting.length === open.length ? waiting : undefined

@@ -601,7 +601,8 @@ describe("usage and cost (R2.1)", () => {
             // A total tells the side left out.
             { prompt_tokens: 40, completion_tokens: null, total_tokens: 46 },
             { completion_tokens: 6, total_tokens: 46 },
-            // Nothing but a total: both sides estimated (the request's "hi" is 1 token).
+            // Nothing but a total: split by the estimate (the request's "hi" is 1 token), summing to it
+            // (review 129: it counted 5 of the 50 reported).
             { total_tokens: 50 }
           ]
           const server = yield* FakeOpenAiServer.make(usages.map(answer))
@@ -620,7 +621,7 @@ describe("usage and cost (R2.1)", () => {
             [40, 4, true],
             [40, 6, false],
             [40, 6, false],
-            [1, 4, true]
+            [1, 49, true]
           ])
         })
     )

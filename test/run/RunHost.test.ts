@@ -730,6 +730,54 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     )
   )
 
+  it.live("R7 R9.3 a concurrency a resume laid holds in the batches after it (review 129)", () =>
+    Effect.gen(function* () {
+      const { paid, pay } = ledger()
+      const written: Array<string> = []
+      const write = Tool.make({
+        name: "write",
+        description: "Writes.",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "write",
+        handler: (_, context) =>
+          Effect.sync(() => {
+            written.push(context.callId)
+            return "ok"
+          })
+      })
+      const slowCheck: Permission.PermissionService = {
+        check: (request) =>
+          request.tool.name === "write"
+            ? Effect.as(Effect.sleep("200 millis"), Permission.allow)
+            : Effect.succeed(Permission.allow)
+      }
+      const drive = (concurrency: number) =>
+        RunHost.drive("r15", { goal: "pay, then pay and write", tools: [pay, write], concurrency }).pipe(
+          Effect.provide(Layer.succeed(Permission.Permission, slowCheck))
+        )
+      assert.strictEqual((yield* drive(1))._tag, "Parked")
+      yield* decide("r15", "call_1", Approval.approved("ops"))
+      // Raised to 2 at this resume: the next batch takes up the write beside the payment. Before,
+      // the batch was read at the start's concurrency, and the run parked with the write in its check.
+      const second = yield* drive(2)
+      assert.deepStrictEqual(second._tag === "Parked" ? second.approvals.map((a) => a.callId) : second._tag, ["call_2"])
+      assert.deepStrictEqual(written, ["call_3"])
+      assert.deepStrictEqual(paid, [1])
+    }).pipe(
+      Effect.provide([
+        Journal.layerMemory,
+        ScriptedModel.layerFunction((request) =>
+          request.iteration === 1
+            ? ScriptedModel.toolCall("pay", { amount: 1 }, "call_1")
+            : request.iteration === 2
+              ? ScriptedModel.toolCalls(["pay", { amount: 2 }, "call_2"], ["write", {}, "call_3"])
+              : ScriptedModel.finalAnswer("done")
+        )
+      ])
+    )
+  )
+
   it.live("R7 on a store that answers later (PostgreSQL), the run parks only once its call is on the table", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()

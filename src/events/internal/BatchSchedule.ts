@@ -118,6 +118,8 @@ export const mayHaveTakenUp = (
 
 export const concurrencyOf = (events: ReadonlyArray<Event.Event>): number => {
   const first = events[0]
-  const n = first?._tag === "run.started" ? first.limits?.concurrency : undefined
+  let n = first?._tag === "run.started" ? first.limits?.concurrency : undefined
+  // A resume that laid another is in force from then on.
+  for (const e of events) if (e._tag === "run.resumed" && e.limits?.concurrency !== undefined) n = e.limits.concurrency
   return n !== undefined && n >= 1 ? n : 1
 }

@@ -156,7 +156,7 @@ export const inFlightAt = (timeline: Timeline, index: number): ReadonlyArray<InF
     const names = new Map(
       response?._tag === "model.responded" ? Event.callsOf(response).map((c) => [c.callId, c.name]) : []
     )
-    const taken = RunLog.takenUp(timeline.slice(batchFrom, index), RunLog.concurrencyOf(timeline))
+    const taken = RunLog.takenUp(timeline.slice(batchFrom, index), RunLog.concurrencyOf(timeline.slice(0, batchFrom)))
     for (const [callId, at] of taken) {
       // Begun: running (above), waiting for its retry, or cut off: not a call still in its checks.
       if (ended.has(callId) || firstStarted.has(callId)) continue

@@ -65,7 +65,8 @@ const restOf = (total: number | undefined, other: number | undefined): number | 
 /**
  * The usage the server reported, counted as it says. A side it left out (no
  * `prompt_tokens` or `completion_tokens`, or `null`) is what its `total_tokens` leaves of
- * the other, else estimated from the text (`estimate`), and the usage is then marked
+ * the other, else estimated from the text (`estimate`; with only the total, split by the
+ * estimate and summing to it), and the usage is then marked
  * `estimated` (0, unmarked, when there is nothing to estimate from): a usage reported in
  * part counts what it has (R2.1).
  */
@@ -81,8 +82,12 @@ const usageOf = (
   const estimated = prompt === undefined || said === undefined ? estimate() : undefined
   const reasoning =
     wire.completion_tokens_details?.reasoning_tokens ?? (said === undefined ? estimated?.reasoningTokens : undefined)
-  const inputTokens = UsageParts.wholeWith(prompt ?? estimated?.inputTokens ?? 0, cached)
-  const completion = said ?? estimated?.outputTokens ?? 0
+  // Neither side reported but the total: the estimate's input within it, the rest the output,
+  // so the count is never below what the server reported (review 129).
+  const onlyTotal = prompt === undefined && said === undefined ? total : undefined
+  const input = prompt ?? Math.min(estimated?.inputTokens ?? 0, onlyTotal ?? Number.POSITIVE_INFINITY)
+  const inputTokens = UsageParts.wholeWith(input, cached)
+  const completion = said ?? (onlyTotal === undefined ? (estimated?.outputTokens ?? 0) : onlyTotal - input)
   // Reasoning beside the completion: larger than it, or a total that adds it (Gemini's gateways).
   const besideTotal = reasoning !== undefined && reasoning > 0 && total === inputTokens + completion + reasoning
   const outputTokens = besideTotal

@@ -46,7 +46,8 @@ const callsOf = (
   const names = new Map(
     asked?._tag === "model.responded" ? Event.callsOf(asked).map(({ callId, name }) => [callId, name]) : []
   )
-  const concurrency = RunLog.concurrencyOf(ctx.events)
+  // The concurrency in force when the batch began (a resume inside it lays its own).
+  const concurrency = RunLog.concurrencyOf(ctx.events.slice(0, ctx.events.length - events.length))
   const resumedAt = events.findLastIndex((e) => e._tag === "run.resumed")
   const before =
     resumedAt < 0
