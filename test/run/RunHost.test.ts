@@ -549,6 +549,30 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       : ScriptedModel.finalAnswer("done")
   )
 
+  /** A write that records its calls, and a policy whose check of it takes 200 ms. */
+  const slowWriter = () => {
+    const written: Array<string> = []
+    const write = Tool.make({
+      name: "write",
+      description: "Writes.",
+      input: Schema.Struct({}),
+      output: Schema.String,
+      sideEffect: "write",
+      handler: (_, context) =>
+        Effect.sync(() => {
+          written.push(context.callId)
+          return "ok"
+        })
+    })
+    const slowCheck: Permission.PermissionService = {
+      check: (request) =>
+        request.tool.name === "write"
+          ? Effect.as(Effect.sleep("200 millis"), Permission.allow)
+          : Effect.succeed(Permission.allow)
+    }
+    return { written, write, slowCheck }
+  }
+
   it.live("R7 an approved call runs before its run parks again on a sibling still waiting (review 125)", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()
@@ -689,25 +713,7 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
   it.live("R7 R9.3 a resume under a higher concurrency does not park while the call it took up is checked", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()
-      const written: Array<string> = []
-      const write = Tool.make({
-        name: "write",
-        description: "Writes.",
-        input: Schema.Struct({}),
-        output: Schema.String,
-        sideEffect: "write",
-        handler: (_, context) =>
-          Effect.sync(() => {
-            written.push(context.callId)
-            return "ok"
-          })
-      })
-      const slowCheck: Permission.PermissionService = {
-        check: (request) =>
-          request.tool.name === "write"
-            ? Effect.as(Effect.sleep("200 millis"), Permission.allow)
-            : Effect.succeed(Permission.allow)
-      }
+      const { written, write, slowCheck } = slowWriter()
       const drive = (concurrency: number) =>
         RunHost.drive("r14", { goal: "pay and write", tools: [pay, write], concurrency }).pipe(
           Effect.provide(Layer.succeed(Permission.Permission, slowCheck))
@@ -733,25 +739,7 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
   it.live("R7 R9.3 a concurrency a resume laid holds in the batches after it (review 129)", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()
-      const written: Array<string> = []
-      const write = Tool.make({
-        name: "write",
-        description: "Writes.",
-        input: Schema.Struct({}),
-        output: Schema.String,
-        sideEffect: "write",
-        handler: (_, context) =>
-          Effect.sync(() => {
-            written.push(context.callId)
-            return "ok"
-          })
-      })
-      const slowCheck: Permission.PermissionService = {
-        check: (request) =>
-          request.tool.name === "write"
-            ? Effect.as(Effect.sleep("200 millis"), Permission.allow)
-            : Effect.succeed(Permission.allow)
-      }
+      const { written, write, slowCheck } = slowWriter()
       const drive = (concurrency: number) =>
         RunHost.drive("r15", { goal: "pay, then pay and write", tools: [pay, write], concurrency }).pipe(
           Effect.provide(Layer.succeed(Permission.Permission, slowCheck))
