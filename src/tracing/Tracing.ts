@@ -143,7 +143,10 @@ export const span = <A, E, R>(
     const body =
       end === undefined
         ? self
-        : Effect.onExit(self, (exit) => Effect.annotateCurrentSpan(attributesOf(() => end(exit, content))))
+        : // A tracer whose span throws as it is annotated changes nothing of the exit.
+          Effect.onExit(self, (exit) =>
+            Effect.asVoid(Effect.exit(Effect.annotateCurrentSpan(attributesOf(() => end(exit, content)))))
+          )
     // The span sees a failure by its type only; the caller gets the exit as it was.
     let exited: Exit.Exit<A, E> | undefined
     const seen = Effect.flatMap(Effect.exit(body), (exit) => {
@@ -173,7 +176,9 @@ export const span = <A, E, R>(
           ...(options?.kind === undefined ? {} : { kind: options.kind })
         })
       ),
-      (exit) => exited ?? exit
+      // A tracer that broke making the span (it threw) never started `self`: it runs bare, unwatched
+      // (R13: a span only watches; review 130: the run's own span left it waiting for good).
+      (exit) => exited ?? (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause) ? self : exit)
     )
   })
 
@@ -206,7 +211,18 @@ const OpenSpans = Context.Reference<Set<Tracer.Span> | undefined>("effect-agent-
  * @category combinators
  * @since 0.1.0
  */
-export const annotate = (attributes: Attributes): Effect.Effect<void> => Effect.annotateCurrentSpan(defined(attributes))
+export const annotate = (attributes: Attributes): Effect.Effect<void> =>
+  // A tracer whose span throws as it is annotated changes nothing of what runs (R13).
+  Effect.asVoid(Effect.exit(Effect.annotateCurrentSpan(defined(attributes))))
+
+/** Calls a tracer's own method, which may throw: a span only watches, and its throw changes nothing (R13). */
+const quietly = (f: () => void): void => {
+  try {
+    f()
+  } catch {
+    // The tracer broke; the run goes on as it would without it.
+  }
+}
 
 /**
  * Ends the current span now, when a tracer is installed and the span is the one
@@ -231,10 +247,10 @@ export const endCurrent = (name: string, failedAs?: string, openInside: "end" | 
     // running (a run left behind) keeps its spans open until it ends.
     for (const left of openInside === "end" ? (fiber.getRef(OpenSpans) ?? []) : []) {
       if (left.status._tag === "Ended") continue
-      left.attribute(errorType, failedAs ?? "interrupted")
-      left.end(at, Exit.die(new SpanFailure(failedAs ?? "interrupted")))
+      quietly(() => left.attribute(errorType, failedAs ?? "interrupted"))
+      quietly(() => left.end(at, Exit.die(new SpanFailure(failedAs ?? "interrupted"))))
     }
-    current.end(at, failedAs === undefined ? Exit.void : Exit.die(new SpanFailure(failedAs)))
+    quietly(() => current.end(at, failedAs === undefined ? Exit.void : Exit.die(new SpanFailure(failedAs))))
     return Effect.void
   })
 

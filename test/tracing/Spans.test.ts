@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Data, Effect, Exit, Layer, Redacted, Schedule, Schema, Stream, type Tracer } from "effect"
+import { Cause, Data, Effect, Exit, Layer, Redacted, Schedule, Schema, Stream, Tracer } from "effect"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Journal from "../../src/journal/Journal.ts"
@@ -667,5 +667,51 @@ describe("issue 15 spans of a resumed run", () => {
       const inResumed = named(spans, span.tool("pay")).filter((s) => parentOf(s) === steps[0])
       assert.isAbove(inResumed.length, 0)
     }).pipe(Effect.provide(layers))
+  )
+})
+
+describe("a tracer that breaks (R13, R12)", () => {
+  /** The native tracer, but the spans named `where` break as `how` says: made, annotated or ended. */
+  const breaking = (how: "span" | "attribute" | "end", where: string) =>
+    Tracer.make({
+      span(options) {
+        if (how === "span" && options.name.startsWith(where)) throw new Error("tracer span() broke")
+        const made = new Tracer.NativeSpan(options)
+        if (!options.name.startsWith(where)) return made
+        if (how === "attribute") {
+          made.attribute = () => {
+            throw new Error("tracer attribute() broke")
+          }
+        }
+        if (how === "end") {
+          made.end = () => {
+            throw new Error("tracer end() broke")
+          }
+        }
+        return made
+      }
+    })
+
+  it.live(
+    "R13 R12 a tracer that throws making, annotating or ending a span changes nothing of the run (review 130)",
+    () =>
+      Effect.gen(function* () {
+        for (const how of ["span", "attribute", "end"] as const) {
+          for (const where of [span.run, span.step, "chat", span.tool("echo"), span.validation]) {
+            // Before, a root span that could not be made held the run for good; the others failed it.
+            const result = yield* Run.run({ goal: "x", tools: [echo], time: { run: "5 seconds" } }).pipe(
+              Effect.provide(
+                ScriptedModel.layer([ScriptedModel.toolCall("echo", { text: "a" }), ScriptedModel.finalAnswer("done")])
+              ),
+              Effect.withTracer(breaking(how, where)),
+              Effect.timeoutOrElse({ duration: "8 seconds", orElse: () => Effect.die(`${how} at ${where}: no result`) })
+            )
+            assert.deepStrictEqual(
+              [how, where, result.status, result.stopReason],
+              [how, where, "completed", "goal_reached"]
+            )
+          }
+        }
+      })
   )
 })
