@@ -171,7 +171,7 @@ const screen = (options: Options, now: () => number) => {
         events.push(event)
         if (!tty) {
           write(`${line(event, events[0]?.at ?? event.at)}\n`)
-          if (event._tag === "run.finished") write(`${frame(events, now()).join("\n")}\n`)
+          if (event._tag === "run.finished" && leave()) write(`${frame(events, now()).join("\n")}\n`)
           return
         }
         if (event._tag === "run.finished") {
@@ -179,9 +179,13 @@ const screen = (options: Options, now: () => number) => {
         } else if (now() >= nextAt) draw()
         else heldBack = true
       },
-      // A run taken away (no `run.finished`) leaves its last frame too.
+      // A run taken away (no `run.finished`) leaves its last frame too (on a TTY). In every mode the
+      // view lets the run go: kept, its events would grow a long-lived view without bound (review 130).
       settled: () => {
-        if (!tty) return
+        if (!tty) {
+          leave()
+          return
+        }
         if (leave() && events.length > 0) draw(events)
         else if (heldBack && live.length > 0) draw()
       }

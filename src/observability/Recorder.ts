@@ -140,9 +140,9 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
       }
       const queue = yield* Queue.unbounded<Item>()
 
-      // A run's file this process has not written to yet may end in a line a crash tore (a
-      // run going on after a restart appends to it): cut it off, so that the file stays a
-      // recording, its torn line gone and every line after it whole.
+      // A run's file this process has not written to yet (or since the run last left it) may end
+      // in a line a crash tore (a run going on after a restart appends to it): cut it off, so
+      // that the file stays a recording, its torn line gone and every line after it whole.
       const opened = new Set<string>()
       const repaired = (file: string, runId: string) =>
         Effect.suspend(() => {
@@ -254,9 +254,12 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
           return Effect.andThen(
             Effect.forEach(batch, ([runId, run]) => append(runId, run.events, run.lines), { discard: true }),
             Effect.sync(() => {
+              // A run gone is let go (review 130: every id was kept); back, its file is read again,
+              // as another process may have written to it, and torn its last line, meanwhile.
               for (const runId of gones) {
                 gone(runId)
                 tools.delete(runId)
+                opened.delete(runId)
               }
             })
           )

@@ -153,8 +153,10 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
     }
     const { breakers, ...runOptions } = options
     const refusals: Array<Playback.Refusal> = []
-    const last = recorded[recorded.length - 1]
-    const span = (last?.at ?? started.at) - started.at
+    // The latest time the recording reached, not its last event's: a wall clock that stepped back
+    // (or a hand edit) may put that before run.started, and a span under 0 is no duration (review 130).
+    let span = 0
+    for (const e of recorded) span = Math.max(span, e.at - started.at)
     // One playback answers every model the run asks, its fallbacks too: none is ever called.
     const played = Playback.model(recorded, refusals)
     const fallbackModels = options.recovery?.fallbackModels?.map(({ name }) => ({ name, model: played }))

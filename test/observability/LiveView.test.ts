@@ -1,7 +1,11 @@
+import * as v8 from "node:v8"
+import * as vm from "node:vm"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
+import { TestClock } from "effect/testing"
 import * as LiveView from "../../src/observability/LiveView.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as RunObserver from "../../src/run/RunObserver.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -38,6 +42,19 @@ const viewed = (out: Array<string>, tty: boolean) =>
     Effect.provide(ScriptedModel.layer(script)),
     Effect.provide(LiveView.layer({ write: (text) => out.push(text), tty }))
   )
+
+/** The engine's collector, to tell whether what a view was given is still held (review 130). */
+const collect = (): (() => void) => {
+  v8.setFlagsFromString("--expose-gc")
+  return vm.runInNewContext("gc")
+}
+
+/** Lets the current job end (a `WeakRef` keeps its target through it), then collects. */
+const collected = async (gc: () => void) => {
+  await new Promise((resolve) => setTimeout(resolve, 0))
+  gc()
+  gc()
+}
 
 describe("LiveView", () => {
   it.effect("plain mode (not a TTY) prints one line per event, then the final frame", () =>
@@ -329,4 +346,35 @@ describe("LiveView", () => {
       assert.include(out[out.length - 1], "ended  completed")
     })
   )
+
+  it("R12 R13 a LiveView without a TTY lets each finished run go (review 130)", async () => {
+    const gc = collect()
+    const view = await Effect.runPromise(LiveView.observer({ write: () => {}, tty: false }))
+    // A run that ends under the view: `run.finished`, then settled.
+    const finished = await Effect.runPromise(
+      Run.run(options).pipe(
+        TestClockDriver.drive,
+        Effect.provide(ScriptedModel.layer(script)),
+        Effect.provide(RunObserver.layer(Effect.succeed(view))),
+        Effect.map((result) => new WeakRef(result.timeline[result.timeline.length - 1] ?? {})),
+        Effect.provide(TestClock.layer())
+      )
+    )
+    // A run taken away: some events, no `run.finished`, then settled.
+    const taken = await Effect.runPromise(
+      Effect.gen(function* () {
+        const result = yield* Run.run(options).pipe(TestClockDriver.drive, Effect.provide(ScriptedModel.layer(script)))
+        const one = view.attach(result.runId)
+        const events = result.timeline.slice(0, 3).map((event) => ({ ...event }))
+        for (const event of events) one.event(event)
+        yield* one.settled
+        return new WeakRef(events[events.length - 1] ?? {})
+      }).pipe(Effect.provide(TestClock.layer()))
+    )
+    await collected(gc)
+    assert.isUndefined(finished.deref(), "a finished run's events are still held by the view")
+    assert.isUndefined(taken.deref(), "a run taken away is still held by the view")
+    // The view itself lives on: only the runs it showed are let go.
+    assert.isFunction(view.attach)
+  })
 })

@@ -97,6 +97,33 @@ describe("Recorder", () => {
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it.effect(
+    "R12 R13 a run that left the recorder is let go: back, its file is read again and a line torn meanwhile cut off (review 130)",
+    () =>
+      Effect.gen(function* () {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* tempDirectory
+        const result = yield* answered("g", "back-1")
+        const file = `${directory}/${Recorder.fileName("back-1")}`
+        yield* Effect.gen(function* () {
+          const observers = yield* RunObserver.RunObservers
+          // The run parks: its first events, then it leaves this process.
+          const parked = observers.map((observer) => observer.attach("back-1"))
+          for (const event of result.timeline.slice(0, 2)) for (const a of parked) a.event(event)
+          for (const a of parked) yield* a.settled
+          // Another process resumed it and was killed in the middle of a write.
+          yield* fs.writeFileString(file, '{"_tag":"state.changed","runId":"back-1","se', { flag: "a" })
+          // Back in this process: its file is one this process has not written to since, read again.
+          const back = observers.map((observer) => observer.attach("back-1"))
+          for (const event of result.timeline.slice(2)) for (const a of back) a.event(event)
+          for (const a of back) yield* a.settled
+        }).pipe(Effect.provide(Recorder.layer({ directory })))
+        const recording = yield* Recording.read(file)
+        assert.isFalse(recording.torn)
+        assert.deepStrictEqual(recording.events, result.timeline)
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
   it.effect("R13 a run id used again starts a file of its own; the earlier recording is kept beside it", () =>
     Effect.gen(function* () {
       const fs = yield* FileSystem.FileSystem

@@ -149,6 +149,36 @@ describe("Properties.check catches broken runs", () => {
   )
 
   it.effect(
+    "R10 R3.2 a provider retry of a permanent HTTP status is reported, whatever the log classified (review 130)",
+    () =>
+      Effect.gen(function* () {
+        const { scenario, result } = yield* run({ ...base, steps: [{ _tag: "ServerError" }] })
+        const failed = result.timeline.find((e) => e._tag === "model.failed")
+        assert.strictEqual(failed?._tag, "model.failed")
+        const code = failed?._tag === "model.failed" ? failed.failure.code : ""
+        assert.match(code, /^http_5\d\d$/)
+        // The same log, its retried failure's code changed: a runtime that retried another status.
+        const as = (status: string) =>
+          edit(
+            result,
+            result.timeline.map((e) =>
+              e._tag === "model.failed" && e.failure.code === code
+                ? { ...e, failure: { ...e.failure, code: status } }
+                : e._tag === "recovery.started" && e.cause === code
+                  ? { ...e, cause: status }
+                  : e
+            )
+          )
+        for (const status of ["http_404", "http_403", "http_422", "http_301", "http_600"]) {
+          assert.include(invariants(Properties.check(as(status), scenario.budget)), "R3.1 never retried", status)
+        }
+        for (const status of ["http_408", "http_409", "http_429", "http_500", "http_599", code]) {
+          assert.notInclude(invariants(Properties.check(as(status), scenario.budget)), "R3.1 never retried", status)
+        }
+      })
+  )
+
+  it.effect(
     "R10 R3.1 a call that fails for good after a retry of another failure, or after its own retries, is no retry of it",
     () =>
       Effect.gen(function* () {

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { type Duration, Effect, Fiber, Option, Redacted, Schema, Stream } from "effect"
+import { Cause, type Duration, Effect, Exit, Fiber, Option, Redacted, Schema, Stream } from "effect"
 import { CircuitBreaker } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import * as Abortable from "../../src/cancellation/Abortable.ts"
@@ -376,6 +376,18 @@ describe("Replay", () => {
           assert.include(error.message, "it is not a list of run events")
           assert.include(error.message, where)
         }
+      })
+  )
+
+  it.effect(
+    "R10 R13 a recording whose clock went back past its start (a wall clock stepped back, a hand edit) replays: a report, never a defect (review 130)",
+    () =>
+      Effect.gen(function* () {
+        const recorded = yield* recordRun()
+        // Every event after run.started twenty minutes before it: more than the ten minutes the replay adds.
+        const back = recorded.timeline.map((e, i) => (i === 0 ? e : { ...e, at: e.at - 1_200_000 }))
+        const exit = yield* Effect.exit(Replay.replay(back, { ...options, tools: tools() }))
+        assert.isTrue(Exit.isSuccess(exit), Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "")
       })
   )
 

@@ -1,9 +1,10 @@
 /**
- * What is never retried (R3.1, R3.6, R3.8), part of `check`: `checkNeverRetried`.
+ * What is never retried (R3.1, R3.2, R3.6, R3.8), part of `check`: `checkNeverRetried`.
  * Private to the testing kit; `Properties` is the public face.
  */
 import * as Event from "../../events/Event.ts"
 import type * as Failure from "../../failure/Failure.ts"
+import { isRetryableStatus } from "../../failure/FailureBoundary.ts"
 import { ofTag } from "./PropertyTimelineChecks.ts"
 import type { Violate } from "./PropertyViolation.ts"
 
@@ -17,7 +18,8 @@ export interface CallRef {
  * R3.1, R3.6, R3.8: no retry caused by a permanent or unknown-outcome failure.
  *
  * - A retry naming one of the `never` codes as its cause.
- * - A provider retry that does not follow a retryable `model.failed` of the same code.
+ * - A provider retry that does not follow a retryable `model.failed` of the same code, or
+ *   whose code is an HTTP status R3.2 makes permanent (every status but 408, 409, 429, 5xx).
  * - A tool retry of a call after its refusal (blocked, or its arguments refused).
  * - A tool retry of a call whose cause is the code of the permanent or unknown-outcome
  *   failure the call ended with: the log keeps a retried attempt's failure only as the
@@ -38,6 +40,11 @@ export const checkNeverRetried = (
     if (never.has(e.cause)) violate("R3.1 never retried", `${e.kind} (seq ${e.seq}) retried a ${e.cause} failure`)
   }
   for (const e of retries.filter((r) => r.kind === "provider_retry")) {
+    // R3.2 judges an HTTP status, not the log: a retried 404 the log calls retryable is still one (review 130).
+    const status = httpStatus(e.cause)
+    if (status !== undefined && !isRetryableStatus(status)) {
+      violate("R3.1 never retried", `provider retry (seq ${e.seq}) of ${e.cause}, a status R3.2 makes permanent`)
+    }
     const before = timeline
       .slice(0, e.seq)
       .reverse()
@@ -87,6 +94,12 @@ export const checkNeverRetried = (
       )
     }
   }
+}
+
+/** The HTTP status an `http_<status>` failure code names (as `FailureBoundary.http` makes it), else `undefined`. */
+const httpStatus = (code: string): number | undefined => {
+  const found = /^http_(\d{1,15})$/.exec(code)
+  return found?.[1] === undefined ? undefined : Number(found[1])
 }
 
 /**
