@@ -97,6 +97,14 @@ export const postgres = async (): Promise<Found> => {
     }
   }
   process.once("exit", stop)
+  // A worker whose tests were all filtered out (`-t`) runs no `afterAll`, and is ended by a
+  // signal, which skips "exit": the server is stopped then too, and the signal let through.
+  for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+    process.once(signal, () => {
+      stop()
+      process.kill(process.pid, signal)
+    })
+  }
   return { _tag: "Server", server: { url: `postgres://postgres@127.0.0.1:${port}/postgres`, stop } }
 }
 
