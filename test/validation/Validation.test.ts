@@ -380,13 +380,44 @@ layer(NodeServices.layer)("Validation", (it) => {
           assert.strictEqual(check(report, "hook:fails").detail, `hook:fails: ${cut}`)
           // Each finding is cut, and so is each piece of evidence that keeps one.
           assert.strictEqual(check(report, "plan:two").detail, `plan:two: done: ${cut}; ${cut}`)
+          // Two findings citing one call are one piece of evidence, keeping both (review 132).
           assert.deepStrictEqual(
             report.evidence.map((e) => [e.item, e.detail]),
             [
               ["plan:one", cut],
-              ["plan:two", cut],
-              ["plan:two", cut],
+              ["plan:two", `${cut}; ${cut}`],
               ["hook:passes", cut]
+            ]
+          )
+        })
+    )
+
+    it.effect(
+      "R6.2 R6.5 the evidence index counts each tool result once, however many criteria cite it (review 132)",
+      () =>
+        Effect.gen(function* () {
+          const report = yield* Validation.validate(
+            {
+              plan: [
+                Validation.step("fetch", "Fetch it", [
+                  Criterion.toolSucceeded("run_tests"),
+                  Criterion.toolSucceeded("run_tests", (_input, output) => output !== undefined)
+                ]),
+                Validation.step("again", "The same result backs this step too", [Criterion.toolSucceeded("run_tests")])
+              ]
+            },
+            context([succeeded("c3", "run_tests", {}, { failed: 0 })])
+          )
+          // Before: "backed by 3 tool result(s)", with one result on the timeline.
+          assert.strictEqual(
+            check(report, "evidence:index").detail,
+            "evidence:index: 2 completed plan step(s) backed by 1 tool result(s)"
+          )
+          assert.deepStrictEqual(
+            report.evidence.map((e) => [e.item, e.ref]),
+            [
+              ["plan:fetch", "c3"],
+              ["plan:again", "c3"]
             ]
           )
         })

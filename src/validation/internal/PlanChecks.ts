@@ -78,7 +78,13 @@ export const checkStep = <S extends Step>(
     // A criterion that holds citing nothing backs nothing, whatever the others cite (review 90).
     if (callId === undefined) uncited.push(detail)
     else if (!succeededCalls.has(callId)) dangling.push(callId)
-    else evidence.push({ item: name, kind: "tool_result", ref: callId, detail })
+    else {
+      // One entry per result: two criteria citing one call are one piece of evidence (review 132).
+      const cited = evidence.findIndex((e) => e.ref === callId)
+      const same = evidence[cited]
+      if (same === undefined) evidence.push({ item: name, kind: "tool_result", ref: callId, detail })
+      else evidence[cited] = { ...same, detail: `${same.detail}; ${detail}` }
+    }
   }
   const reason = unmet.join("; ")
   const clause = done
@@ -129,7 +135,8 @@ export const evidenceIndex = (steps: ReadonlyArray<StepResult<Step>>): Part => {
   const problems = done.filter((s) => s.step.required).flatMap(unbacked)
   const optional = done.filter((s) => !s.step.required).flatMap(unbacked)
   const counted = done.filter((s) => unbacked(s).length === 0)
-  const backed = counted.reduce((n, s) => n + s.evidence.length, 0)
+  // Distinct results: one call backing two steps is one tool result.
+  const backed = new Set(counted.flatMap((s) => s.evidence.map((e) => e.ref))).size
   const clause =
     problems.length === 0
       ? `${counted.length} completed plan step(s) backed by ${backed} tool result(s)${
