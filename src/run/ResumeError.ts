@@ -18,7 +18,8 @@ import { Schema } from "effect"
  *   permission, a broken schema): driving it again would only repeat its model calls.
  * - `running`: this process drives the run now (`Run.run`, `Run.start`, `Run.resume`, a
  *   host): a second driver would find the call it runs in doubt and could send it again.
- *   Wait for its result, or cancel it first.
+ *   Wait for its result, or cancel it first. From `RunHost.drive`, also: another process
+ *   took the run over (this one was fenced off) and has not ended it yet.
  * - `invalid`: the resume's own arguments cannot be read (options that are no object, a
  *   getter that throws, a reason that is neither `restart` nor `manual`), or they cannot
  *   work (a limit of 0, a negative time): nothing was written, the run is as it was.

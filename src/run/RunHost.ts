@@ -172,6 +172,14 @@ const waitingOnly = (ctx: RunContext.RunContext): ReadonlyArray<string> | undefi
   return waiting.length === open.length ? waiting : undefined
 }
 
+/** A drive another process overtook (its commit fenced off), which has not ended the run yet. */
+const overtaken = (runId: string, why: string): ResumeError =>
+  new ResumeError({
+    runId,
+    reason: "running",
+    detail: `another process drives the run now (${why}): drive it again later for its ending`
+  })
+
 /** Whether `stored` is a prefix of `timeline`: the same events, by `seq` and kind. */
 const isPrefixOf = (stored: ReadonlyArray<Event.Event>, timeline: ReadonlyArray<Event.Event>): boolean =>
   stored.length < timeline.length && stored.every((e, i) => e.seq === timeline[i]?.seq && e._tag === timeline[i]?._tag)
@@ -228,6 +236,17 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           } as const
         }
 
+        /** The run's ending as the journal holds it, once another process took the run over (`why`). */
+        const theirs = (why: string) =>
+          Effect.flatMap(Effect.result(JournalLoad.load(journal, runId, options.tools, options.modelName)), (stored) =>
+            Result.isSuccess(stored) && stored.success._tag === "Finished"
+              ? Effect.succeed({
+                  _tag: "Finished",
+                  // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
+                  result: FinalOutput.restored(stored.success.result, options.output) as RunResult.Typed<O>
+                } as const)
+              : Effect.fail(overtaken(runId, why))
+          )
         const parkAfterMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
         // The calls waiting long enough to park on, and the run once it is going.
         const waiting = new Map<string, Approval.Request>()
@@ -236,7 +255,14 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
         // Checked when a call starts waiting and after every commit: the run parks once nothing else goes
         // on and all it recorded is in the journal (what a park drops is what the last commit left out).
         const parkIfIdle = () => {
-          if (run === undefined || waiting.size === 0) return
+          if (run === undefined) return
+          // Another process took the run over (a commit fenced off): this one stops at once, writing
+          // nothing more, rather than wait on for its calls' decisions (review 133).
+          if (run.ctx.fenced !== undefined) {
+            if (RunContext.suspend(run.ctx, "taken")) run.fiber.interruptUnsafe()
+            return
+          }
+          if (waiting.size === 0) return
           if (run.ctx.committed < run.ctx.events.length) return
           const asked = waitingOnly(run.ctx)
           // The gate holds a call just before the run records that it waits, and puts it on the table
@@ -309,6 +335,8 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
         }
         const ended = yield* Effect.result(Effect.provideService(going, Approval.ApprovalGate, gate))
         if (Result.isFailure(ended)) {
+          // Fenced off, the run is another process's: its ending if it has one, else driven again later.
+          if (run?.ctx.fenced !== undefined) return yield* theirs(run.ctx.fenced)
           // Taken away, the run stopped with its caller, which is interrupted: only a park comes back.
           if (ended.failure.why !== "parked") return yield* Effect.interrupt
           // Parked with nothing running: its fiber ends at once, and with it the process's hold, so
@@ -335,17 +363,9 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
         if (!finished && (Option.isNone(stored) || isPrefixOf(stored.value.events, ended.success.timeline))) {
           return yield* Effect.fail(unrecorded(runId, ended.success.stopReason, run?.ctx.refused))
         }
-        // Ended by another writer (this one fenced off): the journal's ending is the run's, not this view of it.
-        if (finished && ended.success.unrecorded !== undefined) {
-          const theirs = yield* Effect.result(JournalLoad.load(journal, runId, options.tools, options.modelName))
-          if (Result.isSuccess(theirs) && theirs.success._tag === "Finished") {
-            // Erased boundary: the stored result is the run's own, its `output` decoded by the schema of `O` it ran with.
-            return {
-              _tag: "Finished",
-              result: FinalOutput.restored(theirs.success.result, options.output) as RunResult.Typed<O>
-            } as const
-          }
-        }
+        // Fenced off by another writer: the journal's ending is the run's, not this view of it;
+        // without one, the run is that writer's now (review 133: it was given as finished).
+        if (ended.success.unrecorded !== undefined) return yield* theirs(ended.success.unrecorded)
         // Erased boundary: the run decoded its `output` with the schema of `O` it was given.
         return { _tag: "Finished", result: ended.success as RunResult.Typed<O> } as const
       })

@@ -98,7 +98,11 @@ const commit = (
         ),
         Effect.tapError((e) =>
           Effect.sync(() => {
-            if (e._tag === "Conflict") ctx.fenced = e.detail
+            if (e._tag === "Conflict") {
+              ctx.fenced = e.detail
+              // Its host hears of it as of a commit: a run another process owns stops (review 133).
+              ctx.onCommitted?.()
+            }
             if (e._tag === "Failed") ctx.refused = e.detail
           })
         ),

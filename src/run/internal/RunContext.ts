@@ -40,7 +40,10 @@ export interface RunContext {
    * stop grace, which gives the caller a result even if what is interrupted never stops.
    */
   onStop: (() => void) | undefined
-  /** Called after each commit that reached the journal (a host waits for one before it parks the run). */
+  /**
+   * Called after each commit that reached the journal (a host waits for one before it parks
+   * the run), and once a commit is fenced off (`fenced`: another process owns the run).
+   */
   onCommitted: (() => void) | undefined
   /** Where a durable run commits its log; `undefined` for a run without a journal. */
   readonly journal: Sink | undefined
