@@ -347,6 +347,30 @@ describe("R12 values user code hands back are checked", () => {
       })
   )
 
+  it.effect("R2.3 R12 a policy cannot warn under a kind a built-in policy counts (review 132)", () =>
+    Effect.gen(function* () {
+      for (const kind of ["loop_warning", "same_class_errors"]) {
+        const ran: Array<string> = []
+        // Its warning would have moved the built-in policy's count, and with it that policy's own warning or stop.
+        const result = yield* Run.run({
+          goal: "x",
+          tools: [toolOf(() => Effect.sync(() => ran.push("t")))],
+          policies: (defaults) => [Termination.make("mine", () => Termination.warn(kind, "careful")), ...defaults]
+        }).pipe(Effect.provide(callThenAnswer))
+        assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"], kind)
+        assert.include(result.detail, `the termination policy "mine" warned with the kind "${kind}"`)
+        assert.deepStrictEqual(ran, [])
+      }
+      // A kind of its own is the policy's to give.
+      const own = yield* Run.run({
+        goal: "x",
+        tools: [],
+        policies: (defaults) => [Termination.make("mine", () => Termination.warn("mine", "careful")), ...defaults]
+      }).pipe(Effect.provide(script(ScriptedModel.finalAnswer("done"))))
+      assert.strictEqual(own.status, "completed")
+    })
+  )
+
   it.live("R12 R5.2 a settle outside its union is recorded as outcome_unknown, and the result encodes", () =>
     Effect.gen(function* () {
       const settleBadly = toolOf(

@@ -35,6 +35,11 @@ export const decideChecked = (policy: Policy, checkpoint: Checkpoint): Decision 
   if (claimed !== undefined) {
     throw new UserCode.UserCodeDefect(`the termination policy "${policy.name}" stopped the run with ${claimed}`)
   }
+  if (checked.success._tag === "Warn" && builtInWarnings.has(checked.success.kind)) {
+    throw new UserCode.UserCodeDefect(
+      `the termination policy "${policy.name}" warned with the kind "${checked.success.kind}", which only the built-in policy that counts it gives`
+    )
+  }
   return bounded(checked.success)
 }
 
@@ -81,6 +86,13 @@ const runtimeOnly: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopR
   "tool_error",
   "output_truncated"
 ])
+
+/**
+ * Warning kinds a built-in policy counts (R2.3: a warning first, then the stop): the counters
+ * note where each was given, so that one of a user's policy under the same kind would move
+ * the built-in one's count, and its warning or stop with it (review 132).
+ */
+const builtInWarnings: ReadonlySet<string> = new Set(["loop_warning", "same_class_errors"])
 
 /** Why a user's policy cannot stop for `reason` at `checkpoint`, or `undefined` when it can. */
 const unfounded = (reason: StopReason.StopReason, checkpoint: Checkpoint): string | undefined => {
