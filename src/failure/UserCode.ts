@@ -255,6 +255,13 @@ export const check = <S extends Schema.ConstraintDecoder<unknown>>(
 }
 
 /**
+ * What a {@link check} found, as an Effect: the value, or a {@link UserCodeDefect} naming the
+ * code that answered it, for an answer that ends the run (a gate's, say).
+ */
+export const checkedOrDie = <A>(checked: Result.Result<A, string>): Effect.Effect<A> =>
+  Result.isSuccess(checked) ? Effect.succeed(checked.success) : Effect.die(new UserCodeDefect(checked.failure))
+
+/**
  * {@link check}, with what the value is named at each call: one decoder for values of
  * many owners (the decisions of every policy), each failure naming its owner.
  */

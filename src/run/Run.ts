@@ -264,12 +264,8 @@ const checkPending = UserCode.check(
   "the approval gate's pending"
 )
 
-const pendingOf = (listed: unknown): Effect.Effect<ReadonlyArray<Approval.Request>> => {
-  const checked = checkPending(listed)
-  return Result.isSuccess(checked)
-    ? Effect.succeed(checked.success)
-    : Effect.die(new UserCode.UserCodeDefect(checked.failure))
-}
+const pendingOf = (listed: unknown): Effect.Effect<ReadonlyArray<Approval.Request>> =>
+  UserCode.checkedOrDie(checkPending(listed))
 
 /**
  * A started run's handle: one object, its operations made when they are used (a parked

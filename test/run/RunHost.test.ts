@@ -549,6 +549,13 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       : ScriptedModel.finalAnswer("done")
   )
 
+  /** A payment and a write in one batch, then the answer. */
+  const payAndWrite = ScriptedModel.layerFunction((request) =>
+    request.iteration === 1
+      ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["write", {}, "call_2"])
+      : ScriptedModel.finalAnswer("done")
+  )
+
   /** A write that records its calls, and a policy whose check of it takes 200 ms. */
   const slowWriter = () => {
     const written: Array<string> = []
@@ -623,26 +630,8 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
   it.live("R7 a call still in its checks is not cut off by a park on its sibling's approval (review 125)", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()
-      const written: Array<string> = []
-      const write = Tool.make({
-        name: "write",
-        description: "Writes.",
-        input: Schema.Struct({}),
-        output: Schema.String,
-        sideEffect: "write",
-        handler: (_, context) =>
-          Effect.sync(() => {
-            written.push(context.callId)
-            return "ok"
-          })
-      })
       // The write's permission check takes 200 ms: the payment is on the table before it ends.
-      const slowCheck: Permission.PermissionService = {
-        check: (request) =>
-          request.tool.name === "write"
-            ? Effect.as(Effect.sleep("200 millis"), Permission.allow)
-            : Effect.succeed(Permission.allow)
-      }
+      const { written, write, slowCheck } = slowWriter()
       const parked = yield* RunHost.drive("r11", { goal: "pay and write", tools: [pay, write], concurrency: 2 }).pipe(
         Effect.provide(Layer.succeed(Permission.Permission, slowCheck))
       )
@@ -650,16 +639,7 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       // Before, the park cut the write off in its check: it would run only once someone decided the payment.
       assert.deepStrictEqual(written, ["call_2"])
       assert.deepStrictEqual(paid, [])
-    }).pipe(
-      Effect.provide([
-        Journal.layerMemory,
-        ScriptedModel.layerFunction((request) =>
-          request.iteration === 1
-            ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["write", {}, "call_2"])
-            : ScriptedModel.finalAnswer("done")
-        )
-      ])
-    )
+    }).pipe(Effect.provide([Journal.layerMemory, payAndWrite]))
   )
 
   it.live("R7 R9.3 a run whose other call is a read parks once the read is done (review 127)", () =>
@@ -724,16 +704,7 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       assert.strictEqual((yield* drive(2))._tag, "Parked")
       assert.deepStrictEqual(written, ["call_2"])
       assert.deepStrictEqual(paid, [])
-    }).pipe(
-      Effect.provide([
-        Journal.layerMemory,
-        ScriptedModel.layerFunction((request) =>
-          request.iteration === 1
-            ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["write", {}, "call_2"])
-            : ScriptedModel.finalAnswer("done")
-        )
-      ])
-    )
+    }).pipe(Effect.provide([Journal.layerMemory, payAndWrite]))
   )
 
   it.live("R7 R9.3 a concurrency a resume laid holds in the batches after it (review 129)", () =>

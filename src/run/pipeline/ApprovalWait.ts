@@ -63,12 +63,7 @@ const checkDecision = (
 const checkClosed = UserCode.check(Schema.Option(Schema.Unknown), "the approval gate's expire answer")
 
 /** The gate's close of a call: its answer checked, else a defect naming the gate. */
-const closed = (answer: unknown): Effect.Effect<Option.Option<unknown>> => {
-  const checked = checkClosed(answer)
-  return Result.isSuccess(checked)
-    ? Effect.succeed(checked.success)
-    : Effect.die(new UserCode.UserCodeDefect(checked.failure))
-}
+const closed = (answer: unknown): Effect.Effect<Option.Option<unknown>> => UserCode.checkedOrDie(checkClosed(answer))
 
 /**
  * How long one try of the gate's close at expiry may take, and how long after a failed
@@ -251,12 +246,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
       "the approval gate",
       UserCode.effectOrDie("the approval gate", () => gate.request(request))
     ),
-    (decision) => {
-      const checked = checkDecision(ctx, call, secrets, decision)
-      return Result.isSuccess(checked)
-        ? Effect.succeed(checked.success)
-        : Effect.die(new UserCode.UserCodeDefect(checked.failure))
-    }
+    (decision) => UserCode.checkedOrDie(checkDecision(ctx, call, secrets, decision))
   )
   // The run stops waiting (cancel, deadline, another call's stop, a broken gate), the call never
   // ran: the log says so, with the decision the gate had taken meanwhile, if any (the journal's
@@ -314,10 +304,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
       const recorded = { found: closed.found, layer: closed.ranOut ?? answered.layer }
       const waited = waitedBefore + RunContext.now(ctx) - now
       if (Option.isNone(recorded.found)) return { _tag: "Expired", layer: recorded.layer, millis: waited } as const
-      const checked = checkDecision(ctx, call, secrets, recorded.found.value)
-      return Result.isSuccess(checked)
-        ? checked.success
-        : yield* Effect.die(new UserCode.UserCodeDefect(checked.failure))
+      return yield* UserCode.checkedOrDie(checkDecision(ctx, call, secrets, recorded.found.value))
     }).pipe(
       Effect.onInterrupt(() =>
         announced ? stopped(onGate, "withdrawn while waiting for approval; it never ran") : Effect.void
