@@ -63,7 +63,7 @@ const appendBatch = (journal: Journal.Service, runId: string, batch: Batch) =>
  * tries whose replies were lost wrote what it commits now, or a first part of it (a
  * connection cut after each commit, until the barrier gave up; the next one sends all
  * again). When the journal holds exactly those events after `fromSeq` (and the same result,
- * when one was written), only the rest is committed. Anything else is another writer: the conflict stands (R9).
+ * when one was written), only the rest is committed. Other events are another writer's: the conflict stands (R9).
  */
 const committedMeanwhile = (
   journal: Journal.Service,
