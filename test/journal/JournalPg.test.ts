@@ -68,6 +68,35 @@ if (found._tag === "Server") {
     assert.include(error.message, "JournalPg.maxMessageSize")
   }, 120_000)
 
+  it("R3.1 a server out of sessions (53300, a role's connection limit) is Unavailable (retryable), not StoreFailed (review 135)", async () => {
+    const role = `limited_${process.pid}`
+    const admin = PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })
+    const asAdmin = (statement: string) =>
+      Effect.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)).pipe(Effect.provide(admin)))
+    await asAdmin(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 1`)
+    const limited = new URL(url)
+    limited.username = role
+    try {
+      const error = await Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            // Another process holds the one session the role may have.
+            const other = yield* Layer.build(
+              Layer.orDie(PgClient.layer({ url: Redacted.make(limited.toString()), maxConnections: 1 }))
+            )
+            yield* Context.get(other, SqlClient.SqlClient).unsafe("SELECT 1")
+            return yield* Effect.flip(Effect.provide(Journal.Journal, JournalPg.layer({ url: limited.toString() })))
+          })
+        )
+      )
+      assert.strictEqual(error.reason._tag, "Unavailable")
+      assert.isTrue(error.isRetryable)
+      assert.include(error.message, "53300")
+    } finally {
+      await asAdmin(`DROP ROLE IF EXISTS ${role}`)
+    }
+  }, 60_000)
+
   it("R3.1 a PostgreSQL server that is not there fails the layer with Unavailable (retryable), not a defect", async () => {
     const closed = new URL(url)
     closed.port = String(await unusedPort())

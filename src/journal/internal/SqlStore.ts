@@ -4,7 +4,7 @@
  * classified here (R3.1): a unique violation where a writer raced is a `Conflict`, busy or
  * lost connections are `Unavailable` (retryable), anything else `StoreFailed`.
  */
-import { Effect, Option } from "effect"
+import { Effect, Option, Predicate } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 import * as JournalError from "../JournalError.ts"
 import { type ApprovalRow, type Commit, type CommitRow, notWritten, type RunRow, type Store } from "./Store.ts"
@@ -52,6 +52,27 @@ const describe = (error: { readonly message: string; readonly cause?: unknown })
   return typeof code === "number" || (typeof code === "string" && code !== "") ? `${message} (code ${code})` : message
 }
 
+/**
+ * PostgreSQL's refusals that pass with time, which effect's classification leaves unknown
+ * (review 135): the server shutting down, starting up or recovering, a session ended idle
+ * (57P01, 57P02, 57P03, 57P05), out of sessions or memory (53000, 53200, 53300). A restart or a full pool is an outage (R3.1).
+ * A full disk (53100) waits for an operator: refused.
+ */
+const passing = new Set(["57P01", "57P02", "57P03", "57P05", "53000", "53200", "53300"])
+
+/** The SQLSTATE of the driver's error under a `SqlError` (a migration's, too), when it has one. */
+const sqlState = (error: unknown): string | undefined => {
+  if (typeof error !== "object" || error === null) return undefined
+  if (Predicate.isTagged(error, "SqlError") || Predicate.isTagged(error, "MigrationError")) {
+    const cause = Predicate.isTagged(error, "SqlError")
+      ? Reflect.get(error, "reason")?.cause
+      : Reflect.get(error, "cause")
+    return sqlState(cause)
+  }
+  const code = Reflect.get(error, "code")
+  return typeof code === "string" ? code : undefined
+}
+
 /** A store failure as the journal's own error: retryable ones `Unavailable`, the rest `StoreFailed`. */
 export const classify =
   (operation: string) =>
@@ -66,7 +87,8 @@ export const classify =
         })
       )
     }
-    const retryable = error._tag === "SqlError" ? error.isRetryable : error.kind === "Locked"
+    const retryable =
+      (error._tag === "SqlError" ? error.isRetryable : error.kind === "Locked") || passing.has(sqlState(error) ?? "")
     return JournalError.make(
       retryable
         ? new JournalError.Unavailable({ operation, detail })
