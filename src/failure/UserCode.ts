@@ -64,6 +64,35 @@ export const orDie = <A, E, R>(what: string, self: Effect.Effect<A, E, R>): Effe
     )
   })
 
+/**
+ * {@link orDie} for code whose contract names the errors it fails with (an approval gate's
+ * `PendingUnavailable`): a failure of one of `errors` passes on as it is; a failure with a
+ * value outside them, a defect or an interruption of its own is a {@link UserCodeDefect}
+ * naming `what` (R12: the caller is never handed a failure of a type it was not promised).
+ */
+export const orDieExcept = <A, E, R>(
+  what: string,
+  errors: ReadonlyArray<abstract new (...args: never) => E>,
+  self: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.catchCause(self, (cause): Effect.Effect<never, E> => {
+    for (const reason of cause.reasons) {
+      if (Cause.isFailReason(reason) && !isOneOf(reason.error, errors)) return orDie(what, Effect.fail(reason.error))
+    }
+    // Every failure is one of `errors` (checked above): the cause passes on as it is.
+    if (Cause.hasFails(cause) && !Cause.hasDies(cause)) return Effect.failCause(cause)
+    return orDie(what, Effect.failCause(cause))
+  })
+
+/** Whether `value` is an instance of one of `classes` (false for a value whose prototype cannot be read). */
+const isOneOf = (value: unknown, classes: ReadonlyArray<abstract new (...args: never) => unknown>): boolean => {
+  try {
+    return classes.some((each) => value instanceof each)
+  } catch {
+    return false
+  }
+}
+
 /** Whether a value is a Promise or looks like one (a `then` method), read safely. */
 export const isThenable = (value: unknown): boolean => {
   try {

@@ -55,7 +55,8 @@ export interface Options {
   /**
    * Whether a wait that ends without a decision leaves the call on the table: for a run that
    * was suspended rather than stopped (it is resumed and waits again). Read when the wait
-   * ends; by default every such wait withdraws its call.
+   * ends; by default such a wait withdraws its call, unless the run hands it on
+   * (`Approval.HandedOn`: the runtime says so for a run suspended or taken over).
    */
   readonly keepOnInterrupt?: (() => boolean) | undefined
   /**
@@ -239,11 +240,13 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
           return yield* Effect.raceFirst(Deferred.await(here), polled(request))
         }).pipe(
           Effect.onInterrupt(() =>
-            options.keepOnInterrupt?.() === true
-              ? Effect.void
-              : Effect.flatMap(Clock.currentTimeMillis, (at) =>
-                  Effect.ignore(journal.withdraw(request.runId, request.callId, at))
-                )
+            Effect.flatMap(Effect.service(Approval.HandedOn), (handedOn) =>
+              options.keepOnInterrupt?.() === true || handedOn()
+                ? Effect.void
+                : Effect.flatMap(Clock.currentTimeMillis, (at) =>
+                    Effect.ignore(journal.withdraw(request.runId, request.callId, at))
+                  )
+            )
           )
         )
       }).pipe(

@@ -18,8 +18,10 @@ import { Schema } from "effect"
  *   permission, a broken schema): driving it again would only repeat its model calls.
  * - `running`: this process drives the run now (`Run.run`, `Run.start`, `Run.resume`, a
  *   host): a second driver would find the call it runs in doubt and could send it again.
- *   Wait for its result, or cancel it first. From `RunHost.drive`, also: another process
- *   took the run over (this one was fenced off) and has not ended it yet.
+ *   Wait for its result, or cancel it first.
+ * - `taken`: from `RunHost.drive`, another process took the run over (this one's commits
+ *   were fenced off) and has not ended it yet: the run is that process's. Driving it again
+ *   would take it back and fence that process off in turn; do so only once it is gone.
  * - `invalid`: the resume's own arguments cannot be read (options that are no object, a
  *   getter that throws, a reason that is neither `restart` nor `manual`), or they cannot
  *   work (a limit of 0, a negative time): nothing was written, the run is as it was.
@@ -34,6 +36,7 @@ export const Reason = Schema.Literals([
   "unavailable",
   "failed",
   "running",
+  "taken",
   "invalid"
 ])
 

@@ -314,11 +314,17 @@ class RunHandle<O> implements Handle<O> {
     return Effect.andThen(Effect.ignore(Launch.cancel(this.#ctx, this.#fiber, this.#done)), this.result)
   }
 
-  // The gate is user code (R12): one that breaks its contract (a Promise, a throw) is a defect naming it.
+  // The gate is user code (R12): one that breaks its contract (a Promise, a throw, a failure
+  // that is not `PendingUnavailable`) is a defect naming it.
   get pendingApprovals(): Effect.Effect<ReadonlyArray<Approval.Request>, Approval.PendingUnavailable> {
+    const what = "the approval gate's pending"
     return Effect.map(
       Effect.flatMap(
-        UserCode.effectOrDie("the approval gate's pending", () => this.#gate.pending),
+        UserCode.orDieExcept(
+          what,
+          [Approval.PendingUnavailable],
+          UserCode.effectOrDie(what, () => this.#gate.pending)
+        ),
         pendingOf
       ),
       (all) => all.filter((request) => request.runId === this.runId)
@@ -345,7 +351,12 @@ class RunHandle<O> implements Handle<O> {
   ): Effect.Effect<void, Approval.NotPending | Approval.InvalidDecision | Approval.Unavailable> {
     const invalid = Approval.checkDecision(this.runId, callId, decision)
     if (invalid !== undefined) return Effect.fail(invalid)
-    return UserCode.effectOrDie("the approval gate's decide", () => this.#gate.decide(this.runId, callId, decision))
+    const what = "the approval gate's decide"
+    return UserCode.orDieExcept(
+      what,
+      [Approval.NotPending, Approval.InvalidDecision, Approval.Unavailable],
+      UserCode.effectOrDie(what, () => this.#gate.decide(this.runId, callId, decision))
+    )
   }
 }
 

@@ -172,12 +172,15 @@ const waitingOnly = (ctx: RunContext.RunContext): ReadonlyArray<string> | undefi
   return waiting.length === open.length ? waiting : undefined
 }
 
-/** A drive another process overtook (its commit fenced off), which has not ended the run yet. */
+/**
+ * A drive another process overtook (its commit fenced off), which has not ended the run yet:
+ * the run is that process's, and a drive again would take it back (review 134).
+ */
 const overtaken = (runId: string, why: string): ResumeError =>
   new ResumeError({
     runId,
-    reason: "running",
-    detail: `another process drives the run now (${why}): drive it again later for its ending`
+    reason: "taken",
+    detail: `another process drives the run now (${why}): its ending is that process's to record; driving it again would take it back`
   })
 
 /** Whether `stored` is a prefix of `timeline`: the same events, by `seq` and kind. */
@@ -193,8 +196,10 @@ const isPrefixOf = (stored: ReadonlyArray<Event.Event>, timeline: ReadonlyArray<
  * ending (its store out of reach at the last commit): driven again, it goes on from its
  * last commit. One that is `running` when this process drives the run already (the drive
  * before, taken, whose handler has not stopped yet; a `Run.resume`): drive it again later.
- * A cancel (`settings.cancel`) is delivered all the same: to the run this process drives,
- * whose ending it is then given.
+ * One that is `taken` when another process took the run over meanwhile (this drive's commits
+ * were fenced off) and has not ended it: it is that process's (its ending, once recorded, is
+ * what a drive then gives). A cancel (`settings.cancel`) is delivered all the same: to the run
+ * this process drives, whose ending it is then given.
  *
  * @category combinators
  * @since 0.3.0
@@ -255,13 +260,8 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
         // Checked when a call starts waiting and after every commit: the run parks once nothing else goes
         // on and all it recorded is in the journal (what a park drops is what the last commit left out).
         const parkIfIdle = () => {
-          if (run === undefined) return
-          // Another process took the run over (a commit fenced off): this one stops at once, writing
-          // nothing more, rather than wait on for its calls' decisions (review 133).
-          if (run.ctx.fenced !== undefined) {
-            if (RunContext.suspend(run.ctx, "taken")) run.fiber.interruptUnsafe()
-            return
-          }
+          // A run another process took over (a commit fenced off) stops by itself (`RunContext.onFenced`).
+          if (run === undefined || run.ctx.fenced !== undefined) return
           if (waiting.size === 0) return
           if (run.ctx.committed < run.ctx.events.length) return
           const asked = waitingOnly(run.ctx)
@@ -275,10 +275,9 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
             run.fiber.interruptUnsafe()
           }
         }
+        // A suspended run's calls stay on the table (`Approval.HandedOn`): it waits for them again when it goes on.
         const inner = JournalApprovals.make(journal, {
           pollInterval: settings.pollInterval,
-          // A suspended run's calls stay on the table: it waits for them again when it goes on.
-          keepOnInterrupt: () => run?.ctx.suspended !== undefined,
           // A call may park the run only once it is on the table: a park before the store has
           // answered (PostgreSQL answers later) would interrupt the insert and leave the run
           // parked on a call nobody sees.
@@ -334,9 +333,9 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch, hold })
         }
         const ended = yield* Effect.result(Effect.provideService(going, Approval.ApprovalGate, gate))
+        // Fenced off, the run is another process's: its ending if it has one, else that process's to end.
+        if (run?.ctx.fenced !== undefined) return yield* theirs(run.ctx.fenced)
         if (Result.isFailure(ended)) {
-          // Fenced off, the run is another process's: its ending if it has one, else driven again later.
-          if (run?.ctx.fenced !== undefined) return yield* theirs(run.ctx.fenced)
           // Taken away, the run stopped with its caller, which is interrupted: only a park comes back.
           if (ended.failure.why !== "parked") return yield* Effect.interrupt
           // Parked with nothing running: its fiber ends at once, and with it the process's hold, so

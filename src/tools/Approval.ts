@@ -349,6 +349,20 @@ export class ApprovalGate extends Context.Reference<Gate>("effect-agent-runtime/
 }) {}
 
 /**
+ * Whether the run that lets go of a call's wait hands the call on rather than withdraws it:
+ * the run was taken from its process (parked, suspended, or another process owns it now),
+ * and whoever drives it next waits for the same call. A gate that keeps calls where other
+ * processes see them (`JournalApprovals`) reads it when its `request` is interrupted, and
+ * leaves the call on its table then; the runtime provides it to every `request`.
+ *
+ * @category services
+ * @since 0.3.0
+ */
+export class HandedOn extends Context.Reference<() => boolean>("effect-agent-runtime/Approval/HandedOn", {
+  defaultValue: () => () => false
+}) {}
+
+/**
  * A fresh in-memory gate, in place of the process-wide default.
  *
  * @category layers

@@ -10,11 +10,16 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Duration, Effect, Fiber, Layer, Option, Schema, Stream } from "effect"
 import { DurableRun } from "../../src/durable/index.ts"
 import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
+import * as Run from "../../src/run/Run.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
 import * as Validation from "../../src/validation/Validation.ts"
+import { look, takeoverModel } from "../support/takeover.ts"
 
 const dirs: Array<string> = []
 afterAll(() => {
@@ -571,6 +576,58 @@ describe("DurableRun: rolling upgrades (R9)", () => {
         assert.deepStrictEqual(paid, [`u1:${callId}`])
       }),
     60_000
+  )
+})
+
+describe("DurableRun: a run another process took over (R9.4)", () => {
+  it.live(
+    "R9.4 a runner fenced off by a process that has not ended the run leaves it to that process: its workflow suspends, it does not take the run back (review 134)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = payments()
+        // The runner's second model call is slow; meanwhile another process resumes the run, and
+        // its model asks for a payment, which waits there for a person.
+        const { layer: model, secondAsked } = takeoverModel()
+        const filename = fileOf()
+        yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          const journal = yield* Journal.Journal
+          yield* runs.start({ goal: "pay", runId: "t1" })
+          while (secondAsked() === 0) yield* Effect.sleep(5)
+          // The other process, on the same file: the runs this one drives are not its own.
+          const otherProcess = FaultyJournal.make(journal, {}).journal
+          const owner = yield* Effect.forkChild(
+            Run.resume("t1", { tools: [look, pay] }).pipe(
+              Effect.provide(Layer.merge(model, JournalApprovals.layer())),
+              Effect.provideService(Journal.Journal, otherProcess)
+            )
+          )
+          while ((yield* journal.pendingApprovals({ runId: "t1" })).length === 0) yield* Effect.sleep(5)
+          const executionId = yield* DurableRun.RunWorkflow.executionId({ runId: "t1", goal: "" })
+          let suspended = false
+          for (let i = 0; i < 100 && !suspended; i++) {
+            const polled = yield* DurableRun.RunWorkflow.poll(executionId)
+            suspended = Option.isSome(polled) && polled.value._tag === "Suspended" && polled.value.failed === true
+            if (!suspended) yield* Effect.sleep(50)
+          }
+          assert.isTrue(suspended, "the fenced runner's workflow did not suspend")
+          // Before, the workflow drove the run again on `running` and took it back from its owner.
+          const resumes = (yield* runs.events("t1")).filter((e) => e._tag === "run.resumed")
+          assert.strictEqual(resumes.length, 1)
+          yield* JournalApprovals.make(journal).decide("t1", "c2", Approval.approved("ops"))
+          const owned = yield* Fiber.join(owner)
+          assert.strictEqual(owned.stopReason, "goal_reached", owned.detail)
+        }).pipe(
+          Effect.provide(
+            DurableRun.layer({ tools: [look, pay] }).pipe(
+              Layer.provideMerge(DurableRun.layerEmbedded({ filename })),
+              Layer.provide(model)
+            )
+          )
+        )
+        assert.deepStrictEqual(paid, ["t1:c2"])
+      }),
+    30_000
   )
 })
 

@@ -42,6 +42,14 @@ const pay = Tool.make({
   handler: () => Effect.succeed("paid")
 })
 
+/** A model that asks for `pay` (call `c1`), then answers; with the Node services. */
+const payThenDone = Layer.merge(
+  ScriptedModel.layerFunction((request) =>
+    request.iteration === 1 ? ScriptedModel.toolCall("pay", {}, "c1") : ScriptedModel.finalAnswer("done")
+  ),
+  NodeServices.layer
+)
+
 describe("Run.start", () => {
   it.effect("R8 the live stream replays past events, then follows the run, and ends with run.finished", () =>
     Effect.gen(function* () {
@@ -220,15 +228,84 @@ describe("Run.start", () => {
           )
           yield* handle.cancel
         }).pipe(Effect.scoped, Effect.provideService(Approval.ApprovalGate, memory))
-      }).pipe(
-        Effect.provide(
-          Layer.merge(
-            ScriptedModel.layerFunction((request) =>
-              request.iteration === 1 ? ScriptedModel.toolCall("pay", {}, "c1") : ScriptedModel.finalAnswer("done")
-            ),
-            NodeServices.layer
-          )
-        )
+      }).pipe(Effect.provide(payThenDone))
+  )
+
+  it.effect("R12 a gate whose pending or decide fails outside its contract is a defect naming it (review 134)", () =>
+    Effect.gen(function* () {
+      const memory = Approval.makeMemory()
+      // A failure whose class cannot even be asked (its prototype's trap throws).
+      const hostile = new Proxy(
+        {},
+        {
+          getPrototypeOf: () => {
+            throw new Error("no")
+          }
+        }
       )
+      const unavailable = new Approval.PendingUnavailable({ detail: "store down" })
+      const notNow = (runId: string, callId: string) => new Approval.Unavailable({ runId, callId, detail: "later" })
+      const outcome = (exit: Exit.Exit<unknown, unknown>) =>
+        Exit.isSuccess(exit)
+          ? "success"
+          : Cause.hasDies(exit.cause)
+            ? String(Cause.squash(exit.cause))
+            : Cause.squash(exit.cause)
+      // as: a gate of a caller without types, whose failures are none of its errors
+      const cases: ReadonlyArray<
+        readonly [
+          pending: Approval.Gate["pending"],
+          decide: Approval.Gate["decide"],
+          listed: (runId: string) => unknown,
+          decided: (runId: string, callId: string) => unknown
+        ]
+      > = [
+        [
+          Effect.fail("boom" as unknown as Approval.PendingUnavailable),
+          () => Effect.fail({ not: "a typed error" } as unknown as Approval.Unavailable),
+          () => "UserCodeDefect: the approval gate's pending failed with a string",
+          () => "UserCodeDefect: the approval gate's decide failed with a non-Error object"
+        ],
+        [
+          Effect.fail(new Error("pool exhausted") as unknown as Approval.PendingUnavailable),
+          () => Effect.fail(hostile as Approval.Unavailable),
+          () => "UserCodeDefect: the approval gate's pending failed with Error",
+          () => "UserCodeDefect: the approval gate's decide failed with a non-Error object"
+        ],
+        // The contract's own errors pass on as they are.
+        [
+          Effect.fail(unavailable),
+          (runId, callId) => Effect.fail(notNow(runId, callId)),
+          () => unavailable,
+          (runId, callId) => notNow(runId, callId)
+        ]
+      ]
+      for (const [pending, decide, listed, decided] of cases) {
+        const gate: Approval.Gate = { ...memory, pending, decide }
+        yield* Effect.gen(function* () {
+          const handle = yield* Run.start({ goal: "pay", tools: [pay] })
+          yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+          const request = (yield* memory.pending).find((r) => r.runId === handle.runId)
+          const callId = request?.callId ?? ""
+          assert.deepStrictEqual(outcome(yield* Effect.exit(handle.pendingApprovals)), listed(handle.runId))
+          assert.deepStrictEqual(outcome(yield* Effect.exit(handle.approve(callId))), decided(handle.runId, callId))
+          assert.deepStrictEqual(
+            outcome(yield* Effect.exit(handle.reject(callId, "no"))),
+            decided(handle.runId, callId)
+          )
+          // The run still waits: a broken list or decision decided nothing.
+          assert.strictEqual(yield* handle.state, "awaiting_approval")
+          yield* handle.cancel
+        }).pipe(Effect.scoped, Effect.provideService(Approval.ApprovalGate, gate))
+      }
+      // A decision the gate refuses as not pending passes on too, as the gate's own error.
+      yield* Effect.gen(function* () {
+        const handle = yield* Run.start({ goal: "pay", tools: [pay] })
+        yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "approval.requested"))
+        const exit = yield* Effect.exit(handle.approve("never-asked"))
+        assert.deepStrictEqual(outcome(exit), new Approval.NotPending({ runId: handle.runId, callId: "never-asked" }))
+        yield* handle.cancel
+      }).pipe(Effect.scoped, Effect.provideService(Approval.ApprovalGate, memory))
+    }).pipe(Effect.provide(payThenDone))
   )
 })

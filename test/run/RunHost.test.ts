@@ -16,6 +16,7 @@ import * as Permission from "../../src/tools/Permission.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
 import * as Validation from "../../src/validation/Validation.ts"
+import { look, takeoverModel } from "../support/takeover.ts"
 
 /** A payment that needs approval, counting how often its handler ran. */
 const ledger = () => {
@@ -281,36 +282,17 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
   )
 
   it.live(
-    "R9 R7 a host another one took the run from is told the run is another's (running) and leaves the new owner's approval alone",
+    "R9 R7 a host another one took the run from is told the run is another's (taken) and leaves the new owner's approval alone",
     () =>
       Effect.gen(function* () {
         const { paid, pay } = ledger()
-        const look = Tool.make({
-          name: "look",
-          description: "Looks.",
-          input: Schema.Struct({}),
-          output: Schema.String,
-          sideEffect: "read",
-          idempotent: true,
-          handler: () => Effect.succeed("seen")
-        })
-        let second = 0
         // The first host's second model call is slow; meanwhile a second host takes the run
         // over, and its model asks for a payment that waits for approval.
-        const model = ScriptedModel.layerFunction((request) => {
-          if (request.iteration === 1) return ScriptedModel.toolCall("look", {}, "c1")
-          if (request.iteration === 2) {
-            second++
-            return second === 1
-              ? Effect.as(Effect.sleep("300 millis"), ScriptedModel.finalAnswer("the first host's answer"))
-              : ScriptedModel.toolCall("pay", { amount: 5 }, "c2")
-          }
-          return ScriptedModel.finalAnswer("paid")
-        })
+        const { layer: model, secondAsked } = takeoverModel()
         const options = { goal: "pay", tools: [look, pay] }
         const settings: RunHost.Settings = { parkAfter: "1 hour" }
         const first = yield* Effect.forkChild(RunHost.drive("h1", options, settings).pipe(Effect.provide(model)))
-        while (second === 0) yield* Effect.sleep(5)
+        while (secondAsked() === 0) yield* Effect.sleep(5)
         // The second host is another process on the same store: the runs this one drives are not its own.
         const journal = yield* Journal.Journal
         const otherProcess = FaultyJournal.make(journal, {}).journal
@@ -321,9 +303,10 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
           )
         )
         while ((yield* journal.pendingApprovals({ runId: "h1" })).length === 0) yield* Effect.sleep(5)
-        // Not `Finished` with its own view, which the journal never holds (review 133): the engine drives it again later.
+        // Not `Finished` with its own view, which the journal never holds (review 133), nor `running`,
+        // on which the engine drives the run again, taking it back from its owner (review 134).
         const overtaken = yield* Effect.flip(Fiber.join(first))
-        assert.strictEqual(overtaken._tag === "ResumeError" ? overtaken.reason : overtaken._tag, "running")
+        assert.strictEqual(overtaken._tag === "ResumeError" ? overtaken.reason : overtaken._tag, "taken")
         // The new owner's call is still waiting: approving it lets the owner pay, once.
         assert.deepStrictEqual(
           (yield* journal.pendingApprovals({ runId: "h1" })).map((r) => r.callId),
@@ -754,7 +737,7 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : Option.none()
       assert.deepStrictEqual(
         Option.map(error, (e) => (e._tag === "ResumeError" ? e.reason : e._tag)),
-        Option.some("running")
+        Option.some("taken")
       )
       assert.deepStrictEqual(paid, [])
     }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))

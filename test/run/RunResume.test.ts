@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Layer, Metric, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -579,6 +580,84 @@ describe("Run.resume (R9)", () => {
       assert.include(result.detail, "another process owns this run")
       assert.strictEqual(faulty.commits(), 3)
     }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R9.4 R7 a run fenced off at its model's answer stops at once: it puts no call up for approval (review 134)",
+    () =>
+      Effect.gen(function* () {
+        const payment = approvedPay()
+        const store = yield* Journal.Journal
+        // Another writer fences the run off at its commit of the model's answer.
+        const faulty = FaultyJournal.make(store, { conflictOn: (n) => n === 2 })
+        const result = yield* TestClockDriver.drive(
+          Run.run({
+            goal: "pay 10",
+            runId: "r1",
+            tools: [payment.tool],
+            time: { run: "1 day", approval: "12 hours" }
+          }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(
+              JournalApprovals.layer().pipe(Layer.provide(Layer.succeed(Journal.Journal, faulty.journal)))
+            ),
+            Effect.provide(payThenAnswer)
+          )
+        )
+        // Before, it put the call on the table and waited 12 hours for a person it could not act for.
+        assert.isBelow(yield* Clock.currentTimeMillis, 60_000)
+        assert.strictEqual(result.stopReason, "internal_error")
+        assert.include(result.detail, "another process owns this run now")
+        assert.isDefined(result.unrecorded)
+        assert.notInclude(
+          result.timeline.map((e) => e._tag),
+          "approval.requested"
+        )
+        assert.deepStrictEqual(yield* store.pendingApprovals({ runId: "r1" }), [])
+        assert.strictEqual(payment.calls.count, 0)
+      }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R9.4 R7 a run fenced off while its call waits for a person stops at once and leaves the call on the table for the run's owner (review 134)",
+    () =>
+      Effect.gen(function* () {
+        const payment = approvedPay()
+        const look = FaultyTools.slow({ name: "look", millis: 0 })
+        const store = yield* Journal.Journal
+        // The commit of the read's result, made while the payment waits, is fenced off.
+        const faulty = FaultyJournal.make(store, { conflictOn: (n) => n === 4 })
+        const model = ScriptedModel.layerFunction((request) =>
+          request.iteration === 1
+            ? ScriptedModel.toolCalls(["pay", { amount: 10 }, "c1"], ["look", {}, "c2"])
+            : ScriptedModel.finalAnswer("paid")
+        )
+        const result = yield* TestClockDriver.drive(
+          Run.run({
+            goal: "pay 10",
+            runId: "r1",
+            tools: [payment.tool, look.tool],
+            concurrency: 2,
+            time: { run: "1 day", approval: "12 hours" }
+          }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(
+              JournalApprovals.layer().pipe(Layer.provide(Layer.succeed(Journal.Journal, faulty.journal)))
+            ),
+            Effect.provide(model)
+          )
+        )
+        assert.strictEqual(faulty.commits(), 4)
+        assert.isBelow(yield* Clock.currentTimeMillis, 60_000)
+        assert.strictEqual(result.stopReason, "internal_error")
+        assert.include(result.detail, "another process owns this run now")
+        // The owner resumed from the journal, which holds the request: it waits for the same call.
+        assert.deepStrictEqual(
+          (yield* store.pendingApprovals({ runId: "r1" })).map((r) => r.callId),
+          ["c1"]
+        )
+        assert.strictEqual(payment.calls.count, 0)
+      }).pipe(Effect.provide(layers))
   )
 
   it.effect(

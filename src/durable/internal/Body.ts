@@ -93,6 +93,7 @@ export const body = <T extends Tool.Any, RV, O>(
         ),
         {
           // `running`: this process's drive before this one has not stopped yet (a handler that ignores interruption).
+          // Not `taken`: another process owns the run now, and a drive again would take it back (review 134).
           while: (e) => e.reason === "unavailable" || e.reason === "running",
           schedule: Schedule.min([Schedule.exponential("200 millis", 2), Schedule.spaced("30 seconds")])
         }

@@ -17,7 +17,7 @@
  * still out, the events stay buffered for the next barrier (only the intent record stops
  * anything: its call). A commit fenced
  * off by another writer (`Conflict`) means another process owns the run: this one writes
- * nothing more, and its loop stops at its next checkpoint.
+ * nothing more, and stops at once (`RunContext.onFenced`).
  */
 import { Duration, Effect, Schedule } from "effect"
 import * as Failure from "../../failure/Failure.ts"
@@ -100,8 +100,8 @@ const commit = (
           Effect.sync(() => {
             if (e._tag === "Conflict") {
               ctx.fenced = e.detail
-              // Its host hears of it as of a commit: a run another process owns stops (review 133).
-              ctx.onCommitted?.()
+              // A run another process owns stops at once, whatever it waits on (reviews 133, 134).
+              ctx.onFenced?.()
             }
             if (e._tag === "Failed") ctx.refused = e.detail
           })

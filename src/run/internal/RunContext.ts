@@ -40,11 +40,13 @@ export interface RunContext {
    * stop grace, which gives the caller a result even if what is interrupted never stops.
    */
   onStop: (() => void) | undefined
-  /**
-   * Called after each commit that reached the journal (a host waits for one before it parks
-   * the run), and once a commit is fenced off (`fenced`: another process owns the run).
-   */
+  /** Called after each commit that reached the journal (a host waits for one before it parks the run). */
   onCommitted: (() => void) | undefined
+  /**
+   * Called once a commit is fenced off (`fenced`: another process owns the run): the run
+   * stops at once, whatever it waits on (a person's decision, a handler), writing nothing more.
+   */
+  onFenced: (() => void) | undefined
   /** Where a durable run commits its log; `undefined` for a run without a journal. */
   readonly journal: Sink | undefined
   /** How many events of `events` the journal holds. */
@@ -124,6 +126,7 @@ export const make = (options: {
     breakers: options.breakers,
     onStop: undefined,
     onCommitted: undefined,
+    onFenced: undefined,
     journal: options.journal,
     committed: events.length,
     committing: false,

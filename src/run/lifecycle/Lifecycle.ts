@@ -324,6 +324,11 @@ const execution = <RV, R>(
     }
     // However the fiber ends, even skipping its own ending, `done` gets a result (R12).
     self.addObserver((exit) => closing.fiberEnded(exit))
+    // Another process owns the run now (a commit fenced off): it stops at once, whatever it waits
+    // on, rather than at its next turn (review 134: it waited 12 hours for a call's approval).
+    ctx.onFenced = () => {
+      if (!ctx.log.finished && ctx.log.stopping === undefined && ctx.suspended === undefined) self.interruptUnsafe()
+    }
     // When a run resumed past its deadline stops asking its calls in doubt what they did.
     let lateUntil: number | undefined
     if (resume === undefined) started(ctx, valid, self.getRef(Permission.Permission) === Permission.allowAll)

@@ -241,13 +241,14 @@ export const awaitDecision = Effect.fnUntraced(function* (
   ) => RunContext.release(ctx, "tool_executing", decisionEvent(decision, extra))
   // A gate is user code (R12): a throw, a non-Effect or an answer that is not a decision
   // ends the run internal_error; a decision is never guessed.
+  // A run taken from its process hands the call on to whoever drives it next: the gate keeps it.
   const asked = Effect.flatMap(
     UserCode.orDie(
       "the approval gate",
       UserCode.effectOrDie("the approval gate", () => gate.request(request))
     ),
     (decision) => UserCode.checkedOrDie(checkDecision(ctx, call, secrets, decision))
-  )
+  ).pipe(Effect.provideService(Approval.HandedOn, () => ctx.suspended !== undefined || ctx.fenced !== undefined))
   // The run stops waiting (cancel, deadline, another call's stop, a broken gate), the call never
   // ran: the log says so, with the decision the gate had taken meanwhile, if any (the journal's
   // gate keeps it, and so does the log), else that the request was withdrawn.

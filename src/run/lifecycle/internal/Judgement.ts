@@ -179,14 +179,18 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
  * Maps an interrupted lifecycle to its ending, from what the log says stopped it
  * (`run.stopping`). The deadline's stop is a `run_timeout`: only the plan's criteria are
  * checked then, since they read the timeline alone, while stop hooks and artifact checks
- * would need time the run no longer has. With no stop in the log, nobody stopped the run:
- * code it ran interrupted itself where no boundary took it as that code's failure, an
- * `internal_error`, never a cancel (R5.1).
+ * would need time the run no longer has. With no stop in the log, another process took the
+ * run over (its commits fenced off), or nobody stopped the run: code it ran interrupted
+ * itself where no boundary took it as that code's failure; each an `internal_error`, never
+ * a cancel (R5.1).
  */
 export const interrupted = <RV>(ctx: RunContext.RunContext, spec: Validation.Spec<RV>) => {
   const stopping = ctx.log.stopping
   if (stopping === undefined) {
-    const detail = `the run was interrupted from inside while it was ${RunContext.state(ctx)}, with no cancel and no deadline: code it ran interrupted itself`
+    const detail =
+      ctx.fenced !== undefined
+        ? `another process owns this run now: ${ctx.fenced}`
+        : `the run was interrupted from inside while it was ${RunContext.state(ctx)}, with no cancel and no deadline: code it ran interrupted itself`
     RunContext.decided(ctx, "runtime", "internal_error", detail)
     return Effect.succeed<Ending>({ status: "failed", stopReason: "internal_error", policy: "runtime", detail })
   }
