@@ -13,6 +13,7 @@ import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as Termination from "../../src/termination/Termination.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
@@ -444,6 +445,37 @@ describe("DurableRun: one live host per file (R9.4)", () => {
           Effect.provide(hostOn(filename, pay))
         )
         assert.deepStrictEqual([again.status, paid.length], ["completed", 1])
+      }),
+    60_000
+  )
+
+  it.live(
+    "R12 R5.1 a start from a process beside the host that the host's code refuses (a limit its policies ignore) ends the run internal_error naming the field, recorded (review 136)",
+    () =>
+      Effect.gen(function* () {
+        const filename = fileOf()
+        const { paid, pay } = payments()
+        // The host's policies are a fixed list, which a start's own limits cannot change.
+        const host = DurableRun.layer({ tools: [pay], policies: Termination.defaults() }).pipe(
+          Layer.provideMerge(DurableRun.layerEmbedded({ filename })),
+          Layer.provide(payOnce)
+        )
+        // An API server beside the host cannot check a start against the host's code.
+        yield* Effect.flatMap(DurableRun.DurableRuns, (runs) =>
+          runs.start({ goal: "pay", runId: "api-1", limits: { maxIterations: 5 } })
+        ).pipe(
+          Effect.provide(
+            DurableRun.layerClient.pipe(Layer.provideMerge(DurableRun.layerEmbedded({ filename, clientOnly: true })))
+          )
+        )
+        // Before, its workflow died on the options and suspended: no result, and a cancel changed nothing.
+        const result = yield* Effect.flatMap(DurableRun.DurableRuns, (runs) => runs.result("api-1")).pipe(
+          Effect.timeout("20 seconds"),
+          Effect.provide(host)
+        )
+        assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"])
+        assert.include(result.detail, "limits.maxIterations")
+        assert.deepStrictEqual(paid, [])
       }),
     60_000
   )

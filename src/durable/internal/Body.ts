@@ -79,16 +79,30 @@ export const body = <T extends Tool.Any, RV, O>(
     const refused = unregistered(definitions.tools, payload.tools, " on this runner")
     // A store out of reach is waited for; a journal this runner cannot go on with fails the
     // body, which suspends the workflow (`SuspendOnFailure`) for a runner that can.
+    const driveWith = (
+      given: typeof options,
+      cancel: boolean,
+      parkAfter: Duration.Input,
+      why: RunOptions.InvalidRunOptions | undefined
+    ) =>
+      RunHost.drive(payload.runId, given, {
+        cancel,
+        pollInterval: settings.pollInterval,
+        parkAfter,
+        startedAt: payload.startedAt,
+        refused: why
+      })
     const drive = (cancel: boolean, parkAfter: Duration.Input) =>
       Effect.retry(
-        RunHost.drive(payload.runId, options, {
-          cancel,
-          pollInterval: settings.pollInterval,
-          parkAfter,
-          startedAt: payload.startedAt,
-          refused
-        }).pipe(
-          // The settings were checked when the layer was built (`DurableRun.layer`).
+        driveWith(options, cancel, parkAfter, refused).pipe(
+          // A start this runner's code refuses (limits its policies would ignore), from a client that
+          // could not check it: the run starts under the runner's own options and ends at once, recorded,
+          // naming the field, as for a tool it has not; it hung, suspended, before (review 136). Only a
+          // run the journal does not hold yet gets here: a resume's options fail as a `ResumeError`.
+          Effect.catchTag("InvalidRunOptions", (e) =>
+            driveWith(optionsOf(definitions, { ...payload, limits: undefined, time: undefined }), cancel, parkAfter, e)
+          ),
+          // The settings were checked when the layer was built (`DurableRun.layer`), and so were its own options.
           Effect.catchTag("InvalidRunOptions", (e) => Effect.die(e))
         ),
         {
