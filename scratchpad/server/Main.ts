@@ -8,7 +8,7 @@ import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { ByteSize, Config, Console, Effect, Layer, Option } from "effect"
-import { FetchHttpClient, HttpIncomingMessage, HttpRouter, HttpServer } from "effect/http"
+import { FetchHttpClient, HttpIncomingMessage, HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { DurableRun } from "effect-agent-runtime/durable"
 import { JournalPg } from "effect-agent-runtime/journal/pg"
@@ -50,13 +50,46 @@ const routes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HttpApiMiddleware.layerProblemDetails({ includeDetails: true }))
 )
 
+/** The methods each path of `Api` answers, by its shape (ids are opaque segments). */
+const allowedOn = (pathname: string): string | undefined => {
+  const parts = pathname.split("/").slice(1)
+  if (parts[0] !== "runs") return undefined
+  if (parts.length === 1) return "POST"
+  if (parts.length === 2) return "GET, HEAD"
+  if (parts.length === 3)
+    return parts[2] === "cancel"
+      ? "POST"
+      : ["events", "approvals", "view"].includes(parts[2] ?? "")
+        ? "GET, HEAD"
+        : undefined
+  return parts.length === 4 && parts[2] === "approvals" ? "POST" : undefined
+}
+
+/**
+ * What the router finds no route for is answered as the API answers: a path of the API asked
+ * with a method it does not take is a 405 naming the ones it does (`Allow`); a run id or call
+ * id past the router's longest parameter is the run not found, typed (review 138: both were an
+ * empty 404). A path the router cannot decode at all (`%ff`) it still answers with its own 404.
+ */
+const unrouted = HttpRouter.add("*", "/*", (request) => {
+  const url = new URL(request.url, "http://server")
+  const allow = allowedOn(url.pathname)
+  if (allow !== undefined && !allow.split(", ").includes(request.method)) {
+    return Effect.succeed(HttpServerResponse.empty({ status: 405, headers: { allow } }))
+  }
+  const runId = url.pathname.split("/")[2] ?? ""
+  return Effect.succeed(
+    HttpServerResponse.jsonUnsafe({ _tag: "RunNotFound", runId: runId.slice(0, 256) }, { status: 404 })
+  )
+})
+
 /** Says where it listens, on stdout (a test started on port 0 reads it there). */
 const announce = Layer.effectDiscard(HttpServer.addressFormattedWith((url) => Console.log(`listening on ${url}`)))
 
 export const ServerLive = Layer.unwrap(
   Effect.gen(function* () {
     const config = yield* settings
-    return HttpRouter.serve(routes, {
+    return HttpRouter.serve(Layer.merge(routes, unrouted), {
       disableLogger: true,
       disableListenLog: true,
       // Any id reaches the handlers (a run id may be 256 characters; the router's default allows 100): one too long is a RunNotFound.

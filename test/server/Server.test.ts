@@ -220,10 +220,30 @@ describe("server over durable runs", () => {
     }
   })
 
-  it("an id longer than any run's is a RunNotFound too", async () => {
-    const { status, body } = await send("GET", `${server.url}/runs/${"r".repeat(300)}`)
-    assert.strictEqual(status, 404)
-    assert.strictEqual(body?._tag, "RunNotFound")
+  it("an id longer than any run's is a RunNotFound too, however long (review 138: past 4096 characters an empty 404)", async () => {
+    for (const [method, route] of [
+      ["GET", `/runs/${"r".repeat(300)}`],
+      ["GET", `/runs/${"r".repeat(5000)}`],
+      ["GET", `/runs/${"r".repeat(5000)}/view`],
+      ["POST", `/runs/x/approvals/${"c".repeat(5000)}`]
+    ] as const) {
+      const { status, body } = await send(method, `${server.url}${route}`)
+      assert.strictEqual(status, 404, `${method} ${route.slice(0, 20)}`)
+      assert.strictEqual(body?._tag, "RunNotFound", `${method} ${route.slice(0, 20)}`)
+    }
+  })
+
+  it("a method a path of the API does not take is 405 with the methods it does (Allow), not 404 (review 138)", async () => {
+    for (const [method, route, allow] of [
+      ["DELETE", "/runs/x", "GET, HEAD"],
+      ["PUT", "/runs", "POST"],
+      ["GET", "/runs", "POST"],
+      ["GET", "/runs/x/cancel", "POST"]
+    ] as const) {
+      const response = await fetch(`${server.url}${route}`, { method })
+      assert.strictEqual(response.status, 405, `${method} ${route}`)
+      assert.strictEqual(response.headers.get("allow"), allow, `${method} ${route}`)
+    }
   })
 
   it("GET /openapi.json is the document of the HttpApi definition", async () => {
