@@ -661,6 +661,50 @@ describe("Run.resume (R9)", () => {
   )
 
   it.effect(
+    "R9.4 R5.3 a run fenced off while a handler that ignores interruption runs gives its result within the stop grace, the call left behind (review 137)",
+    () =>
+      Effect.gen(function* () {
+        // A payment that never ends and ignores interruption, beside a note whose result commit is fenced off.
+        const stubborn = Tool.make({
+          name: "stubborn",
+          description: "Never ends, and ignores interruption.",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          handler: () => Effect.uninterruptible(Effect.never)
+        })
+        const note = FaultyTools.slow({ name: "note", millis: 0, sideEffect: "external", idempotent: false })
+        const store = yield* Journal.Journal
+        const faulty = FaultyJournal.make(store, { conflictOn: (n) => n >= 5 })
+        const model = ScriptedModel.layerFunction((request) =>
+          request.iteration === 1
+            ? ScriptedModel.toolCalls(["stubborn", {}, "c1"], ["note", {}, "c2"])
+            : ScriptedModel.finalAnswer("done")
+        )
+        const result = yield* TestClockDriver.drive(
+          Run.run({
+            goal: "go",
+            runId: "r1",
+            tools: [stubborn, note.tool],
+            concurrency: 2,
+            time: { run: "1 day", stopGrace: "200 millis" }
+          }).pipe(Effect.provideService(Journal.Journal, faulty.journal), Effect.provide(model)),
+          { upTo: "3 days", step: "1 second" }
+        )
+        // Before, the caller waited for the handler, for good: the fence started no stop grace, as a cancel does.
+        assert.strictEqual(result.stopReason, "internal_error")
+        assert.include(result.detail, "another process owns this run now")
+        assert.include(result.detail, "it was left behind")
+        assert.isDefined(result.unrecorded)
+        assert.deepStrictEqual(
+          result.pendingActions.map((a) => a.callId),
+          ["c1"]
+        )
+      }).pipe(Effect.provide(layers)),
+    10_000
+  )
+
+  it.effect(
     "R9 a run another process resumed while its model answered is told so at its last commit, never completed with an ending the journal does not hold",
     () =>
       Effect.gen(function* () {

@@ -90,8 +90,9 @@ export const rescue = (
 }
 
 /**
- * The result of a run stopped from outside (the deadline, a cancel) whose interrupted
- * work did not stop within the stop grace: user code that cannot be interrupted. The run
+ * The result of a run stopped from outside (the deadline, a cancel, another process taking it
+ * over) whose interrupted work did not stop within the stop grace: user code that cannot be
+ * interrupted. The run
  * ends now, as it would have; what was in flight is left behind, recorded as such, and
  * the log is closed, so nothing it does later changes the result.
  */
@@ -103,8 +104,11 @@ export const leftBehind = (
   judgedNow: (stop: "cancelled" | "run_timeout", detail: string) => Ending | undefined
 ): RunResult.RunResult => {
   const stopping = ctx.log.stopping
-  const cancelled = stopping?.by !== "deadline"
-  const by = cancelled ? "the cancel" : "the run deadline"
+  // Stopped by another process taking the run over (a commit fenced off), with no cancel or deadline before.
+  const fenced = stopping === undefined && ctx.fenced !== undefined
+  const cancelled = !fenced && stopping?.by !== "deadline"
+  const by = fenced ? "another process taking the run over" : cancelled ? "the cancel" : "the run deadline"
+  const reason = fenced ? "internal_error" : cancelled ? "cancelled" : "run_timeout"
   try {
     recordAbandoned(
       ctx,
@@ -115,16 +119,17 @@ export const leftBehind = (
     const held = ctx.committing
       ? "its journal's store held a commit past the stop grace"
       : "what it interrupted did not stop within the stop grace"
-    const detail = `${by} stopped the run while it was ${stopping?.state ?? RunContext.state(ctx)}, and ${held} of ${graceMillis} ms; it was left behind`
-    const reason = cancelled ? "cancelled" : "run_timeout"
-    const policy = cancelled ? "runtime" : "run_timeout"
+    const detail = fenced
+      ? `another process owns this run now (${ctx.fenced}), and ${held} of ${graceMillis} ms; it was left behind`
+      : `${by} stopped the run while it was ${stopping?.state ?? RunContext.state(ctx)}, and ${held} of ${graceMillis} ms; it was left behind`
+    const policy = reason === "run_timeout" ? "run_timeout" : "runtime"
     RunContext.decided(ctx, policy, reason, detail)
-    const judged = judgedNow(reason, detail)
+    const judged = reason === "internal_error" ? undefined : judgedNow(reason, detail)
     return end(ctx, judged ?? { status: cancelled ? "cancelled" : "failed", stopReason: reason, policy, detail })
   } catch {
     return conclude(ctx, {
       status: cancelled ? "cancelled" : "failed",
-      stopReason: cancelled ? "cancelled" : "run_timeout",
+      stopReason: reason,
       policy: "runtime",
       detail: "the run could not record its ending"
     })

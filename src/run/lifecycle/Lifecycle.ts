@@ -327,7 +327,10 @@ const execution = <RV, R>(
     // Another process owns the run now (a commit fenced off): it stops at once, whatever it waits
     // on, rather than at its next turn (review 134: it waited 12 hours for a call's approval).
     ctx.onFenced = () => {
-      if (!ctx.log.finished && ctx.log.stopping === undefined && ctx.suspended === undefined) self.interruptUnsafe()
+      if (ctx.log.finished || ctx.log.stopping !== undefined || ctx.suspended !== undefined) return
+      self.interruptUnsafe()
+      // Bounded as a cancel is: past the stop grace, what would not stop is left behind (review 137).
+      ctx.onStop?.()
     }
     // When a run resumed past its deadline stops asking its calls in doubt what they did.
     let lateUntil: number | undefined

@@ -162,8 +162,9 @@ export class Closing {
    * behind, its stop judged by its `plan` at once (R6.3).
    */
   stopped(graceMillis: number, plan: ReadonlyArray<Validation.PlanStep> | undefined): void {
-    // Closed already (a cancel that came as it ended): nothing left to wait for.
-    if (this.closed !== undefined || Deferred.isDoneUnsafe(this.done)) return
+    // Closed already (a cancel that came as it ended): nothing left to wait for. Armed already
+    // (a cancel after another process took the run over): the grace runs from the first stop.
+    if (this.closed !== undefined || Deferred.isDoneUnsafe(this.done) || this.cancelGrace !== undefined) return
     // Kept referenced: while what the run interrupted will not stop, this timer may be the
     // only thing left to give the result, and a program must not exit without it. It is
     // cleared as soon as the run ends by itself.
