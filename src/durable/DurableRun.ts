@@ -47,6 +47,7 @@ import * as Journal from "../journal/Journal.ts"
 import * as Run from "../run/Run.ts"
 import * as RunHost from "../run/RunHost.ts"
 import * as RunOptions from "../run/RunOptions.ts"
+import * as Durations from "../time/Durations.ts"
 import type * as Tool from "../tools/Tool.ts"
 import { DurableRuns, type StartOptions } from "./DurableRuns.ts"
 import * as Body from "./internal/Body.ts"
@@ -73,6 +74,13 @@ export interface Settings {
   readonly pollInterval?: Duration.Input | undefined
   /** An approval that expires sooner than this is waited for in the process instead of parking. Default 1 second. */
   readonly parkAfter?: Duration.Input | undefined
+  /**
+   * How long a run another process took over (this runner's commits were fenced off) may go
+   * with no commit and no call waiting for a person before this runner drives it again: that
+   * process is taken for gone. Until then, and while it commits, the run is left to it.
+   * Default 2 minutes.
+   */
+  readonly takeBackAfter?: Duration.Input | undefined
 }
 
 /**
@@ -125,6 +133,19 @@ const checkedAgainst =
       })
     )
 
+/** A `takeBackAfter` that is not a positive, finite duration (a take-back of no time would fence a live owner off). */
+const checkTakeBack = (settings: Settings): RunOptions.InvalidRunOptions | undefined => {
+  const given = settings.takeBackAfter
+  if (given === undefined) return undefined
+  const millis = Durations.millisOf(given) ?? Number.NaN
+  return millis > 0 && Number.isFinite(millis)
+    ? undefined
+    : new RunOptions.InvalidRunOptions({
+        path: ["takeBackAfter"],
+        reason: `Expected a positive, finite duration, got ${UserCode.shown(given)}`
+      })
+}
+
 /**
  * {@link DurableRuns} for a process that hosts no runs (an API server on a client-only
  * cluster layer): it starts, approves, cancels and reads runs that runners host. It checks
@@ -176,7 +197,7 @@ export const layer = <T extends Tool.Any, RV = never, O = never>(
   settings: Settings = {}
 ): Layer.Layer<DurableRuns, RunOptions.InvalidRunOptions, Requires | RunOptions.Requirements<T, RV>> => {
   // Settings that cannot work fail the layer when it is built, not a run later.
-  const invalid = RunHost.checkSettings(settings)
+  const invalid = RunHost.checkSettings(settings) ?? checkTakeBack(settings)
   if (invalid !== undefined) return Layer.effect(DurableRuns, Effect.fail(invalid))
   return Layer.effect(
     DurableRuns,

@@ -7,11 +7,12 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Cause, Deferred, Duration, Effect, Fiber, Layer, Option, Schema, Stream } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Stream } from "effect"
 import { DurableRun } from "../../src/durable/index.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
+import type * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as Termination from "../../src/termination/Termination.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
@@ -612,15 +613,33 @@ describe("DurableRun: rolling upgrades (R9)", () => {
 })
 
 describe("DurableRun: a run another process took over (R9.4)", () => {
+  /** A runner on `filename` that takes back a run another process took over once it is quiet for a second. */
+  const runnerOn = <T extends Tool.Any>(filename: string, tools: ReadonlyArray<T>, model: Layer.Layer<Model.Model>) =>
+    DurableRun.layer({ tools }, { takeBackAfter: "1 second" }).pipe(
+      Layer.provideMerge(DurableRun.layerEmbedded({ filename })),
+      Layer.provide(model)
+    )
+
+  /** The run's workflow once it has completed (10 s at most): its status. */
+  const completed = (runId: string) =>
+    Effect.gen(function* () {
+      const executionId = yield* DurableRun.RunWorkflow.executionId({ runId, goal: "" })
+      for (let i = 0; i < 200; i++) {
+        const polled = yield* DurableRun.RunWorkflow.poll(executionId)
+        if (Option.isSome(polled) && polled.value._tag === "Complete") return polled.value.exit
+        yield* Effect.sleep(50)
+      }
+      return yield* Effect.die(new Error(`the workflow of ${runId} never completed`))
+    })
+
   it.live(
-    "R9.4 a runner fenced off by a process that has not ended the run leaves it to that process: its workflow suspends, it does not take the run back (review 134)",
+    "R9.4 a runner fenced off by a process that goes on with the run leaves it to that process, and its workflow ends with that process's ending (reviews 134, 137)",
     () =>
       Effect.gen(function* () {
         const { paid, pay } = payments()
         // The runner's second model call is slow; meanwhile another process resumes the run, and
         // its model asks for a payment, which waits there for a person.
         const { layer: model, secondAsked } = takeoverModel()
-        const filename = fileOf()
         yield* Effect.gen(function* () {
           const runs = yield* DurableRun.DurableRuns
           const journal = yield* Journal.Journal
@@ -635,31 +654,69 @@ describe("DurableRun: a run another process took over (R9.4)", () => {
             )
           )
           while ((yield* journal.pendingApprovals({ runId: "t1" })).length === 0) yield* Effect.sleep(5)
-          const executionId = yield* DurableRun.RunWorkflow.executionId({ runId: "t1", goal: "" })
-          let suspended = false
-          for (let i = 0; i < 100 && !suspended; i++) {
-            const polled = yield* DurableRun.RunWorkflow.poll(executionId)
-            suspended = Option.isSome(polled) && polled.value._tag === "Suspended" && polled.value.failed === true
-            if (!suspended) yield* Effect.sleep(50)
-          }
-          assert.isTrue(suspended, "the fenced runner's workflow did not suspend")
+          // Past the take-back time: the owner's call waits for a person, so the run is still the owner's.
+          yield* Effect.sleep("2500 millis")
           // Before, the workflow drove the run again on `running` and took it back from its owner.
           const resumes = (yield* runs.events("t1")).filter((e) => e._tag === "run.resumed")
           assert.strictEqual(resumes.length, 1)
           yield* JournalApprovals.make(journal).decide("t1", "c2", Approval.approved("ops"))
           const owned = yield* Fiber.join(owner)
           assert.strictEqual(owned.stopReason, "goal_reached", owned.detail)
-        }).pipe(
-          Effect.provide(
-            DurableRun.layer({ tools: [look, pay] }).pipe(
-              Layer.provideMerge(DurableRun.layerEmbedded({ filename })),
-              Layer.provide(model)
-            )
-          )
-        )
+          // The runner's workflow ends with the run (it was left suspended for good: review 137).
+          assert.deepStrictEqual(yield* completed("t1"), Exit.succeed("completed"))
+        }).pipe(Effect.provide(runnerOn(fileOf(), [look, pay], model)))
         assert.deepStrictEqual(paid, ["t1:c2"])
       }),
     30_000
+  )
+
+  it.live(
+    "R9.4 a run taken over by a process that then died is taken back once its log goes quiet, and finished (review 137)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = payments()
+        const { layer: model, secondAsked } = takeoverModel()
+        yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          const journal = yield* Journal.Journal
+          yield* runs.start({ goal: "pay", runId: "t2" })
+          while (secondAsked() === 0) yield* Effect.sleep(5)
+          // Another process takes the run over (its run.resumed is committed) and dies at once.
+          const dying = FaultyJournal.make(journal, { crashAt: { commit: 1, when: "after" } })
+          yield* Effect.exit(
+            Run.resume("t2", { tools: [look, pay] }).pipe(
+              Effect.provide(Layer.merge(model, JournalApprovals.layer())),
+              Effect.provideService(Journal.Journal, dying.journal)
+            )
+          )
+          assert.isTrue(dying.crashed())
+          // The runner, fenced off, takes the run back once it is quiet: its call is put up again.
+          const callId = yield* waitingCall(runs, "t2")
+          yield* runs.approve("t2", callId, { by: "ops" })
+          const result = yield* runs.result("t2")
+          assert.strictEqual(result.status, "completed", result.detail)
+          assert.deepStrictEqual(yield* completed("t2"), Exit.succeed("completed"))
+        }).pipe(Effect.provide(runnerOn(fileOf(), [look, pay], model)))
+        assert.deepStrictEqual(paid, ["t2:c2"])
+      }),
+    30_000
+  )
+
+  it.effect("R12 a take-back time that is not a positive, finite duration fails the layer, naming it", () =>
+    Effect.gen(function* () {
+      for (const takeBackAfter of [0, -1, "forever", Number.POSITIVE_INFINITY]) {
+        const refused = yield* Effect.flip(
+          Layer.build(
+            DurableRun.layer({ tools: [] }, { takeBackAfter: takeBackAfter as Duration.Input }).pipe(
+              Layer.provide(DurableRun.layerEmbedded({ filename: fileOf() })),
+              Layer.provide(payOnce)
+            )
+          ).pipe(Effect.scoped)
+        )
+        assert.strictEqual(refused._tag, "InvalidRunOptions")
+        assert.include(refused.message, "takeBackAfter")
+      }
+    })
   )
 })
 

@@ -7,6 +7,7 @@
  */
 import { Clock, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
+import * as Journal from "../../journal/Journal.ts"
 import * as RunHost from "../../run/RunHost.ts"
 import * as RunOptions from "../../run/RunOptions.ts"
 import type * as Tool from "../../tools/Tool.ts"
@@ -28,7 +29,40 @@ export interface Payload {
 export interface Settings {
   readonly pollInterval?: RunHost.Settings["pollInterval"]
   readonly parkAfter?: RunHost.Settings["parkAfter"]
+  readonly takeBackAfter?: Duration.Input | undefined
 }
+
+/** How long a run another process took over may go quiet before this runner takes it back, by default. */
+export const defaultTakeBackAfter = "2 minutes"
+
+/**
+ * Waits while another process drives the run (this runner's drive was fenced off: `taken`):
+ * until the run has ended, a cancel came for it, or its log has not moved for `quietMillis`
+ * with no call of it waiting for a person: that process is gone (review 137: the run was left
+ * to it for good). The run is then driven here again, which gives its ending, cancels it, or
+ * takes it up. A store out of reach meanwhile is only waited out.
+ */
+const whileTheirs = <R>(runId: string, quietMillis: number, cancelled: Effect.Effect<boolean, never, R>) =>
+  Effect.gen(function* () {
+    const journal = yield* Journal.Journal
+    const every = Math.min(5_000, Math.max(50, quietMillis / 10))
+    let seq = -1
+    let movedAt = yield* Clock.currentTimeMillis
+    while (true) {
+      yield* Effect.sleep(every)
+      if (yield* cancelled) return
+      const now = yield* Clock.currentTimeMillis
+      const read = yield* Effect.option(journal.read(runId, { fromSeq: Math.max(0, seq) }))
+      if (Option.isNone(read)) continue
+      if (Option.isNone(read.value) || Option.isSome(read.value.value.result)) return
+      const pending = yield* Effect.option(journal.pendingApprovals({ runId }))
+      const asksSomeone = Option.isSome(pending) && pending.value.some((request) => request.expiresAt > now)
+      if (read.value.value.nextSeq !== seq || asksSomeone) {
+        seq = read.value.value.nextSeq
+        movedAt = now
+      } else if (now - movedAt >= quietMillis) return
+    }
+  })
 
 /** The first of `names` that no tool of `tools` has, as the invalid option it is; `undefined` when all are there. */
 export const unregistered = (
@@ -107,12 +141,14 @@ export const body = <T extends Tool.Any, RV, O>(
         ),
         {
           // `running`: this process's drive before this one has not stopped yet (a handler that ignores interruption).
-          // Not `taken`: another process owns the run now, and a drive again would take it back (review 134).
+          // Not `taken`: another process owns the run now, and a drive again at once would take it back (review 134).
           while: (e) => e.reason === "unavailable" || e.reason === "running",
           schedule: Schedule.min([Schedule.exponential("200 millis", 2), Schedule.spaced("30 seconds")])
         }
       )
     const parkAfter = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
+    const takeBackAfter = Duration.toMillis(Duration.fromInputUnsafe(settings.takeBackAfter ?? defaultTakeBackAfter))
+    const cancelled = Effect.map(engine.deferredResult(Names.cancel), Option.isSome)
     // The parks of this execution. One seen twice was a wake that changed nothing: a
     // durable clock that fired by the storage's time while this machine's clock says the
     // approval has not expired yet. The next drive then waits in the process for the calls
@@ -120,8 +156,14 @@ export const body = <T extends Tool.Any, RV, O>(
     const seen = new Set<string>()
     let waitHereFor = parkAfter
     while (true) {
-      const cancel = Option.isSome(yield* engine.deferredResult(Names.cancel))
-      const outcome = yield* drive(cancel, waitHereFor)
+      const outcome = yield* drive(yield* cancelled, waitHereFor).pipe(
+        // Another process took the run over and has not ended it: it is theirs while they drive it.
+        Effect.catchIf(
+          (e) => e.reason === "taken",
+          () => Effect.as(whileTheirs(payload.runId, takeBackAfter, cancelled), undefined)
+        )
+      )
+      if (outcome === undefined) continue
       waitHereFor = parkAfter
       if (outcome._tag === "Finished") return outcome.result.status
       const name = Names.parked(outcome.approvals)
