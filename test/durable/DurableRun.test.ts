@@ -632,6 +632,28 @@ describe("DurableRun: a run another process took over (R9.4)", () => {
       return yield* Effect.die(new Error(`the workflow of ${runId} never completed`))
     })
 
+  /**
+   * Starts `runId` on the runner and, while the runner's second model call is slow, resumes it
+   * in another process on the same file (whose journal is `faults`'s): that process's run.
+   */
+  const startThenTakeOver = <T extends Tool.Any>(
+    runId: string,
+    tools: ReadonlyArray<T>,
+    taken: ReturnType<typeof takeoverModel>,
+    faults: FaultyJournal.Faults
+  ) =>
+    Effect.gen(function* () {
+      const journal = yield* Journal.Journal
+      yield* (yield* DurableRun.DurableRuns).start({ goal: "pay", runId })
+      while (taken.secondAsked() === 0) yield* Effect.sleep(5)
+      const otherProcess = FaultyJournal.make(journal, faults)
+      const resumed = Run.resume(runId, { tools }).pipe(
+        Effect.provide(Layer.merge(taken.layer, JournalApprovals.layer())),
+        Effect.provideService(Journal.Journal, otherProcess.journal)
+      )
+      return { journal, otherProcess, resumed }
+    })
+
   it.live(
     "R9.4 a runner fenced off by a process that goes on with the run leaves it to that process, and its workflow ends with that process's ending (reviews 134, 137)",
     () =>
@@ -639,20 +661,11 @@ describe("DurableRun: a run another process took over (R9.4)", () => {
         const { paid, pay } = payments()
         // The runner's second model call is slow; meanwhile another process resumes the run, and
         // its model asks for a payment, which waits there for a person.
-        const { layer: model, secondAsked } = takeoverModel()
+        const taken = takeoverModel()
         yield* Effect.gen(function* () {
           const runs = yield* DurableRun.DurableRuns
-          const journal = yield* Journal.Journal
-          yield* runs.start({ goal: "pay", runId: "t1" })
-          while (secondAsked() === 0) yield* Effect.sleep(5)
-          // The other process, on the same file: the runs this one drives are not its own.
-          const otherProcess = FaultyJournal.make(journal, {}).journal
-          const owner = yield* Effect.forkChild(
-            Run.resume("t1", { tools: [look, pay] }).pipe(
-              Effect.provide(Layer.merge(model, JournalApprovals.layer())),
-              Effect.provideService(Journal.Journal, otherProcess)
-            )
-          )
+          const { journal, resumed } = yield* startThenTakeOver("t1", [look, pay], taken, {})
+          const owner = yield* Effect.forkChild(resumed)
           while ((yield* journal.pendingApprovals({ runId: "t1" })).length === 0) yield* Effect.sleep(5)
           // Past the take-back time: the owner's call waits for a person, so the run is still the owner's.
           yield* Effect.sleep("2500 millis")
@@ -664,7 +677,7 @@ describe("DurableRun: a run another process took over (R9.4)", () => {
           assert.strictEqual(owned.stopReason, "goal_reached", owned.detail)
           // The runner's workflow ends with the run (it was left suspended for good: review 137).
           assert.deepStrictEqual(yield* completed("t1"), Exit.succeed("completed"))
-        }).pipe(Effect.provide(runnerOn(fileOf(), [look, pay], model)))
+        }).pipe(Effect.provide(runnerOn(fileOf(), [look, pay], taken.layer)))
         assert.deepStrictEqual(paid, ["t1:c2"])
       }),
     30_000
@@ -675,28 +688,20 @@ describe("DurableRun: a run another process took over (R9.4)", () => {
     () =>
       Effect.gen(function* () {
         const { paid, pay } = payments()
-        const { layer: model, secondAsked } = takeoverModel()
+        const taken = takeoverModel()
         yield* Effect.gen(function* () {
           const runs = yield* DurableRun.DurableRuns
-          const journal = yield* Journal.Journal
-          yield* runs.start({ goal: "pay", runId: "t2" })
-          while (secondAsked() === 0) yield* Effect.sleep(5)
           // Another process takes the run over (its run.resumed is committed) and dies at once.
-          const dying = FaultyJournal.make(journal, { crashAt: { commit: 1, when: "after" } })
-          yield* Effect.exit(
-            Run.resume("t2", { tools: [look, pay] }).pipe(
-              Effect.provide(Layer.merge(model, JournalApprovals.layer())),
-              Effect.provideService(Journal.Journal, dying.journal)
-            )
-          )
-          assert.isTrue(dying.crashed())
+          const dying = yield* startThenTakeOver("t2", [look, pay], taken, { crashAt: { commit: 1, when: "after" } })
+          yield* Effect.exit(dying.resumed)
+          assert.isTrue(dying.otherProcess.crashed())
           // The runner, fenced off, takes the run back once it is quiet: its call is put up again.
           const callId = yield* waitingCall(runs, "t2")
           yield* runs.approve("t2", callId, { by: "ops" })
           const result = yield* runs.result("t2")
           assert.strictEqual(result.status, "completed", result.detail)
           assert.deepStrictEqual(yield* completed("t2"), Exit.succeed("completed"))
-        }).pipe(Effect.provide(runnerOn(fileOf(), [look, pay], model)))
+        }).pipe(Effect.provide(runnerOn(fileOf(), [look, pay], taken.layer)))
         assert.deepStrictEqual(paid, ["t2:c2"])
       }),
     30_000
