@@ -371,6 +371,30 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
   )
 
   it.effect(
+    "R7 R5.1 a parked run cancelled after a person decided its call records that decision, not a withdrawal (review 138)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const parked = yield* RunHost.drive("r2b", { goal: "pay 7", tools: [pay] })
+        assert.strictEqual(parked._tag, "Parked")
+        // Alice approves as the cancel comes: the table holds her approval, the run never took it up.
+        yield* decide("r2b", "c1", Approval.approved("alice"))
+        const cancelled = yield* RunHost.drive("r2b", { goal: "pay 7", tools: [pay] }, { cancel: true })
+        const result = cancelled._tag === "Finished" ? cancelled.result : undefined
+        assert.strictEqual(result?.status, "cancelled", result?.detail)
+        assert.deepStrictEqual(paid, [])
+        // Before, the log said the call was withdrawn, with no word of her approval.
+        const decided = (result?.timeline ?? []).filter((e) => e._tag === "approval.decided")
+        assert.deepStrictEqual(
+          decided.map((e) => (e._tag === "approval.decided" ? [e.decision, e.by] : [])),
+          [["approved", "alice"]]
+        )
+        const interrupted = (result?.timeline ?? []).find((e) => e._tag === "tool.interrupted")
+        assert.include(interrupted?._tag === "tool.interrupted" ? interrupted.detail : "", "approved as the run ended")
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
+  )
+
+  it.effect(
     "R5.1 a parked run whose tool changed cannot go on, but a cancel still ends it cancelled, nothing run",
     () =>
       Effect.gen(function* () {

@@ -128,10 +128,10 @@ const batch = <R>(
     )
   })
 
-/** The calls of a stopped batch that never took up their waits again: withdrawn, never run; the phase follows. */
+/** The calls of a stopped batch that never took up their waits again: as the gate holds them, never run; the phase follows. */
 const untaken = <R>(ctx: RunContext.RunContext, config: Config<R>) =>
-  Effect.suspend(() =>
-    ToolExecutor.recordUntaken(ctx, config.registry.tools) ? RunContext.release(ctx, "tool_executing") : Effect.void
+  Effect.flatMap(ToolExecutor.settleUntaken(ctx, config.registry), (waited) =>
+    waited ? RunContext.release(ctx, "tool_executing") : Effect.void
   )
 
 /** The batch ran: corrections, hard stops, then the policies again. */

@@ -14,6 +14,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
+import type * as Event from "../../events/Event.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
@@ -21,13 +22,14 @@ import * as Spans from "../../tracing/Spans.ts"
 import * as OwnCopy from "../internal/OwnCopy.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
+import * as GateAnswers from "./internal/GateAnswers.ts"
 import { firstAttempt, type Settled, settleFailed, settleLate, settleResumed } from "./internal/ToolAttempt.ts"
 import { type Call, ownTimeout } from "./internal/ToolCall.ts"
 import { decode, denied, lookup, type Refused, refuse, unanswered } from "./internal/ToolChecks.ts"
-import { lateDetail, recordIfOpen, recordNeverRan } from "./internal/ToolInterruption.ts"
+import { lateDetail, recordIfOpen, recordNeverRan, recordUntaken } from "./internal/ToolInterruption.ts"
 import { checkOutput, postcondition, succeeded } from "./internal/ToolOutput.ts"
 import { checkPermission } from "./internal/ToolPermission.ts"
-import type { Prepared } from "./internal/ToolPrepare.ts"
+import { type Prepared, prepareAs } from "./internal/ToolPrepare.ts"
 import { fresh, type Standing } from "./internal/ToolStanding.ts"
 import type { Registry } from "./Registry.ts"
 
@@ -55,6 +57,26 @@ export {
   registry,
   type TimeLimits
 } from "./Registry.ts"
+
+/**
+ * Records the calls a run ends without having taken up again ({@link recordUntaken}), first
+ * asking the gate what it holds for those that waited for a person (R7: a decision it took
+ * while the run was parked is recorded as that decision, not as withdrawn). Whether a wait
+ * was ended so (the run's phase is then to follow).
+ */
+export const settleUntaken = <R>(ctx: RunContext.RunContext, registry: Registry<R>): Effect.Effect<boolean> =>
+  Effect.suspend(() => {
+    const waiting = ctx.log.approvals
+    const responded = ctx.events.findLast((e): e is Event.Of<"model.responded"> => e._tag === "model.responded")
+    const calls = (responded?.toolCalls ?? []).flatMap((call, i) => {
+      const id = responded?.callIds[i] ?? call.id
+      if (!waiting.includes(id)) return []
+      const prepared = prepareAs(registry, id, call)
+      return [{ call: prepared.call, secrets: prepared.secrets }]
+    })
+    if (calls.length === 0) return Effect.sync(() => recordUntaken(ctx, registry.tools))
+    return Effect.map(GateAnswers.heldOnGate(ctx, calls), (held) => recordUntaken(ctx, registry.tools, held))
+  })
 
 /**
  * Runs one prepared call, in the pipeline's order: lookup and arguments, the permission

@@ -277,12 +277,16 @@ const timedOut: Ending = {
  * ends them before its ending is judged, as a live run's waits end before it is: validation
  * is reached from no waiting phase (R1.2, R6.3). Nothing when none is open.
  */
-export const settleUntaken = (
+export const settleUntaken = <R>(
   ctx: RunContext.RunContext,
-  tools: ToolExecutor.Registry["tools"]
+  registry: ToolExecutor.Registry<R> | ToolExecutor.Registry["tools"]
 ): Effect.Effect<void, RunState.IllegalTransition> =>
-  Effect.suspend(() =>
-    ToolExecutor.recordUntaken(ctx, tools) ? RunContext.release(ctx, "tool_executing") : Effect.void
+  Effect.flatMap(
+    // With its registry, a restored run asks the gate what it holds for the calls that waited for a person.
+    "limits" in registry
+      ? ToolExecutor.settleUntaken(ctx, registry)
+      : Effect.sync(() => ToolExecutor.recordUntaken(ctx, registry)),
+    (waited) => (waited ? RunContext.release(ctx, "tool_executing") : Effect.void)
   )
 
 /** Ends the run on whatever the lifecycle produced. */

@@ -3,10 +3,13 @@
  * what the handler said became of its action, or, without its word, what its side
  * effect class allows. Private to the runtime.
  */
+import { Option } from "effect"
 import * as Event from "../../../events/Event.ts"
 import * as RunLog from "../../../events/RunLog.ts"
+import type * as Approval from "../../../tools/Approval.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
+import { letGo } from "./GateAnswers.ts"
 import { type Call, mayActTwice, mayHaveEffects } from "./ToolCall.ts"
 
 /**
@@ -273,17 +276,14 @@ export const recordNotStarted = (c: Call<unknown>, attempt: number, detail: stri
 /** What a call found past the run deadline before its handler ran says (R3.11). */
 export const lateDetail = "the run deadline had passed before its handler started; it never ran"
 
-/** A request for approval the run will not wait for any longer, withdrawn (R7). */
-const withdraw = (ctx: RunContext.RunContext, callId: string, name: string): void => {
-  RunContext.emit(ctx, ({ runId, seq, at }) => ({
-    _tag: "approval.decided",
-    callId,
-    name,
-    decision: "withdrawn",
-    runId,
-    seq,
-    at
-  }))
+/** A request for approval the run will not wait for any longer: the decision the gate held for it, else withdrawn (R7). */
+const letGoOf = (
+  ctx: RunContext.RunContext,
+  callId: string,
+  name: string,
+  held: Approval.Decision | undefined = undefined
+): void => {
+  RunContext.emit(ctx, letGo({ id: callId, name }, Option.fromUndefinedOr(held)))
 }
 
 /**
@@ -308,7 +308,7 @@ export const recordAbandoned = (
     // A request still waiting for a person is withdrawn, as a wait the run stopped is (R7).
     if (ctx.log.approvals.includes(callId)) {
       withdrew = true
-      withdraw(ctx, callId, name)
+      letGoOf(ctx, callId, name)
     }
     // A call whose handler never started did nothing, whatever of its checks still runs,
     // unless the process that stopped may have run it with no record (R9).
@@ -334,6 +334,8 @@ export const recordAbandoned = (
   }
 }
 
+const noDecisions: ReadonlyMap<string, Approval.Decision> = new Map()
+
 /**
  * The records of the calls a run ends without having taken up (R5.2, R7, R3.8): started,
  * neither ended nor recorded interrupted, and not running (never sent to their handler,
@@ -344,7 +346,12 @@ export const recordAbandoned = (
  * acted: its outcome is unknown. Every other call that may act commits its attempt first.
  * Whether a wait was ended so (the run's phase is then to follow).
  */
-export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<string, Tool.Any<unknown>>): boolean => {
+export const recordUntaken = (
+  ctx: RunContext.RunContext,
+  tools: ReadonlyMap<string, Tool.Any<unknown>>,
+  /** The decisions the gate held for calls waiting for one (see `GateAnswers.heldOnGate`). */
+  held: ReadonlyMap<string, Approval.Decision> = noDecisions
+): boolean => {
   let waited = false
   const { open, attempted, before } = callsOf(ctx, tools)
   for (const [callId, name] of open) {
@@ -352,8 +359,15 @@ export const recordUntaken = (ctx: RunContext.RunContext, tools: ReadonlyMap<str
     const tool = tools.get(name)
     if (ctx.log.approvals.includes(callId)) {
       waited = true
-      withdraw(ctx, callId, name)
-      recordNeverRan(ctx, call, "withdrawn: the run ended before the call went on; it never ran")
+      const decision = held.get(callId)
+      letGoOf(ctx, callId, name, decision)
+      recordNeverRan(
+        ctx,
+        call,
+        decision === undefined
+          ? "withdrawn: the run ended before the call went on; it never ran"
+          : `${decision._tag === "Approved" ? "approved" : "rejected"} as the run ended, before the call went on; it never ran`
+      )
     } else if (ctx.log.retries.includes(callId)) {
       waited = true
       if (before.has(callId) && mayHaveActedUnrecorded(tool))
