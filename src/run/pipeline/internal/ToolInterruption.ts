@@ -9,6 +9,7 @@ import * as RunLog from "../../../events/RunLog.ts"
 import type * as Approval from "../../../tools/Approval.ts"
 import type * as Tool from "../../../tools/Tool.ts"
 import * as RunContext from "../../internal/RunContext.ts"
+import type { Registry } from "../Registry.ts"
 import { letGo } from "./GateAnswers.ts"
 import { type Call, mayActTwice, mayHaveEffects } from "./ToolCall.ts"
 
@@ -276,7 +277,7 @@ export const recordNotStarted = (c: Call<unknown>, attempt: number, detail: stri
 /** What a call found past the run deadline before its handler ran says (R3.11). */
 export const lateDetail = "the run deadline had passed before its handler started; it never ran"
 
-/** A request for approval the run will not wait for any longer: the decision the gate held for it, else withdrawn (R7). */
+/** A request for approval the run no longer waits for: the decision the gate held for it, else withdrawn (R7). */
 const letGoOf = (
   ctx: RunContext.RunContext,
   callId: string,
@@ -348,7 +349,7 @@ const noDecisions: ReadonlyMap<string, Approval.Decision> = new Map()
  */
 export const recordUntaken = (
   ctx: RunContext.RunContext,
-  tools: ReadonlyMap<string, Tool.Any<unknown>>,
+  tools: Registry["tools"],
   /** The decisions the gate held for calls waiting for one (see `GateAnswers.heldOnGate`). */
   held: ReadonlyMap<string, Approval.Decision> = noDecisions
 ): boolean => {
