@@ -614,3 +614,52 @@ describe("R3.11 a model call that outlasts the run deadline", () => {
     })
   )
 })
+
+describe("R3.4 R3.9 a failure of a tool's or a model's own that claims a circuit's refusal", () => {
+  /** What a tool or a model may fail with of its own: a circuit's category, with no breaker behind it. */
+  const claimed = (source: "tool" | "provider", category: "circuit_open" | "circuit_half_open", after: number) =>
+    new Failure.Retryable({ source, category, code: "overloaded", attempts: 1, hint: "busy", retryAfterMillis: after })
+
+  it.effect("R3.4 a tool's draws on its retries: not a poll every 0 ms until the deadline (review 140)", () =>
+    Effect.gen(function* () {
+      let calls = 0
+      const flaky = Tool.make({
+        name: "flaky",
+        description: "Fails as if its circuit refused it.",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "read",
+        idempotent: true,
+        maxRetries: 2,
+        handler: () => Effect.suspend(() => (calls++, Effect.fail(claimed("tool", "circuit_half_open", 0))))
+      })
+      const result = yield* drive(
+        Run.run({ goal: "x", tools: [flaky], time: { run: "20 seconds" }, recovery: { maxRecoveries: 3 } })
+      ).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            ScriptedModel.layer([ScriptedModel.toolCall("flaky", {}), ScriptedModel.finalAnswer("done")]),
+            NodeServices.layer
+          )
+        )
+      )
+      // Before, 302,397 calls in 20 s, none of them counted.
+      assert.strictEqual(calls, 3)
+      assert.strictEqual(result.stopReason, "tool_error")
+      assert.isFalse(result.timeline.some((e) => e._tag === "recovery.started" && e.circuit !== undefined))
+    })
+  )
+
+  it.effect(
+    "R3.4 a model's draws on the run's recoveries: recovery_exhausted, not model_error at the deadline (review 140)",
+    () =>
+      Effect.gen(function* () {
+        const { model, calls } = failing(claimed("provider", "circuit_open", 10))
+        const result = yield* drive(
+          Run.run({ goal: "x", tools: [], time: { run: "20 seconds" }, recovery: { maxRecoveries: 2 } })
+        ).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(Model.Model, model), NodeServices.layer)))
+        assert.strictEqual(calls(), 3)
+        assert.strictEqual(result.stopReason, "recovery_exhausted")
+      })
+  )
+})

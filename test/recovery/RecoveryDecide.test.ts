@@ -2,15 +2,24 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 
+const fieldsOf = (fields: { category?: Failure.Category; attempts?: number; retryAfterMillis?: number }) => ({
+  source: "tool" as const,
+  category: fields.category ?? "transient_http",
+  code: fields.category ?? "http_503",
+  attempts: fields.attempts ?? 1,
+  hint: "the service is unavailable",
+  ...(fields.retryAfterMillis === undefined ? {} : { retryAfterMillis: fields.retryAfterMillis })
+})
+
+/** A retryable failure; under a circuit's category, the refusal the runtime's breaker makes. */
 const retryable = (fields: { category?: Failure.Category; attempts?: number; retryAfterMillis?: number } = {}) =>
-  new Failure.Retryable({
-    source: "tool",
-    category: fields.category ?? "transient_http",
-    code: fields.category ?? "http_503",
-    attempts: fields.attempts ?? 1,
-    hint: "the service is unavailable",
-    ...(fields.retryAfterMillis === undefined ? {} : { retryAfterMillis: fields.retryAfterMillis })
-  })
+  fields.category === "circuit_open" || fields.category === "circuit_half_open"
+    ? new Recovery.Refusal(fieldsOf(fields))
+    : new Failure.Retryable(fieldsOf(fields))
+
+/** The same failure made by a tool or a model of its own: no refusal, whatever its category. */
+const forged = (fields: { category?: Failure.Category; attempts?: number; retryAfterMillis?: number }) =>
+  new Failure.Retryable(fieldsOf(fields))
 const permanent = new Failure.Permanent({
   source: "tool",
   category: "invalid_argument",
@@ -122,6 +131,24 @@ const table: ReadonlyArray<{
       timeLeft: { millis: 1000, layer: "step" }
     },
     expect: "circuit_open"
+  },
+  {
+    name: "R3.4 R3.9 a tool's own failure under a circuit's category is no refusal: it spends its retries (review 140)",
+    facts: {
+      failure: forged({ category: "circuit_half_open", retryAfterMillis: 0 }),
+      attempt: 4,
+      nextDelayMillis: 0
+    },
+    expect: "schedule_exhausted"
+  },
+  {
+    name: "R3.4 R3.9 a model's own failure under a circuit's category is no refusal: it spends the run's recoveries (review 140)",
+    facts: {
+      failure: forged({ category: "circuit_open", retryAfterMillis: 10 }),
+      recoveriesSpent: 8,
+      nextDelayMillis: 10
+    },
+    expect: "run_budget"
   },
   {
     name: "R3.9 a circuit open for ever is the circuit's stop at once: there is no time to wait for",

@@ -2,7 +2,7 @@
  * Calls a circuit refused (R3.9): they never ran, so waiting for the circuit spends no retry
  * of the call nor of the run. Re-exported from `Recovery`; the poll is `Breakers`' too.
  */
-import type * as Failure from "../../failure/Failure.ts"
+import * as Failure from "../../failure/Failure.ts"
 
 /**
  * How long a call refused while another call is its circuit's trial (`circuit_half_open`)
@@ -22,13 +22,26 @@ export const trialPollMillis = 250
 export const trialPollCapMillis = 2_000
 
 /**
- * Whether the call's circuit refused it, open or half-open: it never ran (R3.9).
+ * The failure of a call its circuit refused (R3.9), as the runtime's circuit breakers make it
+ * (and the test kit's replay of one). Only these are refusals: a failure of a tool's or a
+ * model's own under a circuit's category is that code's own, and draws on its retries and the
+ * run's budget (R3.4; review 140: a tool failing `circuit_half_open` was called 302,397 times
+ * in 20 s, spending nothing).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export class Refusal extends Failure.Retryable {}
+
+/**
+ * Whether the call's circuit refused it, open or half-open: it never ran (R3.9). Only a
+ * {@link Refusal} is.
  *
  * @category predicates
  * @since 0.3.0
  */
 export const isRefusal = (failure: Failure.Failure): failure is Failure.Retryable =>
-  failure._tag === "Retryable" && (failure.category === "circuit_open" || failure.category === "circuit_half_open")
+  failure instanceof Refusal && (failure.category === "circuit_open" || failure.category === "circuit_half_open")
 
 /**
  * How long a call its circuit refused waits before it asks again, the episode's schedule

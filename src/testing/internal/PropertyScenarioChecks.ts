@@ -136,8 +136,9 @@ export const checkScenario = (scenario: Scenario, result: RunResult.RunResult): 
   const violations: Array<Violation> = [...check(result, scenario.budget)]
   const violate = (invariant: string, detail: string) => violations.push({ invariant, detail })
   const { tools, plan, budget } = scenario
-  // A process fenced off at its last commit ended as its log says: no defect of the runtime.
-  if (ownEnding(result).stopReason === "internal_error")
+  // A process another took the run from (fenced off, its ending unrecorded) ended as its log
+  // says, at its last commit or at once before it: no defect of the runtime.
+  if (ownEnding(result).stopReason === "internal_error" && result.unrecorded === undefined)
     violate("R1.2 no defect", `the run ended internal_error: ${result.detail}`)
   // Answer by answer, in order: a usage moved from one answer to another is no record of either.
   const billed = scenario.model.paid.flatMap(usageText)

@@ -4,6 +4,7 @@
  */
 import type * as Event from "../../events/Event.ts"
 import * as Failure from "../../failure/Failure.ts"
+import * as Recovery from "../../recovery/Recovery.ts"
 
 /** A failure of the playback's own: a request the recording does not answer. */
 export const refused = (code: string, hint: string) =>
@@ -27,11 +28,15 @@ export const fromSummary = (
     ...(summary.timeout === undefined ? {} : { timeout: summary.timeout }),
     ...(usage === undefined ? {} : { usage })
   }
-  if (summary.classification === "retryable")
+  if (summary.classification === "retryable") {
     // Its `Retry-After` as recorded: the run waits it before the next attempt.
-    return new Failure.Retryable(
+    const retryable =
       summary.retryAfterMillis === undefined ? fields : { ...fields, retryAfterMillis: summary.retryAfterMillis }
-    )
+    // A circuit's refusal was the recorded run's breaker's own: played back as one, it spends no retry either (R3.9).
+    return summary.category === "circuit_open" || summary.category === "circuit_half_open"
+      ? new Recovery.Refusal(retryable)
+      : new Failure.Retryable(retryable)
+  }
   if (summary.classification === "unknown") return new Failure.UnknownOutcome(fields)
   return new Failure.Permanent(fields)
 }

@@ -206,7 +206,7 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
     } else if (e._tag === "recovery.started" && e.callId !== undefined) {
       // A refusal of its circuit (it never ran) as the breaker gives it, so the replay spends no retry on it either (R3.9).
       const refusal = e.circuit === undefined ? undefined : e.circuit === "open" ? "circuit_open" : "circuit_half_open"
-      const failure = new Failure.Retryable({
+      const fields = {
         source: "tool",
         category: refusal ?? "other",
         code: e.cause,
@@ -215,7 +215,8 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
         // Its retry waited as recorded (a `Retry-After` the failure named): the replay's waits as long.
         // A half-open refusal's wait doubles from the breaker's poll, as the run's did.
         retryAfterMillis: refusal === "circuit_half_open" ? Recovery.trialPollMillis : e.delayMillis
-      })
+      } as const
+      const failure = refusal === undefined ? new Failure.Retryable(fields) : new Recovery.Refusal(fields)
       ended(e.callId, { _tag: "Failed", at: e.at, failure })
     } else if (e._tag === "tool.succeeded") {
       const answer = applied.get(e.callId)
