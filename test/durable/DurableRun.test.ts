@@ -707,6 +707,50 @@ describe("DurableRun: a run another process took over (R9.4)", () => {
     30_000
   )
 
+  it.live(
+    "R9.4 R3.8 a live owner in a call longer than the take-back time keeps the run: the payment is made once (review 139)",
+    () =>
+      Effect.gen(function* () {
+        const paid: Array<string> = []
+        // A payment (no approval) whose bank takes 3 s; its status query says truly whether it went out.
+        const slowPay = Tool.make({
+          name: "pay",
+          description: "Pays an amount; the bank takes 3 s.",
+          input: Schema.Struct({ amount: Schema.Number }),
+          output: Schema.Struct({ receipt: Schema.String }),
+          sideEffect: "external",
+          handler: ({ amount }, context) =>
+            Effect.as(
+              Effect.andThen(
+                Effect.sleep("3 seconds"),
+                Effect.sync(() => paid.push(context.idempotencyKey))
+              ),
+              { receipt: `r-${amount}` }
+            ),
+          reconcile: (_input, context) =>
+            Effect.sync(() =>
+              paid.includes(context.idempotencyKey)
+                ? { _tag: "Applied" as const, output: { receipt: "r-5" } }
+                : { _tag: "NotApplied" as const }
+            )
+        })
+        const taken = takeoverModel()
+        yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          const { resumed } = yield* startThenTakeOver("s1", [look, slowPay], taken, {})
+          const owned = yield* resumed
+          // Before, the runner took the run back after 1 s of quiet, found the call in doubt, was told
+          // it had not gone out (it had not, yet), and paid again; the owner was fenced off.
+          assert.strictEqual(owned.stopReason, "goal_reached", owned.detail)
+          const result = yield* runs.result("s1")
+          assert.strictEqual(result.status, "completed", result.detail)
+          assert.deepStrictEqual(yield* completed("s1"), Exit.succeed("completed"))
+        }).pipe(Effect.provide(runnerOn(fileOf(), [look, slowPay], taken.layer)))
+        assert.deepStrictEqual(paid, ["s1:c2"])
+      }),
+    30_000
+  )
+
   it.effect("R12 a take-back time that is not a positive, finite duration fails the layer, naming it", () =>
     Effect.gen(function* () {
       for (const takeBackAfter of [0, -1, "forever", Number.POSITIVE_INFINITY]) {

@@ -7,6 +7,7 @@
  */
 import { Clock, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
+import * as Event from "../../events/Event.ts"
 import * as Journal from "../../journal/Journal.ts"
 import * as RunHost from "../../run/RunHost.ts"
 import * as RunOptions from "../../run/RunOptions.ts"
@@ -36,31 +37,56 @@ export interface Settings {
 export const defaultTakeBackAfter = "2 minutes"
 
 /**
+ * Until when the process that drives the run may still be in what its log says it began: an
+ * attempt of a call or of the model until its deadline (its handler may act until then), a
+ * retry until its wait ends. Each event moves it on, or ends the attempt it names.
+ */
+class InFlight {
+  private readonly attempts = new Map<string, number>()
+  private waits = 0
+  see(event: Event.Event): void {
+    if (event._tag === "tool.started") this.attempts.set(event.callId, event.deadlineAt)
+    else if (event._tag === "model.requested") this.attempts.set("", event.deadlineAt)
+    else if (event._tag === "model.responded" || event._tag === "model.failed") this.attempts.delete("")
+    else if (event._tag === "tool.interrupted" || Event.isResult(event)) this.attempts.delete(event.callId)
+    else if (event._tag === "recovery.started") this.waits = Math.max(this.waits, event.at + event.delayMillis)
+  }
+  get until(): number {
+    return Math.max(this.waits, ...this.attempts.values())
+  }
+}
+
+/**
  * Waits while another process drives the run (this runner's drive was fenced off: `taken`):
- * until the run has ended, a cancel came for it, or its log has not moved for `quietMillis`
- * with no call of it waiting for a person: that process is gone (review 137: the run was left
- * to it for good). The run is then driven here again, which gives its ending, cancels it, or
- * takes it up. A store out of reach meanwhile is only waited out.
+ * until the run has ended, a cancel came for it, or it has been quiet for `quietMillis`: no
+ * commit, no call of it waiting for a person, and nothing it began (an attempt, a retry's
+ * wait) that may still be going on by its deadline: that process is gone (review 137: the run
+ * was left to it for good). A slow call of a live process is not taken for its death (review
+ * 139: a 3 s payment, taken back after 1 s of quiet, was sent again). The run is then driven
+ * here again, which gives its ending, cancels it, or takes it up. A store out of reach
+ * meanwhile is only waited out.
  */
 const whileTheirs = <R>(runId: string, quietMillis: number, cancelled: Effect.Effect<boolean, never, R>) =>
   Effect.gen(function* () {
     const journal = yield* Journal.Journal
     const every = Math.min(5_000, Math.max(50, quietMillis / 10))
-    let seq = -1
+    const inFlight = new InFlight()
+    let seq = 0
     let movedAt = yield* Clock.currentTimeMillis
     while (true) {
       yield* Effect.sleep(every)
       if (yield* cancelled) return
       const now = yield* Clock.currentTimeMillis
-      const read = yield* Effect.option(journal.read(runId, { fromSeq: Math.max(0, seq) }))
+      const read = yield* Effect.option(journal.read(runId, { fromSeq: seq }))
       if (Option.isNone(read)) continue
       if (Option.isNone(read.value) || Option.isSome(read.value.value.result)) return
       const pending = yield* Effect.option(journal.pendingApprovals({ runId }))
       const asksSomeone = Option.isSome(pending) && pending.value.some((request) => request.expiresAt > now)
-      if (read.value.value.nextSeq !== seq || asksSomeone) {
-        seq = read.value.value.nextSeq
-        movedAt = now
-      } else if (now - movedAt >= quietMillis) return
+      const fresh = read.value.value.events.filter((event) => event.seq >= seq)
+      for (const event of fresh) inFlight.see(event)
+      seq = Math.max(seq, read.value.value.nextSeq)
+      if (fresh.length > 0 || asksSomeone) movedAt = now
+      else if (now - Math.max(movedAt, inFlight.until) >= quietMillis) return
     }
   })
 
