@@ -153,6 +153,18 @@ export class Retryable extends Schema.TaggedError<Retryable>()("Retryable", {
 }
 
 /**
+ * The failure of a call its circuit refused (R3.9), as the runtime's circuit breakers make it
+ * (and the test kit's replay of one): the call never ran, so waiting for its circuit spends no
+ * retry. Only these are refusals (`Recovery.isRefusal`): a failure of a tool's or a model's own
+ * under a circuit's category is that code's own, and draws on its retries and the run's budget
+ * (R3.4; review 140: a tool failing `circuit_half_open` was called 302,397 times in 20 s).
+ *
+ * @category errors
+ * @since 0.3.0
+ */
+export class Refusal extends Retryable {}
+
+/**
  * A failure that will repeat if the same request is sent again.
  *
  * @category errors
@@ -248,7 +260,9 @@ export const Summary = Schema.Struct({
    * A retryable failure's `retryAfterMillis` (a 429's `Retry-After`), so that a replay
    * waits it as the run did. Absent from logs written before 0.3.0.
    */
-  retryAfterMillis: Schema.optional(Schema.Finite)
+  retryAfterMillis: Schema.optional(Schema.Finite),
+  /** A {@link Refusal} of the run's circuit breaker (R3.9), so that a replay refuses the call as the run's breaker did. */
+  refused: Schema.optional(Schema.Literal(true))
 })
 
 /**
@@ -273,7 +287,8 @@ export const summarize = (failure: Failure): Summary => ({
   ...(failure.timeout !== undefined ? { timeout: failure.timeout } : {}),
   ...(failure._tag === "Retryable" && failure.retryAfterMillis !== undefined
     ? { retryAfterMillis: failure.retryAfterMillis }
-    : {})
+    : {}),
+  ...(failure instanceof Refusal ? { refused: true as const } : {})
 })
 
 /**

@@ -240,14 +240,14 @@ const rejection = (kind: Kind, name: string, error: CircuitBreaker.CircuitBreake
       const millis = Math.max(0, Math.ceil(Duration.toMillis(reason.retryAfter)))
       // An open time of forever (`openDuration: Duration.infinity`) has no time to resume: a failure's wait is finite.
       if (!Number.isFinite(millis)) {
-        return new Recovery.Refusal({
+        return new Failure.Refusal({
           ...fields,
           category: "circuit_open",
           code: "circuit_open",
           hint: `the ${kind} circuit for ${name} is open, and stays open`
         })
       }
-      return new Recovery.Refusal({
+      return new Failure.Refusal({
         ...fields,
         category: "circuit_open",
         code: "circuit_open",
@@ -256,7 +256,7 @@ const rejection = (kind: Kind, name: string, error: CircuitBreaker.CircuitBreake
       })
     }
     case "CircuitHalfOpen":
-      return new Recovery.Refusal({
+      return new Failure.Refusal({
         ...fields,
         category: "circuit_half_open",
         code: "circuit_half_open",

@@ -31,7 +31,7 @@ import { type Backoff, backoff } from "./internal/Backoff.ts"
 import { isRefusal } from "./internal/Refusal.ts"
 
 export { type Backoff, backoff } from "./internal/Backoff.ts"
-export { isRefusal, Refusal, refusalDelay, trialPollCapMillis, trialPollMillis } from "./internal/Refusal.ts"
+export { isRefusal, refusalDelay, trialPollCapMillis, trialPollMillis } from "./internal/Refusal.ts"
 
 /**
  * The recovery settings of a run.

@@ -647,6 +647,11 @@ describe("R3.4 R3.9 a failure of a tool's or a model's own that claims a circuit
       assert.strictEqual(calls, 3)
       assert.strictEqual(result.stopReason, "tool_error")
       assert.isFalse(result.timeline.some((e) => e._tag === "recovery.started" && e.circuit !== undefined))
+      // Replayed, the tool's own failure is the failure it was, not a refusal (review 141).
+      const replayed = yield* drive(
+        Replay.replay(result.timeline, { tools: [flaky], recovery: { maxRecoveries: 3 }, time: { run: "20 seconds" } })
+      )
+      assert.strictEqual(replayed._tag, "Matched", replayed._tag === "Diverged" ? replayed.detail : "")
     })
   )
 
@@ -660,6 +665,10 @@ describe("R3.4 R3.9 a failure of a tool's or a model's own that claims a circuit
         ).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(Model.Model, model), NodeServices.layer)))
         assert.strictEqual(calls(), 3)
         assert.strictEqual(result.stopReason, "recovery_exhausted")
+        const replayed = yield* drive(
+          Replay.replay(result.timeline, { tools: [], recovery: { maxRecoveries: 2 }, time: { run: "20 seconds" } })
+        )
+        assert.strictEqual(replayed._tag, "Matched", replayed._tag === "Diverged" ? replayed.detail : "")
       })
   )
 })

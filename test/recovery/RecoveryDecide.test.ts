@@ -14,7 +14,7 @@ const fieldsOf = (fields: { category?: Failure.Category; attempts?: number; retr
 /** A retryable failure; under a circuit's category, the refusal the runtime's breaker makes. */
 const retryable = (fields: { category?: Failure.Category; attempts?: number; retryAfterMillis?: number } = {}) =>
   fields.category === "circuit_open" || fields.category === "circuit_half_open"
-    ? new Recovery.Refusal(fieldsOf(fields))
+    ? new Failure.Refusal(fieldsOf(fields))
     : new Failure.Retryable(fieldsOf(fields))
 
 /** The same failure made by a tool or a model of its own: no refusal, whatever its category. */
@@ -224,6 +224,18 @@ describe("Recovery.decide", () => {
     assert.isUndefined(Recovery.refusalDelay(retryable({ category: "circuit_open" }), 0))
     assert.isTrue(Recovery.isRefusal(halfOpen))
     assert.isFalse(Recovery.isRefusal(retryable()))
+  })
+
+  it("R3.4 R3.9 a refusal of no wait (one made by hand) waits the trial's poll at least: no storm of asks (review 141)", () => {
+    assert.deepStrictEqual(
+      [0, 1, 2, 3].map((before) =>
+        Recovery.refusalDelay(retryable({ category: "circuit_half_open", retryAfterMillis: 0 }), before)
+      ),
+      [250, 500, 1000, 2000]
+    )
+    assert.strictEqual(Recovery.refusalDelay(retryable({ category: "circuit_open", retryAfterMillis: 0 }), 0), 250)
+    // The same failure, not the breaker's: no refusal at all.
+    assert.isFalse(Recovery.isRefusal(forged({ category: "circuit_half_open", retryAfterMillis: 0 })))
   })
 
   it("the checks come in order: a permanent failure is not_retryable even when every limit is also spent", () => {

@@ -9,6 +9,7 @@ import * as RunHost from "../../src/run/RunHost.ts"
 import * as RunOptions from "../../src/run/RunOptions.ts"
 import * as Termination from "../../src/termination/Termination.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
+import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../src/tools/Approval.ts"
@@ -391,6 +392,53 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         )
         const interrupted = (result?.timeline ?? []).find((e) => e._tag === "tool.interrupted")
         assert.include(interrupted?._tag === "tool.interrupted" ? interrupted.detail : "", "approved as the run ended")
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
+  )
+
+  it.effect(
+    "R7 R5.1 a parked run cancelled after a person rejected its call records the rejection, and stops cancelled (review 141)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        yield* RunHost.drive("r2d", { goal: "pay 7", tools: [pay] })
+        yield* decide("r2d", "c1", Approval.rejected("too much", "bob"))
+        const cancelled = yield* RunHost.drive("r2d", { goal: "pay 7", tools: [pay] }, { cancel: true })
+        const result = cancelled._tag === "Finished" ? cancelled.result : undefined
+        assert.strictEqual(result?.stopReason, "cancelled", result?.detail)
+        assert.deepStrictEqual(
+          (result?.timeline ?? []).flatMap((e) => (e._tag === "approval.decided" ? [[e.decision, e.by]] : [])),
+          [["rejected", "bob"]]
+        )
+        assert.deepStrictEqual(paid, [])
+        // The property kit takes a decision recorded as the run is stopped for what the gate held.
+        const budget = { runTimeoutMillis: 600_000, maxRecoveries: 8, scheduleRetries: 2 }
+        assert.deepStrictEqual(result === undefined ? ["no result"] : Properties.check(result, budget), [])
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
+  )
+
+  it.effect(
+    "R5.1 a cancel of a parked run whose gate cannot close its call (the store refuses) still ends it cancelled (review 141)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const journal = yield* Journal.Journal
+        const parked = yield* RunHost.drive("r2c", { goal: "pay 7", tools: [pay] })
+        assert.strictEqual(parked._tag, "Parked")
+        // The store refuses to close the call: asking the gate what it holds breaks.
+        const refusing: Journal.Service = {
+          ...journal,
+          withdraw: () =>
+            Effect.fail(
+              JournalError.make(new JournalError.StoreFailed({ operation: "withdraw", detail: "disk says no" }))
+            )
+        }
+        const cancelled = yield* RunHost.drive("r2c", { goal: "pay 7", tools: [pay] }, { cancel: true }).pipe(
+          Effect.provideService(Journal.Journal, refusing)
+        )
+        const result = cancelled._tag === "Finished" ? cancelled.result : undefined
+        // Before, it ended internal_error: "the approval gate failed".
+        assert.deepStrictEqual([result?.status, result?.stopReason], ["cancelled", "cancelled"], result?.detail)
+        assert.deepStrictEqual(paid, [])
       }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
   )
 

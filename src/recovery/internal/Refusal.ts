@@ -22,31 +22,21 @@ export const trialPollMillis = 250
 export const trialPollCapMillis = 2_000
 
 /**
- * The failure of a call its circuit refused (R3.9), as the runtime's circuit breakers make it
- * (and the test kit's replay of one). Only these are refusals: a failure of a tool's or a
- * model's own under a circuit's category is that code's own, and draws on its retries and the
- * run's budget (R3.4; review 140: a tool failing `circuit_half_open` was called 302,397 times
- * in 20 s, spending nothing).
- *
- * @category models
- * @since 0.3.0
- */
-export class Refusal extends Failure.Retryable {}
-
-/**
  * Whether the call's circuit refused it, open or half-open: it never ran (R3.9). Only a
- * {@link Refusal} is.
+ * `Failure.Refusal` is.
  *
  * @category predicates
  * @since 0.3.0
  */
-export const isRefusal = (failure: Failure.Failure): failure is Failure.Retryable =>
-  failure instanceof Refusal && (failure.category === "circuit_open" || failure.category === "circuit_half_open")
+export const isRefusal = (failure: Failure.Failure): failure is Failure.Refusal =>
+  failure instanceof Failure.Refusal &&
+  (failure.category === "circuit_open" || failure.category === "circuit_half_open")
 
 /**
  * How long a call its circuit refused waits before it asks again, the episode's schedule
  * left as it is: an open circuit's refusal until its open time ends (its
- * `retryAfterMillis`); a half-open one's poll ({@link trialPollMillis}), doubled for each
+ * `retryAfterMillis`, {@link trialPollMillis} at least); a half-open one's poll ({@link trialPollMillis}
+ * at least), doubled for each
  * half-open refusal in a row before it (`before`), at most {@link trialPollCapMillis}, so
  * that a long trial call is not asked about every 250 ms. `undefined` for a circuit open
  * for ever: there is no time to wait for.
@@ -55,7 +45,10 @@ export const isRefusal = (failure: Failure.Failure): failure is Failure.Retryabl
  * @since 0.3.0
  */
 export const refusalDelay = (failure: Failure.Retryable, before: number): number | undefined => {
-  if (failure.category === "circuit_open") return failure.retryAfterMillis
-  const poll = Math.max(0, failure.retryAfterMillis ?? trialPollMillis) * 2 ** Math.min(Math.max(0, before), 16)
+  // Never less than the trial's poll: a refusal of no wait (one made by hand) is no storm of asks (review 141).
+  if (failure.category === "circuit_open") {
+    return failure.retryAfterMillis === undefined ? undefined : Math.max(trialPollMillis, failure.retryAfterMillis)
+  }
+  const poll = Math.max(trialPollMillis, failure.retryAfterMillis ?? 0) * 2 ** Math.min(Math.max(0, before), 16)
   return Math.min(poll, Math.max(trialPollCapMillis, failure.retryAfterMillis ?? 0))
 }

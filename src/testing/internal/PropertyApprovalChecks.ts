@@ -35,7 +35,11 @@ export const checkApprovals = (result: RunResult.RunResult, violate: Violate): v
         : []
     )
   )
+  // Once the run is being stopped, a decision recorded is what the gate held as the run let go
+  // of the call (R5.1, R7; review 141): the call never ran, and the stop is the stop's.
+  let stopping = false
   for (const e of timeline) {
+    if (e._tag === "run.stopping") stopping = true
     if (e._tag === "model.responded") for (const callId of e.callIds) asked.add(callId)
     if (e._tag === "approval.requested") {
       if (!asked.has(e.callId))
@@ -47,8 +51,9 @@ export const checkApprovals = (result: RunResult.RunResult, violate: Violate): v
     if (e._tag === "approval.decided") {
       if (!requested.has(e.callId)) violate("R7 approvals", `${e.callId} was decided (seq ${e.seq}) without a request`)
       if (decided.has(e.callId)) violate("R7 approvals", `${e.callId} was decided twice (seq ${e.seq})`)
-      decided.set(e.callId, e)
-      if (e.decision !== "approved" && !(e.decision === "withdrawn" && refused.has(e.callId))) ending ??= e
+      const taken = stopping && e.decision !== "expired" ? ({ ...e, decision: "withdrawn" } as const) : e
+      decided.set(e.callId, taken)
+      if (taken.decision !== "approved" && !(taken.decision === "withdrawn" && refused.has(e.callId))) ending ??= taken
       continue
     }
     // Nothing new starts once a decision ended the run: the model never guesses the decision.

@@ -4,7 +4,6 @@
  */
 import type * as Event from "../../events/Event.ts"
 import * as Failure from "../../failure/Failure.ts"
-import * as Recovery from "../../recovery/Recovery.ts"
 
 /** A failure of the playback's own: a request the recording does not answer. */
 export const refused = (code: string, hint: string) =>
@@ -32,10 +31,8 @@ export const fromSummary = (
     // Its `Retry-After` as recorded: the run waits it before the next attempt.
     const retryable =
       summary.retryAfterMillis === undefined ? fields : { ...fields, retryAfterMillis: summary.retryAfterMillis }
-    // A circuit's refusal was the recorded run's breaker's own: played back as one, it spends no retry either (R3.9).
-    return summary.category === "circuit_open" || summary.category === "circuit_half_open"
-      ? new Recovery.Refusal(retryable)
-      : new Failure.Retryable(retryable)
+    // A refusal of the recorded run's breaker is played back as one: it spends no retry either (R3.9).
+    return summary.refused === true ? new Failure.Refusal(retryable) : new Failure.Retryable(retryable)
   }
   if (summary.classification === "unknown") return new Failure.UnknownOutcome(fields)
   return new Failure.Permanent(fields)

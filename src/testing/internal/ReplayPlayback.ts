@@ -216,7 +216,7 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
         // A half-open refusal's wait doubles from the breaker's poll, as the run's did.
         retryAfterMillis: refusal === "circuit_half_open" ? Recovery.trialPollMillis : e.delayMillis
       } as const
-      const failure = refusal === undefined ? new Failure.Retryable(fields) : new Recovery.Refusal(fields)
+      const failure = refusal === undefined ? new Failure.Retryable(fields) : new Failure.Refusal(fields)
       ended(e.callId, { _tag: "Failed", at: e.at, failure })
     } else if (e._tag === "tool.succeeded") {
       const answer = applied.get(e.callId)

@@ -165,7 +165,11 @@ export const heldOnGate = (
             Result.getSuccess(checkDecision(ctx, call, secrets, decision))
           )
           if (Option.isSome(checked)) held.set(call.id, checked.value)
-        }),
+        }).pipe(
+          // Best effort: a gate that breaks here (its store refusing, a throw) holds nothing, and
+          // changes no stop the run has already (review 141: a cancel ended internal_error).
+          Effect.catchCause(() => Effect.void)
+        ),
       { concurrency: 4, discard: true }
     )
     return held
