@@ -260,7 +260,7 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
         // Checked when a call starts waiting and after every commit: the run parks once nothing else goes
         // on and all it recorded is in the journal (what a park drops is what the last commit left out).
         const parkIfIdle = () => {
-          // A run another process took over (a commit fenced off) stops by itself (`RunContext.onFenced`).
+          // A run another process took over (a commit fenced off) stops by itself (`RunContext.fence`).
           if (run === undefined || run.ctx.fenced !== undefined) return
           if (waiting.size === 0) return
           if (run.ctx.committed < run.ctx.events.length) return

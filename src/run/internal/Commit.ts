@@ -17,7 +17,7 @@
  * still out, the events stay buffered for the next barrier (only the intent record stops
  * anything: its call). A commit fenced
  * off by another writer (`Conflict`) means another process owns the run: this one writes
- * nothing more, and stops at once (`RunContext.onFenced`).
+ * nothing more, and stops at once (`RunContext.fence`).
  */
 import { Duration, Effect, Schedule } from "effect"
 import * as Failure from "../../failure/Failure.ts"
@@ -98,11 +98,8 @@ const commit = (
         ),
         Effect.tapError((e) =>
           Effect.sync(() => {
-            if (e._tag === "Conflict") {
-              ctx.fenced = e.detail
-              // A run another process owns stops at once, whatever it waits on (reviews 133, 134).
-              ctx.onFenced?.()
-            }
+            // A run another process owns stops at once, whatever it waits on (reviews 133, 134).
+            if (e._tag === "Conflict") RunContext.fence(ctx, e.detail)
             if (e._tag === "Failed") ctx.refused = e.detail
           })
         ),

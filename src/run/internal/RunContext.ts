@@ -36,17 +36,13 @@ export interface RunContext {
   /** The application's circuit breakers (R3.9), when it has breakers. */
   readonly breakers: Breakers.Service | undefined
   /**
-   * Called when the run starts being stopped from outside (`run.stopping`): arms the
-   * stop grace, which gives the caller a result even if what is interrupted never stops.
+   * Called when the run starts being stopped from outside (`run.stopping`, a suspension): arms
+   * the stop grace, which gives the caller a result even if what is interrupted never stops.
+   * With `fenced` (see {@link fence}), it also interrupts the run, whatever it waits on.
    */
-  onStop: (() => void) | undefined
+  onStop: ((fenced?: boolean) => void) | undefined
   /** Called after each commit that reached the journal (a host waits for one before it parks the run). */
   onCommitted: (() => void) | undefined
-  /**
-   * Called once a commit is fenced off (`fenced`: another process owns the run): the run
-   * stops at once, whatever it waits on (a person's decision, a handler), writing nothing more.
-   */
-  onFenced: (() => void) | undefined
   /** Where a durable run commits its log; `undefined` for a run without a journal. */
   readonly journal: Sink | undefined
   /** How many events of `events` the journal holds. */
@@ -126,7 +122,6 @@ export const make = (options: {
     breakers: options.breakers,
     onStop: undefined,
     onCommitted: undefined,
-    onFenced: undefined,
     journal: options.journal,
     committed: events.length,
     committing: false,
@@ -218,6 +213,17 @@ export const stopping = (ctx: RunContext, by: "deadline" | "cancel"): void => {
   if (ctx.log.stopping !== undefined || ctx.log.finished || ctx.suspended !== undefined) return
   emit(ctx, ({ runId, seq, at }) => ({ _tag: "run.stopping", by, state: state(ctx), runId, seq, at }))
   ctx.onStop?.()
+}
+
+/**
+ * Another process owns the run now (a commit was fenced off, see `Commit`): the run writes
+ * nothing more, and stops at once, whatever it waits on (a person's decision, a handler), bound
+ * by its stop grace as a cancel is (reviews 134, 137); unless it is ending already.
+ */
+export const fence = (ctx: RunContext, detail: string): void => {
+  ctx.fenced = detail
+  if (ctx.log.finished || ctx.log.stopping !== undefined || ctx.suspended !== undefined) return
+  ctx.onStop?.(true)
 }
 
 /**

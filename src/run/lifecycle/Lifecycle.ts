@@ -320,18 +320,14 @@ const execution = <RV, R>(
     if (valid !== undefined) {
       const graceMillis = valid.stopGraceMillis
       const plan = valid.validation.plan
-      ctx.onStop = () => closing.stopped(graceMillis, plan)
+      // Another process taking the run over interrupts it too, bound by the stop grace (reviews 134, 137).
+      ctx.onStop = (fenced) => {
+        if (fenced === true) self.interruptUnsafe()
+        closing.stopped(graceMillis, plan)
+      }
     }
     // However the fiber ends, even skipping its own ending, `done` gets a result (R12).
     self.addObserver((exit) => closing.fiberEnded(exit))
-    // Another process owns the run now (a commit fenced off): it stops at once, whatever it waits
-    // on, rather than at its next turn (review 134: it waited 12 hours for a call's approval).
-    ctx.onFenced = () => {
-      if (ctx.log.finished || ctx.log.stopping !== undefined || ctx.suspended !== undefined) return
-      self.interruptUnsafe()
-      // Bounded as a cancel is: past the stop grace, what would not stop is left behind (review 137).
-      ctx.onStop?.()
-    }
     // When a run resumed past its deadline stops asking its calls in doubt what they did.
     let lateUntil: number | undefined
     if (resume === undefined) started(ctx, valid, self.getRef(Permission.Permission) === Permission.allowAll)
