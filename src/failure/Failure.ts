@@ -158,6 +158,7 @@ export class Retryable extends Schema.TaggedError<Retryable>()("Retryable", {
  * retry. Only these are refusals (`Recovery.isRefusal`): a failure of a tool's or a model's own
  * under a circuit's category is that code's own, and draws on its retries and the run's budget
  * (R3.4; review 140: a tool failing `circuit_half_open` was called 302,397 times in 20 s).
+ * Encoded by its schema it is a `Retryable`; its {@link Summary} says `refused`.
  *
  * @category errors
  * @since 0.3.0

@@ -293,7 +293,10 @@ const changed = (
 ): Failure.Failure => {
   switch (failure._tag) {
     case "Retryable":
-      return new Failure.Retryable({ ...failure, ...fields })
+      // A circuit's refusal stays one: its summary says so, and a replay refuses as the run did (review 142).
+      return failure instanceof Failure.Refusal
+        ? new Failure.Refusal({ ...failure, ...fields })
+        : new Failure.Retryable({ ...failure, ...fields })
     case "Permanent":
       return new Failure.Permanent({ ...failure, ...fields })
     case "UnknownOutcome":

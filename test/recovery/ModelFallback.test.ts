@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schema } from "effect"
+import { Duration, Effect, Fiber, Layer, Schema } from "effect"
 import { CircuitBreaker } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
@@ -670,5 +670,50 @@ describe("R3.4 R3.9 a failure of a tool's or a model's own that claims a circuit
         )
         assert.strictEqual(replayed._tag, "Matched", replayed._tag === "Diverged" ? replayed.detail : "")
       })
+  )
+})
+
+describe("R3.9 R13 a refusal that ends its call's retries", () => {
+  it.effect("R3.9 R13 is summarized as a refusal, and the run's recording replays (review 142)", () =>
+    Effect.gen(function* () {
+      const down = FailureBoundary.http({ status: 503, now: 0 })
+      const save = (millis: number) =>
+        Tool.make({
+          name: "save",
+          description: "Saves.",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "read",
+          idempotent: true,
+          maxRetries: 3,
+          handler: () => Effect.andThen(Effect.sleep(millis), Effect.fail(down))
+        })
+      const script = () =>
+        ScriptedModel.layer([ScriptedModel.toolCall("save", {}, "c1"), ScriptedModel.finalAnswer("done")])
+      const recovery = { backoff: Recovery.backoff({ jitter: false }) }
+      const b = yield* Effect.gen(function* () {
+        // B's call fails first, then A's: the second failure opens the circuit for good, and B's retry is refused.
+        const b = yield* Effect.forkChild(
+          Run.run({ goal: "x", tools: [save(0)], recovery }).pipe(Effect.provide(script()))
+        )
+        const a = yield* Effect.forkChild(
+          Run.run({ goal: "x", tools: [save(1)], recovery }).pipe(Effect.provide(script()))
+        )
+        for (let i = 0; i < 3000 && (a.pollUnsafe() === undefined || b.pollUnsafe() === undefined); i++)
+          yield* TestClock.adjust("10 millis")
+        return yield* Fiber.join(b)
+      }).pipe(
+        Effect.provide(
+          Breakers.layerMemory({ tool: { tripPolicy: CircuitBreaker.consecutive(2), openDuration: Duration.infinity } })
+        ),
+        Effect.provide(NodeServices.layer)
+      )
+      const failed = b.timeline.find((e) => e._tag === "tool.failed")
+      const summary = failed?._tag === "tool.failed" ? failed.error.failure : undefined
+      // Before, its summary lost `refused` (the failure was rebuilt with its attempts), and the replay spent a retry on it.
+      assert.deepStrictEqual([summary?.code, summary?.refused], ["circuit_open", true])
+      const report = yield* Replay.replay(b.timeline, { tools: [save(0)], recovery })
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
   )
 })
