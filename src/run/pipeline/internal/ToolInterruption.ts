@@ -142,7 +142,7 @@ export const recordInterrupt = (c: Call<unknown>): void => {
   const { settlement, detail } = c.settled ?? {
     settlement: effects ? "outcome_unknown" : "cancelled",
     detail: effects
-      ? `interrupted; a ${tool.metadata.sideEffect} action may or may not have taken effect`
+      ? `interrupted; ${tool.metadata.sideEffect === "external" ? "an external" : "a write"} action may or may not have taken effect`
       : `interrupted; a ${tool.metadata.sideEffect === "none" ? "pure" : "read-only"} call leaves nothing behind`
   }
   record(
