@@ -383,4 +383,4 @@ export const concurrencyOf: (events: ReadonlyArray<Event.Event>) => number = Bat
  * The run's deadline as its log says it (R9), the limits in force, and the attempts of a
  * call the process's stops cut off: what a resumed run goes on under, read from its log.
  */
-export { deadlineOf, limitsOf, restartsOf } from "./internal/InForce.ts"
+export { deadlineOf, limitsOf, refusalsOf, restartsOf } from "./internal/InForce.ts"

@@ -190,6 +190,15 @@ export interface Episode extends Rules {
    */
   readonly restarts?: number | undefined
   /**
+   * Of the attempts made, those the call's circuit refused (a resumed run's, from its log:
+   * `RunLog.refusalsOf`), and the half-open ones among the last in a row: they never ran,
+   * spend no retry and step no schedule (R3.9); the next half-open wait doubles on from them.
+   * Default none.
+   *
+   * @since 0.3.0
+   */
+  readonly refused?: { readonly count: number; readonly halfOpenInARow: number } | undefined
+  /**
    * Whether each failure and the retry it waits for are committed to the journal before
    * the wait (R9, R3.4): for a call whose attempts commit their intent anyway (an
    * idempotent write), so that a process that dies in the wait is resumed waiting, its

@@ -1,9 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Layer, Metric, Option, Schema } from "effect"
+import { CircuitBreaker } from "effect/persistence"
 import { TestClock } from "effect/testing"
+import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as Model from "../../src/model/Model.ts"
+import * as Breakers from "../../src/recovery/Breakers.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunHost from "../../src/run/RunHost.ts"
@@ -564,6 +567,55 @@ describe("Run.resume (R9)", () => {
       assert.strictEqual(resumed.counters.recoveryAttempts, 0)
       assert.strictEqual(resumed.counters.iterations, 2)
     }).pipe(Effect.provide(layers))
+  )
+
+  it.effect(
+    "R3.9 R9 a run resumed while its call waits for its circuit spends no retry on the refusals before the crash (review 142)",
+    () =>
+      Effect.gen(function* () {
+        // An idempotent write that is down: maxRetries 2 gives its handler three calls; its circuit opens at each failure.
+        let calls = 0
+        const save = Tool.make({
+          name: "save",
+          description: "Saves.",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "write",
+          idempotent: true,
+          maxRetries: 2,
+          handler: () => Effect.suspend(() => (calls++, Effect.fail(FailureBoundary.http({ status: 503, now: 0 }))))
+        })
+        const model = ScriptedModel.layerFunction((request) =>
+          request.iteration === 1 ? ScriptedModel.toolCall("save", {}, "c1") : ScriptedModel.finalAnswer("done")
+        )
+        const recovery = { backoff: Recovery.backoff({ jitter: false, retries: 10 }), maxRecoveries: 10 }
+        const breakers = () =>
+          Breakers.layerMemory({ tool: { tripPolicy: CircuitBreaker.consecutive(1), openDuration: "1 second" } })
+        const store = yield* Journal.Journal
+        const faulty = FaultyJournal.make(store, {})
+        const first = yield* Effect.forkChild(
+          Run.run({ goal: "x", runId: "r1", tools: [save], recovery }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide([breakers(), model])
+          )
+        )
+        // The process dies once the wait for its circuit is committed.
+        const refusedWait = Effect.map(
+          store.read("r1"),
+          (stored) =>
+            Option.isSome(stored) &&
+            stored.value.events.some((e) => e._tag === "recovery.started" && e.circuit !== undefined)
+        )
+        for (let i = 0; i < 500 && !(yield* refusedWait); i++) yield* TestClock.adjust("10 millis")
+        faulty.crash()
+        yield* Fiber.interrupt(first)
+        const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools: [save], recovery }, "restart")).pipe(
+          Effect.provide([breakers(), model])
+        )
+        // Before, the refusal counted as a spent retry: two handler calls in all.
+        assert.strictEqual(calls, 3)
+        assert.strictEqual(resumed.stopReason, "tool_error")
+      }).pipe(Effect.provide(layers))
   )
 
   it.effect("R9 a commit fenced off by another writer: the handler does not run, the run stops writing", () =>

@@ -45,6 +45,29 @@ export const restartsOf = (
 }
 
 /**
+ * The waits for its circuit the call `callId` made (`recovery.started` with `circuit`: the
+ * attempts its circuit refused, which never ran, R3.9), and the half-open ones among the last
+ * in a row: a resumed run's episode counts them as the live one did, spending no retry on them
+ * (review 142).
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const refusalsOf = (
+  events: ReadonlyArray<Event.Event>,
+  callId: string
+): { readonly count: number; readonly halfOpenInARow: number } => {
+  let count = 0
+  let halfOpenInARow = 0
+  for (const e of events) {
+    if (e._tag !== "recovery.started" || e.callId !== callId) continue
+    if (e.circuit !== undefined) count++
+    halfOpenInARow = e.circuit === "half_open" ? halfOpenInARow + 1 : 0
+  }
+  return { count, halfOpenInARow }
+}
+
+/**
  * The limits in force, by name: those `run.started` recorded, with those each resume that
  * went on under others recorded laid over them (its `run.resumed`), but for the run's time limit
  * once a resume brought its deadline closer (`time.run` given to `Run.resume`): then the

@@ -82,19 +82,20 @@ export const recoverFrom: <A, R>(
     // given up as at once, without stepping the schedule a billion times.
     // Attempts the process's stops cut off are no failures of the call: they count for nothing (R3.4).
     const restarts = Math.max(0, episode.restarts ?? 0)
-    const made = Math.min(Math.max(1, episode.attemptsMade ?? 1), episode.maxRetries + 1 + restarts)
+    // Attempts its circuit refused (they never ran: no retry spent, R3.9), and the half-open ones in a row;
+    // a resumed run's from its log (review 142: they were counted as spent retries).
+    let refusals = Math.max(0, episode.refused?.count ?? 0)
+    let polls = Math.max(0, episode.refused?.halfOpenInARow ?? 0)
+    const made = Math.min(Math.max(1, episode.attemptsMade ?? 1), episode.maxRetries + 1 + restarts + refusals)
     // A continued episode resumes the schedule where the earlier one left it, or where it ended.
-    if (made - restarts > 1) {
+    if (made - restarts - refusals > 1) {
       const seed = Failure.fromCause(episode.source, firstCause)
-      for (let i = 1; seed._tag === "Retryable" && i < made - restarts; i++) {
+      for (let i = 1; seed._tag === "Retryable" && i < made - restarts - refusals; i++) {
         if ((yield* Effect.orElseSucceed(nextDelay(seed), () => undefined)) === undefined) break
       }
     }
     let n = made
     let exit: Exit.Exit<A, Failure.Failure> = Exit.failCause(firstCause)
-    // Attempts its circuit refused (they never ran: no retry spent, R3.9), and the half-open ones in a row.
-    let refusals = 0
-    let polls = 0
     while (true) {
       if (n > made) exit = yield* Effect.exit(attempt(n))
       if (Exit.isSuccess(exit)) {

@@ -193,7 +193,8 @@ export const settleResumed = <R>(
   // The process's stops during the call's attempts (each resume that found one in doubt) are
   // not the call's failures: the attempts they cost spend no retry (R3.4), whatever their number.
   const restarts = RunLog.restartsOf(c.ctx.events, c.call.id)
-  const episode = { ...episodeOf(c), restarts }
+  // So are the attempts its circuit refused: they never ran (R3.9).
+  const episode = { ...episodeOf(c), restarts, refused: RunLog.refusalsOf(c.ctx.events, c.call.id) }
   // Refused by the policy in force now: no further attempt (R3.6). A call that cannot have
   // acted is blocked; one that may have stays in doubt, unless its status query decides.
   const blocked =
