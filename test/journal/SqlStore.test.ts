@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Migrator, SqlError } from "effect/sql"
-import * as SqlStore from "../../src/journal/internal/SqlStore.ts"
+import * as SqlStore from "../../src/journal/internal/sql/SqlStore.ts"
 
 /** A PostgreSQL error as `@effect/sql-pg` hands it on: a SQLSTATE effect's classification does not know is `UnknownError`. */
 const pgError = (code: string, message: string) =>

@@ -1,7 +1,7 @@
 /** Raw SQL on a journal's tables, for the contract's damaged-row cases. */
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import * as SqlStore from "../../src/journal/internal/SqlStore.ts"
+import * as SqlStore from "../../src/journal/internal/sql/SqlStore.ts"
 import type { Raw } from "./contract.ts"
 
 export const sqlRaw = (sql: SqlClient.SqlClient, prefix: string): Raw => {

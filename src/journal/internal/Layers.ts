@@ -8,7 +8,7 @@ import * as Make from "./Make.ts"
 import { Journal } from "./Models.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 import * as SqliteStore from "./SqliteStore.ts"
-import * as SqlStore from "./SqlStore.ts"
+import * as SqlStore from "./sql/SqlStore.ts"
 
 export interface SqlOptions {
   /** The prefix of the journal's table names (`agent_runs`, `agent_commits`, …). Default `agent_`. */

@@ -14,8 +14,8 @@
 import type { SQLInputValue, StatementSync } from "node:sqlite"
 import { Effect, Result } from "effect"
 import * as SqliteClient from "./SqliteClient.ts"
-import * as SqlStore from "./SqlStore.ts"
 import { type Commit, notWritten, type Store } from "./Store.ts"
+import * as SqlStore from "./sql/SqlStore.ts"
 
 /** The backend on one opened file and one set of tables (migrated already). */
 export const make = (opened: SqliteClient.Opened, names: SqlStore.Tables): Store => {

@@ -1,185 +1,19 @@
 /**
  * The SQL backend over any `SqlClient` (SQLite, PostgreSQL): one schema for both, migrated
- * by effect's `Migrator` into tables named with a configurable prefix. Every `SqlError` is
- * classified here (R3.1): a unique violation where a writer raced is a `Conflict`, busy or
- * lost connections are `Unavailable` (retryable), anything else `StoreFailed`.
+ * by effect's `Migrator` into tables named with a configurable prefix (`internal/SqlTables`,
+ * `internal/SqlMigrations`). Every `SqlError` is classified where it comes out
+ * (`internal/SqlFailures`, R3.1). Private to the journal.
  */
-import { Effect, Option, Predicate } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
-import * as JournalError from "../JournalError.ts"
-import { type ApprovalRow, type Commit, type CommitRow, notWritten, type RunRow, type Store } from "./Store.ts"
+import { Effect, Option } from "effect"
+import type { SqlClient, SqlError } from "effect/sql"
+import * as JournalError from "../../JournalError.ts"
+import { type ApprovalRow, type CommitRow, notWritten, type RunRow, type Store } from "../Store.ts"
+import { classify, commitFailed, isUnique } from "./internal/SqlFailures.ts"
+import type { Tables } from "./internal/SqlTables.ts"
 
-/** The tables of one journal. */
-export interface Tables {
-  readonly runs: string
-  readonly commits: string
-  readonly approvals: string
-  readonly migrations: string
-  /** The first layout's table of one row per event, moved into `commits` by the second migration. */
-  readonly events: string
-}
-
-const prefixPattern = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/
-
-/** The table names for a prefix (default `agent_`); a prefix that is not a plain SQL name is refused. */
-export const tables = (prefix = "agent_"): Effect.Effect<Tables, JournalError.JournalError> =>
-  prefixPattern.test(prefix)
-    ? Effect.succeed({
-        runs: `${prefix}runs`,
-        commits: `${prefix}commits`,
-        approvals: `${prefix}approvals`,
-        migrations: `${prefix}migrations`,
-        events: `${prefix}events`
-      })
-    : Effect.fail(
-        JournalError.make(
-          new JournalError.StoreFailed({
-            operation: "configure",
-            detail: `table prefix ${JSON.stringify(prefix)} must match ${prefixPattern.source}`
-          })
-        )
-      )
-
-/** The driver's message, with its error code when it has one (`database is locked (code 517)`). */
-const describe = (error: { readonly message: string; readonly cause?: unknown }): string => {
-  const cause = error.cause
-  const field = (name: string): unknown =>
-    typeof cause === "object" && cause !== null && name in cause ? Reflect.get(cause, name) : undefined
-  const causeMessage = field("message")
-  const inner = typeof causeMessage === "string" ? causeMessage : ""
-  const message = inner !== "" && inner !== error.message ? `${error.message}: ${inner}` : error.message
-  const code = field("errno") ?? field("code")
-  return typeof code === "number" || (typeof code === "string" && code !== "") ? `${message} (code ${code})` : message
-}
-
-/**
- * PostgreSQL's refusals that pass with time, which effect's classification leaves unknown
- * (review 135): the server shutting down, starting up or recovering, a session ended idle
- * (57P01, 57P02, 57P03, 57P05), out of sessions or memory (53000, 53200, 53300). A restart or a full pool is an outage (R3.1).
- * A full disk (53100) waits for an operator: refused.
- */
-const passing = new Set(["57P01", "57P02", "57P03", "57P05", "53000", "53200", "53300"])
-
-/** The SQLSTATE of the driver's error under a `SqlError` (a migration's, too), when it has one. */
-const sqlState = (error: unknown): string | undefined => {
-  if (typeof error !== "object" || error === null) return undefined
-  if (Predicate.isTagged(error, "SqlError") || Predicate.isTagged(error, "MigrationError")) {
-    const cause = Predicate.isTagged(error, "SqlError")
-      ? Reflect.get(error, "reason")?.cause
-      : Reflect.get(error, "cause")
-    return sqlState(cause)
-  }
-  const code = Reflect.get(error, "code")
-  return typeof code === "string" ? code : undefined
-}
-
-/** A store failure as the journal's own error: retryable ones `Unavailable`, the rest `StoreFailed`. */
-export const classify =
-  (operation: string) =>
-  (error: SqlError.SqlError | Migrator.MigrationError): JournalError.JournalError => {
-    const detail = describe(error._tag === "SqlError" ? error.reason : error)
-    // A row larger than the client reads back is so on every try: asked again, it never ends.
-    if (/exceeds maxMessageSize/.test(detail)) {
-      return JournalError.make(
-        new JournalError.StoreFailed({
-          operation,
-          detail: `${detail}; give the PostgreSQL client a maxMessageSize as large as the largest run (JournalPg.maxMessageSize)`
-        })
-      )
-    }
-    const retryable =
-      (error._tag === "SqlError" ? error.isRetryable : error.kind === "Locked") || passing.has(sqlState(error) ?? "")
-    return JournalError.make(
-      retryable
-        ? new JournalError.Unavailable({ operation, detail })
-        : new JournalError.StoreFailed({ operation, detail })
-    )
-  }
-
-const isUnique = (error: SqlError.SqlError) => error.reason._tag === "UniqueViolation"
-
-/** A commit's store failure: a unique violation on the events is another writer that raced this one. */
-export const commitFailed = (commit: Commit, error: SqlError.SqlError): JournalError.JournalError =>
-  isUnique(error)
-    ? JournalError.make(
-        new JournalError.Conflict({
-          runId: commit.runId,
-          expectedSeq: commit.row.seq,
-          detail: "another writer committed the same sequence numbers"
-        })
-      )
-    : classify("append")(error)
-
-/** Runs the schema's migrations (idempotent; several processes may start at once). */
-export const migrate = (sql: SqlClient.SqlClient, names: Tables): Effect.Effect<void, JournalError.JournalError> => {
-  const withoutRowid = sql.onDialectOrElse({
-    sqlite: () => sql.literal(" WITHOUT ROWID"),
-    orElse: () => sql.literal("")
-  })
-  const createJournal = Effect.gen(function* () {
-    yield* sql`CREATE TABLE ${sql(names.runs)} (
-      run_id TEXT PRIMARY KEY NOT NULL,
-      version INTEGER NOT NULL,
-      header TEXT NOT NULL,
-      state TEXT NOT NULL,
-      next_seq INTEGER NOT NULL,
-      result TEXT,
-      created_at BIGINT NOT NULL,
-      updated_at BIGINT NOT NULL
-    )`
-    yield* sql`CREATE INDEX ${sql(`${names.runs}_unfinished`)} ON ${sql(names.runs)} (created_at, run_id) WHERE result IS NULL`
-    yield* sql`CREATE TABLE ${sql(names.events)} (
-      run_id TEXT NOT NULL,
-      seq INTEGER NOT NULL,
-      tag TEXT NOT NULL,
-      at BIGINT NOT NULL,
-      body TEXT NOT NULL,
-      PRIMARY KEY (run_id, seq)
-    )${withoutRowid}`
-    yield* sql`CREATE TABLE ${sql(names.approvals)} (
-      run_id TEXT NOT NULL,
-      call_id TEXT NOT NULL,
-      tool TEXT NOT NULL,
-      arguments TEXT NOT NULL,
-      requested_at BIGINT NOT NULL,
-      expires_at BIGINT NOT NULL,
-      decision TEXT,
-      reason TEXT,
-      decided_by TEXT,
-      decided_at BIGINT,
-      side_effect TEXT,
-      PRIMARY KEY (run_id, call_id)
-    )`
-    yield* sql`CREATE INDEX ${sql(`${names.approvals}_pending`)} ON ${sql(names.approvals)} (requested_at) WHERE decision IS NULL`
-  })
-  // One row per commit instead of one per event: a commit is one row written in one statement.
-  // A table with rowids on SQLite: a commit is often larger than the ~1 KB of a row that a
-  // WITHOUT ROWID table keeps in its page, and the rest would take an overflow page of its
-  // own (about 3 KB lost per run). Files made before keep their table; both read the same.
-  const commitRows = Effect.gen(function* () {
-    yield* sql`CREATE TABLE ${sql(names.commits)} (
-      run_id TEXT NOT NULL,
-      seq INTEGER NOT NULL,
-      event_count INTEGER NOT NULL,
-      state TEXT NOT NULL,
-      at BIGINT NOT NULL,
-      body TEXT NOT NULL,
-      result TEXT,
-      PRIMARY KEY (run_id, seq)
-    )`
-    // Each event of the first layout becomes a commit of one; the last one carries the result.
-    yield* sql`INSERT INTO ${sql(names.commits)} (run_id, seq, event_count, state, at, body, result)
-      SELECT e.run_id, e.seq, 1, r.state, CASE WHEN e.seq = r.next_seq - 1 THEN r.updated_at ELSE e.at END,
-        '[' || e.body || ']', CASE WHEN e.seq = r.next_seq - 1 THEN r.result ELSE NULL END
-      FROM ${sql(names.events)} e JOIN ${sql(names.runs)} r ON r.run_id = e.run_id
-      WHERE e.seq < r.next_seq`
-    yield* sql`DROP TABLE ${sql(names.events)}`
-  })
-  return Migrator.make({})({
-    loader: Migrator.fromRecord({ "1_create_journal": createJournal, "2_commit_rows": commitRows }),
-    table: names.migrations
-  }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.asVoid, Effect.mapError(classify("migrate")))
-}
+export { classify, commitFailed } from "./internal/SqlFailures.ts"
+export { migrate } from "./internal/SqlMigrations.ts"
+export { type Tables, tables } from "./internal/SqlTables.ts"
 
 const num = (value: unknown): number => (typeof value === "number" ? value : Number(value))
 const text = (value: unknown): string | null => (value === null || value === undefined ? null : String(value))
