@@ -27,7 +27,7 @@ import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import * as RunObserver from "../RunObserver.ts"
 import * as RunOptions from "../RunOptions.ts"
 import { Closing, type Done, failedRun, type Given } from "./internal/Closing.ts"
-import { interrupted, judged, settleUntaken } from "./internal/Judgement.ts"
+import { interrupted, judged } from "./internal/Judgement.ts"
 import { attach } from "./internal/Observers.ts"
 import { started } from "./internal/Started.ts"
 
@@ -138,7 +138,7 @@ const resumedLifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.Run
   // Stopped (its host's cancel, a stop its log recorded) or decided, it is judged once the waits
   // its log left open have ended, as a live run's waits end first (R1.2, R5.3, R6.3; review 125).
   if (ctx.log.stopping !== undefined) {
-    yield* settleUntaken(ctx, resolved.registry)
+    yield* ToolExecutor.settleUntaken(ctx, resolved.registry)
     return yield* interrupted(ctx, resolved.validation)
   }
   if (RunContext.state(ctx) === "created") yield* RunContext.transition(ctx, "initializing")
@@ -147,7 +147,7 @@ const resumedLifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.Run
     recordPlan(ctx, resolved.validation.plan ?? [])
   }
   const decided = decidedIn(ctx)
-  if (decided !== undefined) yield* settleUntaken(ctx, resolved.registry)
+  if (decided !== undefined) yield* ToolExecutor.settleUntaken(ctx, resolved.registry)
   return yield* judged(ctx, resolved, decided ?? (yield* Loop.run(ctx, resolved.loop, true)))
 })
 

@@ -124,15 +124,9 @@ const batch = <R>(
         LoopStops.isCallStop(e) || (config.approvals && ApprovalWait.isStop(e)),
       (stop) =>
         // A resumed batch's calls stopped before they took up their waits again are settled first (R5.2, R7).
-        Effect.map(untaken(ctx, config), () => LoopStops.batchStop(ctx, config, stop, from))
+        Effect.map(ToolExecutor.settleUntaken(ctx, config.registry), () => LoopStops.batchStop(ctx, config, stop, from))
     )
   })
-
-/** The calls of a stopped batch that never took up their waits again: as the gate holds them, never run; the phase follows. */
-const untaken = <R>(ctx: RunContext.RunContext, config: Config<R>) =>
-  Effect.flatMap(ToolExecutor.settleUntaken(ctx, config.registry), (waited) =>
-    waited ? RunContext.release(ctx, "tool_executing") : Effect.void
-  )
 
 /** The batch ran: corrections, hard stops, then the policies again. */
 const afterBatch = <R>(ctx: RunContext.RunContext, config: Config<R>, results: ReadonlyArray<ToolResult.ToolResult>) =>

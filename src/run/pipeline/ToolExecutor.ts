@@ -15,6 +15,7 @@
  */
 import { Effect } from "effect"
 import type * as Event from "../../events/Event.ts"
+import type * as RunState from "../../events/RunState.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
@@ -61,10 +62,19 @@ export {
 /**
  * Records the calls a run ends without having taken up again ({@link recordUntaken}), first
  * asking the gate what it holds for those that waited for a person (R7: a decision it took
- * while the run was parked is recorded as that decision, not as withdrawn). Whether a wait
- * was ended so (the run's phase is then to follow).
+ * while the run was parked is recorded as that decision, not as withdrawn), and takes the
+ * run out of their phase when a wait was ended so (R1.3). A restored run ends them before its
+ * ending is judged, as a live run's waits end before it is (R1.2, R6.3). Nothing when none is open.
  */
-export const settleUntaken = <R>(ctx: RunContext.RunContext, registry: Registry<R>): Effect.Effect<boolean> =>
+export const settleUntaken = <R>(
+  ctx: RunContext.RunContext,
+  registry: Registry<R>
+): Effect.Effect<void, RunState.IllegalTransition> =>
+  Effect.flatMap(recordedUntaken(ctx, registry), (waited) =>
+    waited ? RunContext.release(ctx, "tool_executing") : Effect.void
+  )
+
+const recordedUntaken = <R>(ctx: RunContext.RunContext, registry: Registry<R>): Effect.Effect<boolean> =>
   Effect.suspend(() => {
     const waiting = ctx.log.approvals
     const responded = ctx.events.findLast((e): e is Event.Of<"model.responded"> => e._tag === "model.responded")

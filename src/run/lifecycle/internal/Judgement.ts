@@ -271,22 +271,13 @@ const timedOut: Ending = {
 }
 
 /**
- * The calls a restored log left open that the run ends without taking up again (waiting
- * for approval or to retry, checked but not run), each recorded as it ends (a request
- * withdrawn: it never ran), and the run out of their phase (R5.3, R7, R1.3). A restored run
- * ends them before its ending is judged, as a live run's waits end before it is: validation
- * is reached from no waiting phase (R1.2, R6.3). Nothing when none is open.
+ * The calls a restored log left open that the run ends without taking up again, where the
+ * run's registry is gone (its fiber ended on a defect): `ToolExecutor.settleUntaken` without
+ * asking the gate (a request still waiting is withdrawn).
  */
-export const settleUntaken = <R>(
-  ctx: RunContext.RunContext,
-  registry: ToolExecutor.Registry<R> | ToolExecutor.Registry["tools"]
-): Effect.Effect<void, RunState.IllegalTransition> =>
-  Effect.flatMap(
-    // With its registry, a restored run asks the gate what it holds for the calls that waited for a person.
-    "limits" in registry
-      ? ToolExecutor.settleUntaken(ctx, registry)
-      : Effect.sync(() => ToolExecutor.recordUntaken(ctx, registry)),
-    (waited) => (waited ? RunContext.release(ctx, "tool_executing") : Effect.void)
+const settleUntakenNow = (ctx: RunContext.RunContext, tools: ToolExecutor.Registry["tools"]) =>
+  Effect.suspend(() =>
+    ToolExecutor.recordUntaken(ctx, tools) ? RunContext.release(ctx, "tool_executing") : Effect.void
   )
 
 /** Ends the run on whatever the lifecycle produced. */
@@ -305,7 +296,7 @@ export const finalize = Effect.fnUntraced(function* <RV, E>(
     return broken(ctx, exit.cause, tools)
   }
   // A resumed run may end before it took up again the calls its log left waiting (R5.2).
-  yield* Effect.ignore(settleUntaken(ctx, tools))
+  yield* Effect.ignore(settleUntakenNow(ctx, tools))
   if (Exit.isSuccess(exit)) return end(ctx, exit.value)
   const assessed = yield* Effect.exit(interrupted(ctx, spec))
   return end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)

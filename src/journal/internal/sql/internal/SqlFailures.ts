@@ -1,7 +1,7 @@
 /**
  * Every `SqlError` of the SQL journal, classified where it comes out of the driver (R3.1): a
  * unique violation where a writer raced is a `Conflict`, busy or lost connections and a server
- * restarting or out of sessions are `Unavailable` (retryable), anything else `StoreFailed`.
+ * restarting or out of sessions are `Unavailable` (retryable), every other failure `StoreFailed`.
  * Private to `journal/internal/sql/`.
  */
 import { Predicate } from "effect"
