@@ -12,9 +12,11 @@ import type * as Event from "../../../src/events/Event.ts"
 import * as Explain from "../../../src/explain/Explain.ts"
 import * as Failure from "../../../src/failure/Failure.ts"
 import * as SchemaIssues from "../../../src/failure/SchemaIssues.ts"
+import * as Journal from "../../../src/journal/Journal.ts"
 import * as Model from "../../../src/model/Model.ts"
 import { maskedObservation } from "../../../src/run/pipeline/internal/ToolCall.ts"
 import * as Run from "../../../src/run/Run.ts"
+import * as RunResult from "../../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../../src/testing/TestClockDriver.ts"
 import * as AiTools from "../../../src/tools/AiTools.ts"
@@ -571,4 +573,52 @@ describe("hostile calls (R12)", () => {
     assert.notInclude(shown, "hunt")
     assert.include(shown, `[observation cut: ${text.length - 100} more characters]`)
   })
+
+  it.effect(
+    "R12 R9 a call the model sent without arguments is recorded as one with none: the log encodes, a journal keeps it (review 145)",
+    () =>
+      Effect.gen(function* () {
+        const writes: Array<number> = []
+        const save = Tool.make({
+          name: "save",
+          description: "Saves.",
+          input: Schema.Struct({ v: Schema.optional(Schema.Number) }),
+          output: Schema.String,
+          sideEffect: "write",
+          handler: ({ v }) =>
+            Effect.sync(() => {
+              writes.push(v ?? 0)
+              return "saved"
+            })
+        })
+        // A model of the user's own may leave `arguments` out, as the scripted one does for `undefined`.
+        const bare = { text: "", toolCalls: [{ id: "c1", name: "save" }], usage: { inputTokens: 1, outputTokens: 1 } }
+        const result = yield* Run.run({ goal: "save twice", runId: "no-args", tools: [save] }).pipe(
+          Effect.provide(
+            script(
+              bare as unknown as ScriptedModel.Step,
+              ScriptedModel.toolCall("save", undefined),
+              ScriptedModel.toolCall("save", { v: 2 }),
+              ScriptedModel.finalAnswer("done")
+            )
+          )
+        )
+        assert.strictEqual(result.status, "completed")
+        assert.isUndefined(result.unrecorded)
+        assert.deepStrictEqual(writes, [0, 0, 2])
+        const calls = ofTag(result.timeline, "model.responded").flatMap((e) => e.toolCalls)
+        assert.deepStrictEqual(
+          calls.map((call) => call.arguments),
+          [{}, {}, '{"v":2}']
+        )
+        // The result round-trips through JSON, and the journal holds the run's whole log.
+        const encoded = JSON.parse(JSON.stringify(Schema.encodeUnknownSync(RunResult.RunResult)(result)))
+        assert.deepStrictEqual(
+          Schema.decodeUnknownSync(RunResult.RunResult)(encoded).timeline.length,
+          result.timeline.length
+        )
+        const stored = yield* (yield* Journal.Journal).read("no-args")
+        assert.strictEqual(stored._tag === "Some" ? stored.value.events.length : 0, result.timeline.length)
+      }).pipe(Effect.provide(Journal.layerMemory))
+  )
 })

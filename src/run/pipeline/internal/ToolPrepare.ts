@@ -125,8 +125,10 @@ export const prepareAs = <R>(registry: Registry<R>, id: string, call: Model.Tool
     decoded,
     secrets,
     shown,
+    // A call without arguments is recorded as the pipeline reads it, one with none: `undefined`
+    // is no JSON, and a log holding it did not encode (review 145: a journal refused every commit after it).
     recorded:
-      typeof call.arguments === "string" || call.arguments === undefined
+      typeof call.arguments === "string"
         ? call.arguments
         : parsed._tag === "Ok"
           ? recordedCopy(parsed.value)
