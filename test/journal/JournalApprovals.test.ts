@@ -633,6 +633,41 @@ describe("JournalApprovals (R7, R9.3)", () => {
       assert.strictEqual(pay.calls.count, 0)
     }).pipe(Effect.scoped)
   )
+
+  it.live(
+    "R7 R8 a run cancelled as another process approves records the approval its table holds, not withdrawn (review 144)",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* store
+        const pay = payment()
+        // The run's process reads the table every 10 s; a UI's gate on the same journal approves in between.
+        const runs = JournalApprovals.make(journal, { pollInterval: "10 seconds" })
+        const ui = JournalApprovals.make(journal, poll)
+        const result = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const handle = yield* Run.start({ goal: "pay 10", runId: "r1", tools: [pay.tool] })
+            yield* pendingOn(ui, 1)
+            yield* ui.decide("r1", "c1", Approval.approved("alice"))
+            return yield* handle.cancel
+          })
+        ).pipe(
+          Effect.provideService(Journal.Journal, journal),
+          Effect.provideService(Approval.ApprovalGate, runs),
+          Effect.provide(model)
+        )
+        assert.strictEqual(result.stopReason, "cancelled")
+        assert.strictEqual(pay.calls.count, 0)
+        assert.deepStrictEqual(
+          Option.map(yield* journal.decision("r1", "c1"), (d) => [d.decision, d.by]),
+          Option.some(["approve", "alice"])
+        )
+        // Before, the log said `withdrawn` while the table held alice's approval.
+        assert.deepStrictEqual(
+          result.timeline.flatMap((e) => (e._tag === "approval.decided" ? [[e.decision, e.by]] : [])),
+          [["approved", "alice"]]
+        )
+      })
+  )
 })
 
 describe("JournalApprovals: a finished run's calls (R7, R5.3)", () => {

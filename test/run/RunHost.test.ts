@@ -815,6 +815,54 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
   )
 
+  it.live(
+    "R9.4 R7 a cancel another process's take-over fenced off leaves the call its new owner waits on (review 144)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const journal = yield* Journal.Journal
+        const options = { goal: "pay 7", tools: [pay] }
+        assert.strictEqual((yield* RunHost.drive("r17", options))._tag, "Parked")
+        // Process A, cancelling: each write it makes waits until process B has taken the run up.
+        const entered = Deferred.makeUnsafe<void>()
+        const taken = Deferred.makeUnsafe<void>()
+        const held = <A, E>(write: Effect.Effect<A, E>) =>
+          Effect.andThen(Effect.andThen(Deferred.succeed(entered, undefined), Deferred.await(taken)), write)
+        const processA: Journal.Service = {
+          ...journal,
+          live: Journal.makeLiveRuns(),
+          append: (runId, append) => held(journal.append(runId, append)),
+          withdraw: (runId, callId, at) => held(journal.withdraw(runId, callId, at))
+        }
+        const cancelling = yield* Effect.forkChild(
+          Effect.exit(
+            RunHost.drive("r17", options, { cancel: true }).pipe(Effect.provideService(Journal.Journal, processA))
+          )
+        )
+        yield* Deferred.await(entered)
+        // Process B takes the run up (a wake): it commits, puts the call up again and parks on it.
+        const processB: Journal.Service = { ...journal, live: Journal.makeLiveRuns() }
+        const parked = yield* RunHost.drive("r17", options).pipe(Effect.provideService(Journal.Journal, processB))
+        assert.strictEqual(parked._tag, "Parked")
+        yield* Deferred.succeed(taken, undefined)
+        const cancelled = yield* Fiber.join(cancelling)
+        const error = Exit.isFailure(cancelled) ? Cause.findErrorOption(cancelled.cause) : Option.none()
+        assert.deepStrictEqual(
+          Option.map(error, (e) => (e._tag === "ResumeError" ? e.reason : e._tag)),
+          Option.some("taken")
+        )
+        // Before, A withdrew the call B was parked on: not listed, any decision NotPending, the run stuck.
+        assert.deepStrictEqual(
+          (yield* journal.pendingApprovals({ runId: "r17" })).map((r) => r.callId),
+          ["c1"]
+        )
+        yield* decide("r17", "c1", Approval.approved("ops"))
+        const finished = yield* RunHost.drive("r17", options).pipe(Effect.provideService(Journal.Journal, processB))
+        assert.strictEqual(finished._tag === "Finished" ? finished.result.status : finished._tag, "completed")
+        assert.deepStrictEqual(paid, [7])
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
+  )
+
   it.live("R7 on a store that answers later (PostgreSQL), the run parks only once its call is on the table", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()

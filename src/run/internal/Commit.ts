@@ -45,7 +45,9 @@ const unavailable = (e: RunContext.CommitError) => e._tag === "Unavailable"
 const commit = (
   ctx: RunContext.RunContext,
   result: unknown,
-  retries: Schedule.Schedule<unknown, RunContext.CommitError> = again
+  retries: Schedule.Schedule<unknown, RunContext.CommitError> = again,
+  /** With nothing new to commit, the fence is checked all the same (an append of no events). */
+  check = false
 ): Effect.Effect<void, RunContext.CommitError> => {
   const sink = ctx.journal
   if (sink === undefined) return Effect.void
@@ -59,7 +61,8 @@ const commit = (
         return Effect.fail<RunContext.CommitError>({ _tag: "Failed", detail: "the run was suspended" })
       }
       const fromSeq = ctx.committed
-      if (fromSeq === ctx.events.length && result === undefined) return Effect.void
+      // A run with no row in its journal yet has no fence to check.
+      if (fromSeq === ctx.events.length && result === undefined && !(check && fromSeq > 0)) return Effect.void
       const events = ctx.events.slice(fromSeq)
       const batch = {
         fromSeq,
@@ -119,6 +122,22 @@ const commit = (
  */
 export const barrier = (ctx: RunContext.RunContext): Effect.Effect<void> =>
   ctx.journal === undefined ? Effect.void : Effect.ignore(commit(ctx, undefined))
+
+/**
+ * Whether the run is still this process's, asked before it closes a call on a gate other
+ * processes share (review 144): what the log holds beyond the journal's copy is committed
+ * or, with nothing new, the journal's fence is checked. A run another process took over is
+ * fenced off here (`RunContext.fence`) and lets the call be, since its new owner waits on it: a
+ * process that did not know yet withdrew the call the owner was parked on. A store out of
+ * reach does not say no: the gate, on the same store most often, answers for itself.
+ */
+export const claim = (ctx: RunContext.RunContext): Effect.Effect<boolean> =>
+  ctx.journal === undefined
+    ? Effect.succeed(true)
+    : Effect.map(
+        Effect.ignore(commit(ctx, undefined, again, true)),
+        () => ctx.fenced === undefined && ctx.suspended === undefined
+      )
 
 /**
  * The intent record (R9.2): the attempt's `tool.started` committed before its handler

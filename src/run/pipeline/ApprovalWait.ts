@@ -130,18 +130,27 @@ export const awaitDecision = Effect.fnUntraced(function* (
   ).pipe(Effect.provideService(Approval.HandedOn, () => ctx.suspended !== undefined || ctx.fenced !== undefined))
   // The run stops waiting (cancel, deadline, another call's stop, a broken gate), the call never
   // ran: the log says so, with the decision the gate had taken meanwhile, if any (the journal's
-  // gate keeps it, and so does the log), else that the request was withdrawn.
-  const stopped = (onGate: Fiber.Fiber<Approval.Decision>, detail: string) =>
-    Effect.andThen(
-      Effect.sync(() => {
-        const answered = onGate.pollUnsafe()
-        const decision = answered !== undefined && Exit.isSuccess(answered) ? answered.value : undefined
-        RunContext.emit(ctx, letGo(call, Option.fromUndefinedOr(decision)))
-        recordNeverRan(ctx, call, decision === undefined ? detail : "decided as the run stopped waiting; it never ran")
-      }),
+  // gate keeps it, and so does the log), else that the request was withdrawn. A decision this
+  // process's wait had not brought yet (another process's, found at the next poll) is asked of
+  // the gate, as a parked run's is (review 144: the log said withdrawn, the table approved).
+  const stopped = (onGate: Fiber.Fiber<Approval.Decision>, detail: string, ask: boolean) =>
+    Effect.gen(function* () {
+      const answered = onGate.pollUnsafe()
+      let decision = answered !== undefined && Exit.isSuccess(answered) ? Option.some(answered.value) : Option.none()
+      const expire = gate.expire
+      if (ask && Option.isNone(decision) && expire !== undefined && ctx.suspended === undefined) {
+        const held = yield* closeOnGate(ctx, expire, call.id, letGoMillis).pipe(
+          Effect.map(({ found }) => found),
+          // Best effort, as for a parked run: a gate that breaks here holds nothing, and changes no stop.
+          Effect.catchCause(() => Effect.succeed(Option.none()))
+        )
+        decision = Option.flatMap(held, (found) => Result.getSuccess(checkDecision(ctx, call, secrets, found)))
+      }
+      RunContext.emit(ctx, letGo(call, decision))
+      recordNeverRan(ctx, call, Option.isNone(decision) ? detail : "decided as the run stopped waiting; it never ran")
       // Back to the batch's phase.
-      Effect.ignore(RunContext.release(ctx, "tool_executing"))
-    )
+      yield* Effect.ignore(RunContext.release(ctx, "tool_executing"))
+    })
   let announced = false
   const waiting = (onGate: Fiber.Fiber<Approval.Decision>) =>
     Effect.gen(function* () {
@@ -187,10 +196,10 @@ export const awaitDecision = Effect.fnUntraced(function* (
       return yield* UserCode.checkedOrDie(checkDecision(ctx, call, secrets, recorded.found.value))
     }).pipe(
       Effect.onInterrupt(() =>
-        announced ? stopped(onGate, "withdrawn while waiting for approval; it never ran") : Effect.void
+        announced ? stopped(onGate, "withdrawn while waiting for approval; it never ran", true) : Effect.void
       ),
       Effect.tapDefect(() =>
-        announced ? stopped(onGate, "the approval gate failed; the call never ran") : Effect.void
+        announced ? stopped(onGate, "the approval gate failed; the call never ran", false) : Effect.void
       )
     )
   // The gate holds the call before anyone hears of it: a decision given on `approval.requested`

@@ -9,6 +9,7 @@ import type * as Model from "../../../model/Model.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Approval from "../../../tools/Approval.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
+import * as Commit from "../../internal/Commit.ts"
 import type * as RunContext from "../../internal/RunContext.ts"
 
 const checkShape = UserCode.check(
@@ -105,7 +106,8 @@ export const letGo = (call: { readonly id: string; readonly name: string }, held
  * A gate out of reach (`Unavailable`, or no answer in a short try) is asked again, within
  * what is left of the step and the run (a short try at least): one that cannot answer by
  * then leaves no decision, and says which bound ran out (`ranOut`). A gate that breaks its
- * contract is a defect naming it.
+ * contract is a defect naming it. A run another process took over leaves the call on the
+ * gate for its new owner, and holds no decision ({@link Commit.claim}, review 144).
  */
 export const closeOnGate = (
   ctx: RunContext.RunContext,
@@ -115,6 +117,7 @@ export const closeOnGate = (
   atMostMillis = Number.POSITIVE_INFINITY
 ): Effect.Effect<{ readonly found: Option.Option<unknown>; readonly ranOut?: Deadline.Layer }> =>
   Effect.gen(function* () {
+    if (!(yield* Commit.claim(ctx))) return { found: Option.none() }
     const closing = UserCode.effectOrDie("the approval gate", () => expire(ctx.runId, callId)).pipe(
       Effect.flatMap(closed),
       Effect.timeoutOrElse({
