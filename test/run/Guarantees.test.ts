@@ -754,6 +754,28 @@ describe("R12 R4.2 R5.1 user code that cannot be interrupted", () => {
   )
 
   it.live(
+    "R12 R7 a gate whose close cannot be interrupted: the call left behind never ran, and is not said to be running (review 144)",
+    () =>
+      Effect.gen(function* () {
+        const memory = Approval.makeMemory()
+        const gate: Approval.Gate = { ...memory, expire: () => Effect.as(stuck(), Option.none()) }
+        const write = toolOf(() => Effect.succeed("paid"), { sideEffect: "external", needsApproval: true })
+        const result = yield* Run.run({ goal: "x", tools: [write], time }).pipe(
+          Effect.provideService(Approval.ApprovalGate, gate),
+          Effect.provide(callThenAnswer)
+        )
+        assert.strictEqual(result.stopReason, "run_timeout")
+        assert.include(result.detail, "stop grace of 300 ms")
+        const left = result.timeline.find((e): e is Event.Of<"tool.interrupted"> => e._tag === "tool.interrupted")
+        assert.strictEqual(left?.settlement, "cancelled")
+        // Before: "still running: it did not stop within the stop grace …; its handler had not started: it never ran".
+        assert.notInclude(left?.detail, "still running")
+        assert.include(left?.detail, "it never ran")
+        assertRoundTrips(result)
+      })
+  )
+
+  it.live(
     "R6.3 R12 left behind past its deadline with a plan step done: partial, as the same run stopped in time is",
     () =>
       Effect.gen(function* () {

@@ -110,12 +110,7 @@ export const leftBehind = (
   const by = fenced ? "another process taking the run over" : cancelled ? "the cancel" : "the run deadline"
   const reason = fenced ? "internal_error" : cancelled ? "cancelled" : "run_timeout"
   try {
-    recordAbandoned(
-      ctx,
-      tools,
-      `still running: it did not stop within the stop grace of ${graceMillis} ms after ${by}`,
-      true
-    )
+    recordAbandoned(ctx, tools, `it did not stop within the stop grace of ${graceMillis} ms after ${by}`, true)
     const held = ctx.committing
       ? "its journal's store held a commit past the stop grace"
       : "what it interrupted did not stop within the stop grace"

@@ -300,6 +300,9 @@ export const recordAbandoned = (
   why = "the run ended on a defect while the call was in flight",
   stillRunning = false
 ): void => {
+  // Said of a call whose handler may be running; one that never started did not stop its checks
+  // or its wait for a person (review 144: "still running; its handler had not started").
+  const mayRun = stillRunning ? `still running: ${why}` : why
   // Every call the batch took up is accounted for: one whose handler never started never ran.
   // An attempt that recorded its interruption has stopped: it is not left running.
   const { open, attempted, before } = callsOf(ctx, tools, true)
@@ -315,7 +318,7 @@ export const recordAbandoned = (
     // unless the process that stopped may have run it with no record (R9).
     if (!attempted.has(callId)) {
       if (before.has(callId) && mayHaveActedUnrecorded(tool))
-        record(ctx, { id: callId, name }, 0, "outcome_unknown", `${why}; ${ranBeforeDetail}`)
+        record(ctx, { id: callId, name }, 0, "outcome_unknown", `${mayRun}; ${ranBeforeDetail}`)
       else record(ctx, { id: callId, name }, 0, "cancelled", `${why}; its handler had not started: it never ran`)
       continue
     }
@@ -325,7 +328,7 @@ export const recordAbandoned = (
       continue
     }
     const effects = stillRunning || (tool !== undefined && mayHaveEffects(tool))
-    const detail = `${why}${effects ? "; its action may or may not have taken effect" : ""}`
+    const detail = `${mayRun}${effects ? "; its action may or may not have taken effect" : ""}`
     // The attempt that was running, and may still be (review 86: it said 0, "none running").
     record(ctx, { id: callId, name }, attempted.get(callId) ?? 0, effects ? "outcome_unknown" : "cancelled", detail)
   }
