@@ -22,7 +22,8 @@ import {
   type DecidedWith,
   decidedEvent,
   letGo,
-  letGoMillis
+  letGoMillis,
+  stoppingAskMillis
 } from "./internal/GateAnswers.ts"
 import { recordNeverRan } from "./internal/ToolInterruption.ts"
 
@@ -139,7 +140,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
       let decision = answered !== undefined && Exit.isSuccess(answered) ? Option.some(answered.value) : Option.none()
       const expire = gate.expire
       if (ask && Option.isNone(decision) && expire !== undefined && ctx.suspended === undefined) {
-        const held = yield* closeOnGate(ctx, expire, call.id, letGoMillis).pipe(
+        const held = yield* closeOnGate(ctx, expire, call.id, stoppingAskMillis).pipe(
           Effect.map(({ found }) => found),
           // Best effort, as for a parked run: a gate that breaks here holds nothing, and changes no stop.
           Effect.catchCause(() => Effect.succeed(Option.none()))

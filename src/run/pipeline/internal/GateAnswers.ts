@@ -66,6 +66,11 @@ const closeTryMillis = 2_000
 const closeAgainMillis = 250
 /** How long a resumed run's let-go of a call it refuses asks the gate, at most (see {@link letGoRestored}). */
 export const letGoMillis = 5_000
+/**
+ * How long a run being stopped asks the gate what it holds, at most: well within the default
+ * stop grace (5 s), so that a gate out of reach makes the call withdrawn, not left behind.
+ */
+export const stoppingAskMillis = 2_000
 
 export type Decided = "approved" | "rejected" | "expired" | "withdrawn"
 
@@ -148,7 +153,7 @@ export const closeOnGate = (
 /**
  * What the gate holds for the calls a run lets go of without taking up their waits again
  * (a resumed run cancelled, or stopped, before it went on: R5.2, R7): each closed on the gate
- * ({@link closeOnGate}, 5 s at most), and the decision it held, checked as every decision is.
+ * ({@link closeOnGate}, {@link stoppingAskMillis} at most), and the decision it held, checked as every decision is.
  * A person's decision the gate took while the run was parked is the log's too (review 138: an
  * approval answered 204 as a cancel came was recorded `withdrawn`). Calls without one are absent.
  */
@@ -163,7 +168,7 @@ export const heldOnGate = (
     yield* Effect.forEach(
       calls,
       ({ call, secrets }) =>
-        Effect.map(closeOnGate(ctx, expire, call.id, letGoMillis), ({ found }) => {
+        Effect.map(closeOnGate(ctx, expire, call.id, stoppingAskMillis), ({ found }) => {
           const checked = Option.flatMap(found, (decision) =>
             Result.getSuccess(checkDecision(ctx, call, secrets, decision))
           )
