@@ -160,8 +160,9 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
     // One playback answers every model the run asks, its fallbacks too: none is ever called.
     const played = Playback.model(recorded, refusals)
     const fallbackModels = options.recovery?.fallbackModels?.map(({ name }) => ({ name, model: played }))
-    const result = yield* Effect.gen(function* () {
-      yield* TestClock.setTime(started.at)
+    // The run is started by the driven effect, so that the driver sees when it computes (it moves
+    // the clock only while the run waits; review 147: a run that never slept ran out of time).
+    const playing = Effect.gen(function* () {
       const handle = yield* Run.start({
         ...runOptions,
         goal: options.goal ?? started.goal,
@@ -173,11 +174,18 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
       })
       yield* Effect.forkScoped(decideApprovals(recorded, handle))
       yield* Effect.forkScoped(cancelAsRecorded(recorded, handle))
-      return yield* TestClockDriver.drive(handle.result, { upTo: span + 600_000 }).pipe(
-        Effect.catchTag("StillRunning", () => handle.cancel)
+      return yield* Effect.timeoutOrElse(handle.result, {
+        duration: span + replayAfterMillis,
+        orElse: () => handle.cancel
+      })
+    })
+    const result = yield* Effect.gen(function* () {
+      yield* TestClock.setTime(started.at)
+      // A cancel ends within its stop grace, in real time, which holds the clock: the bound past it is never reached.
+      return yield* TestClockDriver.drive(Effect.scoped(playing), { upTo: span + 2 * replayAfterMillis }).pipe(
+        Effect.orDie
       )
     }).pipe(
-      Effect.scoped,
       Effect.provideService(Model.Model, played),
       Effect.provide(TestClock.layer()),
       // A replay is no run of the caller's: it journals nothing, its approvals go through a gate
@@ -194,6 +202,9 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
     const detail = found.length === 0 ? parting.detail : `${parting.detail}; ${found.join("; ")}`
     return { _tag: "Diverged", ...parting, detail, result } satisfies Diverged
   })
+
+/** How long past the recording's length a replay may run before it is cancelled. */
+const replayAfterMillis = 600_000
 
 const checkEvents = Schema.decodeUnknownResult(Schema.Array(Event.Event))
 

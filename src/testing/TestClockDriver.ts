@@ -5,7 +5,7 @@
  *
  * @since 0.2.0
  */
-import { Clock, Duration, Effect, Fiber, Predicate, Schema } from "effect"
+import { Clock, Duration, Effect, Fiber, Predicate, Scheduler, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Durations from "../time/Durations.ts"
@@ -62,14 +62,18 @@ export interface Options {
    * real time begins or ends. Past it the clock moves again: held work that sleeps on the
    * Clock then goes on, and work that never ends meets `upTo` (`StillRunning` counts it). A
    * wait with a timer of its own (a stop grace, a subprocess's grace, `RealTime.sleep`) holds
-   * the clock until it ends, whatever this bound. Default 2 seconds.
+   * the clock until it ends, whatever this bound. Default 2 seconds. The clock moves only while
+   * the effect waits (its computing takes no time); one that computes this long without a pause
+   * (a loop that never waits) is taken for waiting too, so that its deadline comes.
    */
   readonly heldUpTo?: Duration.Input | undefined
 }
 
 /**
- * Runs `effect` in a child fiber under the `TestClock` and moves the clock `step` at a time
- * until the effect ends; then returns what it returned. If it is still running once the
+ * Runs `effect` in a child fiber under the `TestClock` and moves the clock `step` at a time,
+ * while the effect waits (never while its fibers have work to run), until the effect ends;
+ * then returns what it returned. Start what it drives inside `effect`: fibers started
+ * outside it are not seen computing. If it is still running once the
  * clock has moved `upTo`, it is interrupted and the driver fails with {@link StillRunning}.
  * Run it inside a test that provides the `TestClock` (every `it.effect` of `@effect/vitest` does).
  * Options that are not an object, a `step` under 1 ms, or a `step`, `upTo` or `heldUpTo` that
@@ -123,20 +127,23 @@ export const drive = <A, E, R>(
     }
     // The run's waits in real time (a stop grace, an abort's grace): the clock stands still meanwhile.
     const waits = holdingWaits(clock, heldUpToMillis)
+    // Its work, counted: the clock moves while the effect waits, not while it computes.
+    const work = countedWork(yield* Scheduler.Scheduler, heldUpToMillis)
     // Detached, so that the driver never waits for it: what cannot be interrupted is left to run.
-    const fiber = yield* Effect.forkDetach(Effect.provideService(effect, RealTime.Waits, waits), {
-      startImmediately: true
-    })
+    const fiber = yield* Effect.forkDetach(
+      effect.pipe(Effect.provideService(RealTime.Waits, waits), Effect.provideService(Scheduler.Scheduler, work)),
+      { startImmediately: true }
+    )
     const running = () => fiber.pollUnsafe() === undefined
     return yield* Effect.onInterrupt(
       Effect.gen(function* () {
-        const moved = yield* advanceWhile(clock, running, waits, stepMillis, upToMillis, pace)
+        const moved = yield* advanceWhile(clock, running, waits, work, stepMillis, upToMillis, pace)
         if (running()) {
           const held = waits.held()
           // Interrupting runs the effect's finalizers, which may sleep too: keep moving the clock
           // for them, as far again at most, and never wait for what still does not end.
           fiber.interruptUnsafe()
-          yield* advanceWhile(clock, running, waits, stepMillis, upToMillis, pace)
+          yield* advanceWhile(clock, running, waits, work, stepMillis, upToMillis, pace)
           return yield* new StillRunning({
             movedMillis: moved.millis,
             steps: moved.steps,
@@ -169,6 +176,12 @@ const realWait = (millis: number) =>
   })
 
 const realMillisecond = realWait(1)
+
+/** A turn of the event loop, in which the driven effect's queued fibers run. */
+const realTurn = Effect.callback<void>((resume) => {
+  const turn = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(turn))
+})
 
 /** The run's waits in real time, counted, and able to stop the clock's move that woke one. */
 interface HoldingWaits extends RealTime.Waits {
@@ -219,6 +232,52 @@ const holdingWaits = (clock: Clock.Clock, heldUpToMillis: number): HoldingWaits 
   return waits
 }
 
+/** The scheduler of a driven effect, which says whether its fibers have work to run. */
+interface CountedWork extends Scheduler.Scheduler {
+  /**
+   * Whether a fiber of the effect is ready to run (a task of its is queued): the effect computes,
+   * and takes no time of the clock. Once it has computed without a pause for `busyUpToMillis` of
+   * real time (a loop that never waits), it is taken for waiting, so that its deadline comes.
+   */
+  readonly computing: () => boolean
+}
+
+/**
+ * The driven effect's scheduler: the one it would have had (the `TestClock`'s, which follows the
+ * fibers a move wakes), counting the tasks its fibers queue. A run that never sleeps ends at the
+ * instant it began, whatever the step (review 147: the clock moved each time the run's fiber
+ * yielded its turn, and 100 instant iterations driven in steps of a minute ended `run_timeout`).
+ */
+const countedWork = (inner: Scheduler.Scheduler, busyUpToMillis: number): CountedWork => {
+  let queued = 0
+  let busySince: number | undefined
+  return {
+    executionMode: inner.executionMode,
+    shouldYield: (fiber) => inner.shouldYield(fiber),
+    makeDispatcher: () => {
+      const dispatcher = inner.makeDispatcher()
+      return {
+        scheduleTask: (task, priority) => {
+          queued++
+          dispatcher.scheduleTask(() => {
+            queued--
+            task()
+          }, priority)
+        },
+        flush: () => dispatcher.flush()
+      }
+    },
+    computing: () => {
+      if (queued === 0) {
+        busySince = undefined
+        return false
+      }
+      busySince ??= performance.now()
+      return performance.now() - busySince < busyUpToMillis
+    }
+  }
+}
+
 /**
  * Moves the clock by `millis`, waking its sleepers in order, unless one of them begins a wait
  * in real time: then it stops at that sleeper's time. Gives how far it moved.
@@ -255,6 +314,7 @@ const advanceWhile = (
   clock: Clock.Clock,
   running: () => boolean,
   waits: HoldingWaits,
+  work: CountedWork,
   stepMillis: number,
   upToMillis: number,
   pace: number | undefined
@@ -268,6 +328,11 @@ const advanceWhile = (
     while (running() && millis < upToMillis) {
       if (waits.holding()) {
         yield* realMillisecond
+        continue
+      }
+      // The effect's fibers have work queued: theirs is the turn, at no time of the clock.
+      if (work.computing()) {
+        yield* realTurn
         continue
       }
       const next = Math.min(stepMillis, upToMillis - millis)

@@ -1177,3 +1177,25 @@ describe("Replay of a tool call its circuit refused (R13, R3.9), review 121", ()
       })
   )
 })
+
+describe("Replay of a run that never slept (R13, R10)", () => {
+  it.effect("R13 R10 300 instant iterations under a 20 ms deadline replay as they ran: Matched (review 147)", () =>
+    Effect.gen(function* () {
+      const options = {
+        goal: "echo",
+        tools: [echo],
+        limits: { maxIterations: 305, maxToolCalls: 305 },
+        time: { run: "20 millis" }
+      } as const
+      const script = [
+        ...Array.from({ length: 300 }, (_, i) => ScriptedModel.toolCall("echo", { text: `${i}` })),
+        ScriptedModel.finalAnswer("done")
+      ]
+      const recorded = yield* Run.run(options).pipe(Effect.provide(ScriptedModel.layer(script)))
+      assert.deepStrictEqual([recorded.stopReason, recorded.elapsedMillis], ["goal_reached", 0])
+      // Before, the replay's clock moved while the run computed, and it ran out of time at 20 ms.
+      const report = yield* Replay.replay(recorded.timeline, options)
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
+})

@@ -368,4 +368,53 @@ describe("TestClockDriver", () => {
       }
     })
   )
+
+  it.effect("R10 R4.1 a run that never sleeps ends at the instant it began, whatever the step (review 147)", () =>
+    Effect.gen(function* () {
+      const echo = Tool.make({
+        name: "echo",
+        description: "echoes",
+        input: Schema.Struct({ i: Schema.Number }),
+        output: Schema.String,
+        handler: ({ i }) => Effect.succeed(`got ${i}`)
+      })
+      const script = [
+        ...Array.from({ length: 150 }, (_, i) => ScriptedModel.toolCall("echo", { i })),
+        ScriptedModel.finalAnswer("done")
+      ]
+      for (const step of ["1 millis", "1 minute"] as const) {
+        const result = yield* TestClockDriver.drive(
+          Run.run({
+            goal: "echo",
+            tools: [echo],
+            limits: { maxIterations: 200, maxToolCalls: 200 },
+            time: { run: "10 seconds" }
+          }).pipe(Effect.provide(ScriptedModel.layer(script))),
+          { step, upTo: "10 minutes" }
+        )
+        // Before, the clock moved a step each time the run's fiber gave up its turn: run_timeout with a step of a minute.
+        assert.deepStrictEqual([result.stopReason, result.elapsedMillis], ["goal_reached", 0], step)
+      }
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.effect("R10 R4.1 an effect that computes for ever without waiting still meets its deadline under the driver", () =>
+    Effect.gen(function* () {
+      const spin = Tool.make({
+        name: "spin",
+        description: "never waits",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        handler: () => Effect.forever(Effect.yieldNow)
+      })
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "spin", tools: [spin], time: { run: "200 millis" } }).pipe(
+          Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("spin", {})]))
+        ),
+        // Past `heldUpTo` of real time computing without a pause, the clock moves again.
+        { heldUpTo: "200 millis" }
+      )
+      assert.strictEqual(result.stopReason, "run_timeout")
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
 })
