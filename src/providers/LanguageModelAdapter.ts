@@ -270,6 +270,21 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
    */
   const usageOf = (usage: Response.Usage, estimate: () => Model.Usage): Model.Usage | string => {
     const { inputTokens: input, outputTokens: output } = usage
+    // Each count as the provider gave it: a negative one is no count, whatever it is added to
+    // (review 146: a total of -5 beside 10 cache reads came out as 5 input tokens, at a negative cost).
+    const given = {
+      input: input.total,
+      uncached: input.uncached,
+      cacheRead: input.cacheRead,
+      cacheWrite: input.cacheWrite,
+      output: output.total,
+      text: output.text,
+      reasoning: output.reasoning
+    }
+    const negative = Object.entries(given).filter(([, count]) => count !== undefined && count < 0)
+    if (negative.length > 0) {
+      return `the usage has a negative token count (${negative.map(([part, count]) => `${part} ${count}`).join(", ")})`
+    }
     const reportedInput = input.total ?? sumOf(input.uncached, input.cacheRead, input.cacheWrite)
     const reportedOutput = output.total ?? sumOf(output.text, output.reasoning)
     const estimated = reportedInput === undefined || reportedOutput === undefined ? estimate() : undefined
@@ -278,9 +293,6 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     // A part larger than its whole was reported beside it: counted so, never as less.
     const inputTokens = UsageParts.wholeWith(reportedInput ?? estimated?.inputTokens ?? 0, cached)
     const outputTokens = UsageParts.wholeWith(reportedOutput ?? estimated?.outputTokens ?? 0, reasoning)
-    if ([inputTokens, outputTokens, cached ?? 0, reasoning ?? 0].some((n) => n < 0)) {
-      return `the usage has a negative token count (input ${inputTokens}, cached ${cached}, output ${outputTokens}, reasoning ${reasoning})`
-    }
     return priced({
       inputTokens,
       outputTokens,

@@ -358,6 +358,48 @@ describe("LanguageModelAdapter", () => {
     }).pipe(Effect.provide(layer))
   })
 
+  it.effect(
+    "R2.1 R3.2 a negative count beside a larger part is a corrupt_response, never a smaller count (review 146)",
+    () => {
+      const text = { type: "text", text: "a" } as const
+      const answer = (
+        inputTokens: Partial<Record<"uncached" | "total" | "cacheRead" | "cacheWrite", number>>,
+        outputTokens: Partial<Record<"total" | "text" | "reasoning", number>>
+      ): Answer =>
+        Effect.succeed([
+          text,
+          {
+            type: "finish",
+            reason: "stop",
+            usage: {
+              inputTokens: {
+                uncached: undefined,
+                total: undefined,
+                cacheRead: undefined,
+                cacheWrite: undefined,
+                ...inputTokens
+              },
+              outputTokens: { total: undefined, text: undefined, reasoning: undefined, ...outputTokens }
+            }
+          }
+        ])
+      const { layer } = scripted([
+        // Before: 5 input tokens, 10 of them cached, at a negative cost.
+        answer({ total: -5, cacheRead: 10 }, { total: 1 }),
+        answer({ total: 1 }, { total: -3, reasoning: 4 }),
+        answer({ uncached: -100, cacheRead: 120 }, { total: 1 }),
+        answer({ total: 1 }, { text: -100, reasoning: 101 })
+      ])
+      return Effect.gen(function* () {
+        for (let i = 0; i < 4; i++) {
+          const failure = failureOf(yield* Effect.exit(generate(request())))
+          assert.deepStrictEqual([failure._tag, failure.code], ["Retryable", "corrupt_response"], `answer ${i}`)
+          assert.include(failure.diagnostic, "negative token count")
+        }
+      }).pipe(Effect.provide(layer))
+    }
+  )
+
   it.effect("R3.1 R12 a credential an AiError's message carries is scrubbed from the diagnostic, however long", () => {
     const key = "sk-live-abcdefghijklmnopqrstuvwxyz0123"
     const { layer } = scripted([
