@@ -797,6 +797,57 @@ describe("Properties.check counts the calls a run took up", () => {
   )
 })
 
+describe("Properties.check reads the final answer and the batch over the limit (review 147)", () => {
+  const echo = Tool.make({
+    name: "echo",
+    description: "Echoes.",
+    input: Schema.Struct({ i: Schema.Number }),
+    output: Schema.String,
+    handler: ({ i }) => Effect.succeed(`got ${i}`)
+  })
+  const budget = { runTimeoutMillis: 600_000, maxRecoveries: 8, scheduleRetries: 2 }
+
+  it.effect("R2.5 R11 goal_reached on a last answer cut off by its length, or blank, is reported", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "g", tools: [echo] }).pipe(
+        Effect.provide(
+          ScriptedModel.layer([ScriptedModel.toolCall("echo", { i: 1 }), ScriptedModel.finalAnswer("done")])
+        )
+      )
+      assert.deepStrictEqual(Properties.check(result, budget), [])
+      const last = result.timeline.findLastIndex((e) => e._tag === "model.responded")
+      for (const change of [{ finishReason: "length" }, { text: " \u200b " }] as const) {
+        const doctored = edit(
+          result,
+          result.timeline.map((e, i) => (i === last ? { ...e, ...change } : e))
+        )
+        // Before, any answer without tool calls anywhere in the run witnessed goal_reached.
+        assert.include(invariants(Properties.check(doctored, budget)), "R2.5 stop witnessed", JSON.stringify(change))
+      }
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.effect("R2.3 a batch that goes over maxToolCalls and was partly run is reported, however few calls ran", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "g", tools: [echo] }).pipe(
+        Effect.provide(
+          ScriptedModel.layer([
+            ScriptedModel.toolCalls(["echo", { i: 1 }, "A"], ["echo", { i: 2 }, "B"], ["echo", { i: 3 }, "C"]),
+            ScriptedModel.finalAnswer("done")
+          ])
+        )
+      )
+      assert.notInclude(invariants(Properties.check(result, { ...budget, maxToolCalls: 3 })), "R2.3 hard limits")
+      // Two of the batch of three ran under a limit of two: the batch is rejected whole, or not at all.
+      const partly = edit(
+        result,
+        result.timeline.filter((e) => !("callId" in e && e.callId === "C"))
+      )
+      assert.include(invariants(Properties.check(partly, { ...budget, maxToolCalls: 2 })), "R2.3 hard limits")
+    }).pipe(Effect.provide(NodeServices.layer))
+  )
+})
+
 describe("Properties.check passes resumed and fenced runs as the runtime ends them (review 122)", () => {
   const budget = { runTimeoutMillis: 600_000, maxRecoveries: 3, scheduleRetries: 2 }
   const slowModel = ScriptedModel.layerFunction((request) =>

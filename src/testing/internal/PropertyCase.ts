@@ -319,14 +319,14 @@ const mix = (w: Weights): Arbitrary.Arbitrary<Case> =>
 /**
  * Generated cases, for `it.effect.prop` or `Arbitrary.checkEffect`. Every value is a
  * valid {@link Case}; the mix is weighted so that most runs get far enough to retry:
- * about half the steps call tools, a third are retryable provider faults, and a tenth
+ * about half the steps call tools, a third are retryable provider faults, and one in six
  * are permanent faults or hangs; nine cases in ten end with a final answer. About one
  * tool call in five needs approval (decided after a delay: approved three times in
  * five, rejected or never decided once each), so about half the cases have one. Each
  * time layer (step, attempt, approval, tool timeout) is set in half the cases,
  * independently, tight more often than loose; half the cases run their batches two or
  * three calls at a time. A third of the cases have a token budget, and half give each
- * answer a usage; one retryable provider fault in eight is an answer stopped unfinished
+ * answer a usage; one retryable provider fault in seven is an answer stopped unfinished
  * and billed. `Arbitrary.schema(Case)` gives the unweighted mix.
  *
  * @category constructors

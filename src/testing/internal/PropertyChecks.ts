@@ -21,7 +21,7 @@ import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
 import { checkTimeLayers, lateResume, recordsLate } from "./PropertyTimeChecks.ts"
 import { checkCalls, checkEnding, ofTag, ownEnding } from "./PropertyTimelineChecks.ts"
-import { epsilon, roundingAt, type Violation } from "./PropertyViolation.ts"
+import { epsilon, roundingAt, type Violate, type Violation } from "./PropertyViolation.ts"
 
 export { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
 export type { Violation } from "./PropertyViolation.ts"
@@ -64,6 +64,28 @@ const callOf = (timeline: ReadonlyArray<Event.Event>): Map<number, CallRef> => {
     if (call !== undefined) owner.set(e.seq, call)
   }
   return owner
+}
+
+/**
+ * R2.3: the batch that would take the run over `maxToolCalls` is rejected whole, counted
+ * before a handler runs: none of its calls is taken up (review 147: a batch of three under a
+ * limit of two, two of them run, passed as the limit was not passed in all).
+ */
+const checkBatchOverLimit = (timeline: RunResult.RunResult["timeline"], maxToolCalls: number, violate: Violate) => {
+  let requested = 0
+  for (const response of ofTag(timeline, "model.responded")) {
+    requested += response.toolCalls.length
+    if (requested <= maxToolCalls) continue
+    const over = new Set(response.callIds)
+    const taken = timeline.find((e) => e.seq > response.seq && over.has(Event.callIdOf(e) ?? ""))
+    if (taken !== undefined) {
+      violate(
+        "R2.3 hard limits",
+        `the batch at seq ${response.seq} takes the run to ${requested} tool calls, over maxToolCalls ${maxToolCalls}, and its call ${Event.callIdOf(taken)} was taken up (${taken._tag} at seq ${taken.seq})`
+      )
+    }
+    return
+  }
 }
 
 /**
@@ -358,6 +380,7 @@ export const check = (given: RunResult.RunResult, budget: Budget): ReadonlyArray
   if (budget.maxToolCalls !== undefined && calls > budget.maxToolCalls) {
     violate("R2.3 hard limits", `${calls} tool calls taken up, over maxToolCalls ${budget.maxToolCalls}`)
   }
+  if (budget.maxToolCalls !== undefined) checkBatchOverLimit(timeline, budget.maxToolCalls, violate)
 
   // R2.5, R8: the ending.
   checkEnding(result, violate)

@@ -14,6 +14,7 @@ import * as RunLog from "../../events/RunLog.ts"
 import type * as StopReason from "../../events/StopReason.ts"
 import * as Explain from "../../explain/Explain.ts"
 import type * as Failure from "../../failure/Failure.ts"
+import * as Model from "../../model/Model.ts"
 import type * as RunResult from "../../run/RunResult.ts"
 import * as Termination from "../../termination/Termination.ts"
 import { ofTag } from "./PropertyTimelineChecks.ts"
@@ -146,6 +147,25 @@ const internalErrorWitness = (timeline: Timeline): string | undefined => {
   return validated === undefined ? undefined : `it was validated after its decision (seq ${validated.seq})`
 }
 
+/**
+ * Whether the model's last answer before the run decided `goal_reached` is a final answer (R2.3,
+ * R11): no tool calls, not cut off by its length, and text that shows something (an empty
+ * output is none). Review 147: every answer without calls, wherever it came, passed, a blank one or one
+ * cut off included.
+ */
+const finalAnswerBefore = (timeline: Timeline): boolean => {
+  const decided = timeline.findLastIndex((e) => e._tag === "termination.decided" && e.reason === "goal_reached")
+  const answer = timeline
+    .slice(0, decided === -1 ? timeline.length : decided)
+    .findLast((e) => e._tag === "model.responded")
+  return (
+    answer?._tag === "model.responded" &&
+    answer.toolCalls.length === 0 &&
+    answer.finishReason !== "length" &&
+    !Model.isBlank(answer.text)
+  )
+}
+
 /** What in the log says the run stopped for `reason`; `undefined` when nothing does (the violation's detail otherwise). */
 const unwitnessed = (result: RunResult.RunResult): string | undefined => {
   const timeline = result.timeline
@@ -156,9 +176,9 @@ const unwitnessed = (result: RunResult.RunResult): string | undefined => {
   if (limits !== undefined) return atLimit(timeline, limits)
   switch (reason) {
     case "goal_reached":
-      return ofTag(timeline, "model.responded").some((e) => e.toolCalls.length === 0)
+      return finalAnswerBefore(timeline)
         ? undefined
-        : "no final answer (a response without tool calls)"
+        : "its last answer before the decision is no final answer (text with no tool calls, not cut off by its length)"
     case "validation_failed":
       return ofTag(timeline, "validation.checked").some((e) => !e.check.passed) ? undefined : "no check failed"
     case "cancelled":
