@@ -741,6 +741,24 @@ describe("errors inside a stream (R3.2)", () => {
     })
   )
 
+  live(
+    "R3.1 R8 a short key a local server takes is scrubbed where it stands alone, not out of the library's words (review 146)",
+    () =>
+      Effect.gen(function* () {
+        for (const key of ["a", "e", "0", "ollama"]) {
+          const { exit } = yield* once(FakeOpenAiServer.status(400, { message: `model not found for key ${key}` }), {
+            apiKey: Redacted.make(key)
+          })
+          // Before, "a" made "the provider <redacted>nswered", and "0" made "HTTP 4<redacted><redacted>".
+          assert.strictEqual(
+            failureOf(exit).hint,
+            "the provider answered HTTP 400 (bad request): model not found for key <redacted>",
+            key
+          )
+        }
+      })
+  )
+
   live("R3.2 an error whose message is the error itself (text-generation-inference's) is read as one", () =>
     Effect.gen(function* () {
       // It was a corrupt response, retried, its message never shown (review 87).

@@ -21,14 +21,24 @@ const BEARER = /\b(Bearer\s+)[^\s"'`,;]+/gi
 // run of a few million (a server's error message), where a plain `*` does not.
 const KEY_SHAPED = /\bsk-[A-Za-z0-9_-]{16}[A-Za-z0-9_-]*/g
 
+/**
+ * A short key (a local server's `"a"`, `"ollama"`) where it stands on its own: not inside a
+ * word or a number, where it would be no key but the text's own (review 146: the key `"0"`
+ * turned "HTTP 400" into "HTTP 4<redacted><redacted>", and `"a"` every "answered").
+ */
+const standing = (secret: string): RegExp => {
+  const escaped = secret.replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&")
+  return new RegExp(`(?<![A-Za-z0-9_-])${escaped}(?![A-Za-z0-9_-])`, "g")
+}
+
 /** A scrubber of `secret` (none if `undefined` or empty). */
 export const redactor = (secret: string | undefined): ((text: string) => string) => {
   const pieces = new Set<string>()
   if (secret !== undefined) for (let i = 0; i + PIECE <= secret.length; i++) pieces.add(secret.slice(i, i + PIECE))
-  const shortSecret = secret !== undefined && secret !== "" && secret.length < PIECE ? secret : undefined
+  const shortSecret = secret !== undefined && secret !== "" && secret.length < PIECE ? standing(secret) : undefined
   return (text) => {
     const scrubbed = text.replace(BEARER, `$1${REDACTED}`).replace(KEY_SHAPED, REDACTED)
-    if (shortSecret !== undefined) return scrubbed.replaceAll(shortSecret, REDACTED)
+    if (shortSecret !== undefined) return scrubbed.replace(shortSecret, REDACTED)
     if (pieces.size === 0) return scrubbed
     let out = ""
     let kept = 0
