@@ -585,6 +585,35 @@ describe("FakeOpenAiServer", () => {
       })
     )
 
+    it.live("R10 a stall cuts the answer fromRequest chooses, and refuses a step that is no answer (review 146)", () =>
+      Effect.gen(function* () {
+        // Before, any step but a reply was played at once: a stall test passed without a stall.
+        assert.throws(
+          () => FakeOpenAiServer.stall({ millis: 100, next: FakeOpenAiServer.status(503) }),
+          RangeError,
+          "a stall's next must be an answer to cut"
+        )
+        const server = yield* FakeOpenAiServer.make([
+          FakeOpenAiServer.stall({
+            afterChunks: 2,
+            millis: 150,
+            next: FakeOpenAiServer.fromRequest(() => FakeOpenAiServer.reply({ text: "chosen" }))
+          }),
+          FakeOpenAiServer.stall({
+            millis: 150,
+            next: FakeOpenAiServer.fromRequest(() => FakeOpenAiServer.status(429))
+          })
+        ])
+        const started = Date.now()
+        const answer = yield* chat(server, true)
+        assert.isAtLeast(Date.now() - started, 140)
+        assert.include(answer.text, "chosen")
+        const refused = yield* chat(server)
+        assert.strictEqual(refused.status, 500)
+        assert.include(refused.text, "a stall's next must be an answer to cut")
+      })
+    )
+
     it.live("R10 a reset, corrupt JSON and a truncated stream break the answer as scripted", () =>
       Effect.gen(function* () {
         const server = yield* FakeOpenAiServer.make([

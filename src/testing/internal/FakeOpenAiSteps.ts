@@ -196,7 +196,9 @@ export const delay = (millis: number, next: Step): Step => checked("delay", { _t
 
 /**
  * Sends the headers and `afterChunks` events of `next` (for a plain answer: half its
- * body), waits `millis`, then sends the rest.
+ * body), waits `millis`, then sends the rest. `next` is an answer (`reply`, or `fromRequest`
+ * choosing one); another step is a `RangeError` here, or a 500 from the server when
+ * `fromRequest` chose it.
  *
  * @category constructors
  * @since 0.1.0
@@ -316,9 +318,17 @@ export const stepProblem = (step: unknown): string | undefined => {
       return typeof step.choose === "function" ? undefined : "fromRequest needs a function choosing the step"
     case "Delay":
     case "Stall":
-      return isMillis(step.millis)
-        ? stepProblem(step.next)
-        : `millis must be a finite number >= 0, got ${UserCode.shown(step.millis)}`
+      if (!isMillis(step.millis)) return `millis must be a finite number >= 0, got ${UserCode.shown(step.millis)}`
+      // A stall cuts an answer in two: another step played at once would pass a stall test for nothing (review 146).
+      if (
+        step._tag === "Stall" &&
+        isObject(step.next) &&
+        step.next._tag !== "Reply" &&
+        step.next._tag !== "FromRequest"
+      ) {
+        return `a stall's next must be an answer to cut (reply, or fromRequest choosing one), got ${String(step.next._tag)}`
+      }
+      return stepProblem(step.next)
     case "Endless":
       // Node takes an empty write as written at once: the server would write it forever, never yielding.
       return typeof step.chunk === "string" && step.chunk !== ""
