@@ -105,8 +105,14 @@ export const Completion = Schema.Struct({
  */
 export type Completion = typeof Completion.Type
 
+/**
+ * A tool call's index in a stream: within 32 bits, as every server numbers calls from 0. One past
+ * the safe integers made two calls one slot (review 146: 2^53 + 1 is 2^53), and a call was lost.
+ */
+const CallIndex = Schema.Int.check(Schema.isBetween({ minimum: -(2 ** 31), maximum: 2 ** 31 - 1 }))
+
 const WireToolCallDelta = Schema.Struct({
-  index: Nullable(Schema.Int),
+  index: Nullable(CallIndex),
   id: Nullable(Schema.String),
   function: Nullable(Schema.Struct({ name: Nullable(Schema.String), arguments: Nullable(Schema.String) }))
 })

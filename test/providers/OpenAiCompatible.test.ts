@@ -144,6 +144,19 @@ describe("OpenAiCompatible", () => {
       assert.strictEqual(args.join(""), '{"x":"abcdefg🎉"}')
     })
 
+    it("R11 R12 a streamed tool call's index past 32 bits is a corrupt chunk, never two calls in one slot (review 146)", () => {
+      for (const index of [2 ** 31, Number.MAX_SAFE_INTEGER, -(2 ** 31) - 1]) {
+        const chunk = {
+          choices: [{ delta: { tool_calls: [{ index, id: "a", function: { name: "echo", arguments: "{}" } }] } }]
+        }
+        assert.isTrue(Result.isFailure(OpenAiWire.parseChunk(JSON.stringify(chunk))), String(index))
+      }
+      const within = {
+        choices: [{ delta: { tool_calls: [{ index: 2 ** 31 - 1, id: "a", function: { name: "echo" } }] } }]
+      }
+      assert.isTrue(Result.isSuccess(OpenAiWire.parseChunk(JSON.stringify(within))))
+    })
+
     it("R11 streamed tool calls without an index, or reusing one under a new id, stay apart; a name sent again is not doubled", () => {
       const fold = (chunks: ReadonlyArray<unknown>) => {
         const acc = OpenAiWire.accumulator()

@@ -31,9 +31,13 @@ const plainUsage = (usage: unknown): boolean =>
     optionalDetails(usage.completion_tokens_details, "reasoning_tokens") &&
     optionalCount(usage.prompt_cache_hit_tokens))
 
+/** A tool call's index as the schema's `CallIndex`: an integer within 32 bits. */
+const optionalCallIndex = (value: unknown): boolean =>
+  absent(value) || (typeof value === "number" && Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31)
+
 const plainCall = (call: unknown): boolean =>
   isObject(call) &&
-  optionalInt(call.index) &&
+  optionalCallIndex(call.index) &&
   optionalString(call.id) &&
   (absent(call.function) ||
     (isObject(call.function) && optionalString(call.function.name) && optionalString(call.function.arguments)))
