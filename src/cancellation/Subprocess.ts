@@ -55,6 +55,7 @@ import type * as Failure from "../failure/Failure.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Tool from "../tools/Tool.ts"
 import * as SubprocessCgroup from "./internal/SubprocessCgroup.ts"
+import * as SubprocessFailure from "./internal/SubprocessFailure.ts"
 import { validateOptions } from "./internal/SubprocessOptions.ts"
 import * as SubprocessRun from "./internal/SubprocessRun.ts"
 
@@ -235,8 +236,16 @@ export const tool = <I, O, R = never>(
       ).pipe(
         Effect.flatMap((result) => {
           exited = result
-          const parsed = options.parse(result, input)
-          return Effect.isEffect(parsed) ? parsed : Effect.succeed(UserCode.letGo(parsed))
+          const parsed = Effect.suspend(() => {
+            const value = options.parse(result, input)
+            return Effect.isEffect(value) ? value : Effect.succeed(UserCode.letGo(value))
+          })
+          // What a command that may change the world did took place: a parse that breaks on it leaves it in doubt.
+          return Tool.mayChangeWorld(made.metadata.sideEffect)
+            ? Effect.catchDefect(parsed, (defect) =>
+                Effect.fail(SubprocessFailure.parseBroke(`the command of ${options.name}`, result.pid, defect))
+              )
+            : parsed
         }),
         // Interrupted while parsing: the process had finished its work. Interrupted before its
         // command was started (checks, the spawner's lookup): nothing ran.

@@ -106,6 +106,86 @@ describe("Subprocess.run", () => {
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
+  it.live(
+    "R5.2 R4.1 a wall clock set back during the grace holds no SIGKILL off: the child is killed and reaped (review 149)",
+    () =>
+      Effect.gen(function* () {
+        const ready = path.join(tempDir(), "ready")
+        const settled: Array<Subprocess.Settled> = []
+        const fiber = yield* Effect.forkChild(
+          Subprocess.run(ignoringFromStart("ignore-term", "--ready", ready), {
+            graceMillis: GRACE,
+            cgroup: false,
+            onSettled: (s) => settled.push(s)
+          })
+        )
+        const pid = yield* waitReady(ready)
+        const now = Date.now
+        const start = performance.now()
+        const stopping = yield* Effect.forkChild(Fiber.interrupt(fiber))
+        yield* nap(20)
+        // An NTP step, a VM resumed: the system clock goes back an hour while the grace runs.
+        yield* Effect.acquireUseRelease(
+          Effect.sync(() => {
+            Date.now = () => now() - 3_600_000
+          }),
+          () => Fiber.join(stopping),
+          () =>
+            Effect.sync(() => {
+              Date.now = now
+            })
+        )
+        // Before, effect's kill waited for the wall clock to pass the grace (an hour): no SIGKILL, the child left running.
+        assert.isTrue(isGone(pid), `pid ${pid} is still running`)
+        assert.deepStrictEqual(settled[0]?.signals, ["SIGTERM", "SIGKILL"])
+        assert.strictEqual(settled[0]?.reaped, true)
+        assert.isBelow(performance.now() - start, GRACE + 1_000)
+      }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.live(
+    "R5.2 R4.1 a wall clock set forward during the grace sends no early SIGKILL recorded as a SIGTERM stop (review 149)",
+    () =>
+      Effect.gen(function* () {
+        const settled: Array<Subprocess.Settled> = []
+        let pid = 0
+        // The leader exits on SIGTERM; what it started ignores it, and has to be killed.
+        const script = `sh -c "trap '' TERM; while :; do sleep 0.05; done" & trap 'exit 0' TERM; while :; do sleep 0.05; done`
+        const fiber = yield* Effect.forkChild(
+          Subprocess.run(
+            { command: "/bin/sh", args: ["-c", script] },
+            {
+              graceMillis: 600,
+              cgroup: false,
+              onSpawn: (p) => {
+                pid = p
+              },
+              onSettled: (s) => settled.push(s)
+            }
+          )
+        )
+        while (pid === 0) yield* nap(5)
+        yield* nap(150)
+        const now = Date.now
+        const stopping = yield* Effect.forkChild(Fiber.interrupt(fiber))
+        yield* nap(20)
+        yield* Effect.acquireUseRelease(
+          Effect.sync(() => {
+            Date.now = () => now() + 3_600_000
+          }),
+          () => Fiber.join(stopping),
+          () =>
+            Effect.sync(() => {
+              Date.now = now
+            })
+        )
+        // Before: SIGKILL at once by the wall clock, recorded `cancelled`, "stopped on SIGTERM".
+        assert.strictEqual(settled[0]?.settlement, "outcome_unknown", settled[0]?.detail)
+        assert.deepStrictEqual(settled[0]?.signals, ["SIGTERM", "SIGKILL"])
+        assert.isTrue(isGroupGone(pid))
+      }).pipe(Effect.provide(NodeServices.layer))
+  )
+
   it.live("R5.2 a child that exits on SIGTERM is recorded cancelled, before the grace period ends", () =>
     Effect.gen(function* () {
       const { pid, settled, millis } = yield* interruptWhenReady("exit-on-term")
@@ -541,6 +621,45 @@ const interruptedEvents = (timeline: ReadonlyArray<Event.Event>) =>
   timeline.flatMap((e) => (e._tag === "tool.interrupted" ? [e] : []))
 
 describe("Subprocess.tool in a run", () => {
+  it.live(
+    "R3.8 R5.2 a command that exited 0 and may change the world, whose parse breaks, is in doubt, not a failure (review 149)",
+    () =>
+      Effect.gen(function* () {
+        const paid = path.join(tempDir(), "paid")
+        const tool = (sideEffect: Tool.SideEffect) =>
+          Subprocess.tool({
+            name: "pay",
+            description: "Pays.",
+            input: Schema.Struct({}),
+            output: Schema.String,
+            command: () => ({ command: "/bin/sh", args: ["-c", `echo paid > ${paid}; echo '{not json'`] }),
+            parse: (result) => JSON.parse(result.stdout) as string,
+            sideEffect
+          })
+        const run = (sideEffect: Tool.SideEffect) =>
+          Run.run({ goal: "pay", tools: [tool(sideEffect)] }).pipe(
+            Effect.provide(withScript([ScriptedModel.toolCall("pay", {}, "p1"), ScriptedModel.finalAnswer("paid")]))
+          )
+        const external = yield* run("external")
+        assert.isTrue(fs.existsSync(paid))
+        // Before: failed tool_error, a permanent tool_defect, no side effect and nothing pending.
+        assert.deepStrictEqual([external.status, external.stopReason], ["unknown_outcome", "unknown_outcome"])
+        assert.deepStrictEqual(
+          external.pendingActions.map((p) => p.callId),
+          ["p1"]
+        )
+        assert.include(external.pendingActions[0]?.detail, "exited with code 0, so its action took place")
+        // A command that changes nothing did nothing to doubt: its broken parse is the tool's own failure.
+        const read = yield* run("read")
+        assert.deepStrictEqual(read.pendingActions, [])
+        const failed = read.timeline.find((e) => e._tag === "tool.failed")
+        assert.strictEqual(
+          failed?._tag === "tool.failed" ? failed.error.failure?.classification : undefined,
+          "permanent"
+        )
+      }).pipe(Effect.provide(NodeServices.layer))
+  )
+
   it.live("R5.2 cancelling a run kills a child that ignores SIGTERM, and tool.interrupted says outcome_unknown", () => {
     const dir = tempDir()
     const ready = path.join(dir, "ready")

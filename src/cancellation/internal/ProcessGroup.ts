@@ -2,17 +2,15 @@
  * Stopping and reaping a supervised child (R5.2), private to `Subprocess`: its process
  * group, or its cgroup where it has one.
  *
- * A process group is stopped by effect's `ChildProcessHandle.kill({ killSignal,
- * forceKillAfter })`: SIGTERM to the group, the grace period, SIGKILL if anything is
- * left, and the reap. Kept here is only what it does not say or see:
+ * A process group is signalled through effect's `ChildProcessHandle.kill({ killSignal })`:
+ * SIGTERM to the group, the grace period, SIGKILL if anything is left, and the reap, the
+ * waits on the monotonic clock (effect's own `forceKillAfter` reads the wall clock, which a
+ * step of the system clock moves). Kept here too is what the kill does not say or see:
  *
  * - which of the signals ended the group: the run records whether the child stopped on
- *   SIGTERM (`cancelled`) or had to be killed (`outcome_unknown`). The kill sends SIGKILL
- *   once `Date.now()` has passed the grace period (whole milliseconds), so a group gone a
- *   clear millisecond before then stopped on SIGTERM; any other is counted killed, which
- *   never records a killed child as cancelled. A cgroup is signalled here, so whether it
- *   took SIGKILL is known. In both, a leader running when the stop began and ended by
- *   SIGKILL counts as killed.
+ *   SIGTERM (`cancelled`) or had to be killed (`outcome_unknown`). The SIGKILL is sent here,
+ *   to the group or the cgroup, so whether it was is known. A leader running when the stop
+ *   began and ended by SIGKILL counts as killed.
  * - a zombie, which it counts as alive. A grandchild orphaned by the child's exit is
  *   reaped by PID 1, which some containers do late (seconds) or never (node as PID 1), so
  *   its every wait would run to its bound. A watch that counts a zombie as gone races it.
@@ -28,7 +26,7 @@
  * are measured in real time, not by Effect's `Clock` (see `SubprocessTime`).
  */
 import * as os from "node:os"
-import { Duration, Effect, Exit, Predicate } from "effect"
+import { Effect, Exit, Predicate } from "effect"
 import type * as PlatformError from "effect/PlatformError"
 import type { ChildProcessSpawner } from "effect/process"
 import * as RealTime from "../../time/RealTime.ts"
@@ -213,12 +211,6 @@ const settledRecord = (
   }
 }
 
-/**
- * Effect's kill reads its grace period off `Date.now()`, in whole milliseconds: a group
- * gone within this much of the grace period may have taken its SIGKILL.
- */
-const killClockSlackMillis = 2
-
 /** The signal the child died of; the handle reports it only in the message of its error. */
 export const signalOf = (error: PlatformError.PlatformError): string => {
   const cause = error.reason.cause
@@ -249,19 +241,22 @@ const endingOf = (target: Target): Effect.Effect<Ended> =>
     return { _tag: "Died", signal: error._tag === "Some" ? signalOf(error.value) : "unknown_signal" }
   })
 
-/** SIGTERM, the grace period, SIGKILL and the reap of the process group, by effect's kill, raced by a watch that counts a zombie as gone. */
+/**
+ * SIGTERM, the grace period, SIGKILL and the reap of the process group: the signals go to the
+ * group through effect's kill, and the grace and the reap are waited for by the watch, on the
+ * monotonic clock. Effect's own escalation reads `Date.now()`: a wall clock set back during the
+ * grace held SIGKILL off for as long as it was set back, and the child outlived its stop; one
+ * set forward sent SIGKILL at once, and the record said SIGTERM (review 149).
+ */
 const stopGroup = Effect.fnUntraced(function* (target: Target, graceMillis: number, killWaitMillis: number) {
-  const start = performance.now()
-  const reaped = yield* Effect.raceFirst(
-    target.handle.kill({ killSignal: "SIGTERM", forceKillAfter: Duration.millis(graceMillis) }).pipe(
-      Effect.as(true),
-      // A kill that fails found nothing to signal any more: the watch says when all is gone.
-      Effect.catch(() => Effect.never)
-    ),
-    awaitGone(target, graceMillis + killWaitMillis)
-  )
-  const late = performance.now() - start >= graceMillis - killClockSlackMillis
-  return { reaped, killed: !reaped || late } satisfies Stop
+  // The kill's own wait (for the leader, bounded by the wall clock) is not taken: the watch says when all is gone.
+  const signalled = (signal: Signal, millis: number) =>
+    Effect.raceFirst(
+      Effect.andThen(Effect.ignore(target.handle.kill({ killSignal: signal })), Effect.never),
+      awaitGone(target, millis)
+    )
+  if (yield* signalled("SIGTERM", graceMillis)) return { reaped: true, killed: false } satisfies Stop
+  return { reaped: yield* signalled("SIGKILL", killWaitMillis), killed: true } satisfies Stop
 })
 
 // effect's kill reaches the process group only; a cgroup holds what left it (setsid, a double fork).

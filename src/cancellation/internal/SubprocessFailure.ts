@@ -174,6 +174,22 @@ export const readFailure = (name: string, cause: unknown) =>
     diagnostic: String(cause)
   })
 
+/**
+ * A tool's `parse` broke (threw, or died) on the output of a command that exited 0 and may
+ * change the world: its action took place, and the run cannot tell what it came to, so the
+ * call is in doubt (R3.8), never a failure that did nothing (review 149: a payment whose
+ * output `JSON.parse` refused was a permanent `tool_defect` with no side effect).
+ */
+export const parseBroke = (name: string, pid: number, defect: unknown): Failure.UnknownOutcome =>
+  new Failure.UnknownOutcome({
+    source: "subprocess",
+    category: "output",
+    code: "output_unreadable",
+    attempts: 1,
+    hint: `${name} (pid ${pid}) exited with code 0, so its action took place, but the tool's parse broke on its output (${Failure.safeDescription(defect)}); what the action came to is unknown`,
+    diagnostic: Failure.diagnosticOf(defect)
+  })
+
 /** The child died by a signal it was not sent by its host (a crash, the out-of-memory killer). */
 export const killed = (name: string, signal: string, stderr: string, unsafeToRepeat: boolean) =>
   cutOff(
