@@ -3,7 +3,7 @@
  * group, or its cgroup where it has one.
  *
  * A process group is signalled through effect's `ChildProcessHandle.kill({ killSignal })`:
- * SIGTERM to the group, the grace period, SIGKILL if anything is left, and the reap, the
+ * SIGTERM to the group, the grace period, SIGKILL to what is left, and the reap, the
  * waits on the monotonic clock (effect's own `forceKillAfter` reads the wall clock, which a
  * step of the system clock moves). Kept here too is what the kill does not say or see:
  *
