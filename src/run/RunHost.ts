@@ -262,7 +262,8 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
         const parkIfIdle = () => {
           // A run another process took over (a commit fenced off) stops by itself (`RunContext.fence`).
           if (run === undefined || run.ctx.fenced !== undefined) return
-          if (waiting.size === 0) return
+          // A call's result has stopped the run: its batch stops, and lets the waiting calls go.
+          if (waiting.size === 0 || run.ctx.stopFound) return
           if (run.ctx.committed < run.ctx.events.length) return
           const asked = waitingOnly(run.ctx)
           // The gate holds a call just before the run records that it waits, and puts it on the table

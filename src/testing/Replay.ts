@@ -182,9 +182,11 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
     const result = yield* Effect.gen(function* () {
       yield* TestClock.setTime(started.at)
       // A cancel ends within its stop grace, in real time, which holds the clock: the bound past it is never reached.
-      return yield* TestClockDriver.drive(Effect.scoped(playing), { upTo: span + 2 * replayAfterMillis }).pipe(
-        Effect.orDie
-      )
+      // A replay plays recorded outcomes, never a tool that spins: however long it computes, it is not waiting.
+      return yield* TestClockDriver.drive(Effect.scoped(playing), {
+        upTo: span + 2 * replayAfterMillis,
+        busyUpTo: replayAfterMillis
+      }).pipe(Effect.orDie)
     }).pipe(
       Effect.provideService(Model.Model, played),
       Effect.provide(TestClock.layer()),

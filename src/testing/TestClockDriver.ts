@@ -62,11 +62,17 @@ export interface Options {
    * real time begins or ends. Past it the clock moves again: held work that sleeps on the
    * Clock then goes on, and work that never ends meets `upTo` (`StillRunning` counts it). A
    * wait with a timer of its own (a stop grace, a subprocess's grace, `RealTime.sleep`) holds
-   * the clock until it ends, whatever this bound. Default 2 seconds. The clock moves only while
-   * the effect waits (its computing takes no time); one that computes this long without a pause
-   * (a loop that never waits) is taken for waiting too, so that its deadline comes.
+   * the clock until it ends, whatever this bound. Default 2 seconds.
    */
   readonly heldUpTo?: Duration.Input | undefined
+  /**
+   * The clock moves only while the effect waits: its computing takes no time. How long, in
+   * real time, the effect may compute without a pause before it is taken for waiting all the
+   * same, so that the deadline of a loop that never waits still comes. Default 500 ms; a
+   * longer one for long runs that never wait (a replay of ten thousand instant steps), a
+   * shorter one for tests of tools that spin.
+   */
+  readonly busyUpTo?: Duration.Input | undefined
 }
 
 /**
@@ -76,7 +82,7 @@ export interface Options {
  * outside it are not seen computing. If it is still running once the
  * clock has moved `upTo`, it is interrupted and the driver fails with {@link StillRunning}.
  * Run it inside a test that provides the `TestClock` (every `it.effect` of `@effect/vitest` does).
- * Options that are not an object, a `step` under 1 ms, or a `step`, `upTo` or `heldUpTo` that
+ * Options that are not an object, a `step` under 1 ms, or a `step`, `upTo`, `heldUpTo` or `busyUpTo` that
  * is not a finite duration, is a defect (`RangeError`) naming the option, raised before the
  * effect starts. A `RealTime.held` region holds the clock still at most `heldUpTo` of real
  * time with nothing begun or ended in real time (see {@link Options.heldUpTo}), so a drive
@@ -102,6 +108,7 @@ export const drive = <A, E, R>(
     const stepMillis = millisOf("step", options.step ?? "10 millis")
     const upToMillis = millisOf("upTo", options.upTo ?? "10 minutes")
     const heldUpToMillis = millisOf("heldUpTo", options.heldUpTo ?? "2 seconds")
+    const busyUpToMillis = millisOf("busyUpTo", options.busyUpTo ?? "500 millis")
     // Each move costs the driver a turn: a finer step buys nothing (a sleep wakes at its own time
     // whatever the step) but moves by the million (a 1 s sleep in steps of 1 ns: 10^9 of them).
     if (stepMillis < minStepMillis) {
@@ -128,7 +135,7 @@ export const drive = <A, E, R>(
     // The run's waits in real time (a stop grace, an abort's grace): the clock stands still meanwhile.
     const waits = holdingWaits(clock, heldUpToMillis)
     // Its work, counted: the clock moves while the effect waits, not while it computes.
-    const work = countedWork(yield* Scheduler.Scheduler, heldUpToMillis)
+    const work = countedWork(yield* Scheduler.Scheduler, busyUpToMillis)
     // Detached, so that the driver never waits for it: what cannot be interrupted is left to run.
     const fiber = yield* Effect.forkDetach(
       effect.pipe(Effect.provideService(RealTime.Waits, waits), Effect.provideService(Scheduler.Scheduler, work)),

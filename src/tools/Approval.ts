@@ -263,13 +263,16 @@ export interface Gate {
   /** The calls waiting now, oldest first; `PendingUnavailable` when they cannot be read now. */
   readonly pending: Effect.Effect<ReadonlyArray<Request>, PendingUnavailable>
   /**
-   * Closes the call when its wait ran out, unless a decision was recorded for it first:
-   * that decision, or `None` once the call is closed, so that a decision recorded in time
-   * is never taken for an expiry and none is taken after it (R7). For a gate that keeps
-   * decisions where `request` may see them late (a table read every poll, another process
-   * that recorded one and died before waking the run, one still being recorded). The run
-   * asks it when its wait for the call ends by a deadline, and again while it fails
-   * `Unavailable` (the gate cannot answer now), within the run's deadline.
+   * Closes the call when the run stops waiting for it, unless a decision was recorded for it
+   * first: that decision, or `None` once the call is closed, so that a decision recorded in
+   * time is never taken for an expiry or a withdrawal, and none is taken after it (R7). For a
+   * gate that keeps decisions where `request` may see them late (a table read every poll,
+   * another process that recorded one and died before waking the run, one still being
+   * recorded). The run asks it when its wait for the call ends by a deadline, and again while
+   * it fails `Unavailable` (the gate cannot answer now), within the run's deadline; and, for a
+   * short while within the stop grace, when it lets the call go as it stops (a cancel, the run
+   * deadline, another call's stop), so that it records the decision the gate holds, not a
+   * withdrawal. It is not asked by a run another process took over: the call is that one's.
    */
   readonly expire?: ((runId: string, callId: string) => Effect.Effect<Option.Option<Decision>, Unavailable>) | undefined
 }

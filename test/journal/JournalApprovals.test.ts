@@ -670,6 +670,41 @@ describe("JournalApprovals (R7, R9.3)", () => {
   )
 })
 
+describe("JournalApprovals: a cancel while a call waits, the store hanging (R5.1, R7)", () => {
+  it.live("R5.1 R7 the gate is asked within the stop grace: the call withdrawn, nothing left behind (review 148)", () =>
+    Effect.gen(function* () {
+      const journal = yield* store
+      const pay = payment()
+      // The store takes the row but never answers a withdrawal.
+      const hanging: Journal.Service = { ...journal, withdraw: () => Effect.never }
+      const gate = JournalApprovals.make(hanging, poll)
+      const started = { at: 0 }
+      const result = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const handle = yield* Run.start({
+            goal: "pay 10",
+            runId: "r1",
+            tools: [pay.tool],
+            time: { stopGrace: "300 millis" }
+          })
+          yield* pendingOn(gate, 1)
+          started.at = performance.now()
+          return yield* handle.cancel
+        })
+      ).pipe(
+        Effect.provideService(Journal.Journal, hanging),
+        Effect.provideService(Approval.ApprovalGate, gate),
+        Effect.provide(model)
+      )
+      assert.strictEqual(result.stopReason, "cancelled")
+      // Before, the cancel waited 2 s on the gate's close, past its 300 ms grace: "left behind".
+      assert.notInclude(result.detail, "left behind")
+      assert.isBelow(performance.now() - started.at, 1_000)
+      assert.strictEqual(pay.calls.count, 0)
+    })
+  )
+})
+
 describe("JournalApprovals: a finished run's calls (R7, R5.3)", () => {
   /** A memory journal whose withdrawals take 30 ms, as a store across a network does. */
   const slowWithdraw = Layer.effect(

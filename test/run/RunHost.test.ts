@@ -2,9 +2,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import type * as Event from "../../src/events/Event.ts"
+import * as Failure from "../../src/failure/Failure.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
+import * as Run from "../../src/run/Run.ts"
 import * as RunHost from "../../src/run/RunHost.ts"
 import * as RunOptions from "../../src/run/RunOptions.ts"
 import * as Termination from "../../src/termination/Termination.ts"
@@ -42,6 +44,32 @@ const oneCall = (name: string, args: unknown) =>
   ScriptedModel.layerFunction((request) =>
     request.iteration === 1 ? ScriptedModel.toolCall(name, args, "c1") : ScriptedModel.finalAnswer("done")
   )
+
+/** A read that fails for good after a while, beside the payment: the error stops the run (R3.11). */
+const broken = Tool.make({
+  name: "look",
+  description: "Looks, and breaks.",
+  input: Schema.Struct({}),
+  output: Schema.String,
+  sideEffect: "read",
+  handler: () =>
+    Effect.andThen(
+      Effect.sleep("100 millis"),
+      Effect.fail(
+        new Failure.Permanent({ source: "tool", category: "io", code: "broken", attempts: 1, hint: "it broke" })
+      )
+    )
+})
+
+/** The payment and the read that breaks, side by side. */
+const payAndLook = (pay: Tool.Tool<{ readonly amount: number }, { readonly receipt: string }, never>) =>
+  ({ goal: "pay and look", tools: [pay, broken], concurrency: 2, time: { approval: "1 hour" } }) as const
+
+const payAndBreak = ScriptedModel.layerFunction((request) =>
+  request.iteration === 1
+    ? ScriptedModel.toolCalls(["pay", { amount: 5 }, "c1"], ["look", {}, "c2"])
+    : ScriptedModel.finalAnswer("done")
+)
 
 const logOf = (runId: string) =>
   Effect.flatMap(Journal.Journal, (journal) =>
@@ -861,6 +889,109 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         assert.strictEqual(finished._tag === "Finished" ? finished.result.status : finished._tag, "completed")
         assert.deepStrictEqual(paid, [7])
       }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 7 })]))
+  )
+
+  it.live(
+    "R3.11 R7 a batch a sibling's error stops while a call waits ends tool_error; it never parks (review 148)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const options = payAndLook(pay)
+        const ended = yield* RunHost.drive("r18", options)
+        // Before: Parked on c1, its row pending; approved, the next drive paid and then ended tool_error.
+        assert.strictEqual(ended._tag === "Finished" ? ended.result.stopReason : ended._tag, "tool_error")
+        assert.deepStrictEqual(yield* (yield* Journal.Journal).pendingApprovals({ runId: "r18" }), [])
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide([Journal.layerMemory, payAndBreak]))
+  )
+
+  it.live(
+    "R3.11 R9 a run resumed with a sibling's stopping error in its log stops: the approved call never runs (review 148)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const store = yield* Journal.Journal
+        const options = payAndLook(pay)
+        // The process dies at the commit of the sibling's error, before its batch stopped: the log holds
+        // the error, and the call waiting for approval.
+        let crashedAt = 0
+        for (let commit = 1; commit <= 8 && crashedAt === 0; commit++) {
+          const runId = `r19-${commit}`
+          const faulty = FaultyJournal.make(store, { crashAt: { commit, when: "after" } })
+          yield* Effect.exit(
+            Run.run({ ...options, runId }).pipe(
+              Effect.provideService(Journal.Journal, faulty.journal),
+              Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(faulty.journal))
+            )
+          )
+          const log = yield* logOf(runId)
+          if (log.some((e) => e._tag === "tool.failed") && !log.some((e) => e._tag === "run.finished"))
+            crashedAt = commit
+        }
+        assert.isAbove(crashedAt, 0, "no commit left the sibling's error in the log with the call waiting")
+        const runId = `r19-${crashedAt}`
+        yield* decide(runId, "c1", Approval.approved("ops"))
+        const resumed = yield* RunHost.drive(runId, options)
+        // Before: the approval was taken up and the payment made, then the run ended tool_error.
+        assert.strictEqual(resumed._tag === "Finished" ? resumed.result.stopReason : resumed._tag, "tool_error")
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide([Journal.layerMemory, payAndBreak]))
+  )
+
+  it.live(
+    "R7 R8 a parked run approved meanwhile, stopped during its permission check, records the approval (review 148)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const options = { goal: "pay 5", tools: [pay], time: { run: "2 seconds" } } as const
+        assert.strictEqual((yield* RunHost.drive("r20", options))._tag, "Parked")
+        yield* decide("r20", "c1", Approval.approved("ops"))
+        // Woken with a policy that takes its time: the run deadline passes during the check.
+        const slow: Permission.PermissionService = {
+          check: () => Effect.as(Effect.sleep("10 seconds"), Permission.allow)
+        }
+        const ended = yield* RunHost.drive("r20", options).pipe(Effect.provideService(Permission.Permission, slow))
+        assert.strictEqual(ended._tag === "Finished" ? ended.result.stopReason : ended._tag, "run_timeout")
+        // Before, the log said withdrawn while the table held ops's approval.
+        const decided = (yield* logOf("r20")).flatMap((e) =>
+          e._tag === "approval.decided" ? [[e.decision, e.by]] : []
+        )
+        assert.deepStrictEqual(decided.at(-1), ["approved", "ops"])
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
+  )
+
+  it.live(
+    "R5.1 R7 ten parked calls cancelled while the store hangs: withdrawn within a short stop grace, none left behind (review 148)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const store = yield* Journal.Journal
+        const options = { goal: "pay ten", tools: [pay], concurrency: 10, time: { stopGrace: "600 millis" } } as const
+        assert.strictEqual((yield* RunHost.drive("r21", options))._tag, "Parked")
+        const hanging: Journal.Service = { ...store, live: Journal.makeLiveRuns(), withdraw: () => Effect.never }
+        const started = performance.now()
+        const cancelled = yield* RunHost.drive("r21", options, { cancel: true }).pipe(
+          Effect.provideService(Journal.Journal, hanging)
+        )
+        const result = cancelled._tag === "Finished" ? cancelled.result : undefined
+        assert.strictEqual(result?.stopReason, "cancelled")
+        // Before, each call was asked 5 s (then 2 s), four at a time: the cancel ran to its grace and left them behind.
+        assert.notInclude(result?.detail, "left behind")
+        assert.isBelow(performance.now() - started, 2_000)
+        assert.deepStrictEqual(paid, [])
+      }).pipe(
+        Effect.provide([
+          Journal.layerMemory,
+          ScriptedModel.layerFunction((request) =>
+            request.iteration === 1
+              ? ScriptedModel.toolCalls(
+                  ...Array.from({ length: 10 }, (_, i) => ["pay", { amount: i }, `c${i}`] as const)
+                )
+              : ScriptedModel.finalAnswer("done")
+          )
+        ])
+      )
   )
 
   it.live("R7 on a store that answers later (PostgreSQL), the run parks only once its call is on the table", () =>

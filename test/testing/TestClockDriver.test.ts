@@ -411,8 +411,8 @@ describe("TestClockDriver", () => {
         Run.run({ goal: "spin", tools: [spin], time: { run: "200 millis" } }).pipe(
           Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("spin", {})]))
         ),
-        // Past `heldUpTo` of real time computing without a pause, the clock moves again.
-        { heldUpTo: "200 millis" }
+        // Past `busyUpTo` of real time computing without a pause, the clock moves again.
+        { busyUpTo: "200 millis" }
       )
       assert.strictEqual(result.stopReason, "run_timeout")
     }).pipe(Effect.provide(NodeServices.layer))

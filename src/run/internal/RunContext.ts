@@ -20,6 +20,8 @@ export interface RunContext {
   readonly startedAt: number
   /** The run deadline (absolute, on `clock`). */
   readonly deadlineAt: number
+  /** How long a run stopped from outside is given to end before it is left behind (its `stopGrace`). */
+  readonly stopGraceMillis: number
   readonly events: Array<Event.Event>
   /** The fold of `events` (see `RunLog`), replaced at each event. Read it, never write it. */
   log: RunLog.State
@@ -51,6 +53,12 @@ export interface RunContext {
   committing: boolean
   /** Why the run may write no more (another process owns it), once a commit was fenced off. */
   fenced: string | undefined
+  /**
+   * Whether a call's result has stopped the run, before its batch has stopped (set before the
+   * result is committed): the run is no longer only waiting, and a host does not park it on
+   * the calls still waiting for a person (review 148: it parked, and paid once one was approved).
+   */
+  stopFound: boolean
   /** Why the store refused the run's last failed commit, when it refused it (not out of reach). */
   refused: string | undefined
   /**
@@ -101,6 +109,7 @@ export const make = (options: {
   readonly runId: string
   readonly clock: Clock.Clock
   readonly deadlineAt: number
+  readonly stopGraceMillis: number
   readonly breakers?: Breakers.Service | undefined
   readonly journal?: Sink | undefined
   /** The committed log of a run being resumed: the run goes on from its fold. */
@@ -113,6 +122,7 @@ export const make = (options: {
     clock: options.clock,
     startedAt: options.clock.currentTimeMillisUnsafe(),
     deadlineAt: options.deadlineAt,
+    stopGraceMillis: options.stopGraceMillis,
     events,
     log: RunLog.fold(events),
     callIds: CallId.replay(events),
@@ -126,6 +136,7 @@ export const make = (options: {
     committed: events.length,
     committing: false,
     fenced: undefined,
+    stopFound: false,
     refused: undefined,
     suspended: undefined
   }

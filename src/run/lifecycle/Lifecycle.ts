@@ -231,6 +231,7 @@ export const prepare = <T extends Tool.Any, RV, O>(
     runId,
     clock,
     deadlineAt,
+    stopGraceMillis: valid?.stopGraceMillis ?? defaultStopGraceMillis,
     breakers,
     // Options that cannot start a run write nothing: the id stays free for the corrected start,
     // and a run resumed with them stays in its journal as it was (R9, R12).

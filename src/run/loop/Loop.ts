@@ -90,7 +90,11 @@ const batch = <R>(
     // The batch's events begin after its response: a resumed batch's earlier results count too (R3.8).
     const from = ctx.events.findLastIndex((e) => e._tag === "model.responded") + 1
     const run = (p: ToolExecutor.Prepared, i: number) => {
-      const result = ToolExecutor.execute(ctx, config.registry, p, permission, standings?.[i])
+      const result = Effect.map(ToolExecutor.execute(ctx, config.registry, p, permission, standings?.[i]), (r) => {
+        // Known before it is committed: a host parks no run that is stopping (review 148).
+        if (LoopStops.callStop(config, r) !== undefined) ctx.stopFound = true
+        return r
+      })
       // The result of a call that may act twice is committed at once (R9): a resumed run never re-runs it.
       const tool = config.registry.tools.get(p.call.name)
       if (tool !== undefined && ToolExecutor.mayActTwice(tool)) return Effect.tap(result, () => Commit.barrier(ctx))
@@ -112,11 +116,17 @@ const batch = <R>(
         ? Effect.flatMap(run(first, 0), (result) => afterBatch(ctx, config, [result]))
         : undefined
     if (alone !== undefined && !config.approvals) return alone
+    // A resumed batch whose log holds a result that stops the run stops at once: the calls it left
+    // waiting are let go, never taken up (review 148: a sibling's error, then an approval, paid).
+    const recorded = (standings ?? []).flatMap((s) => (s._tag === "Done" ? [LoopStops.callStop(config, s.result)] : []))
+    const stopped = recorded.find((stop) => stop !== undefined)
     const ran =
-      alone ??
-      Effect.flatMap(Effect.forEach(prepared, stopping, { concurrency: config.concurrency }), (results) =>
-        afterBatch(ctx, config, results)
-      )
+      stopped !== undefined
+        ? Effect.fail(stopped)
+        : (alone ??
+          Effect.flatMap(Effect.forEach(prepared, stopping, { concurrency: config.concurrency }), (results) =>
+            afterBatch(ctx, config, results)
+          ))
     // A call that needs approval, or whose result stops the run, stops the batch.
     return Effect.catchIf(
       ran,

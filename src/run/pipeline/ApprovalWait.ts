@@ -21,6 +21,7 @@ import {
   type Decided,
   type DecidedWith,
   decidedEvent,
+  heldDecision,
   letGo,
   letGoMillis,
   stoppingAskMillis
@@ -59,14 +60,25 @@ export const letGoRestored = (
   })
 
 /**
- * The same, for a resumed run's call interrupted before its wait was taken up again (a
- * cancel, another call's stop): the log says it was withdrawn, and the run's end withdraws
- * it from a journal's table.
+ * The same, for a resumed run's call stopped before its wait was taken up again (a cancel,
+ * the run deadline, another call's stop): the gate closes it, asked a short while within the
+ * stop grace, and the log records the decision it held, else that the call was withdrawn
+ * (review 148: a parked run approved meanwhile, cancelled during its permission check, said
+ * withdrawn while the table said approved).
  */
 export const withdrawRestored = (
   ctx: RunContext.RunContext,
-  call: { readonly id: string; readonly name: string }
-): Effect.Effect<void> => Effect.ignore(RunContext.release(ctx, "tool_executing", decidedEvent(call, "withdrawn", {})))
+  call: Model.ToolCall,
+  secrets: Redaction.Secrets
+): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    const expire = (yield* Approval.ApprovalGate).expire
+    const held =
+      expire === undefined || ctx.suspended !== undefined
+        ? Option.none()
+        : yield* heldDecision(ctx, expire, call, secrets, stoppingAskMillis(ctx))
+    yield* Effect.ignore(RunContext.release(ctx, "tool_executing", letGo(call, held)))
+  })
 
 /** The gate's decision, or the bound that expired first: its layer and how long it gave. */
 type Answer = Approval.Decision | { readonly _tag: "Expired"; readonly layer: Deadline.Layer; readonly millis: number }
@@ -140,12 +152,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
       let decision = answered !== undefined && Exit.isSuccess(answered) ? Option.some(answered.value) : Option.none()
       const expire = gate.expire
       if (ask && Option.isNone(decision) && expire !== undefined && ctx.suspended === undefined) {
-        const held = yield* closeOnGate(ctx, expire, call.id, stoppingAskMillis).pipe(
-          Effect.map(({ found }) => found),
-          // Best effort, as for a parked run: a gate that breaks here holds nothing, and changes no stop.
-          Effect.catchCause(() => Effect.succeed(Option.none()))
-        )
-        decision = Option.flatMap(held, (found) => Result.getSuccess(checkDecision(ctx, call, secrets, found)))
+        decision = yield* heldDecision(ctx, expire, call, secrets, stoppingAskMillis(ctx))
       }
       RunContext.emit(ctx, letGo(call, decision))
       recordNeverRan(ctx, call, Option.isNone(decision) ? detail : "decided as the run stopped waiting; it never ran")

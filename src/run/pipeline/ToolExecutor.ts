@@ -200,7 +200,7 @@ const admit = Effect.fnUntraced(function* <R>(
       // A call whose handler ran (a resumed run's) is not one that never ran: the run's end records it as it stands.
       Effect.onInterrupt(() =>
         Effect.andThen(
-          restored === undefined ? Effect.void : ApprovalWait.withdrawRestored(ctx, call),
+          restored === undefined ? Effect.void : ApprovalWait.withdrawRestored(ctx, call, prepared.secrets),
           Effect.sync(() => {
             if (!attempted(standing))
               recordNeverRan(ctx, call, "interrupted while the permission policy decided; it never ran")
@@ -214,7 +214,7 @@ const admit = Effect.fnUntraced(function* <R>(
     }
     // The policy may have taken its time: past the deadline, nothing more of the call starts.
     if (RunContext.deadlinePassed(ctx)) {
-      if (restored !== undefined) yield* ApprovalWait.withdrawRestored(ctx, call)
+      if (restored !== undefined) yield* ApprovalWait.withdrawRestored(ctx, call, prepared.secrets)
       if (!attempted(standing)) recordNeverRan(ctx, call, lateDetail)
       return yield* RunContext.expire(ctx)
     }

@@ -4,7 +4,7 @@ import * as RunContext from "../../../src/run/internal/RunContext.ts"
 
 const context = Effect.gen(function* () {
   const clock = yield* Clock.Clock
-  const ctx = RunContext.make({ runId: "phases", clock, deadlineAt: 60_000 })
+  const ctx = RunContext.make({ runId: "phases", clock, deadlineAt: 60_000, stopGraceMillis: 5_000 })
   yield* RunContext.transition(ctx, "initializing")
   yield* RunContext.transition(ctx, "planning")
   yield* RunContext.transition(ctx, "model_thinking")

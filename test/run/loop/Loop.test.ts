@@ -27,7 +27,12 @@ const loop = (script: ReadonlyArray<ScriptedModel.Step>, limits: { readonly maxI
     if (Result.isFailure(checked)) return yield* Effect.die(checked.failure)
     const resolved = checked.success
     const clock = yield* Clock.Clock
-    const ctx = RunContext.make({ runId: "loop", clock, deadlineAt: clock.currentTimeMillisUnsafe() + 60_000 })
+    const ctx = RunContext.make({
+      runId: "loop",
+      clock,
+      deadlineAt: clock.currentTimeMillisUnsafe() + 60_000,
+      stopGraceMillis: 5_000
+    })
     RunContext.emit(ctx, ({ runId, seq, at }) => ({
       _tag: "run.started",
       goal: "say hi",

@@ -74,7 +74,12 @@ const execute = (
     if (Result.isFailure(checked)) return yield* Effect.die(checked.failure)
     const { registry } = checked.success.loop
     const clock = yield* Clock.Clock
-    const ctx = RunContext.make({ runId: "pipeline", clock, deadlineAt: clock.currentTimeMillisUnsafe() + 60_000 })
+    const ctx = RunContext.make({
+      runId: "pipeline",
+      clock,
+      deadlineAt: clock.currentTimeMillisUnsafe() + 60_000,
+      stopGraceMillis: 5_000
+    })
     for (const to of ["initializing", "planning", "model_thinking", "tool_executing"] as const) {
       yield* RunContext.transition(ctx, to)
     }

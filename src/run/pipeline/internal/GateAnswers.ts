@@ -3,7 +3,7 @@
  * answer to `expire`, and a call closed on it when the run lets go of its wait; and the
  * `approval.decided` record of each. Private to the pipeline.
  */
-import { Effect, Option, Result, Schedule, Schema } from "effect"
+import { Effect, Fiber, Option, Result, Schedule, Schema } from "effect"
 import * as UserCode from "../../../failure/UserCode.ts"
 import type * as Model from "../../../model/Model.ts"
 import * as Deadline from "../../../time/Deadline.ts"
@@ -67,10 +67,11 @@ const closeAgainMillis = 250
 /** How long a resumed run's let-go of a call it refuses asks the gate, at most (see {@link letGoRestored}). */
 export const letGoMillis = 5_000
 /**
- * How long a run being stopped asks the gate what it holds, at most: well within the default
- * stop grace (5 s), so that a gate out of reach makes the call withdrawn, not left behind.
+ * How long a run being stopped asks the gate what it holds for the calls it lets go, in all:
+ * 2 s, and half its stop grace at most, so that a gate out of reach makes the calls withdrawn,
+ * not left behind (review 148: a stop grace of 300 ms, or ten parked calls, ran past it).
  */
-export const stoppingAskMillis = 2_000
+export const stoppingAskMillis = (ctx: RunContext.RunContext): number => Math.min(2_000, ctx.stopGraceMillis / 2)
 
 export type Decided = "approved" | "rejected" | "expired" | "withdrawn"
 
@@ -135,25 +136,50 @@ export const closeOnGate = (
       Effect.retry({ while: (e) => e instanceof Approval.Unavailable, schedule: Schedule.spaced(closeAgainMillis) })
     )
     const bound = yield* Deadline.left({ layer: "step" })
-    return yield* UserCode.orDie("the approval gate", closing).pipe(
+    // Detached, and at the bound told to stop, not awaited: a gate whose close cannot be
+    // interrupted holds neither the run's stop nor its batch past it (review 148).
+    const asking = yield* Effect.forkDetach(UserCode.orDie("the approval gate", closing), { startImmediately: true })
+    return yield* Fiber.join(asking).pipe(
       Effect.map((found) => ({ found })),
       Effect.timeoutOrElse({
         duration: Math.min(Math.max(bound.millis, closeAgainMillis), atMostMillis),
         // The step's or run's bound ran out, unless the caller's own was the shorter.
         orElse: () =>
-          Effect.succeed(
-            Math.max(bound.millis, closeAgainMillis) <= atMostMillis
+          Effect.sync(() => {
+            asking.interruptUnsafe()
+            return Math.max(bound.millis, closeAgainMillis) <= atMostMillis
               ? { found: Option.none(), ranOut: bound.layer }
               : { found: Option.none() }
-          )
-      })
+          })
+      }),
+      Effect.onInterrupt(() => Effect.sync(() => asking.interruptUnsafe()))
     )
   })
 
 /**
+ * What the gate holds for `call` as a run being stopped lets go of its wait: the call closed
+ * on the gate ({@link closeOnGate}, `atMostMillis` at most), its decision checked as every
+ * decision is. Best effort: a gate that breaks here holds nothing, and changes no stop the run
+ * has already (review 141: a cancel ended internal_error).
+ */
+export const heldDecision = (
+  ctx: RunContext.RunContext,
+  expire: NonNullable<Approval.Gate["expire"]>,
+  call: Model.ToolCall,
+  secrets: Redaction.Secrets,
+  atMostMillis: number
+): Effect.Effect<Option.Option<Approval.Decision>> =>
+  closeOnGate(ctx, expire, call.id, atMostMillis).pipe(
+    Effect.map(({ found }) =>
+      Option.flatMap(found, (decision) => Result.getSuccess(checkDecision(ctx, call, secrets, decision)))
+    ),
+    Effect.catchCause(() => Effect.succeed(Option.none()))
+  )
+
+/**
  * What the gate holds for the calls a run lets go of without taking up their waits again
  * (a resumed run cancelled, or stopped, before it went on: R5.2, R7): each closed on the gate
- * ({@link closeOnGate}, {@link stoppingAskMillis} at most), and the decision it held, checked as every decision is.
+ * ({@link heldDecision}, {@link stoppingAskMillis} in all), and the decision it held, checked as every decision is.
  * A person's decision the gate took while the run was parked is the log's too (review 138: an
  * approval answered 204 as a cancel came was recorded `withdrawn`). Calls without one are absent.
  */
@@ -165,20 +191,15 @@ export const heldOnGate = (
     const expire = (yield* Approval.ApprovalGate).expire
     const held = new Map<string, Approval.Decision>()
     if (expire === undefined) return held
+    const bound = stoppingAskMillis(ctx)
+    // One bound for them all: what came in time is held, the rest is withdrawn.
     yield* Effect.forEach(
       calls,
       ({ call, secrets }) =>
-        Effect.map(closeOnGate(ctx, expire, call.id, stoppingAskMillis), ({ found }) => {
-          const checked = Option.flatMap(found, (decision) =>
-            Result.getSuccess(checkDecision(ctx, call, secrets, decision))
-          )
-          if (Option.isSome(checked)) held.set(call.id, checked.value)
-        }).pipe(
-          // Best effort: a gate that breaks here (its store refusing, a throw) holds nothing, and
-          // changes no stop the run has already (review 141: a cancel ended internal_error).
-          Effect.catchCause(() => Effect.void)
-        ),
+        Effect.map(heldDecision(ctx, expire, call, secrets, bound), (decision) => {
+          if (Option.isSome(decision)) held.set(call.id, decision.value)
+        }),
       { concurrency: 4, discard: true }
-    )
+    ).pipe(Effect.timeoutOrElse({ duration: bound, orElse: () => Effect.void }))
     return held
   })
