@@ -298,16 +298,30 @@ const cancellationOf = (timeline: Timeline, start: number): M.Cancellation => {
 }
 
 /**
- * Why the run of this timeline stopped, or that its log has no ending.
+ * Why the run of this timeline stopped, or that its log has no ending. With `given`, the
+ * ending the run's caller was given, where it differs from the one its log ends with: a run
+ * another process took over before its last commit ends `internal_error`, its own ending
+ * never recorded (review 151: it was explained as completed, nothing to do).
  *
  * @category constructors
  * @since 0.3.0
  */
-export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => {
+export const explain = (
+  timeline: ReadonlyArray<Event.Event>,
+  given?: Pick<Event.Of<"run.finished">, "status" | "stopReason">
+): M.Explanation => {
   const start = timeline[0]?.at ?? 0
   const started = last(timeline, "run.started")
   const limits = RunLog.limitsOf(timeline)
-  const finished = last(timeline, "run.finished")
+  const logged = last(timeline, "run.finished")
+  // This process's ending, which its log holds and the run's journal does not.
+  const unrecorded =
+    logged !== undefined &&
+    given !== undefined &&
+    (given.status !== logged.status || given.stopReason !== logged.stopReason)
+      ? logged
+      : undefined
+  const finished = unrecorded === undefined || given === undefined ? logged : { ...unrecorded, ...given }
   const reason = finished?.stopReason
   const counters = Counters.fold(timeline)
   const decision = decisionOf(timeline, reason, start)
@@ -357,5 +371,19 @@ export const explain = (timeline: ReadonlyArray<Event.Event>): M.Explanation => 
   // A success its postcondition contradicted stays the first thing to check, even when a cancel
   // or the deadline then cut the run's validation short (R6.4).
   const gaveUp = reason === "recovery_exhausted" ? Limits.gaveUpOn(timeline, decidedAt) : undefined
+  if (unrecorded !== undefined) return overtaken(facts, unrecorded)
   return { ...facts, next: Limits.nextStep(facts, contradicted(timeline), gaveUp) }
 }
+
+/** The explanation of a run another process took over before this process's ending was recorded. */
+const overtaken = (facts: Omit<M.Explanation, "next">, unrecorded: Event.Of<"run.finished">): M.Explanation => ({
+  ...facts,
+  summary: `Another process took the run over before this process's ending (${unrecorded.status}, ${unrecorded.stopReason}) was recorded: the run is that process's.`,
+  decision: undefined,
+  next: {
+    kind: "none",
+    limit: undefined,
+    callIds: [],
+    text: "nothing here: the run's ending is the other process's, in its journal (DurableRuns.result, or the stored result Run.resume gives)"
+  }
+})

@@ -148,13 +148,22 @@ export const isCompleted = <A extends RunResult>(result: A): result is A & { rea
   result.status === "completed"
 
 /**
- * Why the run stopped, from its timeline alone (`Explain.explain(result.timeline)`);
- * `Explain.format` gives it as text.
+ * Why the run stopped, from its timeline (`Explain.explain(result.timeline)`), and with the
+ * ending the result holds when its log does not (a run another process took over before its
+ * last commit); `Explain.format` gives it as text.
  *
  * @category getters
  * @since 0.3.0
  */
-export const explain = (result: Pick<RunResult, "timeline">): Explain.Explanation => Explain.explain(result.timeline)
+export const explain = (
+  result: Pick<RunResult, "timeline"> & Partial<Pick<RunResult, "status" | "stopReason">>
+): Explain.Explanation =>
+  Explain.explain(
+    result.timeline,
+    result.status === undefined || result.stopReason === undefined
+      ? undefined
+      : { status: result.status, stopReason: result.stopReason }
+  )
 
 /**
  * A run that ended in any status but `completed`, as a typed error carrying its whole

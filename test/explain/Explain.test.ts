@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema, Stream } from "effect"
+import { Effect, Fiber, Layer, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
@@ -8,11 +8,13 @@ import * as StopReason from "../../src/events/StopReason.ts"
 import * as Timeline from "../../src/events/Timeline.ts"
 import * as Explain from "../../src/explain/Explain.ts"
 import * as Failure from "../../src/failure/Failure.ts"
+import * as Journal from "../../src/journal/Journal.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunResult from "../../src/run/RunResult.ts"
 import * as Termination from "../../src/termination/Termination.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
@@ -1015,5 +1017,44 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
       // An empty log is explained too.
       assert.isFalse(Explain.explain([]).ended)
     })
+  )
+})
+
+describe("Explain of a run another process took over at its last commit (R13, R9.4)", () => {
+  it.effect(
+    "R13 RunResult.explain gives the result's ending, not the unrecorded one its timeline holds (review 151)",
+    () =>
+      Effect.gen(function* () {
+        let hooks = 0
+        let waiting = false
+        // The first process's validation takes its time, while another process ends the run.
+        const hook = Validation.stopHook("slow", () =>
+          Effect.suspend(() => {
+            hooks++
+            if (hooks > 1) return Effect.succeed({ passed: true, detail: "ok" })
+            waiting = true
+            return Effect.as(Effect.sleep("600 millis"), { passed: true, detail: "ok" })
+          })
+        )
+        const model = ScriptedModel.layerFunction(() => ScriptedModel.finalAnswer("answer"))
+        const options = { goal: "x", tools: [], validation: { stopHooks: [hook] } }
+        const first = yield* Effect.forkChild(Run.run({ ...options, runId: "o1" }).pipe(Effect.provide(model)))
+        while (!waiting) yield* Effect.yieldNow
+        const otherProcess = FaultyJournal.make(yield* Journal.Journal, {}).journal
+        yield* Run.resume("o1", options).pipe(
+          Effect.provide(model),
+          Effect.provideService(Journal.Journal, otherProcess)
+        )
+        yield* TestClock.adjust("1 second")
+        const overtaken = yield* Fiber.join(first)
+        assert.deepStrictEqual([overtaken.status, overtaken.stopReason], ["failed", "internal_error"])
+        const explained = RunResult.explain(overtaken)
+        // Before: "completed (goal_reached)", next "nothing: the run completed and validation agreed".
+        assert.deepStrictEqual([explained.status, explained.stopReason], ["failed", "internal_error"])
+        assert.include(explained.summary, "Another process took the run over")
+        assert.strictEqual(explained.next.kind, "none")
+        // The log alone still says what it holds.
+        assert.strictEqual(Explain.explain(overtaken.timeline).stopReason, "goal_reached")
+      }).pipe(Effect.provide(restartLayers))
   )
 })

@@ -715,3 +715,51 @@ describe("a tracer that breaks (R13, R12)", () => {
       })
   )
 })
+
+describe("Spans of a model call cut off with what it cost (R13, R2.1)", () => {
+  it.effect(
+    "R13 R12 a cut-off usage that is no Model.Usage reaches neither the span nor the counters (review 151)",
+    () =>
+      Effect.gen(function* () {
+        for (const usage of [
+          { inputTokens: Number.NaN, outputTokens: 7, costUsd: 0.5 },
+          { inputTokens: { secret: "sk-LEAK" }, outputTokens: 7 },
+          { inputTokens: -5, outputTokens: 7, costUsd: Number.POSITIVE_INFINITY }
+        ]) {
+          const { tracer, spans } = memoryTracer()
+          const cutOff = Layer.succeed(Model.Model, {
+            generate: () =>
+              Effect.never.pipe(Effect.onInterrupt(() => Model.reportCutOff(usage as unknown as Model.Usage)))
+          })
+          const result = yield* Effect.withTracer(
+            drive(Run.run({ goal: "wait", tools: [], time: { run: "100 millis" } })),
+            tracer
+          ).pipe(Effect.provide(cutOff))
+          assert.strictEqual(result.stopReason, "run_timeout")
+          const chat = spans.find((s) => s.name.startsWith("chat"))
+          const attributes = Object.fromEntries(chat?.attributes ?? [])
+          // Before, the span carried NaN, -5, Infinity or the object as given, the counters none of it.
+          assert.isUndefined(attributes[genAi.inputTokens], JSON.stringify(usage))
+          assert.isUndefined(attributes[runtime.costUsd], JSON.stringify(usage))
+          assert.strictEqual(result.counters.inputTokens, 0)
+        }
+      })
+  )
+
+  it.effect("R13 R2.1 a valid cut-off usage is on the span as the run counts it", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = memoryTracer()
+      const cutOff = Layer.succeed(Model.Model, {
+        generate: () =>
+          Effect.never.pipe(Effect.onInterrupt(() => Model.reportCutOff({ inputTokens: 40, outputTokens: 7 })))
+      })
+      const result = yield* Effect.withTracer(
+        drive(Run.run({ goal: "wait", tools: [], time: { run: "100 millis" } })),
+        tracer
+      ).pipe(Effect.provide(cutOff))
+      const chat = spans.find((s) => s.name.startsWith("chat"))
+      assert.strictEqual(Object.fromEntries(chat?.attributes ?? [])[genAi.inputTokens], 40)
+      assert.strictEqual(result.counters.inputTokens, 40)
+    })
+  )
+})

@@ -109,7 +109,7 @@ const attempt = (
     ).pipe(
       Effect.flatMap(ModelResponse.valid),
       Effect.provideService(Model.CutOffUsage, (usage) => {
-        paid = usage
+        paid = ModelResponse.cutOffUsage(usage) ?? paid
       })
     )
     // Bounded by what is left of the attempt's limit as recorded (R4.2): the time a circuit's

@@ -86,6 +86,20 @@ const plainResponse = (response: unknown): Model.Response | undefined => {
 }
 
 /**
+ * What a model reported an answer cut off had cost (`Model.reportCutOff`), checked as a
+ * response's usage is: only a `Model.Usage` is counted, and shown on the model call's span
+ * (review 151: a `NaN`, a negative count or an object went onto the span as given).
+ */
+export const cutOffUsage = (usage: unknown): Model.Usage | undefined => {
+  try {
+    return plainUsage(usage)
+  } catch {
+    // A value whose reading throws (a getter, a Proxy) reports nothing.
+    return undefined
+  }
+}
+
+/**
  * A response the provider's content filter withheld (R11): permanent, since the same
  * request meets the same filter, and never an answer; what it cost counts all the same
  * (R2.1).
