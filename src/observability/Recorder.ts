@@ -111,6 +111,9 @@ type Item =
 
 const byteLength = (text: string): number => new TextEncoder().encode(text).length
 
+/** How many runs' tool names a recorder without content keeps while they are away (parked, or gone for good without an ending). */
+const keptRuns = 10_000
+
 /**
  * Records every run under it (see the module's description). Needs `FileSystem` and `Path`
  * (`NodeServices.layer` on Node).
@@ -131,12 +134,19 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
       // An `async` file name is none: its Promise is let go, and the path it gives fails as a bad name would.
       const name = given === undefined ? fileName : (runId: string) => UserCode.letGo(given(runId))
       const pathOf = (runId: string) => path.join(options.directory, name(runId))
-      // The tools of each run whose `run.started` this recorder saw: a tool name the model made up is content.
+      // The tools of each run whose `run.started` this recorder saw, until its `run.finished`: a tool
+      // name the model made up is content. Kept while the run is away (a park, then a wake in this
+      // process: review 151, its made-up names were written), the oldest let go past `keptRuns`.
       const tools = new Map<string, ReadonlySet<string>>()
       const shown = (event: Event.Event): Event.Event => {
         if (options.content !== false) return event
-        if (event._tag === "run.started") tools.set(event.runId, new Set(event.tools))
-        return withoutContent(event, tools.get(event.runId))
+        if (event._tag === "run.started") {
+          tools.set(event.runId, new Set(event.tools))
+          if (tools.size > keptRuns) tools.delete(tools.keys().next().value ?? "")
+        }
+        const hidden = withoutContent(event, tools.get(event.runId))
+        if (event._tag === "run.finished") tools.delete(event.runId)
+        return hidden
       }
       const queue = yield* Queue.unbounded<Item>()
 
@@ -258,7 +268,6 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
               // as another process may have written to it, and torn its last line, meanwhile.
               for (const runId of gones) {
                 gone(runId)
-                tools.delete(runId)
                 opened.delete(runId)
               }
             })

@@ -288,14 +288,16 @@ const decisions: Readonly<Record<string, string>> = {
 
 /**
  * An approval wait: the decision (`approved`, `rejected`, `expired`, `withdrawn`), with
- * `error.type` when the wait failed (`approval_rejected`, `approval_expired`, `step_timeout`).
+ * `error.type` when the wait failed (`approval_rejected`, `approval_expired`, `step_timeout`);
+ * `pending` when the run let go of its wait handing the call on (`handedOn`: a run parked or
+ * taken over, whose call still waits for a person on the gate).
  *
  * @category spans
  * @since 0.1.0
  */
 export const approval = <A, E, R>(
   self: Effect.Effect<A, E, R>,
-  call: { readonly tool: string; readonly callId: string }
+  call: { readonly tool: string; readonly callId: string; readonly handedOn?: (() => boolean) | undefined }
 ): Effect.Effect<A, E, R> =>
   Tracing.span(
     self,
@@ -304,6 +306,8 @@ export const approval = <A, E, R>(
     (exit) => {
       if (Exit.isSuccess(exit)) return { [runtime.approval]: "approved" }
       const why = Tracing.errorTypeOf(exit.cause)
+      // Review 151: a park was traced as a withdrawal, then the same call as approved.
+      if (why === "interrupted" && call.handedOn?.() === true) return { [runtime.approval]: "pending" }
       return {
         [runtime.approval]: decisions[why] ?? why,
         ...(why === "interrupted" ? {} : { [errorType]: why })

@@ -4,14 +4,18 @@ import * as Counters from "../../src/events/Counters.ts"
 import type * as Event from "../../src/events/Event.ts"
 import * as Failure from "../../src/failure/Failure.ts"
 import * as FailureBoundary from "../../src/failure/FailureBoundary.ts"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Recorder from "../../src/observability/Recorder.ts"
 import * as Recording from "../../src/observability/Recording.ts"
 import * as Viewer from "../../src/observability/Viewer.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as RunHost from "../../src/run/RunHost.ts"
 import * as RunObserver from "../../src/run/RunObserver.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../src/tools/Approval.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Signature from "../../src/tools/Signature.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -548,4 +552,41 @@ describe("Recorder", () => {
       assert.include(error.message, `${directory}/file/runs`)
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
+})
+
+describe("Recorder without content, a run parked and woken in one process (R13, R12)", () => {
+  it.effect("R13 R12 a tool name the model made up after the wake is left out, as before the park (review 151)", () => {
+    const pay = Tool.make({
+      name: "pay",
+      description: "Pays an amount.",
+      input: Schema.Struct({ amount: Schema.Number }),
+      output: Schema.String,
+      sideEffect: "external",
+      needsApproval: true,
+      handler: ({ amount }) => Effect.succeed(`r-${amount}`)
+    })
+    const madeUp = "customer_ssn_123456789"
+    const model = ScriptedModel.layerFunction((request) =>
+      request.iteration === 1
+        ? ScriptedModel.toolCall("pay", { amount: 5 }, "c1")
+        : request.iteration === 2
+          ? ScriptedModel.toolCall(madeUp, { x: 1 }, "c2")
+          : ScriptedModel.finalAnswer("done")
+    )
+    return Effect.gen(function* () {
+      const directory = yield* tempDirectory
+      const file = yield* Effect.gen(function* () {
+        assert.strictEqual((yield* RunHost.drive("p1", { goal: "pay 5", tools: [pay] }))._tag, "Parked")
+        yield* JournalApprovals.make(yield* Journal.Journal).decide("p1", "c1", Approval.approved("ops"))
+        assert.strictEqual((yield* RunHost.drive("p1", { goal: "pay 5", tools: [pay] }))._tag, "Finished")
+        const recorder = yield* Recorder.Recorder
+        yield* recorder.flush
+        return recorder.path("p1")
+      }).pipe(Effect.provide(Recorder.layer({ directory, content: false })))
+      const text = yield* Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(file))
+      // Before, the recorder let the run's tools go at the park, and kept every name after it.
+      assert.include(text, '"pay"')
+      assert.notInclude(text, madeUp)
+    }).pipe(Effect.scoped, Effect.provide([nodeLayer, Journal.layerMemory, model]))
+  })
 })

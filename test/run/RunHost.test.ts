@@ -939,26 +939,41 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
   )
 
   it.live(
-    "R7 R8 a parked run approved meanwhile, stopped during its permission check, records the approval (review 148)",
+    "R7 R8 a parked run approved meanwhile, stopped during a permission check, records each approval the table holds (reviews 148, 150)",
     () =>
       Effect.gen(function* () {
         const { paid, pay } = ledger()
-        const options = { goal: "pay 5", tools: [pay], time: { run: "2 seconds" } } as const
+        const options = { goal: "pay 1 and 2", tools: [pay], concurrency: 2, time: { run: "2 seconds" } } as const
         assert.strictEqual((yield* RunHost.drive("r20", options))._tag, "Parked")
-        yield* decide("r20", "c1", Approval.approved("ops"))
-        // Woken with a policy that takes its time: the run deadline passes during the check.
+        for (const callId of ["call_1", "call_2"]) yield* decide("r20", callId, Approval.approved("ops"))
+        // Woken one call at a time, with a policy that takes its time: the run deadline passes
+        // during the first call's check, the second not taken up again.
         const slow: Permission.PermissionService = {
           check: () => Effect.as(Effect.sleep("10 seconds"), Permission.allow)
         }
-        const ended = yield* RunHost.drive("r20", options).pipe(Effect.provideService(Permission.Permission, slow))
-        assert.strictEqual(ended._tag === "Finished" ? ended.result.stopReason : ended._tag, "run_timeout")
-        // Before, the log said withdrawn while the table held ops's approval.
-        const decided = (yield* logOf("r20")).flatMap((e) =>
-          e._tag === "approval.decided" ? [[e.decision, e.by]] : []
+        const ended = yield* RunHost.drive("r20", { ...options, concurrency: 1 }).pipe(
+          Effect.provideService(Permission.Permission, slow)
         )
-        assert.deepStrictEqual(decided.at(-1), ["approved", "ops"])
+        assert.strictEqual(ended._tag === "Finished" ? ended.result.stopReason : ended._tag, "run_timeout")
+        // Before, the log said withdrawn while the table held ops's approvals (review 148: the call
+        // being checked; review 150: the one not taken up again).
+        const decided = (yield* logOf("r20")).flatMap((e) =>
+          e._tag === "approval.decided" ? [[e.callId, e.decision, e.by]] : []
+        )
+        for (const callId of ["call_1", "call_2"]) {
+          assert.deepStrictEqual(decided.filter(([id]) => id === callId).at(-1), [callId, "approved", "ops"])
+        }
         assert.deepStrictEqual(paid, [])
-      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
+      }).pipe(
+        Effect.provide([
+          Journal.layerMemory,
+          ScriptedModel.layerFunction((request) =>
+            request.iteration === 1
+              ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["pay", { amount: 2 }, "call_2"])
+              : ScriptedModel.finalAnswer("done")
+          )
+        ])
+      )
   )
 
   it.live(

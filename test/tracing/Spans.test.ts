@@ -8,6 +8,7 @@ import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as Model from "../../src/model/Model.ts"
 import * as Recovery from "../../src/recovery/Recovery.ts"
 import * as Run from "../../src/run/Run.ts"
+import * as RunHost from "../../src/run/RunHost.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Permission from "../../src/tools/Permission.ts"
@@ -761,5 +762,39 @@ describe("Spans of a model call cut off with what it cost (R13, R2.1)", () => {
       assert.strictEqual(Object.fromEntries(chat?.attributes ?? [])[genAi.inputTokens], 40)
       assert.strictEqual(result.counters.inputTokens, 40)
     })
+  )
+})
+
+describe("Spans of a hosted run parked on an approval (R13, R9.3)", () => {
+  it.effect("R13 the parked wait's span says pending, the woken one's approved; never withdrawn (review 151)", () =>
+    Effect.gen(function* () {
+      const { tracer, spans } = memoryTracer()
+      const payNeedingApproval = Tool.make({
+        name: "pay",
+        description: "Pays an amount.",
+        input: Schema.Struct({ amount: Schema.Number }),
+        output: Schema.String,
+        sideEffect: "external",
+        needsApproval: true,
+        handler: ({ amount }) => Effect.succeed(`r-${amount}`)
+      })
+      const options = { goal: "pay 5", tools: [payNeedingApproval] }
+      assert.strictEqual((yield* Effect.withTracer(RunHost.drive("k1", options), tracer))._tag, "Parked")
+      const journal = yield* Journal.Journal
+      yield* JournalApprovals.make(journal).decide("k1", "c1", Approval.approved("ops"))
+      assert.strictEqual((yield* Effect.withTracer(RunHost.drive("k1", options), tracer))._tag, "Finished")
+      const decisions = spans.filter((s) => s.name === span.approval).map((s) => s.attributes.get(runtime.approval))
+      // Before: ["withdrawn", "approved"], the call withdrawn and then approved.
+      assert.deepStrictEqual(decisions, ["pending", "approved"])
+    }).pipe(
+      Effect.provide([
+        Journal.layerMemory,
+        ScriptedModel.layerFunction((request) =>
+          request.iteration === 1
+            ? ScriptedModel.toolCall("pay", { amount: 5 }, "c1")
+            : ScriptedModel.finalAnswer("done")
+        )
+      ])
+    )
   )
 })

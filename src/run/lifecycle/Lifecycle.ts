@@ -255,8 +255,6 @@ const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>
     run.interruptUnsafe()
   })
 
-const noTools: ReadonlyMap<string, Tool.Any<unknown>> = new Map()
-
 /**
  * How a run sets off: fresh, or going on from its journal's log (`resume`: a process
  * restart, a caller's `resume`); `cancelled` when its host has a cancel for it already.
@@ -312,7 +310,7 @@ const execution = <RV, R>(
     const closing = new Closing(
       ctx,
       done,
-      valid?.registry.tools ?? noTools,
+      valid?.registry,
       attach(ctx, self.getRef(RunObserver.RunObservers), grace),
       self.context,
       self.getRef(RealTime.Waits),

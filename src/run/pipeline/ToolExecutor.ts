@@ -245,7 +245,11 @@ const admit = Effect.fnUntraced(function* <R>(
         prepared.secrets,
         restored
       ),
-      { tool: call.name, callId: call.id }
+      {
+        tool: call.name,
+        callId: call.id,
+        handedOn: () => ctx.suspended !== undefined || ctx.fenced !== undefined
+      }
     )
   }
   const refused = refusal

@@ -15,6 +15,7 @@ import * as OwnCopy from "../../internal/OwnCopy.ts"
 import type * as RunContext from "../../internal/RunContext.ts"
 import { leftBehind, rescue } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
+import type { Registry } from "../../pipeline/Registry.ts"
 import type * as RunResult from "../../RunResult.ts"
 import { atDeadlineNow, cancelledNow, finalize } from "./Judgement.ts"
 
@@ -66,6 +67,8 @@ export class Closing {
   readonly ctx: RunContext.RunContext
   readonly done: Done
   readonly tools: ReadonlyMap<string, Tool.Any<unknown>>
+  /** The run's registry, when its options were valid: a stopped run asks the gate with it. */
+  readonly registry: Registry | undefined
   /** Completes once every observer has seen the run's events. */
   readonly settled: Effect.Effect<void>
   /** The run's fiber's context (its span among it), for a result closed outside that fiber. */
@@ -84,7 +87,7 @@ export class Closing {
   constructor(
     ctx: RunContext.RunContext,
     done: Done,
-    tools: ReadonlyMap<string, Tool.Any<unknown>>,
+    registry: Registry | undefined,
     settled: Effect.Effect<void>,
     context: Context.Context<never>,
     waits: RealTime.Waits,
@@ -94,7 +97,8 @@ export class Closing {
     this.graceMillis = graceMillis
     this.ctx = ctx
     this.done = done
-    this.tools = tools
+    this.registry = registry
+    this.tools = registry?.tools ?? new Map()
     this.settled = settled
     this.context = context
   }
@@ -152,7 +156,7 @@ export class Closing {
     // Taken away by its host: no ending; the journal keeps what the last barrier committed.
     const suspended = suspension(this.ctx)
     if (suspended !== undefined) return Effect.as(this.settled, suspended)
-    return Effect.flatMap(finalize(this.ctx, exit, validation, this.tools), (result) =>
+    return Effect.flatMap(finalize(this.ctx, exit, validation, this.tools, this.registry), (result) =>
       Effect.map(Effect.exit(this.close(result)), (closed) => this.given(closed, result))
     )
   }

@@ -271,8 +271,8 @@ const timedOut: Ending = {
 }
 
 /**
- * The calls a restored log left open that the run ends without taking up again, where the
- * run's registry is gone (its fiber ended on a defect): `ToolExecutor.settleUntaken` without
+ * The calls a restored log left open that the run ends without taking up again, where there
+ * is no registry (options that could not start the run): `ToolExecutor.settleUntaken` without
  * asking the gate (a request still waiting is withdrawn).
  */
 const settleUntakenNow = (ctx: RunContext.RunContext, tools: ToolExecutor.Registry["tools"]) =>
@@ -285,7 +285,8 @@ export const finalize = Effect.fnUntraced(function* <RV, E>(
   ctx: RunContext.RunContext,
   exit: Exit.Exit<Ending, E>,
   spec: Validation.Spec<RV>,
-  tools: ReadonlyMap<string, Tool.Any<unknown>>
+  tools: ReadonlyMap<string, Tool.Any<unknown>>,
+  registry: ToolExecutor.Registry | undefined
 ) {
   // A model call the deadline cut off is failed by it, the first record of the stop.
   if (!Exit.isSuccess(exit)) Loop.recordCutOff(ctx)
@@ -295,8 +296,12 @@ export const finalize = Effect.fnUntraced(function* <RV, E>(
   if (!Exit.isSuccess(exit) && !Cause.hasInterruptsOnly(exit.cause) && !(stopped && Cause.hasInterrupts(exit.cause))) {
     return broken(ctx, exit.cause, tools)
   }
-  // A resumed run may end before it took up again the calls its log left waiting (R5.2).
-  yield* Effect.ignore(settleUntakenNow(ctx, tools))
+  // A resumed run may end before it took up again the calls its log left waiting (R5.2): stopped
+  // by a cancel or the deadline, it asks the gate what it holds for them (review 150: a call
+  // approved on the table, not yet taken up again, was recorded withdrawn).
+  yield* Effect.ignore(
+    registry === undefined ? settleUntakenNow(ctx, tools) : ToolExecutor.settleUntaken(ctx, registry)
+  )
   if (Exit.isSuccess(exit)) return end(ctx, exit.value)
   const assessed = yield* Effect.exit(interrupted(ctx, spec))
   return end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
