@@ -111,7 +111,7 @@ type Item =
 
 const byteLength = (text: string): number => new TextEncoder().encode(text).length
 
-/** How many runs' tool names a recorder without content keeps while they are away (parked, or gone for good without an ending). */
+/** The runs whose tool names a recorder without content keeps while they are away (parked, or gone for good without an ending), at most. */
 const keptRuns = 10_000
 
 /**

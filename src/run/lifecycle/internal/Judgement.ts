@@ -9,7 +9,6 @@ import type * as RunState from "../../../events/RunState.ts"
 import * as StopReason from "../../../events/StopReason.ts"
 import * as Explain from "../../../explain/Explain.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
-import type * as Tool from "../../../tools/Tool.ts"
 import type * as ToolArguments from "../../../tools/ToolArguments.ts"
 import * as Spans from "../../../tracing/Spans.ts"
 import * as Validation from "../../../validation/Validation.ts"
@@ -285,7 +284,7 @@ export const finalize = Effect.fnUntraced(function* <RV, E>(
   ctx: RunContext.RunContext,
   exit: Exit.Exit<Ending, E>,
   spec: Validation.Spec<RV>,
-  tools: ReadonlyMap<string, Tool.Any<unknown>>,
+  tools: ToolExecutor.Registry["tools"],
   registry: ToolExecutor.Registry | undefined
 ) {
   // A model call the deadline cut off is failed by it, the first record of the stop.
