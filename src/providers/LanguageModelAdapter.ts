@@ -50,10 +50,10 @@ import * as Failure from "../failure/Failure.ts"
 import * as FailureBoundary from "../failure/FailureBoundary.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Model from "../model/Model.ts"
+import * as AiUsage from "./internal/AiUsage.ts"
 import * as Cost from "./internal/Cost.ts"
 import * as ProviderFailure from "./internal/ProviderFailure.ts"
 import * as Redact from "./internal/Redact.ts"
-import * as UsageParts from "./internal/UsageParts.ts"
 import type * as OpenAiOptions from "./OpenAiOptions.ts"
 
 /**
@@ -232,12 +232,6 @@ export const fromAiError = (error: AiError.AiError, now: number, elapsedMillis: 
   }
 }
 
-/** The sum of the counts given, or `undefined` when none is. */
-const sumOf = (...counts: ReadonlyArray<number | undefined>): number | undefined =>
-  counts.every((count) => count === undefined)
-    ? undefined
-    : counts.reduce<number>((sum, count) => sum + (count ?? 0), 0)
-
 const FinishReasons: Readonly<Record<string, Model.FinishReason>> = {
   stop: "stop",
   length: "length",
@@ -262,45 +256,6 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
   const strict = options.strict ?? true
   // Made per request from the request's tools: a few objects, next to a call that waits seconds.
   const toolkitFor = (tools: ReadonlyArray<Model.ToolDefinition>) => toToolkit(tools, strict)
-
-  /**
-   * The usage as the provider reported it: each side's total, else the sum of the parts it
-   * gave (`uncached`, `cacheRead`, `cacheWrite`; `text`, `reasoning`); a side it gave
-   * nothing of is estimated (R2.1), and the usage marked so.
-   */
-  const usageOf = (usage: Response.Usage, estimate: () => Model.Usage): Model.Usage | string => {
-    const { inputTokens: input, outputTokens: output } = usage
-    // Each count as the provider gave it: a negative one is no count, whatever it is added to
-    // (review 146: a total of -5 beside 10 cache reads came out as 5 input tokens, at a negative cost).
-    const given = {
-      input: input.total,
-      uncached: input.uncached,
-      cacheRead: input.cacheRead,
-      cacheWrite: input.cacheWrite,
-      output: output.total,
-      text: output.text,
-      reasoning: output.reasoning
-    }
-    const negative = Object.entries(given).filter(([, count]) => count !== undefined && count < 0)
-    if (negative.length > 0) {
-      return `the usage has a negative token count (${negative.map(([part, count]) => `${part} ${count}`).join(", ")})`
-    }
-    const reportedInput = input.total ?? sumOf(input.uncached, input.cacheRead, input.cacheWrite)
-    const reportedOutput = output.total ?? sumOf(output.text, output.reasoning)
-    const estimated = reportedInput === undefined || reportedOutput === undefined ? estimate() : undefined
-    const cached = input.cacheRead
-    const reasoning = output.reasoning ?? (reportedOutput === undefined ? estimated?.reasoningTokens : undefined)
-    // A part larger than its whole was reported beside it: counted so, never as less.
-    const inputTokens = UsageParts.wholeWith(reportedInput ?? estimated?.inputTokens ?? 0, cached)
-    const outputTokens = UsageParts.wholeWith(reportedOutput ?? estimated?.outputTokens ?? 0, reasoning)
-    return priced({
-      inputTokens,
-      outputTokens,
-      ...(cached === undefined ? {} : { cachedInputTokens: cached }),
-      ...(reasoning === undefined ? {} : { reasoningTokens: reasoning }),
-      ...(estimated === undefined ? {} : { estimated: true })
-    })
-  }
 
   const priced = (usage: Model.Usage): Model.Usage =>
     prices === undefined ? usage : { ...usage, costUsd: Cost.costUsd(prices, usage) }
@@ -330,7 +285,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
       .filter((call) => call.providerExecuted !== true)
       .map((call) => ({ id: call.id, name: call.name, arguments: restore(call.name, call.params) }))
     // What the provider did not report is estimated from the text, so budgets still trip.
-    const usage = usageOf(response.usage, () =>
+    const usage = AiUsage.usageOf(response.usage, priced, () =>
       Model.estimatedUsage(request, { text: response.text, reasoning: response.reasoningText, toolCalls })
     )
     // An answer the provider says ended in an error, or paused (a long turn it stopped part way,

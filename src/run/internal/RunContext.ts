@@ -53,11 +53,7 @@ export interface RunContext {
   committing: boolean
   /** Why the run may write no more (another process owns it), once a commit was fenced off. */
   fenced: string | undefined
-  /**
-   * Whether a call's result has stopped the run, before its batch has stopped (set before the
-   * result is committed): the run is no longer only waiting, and a host does not park it on
-   * the calls still waiting for a person (review 148: it parked, and paid once one was approved).
-   */
+  /** Whether a call's result stops the run, known before it is committed: a host parks no run that is stopping (review 148). */
   stopFound: boolean
   /** Why the store refused the run's last failed commit, when it refused it (not out of reach). */
   refused: string | undefined
