@@ -1009,6 +1009,48 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       )
   )
 
+  it.live(
+    "R5.1 R7 a resumed run cancelled in a check asks a hanging gate once in all, within half its stop grace (review 152)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const options = {
+          goal: "pay 1 and 2",
+          tools: [pay],
+          concurrency: 2,
+          time: { approval: "1 hour", stopGrace: "1 second" }
+        } as const
+        assert.strictEqual((yield* RunHost.drive("r22", options))._tag, "Parked")
+        const gate: Approval.Gate = { ...JournalApprovals.make(yield* Journal.Journal), expire: () => Effect.never }
+        const slow: Permission.PermissionService = {
+          check: () => Effect.as(Effect.sleep("10 seconds"), Permission.allow)
+        }
+        const resumed = yield* Effect.forkChild(
+          Run.resume("r22", { ...options, concurrency: 1 }).pipe(
+            Effect.provideService(Permission.Permission, slow),
+            Effect.provideService(Approval.ApprovalGate, gate)
+          )
+        )
+        yield* Effect.sleep("300 millis")
+        yield* Fiber.interrupt(resumed)
+        const log = yield* logOf("r22")
+        const stopping = log.find((e) => e._tag === "run.stopping")
+        const finished = log.findLast((e) => e._tag === "run.finished")
+        // Before, the call in its check and the one never taken up were each asked half the grace: all of it.
+        assert.isBelow((finished?.at ?? Number.POSITIVE_INFINITY) - (stopping?.at ?? 0), 900)
+        assert.deepStrictEqual(paid, [])
+      }).pipe(
+        Effect.provide([
+          Journal.layerMemory,
+          ScriptedModel.layerFunction((request) =>
+            request.iteration === 1
+              ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["pay", { amount: 2 }, "call_2"])
+              : ScriptedModel.finalAnswer("done")
+          )
+        ])
+      )
+  )
+
   it.live("R7 on a store that answers later (PostgreSQL), the run parks only once its call is on the table", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()

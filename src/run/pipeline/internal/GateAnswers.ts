@@ -10,7 +10,7 @@ import * as Deadline from "../../../time/Deadline.ts"
 import * as Approval from "../../../tools/Approval.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import * as Commit from "../../internal/Commit.ts"
-import type * as RunContext from "../../internal/RunContext.ts"
+import * as RunContext from "../../internal/RunContext.ts"
 
 const checkShape = UserCode.check(
   Schema.Union([
@@ -68,10 +68,15 @@ const closeAgainMillis = 250
 export const letGoMillis = 5_000
 /**
  * How long a run being stopped asks the gate what it holds for the calls it lets go, in all:
- * 2 s, and half its stop grace at most, so that a gate out of reach makes the calls withdrawn,
- * not left behind (review 148: a stop grace of 300 ms, or ten parked calls, ran past it).
+ * 2 s, and half its stop grace at most, less what the stop has spent asking already, so that a
+ * gate out of reach makes the calls withdrawn, not left behind (review 148: a stop grace of
+ * 300 ms, or ten parked calls, ran past it; review 152: a stop that asked twice used it all).
  */
-export const stoppingAskMillis = (ctx: RunContext.RunContext): number => Math.min(2_000, ctx.stopGraceMillis / 2)
+export const stoppingAskMillis = (ctx: RunContext.RunContext): number => {
+  const stoppedAt = ctx.log.stopping?.at
+  const spent = stoppedAt === undefined ? 0 : Math.max(0, RunContext.now(ctx) - stoppedAt)
+  return Math.max(0, Math.min(2_000, ctx.stopGraceMillis / 2) - spent)
+}
 
 export type Decided = "approved" | "rejected" | "expired" | "withdrawn"
 
