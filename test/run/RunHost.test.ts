@@ -65,6 +65,16 @@ const broken = Tool.make({
 const payAndLook = (pay: Tool.Tool<{ readonly amount: number }, { readonly receipt: string }, never>) =>
   ({ goal: "pay and look", tools: [pay, broken], concurrency: 2, time: { approval: "1 hour" } }) as const
 
+/** Two payments in one batch, `call_1` and `call_2`. */
+const twoPays = ScriptedModel.layerFunction((request) =>
+  request.iteration === 1
+    ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["pay", { amount: 2 }, "call_2"])
+    : ScriptedModel.finalAnswer("done")
+)
+
+/** A permission policy that takes its time: a run is stopped during its check. */
+const slow: Permission.PermissionService = { check: () => Effect.as(Effect.sleep("10 seconds"), Permission.allow) }
+
 const payAndBreak = ScriptedModel.layerFunction((request) =>
   request.iteration === 1
     ? ScriptedModel.toolCalls(["pay", { amount: 5 }, "c1"], ["look", {}, "c2"])
@@ -948,9 +958,6 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         for (const callId of ["call_1", "call_2"]) yield* decide("r20", callId, Approval.approved("ops"))
         // Woken one call at a time, with a policy that takes its time: the run deadline passes
         // during the first call's check, the second not taken up again.
-        const slow: Permission.PermissionService = {
-          check: () => Effect.as(Effect.sleep("10 seconds"), Permission.allow)
-        }
         const ended = yield* RunHost.drive("r20", { ...options, concurrency: 1 }).pipe(
           Effect.provideService(Permission.Permission, slow)
         )
@@ -964,16 +971,7 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
           assert.deepStrictEqual(decided.filter(([id]) => id === callId).at(-1), [callId, "approved", "ops"])
         }
         assert.deepStrictEqual(paid, [])
-      }).pipe(
-        Effect.provide([
-          Journal.layerMemory,
-          ScriptedModel.layerFunction((request) =>
-            request.iteration === 1
-              ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["pay", { amount: 2 }, "call_2"])
-              : ScriptedModel.finalAnswer("done")
-          )
-        ])
-      )
+      }).pipe(Effect.provide([Journal.layerMemory, twoPays]))
   )
 
   it.live(
@@ -1022,9 +1020,6 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         } as const
         assert.strictEqual((yield* RunHost.drive("r22", options))._tag, "Parked")
         const gate: Approval.Gate = { ...JournalApprovals.make(yield* Journal.Journal), expire: () => Effect.never }
-        const slow: Permission.PermissionService = {
-          check: () => Effect.as(Effect.sleep("10 seconds"), Permission.allow)
-        }
         const resumed = yield* Effect.forkChild(
           Run.resume("r22", { ...options, concurrency: 1 }).pipe(
             Effect.provideService(Permission.Permission, slow),
@@ -1039,16 +1034,7 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         // Before, the call in its check and the one never taken up were each asked half the grace: all of it.
         assert.isBelow((finished?.at ?? Number.POSITIVE_INFINITY) - (stopping?.at ?? 0), 900)
         assert.deepStrictEqual(paid, [])
-      }).pipe(
-        Effect.provide([
-          Journal.layerMemory,
-          ScriptedModel.layerFunction((request) =>
-            request.iteration === 1
-              ? ScriptedModel.toolCalls(["pay", { amount: 1 }, "call_1"], ["pay", { amount: 2 }, "call_2"])
-              : ScriptedModel.finalAnswer("done")
-          )
-        ])
-      )
+      }).pipe(Effect.provide([Journal.layerMemory, twoPays]))
   )
 
   it.live("R7 on a store that answers later (PostgreSQL), the run parks only once its call is on the table", () =>
