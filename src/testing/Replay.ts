@@ -182,10 +182,11 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
     const result = yield* Effect.gen(function* () {
       yield* TestClock.setTime(started.at)
       // A cancel ends within its stop grace, in real time, which holds the clock: the bound past it is never reached.
-      // A replay plays recorded outcomes, never a tool that spins: however long it computes, it is not waiting.
+      // A replay plays recorded outcomes, never a tool that spins: a long one computes for long
+      // without waiting. Only a hook of the caller's that never waits computes a minute on end.
       return yield* TestClockDriver.drive(Effect.scoped(playing), {
         upTo: span + 2 * replayAfterMillis,
-        busyUpTo: replayAfterMillis
+        busyUpTo: replayBusyMillis
       }).pipe(Effect.orDie)
     }).pipe(
       Effect.provideService(Model.Model, played),
@@ -207,6 +208,9 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
 
 /** How long past the recording's length a replay may run before it is cancelled. */
 const replayAfterMillis = 600_000
+
+/** How long a replay may compute without a pause before it is taken for waiting (see `TestClockDriver`'s `busyUpTo`). */
+const replayBusyMillis = 60_000
 
 const checkEvents = Schema.decodeUnknownResult(Schema.Array(Event.Event))
 
