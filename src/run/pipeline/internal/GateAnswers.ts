@@ -74,7 +74,8 @@ export const letGoMillis = 5_000
  */
 export const stoppingAskMillis = (ctx: RunContext.RunContext): number => {
   const stoppedAt = ctx.log.stopping?.at
-  const spent = stoppedAt === undefined ? 0 : Math.max(0, RunContext.now(ctx) - stoppedAt)
+  // Counted in this process: a run resumed to be stopped (its log's stop another process's) has all of it.
+  const spent = stoppedAt === undefined ? 0 : Math.max(0, RunContext.now(ctx) - Math.max(stoppedAt, ctx.startedAt))
   return Math.max(0, Math.min(2_000, ctx.stopGraceMillis / 2) - spent)
 }
 
