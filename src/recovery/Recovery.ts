@@ -202,7 +202,8 @@ export interface Episode extends Rules {
    * Whether each failure and the retry it waits for are committed to the journal before
    * the wait (R9, R3.4): for a call whose attempts commit their intent anyway (an
    * idempotent write), so that a process that dies in the wait is resumed waiting, its
-   * budget spent. The commit's time counts in the wait.
+   * budget spent. The commit's time counts in the wait. A failure that carries what it cost
+   * (`usage`: an answer paid for) commits its wait, and every wait after it, whatever this says.
    */
   readonly commitsWait?: boolean | undefined
   /** Asked after each failure, with it: whether the run's own policies stopped it since ({@link Facts.halted}). */

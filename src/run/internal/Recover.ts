@@ -96,6 +96,9 @@ export const recoverFrom: <A, R>(
     }
     let n = made
     let exit: Exit.Exit<A, Failure.Failure> = Exit.failCause(firstCause)
+    // Whether the waits are committed before they begin: from the first failure that was paid for
+    // on (review 155: one paid for after an unpaid one was not, and a resume lost what it cost).
+    let commitsWait = episode.commitsWait === true
     while (true) {
       if (n > made) exit = yield* Effect.exit(attempt(n))
       if (Exit.isSuccess(exit)) {
@@ -114,6 +117,7 @@ export const recoverFrom: <A, R>(
       }
       if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
       const own = Failure.fromCause(episode.source, exit.cause)
+      if (own.usage !== undefined) commitsWait = true
       // The schedule is stepped only for a failure that may be retried; `decide` refuses the others
       // (and says when nothing of the step or run was left anyway).
       const halted = episode.halted?.(own) === true
@@ -177,15 +181,14 @@ export const recoverFrom: <A, R>(
       const wait = { kind: episode.kind, attempt: n, delayMillis: decision.delayMillis, cause: own.code }
       // See `Recovery.Episode.commitsWait`: the sleep ends when the delay the log records ends.
       const waitFrom = RunContext.now(ctx)
-      const sleep =
-        episode.commitsWait === true
-          ? Effect.andThen(
-              Commit.barrier(ctx),
-              Effect.suspend(() =>
-                Spans.backoff(Effect.sleep(Math.max(0, waitFrom + decision.delayMillis - RunContext.now(ctx))), wait)
-              )
+      const sleep = commitsWait
+        ? Effect.andThen(
+            Commit.barrier(ctx),
+            Effect.suspend(() =>
+              Spans.backoff(Effect.sleep(Math.max(0, waitFrom + decision.delayMillis - RunContext.now(ctx))), wait)
             )
-          : Spans.backoff(Effect.sleep(decision.delayMillis), wait)
+          )
+        : Spans.backoff(Effect.sleep(decision.delayMillis), wait)
       yield* Effect.onInterrupt(sleep, () =>
         Effect.andThen(
           Effect.ignore(RunContext.release(ctx, episode.resume, owner)),

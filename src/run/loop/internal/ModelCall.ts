@@ -15,6 +15,7 @@ import * as Model from "../../../model/Model.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Spans from "../../../tracing/Spans.ts"
+import * as Commit from "../../internal/Commit.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as Registry from "../../pipeline/Registry.ts"
@@ -39,10 +40,6 @@ export type Answer =
   | { readonly _tag: "Responded"; readonly response: Model.Response }
   | { readonly _tag: "GaveUp"; readonly reason: Recovery.Exhausted | Failure.Failure }
   | { readonly _tag: "Stopped"; readonly outcome: Outcome }
-
-/** Whether a call's first failure was an answer that was paid for (it carries its usage). */
-const paidFor = (cause: Cause.Cause<Failure.Failure>): boolean =>
-  Failure.fromCause("provider", cause).usage !== undefined
 
 /** The run's stop, once a policy decided it after a paid failure: nothing more is asked. */
 interface Halt {
@@ -216,9 +213,9 @@ const episode = (
       neverRetried: recovery.neverRetried,
       maxRetries: Number.POSITIVE_INFINITY,
       allowed: true,
-      // A failed answer that was paid for is committed with its retry before the wait: a process
-      // that dies in it is resumed with what it cost counted, waiting (R2.1, R9).
-      commitsWait: made.attempts > 1 ? made.commitsWait : paidFor(cause),
+      // A failed answer that was paid for is committed with its retry before the wait, and every
+      // wait after it: a process that dies in one is resumed with what it cost counted, waiting (R2.1, R9).
+      commitsWait: made.commitsWait,
       attemptsMade: made.attempts,
       // With a next model, an open circuit hands over at once, on any attempt.
       handOff: ctx.log.fallbacks + 1 < chain.length,
@@ -385,5 +382,7 @@ const switchTo = (
     seq,
     at
   }))
-  return call(ctx, settings, chain, iteration)
+  // The switch is committed before the next model is asked, with what the failed answers cost: a
+  // process that dies in the next model's call goes on with it, the cost counted (review 155).
+  return Effect.andThen(Commit.barrier(ctx), call(ctx, settings, chain, iteration))
 }
