@@ -321,7 +321,7 @@ export const explain = (
     (given.status !== logged.status || given.stopReason !== logged.stopReason)
       ? logged
       : undefined
-  const finished = unrecorded === undefined || given === undefined ? logged : { ...unrecorded, ...given }
+  const finished = unrecorded !== undefined && given !== undefined ? { ...unrecorded, ...given } : logged
   const reason = finished?.stopReason
   const counters = Counters.fold(timeline)
   const decision = decisionOf(timeline, reason, start)

@@ -195,7 +195,7 @@ export const defaults = (limits: Limits = {}): ReadonlyArray<Policy> =>
   limitKeys.every((key) => limits[key] === undefined) ? standardList : build(limits)
 
 /**
- * What the policies decided at one checkpoint: the first stop, if any, and every
+ * What the policies decided at one checkpoint: the first stop (when one said stop), and every
  * warning raised by a policy evaluated before it.
  *
  * @category models

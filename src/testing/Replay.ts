@@ -181,9 +181,9 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
     })
     const result = yield* Effect.gen(function* () {
       yield* TestClock.setTime(started.at)
-      // A cancel ends within its stop grace, in real time, which holds the clock: the bound past it is never reached.
-      // A replay plays recorded outcomes, never a tool that spins: a long one computes for long
-      // without waiting. Only a hook of the caller's that never waits computes a minute on end.
+      // `upTo`: a cancel ends within its stop grace, in real time, which holds the clock, so the bound
+      // past it is never reached. `busyUpTo`: a replay plays recorded outcomes, never a tool that
+      // spins, and a long one computes for long without waiting; a hook that never waits meets its deadline.
       return yield* TestClockDriver.drive(Effect.scoped(playing), {
         upTo: span + 2 * replayAfterMillis,
         busyUpTo: replayBusyMillis

@@ -4,7 +4,7 @@
  * {@link Approval.ApprovalGate}, bounded by min(the approval timeout, what is left of
  * the step, what is left of the run) (R4.2). Private to the runtime.
  */
-import { Effect, Exit, Fiber, Option, Result } from "effect"
+import { Effect, Exit, Fiber, Option } from "effect"
 import * as UserCode from "../../failure/UserCode.ts"
 import type * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
@@ -21,6 +21,7 @@ import {
   type Decided,
   type DecidedWith,
   decidedEvent,
+  decisionOnGate,
   heldDecision,
   letGo,
   letGoMillis,
@@ -50,9 +51,8 @@ export const letGoRestored = (
     const expire = (yield* Approval.ApprovalGate).expire
     // A short while at most: the call is refused whatever the gate says, and only a rejection it
     // holds would change the run's stop; a gate out of reach does not hold the run for it.
-    const held = expire === undefined ? Option.none() : (yield* closeOnGate(ctx, expire, call.id, letGoMillis)).found
-    // What the gate's store holds is checked as every decision is; one that is none is not taken.
-    const checked = Option.flatMap(held, (decision) => Result.getSuccess(checkDecision(ctx, call, secrets, decision)))
+    const checked =
+      expire === undefined ? Option.none() : yield* decisionOnGate(ctx, expire, call, secrets, letGoMillis)
     yield* Effect.ignore(RunContext.release(ctx, "tool_executing", letGo(call, checked)))
     if (Option.isSome(checked) && checked.value._tag === "Rejected") {
       return yield* Effect.fail(rejected(ctx, call, checked.value))
@@ -79,6 +79,9 @@ export const withdrawRestored = (
         : yield* heldDecision(ctx, expire, call, secrets, stoppingAskMillis(ctx))
     yield* Effect.ignore(RunContext.release(ctx, "tool_executing", letGo(call, held)))
   })
+
+/** Whether the run lets go of its waits handing their calls on: it was parked, suspended or taken over. */
+export const handedOn = (ctx: RunContext.RunContext): boolean => ctx.suspended !== undefined || ctx.fenced !== undefined
 
 /** The gate's decision, or the bound that expired first: its layer and how long it gave. */
 type Answer = Approval.Decision | { readonly _tag: "Expired"; readonly layer: Deadline.Layer; readonly millis: number }
@@ -140,7 +143,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
       UserCode.effectOrDie("the approval gate", () => gate.request(request))
     ),
     (decision) => UserCode.checkedOrDie(checkDecision(ctx, call, secrets, decision))
-  ).pipe(Effect.provideService(Approval.HandedOn, () => ctx.suspended !== undefined || ctx.fenced !== undefined))
+  ).pipe(Effect.provideService(Approval.HandedOn, () => handedOn(ctx)))
   // The run stops waiting (cancel, deadline, another call's stop, a broken gate), the call never
   // ran: the log says so, with the decision the gate had taken meanwhile, if any (the journal's
   // gate keeps it, and so does the log), else that the request was withdrawn. A decision this

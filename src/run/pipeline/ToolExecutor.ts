@@ -245,11 +245,7 @@ const admit = Effect.fnUntraced(function* <R>(
         prepared.secrets,
         restored
       ),
-      {
-        tool: call.name,
-        callId: call.id,
-        handedOn: () => ctx.suspended !== undefined || ctx.fenced !== undefined
-      }
+      { tool: call.name, callId: call.id, handedOn: () => ApprovalWait.handedOn(ctx) }
     )
   }
   const refused = refusal

@@ -156,7 +156,7 @@ export class Closing {
     // Taken away by its host: no ending; the journal keeps what the last barrier committed.
     const suspended = suspension(this.ctx)
     if (suspended !== undefined) return Effect.as(this.settled, suspended)
-    return Effect.flatMap(finalize(this.ctx, exit, validation, this.tools, this.registry), (result) =>
+    return Effect.flatMap(finalize(this.ctx, exit, validation, this.registry), (result) =>
       Effect.map(Effect.exit(this.close(result)), (closed) => this.given(closed, result))
     )
   }

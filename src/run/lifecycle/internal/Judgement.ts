@@ -284,9 +284,10 @@ export const finalize = Effect.fnUntraced(function* <RV, E>(
   ctx: RunContext.RunContext,
   exit: Exit.Exit<Ending, E>,
   spec: Validation.Spec<RV>,
-  tools: ToolExecutor.Registry["tools"],
+  /** The run's registry; none for options that could not start the run. */
   registry: ToolExecutor.Registry | undefined
 ) {
+  const tools: ToolExecutor.Registry["tools"] = registry?.tools ?? new Map()
   // A model call the deadline cut off is failed by it, the first record of the stop.
   if (!Exit.isSuccess(exit)) Loop.recordCutOff(ctx)
   // A defect raised as a recorded stop unwound the run (a handler's cleanup that died) does

@@ -163,24 +163,29 @@ export const closeOnGate = (
   })
 
 /**
- * What the gate holds for `call` as a run being stopped lets go of its wait: the call closed
- * on the gate ({@link closeOnGate}, `atMostMillis` at most), its decision checked as every
- * decision is. Best effort: a gate that breaks here holds nothing, and changes no stop the run
- * has already (review 141: a cancel ended internal_error).
+ * What the gate holds for `call` as the run lets go of its wait: the call closed on the gate
+ * ({@link closeOnGate}, `atMostMillis` at most), its decision checked as every decision is
+ * (one that is none is not taken). A gate that breaks its contract is a defect naming it.
  */
-export const heldDecision = (
+export const decisionOnGate = (
   ctx: RunContext.RunContext,
   expire: NonNullable<Approval.Gate["expire"]>,
   call: Model.ToolCall,
   secrets: Redaction.Secrets,
   atMostMillis: number
 ): Effect.Effect<Option.Option<Approval.Decision>> =>
-  closeOnGate(ctx, expire, call.id, atMostMillis).pipe(
-    Effect.map(({ found }) =>
-      Option.flatMap(found, (decision) => Result.getSuccess(checkDecision(ctx, call, secrets, decision)))
-    ),
-    Effect.catchCause(() => Effect.succeed(Option.none()))
+  Effect.map(closeOnGate(ctx, expire, call.id, atMostMillis), ({ found }) =>
+    Option.flatMap(found, (decision) => Result.getSuccess(checkDecision(ctx, call, secrets, decision)))
   )
+
+/**
+ * {@link decisionOnGate} as a run being stopped asks it. Best effort: a gate that breaks here
+ * holds nothing, and changes no stop the run has already (review 141: a cancel ended internal_error).
+ */
+export const heldDecision = (
+  ...asked: Parameters<typeof decisionOnGate>
+): Effect.Effect<Option.Option<Approval.Decision>> =>
+  Effect.catchCause(decisionOnGate(...asked), () => Effect.succeed(Option.none()))
 
 /**
  * What the gate holds for the calls a run lets go of without taking up their waits again
