@@ -227,6 +227,25 @@ export const actionTimeout = (
 }
 
 /**
+ * A model call the run's cancel cut off while its answer came (R5.1), recorded only for
+ * what that answer had cost so far (R2.1): the same request, asked again, would be answered.
+ *
+ * @category constructors
+ * @since 0.3.0
+ */
+export const cancelled = (options: {
+  readonly source: Failure.Source
+  readonly afterMillis: number
+}): Failure.Retryable =>
+  new Failure.Retryable({
+    source: options.source,
+    category: "cancelled",
+    code: "cancelled",
+    attempts: 1,
+    hint: `the answer was cut off by the run's cancel after ${options.afterMillis} ms`
+  })
+
+/**
  * A connection error (reset, refused, DNS): retryable.
  *
  * @category constructors

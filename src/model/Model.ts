@@ -275,10 +275,11 @@ export class Model extends Context.Service<
 
 /**
  * Where a model tells the run what an answer it is cut off from cost so far (R2.1): the
- * run's own timers (the attempt's and the step's timeouts, the run deadline) interrupt a
- * call whose answer was coming, and paid for. A provider that knows what it has received
- * reports that usage here as it is interrupted, and the run counts it with the timeout,
- * toward its budgets. The run provides it to each attempt; by default a report goes nowhere.
+ * run's own timers (the attempt's and the step's timeouts, the run deadline) and its cancel
+ * interrupt a call whose answer was coming, and paid for. A provider that knows what it has
+ * received reports that usage here as it is interrupted, and the run counts it with the
+ * timeout (or the cancel), toward its budgets. The run provides it to each attempt; by
+ * default a report goes nowhere.
  *
  * @category services
  * @since 0.3.0

@@ -3,11 +3,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Journal from "../../src/journal/Journal.ts"
+import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import { assertRoundTrips } from "../support/schema.ts"
 import { echo } from "../support/tools.ts"
 
 const withScript = (script: ReadonlyArray<ScriptedModel.Step>) =>
@@ -104,6 +106,46 @@ describe("Run.start", () => {
       Effect.scoped,
       Effect.provide(withScript([ScriptedModel.toolCall("hang", {}), ScriptedModel.finalAnswer("never reached")]))
     )
+  )
+
+  it.effect("R2.1 R5.1 an answer a cancel cuts off is counted with what it cost so far", () =>
+    Effect.gen(function* () {
+      const asked = yield* Deferred.make<void>()
+      // A model whose answer is coming, paid for, when the run is cancelled: it reports what it cost.
+      const paying = Layer.succeed(Model.Model, {
+        generate: () =>
+          Deferred.succeed(asked, undefined).pipe(
+            Effect.andThen(Effect.never),
+            Effect.onInterrupt(() => Model.reportCutOff({ inputTokens: 1_000, outputTokens: 4_000, costUsd: 0.25 }))
+          )
+      })
+      const handle = yield* Run.start({ goal: "x", tools: [] }).pipe(Effect.provide(paying))
+      yield* Deferred.await(asked)
+      const result = yield* handle.cancel
+      assert.strictEqual(result.stopReason, "cancelled")
+      const failed = result.timeline.filter((e) => e._tag === "model.failed")
+      assert.lengthOf(failed, 1)
+      assert.deepStrictEqual(failed[0]?.usage, { inputTokens: 1_000, outputTokens: 4_000, costUsd: 0.25 })
+      assert.strictEqual(result.counters.inputTokens, 1_000)
+      assert.strictEqual(result.counters.outputTokens, 4_000)
+      assert.strictEqual(result.counters.costUsd, 0.25)
+      assertRoundTrips(result)
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer))
+  )
+
+  it.effect("R5.1 a cancel that cuts off an answer nothing was paid for records no failure", () =>
+    Effect.gen(function* () {
+      const asked = yield* Deferred.make<void>()
+      const silent = Layer.succeed(Model.Model, {
+        generate: () => Deferred.succeed(asked, undefined).pipe(Effect.andThen(Effect.never))
+      })
+      const handle = yield* Run.start({ goal: "x", tools: [] }).pipe(Effect.provide(silent))
+      yield* Deferred.await(asked)
+      const result = yield* handle.cancel
+      assert.strictEqual(result.stopReason, "cancelled")
+      assert.isFalse(result.timeline.some((e) => e._tag === "model.failed"))
+      assert.strictEqual(result.counters.outputTokens, 0)
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer))
   )
 
   it.effect("R5.1 interrupting an inline run interrupts its tools", () =>

@@ -161,8 +161,8 @@ const attempt = (
       iteration,
       attempt: n,
       messages: () => request.messages,
-      // As the run counts it: only the run deadline's cut-off is recorded with its usage.
-      cutOff: () => (ctx.log.stopping?.by === "deadline" ? paid : undefined)
+      // As the run counts it: a cut-off is recorded with its usage when the run's deadline or cancel made it.
+      cutOff: () => (ctx.log.stopping === undefined ? undefined : paid)
     })
     return traced.pipe(
       // A defect, or an error outside the algebra (a Model that broke its contract), is the
@@ -181,7 +181,7 @@ const attempt = (
         }))
         return Effect.fail(failure)
       }),
-      // Cut off by the run's deadline with what it cost so far: recorded now, with that usage.
+      // Cut off by the run's deadline or cancel with what it cost so far: recorded now, with that usage.
       Effect.onInterrupt(() => (paid === undefined ? Effect.void : Effect.sync(() => recordCutOff(ctx, paid))))
     )
   })

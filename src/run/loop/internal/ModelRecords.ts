@@ -31,13 +31,15 @@ export const recordRequest = (
 }
 
 /**
- * Records the model call the run's deadline cut off, once the run has stopped: a
+ * Records the model call the run's deadline or cancel cut off, once the run has stopped: a
  * request its log leaves unanswered when the deadline stopped the run is failed by that
  * deadline (R4.1), with what the answer cost so far when the model reported it (`paid`,
- * recorded as the attempt is interrupted); else at the run's end.
+ * recorded as the attempt is interrupted); else at the run's end. A cancel's is recorded
+ * only when the model reported what the answer cost (R2.1): a cancel is not the call's failure.
  */
 export const recordCutOff = (ctx: RunContext.RunContext, paid?: Model.Usage): void => {
-  if (ctx.log.stopping?.by !== "deadline") return
+  const by = ctx.log.stopping?.by
+  if (by === undefined || (by === "cancel" && paid === undefined)) return
   // A request a resumed run found unanswered was not this process's call: it is asked again.
   const last = ctx.events.findLast(
     (e) =>
@@ -53,7 +55,9 @@ export const recordCutOff = (ctx: RunContext.RunContext, paid?: Model.Usage): vo
   const waited = RunContext.now(ctx) - last.at
   const afterMillis = waited >= bound + 1 ? waited : bound
   const failure = FailureBoundary.withUsage(
-    FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis }),
+    by === "deadline"
+      ? FailureBoundary.timeout({ source: "provider", layer: "run", afterMillis })
+      : FailureBoundary.cancelled({ source: "provider", afterMillis: waited }),
     paid
   )
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
