@@ -16,7 +16,7 @@ import { Schema, SchemaTransformation } from "effect"
  *   `too_large`, `io`, `invalid_output`, `not_applied`; effect/ai tools: `ai_error` (an
  *   `AiError`), `tool_failure` (a value of the tool's failure schema);
  * - subprocesses: `spawn`, `exit`, `crash`, `output`, `output_limit`;
- * - anything thrown: `defect`; the testing kit's scripts: `script`; a call the run's cancel
+ * - whatever is thrown: `defect`; the testing kit's scripts: `script`; a call the run's cancel
  *   cut off, recorded for what its answer had cost: `cancelled`.
  *
  * For a tool's own failures: `conflict` (the state changed: never retried by default,
