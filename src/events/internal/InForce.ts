@@ -48,19 +48,22 @@ export const restartsOf = (
  * The waits for its circuit the call `callId` made (`recovery.started` with `circuit`: the
  * attempts its circuit refused, which never ran, R3.9), and the half-open ones among the last
  * in a row: a resumed run's episode counts them as the live one did, spending no retry on them
- * (review 142).
+ * (review 142). With `callId` `undefined`, the model's (its `provider_retry` waits), from `fromSeq`
+ * on: the episode of the model in use (review 156).
  *
  * @category getters
  * @since 0.3.0
  */
 export const refusalsOf = (
   events: ReadonlyArray<Event.Event>,
-  callId: string
+  callId: string | undefined,
+  fromSeq = 0
 ): { readonly count: number; readonly halfOpenInARow: number } => {
   let count = 0
   let halfOpenInARow = 0
   for (const e of events) {
-    if (e._tag !== "recovery.started" || e.callId !== callId) continue
+    if (e.seq < fromSeq || e._tag !== "recovery.started" || e.callId !== callId) continue
+    if (callId === undefined && e.kind !== "provider_retry") continue
     if (e.circuit !== undefined) count++
     halfOpenInARow = e.circuit === "half_open" ? halfOpenInARow + 1 : 0
   }

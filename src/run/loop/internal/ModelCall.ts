@@ -217,6 +217,7 @@ const episode = (
       // wait after it: a process that dies in one is resumed with what it cost counted, waiting (R2.1, R9).
       commitsWait: made.commitsWait,
       attemptsMade: made.attempts,
+      ...(made.refused === undefined ? {} : { refused: made.refused }),
       // With a next model, an open circuit hands over at once, on any attempt.
       handOff: ctx.log.fallbacks + 1 < chain.length,
       // What a failed answer cost may have spent the run's budget: the policies look before more is
@@ -253,10 +254,14 @@ export const call = (
     })
   )
 
-/** The attempts of a call already made when its episode goes on, and whether its waits are committed. */
+/**
+ * The attempts of a call already made when its episode goes on, whether its waits are
+ * committed, and the attempts among them its circuit refused (a resumed episode's, R3.9).
+ */
 interface Made {
   readonly attempts: number
   readonly commitsWait: boolean
+  readonly refused?: { readonly count: number; readonly halfOpenInARow: number }
 }
 
 /**
@@ -296,7 +301,10 @@ export const resumeWaiting = (
 ): Effect.Effect<Answer, RunState.IllegalTransition> =>
   Effect.suspend(() => {
     const owner = { owner: "" }
-    const made: Made = { attempts: waiting.attempts + 1, commitsWait: true }
+    // The refusals of the episode, since its model's first attempt, spent no retry (review 156).
+    const start = ctx.events.findLast((e) => e._tag === "model.requested" && e.attempt === 1)
+    const refused = RunLog.refusalsOf(ctx.events, undefined, start?.seq)
+    const made: Made = { attempts: waiting.attempts + 1, commitsWait: true, refused }
     const rest = Effect.onInterrupt(Deadline.sleepUntil(waiting.wakeAt), () =>
       Effect.ignore(RunContext.release(ctx, "model_thinking", owner))
     )
