@@ -40,7 +40,8 @@ export type ToolCall = typeof ToolCall.Type
  * token, the cached ones too (`cachedInputTokens`, read from the provider's prompt
  * cache, usually at a lower price); `outputTokens` counts every generated token, the
  * reasoning ones too (`reasoningTokens`, the model's hidden or `reasoning_content`
- * thinking). `estimated: true` marks counts the provider did not report: estimated from
+ * thinking). A part larger than its whole can only have been reported beside it: the run
+ * counts it so (10 input tokens with 40 cached count 50). `estimated: true` marks counts the provider did not report: estimated from
  * the text sent and received ({@link estimatedUsage}), so that a token or cost budget still
  * trips against a server that leaves its usage out (`false` is the same as none). A
  * failure of an answer the provider stopped unfinished carries its usage too

@@ -6,7 +6,7 @@
  */
 import type * as Response from "effect/ai/Response"
 import type * as Model from "../../model/Model.ts"
-import * as UsageParts from "./UsageParts.ts"
+import * as UsageParts from "../../model/UsageParts.ts"
 
 /** The sum of the counts given, or `undefined` when none is. */
 const sumOf = (...counts: ReadonlyArray<number | undefined>): number | undefined =>

@@ -5,9 +5,9 @@
  */
 import { Result } from "effect"
 import * as Model from "../../model/Model.ts"
+import * as UsageParts from "../../model/UsageParts.ts"
 import type * as OpenAiOptions from "../OpenAiOptions.ts"
 import * as Cost from "./Cost.ts"
-import * as UsageParts from "./UsageParts.ts"
 
 /**
  * What a decoded answer needs besides its body: the iteration (for ids the provider left

@@ -12,6 +12,7 @@ import * as Failure from "../../../failure/Failure.ts"
 import * as FailureBoundary from "../../../failure/FailureBoundary.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import * as Model from "../../../model/Model.ts"
+import * as UsageParts from "../../../model/UsageParts.ts"
 import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Spans from "../../../tracing/Spans.ts"
@@ -174,7 +175,8 @@ const attempt = (
           _tag: "model.failed",
           iteration,
           failure: Failure.summarize(failure),
-          ...(failure.usage === undefined ? {} : { usage: failure.usage }),
+          // Counted as an answer's is: a part larger than its whole was reported beside it.
+          ...(failure.usage === undefined ? {} : { usage: UsageParts.whole(failure.usage) }),
           runId,
           seq,
           at

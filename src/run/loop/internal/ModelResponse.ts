@@ -8,6 +8,7 @@ import { Exit, Result } from "effect"
 import * as Failure from "../../../failure/Failure.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import * as Model from "../../../model/Model.ts"
+import * as UsageParts from "../../../model/UsageParts.ts"
 
 const checkResponse = UserCode.check(Model.Response, "the model's response")
 
@@ -44,6 +45,9 @@ const plainUsage = (usage: unknown): Model.Usage | undefined => {
     if (typeof value !== "number" || !(key === "costUsd" ? isCost(value) : isCount(value))) return undefined
     out[key] = unsigned(value)
   }
+  // A part larger than its whole was reported beside it: counted so, as the providers count it.
+  out.inputTokens = UsageParts.wholeWith(out.inputTokens, out.cachedInputTokens)
+  out.outputTokens = UsageParts.wholeWith(out.outputTokens, out.reasoningTokens)
   // Only an estimate is marked: `false` says what no field says.
   if (estimated === true) out.estimated = true
   // The log's own, frozen: the model is handed its responses back in the conversation.
