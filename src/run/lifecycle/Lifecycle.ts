@@ -100,7 +100,7 @@ const lifecycle = <RV, R>(ctx: RunContext.RunContext, checked: Checked<RV, R>) =
     if (Result.isFailure(checked)) return Effect.succeed(invalid(ctx, checked.failure))
     const resolved = checked.success
     // Cancelled before it began (a host's cancel that came first): it ends so at once.
-    if (ctx.log.stopping !== undefined) return interrupted(ctx, resolved.validation)
+    if (ctx.log.stopping !== undefined) return interrupted(ctx, resolved.validation, resolved.loop.registry.tools)
     return Effect.flatMap(RunContext.transition(ctx, "planning"), () => {
       recordPlan(ctx, resolved.validation.plan ?? [])
       // A durable run is in its journal before the model is first asked: a crash from here on
@@ -139,7 +139,7 @@ const resumedLifecycle = Effect.fnUntraced(function* <RV, R>(ctx: RunContext.Run
   // its log left open have ended, as a live run's waits end first (R1.2, R5.3, R6.3; review 125).
   if (ctx.log.stopping !== undefined) {
     yield* ToolExecutor.settleUntaken(ctx, resolved.registry)
-    return yield* interrupted(ctx, resolved.validation)
+    return yield* interrupted(ctx, resolved.validation, resolved.registry.tools)
   }
   if (RunContext.state(ctx) === "created") yield* RunContext.transition(ctx, "initializing")
   if (RunContext.state(ctx) === "initializing") {

@@ -176,7 +176,9 @@ export class Closing {
       this.outside(
         () =>
           leftBehind(this.ctx, this.tools, graceMillis, (stop, detail) =>
-            stop === "cancelled" ? cancelledNow(this.ctx, plan, detail) : atDeadlineNow(this.ctx, plan, detail)
+            stop === "cancelled"
+              ? cancelledNow(this.ctx, plan, detail)
+              : atDeadlineNow(this.ctx, plan, detail, this.tools)
           ),
         "keep"
       )

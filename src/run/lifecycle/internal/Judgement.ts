@@ -9,6 +9,7 @@ import type * as RunState from "../../../events/RunState.ts"
 import * as StopReason from "../../../events/StopReason.ts"
 import * as Explain from "../../../explain/Explain.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
+import type * as Tool from "../../../tools/Tool.ts"
 import type * as ToolArguments from "../../../tools/ToolArguments.ts"
 import * as Spans from "../../../tracing/Spans.ts"
 import * as Validation from "../../../validation/Validation.ts"
@@ -37,10 +38,28 @@ const unassessed: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopRe
 
 const assessed: ReadonlySet<StopReason.StopReason> = new Set(StopReason.all.filter((reason) => !unassessed.has(reason)))
 
+/** Whether a call of the named tool may not be sent twice (R3.8): one the run does not know is taken as such. */
+const unsafeIn =
+  (tools: ReadonlyMap<string, Tool.Any<unknown>>) =>
+  (name: string): boolean => {
+    const tool = tools.get(name)
+    return tool === undefined || ToolExecutor.mayActTwice(tool)
+  }
+
+/** The first action in doubt (`pendingActions`) that may not be sent twice, if the run left one. */
+const inDoubt = (ctx: RunContext.RunContext, unsafeToResend: (name: string) => boolean) =>
+  Explain.pendingActions(ctx.events).find((p) => unsafeToResend(p.name))
+
+/**
+ * The ending of the loop's outcome on its report. `doubt`: an action that may not be sent
+ * twice is in doubt; a stop other than an accepted answer then ends `unknown_outcome`, its
+ * reason kept, since its action may have taken effect: never a guessed failure (R3.8).
+ */
 const judge = (
   outcome: Loop.Outcome,
   report: Validation.Report,
-  output?: Result.Result<unknown, FinalOutput.Problem>
+  output?: Result.Result<unknown, FinalOutput.Problem>,
+  doubt = false
 ): Ending => {
   if (outcome.reason === "goal_reached") {
     if (report.passed) {
@@ -57,7 +76,7 @@ const judge = (
     const failing = report.failed.map((c) => c.detail)
     // Refuted, yet some plan steps are done with evidence: partial, listing what is done (R6.2, R6.3).
     return {
-      status: report.completed.length > 0 ? "partial" : "failed",
+      status: doubt ? "unknown_outcome" : report.completed.length > 0 ? "partial" : "failed",
       stopReason: "validation_failed",
       policy: "validation",
       // Each check's detail is bounded; their join is cut as they are (R12, review 118).
@@ -66,7 +85,7 @@ const judge = (
       report
     }
   }
-  const status: RunState.Status = report.completed.length > 0 ? "partial" : "failed"
+  const status: RunState.Status = doubt ? "unknown_outcome" : report.completed.length > 0 ? "partial" : "failed"
   return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail, report }
 }
 
@@ -118,10 +137,10 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   ctx: RunContext.RunContext,
   spec: Validation.Spec<RV>,
   outcome: Loop.Outcome,
-  schema?: FinalOutput.OutputSchema,
-  limits?: ToolArguments.Limits,
+  schema: FinalOutput.OutputSchema | undefined,
+  limits: ToolArguments.Limits | undefined,
   /** Whether a call of the named tool may not be sent twice: one in doubt stops a final answer. */
-  unsafeToResend?: (name: string) => boolean
+  unsafeToResend: (name: string) => boolean
 ) {
   yield* RunContext.transition(ctx, "validating")
   // The typed output's check is one of the report's, on the validation span with the others:
@@ -145,22 +164,21 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
     RunContext.decided(ctx, "runtime", "internal_error", detail)
     return { status: "failed", stopReason: "internal_error", policy: "runtime", detail, report } satisfies Ending
   }
+  // An action that may or may not have taken effect and may not be sent twice (R3.8). An
+  // idempotent one (or a read) is safe to send again, as the loop's batch stop has it: it stays
+  // listed in `pendingActions`, and changes nothing.
+  const pending = inDoubt(ctx, unsafeToResend)
   // Validation may have run past the deadline (a stop hook that blocked): no answer is
   // accepted once it has passed (R3.11), so the run ends run_timeout on this report.
   if (outcome.reason === "goal_reached" && RunContext.deadlinePassed(ctx)) {
     const detail = "the run deadline passed while the run was validating"
     RunContext.decided(ctx, "run_timeout", "run_timeout", detail)
-    return judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
+    const timedOut = { reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined } as const
+    return judge(timedOut, report, undefined, pending !== undefined)
   }
-  // No answer is a success while an action the run took may or may not have taken effect and
-  // may not be sent twice (R3.8, R6.2): the run ends `unknown_outcome`, the action in
-  // `pendingActions`. An idempotent one (or a read) is safe to send again, as the loop's batch
-  // stop has it: it stays listed, and does not stop the run.
-  const [pending] =
-    outcome.reason === "goal_reached" && report.passed
-      ? Explain.pendingActions(ctx.events).filter((p) => unsafeToResend?.(p.name) ?? true)
-      : []
-  if (pending !== undefined) {
+  // No answer is a success while such an action is in doubt (R3.8, R6.2): the run ends
+  // `unknown_outcome`, the action in `pendingActions`.
+  if (pending !== undefined && outcome.reason === "goal_reached" && report.passed) {
     const detail = `${pending.name} (${pending.callId}) may or may not have taken effect (${pending.detail}): the final answer is not taken as a success while it is in doubt`
     RunContext.decided(ctx, "runtime", "unknown_outcome", detail)
     return {
@@ -171,7 +189,7 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
       report
     } satisfies Ending
   }
-  return judge(outcome, report, output)
+  return judge(outcome, report, output, pending !== undefined)
 })
 
 /**
@@ -183,7 +201,11 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
  * itself where no boundary took it as that code's failure; each an `internal_error`, never
  * a cancel (R5.1).
  */
-export const interrupted = <RV>(ctx: RunContext.RunContext, spec: Validation.Spec<RV>) => {
+export const interrupted = <RV>(
+  ctx: RunContext.RunContext,
+  spec: Validation.Spec<RV>,
+  tools: ReadonlyMap<string, Tool.Any<unknown>>
+) => {
   const stopping = ctx.log.stopping
   if (stopping === undefined) {
     const detail =
@@ -203,7 +225,10 @@ export const interrupted = <RV>(ctx: RunContext.RunContext, spec: Validation.Spe
   return validateOutcome<never>(
     ctx,
     { plan: spec.plan },
-    { reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }
+    { reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined },
+    undefined,
+    undefined,
+    unsafeIn(tools)
   )
 }
 
@@ -234,12 +259,14 @@ const planNow = (
 export const atDeadlineNow = (
   ctx: RunContext.RunContext,
   plan: ReadonlyArray<Validation.PlanStep> | undefined,
-  detail: string
+  detail: string,
+  tools: ReadonlyMap<string, Tool.Any<unknown>>
 ): Ending | undefined => {
   const report = planNow(ctx, plan)
+  const timedOut = { reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined } as const
   return report === undefined
     ? undefined
-    : judge({ reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined }, report)
+    : judge(timedOut, report, undefined, inDoubt(ctx, unsafeIn(tools)) !== undefined)
 }
 
 /**
@@ -303,7 +330,7 @@ export const finalize = Effect.fnUntraced(function* <RV, E>(
     registry === undefined ? settleUntakenNow(ctx, tools) : ToolExecutor.settleUntaken(ctx, registry)
   )
   if (Exit.isSuccess(exit)) return end(ctx, exit.value)
-  const assessed = yield* Effect.exit(interrupted(ctx, spec))
+  const assessed = yield* Effect.exit(interrupted(ctx, spec, tools))
   return end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
 })
 
@@ -315,20 +342,14 @@ export const judged = Effect.fnUntraced(function* <RV, R>(
 ) {
   // Past the deadline only the plan's criteria are checked: they read the timeline alone,
   // while stop hooks and artifact checks would need time the run no longer has.
-  if (outcome.reason === "run_timeout")
-    return yield* validateOutcome<never>(ctx, { plan: resolved.validation.plan }, outcome)
+  const { registry } = resolved.loop
+  if (outcome.reason === "run_timeout") {
+    const plan = { plan: resolved.validation.plan }
+    return yield* validateOutcome<never>(ctx, plan, outcome, undefined, undefined, unsafeIn(registry.tools))
+  }
   if (outcome.reason === "goal_reached" || assessed.has(outcome.reason)) {
-    return yield* validateOutcome(
-      ctx,
-      resolved.validation,
-      outcome,
-      resolved.loop.output,
-      resolved.loop.registry.limits,
-      (name) => {
-        const tool = resolved.loop.registry.tools.get(name)
-        return tool === undefined || ToolExecutor.mayActTwice(tool)
-      }
-    )
+    const { output } = resolved.loop
+    return yield* validateOutcome(ctx, resolved.validation, outcome, output, registry.limits, unsafeIn(registry.tools))
   }
   if (outcome.reason === "unknown_outcome") {
     // As a cancelled run: its own status, and with a plan, the steps it completed with evidence
