@@ -9,7 +9,6 @@ import type * as RunState from "../../../events/RunState.ts"
 import * as StopReason from "../../../events/StopReason.ts"
 import * as Explain from "../../../explain/Explain.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
-import type * as Tool from "../../../tools/Tool.ts"
 import type * as ToolArguments from "../../../tools/ToolArguments.ts"
 import * as Spans from "../../../tracing/Spans.ts"
 import * as Validation from "../../../validation/Validation.ts"
@@ -40,7 +39,7 @@ const assessed: ReadonlySet<StopReason.StopReason> = new Set(StopReason.all.filt
 
 /** Whether a call of the named tool may not be sent twice (R3.8): one the run does not know is taken as such. */
 const unsafeIn =
-  (tools: ReadonlyMap<string, Tool.Any<unknown>>) =>
+  (tools: ToolExecutor.Registry["tools"]) =>
   (name: string): boolean => {
     const tool = tools.get(name)
     return tool === undefined || ToolExecutor.mayActTwice(tool)
@@ -204,7 +203,7 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
 export const interrupted = <RV>(
   ctx: RunContext.RunContext,
   spec: Validation.Spec<RV>,
-  tools: ReadonlyMap<string, Tool.Any<unknown>>
+  tools: ToolExecutor.Registry["tools"]
 ) => {
   const stopping = ctx.log.stopping
   if (stopping === undefined) {
@@ -260,7 +259,7 @@ export const atDeadlineNow = (
   ctx: RunContext.RunContext,
   plan: ReadonlyArray<Validation.PlanStep> | undefined,
   detail: string,
-  tools: ReadonlyMap<string, Tool.Any<unknown>>
+  tools: ToolExecutor.Registry["tools"]
 ): Ending | undefined => {
   const report = planNow(ctx, plan)
   const timedOut = { reason: "run_timeout", policy: "run_timeout", detail, finalAnswer: undefined } as const
