@@ -107,6 +107,34 @@ if (found._tag === "Server") {
     assert.strictEqual(error.reason._tag, "Unavailable")
     assert.isTrue(error.isRetryable)
   })
+  it("R3.1 a database that refuses sessions for a while (55000 at connect, ALLOW_CONNECTIONS false) is Unavailable, then works (review 157)", async () => {
+    const database = `closed_${process.pid}`
+    const admin = PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })
+    const asAdmin = (statement: string) =>
+      Effect.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)).pipe(Effect.provide(admin)))
+    await asAdmin(`CREATE DATABASE ${database}`)
+    const closed = new URL(url)
+    closed.pathname = `/${database}`
+    try {
+      await asAdmin(`ALTER DATABASE ${database} ALLOW_CONNECTIONS false`)
+      const error = await Effect.runPromise(
+        Effect.flip(Effect.provide(Journal.Journal, JournalPg.layer({ url: closed.toString() })))
+      )
+      // Before: StoreFailed, so a client's result() gave up at once instead of waiting the outage out.
+      assert.strictEqual(error.reason._tag, "Unavailable")
+      assert.isTrue(error.isRetryable)
+      await asAdmin(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`)
+      const read = await Effect.runPromise(
+        Effect.flatMap(Journal.Journal, (journal) => journal.read("none")).pipe(
+          Effect.provide(JournalPg.layer({ url: closed.toString() }))
+        )
+      )
+      assert.isTrue(Option.isNone(read))
+    } finally {
+      await asAdmin(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`)
+      await asAdmin(`DROP DATABASE IF EXISTS ${database}`)
+    }
+  }, 60_000)
 } else if (required) {
   it("R9 PostgreSQL is there for the journal's tests", () => {
     throw new Error(`no PostgreSQL: ${found.why} (set PG_URL, install postgresql, or opt out with SKIP_PG=1)`)
@@ -114,3 +142,15 @@ if (found._tag === "Server") {
 } else {
   console.warn(`SKIP_PG=1: the PostgreSQL journal tests are not run (${found.why})`)
 }
+
+it("R12 a pool size that is not a whole number of at least 1 is a typed StoreFailed naming the option, never a hang (review 157)", async () => {
+  for (const maxConnections of [0, -1, Number.NaN, 1.5, Number.POSITIVE_INFINITY]) {
+    const error = await Effect.runPromise(
+      Effect.flip(
+        Effect.provide(Journal.Journal, JournalPg.layer({ url: "postgres://nobody@127.0.0.1:1/none", maxConnections }))
+      ).pipe(Effect.timeout("5 seconds"))
+    )
+    assert.strictEqual(error.reason._tag, "StoreFailed", String(maxConnections))
+    assert.include(error.message, "maxConnections")
+  }
+})

@@ -165,6 +165,26 @@ describe("Journal on SQLite: store failures", () => {
     })
   )
 
+  it.effect(
+    "R3.1 a busy timeout or statement cache size that is not a whole number is refused naming it (review 157's sibling)",
+    () =>
+      Effect.gen(function* () {
+        const cases = [
+          ...[-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY].map((busyTimeoutMillis) => ({ busyTimeoutMillis })),
+          ...[-1, 1.5, Number.NaN].map((statementCacheSize) => ({ statementCacheSize }))
+        ]
+        for (const option of cases) {
+          const filename = path.join(dir, `journal-${files++}.db`)
+          const error = yield* Effect.flip(
+            Effect.provide(Journal.Journal, Journal.layerSqlite({ filename, ...option }))
+          )
+          assert.strictEqual(error.reason._tag, "StoreFailed")
+          assert.include(error.message, Object.keys(option)[0])
+          assert.isFalse(fs.existsSync(filename))
+        }
+      })
+  )
+
   it.effect("R3.1 a table prefix that is not a plain SQL name is refused when the layer is built", () =>
     Effect.gen(function* () {
       const filename = path.join(dir, `journal-${files++}.db`)

@@ -121,14 +121,18 @@ const checkFile = (options: Options): void => {
   }
 }
 
-/** The checkpoint size asked for: a whole number of pages, at least 1. */
-const checkpointPages = (options: Options): number => {
-  const pages = options.checkpointPages ?? defaultCheckpointPages
-  if (!Number.isSafeInteger(pages) || pages < 1) {
-    throw new RangeError(`checkpointPages must be a whole number of pages, at least 1; got ${UserCode.shown(pages)}`)
+/** A count option as given, or its default: a whole number of at least `least`, else a `RangeError` naming it. */
+const whole = (name: string, what: string, given: unknown, fallback: number, least: number): number => {
+  const value = given ?? fallback
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < least) {
+    throw new RangeError(`${name} must be a whole number of ${what}, at least ${least}; got ${UserCode.shown(value)}`)
   }
-  return pages
+  return value
 }
+
+/** The checkpoint size asked for: a whole number of pages, at least 1. */
+const checkpointPages = (options: Options): number =>
+  whole("checkpointPages", "pages", options.checkpointPages, defaultCheckpointPages, 1)
 
 /**
  * Opens the file and puts it in WAL mode. Switching a new file to WAL needs the file to
@@ -141,8 +145,9 @@ const openFile = (options: Options) =>
       // Checked before the file is created.
       checkFile(options)
       const pages = checkpointPages(options)
+      const busyTimeout = whole("busyTimeoutMillis", "milliseconds", options.busyTimeoutMillis, 5000, 0)
+      whole("statementCacheSize", "statements", options.statementCacheSize, 64, 0)
       const { DatabaseSync } = await import("node:sqlite")
-      const busyTimeout = options.busyTimeoutMillis ?? 5000
       const db = new DatabaseSync(options.filename, { timeout: busyTimeout })
       const giveUpAt = Date.now() + busyTimeout
       try {

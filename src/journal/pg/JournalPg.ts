@@ -8,10 +8,11 @@
  * @since 0.3.0
  */
 import { PgClient } from "@effect/sql-pg"
-import { type Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
+import * as UserCode from "../../failure/UserCode.ts"
 import * as Layers from "../internal/Layers.ts"
-import type { Journal, SqlOptions } from "../Journal.ts"
-import type { JournalError } from "../JournalError.ts"
+import { Journal, type SqlOptions } from "../Journal.ts"
+import * as JournalError from "../JournalError.ts"
 
 /**
  * @category models
@@ -20,7 +21,7 @@ import type { JournalError } from "../JournalError.ts"
 export interface Options extends SqlOptions {
   /** `postgres://user@host:port/database` */
   readonly url: string | Redacted.Redacted
-  /** The pool's largest size. Default: `@effect/sql-pg`'s. */
+  /** The pool's largest size, a whole number of at least 1. Default: `@effect/sql-pg`'s. */
   readonly maxConnections?: number | undefined
 }
 
@@ -40,8 +41,17 @@ const maxRowBytes = maxMessageSize
  * @category layers
  * @since 0.3.0
  */
-export const layer = (options: Options): Layer.Layer<Journal, JournalError> =>
-  Layers.layerOwnClient(
+export const layer = (options: Options): Layer.Layer<Journal, JournalError.JournalError> => {
+  const size: unknown = options.maxConnections
+  // A pool of no session, or of a size no pool has, would wait for a session forever (review 157).
+  if (size !== undefined && !(typeof size === "number" && Number.isSafeInteger(size) && size >= 1)) {
+    const detail = `maxConnections must be a whole number of at least 1; got ${UserCode.shown(size)}`
+    return Layer.effect(
+      Journal,
+      Effect.fail(JournalError.make(new JournalError.StoreFailed({ operation: "configure", detail })))
+    )
+  }
+  return Layers.layerOwnClient(
     PgClient.make({
       url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
       // What PostgreSQL takes it must give back: a commit row may hold up to 1 GB of text (a
@@ -51,3 +61,4 @@ export const layer = (options: Options): Layer.Layer<Journal, JournalError> =>
     }),
     options
   )
+}

@@ -24,7 +24,8 @@ const describe = (error: { readonly message: string; readonly cause?: unknown })
 /**
  * PostgreSQL's refusals that pass with time, which effect's classification leaves unknown
  * (review 135): the server shutting down, starting up or recovering, a session ended idle
- * (57P01, 57P02, 57P03, 57P05), out of sessions or memory (53000, 53200, 53300). A restart or a full pool is an outage (R3.1).
+ * (57P01, 57P02, 57P03, 57P05), out of sessions or memory (53000, 53200, 53300). A restart or a full pool is an outage (R3.1);
+ * so is a database that takes no sessions for now ({@link refusedSession}).
  * A full disk (53100) waits for an operator: refused.
  */
 const passing = new Set(["57P01", "57P02", "57P03", "57P05", "53000", "53200", "53300"])
@@ -42,6 +43,14 @@ const sqlState = (error: unknown): string | undefined => {
   return typeof code === "string" ? code : undefined
 }
 
+/**
+ * A session refused because its database does not take connections now (55000 at connect: an
+ * operator's `ALLOW_CONNECTIONS false`, a database being dropped or restored), which passes as
+ * an outage does. Only at connect: 55000 from a statement is a request the server will refuse again.
+ */
+const refusedSession = (error: SqlError.SqlError | Migrator.MigrationError): boolean =>
+  error._tag === "SqlError" && error.reason.operation === "connect" && sqlState(error) === "55000"
+
 /** A store failure as the journal's own error: retryable ones `Unavailable`, the rest `StoreFailed`. */
 export const classify =
   (operation: string) =>
@@ -57,7 +66,9 @@ export const classify =
       )
     }
     const retryable =
-      (error._tag === "SqlError" ? error.isRetryable : error.kind === "Locked") || passing.has(sqlState(error) ?? "")
+      (error._tag === "SqlError" ? error.isRetryable : error.kind === "Locked") ||
+      passing.has(sqlState(error) ?? "") ||
+      refusedSession(error)
     return JournalError.make(
       retryable
         ? new JournalError.Unavailable({ operation, detail })
