@@ -81,6 +81,12 @@ export interface Settings {
    * Default 2 minutes.
    */
   readonly takeBackAfter?: Duration.Input | undefined
+  /**
+   * How often a run parked on approvals reads the approvals table again: a decision recorded
+   * there whose wake was lost (the process that recorded it died before it woke the run) is
+   * found then, not at the approval's expiry. Default 5 minutes.
+   */
+  readonly recheckAfter?: Duration.Input | undefined
 }
 
 /**
@@ -133,17 +139,23 @@ const checkedAgainst =
       })
     )
 
-/** A `takeBackAfter` that is not a positive, finite duration (a take-back of no time would fence a live owner off). */
-const checkTakeBack = (settings: Settings): RunOptions.InvalidRunOptions | undefined => {
-  const given = settings.takeBackAfter
-  if (given === undefined) return undefined
-  const millis = Durations.millisOf(given) ?? Number.NaN
-  return millis > 0 && Number.isFinite(millis)
-    ? undefined
-    : new RunOptions.InvalidRunOptions({
-        path: ["takeBackAfter"],
+/**
+ * A `takeBackAfter` or `recheckAfter` that is not a positive, finite duration (a take-back of
+ * no time would fence a live owner off; a recheck of no time would wake a parked run at once, for ever).
+ */
+const checkDurations = (settings: Settings): RunOptions.InvalidRunOptions | undefined => {
+  for (const key of ["takeBackAfter", "recheckAfter"] as const) {
+    const given = settings[key]
+    if (given === undefined) continue
+    const millis = Durations.millisOf(given) ?? Number.NaN
+    if (!(millis > 0 && Number.isFinite(millis))) {
+      return new RunOptions.InvalidRunOptions({
+        path: [key],
         reason: `Expected a positive, finite duration, got ${UserCode.shown(given)}`
       })
+    }
+  }
+  return undefined
 }
 
 /**
@@ -197,7 +209,7 @@ export const layer = <T extends Tool.Any, RV = never, O = never>(
   settings: Settings = {}
 ): Layer.Layer<DurableRuns, RunOptions.InvalidRunOptions, Requires | RunOptions.Requirements<T, RV>> => {
   // Settings that cannot work fail the layer when it is built, not a run later.
-  const invalid = RunHost.checkSettings(settings) ?? checkTakeBack(settings)
+  const invalid = RunHost.checkSettings(settings) ?? checkDurations(settings)
   if (invalid !== undefined) return Layer.effect(DurableRuns, Effect.fail(invalid))
   return Layer.effect(
     DurableRuns,

@@ -179,7 +179,7 @@ describe("Journal on SQLite: store failures", () => {
             Effect.provide(Journal.Journal, Journal.layerSqlite({ filename, ...option }))
           )
           assert.strictEqual(error.reason._tag, "StoreFailed")
-          assert.include(error.message, Object.keys(option)[0])
+          assert.include(error.message, Object.keys(option)[0] ?? "")
           assert.isFalse(fs.existsSync(filename))
         }
       })

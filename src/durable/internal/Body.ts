@@ -31,10 +31,21 @@ export interface Settings {
   readonly pollInterval?: RunHost.Settings["pollInterval"]
   readonly parkAfter?: RunHost.Settings["parkAfter"]
   readonly takeBackAfter?: Duration.Input | undefined
+  readonly recheckAfter?: Duration.Input | undefined
 }
 
 /** How long a run another process took over may go quiet before this runner takes it back, by default. */
 export const defaultTakeBackAfter = "2 minutes"
+
+/** How often a parked run reads the approvals table again, by default. */
+export const defaultRecheckAfter = "5 minutes"
+
+/** Where in each `period` the run `runId`'s rechecks fall: spread, so parked runs do not all wake at once. */
+const offsetOf = (runId: string, period: number): number => {
+  let hash = 0
+  for (let i = 0; i < runId.length; i++) hash = (hash * 31 + runId.charCodeAt(i)) >>> 0
+  return hash % period
+}
 
 /**
  * Until when the process that drives the run may still be in what its log says it began: an
@@ -180,6 +191,13 @@ export const body = <T extends Tool.Any, RV, O>(
     // approval has not expired yet. The next drive then waits in the process for the calls
     // that expire by then (deciding them still works), and parks again on later ones.
     const seen = new Set<string>()
+    // A parked run reads the table again every `recheckAfter` (review 157): a decision whose
+    // wake was lost (the process that recorded it died before it woke the run, or the store
+    // answered after the caller gave up) is found then, not at the approval's expiry. Rounds
+    // are counted on the clock, so that a replay goes on from the current one.
+    const recheckMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.recheckAfter ?? defaultRecheckAfter))
+    const offset = offsetOf(payload.runId, recheckMillis)
+    let lastRound = Number.NEGATIVE_INFINITY
     let waitHereFor = parkAfter
     while (true) {
       const outcome = yield* drive(yield* cancelled, waitHereFor).pipe(
@@ -200,19 +218,34 @@ export const body = <T extends Tool.Any, RV, O>(
         continue
       }
       seen.add(name)
-      yield* DurableDeferred.raceAll({
-        name,
-        success: Schema.Void,
+      const round = Math.max(lastRound + 1, Math.floor((now - offset) / recheckMillis))
+      lastRound = round
+      const woke = yield* DurableDeferred.raceAll({
+        name: `${name}@${round}`,
+        success: Schema.Literals(["woken", "recheck"]),
         error: Schema.Never,
         effects: [
-          DurableDeferred.await(Names.cancel),
-          DurableClock.sleep({
-            name: Names.expiry(first.callId),
-            duration: Math.max(0, first.expiresAt - now),
-            inMemoryThreshold: 0
-          }),
-          ...outcome.approvals.map((a) => DurableDeferred.await(Names.approval(a.callId)))
+          Effect.as(DurableDeferred.await(Names.cancel), "woken" as const),
+          Effect.as(
+            DurableClock.sleep({
+              name: Names.expiry(first.callId),
+              duration: Math.max(0, first.expiresAt - now),
+              inMemoryThreshold: 0
+            }),
+            "woken" as const
+          ),
+          Effect.as(
+            DurableClock.sleep({
+              name: Names.recheck(name, round),
+              duration: Math.max(0, (round + 1) * recheckMillis + offset - now),
+              inMemoryThreshold: 0
+            }),
+            "recheck" as const
+          ),
+          ...outcome.approvals.map((a) => Effect.as(DurableDeferred.await(Names.approval(a.callId)), "woken" as const))
         ]
       })
+      // Nothing was decided by the wake: the same park is one more round, not a clock that fired early.
+      if (woke === "recheck") seen.delete(name)
     }
   })

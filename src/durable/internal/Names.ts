@@ -21,3 +21,6 @@ export const parked = (approvals: ReadonlyArray<Approval.Request>): string =>
     .map((a) => a.callId)
     .sort()
     .join(",")}`
+
+/** The durable timer of a parked run's `round`-th read of the approvals table (see `Body`). */
+export const recheck = (parked: string, round: number): string => `${parked}/recheck/${round}`

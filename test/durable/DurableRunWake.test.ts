@@ -1,0 +1,86 @@
+/**
+ * A parked durable run whose decision is on the approvals table without its wake (R9.3, R7):
+ * the process that approved died between the two, or the store answered after the caller
+ * gave up. The run reads the table again every `recheckAfter` while parked, and goes on; it
+ * waited for the approval's expiry before, hours away (review 157).
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { type Duration, Effect, Layer, Schema } from "effect"
+import { DurableRun } from "../../src/durable/index.ts"
+import * as Journal from "../../src/journal/Journal.ts"
+import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
+import * as RunOptions from "../../src/run/RunOptions.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as Approval from "../../src/tools/Approval.ts"
+import * as Tool from "../../src/tools/Tool.ts"
+
+const dirs: Array<string> = []
+afterAll(() => {
+  for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
+})
+const fileOf = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "durable-wake-"))
+  dirs.push(dir)
+  return path.join(dir, "runs.db")
+}
+
+const paid: Array<string> = []
+const pay = Tool.make({
+  name: "pay",
+  description: "Pays an amount.",
+  input: Schema.Struct({ amount: Schema.Number }),
+  output: Schema.String,
+  sideEffect: "external",
+  needsApproval: true,
+  handler: (_, context) => Effect.sync(() => (paid.push(context.idempotencyKey), "paid"))
+})
+
+const model = ScriptedModel.layerFunction((request) =>
+  request.iteration === 1 ? ScriptedModel.toolCall("pay", { amount: 5 }, "c1") : ScriptedModel.finalAnswer("paid")
+)
+
+const runtime = (settings: DurableRun.Settings) =>
+  DurableRun.layer({ tools: [pay], time: { approval: "1 hour" } }, settings).pipe(
+    Layer.provideMerge(DurableRun.layerEmbedded({ filename: fileOf() })),
+    Layer.provide(model)
+  )
+
+describe("R9.3 R7 a decision on the table whose wake was lost", () => {
+  it.live(
+    "R9.3 R7 a parked run whose approval is on the table without its wake goes on at its next read, not at its expiry",
+    () =>
+      Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const journal = yield* Journal.Journal
+        const runId = yield* runs.start({ goal: "pay", runId: "w1" })
+        let callId: string | undefined
+        while (callId === undefined) {
+          callId = (yield* runs.pending(runId))[0]?.callId
+          yield* Effect.sleep(50)
+        }
+        // Parked (the run waits in its process for a second first), then approved on the table
+        // alone, as by a process that died before it woke the run.
+        yield* Effect.sleep("2500 millis")
+        yield* JournalApprovals.record(journal, runId, callId, Approval.approved("ops"))
+        const result = yield* runs.result(runId).pipe(Effect.timeout("20 seconds"))
+        assert.strictEqual(result.status, "completed", result.detail)
+        assert.deepStrictEqual(paid, [`${runId}:${callId}`])
+      }).pipe(Effect.provide(runtime({ recheckAfter: "2 seconds" }))),
+    60_000
+  )
+
+  it.effect("R12 a recheck time that is not a positive, finite duration fails the layer, naming it", () =>
+    Effect.gen(function* () {
+      for (const recheckAfter of [0, -1, Number.NaN, "forever"] as const) {
+        const error = yield* Effect.flip(
+          Layer.build(runtime({ recheckAfter: recheckAfter as Duration.Input })).pipe(Effect.scoped)
+        )
+        assert.instanceOf(error, RunOptions.InvalidRunOptions)
+        assert.deepStrictEqual(error.path, ["recheckAfter"])
+      }
+    })
+  )
+})
