@@ -74,6 +74,12 @@ export interface Settings {
    * parking the run (parking and waking cost more than so short a wait). Default 1 second.
    */
   readonly parkAfter?: Duration.Input | undefined
+  /**
+   * Asked when the drive is interrupted: `true` when the interruption delivers a cancel (as a
+   * workflow engine's does). The run is then cancelled where it stands, as `Run.start`'s cancel
+   * does (what an answer it cut off had cost is counted); else it is taken away, to go on from its last commit.
+   */
+  readonly cancelling?: Effect.Effect<boolean> | undefined
 }
 
 /**
@@ -111,6 +117,13 @@ export const checkSettings = (settings: Omit<Settings, "cancel" | "refused">): I
           : "a positive duration"
       return new InvalidRunOptions({ path: [name], reason: `Expected ${expected}, got ${UserCode.shown(given)}` })
     }
+  }
+  const { cancelling } = settings
+  if (cancelling !== undefined && !Effect.isEffect(cancelling)) {
+    return new InvalidRunOptions({
+      path: ["cancelling"],
+      reason: `Expected an Effect, got ${UserCode.shown(cancelling)}`
+    })
   }
   return undefined
 }
@@ -308,7 +321,10 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           parkIfIdle()
         }
         const taken = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Launch.Done) =>
-          Launch.suspend(ctx, fiber, done, "taken")
+          Effect.flatMap(
+            Effect.orElseSucceed(settings.cancelling ?? Effect.succeed(false), () => false),
+            (cancel) => (cancel ? Launch.cancel(ctx, fiber, done) : Launch.suspend(ctx, fiber, done, "taken"))
+          )
 
         let going: Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>>
         if (loaded === undefined) {

@@ -114,7 +114,9 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         // An instant that is none: never coerced, never taken for "now".
         [{ startedAt: Number.NaN }, "startedAt"],
         [{ startedAt: "1000" }, "startedAt"],
-        [{ startedAt: Number.NEGATIVE_INFINITY }, "startedAt"]
+        [{ startedAt: Number.NEGATIVE_INFINITY }, "startedAt"],
+        // A cancel check that is no Effect would die when the drive is interrupted.
+        [{ cancelling: () => true }, "cancelling"]
       ] as const) {
         const refused = yield* Effect.flip(
           RunHost.drive("s1", { goal: "pay 5", tools: [pay] }, settings as RunHost.Settings).pipe(

@@ -145,6 +145,7 @@ export const body = <T extends Tool.Any, RV, O>(
     // A cancel preempts the body wherever it is: the engine interrupts a run that waits on a
     // deferred once that deferred completes, and the body then starts over and finds it.
     instance.awaitedDeferreds.set(Names.cancel.name, (instance.awaitedDeferreds.get(Names.cancel.name) ?? 0) + 1)
+    const cancelled = Effect.map(engine.deferredResult(Names.cancel), Option.isSome)
     const options = optionsOf(definitions, payload)
     // A start from a process that hosts no runs names tools it cannot check: one this runner has not ends the run.
     const refused = unregistered(definitions.tools, payload.tools, " on this runner")
@@ -158,6 +159,8 @@ export const body = <T extends Tool.Any, RV, O>(
     ) =>
       RunHost.drive(payload.runId, given, {
         cancel,
+        // The engine interrupts the body for a cancel: the run is cancelled where it stands (review 159).
+        cancelling: Effect.provideService(cancelled, WorkflowEngine.WorkflowInstance, instance),
         pollInterval: settings.pollInterval,
         parkAfter,
         startedAt: payload.startedAt,
@@ -185,7 +188,6 @@ export const body = <T extends Tool.Any, RV, O>(
       )
     const parkAfter = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
     const takeBackAfter = Duration.toMillis(Duration.fromInputUnsafe(settings.takeBackAfter ?? defaultTakeBackAfter))
-    const cancelled = Effect.map(engine.deferredResult(Names.cancel), Option.isSome)
     // The parks of this execution. One seen twice was a wake that changed nothing: a
     // durable clock that fired by the storage's time while this machine's clock says the
     // approval has not expired yet. The next drive then waits in the process for the calls
