@@ -84,7 +84,7 @@ export interface Settings {
   /**
    * How often a run parked on approvals reads the approvals table again: a decision recorded
    * there whose wake was lost (the process that recorded it died before it woke the run) is
-   * found then, not at the approval's expiry. Default 5 minutes.
+   * found then, not at the approval's expiry. At least 1 second; default 5 minutes.
    */
   readonly recheckAfter?: Duration.Input | undefined
 }
@@ -144,14 +144,20 @@ const checkedAgainst =
  * no time would fence a live owner off; a recheck of no time would wake a parked run at once, for ever).
  */
 const checkDurations = (settings: Settings): RunOptions.InvalidRunOptions | undefined => {
-  for (const key of ["takeBackAfter", "recheckAfter"] as const) {
+  // A recheck reads the table and writes a durable timer: more often than each second would be a busy loop.
+  for (const [key, least] of [
+    ["takeBackAfter", 0],
+    ["recheckAfter", 1_000]
+  ] as const) {
     const given = settings[key]
     if (given === undefined) continue
     const millis = Durations.millisOf(given) ?? Number.NaN
-    if (!(millis > 0 && Number.isFinite(millis))) {
+    const fits = Number.isFinite(millis) && (least === 0 ? millis > 0 : millis >= least)
+    if (!fits) {
+      const expected = least === 0 ? "a positive, finite duration" : "a finite duration of at least 1 second"
       return new RunOptions.InvalidRunOptions({
         path: [key],
-        reason: `Expected a positive, finite duration, got ${UserCode.shown(given)}`
+        reason: `Expected ${expected}, got ${UserCode.shown(given)}`
       })
     }
   }

@@ -21,7 +21,6 @@
  */
 import { Clock, Duration, Effect, Fiber, Option, Result, Schedule } from "effect"
 import type * as Event from "../events/Event.ts"
-import * as RunLog from "../events/RunLog.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
@@ -29,10 +28,10 @@ import * as Durations from "../time/Durations.ts"
 import * as Approval from "../tools/Approval.ts"
 import type * as Tool from "../tools/Tool.ts"
 import * as FinalOutput from "./internal/FinalOutput.ts"
+import * as HostPark from "./internal/HostPark.ts"
 import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
 import * as JournalLoad from "./journal/JournalLoad.ts"
-import * as ToolExecutor from "./pipeline/ToolExecutor.ts"
 import { ResumeError } from "./ResumeError.ts"
 import { InvalidRunOptions, isRunId, type Options, type Requirements, runIdRule } from "./RunOptions.ts"
 import type * as RunResult from "./RunResult.ts"
@@ -167,25 +166,6 @@ const unrecorded = (runId: string, stopReason: string, refused: string | undefin
       })
 
 /**
- * The calls of the open batch that wait for a person now, or `undefined` while the run goes
- * on without one: a call taken up by the batch and not waiting for a decision (its checks, an
- * approved call about to run, a handler running, a retry's wait). A call not taken up yet
- * (the batch's places, the run's concurrency or its resume's, are held by calls waiting for
- * a person) waits with them (R7: an approved call is not held back by its
- * siblings' waits), its request left on the table as it was.
- */
-const waitingOnly = (ctx: RunContext.RunContext): ReadonlyArray<string> | undefined => {
-  const batch = ctx.log.batch
-  if (batch === undefined || batch.closed) return undefined
-  const from = ctx.events.findLastIndex((e) => e._tag === "model.responded")
-  const events = ctx.events.slice(from)
-  const taken = RunLog.inPlace(events, RunLog.concurrencyOf(ctx.events.slice(0, from)))
-  const open = batch.callIds.filter((callId, i) => batch.observations[i] === undefined && taken.has(callId))
-  const waiting = open.filter((callId) => ToolExecutor.standingOf(events, callId)._tag === "Waiting")
-  return waiting.length === open.length ? waiting : undefined
-}
-
-/**
  * A drive another process overtook (its commit fenced off), which has not ended the run yet:
  * the run is that process's, and a drive again would take it back (review 134).
  */
@@ -254,6 +234,8 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           } as const
         }
 
+        const parkAfterMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
+
         /** The run's ending as the journal holds it, once another process took the run over (`why`). */
         const theirs = (why: string) =>
           Effect.flatMap(Effect.result(JournalLoad.load(journal, runId, options.tools, options.modelName)), (stored) =>
@@ -265,7 +247,6 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
                 } as const)
               : Effect.fail(overtaken(runId, why))
           )
-        const parkAfterMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
         // The calls waiting long enough to park on, and the run once it is going.
         const waiting = new Map<string, Approval.Request>()
         let run: { readonly ctx: RunContext.RunContext; readonly fiber: Fiber.Fiber<void> } | undefined
@@ -278,7 +259,7 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           // A call's result has stopped the run: its batch stops, and lets the waiting calls go.
           if (waiting.size === 0 || run.ctx.stopFound) return
           if (run.ctx.committed < run.ctx.events.length) return
-          const asked = waitingOnly(run.ctx)
+          const asked = HostPark.waitingIn(run.ctx.log, run.ctx.events)
           // The gate holds a call just before the run records that it waits, and puts it on the table
           // after: park only when the log's waiting calls and the table's are the same.
           if (asked === undefined || asked.length !== waiting.size || !asked.every((callId) => waiting.has(callId)))
@@ -346,6 +327,10 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
             cancelled
           )
           if (Result.isFailure(merged)) return yield* Effect.fail(merged.failure)
+          // A run parked on calls nothing has decided (a recheck woke it, its shard moved) parks again as
+          // it is: nothing is resumed or recorded (review 159: a `run.resumed` per wake).
+          const still = cancelled ? undefined : yield* HostPark.parkedStill(journal, loaded, parkAfterMillis)
+          if (still !== undefined) return { _tag: "Parked", approvals: still } as const
           const resume = loaded.started === undefined ? undefined : ({ reason: "restart" } as const)
           going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch, hold })
         }

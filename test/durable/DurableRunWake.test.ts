@@ -72,9 +72,35 @@ describe("R9.3 R7 a decision on the table whose wake was lost", () => {
     60_000
   )
 
-  it.effect("R12 a recheck time that is not a positive, finite duration fails the layer, naming it", () =>
+  it.live(
+    "R9.3 R8 rounds that find nothing decided leave the run parked as it was: one resume, for the decision (review 159)",
+    () =>
+      Effect.gen(function* () {
+        const runs = yield* DurableRun.DurableRuns
+        const runId = yield* runs.start({ goal: "pay", runId: "w2" })
+        let callId: string | undefined
+        while (callId === undefined) {
+          callId = (yield* runs.pending(runId))[0]?.callId
+          yield* Effect.sleep(50)
+        }
+        // Parked through three rounds or more before the decision.
+        yield* Effect.sleep("4500 millis")
+        yield* runs.approve(runId, callId, { by: "ops" })
+        const result = yield* runs.result(runId).pipe(Effect.timeout("20 seconds"))
+        assert.strictEqual(result.status, "completed", result.detail)
+        // Before: a drive per round, each a `run.resumed` of a restart that never happened.
+        assert.lengthOf(
+          result.timeline.filter((e) => e._tag === "run.resumed"),
+          1
+        )
+      }).pipe(Effect.provide(runtime({ recheckAfter: "1 second" }))),
+    60_000
+  )
+
+  it.effect("R12 a recheck time that is not a finite duration of a second or more fails the layer, naming it", () =>
     Effect.gen(function* () {
-      for (const recheckAfter of [0, -1, Number.NaN, "forever"] as const) {
+      // Less than a second: a busy loop of table reads and durable timers.
+      for (const recheckAfter of [0, -1, Number.NaN, "forever", "500 millis", Number.POSITIVE_INFINITY] as const) {
         const error = yield* Effect.flip(
           Layer.build(runtime({ recheckAfter: recheckAfter as Duration.Input })).pipe(Effect.scoped)
         )

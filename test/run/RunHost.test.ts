@@ -395,6 +395,28 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
   )
 
+  it.effect(
+    "R7 R9.3 a parked run driven again with nothing decided parks as it is: its log unchanged, no resume (review 159)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const parked = yield* RunHost.drive("r1b", { goal: "pay 5", tools: [pay] })
+        assert.strictEqual(parked._tag, "Parked")
+        const before = yield* logOf("r1b")
+        for (let i = 0; i < 3; i++) {
+          const again = yield* RunHost.drive("r1b", { goal: "pay 5", tools: [pay] })
+          assert.deepStrictEqual(again, parked)
+        }
+        // Before: a `run.resumed` (a restart that never happened) and a wait in the process per drive.
+        assert.deepStrictEqual(yield* logOf("r1b"), before)
+        // A decision is taken up by the next drive.
+        yield* decide("r1b", "c1", Approval.approved("ops"))
+        const finished = yield* RunHost.drive("r1b", { goal: "pay 5", tools: [pay] })
+        assert.strictEqual(finished._tag === "Finished" ? finished.result.status : finished._tag, "completed")
+        assert.deepStrictEqual(paid, [5])
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
+  )
+
   it.effect("R5.1 a cancel delivered to a parked run ends it cancelled, the call never run, the table emptied", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()
@@ -880,8 +902,21 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
           )
         )
         yield* Deferred.await(entered)
-        // Process B takes the run up (a wake): it commits, puts the call up again and parks on it.
-        const processB: Journal.Service = { ...journal, live: Journal.makeLiveRuns() }
+        // Process B takes the run up (a wake that found the table out of reach, so could not tell the
+        // run is parked still): it commits, puts the call up again and parks on it.
+        let unreachable = true
+        const processB: Journal.Service = {
+          ...journal,
+          live: Journal.makeLiveRuns(),
+          pendingApprovals: (filter) =>
+            Effect.suspend(() => {
+              if (!unreachable) return journal.pendingApprovals(filter)
+              unreachable = false
+              return Effect.fail(
+                JournalError.make(new JournalError.Unavailable({ operation: "pending", detail: "down" }))
+              )
+            })
+        }
         const parked = yield* RunHost.drive("r17", options).pipe(Effect.provideService(Journal.Journal, processB))
         assert.strictEqual(parked._tag, "Parked")
         yield* Deferred.succeed(taken, undefined)

@@ -11,6 +11,7 @@ import * as Event from "../../events/Event.ts"
 import * as Journal from "../../journal/Journal.ts"
 import * as RunHost from "../../run/RunHost.ts"
 import * as RunOptions from "../../run/RunOptions.ts"
+import type * as Approval from "../../tools/Approval.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import * as Names from "./Names.ts"
 
@@ -222,32 +223,47 @@ export const body = <T extends Tool.Any, RV, O>(
       seen.add(name)
       const round = Math.max(lastRound + 1, Math.floor((now - offset) / recheckMillis))
       lastRound = round
-      const woke = yield* DurableDeferred.raceAll({
-        name: `${name}@${round}`,
-        success: Schema.Literals(["woken", "recheck"]),
-        error: Schema.Never,
-        effects: [
-          Effect.as(DurableDeferred.await(Names.cancel), "woken" as const),
-          Effect.as(
-            DurableClock.sleep({
-              name: Names.expiry(first.callId),
-              duration: Math.max(0, first.expiresAt - now),
-              inMemoryThreshold: 0
-            }),
-            "woken" as const
-          ),
-          Effect.as(
-            DurableClock.sleep({
-              name: Names.recheck(name, round),
-              duration: Math.max(0, (round + 1) * recheckMillis + offset - now),
-              inMemoryThreshold: 0
-            }),
-            "recheck" as const
-          ),
-          ...outcome.approvals.map((a) => Effect.as(DurableDeferred.await(Names.approval(a.callId)), "woken" as const))
-        ]
-      })
-      // Nothing was decided by the wake: the same park is one more round, not a clock that fired early.
+      const woke = yield* parkedRound(name, round, outcome.approvals, first, now, (round + 1) * recheckMillis + offset)
+      // The round ended with nothing woken: the same park next is one more round, not a clock that
+      // fired early. The drive finds a decision on the table, or parks the run again as it is.
       if (woke === "recheck") seen.delete(name)
     }
+  })
+
+/**
+ * One round of a park: the first of a decision's wake, the cancel, the earliest expiry
+ * (`first`'s), and the round's end (`wakeAt`), which is `"recheck"`.
+ */
+const parkedRound = (
+  name: string,
+  round: number,
+  approvals: ReadonlyArray<Approval.Request>,
+  first: Approval.Request,
+  now: number,
+  wakeAt: number
+) =>
+  DurableDeferred.raceAll({
+    name: `${name}@${round}`,
+    success: Schema.Literals(["woken", "recheck"]),
+    error: Schema.Never,
+    effects: [
+      Effect.as(DurableDeferred.await(Names.cancel), "woken" as const),
+      Effect.as(
+        DurableClock.sleep({
+          name: Names.expiry(first.callId),
+          duration: Math.max(0, first.expiresAt - now),
+          inMemoryThreshold: 0
+        }),
+        "woken" as const
+      ),
+      Effect.as(
+        DurableClock.sleep({
+          name: Names.recheck(name, round),
+          duration: Math.max(0, wakeAt - now),
+          inMemoryThreshold: 0
+        }),
+        "recheck" as const
+      ),
+      ...approvals.map((a) => Effect.as(DurableDeferred.await(Names.approval(a.callId)), "woken" as const))
+    ]
   })
