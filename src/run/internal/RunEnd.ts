@@ -5,9 +5,10 @@
  */
 import { Cause, Exit, Result } from "effect"
 import * as RunState from "../../events/RunState.ts"
+import * as Explain from "../../explain/Explain.ts"
 import * as Failure from "../../failure/Failure.ts"
 import type * as Tool from "../../tools/Tool.ts"
-import { recordAbandoned } from "../pipeline/ToolExecutor.ts"
+import { mayActTwice, type Registry, recordAbandoned } from "../pipeline/ToolExecutor.ts"
 import type * as RunResult from "../RunResult.ts"
 import * as RunContext from "./RunContext.ts"
 import { conclude, type Ending } from "./RunOutcome.ts"
@@ -42,6 +43,32 @@ const defectDetail = (cause: Cause.Cause<unknown>): string => {
   return safeMessage ?? `a defect (${type}${code === undefined ? "" : ` ${code}`})`
 }
 
+/** Whether a call of the named tool may not be sent twice (R3.8): one the run does not know is taken as such. */
+export const unsafeIn =
+  (tools: Registry["tools"]) =>
+  (name: string): boolean => {
+    const tool = tools.get(name)
+    return tool === undefined || mayActTwice(tool)
+  }
+
+/** The first action in doubt (`pendingActions`) that may not be sent twice, if the run left one. */
+export const inDoubt = (ctx: RunContext.RunContext, unsafeToResend: (name: string) => boolean) =>
+  Explain.pendingActions(ctx.events).find((p) => unsafeToResend(p.name))
+
+/**
+ * A run's status as it ends on a stop that is no accepted answer: `unknown_outcome`, not
+ * `failed` or `partial`, while an action that may not be sent twice is in doubt, since it may
+ * have taken effect: never a guessed failure (R3.8). Its stop reason stays its own.
+ */
+export const settled = (
+  ctx: RunContext.RunContext,
+  tools: Registry["tools"],
+  status: RunState.Status
+): RunState.Status =>
+  (status === "failed" || status === "partial") && inDoubt(ctx, unsafeIn(tools)) !== undefined
+    ? "unknown_outcome"
+    : status
+
 /**
  * Ends the run `internal_error` on a defect. A defect may have ended a call's fiber
  * outright, skipping the records its interruption would have made: every call still open
@@ -55,7 +82,7 @@ export const broken = (
   recordAbandoned(ctx, tools)
   const detail = defectDetail(cause)
   RunContext.decided(ctx, "runtime", "internal_error", detail)
-  return end(ctx, { status: "failed", stopReason: "internal_error", policy: "runtime", detail })
+  return end(ctx, { status: settled(ctx, tools, "failed"), stopReason: "internal_error", policy: "runtime", detail })
 }
 
 /**
@@ -120,7 +147,8 @@ export const leftBehind = (
     const policy = reason === "run_timeout" ? "run_timeout" : "runtime"
     RunContext.decided(ctx, policy, reason, detail)
     const judged = reason === "internal_error" ? undefined : judgedNow(reason, detail)
-    return end(ctx, judged ?? { status: cancelled ? "cancelled" : "failed", stopReason: reason, policy, detail })
+    const status = cancelled ? "cancelled" : settled(ctx, tools, "failed")
+    return end(ctx, judged ?? { status, stopReason: reason, policy, detail })
   } catch {
     return conclude(ctx, {
       status: cancelled ? "cancelled" : "failed",

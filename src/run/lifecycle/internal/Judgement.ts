@@ -7,7 +7,6 @@ import { Cause, Effect, Exit, Result } from "effect"
 import type * as Event from "../../../events/Event.ts"
 import type * as RunState from "../../../events/RunState.ts"
 import * as StopReason from "../../../events/StopReason.ts"
-import * as Explain from "../../../explain/Explain.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import type * as ToolArguments from "../../../tools/ToolArguments.ts"
 import * as Spans from "../../../tracing/Spans.ts"
@@ -15,7 +14,7 @@ import * as Validation from "../../../validation/Validation.ts"
 import * as FinalOutput from "../../internal/FinalOutput.ts"
 import * as OwnCopy from "../../internal/OwnCopy.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import { broken, end } from "../../internal/RunEnd.ts"
+import { broken, end, inDoubt, settled, unsafeIn } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
 import type { Resolved } from "../../internal/resolve/Resolve.ts"
 import * as Loop from "../../loop/Loop.ts"
@@ -36,18 +35,6 @@ const unassessed: ReadonlySet<StopReason.StopReason> = new Set<StopReason.StopRe
 ])
 
 const assessed: ReadonlySet<StopReason.StopReason> = new Set(StopReason.all.filter((reason) => !unassessed.has(reason)))
-
-/** Whether a call of the named tool may not be sent twice (R3.8): one the run does not know is taken as such. */
-const unsafeIn =
-  (tools: ToolExecutor.Registry["tools"]) =>
-  (name: string): boolean => {
-    const tool = tools.get(name)
-    return tool === undefined || ToolExecutor.mayActTwice(tool)
-  }
-
-/** The first action in doubt (`pendingActions`) that may not be sent twice, if the run left one. */
-const inDoubt = (ctx: RunContext.RunContext, unsafeToResend: (name: string) => boolean) =>
-  Explain.pendingActions(ctx.events).find((p) => unsafeToResend(p.name))
 
 /**
  * The ending of the loop's outcome on its report. `doubt`: an action that may not be sent
@@ -157,16 +144,17 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   )
   for (const check of report.checks)
     RunContext.emit(ctx, ({ runId, seq, at }) => ({ _tag: "validation.checked", check, runId, seq, at }))
-  // A schema that breaks is user code failing, not the answer (R12): the run ends as the loop ends it.
-  if (output !== undefined && Result.isFailure(output) && output.failure._tag === "Broken") {
-    const detail = output.failure.message
-    RunContext.decided(ctx, "runtime", "internal_error", detail)
-    return { status: "failed", stopReason: "internal_error", policy: "runtime", detail, report } satisfies Ending
-  }
   // An action that may or may not have taken effect and may not be sent twice (R3.8). An
   // idempotent one (or a read) is safe to send again, as the loop's batch stop has it: it stays
   // listed in `pendingActions`, and changes nothing.
   const pending = inDoubt(ctx, unsafeToResend)
+  // A schema that breaks is user code failing, not the answer (R12): the run ends as the loop ends it.
+  if (output !== undefined && Result.isFailure(output) && output.failure._tag === "Broken") {
+    const detail = output.failure.message
+    RunContext.decided(ctx, "runtime", "internal_error", detail)
+    const status = pending === undefined ? "failed" : "unknown_outcome"
+    return { status, stopReason: "internal_error", policy: "runtime", detail, report } satisfies Ending
+  }
   // Validation may have run past the deadline (a stop hook that blocked): no answer is
   // accepted once it has passed (R3.11), so the run ends run_timeout on this report.
   if (outcome.reason === "goal_reached" && RunContext.deadlinePassed(ctx)) {
@@ -212,7 +200,8 @@ export const interrupted = <RV>(
         ? `another process owns this run now: ${ctx.fenced}`
         : `the run was interrupted from inside while it was ${RunContext.state(ctx)}, with no cancel and no deadline: code it ran interrupted itself`
     RunContext.decided(ctx, "runtime", "internal_error", detail)
-    return Effect.succeed<Ending>({ status: "failed", stopReason: "internal_error", policy: "runtime", detail })
+    const status = settled(ctx, tools, "failed")
+    return Effect.succeed<Ending>({ status, stopReason: "internal_error", policy: "runtime", detail })
   }
   if (stopping.by !== "deadline") {
     const detail = "the run was cancelled"
@@ -288,12 +277,13 @@ export const cancelledNow = (
   }
 }
 
-const timedOut: Ending = {
-  status: "failed",
+/** The deadline's stop when its judgement failed: as it stands, never a guessed failure (R3.8). */
+const timedOut = (ctx: RunContext.RunContext, tools: ToolExecutor.Registry["tools"]): Ending => ({
+  status: settled(ctx, tools, "failed"),
   stopReason: "run_timeout",
   policy: "run_timeout",
   detail: "the run deadline passed"
-}
+})
 
 /**
  * The calls a restored log left open that the run ends without taking up again, where there
@@ -330,7 +320,7 @@ export const finalize = Effect.fnUntraced(function* <RV, E>(
   )
   if (Exit.isSuccess(exit)) return end(ctx, exit.value)
   const assessed = yield* Effect.exit(interrupted(ctx, spec, tools))
-  return end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut)
+  return end(ctx, Exit.isSuccess(assessed) ? assessed.value : timedOut(ctx, tools))
 })
 
 /** What the loop's outcome comes to: validation, as the stop calls for. */
@@ -364,7 +354,7 @@ export const judged = Effect.fnUntraced(function* <RV, R>(
     } satisfies Ending
   }
   return {
-    status: "failed",
+    status: settled(ctx, registry.tools, "failed"),
     stopReason: outcome.reason,
     policy: outcome.policy,
     detail: outcome.detail

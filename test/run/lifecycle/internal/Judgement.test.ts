@@ -11,6 +11,7 @@ import * as Run from "../../../../src/run/Run.ts"
 import type * as RunResult from "../../../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../../../src/testing/TestClockDriver.ts"
+import * as Approval from "../../../../src/tools/Approval.ts"
 import * as Tool from "../../../../src/tools/Tool.ts"
 import * as Criterion from "../../../../src/validation/Criterion.ts"
 import { assertRoundTrips } from "../../../support/schema.ts"
@@ -110,5 +111,39 @@ describe("R3.8 a run that stops while an action is in doubt", () => {
       assert.include(result.detail, "stop grace")
       assert.deepStrictEqual(pending(result), ["pay"])
     })
+  )
+  it.effect(
+    "R3.8 R12 a gate that dies while a payment runs beside its call: internal_error, status unknown_outcome",
+    () =>
+      Effect.gen(function* () {
+        const ask = Tool.make({
+          name: "ask",
+          description: "needs a person",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          needsApproval: true,
+          handler: () => Effect.succeed("asked")
+        })
+        const memory = Approval.makeMemory()
+        const gate: Approval.Gate = {
+          ...memory,
+          request: () => Effect.andThen(Effect.sleep("500 millis"), Effect.die("gone"))
+        }
+        const pay = hanging("external", false, () => Effect.as(Effect.sleep("2 seconds"), "paid"))
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "x", tools: [pay, ask], concurrency: 2 }).pipe(
+            Effect.provideService(Approval.ApprovalGate, gate)
+          )
+        ).pipe(
+          Effect.provide(
+            script(ScriptedModel.toolCalls(["pay", {}, "c1"], ["ask", {}, "c2"]), ScriptedModel.finalAnswer("ok"))
+          )
+        )
+        assert.strictEqual(result.stopReason, "internal_error", result.detail)
+        // Before: failed, the payment in pendingActions.
+        assert.strictEqual(result.status, "unknown_outcome")
+        assert.deepStrictEqual(pending(result), ["pay"])
+      })
   )
 })
