@@ -347,3 +347,19 @@ export const withUsage = (failure: Failure.Failure, usage: typeof Failure.Usage.
   usage === undefined || failure.usage !== undefined || !isUsage(usage) ? failure : changed(failure, { usage })
 
 const isUsage = Schema.is(Failure.Usage)
+
+/**
+ * The same failure with `usage` in place of its own, as the run counts it (a part a model
+ * reported beside its whole, counted beside it: R2.1).
+ *
+ * @category combinators
+ * @since 0.3.0
+ */
+export const withUsageCounted = (
+  failure: Failure.Failure,
+  count: (usage: typeof Failure.Usage.Type) => typeof Failure.Usage.Type
+): Failure.Failure => {
+  if (failure.usage === undefined) return failure
+  const counted = count(failure.usage)
+  return counted === failure.usage || !isUsage(counted) ? failure : changed(failure, { usage: counted })
+}

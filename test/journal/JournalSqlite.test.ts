@@ -170,7 +170,9 @@ describe("Journal on SQLite: store failures", () => {
     () =>
       Effect.gen(function* () {
         const cases = [
-          ...[-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY].map((busyTimeoutMillis) => ({ busyTimeoutMillis })),
+          ...[-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31].map((busyTimeoutMillis) => ({
+            busyTimeoutMillis
+          })),
           ...[-1, 1.5, Number.NaN].map((statementCacheSize) => ({ statementCacheSize }))
         ]
         for (const option of cases) {

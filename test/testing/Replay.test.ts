@@ -760,6 +760,32 @@ describe("Replay of answers cut off as they came (R13, R2.1)", () => {
     )
 })
 
+describe("Replay of an answer a cancel cut off (R13, R2.1, R5.1)", () => {
+  it.effect("R13 R2.1 a paid answer a cancel cut off replays Matched, its cost counted once (review 159)", () =>
+    Effect.gen(function* () {
+      const paying: Model.Model["Service"] = {
+        generate: () =>
+          Effect.never.pipe(Effect.onInterrupt(() => Model.reportCutOff({ inputTokens: 1_000, outputTokens: 4_000 })))
+      }
+      const recorded = yield* TestClockDriver.drive(
+        Effect.gen(function* () {
+          const handle = yield* Run.start({ goal: "x", tools: [] })
+          yield* Stream.runHead(Stream.filter(handle.events, (e) => e._tag === "model.requested"))
+          yield* TestClock.adjust("2 seconds")
+          return yield* handle.cancel
+        }).pipe(Effect.provideService(Model.Model, paying)),
+        { upTo: "2 minutes" }
+      )
+      assert.strictEqual(recorded.stopReason, "cancelled")
+      assert.strictEqual(recorded.counters.outputTokens, 4_000)
+      const report = yield* Replay.replay(recorded.timeline, { goal: "x", tools: [] })
+      // Before: Diverged, the recorded cut-off played back as the model's failure before the cancel.
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+      assert.strictEqual(report.result.counters.outputTokens, 4_000)
+    })
+  )
+})
+
 describe("Replay of a recording made in real time (R13)", () => {
   it.effect("R13 R4.3 a timeout the host overshot by a few ms replays Matched: its measured time is the clock's", () =>
     Effect.gen(function* () {

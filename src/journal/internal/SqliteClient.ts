@@ -26,7 +26,7 @@ export interface Options {
   readonly filename: string
   /** `NORMAL` (default): durable against a process crash; `FULL`: also against power loss. */
   readonly synchronous?: "NORMAL" | "FULL" | undefined
-  /** How long a statement waits for another process's lock before failing busy. Default 5000. */
+  /** How long a statement waits for another process's lock before failing busy, at most 2^31 - 1. Default 5000. */
   readonly busyTimeoutMillis?: number | undefined
   /** How many prepared statements are kept. Default 64. */
   readonly statementCacheSize?: number | undefined
@@ -121,18 +121,25 @@ const checkFile = (options: Options): void => {
   }
 }
 
-/** A count option as given, or its default: a whole number of at least `least`, else a `RangeError` naming it. */
-const whole = (name: string, what: string, given: unknown, fallback: number, least: number): number => {
+/**
+ * A count option as given, or its default: a whole number from `least` to `most`, else a
+ * `RangeError` naming it.
+ */
+const whole = (name: string, what: string, given: unknown, fallback: number, least: number, most: number): number => {
   const value = given ?? fallback
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < least) {
-    throw new RangeError(`${name} must be a whole number of ${what}, at least ${least}; got ${UserCode.shown(value)}`)
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < least || value > most) {
+    const range = most === Number.MAX_SAFE_INTEGER ? `at least ${least}` : `from ${least} to ${most}`
+    throw new RangeError(`${name} must be a whole number of ${what}, ${range}; got ${UserCode.shown(value)}`)
   }
   return value
 }
 
+/** The largest busy timeout SQLite takes (a C int of milliseconds, about 24 days). */
+const maxBusyTimeout = 2 ** 31 - 1
+
 /** The checkpoint size asked for: a whole number of pages, at least 1. */
 const checkpointPages = (options: Options): number =>
-  whole("checkpointPages", "pages", options.checkpointPages, defaultCheckpointPages, 1)
+  whole("checkpointPages", "pages", options.checkpointPages, defaultCheckpointPages, 1, Number.MAX_SAFE_INTEGER)
 
 /**
  * Opens the file and puts it in WAL mode. Switching a new file to WAL needs the file to
@@ -145,8 +152,8 @@ const openFile = (options: Options) =>
       // Checked before the file is created.
       checkFile(options)
       const pages = checkpointPages(options)
-      const busyTimeout = whole("busyTimeoutMillis", "milliseconds", options.busyTimeoutMillis, 5000, 0)
-      whole("statementCacheSize", "statements", options.statementCacheSize, 64, 0)
+      const busyTimeout = whole("busyTimeoutMillis", "milliseconds", options.busyTimeoutMillis, 5000, 0, maxBusyTimeout)
+      whole("statementCacheSize", "statements", options.statementCacheSize, 64, 0, Number.MAX_SAFE_INTEGER)
       const { DatabaseSync } = await import("node:sqlite")
       const db = new DatabaseSync(options.filename, { timeout: busyTimeout })
       const giveUpAt = Date.now() + busyTimeout

@@ -119,6 +119,10 @@ export const model = (recorded: ReadonlyArray<Event.Event>, refusals: Array<Refu
           }
           return Effect.as(until(answer.at), response)
         }
+        // The run's own record of an answer its cancel cut off, not the model's: the replay waits
+        // for its cancel, as the recorded run did, and reports the cost as the model did (review 159).
+        if (answer?._tag === "model.failed" && answer.failure.category === "cancelled")
+          return Effect.never.pipe(Effect.onInterrupt(() => Model.reportCutOff(answer.usage)))
         if (answer?._tag === "model.failed")
           return Effect.andThen(
             until(answer.at),

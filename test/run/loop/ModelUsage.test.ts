@@ -12,8 +12,10 @@ import * as Model from "../../../src/model/Model.ts"
 import * as Recovery from "../../../src/recovery/Recovery.ts"
 import * as Run from "../../../src/run/Run.ts"
 import type * as RunResult from "../../../src/run/RunResult.ts"
+import { genAi } from "../../../src/tracing/Attributes.ts"
 import { drive } from "../../support/clock.ts"
 import { assertRoundTrips } from "../../support/schema.ts"
+import { memoryTracer } from "../../support/tracer.ts"
 
 /** Parts larger than their wholes: 40 cached of 10, 30 reasoning of 5. */
 const beside: Model.Usage = { inputTokens: 10, cachedInputTokens: 40, outputTokens: 5, reasoningTokens: 30 }
@@ -50,7 +52,7 @@ describe("R2.1 a part of a usage larger than its whole is counted beside it", ()
     })
   )
 
-  it.effect("R2.1 a failed answer's usage", () =>
+  it.effect("R2.1 R13 a failed answer's usage, on its event and on its attempt's span (review 159)", () =>
     Effect.gen(function* () {
       const failure = new Failure.Permanent({
         source: "provider",
@@ -60,9 +62,15 @@ describe("R2.1 a part of a usage larger than its whole is counted beside it", ()
         hint: "broken",
         usage: beside
       })
-      const result = yield* run({ generate: () => Effect.fail(failure) })
+      const { tracer, spans } = memoryTracer()
+      const result = yield* Effect.withTracer(run({ generate: () => Effect.fail(failure) }), tracer)
       assert.strictEqual(result.stopReason, "model_error")
       assertCounted(result, 1)
+      const chat = spans.find((s) => s.name.startsWith("chat"))
+      assert.deepStrictEqual(
+        [chat?.attributes.get(genAi.inputTokens), chat?.attributes.get(genAi.outputTokens)],
+        [50, 35]
+      )
     })
   )
 

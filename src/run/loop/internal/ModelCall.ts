@@ -105,6 +105,8 @@ const attempt = (
         () => current.model.generate(request)
       )
     ).pipe(
+      // What a failed answer cost, as the run counts it: the span, the event and the counters read one value.
+      Effect.mapError((failure) => FailureBoundary.withUsageCounted(failure, UsageParts.whole)),
       Effect.flatMap(ModelResponse.valid),
       Effect.provideService(Model.CutOffUsage, (usage) => {
         paid = ModelResponse.cutOffUsage(usage) ?? paid
@@ -175,8 +177,7 @@ const attempt = (
           _tag: "model.failed",
           iteration,
           failure: Failure.summarize(failure),
-          // Counted as an answer's is: a part larger than its whole was reported beside it.
-          ...(failure.usage === undefined ? {} : { usage: UsageParts.whole(failure.usage) }),
+          ...(failure.usage === undefined ? {} : { usage: failure.usage }),
           runId,
           seq,
           at
