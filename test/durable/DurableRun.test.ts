@@ -4,9 +4,8 @@
  * and bad input. Real time: the engine's timers and storage reads are real.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Stream } from "effect"
 import { DurableRun } from "../../src/durable/index.ts"
 import * as Journal from "../../src/journal/Journal.ts"
@@ -21,17 +20,10 @@ import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
 import * as Validation from "../../src/validation/Validation.ts"
+import { tempFiles } from "../support/files.ts"
 import { look, takeoverModel } from "../support/takeover.ts"
 
-const dirs: Array<string> = []
-afterAll(() => {
-  for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
-})
-const fileOf = () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "durable-run-"))
-  dirs.push(dir)
-  return path.join(dir, "runs.db")
-}
+const fileOf = tempFiles("durable-run-")
 
 /** A payment that needs approval; `paid` is what its handler did. */
 const payments = () => {

@@ -5,23 +5,13 @@
  * in its log. It was taken away instead, its uncommitted events dropped, then cancelled from
  * its last commit (review 159).
  */
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Layer } from "effect"
 import { DurableRun } from "../../src/durable/index.ts"
-import * as Model from "../../src/model/Model.ts"
+import { tempFiles } from "../support/files.ts"
+import { payingModel } from "../support/paying.ts"
 
-const dirs: Array<string> = []
-afterAll(() => {
-  for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
-})
-const fileOf = () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "durable-cancel-"))
-  dirs.push(dir)
-  return path.join(dir, "runs.db")
-}
+const fileOf = tempFiles("durable-cancel-")
 
 const cost = { inputTokens: 1_000, outputTokens: 4_000, costUsd: 0.25 }
 
@@ -31,13 +21,7 @@ describe("R5.1 R2.1 a durable run cancelled while its model answers", () => {
     () =>
       Effect.gen(function* () {
         const asked = yield* Deferred.make<void>()
-        const paying = Layer.succeed(Model.Model, {
-          generate: () =>
-            Deferred.succeed(asked, undefined).pipe(
-              Effect.andThen(Effect.never),
-              Effect.onInterrupt(() => Model.reportCutOff(cost))
-            )
-        })
+        const paying = payingModel(asked, cost)
         const layer = DurableRun.layer({ tools: [] }).pipe(
           Layer.provideMerge(DurableRun.layerEmbedded({ filename: fileOf() })),
           Layer.provide(paying)

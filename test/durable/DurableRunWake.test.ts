@@ -4,10 +4,7 @@
  * gave up. The run reads the table again every `recheckAfter` while parked, and goes on; it
  * waited for the approval's expiry before, hours away (review 157).
  */
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { type Duration, Effect, Layer, Schema } from "effect"
 import { DurableRun } from "../../src/durable/index.ts"
 import * as Journal from "../../src/journal/Journal.ts"
@@ -16,16 +13,9 @@ import * as RunOptions from "../../src/run/RunOptions.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import { tempFiles } from "../support/files.ts"
 
-const dirs: Array<string> = []
-afterAll(() => {
-  for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
-})
-const fileOf = () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "durable-wake-"))
-  dirs.push(dir)
-  return path.join(dir, "runs.db")
-}
+const fileOf = tempFiles("durable-wake-")
 
 const paid: Array<string> = []
 const pay = Tool.make({

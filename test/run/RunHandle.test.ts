@@ -9,6 +9,7 @@ import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Approval from "../../src/tools/Approval.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import { payingModel } from "../support/paying.ts"
 import { assertRoundTrips } from "../support/schema.ts"
 import { echo } from "../support/tools.ts"
 
@@ -112,13 +113,7 @@ describe("Run.start", () => {
     Effect.gen(function* () {
       const asked = yield* Deferred.make<void>()
       // A model whose answer is coming, paid for, when the run is cancelled: it reports what it cost.
-      const paying = Layer.succeed(Model.Model, {
-        generate: () =>
-          Deferred.succeed(asked, undefined).pipe(
-            Effect.andThen(Effect.never),
-            Effect.onInterrupt(() => Model.reportCutOff({ inputTokens: 1_000, outputTokens: 4_000, costUsd: 0.25 }))
-          )
-      })
+      const paying = payingModel(asked, { inputTokens: 1_000, outputTokens: 4_000, costUsd: 0.25 })
       const handle = yield* Run.start({ goal: "x", tools: [] }).pipe(Effect.provide(paying))
       yield* Deferred.await(asked)
       const result = yield* handle.cancel
