@@ -256,6 +256,9 @@ export interface Accumulator {
   next: number
   finishReason: string | undefined
   usage: WireUsageType | undefined
+  /** Characters of the answer received (text, reasoning, calls' names and arguments), and how many of them `usage` covers. */
+  received: number
+  usageCovers: number
 }
 
 /**
@@ -271,7 +274,9 @@ export const accumulator = (): Accumulator => ({
   opened: new Map(),
   next: 0,
   finishReason: undefined,
-  usage: undefined
+  usage: undefined,
+  received: 0,
+  usageCovers: 0
 })
 
 /**
@@ -299,6 +304,7 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
     if (delta === undefined || delta === null) continue
     if (typeof delta.content === "string") acc.text += delta.content
     if (typeof delta.reasoning_content === "string") acc.reasoning = (acc.reasoning ?? "") + delta.reasoning_content
+    acc.received += (delta.content?.length ?? 0) + (delta.reasoning_content?.length ?? 0)
     for (const part of delta.tool_calls ?? []) {
       const id = typeof part.id === "string" && part.id !== "" ? part.id : undefined
       const call = callFor(acc, part.index, id)
@@ -313,8 +319,11 @@ export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
       const resent = name === call.name && (id !== undefined || call.arguments !== "" || (args ?? "") !== "")
       if (typeof name === "string" && !resent) call.name += name
       if (typeof args === "string") call.arguments += args
+      acc.received += (typeof name === "string" ? name.length : 0) + (typeof args === "string" ? args.length : 0)
     }
   }
+  // A usage covers the answer up to its chunk: what comes after it is not in it.
+  if (chunk.usage !== undefined && chunk.usage !== null) acc.usageCovers = acc.received
 }
 
 /**
@@ -360,7 +369,8 @@ export const partialUsage = (acc: Accumulator, decoding: WireResponse.Decoding):
       reasoning: acc.reasoning,
       calls: [...acc.calls.values()],
       finishReason: acc.finishReason,
-      usage: acc.usage
+      usage: acc.usage,
+      usageStale: acc.received > acc.usageCovers
     },
     decoding
   )

@@ -26,6 +26,7 @@ import * as Journal from "../journal/Journal.ts"
 import * as JournalApprovals from "../journal/JournalApprovals.ts"
 import * as Durations from "../time/Durations.ts"
 import * as Approval from "../tools/Approval.ts"
+import * as Permission from "../tools/Permission.ts"
 import type * as Tool from "../tools/Tool.ts"
 import * as FinalOutput from "./internal/FinalOutput.ts"
 import * as HostPark from "./internal/HostPark.ts"
@@ -302,9 +303,8 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           parkIfIdle()
         }
         const taken = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Launch.Done) =>
-          Effect.flatMap(
-            Effect.orElseSucceed(settings.cancelling ?? Effect.succeed(false), () => false),
-            (cancel) => (cancel ? Launch.cancel(ctx, fiber, done) : Launch.suspend(ctx, fiber, done, "taken"))
+          Effect.flatMap(HostPark.isCancel(settings.cancelling), (cancel) =>
+            cancel ? Launch.cancel(ctx, fiber, done) : Launch.suspend(ctx, fiber, done, "taken")
           )
 
         let going: Effect.Effect<RunResult.RunResult, RunContext.Suspended, Requirements<T, RV>>
@@ -328,8 +328,13 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           )
           if (Result.isFailure(merged)) return yield* Effect.fail(merged.failure)
           // A run parked on calls nothing has decided (a recheck woke it, its shard moved) parks again as
-          // it is: nothing is resumed or recorded (review 159: a `run.resumed` per wake).
-          const still = cancelled ? undefined : yield* HostPark.parkedStill(journal, loaded, parkAfterMillis)
+          // it is: nothing is resumed or recorded (review 159: a `run.resumed` per wake). Under a policy
+          // of its own, the run asks it of its waiting calls first (review 161: one that now denies).
+          const concurrency = merged.success.concurrency
+          const still =
+            cancelled || (yield* Permission.Permission) !== Permission.allowAll
+              ? undefined
+              : yield* HostPark.parkedStill(journal, loaded, { parkAfterMillis, concurrency })
           if (still !== undefined) return { _tag: "Parked", approvals: still } as const
           const resume = loaded.started === undefined ? undefined : ({ reason: "restart" } as const)
           going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch, hold })

@@ -5,9 +5,12 @@
  * filter withheld carries its usage. Before, each counted 0 tokens and $0, and a server
  * that always cut its answers off never tripped `maxTokens` or `maxCostUsd`.
  */
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import type * as Event from "../../src/events/Event.ts"
+import * as Model from "../../src/model/Model.ts"
 import * as NodeTransport from "../../src/providers/node/NodeTransport.ts"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
 import * as Run from "../../src/run/Run.ts"
@@ -50,6 +53,73 @@ describe("answers paid for and cut off (R2.1)", () => {
       assert.strictEqual(failure.code, "corrupt_response")
       assert.deepStrictEqual(failure.usage, { inputTokens: 50, outputTokens: 500, costUsd: 0.55 })
     }).pipe(Effect.provide(NodeTransport.layer()))
+  )
+
+  it.live("R2.1 a stream cut off after more text than its last usage report covers counts that text (review 162)", () =>
+    Effect.gen(function* () {
+      // An early count (the prompt read, nothing generated yet), then 40 KB of text, then the cut.
+      const body = [
+        chunk({ role: "assistant", content: "" }),
+        `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [], usage: { prompt_tokens: 300, completion_tokens: 0, total_tokens: 300 } })}\n\n`,
+        chunk({ content: "lorem ipsum ".repeat(3_400) })
+      ].join("")
+      const failure = yield* streamedOnly(body, { input: 1_000, output: 1_000 })
+      assert.strictEqual(failure.code, "corrupt_response")
+      // Before: 300 input and 0 output tokens, as reported before the text came.
+      assert.isAtLeast(failure.usage?.outputTokens ?? 0, 10_000)
+      assert.isAtLeast(failure.usage?.inputTokens ?? 0, 300)
+      assert.isTrue(failure.usage?.estimated)
+      const usage = failure.usage
+      const cost = usage === undefined ? 0 : ((usage.inputTokens + usage.outputTokens) * 1_000) / 1_000_000
+      assert.closeTo(usage?.costUsd ?? 0, cost, 1e-9)
+    }).pipe(Effect.provide(NodeTransport.layer()))
+  )
+
+  it.live(
+    "R2.1 a plain answer cut off after its 200 and before its body counts the prompt it was billed (review 162)",
+    () =>
+      Effect.gen(function* () {
+        // A server that answers 200 and sends no byte of the body.
+        const asked = { n: 0 }
+        const server = yield* Effect.acquireRelease(
+          Effect.callback<Http.Server>((resume) => {
+            const created = Http.createServer((req, res) => {
+              req.resume()
+              req.on("end", () => {
+                asked.n++
+                res.writeHead(200, { "content-type": "application/json" })
+                res.flushHeaders()
+              })
+            })
+            created.listen(0, "127.0.0.1", () => resume(Effect.succeed(created)))
+          }),
+          (created) =>
+            Effect.sync(() => {
+              created.closeAllConnections()
+              created.close()
+            })
+        )
+        const { port } = server.address() as AddressInfo
+        const model = yield* OpenAiCompatible.make({
+          baseUrl: `http://127.0.0.1:${port}/v1`,
+          model: "fake-model",
+          apiKey,
+          stream: false
+        })
+        const reported: Array<Model.Usage> = []
+        const generating = yield* Effect.forkChild(
+          Effect.provideService(model.generate(yield* request()), Model.CutOffUsage, (usage) => {
+            reported.push(usage)
+          })
+        )
+        while (asked.n === 0) yield* Effect.sleep(5)
+        yield* Effect.sleep(100)
+        yield* Fiber.interrupt(generating)
+        // Before: nothing reported, the prompt uncounted.
+        assert.lengthOf(reported, 1)
+        assert.isAbove(reported[0]?.inputTokens ?? 0, 0)
+        assert.isTrue(reported[0]?.estimated)
+      }).pipe(Effect.scoped, Effect.provide(NodeTransport.layer()))
   )
 
   it.live(

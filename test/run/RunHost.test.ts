@@ -6,6 +6,7 @@ import * as Failure from "../../src/failure/Failure.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
 import * as JournalError from "../../src/journal/JournalError.ts"
+import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunHost from "../../src/run/RunHost.ts"
 import * as RunOptions from "../../src/run/RunOptions.ts"
@@ -415,6 +416,93 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         assert.strictEqual(finished._tag === "Finished" ? finished.result.status : finished._tag, "completed")
         assert.deepStrictEqual(paid, [5])
       }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
+  )
+
+  it.effect(
+    "R7 R9.3 two calls waiting at the default concurrency, one for a place: a drive again parks as it is (review 161)",
+    () =>
+      Effect.gen(function* () {
+        const { pay } = ledger()
+        const options = { goal: "pay twice", tools: [pay], time: { approval: "1 hour" } } as const
+        const parked = yield* RunHost.drive("r1d", options)
+        assert.strictEqual(parked._tag, "Parked")
+        const before = yield* logOf("r1d")
+        const again = yield* RunHost.drive("r1d", options)
+        assert.deepStrictEqual(again, parked)
+        // Before: the second call, waiting for a place, had the run resumed at every drive.
+        assert.deepStrictEqual(yield* logOf("r1d"), before)
+        // Under a higher concurrency it would take up the second call: the run goes on.
+        const wider = yield* RunHost.drive("r1d", { ...options, concurrency: 2 })
+        assert.include(tags(yield* logOf("r1d")), "run.resumed")
+        assert.strictEqual(wider._tag, "Parked")
+      }).pipe(Effect.provide([Journal.layerMemory, twoPays]))
+  )
+
+  it.effect(
+    "R3.6 R7 a parked run driven under a policy that now denies its call goes on, the call refused (review 161)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const parked = yield* RunHost.drive("r1e", { goal: "pay 5", tools: [pay] })
+        assert.strictEqual(parked._tag, "Parked")
+        const denying: Permission.PermissionService = {
+          check: () => Effect.succeed(Permission.deny("tool_not_allowed", "payments are off"))
+        }
+        const driven = yield* RunHost.drive("r1e", { goal: "pay 5", tools: [pay] }).pipe(
+          Effect.provideService(Permission.Permission, denying)
+        )
+        // Before: parked as it was, the call listed for a person though the policy refuses it.
+        assert.strictEqual(driven._tag, "Finished")
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
+  )
+
+  it.live(
+    "R5.1 R12 a cancel check that dies or never answers as the drive is interrupted: the run is taken away all the same (review 161)",
+    () =>
+      Effect.gen(function* () {
+        for (const cancelling of [Effect.die(new Error("store down")), Effect.never]) {
+          const asked = yield* Deferred.make<void>()
+          const marks: Array<string> = []
+          const mark = Tool.make({
+            name: "mark",
+            description: "Marks.",
+            input: Schema.Struct({}),
+            output: Schema.String,
+            sideEffect: "external",
+            handler: () => Effect.sync(() => (marks.push("marked"), "ok"))
+          })
+          // The model answers with a call to `mark` 1.5 s after it is asked.
+          const slow = ScriptedModel.layerFunction((request) =>
+            request.iteration === 1 ? ScriptedModel.toolCall("mark", {}, "m1") : ScriptedModel.finalAnswer("done")
+          )
+          const delayed = Layer.effect(
+            Model.Model,
+            Effect.map(Model.Model, (model) => ({
+              generate: (request: Model.Request) =>
+                Deferred.succeed(asked, undefined).pipe(
+                  Effect.andThen(Effect.sleep("1500 millis")),
+                  Effect.andThen(model.generate(request))
+                )
+            }))
+          ).pipe(Layer.provide(slow))
+          const runId = cancelling === Effect.never ? "c-never" : "c-dies"
+          const driving = yield* RunHost.drive(runId, { goal: "mark", tools: [mark] }, { cancelling }).pipe(
+            Effect.provide(delayed),
+            Effect.forkChild
+          )
+          yield* Deferred.await(asked)
+          // Before: one that died left the run going on; one that never answered held the interruption for ever.
+          const interrupted = yield* Effect.timeoutOption(Fiber.interrupt(driving), "5 seconds")
+          assert.isTrue(Option.isSome(interrupted))
+          yield* Effect.sleep("2 seconds")
+          // Taken away: no ending recorded; one whose check died stopped before the model answered.
+          const stored = Option.getOrThrow(yield* (yield* Journal.Journal).read(runId))
+          assert.isTrue(Option.isNone(stored.result))
+          if (cancelling !== Effect.never) assert.deepStrictEqual(marks, [])
+        }
+      }).pipe(Effect.provide(Journal.layerMemory)),
+    30_000
   )
 
   it.effect("R5.1 a cancel delivered to a parked run ends it cancelled, the call never run, the table emptied", () =>

@@ -784,6 +784,34 @@ describe("Replay of an answer a cancel cut off (R13, R2.1, R5.1)", () => {
       assert.strictEqual(report.result.counters.outputTokens, 4_000)
     })
   )
+
+  it.effect("R13 a model's own failure of the category cancelled, retried, replays as it came (reviews 161, 162)", () =>
+    Effect.gen(function* () {
+      let asked = 0
+      const aborting: Model.Model["Service"] = {
+        generate: () =>
+          Effect.suspend(() =>
+            asked++ === 0
+              ? Effect.fail(
+                  new Failure.Retryable({
+                    source: "provider",
+                    category: "cancelled",
+                    code: "upstream_abort",
+                    attempts: 1,
+                    hint: "the proxy aborted the request"
+                  })
+                )
+              : Effect.succeed(ScriptedModel.finalAnswer("done"))
+          )
+      }
+      const options = { goal: "x", tools: [], recovery: { backoff: Recovery.backoff({ jitter: false }) } }
+      const recorded = yield* TestClockDriver.drive(Run.run(options)).pipe(Effect.provideService(Model.Model, aborting))
+      assert.strictEqual(recorded.stopReason, "goal_reached")
+      const report = yield* Replay.replay(recorded.timeline, options)
+      // Before: played as a cancel's cut-off, waiting for a cancel that never came, and Diverged.
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
 })
 
 describe("Replay of a recording made in real time (R13)", () => {

@@ -30,9 +30,13 @@ export const ofBody = (text: string, decoding: WireResponse.Decoding): Model.Usa
   return WireResponse.partialUsage(parts, decoding)
 }
 
-/** A body cut off after `bytes` of it came: an estimate from the request and those bytes, at four a token. */
+/**
+ * A body cut off after `bytes` of it came: an estimate from the request and those bytes, at
+ * four a token. None of it yet is an answer sent all the same (its 200 came): the prompt was
+ * billed (review 162).
+ */
 export const ofBytes = (bytes: number, decoding: WireResponse.Decoding): Model.Usage | undefined => {
-  if (bytes === 0 || decoding.request === undefined) return undefined
+  if (decoding.request === undefined) return undefined
   const estimate = Model.estimatedUsage(decoding.request, { text: "", toolCalls: [] })
   return WireResponse.priced(
     { ...estimate, outputTokens: estimate.outputTokens + Math.ceil(bytes / 4) },

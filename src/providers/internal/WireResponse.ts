@@ -166,12 +166,16 @@ export interface Parts {
   readonly calls: ReadonlyArray<{ readonly id: string | undefined; readonly name: string; readonly arguments: unknown }>
   readonly finishReason: string | undefined
   readonly usage: WireUsageType | undefined
+  /** More of the answer came after `usage` was reported (a stream's early or running count). */
+  readonly usageStale?: boolean | undefined
 }
 
 /**
  * What the parts of an answer that never ended (its stream broke, stalled or carried an
  * error) had cost (R2.1): the usage the server reported, priced; else, once something of the
  * answer came, an estimate from the text sent and received; else nothing (no answer began).
+ * A usage reported before more of the answer came counts each side at least as the estimate
+ * does, and is then marked `estimated` (review 162: an early count read 0 tokens of 100 KB).
  */
 export const partialUsage = (parts: Parts, decoding: Decoding): Model.Usage | undefined => {
   const toolCalls = parts.calls.map((call, index) => ({
@@ -180,7 +184,16 @@ export const partialUsage = (parts: Parts, decoding: Decoding): Model.Usage | un
     arguments: call.arguments
   }))
   const estimate = estimateOf(parts, decoding, toolCalls)
-  if (parts.usage != null) return usageOf(parts.usage, decoding.prices, estimate)
+  if (parts.usage != null) {
+    const reported = usageOf(parts.usage, decoding.prices, estimate)
+    const since = parts.usageStale === true ? estimate() : undefined
+    if (since === undefined) return reported
+    if (since.inputTokens <= reported.inputTokens && since.outputTokens <= reported.outputTokens) return reported
+    const { costUsd: _, ...counts } = reported
+    const inputTokens = Math.max(reported.inputTokens, since.inputTokens)
+    const outputTokens = Math.max(reported.outputTokens, since.outputTokens)
+    return priced({ ...counts, inputTokens, outputTokens, estimated: true }, decoding.prices)
+  }
   const began = parts.text !== "" || (parts.reasoning ?? "") !== "" || parts.calls.length > 0
   const estimated = began ? estimate() : undefined
   return estimated === undefined ? undefined : priced(estimated, decoding.prices)

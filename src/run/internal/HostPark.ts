@@ -4,11 +4,12 @@
  * drive of it (a wake that decided nothing: a recheck, its shard moving) parks it again as it
  * is, recording nothing. Private to the run host.
  */
-import { Clock, Effect } from "effect"
+import { Clock, Deferred, Effect, Exit } from "effect"
 import * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import type * as Journal from "../../journal/Journal.ts"
 import * as JournalApprovals from "../../journal/JournalApprovals.ts"
+import * as RealTime from "../../time/RealTime.ts"
 import type * as Approval from "../../tools/Approval.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 
@@ -33,34 +34,59 @@ export const waitingIn = (log: RunLog.State, events: ReadonlyArray<Event.Event>)
 
 /**
  * The requests a run whose log is `events` is parked on still, or `undefined` when a drive must
- * take it up: every call of its open batch without a result waits for a person (none waits for
- * a place: a resume's concurrency may take it up), every call with one succeeded (a failure may
- * stop the run: review 148), it is not stopping and its deadline has not passed, and the table
- * holds each waiting call undecided, expiring later than `parkAfterMillis` from now. A store out
- * of reach says take it up: the drive waits the store out.
+ * take it up: its open batch's calls wait for a person, or for a place among them, as a live run
+ * parks ({@link waitingIn}), under the concurrency it would go on with (`concurrency`: a higher
+ * one takes up more calls); every result of the batch succeeded (a failure may stop the run:
+ * review 148); it is not stopping and its deadline has not passed; and the table holds each
+ * waiting call undecided, expiring later than `parkAfterMillis` from now. A store out of reach
+ * says take it up: the drive waits the store out.
  */
 export const parkedStill = (
   journal: Journal.Service,
   loaded: { readonly runId: string; readonly events: ReadonlyArray<Event.Event> },
-  parkAfterMillis: number
+  options: { readonly parkAfterMillis: number; readonly concurrency: number | undefined }
 ): Effect.Effect<ReadonlyArray<Approval.Request> | undefined> =>
   Effect.gen(function* () {
     const { runId, events } = loaded
+    if (options.concurrency !== undefined && options.concurrency !== RunLog.concurrencyOf(events)) return undefined
     const log = RunLog.fold(events)
-    const batch = log.batch
-    if (log.stopping !== undefined || batch === undefined || batch.closed) return undefined
-    if (events.some((e) => e._tag === "run.finished")) return undefined
+    if (log.stopping !== undefined || events.some((e) => e._tag === "run.finished")) return undefined
+    const waiting = waitingIn(log, events)
+    if (waiting === undefined || waiting.length === 0) return undefined
     const from = events.findLastIndex((e) => e._tag === "model.responded")
-    const tail = events.slice(from)
-    const waiting = batch.callIds.filter((_, i) => batch.observations[i] === undefined)
-    if (waiting.length === 0) return undefined
-    if (!waiting.every((callId) => ToolExecutor.standingOf(tail, callId)._tag === "Waiting")) return undefined
-    if (tail.some((e) => Event.isResult(e) && e._tag !== "tool.succeeded")) return undefined
+    if (events.slice(from).some((e) => Event.isResult(e) && e._tag !== "tool.succeeded")) return undefined
     const now = yield* Clock.currentTimeMillis
     if (RunLog.deadlineOf(events) <= now) return undefined
     const rows = yield* Effect.orElseSucceed(journal.pendingApprovals({ runId }), () => [])
     const requests = waiting.map((callId) => rows.find((row) => row.callId === callId))
-    return requests.every((row) => row !== undefined && row.expiresAt - now > parkAfterMillis)
+    return requests.every((row) => row !== undefined && row.expiresAt - now > options.parkAfterMillis)
       ? requests.flatMap((row) => (row === undefined ? [] : [JournalApprovals.requestOf(row)]))
       : undefined
   })
+
+/** How long, in real time, a drive being interrupted waits to learn whether a cancel interrupts it. */
+const cancelAskMillis = 2_000
+
+/**
+ * Whether the interruption of a drive delivers a cancel, as its host's `cancelling` says (it
+ * runs as the drive is interrupted, where nothing can be interrupted): a check that fails, dies
+ * or gives no answer within 2 s of real time says no, and the run is taken away (review 161: one
+ * that died left the run running, one that hung held the interruption for ever).
+ */
+export const isCancel = (cancelling: Effect.Effect<boolean> | undefined): Effect.Effect<boolean> =>
+  cancelling === undefined
+    ? Effect.succeed(false)
+    : Effect.gen(function* () {
+        const answer = yield* Deferred.make<boolean>()
+        const said = (exit: Exit.Exit<boolean>) => Deferred.succeed(answer, Exit.isSuccess(exit) && exit.value === true)
+        const asking = yield* Effect.forkDetach(Effect.flatMap(Effect.exit(cancelling), said), {
+          startImmediately: true
+        })
+        const bound = yield* Effect.forkDetach(
+          Effect.andThen(RealTime.sleep(cancelAskMillis), Deferred.succeed(answer, false))
+        )
+        const cancel = yield* Deferred.await(answer)
+        asking.interruptUnsafe()
+        bound.interruptUnsafe()
+        return cancel
+      })

@@ -92,6 +92,8 @@ const sameConversation = () => {
 export const model = (recorded: ReadonlyArray<Event.Event>, refusals: Array<Refusal>): Model.Model["Service"] => {
   const requests = requestsOf(recorded)
   const same = sameConversation()
+  const cancelledAt =
+    recorded.find((e) => e._tag === "run.stopping" && e.by === "cancel")?.seq ?? Number.POSITIVE_INFINITY
   let next = 0
   return {
     generate: (request) =>
@@ -119,9 +121,10 @@ export const model = (recorded: ReadonlyArray<Event.Event>, refusals: Array<Refu
           }
           return Effect.as(until(answer.at), response)
         }
-        // The run's own record of an answer its cancel cut off, not the model's: the replay waits
-        // for its cancel, as the recorded run did, and reports the cost as the model did (review 159).
-        if (answer?._tag === "model.failed" && answer.failure.category === "cancelled")
+        // The run's own record of an answer its cancel cut off (after the cancel's `run.stopping`), not
+        // the model's: the replay waits for its cancel, as the recorded run did, and reports the cost
+        // as the model did (review 159). A model's own failure of that category is played as it came.
+        if (answer?._tag === "model.failed" && answer.failure.category === "cancelled" && answer.seq > cancelledAt)
           return Effect.never.pipe(Effect.onInterrupt(() => Model.reportCutOff(answer.usage)))
         if (answer?._tag === "model.failed")
           return Effect.andThen(
