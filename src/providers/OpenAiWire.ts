@@ -256,7 +256,7 @@ export interface Accumulator {
   next: number
   finishReason: string | undefined
   usage: WireUsageType | undefined
-  /** Characters of the answer received (text, reasoning, calls' names and arguments), and how many of them `usage` covers. */
+  /** Characters of the answer received (text, reasoning, calls' names and arguments), and the count `usage` covers. */
   received: number
   usageCovers: number
 }
