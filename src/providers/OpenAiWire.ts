@@ -370,7 +370,7 @@ export const partialUsage = (acc: Accumulator, decoding: WireResponse.Decoding):
       calls: [...acc.calls.values()],
       finishReason: acc.finishReason,
       usage: acc.usage,
-      usageStale: acc.received > acc.usageCovers
+      charsAfterUsage: acc.received - acc.usageCovers
     },
     decoding
   )

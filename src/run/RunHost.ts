@@ -330,11 +330,10 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           // A run parked on calls nothing has decided (a recheck woke it, its shard moved) parks again as
           // it is: nothing is resumed or recorded (review 159: a `run.resumed` per wake). Under a policy
           // of its own, the run asks it of its waiting calls first (review 161: one that now denies).
-          const concurrency = merged.success.concurrency
           const still =
             cancelled || (yield* Permission.Permission) !== Permission.allowAll
               ? undefined
-              : yield* HostPark.parkedStill(journal, loaded, { parkAfterMillis, concurrency })
+              : yield* HostPark.parkedStill(journal, loaded, merged.success, parkAfterMillis)
           if (still !== undefined) return { _tag: "Parked", approvals: still } as const
           const resume = loaded.started === undefined ? undefined : ({ reason: "restart" } as const)
           going = Launch.launch(merged.success, taken, { restored: loaded, resume, cancelled, watch, hold })

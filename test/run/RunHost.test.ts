@@ -505,6 +505,29 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
     30_000
   )
 
+  it.effect(
+    "R3.5 R4.1 a parked run driven under other limits or a closer deadline is taken up: they refuse its call, or end it (review 163)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const options = { goal: "pay 12345", tools: [pay], time: { approval: "1 hour" } } as const
+        assert.strictEqual((yield* RunHost.drive("r1f", options))._tag, "Parked")
+        // An argument limit its call's arguments are over: the call is refused, the run goes on to its end.
+        const refused = yield* RunHost.drive("r1f", { ...options, limits: { maxArgumentChars: 5 } })
+        assert.strictEqual(refused._tag, "Finished")
+        assert.include(tags(yield* logOf("r1f")), "tool.failed")
+
+        assert.strictEqual((yield* RunHost.drive("r1g", options))._tag, "Parked")
+        // 50 ms more at most: parked on until it passes, then ended by it.
+        const tighter = { ...options, time: { approval: "1 hour", run: 50 } } as const
+        yield* RunHost.drive("r1g", tighter)
+        yield* TestClock.adjust("1 second")
+        const ended = yield* RunHost.drive("r1g", tighter)
+        assert.strictEqual(ended._tag === "Finished" ? ended.result.stopReason : ended._tag, "run_timeout")
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 12345 })]))
+  )
+
   it.effect("R5.1 a cancel delivered to a parked run ends it cancelled, the call never run, the table emptied", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()

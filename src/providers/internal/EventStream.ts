@@ -12,6 +12,7 @@ import * as Model from "../../model/Model.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as OpenAiWire from "../OpenAiWire.ts"
 import * as Sse from "../Sse.ts"
+import * as PaidUsage from "./PaidUsage.ts"
 import * as Phases from "./Phases.ts"
 import * as ProviderFailure from "./ProviderFailure.ts"
 
@@ -150,10 +151,12 @@ export const read = Effect.fnUntraced(function* (
   })
   // An answer cut off (a reset, a stall, an error event, no `[DONE]`) was paid for as far as
   // it came: its failure carries that usage, for the run's budgets (R2.1); so does the
-  // report of one the run's own timers interrupt.
+  // report of one the run's own timers interrupt. Its 200 came: before its first event, its
+  // prompt was billed (review 163), as a plain answer's is.
+  const paid = () => OpenAiWire.partialUsage(acc, decoding) ?? PaidUsage.ofBytes(0, decoding)
   yield* Effect.raceFirst(events, watchdog(progress, limits, deadline)).pipe(
-    Effect.mapError((failure) => FailureBoundary.withUsage(failure, OpenAiWire.partialUsage(acc, decoding))),
-    Effect.onInterrupt(() => Model.reportCutOff(OpenAiWire.partialUsage(acc, decoding)))
+    Effect.mapError((failure) => FailureBoundary.withUsage(failure, paid())),
+    Effect.onInterrupt(() => Model.reportCutOff(paid()))
   )
   return yield* Result.match(OpenAiWire.fromAccumulator(acc, decoding), {
     // Whole, and no response (a call with no name): paid for all the same (R2.1).

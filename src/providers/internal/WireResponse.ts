@@ -166,16 +166,18 @@ export interface Parts {
   readonly calls: ReadonlyArray<{ readonly id: string | undefined; readonly name: string; readonly arguments: unknown }>
   readonly finishReason: string | undefined
   readonly usage: WireUsageType | undefined
-  /** More of the answer came after `usage` was reported (a stream's early or running count). */
-  readonly usageStale?: boolean | undefined
+  /** Characters of the answer that came after `usage` was reported (a stream's early or running count). */
+  readonly charsAfterUsage?: number | undefined
 }
 
 /**
  * What the parts of an answer that never ended (its stream broke, stalled or carried an
  * error) had cost (R2.1): the usage the server reported, priced; else, once something of the
  * answer came, an estimate from the text sent and received; else nothing (no answer began).
- * A usage reported before more of the answer came counts each side at least as the estimate
- * does, and is then marked `estimated` (review 162: an early count read 0 tokens of 100 KB).
+ * A usage reported before more of the answer came counts what came after it on top, four
+ * characters a token, and is then marked `estimated` (review 162: an early count read 0 tokens
+ * of 100 KB; review 163: a count above the estimate of the whole still left out what followed).
+ * The prompt's count stands: it cannot grow after the server counted it.
  */
 export const partialUsage = (parts: Parts, decoding: Decoding): Model.Usage | undefined => {
   const toolCalls = parts.calls.map((call, index) => ({
@@ -186,13 +188,12 @@ export const partialUsage = (parts: Parts, decoding: Decoding): Model.Usage | un
   const estimate = estimateOf(parts, decoding, toolCalls)
   if (parts.usage != null) {
     const reported = usageOf(parts.usage, decoding.prices, estimate)
-    const since = parts.usageStale === true ? estimate() : undefined
-    if (since === undefined) return reported
-    if (since.inputTokens <= reported.inputTokens && since.outputTokens <= reported.outputTokens) return reported
+    const after = parts.charsAfterUsage ?? 0
+    // An estimated side covers all that came already.
+    if (after <= 0 || reported.estimated === true) return reported
     const { costUsd: _, ...counts } = reported
-    const inputTokens = Math.max(reported.inputTokens, since.inputTokens)
-    const outputTokens = Math.max(reported.outputTokens, since.outputTokens)
-    return priced({ ...counts, inputTokens, outputTokens, estimated: true }, decoding.prices)
+    const outputTokens = UsageParts.beside(reported.outputTokens, Math.ceil(after / 4))
+    return priced({ ...counts, outputTokens, estimated: true }, decoding.prices)
   }
   const began = parts.text !== "" || (parts.reasoning ?? "") !== "" || parts.calls.length > 0
   const estimated = began ? estimate() : undefined

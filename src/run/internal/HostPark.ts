@@ -4,7 +4,7 @@
  * drive of it (a wake that decided nothing: a recheck, its shard moving) parks it again as it
  * is, recording nothing. Private to the run host.
  */
-import { Clock, Deferred, Effect, Exit } from "effect"
+import { Clock, Deferred, Effect, Exit, Result } from "effect"
 import * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import type * as Journal from "../../journal/Journal.ts"
@@ -12,6 +12,8 @@ import * as JournalApprovals from "../../journal/JournalApprovals.ts"
 import * as RealTime from "../../time/RealTime.ts"
 import type * as Approval from "../../tools/Approval.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
+import { recordedLimits } from "./resolve/RecordedLimits.ts"
+import * as Resolve from "./resolve/Resolve.ts"
 
 /**
  * The calls of the open batch that wait for a person now, or `undefined` while the run goes
@@ -35,20 +37,21 @@ export const waitingIn = (log: RunLog.State, events: ReadonlyArray<Event.Event>)
 /**
  * The requests a run whose log is `events` is parked on still, or `undefined` when a drive must
  * take it up: its open batch's calls wait for a person, or for a place among them, as a live run
- * parks ({@link waitingIn}), under the concurrency it would go on with (`concurrency`: a higher
- * one takes up more calls); every result of the batch succeeded (a failure may stop the run:
- * review 148); it is not stopping and its deadline has not passed; and the table holds each
- * waiting call undecided, expiring later than `parkAfterMillis` from now. A store out of reach
- * says take it up: the drive waits the store out.
+ * parks ({@link waitingIn}); every result of the batch succeeded (a failure may stop the run:
+ * review 148); it is not stopping and its deadline has not passed; the options it would go on
+ * with resolve to the limits its log records, and bring its deadline no closer (review 163: an
+ * argument limit lowered refuses a call, a `time.run` ends the run); and the table holds each
+ * waiting call undecided, as its log asked it, expiring later than `parkAfterMillis` from now.
+ * A store out of reach says take it up: the drive waits the store out.
  */
 export const parkedStill = (
   journal: Journal.Service,
-  loaded: { readonly runId: string; readonly events: ReadonlyArray<Event.Event> },
-  options: { readonly parkAfterMillis: number; readonly concurrency: number | undefined }
+  loaded: { readonly runId: string; readonly goal: string; readonly events: ReadonlyArray<Event.Event> },
+  options: Parameters<typeof Resolve.resolve>[0],
+  parkAfterMillis: number
 ): Effect.Effect<ReadonlyArray<Approval.Request> | undefined> =>
   Effect.gen(function* () {
     const { runId, events } = loaded
-    if (options.concurrency !== undefined && options.concurrency !== RunLog.concurrencyOf(events)) return undefined
     const log = RunLog.fold(events)
     if (log.stopping !== undefined || events.some((e) => e._tag === "run.finished")) return undefined
     const waiting = waitingIn(log, events)
@@ -56,16 +59,37 @@ export const parkedStill = (
     const from = events.findLastIndex((e) => e._tag === "model.responded")
     if (events.slice(from).some((e) => Event.isResult(e) && e._tag !== "tool.succeeded")) return undefined
     const now = yield* Clock.currentTimeMillis
-    if (RunLog.deadlineOf(events) <= now) return undefined
+    const deadlineAt = RunLog.deadlineOf(events)
+    if (deadlineAt <= now) return undefined
+    const resolved = Resolve.resolve({ ...options, runId, goal: loaded.goal }, "resumed")
+    if (Result.isFailure(resolved)) return undefined
+    if (options.time?.run !== undefined && now + resolved.success.timeoutMillis < deadlineAt) return undefined
+    if (!sameLimits(recordedLimits(resolved.success), RunLog.limitsOf(events) ?? {})) return undefined
     const rows = yield* Effect.orElseSucceed(journal.pendingApprovals({ runId }), () => [])
-    const requests = waiting.map((callId) => rows.find((row) => row.callId === callId))
-    return requests.every((row) => row !== undefined && row.expiresAt - now > options.parkAfterMillis)
+    const requests = waiting.map((callId) => {
+      const row = rows.find((r) => r.callId === callId)
+      const asked = events.findLast((e) => e._tag === "approval.requested" && e.callId === callId)
+      const same = row !== undefined && asked?._tag === "approval.requested" && asked.expiresAt === row.expiresAt
+      return same && row.expiresAt - now > parkAfterMillis ? row : undefined
+    })
+    return requests.every((row) => row !== undefined)
       ? requests.flatMap((row) => (row === undefined ? [] : [JournalApprovals.requestOf(row)]))
       : undefined
   })
 
+/** Whether two records of limits agree, the run's time limit aside (its deadline is weighed apart). */
+const sameLimits = (a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>): boolean => {
+  const { runTimeoutMillis: _, ...given } = a
+  const { runTimeoutMillis: __, ...logged } = b
+  const keys = Object.keys(given)
+  return keys.length === Object.keys(logged).length && keys.every((key) => given[key] === logged[key])
+}
+
 /** How long, in real time, a drive being interrupted waits to learn whether a cancel interrupts it. */
 const cancelAskMillis = 2_000
+
+/** Waits in real time that nobody is told of. */
+const untold: RealTime.Waits = { begin: () => () => {} }
 
 /**
  * Whether the interruption of a drive delivers a cancel, as its host's `cancelling` says (it
@@ -82,9 +106,9 @@ export const isCancel = (cancelling: Effect.Effect<boolean> | undefined): Effect
         const asking = yield* Effect.forkDetach(Effect.flatMap(Effect.exit(cancelling), said), {
           startImmediately: true
         })
-        const bound = yield* Effect.forkDetach(
-          Effect.andThen(RealTime.sleep(cancelAskMillis), Deferred.succeed(answer, false))
-        )
+        // Told to no test-clock driver: one would hold its clock still, and a check that waits on it never answer (review 163).
+        const sleep = Effect.provideService(RealTime.sleep(cancelAskMillis), RealTime.Waits, untold)
+        const bound = yield* Effect.forkDetach(Effect.andThen(sleep, Deferred.succeed(answer, false)))
         const cancel = yield* Deferred.await(answer)
         asking.interruptUnsafe()
         bound.interruptUnsafe()
