@@ -1,5 +1,4 @@
 import { readFileSync } from "node:fs"
-import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { createServer as createTlsServer } from "node:tls"
@@ -36,7 +35,7 @@ import * as FileTools from "../../src/tools/FileTools.ts"
 import * as Permission from "../../src/tools/Permission.ts"
 import * as Criterion from "../../src/validation/Criterion.ts"
 import * as Validation from "../../src/validation/Validation.ts"
-import { apiKey, classOf, failureOf, KEY, once, request, setup } from "../support/provider.ts"
+import { apiKey, classOf, failureOf, KEY, once, rawServer, request, setup } from "../support/provider.ts"
 
 const transport = NodeTransport.layer()
 
@@ -569,23 +568,12 @@ describe("OpenAiCompatible", () => {
       () =>
         Effect.gen(function* () {
           // A 429 whose body starts and never ends (review 117): it was held the whole idle-read period.
-          const server = yield* Effect.acquireRelease(
-            Effect.callback<Http.Server>((resume) => {
-              const created = Http.createServer((_, res) => {
-                res.writeHead(429, { "content-type": "application/json", "retry-after": "1" })
-                res.write("{")
-              })
-              created.listen(0, "127.0.0.1", () => resume(Effect.succeed(created)))
-            }),
-            (created) =>
-              Effect.sync(() => {
-                created.closeAllConnections()
-                created.close()
-              })
-          )
-          const { port } = server.address() as AddressInfo
+          const baseUrl = yield* rawServer((_, res) => {
+            res.writeHead(429, { "content-type": "application/json", "retry-after": "1" })
+            res.write("{")
+          })
           const model = yield* OpenAiCompatible.make({
-            baseUrl: `http://127.0.0.1:${port}/v1`,
+            baseUrl,
             model: "m",
             apiKey,
             timeouts: { idleRead: 30_000 }

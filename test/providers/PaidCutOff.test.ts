@@ -5,8 +5,6 @@
  * filter withheld carries its usage. Before, each counted 0 tokens and $0, and a server
  * that always cut its answers off never tripped `maxTokens` or `maxCostUsd`.
  */
-import * as Http from "node:http"
-import type { AddressInfo } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import type * as Event from "../../src/events/Event.ts"
@@ -15,7 +13,7 @@ import * as NodeTransport from "../../src/providers/node/NodeTransport.ts"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FakeOpenAiServer from "../../src/testing/FakeOpenAiServer.ts"
-import { apiKey, failureOf, request } from "../support/provider.ts"
+import { apiKey, failureOf, rawServer, request } from "../support/provider.ts"
 
 const failed = (timeline: ReadonlyArray<Event.Event>) =>
   timeline.filter((e): e is Event.Of<"model.failed"> => e._tag === "model.failed")
@@ -84,27 +82,16 @@ describe("answers paid for and cut off (R2.1)", () => {
         Effect.gen(function* () {
           // A server that answers 200 and sends no byte of the body.
           const asked = { n: 0 }
-          const server = yield* Effect.acquireRelease(
-            Effect.callback<Http.Server>((resume) => {
-              const created = Http.createServer((req, res) => {
-                req.resume()
-                req.on("end", () => {
-                  asked.n++
-                  res.writeHead(200, { "content-type": stream ? "text/event-stream" : "application/json" })
-                  res.flushHeaders()
-                })
-              })
-              created.listen(0, "127.0.0.1", () => resume(Effect.succeed(created)))
-            }),
-            (created) =>
-              Effect.sync(() => {
-                created.closeAllConnections()
-                created.close()
-              })
-          )
-          const { port } = server.address() as AddressInfo
+          const baseUrl = yield* rawServer((req, res) => {
+            req.resume()
+            req.on("end", () => {
+              asked.n++
+              res.writeHead(200, { "content-type": stream ? "text/event-stream" : "application/json" })
+              res.flushHeaders()
+            })
+          })
           const model = yield* OpenAiCompatible.make({
-            baseUrl: `http://127.0.0.1:${port}/v1`,
+            baseUrl,
             model: "fake-model",
             apiKey,
             stream

@@ -2,6 +2,8 @@
  * Helpers shared by the provider tests: a request with a deadline, a client of a
  * scripted `FakeOpenAiServer`, and the failure an exit carries.
  */
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
 import { Cause, Clock, Effect, Exit, Redacted } from "effect"
 import * as Failure from "../../src/failure/Failure.ts"
 import type * as Model from "../../src/model/Model.ts"
@@ -65,3 +67,21 @@ export const failureOf = (exit: Exit.Exit<unknown, unknown>): Failure.Failure =>
 }
 
 export const classOf = (failure: Failure.Failure) => [failure._tag, failure.category, failure.code]
+
+/**
+ * A raw HTTP server on a free local port, for what `FakeOpenAiServer` does not play (headers
+ * alone, a body that never ends); closed, its connections with it, when the scope closes.
+ * Gives its base URL (`http://127.0.0.1:<port>/v1`).
+ */
+export const rawServer = (handle: Http.RequestListener) =>
+  Effect.acquireRelease(
+    Effect.callback<Http.Server>((resume) => {
+      const created = Http.createServer(handle)
+      created.listen(0, "127.0.0.1", () => resume(Effect.succeed(created)))
+    }),
+    (created) =>
+      Effect.sync(() => {
+        created.closeAllConnections()
+        created.close()
+      })
+  ).pipe(Effect.map((server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`))
