@@ -1,7 +1,12 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit } from "effect"
+import { Cause, Effect, Exit, Schema } from "effect"
+import * as Run from "../../src/run/Run.ts"
+import type * as RunResult from "../../src/run/RunResult.ts"
 import * as Properties from "../../src/testing/Properties.ts"
+import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
+import * as Tool from "../../src/tools/Tool.ts"
 import { approval, base, invariants, run, tagsOf } from "../support/properties.ts"
 
 /** At least 1,000 generated cases per property; `PROPERTY_RUNS=20000` for a deeper local search. */
@@ -26,6 +31,50 @@ const holds =
       evaluated.set(name, (evaluated.get(name) ?? 0) + 1)
       assert.deepStrictEqual(found, [], JSON.stringify(found))
     })
+
+/** The result with another status, as its log's ending says it too. */
+const relabelled = (result: RunResult.RunResult, status: RunResult.RunResult["status"]): RunResult.RunResult => ({
+  ...result,
+  status,
+  timeline: result.timeline.map((e) =>
+    e._tag === "run.finished"
+      ? { ...e, status }
+      : e._tag === "state.changed" && e.to === result.status
+        ? { ...e, to: status }
+        : e
+  )
+})
+
+describe("Properties.check: the status a stop allows (R2.5, R3.8), review 164", () => {
+  it.effect(
+    "R3.8 a payment in doubt at the run deadline: unknown_outcome passes, failed does not; cancelled only with its reason",
+    () =>
+      Effect.gen(function* () {
+        const pay = Tool.make({
+          name: "pay",
+          description: "pays",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          handler: () => Effect.never
+        })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "x", tools: [pay], time: { run: "1 second" } })
+        ).pipe(
+          Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("pay", {}), ScriptedModel.finalAnswer("ok")]))
+        )
+        assert.deepStrictEqual([result.status, result.stopReason], ["unknown_outcome", "run_timeout"])
+        const budget = { runTimeoutMillis: 1_000, maxRecoveries: 8, scheduleRetries: 2, mayActTwice: ["pay"] }
+        const ending = (r: RunResult.RunResult, b = budget) =>
+          invariants(Properties.check(r, b)).filter((i) => i.startsWith("R2.5 ending") || i.startsWith("R3.8"))
+        assert.deepStrictEqual(ending(result), [])
+        // Before: each of these passed the kit.
+        assert.include(ending(relabelled(result, "failed")), "R3.8 unknown outcome")
+        assert.include(ending(result, { ...budget, mayActTwice: [] }), "R2.5 ending")
+        assert.include(ending(relabelled(result, "cancelled")), "R2.5 ending")
+      })
+  )
+})
 
 describe("Properties", () => {
   it.effect("drive: a run that does not end, whose interruption sleeps on the clock, is a defect, not a hang", () =>

@@ -32,6 +32,12 @@ export interface Budget {
   readonly approvalTimeoutMillis?: number | undefined
   /** Each tool's own timeout in milliseconds, by name, for the tools that have one. */
   readonly toolTimeoutMillis?: Readonly<Record<string, number>> | undefined
+  /**
+   * The tools whose calls may not be sent twice (`write` or `external`, not idempotent), by
+   * name: a run that ends while one is pending has status `unknown_outcome`, and only then
+   * (R3.8). Without it, a call pending of whatever tool allows that status.
+   */
+  readonly mayActTwice?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -94,6 +100,10 @@ export const budgetProblem = (budget: unknown): string | undefined => {
   const codes = b.neverRetried
   if (codes !== undefined && !(Array.isArray(codes) && codes.every((c) => typeof c === "string"))) {
     return "neverRetried must be an array of failure codes"
+  }
+  const names = b.mayActTwice
+  if (names !== undefined && !(Array.isArray(names) && names.every((n) => typeof n === "string"))) {
+    return "mayActTwice must be an array of tool names"
   }
   return undefined
 }

@@ -383,7 +383,7 @@ export const check = (given: RunResult.RunResult, budget: Budget): ReadonlyArray
   if (budget.maxToolCalls !== undefined) checkBatchOverLimit(timeline, budget.maxToolCalls, violate)
 
   // R2.5, R8: the ending.
-  checkEnding(result, violate)
+  checkEnding(result, violate, budget.mayActTwice)
   checkStopReason(result, violate)
   checkStates(result, violate)
   checkTimeLayers(result, budget, violate)

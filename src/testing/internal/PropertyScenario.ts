@@ -13,7 +13,7 @@ import * as Run from "../../run/Run.ts"
 import type * as RunResult from "../../run/RunResult.ts"
 import * as Approval from "../../tools/Approval.ts"
 import * as Permission from "../../tools/Permission.ts"
-import type * as Tool from "../../tools/Tool.ts"
+import * as Tool from "../../tools/Tool.ts"
 import * as FaultyModel from "../FaultyModel.ts"
 import * as ScriptedModel from "../ScriptedModel.ts"
 import * as TestClockDriver from "../TestClockDriver.ts"
@@ -173,7 +173,10 @@ export const toScenario = (c: Case): Scenario => {
             ? []
             : [[t.name, Duration.toMillis(Duration.fromInputUnsafe(t.metadata.timeout))]]
         )
-      )
+      ),
+      mayActTwice: tools
+        .filter((t) => Tool.mayChangeWorld(t.metadata.sideEffect) && !t.metadata.idempotent)
+        .map((t) => t.name)
     },
     plan
   }

@@ -104,7 +104,12 @@ export const checkCalls = (result: RunResult.RunResult, violate: Violate): void 
  * a terminal status and a `StopReason` from `StopReason.all`. R8: `seq` numbered without
  * gaps, and the result's counters equal to the timeline's fold.
  */
-export const checkEnding = (result: RunResult.RunResult, violate: Violate): void => {
+export const checkEnding = (
+  result: RunResult.RunResult,
+  violate: Violate,
+  /** The tools whose calls may not be sent twice, when the budget names them (`Budget.mayActTwice`). */
+  mayActTwice?: ReadonlyArray<string>
+): void => {
   const timeline = result.timeline
   const started = timeline[0]
   if (started?._tag !== "run.started") violate("R2.5 ending", `the first event is ${started?._tag ?? "missing"}`)
@@ -124,14 +129,20 @@ export const checkEnding = (result: RunResult.RunResult, violate: Violate): void
   if ((result.status === "completed") !== (result.stopReason === "goal_reached")) {
     violate("R2.5 ending", `status ${result.status} with stop reason ${result.stopReason}`)
   }
-  // An unknown outcome is its own status; a run another stop ended while an action was in doubt
-  // has it too, the action pending (R3.8).
-  if (
-    result.stopReason === "unknown_outcome"
-      ? result.status !== "unknown_outcome"
-      : result.status === "unknown_outcome" && result.pendingActions.length === 0
-  ) {
+  if ((result.status === "cancelled") !== (result.stopReason === "cancelled")) {
     violate("R2.5 ending", `status ${result.status} with stop reason ${result.stopReason}`)
+  }
+  // An unknown outcome is its own status; a run another stop ended while an action that may not
+  // be sent twice was in doubt has it too, and only then, the action pending (R3.8). Without the
+  // budget's names of such tools, an action pending of whatever tool allows it.
+  const inDoubt = result.pendingActions.some((p) => mayActTwice?.includes(p.name) ?? true)
+  const own = result.stopReason === "unknown_outcome"
+  const other = !own && result.stopReason !== "goal_reached" && result.stopReason !== "cancelled"
+  if (own ? result.status !== "unknown_outcome" : result.status === "unknown_outcome" && !(other && inDoubt)) {
+    violate("R2.5 ending", `status ${result.status} with stop reason ${result.stopReason}`)
+  } else if (other && mayActTwice !== undefined && inDoubt && result.status !== "unknown_outcome") {
+    const names = result.pendingActions.map((p) => p.name).join(", ")
+    violate("R3.8 unknown outcome", `status ${result.status} while ${names} may or may not have taken effect`)
   }
   const gap = timeline.findIndex((e, i) => e.seq !== i)
   if (gap >= 0) violate("R8 timeline", `event ${gap} has seq ${timeline[gap]?.seq}`)
