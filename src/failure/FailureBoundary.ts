@@ -11,8 +11,8 @@
  * | timeout (connect, first byte, read) | Retryable  | `timeout`        |
  * | connection error (reset, refused)  | Retryable   | `connection`     |
  * | corrupt or truncated JSON          | Retryable   | `corrupt_response` |
- * | any other 4xx                      | Permanent   | `permanent_http` |
- * | anything else                      | Permanent   | `request_failed` |
+ * | another 4xx                        | Permanent   | `permanent_http` |
+ * | every other failure                | Permanent   | `request_failed` |
  *
  * `Retry-After` (seconds or an HTTP date) is read into `retryAfterMillis`.
  *

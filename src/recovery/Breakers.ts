@@ -20,7 +20,7 @@
  * | `Retryable` (its `retryAfterMillis` lengthens an opening) | failure |
  * | `UnknownOutcome`                                      | failure  |
  * | `Permanent` in {@link brokenCategories}               | failure  |
- * | any other `Permanent` (a bad request: the caller's fault) | ignored |
+ * | another `Permanent` (a bad request: the caller's fault) | ignored |
  * | a run or step deadline (`run_timeout`, `step_timeout`) | ignored |
  * | a defect                                              | failure  |
  * | interruption only                                     | ignored  |

@@ -112,7 +112,7 @@ const maskCutShort = (text: string, beginnings: ReadonlyArray<Beginnings>): stri
 
 /**
  * The most secret forms text is searched for. A call with more secrets than that (a
- * sensitive tool given thousands of strings) has any text derived from it of at least
+ * sensitive tool given thousands of strings) has every text derived from it of at least
  * four characters masked whole: searching each for each would cost the square of its size.
  */
 const maxForms = 1_000

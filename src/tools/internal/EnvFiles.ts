@@ -4,7 +4,7 @@
  */
 
 /**
- * `.env`, `.env.<anything>` (`.env.local`), and the copies editors and people make of them
+ * `.env`, `.env.<suffix>` (`.env.local`), and the copies editors and people make of them
  * (`.env~`, `#.env#`, `.env-old`, `.env_backup`, `.env copy`): `.env` followed by nothing,
  * or by a character that is no letter or digit (`.envrc` and `.environment` are other files).
  */
