@@ -235,8 +235,6 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
           } as const
         }
 
-        const parkAfterMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
-
         /** The run's ending as the journal holds it, once another process took the run over (`why`). */
         const theirs = (why: string) =>
           Effect.flatMap(Effect.result(JournalLoad.load(journal, runId, options.tools, options.modelName)), (stored) =>
@@ -248,6 +246,7 @@ export const drive = <T extends Tool.Any, RV = never, O = never>(
                 } as const)
               : Effect.fail(overtaken(runId, why))
           )
+        const parkAfterMillis = Duration.toMillis(Duration.fromInputUnsafe(settings.parkAfter ?? "1 second"))
         // The calls waiting long enough to park on, and the run once it is going.
         const waiting = new Map<string, Approval.Request>()
         let run: { readonly ctx: RunContext.RunContext; readonly fiber: Fiber.Fiber<void> } | undefined

@@ -12,7 +12,7 @@ import * as JournalApprovals from "../../journal/JournalApprovals.ts"
 import * as RealTime from "../../time/RealTime.ts"
 import type * as Approval from "../../tools/Approval.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
-import { recordedLimits } from "./resolve/RecordedLimits.ts"
+import { recordedLimits, sameLimits } from "./resolve/RecordedLimits.ts"
 import * as Resolve from "./resolve/Resolve.ts"
 
 /**
@@ -76,14 +76,6 @@ export const parkedStill = (
       ? requests.flatMap((row) => (row === undefined ? [] : [JournalApprovals.requestOf(row)]))
       : undefined
   })
-
-/** Whether two records of limits agree, the run's time limit aside (its deadline is weighed apart). */
-const sameLimits = (a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>): boolean => {
-  const { runTimeoutMillis: _, ...given } = a
-  const { runTimeoutMillis: __, ...logged } = b
-  const keys = Object.keys(given)
-  return keys.length === Object.keys(logged).length && keys.every((key) => given[key] === logged[key])
-}
 
 /** How long, in real time, a drive being interrupted waits to learn whether a cancel interrupts it. */
 const cancelAskMillis = 2_000

@@ -57,17 +57,18 @@ export const inDoubt = (ctx: RunContext.RunContext, unsafeToResend: (name: strin
 
 /**
  * A run's status as it ends on a stop that is no accepted answer: `unknown_outcome`, not
- * `failed` or `partial`, while an action that may not be sent twice is in doubt, since it may
- * have taken effect: never a guessed failure (R3.8). Its stop reason stays its own.
+ * `failed` or `partial`, while an action that may not be sent twice is in doubt (`doubt`), since
+ * it may have taken effect: never a guessed failure (R3.8). Its stop reason stays its own.
  */
+export const withDoubt = (status: RunState.Status, doubt: boolean): RunState.Status =>
+  doubt && (status === "failed" || status === "partial") ? "unknown_outcome" : status
+
+/** {@link withDoubt}, the doubt read from the run's log and its tools. */
 export const settled = (
   ctx: RunContext.RunContext,
   tools: Registry["tools"],
   status: RunState.Status
-): RunState.Status =>
-  (status === "failed" || status === "partial") && inDoubt(ctx, unsafeIn(tools)) !== undefined
-    ? "unknown_outcome"
-    : status
+): RunState.Status => withDoubt(status, inDoubt(ctx, unsafeIn(tools)) !== undefined)
 
 /**
  * Ends the run `internal_error` on a defect. A defect may have ended a call's fiber

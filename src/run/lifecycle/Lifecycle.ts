@@ -18,7 +18,7 @@ import * as Commit from "../internal/Commit.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import { randomRunId } from "../internal/RunId.ts"
 import type { Ending } from "../internal/RunOutcome.ts"
-import { recordedLimits } from "../internal/resolve/RecordedLimits.ts"
+import { recordedLimits, sameLimits } from "../internal/resolve/RecordedLimits.ts"
 import { defaultStopGraceMillis, type Resolved, resolve } from "../internal/resolve/Resolve.ts"
 import type * as JournalLoad from "../journal/JournalLoad.ts"
 import * as JournalSink from "../journal/JournalSink.ts"
@@ -70,8 +70,7 @@ const recordResumed = (
   // Other limits than the log says (given to the resume) are recorded: the log alone tells
   // what stopped the run (R13). The run's time limit is its deadline's, recorded apart.
   const { runTimeoutMillis: _, ...given } = limits ?? {}
-  const { runTimeoutMillis: __, ...logged } = RunLog.limitsOf(ctx.events) ?? {}
-  const other = limits !== undefined && !sameLimits(given, logged)
+  const other = limits !== undefined && !sameLimits(given, RunLog.limitsOf(ctx.events) ?? {})
   RunContext.emit(ctx, ({ runId, seq, at }) => ({
     _tag: "run.resumed",
     fromSeq: seq,
@@ -83,11 +82,6 @@ const recordResumed = (
     seq,
     at
   }))
-}
-
-const sameLimits = (a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>): boolean => {
-  const keys = Object.keys(a)
-  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key])
 }
 
 /**

@@ -87,3 +87,14 @@ export const recordedLimits = <RV, R>(valid: Resolved<RV, R>): Readonly<Record<s
     )
   )
 }
+
+/**
+ * Whether two records of limits, as `run.started` and `run.resumed` give them, agree, the
+ * run's time limit aside: a resume's deadline is weighed apart (`run.resumed`'s `deadlineAt`).
+ */
+export const sameLimits = (a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>): boolean => {
+  const { runTimeoutMillis: _, ...given } = a
+  const { runTimeoutMillis: __, ...logged } = b
+  const keys = Object.keys(given)
+  return keys.length === Object.keys(logged).length && keys.every((key) => given[key] === logged[key])
+}

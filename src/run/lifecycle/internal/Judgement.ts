@@ -5,7 +5,6 @@
  */
 import { Cause, Effect, Exit, Result } from "effect"
 import type * as Event from "../../../events/Event.ts"
-import type * as RunState from "../../../events/RunState.ts"
 import * as StopReason from "../../../events/StopReason.ts"
 import * as UserCode from "../../../failure/UserCode.ts"
 import type * as ToolArguments from "../../../tools/ToolArguments.ts"
@@ -14,7 +13,7 @@ import * as Validation from "../../../validation/Validation.ts"
 import * as FinalOutput from "../../internal/FinalOutput.ts"
 import * as OwnCopy from "../../internal/OwnCopy.ts"
 import * as RunContext from "../../internal/RunContext.ts"
-import { broken, end, inDoubt, settled, unsafeIn } from "../../internal/RunEnd.ts"
+import { broken, end, inDoubt, settled, unsafeIn, withDoubt } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
 import type { Resolved } from "../../internal/resolve/Resolve.ts"
 import * as Loop from "../../loop/Loop.ts"
@@ -62,7 +61,7 @@ const judge = (
     const failing = report.failed.map((c) => c.detail)
     // Refuted, yet some plan steps are done with evidence: partial, listing what is done (R6.2, R6.3).
     return {
-      status: doubt ? "unknown_outcome" : report.completed.length > 0 ? "partial" : "failed",
+      status: withDoubt(report.completed.length > 0 ? "partial" : "failed", doubt),
       stopReason: "validation_failed",
       policy: "validation",
       // Each check's detail is bounded; their join is cut as they are (R12, review 118).
@@ -71,7 +70,7 @@ const judge = (
       report
     }
   }
-  const status: RunState.Status = doubt ? "unknown_outcome" : report.completed.length > 0 ? "partial" : "failed"
+  const status = withDoubt(report.completed.length > 0 ? "partial" : "failed", doubt)
   return { status, stopReason: outcome.reason, policy: outcome.policy, detail: outcome.detail, report }
 }
 
@@ -152,7 +151,7 @@ const validateOutcome = Effect.fnUntraced(function* <RV>(
   if (output !== undefined && Result.isFailure(output) && output.failure._tag === "Broken") {
     const detail = output.failure.message
     RunContext.decided(ctx, "runtime", "internal_error", detail)
-    const status = pending === undefined ? "failed" : "unknown_outcome"
+    const status = withDoubt("failed", pending !== undefined)
     return { status, stopReason: "internal_error", policy: "runtime", detail, report } satisfies Ending
   }
   // Validation may have run past the deadline (a stop hook that blocked): no answer is
