@@ -439,6 +439,59 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
   )
 
   it.effect(
+    "R7 R9.3 a parked run whose sibling's failure goes back to the model parks as it is when driven again (review 161)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        /** A read whose errors go back to the model. */
+        const flaky = Tool.make({
+          name: "flaky",
+          description: "Fails, for the model to see.",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "read",
+          recoverErrors: true,
+          handler: () =>
+            Effect.fail(
+              new Failure.Permanent({ source: "tool", category: "io", code: "gone", attempts: 1, hint: "gone" })
+            )
+        })
+        const options = {
+          goal: "pay and look",
+          tools: [pay, flaky],
+          concurrency: 3,
+          time: { approval: "1 hour" }
+        } as const
+        const parked = yield* RunHost.drive("r1g", options)
+        assert.strictEqual(parked._tag, "Parked")
+        const before = yield* logOf("r1g")
+        // One sibling refused at its arguments, one failed: both for the model to correct.
+        assert.strictEqual(tags(before).filter((t) => t === "tool.failed").length, 2)
+        const again = yield* RunHost.drive("r1g", options)
+        assert.deepStrictEqual(again, parked)
+        // Before: a `run.resumed` per drive (every recheck of a run parked for a day).
+        assert.deepStrictEqual(yield* logOf("r1g"), before)
+        yield* decide("r1g", "c1", Approval.approved("ops"))
+        const finished = yield* RunHost.drive("r1g", options)
+        assert.strictEqual(finished._tag === "Finished" ? finished.result.status : finished._tag, "completed")
+        assert.deepStrictEqual(paid, [5])
+      }).pipe(
+        Effect.provide([
+          Journal.layerMemory,
+          ScriptedModel.layerFunction((request) =>
+            request.iteration === 1
+              ? ScriptedModel.toolCalls(
+                  ["pay", { amount: 5 }, "c1"],
+                  ["pay", { amount: "five" }, "c2"],
+                  ["flaky", {}, "c3"]
+                )
+              : ScriptedModel.finalAnswer("done")
+          )
+        ])
+      )
+  )
+
+  it.effect(
     "R3.6 R7 a parked run driven under a policy that now denies its call goes on, the call refused (review 161)",
     () =>
       Effect.gen(function* () {
@@ -1061,6 +1114,41 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         assert.deepStrictEqual(yield* (yield* Journal.Journal).pendingApprovals({ runId: "r18" }), [])
         assert.deepStrictEqual(paid, [])
       }).pipe(Effect.provide([Journal.layerMemory, payAndBreak]))
+  )
+
+  it.live(
+    "R3.11 R7 R9 a run resumed with a sibling's rejection in its log ends approval_rejected; it never parks",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const store = yield* Journal.Journal
+        const options = { goal: "pay twice", tools: [pay], concurrency: 2, time: { approval: "1 hour" } } as const
+        // The process dies at the commit of the rejected call's block, before its batch stopped.
+        let crashedAt = 0
+        for (let commit = 1; commit <= 10 && crashedAt === 0; commit++) {
+          const runId = `r20-${commit}`
+          const faulty = FaultyJournal.make(store, { crashAt: { commit, when: "after" } })
+          const running = yield* Effect.forkChild(
+            Effect.exit(
+              Run.run({ ...options, runId }).pipe(
+                Effect.provideService(Journal.Journal, faulty.journal),
+                Effect.provideService(Approval.ApprovalGate, JournalApprovals.make(faulty.journal))
+              )
+            )
+          )
+          yield* Effect.sleep("50 millis")
+          yield* Effect.exit(decide(runId, "call_1", Approval.rejected("no", "ops")))
+          yield* Fiber.join(running).pipe(Effect.timeout("5 seconds"), Effect.exit)
+          const log = yield* logOf(runId)
+          if (log.some((e) => e._tag === "tool.blocked") && !log.some((e) => e._tag === "termination.decided"))
+            crashedAt = commit
+        }
+        assert.isAbove(crashedAt, 0, "no commit left the rejection in the log with its sibling waiting")
+        const runId = `r20-${crashedAt}`
+        const resumed = yield* RunHost.drive(runId, options)
+        assert.strictEqual(resumed._tag === "Finished" ? resumed.result.stopReason : resumed._tag, "approval_rejected")
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide([Journal.layerMemory, twoPays]))
   )
 
   it.live(

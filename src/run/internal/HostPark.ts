@@ -5,12 +5,13 @@
  * is, recording nothing. Private to the run host.
  */
 import { Clock, Deferred, Effect, Exit, Result } from "effect"
-import * as Event from "../../events/Event.ts"
+import type * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
 import type * as Journal from "../../journal/Journal.ts"
 import * as JournalApprovals from "../../journal/JournalApprovals.ts"
 import * as RealTime from "../../time/RealTime.ts"
 import type * as Approval from "../../tools/Approval.ts"
+import * as Loop from "../loop/Loop.ts"
 import * as ToolExecutor from "../pipeline/ToolExecutor.ts"
 import { recordedLimits, sameLimits } from "./resolve/RecordedLimits.ts"
 import * as Resolve from "./resolve/Resolve.ts"
@@ -37,8 +38,8 @@ export const waitingIn = (log: RunLog.State, events: ReadonlyArray<Event.Event>)
 /**
  * The requests a run whose log is `events` is parked on still, or `undefined` when a drive must
  * take it up: its open batch's calls wait for a person, or for a place among them, as a live run
- * parks ({@link waitingIn}); every result of the batch succeeded (a failure may stop the run:
- * review 148); it is not stopping and its deadline has not passed; the options it would go on
+ * parks ({@link waitingIn}); no result of the batch stops the run
+ * ({@link stopsTheRun}); it is not stopping and its deadline has not passed; the options it would go on
  * with resolve to the limits its log records, and bring its deadline no closer (review 163: an
  * argument limit lowered refuses a call, a `time.run` ends the run); and the table holds each
  * waiting call undecided, as its log asked it, expiring later than `parkAfterMillis` from now.
@@ -56,13 +57,12 @@ export const parkedStill = (
     if (log.stopping !== undefined || events.some((e) => e._tag === "run.finished")) return undefined
     const waiting = waitingIn(log, events)
     if (waiting === undefined || waiting.length === 0) return undefined
-    const from = events.findLastIndex((e) => e._tag === "model.responded")
-    if (events.slice(from).some((e) => Event.isResult(e) && e._tag !== "tool.succeeded")) return undefined
     const now = yield* Clock.currentTimeMillis
     const deadlineAt = RunLog.deadlineOf(events)
     if (deadlineAt <= now) return undefined
     const resolved = Resolve.resolve({ ...options, runId, goal: loaded.goal }, "resumed")
     if (Result.isFailure(resolved)) return undefined
+    if (stopsTheRun(resolved.success.loop, log.batch?.callIds ?? [], events)) return undefined
     if (options.time?.run !== undefined && now + resolved.success.timeoutMillis < deadlineAt) return undefined
     if (!sameLimits(recordedLimits(resolved.success), RunLog.limitsOf(events) ?? {})) return undefined
     const rows = yield* Effect.orElseSucceed(journal.pendingApprovals({ runId }), () => [])
@@ -76,6 +76,17 @@ export const parkedStill = (
       ? requests.flatMap((row) => (row === undefined ? [] : [JournalApprovals.requestOf(row)]))
       : undefined
   })
+
+/**
+ * Whether the open batch's log holds a stop (R3.11, R7): going on would stop the run (review
+ * 148). A failure the model is to correct (bad arguments, a tool that hands its errors back)
+ * lets it park on (review 161: every recheck of a run parked beside one resumed it).
+ */
+const stopsTheRun = <R>(config: Loop.Config<R>, callIds: ReadonlyArray<string>, events: ReadonlyArray<Event.Event>) => {
+  const tail = events.slice(events.findLastIndex((e) => e._tag === "model.responded"))
+  const standings = callIds.map((callId) => ToolExecutor.standingOf(tail, callId))
+  return Loop.holdsStop(config, tail, standings)
+}
 
 /** How long, in real time, a drive being interrupted waits to learn whether a cancel interrupts it. */
 const cancelAskMillis = 2_000

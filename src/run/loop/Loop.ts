@@ -28,12 +28,13 @@ import type { Config, Outcome } from "./internal/LoopConfig.ts"
 import * as LoopStops from "./internal/LoopStops.ts"
 import * as ModelCall from "./internal/ModelCall.ts"
 import * as ModelRecords from "./internal/ModelRecords.ts"
+import { holdsStop, recordedStop } from "./internal/RecordedStop.ts"
 import { inDoubt, type OpenBatch, reconcileLate, stepLeft, type Unfinished, unfinished } from "./internal/Unfinished.ts"
 
 /** The run's live context, which the loop's functions take (internal to `run/`). */
 export type { RunContext } from "../internal/RunContext.ts"
 export type { Config, Models, Outcome } from "./internal/LoopConfig.ts"
-export { inDoubt, reconcileLate }
+export { holdsStop, inDoubt, reconcileLate }
 /** The model call a run's deadline cut off, recorded when the run ends. */
 export const recordCutOff = (ctx: RunContext.RunContext): void => ModelRecords.recordCutOff(ctx)
 
@@ -118,8 +119,8 @@ const batch = <R>(
     if (alone !== undefined && !config.approvals) return alone
     // A resumed batch whose log holds a result that stops the run stops at once: the calls it left
     // waiting are let go, never taken up (review 148: a sibling's error, then an approval, paid).
-    const recorded = (standings ?? []).flatMap((s) => (s._tag === "Done" ? [LoopStops.callStop(config, s.result)] : []))
-    const stopped = recorded.find((stop) => stop !== undefined)
+    // So does one with a rejection or an expiry whose stop was not committed (its siblings' waits not taken up).
+    const stopped = recordedStop(config, ctx.events.slice(from), standings ?? [])
     const ran =
       stopped !== undefined
         ? Effect.fail(stopped)
