@@ -19,7 +19,7 @@ import type * as Event from "../events/Event.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import type * as Run from "../run/Run.ts"
 import * as RunObserver from "../run/RunObserver.ts"
-import { frame, line } from "./internal/LiveFrame.ts"
+import { frame, type Given, line } from "./internal/LiveFrame.ts"
 import { fitToRow } from "./internal/Terminal.ts"
 
 export {
@@ -112,7 +112,8 @@ const framesApart = 9
 
 /** One run on a screen: its events as it appends them, `settled` once it is over. */
 interface RunView {
-  readonly event: (event: Event.Event) => void
+  /** With `given`, a `run.finished` is drawn with the ending its run's caller was given. */
+  readonly event: (event: Event.Event, given?: Given) => void
   readonly settled: () => void
 }
 
@@ -146,13 +147,13 @@ const screen = (options: Options, now: () => number) => {
   let heldBack = false
   /** Redraws the block of the runs still going, below the last frame of `ended`, if given. */
   // A line that wrapped would take two rows, and the cursor moves up one a line (review 44).
-  const rows = (events: ReadonlyArray<Event.Event>, at: number) =>
-    frame(events, at).map((text) => fitToRow(text, options.columns ?? process.stdout.columns))
-  const draw = (ended?: ReadonlyArray<Event.Event>) => {
+  const rows = (events: ReadonlyArray<Event.Event>, at: number, given?: Given) =>
+    frame(events, at, given).map((text) => fitToRow(text, options.columns ?? process.stdout.columns))
+  const draw = (ended?: ReadonlyArray<Event.Event>, given?: Given) => {
     drawnAt = now()
     heldBack = false
     const block = live.flatMap((events) => rows(events, drawnAt))
-    write(redraw(drawn, ended === undefined ? block : [...rows(ended, drawnAt), ...block]))
+    write(redraw(drawn, ended === undefined ? block : [...rows(ended, drawnAt, given), ...block]))
     drawn = block.length
     const done = now()
     nextAt = done + Math.max(frameInterval - (done - drawnAt), framesApart * (done - drawnAt))
@@ -167,15 +168,15 @@ const screen = (options: Options, now: () => number) => {
       return true
     }
     return {
-      event: (event) => {
+      event: (event, given) => {
         events.push(event)
         if (!tty) {
           write(`${line(event, events[0]?.at ?? event.at)}\n`)
-          if (event._tag === "run.finished" && leave()) write(`${frame(events, now()).join("\n")}\n`)
+          if (event._tag === "run.finished" && leave()) write(`${frame(events, now(), given).join("\n")}\n`)
           return
         }
         if (event._tag === "run.finished") {
-          if (leave()) draw(events)
+          if (leave()) draw(events, given)
         } else if (now() >= nextAt) draw()
         else heldBack = true
       },
@@ -264,7 +265,16 @@ export const watch = <O>(handle: Run.Handle<O>, options: Options = {}): Effect.E
     const ticking = yield* Effect.forkChild(
       Effect.forever(Effect.andThen(Effect.sleep(shown.tickEvery), Effect.sync(shown.tick)))
     )
-    yield* Stream.runForEach(handle.events, (event) => Effect.sync(() => one.event(event)))
+    // The last frame says the ending the handle gives: where its log's differs (a run another
+    // process took over ends `internal_error`, review 166), its `run.finished` is drawn with it.
+    let finished: Event.Event | undefined
+    yield* Stream.runForEach(handle.events, (event) =>
+      Effect.sync(() => (event._tag === "run.finished" ? (finished = event) : one.event(event)))
+    )
+    if (finished !== undefined) {
+      const { status, stopReason } = yield* handle.result
+      one.event(finished, { status, stopReason })
+    }
     yield* Fiber.interrupt(ticking)
     yield* Effect.sync(one.settled)
   })

@@ -215,14 +215,19 @@ const otherRun = (events: ReadonlyArray<Event.Event>): string | undefined => {
 /**
  * The events as the journal holds them: a `run.resumed` (a resume going on from its last
  * commit) replaces every event recorded before it from its `seq` on, and a `run.started`
- * (the run started again from nothing, or its id used again) every event before it.
+ * (the run started again from nothing, or its id used again) every event before it. Once a
+ * resume is kept, an event that does not follow it (a `seq` it has had, or one after its
+ * ending) is the late tail of the process it took the run from, which that process could not
+ * commit (review 166: read as two runs of one id).
  */
 const latest = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Event.Event> => {
   const kept: Array<Event.Event> = []
+  let resumed = false
   for (const event of events) {
     if (event._tag === "run.resumed" || event._tag === "run.started") {
       while (kept.length > 0 && (kept.at(-1)?.seq ?? -1) >= event.seq) kept.pop()
-    }
+      resumed = event._tag === "run.resumed"
+    } else if (resumed && (event.seq <= (kept.at(-1)?.seq ?? -1) || kept.at(-1)?._tag === "run.finished")) continue
     kept.push(event)
   }
   return kept

@@ -119,6 +119,14 @@ export const html = (input: Input, options: Options = {}): string => {
     facts,
     notices,
     // From the events the page shows: content left out of them is left out of it too.
-    explanation: options.explanation ?? Explain.format(Explain.explain(events))
+    // A result's ending where its log's differs (a run another process took over, review 166).
+    explanation:
+      options.explanation ??
+      Explain.format(
+        Explain.explain(
+          events,
+          result === undefined ? undefined : { status: result.status, stopReason: result.stopReason }
+        )
+      )
   })
 }

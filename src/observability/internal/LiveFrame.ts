@@ -27,16 +27,20 @@ const iterationOf = (events: ReadonlyArray<Event.Event>): number => {
  * countdown; each budget beside its limit (those with a limit); what is in flight, each with
  * its own countdown; and how the run ended, once it has. A resumed run is seen from its
  * `run.resumed` on: its time since the resume, and no budgets (the counts before it are in
- * its log, not in these events); its deadline only when the resume set a closer one.
+ * its log, not in these events); its deadline only when the resume set a closer one. With
+ * `given`, it ends as its caller was told (a run another process took over, review 166).
  */
-export const frame = (events: ReadonlyArray<Event.Event>, now: number): ReadonlyArray<string> =>
-  frameLines(events, now).map(Timeline.visible)
+export const frame = (events: ReadonlyArray<Event.Event>, now: number, given?: Given): ReadonlyArray<string> =>
+  frameLines(events, now, given).map(Timeline.visible)
 
-const frameLines = (events: ReadonlyArray<Event.Event>, now: number): ReadonlyArray<string> => {
+/** The ending the run's caller was given, where its log's may differ (see `Explain.explain`). */
+export type Given = Parameters<typeof Explain.explain>[1]
+
+const frameLines = (events: ReadonlyArray<Event.Event>, now: number, given: Given): ReadonlyArray<string> => {
   const first = events[0]
   if (first === undefined) return ["run: waiting for its first event"]
   const started = first._tag === "run.started" ? first : undefined
-  const explanation = Explain.explain(events)
+  const explanation = Explain.explain(events, given)
   const finished = events[events.length - 1]?._tag === "run.finished"
   const until = finished ? (events[events.length - 1]?.at ?? now) : now
   // The deadline in force: the start's, or the closer one a resume set (a resumed run's view
