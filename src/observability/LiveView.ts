@@ -269,7 +269,10 @@ export const watch = <O>(handle: Run.Handle<O>, options: Options = {}): Effect.E
     // process took over ends `internal_error`, review 166), its `run.finished` is drawn with it.
     let finished: Event.Event | undefined
     yield* Stream.runForEach(handle.events, (event) =>
-      Effect.sync(() => (event._tag === "run.finished" ? (finished = event) : one.event(event)))
+      Effect.sync(() => {
+        if (event._tag === "run.finished") finished = event
+        else one.event(event)
+      })
     )
     if (finished !== undefined) {
       const { status, stopReason } = yield* handle.result

@@ -30,13 +30,20 @@ const iterationOf = (events: ReadonlyArray<Event.Event>): number => {
  * its log, not in these events); its deadline only when the resume set a closer one. With
  * `given`, it ends as its caller was told (a run another process took over, review 166).
  */
-export const frame = (events: ReadonlyArray<Event.Event>, now: number, given?: Given): ReadonlyArray<string> =>
-  frameLines(events, now, given).map(Timeline.visible)
+export const frame = (
+  events: ReadonlyArray<Event.Event>,
+  now: number,
+  given?: Pick<Event.Of<"run.finished">, "status" | "stopReason">
+): ReadonlyArray<string> => frameLines(events, now, given).map(Timeline.visible)
 
 /** The ending the run's caller was given, where its log's may differ (see `Explain.explain`). */
-export type Given = Parameters<typeof Explain.explain>[1]
+export type Given = Pick<Event.Of<"run.finished">, "status" | "stopReason">
 
-const frameLines = (events: ReadonlyArray<Event.Event>, now: number, given: Given): ReadonlyArray<string> => {
+const frameLines = (
+  events: ReadonlyArray<Event.Event>,
+  now: number,
+  given: Given | undefined
+): ReadonlyArray<string> => {
   const first = events[0]
   if (first === undefined) return ["run: waiting for its first event"]
   const started = first._tag === "run.started" ? first : undefined
