@@ -37,7 +37,8 @@
  *   limits in force, `RunLog.limitsOf`: a resume may lay a step timeout, or a longer one).
  *   {@link checkScenario} adds what only the tools and the gate
  *   saw (handler invocations, the ledger, the requests and decisions). A process fenced off
- *   at its last commit is given `failed`/`internal_error` with `unrecorded` set while its
+ *   at its last commit is given `failed`/`internal_error` (`unknown_outcome` with a call in
+ *   doubt) with `unrecorded` set while its
  *   timeline keeps its own `run.finished`: its log is checked against that ending. Of a resumed run,
  *   the model and the gate are the restarted process's only, while its timeline holds both
  *   processes' answers and requests: `R2.1 paid` and `R7 approvals` compare the two, and

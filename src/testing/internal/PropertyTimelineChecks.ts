@@ -18,8 +18,8 @@ export const ofTag = <T extends Event.Event["_tag"]>(timeline: ReadonlyArray<Eve
 
 /**
  * The run as its own log ends it. A process fenced off at its last commit (another one
- * resumed the run meanwhile) gives `failed`/`internal_error` by the `runtime`, with
- * `unrecorded` set, while its timeline keeps its own `run.finished` (`Closing`'s
+ * resumed the run meanwhile) gives `failed`/`internal_error` by the `runtime`
+ * (`unknown_outcome`/`internal_error` while it left a call in doubt), with `unrecorded` set, while its timeline keeps its own `run.finished` (`Closing`'s
  * `overtaken`). Such a result is checked against that `run.finished` instead: its status,
  * its stop reason and the policy that decided it (the log's last decision of that reason).
  * Every other result is returned as it is.
@@ -28,7 +28,7 @@ export const ownEnding = (result: RunResult.RunResult): RunResult.RunResult => {
   const finished = result.timeline.at(-1)
   const relabelled =
     result.unrecorded !== undefined &&
-    result.status === "failed" &&
+    (result.status === "failed" || result.status === "unknown_outcome") &&
     result.stopReason === "internal_error" &&
     result.policy === "runtime" &&
     finished?._tag === "run.finished" &&

@@ -9,6 +9,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
+import * as Abortable from "../../../src/cancellation/Abortable.ts"
 import type * as Event from "../../../src/events/Event.ts"
 import * as Failure from "../../../src/failure/Failure.ts"
 import * as Journal from "../../../src/journal/Journal.ts"
@@ -183,5 +184,82 @@ describe("a batch stopped by one of its calls (R3.11)", () => {
       )
       assert.deepStrictEqual([result.status, pay.ledger], ["completed", [500]])
     }).pipe(Effect.provide(services))
+  )
+
+  // A read (the default, not idempotent) whose promise ignores its abort signal, as a `fetch` wrapper that does not pass it on.
+  const lookup = Tool.make({
+    name: "lookup",
+    description: "reads a page",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    sideEffect: "read",
+    handler: Abortable.handler(() => new Promise<string>((resolve) => setTimeout(() => resolve("page"), 3_000).unref()))
+  })
+
+  it.live(
+    "R3.8 R7 a read cut off by a rejection in its batch: failed, approval_rejected, the read listed (review 165)",
+    () =>
+      Effect.gen(function* () {
+        const pay = payments({ needsApproval: true })
+        const gate: Approval.Gate = {
+          ...Approval.makeMemory(),
+          request: () => Effect.as(Effect.sleep("300 millis"), Approval.rejected("no"))
+        }
+        const result = yield* Run.run({ goal: "x", tools: [lookup, pay.tool], concurrency: 2 }).pipe(
+          Effect.provideService(Approval.ApprovalGate, gate),
+          Effect.provide(batchOf(["lookup", {}], ["pay", { amount: 5 }]))
+        )
+        assert.deepStrictEqual(
+          result.pendingActions.map((p) => p.name),
+          ["lookup"]
+        )
+        // Before: unknown_outcome / unknown_outcome, a read outranking the rejection.
+        assert.deepStrictEqual([result.status, result.stopReason], ["failed", "approval_rejected"], result.detail)
+      }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.live("R3.8 a read cut off by a sibling's tool error: failed, tool_error, the read listed (review 165)", () =>
+    Effect.gen(function* () {
+      const result = yield* Run.run({ goal: "x", tools: [lookup, failing("boom", boom, 300)], concurrency: 2 }).pipe(
+        Effect.provide(batchOf(["lookup", {}], ["boom", {}]))
+      )
+      assert.deepStrictEqual(
+        result.pendingActions.map((p) => p.name),
+        ["lookup"]
+      )
+      assert.deepStrictEqual([result.status, result.stopReason], ["failed", "tool_error"], result.detail)
+    }).pipe(Effect.provide(services))
+  )
+
+  it.effect(
+    "R3.8 R9.4 a run whose last commit another process fenced off, a payment in doubt: unknown_outcome, internal_error (review 165)",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        const never = Tool.make({
+          name: "pay",
+          description: "pays",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          handler: () => Effect.never
+        })
+        // Commits: the start, the model's answer, the payment's intent; the fourth (the ending) is fenced off.
+        const faulty = FaultyJournal.make(store, { conflictOn: (n) => n >= 4 })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "x", runId: "f2", tools: [never], time: { run: "1 second" } }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(batchOf(["pay", {}]))
+          )
+        )
+        assert.strictEqual(result.stopReason, "internal_error")
+        assert.include(result.detail, "another process owns this run now")
+        assert.deepStrictEqual(
+          result.pendingActions.map((p) => p.name),
+          ["pay"]
+        )
+        // Before: failed, as though nothing had been paid.
+        assert.strictEqual(result.status, "unknown_outcome")
+      }).pipe(Effect.provide(Layer.mergeAll(services, Journal.layerMemory)))
   )
 })

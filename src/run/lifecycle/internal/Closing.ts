@@ -13,7 +13,7 @@ import type * as Validation from "../../../validation/Validation.ts"
 import * as Commit from "../../internal/Commit.ts"
 import * as OwnCopy from "../../internal/OwnCopy.ts"
 import type * as RunContext from "../../internal/RunContext.ts"
-import { leftBehind, rescue } from "../../internal/RunEnd.ts"
+import { leftBehind, rescue, withDoubt } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
 import type { Registry } from "../../pipeline/Registry.ts"
 import type * as RunResult from "../../RunResult.ts"
@@ -33,10 +33,14 @@ export const failedRun = (given: Given | undefined): string | undefined =>
 const suspension = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Suspended> | undefined =>
   ctx.suspended === undefined ? undefined : Exit.fail(ctx.suspended)
 
-/** The result of a run another process took over before its last commit (R9, fencing). */
+/**
+ * The result of a run another process took over before its last commit (R9, fencing):
+ * `unknown_outcome` still while this process left a call that may not be sent twice in doubt
+ * (R3.8, review 165: `failed` read as "nothing was paid").
+ */
 const overtaken = (result: RunResult.RunResult, fenced: string): RunResult.RunResult => ({
   ...result,
-  status: "failed",
+  status: withDoubt("failed", result.status === "unknown_outcome"),
   stopReason: "internal_error",
   policy: "runtime",
   detail: `another process owns this run now, so this process's ending (${result.status}, ${result.stopReason}) was not recorded: ${fenced}`

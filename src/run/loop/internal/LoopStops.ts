@@ -14,7 +14,7 @@ import * as Deadline from "../../../time/Deadline.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as ApprovalWait from "../../pipeline/ApprovalWait.ts"
-import type * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
+import * as ToolExecutor from "../../pipeline/ToolExecutor.ts"
 import { decide, remind } from "./Checkpoint.ts"
 import type { Config, Outcome } from "./LoopConfig.ts"
 
@@ -359,15 +359,17 @@ export const batchStop = <R>(
   const fenced = stop._tag === "CallStop" ? fencedOff(ctx) : undefined
   if (fenced !== undefined) return fenced
   // The batch's first call left pending (its outcome unknown, nothing later settled it),
-  // but an idempotent tool's call that the stop cut off: safe to ask again, as when the stop
-  // cuts it off in a batch with no approval. Its own unknown outcome (it answered so) stands.
-  const [first] = Explain.pendingActions(ctx.events.slice(from)).filter(
-    (pending) =>
-      !(
-        ctx.events[pending.seq]?._tag === "tool.interrupted" &&
-        config.registry.tools.get(pending.name)?.metadata.idempotent === true
-      )
-  )
+  // but a call the stop cut off that is safe to send again (idempotent, or a read), as when
+  // the stop cuts it off in a batch with no approval (review 165: a read outranked a
+  // rejection). Its own unknown outcome (it answered so) stands.
+  const [first] = Explain.pendingActions(ctx.events.slice(from)).filter((pending) => {
+    const tool = config.registry.tools.get(pending.name)
+    return !(
+      ctx.events[pending.seq]?._tag === "tool.interrupted" &&
+      tool !== undefined &&
+      !ToolExecutor.mayActTwice(tool)
+    )
+  })
   if (first !== undefined) {
     const cutOff = ctx.events[first.seq]?._tag === "tool.interrupted"
     const why = stop._tag === "CallStop" ? `${stop.result.name} (${stop.result.callId})'s failure` : stop.reason
