@@ -571,14 +571,44 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
         assert.include(tags(yield* logOf("r1f")), "tool.failed")
 
         assert.strictEqual((yield* RunHost.drive("r1g", options))._tag, "Parked")
-        // 50 ms more at most: parked on until it passes, then ended by it.
+        // 50 ms more at most: its call waits in the process (too short to park on), then the deadline ends it.
         const tighter = { ...options, time: { approval: "1 hour", run: 50 } } as const
-        yield* RunHost.drive("r1g", tighter)
+        const driving = yield* Effect.forkChild(RunHost.drive("r1g", tighter))
         yield* TestClock.adjust("1 second")
-        const ended = yield* RunHost.drive("r1g", tighter)
+        const ended = yield* Fiber.join(driving)
         assert.strictEqual(ended._tag === "Finished" ? ended.result.stopReason : ended._tag, "run_timeout")
         assert.deepStrictEqual(paid, [])
       }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 12345 })]))
+  )
+
+  it.effect(
+    "R4.1 R7 R9.3 parked again under a closer deadline, its call expires by that deadline: the host wakes it then, the table refuses later decisions (review 165)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const options = { goal: "pay 5", tools: [pay], time: { approval: "1 hour", run: "1 day" } } as const
+        assert.strictEqual((yield* RunHost.drive("r1h", options))._tag, "Parked")
+        const closer = { ...options, time: { approval: "1 hour", run: 60_000 } } as const
+        const again = yield* RunHost.drive("r1h", closer)
+        // Before: parked on the approval's expiry, an hour away: nothing woke the run at its deadline.
+        assert.deepStrictEqual(again._tag === "Parked" ? again.approvals.map((a) => a.expiresAt) : again._tag, [60_000])
+        const journal = yield* Journal.Journal
+        assert.deepStrictEqual(
+          (yield* journal.pendingApprovals({ runId: "r1h" })).map((row) => row.expiresAt),
+          [60_000]
+        )
+        // Driven again as it is, it parks as it is.
+        const before = yield* logOf("r1h")
+        assert.deepStrictEqual(yield* RunHost.drive("r1h", closer), again)
+        assert.deepStrictEqual(yield* logOf("r1h"), before)
+        // Past its deadline, a decision is refused (before: recorded, an hour before the old expiry).
+        yield* TestClock.adjust("2 minutes")
+        const late = yield* Effect.exit(decide("r1h", "c1", Approval.approved("ops")))
+        assert.isTrue(Exit.isFailure(late))
+        const ended = yield* RunHost.drive("r1h", closer)
+        assert.strictEqual(ended._tag === "Finished" ? ended.result.stopReason : ended._tag, "run_timeout")
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
   )
 
   it.effect("R5.1 a cancel delivered to a parked run ends it cancelled, the call never run, the table emptied", () =>

@@ -69,7 +69,11 @@ export const parkedStill = (
     const requests = waiting.map((callId) => {
       const row = rows.find((r) => r.callId === callId)
       const asked = events.findLast((e) => e._tag === "approval.requested" && e.callId === callId)
-      const same = row !== undefined && asked?._tag === "approval.requested" && asked.expiresAt === row.expiresAt
+      // The expiry the log asked, within the deadline a resume brought closer (as the request put back says).
+      const same =
+        row !== undefined &&
+        asked?._tag === "approval.requested" &&
+        Math.min(asked.expiresAt, deadlineAt) === row.expiresAt
       return same && row.expiresAt - now > parkAfterMillis ? row : undefined
     })
     return requests.every((row) => row !== undefined)

@@ -108,7 +108,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
 ) {
   const gate = yield* Approval.ApprovalGate
   const before = RunContext.now(ctx)
-  // A request put back keeps its expiry, and the layer that set it (R9, R4.2).
+  // A request put back keeps its expiry, and the layer that set it (R9, R4.2), within the run's.
   const own: { readonly layer: Deadline.Layer; readonly millis: number | undefined } =
     restored === undefined
       ? { layer: "approval", millis: approvalMillis }
@@ -124,7 +124,9 @@ export const awaitDecision = Effect.fnUntraced(function* (
     arguments: args,
     sideEffect: tool.metadata.sideEffect,
     requestedAt: restored?.requestedAt ?? now,
-    expiresAt: restored?.expiresAt ?? now + limit.millis
+    // Put back, it expires by the run's deadline if a resume brought that closer (review 165: the
+    // table took decisions past it, and a parked run woke at the old expiry, not its deadline).
+    expiresAt: Math.min(restored?.expiresAt ?? Number.POSITIVE_INFINITY, now + limit.millis)
   }
   // How long the call had waited already: a request put back has waited since it was made, in
   // the process that stopped and in between (review 88: it said only this process's wait).
