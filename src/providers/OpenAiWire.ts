@@ -355,6 +355,16 @@ const open = (acc: Accumulator, at: number): PartialCall => {
   return call
 }
 
+/** The parts the deltas add up to, with `calls` in their order. */
+const partsOf = (acc: Accumulator, calls: ReadonlyArray<PartialCall>): WireResponse.Parts => ({
+  text: acc.text,
+  reasoning: acc.reasoning,
+  calls,
+  finishReason: acc.finishReason,
+  usage: acc.usage,
+  charsAfterUsage: acc.received - acc.usageCovers
+})
+
 /**
  * What a streamed answer that never reached `[DONE]` had cost so far (R2.1): the usage the
  * server reported, priced, or an estimate from what came of it; `undefined` when nothing did.
@@ -363,17 +373,7 @@ const open = (acc: Accumulator, at: number): PartialCall => {
  * @since 0.3.0
  */
 export const partialUsage = (acc: Accumulator, decoding: WireResponse.Decoding): Model.Usage | undefined =>
-  WireResponse.partialUsage(
-    {
-      text: acc.text,
-      reasoning: acc.reasoning,
-      calls: [...acc.calls.values()],
-      finishReason: acc.finishReason,
-      usage: acc.usage,
-      charsAfterUsage: acc.received - acc.usageCovers
-    },
-    decoding
-  )
+  WireResponse.partialUsage(partsOf(acc, [...acc.calls.values()]), decoding)
 
 /**
  * The response the deltas add up to, or why they do not make one (a tool call
@@ -391,8 +391,6 @@ export const fromAccumulator = (
     if (call.name === "") return corrupt(`the streamed tool call at index ${index} has no function name`)
     calls.push(call)
   }
-  return WireResponse.make(
-    { text: acc.text, reasoning: acc.reasoning, calls, finishReason: acc.finishReason, usage: acc.usage },
-    decoding
-  )
+  // What came after the stream's last usage report is counted on top of it (review 165).
+  return WireResponse.make(partsOf(acc, calls), decoding)
 }

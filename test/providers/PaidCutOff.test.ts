@@ -75,6 +75,66 @@ describe("answers paid for and cut off (R2.1)", () => {
     }).pipe(Effect.provide(NodeTransport.layer()))
   )
 
+  const text = "lorem ipsum ".repeat(3_400)
+  const usageChunk = (usage: object) =>
+    `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [], usage })}\n\n`
+
+  for (const [name, usage] of [
+    ["without its prompt's count", { completion_tokens: 0 }],
+    ["with a null prompt count", { prompt_tokens: null, completion_tokens: 0 }],
+    ["with only its total", { total_tokens: 3 }]
+  ] as const)
+    it.live(`R2.1 an early usage report ${name}, then text, then the cut: the text is counted (review 165)`, () =>
+      Effect.gen(function* () {
+        const body = [chunk({ role: "assistant", content: "" }), usageChunk(usage), chunk({ content: text })].join("")
+        const failure = yield* streamedOnly(body, undefined)
+        // Before: 0 output tokens (2 with the total), the report's estimated prompt taken for an estimate of the whole.
+        assert.isAtLeast(failure.usage?.outputTokens ?? 0, Math.ceil(text.length / 4), JSON.stringify(failure.usage))
+        assert.isTrue(failure.usage?.estimated)
+      }).pipe(Effect.provide(NodeTransport.layer()))
+    )
+
+  it.live("R2.1 a whole stream whose only usage report came before its text counts that text (review 165)", () =>
+    Effect.gen(function* () {
+      const body = [
+        chunk({ role: "assistant", content: "" }),
+        usageChunk({ prompt_tokens: 300, completion_tokens: 0, total_tokens: 300 }),
+        chunk({ content: text }),
+        chunk({}, "stop"),
+        "data: [DONE]\n\n"
+      ].join("")
+      const server = yield* FakeOpenAiServer.make([
+        FakeOpenAiServer.raw({ body, headers: { "content-type": "text/event-stream" } })
+      ])
+      const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "fake-model", apiKey, stream: true })
+      const response = yield* model.generate(yield* request())
+      assert.strictEqual(response.text, text)
+      // Before: 300 + 0, as reported before the text came.
+      assert.deepStrictEqual(
+        [response.usage.inputTokens, response.usage.outputTokens, response.usage.estimated],
+        [300, Math.ceil(text.length / 4), true]
+      )
+    }).pipe(Effect.provide(NodeTransport.layer()))
+  )
+
+  it.live("R2.1 a stream whose usage came with its last text counts it as reported", () =>
+    Effect.gen(function* () {
+      const body = [
+        chunk({ role: "assistant", content: "" }),
+        chunk({ content: text }),
+        chunk({}, "stop"),
+        usageChunk({ prompt_tokens: 300, completion_tokens: 2_000, total_tokens: 2_300 }),
+        "data: [DONE]\n\n"
+      ].join("")
+      const server = yield* FakeOpenAiServer.make([
+        FakeOpenAiServer.raw({ body, headers: { "content-type": "text/event-stream" } })
+      ])
+      const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "fake-model", apiKey, stream: true })
+      const response = yield* model.generate(yield* request())
+      assert.deepStrictEqual(response.usage, { inputTokens: 300, outputTokens: 2_000 })
+    }).pipe(Effect.provide(NodeTransport.layer()))
+  )
+
   for (const stream of [false, true])
     it.live(
       `R2.1 an answer cut off after its 200 and before its body counts the prompt it was billed (reviews 162, 163; stream: ${stream})`,

@@ -70,15 +70,27 @@ const restOf = (total: number | undefined, other: number | undefined): number | 
  * `estimated` (0, unmarked, when there is nothing to estimate from): a usage reported in
  * part counts what it has (R2.1).
  */
+/** The two sides of a usage as the server says them: each its own count, or what its total leaves of the other. */
+const sidesOf = (wire: WireUsageType) => {
+  const total = countOf(wire.total_tokens)
+  const prompt = wire.prompt_tokens ?? restOf(total, wire.completion_tokens ?? undefined)
+  const said = wire.completion_tokens ?? restOf(total, wire.prompt_tokens ?? undefined)
+  return { total, prompt, said }
+}
+
+/** Whether the server counted the output side of `wire` (its own count, or its total): else it is estimated from the text. */
+const countsOutput = (wire: WireUsageType): boolean => {
+  const { total, prompt, said } = sidesOf(wire)
+  return said !== undefined || (prompt === undefined && total !== undefined)
+}
+
 const usageOf = (
   wire: WireUsageType,
   prices: OpenAiOptions.Prices | undefined,
   estimate: () => Model.Usage | undefined
 ): Model.Usage => {
   const cached = wire.prompt_tokens_details?.cached_tokens ?? wire.prompt_cache_hit_tokens ?? undefined
-  const total = countOf(wire.total_tokens)
-  const prompt = wire.prompt_tokens ?? restOf(total, wire.completion_tokens ?? undefined)
-  const said = wire.completion_tokens ?? restOf(total, wire.prompt_tokens ?? undefined)
+  const { total, prompt, said } = sidesOf(wire)
   const estimated = prompt === undefined || said === undefined ? estimate() : undefined
   const reasoning =
     wire.completion_tokens_details?.reasoning_tokens ?? (said === undefined ? estimated?.reasoningTokens : undefined)
@@ -186,18 +198,25 @@ export const partialUsage = (parts: Parts, decoding: Decoding): Model.Usage | un
     arguments: call.arguments
   }))
   const estimate = estimateOf(parts, decoding, toolCalls)
-  if (parts.usage != null) {
-    const reported = usageOf(parts.usage, decoding.prices, estimate)
-    const after = parts.charsAfterUsage ?? 0
-    // An estimated side covers all that came already.
-    if (after <= 0 || reported.estimated === true) return reported
-    const { costUsd: _, ...counts } = reported
-    const outputTokens = UsageParts.beside(reported.outputTokens, Math.ceil(after / 4))
-    return priced({ ...counts, outputTokens, estimated: true }, decoding.prices)
-  }
+  if (parts.usage != null) return withTextAfter(parts, usageOf(parts.usage, decoding.prices, estimate), decoding.prices)
   const began = parts.text !== "" || (parts.reasoning ?? "") !== "" || parts.calls.length > 0
   const estimated = began ? estimate() : undefined
   return estimated === undefined ? undefined : priced(estimated, decoding.prices)
+}
+
+/**
+ * `reported` (the usage of `parts`, as the server counted it) with what came of the answer after
+ * that count on top of its output, four characters a token, marked `estimated`: unless nothing
+ * came after it, or its output side is an estimate from the text already, which covers all that
+ * came (review 165: a report without its prompt's count, or with only its total, was taken as
+ * an estimate of the whole, and a stream whose only report came first counted none of its text).
+ */
+const withTextAfter = (parts: Parts, reported: Model.Usage, prices: OpenAiOptions.Prices | undefined): Model.Usage => {
+  const after = parts.charsAfterUsage ?? 0
+  if (after <= 0 || parts.usage == null || !countsOutput(parts.usage)) return reported
+  const { costUsd: _, ...counts } = reported
+  const outputTokens = UsageParts.beside(reported.outputTokens, Math.ceil(after / 4))
+  return priced({ ...counts, outputTokens, estimated: true }, prices)
 }
 
 /** The estimate of what the parts cost, from the text sent and received, when the request is known. */
@@ -225,7 +244,7 @@ export const make = (parts: Parts, decoding: Decoding): Result.Result<Model.Resp
   const usage =
     parts.usage == null
       ? priced(estimate() ?? { inputTokens: 0, outputTokens: 0 }, decoding.prices)
-      : usageOf(parts.usage, decoding.prices, estimate)
+      : withTextAfter(parts, usageOf(parts.usage, decoding.prices, estimate), decoding.prices)
   // An answer that says it calls tools and carries none (vLLM's with `tool_choice: "required"`)
   // made no call it promised: unfinished, never a final answer.
   const noCall = finishReason === "tool_calls" && toolCalls.length === 0
