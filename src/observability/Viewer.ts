@@ -16,6 +16,7 @@
  */
 import { Schema } from "effect"
 import * as Event from "../events/Event.ts"
+import * as RunLog from "../events/RunLog.ts"
 import * as Explain from "../explain/Explain.ts"
 import * as Text from "../failure/Text.ts"
 import type * as RunResult from "../run/RunResult.ts"
@@ -97,7 +98,8 @@ export const html = (input: Input, options: Options = {}): string => {
   const runId = result?.runId ?? events[0]?.runId ?? "?"
   const facts: Array<readonly [string, string]> = [["run", runId]]
   if (started?._tag === "run.started") {
-    facts.push(["model", result?.model ?? started.model])
+    // The model in use after fallbacks, as the log folds it (review 166: the start's was named).
+    facts.push(["model", result?.model ?? RunLog.fold(events).model])
     facts.push(["started", dated(started.at)])
     facts.push(["goal", started.goal.length > 160 ? `${Text.head(started.goal, 159)}…` : started.goal])
   }

@@ -59,6 +59,8 @@ export {
   maxIterations,
   maxToolCalls,
   maxToolErrors,
+  /** Whether the budget policy finds a count of tokens or a cost over its limit (what `Explain` calls spent). */
+  overBudget,
   recoveryExhausted,
   repeatedToolCall,
   repeatedToolFailure,

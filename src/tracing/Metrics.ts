@@ -27,7 +27,10 @@ export const runs = Metric.counter(names.runs, {
  * @category metrics
  * @since 0.1.0
  */
-export const steps = Metric.counter(names.steps, { description: "Iterations (steps) run", incremental: true })
+export const steps = Metric.counter(names.steps, {
+  description: "Steps run: iterations that asked the model",
+  incremental: true
+})
 /**
  * @category metrics
  * @since 0.1.0
@@ -150,7 +153,10 @@ export const record = (ended: Ended): Effect.Effect<void> =>
       Metric.withAttributes(runs, { [names.status]: ended.status, [names.stopReason]: ended.stopReason }),
       1
     )
-    yield* Metric.update(steps, counters.iterations)
+    // Each step that asked the model, as its duration and its span count it (review 166: a step whose
+    // model call failed for good had a duration and a span, and was not counted).
+    const durations = stepDurations(timeline)
+    yield* Metric.update(steps, durations.length)
     for (const [outcome, n] of tally(toolOutcomes(timeline))) {
       yield* Metric.update(Metric.withAttributes(toolCalls, { [names.outcome]: outcome }), n)
     }
@@ -166,7 +172,7 @@ export const record = (ended: Ended): Effect.Effect<void> =>
     // each (that cost a run of 200 steps about half a millisecond).
     yield* Effect.contextWith((context: Context.Context<never>) =>
       Effect.sync(() => {
-        for (const millis of stepDurations(timeline)) stepDuration.updateUnsafe(millis, context)
+        for (const millis of durations) stepDuration.updateUnsafe(millis, context)
       })
     )
   })

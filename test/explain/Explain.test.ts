@@ -612,6 +612,22 @@ describe("R13 Explain: why a run stopped, from its log alone", () => {
     })
   )
 
+  it.effect("R2.3 budget_exhausted by the cost, the tokens at their budget and not over it (review 166)", () =>
+    Effect.gen(function* () {
+      const costly = Model.response({
+        toolCalls: [{ id: "c1", name: "echo", arguments: JSON.stringify({ text: "a" }) }],
+        usage: { inputTokens: 60, outputTokens: 40, costUsd: 1 }
+      })
+      const result = yield* scripted([costly], { tools: [echo], limits: { maxTokens: 100, maxCostUsd: 0.5 } })
+      assert.include(result.detail, "spent, over the budget of $0.5")
+      const e = explained(result)
+      // Before: both decisive, and the next step raised the token budget the policy found not over.
+      assert.deepInclude(gauge(e, "tokens"), { value: 100, max: 100, decisive: false })
+      assert.deepInclude(gauge(e, "costUsd"), { max: 0.5, decisive: true })
+      assert.strictEqual(e.next.limit, "limits.maxCostUsd")
+    })
+  )
+
   it.effect("R3.7 tool_error: the tool's failure and a fix", () =>
     Effect.gen(function* () {
       const fails = tool({ name: "fetch", handler: () => Effect.fail(permanent("gone", "the page is gone")) })

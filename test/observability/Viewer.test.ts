@@ -10,6 +10,7 @@ import * as Run from "../../src/run/Run.ts"
 import * as FaultyModel from "../../src/testing/FaultyModel.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import * as Validation from "../../src/validation/Validation.ts"
 import { drive } from "../support/clock.ts"
 import { dies, layers, pay, payThenAnswer } from "../support/restart.ts"
 import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
@@ -238,4 +239,44 @@ describe("Viewer", () => {
     assert.include(own, `<pre id="explanation">`)
     assert.include(own, escaped.split("\n")[0] ?? "")
   })
+
+  const section = (html: string, pattern: RegExp) => html.match(pattern)?.[0] ?? ""
+
+  it.effect(
+    "R13 R6.2 the page of a refuted answer's timeline names its stop as the page of its result does (review 166)",
+    () =>
+      Effect.gen(function* () {
+        const hook = Validation.stopHook("tests_pass", () => Effect.succeed({ passed: false, detail: "3 tests fail" }))
+        const result = yield* Run.run({ goal: "fix", tools: [], validation: { stopHooks: [hook] } }).pipe(
+          Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("all fixed")]))
+        )
+        assert.deepStrictEqual([result.stopReason, result.policy], ["validation_failed", "validation"])
+        const stop = /<section id="stop"[\s\S]*?<pre id="explanation">/
+        const fromTimeline = section(Viewer.html(result.timeline), stop)
+        // Before: "validation_failed by final_answer: the model gave a final answer (a candidate: …)".
+        assert.include(fromTimeline, `<span id="policy">validation</span>`)
+        assert.include(fromTimeline, "3 tests fail")
+        assert.strictEqual(fromTimeline, section(Viewer.html(result), stop))
+      })
+  )
+
+  it.effect("R13 R3.9 the page of a run's timeline names the model in use after a fallback (review 166)", () =>
+    Effect.gen(function* () {
+      const bad = new Failure.Permanent({
+        source: "provider",
+        category: "permanent_http",
+        code: "http_400",
+        attempts: 1,
+        hint: "bad request"
+      })
+      const backup = { name: "backup", model: ScriptedModel.make([ScriptedModel.finalAnswer("done")]) }
+      const result = yield* Run.run({ goal: "x", tools: [], recovery: { fallbackModels: [backup] } }).pipe(
+        Effect.provide(ScriptedModel.layer([bad]))
+      )
+      assert.strictEqual(result.model, "backup")
+      const facts = /<dl class="facts">[\s\S]*?<\/dl>/
+      // Before: the start's model.
+      assert.include(section(Viewer.html(result.timeline), facts), "<dt>model</dt><dd>backup</dd>")
+    })
+  )
 })

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Metric, Schema } from "effect"
+import * as Failure from "../../src/failure/Failure.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
@@ -52,6 +53,26 @@ describe("issue 15 metrics", () => {
         stepDurations.count,
         results.reduce((n, r) => n + r.counters.iterations, 0)
       )
+    }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
+  )
+
+  it.effect("R13 a step whose model call failed for good is counted a step, as its duration is (review 166)", () =>
+    Effect.gen(function* () {
+      const denied = new Failure.Permanent({
+        source: "provider",
+        category: "unauthorized",
+        code: "http_401",
+        attempts: 1,
+        hint: "unauthorized"
+      })
+      const result = yield* Run.run({ goal: "echo", tools: [echo] }).pipe(
+        Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("echo", { text: "hi" }), denied]))
+      )
+      assert.strictEqual(result.stopReason, "model_error")
+      const steps = (yield* Metric.value(Metrics.steps)).count
+      const durations = (yield* Metric.value(Metrics.stepDuration)).count
+      // Before: 1 step counted, 2 step durations.
+      assert.deepStrictEqual([steps, durations], [2, 2])
     }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
   )
 

@@ -63,6 +63,10 @@ const defaults: Readonly<Record<string, number>> = Termination.defaultLimits
 /** The limits that decided a stop only when spent: each shares its reason with another. */
 const spentOnly: ReadonlySet<string> = new Set(["maxTokens", "maxCostUsd", "correctionBudget", "maxRecoveries"])
 
+/** Whether `value` spent the budget `max`: a token or cost budget as its policy finds it over (review 166), a retry budget used up. */
+const spent = (m: Meter, value: number, max: number): boolean =>
+  m.counter === "tokens" || m.counter === "costUsd" ? Termination.overBudget(m.counter, value, max) : value >= max
+
 /** Every counter beside its limit (`limits`: those in force, `RunLog.limitsOf`). */
 export const gauges = (
   started: Event.Of<"run.started"> | undefined,
@@ -87,7 +91,7 @@ export const gauges = (
       m.reasons.includes(reason) &&
       // Of two budgets behind one reason, the one that is spent (neither, for a failure its owner had
       // retried already: the run spent no retry on it).
-      (!spentOnly.has(m.limit) || (max !== undefined && m.value(counters) >= max))
+      (!spentOnly.has(m.limit) || (max !== undefined && spent(m, m.value(counters), max)))
     return { counter: m.counter, value: m.value(counters), limit: m.limit, max, source, decisive }
   })
 

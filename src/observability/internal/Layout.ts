@@ -9,6 +9,7 @@
  */
 import * as Event from "../../events/Event.ts"
 import * as RunLog from "../../events/RunLog.ts"
+import * as Explain from "../../explain/Explain.ts"
 
 /** What a bar stands for; its colour in the page. */
 export type BarKind =
@@ -323,22 +324,32 @@ const budgets = (events: ReadonlyArray<Event.Event>, limits: Readonly<Record<str
   ]
 }
 
-/** How the run stopped, by its `run.finished` and the `termination.decided` before it. */
+/**
+ * How the run stopped: by its `run.finished` and the decision `Explain` reads for that reason
+ * (a refuted answer's is validation's, naming the checks that failed: review 166), or, not
+ * finished yet, the last `termination.decided`.
+ */
 const stopOf = (events: ReadonlyArray<Event.Event>): Stop => {
   const finished = events.findLast((e) => e._tag === "run.finished")
-  const decided = events.findLast((e) => e._tag === "termination.decided")
   const state = RunLog.fold(events).counters.state
+  if (finished?._tag === "run.finished") {
+    const decision = Explain.explain(events).decision
+    return {
+      finished: true,
+      status: finished.status,
+      stopReason: finished.stopReason,
+      policy: decision?.policy,
+      detail: decision?.detail,
+      seq: decision?.seq ?? finished.seq
+    }
+  }
+  const decided = events.findLast((e) => e._tag === "termination.decided")
   return {
-    finished: finished !== undefined,
-    status: finished?._tag === "run.finished" ? finished.status : `running (${state})`,
-    stopReason:
-      finished?._tag === "run.finished"
-        ? finished.stopReason
-        : decided?._tag === "termination.decided"
-          ? decided.reason
-          : undefined,
+    finished: false,
+    status: `running (${state})`,
+    stopReason: decided?._tag === "termination.decided" ? decided.reason : undefined,
     policy: decided?._tag === "termination.decided" ? decided.policy : undefined,
     detail: decided?._tag === "termination.decided" ? decided.detail : undefined,
-    seq: decided?.seq ?? finished?.seq
+    seq: decided?.seq
   }
 }

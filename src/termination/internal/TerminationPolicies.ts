@@ -301,6 +301,13 @@ export const loopDetected = (threshold: number): Policy => {
 }
 
 /**
+ * Whether the budget policy finds `used` over its limit `max`: tokens over it, a cost over it by
+ * more than the sum's rounding (3 × $0.10 is $0.30000000000000004, not over $0.30).
+ */
+export const overBudget = (counter: "tokens" | "costUsd", used: number, max: number): boolean =>
+  counter === "tokens" ? used > max : used - max > 1e-9 * Math.max(1, max)
+
+/**
  * @category policies
  * @since 0.1.0
  */
@@ -316,9 +323,9 @@ export const budget = (limits: {
     "budget_exhausted",
     ({ counters }) => {
       const tokens = counters.inputTokens + counters.outputTokens
-      if (tokens > maxTokens) return stop("budget_exhausted", `${tokens} tokens used, over the budget of ${maxTokens}`)
-      // Over by more than the sum's rounding: 3 × $0.10 is $0.30000000000000004, not over $0.30.
-      if (counters.costUsd - maxCost > 1e-9 * Math.max(1, maxCost)) {
+      if (overBudget("tokens", tokens, maxTokens))
+        return stop("budget_exhausted", `${tokens} tokens used, over the budget of ${maxTokens}`)
+      if (overBudget("costUsd", counters.costUsd, maxCost)) {
         return stop("budget_exhausted", `$${counters.costUsd.toFixed(4)} spent, over the budget of $${maxCost}`)
       }
       return continue_
