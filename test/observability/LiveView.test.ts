@@ -186,6 +186,28 @@ describe("LiveView", () => {
     }).pipe(Effect.provide(layers))
   )
 
+  it.effect(
+    "R9 R13 the first frame of a run resumed inside its batch says it resumed, not `created` in iteration 0 (review 166)",
+    () =>
+      Effect.gen(function* () {
+        const payment = pay(true)
+        // The process dies with the payment's handler running (iteration 1, tool_executing).
+        yield* dies(
+          { crashAt: { commit: 4, when: "before" } },
+          { goal: "pay 10", tools: [payment.tool] },
+          payThenAnswer
+        )
+        const written: Array<string> = []
+        const resumed = yield* TestClockDriver.drive(Run.resume("r1", { tools: [payment.tool] }, "restart")).pipe(
+          Effect.provide(payThenAnswer),
+          Effect.provide(LiveView.layer({ tty: true, columns: 200, write: (text) => written.push(text) }))
+        )
+        assert.strictEqual(resumed.status, "completed")
+        const first = written[0] ?? ""
+        assert.include(first, "run r1  resumed  iteration ?", first)
+      }).pipe(Effect.provide(layers))
+  )
+
   it.live("R13 two runs at once on one TTY: one block of frames, and each run's last frame stays on the screen", () =>
     Effect.gen(function* () {
       // A terminal as far as the view uses one: text, line breaks, cursor up (ESC[nF), clear below (ESC[J).

@@ -72,6 +72,16 @@ describe("Properties.check: the status a stop allows (R2.5, R3.8), review 164", 
         assert.include(ending(relabelled(result, "failed")), "R3.8 unknown outcome")
         assert.include(ending(result, { ...budget, mayActTwice: [] }), "R2.5 ending")
         assert.include(ending(relabelled(result, "cancelled")), "R2.5 ending")
+        // A final answer while the payment is pending is never completed (review 165: it passed).
+        const answered = relabelled(result, "completed")
+        const completed = {
+          ...answered,
+          stopReason: "goal_reached" as const,
+          timeline: answered.timeline.map((e) =>
+            e._tag === "run.finished" ? { ...e, stopReason: "goal_reached" as const } : e
+          )
+        }
+        assert.include(ending(completed), "R3.8 unknown outcome")
       })
   )
 })

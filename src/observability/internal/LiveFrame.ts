@@ -13,13 +13,13 @@ const seconds = (millis: number): string => `${(Math.max(0, millis) / 1000).toFi
 const countdown = (deadlineAt: number | undefined, now: number): string =>
   deadlineAt === undefined ? "" : deadlineAt > now ? `, deadline in ${seconds(deadlineAt - now)}` : ", deadline passed"
 
-/** The iteration the run is in: that of its last model request. */
-const iterationOf = (events: ReadonlyArray<Event.Event>): number => {
+/** The iteration the run is in: that of its last model request; unknown (`?`) to a view that began after the start and has seen none. */
+const iterationOf = (events: ReadonlyArray<Event.Event>, fromStart: boolean): string => {
   for (let i = events.length - 1; i >= 0; i--) {
     const e = events[i]
-    if (e?._tag === "model.requested") return e.iteration
+    if (e?._tag === "model.requested") return String(e.iteration)
   }
-  return 0
+  return fromStart ? "0" : "?"
 }
 
 /**
@@ -55,8 +55,16 @@ const frameLines = (
   const deadlineAt = RunLog.deadlineOf(events)
   const since =
     started !== undefined ? "" : first._tag === "run.resumed" ? " since its resume" : ` since event ${first.seq}`
+  // A view that began after the start knows the run's phase from its next move only (review 166:
+  // a run resumed in its tool batch read `created`, iteration 0).
+  const phase =
+    started === undefined && !events.some((e) => e._tag === "state.changed")
+      ? first._tag === "run.resumed"
+        ? "resumed"
+        : "running"
+      : explanation.state
   const lines = [
-    `run ${first.runId}  ${explanation.state}  iteration ${iterationOf(events)}  elapsed ${seconds(until - first.at)}${since}${
+    `run ${first.runId}  ${phase}  iteration ${iterationOf(events, started !== undefined)}  elapsed ${seconds(until - first.at)}${since}${
       finished || !Number.isFinite(deadlineAt) ? "" : countdown(deadlineAt, now)
     }`,
     started === undefined

@@ -140,7 +140,12 @@ export const checkEnding = (
   const other = !own && result.stopReason !== "goal_reached" && result.stopReason !== "cancelled"
   if (own ? result.status !== "unknown_outcome" : result.status === "unknown_outcome" && !(other && inDoubt)) {
     violate("R2.5 ending", `status ${result.status} with stop reason ${result.stopReason}`)
-  } else if (other && mayActTwice !== undefined && inDoubt && result.status !== "unknown_outcome") {
+  } else if (
+    mayActTwice !== undefined &&
+    inDoubt &&
+    (other ? result.status !== "unknown_outcome" : result.status === "completed")
+  ) {
+    // A final answer given while such an action is pending is never `completed` (review 165).
     const names = result.pendingActions.map((p) => p.name).join(", ")
     violate("R3.8 unknown outcome", `status ${result.status} while ${names} may or may not have taken effect`)
   }
