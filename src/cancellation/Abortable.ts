@@ -37,6 +37,7 @@ import * as Failure from "../failure/Failure.ts"
 import * as Durations from "../time/Durations.ts"
 import * as RealTime from "../time/RealTime.ts"
 import * as Tool from "../tools/Tool.ts"
+import { guarded } from "./internal/GuardedSignal.ts"
 
 /**
  * @category models
@@ -144,6 +145,11 @@ export const handler = <I, O>(
   return (input, context) =>
     Effect.callback<O, Failure.Failure>((resume) => {
       const controller = new AbortController()
+      // A listener of the function's that throws as the signal aborts is logged, never the process's end.
+      let thrown: unknown
+      const signal = guarded(controller.signal, (error) => {
+        thrown ??= error
+      })
       // Whether the function told `settle` itself: its word stands over what is guessed here.
       let spoke = false
       const own: Tool.CallContext = {
@@ -155,7 +161,7 @@ export const handler = <I, O>(
       }
       let promise: Promise<O>
       try {
-        promise = Promise.resolve(f(input, controller.signal, own))
+        promise = Promise.resolve(f(input, signal, own))
       } catch (error) {
         resume(failWith(error))
         return
@@ -217,7 +223,11 @@ export const handler = <I, O>(
                 context.settle("outcome_unknown", `${stopped}, with a failure of unknown outcome`)
               } else context.settle("cancelled", stopped)
             }
-            done(Effect.void)
+            done(
+              thrown === undefined
+                ? Effect.void
+                : Effect.logWarning(`an abort listener of ${context.callId} threw ${nameOf(thrown)}: caught`)
+            )
           }
           // In real time, told to a test-clock driver, which holds its clock still meanwhile.
           const cancel = RealTime.timer(fiber.getRef(RealTime.Waits), graceMillis, decide)

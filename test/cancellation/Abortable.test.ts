@@ -146,6 +146,53 @@ describe("Abortable.handler", () => {
   )
 
   it.live(
+    "R12 R5.1 abort listeners that throw are caught: never an uncaught exception, the call cancelled (review 167)",
+    () =>
+      Effect.gen(function* () {
+        const uncaught: Array<unknown> = []
+        const onUncaught = (error: unknown) => uncaught.push(error)
+        process.on("uncaughtException", onUncaught)
+        const { context, settled } = makeContext("call_7")
+        const heard: Array<string> = []
+        const removed = () => heard.push("removed")
+        const throwing = Abortable.handler(
+          (_: undefined, signal) =>
+            new Promise<string>((_resolve, reject) => {
+              signal.addEventListener("abort", () => {
+                reject(signal.reason)
+                throw new Error("listener broke")
+              })
+              signal.addEventListener("abort", {
+                handleEvent: () => {
+                  heard.push("object")
+                  throw new Error("object listener broke")
+                }
+              })
+              signal.onabort = () => {
+                heard.push("onabort")
+                throw new Error("onabort broke")
+              }
+              // A listener taken off is not called.
+              signal.addEventListener("abort", removed)
+              signal.removeEventListener("abort", removed)
+            })
+        )
+        const { exit } = yield* interruptAfter(throwing(undefined, context), 10)
+        // Node rethrows a listener's error on the next tick: wait past it.
+        yield* nap(50)
+        process.off("uncaughtException", onUncaught)
+        assert.isTrue(Exit.hasInterrupts(exit))
+        // Before: each throw an uncaught exception, which ends a process outside vitest.
+        assert.deepStrictEqual(uncaught.map(String), [])
+        assert.deepStrictEqual(heard.sort(), ["object", "onabort"])
+        assert.deepStrictEqual(
+          settled.map((s) => s.settlement),
+          ["cancelled"]
+        )
+      })
+  )
+
+  it.live(
     "R5.2 R3.8 a write or external action that stopped on the signal may have taken effect: outcome_unknown",
     () =>
       Effect.gen(function* () {
