@@ -611,6 +611,31 @@ describe("RunHost.drive: a run hosted by an engine that can take it away (R9, R7
       }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
   )
 
+  it.effect(
+    "R4.2 R7 R9.3 parked again under a step timeout that bounds its call's expiry, driven again it parks as it is (review 168)",
+    () =>
+      Effect.gen(function* () {
+        const { paid, pay } = ledger()
+        const options = { goal: "pay 5", tools: [pay], time: { approval: "1 hour", run: "1 day" } } as const
+        assert.strictEqual((yield* RunHost.drive("r1i", options))._tag, "Parked")
+        const stepped = { ...options, time: { ...options.time, step: "10 minutes" } } as const
+        const again = yield* RunHost.drive("r1i", stepped)
+        assert.deepStrictEqual(
+          again._tag === "Parked" ? again.approvals.map((a) => a.expiresAt) : again._tag,
+          [600_000]
+        )
+        const before = yield* logOf("r1i")
+        // Before: taken up at every drive, a `run.resumed` each, the row's expiry (the step's end) not the log's.
+        assert.deepStrictEqual(yield* RunHost.drive("r1i", stepped), again)
+        assert.deepStrictEqual(yield* logOf("r1i"), before)
+        // At the step's end the call expires, the step's layer named.
+        yield* TestClock.adjust("11 minutes")
+        const ended = yield* RunHost.drive("r1i", stepped)
+        assert.strictEqual(ended._tag === "Finished" ? ended.result.stopReason : ended._tag, "step_timeout")
+        assert.deepStrictEqual(paid, [])
+      }).pipe(Effect.provide([Journal.layerMemory, oneCall("pay", { amount: 5 })]))
+  )
+
   it.effect("R5.1 a cancel delivered to a parked run ends it cancelled, the call never run, the table emptied", () =>
     Effect.gen(function* () {
       const { paid, pay } = ledger()

@@ -1,8 +1,10 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Schema } from "effect"
+import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
+import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
@@ -83,6 +85,34 @@ describe("Properties.check: the status a stop allows (R2.5, R3.8), review 164", 
         }
         assert.include(ending(completed), "R3.8 unknown outcome")
       })
+  )
+})
+
+describe("Properties.check: what a fenced-off process was given (R3.8, R9.4), review 168", () => {
+  it.effect("R3.8 a process fenced off with a payment in doubt: unknown_outcome passes, failed does not", () =>
+    Effect.gen(function* () {
+      const pay = Tool.make({
+        name: "pay",
+        description: "pays",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        sideEffect: "external",
+        handler: () => Effect.never
+      })
+      const faulty = FaultyJournal.make(yield* Journal.Journal, { conflictOn: (n) => n >= 4 })
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "x", runId: "f4", tools: [pay], time: { run: "1 second" } }).pipe(
+          Effect.provideService(Journal.Journal, faulty.journal)
+        )
+      ).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("pay", {}), ScriptedModel.finalAnswer("ok")])))
+      assert.deepStrictEqual([result.status, result.stopReason], ["unknown_outcome", "internal_error"])
+      const budget = { runTimeoutMillis: 1_000, maxRecoveries: 8, scheduleRetries: 2, mayActTwice: ["pay"] }
+      const doubt = (r: RunResult.RunResult) =>
+        invariants(Properties.check(r, budget)).filter((i) => i.startsWith("R3.8"))
+      assert.deepStrictEqual(doubt(result), [])
+      // Before: passed, the log's own ending checked in its place.
+      assert.include(doubt({ ...result, status: "failed" }), "R3.8 unknown outcome")
+    }).pipe(Effect.provide(Journal.layerMemory))
   )
 })
 

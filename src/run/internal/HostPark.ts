@@ -42,7 +42,8 @@ export const waitingIn = (log: RunLog.State, events: ReadonlyArray<Event.Event>)
  * ({@link stopsTheRun}); it is not stopping and its deadline has not passed; the options it would go on
  * with resolve to the limits its log records, and bring its deadline no closer (review 163: an
  * argument limit lowered refuses a call, a `time.run` ends the run); and the table holds each
- * waiting call undecided, as its log asked it, expiring later than `parkAfterMillis` from now.
+ * waiting call undecided, as its log asked it (within the run's deadline and its step's end, as
+ * a request put back is), expiring later than `parkAfterMillis` from now.
  * A store out of reach says take it up: the drive waits the store out.
  */
 export const parkedStill = (
@@ -65,15 +66,20 @@ export const parkedStill = (
     if (stopsTheRun(resolved.success.loop, log.batch?.callIds ?? [], events)) return undefined
     if (options.time?.run !== undefined && now + resolved.success.timeoutMillis < deadlineAt) return undefined
     if (!sameLimits(recordedLimits(resolved.success), RunLog.limitsOf(events) ?? {})) return undefined
+    // A request put back expires by the run's deadline and its step's end, where they come first (review 168).
+    const stepMillis = resolved.success.registry.time.stepMillis
+    const began = events.find((e) => e._tag === "model.requested" && e.iteration === log.counters.iterations)
+    const bound = Math.min(
+      deadlineAt,
+      stepMillis === undefined || began === undefined ? Infinity : began.at + stepMillis
+    )
     const rows = yield* Effect.orElseSucceed(journal.pendingApprovals({ runId }), () => [])
     const requests = waiting.map((callId) => {
       const row = rows.find((r) => r.callId === callId)
       const asked = events.findLast((e) => e._tag === "approval.requested" && e.callId === callId)
-      // The expiry the log asked, within the deadline a resume brought closer (as the request put back says).
+      // The expiry the log asked, within those bounds (as the request put back says).
       const same =
-        row !== undefined &&
-        asked?._tag === "approval.requested" &&
-        Math.min(asked.expiresAt, deadlineAt) === row.expiresAt
+        row !== undefined && asked?._tag === "approval.requested" && Math.min(asked.expiresAt, bound) === row.expiresAt
       return same && row.expiresAt - now > parkAfterMillis ? row : undefined
     })
     return requests.every((row) => row !== undefined)

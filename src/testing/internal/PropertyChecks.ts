@@ -20,7 +20,7 @@ import { checkSpend } from "./PropertySpendChecks.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
 import { checkTimeLayers, lateResume, recordsLate } from "./PropertyTimeChecks.ts"
-import { checkCalls, checkEnding, ofTag, ownEnding } from "./PropertyTimelineChecks.ts"
+import { checkCalls, checkEnding, checkOvertaken, ofTag, ownEnding } from "./PropertyTimelineChecks.ts"
 import { epsilon, roundingAt, type Violate, type Violation } from "./PropertyViolation.ts"
 
 export { type Budget, neverRetriedCodes } from "./PropertyBudget.ts"
@@ -190,6 +190,7 @@ export const check = (given: RunResult.RunResult, budget: Budget): ReadonlyArray
   const result = ownEnding(given)
   const violations: Array<Violation> = []
   const violate = (invariant: string, detail: string) => violations.push({ invariant, detail })
+  if (result !== given) checkOvertaken(given, violate, budget.mayActTwice)
   const timeline = result.timeline
   const waits = ofTag(timeline, "recovery.started").filter((e) => !Event.isCorrection(e.kind))
   // A wait for the circuit that refused a call (it never ran) is no retry: it spends none (R3.9).

@@ -100,6 +100,24 @@ export const checkCalls = (result: RunResult.RunResult, violate: Violate): void 
 }
 
 /**
+ * R3.8: what a process fenced off at its last commit was given ({@link ownEnding}) is held to
+ * its calls in doubt all the same: `unknown_outcome` exactly while a call of `mayActTwice` is
+ * pending (review 168: the kit checked only the log's own ending).
+ */
+export const checkOvertaken = (
+  given: RunResult.RunResult,
+  violate: Violate,
+  mayActTwice: ReadonlyArray<string> | undefined
+): void => {
+  if (mayActTwice === undefined) return
+  const doubted = given.pendingActions.filter((p) => mayActTwice.includes(p.name)).map((p) => p.name)
+  if (doubted.length > 0 !== (given.status === "unknown_outcome")) {
+    const pending = doubted.length > 0 ? `${doubted.join(", ")} pending` : "no call that may not be sent twice pending"
+    violate("R3.8 unknown outcome", `fenced off, the process was given ${given.status} with ${pending}`)
+  }
+}
+
+/**
  * R2.5: `run.started` first, exactly one `run.finished`, last, agreeing with the result;
  * a terminal status and a `StopReason` from `StopReason.all`. R8: `seq` numbered without
  * gaps, and the result's counters equal to the timeline's fold.

@@ -262,4 +262,65 @@ describe("a batch stopped by one of its calls (R3.11)", () => {
         assert.strictEqual(result.status, "unknown_outcome")
       }).pipe(Effect.provide(Layer.mergeAll(services, Journal.layerMemory)))
   )
+
+  it.live(
+    "R3.8 R9.4 a cancelled run fenced off at its last commit, a payment in doubt: unknown_outcome, internal_error (review 168)",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        const never = Tool.make({
+          name: "pay",
+          description: "pays",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          handler: () => Effect.never
+        })
+        const faulty = FaultyJournal.make(store, { conflictOn: (n) => n >= 4 })
+        const result = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const handle = yield* Run.start({ goal: "x", runId: "f3", tools: [never] }).pipe(
+              Effect.provideService(Journal.Journal, faulty.journal),
+              Effect.provide(batchOf(["pay", {}]))
+            )
+            yield* Effect.sleep("200 millis")
+            return yield* handle.cancel
+          })
+        )
+        assert.include(result.detail, "another process owns this run now")
+        assert.deepStrictEqual(
+          result.pendingActions.map((p) => p.name),
+          ["pay"]
+        )
+        // Before: failed, from the run's own status (cancelled), as though nothing had been paid.
+        assert.deepStrictEqual([result.status, result.stopReason], ["unknown_outcome", "internal_error"])
+      }).pipe(Effect.provide(Layer.mergeAll(services, Journal.layerMemory)))
+  )
+
+  it.effect(
+    "R3.8 R9.4 a run fenced off at its last commit with only an idempotent call in doubt: failed, internal_error (review 168)",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Journal.Journal
+        const idempotent = Tool.make({
+          name: "put",
+          description: "writes, idempotently",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          sideEffect: "external",
+          idempotent: true,
+          handler: () => Effect.fail(reset)
+        })
+        const faulty = FaultyJournal.make(store, { conflictOn: (n) => n >= 4 })
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "x", runId: "f5", tools: [idempotent] }).pipe(
+            Effect.provideService(Journal.Journal, faulty.journal),
+            Effect.provide(batchOf(["put", {}]))
+          )
+        )
+        assert.include(result.detail, "another process owns this run now")
+        // Before: unknown_outcome, from the run's own (an unknown outcome the tool answered).
+        assert.deepStrictEqual([result.status, result.stopReason], ["failed", "internal_error"])
+      }).pipe(Effect.provide(Layer.mergeAll(services, Journal.layerMemory)))
+  )
 })

@@ -13,7 +13,7 @@ import type * as Validation from "../../../validation/Validation.ts"
 import * as Commit from "../../internal/Commit.ts"
 import * as OwnCopy from "../../internal/OwnCopy.ts"
 import type * as RunContext from "../../internal/RunContext.ts"
-import { leftBehind, rescue, withDoubt } from "../../internal/RunEnd.ts"
+import { leftBehind, rescue, settled } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
 import type { Registry } from "../../pipeline/Registry.ts"
 import type * as RunResult from "../../RunResult.ts"
@@ -35,12 +35,17 @@ const suspension = (ctx: RunContext.RunContext): Exit.Exit<never, RunContext.Sus
 
 /**
  * The result of a run another process took over before its last commit (R9, fencing):
- * `unknown_outcome` still while this process left a call that may not be sent twice in doubt
- * (R3.8, review 165: `failed` read as "nothing was paid").
+ * `failed`, but `unknown_outcome` while this process left a call that may not be sent twice
+ * in doubt (R3.8, reviews 165 and 168: `failed` read as "nothing was paid", a cancelled run's
+ * included), as its log and tools say (`status`).
  */
-const overtaken = (result: RunResult.RunResult, fenced: string): RunResult.RunResult => ({
+const overtaken = (
+  result: RunResult.RunResult,
+  fenced: string,
+  status: RunResult.RunResult["status"]
+): RunResult.RunResult => ({
   ...result,
-  status: withDoubt("failed", result.status === "unknown_outcome"),
+  status,
   stopReason: "internal_error",
   policy: "runtime",
   detail: `another process owns this run now, so this process's ending (${result.status}, ${result.stopReason}) was not recorded: ${fenced}`
@@ -130,7 +135,7 @@ export class Closing {
         closing.ctx,
         fenced === undefined || result.stopReason === "internal_error"
           ? result
-          : OwnCopy.deepFreeze(overtaken(result, fenced))
+          : OwnCopy.deepFreeze(overtaken(result, fenced, settled(closing.ctx, closing.tools, "failed")))
       )
       closing.closed = given
       yield* Spans.ended(given)
