@@ -215,20 +215,57 @@ const otherRun = (events: ReadonlyArray<Event.Event>): string | undefined => {
 /**
  * The events as the journal holds them: a `run.resumed` (a resume going on from its last
  * commit) replaces every event recorded before it from its `seq` on, and a `run.started`
- * (the run started again from nothing, or its id used again) every event before it. Once a
- * resume is kept, an event that does not follow it (a `seq` it has had, or one after its
- * ending) is the late tail of the process it took the run from, which that process could not
- * commit (review 166: read as two runs of one id).
+ * (the run started again from nothing, or its id used again) every event before it.
+ *
+ * A process a resume took the run from may still be going (fenced off, it learns so at its
+ * next commit), and its recorder may write on into the file: its late events go on from the
+ * last one the resume replaced, a sequence of their own, and are not the run's (review 166:
+ * read as two runs of one id; review 168: a process that had run ahead on a store out of
+ * reach, its events above the resumed ones, hid them). Each event after a resume is the
+ * resumed run's when it follows it, and a replaced writer's when it follows that one's; when
+ * it follows both, it goes with the line before it (a recorder writes its lines in batches).
+ * One that follows neither is the resumed run's when it comes after its last (a batch a
+ * recorder lost), else a late one of a writer whose events were lost. By their `seq` alone a
+ * replaced writer's first late line right after the resumed run's last line cannot be told
+ * from the run's own next: it is taken as the run's (the journal's log decides).
  */
 const latest = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Event.Event> => {
   const kept: Array<Event.Event> = []
-  let resumed = false
+  /** The `seq` each replaced writer goes on with; `undefined` before a resume. */
+  let others: Array<number> | undefined
+  /** Who took the line before: the run, or a replaced writer (its index in `others`). */
+  let previous: "run" | number = "run"
   for (const event of events) {
     if (event._tag === "run.resumed" || event._tag === "run.started") {
-      while (kept.length > 0 && (kept.at(-1)?.seq ?? -1) >= event.seq) kept.pop()
-      resumed = event._tag === "run.resumed"
-    } else if (resumed && (event.seq <= (kept.at(-1)?.seq ?? -1) || kept.at(-1)?._tag === "run.finished")) continue
-    kept.push(event)
+      let replaced: number | undefined
+      while (kept.length > 0 && (kept.at(-1)?.seq ?? -1) >= event.seq) {
+        const gone = kept.pop()
+        replaced ??= gone?.seq
+      }
+      others =
+        event._tag === "run.started"
+          ? undefined
+          : [...(others ?? []), ...(replaced === undefined ? [] : [replaced + 1])]
+      kept.push(event)
+      previous = "run"
+      continue
+    }
+    if (others === undefined) {
+      kept.push(event)
+      continue
+    }
+    const last = kept.at(-1)
+    const next = last === undefined || last._tag === "run.finished" ? undefined : last.seq + 1
+    const writer = others.indexOf(event.seq)
+    if (writer >= 0 && (event.seq !== next || previous === writer)) {
+      others[writer] = event.seq + 1
+      previous = writer
+    } else if (next !== undefined && event.seq >= next) {
+      kept.push(event)
+      previous = "run"
+    } else {
+      previous = others.push(event.seq + 1) - 1
+    }
   }
   return kept
 }

@@ -54,6 +54,39 @@ describe("Recording", () => {
     assert.strictEqual(Result.getOrThrow(Recording.decode(jsonl)).replaced, 0)
   })
 
+  it("R9.4 R13 a replaced process's late events, written among the resumed run's, are not the run's (reviews 166, 168)", () => {
+    const [started, filler] = result.timeline
+    assert.strictEqual(started?._tag, "run.started")
+    assert.strictEqual(filler?._tag, "state.changed")
+    // An event `seq` as a process writes it: A's at whole seconds, B's a millisecond later.
+    const as = (seq: number, writer: "A" | "B") => ({
+      ...(seq === 0 ? started : filler),
+      seq,
+      at: 1_000 * seq + (writer === "B" ? 1 : 0)
+    })
+    const seqs = (to: number) => Array.from({ length: to + 1 }, (_, seq) => as(seq, "A"))
+    const resumed = {
+      _tag: "run.resumed",
+      runId: result.runId,
+      seq: 3,
+      at: 3_001,
+      fromSeq: 3,
+      reason: "restart",
+      inDoubt: []
+    }
+    // A records up to seq 4, its commit holding up to 2; B resumes from 3 and goes on to 5. A, fenced
+    // off only at its next commit, goes on meanwhile (5, 6), then B (6, 7). A's 5 follows A's 4 only;
+    // A's 6 follows both A's 5 and B's 5, and goes with the line before it, A's.
+    const file = [...seqs(4), resumed, as(4, "B"), as(5, "B"), as(5, "A"), as(6, "A"), as(6, "B"), as(7, "B")]
+    const recording = Result.getOrThrow(Recording.decode(file.map((e) => `${JSON.stringify(e)}\n`).join("")))
+    // Before: refused as two runs (review 166), or A's 6 kept and B's 6 and 7 taken for late (review 168).
+    assert.deepStrictEqual(
+      recording.events.map((e) => e.at),
+      [0, 1_000, 2_000, 3_001, 4_001, 5_001, 6_001, 7_001]
+    )
+    assert.strictEqual(recording.replaced, 4)
+  })
+
   it("reads a last event whose line break is not written yet", () => {
     const recording = Result.getOrThrow(Recording.decode(jsonl.trimEnd()))
     assert.strictEqual(recording.events.length, result.timeline.length)
