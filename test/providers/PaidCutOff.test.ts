@@ -39,6 +39,16 @@ const streamedOnly = (body: string, prices: OpenAiCompatible.Options["costPerMil
     return failureOf(yield* Effect.exit(model.generate(yield* request())))
   })
 
+/** The answer of one streamed response that is `body`. */
+const streamedWhole = (body: string) =>
+  Effect.gen(function* () {
+    const server = yield* FakeOpenAiServer.make([
+      FakeOpenAiServer.raw({ body, headers: { "content-type": "text/event-stream" } })
+    ])
+    const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "fake-model", apiKey, stream: true })
+    return yield* model.generate(yield* request())
+  })
+
 describe("answers paid for and cut off (R2.1)", () => {
   it.live("R2.1 a stream cut off after its usage came carries that usage, priced", () =>
     Effect.gen(function* () {
@@ -103,11 +113,7 @@ describe("answers paid for and cut off (R2.1)", () => {
         chunk({}, "stop"),
         "data: [DONE]\n\n"
       ].join("")
-      const server = yield* FakeOpenAiServer.make([
-        FakeOpenAiServer.raw({ body, headers: { "content-type": "text/event-stream" } })
-      ])
-      const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "fake-model", apiKey, stream: true })
-      const response = yield* model.generate(yield* request())
+      const response = yield* streamedWhole(body)
       assert.strictEqual(response.text, text)
       // Before: 300 + 0, as reported before the text came.
       assert.deepStrictEqual(
@@ -126,11 +132,7 @@ describe("answers paid for and cut off (R2.1)", () => {
         usageChunk({ prompt_tokens: 300, completion_tokens: 2_000, total_tokens: 2_300 }),
         "data: [DONE]\n\n"
       ].join("")
-      const server = yield* FakeOpenAiServer.make([
-        FakeOpenAiServer.raw({ body, headers: { "content-type": "text/event-stream" } })
-      ])
-      const model = yield* OpenAiCompatible.make({ baseUrl: server.url, model: "fake-model", apiKey, stream: true })
-      const response = yield* model.generate(yield* request())
+      const response = yield* streamedWhole(body)
       assert.deepStrictEqual(response.usage, { inputTokens: 300, outputTokens: 2_000 })
     }).pipe(Effect.provide(NodeTransport.layer()))
   )

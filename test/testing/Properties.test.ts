@@ -34,6 +34,16 @@ const holds =
       assert.deepStrictEqual(found, [], JSON.stringify(found))
     })
 
+/** A payment whose handler never answers: cut off, it may have been made. */
+const pay = Tool.make({
+  name: "pay",
+  description: "pays",
+  input: Schema.Struct({}),
+  output: Schema.String,
+  sideEffect: "external",
+  handler: () => Effect.never
+})
+
 /** The result with another status, as its log's ending says it too. */
 const relabelled = (result: RunResult.RunResult, status: RunResult.RunResult["status"]): RunResult.RunResult => ({
   ...result,
@@ -52,14 +62,6 @@ describe("Properties.check: the status a stop allows (R2.5, R3.8), review 164", 
     "R3.8 a payment in doubt at the run deadline: unknown_outcome passes, failed does not; cancelled only with its reason",
     () =>
       Effect.gen(function* () {
-        const pay = Tool.make({
-          name: "pay",
-          description: "pays",
-          input: Schema.Struct({}),
-          output: Schema.String,
-          sideEffect: "external",
-          handler: () => Effect.never
-        })
         const result = yield* TestClockDriver.drive(
           Run.run({ goal: "x", tools: [pay], time: { run: "1 second" } })
         ).pipe(
@@ -91,14 +93,6 @@ describe("Properties.check: the status a stop allows (R2.5, R3.8), review 164", 
 describe("Properties.check: what a fenced-off process was given (R3.8, R9.4), review 168", () => {
   it.effect("R3.8 a process fenced off with a payment in doubt: unknown_outcome passes, failed does not", () =>
     Effect.gen(function* () {
-      const pay = Tool.make({
-        name: "pay",
-        description: "pays",
-        input: Schema.Struct({}),
-        output: Schema.String,
-        sideEffect: "external",
-        handler: () => Effect.never
-      })
       const faulty = FaultyJournal.make(yield* Journal.Journal, { conflictOn: (n) => n >= 4 })
       const result = yield* TestClockDriver.drive(
         Run.run({ goal: "x", runId: "f4", tools: [pay], time: { run: "1 second" } }).pipe(

@@ -6,7 +6,7 @@
  * listener added to this signal, and its `onabort`, runs inside a `try`, and what it throws
  * goes to `caught`. Set on the signal instance itself: its class is the platform's, and the
  * platform's code (`fetch`) must take it as a signal. A listener of a signal made from it
- * (`AbortSignal.any`) belongs to that signal and is not guarded. Private to `cancellation/`.
+ * (a combined one) belongs to that signal and is not guarded. Private to `cancellation/`.
  */
 
 type Listener = NonNullable<Parameters<EventTarget["addEventListener"]>[1]>

@@ -66,6 +66,16 @@ const payments = (
   return { tool, ledger }
 }
 
+/** A payment whose handler never answers: cut off, it may have been made. */
+const hangs = Tool.make({
+  name: "pay",
+  description: "pays",
+  input: Schema.Struct({}),
+  output: Schema.String,
+  sideEffect: "external",
+  handler: () => Effect.never
+})
+
 const batchOf = (...calls: ReadonlyArray<readonly [string, object]>) =>
   ScriptedModel.layer([
     ScriptedModel.toolCalls(...calls.map(([name, args], i) => [name, args, `c${i + 1}`] as const)),
@@ -236,18 +246,10 @@ describe("a batch stopped by one of its calls (R3.11)", () => {
     () =>
       Effect.gen(function* () {
         const store = yield* Journal.Journal
-        const never = Tool.make({
-          name: "pay",
-          description: "pays",
-          input: Schema.Struct({}),
-          output: Schema.String,
-          sideEffect: "external",
-          handler: () => Effect.never
-        })
         // Commits: the start, the model's answer, the payment's intent; the fourth (the ending) is fenced off.
         const faulty = FaultyJournal.make(store, { conflictOn: (n) => n >= 4 })
         const result = yield* TestClockDriver.drive(
-          Run.run({ goal: "x", runId: "f2", tools: [never], time: { run: "1 second" } }).pipe(
+          Run.run({ goal: "x", runId: "f2", tools: [hangs], time: { run: "1 second" } }).pipe(
             Effect.provideService(Journal.Journal, faulty.journal),
             Effect.provide(batchOf(["pay", {}]))
           )
@@ -268,18 +270,10 @@ describe("a batch stopped by one of its calls (R3.11)", () => {
     () =>
       Effect.gen(function* () {
         const store = yield* Journal.Journal
-        const never = Tool.make({
-          name: "pay",
-          description: "pays",
-          input: Schema.Struct({}),
-          output: Schema.String,
-          sideEffect: "external",
-          handler: () => Effect.never
-        })
         const faulty = FaultyJournal.make(store, { conflictOn: (n) => n >= 4 })
         const result = yield* Effect.scoped(
           Effect.gen(function* () {
-            const handle = yield* Run.start({ goal: "x", runId: "f3", tools: [never] }).pipe(
+            const handle = yield* Run.start({ goal: "x", runId: "f3", tools: [hangs] }).pipe(
               Effect.provideService(Journal.Journal, faulty.journal),
               Effect.provide(batchOf(["pay", {}]))
             )
