@@ -76,3 +76,13 @@ export const deaf = (name: string, millis: number) =>
     sideEffect: "none",
     handler: () => Effect.uninterruptible(Effect.as(Effect.sleep(millis), "late"))
   })
+
+/** A payment (`pay`) whose handler never answers: cut off, it may have been made. */
+export const hangingPay = Tool.make({
+  name: "pay",
+  description: "pays",
+  input: Schema.Struct({}),
+  output: Schema.String,
+  sideEffect: "external",
+  handler: () => Effect.never
+})

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Schema } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as Run from "../../src/run/Run.ts"
 import type * as RunResult from "../../src/run/RunResult.ts"
@@ -8,8 +8,8 @@ import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as Properties from "../../src/testing/Properties.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
-import * as Tool from "../../src/tools/Tool.ts"
 import { approval, base, invariants, run, tagsOf } from "../support/properties.ts"
+import { hangingPay } from "../support/tools.ts"
 
 /** At least 1,000 generated cases per property; `PROPERTY_RUNS=20000` for a deeper local search. */
 const runs = Math.max(1_000, Number(process.env.PROPERTY_RUNS ?? 1_000))
@@ -34,16 +34,6 @@ const holds =
       assert.deepStrictEqual(found, [], JSON.stringify(found))
     })
 
-/** A payment whose handler never answers: cut off, it may have been made. */
-const pay = Tool.make({
-  name: "pay",
-  description: "pays",
-  input: Schema.Struct({}),
-  output: Schema.String,
-  sideEffect: "external",
-  handler: () => Effect.never
-})
-
 /** The result with another status, as its log's ending says it too. */
 const relabelled = (result: RunResult.RunResult, status: RunResult.RunResult["status"]): RunResult.RunResult => ({
   ...result,
@@ -63,7 +53,7 @@ describe("Properties.check: the status a stop allows (R2.5, R3.8), review 164", 
     () =>
       Effect.gen(function* () {
         const result = yield* TestClockDriver.drive(
-          Run.run({ goal: "x", tools: [pay], time: { run: "1 second" } })
+          Run.run({ goal: "x", tools: [hangingPay], time: { run: "1 second" } })
         ).pipe(
           Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("pay", {}), ScriptedModel.finalAnswer("ok")]))
         )
@@ -95,7 +85,7 @@ describe("Properties.check: what a fenced-off process was given (R3.8, R9.4), re
     Effect.gen(function* () {
       const faulty = FaultyJournal.make(yield* Journal.Journal, { conflictOn: (n) => n >= 4 })
       const result = yield* TestClockDriver.drive(
-        Run.run({ goal: "x", runId: "f4", tools: [pay], time: { run: "1 second" } }).pipe(
+        Run.run({ goal: "x", runId: "f4", tools: [hangingPay], time: { run: "1 second" } }).pipe(
           Effect.provideService(Journal.Journal, faulty.journal)
         )
       ).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("pay", {}), ScriptedModel.finalAnswer("ok")])))

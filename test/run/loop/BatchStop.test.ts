@@ -20,6 +20,7 @@ import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
 import * as TestClockDriver from "../../../src/testing/TestClockDriver.ts"
 import * as Approval from "../../../src/tools/Approval.ts"
 import * as Tool from "../../../src/tools/Tool.ts"
+import { hangingPay } from "../../support/tools.ts"
 
 /** A tool that fails after `millis` with `failure` (its errors are not recovered: the run stops). */
 const failing = (name: string, failure: Failure.Failure, millis = 0, recoverErrors = false) =>
@@ -65,16 +66,6 @@ const payments = (
   })
   return { tool, ledger }
 }
-
-/** A payment whose handler never answers: cut off, it may have been made. */
-const hangs = Tool.make({
-  name: "pay",
-  description: "pays",
-  input: Schema.Struct({}),
-  output: Schema.String,
-  sideEffect: "external",
-  handler: () => Effect.never
-})
 
 const batchOf = (...calls: ReadonlyArray<readonly [string, object]>) =>
   ScriptedModel.layer([
@@ -249,7 +240,7 @@ describe("a batch stopped by one of its calls (R3.11)", () => {
         // Commits: the start, the model's answer, the payment's intent; the fourth (the ending) is fenced off.
         const faulty = FaultyJournal.make(store, { conflictOn: (n) => n >= 4 })
         const result = yield* TestClockDriver.drive(
-          Run.run({ goal: "x", runId: "f2", tools: [hangs], time: { run: "1 second" } }).pipe(
+          Run.run({ goal: "x", runId: "f2", tools: [hangingPay], time: { run: "1 second" } }).pipe(
             Effect.provideService(Journal.Journal, faulty.journal),
             Effect.provide(batchOf(["pay", {}]))
           )
@@ -273,7 +264,7 @@ describe("a batch stopped by one of its calls (R3.11)", () => {
         const faulty = FaultyJournal.make(store, { conflictOn: (n) => n >= 4 })
         const result = yield* Effect.scoped(
           Effect.gen(function* () {
-            const handle = yield* Run.start({ goal: "x", runId: "f3", tools: [hangs] }).pipe(
+            const handle = yield* Run.start({ goal: "x", runId: "f3", tools: [hangingPay] }).pipe(
               Effect.provideService(Journal.Journal, faulty.journal),
               Effect.provide(batchOf(["pay", {}]))
             )
