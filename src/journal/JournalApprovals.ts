@@ -177,8 +177,10 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
       expiresAt: request.expiresAt
     }
     // Put up already, and still pending with another expiry: the run asks afresh (its process
-    // died after putting the call up, before its log said so), and its log is what the row
-    // follows; it is withdrawn and put up again with the times the run waits by.
+    // died after putting the call up, before its log said so, or a resume brought its deadline
+    // closer), and its log is what the row follows. The built-in stores give the row the new
+    // times in one step; a journal of your own that says `Conflict` instead has it withdrawn and
+    // put up again with the times the run waits by.
     const renewed = Effect.gen(function* () {
       const pending = yield* journal.pendingApprovals({ runId: request.runId })
       const found = pending.find((p) => p.callId === request.callId)

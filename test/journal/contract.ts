@@ -410,6 +410,40 @@ export const contract = (backend: Backend) =>
       )
     )
 
+    it.effect(
+      "R7 approvals: a pending call requested with another expiry takes it in one step; a decision then stands (review 168)",
+      () =>
+        withJournal((journal) =>
+          Effect.gen(function* () {
+            const request = {
+              runId: "r1",
+              callId: "c1",
+              tool: "pay",
+              arguments: { amount: 42 },
+              requestedAt: 5_000,
+              expiresAt: 3_605_000
+            }
+            yield* journal.requestApproval(request)
+            // A resume whose deadline came closer asks again: the row takes the closer expiry, pending all along.
+            const closer = { ...request, requestedAt: 6_000, expiresAt: 60_000 }
+            yield* journal.requestApproval(closer)
+            assert.deepStrictEqual(yield* journal.pendingApprovals(), [closer])
+            // The same request again is still a Conflict (a lost reply cannot be told from another writer).
+            assert.strictEqual((yield* failure(journal.requestApproval(closer)))._tag, "Conflict")
+            // Past the new expiry, a decision is refused; before it, taken.
+            const late = yield* failure(journal.decide({ runId: "r1", callId: "c1", decision: "approve", at: 60_000 }))
+            assert.strictEqual(late._tag, "NotPending")
+            yield* journal.decide({ runId: "r1", callId: "c1", decision: "approve", by: "ana", at: 59_000 })
+            // Decided, it is not renewed.
+            assert.strictEqual(
+              (yield* failure(journal.requestApproval({ ...closer, expiresAt: 30_000 })))._tag,
+              "Conflict"
+            )
+            assert.strictEqual(Option.getOrThrow(yield* journal.decision("r1", "c1")).decision, "approve")
+          })
+        )
+    )
+
     it.effect("R7 approvals: a withdrawn call is not pending nor decidable; requested again, it is pending again", () =>
       withJournal((journal) =>
         Effect.gen(function* () {

@@ -122,7 +122,9 @@ export const make = (): { readonly store: Store; readonly tables: Tables } => {
     reopenApproval: (row) =>
       Effect.sync(() => {
         const key = approvalKey(row.runId, row.callId)
-        if (tables.approvals.get(key)?.decision !== "withdrawn") return false
+        const found = tables.approvals.get(key)
+        const renewed = found?.decision === null && found.expiresAt !== row.expiresAt
+        if (found?.decision !== "withdrawn" && !renewed) return false
         tables.approvals.set(key, row)
         return true
       }),

@@ -125,7 +125,8 @@ export interface Service {
   readonly unfinished: Effect.Effect<ReadonlyArray<string>, JournalError>
   /**
    * Puts a call on the store's pending list. The same call twice is a `Conflict`, unless it
-   * was withdrawn: it is then pending again, with the new times.
+   * was withdrawn, or is pending with another expiry (a resume whose deadline came closer): it
+   * is then pending, with the new times, in one step (a decision is never refused in between).
    */
   readonly requestApproval: (request: ApprovalRequest) => Effect.Effect<void, JournalError>
   /** The undecided calls of runs that have not ended, oldest first. */

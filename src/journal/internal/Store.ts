@@ -95,7 +95,11 @@ export interface Store {
    * has expired or its run has ended.
    */
   readonly decide: (decide: Decide) => Effect.Effect<void, JournalError>
-  /** Puts a withdrawn call back on the pending list with new times; whether there was one to reopen. */
+  /**
+   * Puts a withdrawn call back on the pending list with new times, or gives a pending call
+   * another expiry, in one step (review 168: a withdrawal, then a request, refused a decision made between);
+   * whether there was one to reopen.
+   */
   readonly reopenApproval: (row: ApprovalRow) => Effect.Effect<boolean, JournalError>
   readonly approval: (runId: string, callId: string) => Effect.Effect<Option.Option<ApprovalRow>, JournalError>
 }

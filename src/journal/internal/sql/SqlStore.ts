@@ -226,7 +226,8 @@ export const make = (sql: SqlClient.SqlClient, names: Tables): Store => {
       sql`UPDATE ${approvals}
         SET decision = NULL, reason = NULL, decided_by = NULL, decided_at = NULL,
           requested_at = ${row.requestedAt}, expires_at = ${row.expiresAt}, arguments = ${row.arguments}
-        WHERE run_id = ${row.runId} AND call_id = ${row.callId} AND decision = 'withdrawn'
+        WHERE run_id = ${row.runId} AND call_id = ${row.callId} AND (decision = 'withdrawn'
+          OR (decision IS NULL AND expires_at <> ${row.expiresAt}))
         RETURNING call_id`.pipe(
         Effect.map((rows) => rows.length > 0),
         Effect.mapError(classify("requestApproval"))
