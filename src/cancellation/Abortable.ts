@@ -146,9 +146,9 @@ export const handler = <I, O>(
     Effect.callback<O, Failure.Failure>((resume) => {
       const controller = new AbortController()
       // A listener of the function's that throws as the signal aborts is logged, never the process's end.
-      let thrown: unknown
+      let thrown: { readonly error: unknown } | undefined
       const signal = guarded(controller.signal, (error) => {
-        thrown ??= error
+        thrown ??= { error }
       })
       // Whether the function told `settle` itself: its word stands over what is guessed here.
       let spoke = false
@@ -226,7 +226,7 @@ export const handler = <I, O>(
             done(
               thrown === undefined
                 ? Effect.void
-                : Effect.logWarning(`an abort listener of ${context.callId} threw ${nameOf(thrown)}: caught`)
+                : Effect.logWarning(`an abort listener of ${context.callId} threw ${nameOf(thrown.error)}: caught`)
             )
           }
           // In real time, told to a test-clock driver, which holds its clock still meanwhile.

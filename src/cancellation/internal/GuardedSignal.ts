@@ -3,11 +3,12 @@
  * dispatches `abort` synchronously and reports a listener's throw by throwing it again on
  * `process.nextTick`: an uncaught exception no `try` around `abort()` can catch, which takes
  * the whole process down, every run in it (review 167: an `onabort` whose cleanup threw). Each
- * listener added to this signal, and its `onabort`, runs inside a `try`, and what it throws
- * goes to `caught`. Set on the signal instance itself: its class is the platform's, and the
+ * listener added to this signal, and its `onabort`, runs inside a `try`, and what it throws,
+ * or the promise it gives rejects with, goes to `caught`. Set on the signal instance itself: its class is the platform's, and the
  * platform's code (`fetch`) must take it as a signal. A listener of a signal made from it
  * (a combined one) belongs to that signal and is not guarded. Private to `cancellation/`.
  */
+import { Predicate } from "effect"
 
 type Listener = NonNullable<Parameters<EventTarget["addEventListener"]>[1]>
 type Handler = (event: Event) => void
@@ -15,6 +16,9 @@ type Handler = (event: Event) => void
 const addListener = EventTarget.prototype.addEventListener
 const removeListener = EventTarget.prototype.removeEventListener
 const onabort = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "onabort")
+
+/** A listener the platform would call: a function, or an object (its `handleEvent`). */
+const isListener = (u: unknown): u is Listener => typeof u === "function" || (typeof u === "object" && u !== null)
 
 /** `signal`, its listeners from now on run inside a `try` (see the module's comment). */
 export const guarded = (signal: AbortSignal, caught: (error: unknown) => void): AbortSignal => {
@@ -24,8 +28,10 @@ export const guarded = (signal: AbortSignal, caught: (error: unknown) => void): 
     if (known !== undefined) return known
     const wrapper: Handler = function (this: unknown, event) {
       try {
-        if (typeof listener === "function") listener.call(this, event)
-        else listener.handleEvent(event)
+        const returned: unknown =
+          typeof listener === "function" ? listener.call(this, event) : listener.handleEvent(event)
+        // An `async` listener's rejection is caught too (review 169: unhandled, it ended the process as well).
+        if (Predicate.isPromiseLike(returned)) returned.then(undefined, caught)
       } catch (error) {
         caught(error)
       }
@@ -37,16 +43,19 @@ export const guarded = (signal: AbortSignal, caught: (error: unknown) => void): 
   Object.defineProperties(signal, {
     addEventListener: {
       configurable: true,
-      // A listener that is none (`null`) adds nothing, as the platform's does.
-      value: (type: string, listener: Listener | null, options?: Parameters<EventTarget["addEventListener"]>[2]) => {
-        if (listener !== null) addListener.call(signal, type, wrap(listener), options)
-      }
+      // A listener that is none (`null`, `undefined`, no object) goes to the platform as it is (it adds nothing).
+      value: (type: string, listener: unknown, options?: Parameters<EventTarget["addEventListener"]>[2]) =>
+        addListener.call(signal, type, isListener(listener) ? wrap(listener) : (listener as Listener), options)
     },
     removeEventListener: {
       configurable: true,
-      value: (type: string, listener: Listener | null, options?: Parameters<EventTarget["removeEventListener"]>[2]) => {
-        if (listener !== null) removeListener.call(signal, type, wrappers.get(listener) ?? listener, options)
-      }
+      value: (type: string, listener: unknown, options?: Parameters<EventTarget["removeEventListener"]>[2]) =>
+        removeListener.call(
+          signal,
+          type,
+          isListener(listener) ? (wrappers.get(listener) ?? listener) : (listener as Listener),
+          options
+        )
     },
     onabort: {
       configurable: true,
