@@ -15,6 +15,7 @@ import * as Timeline from "../events/Timeline.ts"
 import * as Text from "../failure/Text.ts"
 import * as RunResult from "../run/RunResult.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
+import * as Writers from "./internal/Writers.ts"
 
 /**
  * What a file holds of a run: its events, in order; the result when the file was one;
@@ -188,7 +189,7 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
   if (events.length === 0) return Result.fail(notARun(path, `no event in it; ${expected}`))
   const mixed = otherRun(events)
   if (mixed !== undefined) return Result.fail(notARun(path, mixed))
-  const kept = latest(events)
+  const kept = Writers.runEvents(events)
   // One run's events come by rising `seq` (a batch a recorder lost leaves a gap); two runs of one id
   // recorded at once go back.
   const astray = kept.findIndex((e, i) => i > 0 && e.seq <= (kept[i - 1]?.seq ?? -1))
@@ -210,64 +211,6 @@ const otherRun = (events: ReadonlyArray<Event.Event>): string | undefined => {
   return other < 0
     ? undefined
     : `events of two runs: event ${other + 1} is of run ${JSON.stringify(events[other]?.runId)}, the first of ${JSON.stringify(runId)} (one file a run)`
-}
-
-/**
- * The events as the journal holds them: a `run.resumed` (a resume going on from its last
- * commit) replaces every event recorded before it from its `seq` on, and a `run.started`
- * (the run started again from nothing, or its id used again) every event before it.
- *
- * A process a resume took the run from may still be going (fenced off, it learns so at its
- * next commit), and its recorder may write on into the file: its late events go on from the
- * last one the resume replaced, a sequence of their own, and are not the run's (review 166:
- * read as two runs of one id; review 168: a process that had run ahead on a store out of
- * reach, its events above the resumed ones, hid them). Each event after a resume is the
- * resumed run's when it follows it, and a replaced writer's when it follows that one's; when
- * it follows both, it goes with the line before it (a recorder writes its lines in batches).
- * One that follows neither is the resumed run's when it comes after its last (a batch a
- * recorder lost), else a late one of a writer whose events were lost. By their `seq` alone a
- * replaced writer's first late line right after the resumed run's last line cannot be told
- * from the run's own next: it is taken as the run's (the journal's log decides).
- */
-const latest = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Event.Event> => {
-  const kept: Array<Event.Event> = []
-  /** The `seq` each replaced writer goes on with; `undefined` before a resume. */
-  let others: Array<number> | undefined
-  /** Who took the line before: the run, or a replaced writer (its index in `others`). */
-  let previous: "run" | number = "run"
-  for (const event of events) {
-    if (event._tag === "run.resumed" || event._tag === "run.started") {
-      let replaced: number | undefined
-      while (kept.length > 0 && (kept.at(-1)?.seq ?? -1) >= event.seq) {
-        const gone = kept.pop()
-        replaced ??= gone?.seq
-      }
-      others =
-        event._tag === "run.started"
-          ? undefined
-          : [...(others ?? []), ...(replaced === undefined ? [] : [replaced + 1])]
-      kept.push(event)
-      previous = "run"
-      continue
-    }
-    if (others === undefined) {
-      kept.push(event)
-      continue
-    }
-    const last = kept.at(-1)
-    const next = last === undefined || last._tag === "run.finished" ? undefined : last.seq + 1
-    const writer = others.indexOf(event.seq)
-    if (writer >= 0 && (event.seq !== next || previous === writer)) {
-      others[writer] = event.seq + 1
-      previous = writer
-    } else if (next !== undefined && event.seq >= next) {
-      kept.push(event)
-      previous = "run"
-    } else {
-      previous = others.push(event.seq + 1) - 1
-    }
-  }
-  return kept
 }
 
 /**

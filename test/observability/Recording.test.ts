@@ -87,6 +87,48 @@ describe("Recording", () => {
     assert.strictEqual(recording.replaced, 4)
   })
 
+  it("R9.4 R13 a replaced process's late line that could be the resumed run's next never takes the rest of the run (review 169)", () => {
+    const [started, filler] = result.timeline
+    const finished = result.timeline.at(-1)
+    assert.strictEqual(finished?._tag, "run.finished")
+    const as = (seq: number, writer: "A" | "B", event: unknown = seq === 0 ? started : filler) => ({
+      ...(event as object),
+      seq,
+      at: 1_000 * seq + (writer === "B" ? 1 : 0)
+    })
+    const resumed = {
+      _tag: "run.resumed",
+      runId: result.runId,
+      seq: 3,
+      at: 3_001,
+      fromSeq: 3,
+      reason: "restart",
+      inDoubt: []
+    }
+    const read = (file: ReadonlyArray<unknown>) =>
+      Result.getOrThrow(Recording.decode(file.map((e) => `${JSON.stringify(e)}\n`).join(""))).events.map((e) => e.at)
+    const before = [as(0, "A"), as(1, "A"), as(2, "A"), as(3, "A")]
+    // A's late 5 (after B's 4) follows A's 4 and B's 4 alike; B's 5, 6 and ending 7 are B's whichever it was.
+    const late = read([
+      ...before,
+      as(4, "A"),
+      resumed,
+      as(4, "B"),
+      as(5, "A"),
+      as(5, "B"),
+      as(6, "B"),
+      as(7, "B", finished)
+    ])
+    // Before: [0, 1000, 2000, 3001, 4001, 5000], B's ending taken for A's.
+    assert.strictEqual(late.at(-1), 7_001)
+    assert.deepStrictEqual(late.slice(0, 5), [0, 1_000, 2_000, 3_001, 4_001])
+    // A's one late 4, between B's 4 and 5: the run is read to its ending (before: unfinished at 4).
+    assert.deepStrictEqual(
+      read([...before, resumed, as(4, "B"), as(4, "A"), as(5, "B"), as(6, "B"), as(7, "B", finished)]),
+      [0, 1_000, 2_000, 3_001, 4_001, 5_001, 6_001, 7_001]
+    )
+  })
+
   it("reads a last event whose line break is not written yet", () => {
     const recording = Result.getOrThrow(Recording.decode(jsonl.trimEnd()))
     assert.strictEqual(recording.events.length, result.timeline.length)
