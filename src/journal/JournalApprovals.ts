@@ -287,10 +287,11 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
     }).pipe(
       Effect.andThen(journal.pendingApprovals()),
       Effect.retry({ times: 3, while: (e) => e.isRetryable }),
-      Effect.mapBoth({
-        onFailure: (e) => new Approval.PendingUnavailable({ detail: e.message }),
-        onSuccess: (rows) => rows.map(requestOf)
-      })
+      Effect.mapError((e) => new Approval.PendingUnavailable({ detail: e.message })),
+      // A call past its expiry is listed no more: a decision on it is refused (review 170).
+      Effect.flatMap((rows) =>
+        Effect.map(Clock.currentTimeMillis, (now) => rows.filter((row) => row.expiresAt > now).map(requestOf))
+      )
     ),
     // The row is withdrawn first, then read: a decision recorded before (or one being recorded,
     // which the withdrawal waits for) is found; one after finds the call withdrawn (`NotPending`).

@@ -99,4 +99,47 @@ describe("R9.3 R7 a decision on the table whose wake was lost", () => {
       }
     })
   )
+
+  it.live(
+    "R4.1 R7 R9.3 a run a runner with a closer time.run parks again wakes at that deadline, not at its first expiry (review 170)",
+    () =>
+      Effect.gen(function* () {
+        const filename = fileOf()
+        const runner = (run: Duration.Input, recheckAfter: Duration.Input) =>
+          DurableRun.layer({ tools: [pay], time: { approval: "1 hour", run } }, { recheckAfter }).pipe(
+            Layer.provideMerge(
+              DurableRun.layerEmbedded({ filename, shardingConfig: { entityTerminationTimeout: "200 millis" } })
+            ),
+            Layer.provide(model)
+          )
+        // The old code: two hours to run; parked on a call that expires in an hour, a recheck in 2 s.
+        const firstExpiry = yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          yield* runs.start({ goal: "pay", runId: "w3" })
+          let expiresAt: number | undefined
+          while (expiresAt === undefined) {
+            expiresAt = (yield* runs.pending("w3"))[0]?.expiresAt
+            yield* Effect.sleep(50)
+          }
+          yield* Effect.sleep("2500 millis")
+          return expiresAt
+        }).pipe(Effect.provide(runner("2 hours", "2 seconds")))
+        // The new code, 8 s to run and rechecks 10 minutes apart: the first recheck wakes the run here,
+        // which puts its call back expiring at the closer deadline and parks again.
+        yield* Effect.gen(function* () {
+          const runs = yield* DurableRun.DurableRuns
+          let deadline: number | undefined
+          while (deadline === undefined) {
+            const row = (yield* runs.pending("w3"))[0]
+            if (row !== undefined && row.expiresAt < firstExpiry) deadline = row.expiresAt
+            yield* Effect.sleep(50)
+          }
+          // Before: the engine kept the first park's timer (an hour away) under the call's name.
+          const result = yield* runs.result("w3").pipe(Effect.timeout("20 seconds"))
+          assert.strictEqual(result.stopReason, "run_timeout")
+          assert.isBelow(Date.now() - deadline, 10_000)
+        }).pipe(Effect.provide(runner("8 seconds", "10 minutes")))
+      }),
+    60_000
+  )
 })

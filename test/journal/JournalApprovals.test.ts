@@ -670,6 +670,28 @@ describe("JournalApprovals (R7, R9.3)", () => {
   )
 })
 
+describe("JournalApprovals: the list holds what can be decided (R7, R9.3)", () => {
+  it.effect(
+    "R7 a call past its expiry is no longer listed by the gate's pending: a decision on it is refused (review 170)",
+    () =>
+      Effect.gen(function* () {
+        const journal = yield* store
+        const gate = JournalApprovals.make(journal)
+        const row = { runId: "r1", callId: "c1", tool: "pay", arguments: {}, sideEffect: "external" }
+        yield* journal.requestApproval({ ...row, requestedAt: 0, expiresAt: 1_000 })
+        assert.deepStrictEqual(
+          (yield* gate.pending).map((r) => r.callId),
+          ["c1"]
+        )
+        yield* TestClock.adjust("1 second")
+        // Before: still listed, while a decision on it was NotPending (until the run woke and closed it).
+        assert.deepStrictEqual(yield* gate.pending, [])
+        const late = yield* Effect.exit(JournalApprovals.record(journal, "r1", "c1", Approval.approved("ops")))
+        assert.isTrue(Exit.isFailure(late))
+      })
+  )
+})
+
 describe("JournalApprovals: a cancel while a call waits, the store hanging (R5.1, R7)", () => {
   it.live("R5.1 R7 the gate is asked within the stop grace: the call withdrawn, nothing left behind (review 148)", () =>
     Effect.gen(function* () {

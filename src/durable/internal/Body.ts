@@ -213,8 +213,9 @@ export const body = <T extends Tool.Any, RV, O>(
       if (outcome === undefined) continue
       waitHereFor = parkAfter
       if (outcome._tag === "Finished") return outcome.result.status
-      const name = Names.parked(outcome.approvals)
       const first = outcome.approvals.reduce((a, b) => (b.expiresAt < a.expiresAt ? b : a))
+      // A park on the same calls with a closer expiry (a resume's deadline) is another park.
+      const name = `${Names.parked(outcome.approvals)}@${first.expiresAt}`
       const now = yield* Clock.currentTimeMillis
       if (seen.has(name)) {
         waitHereFor = Math.max(parkAfter, first.expiresAt - now + 1)
@@ -250,7 +251,7 @@ const parkedRound = (
       Effect.as(DurableDeferred.await(Names.cancel), "woken" as const),
       Effect.as(
         DurableClock.sleep({
-          name: Names.expiry(first.callId),
+          name: Names.expiry(first.callId, first.expiresAt),
           duration: Math.max(0, first.expiresAt - now),
           inMemoryThreshold: 0
         }),

@@ -12,8 +12,12 @@ export const cancel = DurableDeferred.make("cancel")
 /** Completed once the call `callId` is decided (the decision itself is on the journal's approvals table). */
 export const approval = (callId: string) => DurableDeferred.make(`approval/${callId}`)
 
-/** The durable timer of the call `callId`'s expiry. */
-export const expiry = (callId: string): string => `approval-expiry/${callId}`
+/**
+ * The durable timer of the call `callId`'s expiry at `expiresAt`: a resume that brings the expiry
+ * closer (a runner's closer deadline or step) gets a timer of its own (review 170: under one name
+ * the engine kept the first park's, and the run woke an hour late).
+ */
+export const expiry = (callId: string, expiresAt: number): string => `approval-expiry/${callId}@${expiresAt}`
 
 /** The wait of a run parked on `approvals`: the first of their decisions, the earliest expiry, a cancel. */
 export const parked = (approvals: ReadonlyArray<Approval.Request>): string =>
