@@ -192,42 +192,46 @@ describe("Abortable.handler", () => {
       })
   )
 
-  it.live("R12 R5.1 an async abort listener whose cleanup rejects reaches neither process handler (review 169)", () =>
-    Effect.gen(function* () {
-      const reached: Array<string> = []
-      const onUncaught = (error: unknown) => reached.push(`uncaught ${String(error)}`)
-      const onUnhandled = (error: unknown) => reached.push(`unhandled ${String(error)}`)
-      process.on("uncaughtException", onUncaught)
-      process.on("unhandledRejection", onUnhandled)
-      const { context, settled } = makeContext("call_8")
-      const cleanups = Abortable.handler(
-        (_: undefined, signal) =>
-          new Promise<string>((_resolve, reject) => {
-            signal.addEventListener("abort", async () => {
-              reject(signal.reason)
-              await Promise.resolve()
-              throw new Error("async cleanup broke")
+  it.live(
+    "R12 R5.1 an async abort listener whose cleanup rejects reaches neither process handler (reviews 169, 171)",
+    () =>
+      Effect.gen(function* () {
+        const reached: Array<string> = []
+        const onUncaught = (error: unknown) => reached.push(`uncaught ${String(error)}`)
+        const onUnhandled = (error: unknown) => reached.push(`unhandled ${String(error)}`)
+        process.on("uncaughtException", onUncaught)
+        process.on("unhandledRejection", onUnhandled)
+        const { context, settled } = makeContext("call_8")
+        const cleanups = Abortable.handler(
+          (_: undefined, signal) =>
+            new Promise<string>((_resolve, reject) => {
+              signal.addEventListener("abort", async () => {
+                reject(signal.reason)
+                await Promise.resolve()
+                throw new Error("async cleanup broke")
+              })
+              signal.onabort = async () => {
+                throw new Error("async onabort broke")
+              }
+              // A thenable whose own `then` gives a promise that rejects (review 171).
+              signal.addEventListener("abort", () => ({ then: async () => Promise.reject(new Error("then rejected")) }))
+              // No listener at all, as the platform takes it: nothing added, nothing thrown.
+              signal.addEventListener("abort", undefined as never)
+              signal.removeEventListener("abort", undefined as never)
             })
-            signal.onabort = async () => {
-              throw new Error("async onabort broke")
-            }
-            // No listener at all, as the platform takes it: nothing added, nothing thrown.
-            signal.addEventListener("abort", undefined as never)
-            signal.removeEventListener("abort", undefined as never)
-          })
-      )
-      const { exit } = yield* interruptAfter(cleanups(undefined, context), 10)
-      yield* nap(50)
-      process.off("uncaughtException", onUncaught)
-      process.off("unhandledRejection", onUnhandled)
-      assert.isTrue(Exit.hasInterrupts(exit))
-      // Before: both rejections unhandled, which ends a process under Node's default.
-      assert.deepStrictEqual(reached, [])
-      assert.deepStrictEqual(
-        settled.map((s) => s.settlement),
-        ["cancelled"]
-      )
-    })
+        )
+        const { exit } = yield* interruptAfter(cleanups(undefined, context), 10)
+        yield* nap(50)
+        process.off("uncaughtException", onUncaught)
+        process.off("unhandledRejection", onUnhandled)
+        assert.isTrue(Exit.hasInterrupts(exit))
+        // Before: both rejections unhandled, which ends a process under Node's default.
+        assert.deepStrictEqual(reached, [])
+        assert.deepStrictEqual(
+          settled.map((s) => s.settlement),
+          ["cancelled"]
+        )
+      })
   )
 
   it.live(

@@ -87,7 +87,7 @@ describe("Recording", () => {
     assert.strictEqual(recording.replaced, 4)
   })
 
-  it("R9.4 R13 a replaced process's late line that could be the resumed run's next never takes the rest of the run (review 169)", () => {
+  it("R9.4 R13 a replaced process's late line that could be the resumed run's next never takes the rest of the run (reviews 169, 171)", () => {
     const [started, filler] = result.timeline
     const finished = result.timeline.at(-1)
     assert.strictEqual(finished?._tag, "run.finished")
@@ -127,6 +127,25 @@ describe("Recording", () => {
       read([...before, resumed, as(4, "B"), as(4, "A"), as(5, "B"), as(6, "B"), as(7, "B", finished)]),
       [0, 1_000, 2_000, 3_001, 4_001, 5_001, 6_001, 7_001]
     )
+    // A process taken over writes more late lines (5 to 10) than the resumed run had left after the
+    // tie (5 to its ending, 7): the run's ending wins (review 171: the longer tail took the run).
+    const zombie = Array.from({ length: 6 }, (_, i) => as(5 + i, "A"))
+    const ran = read([
+      ...before,
+      as(4, "A"),
+      resumed,
+      as(4, "B"),
+      as(5, "B"),
+      as(6, "B"),
+      as(7, "B", finished),
+      ...zombie
+    ])
+    assert.deepStrictEqual(ran, [0, 1_000, 2_000, 3_001, 4_001, 5_001, 6_001, 7_001])
+    // A batch the resumed run's recorder lost (its 6), over a dead process's lines up to 6: its 7 and
+    // ending are its own (review 171: taken for the dead process's late lines).
+    const dead = [as(4, "A"), as(5, "A"), as(6, "A")]
+    const lost = read([...before, ...dead, resumed, as(4, "B"), as(5, "B"), as(7, "B"), as(8, "B", finished)])
+    assert.deepStrictEqual(lost, [0, 1_000, 2_000, 3_001, 4_001, 5_001, 7_001, 8_001])
   })
 
   it("reads a last event whose line break is not written yet", () => {

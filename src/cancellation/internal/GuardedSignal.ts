@@ -31,7 +31,11 @@ export const guarded = (signal: AbortSignal, caught: (error: unknown) => void): 
         const returned: unknown =
           typeof listener === "function" ? listener.call(this, event) : listener.handleEvent(event)
         // An `async` listener's rejection is caught too (review 169: unhandled, it ended the process as well).
-        if (Predicate.isPromiseLike(returned)) returned.then(undefined, caught)
+        // A thenable's own `then` may give a promise that rejects: that is caught as well (review 171).
+        if (Predicate.isPromiseLike(returned)) {
+          const handled: unknown = returned.then(undefined, caught)
+          if (Predicate.isPromiseLike(handled)) handled.then(undefined, caught)
+        }
       } catch (error) {
         caught(error)
       }

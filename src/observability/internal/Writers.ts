@@ -9,10 +9,10 @@
  * runs of one id). By their `seq` alone a late line can follow the run's last as well as its
  * writer's (review 168: a process that had run ahead hid the resumed run's ending; review 169:
  * one line taken for the run's handed it the rest). Each reading that gives every line a
- * sequence it follows is kept, a few at most, and the one in which the run's own sequence is
- * longest wins: the process taken over stops at its next commit, the resumed run goes on; of
- * two as long, the one whose lines go most with the line before them (a recorder writes its
- * lines in batches). A
+ * sequence it follows is kept, a few at most, and the one in which the run has its ending
+ * wins, then the one in which its own sequence is longest (the process taken over stops at its
+ * next commit, the resumed run goes on), then the one whose lines go most with the line before
+ * them (a recorder writes its lines in batches). A
  * line that follows no sequence is the run's when it comes after its last (a batch a recorder
  * lost), else a late one of a writer whose lines were lost. Linear in the lines. Private to
  * `observability/`.
@@ -68,7 +68,7 @@ const restart = (reading: Reading, event: Event.Event): Reading => {
   const writers =
     event._tag === "run.started"
       ? undefined
-      : [...(reading.writers ?? []), ...(replaced === undefined ? [] : [replaced + 1])]
+      : [...(reading.writers ?? []), ...(replaced === undefined ? [] : [replaced + 1])].slice(-mostWriters)
   return push({ kept, length, writers, previous: "run", batched: reading.batched }, event)
 }
 
@@ -90,14 +90,22 @@ const readingsWith = (reading: Reading, event: Event.Event): ReadonlyArray<Readi
         )
       )
   })
+  // A line past the run's next is also the run's after a batch its recorder lost (review 171).
+  if (next !== undefined && event.seq > next) readings.push(push(reading, event))
   if (readings.length > 0) return readings
-  if (next !== undefined && event.seq > next) return [push(reading, event)]
   return [withWriters(reading, [...writers, event.seq + 1], writers.length)]
 }
 
-/** Whether `a` reads better than `b`: the run's sequence longer, then more lines with the line before them. */
+/** Whether the run of `reading` has its ending. */
+const ended = (reading: Reading): boolean => reading.kept?.event._tag === "run.finished"
+
+/**
+ * Whether `a` reads better than `b`: the run ended (review 171: a process taken over that wrote
+ * more late lines than the run had left took it), then its sequence longer, then more lines
+ * with the line before them.
+ */
 const better = (a: Reading, b: Reading): boolean =>
-  a.length > b.length || (a.length === b.length && a.batched > b.batched)
+  ended(a) !== ended(b) ? ended(a) : a.length > b.length || (a.length === b.length && a.batched > b.batched)
 
 /** Where two readings would go on alike: the better is kept. */
 const keyOf = (reading: Reading): string => {
