@@ -214,6 +214,7 @@ describe("Abortable.handler", () => {
                 throw new Error("async onabort broke")
               }
               // A thenable whose own `then` gives a promise that rejects (review 171).
+              // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose, as hostile code returns one
               signal.addEventListener("abort", () => ({ then: async () => Promise.reject(new Error("then rejected")) }))
               // No listener at all, as the platform takes it: nothing added, nothing thrown.
               signal.addEventListener("abort", undefined as never)
