@@ -19,6 +19,28 @@ const failure = (text: string) => {
   return Result.isFailure(decoded) ? decoded.failure : undefined
 }
 
+/** The run's first events and its ending, to make lines of two writers from. */
+const [started, filler] = result.timeline
+const finished = result.timeline.at(-1)
+
+/** An event `seq` as a process writes it: A's at whole seconds, B's a millisecond later. */
+const as = (seq: number, writer: "A" | "B", event: unknown = seq === 0 ? started : filler) => ({
+  ...(event as object),
+  seq,
+  at: 1_000 * seq + (writer === "B" ? 1 : 0)
+})
+
+/** B's resume from seq 3. */
+const resumed = {
+  _tag: "run.resumed",
+  runId: result.runId,
+  seq: 3,
+  at: 3_001,
+  fromSeq: 3,
+  reason: "restart",
+  inDoubt: []
+}
+
 describe("Recording", () => {
   it("reads a JSONL recording back to the run's timeline", () => {
     const recording = Result.getOrThrow(Recording.decode(jsonl))
@@ -55,25 +77,7 @@ describe("Recording", () => {
   })
 
   it("R9.4 R13 a replaced process's late events, written among the resumed run's, are not the run's (reviews 166, 168)", () => {
-    const [started, filler] = result.timeline
-    assert.strictEqual(started?._tag, "run.started")
-    assert.strictEqual(filler?._tag, "state.changed")
-    // An event `seq` as a process writes it: A's at whole seconds, B's a millisecond later.
-    const as = (seq: number, writer: "A" | "B") => ({
-      ...(seq === 0 ? started : filler),
-      seq,
-      at: 1_000 * seq + (writer === "B" ? 1 : 0)
-    })
     const seqs = (to: number) => Array.from({ length: to + 1 }, (_, seq) => as(seq, "A"))
-    const resumed = {
-      _tag: "run.resumed",
-      runId: result.runId,
-      seq: 3,
-      at: 3_001,
-      fromSeq: 3,
-      reason: "restart",
-      inDoubt: []
-    }
     // A records up to seq 4, its commit holding up to 2; B resumes from 3 and goes on to 5. A, fenced
     // off only at its next commit, goes on meanwhile (5, 6), then B (6, 7). A's 5 follows A's 4 only;
     // A's 6 follows both A's 5 and B's 5, and goes with the line before it, A's.
@@ -88,23 +92,7 @@ describe("Recording", () => {
   })
 
   it("R9.4 R13 a replaced process's late line that could be the resumed run's next never takes the rest of the run (reviews 169, 171)", () => {
-    const [started, filler] = result.timeline
-    const finished = result.timeline.at(-1)
     assert.strictEqual(finished?._tag, "run.finished")
-    const as = (seq: number, writer: "A" | "B", event: unknown = seq === 0 ? started : filler) => ({
-      ...(event as object),
-      seq,
-      at: 1_000 * seq + (writer === "B" ? 1 : 0)
-    })
-    const resumed = {
-      _tag: "run.resumed",
-      runId: result.runId,
-      seq: 3,
-      at: 3_001,
-      fromSeq: 3,
-      reason: "restart",
-      inDoubt: []
-    }
     const read = (file: ReadonlyArray<unknown>) =>
       Result.getOrThrow(Recording.decode(file.map((e) => `${JSON.stringify(e)}\n`).join(""))).events.map((e) => e.at)
     const before = [as(0, "A"), as(1, "A"), as(2, "A"), as(3, "A")]

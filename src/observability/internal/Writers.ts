@@ -32,7 +32,7 @@ interface Reading {
   readonly writers: ReadonlyArray<number> | undefined
   /** Who took the line before: the run, or a replaced writer (its index in `writers`). */
   readonly previous: "run" | number
-  /** How many lines went with the line before them: a recorder writes its lines in batches. */
+  /** The count of lines that went with the line before them: a recorder writes its lines in batches. */
   readonly batched: number
 }
 
