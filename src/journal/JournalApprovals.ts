@@ -150,6 +150,16 @@ const pollMillisOf = (input: Duration.Input | undefined): number => {
 }
 
 /**
+ * The requests of `rows` a decision can be made on now: one past its expiry is listed no more,
+ * as a decision on it is refused (review 170). What `pending` lists, here and in `DurableRuns`.
+ *
+ * @category getters
+ * @since 0.3.0
+ */
+export const listed = (rows: ReadonlyArray<Journal.ApprovalRequest>): Effect.Effect<ReadonlyArray<Approval.Request>> =>
+  Effect.map(Clock.currentTimeMillis, (now) => rows.filter((row) => row.expiresAt > now).map(requestOf))
+
+/**
  * A gate over `journal`. Throws a `RangeError` for a `pollInterval` that is not a
  * positive, finite duration (a gate is built at start-up; 0 would read the store in a loop).
  *
@@ -288,10 +298,7 @@ export const make = (journal: Journal.Service, options: Options = {}): Approval.
       Effect.andThen(journal.pendingApprovals()),
       Effect.retry({ times: 3, while: (e) => e.isRetryable }),
       Effect.mapError((e) => new Approval.PendingUnavailable({ detail: e.message })),
-      // A call past its expiry is listed no more: a decision on it is refused (review 170).
-      Effect.flatMap((rows) =>
-        Effect.map(Clock.currentTimeMillis, (now) => rows.filter((row) => row.expiresAt > now).map(requestOf))
-      )
+      Effect.flatMap(listed)
     ),
     // The row is withdrawn first, then read: a decision recorded before (or one being recorded,
     // which the withdrawal waits for) is found; one after finds the call withdrawn (`NotPending`).

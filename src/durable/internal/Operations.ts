@@ -324,9 +324,7 @@ export const make = (
         )
         // None waiting, for a run that does not exist: the run is unknown (`not_found`).
         if (rows.length === 0 && runId !== undefined) yield* stored(runId)
-        // A call past its expiry is listed no more: a decision on it is refused (review 170).
-        const now = yield* Clock.currentTimeMillis
-        return rows.filter((row) => row.expiresAt > now).map(JournalApprovals.requestOf)
+        return yield* JournalApprovals.listed(rows)
       })
   }
 }

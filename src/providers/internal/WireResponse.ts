@@ -62,14 +62,6 @@ const countOf = (value: unknown): number | undefined =>
 const restOf = (total: number | undefined, other: number | undefined): number | undefined =>
   total !== undefined && other !== undefined && total >= other ? total - other : undefined
 
-/**
- * The usage the server reported, counted as it says. A side it left out (no
- * `prompt_tokens` or `completion_tokens`, or `null`) is what its `total_tokens` leaves of
- * the other, else estimated from the text (`estimate`; with only the total, split by the
- * estimate and summing to it), and the usage is then marked
- * `estimated` (0, unmarked, when there is nothing to estimate from): a usage reported in
- * part counts what it has (R2.1).
- */
 /** The two sides of a usage as the server says them: each its own count, or what its total leaves of the other. */
 const sidesOf = (wire: WireUsageType) => {
   const total = countOf(wire.total_tokens)
@@ -84,6 +76,14 @@ const countsOutput = (wire: WireUsageType): boolean => {
   return said !== undefined || (prompt === undefined && total !== undefined)
 }
 
+/**
+ * The usage the server reported, counted as it says. A side it left out (no
+ * `prompt_tokens` or `completion_tokens`, or `null`) is what its `total_tokens` leaves of
+ * the other, else estimated from the text (`estimate`; with only the total, split by the
+ * estimate and summing to it), and the usage is then marked
+ * `estimated` (0, unmarked, when there is nothing to estimate from): a usage reported in
+ * part counts what it has (R2.1).
+ */
 const usageOf = (
   wire: WireUsageType,
   prices: OpenAiOptions.Prices | undefined,
