@@ -10,7 +10,8 @@
  * at most a torn last line, which a reader skips (`Recording.decode`), and which is cut off
  * before a run going on after the crash appends to its file; a run gives its
  * result once its `run.finished` is written. A write that fails is logged, and the run
- * goes on unrecorded: a recorder never fails a run.
+ * goes on unrecorded: a recorder never fails a run. Each line is stamped with its writer
+ * (`recordedBy`, one for each run in each process; see `Recording.line`).
  *
  * @example
  * ```ts
@@ -105,7 +106,7 @@ const digest = (text: string): string => {
  * away, parked: it writes no more here), or a flush to complete once all before it is written.
  */
 type Item =
-  | { readonly _tag: "event"; readonly event: Event.Event }
+  | { readonly _tag: "event"; readonly event: Event.Event; readonly writer: string }
   | { readonly _tag: "gone"; readonly runId: string }
   | { readonly _tag: "flush"; readonly done: Deferred.Deferred<void> }
 
@@ -279,7 +280,7 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
             touches(item.runId)
           }
           if (item._tag !== "event") continue
-          const text = Recording.line(shown(item.event))
+          const text = Recording.line(shown(item.event), item.writer)
           if (text === undefined) {
             yield* Effect.logWarning(`recorder: event ${item.event.seq} of run ${item.event.runId} does not encode`)
             continue
@@ -308,15 +309,20 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
       yield* Effect.addFinalizer(() => Effect.andThen(flush, Queue.shutdown(queue)))
 
       const observer: RunObserver.Observer = {
-        attach: (runId) => ({
-          event: (event) => {
-            Queue.offerUnsafe(queue, { _tag: "event", event })
-          },
-          settled: Effect.andThen(
-            Effect.sync(() => Queue.offerUnsafe(queue, { _tag: "gone", runId })),
-            flush
-          )
-        })
+        attach: (runId) => {
+          // This run in this process, stamped on its lines: a process a resume took the run from
+          // may write on into the file, and its lines are told from the resumed run's by it.
+          const writer = crypto.randomUUID().replaceAll("-", "").slice(0, 12)
+          return {
+            event: (event) => {
+              Queue.offerUnsafe(queue, { _tag: "event", event, writer })
+            },
+            settled: Effect.andThen(
+              Effect.sync(() => Queue.offerUnsafe(queue, { _tag: "gone", runId })),
+              flush
+            )
+          }
+        }
       }
       const existing = yield* RunObserver.RunObservers
       return Context.make(Recorder, { path: pathOf, flush }).pipe(

@@ -5,7 +5,8 @@
  * every other line that is not an event is an error, and so is an event at a time no `Date`
  * holds. A run resumed after a crash goes on from its last commit, under the sequence
  * numbers the dead process had used past it: the later events replace those (what was
- * never committed), and are counted.
+ * never committed), and are counted; so are the late lines of a process a resume took the run
+ * from while it was still writing, told apart by the writer each line is stamped with.
  *
  * @since 0.3.0
  */
@@ -67,14 +68,20 @@ const encodeEvent = Schema.encodeUnknownResult(EventJson)
 
 /**
  * One event as a line of a recording: its JSON encoding and a line break, or `undefined`
- * when it does not encode.
+ * when it does not encode. `writer`, when given, is stamped on the line (`recordedBy`): the
+ * `Recorder` gives each run in each process its own, so that {@link decode} tells the lines
+ * of a process a resume took the run from (fenced off, it may write on into the file until
+ * its next commit) from the resumed run's. Lines with no stamp are read as one writer's.
  *
  * @category encoding
  * @since 0.3.0
  */
-export const line = (event: Event.Event): string | undefined => {
+export const line = (event: Event.Event, writer?: string): string | undefined => {
   const encoded = encodeEvent(event)
-  return Result.isSuccess(encoded) ? `${JSON.stringify(encoded.success)}\n` : undefined
+  if (Result.isFailure(encoded)) return undefined
+  const json =
+    writer === undefined || !isObject(encoded.success) ? encoded.success : { ...encoded.success, recordedBy: writer }
+  return `${JSON.stringify(json)}\n`
 }
 
 /**
@@ -152,28 +159,33 @@ const fromResult = (path: string, value: Record<string, unknown>): Result.Result
   return Result.succeed({ events: timeline, result: decoded.success, torn: false, replaced: 0 })
 }
 
-/** The event of line `line`: one of this version's, at a time a `Date` holds. */
-const eventOf = (path: string, json: unknown, line: number): Result.Result<Event.Event, RecordingError> => {
+/**
+ * Line `line`: an event of this version's, at a time a `Date` holds, and the writer that
+ * stamped it (`recordedBy`, see {@link line}).
+ */
+const lineOf = (path: string, json: unknown, line: number): Result.Result<Writers.Line, RecordingError> => {
   const event = decodeEvent(json)
   if (Result.isFailure(event)) return Result.fail(notARun(path, `line ${line}: ${notAnEvent(json, event.failure)}`))
   const undated = undatable(event.success)
-  return undated === undefined ? Result.succeed(event.success) : Result.fail(notARun(path, `line ${line}: ${undated}`))
+  if (undated !== undefined) return Result.fail(notARun(path, `line ${line}: ${undated}`))
+  const writer = isObject(json) && typeof json.recordedBy === "string" ? json.recordedBy : undefined
+  return Result.succeed({ event: event.success, writer })
 }
 
 const fromLines = (path: string, text: string): Result.Result<Recording, RecordingError> => {
   const lines = text.split("\n")
   // A recording ends with a line break; what follows the last one is a line still being written, or torn.
   const tail = lines.pop() ?? ""
-  const events: Array<Event.Event> = []
+  const events: Array<Writers.Line> = []
   for (const [index, raw] of lines.entries()) {
     if (raw.trim() === "") continue
     const json = parse(raw)
     if (Result.isFailure(json))
       return Result.fail(new RecordingError({ path, reason: "bad_json", detail: `line ${index + 1}: ${json.failure}` }))
     if (tooDeep(json.success)) return Result.fail(notARun(path, `line ${index + 1}: ${nestedTooDeep}`))
-    const event = eventOf(path, json.success, index + 1)
-    if (Result.isFailure(event)) return Result.fail(event.failure)
-    events.push(event.success)
+    const read = lineOf(path, json.success, index + 1)
+    if (Result.isFailure(read)) return Result.fail(read.failure)
+    events.push(read.success)
   }
   let torn = false
   if (tail.trim() !== "") {
@@ -181,27 +193,19 @@ const fromLines = (path: string, text: string): Result.Result<Recording, Recordi
     const json = parse(tail)
     if (Result.isFailure(json) || tooDeep(json.success)) torn = true
     else {
-      const event = eventOf(path, json.success, lines.length + 1)
-      if (Result.isFailure(event)) return Result.fail(event.failure)
-      events.push(event.success)
+      const read = lineOf(path, json.success, lines.length + 1)
+      if (Result.isFailure(read)) return Result.fail(read.failure)
+      events.push(read.success)
     }
   }
   if (events.length === 0) return Result.fail(notARun(path, `no event in it; ${expected}`))
-  const mixed = otherRun(events)
+  const mixed = otherRun(events.map((line) => line.event))
   if (mixed !== undefined) return Result.fail(notARun(path, mixed))
   const kept = Writers.runEvents(events)
-  // One run's events come by rising `seq` (a batch a recorder lost leaves a gap); two runs of one id
-  // recorded at once go back.
-  const astray = kept.findIndex((e, i) => i > 0 && e.seq <= (kept[i - 1]?.seq ?? -1))
-  if (astray >= 0) {
-    return Result.fail(
-      notARun(
-        path,
-        `event ${kept[astray]?.seq} follows event ${kept[astray - 1]?.seq}: the events of two runs of one id, written at once?`
-      )
-    )
-  }
-  return Result.succeed({ events: kept, torn, replaced: events.length - kept.length })
+  // One writer's lines come by rising `seq` (a batch its recorder lost leaves a gap); two runs of one
+  // id recorded at once go back.
+  if (Result.isFailure(kept)) return Result.fail(notARun(path, kept.failure))
+  return Result.succeed({ events: kept.success, torn, replaced: events.length - kept.success.length })
 }
 
 /** Why the events are not one run's: the first event of another run id, and where. */

@@ -104,6 +104,15 @@ describe("A run another process took over, as observed (R13, R9.4)", () => {
         const mine = yield* Fiber.join(first)
         assert.strictEqual(mine.stopReason, "internal_error")
         const text = yield* fs.readFileString(`${directory}/o3.jsonl`)
+        // Each process's lines stamped with its writer: two in the file.
+        const stamps = new Set(
+          text
+            .trim()
+            .split("\n")
+            .map((l) => JSON.parse(l).recordedBy)
+        )
+        assert.strictEqual(stamps.size, 2)
+        assert.isFalse(stamps.has(undefined))
         const read = Recording.decode(text, "o3.jsonl")
         // Before: refused, "event 8 follows event 12: the events of two runs of one id, written at once?".
         if (Result.isFailure(read)) return assert.fail(read.failure.message)

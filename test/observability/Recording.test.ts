@@ -23,11 +23,12 @@ const failure = (text: string) => {
 const [started, filler] = result.timeline
 const finished = result.timeline.at(-1)
 
-/** An event `seq` as a process writes it: A's at whole seconds, B's a millisecond later. */
+/** An event `seq` as a process's recorder writes it: A's at whole seconds, B's a millisecond later, each stamped. */
 const as = (seq: number, writer: "A" | "B", event: unknown = seq === 0 ? started : filler) => ({
   ...(event as object),
   seq,
-  at: 1_000 * seq + (writer === "B" ? 1 : 0)
+  at: 1_000 * seq + (writer === "B" ? 1 : 0),
+  recordedBy: writer
 })
 
 /** B's resume from seq 3. */
@@ -38,7 +39,8 @@ const resumed = {
   at: 3_001,
   fromSeq: 3,
   reason: "restart",
-  inDoubt: []
+  inDoubt: [],
+  recordedBy: "B"
 }
 
 describe("Recording", () => {
