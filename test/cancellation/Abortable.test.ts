@@ -193,7 +193,7 @@ describe("Abortable.handler", () => {
   )
 
   it.live(
-    "R12 R5.1 an async abort listener whose cleanup rejects reaches neither process handler (reviews 169, 171)",
+    "R12 R5.1 an async abort listener whose cleanup rejects reaches neither process handler (reviews 169, 171, 172)",
     () =>
       Effect.gen(function* () {
         const reached: Array<string> = []
@@ -216,6 +216,17 @@ describe("Abortable.handler", () => {
               // A thenable whose own `then` gives a promise that rejects (review 171).
               // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose, as hostile code returns one
               signal.addEventListener("abort", () => ({ then: async () => Promise.reject(new Error("then rejected")) }))
+              // One level down: a thenable whose `then` gives a thenable whose `then` rejects (review 172).
+              signal.addEventListener("abort", () => ({
+                // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose, as hostile code returns one
+                then: () => ({ then: async () => Promise.reject(new Error("inner then rejected")) })
+              }))
+              // A `then` that gives itself: followed a few levels, then let be.
+              const loops = {
+                // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose, as hostile code returns one
+                then: () => loops
+              }
+              signal.addEventListener("abort", () => loops)
               // No listener at all, as the platform takes it: nothing added, nothing thrown.
               signal.addEventListener("abort", undefined as never)
               signal.removeEventListener("abort", undefined as never)

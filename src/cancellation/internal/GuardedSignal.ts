@@ -20,6 +20,25 @@ const onabort = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "onabort"
 /** A listener the platform would call: a function, or an object (its `handleEvent`). */
 const isListener = (u: unknown): u is Listener => typeof u === "function" || (typeof u === "object" && u !== null)
 
+/** How many thenables deep {@link settle} follows a listener's answer: a `then` that gives itself stops there. */
+const deepestThenable = 8
+
+/**
+ * A listener's answer, its rejection caught: an `async` listener's (review 169: unhandled, it
+ * ended the process as well); a thenable's own `then` may give a promise that rejects, or
+ * another thenable, and so on (reviews 171, 172): each is followed, to a native promise.
+ */
+const settle = (returned: unknown, caught: (error: unknown) => void): void => {
+  let answer = returned
+  for (let depth = 0; depth < deepestThenable && Predicate.isPromiseLike(answer); depth++) {
+    if (answer instanceof Promise) {
+      answer.then(undefined, caught)
+      return
+    }
+    answer = answer.then(undefined, caught)
+  }
+}
+
 /** `signal`, its listeners from now on run inside a `try` (see the module's comment). */
 export const guarded = (signal: AbortSignal, caught: (error: unknown) => void): AbortSignal => {
   const wrappers = new WeakMap<Listener, Handler>()
@@ -30,12 +49,7 @@ export const guarded = (signal: AbortSignal, caught: (error: unknown) => void): 
       try {
         const returned: unknown =
           typeof listener === "function" ? listener.call(this, event) : listener.handleEvent(event)
-        // An `async` listener's rejection is caught too (review 169: unhandled, it ended the process as well).
-        // A thenable's own `then` may give a promise that rejects: that is caught as well (review 171).
-        if (Predicate.isPromiseLike(returned)) {
-          const handled: unknown = returned.then(undefined, caught)
-          if (Predicate.isPromiseLike(handled)) handled.then(undefined, caught)
-        }
+        settle(returned, caught)
       } catch (error) {
         caught(error)
       }
