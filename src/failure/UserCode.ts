@@ -319,21 +319,20 @@ export const checkAs = <S extends Schema.ConstraintDecoder<unknown>>(
 }
 
 /**
- * `value` decoded with a schema of the user's (a typed output's, an artifact's): the value;
- * the schema's issue, the value's fault; or what broke in the schema itself (a throw, a
- * service it needs, an asynchronous step, a stack it overflowed), its cause.
+ * What decoding with a schema of the user's gave: the value; the schema's issue, the value's
+ * fault; or what broke in the schema itself (a throw, a service it needs, an asynchronous
+ * step, a stack it overflowed), its cause.
  */
-export const decodeWith = (
-  schema: Schema.Decoder<unknown>,
-  value: unknown,
-  options?: { readonly errors?: "first" | "all" | undefined }
-):
+export type Decoding =
   | { readonly _tag: "Decoded"; readonly value: unknown }
   | { readonly _tag: "Mismatch"; readonly error: Schema.SchemaError }
-  | { readonly _tag: "Broken"; readonly cause: Cause.Cause<unknown> } => {
+  | { readonly _tag: "Broken"; readonly cause: Cause.Cause<unknown> }
+
+/** What `decode`, a decoding by a schema of the user's, gave (see {@link Decoding}). */
+export const decodingOf = (decode: () => Exit.Exit<unknown, Schema.SchemaError>): Decoding => {
   let decoded: Exit.Exit<unknown, Schema.SchemaError>
   try {
-    decoded = Schema.decodeUnknownExit(schema)(value, options)
+    decoded = decode()
   } catch (defect) {
     return { _tag: "Broken", cause: Cause.die(defect) }
   }
@@ -343,3 +342,10 @@ export const decodeWith = (
     ? { _tag: "Mismatch", error: error.value }
     : { _tag: "Broken", cause: decoded.cause }
 }
+
+/** `value` decoded with a schema of the user's (a typed output's, an artifact's); see {@link Decoding}. */
+export const decodeWith = (
+  schema: Schema.Decoder<unknown>,
+  value: unknown,
+  options?: { readonly errors?: "first" | "all" | undefined }
+): Decoding => decodingOf(() => Schema.decodeUnknownExit(schema)(value, options))

@@ -158,7 +158,7 @@ const cutShort = (
  * at most are held at a time. Larger ones are described by their first problem (see
  * {@link cutShort}).
  */
-const decodeArguments = (input: Schema.Codec<unknown, unknown>) => {
+export const decodeArguments = (input: Schema.Decoder<unknown>) => {
   const jsonForm = Schema.toCodecJson(input)
   const perValue = SchemaIssues.issuesPerValue(input.ast)
   const plain = Schema.decodeUnknownExit(input, { errors: "first" })

@@ -19,6 +19,7 @@ import * as SchemaIssues from "../failure/SchemaIssues.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Model from "../model/Model.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
+import * as ToolCodec from "../tools/ToolCodec.ts"
 import * as WorkspaceFiles from "../tools/WorkspaceFiles.ts"
 
 /**
@@ -264,11 +265,11 @@ export const check: (contract: Contract, root: string) => Effect.Effect<Verdict,
           strict: true
         })
         if (unfit !== undefined) return fail(`not checked against its schema: ${unfit}`)
-        // Every problem named only where they are few enough to hold: a file wrong in millions of
-        // places is named by its first (R12).
-        const perValue = SchemaIssues.issuesPerValue(contract.schema.ast)
-        const errors = SchemaIssues.describable(parsed.success, perValue) ? "all" : "first"
-        const decoded = UserCode.decodeWith(contract.schema, parsed.success, { errors })
+        // Decoded as a tool's arguments are: by the schema, else in its JSON form (a `Date` as
+        // its ISO text, review 173); every problem named only where they are few enough to
+        // hold, a file wrong in millions of places by its first (R12).
+        const schema = contract.schema
+        const decoded = UserCode.decodingOf(() => ToolCodec.decodeArguments(schema)(parsed.success))
         if (decoded._tag === "Mismatch") return fail(`schema mismatch: ${formatIssue(decoded.error.issue)}`)
         if (decoded._tag === "Broken") {
           const why = Failure.fromCause("runtime", decoded.cause).hint

@@ -68,6 +68,48 @@ describe("Run.run({ output })", () => {
   )
 
   it.effect(
+    "R6.1 a Date or a bigint output decodes from the answer's JSON (ISO text, digits), as tool arguments do (review 173)",
+    () =>
+      Effect.gen(function* () {
+        const Due = Schema.Struct({ when: Schema.Date, amount: Schema.BigInt, at: Schema.DateTimeUtc })
+        const result = yield* Run.run({ goal: "when, and how much? Answer as JSON.", tools: [], output: Due }).pipe(
+          Effect.provide(
+            ScriptedModel.layer([
+              ScriptedModel.finalAnswer(
+                '{"when":"2026-12-07T10:00:00.000Z","amount":"12345678901234567890","at":"2026-12-07T10:00:00.000Z"}'
+              )
+            ])
+          )
+        )
+        // Before: "Expected a valid Date", the correction budget spent, `validation_failed`.
+        assert.strictEqual(result.status, "completed")
+        assert.instanceOf(result.output?.when, Date)
+        assert.strictEqual(result.output?.when.toISOString(), "2026-12-07T10:00:00.000Z")
+        assert.strictEqual(result.output?.amount, 12345678901234567890n)
+        assert.isTrue(result.output !== undefined && DateTime.isDateTime(result.output.at))
+        // What JSON cannot mean is still the model's to correct: a Date that is no date, a number that is none.
+        const wrong = yield* Run.run({ goal: "when?", tools: [], output: Due, recovery: { correctionBudget: 0 } }).pipe(
+          Effect.provide(
+            ScriptedModel.layer([
+              ScriptedModel.finalAnswer('{"when":"not a date","amount":"12","at":"2026-12-07T10:00:00.000Z"}')
+            ])
+          )
+        )
+        assert.deepStrictEqual(
+          [wrong.status, wrong.stopReason, wrong.output],
+          ["failed", "validation_failed", undefined]
+        )
+        const finite = yield* Run.run({
+          goal: "how many?",
+          tools: [],
+          output: Schema.Struct({ n: Schema.Number }),
+          recovery: { correctionBudget: 0 }
+        }).pipe(Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer('{"n":"NaN"}')])))
+        assert.strictEqual(finite.stopReason, "validation_failed")
+      })
+  )
+
+  it.effect(
     "R6.1 R6.5 an output's plain objects are frozen; class instances (Uint8Array, DateTime, BigDecimal, your own) are handed over as decoded, and work",
     () =>
       Effect.gen(function* () {

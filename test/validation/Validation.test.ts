@@ -452,6 +452,37 @@ layer(NodeServices.layer)("Validation", (it) => {
       })
     )
 
+    it.effect(
+      "R6.1 a json artifact's Date or bigint field is read from its JSON form, as tool arguments are (review 173)",
+      () =>
+        Effect.gen(function* () {
+          const Invoice = Schema.Struct({ due: Schema.Date, cents: Schema.BigInt })
+          const root = yield* workspace({
+            "invoice.json": JSON.stringify({ due: "2026-12-07T00:00:00.000Z", cents: "123456789012345678901" }),
+            "bad.json": JSON.stringify({ due: "tomorrow", cents: "12" })
+          })
+          const report = yield* Validation.validate(
+            {
+              artifacts: [
+                Validation.artifact("invoice.json", { schema: Invoice }),
+                Validation.artifact("bad.json", { schema: Invoice })
+              ],
+              root
+            },
+            context([])
+          )
+          // Before: "schema mismatch: Expected a valid Date" for a file that holds one.
+          assert.deepStrictEqual(
+            report.checks.slice(0, 2).map((c) => [c.name, c.passed]),
+            [
+              ["artifact:invoice.json", true],
+              ["artifact:bad.json", false]
+            ]
+          )
+          assert.include(report.checks[1]?.detail, "schema mismatch")
+        })
+    )
+
     it.effect("R6.1 each broken contract names the clause it broke", () =>
       Effect.gen(function* () {
         const root = yield* workspace({

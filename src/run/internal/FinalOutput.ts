@@ -7,6 +7,7 @@ import { Cause, Result, type Schema } from "effect"
 import * as Failure from "../../failure/Failure.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as ToolArguments from "../../tools/ToolArguments.ts"
+import * as ToolCodec from "../../tools/ToolCodec.ts"
 import * as OwnCopy from "./OwnCopy.ts"
 
 /** The schema a run's final answer decodes with; its decoding needs no services. */
@@ -41,6 +42,14 @@ const broken = (cause: Cause.Cause<unknown>): Problem => ({
 })
 
 /**
+ * The answer's JSON decoded as a tool's arguments are (review 173: a `Date` or a `bigint`
+ * output never decoded from JSON): by the schema, else in its JSON form (a `Date` as its ISO
+ * text, a `bigint` as its digits). A schema that throws is user code that broke its contract.
+ */
+const decodeAnswer = (schema: OutputSchema, parsed: unknown): UserCode.Decoding =>
+  UserCode.decodingOf(() => ToolCodec.decodeArguments(schema)(parsed))
+
+/**
  * The final answer decoded with `schema`, or why it is not the output, in words the model
  * can act on (the field paths and what was expected) when it is the model's to correct.
  */
@@ -66,7 +75,7 @@ export const decode = (
     strict: true
   })
   if (unfit !== undefined) return Result.fail({ _tag: "Mismatch", message: unfit })
-  const decoded = UserCode.decodeWith(schema, parsed)
+  const decoded = decodeAnswer(schema, parsed)
   if (decoded._tag === "Decoded") {
     // Frozen now, as the result will hold it: a value that throws when read (a getter, a
     // Proxy's trap) is the schema's broken contract, not a defect of the run's ending (R12).
