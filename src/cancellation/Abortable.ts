@@ -34,6 +34,7 @@
  */
 import { type Duration, Effect } from "effect"
 import * as Failure from "../failure/Failure.ts"
+import * as OptionKeys from "../failure/OptionKeys.ts"
 import * as Durations from "../time/Durations.ts"
 import * as RealTime from "../time/RealTime.ts"
 import * as Tool from "../tools/Tool.ts"
@@ -94,6 +95,9 @@ export const abortReason = (context: Tool.CallContext): DOMException =>
     "AbortError"
   )
 
+/** Every option of {@link handler}: one it does not know is refused (review 173). */
+const knownOptions: OptionKeys.Known<Options> = { grace: true, classify: true }
+
 const graceMillisOf = (grace: Duration.Input | undefined): number => {
   if (grace === undefined) return defaultGraceMillis
   const millis = Durations.millisOf(grace)
@@ -113,7 +117,8 @@ const nameOf = (error: unknown): string => Failure.describeDefect(error).type
  * throw from `f`, is a typed failure (`classify`). Interrupted: the signal is aborted
  * and the call settled as the module doc says, before the interruption completes.
  *
- * Throws a `RangeError` for a `grace` that is not a finite duration >= 0: like a tool
+ * Throws a `RangeError` for a `grace` that is not a finite duration >= 0, or an option it
+ * does not know: like a tool
  * definition, a handler is built at start-up.
  *
  * @example
@@ -135,6 +140,8 @@ export const handler = <I, O>(
   f: (input: I, signal: AbortSignal, context: Tool.CallContext) => Promise<O>,
   options: Options = {}
 ): ((input: I, context: Tool.CallContext) => Effect.Effect<O, Failure.Failure>) => {
+  const unknown = OptionKeys.unknownOption(options, knownOptions)
+  if (unknown !== undefined) throw new RangeError(`Abortable.handler: ${unknown}`)
   const graceMillis = graceMillisOf(options.grace)
   const classify = options.classify ?? defaultClassify
   // Runs in the fiber (not in a promise callback), so a `classify` that throws is a

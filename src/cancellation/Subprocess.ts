@@ -52,6 +52,7 @@ import type { Duration, Schema } from "effect"
 import { Effect } from "effect"
 import type { ChildProcessSpawner } from "effect/process"
 import type * as Failure from "../failure/Failure.ts"
+import type * as OptionKeys from "../failure/OptionKeys.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Tool from "../tools/Tool.ts"
 import * as SubprocessCgroup from "./internal/SubprocessCgroup.ts"
@@ -173,6 +174,30 @@ export interface ToolOptions<I, O, R> {
   readonly onSettled?: ((settled: Settled, context: Tool.CallContext) => void) | undefined
 }
 
+/** Every option of {@link tool}: one it does not know is refused (review 173). */
+const knownToolOptions: OptionKeys.Known<ToolOptions<unknown, unknown, unknown>> = {
+  name: true,
+  description: true,
+  input: true,
+  output: true,
+  command: true,
+  parse: true,
+  sideEffect: true,
+  idempotent: true,
+  maxRetries: true,
+  timeout: true,
+  needsApproval: true,
+  recoverErrors: true,
+  pathFields: true,
+  contentFields: true,
+  observe: true,
+  graceMillis: true,
+  maxOutputBytes: true,
+  cgroup: true,
+  onSpawn: true,
+  onSettled: true
+}
+
 /**
  * A tool that runs a supervised process per call (R5.2). A `write` or `external` tool
  * that is not `idempotent` runs its commands `unsafeToRepeat` (see {@link Options}): a
@@ -191,7 +216,7 @@ export interface ToolOptions<I, O, R> {
 export const tool = <I, O, R = never>(
   options: ToolOptions<I, O, R>
 ): Tool.Tool<I, O, R | ChildProcessSpawner.ChildProcessSpawner> => {
-  const problem = validateOptions(options)
+  const problem = validateOptions(options, knownToolOptions)
   if (problem !== undefined) throw new Tool.InvalidToolDefinition({ tool: options.name, reason: problem })
   const { onSettled, onSpawn } = options
   const made: Tool.Tool<I, O, R | ChildProcessSpawner.ChildProcessSpawner> = Tool.make({

@@ -32,6 +32,7 @@
  * @since 0.3.0
  */
 import { Clock, Deferred, type Duration, Effect, Exit, Layer, Option, Predicate, Schema } from "effect"
+import * as OptionKeys from "../failure/OptionKeys.ts"
 import * as Text from "../failure/Text.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Model from "../model/Model.ts"
@@ -137,6 +138,9 @@ const putUpWaitMillis = 1_000
 const broken = (what: string) => (e: JournalError.JournalError) =>
   Effect.die(new Error(`the journal's approval gate could not ${what}: ${e.message}`))
 
+/** Every option: one the gate does not know is refused (review 173). */
+const knownOptions: OptionKeys.Known<Options> = { pollInterval: true, keepOnInterrupt: true, onPutUp: true }
+
 /** The poll interval in milliseconds: a positive, finite duration, or a `RangeError` naming it. */
 const pollMillisOf = (input: Duration.Input | undefined): number => {
   if (input === undefined) return 1000
@@ -161,12 +165,15 @@ export const listed = (rows: ReadonlyArray<Journal.ApprovalRequest>): Effect.Eff
 
 /**
  * A gate over `journal`. Throws a `RangeError` for a `pollInterval` that is not a
- * positive, finite duration (a gate is built at start-up; 0 would read the store in a loop).
+ * positive, finite duration (a gate is built at start-up; 0 would read the store in a loop),
+ * or an option it does not know.
  *
  * @category constructors
  * @since 0.3.0
  */
 export const make = (journal: Journal.Service, options: Options = {}): Approval.Gate => {
+  const unknown = OptionKeys.unknownOption(options, knownOptions)
+  if (unknown !== undefined) throw new RangeError(`JournalApprovals.make: ${unknown}`)
   const pollMillis = pollMillisOf(options.pollInterval)
   // The runs of this process that wait, so that a decision made here wakes them at once.
   const waiting = new Map<string, Deferred.Deferred<Approval.Decision>>()

@@ -16,6 +16,7 @@
  */
 import { Clock, Effect, Fiber, type Layer, Schema, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
+import * as OptionKeys from "../failure/OptionKeys.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import type * as Run from "../run/Run.ts"
 import * as RunObserver from "../run/RunObserver.ts"
@@ -58,7 +59,7 @@ export interface Options {
 
 /**
  * Options the view cannot work with: a `refresh` that is no number of milliseconds from
- * the frame interval (100) to a day.
+ * the frame interval (100) to a day, or an option it does not know.
  *
  * @category errors
  * @since 0.3.0
@@ -73,8 +74,13 @@ export class InvalidOptions extends Schema.TaggedError<InvalidOptions>()("Invali
 
 const day = 86_400_000
 
+/** Every option: one the view does not know is refused (review 173). */
+const knownOptions: OptionKeys.Known<Options> = { write: true, tty: true, refresh: true, columns: true }
+
 /** The options as given, or why they cannot work (R12: a `refresh` of 0 redrew 60,000 times a second). */
 const checked = (options: Options): Effect.Effect<Options, InvalidOptions> => {
+  const unknown = OptionKeys.unknownOption(options, knownOptions)
+  if (unknown !== undefined) return Effect.fail(new InvalidOptions({ reason: unknown }))
   const { refresh } = options
   return refresh === undefined || (typeof refresh === "number" && refresh >= frameInterval && refresh <= day)
     ? Effect.succeed(options)

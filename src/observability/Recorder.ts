@@ -29,6 +29,7 @@
 import { Context, Deferred, Effect, FileSystem, Layer, Path, Queue, Schema } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Failure from "../failure/Failure.ts"
+import * as OptionKeys from "../failure/OptionKeys.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as RunObserver from "../run/RunObserver.ts"
 import { withoutContent } from "./internal/Content.ts"
@@ -69,7 +70,7 @@ export class Recorder extends Context.Service<
 >()("effect-agent-runtime/Recorder") {}
 
 /**
- * The recordings' directory cannot be made.
+ * The recordings' directory cannot be made, or the options name one the recorder does not know.
  *
  * @category errors
  * @since 0.3.0
@@ -105,6 +106,9 @@ const digest = (text: string): string => {
  * What the writer is given: an event to append, a run gone from this process (ended, taken
  * away, parked: it writes no more here), or a flush to complete once all before it is written.
  */
+/** Every option: one the recorder does not know is refused (review 173). */
+const knownOptions: OptionKeys.Known<Options> = { directory: true, content: true, file: true }
+
 type Item =
   | { readonly _tag: "event"; readonly event: Event.Event; readonly writer: string }
   | { readonly _tag: "gone"; readonly runId: string }
@@ -127,6 +131,9 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
     Effect.gen(function* () {
       const fs = yield* FileSystem.FileSystem
       const path = yield* Path.Path
+      const unknown = OptionKeys.unknownOption(options, knownOptions)
+      if (unknown !== undefined)
+        return yield* new RecorderError({ directory: String(options.directory), detail: unknown })
       yield* Effect.mapError(
         fs.makeDirectory(options.directory, { recursive: true }),
         (error) => new RecorderError({ directory: options.directory, detail: error.message })

@@ -36,6 +36,7 @@ import type { Take } from "effect"
 import { Cause, Context, Duration, Effect, Exit, Layer, PubSub, Schedule, Schema, Scope, Stream } from "effect"
 import { CircuitBreaker } from "effect/persistence"
 import * as Failure from "../failure/Failure.ts"
+import * as BreakerOptions from "./internal/BreakerOptions.ts"
 import * as Recovery from "./Recovery.ts"
 
 /**
@@ -282,7 +283,9 @@ const storeFailure = (diagnostic: string): Failure.Retryable =>
 /**
  * Builds the breakers over the current `CircuitBreakerStore`: one effect breaker per
  * distinct policy (keys never collide, so breakers may share a store). They live as long
- * as the scope.
+ * as the scope. Options that cannot make breakers (an option or a policy field it does not
+ * know, a policy with no trip policy, an open duration that is no duration >= 0 nor a
+ * `Schedule`) die with a `RangeError` naming the option.
  *
  * @category constructors
  * @since 0.1.0
@@ -290,6 +293,9 @@ const storeFailure = (diagnostic: string): Failure.Retryable =>
 export const make = Effect.fnUntraced(function* (
   options: Options = {}
 ): Effect.fn.Return<Service, never, CircuitBreaker.CircuitBreakerStore | Scope.Scope> {
+  // Options that cannot make breakers are a programming error, found where the layer is built.
+  const invalid = BreakerOptions.problem(options)
+  if (invalid !== undefined) return yield* Effect.die(new RangeError(`Breakers: ${invalid}`))
   const store = yield* CircuitBreaker.CircuitBreakerStore
   const pubsub = yield* PubSub.sliding<Take.Take<Transition>>(128)
   yield* Scope.addFinalizer(yield* Effect.scope, PubSub.end(pubsub, Exit.void))

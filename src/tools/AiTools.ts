@@ -18,6 +18,7 @@ import type * as AiError from "effect/ai/AiError"
 import * as AiTool from "effect/ai/Tool"
 import type * as Toolkit from "effect/ai/Toolkit"
 import type * as Failure from "../failure/Failure.ts"
+import * as OptionKeys from "../failure/OptionKeys.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as AiToolInternal from "./internal/AiTool.ts"
 import * as Tool from "./Tool.ts"
@@ -40,8 +41,8 @@ export type CallContext<T extends AiTool.Any> = Tool.CallContext & Toolkit.Handl
  * @category models
  * @since 0.2.0
  */
-export type Options<I, O, R> = Pick<
-  Tool.Options<I, O, R>,
+export type Options<I, O, R, RP = R, RC = R> = Pick<
+  Tool.Options<I, O, R, RP, RC>,
   "maxRetries" | "timeout" | "pathFields" | "contentFields" | "postcondition" | "observe" | "reconcile"
 > & { readonly classify?: ((error: unknown) => Failure.Failure) | undefined }
 
@@ -73,6 +74,19 @@ type WithoutServices = Schema.Top & { readonly DecodingServices: never; readonly
  * @since 0.2.0
  */
 export type FromTool<T extends AiTool.Any, R = never> = Tool.Tool<AiTool.Parameters<T>, AiTool.Success<T>, R>
+
+/** Every option of {@link fromTool}: one it does not know is refused (review 173). */
+const knownOptions: OptionKeys.Known<Options<unknown, unknown, never> & { readonly handler: unknown }> = {
+  maxRetries: true,
+  timeout: true,
+  pathFields: true,
+  contentFields: true,
+  postcondition: true,
+  observe: true,
+  reconcile: true,
+  classify: true,
+  handler: true
+}
 
 /**
  * A tool from an effect/ai `Tool` and its handler, written as for a `Toolkit`. What the
@@ -112,9 +126,9 @@ export type FromTool<T extends AiTool.Any, R = never> = Tool.Tool<AiTool.Paramet
  * @category constructors
  * @since 0.2.0
  */
-export const fromTool = <T extends ServiceFreeTool, R = never>(
+export const fromTool = <T extends ServiceFreeTool, R = never, RP = never, RC = never>(
   tool: T,
-  options: Options<AiTool.Parameters<T>, AiTool.Success<T>, R> & {
+  options: Options<AiTool.Parameters<T>, AiTool.Success<T>, R, RP, RC> & {
     readonly handler: (
       params: AiTool.Parameters<T>,
       context: CallContext<T>
@@ -124,16 +138,17 @@ export const fromTool = <T extends ServiceFreeTool, R = never>(
       R
     >
   }
-): FromTool<T, R> => {
+): FromTool<T, R | RP | RC> => {
   const reason =
     AiToolInternal.unsupported(tool) ??
+    OptionKeys.unknownOption(options, knownOptions) ??
     (Predicate.isFunction(options?.handler) ? undefined : `handler must be a function, got ${typeof options?.handler}`)
   if (reason !== undefined) throw new Tool.InvalidToolDefinition({ tool: tool.name, reason })
   // effect/ai types its schemas as `Schema.Top`; `T` has none that needs services.
   const schemas = AiToolInternal.schemasOf<AiTool.Parameters<T>, AiTool.Success<T>>(tool)
   const declared = AiToolInternal.declared(tool)
   const classify = AiToolInternal.classifier(schemas.failure, options.classify, declared)
-  const { handler, ...rest } = options
+  const { handler, classify: _classified, ...rest } = options
   return Tool.make({
     ...declared,
     // effect/ai's `Strict` annotation: `false` asks for the plain schema.
@@ -201,6 +216,15 @@ export const fromToolkit = <Tools extends Record<string, ServiceFreeTool>>(
       // Each tool's options are typed for it by name; here the tools are one list.
       const byName = (options ?? {}) as Readonly<Record<string, Options<unknown, unknown, never> | undefined>>
       const tools: ReadonlyArray<ServiceFreeTool> = Object.values(toolkit.tools)
+      // Options for a tool the toolkit does not have are a misspelt name (review 173: let go, unsaid).
+      const names = new Set(tools.map((tool) => tool.name))
+      const stray = Object.keys(byName).find((name) => !names.has(name))
+      if (stray !== undefined) {
+        throw new Tool.InvalidToolDefinition({
+          tool: stray,
+          reason: `options are given for it, but the toolkit has no tool of this name (its tools: ${[...names].join(", ")})`
+        })
+      }
       const made = tools.map((tool) => {
         const handler = AiToolInternal.handlerIn(context, tool)
         if (handler === undefined) {

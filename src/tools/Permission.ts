@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, FileSystem, Layer, Path, Predicate, Result, Schema } from "effect"
+import * as OptionKeys from "../failure/OptionKeys.ts"
 import * as Text from "../failure/Text.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import { isEnvPath } from "./internal/EnvFiles.ts"
@@ -182,8 +183,18 @@ const maxLinkDepth = 40
 // cost a system call per component.
 const maxPathBytes = 4096
 
+/** Every option: one a policy does not know is refused (review 173: `allowedTools` allowed every tool). */
+const knownOptions: OptionKeys.Known<Options> = {
+  allowTools: true,
+  roots: true,
+  denyEnvFiles: true,
+  maxContentBytes: true
+}
+
 /** Why the options cannot make a policy, or `undefined` (a caller without types may pass anything). */
 const optionsProblem = (options: Options): string | undefined => {
+  const unknown = OptionKeys.unknownOption(options, knownOptions)
+  if (unknown !== undefined) return unknown
   const { allowTools, roots, denyEnvFiles, maxContentBytes } = options
   const names = (value: unknown) =>
     Array.isArray(value) && value.every((item) => Predicate.isString(item) && item !== "")

@@ -10,6 +10,7 @@
 import type { Effect } from "effect"
 import { Duration, Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
+import type * as OptionKeys from "../failure/OptionKeys.ts"
 import type * as Model from "../model/Model.ts"
 import * as ToolDefinition from "./internal/ToolDefinition.ts"
 import * as ToolCodec from "./ToolCodec.ts"
@@ -222,10 +223,14 @@ export class InvalidToolDefinition extends Schema.TaggedError<InvalidToolDefinit
 export const defaultMaxRetries = 2
 
 /**
+ * What `Tool.make` takes. `R` is what the handler requires; `RP` and `RC`, what the
+ * postcondition and `reconcile` require (each its own: a payment's handler may need one
+ * service and its status query another). The tool requires all of them.
+ *
  * @category models
  * @since 0.1.0
  */
-export interface Options<I, O, R> {
+export interface Options<I, O, R, RP = R, RC = R> {
   readonly name: string
   readonly description: string
   readonly input: Schema.Codec<I, unknown>
@@ -250,13 +255,16 @@ export interface Options<I, O, R> {
    */
   readonly strict?: boolean | undefined
   readonly postcondition?:
-    | ((input: I, output: O, context: CallContext) => Effect.Effect<boolean, Failure.Failure, R>)
+    | ((input: I, output: O, context: CallContext) => Effect.Effect<boolean, Failure.Failure, RP>)
     | undefined
   readonly observe?: ((output: O) => string) | undefined
   readonly reconcile?:
-    | ((input: I, context: CallContext) => Effect.Effect<Reconciliation<O>, Failure.Failure, R>)
+    | ((input: I, context: CallContext) => Effect.Effect<Reconciliation<O>, Failure.Failure, RC>)
     | undefined
 }
+
+/** Every option of {@link Options}, each one `Tool.make` checks (the compiler holds the two lists together). */
+const knownOptions: OptionKeys.Known<Options<unknown, unknown, unknown>> = ToolDefinition.knownOptions
 
 /**
  * Defines a tool, frozen. Throws {@link InvalidToolDefinition}, naming the option, for
@@ -273,8 +281,10 @@ export interface Options<I, O, R> {
  * @category constructors
  * @since 0.1.0
  */
-export const make = <I, O, R = never>(options: Options<I, O, R>): Tool<I, O, R> => {
-  const reason = ToolDefinition.problem(options)
+export const make = <I, O, R = never, RP = never, RC = never>(
+  options: Options<I, O, R, RP, RC>
+): Tool<I, O, R | RP | RC> => {
+  const reason = ToolDefinition.problem(options, knownOptions)
   if (reason !== undefined) throw new InvalidToolDefinition({ tool: String(options.name), reason })
   const maxRetries = options.maxRetries ?? defaultMaxRetries
   const sideEffect = options.sideEffect ?? "external"

@@ -15,6 +15,7 @@
 import { Effect, FileSystem, Option, Path, Result, Schema, type SchemaIssue } from "effect"
 import type * as Event from "../events/Event.ts"
 import * as Failure from "../failure/Failure.ts"
+import * as OptionKeys from "../failure/OptionKeys.ts"
 import * as SchemaIssues from "../failure/SchemaIssues.ts"
 import * as UserCode from "../failure/UserCode.ts"
 import * as Model from "../model/Model.ts"
@@ -80,6 +81,16 @@ export interface Verdict {
   readonly evidence: ReadonlyArray<Evidence>
 }
 
+const formats: ReadonlyArray<Format> = ["text", "markdown", "json"]
+
+/** Every option of {@link make}: one it does not know is refused (review 173, as `Tool.make`'s). */
+const knownOptions: OptionKeys.Known<NonNullable<Parameters<typeof make>[1]>> = {
+  format: true,
+  schema: true,
+  nonEmpty: true,
+  maxBytes: true
+}
+
 const inferFormat = (path: string): Format => {
   const lower = path.toLowerCase()
   if (lower.endsWith(".md") || lower.endsWith(".markdown")) return "markdown"
@@ -90,8 +101,8 @@ const inferFormat = (path: string): Format => {
  * An artifact contract. The format defaults from the extension (`.md` → markdown,
  * `.json` → json, else text), `nonEmpty` to true (for json: not `null`, a blank string,
  * `{}` or `[]`) and `maxBytes` to {@link defaultMaxBytes}. Throws a `RangeError` for an empty
- * path, a schema on a format other than json, or a `maxBytes` that is not an integer
- * >= 0. Also exported as `Validation.artifact`, whose name its error messages carry.
+ * path, a schema on a format other than json, a `maxBytes` that is not an integer >= 0, or
+ * an option it does not know. Also exported as `Validation.artifact`, whose name its error messages carry.
  *
  * @category constructors
  * @since 0.1.0
@@ -105,8 +116,21 @@ export const make = (
     readonly maxBytes?: number | undefined
   }
 ): Contract => {
-  if (path.trim() === "") {
-    throw new RangeError(`Validation.artifact: path must be a non-empty string, got ${JSON.stringify(path)}`)
+  if (typeof path !== "string" || path.trim() === "") {
+    throw new RangeError(`Validation.artifact: path must be a non-empty string, got ${UserCode.shown(path)}`)
+  }
+  const unknown = OptionKeys.unknownOption(options, knownOptions)
+  if (unknown !== undefined) throw new RangeError(`Validation.artifact: ${unknown}`)
+  if (options?.format !== undefined && !formats.includes(options.format)) {
+    throw new RangeError(
+      `Validation.artifact: format must be one of ${formats.join(", ")}, got ${UserCode.shown(options.format)}`
+    )
+  }
+  if (options?.nonEmpty !== undefined && typeof options.nonEmpty !== "boolean") {
+    throw new RangeError(`Validation.artifact: nonEmpty must be a boolean, got ${UserCode.shown(options.nonEmpty)}`)
+  }
+  if (options?.schema !== undefined && !Schema.isSchema(options.schema)) {
+    throw new RangeError(`Validation.artifact: schema must be a Schema, got ${UserCode.shown(options.schema)}`)
   }
   const format = options?.format ?? inferFormat(path)
   const schema = options?.schema

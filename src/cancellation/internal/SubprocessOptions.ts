@@ -5,7 +5,8 @@
  * spawned.
  */
 import { Redacted } from "effect"
-import type { Spec } from "./SubprocessSpec.ts"
+import * as OptionKeys from "../../failure/OptionKeys.ts"
+import type { Options, Spec } from "./SubprocessSpec.ts"
 
 /**
  * @category constants
@@ -25,13 +26,40 @@ export const defaultMaxOutputBytes = 1024 * 1024
  */
 const maxGraceMillis = 24 * 60 * 60 * 1000
 
-/** Why the options cannot work, or `undefined` when they can (a caller without types may pass anything). */
-export const validateOptions = (options: {
-  readonly graceMillis?: number | undefined
-  readonly maxOutputBytes?: number | undefined
-  readonly cgroup?: boolean | undefined
-  readonly unsafeToRepeat?: boolean | undefined
-}): string | undefined => {
+/** Every option of `Subprocess.run`: one it does not know is refused (review 173). */
+export const knownRunOptions: OptionKeys.Known<Options> = {
+  graceMillis: true,
+  maxOutputBytes: true,
+  cgroup: true,
+  unsafeToRepeat: true,
+  onSpawn: true,
+  onSettled: true
+}
+
+const knownSpec: OptionKeys.Known<Spec> = {
+  command: true,
+  args: true,
+  cwd: true,
+  env: true,
+  extendEnv: true,
+  stdin: true
+}
+
+/**
+ * Why the options cannot work, or `undefined` when they can (a caller without types may pass
+ * anything): among them a key none of `known` is.
+ */
+export const validateOptions = <Given>(
+  options: {
+    readonly graceMillis?: number | undefined
+    readonly maxOutputBytes?: number | undefined
+    readonly cgroup?: boolean | undefined
+    readonly unsafeToRepeat?: boolean | undefined
+  },
+  known: OptionKeys.Known<Given>
+): string | undefined => {
+  const unknown = OptionKeys.unknownOption(options, known)
+  if (unknown !== undefined) return unknown
   const grace = options.graceMillis ?? defaultGraceMillis
   if (typeof grace !== "number" || !(grace >= 0 && grace <= maxGraceMillis)) {
     return `graceMillis must be a number from 0 to ${maxGraceMillis} (a day), got ${show(grace)}`
@@ -54,6 +82,8 @@ const isText = (value: unknown): boolean =>
 /** Why the spec cannot be run, or `undefined` when it can (a caller without types may pass anything). */
 export const validateSpec = (spec: Spec): string | undefined => {
   if (typeof spec !== "object" || spec === null) return `the spec must be an object, got ${show(spec)}`
+  const unknown = OptionKeys.unknownOption(spec, knownSpec)
+  if (unknown !== undefined) return `the spec: ${unknown}`
   if (typeof spec.command !== "string") return `command must be a string, got ${show(spec.command)}`
   const { args, env, cwd, stdin, extendEnv } = spec
   if (args !== undefined && !(Array.isArray(args) && args.every(isText))) {

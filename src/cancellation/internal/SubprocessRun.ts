@@ -10,7 +10,13 @@ import * as UserCode from "../../failure/UserCode.ts"
 import * as ProcessGroup from "./ProcessGroup.ts"
 import * as SubprocessCgroup from "./SubprocessCgroup.ts"
 import * as SubprocessFailure from "./SubprocessFailure.ts"
-import { defaultGraceMillis, defaultMaxOutputBytes, validateOptions, validateSpec } from "./SubprocessOptions.ts"
+import {
+  defaultGraceMillis,
+  defaultMaxOutputBytes,
+  knownRunOptions,
+  validateOptions,
+  validateSpec
+} from "./SubprocessOptions.ts"
 import * as SubprocessOutput from "./SubprocessOutput.ts"
 import * as SubprocessSpawn from "./SubprocessSpawn.ts"
 import type { Containment, Options, Result, Spec } from "./SubprocessSpec.ts"
@@ -40,7 +46,7 @@ export const runScoped = Effect.fnUntraced(function* (
    */
   onEnded?: (settled: ProcessGroup.Settled) => void
 ) {
-  const problem = validateOptions(options) ?? validateSpec(spec)
+  const problem = validateOptions(options, knownRunOptions) ?? validateSpec(spec)
   if (problem !== undefined) return yield* Effect.fail(SubprocessFailure.invalid(problem))
   const graceMillis = options.graceMillis ?? defaultGraceMillis
   const maxOutputBytes = options.maxOutputBytes ?? defaultMaxOutputBytes

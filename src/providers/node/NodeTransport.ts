@@ -25,6 +25,7 @@ import type * as Undici from "@effect/platform-node/Undici"
 import { Effect, Layer, Schema, type Scope } from "effect"
 import * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"
+import * as OptionKeys from "../../failure/OptionKeys.ts"
 import * as ConnectionProgress from "../ConnectionProgress.ts"
 
 /**
@@ -193,6 +194,9 @@ const reportConnections =
     }
   }
 
+/** Every option: one the transport does not know is refused (review 173). */
+const knownOptions: OptionKeys.Known<Options> = { maxSockets: true }
+
 /**
  * The client, with its agent, destroyed with the scope.
  *
@@ -201,6 +205,8 @@ const reportConnections =
  */
 export const make = (options: Options = {}): Effect.Effect<HttpClient.HttpClient, InvalidOptions, Scope.Scope> =>
   Effect.gen(function* () {
+    const unknown = OptionKeys.unknownOption(options, knownOptions)
+    if (unknown !== undefined) return yield* new InvalidOptions({ reason: unknown })
     const maxSockets = options.maxSockets
     if (maxSockets !== undefined && !(Number.isSafeInteger(maxSockets) && maxSockets > 0)) {
       return yield* new InvalidOptions({ reason: `maxSockets must be a positive integer, got ${maxSockets}` })

@@ -3,6 +3,7 @@
  */
 import { Duration, Effect, Schedule } from "effect"
 import type * as Failure from "../../failure/Failure.ts"
+import * as OptionKeys from "../../failure/OptionKeys.ts"
 import * as Durations from "../../time/Durations.ts"
 
 /**
@@ -23,12 +24,21 @@ const delayOf = (name: string, input: Duration.Input, infinite: boolean): Durati
   )
 }
 
+/** Every option of {@link backoff}: one it does not know is refused (review 173: `retry: 5` was let go). */
+const knownOptions: OptionKeys.Known<NonNullable<Parameters<typeof backoff>[0]>> = {
+  base: true,
+  factor: true,
+  retries: true,
+  cap: true,
+  jitter: true
+}
+
 /**
  * Exponential backoff: `base × factor^n` for the n-th completed retry (by default
  * 0.05 s, then 0.10 s: two retries), jittered ×0.8–1.2 unless `jitter: false`, each
  * delay capped at `cap` (default 5 s; infinite for no cap). Throws a `RangeError` for a
  * `base` that is not a finite duration >= 0, a negative `cap`, a `factor` under 1 or
- * `retries` not an integer >= 0.
+ * `retries` not an integer >= 0, a `jitter` that is no boolean, or an option it does not know.
  *
  * @category constructors
  * @since 0.1.0
@@ -42,6 +52,11 @@ export const backoff = (
     readonly jitter?: boolean | undefined
   } = {}
 ): Backoff => {
+  const unknown = OptionKeys.unknownOption(options, knownOptions)
+  if (unknown !== undefined) throw new RangeError(`Recovery.backoff: ${unknown}`)
+  if (options.jitter !== undefined && typeof options.jitter !== "boolean") {
+    throw new RangeError(`Recovery.backoff: jitter must be a boolean, got ${typeof options.jitter}`)
+  }
   const retries = options.retries ?? 2
   if (!Number.isInteger(retries) || retries < 0) {
     throw new RangeError(`Recovery.backoff: retries must be an integer >= 0, got ${retries}`)

@@ -4,6 +4,7 @@
  */
 import * as NodeFs from "node:fs"
 import type { Path } from "effect"
+import * as OptionKeys from "../../failure/OptionKeys.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Permission from "../Permission.ts"
 import * as Workspace from "./workspace/Workspace.ts"
@@ -52,7 +53,18 @@ const rootProblem = (root: unknown): string | undefined =>
     : `root must be the workspace directory's path, got ${root === "" ? "an empty string" : String(root)}`
 
 /** The options, checked, with their defaults. */
+/** Every option: one `FileTools.make` does not know is refused (review 173, as `Tool.make`'s). */
+const knownOptions: OptionKeys.Known<Given> = {
+  root: true,
+  maxReadBytes: true,
+  maxWriteBytes: true,
+  maxListEntries: true,
+  denyEnvFiles: true
+}
+
 export const resolve = (options: Given, path: Path.Path) => {
+  const unknown = OptionKeys.unknownOption(options, knownOptions)
+  if (unknown !== undefined) throw new RangeError(`FileTools.make: ${unknown}`)
   const problem = rootProblem(options.root)
   if (problem !== undefined) throw new RangeError(`FileTools.make: ${problem}`)
   const root = path.resolve(options.root)

@@ -5,6 +5,7 @@
  * `tools/`.
  */
 import { Duration, Option, Predicate, Schema, SchemaAST } from "effect"
+import * as OptionKeys from "../../failure/OptionKeys.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as ToolFields from "./ToolFields.ts"
 
@@ -31,6 +32,28 @@ type Untyped = {
     | "postcondition"
     | "observe"
     | "reconcile"]?: unknown
+}
+
+/** Every option of `Tool.make`: one it does not know is refused (review 173: `needApproval` asked for no approval). */
+export const knownOptions: OptionKeys.Known<Untyped> = {
+  name: true,
+  description: true,
+  input: true,
+  output: true,
+  handler: true,
+  idempotent: true,
+  maxRetries: true,
+  timeout: true,
+  sideEffect: true,
+  destructive: true,
+  needsApproval: true,
+  recoverErrors: true,
+  pathFields: true,
+  contentFields: true,
+  strict: true,
+  postcondition: true,
+  observe: true,
+  reconcile: true
 }
 
 const sideEffects: ReadonlyArray<unknown> = ["none", "read", "write", "external"]
@@ -86,11 +109,13 @@ const optionalFunction = (option: string, value: unknown): string | undefined =>
   value === undefined || Predicate.isFunction(value) ? undefined : `${option} must be a function, got ${typeof value}`
 
 /** The first reason the definition cannot work, or `undefined`. */
-export const problem = (options: Untyped): string | undefined => {
+export const problem = (options: Untyped, known: OptionKeys.Known<Untyped> = knownOptions): string | undefined => {
   const { name, description, input, output, handler, maxRetries, timeout, sideEffect } = options
   if (!Predicate.isString(name) || !namePattern.test(name)) {
     return "the name must be 1 to 64 characters of letters, digits, '_' or '-'"
   }
+  const unknown = OptionKeys.unknownOption(options, known)
+  if (unknown !== undefined) return unknown
   if (!Predicate.isString(description)) return `description must be a string, got ${typeof description}`
   if (!Schema.isSchema(input)) return "input must be a Schema (the arguments' schema)"
   if (!acceptsObjects(SchemaAST.toEncoded(input.ast))) {
