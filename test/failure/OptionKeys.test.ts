@@ -13,6 +13,7 @@ import * as Subprocess from "../../src/cancellation/Subprocess.ts"
 import * as OptionKeys from "../../src/failure/OptionKeys.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
+import * as JournalPg from "../../src/journal/pg/JournalPg.ts"
 import * as LiveView from "../../src/observability/LiveView.ts"
 import * as Recorder from "../../src/observability/Recorder.ts"
 import * as NodeTransport from "../../src/providers/node/NodeTransport.ts"
@@ -93,6 +94,16 @@ describe("R12 an option a constructor does not know is refused, named (review 17
       '"needApproval" is no option (did you mean "needsApproval"?)'
     )
     assert.strictEqual(Tool.make({ ...pay, needsApproval: true }).metadata.needsApproval, true)
+    // A made tool spread into a new definition would lose its approval: said so, not let go.
+    const approved = Tool.make({ ...pay, needsApproval: true })
+    assert.throws(
+      () => Tool.make(untyped<Tool.Options<{ amount: number }, string, never>>({ ...approved, name: "pay_again" })),
+      /a made tool is no definition/
+    )
+    const { metadata, name: _name, description, input, output, handler } = approved
+    assert.isTrue(
+      Tool.make({ ...metadata, name: "pay_again", description, input, output, handler }).metadata.needsApproval
+    )
   })
 
   it.effect("Permission.make: allowedTools and root are refused, naming the option meant", () =>
@@ -226,5 +237,20 @@ describe("R12 an option a constructor does not know is refused, named (review 17
       const spec = yield* Effect.flip(Subprocess.run(untyped({ command: "ls", arg: ["-l"] })))
       assert.include(spec.hint, 'the spec: "arg" is no option (did you mean "args"?)')
     }).pipe(Effect.provide(NodeServices.layer))
+  )
+
+  it.effect("and so do the journal's layers: SQLite, any SqlClient, PostgreSQL (before any connection)", () =>
+    Effect.gen(function* () {
+      const refused = (layer: Layer.Layer<Journal.Journal, unknown>) =>
+        Effect.map(Effect.flip(Layer.build(layer).pipe(Effect.scoped)), (error) => String(error))
+      assert.include(
+        yield* refused(Journal.layerSqlite(untyped({ filename: "/tmp/never-opened.db", sync: "FULL" }))),
+        '"sync" is no option'
+      )
+      assert.include(
+        yield* refused(JournalPg.layer(untyped({ url: "postgres://nobody@127.0.0.1:1/x", maxConnection: 2 }))),
+        '"maxConnection" is no option (did you mean "maxConnections"?)'
+      )
+    })
   )
 })

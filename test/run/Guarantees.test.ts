@@ -677,7 +677,8 @@ describe("R3.8 one call id, one effect", () => {
   it.effect("R3.8 R7 two calls with one id in a batch that both need approval can both be approved", () =>
     Effect.gen(function* () {
       const { pay, applied } = makeBank()
-      const approved = Tool.make({ ...pay, name: "pay", needsApproval: true, handler: pay.handler })
+      const { name, description, input, output, handler, metadata } = pay
+      const approved = Tool.make({ ...metadata, name, description, input, output, handler, needsApproval: true })
       const handle = yield* Run.start({ goal: "pay", tools: [approved], concurrency: 2 })
       const requested = yield* handle.events.pipe(
         Stream.filter((e): e is Event.Of<"approval.requested"> => e._tag === "approval.requested"),

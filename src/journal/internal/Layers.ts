@@ -3,6 +3,7 @@ import { Context, Effect, Layer, type Scope } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
 import * as Failure from "../../failure/Failure.ts"
+import * as OptionKeys from "../../failure/OptionKeys.ts"
 import * as JournalError from "../JournalError.ts"
 import * as Make from "./Make.ts"
 import { Journal } from "./Models.ts"
@@ -15,10 +16,38 @@ export interface SqlOptions {
   readonly tablePrefix?: string | undefined
 }
 
+/**
+ * Options with a key none of `known` is: a `StoreFailed` of `configure`, naming it and the
+ * option it likely misspells (review 173: let go, unsaid).
+ */
+export const configured = <Options>(
+  options: unknown,
+  known: OptionKeys.Known<Options>
+): Effect.Effect<void, JournalError.JournalError> => {
+  const unknown = OptionKeys.unknownOption(options, known)
+  return unknown === undefined ? Effect.void : Effect.fail(misconfigured(unknown))
+}
+
+/** Options a journal cannot be made with, `detail` saying why. */
+export const misconfigured = (detail: string): JournalError.JournalError =>
+  JournalError.make(new JournalError.StoreFailed({ operation: "configure", detail }))
+
+const knownSql: OptionKeys.Known<SqlOptions> = { tablePrefix: true }
+
+const knownSqlite: OptionKeys.Known<SqliteClient.Options & SqlOptions> = {
+  filename: true,
+  synchronous: true,
+  busyTimeoutMillis: true,
+  statementCacheSize: true,
+  checkpointPages: true,
+  tablePrefix: true
+}
+
 export const layerSql = (options?: SqlOptions): Layer.Layer<Journal, JournalError.JournalError, SqlClient.SqlClient> =>
   Layer.effect(
     Journal,
     Effect.gen(function* () {
+      yield* configured(options, knownSql)
       const sql = yield* SqlClient.SqlClient
       const names = yield* SqlStore.tables(options?.tablePrefix)
       yield* SqlStore.migrate(sql, names)
@@ -31,7 +60,7 @@ export const layerOwnClient = (
   open: Effect.Effect<SqlClient.SqlClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity>,
   options?: SqlOptions
 ): Layer.Layer<Journal, JournalError.JournalError> =>
-  layerSql(options).pipe(
+  layerSql(options === undefined ? undefined : { tablePrefix: options.tablePrefix }).pipe(
     Layer.provide(
       Layer.effect(SqlClient.SqlClient, Effect.mapError(open, SqlStore.classify("open"))).pipe(
         Layer.provide(Reactivity.layer)
@@ -46,6 +75,7 @@ export const layerSqlite = (
   Layer.effect(
     Journal,
     Effect.gen(function* () {
+      yield* configured(options, knownSqlite)
       const opened = yield* Effect.mapError(SqliteClient.open(options), SqlStore.classify("open"))
       const names = yield* SqlStore.tables(options.tablePrefix)
       yield* SqlStore.migrate(opened.client, names)
@@ -79,6 +109,7 @@ export const layerSqliteWithClient = (
 ): Layer.Layer<Journal | SqlClient.SqlClient, JournalError.JournalError> =>
   Layer.effectContext(
     Effect.gen(function* () {
+      yield* configured(options, knownSqlite)
       const opened = yield* Effect.mapError(SqliteClient.open(options), SqlStore.classify("open"))
       const names = yield* SqlStore.tables(options.tablePrefix)
       yield* SqlStore.migrate(opened.client, names)

@@ -9,10 +9,11 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
+import * as OptionKeys from "../../failure/OptionKeys.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Layers from "../internal/Layers.ts"
 import { Journal, type SqlOptions } from "../Journal.ts"
-import * as JournalError from "../JournalError.ts"
+import type * as JournalError from "../JournalError.ts"
 
 /**
  * @category models
@@ -37,19 +38,21 @@ export const maxMessageSize = 1024 ** 3 + 1024 * 1024
 
 const maxRowBytes = maxMessageSize
 
+/** Every option: one the layer does not know is refused (review 173). */
+const knownOptions: OptionKeys.Known<Options> = { url: true, maxConnections: true, tablePrefix: true }
+
 /**
  * @category layers
  * @since 0.3.0
  */
 export const layer = (options: Options): Layer.Layer<Journal, JournalError.JournalError> => {
+  const unknown = OptionKeys.unknownOption(options, knownOptions)
+  if (unknown !== undefined) return Layer.effect(Journal, Effect.fail(Layers.misconfigured(unknown)))
   const size: unknown = options.maxConnections
   // A pool of no session, or of a size no pool has, would wait for a session forever (review 157).
   if (size !== undefined && !(typeof size === "number" && Number.isSafeInteger(size) && size >= 1)) {
     const detail = `maxConnections must be a whole number of at least 1; got ${UserCode.shown(size)}`
-    return Layer.effect(
-      Journal,
-      Effect.fail(JournalError.make(new JournalError.StoreFailed({ operation: "configure", detail })))
-    )
+    return Layer.effect(Journal, Effect.fail(Layers.misconfigured(detail)))
   }
   return Layers.layerOwnClient(
     PgClient.make({

@@ -114,6 +114,10 @@ export const problem = (options: Untyped, known: OptionKeys.Known<Untyped> = kno
   if (!Predicate.isString(name) || !namePattern.test(name)) {
     return "the name must be 1 to 64 characters of letters, digits, '_' or '-'"
   }
+  // A made tool spread into a definition would lose its metadata (its `needsApproval` among it).
+  if (Reflect.get(options, "_tag") === "Tool") {
+    return "a made tool is no definition: give the options it is made of (its metadata spread in), or its approval and side effect are lost"
+  }
   const unknown = OptionKeys.unknownOption(options, known)
   if (unknown !== undefined) return unknown
   if (!Predicate.isString(description)) return `description must be a string, got ${typeof description}`
