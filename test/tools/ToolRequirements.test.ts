@@ -19,20 +19,24 @@ class Bank extends Context.Service<Bank, { readonly status: (sku: string) => str
 /** Whether `A` is exactly `B`. */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
 
+/** The handler, on `Orders`; the postcondition, on `Ledger`. */
+const place = ({ sku }: { readonly sku: string }) =>
+  Effect.gen(function* () {
+    return (yield* Orders).place(sku)
+  })
+const booked = (_input: unknown, output: string) =>
+  Effect.gen(function* () {
+    return (yield* Ledger).has(output)
+  })
+
 const order = Tool.make({
   name: "order",
   description: "places an order",
   input: Schema.Struct({ sku: Schema.String }),
   output: Schema.String,
   sideEffect: "external",
-  handler: ({ sku }) =>
-    Effect.gen(function* () {
-      return (yield* Orders).place(sku)
-    }),
-  postcondition: (_input, output) =>
-    Effect.gen(function* () {
-      return (yield* Ledger).has(output)
-    }),
+  handler: place,
+  postcondition: booked,
   reconcile: ({ sku }) =>
     Effect.gen(function* () {
       const found = (yield* Bank).status(sku)
@@ -70,16 +74,7 @@ describe("R12 a tool's requirements: the handler's, the postcondition's and reco
 
   it("so do an effect/ai tool's, through AiTools.fromTool", () => {
     const Place = AiTool.make("place", { parameters: Schema.Struct({ sku: Schema.String }), success: Schema.String })
-    const tool = AiTools.fromTool(Place, {
-      handler: ({ sku }) =>
-        Effect.gen(function* () {
-          return (yield* Orders).place(sku)
-        }),
-      postcondition: (_input, output) =>
-        Effect.gen(function* () {
-          return (yield* Ledger).has(output)
-        })
-    })
+    const tool = AiTools.fromTool(Place, { handler: place, postcondition: booked })
     const requires: Same<Tool.Requirements<typeof tool>, Orders | Ledger> = true
     assert.isTrue(requires)
     assert.strictEqual(Toolkit.make(Place).tools.place.name, tool.name)
