@@ -42,6 +42,17 @@ const recordedWithoutContent = <E, R>(
     return (yield* Recording.read(file)).events
   })
 
+/** The `run.resumed` a run going on from `seq` records first, in place of its event `seq`. */
+const resumedAt = (timeline: ReadonlyArray<Event.Event>, seq: number): Event.Event => ({
+  _tag: "run.resumed",
+  runId: timeline[0]?.runId ?? "",
+  seq,
+  at: timeline[seq]?.at ?? 0,
+  fromSeq: seq,
+  reason: "restart",
+  inDoubt: []
+})
+
 describe("Recorder", () => {
   it.live("records every event of a run, one a line, written before the run gives its result", () =>
     Effect.gen(function* () {
@@ -88,16 +99,17 @@ describe("Recorder", () => {
       const lines = (yield* fs.readFileString(file)).split("\n")
       // What a kill in the middle of a write leaves: whole lines, then half of the next.
       yield* fs.writeFileString(file, `${lines.slice(0, 3).join("\n")}\n${lines[3]?.slice(0, 20)}`)
-      // The run going on in a new process: its events from the fourth on, as its observers see them.
+      // The run going on in a new process from its fourth event: its resume, then its events, as its observers see them.
+      const goesOn = [resumedAt(result.timeline, 3), ...result.timeline.slice(4)]
       yield* Effect.gen(function* () {
         const observers = yield* RunObserver.RunObservers
         const attached = observers.map((observer) => observer.attach("torn-1"))
-        for (const event of result.timeline.slice(3)) for (const a of attached) a.event(event)
+        for (const event of goesOn) for (const a of attached) a.event(event)
         for (const a of attached) yield* a.settled
       }).pipe(Effect.provide(Recorder.layer({ directory })))
       const recording = yield* Recording.read(file)
       assert.isFalse(recording.torn)
-      assert.deepStrictEqual(recording.events, result.timeline)
+      assert.deepStrictEqual(recording.events, [...result.timeline.slice(0, 3), ...goesOn])
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
@@ -109,6 +121,7 @@ describe("Recorder", () => {
         const directory = yield* tempDirectory
         const result = yield* answered("g", "back-1")
         const file = `${directory}/${Recorder.fileName("back-1")}`
+        const goesOn = [resumedAt(result.timeline, 2), ...result.timeline.slice(3)]
         yield* Effect.gen(function* () {
           const observers = yield* RunObserver.RunObservers
           // The run parks: its first events, then it leaves this process.
@@ -117,14 +130,14 @@ describe("Recorder", () => {
           for (const a of parked) yield* a.settled
           // Another process resumed it and was killed in the middle of a write.
           yield* fs.writeFileString(file, '{"_tag":"state.changed","runId":"back-1","se', { flag: "a" })
-          // Back in this process: its file is one this process has not written to since, read again.
+          // Back in this process, resumed: its file is one this process has not written to since, read again.
           const back = observers.map((observer) => observer.attach("back-1"))
-          for (const event of result.timeline.slice(2)) for (const a of back) a.event(event)
+          for (const event of goesOn) for (const a of back) a.event(event)
           for (const a of back) yield* a.settled
         }).pipe(Effect.provide(Recorder.layer({ directory })))
         const recording = yield* Recording.read(file)
         assert.isFalse(recording.torn)
-        assert.deepStrictEqual(recording.events, result.timeline)
+        assert.deepStrictEqual(recording.events, [...result.timeline.slice(0, 2), ...goesOn])
       }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 

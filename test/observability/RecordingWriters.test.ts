@@ -18,7 +18,7 @@ const result = Effect.runSync(
 const [started, filler] = result.timeline
 const finished = result.timeline.at(-1)
 
-type Writer = "A" | "B"
+type Writer = "A" | "B" | "C"
 
 /** A line of `writer` for event `seq`: A's at whole seconds, B's a millisecond later; `end` is a `run.finished`. */
 const line = (writer: Writer, seq: number, end = false) => ({
@@ -125,5 +125,19 @@ describe("Recording of two writers", () => {
     assert.include(read([line("A", 0), line("A", 1), line("A", 1)]), "event 1 follows event 1")
     // Started again once the first had stopped writing: the second run, the first replaced.
     assert.deepStrictEqual(read([line("A", 0), line("A", 1), again, line("B", 1)]), [5, 1_001])
+  })
+
+  it("R9.4 R13 a writer first seen after another's start or resume is held as a replaced one (review 174)", () => {
+    // B started the run again from nothing (a take-over before A's first commit, its file set
+    // aside); A, fenced off at its next commit, writes on into B's file.
+    const started = { ...line("B", 0), at: 1 }
+    const file = [started, line("A", 3), line("B", 1), line("A", 4), line("B", 2, true), line("A", 5)]
+    // Before: A's 3 to 5 read as the run's, B's ending buried under them.
+    assert.deepStrictEqual(read(file), [1, 1_001, 2_001])
+    // A file that begins with B's resume from 3: A's lines first seen after it are held below it.
+    assert.deepStrictEqual(read([resume(3), line("A", 2), line("A", 3), line("B", 4)]), [2_000, 3_001, 4_001])
+    // A third writer after the run's ending changes nothing.
+    const ended = [...range(0, 2).map((seq) => line("A", seq)), resume(3), line("B", 4, true)]
+    assert.deepStrictEqual(read([...ended, line("C", 5)]), read(ended))
   })
 })
