@@ -126,7 +126,7 @@ const knownOptions: OptionKeys.Known<Options<unknown, unknown, never> & { readon
  * @category constructors
  * @since 0.2.0
  */
-export const fromTool = <T extends ServiceFreeTool, R = never, RP = never, RC = never>(
+export const fromTool = <T extends ServiceFreeTool, R = never, RP = R, RC = R>(
   tool: T,
   options: Options<AiTool.Parameters<T>, AiTool.Success<T>, R, RP, RC> & {
     readonly handler: (

@@ -281,7 +281,7 @@ const knownOptions: OptionKeys.Known<Options<unknown, unknown, unknown>> = ToolD
  * @category constructors
  * @since 0.1.0
  */
-export const make = <I, O, R = never, RP = never, RC = never>(
+export const make = <I, O, R = never, RP = R, RC = R>(
   options: Options<I, O, R, RP, RC>
 ): Tool<I, O, R | RP | RC> => {
   const reason = ToolDefinition.problem(options, knownOptions)

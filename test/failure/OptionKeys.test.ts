@@ -10,6 +10,7 @@ import { Tool as AiTool, Toolkit } from "effect/ai"
 import { CircuitBreaker } from "effect/persistence"
 import * as Abortable from "../../src/cancellation/Abortable.ts"
 import * as Subprocess from "../../src/cancellation/Subprocess.ts"
+import * as DurableRun from "../../src/durable/DurableRun.ts"
 import * as OptionKeys from "../../src/failure/OptionKeys.ts"
 import * as Journal from "../../src/journal/Journal.ts"
 import * as JournalApprovals from "../../src/journal/JournalApprovals.ts"
@@ -251,6 +252,36 @@ describe("R12 an option a constructor does not know is refused, named (review 17
         yield* refused(JournalPg.layer(untyped({ url: "postgres://nobody@127.0.0.1:1/x", maxConnection: 2 }))),
         '"maxConnection" is no option (did you mean "maxConnections"?)'
       )
+    })
+  )
+
+  it.effect("and so do the durable engines' layers, naming their own options (review 174)", () =>
+    Effect.gen(function* () {
+      const refused = <A, E>(layer: Layer.Layer<A, E>) =>
+        Effect.map(Effect.flip(Layer.build(layer).pipe(Effect.scoped)), (error) => String(error))
+      const embedded = yield* refused(
+        DurableRun.layerEmbedded(untyped({ filename: "/tmp/never.db", clientOnyl: true }))
+      )
+      assert.include(embedded, '"clientOnyl" is no option (did you mean "clientOnly"?)')
+      // Refused before any transport is made: a misspelt clientOnly would make a client a host.
+      const made: Array<boolean> = []
+      const socket = {
+        layer: (options: { readonly clientOnly: boolean }) => {
+          made.push(options.clientOnly)
+          return Layer.empty
+        }
+      }
+      const cluster = yield* refused(
+        DurableRun.layerCluster(
+          untyped<DurableRun.ClusterOptions<never>>({
+            sql: Journal.layerSqliteWithClient({ filename: "/tmp/never.db" }),
+            socket,
+            clientOnyl: true
+          })
+        )
+      )
+      assert.include(cluster, '"clientOnyl" is no option (did you mean "clientOnly"?)')
+      assert.deepStrictEqual(made, [])
     })
   )
 })

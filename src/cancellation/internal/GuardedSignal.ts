@@ -26,15 +26,18 @@ const deepestThenable = 8
 /**
  * A listener's answer, its rejection caught: an `async` listener's (review 169: unhandled, it
  * ended the process as well); a thenable's own `then` may give a promise that rejects, or
- * another thenable, and so on (reviews 171, 172): each is followed, to a native promise.
+ * another thenable, and so on (reviews 171, 172): each is followed to a native promise,
+ * eight thenables deep at most.
  */
 const settle = (returned: unknown, caught: (error: unknown) => void): void => {
   let answer = returned
-  for (let depth = 0; depth < deepestThenable && Predicate.isPromiseLike(answer); depth++) {
+  for (let depth = 0; Predicate.isPromiseLike(answer); depth++) {
+    // A native promise is handled at any depth; a thenable only so many deep.
     if (answer instanceof Promise) {
       answer.then(undefined, caught)
       return
     }
+    if (depth === deepestThenable) return
     answer = answer.then(undefined, caught)
   }
 }

@@ -17,6 +17,7 @@ import {
 import { Digest } from "effect/crypto"
 import type { SqlClient } from "effect/sql"
 import type { WorkflowEngine } from "effect/workflow"
+import * as OptionKeys from "../../failure/OptionKeys.ts"
 import * as Journal from "../../journal/Journal.ts"
 import * as JournalError from "../../journal/JournalError.ts"
 
@@ -67,8 +68,9 @@ export const layerEmbedded = (
 ): Layer.Layer<Requires | Runners.Runners, JournalError.JournalError | ConfigError> => {
   const { shardingConfig, clientOnly, ...file } = options
   const client = clientOnly === true
-  const refused = (detail: string): Layer.Layer<Requires | Runners.Runners, JournalError.JournalError> =>
-    Layer.unwrap(Effect.fail(JournalError.make(new JournalError.StoreFailed({ operation: "configure", detail }))))
+  // Checked here, against its own options: the journal's layer would name only its own (review 174).
+  const unknown = OptionKeys.unknownOption(options, knownEmbedded)
+  if (unknown !== undefined) return refused(unknown)
   if (typeof file.filename !== "string" || file.filename.trim() === "" || file.filename === ":memory:") {
     return refused(`an embedded engine needs a database file, got ${JSON.stringify(file.filename)}`)
   }
@@ -141,6 +143,30 @@ export interface ClusterOptions<E> {
  * @category models
  * @since 0.3.0
  */
+/** Options an engine cannot be made with, `detail` saying why: a `StoreFailed` of `configure`. */
+const refused = <A>(detail: string): Layer.Layer<A, JournalError.JournalError> =>
+  Layer.effectContext<A, JournalError.JournalError, never>(
+    Effect.fail(JournalError.make(new JournalError.StoreFailed({ operation: "configure", detail })))
+  )
+
+const knownEmbedded: OptionKeys.Known<EmbeddedOptions> = {
+  filename: true,
+  synchronous: true,
+  busyTimeoutMillis: true,
+  checkpointPages: true,
+  shardingConfig: true,
+  clientOnly: true
+}
+
+const knownCluster: OptionKeys.Known<ClusterOptions<unknown>> = {
+  sql: true,
+  runnerAddress: true,
+  clientOnly: true,
+  shardingConfig: true,
+  journal: true,
+  socket: true
+}
+
 export interface ClusterSocket {
   readonly layer: (options: {
     readonly storage: "sql"
@@ -161,6 +187,9 @@ export interface ClusterSocket {
 export const layerCluster = <E>(
   options: ClusterOptions<E>
 ): Layer.Layer<Requires | Runners.Runners, E | JournalError.JournalError | ConfigError | Error> => {
+  // A misspelt `clientOnly` would make a client a host that takes runs (review 174).
+  const unknown = OptionKeys.unknownOption(options, knownCluster)
+  if (unknown !== undefined) return refused(unknown)
   const address = options.runnerAddress
   const shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]> = {
     ...(address === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)) }),
