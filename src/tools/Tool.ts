@@ -281,9 +281,7 @@ const knownOptions: OptionKeys.Known<Options<unknown, unknown, unknown>> = ToolD
  * @category constructors
  * @since 0.1.0
  */
-export const make = <I, O, R = never, RP = R, RC = R>(
-  options: Options<I, O, R, RP, RC>
-): Tool<I, O, R | RP | RC> => {
+export const make = <I, O, R = never, RP = R, RC = R>(options: Options<I, O, R, RP, RC>): Tool<I, O, R | RP | RC> => {
   const reason = ToolDefinition.problem(options, knownOptions)
   if (reason !== undefined) throw new InvalidToolDefinition({ tool: String(options.name), reason })
   const maxRetries = options.maxRetries ?? defaultMaxRetries
