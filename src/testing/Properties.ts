@@ -42,7 +42,10 @@
  *   timeline keeps its own `run.finished`: its log is checked against that ending. Of a resumed run,
  *   the model and the gate are the restarted process's only, while its timeline holds both
  *   processes' answers and requests: `R2.1 paid` and `R7 approvals` compare the two, and
- *   flag what the process that died was given or asked (check them per process). A budget whose
+ *   flag what the process that died was given or asked (check them per process). The sends
+ *   of idempotent calls are held to their retry limits process by process ({@link restart}
+ *   marks where the restarted process began): an attempt the dead one had not committed
+ *   runs again. A budget whose
  *   limit is missing, not a number or infinite (`NaN` and `Infinity` pass every comparison)
  *   is a `RangeError` naming the field.
  * - The checks judge a run made on a virtual clock (R10): `TestClock`, as {@link runScenario}

@@ -49,6 +49,12 @@ export interface Scenario {
   readonly budget: Budget
   /** What each tool call id was scripted to do. */
   readonly plan: ReadonlyMap<string, ToolOutcome>
+  /**
+   * Of a scenario {@link restart} made: how many calls of the idempotent tools the processes
+   * before it had sent. An attempt a dead process had not committed runs again (R9), so
+   * `checkScenario` holds each process to the retry limits (review 175).
+   */
+  readonly restartedAfter?: { readonly lookup: number; readonly transfer: number } | undefined
 }
 
 const faultStep = (fault: ModelFault): FaultyModel.Step => {
@@ -198,7 +204,8 @@ export const restart = (scenario: Scenario): Scenario => {
   return {
     ...scenario,
     model: FaultyModel.make(scenario.script, { keyedBy: "iteration" }),
-    approvals: approvalsHandle
+    approvals: approvalsHandle,
+    restartedAfter: { lookup: scenario.tools.lookup.all.length, transfer: scenario.tools.transfer.calls.all.length }
   }
 }
 

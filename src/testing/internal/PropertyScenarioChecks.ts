@@ -135,7 +135,7 @@ const checkApprovals = (scenario: Scenario, result: RunResult.RunResult): Readon
 export const checkScenario = (scenario: Scenario, result: RunResult.RunResult): ReadonlyArray<Violation> => {
   const violations: Array<Violation> = [...check(result, scenario.budget)]
   const violate = (invariant: string, detail: string) => violations.push({ invariant, detail })
-  const { tools, plan, budget } = scenario
+  const { tools, plan } = scenario
   // A process another took the run from (fenced off, its ending unrecorded) ended as its log
   // says, at its last commit or at once before it: no defect of the runtime.
   if (ownEnding(result).stopReason === "internal_error" && result.unrecorded === undefined)
@@ -205,19 +205,52 @@ export const checkScenario = (scenario: Scenario, result: RunResult.RunResult): 
       if (sent !== 1) violate("R3.7 idempotent only", `${name} (not idempotent) ${key} was sent ${sent} times`)
     }
   }
-  const limit = 1 + Math.min(budget.scheduleRetries, scenario.case.toolMaxRetries)
-  for (const key of tools.transfer.calls.keys) {
-    const sent = tools.transfer.calls.forKey(key).length
-    if (sent > limit) violate("R3.7 maxRetries", `transfer ${key} was sent ${sent} times, over ${limit}`)
-  }
   violations.push(...checkApprovals(scenario, result))
-  for (const key of tools.lookup.keys) {
-    const sent = tools.lookup.forKey(key)
-    const outcome = plan.get(sent[0]?.callId ?? "")
-    if (outcome?._tag === "Permanent" && sent.length !== 1) {
-      violate("R3.1 never retried", `lookup ${key} failed permanently and was sent ${sent.length} times`)
+  violations.push(...checkRetries(scenario))
+  return violations
+}
+
+/**
+ * How often each idempotent call was sent, against its limits: `maxRetries` and the
+ * schedule's (R3.7), once for a permanent failure (R3.1). Of a resumed run, process by
+ * process: an attempt the dead process had not committed runs again (R9; review 175: the
+ * two processes' sends were held to one limit).
+ */
+const checkRetries = (scenario: Scenario): ReadonlyArray<Violation> => {
+  const violations: Array<Violation> = []
+  const { tools, plan, budget } = scenario
+  const limit = 1 + Math.min(budget.scheduleRetries, scenario.case.toolMaxRetries)
+  const before = scenario.restartedAfter
+  const processes = <A>(all: ReadonlyArray<A>, n: number | undefined) =>
+    n === undefined ? [all] : [all.slice(0, n), all.slice(n)]
+  for (const [name, all, n] of [
+    ["lookup", tools.lookup.all, before?.lookup],
+    ["transfer", tools.transfer.calls.all, before?.transfer]
+  ] as const) {
+    const sentTotal = new Map<string, number>()
+    for (const calls of processes<{ readonly idempotencyKey: string; readonly callId: string }>(all, n)) {
+      const byKey = new Map<string, { readonly callId: string; sent: number }>()
+      for (const call of calls) {
+        const known = byKey.get(call.idempotencyKey) ?? { callId: call.callId, sent: 0 }
+        known.sent++
+        byKey.set(call.idempotencyKey, known)
+        sentTotal.set(call.idempotencyKey, (sentTotal.get(call.idempotencyKey) ?? 0) + 1)
+      }
+      for (const [key, { callId, sent }] of byKey) {
+        if (name === "lookup" && plan.get(callId)?._tag === "Permanent" && sent > 1) {
+          violations.push({
+            invariant: "R3.1 never retried",
+            detail: `lookup ${key} failed permanently and was sent ${sent} times`
+          })
+        }
+        if (sent > limit) {
+          violations.push({
+            invariant: "R3.7 maxRetries",
+            detail: `${name} ${key} was sent ${sent} times, over ${limit}`
+          })
+        }
+      }
     }
-    if (sent.length > limit) violate("R3.7 maxRetries", `lookup ${key} was sent ${sent.length} times, over ${limit}`)
   }
   return violations
 }
