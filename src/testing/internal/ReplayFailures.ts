@@ -51,22 +51,33 @@ export interface Answer {
  * The failure of an attempt whose outcome was unknown, which the recording shows only by the
  * status query that followed it: its hint as the call's last failure quotes it, whatever the
  * query found (found not applied with no retry left: `<tool> did not take effect (<hint>); …`;
- * undecidable: `<hint>; <detail>`), else one of our own.
+ * undecidable: `<hint>; <detail>`), else one of our own; its code as recorded (see
+ * {@link lostCode}), else `outcome_unknown`.
  */
-export const lost = (final: Failure.Summary | undefined, answer: Answer): Failure.Failure => {
+export const lost = (final: Failure.Summary | undefined, answer: Answer, code = "outcome_unknown"): Failure.Failure => {
   const hint = final === undefined ? undefined : quoted(final, answer)
   if (final !== undefined && hint !== undefined) {
     // Undecidable: the call's last failure is the lost attempt's own, its hint extended.
     if (answer.verdict === "undecidable") return fromSummary({ ...final, hint }, 1)
-    return new Failure.UnknownOutcome({ source: "tool", category: "other", code: "outcome_unknown", attempts: 1, hint })
+    return new Failure.UnknownOutcome({ source: "tool", category: "other", code, attempts: 1, hint })
   }
   return new Failure.UnknownOutcome({
     source: "tool",
     category: "other",
-    code: "outcome_unknown",
+    code,
     attempts: 1,
     hint: "replayed: the outcome of this attempt was unknown"
   })
+}
+
+/**
+ * The code of a lost attempt, as the `recovery.failed` its episode ended with before the
+ * status query names it (`<code>: <why>`; review 175: a resent payment lost again was played
+ * back under a code of our own).
+ */
+export const lostCode = (cause: string): string | undefined => {
+  const end = cause.indexOf(": ")
+  return end > 0 ? cause.slice(0, end) : undefined
 }
 
 /** The lost attempt's hint as the call's last failure quotes it after the query's verdict (see `Reconcile`). */

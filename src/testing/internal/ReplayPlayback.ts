@@ -11,7 +11,7 @@ import * as Recovery from "../../recovery/Recovery.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import { canonical } from "./ReplayCompare.ts"
-import { type Answer, fromSummary, lost, refused } from "./ReplayFailures.ts"
+import { type Answer, fromSummary, lost, lostCode, refused } from "./ReplayFailures.ts"
 
 /** A divergence the playback itself found: a request the recording does not answer. */
 export interface Refusal {
@@ -183,6 +183,8 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
   for (const e of recorded)
     if (e._tag === "tool.failed" && e.error.failure !== undefined) finals.set(e.callId, e.error.failure)
   const open = new Set<string>()
+  // The code of each call's attempt now running, once a `recovery.failed` named it.
+  const failedWith = new Map<string, string>()
   // The deadline of each call's attempt now running, and whether the run was being stopped (deadline, cancel).
   const deadlines = new Map<string, number>()
   let stopping = false
@@ -203,12 +205,17 @@ const outcomes = (recorded: ReadonlyArray<Event.Event>) => {
       if (!byCall.has(e.callId)) byCall.set(e.callId, [])
       open.add(e.callId)
       deadlines.set(e.callId, e.deadlineAt)
+      failedWith.delete(e.callId)
+    } else if (e._tag === "recovery.failed" && e.callId !== undefined) {
+      const code = lostCode(e.cause)
+      if (code !== undefined) failedWith.set(e.callId, code)
     } else if (e._tag === "tool.reconciled") {
       const answer: Answer = { at: e.at, name: e.name, verdict: e.verdict, detail: e.detail }
       answers.set(e.callId, [...(answers.get(e.callId) ?? []), answer])
       if (e.verdict === "applied") applied.set(e.callId, answer)
       // Asked after its retries gave up, the query says what the last attempt failed with.
-      const failure = e.after === undefined ? lost(finals.get(e.callId), answer) : fromSummary(e.after, 1)
+      const failure =
+        e.after === undefined ? lost(finals.get(e.callId), answer, failedWith.get(e.callId)) : fromSummary(e.after, 1)
       settle(e.callId, { _tag: "Failed", at: e.at, failure })
     } else if (e._tag === "recovery.started" && e.callId !== undefined) {
       // A refusal of its circuit (it never ran) as the breaker gives it, so the replay spends no retry on it either (R3.9).
