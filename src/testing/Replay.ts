@@ -33,7 +33,7 @@
  *
  * @since 0.3.0
  */
-import { Clock, Context, Effect, Result, Schema, Stream } from "effect"
+import { Context, Effect, Result, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Event from "../events/Event.ts"
 import * as SchemaIssues from "../failure/SchemaIssues.ts"
@@ -172,7 +172,6 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
         ...(fallbackModels === undefined ? {} : { recovery: { ...options.recovery, fallbackModels } }),
         tools: Playback.tools(recorded, options.tools, refusals)
       })
-      yield* Effect.forkScoped(decideApprovals(recorded, handle))
       yield* Effect.forkScoped(cancelAsRecorded(recorded, handle))
       return yield* Effect.timeoutOrElse(handle.result, {
         duration: span + replayAfterMillis,
@@ -192,8 +191,9 @@ export const replay = <T extends Tool.Any, RV = never, O = never>(
       Effect.provideService(Model.Model, played),
       Effect.provide(TestClock.layer()),
       // A replay is no run of the caller's: it journals nothing, its approvals go through a gate
-      // of its own, and the breakers it has, when given their policies, are its own.
-      Effect.provide(Approval.layerMemory),
+      // of its own, which decides as the recording did, and the breakers it has, when given their
+      // policies, are its own.
+      Effect.provideService(Approval.ApprovalGate, recordedGate(recorded)),
       breakers === undefined
         ? Effect.provideService(Breakers.Breakers, undefined)
         : Effect.provide(Breakers.layerMemory(breakers)),
@@ -223,36 +223,34 @@ const withoutJournal = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<
   )
 
 /**
- * Decides each approval the replay asks for as the recording did, at the recorded time: each
- * in a fiber of its own, in the replay's scope, so that one decided earlier than a call asked
- * before it is not held behind it.
+ * The replay's approval gate: it answers each call the recording decided as it was decided, at
+ * the recorded time, itself (review 175: decided through the run's handle once its request
+ * was seen, a decision made the instant it was asked came a few steps late, after a sibling's
+ * start); a call the recording left undecided waits, as on a gate nobody answers.
  */
-const decideApprovals = (recorded: ReadonlyArray<Event.Event>, handle: Run.Handle<unknown>) => {
+const recordedGate = (recorded: ReadonlyArray<Event.Event>): Approval.Gate => {
+  const memory = Approval.makeMemory()
   // The first decision of each call, found once: a recording may hold thousands.
-  const decisions = new Map<string, Event.Of<"approval.decided">>()
-  for (const e of recorded) if (e._tag === "approval.decided" && !decisions.has(e.callId)) decisions.set(e.callId, e)
-  const decide = (decided: Event.Of<"approval.decided">) =>
-    Effect.gen(function* () {
-      const now = yield* Clock.currentTimeMillis
-      yield* Effect.sleep(Math.max(0, decided.at - now))
-      // A blank `by`, which a recording made before it was refused may hold, names nobody: left out.
-      const by = decided.by === undefined || Model.isBlank(decided.by) ? {} : { by: decided.by }
-      yield* Effect.ignore(
-        decided.decision === "approved"
-          ? handle.approve(decided.callId, by)
-          : handle.reject(decided.callId, decided.reason ?? "rejected", by)
-      )
-    })
-  return Stream.runForEach(
-    Stream.filter(handle.events, (e) => e._tag === "approval.requested"),
-    (requested) => {
-      const decided = decisions.get(requested.callId)
-      if (decided === undefined || (decided.decision !== "approved" && decided.decision !== "rejected"))
-        return Effect.void
-      // Started at once: its sleep is set before the clock moves on (an expiry a millisecond later).
-      return Effect.asVoid(Effect.forkScoped(decide(decided), { startImmediately: true }))
+  const decisions = new Map<string, Approval.Decision & { readonly at: number }>()
+  for (const e of recorded) {
+    if (e._tag !== "approval.decided" || decisions.has(e.callId)) continue
+    // A blank `by`, which a recording made before it was refused may hold, names nobody: left out.
+    const by = e.by === undefined || Model.isBlank(e.by) ? undefined : e.by
+    if (e.decision === "approved") decisions.set(e.callId, { ...Approval.approved(by), at: e.at })
+    if (e.decision === "rejected")
+      decisions.set(e.callId, { ...Approval.rejected(e.reason ?? "rejected", by), at: e.at })
+  }
+  return {
+    ...memory,
+    request: (request) => {
+      const found = decisions.get(request.callId)
+      if (found === undefined) return memory.request(request)
+      const { at, ...decision } = found
+      // One a gate would refuse (a recording edited by hand) is no decision: the call waits.
+      if (Approval.checkDecision(request.runId, request.callId, decision) !== undefined) return memory.request(request)
+      return Effect.as(Playback.until(at), decision)
     }
-  )
+  }
 }
 
 /**
