@@ -31,8 +31,9 @@
  *   the run has, within its limit; permanent, unknown-outcome and blocked results never
  *   retried; approvals before handlers, and rejections and expiries ending the run as
  *   R7 says; every state change an edge of `RunState.table`; exactly one terminal
- *   `run.finished`, last, with a `StopReason` of the enumeration; counters equal to the
- *   fold of the timeline; every answer's tokens counted, and nothing asked or run once the
+ *   `run.finished`, last, with a `StopReason` of the enumeration; counters, and the
+ *   result's elapsed time, equal to the fold of the timeline; no call of a tool of the
+ *   budget's `mayActTwice` retried unless its status query found it not applied; every answer's tokens counted, and nothing asked or run once the
  *   token budget is spent; a stop reason witnessed by the log (a step measured under the
  *   limits in force, `RunLog.limitsOf`: a resume may lay a step timeout, or a longer one).
  *   {@link checkScenario} adds what only the tools and the gate

@@ -303,6 +303,67 @@ describe("Properties.check catches broken runs", () => {
       ])
       const unknownReason = { ...result, stopReason: "gave_up" } as unknown as RunResult.RunResult
       assert.include(invariants(Properties.check(unknownReason, scenario.budget)), "R2.5 ending")
+      // Its own elapsed time too, not only its counters' (review 175).
+      const late = { ...result, elapsedMillis: result.elapsedMillis + 2_990 }
+      assert.deepStrictEqual(Properties.check(late, scenario.budget), [
+        {
+          invariant: "R8 counters",
+          detail: `elapsedMillis: the result says ${late.elapsedMillis}, the timeline folds to ${result.elapsedMillis}`
+        }
+      ])
+    })
+  )
+
+  it.effect("R3.7 R3.8 a call of a tool that may not be sent twice, retried, is reported (review 175)", () =>
+    Effect.gen(function* () {
+      // A user's bug: a charge that does not deduplicate declared idempotent, its timeout retryable.
+      const charges: Array<string> = []
+      const pay = Tool.make({
+        name: "pay",
+        description: "charges a card",
+        input: Schema.Struct({ amount: Schema.Number }),
+        output: Schema.String,
+        sideEffect: "external",
+        idempotent: true,
+        handler: ({ amount }, context) =>
+          Effect.suspend(() => {
+            charges.push(context.callId)
+            return charges.length === 1
+              ? Effect.fail(
+                  new Failure.Retryable({
+                    source: "tool",
+                    category: "timeout",
+                    code: "gateway_timeout",
+                    attempts: 1,
+                    hint: "timed out"
+                  })
+                )
+              : Effect.succeed(`charged ${amount}`)
+          })
+      })
+      const result = yield* TestClockDriver.drive(
+        Run.run({ goal: "pay", tools: [pay], time: { run: "10 seconds" } })
+      ).pipe(
+        Effect.provide(
+          ScriptedModel.layer([ScriptedModel.toolCall("pay", { amount: 5 }), ScriptedModel.finalAnswer("paid")])
+        )
+      )
+      assert.strictEqual(charges.length, 2)
+      const budget: Properties.Budget = {
+        runTimeoutMillis: 10_000,
+        maxRecoveries: 8,
+        scheduleRetries: 2,
+        toolMaxRetries: { pay: 2 },
+        correctionBudget: 3,
+        maxIterations: 20,
+        maxToolCalls: 50
+      }
+      // Before: nothing reported, the card charged twice.
+      assert.deepStrictEqual(invariants(Properties.check(result, { ...budget, mayActTwice: ["pay"] })), [
+        "R3.7 idempotent only"
+      ])
+      // Told nothing of it, the kit takes the tool's word.
+      assert.deepStrictEqual(Properties.check(result, budget), [])
     })
   )
 

@@ -35,7 +35,9 @@ export interface Budget {
   /**
    * The tools whose calls may not be sent twice (`write` or `external`, not idempotent), by
    * name: a run that ends while one is pending has status `unknown_outcome`, and only then
-   * (R3.8). Without it, a call pending of whatever tool allows that status.
+   * (R3.8), and none of their calls is retried unless its status query found it not applied
+   * (R3.7: a tool wrongly declared idempotent is caught so). Without it, a call pending of
+   * whatever tool allows that status.
    */
   readonly mayActTwice?: ReadonlyArray<string> | undefined
 }

@@ -15,7 +15,7 @@ import type * as RunResult from "../../run/RunResult.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import { checkApprovals } from "./PropertyApprovalChecks.ts"
 import { type Budget, budgetProblem, neverRetriedCodes } from "./PropertyBudget.ts"
-import { type CallRef, checkNeverRetried, refusalsBefore } from "./PropertyRetryChecks.ts"
+import { type CallRef, checkNeverRetried, checkSentOnce, refusalsBefore } from "./PropertyRetryChecks.ts"
 import { checkSpend } from "./PropertySpendChecks.ts"
 import { checkStates } from "./PropertyStateChecks.ts"
 import { checkStopReason } from "./PropertyStopChecks.ts"
@@ -305,6 +305,7 @@ export const check = (given: RunResult.RunResult, budget: Budget): ReadonlyArray
 
   // R3.1, R3.6, R3.8: what is never retried.
   checkNeverRetried(timeline, waits, owner, new Set(budget.neverRetried ?? neverRetriedCodes), violate)
+  checkSentOnce(timeline, waits, owner, budget.mayActTwice, violate)
 
   // R8, R5.2: each call starts once and ends once, or is recorded interrupted.
   checkCalls(result, violate)

@@ -96,6 +96,40 @@ export const checkNeverRetried = (
   }
 }
 
+/**
+ * R3.7, R3.8: a call of a tool that may not be sent twice (the budget's `mayActTwice`) is never
+ * retried: the runtime sends it again only once its status query found it not applied
+ * (review 175: a payment wrongly declared idempotent, retried after it charged, passed).
+ */
+export const checkSentOnce = (
+  timeline: ReadonlyArray<Event.Event>,
+  retries: ReadonlyArray<Event.Of<"recovery.started">>,
+  owner: ReadonlyMap<number, CallRef>,
+  mayActTwice: ReadonlyArray<string> | undefined,
+  violate: Violate
+): void => {
+  if (mayActTwice === undefined) return
+  // Where each call was found not applied: a resend after it is the runtime's own.
+  const notApplied = new Map<string, Array<number>>()
+  for (const e of ofTag(timeline, "tool.reconciled")) {
+    if (e.verdict === "not_applied") notApplied.set(e.callId, [...(notApplied.get(e.callId) ?? []), e.seq])
+  }
+  const resends = new Map<string, number>()
+  for (const e of retries) {
+    const call = owner.get(e.seq)
+    if (e.kind !== "tool_retry" || call === undefined || !mayActTwice.includes(call.name)) continue
+    const found = (notApplied.get(call.callId) ?? []).filter((seq) => seq < e.seq).length
+    const sent = (resends.get(call.callId) ?? 0) + 1
+    resends.set(call.callId, sent)
+    if (sent > found) {
+      violate(
+        "R3.7 idempotent only",
+        `${call.name} (${call.callId}) may not be sent twice, and was retried (seq ${e.seq}) after a ${e.cause} failure with no status query finding it not applied`
+      )
+    }
+  }
+}
+
 /** The HTTP status an `http_<status>` failure code names (as `FailureBoundary.http` makes it), else `undefined`. */
 const httpStatus = (code: string): number | undefined => {
   const found = /^http_(\d{1,15})$/.exec(code)

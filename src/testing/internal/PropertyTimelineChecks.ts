@@ -175,4 +175,11 @@ export const checkEnding = (
       violate("R8 counters", `${key}: the result says ${result.counters[key]}, the timeline folds to ${folded[key]}`)
     }
   }
+  // The result's own elapsed time too, not only its counters' (review 175: one that lied passed).
+  if (result.elapsedMillis !== folded.elapsedMillis) {
+    violate(
+      "R8 counters",
+      `elapsedMillis: the result says ${result.elapsedMillis}, the timeline folds to ${folded.elapsedMillis}`
+    )
+  }
 }
