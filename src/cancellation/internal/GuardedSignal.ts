@@ -32,7 +32,7 @@ const deepestThenable = 8
 const settle = (returned: unknown, caught: (error: unknown) => void): void => {
   let answer = returned
   for (let depth = 0; Predicate.isPromiseLike(answer); depth++) {
-    // A native promise is handled at any depth; a thenable only so many deep.
+    // A native promise is handled whatever its depth; a thenable only so many deep.
     if (answer instanceof Promise) {
       answer.then(undefined, caught)
       return
