@@ -263,6 +263,17 @@ describe("R12 an option a constructor does not know is refused, named (review 17
         DurableRun.layerEmbedded(untyped({ filename: "/tmp/never.db", clientOnyl: true }))
       )
       assert.include(embedded, '"clientOnyl" is no option (did you mean "clientOnly"?)')
+      // Inside shardingConfig too (review 176): a dead runner's runs would move at the default time.
+      const sharding = yield* refused(
+        DurableRun.layerEmbedded({
+          filename: "/tmp/never.db",
+          shardingConfig: untyped({ shardLockExpirations: "5 seconds" })
+        })
+      )
+      assert.include(
+        sharding,
+        'shardingConfig: "shardLockExpirations" is no option (did you mean "shardLockExpiration"?)'
+      )
       // Refused before any transport is made: a misspelt clientOnly would make a client a host.
       const made: Array<boolean> = []
       const socket = {

@@ -134,6 +134,8 @@ describe("Recording of two writers", () => {
     const file = [started, line("A", 3), line("B", 1), line("A", 4), line("B", 2, true), line("A", 5)]
     // Before: A's 3 to 5 read as the run's, B's ending buried under them.
     assert.deepStrictEqual(read(file), [1, 1_001, 2_001])
+    // A's line landing between B's setting its file aside and B's start (review 176: refused as two runs).
+    assert.deepStrictEqual(read([line("A", 2), ...file]), [1, 1_001, 2_001])
     // A file that begins with B's resume from 3: A's lines first seen after it are held below it.
     assert.deepStrictEqual(read([resume(3), line("A", 2), line("A", 3), line("B", 4)]), [2_000, 3_001, 4_001])
     // A third writer after the run's ending changes nothing.

@@ -11,7 +11,7 @@ import {
   RunnerAddress,
   type Runners,
   type Sharding,
-  type ShardingConfig,
+  ShardingConfig,
   SingleRunner
 } from "effect/cluster"
 import { Digest } from "effect/crypto"
@@ -69,7 +69,7 @@ export const layerEmbedded = (
   const { shardingConfig, clientOnly, ...file } = options
   const client = clientOnly === true
   // Checked here, against its own options: the journal's layer would name only its own (review 174).
-  const unknown = OptionKeys.unknownOption(options, knownEmbedded)
+  const unknown = misnamed(options, knownEmbedded)
   if (unknown !== undefined) return refused(unknown)
   if (typeof file.filename !== "string" || file.filename.trim() === "" || file.filename === ":memory:") {
     return refused(`an embedded engine needs a database file, got ${JSON.stringify(file.filename)}`)
@@ -149,6 +149,22 @@ const refused = <A>(detail: string): Layer.Layer<A, JournalError.JournalError> =
     Effect.fail(JournalError.make(new JournalError.StoreFailed({ operation: "configure", detail })))
   )
 
+/** Every option of effect's sharding, as its defaults name them (the defaults have every key: the cast says so). */
+const knownSharding = Object.fromEntries(
+  Object.keys(ShardingConfig.defaults).map((key) => [key, true])
+) as OptionKeys.Known<ShardingConfig.ShardingConfig["Service"]>
+
+/** An option none of `known` is, or one of `shardingConfig` effect's sharding does not have (review 176). */
+const misnamed = <Options>(
+  options: Options & { readonly shardingConfig?: unknown },
+  known: OptionKeys.Known<Options>
+): string | undefined => {
+  const unknown = OptionKeys.unknownOption(options, known)
+  if (unknown !== undefined) return unknown
+  const sharding = OptionKeys.unknownOption(options.shardingConfig, knownSharding)
+  return sharding === undefined ? undefined : `shardingConfig: ${sharding}`
+}
+
 const knownEmbedded: OptionKeys.Known<EmbeddedOptions> = {
   filename: true,
   synchronous: true,
@@ -188,7 +204,7 @@ export const layerCluster = <E>(
   options: ClusterOptions<E>
 ): Layer.Layer<Requires | Runners.Runners, E | JournalError.JournalError | ConfigError | Error> => {
   // A misspelt `clientOnly` would make a client a host that takes runs (review 174).
-  const unknown = OptionKeys.unknownOption(options, knownCluster)
+  const unknown = misnamed(options, knownCluster)
   if (unknown !== undefined) return refused(unknown)
   const address = options.runnerAddress
   const shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]> = {

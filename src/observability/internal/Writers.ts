@@ -24,9 +24,8 @@ export interface Line {
   readonly writer: string | undefined
 }
 
-/** Where a writer stands: its first line, its last restart (`-1` for none), its last line's `seq`. */
+/** Where a writer stands: its last restart (`-1` for none), its last line's `seq`. */
 interface Writer {
-  readonly seen: number
   readonly restartedAt: number
   last: number
 }
@@ -96,14 +95,16 @@ export const runEvents = (lines: ReadonlyArray<Line>): Result.Result<ReadonlyArr
     const from = replacesFrom(event)
     const own = writers.get(writer)
     if (from !== Number.POSITIVE_INFINITY) {
-      writers.set(writer, { seen: own?.seen ?? i, restartedAt: i, last: event.seq })
+      writers.set(writer, { restartedAt: i, last: event.seq })
       restarts.add(i, from)
       if (event._tag === "run.started") lastStart = i
     } else {
-      const since = own === undefined ? -1 : Math.max(own.seen, own.restartedAt)
-      // Its lines came before another writer started the run again, and go on after it.
-      if (own !== undefined && lastStart > since) return twoRuns(event.seq, "another run's start")
-      const writing = own ?? { seen: i, restartedAt: -1, last: Number.NEGATIVE_INFINITY }
+      // A writer that started or resumed in this file, going on after another writer started the
+      // run again: two runs at once. One that never did (a process whose file a new start set
+      // aside, writing on, even between that setting aside and the start: review 176) is held.
+      if (own !== undefined && own.restartedAt >= 0 && lastStart > own.restartedAt)
+        return twoRuns(event.seq, "another run's start")
+      const writing = own ?? { restartedAt: -1, last: Number.NEGATIVE_INFINITY }
       writers.set(writer, writing)
       // Held below a restart of another writer: its lines from there on were never committed.
       if (event.seq >= restarts.leastAfter(writing.restartedAt)) continue

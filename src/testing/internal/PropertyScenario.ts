@@ -50,11 +50,12 @@ export interface Scenario {
   /** What each tool call id was scripted to do. */
   readonly plan: ReadonlyMap<string, ToolOutcome>
   /**
-   * Of a scenario {@link restart} made: how many calls of the idempotent tools the processes
-   * before it had sent. An attempt a dead process had not committed runs again (R9), so
-   * `checkScenario` holds each process to the retry limits (review 175).
+   * Of a scenario {@link restart} made: at each restart, how many calls of the idempotent
+   * tools the processes before it had sent. An attempt a dead process had not committed runs
+   * again (R9), so `checkScenario` holds each process to the retry limits (review 175; each
+   * of several restarts, review 176).
    */
-  readonly restartedAfter?: { readonly lookup: number; readonly transfer: number } | undefined
+  readonly restartedAfter?: ReadonlyArray<{ readonly lookup: number; readonly transfer: number }> | undefined
 }
 
 const faultStep = (fault: ModelFault): FaultyModel.Step => {
@@ -205,7 +206,10 @@ export const restart = (scenario: Scenario): Scenario => {
     ...scenario,
     model: FaultyModel.make(scenario.script, { keyedBy: "iteration" }),
     approvals: approvalsHandle,
-    restartedAfter: { lookup: scenario.tools.lookup.all.length, transfer: scenario.tools.transfer.calls.all.length }
+    restartedAfter: [
+      ...(scenario.restartedAfter ?? []),
+      { lookup: scenario.tools.lookup.all.length, transfer: scenario.tools.transfer.calls.all.length }
+    ]
   }
 }
 

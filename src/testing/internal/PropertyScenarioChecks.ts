@@ -220,21 +220,20 @@ const checkRetries = (scenario: Scenario): ReadonlyArray<Violation> => {
   const violations: Array<Violation> = []
   const { tools, plan, budget } = scenario
   const limit = 1 + Math.min(budget.scheduleRetries, scenario.case.toolMaxRetries)
-  const before = scenario.restartedAfter
-  const processes = <A>(all: ReadonlyArray<A>, n: number | undefined) =>
-    n === undefined ? [all] : [all.slice(0, n), all.slice(n)]
-  for (const [name, all, n] of [
-    ["lookup", tools.lookup.all, before?.lookup],
-    ["transfer", tools.transfer.calls.all, before?.transfer]
+  const restarts = scenario.restartedAfter ?? []
+  // The calls of each process: between one restart's count and the next.
+  const processes = <A>(all: ReadonlyArray<A>, at: ReadonlyArray<number>) =>
+    [0, ...at].map((from, i) => all.slice(from, at[i] ?? all.length))
+  for (const [name, all, at] of [
+    ["lookup", tools.lookup.all, restarts.map((r) => r.lookup)],
+    ["transfer", tools.transfer.calls.all, restarts.map((r) => r.transfer)]
   ] as const) {
-    const sentTotal = new Map<string, number>()
-    for (const calls of processes<{ readonly idempotencyKey: string; readonly callId: string }>(all, n)) {
+    for (const calls of processes<{ readonly idempotencyKey: string; readonly callId: string }>(all, at)) {
       const byKey = new Map<string, { readonly callId: string; sent: number }>()
       for (const call of calls) {
         const known = byKey.get(call.idempotencyKey) ?? { callId: call.callId, sent: 0 }
         known.sent++
         byKey.set(call.idempotencyKey, known)
-        sentTotal.set(call.idempotencyKey, (sentTotal.get(call.idempotencyKey) ?? 0) + 1)
       }
       for (const [key, { callId, sent }] of byKey) {
         if (name === "lookup" && plan.get(callId)?._tag === "Permanent" && sent > 1) {
