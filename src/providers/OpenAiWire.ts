@@ -282,7 +282,8 @@ export const accumulator = (): Accumulator => ({
 /**
  * Folds one chunk in: text and reasoning are appended, tool-call deltas are merged by
  * their `index` (the id and name come with the first delta of a call, argument text with
- * every delta), the first finish reason and the last usage kept. Only the first choice counts
+ * every delta), the first finish reason kept, and the usage reports merged (each count the
+ * largest reported). Only the first choice counts
  * (a request asks for one). A delta without an `index` starts a new call when it has an
  * id, and adds to the last call otherwise; a delta whose id differs from the one its
  * `index` holds starts a new call (servers that omit or reuse indexes), and the deltas of
@@ -293,7 +294,7 @@ export const accumulator = (): Accumulator => ({
  * @since 0.1.0
  */
 export const accumulate = (acc: Accumulator, chunk: Chunk): void => {
-  if (chunk.usage !== undefined && chunk.usage !== null) acc.usage = chunk.usage
+  if (chunk.usage !== undefined && chunk.usage !== null) acc.usage = WireResponse.mergedUsage(acc.usage, chunk.usage)
   for (const choice of chunk.choices ?? []) {
     if (typeof choice.index === "number" && choice.index !== 0) continue
     // A choice finishes once: a later finish reason (a `stop` after a `length`) changes nothing.

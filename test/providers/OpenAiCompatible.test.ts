@@ -235,6 +235,34 @@ describe("OpenAiCompatible", () => {
       assert.isTrue(Result.isFailure(refused) && refused.failure.kind === "corrupt")
     })
 
+    it("R2.1 R2.3 a stream's usage reported in parts counts each part as reported, never an estimate below it (review 177)", () => {
+      const usageOf = (chunks: ReadonlyArray<object>) => {
+        const acc = OpenAiWire.accumulator()
+        for (const chunk of chunks) {
+          const parsed = OpenAiWire.parseChunk(JSON.stringify(chunk))
+          if (Result.isFailure(parsed)) assert.fail(parsed.failure)
+          else OpenAiWire.accumulate(acc, parsed.success)
+        }
+        const response = OpenAiWire.fromAccumulator(acc, { iteration: 1 })
+        return Result.isSuccess(response) ? response.success.usage : undefined
+      }
+      const text = { choices: [{ delta: { content: "four" }, finish_reason: "stop" }] }
+      // The prompt's count early, the completion's late: before, the 1000 was lost to an estimate of 1.
+      const split = usageOf([
+        { choices: [], usage: { prompt_tokens: 1000 } },
+        text,
+        { choices: [], usage: { completion_tokens: 7 } }
+      ])
+      assert.deepStrictEqual([split?.inputTokens, split?.outputTokens], [1000, 7])
+      // The same count reported twice, growing: the later, larger one stands.
+      const twice = usageOf([
+        { choices: [], usage: { prompt_tokens: 10, completion_tokens: 1 } },
+        text,
+        { choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 4 } } }
+      ])
+      assert.deepStrictEqual([twice?.inputTokens, twice?.outputTokens, twice?.cachedInputTokens], [10, 5, 4])
+    })
+
     it("R4.2 R12 a stream of 200,000 tool-call deltas folds each in its call, one look-up each (no defect, every call in order)", () => {
       // Each delta used to scan every call before it (quadratic: 40,000 calls held the event
       // loop 18 s past every deadline) and spread their indexes into Math.max (a stack overflow).

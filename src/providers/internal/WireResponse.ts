@@ -58,6 +58,44 @@ export const priced = (usage: Model.Usage, prices: OpenAiOptions.Prices | undefi
 const countOf = (value: unknown): number | undefined =>
   typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : undefined
 
+/** The larger of two reports of one count: a later report counts the same answer, up to later. */
+const larger = (earlier: unknown, later: unknown): number | undefined => {
+  const a = countOf(earlier)
+  const b = countOf(later)
+  return a === undefined ? b : b === undefined ? a : Math.max(a, b)
+}
+
+/** An object of the counts given, those left out left out (an absent count is read as what the rest says). */
+const counts = <K extends string>(
+  entries: ReadonlyArray<readonly [K, number | undefined]>
+): Partial<Record<K, number>> =>
+  // Boundary: `Object.fromEntries` forgets the keys' type; they are the entries' own.
+  Object.fromEntries(entries.filter(([, value]) => value !== undefined)) as Partial<Record<K, number>>
+
+/**
+ * A stream's usage reports as one (review 177): each count the larger one reported, so that a
+ * part one chunk reported (the prompt's, early) is not lost to a later chunk that reported
+ * another (the completion's, late). A count never reads less than the server reported.
+ */
+export const mergedUsage = (earlier: WireUsage | undefined, later: WireUsage): WireUsage => {
+  if (earlier === undefined) return later
+  const cached = larger(earlier.prompt_tokens_details?.cached_tokens, later.prompt_tokens_details?.cached_tokens)
+  const reasoning = larger(
+    earlier.completion_tokens_details?.reasoning_tokens,
+    later.completion_tokens_details?.reasoning_tokens
+  )
+  return {
+    ...counts([
+      ["prompt_tokens", larger(earlier.prompt_tokens, later.prompt_tokens)],
+      ["completion_tokens", larger(earlier.completion_tokens, later.completion_tokens)],
+      ["prompt_cache_hit_tokens", larger(earlier.prompt_cache_hit_tokens, later.prompt_cache_hit_tokens)],
+      ["total_tokens", larger(earlier.total_tokens, later.total_tokens)]
+    ]),
+    ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
+    ...(reasoning === undefined ? {} : { completion_tokens_details: { reasoning_tokens: reasoning } })
+  }
+}
+
 /** What a total leaves of one side once the other is taken out, when it tells. */
 const restOf = (total: number | undefined, other: number | undefined): number | undefined =>
   total !== undefined && other !== undefined && total >= other ? total - other : undefined
