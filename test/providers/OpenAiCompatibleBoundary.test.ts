@@ -6,7 +6,7 @@
  * header never reaches a span, and a streamed tool name is put together piece by piece.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Redacted, Result, type Scope } from "effect"
+import { Effect, Exit, Redacted, Result, Scope } from "effect"
 import * as FetchHttpClient from "effect/http/FetchHttpClient"
 import * as Headers from "effect/http/Headers"
 import * as HttpClient from "effect/http/HttpClient"
@@ -237,4 +237,23 @@ describe("OpenAiCompatible refuses at its boundary", () => {
       [["c1", "read_file", '{"path":"a"}']]
     )
   })
+})
+
+describe("a transport whose scope has ended (R3.2)", () => {
+  it.effect(
+    "R3.2 a request over a closed NodeTransport is a permanent request_failed naming it, never retried as the server's fault (review 177)",
+    () =>
+      Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const client = yield* NodeTransport.make().pipe(Scope.provide(scope))
+        const model = yield* OpenAiCompatible.make({ baseUrl: "http://127.0.0.1:9/v1", model: "m", apiKey }).pipe(
+          Effect.provideService(HttpClient.HttpClient, client)
+        )
+        yield* Scope.close(scope, Exit.void)
+        const failure = failureOf(yield* Effect.exit(model.generate(yield* request())))
+        // Before: a retryable connection_error, and a run spent its retries blaming the server.
+        assert.deepStrictEqual([failure?._tag, failure?.code], ["Permanent", "request_failed"])
+        assert.include(failure?.hint, "the HTTP client was closed (UND_ERR_DESTROYED)")
+      })
+  )
 })

@@ -139,15 +139,26 @@ export const fromHttpError = (error: HttpClientError.HttpClientError, elapsedMil
       diagnostic: detail
     })
   }
-  if (reason._tag === "TransportError" && refusedToSend(code, cause)) {
-    return new Failure.Permanent({
+  const requestFailed = (hint: string) =>
+    new Failure.Permanent({
       source,
       category: "request_failed",
       code: "request_failed",
       attempts: 1,
-      hint: `the HTTP client refused to send the request${code === undefined ? "" : ` (${code})`}: a header value it cannot carry, or another invalid part; it was never sent, and no attempt can succeed`,
+      hint,
       diagnostic: detail
     })
+  if (reason._tag === "TransportError" && refusedToSend(code, cause)) {
+    return requestFailed(
+      `the HTTP client refused to send the request${code === undefined ? "" : ` (${code})`}: a header value it cannot carry, or another invalid part; it was never sent, and no attempt can succeed`
+    )
+  }
+  // The HTTP client itself closed (its scope ended: a layer provided to `Run.start` alone, say):
+  // no server was asked, and no attempt over it can succeed (review 177: retried as the server's fault).
+  if (reason._tag === "TransportError" && (code === "UND_ERR_DESTROYED" || code === "UND_ERR_CLOSED")) {
+    return requestFailed(
+      `the HTTP client was closed (${code}): the scope that made it has ended, so no request over it can be sent; provide the client where the run lives`
+    )
   }
   // An answer with no body (a 204): as the body read over node:http finds it, an answer
   // that cannot be parsed, whatever the client.
