@@ -57,8 +57,13 @@ export const retryAfterMillis = (header: string | null | undefined, now: number)
   if (form === null) return undefined
   // asctime's form names no zone: it is GMT, as every HTTP-date is.
   const date = Date.parse(form[1] === undefined ? text : `${text} GMT`)
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+  if (Number.isNaN(date)) return undefined
+  // A day the month does not have (31 Feb) is rolled into the next by `Date.parse`: no date (review 177).
+  const named = months.findIndex((name) => text.toLowerCase().includes(name))
+  return named === new Date(date).getUTCMonth() ? Math.max(0, date - now) : undefined
 }
+
+const months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
 /**
  * A wait as the delay-seconds {@link retryAfterMillis} reads: plain digits, never an

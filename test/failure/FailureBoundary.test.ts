@@ -41,6 +41,14 @@ describe("FailureBoundary", () => {
     for (const text of ["Dec 2026", "Tue 275760", "Sun 2 Jan", "Monday", "Sat, 05 Dec 2026"]) {
       assert.isUndefined(FailureBoundary.retryAfterMillis(text, now), text)
     }
+    // A day its month does not have, which `Date.parse` rolls into the next month (review 177).
+    for (const text of [
+      "Tue, 31 Feb 2026 12:00:10 GMT",
+      "Thu, 31 Apr 2026 12:00:10 GMT",
+      "Sun, 00 Mar 2026 12:00:10 GMT"
+    ]) {
+      assert.isUndefined(FailureBoundary.retryAfterMillis(text, now), text)
+    }
     const at = new Date(now + 9000)
     const [dayName = "", , month = ""] = at.toUTCString().split(/[ ,]+/)
     const longDay = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"][at.getUTCDay()]
