@@ -635,6 +635,25 @@ describe("FakeOpenAiServer", () => {
       })
     )
 
+    it.live("R10 a fault after more chunks than the answer has still cuts it before [DONE] (review 177)", () =>
+      Effect.gen(function* () {
+        const server = yield* FakeOpenAiServer.make([
+          FakeOpenAiServer.streamError({ message: "overloaded", type: "server_error" }, { afterChunks: 50 }),
+          FakeOpenAiServer.reset({ afterChunks: 50 }),
+          FakeOpenAiServer.stall({ afterChunks: 50, millis: 100, next: FakeOpenAiServer.reply({ text: "ok" }) })
+        ])
+        // Before: each played the whole answer, [DONE] included, and the fault passed for nothing.
+        const errored = yield* chat(server, true)
+        assert.notInclude(errored.text, "[DONE]")
+        assert.include(errored.text, '"overloaded"')
+        assert.isTrue(Exit.isFailure(yield* Effect.exit(chat(server, true))))
+        // A stall cut before [DONE]: what came before it ends without it, the rest after the stall.
+        const stalled = yield* chat(server, true)
+        assert.isTrue(stalled.text.trimEnd().endsWith("data: [DONE]"))
+        assert.strictEqual(stalled.text.split("data: [DONE]").length, 2)
+      })
+    )
+
     it.live("R10 a raw step sends its status, headers and body as given", () =>
       Effect.gen(function* () {
         const server = yield* FakeOpenAiServer.make([
