@@ -51,7 +51,7 @@ class Restarts {
   private readonly from: Array<number> = []
 
   add(position: number, from: number): void {
-    while ((this.from.at(-1) ?? Number.NEGATIVE_INFINITY) >= from && this.from.length > 0) {
+    while (this.from.length > 0 && (this.from.at(-1) ?? from) >= from) {
       this.at.pop()
       this.from.pop()
     }
