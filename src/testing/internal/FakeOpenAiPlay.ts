@@ -47,10 +47,7 @@ export const play = (step: Step, playback: Playback): void => {
   const headers = (code: number, extra: Record<string, string> = {}) =>
     res.writeHead(code, { ...contentType, ...extra })
   const parts = (reply: Reply) => Answers.replyParts(reply, answering)
-  // Where a fault cuts an answer's parts: after `afterChunks` of a stream, never past its last
-  // event (review 177: a cut after `[DONE]` played a whole answer, and the fault passed for nothing).
-  const cut = (all: ReadonlyArray<string>, afterChunks: number) =>
-    streamed ? Math.min(afterChunks, all.length - 1) : 1
+  const cut = (afterChunks: number) => (streamed ? afterChunks : 1)
   switch (step._tag) {
     case "Reply":
       headers(200)
@@ -70,10 +67,9 @@ export const play = (step: Step, playback: Playback): void => {
         end(error)
         return
       }
-      const all = parts(filler("this answer fails partway"))
       end(
         [
-          ...all.slice(0, cut(all, step.afterChunks)),
+          ...parts(filler("this answer fails partway")).slice(0, step.afterChunks),
           `data: ${error}
 
 `
@@ -112,9 +108,9 @@ export const play = (step: Step, playback: Playback): void => {
       if (next._tag !== "Reply") return
       const all = parts(next)
       headers(200)
-      write(all.slice(0, cut(all, step.afterChunks)).join(""))
+      write(all.slice(0, cut(step.afterChunks)).join(""))
       later(step.millis, () => {
-        if (!res.destroyed) end(all.slice(cut(all, step.afterChunks)).join(""))
+        if (!res.destroyed) end(all.slice(cut(step.afterChunks)).join(""))
       })
       return
     }
@@ -125,7 +121,7 @@ export const play = (step: Step, playback: Playback): void => {
       }
       const all = parts(filler("this answer is cut by a reset"))
       headers(200)
-      write(all.slice(0, cut(all, step.afterChunks)).join(""))
+      write(all.slice(0, cut(step.afterChunks)).join(""))
       // Let the written bytes leave before the reset.
       later(20, destroy)
       return

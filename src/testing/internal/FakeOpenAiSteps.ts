@@ -164,10 +164,11 @@ export const status = (
   })
 
 /**
- * A 200 stream that sends `afterChunks` events of an answer (never its `[DONE]`: all but it,
- * for more than it has), then an error event (`data: {"error": {...}}`) and ends, as the
- * APIs do when they fail mid-answer. To a plain request it answers with the error as the
- * whole body.
+ * A 200 stream that sends `afterChunks` events of an answer, then an error event
+ * (`data: {"error": {...}}`) and ends, as the APIs do when they fail mid-answer. The answer
+ * is a short one of 6 events then `[DONE]` (7 with `stream_options.include_usage`): an
+ * `afterChunks` past them sends it whole, `[DONE]` included, and the error after it (which a
+ * client has stopped reading). To a plain request it answers with the error as the whole body.
  *
  * @category constructors
  * @since 0.1.0
@@ -196,8 +197,10 @@ export const fromRequest = (choose: (request: RecordedRequest) => Step): Step =>
 export const delay = (millis: number, next: Step): Step => checked("delay", { _tag: "Delay", millis, next })
 
 /**
- * Sends the headers and `afterChunks` events of `next` (never its `[DONE]`; for a plain
- * answer: half its body), waits `millis`, then sends the rest. `next` is an answer (`reply`, or `fromRequest`
+ * Sends the headers and `afterChunks` events of `next` (for a plain answer: half its
+ * body), waits `millis`, then sends the rest. An `afterChunks` at or past the answer's events
+ * sends it whole, `[DONE]` included, then holds the connection: a server that does not close
+ * after its answer. `next` is an answer (`reply`, or `fromRequest`
  * choosing one); another step is a `RangeError` here, or a 500 from the server when
  * `fromRequest` chose it.
  *
@@ -214,7 +217,9 @@ export const stall = (options: { readonly afterChunks?: number; readonly millis:
 
 /**
  * Destroys the connection: before any header, or after `afterChunks` events of a
- * streamed answer (never its `[DONE]`; half the body of a plain one).
+ * streamed answer (half the body of a plain one). The answer is a short one of 6 events then
+ * `[DONE]` (7 with `stream_options.include_usage`): an `afterChunks` past them resets the
+ * connection after a whole answer, as a server that drops it after its answer.
  *
  * @category constructors
  * @since 0.1.0
