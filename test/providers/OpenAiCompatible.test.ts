@@ -261,6 +261,20 @@ describe("OpenAiCompatible", () => {
         { choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 4 } } }
       ])
       assert.deepStrictEqual([twice?.inputTokens, twice?.outputTokens, twice?.cachedInputTokens], [10, 5, 4])
+      // An early running count of 0 outputs, then a final report that gives the output by its total
+      // alone (review 178: the stale 0 stood, and 500 reported tokens were not counted).
+      const running = usageOf([
+        { choices: [], usage: { prompt_tokens: 1000, completion_tokens: 0, total_tokens: 1000 } },
+        text,
+        { choices: [], usage: { prompt_tokens: 1000, total_tokens: 1500 } }
+      ])
+      assert.deepStrictEqual([running?.inputTokens, running?.outputTokens], [1000, 500])
+      const totalOnly = usageOf([
+        { choices: [], usage: { prompt_tokens: 1000, completion_tokens: 1 } },
+        text,
+        { choices: [], usage: { total_tokens: 1500 } }
+      ])
+      assert.strictEqual((totalOnly?.inputTokens ?? 0) + (totalOnly?.outputTokens ?? 0), 1500)
     })
 
     it("R4.2 R12 a stream of 200,000 tool-call deltas folds each in its call, one look-up each (no defect, every call in order)", () => {

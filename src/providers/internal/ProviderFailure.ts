@@ -153,11 +153,13 @@ export const fromHttpError = (error: HttpClientError.HttpClientError, elapsedMil
       `the HTTP client refused to send the request${code === undefined ? "" : ` (${code})`}: a header value it cannot carry, or another invalid part; it was never sent, and no attempt can succeed`
     )
   }
-  // The HTTP client itself closed (its scope ended: a layer provided to `Run.start` alone, say):
-  // no server was asked, and no attempt over it can succeed (review 177: retried as the server's fault).
-  if (reason._tag === "TransportError" && (code === "UND_ERR_DESTROYED" || code === "UND_ERR_CLOSED")) {
+  // The HTTP client itself closed (its scope ended: a layer provided to `Run.start` alone, say),
+  // before the request or while its answer was read: no attempt over it can succeed (review 177:
+  // retried as the server's fault; review 178: so was one cut mid-answer).
+  const closed = code === "UND_ERR_DESTROYED" || code === "UND_ERR_CLOSED"
+  if (closed && (reason._tag === "TransportError" || reason._tag === "DecodeError")) {
     return requestFailed(
-      `the HTTP client was closed (${code}): the scope that made it has ended, so no request over it can be sent; provide the client where the run lives`
+      `the HTTP client was closed (${code}): the scope that made it has ended, and no request over it can succeed; a request already under way may have reached the server; provide the client where the run lives`
     )
   }
   // An answer with no body (a 204): as the body read over node:http finds it, an answer

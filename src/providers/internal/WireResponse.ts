@@ -72,30 +72,6 @@ const counts = <K extends string>(
   // Boundary: `Object.fromEntries` forgets the keys' type; they are the entries' own.
   Object.fromEntries(entries.filter(([, value]) => value !== undefined)) as Partial<Record<K, number>>
 
-/**
- * A stream's usage reports as one (review 177): each count the larger one reported, so that a
- * part one chunk reported (the prompt's, early) is not lost to a later chunk that reported
- * another (the completion's, late). A count never reads less than the server reported.
- */
-export const mergedUsage = (earlier: WireUsage | undefined, later: WireUsage): WireUsage => {
-  if (earlier === undefined) return later
-  const cached = larger(earlier.prompt_tokens_details?.cached_tokens, later.prompt_tokens_details?.cached_tokens)
-  const reasoning = larger(
-    earlier.completion_tokens_details?.reasoning_tokens,
-    later.completion_tokens_details?.reasoning_tokens
-  )
-  return {
-    ...counts([
-      ["prompt_tokens", larger(earlier.prompt_tokens, later.prompt_tokens)],
-      ["completion_tokens", larger(earlier.completion_tokens, later.completion_tokens)],
-      ["prompt_cache_hit_tokens", larger(earlier.prompt_cache_hit_tokens, later.prompt_cache_hit_tokens)],
-      ["total_tokens", larger(earlier.total_tokens, later.total_tokens)]
-    ]),
-    ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
-    ...(reasoning === undefined ? {} : { completion_tokens_details: { reasoning_tokens: reasoning } })
-  }
-}
-
 /** What a total leaves of one side once the other is taken out, when it tells. */
 const restOf = (total: number | undefined, other: number | undefined): number | undefined =>
   total !== undefined && other !== undefined && total >= other ? total - other : undefined
@@ -106,6 +82,38 @@ const sidesOf = (wire: WireUsageType) => {
   const prompt = wire.prompt_tokens ?? restOf(total, wire.completion_tokens ?? undefined)
   const said = wire.completion_tokens ?? restOf(total, wire.prompt_tokens ?? undefined)
   return { total, prompt, said }
+}
+
+/**
+ * A stream's usage reports as one (review 177): each side the larger one reported, read as
+ * {@link sidesOf} reads a report (its own count, or what its total leaves of the other), and
+ * no less than what the largest total leaves of the larger prompt (review 178: an early
+ * running count of 0 outputs hid the 500 a final report's total left). So a part one chunk
+ * reported (the prompt's, early) is not lost to a later chunk that reported another, and a
+ * count never reads less than the server reported.
+ */
+export const mergedUsage = (earlier: WireUsage | undefined, later: WireUsage): WireUsage => {
+  if (earlier === undefined) return later
+  const before = sidesOf(earlier)
+  const after = sidesOf(later)
+  const total = larger(before.total, after.total)
+  const prompt = larger(before.prompt, after.prompt)
+  const said = larger(larger(before.said, after.said), restOf(total, prompt))
+  const cached = larger(earlier.prompt_tokens_details?.cached_tokens, later.prompt_tokens_details?.cached_tokens)
+  const reasoning = larger(
+    earlier.completion_tokens_details?.reasoning_tokens,
+    later.completion_tokens_details?.reasoning_tokens
+  )
+  return {
+    ...counts([
+      ["prompt_tokens", prompt],
+      ["completion_tokens", said],
+      ["prompt_cache_hit_tokens", larger(earlier.prompt_cache_hit_tokens, later.prompt_cache_hit_tokens)],
+      ["total_tokens", total]
+    ]),
+    ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
+    ...(reasoning === undefined ? {} : { completion_tokens_details: { reasoning_tokens: reasoning } })
+  }
 }
 
 /** Whether the server counted the output side of `wire` (its own count, or its total): else it is estimated from the text. */
