@@ -23,19 +23,69 @@ import * as Failure from "./Failure.ts"
 
 const day = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 const dayName = "(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
-const month = "(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-const clock = "\\d{2}:\\d{2}:\\d{2}"
+const month = "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+const clock = "(\\d{2}):(\\d{2}):(\\d{2})"
 /** GMT, and what servers write for it (Go's `UTC`, PHP's `+0000`, Python's `-0000`). */
 const zone = "(?:GMT|UTC|[+-]0000)"
 
 /**
- * The three forms of an HTTP-date (RFC 9110, 5.6.7): IMF-fixdate, then the obsolete RFC 850
- * and asctime forms; in any letter case, with the zone as servers write GMT.
+ * The three forms of an HTTP-date (RFC 9110, 5.6.7), in any letter case, with the zone as
+ * servers write GMT, each read into its parts: IMF-fixdate, then the obsolete RFC 850 (a
+ * two-digit year) and asctime forms.
  */
-const httpDate = new RegExp(
-  `^(?:${day}, \\d{1,2} ${month} \\d{4} ${clock} ${zone}|${dayName}, \\d{2}-${month}-\\d{2} ${clock} ${zone}|(${day} ${month} [ \\d]\\d ${clock} \\d{4}))$`,
-  "i"
-)
+const httpDates: ReadonlyArray<{
+  readonly form: RegExp
+  readonly parts: (m: RegExpExecArray) => ReadonlyArray<string>
+}> = [
+  {
+    form: new RegExp(`^${day}, (\\d{1,2}) ${month} (\\d{4}) ${clock} ${zone}$`, "i"),
+    parts: ([, d = "", mon = "", y = "", ...hms]) => [y, mon, d, ...hms]
+  },
+  {
+    form: new RegExp(`^${dayName}, (\\d{2})-${month}-(\\d{2}) ${clock} ${zone}$`, "i"),
+    parts: ([, d = "", mon = "", y = "", ...hms]) => [y, mon, d, ...hms]
+  },
+  {
+    form: new RegExp(`^${day} ${month} ([ \\d]\\d) ${clock} (\\d{4})$`, "i"),
+    parts: ([, mon = "", d = "", h = "", min = "", sec = "", y = ""]) => [y, mon, d, h, min, sec]
+  }
+]
+
+const months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+
+/**
+ * The instant an HTTP-date names, or `undefined` for none: read by its parts, not by
+ * `Date.parse` (review 177: it rolled 31 Feb into March; review 178: it read `60` as 1960
+ * and the year `0049` as 2049). A two-digit year is the one of that century that is no more
+ * than 50 years ahead of `now` (RFC 9110, 5.6.7).
+ */
+const httpDateMillis = (text: string, now: number): number | undefined => {
+  for (const { form, parts } of httpDates) {
+    const found = form.exec(text)
+    if (found === null) continue
+    const [y = "", mon = "", d = "", h = "", min = "", sec = ""] = parts(found)
+    const monthIndex = months.indexOf(mon.toLowerCase())
+    let year = Number(y)
+    if (y.length === 2) {
+      const thisYear = new Date(now).getUTCFullYear()
+      year += thisYear - (thisYear % 100)
+      if (year > thisYear + 50) year -= 100
+    }
+    const date = new Date(0)
+    date.setUTCFullYear(year, monthIndex, Number(d.trim()))
+    date.setUTCHours(Number(h), Number(min), Number(sec))
+    // A day the month does not have, or an hour past 23, is rolled on by `Date`: no date.
+    const exact =
+      date.getUTCFullYear() === year &&
+      date.getUTCMonth() === monthIndex &&
+      date.getUTCDate() === Number(d.trim()) &&
+      date.getUTCHours() === Number(h) &&
+      date.getUTCMinutes() === Number(min) &&
+      date.getUTCSeconds() === Number(sec)
+    return exact ? date.getTime() : undefined
+  }
+  return undefined
+}
 
 /**
  * Reads a `Retry-After` header: delay-seconds or an HTTP-date, relative to `now`
@@ -53,17 +103,9 @@ export const retryAfterMillis = (header: string | null | undefined, now: number)
   // A delay too long to represent is still longer than every deadline, never Infinity.
   if (/^\d+(\.\d+)?$/.test(text)) return Math.min(Math.round(Number(text) * 1000), Number.MAX_SAFE_INTEGER)
   // Only an HTTP-date: `Date.parse` reads much else as a date (`-5` is a year, `Dec 2026` a month).
-  const form = httpDate.exec(text)
-  if (form === null) return undefined
-  // asctime's form names no zone: it is GMT, as every HTTP-date is.
-  const date = Date.parse(form[1] === undefined ? text : `${text} GMT`)
-  if (Number.isNaN(date)) return undefined
-  // A day the month does not have (31 Feb) is rolled into the next by `Date.parse`: no date (review 177).
-  const named = months.findIndex((name) => text.toLowerCase().includes(name))
-  return named === new Date(date).getUTCMonth() ? Math.max(0, date - now) : undefined
+  const date = httpDateMillis(text, now)
+  return date === undefined ? undefined : Math.max(0, date - now)
 }
-
-const months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
 /**
  * A wait as the delay-seconds {@link retryAfterMillis} reads: plain digits, never an

@@ -41,6 +41,13 @@ describe("FailureBoundary", () => {
     for (const text of ["Dec 2026", "Tue 275760", "Sun 2 Jan", "Monday", "Sat, 05 Dec 2026"]) {
       assert.isUndefined(FailureBoundary.retryAfterMillis(text, now), text)
     }
+    // A two-digit year is the one no more than 50 years ahead (RFC 9110); a four-digit one is that year (review 178).
+    const year = new Date(now).getUTCFullYear()
+    const ahead = String((year + 34) % 100).padStart(2, "0")
+    const far = FailureBoundary.retryAfterMillis(`Sunday, 01-Jan-${ahead} 00:00:00 GMT`, now) ?? 0
+    assert.isAbove(far, 33 * 365 * 86_400_000)
+    assert.strictEqual(FailureBoundary.retryAfterMillis("Sun, 01 Jan 0049 00:00:00 GMT", now), 0)
+    assert.isUndefined(FailureBoundary.retryAfterMillis("Mon, 01 Jan 2029 24:00:00 GMT", now))
     // A day its month does not have, which `Date.parse` rolls into the next month (review 177).
     for (const text of [
       "Tue, 31 Feb 2026 12:00:10 GMT",
