@@ -43,6 +43,17 @@ const transport = NodeTransport.layer()
 const live = <E>(name: string, body: () => Effect.Effect<void, E, Scope.Scope | HttpClient.HttpClient>) =>
   it.live(name, () => body().pipe(Effect.provide(transport)))
 
+/** The response a stream of these chunks (as JSON) folds to. */
+const streamed = (chunks: ReadonlyArray<unknown>) => {
+  const acc = OpenAiWire.accumulator()
+  for (const chunk of chunks) {
+    const parsed = OpenAiWire.parseChunk(JSON.stringify(chunk))
+    if (Result.isFailure(parsed)) assert.fail(parsed.failure)
+    else OpenAiWire.accumulate(acc, parsed.success)
+  }
+  return OpenAiWire.fromAccumulator(acc, { iteration: 1 })
+}
+
 describe("OpenAiCompatible", () => {
   describe("wire format", () => {
     it("R11 server-sent events come out the same however the text is cut (LF, CRLF, CR, comments, multi-line data)", () => {
@@ -158,13 +169,7 @@ describe("OpenAiCompatible", () => {
 
     it("R11 streamed tool calls without an index, or reusing one under a new id, stay apart; a name sent again is not doubled", () => {
       const fold = (chunks: ReadonlyArray<unknown>) => {
-        const acc = OpenAiWire.accumulator()
-        for (const chunk of chunks) {
-          const parsed = OpenAiWire.parseChunk(JSON.stringify(chunk))
-          if (Result.isFailure(parsed)) assert.fail(parsed.failure)
-          else OpenAiWire.accumulate(acc, parsed.success)
-        }
-        const response = OpenAiWire.fromAccumulator(acc, { iteration: 1 })
+        const response = streamed(chunks)
         return Result.isSuccess(response) ? response.success.toolCalls.map((c) => [c.id, c.name, c.arguments]) : []
       }
       const delta = (call: object) => ({ choices: [{ delta: { tool_calls: [call] } }] })
@@ -237,13 +242,7 @@ describe("OpenAiCompatible", () => {
 
     it("R2.1 R2.3 a stream's usage reported in parts counts each part as reported, never an estimate below it (review 177)", () => {
       const usageOf = (chunks: ReadonlyArray<object>) => {
-        const acc = OpenAiWire.accumulator()
-        for (const chunk of chunks) {
-          const parsed = OpenAiWire.parseChunk(JSON.stringify(chunk))
-          if (Result.isFailure(parsed)) assert.fail(parsed.failure)
-          else OpenAiWire.accumulate(acc, parsed.success)
-        }
-        const response = OpenAiWire.fromAccumulator(acc, { iteration: 1 })
+        const response = streamed(chunks)
         return Result.isSuccess(response) ? response.success.usage : undefined
       }
       const text = { choices: [{ delta: { content: "four" }, finish_reason: "stop" }] }
