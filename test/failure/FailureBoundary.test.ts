@@ -48,6 +48,17 @@ describe("FailureBoundary", () => {
     assert.isAbove(far, 33 * 365 * 86_400_000)
     assert.strictEqual(FailureBoundary.retryAfterMillis("Sun, 01 Jan 0049 00:00:00 GMT", now), 0)
     assert.isUndefined(FailureBoundary.retryAfterMillis("Mon, 01 Jan 2029 24:00:00 GMT", now))
+    // A leap second, which RFC 9110 allows, is the second after 23:59:59 (review 179: refused).
+    const leap = new Date(now + 86_400_000)
+    const leapDay = leap.toUTCString().replace(/\d{2}:\d{2}:\d{2}/, "23:59:60")
+    const beforeLeap = leap.toUTCString().replace(/\d{2}:\d{2}:\d{2}/, "23:59:59")
+    assert.strictEqual(
+      FailureBoundary.retryAfterMillis(leapDay, now),
+      (FailureBoundary.retryAfterMillis(beforeLeap, now) ?? 0) + 1000
+    )
+    // A two-digit year whose timestamp is more than 50 years ahead, by days alone, is of the century before.
+    const end = `Thursday, 31-Dec-${String((year + 50) % 100).padStart(2, "0")} 23:59:59 GMT`
+    assert.strictEqual(FailureBoundary.retryAfterMillis(end, new Date(Date.UTC(year, 11, 7)).getTime()), 0)
     // A day its month does not have, which `Date.parse` rolls into the next month (review 177).
     for (const text of [
       "Tue, 31 Feb 2026 12:00:10 GMT",

@@ -274,6 +274,15 @@ describe("OpenAiCompatible", () => {
         { choices: [], usage: { total_tokens: 1500 } }
       ])
       assert.strictEqual((totalOnly?.inputTokens ?? 0) + (totalOnly?.outputTokens ?? 0), 1500)
+      // Cached tokens beside a smaller prompt, the same report twice: as once, never past the total (review 179).
+      const report = {
+        prompt_tokens: 10,
+        completion_tokens: 50,
+        total_tokens: 150,
+        prompt_tokens_details: { cached_tokens: 90 }
+      }
+      const repeated = usageOf([{ choices: [], usage: report }, text, { choices: [], usage: report }])
+      assert.deepStrictEqual([repeated?.inputTokens, repeated?.outputTokens], [100, 50])
     })
 
     it("R4.2 R12 a stream of 200,000 tool-call deltas folds each in its call, one look-up each (no defect, every call in order)", () => {

@@ -367,7 +367,11 @@ describe("FakeOpenAiServer", () => {
             () => FakeOpenAiServer.status(101),
             () => FakeOpenAiServer.status(1000),
             () => FakeOpenAiServer.endless({ chunk: "" }),
-            () => FakeOpenAiServer.delay(Number.NaN, FakeOpenAiServer.reply({}))
+            () => FakeOpenAiServer.delay(Number.NaN, FakeOpenAiServer.reply({})),
+            // A fault's afterChunks that is no count (review 178: taken, and a fault played anyway).
+            () => FakeOpenAiServer.reset({ afterChunks: -1 }),
+            () => FakeOpenAiServer.streamError({ message: "x" }, { afterChunks: Number.NaN }),
+            () => FakeOpenAiServer.stall({ afterChunks: 1.5, millis: 10, next: FakeOpenAiServer.reply({}) })
           ]) {
             assert.throws(make, RangeError)
           }

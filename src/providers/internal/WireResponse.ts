@@ -98,8 +98,12 @@ export const mergedUsage = (earlier: WireUsage | undefined, later: WireUsage): W
   const after = sidesOf(later)
   const total = larger(before.total, after.total)
   const prompt = larger(before.prompt, after.prompt)
-  const said = larger(larger(before.said, after.said), restOf(total, prompt))
   const cached = larger(earlier.prompt_tokens_details?.cached_tokens, later.prompt_tokens_details?.cached_tokens)
+  const hits = larger(earlier.prompt_cache_hit_tokens, later.prompt_cache_hit_tokens)
+  // What the total leaves of the input as `usageOf` reads it: cached tokens beside a smaller
+  // prompt are input, not output (review 179: counted as output, past the server's total).
+  const input = prompt === undefined ? undefined : UsageParts.wholeWith(prompt, cached ?? hits)
+  const said = larger(larger(before.said, after.said), restOf(total, input))
   const reasoning = larger(
     earlier.completion_tokens_details?.reasoning_tokens,
     later.completion_tokens_details?.reasoning_tokens
@@ -108,7 +112,7 @@ export const mergedUsage = (earlier: WireUsage | undefined, later: WireUsage): W
     ...counts([
       ["prompt_tokens", prompt],
       ["completion_tokens", said],
-      ["prompt_cache_hit_tokens", larger(earlier.prompt_cache_hit_tokens, later.prompt_cache_hit_tokens)],
+      ["prompt_cache_hit_tokens", hits],
       ["total_tokens", total]
     ]),
     ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),

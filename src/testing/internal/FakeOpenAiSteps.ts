@@ -173,11 +173,8 @@ export const status = (
  * @category constructors
  * @since 0.1.0
  */
-export const streamError = (error: ApiError, options: { readonly afterChunks?: number | undefined } = {}): Step => ({
-  _tag: "StreamError",
-  afterChunks: options.afterChunks ?? 2,
-  error
-})
+export const streamError = (error: ApiError, options: { readonly afterChunks?: number | undefined } = {}): Step =>
+  checked("streamError", { _tag: "StreamError", afterChunks: options.afterChunks ?? 2, error })
 
 /**
  * A step chosen when the request arrives, from what it says (its messages, its options).
@@ -224,10 +221,8 @@ export const stall = (options: { readonly afterChunks?: number; readonly millis:
  * @category constructors
  * @since 0.1.0
  */
-export const reset = (options: { readonly afterChunks?: number | undefined } = {}): Step => ({
-  _tag: "Reset",
-  afterChunks: options.afterChunks
-})
+export const reset = (options: { readonly afterChunks?: number | undefined } = {}): Step =>
+  checked("reset", { _tag: "Reset", afterChunks: options.afterChunks })
 
 /**
  * A 200 answer whose JSON does not parse (for a stream: one event).
@@ -305,6 +300,11 @@ const replyProblem = (step: Record<string, unknown>): string | undefined => {
  * Why `step` cannot be played, or `undefined`: a test's script (a value of whatever type) made
  * by hand or by a function, checked before it is played, and by the constructors.
  */
+/** A count of events a fault sends before it (review 178: a negative or NaN one was taken). */
+const isChunks = (value: unknown): boolean => Number.isSafeInteger(value) && Number(value) >= 0
+
+const chunksProblem = (value: unknown) => `afterChunks must be an integer >= 0, got ${UserCode.shown(value)}`
+
 export const stepProblem = (step: unknown): string | undefined => {
   if (!isObject(step))
     return `a step must be one of FakeOpenAiServer's steps, got ${step === null ? "null" : typeof step}`
@@ -325,6 +325,7 @@ export const stepProblem = (step: unknown): string | undefined => {
     case "Delay":
     case "Stall":
       if (!isMillis(step.millis)) return `millis must be a finite number >= 0, got ${UserCode.shown(step.millis)}`
+      if (step._tag === "Stall" && !isChunks(step.afterChunks)) return chunksProblem(step.afterChunks)
       // A stall cuts an answer in two: another step played at once would pass a stall test for nothing (review 146).
       if (
         step._tag === "Stall" &&
@@ -341,7 +342,9 @@ export const stepProblem = (step: unknown): string | undefined => {
         ? undefined
         : "an endless body's chunk must be a non-empty string"
     case "StreamError":
+      return isChunks(step.afterChunks) ? undefined : chunksProblem(step.afterChunks)
     case "Reset":
+      return step.afterChunks === undefined || isChunks(step.afterChunks) ? undefined : chunksProblem(step.afterChunks)
     case "Corrupt":
     case "Truncated":
       return undefined
