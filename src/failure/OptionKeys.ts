@@ -16,7 +16,10 @@
  */
 export type Known<Options> = { readonly [K in keyof Required<Options>]: true }
 
-/** The edit distance between `a` and `b` (insertions, deletions, substitutions), both short. */
+/**
+ * The edit distance between `a` and `b` (insertions, deletions, substitutions), both short.
+ * Written here: effect's own (its CLI's suggestions) is internal to `effect/cli`, not exported.
+ */
 const distance = (a: string, b: string): number => {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
   for (let i = 1; i <= a.length; i++) {

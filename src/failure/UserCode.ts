@@ -319,7 +319,7 @@ export const checkAs = <S extends Schema.ConstraintDecoder<unknown>>(
 }
 
 /**
- * What decoding with a schema of the user's gave: the value; the schema's issue, the value's
+ * What decoding with a schema of the user's (a typed output's, an artifact's) gave: the value; the schema's issue, the value's
  * fault; or what broke in the schema itself (a throw, a service it needs, an asynchronous
  * step, a stack it overflowed), its cause.
  */
@@ -342,10 +342,3 @@ export const decodingOf = (decode: () => Exit.Exit<unknown, Schema.SchemaError>)
     ? { _tag: "Mismatch", error: error.value }
     : { _tag: "Broken", cause: decoded.cause }
 }
-
-/** `value` decoded with a schema of the user's (a typed output's, an artifact's); see {@link Decoding}. */
-export const decodeWith = (
-  schema: Schema.Decoder<unknown>,
-  value: unknown,
-  options?: { readonly errors?: "first" | "all" | undefined }
-): Decoding => decodingOf(() => Schema.decodeUnknownExit(schema)(value, options))

@@ -9,6 +9,16 @@ import type * as Event from "../../src/events/Event.ts"
 import type * as Journal from "../../src/journal/Journal.ts"
 import type * as JournalError from "../../src/journal/JournalError.ts"
 
+/** A payment put up for approval by run `r1`, call `c1`, pending from 5 s to 65 s. */
+const payRequest = {
+  runId: "r1",
+  callId: "c1",
+  tool: "pay",
+  arguments: { amount: 42 },
+  requestedAt: 5_000,
+  expiresAt: 65_000
+}
+
 /** Raw access to a backend's rows, to damage them on purpose. */
 export interface Raw {
   /** Replaces the JSON text (an array of events) of the commit row that starts at `seq`. */
@@ -351,14 +361,7 @@ export const contract = (backend: Backend) =>
     it.effect("R7 approvals: requested calls are listed, decided once; a second decision is NotPending", () =>
       withJournal((journal) =>
         Effect.gen(function* () {
-          const request = {
-            runId: "r1",
-            callId: "c1",
-            tool: "pay",
-            arguments: { amount: 42 },
-            requestedAt: 5_000,
-            expiresAt: 65_000
-          }
+          const request = payRequest
           yield* journal.requestApproval(request)
           yield* journal.requestApproval({ ...request, runId: "r2", callId: "c9", requestedAt: 6_000 })
           const duplicate = yield* failure(journal.requestApproval(request))
@@ -415,14 +418,7 @@ export const contract = (backend: Backend) =>
       () =>
         withJournal((journal) =>
           Effect.gen(function* () {
-            const request = {
-              runId: "r1",
-              callId: "c1",
-              tool: "pay",
-              arguments: { amount: 42 },
-              requestedAt: 5_000,
-              expiresAt: 3_605_000
-            }
+            const request = { ...payRequest, expiresAt: 3_605_000 }
             yield* journal.requestApproval(request)
             // A resume whose deadline came closer asks again: the row takes the closer expiry, pending all along.
             const closer = { ...request, requestedAt: 6_000, expiresAt: 60_000 }
@@ -447,15 +443,7 @@ export const contract = (backend: Backend) =>
     it.effect("R7 approvals: a withdrawn call is not pending nor decidable; requested again, it is pending again", () =>
       withJournal((journal) =>
         Effect.gen(function* () {
-          const request = {
-            runId: "r1",
-            callId: "c1",
-            tool: "pay",
-            arguments: { amount: 42 },
-            sideEffect: "external",
-            requestedAt: 5_000,
-            expiresAt: 65_000
-          }
+          const request = { ...payRequest, sideEffect: "external" }
           yield* journal.requestApproval(request)
           assert.deepStrictEqual(yield* journal.pendingApprovals(), [request], "the side-effect class is kept")
           yield* journal.withdraw("r1", "c1", 6_000)

@@ -4,6 +4,7 @@
  * duration of `NaN` or `-1` was taken. Each problem names its option. Private to `recovery/`.
  */
 import { Predicate, Schedule } from "effect"
+import { CircuitBreaker } from "effect/persistence"
 import * as OptionKeys from "../../failure/OptionKeys.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Durations from "../../time/Durations.ts"
@@ -24,32 +25,32 @@ interface GivenPolicy {
 const knownOptions: OptionKeys.Known<Given> = { provider: true, tool: true, tools: true }
 const knownPolicy: OptionKeys.Known<GivenPolicy> = { tripPolicy: true, openDuration: true, maxOpenDuration: true }
 
-const isCount = (value: unknown, least: number): value is number =>
-  Predicate.isNumber(value) && Number.isInteger(value) && value >= least
-
-/** Why `trip` is no trip policy of effect's `CircuitBreaker` (`consecutive(n)`, `rate({…})`). */
+/**
+ * Why `trip` is no trip policy of effect's `CircuitBreaker`: checked by making it again with
+ * effect's own constructors (`consecutive(n)`, `rate({…})`), whose `RangeError` says what is
+ * wrong. Every field must be given: a missing one would take the constructor's default, but
+ * not in the policy the breaker is given.
+ */
 const tripProblem = (trip: unknown): string | undefined => {
   const made = "made with CircuitBreaker.consecutive or CircuitBreaker.rate"
   if (!Predicate.isObject(trip)) return `tripPolicy must be a trip policy ${made}, got ${UserCode.shown(trip)}`
-  const [_tag, failures, threshold, size, minimumCalls] = ["_tag", "failures", "threshold", "size", "minimumCalls"].map(
-    (key) => Reflect.get(trip, key)
-  )
-  if (_tag === "Consecutive") {
-    return isCount(failures, 1)
-      ? undefined
-      : `tripPolicy's failures must be an integer >= 1, got ${UserCode.shown(failures)}`
-  }
-  if (_tag === "Rate") {
-    if (!(Predicate.isNumber(threshold) && threshold >= 0 && threshold <= 1)) {
-      return `tripPolicy's threshold must be in [0, 1], got ${UserCode.shown(threshold)}`
-    }
-    if (!isCount(size, 1)) return `tripPolicy's size must be an integer >= 1, got ${UserCode.shown(size)}`
-    if (!(isCount(minimumCalls, 1) && minimumCalls <= size)) {
-      return `tripPolicy's minimumCalls must be an integer in [1, size], got ${UserCode.shown(minimumCalls)}`
+  const tag = Reflect.get(trip, "_tag")
+  const fields =
+    tag === "Consecutive" ? ["failures"] : tag === "Rate" ? ["threshold", "size", "minimumCalls"] : undefined
+  if (fields === undefined) return `tripPolicy must be a trip policy ${made}, got one of tag ${UserCode.shown(tag)}`
+  const field = (key: string) => Reflect.get(trip, key)
+  const missing = fields.find((key) => !Predicate.isNumber(field(key)))
+  if (missing !== undefined) return `tripPolicy's ${missing} must be a number, got ${UserCode.shown(field(missing))}`
+  try {
+    if (tag === "Consecutive") CircuitBreaker.consecutive(Number(field("failures")))
+    else {
+      const [threshold, size, minimumCalls] = fields.map((key) => Number(field(key)))
+      CircuitBreaker.rate({ threshold, size, minimumCalls })
     }
     return undefined
+  } catch (error) {
+    return `tripPolicy: ${error instanceof Error ? error.message : UserCode.shown(error)}`
   }
-  return `tripPolicy must be a trip policy ${made}, got one of tag ${UserCode.shown(_tag)}`
 }
 
 /** Why `policy` (of option `name`) is neither `false` nor a policy; `undefined` is the default policy. */
