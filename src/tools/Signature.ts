@@ -161,7 +161,8 @@ export const toolName = (signature: string): string => {
  * The key of a successful call's observation for loop detection (R2.3). A result that
  * echoes its call's own string arguments (each of three characters or more, as it is or as
  * JSON writes it, once or twice escaped) is keyed by the rest of it and by those arguments
- * with their spacing, case and Unicode compatibility forms left out: near-identical queries
+ * with their spacing, case, Unicode compatibility forms and invisible characters (zero-width
+ * spaces, soft hyphens, word joiners) left out: near-identical queries
  * returning the same result set (`No results for café report 2024` for `{"q":"café report
  * 2024"}`, then for `{"q":"Café  report 2024"}`) are one result, and an echo of other words
  * is another. Any other result (or one longer than 64 KiB) is keyed by its whole text: the

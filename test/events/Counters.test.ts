@@ -623,6 +623,40 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
     }
   )
 
+  it.effect(
+    "R2.3 a semantic loop: queries alike on screen but for invisible characters warn, then stop (review 181)",
+    () => {
+      const search = Tool.make({
+        name: "search",
+        description: "Search",
+        input: Schema.Struct({ q: Schema.String }),
+        output: Schema.String,
+        sideEffect: "read",
+        idempotent: true,
+        handler: ({ q }) => Effect.succeed(`No results for ${q}`)
+      })
+      const queries = [
+        "café report",
+        "caf\u200bé report",
+        "café re\u00adport",
+        "café\u2060 report",
+        "ca\u200cfé report"
+      ]
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "find it", tools: [search] })
+        assertStop(result, "loop_detected")
+        assert.deepStrictEqual(
+          ofTag(result.timeline, "reminder.injected").map((e) => e.kind),
+          ["loop_warning", "loop_warning"]
+        )
+      }).pipe(
+        Effect.provide(
+          withScript([...queries.map((q) => ScriptedModel.toolCall("search", { q })), ScriptedModel.finalAnswer("no")])
+        )
+      )
+    }
+  )
+
   it.effect("R2.4 three same-code failures on different arguments inject a reminder before any stop", () => {
     const store = makeStore()
     let nextTurn: ReadonlyArray<Model.Message> = []

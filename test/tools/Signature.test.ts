@@ -377,6 +377,32 @@ describe("Signature.observation (R2.3)", () => {
     )
   })
 
+  it("R2.3 queries alike but for characters that show nothing are one query (review 181)", () => {
+    const plain = "café report"
+    // A zero-width space, a soft hyphen, a word joiner, a zero-width non-joiner, a byte order
+    // mark, a variation selector and a Hangul filler: on screen, each is the plain query.
+    const hidden = [
+      "caf\u200bé report",
+      "café re\u00adport",
+      "café\u2060 report",
+      "ca\u200cfé report",
+      "\ufeffcafé report",
+      "café\ufe0f report",
+      "café report\u3164"
+    ]
+    const shapes = [
+      (q: string) => `No results for ${q}`,
+      (q: string) => echoed(q).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+    ]
+    for (const shape of shapes) {
+      const of = (q: string) => Signature.observation(shape(q), JSON.stringify({ q }))
+      for (const q of hidden) assert.strictEqual(of(q), of(plain), JSON.stringify(q))
+      // Characters that show still tell queries apart.
+      assert.notStrictEqual(of("café report"), of("cafe report"))
+      assert.notStrictEqual(of("café report"), of("café-report"))
+    }
+  })
+
   it("R2.3 any other result is keyed whole: the same text for other arguments is one, other spacing or case is not", () => {
     assert.strictEqual(
       Signature.observation("no results", { q: "a query" }),

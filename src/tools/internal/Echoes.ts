@@ -198,8 +198,19 @@ const collapsed = (
 /** White space, and white space as JSON writes it in a string (`\n`, `\r`, `\t`). */
 const spacing = /\s+|\\[nrt]/g
 
-/** A value as a query: its spacing, case and Unicode compatibility forms left out. */
-export const queryOf = (value: string): string => value.normalize("NFKC").toLowerCase().replace(spacing, "")
+/**
+ * What no font draws as a character of its own: format characters (zero-width spaces and
+ * joiners, word joiners, soft hyphens, byte order marks) and Unicode's other default-ignorable
+ * code points (variation selectors, the Hangul fillers), as `Model.isBlank` reads them.
+ */
+const invisible = /[\p{Cf}\p{Default_Ignorable_Code_Point}]/gu
+
+/**
+ * A value as a query: its spacing, case, Unicode compatibility forms and the characters that
+ * show nothing left out (`caf\u200be report` is `café report` on screen, review 181).
+ */
+export const queryOf = (value: string): string =>
+  value.replace(invisible, "").normalize("NFKC").toLowerCase().replace(spacing, "")
 
 /** A string value of the call's arguments, and its position among them (the first of those alike). */
 interface Value {
