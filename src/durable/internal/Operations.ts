@@ -181,10 +181,22 @@ export const make = (
             )
     )
 
+  /**
+   * Not finished: so says a run that goes on, or that waits for a runner that can go on with
+   * it (a rolling upgrade). A run whose runner could not go on with it because its log cannot
+   * be read is `corrupt`: no runner ever will, and a `result` waited for it forever (review 180).
+   */
+  const unfinished = (runId: string) =>
+    Effect.gen(function* () {
+      const stuck = yield* answered(runId)(provide(Effect.flatMap(executionOf(runId), suspendedOnFailure)))
+      if (stuck) yield* stored(runId)
+      return Option.none<RunResult.RunResult>()
+    })
+
   const poll = (runId: string) =>
     // The run's last commit alone, until it holds the result: a poll does not read the whole log.
     Effect.flatMap(stored(runId, Number.MAX_SAFE_INTEGER), (run) => {
-      if (run === undefined || Option.isNone(run.result)) return Effect.succeed(Option.none<RunResult.RunResult>())
+      if (run === undefined || Option.isNone(run.result)) return unfinished(runId)
       const decoded = decodeResult(run.result.value)
       if (Exit.isFailure(decoded)) {
         return Effect.fail(

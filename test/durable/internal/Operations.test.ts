@@ -61,7 +61,11 @@ describe("DurableRuns operations (R9)", () => {
               })
             )
         }
-        const runs = Operations.make(servicesOf(counted), () => Effect.void)
+        // An engine whose workflow of the run goes on (not suspended on a failure).
+        const runs = Operations.make(
+          servicesOf(counted, { poll: () => Effect.succeed(Option.none()) }),
+          () => Effect.void
+        )
         const all = Array.from({ length: 40 }, (_, seq) => (seq === 0 ? started("w") : changed("w", seq)))
         yield* inner.create({ runId: "w", header: {}, state: "created" })
         yield* inner.append("w", { expectedSeq: 0, events: all.slice(0, 10), state: "initializing" })
