@@ -60,6 +60,18 @@ const succeeded = (name: string, observation: string, sideEffect: Tool.SideEffec
     output: null
   })
 
+/** A read-only, idempotent search whose result is `answer`'s for the query. */
+const searchTool = (answer: (q: string) => string) =>
+  Tool.make({
+    name: "search",
+    description: "Search",
+    input: Schema.Struct({ q: Schema.String }),
+    output: Schema.String,
+    sideEffect: "read",
+    idempotent: true,
+    handler: ({ q }) => Effect.sync(() => answer(q))
+  })
+
 /** A tool that always fails; `recoverErrors` makes its failures observations. */
 const failing = (options: {
   readonly maxRetries?: number
@@ -516,18 +528,9 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
 
   it.effect("R2.3 loop_detected: an unchanged observation warns the model first, then stops", () => {
     const seen: Array<string> = []
-    const search = Tool.make({
-      name: "search",
-      description: "Search",
-      input: Schema.Struct({ q: Schema.String }),
-      output: Schema.String,
-      sideEffect: "read",
-      idempotent: true,
-      handler: ({ q }) =>
-        Effect.sync(() => {
-          seen.push(q)
-          return "no results"
-        })
+    const search = searchTool((q) => {
+      seen.push(q)
+      return "no results"
     })
     let nextTurn: ReadonlyArray<Model.Message> = []
     const capture: ScriptedModel.Step = (request) => {
@@ -566,15 +569,7 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
     "R2.3 the same result for other arguments stays unchanged whatever words of it the arguments send, declared or not",
     () => {
       const text = "No matching documents were found in the archive for this query."
-      const search = Tool.make({
-        name: "search",
-        description: "Search",
-        input: Schema.Struct({ q: Schema.String }),
-        output: Schema.String,
-        sideEffect: "read",
-        idempotent: true,
-        handler: () => Effect.succeed(text)
-      })
+      const search = searchTool(() => text)
       // Each query a piece of the result the model was shown, one through an argument the schema drops.
       const calls = [{ q: "documents" }, { q: "archive" }, { q: "found in" }, { q: "x", note: "matching" }]
       return Effect.gen(function* () {
@@ -626,15 +621,7 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
   it.effect(
     "R2.3 a semantic loop: queries alike on screen but for invisible characters warn, then stop (review 181)",
     () => {
-      const search = Tool.make({
-        name: "search",
-        description: "Search",
-        input: Schema.Struct({ q: Schema.String }),
-        output: Schema.String,
-        sideEffect: "read",
-        idempotent: true,
-        handler: ({ q }) => Effect.succeed(`No results for ${q}`)
-      })
+      const search = searchTool((q) => `No results for ${q}`)
       const queries = [
         "café report",
         "caf\u200bé report",
