@@ -72,6 +72,22 @@ const searchTool = (answer: (q: string) => string) =>
     handler: ({ q }) => Effect.sync(() => answer(q))
   })
 
+/** Calls of `search` with `calls`, then a final answer: the run's result once it warned twice, then stopped `loop_detected`. */
+const stopsLooping = <T extends Tool.Any>(search: T, calls: ReadonlyArray<Record<string, unknown>>) =>
+  Effect.gen(function* () {
+    const result = yield* Run.run({ goal: "find it", tools: [search] })
+    assertStop(result, "loop_detected")
+    assert.deepStrictEqual(
+      ofTag(result.timeline, "reminder.injected").map((e) => e.kind),
+      ["loop_warning", "loop_warning"]
+    )
+    return result
+  }).pipe(
+    Effect.provide(
+      withScript([...calls.map((args) => ScriptedModel.toolCall("search", args)), ScriptedModel.finalAnswer("no")])
+    )
+  )
+
 /** A tool that always fails; `recoverErrors` makes its failures observations. */
 const failing = (options: {
   readonly maxRetries?: number
@@ -572,18 +588,8 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
       const search = searchTool(() => text)
       // Each query a piece of the result the model was shown, one through an argument the schema drops.
       const calls = [{ q: "documents" }, { q: "archive" }, { q: "found in" }, { q: "x", note: "matching" }]
-      return Effect.gen(function* () {
-        const result = yield* Run.run({ goal: "find it", tools: [search] })
-        assertStop(result, "loop_detected")
-        assert.deepStrictEqual(
-          ofTag(result.timeline, "reminder.injected").map((e) => e.kind),
-          ["loop_warning", "loop_warning"]
-        )
+      return Effect.map(stopsLooping(search, calls), (result) =>
         assert.deepStrictEqual(Counters.snapshot(Counters.fold(result.timeline)), result.counters)
-      }).pipe(
-        Effect.provide(
-          withScript([...calls.map((args) => ScriptedModel.toolCall("search", args)), ScriptedModel.finalAnswer("no")])
-        )
       )
     }
   )
@@ -602,18 +608,12 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
       })
       // Other spacing, other case: one query, one (empty) result set.
       const queries = ["report 2024", "report  2024 ", "Report 2024", "REPORT\t2024", "report 2024   "]
-      return Effect.gen(function* () {
-        const result = yield* Run.run({ goal: "find it", tools: [search] })
-        assertStop(result, "loop_detected")
-        assert.deepStrictEqual(
-          ofTag(result.timeline, "reminder.injected").map((e) => e.kind),
-          ["loop_warning", "loop_warning"]
-        )
-        assert.strictEqual(result.counters.toolCalls, 4)
-      }).pipe(
-        Effect.provide(
-          withScript([...queries.map((q) => ScriptedModel.toolCall("search", { q })), ScriptedModel.finalAnswer("no")])
-        )
+      return Effect.map(
+        stopsLooping(
+          search,
+          queries.map((q) => ({ q }))
+        ),
+        (result) => assert.strictEqual(result.counters.toolCalls, 4)
       )
     }
   )
@@ -629,17 +629,9 @@ describe("Counter-driven stops in a run (R2.3, R2.4)", () => {
         "café\u2060 report",
         "ca\u200cfé report"
       ]
-      return Effect.gen(function* () {
-        const result = yield* Run.run({ goal: "find it", tools: [search] })
-        assertStop(result, "loop_detected")
-        assert.deepStrictEqual(
-          ofTag(result.timeline, "reminder.injected").map((e) => e.kind),
-          ["loop_warning", "loop_warning"]
-        )
-      }).pipe(
-        Effect.provide(
-          withScript([...queries.map((q) => ScriptedModel.toolCall("search", { q })), ScriptedModel.finalAnswer("no")])
-        )
+      return stopsLooping(
+        search,
+        queries.map((q) => ({ q }))
       )
     }
   )
