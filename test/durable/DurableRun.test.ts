@@ -629,14 +629,7 @@ describe("DurableRun: a run whose log cannot be read (R9)", () => {
           assert.isTrue(Option.isNone(yield* runs.poll("d1")))
           yield* runs.approve("d1", callId, { by: "ops" })
           return yield* Effect.result(runs.result("d1").pipe(Effect.timeout("20 seconds")))
-        }).pipe(
-          Effect.provide(
-            DurableRun.layer({ tools: [pay] }).pipe(
-              Layer.provideMerge(DurableRun.layerEmbedded({ filename })),
-              Layer.provide(payOnce)
-            )
-          )
-        )
+        }).pipe(Effect.provide(hostOn(filename, pay)))
         assert.strictEqual(result._tag, "Failure")
         if (result._tag === "Failure") {
           assert.strictEqual(result.failure._tag, "DurableRunError", String(result.failure))
