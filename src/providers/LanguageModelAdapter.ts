@@ -27,7 +27,7 @@
  *
  * The finish reason (a cut-off answer is never final, a filtered one fails
  * `content_filtered`, one ended by an error or paused part way is asked again as a
- * retryable `answer_unfinished`), the reasoning text, and cached and reasoning tokens are carried
+ * retryable `answer_unfinished`, as is one that ends `other`), the reasoning text, and cached and reasoning tokens are carried
  * over. Token usage feeds the run's counters and budgets: effect/ai decodes its counts as
  * integers, and a negative one is refused here as a `corrupt_response` too (R2.1). A
  * side with no total counts the parts it reports (`uncached` + `cacheRead` + `cacheWrite`;
@@ -95,9 +95,6 @@ const source = "provider" as const
 
 // effect/ai's provider holds the key, so only key-shaped text can be recognised here.
 const scrub = Redact.redactor(undefined)
-
-/** A usage a failure can carry: counts a provider reported as fractions or past the safe integers are not one. */
-const isUsage = Schema.is(Model.Usage)
 
 const decodeJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
 const decodeObject = Schema.decodeUnknownResult(Schema.Record(Schema.String, Schema.Unknown))
@@ -195,8 +192,11 @@ export const fromAiError = (error: AiError.AiError, now: number, elapsedMillis: 
   const reason = error.reason
   const diagnostic = Redact.clip(scrub(`${error.module}.${error.method}: ${reason._tag}: ${reason.message}`))
   const status = "http" in reason ? reason.http?.response?.status : undefined
+  // An error the body reported after a successful status (a stream's `error` event after a
+  // 200) is what its reason says: the status says only that the answer had begun (review 183).
+  const errorStatus = status !== undefined && status >= 400 ? status : undefined
   const http = (fallback: number) =>
-    FailureBoundary.http({ status: status ?? fallback, retryAfter: retryAfterOf(reason), now, diagnostic })
+    FailureBoundary.http({ status: errorStatus ?? fallback, retryAfter: retryAfterOf(reason), now, diagnostic })
   const other = () => {
     const named = new Error(diagnostic)
     named.name = reason._tag
@@ -211,8 +211,8 @@ export const fromAiError = (error: AiError.AiError, now: number, elapsedMillis: 
     case "InvalidOutputError":
     case "InvalidResponseError":
     case "StructuredOutputError":
-      return status !== undefined && status >= 400
-        ? http(status)
+      return errorStatus !== undefined
+        ? http(errorStatus)
         : FailureBoundary.corruptResponse({ source, detail: diagnostic })
     case "QuotaExhaustedError":
       return other()
@@ -226,11 +226,14 @@ export const fromAiError = (error: AiError.AiError, now: number, elapsedMillis: 
       return http(400)
     case "ContentPolicyError":
       // The content filter refused: the run stops `content_filtered`, as for a filtered answer (R11).
-      return ProviderFailure.filteredRequest(status ?? 400, undefined, diagnostic)
+      return ProviderFailure.filteredRequest(errorStatus ?? 400, undefined, diagnostic)
     default:
-      return status !== undefined && status >= 400 ? http(status) : other()
+      return errorStatus !== undefined ? http(errorStatus) : other()
   }
 }
+
+/** The finish reasons of an answer the provider stopped before its end. */
+const unfinished: ReadonlySet<Response.FinishReason> = new Set(["error", "other", "pause"])
 
 const FinishReasons: Readonly<Record<string, Model.FinishReason>> = {
   stop: "stop",
@@ -288,12 +291,15 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     const usage = AiUsage.usageOf(response.usage, priced, () =>
       Model.estimatedUsage(request, { text: response.text, reasoning: response.reasoningText, toolCalls })
     )
-    // An answer the provider says ended in an error, or paused (a long turn it stopped part way,
-    // as Anthropic's `pause_turn`), is unfinished: never a final answer, worth asking again (R11).
-    // So is one that says it calls tools and carries none (review 128, as the OpenAI wire reads it).
-    // What it cost counts toward the run's budgets all the same (R2.1).
-    const noCall = response.finishReason === "tool-calls" && response.toolCalls.length === 0
-    if (response.finishReason === "error" || response.finishReason === "pause" || noCall) {
+    // A usage that is no count (negative, past the safe integers) is a corrupt answer, whatever else it says.
+    if (typeof usage === "string") return Effect.fail(FailureBoundary.corruptResponse({ source, detail: usage }))
+    // An answer the provider says ended in an error, in a way effect/ai has no name for
+    // (`other`, as the OpenAI wire reads it: review 183), or paused (a long turn it stopped part
+    // way, as Anthropic's `pause_turn`), is unfinished: never a final answer, worth asking again
+    // (R11). So is one that says it calls tools and carries none for the run (review 128; review
+    // 183: only calls the provider ran itself). What it cost counts toward the run's budgets (R2.1).
+    const noCall = response.finishReason === "tool-calls" && toolCalls.length === 0
+    if (unfinished.has(response.finishReason) || noCall) {
       return Effect.fail(
         new Failure.Retryable({
           source,
@@ -303,11 +309,10 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
           hint: noCall
             ? "the answer says it calls tools (finish reason: tool-calls) and carries no tool call"
             : `the provider stopped the answer unfinished (finish reason: ${response.finishReason})`,
-          ...(isUsage(usage) ? { usage } : {})
+          usage
         })
       )
     }
-    if (typeof usage === "string") return Effect.fail(FailureBoundary.corruptResponse({ source, detail: usage }))
     return Effect.succeed(
       Model.response({
         text: response.text,

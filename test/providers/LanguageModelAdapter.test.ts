@@ -248,6 +248,15 @@ describe("LanguageModelAdapter", () => {
         "http_503"
       ],
       [new AiError.InternalProviderError({ description: "no status" }), "Retryable", "transient_http", "http_500"],
+      // Reported in the body after a 200 (a stream's error event): the reason says what it is (review 183).
+      [new AiError.RateLimitError({ http: http(200) }), "Retryable", "transient_http", "http_429"],
+      [
+        new AiError.InternalProviderError({ description: "overloaded_error", http: http(200) }),
+        "Retryable",
+        "transient_http",
+        "http_500"
+      ],
+      [new AiError.InvalidRequestError({ http: http(200) }), "Permanent", "permanent_http", "http_400"],
       [new AiError.UnknownError({ http: http(408) }), "Retryable", "transient_http", "http_408"],
       [new AiError.UnknownError({ http: http(404) }), "Permanent", "permanent_http", "http_404"],
       [
@@ -530,10 +539,14 @@ describe("LanguageModelAdapter", () => {
   )
 
   /** A first answer cut short with finish reason `reason`, then a whole one: what the run ends with. */
-  const unfinishedThenWhole = (reason: "error" | "pause" | "tool-calls", partial: string) => {
+  const unfinishedThenWhole = (
+    reason: "error" | "other" | "pause" | "tool-calls",
+    partial: string,
+    besides: ReadonlyArray<Response.PartEncoded> = []
+  ) => {
     const cut: Response.PartEncoded = { ...finish(1, 0), reason } as Response.PartEncoded
     const { calls, layer } = scripted([
-      Effect.succeed([{ type: "text", text: partial }, cut]),
+      Effect.succeed([{ type: "text", text: partial }, ...besides, cut]),
       Effect.succeed([{ type: "text", text: "the whole answer" }, finish(2, 3)])
     ])
     return Effect.gen(function* () {
@@ -573,6 +586,73 @@ describe("LanguageModelAdapter", () => {
         })
       })
   )
+
+  it.effect(
+    "R11 an answer effect/ai says finished for a reason it has no name for (other) is never final: it is asked again (review 183)",
+    () =>
+      Effect.gen(function* () {
+        const failure = yield* unfinishedThenWhole("other", "The answer is")
+        assert.deepInclude(failure, {
+          code: "answer_unfinished",
+          hint: "the provider stopped the answer unfinished (finish reason: other)"
+        })
+      })
+  )
+
+  it.effect(
+    "R11 an answer that says it calls tools and carries only calls the provider ran itself is never final (review 183)",
+    () =>
+      Effect.gen(function* () {
+        const searched: Response.PartEncoded = {
+          type: "tool-call",
+          id: "ws",
+          name: "web_search",
+          params: { q: "x" },
+          providerExecuted: true
+        }
+        const failure = yield* unfinishedThenWhole("tool-calls", "Let me search for that", [searched])
+        assert.strictEqual(failure?.code, "answer_unfinished")
+      })
+  )
+
+  it.effect("R2.1 R12 usage parts that add up past the safe integers count as the largest count (review 183)", () => {
+    const M = Number.MAX_SAFE_INTEGER
+    const parts = (reason: Response.FinishReason, inputTokens: object): Response.PartEncoded =>
+      ({
+        type: "finish",
+        reason,
+        usage: {
+          inputTokens: {
+            total: undefined,
+            uncached: undefined,
+            cacheRead: undefined,
+            cacheWrite: undefined,
+            ...inputTokens
+          },
+          outputTokens: { total: 1, text: undefined, reasoning: undefined }
+        }
+      }) as Response.PartEncoded
+    const { layer } = scripted([
+      Effect.succeed([{ type: "text", text: "ok" }, parts("stop", { uncached: M, cacheRead: M })]),
+      Effect.succeed([{ type: "text", text: "The answ" }, parts("pause", { uncached: M, cacheRead: M })]),
+      Effect.succeed([{ type: "text", text: "ok" }, parts("stop", { total: 2 ** 60 })]),
+      Effect.succeed([{ type: "text", text: "The answ" }, parts("pause", { total: 2 ** 60 })])
+    ])
+    return Effect.gen(function* () {
+      const summed = yield* generate(request())
+      assert.isTrue(Schema.is(Model.Response)(summed))
+      assert.strictEqual(summed.usage.inputTokens, M)
+      // Unfinished, and what it cost counted all the same.
+      const paused = failureOf(yield* Effect.exit(generate(request())))
+      assert.deepInclude(paused, { code: "answer_unfinished" })
+      assert.strictEqual(paused.usage?.inputTokens, M)
+      // A count a number does not hold exactly is no count, finished or not (effect/ai refuses it).
+      for (let i = 0; i < 2; i++) {
+        const corrupt = failureOf(yield* Effect.exit(generate(request())))
+        assert.deepInclude(corrupt, { _tag: "Retryable", code: "corrupt_response" })
+      }
+    }).pipe(Effect.provide(layer))
+  })
 
   it.effect("R2.1 what an unfinished answer cost counts toward the run's tokens, cost and budget", () => {
     const paused: Response.PartEncoded = { ...finish(400, 600), reason: "pause" } as Response.PartEncoded

@@ -314,6 +314,35 @@ describe("AiTools.fromTool", () => {
     })
   )
 
+  it.effect(
+    "R3.2 a rate limit without end is a retryable failure whose wait the run cannot give, not a defect (review 183)",
+    () =>
+      Effect.gen(function* () {
+        let tries = 0
+        const weather = AiTools.fromTool(GetWeather, {
+          handler: () =>
+            Effect.suspend(() => {
+              tries++
+              return Effect.fail(new AiError.RateLimitError({ retryAfter: Duration.infinity }))
+            })
+        })
+        const result = yield* drive(
+          Run.run({ goal: "weather", tools: [weather] }).pipe(
+            Effect.provide(
+              withScript(ScriptedModel.toolCall("get_weather", { city: "Oslo" }), ScriptedModel.finalAnswer("3"))
+            )
+          )
+        )
+        const [failed] = ofTag(result.timeline, "tool.failed")
+        assert.deepInclude(failed?.error.failure, { classification: "retryable", code: "rate_limit_error" })
+        assert.strictEqual(failed?.error.notRetriedFor, "deadline")
+        // Its wait passes the run's deadline: the run ends there, as for any wait it cannot give.
+        assert.strictEqual(result.stopReason, "run_timeout")
+        // Waiting forever is no retry: the call is tried once.
+        assert.strictEqual(tries, 1)
+      })
+  )
+
   it("R11 effect/ai's Strict annotation false hands the tool over in its plain schema only", () => {
     const plain = AiTools.fromTool(GetWeather.annotate(AiTool.Strict, false), {
       handler: ({ city }) => Effect.succeed({ city, celsius: 1 })

@@ -8,13 +8,13 @@ import type * as Response from "effect/ai/Response"
 import type * as Model from "../../model/Model.ts"
 import * as UsageParts from "../../model/UsageParts.ts"
 
-/** The sum of the counts given, or `undefined` when none is. */
+/** The sum of the counts given, at most the largest count a number holds exactly; `undefined` when none is. */
 const sumOf = (...counts: ReadonlyArray<number | undefined>): number | undefined =>
   counts.every((count) => count === undefined)
     ? undefined
-    : counts.reduce<number>((sum, count) => sum + (count ?? 0), 0)
+    : counts.reduce<number>((sum, count) => UsageParts.beside(sum, count ?? 0), 0)
 
-/** The usage, priced by `priced`; or why it is none (a negative count). */
+/** The usage, priced by `priced`; or why it is none (a negative count; effect/ai refuses one past the safe integers). */
 export const usageOf = (
   usage: Response.Usage,
   priced: (usage: Model.Usage) => Model.Usage,

@@ -117,7 +117,10 @@ const fromAiError = (
   }
   return new Failure.Retryable({
     ...fields,
-    ...(retryAfter === undefined ? {} : { retryAfterMillis: Duration.toMillis(retryAfter) })
+    // An endless wait (`Duration.infinity`) is the longest a failure says: the run gives up on it (review 183).
+    ...(retryAfter === undefined
+      ? {}
+      : { retryAfterMillis: Math.min(Duration.toMillis(retryAfter), Number.MAX_SAFE_INTEGER) })
   })
 }
 
