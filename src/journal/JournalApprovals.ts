@@ -86,10 +86,16 @@ export const requestOf = (row: Journal.ApprovalRequest): Approval.Request => ({
   expiresAt: row.expiresAt
 })
 
+/** `text` cut to `max` characters, its mark of the cut included. */
+const within = (text: string, max: number): string => Text.clip(text, max - 1)
+
 const toDecision = (row: Journal.ApprovalDecision): Approval.Decision => {
-  // A blank `by` (a row decided before it was refused) names nobody: read as none, so that the decision stands.
-  const by = row.by === undefined || Model.isBlank(row.by) ? undefined : row.by
-  return row.decision === "approve" ? Approval.approved(by) : Approval.rejected(row.reason ?? "rejected", by)
+  // A row decided before the journal refused what a run cannot keep stands, read as a run keeps
+  // it: a blank `by` names nobody (none), a `by` or a reason too long is cut (review 182).
+  const by = row.by === undefined || Model.isBlank(row.by) ? undefined : within(row.by, Approval.maxChars.by)
+  return row.decision === "approve"
+    ? Approval.approved(by)
+    : Approval.rejected(within(row.reason ?? "rejected", Approval.maxChars.reason), by)
 }
 
 /**

@@ -145,8 +145,14 @@ export class PendingUnavailable extends Schema.TaggedError<PendingUnavailable>()
  */
 export const invalidField = (decision: Decision): "by" | "reason" | undefined => invalid(decision)?.field
 
-/** The longest `by` and `reason` a decision keeps: a name, and a sentence or a paragraph. */
-const maxChars = { by: 256, reason: 4096 } as const
+/**
+ * The longest `by` and `reason` a decision keeps, in UTF-16 code units: a name, and a
+ * sentence or a paragraph.
+ *
+ * @category constants
+ * @since 0.3.0
+ */
+export const maxChars = { by: 256, reason: 4096 } as const
 
 const textIssue = (value: unknown, max: number): string | undefined =>
   typeof value !== "string"

@@ -1,3 +1,4 @@
+import { DatabaseSync } from "node:sqlite"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schedule, Stream } from "effect"
 import { TestClock } from "effect/testing"
@@ -11,6 +12,7 @@ import * as FaultyTools from "../../src/testing/FaultyTools.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as RealTime from "../../src/time/RealTime.ts"
 import * as Approval from "../../src/tools/Approval.ts"
+import { tempFiles } from "../support/files.ts"
 
 const model = ScriptedModel.layerFunction((request) =>
   request.iteration === 1 ? ScriptedModel.toolCall("pay", { amount: 10 }, "c1") : ScriptedModel.finalAnswer("paid")
@@ -50,6 +52,8 @@ const pendingOn = (gate: Approval.Gate, n: number) =>
   })
 
 const store = Effect.map(Layer.build(Journal.layerMemory), (context) => Context.get(context, Journal.Journal))
+
+const fileOf = tempFiles("journal-approvals-")
 
 describe("JournalApprovals (R7, R9.3)", () => {
   it.effect("R9 R12 a store that never lists its approvals holds Run.recover up for a few seconds at most", () =>
@@ -292,32 +296,59 @@ describe("JournalApprovals (R7, R9.3)", () => {
       })
   )
 
+  /**
+   * A run on a SQLite journal whose call `c1` an older version decided past the checks the
+   * journal makes now (`decided_by`, `reason` as given): the run's result.
+   */
+  const decidedByAnOlderVersion = (decision: "approve" | "reject", by: string, reason: string | null) =>
+    Effect.gen(function* () {
+      const filename = fileOf()
+      const journal = yield* Effect.map(Layer.build(Journal.layerSqlite({ filename })), (context) =>
+        Context.get(context, Journal.Journal)
+      )
+      const gate = JournalApprovals.make(journal, poll)
+      const pay = payment()
+      const run = yield* Effect.forkChild(
+        Run.run({ goal: "pay 10", runId: "r1", tools: [pay.tool] }).pipe(
+          Effect.provideService(Journal.Journal, journal),
+          Effect.provideService(Approval.ApprovalGate, gate),
+          Effect.provide(model)
+        )
+      )
+      assert.lengthOf(yield* pendingOn(gate, 1), 1)
+      const db = new DatabaseSync(filename)
+      db.prepare(
+        "UPDATE agent_approvals SET decision = ?, decided_by = ?, reason = ?, decided_at = ? WHERE run_id = 'r1' AND call_id = 'c1'"
+      ).run(decision, by, reason, Date.now())
+      db.close()
+      const result = yield* Fiber.join(run)
+      const decided = result.timeline.find((e) => e._tag === "approval.decided")
+      return { result, paid: pay.calls.count, decided: decided?._tag === "approval.decided" ? decided : undefined }
+    })
+
   it.live(
     "R7 R9 a decision stored with a blank by (a row decided before it was refused) decides the call, by nobody",
     () =>
       Effect.gen(function* () {
-        const journal = yield* store
-        const gate = JournalApprovals.make(journal, poll)
-        const pay = payment()
-        const run = yield* Effect.forkChild(
-          Run.run({ goal: "pay 10", runId: "r1", tools: [pay.tool] }).pipe(
-            Effect.provideService(Journal.Journal, journal),
-            Effect.provideService(Approval.ApprovalGate, gate),
-            Effect.provide(model)
-          )
-        )
-        assert.lengthOf(yield* pendingOn(gate, 1), 1)
-        // As another process of an older version wrote it, past `record`'s check.
-        yield* journal.decide({ runId: "r1", callId: "c1", decision: "approve", by: " ", at: Date.now() })
-        const result = yield* Fiber.join(run)
+        const { result, paid, decided } = yield* decidedByAnOlderVersion("approve", " ", null)
         // Before, the run ended internal_error: "by is blank: it names nobody".
         assert.strictEqual(result.status, "completed", result.detail)
-        assert.strictEqual(pay.calls.count, 1)
-        const decided = result.timeline.find((e) => e._tag === "approval.decided")
-        assert.isTrue(
-          decided?._tag === "approval.decided" && decided.decision === "approved" && decided.by === undefined
-        )
+        assert.strictEqual(paid, 1)
+        assert.strictEqual(decided?.decision, "approved")
+        assert.isUndefined(decided?.by)
       })
+  )
+
+  it.live("R7 R9 a decision stored with a by or a reason too long stands, cut to what a run keeps (review 182)", () =>
+    Effect.gen(function* () {
+      const { result, paid, decided } = yield* decidedByAnOlderVersion("reject", "o".repeat(300), "x".repeat(5000))
+      // Before, the run ended internal_error: "reason is 5000 characters long, over the limit of 4096".
+      assert.strictEqual(result.stopReason, "approval_rejected", result.detail)
+      assert.strictEqual(paid, 0)
+      assert.strictEqual(decided?.decision, "rejected")
+      assert.strictEqual(decided?.by?.length, Approval.maxChars.by)
+      assert.strictEqual(decided?.reason?.length, Approval.maxChars.reason)
+    })
   )
 
   it.effect("R12 a pollInterval that is not a positive, finite duration is a RangeError naming it", () =>

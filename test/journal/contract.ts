@@ -333,7 +333,15 @@ export const contract = (backend: Backend) =>
               journal.create({ runId: "r2", header: { n: Number.POSITIVE_INFINITY }, state: "created" }),
               journal.append("r1", null as never),
               journal.requestApproval(undefined as never),
-              journal.decide({ runId: "r1", callId: "c1", decision: "maybe" as never, at: 1 })
+              // A time past those a number holds exactly, which a store could not give back (review 182).
+              journal.requestApproval({ ...payRequest, expiresAt: 8.64e17 }),
+              journal.requestApproval({ ...payRequest, requestedAt: -(2 ** 60) }),
+              journal.decide({ runId: "r1", callId: "c1", decision: "maybe" as never, at: 1 }),
+              journal.decide({ runId: "r1", callId: "c1", decision: "approve", by: "ops", at: 2 ** 60 }),
+              // What a run waiting on the call would refuse to read, and end on (review 182).
+              journal.decide({ runId: "r1", callId: "c1", decision: "reject", reason: "x".repeat(5000), at: 1 }),
+              journal.decide({ runId: "r1", callId: "c1", decision: "approve", by: "o".repeat(300), at: 1 }),
+              journal.decide({ runId: "r1", callId: "c1", decision: "approve", by: " \u200b ", at: 1 })
             ]) {
               assert.strictEqual((yield* failure(bad))._tag, "InvalidAppend")
             }

@@ -33,7 +33,7 @@ const fallback = (name: string): Model.Fallback => ({
   model: { generate: () => Effect.succeed(Model.response({ text: "x" })) }
 })
 
-const duration = 'Expected a positive, finite duration ("30 seconds", or milliseconds)'
+const duration = 'Expected a positive duration of at most 365250 days (1000 years; "30 seconds", or milliseconds)'
 const fine = "Expected a duration of at least 1 nanosecond (effect counts time in whole nanoseconds)"
 
 /** Options that cannot work, one per kind of field, and the path and reason the error gives. */

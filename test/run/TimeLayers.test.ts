@@ -107,14 +107,24 @@ describe("R4 time layers: each layer fires first in turn", () => {
   )
 
   it.effect(
-    "R4.1 R12 a run deadline of 1e303 ms is a run that ends by itself; the next run's deadline still fires",
+    "R4.1 R12 a run deadline of 1,000 years is a run that ends by itself, one past it is refused naming it (review 182); the next run's deadline still fires",
     () =>
       Effect.gen(function* () {
         const far = yield* runOn([ScriptedModel.finalAnswer("done")], {
           tools: [],
-          time: { run: Duration.millis(1e303) }
+          time: { run: "365250 days" }
         })
         assert.strictEqual(far.stopReason, "goal_reached")
+        const pastTheLongest: ReadonlyArray<Duration.Input> = [
+          Duration.millis(1e303),
+          "9999999999 days",
+          Duration.millis(1000 * 365.25 * 86_400_000 + 1)
+        ]
+        for (const run of pastTheLongest) {
+          const past = yield* runOn([ScriptedModel.finalAnswer("done")], { tools: [], time: { run } })
+          assert.strictEqual(past.stopReason, "internal_error")
+          assert.include(past.detail, "time.run: Expected a positive duration of at most 365250 days")
+        }
         const near = yield* runOn([silent], { tools: [], time: { run: "1 second" } })
         assert.strictEqual(near.stopReason, "run_timeout")
       })
@@ -336,7 +346,7 @@ describe("R4.2 each wait gets min(its own limit, step left, run left)", () => {
         assert.strictEqual(result.stopReason, "internal_error")
         assert.strictEqual(
           result.detail,
-          `invalid run options: time.${field}: Expected a positive, finite duration ("30 seconds", or milliseconds), got ${shown}`
+          `invalid run options: time.${field}: Expected a positive duration of at most 365250 days (1000 years; "30 seconds", or milliseconds), got ${shown}`
         )
       }
     })

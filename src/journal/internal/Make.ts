@@ -11,6 +11,7 @@ import * as SchemaIssues from "../../failure/SchemaIssues.ts"
 import * as Text from "../../failure/Text.ts"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as JournalError from "../JournalError.ts"
+import * as ApprovalRows from "./ApprovalRows.ts"
 import * as LiveRuns from "./LiveRuns.ts"
 import {
   type Append,
@@ -29,7 +30,6 @@ const encodeEvent = Schema.encodeUnknownResult(EventJson)
 const decodeEvent = Schema.decodeUnknownResult(EventJson)
 const isJson = Schema.is(Schema.Json)
 const isState = Schema.is(RunState.State)
-const decisions: ReadonlyArray<string> = ["approve", "reject"]
 
 const invalid = (runId: string, detail: string) => JournalError.make(new JournalError.InvalidAppend({ runId, detail }))
 const corrupt = (runId: string, detail: string, seq?: number) =>
@@ -230,20 +230,6 @@ const toRequest = (row: ApprovalRow): Result.Result<ApprovalRequest, JournalErro
   })
 }
 
-const toDecision = (row: ApprovalRow): Option.Option<ApprovalDecision> =>
-  row.decision === "approve" || row.decision === "reject"
-    ? Option.some({
-        runId: row.runId,
-        callId: row.callId,
-        decision: row.decision,
-        ...(row.reason === null ? {} : { reason: row.reason }),
-        ...(row.decidedBy === null ? {} : { by: row.decidedBy }),
-        at: row.decidedAt ?? 0
-      })
-    : Option.none()
-
-const isTime = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value)
-
 /** The journal over one backend. */
 export const make = (store: Store): Service => ({
   live: LiveRuns.make(),
@@ -311,8 +297,8 @@ export const make = (store: Store): Service => ({
     if (typeof request.callId !== "string" || request.callId.length === 0) {
       return yield* invalid(runId, "the call id must be a non-empty string")
     }
-    if (!isTime(request.requestedAt) || !isTime(request.expiresAt)) {
-      return yield* invalid(runId, "requestedAt and expiresAt must be finite epoch milliseconds")
+    if (!ApprovalRows.isTime(request.requestedAt) || !ApprovalRows.isTime(request.expiresAt)) {
+      return yield* invalid(runId, ApprovalRows.timeRule("requestedAt and expiresAt"))
     }
     const args = jsonText(request.arguments)
     if (args === undefined) return yield* invalid(runId, `the arguments of call ${request.callId} are not JSON`)
@@ -355,19 +341,8 @@ export const make = (store: Store): Service => ({
   }),
   decide: Effect.fnUntraced(function* (decision: ApprovalDecision) {
     const runId = yield* checkRunId(runIdOf(decision))
-    if (!decisions.includes(decision.decision)) {
-      return yield* invalid(runId, `a decision is approve or reject, got ${UserCode.shown(decision.decision)}`)
-    }
-    if (!isTime(decision.at)) return yield* invalid(runId, "the decision's time must be finite epoch milliseconds")
-    // What a store keeps as text must come back as it was given: no NUL, no half of a surrogate pair.
-    for (const [field, text] of [
-      ["reason", decision.reason],
-      ["by", decision.by]
-    ] as const) {
-      if (text !== undefined && (typeof text !== "string" || text.includes("\u0000") || !Text.wellFormed(text))) {
-        return yield* invalid(runId, `the decision's ${field} must be text without a NUL or half of a surrogate pair`)
-      }
-    }
+    const issue = ApprovalRows.decisionIssue(runId, decision)
+    if (issue !== undefined) return yield* invalid(runId, issue)
     yield* store.decide({
       runId,
       callId: decision.callId,
@@ -379,13 +354,13 @@ export const make = (store: Store): Service => ({
   }),
   withdraw: Effect.fnUntraced(function* (runId: string, callId: string, at: number) {
     const checked = yield* checkRunId(runId)
-    if (!isTime(at)) return yield* invalid(checked, "the withdrawal's time must be finite epoch milliseconds")
+    if (!ApprovalRows.isTime(at)) return yield* invalid(checked, ApprovalRows.timeRule("the withdrawal's time"))
     yield* store
       .decide({ runId: checked, callId, decision: "withdrawn", reason: null, decidedBy: null, decidedAt: at })
       .pipe(Effect.catchReason("JournalError", "NotPending", () => Effect.void))
   }),
   decision: Effect.fnUntraced(function* (runId: string, callId: string) {
     const row = yield* store.approval(yield* checkRunId(runId), callId)
-    return Option.flatMap(row, toDecision)
+    return Option.flatMap(row, ApprovalRows.toDecision)
   })
 })

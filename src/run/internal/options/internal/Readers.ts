@@ -51,15 +51,23 @@ export const readOnce = <S extends Schema.Constraint, T>(shape: S, build: (read:
 /** An integer of at least `minimum`. */
 export const Count = (minimum: number) => Schema.Int.check(Schema.isGreaterThanOrEqualTo(minimum))
 
-/** The milliseconds of a positive, finite duration, or `undefined`. */
+/**
+ * The longest time limit, 1,000 years: a deadline counted from now stays a whole number of
+ * milliseconds a number holds exactly, and so does every expiry a store keeps (review 182: a run
+ * of 9,999,999,999 days set an approval's expiry SQLite could not read back, and the run ended
+ * `internal_error` at its first approval).
+ */
+export const maxMillis = 1000 * 365.25 * 24 * 3600 * 1000
+
+/** The milliseconds of a positive duration of at most {@link maxMillis}, or `undefined`. */
 const positiveMillisOf = (input: unknown): number | undefined => {
   const millis = Durations.millisOf(input)
-  return millis !== undefined && millis > 0 && Number.isFinite(millis) ? millis : undefined
+  return millis !== undefined && millis > 0 && millis <= maxMillis ? millis : undefined
 }
 
-const aDuration = 'a positive, finite duration ("30 seconds", or milliseconds)'
+const aDuration = 'a positive duration of at most 365250 days (1000 years; "30 seconds", or milliseconds)'
 
-/** A positive, finite `Duration.Input`, read as milliseconds. */
+/** A positive `Duration.Input` of at most 1,000 years, read as milliseconds. */
 export const Millis = Schema.declareConstructor<number, unknown>()([], () => (input) => {
   const millis = positiveMillisOf(input)
   if (millis !== undefined) return Effect.succeed(millis)
