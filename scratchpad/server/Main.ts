@@ -50,36 +50,71 @@ const routes = HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide(HttpApiMiddleware.layerProblemDetails({ includeDetails: true }))
 )
 
-/** The methods each path of `Api` answers, by its shape (ids are opaque segments). */
-const allowedOn = (pathname: string): string | undefined => {
-  const parts = pathname.split("/").slice(1)
-  if (parts[0] !== "runs") return undefined
+/** The longest id segment the router reads (its default, 100, is shorter than a run id may be). */
+const maxParamLength = 4096
+
+/** A path segment as the handlers read it; one that is no percent-encoding is kept as it is. */
+const decoded = (segment: string): string => {
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return segment
+  }
+}
+
+/**
+ * The methods each path of `Api` answers, by its shape (ids are opaque segments, never empty).
+ * The router answers no `HEAD` for a `GET` route, so none is offered (review 182).
+ */
+const allowedOn = (parts: ReadonlyArray<string>): string | undefined => {
+  if (parts[0] !== "runs" || parts.slice(1).some((part) => part === "")) return undefined
   if (parts.length === 1) return "POST"
-  if (parts.length === 2) return "GET, HEAD"
+  if (parts.length === 2) return "GET"
   if (parts.length === 3)
-    return parts[2] === "cancel"
-      ? "POST"
-      : ["events", "approvals", "view"].includes(parts[2] ?? "")
-        ? "GET, HEAD"
-        : undefined
+    return parts[2] === "cancel" ? "POST" : ["events", "approvals", "view"].includes(parts[2] ?? "") ? "GET" : undefined
   return parts.length === 4 && parts[2] === "approvals" ? "POST" : undefined
 }
 
 /**
  * What the router finds no route for is answered as the API answers: a path of the API asked
  * with a method it does not take is a 405 naming the ones it does (`Allow`); a run id or call
- * id past the router's longest parameter is the run not found, typed (review 138: both were an
- * empty 404). A path the router cannot decode at all (`%ff`) it still answers with its own 404.
+ * id past the router's longest parameter is what the handlers say of an id no run or call can
+ * have (review 138: both were an empty 404): the run not found, the call not waiting. A path
+ * that is none of the API's (`/runs/x/approvals/`, a segment more) is a 404 that names no run
+ * (review 182: it said an existing run was not found). A path the router cannot decode at all
+ * (`%ff`) it still answers with its own 404.
  */
 const unrouted = HttpRouter.add("*", "/*", (request) => {
   const url = new URL(request.url, "http://server")
-  const allow = allowedOn(url.pathname)
-  if (allow !== undefined && !allow.split(", ").includes(request.method)) {
+  const parts = url.pathname.split("/").slice(1)
+  const allow = allowedOn(parts)
+  if (allow === undefined) {
+    return Effect.succeed(
+      HttpServerResponse.jsonUnsafe({ _tag: "NoSuchRoute", path: url.pathname.slice(0, 256) }, { status: 404 })
+    )
+  }
+  if (!allow.split(", ").includes(request.method)) {
     return Effect.succeed(HttpServerResponse.empty({ status: 405, headers: { allow } }))
   }
-  const runId = url.pathname.split("/")[2] ?? ""
-  return Effect.succeed(
-    HttpServerResponse.jsonUnsafe({ _tag: "RunNotFound", runId: runId.slice(0, 256) }, { status: 404 })
+  // Only a segment past the router's longest parameter gets here: the run id's, or the call id's.
+  const [, runId = "", , callId = ""] = parts.map(decoded)
+  const runNotFound = HttpServerResponse.jsonUnsafe(
+    { _tag: "RunNotFound", runId: runId.slice(0, 256) },
+    { status: 404 }
+  )
+  if ((parts[1] ?? "").length > maxParamLength) return Effect.succeed(runNotFound)
+  // A call id no call can have, of a run that is there (the decide handler's answers): the call is not waiting.
+  return Effect.flatMap(DurableRun.DurableRuns, (runs) => Effect.result(runs.events(runId))).pipe(
+    Effect.map((known) =>
+      known._tag === "Success"
+        ? HttpServerResponse.jsonUnsafe({ _tag: "NotWaiting", runId, callId: callId.slice(0, 256) }, { status: 409 })
+        : known.failure.reason === "not_found"
+          ? runNotFound
+          : HttpServerResponse.jsonUnsafe(
+              { _tag: "StoreUnavailable", detail: known.failure.detail, runId },
+              { status: 503 }
+            )
+    )
   )
 })
 
@@ -92,8 +127,8 @@ export const ServerLive = Layer.unwrap(
     return HttpRouter.serve(Layer.merge(routes, unrouted), {
       disableLogger: true,
       disableListenLog: true,
-      // Any id reaches the handlers (a run id may be 256 characters; the router's default allows 100): one too long is a RunNotFound.
-      routerConfig: { maxParamLength: 4096 }
+      // Any id reaches the handlers (a run id may be 256 characters); one past the longest is answered by `unrouted`.
+      routerConfig: { maxParamLength }
     }).pipe(
       Layer.merge(announce),
       // A body over MAX_BODY_BYTES (default 16 MiB) is refused before it is read whole.

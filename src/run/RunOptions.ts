@@ -153,17 +153,22 @@ export interface Recovery {
  * @category schemas
  * @since 0.3.0
  */
-export const runIdRule = "1 to 256 characters of well-formed text, none of them a control character"
+export const runIdRule =
+  '1 to 256 characters of well-formed text, none of them a control character, other than "." and ".."'
 
 /**
  * What a run id may be: 1 to 256 characters, none of them a control character (a NUL, a
  * line break) or half of a surrogate pair: every store keeps it as text, and logs and URLs
- * carry it. (A store replaces a lone surrogate, so two ids would share one run.)
+ * carry it. (A store replaces a lone surrogate, so two ids would share one run.) Not `.` or
+ * `..`: as a segment of a URL path, clients resolve them away (review 182: a run of id `..`
+ * could not be reached by `fetch`, a browser or curl, to decide its call or cancel it).
  *
  * @category schemas
  * @since 0.3.0
  */
-export const RunId = Schema.String.check(Schema.makeFilter(Text.isId, { expected: runIdRule }))
+export const RunId = Schema.String.check(
+  Schema.makeFilter((id: string) => Text.isId(id) && id !== "." && id !== "..", { expected: runIdRule })
+)
 
 /**
  * Whether `u` is a run id (see {@link RunId}).

@@ -380,19 +380,25 @@ const invalid: ReadonlyArray<readonly [string, unknown, ReadonlyArray<string | n
     "the run id",
     { goal: "x", tools: [], runId: "" },
     ["runId"],
-    'Expected 1 to 256 characters of well-formed text, none of them a control character, got ""'
+    'Expected 1 to 256 characters of well-formed text, none of them a control character, other than "." and "..", got ""'
   ],
   [
     "a run id with a NUL (no store keeps it)",
     { goal: "x", tools: [], runId: "a\u0000b" },
     ["runId"],
-    'Expected 1 to 256 characters of well-formed text, none of them a control character, got "a\\u0000b"'
+    'Expected 1 to 256 characters of well-formed text, none of them a control character, other than "." and "..", got "a\\u0000b"'
   ],
   [
     "a run id with half a surrogate pair (a store writes U+FFFD: two ids would share one run)",
     { goal: "x", tools: [], runId: "x\ud800" },
     ["runId"],
-    'Expected 1 to 256 characters of well-formed text, none of them a control character, got "x\\ud800"'
+    'Expected 1 to 256 characters of well-formed text, none of them a control character, other than "." and "..", got "x\\ud800"'
+  ],
+  [
+    "a run id of a dot segment, which a URL cannot carry (review 182)",
+    { goal: "x", tools: [], runId: ".." },
+    ["runId"],
+    'Expected 1 to 256 characters of well-formed text, none of them a control character, other than "." and "..", got ".."'
   ],
   [
     "the model name",

@@ -220,22 +220,55 @@ describe("server over durable runs", () => {
     }
   })
 
-  it("an id longer than any run's is a RunNotFound too, however long (review 138: past 4096 characters an empty 404)", async () => {
-    for (const [method, route] of [
-      ["GET", `/runs/${"r".repeat(300)}`],
-      ["GET", `/runs/${"r".repeat(5000)}`],
-      ["GET", `/runs/${"r".repeat(5000)}/view`],
-      ["POST", `/runs/x/approvals/${"c".repeat(5000)}`]
+  it("an id longer than any run's or call's is a RunNotFound or a NotWaiting, however long (review 138: past 4096 characters an empty 404)", async () => {
+    for (const [method, route, status, tag] of [
+      ["GET", `/runs/${"r".repeat(300)}`, 404, "RunNotFound"],
+      ["GET", `/runs/${"r".repeat(5000)}`, 404, "RunNotFound"],
+      ["GET", `/runs/${"r".repeat(5000)}/view`, 404, "RunNotFound"],
+      // As the handler answers a call id of 300 characters: the run is not there.
+      ["POST", `/runs/x/approvals/${"c".repeat(300)}`, 404, "RunNotFound"],
+      ["POST", `/runs/x/approvals/${"c".repeat(5000)}`, 404, "RunNotFound"]
     ] as const) {
-      const { status, body } = await send(method, `${server.url}${route}`)
-      assert.strictEqual(status, 404, `${method} ${route.slice(0, 20)}`)
-      assert.strictEqual(body?._tag, "RunNotFound", `${method} ${route.slice(0, 20)}`)
+      const answer = await send(
+        method,
+        `${server.url}${route}`,
+        method === "POST" ? { decision: "approve" } : undefined
+      )
+      assert.strictEqual(answer.status, status, `${method} ${route.slice(0, 20)}`)
+      assert.strictEqual(answer.body?._tag, tag, `${method} ${route.slice(0, 20)}`)
     }
+  })
+
+  it("a path that is none of the API's names no run; HEAD, which no route answers, is not offered (review 182)", async () => {
+    for (const route of ["/runs/x/approvals/", "/runs/x/approvals/call_1/extra", "/runs//view", "/elsewhere"]) {
+      const { status, body } = await send("POST", `${server.url}${route}`, { decision: "approve" })
+      assert.strictEqual(status, 404, route)
+      assert.strictEqual(body?._tag, "NoSuchRoute", route)
+    }
+    // Of a run that is there, waiting: still no run named, and a call id no call can have is not waiting.
+    const runId = await start({ goal: "Pay INV-8", tools: ["pay_invoice"] })
+    await waitingCall(runId)
+    for (const route of [`/runs/${runId}/approvals/`, `/runs/${runId}/approvals/call_1/extra`]) {
+      const { status, body } = await send("POST", `${server.url}${route}`, { decision: "approve" })
+      assert.deepStrictEqual([status, body?._tag], [404, "NoSuchRoute"], route)
+    }
+    const long = await send("POST", `${server.url}/runs/${runId}/approvals/${"c".repeat(5000)}`, {
+      decision: "approve"
+    })
+    assert.deepStrictEqual([long.status, long.body?._tag], [409, "NotWaiting"])
+    // A run id no URL can carry is refused at its start.
+    for (const dots of [".", ".."]) {
+      const refused = await send("POST", `${server.url}/runs`, { goal: "Pay INV-9", runId: dots })
+      assert.deepStrictEqual([refused.status, refused.body?._tag], [400, "InvalidStart"], dots)
+    }
+    const head = await fetch(`${server.url}/runs/x`, { method: "HEAD" })
+    assert.strictEqual(head.status, 405)
+    assert.strictEqual(head.headers.get("allow"), "GET")
   })
 
   it("a method a path of the API does not take is 405 with the methods it does (Allow), not 404 (review 138)", async () => {
     for (const [method, route, allow] of [
-      ["DELETE", "/runs/x", "GET, HEAD"],
+      ["DELETE", "/runs/x", "GET"],
       ["PUT", "/runs", "POST"],
       ["GET", "/runs", "POST"],
       ["GET", "/runs/x/cancel", "POST"]
