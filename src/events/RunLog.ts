@@ -207,7 +207,8 @@ const change = (s: State, e: Event.Event): Partial<State> | undefined => {
         _tag: "assistant",
         content: e.text,
         toolCalls: calls,
-        ...(e.reasoning === undefined ? {} : { reasoning: e.reasoning })
+        ...(e.reasoning === undefined ? {} : { reasoning: e.reasoning }),
+        ...(e.reasoningParts === undefined ? {} : { reasoningParts: e.reasoningParts })
       }
       const asked = e.toolCalls.length > 0
       return {

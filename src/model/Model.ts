@@ -16,6 +16,17 @@ import * as Failure from "../failure/Failure.ts"
 import * as Blank from "./internal/Blank.ts"
 
 /**
+ * What a provider attaches to a part of its answer, by provider (effect/ai's
+ * `ProviderMetadata`: an Anthropic thinking block's signature, OpenAI's encrypted reasoning,
+ * Gemini's thought signature): kept in the log and sent back with the part, as the provider
+ * needs it on the next turn (review 183).
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export const ProviderMetadata = Schema.Record(Schema.String, Schema.NullOr(Schema.Json))
+
+/**
  * A tool call as the model proposed it. `arguments` is the raw JSON text the model
  * produced (or an already-parsed value from providers that parse it): the tool
  * pipeline parses and validates it, so a malformed argument is a correctable tool
@@ -27,7 +38,9 @@ import * as Blank from "./internal/Blank.ts"
 export const ToolCall = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
-  arguments: Schema.Unknown
+  arguments: Schema.Unknown,
+  /** What the provider attached to the call (Gemini's thought signature): sent back with it. */
+  metadata: Schema.optional(ProviderMetadata)
 })
 
 /**
@@ -128,6 +141,20 @@ const messageChars = (message: Message): number => {
 }
 
 /**
+ * One part of the model's reasoning as its provider gave it, with what it attached.
+ *
+ * @category models
+ * @since 0.3.0
+ */
+export const ReasoningPart = Schema.Struct({ text: Schema.String, metadata: Schema.optional(ProviderMetadata) })
+
+/**
+ * The reasoning's parts, kept when the provider attached something to one of them: a turn
+ * is sent back with them as they came (an encrypted part may have no text at all).
+ */
+const reasoningParts = Schema.optional(Schema.Array(ReasoningPart))
+
+/**
  * One message of the conversation, in the shape chat-completion APIs share.
  *
  * @category models
@@ -143,7 +170,8 @@ export const Message = Schema.Union([
      * The model's reasoning for this turn (DeepSeek's `reasoning_content`), kept so a
      * provider that needs it back (DeepSeek's thinking mode with tools) can send it.
      */
-    reasoning: Schema.optional(Schema.String)
+    reasoning: Schema.optional(Schema.String),
+    reasoningParts
   }),
   Schema.TaggedStruct("tool", {
     toolCallId: Schema.String,
@@ -255,7 +283,8 @@ export const Response = Schema.Struct({
   usage: Usage,
   finishReason: Schema.optional(FinishReason),
   /** The model's reasoning, when the provider returns it (DeepSeek's `reasoning_content`). */
-  reasoning: Schema.optional(Schema.String)
+  reasoning: Schema.optional(Schema.String),
+  reasoningParts
 })
 
 /**
@@ -341,12 +370,14 @@ export const response = (options: {
   readonly usage?: Usage | undefined
   readonly finishReason?: FinishReason | undefined
   readonly reasoning?: string | undefined
+  readonly reasoningParts?: ReadonlyArray<typeof ReasoningPart.Type> | undefined
 }): Response => ({
   text: options.text ?? "",
   toolCalls: options.toolCalls ?? [],
   usage: options.usage ?? noUsage,
   ...(options.finishReason === undefined ? {} : { finishReason: options.finishReason }),
-  ...(options.reasoning === undefined ? {} : { reasoning: options.reasoning })
+  ...(options.reasoning === undefined ? {} : { reasoning: options.reasoning }),
+  ...(options.reasoningParts === undefined ? {} : { reasoningParts: options.reasoningParts })
 })
 
 /**

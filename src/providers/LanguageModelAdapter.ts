@@ -106,6 +106,24 @@ const params = (args: unknown): unknown => {
   return Result.isSuccess(parsed) ? parsed.success : args
 }
 
+/** What a provider attached to a part, when it attached anything. */
+const attached = (metadata: Response.ProviderMetadata | undefined): Response.ProviderMetadata | undefined =>
+  metadata === undefined || Object.keys(metadata).length === 0 ? undefined : metadata
+
+/** The part's `metadata` field, when its provider attached anything. */
+const withMetadata = (metadata: Response.ProviderMetadata | undefined) => {
+  const kept = attached(metadata)
+  return kept === undefined ? {} : { metadata: kept }
+}
+
+/** The model's reasoning for its turn: as its parts came, with what their provider attached, or its text. */
+const reasoningOf = (message: Extract<Model.Message, { readonly _tag: "assistant" }>) =>
+  message.reasoningParts !== undefined
+    ? message.reasoningParts.map((part) => Prompt.reasoningPart({ text: part.text, options: part.metadata ?? {} }))
+    : message.reasoning === undefined
+      ? []
+      : [Prompt.reasoningPart({ text: message.reasoning })]
+
 const toMessage = (message: Model.Message): Prompt.Message => {
   switch (message._tag) {
     case "system":
@@ -116,14 +134,15 @@ const toMessage = (message: Model.Message): Prompt.Message => {
       return Prompt.assistantMessage({
         content: [
           // The model's own reasoning goes back to its provider (DeepSeek's thinking mode needs it).
-          ...(message.reasoning === undefined ? [] : [Prompt.reasoningPart({ text: message.reasoning })]),
+          ...reasoningOf(message),
           ...(message.content === "" ? [] : [Prompt.textPart({ text: message.content })]),
           ...message.toolCalls.map((call) =>
             Prompt.toolCallPart({
               id: call.id,
               name: call.name,
               params: params(call.arguments),
-              providerExecuted: false
+              providerExecuted: false,
+              options: call.metadata ?? {}
             })
           )
         ]
@@ -271,10 +290,12 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
         readonly name: string
         readonly params: unknown
         readonly providerExecuted?: boolean
+        readonly metadata?: Response.ProviderMetadata
       }>
       readonly usage: Response.Usage
       readonly finishReason: Response.FinishReason
       readonly reasoningText: string | undefined
+      readonly reasoning: ReadonlyArray<{ readonly text: string; readonly metadata?: Response.ProviderMetadata }>
     },
     request: Model.Request
   ): Effect.Effect<Model.Response, Failure.Failure> => {
@@ -286,7 +307,16 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
     // A call the provider ran itself (its web search, say) is done: the run neither runs it again nor corrects it.
     const toolCalls = response.toolCalls
       .filter((call) => call.providerExecuted !== true)
-      .map((call) => ({ id: call.id, name: call.name, arguments: restore(call.name, call.params) }))
+      .map((call) => ({
+        id: call.id,
+        name: call.name,
+        arguments: restore(call.name, call.params),
+        ...withMetadata(call.metadata)
+      }))
+    // What the provider attached to its reasoning goes back with it, as its parts came (review 183).
+    const reasoningParts = response.reasoning.some((part) => attached(part.metadata) !== undefined)
+      ? response.reasoning.map((part) => ({ text: part.text, ...withMetadata(part.metadata) }))
+      : undefined
     // What the provider did not report is estimated from the text, so budgets still trip.
     const usage = AiUsage.usageOf(response.usage, priced, () =>
       Model.estimatedUsage(request, { text: response.text, reasoning: response.reasoningText, toolCalls })
@@ -319,7 +349,8 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
         toolCalls,
         usage,
         finishReason: FinishReasons[response.finishReason],
-        reasoning: response.reasoningText
+        reasoning: response.reasoningText,
+        reasoningParts
       })
     )
   }

@@ -538,6 +538,50 @@ describe("LanguageModelAdapter", () => {
     }
   )
 
+  it.effect(
+    "R11 R8 what the provider attached to its reasoning and its calls (signatures, encrypted reasoning) is logged and goes back with its turn (review 183)",
+    () => {
+      const signature = { anthropic: { signature: "SIG-abc" } }
+      const encrypted = { openai: { itemId: "rs_1", encryptedContent: "ENC" } }
+      const thought = { google: { thoughtSignature: "TS-1" } }
+      const { calls, layer } = scripted([
+        Effect.succeed([
+          { type: "reasoning", text: "thinking", metadata: signature },
+          { type: "reasoning", text: "", metadata: encrypted },
+          { type: "tool-call", id: "c1", name: "echo", params: { text: "hi" }, metadata: thought },
+          { ...finish(5, 5), reason: "tool-calls" }
+        ] as Array<Response.PartEncoded>),
+        Effect.succeed([{ type: "text", text: "done" }, finish(5, 5)])
+      ])
+      return Effect.gen(function* () {
+        const result = yield* Run.run({ goal: "answer", tools: [echo] })
+        assert.strictEqual(result.status, "completed", result.detail)
+        const assistant = calls[1]?.prompt.content.find((m) => m.role === "assistant")
+        const parts = assistant?.role === "assistant" ? assistant.content : []
+        assert.deepStrictEqual(
+          parts.map((part) => [part.type, part.type === "reasoning" ? part.text : "", part.options]),
+          [
+            ["reasoning", "thinking", signature],
+            ["reasoning", "", encrypted],
+            ["tool-call", "", thought]
+          ]
+        )
+        // In the log, as the log is stored: a resumed run sends them back too.
+        const responded = result.timeline.find((e) => e._tag === "model.responded")
+        const stored = Schema.decodeUnknownSync(Schema.toCodecJson(Event.Event))(
+          JSON.parse(JSON.stringify(Schema.encodeUnknownSync(Schema.toCodecJson(Event.Event))(responded)))
+        )
+        assert.deepInclude(stored, {
+          reasoningParts: [
+            { text: "thinking", metadata: signature },
+            { text: "", metadata: encrypted }
+          ]
+        })
+        assert.deepStrictEqual(stored._tag === "model.responded" ? stored.toolCalls[0]?.metadata : undefined, thought)
+      }).pipe(Effect.provide(Layer.mergeAll(layer, NodeServices.layer)))
+    }
+  )
+
   /** A first answer cut short with finish reason `reason`, then a whole one: what the run ends with. */
   const unfinishedThenWhole = (
     reason: "error" | "other" | "pause" | "tool-calls",

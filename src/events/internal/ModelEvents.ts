@@ -44,7 +44,9 @@ export const ModelResponded = Schema.TaggedStruct("model.responded", {
   /** Why the model stopped, when it said (`length`: cut off by its output token limit). */
   finishReason: Schema.optional(Model.FinishReason),
   /** The model's reasoning (`reasoning_content`): sent back with the conversation, never observed. */
-  reasoning: Schema.optional(Schema.String)
+  reasoning: Schema.optional(Schema.String),
+  /** The reasoning's parts with what their provider attached to them (see `Model.ReasoningPart`): sent back as they came. */
+  reasoningParts: Schema.optional(Schema.Array(Model.ReasoningPart))
 })
 
 /**

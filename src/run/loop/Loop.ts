@@ -69,7 +69,8 @@ const record = <R>(ctx: RunContext.RunContext, config: Config<R>, iteration: num
     seq,
     at,
     ...(response.finishReason === undefined ? {} : { finishReason: response.finishReason }),
-    ...(response.reasoning === undefined ? {} : { reasoning: response.reasoning })
+    ...(response.reasoning === undefined ? {} : { reasoning: response.reasoning }),
+    ...(response.reasoningParts === undefined ? {} : { reasoningParts: response.reasoningParts })
   }))
   return prepared
 }

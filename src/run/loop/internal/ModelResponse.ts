@@ -63,8 +63,11 @@ const plainUsage = (usage: unknown): Model.Usage | undefined => {
 const plainResponse = (response: unknown): Model.Response | undefined => {
   if (typeof response !== "object" || response === null) return undefined
   // Read field by field: each is checked below before it is used.
-  const { text, toolCalls, usage, finishReason, reasoning } = response as Partial<Record<keyof Model.Response, unknown>>
-  if (typeof text !== "string" || !Array.isArray(toolCalls)) return undefined
+  const { text, toolCalls, usage, finishReason, reasoning, reasoningParts } = response as Partial<
+    Record<keyof Model.Response, unknown>
+  >
+  // What a provider attached to its parts is the schema's to judge.
+  if (typeof text !== "string" || !Array.isArray(toolCalls) || reasoningParts !== undefined) return undefined
   const plain = plainUsage(usage)
   if (plain === undefined) return undefined
   if (finishReason !== undefined && !finishReasons.has(finishReason)) return undefined
@@ -74,8 +77,8 @@ const plainResponse = (response: unknown): Model.Response | undefined => {
     const call: unknown = toolCalls[i]
     if (typeof call !== "object" || call === null) return undefined
     // Read field by field: `id` and `name` are checked next; `arguments` is any value, parsed later.
-    const { id, name } = call as Partial<Record<keyof Model.ToolCall, unknown>>
-    if (typeof id !== "string" || typeof name !== "string") return undefined
+    const { id, name, metadata } = call as Partial<Record<keyof Model.ToolCall, unknown>>
+    if (typeof id !== "string" || typeof name !== "string" || metadata !== undefined) return undefined
     // Any value: `arguments` is read as it is and parsed by the pipeline (`ToolArguments.parseArguments`).
     calls[i] = { id, name, arguments: (call as Model.ToolCall).arguments }
   }

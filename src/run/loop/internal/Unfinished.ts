@@ -59,7 +59,8 @@ export const unfinished = <R>(ctx: RunContext.RunContext, config: Config<R>): Un
       toolCalls: responded.toolCalls,
       usage: responded.usage,
       ...(responded.finishReason === undefined ? {} : { finishReason: responded.finishReason }),
-      ...(responded.reasoning === undefined ? {} : { reasoning: responded.reasoning })
+      ...(responded.reasoning === undefined ? {} : { reasoning: responded.reasoning }),
+      ...(responded.reasoningParts === undefined ? {} : { reasoningParts: responded.reasoningParts })
     }
     return { _tag: "Responded", response, prepared }
   }
