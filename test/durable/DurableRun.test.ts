@@ -605,40 +605,44 @@ describe("DurableRun: rolling upgrades (R9)", () => {
 })
 
 describe("DurableRun: a run whose log cannot be read (R9)", () => {
-  it.live(
-    "R9 a run whose log is damaged in the middle: poll and result fail corrupt, not wait forever (review 180)",
-    () =>
-      Effect.gen(function* () {
-        const filename = fileOf()
-        const { paid, pay } = payments()
-        const result = yield* Effect.gen(function* () {
-          const runs = yield* DurableRun.DurableRuns
-          yield* runs.start({ goal: "pay", runId: "d1" })
-          const callId = yield* waitingCall(runs, "d1")
-          // A commit before the last one no longer reads: the runner cannot go on with the run.
-          const { DatabaseSync } = yield* Effect.promise(() => import("node:sqlite"))
-          const db = new DatabaseSync(filename)
-          const damaged = db
-            .prepare(
-              "UPDATE agent_commits SET body = '[not json' WHERE run_id = 'd1' AND seq = (SELECT MIN(seq) FROM agent_commits WHERE run_id = 'd1' AND seq > 0)"
-            )
-            .run()
-          db.close()
-          assert.strictEqual(damaged.changes, 1)
-          // Before the runner tried it, the run is not finished: its last commit reads.
-          assert.isTrue(Option.isNone(yield* runs.poll("d1")))
-          yield* runs.approve("d1", callId, { by: "ops" })
-          return yield* Effect.result(runs.result("d1").pipe(Effect.timeout("20 seconds")))
-        }).pipe(Effect.provide(hostOn(filename, pay)))
-        assert.strictEqual(result._tag, "Failure")
-        if (result._tag === "Failure") {
-          assert.strictEqual(result.failure._tag, "DurableRunError", String(result.failure))
-          assert.strictEqual((result.failure as DurableRun.DurableRunError).reason, "corrupt", String(result.failure))
-        }
-        assert.deepStrictEqual(paid, [])
-      }),
-    60_000
-  )
+  const damages = [
+    // A commit before the last one no longer reads (review 180).
+    "UPDATE agent_commits SET body = '[not json' WHERE run_id = 'd1' AND seq = (SELECT MIN(seq) FROM agent_commits WHERE run_id = 'd1' AND seq > 0)",
+    // Every row reads, but the header is no run's (review 184).
+    "UPDATE agent_runs SET header = '{}' WHERE run_id = 'd1'"
+  ]
+  for (const damage of damages) {
+    it.live(
+      `R9 a run whose log is damaged: poll and result fail corrupt, not wait forever (reviews 180, 184): ${damage.slice(0, 40)}`,
+      () =>
+        Effect.gen(function* () {
+          const filename = fileOf()
+          const { paid, pay } = payments()
+          const result = yield* Effect.gen(function* () {
+            const runs = yield* DurableRun.DurableRuns
+            yield* runs.start({ goal: "pay", runId: "d1" })
+            const callId = yield* waitingCall(runs, "d1")
+            // The runner cannot go on with the run once it reads it again.
+            const { DatabaseSync } = yield* Effect.promise(() => import("node:sqlite"))
+            const db = new DatabaseSync(filename)
+            const damaged = db.prepare(damage).run()
+            db.close()
+            assert.strictEqual(damaged.changes, 1)
+            // Before the runner tried it, the run is not finished: its last commit reads.
+            assert.isTrue(Option.isNone(yield* runs.poll("d1")))
+            yield* runs.approve("d1", callId, { by: "ops" })
+            return yield* Effect.result(runs.result("d1").pipe(Effect.timeout("20 seconds")))
+          }).pipe(Effect.provide(hostOn(filename, pay)))
+          assert.strictEqual(result._tag, "Failure")
+          if (result._tag === "Failure") {
+            assert.strictEqual(result.failure._tag, "DurableRunError", String(result.failure))
+            assert.strictEqual((result.failure as DurableRun.DurableRunError).reason, "corrupt", String(result.failure))
+          }
+          assert.deepStrictEqual(paid, [])
+        }),
+      60_000
+    )
+  }
 })
 
 describe("DurableRun: a run another process took over (R9.4)", () => {

@@ -355,6 +355,20 @@ export const contract = (backend: Backend) =>
         )
     )
 
+    it.effect("R7 R9.3 times are kept in whole milliseconds, the fraction cut, by every store alike (review 184)", () =>
+      withJournal((journal) =>
+        Effect.gen(function* () {
+          yield* journal.requestApproval({ ...payRequest, requestedAt: 5_000.5, expiresAt: 65_000.75 })
+          assert.deepInclude((yield* journal.pendingApprovals({ runId: "r1" }))[0], {
+            requestedAt: 5_000,
+            expiresAt: 65_000
+          })
+          yield* journal.decide({ runId: "r1", callId: "c1", decision: "approve", by: "ops", at: 7_000.9 })
+          assert.strictEqual(Option.getOrUndefined(yield* journal.decision("r1", "c1"))?.at, 7_000)
+        })
+      )
+    )
+
     it.effect("R9 unfinished lists the runs without a result, oldest first", () =>
       withJournal((journal) =>
         Effect.gen(function* () {

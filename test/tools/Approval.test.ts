@@ -45,9 +45,9 @@ const script = [
 const layers = Layer.mergeAll(ScriptedModel.layer(script), NodeServices.layer, Approval.layerMemory)
 
 /** Starts a run and waits until it asks for approval. */
-const startWaiting = (tools: ReadonlyArray<Tool.Any<never>>) =>
+const startWaiting = (tools: ReadonlyArray<Tool.Any<never>>, time?: Run.Options<Tool.Any<never>>["time"]) =>
   Effect.gen(function* () {
-    const handle = yield* Run.start({ goal: "pay acme", tools })
+    const handle = yield* Run.start({ goal: "pay acme", tools, ...(time === undefined ? {} : { time }) })
     const requested = yield* Stream.runHead(
       Stream.filter(handle.events, (e): e is Event.Of<"approval.requested"> => e._tag === "approval.requested")
     )
@@ -84,6 +84,18 @@ describe("R7 approvals", () => {
       assert.lengthOf(ledger, 0)
       yield* handle.cancel
     }).pipe(Effect.scoped, Effect.provide(layers))
+  )
+
+  it.effect(
+    "R7 R9.3 an expiry is in whole milliseconds, as every store keeps it: the table's is the log's (review 184)",
+    () =>
+      Effect.gen(function* () {
+        const { pay } = makePay()
+        const { handle, requested } = yield* startWaiting([pay], { approval: "60000.5 millis" })
+        assert.strictEqual(requested.expiresAt, requested.at + 60_000)
+        assert.strictEqual((yield* handle.pendingApprovals)[0]?.expiresAt, requested.expiresAt)
+        yield* handle.cancel
+      }).pipe(Effect.scoped, Effect.provide(layers))
   )
 
   it.effect("R7 approve resumes the exact pending call: same arguments, call id and idempotency key, once", () =>

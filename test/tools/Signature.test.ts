@@ -397,9 +397,14 @@ describe("Signature.observation (R2.3)", () => {
     for (const shape of shapes) {
       const of = (q: string) => Signature.observation(shape(q), JSON.stringify({ q }))
       for (const q of hidden) assert.strictEqual(of(q), of(plain), JSON.stringify(q))
-      // Characters that show still tell queries apart.
+      // Characters that show still tell queries apart: a letter's accent, a hyphen, the tags
+      // that make a flag England's or Scotland's (review 184), the Arabic number sign.
       assert.notStrictEqual(of("café report"), of("cafe report"))
       assert.notStrictEqual(of("café report"), of("café-report"))
+      const flag = (tags: string) =>
+        `weather \u{1F3F4}${[...tags].map((c) => String.fromCodePoint(0xe0000 + c.charCodeAt(0))).join("")}\u{E007F}`
+      assert.notStrictEqual(of(flag("gbeng")), of(flag("gbsct")))
+      assert.notStrictEqual(of("\u0600123 report"), of("123 report"))
     }
   })
 

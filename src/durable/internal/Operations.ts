@@ -9,12 +9,17 @@ import * as UserCode from "../../failure/UserCode.ts"
 import * as Journal from "../../journal/Journal.ts"
 import * as JournalApprovals from "../../journal/JournalApprovals.ts"
 import type * as JournalError from "../../journal/JournalError.ts"
+import * as JournalLoad from "../../run/journal/JournalLoad.ts"
 import * as RunOptions from "../../run/RunOptions.ts"
 import * as RunResult from "../../run/RunResult.ts"
 import * as Approval from "../../tools/Approval.ts"
 import { DurableRunError, type Service, type StartOptions } from "../DurableRuns.ts"
 import * as Names from "./Names.ts"
 import { executionOf, payloadOf, RunWorkflow, suspendedOnFailure } from "./Workflow.ts"
+
+/** The store out of reach, as an operation says it. */
+const storeUnavailable = (runId: string, detail: string) =>
+  new DurableRunError({ runId, reason: "unavailable", detail })
 
 /** A store's error as the operation's: out of reach, holding what cannot be read, or refusing. */
 const storeError = (runId: string) => (e: JournalError.JournalError) =>
@@ -182,21 +187,47 @@ export const make = (
     )
 
   /**
-   * Not finished: so says a run that goes on, or that waits for a runner that can go on with
-   * it (a rolling upgrade). A run whose runner could not go on with it because its log cannot
-   * be read is `corrupt`: no runner ever will, and a `result` waited for it forever (review 180).
+   * The runs suspended on a failure this process has looked at: the log's length then, and why
+   * no runner can go on with it, if none can. Looked at again only once the log has moved on
+   * (review 184: each poll read the whole log), and let go once the run is no longer suspended.
    */
-  const unfinished = (runId: string) =>
+  const suspended = new Map<string, { readonly nextSeq: number; readonly unreadable: DurableRunError | undefined }>()
+
+  /**
+   * Not finished: so says a run that goes on, or that waits for a runner that can go on with
+   * it (a rolling upgrade). A run whose runner could not go on with it because its log is
+   * damaged (a row that does not decode, a header or a log that is no run's) is `corrupt`: no
+   * runner ever will, and a `result` waited for it forever (reviews 180, 184).
+   */
+  const unfinished = (runId: string, nextSeq: number) =>
     Effect.gen(function* () {
       const stuck = yield* answered(runId)(provide(Effect.flatMap(executionOf(runId), suspendedOnFailure)))
-      if (stuck) yield* stored(runId)
+      if (!stuck) {
+        suspended.delete(runId)
+        return Option.none<RunResult.RunResult>()
+      }
+      let seen = suspended.get(runId)
+      if (seen?.nextSeq !== nextSeq) {
+        // The log read as a runner reads it, without the code it needs: a runner with other code may go on with it.
+        const loaded = yield* Effect.result(answered(runId)(JournalLoad.load(journal, runId, [], undefined, false)))
+        const failed = loaded._tag === "Failure" ? loaded.failure : undefined
+        if (failed?._tag === "DurableRunError") return yield* Effect.fail(failed)
+        if (failed?.reason === "unavailable") return yield* Effect.fail(storeUnavailable(runId, failed.detail))
+        const unreadable =
+          failed?.reason === "corrupt"
+            ? new DurableRunError({ runId, reason: "corrupt", detail: failed.detail })
+            : undefined
+        seen = { nextSeq, unreadable }
+        suspended.set(runId, seen)
+      }
+      if (seen.unreadable !== undefined) return yield* Effect.fail(seen.unreadable)
       return Option.none<RunResult.RunResult>()
     })
 
   const poll = (runId: string) =>
     // The run's last commit alone, until it holds the result: a poll does not read the whole log.
     Effect.flatMap(stored(runId, Number.MAX_SAFE_INTEGER), (run) => {
-      if (run === undefined || Option.isNone(run.result)) return unfinished(runId)
+      if (run === undefined || Option.isNone(run.result)) return unfinished(runId, run?.nextSeq ?? 0)
       const decoded = decodeResult(run.result.value)
       if (Exit.isFailure(decoded)) {
         return Effect.fail(

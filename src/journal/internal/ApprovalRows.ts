@@ -15,6 +15,12 @@ const decisions: ReadonlyArray<string> = ["approve", "reject"]
 export const isTime = (value: unknown): value is number =>
   typeof value === "number" && Number.isFinite(value) && Math.abs(value) <= Number.MAX_SAFE_INTEGER
 
+/**
+ * A time as every store keeps it: whole milliseconds, the fraction cut (PostgreSQL's `BIGINT`
+ * rounded it, and an expiry read back differed from the log's: review 184).
+ */
+export const stored = (time: number): number => Math.floor(time)
+
 /** What {@link isTime} asks, said of `what`. */
 export const timeRule = (what: string): string => `${what} must be epoch milliseconds (finite, of at most 2^53 - 1)`
 

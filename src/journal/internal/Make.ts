@@ -307,8 +307,8 @@ export const make = (store: Store): Service => ({
       callId: request.callId,
       tool: request.tool,
       arguments: args,
-      requestedAt: request.requestedAt,
-      expiresAt: request.expiresAt,
+      requestedAt: ApprovalRows.stored(request.requestedAt),
+      expiresAt: ApprovalRows.stored(request.expiresAt),
       sideEffect: typeof request.sideEffect === "string" ? request.sideEffect : null,
       decision: null,
       reason: null,
@@ -349,14 +349,21 @@ export const make = (store: Store): Service => ({
       decision: decision.decision,
       reason: decision.reason ?? null,
       decidedBy: decision.by ?? null,
-      decidedAt: decision.at
+      decidedAt: ApprovalRows.stored(decision.at)
     })
   }),
   withdraw: Effect.fnUntraced(function* (runId: string, callId: string, at: number) {
     const checked = yield* checkRunId(runId)
     if (!ApprovalRows.isTime(at)) return yield* invalid(checked, ApprovalRows.timeRule("the withdrawal's time"))
     yield* store
-      .decide({ runId: checked, callId, decision: "withdrawn", reason: null, decidedBy: null, decidedAt: at })
+      .decide({
+        runId: checked,
+        callId,
+        decision: "withdrawn",
+        reason: null,
+        decidedBy: null,
+        decidedAt: ApprovalRows.stored(at)
+      })
       .pipe(Effect.catchReason("JournalError", "NotPending", () => Effect.void))
   }),
   decision: Effect.fnUntraced(function* (runId: string, callId: string) {

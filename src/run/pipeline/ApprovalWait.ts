@@ -126,7 +126,8 @@ export const awaitDecision = Effect.fnUntraced(function* (
     requestedAt: restored?.requestedAt ?? now,
     // Put back, it expires by the run's deadline if a resume brought that closer (review 165: the
     // table took decisions past it, and a parked run woke at the old expiry, not its deadline).
-    expiresAt: Math.min(restored?.expiresAt ?? Number.POSITIVE_INFINITY, now + limit.millis)
+    // In whole milliseconds, as every store keeps it: the table's expiry is the log's (review 184).
+    expiresAt: Math.floor(Math.min(restored?.expiresAt ?? Number.POSITIVE_INFINITY, now + limit.millis))
   }
   // How long the call had waited already: a request put back has waited since it was made, in
   // the process that stopped and in between (review 88: it said only this process's wait).

@@ -199,11 +199,13 @@ const collapsed = (
 const spacing = /\s+|\\[nrt]/g
 
 /**
- * What no font draws as a character of its own: format characters (zero-width spaces and
- * joiners, word joiners, soft hyphens, byte order marks) and Unicode's other default-ignorable
- * code points (variation selectors, the Hangul fillers), as `Model.isBlank` reads them.
+ * What no font draws as a character of its own: Unicode's default-ignorable code points (zero-
+ * width spaces and joiners, word joiners, soft hyphens, byte order marks, variation selectors,
+ * the Hangul fillers). Not the tag characters (`U+E0020` to `U+E007F`), which tell a flag of a
+ * region from another (England's from Scotland's, review 184), nor the format characters that
+ * show (the Arabic number sign).
  */
-const invisible = /[\p{Cf}\p{Default_Ignorable_Code_Point}]/gu
+const invisible = /(?![\u{E0020}-\u{E007F}])\p{Default_Ignorable_Code_Point}/gu
 
 /**
  * A value as a query: its spacing, case, Unicode compatibility forms and the characters that

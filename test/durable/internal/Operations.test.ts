@@ -6,10 +6,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Option, Stream } from "effect"
 import { ClusterError, type MessageStorage, type Sharding } from "effect/cluster"
 import { TestClock } from "effect/testing"
-import type { WorkflowEngine } from "effect/workflow"
+import { Workflow, type WorkflowEngine } from "effect/workflow"
 import { DurableRunError } from "../../../src/durable/DurableRuns.ts"
 import * as Operations from "../../../src/durable/internal/Operations.ts"
 import * as Journal from "../../../src/journal/Journal.ts"
+import * as RunHeader from "../../../src/run/journal/internal/RunHeader.ts"
 import { changed, started } from "../../journal/contract.ts"
 
 const memory = Effect.map(Layer.build(Journal.layerMemory), (context) => Context.get(context, Journal.Journal))
@@ -123,6 +124,45 @@ describe("DurableRuns operations (R9)", () => {
         assert.deepStrictEqual(yield* Fiber.join(watched), all)
         // One read a poll (and one after each read that brought something): no spin.
         assert.isAtMost(reads, 8)
+      })
+  )
+
+  it.effect(
+    "R9 a run suspended on a failure: its log is read whole once while it stays as it is; a damaged one is corrupt at each poll (review 184)",
+    () =>
+      Effect.gen(function* () {
+        const inner = yield* memory
+        let wholeReads = 0
+        const counted: Journal.Service = {
+          ...inner,
+          read: (runId, options) =>
+            Effect.tap(inner.read(runId, options), () =>
+              Effect.sync(() => {
+                if ((options?.fromSeq ?? 0) === 0) wholeReads++
+              })
+            )
+        }
+        // An engine whose workflow of every run is suspended on a failure.
+        const engine = { poll: () => Effect.succeed(Option.some(new Workflow.Suspended({ failed: true }))) }
+        const runs = Operations.make(servicesOf(counted, engine), () => Effect.void)
+        const log = Array.from({ length: 50 }, (_, seq) => (seq === 0 ? started("w") : changed("w", seq)))
+        // A run waiting for a runner with the code it needs: its log reads, it is not finished.
+        yield* inner.create({ runId: "w", header: RunHeader.make(log[0], new Map()), state: "created" })
+        yield* inner.append("w", { expectedSeq: 0, events: log.slice(0, 40), state: "tool_executing" })
+        for (let i = 0; i < 10; i++) assert.isTrue(Option.isNone(yield* runs.poll("w")))
+        assert.strictEqual(wholeReads, 1)
+        // The log moved on: read whole again, once.
+        yield* inner.append("w", { expectedSeq: 40, events: log.slice(40), state: "tool_executing" })
+        for (let i = 0; i < 10; i++) assert.isTrue(Option.isNone(yield* runs.poll("w")))
+        assert.strictEqual(wholeReads, 2)
+        // A header that is no run's: corrupt, at every poll, read once.
+        yield* inner.create({ runId: "d", header: {}, state: "created" })
+        yield* inner.append("d", { expectedSeq: 0, events: [started("d")], state: "tool_executing" })
+        for (let i = 0; i < 10; i++) {
+          const error = yield* Effect.flip(runs.poll("d"))
+          assert.strictEqual(error.reason, "corrupt")
+        }
+        assert.strictEqual(wholeReads, 3)
       })
   )
 
