@@ -102,8 +102,28 @@ const reasonOf = (located: ReturnType<typeof SubprocessCgroup.locate>): string =
 // The host dies
 // ---------------------------------------------------------------------------------
 
-const startHost = (fixture: string, args: ReadonlyArray<string>): ChildProcess =>
-  spawn(process.execPath, [path.join(fixtures, fixture), ...args], { stdio: ["ignore", "pipe", "pipe"] })
+const startHost = (fixture: string, args: ReadonlyArray<string>, env?: NodeJS.ProcessEnv): ChildProcess =>
+  spawn(process.execPath, [path.join(fixtures, fixture), ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    ...(env === undefined ? {} : { env })
+  })
+
+/**
+ * A `PATH` whose `sleep` takes a second for any wait under one (the polls of a supervisor),
+ * and the real time otherwise: a machine so busy that every poll takes a second.
+ */
+const slowPollsPath = (): string => {
+  const dir = tempDir()
+  const real = ["/bin/sleep", "/usr/bin/sleep"].find((file) => fs.existsSync(file)) ?? "sleep"
+  fs.writeFileSync(
+    path.join(dir, "sleep"),
+    `#!/bin/sh\ncase "$1" in 0.*) exec ${real} 1 ;; *) exec ${real} "$@" ;; esac\n`,
+    {
+      mode: 0o755
+    }
+  )
+  return `${dir}:${process.env.PATH ?? "/usr/bin:/bin"}`
+}
 
 /**
  * Starts a host process running `script` as a subprocess tool, waits until the script
@@ -117,13 +137,16 @@ const killHostDuring = (options: {
   readonly processes: number
   /** How many of them lead a session of their own once running (the command and each setsid). */
   readonly sessions: number
+  /** The host's environment (default: this process's). */
+  readonly env?: NodeJS.ProcessEnv
 }) => {
   const marker = randomUUID()
   const ready = path.join(tempDir(), "ready")
   const script = options.script(ready)
   const host = startHost(
     options.fixture,
-    options.fixture === "host.ts" ? [marker, options.cgroup ? "on" : "off", script] : [marker, script]
+    options.fixture === "host.ts" ? [marker, options.cgroup ? "on" : "off", script] : [marker, script],
+    options.env
   )
   let stderr = ""
   let stdout = ""
@@ -166,6 +189,21 @@ describe("Subprocess: the host dies", () => {
   it.live(
     "R5.2 a host SIGKILLed while a subprocess tool runs leaves nothing of it running (process group)",
     () => killHostDuring({ fixture: "host.ts", cgroup: false, script: stubbornTree, processes: 3, sessions: 1 }),
+    30_000
+  )
+
+  it.live(
+    "R5.2 a supervisor on a machine so busy that each poll takes a second still waits out the grace by the clock (review 185)",
+    // A count of 10 ms polls made the 200 ms grace 20 s here, past the bound.
+    () =>
+      killHostDuring({
+        fixture: "host.ts",
+        cgroup: false,
+        script: stubbornTree,
+        processes: 3,
+        sessions: 1,
+        env: { ...process.env, PATH: slowPollsPath() }
+      }),
     30_000
   )
 
