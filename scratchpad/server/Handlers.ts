@@ -44,7 +44,13 @@ export const RunsHandlers = HttpApiBuilder.group(
           Effect.map((runId) => ({ runId })),
           Effect.catchTags({
             InvalidRunOptions: (e) => Effect.fail(new InvalidStart({ field: e.field, message: e.reason })),
-            DurableRunError: (e) => Effect.fail(new StoreUnavailable({ detail: e.message, runId: e.runId }))
+            // A run of this id began with another goal: the start would start nothing.
+            DurableRunError: (e) =>
+              Effect.fail(
+                e.reason === "invalid"
+                  ? new InvalidStart({ field: "runId", message: e.detail })
+                  : new StoreUnavailable({ detail: e.message, runId: e.runId })
+              )
           })
         ),
 

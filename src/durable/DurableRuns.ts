@@ -23,7 +23,10 @@ import type * as Approval from "../tools/Approval.ts"
 export interface StartOptions {
   readonly goal: string
   readonly system?: string | undefined
-  /** Default: a random UUID. Starting again under a run id already started starts nothing. */
+  /**
+   * Default: a random UUID. Starting again under a run id already started starts nothing; once
+   * that run has begun, a start with another goal or system prompt is `DurableRunError` `invalid`.
+   */
   readonly runId?: string | undefined
   readonly limits?: Readonly<Record<string, number>> | undefined
   /**

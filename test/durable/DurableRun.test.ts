@@ -164,6 +164,15 @@ describe("DurableRun: runs as durable workflows on one SQLite file (R9)", () => 
         yield* runs.start({ goal: "pay the invoice", runId: "a1" })
         yield* Effect.sleep(300)
         assert.deepStrictEqual(paid, [`a1:${callId}`])
+        // With another goal or system prompt it is refused: it would start nothing (review 180).
+        for (const other of [
+          { goal: "refund INV-999", runId: "a1" },
+          { goal: "pay the invoice", system: "Pay twice.", runId: "a1" }
+        ]) {
+          const refused = yield* Effect.flip(runs.start(other))
+          assert.deepInclude(refused, { _tag: "DurableRunError", reason: "invalid", runId: "a1" })
+        }
+        assert.deepStrictEqual(paid, [`a1:${callId}`])
       }).pipe(Effect.provide(runtime([pay])))
     },
     30_000

@@ -252,6 +252,9 @@ describe("server over durable runs", () => {
       const { status, body } = await send("POST", `${server.url}${route}`, { decision: "approve" })
       assert.deepStrictEqual([status, body?._tag], [404, "NoSuchRoute"], route)
     }
+    // A start under its id with another goal would start nothing: refused, naming the id (review 180).
+    const other = await send("POST", `${server.url}/runs`, { goal: "Refund INV-8", runId })
+    assert.deepStrictEqual([other.status, other.body?._tag, other.body?.field], [400, "InvalidStart", "runId"])
     const long = await send("POST", `${server.url}/runs/${runId}/approvals/${"c".repeat(5000)}`, {
       decision: "approve"
     })

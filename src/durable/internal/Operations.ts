@@ -2,38 +2,27 @@
  * The operations of `DurableRuns` over the journal and the workflow engine. Private to
  * `durable/`.
  */
-import { Clock, Duration, Effect, Exit, Fiber, Option, Schedule, Schema, Stream } from "effect"
-import { ClusterError, EntityAddress, EntityId, EntityType, MessageStorage, Sharding } from "effect/cluster"
+import { Clock, Duration, Effect, Exit, Option, Schedule, Schema, Stream } from "effect"
+import { EntityAddress, EntityId, EntityType, MessageStorage, Sharding } from "effect/cluster"
 import { DurableDeferred, WorkflowEngine } from "effect/workflow"
 import * as UserCode from "../../failure/UserCode.ts"
 import * as Journal from "../../journal/Journal.ts"
 import * as JournalApprovals from "../../journal/JournalApprovals.ts"
-import type * as JournalError from "../../journal/JournalError.ts"
 import * as JournalLoad from "../../run/journal/JournalLoad.ts"
 import * as RunOptions from "../../run/RunOptions.ts"
 import * as RunResult from "../../run/RunResult.ts"
 import * as Approval from "../../tools/Approval.ts"
 import { DurableRunError, type Service, type StartOptions } from "../DurableRuns.ts"
+import { answered, patiently, storeError, storeUnavailable } from "./Answers.ts"
 import * as Names from "./Names.ts"
 import { executionOf, payloadOf, RunWorkflow, suspendedOnFailure } from "./Workflow.ts"
 
-/** The store out of reach, as an operation says it. */
-const storeUnavailable = (runId: string, detail: string) =>
-  new DurableRunError({ runId, reason: "unavailable", detail })
-
-/** A store's error as the operation's: out of reach, holding what cannot be read, or refusing. */
-const storeError = (runId: string) => (e: JournalError.JournalError) =>
-  new DurableRunError({
-    runId,
-    reason: e.isRetryable
-      ? "unavailable"
-      : e.reason._tag === "Corrupt" || e.reason._tag === "Incompatible"
-        ? "corrupt"
-        : "failed",
-    detail: e.message
-  })
-
 const decodeResult = Schema.decodeUnknownExit(Schema.toCodecJson(RunResult.RunResult))
+
+/** What a run that has begun keeps of its start in the journal's header: its goal and system prompt. */
+const decodeBegun = Schema.decodeUnknownOption(
+  Schema.Struct({ goal: Schema.String, system: Schema.optional(Schema.String) })
+)
 
 const isId = RunOptions.isRunId
 
@@ -75,55 +64,6 @@ const known = (runId: string) =>
           detail: `no run can have this id (${RunOptions.runIdRule})`
         })
       )
-
-/** How long one operation waits for its store's answer: a store that does not answer (a hung server) is out of reach. */
-const answerMillis = 10_000
-
-/**
- * The store's answer within {@link answerMillis}, else `unavailable`; the engine's storage
- * out of reach (a defect the engine makes of it, `PersistenceError`) is `unavailable` too.
- * The operation runs in a fiber of its own, which is let go at the bound: interrupting a
- * query on a hung server waits for its connection to time out (5 s more).
- */
-const answered =
-  (runId: string) =>
-  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DurableRunError, R> =>
-    Effect.flatMap(Effect.forkDetach(effect, { startImmediately: true }), (fiber) =>
-      Fiber.join(fiber).pipe(
-        Effect.onInterrupt(() => Effect.forkDetach(Fiber.interrupt(fiber))),
-        Effect.catchDefect((defect) =>
-          defect instanceof ClusterError.PersistenceError
-            ? Effect.fail(
-                new DurableRunError({ runId, reason: "unavailable", detail: `the engine's storage: ${defect.message}` })
-              )
-            : Effect.die(defect)
-        ),
-        Effect.timeoutOrElse({
-          duration: answerMillis,
-          orElse: () =>
-            Effect.andThen(
-              Effect.forkDetach(Fiber.interrupt(fiber)),
-              Effect.fail(
-                new DurableRunError({
-                  runId,
-                  reason: "unavailable",
-                  detail: `the store did not answer within ${answerMillis / 1000} s; what was asked may still take effect when it does: try again under the same run id (a start under an id starts once; a decision recorded already is NotPending)`
-                })
-              )
-            )
-        })
-      )
-    )
-
-/** How long an operation that waits (`result`, `watch`) reads a store out of reach again before it gives up. */
-const outage = Schedule.max([
-  Schedule.min([Schedule.exponential("200 millis", 1.5), Schedule.spaced("5 seconds")]),
-  Schedule.during("30 seconds")
-])
-
-/** `read`, tried again while the store is out of reach, for up to 30 seconds. */
-const patiently = <A>(read: Effect.Effect<A, DurableRunError>): Effect.Effect<A, DurableRunError> =>
-  Effect.retry(read, { while: (e) => e.reason === "unavailable", schedule: outage })
 
 /** What the operations run on: the journal, the engine, and the engine's storage. */
 export interface Services {
@@ -288,12 +228,38 @@ export const make = (
       return yield* Effect.fail(decided.failure)
     })
 
+  /**
+   * A start under the id of a run that has begun (its journal holds its goal) asks for that
+   * run: another goal or system prompt is refused `invalid`, as it would start nothing (review
+   * 180: the second start was told it succeeded). A run that has not begun yet (waiting for a
+   * runner) cannot be compared: the start starts nothing.
+   */
+  const sameStart = (runId: string, options: StartOptions) =>
+    Effect.gen(function* () {
+      const found = yield* answered(runId)(
+        Effect.mapError(journal.read(runId, { fromSeq: Number.MAX_SAFE_INTEGER }), storeError(runId))
+      )
+      const begun = Option.flatMap(found, (run) => decodeBegun(run.header))
+      if (Option.isNone(begun)) return
+      const { goal, system } = begun.value
+      const other =
+        goal !== options.goal
+          ? "goal"
+          : options.system !== undefined && system !== options.system
+            ? "system prompt"
+            : undefined
+      if (other === undefined) return
+      const detail = `a run of this id was started with another ${other}: a start under an id starts once; start under another id`
+      return yield* new DurableRunError({ runId, reason: "invalid", detail })
+    })
+
   return {
     start: (given) =>
       Effect.gen(function* () {
         const options = yield* plainStartOptions(given)
         yield* validate(options)
         const runId = options.runId ?? crypto.randomUUID()
+        if (options.runId !== undefined) yield* sameStart(runId, options)
         // The run's deadline counts from now, however long it waits for a runner (R4.1).
         const startedAt = yield* Clock.currentTimeMillis
         yield* answered(runId)(provide(RunWorkflow.execute(payloadOf(options, runId, startedAt), { discard: true })))
