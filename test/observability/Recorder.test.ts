@@ -465,6 +465,38 @@ describe("Recorder", () => {
       }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it.live(
+    "R13 content: false leaves out the reasoning's parts and what a provider attached to them and to calls (review 186)",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDirectory
+        const echo = Tool.make({
+          name: "echo",
+          description: "Echoes",
+          input: Schema.Struct({ text: Schema.String }),
+          output: Schema.String,
+          sideEffect: "none",
+          handler: ({ text }) => Effect.succeed(text)
+        })
+        const answer = Model.response({
+          toolCalls: [
+            { id: "c1", name: "echo", arguments: '{"text":"hi"}', metadata: { google: { thought: "SECRET-T" } } }
+          ],
+          reasoning: "SECRET-REASONING",
+          reasoningParts: [{ text: "SECRET-REASONING", metadata: { anthropic: { signature: "SECRET-SIG" } } }]
+        })
+        const run = Run.run({ goal: "echo", tools: [echo] }).pipe(
+          Effect.provide(ScriptedModel.layer([answer, ScriptedModel.finalAnswer("done")]))
+        )
+        const events = yield* recordedWithoutContent(directory, run, "SECRET-")
+        const responded = events.find((e) => e._tag === "model.responded")
+        assert.deepInclude(responded?._tag === "model.responded" ? responded : undefined, {
+          reasoning: "<not recorded>",
+          reasoningParts: [{ text: "<not recorded>" }]
+        })
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
   it.effect("R13 content: false leaves out the path a permission denial quotes; the refusal's code stays", () =>
     Effect.gen(function* () {
       const directory = yield* tempDirectory

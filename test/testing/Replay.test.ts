@@ -141,6 +141,29 @@ describe("Replay", () => {
     })
   )
 
+  it.effect("a recording whose model attached metadata to its reasoning and calls replays the same (review 186)", () =>
+    Effect.gen(function* () {
+      const signature = { anthropic: { signature: "SIG-1" } }
+      const withMetadata = Model.response({
+        text: "",
+        toolCalls: [
+          { id: "c1", name: "echo", arguments: '{"text":"hi"}', metadata: { google: { thoughtSignature: "T" } } }
+        ],
+        reasoning: "thinking",
+        reasoningParts: [{ text: "thinking", metadata: signature }]
+      })
+      const options = { goal: "echo it", tools: [echo] }
+      const recorded = yield* Run.run(options).pipe(
+        Effect.provide(ScriptedModel.layer([withMetadata, ScriptedModel.finalAnswer("done")]))
+      )
+      assert.strictEqual(recorded.status, "completed", recorded.detail)
+      const jsonl = recorded.timeline.map((e) => `${JSON.stringify(e)}\n`).join("")
+      const recording = yield* Effect.fromResult(Recording.decode(jsonl))
+      const report = yield* Replay.replay(recording.events, options)
+      assert.strictEqual(report._tag, "Matched", report._tag === "Diverged" ? report.detail : "")
+    })
+  )
+
   it.effect("the same recording with a lower limits.maxIterations diverges where the recorded run went on", () =>
     Effect.gen(function* () {
       const recorded = yield* recordRun()

@@ -388,7 +388,9 @@ describe("Signature.observation (R2.3)", () => {
       "ca\u200cfé report",
       "\ufeffcafé report",
       "café\ufe0f report",
-      "café report\u3164"
+      "café report\u3164",
+      // Tag characters outside a flag show nothing (review 186).
+      "café\u{E0041} report\u{E007F}"
     ]
     const shapes = [
       (q: string) => `No results for ${q}`,

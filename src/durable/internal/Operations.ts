@@ -168,6 +168,8 @@ export const make = (
     // The run's last commit alone, until it holds the result: a poll does not read the whole log.
     Effect.flatMap(stored(runId, Number.MAX_SAFE_INTEGER), (run) => {
       if (run === undefined || Option.isNone(run.result)) return unfinished(runId, run?.nextSeq ?? 0)
+      // Ended: nothing more to remember of a suspension it went through (review 186).
+      suspended.delete(runId)
       const decoded = decodeResult(run.result.value)
       if (Exit.isFailure(decoded)) {
         return Effect.fail(

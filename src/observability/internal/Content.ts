@@ -101,9 +101,17 @@ export const withoutContent = (event: Event.Event, known?: Known): Event.Event =
       return {
         ...event,
         text: standIn(event.text),
-        toolCalls: event.toolCalls.map((call) => ({ ...call, name: nameOf(call.name, known), arguments: omitted })),
+        // What a provider attached (a signature, encrypted reasoning) is content too (review 186).
+        toolCalls: event.toolCalls.map(({ metadata: _, ...call }) => ({
+          ...call,
+          name: nameOf(call.name, known),
+          arguments: omitted
+        })),
         signatures: event.signatures.map((signature) => signatureWithoutContent(signature, known)),
-        ...(event.reasoning === undefined ? {} : { reasoning: omitted })
+        ...(event.reasoning === undefined ? {} : { reasoning: omitted }),
+        ...(event.reasoningParts === undefined
+          ? {}
+          : { reasoningParts: event.reasoningParts.map(() => ({ text: omitted })) })
       }
     case "tool.succeeded": {
       // An older log's digest of the observation, as unkeyed as a signature's: the fold computes it.

@@ -112,13 +112,15 @@ export const model = (recorded: ReadonlyArray<Event.Event>, refusals: Array<Refu
           return Effect.fail(refused("replay_diverged", detail))
         }
         if (answer?._tag === "model.responded") {
-          const response: Model.Response = {
+          // Every field of the response the event keeps (review 186: the reasoning's parts were missed).
+          const response: Model.Response = Model.response({
             text: answer.text,
             toolCalls: answer.toolCalls,
             usage: answer.usage,
-            ...(answer.finishReason === undefined ? {} : { finishReason: answer.finishReason }),
-            ...(answer.reasoning === undefined ? {} : { reasoning: answer.reasoning })
-          }
+            finishReason: answer.finishReason,
+            reasoning: answer.reasoning,
+            reasoningParts: answer.reasoningParts
+          })
           return Effect.as(until(answer.at), response)
         }
         // The run's own record of an answer its cancel cut off (after the cancel's `run.stopping`), not

@@ -201,18 +201,22 @@ const spacing = /\s+|\\[nrt]/g
 /**
  * What no font draws as a character of its own: Unicode's default-ignorable code points (zero-
  * width spaces and joiners, word joiners, soft hyphens, byte order marks, variation selectors,
- * the Hangul fillers). Not the tag characters (`U+E0020` to `U+E007F`), which tell a flag of a
- * region from another (England's from Scotland's, review 184), nor the format characters that
- * show (the Arabic number sign).
+ * the Hangul fillers, tag characters), except a flag of a region (a black flag and its tags,
+ * which tell England's from Scotland's: review 184), kept whole (the first alternative). Not the
+ * format characters that show (the Arabic number sign).
  */
-const invisible = /(?![\u{E0020}-\u{E007F}])\p{Default_Ignorable_Code_Point}/gu
+const invisible = /(\u{1F3F4}[\u{E0020}-\u{E007E}]+\u{E007F})|\p{Default_Ignorable_Code_Point}/gu
+
+/** `value` without what {@link invisible} finds, a region's flag kept. */
+const withoutInvisible = (value: string): string =>
+  value.replace(invisible, (_, flag: string | undefined) => flag ?? "")
 
 /**
  * A value as a query: its spacing, case, Unicode compatibility forms and the characters that
  * show nothing left out (`caf\u200be report` is `café report` on screen, review 181).
  */
 export const queryOf = (value: string): string =>
-  value.replace(invisible, "").normalize("NFKC").toLowerCase().replace(spacing, "")
+  withoutInvisible(value).normalize("NFKC").toLowerCase().replace(spacing, "")
 
 /** A string value of the call's arguments, and its position among them (the first of those alike). */
 interface Value {
