@@ -20,6 +20,7 @@ import * as Permission from "../../src/tools/Permission.ts"
 import * as Signature from "../../src/tools/Signature.ts"
 import * as Tool from "../../src/tools/Tool.ts"
 import { drive } from "../support/clock.ts"
+import { echo } from "../support/tools.ts"
 import { nodeLayer, recordedRun, tempDirectory } from "./support.ts"
 
 const answered = (goal: string, runId?: string) =>
@@ -470,14 +471,6 @@ describe("Recorder", () => {
     () =>
       Effect.gen(function* () {
         const directory = yield* tempDirectory
-        const echo = Tool.make({
-          name: "echo",
-          description: "Echoes",
-          input: Schema.Struct({ text: Schema.String }),
-          output: Schema.String,
-          sideEffect: "none",
-          handler: ({ text }) => Effect.succeed(text)
-        })
         const answer = Model.response({
           toolCalls: [
             { id: "c1", name: "echo", arguments: '{"text":"hi"}', metadata: { google: { thought: "SECRET-T" } } }
