@@ -137,12 +137,6 @@ export interface ClusterOptions<E> {
   readonly socket?: ClusterSocket | undefined
 }
 
-/**
- * What {@link layerCluster} uses of `NodeClusterSocket`: its layer of runners over sockets.
- *
- * @category models
- * @since 0.3.0
- */
 /** Options an engine cannot be made with, `detail` saying why: a `StoreFailed` of `configure`. */
 const refused = <A>(detail: string): Layer.Layer<A, JournalError.JournalError> =>
   Layer.effectContext<A, JournalError.JournalError, never>(
@@ -183,6 +177,12 @@ const knownCluster: OptionKeys.Known<ClusterOptions<unknown>> = {
   socket: true
 }
 
+/**
+ * What {@link layerCluster} uses of `NodeClusterSocket`: its layer of runners over sockets.
+ *
+ * @category models
+ * @since 0.3.0
+ */
 export interface ClusterSocket {
   readonly layer: (options: {
     readonly storage: "sql"
