@@ -256,38 +256,37 @@ export const make = Effect.fnUntraced(function* (
   // followed, so a write through it is judged by where it would land, and a `..` after a
   // link is the parent of where the link led. One `lstat` a name, up to the first missing
   // one. `undefined` means a loop of links.
-  const realPath = (target: string): Effect.Effect<string | undefined> =>
-    fs.realPath(target).pipe(
-      Effect.catch(() =>
-        Effect.gen(function* () {
-          const split = (value: string) => value.split(path.sep).filter((name) => name.length > 0 && name !== ".")
-          const queue = split(target)
-          let current = path.parse(target).root
-          let links = 0
-          for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
-            // `current` holds no link, so its parent by name is its parent on disk.
-            if (name === "..") {
-              current = path.dirname(current)
-              continue
-            }
-            const next = path.join(current, name)
-            const info = yield* Effect.option(fs.lstat(next))
-            if (info._tag === "None") return path.join(next, ...queue)
-            if (info.value.type !== "SymbolicLink") {
-              current = next
-              continue
-            }
-            links += 1
-            if (links > maxLinkDepth) return undefined
-            const link = yield* Effect.option(fs.readLink(next))
-            if (link._tag === "None") return undefined
-            if (path.isAbsolute(link.value)) current = path.parse(link.value).root
-            queue.unshift(...split(link.value))
-          }
-          return current
-        })
-      )
-    )
+  const realPath = (target: string): Effect.Effect<string | undefined> => {
+    const walk = Effect.gen(function* () {
+      const split = (value: string) => value.split(path.sep).filter((name) => name.length > 0 && name !== ".")
+      const queue = split(target)
+      let current = path.parse(target).root
+      let links = 0
+      for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
+        // `current` holds no link, so its parent by name is its parent on disk.
+        if (name === "..") {
+          current = path.dirname(current)
+          continue
+        }
+        const next = path.join(current, name)
+        const info = yield* Effect.option(fs.lstat(next))
+        if (info._tag === "None") return path.join(next, ...queue)
+        if (info.value.type !== "SymbolicLink") {
+          current = next
+          continue
+        }
+        links += 1
+        if (links > maxLinkDepth) return undefined
+        const link = yield* Effect.option(fs.readLink(next))
+        if (link._tag === "None") return undefined
+        if (path.isAbsolute(link.value)) current = path.parse(link.value).root
+        queue.unshift(...split(link.value))
+      }
+      return current
+    })
+    // Node's `realpath` takes out a `..` by text first (review 188): a path with one is walked.
+    return target.split(path.sep).includes("..") ? walk : fs.realPath(target).pipe(Effect.catch(() => walk))
+  }
 
   const checkPath = Effect.fnUntraced(function* (tool: string, field: string, value: string) {
     const subject = `${tool}: arguments.${field} ${show(value)}`
@@ -309,7 +308,7 @@ export const make = Effect.fnUntraced(function* (
       // No confinement: a link is still followed (a relative path from the working directory,
       // where a tool of no root of its own resolves it), so it cannot lead to a .env file unseen.
       if (!denyEnvFiles) return allow
-      const real = yield* realPath(path.resolve(value))
+      const real = yield* realPath(path.isAbsolute(value) ? value : `${path.resolve()}${path.sep}${value}`)
       return real !== undefined && isEnvPath(real)
         ? deny("env_file", `${subject} leads to a .env file through a symbolic link`)
         : allow
@@ -321,7 +320,9 @@ export const make = Effect.fnUntraced(function* (
     if (!roots.some(under) && !realRoots.some(under)) {
       return deny("outside_roots", `${subject} resolves outside the allowed roots`)
     }
-    const real = yield* realPath(target)
+    // The path as sent, not as `resolve` shortens it: a tool may open it so, and the kernel
+    // takes a `..` after a link to the parent of where the link led.
+    const real = yield* realPath(path.isAbsolute(value) ? value : `${first}${path.sep}${value}`)
     if (real === undefined) {
       return deny("symlink_escape", `${subject} goes through a loop of symbolic links`)
     }

@@ -204,6 +204,32 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
       })
     )
 
+    it.effect("R3.6 R12 a `..` the model sends after a link is judged where the kernel takes it (review 188)", () =>
+      Effect.gen(function* () {
+        const { policy, root, outside, path } = yield* workspace
+        yield* Effect.promise(() => import("node:fs/promises").then((fs) => fs.mkdir(path.join(outside, "sub"))))
+        symlinkSync(path.join(outside, "sub"), path.join(root, "link"))
+        // By text "link/../secret.txt" is root/secret.txt; a tool that opens the path as sent
+        // reads outside/secret.txt. Before, the policy erased the link with the `..` and allowed it.
+        assertDenied(yield* check(policy, { path: "link/../secret.txt" }), "symlink_escape")
+        assertDenied(yield* check(policy, { path: `${path.join(root, "link")}/../secret.txt` }), "symlink_escape")
+        assertDenied(yield* check(policy, { path: "link/../new/file.txt" }), "symlink_escape")
+        // Also when a file of that name exists inside the root, where the text leads.
+        symlinkSync(path.join(root, "docs", "notes.md"), path.join(root, "secret.txt"))
+        assertDenied(yield* check(policy, { path: "link/../secret.txt" }), "symlink_escape")
+        // A `..` after a link that stays inside is where the link led, and allowed.
+        symlinkSync(path.join(root, "docs"), path.join(root, "docs-link"))
+        assertAllowed(yield* check(policy, { path: "docs-link/../docs/notes.md" }))
+        // Without roots, a `..` after a link cannot reach a .env file unseen either.
+        yield* Effect.promise(() =>
+          import("node:fs/promises").then((fs) => fs.writeFile(path.join(outside, ".env"), "K=1"))
+        )
+        symlinkSync(path.join(outside, ".env"), path.join(outside, "settings.txt"))
+        const noRoots = yield* Permission.make({})
+        assertDenied(yield* check(noRoots, { path: `${path.join(root, "link")}/../settings.txt` }), "env_file")
+      })
+    )
+
     it.effect("R3.6 a loop of links is denied as symlink_escape", () =>
       Effect.gen(function* () {
         const { policy, root, path } = yield* workspace
