@@ -11,6 +11,9 @@
  * On Linux `<directory>` is `/proc/self/fd/<n>`, the directory a descriptor holds, so
  * another process that renames or swaps a directory for a link between two steps cannot
  * redirect the walk; the descriptor finally used is checked once more against the root.
+ * A directory moved out of the root while a write runs is found after the fact: a directory
+ * the walk made there, or the file it placed, is removed again and the call fails
+ * `outside_root` (for a moment it was there, and a file it replaced there stays replaced).
  * Where there is no `/proc/self/fd` (macOS, the BSDs), the walk runs by path: links are
  * still resolved here and refused when they lead out, but such a concurrent swap between
  * two steps is not detected.
@@ -332,7 +335,13 @@ export const make = Effect.fnUntraced(function* (options: {
         yield* call(() => handle.writeFile(data)).pipe(onError)
         yield* call(() => handle.close()).pipe(onError)
         yield* verify(root, target.directory.handle)
-        yield* call(() => Fsp.rename(temporary, childOf(root, target.directory, target.name))).pipe(onError)
+        const placed = childOf(root, target.directory, target.name)
+        yield* call(() => Fsp.rename(temporary, placed)).pipe(onError)
+        // Checked again once placed: a directory another process moved out of the root between
+        // the check and the rename took the file with it (review 188). It is taken back out.
+        yield* verify(root, target.directory.handle).pipe(
+          Effect.tapError(() => Effect.ignore(call(() => Fsp.unlink(placed))))
+        )
       })
     )
 

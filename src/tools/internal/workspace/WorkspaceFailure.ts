@@ -62,7 +62,7 @@ export const fromWorkspaceError =
         return permanent(
           "outside_root",
           "permission",
-          `${at} leads outside the workspace root through a symbolic link; use a path inside it`,
+          `${at} leads outside the workspace root (through a symbolic link, or a directory moved out of it while the call ran); use a path inside it`,
           diagnostic
         )
       case "invalid_argument":

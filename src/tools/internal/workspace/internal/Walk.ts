@@ -145,9 +145,14 @@ export const makeWalker = (rootPath: string, descriptorPaths: boolean): Walker =
   const enter = Effect.fnUntraced(function* (root: Root, directory: Directory, name: string, create: boolean) {
     const at = childOf(root, directory, name)
     const where = shownAt(root, directory, name)
+    let created = false
     for (let attempt = 0; ; attempt++) {
       const opened = yield* Effect.result(open(at, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK))
       if (opened._tag === "Success") {
+        // A directory this walk made is checked at once: made in a directory another process
+        // moved out of the root meanwhile, it is removed again (review 188).
+        if (created)
+          yield* verify(root, opened.success).pipe(Effect.tapError(() => Effect.ignore(call(() => Fsp.rmdir(at)))))
         return done<Directory>({ handle: opened.success, names: [...directory.names, name] })
       }
       const error = opened.failure
@@ -162,6 +167,7 @@ export const makeWalker = (rootPath: string, descriptorPaths: boolean): Walker =
         const made = yield* Effect.result(call(() => Fsp.mkdir(at)))
         if (made._tag === "Failure" && made.failure.code !== "EEXIST")
           return yield* Effect.fail(fromErrno(where)(made.failure))
+        created = made._tag === "Success"
         continue
       }
       return yield* Effect.fail(fromErrno(where)(error))
