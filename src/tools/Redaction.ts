@@ -16,6 +16,7 @@
  */
 import { Exit, Predicate, Redacted } from "effect"
 import type * as Failure from "../failure/Failure.ts"
+import { formsOf, maskBase64 } from "./internal/SecretForms.ts"
 import { mask, withoutSecrets } from "./internal/SecretValues.ts"
 
 export { allLeaves, isSensitive, mask, secretsOf, withoutSecrets } from "./internal/SecretValues.ts"
@@ -130,14 +131,17 @@ export interface Secrets {
   /** The secrets as they are: a value equal to one is masked whatever its length. */
   readonly whole: ReadonlySet<string>
   /**
-   * The forms in which text may hold them: each as it is and as a JSON string escapes it
-   * (a failure's message may quote a value as JSON), longest first, so that a secret that
+   * The forms in which text may hold them: each as it is, as a JSON string escapes it (a
+   * failure's message may quote a value as JSON), and as a URL or a form encodes it (base64,
+   * as in an `Authorization` header, is read where text holds it), longest first, so that a secret that
    * holds another is masked whole, never leaving the rest of it around the shorter one's
    * mask. `undefined` when there are more than {@link maxForms}: text is masked whole.
    */
   readonly forms: ReadonlyArray<string> | undefined
   /** The forms' lengths added up: what searching a text for them may cost per character of it. */
   readonly formsLength: number
+  /** The secrets long enough to look for inside text, as base64 may hold them. */
+  readonly inText: ReadonlyArray<string>
   /** The beginnings of the longer forms, to find one cut short before a `…` (built at the first such text). */
   readonly beginnings: () => ReadonlyArray<Beginnings>
 }
@@ -150,13 +154,11 @@ export interface Secrets {
  */
 export const secrets = (values: Iterable<string>): Secrets => {
   const whole = new Set(values)
-  if (whole.size > maxForms) return { size: whole.size, whole, forms: undefined, formsLength: 0, beginnings: () => [] }
-  const found = new Set<string>()
-  for (const secret of whole) {
-    if (secret.length < minInText) continue
-    found.add(secret)
-    found.add(JSON.stringify(secret).slice(1, -1))
+  if (whole.size > maxForms) {
+    return { size: whole.size, whole, forms: undefined, formsLength: 0, inText: [], beginnings: () => [] }
   }
+  const inText = [...whole].filter((secret) => secret.length >= minInText)
+  const found = new Set(inText.flatMap(formsOf))
   const forms = [...found].sort((a, b) => b.length - a.length)
   let beginnings: ReadonlyArray<Beginnings> | undefined
   return {
@@ -164,6 +166,7 @@ export const secrets = (values: Iterable<string>): Secrets => {
     whole,
     forms,
     formsLength: forms.reduce((sum, form) => sum + form.length, 0),
+    inText,
     beginnings: () => {
       beginnings ??= forms.filter((form) => form.length > minCutShort).map(beginningsOf)
       return beginnings
@@ -189,9 +192,10 @@ export const adding = (known: Secrets, more: ReadonlyArray<string>): Secrets =>
   more.length === 0 ? known : secrets([...known.whole, ...more])
 
 /**
- * `text` with every secret of at least four characters replaced by {@link mask}, longest
- * first, also where the text was cut short in the middle of one (its first eight
- * characters or more, before a `…`). With too many secrets to search for, any text of four
+ * `text` with every secret of at least four characters replaced by {@link mask}, in each of
+ * its forms (see {@link Secrets}), longest first, also where the text was cut short in the
+ * middle of one (its first eight characters or more, before a `…`); a run of base64 whose
+ * bytes hold one is masked whole. With too many secrets to search for, any text of four
  * characters or more is masked whole.
  */
 export const maskText = (text: string, secrets: Secrets): string => {
@@ -206,6 +210,7 @@ export const maskText = (text: string, secrets: Secrets): string => {
   for (const form of secrets.forms) {
     if (out.includes(form)) out = out.replaceAll(form, mask)
   }
+  out = maskBase64(out, secrets.inText, mask)
   return out.includes(cut) ? (maskCutShort(out, secrets.beginnings()) ?? mask) : out
 }
 

@@ -502,36 +502,51 @@ describe("Subprocess.run", () => {
     }).pipe(Effect.provide(NodeServices.layer))
   )
 
-  it.live("R3.1 R5.2 Redacted arguments and environment values reach the child, but not its output or failures", () =>
-    Effect.gen(function* () {
-      const token = "sk-live-0123456789abcdef"
-      const arg = "sk-arg-fedcba9876543210"
-      const spec: Subprocess.Spec = {
-        command: "/bin/sh",
-        args: ["-c", 'printf "%s %s" "$TOKEN" "$1"; printf "%s" "$TOKEN" >&2; exit "$2"', "sh", Redacted.make(arg)],
-        env: { TOKEN: Redacted.make(token) }
-      }
-      // The child got both values (it compares them itself), and the output shows neither.
-      const check = yield* Subprocess.run({
-        ...spec,
-        args: ["-c", `[ "$TOKEN" = ${token} ] && [ "$1" = ${arg} ] && echo same`, "sh", Redacted.make(arg)]
-      })
-      assert.strictEqual(check.stdout, "same\n")
-      const ok = yield* Subprocess.run({ ...spec, args: [...(spec.args ?? []), "0"] })
-      assert.strictEqual(ok.stdout, "<redacted> <redacted>")
-      assert.strictEqual(ok.stderr, "<redacted>")
-      const failed = failureOf(yield* Effect.exit(Subprocess.run({ ...spec, args: [...(spec.args ?? []), "3"] })))
-      assert.strictEqual(failed.code, "exit_3")
-      assert.notInclude(`${failed.hint} ${failed.diagnostic}`, token)
-      // A spawn error names the command line with the argument redacted.
-      const unstartable = failureOf(
-        yield* Effect.exit(
-          Subprocess.run({ command: "/bin/sh", args: [Redacted.make(arg)], cwd: "/nonexistent" }, { cgroup: false })
+  it.live(
+    "R3.1 R5.2 Redacted arguments and environment values reach the child, but not its output (in any form: review 188) or failures",
+    () =>
+      Effect.gen(function* () {
+        const token = "sk-live-0123456789abcdef"
+        const arg = "sk-arg-fedcba9876543210"
+        const spec: Subprocess.Spec = {
+          command: "/bin/sh",
+          args: ["-c", 'printf "%s %s" "$TOKEN" "$1"; printf "%s" "$TOKEN" >&2; exit "$2"', "sh", Redacted.make(arg)],
+          env: { TOKEN: Redacted.make(token) }
+        }
+        // The child got both values (it compares them itself), and the output shows neither.
+        const check = yield* Subprocess.run({
+          ...spec,
+          args: ["-c", `[ "$TOKEN" = ${token} ] && [ "$1" = ${arg} ] && echo same`, "sh", Redacted.make(arg)]
+        })
+        assert.strictEqual(check.stdout, "same\n")
+        const ok = yield* Subprocess.run({ ...spec, args: [...(spec.args ?? []), "0"] })
+        assert.strictEqual(ok.stdout, "<redacted> <redacted>")
+        assert.strictEqual(ok.stderr, "<redacted>")
+        // Nor as a command writes it: URL-encoded, or in base64 after `user:` (review 188).
+        const encoded = yield* Subprocess.run({
+          ...spec,
+          args: [
+            "-c",
+            `printf '%s\n' "$1" "$2"`,
+            "sh",
+            `https://x.test/?k=${encodeURIComponent(`${token}/+`)}`,
+            `Basic ${Buffer.from(`me:${token}/+`).toString("base64")}`
+          ],
+          env: { TOKEN: Redacted.make(`${token}/+`) }
+        })
+        assert.strictEqual(encoded.stdout, "https://x.test/?k=<redacted>\nBasic <redacted>\n")
+        const failed = failureOf(yield* Effect.exit(Subprocess.run({ ...spec, args: [...(spec.args ?? []), "3"] })))
+        assert.strictEqual(failed.code, "exit_3")
+        assert.notInclude(`${failed.hint} ${failed.diagnostic}`, token)
+        // A spawn error names the command line with the argument redacted.
+        const unstartable = failureOf(
+          yield* Effect.exit(
+            Subprocess.run({ command: "/bin/sh", args: [Redacted.make(arg)], cwd: "/nonexistent" }, { cgroup: false })
+          )
         )
-      )
-      assert.strictEqual(unstartable.code, "spawn_failed")
-      assert.notInclude(`${unstartable.hint} ${unstartable.diagnostic}`, arg)
-    }).pipe(Effect.provide(NodeServices.layer))
+        assert.strictEqual(unstartable.code, "spawn_failed")
+        assert.notInclude(`${unstartable.hint} ${unstartable.diagnostic}`, arg)
+      }).pipe(Effect.provide(NodeServices.layer))
   )
 
   it.live("R5.2 invalid options are refused", () =>

@@ -25,6 +25,39 @@ describe("Redaction (R3.1, R12)", () => {
     assert.strictEqual(Redaction.maskText(text, Redaction.secrets([secret])), 'the tool failed: {"token":"<redacted>"}')
   })
 
+  it("R12 a secret written as a URL, a form, ASCII-only JSON, JSON twice or base64 writes it is masked too (review 188)", () => {
+    const secret = "sk+TOPSECRET/ab=cd\u00c442 x"
+    const known = Redaction.secrets([secret])
+    const ascii = (text: string, hex: (code: string) => string) =>
+      text.replace(/[\u0080-\uffff]/g, (c) => `\\u${hex(c.charCodeAt(0).toString(16).padStart(4, "0"))}`)
+    const json = JSON.stringify(secret).slice(1, -1)
+    const url = encodeURIComponent(secret)
+    const base64 = (text: string) => Buffer.from(text).toString("base64")
+    // Each form as a text would hold it, within other text.
+    const written = {
+      url,
+      lowerHex: url.replace(/%[0-9A-F]{2}/g, (code) => code.toLowerCase()),
+      path: encodeURI(secret),
+      form: url.replaceAll("%20", "+"),
+      python: ascii(json, (code) => code),
+      dotnet: ascii(json, (code) => code.toUpperCase()),
+      twice: JSON.stringify(json).slice(1, -1),
+      slashed: json.replaceAll("/", "\\/"),
+      base64: base64(secret),
+      base64url: Buffer.from(secret).toString("base64url"),
+      // Basic auth: base64 of "user:secret", the secret starting one or two bytes into a group of three.
+      basic1: base64(`abc:${secret}`),
+      basic2: base64(`u:${secret}`)
+    }
+    for (const [form, encoded] of Object.entries(written)) {
+      const masked = Redaction.maskText(`before ${encoded} after`, known)
+      assert.include(masked, Redaction.mask, form)
+      assert.notInclude(masked, encoded.slice(6, -6), form)
+    }
+    // Text that only shares a few characters with a form is left alone.
+    assert.strictEqual(Redaction.maskText("sk+TOP and %2B and 42", known), "sk+TOP and %2B and 42")
+  })
+
   it("R12 a text cut short in the middle of a secret does not keep the secret's beginning", () => {
     const secret = "TOPSECRET-abcdef"
     assert.strictEqual(

@@ -12,6 +12,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Duration, Effect, Redacted, Stream } from "effect"
 import { ChildProcess, type ChildProcessSpawner } from "effect/process"
+import * as Redaction from "../../tools/Redaction.ts"
 import type * as SubprocessCgroup from "./SubprocessCgroup.ts"
 import type { Spec } from "./SubprocessSpec.ts"
 
@@ -164,9 +165,17 @@ export const secretsOf = (spec: Spec): ReadonlyArray<string> => {
   return secrets.filter((s) => s.length > 0).sort((a, b) => b.length - a.length)
 }
 
-/** `text` with every secret replaced by `<redacted>`. */
+/**
+ * `text` with every secret replaced by `<redacted>`: as it is, however short, and in the forms
+ * a command writes it (`curl -v`'s URL-encoded query or base64 `Authorization` header: review 188).
+ */
 export const scrub = (text: string, secrets: ReadonlyArray<string>): string =>
-  secrets.reduce((acc, secret) => acc.replaceAll(secret, "<redacted>"), text)
+  secrets.length === 0
+    ? text
+    : Redaction.maskText(
+        secrets.reduce((acc, secret) => acc.replaceAll(secret, Redaction.mask), text),
+        Redaction.secrets(secrets)
+      )
 
 /**
  * The command for the spawner: `spec` itself, or (with a cgroup) `/bin/sh` running the
