@@ -3,8 +3,9 @@
  * beside the limit its `run.started` recorded), the run's deadline counting down, and the
  * calls in flight. On a TTY the frames of the runs going on are redrawn in place, one block
  * for all of them (ANSI: cursor up, clear down), a run's last frame left above it,
- * as events come but at most once per 100 ms (a frame is drawn from the whole log), at once
- * when the run ends, and every `refresh` (default 1 s) for the countdowns; when the output
+ * as events come but at most once per 100 ms (a frame is drawn from the whole log), and
+ * every `refresh` (default 1 s) for the countdowns; a run's last frame is written at once when
+ * it ends. The block fits the terminal's height (less a row); when the output
  * is not a TTY (CI, a pipe), it prints one plain line per event instead, and the frame once
  * the run has ended. A resumed run is shown from its resume on.
  *
@@ -45,7 +46,8 @@ export {
  * Where the view writes, and how: `write` (default `process.stdout.write`), `tty` (default:
  * whether stdout is a TTY), `refresh` the redraw interval on a TTY in milliseconds (100 to a
  * day; default 1 s), `columns` the terminal's width (default stdout's), to which each line of
- * a frame is cut so that none wraps and the frame is redrawn in place.
+ * a frame is cut so that none wraps and the frame is redrawn in place, and `rows` its height
+ * (default stdout's), which the block of runs going fits, less a row (then "… N more runs").
  *
  * @category models
  * @since 0.3.0
@@ -55,6 +57,7 @@ export interface Options {
   readonly tty?: boolean | undefined
   readonly refresh?: number | undefined
   readonly columns?: number | undefined
+  readonly rows?: number | undefined
 }
 
 /**
@@ -75,7 +78,7 @@ export class InvalidOptions extends Schema.TaggedError<InvalidOptions>()("Invali
 const day = 86_400_000
 
 /** Every option: one the view does not know is refused (review 173). */
-const knownOptions: OptionKeys.Known<Options> = { write: true, tty: true, refresh: true, columns: true }
+const knownOptions: OptionKeys.Known<Options> = { write: true, tty: true, refresh: true, columns: true, rows: true }
 
 /** The options as given, or why they cannot work (R12: a `refresh` of 0 redrew 60,000 times a second). */
 const checked = (options: Options): Effect.Effect<Options, InvalidOptions> => {
@@ -155,11 +158,45 @@ const screen = (options: Options, now: () => number) => {
   // A line that wrapped would take two rows, and the cursor moves up one a line (review 44).
   const rows = (events: ReadonlyArray<Event.Event>, at: number, given?: Given) =>
     frame(events, at, given).map((text) => fitToRow(text, options.columns ?? process.stdout.columns))
+  // The block fits the screen, less a row for the cursor: the cursor moves up no further than
+  // the screen's top, so a taller block could not be redrawn in place (review 187). Whole
+  // frames, then how many runs are not shown.
+  const onScreen = (frames: ReadonlyArray<ReadonlyArray<string>>): ReadonlyArray<string> => {
+    const height = options.rows ?? process.stdout.rows
+    // As for the width, a height that is no number of 3 rows or more sets no bound.
+    const room = height !== undefined && Number.isFinite(height) && height >= 3 ? Math.floor(height) - 1 : Infinity
+    if (frames.reduce((sum, lines) => sum + lines.length, 0) <= room) return frames.flat()
+    const shown: Array<string> = []
+    let count = 0
+    for (const lines of frames) {
+      if (shown.length + lines.length > room - 1) break
+      shown.push(...lines)
+      count++
+    }
+    const more = frames.length - count
+    return [
+      ...shown,
+      fitToRow(`… ${more} more run${more === 1 ? "" : "s"} going`, options.columns ?? process.stdout.columns)
+    ]
+  }
   const draw = (ended?: ReadonlyArray<Event.Event>, given?: Given) => {
-    drawnAt = now()
+    const at = now()
+    const ending = ended === undefined ? [] : rows(ended, at, given)
+    // A run's end writes its last frame at once, but the block of the others only when it is
+    // due: redrawn at every end, 300 runs ending together cost the square of their number,
+    // on their own time (review 187: 277 of them ran into their deadline). Till then the block
+    // is cleared, and drawn by the next tick.
+    if (at < nextAt) {
+      heldBack = live.length > 0
+      if (ended === undefined) return
+      write(redraw(drawn, ending))
+      drawn = 0
+      return
+    }
+    drawnAt = at
     heldBack = false
-    const block = live.flatMap((events) => rows(events, drawnAt))
-    write(redraw(drawn, ended === undefined ? block : [...rows(ended, drawnAt, given), ...block]))
+    const block = onScreen(live.map((events) => rows(events, drawnAt)))
+    write(redraw(drawn, [...ending, ...block]))
     drawn = block.length
     const done = now()
     nextAt = done + Math.max(frameInterval - (done - drawnAt), framesApart * (done - drawnAt))

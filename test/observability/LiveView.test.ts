@@ -292,6 +292,78 @@ describe("LiveView", () => {
   )
 
   it.live(
+    "R12 R13 runs ending together on a TTY: each writes its last frame, the others' block waits its turn (review 187)",
+    () =>
+      Effect.gen(function* () {
+        const waits = Tool.make({
+          name: "wait",
+          description: "waits",
+          input: Schema.Struct({ millis: Schema.Number }),
+          output: Schema.String,
+          sideEffect: "read",
+          handler: ({ millis }) => Effect.as(Effect.sleep(millis), "ok")
+        })
+        const writes: Array<string> = []
+        const runs = 200
+        const started = Date.now()
+        const results = yield* Effect.all(
+          Array.from({ length: runs }, (_, i) =>
+            Run.run({ goal: "g", runId: `run-${i}`, tools: [waits] }).pipe(
+              Effect.provide(
+                ScriptedModel.layer([
+                  ScriptedModel.toolCall("wait", { millis: 100 }),
+                  ScriptedModel.finalAnswer("done")
+                ])
+              )
+            )
+          ),
+          { concurrency: "unbounded" }
+        ).pipe(Effect.provide(LiveView.layer({ tty: true, write: (text) => writes.push(text) })))
+        const took = Date.now() - started
+        assert.isTrue(results.every((result) => result.status === "completed"))
+        // Every run's last frame is written.
+        assert.strictEqual(writes.join("").match(/ended {2}completed/g)?.length, runs)
+        // A write of several runs' frames is a block, drawn at most once a frame interval (100 ms).
+        // Before, every run's end redrew all the others: 200 such writes, 61,000 lines, and runs
+        // that ended later ran into their deadlines.
+        const blocks = writes.filter((text) => (text.match(/run run-/g)?.length ?? 0) > 1).length
+        assert.isAtMost(blocks, Math.floor(took / 100) + 2, `${blocks} blocks in ${took} ms`)
+      })
+  )
+
+  it.live("R13 the block of runs going fits the terminal's height, less a row for the cursor (review 187)", () =>
+    Effect.gen(function* () {
+      const writes: Array<string> = []
+      const echo = Tool.make({
+        name: "echo",
+        description: "echo",
+        input: Schema.Struct({ text: Schema.String }),
+        output: Schema.String,
+        sideEffect: "none",
+        idempotent: true,
+        handler: ({ text }) => Effect.as(Effect.sleep("20 millis"), text)
+      })
+      const one = (i: number) =>
+        Run.run({ goal: "g", runId: `run-${i}`, tools: [echo], limits: { maxIterations: 10, maxToolCalls: 100 } }).pipe(
+          Effect.provide(
+            ScriptedModel.layerFunction((request) =>
+              ScriptedModel.toolCall("echo", { text: `${request.messages.length}` })
+            )
+          )
+        )
+      yield* Effect.all(
+        Array.from({ length: 12 }, (_, i) => one(i)),
+        { concurrency: "unbounded" }
+      ).pipe(Effect.provide(LiveView.layer({ write: (text) => writes.push(text), tty: true, columns: 80, rows: 24 })))
+      // Twelve runs take 36 rows or more: before, the block was redrawn with the cursor 36 rows up.
+      for (const text of writes) {
+        assert.isAtMost(Number(/^\x1b\[(\d+)F/.exec(text)?.[1] ?? 0), 23)
+      }
+      assert.isTrue(writes.some((text) => /… \d+ more runs going/.test(text)))
+    })
+  )
+
+  it.live(
     "R12 a write that throws never takes the process down, on the TTY's countdown timer either (review 120)",
     () =>
       Effect.gen(function* () {
