@@ -24,13 +24,25 @@ const standInKey = crypto.getRandomValues(new Uint8Array(32))
  * again, a failure repeated, an answer that was blank): {@link omitted} with a keyed digest
  * of the text (`<not recorded #…>`). Equal texts get one stand-in, different texts
  * different ones, so that a view folds the counters the run had; the key stays in memory,
- * so nobody can test a guess against it. Blank text is no content: kept as it is.
+ * so nobody can test a guess against it. Text that shows nothing stands in as blank text
+ * (the counters read an empty answer): spaces and tabs spelling the digest's bits, since
+ * characters that show nothing may still say something (review 187: a model's answer in
+ * Unicode tag characters was kept, and read back as "db-password=hunter2"). Empty stays empty.
  */
 const keyedDigest = (text: string): string =>
   createHmac("sha256", standInKey).update(text).digest("base64url").slice(0, 16)
 
+const blankStandIn = (text: string): string =>
+  createHmac("sha256", standInKey)
+    .update(text)
+    .digest()
+    .subarray(0, 8)
+    .reduce((spelled, byte) => spelled + byte.toString(2).padStart(8, "0"), "")
+    .replaceAll("0", " ")
+    .replaceAll("1", "\t")
+
 const standIn = (text: string): string =>
-  Model.isBlank(text) ? text : `${omitted.slice(0, -1)} #${keyedDigest(text)}>`
+  text.length === 0 ? text : Model.isBlank(text) ? blankStandIn(text) : `${omitted.slice(0, -1)} #${keyedDigest(text)}>`
 
 /** The tools a run has (its `run.started`): a name the model gave is content unless it is one of them. */
 export type Known = ReadonlySet<string> | undefined
@@ -141,6 +153,12 @@ export const withoutContent = (event: Event.Event, known?: Known): Event.Event =
     // A status query's own words may quote the call's arguments, and so may what a handler said
     // of its interrupted action (`context.settle`); a provider's hint, what it was sent.
     case "tool.reconciled":
+      // A failure after the query carries its hint, which may quote them too (review 187).
+      return {
+        ...event,
+        detail: omitted,
+        ...(event.after === undefined ? {} : { after: { ...event.after, hint: omitted } })
+      }
     case "tool.interrupted":
       return { ...event, detail: omitted }
     case "model.failed":

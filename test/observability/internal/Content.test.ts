@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as Counters from "../../../src/events/Counters.ts"
 import type * as Event from "../../../src/events/Event.ts"
+import * as Model from "../../../src/model/Model.ts"
 import { omitted, withoutContent } from "../../../src/observability/internal/Content.ts"
 import * as Run from "../../../src/run/Run.ts"
 import * as ScriptedModel from "../../../src/testing/ScriptedModel.ts"
@@ -34,7 +35,7 @@ describe("content left out of a recording", () => {
     assert.deepStrictEqual(stripped, { ...without, error: { ...contradicted.error, message } })
   })
 
-  it("R13 what the counters compare stays comparable: equal texts, one stand-in; different texts, different ones; blank, kept", () => {
+  it("R13 what the counters compare stays comparable: equal texts, one stand-in; different texts, different ones; blank, blank but not as written (review 187)", () => {
     const succeeded = (observation: string): Event.Event => ({
       _tag: "tool.succeeded",
       ...stamp,
@@ -60,7 +61,47 @@ describe("content left out of a recording", () => {
       signatures: [],
       usage: { inputTokens: 1, outputTokens: 1 }
     }
-    assert.deepStrictEqual(withoutContent(blank), blank)
+    // Blank stays blank (the counters read an empty answer), but not as it was: characters that
+    // show nothing may still say something (review 187: an answer in Unicode tag characters).
+    const tags = [..."db-password=hunter2"].map((c) => String.fromCodePoint(0xe0000 + c.charCodeAt(0))).join("")
+    const blanks = [" \u200b ", tags, tags, `${tags}x`.slice(0, -1), "", " \t "].map((text) => {
+      const left = withoutContent({ ...blank, text })
+      return left._tag === "model.responded" ? left.text : "not an answer"
+    })
+    const [zeroWidth, hidden, hiddenAgain, , empty, spaces] = blanks
+    for (const text of blanks) assert.isTrue(Model.isBlank(text), JSON.stringify(text))
+    assert.strictEqual(empty, "")
+    assert.match(hidden ?? "", /^[ \t]+$/)
+    assert.strictEqual(hidden, hiddenAgain)
+    assert.notStrictEqual(hidden, zeroWidth)
+    assert.notStrictEqual(spaces, " \t ")
+    assert.notInclude(JSON.stringify(blanks), "\\udb40")
+  })
+
+  it("R13 R12 a status query's failure after it keeps its code, not its hint (review 187)", () => {
+    const reconciled: Event.Event = {
+      _tag: "tool.reconciled",
+      ...stamp,
+      callId: "c1",
+      name: "write",
+      idempotencyKey: "r/c1",
+      verdict: "not_applied",
+      detail: "no file at /home/ada/SECRET-PATH",
+      after: {
+        classification: "permanent",
+        source: "tool",
+        category: "other",
+        code: "write_failed",
+        attempts: 2,
+        hint: "could not write /home/ada/SECRET-PATH"
+      }
+    }
+    const left = withoutContent(reconciled)
+    assert.notInclude(JSON.stringify(left), "SECRET-PATH")
+    assert.deepInclude(left._tag === "tool.reconciled" ? left.after : undefined, {
+      code: "write_failed",
+      hint: omitted
+    })
   })
 
   it("R13 R12 what a call was given or a person wrote is left out: a refusal's message, a reviewer's reason, the plan", () => {
