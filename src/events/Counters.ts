@@ -259,14 +259,21 @@ export const step = (counters: Counters, event: Event): Counters => {
 }
 
 /**
- * The counters of a whole timeline.
+ * The counters of a whole timeline. A timeline without its beginning (a recording whose
+ * head was cut: `tail -n`, a rotated log) counts its time from its first event, not from
+ * 1970 (review 187: it was explained as a run of 56 years).
  *
  * @category combinators
  * @since 0.1.0
  */
 export const fold = (events: Iterable<Event>): Counters => {
   let counters = fresh()
-  for (const event of events) counters = step(counters, event)
+  let first = true
+  for (const event of events) {
+    if (first && event._tag !== "run.started") counters = { ...counters, startedAt: event.at }
+    first = false
+    counters = step(counters, event)
+  }
   return counters
 }
 

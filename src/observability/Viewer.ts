@@ -108,6 +108,11 @@ export const html = (input: Input, options: Options = {}): string => {
   const notices: Array<string> = []
   if (recording.torn)
     notices.push("The recording's last line was cut short (a crash, or still being written): skipped.")
+  const first = events[0]
+  if (first !== undefined && first._tag !== "run.started")
+    notices.push(
+      `The recording does not begin with the run's start: its first event is seq ${first.seq} (its head was cut off). Times count from that event, and counts leave out what came before it.`
+    )
   if (!stop.finished) notices.push("The run had not finished when this was read: open bars run to the last event.")
   if (options.content === false || Event.contentLeftOut(events))
     notices.push(

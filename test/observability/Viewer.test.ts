@@ -70,6 +70,18 @@ describe("Viewer", () => {
     assert.include(html, `<span id="stop-reason" class="reason">${result.stopReason}</span>`)
   })
 
+  it("R13 a recording whose head was cut (tail -n, a rotated log) is timed from its first event, and says so (review 187)", async () => {
+    const { recording } = await recorded
+    const tail = recording.events.slice(5)
+    const first = tail[0]
+    const lastAt = tail[tail.length - 1]?.at ?? 0
+    // Before, its time was counted from 1970: a run of 56 years, whose limit was to be raised.
+    assert.strictEqual(Explain.explain(tail).elapsedMillis, lastAt - (first?.at ?? 0))
+    const html = Viewer.html({ ...recording, events: tail })
+    assert.include(html, `The recording does not begin with the run&#39;s start: its first event is seq ${first?.seq}`)
+    assert.notInclude(Viewer.html(recording), "does not begin with the run")
+  })
+
   it("is self-contained: no request leaves the page", async () => {
     const { recording } = await recorded
     const html = Viewer.html(recording)
