@@ -113,3 +113,17 @@ export const metric = {
   cause: "cause",
   tokenType: "gen_ai.token.type"
 } as const
+
+/** A class name or a code as code writes it (`ProviderError`, `http_429`). */
+const identifier = /^[A-Za-z_$][\w$]{0,63}$/
+
+/**
+ * A name (a failure's code, an error's tag) as a span or a metric shows it: as it is when it
+ * reads as one (an identifier of at most 64 characters), else `otherwise`. A code a tool built
+ * from what it was given (`not found: <path>`) would put that on a span, and make a metric
+ * series of each value (review 187).
+ *
+ * @category attributes
+ * @since 0.3.0
+ */
+export const nameShown = (name: string, otherwise: string): string => (identifier.test(name) ? name : otherwise)

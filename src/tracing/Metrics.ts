@@ -137,7 +137,8 @@ const toolOutcomes = (timeline: ReadonlyArray<Event.Event>): Iterable<string> =>
 }
 
 function* retryCauses(timeline: ReadonlyArray<Event.Event>) {
-  for (const e of timeline) if (e._tag === "recovery.started") yield `${e.kind}\u0000${e.cause}`
+  for (const e of timeline)
+    if (e._tag === "recovery.started") yield `${e.kind}\u0000${Attributes.nameShown(e.cause, "failure")}`
 }
 
 /**

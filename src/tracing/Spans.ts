@@ -12,7 +12,7 @@ import * as Text from "../failure/Text.ts"
 import type * as Model from "../model/Model.ts"
 import type * as Tool from "../tools/Tool.ts"
 import type * as ToolResult from "../tools/ToolResult.ts"
-import { errorType, genAi, runtime, span } from "./Attributes.ts"
+import { errorType, genAi, nameShown, runtime, span } from "./Attributes.ts"
 import * as Tracing from "./Tracing.ts"
 
 const failed = <A, E>(exit: Exit.Exit<A, E>): Tracing.Attributes =>
@@ -274,7 +274,7 @@ export const backoff = <A, E, R>(
   Tracing.span(self, span.backoff, () => ({
     [runtime.attempt]: wait.attempt,
     [runtime.delayMillis]: wait.delayMillis,
-    [runtime.cause]: wait.cause,
+    [runtime.cause]: nameShown(wait.cause, "failure"),
     [runtime.backoffKind]: wait.kind
   }))
 

@@ -12,7 +12,7 @@
 import { Cause, Clock, Context, Effect, Exit, Layer, Predicate, References, Tracer } from "effect"
 import * as StopReason from "../events/StopReason.ts"
 import * as Failure from "../failure/Failure.ts"
-import { errorType } from "./Attributes.ts"
+import { errorType, nameShown } from "./Attributes.ts"
 
 /**
  * Attributes of a span: values OpenTelemetry accepts.
@@ -81,9 +81,6 @@ export const contentJson = (value: unknown): string => {
   }
 }
 
-/** A class name or a code as code writes it (`ProviderError`, `http_429`); anything else is not shown. */
-const identifier = /^[A-Za-z_$][\w$]{0,63}$/
-
 /** A stop reason of the runtime's, the one free-form field of a tagged error a span may show. */
 const stopReasons: ReadonlySet<unknown> = new Set(StopReason.all)
 
@@ -101,10 +98,10 @@ export const errorTypeOf = (cause: Cause.Cause<unknown>): string => {
   if (Cause.hasInterruptsOnly(cause)) return "interrupted"
   try {
     const error = Cause.squash(cause)
-    if (Failure.isFailure(error)) return identifier.test(error.code) ? error.code : "failure"
+    if (Failure.isFailure(error)) return nameShown(error.code, "failure")
     if (Predicate.hasProperty(error, "_tag")) {
       if (Predicate.hasProperty(error, "reason") && stopReasons.has(error.reason)) return String(error.reason)
-      return typeof error._tag === "string" && identifier.test(error._tag) ? error._tag : "error"
+      return typeof error._tag === "string" ? nameShown(error._tag, "error") : "error"
     }
     return "defect"
   } catch {

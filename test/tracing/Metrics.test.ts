@@ -6,9 +6,11 @@ import * as Run from "../../src/run/Run.ts"
 import * as FaultyJournal from "../../src/testing/FaultyJournal.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
+import { runtime, span } from "../../src/tracing/Attributes.ts"
 import * as Metrics from "../../src/tracing/Metrics.ts"
 import { drive } from "../support/clock.ts"
 import { echo } from "../support/tools.ts"
+import { memoryTracer } from "../support/tracer.ts"
 
 const count = (metric: Metric.Metric<number, Metric.CounterState<number>>) =>
   Effect.map(Metric.value(metric), (state) => state.count)
@@ -74,6 +76,53 @@ describe("issue 15 metrics", () => {
       // Before: 1 step counted, 2 step durations.
       assert.deepStrictEqual([steps, durations], [2, 2])
     }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
+  )
+
+  it.effect(
+    "R12 R13 a failure code a tool built from its arguments is no metric label nor span attribute (review 187)",
+    () =>
+      Effect.gen(function* () {
+        let attempts = 0
+        const lookup = Tool.make({
+          name: "lookup",
+          description: "looks a user up",
+          input: Schema.Struct({ user: Schema.String }),
+          output: Schema.String,
+          idempotent: true,
+          sideEffect: "read",
+          handler: ({ user }) =>
+            attempts++ === 0
+              ? Effect.fail(
+                  new Failure.Retryable({
+                    source: "tool",
+                    category: "connection",
+                    code: `not found: ${user}\x1b[2J`,
+                    attempts: 1,
+                    hint: "not found"
+                  })
+                )
+              : Effect.succeed("found")
+        })
+        const { tracer, spans } = memoryTracer()
+        const result = yield* drive(
+          Run.run({ goal: "look up", tools: [lookup] }).pipe(
+            Effect.provide(
+              ScriptedModel.layer([
+                ScriptedModel.toolCall("lookup", { user: "SECRET-0" }),
+                ScriptedModel.finalAnswer("done")
+              ])
+            )
+          )
+        ).pipe(Effect.withTracer(tracer))
+        assert.strictEqual(result.status, "completed")
+        // A code that reads as no code is shown as `failure`: before, it was the label of a series of
+        // its own and the backoff span's cause, escape sequence and argument included.
+        const retried = Metric.withAttributes(Metrics.retries, { kind: "tool_retry", cause: "failure" })
+        assert.strictEqual(yield* count(retried), 1)
+        const backoff = spans.find((s) => s.name === span.backoff)
+        assert.strictEqual(backoff?.attributes.get(runtime.cause), "failure")
+        assert.notInclude(JSON.stringify(spans.map((s) => [...s.attributes])), "SECRET-0")
+      }).pipe(Effect.provideService(Metric.MetricRegistry, new Map()))
   )
 
   it.effect("a failed run counts under its own status and stop reason", () =>
