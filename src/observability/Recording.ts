@@ -12,8 +12,11 @@
  */
 import { Effect, FileSystem, type PlatformError, Result, Schema } from "effect"
 import * as Event from "../events/Event.ts"
+import * as RunState from "../events/RunState.ts"
+import * as StopReason from "../events/StopReason.ts"
 import * as Timeline from "../events/Timeline.ts"
 import * as Text from "../failure/Text.ts"
+import * as UserCode from "../failure/UserCode.ts"
 import * as RunResult from "../run/RunResult.ts"
 import * as ToolArguments from "../tools/ToolArguments.ts"
 import * as Writers from "./internal/Writers.ts"
@@ -37,14 +40,15 @@ export interface Recording {
  * Why a file cannot be read as a run: it is not there (`missing`), cannot be read
  * (`unreadable`: a directory, a FIFO, a device, bytes that are no UTF-8) or is larger than
  * the read allows (`too_large`), it is not JSON (`bad_json`), or it is JSON but no run
- * (`not_a_run`: no event, events of two runs, values nested deeper than a run makes them).
+ * (`not_a_run`: no event, events of two runs, values nested deeper than a run makes them),
+ * or the read was asked wrongly (`invalid_options`: a `maxBytes` that is no positive integer).
  *
  * @category errors
  * @since 0.3.0
  */
 export class RecordingError extends Schema.TaggedError<RecordingError>()("RecordingError", {
   path: Schema.String,
-  reason: Schema.Literals(["missing", "unreadable", "too_large", "bad_json", "not_a_run"]),
+  reason: Schema.Literals(["missing", "unreadable", "too_large", "bad_json", "not_a_run", "invalid_options"]),
   detail: Schema.String
 }) {
   override get message(): string {
@@ -53,7 +57,8 @@ export class RecordingError extends Schema.TaggedError<RecordingError>()("Record
       unreadable: "cannot be read",
       too_large: "too large",
       bad_json: "not JSON",
-      not_a_run: "not a run"
+      not_a_run: "not a run",
+      invalid_options: "invalid options"
     }[this.reason]
     // The detail may quote the file (a parser's message does): its control characters are written out.
     return Timeline.visible(`${this.path}: ${what}: ${this.detail}`)
@@ -144,7 +149,24 @@ const undatable = (event: Event.Event): string | undefined =>
     ? undefined
     : `its "at" (${event.at}) is no time a date can hold (at most ${dateLimit} ms either side of 1970)`
 
+/** Names a field of a newer version's RunResult, or `undefined`: a kind of event, a status or a stop reason this one does not know. */
+const newerResult = (value: Record<string, unknown>): string | undefined => {
+  const timeline = Array.isArray(value.timeline) ? value.timeline : []
+  const unknown = timeline.findIndex((e) => isObject(e) && typeof e._tag === "string" && !Event.kinds.has(e._tag))
+  if (unknown >= 0) return `event ${unknown + 1} of its timeline: ${notAnEvent(timeline[unknown], undefined)}`
+  const unknownOf = (field: string, known: ReadonlyArray<string>) => {
+    const given = value[field]
+    return typeof given === "string" && !known.includes(given)
+      ? `a ${field} this version does not know (${JSON.stringify(Text.head(given, 80))}): written by a newer version of effect-agent-runtime?`
+      : undefined
+  }
+  return unknownOf("status", RunState.Status.literals) ?? unknownOf("stopReason", StopReason.all)
+}
+
 const fromResult = (path: string, value: Record<string, unknown>): Result.Result<Recording, RecordingError> => {
+  // Said as the lines of a recording say it, not as every literal the schema expected (review 187).
+  const newer = newerResult(value)
+  if (newer !== undefined) return Result.fail(notARun(path, newer))
   const decoded = decodeResult(value)
   if (Result.isFailure(decoded))
     return Result.fail(notARun(path, `a RunResult that does not decode: ${firstIssue(decoded.failure)}`))
@@ -214,7 +236,7 @@ const otherRun = (events: ReadonlyArray<Event.Event>): string | undefined => {
   const other = events.findIndex((e) => e.runId !== runId)
   return other < 0
     ? undefined
-    : `events of two runs: event ${other + 1} is of run ${JSON.stringify(events[other]?.runId)}, the first of ${JSON.stringify(runId)} (one file a run)`
+    : `events of two runs: event ${other + 1} is of run ${JSON.stringify(Text.head(events[other]?.runId ?? "", 80))}, the first of ${JSON.stringify(Text.head(runId ?? "", 80))} (one file a run)`
 }
 
 /**
@@ -287,6 +309,14 @@ export const read = (
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
     const maxBytes = options.maxBytes ?? defaultMaxBytes
+    // No comparison with NaN holds: such a bound read any file whole (review 187).
+    if (!(Number.isInteger(maxBytes) && maxBytes > 0)) {
+      return yield* new RecordingError({
+        path,
+        reason: "invalid_options",
+        detail: `maxBytes must be a whole number of bytes above 0, got ${UserCode.shown(maxBytes)}`
+      })
+    }
     const failed = (error: PlatformError.PlatformError) =>
       new RecordingError({
         path,

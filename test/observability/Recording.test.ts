@@ -277,6 +277,52 @@ describe("Recording", () => {
     }
   })
 
+  it("R13 a RunResult a newer version wrote says so too: an event kind, a status or a stop reason it does not know (review 187)", () => {
+    const json = Schema.encodeSync(Schema.toCodecJson(RunResult.RunResult))(result) as Record<string, unknown> & {
+      readonly timeline: ReadonlyArray<unknown>
+    }
+    const future = { _tag: "run.teleported", runId: result.runId, seq: 1, at: 0 }
+    for (const [value, says] of [
+      [
+        { ...json, timeline: [json.timeline[0], future, ...json.timeline.slice(1)] },
+        'event 2 of its timeline: an event of a kind this version does not know ("run.teleported")'
+      ],
+      [{ ...json, status: "paused" }, 'a status this version does not know ("paused")'],
+      [{ ...json, stopReason: "token_rate_limited" }, 'a stopReason this version does not know ("token_rate_limited")']
+    ] as const) {
+      const error = failure(JSON.stringify(value))
+      assert.strictEqual(error?.reason, "not_a_run")
+      assert.include(error?.detail, says)
+      assert.include(error?.detail, "written by a newer version")
+    }
+  })
+
+  it("R12 an error names what a file says in a few words: a run id of 1 MiB is cut (review 187)", () => {
+    const other = { ...(started as object), runId: "x".repeat(1 << 20) }
+    const error = failure(`${jsonl}${JSON.stringify(other)}\n`)
+    assert.include(error?.detail, "events of two runs")
+    assert.isBelow(error?.message.length ?? Infinity, 500)
+  })
+
+  it.effect(
+    "R12 a maxBytes that is no positive integer is invalid_options, never a read without bound (review 187)",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDirectory
+        const fs = yield* FileSystem.FileSystem
+        yield* fs.writeFileString(`${directory}/run.jsonl`, jsonl)
+        for (const maxBytes of [Number.NaN, 0, -1, 0.5, Number.POSITIVE_INFINITY, "100" as unknown as number]) {
+          const error = yield* Effect.flip(Recording.read(`${directory}/run.jsonl`, { maxBytes }))
+          assert.strictEqual(error.reason, "invalid_options", String(maxBytes))
+          assert.include(error.detail, "maxBytes")
+        }
+        assert.deepStrictEqual(
+          (yield* Recording.read(`${directory}/run.jsonl`, { maxBytes: 1 << 20 })).events,
+          result.timeline
+        )
+      }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
   it("R12 R13 an event at a time no Date can hold is not_a_run, by its line and field, in a recording or a result", () => {
     const at = (time: number, index: number) =>
       result.timeline.map((e, i) => Recording.line(i === index ? { ...e, at: time } : e) ?? "").join("")

@@ -164,6 +164,23 @@ describe("Replay", () => {
     })
   )
 
+  it.effect(
+    "R12 a divergence's detail writes out the control and bidirectional characters of what it quotes (review 187)",
+    () =>
+      Effect.gen(function* () {
+        const hostile = "done \x9b2J\u202eevil"
+        const recorded = yield* Run.run({ goal: hostile, tools: [echo] }).pipe(
+          Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")]))
+        )
+        // Replayed with another goal: the detail quotes both.
+        const report = yield* Replay.replay(recorded.timeline, { goal: "answer", tools: [echo] })
+        assert.strictEqual(report._tag, "Diverged")
+        const detail = report._tag === "Diverged" ? report.detail : ""
+        assert.include(detail, "\\x9b2J\\u202eevil")
+        assert.notMatch(detail, /[\x9b\u202e]/)
+      })
+  )
+
   it.effect("the same recording with a lower limits.maxIterations diverges where the recorded run went on", () =>
     Effect.gen(function* () {
       const recorded = yield* recordRun()

@@ -3,6 +3,7 @@
  * `testing/` (see `Replay`).
  */
 import type * as Event from "../../events/Event.ts"
+import * as Timeline from "../../events/Timeline.ts"
 import type * as Failure from "../../failure/Failure.ts"
 import * as Text from "../../failure/Text.ts"
 import * as Model from "../../model/Model.ts"
@@ -146,8 +147,9 @@ export interface Parting {
 
 const describe = (event: Event.Event | undefined): string => (event === undefined ? "nothing" : event._tag)
 
+// Control and bidirectional characters written out, as `Explain.format` writes them (review 187).
 const shown = (value: unknown): string => {
-  const text = value === undefined ? "(absent)" : canonical(value)
+  const text = value === undefined ? "(absent)" : Timeline.visible(canonical(value))
   return text.length > 120 ? `${Text.head(text, 117)}...` : text
 }
 
