@@ -285,16 +285,23 @@ export const refuse = (
   }
   // On every attempt, not only the first: a failure its owner retried is not retried again (R3.4).
   if (failure.attempts > 1) return giveUp("owner_retried", `already retried ${failure.attempts - 1} times by its owner`)
-  if (!rules.allowed || (rules.allowedUpTo !== undefined && attempt > rules.allowedUpTo)) {
-    return giveUp("not_allowed", "this call may not be retried automatically")
-  }
+  // Before the call's own rules: a refused call never ran, so even one that may not be sent
+  // twice waits for its circuit (review 189: a refused payment ended the run `tool_error`, and
+  // cut off its sibling, the circuit's trial, in doubt).
   if (isRefusal(failure)) {
-    if (rules.handOff === true) return giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
+    // Only an open circuit hands over at once: a half-open one is another call's trial, over in
+    // moments (review 189: every run that began during a trial went to its fallback for good).
+    // Its poll that does not fit in the time left hands over then (see `decide`).
+    if (rules.handOff === true && failure.category === "circuit_open")
+      return giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
     // Open for ever: there is no time to wait for.
     if (failure.category === "circuit_open" && failure.retryAfterMillis === undefined)
       return giveUp("circuit_open", failure.hint)
     // It never ran: its wait spends no retry of the call nor of the run (R3.9).
     return undefined
+  }
+  if (!rules.allowed || (rules.allowedUpTo !== undefined && attempt > rules.allowedUpTo)) {
+    return giveUp("not_allowed", "this call may not be retried automatically")
   }
   if (attempt > rules.maxRetries) return giveUp("schedule_exhausted", `retry limit of ${rules.maxRetries} reached`)
   if (facts.recoveriesSpent >= rules.maxRecoveries) {

@@ -351,7 +351,9 @@ describe("R3.9 circuit breakers in a run", () => {
         ScriptedModel.toolCall("search", { q: "c" }),
         ScriptedModel.finalAnswer("gave up searching")
       ])
-      const result = yield* run(script, { tools: [search], limits: { maxToolErrors: 10 } })
+      // The circuit stays open past the run's deadline: the third call is refused for good, and its
+      // refusal handed to the model. (Within the deadline it would wait for the circuit.)
+      const result = yield* run(script, { tools: [search], limits: { maxToolErrors: 10 }, time: { run: "10 seconds" } })
       assert.strictEqual(runs, 2)
       assert.deepStrictEqual(transitions(result), ["tool:search closed>open"])
       const codes = events(result, "tool.failed").map((e) => e.error.failure?.code)

@@ -151,6 +151,37 @@ const table: ReadonlyArray<{
     expect: "run_budget"
   },
   {
+    name: "R3.7 R3.9 a call that may not be sent twice, refused by its circuit, waits for it: it never ran (review 189)",
+    rules: { allowed: false },
+    facts: { failure: retryable({ category: "circuit_half_open", retryAfterMillis: 250 }), nextDelayMillis: 250 },
+    expect: { _tag: "Retry", delayMillis: 250 }
+  },
+  {
+    name: "R3.8 R3.9 the resend a status query vouched for, refused by an open circuit, waits for it (review 189)",
+    rules: { allowed: true, allowedUpTo: 1 },
+    facts: {
+      failure: retryable({ category: "circuit_open", retryAfterMillis: 1000 }),
+      attempt: 2,
+      nextDelayMillis: 1000
+    },
+    expect: { _tag: "Retry", delayMillis: 1000 }
+  },
+  {
+    name: "R3.9 a call refused during another call's trial waits for it, a fallback or not: the trial is over in moments (review 189)",
+    rules: { handOff: true },
+    facts: { failure: retryable({ category: "circuit_half_open", retryAfterMillis: 250 }), nextDelayMillis: 250 },
+    expect: { _tag: "Retry", delayMillis: 250 }
+  },
+  {
+    name: "R3.9 an open circuit that resumes within the time left is waited for: 100 ms of 200 (review 189)",
+    facts: {
+      failure: retryable({ category: "circuit_open", retryAfterMillis: 100 }),
+      nextDelayMillis: 100,
+      timeLeft: { millis: 200, layer: "run" }
+    },
+    expect: { _tag: "Retry", delayMillis: 100 }
+  },
+  {
     name: "R3.9 a circuit open for ever is the circuit's stop at once: there is no time to wait for",
     facts: { failure: retryable({ category: "circuit_open" }) },
     expect: "circuit_open"
@@ -213,27 +244,40 @@ describe("Recovery.decide", () => {
     })
   }
 
-  it("R3.9 a refused call waits for its circuit: an open one until it resumes, a trial 250 ms doubling to 2 s", () => {
+  it("R3.9 a refused call waits for its circuit: an open one until it resumes (review 189), a trial 250 ms doubling to 2 s", () => {
     const halfOpen = retryable({ category: "circuit_half_open", retryAfterMillis: Recovery.trialPollMillis })
     assert.deepStrictEqual(
       [0, 1, 2, 3, 4, 40].map((before) => Recovery.refusalDelay(halfOpen, before)),
       [250, 500, 1000, 2000, 2000, 2000]
     )
     assert.strictEqual(Recovery.refusalDelay(retryable({ category: "circuit_half_open" }), 1), 500)
-    assert.strictEqual(Recovery.refusalDelay(retryable({ category: "circuit_open", retryAfterMillis: 700 }), 3), 700)
+    // An open circuit's first refusal waits its open time as it is, under the trial's poll too
+    // (review 189: floored to 250 ms); one that refuses again is polled as a trial is.
+    const open = (retryAfterMillis: number) => retryable({ category: "circuit_open", retryAfterMillis })
+    assert.strictEqual(Recovery.refusalDelay(open(700), 0), 700)
+    assert.strictEqual(Recovery.refusalDelay(open(100), 0), 100)
+    assert.strictEqual(Recovery.refusalDelay(open(100), 1), 250)
+    assert.strictEqual(Recovery.refusalDelay(open(700), 3), 1000)
+    assert.strictEqual(Recovery.refusalDelay(open(30_000), 3), 30_000)
     assert.isUndefined(Recovery.refusalDelay(retryable({ category: "circuit_open" }), 0))
     assert.isTrue(Recovery.isRefusal(halfOpen))
     assert.isFalse(Recovery.isRefusal(retryable()))
   })
 
-  it("R3.4 R3.9 a refusal of no wait (one made by hand) waits the trial's poll at least: no storm of asks (review 141)", () => {
+  it("R3.4 R3.9 a refusal of no wait (one made by hand) is polled, the trial's poll doubling: no storm of asks (reviews 141, 189)", () => {
     assert.deepStrictEqual(
       [0, 1, 2, 3].map((before) =>
         Recovery.refusalDelay(retryable({ category: "circuit_half_open", retryAfterMillis: 0 }), before)
       ),
       [250, 500, 1000, 2000]
     )
-    assert.strictEqual(Recovery.refusalDelay(retryable({ category: "circuit_open", retryAfterMillis: 0 }), 0), 250)
+    // An open circuit that says it resumes at once is asked again in 1 ms, then polled: 250 ms doubling.
+    assert.deepStrictEqual(
+      [0, 1, 2, 3, 4, 40].map((before) =>
+        Recovery.refusalDelay(retryable({ category: "circuit_open", retryAfterMillis: 0 }), before)
+      ),
+      [1, 250, 500, 1000, 2000, 2000]
+    )
     // The same failure, not the breaker's: no refusal at all.
     assert.isFalse(Recovery.isRefusal(forged({ category: "circuit_half_open", retryAfterMillis: 0 })))
   })

@@ -35,20 +35,28 @@ export const isRefusal = (failure: Failure.Failure): failure is Failure.Refusal 
 /**
  * How long a call its circuit refused waits before it asks again, the episode's schedule
  * left as it is: an open circuit's refusal until its open time ends (its
- * `retryAfterMillis`, {@link trialPollMillis} at least); a half-open one's poll ({@link trialPollMillis}
- * at least), doubled for each
- * half-open refusal in a row before it (`before`), at most {@link trialPollCapMillis}, so
- * that a long trial call is not asked about every 250 ms. `undefined` for a circuit open
- * for ever: there is no time to wait for.
+ * `retryAfterMillis`, 1 ms at least); a half-open one's poll ({@link trialPollMillis} at
+ * least). Each is doubled for each refusal of its kind in a row before it (`before`), at most
+ * {@link trialPollCapMillis}: a long trial call is not asked about every 250 ms, and a circuit
+ * that says it opens at once and refuses again (one made by hand) is no storm of asks (review
+ * 141). `undefined` for a circuit open for ever: there is no time to wait for.
  *
  * @category combinators
  * @since 0.3.0
  */
 export const refusalDelay = (failure: Failure.Retryable, before: number): number | undefined => {
-  // Never less than the trial's poll: a refusal of no wait (one made by hand) is no storm of asks (review 141).
+  const doubled = (millis: number) =>
+    Math.min(
+      millis * 2 ** Math.min(Math.max(0, before), 16),
+      Math.max(trialPollCapMillis, failure.retryAfterMillis ?? 0)
+    )
   if (failure.category === "circuit_open") {
-    return failure.retryAfterMillis === undefined ? undefined : Math.max(trialPollMillis, failure.retryAfterMillis)
+    if (failure.retryAfterMillis === undefined) return undefined
+    // Its open time as it says, the first time (review 189: floored to 250 ms, a circuit that
+    // resumed in 100 ms did not fit in 200 ms left); polled like a trial when it refuses again.
+    return before <= 0
+      ? Math.max(1, failure.retryAfterMillis)
+      : Math.max(failure.retryAfterMillis, doubled(trialPollMillis / 2))
   }
-  const poll = Math.max(trialPollMillis, failure.retryAfterMillis ?? 0) * 2 ** Math.min(Math.max(0, before), 16)
-  return Math.min(poll, Math.max(trialPollCapMillis, failure.retryAfterMillis ?? 0))
+  return doubled(Math.max(trialPollMillis, failure.retryAfterMillis ?? 0))
 }

@@ -86,6 +86,8 @@ export const recoverFrom: <A, R>(
     // a resumed run's from its log (review 142: they were counted as spent retries).
     let refusals = Math.max(0, episode.refused?.count ?? 0)
     let polls = Math.max(0, episode.refused?.halfOpenInARow ?? 0)
+    // Refusals of an open circuit in a row: a circuit that refuses again once its open time ended is polled.
+    let opens = 0
     const made = Math.min(Math.max(1, episode.attemptsMade ?? 1), episode.maxRetries + 1 + restarts + refusals)
     // A continued episode resumes the schedule where the earlier one left it, or where it ended.
     if (made - restarts - refusals > 1) {
@@ -129,7 +131,7 @@ export const recoverFrom: <A, R>(
         refused !== undefined || own._tag !== "Retryable"
           ? undefined
           : refusal
-            ? Recovery.refusalDelay(own, polls)
+            ? Recovery.refusalDelay(own, own.category === "circuit_open" ? opens : polls)
             : yield* nextDelay(own)
       const timeLeft = yield* Deadline.left({ layer: "run" })
       // The budget is read, the retry decided and recorded in one synchronous step: the calls of a
@@ -198,6 +200,7 @@ export const recoverFrom: <A, R>(
       yield* RunContext.release(ctx, episode.resume, owner)
       if (refusal) refusals++
       polls = refusal && own.category === "circuit_half_open" ? polls + 1 : 0
+      opens = refusal && own.category === "circuit_open" ? opens + 1 : 0
       n++
     }
   }
