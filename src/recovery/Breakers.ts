@@ -33,7 +33,7 @@
  * @since 0.1.0
  */
 import type { Take } from "effect"
-import { Cause, Context, Duration, Effect, Exit, Layer, PubSub, Schedule, Schema, Scope, Stream } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Fiber, Layer, PubSub, Schedule, Schema, Scope, Stream } from "effect"
 import { CircuitBreaker } from "effect/persistence"
 import * as Failure from "../failure/Failure.ts"
 import * as BreakerOptions from "./internal/BreakerOptions.ts"
@@ -354,8 +354,26 @@ export const make = Effect.fnUntraced(function* (
     guard: <A, R>(kind: Kind, name: string, call: Effect.Effect<A, Failure.Failure, R>) => {
       const breaker = breakerOf(kind, name)
       if (breaker === undefined) return call
+      // The call runs in a fiber of its own that `execute` joins: cut off, the join ends at once
+      // and the breaker records it (`Ignored`: a trial frees its slot), while the call is still
+      // awaited here as before. A trial that would not stop, which the run left behind, held the
+      // circuit half-open for every later run (review 189).
+      const recorded = Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function* () {
+          // Forked once admitted: a call its circuit refuses never starts.
+          let running: Fiber.Fiber<A, Failure.Failure> | undefined
+          const joined = Effect.flatMap(Effect.forkChild(restore(call)), (fiber) => {
+            running = fiber
+            return Fiber.join(fiber)
+          })
+          const exit = yield* Effect.exit(restore(breaker.execute(joined, { key: `${kind}:${name}`, classify })))
+          if (running !== undefined && Exit.isFailure(exit) && Cause.hasInterrupts(exit.cause))
+            yield* Fiber.interrupt(running)
+          return yield* exit
+        })
+      )
       // `mapError`, not `catchTag`: it keeps the call's own cause as it is.
-      return Effect.mapError(breaker.execute(call, { key: `${kind}:${name}`, classify }), (error) =>
+      return Effect.mapError(recorded, (error) =>
         error._tag === "CircuitBreakerError" ? rejection(kind, name, error) : error
       )
     },

@@ -175,4 +175,35 @@ describe("R3.9 a call its circuit refused waits for the circuit (review 189)", (
         assert.strictEqual(backup.calls.length, 0)
       })
   )
+
+  it.effect("R3.9 R5 a trial call the run left behind frees its circuit: a later run is not refused for good", () =>
+    Effect.gen(function* () {
+      const later = FaultyModel.make([FaultyModel.respond(ScriptedModel.finalAnswer("done"))])
+      const [left, healthy] = yield* drive(
+        Effect.gen(function* () {
+          yield* tripProvider()
+          yield* Effect.sleep("2 seconds")
+          // This run's call is the trial, and will not stop: the run leaves it behind after its grace.
+          const left = yield* Run.run({
+            goal: "g",
+            tools: [],
+            time: { run: "3 seconds", stopGrace: "50 millis" }
+          }).pipe(Effect.provideService(Model.Model, { generate: () => Effect.uninterruptible(Effect.never) }))
+          yield* Effect.sleep("1 minute")
+          const healthy = yield* Run.run({ goal: "g", tools: [], time: { run: "30 seconds" } }).pipe(
+            Effect.provide(FaultyModel.layer(later))
+          )
+          return [left, healthy] as const
+        }).pipe(
+          Effect.provide(
+            Breakers.layerMemory({ provider: { tripPolicy: CircuitBreaker.consecutive(1), openDuration: "1 second" } })
+          )
+        )
+      )
+      assert.strictEqual(left.stopReason, "run_timeout")
+      // Before, the trial's slot stayed taken: refused half-open for its whole 30 s, the model never asked.
+      assert.strictEqual(healthy.stopReason, "goal_reached", healthy.detail)
+      assert.strictEqual(later.calls.length, 1)
+    })
+  )
 })
