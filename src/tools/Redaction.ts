@@ -16,7 +16,7 @@
  */
 import { Exit, Predicate, Redacted } from "effect"
 import type * as Failure from "../failure/Failure.ts"
-import { formsOf, maskBase64 } from "./internal/SecretForms.ts"
+import { formsOf, maskBase64 } from "../failure/SecretForms.ts"
 import { mask, withoutSecrets } from "./internal/SecretValues.ts"
 
 export { allLeaves, isSensitive, mask, secretsOf, withoutSecrets } from "./internal/SecretValues.ts"

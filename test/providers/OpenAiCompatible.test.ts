@@ -14,6 +14,7 @@ import {
   Fiber,
   FileSystem,
   Layer,
+  Redacted,
   Result,
   Schema,
   type Scope
@@ -770,6 +771,31 @@ describe("OpenAiCompatible", () => {
           assert.notInclude(JSON.stringify(others), KEY)
           assert.notInclude(recorded.rawBody, KEY)
           assert.notInclude(recorded.path, KEY)
+        }
+      })
+    )
+  })
+
+  describe("the API key, as a server writes it back (R3.1, R12)", () => {
+    live("R3.1 R12 a key the server echoes URL-encoded, JSON-escaped or in base64 is scrubbed too (review 190)", () =>
+      Effect.gen(function* () {
+        // A password-style key (vLLM's --api-key, openssl rand -base64): symbols between the pieces.
+        const key = "Tr0u+b4d/or&3!x=Yq#9"
+        const echoes = [
+          `invalid api_key=${encodeURIComponent(key)}`,
+          `invalid api_key=${encodeURIComponent(key).replace(/%[0-9A-F]{2}/g, (code) => code.toLowerCase())}`,
+          `invalid key ${JSON.stringify(JSON.stringify({ key }))}`,
+          `invalid credentials ${Buffer.from(`user:${key}`).toString("base64")}`
+        ]
+        const { model } = yield* setup(
+          echoes.map((message) => FakeOpenAiServer.status(401, { message })),
+          { apiKey: Redacted.make(key) }
+        )
+        for (const echo of echoes) {
+          const failure = failureOf(yield* Effect.exit(model.generate(yield* request())))
+          const shown = `${failure.hint} ${failure.diagnostic ?? ""}`
+          assert.include(shown, "<redacted>", echo)
+          for (const piece of ["Tr0u", "b4d", "Yq", "VHIwd"]) assert.notInclude(shown, piece, echo)
         }
       })
     )

@@ -1,8 +1,9 @@
 /**
  * Scrubbing credentials out of text a server sent (an error body, an error event, a
  * decoder's message quoting a body) before it goes into a failure's `diagnostic`
- * (R3.1). A server may echo the key whole, as a `Bearer` header, or cut; every piece of
- * the key of {@link PIECE} characters or more is replaced, wherever it stands. Without
+ * (R3.1). A server may echo the key whole, as a `Bearer` header, encoded (in a URL, as
+ * JSON, in base64), or cut; each of its forms, and every piece of the key of {@link PIECE}
+ * characters or more, is replaced, wherever it stands. Without
  * a known key (an effect/ai provider holds its own), `Bearer` values and keys of the
  * common `sk-…` shape are still replaced.
  *
@@ -10,6 +11,7 @@
  * matches it whole.
  */
 
+import * as SecretForms from "../../failure/SecretForms.ts"
 import * as Text from "../../failure/Text.ts"
 
 /** Shorter pieces of a key say too little to matter (a masked key's last 4 characters). */
@@ -36,10 +38,20 @@ export const redactor = (secret: string | undefined): ((text: string) => string)
   const pieces = new Set<string>()
   if (secret !== undefined) for (let i = 0; i + PIECE <= secret.length; i++) pieces.add(secret.slice(i, i + PIECE))
   const shortSecret = secret !== undefined && secret !== "" && secret.length < PIECE ? standing(secret) : undefined
+  // The key as a server may write it back: URL- or form-encoded, JSON-escaped, in base64
+  // (review 190: a key with symbols echoed percent-encoded kept every piece between escapes).
+  const forms =
+    secret === undefined || pieces.size === 0
+      ? []
+      : SecretForms.formsOf(secret)
+          .filter((form) => form !== secret)
+          .sort((a, b) => b.length - a.length)
   return (text) => {
-    const scrubbed = text.replace(BEARER, `$1${REDACTED}`).replace(KEY_SHAPED, REDACTED)
+    let scrubbed = text.replace(BEARER, `$1${REDACTED}`).replace(KEY_SHAPED, REDACTED)
     if (shortSecret !== undefined) return scrubbed.replace(shortSecret, REDACTED)
     if (pieces.size === 0) return scrubbed
+    for (const form of forms) scrubbed = scrubbed.replaceAll(form, REDACTED)
+    scrubbed = SecretForms.maskBase64(scrubbed, [secret ?? ""], REDACTED)
     let out = ""
     let kept = 0
     let i = 0

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import * as Text from "../../failure/Text.ts"
+import * as Text from "./Text.ts"
 
 /** The inside of a JSON string holding `text`: its escapes, without the quotes. */
 const jsonEscaped = (text: string): string => JSON.stringify(text).slice(1, -1)
