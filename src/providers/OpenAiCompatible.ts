@@ -151,18 +151,31 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     HttpClientRequest.setHeader("accept", resolved.stream ? "text/event-stream" : "application/json")
   )
 
-  /** A whole-body read must arrive within one idle-read period, capped by the deadline. */
-  const withinIdle = <A>(effect: Effect.Effect<A, Failure.Failure>, at: number, deadline: Phases.Deadline) =>
-    Phases.within(effect, Phases.cap("idle_read", resolved.idleMillis, deadline, at))
+  /**
+   * A whole-body read: no idle-read period may pass without a byte, and the whole of it is
+   * bounded by the deadline. A provider that keeps the connection alive with empty lines
+   * before its answer (DeepSeek under load) is not idle (review 190: it timed out while bytes came).
+   */
+  const withinIdle = <A>(
+    read: Effect.Effect<A, Failure.Failure>,
+    reading: Phases.Reading,
+    at: number,
+    deadline: Phases.Deadline
+  ) => {
+    const limits = {
+      idle: Phases.cap("idle_read", resolved.idleMillis, deadline, at),
+      whole: Phases.cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, at)
+    }
+    return Effect.raceFirst(read, Phases.idleWatch(reading, limits, deadline))
+  }
 
   /**
-   * A whole (non-streamed) body: it comes in one piece once the provider has finished,
-   * so it must arrive within one idle-read period. One declared or found longer than
-   * `maxResponseBytes` is not read on.
+   * A whole (non-streamed) body. One declared or found longer than `maxResponseBytes` is
+   * not read on.
    */
   const wholeBody = Effect.fnUntraced(function* (
     response: HttpClientResponse.HttpClientResponse,
-    progress: { bytes: number }
+    progress: { bytes: number; lastBytesAt?: number }
   ) {
     if ((Body.declaredLength(response) ?? 0) > maxBytes) {
       yield* Body.discard(response)
@@ -314,8 +327,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       if (eventStream) return yield* EventStream.read(reader, response, deadline, decoding, at)
       // An answer sent (a 200) is paid for, whatever becomes of it here: cut off, too large, or
       // one that makes no response carries what it cost (R2.1).
-      const came = { bytes: 0 }
-      const text = yield* withinIdle(wholeBody(response, came), at, deadline).pipe(
+      const came = { bytes: 0, lastBytesAt: at, doneAt: undefined }
+      const text = yield* withinIdle(wholeBody(response, came), came, at, deadline).pipe(
         Effect.mapError((failure) => FailureBoundary.withUsage(failure, PaidUsage.ofBytes(came.bytes, decoding))),
         Effect.onInterrupt(() => Model.reportCutOff(PaidUsage.ofBytes(came.bytes, decoding)))
       )

@@ -21,8 +21,9 @@ export interface Timeouts {
   /** From the connection until the response headers. Default 5 minutes. */
   readonly firstByte?: Duration.Input | undefined
   /**
-   * The longest gap between two reads of a streamed body; a plain body, which comes
-   * whole once the provider has finished, must arrive within it. Default 60 seconds.
+   * The longest gap between two reads of the body, streamed or plain (a provider that sends
+   * empty lines while it works is not idle); the whole body is bounded by the request's
+   * deadline. Default 60 seconds.
    */
   readonly idleRead?: Duration.Input | undefined
 }

@@ -645,6 +645,44 @@ describe("OpenAiCompatible", () => {
       })
     )
 
+    live("R4.1 R11 a plain answer after empty lines that keep the connection alive is no idle read (review 190)", () =>
+      Effect.gen(function* () {
+        // DeepSeek under load: the headers at once, an empty line every 100 ms, the body after 1.5 s.
+        const body = JSON.stringify({
+          id: "x",
+          object: "chat.completion",
+          choices: [{ index: 0, message: { role: "assistant", content: "late but whole" }, finish_reason: "stop" }],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
+        })
+        const baseUrl = yield* rawServer((_, res) => {
+          res.writeHead(200, { "content-type": "application/json" })
+          const beat = setInterval(() => res.write("\n"), 100)
+          setTimeout(() => {
+            clearInterval(beat)
+            res.end(body)
+          }, 1_500)
+          res.on("close", () => clearInterval(beat))
+        })
+        const model = yield* OpenAiCompatible.make({ baseUrl, model: "m", apiKey, timeouts: { idleRead: 500 } })
+        const exit = yield* Effect.exit(model.generate(yield* request({ deadlineIn: 30_000 })))
+        // Before, the body had one idle-read period to come whole: idle_read_timeout at 500 ms.
+        assert.strictEqual(Exit.isSuccess(exit) ? exit.value.text : failureOf(exit).hint, "late but whole")
+        // A body that stops coming is idle as before.
+        const stalled = yield* rawServer((_, res) => {
+          res.writeHead(200, { "content-type": "application/json" })
+          res.write("\n")
+        })
+        const stalling = yield* OpenAiCompatible.make({
+          baseUrl: stalled,
+          model: "m",
+          apiKey,
+          timeouts: { idleRead: 300 }
+        })
+        const idle = failureOf(yield* Effect.exit(stalling.generate(yield* request({ deadlineIn: 30_000 }))))
+        assert.deepStrictEqual(classOf(idle), ["Retryable", "timeout", "idle_read_timeout"])
+      })
+    )
+
     live("R4.1 a connect that does not complete fails connect, not first_byte", () =>
       Effect.gen(function* () {
         const { url } = yield* FakeOpenAiServer.unreachable

@@ -4,7 +4,7 @@
  * aborts the request, so a body that never ends costs at most the limit in memory and
  * frees its connection at once.
  */
-import { Effect, Pull, Stream } from "effect"
+import { Clock, Effect, Pull, Stream } from "effect"
 import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 
 /**
@@ -40,11 +40,14 @@ const concat = (parts: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
   return out
 }
 
-/** Reads at most `maxBytes` of the body; `progress.bytes` counts what came, for a read cut off. */
+/**
+ * Reads at most `maxBytes` of the body; `progress.bytes` counts what came, for a read cut
+ * off, and `progress.lastBytesAt` says when bytes last came, for an idle-read timer.
+ */
 export const readUpTo = Effect.fnUntraced(function* (
   response: HttpClientResponse.HttpClientResponse,
   maxBytes: number,
-  progress: { bytes: number } = { bytes: 0 }
+  progress: { bytes: number; lastBytesAt?: number } = { bytes: 0 }
 ) {
   const pull = yield* Stream.toPull(response.stream)
   const parts: Array<Uint8Array> = []
@@ -52,6 +55,7 @@ export const readUpTo = Effect.fnUntraced(function* (
   while (true) {
     const chunks = yield* Pull.catchDone(pull, () => Effect.succeed(undefined))
     if (chunks === undefined) return { text: decoder.decode(concat(parts, size)), complete: true } satisfies Read
+    progress.lastBytesAt = yield* Clock.currentTimeMillis
     for (const chunk of chunks) {
       progress.bytes += chunk.length
       const room = maxBytes - size

@@ -9,7 +9,6 @@ import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import type * as Failure from "../../failure/Failure.ts"
 import * as FailureBoundary from "../../failure/FailureBoundary.ts"
 import * as Model from "../../model/Model.ts"
-import * as Deadline from "../../time/Deadline.ts"
 import * as OpenAiWire from "../OpenAiWire.ts"
 import * as Sse from "../Sse.ts"
 import * as PaidUsage from "./PaidUsage.ts"
@@ -43,36 +42,6 @@ const errorEvent = (reader: Reader, data: string, error: NonNullable<ReturnType<
   return ProviderFailure.streamError(error, message, `the stream carried an error: ${reader.said(data)}`)
 }
 
-/** Where a read stands, for its watchdog: when bytes last came, and when `[DONE]` did. */
-interface Progress {
-  lastBytesAt: number
-  doneAt: number | undefined
-}
-
-/**
- * The timer of a read until `[DONE]`: it fails once the stream has been idle for its
- * idle-read period, or at the request's deadline, whichever comes first. Once the answer
- * is whole it watches no more: the drain ends on its own.
- */
-const watchdog = (
-  progress: Progress,
-  limits: { readonly idle: Phases.Phase; readonly whole: Phases.Phase },
-  deadline: Phases.Deadline
-): Effect.Effect<never, Failure.Retryable> =>
-  Effect.clockWith((clock) =>
-    Effect.gen(function* () {
-      while (progress.doneAt === undefined) {
-        const now = clock.currentTimeMillisUnsafe()
-        const idleAt = progress.lastBytesAt + limits.idle.millis
-        const at = Math.min(idleAt, deadline.at)
-        if (Deadline.hasPassed(at, now))
-          return yield* Phases.timedOut(deadline.at < idleAt ? limits.whole : limits.idle)
-        yield* Effect.sleep(at - now)
-      }
-      return yield* Effect.never
-    })
-  )
-
 /**
  * Folds the events of a streamed answer into its response. One loop reads to `[DONE]`,
  * then drains what follows (so the connection can be reused) until the stream ends or
@@ -90,7 +59,7 @@ export const read = Effect.fnUntraced(function* (
   const idle = Phases.cap("idle_read", idleMillis, deadline, now)
   const limits = { idle, whole: Phases.cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, now) }
   const clock = yield* Effect.clockWith(Effect.succeed)
-  const progress: Progress = { lastBytesAt: now, doneAt: undefined }
+  const progress: Phases.Reading = { lastBytesAt: now, doneAt: undefined }
   const pull = yield* Stream.toPull(response.stream)
   const next = pull.pipe(
     Pull.catchDone(() => Effect.succeed(undefined)),
@@ -154,7 +123,7 @@ export const read = Effect.fnUntraced(function* (
   // report of one the run's own timers interrupt. Its 200 came: before its first event, its
   // prompt was billed (review 163), as a plain answer's is.
   const paid = () => OpenAiWire.partialUsage(acc, decoding) ?? PaidUsage.ofBytes(0, decoding)
-  yield* Effect.raceFirst(events, watchdog(progress, limits, deadline)).pipe(
+  yield* Effect.raceFirst(events, Phases.idleWatch(progress, limits, deadline)).pipe(
     Effect.mapError((failure) => FailureBoundary.withUsage(failure, paid())),
     Effect.onInterrupt(() => Model.reportCutOff(paid()))
   )

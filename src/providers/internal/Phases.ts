@@ -56,6 +56,36 @@ export const timedOut = (phase: Phase) =>
 export const within = <A>(effect: Effect.Effect<A, Failure.Failure>, phase: Phase) =>
   Effect.timeoutOrElse(effect, { duration: phase.millis, orElse: () => Effect.fail(timedOut(phase)) })
 
+/** Where a body's read stands, for {@link idleWatch}: when bytes last came, and when the answer was whole. */
+export interface Reading {
+  lastBytesAt: number
+  doneAt: number | undefined
+}
+
+/**
+ * The timer of a body's read until the answer is whole: it fails once no byte has come for
+ * the idle-read period (`idle`), or at the request's deadline (`whole`), whichever is first.
+ * Each byte that comes starts the idle period again: a provider that keeps the connection
+ * alive while it works (empty lines before a plain answer, comments in a stream) is not idle.
+ */
+export const idleWatch = (
+  reading: Reading,
+  limits: { readonly idle: Phase; readonly whole: Phase },
+  deadline: Deadline
+): Effect.Effect<never, Failure.Retryable> =>
+  Effect.clockWith((clock) =>
+    Effect.gen(function* () {
+      while (reading.doneAt === undefined) {
+        const now = clock.currentTimeMillisUnsafe()
+        const idleAt = reading.lastBytesAt + limits.idle.millis
+        const at = Math.min(idleAt, deadline.at)
+        if (Instants.hasPassed(at, now)) return yield* timedOut(deadline.at < idleAt ? limits.whole : limits.idle)
+        yield* Effect.sleep(at - now)
+      }
+      return yield* Effect.never
+    })
+  )
+
 /** What a transport reported about the request's connection (see `ConnectionProgress.Progress`). */
 export interface Connection {
   /** When the connect phase began, by the run's `Clock`; `undefined` for a transport that does not report. */
