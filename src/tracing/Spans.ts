@@ -13,6 +13,7 @@ import type * as Model from "../model/Model.ts"
 import type * as Tool from "../tools/Tool.ts"
 import type * as ToolResult from "../tools/ToolResult.ts"
 import { errorType, genAi, nameShown, runtime, span } from "./Attributes.ts"
+import * as GenAiMessages from "./internal/GenAiMessages.ts"
 import * as Tracing from "./Tracing.ts"
 
 const failed = <A, E>(exit: Exit.Exit<A, E>): Tracing.Attributes =>
@@ -128,7 +129,7 @@ export const chat = <E, R>(
     readonly model: string
     readonly iteration: number
     readonly attempt: number
-    readonly messages: () => ReadonlyArray<unknown>
+    readonly messages: () => ReadonlyArray<Model.Message>
     /** What an answer the run's timers cut off cost so far, as the model reported it (R2.1). */
     readonly cutOff?: (() => Model.Usage | undefined) | undefined
   }
@@ -141,7 +142,7 @@ export const chat = <E, R>(
       [genAi.requestModel]: attempt.model,
       [runtime.iteration]: attempt.iteration,
       [runtime.attempt]: attempt.attempt,
-      [genAi.inputMessages]: content ? Tracing.contentJson(attempt.messages()) : undefined
+      [genAi.inputMessages]: content ? Tracing.contentJson(GenAiMessages.input(attempt.messages())) : undefined
     }),
     (exit, content) => {
       if (Exit.isFailure(exit)) {
@@ -167,9 +168,7 @@ export const chat = <E, R>(
         [genAi.inputTokens]: response.usage.inputTokens,
         [genAi.outputTokens]: response.usage.outputTokens,
         [runtime.costUsd]: response.usage.costUsd,
-        [genAi.outputMessages]: content
-          ? Tracing.contentJson([{ role: "assistant", text: response.text, toolCalls: response.toolCalls }])
-          : undefined
+        [genAi.outputMessages]: content ? Tracing.contentJson(GenAiMessages.output(response)) : undefined
       }
     },
     // A call to the model's service: a client span, as the GenAI conventions have it.

@@ -424,6 +424,46 @@ describe("issue 15 spans", () => {
       })
   )
 
+  it.effect(
+    "R13 content opted in: the messages are written as the GenAI conventions have them, role and parts (review 187)",
+    () =>
+      Effect.gen(function* () {
+        const { tracer, spans } = memoryTracer()
+        yield* Effect.withTracer(
+          Run.run({ goal: "say hi", tools: [echo] }).pipe(
+            Effect.provide(
+              ScriptedModel.layer([
+                ScriptedModel.toolCall("echo", { text: "hi" }, "c1"),
+                ScriptedModel.finalAnswer("done")
+              ])
+            )
+          ),
+          tracer
+        ).pipe(Effect.provide(Tracing.layerRecordContent()))
+        const chats = spans.filter((s) => s.name.startsWith("chat "))
+        const [first, second] = chats.map((s) => ({
+          input: JSON.parse(String(attr(s, genAi.inputMessages))),
+          output: JSON.parse(String(attr(s, genAi.outputMessages)))
+        }))
+        assert.deepStrictEqual(
+          first?.input.map((m: { readonly role: string }) => m.role),
+          ["user"]
+        )
+        assert.deepStrictEqual(first?.input[0].parts, [{ type: "text", content: "say hi" }])
+        assert.deepStrictEqual(first?.output, [
+          {
+            role: "assistant",
+            parts: [{ type: "tool_call", id: "c1", name: "echo", arguments: { text: "hi" } }],
+            finish_reason: "tool_call"
+          }
+        ])
+        const response = second?.input.find((m: { readonly role: string }) => m.role === "tool")
+        assert.strictEqual(response?.parts[0]?.type, "tool_call_response")
+        assert.strictEqual(response?.parts[0]?.id, "c1")
+        assert.deepStrictEqual(second?.output[0].parts, [{ type: "text", content: "done" }])
+      })
+  )
+
   it.effect("R3.1 content opted in: the tool's arguments are on its span, its secrets masked", () =>
     Effect.gen(function* () {
       const { tracer, spans } = memoryTracer()
