@@ -114,8 +114,11 @@ export const withoutContent = (event: Event.Event, known?: Known): Event.Event =
         ...event,
         text: standIn(event.text),
         // What a provider attached (a signature, encrypted reasoning) is content too (review 186).
-        toolCalls: event.toolCalls.map(({ metadata: _, ...call }) => ({
+        toolCalls: event.toolCalls.map(({ metadata: _, ...call }, i) => ({
           ...call,
+          // The model's own id where the run did not take it as the call's (too long, or of other
+          // characters: review 187, a 100 KB id was kept): the run's id for the call instead.
+          id: event.callIds[i] ?? call.id,
           name: nameOf(call.name, known),
           arguments: omitted
         })),

@@ -78,6 +78,28 @@ describe("content left out of a recording", () => {
     assert.notInclude(JSON.stringify(blanks), "\\udb40")
   })
 
+  it("R13 R12 a call id the model wrote and the run did not take is left out: the run's id stands in (review 187)", () => {
+    const responded: Event.Event = {
+      _tag: "model.responded",
+      ...stamp,
+      iteration: 1,
+      text: "",
+      toolCalls: [
+        { id: "call_1", name: "search", arguments: "{}" },
+        { id: `SECRET-${"x".repeat(100_000)}`, name: "search", arguments: "{}" }
+      ],
+      callIds: ["call_1", "call#1"],
+      signatures: [],
+      usage: { inputTokens: 1, outputTokens: 1 }
+    }
+    const left = withoutContent(responded)
+    assert.deepStrictEqual(left._tag === "model.responded" ? left.toolCalls.map((call) => call.id) : [], [
+      "call_1",
+      "call#1"
+    ])
+    assert.notInclude(JSON.stringify(left), "SECRET")
+  })
+
   it("R13 R12 a status query's failure after it keeps its code, not its hint (review 187)", () => {
     const reconciled: Event.Event = {
       _tag: "tool.reconciled",
