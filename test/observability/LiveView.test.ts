@@ -35,6 +35,22 @@ const script = [
   ScriptedModel.finalAnswer("done")
 ]
 
+/** A tool that waits the milliseconds it is given. */
+const waits = Tool.make({
+  name: "wait",
+  description: "waits",
+  input: Schema.Struct({ millis: Schema.Number }),
+  output: Schema.String,
+  sideEffect: "read",
+  handler: ({ millis }) => Effect.as(Effect.sleep(millis), "ok")
+})
+
+/** A run that waits `millis` in one call, then answers. */
+const runFor = (runId: string, millis: number) =>
+  Run.run({ goal: runId, runId, tools: [waits] }).pipe(
+    Effect.provide(ScriptedModel.layer([ScriptedModel.toolCall("wait", { millis }), ScriptedModel.finalAnswer("done")]))
+  )
+
 /** Runs with the live view under the layer, writing into `out`. */
 const viewed = (out: Array<string>, tty: boolean) =>
   Run.run(options).pipe(
@@ -225,20 +241,6 @@ describe("LiveView", () => {
           else screen[row] = `${screen[row] ?? ""}${part}`
         }
       }
-      const waits = Tool.make({
-        name: "wait",
-        description: "waits",
-        input: Schema.Struct({ millis: Schema.Number }),
-        output: Schema.String,
-        sideEffect: "read",
-        handler: ({ millis }) => Effect.as(Effect.sleep(millis), "ok")
-      })
-      const runFor = (runId: string, millis: number) =>
-        Run.run({ goal: runId, runId, tools: [waits] }).pipe(
-          Effect.provide(
-            ScriptedModel.layer([ScriptedModel.toolCall("wait", { millis }), ScriptedModel.finalAnswer("done")])
-          )
-        )
       const results = yield* Effect.all([runFor("run-a", 50), runFor("run-b", 250)], { concurrency: 2 }).pipe(
         Effect.provide(LiveView.layer({ tty: true, write }))
       )
@@ -295,28 +297,11 @@ describe("LiveView", () => {
     "R12 R13 runs ending together on a TTY: each writes its last frame, the others' block waits its turn (review 187)",
     () =>
       Effect.gen(function* () {
-        const waits = Tool.make({
-          name: "wait",
-          description: "waits",
-          input: Schema.Struct({ millis: Schema.Number }),
-          output: Schema.String,
-          sideEffect: "read",
-          handler: ({ millis }) => Effect.as(Effect.sleep(millis), "ok")
-        })
         const writes: Array<string> = []
         const runs = 200
         const started = Date.now()
         const results = yield* Effect.all(
-          Array.from({ length: runs }, (_, i) =>
-            Run.run({ goal: "g", runId: `run-${i}`, tools: [waits] }).pipe(
-              Effect.provide(
-                ScriptedModel.layer([
-                  ScriptedModel.toolCall("wait", { millis: 100 }),
-                  ScriptedModel.finalAnswer("done")
-                ])
-              )
-            )
-          ),
+          Array.from({ length: runs }, (_, i) => runFor(`run-${i}`, 100)),
           { concurrency: "unbounded" }
         ).pipe(Effect.provide(LiveView.layer({ tty: true, write: (text) => writes.push(text) })))
         const took = Date.now() - started
