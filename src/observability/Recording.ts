@@ -309,7 +309,7 @@ export const read = (
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
     const maxBytes = options.maxBytes ?? defaultMaxBytes
-    // No comparison with NaN holds: such a bound read any file whole (review 187).
+    // No comparison with NaN holds: such a bound read every file whole (review 187).
     if (!(Number.isInteger(maxBytes) && maxBytes > 0)) {
       return yield* new RecordingError({
         path,

@@ -35,8 +35,9 @@
 import type { Take } from "effect"
 import { Cause, Context, Duration, Effect, Exit, Fiber, Layer, PubSub, Schedule, Schema, Scope, Stream } from "effect"
 import { CircuitBreaker } from "effect/persistence"
-import * as Failure from "../failure/Failure.ts"
+import type * as Failure from "../failure/Failure.ts"
 import * as BreakerOptions from "./internal/BreakerOptions.ts"
+import { rejection, storeFailure } from "./internal/Rejection.ts"
 import * as Recovery from "./Recovery.ts"
 
 /**
@@ -232,53 +233,6 @@ const toTransition = (transition: CircuitBreaker.Transition): Transition | undef
   const millis = Duration.toMillis(transition.retryAfter)
   return Number.isFinite(millis) ? { ...base, retryAfterMillis: Math.ceil(millis) } : base
 }
-
-const rejection = (kind: Kind, name: string, error: CircuitBreaker.CircuitBreakerError): Failure.Retryable => {
-  const fields = { source: kind, attempts: 1 }
-  const reason = error.reason
-  switch (reason._tag) {
-    case "CircuitOpen": {
-      const millis = Math.max(0, Math.ceil(Duration.toMillis(reason.retryAfter)))
-      // An open time of forever (`openDuration: Duration.infinity`) has no time to resume: a failure's wait is finite.
-      if (!Number.isFinite(millis)) {
-        return new Failure.Refusal({
-          ...fields,
-          category: "circuit_open",
-          code: "circuit_open",
-          hint: `the ${kind} circuit for ${name} is open, and stays open`
-        })
-      }
-      return new Failure.Refusal({
-        ...fields,
-        category: "circuit_open",
-        code: "circuit_open",
-        hint: `the ${kind} circuit for ${name} is open; calls resume in ${millis} ms`,
-        retryAfterMillis: millis
-      })
-    }
-    case "CircuitHalfOpen":
-      return new Failure.Refusal({
-        ...fields,
-        category: "circuit_half_open",
-        code: "circuit_half_open",
-        hint: `the ${kind} circuit for ${name} is half-open while a trial call runs; calls resume when it succeeds`,
-        retryAfterMillis: Recovery.trialPollMillis
-      })
-    case "CircuitBreakerStoreError":
-      return storeFailure(reason.message)
-  }
-}
-
-// Only reachable when the store cannot be read (`state`); a call is run unrecorded then.
-const storeFailure = (diagnostic: string): Failure.Retryable =>
-  new Failure.Retryable({
-    source: "store",
-    category: "circuit_store",
-    code: "circuit_store_unavailable",
-    attempts: 1,
-    hint: "the circuit breaker store is unavailable",
-    diagnostic
-  })
 
 /**
  * Builds the breakers over the current `CircuitBreakerStore`: one effect breaker per

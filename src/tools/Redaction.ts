@@ -195,7 +195,7 @@ export const adding = (known: Secrets, more: ReadonlyArray<string>): Secrets =>
  * `text` with every secret of at least four characters replaced by {@link mask}, in each of
  * its forms (see {@link Secrets}), longest first, also where the text was cut short in the
  * middle of one (its first eight characters or more, before a `…`); a run of base64 whose
- * bytes hold one is masked whole. With too many secrets to search for, any text of four
+ * bytes hold one is masked whole. With too many secrets to search for, every text of four
  * characters or more is masked whole.
  */
 export const maskText = (text: string, secrets: Secrets): string => {

@@ -39,22 +39,28 @@ const assistantParts = (
   }))
 ]
 
+interface Message {
+  readonly role: Model.Message["_tag"]
+  readonly parts: ReadonlyArray<Part>
+}
+
+const messageOf = (message: Model.Message): Message => {
+  switch (message._tag) {
+    case "system":
+    case "user":
+      return { role: message._tag, parts: [{ type: "text", content: message.content }] }
+    case "assistant":
+      return { role: "assistant", parts: assistantParts(message.content, message.reasoning, message.toolCalls) }
+    case "tool":
+      return {
+        role: "tool",
+        parts: [{ type: "tool_call_response", id: message.toolCallId, response: message.content }]
+      }
+  }
+}
+
 /** The messages the model was sent. */
-export const input = (messages: ReadonlyArray<Model.Message>) =>
-  messages.map((message) => {
-    switch (message._tag) {
-      case "system":
-      case "user":
-        return { role: message._tag, parts: [{ type: "text", content: message.content }] }
-      case "assistant":
-        return { role: "assistant", parts: assistantParts(message.content, message.reasoning, message.toolCalls) }
-      case "tool":
-        return {
-          role: "tool",
-          parts: [{ type: "tool_call_response", id: message.toolCallId, response: message.content }]
-        }
-    }
-  })
+export const input = (messages: ReadonlyArray<Model.Message>): ReadonlyArray<Message> => messages.map(messageOf)
 
 /** Why an answer ended, in the conventions' words (`tool_call`, not the wire's `tool_calls`). */
 const finishReasonOf = (response: Model.Response): string => {
