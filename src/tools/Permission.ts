@@ -183,6 +183,10 @@ const maxLinkDepth = 40
 // cost a system call per component.
 const maxPathBytes = 4096
 
+// The names a path's resolution takes, links' targets included: a link whose target is
+// `a/../a/../…` made one check take a second of `lstat`s (review 191).
+const maxWalkedNames = 4096
+
 /** Every option: one a policy does not know is refused (review 173: `allowedTools` allowed every tool). */
 const knownOptions: OptionKeys.Known<Options> = {
   allowTools: true,
@@ -254,15 +258,19 @@ export const make = Effect.fnUntraced(function* (
   // nearest existing ancestor plus the missing rest. Resolved one name at a time from the
   // top, as the kernel (and the file tools) would: a link, even a dangling one, is
   // followed, so a write through it is judged by where it would land, and a `..` after a
-  // link is the parent of where the link led. One `lstat` a name, up to the first missing
-  // one. `undefined` means a loop of links.
+  // link is the parent of where the link led. One `lstat` a name; a missing one is taken as
+  // a directory to come (a write may make it), and the names after it are walked on: a `..`
+  // back out of it may lead to a link (review 191: `missing/../link/x` was judged by text).
+  // `undefined` means a loop of links, or more than `maxWalkedNames` names.
   const realPath = (target: string): Effect.Effect<string | undefined> => {
     const walk = Effect.gen(function* () {
       const split = (value: string) => value.split(path.sep).filter((name) => name.length > 0 && name !== ".")
       const queue = split(target)
       let current = path.parse(target).root
       let links = 0
+      let walked = 0
       for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
+        if (++walked > maxWalkedNames) return undefined
         // `current` holds no link, so its parent by name is its parent on disk.
         if (name === "..") {
           current = path.dirname(current)
@@ -270,8 +278,7 @@ export const make = Effect.fnUntraced(function* (
         }
         const next = path.join(current, name)
         const info = yield* Effect.option(fs.lstat(next))
-        if (info._tag === "None") return path.join(next, ...queue)
-        if (info.value.type !== "SymbolicLink") {
+        if (info._tag === "None" || info.value.type !== "SymbolicLink") {
           current = next
           continue
         }
@@ -324,7 +331,10 @@ export const make = Effect.fnUntraced(function* (
     // takes a `..` after a link to the parent of where the link led.
     const real = yield* realPath(path.isAbsolute(value) ? value : `${first}${path.sep}${value}`)
     if (real === undefined) {
-      return deny("symlink_escape", `${subject} goes through a loop of symbolic links`)
+      return deny(
+        "symlink_escape",
+        `${subject} goes through a loop of symbolic links, or more than ${maxWalkedNames} names once they are followed`
+      )
     }
     if (!realRoots.some((root) => root !== undefined && isInside(root, real))) {
       return deny("symlink_escape", `${subject} leads outside the allowed roots through a symbolic link`)

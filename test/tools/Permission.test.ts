@@ -230,6 +230,32 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
       })
     )
 
+    it.effect(
+      "R3.6 R12 a `..` out of a directory still to come, then a link, is judged where the link leads (review 191)",
+      () =>
+        Effect.gen(function* () {
+          const { policy, root, outside, path } = yield* workspace
+          symlinkSync(outside, path.join(root, "link"))
+          // `fresh` does not exist yet: a tool that makes it (mkdir -p) then writes through `link`.
+          for (const target of ["fresh/../link/x.txt", "fresh/../link/../pwned.txt", `${root}/a/b/../../link/x.txt`]) {
+            assertDenied(yield* check(policy, { path: target }), "symlink_escape", target)
+          }
+          // A `..` out of a directory still to come that stays inside is allowed.
+          assertAllowed(yield* check(policy, { path: "fresh/../docs/notes.md" }))
+          assertAllowed(yield* check(policy, { path: "fresh/deeper/../new.txt" }))
+        })
+    )
+
+    it.effect("R12 a path whose links expand past 4,096 names is denied, in bounded time (review 191)", () =>
+      Effect.gen(function* () {
+        const { policy, root, path } = yield* workspace
+        symlinkSync(Array.from({ length: 500 }, () => "docs/..").join("/"), path.join(root, "L"))
+        const target = `${Array.from({ length: 20 }, () => "L").join("/")}/ok.txt`
+        assertDenied(yield* check(policy, { path: target }), "symlink_escape", "4096 names")
+        assertAllowed(yield* check(policy, { path: "L/L/ok.txt" }))
+      })
+    )
+
     it.effect("R3.6 a loop of links is denied as symlink_escape", () =>
       Effect.gen(function* () {
         const { policy, root, path } = yield* workspace
