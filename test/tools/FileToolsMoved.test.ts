@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, renameSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { createRequire, syncBuiltinESMExports } from "node:module"
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { afterEach, assert, describe, layer } from "@effect/vitest"
@@ -84,6 +84,31 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("FileTools and a dir
         assert.deepStrictEqual(tree(outside, path), ["d"])
         assert.deepStrictEqual(tree(root, path), [])
       })
+    )
+
+    it.effect(
+      "the file taken back is the write's own: one another process put there since is left alone (review 191)",
+      () =>
+        Effect.gen(function* () {
+          const { outside, tools, moveOut, path } = yield* workspace
+          let armed = true
+          fsp.rename = async (...args) => {
+            const renamed = await original.rename(...args)
+            if (armed && String(args[0]).startsWith("/proc/self/fd/")) {
+              armed = false
+              // Placed; then the directory is moved out, and its new owner puts its own report there.
+              moveOut()
+              writeFileSync(path.join(outside, "d", "mine"), "the owner's")
+              renameSync(path.join(outside, "d", "mine"), path.join(outside, "d", "f.txt"))
+            }
+            return renamed
+          }
+          syncBuiltinESMExports()
+          const result = yield* Effect.result(tools.writeTextFile.handler({ path: "d/f.txt", content: "x" }, context))
+          assert.strictEqual(result._tag === "Failure" ? result.failure.code : "succeeded", "outside_root")
+          // Before, the write's cleanup unlinked the owner's file by its name.
+          assert.strictEqual(readFileSync(path.join(outside, "d", "f.txt"), "utf8"), "the owner's")
+        })
     )
 
     it.effect("a directory that stays inside is written to as before", () =>

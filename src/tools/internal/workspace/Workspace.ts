@@ -12,8 +12,9 @@
  * another process that renames or swaps a directory for a link between two steps cannot
  * redirect the walk; the descriptor finally used is checked once more against the root.
  * A directory moved out of the root while a write runs is found after the fact: a directory
- * the walk made there, or the file it placed, is removed again and the call fails
- * `outside_root` (for a moment it was there, and a file it replaced there stays replaced).
+ * the walk made there, or the file it placed (while it is still that file), is removed again
+ * and the call fails `outside_root` (for a moment it was there, and a file of that name it
+ * replaced out there is gone).
  * Where there is no `/proc/self/fd` (macOS, the BSDs), the walk runs by path: links are
  * still resolved here and refused when they lead out, but such a concurrent swap between
  * two steps is not detected.
@@ -333,15 +334,20 @@ export const make = Effect.fnUntraced(function* (options: {
         const { mode } = target
         if (mode !== undefined) yield* call(() => handle.chmod(mode)).pipe(onError)
         yield* call(() => handle.writeFile(data)).pipe(onError)
+        // What it is on disk, to take back this file and no other (below).
+        const made = yield* call(() => handle.stat({ bigint: true })).pipe(onError)
         yield* call(() => handle.close()).pipe(onError)
         yield* verify(root, target.directory.handle)
         const placed = childOf(root, target.directory, target.name)
         yield* call(() => Fsp.rename(temporary, placed)).pipe(onError)
         // Checked again once placed: a directory another process moved out of the root between
-        // the check and the rename took the file with it (review 188). It is taken back out.
-        yield* verify(root, target.directory.handle).pipe(
-          Effect.tapError(() => Effect.ignore(call(() => Fsp.unlink(placed))))
-        )
+        // the check and the rename took the file with it (review 188). It is taken back out,
+        // if it is still this write's file (review 191: not another one put there since).
+        const takeBack = async () => {
+          const there = await Fsp.lstat(placed, { bigint: true })
+          if (there.ino === made.ino && there.dev === made.dev) await Fsp.unlink(placed)
+        }
+        yield* verify(root, target.directory.handle).pipe(Effect.tapError(() => Effect.ignore(call(takeBack))))
       })
     )
 
