@@ -535,6 +535,24 @@ describe("Subprocess.run", () => {
           env: { TOKEN: Redacted.make(`${token}/+`) }
         })
         assert.strictEqual(encoded.stdout, "https://x.test/?k=<redacted>\nBasic <redacted>\n")
+        // A long secret (a service account's JSON) beside a long ordinary output: the output stays,
+        // the secret goes (review 191: the whole output came back as `<redacted>`).
+        const account = JSON.stringify({
+          type: "service_account",
+          private_key: `-----BEGIN-----\n${"k".repeat(1_800)}\n`
+        })
+        const log = yield* Subprocess.run({
+          command: "/bin/sh",
+          args: [
+            "-c",
+            'i=0; while [ $i -lt 4000 ]; do echo "compiling module $i of the build"; i=$((i+1)); done; printf "%s" "$ACCOUNT"'
+          ],
+          env: { ACCOUNT: Redacted.make(account) }
+        })
+        assert.isAbove(log.stdout.length, 100_000)
+        assert.include(log.stdout, "compiling module 3999 of the build")
+        assert.isTrue(log.stdout.endsWith("<redacted>"))
+        assert.notInclude(log.stdout, "service_account")
         const failed = failureOf(yield* Effect.exit(Subprocess.run({ ...spec, args: [...(spec.args ?? []), "3"] })))
         assert.strictEqual(failed.code, "exit_3")
         assert.notInclude(`${failed.hint} ${failed.diagnostic}`, token)

@@ -58,6 +58,25 @@ describe("Redaction (R3.1, R12)", () => {
     assert.strictEqual(Redaction.maskText("sk+TOP and %2B and 42", known), "sk+TOP and %2B and 42")
   })
 
+  it("R12 a secret percent-encoded strictly, or in base64 wrapped over lines, is masked too (review 191)", () => {
+    const secret = "Pa$$w0rd!(2024)*-and-more"
+    const known = Redaction.secrets([secret])
+    const strict = encodeURIComponent(secret).replace(
+      /[!'()*]/g,
+      (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`
+    )
+    assert.strictEqual(Redaction.maskText(`curl -d key=${strict} x`, known), "curl -d key=<redacted> x")
+    // `openssl base64` wraps at 64 columns: the secret straddles a line break.
+    const wrapped = Buffer.from(`${"x".repeat(40)}${secret}${"y".repeat(40)}`)
+      .toString("base64")
+      .replace(/.{64}/g, "$&\n")
+    const masked = Redaction.maskText(`-----BEGIN-----\n${wrapped}\n-----END-----`, known)
+    assert.include(masked, "<redacted>")
+    assert.notInclude(masked, wrapped.slice(60, 70))
+    // Ordinary lines of words are left alone.
+    assert.strictEqual(Redaction.maskText("compiling\nmodules\ndone", known), "compiling\nmodules\ndone")
+  })
+
   it("R12 a text cut short in the middle of a secret does not keep the secret's beginning", () => {
     const secret = "TOPSECRET-abcdef"
     assert.strictEqual(

@@ -12,7 +12,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Duration, Effect, Redacted, Stream } from "effect"
 import { ChildProcess, type ChildProcessSpawner } from "effect/process"
-import * as Redaction from "../../tools/Redaction.ts"
+import * as SecretForms from "../../failure/SecretForms.ts"
 import type * as SubprocessCgroup from "./SubprocessCgroup.ts"
 import type { Spec } from "./SubprocessSpec.ts"
 
@@ -165,17 +165,23 @@ export const secretsOf = (spec: Spec): ReadonlyArray<string> => {
   return secrets.filter((s) => s.length > 0).sort((a, b) => b.length - a.length)
 }
 
+/** Secrets shorter than this are replaced as they are only, not in their other forms (too many false matches). */
+const minInForms = 4
+
 /**
  * `text` with every secret replaced by `<redacted>`: as it is, however short, and in the forms
- * a command writes it (`curl -v`'s URL-encoded query or base64 `Authorization` header: review 188).
+ * a command writes it (`curl -v`'s URL-encoded query, a base64 `Authorization` header: review
+ * 188). Never the whole output: a long secret in the environment masked a whole build log
+ * once a bound on the search's work was passed (review 191). `replaceAll` on each form: its
+ * cost is the output's length times the forms', on output of at most `maxOutputBytes`.
  */
-export const scrub = (text: string, secrets: ReadonlyArray<string>): string =>
-  secrets.length === 0
-    ? text
-    : Redaction.maskText(
-        secrets.reduce((acc, secret) => acc.replaceAll(secret, Redaction.mask), text),
-        Redaction.secrets(secrets)
-      )
+export const scrub = (text: string, secrets: ReadonlyArray<string>): string => {
+  if (secrets.length === 0) return text
+  const long = secrets.filter((secret) => secret.length >= minInForms)
+  const forms = [...new Set([...secrets, ...long.flatMap(SecretForms.formsOf)])].sort((a, b) => b.length - a.length)
+  const replaced = forms.reduce((acc, form) => acc.replaceAll(form, "<redacted>"), text)
+  return SecretForms.maskBase64(replaced, long, "<redacted>")
+}
 
 /**
  * The command for the spawner: `spec` itself, or (with a cgroup) `/bin/sh` running the
