@@ -28,7 +28,7 @@
 import { Predicate, Schema } from "effect"
 import type * as Failure from "../failure/Failure.ts"
 import { type Backoff, backoff } from "./internal/Backoff.ts"
-import { isRefusal } from "./internal/Refusal.ts"
+import { isRefusal, trialPollMillis } from "./internal/Refusal.ts"
 
 export { type Backoff, backoff } from "./internal/Backoff.ts"
 export { isRefusal, refusalDelay, trialPollCapMillis, trialPollMillis } from "./internal/Refusal.ts"
@@ -289,9 +289,9 @@ export const refuse = (
   // twice waits for its circuit (review 189: a refused payment ended the run `tool_error`, and
   // cut off its sibling, the circuit's trial, in doubt).
   if (isRefusal(failure)) {
-    // Only an open circuit hands over at once: a half-open one is another call's trial, over in
-    // moments (review 189: every run that began during a trial went to its fallback for good).
-    // Its poll that does not fit in the time left hands over then (see `decide`).
+    // Only an open circuit hands over at once: a half-open one is another call's trial, often
+    // over in moments (review 189: every run that began during a trial went to its fallback for
+    // good). It is polled twice, and hands over then, or once a poll does not fit (see `decide`).
     if (rules.handOff === true && failure.category === "circuit_open")
       return giveUp("circuit_open", `${failure.hint}; handed over instead of waiting`)
     // Open for ever: there is no time to wait for.
@@ -343,6 +343,16 @@ export const decide = (rules: Rules, facts: Facts): Decision => {
   const delayMillis = Math.ceil(Math.max(facts.nextDelayMillis, retryAfter))
   // The retry must also fit in the step (R4.2): the tighter of the two deadlines decides.
   const { millis: left, layer } = facts.timeLeft
+  // With a next model, a trial that runs on past two polls (750 ms) hands over: waiting for it
+  // longer would leave the next model the rest of the time (review 191: a 5 s trial left it too little).
+  if (
+    isRefusal(failure) &&
+    rules.handOff === true &&
+    failure.category === "circuit_half_open" &&
+    delayMillis > 2 * trialPollMillis
+  ) {
+    return giveUp("circuit_open", `${failure.hint}; handed over after two polls of the trial`)
+  }
   // A circuit that stays open past the deadline is the circuit's stop, not the deadline's.
   if (isRefusal(failure) && delayMillis >= left) {
     return giveUp("circuit_open", `${failure.hint}, past what is left of the ${layer} (${left} ms)`)

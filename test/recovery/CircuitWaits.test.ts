@@ -206,4 +206,44 @@ describe("R3.9 a call its circuit refused waits for the circuit (review 189)", (
       assert.strictEqual(later.calls.length, 1)
     })
   )
+
+  it.effect(
+    "R3.9 R4.2 with a fallback, a trial that runs on past two polls hands the run over: the next model gets the time (review 191)",
+    () =>
+      Effect.gen(function* () {
+        const backup = {
+          generate: () => Effect.as(Effect.sleep("1500 millis"), ScriptedModel.finalAnswer("by the backup"))
+        }
+        const [, second] = yield* drive(
+          Effect.gen(function* () {
+            yield* tripProvider("primary")
+            yield* Effect.sleep("1 second")
+            const trial = yield* Effect.forkChild(
+              Run.run({ goal: "g", tools: [], modelName: "primary" }).pipe(
+                Effect.provideService(Model.Model, answersAfter(5_000))
+              )
+            )
+            yield* Effect.sleep("10 millis")
+            const second = yield* Run.run({
+              goal: "g",
+              tools: [],
+              modelName: "primary",
+              time: { run: "3 seconds" },
+              recovery: { fallbackModels: [{ name: "backup", model: backup }] }
+            }).pipe(Effect.provideService(Model.Model, answersAfter(0)))
+            return [yield* Fiber.join(trial), second] as const
+          }).pipe(
+            Effect.provide(
+              Breakers.layerMemory({
+                provider: { tripPolicy: CircuitBreaker.consecutive(1), openDuration: "1 second" }
+              })
+            )
+          )
+        )
+        // Before, it polled 250, 500 and 1,000 ms and handed over at 1.75 s: the backup's 1.5 s did not fit.
+        assert.strictEqual(second.stopReason, "goal_reached", second.detail)
+        assert.strictEqual(second.model, "backup")
+        assert.strictEqual(second.elapsedMillis, 750 + 1500)
+      })
+  )
 })

@@ -173,6 +173,12 @@ const table: ReadonlyArray<{
     expect: { _tag: "Retry", delayMillis: 250 }
   },
   {
+    name: "R3.9 with a fallback, a trial polled twice already hands over (review 191)",
+    rules: { handOff: true },
+    facts: { failure: retryable({ category: "circuit_half_open", retryAfterMillis: 250 }), nextDelayMillis: 1000 },
+    expect: "circuit_open"
+  },
+  {
     name: "R3.9 an open circuit that resumes within the time left is waited for: 100 ms of 200 (review 189)",
     facts: {
       failure: retryable({ category: "circuit_open", retryAfterMillis: 100 }),
