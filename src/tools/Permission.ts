@@ -187,6 +187,8 @@ const maxPathBytes = 4096
 // `a/../a/../…` made one check take a second of `lstat`s (review 191).
 const maxWalkedNames = 4096
 
+const unresolved = `goes through a loop of symbolic links, or more than ${maxWalkedNames} names once they are followed`
+
 /** Every option: one a policy does not know is refused (review 173: `allowedTools` allowed every tool). */
 const knownOptions: OptionKeys.Known<Options> = {
   allowTools: true,
@@ -261,24 +263,32 @@ export const make = Effect.fnUntraced(function* (
   // link is the parent of where the link led. One `lstat` a name; a missing one is taken as
   // a directory to come (a write may make it), and the names after it are walked on: a `..`
   // back out of it may lead to a link (review 191: `missing/../link/x` was judged by text).
-  // `undefined` means a loop of links, or more than `maxWalkedNames` names.
-  const realPath = (target: string): Effect.Effect<string | undefined> => {
-    const walk = Effect.gen(function* () {
+  // `undefined` means a loop of links, or more than `maxWalkedNames` names. Always walked, never
+  // Node's `realpath`, which takes out a `..` by text, in the path (review 188) and in a link's
+  // target (review 192: `l -> inner/../x`, `inner` a link out of the roots, was judged inside).
+  const realPath = (target: string): Effect.Effect<string | undefined> =>
+    Effect.gen(function* () {
       const split = (value: string) => value.split(path.sep).filter((name) => name.length > 0 && name !== ".")
-      const queue = split(target)
+      // The names still to walk, the next one last: a link's target is pushed on as it comes.
+      const stack = split(target).reverse()
       let current = path.parse(target).root
       let links = 0
       let walked = 0
-      for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
+      // How deep the walk is below a name that does not exist: nothing there to look at (review 192).
+      let missing = 0
+      for (let name = stack.pop(); name !== undefined; name = stack.pop()) {
         if (++walked > maxWalkedNames) return undefined
         // `current` holds no link, so its parent by name is its parent on disk.
         if (name === "..") {
           current = path.dirname(current)
+          missing = Math.max(0, missing - 1)
           continue
         }
-        const next = path.join(current, name)
-        const info = yield* Effect.option(fs.lstat(next))
-        if (info._tag === "None" || info.value.type !== "SymbolicLink") {
+        // Joined by hand: `path.join` would read the whole path again at each name (review 192).
+        const next = current.endsWith(path.sep) ? `${current}${name}` : `${current}${path.sep}${name}`
+        const info = missing > 0 ? undefined : yield* Effect.option(fs.lstat(next))
+        if (info === undefined || info._tag === "None" || info.value.type !== "SymbolicLink") {
+          if (info === undefined || info._tag === "None") missing++
           current = next
           continue
         }
@@ -287,13 +297,10 @@ export const make = Effect.fnUntraced(function* (
         const link = yield* Effect.option(fs.readLink(next))
         if (link._tag === "None") return undefined
         if (path.isAbsolute(link.value)) current = path.parse(link.value).root
-        queue.unshift(...split(link.value))
+        stack.push(...split(link.value).reverse())
       }
       return current
     })
-    // Node's `realpath` takes out a `..` by text first (review 188): a path with one is walked.
-    return target.split(path.sep).includes("..") ? walk : fs.realPath(target).pipe(Effect.catch(() => walk))
-  }
 
   const checkPath = Effect.fnUntraced(function* (tool: string, field: string, value: string) {
     const subject = `${tool}: arguments.${field} ${show(value)}`
@@ -316,9 +323,9 @@ export const make = Effect.fnUntraced(function* (
       // where a tool of no root of its own resolves it), so it cannot lead to a .env file unseen.
       if (!denyEnvFiles) return allow
       const real = yield* realPath(path.isAbsolute(value) ? value : `${path.resolve()}${path.sep}${value}`)
-      return real !== undefined && isEnvPath(real)
-        ? deny("env_file", `${subject} leads to a .env file through a symbolic link`)
-        : allow
+      // A path that cannot be followed to its end cannot be shown to lead to no .env file (review 192).
+      if (real === undefined) return deny("symlink_escape", `${subject} ${unresolved}`)
+      return isEnvPath(real) ? deny("env_file", `${subject} leads to a .env file through a symbolic link`) : allow
     }
     const target = path.resolve(first, value)
     const realRoots = yield* Effect.forEach(roots, realPath)
@@ -331,10 +338,7 @@ export const make = Effect.fnUntraced(function* (
     // takes a `..` after a link to the parent of where the link led.
     const real = yield* realPath(path.isAbsolute(value) ? value : `${first}${path.sep}${value}`)
     if (real === undefined) {
-      return deny(
-        "symlink_escape",
-        `${subject} goes through a loop of symbolic links, or more than ${maxWalkedNames} names once they are followed`
-      )
+      return deny("symlink_escape", `${subject} ${unresolved}`)
     }
     if (!realRoots.some((root) => root !== undefined && isInside(root, real))) {
       return deny("symlink_escape", `${subject} leads outside the allowed roots through a symbolic link`)

@@ -16,7 +16,7 @@
  */
 import { Exit, Predicate, Redacted } from "effect"
 import type * as Failure from "../failure/Failure.ts"
-import { formsOf, maskBase64 } from "../failure/SecretForms.ts"
+import * as SecretForms from "../failure/SecretForms.ts"
 import { mask, withoutSecrets } from "./internal/SecretValues.ts"
 
 export { allLeaves, isSensitive, mask, secretsOf, withoutSecrets } from "./internal/SecretValues.ts"
@@ -140,8 +140,8 @@ export interface Secrets {
   readonly forms: ReadonlyArray<string> | undefined
   /** The forms' lengths added up: what searching a text for them may cost per character of it. */
   readonly formsLength: number
-  /** The secrets long enough to look for inside text, as base64 may hold them. */
-  readonly inText: ReadonlyArray<string>
+  /** Masks the secrets long enough to look for inside text where an encoder wrote them (percent-encoded, base64). */
+  readonly encoded: (text: string, mask: string) => string
   /** The beginnings of the longer forms, to find one cut short before a `…` (built at the first such text). */
   readonly beginnings: () => ReadonlyArray<Beginnings>
 }
@@ -155,10 +155,10 @@ export interface Secrets {
 export const secrets = (values: Iterable<string>): Secrets => {
   const whole = new Set(values)
   if (whole.size > maxForms) {
-    return { size: whole.size, whole, forms: undefined, formsLength: 0, inText: [], beginnings: () => [] }
+    return { size: whole.size, whole, forms: undefined, formsLength: 0, encoded: (text) => text, beginnings: () => [] }
   }
   const inText = [...whole].filter((secret) => secret.length >= minInText)
-  const found = new Set(inText.flatMap(formsOf))
+  const found = new Set(inText.flatMap(SecretForms.formsOf))
   const forms = [...found].sort((a, b) => b.length - a.length)
   let beginnings: ReadonlyArray<Beginnings> | undefined
   return {
@@ -166,7 +166,7 @@ export const secrets = (values: Iterable<string>): Secrets => {
     whole,
     forms,
     formsLength: forms.reduce((sum, form) => sum + form.length, 0),
-    inText,
+    encoded: SecretForms.masker(inText),
     beginnings: () => {
       beginnings ??= forms.filter((form) => form.length > minCutShort).map(beginningsOf)
       return beginnings
@@ -210,7 +210,7 @@ export const maskText = (text: string, secrets: Secrets): string => {
   for (const form of secrets.forms) {
     if (out.includes(form)) out = out.replaceAll(form, mask)
   }
-  out = maskBase64(out, secrets.inText, mask)
+  out = secrets.encoded(out, mask)
   return out.includes(cut) ? (maskCutShort(out, secrets.beginnings()) ?? mask) : out
 }
 

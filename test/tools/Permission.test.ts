@@ -256,6 +256,28 @@ layer(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))("Permission", (it) =
       })
     )
 
+    it.effect(
+      "R3.6 R12 a link whose target has a `..` after another link is judged where the kernel takes it (review 192)",
+      () =>
+        Effect.gen(function* () {
+          const { policy, root, outside, path } = yield* workspace
+          yield* Effect.promise(() =>
+            import("node:fs/promises").then((fs) => fs.mkdir(path.join(outside, "deep", "dir"), { recursive: true }))
+          )
+          symlinkSync(path.join(outside, "deep", "dir"), path.join(root, "inner"))
+          symlinkSync("inner/../x", path.join(root, "l"))
+          // By text `inner/../x` is root/x, and a decoy is there; the kernel opens outside/deep/x.
+          symlinkSync(path.join(root, "docs", "notes.md"), path.join(root, "x"))
+          assertDenied(yield* check(policy, { path: "l" }), "symlink_escape")
+          assertDenied(yield* check(policy, { path: path.join(root, "l") }), "symlink_escape")
+          // Without roots, a path that cannot be followed to its end may lead to a .env file: denied.
+          symlinkSync("l2", path.join(root, "l1"))
+          symlinkSync("l1", path.join(root, "l2"))
+          const noRoots = yield* Permission.make({})
+          assertDenied(yield* check(noRoots, { path: path.join(root, "l1") }), "symlink_escape")
+        })
+    )
+
     it.effect("R3.6 a loop of links is denied as symlink_escape", () =>
       Effect.gen(function* () {
         const { policy, root, path } = yield* workspace

@@ -77,6 +77,25 @@ describe("Redaction (R3.1, R12)", () => {
     assert.strictEqual(Redaction.maskText("compiling\nmodules\ndone", known), "compiling\nmodules\ndone")
   })
 
+  it("R12 a secret percent-encoded with any of its characters left as they are is masked; lines of words stay (review 192)", () => {
+    const key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+    const known = Redaction.secrets([key, "p@ss/word!9"])
+    // Python's quote() keeps `/`, Go's PathEscape keeps `+`.
+    for (const written of [
+      "wJalrXUtnFEMI/K7MDENG%2BbPxRfiCYEXAMPLEKEY",
+      "wJalrXUtnFEMI%2FK7MDENG+bPxRfiCYEXAMPLEKEY",
+      "p%40ss/word%219"
+    ]) {
+      assert.strictEqual(Redaction.maskText(`GET /v1?k=${written}&x=1`, known), "GET /v1?k=<redacted>&x=1", written)
+    }
+    // A base64 line of the secret among lines of words masks that line only.
+    const lines = ["build", "compiling", "linking", Buffer.from(key).toString("base64"), "finished", "ok: 3 files"]
+    assert.strictEqual(
+      Redaction.maskText(lines.join("\n"), known),
+      ["build", "compiling", "linking", "<redacted>", "finished", "ok: 3 files"].join("\n")
+    )
+  })
+
   it("R12 a text cut short in the middle of a secret does not keep the secret's beginning", () => {
     const secret = "TOPSECRET-abcdef"
     assert.strictEqual(

@@ -180,7 +180,7 @@ export const scrub = (text: string, secrets: ReadonlyArray<string>): string => {
   const long = secrets.filter((secret) => secret.length >= minInForms)
   const forms = [...new Set([...secrets, ...long.flatMap(SecretForms.formsOf)])].sort((a, b) => b.length - a.length)
   const replaced = forms.reduce((acc, form) => acc.replaceAll(form, "<redacted>"), text)
-  return SecretForms.maskBase64(replaced, long, "<redacted>")
+  return SecretForms.masker(long)(replaced, "<redacted>")
 }
 
 /**

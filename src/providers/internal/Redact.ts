@@ -46,12 +46,13 @@ export const redactor = (secret: string | undefined): ((text: string) => string)
       : SecretForms.formsOf(secret)
           .filter((form) => form !== secret)
           .sort((a, b) => b.length - a.length)
+  const encoded = SecretForms.masker(secret === undefined || pieces.size === 0 ? [] : [secret])
   return (text) => {
     let scrubbed = text.replace(BEARER, `$1${REDACTED}`).replace(KEY_SHAPED, REDACTED)
     if (shortSecret !== undefined) return scrubbed.replace(shortSecret, REDACTED)
     if (pieces.size === 0) return scrubbed
     for (const form of forms) scrubbed = scrubbed.replaceAll(form, REDACTED)
-    scrubbed = SecretForms.maskBase64(scrubbed, [secret ?? ""], REDACTED)
+    scrubbed = encoded(scrubbed, REDACTED)
     let out = ""
     let kept = 0
     let i = 0
