@@ -19,7 +19,7 @@ const asciiOnly = (text: string, upper: boolean): string =>
 /**
  * `secret` as text may write it as a string: as it is, and inside a JSON string (`/` also as
  * `\/`, non-ASCII also as `\uXXXX` in either case, and escaped twice: JSON inside a string).
- * Percent-encoding and base64 are found by {@link masker}: an encoder may leave any of the
+ * Percent-encoding and base64 are found by {@link masker}: an encoder may leave some of the
  * secret's characters as they are (review 192: Python's `quote` keeps `/`, Go's `PathEscape`
  * keeps `+`), and where a secret starts in base64's group of three changes all its characters.
  *

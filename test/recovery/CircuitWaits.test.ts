@@ -30,6 +30,36 @@ const tripProvider = (modelName?: string) =>
     )
   )
 
+/**
+ * A run of `primary` that starts 10 ms into another run's trial call (the circuit half-open),
+ * the trial answering after `trialMillis`; the second run has `time` and a `backup` model.
+ */
+const besideTrial = (trialMillis: number, backup: Model.Model["Service"], time?: Run.Options<never>["time"]) =>
+  drive(
+    Effect.gen(function* () {
+      yield* tripProvider("primary")
+      yield* Effect.sleep("1 second")
+      const trial = yield* Effect.forkChild(
+        Run.run({ goal: "g", tools: [], modelName: "primary" }).pipe(
+          Effect.provideService(Model.Model, answersAfter(trialMillis))
+        )
+      )
+      yield* Effect.sleep("10 millis")
+      const second = yield* Run.run({
+        goal: "g",
+        tools: [],
+        modelName: "primary",
+        ...(time === undefined ? {} : { time }),
+        recovery: { fallbackModels: [{ name: "backup", model: backup }] }
+      }).pipe(Effect.provideService(Model.Model, answersAfter(0)))
+      return [yield* Fiber.join(trial), second] as const
+    }).pipe(
+      Effect.provide(
+        Breakers.layerMemory({ provider: { tripPolicy: CircuitBreaker.consecutive(1), openDuration: "1 second" } })
+      )
+    )
+  )
+
 describe("R3.9 a call its circuit refused waits for the circuit (review 189)", () => {
   it.effect("R3.7 R3.8 a payment refused during its circuit's trial waits, and leaves its sibling, the trial, be", () =>
     Effect.gen(function* () {
@@ -142,31 +172,7 @@ describe("R3.9 a call its circuit refused waits for the circuit (review 189)", (
     () =>
       Effect.gen(function* () {
         const backup = FaultyModel.make([FaultyModel.respond(ScriptedModel.finalAnswer("from backup"))])
-        const [trial, second] = yield* drive(
-          Effect.gen(function* () {
-            yield* tripProvider("primary")
-            yield* Effect.sleep("1 second")
-            const trial = yield* Effect.forkChild(
-              Run.run({ goal: "g", tools: [], modelName: "primary" }).pipe(
-                Effect.provideService(Model.Model, answersAfter(300))
-              )
-            )
-            yield* Effect.sleep("10 millis")
-            const second = yield* Run.run({
-              goal: "g",
-              tools: [],
-              modelName: "primary",
-              recovery: { fallbackModels: [{ name: "backup", model: backup.service }] }
-            }).pipe(Effect.provideService(Model.Model, answersAfter(0)))
-            return [yield* Fiber.join(trial), second] as const
-          }).pipe(
-            Effect.provide(
-              Breakers.layerMemory({
-                provider: { tripPolicy: CircuitBreaker.consecutive(1), openDuration: "1 second" }
-              })
-            )
-          )
-        )
+        const [trial, second] = yield* besideTrial(300, backup.service)
         assert.strictEqual(trial.stopReason, "goal_reached")
         // Before, it went over to the backup for the rest of the run while the trial was in flight.
         assert.strictEqual(second.stopReason, "goal_reached", second.detail)
@@ -214,32 +220,7 @@ describe("R3.9 a call its circuit refused waits for the circuit (review 189)", (
         const backup = {
           generate: () => Effect.as(Effect.sleep("1500 millis"), ScriptedModel.finalAnswer("by the backup"))
         }
-        const [, second] = yield* drive(
-          Effect.gen(function* () {
-            yield* tripProvider("primary")
-            yield* Effect.sleep("1 second")
-            const trial = yield* Effect.forkChild(
-              Run.run({ goal: "g", tools: [], modelName: "primary" }).pipe(
-                Effect.provideService(Model.Model, answersAfter(5_000))
-              )
-            )
-            yield* Effect.sleep("10 millis")
-            const second = yield* Run.run({
-              goal: "g",
-              tools: [],
-              modelName: "primary",
-              time: { run: "3 seconds" },
-              recovery: { fallbackModels: [{ name: "backup", model: backup }] }
-            }).pipe(Effect.provideService(Model.Model, answersAfter(0)))
-            return [yield* Fiber.join(trial), second] as const
-          }).pipe(
-            Effect.provide(
-              Breakers.layerMemory({
-                provider: { tripPolicy: CircuitBreaker.consecutive(1), openDuration: "1 second" }
-              })
-            )
-          )
-        )
+        const [, second] = yield* besideTrial(5_000, backup, { run: "3 seconds" })
         // Before, it polled 250, 500 and 1,000 ms and handed over at 1.75 s: the backup's 1.5 s did not fit.
         assert.strictEqual(second.stopReason, "goal_reached", second.detail)
         assert.strictEqual(second.model, "backup")
