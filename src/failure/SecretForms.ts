@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import { RegExp as RegExps } from "effect"
 
 /** The inside of a JSON string holding `text`: its escapes, without the quotes. */
 const jsonEscaped = (text: string): string => JSON.stringify(text).slice(1, -1)
@@ -50,7 +51,7 @@ const percentPattern = (secret: string): RegExp | undefined => {
   if (characters.every((c) => unreserved.test(c))) return undefined
   const pattern = characters
     .map((c) => {
-      const literal = c.replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&")
+      const literal = RegExps.escape(c)
       if (unreserved.test(c)) return literal
       const escaped = [...encoder.encode(c)].map(escapeOf).join("")
       return `(?:${literal}|${escaped}${c === " " ? "|\\+" : ""})`

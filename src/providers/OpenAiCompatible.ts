@@ -161,13 +161,7 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     reading: Phases.Reading,
     at: number,
     deadline: Phases.Deadline
-  ) => {
-    const limits = {
-      idle: Phases.cap("idle_read", resolved.idleMillis, deadline, at),
-      whole: Phases.cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, at)
-    }
-    return Effect.raceFirst(read, Phases.idleWatch(reading, limits, deadline))
-  }
+  ) => Effect.raceFirst(read, Phases.idleWatch(reading, Phases.idleLimits(resolved.idleMillis, deadline, at), deadline))
 
   /**
    * A whole (non-streamed) body. One declared or found longer than `maxResponseBytes` is

@@ -131,9 +131,8 @@ export interface Secrets {
   /** The secrets as they are: a value equal to one is masked whatever its length. */
   readonly whole: ReadonlySet<string>
   /**
-   * The forms in which text may hold them: each as it is, as a JSON string escapes it (a
-   * failure's message may quote a value as JSON), and as a URL or a form encodes it (base64,
-   * as in an `Authorization` header, is read where text holds it), longest first, so that a secret that
+   * The forms in which text may hold them as strings: each as it is and as JSON escapes it (a
+   * failure's message may quote a value as JSON; see `SecretForms.formsOf`), longest first, so that a secret that
    * holds another is masked whole, never leaving the rest of it around the shorter one's
    * mask. `undefined` when there are more than {@link maxForms}: text is masked whole.
    */

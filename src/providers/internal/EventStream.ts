@@ -56,8 +56,7 @@ export const read = Effect.fnUntraced(function* (
   now: number
 ) {
   const { idleMillis, maxBytes } = reader
-  const idle = Phases.cap("idle_read", idleMillis, deadline, now)
-  const limits = { idle, whole: Phases.cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, now) }
+  const limits = Phases.idleLimits(idleMillis, deadline, now)
   const clock = yield* Effect.clockWith(Effect.succeed)
   const progress: Phases.Reading = { lastBytesAt: now, doneAt: undefined }
   const pull = yield* Stream.toPull(response.stream)
@@ -116,7 +115,7 @@ export const read = Effect.fnUntraced(function* (
       }
     })
     const left = deadline.at - clock.currentTimeMillisUnsafe()
-    yield* Effect.timeoutOption(drain, Math.max(0, Math.min(drainMillis, idle.millis, left / 2)))
+    yield* Effect.timeoutOption(drain, Math.max(0, Math.min(drainMillis, limits.idle.millis, left / 2)))
   })
   // An answer cut off (a reset, a stall, an error event, no `[DONE]`) was paid for as far as
   // it came: its failure carries that usage, for the run's budgets (R2.1); so does the

@@ -62,6 +62,12 @@ export interface Reading {
   doneAt: number | undefined
 }
 
+/** A body read's limits from `now`: the idle-read period, and the whole read's, the deadline's. */
+export const idleLimits = (idleMillis: number, deadline: Deadline, now: number) => ({
+  idle: cap("idle_read", idleMillis, deadline, now),
+  whole: cap(deadline.layer, Number.POSITIVE_INFINITY, deadline, now)
+})
+
 /**
  * The timer of a body's read until the answer is whole: it fails once no byte has come for
  * the idle-read period (`idle`), or at the request's deadline (`whole`), whichever is first.

@@ -11,6 +11,7 @@
  * matches it whole.
  */
 
+import { RegExp as RegExps } from "effect"
 import * as SecretForms from "../../failure/SecretForms.ts"
 import * as Text from "../../failure/Text.ts"
 
@@ -29,8 +30,7 @@ const KEY_SHAPED = /\bsk-[A-Za-z0-9_-]{16}[A-Za-z0-9_-]*/g
  * turned "HTTP 400" into "HTTP 4<redacted><redacted>", and `"a"` every "answered").
  */
 const standing = (secret: string): RegExp => {
-  const escaped = secret.replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&")
-  return new RegExp(`(?<![A-Za-z0-9_-])${escaped}(?![A-Za-z0-9_-])`, "g")
+  return new RegExp(`(?<![A-Za-z0-9_-])${RegExps.escape(secret)}(?![A-Za-z0-9_-])`, "g")
 }
 
 /** A scrubber of `secret` (none if `undefined` or empty). */
@@ -38,8 +38,8 @@ export const redactor = (secret: string | undefined): ((text: string) => string)
   const pieces = new Set<string>()
   if (secret !== undefined) for (let i = 0; i + PIECE <= secret.length; i++) pieces.add(secret.slice(i, i + PIECE))
   const shortSecret = secret !== undefined && secret !== "" && secret.length < PIECE ? standing(secret) : undefined
-  // The key as a server may write it back: URL- or form-encoded, JSON-escaped, in base64
-  // (review 190: a key with symbols echoed percent-encoded kept every piece between escapes).
+  // The key as a server may write it back: JSON-escaped (`forms`), percent-encoded or in base64
+  // (`encoded`) (review 190: a key with symbols echoed percent-encoded kept every piece between escapes).
   const forms =
     secret === undefined || pieces.size === 0
       ? []

@@ -45,9 +45,10 @@ export const isRefusal = (failure: Failure.Failure): failure is Failure.Refusal 
  * @since 0.3.0
  */
 export const refusalDelay = (failure: Failure.Retryable, before: number): number | undefined => {
-  const doubled = (millis: number) =>
+  // `millis` doubled `times` times, at most the cap (or the refusal's own wait, if longer).
+  const doubled = (millis: number, times: number) =>
     Math.min(
-      millis * 2 ** Math.min(Math.max(0, before), 16),
+      millis * 2 ** Math.min(Math.max(0, times), 16),
       Math.max(trialPollCapMillis, failure.retryAfterMillis ?? 0)
     )
   if (failure.category === "circuit_open") {
@@ -56,7 +57,7 @@ export const refusalDelay = (failure: Failure.Retryable, before: number): number
     // resumed in 100 ms did not fit in 200 ms left); polled like a trial when it refuses again.
     return before <= 0
       ? Math.max(1, failure.retryAfterMillis)
-      : Math.max(failure.retryAfterMillis, doubled(trialPollMillis / 2))
+      : Math.max(failure.retryAfterMillis, doubled(trialPollMillis, before - 1))
   }
-  return doubled(Math.max(trialPollMillis, failure.retryAfterMillis ?? 0))
+  return doubled(Math.max(trialPollMillis, failure.retryAfterMillis ?? 0), before)
 }

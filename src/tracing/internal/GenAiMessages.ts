@@ -7,6 +7,7 @@
  * @internal
  */
 import type * as Model from "../../model/Model.ts"
+import * as ToolArguments from "../../tools/ToolArguments.ts"
 
 type Part =
   | { readonly type: "text"; readonly content: string }
@@ -14,14 +15,10 @@ type Part =
   | { readonly type: "tool_call"; readonly id: string; readonly name: string; readonly arguments: unknown }
   | { readonly type: "tool_call_response"; readonly id: string; readonly response: string }
 
-/** A call's arguments as the model wrote them: the JSON value of a JSON text, else as they are. */
+/** A call's arguments: the object the run reads them as, else as the model wrote them. */
 const argumentsOf = (value: unknown): unknown => {
-  if (typeof value !== "string") return value
-  try {
-    return JSON.parse(value)
-  } catch {
-    return value
-  }
+  const parsed = ToolArguments.parseArguments(value)
+  return parsed._tag === "Ok" ? parsed.value : value
 }
 
 const assistantParts = (
