@@ -216,6 +216,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     )
 
   const readPlain = (text: string, decoding: OpenAiWire.Decoding): Effect.Effect<Model.Response, Failure.Failure> => {
+    // A stream a proxy labelled otherwise: read as the stream it is.
+    if (EventStream.isEventText(text)) return EventStream.fromText(reader, text, decoding)
     // A 200 whose body carries an error envelope: classified by what it says, as in a stream.
     const error = OpenAiWire.carriedError(text)
     if (error !== undefined) {

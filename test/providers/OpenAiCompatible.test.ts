@@ -683,6 +683,53 @@ describe("OpenAiCompatible", () => {
       })
     )
 
+    live("R11 R12 a stream a proxy labels otherwise is read as the stream it is (review 190)", () =>
+      Effect.gen(function* () {
+        const event = (value: unknown) => `data: ${JSON.stringify(value)}\n\n`
+        const stream = [
+          ": keep-alive\n\n",
+          event({ choices: [{ index: 0, delta: { role: "assistant", content: "labelled " }, finish_reason: null }] }),
+          event({ choices: [{ index: 0, delta: { content: "wrong" }, finish_reason: "stop" }] }),
+          event({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } }),
+          "data: [DONE]\n\n"
+        ].join("")
+        const serve = (contentType: string | undefined, body: string) =>
+          rawServer((_, res) => {
+            res.writeHead(200, contentType === undefined ? {} : { "content-type": contentType })
+            res.end(body)
+          })
+        const generate = (baseUrl: string) =>
+          Effect.gen(function* () {
+            const model = yield* OpenAiCompatible.make({ baseUrl, model: "m", apiKey, stream: true })
+            return yield* Effect.exit(model.generate(yield* request({ deadlineIn: 30_000 })))
+          })
+        for (const contentType of ["text/plain", "application/json", "application/octet-stream", undefined]) {
+          const exit = yield* generate(yield* serve(contentType, stream))
+          // Before, each failed corrupt_response: the body was read as one JSON completion.
+          assert.strictEqual(
+            Exit.isSuccess(exit) ? exit.value.text : failureOf(exit).hint,
+            "labelled wrong",
+            contentType
+          )
+          assert.strictEqual(Exit.isSuccess(exit) ? exit.value.usage?.outputTokens : undefined, 2, contentType)
+        }
+        // Read as a stream is read: one cut before [DONE] is no answer, an error event is what it says.
+        const cut = failureOf(yield* generate(yield* serve("text/plain", stream.replace("data: [DONE]\n\n", ""))))
+        assert.deepStrictEqual(classOf(cut), ["Retryable", "corrupt_response", "corrupt_response"])
+        assert.include(cut.diagnostic ?? "", "without [DONE]")
+        const error = failureOf(
+          yield* generate(yield* serve(undefined, event({ error: { message: "overloaded", type: "server_error" } })))
+        )
+        assert.include(error.hint, "overloaded")
+        // A JSON body that is no stream is read as before, its leading blank lines included.
+        const plain = JSON.stringify({
+          choices: [{ index: 0, message: { role: "assistant", content: "plain" }, finish_reason: "stop" }]
+        })
+        const json = yield* generate(yield* serve("text/plain", `\n\n${plain}`))
+        assert.strictEqual(Exit.isSuccess(json) ? json.value.text : failureOf(json).hint, "plain")
+      })
+    )
+
     live("R4.1 a connect that does not complete fails connect, not first_byte", () =>
       Effect.gen(function* () {
         const { url } = yield* FakeOpenAiServer.unreachable

@@ -43,6 +43,43 @@ const errorEvent = (reader: Reader, data: string, error: NonNullable<ReturnType<
 }
 
 /**
+ * The events of one answer folded into its response as they come: text or bytes cut
+ * anywhere, each event read as `read` says below; `true` once `[DONE]` came.
+ */
+const folder = (reader: Reader) => {
+  const decoder = new TextDecoder()
+  const parser = Sse.parser({ maxEventLength: reader.maxBytes })
+  const acc = OpenAiWire.accumulator()
+  const feed = (piece: Uint8Array | string): Effect.Effect<boolean, Failure.Failure> => {
+    const fed = parser.feed(typeof piece === "string" ? piece : decoder.decode(piece, { stream: true }))
+    if (Result.isFailure(fed)) return Effect.fail(reader.tooLarge("one event of the stream"))
+    for (const data of fed.success) {
+      // An event with no data (`data:`, a keep-alive) says nothing; `[DONE]` is read however it is spaced.
+      const said = data.trim()
+      if (said === "") continue
+      if (said === "[DONE]") return Effect.succeed(true)
+      const error = OpenAiWire.carriedError(data)
+      if (error !== undefined) return Effect.fail(errorEvent(reader, data, error))
+      const chunk = OpenAiWire.parseChunk(data)
+      if (Result.isFailure(chunk)) {
+        return Effect.fail(FailureBoundary.corruptResponse({ source, detail: reader.said(chunk.failure) }))
+      }
+      OpenAiWire.accumulate(acc, chunk.success)
+    }
+    return Effect.succeed(false)
+  }
+  return { acc, feed }
+}
+
+/** The response the events folded into make, paid for when it makes none (a call with no name, R2.1). */
+const responseOf = (reader: Reader, acc: OpenAiWire.Accumulator, decoding: OpenAiWire.Decoding) =>
+  Result.match(OpenAiWire.fromAccumulator(acc, decoding), {
+    onFailure: (problem) =>
+      Effect.fail(FailureBoundary.withUsage(reader.problem(problem), OpenAiWire.partialUsage(acc, decoding))),
+    onSuccess: Effect.succeed
+  })
+
+/**
  * Folds the events of a streamed answer into its response. One loop reads to `[DONE]`,
  * then drains what follows (so the connection can be reused) until the stream ends or
  * the drain's time is up, whatever the server does next: after `[DONE]` the answer is
@@ -66,32 +103,16 @@ export const read = Effect.fnUntraced(function* (
       ProviderFailure.fromHttpError(error, clock.currentTimeMillisUnsafe() - progress.lastBytesAt)
     )
   )
-  const decoder = new TextDecoder()
-  const parser = Sse.parser({ maxEventLength: maxBytes })
-  const acc = OpenAiWire.accumulator()
+  const events = folder(reader)
+  const acc = events.acc
   let received = 0
   /** Folds one piece of the body in; `true` once it held `[DONE]`. */
   const fold = (bytes: Uint8Array): Effect.Effect<boolean, Failure.Failure> => {
     received += bytes.length
     if (received > maxBytes) return Effect.fail(reader.tooLarge("the event stream"))
-    const fed = parser.feed(decoder.decode(bytes, { stream: true }))
-    if (Result.isFailure(fed)) return Effect.fail(reader.tooLarge("one event of the stream"))
-    for (const data of fed.success) {
-      // An event with no data (`data:`, a keep-alive) says nothing; `[DONE]` is read however it is spaced.
-      const said = data.trim()
-      if (said === "") continue
-      if (said === "[DONE]") return Effect.succeed(true)
-      const error = OpenAiWire.carriedError(data)
-      if (error !== undefined) return Effect.fail(errorEvent(reader, data, error))
-      const chunk = OpenAiWire.parseChunk(data)
-      if (Result.isFailure(chunk)) {
-        return Effect.fail(FailureBoundary.corruptResponse({ source, detail: reader.said(chunk.failure) }))
-      }
-      OpenAiWire.accumulate(acc, chunk.success)
-    }
-    return Effect.succeed(false)
+    return events.feed(bytes)
   }
-  const events = Effect.gen(function* () {
+  const reading = Effect.gen(function* () {
     while (progress.doneAt === undefined) {
       const chunks = yield* next
       if (chunks === undefined) {
@@ -122,14 +143,41 @@ export const read = Effect.fnUntraced(function* (
   // report of one the run's own timers interrupt. Its 200 came: before its first event, its
   // prompt was billed (review 163), as a plain answer's is.
   const paid = () => OpenAiWire.partialUsage(acc, decoding) ?? PaidUsage.ofBytes(0, decoding)
-  yield* Effect.raceFirst(events, Phases.idleWatch(progress, limits, deadline)).pipe(
+  yield* Effect.raceFirst(reading, Phases.idleWatch(progress, limits, deadline)).pipe(
     Effect.mapError((failure) => FailureBoundary.withUsage(failure, paid())),
     Effect.onInterrupt(() => Model.reportCutOff(paid()))
   )
-  return yield* Result.match(OpenAiWire.fromAccumulator(acc, decoding), {
-    // Whole, and no response (a call with no name): paid for all the same (R2.1).
-    onFailure: (problem) =>
-      Effect.fail(FailureBoundary.withUsage(reader.problem(problem), OpenAiWire.partialUsage(acc, decoding))),
-    onSuccess: Effect.succeed
-  })
+  return yield* responseOf(reader, acc, decoding)
 }, Effect.scoped)
+
+/**
+ * Whether a body read whole is an event stream all the same: its first line that is not
+ * blank is a field of one (`data:`, `event:`, `id:`, `retry:`) or a comment (`:`). A proxy
+ * may label a stream `text/plain`, `application/json`, `application/octet-stream` or not
+ * at all (review 190: it failed corrupt_response); a JSON body starts with `{`.
+ */
+export const isEventText = (text: string): boolean =>
+  /^\uFEFF?\s*(?::|(?:data|event|id|retry)(?::|\r?\n|\r|$))/.test(text)
+
+/**
+ * A whole body that is an event stream (see `isEventText`), read as `read` reads one as
+ * it comes: an answer only if it holds `[DONE]`; what it cost as far as it came, when it
+ * says (else the caller estimates it from the body).
+ */
+export const fromText = (
+  reader: Reader,
+  text: string,
+  decoding: OpenAiWire.Decoding
+): Effect.Effect<Model.Response, Failure.Failure> => {
+  const events = folder(reader)
+  // The stream's end ends its last event, as a blank line would.
+  const fed = Effect.flatMap(events.feed(`${text}\n\n`), (done) =>
+    done ? Effect.void : FailureBoundary.corruptResponse({ source, detail: "the event stream ended without [DONE]" })
+  )
+  return Effect.andThen(
+    Effect.mapError(fed, (failure) =>
+      FailureBoundary.withUsage(failure, OpenAiWire.partialUsage(events.acc, decoding))
+    ),
+    responseOf(reader, events.acc, decoding)
+  )
+}
