@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, Exit, type Fiber, PubSub, Result, Schema, Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, type Fiber, PubSub, Result, Schema, type Scope, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as RunState from "../events/RunState.ts"
 import * as UserCode from "../failure/UserCode.ts"
@@ -25,6 +25,7 @@ import * as Tool from "../tools/Tool.ts"
 import * as FinalOutput from "./internal/FinalOutput.ts"
 import * as Launch from "./internal/Launch.ts"
 import * as RunContext from "./internal/RunContext.ts"
+import * as ScopedRuns from "./internal/ScopedRuns.ts"
 import * as JournalLoad from "./journal/JournalLoad.ts"
 import * as Lifecycle from "./lifecycle/Lifecycle.ts"
 import { ResumeError } from "./ResumeError.ts"
@@ -381,9 +382,7 @@ export const start = <T extends Tool.Any, RV = never, O = never>(
         adopted(fiber)
         return Effect.as(
           // The cancel needs nothing of the caller's context: added to the scope as it is.
-          Effect.flatMap(Effect.scope, (scope) =>
-            Scope.addFinalizerExit(scope, () => Effect.ignore(Launch.cancel(ctx, fiber, done)))
-          ),
+          Effect.flatMap(Effect.scope, (scope) => ScopedRuns.add(scope, { ctx, fiber, done })),
           new RunHandle<O>(ctx, done, fiber, caller.getRef(Approval.ApprovalGate))
         )
       })

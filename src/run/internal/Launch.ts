@@ -41,10 +41,19 @@ export interface Resume {
  */
 export const cancel = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>, done: Done): Ended =>
   Effect.suspend(() => {
-    RunContext.stopping(ctx, "cancel")
-    fiber.interruptUnsafe()
+    signalCancel(ctx, fiber)
     return Deferred.await(done)
   })
+
+/**
+ * A cancel's stop of the run, given now: the run ends within its stop grace (see {@link
+ * cancel}); one writing its ending is left to write it.
+ */
+export const signalCancel = (ctx: RunContext.RunContext, fiber: Fiber.Fiber<void>): void => {
+  if (RunContext.finishing(ctx)) return
+  RunContext.stopping(ctx, "cancel")
+  fiber.interruptUnsafe()
+}
 
 /** Takes a hosted run away (see `RunContext.suspend`) and waits for it to stop, as {@link cancel} does. */
 export const suspend = (

@@ -12,6 +12,7 @@ import * as Recovery from "../../recovery/Recovery.ts"
 import * as Deadline from "../../time/Deadline.ts"
 import * as Spans from "../../tracing/Spans.ts"
 import * as Commit from "./Commit.ts"
+import * as PhaseWaits from "./PhaseWaits.ts"
 import * as RunContext from "./RunContext.ts"
 
 const callOf = (episode: Recovery.Episode): { readonly callId?: string } =>
@@ -147,7 +148,7 @@ export const recoverFrom: <A, R>(
           halted
         })
         if (decided._tag === "GiveUp") return Effect.succeed(decided)
-        const held = RunContext.holdNow(ctx, "recovering", episode.resume, ({ runId, seq, at }) => ({
+        const held = PhaseWaits.holdNow(ctx, "recovering", episode.resume, ({ runId, seq, at }) => ({
           _tag: "recovery.started",
           kind: episode.kind,
           ...callOf(episode),
@@ -193,11 +194,11 @@ export const recoverFrom: <A, R>(
         : Spans.backoff(Effect.sleep(decision.delayMillis), wait)
       yield* Effect.onInterrupt(sleep, () =>
         Effect.andThen(
-          Effect.ignore(RunContext.release(ctx, episode.resume, owner)),
+          Effect.ignore(PhaseWaits.release(ctx, episode.resume, owner)),
           Effect.sync(() => episode.onInterruptedWait?.())
         )
       )
-      yield* RunContext.release(ctx, episode.resume, owner)
+      yield* PhaseWaits.release(ctx, episode.resume, owner)
       if (refusal) refusals++
       polls = refusal && own.category === "circuit_half_open" ? polls + 1 : 0
       opens = refusal && own.category === "circuit_open" ? opens + 1 : 0

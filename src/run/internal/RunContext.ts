@@ -213,11 +213,22 @@ export const deadlinePassed = (ctx: RunContext): boolean => Deadline.hasPassed(c
 export const state = (ctx: RunContext): RunState.State => ctx.log.counters.state
 
 /**
+ * Whether the run is in its terminal state, its `run.finished` following in the same step:
+ * nothing stops it or interrupts it now (review 194: a cancel from an observer of that state
+ * was recorded between the two, and its interruption could cut the ending short).
+ */
+export const finishing = (ctx: RunContext): boolean => ctx.log.finished || RunState.isTerminal(state(ctx))
+
+/** Whether the run is ending already: finishing, stopping, or taken away. */
+const ending = (ctx: RunContext): boolean =>
+  finishing(ctx) || ctx.log.stopping !== undefined || ctx.suspended !== undefined
+
+/**
  * Records that the run is being stopped from outside its loop (its deadline passed, or a
- * cancel), with the state it was found in, unless it already is; then arms the grace.
+ * cancel), with the state it was found in, unless it is ending already; then arms the grace.
  */
 export const stopping = (ctx: RunContext, by: "deadline" | "cancel"): void => {
-  if (ctx.log.stopping !== undefined || ctx.log.finished || ctx.suspended !== undefined) return
+  if (ending(ctx)) return
   emit(ctx, ({ runId, seq, at }) => ({ _tag: "run.stopping", by, state: state(ctx), runId, seq, at }))
   ctx.onStop?.()
 }
@@ -229,7 +240,7 @@ export const stopping = (ctx: RunContext, by: "deadline" | "cancel"): void => {
  */
 export const fence = (ctx: RunContext, detail: string): void => {
   ctx.fenced = detail
-  if (ctx.log.finished || ctx.log.stopping !== undefined || ctx.suspended !== undefined) return
+  if (ending(ctx)) return
   ctx.onStop?.(true)
 }
 
@@ -242,7 +253,7 @@ export const fence = (ctx: RunContext, detail: string): void => {
  * it was taken.
  */
 export const suspend = (ctx: RunContext, why: Suspended["why"]): boolean => {
-  if (ctx.log.finished || ctx.log.stopping !== undefined || ctx.suspended !== undefined) return false
+  if (ending(ctx)) return false
   ctx.suspended = { _tag: "Suspended", why }
   ctx.onStop?.()
   return true
@@ -293,71 +304,6 @@ const move = (ctx: RunContext, to: RunState.State): Effect.Effect<void, RunState
  */
 export const transition = (ctx: RunContext, to: RunState.Phase): Effect.Effect<void, RunState.IllegalTransition> =>
   Effect.suspend(() => (state(ctx) === to ? Effect.void : move(ctx, to)))
-
-/**
- * Starts a wait that puts the run in a phase of its own (a call waiting for approval, a
- * retry sleeping): moves the run to the phase its waits add up to with this one, then
- * records the wait with `begin` (its `approval.requested` or `recovery.started`), which
- * the fold counts from then on.
- */
-export const hold = (
-  ctx: RunContext,
-  what: "awaiting_approval" | "recovering",
-  base: RunState.Phase,
-  begin: Build
-): Effect.Effect<void, RunState.IllegalTransition> =>
-  Effect.suspend(() => {
-    const held = holdNow(ctx, what, base, begin)
-    return Result.isFailure(held) ? Effect.fail(held.failure) : Effect.void
-  })
-
-/**
- * {@link hold} now, in the caller's synchronous step: a decision read from the log and the
- * record of what it decided, with no other fiber of the run in between (a retry spending the
- * run's budget, R3.4).
- */
-export const holdNow = (
-  ctx: RunContext,
-  what: "awaiting_approval" | "recovering",
-  base: RunState.Phase,
-  begin: Build
-): Result.Result<void, RunState.IllegalTransition> => {
-  const to =
-    what === "awaiting_approval"
-      ? "awaiting_approval"
-      : RunLog.phaseOf({ ...ctx.log, retries: [...ctx.log.retries, ""] }, base)
-  if (state(ctx) !== to) {
-    const moved = moveNow(ctx, to)
-    if (Result.isFailure(moved)) return moved
-  }
-  emit(ctx, begin)
-  return Result.void
-}
-
-/**
- * Ends a wait begun with {@link hold}, then moves the run to the phase what is left adds
- * up to. `end` is the record that ends the wait (its `approval.decided`); or, for a
- * retry's sleep, which the next attempt's record ends, whose sleep it was (`owner`); or
- * nothing when the record is already in the log. A run that has already ended stays
- * where it is.
- */
-export const release = (
-  ctx: RunContext,
-  base: RunState.Phase,
-  end?: Build | { readonly owner: string }
-): Effect.Effect<void, RunState.IllegalTransition> =>
-  Effect.suspend(() => {
-    // The record and the move in one synchronous step, as in `hold`: no other call's event
-    // comes between them, so the phase never says a wait goes on that has ended (R1.3).
-    if (typeof end === "function") emit(ctx, end)
-    const log = ctx.log
-    const i = end === undefined || typeof end === "function" ? -1 : log.retries.indexOf(end.owner)
-    const waits = i < 0 ? log : { ...log, retries: log.retries.filter((_, j) => j !== i) }
-    const to = RunLog.phaseOf(waits, base)
-    if (RunState.isTerminal(state(ctx)) || state(ctx) === to) return Effect.void
-    const moved = moveNow(ctx, to)
-    return Result.isFailure(moved) ? Effect.fail(moved.failure) : Effect.void
-  })
 
 /**
  * Records the stop the run decided on (`termination.decided`): the policy, the reason and

@@ -245,6 +245,8 @@ export const prepare = <T extends Tool.Any, RV, O>(
  */
 const deadline = (ctx: RunContext.RunContext, run: Fiber.Fiber<unknown, unknown>, at: number) =>
   Deadline.alarm(at, () => {
+    // A run writing its ending is left to write it: it is in time.
+    if (RunContext.finishing(ctx)) return
     RunContext.stopping(ctx, "deadline")
     run.interruptUnsafe()
   })

@@ -13,6 +13,7 @@ import type * as Redaction from "../../tools/Redaction.ts"
 import type * as Tool from "../../tools/Tool.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import * as Commit from "../internal/Commit.ts"
+import * as PhaseWaits from "../internal/PhaseWaits.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import { isStop, Stop } from "./ApprovalStop.ts"
 import {
@@ -53,7 +54,7 @@ export const letGoRestored = (
     // holds would change the run's stop; a gate out of reach does not hold the run for it.
     const checked =
       expire === undefined ? Option.none() : yield* decisionOnGate(ctx, expire, call, secrets, letGoMillis)
-    yield* Effect.ignore(RunContext.release(ctx, "tool_executing", letGo(call, checked)))
+    yield* Effect.ignore(PhaseWaits.release(ctx, "tool_executing", letGo(call, checked)))
     if (Option.isSome(checked) && checked.value._tag === "Rejected") {
       return yield* Effect.fail(rejected(ctx, call, checked.value))
     }
@@ -77,7 +78,7 @@ export const withdrawRestored = (
       expire === undefined || ctx.suspended !== undefined
         ? Option.none()
         : yield* heldDecision(ctx, expire, call, secrets, stoppingAskMillis(ctx))
-    yield* Effect.ignore(RunContext.release(ctx, "tool_executing", letGo(call, held)))
+    yield* Effect.ignore(PhaseWaits.release(ctx, "tool_executing", letGo(call, held)))
   })
 
 /** Whether the run lets go of its waits handing their calls on: it was parked, suspended or taken over. */
@@ -136,7 +137,7 @@ export const awaitDecision = Effect.fnUntraced(function* (
   const decided = (
     decision: "approved" | "rejected" | "expired",
     extra: { readonly by?: string | undefined; readonly reason?: string | undefined; readonly layer?: Deadline.Layer }
-  ) => RunContext.release(ctx, "tool_executing", decisionEvent(decision, extra))
+  ) => PhaseWaits.release(ctx, "tool_executing", decisionEvent(decision, extra))
   // A gate is user code (R12): a throw, a non-Effect or an answer that is not a decision
   // ends the run internal_error; a decision is never guessed.
   // A run taken from its process hands the call on to whoever drives it next: the gate keeps it.
@@ -163,13 +164,13 @@ export const awaitDecision = Effect.fnUntraced(function* (
       RunContext.emit(ctx, letGo(call, decision))
       recordNeverRan(ctx, call, Option.isNone(decision) ? detail : "decided as the run stopped waiting; it never ran")
       // Back to the batch's phase.
-      yield* Effect.ignore(RunContext.release(ctx, "tool_executing"))
+      yield* Effect.ignore(PhaseWaits.release(ctx, "tool_executing"))
     })
   let announced = false
   const waiting = (onGate: Fiber.Fiber<Approval.Decision>) =>
     Effect.gen(function* () {
       if (restored === undefined) {
-        yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", ({ runId, seq, at }) => ({
+        yield* PhaseWaits.hold(ctx, "awaiting_approval", "tool_executing", ({ runId, seq, at }) => ({
           _tag: "approval.requested",
           callId: call.id,
           name: call.name,

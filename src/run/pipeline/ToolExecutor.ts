@@ -21,6 +21,7 @@ import * as Permission from "../../tools/Permission.ts"
 import type * as ToolResult from "../../tools/ToolResult.ts"
 import * as Spans from "../../tracing/Spans.ts"
 import * as OwnCopy from "../internal/OwnCopy.ts"
+import * as PhaseWaits from "../internal/PhaseWaits.ts"
 import * as RunContext from "../internal/RunContext.ts"
 import * as ApprovalWait from "./ApprovalWait.ts"
 import * as GateAnswers from "./internal/GateAnswers.ts"
@@ -71,7 +72,7 @@ export const settleUntaken = <R>(
   registry: Registry<R>
 ): Effect.Effect<void, RunState.IllegalTransition> =>
   Effect.flatMap(recordedUntaken(ctx, registry), (waited) =>
-    waited ? RunContext.release(ctx, "tool_executing") : Effect.void
+    waited ? PhaseWaits.release(ctx, "tool_executing") : Effect.void
   )
 
 const recordedUntaken = <R>(ctx: RunContext.RunContext, registry: Registry<R>): Effect.Effect<boolean> =>

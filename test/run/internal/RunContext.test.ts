@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Exit } from "effect"
+import * as PhaseWaits from "../../../src/run/internal/PhaseWaits.ts"
 import * as RunContext from "../../../src/run/internal/RunContext.ts"
 
 const context = Effect.gen(function* () {
@@ -45,7 +46,7 @@ describe("RunContext phase bookkeeping", () => {
   it.effect("R1.3 the phase is what the waits of a concurrent batch add up to, each recorded in the log", () =>
     Effect.gen(function* () {
       const ctx = yield* context
-      yield* RunContext.hold(ctx, "awaiting_approval", "tool_executing", requested("a"))
+      yield* PhaseWaits.hold(ctx, "awaiting_approval", "tool_executing", requested("a"))
       assert.strictEqual(RunContext.state(ctx), "awaiting_approval")
       // The phase moves before the wait's record, so the record is made in its phase.
       assert.deepStrictEqual(
@@ -53,12 +54,12 @@ describe("RunContext phase bookkeeping", () => {
         ["state.changed", "approval.requested"]
       )
       // A retry sleeping beside a call waiting for a person: the person's wait shows.
-      yield* RunContext.hold(ctx, "recovering", "tool_executing", retrying("b"))
+      yield* PhaseWaits.hold(ctx, "recovering", "tool_executing", retrying("b"))
       assert.strictEqual(RunContext.state(ctx), "awaiting_approval")
-      yield* RunContext.release(ctx, "tool_executing", decided("a"))
+      yield* PhaseWaits.release(ctx, "tool_executing", decided("a"))
       assert.strictEqual(RunContext.state(ctx), "recovering")
       // The retry's sleep ends when its next attempt is recorded; the phase moves first.
-      yield* RunContext.release(ctx, "tool_executing", { owner: "b" })
+      yield* PhaseWaits.release(ctx, "tool_executing", { owner: "b" })
       assert.strictEqual(RunContext.state(ctx), "tool_executing")
       assert.deepStrictEqual([ctx.log.approvals, ctx.log.retries], [[], ["b"]])
     })

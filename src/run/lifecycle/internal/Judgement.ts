@@ -12,6 +12,7 @@ import * as Spans from "../../../tracing/Spans.ts"
 import * as Validation from "../../../validation/Validation.ts"
 import * as FinalOutput from "../../internal/FinalOutput.ts"
 import * as OwnCopy from "../../internal/OwnCopy.ts"
+import * as PhaseWaits from "../../internal/PhaseWaits.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import { broken, end, inDoubt, settled, unsafeIn, withDoubt } from "../../internal/RunEnd.ts"
 import type { Ending } from "../../internal/RunOutcome.ts"
@@ -291,7 +292,7 @@ const timedOut = (ctx: RunContext.RunContext, tools: ToolExecutor.Registry["tool
  */
 const settleUntakenNow = (ctx: RunContext.RunContext, tools: ToolExecutor.Registry["tools"]) =>
   Effect.suspend(() =>
-    ToolExecutor.recordUntaken(ctx, tools) ? RunContext.release(ctx, "tool_executing") : Effect.void
+    ToolExecutor.recordUntaken(ctx, tools) ? PhaseWaits.release(ctx, "tool_executing") : Effect.void
   )
 
 /** Ends the run on whatever the lifecycle produced. */

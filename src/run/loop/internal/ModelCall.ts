@@ -17,6 +17,7 @@ import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Spans from "../../../tracing/Spans.ts"
 import * as Commit from "../../internal/Commit.ts"
+import * as PhaseWaits from "../../internal/PhaseWaits.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import type * as Registry from "../../pipeline/Registry.ts"
@@ -309,7 +310,7 @@ export const resumeWaiting = (
     const refused = RunLog.refusalsOf(ctx.events, undefined, start?.seq)
     const made: Made = { attempts: waiting.attempts + 1, commitsWait: true, refused }
     const rest = Effect.onInterrupt(Deadline.sleepUntil(waiting.wakeAt), () =>
-      Effect.ignore(RunContext.release(ctx, "model_thinking", owner))
+      Effect.ignore(PhaseWaits.release(ctx, "model_thinking", owner))
     )
     const next = Effect.matchCauseEffect(
       Effect.suspend(() => attempt(ctx, settings, chain[ctx.log.fallbacks] ?? chain[0], iteration, made.attempts)),
@@ -328,7 +329,7 @@ export const resumeWaiting = (
         onFailure: (cause) => failed(ctx, settings, chain, iteration, cause, made)
       }
     )
-    return rest.pipe(Effect.andThen(RunContext.release(ctx, "model_thinking", owner)), Effect.andThen(next))
+    return rest.pipe(Effect.andThen(PhaseWaits.release(ctx, "model_thinking", owner)), Effect.andThen(next))
   })
 
 /** After an attempt failed (`cause`): its episode's further attempts, then the next model of the chain. */

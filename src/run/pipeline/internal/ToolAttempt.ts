@@ -12,6 +12,7 @@ import * as Recovery from "../../../recovery/Recovery.ts"
 import * as Deadline from "../../../time/Deadline.ts"
 import * as Redaction from "../../../tools/Redaction.ts"
 import type * as ToolResult from "../../../tools/ToolResult.ts"
+import * as PhaseWaits from "../../internal/PhaseWaits.ts"
 import * as Recover from "../../internal/Recover.ts"
 import * as RunContext from "../../internal/RunContext.ts"
 import { attempt } from "./HandlerAttempt.ts"
@@ -232,18 +233,18 @@ export const settleResumed = <R>(
       const episodeEnds = Effect.sync(() =>
         endEpisode(c, made, "permission_denied: the permission policy in force refuses another attempt")
       )
-      return Effect.andThen(Effect.andThen(episodeEnds, RunContext.release(c.ctx, episode.resume, owner)), blocked)
+      return Effect.andThen(Effect.andThen(episodeEnds, PhaseWaits.release(c.ctx, episode.resume, owner)), blocked)
     }
     // The rest of the wait the log left, its end, then the next attempt, as `Recover.recoverFrom` goes on.
     const wait = Effect.onInterrupt(Deadline.sleepUntil(standing.wakeAt), () =>
       Effect.andThen(
-        Effect.ignore(RunContext.release(c.ctx, episode.resume, owner)),
+        Effect.ignore(PhaseWaits.release(c.ctx, episode.resume, owner)),
         Effect.sync(() => episode.onInterruptedWait?.())
       )
     )
     return settleFrom(
       c,
-      wait.pipe(Effect.andThen(RunContext.release(c.ctx, episode.resume, owner)), Effect.andThen(next(made)))
+      wait.pipe(Effect.andThen(PhaseWaits.release(c.ctx, episode.resume, owner)), Effect.andThen(next(made)))
     )
   }
   // The stop of the process was recorded when the run resumed (its `tool.interrupted`).
