@@ -174,8 +174,9 @@ const onEvent = (c: Draft, e: Event): void => {
       let repeated = c.repeatedToolCallCount
       for (const signature of e.signatures) repeated = Math.max(repeated, count(c, "callSignatures", signature))
       const noCalls = e.toolCalls.length === 0
-      // An answer cut off by the output token limit is neither final nor empty (R11).
-      const truncated = e.finishReason === "length"
+      // An answer cut off by the output token limit, or one that says it calls tools and carries
+      // none, is unfinished: neither final nor empty (R11).
+      const truncated = e.finishReason === "length" || (noCalls && e.finishReason === "tool_calls")
       const empty = noCalls && !truncated && Model.isBlank(e.text)
       c.iterations = c.iterations + 1
       c.toolCalls = c.toolCalls + e.toolCalls.length

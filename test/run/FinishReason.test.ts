@@ -8,6 +8,7 @@ import * as Model from "../../src/model/Model.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as RunResult from "../../src/run/RunResult.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
+import * as TestClockDriver from "../../src/testing/TestClockDriver.ts"
 import { echo } from "../support/tools.ts"
 
 const withScript = (script: ReadonlyArray<ScriptedModel.Step>) =>
@@ -162,6 +163,37 @@ describe("finish reasons (R11)", () => {
               usage: { inputTokens: 1, outputTokens: 1, costUsd: 0.4 }
             }),
             Model.response({ finishReason: "content_filter", usage: { inputTokens: 1, outputTokens: 1, costUsd: 0.4 } })
+          ])
+        )
+      )
+  )
+
+  it.effect(
+    "R6.1 R11 an answer of a model of your own that says it calls tools and carries none is no final answer (review 193)",
+    () =>
+      Effect.gen(function* () {
+        const result = yield* TestClockDriver.drive(
+          Run.run({ goal: "answer", tools: [echo], limits: { maxTokens: 1_000 } })
+        )
+        // Before, the first answer was taken: completed, goal_reached, "Let me open the file first.".
+        assert.strictEqual(result.finalAnswer, "The file says 42.")
+        const [failed] = ofTag(result.timeline, "model.failed")
+        assert.deepInclude(failed?.failure, { classification: "retryable", code: "answer_unfinished" })
+        assert.deepStrictEqual(
+          ofTag(result.timeline, "model.responded").map((e) => e.text),
+          ["The file says 42."]
+        )
+        // What it cost counts.
+        assert.deepStrictEqual([result.counters.inputTokens, result.counters.outputTokens], [21, 11])
+      }).pipe(
+        Effect.provide(
+          withScript([
+            Model.response({
+              text: "Let me open the file first.",
+              finishReason: "tool_calls",
+              usage: { inputTokens: 20, outputTokens: 10 }
+            }),
+            Model.response({ text: "The file says 42.", usage: { inputTokens: 1, outputTokens: 1 } })
           ])
         )
       )

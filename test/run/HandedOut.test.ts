@@ -335,6 +335,27 @@ describe("what user code is handed", () => {
       })
   )
 
+  it.effect("R12 a model that empties the tool list it is handed changes no later request's tools (review 193)", () =>
+    Effect.gen(function* () {
+      const offered: Array<ReadonlyArray<string>> = []
+      let calls = 0
+      const emptying = Layer.succeed(Model.Model, {
+        generate: (request: Model.Request) =>
+          Effect.sync(() => {
+            offered.push(request.tools.map((tool) => tool.name))
+            // Refused (the list is frozen): a model that edits it fails, and the run stops, named.
+            if (calls++ === 1) (request.tools as Array<Model.ToolDefinition>).splice(0)
+            return calls < 3 ? ScriptedModel.toolCall("echo", { n: calls }) : ScriptedModel.finalAnswer("done")
+          })
+      })
+      const result = yield* Run.run({ goal: "g", tools: [echo] }).pipe(Effect.provide(emptying))
+      // Before, the second request emptied the list of every later request: [["echo"], ["echo"], []].
+      assert.deepStrictEqual(offered, [["echo"], ["echo"]])
+      assert.strictEqual(result.stopReason, "model_error")
+      assert.include(result.detail, "TypeError")
+    })
+  )
+
   it.effect("R9.1 R7 a subscriber to the run's events, or a handler editing its input, changes nothing recorded", () =>
     Effect.gen(function* () {
       const nested = Tool.make({

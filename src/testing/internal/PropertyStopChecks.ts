@@ -149,7 +149,7 @@ const internalErrorWitness = (timeline: Timeline): string | undefined => {
 
 /**
  * Whether the model's last answer before the run decided `goal_reached` is a final answer (R2.3,
- * R11): no tool calls, not cut off by its length, and text that shows something (an empty
+ * R11): no tool calls, not cut off by its length nor saying it calls tools, and text that shows something (an empty
  * output is none). Review 147: every answer without calls, wherever it came, passed, a blank one or one
  * cut off included.
  */
@@ -162,6 +162,7 @@ const finalAnswerBefore = (timeline: Timeline): boolean => {
     answer?._tag === "model.responded" &&
     answer.toolCalls.length === 0 &&
     answer.finishReason !== "length" &&
+    answer.finishReason !== "tool_calls" &&
     !Model.isBlank(answer.text)
   )
 }

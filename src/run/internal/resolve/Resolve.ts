@@ -126,8 +126,9 @@ const build = (
     limits,
     loop: {
       registry,
-      // Handed to the model with every request, and shared by every run of the tool: frozen.
-      toolDefinitions: checked.tools.map((tool) => OwnCopy.deepFreeze(tool.definition)),
+      // Handed to the model with every request, and shared by every run of the tool: frozen, the
+      // list too (review 193: a model that emptied it in place changed every later request's tools).
+      toolDefinitions: Object.freeze(checked.tools.map((tool) => OwnCopy.deepFreeze(tool.definition))),
       policies,
       concurrency: checked.concurrency ?? 1,
       correctionBudget: recoveryOptions.correctionBudget ?? defaultCorrectionBudget,

@@ -153,5 +153,23 @@ export const valid = (response: unknown): Exit.Exit<Model.Response, Failure.Fail
     }
     plain = { ...checked.success, usage: plainUsage(checked.success.usage) ?? checked.success.usage }
   }
-  return plain.finishReason === "content_filter" ? Exit.fail(contentFiltered(plain.usage)) : Exit.succeed(plain)
+  if (plain.finishReason === "content_filter") return Exit.fail(contentFiltered(plain.usage))
+  return plain.finishReason === "tool_calls" && plain.toolCalls.length === 0
+    ? Exit.fail(callsMissing(plain.usage))
+    : Exit.succeed(plain)
 }
+
+/**
+ * An answer that says it calls tools and carries none (R6.1, R11): unfinished, never a final
+ * answer, worth asking again, as the built-in providers read it; of every model (review 193:
+ * a model of the user's own had it taken as the run's answer). What it cost counts (R2.1).
+ */
+const callsMissing = (usage: Model.Usage): Failure.Retryable =>
+  new Failure.Retryable({
+    source: "provider",
+    category: "provider_interrupted",
+    code: "answer_unfinished",
+    attempts: 1,
+    hint: "the answer says it calls tools (finish reason: tool_calls) and carries no tool call",
+    ...(paid(usage) ? { usage } : {})
+  })
