@@ -36,6 +36,8 @@ export type Loaded =
        * options and its deadline.
        */
       readonly startedAs?: Event.Of<"run.started"> | undefined
+      /** The key the run signed its sensitive tools' calls under, if its header kept one. */
+      readonly secretKey?: string | undefined
     }
 
 const resumeError = (runId: string, e: JournalError.JournalError): ResumeError =>
@@ -149,7 +151,8 @@ export const load = Effect.fnUntraced(function* (
     system: header.value.system,
     events: stored.events,
     started,
-    ...(started === undefined ? { startedAs: RunHeader.startedIn(header.value) } : {})
+    ...(started === undefined ? { startedAs: RunHeader.startedIn(header.value) } : {}),
+    secretKey: RunHeader.secretKeyIn(header.value)
   }
   return loaded
 })

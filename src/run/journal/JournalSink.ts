@@ -116,7 +116,9 @@ export const sink = (
   runId: string,
   tools: Iterable<Tool.Any<unknown>>,
   /** Whether the run's row is in the journal already (a resumed run). */
-  exists: boolean
+  exists: boolean,
+  /** The key the run signs a sensitive tool's calls under, kept in its header. */
+  secretKey: string
 ): RunContext.Sink => {
   const prints = RunHeader.fingerprints(tools)
   let created = exists
@@ -151,7 +153,7 @@ export const sink = (
           (conflict) => committedMeanwhile(journal, runId, conflict, batch)
         )
         if (fromSeq > 0 || created) return settle(append)
-        const head = RunHeader.make(events[0], prints)
+        const head = RunHeader.make(events[0], prints, secretKey)
         const create = Effect.tap(
           Effect.catchIf(
             journal.create({ runId, header: head, state }),

@@ -205,7 +205,8 @@ export const prepare = <T extends Tool.Any, RV, O>(
           goal: started?.goal ?? restored.goal,
           ...((started?.system ?? restored.system) === undefined ? {} : { system: started?.system ?? restored.system })
         },
-    restored === undefined ? "fresh" : "resumed"
+    restored === undefined ? "fresh" : "resumed",
+    restored?.secretKey
   )
   const resolved = refused === undefined || restored !== undefined ? checked : Result.fail(refused)
   const valid = Result.getOrUndefined(checked)
@@ -232,7 +233,13 @@ export const prepare = <T extends Tool.Any, RV, O>(
     journal:
       journal === undefined || valid === undefined
         ? undefined
-        : JournalSink.sink(journal, runId, valid.registry.tools.values(), restored !== undefined),
+        : JournalSink.sink(
+            journal,
+            runId,
+            valid.registry.tools.values(),
+            restored !== undefined,
+            valid.registry.secretKey
+          ),
     restored: restored?.events
   })
   return { ctx, resolved }

@@ -21,9 +21,10 @@ export interface Registry<out R = unknown> {
   readonly recovery: Recovery.Settings
   readonly time: TimeLimits
   /**
-   * A random key of the run's own (256 bits), never recorded: the signatures of a sensitive
+   * A random key of the run's own (256 bits), never in its log: the signatures of a sensitive
    * tool's calls are HMACs under it, so that calls with different secrets differ (R2.3)
-   * while the log cannot be searched for a guessed secret (R12).
+   * while the log cannot be searched for a guessed secret (R12). A journal keeps it beside
+   * the log (the run's header), so that a resumed run signs as it did.
    */
   readonly secretKey: string
 }

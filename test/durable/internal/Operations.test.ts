@@ -147,7 +147,7 @@ describe("DurableRuns operations (R9)", () => {
         const runs = Operations.make(servicesOf(counted, engine), () => Effect.void)
         const log = Array.from({ length: 50 }, (_, seq) => (seq === 0 ? started("w") : changed("w", seq)))
         // A run waiting for a runner with the code it needs: its log reads, it is not finished.
-        yield* inner.create({ runId: "w", header: RunHeader.make(log[0], new Map()), state: "created" })
+        yield* inner.create({ runId: "w", header: RunHeader.make(log[0], new Map(), "0".repeat(64)), state: "created" })
         yield* inner.append("w", { expectedSeq: 0, events: log.slice(0, 40), state: "tool_executing" })
         for (let i = 0; i < 10; i++) assert.isTrue(Option.isNone(yield* runs.poll("w")))
         assert.strictEqual(wholeReads, 1)

@@ -82,7 +82,9 @@ const recoverySettings = (recovery: NonNullable<RunOptionsSchema.Checked["recove
  */
 export const resolve = <T extends Tool.Any, RV, O = never>(
   options: RunOptions.Options<T, RV, O>,
-  from: From = "fresh"
+  from: From = "fresh",
+  /** The key a resumed run signed its sensitive calls under; a new one by default. */
+  secretKey: string = ToolExecutor.randomSecretKey()
 ): Result.Result<Resolved<RV, Tool.Requirements<T>>, RunOptions.InvalidRunOptions> =>
   Result.flatMap(check(options), (checked) => {
     const limits = checked.limits ?? noLimits
@@ -90,14 +92,15 @@ export const resolve = <T extends Tool.Any, RV, O = never>(
     // registry holds them, and they need `Tool.Requirements<T>` and `RV`.
     return Result.map(
       policiesOf(checked.policies, limits, from),
-      (policies) => build(checked, limits, policies) as Resolved<RV, Tool.Requirements<T>>
+      (policies) => build(checked, limits, policies, secretKey) as Resolved<RV, Tool.Requirements<T>>
     )
   })
 
 const build = (
   checked: RunOptionsSchema.Checked,
   limits: RunOptions.Limits,
-  policies: ReadonlyArray<Termination.Policy>
+  policies: ReadonlyArray<Termination.Policy>,
+  secretKey: string
 ): Resolved<unknown> => {
   const time = checked.time ?? {}
   const recoveryOptions = checked.recovery ?? {}
@@ -112,7 +115,7 @@ const build = (
     limits: toolLimits(limits),
     recovery,
     time: timeLimits(time),
-    secretKey: ToolExecutor.randomSecretKey()
+    secretKey
   }
   return {
     runId: checked.runId,

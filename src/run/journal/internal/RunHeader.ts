@@ -21,7 +21,13 @@ export const Header = Schema.Struct({
    * under (its deadline, limits and order of policies), as its log would say. Read only
    * then, and left out when it does not decode.
    */
-  started: Schema.optional(Schema.Unknown)
+  started: Schema.optional(Schema.Unknown),
+  /**
+   * The key the run signs a sensitive tool's calls under (see `Registry.secretKey`), so that a
+   * resumed run signs them as before and counts a call repeated across a restart (R2.3, review
+   * 193). Kept beside the log, never in it: the journal holds the model's arguments already.
+   */
+  secretKey: Schema.optional(Schema.String)
 })
 
 /** A stored header, decoded. */
@@ -72,7 +78,11 @@ export const startedIn = (header: typeof Header.Type): Event.Of<"run.started"> |
 }
 
 /** The header of a run, from its `run.started` and its tools' fingerprints. */
-export const make = (started: Event.Event | undefined, tools: ReadonlyMap<string, string>): Schema.Json => {
+export const make = (
+  started: Event.Event | undefined,
+  tools: ReadonlyMap<string, string>,
+  secretKey: string
+): Schema.Json => {
   const encoded = started?._tag === "run.started" ? encodeStarted(withoutPrompt(started)) : undefined
   return {
     goal: started?._tag === "run.started" ? started.goal : "",
@@ -80,6 +90,11 @@ export const make = (started: Event.Event | undefined, tools: ReadonlyMap<string
     model: started?._tag === "run.started" ? started.model : "",
     // `fromEntries` defines each key as data: a tool named `__proto__` is kept.
     tools: Object.fromEntries(tools),
-    ...(encoded !== undefined && Exit.isSuccess(encoded) && isJson(encoded.value) ? { started: encoded.value } : {})
+    ...(encoded !== undefined && Exit.isSuccess(encoded) && isJson(encoded.value) ? { started: encoded.value } : {}),
+    secretKey
   }
 }
+
+/** The key a header kept, if it is one a run makes (256 bits, hex); a run whose header has none signs under a new one. */
+export const secretKeyIn = (header: typeof Header.Type): string | undefined =>
+  header.secretKey !== undefined && /^[0-9a-f]{64}$/.test(header.secretKey) ? header.secretKey : undefined
