@@ -497,7 +497,7 @@ describe("Run.resume (R9)", () => {
         Effect.provideService(Journal.Journal, FaultyJournal.make(store, { conflictOn: (n) => n === 3 }).journal),
         Effect.provide(ScriptedModel.layer([ScriptedModel.finalAnswer("done")]))
       )
-      assert.include(fenced.unrecorded ?? "", "another process took the run over")
+      assert.include(fenced.unrecorded ?? "", "another process owns this run now")
     }).pipe(Effect.provide(layers))
   )
 
@@ -550,7 +550,9 @@ describe("Run.resume (R9)", () => {
       assert.strictEqual(first.status, "completed")
       const second = yield* Run.run({ goal: "second", runId: "r1", tools: [] }).pipe(Effect.provide(model))
       assert.strictEqual(second.stopReason, "internal_error")
-      assert.include(second.detail, "a run with this id exists")
+      // Review 194: it said another process owned the run, in one process.
+      assert.include(second.detail, "its id is taken")
+      assert.notInclude(second.detail, "another process")
       assert.strictEqual(asked, 1, "the second run never asked its model")
       const kept = yield* Run.resume("r1", { tools: [] }).pipe(Effect.provide(model))
       assert.strictEqual(kept.finalAnswer, "done", "the journal keeps the first run")

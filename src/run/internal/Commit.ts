@@ -164,7 +164,7 @@ export const intent = (ctx: RunContext.RunContext, what: string): Effect.Effect<
                 category: "conflict",
                 code: "journal_conflict",
                 attempts: 1,
-                hint: `another process owns this run, so ${what} did not run: ${e.detail}`
+                hint: `${what} did not run: ${e.detail}`
               })
             : new Failure.Permanent({
                 source: "store",

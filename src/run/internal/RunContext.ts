@@ -51,7 +51,7 @@ export interface RunContext {
   committed: number
   /** Whether a commit is with the store now (a run left behind while one is was held by its store). */
   committing: boolean
-  /** Why the run may write no more (another process owns it), once a commit was fenced off. */
+  /** Why the run may write no more (another process owns it, or its id was taken), once a commit was fenced off: a whole clause. */
   fenced: string | undefined
   /** Whether a call's result stops the run, known before it is committed: a host parks no run that is stopping (review 148). */
   stopFound: boolean

@@ -143,7 +143,7 @@ export const leftBehind = (
       ? "its journal's store held a commit past the stop grace"
       : "what it interrupted did not stop within the stop grace"
     const detail = fenced
-      ? `another process owns this run now (${ctx.fenced}), and ${held} of ${graceMillis} ms; it was left behind`
+      ? `${ctx.fenced}, and ${held} of ${graceMillis} ms; it was left behind`
       : `${by} stopped the run while it was ${stopping?.state ?? RunContext.state(ctx)}, and ${held} of ${graceMillis} ms; it was left behind`
     const policy = reason === "run_timeout" ? "run_timeout" : "runtime"
     RunContext.decided(ctx, policy, reason, detail)

@@ -28,9 +28,20 @@ const storable = (result: unknown): Schema.Json | undefined => {
   const bare = encodeResult(rest)
   return Exit.isSuccess(bare) && isJson(bare.value) ? bare.value : undefined
 }
-const commitError = (e: JournalError.JournalError): RunContext.CommitError => ({
-  _tag: e.reason._tag === "Conflict" ? "Conflict" : e.reason._tag === "Unavailable" ? "Unavailable" : "Failed",
-  detail: e.message
+/** A commit's failure as the run reads it: a conflict's detail says whose the run's log is now, whole. */
+const commitError = (e: JournalError.JournalError): RunContext.CommitError =>
+  e.reason._tag === "Conflict"
+    ? { _tag: "Conflict", detail: `another process owns this run now (${e.message})` }
+    : { _tag: e.reason._tag === "Unavailable" ? "Unavailable" : "Failed", detail: e.message }
+
+/**
+ * A fresh run whose row another start made (a start under an id in use, in this process or
+ * another): the run writes nothing, and says so (review 194: it said another process owned it).
+ */
+const taken = (): RunContext.CommitError => ({
+  _tag: "Conflict",
+  detail:
+    "its id is taken: the journal holds a run under this id already (resume that run with Run.resume, or start this one under another id)"
 })
 
 const isConflict = (e: JournalError.JournalError): boolean => e.reason._tag === "Conflict"
@@ -164,7 +175,11 @@ export const sink = (
             created = true
           })
         )
-        return settle(Effect.andThen(create, append))
+        return Effect.catchIf(
+          settle(Effect.andThen(create, append)),
+          (e) => !created && e._tag === "Conflict",
+          () => Effect.fail(taken())
+        )
       })
   }
 }

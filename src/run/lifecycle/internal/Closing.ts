@@ -48,7 +48,7 @@ const overtaken = (
   status,
   stopReason: "internal_error",
   policy: "runtime",
-  detail: `another process owns this run now, so this process's ending (${result.status}, ${result.stopReason}) was not recorded: ${fenced}`
+  detail: `${fenced}, so this process's ending (${result.status}, ${result.stopReason}) was not recorded`
 })
 
 /**
@@ -61,7 +61,7 @@ const unrecorded = (ctx: RunContext.RunContext, result: RunResult.RunResult): Ru
   const held = `it holds the run up to seq ${ctx.committed - 1}`
   const why =
     ctx.fenced !== undefined
-      ? `another process took the run over (${ctx.fenced}): the journal holds that process's run, not this ending`
+      ? `${ctx.fenced}: the journal holds that run, not this ending`
       : ctx.refused === undefined
         ? `the journal could not be reached; ${held}`
         : `the journal refused it (${ctx.refused}); ${held}`

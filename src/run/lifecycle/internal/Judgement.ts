@@ -197,7 +197,7 @@ export const interrupted = <RV>(
   if (stopping === undefined) {
     const detail =
       ctx.fenced !== undefined
-        ? `another process owns this run now: ${ctx.fenced}`
+        ? ctx.fenced
         : `the run was interrupted from inside while it was ${RunContext.state(ctx)}, with no cancel and no deadline: code it ran interrupted itself`
     RunContext.decided(ctx, "runtime", "internal_error", detail)
     const status = settled(ctx, tools, "failed")

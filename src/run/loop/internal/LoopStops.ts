@@ -169,9 +169,7 @@ const giveUp = (ctx: RunContext.RunContext, exhausted: Recovery.Exhausted): Outc
 /** Hard stops a tool result forces, whatever the policies say (R3.7, R3.8, R6.4). */
 /** Another process owns the run now (its journal fenced this one off): it stops, writing nothing more. */
 export const fencedOff = (ctx: RunContext.RunContext): Outcome | undefined =>
-  ctx.fenced === undefined
-    ? undefined
-    : decide(ctx, "runtime", "internal_error", `another process owns this run now: ${ctx.fenced}`)
+  ctx.fenced === undefined ? undefined : decide(ctx, "runtime", "internal_error", ctx.fenced)
 
 /** The stop one call of a batch calls for, ranked by how grave it is (higher first). */
 interface BatchStop {
