@@ -717,6 +717,10 @@ describe("OpenAiCompatible", () => {
         const cut = failureOf(yield* generate(yield* serve("text/plain", stream.replace("data: [DONE]\n\n", ""))))
         assert.deepStrictEqual(classOf(cut), ["Retryable", "corrupt_response", "corrupt_response"])
         assert.include(cut.diagnostic ?? "", "without [DONE]")
+        // Paid for as a stream is, as far as it came: keep-alives are no output (review 195: 12,501 tokens).
+        const idle = failureOf(yield* generate(yield* serve("text/plain", ": keep-alive\n\n".repeat(4_000))))
+        assert.deepStrictEqual(classOf(idle), ["Retryable", "corrupt_response", "corrupt_response"])
+        assert.strictEqual(idle.usage?.outputTokens, 0)
         const error = failureOf(
           yield* generate(yield* serve(undefined, event({ error: { message: "overloaded", type: "server_error" } })))
         )

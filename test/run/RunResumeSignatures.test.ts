@@ -5,8 +5,9 @@
  * call repeated across a restart (or a park for approval) was never counted as repeated.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Exit, Option, Schema } from "effect"
 import * as Journal from "../../src/journal/Journal.ts"
+import * as RunHeader from "../../src/run/journal/internal/RunHeader.ts"
 import * as Run from "../../src/run/Run.ts"
 import * as ScriptedModel from "../../src/testing/ScriptedModel.ts"
 import * as Tool from "../../src/tools/Tool.ts"
@@ -62,4 +63,17 @@ describe("a sensitive tool's call signatures across a resume (R2.3, R9.1, R12)",
         }
       })
   )
+
+  it("R9 a header whose key is no key (another version's, edited) still decodes: its run signs under a new one (review 195)", () => {
+    const header = { goal: "g", model: "m", tools: {} }
+    for (const secretKey of [42, null, { alg: "x" }, "not a key", "A".repeat(64)]) {
+      const decoded = RunHeader.decode({ ...header, secretKey })
+      // Before, a key that was no string failed the resume corrupt.
+      assert.isTrue(Exit.isSuccess(decoded), JSON.stringify(secretKey))
+      assert.isUndefined(Exit.isSuccess(decoded) ? RunHeader.secretKeyIn(decoded.value) : "", JSON.stringify(secretKey))
+    }
+    const key = "0123456789abcdef".repeat(4)
+    const kept = RunHeader.decode({ ...header, secretKey: key })
+    assert.strictEqual(Exit.isSuccess(kept) ? RunHeader.secretKeyIn(kept.value) : undefined, key)
+  })
 })

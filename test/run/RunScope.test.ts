@@ -16,44 +16,53 @@ const numbered = (next: () => number) =>
   )
 
 describe("Run.start in a scope", () => {
-  it.live("R5.1 closing a scope tells every run of it to stop at once, then waits for each (review 194)", () =>
-    Effect.gen(function* () {
-      const runs = 8
-      const entered = Array.from({ length: runs }, () => Deferred.makeUnsafe<void>())
-      let told = 0
-      const toldWhenCleaned: Array<number> = []
-      // A tool that works until it is told to stop, then takes a while to clean up.
-      const work = Tool.make({
-        name: "work",
-        description: "works until cancelled",
-        input: Schema.Struct({ n: Schema.Number }),
-        output: Schema.String,
-        handler: ({ n }) =>
-          Effect.andThen(Deferred.succeed(entered[n] as Deferred.Deferred<void>, undefined), Effect.never).pipe(
-            Effect.onInterrupt(() =>
-              Effect.sync(() => told++).pipe(
-                Effect.andThen(Effect.sleep(30)),
-                Effect.andThen(Effect.sync(() => toldWhenCleaned.push(told)))
+  it.live(
+    "R5.1 closing a scope tells every run of it and of the scopes forked from it to stop at once, then waits for each (reviews 194, 195)",
+    () =>
+      Effect.gen(function* () {
+        const runs = 8
+        const entered = Array.from({ length: runs }, () => Deferred.makeUnsafe<void>())
+        let told = 0
+        const toldWhenCleaned: Array<number> = []
+        // A tool that works until it is told to stop, then takes a while to clean up.
+        const work = Tool.make({
+          name: "work",
+          description: "works until cancelled",
+          input: Schema.Struct({ n: Schema.Number }),
+          output: Schema.String,
+          handler: ({ n }) =>
+            Effect.andThen(Deferred.succeed(entered[n] as Deferred.Deferred<void>, undefined), Effect.never).pipe(
+              Effect.onInterrupt(() =>
+                Effect.sync(() => told++).pipe(
+                  Effect.andThen(Effect.sleep(30)),
+                  Effect.andThen(Effect.sync(() => toldWhenCleaned.push(told)))
+                )
               )
             )
+        })
+        let n = 0
+        const scope = yield* Scope.make()
+        // Runs in the scope, in a scope forked from it, and in one forked from that.
+        const child = yield* Scope.fork(scope)
+        const scopes = [scope, child, yield* Scope.fork(child)]
+        const handles = yield* Effect.forEach(Array.from({ length: runs }), (_, k) =>
+          Run.start({ goal: "g", tools: [work] }).pipe(
+            Scope.provide(scopes[k % scopes.length] as Scope.Scope),
+            Effect.provide(numbered(() => n++))
           )
+        )
+        yield* Effect.forEach(entered, Deferred.await, { discard: true })
+        yield* Scope.close(scope, Exit.void)
+        // Before, each run was told only once the one before it had ended: the first cleanup
+        // ended with one run told, and the last run kept working all that time (review 194);
+        // then the runs of each forked scope were told only once the scope below had closed (195).
+        assert.deepStrictEqual(
+          toldWhenCleaned,
+          Array.from({ length: runs }, () => runs)
+        )
+        const results = yield* Effect.forEach(handles, (handle) => handle.result)
+        assert.deepStrictEqual(new Set(results.map((result) => result.stopReason)), new Set(["cancelled"]))
       })
-      let n = 0
-      const scope = yield* Scope.make()
-      const handles = yield* Effect.forEach(Array.from({ length: runs }), () =>
-        Run.start({ goal: "g", tools: [work] }).pipe(Scope.provide(scope), Effect.provide(numbered(() => n++)))
-      )
-      yield* Effect.forEach(entered, Deferred.await, { discard: true })
-      yield* Scope.close(scope, Exit.void)
-      // Before, each run was told only once the one before it had ended: the first cleanup
-      // ended with one run told, and the last run kept working all that time.
-      assert.deepStrictEqual(
-        toldWhenCleaned,
-        Array.from({ length: runs }, () => runs)
-      )
-      const results = yield* Effect.forEach(handles, (handle) => handle.result)
-      assert.deepStrictEqual(new Set(results.map((result) => result.stopReason)), new Set(["cancelled"]))
-    })
   )
 
   it.effect("R5 a run that ended leaves the scope it was started in; one still going stays (review 194)", () =>

@@ -161,8 +161,7 @@ export const isEventText = (text: string): boolean =>
 
 /**
  * A whole body that is an event stream (see `isEventText`), read as `read` reads one as
- * it comes: an answer only if it holds `[DONE]`; what it cost as far as it came, when it
- * says (else the caller estimates it from the body).
+ * it comes: an answer only if it holds `[DONE]`, paid for as far as it came if not.
  */
 export const fromText = (
   reader: Reader,
@@ -174,10 +173,9 @@ export const fromText = (
   const fed = Effect.flatMap(events.feed(`${text}\n\n`), (done) =>
     done ? Effect.void : FailureBoundary.corruptResponse({ source, detail: "the event stream ended without [DONE]" })
   )
-  return Effect.andThen(
-    Effect.mapError(fed, (failure) =>
-      FailureBoundary.withUsage(failure, OpenAiWire.partialUsage(events.acc, decoding))
-    ),
-    responseOf(reader, events.acc, decoding)
+  // What it cost as far as it came, as a stream read as it comes is paid for: never its raw
+  // text as output (review 195: 50 KB of keep-alives were charged 12,501 output tokens).
+  return Effect.mapError(Effect.andThen(fed, responseOf(reader, events.acc, decoding)), (failure) =>
+    FailureBoundary.withUsage(failure, OpenAiWire.partialUsage(events.acc, decoding) ?? PaidUsage.ofBytes(0, decoding))
   )
 }

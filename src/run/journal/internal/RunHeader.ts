@@ -26,8 +26,9 @@ export const Header = Schema.Struct({
    * The key the run signs a sensitive tool's calls under (see `Registry.secretKey`), so that a
    * resumed run signs them as before and counts a call repeated across a restart (R2.3, review
    * 193). Kept beside the log, never in it: the journal holds the model's arguments already.
+   * Read as it comes: a header whose key is no key (another version's) still decodes, and its run signs under a new one.
    */
-  secretKey: Schema.optional(Schema.String)
+  secretKey: Schema.optional(Schema.Unknown)
 })
 
 /** A stored header, decoded. */
@@ -97,4 +98,4 @@ export const make = (
 
 /** The key a header kept, if it is one a run makes (256 bits, hex); a run whose header has none signs under a new one. */
 export const secretKeyIn = (header: typeof Header.Type): string | undefined =>
-  header.secretKey !== undefined && /^[0-9a-f]{64}$/.test(header.secretKey) ? header.secretKey : undefined
+  typeof header.secretKey === "string" && /^[0-9a-f]{64}$/.test(header.secretKey) ? header.secretKey : undefined
