@@ -188,14 +188,18 @@ export const layer = (options: Options): Layer.Layer<Recorder, RecorderError, Fi
        * beside it (`<name>.1.jsonl`, the first number free), and the run gets a file of its
        * own: appended, the two read as one run (review 44).
        */
+      // The number past the last one each file was set aside under here: a run id used a
+      // thousand times looks up one name, not a thousand (review 196: each run took longer).
+      const nextAside = new Map<string, number>()
       const setAside = (file: string) =>
         Effect.gen(function* () {
           const exists = yield* fs.exists(file)
           if (!exists || Number((yield* fs.stat(file)).size) === 0) return
           const { dir, name, ext } = path.parse(file)
-          let n = 1
+          let n = nextAside.get(file) ?? 1
           while (yield* fs.exists(path.join(dir, `${name}.${n}${ext}`))) n++
           yield* fs.rename(file, path.join(dir, `${name}.${n}${ext}`))
+          nextAside.set(file, n + 1)
         })
 
       // The runs each file is being written for (from their first event here until they are gone):

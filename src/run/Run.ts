@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, Exit, type Fiber, PubSub, Result, Schema, type Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, type Fiber, Predicate, PubSub, Result, Schema, type Scope, Stream } from "effect"
 import type * as Event from "../events/Event.ts"
 import type * as RunState from "../events/RunState.ts"
 import * as UserCode from "../failure/UserCode.ts"
@@ -265,8 +265,18 @@ const checkPending = UserCode.check(
   "the approval gate's pending"
 )
 
-const pendingOf = (listed: unknown): Effect.Effect<ReadonlyArray<Approval.Request>> =>
-  UserCode.checkedOrDie(checkPending(listed))
+/**
+ * The calls of `runId` a gate lists (every run's), picked out before they are checked and copied
+ * (review 196); what is no other run's request is checked.
+ */
+const pendingOf = (listed: unknown, runId: string): Effect.Effect<ReadonlyArray<Approval.Request>> => {
+  let own: unknown = listed
+  try {
+    if (Array.isArray(listed))
+      own = listed.filter((r) => !Predicate.isObject(r) || typeof r.runId !== "string" || r.runId === runId)
+  } catch {} // A list whose reading throws: the check names it.
+  return UserCode.checkedOrDie(checkPending(own))
+}
 
 /**
  * A started run's handle: one object, its operations made when they are used (a parked
@@ -326,7 +336,7 @@ class RunHandle<O> implements Handle<O> {
           [Approval.PendingUnavailable],
           UserCode.effectOrDie(what, () => this.#gate.pending)
         ),
-        pendingOf
+        (listed) => pendingOf(listed, this.runId)
       ),
       (all) => all.filter((request) => request.runId === this.runId)
     )

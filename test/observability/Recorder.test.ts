@@ -154,6 +154,30 @@ describe("Recorder", () => {
     }).pipe(Effect.scoped, Effect.provide(nodeLayer))
   )
 
+  it.effect("R13 a run id used again and again looks up one name to set the last recording aside (review 196)", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* tempDirectory
+      let looked = 0
+      const counting = Layer.succeed(FileSystem.FileSystem, {
+        ...fs,
+        exists: (file: string) =>
+          Effect.andThen(
+            Effect.sync(() => looked++),
+            fs.exists(file)
+          )
+      })
+      const runs = 40
+      yield* Effect.gen(function* () {
+        for (let i = 0; i < runs; i++) yield* answered(`run ${i}`, "again")
+      }).pipe(Effect.provide(Recorder.layer({ directory }).pipe(Layer.provide(counting))))
+      assert.strictEqual((yield* fs.readDirectory(directory)).length, runs)
+      assert.strictEqual((yield* Recording.read(`${directory}/again.39.jsonl`)).events[0]?._tag, "run.started")
+      // Before, each run looked up every name set aside before it: 40 runs, 820 lookups.
+      assert.isAtMost(looked, 3 * runs)
+    }).pipe(Effect.scoped, Effect.provide(nodeLayer))
+  )
+
   it.live(
     "R13 a file a run is still writing is never set aside: runs at once in one file are refused as two runs, not split",
     () =>

@@ -268,6 +268,30 @@ describe("Run.start", () => {
       }).pipe(Effect.provide(payThenDone))
   )
 
+  it.effect("R7 a handle's pendingApprovals reads only its own run's calls of a gate's list (review 196)", () =>
+    Effect.gen(function* () {
+      const memory = Approval.makeMemory()
+      // A gate that lists other runs' calls too, a thousand of them, in a shape no handle of theirs would take.
+      const others = Array.from({ length: 1_000 }, (_, k) => ({ runId: `other-${k}`, callId: 7 }))
+      const listing: Approval.Gate = {
+        ...memory,
+        pending: Effect.map(memory.pending, (own) => [...others, ...own] as ReadonlyArray<Approval.Request>)
+      }
+      const handle = yield* Run.start({ goal: "pay", tools: [pay] }).pipe(
+        Effect.provideService(Approval.ApprovalGate, listing)
+      )
+      while ((yield* memory.pending).length === 0) yield* Effect.yieldNow
+      // Before, the whole list was checked first: the others' calls made it the gate's defect.
+      const seen = yield* handle.pendingApprovals
+      assert.deepStrictEqual(
+        seen.map((request) => [request.runId, request.callId]),
+        [[handle.runId, "c1"]]
+      )
+      yield* handle.approve("c1")
+      assert.strictEqual((yield* handle.result).status, "completed")
+    }).pipe(Effect.provide(payThenDone))
+  )
+
   it.effect("R12 a gate whose pending or decide fails outside its contract is a defect naming it (review 134)", () =>
     Effect.gen(function* () {
       const memory = Approval.makeMemory()

@@ -106,11 +106,13 @@ const batch = <R>(
       return Effect.tap(result, () => (ctx.log.approvals.length > 0 ? Commit.barrier(ctx) : Effect.void))
     }
     // A result that stops the run stops the rest of the batch at once (R3.11), as a rejection does.
+    // Each call ends on a turn of its own: `forEach` interrupts the calls left as each one ends, so they
+    // would end inside one another (review 196: 1,000 cut off at once overflowed the stack, killing the process).
     const stopping = (p: ToolExecutor.Prepared, i: number) =>
       Effect.flatMap(run(p, i), (result) => {
         const stop = LoopStops.callStop(config, result)
         return stop === undefined ? Effect.succeed(result) : Effect.fail(stop)
-      })
+      }).pipe(Effect.onInterrupt(() => Effect.yieldNow))
     const [first] = prepared
     // A call alone has no rest to stop: its result goes to the batch's end as it is.
     const alone =

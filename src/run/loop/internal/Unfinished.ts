@@ -127,7 +127,12 @@ export const reconcileLate = <R>(ctx: RunContext.RunContext, config: Config<R>):
       const tool = config.registry.tools.get(p.call.name)
       if (standing?._tag !== "InDoubt" || tool?.reconcile === undefined || !ToolExecutor.mayHaveEffects(tool)) return []
       // Each settled call is committed at once, as a live batch commits an acting call's result (R9).
-      return [Effect.andThen(ToolExecutor.reconcileLate(ctx, config.registry, p, standing), Commit.barrier(ctx))]
+      // Ending on a turn of its own, as a batch's call does (see `Loop`: ended inside one another, cut off).
+      return [
+        Effect.andThen(ToolExecutor.reconcileLate(ctx, config.registry, p, standing), Commit.barrier(ctx)).pipe(
+          Effect.onInterrupt(() => Effect.yieldNow)
+        )
+      ]
     })
     return Effect.all(asked, { concurrency: config.concurrency, discard: true })
   })
