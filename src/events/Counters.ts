@@ -176,11 +176,11 @@ const onEvent = (c: Draft, e: Event): void => {
       const noCalls = e.toolCalls.length === 0
       // An answer cut off by the output token limit, or one that says it calls tools and carries
       // none, is unfinished: neither final nor empty (R11).
-      const truncated = e.finishReason === "length" || (noCalls && e.finishReason === "tool_calls")
-      const empty = noCalls && !truncated && Model.isBlank(e.text)
+      const unfinished = e.finishReason === "length" || (noCalls && e.finishReason === "tool_calls")
+      const empty = noCalls && !unfinished && Model.isBlank(e.text)
       c.iterations = c.iterations + 1
       c.toolCalls = c.toolCalls + e.toolCalls.length
-      c.finalAnswerReceived = noCalls && !empty && !truncated
+      c.finalAnswerReceived = noCalls && !empty && !unfinished
       c.emptyOutputs = c.emptyOutputs + (empty ? 1 : 0)
       c.repeatedToolCallCount = repeated
       spend(c, e.usage)

@@ -71,6 +71,10 @@ const folder = (reader: Reader) => {
   return { acc, feed }
 }
 
+/** What an answer cut off cost as far as it came: its prompt at least, once its 200 came (review 163). */
+const paidSoFar = (acc: OpenAiWire.Accumulator, decoding: OpenAiWire.Decoding) =>
+  OpenAiWire.partialUsage(acc, decoding) ?? PaidUsage.ofBytes(0, decoding)
+
 /** The response the events folded into make, paid for when it makes none (a call with no name, R2.1). */
 const responseOf = (reader: Reader, acc: OpenAiWire.Accumulator, decoding: OpenAiWire.Decoding) =>
   Result.match(OpenAiWire.fromAccumulator(acc, decoding), {
@@ -142,10 +146,9 @@ export const read = Effect.fnUntraced(function* (
   // it came: its failure carries that usage, for the run's budgets (R2.1); so does the
   // report of one the run's own timers interrupt. Its 200 came: before its first event, its
   // prompt was billed (review 163), as a plain answer's is.
-  const paid = () => OpenAiWire.partialUsage(acc, decoding) ?? PaidUsage.ofBytes(0, decoding)
   yield* Effect.raceFirst(reading, Phases.idleWatch(progress, limits, deadline)).pipe(
-    Effect.mapError((failure) => FailureBoundary.withUsage(failure, paid())),
-    Effect.onInterrupt(() => Model.reportCutOff(paid()))
+    Effect.mapError((failure) => FailureBoundary.withUsage(failure, paidSoFar(acc, decoding))),
+    Effect.onInterrupt(() => Model.reportCutOff(paidSoFar(acc, decoding)))
   )
   return yield* responseOf(reader, acc, decoding)
 }, Effect.scoped)
@@ -176,6 +179,6 @@ export const fromText = (
   // What it cost as far as it came, as a stream read as it comes is paid for: never its raw
   // text as output (review 195: 50 KB of keep-alives were charged 12,501 output tokens).
   return Effect.mapError(Effect.andThen(fed, responseOf(reader, events.acc, decoding)), (failure) =>
-    FailureBoundary.withUsage(failure, OpenAiWire.partialUsage(events.acc, decoding) ?? PaidUsage.ofBytes(0, decoding))
+    FailureBoundary.withUsage(failure, paidSoFar(events.acc, decoding))
   )
 }
